@@ -1,0 +1,59 @@
+"""The ``hsa`` command: wires command groups to library functions and turns errors into lines."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from hsa import __version__
+from hsa.errors import HsaError
+
+
+class _Group(click.Group):
+    """Lists commands in the order they were added."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hsa")
+@click.option("--debug", is_flag=True, help="Show a traceback for errors.")
+@click.pass_context
+def app(ctx: click.Context, debug: bool) -> None:
+    """hsa: harness-aware training data engine."""
+    ctx.obj = {"debug": debug}
+
+
+def _register() -> None:
+    from hsa.cli import harness
+
+    app.add_command(harness.group)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run ``hsa`` and report ``HsaError`` as one line per problem, exit 1."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        app.main(args=argv, prog_name="hsa", standalone_mode=False)
+    except HsaError as exc:
+        if debug:
+            raise
+        for line in str(exc).splitlines() or [type(exc).__name__]:
+            click.echo(f"hsa: error: {line}", err=True)
+        sys.exit(1)
+    except click.exceptions.Abort:
+        click.echo("hsa: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("hsa: interrupted", err=True)
+        sys.exit(130)

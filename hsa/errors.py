@@ -1,0 +1,68 @@
+"""The exceptions a user of hsa can meet: one root, one subclass per area."""
+
+from __future__ import annotations
+
+
+class HsaError(Exception):
+    """Root of every error hsa raises on bad input.
+
+    ``file`` and ``where`` locate the problem (a path, and a JSON path, row or rule inside it);
+    ``str(err)`` reads ``file: where: message`` with the parts that are known.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, where: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.file = None if file is None else str(file)
+        self.where = where
+
+    def __str__(self) -> str:
+        return ": ".join(part for part in (self.file, self.where, self.message) if part)
+
+
+class HarnessError(HsaError):
+    """A harness document, directory or component is invalid."""
+
+
+class HarnessValidationError(HarnessError):
+    """A harness failed validation; ``problems`` lists every problem found, not just the first."""
+
+    def __init__(self, problems: list[HsaError]):
+        self.problems = list(problems)
+        first = self.problems[0]
+        super().__init__(first.message, file=first.file, where=first.where)
+
+    def __str__(self) -> str:
+        return "\n".join(str(p) for p in self.problems)
+
+
+class TemplateError(HsaError):
+    """A template is unsafe, too large, or failed to render."""
+
+
+class ImportFormatError(HsaError):
+    """A source corpus or file could not be imported."""
+
+
+class ProtocolError(HsaError):
+    """A conversation could not be rendered or parsed under a harness's protocol."""
+
+
+class EnvError(HsaError):
+    """An environment, task or tool call is invalid."""
+
+
+class RuleError(HsaError):
+    """An augmentation rule, its parameters or a recipe is invalid, or a rule broke a check."""
+
+
+class DatasetError(HsaError):
+    """A dataset directory, shard or row is invalid."""
+
+
+class TeacherError(HsaError):
+    """A teacher backend or rollout failed."""
+
+
+class ConfigError(HsaError):
+    """A build configuration is invalid."""

@@ -1,0 +1,227 @@
+"""Canonical trajectories: a harness-neutral event log, and its Arrow form.
+
+Every identifier in an event (tool names, argument names, skill ids, hook ids) is canonical,
+as the source harness spells it. ``render`` turns events into what a model sees under a given
+harness; ``parse`` turns that back into events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from hsa.errors import HsaError
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    text: str
+    kind: ClassVar[str] = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    """Assistant text; immediately following calls belong to the same model turn."""
+
+    text: str
+    reasoning: str | None = None
+    kind: ClassVar[str] = "assistant"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    call_id: str
+    tool: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    kind: ClassVar[str] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    call_id: str
+    content: str
+    is_error: bool = False
+    kind: ClassVar[str] = "tool_result"
+
+
+@dataclass(frozen=True, slots=True)
+class HookFired:
+    """A hook firing; ``payload`` holds the values its message template was rendered with."""
+
+    hook_id: str
+    event: str
+    payload: Mapping[str, str] = field(default_factory=dict)
+    kind: ClassVar[str] = "hook"
+
+
+@dataclass(frozen=True, slots=True)
+class SkillLoad:
+    """The model loaded a skill's content through the harness's skill tool."""
+
+    skill_id: str
+    kind: ClassVar[str] = "skill_load"
+
+
+Event = UserMessage | AssistantMessage | ToolCall | ToolResult | HookFired | SkillLoad
+CALL_KINDS = (ToolCall, SkillLoad)
+
+EVENT_STRUCT = pa.struct(
+    [
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("text", pa.string()),
+        pa.field("reasoning", pa.string()),
+        pa.field("call_id", pa.string()),
+        pa.field("tool", pa.string()),
+        pa.field("args", pa.string()),  # JSON object, key order kept
+        pa.field("content", pa.string()),
+        pa.field("is_error", pa.bool_()),
+        pa.field("hook_id", pa.string()),
+        pa.field("hook_event", pa.string()),
+        pa.field("payload", pa.string()),  # JSON object of strings
+        pa.field("skill_id", pa.string()),
+    ]
+)
+EVENTS_TYPE = pa.list_(EVENT_STRUCT)
+
+TRAJECTORY_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("task_id", pa.string()),
+        pa.field("harness_id", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("events", EVENTS_TYPE, nullable=False),
+        pa.field("metadata", pa.string()),  # JSON object
+    ]
+)
+
+
+def dumps_json(value: Any) -> str:
+    """Compact JSON with key order and Unicode kept: the form hsa stores arguments in."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def event_to_row(event: Event) -> dict[str, Any]:
+    """One event as a dict matching ``EVENT_STRUCT`` (absent fields are None)."""
+    row: dict[str, Any] = dict.fromkeys(EVENT_STRUCT.names)
+    row["kind"] = event.kind
+    match event:
+        case UserMessage(text=text):
+            row["text"] = text
+        case AssistantMessage(text=text, reasoning=reasoning):
+            row["text"], row["reasoning"] = text, reasoning
+        case ToolCall(call_id=call_id, tool=tool, args=args):
+            row["call_id"], row["tool"], row["args"] = call_id, tool, dumps_json(args)
+        case ToolResult(call_id=call_id, content=content, is_error=is_error):
+            row["call_id"], row["content"], row["is_error"] = call_id, content, is_error
+        case HookFired(hook_id=hook_id, event=hook_event, payload=payload):
+            row["hook_id"], row["hook_event"] = hook_id, hook_event
+            row["payload"] = dumps_json(payload)
+        case SkillLoad(skill_id=skill_id):
+            row["skill_id"] = skill_id
+    return row
+
+
+def event_from_row(row: Mapping[str, Any], *, where: str = "event") -> Event:
+    """The event a row of ``EVENT_STRUCT`` describes."""
+    kind = row.get("kind")
+    try:
+        if kind == "user":
+            return UserMessage(row["text"])
+        if kind == "assistant":
+            return AssistantMessage(row["text"], row.get("reasoning"))
+        if kind == "tool_call":
+            args = json.loads(row["args"]) if row.get("args") else {}
+            if not isinstance(args, dict):
+                raise ValueError("args must be a JSON object")
+            return ToolCall(row["call_id"], row["tool"], args)
+        if kind == "tool_result":
+            return ToolResult(row["call_id"], row["content"], bool(row.get("is_error")))
+        if kind == "hook":
+            payload = json.loads(row["payload"]) if row.get("payload") else {}
+            return HookFired(row["hook_id"], row["hook_event"], payload)
+        if kind == "skill_load":
+            return SkillLoad(row["skill_id"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise HsaError(f"malformed {kind} event: {exc}", where=where) from None
+    raise HsaError(f"unknown event kind {kind!r}", where=where)
+
+
+def events_to_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
+    return [event_to_row(e) for e in events]
+
+
+def events_from_rows(rows: Iterable[Mapping[str, Any]], *, where: str = "events") -> list[Event]:
+    return [event_from_row(r, where=f"{where}[{i}]") for i, r in enumerate(rows)]
+
+
+@dataclass(frozen=True, slots=True)
+class Trajectory:
+    """A canonical trajectory: the events of one episode of one task under one harness."""
+
+    id: str
+    events: tuple[Event, ...]
+    task_id: str | None = None
+    harness_id: str | None = None
+    source: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "task_id": self.task_id,
+            "harness_id": self.harness_id,
+            "source": self.source,
+            "events": events_to_rows(self.events),
+            "metadata": dumps_json(dict(self.metadata)),
+        }
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], *, where: str = "row") -> Trajectory:
+        metadata = json.loads(row["metadata"]) if row.get("metadata") else {}
+        return cls(
+            id=row["id"],
+            events=tuple(events_from_rows(row["events"], where=f"{where}.events")),
+            task_id=row.get("task_id"),
+            harness_id=row.get("harness_id"),
+            source=row.get("source"),
+            metadata=metadata,
+        )
+
+
+def trajectories_to_table(trajectories: Sequence[Trajectory]) -> pa.Table:
+    """Trajectories as an Arrow table of ``TRAJECTORY_SCHEMA``."""
+    return pa.Table.from_pylist([t.to_row() for t in trajectories], schema=TRAJECTORY_SCHEMA)
+
+
+def trajectories_from_table(table: pa.Table) -> list[Trajectory]:
+    return [Trajectory.from_row(r, where=f"row {i}") for i, r in enumerate(table.to_pylist())]
+
+
+def normalize_call_ids(events: Sequence[Event]) -> list[Event]:
+    """Rename call ids to ``call_0``, ``call_1``, ... in call order (skill loads count).
+
+    Text protocols do not show call ids to the model, so parsing them regenerates ids in this
+    normal form; importers normalise so that every protocol round-trips.
+    """
+    mapping: dict[str, str] = {}
+    out: list[Event] = []
+    counter = 0
+    for event in events:
+        if isinstance(event, ToolCall):
+            mapping[event.call_id] = f"call_{counter}"
+            out.append(ToolCall(f"call_{counter}", event.tool, event.args))
+            counter += 1
+        elif isinstance(event, SkillLoad):
+            out.append(event)
+            counter += 1
+        elif isinstance(event, ToolResult):
+            out.append(
+                ToolResult(mapping.get(event.call_id, event.call_id), event.content, event.is_error)
+            )
+        else:
+            out.append(event)
+    return out

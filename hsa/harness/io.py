@@ -1,0 +1,267 @@
+"""Load and save harnesses as one JSON document or as a harness directory.
+
+A harness directory::
+
+    harness.yaml          id, version, protocol, prompt, hooks, skill_tool, metadata, and
+                          references: ``tools: tools.json``, ``skills: [id, ...]``,
+                          ``prompt.template_file: prompt.md.j2``
+    prompt.md.j2          the system prompt template, when the harness has one
+    tools.json            tools (OpenAI, MCP or Anthropic format; saved as OpenAI)
+    skills/<id>/SKILL.md  one Agent Skill per folder
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hsa.errors import HarnessError, HarnessValidationError, HsaError
+from hsa.harness.model import Harness
+from hsa.harness.skillfile import dump_skill_md, load_skill_dir
+from hsa.harness.toolformats import tool_entries, tool_from_entry
+from hsa.harness.validate import document_problems
+
+MANIFEST = "harness.yaml"
+TOOLS_FILE = "tools.json"
+TEMPLATE_FILE = "prompt.md.j2"
+SKILLS_DIR = "skills"
+
+
+class _Sources:
+    """Which file each part of an assembled document came from, to point errors at it."""
+
+    def __init__(self, root: Path, manifest: Path):
+        self.root = root
+        self.manifest = manifest
+        self.tools: Path | None = None
+        self.template: Path | None = None
+        self.skills: dict[int, Path] = {}
+
+    def locate(self, err: HsaError) -> HsaError:
+        where = err.where or "$"
+        if self.tools is not None and (m := re.match(r"^\$\.tools\[(\d+)\](.*)$", where)):
+            rest = m.group(2)
+            return HarnessError(err.message, file=str(self.tools), where=f"$[{m.group(1)}]{rest}")
+        if m := re.match(r"^\$\.skills\[(\d+)\](?:\.(\w+))?", where):
+            file = self.skills.get(int(m.group(1)))
+            if file is not None:
+                field = m.group(2)
+                inside = f"front matter.{field}" if field not in (None, "content") else field
+                return HarnessError(err.message, file=str(file), where=inside or None)
+        if self.template is not None and where == "$.prompt.template":
+            return HarnessError(err.message, file=str(self.template), where=None)
+        return HarnessError(err.message, file=str(self.manifest), where=where)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text("utf-8")
+    except FileNotFoundError:
+        raise HarnessError("file not found", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HarnessError(f"cannot read: {exc}", file=str(path)) from None
+
+
+def _read_json(path: Path) -> Any:
+    text = _read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HarnessError(
+            f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=str(path)
+        ) from None
+
+
+def _read_yaml(path: Path) -> Any:
+    text = _read_text(path)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else None
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise HarnessError(f"invalid YAML: {reason}", file=str(path), where=where) from None
+
+
+def read_document(path: str | Path) -> tuple[dict[str, Any], _Sources]:
+    """Assemble the harness document at ``path`` (directory, harness.yaml or .json file)."""
+    path = Path(path)
+    if path.is_dir():
+        manifest = path / MANIFEST
+        if not manifest.is_file():
+            raise HarnessError(f"not a harness directory: no {MANIFEST}", file=str(path))
+    elif path.is_file():
+        manifest = path
+    else:
+        raise HarnessError("no such file or directory", file=str(path))
+    root = manifest.parent
+    sources = _Sources(root, manifest)
+    doc = _read_json(manifest) if manifest.suffix == ".json" else _read_yaml(manifest)
+    if not isinstance(doc, dict):
+        raise HarnessError("a harness document must be a mapping", file=str(manifest), where="$")
+
+    if isinstance(doc.get("tools"), str):
+        sources.tools = root / doc["tools"]
+        doc["tools"] = _tools_from_file(sources.tools)
+    prompt = doc.get("prompt")
+    if isinstance(prompt, dict) and "template_file" in prompt:
+        ref = prompt.pop("template_file")
+        if not isinstance(ref, str):
+            raise HarnessError(
+                "must name a file", file=str(manifest), where="$.prompt.template_file"
+            )
+        sources.template = root / ref
+        prompt["template"] = _read_text(sources.template)
+    skills = doc.get("skills")
+    if isinstance(skills, list) and all(isinstance(s, str) for s in skills):
+        loaded = []
+        for i, skill_id in enumerate(skills):
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", skill_id) or ".." in skill_id:
+                raise HarnessError(
+                    f"{skill_id!r} is not a valid skill id",
+                    file=str(manifest),
+                    where=f"$.skills[{i}]",
+                )
+            folder = root / SKILLS_DIR / skill_id
+            sources.skills[i] = folder / "SKILL.md"
+            loaded.append(load_skill_dir(folder).to_dict())
+        doc["skills"] = loaded
+    return doc, sources
+
+
+def _tools_from_file(path: Path) -> list[dict[str, Any]]:
+    from hsa.errors import ImportFormatError
+
+    data = _read_json(path)
+    try:
+        entries = tool_entries(data)
+        return [tool_from_entry(e, where=f"$[{i}]")[0].to_dict() for i, e in enumerate(entries)]
+    except ImportFormatError as exc:
+        raise HarnessError(exc.message, file=str(path), where=exc.where or "$") from None
+
+
+def problems(path: str | Path) -> list[HsaError]:
+    """Every problem with the harness at ``path``, each naming its file and JSON path."""
+    try:
+        doc, sources = read_document(path)
+    except HsaError as exc:
+        return [exc]
+    return [sources.locate(p) for p in document_problems(doc)]
+
+
+def load(path: str | Path) -> Harness:
+    """Load and validate a harness; raise ``HarnessValidationError`` listing every problem."""
+    found = problems(path)
+    if found:
+        raise HarnessValidationError(found)
+    doc, _ = read_document(path)
+    return Harness.from_dict(doc)
+
+
+def loads(text: str, *, file: str | None = None) -> Harness:
+    """A harness from one JSON document (as written by ``Harness.to_json``)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"invalid JSON: {exc.msg}", file=file) from None
+    found = document_problems(doc, file=file)
+    if found:
+        raise HarnessValidationError(found)
+    return Harness.from_dict(doc)
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def dump_yaml(data: Any) -> str:
+    """YAML the way hsa writes it: key order kept, Unicode as is, multi-line strings as blocks."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def save(harness: Harness, path: str | Path) -> Path:
+    """Write ``harness`` to ``path``: a ``.json`` file, or else a harness directory.
+
+    The directory is written beside its destination and renamed into place, so a failure never
+    leaves a half-written harness. An existing directory is replaced only if it is a harness.
+    """
+    path = Path(path)
+    if path.suffix == ".json":
+        _atomic_write(path, json.dumps(harness.to_dict(), ensure_ascii=False, indent=2) + "\n")
+        return path
+    if path.exists() and (
+        not path.is_dir() or (any(path.iterdir()) and not (path / MANIFEST).is_file())
+    ):
+        raise HarnessError(
+            "refusing to overwrite: it exists and is not a harness directory", file=str(path)
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        _write_dir(harness, staging)
+        if path.exists():
+            trash = path.with_name(f".{path.name}.old-{os.getpid()}")
+            path.rename(trash)
+            staging.rename(path)
+            shutil.rmtree(trash)
+        else:
+            staging.rename(path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return path
+
+
+def _write_dir(harness: Harness, root: Path) -> None:
+    doc = harness.to_dict()
+    tools = doc.pop("tools")
+    skills = doc.pop("skills")
+    (root / TOOLS_FILE).write_text(
+        json.dumps(
+            [{"type": "function", "function": t} for t in tools], ensure_ascii=False, indent=2
+        )
+        + "\n",
+        "utf-8",
+    )
+    manifest: dict[str, Any] = {"id": doc.pop("id"), "version": doc.pop("version")}
+    manifest["protocol"] = doc.pop("protocol")
+    prompt = doc.pop("prompt")
+    if prompt.get("template") is not None:
+        (root / TEMPLATE_FILE).write_text(prompt.pop("template"), "utf-8")
+        prompt = {"template_file": TEMPLATE_FILE, **prompt}
+    manifest["prompt"] = prompt
+    manifest["tools"] = TOOLS_FILE
+    manifest["skills"] = [s["id"] for s in skills]
+    manifest.update(doc)
+    for skill in harness.skills:
+        folder = root / SKILLS_DIR / skill.id
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(dump_skill_md(skill), "utf-8")
+    (root / MANIFEST).write_text(dump_yaml(manifest), "utf-8")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,354 @@
+"""The harness vocabulary: Harness, Tool, Skill, Hook, Prompt, Protocol as frozen value objects.
+
+Every object converts to and from a plain JSON document (``to_dict``/``from_dict``); the
+document form is the one validated by ``hsa/harness/schema/harness.schema.json``. Objects are
+frozen: derive a changed copy with ``dataclasses.replace`` (or ``Harness.replace``) and never
+mutate the JSON Schemas and dicts they hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+HOOK_EVENTS = ("session_start", "user_prompt_submit", "pre_tool_use", "post_tool_use", "stop")
+HOOK_EFFECTS = ("add_context", "deny", "update_input", "update_output")
+HOOK_POSITIONS = ("system", "user", "tool_result")
+HEADING_STYLES = ("markdown", "xml", "plain")
+SECTION_KINDS = ("persona", "policy", "skills", "tools", "output_format", "custom")
+CALL_FORMATS = ("hermes", "json", "python", "xml_verbose", "xml_concise")
+DOC_FORMATS = ("json", "xml", "python", "markdown")
+
+HookEvent = Literal["session_start", "user_prompt_submit", "pre_tool_use", "post_tool_use", "stop"]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A callable tool: an API-legal name, a description and a JSON Schema for its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def to_openai(self) -> dict[str, Any]:
+        """The tool as one entry of an OpenAI request's ``tools`` list."""
+        return {"type": "function", "function": self.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Tool:
+        return cls(
+            name=data["name"],
+            description=data.get("description", ""),
+            parameters=data.get("parameters") or {"type": "object", "properties": {}},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    """An Agent Skill: identifier, display name, one-line description and Markdown content.
+
+    ``extra`` keeps any other front-matter fields (license, allowed-tools, ...) untouched.
+    """
+
+    id: str
+    name: str
+    description: str
+    content: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "content": self.content,
+        }
+        if self.extra:
+            out["extra"] = dict(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Skill:
+        return cls(
+            id=data["id"],
+            name=data.get("name", data["id"]),
+            description=data.get("description", ""),
+            content=data.get("content", ""),
+            extra=dict(data.get("extra") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    """When a hook applies: a tool-name pattern (regex, full match), a turn index, or a period."""
+
+    tool: str | None = None
+    turn: int | None = None
+    every_n_turns: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Matcher:
+        data = data or {}
+        return cls(
+            tool=data.get("tool"), turn=data.get("turn"), every_n_turns=data.get("every_n_turns")
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    """A declarative lifecycle hook.
+
+    When ``event`` fires and ``matcher`` matches, the hook applies ``effect`` and shows the model
+    ``message`` (a template over the payload, placeholders only) at ``inject`` position, wrapped
+    in ``<wrapper>`` tags when set. ``payload_fn`` (``pkg.mod:fn``) may compute the payload; it
+    returns ``None`` to keep the hook from firing. ``params`` holds effect arguments, e.g.
+    ``{"remove": ["cost"]}`` for ``update_output`` or ``{"set": {"limit": 5}}`` for
+    ``update_input``.
+    """
+
+    id: str
+    event: HookEvent
+    effect: str
+    message: str
+    matcher: Matcher = field(default_factory=Matcher)
+    inject: str = "system"
+    wrapper: str | None = None
+    payload_fn: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "event": self.event,
+            "effect": self.effect,
+            "message": self.message,
+            "matcher": self.matcher.to_dict(),
+            "inject": self.inject,
+        }
+        if self.wrapper is not None:
+            out["wrapper"] = self.wrapper
+        if self.payload_fn is not None:
+            out["payload_fn"] = self.payload_fn
+        if self.params:
+            out["params"] = dict(self.params)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Hook:
+        return cls(
+            id=data["id"],
+            event=data["event"],
+            effect=data["effect"],
+            message=data.get("message", ""),
+            matcher=Matcher.from_dict(data.get("matcher")),
+            inject=data.get("inject", "system"),
+            wrapper=data.get("wrapper"),
+            payload_fn=data.get("payload_fn"),
+            params=dict(data.get("params") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One named section of the system prompt; ``body`` is a Jinja2 template.
+
+    Sections of kind ``tools``, ``skills`` and ``output_format`` with an empty body are filled
+    with the generated tool docs, skills catalogue and call-format instructions.
+    """
+
+    id: str
+    title: str
+    body: str = ""
+    kind: str = "custom"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "title": self.title, "body": self.body}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Section:
+        return cls(
+            id=data["id"],
+            title=data.get("title", data["id"]),
+            body=data.get("body", ""),
+            kind=data.get("kind", "custom"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """The system prompt: ordered sections, their heading style, and where the prompt goes.
+
+    ``placement`` is ``system`` (a system message) or ``user`` (prepended to the first user
+    message, for models without a system role). ``template``, when set, is a Jinja2 template
+    that receives ``sections`` (formatted strings), ``body`` (them joined) and the harness.
+    """
+
+    sections: tuple[Section, ...] = ()
+    heading_style: str = "markdown"
+    placement: str = "system"
+    template: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "heading_style": self.heading_style,
+            "placement": self.placement,
+            "sections": [s.to_dict() for s in self.sections],
+        }
+        if self.template is not None:
+            out["template"] = self.template
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Prompt:
+        data = data or {}
+        return cls(
+            sections=tuple(Section.from_dict(s) for s in data.get("sections", ())),
+            heading_style=data.get("heading_style", "markdown"),
+            placement=data.get("placement", "system"),
+            template=data.get("template"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    """How tools and calls appear to the model.
+
+    ``api``: tools in the request's ``tools`` field, calls in ``tool_calls``. ``text``: tool
+    docs printed in the system prompt in ``doc_format`` and calls emitted as assistant text in
+    ``call_format`` (``hermes`` is one ``<tool_call>`` JSON object per call; the others follow
+    the BFCL v4 return formats), wrapped in a ``<TOOLCALL>`` tag when ``call_tag`` is set.
+    """
+
+    name: str = "api"
+    call_format: str = "hermes"
+    call_tag: bool = True
+    doc_format: str = "json"
+
+    @property
+    def is_api(self) -> bool:
+        return self.name == "api"
+
+    @property
+    def label(self) -> str:
+        """A short stable name, e.g. ``api`` or ``text/python+tag/xml-docs``."""
+        if self.is_api:
+            return "api"
+        tag = "+tag" if self.call_tag else ""
+        return f"text/{self.call_format}{tag}/{self.doc_format}-docs"
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.is_api:
+            return {"name": "api"}
+        return {
+            "name": self.name,
+            "call_format": self.call_format,
+            "call_tag": self.call_tag,
+            "doc_format": self.doc_format,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Protocol:
+        data = data or {}
+        return cls(
+            name=data.get("name", "api"),
+            call_format=data.get("call_format", "hermes"),
+            call_tag=bool(data.get("call_tag", True)),
+            doc_format=data.get("doc_format", "json"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Harness:
+    """Everything around a model that can change without touching its weights.
+
+    ``skill_tool``, when set, is the tool through which the model loads a skill's content on
+    demand (its first required string parameter carries the skill id); skills are then listed
+    in the prompt by name and description only. Without it, skill contents are printed in full.
+    ``metadata`` carries importer lineage such as ``name_map`` (API-legal name -> source name).
+    """
+
+    id: str
+    version: str = "1"
+    protocol: Protocol = field(default_factory=Protocol)
+    prompt: Prompt = field(default_factory=Prompt)
+    tools: tuple[Tool, ...] = ()
+    skills: tuple[Skill, ...] = ()
+    hooks: tuple[Hook, ...] = ()
+    skill_tool: Tool | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> Harness:
+        """A copy with ``changes`` applied (lists are converted to tuples)."""
+        for key in ("tools", "skills", "hooks"):
+            if key in changes:
+                changes[key] = tuple(changes[key])
+        return dataclasses.replace(self, **changes)
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool called ``name`` (the skill tool included), or None."""
+        if self.skill_tool is not None and self.skill_tool.name == name:
+            return self.skill_tool
+        return next((t for t in self.tools if t.name == name), None)
+
+    def skill(self, skill_id: str) -> Skill | None:
+        return next((s for s in self.skills if s.id == skill_id), None)
+
+    def hook(self, hook_id: str) -> Hook | None:
+        return next((h for h in self.hooks if h.id == hook_id), None)
+
+    @property
+    def skill_arg(self) -> str | None:
+        """The parameter of ``skill_tool`` that names the skill to load."""
+        if self.skill_tool is None:
+            return None
+        params = self.skill_tool.parameters
+        required = list(params.get("required") or [])
+        props = list((params.get("properties") or {}).keys())
+        return (required or props or [None])[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "version": self.version,
+            "protocol": self.protocol.to_dict(),
+            "prompt": self.prompt.to_dict(),
+            "tools": [t.to_dict() for t in self.tools],
+            "skills": [s.to_dict() for s in self.skills],
+            "hooks": [h.to_dict() for h in self.hooks],
+        }
+        if self.skill_tool is not None:
+            out["skill_tool"] = self.skill_tool.to_dict()
+        if self.metadata:
+            out["metadata"] = dict(self.metadata)
+        return out
+
+    def to_json(self) -> str:
+        """The harness as one compact JSON document; key order is kept, since order is data."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Harness:
+        """Build from a document already checked by ``hsa.harness.validate_document``."""
+        skill_tool = data.get("skill_tool")
+        return cls(
+            id=data["id"],
+            version=str(data.get("version", "1")),
+            protocol=Protocol.from_dict(data.get("protocol")),
+            prompt=Prompt.from_dict(data.get("prompt")),
+            tools=tuple(Tool.from_dict(t) for t in data.get("tools", ())),
+            skills=tuple(Skill.from_dict(s) for s in data.get("skills", ())),
+            hooks=tuple(Hook.from_dict(h) for h in data.get("hooks", ())),
+            skill_tool=None if skill_tool is None else Tool.from_dict(skill_tool),
+            metadata=dict(data.get("metadata") or {}),
+        )

@@ -1,0 +1,199 @@
+"""parse: an OpenAI-format conversation + harness -> canonical events (the inverse of render)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hsa.errors import ProtocolError
+from hsa.harness.events import (
+    AssistantMessage,
+    Event,
+    HookFired,
+    SkillLoad,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from hsa.harness.model import Harness, Hook
+from hsa.harness.prompt import call_format, system_prompt
+from hsa.harness.render import Conversation
+from hsa.harness.templates import parse_message
+
+
+def _unwrap(hook: Hook, text: str) -> str | None:
+    if not hook.wrapper:
+        return text
+    head, tail = f"<{hook.wrapper}>\n", f"\n</{hook.wrapper}>"
+    if text.startswith(head) and text.endswith(tail) and len(text) >= len(head) + len(tail):
+        return text[len(head) : len(text) - len(tail)]
+    return None
+
+
+def match_hook(harness: Harness, text: str, positions: Sequence[str]) -> HookFired | None:
+    """The hook firing whose rendered message is exactly ``text``, if any."""
+    for hook in harness.hooks:
+        if hook.inject not in positions:
+            continue
+        inner = _unwrap(hook, text)
+        if inner is None:
+            continue
+        payload = parse_message(hook.message, inner)
+        if payload is not None:
+            return HookFired(hook.id, hook.event, payload)
+    return None
+
+
+def _split_tool_hooks(harness: Harness, content: str) -> tuple[str, list[HookFired]]:
+    """Strip hook messages appended to a tool result (``inject: tool_result``), last first."""
+    found: list[HookFired] = []
+    hooks = [h for h in harness.hooks if h.inject == "tool_result" and h.wrapper]
+    progress = True
+    while progress:
+        progress = False
+        for hook in hooks:
+            tail = f"\n</{hook.wrapper}>"
+            if not content.endswith(tail):
+                continue
+            head = f"\n<{hook.wrapper}>\n"
+            start = content.rfind(head)
+            while start != -1:
+                fired = match_hook(harness, content[start + 1 :], ("tool_result",))
+                if fired is not None and fired.hook_id == hook.id:
+                    found.append(fired)
+                    content = content[:start]
+                    progress = True
+                    break
+                start = content.rfind(head, 0, start)
+            if progress:
+                break
+    return content, found[::-1]
+
+
+def _arguments(raw: Any, where: str) -> dict[str, Any]:
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    try:
+        args = json.loads(raw) if raw not in (None, "") else {}
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"tool-call arguments are not JSON: {exc}", where=where) from None
+    if not isinstance(args, dict):
+        raise ProtocolError("tool-call arguments must be a JSON object", where=where)
+    return args
+
+
+def parse(
+    conversation: Conversation | Mapping[str, Any] | Sequence[Mapping[str, Any]], harness: Harness
+) -> list[Event]:
+    """The canonical events of a conversation rendered under ``harness``.
+
+    Raises ``ProtocolError`` naming the message when the conversation does not follow the
+    harness's protocol (a malformed call, an unknown tool call id, ...).
+    """
+    if isinstance(conversation, Conversation):
+        messages = conversation.messages
+    elif isinstance(conversation, Mapping):
+        messages = conversation["messages"]
+    else:
+        messages = list(conversation)
+    api = harness.protocol.is_api
+    fmt = None if api else call_format(harness)
+    tag = harness.protocol.call_tag
+    prompt = system_prompt(harness)
+    prompt_in_user = harness.prompt.placement == "user" and bool(prompt)
+    skill_tool = harness.skill_tool.name if harness.skill_tool else None
+
+    events: list[Event] = []
+    skill_calls: set[str] = set()
+    counter = 0
+    start = 0
+    if prompt and not prompt_in_user:
+        if (
+            not messages
+            or messages[0].get("role") != "system"
+            or messages[0].get("content") != prompt
+        ):
+            raise ProtocolError(
+                "the conversation does not start with the harness's system prompt",
+                where="messages[0]",
+            )
+        start = 1
+
+    for index in range(start, len(messages)):
+        message = messages[index]
+        where = f"messages[{index}]"
+        role = message.get("role")
+        content = message.get("content")
+        if role == "system":
+            fired = match_hook(harness, content or "", ("system", "tool_result", "user"))
+            if fired is None:
+                raise ProtocolError(
+                    "a system message that is not a hook of this harness", where=where
+                )
+            events.append(fired)
+        elif role == "user":
+            text = content if isinstance(content, str) else _text_of(content, where)
+            if prompt_in_user:
+                if text == prompt and index == 0:
+                    prompt_in_user = False
+                    continue
+                if text.startswith(prompt + "\n\n"):
+                    prompt_in_user = False
+                    events.append(UserMessage(text[len(prompt) + 2 :]))
+                    continue
+            fired = match_hook(harness, text, ("user",))
+            events.append(fired if fired is not None else UserMessage(text))
+        elif role == "assistant":
+            reasoning = message.get("reasoning_content")
+            if api:
+                raw_calls = [
+                    (
+                        c.get("id"),
+                        c["function"]["name"],
+                        _arguments(c["function"].get("arguments"), f"{where}.tool_calls[{i}]"),
+                    )
+                    for i, c in enumerate(message.get("tool_calls") or [])
+                ]
+                text = content
+            else:
+                text, raw_calls = content or "", []
+                parsed = fmt.parse_calls(text, tag)
+                if parsed is not None:
+                    text, found = parsed
+                    raw_calls = [(None, name, dict(args)) for name, args in found]
+            if text is not None or reasoning is not None:
+                events.append(AssistantMessage(text or "", reasoning))
+            for call_id, name, args in raw_calls:
+                call_id = call_id if call_id is not None else f"call_{counter}"
+                counter += 1
+                if name == skill_tool:
+                    skill_id = args.get(harness.skill_arg)
+                    if not isinstance(skill_id, str):
+                        raise ProtocolError("skill tool called without a skill id", where=where)
+                    skill_calls.add(call_id)
+                    events.append(SkillLoad(skill_id))
+                else:
+                    events.append(ToolCall(call_id, name, args))
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in skill_calls:
+                continue
+            body, hooks = _split_tool_hooks(
+                harness, content if isinstance(content, str) else _text_of(content, where)
+            )
+            events.append(ToolResult(call_id, body, bool(message.get("is_error", False))))
+            events.extend(hooks)
+        else:
+            raise ProtocolError(f"unknown message role {role!r}", where=where)
+    return events
+
+
+def _text_of(content: Any, where: str) -> str:
+    """Text of an OpenAI content-parts list (``[{"type": "text", "text": ...}]``)."""
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        texts = [p.get("text", "") for p in content if isinstance(p, Mapping)]
+        return "".join(texts)
+    raise ProtocolError(f"unsupported message content {type(content).__name__}", where=where)

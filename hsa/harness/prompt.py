@@ -1,0 +1,117 @@
+"""The system prompt a harness shows: sections, heading styles, tool docs and skills catalogue."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from hsa.errors import ProtocolError
+from hsa.harness.model import Harness, Section
+from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS
+from hsa.harness.templates import render_template
+
+
+def surface_tools(harness: Harness) -> list:
+    """The tools the model can call under ``harness``, the skill tool last."""
+    tools = list(harness.tools)
+    if harness.skill_tool is not None:
+        tools.append(harness.skill_tool)
+    return tools
+
+
+def tool_docs(harness: Harness) -> str:
+    """Tool documentation for the system prompt (empty under the ``api`` protocol)."""
+    if harness.protocol.is_api:
+        return ""
+    fmt = DOC_FORMATS.get(harness.protocol.doc_format)
+    if fmt is None:
+        raise ProtocolError(
+            f"unknown tool-doc format {harness.protocol.doc_format!r}",
+            where="$.protocol.doc_format",
+        )
+    return fmt(surface_tools(harness))
+
+
+def call_instructions(harness: Harness) -> str:
+    """How the model must write calls (empty under the ``api`` protocol)."""
+    if harness.protocol.is_api:
+        return ""
+    return call_format(harness).instructions(harness.protocol.call_tag)
+
+
+def call_format(harness: Harness):
+    fmt = CALL_FORMATS.get(harness.protocol.call_format)
+    if fmt is None:
+        raise ProtocolError(
+            f"unknown call format {harness.protocol.call_format!r}", where="$.protocol.call_format"
+        )
+    return fmt
+
+
+def skills_catalog(harness: Harness) -> str:
+    """Skills listed by id and description, or in full when there is no skill tool."""
+    if not harness.skills:
+        return ""
+    if harness.skill_tool is not None:
+        lines = [f"- {s.id}: {s.description}" for s in harness.skills]
+        lines.append(f"Load a skill with the `{harness.skill_tool.name}` tool before following it.")
+        return "\n".join(lines)
+    return "\n\n".join(f"{s.id}: {s.description}\n\n{s.content.strip()}" for s in harness.skills)
+
+
+_AUTO_BODIES = {
+    "tools": "tool_docs",
+    "skills": "skills_catalog",
+    "output_format": "call_instructions",
+}
+
+
+def _context(harness: Harness) -> dict[str, Any]:
+    return {
+        "harness_id": harness.id,
+        "tools": [t.to_dict() for t in surface_tools(harness)],
+        "skills": [s.to_dict() for s in harness.skills],
+        "protocol": harness.protocol.to_dict(),
+        "tool_docs": tool_docs(harness),
+        "skills_catalog": skills_catalog(harness),
+        "call_instructions": call_instructions(harness),
+    }
+
+
+def format_section(section: Section, body: str, style: str) -> str:
+    if style == "xml":
+        return f"<{section.id}>\n{body}\n</{section.id}>"
+    if style == "plain":
+        return f"{section.title}:\n{body}"
+    return f"## {section.title}\n\n{body}"
+
+
+def system_prompt(harness: Harness) -> str:
+    """The full system prompt text of ``harness``."""
+    return _system_prompt(harness.to_json())
+
+
+@lru_cache(maxsize=256)
+def _system_prompt(harness_json: str) -> str:
+    # Keyed by the harness's canonical JSON: rendering a conversation asks for the prompt once
+    # per conversation, and thousands of conversations share one harness.
+    from hsa.harness.io import loads
+
+    harness = loads(harness_json)
+    context = _context(harness)
+    formatted: list[str] = []
+    for i, section in enumerate(harness.prompt.sections):
+        source = section.body or (
+            "{{ " + _AUTO_BODIES[section.kind] + " }}" if section.kind in _AUTO_BODIES else ""
+        )
+        body = render_template(source, context, where=f"$.prompt.sections[{i}].body").strip()
+        if body:
+            formatted.append(format_section(section, body, harness.prompt.heading_style))
+    joined = "\n\n".join(formatted)
+    if harness.prompt.template is None:
+        return joined
+    return render_template(
+        harness.prompt.template,
+        {**context, "sections": formatted, "body": joined},
+        where="$.prompt.template",
+    )

@@ -1,0 +1,173 @@
+"""render: canonical events + harness -> the OpenAI-format conversation a model sees."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hsa.errors import ProtocolError
+from hsa.harness.events import (
+    AssistantMessage,
+    Event,
+    HookFired,
+    SkillLoad,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from hsa.harness.model import Harness, Hook
+from hsa.harness.prompt import call_format, surface_tools, system_prompt
+from hsa.harness.protocols import join_prefix
+from hsa.harness.templates import render_message
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """OpenAI chat ``messages`` (tool-call arguments as JSON strings) plus the ``tools`` list."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": self.messages, "tools": self.tools}
+
+
+def wrap(hook: Hook, text: str) -> str:
+    return f"<{hook.wrapper}>\n{text}\n</{hook.wrapper}>" if hook.wrapper else text
+
+
+def hook_text(harness: Harness, event: HookFired) -> tuple[Hook, str]:
+    hook = harness.hook(event.hook_id)
+    if hook is None:
+        raise ProtocolError(f"hook {event.hook_id!r} is not in harness {harness.id!r}")
+    return hook, wrap(hook, render_message(hook.message, event.payload))
+
+
+def render(events: Sequence[Event], harness: Harness) -> Conversation:
+    """The surface conversation for ``events`` under ``harness``.
+
+    Assistant text and the calls right after it form one assistant message; a skill load is a
+    call to the harness's skill tool answered with the skill's content; a hook firing shows its
+    message at the hook's injection position.
+    """
+    api = harness.protocol.is_api
+    fmt = None if api else call_format(harness)
+    tag = harness.protocol.call_tag
+    messages: list[dict[str, Any]] = []
+    prompt = system_prompt(harness)
+    prompt_in_user = harness.prompt.placement == "user" and bool(prompt)
+    if prompt and not prompt_in_user:
+        messages.append({"role": "system", "content": prompt})
+
+    pending: dict[str, Any] | None = None  # the assistant message that calls may still join
+    pending_calls: list[tuple[str, str, dict[str, Any]]] = []  # (call_id, tool, args)
+    skill_results: list[dict[str, Any]] = []
+    counter = 0
+
+    def flush() -> None:
+        nonlocal pending, pending_calls, skill_results
+        if pending is None:
+            return
+        if pending_calls:
+            if api:
+                pending["tool_calls"] = [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {
+                            "name": tool,
+                            "arguments": json.dumps(args, ensure_ascii=False),
+                        },
+                    }
+                    for call_id, tool, args in pending_calls
+                ]
+            else:
+                block = fmt.format_calls([(tool, args) for _, tool, args in pending_calls], tag)
+                prefix = pending.pop("_text")
+                if prefix is not None and not fmt.allows_prefix(tag):
+                    messages.append(_assistant_message(prefix, pending.pop("_reasoning", None)))
+                    prefix = None
+                pending["content"] = join_prefix(prefix, block)
+        elif not api:
+            pending["content"] = pending.pop("_text")
+        pending.pop("_text", None)
+        reasoning = pending.pop("_reasoning", None)
+        if reasoning is not None:
+            pending["reasoning_content"] = reasoning
+        messages.append(pending)
+        messages.extend(skill_results)
+        pending, pending_calls, skill_results = None, [], []
+
+    for index, event in enumerate(events):
+        where = f"events[{index}]"
+        if isinstance(event, ToolCall | SkillLoad):
+            if pending is None:
+                pending = {"role": "assistant", "content": None, "_text": None}
+            if isinstance(event, ToolCall):
+                pending_calls.append((event.call_id, event.tool, dict(event.args)))
+            else:
+                call_id = f"call_{counter}"
+                pending_calls.append((call_id, *_skill_call(harness, event, where)))
+                skill = harness.skill(event.skill_id)
+                skill_results.append(
+                    {"role": "tool", "tool_call_id": call_id, "content": skill.content}
+                )
+            counter += 1
+            continue
+        flush()
+        if isinstance(event, AssistantMessage):
+            pending = {"role": "assistant", "content": event.text, "_text": event.text}
+            if event.reasoning is not None:
+                pending["_reasoning"] = event.reasoning
+        elif isinstance(event, UserMessage):
+            text = event.text
+            if prompt_in_user:
+                text, prompt_in_user = f"{prompt}\n\n{text}", False
+            messages.append({"role": "user", "content": text})
+        elif isinstance(event, ToolResult):
+            message = {"role": "tool", "tool_call_id": event.call_id, "content": event.content}
+            if event.is_error:
+                message["is_error"] = True
+            messages.append(message)
+        elif isinstance(event, HookFired):
+            _place_hook(messages, harness, event)
+        else:
+            raise ProtocolError(f"unknown event {event!r}", where=where)
+    flush()
+    if prompt_in_user:  # no user message to carry the prompt
+        messages.insert(0, {"role": "user", "content": prompt})
+    tools = [t.to_openai() for t in surface_tools(harness)] if api else []
+    return Conversation(messages, tools)
+
+
+def _assistant_message(text: str, reasoning: str | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    return message
+
+
+def _skill_call(harness: Harness, event: SkillLoad, where: str) -> tuple[str, dict[str, Any]]:
+    if harness.skill_tool is None:
+        raise ProtocolError(
+            f"harness {harness.id!r} has no skill tool to load skill {event.skill_id!r} with",
+            where=where,
+        )
+    if harness.skill(event.skill_id) is None:
+        raise ProtocolError(
+            f"skill {event.skill_id!r} is not in harness {harness.id!r}", where=where
+        )
+    return harness.skill_tool.name, {harness.skill_arg: event.skill_id}
+
+
+def _place_hook(messages: list[dict[str, Any]], harness: Harness, event: HookFired) -> None:
+    hook, text = hook_text(harness, event)
+    last = messages[-1] if messages else None
+    if hook.inject == "tool_result" and last is not None and last["role"] == "tool":
+        last["content"] = f"{last['content']}\n{text}"
+    elif hook.inject == "user":
+        messages.append({"role": "user", "content": text})
+    else:  # system, or tool_result with no tool result to attach to
+        messages.append({"role": "system", "content": text})

@@ -1,0 +1,118 @@
+"""Tool definitions in OpenAI, MCP and Anthropic formats: detection, conversion, legal names."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hsa.errors import ImportFormatError
+from hsa.harness.model import Tool
+
+API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+
+
+def detect_tool_format(entry: Mapping[str, Any]) -> str:
+    """``openai`` (wrapped or bare function), ``mcp`` (``inputSchema``) or ``anthropic``."""
+    if entry.get("type") == "function" and isinstance(entry.get("function"), Mapping):
+        return "openai"
+    if "inputSchema" in entry:
+        return "mcp"
+    if "input_schema" in entry:
+        return "anthropic"
+    if "name" in entry and ("parameters" in entry or "description" in entry):
+        return "openai"
+    raise ImportFormatError(
+        "not a tool definition: expected OpenAI ({type: function, function: {...}} or "
+        "{name, parameters}), MCP ({name, inputSchema}) or Anthropic ({name, input_schema})"
+    )
+
+
+def tool_entries(doc: Any) -> list[Mapping[str, Any]]:
+    """The list of tool entries in a tools document: a list, or ``{"tools": [...]}`` (MCP)."""
+    if isinstance(doc, Mapping) and isinstance(doc.get("tools"), list):
+        doc = doc["tools"]
+    if isinstance(doc, Mapping) and ("name" in doc or "function" in doc):
+        doc = [doc]
+    if not isinstance(doc, list):
+        raise ImportFormatError('a tools document must be a list of tools or {"tools": [...]}')
+    return doc
+
+
+def tool_from_entry(entry: Any, *, where: str) -> tuple[Tool, str]:
+    """Convert one tool entry to a ``Tool`` (name not yet made legal) and its detected format."""
+    if not isinstance(entry, Mapping):
+        raise ImportFormatError(f"expected an object, got {type(entry).__name__}", where=where)
+    try:
+        fmt = detect_tool_format(entry)
+    except ImportFormatError as exc:
+        raise ImportFormatError(exc.message, where=where) from None
+    body = entry["function"] if fmt == "openai" and "function" in entry else entry
+    schema_key = {"openai": "parameters", "mcp": "inputSchema", "anthropic": "input_schema"}[fmt]
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise ImportFormatError("tool has no name", where=where)
+    params = body.get(schema_key)
+    if params is None:
+        params = dict(EMPTY_PARAMETERS)
+    if not isinstance(params, Mapping):
+        raise ImportFormatError(f"{schema_key} must be an object", where=f"{where}.{schema_key}")
+    description = body.get("description") or body.get("title") or ""
+    if not isinstance(description, str):
+        raise ImportFormatError("description must be a string", where=f"{where}.description")
+    return Tool(name=name, description=description, parameters=dict(params)), fmt
+
+
+def legal_name(name: str, taken: set[str]) -> str:
+    """An OpenAI/Anthropic-legal tool name for ``name`` that is not in ``taken``.
+
+    Illegal characters (dots, spaces, ...) become ``_``; over-long names are cut and suffixed
+    with a short hash so distinct source names stay distinct.
+    """
+    candidate = re.sub(r"[^a-zA-Z0-9_-]", "_", name) or "tool"
+    if len(candidate) > 64 or candidate in taken:
+        digest = hashlib.sha1(name.encode("utf-8")).hexdigest()
+        for width in range(6, 41):
+            suffix = "_" + digest[:width]
+            fitted = candidate[: 64 - len(suffix)] + suffix
+            if fitted not in taken:
+                return fitted
+        raise ImportFormatError(f"cannot find a free legal name for tool {name!r}")
+    return candidate
+
+
+def tools_from_document(doc: Any, *, file: str | None = None) -> tuple[list[Tool], dict[str, str]]:
+    """Tools from a tools document of any supported format, with legal, unique names.
+
+    Returns the tools and ``name_map`` (legal name -> source name) for every renamed tool.
+    """
+    try:
+        entries = tool_entries(doc)
+    except ImportFormatError as exc:
+        raise ImportFormatError(exc.message, file=file, where="$") from None
+    tools: list[Tool] = []
+    name_map: dict[str, str] = {}
+    taken: set[str] = set()
+    for i, entry in enumerate(entries):
+        try:
+            tool, _ = tool_from_entry(entry, where=f"$[{i}]")
+        except ImportFormatError as exc:
+            raise ImportFormatError(exc.message, file=file, where=exc.where) from None
+        legal = tool.name if API_NAME.match(tool.name) and tool.name not in taken else None
+        if legal is None:
+            if tool.name in name_map.values() or (tool.name in taken and API_NAME.match(tool.name)):
+                raise ImportFormatError(
+                    f"duplicate tool name {tool.name!r}", file=file, where=f"$[{i}].name"
+                )
+            legal = legal_name(tool.name, taken)
+            name_map[legal] = tool.name
+        taken.add(legal)
+        tools.append(Tool(legal, tool.description, tool.parameters))
+    return tools, name_map
+
+
+def tools_to_openai(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    """Tools as an OpenAI ``tools`` list."""
+    return [t.to_openai() for t in tools]

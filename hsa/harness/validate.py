@@ -1,0 +1,225 @@
+"""Validation of harness documents: the published JSON Schema plus the checks it cannot express."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+from jsonschema.validators import Draft202012Validator
+
+from hsa.errors import HarnessError, HarnessValidationError, HsaError, TemplateError
+from hsa.harness.templates import check_template, message_fields
+
+
+@lru_cache(maxsize=1)
+def harness_schema() -> dict[str, Any]:
+    """The published JSON Schema of a harness document."""
+    text = resources.files("hsa.harness").joinpath("schema/harness.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def json_path(parts: Any) -> str:
+    """Render a jsonschema-style path (``deque(['tools', 0, 'name'])``) as ``$.tools[0].name``."""
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(str(part), ensure_ascii=False)}]"
+    return out
+
+
+def document_problems(doc: Any, *, file: str | None = None) -> list[HsaError]:
+    """Every problem in a harness document, each with the file and JSON path it concerns."""
+    validator = Draft202012Validator(harness_schema())
+    problems = [
+        HarnessError(_schema_reason(err), file=file, where=json_path(err.absolute_path))
+        for err in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.path)))
+    ]
+    if problems or not isinstance(doc, Mapping):
+        return problems
+    problems.extend(
+        HarnessError(reason, file=file, where=where) for where, reason in _semantic_problems(doc)
+    )
+    return problems
+
+
+def validate_document(doc: Any, *, file: str | None = None) -> None:
+    """Raise ``HarnessValidationError`` listing every problem, or return when ``doc`` is valid."""
+    problems = document_problems(doc, file=file)
+    if problems:
+        raise HarnessValidationError(problems)
+
+
+def _schema_reason(err: jsonschema.ValidationError) -> str:
+    if err.validator == "additionalProperties":
+        return err.message.replace("Additional properties are not allowed", "unknown field(s)")
+    if err.validator == "pattern":
+        return f"{err.instance!r} does not match {err.validator_value!r}"
+    return err.message
+
+
+def _semantic_problems(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    tools = list(doc.get("tools") or [])
+    seen: dict[str, int] = {}
+    for i, tool in enumerate(tools):
+        name = tool["name"]
+        if name in seen:
+            yield (
+                f"$.tools[{i}].name",
+                f"duplicate tool name {name!r} (also at $.tools[{seen[name]}])",
+            )
+        seen[name] = i
+        yield from _tool_schema_problems(tool.get("parameters") or {}, f"$.tools[{i}].parameters")
+    skill_tool = doc.get("skill_tool")
+    if skill_tool:
+        if skill_tool["name"] in seen:
+            yield "$.skill_tool.name", f"skill tool name {skill_tool['name']!r} is also a tool"
+        params = skill_tool.get("parameters") or {}
+        yield from _tool_schema_problems(params, "$.skill_tool.parameters")
+        if not (params.get("properties") or {}):
+            yield "$.skill_tool.parameters", "the skill tool needs a parameter naming the skill"
+
+    skill_ids: dict[str, int] = {}
+    for i, skill in enumerate(doc.get("skills") or []):
+        if skill["id"] in skill_ids:
+            yield f"$.skills[{i}].id", f"duplicate skill id {skill['id']!r}"
+        skill_ids[skill["id"]] = i
+
+    hook_ids: set[str] = set()
+    for i, hook in enumerate(doc.get("hooks") or []):
+        where = f"$.hooks[{i}]"
+        if hook["id"] in hook_ids:
+            yield f"{where}.id", f"duplicate hook id {hook['id']!r}"
+        hook_ids.add(hook["id"])
+        try:
+            message_fields(hook.get("message", ""))
+        except TemplateError as exc:
+            yield f"{where}.message", exc.message
+        inject = hook.get("inject", "system")
+        if inject in ("user", "tool_result") and not hook.get("wrapper"):
+            yield (
+                f"{where}.wrapper",
+                (
+                    f"a hook injected at {inject!r} needs a wrapper tag so it can be told apart "
+                    "from the surrounding text"
+                ),
+            )
+        pattern = (hook.get("matcher") or {}).get("tool")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                yield f"{where}.matcher.tool", f"invalid regular expression: {exc}"
+
+    prompt = doc.get("prompt") or {}
+    section_ids: set[str] = set()
+    for i, section in enumerate(prompt.get("sections") or []):
+        if section["id"] in section_ids:
+            yield f"$.prompt.sections[{i}].id", f"duplicate section id {section['id']!r}"
+        section_ids.add(section["id"])
+        try:
+            check_template(section.get("body", ""))
+        except TemplateError as exc:
+            yield f"$.prompt.sections[{i}].body", exc.message
+    if prompt.get("template") is not None:
+        try:
+            check_template(prompt["template"])
+        except TemplateError as exc:
+            yield "$.prompt.template", exc.message
+
+
+def _tool_schema_problems(schema: Mapping[str, Any], where: str) -> Iterator[tuple[str, str]]:
+    try:
+        Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        yield (
+            f"{where}{json_path(exc.absolute_path)[1:]}",
+            f"not a valid JSON Schema: {exc.message}",
+        )
+        return
+    props = schema.get("properties") or {}
+    for name in schema.get("required") or []:
+        if name not in props:
+            yield f"{where}.required", f"required parameter {name!r} is not in properties"
+    yield from ((where + sub, reason) for sub, reason in ref_problems(schema))
+
+
+def ref_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """Unresolvable local ``$ref``s and ``$ref`` cycles in ``schema`` (paths relative to it)."""
+    edges: dict[str, set[str]] = {}
+
+    def walk(node: Any, path: str, owner: str) -> Iterator[tuple[str, str]]:
+        if isinstance(node, Mapping):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                if not ref.startswith("#"):
+                    yield path, f"$ref {ref!r} is not local; only '#/...' references are supported"
+                elif resolve_pointer(schema, ref) is None:
+                    yield path, f"$ref {ref!r} does not resolve"
+                else:
+                    edges.setdefault(owner, set()).add(ref)
+            for key, value in node.items():
+                child = f"{path}.{key}" if _plain(key) else f"{path}[{json.dumps(str(key))}]"
+                # A node directly under $defs/definitions owns the references inside it.
+                child_owner = f"#/{path[1:]}/{key}" if path in (".$defs", ".definitions") else owner
+                yield from walk(value, child, child_owner)
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                yield from walk(value, f"{path}[{i}]", owner)
+
+    yield from walk(schema, "", "#")
+    cycle = _find_cycle(edges)
+    if cycle:
+        yield "", "$ref cycle: " + " -> ".join(cycle) + " (recursive schemas are not supported)"
+
+
+def _plain(key: Any) -> bool:
+    return isinstance(key, str) and re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$]*", key) is not None
+
+
+def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state:
+            found = visit(start)
+            if found:
+                return found
+    return None
+
+
+def resolve_pointer(schema: Mapping[str, Any], ref: str) -> Any:
+    """The node a local JSON pointer (``#/$defs/Item``) names, or None."""
+    node: Any = schema
+    for raw in ref.lstrip("#").split("/")[1:]:
+        key = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            return None
+    return node
