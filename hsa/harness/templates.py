@@ -20,12 +20,12 @@ MAX_OUTPUT_CHARS = 2_000_000
 class _CappedEnvironment(ImmutableSandboxedEnvironment):
     """The sandbox, with ranges and string repetition capped so output cannot explode."""
 
-    def call_binop(self, context, operator, left, right):  # noqa: ANN001 - Jinja's signature
+    def call_binop(self, context, operator, left, right):
         if operator == "*":
             seq, times = (left, right) if isinstance(right, int) else (right, left)
-            if isinstance(seq, str | list) and isinstance(times, int):
-                if len(seq) * times > MAX_OUTPUT_CHARS:
-                    raise SecurityError("repetition would exceed the output cap")
+            too_big = isinstance(seq, str | list) and isinstance(times, int)
+            if too_big and len(seq) * times > MAX_OUTPUT_CHARS:
+                raise SecurityError("repetition would exceed the output cap")
         return super().call_binop(context, operator, left, right)
 
 
