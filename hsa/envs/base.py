@@ -1,0 +1,110 @@
+"""The Environment interface: a canonical harness, tasks by split, tool execution, scoring."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hsa.harness.events import Event
+from hsa.harness.model import Harness
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One task: what the user says, and the ground truth the outcome is scored against.
+
+    ``turns`` holds the user messages in order (a multi-turn task has several).
+    ``ground_truth`` is environment-specific (facts the answer must contain, required and
+    forbidden calls, reference calls, expected final state, ...). As JSON it is the row format
+    of a ``tasks.jsonl`` file: ``Task.from_dict(Task.to_dict(t)) == t``.
+    """
+
+    id: str
+    env: str
+    turns: tuple[str, ...]
+    ground_truth: Mapping[str, Any] = field(default_factory=dict)
+    kind: str = "default"
+    split: str = "train"
+    harness_id: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "env": self.env,
+            "kind": self.kind,
+            "split": self.split,
+            "harness_id": self.harness_id,
+            "turns": list(self.turns),
+            "ground_truth": dict(self.ground_truth),
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Task:
+        return cls(
+            id=data["id"],
+            env=data["env"],
+            turns=tuple(data.get("turns") or ()),
+            ground_truth=dict(data.get("ground_truth") or {}),
+            kind=data.get("kind", "default"),
+            split=data.get("split", "train"),
+            harness_id=data.get("harness_id"),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a tool call returned: JSON text, and whether it is an error."""
+
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A scored episode: ``success`` and, when it failed, every reason why."""
+
+    success: bool
+    reasons: tuple[str, ...] = ()
+    score: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.score is None:
+            object.__setattr__(self, "score", 1.0 if self.success else 0.0)
+
+
+class Environment(abc.ABC):
+    """A world an agent acts in, through the tools of its canonical harness.
+
+    Tool names and arguments passed to ``execute`` are canonical (as ``harness()`` spells
+    them): callers working under an augmented harness map calls back first.
+    """
+
+    #: registry name, e.g. ``livestream``
+    name: str = ""
+
+    @abc.abstractmethod
+    def harness(self) -> Harness:
+        """The canonical harness of this environment."""
+
+    @abc.abstractmethod
+    def tasks(self, split: str | None = None) -> list[Task]:
+        """The tasks of ``split`` (all splits when None), in a stable order."""
+
+    @abc.abstractmethod
+    def reset(self, task: Task) -> Any:
+        """A fresh, mutable episode state for ``task``."""
+
+    @abc.abstractmethod
+    def execute(self, state: Any, tool: str, args: Mapping[str, Any]) -> ToolOutput:
+        """Run one tool call. Never raises for a bad call: returns an error ``ToolOutput``."""
+
+    @abc.abstractmethod
+    def score(self, task: Task, state: Any, events: Sequence[Event]) -> Outcome:
+        """Score an episode's canonical events (and final state) against the task."""
