@@ -1,5 +1,42 @@
-"""Augmentation: task-preserving rewrites of harnesses, and the mappings they imply."""
+"""Augmentation: task-preserving rewrites of harnesses, and the mappings they imply.
+
+The public surface: ``Rule``/``Rewrite``/``Context`` and the ``rule`` decorator to write rules;
+``rules``/``get`` to find them; ``Recipe`` and ``plan`` to draw variants; ``Mapping`` and
+``map_events`` to apply them to canonical events (the engine does it in bulk).
+"""
 
 from hsa.augment.mapping import IDENTITY, Mapping, Step, ToolMap, apply_steps, map_events
+from hsa.augment.planner import Variant, apply_chain, canonical_variant, pick, plan
+from hsa.augment.recipe import Recipe, RecipeRule, default_recipe, load_recipe, loads_recipe
+from hsa.augment.registry import ENTRY_POINT_GROUP, get, register, rule, rules
+from hsa.augment.rule import FAMILIES, NO_CONTEXT, Context, Rewrite, Rule, compose
 
-__all__ = ["IDENTITY", "Mapping", "Step", "ToolMap", "apply_steps", "map_events"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "FAMILIES",
+    "IDENTITY",
+    "NO_CONTEXT",
+    "Context",
+    "Mapping",
+    "Recipe",
+    "RecipeRule",
+    "Rewrite",
+    "Rule",
+    "Step",
+    "ToolMap",
+    "Variant",
+    "apply_chain",
+    "apply_steps",
+    "canonical_variant",
+    "compose",
+    "default_recipe",
+    "get",
+    "load_recipe",
+    "loads_recipe",
+    "map_events",
+    "pick",
+    "plan",
+    "register",
+    "rule",
+    "rules",
+]

@@ -1,0 +1,147 @@
+"""Harness-wide edits that many rules share: identifiers in free text, and names a protocol takes.
+
+Free text is every place a harness speaks to the model in prose: tool and parameter
+descriptions, skill descriptions and contents, prompt section titles, bodies and template, and
+the literal parts of hook messages. Templates keep their Jinja2 code untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from hsa.augment.names import replace_identifiers
+from hsa.harness.model import Harness, Hook, Protocol, Section, Tool
+from hsa.harness.protocols import CALL_FORMATS
+
+
+def replace_in_schema(schema: Any, table: Mapping[str, str]) -> Any:
+    """A copy of ``schema`` with identifiers replaced in every ``description`` and ``title``."""
+    if isinstance(schema, dict):
+        out = {}
+        for key, value in schema.items():
+            if key in ("description", "title") and isinstance(value, str):
+                out[key] = replace_identifiers(value, table)
+            elif key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
+                value, dict
+            ):
+                out[key] = {k: replace_in_schema(v, table) for k, v in value.items()}
+            elif key in ("enum", "const", "default", "examples", "required"):
+                out[key] = value  # values and names, not prose
+            else:
+                out[key] = replace_in_schema(value, table)
+        return out
+    if isinstance(schema, list):
+        return [replace_in_schema(v, table) for v in schema]
+    return schema
+
+
+def replace_in_tool(tool: Tool, table: Mapping[str, str]) -> Tool:
+    return dataclasses.replace(
+        tool,
+        description=replace_identifiers(tool.description, table),
+        parameters=replace_in_schema(tool.parameters, table),
+    )
+
+
+def replace_in_harness(harness: Harness, table: Mapping[str, str]) -> Harness:
+    """``harness`` with every free-text occurrence of ``table``'s keys replaced, token-aware."""
+    table = {k: v for k, v in table.items() if k != v}
+    if not table:
+        return harness
+    prompt = harness.prompt
+    sections = tuple(
+        Section(
+            id=s.id,
+            title=replace_identifiers(s.title, table),
+            body=replace_identifiers(s.body, table, template=True),
+            kind=s.kind,
+        )
+        for s in prompt.sections
+    )
+    template = (
+        None
+        if prompt.template is None
+        else replace_identifiers(prompt.template, table, template=True)
+    )
+    skills = [
+        dataclasses.replace(
+            s,
+            description=replace_identifiers(s.description, table),
+            content=replace_identifiers(s.content, table),
+        )
+        for s in harness.skills
+    ]
+    hooks = [
+        dataclasses.replace(h, message=replace_identifiers(h.message, table, template=True))
+        for h in harness.hooks
+    ]
+    return harness.replace(
+        prompt=dataclasses.replace(prompt, sections=sections, template=template),
+        tools=[replace_in_tool(t, table) for t in harness.tools],
+        skill_tool=None
+        if harness.skill_tool is None
+        else replace_in_tool(harness.skill_tool, table),
+        skills=skills,
+        hooks=hooks,
+    )
+
+
+def remap_matchers(hooks: Iterable[Hook], names: Iterable[str], table: Mapping[str, str]) -> list:
+    """Hooks whose tool matchers fire on exactly the renamed tools they fired on before.
+
+    ``names`` are the tool names before the rename; a matcher (a full-match regex) that would
+    now match a different set is replaced by the alternation of the new names it must match.
+    """
+    names = list(names)
+    out = []
+    for hook in hooks:
+        pattern = hook.matcher.tool
+        if pattern is None:
+            out.append(hook)
+            continue
+        regex = re.compile(pattern)
+        before = [n for n in names if regex.fullmatch(n)]
+        wanted = {table.get(n, n) for n in before}
+        after = {table.get(n, n) for n in names if regex.fullmatch(table.get(n, n))}
+        if after != wanted:
+            new = "|".join(re.escape(n) for n in sorted(wanted)) if wanted else "(?!)"
+            hook = dataclasses.replace(hook, matcher=dataclasses.replace(hook.matcher, tool=new))
+        out.append(hook)
+    return out
+
+
+# --- names a protocol can carry ---
+
+
+def format_accepts(protocol: Protocol, tool: str, params: Iterable[str] = ()) -> bool:
+    """Whether calls to ``tool`` with arguments named ``params`` survive ``protocol``'s format.
+
+    Asked of the call format itself (write a call, read it back), so formats registered later
+    (Python call syntax, XML) are covered without hsa.augment knowing their rules.
+    """
+    if protocol.is_api:
+        return True
+    fmt = CALL_FORMATS.get(protocol.call_format)
+    if fmt is None:
+        return False
+    args = {p: 1 for p in params}
+    try:
+        text = fmt.format_calls([(tool, args)], protocol.call_tag)
+        parsed = fmt.parse_calls(text, protocol.call_tag)
+    except Exception:  # a format that cannot write this name at all refuses it
+        return False
+    return parsed is not None and parsed[1] == [(tool, args)]
+
+
+def harness_names(harness: Harness) -> list[tuple[str, list[str]]]:
+    """Each surface tool (skill tool included) with its top-level parameter names."""
+    tools = [*harness.tools, *([harness.skill_tool] if harness.skill_tool else [])]
+    return [(t.name, list((t.parameters.get("properties") or {}).keys())) for t in tools]
+
+
+def protocol_fits(harness: Harness, protocol: Protocol) -> bool:
+    """Whether every tool and top-level parameter name of ``harness`` survives ``protocol``."""
+    return all(format_accepts(protocol, name, params) for name, params in harness_names(harness))

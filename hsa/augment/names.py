@@ -1,0 +1,204 @@
+"""Identifiers for rewritten harnesses: naming styles, legal fresh names, token-aware replacement.
+
+Every name a rule invents goes through ``fresh_names``: it is made legal for its kind (tool,
+parameter, skill id, hook id), kept within the length limit, and never equal to another name
+of the same kind, old or new — so two tools can never end up with one name, even when one name
+is a prefix or substring of another. Identifiers in free text are replaced by
+``replace_identifiers``, whole tokens only and all at once, never by naive ``str.replace``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from hsa.errors import RuleError
+
+#: OpenAI/Anthropic tool names
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+#: parameter names hsa invents: valid in every call format, Python keyword syntax included
+PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+#: skill and hook ids (the harness schema's pattern)
+ID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+STYLES = ("snake", "camel", "pascal", "kebab", "upper")
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+_WORD_SPLIT = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def split_words(name: str) -> list[str]:
+    """The words of an identifier in any style: ``getHTTPOrder_v2`` -> get, HTTP, Order, v, 2."""
+    return _WORD_SPLIT.findall(name)
+
+
+def styled(words: Sequence[str], style: str) -> str:
+    """Join ``words`` in ``style`` (snake, camel, pascal, kebab, upper)."""
+    lower = [w.lower() for w in words if w]
+    if not lower:
+        return ""
+    if style == "snake":
+        return "_".join(lower)
+    if style == "kebab":
+        return "-".join(lower)
+    if style == "upper":
+        return "_".join(w.upper() for w in lower)
+    if style == "camel":
+        return lower[0] + "".join(w.capitalize() for w in lower[1:])
+    if style == "pascal":
+        return "".join(w.capitalize() for w in lower)
+    raise RuleError(f"unknown naming style {style!r}; one of {', '.join(STYLES)}")
+
+
+def detect_style(name: str) -> str:
+    """The style ``name`` is written in (snake when it cannot tell)."""
+    if "-" in name:
+        return "kebab"
+    if "_" in name:
+        return "upper" if name.isupper() else "snake"
+    if name[:1].isupper():
+        return "pascal"
+    if any(c.isupper() for c in name):
+        return "camel"
+    return "snake"
+
+
+def restyle(name: str, style: str) -> str:
+    """``name`` written in ``style``; a name with no words is kept."""
+    return styled(split_words(name), style) or name
+
+
+def random_token(rng: random.Random, length: int = 6) -> str:
+    """A random lower-case token that starts with a letter."""
+    first = rng.choice(_ALPHABET[:26])
+    return first + "".join(rng.choice(_ALPHABET) for _ in range(length - 1))
+
+
+def synonym_name(name: str, bank: Mapping[str, Sequence[str]], rng: random.Random) -> str:
+    """``name`` with each word that has synonyms in ``bank`` replaced by one, style kept."""
+    words = split_words(name)
+    if not words:
+        return name
+    out = []
+    for word in words:
+        choices = bank.get(word.lower())
+        out.append(rng.choice(list(choices)) if choices else word)
+    # A synonym may be several words ("look_up"): split again before styling.
+    flat = [w for word in out for w in split_words(word)]
+    return styled(flat, detect_style(name))
+
+
+def _fit(candidate: str, pattern: re.Pattern[str], limit: int) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_.:-]", "_", candidate)
+    if pattern is PARAM_NAME or pattern is TOOL_NAME:
+        cleaned = re.sub(r"[.:]", "_", cleaned)
+    if pattern is PARAM_NAME:
+        cleaned = cleaned.replace("-", "_")
+        if cleaned[:1].isdigit():
+            cleaned = "p_" + cleaned
+    if pattern is ID_NAME:
+        cleaned = cleaned.lstrip("_.:-")
+    if not cleaned:
+        cleaned = "x"
+    if len(cleaned) > limit:
+        digest = hashlib.sha1(candidate.encode("utf-8")).hexdigest()[:6]
+        cleaned = cleaned[: limit - 7].rstrip("_.:-") + "_" + digest
+    return cleaned
+
+
+def fresh_names(
+    originals: Sequence[str],
+    propose: Callable[[str], str],
+    *,
+    taken: Iterable[str] = (),
+    pattern: re.Pattern[str] = TOOL_NAME,
+    accept: Callable[[str], bool] | None = None,
+) -> dict[str, str]:
+    """A collision-free renaming of ``originals``: ``{original: new}``.
+
+    ``propose`` suggests a name; it is made to match ``pattern`` and to pass ``accept`` (e.g.
+    "parses back in the harness's call format"), and suffixed ``_2``, ``_3``, ... when it would
+    equal another original, another new name or anything in ``taken``. A name that would stay
+    the same is kept only if no other original claims it first.
+    """
+    limit = 64 if pattern is not ID_NAME else 128
+    blocked = set(taken) | set(originals)
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for original in originals:
+        candidate = _fit(propose(original), pattern, limit)
+        if accept is not None and not accept(candidate):
+            candidate = _fit(restyle(candidate, "snake"), pattern, limit)
+            if not accept(candidate):
+                candidate = original
+        base, n = candidate, 1
+        while (
+            candidate in used or (candidate in blocked and candidate != original)
+        ) or not pattern.match(candidate):
+            n += 1
+            suffix = f"_{n}"
+            candidate = base[: limit - len(suffix)] + suffix
+            if n > 10_000:
+                raise RuleError(f"cannot find a free name for {original!r}")
+        out[original] = candidate
+        used.add(candidate)
+    return out
+
+
+# --- identifiers in free text ---
+
+_TEMPLATE_CODE = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})", re.DOTALL)
+_BOUNDARY = "A-Za-z0-9_-"
+_PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*$")
+
+
+def _token_regex(names: Sequence[str], code_only: bool) -> re.Pattern[str] | None:
+    if not names:
+        return None
+    # Longest first, so that a name that is a prefix of another never wins the alternation.
+    alternation = "|".join(re.escape(n) for n in sorted(names, key=lambda n: (-len(n), n)))
+    core = f"(?<![{_BOUNDARY}])(?:{alternation})(?![{_BOUNDARY}])"
+    if code_only:
+        # A plain English word ("search", "Order") is an identifier only where the text marks it
+        # as code: `search`, 'search', "search", or search( ... ).
+        core = (
+            rf"(?<=`)(?:{alternation})(?=`)|(?<=')(?:{alternation})(?=')"
+            rf'|(?<=")(?:{alternation})(?=")|{core}(?=\()'
+        )
+    return re.compile(core)
+
+
+def replace_identifiers(text: str, table: Mapping[str, str], *, template: bool = False) -> str:
+    """``text`` with every whole-token occurrence of a key of ``table`` replaced by its value.
+
+    Replacement is simultaneous (``a->b, b->a`` swaps) and token-aware: ``get_order`` is not
+    touched inside ``get_order_details``. Names that are plain English words are replaced only
+    where marked as code. With ``template=True`` the Jinja2 code in ``{{ }}``, ``{% %}`` and
+    ``{# #}`` is left as it is.
+    """
+    table = {k: v for k, v in table.items() if k and k != v}
+    if not table or not text:
+        return text
+    plain = [n for n in table if _PLAIN_WORD.match(n)]
+    marked = [n for n in table if not _PLAIN_WORD.match(n)]
+    regexes = [r for r in (_token_regex(marked, False), _token_regex(plain, True)) if r]
+
+    def swap(chunk: str) -> str:
+        spans: list[tuple[int, int]] = []
+        for regex in regexes:
+            spans.extend(m.span() for m in regex.finditer(chunk))
+        spans.sort()
+        out, last = [], 0
+        for start, end in spans:
+            if start < last:
+                continue
+            out.append(chunk[last:start])
+            out.append(table[chunk[start:end]])
+            last = end
+        out.append(chunk[last:])
+        return "".join(out)
+
+    if not template:
+        return swap(text)
+    parts = _TEMPLATE_CODE.split(text)
+    return "".join(part if i % 2 else swap(part) for i, part in enumerate(parts))

@@ -1,0 +1,183 @@
+"""The variant planner: from a harness and a recipe, the harness variants to render under.
+
+Planning is small and deterministic (same harness, recipe, seed and context give the same
+variants, ids included); the engine then applies each variant's mapping to trajectories in
+bulk. A recipe with a trajectory-dependent rule (``Recipe.needs``) is planned per trajectory
+(or per group of trajectories with the same ``Context``): without a context such rules are
+left out of the draw's application, never guessed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping as MappingABC
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hsa.augment.draw import derive_seed, generator
+from hsa.augment.mapping import Mapping
+from hsa.augment.recipe import Recipe, RecipeRule
+from hsa.augment.registry import get
+from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
+from hsa.errors import RuleError
+from hsa.harness.model import Harness
+from hsa.harness.validate import document_problems
+
+_REDRAWS = 4  # attempts at a variant that differs from the ones already planned
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One planned harness variant: the rules applied, the rewritten harness and its mapping.
+
+    ``rules`` holds ``(name, version, params)`` with the parameters the rule ran with (defaults
+    filled in). ``variant_id`` is a stable hash of the harness id and version, the rules, their
+    parameters, the variant's seed and, for trajectory-dependent rules, the context.
+    """
+
+    variant_id: str
+    harness_id: str
+    rules: tuple[tuple[str, str, MappingABC[str, Any]], ...]
+    harness: Harness
+    mapping: Mapping
+    seed: int = 0
+    index: int = 0
+
+    @property
+    def is_canonical(self) -> bool:
+        return not self.rules
+
+    def lineage(self) -> dict[str, Any]:
+        """What a dataset row records about the variant it was rendered under."""
+        return {
+            "variant_id": self.variant_id,
+            "harness_id": self.harness_id,
+            "seed": self.seed,
+            "rules": [{"name": n, "version": v, "params": dict(p)} for n, v, p in self.rules],
+        }
+
+
+def context_through(context: Context, mapping: Mapping) -> Context:
+    """``context`` with canonical names turned into ``mapping``'s surface names."""
+    tools = context.used_tools
+    skills = context.used_skills
+    return Context(
+        None if tools is None else frozenset(mapping.tool_name(t) for t in tools),
+        None if skills is None else frozenset(mapping.skills.get(s, s) for s in skills),
+    )
+
+
+def apply_chain(
+    harness: Harness,
+    chain: Sequence[tuple[Rule, MappingABC[str, Any]]],
+    *,
+    seed: int,
+    context: Context = NO_CONTEXT,
+) -> tuple[Rewrite, tuple[tuple[str, str, dict[str, Any]], ...]]:
+    """Apply rules in order, each with its own generator derived from ``seed`` and its position.
+
+    Returns the composed rewrite and the ``(name, version, params)`` actually applied. The
+    result is validated as a harness document; an invalid one is the rule's bug.
+    """
+    rewrite = Rewrite(harness)
+    applied: list[tuple[str, str, dict[str, Any]]] = []
+    for position, (item, params) in enumerate(chain):
+        resolved = item.resolve_params(params)
+        rng = generator("rule", seed, position, item.name)
+        step = item.apply(rewrite.harness, rng, resolved, context_through(context, rewrite.mapping))
+        rewrite = rewrite.then(step)
+        applied.append((item.name, item.version, resolved))
+        problems = document_problems(rewrite.harness.to_dict())
+        if problems:
+            raise RuleError(
+                f"produced an invalid harness: {problems[0]}",
+                where=f"rule {item.name!r} (after {[a[0] for a in applied[:-1]]})",
+            )
+    return rewrite, tuple(applied)
+
+
+def variant_id(
+    harness: Harness, rules: Sequence[tuple[str, str, MappingABC[str, Any]]], seed: int, ctx: Any
+) -> str:
+    key = {
+        "harness": [harness.id, harness.version],
+        "rules": [[n, v, dict(p)] for n, v, p in rules],
+        "seed": seed,
+        "context": ctx,
+    }
+    text = json.dumps(key, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def canonical_variant(harness: Harness) -> Variant:
+    """The unchanged harness as a variant (no rules, identity mapping)."""
+    return Variant(variant_id(harness, (), 0, None), harness.id, (), harness, Mapping())
+
+
+def _draw(recipe: Recipe, rng, eligible: set[str]) -> list[RecipeRule]:
+    # Every rule gets its draw, eligible or not, so a context never shifts the other draws.
+    drawn = [i for i, r in enumerate(recipe.rules) if rng.random() < r.probability]
+    chosen = [i for i in drawn if recipe.rules[i].rule in eligible]
+    pool = [
+        i
+        for i, r in enumerate(recipe.rules)
+        if i not in chosen and r.rule in eligible and r.probability > 0
+    ]
+    while len(chosen) < recipe.min_rules and pool:
+        extra = rng.choices(pool, weights=[recipe.rules[i].probability for i in pool])[0]
+        pool.remove(extra)
+        chosen.append(extra)
+    if recipe.max_rules is not None and len(chosen) > recipe.max_rules:
+        chosen = rng.sample(chosen, recipe.max_rules)
+    return [recipe.rules[i] for i in sorted(chosen)]
+
+
+def plan(
+    harness: Harness,
+    recipe: Recipe,
+    *,
+    seed: int | None = None,
+    context: Context = NO_CONTEXT,
+) -> list[Variant]:
+    """The variants of ``harness`` under ``recipe`` (``seed`` defaults to the recipe's).
+
+    Returns ``recipe.variants_per_harness`` variants, preceded by the canonical one when
+    ``recipe.include_canonical``. Rules whose ``needs`` the context does not provide are not
+    applied (plan with ``context=Context.of(events)`` to include them).
+    """
+    seed = recipe.seed if seed is None else seed
+    eligible = {r.rule for r in recipe.rules if all(context.has(n) for n in get(r.rule).needs)}
+    out: list[Variant] = [canonical_variant(harness)] if recipe.include_canonical else []
+    seen = {(harness.to_json(), Mapping().to_json())} if recipe.include_canonical else set()
+    for index in range(recipe.variants_per_harness):
+        for attempt in range(_REDRAWS):
+            variant_seed = derive_seed("variant", seed, harness.id, index, attempt)
+            chosen = _draw(recipe, generator("draw", variant_seed), eligible)
+            chain = [(get(r.rule), r.params) for r in chosen]
+            rewrite, applied = apply_chain(harness, chain, seed=variant_seed, context=context)
+            key = (rewrite.harness.to_json(), rewrite.mapping.to_json())
+            if key not in seen or attempt == _REDRAWS - 1:
+                break
+        seen.add(key)
+        uses = any(get(n).needs for n, _, _ in applied)
+        vid = variant_id(harness, applied, variant_seed, context.key() if uses else None)
+        out.append(
+            Variant(vid, harness.id, applied, rewrite.harness, rewrite.mapping, variant_seed, index)
+        )
+    return out
+
+
+def pick(
+    variants: Sequence[Variant], trajectory_id: str, recipe: Recipe, *, seed: int | None = None
+) -> list[Variant]:
+    """The variants one trajectory is rendered under: ``variants_per_trajectory`` of them,
+    drawn by the trajectory id, plus the canonical variant when the plan has one."""
+    seed = recipe.seed if seed is None else seed
+    canonical = [v for v in variants if v.is_canonical]
+    others = [v for v in variants if not v.is_canonical]
+    k = min(recipe.variants_per_trajectory, len(others))
+    rng = generator("pick", seed, trajectory_id)
+    chosen = sorted(rng.sample(range(len(others)), k))
+    return canonical + [others[i] for i in chosen]

@@ -1,0 +1,169 @@
+"""Recipes: which rules a variant may draw, with what probability and parameters, and how many.
+
+A recipe is YAML validated by the JSON Schema shipped as ``hsa/augment/schema/recipe.schema.json``::
+
+    seed: 0
+    variants_per_harness: 8      # variants planned per harness
+    variants_per_trajectory: 2   # of which each trajectory is rendered under this many
+    include_canonical: false     # also keep the unchanged harness
+    min_rules: 1                 # a variant applies at least this many rules
+    max_rules: null              # ... and at most this many
+    rules:                       # applied in this order when drawn
+      - rule: tools.rename
+        probability: 0.5
+        params: {style: synonym}
+
+``default_recipe()`` enables every built-in family.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+
+from hsa.errors import RuleError
+from hsa.harness.validate import json_path
+
+
+@lru_cache(maxsize=1)
+def recipe_schema() -> dict[str, Any]:
+    """The published JSON Schema of a recipe."""
+    text = resources.files("hsa.augment").joinpath("schema/recipe.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+@dataclass(frozen=True, slots=True)
+class RecipeRule:
+    """One rule of a recipe: drawn with ``probability``, applied with ``params``."""
+
+    rule: str
+    probability: float = 1.0
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rule": self.rule, "probability": self.probability}
+        if self.params:
+            out["params"] = dict(self.params)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """A validated recipe (see the module docstring for the fields)."""
+
+    rules: tuple[RecipeRule, ...]
+    seed: int = 0
+    variants_per_harness: int = 4
+    variants_per_trajectory: int = 1
+    include_canonical: bool = False
+    min_rules: int = 1
+    max_rules: int | None = None
+
+    @property
+    def needs(self) -> frozenset[str]:
+        """Trajectory facts some rule of the recipe depends on: plan per trajectory if any."""
+        from hsa.augment.registry import get
+
+        out: set[str] = set()
+        for item in self.rules:
+            out |= get(item.rule).needs
+        return frozenset(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "variants_per_harness": self.variants_per_harness,
+            "variants_per_trajectory": self.variants_per_trajectory,
+            "include_canonical": self.include_canonical,
+            "min_rules": self.min_rules,
+            "max_rules": self.max_rules,
+            "rules": [r.to_dict() for r in self.rules],
+        }
+
+    def to_yaml(self) -> str:
+        from hsa.harness.io import dump_yaml
+
+        return dump_yaml(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Any, *, file: str | None = None) -> Recipe:
+        """Validate ``data`` against the recipe schema and every rule's parameter schema."""
+        validator = Draft202012Validator(recipe_schema())
+        errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
+        if errors:
+            err = errors[0]
+            raise RuleError(err.message, file=file, where=json_path(err.absolute_path))
+        from hsa.augment.registry import get
+
+        rules = []
+        for i, item in enumerate(data["rules"]):
+            where = f"$.rules[{i}]"
+            try:
+                found = get(item["rule"])
+                found.resolve_params(item.get("params"))
+            except RuleError as exc:
+                raise RuleError(exc.message, file=file, where=f"{where}: {exc.where}") from None
+            rules.append(
+                RecipeRule(
+                    item["rule"], float(item.get("probability", 1.0)), item.get("params", {})
+                )
+            )
+        recipe = cls(
+            rules=tuple(rules),
+            seed=int(data.get("seed", 0)),
+            variants_per_harness=int(data.get("variants_per_harness", 4)),
+            variants_per_trajectory=int(data.get("variants_per_trajectory", 1)),
+            include_canonical=bool(data.get("include_canonical", False)),
+            min_rules=int(data.get("min_rules", 1)),
+            max_rules=data.get("max_rules"),
+        )
+        if recipe.variants_per_trajectory > recipe.variants_per_harness:
+            raise RuleError(
+                f"variants_per_trajectory ({recipe.variants_per_trajectory}) exceeds "
+                f"variants_per_harness ({recipe.variants_per_harness}); lower it or plan more",
+                file=file,
+                where="$.variants_per_trajectory",
+            )
+        if recipe.max_rules is not None and recipe.max_rules < recipe.min_rules:
+            raise RuleError(
+                f"max_rules ({recipe.max_rules}) is below min_rules ({recipe.min_rules})",
+                file=file,
+                where="$.max_rules",
+            )
+        return recipe
+
+
+def loads_recipe(text: str, *, file: str | None = None) -> Recipe:
+    """A recipe from YAML text."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else None
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise RuleError(f"invalid YAML: {reason}", file=file, where=where) from None
+    return Recipe.from_dict(data, file=file)
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """A recipe from a YAML file."""
+    path = Path(path)
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise RuleError(f"cannot read recipe: {exc.strerror or exc}", file=str(path)) from None
+    return loads_recipe(text, file=str(path))
+
+
+def default_recipe() -> Recipe:
+    """The recipe shipped with hsa: every family enabled, moderate probabilities."""
+    text = resources.files("hsa.augment").joinpath("recipes/default.yaml").read_text("utf-8")
+    return loads_recipe(text, file="hsa/augment/recipes/default.yaml")

@@ -1,0 +1,200 @@
+"""The rule API: a named, versioned, parametrised rewrite of a harness, and what it returns.
+
+A rule looks at a harness, a seeded ``random.Random`` and its parameters, and returns a
+``Rewrite``: the new harness plus the ``Mapping`` from canonical to surface identifiers. Rules
+never see trajectories; a rule that depends on what a trajectory uses (drop the tools it never
+calls) says so in ``needs`` and reads the used sets from ``Context``. A chain of rewrites is a
+rewrite (``Rewrite.then``, ``compose``).
+
+Writing one::
+
+    @rule("tools.shout", version="1", params={"type": "object", "properties": {}})
+    def shout(harness, rng, params, context):
+        \"\"\"Upper-case every tool description.\"\"\"
+        tools = [dataclasses.replace(t, description=t.description.upper()) for t in harness.tools]
+        return Rewrite(harness.replace(tools=tools))
+
+``rule`` is in ``hsa.augment.registry``; it builds a ``Rule`` and registers it.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Mapping as MappingABC
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from hsa.augment.mapping import IDENTITY, Mapping
+from hsa.errors import RuleError
+from hsa.harness.events import Event, SkillLoad, ToolCall
+from hsa.harness.model import Harness
+
+RULE_NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
+#: the trajectory facts a rule may ask for in ``needs``
+CONTEXT_FIELDS = ("used_tools", "used_skills")
+#: families of the built-in rules, in the order ``hsa rules list`` shows them
+FAMILIES = {
+    "skill_ids": "skill identifiers",
+    "skill_content": "skill content",
+    "tools": "tool schemas",
+    "prompt": "prompt structure",
+    "hooks": "hooks",
+    "protocol": "tool-call protocol",
+}
+EMPTY_PARAMS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a trajectory uses, for rules that declare a need for it (``None`` = not known).
+
+    Names are canonical: tool names as called in canonical ``tool_call`` events, skill ids as
+    loaded in ``skill_load`` events.
+    """
+
+    used_tools: frozenset[str] | None = None
+    used_skills: frozenset[str] | None = None
+
+    def has(self, need: str) -> bool:
+        return getattr(self, need) is not None
+
+    def key(self) -> dict[str, list[str]]:
+        """The known fields as sorted lists, for hashing into a variant id."""
+        return {n: sorted(getattr(self, n)) for n in CONTEXT_FIELDS if self.has(n)}
+
+    @classmethod
+    def of(cls, events: Iterable[Event]) -> Context:
+        """The context of one canonical trajectory."""
+        tools: set[str] = set()
+        skills: set[str] = set()
+        for event in events:
+            if isinstance(event, ToolCall):
+                tools.add(event.tool)
+            elif isinstance(event, SkillLoad):
+                skills.add(event.skill_id)
+        return cls(frozenset(tools), frozenset(skills))
+
+    @classmethod
+    def union(cls, contexts: Iterable[Context]) -> Context:
+        """What any of several trajectories uses: safe for all of them at once."""
+        tools: set[str] = set()
+        skills: set[str] = set()
+        for c in contexts:
+            tools |= c.used_tools or set()
+            skills |= c.used_skills or set()
+        return cls(frozenset(tools), frozenset(skills))
+
+
+NO_CONTEXT = Context()
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """A rewritten harness and the canonical -> surface mapping that goes with it."""
+
+    harness: Harness
+    mapping: Mapping = IDENTITY
+
+    def then(self, other: Rewrite) -> Rewrite:
+        """This rewrite followed by ``other`` (which was computed on ``self.harness``)."""
+        return Rewrite(other.harness, self.mapping.then(other.mapping))
+
+
+def compose(start: Harness, rewrites: Sequence[Rewrite]) -> Rewrite:
+    """A chain of rewrites, starting from ``start``, as one rewrite."""
+    out = Rewrite(start)
+    for rewrite in rewrites:
+        out = out.then(rewrite)
+    return out
+
+
+RuleFn = Callable[[Harness, random.Random, dict[str, Any], Context], Rewrite]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A task-preserving rewrite: ``family.verb`` name, version, doc, parameter schema, function.
+
+    ``params`` is a JSON Schema (2020-12) for the parameters; top-level ``default``s are filled
+    in before the function sees them. ``needs`` names the ``Context`` fields the function reads.
+    """
+
+    name: str
+    version: str
+    fn: RuleFn = field(repr=False)
+    params: MappingABC[str, Any] = field(default_factory=lambda: dict(EMPTY_PARAMS))
+    doc: str = ""
+    needs: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not RULE_NAME.match(self.name):
+            raise RuleError(
+                "a rule name is 'family.verb' in lower case (e.g. 'tools.rename')",
+                where=f"rule {self.name!r}",
+            )
+        unknown = set(self.needs) - set(CONTEXT_FIELDS)
+        if unknown:
+            raise RuleError(
+                f"unknown need(s) {sorted(unknown)}; a rule may need {list(CONTEXT_FIELDS)}",
+                where=f"rule {self.name!r}",
+            )
+        try:
+            Draft202012Validator.check_schema(self.params)
+        except SchemaError as exc:
+            raise RuleError(
+                f"parameter schema is not valid JSON Schema: {exc.message}",
+                where=f"rule {self.name!r}",
+            ) from None
+        if not self.doc.strip():
+            raise RuleError("a rule needs a docstring", where=f"rule {self.name!r}")
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def summary(self) -> str:
+        """The first line of the docstring."""
+        return self.doc.strip().splitlines()[0].strip()
+
+    def resolve_params(self, params: MappingABC[str, Any] | None = None) -> dict[str, Any]:
+        """``params`` validated against the rule's schema, with top-level defaults filled in."""
+        given = copy.deepcopy(dict(params or {}))
+        validator = Draft202012Validator(self.params)
+        errors = sorted(validator.iter_errors(given), key=lambda e: list(map(str, e.path)))
+        if errors:
+            err = errors[0]
+            path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in err.path)
+            raise RuleError(err.message, where=f"rule {self.name!r}: params{path}")
+        for key, sub in (self.params.get("properties") or {}).items():
+            if key not in given and isinstance(sub, MappingABC) and "default" in sub:
+                given[key] = copy.deepcopy(sub["default"])
+        return given
+
+    def apply(
+        self,
+        harness: Harness,
+        rng: random.Random,
+        params: MappingABC[str, Any] | None = None,
+        context: Context = NO_CONTEXT,
+    ) -> Rewrite:
+        """Run the rule. Raises ``RuleError`` for bad parameters or a missing context field."""
+        missing = [n for n in sorted(self.needs) if not context.has(n)]
+        if missing:
+            raise RuleError(
+                f"this rule depends on the trajectory and needs {missing} in its context; "
+                "plan it per trajectory (hsa.augment.plan(..., context=Context.of(events)))",
+                where=f"rule {self.name!r}",
+            )
+        rewrite = self.fn(harness, rng, self.resolve_params(params), context)
+        if not isinstance(rewrite, Rewrite):
+            raise RuleError(
+                f"returned {type(rewrite).__name__}, not a Rewrite", where=f"rule {self.name!r}"
+            )
+        return rewrite

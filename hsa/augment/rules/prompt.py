@@ -1,0 +1,101 @@
+"""Prompt-structure rules: section order, heading style, section titles, role placement."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+from hsa.augment.banks import bank
+from hsa.augment.draw import shuffled
+from hsa.augment.registry import rule
+from hsa.augment.rule import Context, Rewrite
+from hsa.harness.model import HEADING_STYLES, Harness
+
+
+def _pick_other(value: str, choices: list[str], given: str, rng: random.Random) -> str:
+    if given != "any":
+        return given
+    others = [c for c in choices if c != value]
+    return rng.choice(others) if others else value
+
+
+@rule(
+    "prompt.section_order",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "keep_first": {
+                "type": "boolean",
+                "default": False,
+                "description": "Keep the first section (often the persona) in place.",
+            }
+        },
+    },
+)
+def section_order(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Shuffle the order of the system prompt's sections (persona, policy, tools, skills, ...)."""
+    sections = list(harness.prompt.sections)
+    head = sections[:1] if params["keep_first"] else []
+    tail = shuffled(sections[len(head) :], rng)
+    prompt = dataclasses.replace(harness.prompt, sections=tuple(head + tail))
+    return Rewrite(harness.replace(prompt=prompt))
+
+
+@rule(
+    "prompt.heading_style",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "style": {
+                "enum": ["any", *HEADING_STYLES],
+                "default": "any",
+                "description": "Markdown '## Title', XML '<id>...</id>', or plain 'Title:'.",
+            }
+        },
+    },
+)
+def heading_style(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Switch how prompt sections are headed: Markdown headings, XML tags or plain labels."""
+    style = _pick_other(harness.prompt.heading_style, list(HEADING_STYLES), params["style"], rng)
+    prompt = dataclasses.replace(harness.prompt, heading_style=style)
+    return Rewrite(harness.replace(prompt=prompt))
+
+
+@rule(
+    "prompt.placement",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "placement": {
+                "enum": ["any", "system", "user"],
+                "default": "any",
+                "description": "A system message, or prepended to the first user message.",
+            }
+        },
+    },
+)
+def placement(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Move the system prompt between the system role and the first user message."""
+    where = _pick_other(harness.prompt.placement, ["system", "user"], params["placement"], rng)
+    prompt = dataclasses.replace(harness.prompt, placement=where)
+    return Rewrite(harness.replace(prompt=prompt))
+
+
+@rule("prompt.section_titles", version="1")
+def section_titles(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Retitle prompt sections with equivalent titles from a bank ("Tools" -> "Functions")."""
+    titles = bank("prompt.yaml")["titles"]
+    sections = []
+    for section in harness.prompt.sections:
+        choices = [t for t in titles.get(section.kind, []) if t != section.title]
+        title = rng.choice(choices) if choices else section.title
+        sections.append(dataclasses.replace(section, title=title))
+    prompt = dataclasses.replace(harness.prompt, sections=tuple(sections))
+    return Rewrite(harness.replace(prompt=prompt))

@@ -1,0 +1,255 @@
+"""Tool-schema rules that rename: tool names (styles, random tokens, synonyms, namespaces) and
+parameter names (nested objects, array items and ``$defs`` included, ``required`` kept)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+from hsa.augment.banks import synonyms
+from hsa.augment.edits import format_accepts, remap_matchers, replace_in_harness
+from hsa.augment.mapping import Mapping, ToolMap
+from hsa.augment.names import (
+    PARAM_NAME,
+    TOOL_NAME,
+    fresh_names,
+    random_token,
+    restyle,
+    synonym_name,
+)
+from hsa.augment.registry import rule
+from hsa.augment.rule import Context, Rewrite
+from hsa.augment.schemas import all_property_names, property_names, rename_properties
+from hsa.harness.model import Harness, Hook, Tool
+
+NAME_STYLES = ["random", "snake", "camel", "pascal", "kebab", "synonym"]
+_STYLE_PARAM = {
+    "enum": ["any", *NAME_STYLES],
+    "default": "any",
+    "description": (
+        "How new names are made: a random token, a case style (snake_case, camelCase, "
+        "PascalCase, kebab-case), synonyms from hsa's bank, or 'any' to draw one per rewrite."
+    ),
+}
+
+
+def _propose(style: str, rng: random.Random, prefix: str):
+    bank = synonyms()
+
+    def propose(name: str) -> str:
+        if style == "random":
+            return f"{prefix}{random_token(rng)}"
+        if style == "synonym":
+            return synonym_name(name, bank, rng)
+        return restyle(name, style)
+
+    return propose
+
+
+def _draw_style(params: dict[str, Any], rng: random.Random, kebab: bool) -> str:
+    styles = [s for s in NAME_STYLES if kebab or s != "kebab"]
+    if params["style"] != "any":
+        style = params["style"]
+        return style if style in styles else "snake"
+    return rng.choice(styles)
+
+
+def _all_tools(harness: Harness) -> list[Tool]:
+    return [*harness.tools, *([harness.skill_tool] if harness.skill_tool else [])]
+
+
+def rename_tools(harness: Harness, table: dict[str, str]) -> Rewrite:
+    """Apply a tool-name table to every place a tool name lives; the mapping skips the skill tool
+    (skill loads are events of their own and render through whatever it is called)."""
+    table = {k: v for k, v in table.items() if k != v}
+    if not table:
+        return Rewrite(harness)
+    hooks = remap_matchers(harness.hooks, [t.name for t in _all_tools(harness)], table)
+    renamed = replace_in_harness(harness.replace(hooks=hooks), table)
+    tools = [dataclasses.replace(t, name=table.get(t.name, t.name)) for t in renamed.tools]
+    skill_tool = renamed.skill_tool
+    if skill_tool is not None:
+        skill_tool = dataclasses.replace(
+            skill_tool, name=table.get(skill_tool.name, skill_tool.name)
+        )
+    mapping = Mapping(
+        tools={t.name: ToolMap(table[t.name]) for t in harness.tools if t.name in table},
+        text=tuple(table.items()),
+    )
+    return Rewrite(renamed.replace(tools=tools, skill_tool=skill_tool), mapping)
+
+
+@rule(
+    "tools.rename",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "style": _STYLE_PARAM,
+            "fraction": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "default": 1.0,
+                "description": "Share of the tools to rename (at least one when there are any).",
+            },
+            "skill_tool": {
+                "type": "boolean",
+                "default": True,
+                "description": "Rename the skill-loading tool too.",
+            },
+        },
+    },
+)
+def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Rename tools: random tokens, snake/camel/Pascal/kebab case, or synonyms from a bank.
+
+    New names are legal OpenAI/Anthropic names (``^[a-zA-Z0-9_-]{1,64}$``), parse back in the
+    harness's call format, and never equal another tool's name, old or new. Tool names in
+    descriptions, prompt sections, skills and hook messages are replaced as whole tokens, and hook
+    matchers keep firing on the same tools.
+    """
+    style = _draw_style(params, rng, kebab=format_accepts(harness.protocol, "a-b"))
+    tools = [t.name for t in harness.tools]
+    if params["skill_tool"] and harness.skill_tool is not None:
+        tools.append(harness.skill_tool.name)
+    if not tools:
+        return Rewrite(harness)
+    count = max(1, round(len(tools) * params["fraction"]))
+    chosen = sorted(rng.sample(range(len(tools)), count))
+    targets = [tools[i] for i in chosen]
+    others = [t.name for t in _all_tools(harness) if t.name not in targets]
+    table = fresh_names(
+        targets,
+        _propose(style, rng, "t_"),
+        taken=others,
+        pattern=TOOL_NAME,
+        accept=lambda n: format_accepts(harness.protocol, n),
+    )
+    return rename_tools(harness, table)
+
+
+@rule(
+    "tools.namespace",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "prefix": {
+                "type": ["string", "null"],
+                "pattern": "^[A-Za-z][A-Za-z0-9]{0,15}$",
+                "default": None,
+                "description": "The namespace; null draws one from the harness id or a bank.",
+            },
+            "separator": {
+                "enum": ["_", "__", "-", "any"],
+                "default": "any",
+                "description": "Between namespace and name ('-' only where the format allows).",
+            },
+        },
+    },
+)
+def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Prefix every tool name with a namespace, as MCP servers do (``shop__get_order``)."""
+    tools = [t.name for t in _all_tools(harness)]
+    if not tools:
+        return Rewrite(harness)
+    prefix = params["prefix"] or rng.choice(
+        ["shop", "api", "svc", "tools", "mcp", "app", "ext", "core", "srv", "fn"]
+    )
+    separators = ["_", "__", "-"]
+    if not format_accepts(harness.protocol, "a-b"):
+        separators.remove("-")
+    sep = params["separator"] if params["separator"] != "any" else rng.choice(separators)
+    if sep not in separators:
+        sep = "_"
+    table = fresh_names(
+        tools,
+        lambda n: f"{prefix}{sep}{n}",
+        pattern=TOOL_NAME,
+        accept=lambda n: format_accepts(harness.protocol, n),
+    )
+    return rename_tools(harness, table)
+
+
+@rule(
+    "tools.rename_params",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "style": _STYLE_PARAM,
+            "fraction": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "default": 1.0,
+                "description": "Share of the distinct parameter names to rename.",
+            },
+        },
+    },
+)
+def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Rename parameters everywhere they occur: nested objects, array items, ``$defs``.
+
+    One table for the whole harness (a name means the same everywhere, so descriptions and the
+    prompt can be rewritten consistently); ``required`` and ``dependentRequired`` follow, and
+    ``$ref``s keep pointing at the same definitions. Sub-schemas that no argument path can
+    reach (``prefixItems``, ``patternProperties``, ...) keep their names. The skill tool's
+    parameter is renamed too; skill loads need no mapping.
+    """
+    style = _draw_style(params, rng, kebab=False)
+    tools = _all_tools(harness)
+    names: dict[str, None] = {}
+    for tool in tools:
+        names.update(dict.fromkeys(property_names(dict(tool.parameters))))
+    if not names:
+        return Rewrite(harness)
+    originals = list(names)
+    count = max(1, round(len(originals) * params["fraction"]))
+    targets = [originals[i] for i in sorted(rng.sample(range(len(originals)), count))]
+    taken: set[str] = set()
+    for tool in tools:
+        taken |= all_property_names(dict(tool.parameters))
+    table = fresh_names(
+        targets,
+        _propose(style, rng, "p_"),
+        taken=taken - set(targets),
+        pattern=PARAM_NAME,
+        accept=lambda n: all(format_accepts(harness.protocol, t.name, [n]) for t in tools[:1]),
+    )
+    table = {k: v for k, v in table.items() if k != v}
+    if not table:
+        return Rewrite(harness)
+    steps_by_tool: dict[str, ToolMap] = {}
+    new_tools: list[Tool] = []
+    for tool in harness.tools:
+        schema, steps = rename_properties(tool.parameters, table)
+        new_tools.append(dataclasses.replace(tool, parameters=schema))
+        if steps:
+            steps_by_tool[tool.name] = ToolMap(tool.name, steps)
+    skill_tool = harness.skill_tool
+    if skill_tool is not None:
+        schema, _ = rename_properties(skill_tool.parameters, table)
+        skill_tool = dataclasses.replace(skill_tool, parameters=schema)
+    hooks = [_rename_hook_input(h, table) for h in harness.hooks]
+    renamed = harness.replace(tools=new_tools, skill_tool=skill_tool, hooks=hooks)
+    # A parameter spelled like a tool or skill stays as it is in prose, where it would be
+    # ambiguous which of the two a mention means.
+    other_ids = {t.name for t in tools} | {s.id for s in harness.skills}
+    prose = {k: v for k, v in table.items() if k not in other_ids}
+    renamed = replace_in_harness(renamed, prose)
+    return Rewrite(renamed, Mapping(tools=steps_by_tool, text=tuple(prose.items())))
+
+
+def _rename_hook_input(hook: Hook, table: dict[str, str]) -> Hook:
+    """An ``update_input`` hook sets arguments by name: it must set the renamed ones."""
+    values = hook.params.get("set") if hook.effect == "update_input" else None
+    if not isinstance(values, dict):
+        return hook
+    new_set = {table.get(k, k): v for k, v in values.items()}
+    return dataclasses.replace(hook, params={**hook.params, "set": new_set})

@@ -1,0 +1,175 @@
+"""Tool parameter schemas as rules see them: every sub-schema with the argument path it describes.
+
+A sub-schema describes the values at one instance path (``("items", "[]", "sku")``): object
+properties add their key, array ``items`` add ``"[]"``, ``$ref``/``anyOf``/``oneOf``/``allOf``
+keep the path. Sub-schemas reached only through keywords that have no such path
+(``prefixItems``, ``additionalProperties``, ``patternProperties``, ``not``, ``if``, ...) are
+*pinned*: rules leave their property names and enums alone, because no ``Mapping`` step could
+follow them. A ``$defs`` entry used from two places is reached twice, with both paths.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from collections.abc import Mapping as MappingABC
+from dataclasses import dataclass
+from typing import Any
+
+from hsa.augment.mapping import EACH, ArgPath, Step
+from hsa.harness.validate import resolve_pointer
+
+_SAME_PATH = ("anyOf", "oneOf", "allOf")
+_PINNED_ONE = (
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "unevaluatedItems",
+)
+_PINNED_MAP = ("patternProperties", "dependentSchemas")
+_MAX_DEPTH = 64
+
+
+def copy_schema(schema: MappingABC[str, Any]) -> dict[str, Any]:
+    """A deep, mutable copy of a JSON Schema (JSON types only)."""
+    return json.loads(json.dumps(schema))
+
+
+@dataclass(frozen=True, slots=True)
+class Reached:
+    """One sub-schema and one instance path it describes (``None`` when pinned)."""
+
+    node: dict[str, Any]
+    path: ArgPath | None
+
+
+def reached(schema: dict[str, Any]) -> Iterator[Reached]:
+    """Every sub-schema of ``schema`` (``$ref``s followed) with its instance path, pre-order."""
+    yield from _walk(schema, schema, (), 0, frozenset())
+
+
+def _walk(
+    root: dict[str, Any], node: Any, path: ArgPath | None, depth: int, refs: frozenset[str]
+) -> Iterator[Reached]:
+    if not isinstance(node, dict) or depth > _MAX_DEPTH:
+        return
+    yield Reached(node, path)
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#") and ref not in refs:
+        target = resolve_pointer(root, ref)
+        yield from _walk(root, target, path, depth + 1, refs | {ref})
+    props = node.get("properties")
+    if isinstance(props, dict):
+        for key, sub in props.items():
+            yield from _walk(root, sub, None if path is None else (*path, key), depth + 1, refs)
+    items = node.get("items")
+    if isinstance(items, dict):
+        yield from _walk(root, items, None if path is None else (*path, EACH), depth + 1, refs)
+    for key in _SAME_PATH:
+        for sub in node.get(key) or ():
+            yield from _walk(root, sub, path, depth + 1, refs)
+    for key in _PINNED_ONE:
+        yield from _walk(root, node.get(key), None, depth + 1, refs)
+    for key in _PINNED_MAP:
+        for sub in (node.get(key) or {}).values():
+            yield from _walk(root, sub, None, depth + 1, refs)
+    for sub in node.get("prefixItems") or ():
+        yield from _walk(root, sub, None, depth + 1, refs)
+
+
+def free_nodes(schema: dict[str, Any]) -> list[tuple[dict[str, Any], list[ArgPath]]]:
+    """Sub-schemas never reached through a pinned keyword, each with all its paths, in order."""
+    paths: dict[int, list[ArgPath | None]] = {}
+    nodes: dict[int, dict[str, Any]] = {}
+    for r in reached(schema):
+        key = id(r.node)
+        nodes.setdefault(key, r.node)
+        bucket = paths.setdefault(key, [])
+        if r.path not in bucket:
+            bucket.append(r.path)
+    return [
+        (nodes[k], [p for p in ps if p is not None]) for k, ps in paths.items() if None not in ps
+    ]
+
+
+def rename_properties(
+    schema: MappingABC[str, Any], table: MappingABC[str, str]
+) -> tuple[dict[str, Any], tuple[Step, ...]]:
+    """Rename property keys by ``table`` wherever a step can follow them.
+
+    Returns the new schema (``required`` and ``dependentRequired`` renamed along, ``$ref``s
+    untouched since ``$defs`` keep their names) and the ``move`` steps, parents before children,
+    that take canonical arguments to the new names.
+    """
+    out = copy_schema(schema)
+    renamable = {id(node) for node, _ in free_nodes(out)}
+    steps: list[Step] = []
+    seen: set[Step] = set()
+
+    def visit(node: Any, spath: ArgPath, depth: int, refs: frozenset[str]) -> None:
+        if not isinstance(node, dict) or depth > _MAX_DEPTH:
+            return
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#") and ref not in refs:
+            visit(resolve_pointer(out, ref), spath, depth + 1, refs | {ref})
+        props = node.get("properties")
+        if isinstance(props, dict):
+            active = id(node) in renamable
+            for key, sub in props.items():
+                new = table.get(key, key) if active else key
+                if new != key:
+                    step = Step("move", (*spath, key), (*spath, new))
+                    if step not in seen:
+                        seen.add(step)
+                        steps.append(step)
+                visit(sub, (*spath, new), depth + 1, refs)
+        if isinstance(node.get("items"), dict):
+            visit(node["items"], (*spath, EACH), depth + 1, refs)
+        for key in _SAME_PATH:
+            for sub in node.get(key) or ():
+                visit(sub, spath, depth + 1, refs)
+
+    visit(out, (), 0, frozenset())
+    for node, _ in free_nodes(out):
+        if id(node) in renamable:
+            _rename_keys(node, table)
+    return out, tuple(steps)
+
+
+def _rename_keys(node: dict[str, Any], table: MappingABC[str, str]) -> None:
+    props = node.get("properties")
+    if isinstance(props, dict):
+        node["properties"] = {table.get(k, k): v for k, v in props.items()}
+    if isinstance(node.get("required"), list):
+        node["required"] = [table.get(k, k) for k in node["required"]]
+    dep = node.get("dependentRequired")
+    if isinstance(dep, dict):
+        node["dependentRequired"] = {
+            table.get(k, k): [table.get(x, x) for x in v] for k, v in dep.items()
+        }
+
+
+def property_names(schema: dict[str, Any]) -> list[str]:
+    """Every property name a step can reach in ``schema``, in first-seen order."""
+    names: dict[str, None] = {}
+    for node, _ in free_nodes(schema):
+        for key in node.get("properties") or {}:
+            names.setdefault(key, None)
+    return list(names)
+
+
+def all_property_names(schema: dict[str, Any]) -> set[str]:
+    """Every property name anywhere in ``schema``, pinned sub-schemas included."""
+    return {k for r in reached(schema) for k in (r.node.get("properties") or {})} | {
+        k
+        for d in (schema.get("$defs"), schema.get("definitions"))
+        if isinstance(d, dict)
+        for sub in d.values()
+        if isinstance(sub, dict)
+        for k in (sub.get("properties") or {})
+    }

@@ -1,0 +1,65 @@
+"""Recipes: YAML validated by the shipped schema and every rule's parameter schema."""
+
+from __future__ import annotations
+
+import pytest
+
+from hsa.augment import FAMILIES, default_recipe, get, load_recipe, loads_recipe, rules
+from hsa.augment.recipe import recipe_schema
+from hsa.errors import RuleError
+
+GOOD = """
+seed: 3
+variants_per_harness: 4
+variants_per_trajectory: 2
+rules:
+  - rule: tools.rename
+    probability: 0.5
+    params: {style: kebab}
+  - rule: prompt.heading_style
+"""
+
+
+def test_good_recipe_round_trips():
+    recipe = loads_recipe(GOOD)
+    assert recipe.seed == 3 and recipe.rules[0].params == {"style": "kebab"}
+    assert recipe.rules[1].probability == 1.0
+    assert loads_recipe(recipe.to_yaml()) == recipe
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [
+        ("rules: [{rule: tools.rename, probability: 2}]", "$.rules[0].probability", "2"),
+        ("rules: [{rule: tools.nope}]", "$.rules[0]", "no rule named 'tools.nope'"),
+        ("rules: [{rule: tools.rename, params: {style: shouty}}]", "params.style", "shouty"),
+        (
+            "rules: []\nvariants_per_harness: 1\nvariants_per_trajectory: 2",
+            "$.variants_per",
+            "exceeds",
+        ),
+        ("rules: []\nextra: 1", "$", "extra"),
+        ("rules: [", "line", "invalid YAML"),
+    ],
+)
+def test_bad_recipes_name_the_place(text, where, message):
+    with pytest.raises(RuleError) as info:
+        loads_recipe(text, file="r.yaml")
+    text_of = str(info.value)
+    assert text_of.startswith("r.yaml: ") and where in text_of and message in text_of
+
+
+def test_load_recipe_from_file(tmp_path):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(GOOD)
+    assert load_recipe(path).variants_per_harness == 4
+    with pytest.raises(RuleError, match="cannot read recipe"):
+        load_recipe(tmp_path / "missing.yaml")
+
+
+def test_default_recipe_enables_every_family_and_only_known_rules():
+    recipe = default_recipe()
+    families = {get(r.rule).family for r in recipe.rules}
+    builtin = {r.family for r in rules()} & set(FAMILIES)
+    assert families == builtin
+    assert recipe_schema()["$schema"].endswith("2020-12/schema")
