@@ -5,9 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
 
 from hsa.cli.output import console, fail
 from hsa.errors import HarnessValidationError
+from hsa.harness.model import Harness, Tool
+
+FORMATS = ("tools", "agent-skills", "bfcl", "tau2", "openai-jsonl")
 
 
 @click.group("harness")
@@ -29,7 +35,9 @@ def validate(path: Path) -> None:
     """Check a harness (directory, harness.yaml or JSON document) against the schema.
 
     PATH may also be a directory holding several harness directories, as written by
-    `hsa harness import`; each is checked. Every problem is printed as `file: json-path: reason`.
+    `hsa harness import`; each is checked. The system prompt is rendered once in the sandbox,
+    so unsafe or broken templates are reported too. Every problem is printed as
+    `file: json-path: reason`.
     """
     from hsa.harness import problems
 
@@ -43,3 +51,139 @@ def validate(path: Path) -> None:
         raise HarnessValidationError(found)
     noun = "harness" if len(targets) == 1 else "harnesses"
     console().print(f"ok: {len(targets)} {noun} valid ({path})")
+
+
+@group.command("import")
+@click.argument("src", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Folder to write: the harness directory, or one sub-folder per harness.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Source format; detected from SRC when omitted.",
+)
+@click.option(
+    "--harness",
+    "harness_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="openai-jsonl only: read every row under this harness instead of deriving one.",
+)
+def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) -> None:
+    """Import SRC (tools file, Agent Skills, BFCL, tau2 domain, OpenAI chat JSONL).
+
+    Writes harness directories, tasks.jsonl and trajectories.parquet under OUT. OUT is
+    replaced only if it is empty or holds an earlier import.
+    """
+    from hsa.harness import load
+    from hsa.harness.importers import import_source, write_import
+
+    harness = load(harness_path) if harness_path is not None else None
+    result = import_source(src, format=fmt, harness=harness)
+    write_import(result, out)
+    table = Table(title=f"imported {src} ({result.format}) -> {out}")
+    counts = result.counts()
+    for key in counts:
+        table.add_column(key, justify="right")
+    table.add_row(*(f"{v:,}" for v in counts.values()))
+    console().print(table)
+
+
+@group.command("show")
+@click.argument("path", type=click.Path(path_type=Path))
+def show(path: Path) -> None:
+    """Print a summary of the harness at PATH: tools, skills, hooks, protocol, prompt."""
+    from hsa.harness import load
+
+    console().print(*render_harness(load(path)))
+
+
+# --- hsa harness show ---
+
+
+def _first_line(text: str, width: int = 80) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _params(tool: Tool) -> str:
+    props = tool.parameters.get("properties") or {}
+    required = set(tool.parameters.get("required") or [])
+    return ", ".join(f"{name}{'' if name in required else '?'}" for name in props)
+
+
+def render_harness(harness: Harness) -> list[RenderableType]:
+    """Header, then tables of tools, skills, hooks and prompt sections (empty ones left out)."""
+    out: list[RenderableType] = []
+    header = Text()
+    header.append(f"harness {harness.id}", style="bold")
+    header.append(f"  version {harness.version}  protocol {harness.protocol.label}")
+    prompt = harness.prompt
+    header.append(f"\nprompt: {prompt.heading_style} headings, placed in {prompt.placement}")
+    if prompt.template is not None:
+        header.append(f", custom template ({len(prompt.template):,} characters)")
+    name_map = harness.metadata.get("name_map") or {}
+    if name_map:
+        header.append(f"\n{len(name_map)} tool name(s) made API-legal; originals in name_map")
+    out.append(header)
+
+    tools = list(harness.tools) + ([harness.skill_tool] if harness.skill_tool else [])
+    if tools:
+        table = Table(title=f"tools ({len(tools)})", title_justify="left")
+        table.add_column("name", no_wrap=True)
+        table.add_column("parameters (? optional)")
+        table.add_column("description")
+        for tool in tools:
+            name = tool.name + (" (skill tool)" if tool is harness.skill_tool else "")
+            table.add_row(name, _params(tool), _first_line(tool.description))
+        out.append(table)
+    if harness.skills:
+        table = Table(title=f"skills ({len(harness.skills)})", title_justify="left")
+        table.add_column("id", no_wrap=True)
+        table.add_column("name")
+        table.add_column("description")
+        table.add_column("content", justify="right", no_wrap=True)
+        for skill in harness.skills:
+            table.add_row(
+                skill.id,
+                skill.name,
+                _first_line(skill.description),
+                f"{len(skill.content):,} chars",
+            )
+        out.append(table)
+    if harness.hooks:
+        table = Table(title=f"hooks ({len(harness.hooks)})", title_justify="left")
+        for column in ("id", "event", "effect", "matcher", "inject", "message"):
+            table.add_column(column)
+        for hook in harness.hooks:
+            matcher = ", ".join(f"{k}={v}" for k, v in hook.matcher.to_dict().items()) or "always"
+            inject = hook.inject + (f" <{hook.wrapper}>" if hook.wrapper else "")
+            table.add_row(
+                hook.id, hook.event, hook.effect, matcher, inject, _first_line(hook.message, 60)
+            )
+        out.append(table)
+    if prompt.sections:
+        table = Table(title=f"prompt sections ({len(prompt.sections)})", title_justify="left")
+        table.add_column("id", no_wrap=True)
+        for column in ("kind", "title", "body"):
+            table.add_column(column)
+        for section in prompt.sections:
+            body = _first_line(section.body, 60) if section.body else _auto(section.kind)
+            table.add_row(section.id, section.kind, section.title, body)
+        out.append(table)
+    return out
+
+
+def _auto(kind: str) -> Text:
+    generated = {
+        "tools": "(generated tool docs; empty under the api protocol)",
+        "skills": "(generated skills catalogue)",
+        "output_format": "(generated call instructions; empty under the api protocol)",
+    }
+    return Text(generated.get(kind, "(empty)"), style="dim")

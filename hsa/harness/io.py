@@ -22,11 +22,18 @@ from typing import Any
 
 import yaml
 
-from hsa.errors import HarnessError, HarnessValidationError, HsaError
+from hsa.errors import (
+    HarnessError,
+    HarnessValidationError,
+    HsaError,
+    ImportFormatError,
+    TemplateError,
+)
 from hsa.harness.model import Harness
 from hsa.harness.skillfile import dump_skill_md, load_skill_dir
-from hsa.harness.toolformats import tool_entries, tool_from_entry
-from hsa.harness.validate import document_problems
+from hsa.harness.templates import MAX_TEMPLATE_CHARS
+from hsa.harness.toolformats import SCHEMA_KEYS, tool_entries, tool_from_entry
+from hsa.harness.validate import document_problems, render_problems
 
 MANIFEST = "harness.yaml"
 TOOLS_FILE = "tools.json"
@@ -41,14 +48,20 @@ class _Sources:
         self.root = root
         self.manifest = manifest
         self.tools: Path | None = None
+        # per tools.json entry: the path prefix of its body and the name of its schema key
+        self.tool_layout: dict[int, tuple[str, str]] = {}
         self.template: Path | None = None
         self.skills: dict[int, Path] = {}
 
     def locate(self, err: HsaError) -> HsaError:
         where = err.where or "$"
         if self.tools is not None and (m := re.match(r"^\$\.tools\[(\d+)\](.*)$", where)):
-            rest = m.group(2)
-            return HarnessError(err.message, file=str(self.tools), where=f"$[{m.group(1)}]{rest}")
+            index, rest = int(m.group(1)), m.group(2)
+            prefix, schema_key = self.tool_layout.get(index, ("", "parameters"))
+            if rest.startswith(".parameters"):
+                rest = f".{schema_key}{rest[len('.parameters') :]}"
+            inside = f"$[{index}]{prefix}{rest}" if rest else f"$[{index}]"
+            return HarnessError(err.message, file=str(self.tools), where=inside)
         if m := re.match(r"^\$\.skills\[(\d+)\](?:\.(\w+))?", where):
             file = self.skills.get(int(m.group(1)))
             if file is not None:
@@ -60,7 +73,19 @@ class _Sources:
         return HarnessError(err.message, file=str(self.manifest), where=where)
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, *, max_chars: int | None = None) -> str:
+    if max_chars is not None:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0
+        # UTF-8 takes at most 4 bytes a character: anything larger is over the cap for sure,
+        # and is refused before it is read into memory.
+        if size > 4 * max_chars:
+            raise TemplateError(
+                f"template file is {size:,} bytes; the limit is {max_chars:,} characters",
+                file=str(path),
+            )
     try:
         return path.read_text("utf-8")
     except FileNotFoundError:
@@ -109,7 +134,7 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], _Sources]:
 
     if isinstance(doc.get("tools"), str):
         sources.tools = root / doc["tools"]
-        doc["tools"] = _tools_from_file(sources.tools)
+        doc["tools"] = _tools_from_file(sources.tools, sources)
     prompt = doc.get("prompt")
     if isinstance(prompt, dict) and "template_file" in prompt:
         ref = prompt.pop("template_file")
@@ -118,12 +143,13 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], _Sources]:
                 "must name a file", file=str(manifest), where="$.prompt.template_file"
             )
         sources.template = root / ref
-        prompt["template"] = _read_text(sources.template)
+        prompt["template"] = _read_text(sources.template, max_chars=MAX_TEMPLATE_CHARS)
     skills = doc.get("skills")
     if isinstance(skills, list) and all(isinstance(s, str) for s in skills):
         loaded = []
         for i, skill_id in enumerate(skills):
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", skill_id) or ".." in skill_id:
+            # The id names a folder: the pattern (no '/', no leading '.') keeps it inside skills/.
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", skill_id):
                 raise HarnessError(
                     f"{skill_id!r} is not a valid skill id",
                     file=str(manifest),
@@ -136,32 +162,47 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], _Sources]:
     return doc, sources
 
 
-def _tools_from_file(path: Path) -> list[dict[str, Any]]:
-    from hsa.errors import ImportFormatError
-
+def _tools_from_file(path: Path, sources: _Sources) -> list[dict[str, Any]]:
     data = _read_json(path)
     try:
         entries = tool_entries(data)
-        return [tool_from_entry(e, where=f"$[{i}]")[0].to_dict() for i, e in enumerate(entries)]
+        tools = []
+        for i, entry in enumerate(entries):
+            tool, fmt = tool_from_entry(entry, where=f"$[{i}]")
+            wrapped = fmt == "openai" and "function" in entry
+            sources.tool_layout[i] = (".function" if wrapped else "", SCHEMA_KEYS[fmt])
+            tools.append(tool.to_dict())
+        return tools
     except ImportFormatError as exc:
         raise HarnessError(exc.message, file=str(path), where=exc.where or "$") from None
 
 
 def problems(path: str | Path) -> list[HsaError]:
-    """Every problem with the harness at ``path``, each naming its file and JSON path."""
+    """Every problem with the harness at ``path``, each naming its file and JSON path.
+
+    Beyond the schema, the system prompt is rendered once in the sandbox, so a template that
+    only fails at render time (unsafe attribute access, an undefined name, oversize output)
+    is reported here rather than in the middle of a build.
+    """
+    return _check(path)[1]
+
+
+def _check(path: str | Path) -> tuple[dict[str, Any] | None, list[HsaError]]:
     try:
         doc, sources = read_document(path)
     except HsaError as exc:
-        return [exc]
-    return [sources.locate(p) for p in document_problems(doc)]
+        return None, [exc]
+    found = document_problems(doc)
+    if not found:
+        found = render_problems(Harness.from_dict(doc))
+    return doc, [sources.locate(p) for p in found]
 
 
 def load(path: str | Path) -> Harness:
     """Load and validate a harness; raise ``HarnessValidationError`` listing every problem."""
-    found = problems(path)
-    if found:
+    doc, found = _check(path)
+    if found or doc is None:
         raise HarnessValidationError(found)
-    doc, _ = read_document(path)
     return Harness.from_dict(doc)
 
 
@@ -213,7 +254,7 @@ def save(harness: Harness, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        _write_dir(harness, staging)
+        write_dir(harness, staging)
         if path.exists():
             trash = path.with_name(f".{path.name}.old-{os.getpid()}")
             path.rename(trash)
@@ -227,7 +268,12 @@ def save(harness: Harness, path: str | Path) -> Path:
     return path
 
 
-def _write_dir(harness: Harness, root: Path) -> None:
+def write_dir(harness: Harness, root: Path) -> None:
+    """Write the files of ``harness`` into the existing, empty directory ``root``.
+
+    Not atomic on its own: ``save`` and the importers write into a staging directory and
+    rename it into place.
+    """
     doc = harness.to_dict()
     tools = doc.pop("tools")
     skills = doc.pop("skills")

@@ -13,36 +13,53 @@ FRONT_MATTER_FIELDS = ("name", "description")
 
 
 def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skill:
-    """Parse SKILL.md text; the front matter must hold at least ``name`` and ``description``."""
+    """Parse SKILL.md text; the front matter must hold at least ``name`` and ``description``.
+
+    Errors name the line of the SKILL.md file they concern (``where="line N"``).
+    """
     if text.startswith("\ufeff"):
         text = text[1:]
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].rstrip("\r\n") != "---":
         raise HarnessError(
-            "SKILL.md must start with '---' and YAML front matter", file=file, where="line 1"
+            "SKILL.md must start with a '---' line opening the YAML front matter",
+            file=file,
+            where="line 1",
         )
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r\n") == "---"), None)
     if end is None:
         raise HarnessError(
-            "front matter is not closed by a '---' line", file=file, where="front matter"
+            "the front matter opened by '---' on line 1 is never closed by a '---' line",
+            file=file,
+            where="line 1",
         )
+    source = "".join(lines[1:end])
     try:
-        front = yaml.safe_load("".join(lines[1:end]))
+        front = yaml.safe_load(source)
+        node = yaml.compose(source, Loader=yaml.SafeLoader) if isinstance(front, dict) else None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 2}" if mark is not None else "front matter"
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        # +2: the YAML starts on line 2 of the file, and marks count from 0.
+        line = mark.line + 2 if mark is not None else 2
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise HarnessError(
-            f"front matter is not valid YAML: {reason}", file=file, where=line
+            f"front matter is not valid YAML: {reason}", file=file, where=f"line {line}"
         ) from None
     if not isinstance(front, dict):
-        raise HarnessError("front matter must be a YAML mapping", file=file, where="front matter")
+        raise HarnessError(
+            "front matter must be a YAML mapping (name: ..., description: ...)",
+            file=file,
+            where="line 2",
+        )
+    key_lines = _key_lines(node)
     for key in FRONT_MATTER_FIELDS:
-        if not isinstance(front.get(key), str) or not front[key].strip():
+        value = front.get(key)
+        if not isinstance(value, str) or not value.strip():
+            # Point at the key when it is there, else at the line closing the front matter.
+            line = key_lines.get(key, end + 1)
+            problem = "is missing" if key not in front else "must be a non-empty string"
             raise HarnessError(
-                f"front matter needs a non-empty string {key!r}",
-                file=file,
-                where=f"front matter.{key}",
+                f"front matter field {key!r} {problem}", file=file, where=f"line {line}"
             )
     extra = {k: v for k, v in front.items() if k not in FRONT_MATTER_FIELDS}
     return Skill(
@@ -52,6 +69,17 @@ def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skil
         content="".join(lines[end + 1 :]),
         extra=extra,
     )
+
+
+def _key_lines(node: yaml.Node | None) -> dict[str, int]:
+    """File line of each top-level front-matter key."""
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {
+        key.value: key.start_mark.line + 2
+        for key, _ in node.value
+        if isinstance(key, yaml.ScalarNode)
+    }
 
 
 def dump_skill_md(skill: Skill) -> str:

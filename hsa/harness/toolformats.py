@@ -12,6 +12,8 @@ from hsa.harness.model import Tool
 
 API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+#: where each format keeps a tool's argument schema
+SCHEMA_KEYS = {"openai": "parameters", "mcp": "inputSchema", "anthropic": "input_schema"}
 
 
 def detect_tool_format(entry: Mapping[str, Any]) -> str:
@@ -22,7 +24,7 @@ def detect_tool_format(entry: Mapping[str, Any]) -> str:
         return "mcp"
     if "input_schema" in entry:
         return "anthropic"
-    if "name" in entry and ("parameters" in entry or "description" in entry):
+    if "parameters" in entry or ("name" in entry and "description" in entry):
         return "openai"
     raise ImportFormatError(
         "not a tool definition: expected OpenAI ({type: function, function: {...}} or "
@@ -49,20 +51,36 @@ def tool_from_entry(entry: Any, *, where: str) -> tuple[Tool, str]:
         fmt = detect_tool_format(entry)
     except ImportFormatError as exc:
         raise ImportFormatError(exc.message, where=where) from None
-    body = entry["function"] if fmt == "openai" and "function" in entry else entry
-    schema_key = {"openai": "parameters", "mcp": "inputSchema", "anthropic": "input_schema"}[fmt]
+    wrapped = fmt == "openai" and "function" in entry
+    body = entry["function"] if wrapped else entry
+    where = f"{where}.function" if wrapped else where
+    schema_key = SCHEMA_KEYS[fmt]
     name = body.get("name")
     if not isinstance(name, str) or not name:
-        raise ImportFormatError("tool has no name", where=where)
+        raise ImportFormatError("tool has no name: add a non-empty string 'name'", where=where)
     params = body.get(schema_key)
     if params is None:
-        params = dict(EMPTY_PARAMETERS)
+        params = {}
     if not isinstance(params, Mapping):
-        raise ImportFormatError(f"{schema_key} must be an object", where=f"{where}.{schema_key}")
+        raise ImportFormatError(
+            f"{schema_key} of tool {name!r} must be a JSON Schema object, "
+            f"got {type(params).__name__}",
+            where=f"{where}.{schema_key}",
+        )
+    if params.get("type", "object") != "object":
+        raise ImportFormatError(
+            f"{schema_key} of tool {name!r} must be an object schema (type: object), "
+            f"got type {params.get('type')!r}",
+            where=f"{where}.{schema_key}.type",
+        )
+    # An empty schema means "no arguments", as ``Tool.from_dict`` reads it too.
+    params = dict(params) if params else dict(EMPTY_PARAMETERS)
     description = body.get("description") or body.get("title") or ""
     if not isinstance(description, str):
-        raise ImportFormatError("description must be a string", where=f"{where}.description")
-    return Tool(name=name, description=description, parameters=dict(params)), fmt
+        raise ImportFormatError(
+            f"description of tool {name!r} must be a string", where=f"{where}.description"
+        )
+    return Tool(name=name, description=description, parameters=params), fmt
 
 
 def legal_name(name: str, taken: set[str]) -> str:
@@ -87,30 +105,50 @@ def tools_from_document(doc: Any, *, file: str | None = None) -> tuple[list[Tool
     """Tools from a tools document of any supported format, with legal, unique names.
 
     Returns the tools and ``name_map`` (legal name -> source name) for every renamed tool.
+    Names that are already legal are kept; the others are made legal around them, so a source
+    name never loses its spelling to a renamed neighbour.
     """
     try:
         entries = tool_entries(doc)
     except ImportFormatError as exc:
         raise ImportFormatError(exc.message, file=file, where="$") from None
-    tools: list[Tool] = []
-    name_map: dict[str, str] = {}
-    taken: set[str] = set()
+    parsed: list[Tool] = []
     for i, entry in enumerate(entries):
         try:
-            tool, _ = tool_from_entry(entry, where=f"$[{i}]")
+            tool = tool_from_entry(entry, where=f"$[{i}]")[0]
         except ImportFormatError as exc:
             raise ImportFormatError(exc.message, file=file, where=exc.where) from None
-        legal = tool.name if API_NAME.match(tool.name) and tool.name not in taken else None
-        if legal is None:
-            if tool.name in name_map.values() or (tool.name in taken and API_NAME.match(tool.name)):
-                raise ImportFormatError(
-                    f"duplicate tool name {tool.name!r}", file=file, where=f"$[{i}].name"
-                )
-            legal = legal_name(tool.name, taken)
-            name_map[legal] = tool.name
+        if "type" not in tool.parameters:  # tools APIs want the object type spelled out
+            tool = Tool(tool.name, tool.description, {"type": "object", **tool.parameters})
+        parsed.append(tool)
+    return legalize(parsed, file=file)
+
+
+def legalize(
+    tools: Sequence[Tool], *, file: str | None = None
+) -> tuple[list[Tool], dict[str, str]]:
+    """``tools`` with API-legal, unique names, and ``name_map`` (legal name -> source name)."""
+    seen: dict[str, int] = {}
+    for i, tool in enumerate(tools):
+        if tool.name in seen:
+            raise ImportFormatError(
+                f"duplicate tool name {tool.name!r} (also at $[{seen[tool.name]}])",
+                file=file,
+                where=f"$[{i}]",
+            )
+        seen[tool.name] = i
+    taken = {t.name for t in tools if API_NAME.match(t.name)}
+    out: list[Tool] = []
+    name_map: dict[str, str] = {}
+    for tool in tools:
+        if API_NAME.match(tool.name):
+            out.append(tool)
+            continue
+        legal = legal_name(tool.name, taken)
         taken.add(legal)
-        tools.append(Tool(legal, tool.description, tool.parameters))
-    return tools, name_map
+        name_map[legal] = tool.name
+        out.append(Tool(legal, tool.description, tool.parameters))
+    return out, name_map
 
 
 def tools_to_openai(tools: Sequence[Tool]) -> list[dict[str, Any]]:

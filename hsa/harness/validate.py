@@ -12,7 +12,9 @@ from typing import Any
 import jsonschema
 from jsonschema.validators import Draft202012Validator
 
-from hsa.errors import HarnessError, HarnessValidationError, HsaError, TemplateError
+from hsa.errors import HarnessError, HarnessValidationError, HsaError, ProtocolError, TemplateError
+from hsa.harness.model import Harness
+from hsa.harness.prompt import system_prompt
 from hsa.harness.templates import check_template, message_fields
 
 
@@ -38,11 +40,24 @@ def json_path(parts: Any) -> str:
 
 def document_problems(doc: Any, *, file: str | None = None) -> list[HsaError]:
     """Every problem in a harness document, each with the file and JSON path it concerns."""
-    validator = Draft202012Validator(harness_schema())
-    problems = [
-        HarnessError(_schema_reason(err), file=file, where=json_path(err.absolute_path))
-        for err in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.path)))
-    ]
+    problems: list[HsaError] = []
+    for err in sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.path))):
+        if err.validator == "additionalProperties" and isinstance(err.instance, Mapping):
+            # One line per unknown field, at the field itself, with the fields that are allowed.
+            allowed = list(err.schema.get("properties") or {})
+            for key in err.instance:
+                if key not in allowed:
+                    problems.append(
+                        HarnessError(
+                            f"unknown field {key!r}; allowed here: {', '.join(allowed)}",
+                            file=file,
+                            where=json_path([*err.absolute_path, key]),
+                        )
+                    )
+            continue
+        problems.append(
+            HarnessError(_schema_reason(err), file=file, where=json_path(err.absolute_path))
+        )
     if problems or not isinstance(doc, Mapping):
         return problems
     problems.extend(
@@ -58,10 +73,24 @@ def validate_document(doc: Any, *, file: str | None = None) -> None:
         raise HarnessValidationError(problems)
 
 
+@lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(harness_schema())
+
+
+def render_problems(harness: Harness) -> list[HsaError]:
+    """Problems that show only when the system prompt is rendered (in the sandbox)."""
+    try:
+        system_prompt(harness)
+    except (TemplateError, ProtocolError) as exc:
+        return [HarnessError(exc.message, where=exc.where or "$.prompt")]
+    return []
+
+
 def _schema_reason(err: jsonschema.ValidationError) -> str:
-    if err.validator == "additionalProperties":
-        return err.message.replace("Additional properties are not allowed", "unknown field(s)")
     if err.validator == "pattern":
+        if err.validator_value == r"\S":
+            return "must not be empty or blank"
         return f"{err.instance!r} does not match {err.validator_value!r}"
     return err.message
 
@@ -138,7 +167,8 @@ def _semantic_problems(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 def _tool_schema_problems(schema: Mapping[str, Any], where: str) -> Iterator[tuple[str, str]]:
     try:
-        Draft202012Validator.check_schema(schema)
+        if not plainly_valid(schema):
+            Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         yield (
             f"{where}{json_path(exc.absolute_path)[1:]}",
@@ -150,6 +180,70 @@ def _tool_schema_problems(schema: Mapping[str, Any], where: str) -> Iterator[tup
         if name not in props:
             yield f"{where}.required", f"required parameter {name!r} is not in properties"
     yield from ((where + sub, reason) for sub, reason in ref_problems(schema))
+
+
+_SIMPLE_TYPES = frozenset(("array", "boolean", "integer", "null", "number", "object", "string"))
+_STRING_KEYS = frozenset(("description", "title", "format", "$ref", "$comment"))
+_NUMBER_KEYS = frozenset(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
+_COUNT_KEYS = frozenset(("minItems", "maxItems", "minLength", "maxLength"))
+_ANY_KEYS = frozenset(("default", "const", "examples"))
+_SCHEMA_MAP_KEYS = frozenset(("properties", "$defs", "definitions"))
+_SCHEMA_KEYS = frozenset(("items", "additionalProperties", "not"))
+_SCHEMA_LIST_KEYS = frozenset(("anyOf", "oneOf", "allOf", "prefixItems"))
+
+
+def plainly_valid(schema: Any) -> bool:
+    """True when ``schema`` uses only common keywords, each with a value of the right shape.
+
+    Such a schema is certainly valid against the 2020-12 meta-schema, which is slow to check
+    (about 3 ms a tool) and dominates validating thousands of imported tools. False means
+    "not sure": the caller runs the full meta-schema check.
+    """
+    if isinstance(schema, bool):
+        return True
+    if not isinstance(schema, Mapping):
+        return False
+    for key, value in schema.items():
+        if key == "type":
+            types = value if isinstance(value, list) else [value]
+            if not types or len(set(map(str, types))) != len(types):
+                return False
+            if not all(isinstance(t, str) and t in _SIMPLE_TYPES for t in types):
+                return False
+        elif key in _STRING_KEYS:
+            if not isinstance(value, str):
+                return False
+        elif key == "pattern":  # the meta-schema asserts format "regex" here
+            try:
+                re.compile(value)
+            except (re.error, TypeError):
+                return False
+        elif key in _NUMBER_KEYS:
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                return False
+        elif key in _COUNT_KEYS:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                return False
+        elif key == "required":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                return False
+            if len(set(value)) != len(value):
+                return False
+        elif key == "enum":
+            if not isinstance(value, list):
+                return False
+        elif key in _SCHEMA_MAP_KEYS:
+            if not isinstance(value, Mapping) or not all(map(plainly_valid, value.values())):
+                return False
+        elif key in _SCHEMA_KEYS:
+            if not plainly_valid(value):
+                return False
+        elif key in _SCHEMA_LIST_KEYS:
+            if not isinstance(value, list) or not value or not all(map(plainly_valid, value)):
+                return False
+        elif key not in _ANY_KEYS:
+            return False
+    return True
 
 
 def ref_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -194,7 +288,7 @@ def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt):], nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:

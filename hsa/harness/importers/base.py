@@ -1,0 +1,157 @@
+"""What an importer returns, and the pieces importers share: source reading, prompt text, tasks."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hsa.errors import HarnessError, HarnessValidationError, HsaError, ImportFormatError
+from hsa.harness.events import Trajectory
+from hsa.harness.model import Harness, Section
+from hsa.harness.validate import document_problems
+
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """Harnesses, tasks (``tasks.jsonl`` rows) and canonical trajectories read from one source.
+
+    Task rows are plain dicts in the row format of ``hsa.envs.Task.to_dict``: ``id``, ``env``,
+    ``kind``, ``split``, ``harness_id``, ``turns``, ``ground_truth``, ``metadata``.
+    """
+
+    harnesses: tuple[Harness, ...]
+    tasks: tuple[dict[str, Any], ...] = ()
+    trajectories: tuple[Trajectory, ...] = ()
+    source: str = ""
+    format: str = ""
+
+    def counts(self) -> dict[str, int]:
+        """How many harnesses, tools, skills, tasks and trajectories the import holds."""
+        return {
+            "harnesses": len(self.harnesses),
+            "tools": sum(len(h.tools) for h in self.harnesses),
+            "skills": sum(len(h.skills) for h in self.harnesses),
+            "tasks": len(self.tasks),
+            "trajectories": len(self.trajectories),
+        }
+
+
+def task_row(
+    *,
+    id: str,
+    env: str,
+    kind: str,
+    split: str,
+    harness_id: str | None,
+    turns: Sequence[str],
+    ground_truth: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+) -> dict[str, Any]:
+    """One ``tasks.jsonl`` row, keys in the order ``hsa.envs.Task.to_dict`` writes them."""
+    return {
+        "id": id,
+        "env": env,
+        "kind": kind,
+        "split": split,
+        "harness_id": harness_id,
+        "turns": list(turns),
+        "ground_truth": dict(ground_truth),
+        "metadata": dict(metadata),
+    }
+
+
+def literal_template(text: str) -> str:
+    """A Jinja2 template that renders exactly ``text``.
+
+    Prompt section bodies are templates; imported text (policies, system messages) is data,
+    so every Jinja2 opening delimiter in it is emitted as a string expression instead.
+    """
+    return re.sub(r"\{[{%#]", lambda m: "{{ '" + m.group(0) + "' }}", text)
+
+
+def system_section(text: str) -> Section:
+    """A persona section holding a source system message, verbatim.
+
+    It has no title: an untitled section renders as its bare body, so under the ``api``
+    protocol the harness's system prompt is exactly the source's system message.
+    """
+    return Section(id="system", kind="persona", title="", body=literal_template(text))
+
+
+def api_sections(*leading: Section) -> tuple[Section, ...]:
+    """``leading`` sections, then tool docs and call instructions for in-prompt protocols.
+
+    Both trailing sections render empty (and are left out) under the ``api`` protocol; they are
+    there so that switching the harness to a text protocol shows the tools and the call format.
+    """
+    return (
+        *leading,
+        Section(id="tools", kind="tools", title="Tools"),
+        Section(id="output_format", kind="output_format", title="Output format"),
+    )
+
+
+def harness_id(name: str, *, fallback: str = "harness") -> str:
+    """``name`` made into a valid harness id (letters, digits, ``_.:-``; no leading symbol)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.:-]+", "-", name).strip("-_.:")
+    return cleaned if cleaned and ID_PATTERN.match(cleaned) else fallback
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text("utf-8")
+    except FileNotFoundError:
+        raise ImportFormatError("file not found", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportFormatError(f"cannot read: {exc}", file=str(path)) from None
+
+
+def read_json(path: Path) -> Any:
+    """The JSON document at ``path``; a syntax error names its line and column."""
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(
+            f"invalid JSON: {exc.msg} (column {exc.colno})",
+            file=str(path),
+            where=f"line {exc.lineno}",
+        ) from None
+
+
+def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, object)`` for every non-blank line of a JSON Lines file (1-based)."""
+    text = read_text(path)
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ImportFormatError(
+                f"invalid JSON: {exc.msg} (column {exc.colno})",
+                file=str(path),
+                where=f"line {lineno}",
+            ) from None
+
+
+def check_harnesses(harnesses: Sequence[Harness], *, source: str) -> None:
+    """Raise ``HarnessValidationError`` if an imported harness breaks the harness schema."""
+    found: list[HsaError] = []
+    seen: set[str] = set()
+    for harness in harnesses:
+        if harness.id in seen:
+            found.append(HarnessError(f"two harnesses are both called {harness.id!r}", file=source))
+        seen.add(harness.id)
+        found.extend(
+            HarnessError(p.message, file=source, where=f"harness {harness.id}: {p.where}")
+            for p in document_problems(harness.to_dict())
+        )
+    if found:
+        raise HarnessValidationError(found)

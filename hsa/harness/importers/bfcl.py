@@ -1,0 +1,567 @@
+"""Import the Berkeley Function Calling Leaderboard (BFCL v4): questions, answers, API docs.
+
+- A question file (``BFCL_v4_<category>.json``, JSON Lines) gives one harness per entry (id =
+  the entry id; its functions as tools, its system messages as a persona section) and one
+  task per entry, scored against ``possible_answer/<same name>`` when that sibling exists.
+  ``irrelevance`` entries have no answers: their ground truth is "no call".
+- A ``multi_turn_func_doc/*.json`` file gives one harness, ``bfcl-<file stem>``.
+- Multi-turn questions (``involved_classes``) use the union of their classes' API docs, in the
+  order the entry lists the classes, as BFCL does (``populate_test_cases_with_predefined_
+  functions``): one harness per distinct class list, e.g. ``bfcl-gorilla_file_system-
+  posting_api``. BFCL never removes ``excluded_function`` from that union, so neither do we;
+  it is kept in the task metadata.
+- ``BFCL_v4_format_sensitivity.json`` lists entries BFCL re-asks under 26 prompt formats; each
+  (entry, format) becomes a task on the entry's harness whose metadata carries the protocol
+  to render it with (``text``, the call format, tool-call tag and doc format of the config).
+- The ``bfcl/`` folder imports all of the above.
+
+Tool names are made API-legal (``math.factorial`` -> ``math_factorial``); each harness keeps
+``metadata["name_map"]`` (legal -> BFCL name) and tasks use the legal names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hsa.errors import ImportFormatError
+from hsa.harness.importers.base import (
+    ImportResult,
+    api_sections,
+    harness_id,
+    read_json,
+    read_json_lines,
+    system_section,
+    task_row,
+)
+from hsa.harness.importers.bfcl_schema import (
+    SchemaProblem,
+    normalize_schema,
+    parse_python_call,
+    problem_error,
+)
+from hsa.harness.model import Harness, Prompt, Protocol, Tool
+from hsa.harness.toolformats import legalize
+
+QUESTION_FILE = re.compile(r"^BFCL_v\d+_(?P<category>.+)\.json$")
+DOC_DIR = "multi_turn_func_doc"
+ANSWER_DIR = "possible_answer"
+FORMAT_SENSITIVITY = "format_sensitivity"
+#: BFCL's MULTI_TURN_FUNC_DOC_FILE_MAPPING (bfcl_eval/constants/executable_backend_config.py)
+CLASS_DOCS = {
+    "GorillaFileSystem": "gorilla_file_system.json",
+    "MathAPI": "math_api.json",
+    "MessageAPI": "message_api.json",
+    "TwitterAPI": "posting_api.json",
+    "TicketAPI": "ticket_api.json",
+    "TradingBot": "trading_bot.json",
+    "TravelAPI": "travel_booking.json",
+    "VehicleControlAPI": "vehicle_control.json",
+    "WebSearchAPI": "web_search.json",
+    "MemoryAPI_kv": "memory_kv.json",
+    "MemoryAPI_vector": "memory_vector.json",
+    "MemoryAPI_rec_sum": "memory_rec_sum.json",
+}
+DOC_CLASSES = {doc: cls for cls, doc in CLASS_DOCS.items()}
+#: BFCL's return formats -> ``Protocol.call_format``
+RETURN_FORMATS = {
+    "python": "python",
+    "json": "json",
+    "verbose_xml": "xml_verbose",
+    "concise_xml": "xml_concise",
+}
+ENV = "bfcl"
+SPLIT = "test"
+
+
+def is_bfcl_dir(path: Path) -> bool:
+    return path.is_dir() and (
+        path.name == DOC_DIR
+        or (path / DOC_DIR).is_dir()
+        or any(QUESTION_FILE.match(p.name) for p in path.iterdir())
+    )
+
+
+def import_bfcl(path: Path) -> ImportResult:
+    """Import a BFCL question file, API doc file, format-sensitivity file or the whole folder."""
+    job = _Import()
+    if path.is_dir():
+        if path.name == DOC_DIR:
+            for doc in sorted(path.glob("*.json")):
+                job.doc_harness(doc)
+        else:
+            questions = sorted(p for p in path.iterdir() if QUESTION_FILE.match(p.name))
+            for file in questions:
+                if _category(file) != FORMAT_SENSITIVITY:
+                    job.question_file(file)
+            if (path / DOC_DIR).is_dir():
+                for doc in sorted((path / DOC_DIR).glob("*.json")):
+                    job.doc_harness(doc)
+            for file in questions:
+                if _category(file) == FORMAT_SENSITIVITY:
+                    job.format_sensitivity(file)
+    elif path.parent.name == DOC_DIR:
+        job.doc_harness(path)
+    elif _category(path) == FORMAT_SENSITIVITY:
+        job.format_sensitivity(path)
+        # Alone, the file brings only the harnesses of the entries it re-asks.
+        used = {t["harness_id"] for t in job.tasks}
+        job.harnesses = {k: h for k, h in job.harnesses.items() if k in used}
+    else:
+        job.question_file(path)
+    return ImportResult(
+        harnesses=tuple(job.harnesses.values()),
+        tasks=tuple(job.tasks),
+        source=str(path),
+        format="bfcl",
+    )
+
+
+def _category(path: Path) -> str:
+    match = QUESTION_FILE.match(path.name)
+    return match.group("category") if match else path.stem
+
+
+class _Import:
+    """Harnesses and tasks gathered so far; harnesses shared by several files are built once."""
+
+    def __init__(self) -> None:
+        self.harnesses: dict[str, Harness] = {}
+        self.tasks: list[dict[str, Any]] = []
+        self.entries: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # id -> entry, task
+        self.docs: dict[Path, Harness] = {}
+
+    def add(self, harness: Harness, *, file: Path) -> Harness:
+        known = self.harnesses.get(harness.id)
+        if known is not None and known != harness:
+            raise ImportFormatError(
+                f"two different harnesses would both be called {harness.id!r}", file=str(file)
+            )
+        self.harnesses[harness.id] = harness
+        return harness
+
+    # --- question files ---
+
+    def question_file(self, path: Path, *, keep_tasks: bool = True) -> None:
+        category = _category(path)
+        answers = _answers(path)
+        for lineno, entry in read_json_lines(path):
+            where = f"line {lineno}"
+            if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str):
+                raise ImportFormatError(
+                    "a BFCL entry must be an object with a string id", file=str(path), where=where
+                )
+            question = entry.get("question")
+            if not _is_question(question):
+                raise ImportFormatError(
+                    "question must be a list of turns, each a list of {role, content} messages",
+                    file=str(path),
+                    where=f"{where}: $.question",
+                )
+            if "function" in entry:
+                harness = self.add(_entry_harness(entry, path, where, category), file=path)
+                task = self._single_turn_task(entry, harness, category, answers, path, where)
+            elif "involved_classes" in entry:
+                harness = self.add(self._union_harness(entry, path, where), file=path)
+                task = _multi_turn_task(entry, harness, category, answers, path, where)
+            else:
+                raise ImportFormatError(
+                    "a BFCL entry needs 'function' (single-turn) or 'involved_classes' "
+                    "(multi-turn)",
+                    file=str(path),
+                    where=where,
+                )
+            if keep_tasks:
+                self.tasks.append(task)
+            self.entries[entry["id"]] = (dict(entry), task)
+
+    def _single_turn_task(
+        self,
+        entry: Mapping[str, Any],
+        harness: Harness,
+        category: str,
+        answers: dict[str, Any] | None,
+        path: Path,
+        where: str,
+    ) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"category": category, "question": entry["question"]}
+        if "irrelevance" in category:
+            ground_truth: dict[str, Any] = {"calls": []}  # the right answer is not to call
+        elif answers is None:
+            ground_truth = {}
+        else:
+            answer = answers.get(entry["id"])
+            if answer is None:
+                raise ImportFormatError(
+                    f"no possible answer for {entry['id']!r} in {ANSWER_DIR}/{path.name}",
+                    file=str(path),
+                    where=where,
+                )
+            calls, source_names = _rename_answer(answer, harness, path, where)
+            ground_truth = {"calls": calls}
+            metadata["source_names"] = source_names
+        return task_row(
+            id=entry["id"],
+            env=ENV,
+            kind=category,
+            split=SPLIT,
+            harness_id=harness.id,
+            turns=_user_turns(entry["question"]),
+            ground_truth=ground_truth,
+            metadata=metadata,
+        )
+
+    # --- multi-turn API docs ---
+
+    def doc_harness(self, path: Path) -> Harness:
+        if path in self.docs:
+            return self.docs[path]
+        tools: list[Tool] = []
+        responses: dict[str, Any] = {}
+        for lineno, fn in read_json_lines(path):
+            tool = _tool(fn, path, f"line {lineno}: $")
+            tools.append(tool)
+            if isinstance(fn.get("response"), Mapping):
+                responses[tool.name] = _schema(fn["response"], path, f"line {lineno}: $.response")
+        legal, name_map = legalize(tools, file=str(path))
+        renamed = {t.name: legal_t.name for t, legal_t in zip(tools, legal, strict=True)}
+        cls = DOC_CLASSES.get(path.name)
+        metadata: dict[str, Any] = {
+            "source": "bfcl",
+            "classes": [cls] if cls else [],
+            "doc_files": [path.name],
+        }
+        if name_map:
+            metadata["name_map"] = name_map
+        if responses:
+            metadata["responses"] = {renamed[k]: v for k, v in responses.items()}
+        harness = Harness(
+            id=harness_id(f"bfcl-{path.stem}"),
+            prompt=Prompt(sections=api_sections()),
+            tools=tuple(legal),
+            metadata=metadata,
+        )
+        self.docs[path] = self.add(harness, file=path)
+        return harness
+
+    def _union_harness(self, entry: Mapping[str, Any], path: Path, where: str) -> Harness:
+        classes = entry["involved_classes"]
+        if not isinstance(classes, list) or not classes:
+            raise ImportFormatError(
+                "involved_classes must be a non-empty list", file=str(path), where=where
+            )
+        doc_dir = path.parent / DOC_DIR
+        docs = []
+        for cls in classes:
+            if cls not in CLASS_DOCS:
+                raise ImportFormatError(
+                    f"unknown BFCL class {cls!r} (known: {', '.join(CLASS_DOCS)})",
+                    file=str(path),
+                    where=f"{where}: $.involved_classes",
+                )
+            doc = doc_dir / CLASS_DOCS[cls]
+            if not doc.is_file():
+                raise ImportFormatError(
+                    f"multi-turn entries need the API docs of {cls}: {doc} is missing",
+                    file=str(path),
+                    where=where,
+                )
+            docs.append(self.doc_harness(doc))
+        if len(docs) == 1:
+            return docs[0]
+        tools = [t for d in docs for t in d.tools]
+        legal, name_map = legalize(tools, file=str(path))
+        metadata: dict[str, Any] = {
+            "source": "bfcl",
+            "classes": [c for d in docs for c in d.metadata["classes"]],
+            "doc_files": [f for d in docs for f in d.metadata["doc_files"]],
+        }
+        merged_map = {k: v for d in docs for k, v in (d.metadata.get("name_map") or {}).items()}
+        if merged_map or name_map:
+            metadata["name_map"] = {**merged_map, **name_map}
+        responses = {k: v for d in docs for k, v in (d.metadata.get("responses") or {}).items()}
+        if responses:
+            metadata["responses"] = responses
+        return Harness(
+            id=harness_id("bfcl-" + "-".join(Path(f).stem for f in metadata["doc_files"])),
+            prompt=Prompt(sections=api_sections()),
+            tools=tuple(legal),
+            metadata=metadata,
+        )
+
+    # --- format sensitivity ---
+
+    def format_sensitivity(self, path: Path) -> None:
+        ids = read_json(path)
+        if not isinstance(ids, Mapping):
+            raise ImportFormatError(
+                "expected an object mapping each category to a list of entry ids",
+                file=str(path),
+                where="$",
+            )
+        for category, entry_ids in ids.items():
+            source = path.with_name(path.name.replace(FORMAT_SENSITIVITY, category))
+            if not any(e in self.entries for e in entry_ids or ()):
+                if not source.is_file():
+                    raise ImportFormatError(
+                        f"the entries of {category!r} are in {source.name}, which is missing",
+                        file=str(path),
+                        where=f"$.{category}",
+                    )
+                # Only the entries' harnesses: their plain tasks belong to that file's import.
+                self.question_file(source, keep_tasks=False)
+            for i, entry_id in enumerate(entry_ids):
+                if entry_id not in self.entries:
+                    raise ImportFormatError(
+                        f"entry {entry_id!r} is not in {source.name}",
+                        file=str(path),
+                        where=f"$.{category}[{i}]",
+                    )
+                _, base = self.entries[entry_id]
+                for config in format_configs():
+                    self.tasks.append(_format_task(base, config))
+
+
+def format_configs() -> list[str]:
+    """BFCL's 26 format-sensitivity configs (``get_all_format_sensitivity_configs``)."""
+    configs = [
+        f"ret_fmt={ret}&tool_call_tag={tag}&func_doc_fmt={doc}&prompt_fmt=plaintext&style=classic"
+        for ret in RETURN_FORMATS
+        for tag in ("True", "False")
+        for doc in ("python", "xml", "json")
+    ]
+    base = "ret_fmt=python&tool_call_tag=False&func_doc_fmt=json"
+    configs.append(f"{base}&prompt_fmt=markdown&style=classic")
+    configs.append(f"{base}&prompt_fmt=plaintext&style=experimental")
+    return configs
+
+
+def format_protocol(config: str) -> dict[str, Any]:
+    """What a format-sensitivity config asks for, in harness terms."""
+    fields = dict(part.split("=", 1) for part in config.split("&"))
+    protocol = Protocol(
+        name="text",
+        call_format=RETURN_FORMATS[fields["ret_fmt"]],
+        call_tag=fields["tool_call_tag"] == "True",
+        doc_format=fields["func_doc_fmt"],
+    )
+    return {
+        "config": config,
+        "protocol": protocol.to_dict(),
+        "heading_style": "markdown" if fields["prompt_fmt"] == "markdown" else "plain",
+        "prompt_style": fields["style"],
+    }
+
+
+def _format_task(base: Mapping[str, Any], config: str) -> dict[str, Any]:
+    metadata = {**base["metadata"], FORMAT_SENSITIVITY: format_protocol(config)}
+    return task_row(
+        id=f"{FORMAT_SENSITIVITY}:{config}:{base['id']}",
+        env=ENV,
+        kind=FORMAT_SENSITIVITY,
+        split=SPLIT,
+        harness_id=base["harness_id"],
+        turns=base["turns"],
+        ground_truth=base["ground_truth"],
+        metadata=metadata,
+    )
+
+
+# --- entries ---
+
+
+def _is_question(question: Any) -> bool:
+    return isinstance(question, list) and all(
+        isinstance(turn, list)
+        and all(
+            isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m
+            for m in turn
+        )
+        for turn in question
+    )
+
+
+def _user_turns(question: Sequence[Sequence[Mapping[str, Any]]]) -> list[str]:
+    return [str(m["content"]) for turn in question for m in turn if m["role"] == "user"]
+
+
+def _schema(node: Any, path: Path, where: str) -> dict[str, Any]:
+    try:
+        return normalize_schema(node)
+    except SchemaProblem as problem:
+        raise problem_error(problem, file=str(path), where=where) from None
+
+
+def _tool(fn: Any, path: Path, where: str) -> Tool:
+    if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+        raise ImportFormatError("a function doc needs a string name", file=str(path), where=where)
+    description = fn.get("description") or ""
+    if not isinstance(description, str):
+        raise ImportFormatError(
+            "description must be a string", file=str(path), where=f"{where}.description"
+        )
+    params = fn.get("parameters") or {"type": "dict", "properties": {}}
+    schema = _schema(params, path, f"{where}.parameters")
+    if schema.get("type") != "object":
+        raise ImportFormatError(
+            f"parameters of {fn['name']!r} must be a dict schema",
+            file=str(path),
+            where=f"{where}.parameters.type",
+        )
+    return Tool(name=fn["name"], description=description, parameters=schema)
+
+
+def _entry_harness(entry: Mapping[str, Any], path: Path, where: str, category: str) -> Harness:
+    functions = entry["function"]
+    if not isinstance(functions, list):
+        raise ImportFormatError(
+            "function must be a list of function docs", file=str(path), where=f"{where}: $.function"
+        )
+    tools = [_tool(fn, path, f"{where}: $.function[{j}]") for j, fn in enumerate(functions)]
+    legal, name_map = legalize(tools, file=str(path))
+    system = [str(m["content"]) for m in (entry["question"] or [[]])[0] if m["role"] == "system"]
+    leading = (system_section("\n\n".join(system)),) if system else ()
+    metadata: dict[str, Any] = {"source": "bfcl", "category": category}
+    if name_map:
+        metadata["name_map"] = name_map
+    return Harness(
+        id=harness_id(entry["id"]),
+        prompt=Prompt(sections=api_sections(*leading)),
+        tools=tuple(legal),
+        metadata=metadata,
+    )
+
+
+def _answers(path: Path) -> dict[str, Any] | None:
+    answer_path = path.parent / ANSWER_DIR / path.name
+    if not answer_path.is_file():
+        return None
+    answers: dict[str, Any] = {}
+    for lineno, row in read_json_lines(answer_path):
+        if not isinstance(row, Mapping) or not isinstance(row.get("id"), str):
+            raise ImportFormatError(
+                "an answer must be an object with a string id",
+                file=str(answer_path),
+                where=f"line {lineno}",
+            )
+        if "ground_truth" not in row:
+            raise ImportFormatError(
+                "an answer needs ground_truth", file=str(answer_path), where=f"line {lineno}"
+            )
+        answers[row["id"]] = (row["ground_truth"], answer_path, lineno)
+    return answers
+
+
+def _legal_names(harness: Harness) -> dict[str, str]:
+    """BFCL name -> harness tool name, for every tool of ``harness``."""
+    names = {t.name: t.name for t in harness.tools}
+    names.update(
+        {source: legal for legal, source in (harness.metadata.get("name_map") or {}).items()}
+    )
+    return names
+
+
+def _rename_answer(
+    answer: tuple[Any, Path, int], harness: Harness, path: Path, where: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    ground_truth, answer_path, lineno = answer
+    names = _legal_names(harness)
+    if not isinstance(ground_truth, list):
+        raise ImportFormatError(
+            "ground_truth must be a list of {function: {param: [values]}}",
+            file=str(answer_path),
+            where=f"line {lineno}: $.ground_truth",
+        )
+    calls, sources = [], []
+    for i, call in enumerate(ground_truth):
+        at = f"line {lineno}: $.ground_truth[{i}]"
+        if not isinstance(call, Mapping) or len(call) != 1:
+            raise ImportFormatError(
+                "each expected call must be {function_name: {param: [acceptable values]}}",
+                file=str(answer_path),
+                where=at,
+            )
+        ((name, args),) = call.items()
+        if name not in names:
+            raise ImportFormatError(
+                f"the answer calls {name!r}, which the question does not offer",
+                file=str(answer_path),
+                where=at,
+            )
+        calls.append({names[name]: args})
+        sources.append(name)
+    return calls, sources
+
+
+def _multi_turn_task(
+    entry: Mapping[str, Any],
+    harness: Harness,
+    category: str,
+    answers: dict[str, Any] | None,
+    path: Path,
+    where: str,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"category": category, "question": entry["question"]}
+    for key in ("initial_config", "involved_classes", "path", "excluded_function"):
+        if key in entry:
+            metadata[key] = entry[key]
+    ground_truth: dict[str, Any] = {}
+    if answers is not None:
+        if entry["id"] not in answers:
+            raise ImportFormatError(
+                f"no possible answer for {entry['id']!r} in {ANSWER_DIR}/{path.name}",
+                file=str(path),
+                where=where,
+            )
+        turns, answer_path, lineno = answers[entry["id"]]
+        ground_truth = {"calls_by_turn": _turn_calls(turns, harness, answer_path, lineno)}
+        metadata["source_calls"] = turns
+    return task_row(
+        id=entry["id"],
+        env=ENV,
+        kind=category,
+        split=SPLIT,
+        harness_id=harness.id,
+        turns=_user_turns(entry["question"]),
+        ground_truth=ground_truth,
+        metadata=metadata,
+    )
+
+
+def _turn_calls(
+    turns: Any, harness: Harness, answer_path: Path, lineno: int
+) -> list[list[dict[str, Any]]]:
+    names = _legal_names(harness)
+    source_of = {legal: source for source, legal in names.items()}
+    params = {
+        source_of[t.name]: list((t.parameters.get("properties") or {}).keys())
+        for t in harness.tools
+    }
+    if not isinstance(turns, list) or not all(isinstance(t, list) for t in turns):
+        raise ImportFormatError(
+            "ground_truth must be a list of turns, each a list of Python call strings",
+            file=str(answer_path),
+            where=f"line {lineno}: $.ground_truth",
+        )
+    out = []
+    for t, turn in enumerate(turns):
+        calls = []
+        for i, text in enumerate(turn):
+            at = f"line {lineno}: $.ground_truth[{t}][{i}]"
+            try:
+                if not isinstance(text, str):
+                    raise ValueError("expected a call such as \"cd(folder='x')\"")
+                name, args = parse_python_call(text, params)
+            except ValueError as exc:
+                raise ImportFormatError(str(exc), file=str(answer_path), where=at) from None
+            if name not in names:
+                raise ImportFormatError(
+                    f"the answer calls {name!r}, which the involved classes do not offer",
+                    file=str(answer_path),
+                    where=at,
+                )
+            calls.append({"name": names[name], "arguments": args})
+        out.append(calls)
+    return out

@@ -1,0 +1,158 @@
+"""BFCL function docs to JSON Schema, and BFCL's Python-syntax reference calls to arguments."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hsa.errors import ImportFormatError
+
+#: BFCL type names (Python-flavoured, see bfcl_eval/constants/type_mappings.py) -> JSON Schema.
+#: ``None`` means "no type constraint": BFCL's ``any`` accepts every value.
+TYPES: dict[str, str | None] = {
+    "dict": "object",
+    "object": "object",
+    "float": "number",
+    "number": "number",
+    "double": "number",
+    "integer": "integer",
+    "int": "integer",
+    "long": "integer",
+    "string": "string",
+    "str": "string",
+    "char": "string",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "array": "array",
+    "list": "array",
+    "tuple": "array",
+    "any": None,
+    "null": "null",
+}
+# Keywords whose value is a schema, a list of schemas, or a map of names to schemas.
+_SCHEMA_KEYS = ("additionalProperties", "not", "contains", "propertyNames")
+_SCHEMA_LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions")
+
+
+class SchemaProblem(Exception):
+    """A BFCL schema that cannot be normalised; ``where`` is a JSON path inside it."""
+
+    def __init__(self, message: str, where: str):
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+
+def normalize_schema(node: Any, where: str = "$") -> dict[str, Any]:
+    """The JSON Schema (2020-12) equivalent of a BFCL parameter schema.
+
+    ``dict`` -> object, ``float`` -> number, ``tuple`` -> array, ``any`` -> no ``type``. The
+    non-standard ``optional`` keyword (``true``/``"yes"`` on a property, a list of names on an
+    object) is dropped: BFCL's checker reads only ``required``, and where the two disagree
+    (``irrelevance_173`` marks a required parameter optional) ``required`` wins as it does
+    there. A list-valued ``items`` (draft-4 tuple form) becomes ``prefixItems``. Everything
+    else (descriptions, ``enum``, ``default``, ``format``, bounds) is kept in its place.
+    """
+    if not isinstance(node, Mapping):
+        raise SchemaProblem(f"a schema must be an object, got {type(node).__name__}", where)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        at = f"{where}.{key}"
+        if key == "type":
+            mapped = _type(value, at)
+            if mapped is not None:
+                out["type"] = mapped
+        elif key == "optional":
+            continue
+        elif key == "items":
+            if isinstance(value, list):
+                out["prefixItems"] = [
+                    normalize_schema(v, f"{at}[{i}]") for i, v in enumerate(value)
+                ]
+            else:
+                out["items"] = normalize_schema(value, at)
+        elif key in _SCHEMA_MAP_KEYS and isinstance(value, Mapping):
+            out[key] = {k: normalize_schema(v, f"{at}.{k}") for k, v in value.items()}
+        elif key in _SCHEMA_LIST_KEYS and isinstance(value, list):
+            out[key] = [normalize_schema(v, f"{at}[{i}]") for i, v in enumerate(value)]
+        elif key in _SCHEMA_KEYS and isinstance(value, Mapping):
+            out[key] = normalize_schema(value, at)
+        elif key == "required":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise SchemaProblem("required must be a list of names", at)
+            out[key] = list(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _type(value: Any, where: str) -> str | list[str] | None:
+    if isinstance(value, list):
+        mapped = [_type(v, where) for v in value]
+        return None if None in mapped else list(dict.fromkeys(mapped))  # type: ignore[arg-type]
+    if not isinstance(value, str) or value not in TYPES:
+        known = ", ".join(sorted(TYPES))
+        raise SchemaProblem(f"unknown BFCL type {value!r} (known: {known})", where)
+    return TYPES[value]
+
+
+def parse_python_call(
+    source: str, params: Mapping[str, Sequence[str]] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """``(name, arguments)`` of one BFCL reference call such as ``cd(folder='document')``.
+
+    Arguments must be Python literals. Positional arguments are named after the tool's
+    parameters in declaration order (``params`` maps tool name -> parameter names), as
+    BFCL executes them against the Python methods those docs describe.
+    """
+    try:
+        tree = ast.parse(source.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise ValueError(f"not a Python call: {exc.msg}") from None
+    if not isinstance(tree, ast.Call):
+        raise ValueError("not a function call")
+    name = _dotted(tree.func)
+    args: dict[str, Any] = {}
+    names = list((params or {}).get(name, ()))
+    if len(tree.args) > len(names):
+        raise ValueError(
+            f"{len(tree.args)} positional argument(s), but {name!r} "
+            f"declares {len(names)} parameter(s)"
+        )
+    try:
+        for param, value in zip(names, tree.args, strict=False):
+            args[param] = ast.literal_eval(value)
+        for keyword in tree.keywords:
+            if keyword.arg is None:
+                raise ValueError("**kwargs are not supported")
+            args[keyword.arg] = ast.literal_eval(keyword.value)
+    except (ValueError, SyntaxError, TypeError) as exc:
+        raise ValueError(f"argument is not a Python literal: {exc}") from None
+    return name, _jsonable(args)
+
+
+def _dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    raise ValueError("the called function must be a (dotted) name")
+
+
+def _jsonable(value: Any) -> Any:
+    # Python literals allow tuples and sets; arguments are JSON, so both become arrays.
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return [_jsonable(v) for v in sorted(value, key=repr)]
+    if isinstance(value, complex | bytes):
+        raise ValueError(f"{type(value).__name__} values have no JSON form")
+    return value
+
+
+def problem_error(problem: SchemaProblem, *, file: str, where: str) -> ImportFormatError:
+    return ImportFormatError(problem.message, file=file, where=f"{where}{problem.where[1:]}")

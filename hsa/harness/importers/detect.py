@@ -1,0 +1,74 @@
+"""Tell which importer a source path needs, from its layout, name and first record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hsa.errors import ImportFormatError
+from hsa.harness.importers.base import read_text
+from hsa.harness.importers.bfcl import DOC_DIR, QUESTION_FILE, is_bfcl_dir
+from hsa.harness.importers.skills import skill_folders
+from hsa.harness.importers.tau2 import is_domain
+
+FORMATS = ("tools", "agent-skills", "bfcl", "tau2", "openai-jsonl")
+
+
+def detect_format(src: str | Path) -> str:
+    """The format of ``src``: one of ``FORMATS``; ``ImportFormatError`` when it cannot tell."""
+    path = Path(src)
+    if not path.exists():
+        raise ImportFormatError("no such file or directory", file=str(path))
+    if path.is_dir():
+        if skill_folders(path):
+            return "agent-skills"
+        if is_domain(path):
+            return "tau2"
+        if is_bfcl_dir(path):
+            return "bfcl"
+        raise ImportFormatError(
+            "cannot tell the format of this folder: expected Agent Skills (folders with "
+            "SKILL.md), a tau2 domain (tools.json + tasks.json) or BFCL files (BFCL_v4_*.json, "
+            f"{DOC_DIR}/); pass --format",
+            file=str(path),
+        )
+    if QUESTION_FILE.match(path.name) or path.parent.name == DOC_DIR:
+        return "bfcl"
+    text = read_text(path)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":  # several JSON values, one a line: JSON Lines
+            raise ImportFormatError(
+                f"invalid JSON: {exc.msg} (column {exc.colno})",
+                file=str(path),
+                where=f"line {exc.lineno}",
+            ) from None
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        try:
+            doc = json.loads(first)
+        except json.JSONDecodeError as line_exc:
+            raise ImportFormatError(
+                f"invalid JSON: {line_exc.msg} (column {line_exc.colno})",
+                file=str(path),
+                where="line 1",
+            ) from None
+        return _record_format(doc, path)
+    if isinstance(doc, dict) and "messages" in doc:
+        return "openai-jsonl"  # a single-row JSONL file
+    if isinstance(doc, dict) and "question" in doc:
+        return "bfcl"
+    return "tools"
+
+
+def _record_format(record: object, path: Path) -> str:
+    if isinstance(record, dict):
+        if "messages" in record:
+            return "openai-jsonl"
+        if "question" in record or "involved_classes" in record:
+            return "bfcl"
+    raise ImportFormatError(
+        "cannot tell the format of this JSON Lines file: expected OpenAI chat rows "
+        '({"messages": [...]}) or BFCL entries ({"id", "question", "function"}); pass --format',
+        file=str(path),
+    )

@@ -1,0 +1,300 @@
+"""Import OpenAI chat JSONL (``{"messages": [...], "tools": [...]}`` per line) as trajectories."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hsa.errors import ImportFormatError
+from hsa.harness.events import (
+    AssistantMessage,
+    Event,
+    SkillLoad,
+    ToolCall,
+    ToolResult,
+    Trajectory,
+    UserMessage,
+    dumps_json,
+    normalize_call_ids,
+)
+from hsa.harness.importers.base import (
+    ImportResult,
+    api_sections,
+    harness_id,
+    read_json_lines,
+    system_section,
+    task_row,
+)
+from hsa.harness.model import Harness, Prompt
+from hsa.harness.parse import match_hook
+from hsa.harness.toolformats import tools_from_document
+
+SYSTEM_ROLES = ("system", "developer")
+
+
+def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> ImportResult:
+    """Canonical trajectories (one per row), and the harnesses they were produced under.
+
+    Without ``harness``, rows are grouped by (tools, leading system message) and each group
+    becomes one harness: the system message as a ``persona`` section, the tools as tools. The
+    harness id is the file stem, suffixed ``-1``, ``-2``, ... in order of first appearance
+    when there are several groups. With ``harness``, every row is read under it: calls to its
+    skill tool become skill loads, and messages that match its hooks become hook firings.
+
+    Call ids are normalised (``call_0``, ``call_1``, ...); the originals, in call order, are
+    kept in ``metadata["call_ids"]``. Each row also yields a task (``env: jsonl``) whose turns
+    are the row's user messages and whose reference is the trajectory.
+    """
+    stem = harness_id(path.stem, fallback="chat")
+    groups: dict[str, Harness] = {}
+    rows: list[tuple[int, str | None, list[Event], dict[str, Any]]] = []
+    for lineno, row in read_json_lines(path):
+        where = f"line {lineno}"
+        if not isinstance(row, Mapping) or not isinstance(row.get("messages"), list):
+            raise ImportFormatError(
+                'each line must be an object with a "messages" list', file=str(path), where=where
+            )
+        messages = row["messages"]
+        system, start = _leading_system(messages, path, where)
+        key = None
+        under = harness
+        if under is None:
+            key = dumps_json([row.get("tools") or [], system])
+            if key not in groups:
+                groups[key] = _group_harness(row.get("tools") or [], system, path, where)
+            under = groups[key]
+        events, call_ids = _events(messages, start, under, path, where)
+        extra = {k: v for k, v in row.items() if k not in ("messages", "tools")}
+        metadata: dict[str, Any] = {"line": lineno, "call_ids": call_ids}
+        if extra:
+            metadata["row"] = extra
+        rows.append((lineno, key, events, metadata))
+
+    ids = _harness_ids(stem, list(groups))
+    harnesses = (
+        (harness,)
+        if harness is not None
+        else tuple(h.replace(id=ids[k]) for k, h in groups.items())
+    )
+    trajectories, tasks = [], []
+    seen: dict[str, int] = {}
+    for lineno, key, events, metadata in rows:
+        extra = metadata.get("row") or {}
+        traj_id = extra["id"] if isinstance(extra.get("id"), str) else f"{stem}-{lineno}"
+        if traj_id in seen:
+            raise ImportFormatError(
+                f"row id {traj_id!r} is also used on line {seen[traj_id]}",
+                file=str(path),
+                where=f"line {lineno}: $.id",
+            )
+        seen[traj_id] = lineno
+        hid = harness.id if harness is not None else ids[key]
+        trajectories.append(
+            Trajectory(
+                id=traj_id,
+                events=tuple(events),
+                task_id=traj_id,
+                harness_id=hid,
+                source=path.name,
+                metadata=metadata,
+            )
+        )
+        tasks.append(
+            task_row(
+                id=traj_id,
+                env="jsonl",
+                kind="chat",
+                split="train",
+                harness_id=hid,
+                turns=[e.text for e in events if isinstance(e, UserMessage)],
+                ground_truth={"trajectory": traj_id},
+                metadata={"source": path.name, "line": lineno},
+            )
+        )
+    return ImportResult(
+        harnesses=harnesses,
+        tasks=tuple(tasks),
+        trajectories=tuple(trajectories),
+        source=str(path),
+        format="openai-jsonl",
+    )
+
+
+def _harness_ids(stem: str, keys: list[str]) -> dict[str, str]:
+    if len(keys) == 1:
+        return {keys[0]: stem}
+    return {key: f"{stem}-{i}" for i, key in enumerate(keys, start=1)}
+
+
+def _leading_system(messages: Sequence[Any], path: Path, where: str) -> tuple[str | None, int]:
+    first = messages[0] if messages else None
+    if isinstance(first, Mapping) and first.get("role") in SYSTEM_ROLES:
+        return _text(first.get("content"), path, f"{where}: $.messages[0].content"), 1
+    return None, 0
+
+
+def _group_harness(tools_doc: Any, system: str | None, path: Path, where: str) -> Harness:
+    try:
+        tools, name_map = tools_from_document(tools_doc)
+    except ImportFormatError as exc:
+        inside = (exc.where or "$")[1:]
+        raise ImportFormatError(
+            exc.message, file=str(path), where=f"{where}: $.tools{inside}"
+        ) from None
+    leading = (system_section(system),) if system else ()
+    metadata: dict[str, Any] = {"source": path.name}
+    if name_map:
+        metadata["name_map"] = name_map
+    return Harness(
+        id="pending",  # named once all groups are known
+        prompt=Prompt(sections=api_sections(*leading)),
+        tools=tuple(tools),
+        metadata=metadata,
+    )
+
+
+def _text(content: Any, path: Path, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, Mapping) for p in content):
+        parts = [p for p in content if p.get("type", "text") == "text"]
+        if len(parts) == len(content) and all(isinstance(p.get("text"), str) for p in parts):
+            return "".join(p["text"] for p in parts)
+    raise ImportFormatError(
+        "content must be a string or a list of text parts", file=str(path), where=where
+    )
+
+
+def _events(
+    messages: Sequence[Any], start: int, harness: Harness, path: Path, where: str
+) -> tuple[list[Event], list[str]]:
+    rename = {source: legal for legal, source in (harness.metadata.get("name_map") or {}).items()}
+    tools = {t.name for t in harness.tools}
+    skill_tool = harness.skill_tool.name if harness.skill_tool is not None else None
+    events: list[Event] = []
+    call_ids: list[str] = []
+    answered_by_skill: set[str] = set()
+    for k in range(start, len(messages)):
+        message = messages[k]
+        at = f"{where}: $.messages[{k}]"
+        if not isinstance(message, Mapping):
+            raise ImportFormatError("a message must be an object", file=str(path), where=at)
+        role = message.get("role")
+        if role == "user":
+            text = _text(message.get("content"), path, f"{at}.content")
+            fired = match_hook(harness, text, ("user",)) if harness.hooks else None
+            events.append(fired if fired is not None else UserMessage(text))
+        elif role == "assistant":
+            content = message.get("content")
+            reasoning = message.get("reasoning_content")
+            if reasoning is not None and not isinstance(reasoning, str):
+                raise ImportFormatError(
+                    "reasoning_content must be a string",
+                    file=str(path),
+                    where=f"{at}.reasoning_content",
+                )
+            if content is not None or reasoning is not None:
+                text = _text(content, path, f"{at}.content")
+                events.append(AssistantMessage(text, reasoning))
+            calls = message.get("tool_calls") or []
+            if not isinstance(calls, list):
+                raise ImportFormatError(
+                    "tool_calls must be a list", file=str(path), where=f"{at}.tool_calls"
+                )
+            for i, call in enumerate(calls):
+                cat = f"{at}.tool_calls[{i}]"
+                call_id, name, args = _call(call, path, cat)
+                if call_id in call_ids:
+                    raise ImportFormatError(
+                        f"tool call id {call_id!r} is used twice", file=str(path), where=f"{cat}.id"
+                    )
+                call_ids.append(call_id)
+                name = rename.get(name, name)
+                if name == skill_tool:
+                    skill = args.get(harness.skill_arg or "")
+                    if not isinstance(skill, str) or harness.skill(skill) is None:
+                        raise ImportFormatError(
+                            f"{skill_tool} must name one of the harness's skills, got {skill!r}",
+                            file=str(path),
+                            where=f"{cat}.function.arguments",
+                        )
+                    answered_by_skill.add(call_id)
+                    events.append(SkillLoad(skill))
+                elif name not in tools:
+                    raise ImportFormatError(
+                        f"calls {name!r}, which is not one of the row's tools"
+                        + (f" ({', '.join(sorted(tools))})" if tools else " (it has none)"),
+                        file=str(path),
+                        where=f"{cat}.function.name",
+                    )
+                else:
+                    events.append(ToolCall(call_id, name, args))
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in call_ids:
+                raise ImportFormatError(
+                    f"tool_call_id {call_id!r} answers no earlier tool call of this row",
+                    file=str(path),
+                    where=f"{at}.tool_call_id",
+                )
+            if call_id in answered_by_skill:
+                continue  # the skill's content, shown by the harness when it renders the load
+            content = _text(message.get("content"), path, f"{at}.content")
+            events.append(ToolResult(call_id, content, bool(message.get("is_error", False))))
+        elif role in SYSTEM_ROLES:
+            text = _text(message.get("content"), path, f"{at}.content")
+            fired = match_hook(harness, text, ("system", "tool_result", "user"))
+            if fired is None:
+                raise ImportFormatError(
+                    "only the first message may be a system message (it becomes the harness "
+                    "prompt); a later one must be a hook of the harness given with --harness",
+                    file=str(path),
+                    where=at,
+                )
+            events.append(fired)
+        else:
+            raise ImportFormatError(
+                f"unknown role {role!r} (expected system, user, assistant or tool)",
+                file=str(path),
+                where=f"{at}.role",
+            )
+    return normalize_call_ids(events), call_ids
+
+
+def _call(call: Any, path: Path, where: str) -> tuple[str, str, dict[str, Any]]:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+        raise ImportFormatError(
+            'a tool call must be {"id", "type": "function", "function": {"name", "arguments"}}',
+            file=str(path),
+            where=where,
+        )
+    call_id = call.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        raise ImportFormatError(
+            "a tool call needs a string id", file=str(path), where=f"{where}.id"
+        )
+    raw = function.get("arguments")
+    if isinstance(raw, Mapping):
+        return call_id, function["name"], dict(raw)
+    if raw in (None, ""):
+        return call_id, function["name"], {}
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else None
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(
+            f"tool-call arguments are not valid JSON: {exc.msg} (column {exc.colno}): {raw[:80]!r}",
+            file=str(path),
+            where=f"{where}.function.arguments",
+        ) from None
+    if not isinstance(args, dict):
+        raise ImportFormatError(
+            "tool-call arguments must be a JSON object (as a string)",
+            file=str(path),
+            where=f"{where}.function.arguments",
+        )
+    return call_id, function["name"], args

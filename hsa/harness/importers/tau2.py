@@ -1,0 +1,143 @@
+"""Import a tau2-bench domain folder: tools with ``$defs``/``$ref``, the policy, the tasks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hsa.errors import ImportFormatError
+from hsa.harness.importers.base import (
+    ImportResult,
+    api_sections,
+    harness_id,
+    literal_template,
+    read_json,
+    read_text,
+    task_row,
+)
+from hsa.harness.model import Harness, Prompt, Section, Tool
+from hsa.harness.toolformats import tools_from_document
+
+TOOLS_FILE = "tools.json"
+POLICY_FILE = "policy.md"
+TASKS_FILE = "tasks.json"
+
+
+def is_domain(path: Path) -> bool:
+    return path.is_dir() and (path / TOOLS_FILE).is_file() and (path / TASKS_FILE).is_file()
+
+
+def import_tau2(path: Path) -> ImportResult:
+    """One harness (``tau2-<domain>``) and one task per entry of ``tasks.json``.
+
+    The policy becomes a prompt section of kind ``policy``. Each task's ground truth is
+    ``{"actions": [...]}``, the reference tool calls exactly as ``evaluation_criteria.actions``
+    lists them; the user scenario and the other evaluation criteria are kept in its metadata
+    (tau2 users are simulated from instructions, so a task has no fixed user turns).
+    """
+    if not is_domain(path):
+        raise ImportFormatError(
+            f"not a tau2 domain folder: expected {TOOLS_FILE} and {TASKS_FILE} (and {POLICY_FILE})",
+            file=str(path),
+        )
+    domain = path.resolve().name
+    tools_path = path / TOOLS_FILE
+    tools, name_map = tools_from_document(read_json(tools_path), file=str(tools_path))
+    tools, dropped = _drop_self(tools)
+    sections: list[Section] = []
+    policy_path = path / POLICY_FILE
+    if policy_path.is_file():
+        sections.append(
+            Section(
+                id="policy",
+                kind="policy",
+                title="Policy",
+                body=literal_template(read_text(policy_path)),
+            )
+        )
+    metadata: dict[str, Any] = {"source": "tau2", "domain": domain}
+    if name_map:
+        metadata["name_map"] = name_map
+    if dropped:
+        metadata["import_notes"] = [
+            "dropped the untyped 'self' parameter that tools.json lists for "
+            f"{len(dropped)} tool(s): it is the Python method receiver, never a model argument"
+        ]
+    harness = Harness(
+        id=harness_id(f"tau2-{domain}"),
+        prompt=Prompt(sections=api_sections(*sections)),
+        tools=tuple(tools),
+        metadata=metadata,
+    )
+    tasks = _tasks(path / TASKS_FILE, domain, harness)
+    return ImportResult(harnesses=(harness,), tasks=tuple(tasks), source=str(path), format="tau2")
+
+
+def _drop_self(tools: list[Tool]) -> tuple[list[Tool], list[str]]:
+    # tau2's schemas are generated from bound methods and list ``self: {"title": "Self"}`` as a
+    # required argument; no reference action passes it, so the schema would reject every one.
+    out, dropped = [], []
+    for tool in tools:
+        props = dict(tool.parameters.get("properties") or {})
+        receiver = props.get("self")
+        if isinstance(receiver, Mapping) and "type" not in receiver and set(receiver) <= {"title"}:
+            del props["self"]
+            params = {**tool.parameters, "properties": props}
+            if "required" in params:
+                params["required"] = [r for r in params["required"] if r != "self"]
+            tool = Tool(tool.name, tool.description, params)
+            dropped.append(tool.name)
+        out.append(tool)
+    return out, dropped
+
+
+def _tasks(path: Path, domain: str, harness: Harness) -> list[dict[str, Any]]:
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise ImportFormatError("tasks.json must be a list of tasks", file=str(path), where="$")
+    rename = {source: legal for legal, source in (harness.metadata.get("name_map") or {}).items()}
+    known = {t.name for t in harness.tools}
+    rows = []
+    for i, task in enumerate(data):
+        where = f"$[{i}]"
+        if not isinstance(task, Mapping) or not isinstance(task.get("id"), str | int):
+            raise ImportFormatError(
+                "a task must be an object with an id", file=str(path), where=where
+            )
+        criteria = task.get("evaluation_criteria") or {}
+        if not isinstance(criteria, Mapping):
+            raise ImportFormatError(
+                "must be an object", file=str(path), where=f"{where}.evaluation_criteria"
+            )
+        actions = criteria.get("actions") or []
+        for j, action in enumerate(actions):
+            at = f"{where}.evaluation_criteria.actions[{j}]"
+            if not isinstance(action, Mapping) or not isinstance(action.get("name"), str):
+                raise ImportFormatError("an action needs a name", file=str(path), where=at)
+            if rename.get(action["name"], action["name"]) not in known:
+                raise ImportFormatError(
+                    f"action calls {action['name']!r}, which is not a tool of this domain",
+                    file=str(path),
+                    where=f"{at}.name",
+                )
+            if not isinstance(action.get("arguments", {}), Mapping):
+                raise ImportFormatError(
+                    "arguments must be an object", file=str(path), where=f"{at}.arguments"
+                )
+        metadata: dict[str, Any] = {"source_id": str(task["id"])}
+        metadata.update({k: v for k, v in task.items() if k not in ("id", "evaluation_criteria")})
+        metadata["evaluation_criteria"] = {k: v for k, v in criteria.items() if k != "actions"}
+        rows.append(
+            task_row(
+                id=f"tau2-{domain}-{task['id']}",
+                env=f"tau2-{domain}",
+                kind="tau2",
+                split="test",
+                harness_id=harness.id,
+                turns=[],
+                ground_truth={"actions": [dict(a) for a in actions]},
+                metadata=metadata,
+            )
+        )
+    return rows

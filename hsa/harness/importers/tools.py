@@ -1,0 +1,28 @@
+"""Import a tools file (OpenAI, MCP or Anthropic format, detected per entry) as one harness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hsa.harness.importers.base import ImportResult, api_sections, harness_id, read_json
+from hsa.harness.model import Harness, Prompt
+from hsa.harness.toolformats import tools_from_document
+
+
+def import_tools(path: Path) -> ImportResult:
+    """One harness holding the tools of ``path``, stored in OpenAI form with legal names.
+
+    ``metadata["name_map"]`` maps each renamed tool's legal name back to its source name.
+    """
+    tools, name_map = tools_from_document(read_json(path), file=str(path))
+    metadata: dict[str, Any] = {"source": path.name}
+    if name_map:
+        metadata["name_map"] = name_map
+    harness = Harness(
+        id=harness_id(path.stem, fallback="tools"),
+        prompt=Prompt(sections=api_sections()),
+        tools=tuple(tools),
+        metadata=metadata,
+    )
+    return ImportResult(harnesses=(harness,), source=str(path), format="tools")
