@@ -125,29 +125,57 @@ def event_to_row(event: Event) -> dict[str, Any]:
     return row
 
 
+def _string(row: Mapping[str, Any], key: str) -> str:
+    value = row.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"field {key!r} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _json_object(row: Mapping[str, Any], key: str) -> dict[str, Any]:
+    raw = row.get(key)
+    if raw is None or raw == "":
+        return {}
+    value = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(value, dict):
+        raise ValueError(f"field {key!r} must hold a JSON object")
+    return value
+
+
 def event_from_row(row: Mapping[str, Any], *, where: str = "event") -> Event:
-    """The event a row of ``EVENT_STRUCT`` describes."""
+    """The event a row of ``EVENT_STRUCT`` describes; ``HsaError`` naming ``where`` if malformed."""
+    if not isinstance(row, Mapping):
+        raise HsaError(f"an event must be a struct, not {type(row).__name__}", where=where)
     kind = row.get("kind")
     try:
         if kind == "user":
-            return UserMessage(row["text"])
+            return UserMessage(_string(row, "text"))
         if kind == "assistant":
-            return AssistantMessage(row["text"], row.get("reasoning"))
+            reasoning = row.get("reasoning")
+            if reasoning is not None and not isinstance(reasoning, str):
+                raise ValueError("field 'reasoning' must be a string or null")
+            return AssistantMessage(_string(row, "text"), reasoning)
         if kind == "tool_call":
-            args = json.loads(row["args"]) if row.get("args") else {}
-            if not isinstance(args, dict):
-                raise ValueError("args must be a JSON object")
-            return ToolCall(row["call_id"], row["tool"], args)
+            args = _json_object(row, "args")
+            return ToolCall(_string(row, "call_id"), _string(row, "tool"), args)
         if kind == "tool_result":
-            return ToolResult(row["call_id"], row["content"], bool(row.get("is_error")))
+            return ToolResult(
+                _string(row, "call_id"), _string(row, "content"), bool(row.get("is_error"))
+            )
         if kind == "hook":
-            payload = json.loads(row["payload"]) if row.get("payload") else {}
-            return HookFired(row["hook_id"], row["hook_event"], payload)
+            payload = _json_object(row, "payload")
+            if not all(isinstance(v, str) for v in payload.values()):
+                raise ValueError("field 'payload' must map names to strings")
+            return HookFired(_string(row, "hook_id"), _string(row, "hook_event"), payload)
         if kind == "skill_load":
-            return SkillLoad(row["skill_id"])
-    except (KeyError, TypeError, ValueError) as exc:
+            return SkillLoad(_string(row, "skill_id"))
+    except ValueError as exc:  # json.JSONDecodeError included
         raise HsaError(f"malformed {kind} event: {exc}", where=where) from None
-    raise HsaError(f"unknown event kind {kind!r}", where=where)
+    raise HsaError(
+        f"unknown event kind {kind!r}; expected one of user, assistant, tool_call, "
+        "tool_result, hook, skill_load",
+        where=where,
+    )
 
 
 def events_to_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
@@ -181,10 +209,22 @@ class Trajectory:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], *, where: str = "row") -> Trajectory:
-        metadata = json.loads(row["metadata"]) if row.get("metadata") else {}
+        """The trajectory a row of ``TRAJECTORY_SCHEMA`` describes; ``HsaError`` if malformed."""
+        if not isinstance(row.get("id"), str):
+            raise HsaError("a trajectory needs a string id", where=f"{where}.id")
+        events = row.get("events")
+        if not isinstance(events, list):
+            raise HsaError("a trajectory needs a list of events", where=f"{where}.events")
+        for key in ("task_id", "harness_id", "source"):
+            if row.get(key) is not None and not isinstance(row[key], str):
+                raise HsaError("must be a string or null", where=f"{where}.{key}")
+        try:
+            metadata = _json_object(row, "metadata")
+        except ValueError as exc:
+            raise HsaError(f"malformed metadata: {exc}", where=f"{where}.metadata") from None
         return cls(
             id=row["id"],
-            events=tuple(events_from_rows(row["events"], where=f"{where}.events")),
+            events=tuple(events_from_rows(events, where=f"{where}.events")),
             task_id=row.get("task_id"),
             harness_id=row.get("harness_id"),
             source=row.get("source"),
@@ -198,6 +238,7 @@ def trajectories_to_table(trajectories: Sequence[Trajectory]) -> pa.Table:
 
 
 def trajectories_from_table(table: pa.Table) -> list[Trajectory]:
+    """The trajectories of an Arrow table of ``TRAJECTORY_SCHEMA`` (``row N`` names bad rows)."""
     return [Trajectory.from_row(r, where=f"row {i}") for i, r in enumerate(table.to_pylist())]
 
 

@@ -45,8 +45,12 @@ def match_hook(harness: Harness, text: str, positions: Sequence[str]) -> HookFir
     return None
 
 
-def _split_tool_hooks(harness: Harness, content: str) -> tuple[str, list[HookFired]]:
-    """Strip hook messages appended to a tool result (``inject: tool_result``), last first."""
+def split_tool_hooks(harness: Harness, content: str) -> tuple[str, list[HookFired]]:
+    """A tool message's content without the hook messages render appended to it, and those hooks.
+
+    Hooks injected at ``tool_result`` are appended as ``"\n<wrapper>\n...\n</wrapper>"``; they
+    are taken off the end one at a time, each time the shortest tail that reads as a hook.
+    """
     found: list[HookFired] = []
     hooks = [h for h in harness.hooks if h.inject == "tool_result" and h.wrapper]
     progress = True
@@ -83,20 +87,45 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
     return args
 
 
+def _api_calls(message: Mapping[str, Any], where: str) -> list[tuple[Any, str, dict[str, Any]]]:
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise ProtocolError("tool_calls must be a list", where=f"{where}.tool_calls")
+    out = []
+    for i, call in enumerate(calls):
+        at = f"{where}.tool_calls[{i}]"
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise ProtocolError("a tool call needs function.name", where=at)
+        out.append((call.get("id"), function["name"], _arguments(function.get("arguments"), at)))
+    return out
+
+
+def _messages(conversation: Any) -> list[Mapping[str, Any]]:
+    if isinstance(conversation, Conversation):
+        messages = conversation.messages
+    elif isinstance(conversation, Mapping):
+        messages = conversation.get("messages")
+        if not isinstance(messages, list):
+            raise ProtocolError("a conversation needs a list of messages", where="messages")
+    else:
+        messages = list(conversation)
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise ProtocolError("a message must be an object", where=f"messages[{index}]")
+    return messages
+
+
 def parse(
     conversation: Conversation | Mapping[str, Any] | Sequence[Mapping[str, Any]], harness: Harness
 ) -> list[Event]:
     """The canonical events of a conversation rendered under ``harness``.
 
     Raises ``ProtocolError`` naming the message when the conversation does not follow the
-    harness's protocol (a malformed call, an unknown tool call id, ...).
+    harness's protocol (a malformed call, a system message that is no hook, ...). Under a text
+    protocol, an assistant message that is not a well-formed call message is assistant text.
     """
-    if isinstance(conversation, Conversation):
-        messages = conversation.messages
-    elif isinstance(conversation, Mapping):
-        messages = conversation["messages"]
-    else:
-        messages = list(conversation)
+    messages = _messages(conversation)
     api = harness.protocol.is_api
     fmt = None if api else call_format(harness)
     tag = harness.protocol.call_tag
@@ -126,14 +155,14 @@ def parse(
         role = message.get("role")
         content = message.get("content")
         if role == "system":
-            fired = match_hook(harness, content or "", ("system", "tool_result", "user"))
+            fired = match_hook(harness, _text_of(content, where), ("system", "tool_result", "user"))
             if fired is None:
                 raise ProtocolError(
                     "a system message that is not a hook of this harness", where=where
                 )
             events.append(fired)
         elif role == "user":
-            text = content if isinstance(content, str) else _text_of(content, where)
+            text = _text_of(content, where)
             if prompt_in_user:
                 if text == prompt and index == 0:
                     prompt_in_user = False
@@ -147,17 +176,16 @@ def parse(
         elif role == "assistant":
             reasoning = message.get("reasoning_content")
             if api:
-                raw_calls = [
-                    (
-                        c.get("id"),
-                        c["function"]["name"],
-                        _arguments(c["function"].get("arguments"), f"{where}.tool_calls[{i}]"),
-                    )
-                    for i, c in enumerate(message.get("tool_calls") or [])
-                ]
-                text = content
+                raw_calls = _api_calls(message, where)
+                text = None if content is None else _text_of(content, where)
             else:
-                text, raw_calls = content or "", []
+                if message.get("tool_calls"):
+                    raise ProtocolError(
+                        f"tool_calls in a conversation of text protocol "
+                        f"{harness.protocol.label!r}; calls must be written in the message text",
+                        where=where,
+                    )
+                text, raw_calls = _text_of(content, where), []
                 parsed = fmt.parse_calls(text, tag)
                 if parsed is not None:
                     text, found = parsed
@@ -177,12 +205,9 @@ def parse(
                     events.append(ToolCall(call_id, name, args))
         elif role == "tool":
             call_id = message.get("tool_call_id")
-            if call_id in skill_calls:
-                continue
-            body, hooks = _split_tool_hooks(
-                harness, content if isinstance(content, str) else _text_of(content, where)
-            )
-            events.append(ToolResult(call_id, body, bool(message.get("is_error", False))))
+            body, hooks = split_tool_hooks(harness, _text_of(content, where))
+            if call_id not in skill_calls:  # a skill's content is the skill, not an event
+                events.append(ToolResult(call_id, body, bool(message.get("is_error", False))))
             events.extend(hooks)
         else:
             raise ProtocolError(f"unknown message role {role!r}", where=where)
@@ -190,7 +215,9 @@ def parse(
 
 
 def _text_of(content: Any, where: str) -> str:
-    """Text of an OpenAI content-parts list (``[{"type": "text", "text": ...}]``)."""
+    """Text of a message's content: a string, None, or OpenAI content parts."""
+    if isinstance(content, str):
+        return content
     if content is None:
         return ""
     if isinstance(content, list):

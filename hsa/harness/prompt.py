@@ -1,4 +1,24 @@
-"""The system prompt a harness shows: sections, heading styles, tool docs and skills catalogue."""
+"""The system prompt a harness shows: sections, heading styles, tool docs and skills catalogue.
+
+Each section body is a sandboxed Jinja2 template over ``harness_id``, ``tools``, ``skills``,
+``protocol``, ``tool_docs``, ``skills_catalog`` and ``call_instructions``; an empty body of kind
+``tools``, ``skills`` or ``output_format`` is filled with the matching generated text, and a
+section whose body renders empty is left out. Sections are joined by a blank line, each headed
+in the prompt's style:
+
+- ``markdown``: ``## Title``, a blank line, the body;
+- ``xml``: ``<id>``, the body, ``</id>`` (each on its own line);
+- ``plain``: ``Title:`` and the body on the next line.
+
+A section with an empty title has no heading in the markdown and plain styles. The two prompt
+formats of the BFCL v4 format-sensitivity study map onto these: BFCL's ``plaintext`` prompt is
+the ``plain`` style with untitled sections (persona, task, tool-call format, multi-turn
+behaviour, available tools), and its ``markdown`` prompt is the ``markdown`` style with the
+persona untitled and the other sections titled ``Task``, ``Tool Call Format``, ``Multi-turn
+Behavior`` and ``Available Tools`` (BFCL puts no blank line under its headings). ``xml`` is an
+extra axis. A ``prompt.template``, when set, receives the formatted ``sections`` and their
+joined ``body`` and has the last word.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +26,12 @@ from functools import lru_cache
 from typing import Any
 
 from hsa.errors import ProtocolError
-from hsa.harness.model import Harness, Section
-from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS
+from hsa.harness.model import Harness, Section, Tool
+from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS, CallFormat
 from hsa.harness.templates import render_template
 
 
-def surface_tools(harness: Harness) -> list:
+def surface_tools(harness: Harness) -> list[Tool]:
     """The tools the model can call under ``harness``, the skill tool last."""
     tools = list(harness.tools)
     if harness.skill_tool is not None:
@@ -39,7 +59,8 @@ def call_instructions(harness: Harness) -> str:
     return call_format(harness).instructions(harness.protocol.call_tag)
 
 
-def call_format(harness: Harness):
+def call_format(harness: Harness) -> CallFormat:
+    """The call format of a text-protocol harness."""
     fmt = CALL_FORMATS.get(harness.protocol.call_format)
     if fmt is None:
         raise ProtocolError(
@@ -79,8 +100,11 @@ def _context(harness: Harness) -> dict[str, Any]:
 
 
 def format_section(section: Section, body: str, style: str) -> str:
+    """One section with its heading in ``style`` (``markdown``, ``xml`` or ``plain``)."""
     if style == "xml":
         return f"<{section.id}>\n{body}\n</{section.id}>"
+    if not section.title:
+        return body
     if style == "plain":
         return f"{section.title}:\n{body}"
     return f"## {section.title}\n\n{body}"

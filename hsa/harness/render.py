@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hsa.errors import ProtocolError
+from hsa.errors import ProtocolError, TemplateError
 from hsa.harness.events import (
     AssistantMessage,
     Event,
@@ -35,22 +35,32 @@ class Conversation:
 
 
 def wrap(hook: Hook, text: str) -> str:
+    """``text`` inside the hook's wrapper tags, each on its own line (as is without a wrapper)."""
     return f"<{hook.wrapper}>\n{text}\n</{hook.wrapper}>" if hook.wrapper else text
 
 
-def hook_text(harness: Harness, event: HookFired) -> tuple[Hook, str]:
+def hook_text(harness: Harness, event: HookFired, where: str | None = None) -> tuple[Hook, str]:
+    """The hook that fired and the text it shows (its message, in its wrapper tags)."""
     hook = harness.hook(event.hook_id)
     if hook is None:
-        raise ProtocolError(f"hook {event.hook_id!r} is not in harness {harness.id!r}")
-    return hook, wrap(hook, render_message(hook.message, event.payload))
+        raise ProtocolError(f"hook {event.hook_id!r} is not in harness {harness.id!r}", where=where)
+    try:
+        message = render_message(hook.message, event.payload)
+    except TemplateError as exc:
+        raise ProtocolError(f"hook {hook.id!r}: {exc.message}", where=where) from None
+    return hook, wrap(hook, message)
 
 
 def render(events: Sequence[Event], harness: Harness) -> Conversation:
     """The surface conversation for ``events`` under ``harness``.
 
-    Assistant text and the calls right after it form one assistant message; a skill load is a
-    call to the harness's skill tool answered with the skill's content; a hook firing shows its
-    message at the hook's injection position.
+    Assistant text and the calls right after it form one assistant message (two messages under
+    an untagged text format, which cannot hold both); a skill load is a call to the harness's
+    skill tool answered with the skill's content; a hook firing shows its message at the hook's
+    injection position: a system message, a user message, or appended to the tool result just
+    before it (a system message when there is none). Under a text protocol call ids are not
+    shown, so ``parse`` numbers calls ``call_0``, ``call_1``, ...; events whose ids are in that
+    normal form (``normalize_call_ids``) round-trip under every protocol.
     """
     api = harness.protocol.is_api
     fmt = None if api else call_format(harness)
@@ -60,8 +70,10 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
     prompt_in_user = harness.prompt.placement == "user" and bool(prompt)
     if prompt and not prompt_in_user:
         messages.append({"role": "system", "content": prompt})
+    taken_ids = {e.call_id for e in events if isinstance(e, ToolCall | ToolResult)}
 
     pending: dict[str, Any] | None = None  # the assistant message that calls may still join
+    pending_at = ""  # where the pending message's first event is, for errors
     pending_calls: list[tuple[str, str, dict[str, Any]]] = []  # (call_id, tool, args)
     skill_results: list[dict[str, Any]] = []
     counter = 0
@@ -70,30 +82,26 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
         nonlocal pending, pending_calls, skill_results
         if pending is None:
             return
-        if pending_calls:
-            if api:
-                pending["tool_calls"] = [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {
-                            "name": tool,
-                            "arguments": json.dumps(args, ensure_ascii=False),
-                        },
-                    }
-                    for call_id, tool, args in pending_calls
-                ]
-            else:
-                block = fmt.format_calls([(tool, args) for _, tool, args in pending_calls], tag)
-                prefix = pending.pop("_text")
-                if prefix is not None and not fmt.allows_prefix(tag):
-                    messages.append(_assistant_message(prefix, pending.pop("_reasoning", None)))
-                    prefix = None
-                pending["content"] = join_prefix(prefix, block)
-        elif not api:
-            pending["content"] = pending.pop("_text")
-        pending.pop("_text", None)
+        text = pending.pop("_text")
         reasoning = pending.pop("_reasoning", None)
+        if pending_calls and api:
+            pending["tool_calls"] = [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": tool, "arguments": json.dumps(args, ensure_ascii=False)},
+                }
+                for call_id, tool, args in pending_calls
+            ]
+        elif pending_calls:
+            try:
+                block = fmt.format_calls([(tool, args) for _, tool, args in pending_calls], tag)
+            except ProtocolError as exc:
+                raise ProtocolError(exc.message, file=exc.file, where=pending_at) from None
+            if text is not None and not fmt.allows_prefix(tag):
+                messages.append(_assistant_message(text, reasoning))
+                text = reasoning = None
+            pending["content"] = join_prefix(text, block)
         if reasoning is not None:
             pending["reasoning_content"] = reasoning
         messages.append(pending)
@@ -104,11 +112,11 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
         where = f"events[{index}]"
         if isinstance(event, ToolCall | SkillLoad):
             if pending is None:
-                pending = {"role": "assistant", "content": None, "_text": None}
+                pending, pending_at = {"role": "assistant", "content": None, "_text": None}, where
             if isinstance(event, ToolCall):
                 pending_calls.append((event.call_id, event.tool, dict(event.args)))
             else:
-                call_id = f"call_{counter}"
+                call_id = _fresh_id(f"call_{counter}", taken_ids)
                 pending_calls.append((call_id, *_skill_call(harness, event, where)))
                 skill = harness.skill(event.skill_id)
                 skill_results.append(
@@ -119,6 +127,7 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
         flush()
         if isinstance(event, AssistantMessage):
             pending = {"role": "assistant", "content": event.text, "_text": event.text}
+            pending_at = where
             if event.reasoning is not None:
                 pending["_reasoning"] = event.reasoning
         elif isinstance(event, UserMessage):
@@ -132,7 +141,7 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
                 message["is_error"] = True
             messages.append(message)
         elif isinstance(event, HookFired):
-            _place_hook(messages, harness, event)
+            _place_hook(messages, harness, event, where)
         else:
             raise ProtocolError(f"unknown event {event!r}", where=where)
     flush()
@@ -140,6 +149,20 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
         messages.insert(0, {"role": "user", "content": prompt})
     tools = [t.to_openai() for t in surface_tools(harness)] if api else []
     return Conversation(messages, tools)
+
+
+def _fresh_id(candidate: str, taken: set[str]) -> str:
+    """``candidate``, or a suffixed variant when a tool call of the trajectory already uses it.
+
+    Skill loads have no call id of their own; under ``api`` their generated id must not capture
+    another call's result. With normalised ids there is never a clash.
+    """
+    fresh, n = candidate, 0
+    while fresh in taken:
+        n += 1
+        fresh = f"{candidate}_skill{n}"
+    taken.add(fresh)
+    return fresh
 
 
 def _assistant_message(text: str, reasoning: str | None) -> dict[str, Any]:
@@ -162,8 +185,10 @@ def _skill_call(harness: Harness, event: SkillLoad, where: str) -> tuple[str, di
     return harness.skill_tool.name, {harness.skill_arg: event.skill_id}
 
 
-def _place_hook(messages: list[dict[str, Any]], harness: Harness, event: HookFired) -> None:
-    hook, text = hook_text(harness, event)
+def _place_hook(
+    messages: list[dict[str, Any]], harness: Harness, event: HookFired, where: str
+) -> None:
+    hook, text = hook_text(harness, event, where)
     last = messages[-1] if messages else None
     if hook.inject == "tool_result" and last is not None and last["role"] == "tool":
         last["content"] = f"{last['content']}\n{text}"

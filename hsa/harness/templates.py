@@ -1,32 +1,357 @@
-"""Safe template rendering: Jinja2's immutable sandbox, a size cap, and invertible hook messages."""
+"""Safe template rendering: Jinja2's immutable sandbox with size and work caps; hook messages.
+
+Templates come from harness files, which may be untrusted. Jinja2's
+``ImmutableSandboxedEnvironment`` already refuses private attributes (``__class__``,
+``__globals__``, ``mro``...), mutation of lists and dicts, and attribute tricks inside
+``str.format``; on top of it every render here is bounded:
+
+- source: at most ``MAX_TEMPLATE_CHARS`` characters;
+- output: at most ``MAX_OUTPUT_CHARS`` characters, checked as it streams;
+- values: no operation may build a value larger than ``MAX_VALUE_SIZE`` (string length, or
+  elements of a list or dict counted with repeats, shared references included): ``*``, ``+``,
+  ``~``, ``%``, ``**``, ``str.format``, string methods and filters check their inputs before
+  they run and their results after; widths and precisions are at most ``MAX_WIDTH``;
+- work: loop iterations and calls together are at most ``MAX_STEPS`` per render, so nested loops
+  and recursive macros cannot spin; ``range`` yields at most ``MAX_RANGE`` items.
+
+Amplifying operations are never folded at compile time (Jinja would otherwise evaluate
+``'x' * 10**9`` while compiling): ``*``, ``**``, ``+`` and ``%`` are intercepted operators,
+``~`` is compiled to a checked call and filters are marked to run only at render time.
+Any failure inside a template becomes a ``TemplateError`` that says what was refused.
+"""
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
 import jinja2
 from jinja2 import nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter, SecurityError
+from jinja2.utils import pass_context
+from jinja2.visitor import NodeTransformer
 
 from hsa.errors import TemplateError
 
 MAX_TEMPLATE_CHARS = 1_000_000
 MAX_OUTPUT_CHARS = 2_000_000
+MAX_VALUE_SIZE = MAX_OUTPUT_CHARS
+MAX_WIDTH = 100_000
+MAX_STEPS = 200_000
+MAX_RANGE = 10_000
+#: integers above this many bits are refused (their decimal form is also too long to print)
+MAX_INT_BITS = 100_000
+
+_steps: ContextVar[list[int] | None] = ContextVar("hsa_template_steps", default=None)
+
+
+def _step(count: int = 1) -> None:
+    counter = _steps.get()
+    if counter is None:
+        return
+    counter[0] += count
+    if counter[0] > MAX_STEPS:
+        raise SecurityError(
+            f"the template did more than {MAX_STEPS:,} loop iterations and calls; "
+            "simplify its loops or macros"
+        )
+
+
+def _size(value: Any, limit: int = MAX_VALUE_SIZE) -> int:
+    """Size of ``value`` (see the module docstring), raising once it passes ``limit``."""
+    total = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str | bytes):
+            total += len(item)
+        elif isinstance(item, list | tuple | set | frozenset):
+            total += len(item) + 1
+            if total <= limit:
+                stack.extend(item)
+        elif isinstance(item, Mapping):
+            total += len(item) + 1
+            if total <= limit:
+                stack.extend(item.keys())
+                stack.extend(item.values())
+        elif isinstance(item, int) and not isinstance(item, bool):
+            total += item.bit_length() // 3 + 1
+        else:
+            total += 1
+        if total > limit:
+            raise SecurityError(f"a value would exceed {limit:,} characters or items")
+    return total
+
+
+def _check_width(width: Any) -> None:
+    if isinstance(width, int) and abs(width) > MAX_WIDTH:
+        raise SecurityError(f"width {width:,} is over the template limit of {MAX_WIDTH:,}")
+
+
+def _materialize(value: Any) -> Any:
+    """An iterator or generator as a list, consumed under the size cap; anything else as is."""
+    if not isinstance(value, Iterator):
+        return value
+    out: list[Any] = []
+    total = 0
+    for item in value:
+        _step()
+        total += _size(item) + 1
+        if total > MAX_VALUE_SIZE:
+            raise SecurityError(f"a sequence would exceed {MAX_VALUE_SIZE:,} characters or items")
+        out.append(item)
+    return out
+
+
+# printf-style conversions: %[(key)][flags][width][.precision][length]type
+_PRINTF = re.compile(r"%(?:\([^)]*\))?[#0 +-]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?([a-zA-Z%])")
+
+
+def _check_printf(fmt: str, args: Any) -> None:
+    conversions = 0
+    for width, precision, kind in _PRINTF.findall(fmt):
+        if kind == "%":
+            continue
+        conversions += 1
+        for number in (width, precision):
+            if number == "*":
+                raise SecurityError("'*' widths are not allowed in templates")
+            if number:
+                _check_width(int(number))
+    # Every conversion may print all of the arguments (``%(key)s`` repeats a value).
+    if len(fmt) + conversions * _size(args) > MAX_VALUE_SIZE:
+        raise SecurityError(f"formatting would exceed {MAX_VALUE_SIZE:,} characters")
+
+
+_SPEC_NUMBERS = re.compile(r"\A(?:.?[<>=^])?[-+ ]?z?#?0?(\d*)[,_]?(?:\.(\d+))?")
+
+
+class _CappedFormatter(SandboxedFormatter):
+    """``str.format`` with attribute tricks refused (the sandbox's) and widths and size capped."""
+
+    def __init__(self, env: jinja2.Environment):
+        super().__init__(env)
+        self._written = 0
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        _step()
+        _size(value)
+        match = _SPEC_NUMBERS.match(format_spec)
+        for number in match.groups() if match else ():
+            if number:
+                _check_width(int(number))
+        text = super().format_field(value, format_spec)
+        self._written += len(text)
+        if self._written > MAX_VALUE_SIZE:
+            raise SecurityError(f"formatting would exceed {MAX_VALUE_SIZE:,} characters")
+        return text
+
+
+_STR_WIDTH_METHODS = {"center", "ljust", "rjust", "zfill"}
+
+
+def _check_str_method(method: Any, args: tuple, kwargs: dict) -> tuple:
+    """Refuse string-method calls whose result would be too large; returns the arguments."""
+    owner = getattr(method, "__self__", None)
+    if not isinstance(owner, str):
+        return args
+    name = getattr(method, "__name__", "")
+    if name in _STR_WIDTH_METHODS and args:
+        _check_width(args[0])
+    elif name == "expandtabs":
+        tabsize = args[0] if args else kwargs.get("tabsize", 8)
+        _check_width(tabsize)
+        if isinstance(tabsize, int) and len(owner) + owner.count("\t") * tabsize > MAX_VALUE_SIZE:
+            raise SecurityError("expandtabs would exceed the template size limit")
+    elif name == "replace" and len(args) >= 2 and isinstance(args[0], str | bytes):
+        old, new = args[0], args[1]
+        hits = owner.count(old) if old else len(owner) + 1
+        if len(owner) + hits * _size(new) > MAX_VALUE_SIZE:
+            raise SecurityError("replace would exceed the template size limit")
+    elif name == "join" and args:
+        items = _materialize(args[0])
+        if _size(items) + len(owner) * len(items) > MAX_VALUE_SIZE:
+            raise SecurityError("join would exceed the template size limit")
+        args = (items, *args[1:])
+    return args
+
+
+def _check_join_filter(args: tuple, kwargs: dict) -> tuple:
+    items = _materialize(args[0])
+    sep = args[1] if len(args) > 1 else kwargs.get("d", "")
+    count = len(items) if hasattr(items, "__len__") else 0
+    if _size(items) + _size(sep) * count > MAX_VALUE_SIZE:
+        raise SecurityError("join would exceed the template size limit")
+    return (items, *args[1:])
+
+
+def _check_replace_filter(args: tuple, kwargs: dict) -> tuple:
+    if len(args) >= 3 and isinstance(args[0], str) and isinstance(args[1], str):
+        text, old, new = args[0], args[1], args[2]
+        hits = text.count(old) if old else len(text) + 1
+        if len(text) + hits * _size(new) > MAX_VALUE_SIZE:
+            raise SecurityError("replace would exceed the template size limit")
+    return args
+
+
+def _check_format_filter(args: tuple, kwargs: dict) -> tuple:
+    if isinstance(args[0], str):
+        _check_printf(args[0], (args[1:], kwargs))
+    return args
+
+
+def _check_indent_filter(args: tuple, kwargs: dict) -> tuple:
+    width = args[1] if len(args) > 1 else kwargs.get("width", 4)
+    _check_width(width)
+    lines = str(args[0]).count("\n") + 1
+    pad = width if isinstance(width, int) else _size(width)
+    if _size(args[0]) + lines * pad > MAX_VALUE_SIZE:
+        raise SecurityError("indent would exceed the template size limit")
+    return args
+
+
+def _check_width_filter(args: tuple, kwargs: dict) -> tuple:
+    for arg in (*args[1:], *kwargs.values()):
+        _check_width(arg)
+    return args
+
+
+_FILTER_CHECKS: dict[str, Callable[[tuple, dict], tuple]] = {
+    "join": _check_join_filter,
+    "replace": _check_replace_filter,
+    "format": _check_format_filter,
+    "indent": _check_indent_filter,
+    "center": _check_width_filter,
+    "batch": _check_width_filter,
+    "slice": _check_width_filter,
+}
+
+
+def _guard_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with its inputs and result checked, and marked to never run at compile time."""
+    # What Jinja would pass first (``pass_context`` and friends set ``jinja_pass_arg``).
+    passes = getattr(getattr(fn, "jinja_pass_arg", None), "name", None)
+    check = _FILTER_CHECKS.get(name)
+
+    @pass_context
+    @functools.wraps(fn)
+    def guarded(context: jinja2.runtime.Context, *args: Any, **kwargs: Any) -> Any:
+        _step()
+        if args:
+            args = (_materialize(args[0]), *args[1:])
+            _size(args[0])
+            if check is not None:
+                args = check(args, kwargs)
+        if passes == "context":
+            args = (context, *args)
+        elif passes == "eval_context":
+            args = (context.eval_ctx, *args)
+        elif passes == "environment":
+            args = (context.environment, *args)
+        result = fn(*args, **kwargs)
+        _size(result)
+        return result
+
+    return guarded
+
+
+def _checked_range(*args: int) -> range:
+    r = range(*args)
+    if len(r) > MAX_RANGE:
+        raise SecurityError(f"range is too large for a template (max {MAX_RANGE:,} items)")
+    return r
+
+
+def _finalize(value: Any) -> Any:
+    """Applied to every ``{{ expression }}`` before it is printed."""
+    _size(value)
+    return value
 
 
 class _CappedEnvironment(ImmutableSandboxedEnvironment):
-    """The sandbox, with ranges and string repetition capped so output cannot explode."""
+    """The immutable sandbox with the size and work caps of this module."""
 
-    def call_binop(self, context, operator, left, right):
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
-            seq, times = (left, right) if isinstance(right, int) else (right, left)
-            too_big = isinstance(seq, str | list) and isinstance(times, int)
-            if too_big and len(seq) * times > MAX_OUTPUT_CHARS:
-                raise SecurityError("repetition would exceed the output cap")
+            for seq, times in ((left, right), (right, left)):
+                repeats = isinstance(times, int) and isinstance(seq, str | list | tuple)
+                if repeats and times > 0 and _size(seq) * times > MAX_VALUE_SIZE:
+                    raise SecurityError(
+                        f"repetition would exceed {MAX_VALUE_SIZE:,} characters or items"
+                    )
+            ints = isinstance(left, int) and isinstance(right, int)
+            if ints and left.bit_length() + right.bit_length() > MAX_INT_BITS:
+                raise SecurityError(f"the product would exceed {MAX_INT_BITS:,} bits")
+        elif operator == "**":
+            ints = isinstance(left, int) and isinstance(right, int)
+            if ints and abs(left) > 1 and right > 0 and right * left.bit_length() > MAX_INT_BITS:
+                raise SecurityError(f"the power would exceed {MAX_INT_BITS:,} bits")
+        elif operator == "+":
+            if isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
+                _size((left, right))
+        elif operator == "%" and isinstance(left, str):
+            _check_printf(left, right)
         return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        _step()
+        args = _check_str_method(__obj, args, kwargs)
+        result = super().call(__context, __obj, *args, **kwargs)
+        _size(result)
+        return result
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        if getattr(value, "__name__", None) not in ("format", "format_map") or not isinstance(
+            getattr(value, "__self__", None), str
+        ):
+            return None
+        template = value.__self__
+        mapping_only = value.__name__ == "format_map"
+
+        def format_capped(*args: Any, **kwargs: Any) -> str:
+            if mapping_only:
+                if kwargs or len(args) != 1:
+                    raise TypeError("format_map() takes exactly one mapping argument")
+                args, kwargs = (), args[0]
+            return _CappedFormatter(self).vformat(template, args, kwargs)
+
+        return format_capped
+
+    def hsa_loop(self, iterable: Any) -> Iterator[Any]:
+        """What a ``{% for %}`` iterates: ``iterable``, one step per item."""
+        for item in iterable:
+            _step()
+            yield item
+
+    def hsa_concat(self, *parts: Any) -> str:
+        """The ``~`` operator, size-checked before joining."""
+        _size(parts)
+        texts = [p if isinstance(p, str) else str(p) for p in parts]
+        if sum(map(len, texts)) > MAX_VALUE_SIZE:
+            raise SecurityError(f"concatenation would exceed {MAX_VALUE_SIZE:,} characters")
+        return "".join(texts)
+
+
+class _GuardLoopsAndConcat(NodeTransformer):
+    """Route every loop's iterable and every ``~`` through the environment's checked versions."""
+
+    def visit_For(self, node: nodes.For) -> nodes.Node:
+        self.generic_visit(node)
+        node.iter = nodes.Call(
+            nodes.EnvironmentAttribute("hsa_loop"), [node.iter], [], None, None
+        ).set_lineno(node.lineno)
+        return node
+
+    def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
+        self.generic_visit(node)
+        call = nodes.Call(nodes.EnvironmentAttribute("hsa_concat"), node.nodes, [], None, None)
+        return call.set_lineno(node.lineno)
 
 
 @lru_cache(maxsize=1)
@@ -35,22 +360,19 @@ def _environment() -> _CappedEnvironment:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
+        finalize=_finalize,
     )
-    env.sandboxed_range_max = 10_000  # type: ignore[attr-defined]
-    env.globals["range"] = _capped_range
+    env.globals["range"] = _checked_range
+    env.globals.pop("lipsum", None)  # lorem ipsum has no place in a prompt, and n is unbounded
+    env.filters = {name: _guard_filter(name, fn) for name, fn in env.filters.items()}
     return env
-
-
-def _capped_range(*args: int) -> range:
-    r = range(*args)
-    if len(r) > 10_000:
-        raise SecurityError("range is too large for a template (max 10000 items)")
-    return r
 
 
 @lru_cache(maxsize=512)
 def _compile(source: str) -> jinja2.Template:
-    return _environment().from_string(source)
+    env = _environment()
+    tree = _GuardLoopsAndConcat().visit(env.parse(source))
+    return env.from_string(tree)
 
 
 def check_template(source: str, *, where: str = "template") -> None:
@@ -69,8 +391,9 @@ def check_template(source: str, *, where: str = "template") -> None:
 
 
 def render_template(source: str, context: Mapping[str, Any], *, where: str = "template") -> str:
-    """Render ``source`` in the immutable sandbox; unsafe access or oversize output is an error."""
+    """Render ``source`` in the capped sandbox; unsafe access or oversize output is an error."""
     check_template(source, where=where)
+    token = _steps.set([0])
     try:
         chunks = []
         size = 0
@@ -90,62 +413,75 @@ def render_template(source: str, context: Mapping[str, Any], *, where: str = "te
         ) from None
     except TemplateError:
         raise
+    except MemoryError:
+        raise TemplateError("template ran out of memory", where=where) from None
     except Exception as exc:  # any other failure inside a user's template is bad input
         raise TemplateError(
             f"template failed to render: {type(exc).__name__}: {exc}", where=where
         ) from None
+    finally:
+        _steps.reset(token)
 
 
 # --- hook messages: placeholder-only templates that can be parsed back into their payload ---
 
 
 @lru_cache(maxsize=512)
+def _message_parts(source: str) -> tuple[tuple[bool, str], ...]:
+    """The message as ``(is_field, text)`` parts: literal text and placeholder names, in order."""
+    check_template(source, where="message")
+    tree = _environment().parse(source)
+    parts: list[tuple[bool, str]] = []
+    for node in tree.body:
+        if not isinstance(node, nodes.Output):
+            raise TemplateError(
+                "hook messages may only contain text and {{ name }} placeholders", where="message"
+            )
+        for child in node.nodes:
+            if isinstance(child, nodes.TemplateData):
+                if child.data:
+                    parts.append((False, child.data))
+                continue
+            if not isinstance(child, nodes.Name):
+                raise TemplateError(
+                    "hook messages may only contain text and {{ name }} placeholders",
+                    where="message",
+                )
+            if parts and parts[-1][0]:
+                raise TemplateError(
+                    f"placeholder {{{{ {child.name} }}}} directly follows another; "
+                    "put literal text between placeholders so the message can be parsed",
+                    where="message",
+                )
+            parts.append((True, child.name))
+    return tuple(parts)
+
+
 def message_fields(source: str) -> tuple[str, ...]:
-    """The payload fields of a hook message template, in order.
+    """The payload fields of a hook message template, in order of first use.
 
     Hook messages must be invertible, so they may contain only literal text and ``{{ name }}``
     placeholders, with literal text between any two placeholders.
     """
-    check_template(source, where="message")
-    tree = _environment().parse(source)
     fields: list[str] = []
-    previous_was_field = False
-    for node in tree.body:
-        if not isinstance(node, nodes.Output):
-            raise TemplateError("hook messages may only contain text and {{ name }} placeholders")
-        for child in node.nodes:
-            if isinstance(child, nodes.TemplateData):
-                previous_was_field = previous_was_field and child.data == ""
-                continue
-            if not isinstance(child, nodes.Name):
-                raise TemplateError(
-                    "hook messages may only contain text and {{ name }} placeholders"
-                )
-            if previous_was_field:
-                raise TemplateError(
-                    f"placeholder {{{{ {child.name} }}}} directly follows another; "
-                    "put literal text between placeholders so the message can be parsed"
-                )
-            fields.append(child.name)
-            previous_was_field = True
+    for is_field, text in _message_parts(source):
+        if is_field and text not in fields:
+            fields.append(text)
     return tuple(fields)
 
 
 @lru_cache(maxsize=512)
 def _message_regex(source: str) -> re.Pattern[str]:
-    message_fields(source)
-    tree = _environment().parse(source)
     parts: list[str] = []
     seen: set[str] = set()
-    for node in tree.body:
-        for child in node.nodes:  # type: ignore[attr-defined]
-            if isinstance(child, nodes.TemplateData):
-                parts.append(re.escape(child.data))
-            elif child.name in seen:
-                parts.append(f"(?P={child.name})")
-            else:
-                seen.add(child.name)
-                parts.append(f"(?P<{child.name}>.*?)")
+    for is_field, text in _message_parts(source):
+        if not is_field:
+            parts.append(re.escape(text))
+        elif text in seen:
+            parts.append(f"(?P={text})")
+        else:
+            seen.add(text)
+            parts.append(f"(?P<{text}>.*?)")
     return re.compile("".join(parts), re.DOTALL)
 
 

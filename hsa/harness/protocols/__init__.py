@@ -3,9 +3,21 @@
 A call format is a pair of functions: ``format_calls(calls, tag) -> str`` and
 ``parse_calls(text, tag) -> (prefix, calls) | None`` where ``calls`` is a list of
 ``(tool_name, args)`` and ``prefix`` is the assistant text before the calls, or None when there
-was none. Assistant text and calls are joined by one newline (``join_prefix``), so an empty
-text (``"\n<calls>"``) and no text (``"<calls>"``) stay distinct. A doc format
-is ``format_docs(tools) -> str``. Both are looked up by the names in ``Protocol``.
+was none; ``parse_calls`` returns None when ``text`` is not a call message at all. Assistant text
+and calls are joined by one newline (``join_prefix``), so an empty text (``"\\n<calls>"``) and no
+text (``"<calls>"``) stay distinct. A doc format is ``format_docs(tools) -> str``. Both are looked
+up by the names in ``Protocol``.
+
+The formats (see each module for its grammar and escaping):
+
+- ``hermes`` (``hermes.py``): one ``<tool_call>`` JSON object per call, as Hermes and Qwen
+  models write them; it has its own tag, so ``call_tag`` does not change it.
+- ``json``, ``python``, ``xml_verbose``, ``xml_concise`` (``jsoncalls.py``, ``pycalls.py``,
+  ``xmlcalls.py``): the four return formats of the BFCL v4 format-sensitivity study, each a
+  single body listing every call of the turn, alone in its message or, with ``call_tag``, inside
+  ``<TOOLCALL>...</TOOLCALL>`` after the assistant's text (``bfcl.py``).
+
+Doc formats (``docs.py``): ``json``, ``xml`` and ``python`` as in BFCL v4, plus ``markdown``.
 """
 
 from __future__ import annotations
@@ -37,14 +49,16 @@ def join_prefix(prefix: str | None, calls_text: str) -> str:
 
 
 def split_prefix(rest: str, calls: list[Call]) -> tuple[str | None, list[Call]] | None:
-    """Finish a parse: ``rest`` is what precedes the calls block (parsed back to front)."""
+    """Finish a parse: ``rest`` is the text before the calls block, ``calls`` the calls in order.
+
+    The inverse of ``join_prefix``; text glued to the block without the newline (as a model may
+    write it) is kept whole.
+    """
     if not calls:
         return None
     if rest == "":
-        return None, calls[::-1]
-    if rest.endswith("\n"):
-        return rest[:-1], calls[::-1]
-    return None
+        return None, calls
+    return (rest[:-1] if rest.endswith("\n") else rest), calls
 
 
 CALL_FORMATS: dict[str, CallFormat] = {}
@@ -64,5 +78,9 @@ def register_doc_format(name: str):
     return decorate
 
 
-from hsa.harness.protocols import calls as _calls  # noqa: E402,F401  (registers formats)
+# Importing the format modules registers them.
 from hsa.harness.protocols import docs as _docs  # noqa: E402,F401
+from hsa.harness.protocols import hermes as _hermes  # noqa: E402,F401
+from hsa.harness.protocols import jsoncalls as _jsoncalls  # noqa: E402,F401
+from hsa.harness.protocols import pycalls as _pycalls  # noqa: E402,F401
+from hsa.harness.protocols import xmlcalls as _xmlcalls  # noqa: E402,F401

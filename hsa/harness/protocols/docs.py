@@ -1,14 +1,254 @@
-"""Tool documentation printed into the system prompt: JSON, XML, Python signatures, Markdown."""
+"""Tool documentation printed into the system prompt: JSON, XML, Python signatures, Markdown.
+
+``json``, ``xml`` and ``python`` follow the function-doc formats of the BFCL v4
+format-sensitivity study (``format_function_doc`` in ``bfcl_eval/model_handler/utils.py``): a
+JSON list indented by four spaces; ``<function name>`` elements with ``<desc>`` and nested
+``<param name type required [default]>`` elements; and Python functions whose docstrings list
+``name (type[, default=...]): description`` lines, nested for object properties. The XML is
+escaped (BFCL's is not); the Python doc is a real signature with keyword-only, typed
+parameters. ``markdown`` is a heading per tool and a nested bullet list of parameters.
+
+Local ``$ref``s (``#/$defs/...``) are resolved for the XML, Python and Markdown docs; the JSON
+doc prints the schema as stored.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from hsa.harness.model import Tool
 from hsa.harness.protocols import register_doc_format
+from hsa.harness.protocols.xmlcalls import escape_attr, escape_text
+
+# Validation refuses $ref cycles; the bound only keeps an unvalidated schema from recursing.
+_MAX_DEPTH = 32
+
+
+def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> Mapping:
+    """``schema`` with a local ``$ref`` followed (its own keywords win over the target's)."""
+    ref = schema.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#/") or depth > _MAX_DEPTH:
+        return schema
+    node: Any = root
+    for raw in ref[2:].split("/"):
+        key = raw.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, Mapping) or key not in node:
+            return schema
+        node = node[key]
+    if not isinstance(node, Mapping):
+        return schema
+    merged = {**_resolve(node, root, depth + 1), **{k: v for k, v in schema.items() if k != "$ref"}}
+    return merged
+
+
+def _properties(schema: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any], bool]]:
+    """(name, schema, required) of each property of an object schema."""
+    props = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    for name, sub in props.items():
+        yield name, sub if isinstance(sub, Mapping) else {}, name in required
+
+
+def _json_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> str:
+    """A JSON Schema type in JSON Schema words: ``string``, ``array[integer]``, ``a | b``."""
+    schema = _resolve(schema, root)
+    if depth > _MAX_DEPTH:
+        return "any"
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(options, list) and options:
+        return " | ".join(_json_type(o, root, depth + 1) for o in options)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    if kind == "array" and isinstance(schema.get("items"), Mapping):
+        return f"array[{_json_type(schema['items'], root, depth + 1)}]"
+    if kind == "object" and isinstance(schema.get("additionalProperties"), Mapping):
+        return f"object[{_json_type(schema['additionalProperties'], root, depth + 1)}]"
+    if kind is None:
+        return "object" if "properties" in schema else "any"
+    return str(kind)
+
+
+_PY_TYPES = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "null": "None",
+    "array": "list",
+    "object": "dict",
+}
+
+
+def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> str:
+    """A JSON Schema type as a Python annotation: ``str``, ``list[int]``, ``Literal['a', 'b']``."""
+    schema = _resolve(schema, root)
+    if depth > _MAX_DEPTH:
+        return "Any"
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return "Literal[" + ", ".join(repr(v) for v in schema["enum"]) + "]"
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(options, list) and options:
+        return " | ".join(_py_type(o, root, depth + 1) for o in options)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_PY_TYPES.get(str(k), str(k)) for k in kind)
+    if kind == "array" and isinstance(schema.get("items"), Mapping):
+        return f"list[{_py_type(schema['items'], root, depth + 1)}]"
+    if kind == "object" and isinstance(schema.get("additionalProperties"), Mapping):
+        return f"dict[str, {_py_type(schema['additionalProperties'], root, depth + 1)}]"
+    if kind is None:
+        return "dict" if "properties" in schema else "Any"
+    return _PY_TYPES.get(str(kind), str(kind))
+
+
+def _description(schema: Mapping[str, Any]) -> str:
+    text = str(schema.get("description") or "").strip()
+    if isinstance(schema.get("enum"), list):
+        text = f"{text} Enum values: {json.dumps(schema['enum'], ensure_ascii=False)}.".strip()
+    return text
+
+
+def _nested(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The object schema whose properties a parameter documents below itself, if any."""
+    schema = _resolve(schema, root)
+    if schema.get("properties"):
+        return schema
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        items = _resolve(items, root)
+        if items.get("properties"):
+            return items
+    return None
 
 
 @register_doc_format("json")
 def json_docs(tools: Sequence[Tool]) -> str:
-    return "\n".join(json.dumps(t.to_dict(), ensure_ascii=False) for t in tools)
+    return json.dumps([t.to_dict() for t in tools], ensure_ascii=False, indent=4)
+
+
+@register_doc_format("xml")
+def xml_docs(tools: Sequence[Tool]) -> str:
+    blocks = []
+    for tool in tools:
+        root = tool.parameters
+        lines = [
+            f'<function name="{escape_attr(tool.name)}">',
+            f"  <desc>{escape_text(tool.description)}</desc>",
+            "  <params>",
+        ]
+        lines += _xml_params(root, root, 2)
+        lines += ["  </params>", "</function>"]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _xml_params(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -> list[str]:
+    pad = "  " * level
+    lines: list[str] = []
+    if level > 2 * _MAX_DEPTH:
+        return lines
+    for name, sub, required in _properties(_resolve(schema, root)):
+        resolved = _resolve(sub, root)
+        attrs = (
+            f'name="{escape_attr(name)}" type="{escape_attr(_json_type(sub, root))}" '
+            f'required="{"true" if required else "false"}"'
+        )
+        if "default" in resolved:
+            default = json.dumps(resolved["default"], ensure_ascii=False)
+            attrs += f' default="{escape_attr(default)}"'
+        lines.append(f"{pad}<param {attrs}>")
+        lines.append(f"{pad}  <desc>{escape_text(_description(resolved))}</desc>")
+        nested = _nested(sub, root)
+        if nested is not None:
+            lines.append(f"{pad}  <params>")
+            lines += _xml_params(nested, root, level + 2)
+            lines.append(f"{pad}  </params>")
+        lines.append(f"{pad}</param>")
+    return lines
+
+
+def _docstring_text(text: str) -> str:
+    # A docstring cannot hold its own closing quotes or end in a backslash.
+    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+
+
+@register_doc_format("python")
+def python_docs(tools: Sequence[Tool]) -> str:
+    blocks = []
+    for tool in tools:
+        root = tool.parameters
+        params = list(_properties(_resolve(root, root)))
+        signature = []
+        for name, sub, required in params:
+            annotation = _py_type(sub, root)
+            resolved = _resolve(sub, root)
+            if "default" in resolved:
+                signature.append(f"{name}: {annotation} = {resolved['default']!r}")
+            elif required:
+                signature.append(f"{name}: {annotation}")
+            else:
+                signature.append(f"{name}: {annotation} | None = None")
+        star = "*, " if signature else ""
+        lines = [f"def {tool.name}({star}{', '.join(signature)}):", '    """']
+        lines += [f"    {line}".rstrip() for line in _docstring_text(tool.description).splitlines()]
+        if params:
+            lines += ["", "    Args:"]
+            lines += _py_args(root, root, 2)
+        lines.append('    """')
+        blocks.append("\n".join(lines))
+    return "\n\n\n".join(blocks)
+
+
+def _py_args(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -> list[str]:
+    pad = "    " * level
+    lines: list[str] = []
+    if level > _MAX_DEPTH:
+        return lines
+    for name, sub, required in _properties(_resolve(schema, root)):
+        resolved = _resolve(sub, root)
+        notes = [_py_type(sub, root)]
+        if "default" in resolved:
+            notes.append(f"default={resolved['default']!r}")
+        elif not required:
+            notes.append("optional")
+        text = _docstring_text(_description(resolved)).replace("\n", " ")
+        lines.append(f"{pad}{name} ({', '.join(notes)}): {text}".rstrip())
+        nested = _nested(sub, root)
+        if nested is not None:
+            lines += _py_args(nested, root, level + 1)
+    return lines
+
+
+@register_doc_format("markdown")
+def markdown_docs(tools: Sequence[Tool]) -> str:
+    blocks = []
+    for tool in tools:
+        root = tool.parameters
+        lines = [f"### {tool.name}"]
+        if tool.description.strip():
+            lines += ["", tool.description.strip()]
+        params = _md_params(root, root, 0)
+        lines += ["", "Parameters:", *params] if params else ["", "Parameters: none."]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _md_params(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -> list[str]:
+    pad = "  " * level
+    lines: list[str] = []
+    if level > _MAX_DEPTH:
+        return lines
+    for name, sub, required in _properties(_resolve(schema, root)):
+        resolved = _resolve(sub, root)
+        notes = [_json_type(sub, root), "required" if required else "optional"]
+        if "default" in resolved:
+            notes.append(f"default `{json.dumps(resolved['default'], ensure_ascii=False)}`")
+        text = _description(resolved).replace("\n", " ")
+        lines.append(f"{pad}- `{name}` ({', '.join(notes)}){': ' + text if text else ''}")
+        nested = _nested(sub, root)
+        if nested is not None:
+            lines += _md_params(nested, root, level + 1)
+    return lines

@@ -1,0 +1,75 @@
+"""The Hermes/Qwen call format: one ``<tool_call>`` block holding a JSON object per call.
+
+A message is ``text + "\\n" + block + "\\n" + block ...``, each block
+``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``. The format has its own tag, so
+``call_tag`` does not change it. ``<``, ``>`` and ``&`` are escaped inside the JSON
+(``\\u003c``...), so a tag inside an argument value cannot end a block early.
+
+Parsing reads blocks back from the end of the message (whitespace between and after blocks is
+allowed); everything before the first well-formed block is the assistant's text. A message
+whose last block is not a JSON call object is not a call message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from hsa.harness.protocols import Call, CallFormat, register_call_format, split_prefix
+
+
+def json_safe(value: object, **dumps_options: object) -> str:
+    """JSON text of ``value`` with ``<``, ``>`` and ``&`` escaped, so no tag can appear in it."""
+    text = json.dumps(value, ensure_ascii=False, **dumps_options)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+# Anchored at the end of the (right-stripped) text; [^<]* cannot cross a tag.
+_BLOCK = re.compile(r"<tool_call>\s*([^<]*?)\s*</tool_call>\Z")
+
+
+def _format(calls: Sequence[Call], tag: bool) -> str:
+    return "\n".join(
+        f"<tool_call>\n{json_safe({'name': name, 'arguments': dict(args)})}\n</tool_call>"
+        for name, args in calls
+    )
+
+
+def _call(body: str) -> Call | None:
+    try:
+        obj = json.loads(body)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None
+    args = obj.get("arguments", {})
+    return (obj["name"], args) if isinstance(args, dict) else None
+
+
+def _parse(text: str, tag: bool) -> tuple[str | None, list[Call]] | None:
+    calls: list[Call] = []
+    rest = text
+    while (match := _BLOCK.search(rest.rstrip())) is not None:
+        call = _call(match.group(1))
+        if call is None:
+            if not calls:
+                return None
+            break  # a malformed block before well-formed ones is the assistant's text
+        calls.append(call)
+        rest = rest[: match.start()]
+    return split_prefix(rest, calls[::-1])
+
+
+register_call_format(
+    CallFormat(
+        name="hermes",
+        format_calls=_format,
+        parse_calls=_parse,
+        instructions=lambda tag: (
+            "To call a tool, end your reply with one <tool_call></tool_call> block per call, "
+            'each holding a JSON object {"name": <tool name>, "arguments": <arguments object>}.'
+        ),
+        allows_prefix=lambda tag: True,
+    )
+)

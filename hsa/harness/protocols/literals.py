@@ -1,0 +1,114 @@
+"""JSON values written as Python literals, and read back from Python source without eval.
+
+Used by the ``python`` call format (argument values) and the XML call formats (values of type
+``array`` and ``dict``, which BFCL decodes with ``ast.literal_eval``). The mapping is exact for
+every JSON value: ``None``/``True``/``False``, ints, floats (``repr``, infinities as ``1e999``),
+strings (``repr``), lists and dicts with string keys, in key order.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from hsa.errors import ProtocolError
+
+#: Python's parser refuses deeper nesting ("too many nested parentheses"), so a deeper value
+#: could be written but never read back; refuse it when writing instead.
+MAX_DEPTH = 100
+
+
+class NotLiteral(ValueError):
+    """Source text that is not a JSON-compatible Python literal."""
+
+
+def to_literal(value: Any, *, where: str = "arguments", depth: int = 0) -> str:
+    """``value`` (a JSON value) as Python literal source."""
+    if depth > MAX_DEPTH:
+        raise ProtocolError(
+            f"value nests deeper than {MAX_DEPTH} levels; Python call syntax cannot hold it",
+            where=where,
+        )
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise ProtocolError("NaN cannot be written as a Python literal", where=where)
+        if math.isinf(value):
+            return "1e999" if value > 0 else "-1e999"
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        items = (to_literal(v, where=f"{where}[{i}]", depth=depth + 1) for i, v in enumerate(value))
+        return "[" + ", ".join(items) + "]"
+    if isinstance(value, Mapping):
+        parts = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ProtocolError(f"object key {key!r} is not a string", where=where)
+            parts.append(f"{key!r}: {to_literal(item, where=f'{where}.{key}', depth=depth + 1)}")
+        return "{" + ", ".join(parts) + "}"
+    raise ProtocolError(f"{type(value).__name__} is not a JSON value", where=where)
+
+
+def parse_expression(source: str) -> ast.expr:
+    """The expression ``source`` holds; ``NotLiteral`` when it does not parse."""
+    try:
+        with warnings.catch_warnings():
+            # Unknown escapes ("\d") only warn; the text is still a valid literal.
+            warnings.simplefilter("ignore")
+            return ast.parse(source, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise NotLiteral(str(exc)) from None
+
+
+def from_node(node: ast.AST) -> Any:
+    """The JSON value a literal expression denotes; ``NotLiteral`` for anything else.
+
+    Tuples read as lists; bytes, sets, complex numbers, names and calls are refused.
+    """
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        raise NotLiteral(f"{type(value).__name__} is not a JSON value")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        operand = node.operand
+        if isinstance(operand, ast.Constant) and type(operand.value) in (int, float):
+            return -operand.value if isinstance(node.op, ast.USub) else operand.value
+        raise NotLiteral("a sign applies only to a number")
+    if isinstance(node, ast.List | ast.Tuple):
+        return [from_node(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        out: dict[str, Any] = {}
+        for key, item in zip(node.keys, node.values, strict=True):
+            if key is None:
+                raise NotLiteral("** inside a dict literal")
+            name = from_node(key)
+            if not isinstance(name, str):
+                raise NotLiteral("object keys must be strings")
+            out[name] = from_node(item)
+        return out
+    raise NotLiteral(f"{type(node).__name__} is not a literal")
+
+
+def from_literal(source: str) -> Any:
+    """The JSON value of Python literal ``source`` (surrounding whitespace allowed)."""
+    return from_node(parse_expression(source.strip()))
+
+
+_FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n(.*)\n[ \t]*```\Z", re.DOTALL)
+
+
+def strip_fence(text: str) -> str:
+    """``text`` without surrounding whitespace and one Markdown code fence, if it has one."""
+    text = text.strip()
+    match = _FENCE.match(text)
+    return match.group(1).strip() if match else text
