@@ -104,10 +104,15 @@ def _read_json(path: Path) -> Any:
         ) from None
 
 
+# libyaml's loader, when present, reads the same data several times faster; writing always
+# uses the pure-Python dumper so that output bytes never depend on it.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _read_yaml(path: Path) -> Any:
     text = _read_text(path)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else None

@@ -1,0 +1,282 @@
+"""BFCL import: every question file, API doc and answer in the real corpus, as it is."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hsa.errors import ImportFormatError
+from hsa.harness import problems
+from hsa.harness.importers import detect_format, import_source, write_import
+from hsa.harness.importers.bfcl import CLASS_DOCS, format_configs, format_protocol
+from hsa.harness.importers.bfcl_schema import SchemaProblem, normalize_schema, parse_python_call
+from hsa.harness.toolformats import API_NAME
+from hsa.harness.validate import document_problems
+
+BFCL_TYPES = {"dict", "float", "tuple", "any"}
+
+
+def hsa(*args: str) -> subprocess.CompletedProcess[str]:
+    code = "from hsa.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def bfcl(external):
+    return import_source(external / "bfcl")
+
+
+@pytest.fixture(scope="module")
+def by_id(bfcl):
+    return {h.id: h for h in bfcl.harnesses}
+
+
+def _question_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.glob("BFCL_v4_*.json") if "format_sensitivity" not in p.name)
+
+
+def _line_count(path: Path) -> int:
+    return sum(1 for line in path.read_text("utf-8").splitlines() if line.strip())
+
+
+def test_every_question_file_becomes_one_task_per_entry(external, bfcl):
+    files = _question_files(external / "bfcl")
+    assert {p.name for p in files} >= {
+        "BFCL_v4_simple_python.json",
+        "BFCL_v4_irrelevance.json",
+        "BFCL_v4_live_simple.json",
+        "BFCL_v4_multi_turn_base.json",
+    }
+    plain = [t for t in bfcl.tasks if t["kind"] != "format_sensitivity"]
+    assert len(plain) == sum(_line_count(p) for p in files)
+    kinds = {t["kind"] for t in plain}
+    assert kinds == {re.sub(r"^BFCL_v4_|\.json$", "", p.name) for p in files}
+    assert len({t["id"] for t in bfcl.tasks}) == len(bfcl.tasks)
+
+
+def test_every_harness_is_valid_and_uses_json_schema_types(bfcl):
+    assert len(bfcl.harnesses) > 2500
+    for harness in bfcl.harnesses:
+        assert document_problems(harness.to_dict()) == [], harness.id
+        for tool in harness.tools:
+            assert API_NAME.match(tool.name)
+            assert tool.parameters["type"] == "object"
+            assert not _bfcl_types(tool.parameters), (harness.id, tool.name)
+
+
+def _bfcl_types(node) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, dict):
+        if node.get("type") in BFCL_TYPES or "optional" in node.keys() - {"properties"}:
+            found.add(str(node.get("type")))
+        for key, value in node.items():
+            if key in ("properties", "$defs"):
+                for sub in value.values():
+                    found |= _bfcl_types(sub)
+            elif key in ("items", "additionalProperties"):
+                found |= _bfcl_types(value)
+            elif key == "prefixItems":
+                for sub in value:
+                    found |= _bfcl_types(sub)
+    return found
+
+
+def test_dotted_names_become_legal_with_a_reverse_map(by_id, bfcl):
+    harness = by_id["simple_python_1"]
+    assert [t.name for t in harness.tools] == ["math_factorial"]
+    assert harness.metadata["name_map"] == {"math_factorial": "math.factorial"}
+    task = next(t for t in bfcl.tasks if t["id"] == "simple_python_1")
+    assert task["ground_truth"] == {"calls": [{"math_factorial": {"number": [5]}}]}
+    assert task["metadata"]["source_names"] == ["math.factorial"]
+    assert task["turns"] == ["Calculate the factorial of 5 using math functions."]
+    assert task["env"] == "bfcl" and task["split"] == "test" and task["kind"] == "simple_python"
+
+
+def test_ground_truth_names_are_tools_of_the_task_harness(bfcl, by_id):
+    for task in bfcl.tasks:
+        harness = by_id[task["harness_id"]]
+        truth = task["ground_truth"]
+        names = [n for call in truth.get("calls", []) for n in call]
+        names += [c["name"] for turn in truth.get("calls_by_turn", []) for c in turn]
+        for name in names:
+            assert harness.tool(name) is not None, (task["id"], name)
+
+
+def test_irrelevance_ground_truth_is_no_call(bfcl):
+    irrelevance = [t for t in bfcl.tasks if t["kind"] == "irrelevance"]
+    assert len(irrelevance) == 240
+    assert all(t["ground_truth"] == {"calls": []} for t in irrelevance)
+
+
+def test_types_are_normalised(by_id):
+    # simple_python_83: tuple of floats; simple_python_109: any
+    coord = by_id["simple_python_83"].tools[0].parameters["properties"]["coord2"]
+    assert coord["type"] == "array" and coord["items"] == {"type": "number"}
+    data = by_id["simple_python_109"].tools[0].parameters["properties"]["data"]
+    assert "type" not in data and data["description"]
+
+
+def test_system_messages_become_an_untitled_persona_section(external, bfcl, by_id):
+    task = next(t for t in bfcl.tasks if t["metadata"]["question"][0][0]["role"] == "system")
+    section = by_id[task["harness_id"]].prompt.sections[0]
+    assert section.kind == "persona" and section.title == ""
+    assert task["metadata"]["question"][0][0]["role"] == "system"
+    assert all(isinstance(turn, str) for turn in task["turns"])
+
+
+def test_multi_turn_docs_and_union_harnesses(external, bfcl, by_id):
+    for doc in (external / "bfcl" / "multi_turn_func_doc").glob("*.json"):
+        harness = by_id[f"bfcl-{doc.stem}"]
+        assert len(harness.tools) == _line_count(doc)
+    base = [t for t in bfcl.tasks if t["kind"] == "multi_turn_base"]
+    assert len(base) == 200
+    first = next(t for t in base if t["id"] == "multi_turn_base_0")
+    union = by_id[first["harness_id"]]
+    assert union.id == "bfcl-posting_api-gorilla_file_system"
+    assert union.metadata["classes"] == ["TwitterAPI", "GorillaFileSystem"]
+    assert [t.name for t in union.tools] == [
+        *(t.name for t in by_id["bfcl-posting_api"].tools),
+        *(t.name for t in by_id["bfcl-gorilla_file_system"].tools),
+    ]
+    assert len(first["ground_truth"]["calls_by_turn"]) == len(first["turns"]) == 4
+    # "sort('final_report.pdf')": positional arguments are named after the doc's parameters
+    assert first["ground_truth"]["calls_by_turn"][2] == [
+        {"name": "sort", "arguments": {"file_name": "final_report.pdf"}}
+    ]
+    assert first["metadata"]["excluded_function"] == ["cp"]
+    assert "initial_config" in first["metadata"]
+    assert set(CLASS_DOCS.values()) == {
+        p.name for p in (external / "bfcl" / "multi_turn_func_doc").glob("*.json")
+    }
+
+
+def test_format_sensitivity_tasks_carry_their_protocol(bfcl, external):
+    listed = json.loads((external / "bfcl" / "BFCL_v4_format_sensitivity.json").read_text())
+    tasks = [t for t in bfcl.tasks if t["kind"] == "format_sensitivity"]
+    assert len(tasks) == 26 * sum(len(ids) for ids in listed.values())
+    assert len(format_configs()) == 26
+    sample = next(t for t in tasks if "ret_fmt=concise_xml&tool_call_tag=True" in t["id"])
+    fs = sample["metadata"]["format_sensitivity"]
+    assert fs["protocol"]["call_format"] == "xml_concise" and fs["protocol"]["call_tag"] is True
+    markdown = format_protocol(format_configs()[24])
+    assert markdown["heading_style"] == "markdown"
+    assert markdown["protocol"] == {
+        "name": "text",
+        "call_format": "python",
+        "call_tag": False,
+        "doc_format": "json",
+    }
+
+
+def test_single_files_import_alone(external):
+    root = external / "bfcl"
+    alone = import_source(root / "BFCL_v4_format_sensitivity.json")
+    assert len(alone.harnesses) == len({t["harness_id"] for t in alone.tasks}) == 200
+    doc = import_source(root / "multi_turn_func_doc" / "math_api.json")
+    assert [h.id for h in doc.harnesses] == ["bfcl-math_api"] and not doc.tasks
+    assert detect_format(root / "BFCL_v4_live_parallel.json") == "bfcl"
+    assert detect_format(root) == "bfcl"
+
+
+def test_question_without_possible_answer_has_empty_ground_truth(external, tmp_path):
+    src = tmp_path / "BFCL_v4_simple_python.json"
+    lines = (external / "bfcl" / "BFCL_v4_simple_python.json").read_text().splitlines()[:3]
+    src.write_text("\n".join(lines) + "\n")
+    result = import_source(src)
+    assert [t["ground_truth"] for t in result.tasks] == [{}, {}, {}]
+
+
+def test_unknown_bfcl_type_is_refused_with_line_and_path(tmp_path):
+    src = tmp_path / "BFCL_v4_simple_python.json"
+    entry = {
+        "id": "simple_python_0",
+        "question": [[{"role": "user", "content": "hi"}]],
+        "function": [
+            {
+                "name": "f",
+                "description": "",
+                "parameters": {"type": "dict", "properties": {"x": {"type": "complex"}}},
+            }
+        ],
+    }
+    src.write_text(json.dumps(entry) + "\n")
+    with pytest.raises(ImportFormatError) as err:
+        import_source(src)
+    assert err.value.file == str(src)
+    assert err.value.where == "line 1: $.function[0].parameters.properties.x.type"
+    assert "unknown BFCL type 'complex'" in err.value.message
+
+
+def test_normalize_schema_cases():
+    schema = normalize_schema(
+        {
+            "type": "dict",
+            "optional": ["b"],
+            "properties": {
+                "a": {"type": "float", "default": 0.5},
+                "b": {"type": "tuple", "items": {"type": "integer"}, "optional": True},
+                "c": {"type": "array", "items": [{"type": "string"}, {"type": "any"}]},
+                "d": {"type": "string", "enum": ["x", "y"], "format": "date"},
+            },
+            "required": ["a"],
+        }
+    )
+    assert schema == {
+        "type": "object",
+        "properties": {
+            "a": {"type": "number", "default": 0.5},
+            "b": {"type": "array", "items": {"type": "integer"}},
+            "c": {"type": "array", "prefixItems": [{"type": "string"}, {}]},
+            "d": {"type": "string", "enum": ["x", "y"], "format": "date"},
+        },
+        "required": ["a"],
+    }
+    with pytest.raises(SchemaProblem):
+        normalize_schema({"type": "dict", "properties": {"x": "string"}})
+
+
+def test_parse_python_call():
+    params = {"sort": ["file_name"], "mv": ["source", "destination"]}
+    assert parse_python_call("sort('a.txt')", params) == ("sort", {"file_name": "a.txt"})
+    assert parse_python_call("mv(source='a', destination=(1, 2))", params) == (
+        "mv",
+        {"source": "a", "destination": [1, 2]},
+    )
+    assert parse_python_call("m.f(x={'k': [True, None]})") == ("m.f", {"x": {"k": [True, None]}})
+    for bad in ("sort(", "sort(x=os.system('ls'))", "1 + 2", "sort('a', 'b')"):
+        with pytest.raises(ValueError):
+            parse_python_call(bad, params)
+
+
+def test_cli_imports_one_file_and_validates(external, tmp_path):
+    src = tmp_path / "bfcl"
+    (src / "possible_answer").mkdir(parents=True)
+    for name in ("BFCL_v4_parallel.json", "possible_answer/BFCL_v4_parallel.json"):
+        shutil.copy(external / "bfcl" / name, src / name)
+    out = tmp_path / "out"
+    done = hsa("harness", "import", str(src / "BFCL_v4_parallel.json"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "200" in done.stdout  # the summary counts 200 harnesses and tasks
+    assert len(list(out.glob("*/harness.yaml"))) == 200
+    assert len((out / "tasks.jsonl").read_text().splitlines()) == 200
+    checked = hsa("harness", "validate", str(out))
+    assert checked.returncode == 0, checked.stderr
+    assert "200 harnesses valid" in checked.stdout
+
+
+def test_written_import_validates_from_disk(bfcl, tmp_path):
+    subset = type(bfcl)(
+        harnesses=tuple(h for h in bfcl.harnesses if h.id.startswith(("bfcl-", "live_simple"))),
+        source=bfcl.source,
+        format=bfcl.format,
+    )
+    write_import(subset, tmp_path / "out")
+    dirs = sorted(p.parent for p in (tmp_path / "out").glob("*/harness.yaml"))
+    assert len(dirs) == len(subset.harnesses)
+    assert [p for d in dirs for p in problems(d)] == []

@@ -1,0 +1,88 @@
+"""Agent Skills import: all twelve real skills, one skill folder, and bad front matter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from hsa.errors import HsaError
+from hsa.harness import load, system_prompt
+from hsa.harness.importers import detect_format, import_source
+from hsa.harness.skillfile import dump_skill_md, parse_skill_md
+
+
+def hsa(*args: str) -> subprocess.CompletedProcess[str]:
+    code = "from hsa.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+
+
+def test_all_twelve_skills_load(external):
+    src = external / "agent-skills"
+    assert detect_format(src) == "agent-skills"
+    (harness,) = import_source(src).harnesses
+    folders = sorted(p.name for p in src.iterdir() if (p / "SKILL.md").is_file())
+    assert len(folders) == 12
+    assert [s.id for s in harness.skills] == folders
+    for skill in harness.skills:
+        text = (src / skill.id / "SKILL.md").read_text("utf-8")
+        assert skill.name and skill.description and skill.content in text
+        assert parse_skill_md(dump_skill_md(skill), skill_id=skill.id) == skill
+    assert harness.skill_tool is not None and harness.skill_tool.name == "load_skill"
+    assert harness.skill_arg == "name"
+    prompt = system_prompt(harness)
+    assert all(f"- {s.id}: " in prompt for s in harness.skills)
+    assert "load_skill" in prompt
+    assert harness.skill("claude-api").extra == {"license": "Complete terms in LICENSE.txt"}
+
+
+def test_one_skill_folder(external):
+    (harness,) = import_source(external / "agent-skills" / "mcp-builder").harnesses
+    assert [s.id for s in harness.skills] == ["mcp-builder"]
+
+
+def test_cli_import_then_validate_round_trips(external, tmp_path):
+    out = tmp_path / "skills"
+    done = hsa("harness", "import", str(external / "agent-skills"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert len(list(out.glob("skills/*/SKILL.md"))) == 12
+    assert hsa("harness", "validate", str(out)).returncode == 0
+    assert load(out) == import_source(external / "agent-skills").harnesses[0]
+
+
+BAD = {
+    "broken-yaml": ("---\nname: x\ndescription: [unclosed\n---\nbody\n", "line ", "not valid YAML"),
+    "no-name": ("---\ndescription: d\n---\nbody\n", "line 3", "'name' is missing"),
+    "no-description": ("---\nname: n\n---\n", "line 3", "'description' is missing"),
+    "blank-name": ("---\nname: ''\ndescription: d\n---\n", "line 2", "'name' must be"),
+    "not-closed": ("---\nname: n\ndescription: d\n", "line 1", "never closed"),
+    "no-front-matter": ("# Just markdown\n", "line 1", "must start with"),
+    "not-a-mapping": ("---\n- a\n- b\n---\n", "line 2", "YAML mapping"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_front_matter_is_one_clear_error(tmp_path, case):
+    text, where, reason = BAD[case]
+    folder = tmp_path / "skills" / "broken"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(text)
+    with pytest.raises(HsaError) as err:
+        import_source(tmp_path / "skills")
+    assert err.value.file == str(folder / "SKILL.md")
+    assert err.value.where.startswith(where)
+    assert reason in err.value.message
+
+
+def test_bad_front_matter_via_cli_is_one_line(tmp_path):
+    folder = tmp_path / "skills" / "broken"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: x\ndescription: a: b\n---\nbody\n")
+    done = hsa("harness", "import", str(tmp_path / "skills"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"hsa: error: {folder / 'SKILL.md'}: line 3: front matter is not valid YAML: "
+        "mapping values are not allowed here"
+    ]
+    assert not (tmp_path / "out").exists()

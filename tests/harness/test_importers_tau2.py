@@ -1,0 +1,85 @@
+"""tau2 import: both real domains, with $defs/$ref tools, the policy and reference actions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from jsonschema.validators import Draft202012Validator
+
+from hsa.errors import ImportFormatError
+from hsa.harness import load, system_prompt
+from hsa.harness.importers import detect_format, import_source
+from hsa.harness.validate import document_problems
+
+
+def hsa(*args: str) -> subprocess.CompletedProcess[str]:
+    code = "from hsa.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_domain_imports_as_one_harness_with_tasks(external, domain):
+    src = external / "tau2" / domain
+    assert detect_format(src) == "tau2"
+    result = import_source(src)
+    (harness,) = result.harnesses
+    assert harness.id == f"tau2-{domain}"
+    assert document_problems(harness.to_dict()) == []
+    source_tools = json.loads((src / "tools.json").read_text())
+    assert [t.name for t in harness.tools] == [t["function"]["name"] for t in source_tools]
+
+    policy = harness.prompt.sections[0]
+    assert policy.kind == "policy"
+    assert (src / "policy.md").read_text().strip() in system_prompt(harness)
+
+    source_tasks = json.loads((src / "tasks.json").read_text())
+    assert len(result.tasks) == len(source_tasks)
+    for row, task in zip(result.tasks, source_tasks, strict=True):
+        assert row["env"] == f"tau2-{domain}" and row["kind"] == "tau2"
+        assert row["harness_id"] == harness.id and row["turns"] == []
+        assert row["ground_truth"] == {"actions": task["evaluation_criteria"]["actions"]}
+        assert row["metadata"]["user_scenario"] == task["user_scenario"]
+        assert "actions" not in row["metadata"]["evaluation_criteria"]
+        # every reference action is a valid call under the imported schemas
+        for action in task["evaluation_criteria"]["actions"]:
+            tool = harness.tool(action["name"])
+            assert tool is not None
+            errors = list(Draft202012Validator(tool.parameters).iter_errors(action["arguments"]))
+            assert errors == [], (task["id"], action["name"], errors[0].message)
+
+
+def test_defs_and_refs_are_kept(external):
+    (harness,) = import_source(external / "tau2" / "airline").harnesses
+    book = harness.tool("book_reservation")
+    assert set(book.parameters["$defs"]) == {"FlightInfo", "Passenger", "Payment"}
+    items = book.parameters["properties"]["flights"]["items"]
+    assert items["anyOf"][0] == {"$ref": "#/$defs/FlightInfo"}
+    assert "self" not in book.parameters["properties"]
+    assert "self" not in book.parameters["required"]
+    assert harness.metadata["import_notes"]
+
+
+def test_cli_import_then_validate(external, tmp_path):
+    out = tmp_path / "retail"
+    done = hsa("harness", "import", str(external / "tau2" / "retail"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert (out / "harness.yaml").is_file() and (out / "tasks.jsonl").is_file()
+    checked = hsa("harness", "validate", str(out))
+    assert checked.returncode == 0, checked.stderr
+    loaded = load(out)
+    assert loaded == import_source(external / "tau2" / "retail").harnesses[0]
+
+
+def test_action_calling_an_unknown_tool_is_refused(external, tmp_path):
+    src = tmp_path / "shop"
+    src.mkdir()
+    (src / "tools.json").write_text((external / "tau2" / "retail" / "tools.json").read_text())
+    tasks = [{"id": "1", "evaluation_criteria": {"actions": [{"name": "teleport"}]}}]
+    (src / "tasks.json").write_text(json.dumps(tasks))
+    with pytest.raises(ImportFormatError) as err:
+        import_source(src)
+    assert err.value.file == str(src / "tasks.json")
+    assert err.value.where == "$[0].evaluation_criteria.actions[0].name"

@@ -1,0 +1,93 @@
+"""Tools files: OpenAI (wrapped and bare), MCP (list and tools/list) and Anthropic formats."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hsa.errors import ImportFormatError
+from hsa.harness.importers import detect_format, import_source
+from hsa.harness.toolformats import (
+    detect_tool_format,
+    legal_name,
+    tool_from_entry,
+    tools_from_document,
+)
+
+SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+OPENAI = {
+    "type": "function",
+    "function": {"name": "search", "description": "d", "parameters": SCHEMA},
+}
+BARE = {"name": "search", "description": "d", "parameters": SCHEMA}
+MCP = {"name": "search", "description": "d", "inputSchema": SCHEMA}
+ANTHROPIC = {"name": "search", "description": "d", "input_schema": SCHEMA}
+
+
+@pytest.mark.parametrize(
+    ("entry", "fmt"), [(OPENAI, "openai"), (BARE, "openai"), (MCP, "mcp"), (ANTHROPIC, "anthropic")]
+)
+def test_every_format_gives_the_same_tool(entry, fmt):
+    assert detect_tool_format(entry) == fmt
+    tool, detected = tool_from_entry(entry, where="$[0]")
+    assert detected == fmt
+    assert tool.to_openai() == OPENAI
+
+
+def test_mixed_document_and_mcp_tools_list(tmp_path):
+    doc = {"tools": [MCP, {**ANTHROPIC, "name": "fetch"}, {**BARE, "name": "math.sqrt"}]}
+    path = tmp_path / "my tools.json"
+    path.write_text(json.dumps(doc))
+    assert detect_format(path) == "tools"
+    (harness,) = import_source(path).harnesses
+    assert harness.id == "my-tools"
+    assert [t.name for t in harness.tools] == ["search", "fetch", "math_sqrt"]
+    assert harness.metadata["name_map"] == {"math_sqrt": "math.sqrt"}
+
+
+def test_legal_names_never_steal_a_source_spelling():
+    # "a.b" would become "a_b", but a tool is already called that
+    tools, name_map = tools_from_document([{**BARE, "name": "a.b"}, {**BARE, "name": "a_b"}])
+    assert tools[1].name == "a_b"
+    assert tools[0].name != "a_b" and name_map == {tools[0].name: "a.b"}
+    long = "x" * 80
+    assert len(legal_name(long, set())) == 64
+    assert legal_name(long, set()) != legal_name(long + "y", set())
+
+
+def test_missing_parameters_and_type_are_filled():
+    doc = [{"name": "ping", "description": "p"}, {"name": "echo", "parameters": {"properties": {}}}]
+    tools, _ = tools_from_document(doc)
+    assert tools[0].parameters == {"type": "object", "properties": {}}
+    assert tools[1].parameters == {"type": "object", "properties": {}}
+
+
+@pytest.mark.parametrize(
+    ("doc", "where", "reason"),
+    [
+        ([{"description": "no name", "parameters": SCHEMA}], "$[0]", "tool has no name"),
+        ([{"type": "function", "function": {"parameters": SCHEMA}}], "$[0].function", "no name"),
+        ([{**BARE, "parameters": "string"}], "$[0].parameters", "must be a JSON Schema object"),
+        ([{**BARE, "parameters": {"type": "array"}}], "$[0].parameters.type", "object schema"),
+        ([{**MCP, "inputSchema": []}], "$[0].inputSchema", "JSON Schema object"),
+        ([BARE, BARE], "$[1]", "duplicate tool name"),
+        ([42], "$[0]", "expected an object"),
+        ({"nothing": 1}, "$", "a tools document must be"),
+    ],
+)
+def test_malformed_tools_are_refused_with_their_path(tmp_path, doc, where, reason):
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ImportFormatError) as err:
+        import_source(path, format="tools")
+    assert (err.value.file, err.value.where) == (str(path), where)
+    assert reason in err.value.message
+
+
+def test_invalid_json_names_line(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_text('[\n  {"name": "a",}\n]')
+    with pytest.raises(ImportFormatError) as err:
+        import_source(path)
+    assert err.value.where == "line 2" and "invalid JSON" in err.value.message
