@@ -1,0 +1,263 @@
+"""OpenAI chat JSONL import: the bundled example, derived harnesses, --harness, bad rows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from hsa.errors import ImportFormatError
+from hsa.harness import (
+    Harness,
+    HookFired,
+    SkillLoad,
+    ToolCall,
+    ToolResult,
+    load,
+    render,
+    save,
+    trajectories_from_table,
+)
+from hsa.harness.importers import detect_format, import_source, write_import
+from hsa.harness.model import Hook, Skill, Tool
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "chat" / "support.jsonl"
+
+
+def hsa(*args: str) -> subprocess.CompletedProcess[str]:
+    code = "from hsa.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def example():
+    return import_source(EXAMPLE)
+
+
+def rows() -> list[dict]:
+    return [json.loads(line) for line in EXAMPLE.read_text("utf-8").splitlines()]
+
+
+def test_example_groups_rows_by_tools_and_system_message(example):
+    assert detect_format(EXAMPLE) == "openai-jsonl"
+    assert [h.id for h in example.harnesses] == ["support-1", "support-2"]
+    assert [len(h.tools) for h in example.harnesses] == [6, 2]
+    assert len(example.trajectories) == len(example.tasks) == len(rows()) >= 10
+    by_harness = {t.harness_id for t in example.trajectories}
+    assert by_harness == {"support-1", "support-2"}
+    assert [t.id for t in example.trajectories] == [r["id"] for r in rows()]
+
+
+def _canonical(messages: list[dict], ids: dict[str, str]) -> list[dict]:
+    """Messages with call ids renamed; an assistant's empty and missing content are alike."""
+    out = []
+    for message in messages:
+        message = dict(message)
+        if message["role"] == "assistant" and message.get("tool_calls"):
+            message["content"] = message.get("content") or None
+            message["tool_calls"] = [
+                {**c, "id": ids.get(c["id"], c["id"])} for c in message["tool_calls"]
+            ]
+        if message["role"] == "tool":
+            message["tool_call_id"] = ids.get(message["tool_call_id"], message["tool_call_id"])
+        out.append(message)
+    return out
+
+
+def test_rendering_under_the_derived_harness_gives_back_every_row(example):
+    harnesses = {h.id: h for h in example.harnesses}
+    for row, trajectory in zip(rows(), example.trajectories, strict=True):
+        original = trajectory.metadata["call_ids"]
+        ids = {old: f"call_{i}" for i, old in enumerate(original)}
+        conversation = render(trajectory.events, harnesses[trajectory.harness_id])
+        assert _canonical(conversation.messages, {}) == _canonical(row["messages"], ids)
+        assert conversation.tools == row["tools"]
+
+
+def test_call_ids_are_normalised_and_parallel_calls_kept(example):
+    trajectory = next(t for t in example.trajectories if t.id == "support-0004")
+    calls = [e for e in trajectory.events if isinstance(e, ToolCall)]
+    assert [c.call_id for c in calls] == ["call_0", "call_1", "call_2"]
+    assert trajectory.metadata["call_ids"] == ["call_p0", "call_p1", "call_p2"]
+    results = [e.call_id for e in trajectory.events if isinstance(e, ToolResult)]
+    assert results == ["call_0", "call_1", "call_2"]
+    task = next(t for t in example.tasks if t["id"] == "support-0004")
+    assert task["env"] == "jsonl" and task["harness_id"] == "support-1"
+    assert task["ground_truth"] == {"trajectory": "support-0004"}
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+
+
+def test_written_import_round_trips_and_is_deterministic(example, tmp_path):
+    first = write_import(example, tmp_path / "a")
+    write_import(import_source(EXAMPLE), tmp_path / "b")
+    names = sorted(
+        p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file()
+    )
+    assert names == sorted(
+        p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file()
+    )
+    for name in names:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert tmp_path / "a" / "trajectories.parquet" in first
+    table = pq.read_table(tmp_path / "a" / "trajectories.parquet")
+    assert trajectories_from_table(table) == list(example.trajectories)
+    tasks = [json.loads(line) for line in (tmp_path / "a" / "tasks.jsonl").read_text().splitlines()]
+    assert tasks == list(example.tasks)
+    assert load(tmp_path / "a" / "support-1") == example.harnesses[0]
+
+
+def test_reimport_replaces_an_earlier_import_but_nothing_else(example, tmp_path):
+    out = tmp_path / "out"
+    write_import(example, out)
+    (out / "stale.txt").write_text("left from before")
+    write_import(example, out)
+    assert not (out / "stale.txt").exists()
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    with pytest.raises(ImportFormatError) as err:
+        write_import(example, other)
+    assert "refusing to overwrite" in err.value.message
+    assert (other / "notes.txt").read_text() == "keep me"
+
+
+def _row(*messages, tools=None) -> dict:
+    return {"messages": list(messages), "tools": tools or []}
+
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": '{"x": 1}'}}
+ECHO = {"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize(
+    ("row", "where", "reason"),
+    [
+        (
+            _row(
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{**CALL, "function": {"name": "echo", "arguments": "{x: 1"}}],
+                },
+                tools=[ECHO],
+            ),
+            "line 2: $.messages[1].tool_calls[0].function.arguments",
+            "not valid JSON",
+        ),
+        (
+            _row(
+                {"role": "assistant", "content": None, "tool_calls": [CALL]},
+                {"role": "tool", "tool_call_id": "c9", "content": "1"},
+                tools=[ECHO],
+            ),
+            "line 2: $.messages[1].tool_call_id",
+            "answers no earlier tool call",
+        ),
+        (
+            _row({"role": "assistant", "content": None, "tool_calls": [CALL]}),
+            "line 2: $.messages[0].tool_calls[0].function.name",
+            "not one of the row's tools",
+        ),
+        (
+            _row({"role": "user", "content": "a"}, {"role": "system", "content": "late"}),
+            "line 2: $.messages[1]",
+            "only the first message may be a system message",
+        ),
+        (
+            _row({"role": "robot", "content": "a"}),
+            "line 2: $.messages[0].role",
+            "unknown role",
+        ),
+        ({"no": "messages"}, "line 2", '"messages" list'),
+    ],
+)
+def test_bad_rows_name_file_line_and_path(tmp_path, row, where, reason):
+    path = tmp_path / "chat.jsonl"
+    good = _row({"role": "user", "content": "fine"})
+    path.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(ImportFormatError) as err:
+        import_source(path)
+    assert (err.value.file, err.value.where) == (str(path), where)
+    assert reason in err.value.message
+
+
+def test_cli_bad_arguments_is_one_line(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    call = {**CALL, "function": {"name": "echo", "arguments": "not json"}}
+    path.write_text(json.dumps(_row({"role": "assistant", "tool_calls": [call]}, tools=[ECHO])))
+    done = hsa("harness", "import", str(path), "--out", str(tmp_path / "out"))
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(
+        f"hsa: error: {path}: line 1: $.messages[0].tool_calls[0].function.arguments: "
+        "tool-call arguments are not valid JSON"
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_cli_import_example_then_validate(tmp_path):
+    out = tmp_path / "support"
+    done = hsa("harness", "import", str(EXAMPLE), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "16" in done.stdout
+    checked = hsa("harness", "validate", str(out))
+    assert checked.returncode == 0, checked.stderr
+    assert "2 harnesses valid" in checked.stdout
+
+
+def test_rows_under_a_given_harness_read_skill_loads_and_hooks(tmp_path):
+    harness = Harness(
+        id="agent",
+        tools=(Tool("echo"),),
+        skills=(Skill("greet", "greet", "How to greet.", "Say hello."),),
+        skill_tool=Tool(
+            "load_skill",
+            parameters={"type": "object", "properties": {"name": {"type": "string"}}},
+        ),
+        hooks=(
+            Hook(
+                "remind",
+                "user_prompt_submit",
+                "add_context",
+                "Be brief, {{ name }}.",
+                inject="user",
+                wrapper="reminder",
+            ),
+        ),
+    )
+    save(harness, tmp_path / "agent")
+    load_call = {
+        "id": "x",
+        "type": "function",
+        "function": {"name": "load_skill", "arguments": '{"name": "greet"}'},
+    }
+    row = _row(
+        {"role": "user", "content": "hi"},
+        {"role": "user", "content": "<reminder>\nBe brief, Ada.\n</reminder>"},
+        {"role": "assistant", "content": None, "tool_calls": [load_call]},
+        {"role": "tool", "tool_call_id": "x", "content": "Say hello."},
+        {"role": "assistant", "content": "Hello!"},
+    )
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "out"
+    done = hsa(
+        "harness", "import", str(path), "--out", str(out), "--harness", str(tmp_path / "agent")
+    )
+    assert done.returncode == 0, done.stderr
+    (trajectory,) = trajectories_from_table(pq.read_table(out / "trajectories.parquet"))
+    assert trajectory.harness_id == "agent"
+    assert HookFired("remind", "user_prompt_submit", {"name": "Ada"}) in trajectory.events
+    assert SkillLoad("greet") in trajectory.events
+    assert load(out) == harness
+    with pytest.raises(ImportFormatError, match="only for openai-jsonl"):
+        import_source(tmp_path / "agent" / "tools.json", harness=harness)
