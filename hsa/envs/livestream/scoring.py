@@ -1,0 +1,145 @@
+"""Scoring a livestream episode against its task's ground truth; every failure gives a reason."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hsa.envs.base import Outcome, Task
+from hsa.envs.episode import final_answers
+from hsa.envs.livestream.compliance import absolute_claims
+from hsa.envs.livestream.facts import fact_label, has_fact
+from hsa.envs.livestream.state import LiveState
+from hsa.harness.events import Event, HookFired, SkillLoad, ToolCall, ToolResult
+from hsa.harness.model import Harness
+
+
+def args_match(expected: Any, actual: Any) -> bool:
+    """Whether ``actual`` has every value of ``expected``: objects by subset, lists in any
+    order, scalars by equality."""
+    if isinstance(expected, Mapping):
+        return isinstance(actual, Mapping) and all(
+            k in actual and args_match(v, actual[k]) for k, v in expected.items()
+        )
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return False
+        remaining = list(actual)
+        for item in expected:
+            hit = next((i for i, a in enumerate(remaining) if args_match(item, a)), None)
+            if hit is None:
+                return False
+            remaining.pop(hit)
+        return True
+    return expected == actual
+
+
+def _call_text(spec: Mapping[str, Any]) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in (spec.get("args") or {}).items())
+    return f"{spec['tool']}({args})"
+
+
+def _product_ids(args: Mapping[str, Any]) -> list[str]:
+    found: list[str] = []
+
+    def walk(value: Any, key: str | None) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, k)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        elif key in ("product_id", "product_ids") and isinstance(value, str):
+            found.append(value)
+
+    walk(args, None)
+    return found
+
+
+def score(task: Task, state: LiveState, events: Sequence[Event], harness: Harness) -> Outcome:
+    """Check ``events`` and the final ``state`` against the ground truth of ``task``."""
+    truth = task.ground_truth
+    reasons: list[str] = []
+    calls = [e for e in events if isinstance(e, ToolCall)]
+
+    answers = final_answers(events)
+    answered_turns = {turn for turn, _, _ in answers}
+    for turn in range(len(task.turns)):
+        if turn not in answered_turns:
+            reasons.append(f"turn {turn + 1} has no final answer")
+    deny_hooks = {h.id for h in harness.hooks if h.effect == "deny"}
+    for turn, answer, stops in answers:
+        for claim in absolute_claims(answer.text):
+            reasons.append(f"forbidden absolute claim {claim!r} in the answer to turn {turn + 1}")
+        refused = [s.hook_id for s in stops if s.hook_id in deny_hooks]
+        if refused:
+            reasons.append(f"the answer to turn {turn + 1} was refused by hook {refused[0]!r}")
+    spoken = "\n".join(answer.text for _, answer, _ in answers)
+    for fact in truth.get("facts") or ():
+        if not has_fact(fact, spoken):
+            reasons.append(f"missing fact {fact_label(fact)}")
+
+    for spec in truth.get("required_calls") or ():
+        same_tool = [c for c in calls if c.tool == spec["tool"]]
+        if not same_tool:
+            reasons.append(f"required tool {spec['tool']!r} never called")
+        elif not any(args_match(spec.get("args") or {}, c.args) for c in same_tool):
+            reasons.append(f"required call {_call_text(spec)} never made")
+    for spec in truth.get("forbidden_calls") or ():
+        for c in calls:
+            if c.tool == spec["tool"] and args_match(spec.get("args") or {}, c.args):
+                reasons.append(f"forbidden call {_call_text(spec)} made ({c.call_id})")
+
+    allowed = set(truth.get("product_ids") or ())
+    for c in calls:
+        for pid in _product_ids(c.args):
+            if pid not in allowed:
+                reasons.append(f"wrong product id {pid!r} in {c.tool} ({c.call_id})")
+
+    reasons.extend(_denied_calls(events, deny_hooks))
+    reasons.extend(_skill_order(events, truth.get("required_skills") or ()))
+
+    expected = truth.get("final_state")
+    if expected is not None:
+        actual = state.snapshot()
+        for key in ("pinned", "handoffs"):
+            want = expected.get(key, {} if key == "pinned" else [])
+            if actual[key] != want:
+                reasons.append(f"final state mismatch: {key} is {actual[key]!r}, expected {want!r}")
+    return Outcome(success=not reasons, reasons=tuple(reasons))
+
+
+def _denied_calls(events: Sequence[Event], deny_hooks: set[str]) -> list[str]:
+    reasons = []
+    by_id = {e.call_id: e for e in events if isinstance(e, ToolCall)}
+    last_result: ToolResult | None = None
+    for event in events:
+        if isinstance(event, ToolResult):
+            last_result = event
+        elif (
+            isinstance(event, HookFired)
+            and event.event == "pre_tool_use"
+            and event.hook_id in deny_hooks
+            and last_result is not None
+        ):
+            call = by_id.get(last_result.call_id)
+            tool = call.tool if call else "?"
+            reasons.append(
+                f"call {last_result.call_id} to {tool} was blocked by hook {event.hook_id!r}"
+            )
+    return reasons
+
+
+def _skill_order(events: Sequence[Event], required: Sequence[str]) -> list[str]:
+    """Required skills must be loaded before the first tool call."""
+    reasons = []
+    first_call = next((i for i, e in enumerate(events) if isinstance(e, ToolCall)), len(events))
+    loads = {
+        e.skill_id: i for i, e in reversed(list(enumerate(events))) if isinstance(e, SkillLoad)
+    }
+    for skill in required:
+        if skill not in loads:
+            reasons.append(f"required skill {skill!r} never loaded")
+        elif loads[skill] > first_call:
+            reasons.append(f"required skill {skill!r} loaded after the first tool call")
+    return reasons

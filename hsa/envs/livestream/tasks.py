@@ -1,0 +1,126 @@
+"""Livestream tasks: drafts from the templates, made distinct, given ids and split by task.
+
+Each task's ``metadata`` holds ``now`` (the stream time the episode starts at), ``template``
+and ``plan``: the request as a structured intent, one entry per user turn (what a reader of
+the viewer's message understands; every value an answer states still has to come from tools).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hsa.envs.base import SPLITS, Task
+from hsa.envs.livestream.world import World
+
+#: the task kinds, in the order tasks are listed
+KINDS = (
+    "single_tool",
+    "multi_tool",
+    "promotion",
+    "out_of_stock",
+    "compliance_trap",
+    "multi_turn",
+    "skill_first",
+    "unanswerable",
+)
+SPLIT_WEIGHTS = (80, 10, 10)  # percent of tasks in train, dev, test
+
+
+@dataclass(slots=True)
+class Draft:
+    """A task before it has an id: what the viewer says, the intent, and the ground truth."""
+
+    kind: str
+    template: str
+    turns: list[str]
+    plan: list[dict[str, Any]]
+    now: str
+    facts: list[Any] = field(default_factory=list)
+    required_calls: list[dict[str, Any]] = field(default_factory=list)
+    forbidden_calls: list[dict[str, Any]] = field(default_factory=list)
+    required_skills: list[str] = field(default_factory=list)
+    product_ids: list[str] = field(default_factory=list)
+    pinned: dict[str, str] = field(default_factory=dict)
+    handoffs: list[str] = field(default_factory=list)
+
+    def require(self, tool: str, **args: Any) -> None:
+        self.required_calls.append({"tool": tool, "args": args})
+
+    def forbid(self, tool: str, **args: Any) -> None:
+        self.forbidden_calls.append({"tool": tool, "args": args})
+
+
+def split_of(task_id: str) -> str:
+    """The split a task belongs to, from a hash of its id (stable across runs and seeds)."""
+    bucket = int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) % 100
+    edge = 0
+    for name, weight in zip(SPLITS, SPLIT_WEIGHTS, strict=True):
+        edge += weight
+        if bucket < edge:
+            return name
+    return SPLITS[-1]
+
+
+def make_tasks(world: World, drafts: Iterator[Draft], n_tasks: int | None = None) -> list[Task]:
+    """Number the distinct drafts into tasks; with ``n_tasks``, keep that many, kinds mixed."""
+    seen: set[tuple[str, ...]] = set()
+    by_kind: dict[str, list[Draft]] = {k: [] for k in KINDS}
+    for draft in drafts:
+        key = (draft.now, *draft.turns)
+        if key in seen:
+            continue
+        seen.add(key)
+        by_kind[draft.kind].append(draft)
+    ordered = [d for k in KINDS for d in by_kind[k]]
+    if n_tasks is not None and n_tasks < len(ordered):
+        # Round-robin over kinds so that a small sample still covers every kind.
+        queues = [list(by_kind[k]) for k in KINDS]
+        picked: list[Draft] = []
+        while len(picked) < n_tasks:
+            for queue in queues:
+                if queue and len(picked) < n_tasks:
+                    picked.append(queue.pop(0))
+        keep = {id(d) for d in picked}
+        ordered = [d for d in ordered if id(d) in keep]
+    counters: dict[str, int] = {}
+    tasks = []
+    for draft in ordered:
+        counters[draft.template] = counters.get(draft.template, 0) + 1
+        task_id = f"livestream-s{world.seed}-{draft.template}-{counters[draft.template]:04d}"
+        tasks.append(_task(task_id, draft))
+    return tasks
+
+
+def _task(task_id: str, draft: Draft) -> Task:
+    from hsa.envs.livestream.state import ticket_id
+
+    # A hand-off ticket is named after the task, so facts can mention it only now.
+    facts = [
+        ticket_id(task_id, int(f[len("@ticket:") :]))
+        if isinstance(f, str) and f.startswith("@ticket:")
+        else f
+        for f in draft.facts
+    ]
+    return Task(
+        id=task_id,
+        env="livestream",
+        kind=draft.kind,
+        split=split_of(task_id),
+        harness_id="livestream",
+        turns=tuple(draft.turns),
+        ground_truth={
+            "facts": facts,
+            "required_calls": draft.required_calls,
+            "forbidden_calls": draft.forbidden_calls,
+            "required_skills": draft.required_skills,
+            "product_ids": sorted(set(draft.product_ids)),
+            "final_state": {
+                "pinned": dict(sorted(draft.pinned.items())),
+                "handoffs": draft.handoffs,
+            },
+        },
+        metadata={"now": draft.now, "template": draft.template, "plan": draft.plan},
+    )

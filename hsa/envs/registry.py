@@ -1,0 +1,68 @@
+"""The environment registry: environments by name, built with keyword options."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from hsa.envs.base import Environment
+from hsa.errors import EnvError
+
+# name -> "module:attribute" of a factory; imported only when the environment is asked for,
+# so that ``import hsa.envs`` stays light.
+_FACTORIES: dict[str, str] = {
+    "livestream": "hsa.envs.livestream.env:LivestreamEnvironment",
+    "bfcl": "hsa.envs.bfcl:BfclEnvironment.from_corpus",
+    "tau2": "hsa.envs.tau2:Tau2Environment.from_corpus",
+    "recorded": "hsa.envs.recorded:RecordedEnvironment.from_jsonl",
+}
+
+
+def register(name: str, factory: str) -> None:
+    """Register ``factory`` (``module:callable``, dotted attributes allowed) under ``name``."""
+    _FACTORIES[name] = factory
+
+
+def names() -> list[str]:
+    """The registered environment names, sorted."""
+    return sorted(_FACTORIES)
+
+
+def _resolve(name: str) -> Callable[..., Environment]:
+    module_name, _, attr = _FACTORIES[name].partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def get(name: str, **options: Any) -> Environment:
+    """The environment registered as ``name``, built with ``options``.
+
+    ``livestream`` takes ``seed`` (default 0) and ``n_tasks`` (default: all tasks); ``bfcl``,
+    ``tau2`` and ``recorded`` take ``path`` (a corpus file or directory).
+    """
+    if name not in _FACTORIES:
+        raise EnvError(f"unknown environment {name!r}; registered: {', '.join(names())}")
+    factory = _resolve(name)
+    params = inspect.signature(factory).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    unknown = [k for k in options if k not in params and not takes_any]
+    if unknown:
+        accepted = [p for p, v in params.items() if v.kind is not inspect.Parameter.VAR_KEYWORD]
+        raise EnvError(
+            f"environment {name!r} takes no option(s) {', '.join(map(repr, unknown))}; "
+            f"it accepts: {', '.join(accepted) or 'none'}"
+        )
+    missing = [
+        p
+        for p, v in params.items()
+        if v.default is inspect.Parameter.empty
+        and v.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        and p not in options
+    ]
+    if missing:
+        raise EnvError(f"environment {name!r} needs option(s) {', '.join(missing)}")
+    return factory(**options)
