@@ -1,0 +1,221 @@
+"""The ``openai`` backend: any OpenAI-compatible endpoint through the official async client.
+
+Retries are hsa's, not the client's (its own are turned off), so that every attempt passes
+through the adaptive limiter: 429, 5xx, timeouts and connection errors are retried with
+exponential backoff and full jitter, honouring ``Retry-After``; other errors (bad request,
+authentication, unknown model) are not worth retrying and fail the request at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from hsa.errors import TeacherError
+from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message
+from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
+
+#: what the client sends when no key is configured: local servers ignore it, and the client
+#: would otherwise look the key up in the environment itself
+NO_KEY = "sk-no-key"
+#: connections per client pool (see ``_open_clients``)
+CONNECTIONS_PER_CLIENT = 16
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIConfig:
+    """Where and how to reach an OpenAI-compatible endpoint.
+
+    ``api_key`` is held only in memory: it is never written to a manifest, a log or a shard
+    and is hidden from ``repr``.
+    """
+
+    base_url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    concurrency: int = 64
+    timeout_s: float = 120.0
+    max_retries: int = 8
+    backoff: Backoff = field(default_factory=Backoff)
+    throttle: ThrottleConfig = field(default_factory=ThrottleConfig)
+    seed: int = 0
+
+
+class OpenAIBackend(Backend):
+    """Chat completions over HTTP with a concurrency limit, AIMD throttling and retries."""
+
+    name = "openai"
+
+    def __init__(self, config: OpenAIConfig, *, client: Any = None):
+        self.config = config
+        self.stats = BackendStats()
+        self.limit = AdaptiveLimit(config.concurrency, config.throttle)
+        self._rng = random.Random(config.seed)
+        self._clients: list[Any] = [] if client is None else [client]
+        self._busy: list[int] = [0] * len(self._clients)
+        self._owns_clients = client is None
+
+    def _open_clients(self) -> None:
+        import httpx2
+
+        # httpcore's pool scans every connection on every request, so one pool of 256
+        # connections costs more CPU than the rest of a rollout; several small pools do not.
+        size = max(self.config.concurrency, 1)
+        count = -(-size // CONNECTIONS_PER_CLIENT)
+        per_client = -(-size // count)
+        for _ in range(count):
+            http = openai.DefaultAsyncHttpxClient(
+                limits=httpx2.Limits(
+                    max_connections=per_client,
+                    max_keepalive_connections=per_client,
+                    keepalive_expiry=30,
+                )
+            )
+            self._clients.append(
+                openai.AsyncOpenAI(
+                    base_url=self.config.base_url,
+                    api_key=self.config.api_key or NO_KEY,
+                    timeout=self.config.timeout_s,
+                    max_retries=0,
+                    http_client=http,
+                )
+            )
+        self._busy = [0] * count
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        cfg = self.config
+        last = "no attempt made"
+        for attempt in range(cfg.max_retries + 1):
+            retry_after: float | None = None
+            async with self.limit.slot():
+                self.stats.requests += 1
+                started = time.monotonic()
+                try:
+                    completion = await self._create(request)
+                except openai.RateLimitError as exc:
+                    self.limit.on_overload()
+                    reason, retry_after = "http 429", _retry_after(exc)
+                except openai.APIStatusError as exc:
+                    if exc.status_code < 500 and exc.status_code not in (408, 409):
+                        raise TeacherError(
+                            f"the endpoint refused the request: HTTP {exc.status_code}: "
+                            f"{_short(exc.message)}; check --base-url, --model and the API key",
+                            where=cfg.base_url,
+                        ) from None
+                    reason, retry_after = f"http {exc.status_code}", _retry_after(exc)
+                except openai.APITimeoutError:
+                    reason = "timeout"
+                except openai.APIConnectionError as exc:
+                    reason = f"connection: {_short(str(exc))}"
+                else:
+                    latency = time.monotonic() - started
+                    self.limit.on_success(latency)
+                    response = _response(completion, latency, attempt + 1, cfg.base_url)
+                    self.stats.record(response)
+                    return response
+            self.stats.failures[reason.split(":")[0]] += 1
+            last = reason
+            if attempt < cfg.max_retries:
+                self.stats.retries += 1
+                await asyncio.sleep(cfg.backoff.delay(attempt, self._rng, retry_after))
+        raise TeacherError(
+            f"no answer after {cfg.max_retries + 1} attempts (last: {last})", where=cfg.base_url
+        )
+
+    async def _create(self, request: ChatRequest) -> Any:
+        params: dict[str, Any] = {
+            "model": request.model,
+            "messages": request.wire_messages(),
+            **request.sampling.to_dict(),
+        }
+        if request.tools:
+            params["tools"] = list(request.tools)
+        if request.metadata:
+            params["metadata"] = dict(request.metadata)
+        # ``post`` (the client's documented way to call any endpoint) rather than
+        # ``chat.completions.create``: the typed path re-walks every message through its
+        # TypedDict transforms and builds pydantic models of the answer, which at a few hundred
+        # requests a second costs more CPU than the rest of a rollout. Status errors, timeouts
+        # and connection errors are raised exactly as from ``create``.
+        import httpx2
+
+        if not self._clients:
+            self._open_clients()
+        index = min(range(len(self._clients)), key=self._busy.__getitem__)
+        self._busy[index] += 1
+        try:
+            raw = await self._clients[index].post(
+                "/chat/completions", body=params, cast_to=httpx2.Response
+            )
+        finally:
+            self._busy[index] -= 1
+        try:
+            return raw.json()
+        except ValueError:
+            raise TeacherError(
+                f"the endpoint answered HTTP {raw.status_code} with a body that is not JSON",
+                where=self.config.base_url,
+            ) from None
+
+    async def aclose(self) -> None:
+        clients, self._clients = self._clients, []
+        if self._owns_clients:
+            for client in clients:
+                await client.close()
+
+
+def _response(completion: Any, latency: float, attempts: int, where: str) -> ChatResponse:
+    """The ``ChatResponse`` of a chat-completions JSON body."""
+    try:
+        choice = completion["choices"][0]
+        message = choice["message"]
+        calls = [
+            {
+                "id": str(call.get("id") or ""),
+                "type": "function",
+                "function": {
+                    "name": call["function"]["name"],
+                    "arguments": call["function"].get("arguments") or "",
+                },
+            }
+            for call in (message.get("tool_calls") or [])
+        ]
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise TypeError("content is not a string")
+        reasoning = message.get("reasoning_content")
+    except (KeyError, IndexError, TypeError) as exc:
+        raise TeacherError(
+            f"the endpoint's answer is not a chat completion ({exc!r} missing or wrong)",
+            where=where,
+        ) from None
+    out = assistant_message(content, calls)
+    # vLLM and DeepSeek-style servers return reasoning in a field of its own.
+    if isinstance(reasoning, str):
+        out["reasoning_content"] = reasoning
+    return ChatResponse(
+        message=out,
+        finish_reason=choice.get("finish_reason"),
+        usage=Usage.from_dict(completion.get("usage")),
+        latency_s=latency,
+        attempts=attempts,
+    )
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    value = exc.response.headers.get("retry-after") if exc.response is not None else None
+    try:
+        return None if value is None else max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

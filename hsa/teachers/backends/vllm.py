@@ -1,0 +1,210 @@
+"""The ``vllm`` backend: offline ``vllm.LLM.chat`` batches, tool calls parsed from the text.
+
+Requests from many rollouts are gathered into batches (one ``LLM.chat`` call per group of
+requests sharing a tools list, since ``tools`` is one argument for the whole call) and run in
+a worker thread so the event loop keeps feeding the next batch. The model writes tool calls
+as text; under the ``api`` protocol they are parsed here with hsa's call-format parsers into
+``tool_calls``, under text protocols the rollout parses them with the harness's own format.
+vllm is imported only when the first batch runs; without it the backend says how to get it.
+For a vLLM *server*, use the ``openai`` backend (see docs/vllm.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hsa.errors import TeacherError
+from hsa.harness.protocols import CALL_FORMATS
+from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage, assistant_message
+
+_THINK = re.compile(r"\A\s*<think>(.*?)</think>\s*", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class VLLMConfig:
+    """An in-process vLLM engine.
+
+    ``call_format`` names the hsa call format the model writes API tool calls in (``hermes``
+    for Qwen, Hermes and most tool-tuned open models). ``engine_args`` go to ``vllm.LLM``
+    (``tensor_parallel_size``, ``max_model_len``, ...).
+    """
+
+    model: str
+    batch_size: int = 256
+    batch_wait_s: float = 0.01
+    call_format: str = "hermes"
+    engine_args: Mapping[str, Any] = field(default_factory=dict)
+    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One ``LLM.chat`` call: conversations sharing one tools list, and their sampling."""
+
+    conversations: list[list[dict[str, Any]]]
+    sampling: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    indexes: list[int]  # positions of these requests in the gathered list
+
+
+def sampling_params(sampling: Sampling) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.SamplingParams``."""
+    out: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p}
+    if sampling.max_tokens is not None:
+        out["max_tokens"] = sampling.max_tokens
+    if sampling.seed is not None:
+        out["seed"] = sampling.seed
+    return out
+
+
+def build_batches(requests: Sequence[ChatRequest]) -> list[Batch]:
+    """Group requests by their tools list, keeping first-seen order."""
+    groups: dict[str, Batch] = {}
+    for index, request in enumerate(requests):
+        tools = [dict(t) for t in request.tools] or None
+        key = json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
+        batch = groups.get(key)
+        if batch is None:
+            batch = groups[key] = Batch([], [], tools, [])
+        batch.conversations.append(request.wire_messages())
+        batch.sampling.append(sampling_params(request.sampling))
+        batch.indexes.append(index)
+    return list(groups.values())
+
+
+def parse_output(text: str, request: ChatRequest, call_format: str = "hermes") -> dict[str, Any]:
+    """The assistant message for a model's raw output ``text``.
+
+    A leading ``<think>`` block becomes ``reasoning_content``. When the request carried tools
+    (the ``api`` protocol), calls written in ``call_format`` become ``tool_calls`` with ids
+    derived from the request, so they are stable across reruns; text the parser does not
+    accept stays content, and the rollout reports it as a format failure if it holds a call.
+    """
+    reasoning = None
+    if (match := _THINK.match(text)) is not None:
+        reasoning, text = match.group(1).strip(), text[match.end() :]
+    text = text.strip()
+    message = assistant_message(text)
+    if request.tools:
+        fmt = CALL_FORMATS.get(call_format)
+        if fmt is None:
+            raise TeacherError(
+                f"unknown call format {call_format!r}; known: {', '.join(sorted(CALL_FORMATS))}"
+            )
+        parsed = fmt.parse_calls(text, False)
+        if parsed is not None:
+            prefix, calls = parsed
+            stem = request.key()[:12]
+            message = assistant_message(
+                prefix,
+                [
+                    {
+                        "id": f"call_{stem}_{i}",
+                        "type": "function",
+                        "function": {
+                            "name": name,
+                            "arguments": json.dumps(dict(args), ensure_ascii=False),
+                        },
+                    }
+                    for i, (name, args) in enumerate(calls)
+                ],
+            )
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    return message
+
+
+def response_from_output(
+    output: Any, request: ChatRequest, call_format: str, latency_s: float
+) -> ChatResponse:
+    """A ``ChatResponse`` from one ``vllm.RequestOutput``."""
+    completion = output.outputs[0]
+    prompt_tokens = len(getattr(output, "prompt_token_ids", None) or ())
+    return ChatResponse(
+        message=parse_output(completion.text, request, call_format),
+        finish_reason=getattr(completion, "finish_reason", None),
+        usage=Usage(prompt_tokens, len(getattr(completion, "token_ids", None) or ())),
+        latency_s=latency_s,
+    )
+
+
+def _load_engine(config: VLLMConfig) -> tuple[Any, Any]:
+    try:
+        import vllm
+    except ImportError:
+        raise TeacherError(
+            "the vllm backend needs vllm and a CUDA GPU: pip install 'hsa[vllm]'; "
+            "to use a vLLM server instead, run the openai backend with --base-url"
+        ) from None
+    return vllm.LLM(model=config.model, **dict(config.engine_args)), vllm.SamplingParams
+
+
+class VLLMBackend(Backend):
+    """Batches concurrent chat requests into ``vllm.LLM.chat`` calls.
+
+    ``llm`` and ``sampling_cls`` may be given (an engine already built, or a stand-in in
+    tests); otherwise they are built from ``config`` on the first batch.
+    """
+
+    name = "vllm"
+
+    def __init__(self, config: VLLMConfig, *, llm: Any = None, sampling_cls: Any = None):
+        self.config = config
+        self.stats = BackendStats()
+        self._llm = llm
+        self._sampling_cls = sampling_cls
+        self._queue: list[tuple[ChatRequest, asyncio.Future]] = []
+        self._worker: asyncio.Task | None = None
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future = loop.create_future()
+        self._queue.append((request, future))
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._run())
+        return await future
+
+    async def _run(self) -> None:
+        while self._queue:
+            # Let concurrent rollouts add their requests before the batch is cut.
+            await asyncio.sleep(self.config.batch_wait_s)
+            taken = self._queue[: self.config.batch_size]
+            del self._queue[: len(taken)]
+            try:
+                await self._run_batch(taken)
+            except Exception as exc:  # one failed batch fails its requests, not the loop
+                error = exc if isinstance(exc, TeacherError) else TeacherError(f"vllm: {exc}")
+                for _, future in taken:
+                    if not future.done():
+                        future.set_exception(error)
+
+    async def _run_batch(self, taken: list[tuple[ChatRequest, asyncio.Future]]) -> None:
+        if self._llm is None:
+            self._llm, self._sampling_cls = await asyncio.to_thread(_load_engine, self.config)
+        requests = [r for r, _ in taken]
+        for batch in build_batches(requests):
+            params = [self._sampling_cls(**s) for s in batch.sampling]
+            kwargs: dict[str, Any] = {"use_tqdm": False, "tools": batch.tools}
+            if self.config.chat_template_kwargs:
+                kwargs["chat_template_kwargs"] = dict(self.config.chat_template_kwargs)
+            started = time.monotonic()
+            self.stats.requests += len(batch.conversations)
+            outputs = await asyncio.to_thread(self._llm.chat, batch.conversations, params, **kwargs)
+            latency = time.monotonic() - started
+            if len(outputs) != len(batch.indexes):
+                raise TeacherError(
+                    f"vllm returned {len(outputs)} outputs for {len(batch.indexes)} requests"
+                )
+            for output, index in zip(outputs, batch.indexes, strict=True):
+                request, future = taken[index]
+                response = response_from_output(output, request, self.config.call_format, latency)
+                self.stats.record(response)
+                if not future.done():
+                    future.set_result(response)

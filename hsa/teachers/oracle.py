@@ -1,0 +1,201 @@
+"""The oracle as a model: chat requests in, the scripted policy's next step out, on the surface.
+
+``OracleResponder`` reads a chat-completions request as a real endpoint would: it parses the
+conversation under the surface harness (the environment's canonical harness, or the variant
+named in the request's ``metadata``), maps it back to canonical events, finds the task from the
+user's messages, asks the environment's policy for the next step and writes that step in the
+harness's protocol (``tool_calls`` under ``api``, text in the call format otherwise), with the
+variant's names. The in-process ``oracle`` backend and ``hsa serve oracle`` share it, so the
+rollout's parser is exercised either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from hsa.augment.mapping import map_events
+from hsa.augment.planner import Variant, canonical_variant
+from hsa.envs.base import Environment, Task
+from hsa.envs.episode import Policy
+from hsa.envs.hooks import HookContext, run_hooks
+from hsa.errors import HsaError, TeacherError
+from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad, ToolCall, UserMessage
+from hsa.harness.parse import parse
+from hsa.harness.render import render
+from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.request import ChatRequest, ChatResponse, Usage
+from hsa.teachers.rollout import REPAIR_PREFIX, TASK_KEY, VARIANT_KEY
+
+#: finds a variant by id (None when unknown)
+VariantLookup = Callable[[str], Variant | None]
+
+
+def _tokens(value: Any) -> int:
+    """A rough token count (4 characters a token): the oracle has no tokenizer."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return max(1, len(text) // 4)
+
+
+class OracleResponder:
+    """Answers chat-completions bodies with the policy's next step, as a model would."""
+
+    def __init__(
+        self,
+        env: Environment,
+        policy: Policy,
+        *,
+        variants: VariantLookup | Mapping[str, Variant] | None = None,
+        tasks: Sequence[Task] | None = None,
+    ):
+        self.env = env
+        self.policy = policy
+        self.canonical = canonical_variant(env.harness())
+        if variants is None:
+            self._lookup: VariantLookup = lambda _id: None
+        elif isinstance(variants, Mapping):
+            self._lookup = variants.get
+        else:
+            self._lookup = variants
+        self.tasks = list(env.tasks() if tasks is None else tasks)
+        self._by_first_turn: dict[str, list[Task]] = {}
+        for task in self.tasks:
+            if task.turns:
+                self._by_first_turn.setdefault(task.turns[0], []).append(task)
+        self._session_start: dict[str, tuple[HookFired, ...]] = {}
+
+    def variant(self, metadata: Mapping[str, Any]) -> Variant:
+        variant_id = metadata.get(VARIANT_KEY)
+        if not variant_id or variant_id == self.canonical.variant_id:
+            return self.canonical
+        found = self._lookup(str(variant_id))
+        if found is None:
+            raise TeacherError(
+                f"unknown variant {variant_id!r}: start the oracle with the recipe and seed "
+                "of the job that sends it",
+                where=f"metadata.{VARIANT_KEY}",
+            )
+        return found
+
+    def _opening(self, task: Task) -> tuple[HookFired, ...]:
+        """The session-start hook firings of ``task``, which tell tasks with equal turns apart."""
+        if task.id not in self._session_start:
+            state = self.env.reset(task)
+            context = HookContext("session_start", state=state)
+            fired = run_hooks(self.env.harness(), "session_start", context).fired
+            self._session_start[task.id] = tuple(fired)
+        return self._session_start[task.id]
+
+    def task(self, events: Sequence[Event], metadata: Mapping[str, Any]) -> Task:
+        """The task whose turns the conversation's user messages follow."""
+        said = [e.text for e in events if isinstance(e, UserMessage)]
+        if not said:
+            raise TeacherError("the conversation has no user message to answer")
+        candidates = [
+            t for t in self._by_first_turn.get(said[0], ()) if list(t.turns[: len(said)]) == said
+        ]
+        if len(candidates) > 1:
+            first_user = next(i for i, e in enumerate(events) if isinstance(e, UserMessage))
+            opening = tuple(e for e in events[:first_user] if isinstance(e, HookFired))
+            candidates = [t for t in candidates if self._opening(t) == opening] or candidates
+        if len(candidates) > 1:
+            hinted = [t for t in candidates if t.id == metadata.get(TASK_KEY)]
+            candidates = hinted or candidates
+        if not candidates:
+            raise TeacherError(
+                f"no {self.env.name or 'environment'} task starts with the user message "
+                f"{said[0][:80]!r}",
+                where="messages",
+            )
+        if len(candidates) > 1:
+            raise TeacherError(
+                f"{len(candidates)} tasks match this conversation; pass the task id in "
+                f"metadata.{TASK_KEY}",
+                where="messages",
+            )
+        return candidates[0]
+
+    def __call__(self, body: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
+        metadata = body.get("metadata") or {}
+        variant = self.variant(metadata)
+        harness = variant.harness
+        messages = list(body.get("messages") or [])
+        # A repair request ends with the unreadable reply and the request to try again: the
+        # oracle answers the conversation before them, as a model that got it right would.
+        if (
+            len(messages) >= 2
+            and messages[-1].get("role") == "user"
+            and str(messages[-1].get("content") or "").startswith(REPAIR_PREFIX)
+            and messages[-2].get("role") == "assistant"
+        ):
+            messages = messages[:-2]
+        surface = parse(messages, harness)
+        events = map_events(surface, variant.mapping.inverse())
+        task = self.task(events, metadata)
+        step = list(self.policy(task, events))
+        if not step:
+            step = [AssistantMessage("")]
+        message = self._message(step, surface, variant)
+        usage = {
+            "prompt_tokens": sum(_tokens(m.get("content") or "") for m in messages)
+            + _tokens(body.get("tools") or []),
+            "completion_tokens": _tokens(message),
+        }
+        return message, usage
+
+    def _message(self, step: list[Event], history: list[Event], variant: Variant) -> dict:
+        """The step as the one assistant message a model would send under ``variant``."""
+        counter = sum(isinstance(e, ToolCall | SkillLoad) for e in history)
+        numbered: list[Event] = []
+        for event in step:
+            if isinstance(event, ToolCall):
+                event = ToolCall(f"call_{counter}", event.tool, event.args)
+            if isinstance(event, ToolCall | SkillLoad):
+                counter += 1
+            numbered.append(event)
+        surface_step = map_events(numbered, variant.mapping)
+        rendered = render(surface_step, variant.harness).messages
+        replies = [m for m in rendered if m.get("role") == "assistant"]
+        # An untagged text format cannot carry text and calls in one message (render splits
+        # them); a model's single reply then holds the calls alone.
+        reply = dict(replies[-1])
+        reply.pop("reasoning_content", None)
+        if reply.get("content") is None and not reply.get("tool_calls"):
+            reply["content"] = ""
+        return reply
+
+
+class OracleBackend(Backend):
+    """The ``oracle`` backend: the responder called in process, no network."""
+
+    name = "oracle"
+
+    def __init__(self, responder: OracleResponder):
+        self.responder = responder
+        self.stats = BackendStats()
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        self.stats.requests += 1
+        started = time.monotonic()
+        body = {
+            "model": request.model,
+            "messages": request.wire_messages(),
+            "tools": list(request.tools),
+            "metadata": dict(request.metadata),
+        }
+        try:
+            message, usage = self.responder(body)
+        except HsaError as exc:
+            raise TeacherError(f"the oracle cannot answer: {exc}") from None
+        response = ChatResponse(
+            message=message,
+            finish_reason="tool_calls" if message.get("tool_calls") else "stop",
+            usage=Usage.from_dict(usage),
+            latency_s=time.monotonic() - started,
+        )
+        self.stats.record(response)
+        await asyncio.sleep(0)  # let other rollouts run between steps
+        return response

@@ -1,0 +1,136 @@
+"""Chat requests and responses as value objects, and the stable hash that keys the cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: message keys an OpenAI-compatible endpoint accepts; render adds ``is_error`` for hsa's own
+#: round trip, which strict endpoints refuse, so it never goes on the wire
+_WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """Sampling parameters sent with every request of a rollout.
+
+    ``seed`` is set per rollout, so two samples of one task under one harness are different
+    requests (and different cache entries) even at the same temperature.
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int | None = 1024
+    seed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p}
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        if self.seed is not None:
+            out["seed"] = self.seed
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """One chat completion request: what is sent to a backend.
+
+    ``metadata`` (string values, e.g. the variant id) travels in the request's ``metadata``
+    field; it helps the oracle server and never changes what a real model answers, so it is
+    not part of ``key``.
+    """
+
+    model: str
+    messages: Sequence[Mapping[str, Any]]
+    tools: Sequence[Mapping[str, Any]] = ()
+    sampling: Sampling = field(default_factory=Sampling)
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def wire_messages(self) -> list[dict[str, Any]]:
+        """The messages as an OpenAI-compatible endpoint accepts them."""
+        return [{k: m[k] for k in _WIRE_KEYS if k in m} for m in self.messages]
+
+    def key(self) -> str:
+        """A stable hash of model, messages, tools and sampling parameters.
+
+        Key order is kept rather than sorted: the order of schema properties and of tools is
+        part of what the model sees, so two requests that differ only there are different.
+        """
+        document = {
+            "model": self.model,
+            "messages": self.wire_messages(),
+            "tools": list(self.tools),
+            "sampling": self.sampling.to_dict(),
+        }
+        text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Usage:
+        data = data or {}
+        return cls(int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0))
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResponse:
+    """A backend's answer: one OpenAI-format assistant message, usage and latency.
+
+    ``message`` has ``role``, ``content`` and, when the model called tools through the API,
+    ``tool_calls`` with JSON-string arguments exactly as received (they may be malformed;
+    the rollout finds out). ``cached`` marks an answer served from the request cache, with
+    the latency of the original request.
+    """
+
+    message: Mapping[str, Any]
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    attempts: int = 1
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "message": dict(self.message),
+            "finish_reason": self.finish_reason,
+            "usage": self.usage.to_dict(),
+            "latency_s": self.latency_s,
+            "attempts": self.attempts,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, cached: bool = False) -> ChatResponse:
+        return cls(
+            message=dict(data["message"]),
+            finish_reason=data.get("finish_reason"),
+            usage=Usage.from_dict(data.get("usage")),
+            latency_s=float(data.get("latency_s") or 0.0),
+            attempts=int(data.get("attempts") or 1),
+            cached=cached,
+        )
+
+
+def assistant_message(content: str | None, tool_calls: Sequence[Mapping[str, Any]] = ()) -> dict:
+    """An OpenAI assistant message; ``tool_calls`` only when there are calls."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [dict(c) for c in tool_calls]
+    return message

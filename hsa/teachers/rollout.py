@@ -1,0 +1,344 @@
+"""The rollout loop: one task, under one harness variant, answered by one backend.
+
+Each step renders the canonical events so far under the variant's surface harness, asks the
+backend, parses its message under the same harness, maps the calls back to canonical names
+with the variant's inverse mapping, runs the hooks and executes the calls in the environment.
+Events are recorded in the order ``hsa.envs.episode`` documents (so they round-trip through
+render and parse), hooks run on the environment's canonical harness (a variant rewords and
+renames them on the surface only), and call ids are ``call_<n>`` under every protocol.
+
+A message that does not parse is a format failure: the rollout ends there, or, with
+``repair``, the model is shown its message and the problem once and asked again (the failed
+message stays out of the trajectory and is recorded in the rollout's metadata). Every rollout
+ends verified or with a reason; none raises for a model's mistake or a backend outage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hsa.augment.mapping import map_events
+from hsa.augment.planner import Variant
+from hsa.envs.base import Environment, Outcome, Task
+from hsa.envs.episode import call_tool
+from hsa.envs.hooks import HookContext, run_hooks
+from hsa.errors import HsaError, TeacherError
+from hsa.harness.events import (
+    AssistantMessage,
+    Event,
+    SkillLoad,
+    ToolCall,
+    UserMessage,
+)
+from hsa.harness.model import Harness
+from hsa.harness.parse import parse
+from hsa.harness.render import Conversation, render
+from hsa.teachers.backends.base import Backend
+from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
+from hsa.teachers.verify import Verification, call_attempt, verify
+
+#: how a repair request starts; the oracle recognises it to answer the original question
+REPAIR_PREFIX = "Your last reply could not be read:"
+#: request metadata keys: the variant (an oracle cannot guess renamed tools) and the task
+VARIANT_KEY = "hsa_variant"
+TASK_KEY = "hsa_task"
+
+
+def repair_prompt(problem: str) -> str:
+    return (
+        f"{REPAIR_PREFIX} {problem}. Reply again to the conversation above, writing any tool "
+        "calls exactly in the required format."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutSpec:
+    """What to run: a task under a variant; ``seed`` goes into every request's sampling."""
+
+    id: str
+    task: Task
+    variant: Variant
+    sample: int = 0
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutConfig:
+    """How to run: the model name, sampling, the step limit and the repair turn."""
+
+    model: str = "hsa-oracle"
+    sampling: Sampling = field(default_factory=Sampling)
+    max_steps_per_turn: int = 16
+    repair: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FormatFailure:
+    """A model message that did not parse: which step, why, and the message itself."""
+
+    step: int
+    problem: str
+    message: Mapping[str, Any]
+    repaired: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "problem": self.problem,
+            "message": dict(self.message),
+            "repaired": self.repaired,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    """A finished rollout: canonical events, the surface conversation, and how it went."""
+
+    spec: RolloutSpec
+    events: tuple[Event, ...]
+    conversation: Conversation
+    verification: Verification
+    ended: str
+    detail: str | None = None
+    requests: int = 0
+    cache_hits: int = 0
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    format_failures: tuple[FormatFailure, ...] = ()
+
+
+class StepError(Exception):
+    """A model message that cannot be read as a step under the harness."""
+
+
+def read_step(
+    message: Mapping[str, Any],
+    conversation: Conversation,
+    history: Sequence[Event],
+    harness: Harness,
+    next_call: int,
+) -> list[Event]:
+    """The surface events of one model message, call ids numbered from ``next_call``.
+
+    ``conversation`` is what the model was shown, ``history`` the surface events it renders.
+    Raises ``StepError`` when the message does not parse, parses to nothing, or is text that
+    holds a call the format could not read.
+    """
+    reply = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
+    reply["role"] = "assistant"
+    if reply.get("content") is None and not reply.get("tool_calls"):
+        raise StepError("an empty reply: no text and no tool call")
+    if "reasoning_content" in message:
+        reply["reasoning_content"] = message["reasoning_content"]
+    try:
+        events = parse([*conversation.messages, reply], harness)
+    except HsaError as exc:
+        raise StepError(exc.message) from None
+    if events[: len(history)] != list(history):
+        raise StepError("the conversation so far does not parse back to its events")
+    step = events[len(history) :]
+    if not step:
+        raise StepError("an empty reply: no text and no tool call")
+    if not any(isinstance(e, ToolCall | SkillLoad) for e in step):
+        text = step[0].text if isinstance(step[0], AssistantMessage) else ""
+        problem = call_attempt(text, harness)
+        if problem is not None:
+            raise StepError(f"the reply {problem}")
+    out: list[Event] = []
+    for event in step:
+        if isinstance(event, ToolCall):
+            event = ToolCall(f"call_{next_call}", event.tool, event.args)
+        if isinstance(event, ToolCall | SkillLoad):
+            next_call += 1
+        out.append(event)
+    return out
+
+
+def _count_calls(events: Sequence[Event]) -> int:
+    return sum(isinstance(e, ToolCall | SkillLoad) for e in events)
+
+
+class _Run:
+    """The mutable state of one rollout while it runs."""
+
+    def __init__(
+        self, spec: RolloutSpec, env: Environment, backend: Backend, config: RolloutConfig
+    ):
+        self.spec = spec
+        self.env = env
+        self.backend = backend
+        self.config = config
+        self.canonical = env.harness()
+        self.surface = spec.variant.harness
+        self.mapping = spec.variant.mapping
+        self.inverse = self.mapping.inverse()
+        self.sampling = replace(config.sampling, seed=spec.seed)
+        self.metadata = {VARIANT_KEY: spec.variant.variant_id, TASK_KEY: spec.task.id}
+        self.events: list[Event] = []
+        self.surface_calls: list[ToolCall] = []
+        self.failures: list[FormatFailure] = []
+        self.requests = 0
+        self.cache_hits = 0
+        self.usage = Usage()
+        self.latency = 0.0
+        self.steps = 0
+
+    async def ask(self, messages: list[dict[str, Any]], tools: list[Any]) -> ChatResponse:
+        request = ChatRequest(self.config.model, messages, tools, self.sampling, self.metadata)
+        response = await self.backend.chat(request)
+        if response.cached:
+            self.cache_hits += 1
+        else:
+            self.requests += 1
+        self.usage = self.usage + response.usage
+        self.latency += response.latency_s
+        return response
+
+    async def next_step(self) -> list[Event]:
+        """The model's next step in surface form; ``StepError`` if unreadable after repair."""
+        history = map_events(self.events, self.mapping)
+        conversation = render(history, self.surface)
+        response = await self.ask(conversation.messages, conversation.tools)
+        self.steps += 1
+        next_call = _count_calls(self.events)
+        try:
+            return read_step(response.message, conversation, history, self.surface, next_call)
+        except StepError as exc:
+            failure = FormatFailure(self.steps, str(exc), response.message)
+            if not self.config.repair:
+                self.failures.append(failure)
+                raise
+        bad = {k: v for k, v in response.message.items() if k in ("role", "content", "tool_calls")}
+        ask_again = {"role": "user", "content": repair_prompt(failure.problem)}
+        messages = [*conversation.messages, bad, ask_again]
+        repaired = await self.ask(messages, conversation.tools)
+        try:
+            step = read_step(repaired.message, conversation, history, self.surface, next_call)
+        except StepError as again:
+            self.failures.append(failure)
+            again_failure = FormatFailure(self.steps, f"after repair: {again}", repaired.message)
+            self.failures.append(again_failure)
+            raise StepError(f"{failure.problem}; after one repair turn: {again}") from None
+        self.failures.append(replace(failure, repaired=True))
+        return step
+
+    async def play(self) -> tuple[str, str | None, Any]:
+        task, canonical = self.spec.task, self.canonical
+        state = self.env.reset(task)
+        start = run_hooks(canonical, "session_start", HookContext("session_start", state=state))
+        self.events.extend(start.fired)
+        for turn, text in enumerate(task.turns):
+            self.events.append(UserMessage(text))
+            submitted = run_hooks(
+                canonical,
+                "user_prompt_submit",
+                HookContext("user_prompt_submit", turn, state=state),
+            )
+            self.events.extend(submitted.fired)
+            answered = False
+            for _ in range(self.config.max_steps_per_turn):
+                try:
+                    surface_step = await self.next_step()
+                except StepError as exc:
+                    return "format", str(exc), state
+                except TeacherError as exc:
+                    return "backend", str(exc), state
+                self.surface_calls.extend(e for e in surface_step if isinstance(e, ToolCall))
+                step = map_events(surface_step, self.inverse)
+                unknown = next(
+                    (
+                        e.skill_id
+                        for e in step
+                        if isinstance(e, SkillLoad) and canonical.skill(e.skill_id) is None
+                    ),
+                    None,
+                )
+                if unknown is not None:
+                    return "schema", f"loads skill {unknown!r}, which the harness lacks", state
+                self.events.extend(step)
+                if any(isinstance(e, ToolCall | SkillLoad) for e in step):
+                    for call in (e for e in step if isinstance(e, ToolCall)):
+                        self.events.extend(call_tool(self.env, state, canonical, call, turn=turn))
+                    continue
+                final = step[0].text if isinstance(step[0], AssistantMessage) else ""
+                stop = run_hooks(
+                    canonical, "stop", HookContext("stop", turn, final_text=final, state=state)
+                )
+                self.events.extend(stop.fired)
+                if not stop.denied:
+                    answered = True
+                    break
+            if not answered:
+                limit = self.config.max_steps_per_turn
+                return "step_limit", f"no final answer to turn {turn} in {limit} steps", state
+        return "answered", None, state
+
+
+async def rollout(
+    spec: RolloutSpec, env: Environment, backend: Backend, config: RolloutConfig
+) -> Rollout:
+    """Run ``spec`` to the end and verify it. Never raises for a model's or backend's failure:
+    those end the rollout with a reason. Errors of the environment or harness end it too."""
+    run = _Run(spec, env, backend, config)
+    state = None
+    try:
+        ended, detail, state = await run.play()
+    except HsaError as exc:
+        ended, detail = "error", str(exc)
+    outcome: Outcome | None = None
+    if state is not None:
+        try:
+            outcome = env.score(spec.task, state, run.events)
+        except HsaError as exc:
+            if ended == "answered":
+                ended, detail = "error", f"scoring failed: {exc}"
+    surface_events = map_events(run.events, run.mapping)
+    try:
+        conversation = render(surface_events, run.surface)
+    except HsaError as exc:
+        conversation = Conversation([], [])
+        ended, detail = "error", f"cannot render the trajectory: {exc}"
+    verification = verify(
+        ended=ended,
+        detail=detail,
+        surface_events=surface_events,
+        surface_calls=run.surface_calls,
+        canonical_events=run.events,
+        surface=run.surface,
+        canonical=run.canonical,
+        outcome=outcome,
+    )
+    return Rollout(
+        spec=spec,
+        events=tuple(run.events),
+        conversation=conversation,
+        verification=verification,
+        ended=ended,
+        detail=detail,
+        requests=run.requests,
+        cache_hits=run.cache_hits,
+        usage=run.usage,
+        latency_s=run.latency,
+        format_failures=tuple(run.failures),
+    )
+
+
+def rollout_metadata(result: Rollout) -> dict[str, Any]:
+    """What a dataset row records about how its rollout went (no secrets, no timings)."""
+    return {
+        "ended": result.ended,
+        "detail": result.detail,
+        "sample": result.spec.sample,
+        "seed": result.spec.seed,
+        "requests": result.requests + result.cache_hits,
+        "usage": result.usage.to_dict(),
+        "format_failures": [f.to_dict() for f in result.format_failures],
+        "verification": result.verification.to_dict(),
+    }
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
