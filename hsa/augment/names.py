@@ -22,6 +22,8 @@ TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 #: skill and hook ids (the harness schema's pattern)
 ID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+#: enum values: any non-empty string (they are data, only kept distinct)
+ANY_VALUE = re.compile(r"^(?s:.){1,128}$")
 STYLES = ("snake", "camel", "pascal", "kebab", "upper")
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _WORD_SPLIT = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -89,6 +91,8 @@ def synonym_name(name: str, bank: Mapping[str, Sequence[str]], rng: random.Rando
 
 
 def _fit(candidate: str, pattern: re.Pattern[str], limit: int) -> str:
+    if pattern is ANY_VALUE:
+        return candidate[:limit] or "_"
     cleaned = re.sub(r"[^A-Za-z0-9_.:-]", "_", candidate)
     if pattern is PARAM_NAME or pattern is TOOL_NAME:
         cleaned = re.sub(r"[.:]", "_", cleaned)
@@ -122,7 +126,8 @@ def fresh_names(
     the same is kept only if no other original claims it first.
     """
     limit = 64 if pattern is not ID_NAME else 128
-    blocked = set(taken) | set(originals)
+    taken = set(taken)
+    blocked = taken | set(originals)
     out: dict[str, str] = {}
     used: set[str] = set()
     for original in originals:
@@ -133,8 +138,11 @@ def fresh_names(
                 candidate = original
         base, n = candidate, 1
         while (
-            candidate in used or (candidate in blocked and candidate != original)
-        ) or not pattern.match(candidate):
+            candidate in used
+            or candidate in taken
+            or (candidate in blocked and candidate != original)
+            or not pattern.match(candidate)
+        ):
             n += 1
             suffix = f"_{n}"
             candidate = base[: limit - len(suffix)] + suffix

@@ -27,9 +27,10 @@ def app(ctx: click.Context, debug: bool) -> None:
 
 
 def _register() -> None:
-    from hsa.cli import harness
+    from hsa.cli import harness, rules
 
     app.add_command(harness.group)
+    app.add_command(rules.group)
 
 
 _register()

@@ -1,0 +1,391 @@
+"""Task-preservation checks: does a rewrite keep a canonical trajectory's task intact?
+
+For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
+
+- ``harness``: ``h'`` is a valid harness document;
+- ``schema`` (a): every surface call in ``map_events(e, m)`` names a tool of ``h'`` and its
+  arguments validate against that tool's schema (JSON Schema 2020-12, local ``$ref``s
+  resolved); every skill load names a skill of ``h'``;
+- ``values``: argument values are data and stay as they are, except values respelled from an
+  ``enum`` the original schema declares into one the new schema declares;
+- ``roundtrip`` (b): ``parse(render(map_events(e, m), h'), h') == map_events(e, m)``, and the
+  inverse mapping gives ``e`` back;
+- ``replay`` (c): the calls recovered from the surface conversation, mapped back with
+  ``m.inverse()``, give the same tool results and the same score. With an ``Environment`` and
+  its ``Task`` the calls are executed and scored; without one (imported corpora with recorded
+  results only) the recording is the environment: each recovered call must be exactly the
+  recorded one, and then returns the recorded result.
+
+A check the canonical trajectory fails on its own harness (an invalid reference call, a
+conversation the harness cannot round-trip) is *skipped*, not blamed on the rule.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from hsa.augment.mapping import Mapping, ToolMap, apply_steps, map_events
+from hsa.augment.rule import Rewrite
+from hsa.augment.schemas import reached
+from hsa.envs.base import Environment, Task
+from hsa.errors import HsaError
+from hsa.harness.events import Event, SkillLoad, ToolCall, ToolResult, normalize_call_ids
+from hsa.harness.model import Harness, Tool
+from hsa.harness.parse import parse
+from hsa.harness.render import render
+from hsa.harness.validate import document_problems
+
+CHECKS = ("harness", "schema", "values", "roundtrip", "replay")
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed check: which, where (event index, call id, message index) and why."""
+
+    check: str
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.check}: {self.where}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """The outcome of every check for one rewrite and one trajectory."""
+
+    trajectory_id: str
+    outcomes: dict[str, str]
+    failures: tuple[Failure, ...] = ()
+    label: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return all(v != FAIL for v in self.outcomes.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """How check (c) executes calls: an environment and task, or the recording itself."""
+
+    env: Environment | None = None
+    task: Task | None = None
+    #: the canonical harness whose hooks run during the replay (the env's own when None)
+    harness: Harness | None = None
+
+
+RECORDED = Replay()
+
+
+# --- (a) schema ---
+
+
+def _validator(tool: Tool) -> Draft202012Validator:
+    return Draft202012Validator(dict(tool.parameters))
+
+
+def _call_problems(harness: Harness, event: Event) -> str | None:
+    if isinstance(event, ToolCall):
+        tool = harness.tool(event.tool)
+        if tool is None:
+            return f"calls {event.tool!r}, which is not a tool of the harness"
+        errors = sorted(_validator(tool).iter_errors(dict(event.args)), key=lambda e: e.path)
+        if errors:
+            err = errors[0]
+            at = "".join(f"[{p!r}]" for p in err.absolute_path)
+            return f"arguments{at} of {event.tool!r}: {err.message}"
+    elif isinstance(event, SkillLoad):
+        if harness.skill(event.skill_id) is None:
+            return f"loads skill {event.skill_id!r}, which is not a skill of the harness"
+        if harness.skill_tool is not None and harness.skill_arg is not None:
+            args = {harness.skill_arg: event.skill_id}
+            errors = list(_validator(harness.skill_tool).iter_errors(args))
+            if errors:
+                return f"skill tool rejects {event.skill_id!r}: {errors[0].message}"
+    return None
+
+
+def call_problems(harness: Harness, events: Sequence[Event]) -> list[tuple[int, str]]:
+    """``(event index, reason)`` for every call or skill load ``harness`` does not accept."""
+    out = []
+    for i, event in enumerate(events):
+        reason = _call_problems(harness, event)
+        if reason is not None:
+            out.append((i, reason))
+    return out
+
+
+# --- values ---
+
+
+def _enum_values(tool: Tool | None, path: tuple | None = None) -> list[Any]:
+    """Enum values declared in ``tool``'s schema (at ``path`` when given, anywhere if None)."""
+    if tool is None:
+        return []
+    schema = dict(tool.parameters)
+    out: list[Any] = []
+    for r in reached(schema):
+        if path is not None and (r.path is None or not _path_matches(r.path, path)):
+            continue
+        values = r.node.get("enum")
+        if isinstance(values, list):
+            out.extend(values)
+        if "const" in r.node:
+            out.append(r.node["const"])
+    return out
+
+
+def _path_matches(schema_path: tuple, value_path: tuple) -> bool:
+    return len(schema_path) == len(value_path) and all(
+        s == v or (s == "[]" and isinstance(v, int))
+        for s, v in zip(schema_path, value_path, strict=True)
+    )
+
+
+def _typed_in(value: Any, values: Iterable[Any]) -> bool:
+    return any(type(v) is type(value) and v == value for v in values)
+
+
+def _leaves(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, Any]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _leaves(v, (*path, i))
+    else:
+        yield path, value
+
+
+def _get(value: Any, path: tuple) -> tuple[bool, Any]:
+    for key in path:
+        if (isinstance(value, dict) and isinstance(key, str) and key in value) or (
+            isinstance(value, list) and isinstance(key, int) and key < len(value)
+        ):
+            value = value[key]
+        else:
+            return False, None
+    return True, value
+
+
+def value_problems(
+    original: Harness, rewritten: Harness, mapping: Mapping, events: Sequence[Event]
+) -> list[tuple[int, str]]:
+    """Calls whose argument values changed other than by a declared enum respelling."""
+    out = []
+    for i, event in enumerate(events):
+        if not isinstance(event, ToolCall):
+            continue
+        tool_map = mapping.tools.get(event.tool) or ToolMap(event.tool)
+        shape_only = tuple(s for s in tool_map.steps if s.kind != "enum")
+        expected = apply_steps(event.args, shape_only)
+        surface = apply_steps(event.args, tool_map.steps)
+        old_tool = original.tool(event.tool)
+        new_tool = rewritten.tool(tool_map.name)
+        old_enums = _enum_values(old_tool)
+        for path, value in _leaves(surface):
+            found, before = _get(expected, path)
+            if found and type(before) is type(value) and before == value:
+                continue
+            if not found:
+                out.append((i, f"argument at {list(path)} appeared from nowhere: {value!r}"))
+                continue
+            if _typed_in(before, old_enums) and _typed_in(value, _enum_values(new_tool, path)):
+                continue
+            out.append(
+                (
+                    i,
+                    f"argument value at {list(path)} rewritten from {before!r} to {value!r}; "
+                    "values are data, only declared enum values may be respelled",
+                )
+            )
+        for path, value in _leaves(expected):
+            if not _get(surface, path)[0]:
+                out.append((i, f"argument at {list(path)} ({value!r}) was lost"))
+    return out
+
+
+# --- (b) round trip ---
+
+
+def _same(a: Sequence[Event], b: Sequence[Event]) -> bool:
+    return normalize_call_ids(a) == normalize_call_ids(b)
+
+
+def _first_difference(a: Sequence[Event], b: Sequence[Event]) -> str:
+    a, b = normalize_call_ids(a), normalize_call_ids(b)
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return f"event {i}: expected {y!r}, got {x!r}"
+    return f"expected {len(b)} events, got {len(a)}"
+
+
+def roundtrip(events: Sequence[Event], harness: Harness) -> list[Event]:
+    """``parse(render(events, harness), harness)``."""
+    return parse(render(events, harness), harness)
+
+
+# --- (c) replay ---
+
+
+def _calls(events: Sequence[Event]) -> list[ToolCall]:
+    return [e for e in events if isinstance(e, ToolCall)]
+
+
+def _results(events: Sequence[Event]) -> dict[str, ToolResult]:
+    return {e.call_id: e for e in events if isinstance(e, ToolResult)}
+
+
+def replay_problems(
+    canonical: Sequence[Event], recovered: Sequence[Event], replay: Replay
+) -> list[str]:
+    """Why replaying the recovered (inverse-mapped) calls differs from the canonical episode."""
+    if replay.env is None:
+        problems = []
+        want, got = _calls(canonical), _calls(recovered)
+        if len(want) != len(got):
+            return [f"{len(got)} calls recovered, {len(want)} recorded"]
+        for n, (w, g) in enumerate(zip(want, got, strict=True)):
+            if w.tool != g.tool or _canonical_json(w.args) != _canonical_json(g.args):
+                problems.append(
+                    f"call {n}: recovered {g.tool}({_canonical_json(g.args)}), "
+                    f"recorded {w.tool}({_canonical_json(w.args)})"
+                )
+        recorded = _results(canonical)
+        for n, (w, g) in enumerate(zip(want, got, strict=True)):
+            a, b = recorded.get(w.call_id), _results(recovered).get(g.call_id)
+            if (a is None) != (b is None) or (
+                a is not None and (a.content, a.is_error) != (b.content, b.is_error)
+            ):
+                problems.append(f"call {n}: its result differs from the recorded one")
+        return problems
+    if replay.task is None:
+        return ["an environment replay needs the trajectory's task"]
+    from hsa.envs.episode import replay as rerun
+
+    harness = replay.harness
+    base = rerun(replay.env, replay.task, canonical, harness=harness)
+    got = rerun(replay.env, replay.task, recovered, harness=harness)
+    problems = []
+    want_results = [(r.content, r.is_error) for r in base.events if isinstance(r, ToolResult)]
+    got_results = [(r.content, r.is_error) for r in got.events if isinstance(r, ToolResult)]
+    if len(got_results) != len(want_results):
+        problems.append(
+            f"{len(got_results)} tool results, {len(want_results)} in the canonical run"
+        )
+    for n, (a, b) in enumerate(zip(got_results, want_results, strict=False)):
+        if a != b:
+            problems.append(f"tool result {n} differs from the canonical run: {a[0][:80]!r}")
+    if not _same(got.events, base.events):
+        problems.append(
+            "the replayed episode differs: " + _first_difference(got.events, base.events)
+        )
+    score = replay.env.score(replay.task, got.state, got.events).score
+    base_score = replay.env.score(replay.task, base.state, base.events).score
+    if score != base_score:
+        problems.append(f"score {score} differs from the canonical {base_score}")
+    return problems
+
+
+def _canonical_json(value: Any) -> str:
+    # Exact comparison: key order aside, types matter (1 is not 1.0, True is not 1).
+    return json.dumps(_typed(value), sort_keys=True, ensure_ascii=False)
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return [type(value).__name__, value]
+
+
+# --- all checks ---
+
+
+def check_rewrite(
+    original: Harness,
+    rewrite: Rewrite,
+    events: Sequence[Event],
+    *,
+    replay: Replay = RECORDED,
+    trajectory_id: str = "",
+    label: str = "",
+) -> CheckReport:
+    """Run every check for one rewrite of ``original`` on one canonical trajectory."""
+    h2, m = rewrite.harness, rewrite.mapping
+    outcomes: dict[str, str] = {}
+    failures: list[Failure] = []
+
+    def record(check: str, problems: Sequence[tuple[str, str]], skip: bool = False) -> None:
+        outcomes[check] = SKIP if skip else (FAIL if problems else PASS)
+        failures.extend(Failure(check, where, msg) for where, msg in problems)
+
+    problems = document_problems(h2.to_dict())
+    record("harness", [(p.where or "$", p.message) for p in problems])
+
+    surface = map_events(events, m)
+    baseline_calls = call_problems(original, events)
+    record(
+        "schema",
+        [(f"event {i}", msg) for i, msg in call_problems(h2, surface)],
+        skip=bool(baseline_calls),
+    )
+    record("values", [(f"event {i}", msg) for i, msg in value_problems(original, h2, m, events)])
+
+    recovered: list[Event] | None = None
+    try:
+        baseline_ok = _same(roundtrip(events, original), events)
+    except HsaError:
+        baseline_ok = False
+    try:
+        parsed = roundtrip(surface, h2)
+        recovered = map_events(parsed, m.inverse())
+        rt: list[tuple[str, str]] = []
+        if not _same(parsed, surface):
+            rt.append(("parse(render)", _first_difference(parsed, surface)))
+        elif not _same(recovered, events):
+            rt.append(("inverse mapping", _first_difference(recovered, events)))
+        record("roundtrip", rt, skip=not baseline_ok and bool(rt))
+    except HsaError as exc:
+        record("roundtrip", [("render/parse", str(exc))], skip=not baseline_ok)
+    if recovered is None:
+        recovered = map_events(surface, m.inverse())
+    try:
+        rp = replay_problems(events, recovered, replay)
+        record("replay", [("replay", p) for p in rp])
+    except HsaError as exc:
+        record("replay", [("replay", str(exc))])
+    return CheckReport(trajectory_id, outcomes, tuple(failures), label)
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """Counts of pass/fail/skip per check, for a rule or any other group of reports."""
+
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    failures: list[tuple[str, Failure]] = field(default_factory=list)
+
+    def add(self, report: CheckReport) -> None:
+        for check, outcome in report.outcomes.items():
+            per = self.counts.setdefault(check, {PASS: 0, FAIL: 0, SKIP: 0})
+            per[outcome] += 1
+        self.failures.extend((report.trajectory_id, f) for f in report.failures)
+
+    @property
+    def ok(self) -> bool:
+        return all(c[FAIL] == 0 for c in self.counts.values())
+
+
+def tally(reports: Iterable[CheckReport], key: Callable[[CheckReport], str]) -> dict[str, Tally]:
+    """Reports grouped by ``key`` and counted."""
+    out: dict[str, Tally] = {}
+    for report in reports:
+        out.setdefault(key(report), Tally()).add(report)
+    return out

@@ -1,0 +1,151 @@
+"""Just enough Markdown structure for skill-content rules: headings, sections, list markers.
+
+Lines inside fenced code blocks are never treated as structure, so a ``# comment`` in a code
+sample is not a heading and ``- x`` in a code sample is not a list item.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_ATX = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_BULLET = re.compile(r"^(\s*)([-*+])(\s+)(?=\S)")
+_ORDERED = re.compile(r"^(\s*)(\d{1,9})([.)])(\s+)(?=\S)")
+_BOLD = re.compile(r"^\*\*([^*].*?)\*\*\s*$")
+
+
+def code_mask(lines: list[str]) -> list[bool]:
+    """For each line, whether it belongs to a fenced code block (fences included)."""
+    mask, fence = [], None
+    for line in lines:
+        match = _FENCE.match(line)
+        if fence is None and match:
+            fence = match.group(1)
+            mask.append(True)
+        elif fence is not None:
+            mask.append(True)
+            if line.strip().startswith(fence):
+                fence = None
+        else:
+            mask.append(False)
+    return mask
+
+
+@dataclass(frozen=True, slots=True)
+class Heading:
+    line: int
+    level: int
+    title: str
+
+
+def headings(text: str) -> list[Heading]:
+    """ATX headings (``## Title``) outside code blocks."""
+    lines = text.split("\n")
+    mask = code_mask(lines)
+    out = []
+    for i, line in enumerate(lines):
+        if not mask[i] and (m := _ATX.match(line)):
+            out.append(Heading(i, len(m.group(1)), m.group(2)))
+    return out
+
+
+def sibling_sections(text: str) -> tuple[str, list[str], str] | None:
+    """``(before, sections, after)`` for the shallowest heading level that occurs twice or more.
+
+    The sections are the runs of lines from each such heading to the next one; ``before`` is
+    what precedes the first. Returns None when there are no siblings, or when a shallower
+    heading follows them (they would not share one parent).
+    """
+    found = headings(text)
+    levels = sorted({h.level for h in found})
+    level = next((lv for lv in levels if sum(h.level == lv for h in found) >= 2), None)
+    if level is None:
+        return None
+    siblings = [h for h in found if h.level == level]
+    first = siblings[0].line
+    if any(h.level < level and h.line > first for h in found):
+        return None
+    lines = text.split("\n")
+    trailing_newline = text.endswith("\n")
+    body = lines[:-1] if trailing_newline else lines
+    starts = [h.line for h in siblings] + [len(body)]
+    sections = ["\n".join(body[a:b]).rstrip("\n") for a, b in itertools.pairwise(starts)]
+    before = "\n".join(body[:first])
+    return before, sections, "\n" if trailing_newline else ""
+
+
+def restyle_headings(text: str, style: str) -> str:
+    """Headings written as ``atx`` (``## T``), ``closed`` (``## T ##``), ``bold`` or ``setext``.
+
+    ``setext`` underlines levels 1 and 2 and leaves deeper headings in ATX form.
+    """
+    lines = text.split("\n")
+    mask = code_mask(lines)
+    out = []
+    for i, line in enumerate(lines):
+        m = None if mask[i] else _ATX.match(line)
+        if m is None:
+            out.append(line)
+            continue
+        level, title = len(m.group(1)), m.group(2)
+        if style == "closed":
+            out.append(f"{'#' * level} {title} {'#' * level}")
+        elif style == "bold":
+            out.append(f"**{title}**")
+        elif style == "setext" and level <= 2:
+            out.append(title)
+            out.append(("=" if level == 1 else "-") * max(3, len(title)))
+        else:
+            out.append(f"{'#' * level} {title}")
+    return "\n".join(out)
+
+
+def heading_style_of(text: str) -> str:
+    lines = [
+        ln
+        for ln, code in zip(text.split("\n"), code_mask(text.split("\n")), strict=True)
+        if not code
+    ]
+    if any(_ATX.match(ln) and ln.rstrip().endswith("#") for ln in lines):
+        return "closed"
+    if any(_ATX.match(ln) for ln in lines):
+        return "atx"
+    if any(_BOLD.match(ln) for ln in lines):
+        return "bold"
+    return "atx"
+
+
+def restyle_lists(text: str, bullet: str, ordered: str) -> str:
+    """Unordered items marked with ``bullet`` (``-``, ``*``, ``+``) and ordered ones as
+    ``1.`` or ``1)`` (``ordered``), outside code blocks."""
+    lines = text.split("\n")
+    mask = code_mask(lines)
+    out = []
+    for i, line in enumerate(lines):
+        if mask[i]:
+            out.append(line)
+            continue
+        line = _BULLET.sub(lambda m: f"{m.group(1)}{bullet}{m.group(3)}", line, count=1)
+        line = _ORDERED.sub(
+            lambda m: f"{m.group(1)}{m.group(2)}{ordered}{m.group(4)}", line, count=1
+        )
+        out.append(line)
+    return "\n".join(out)
+
+
+def list_markers(text: str) -> tuple[set[str], set[str]]:
+    """The bullet and ordered markers ``text`` uses outside code blocks."""
+    lines = text.split("\n")
+    mask = code_mask(lines)
+    bullets, ordered = set(), set()
+    for i, line in enumerate(lines):
+        if mask[i]:
+            continue
+        if m := _BULLET.match(line):
+            bullets.add(m.group(2))
+        if m := _ORDERED.match(line):
+            ordered.add(m.group(3))
+    return bullets, ordered

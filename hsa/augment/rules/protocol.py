@@ -1,0 +1,124 @@
+"""Protocol rules: switch between ``api`` and the in-prompt protocols, the call format, the
+``<TOOLCALL>`` tag and the tool-doc format.
+
+Candidates come from the registered formats (``hsa.harness.protocols``), so a format added
+there is drawn here without change; a format that cannot carry the harness's tool or
+parameter names (Python call syntax and ``kebab-case``, say) is never drawn. Switching to a
+text protocol adds the prompt sections that show tool docs and call instructions when the
+prompt has none, since otherwise the model would not see its tools.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+from hsa.augment.edits import protocol_fits
+from hsa.augment.registry import rule
+from hsa.augment.rule import Context, Rewrite
+from hsa.harness.model import Harness, Protocol, Section
+from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS
+
+
+def text_protocols(harness: Harness) -> list[Protocol]:
+    """Every in-prompt protocol that can carry ``harness``'s names, in a stable order."""
+    out = []
+    for call in sorted(CALL_FORMATS):
+        for tag in (True, False):
+            for doc in sorted(DOC_FORMATS):
+                candidate = Protocol("text", call, tag, doc)
+                if protocol_fits(harness, candidate):
+                    out.append(candidate)
+    return out
+
+
+def with_protocol(harness: Harness, protocol: Protocol) -> Harness:
+    """``harness`` under ``protocol``, with tool-doc and call-format sections when text needs
+    them and the prompt has no section of that kind."""
+    prompt = harness.prompt
+    if not protocol.is_api and prompt.template is None:
+        kinds = {s.kind for s in prompt.sections}
+        ids = {s.id for s in prompt.sections}
+        extra = []
+        for kind, title in (("tools", "Tools"), ("output_format", "Output format")):
+            if kind in kinds:
+                continue
+            section_id, n = kind, 1
+            while section_id in ids:
+                n += 1
+                section_id = f"{kind}_{n}"
+            ids.add(section_id)
+            extra.append(Section(section_id, title, "", kind))
+        prompt = dataclasses.replace(prompt, sections=(*prompt.sections, *extra))
+    return harness.replace(protocol=protocol, prompt=prompt)
+
+
+def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> Rewrite:
+    # Compare what the model sees: under ``api`` the text-only fields do not matter.
+    current = harness.protocol.label
+    others = [p for p in candidates if p.label != current]
+    if not others:
+        return Rewrite(harness)
+    return Rewrite(with_protocol(harness, rng.choice(others)))
+
+
+@rule(
+    "protocol.switch",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "target": {
+                "enum": ["any", "api", "text"],
+                "default": "any",
+                "description": "Switch to the api protocol, to a text protocol, or either.",
+            }
+        },
+    },
+)
+def switch(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Switch the tool-call protocol: ``api`` (tools field, ``tool_calls``) or an in-prompt one
+    (Hermes ``<tool_call>`` JSON, BFCL JSON, Python, verbose or concise XML; with or without a
+    ``<TOOLCALL>`` tag; tool docs as JSON, XML, Python or Markdown)."""
+    candidates: list[Protocol] = []
+    if params["target"] in ("any", "api"):
+        candidates.append(Protocol())
+    if params["target"] in ("any", "text"):
+        candidates += text_protocols(harness)
+    return _pick(harness, candidates, rng)
+
+
+def _text_variants(harness: Harness, field: str) -> list[Protocol]:
+    if harness.protocol.is_api:
+        return []
+    current = harness.protocol
+    return [
+        p
+        for p in text_protocols(harness)
+        if all(
+            getattr(p, f) == getattr(current, f)
+            for f in ("call_format", "call_tag", "doc_format")
+            if f != field
+        )
+    ]
+
+
+@rule("protocol.call_format", version="1")
+def call_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Change how calls are written (text protocols only; tag and doc format kept)."""
+    return _pick(harness, _text_variants(harness, "call_format"), rng)
+
+
+@rule("protocol.call_tag", version="1")
+def call_tag(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Toggle the ``<TOOLCALL>`` tag around calls (text protocols only)."""
+    return _pick(harness, _text_variants(harness, "call_tag"), rng)
+
+
+@rule("protocol.doc_format", version="1")
+def doc_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Change how tool docs are printed in the prompt: JSON, XML, Python signatures, Markdown
+    (text protocols only)."""
+    return _pick(harness, _text_variants(harness, "doc_format"), rng)

@@ -1,0 +1,359 @@
+"""Tool-schema rules over argument structure: optional parameters, wrapping, flattening, enums.
+
+These rules change the shape of calls, so each returns the argument ``Step``s that carry a
+canonical call to its surface form; the inverse steps carry it back exactly. The skill tool is
+left alone: skill loads render its single argument directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+from hsa.augment.banks import synonyms
+from hsa.augment.mapping import Mapping, Step, ToolMap
+from hsa.augment.names import (
+    ANY_VALUE,
+    PARAM_NAME,
+    fresh_names,
+    replace_identifiers,
+    restyle,
+    synonym_name,
+)
+from hsa.augment.registry import rule
+from hsa.augment.rule import Context, Rewrite
+from hsa.augment.schemas import all_property_names, copy_schema, free_nodes
+from hsa.harness.model import Harness, Tool
+from hsa.harness.validate import resolve_pointer
+
+NEUTRAL_PARAMS = {
+    "trace_id": "Optional identifier to correlate this call in logs; does not change the result.",
+    "client_note": "Optional free-text note for auditing; ignored by the tool's logic.",
+    "request_tag": "Optional label attached to the request for bookkeeping.",
+    "caller_ref": "Optional reference of the calling application.",
+    "session_label": "Optional label of the current session, for logs only.",
+}
+_FRACTION = {
+    "type": "number",
+    "minimum": 0,
+    "maximum": 1,
+    "default": 1.0,
+    "description": "Share of the tools to rewrite (at least one when any qualifies).",
+}
+
+
+def _choose(tools: list[Tool], fraction: float, rng: random.Random) -> set[str]:
+    if not tools:
+        return set()
+    count = max(1, round(len(tools) * fraction))
+    return {t.name for t in rng.sample(tools, min(count, len(tools)))}
+
+
+def _rewrite_tools(
+    harness: Harness,
+    rewrites: dict[str, tuple[dict, tuple[Step, ...]]],
+    text: tuple[tuple[str, str], ...] = (),
+) -> Rewrite:
+    tools = [
+        dataclasses.replace(t, parameters=rewrites[t.name][0]) if t.name in rewrites else t
+        for t in harness.tools
+    ]
+    mapping = Mapping(
+        tools={name: ToolMap(name, steps) for name, (_, steps) in rewrites.items() if steps},
+        text=text,
+    )
+    return Rewrite(harness.replace(tools=tools), mapping)
+
+
+@rule(
+    "tools.add_optional",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "fraction": _FRACTION,
+            "names": {
+                "type": "array",
+                "items": {"type": "string", "pattern": PARAM_NAME.pattern},
+                "minItems": 1,
+                "default": list(NEUTRAL_PARAMS),
+                "description": "Candidate names of the inserted parameter.",
+            },
+        },
+    },
+)
+def add_optional(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Insert a neutral optional parameter (a trace id, a note) into tools' schemas.
+
+    It is never required and never changes what a call does; a call that sets it is mapped
+    back by dropping it.
+    """
+    rewrites = {}
+    chosen = _choose(list(harness.tools), params["fraction"], rng)
+    for tool in harness.tools:
+        if tool.name not in chosen:
+            continue
+        schema = copy_schema(tool.parameters)
+        taken = all_property_names(schema)
+        wanted = rng.choice(params["names"])
+        name = fresh_names([wanted], lambda n: n, taken=taken, pattern=PARAM_NAME)[wanted]
+        description = NEUTRAL_PARAMS.get(wanted, "Optional; does not change the result.")
+        props = dict(schema.get("properties") or {})
+        keys = list(props)
+        at = rng.randint(0, len(keys))
+        new_props = {k: props[k] for k in keys[:at]}
+        new_props[name] = {"type": "string", "description": description}
+        new_props.update({k: props[k] for k in keys[at:]})
+        schema["properties"] = new_props
+        schema.setdefault("type", "object")
+        rewrites[tool.name] = (schema, (Step("add", (name,)),))
+    return _rewrite_tools(harness, rewrites)
+
+
+_OBJECT_LEVEL = ("$defs", "definitions", "$schema", "$id", "type")
+
+
+@rule(
+    "tools.wrap_args",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "fraction": _FRACTION,
+            "wrapper": {
+                "type": ["string", "null"],
+                "pattern": PARAM_NAME.pattern,
+                "default": None,
+                "description": "Name of the wrapping object; null draws one from a bank.",
+            },
+        },
+    },
+)
+def wrap_args(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Wrap all of a tool's arguments into one required object (``{"params": {...}}``).
+
+    ``$defs`` stay at the schema root so every ``$ref`` still resolves; the object-level
+    constraints (``required``, ``additionalProperties``, ...) move inside the wrapper.
+    """
+    candidates = [t for t in harness.tools if (t.parameters.get("properties") or {})]
+    chosen = _choose(candidates, params["fraction"], rng)
+    rewrites = {}
+    for tool in candidates:
+        if tool.name not in chosen:
+            continue
+        schema = copy_schema(tool.parameters)
+        wanted = params["wrapper"] or rng.choice(
+            ["params", "args", "input", "arguments", "payload", "request"]
+        )
+        name = fresh_names(
+            [wanted], lambda n: n, taken=all_property_names(schema), pattern=PARAM_NAME
+        )[wanted]
+        inner = {k: v for k, v in schema.items() if k not in _OBJECT_LEVEL}
+        inner["type"] = "object"
+        outer = {k: v for k, v in schema.items() if k in _OBJECT_LEVEL and k != "type"}
+        outer = {
+            "type": "object",
+            "properties": {name: {"description": "The call's arguments.", **inner}},
+            "required": [name],
+            **outer,
+        }
+        steps = [Step("ensure", (name,))]
+        steps += [Step("move", (key,), (name, key)) for key in schema.get("properties") or {}]
+        rewrites[tool.name] = (outer, tuple(steps))
+    return _rewrite_tools(harness, rewrites)
+
+
+def _resolved(schema: dict[str, Any], node: Any) -> Any:
+    seen = 0
+    while isinstance(node, dict) and isinstance(node.get("$ref"), str) and seen < 16:
+        target = resolve_pointer(schema, node["$ref"])
+        if target is None:
+            return node
+        extra = {k: v for k, v in node.items() if k != "$ref"}
+        node = {**target, **extra}
+        seen += 1
+    return node
+
+
+def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """The object schema of top-level ``key`` if flattening it is exact, else None.
+
+    Exact means: ``key`` is required (so the object is always there and ``{}`` can be rebuilt),
+    it is a plain object with named properties and no combinators, and extra keys inside it
+    either cannot occur or would still be accepted at the top level.
+    """
+    if key not in (schema.get("required") or ()):
+        return None
+    sub = _resolved(schema, (schema.get("properties") or {}).get(key))
+    if not isinstance(sub, dict) or sub.get("type") != "object":
+        return None
+    if not sub.get("properties") or any(
+        k in sub for k in ("anyOf", "oneOf", "allOf", "patternProperties", "not", "if")
+    ):
+        return None
+    if sub.get("additionalProperties") is not False and schema.get("additionalProperties") is False:
+        return None
+    return sub
+
+
+@rule(
+    "tools.flatten_args",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "separator": {
+                "enum": ["_", "__"],
+                "default": "_",
+                "description": "Joins the object's name and its field's name.",
+            }
+        },
+    },
+)
+def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Flatten required object parameters into top-level ones (``address.city`` ->
+    ``address_city``); their required fields become required top-level parameters.
+
+    Only objects whose flattening is exact are touched (required, named properties, no
+    combinators), so the inverse rebuilds the object, an empty one included.
+    """
+    sep = params["separator"]
+    rewrites = {}
+    for tool in harness.tools:
+        schema = copy_schema(tool.parameters)
+        props = schema.get("properties") or {}
+        targets = [k for k in props if _flattenable(schema, k) is not None]
+        if not targets:
+            continue
+        key = rng.choice(targets)
+        sub = _flattenable(schema, key)
+        inner = list(sub["properties"])
+        names = fresh_names(
+            inner,
+            lambda n, key=key: f"{key}{sep}{n}",
+            taken=all_property_names(schema) | set(inner),
+            pattern=PARAM_NAME,
+        )
+        hint = sub.get("description") or props[key].get("description")
+        new_props: dict[str, Any] = {}
+        for k, v in props.items():
+            if k != key:
+                new_props[k] = v
+                continue
+            for field, fschema in sub["properties"].items():
+                fschema = dict(fschema)
+                note = f"Field {field!r} of {key}" + (f" ({hint})" if hint else "") + "."
+                fschema["description"] = (
+                    f"{fschema['description']} {note}" if fschema.get("description") else note
+                )
+                new_props[names[field]] = fschema
+        required = []
+        for k in schema.get("required") or []:
+            if k == key:
+                required += [names[f] for f in sub.get("required") or [] if f in names]
+            else:
+                required.append(k)
+        schema["properties"] = new_props
+        schema["required"] = required
+        steps = [Step("move", (key, f), (names[f],)) for f in inner]
+        steps.append(Step("prune", (key,)))
+        rewrites[tool.name] = (schema, tuple(steps))
+    return _rewrite_tools(harness, rewrites)
+
+
+ENUM_STYLES = ["upper", "camel", "pascal", "kebab", "snake", "synonym"]
+
+
+@rule(
+    "tools.enum_values",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "style": {
+                "enum": ["any", *ENUM_STYLES],
+                "default": "any",
+                "description": "How values are respelled; meaning is always kept.",
+            }
+        },
+    },
+)
+def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Respell string enum values (``wrong_size`` -> ``WRONG_SIZE``, ``WrongSize``, a synonym).
+
+    The one rule that rewrites argument values: only values of an ``enum`` the schema declares,
+    with an ``enum`` step per argument path (arrays, nested objects and shared ``$defs``
+    included). ``default`` and ``examples`` follow; the property's description mentions are
+    replaced token-aware.
+    """
+    style = params["style"] if params["style"] != "any" else rng.choice(ENUM_STYLES)
+    bank = synonyms()
+    rewrites = {}
+    texts: list[tuple[str, str]] = []
+    for tool in harness.tools:
+        schema = copy_schema(tool.parameters)
+        steps: list[Step] = []
+        nodes = free_nodes(schema)
+        at_path: dict[tuple, list[dict]] = {}
+        for node, paths in nodes:
+            for path in paths:
+                at_path.setdefault(path, []).append(node)
+        for node, paths in nodes:
+            values = node.get("enum")
+            if not isinstance(values, list) or not paths or () in paths:
+                continue
+            if not all(
+                _annotation_only(other) for p in paths for other in at_path[p] if other is not node
+            ):
+                continue  # another schema (an anyOf branch) also describes these values
+            strings = [v for v in values if isinstance(v, str)]
+            if not strings:
+                continue
+
+            def propose(value: str) -> str:
+                if style == "synonym":
+                    return synonym_name(value, bank, rng)
+                return restyle(value, style)
+
+            table = fresh_names(strings, propose, pattern=ANY_VALUE)
+            table = {k: v for k, v in table.items() if k != v}
+            if not table:
+                continue
+            node["enum"] = [table.get(v, v) if isinstance(v, str) else v for v in values]
+            if isinstance(node.get("default"), str):
+                node["default"] = table.get(node["default"], node["default"])
+            if isinstance(node.get("examples"), list):
+                node["examples"] = [
+                    table.get(v, v) if isinstance(v, str) else v for v in node["examples"]
+                ]
+            if isinstance(node.get("description"), str):
+                node["description"] = replace_identifiers(node["description"], table)
+            pairs = tuple(table.items())
+            steps += [Step("enum", path, values=pairs) for path in paths]
+            texts.extend(p for p in pairs if p not in texts)
+        if steps:
+            rewrites[tool.name] = (schema, tuple(steps))
+    return _rewrite_tools(harness, rewrites, tuple(texts))
+
+
+_ANNOTATIONS = {
+    "$ref",
+    "description",
+    "title",
+    "default",
+    "examples",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+}
+
+
+def _annotation_only(node: dict[str, Any]) -> bool:
+    """A schema that only points elsewhere or annotates: it constrains no value itself."""
+    return set(node) <= _ANNOTATIONS

@@ -1,0 +1,72 @@
+"""Tool-schema rules over descriptions: tool and parameter descriptions from a template bank."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+from hsa.augment.banks import bank
+from hsa.augment.registry import rule
+from hsa.augment.rule import Context, Rewrite
+from hsa.augment.schemas import copy_schema, free_nodes
+from hsa.harness.model import Harness
+
+
+def fill(template: str, text: str, name: str) -> str:
+    """A bank template filled in; plain ``str.replace`` so braces in ``text`` are safe."""
+    lower = text[:1].lower() + text[1:]
+    out = template.replace("{name}", "\0name\0").replace("{lower}", "\0lower\0")
+    out = out.replace("{text}", "\0text\0")
+    return (
+        out.replace("\0name\0", name).replace("\0lower\0", lower).replace("\0text\0", text).strip()
+    )
+
+
+def _reword(text: str, name: str, templates: list[str], rng: random.Random) -> str:
+    if not text.strip():
+        return text
+    choices = [t for t in templates if fill(t, text, name) != text] or templates
+    return fill(rng.choice(choices), text, name)
+
+
+@rule(
+    "tools.descriptions",
+    version="1",
+    params={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "parameters": {
+                "type": "boolean",
+                "default": True,
+                "description": "Also reword parameter descriptions.",
+            }
+        },
+    },
+)
+def descriptions(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Reword tool (and parameter) descriptions with templates from a bank.
+
+    Every template keeps the original description whole, so no information the task needs is
+    lost; only its framing changes ("Use this tool to ...", "Purpose: ...").
+    """
+    templates = bank("descriptions.yaml")
+    tools = []
+    for tool in harness.tools:
+        schema = copy_schema(tool.parameters)
+        if params["parameters"]:
+            for node, _paths in free_nodes(schema):
+                for key, sub in (node.get("properties") or {}).items():
+                    if isinstance(sub, dict) and isinstance(sub.get("description"), str):
+                        sub["description"] = _reword(
+                            sub["description"], key, templates["parameter"], rng
+                        )
+        tools.append(
+            dataclasses.replace(
+                tool,
+                description=_reword(tool.description, tool.name, templates["tool"], rng),
+                parameters=schema,
+            )
+        )
+    return Rewrite(harness.replace(tools=tools))

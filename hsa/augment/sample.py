@@ -1,0 +1,112 @@
+"""A synthetic canonical trajectory for any harness: one valid call per tool, a skill load per
+skill, a firing per hook. Used to preview and check rules on a harness with no recorded data."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from hsa.harness.events import (
+    AssistantMessage,
+    Event,
+    HookFired,
+    SkillLoad,
+    ToolCall,
+    ToolResult,
+    Trajectory,
+    UserMessage,
+    normalize_call_ids,
+)
+from hsa.harness.model import Harness
+from hsa.harness.templates import message_fields
+from hsa.harness.validate import resolve_pointer
+
+_DEPTH = 8
+
+
+def example_value(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> Any:
+    """A value valid against ``schema`` (best effort: enums, types, bounds, required fields)."""
+    if depth > _DEPTH or not isinstance(schema, Mapping):
+        return "x"
+    if isinstance(schema.get("$ref"), str):
+        target = resolve_pointer(root, schema["$ref"])
+        if isinstance(target, Mapping):
+            return example_value(
+                {**target, **{k: v for k, v in schema.items() if k != "$ref"}}, root, depth + 1
+            )
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return example_value(schema[key][0], root, depth + 1)
+    if isinstance(schema.get("allOf"), list) and schema["allOf"]:
+        merged: dict[str, Any] = {}
+        for part in schema["allOf"]:
+            if isinstance(part, Mapping):
+                merged.update(part)
+        return example_value(merged, root, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), kind[0] if kind else "string")
+    if kind == "object" or (kind is None and "properties" in schema):
+        props = schema.get("properties") or {}
+        required = schema.get("required") or list(props)[:1]
+        return {k: example_value(props[k], root, depth + 1) for k in required if k in props}
+    if kind == "array":
+        count = max(1, int(schema.get("minItems", 1)))
+        items = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
+        return [example_value(items, root, depth + 1) for _ in range(count)]
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1.5))
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    text = "example"
+    if isinstance(schema.get("minLength"), int) and schema["minLength"] > len(text):
+        text = text * (schema["minLength"] // len(text) + 1)
+    return text
+
+
+def sample_trajectory(harness: Harness) -> Trajectory:
+    """One trajectory that touches every tool, skill and hook of ``harness``."""
+    events: list[Event] = []
+
+    def fire(event: str, tool: str | None = None) -> None:
+        for hook in harness.hooks:
+            if hook.event != event:
+                continue
+            pattern = hook.matcher.tool
+            if pattern is not None and (tool is None or not re.fullmatch(pattern, tool)):
+                continue
+            fields = message_fields(hook.message)
+            events.append(HookFired(hook.id, hook.event, {f: f"{f}-value" for f in fields}))
+            return
+
+    fire("session_start")
+    events.append(UserMessage("Please help me with my request."))
+    fire("user_prompt_submit")
+    if harness.skills and harness.skill_tool is not None:
+        events.append(AssistantMessage("Loading the relevant skill first."))
+        events.append(SkillLoad(harness.skills[0].id))
+    for n, tool in enumerate(harness.tools):
+        args = example_value(tool.parameters, tool.parameters)
+        call_id = f"call_{n}"
+        events.append(AssistantMessage(f"Calling {tool.name}."))
+        fire("pre_tool_use", tool.name)
+        events.append(ToolCall(call_id, tool.name, args if isinstance(args, dict) else {}))
+        events.append(ToolResult(call_id, json.dumps({"ok": True, "tool": tool.name})))
+        fire("post_tool_use", tool.name)
+    events.append(AssistantMessage("All done."))
+    fire("stop")
+    # Skill loads take call ids too: number calls the way parsing does.
+    events = normalize_call_ids(events)
+    return Trajectory("sample", tuple(events), task_id="sample", harness_id=harness.id)

@@ -1,0 +1,280 @@
+"""``hsa rules``: list, show, preview and check augmentation rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from hsa.cli.output import console, error_console, fail, progress
+
+
+@click.group("rules")
+def group() -> None:
+    """List, inspect, preview and check harness augmentation rules."""
+
+
+@group.command("list")
+@click.option("--family", help="Only rules of this family (e.g. tools, hooks).")
+def list_rules(family: str | None) -> None:
+    """Every registered rule: name, family and what it does (built-in and from plugins)."""
+    from hsa.augment import FAMILIES, rules
+
+    found = [r for r in rules() if family is None or r.family == family]
+    if not found:
+        fail(f"no rules in family {family!r}; families: {', '.join(FAMILIES)}")
+    width = max(len(r.name) for r in found)
+    for item in found:
+        family_name = FAMILIES.get(item.family, item.family)
+        click.echo(f"{item.name:<{width}}  {family_name:<18}  {item.summary}")
+    console().print(f"{len(found)} rules in {len({r.family for r in found})} families")
+
+
+@group.command("show")
+@click.argument("rule")
+def show(rule: str) -> None:
+    """A rule's documentation and the JSON Schema of its parameters."""
+    from hsa.augment import get
+
+    item = get(rule)
+    out = console()
+    out.print(f"[bold]{item.name}[/bold]  version {item.version}  family {item.family}")
+    if item.needs:
+        out.print(f"depends on the trajectory: needs {', '.join(sorted(item.needs))}")
+    out.print()
+    out.print(item.doc, markup=False)
+    out.print()
+    out.print("parameters (JSON Schema):")
+    out.print(json.dumps(item.params, indent=2, ensure_ascii=False), markup=False)
+
+
+def _params(text: str | None) -> dict | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"--params: not JSON: {exc.msg}")
+    if not isinstance(value, dict):
+        fail("--params: must be a JSON object")
+    return value
+
+
+def _first_trajectory(harness, path: Path | None):
+    if path is None:
+        return None
+    from hsa.augment.suite import subjects_from_files
+
+    subjects = subjects_from_files(harness, path)
+    if not subjects:
+        fail(f"{path}: no trajectories")
+    return subjects[0].trajectory
+
+
+@group.command("preview")
+@click.argument("rule")
+@click.option(
+    "--harness",
+    "harness_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Harness directory (or harness.yaml / JSON document).",
+)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--params", "params_text", help="Rule parameters as a JSON object.")
+@click.option(
+    "--trajectories",
+    type=click.Path(path_type=Path),
+    help="Preview on the first trajectory of this file (Parquet or OpenAI JSONL); "
+    "default: a synthetic one that calls every tool.",
+)
+def preview_cmd(
+    rule: str, harness_path: Path, seed: int, params_text: str | None, trajectories: Path | None
+) -> None:
+    """Diff a harness and one rendered trajectory before and after RULE."""
+    from hsa.augment import get
+    from hsa.augment.preview import preview
+    from hsa.harness import load
+
+    harness = load(harness_path)
+    item = get(rule)
+    result = preview(
+        item,
+        harness,
+        seed=seed,
+        params=_params(params_text),
+        trajectory=_first_trajectory(harness, trajectories),
+    )
+    out = console()
+    out.print(
+        f"# {item.name} (seed {seed}, params {json.dumps(dict(result.params))})", markup=False
+    )
+    out.print("\n## harness\n", markup=False)
+    out.print(result.harness_diff or "(unchanged)\n", markup=False, end="")
+    out.print("\n## rendered trajectory\n", markup=False)
+    out.print(result.conversation_diff or "(unchanged)\n", markup=False, end="")
+
+
+def _subjects(harness_path, trajectories, sources, env_names, limit):
+    from hsa.augment import suite
+
+    subjects = []
+    if trajectories is not None and harness_path is None:
+        fail("--trajectories needs --harness (the harness they were recorded under)")
+    if harness_path is not None:
+        from hsa.harness import load
+
+        harness = load(harness_path)
+        if trajectories is not None:
+            subjects += suite.subjects_from_files(harness, trajectories)[:limit]
+        else:
+            from hsa.augment.sample import sample_trajectory
+
+            subjects.append(suite.Subject(harness, sample_trajectory(harness), source="sample"))
+    for source in sources:
+        from hsa.harness.importers import import_source
+
+        subjects += suite.subjects_from_import(import_source(source), limit=limit)
+    for name in env_names:
+        from hsa.envs import get as get_env
+
+        env = get_env(name)
+        solve = _oracle(name)
+        subjects += suite.subjects_from_env(env, solve, limit=limit)
+    return subjects
+
+
+def _oracle(name: str):
+    import importlib
+
+    try:
+        module = importlib.import_module(f"hsa.envs.{name}")
+        solve = module.solve
+    except (ImportError, AttributeError):
+        fail(f"environment {name!r} has no oracle (hsa.envs.{name}.solve) to record trajectories")
+
+    def record(env, task):
+        return solve(env, task).trajectory
+
+    return record
+
+
+@group.command("check")
+@click.option(
+    "--rule",
+    "rule_names",
+    multiple=True,
+    help="Check only this rule (repeatable); default: every rule.",
+)
+@click.option("--params", "params_text", help="Parameters for --rule, as a JSON object.")
+@click.option(
+    "--harness",
+    "harness_path",
+    type=click.Path(path_type=Path),
+    help="Check on this harness (with --trajectories, else a synthetic trajectory).",
+)
+@click.option(
+    "--trajectories",
+    type=click.Path(path_type=Path),
+    help="Canonical Parquet or OpenAI chat JSONL recorded under --harness.",
+)
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="An imported corpus (tau2 domain folder, BFCL file, ...), repeatable.",
+)
+@click.option(
+    "--env",
+    "env_names",
+    multiple=True,
+    help="A bundled environment whose oracle trajectories to check on, repeatable. "
+    "Default when nothing else is given: livestream.",
+)
+@click.option(
+    "--seeds",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Seeds per rule and trajectory.",
+)
+@click.option("--limit", type=click.IntRange(1), help="At most this many trajectories per source.")
+def check(
+    rule_names: tuple[str, ...],
+    params_text: str | None,
+    harness_path: Path | None,
+    trajectories: Path | None,
+    sources: tuple[Path, ...],
+    env_names: tuple[str, ...],
+    seeds: int,
+    limit: int | None,
+) -> None:
+    """Prove rules task-preserving: a table of rule x check with counts; exit 1 on any failure.
+
+    Checks, per rule, seed and trajectory: the rewritten harness is valid (harness); every
+    call validates against the new schemas (schema); argument values are unchanged except
+    declared enum respellings (values); parse(render) under the new harness gives the events
+    back and the inverse mapping gives the canonical ones (roundtrip); replaying the
+    inverse-mapped calls gives the same results and score (replay).
+    """
+    from hsa.augment import get, rules
+    from hsa.augment.suite import Job, run
+
+    params = _params(params_text)
+    if params is not None and len(rule_names) != 1:
+        fail("--params needs exactly one --rule")
+    chosen = [get(n) for n in rule_names] if rule_names else rules()
+    if not (harness_path or sources or env_names):
+        env_names = ("livestream",)
+    subjects = _subjects(harness_path, trajectories, sources, env_names, limit)
+    if not subjects:
+        fail("nothing to check on: no trajectories found")
+    jobs = [Job(r, params) for r in chosen]
+    total = len(jobs) * len(subjects) * seeds
+    reports = []
+    with progress() as bar:
+        task = bar.add_task("checking", total=total)
+        for report in run(jobs, subjects, seeds=range(seeds)):
+            reports.append(report)
+            bar.advance(task)
+    _print_table(chosen, reports, len(subjects), seeds)
+
+
+def _print_table(chosen, reports, n_subjects, seeds) -> None:
+    from rich.table import Table
+
+    from hsa.augment.checks import CHECKS, FAIL, PASS, SKIP, tally
+
+    tallies = tally(reports, key=lambda r: r.label)
+    table = Table(title=f"{n_subjects} trajectories x {seeds} seeds", box=None)
+    table.add_column("rule", style="bold", no_wrap=True)
+    for check_name in CHECKS:
+        table.add_column(check_name, justify="right", no_wrap=True)
+    failed = []
+    for item in chosen:
+        counts = tallies.get(item.name)
+        row = [item.name]
+        for check_name in CHECKS:
+            c = (counts.counts.get(check_name) if counts else None) or {PASS: 0, FAIL: 0, SKIP: 0}
+            cell = f"{c[PASS]}/{c[PASS] + c[FAIL]}"
+            if c[FAIL]:
+                cell = f"[red]{cell} ({c[FAIL]} failed)[/red]"
+            if c[SKIP]:
+                cell += f" [dim]+{c[SKIP]} skipped[/dim]"
+            row.append(cell)
+        table.add_row(*row)
+        if counts and not counts.ok:
+            failed.append((item.name, counts))
+    console().print(table)
+    if failed:
+        err = error_console()
+        for name, counts in failed:
+            for trajectory_id, failure in counts.failures[:3]:
+                err.print(f"{name}: {trajectory_id}: {failure}", markup=False)
+        fail(
+            f"{len(failed)} rule(s) failed a task-preservation check: "
+            + ", ".join(n for n, _ in failed)
+        )
+    console().print(f"ok: {len(chosen)} rules passed every check")
