@@ -93,6 +93,11 @@ class Environment(abc.ABC):
     def harness(self) -> Harness:
         """The canonical harness of this environment."""
 
+    def harness_for(self, task: Task) -> Harness:
+        """The harness ``task`` is played under: the canonical one, unless the environment
+        has one per task (imported corpora such as BFCL)."""
+        return self.harness()
+
     @abc.abstractmethod
     def tasks(self, split: str | None = None) -> list[Task]:
         """The tasks of ``split`` (all splits when None), in a stable order."""

@@ -110,7 +110,7 @@ def run_episode(
     max_steps_per_turn: int = MAX_STEPS_PER_TURN,
 ) -> Episode:
     """Play ``task`` in ``env`` with ``policy``, recording every event (hook firings included)."""
-    harness = harness or env.harness()
+    harness = harness or env.harness_for(task)
     state = env.reset(task)
     events: list[Event] = list(
         run_hooks(harness, "session_start", HookContext("session_start", state=state)).fired

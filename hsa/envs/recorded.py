@@ -1,0 +1,218 @@
+"""Environments over imported corpora, whose tools replay recorded outputs instead of running.
+
+``CorpusEnvironment`` holds the harnesses, tasks and recorded tool outputs of an imported
+source: ``execute`` checks the arguments against the task's harness and returns the output
+recorded for an exactly matching canonical call (tool name and arguments, key order aside),
+else a structured error. BFCL and tau2 build on it with their own scoring; here it also gives
+``RecordedEnvironment``, built from OpenAI chat JSONL trajectories and scored by whether an
+episode makes the recorded calls.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hsa.envs.arguments import ArgumentChecker
+from hsa.envs.base import SPLITS, Environment, Outcome, Task, ToolOutput
+from hsa.envs.episode import Episode, run_episode, steps_of
+from hsa.errors import EnvError
+from hsa.harness.events import Event, ToolCall, ToolResult, Trajectory
+from hsa.harness.model import Harness
+
+
+def call_key(tool: str, args: Mapping[str, Any]) -> str:
+    """A canonical call as one string: equal for equal calls, whatever the key order."""
+    return json.dumps([tool, args], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(slots=True)
+class CorpusState:
+    """An episode over a corpus: its task, its harness, and how often each call was replayed."""
+
+    task: Task
+    harness: Harness
+    replayed: dict[str, int] = field(default_factory=dict)
+
+
+def _error(message: str) -> ToolOutput:
+    return ToolOutput(json.dumps({"error": message}, ensure_ascii=False), is_error=True)
+
+
+class CorpusEnvironment(Environment):
+    """Harnesses, tasks and recorded outputs of an imported corpus; scoring is left to
+    subclasses.
+
+    ``outputs`` maps a task id, or a harness id for outputs any task under that harness may
+    replay, to ``{call_key: [outputs, in recorded order]}``. A task's own recordings win; the
+    n-th identical call in an episode gets the n-th recorded output (the last one repeats).
+    A recorded call replays even where the harness's schema would refuse it: the recording
+    is what happened.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        harnesses: Iterable[Harness],
+        tasks: Iterable[Task],
+        outputs: Mapping[str, Mapping[str, Sequence[ToolOutput]]] | None = None,
+    ):
+        self.name = name
+        self._harnesses = {h.id: h for h in harnesses}
+        self._tasks = list(tasks)
+        self._by_id = {t.id: t for t in self._tasks}
+        self._outputs = {o: {k: list(v) for k, v in t.items()} for o, t in (outputs or {}).items()}
+        self._checkers: dict[str, ArgumentChecker] = {}
+
+    def harness(self) -> Harness:
+        if len(self._harnesses) == 1:
+            return next(iter(self._harnesses.values()))
+        raise EnvError(
+            f"{self.name} has {len(self._harnesses)} harnesses, one per task; use harness_for(task)"
+        )
+
+    def harnesses(self) -> list[Harness]:
+        return list(self._harnesses.values())
+
+    def harness_for(self, task: Task) -> Harness:
+        harness = self._harnesses.get(task.harness_id or "")
+        if harness is None:
+            raise EnvError(
+                f"task {task.id}: harness {task.harness_id!r} is not in this {self.name} corpus"
+            )
+        return harness
+
+    def tasks(self, split: str | None = None) -> list[Task]:
+        if split is None:
+            return list(self._tasks)
+        if split not in SPLITS:
+            raise EnvError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+        return [t for t in self._tasks if t.split == split]
+
+    def task(self, task_id: str) -> Task:
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            raise EnvError(f"no task {task_id!r} in this {self.name} corpus") from None
+
+    def reset(self, task: Task) -> CorpusState:
+        return CorpusState(task, self.harness_for(task))
+
+    def execute(self, state: CorpusState, tool: str, args: Mapping[str, Any]) -> ToolOutput:
+        harness = state.harness
+        key = call_key(tool, args)
+        recorded = self._outputs.get(state.task.id, {}).get(key) or self._outputs.get(
+            harness.id, {}
+        ).get(key)
+        if not recorded:
+            checker = self._checkers.get(harness.id)
+            if checker is None:
+                checker = self._checkers[harness.id] = ArgumentChecker(harness.tools)
+            problem = checker.problem(tool, args)
+            if problem is not None:
+                return _error(problem)
+            return _error(
+                f"no recorded output for this call to {tool}: the {self.name} corpus has no "
+                "implementation of its tools, only recorded results of the calls it contains"
+            )
+        n = state.replayed.get(key, 0)
+        state.replayed[key] = n + 1
+        return recorded[min(n, len(recorded) - 1)]
+
+    @abc.abstractmethod
+    def reference_steps(self, task: Task) -> list[list[Event]]:
+        """The assistant steps of the corpus's reference solution of ``task``."""
+
+    def opening(self, task: Task) -> str:
+        """A first user message for tasks the corpus gives without one (simulated users)."""
+        return "(the user starts the conversation)"
+
+    def solve(self, task: Task) -> Episode:
+        """Play the reference solution of ``task``: its calls, with replayed or error results."""
+        steps = self.reference_steps(task)
+        played = task if task.turns else replace(task, turns=(self.opening(task),))
+
+        def scripted(_task: Task, so_far: Sequence[Event]) -> list[Event]:
+            done = len(steps_of(so_far))
+            return steps[done] if done < len(steps) else []
+
+        limit = max(len(steps) + 1, 2)
+        return run_episode(self, played, scripted, source="reference", max_steps_per_turn=limit)
+
+
+def tool_calls(events: Sequence[Event]) -> list[ToolCall]:
+    return [e for e in events if isinstance(e, ToolCall)]
+
+
+class RecordedEnvironment(CorpusEnvironment):
+    """Recorded chat trajectories as an environment: a task is solved when an episode makes
+    the recorded calls, in order, with the same canonical arguments."""
+
+    def __init__(
+        self,
+        harnesses: Iterable[Harness],
+        tasks: Iterable[Task],
+        trajectories: Iterable[Trajectory],
+        *,
+        name: str = "recorded",
+    ):
+        tasks = list(tasks)
+        references = {t.id: t for t in trajectories}
+        outputs: dict[str, dict[str, list[ToolOutput]]] = {}
+        for task in tasks:
+            trajectory = references.get(str(task.ground_truth.get("trajectory")))
+            if trajectory is None:
+                continue
+            by_call = {e.call_id: e for e in trajectory.events if isinstance(e, ToolResult)}
+            for table in (
+                outputs.setdefault(task.id, {}),
+                outputs.setdefault(trajectory.harness_id or "", {}),
+            ):
+                for call in tool_calls(trajectory.events):
+                    result = by_call.get(call.call_id)
+                    if result is not None:
+                        table.setdefault(call_key(call.tool, call.args), []).append(
+                            ToolOutput(result.content, result.is_error)
+                        )
+        super().__init__(name, harnesses, tasks, outputs)
+        self._references = references
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path, harness: Harness | None = None) -> RecordedEnvironment:
+        """The environment of an OpenAI chat JSONL corpus (one trajectory per line)."""
+        from hsa.harness.importers import import_source
+
+        result = import_source(path, format="openai-jsonl", harness=harness)
+        tasks = [Task.from_dict(row) for row in result.tasks]
+        return cls(result.harnesses, tasks, result.trajectories)
+
+    def reference(self, task: Task) -> Trajectory:
+        ref = self._references.get(str(task.ground_truth.get("trajectory")))
+        if ref is None:
+            raise EnvError(f"task {task.id}: its reference trajectory is not in this corpus")
+        return ref
+
+    def reference_steps(self, task: Task) -> list[list[Event]]:
+        return steps_of(self.reference(task).events)
+
+    def score(self, task: Task, state: CorpusState, events: Sequence[Event]) -> Outcome:
+        expected = [(c.tool, dict(c.args)) for c in tool_calls(self.reference(task).events)]
+        made = [(c.tool, dict(c.args)) for c in tool_calls(events)]
+        reasons = []
+        for i, (want, got) in enumerate(zip(expected, made, strict=False)):
+            if call_key(*want) != call_key(*got):
+                reasons.append(
+                    f"call {i + 1}: expected {want[0]} {json.dumps(want[1], ensure_ascii=False)}, "
+                    f"got {got[0]} {json.dumps(got[1], ensure_ascii=False)}"
+                )
+        if len(made) < len(expected):
+            missing = ", ".join(t for t, _ in expected[len(made) :])
+            reasons.append(f"{len(expected) - len(made)} recorded call(s) never made: {missing}")
+        elif len(made) > len(expected):
+            extra = ", ".join(t for t, _ in made[len(expected) :])
+            reasons.append(f"{len(made) - len(expected)} call(s) beyond the recording: {extra}")
+        return Outcome(success=not reasons, reasons=tuple(reasons))

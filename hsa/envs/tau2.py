@@ -1,0 +1,112 @@
+"""tau2-bench as an environment: imported domain tasks, scored by tau2's action criterion.
+
+A task is solved when every reference action (``evaluation_criteria.actions``) is matched by
+some tool call of the episode, in any order, as tau2's ``ActionEvaluator`` checks it: same tool
+name, and equal values for the action's ``compare_args`` (all of the call's arguments when the
+action gives none; no argument at all when it gives an empty list), an argument that holds a
+JSON string comparing by its parsed value. Tasks without actions are
+solved by any episode. The corpus holds tool schemas and reference calls, not tau2's
+databases, so tools run only where an output was recorded; other calls get an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hsa.envs.base import Outcome, Task
+from hsa.envs.recorded import CorpusEnvironment, CorpusState, tool_calls
+from hsa.harness.events import Event, ToolCall
+
+
+def _normalize(value: Any) -> Any:
+    # tau2 compares an argument that is itself a JSON string by its parsed value, so that
+    # whitespace and key order inside it do not matter.
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith(("{", "[")):
+            try:
+                return _normalize(json.loads(text))
+            except json.JSONDecodeError:
+                return value
+        return value
+    if isinstance(value, dict):
+        return {k: _normalize(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalize(v) for v in value]
+    return value
+
+
+def action_matches(action: Mapping[str, Any], name: str, args: Mapping[str, Any]) -> bool:
+    """tau2's ``Action.compare_with_tool_call``, on a call's canonical name and arguments."""
+    if action.get("name") != name:
+        return False
+    compare = action.get("compare_args")
+    keys = list(args) if compare is None else list(compare)
+    if not keys:
+        return True
+    expected = action.get("arguments") or {}
+    return {k: _normalize(v) for k, v in args.items() if k in keys} == {
+        k: _normalize(v) for k, v in expected.items() if k in keys
+    }
+
+
+class Tau2Environment(CorpusEnvironment):
+    """One tau2 domain (retail, airline, ...): its harness, tasks and action criterion."""
+
+    def __init__(self, harnesses, tasks, outputs=None, *, domain: str = ""):
+        super().__init__("tau2", harnesses, tasks, outputs)
+        self.domain = domain
+
+    @classmethod
+    def from_corpus(cls, domain_dir: str | Path) -> Tau2Environment:
+        """Import a tau2 domain folder (``tools.json``, ``tasks.json``, ``policy.md``)."""
+        from hsa.harness.importers import import_source
+
+        result = import_source(domain_dir, format="tau2")
+        tasks = [Task.from_dict(row) for row in result.tasks]
+        return cls(result.harnesses, tasks, domain=Path(domain_dir).resolve().name)
+
+    def _renamed(self, task: Task) -> dict[str, str]:
+        """tau2 tool name -> harness tool name (they differ only where a name was illegal)."""
+        name_map = self.harness_for(task).metadata.get("name_map") or {}
+        return {source: legal for legal, source in name_map.items()}
+
+    def actions(self, task: Task) -> list[dict[str, Any]]:
+        """The reference actions, with tool names as the harness spells them."""
+        rename = self._renamed(task)
+        return [
+            {**a, "name": rename.get(a["name"], a["name"])}
+            for a in task.ground_truth.get("actions") or ()
+        ]
+
+    def opening(self, task: Task) -> str:
+        scenario = task.metadata.get("user_scenario") or {}
+        instructions = scenario.get("instructions") if isinstance(scenario, Mapping) else None
+        if isinstance(instructions, Mapping) and instructions.get("reason_for_call"):
+            return str(instructions["reason_for_call"])
+        if isinstance(instructions, str) and instructions:
+            return instructions
+        return super().opening(task)
+
+    def reference_steps(self, task: Task) -> list[list[Event]]:
+        return [
+            [ToolCall(f"call_{i}", a["name"], dict(a.get("arguments") or {}))]
+            for i, a in enumerate(self.actions(task))
+        ]
+
+    def score(self, task: Task, state: CorpusState, events: Sequence[Event]) -> Outcome:
+        calls = tool_calls(events)
+        reasons = []
+        for action in self.actions(task):
+            if not any(action_matches(action, c.tool, c.args) for c in calls):
+                args = json.dumps(action.get("arguments") or {}, ensure_ascii=False)
+                reasons.append(
+                    f"action {action.get('action_id', '?')} {action['name']} {args} was not "
+                    "performed"
+                )
+        total = len(self.actions(task))
+        score = 1.0 if not total else (total - len(reasons)) / total
+        return Outcome(success=not reasons, reasons=tuple(reasons), score=score)
