@@ -31,6 +31,10 @@ def _register() -> None:
 
     app.add_command(harness.group)
     app.add_command(rules.group)
+    from hsa.cli import teach
+
+    app.add_command(teach.teach_command)
+    app.add_command(teach.serve_command)
 
 
 _register()

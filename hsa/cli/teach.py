@@ -1,0 +1,306 @@
+"""``hsa teach`` (run a teacher, write verified shards) and ``hsa serve`` (a local endpoint)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hsa.cli.output import console, error_console, progress
+
+#: where the API key is read from unless --api-key-env names another variable
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+def _load_config_file(path: Path) -> dict[str, Any]:
+    import yaml
+
+    from hsa.errors import ConfigError
+
+    try:
+        data = yaml.safe_load(path.read_text("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror or exc}", file=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", file=str(path)) from None
+    if isinstance(data, dict) and isinstance(data.get("teach"), dict):
+        data = data["teach"]
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "expected a mapping of teach settings (or a 'teach:' section)", file=str(path)
+        )
+    return data
+
+
+@click.command("teach")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    help="YAML file of teach settings (or a build config with a 'teach:' section); "
+    "flags given on the command line override it.",
+)
+@click.option("--env", "env", help="Environment name.  [default: livestream]")
+@click.option("--env-seed", type=int, help="The environment's seed (its world and tasks).")
+@click.option(
+    "--backend",
+    type=click.Choice(["oracle", "openai", "vllm"]),
+    help="Who answers: the scripted oracle, an OpenAI-compatible endpoint, or vLLM "
+    "in process.  [default: oracle]",
+)
+@click.option(
+    "--base-url",
+    envvar="OPENAI_BASE_URL",
+    show_envvar=True,
+    help="Endpoint of the openai backend, e.g. http://127.0.0.1:8000/v1.",
+)
+@click.option("--model", help="Model name sent to the endpoint, or loaded by vLLM.")
+@click.option(
+    "--api-key-env",
+    default=DEFAULT_KEY_ENV,
+    show_default=True,
+    help="Environment variable holding the API key (never written anywhere).",
+)
+@click.option("--tasks", type=int, help="Run the first N tasks (all when omitted).")
+@click.option(
+    "--split", type=click.Choice(["train", "dev", "test"]), help="Only tasks of this split."
+)
+@click.option(
+    "--variants-per-task",
+    type=int,
+    help="Harness variants per task (0: the canonical harness only).  [default: 1]",
+)
+@click.option(
+    "--include-canonical",
+    is_flag=True,
+    default=None,
+    help="Also run every task under the unchanged harness.",
+)
+@click.option("--samples", type=int, help="Rollouts per task and variant.  [default: 1]")
+@click.option(
+    "--recipe",
+    type=click.Path(path_type=Path),
+    help="Augmentation recipe the variants are drawn from (default recipe if omitted).",
+)
+@click.option("--seed", type=int, help="Seed of variant drawing and sampling.  [default: 0]")
+@click.option("--concurrency", type=int, help="Rollouts and requests in flight.  [default: 64]")
+@click.option(
+    "--max-steps",
+    "max_steps_per_turn",
+    type=int,
+    help="Model steps allowed per user turn.  [default: 16]",
+)
+@click.option(
+    "--repair/--no-repair",
+    default=None,
+    help="Give the model one more try after a malformed tool call.  [default: no]",
+)
+@click.option("--temperature", type=float, help="[default: 0.0]")
+@click.option("--max-tokens", type=int, help="[default: 1024]")
+@click.option("--timeout", "timeout_s", type=float, help="Request timeout, seconds. [default: 120]")
+@click.option("--max-retries", type=int, help="Retries of a failed request.  [default: 8]")
+@click.option(
+    "--backoff",
+    "backoff_s",
+    type=float,
+    help="First retry's backoff ceiling, seconds (doubles each retry). [default: 0.5]",
+)
+@click.option("--shard-size", type=int, help="Rows per Parquet shard.  [default: 256]")
+@click.option(
+    "--cache",
+    type=click.Path(path_type=Path),
+    help="Request cache file.  [default: OUT/cache.sqlite]",
+)
+@click.option("--call-format", help="How the vllm backend's model writes tool calls. [hermes]")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Output directory (shards, manifest, request cache).",
+)
+def teach_command(
+    config_file: Path | None,
+    env: str | None,
+    env_seed: int | None,
+    api_key_env: str,
+    out: Path,
+    **flags: Any,
+) -> None:
+    """Run a teacher through an environment's tasks under harness variants.
+
+    Writes canonical trajectory shards to OUT/data/{split}/part-NNNNN.parquet with a
+    manifest; every rollout is kept, verified or with the reason it was rejected. Rerunning
+    the same command resumes: finished shards are skipped and answered requests come from
+    the cache, so a finished job makes no request at all.
+    """
+    from hsa.teachers.job import TeachConfig, teach
+
+    settings: dict[str, Any] = _load_config_file(config_file) if config_file else {}
+    settings.update({k: v for k, v in flags.items() if v is not None})
+    if env is not None:
+        settings["env"] = env
+    if env_seed is not None:
+        settings["env_options"] = {**dict(settings.get("env_options") or {}), "seed": env_seed}
+    for key in ("recipe", "cache"):
+        if settings.get(key) is not None:
+            settings[key] = str(settings[key])
+    if settings.get("backend", "oracle") != "openai":
+        settings.pop("base_url", None)  # from the environment, meant for the openai backend
+    settings["api_key"] = os.environ.get(api_key_env) or None
+    config = TeachConfig.from_dict(settings, file=str(config_file) if config_file else None)
+
+    bar = progress()
+    with bar:
+        job = bar.add_task(f"teach {config.env} ({config.teacher})", total=None)
+
+        def advance(done: int, total: int, verified: int) -> None:
+            bar.update(
+                job,
+                completed=done,
+                total=total,
+                description=f"teach {config.env} ({config.teacher}) verified {verified}",
+            )
+
+        report = teach(config, out, progress=advance)
+    _summary(report)
+
+
+def _summary(report: Any) -> None:
+    out = console()
+    rejected = {k: v for k, v in sorted(report.reasons.items()) if k != "ok"}
+    ran = report.total - report.skipped
+    detail = ", ".join(f"{k} {v}" for k, v in rejected.items())
+    out.print(
+        f"teach: {report.total} rollouts: {ran} run, {report.skipped} already written; "
+        f"this run verified {report.reasons.get('ok', 0)}, rejected {sum(rejected.values())}"
+        + (f" ({detail})" if detail else "")
+    )
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items()))
+    latency = " ".join(f"{k} {v}" for k, v in report.latency.items())
+    out.print(
+        f"requests: {report.requests} sent, cache hits: {report.cache_hits}, "
+        f"retries: {report.retries}"
+        + (f" ({failures})" if failures else "")
+        + (f"; latency {latency}" if latency else "")
+    )
+    out.print(
+        f"wrote {report.written} rows; {report.shards} shards, {report.verified} verified rows "
+        f"in {report.out} ({report.wall_s:.1f} s, {report.rollouts_per_s:.1f} rollouts/s)"
+    )
+
+
+@click.command("serve")
+@click.argument("what", type=click.Choice(["oracle"]))
+@click.option(
+    "--env",
+    "env",
+    default="livestream",
+    show_default=True,
+    help="Environment whose oracle answers.",
+)
+@click.option("--env-seed", type=int, help="The environment's seed (its world and tasks).")
+@click.option(
+    "--port",
+    type=int,
+    default=8000,
+    show_default=True,
+    help="Port on 127.0.0.1 (0 picks a free one).",
+)
+@click.option(
+    "--latency-ms", type=float, default=0.0, show_default=True, help="Delay before every answer."
+)
+@click.option(
+    "--fail-rate",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Share of requests answered HTTP 429 or 500 (half each).",
+)
+@click.option(
+    "--malformed-rate",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Share of requests whose tool call comes back malformed.",
+)
+@click.option(
+    "--fault-seed", type=int, default=0, show_default=True, help="Seed of the fault draws."
+)
+@click.option(
+    "--recipe",
+    type=click.Path(path_type=Path),
+    help="Recipe of the jobs whose variants this server must know (default recipe).",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of those jobs' variant drawing."
+)
+@click.option(
+    "--log",
+    "log",
+    type=click.Path(path_type=Path),
+    help="Append one JSON line per request (key, status) to this file.",
+)
+def serve_command(
+    what: str,
+    env: str,
+    env_seed: int | None,
+    port: int,
+    latency_ms: float,
+    fail_rate: float,
+    malformed_rate: float,
+    fault_seed: int,
+    recipe: Path | None,
+    seed: int,
+    log: Path | None,
+) -> None:
+    """Serve an OpenAI-compatible /v1/chat/completions endpoint on 127.0.0.1.
+
+    `oracle` answers with the environment's scripted policy: tool calls in `tool_calls` for
+    the api protocol, as text for the others. A client running a harness variant passes its
+    id in the request's metadata (`hsa_variant`), as `hsa teach` does; the server plans the
+    variants with the same --recipe and --seed as the job. Faults (429/500, malformed tool
+    calls, latency) are injected for dry runs and tests. Stops on Ctrl-C.
+    """
+    import asyncio
+    import contextlib
+    import signal
+
+    from hsa.envs.registry import get
+    from hsa.teachers.job import oracle_policy
+    from hsa.teachers.oracle import OracleResponder
+    from hsa.teachers.server import ChatServer, Faults
+    from hsa.teachers.variants import VariantPool, recipe_from
+
+    environment = get(env, **({"seed": env_seed} if env_seed is not None else {}))
+    pool = VariantPool(environment.harness(), recipe_from(recipe), seed=seed)
+    pool.warm()
+    responder = OracleResponder(environment, oracle_policy(environment), variants=pool)
+    faults = Faults(
+        latency_ms=latency_ms, fail_rate=fail_rate, malformed_rate=malformed_rate, seed=fault_seed
+    )
+    server = ChatServer(responder, port=port, faults=faults, log=log)
+
+    async def run() -> None:
+        bound = await server.start()
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        click.echo(f"serving {what} ({env}) on http://127.0.0.1:{bound}/v1", nl=True)
+        click.get_text_stream("stdout").flush()
+        serving = asyncio.ensure_future(server.serve_forever())
+        await stop.wait()
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        await server.close()
+        stats = server.stats
+        statuses = ", ".join(f"{k}: {v}" for k, v in sorted(stats.statuses.items()))
+        error_console().print(
+            f"served {stats.requests} requests ({statuses or 'none'}); "
+            f"{stats.malformed} malformed on purpose"
+        )
+
+    asyncio.run(run())
