@@ -30,7 +30,7 @@ from hsa.errors import (
     TemplateError,
 )
 from hsa.harness.model import Harness
-from hsa.harness.skillfile import dump_skill_md, load_skill_dir
+from hsa.harness.skillfile import dump_skill_md, dump_yaml, load_skill_dir
 from hsa.harness.templates import MAX_TEMPLATE_CHARS
 from hsa.harness.toolformats import SCHEMA_KEYS, tool_entries, tool_from_entry
 from hsa.harness.validate import document_problems, render_problems
@@ -87,7 +87,9 @@ def _read_text(path: Path, *, max_chars: int | None = None) -> str:
                 file=str(path),
             )
     try:
-        return path.read_text("utf-8")
+        # Bytes, then decode: text mode would turn "\r\n" and "\r" into "\n", and prompt
+        # templates and skill contents must come back exactly as they were saved.
+        return path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise HarnessError("file not found", file=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -223,23 +225,6 @@ def loads(text: str, *, file: str | None = None) -> Harness:
     return Harness.from_dict(doc)
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
-
-
-def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str_representer)
-
-
-def dump_yaml(data: Any) -> str:
-    """YAML the way hsa writes it: key order kept, Unicode as is, multi-line strings as blocks."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
-
-
 def save(harness: Harness, path: str | Path) -> Path:
     """Write ``harness`` to ``path``: a ``.json`` file, or else a harness directory.
 
@@ -282,18 +267,18 @@ def write_dir(harness: Harness, root: Path) -> None:
     doc = harness.to_dict()
     tools = doc.pop("tools")
     skills = doc.pop("skills")
-    (root / TOOLS_FILE).write_text(
+    _write_text(
+        root / TOOLS_FILE,
         json.dumps(
             [{"type": "function", "function": t} for t in tools], ensure_ascii=False, indent=2
         )
         + "\n",
-        "utf-8",
     )
     manifest: dict[str, Any] = {"id": doc.pop("id"), "version": doc.pop("version")}
     manifest["protocol"] = doc.pop("protocol")
     prompt = doc.pop("prompt")
     if prompt.get("template") is not None:
-        (root / TEMPLATE_FILE).write_text(prompt.pop("template"), "utf-8")
+        _write_text(root / TEMPLATE_FILE, prompt.pop("template"))
         prompt = {"template_file": TEMPLATE_FILE, **prompt}
     manifest["prompt"] = prompt
     manifest["tools"] = TOOLS_FILE
@@ -302,15 +287,19 @@ def write_dir(harness: Harness, root: Path) -> None:
     for skill in harness.skills:
         folder = root / SKILLS_DIR / skill.id
         folder.mkdir(parents=True)
-        (folder / "SKILL.md").write_text(dump_skill_md(skill), "utf-8")
-    (root / MANIFEST).write_text(dump_yaml(manifest), "utf-8")
+        _write_text(folder / "SKILL.md", dump_skill_md(skill))
+    _write_text(root / MANIFEST, dump_yaml(manifest))
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_bytes(text.encode("utf-8"))  # no newline translation, on any platform
 
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -10,6 +12,39 @@ from hsa.errors import HarnessError
 from hsa.harness.model import Skill
 
 FRONT_MATTER_FIELDS = ("name", "description")
+# YAML counts these as line breaks; PyYAML's emitter writes them raw inside quoted scalars and
+# reads them back folded into spaces, so strings holding one are written double-quoted, where
+# they are escaped (\N, \L, \P).
+_YAML_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    if any(c in value for c in _YAML_BREAKS):
+        style = '"'
+    else:
+        style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def dump_yaml(data: Any) -> str:
+    """YAML the way hsa writes it: key order kept, Unicode as is, multi-line strings as blocks.
+
+    Always the pure-Python emitter, so that the bytes written never depend on libyaml.
+    """
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _lines(text: str) -> list[str]:
+    """``text`` cut after each "\n" only (``str.splitlines`` also cuts at \x0c, \x85, ...)."""
+    lines = re.split(r"(?<=\n)", text)
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skill:
@@ -19,7 +54,7 @@ def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skil
     """
     if text.startswith("\ufeff"):
         text = text[1:]
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     if not lines or lines[0].rstrip("\r\n") != "---":
         raise HarnessError(
             "SKILL.md must start with a '---' line opening the YAML front matter",
@@ -85,7 +120,7 @@ def _key_lines(node: yaml.Node | None) -> dict[str, int]:
 def dump_skill_md(skill: Skill) -> str:
     """The SKILL.md text for ``skill``; ``parse_skill_md`` reads it back unchanged."""
     front = {"name": skill.name, "description": skill.description, **dict(skill.extra)}
-    header = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=100)
+    header = dump_yaml(front)
     return f"---\n{header}---\n{skill.content}"
 
 
@@ -96,7 +131,7 @@ def load_skill_dir(path: str | Path) -> Skill:
     if not file.is_file():
         raise HarnessError("no SKILL.md in the skill folder", file=str(path))
     try:
-        text = file.read_text("utf-8")
+        text = file.read_bytes().decode("utf-8")  # exact: keeps "\r" in the content
     except (OSError, UnicodeDecodeError) as exc:
         raise HarnessError(f"cannot read: {exc}", file=str(file)) from None
     return parse_skill_md(text, skill_id=path.name, file=str(file))

@@ -1,0 +1,411 @@
+"""Load and save: directory and JSON round trips, atomic saves, and errors that point at files."""
+
+from __future__ import annotations
+
+import json
+import string
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hsa.errors import HarnessError, HarnessValidationError, TemplateError
+from hsa.harness import Harness, load, loads, problems, save
+from hsa.harness.importers.base import literal_template
+from hsa.harness.model import Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
+from hsa.harness.templates import MAX_TEMPLATE_CHARS
+
+# --- a harness strategy of our own: every field, with text that stresses YAML and SKILL.md ---
+
+TRICKY = [
+    "yes",
+    "no",
+    "~",
+    "null",
+    "1",
+    "0x1F",
+    "1e3",
+    "- item",
+    "key: value",
+    "# not a comment",
+    "---",
+    "...",
+    "'quoted'",
+    '"double"',
+    "a\nb",
+    "trailing ",
+    " leading",
+    "tab\there",
+    "ünïcödé ✓ 漢字",
+    "emoji 🙂",
+    "{{ not a template }}",
+    "{% raw %}",
+    "<tool_call>",
+    "\\n",
+]
+text = st.one_of(
+    st.sampled_from(TRICKY),
+    st.text(st.characters(exclude_categories=("Cs",)), max_size=40),
+)
+blank_free = text.filter(lambda s: s.strip() != "")
+ident = st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,15}", fullmatch=True)
+json_scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**53), 2**53),
+    st.floats(allow_nan=False, allow_infinity=False),
+    text,
+)
+json_value = st.recursive(
+    json_scalar,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(text, inner, max_size=3)),
+    max_leaves=8,
+)
+prop_schema = st.one_of(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["string", "integer", "number", "boolean", "null"])},
+        optional={"description": text, "enum": st.lists(json_scalar, max_size=3)},
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("array"), "items": st.just({"type": "string"})},
+        optional={"description": text},
+    ),
+)
+
+
+@st.composite
+def tools(draw, names):
+    props = draw(st.dictionaries(ident, prop_schema, max_size=4))
+    required = draw(st.lists(st.sampled_from(sorted(props)), unique=True)) if props else []
+    params: dict = {"type": "object", "properties": props}
+    if required:
+        params["required"] = required
+    return Tool(name=draw(names), description=draw(text), parameters=params)
+
+
+placeholder_message = st.builds(
+    lambda a, name, b: f"{a}{{{{ {name} }}}}{b}",
+    st.text(string.ascii_letters + " .,:!", max_size=10),
+    st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True),
+    st.text(string.ascii_letters + " .,:!", max_size=10),
+)
+
+
+@st.composite
+def hooks(draw, hook_id):
+    inject = draw(st.sampled_from(["system", "user", "tool_result"]))
+    wrapper = draw(ident) if inject != "system" else draw(st.none() | ident)
+    return Hook(
+        id=hook_id,
+        event=draw(st.sampled_from(["session_start", "user_prompt_submit", "pre_tool_use"])),
+        effect=draw(st.sampled_from(["add_context", "deny", "update_input", "update_output"])),
+        message=draw(placeholder_message | st.text(string.ascii_letters + " ", max_size=20)),
+        matcher=draw(
+            st.builds(
+                Matcher,
+                tool=st.none() | st.sampled_from(["get_.*", "search", ".*"]),
+                turn=st.none() | st.integers(0, 5),
+                every_n_turns=st.none() | st.integers(1, 4),
+            )
+        ),
+        inject=inject,
+        wrapper=wrapper,
+        payload_fn=draw(st.none() | st.just("pkg.mod:payload")),
+        params=draw(st.dictionaries(ident, json_value, max_size=2)),
+    )
+
+
+@st.composite
+def harnesses(draw) -> Harness:
+    tool_names = draw(
+        st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True), unique=True, max_size=4)
+    )
+    tool_list = [draw(tools(st.just(n))) for n in tool_names]
+    skill_ids = draw(st.lists(ident, unique=True, max_size=3))
+    skills = [
+        Skill(
+            id=sid,
+            name=draw(blank_free),
+            description=draw(blank_free),
+            content=draw(text),
+            extra=draw(
+                st.dictionaries(
+                    st.sampled_from(["license", "version", "tags"]), json_value, max_size=2
+                )
+            ),
+        )
+        for sid in skill_ids
+    ]
+    skill_tool = None
+    if skills and draw(st.booleans()):
+        skill_tool = Tool(
+            "load_skill_x",
+            "Load a skill.",
+            {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        )
+    section_ids = draw(st.lists(ident, unique=True, max_size=3))
+    sections = [
+        Section(
+            id=sid,
+            title=draw(text.filter(lambda s: "\n" not in s)),
+            body=literal_template(draw(text)),
+            kind=draw(st.sampled_from(["persona", "policy", "custom"])),
+        )
+        for sid in section_ids
+    ]
+    if draw(st.booleans()):
+        sections.append(Section(id="tools_auto", title="Tools", kind="tools"))
+    template = draw(st.none() | st.just("{{ body }}\n") | text.map(literal_template))
+    protocol = draw(
+        st.just(Protocol())
+        | st.builds(
+            Protocol,
+            name=st.just("text"),
+            call_format=st.sampled_from(["hermes", "json", "python", "xml_verbose", "xml_concise"]),
+            call_tag=st.booleans(),
+            doc_format=st.sampled_from(["json", "xml", "python", "markdown"]),
+        )
+    )
+    hook_ids = draw(st.lists(ident, unique=True, max_size=2))
+    return Harness(
+        id=draw(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,20}", fullmatch=True)),
+        version=draw(st.sampled_from(["1", "2.0", "v3"])),
+        protocol=protocol,
+        prompt=Prompt(
+            sections=tuple(sections),
+            heading_style=draw(st.sampled_from(["markdown", "xml", "plain"])),
+            placement=draw(st.sampled_from(["system", "user"])),
+            template=template,
+        ),
+        tools=tuple(tool_list),
+        skills=tuple(skills),
+        hooks=tuple(draw(hooks(h)) for h in hook_ids),
+        skill_tool=skill_tool,
+        metadata=draw(st.dictionaries(ident, json_value, max_size=3)),
+    )
+
+
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@SETTINGS
+@given(harness=harnesses())
+def test_directory_round_trip(tmp_path_factory, harness):
+    root = tmp_path_factory.mktemp("h") / "harness"
+    assert save(harness, root) == root
+    assert load(root) == harness
+
+
+@SETTINGS
+@given(harness=harnesses())
+def test_json_round_trip(tmp_path_factory, harness):
+    path = tmp_path_factory.mktemp("h") / "harness.json"
+    save(harness, path)
+    assert load(path) == harness
+    assert loads(harness.to_json()) == harness
+
+
+# --- examples ---
+
+
+def _basic() -> Harness:
+    return Harness(
+        id="shop",
+        prompt=Prompt(sections=(Section("persona", "Persona", "You sell things."),)),
+        tools=(
+            Tool(
+                "get_item",
+                "Get an item.",
+                {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+            ),
+        ),
+        skills=(Skill("returns", "Returns", "How returns work.", "# Returns\n\nBe kind.\n"),),
+    )
+
+
+def test_directory_layout(tmp_path):
+    save(_basic(), tmp_path / "shop")
+    names = sorted(
+        p.relative_to(tmp_path / "shop").as_posix() for p in (tmp_path / "shop").rglob("*")
+    )
+    assert names == [
+        "harness.yaml",
+        "skills",
+        "skills/returns",
+        "skills/returns/SKILL.md",
+        "tools.json",
+    ]
+    assert json.loads((tmp_path / "shop" / "tools.json").read_text())[0]["type"] == "function"
+    with_template = _basic().replace(prompt=Prompt(template="Hi {{ body }}"))
+    save(with_template, tmp_path / "t")
+    assert (tmp_path / "t" / "prompt.md.j2").read_text() == "Hi {{ body }}"
+    assert load(tmp_path / "t") == with_template
+
+
+def test_save_replaces_a_harness_but_not_other_folders(tmp_path):
+    save(_basic(), tmp_path / "shop")
+    changed = _basic().replace(version="2")
+    save(changed, tmp_path / "shop")
+    assert load(tmp_path / "shop") == changed
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "todo.txt").write_text("keep")
+    with pytest.raises(HarnessError, match="refusing to overwrite"):
+        save(_basic(), other)
+    assert (other / "todo.txt").read_text() == "keep"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def _write(tmp_path, manifest: str, files: dict[str, str] | None = None):
+    root = tmp_path / "h"
+    root.mkdir(parents=True)
+    (root / "harness.yaml").write_text(manifest)
+    for name, content in (files or {}).items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(content)
+    return root
+
+
+def _one(found) -> tuple[str, str | None, str]:
+    assert len(found) == 1, [str(p) for p in found]
+    return found[0].file, found[0].where, found[0].message
+
+
+def test_unknown_field_in_harness_yaml(tmp_path):
+    root = _write(tmp_path, "id: x\ntools: []\ncolour: blue\n")
+    file, where, message = _one(problems(root))
+    assert (file, where) == (str(root / "harness.yaml"), "$.colour")
+    assert message.startswith("unknown field 'colour'; allowed here: id, version")
+
+
+def test_problems_in_tools_json_point_into_that_file(tmp_path):
+    tools = [
+        {"type": "function", "function": {"name": "ok", "parameters": {"type": "object"}}},
+        {
+            "type": "function",
+            "function": {
+                "name": "bad",
+                "parameters": {"type": "object", "properties": {"x": {"type": "colour"}}},
+            },
+        },
+    ]
+    root = _write(tmp_path, "id: x\ntools: tools.json\n", {"tools.json": json.dumps(tools)})
+    file, where, message = _one(problems(root))
+    assert file == str(root / "tools.json")
+    assert where == "$[1].function.parameters.properties.x.type"
+    assert "not a valid JSON Schema" in message
+
+
+def test_ref_cycle_in_tools_json(tmp_path):
+    params = {
+        "type": "object",
+        "properties": {"node": {"$ref": "#/$defs/A"}},
+        "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+    }
+    tools = [{"name": "walk", "inputSchema": params}]  # MCP form: the path follows the file
+    root = _write(tmp_path, "id: x\ntools: tools.json\n", {"tools.json": json.dumps(tools)})
+    file, where, message = _one(problems(root))
+    assert (file, where) == (str(root / "tools.json"), "$[0].inputSchema")
+    assert message.startswith("$ref cycle: #/$defs/A -> #/$defs/B -> #/$defs/A")
+
+
+def test_problems_in_a_skill_point_at_its_skill_md(tmp_path):
+    root = _write(
+        tmp_path,
+        "id: x\nskills: [greet]\n",
+        {"skills/greet/SKILL.md": "---\nname: greet\ndescription: [oops\n---\n"},
+    )
+    file, where, message = _one(problems(root))
+    assert file == str(root / "skills" / "greet" / "SKILL.md")
+    assert where.startswith("line ") and "not valid YAML" in message
+    missing = _write(tmp_path / "m", "id: x\nskills: [nothere]\n")
+    assert "no SKILL.md" in _one(problems(missing))[2]
+
+
+def test_huge_template_is_refused_before_it_is_read(tmp_path):
+    root = _write(tmp_path, "id: x\nprompt:\n  template_file: prompt.md.j2\n")
+    with (root / "prompt.md.j2").open("w") as fh:
+        fh.write("x" * (50 * 1024 * 1024))
+    file, _, message = _one(problems(root))
+    assert file == str(root / "prompt.md.j2")
+    assert "52,428,800 bytes" in message and f"{MAX_TEMPLATE_CHARS:,}" in message
+    with pytest.raises(HarnessValidationError) as err:
+        load(root)
+    assert isinstance(err.value.problems[0], TemplateError)
+
+
+def test_template_over_the_cap_but_under_the_read_limit(tmp_path):
+    root = _write(tmp_path, "id: x\nprompt:\n  template_file: prompt.md.j2\n")
+    (root / "prompt.md.j2").write_text("y" * (MAX_TEMPLATE_CHARS + 1))
+    file, _, message = _one(problems(root))
+    assert file == str(root / "prompt.md.j2") and "limit" in message
+
+
+INJECTIONS = [
+    "{{ ''.__class__.__mro__ }}",
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ tools.__class__ }}",
+    "{{ '{0.__class__}'.format(harness_id) }}",
+    "{{ cycler.__init__.__globals__ }}",
+]
+
+
+@pytest.mark.parametrize("attack", INJECTIONS)
+def test_template_injection_in_a_section_is_refused_at_validation(tmp_path, attack):
+    manifest = (
+        "id: x\nprompt:\n  sections:\n  - id: persona\n    title: P\n    body: "
+        + json.dumps(attack)
+        + "\n"
+    )
+    root = _write(tmp_path, manifest)
+    file, where, message = _one(problems(root))
+    assert (file, where) == (str(root / "harness.yaml"), "$.prompt.sections[0].body")
+    assert "unsafe" in message or "undefined" in message
+    with pytest.raises(HarnessValidationError):
+        load(root)
+
+
+def test_template_injection_in_the_template_file_names_that_file(tmp_path):
+    root = _write(
+        tmp_path,
+        "id: x\nprompt:\n  template_file: prompt.md.j2\n",
+        {"prompt.md.j2": "{{ body.__class__.__base__.__subclasses__() }}"},
+    )
+    file, _, message = _one(problems(root))
+    assert file == str(root / "prompt.md.j2") and "unsafe" in message
+
+
+@pytest.mark.parametrize(
+    ("manifest", "where", "reason"),
+    [
+        ("id: x\n  bad: [\n", "line", "invalid YAML"),
+        ("- just\n- a list\n", "$", "must be a mapping"),
+        ("id: x\ntools: missing.json\n", None, "file not found"),
+        ("id: x\nskills: ['../escape']\n", "$.skills[0]", "not a valid skill id"),
+    ],
+)
+def test_unreadable_documents(tmp_path, manifest, where, reason):
+    root = _write(tmp_path, manifest)
+    (found,) = problems(root)
+    assert reason in found.message
+    assert (found.where or "").startswith(where or "")
+
+
+def test_loads_reports_every_problem():
+    doc = {"id": "x", "tools": [{"name": "a b"}, {"name": "ok", "parameters": {"type": "x"}}]}
+    with pytest.raises(HarnessValidationError) as err:
+        loads(json.dumps(doc))
+    assert len(err.value.problems) >= 2
+    assert str(err.value).count("\n") == len(err.value.problems) - 1
+
+
+def test_missing_path(tmp_path):
+    (found,) = problems(tmp_path / "nope")
+    assert found.message == "no such file or directory"
+    (found,) = problems(tmp_path)
+    assert "no harness.yaml" in found.message
