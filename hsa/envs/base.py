@@ -5,10 +5,14 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hsa.errors import EnvError
 from hsa.harness.events import Event
 from hsa.harness.model import Harness
+
+if TYPE_CHECKING:
+    from hsa.envs.episode import Episode
 
 SPLITS = ("train", "dev", "test")
 
@@ -113,3 +117,8 @@ class Environment(abc.ABC):
     @abc.abstractmethod
     def score(self, task: Task, state: Any, events: Sequence[Event]) -> Outcome:
         """Score an episode's canonical events (and final state) against the task."""
+
+    def solve(self, task: Task) -> Episode:
+        """Play the environment's reference solution of ``task`` (a scripted oracle, or the
+        corpus's reference calls), recording every event."""
+        raise EnvError(f"environment {self.name!r} has no reference solution to play")

@@ -15,6 +15,7 @@ from typing import Any
 
 from hsa.envs.base import Outcome, Task
 from hsa.envs.bfcl_check import check_calls
+from hsa.envs.episode import Episode
 from hsa.envs.recorded import CorpusEnvironment, CorpusState, tool_calls
 from hsa.harness.events import Event, ToolCall
 
@@ -123,5 +124,16 @@ class BfclEnvironment(CorpusEnvironment):
     def score(self, task: Task, state: CorpusState, events: Sequence[Event]) -> Outcome:
         calls = [{c.tool: dict(c.args)} for c in tool_calls(events)]
         answers = list(task.ground_truth.get("calls") or ())
-        problem = check_calls(self.category(task), self.tools(task), calls, answers)
-        return Outcome(success=problem is None, reasons=() if problem is None else (problem,))
+        tools = self.tools(task)
+        problem = check_calls(self.category(task), tools, calls, answers)
+        if problem is None:
+            return Outcome(success=True)
+        defects = [
+            f"the corpus's possible answer cannot be met: {d}" for d in answer_defects(task, tools)
+        ]
+        return Outcome(success=False, reasons=(problem, *defects))
+
+
+def solve(env: CorpusEnvironment, task: Task) -> Episode:
+    """The reference episode of ``task`` (``env.solve``), as ``hsa.envs.<name>.solve``."""
+    return env.solve(task)

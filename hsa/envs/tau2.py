@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.envs.base import Outcome, Task
+from hsa.envs.episode import Episode
 from hsa.envs.recorded import CorpusEnvironment, CorpusState, tool_calls
 from hsa.harness.events import Event, ToolCall
 
@@ -61,13 +62,14 @@ class Tau2Environment(CorpusEnvironment):
         self.domain = domain
 
     @classmethod
-    def from_corpus(cls, domain_dir: str | Path) -> Tau2Environment:
-        """Import a tau2 domain folder (``tools.json``, ``tasks.json``, ``policy.md``)."""
+    def from_corpus(cls, path: str | Path) -> Tau2Environment:
+        """Import a tau2 domain folder ``path`` (``tools.json``, ``tasks.json``,
+        ``policy.md``)."""
         from hsa.harness.importers import import_source
 
-        result = import_source(domain_dir, format="tau2")
+        result = import_source(path, format="tau2")
         tasks = [Task.from_dict(row) for row in result.tasks]
-        return cls(result.harnesses, tasks, domain=Path(domain_dir).resolve().name)
+        return cls(result.harnesses, tasks, domain=Path(path).resolve().name)
 
     def _renamed(self, task: Task) -> dict[str, str]:
         """tau2 tool name -> harness tool name (they differ only where a name was illegal)."""
@@ -110,3 +112,8 @@ class Tau2Environment(CorpusEnvironment):
         total = len(self.actions(task))
         score = 1.0 if not total else (total - len(reasons)) / total
         return Outcome(success=not reasons, reasons=tuple(reasons), score=score)
+
+
+def solve(env: CorpusEnvironment, task: Task) -> Episode:
+    """The reference episode of ``task`` (``env.solve``), as ``hsa.envs.<name>.solve``."""
+    return env.solve(task)

@@ -10,6 +10,7 @@ from typing import Any
 
 from hsa.envs.arguments import ArgumentChecker
 from hsa.envs.base import SPLITS, Environment, Outcome, Task, ToolOutput
+from hsa.envs.episode import Episode
 from hsa.envs.livestream import harness as harness_module
 from hsa.envs.livestream.actions import ACTIONS, ToolFailure
 from hsa.envs.livestream.scoring import score
@@ -108,6 +109,12 @@ class LivestreamEnvironment(Environment):
 
     def score(self, task: Task, state: LiveState, events: Sequence[Event]) -> Outcome:
         return score(task, state, events, self._harness)
+
+    def solve(self, task: Task) -> Episode:
+        """The scripted oracle's episode of ``task``."""
+        from hsa.envs.livestream.oracle import solve
+
+        return solve(self, task)
 
 
 def _error(message: str) -> ToolOutput:

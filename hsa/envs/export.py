@@ -1,0 +1,99 @@
+"""Exporting an environment: its harness directory (or one per task harness) and tasks.jsonl."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hsa.envs.base import Environment, Task
+from hsa.errors import EnvError
+from hsa.harness.io import save
+from hsa.harness.model import Harness
+
+TASKS_FILE = "tasks.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class ExportSummary:
+    """What ``export_env`` wrote."""
+
+    path: Path
+    harnesses: tuple[Path, ...]
+    tasks_file: Path
+    tasks: int
+
+
+def _harnesses(env: Environment, tasks: list[Task]) -> list[Harness]:
+    seen: dict[str, Harness] = {}
+    for task in tasks:
+        harness = env.harness_for(task)
+        seen.setdefault(harness.id, harness)
+    if not seen:
+        seen[env.harness().id] = env.harness()
+    return list(seen.values())
+
+
+def export_env(
+    env: Environment, path: str | Path, tasks: Iterable[Task] | None = None
+) -> ExportSummary:
+    """Write ``env``'s harness and ``tasks`` (all when None) under ``path``.
+
+    With one harness, ``path`` becomes that harness directory (``hsa.harness.save``) with
+    ``tasks.jsonl`` beside ``harness.yaml``; with several (one per task, as in BFCL), each is
+    written to ``path/<harness id>/`` and ``tasks.jsonl`` to ``path``. Rows are
+    ``Task.to_dict()``, one per line, in task order.
+    """
+    path = Path(path)
+    todo = list(env.tasks() if tasks is None else tasks)
+    harnesses = _harnesses(env, todo)
+    if len(harnesses) == 1:
+        written = (save(harnesses[0], path),)
+    else:
+        if path.exists() and not path.is_dir():
+            raise EnvError(
+                "refusing to overwrite: it exists and is not a directory", file=str(path)
+            )
+        written = tuple(save(h, path / h.id) for h in harnesses)
+    tasks_file = path / TASKS_FILE
+    _write_lines(tasks_file, (json.dumps(t.to_dict(), ensure_ascii=False) for t in todo))
+    return ExportSummary(path, written, tasks_file, len(todo))
+
+
+def _write_lines(path: Path, lines: Iterable[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(line + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_tasks(path: str | Path) -> list[Task]:
+    """The tasks of a ``tasks.jsonl`` file, each line checked."""
+    path = Path(path)
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise EnvError(f"cannot read: {exc}", file=str(path)) from None
+    tasks = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            tasks.append(Task.from_dict(row))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise EnvError(
+                f"not a task row ({type(exc).__name__}: {exc}); rows are Task.to_dict() objects",
+                file=str(path),
+                where=f"line {lineno}",
+            ) from None
+    return tasks
