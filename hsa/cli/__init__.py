@@ -31,6 +31,9 @@ def _register() -> None:
 
     app.add_command(harness.group)
     app.add_command(rules.group)
+    from hsa.cli import env
+
+    app.add_command(env.group)
     from hsa.cli import teach
 
     app.add_command(teach.teach_command)
