@@ -1,0 +1,76 @@
+"""End to end: `hsa env` in a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+
+def hsa(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    exe = shutil.which("hsa")
+    cmd = [exe, *args] if exe else [sys.executable, "-c", "from hsa.cli import main; main()", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_list_and_show():
+    out = hsa("env", "list")
+    assert out.returncode == 0
+    assert [line.split()[0] for line in out.stdout.splitlines()].count("livestream") == 1
+    shown = hsa("env", "show", "livestream")
+    assert shown.returncode == 0, shown.stderr
+    assert "tools (13)" in shown.stdout and "compliance-guard: stop -> deny" in shown.stdout
+    assert "skills (6)" in shown.stdout
+
+
+def test_tasks_split_and_limit():
+    out = hsa("env", "tasks", "livestream", "--split", "test", "--limit", "5")
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(rows) == 5 and {r["split"] for r in rows} == {"test"}
+    assert all(r["env"] == "livestream" and r["ground_truth"]["facts"] for r in rows)
+
+
+def test_export_then_validate(tmp_path):
+    out = hsa("env", "export", "livestream", str(tmp_path / "ls"), "--n-tasks", "30")
+    assert out.returncode == 0, out.stderr
+    assert "wrote 1 harness and 30 tasks" in out.stdout
+    valid = hsa("harness", "validate", str(tmp_path / "ls"))
+    assert valid.returncode == 0, valid.stderr
+    assert len((tmp_path / "ls" / "tasks.jsonl").read_text().splitlines()) == 30
+
+
+@pytest.mark.slow
+def test_check_solves_every_livestream_task():
+    out = hsa("env", "check", "livestream")
+    assert out.returncode == 0, out.stderr
+    solved, total = out.stdout.strip().splitlines()[-1].removeprefix("solved ").split("/")
+    assert solved == total and int(total) >= 2000
+
+
+def test_check_fails_with_exit_1_on_unsolved_tasks(external):
+    path = external / "bfcl" / "BFCL_v4_live_simple.json"
+    out = hsa("env", "check", "bfcl", "--path", str(path))
+    assert out.returncode == 1
+    assert "solved 256/258" in out.stdout
+    assert "hsa: error: 2 of 258 bfcl tasks not solved" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_check_a_tau2_domain(external):
+    out = hsa("env", "check", "tau2", "--path", str(external / "tau2" / "airline"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("solved 50/50")
+
+
+def test_errors_are_one_line():
+    out = hsa("env", "show", "nope")
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        "hsa: error: unknown environment 'nope'; registered: bfcl, livestream, recorded, tau2"
+    )
+    missing = hsa("env", "tasks", "bfcl")
+    assert missing.returncode == 1 and missing.stderr.startswith("hsa: error: environment 'bfcl'")

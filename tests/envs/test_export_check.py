@@ -1,0 +1,35 @@
+"""Exporting an environment and checking it as library calls."""
+
+from __future__ import annotations
+
+from hsa.envs.check import check
+from hsa.envs.export import export_env, read_tasks
+from hsa.envs.livestream import LivestreamEnvironment
+from hsa.harness import load, problems
+
+
+def test_export_writes_a_valid_harness_and_tasks(tmp_path):
+    env = LivestreamEnvironment(n_tasks=24)
+    summary = export_env(env, tmp_path / "out")
+    assert problems(tmp_path / "out") == []
+    assert load(tmp_path / "out") == env.harness()
+    assert read_tasks(summary.tasks_file) == env.tasks()
+    again = export_env(env, tmp_path / "out")  # re-export replaces the directory
+    assert read_tasks(again.tasks_file) == env.tasks()
+
+
+def test_export_of_a_multi_harness_corpus(tmp_path, external):
+    from hsa.envs.bfcl import BfclEnvironment
+
+    env = BfclEnvironment.from_corpus(external / "bfcl" / "BFCL_v4_parallel.json")
+    summary = export_env(env, tmp_path / "bfcl", env.tasks()[:5])
+    assert len(summary.harnesses) == 5
+    assert all(problems(p) == [] for p in summary.harnesses)
+    assert [t.id for t in read_tasks(summary.tasks_file)] == [t.id for t in env.tasks()[:5]]
+
+
+def test_check_reports_solved_counts():
+    env = LivestreamEnvironment(n_tasks=16)
+    seen = []
+    report = check(env, on_task=lambda task, outcome: seen.append(outcome.success))
+    assert report.ok and report.solved == report.total == 16 and all(seen)

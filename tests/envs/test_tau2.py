@@ -1,0 +1,64 @@
+"""tau2: the action criterion, and every retail and airline task's reference actions."""
+
+from __future__ import annotations
+
+import pytest
+
+from hsa.envs.tau2 import Tau2Environment, action_matches
+from hsa.harness.events import ToolCall
+
+
+def test_action_criterion():
+    action = {"name": "get_order", "arguments": {"order_id": "#W1", "verbose": True}}
+    assert action_matches(action, "get_order", {"order_id": "#W1", "verbose": True})
+    # compare_args absent: the call's own arguments are compared.
+    assert action_matches(action, "get_order", {"order_id": "#W1"})
+    assert not action_matches(action, "get_order", {"order_id": "#W2"})
+    assert not action_matches(action, "get_orders", {"order_id": "#W1"})
+    assert action_matches({**action, "compare_args": []}, "get_order", {"order_id": "zzz"})
+    subset = {**action, "compare_args": ["order_id"]}
+    assert action_matches(subset, "get_order", {"order_id": "#W1", "verbose": False})
+    assert not action_matches(subset, "get_order", {"verbose": True})
+    as_json = {"name": "f", "arguments": {"payload": '{"a": 1, "b": [1, 2]}'}}
+    assert action_matches(as_json, "f", {"payload": '{"b":[1,2],"a":1}'})
+
+
+def perturb(env, task):
+    """The reference calls with one compared argument changed (or one call renamed)."""
+    actions = env.actions(task)
+    calls = [ToolCall(f"call_{i}", a["name"], dict(a["arguments"])) for i, a in enumerate(actions)]
+    for i, action in enumerate(actions):
+        compared = action.get("compare_args")
+        keys = list(action["arguments"]) if compared is None else list(compared)
+        if keys:
+            key = keys[0]
+            args = {**calls[i].args, key: f"{calls[i].args.get(key)}-perturbed"}
+            calls[i] = ToolCall(calls[i].call_id, calls[i].tool, args)
+            same = [c for c in calls if action_matches(action, c.tool, c.args)]
+            if not same:
+                return calls
+            calls[i] = ToolCall(calls[i].call_id, actions[i]["name"], dict(actions[i]["arguments"]))
+    name = actions[0]["name"]
+    return [c for c in calls if c.tool != name]
+
+
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_reference_actions_solve_and_perturbed_ones_fail(external, domain):
+    env = Tau2Environment.from_corpus(external / "tau2" / domain)
+    with_actions = [t for t in env.tasks() if t.ground_truth.get("actions")]
+    assert len(with_actions) >= 40
+    for task in with_actions:
+        episode = env.solve(task)
+        outcome = env.score(task, episode.state, episode.events)
+        assert outcome.success, (task.id, outcome.reasons)
+        assert episode.events[0].text  # an opening from the user scenario
+        broken = env.score(task, env.reset(task), perturb(env, task))
+        assert not broken.success and broken.score < 1.0, task.id
+        assert "was not performed" in broken.reasons[0]
+
+
+def test_tasks_without_actions_pass_any_episode(external):
+    env = Tau2Environment.from_corpus(external / "tau2" / "airline")
+    empty = [t for t in env.tasks() if not t.ground_truth.get("actions")]
+    assert empty
+    assert env.score(empty[0], env.reset(empty[0]), []).success
