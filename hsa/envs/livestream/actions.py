@@ -6,7 +6,6 @@ A tool that cannot do what was asked (unknown id, failed verification, ...) rais
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -14,10 +13,9 @@ from typing import Any
 from hsa.envs.livestream import catalog
 from hsa.envs.livestream.catalog import BY_CATEGORY
 from hsa.envs.livestream.state import LiveState, ticket_id
-from hsa.envs.livestream.world import Product, Variant, World, fmt_time
+from hsa.envs.livestream.world import Product, Variant, World, fmt_time, words
 
 INTERNAL_FIELDS = ("internal_cost", "supplier_code", "margin_pct")
-_WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
     (
         "a",
@@ -80,10 +78,6 @@ def _time(state: LiveState, value: str | None) -> datetime:
         raise ToolFailure(f"cannot read time {value!r}; write it as 'YYYY-MM-DD HH:MM'") from None
 
 
-def tokens(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
 def search(
     world: World,
     query: str,
@@ -95,12 +89,11 @@ def search(
     sort: str = "relevance",
 ) -> list[Product]:
     """Products whose name, brand, kind or category hold every query word, in ``sort`` order."""
-    words = tokens(query)
+    wanted = set(words(query))
     exact = query.strip().lower()
     found = []
     for p in world.products:
-        haystack = set(tokens(f"{p.name} {p.brand} {p.kind} {p.category}"))
-        if not words or any(w not in haystack for w in words):
+        if not wanted or not wanted <= world.words[p.id]:
             continue
         if category is not None and p.category != category:
             continue
@@ -409,10 +402,10 @@ def lookup_policy(state: LiveState, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def search_faq(state: LiveState, args: dict[str, Any]) -> dict[str, Any]:
-    words = {w for w in tokens(args["question"]) if w not in _STOPWORDS}
+    asked = {w for w in words(args["question"]) if w not in _STOPWORDS}
     scored = []
     for i, (question, answer) in enumerate(catalog.FAQ):
-        overlap = len(words & set(tokens(question)))
+        overlap = len(asked & set(words(question)))
         if overlap:
             scored.append((-overlap, i, question, answer))
     scored.sort()

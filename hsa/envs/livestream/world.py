@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -13,6 +14,7 @@ from hsa.envs.livestream.catalog import BY_CATEGORY, CATEGORIES
 STREAM_DAY = date(2025, 6, 18)
 PRODUCTS_PER_KIND = 6
 TIME_FORMAT = "%Y-%m-%d %H:%M"
+_WORD = re.compile(r"[a-z0-9]+")
 
 
 def fmt_time(moment: datetime) -> str:
@@ -153,6 +155,7 @@ class World:
     by_id: dict[str, Product]
     by_name: dict[str, Product]
     orders_by_id: dict[str, Order]
+    words: dict[str, frozenset[str]]  # product id -> the words a search matches against
 
     def product(self, product_id: str) -> Product | None:
         return self.by_id.get(product_id)
@@ -194,7 +197,15 @@ def generate(seed: int = 0) -> World:
         by_id=by_id,
         by_name={p.name.lower(): p for p in products},
         orders_by_id={o.id: o for o in orders},
+        words={
+            p.id: frozenset(words(f"{p.name} {p.brand} {p.kind} {p.category}")) for p in products
+        },
     )
+
+
+def words(text: str) -> list[str]:
+    """The lower-case words of ``text``, as search compares them."""
+    return _WORD.findall(text.lower())
 
 
 def _price(rng: random.Random, lo: int, hi: int) -> int:
