@@ -1,0 +1,127 @@
+"""A batch of canonical trajectories as flat event columns, with the turn structure render uses.
+
+``explode`` turns the ``events`` list column into one numpy/Arrow column per event field and
+works out, without a Python loop, what ``render`` works out event by event: which calls join
+the assistant message before them, which call starts a message of its own, where every chain
+of calls ends, and the running call counter that names skill-load calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hsa.errors import DatasetError
+
+KINDS = ("user", "assistant", "tool_call", "tool_result", "hook", "skill_load")
+USER, ASSISTANT, CALL, RESULT, HOOK, SKILL = range(6)
+#: fields an event of each kind must have (render reads them)
+REQUIRED = {
+    USER: ("text",),
+    ASSISTANT: ("text",),
+    CALL: ("call_id", "tool"),
+    RESULT: ("call_id", "content"),
+    HOOK: ("hook_id", "hook_event"),
+    SKILL: ("skill_id",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Events:
+    """The events of a batch, flat, in trajectory order (see the module docstring).
+
+    ``start`` has one entry per trajectory plus one. Per event: ``traj`` (its trajectory),
+    ``local`` (its index in the trajectory), ``kind`` (a code of ``KINDS``), ``head`` (a call
+    that starts an assistant message), ``owner`` (for a call, the event whose message holds
+    it; else the event itself), ``has_calls`` (an assistant event that calls follow),
+    ``counter`` (calls and skill loads before it in its trajectory), and the Arrow ``fields``.
+    """
+
+    start: np.ndarray
+    traj: np.ndarray
+    local: np.ndarray
+    kind: np.ndarray
+    head: np.ndarray
+    owner: np.ndarray
+    has_calls: np.ndarray
+    counter: np.ndarray
+    fields: dict[str, pa.Array]
+
+    @property
+    def count(self) -> np.ndarray:
+        return np.diff(self.start)
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+def _offsets(array: pa.ListArray) -> np.ndarray:
+    offsets = array.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    return offsets - offsets[0]
+
+
+def explode(table: pa.Table, *, file: str | None = None) -> Events:
+    """The events of ``table`` (rows of ``TRAJECTORY_SCHEMA``), checked and structured."""
+    column = table.column("events").combine_chunks()
+    if column.null_count:
+        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DatasetError("events is null", file=file, where=_where(table, row))
+    start = _offsets(column)
+    flat = column.flatten()
+    children = dict(zip([f.name for f in flat.type], flat.flatten(), strict=True))
+    fields = {
+        name: array.cast(pa.large_string()) if pa.types.is_string(array.type) else array
+        for name, array in children.items()
+        if name != "kind"
+    }
+    n = len(flat)
+    count = np.diff(start)
+    traj = np.repeat(np.arange(len(count), dtype=np.int64), count)
+    local = np.arange(n, dtype=np.int64) - start[traj]
+
+    codes = pc.index_in(children["kind"], value_set=pa.array(KINDS))
+    kind = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int8)
+    if (kind < 0).any():
+        i = int(np.flatnonzero(kind < 0)[0])
+        value = children["kind"][i].as_py()
+        raise DatasetError(
+            f"unknown event kind {value!r}; expected one of {', '.join(KINDS)}",
+            file=file,
+            where=f"{_where(table, int(traj[i]))}.events[{local[i]}]",
+        )
+    for code, names in REQUIRED.items():
+        of_kind = kind == code
+        for name in names:
+            missing = of_kind & fields[name].is_null().to_numpy(zero_copy_only=False)
+            if missing.any():
+                i = int(np.flatnonzero(missing)[0])
+                raise DatasetError(
+                    f"a {KINDS[code]} event needs {name!r}, which is null",
+                    file=file,
+                    where=f"{_where(table, int(traj[i]))}.events[{local[i]}]",
+                )
+
+    is_call = (kind == CALL) | (kind == SKILL)
+    first = local == 0
+    prev = np.concatenate(([-1], kind[:-1])).astype(np.int8)
+    prev[first] = -1
+    joins = (prev == ASSISTANT) | (prev == CALL) | (prev == SKILL)
+    head = is_call & ~joins
+    starter = ~is_call | head
+    owner = np.maximum.accumulate(np.where(starter, np.arange(n, dtype=np.int64), -1))
+    last = local == (count[traj] - 1)
+    nxt = np.concatenate((kind[1:], [-1])).astype(np.int8)
+    nxt[last] = -1
+    has_calls = ((kind == ASSISTANT) & ((nxt == CALL) | (nxt == SKILL))) | head
+    before = np.cumsum(is_call, dtype=np.int64) - is_call
+    counter = before - before[start[traj]]
+    return Events(start, traj, local, kind, head, owner, has_calls, counter, fields)
+
+
+def _where(table: pa.Table, row: int) -> str:
+    ids = table.column("id")
+    value = ids[row].as_py() if row < len(ids) else None
+    return f"row {row} (id {value!r})" if value is not None else f"row {row}"

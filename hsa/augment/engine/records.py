@@ -1,0 +1,212 @@
+"""Messages as flat records: numpy columns of references into string pools, then Arrow.
+
+Both renderers -- the vectorised one and the exact, per-row one -- describe their output the
+same way: one record per message, grouped by output row, each string field a reference into a
+``Pool``. ``merge`` interleaves the two by output row and ``to_arrow`` builds the ``messages``
+column. Message contents stay dictionary-encoded (a system prompt is stored once per pool, not
+once per row); every other string is materialised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+ROLES = ("system", "user", "assistant", "tool")
+SYSTEM, USER, ASSISTANT, TOOL = range(4)
+
+TOOL_CALL = pa.struct(
+    [
+        pa.field("id", pa.string()),
+        pa.field("type", pa.string()),
+        pa.field("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),
+    ]
+)
+MESSAGE = pa.struct(
+    [
+        pa.field("role", pa.string()),
+        pa.field("content", pa.string()),
+        pa.field("reasoning_content", pa.string()),
+        pa.field("tool_calls", pa.list_(TOOL_CALL)),
+        pa.field("tool_call_id", pa.string()),
+        pa.field("is_error", pa.bool_()),
+    ]
+)
+MESSAGES = pa.list_(MESSAGE)
+
+
+class Pool:
+    """Strings gathered from many arrays; ``add`` returns the offset of the added block."""
+
+    def __init__(self) -> None:
+        self._parts: list[pa.Array] = []
+        self.size = 0
+        self._array: pa.Array | None = None
+
+    def add(self, values: pa.Array | Sequence[str | None]) -> int:
+        if not isinstance(values, pa.Array):
+            values = pa.array(list(values), pa.large_string())
+        base = self.size
+        self._parts.append(values.cast(pa.large_string()))
+        self.size += len(values)
+        self._array = None
+        return base
+
+    def array(self) -> pa.Array:
+        if self._array is None:
+            parts = self._parts or [pa.array([], pa.large_string())]
+            self._array = pa.concat_arrays(parts)
+        return self._array
+
+    def take(self, refs: np.ndarray) -> pa.Array:
+        """The strings at ``refs`` (-1 gives null), as a plain string array."""
+        mask = refs < 0
+        if mask.all():
+            return pa.nulls(len(refs), pa.string())
+        picked = self.array().take(pa.array(np.where(mask, 0, refs))).cast(pa.string())
+        if mask.any():
+            picked = pc.if_else(pa.array(mask), pa.scalar(None, pa.string()), picked)
+        return picked
+
+
+@dataclass(slots=True)
+class Records:
+    """Messages of a set of output rows; string fields refer to ``text`` (contents) or
+    ``aux`` (everything else); -1 is null. Calls are listed in message order; ``ncalls`` is
+    each message's number of calls (-1: no ``tool_calls``)."""
+
+    per_row: np.ndarray
+    role: np.ndarray
+    content: np.ndarray
+    reasoning: np.ndarray
+    call_id: np.ndarray
+    is_error: np.ndarray
+    ncalls: np.ndarray
+    call_ids: np.ndarray
+    call_names: np.ndarray
+    call_args: np.ndarray
+    text: Pool
+    aux: Pool
+
+    @classmethod
+    def empty(cls, text: Pool, aux: Pool) -> Records:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z.astype(np.int8), z, z, z, z.astype(bool), z, z, z, z, text, aux)
+
+
+def merge(first: Records, second: Records, second_rows: np.ndarray) -> Records:
+    """Rows of ``first`` and ``second`` interleaved: ``second_rows`` marks, per output row,
+    whether it comes from ``second`` (both keep their own row order). The pools must be the
+    same objects."""
+    if not len(second.per_row):
+        return first
+    if not len(first.per_row):
+        return second
+    n = len(second_rows)
+    per_row = np.zeros(n, dtype=np.int64)
+    per_row[~second_rows] = first.per_row
+    per_row[second_rows] = second.per_row
+    order = _interleave(first.per_row, second.per_row, second_rows)
+    calls = np.concatenate((np.maximum(first.ncalls, 0), np.maximum(second.ncalls, 0)))
+    call_order = _interleave_by(calls, order)
+
+    def cat(a: np.ndarray, b: np.ndarray, which: np.ndarray) -> np.ndarray:
+        return np.concatenate((a, b))[which]
+
+    return Records(
+        per_row=per_row,
+        role=cat(first.role, second.role, order),
+        content=cat(first.content, second.content, order),
+        reasoning=cat(first.reasoning, second.reasoning, order),
+        call_id=cat(first.call_id, second.call_id, order),
+        is_error=cat(first.is_error, second.is_error, order),
+        ncalls=cat(first.ncalls, second.ncalls, order),
+        call_ids=cat(first.call_ids, second.call_ids, call_order),
+        call_names=cat(first.call_names, second.call_names, call_order),
+        call_args=cat(first.call_args, second.call_args, call_order),
+        text=first.text,
+        aux=first.aux,
+    )
+
+
+def _interleave(a_counts: np.ndarray, b_counts: np.ndarray, b_rows: np.ndarray) -> np.ndarray:
+    """Record order for rows interleaved by ``b_rows`` (records of ``a`` come first in the
+    concatenation)."""
+    n = len(b_rows)
+    counts = np.zeros(n, dtype=np.int64)
+    counts[~b_rows] = a_counts
+    counts[b_rows] = b_counts
+    starts = np.zeros(n, dtype=np.int64)
+    a_start = np.concatenate(([0], np.cumsum(a_counts)))[:-1]
+    b_start = np.concatenate(([0], np.cumsum(b_counts)))[:-1] + int(a_counts.sum())
+    starts[~b_rows] = a_start
+    starts[b_rows] = b_start
+    return ranges(starts, counts)
+
+
+def _interleave_by(counts: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Child order when parents (with ``counts`` children, in concatenation order) are
+    reordered by ``order``."""
+    starts = np.concatenate(([0], np.cumsum(counts)))[:-1]
+    return ranges(starts[order], counts[order])
+
+
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The concatenation of ``range(start, start + count)`` for each pair."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    first = np.concatenate(([0], np.cumsum(counts)))[:-1]
+    return starts[owner] + (np.arange(total, dtype=np.int64) - first[owner])
+
+
+def _offsets(counts: np.ndarray) -> pa.Array:
+    out = np.zeros(len(counts) + 1, dtype=np.int32)
+    np.cumsum(counts, out=out[1:])
+    return pa.array(out)
+
+
+def to_arrow(records: Records) -> pa.Array:
+    """The ``messages`` column (one list of messages per output row)."""
+    text = records.text.array()
+    content_null = records.content < 0
+    content = pa.DictionaryArray.from_arrays(
+        pa.array(np.where(content_null, 0, records.content).astype(np.int32), mask=content_null),
+        text,
+    )
+    role = pa.DictionaryArray.from_arrays(pa.array(records.role), pa.array(ROLES))
+    calls = pa.StructArray.from_arrays(
+        [
+            records.aux.take(records.call_ids),
+            pa.DictionaryArray.from_arrays(
+                pa.array(np.zeros(len(records.call_ids), dtype=np.int8)), pa.array(["function"])
+            ),
+            pa.StructArray.from_arrays(
+                [records.aux.take(records.call_names), records.aux.take(records.call_args)],
+                names=["name", "arguments"],
+            ),
+        ],
+        names=["id", "type", "function"],
+    )
+    no_calls = records.ncalls < 0
+    tool_calls = pa.ListArray.from_arrays(
+        _offsets(np.maximum(records.ncalls, 0)), calls, mask=pa.array(no_calls)
+    )
+    error = pa.array(records.is_error, mask=~records.is_error)
+    message = pa.StructArray.from_arrays(
+        [
+            role,
+            content,
+            records.aux.take(records.reasoning),
+            tool_calls,
+            records.aux.take(records.call_id),
+            error,
+        ],
+        names=[f.name for f in MESSAGE],
+    )
+    return pa.ListArray.from_arrays(_offsets(records.per_row), message)

@@ -1,0 +1,120 @@
+"""What the engine needs to know about one variant, worked out once: its prompt, its tools, its
+call style, and how each canonical tool, skill and hook appears under it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from hsa.augment.engine.styles import CallStyle, style_of
+from hsa.augment.mapping import Step
+from hsa.augment.planner import Variant
+from hsa.errors import ProtocolError
+from hsa.harness.model import Hook
+from hsa.harness.prompt import surface_tools, system_prompt
+
+INJECT = ("system", "user", "tool_result")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPlan:
+    """A canonical tool under a variant: its surface name and argument steps."""
+
+    name: str
+    steps: tuple[Step, ...]
+    steps_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class SkillPlan:
+    """A canonical skill under a variant: the loading call's text and the content it returns."""
+
+    call_name: str
+    call_args: dict[str, Any]
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class HookPlan:
+    """A canonical hook under a variant: the surface hook, and where its text goes."""
+
+    surface_id: str
+    hook: Hook
+    inject: int  # index into INJECT
+
+
+@dataclass(slots=True)
+class VariantPlan:
+    """One variant, prepared for rendering; the per-name tables fill in on first use."""
+
+    index: int
+    variant: Variant
+    style: CallStyle
+    prompt: str
+    prompt_in_user: bool
+    system_message: bool
+    tools_json: str
+    protocol: str
+    _tools: dict[str, ToolPlan] = field(default_factory=dict)
+    _skills: dict[str, SkillPlan] = field(default_factory=dict)
+    _hooks: dict[str, HookPlan] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, index: int, variant: Variant) -> VariantPlan:
+        harness = variant.harness
+        prompt = system_prompt(harness)
+        in_user = harness.prompt.placement == "user" and bool(prompt)
+        api = harness.protocol.is_api
+        tools = [t.to_openai() for t in surface_tools(harness)] if api else []
+        return cls(
+            index=index,
+            variant=variant,
+            style=style_of(harness),
+            prompt=prompt,
+            prompt_in_user=in_user,
+            system_message=bool(prompt) and not in_user,
+            tools_json=json.dumps(tools, ensure_ascii=False, separators=(",", ":")),
+            protocol=harness.protocol.label,
+        )
+
+    def tool(self, canonical: str) -> ToolPlan:
+        found = self._tools.get(canonical)
+        if found is None:
+            mapped = self.variant.mapping.tools.get(canonical)
+            steps = () if mapped is None else tuple(mapped.steps)
+            key = json.dumps([s.to_dict() for s in steps], ensure_ascii=False, sort_keys=True)
+            found = ToolPlan(canonical if mapped is None else mapped.name, steps, key)
+            self._tools[canonical] = found
+        return found
+
+    def skill(self, canonical: str) -> SkillPlan:
+        """How loading skill ``canonical`` renders; ``ProtocolError`` as ``render`` raises it."""
+        found = self._skills.get(canonical)
+        if found is None:
+            harness = self.variant.harness
+            surface = self.variant.mapping.skills.get(canonical, canonical)
+            if harness.skill_tool is None:
+                raise ProtocolError(
+                    f"harness {harness.id!r} has no skill tool to load skill {surface!r} with"
+                )
+            skill = harness.skill(surface)
+            if skill is None:
+                raise ProtocolError(f"skill {surface!r} is not in harness {harness.id!r}")
+            found = SkillPlan(harness.skill_tool.name, {harness.skill_arg: surface}, skill.content)
+            self._skills[canonical] = found
+        return found
+
+    def hook(self, canonical: str) -> HookPlan:
+        """The surface hook of ``canonical``; ``ProtocolError`` as ``render`` raises it."""
+        found = self._hooks.get(canonical)
+        if found is None:
+            harness = self.variant.harness
+            surface = self.variant.mapping.hooks.get(canonical, canonical)
+            hook = harness.hook(surface)
+            if hook is None:
+                raise ProtocolError(f"hook {surface!r} is not in harness {harness.id!r}")
+            inject = INJECT.index(hook.inject) if hook.inject in INJECT else 0
+            found = HookPlan(surface, hook, inject)
+            self._hooks[canonical] = found
+        return found
