@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import RenderableType
@@ -11,7 +12,9 @@ from rich.text import Text
 
 from hsa.cli.output import console, fail
 from hsa.errors import HarnessValidationError
-from hsa.harness.model import Harness, Tool
+
+if TYPE_CHECKING:  # hsa.harness loads pyarrow: `hsa --help` should not wait for it
+    from hsa.harness.model import Harness, Tool
 
 FORMATS = ("tools", "agent-skills", "bfcl", "tau2", "openai-jsonl")
 

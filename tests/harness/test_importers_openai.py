@@ -204,16 +204,6 @@ def test_cli_bad_arguments_is_one_line(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-def test_cli_import_example_then_validate(tmp_path):
-    out = tmp_path / "support"
-    done = hsa("harness", "import", str(EXAMPLE), "--out", str(out))
-    assert done.returncode == 0, done.stderr
-    assert "16" in done.stdout
-    checked = hsa("harness", "validate", str(out))
-    assert checked.returncode == 0, checked.stderr
-    assert "2 harnesses valid" in checked.stdout
-
-
 def test_rows_under_a_given_harness_read_skill_loads_and_hooks(tmp_path):
     harness = Harness(
         id="agent",

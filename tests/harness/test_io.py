@@ -186,7 +186,7 @@ def harnesses(draw) -> Harness:
 
 
 SETTINGS = settings(
-    max_examples=60,
+    max_examples=50,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

@@ -1,0 +1,232 @@
+"""``hsa harness validate|import|show`` end to end, and one clear line for each bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hsa.cli.harness import FORMATS as CLI_FORMATS
+from hsa.harness import Harness, Prompt, Section, Skill, Tool, save
+from hsa.harness.importers import FORMATS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def hsa(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    code = "from hsa.cli import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd
+    )
+
+
+def cli(capsys, *args: str) -> subprocess.CompletedProcess[str]:
+    """``hsa ARGS`` in this process (the same ``main``), for the cheaper checks."""
+    from hsa.cli import main
+
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+
+def one_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The single error line of a failed command (and no traceback)."""
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("hsa: error: ")
+    return lines[0]
+
+
+def shop() -> Harness:
+    return Harness(
+        id="shop",
+        prompt=Prompt(sections=(Section("persona", "Persona", "You sell things."),)),
+        tools=(Tool("get_item", "Get an item.", {"type": "object", "properties": {}}),),
+        skills=(Skill("returns", "Returns", "How returns work.", "Be kind.\n"),),
+    )
+
+
+def test_cli_formats_match_the_importers():
+    assert CLI_FORMATS == FORMATS
+
+
+def test_validate_ok_and_show(tmp_path):
+    save(shop(), tmp_path / "shop")
+    done = hsa("harness", "validate", str(tmp_path / "shop"))
+    assert done.returncode == 0 and "ok: 1 harness valid" in done.stdout
+    shown = hsa("harness", "show", str(tmp_path / "shop"))
+    assert shown.returncode == 0, shown.stderr
+    for fragment in ("harness shop", "protocol api", "get_item", "returns", "persona"):
+        assert fragment in shown.stdout
+
+
+def test_validate_lists_every_problem_and_exits_1(tmp_path, capsys):
+    root = tmp_path / "h"
+    root.mkdir()
+    (root / "harness.yaml").write_text("id: h\ncolour: red\nprotocol: {name: smoke}\n")
+    done = cli(capsys, "harness", "validate", str(root))
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"hsa: error: {root / 'harness.yaml'}: $.colour: unknown field 'colour'; allowed here: "
+        "id, version, protocol, prompt, tools, skills, hooks, skill_tool, metadata",
+        f"hsa: error: {root / 'harness.yaml'}: $.protocol.name: 'smoke' is not one of "
+        "['api', 'text']",
+    ]
+
+
+def test_validate_a_folder_of_harnesses(tmp_path, capsys):
+    save(shop(), tmp_path / "all" / "a")
+    save(shop().replace(id="b"), tmp_path / "all" / "b")
+    done = cli(capsys, "harness", "validate", str(tmp_path / "all"))
+    assert done.returncode == 0 and "2 harnesses valid" in done.stdout
+    assert "no harness.yaml" in one_error(
+        cli(capsys, "harness", "validate", str(tmp_path / "all" / "a" / "skills"))
+    )
+
+
+def test_readme_quickstart_import(tmp_path, capsys, monkeypatch):
+    shutil.copytree(ROOT / "examples" / "chat", tmp_path / "examples" / "chat")
+    args = ("harness", "import", "examples/chat/support.jsonl", "--out", "out/support")
+    done = hsa(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert hsa("harness", "validate", "out/support", cwd=tmp_path).returncode == 0
+    monkeypatch.chdir(tmp_path)
+    assert cli(capsys, *args).returncode == 0  # a rerun replaces the earlier import
+    marker = json.loads((tmp_path / "out" / "support" / "import.json").read_text())
+    assert marker["format"] == "openai-jsonl" and marker["counts"]["trajectories"] == 16
+
+
+# --- bad input: one clear line each, exit 1 ---
+
+
+def test_malformed_tools_json(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_text('[{"name": "a", "parameters": {"type": "object"},}]')
+    line = one_error(hsa("harness", "import", str(path), "--out", str(tmp_path / "o")))
+    assert line.startswith(f"hsa: error: {path}: line 1: invalid JSON: ")
+
+    path.write_text(json.dumps([{"description": "nameless", "parameters": {"type": "object"}}]))
+    line = one_error(hsa("harness", "import", str(path), "--out", str(tmp_path / "o")))
+    assert line == f"hsa: error: {path}: $[0]: tool has no name: add a non-empty string 'name'"
+
+    path.write_text(json.dumps([{"name": "a", "parameters": ["x"]}]))
+    line = one_error(hsa("harness", "import", str(path), "--out", str(tmp_path / "o")))
+    assert line == (
+        f"hsa: error: {path}: $[0].parameters: parameters of tool 'a' must be a JSON Schema "
+        "object, got list"
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def test_malformed_tools_json_inside_a_harness(tmp_path):
+    save(shop(), tmp_path / "shop")
+    tools = tmp_path / "shop" / "tools.json"
+    tools.write_text(json.dumps([{"type": "function", "function": {"name": "x", "parameters": 3}}]))
+    line = one_error(hsa("harness", "validate", str(tmp_path / "shop")))
+    assert line == (
+        f"hsa: error: {tools}: $[0].function.parameters: parameters of tool 'x' must be a "
+        "JSON Schema object, got int"
+    )
+
+
+def test_skill_md_with_broken_yaml(tmp_path):
+    save(shop(), tmp_path / "shop")
+    skill = tmp_path / "shop" / "skills" / "returns" / "SKILL.md"
+    skill.write_text('---\nname: returns\ndescription: "unterminated\n---\nBody\n')
+    line = one_error(hsa("harness", "validate", str(tmp_path / "shop")))
+    assert line.startswith(f"hsa: error: {skill}: line ")
+    assert "front matter is not valid YAML" in line
+
+
+def test_ref_cycle(tmp_path):
+    params = {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}},
+              "$defs": {"A": {"type": "array", "items": {"$ref": "#/$defs/A"}}}}  # fmt: skip
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps([{"name": "walk", "input_schema": params}]))
+    line = one_error(hsa("harness", "import", str(path), "--out", str(tmp_path / "o")))
+    assert line == (
+        f"hsa: error: {path}: harness tools: $.tools[0].parameters: $ref cycle: "
+        "#/$defs/A -> #/$defs/A (recursive schemas are not supported)"
+    )
+
+
+def test_fifty_megabyte_template(tmp_path):
+    save(shop().replace(prompt=Prompt(template="{{ body }}")), tmp_path / "shop")
+    template = tmp_path / "shop" / "prompt.md.j2"
+    with template.open("w") as fh:
+        fh.write("x" * (50 * 1024 * 1024))
+    line = one_error(hsa("harness", "validate", str(tmp_path / "shop")))
+    assert line == (
+        f"hsa: error: {template}: template file is 52,428,800 bytes; "
+        "the limit is 1,000,000 characters"
+    )
+
+
+@pytest.mark.parametrize(
+    "attack",
+    ["{{ ''.__class__.__mro__ }}", "{{ '{0.__class__}'.format(harness_id) }}"],
+)
+def test_template_injection_in_a_prompt_section(tmp_path, capsys, attack):
+    save(shop().replace(prompt=Prompt(sections=(Section("p", "P", attack),))), tmp_path / "s")
+    line = one_error(hsa("harness", "validate", str(tmp_path / "s")))
+    assert line.startswith(f"hsa: error: {tmp_path / 's' / 'harness.yaml'}: ")
+    assert "$.prompt.sections[0].body: unsafe template refused by the sandbox" in line
+    shown = cli(capsys, "harness", "show", str(tmp_path / "s"))
+    assert shown.returncode == 1 and "unsafe template" in shown.stderr
+
+
+def test_jsonl_row_with_arguments_that_are_not_json(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{'a': 1}"}}
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    rows = [
+        {"messages": [{"role": "user", "content": "hi"}]},
+        {"messages": [{"role": "assistant", "tool_calls": [call]}], "tools": [tool]},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    line = one_error(hsa("harness", "import", str(path), "--out", str(tmp_path / "o")))
+    assert line.startswith(
+        f"hsa: error: {path}: line 2: $.messages[0].tool_calls[0].function.arguments: "
+        "tool-call arguments are not valid JSON: Expecting property name"
+    )
+
+
+def test_unknown_field_in_harness_yaml(tmp_path):
+    save(shop(), tmp_path / "shop")
+    manifest = tmp_path / "shop" / "harness.yaml"
+    manifest.write_text(manifest.read_text() + "owner: me\n")
+    line = one_error(hsa("harness", "validate", str(tmp_path / "shop")))
+    assert line.startswith(f"hsa: error: {manifest}: $.owner: unknown field 'owner'")
+
+
+def test_import_refuses_to_overwrite_other_folders(tmp_path, capsys):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "mine.txt").write_text("x")
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([{"name": "a", "parameters": {"type": "object"}}]))
+    line = one_error(cli(capsys, "harness", "import", str(tools), "--out", str(tmp_path / "o")))
+    assert "refusing to overwrite" in line
+    assert (tmp_path / "o" / "mine.txt").exists()
+
+
+def test_undetectable_source_and_bad_options(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    line = one_error(
+        cli(capsys, "harness", "import", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))
+    )
+    assert "cannot tell the format" in line and "--format" in line
+    missing = str(tmp_path / "nope")
+    line = one_error(cli(capsys, "harness", "import", missing, "--out", str(tmp_path / "o")))
+    assert line == f"hsa: error: {tmp_path / 'nope'}: no such file or directory"
+    bad = cli(capsys, "harness", "import", str(tmp_path), "--out", "o", "--format", "csv")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

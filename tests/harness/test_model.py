@@ -1,0 +1,119 @@
+"""The harness value objects: document form, defaults, lookups, immutability."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from hsa.harness import Harness, Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
+from hsa.harness.validate import document_problems
+
+SKILL_TOOL = Tool(
+    "load_skill",
+    "Load a skill.",
+    {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+)
+
+
+def full() -> Harness:
+    return Harness(
+        id="shop",
+        version="3",
+        protocol=Protocol("text", "python", False, "xml"),
+        prompt=Prompt(
+            sections=(Section("persona", "Persona", "Be nice.", "persona"),),
+            heading_style="xml",
+            placement="user",
+            template="{{ body }}",
+        ),
+        tools=(Tool("get", "Get.", {"type": "object", "properties": {"id": {"type": "string"}}}),),
+        skills=(Skill("returns", "Returns", "How returns work.", "Body", {"license": "MIT"}),),
+        hooks=(
+            Hook(
+                "budget",
+                "post_tool_use",
+                "update_output",
+                "Spent {{ amount }}.",
+                matcher=Matcher(tool="get", turn=2, every_n_turns=3),
+                inject="tool_result",
+                wrapper="note",
+                payload_fn="pkg.mod:fn",
+                params={"remove": ["cost"]},
+            ),
+        ),
+        skill_tool=SKILL_TOOL,
+        metadata={"name_map": {"get": "shop.get"}},
+    )
+
+
+def test_document_round_trip_and_validity():
+    harness = full()
+    doc = harness.to_dict()
+    assert document_problems(doc) == []
+    assert Harness.from_dict(doc) == harness
+    assert Harness.from_dict(json.loads(harness.to_json())) == harness
+    assert list(doc) == [
+        "id", "version", "protocol", "prompt", "tools", "skills", "hooks", "skill_tool",
+        "metadata",
+    ]  # fmt: skip
+
+
+def test_minimal_document_gets_defaults():
+    harness = Harness.from_dict({"id": "x"})
+    assert harness == Harness(id="x")
+    assert harness.protocol.is_api and harness.protocol.label == "api"
+    assert harness.prompt == Prompt()
+    assert harness.to_dict() == {
+        "id": "x",
+        "version": "1",
+        "protocol": {"name": "api"},
+        "prompt": {"heading_style": "markdown", "placement": "system", "sections": []},
+        "tools": [],
+        "skills": [],
+        "hooks": [],
+    }
+    assert Harness.from_dict({"id": "x", "version": 2}).version == "2"
+
+
+def test_component_defaults():
+    assert Tool.from_dict({"name": "t"}).parameters == {"type": "object", "properties": {}}
+    assert Skill.from_dict({"id": "s"}) == Skill("s", "s", "", "")
+    assert Section.from_dict({"id": "a"}) == Section("a", "a", "", "custom")
+    hook = Hook.from_dict({"id": "h", "event": "stop", "effect": "add_context"})
+    assert (hook.message, hook.inject, hook.matcher) == ("", "system", Matcher())
+    assert Matcher().to_dict() == {} and Matcher.from_dict(None) == Matcher()
+    assert Protocol("text", "json", True, "python").label == "text/json+tag/python-docs"
+    assert Protocol("text", "json", False, "python").label == "text/json/python-docs"
+    assert Protocol().to_dict() == {"name": "api"}
+
+
+def test_lookups():
+    harness = full()
+    assert harness.tool("get") is harness.tools[0]
+    assert harness.tool("load_skill") is SKILL_TOOL
+    assert harness.tool("nope") is None
+    assert harness.skill("returns").extra == {"license": "MIT"}
+    assert harness.skill("nope") is None
+    assert harness.hook("budget").wrapper == "note"
+    assert harness.skill_arg == "name"
+    assert Harness(id="x").skill_arg is None
+    optional_only = SKILL_TOOL.parameters | {"required": []}
+    assert full().replace(skill_tool=Tool("l", "", optional_only)).skill_arg == "name"
+
+
+def test_replace_makes_tuples_and_objects_are_frozen():
+    harness = full()
+    changed = harness.replace(tools=[Tool("a"), Tool("b")])
+    assert isinstance(changed.tools, tuple) and [t.name for t in changed.tools] == ["a", "b"]
+    assert harness.tools[0].name == "get"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        harness.id = "other"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        harness.tools[0].name = "other"  # type: ignore[misc]
+
+
+def test_tool_openai_form():
+    tool = full().tools[0]
+    assert tool.to_openai() == {"type": "function", "function": tool.to_dict()}

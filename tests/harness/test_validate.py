@@ -1,0 +1,245 @@
+"""Validation: the published schema, the semantic checks it cannot express, render checks."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import SchemaError
+from jsonschema.validators import Draft202012Validator
+
+from hsa.errors import HarnessValidationError
+from hsa.harness import Harness, validate_document
+from hsa.harness.model import Prompt, Section
+from hsa.harness.validate import (
+    document_problems,
+    harness_schema,
+    json_path,
+    plainly_valid,
+    ref_problems,
+    render_problems,
+)
+
+TOOL = {
+    "name": "get",
+    "description": "Get.",
+    "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+}
+VALID = {
+    "id": "h",
+    "tools": [TOOL],
+    "skills": [{"id": "s", "name": "S", "description": "D", "content": "C"}],
+    "hooks": [
+        {
+            "id": "k",
+            "event": "pre_tool_use",
+            "effect": "add_context",
+            "message": "Careful with {{ tool }}.",
+            "inject": "tool_result",
+            "wrapper": "note",
+            "matcher": {"tool": "get.*"},
+        }
+    ],
+    "prompt": {"sections": [{"id": "p", "title": "P", "body": "Hi {{ harness_id }}"}]},
+    "skill_tool": {
+        "name": "load",
+        "parameters": {"type": "object", "properties": {"name": {"type": "string"}}},
+    },
+}
+
+
+def problems_of(change) -> list[tuple[str, str]]:
+    doc = copy.deepcopy(VALID)
+    change(doc)
+    return [(p.where, p.message) for p in document_problems(doc, file="h.json")]
+
+
+def test_valid_document_has_no_problems():
+    assert document_problems(VALID) == []
+    validate_document(VALID)
+    Draft202012Validator.check_schema(harness_schema())
+
+
+CASES = [
+    (lambda d: d.pop("id"), "$", "'id' is a required property"),
+    (lambda d: d.update(id="-bad"), "$.id", "does not match"),
+    (lambda d: d.update(colour="blue"), "$.colour", "unknown field 'colour'; allowed here: id"),
+    (lambda d: d["tools"][0].update(name="a.b"), "$.tools[0].name", "does not match"),
+    (lambda d: d["tools"][0].update(extra=1), "$.tools[0].extra", "unknown field 'extra'"),
+    (lambda d: d["tools"].append(copy.deepcopy(TOOL)), "$.tools[1].name", "duplicate tool name"),
+    (
+        lambda d: d["tools"][0]["parameters"].update(required=["id", "nope"]),
+        "$.tools[0].parameters.required",
+        "required parameter 'nope' is not in properties",
+    ),
+    (
+        lambda d: d["tools"][0]["parameters"]["properties"].update(n={"type": 5}),
+        "$.tools[0].parameters.properties.n.type",
+        "not a valid JSON Schema",
+    ),
+    (
+        lambda d: d["tools"][0]["parameters"].update(type="array"),
+        "$.tools[0].parameters.type",
+        "'object' was expected",
+    ),
+    (lambda d: d.update(protocol={"name": "smoke"}), "$.protocol.name", "is not one of"),
+    (lambda d: d["skill_tool"].update(name="get"), "$.skill_tool.name", "is also a tool"),
+    (
+        lambda d: d["skill_tool"].update(parameters={"type": "object"}),
+        "$.skill_tool.parameters",
+        "needs a parameter naming the skill",
+    ),
+    (lambda d: d["skills"].append(dict(d["skills"][0])), "$.skills[1].id", "duplicate skill id"),
+    (lambda d: d["skills"][0].update(description=" "), "$.skills[0].description", "blank"),
+    (lambda d: d["skills"][0].pop("name"), "$.skills[0]", "'name' is a required property"),
+    (lambda d: d["hooks"].append(dict(d["hooks"][0])), "$.hooks[1].id", "duplicate hook id"),
+    (
+        lambda d: d["hooks"][0].update(message="{{ a + b }}"),
+        "$.hooks[0].message",
+        "only contain text and {{ name }} placeholders",
+    ),
+    (lambda d: d["hooks"][0].pop("wrapper"), "$.hooks[0].wrapper", "needs a wrapper tag"),
+    (
+        lambda d: d["hooks"][0]["matcher"].update(tool="(["),
+        "$.hooks[0].matcher.tool",
+        "invalid regular expression",
+    ),
+    (
+        lambda d: d["prompt"]["sections"].append({"id": "p"}),
+        "$.prompt.sections[1].id",
+        "duplicate section id",
+    ),
+    (
+        lambda d: d["prompt"]["sections"][0].update(body="{% if %}"),
+        "$.prompt.sections[0].body",
+        "template syntax error",
+    ),
+    (
+        lambda d: d["prompt"].update(template="x" * 1_000_001),
+        "$.prompt.template",
+        "the limit is 1,000,000",
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "where", "reason"), CASES)
+def test_each_problem_names_its_json_path(change, where, reason):
+    found = problems_of(change)
+    assert any(w == where and reason in m for w, m in found), found
+
+
+def test_every_problem_is_reported_not_just_the_first():
+    def break_twice(doc):
+        doc["tools"][0]["name"] = "a b"
+        doc["hooks"][0]["event"] = "never"
+
+    assert len(problems_of(break_twice)) == 2
+    doc = copy.deepcopy(VALID)
+    doc["tools"].append(copy.deepcopy(TOOL))
+    doc["skills"].append(dict(doc["skills"][0]))
+    with pytest.raises(HarnessValidationError) as err:
+        validate_document(doc, file="h.json")
+    assert len(err.value.problems) == 2
+    assert all(line.startswith("h.json: $.") for line in str(err.value).splitlines())
+
+
+def schema_with(**defs):
+    return {"type": "object", "properties": {"x": {"$ref": "#/$defs/A"}}, "$defs": defs}
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        (schema_with(A={"type": "string"}), []),
+        (
+            schema_with(A={"type": "array", "items": {"$ref": "#/$defs/B"}}, B={"type": "integer"}),
+            [],
+        ),
+        (schema_with(A={"$ref": "#/$defs/A"}), ["$ref cycle: #/$defs/A -> #/$defs/A"]),
+        (
+            schema_with(A={"properties": {"b": {"$ref": "#/$defs/B"}}}, B={"$ref": "#/$defs/A"}),
+            ["$ref cycle: #/$defs/A -> #/$defs/B -> #/$defs/A"],
+        ),
+        (schema_with(B={}), ["$ref '#/$defs/A' does not resolve"]),
+        (
+            {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}},
+            ["is not local"],
+        ),
+    ],
+)
+def test_ref_problems(schema, expected):
+    found = [reason for _, reason in ref_problems(schema)]
+    assert len(found) == len(expected)
+    for reason, fragment in zip(found, expected, strict=True):
+        assert fragment in reason
+
+
+def test_ref_cycle_in_a_tool_is_a_document_problem():
+    doc = {"id": "h", "tools": [{"name": "t", "parameters": schema_with(A={"$ref": "#/$defs/A"})}]}
+    ((where, reason),) = [(p.where, p.message) for p in document_problems(doc)]
+    assert where == "$.tools[0].parameters" and reason.startswith("$ref cycle")
+
+
+def test_json_path():
+    assert json_path(["tools", 0, "name"]) == "$.tools[0].name"
+    assert json_path(["properties", "a b", "x-y"]) == '$.properties["a b"]["x-y"]'
+    assert json_path([]) == "$"
+
+
+def test_render_problems_catch_what_only_rendering_shows():
+    ok = Harness(id="h", prompt=Prompt(sections=(Section("p", "P", "Hello {{ harness_id }}"),)))
+    assert render_problems(ok) == []
+    for body in ("{{ ''.__class__.__mro__ }}", "{{ nothing_here }}", "{{ 'x' * 10**9 }}"):
+        bad = ok.replace(prompt=Prompt(sections=(Section("p", "P", body),)))
+        (problem,) = render_problems(bad)
+        assert problem.where == "$.prompt.sections[0].body", body
+
+
+# plainly_valid is a fast path: it may say "not sure", but never "valid" for an invalid schema.
+schemas = st.recursive(
+    st.one_of(
+        st.booleans(),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "type": st.sampled_from(["string", "integer", "object", "nope", 3])
+                | st.lists(st.sampled_from(["string", "null", "string"]), max_size=3),
+                "description": st.sampled_from(["d", 5]),
+                "pattern": st.sampled_from(["^a+$", "(", "[a-"]),
+                "minimum": st.sampled_from([0, 1.5, "1", True]),
+                "minItems": st.sampled_from([0, 2, -1, 1.5]),
+                "required": st.lists(st.sampled_from(["a", "b", 1]), max_size=3),
+                "enum": st.sampled_from([[1, 2], [], "x"]),
+                "default": st.integers(),
+                "format": st.sampled_from(["date", 7]),
+                "$ref": st.sampled_from(["#/$defs/A", 4]),
+                "unknownKeyword": st.just(1),
+            },
+        ),
+    ),
+    lambda inner: st.one_of(
+        st.fixed_dictionaries({"properties": st.dictionaries(st.sampled_from("abc"), inner)}),
+        st.fixed_dictionaries({"items": inner}),
+        st.fixed_dictionaries({"anyOf": st.lists(inner, max_size=2)}),
+        st.fixed_dictionaries({"$defs": st.dictionaries(st.sampled_from("AB"), inner)}),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(schema=schemas)
+def test_plainly_valid_never_accepts_an_invalid_schema(schema):
+    if plainly_valid(schema):
+        Draft202012Validator.check_schema(schema)  # raises when the fast path was wrong
+
+
+def test_plainly_valid_accepts_common_schemas_and_defers_on_others():
+    assert plainly_valid(TOOL["parameters"])
+    assert plainly_valid(schema_with(A={"type": ["string", "null"], "enum": ["a", None]}))
+    assert not plainly_valid({"type": "object", "patternProperties": {"^x": {}}})
+    assert not plainly_valid({"pattern": "("})
+    with pytest.raises(SchemaError):
+        Draft202012Validator.check_schema({"pattern": "("})
