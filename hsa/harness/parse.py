@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,31 +49,27 @@ def match_hook(harness: Harness, text: str, positions: Sequence[str]) -> HookFir
 def split_tool_hooks(harness: Harness, content: str) -> tuple[str, list[HookFired]]:
     """A tool message's content without the hook messages render appended to it, and those hooks.
 
-    Hooks injected at ``tool_result`` are appended as ``"\n<wrapper>\n...\n</wrapper>"``; they
-    are taken off the end one at a time, each time the shortest tail that reads as a hook.
+    Hooks injected at ``tool_result`` are appended as ``"\n<wrapper>\n...\n</wrapper>"``. They
+    are taken off the end one at a time: each time the shortest tail that starts with a
+    wrapper line and reads as a ``tool_result`` hook, whichever hook it is.
     """
+    wrappers = {h.wrapper for h in harness.hooks if h.inject == "tool_result" and h.wrapper}
     found: list[HookFired] = []
-    hooks = [h for h in harness.hooks if h.inject == "tool_result" and h.wrapper]
-    progress = True
-    while progress:
-        progress = False
-        for hook in hooks:
-            tail = f"\n</{hook.wrapper}>"
-            if not content.endswith(tail):
-                continue
-            head = f"\n<{hook.wrapper}>\n"
-            start = content.rfind(head)
-            while start != -1:
-                fired = match_hook(harness, content[start + 1 :], ("tool_result",))
-                if fired is not None and fired.hook_id == hook.id:
-                    found.append(fired)
-                    content = content[:start]
-                    progress = True
-                    break
-                start = content.rfind(head, 0, start)
-            if progress:
+    while True:
+        starts = [
+            m.start()
+            for w in wrappers
+            if content.endswith(f"\n</{w}>")
+            for m in re.finditer(re.escape(f"\n<{w}>\n"), content)
+        ]
+        for start in sorted(starts, reverse=True):
+            fired = match_hook(harness, content[start + 1 :], ("tool_result",))
+            if fired is not None:
+                found.append(fired)
+                content = content[:start]
                 break
-    return content, found[::-1]
+        else:
+            return content, found[::-1]
 
 
 def _arguments(raw: Any, where: str) -> dict[str, Any]:

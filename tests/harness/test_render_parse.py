@@ -1,0 +1,351 @@
+"""parse(render(events, harness), harness) == events, for the api protocol and every text protocol.
+
+Each protocol gets 500 derandomized examples. Harnesses vary everything else (doc format,
+heading style, prompt placement, custom prompt templates, skills and skill tools, hooks at every
+injection position with and without wrappers); events mix user and assistant text (with
+reasoning), parallel calls, skill loads, results in any order and hook firings, with texts and
+argument values that look like JSON, like calls in every format and like tags.
+
+Some event lists cannot round-trip because another event list renders to exactly the same
+conversation (an assistant text that is itself a call message, a user text that is a hook's
+message, ...). ``ambiguity`` in ``strategies.py`` names each such case; the property ``assume``s
+it away and nothing else. ``test_ambiguous_cases_are_rare`` keeps that exclusion honest.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from hsa.errors import ProtocolError
+from hsa.harness import (
+    AssistantMessage,
+    Harness,
+    Hook,
+    HookFired,
+    Prompt,
+    Protocol,
+    Section,
+    Skill,
+    SkillLoad,
+    Tool,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    normalize_call_ids,
+    parse,
+    render,
+)
+from hsa.harness.model import CALL_FORMATS
+from tests.harness.strategies import (
+    ambiguity,
+    events,
+    harness_and_events,
+    harnesses,
+    protocols,
+    same_events,
+)
+
+# Hermes has its own <tool_call> tag and ignores call_tag (test_protocols checks that), so it
+# runs once; every BFCL format runs with and without <TOOLCALL>.
+PROTOCOLS = [("api", None), ("hermes", None)] + [
+    (fmt, tag) for fmt in CALL_FORMATS if fmt != "hermes" for tag in (False, True)
+]
+
+
+def _label(fmt: str, tag: bool | None) -> str:
+    return fmt if tag is None else f"{fmt}{'+tag' if tag else '-notag'}"
+
+
+def _protocol_strategy(fmt: str, tag: bool | None) -> st.SearchStrategy[Protocol]:
+    if fmt == "api":
+        return protocols(name="api")
+    return protocols(name="text", call_format=fmt, call_tag=tag)  # doc format varies
+
+
+@pytest.mark.parametrize(
+    ("fmt", "tag"),
+    PROTOCOLS,
+    ids=[f"{f}{'' if t is None else '+tag' if t else '-tag'}" for f, t in PROTOCOLS],
+)
+@settings(
+    max_examples=500,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_parse_inverts_render(fmt: str, tag: bool | None, data: st.DataObject) -> None:
+    # Under api, call ids travel in the conversation, so any distinct ids must survive.
+    harness, evs = data.draw(
+        harness_and_events(_protocol_strategy(fmt, tag), normalized=fmt != "api")
+    )
+    assume(ambiguity(evs, harness) is None)
+    conversation = render(evs, harness)
+    assert same_events(parse(conversation, harness), evs)
+    # The conversation is plain JSON and parses the same from its stored form.
+    stored = json.loads(json.dumps(conversation.to_dict(), ensure_ascii=False))
+    assert same_events(parse(stored, harness), evs)
+    assert render(evs, harness) == conversation  # deterministic
+
+
+@settings(max_examples=25, derandomize=True, deadline=None)
+@given(data=st.data())
+def test_ambiguous_cases_are_rare(data: st.DataObject) -> None:
+    """The exclusion must not swallow the property: most drawn trajectories are unambiguous."""
+    clear = 0
+    for i in range(10):
+        harness, evs = data.draw(harness_and_events(), label=f"case {i}")
+        clear += ambiguity(evs, harness) is None
+    assert clear >= 7
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(data=st.data())
+def test_text_protocols_number_calls(data: st.DataObject) -> None:
+    """Text protocols regenerate ids in normal form: parsing equals normalising the input."""
+    harness = data.draw(harnesses(protocol=protocols(name="text")))
+    evs = data.draw(events(harness, normalized=False))
+    assume(ambiguity(evs, harness) is None)
+    # Results keep the ids they were rendered with, so only the call side is normalised here.
+    parsed = parse(render(evs, harness), harness)
+    calls = [e for e in parsed if isinstance(e, ToolCall)]
+    skill_and_calls = [e for e in parsed if isinstance(e, ToolCall | SkillLoad)]
+    assert [c.call_id for c in calls] == [
+        f"call_{i}" for i, e in enumerate(skill_and_calls) if isinstance(e, ToolCall)
+    ]
+    assert same_events(
+        normalize_call_ids([e for e in parsed if not isinstance(e, ToolResult)]),
+        normalize_call_ids([e for e in evs if not isinstance(e, ToolResult)]),
+    )
+
+
+# --- examples that pin the surface form -------------------------------------------------------
+
+WEATHER = Tool(
+    "get_weather",
+    "Weather for a city.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+LOADER = Tool(
+    "load_skill",
+    "Load a skill.",
+    {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+)
+REMINDER = Hook(
+    id="remind",
+    event="post_tool_use",
+    effect="add_context",
+    message="Checked {{ tool }}.",
+    inject="tool_result",
+    wrapper="system-reminder",
+)
+
+
+def _harness(protocol: Protocol, **changes) -> Harness:
+    base = Harness(
+        id="demo",
+        protocol=protocol,
+        prompt=Prompt(sections=(Section("persona", "Persona", "You help."),)),
+        tools=(WEATHER,),
+        skills=(Skill("travel", "travel", "Trips.", "Pack light."),),
+        hooks=(REMINDER,),
+        skill_tool=LOADER,
+    )
+    return base.replace(**changes)
+
+
+TURN = [
+    UserMessage("Weather in Paris?"),
+    AssistantMessage("Checking.", reasoning="need weather"),
+    SkillLoad("travel"),
+    ToolCall("call_1", "get_weather", {"city": "Paris"}),
+    ToolResult("call_1", "sunny"),
+    HookFired("remind", "post_tool_use", {"tool": "get_weather"}),
+    AssistantMessage("Sunny."),
+]
+
+
+def test_api_surface() -> None:
+    conversation = render(TURN, _harness(Protocol("api")))
+    assert conversation.messages[1:] == [
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "reasoning_content": "need weather",
+            "tool_calls": [
+                {
+                    "id": "call_0",
+                    "type": "function",
+                    "function": {"name": "load_skill", "arguments": '{"name": "travel"}'},
+                },
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_0", "content": "Pack light."},
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": "sunny\n<system-reminder>\nChecked get_weather.\n</system-reminder>",
+        },
+        {"role": "assistant", "content": "Sunny."},
+    ]
+    assert [t["function"]["name"] for t in conversation.tools] == ["get_weather", "load_skill"]
+    assert parse(conversation, _harness(Protocol("api"))) == TURN
+
+
+def test_untagged_format_puts_text_in_its_own_message() -> None:
+    harness = _harness(Protocol("text", "python", call_tag=False))
+    messages = render(TURN, harness).messages
+    assert messages[2] == {
+        "role": "assistant",
+        "content": "Checking.",
+        "reasoning_content": "need weather",
+    }
+    assert messages[3] == {
+        "role": "assistant",
+        "content": "[load_skill(name='travel'), get_weather(city='Paris')]",
+    }
+    assert parse(render(TURN, harness), harness) == TURN
+
+
+def test_tagged_format_keeps_text_and_calls_together() -> None:
+    harness = _harness(Protocol("text", "json", call_tag=True))
+    messages = render(TURN, harness).messages
+    assert messages[2]["content"] == (
+        "Checking.\n<TOOLCALL>```json\n"
+        '[{"function":"load_skill","parameters":{"name":"travel"}},'
+        '{"function":"get_weather","parameters":{"city":"Paris"}}]\n```</TOOLCALL>'
+    )
+    assert parse(render(TURN, harness), harness) == TURN
+
+
+def test_hook_after_skill_load_attaches_to_the_skill_result() -> None:
+    events = [
+        UserMessage("hi"),
+        SkillLoad("travel"),
+        HookFired("remind", "post_tool_use", {"tool": "load_skill"}),
+    ]
+    for protocol in (Protocol("api"), Protocol("text", "hermes")):
+        harness = _harness(protocol)
+        conversation = render(events, harness)
+        assert conversation.messages[-1]["content"].startswith("Pack light.\n<system-reminder>")
+        assert parse(conversation, harness) == events
+
+
+def test_tool_hooks_sharing_a_wrapper_split_in_order() -> None:
+    other = Hook(
+        id="other",
+        event="post_tool_use",
+        effect="add_context",
+        message="A: {{ detail }}",
+        inject="tool_result",
+        wrapper="system-reminder",
+    )
+    harness = _harness(Protocol("api"), hooks=(other, REMINDER))
+    events = [
+        ToolCall("call_0", "get_weather", {"city": "Oslo"}),
+        ToolResult("call_0", "rain"),
+        HookFired("remind", "post_tool_use", {"tool": "get_weather"}),
+        HookFired("other", "post_tool_use", {"detail": "x"}),
+    ]
+    assert parse(render(events, harness), harness) == events
+
+
+def test_api_skill_call_ids_never_capture_a_tool_result() -> None:
+    harness = _harness(Protocol("api"))
+    events = [
+        ToolCall("call_1", "get_weather", {"city": "Rome"}),
+        SkillLoad("travel"),
+        ToolResult("call_1", "hot"),
+    ]
+    conversation = render(events, harness)
+    ids = [c["id"] for c in conversation.messages[1]["tool_calls"]]
+    assert ids[0] == "call_1" and ids[1] != "call_1"
+    assert parse(conversation, harness) == events
+
+
+def test_python_format_refuses_tool_names_it_cannot_write() -> None:
+    harness = _harness(Protocol("text", "python"), tools=(Tool("get-weather"),))
+    with pytest.raises(ProtocolError, match=r"'get-weather' is not a Python identifier") as err:
+        render([ToolCall("call_0", "get-weather", {})], harness)
+    assert err.value.where == "events[0]"
+
+
+def test_unknown_hook_names_the_event() -> None:
+    with pytest.raises(ProtocolError, match="hook 'nope' is not in harness") as err:
+        render([UserMessage("x"), HookFired("nope", "stop", {})], _harness(Protocol("api")))
+    assert err.value.where == "events[1]"
+
+
+@pytest.mark.parametrize(
+    ("messages", "where", "message"),
+    [
+        ([{"role": "user", "content": "x"}], "messages[0]", "does not start with"),
+        (
+            [
+                {"role": "system", "content": "## Persona\n\nYou help."},
+                {"role": "robot", "content": "x"},
+            ],
+            "messages[1]",
+            "unknown message role",
+        ),
+        (
+            [
+                {"role": "system", "content": "## Persona\n\nYou help."},
+                {"role": "system", "content": "not a hook"},
+            ],
+            "messages[1]",
+            "not a hook",
+        ),
+        (
+            [
+                {"role": "system", "content": "## Persona\n\nYou help."},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{"}}],
+                },
+            ],
+            "messages[1].tool_calls[0]",
+            "not JSON",
+        ),
+        (
+            [
+                {"role": "system", "content": "## Persona\n\nYou help."},
+                {"role": "assistant", "tool_calls": [{"id": "a"}]},
+            ],
+            "messages[1].tool_calls[0]",
+            "function.name",
+        ),
+    ],
+)
+def test_parse_errors_name_the_message(messages, where, message) -> None:
+    with pytest.raises(ProtocolError, match=message) as err:
+        parse(messages, _harness(Protocol("api")))
+    assert err.value.where == where
+
+
+def test_text_protocol_refuses_api_tool_calls() -> None:
+    harness = _harness(Protocol("text", "hermes"))
+    prompt = render([], harness).messages[0]
+    bad = [prompt, {"role": "assistant", "content": "", "tool_calls": [{"id": "x"}]}]
+    with pytest.raises(ProtocolError, match="calls must be written in the message text"):
+        parse(bad, harness)
+
+
+def test_prompt_in_user_message_round_trips_without_user_text() -> None:
+    sections = (Section("persona", "Persona", "You help."),)
+    harness = _harness(Protocol("text", "xml_concise"), prompt=Prompt(sections, placement="user"))
+    events = [AssistantMessage("hello")]
+    conversation = render(events, harness)
+    assert conversation.messages[0] == {"role": "user", "content": "## Persona\n\nYou help."}
+    assert parse(conversation, harness) == events
