@@ -18,7 +18,7 @@ from hsa.envs.livestream.state import LiveState
 from hsa.envs.livestream.tasks import make_tasks
 from hsa.envs.livestream.templates import drafts
 from hsa.envs.livestream.tools import defaults
-from hsa.envs.livestream.world import World, generate
+from hsa.envs.livestream.world import World, at_clock, generate
 from hsa.errors import EnvError
 from hsa.harness.events import Event, dumps_json
 from hsa.harness.model import Harness
@@ -82,11 +82,8 @@ class LivestreamEnvironment(Environment):
     def reset(self, task: Task) -> LiveState:
         raw = task.metadata.get("now")
         try:
-            now = (
-                datetime.fromisoformat(raw)
-                if raw
-                else datetime.combine(self.world.day, datetime.min.time()).replace(hour=20)
-            )
+            # A task without a stream time starts at 20:00, in the middle of the stream.
+            now = datetime.fromisoformat(raw) if raw else at_clock(20, day=self.world.day)
         except (TypeError, ValueError):
             raise EnvError(f"task {task.id}: metadata.now {raw!r} is not a time") from None
         return LiveState(world=self.world, now=now, task_id=task.id)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import Any
 
-from hsa.envs.base import Task
+from hsa.envs.base import Environment, Task
 from hsa.envs.episode import Episode, next_call_id, run_episode
 from hsa.envs.livestream.catalog import BY_CATEGORY
 from hsa.envs.livestream.facts import dollars, show
@@ -28,6 +28,7 @@ from hsa.harness.events import (
     ToolResult,
     UserMessage,
 )
+from hsa.harness.model import Harness
 
 
 class _Pending(Exception):
@@ -619,7 +620,7 @@ def _number(step: list[Event], events: Sequence[Event]) -> list[Event]:
     return out
 
 
-def solve(env, task: Task, *, harness=None) -> Episode:
+def solve(env: Environment, task: Task, *, harness: Harness | None = None) -> Episode:
     """Run the oracle on ``task`` in ``env``: the trajectory (hook firings included) and the
     final state."""
     return run_episode(env, task, next_actions, harness=harness, source="oracle")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hsa.envs.base import SPLITS, Task
+from hsa.envs.livestream.state import ticket_id
 from hsa.envs.livestream.world import World
 
 #: the task kinds, in the order tasks are listed
@@ -95,8 +96,6 @@ def make_tasks(world: World, drafts: Iterator[Draft], n_tasks: int | None = None
 
 
 def _task(task_id: str, draft: Draft) -> Task:
-    from hsa.envs.livestream.state import ticket_id
-
     # A hand-off ticket is named after the task, so facts can mention it only now.
     facts = [
         ticket_id(task_id, int(f[len("@ticket:") :]))

@@ -87,7 +87,9 @@ def rating(world: World, rng: random.Random) -> Iterator[Draft]:
 
 
 def policy(world: World, rng: random.Random) -> Iterator[Draft]:
-    now = lambda: fmt_time(_now(rng))  # noqa: E731
+    def now() -> str:
+        return fmt_time(_now(rng))
+
     for c in catalog.CATEGORIES:
         for ask in (
             "What's the return window for {} items?",

@@ -9,7 +9,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from hsa.envs.livestream import catalog
-from hsa.envs.livestream.catalog import BY_CATEGORY, CATEGORIES
+from hsa.envs.livestream.catalog import BY_CATEGORY, CATEGORIES, Category
 
 STREAM_DAY = date(2025, 6, 18)
 PRODUCTS_PER_KIND = 6
@@ -269,7 +269,9 @@ def _products(rng: random.Random) -> tuple[Product, ...]:
     return tuple(products)
 
 
-def _product(rng, number, name, brand, category, kind) -> Product:
+def _product(
+    rng: random.Random, number: int, name: str, brand: str, category: Category, kind: str
+) -> Product:
     pid = f"P{number:04d}"
     base = _price(rng, *category.price_range)
     count = rng.randint(2, len(category.variant_labels))

@@ -85,3 +85,13 @@ def test_policy_steps(env, by_template):
     assert len(second) == 1 and isinstance(second[0], ToolCall)
     assert second[0].call_id == "call_1" and second[0].tool == "get_order_status"
     assert next_actions(task, []) == []
+
+
+@pytest.mark.parametrize("call_format", ["json", "python", "xml_verbose", "xml_concise"])
+@pytest.mark.parametrize("tag", [True, False])
+def test_round_trip_under_other_call_formats(env, episodes, call_format, tag):
+    protocol = Protocol(name="text", call_format=call_format, call_tag=tag, doc_format="python")
+    harness = env.harness().replace(protocol=protocol)
+    for task_id in random.Random(1).sample(sorted(episodes), 40):
+        events = list(episodes[task_id].events)
+        assert parse(render(events, harness), harness) == events, task_id
