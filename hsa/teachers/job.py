@@ -210,11 +210,14 @@ class TeachReport:
     failures: Counter = field(default_factory=Counter)
     latency: dict[str, float] = field(default_factory=dict)
     wall_s: float = 0.0
+    run_s: float = 0.0  # running rollouts, without loading the environment and planning
     shards: int = 0
 
     @property
     def rollouts_per_s(self) -> float:
-        return self.written / self.wall_s if self.wall_s > 0 else 0.0
+        """Rollouts run per second of running them (skipped rollouts do not count)."""
+        ran = self.total - self.skipped
+        return ran / self.run_s if self.run_s > 0 else 0.0
 
 
 @dataclass(slots=True)
@@ -421,9 +424,11 @@ async def teach_async(
             max_steps_per_turn=config.max_steps_per_turn,
             repair=config.repair,
         )
+        running_since = time.monotonic()
         try:
             await _run(config, env, cached, rollout_config, pending, out, entries, report, progress)
         finally:
+            report.run_s = time.monotonic() - running_since
             if backend is None:
                 await inner.aclose()
             cache.close()

@@ -28,7 +28,7 @@ from hsa.harness.parse import parse
 from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage
-from hsa.teachers.rollout import REPAIR_PREFIX, TASK_KEY, VARIANT_KEY
+from hsa.teachers.rollout import REPAIR_PREFIX, TASK_KEY, VARIANT_KEY, protocol_view
 
 #: finds a variant by id (None when unknown)
 VariantLookup = Callable[[str], Variant | None]
@@ -66,6 +66,8 @@ class OracleResponder:
             if task.turns:
                 self._by_first_turn.setdefault(task.turns[0], []).append(task)
         self._session_start: dict[str, tuple[HookFired, ...]] = {}
+        self._views: dict[str, Any] = {}
+        self._tools_tokens: dict[str, int] = {}
 
     def variant(self, metadata: Mapping[str, Any]) -> Variant:
         variant_id = metadata.get(VARIANT_KEY)
@@ -139,25 +141,35 @@ class OracleResponder:
         if not step:
             step = [AssistantMessage("")]
         message = self._message(step, surface, variant)
+        tools_tokens = self._tools_tokens.get(variant.variant_id)
+        if tools_tokens is None:
+            tools = body.get("tools") or []
+            tools_tokens = self._tools_tokens[variant.variant_id] = _tokens(tools) if tools else 0
         usage = {
-            "prompt_tokens": sum(_tokens(m.get("content") or "") for m in messages)
-            + _tokens(body.get("tools") or []),
+            "prompt_tokens": sum(_tokens(m.get("content") or "") for m in messages) + tools_tokens,
             "completion_tokens": _tokens(message),
         }
         return message, usage
 
     def _message(self, step: list[Event], history: list[Event], variant: Variant) -> dict:
         """The step as the one assistant message a model would send under ``variant``."""
+        harness = variant.harness
         counter = sum(isinstance(e, ToolCall | SkillLoad) for e in history)
         numbered: list[Event] = []
-        for event in step:
-            if isinstance(event, ToolCall):
+        for event in map_events(step, variant.mapping):
+            if isinstance(event, SkillLoad) and harness.skill_tool is not None:
+                # As the call it is on the wire: the reply view has no skills to render it with.
+                args = {harness.skill_arg: event.skill_id}
+                event = ToolCall(f"call_{counter}", harness.skill_tool.name, args)
+            elif isinstance(event, ToolCall):
                 event = ToolCall(f"call_{counter}", event.tool, event.args)
-            if isinstance(event, ToolCall | SkillLoad):
+            if isinstance(event, ToolCall):
                 counter += 1
             numbered.append(event)
-        surface_step = map_events(numbered, variant.mapping)
-        rendered = render(surface_step, variant.harness).messages
+        view = self._views.get(variant.variant_id)
+        if view is None:
+            view = self._views[variant.variant_id] = protocol_view(harness)
+        rendered = render(numbered, view).messages
         replies = [m for m in rendered if m.get("role") == "assistant"]
         # An untagged text format cannot carry text and calls in one message (render splits
         # them); a model's single reply then holds the calls alone.

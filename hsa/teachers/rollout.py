@@ -114,32 +114,39 @@ class StepError(Exception):
     """A model message that cannot be read as a step under the harness."""
 
 
+def protocol_view(harness: Harness) -> Harness:
+    """The parts of ``harness`` that reading or writing one assistant message depends on.
+
+    ``parse`` and ``render`` build the harness's system prompt on every call, which costs
+    more than the rest of a step for a large harness; one reply needs only the protocol and
+    the skill tool.
+    """
+    return Harness(
+        id=harness.id,
+        version=harness.version,
+        protocol=harness.protocol,
+        skill_tool=harness.skill_tool,
+    )
+
+
 def read_step(
-    message: Mapping[str, Any],
-    conversation: Conversation,
-    history: Sequence[Event],
-    harness: Harness,
-    next_call: int,
+    message: Mapping[str, Any], harness: Harness, view: Harness, next_call: int
 ) -> list[Event]:
     """The surface events of one model message, call ids numbered from ``next_call``.
 
-    ``conversation`` is what the model was shown, ``history`` the surface events it renders.
-    Raises ``StepError`` when the message does not parse, parses to nothing, or is text that
-    holds a call the format could not read.
+    ``view`` is ``protocol_view(harness)``. Raises ``StepError`` when the message does not
+    parse, parses to nothing, or is text that holds a call the format could not read.
     """
-    reply = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
+    reply = {k: v for k, v in message.items() if k in ("content", "tool_calls")}
     reply["role"] = "assistant"
     if reply.get("content") is None and not reply.get("tool_calls"):
         raise StepError("an empty reply: no text and no tool call")
     if "reasoning_content" in message:
         reply["reasoning_content"] = message["reasoning_content"]
     try:
-        events = parse([*conversation.messages, reply], harness)
+        step = parse([reply], view)
     except HsaError as exc:
         raise StepError(exc.message) from None
-    if events[: len(history)] != list(history):
-        raise StepError("the conversation so far does not parse back to its events")
-    step = events[len(history) :]
     if not step:
         raise StepError("an empty reply: no text and no tool call")
     if not any(isinstance(e, ToolCall | SkillLoad) for e in step):
@@ -173,6 +180,7 @@ class _Run:
         self.config = config
         self.canonical = env.harness()
         self.surface = spec.variant.harness
+        self.view = protocol_view(self.surface)
         self.mapping = spec.variant.mapping
         self.inverse = self.mapping.inverse()
         self.sampling = replace(config.sampling, seed=spec.seed)
@@ -205,7 +213,7 @@ class _Run:
         self.steps += 1
         next_call = _count_calls(self.events)
         try:
-            return read_step(response.message, conversation, history, self.surface, next_call)
+            return read_step(response.message, self.surface, self.view, next_call)
         except StepError as exc:
             failure = FormatFailure(self.steps, str(exc), response.message)
             if not self.config.repair:
@@ -216,7 +224,7 @@ class _Run:
         messages = [*conversation.messages, bad, ask_again]
         repaired = await self.ask(messages, conversation.tools)
         try:
-            step = read_step(repaired.message, conversation, history, self.surface, next_call)
+            step = read_step(repaired.message, self.surface, self.view, next_call)
         except StepError as again:
             self.failures.append(failure)
             again_failure = FormatFailure(self.steps, f"after repair: {again}", repaired.message)
@@ -306,6 +314,7 @@ async def rollout(
         detail=detail,
         surface_events=surface_events,
         surface_calls=run.surface_calls,
+        conversation=conversation if conversation.messages else None,
         canonical_events=run.events,
         surface=run.surface,
         canonical=run.canonical,

@@ -6,13 +6,15 @@ Faults are decided by hashing the request, so a run is reproducible whatever the
 arrival: ``fail_rate`` of attempts get HTTP 429 or 500 (half each; a retried request draws
 again), ``malformed_rate`` of requests get their tool call broken (the same request is always
 broken the same way, as a model's deterministic output would be), and every answer waits
-``latency_ms``. An optional JSONL log records every request's key and status.
+``latency_ms``. An optional JSONL log records every request's key and status; with
+``api_key`` set, requests without that bearer token are refused (401).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 import time
 from collections import Counter
@@ -111,6 +113,7 @@ class ChatServer:
         faults: Faults | None = None,
         model: str = "hsa-oracle",
         log: Path | None = None,
+        api_key: str | None = None,
     ):
         self.responder = responder
         self.port = port
@@ -118,6 +121,7 @@ class ChatServer:
         self.model = model
         self.stats = ServerStats()
         self._log_path = log
+        self._api_key = api_key
         self._log: TextIO | None = None
         self._seen: Counter = Counter()  # key -> attempts, so a retry draws a new fault
         self._server: asyncio.AbstractServer | None = None
@@ -164,7 +168,10 @@ class ChatServer:
                 if request is None:
                     break
                 method, path, headers, body = request
-                status, payload, extra = await self._route(method, path, body)
+                if self._api_key is not None and not _authorized(headers, self._api_key):
+                    status, payload, extra = 401, _error("invalid API key", "unauthorized"), {}
+                else:
+                    status, payload, extra = await self._route(method, path, body)
                 keep_alive = headers.get("connection", "").lower() != "close"
                 writer.write(_response_bytes(status, payload, extra, keep_alive))
                 await writer.drain()
@@ -262,9 +269,15 @@ class _BadRequest(Exception):
     pass
 
 
+def _authorized(headers: dict[str, str], key: str) -> bool:
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), key)
+
+
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
     411: "Length Required",

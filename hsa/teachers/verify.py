@@ -24,7 +24,7 @@ from hsa.errors import HsaError
 from hsa.harness.events import Event, HookFired, ToolCall, ToolResult
 from hsa.harness.model import Harness
 from hsa.harness.parse import parse
-from hsa.harness.render import render
+from hsa.harness.render import Conversation, render
 
 CHECKS = ("format", "schema", "execution", "score")
 
@@ -109,10 +109,17 @@ def execution_problems(events: Sequence[Event], canonical: Harness) -> list[str]
     return problems
 
 
-def round_trip_problem(surface_events: Sequence[Event], harness: Harness) -> str | None:
-    """Why the surface events would not survive ``render`` then ``parse``, or None."""
+def round_trip_problem(
+    surface_events: Sequence[Event], harness: Harness, conversation: Conversation | None = None
+) -> str | None:
+    """Why the surface events would not survive ``render`` then ``parse``, or None.
+
+    ``conversation``, when given, is ``render(surface_events, harness)`` already made.
+    """
     try:
-        back = parse(render(surface_events, harness), harness)
+        if conversation is None:
+            conversation = render(surface_events, harness)
+        back = parse(conversation, harness)
     except HsaError as exc:
         return f"the recorded conversation does not parse: {exc}"
     if list(back) != list(surface_events):
@@ -130,6 +137,7 @@ def verify(
     detail: str | None,
     surface_events: Sequence[Event],
     surface_calls: Sequence[ToolCall],
+    conversation: Conversation | None = None,
     canonical_events: Sequence[Event],
     surface: Harness,
     canonical: Harness,
@@ -141,7 +149,8 @@ def verify(
     message did not parse and was not repaired), ``step_limit``, ``backend`` (no answer from
     the backend) or ``empty`` (the model answered nothing); ``detail`` says more.
     ``surface_events`` are the canonical events mapped to the surface (what the conversation
-    shows); ``surface_calls`` the calls exactly as the model wrote them.
+    shows), ``conversation`` their rendering when already made; ``surface_calls`` the calls
+    exactly as the model wrote them.
     """
     checks: dict[str, bool] = {}
     reasons: list[str] = []
@@ -149,7 +158,7 @@ def verify(
         checks["format"] = False
         reasons.append(f"format: {detail}")
     else:
-        problem = round_trip_problem(surface_events, surface)
+        problem = round_trip_problem(surface_events, surface, conversation)
         checks["format"] = problem is None
         if problem is not None:
             reasons.append(f"format: {problem}")

@@ -105,14 +105,15 @@ class OpenAIBackend(Backend):
                     if exc.status_code < 500 and exc.status_code not in (408, 409):
                         raise TeacherError(
                             f"the endpoint refused the request: HTTP {exc.status_code}: "
-                            f"{_short(exc.message)}; check --base-url, --model and the API key",
+                            f"{self._short(exc.message)}; check --base-url, --model and the "
+                            "API key",
                             where=cfg.base_url,
                         ) from None
                     reason, retry_after = f"http {exc.status_code}", _retry_after(exc)
                 except openai.APITimeoutError:
                     reason = "timeout"
                 except openai.APIConnectionError as exc:
-                    reason = f"connection: {_short(str(exc))}"
+                    reason = f"connection: {self._short(str(exc))}"
                 else:
                     latency = time.monotonic() - started
                     self.limit.on_success(latency)
@@ -162,6 +163,9 @@ class OpenAIBackend(Backend):
                 f"the endpoint answered HTTP {raw.status_code} with a body that is not JSON",
                 where=self.config.base_url,
             ) from None
+
+    def _short(self, text: str) -> str:
+        return _short(redact(text, self.config.api_key))
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, []
@@ -219,3 +223,8 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
 def _short(text: str, limit: int = 200) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` replaced, for messages that may quote what was sent."""
+    return text.replace(secret, "***") if secret else text

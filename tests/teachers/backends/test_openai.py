@@ -1,0 +1,141 @@
+"""The openai backend, driving the real ``openai`` client over loopback against ChatServer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+import pytest
+
+from hsa.errors import HsaError, TeacherError
+from hsa.teachers.backends.openai import OpenAIBackend, OpenAIConfig
+from hsa.teachers.request import ChatRequest, Sampling
+from hsa.teachers.server import Faults
+from hsa.teachers.throttle import Backoff
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+
+
+def echo(body):
+    """Answers with a tool call naming the last user message; refuses 'refuse'."""
+    last = body["messages"][-1]["content"]
+    if last == "refuse":
+        raise HsaError("cannot answer that")
+    call = dict(CALL, function={"name": "f", "arguments": json.dumps({"said": last})})
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return message, {"prompt_tokens": 7, "completion_tokens": 3}
+
+
+def backend(url: str, **changes) -> OpenAIBackend:
+    settings = {
+        "base_url": url,
+        "model": "m",
+        "api_key": "sk-test-not-a-secret",
+        "concurrency": 8,
+        "backoff": Backoff(0.001, 0.01),
+        **changes,
+    }
+    return OpenAIBackend(OpenAIConfig(**settings))
+
+
+def ask_all(b: OpenAIBackend, texts: list[str]):
+    async def main():
+        try:
+            return await asyncio.gather(
+                *(
+                    b.chat(ChatRequest("m", [{"role": "user", "content": t}], sampling=Sampling()))
+                    for t in texts
+                ),
+                return_exceptions=True,
+            )
+        finally:
+            await b.aclose()
+
+    return asyncio.run(main())
+
+
+def test_answers_usage_and_latency_come_back(serve):
+    served = serve(answer=echo, faults=Faults(latency_ms=20))
+    b = backend(served.url)
+    [response] = ask_all(b, ["hi"])
+    assert response.message["tool_calls"][0]["function"] == {
+        "name": "f",
+        "arguments": '{"said": "hi"}',
+    }
+    assert response.finish_reason == "tool_calls"
+    assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (7, 3)
+    assert response.latency_s >= 0.02 and b.stats.latency_percentiles()["p50_ms"] >= 20
+
+
+def test_429_and_500_are_retried_until_every_request_succeeds(serve):
+    served = serve(answer=echo, faults=Faults(fail_rate=0.5, seed=1))
+    b = backend(served.url, max_retries=20)
+    responses = ask_all(b, [f"q{i}" for i in range(40)])
+    assert all(not isinstance(r, Exception) for r in responses)
+    assert b.stats.failures["http 429"] > 0 and b.stats.failures["http 500"] > 0
+    assert b.stats.retries == sum(b.stats.failures.values())
+    assert served.server.stats.statuses[200] == 40
+
+
+def test_a_request_the_endpoint_refuses_is_not_retried(serve):
+    served = serve(answer=echo)
+    b = backend(served.url)
+    [error] = ask_all(b, ["refuse"])
+    assert isinstance(error, TeacherError)
+    assert "HTTP 400" in str(error) and "cannot answer that" in str(error)
+    assert b.stats.retries == 0 and served.server.stats.requests == 1
+
+
+def test_timeouts_are_retried_then_reported(serve):
+    served = serve(answer=echo, faults=Faults(latency_ms=400))
+    b = backend(served.url, timeout_s=0.05, max_retries=1)
+    [error] = ask_all(b, ["slow"])
+    assert isinstance(error, TeacherError)
+    assert "2 attempts" in str(error) and "timeout" in str(error)
+    assert b.stats.failures["timeout"] == 2
+
+
+def test_connection_errors_are_retried_then_reported():
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    b = backend(f"http://127.0.0.1:{port}/v1", max_retries=2)
+    [error] = ask_all(b, ["anyone?"])
+    assert isinstance(error, TeacherError) and "connection" in str(error)
+    assert b.stats.failures["connection"] == 3
+
+
+def test_the_api_key_is_sent_and_never_shown(serve):
+    served = serve(answer=echo, api_key="sk-SECRET-123")
+    good = backend(served.url, api_key="sk-SECRET-123")
+    assert "sk-SECRET-123" not in repr(good.config)
+    [response] = ask_all(good, ["x"])
+    assert not isinstance(response, Exception)
+    wrong = backend(served.url, api_key="sk-WRONG-456")
+    [error] = ask_all(wrong, ["x"])
+    assert isinstance(error, TeacherError) and "HTTP 401" in str(error)
+    assert "sk-WRONG-456" not in str(error)
+
+
+@pytest.mark.parametrize("concurrency", [1, 5])
+def test_concurrency_limit_is_respected(serve, concurrency):
+    in_flight = 0
+    peak = 0
+
+    served = serve(answer=echo, faults=Faults(latency_ms=30))
+    b = backend(served.url, concurrency=concurrency)
+    original = b._create
+
+    async def counting(request):
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            return await original(request)
+        finally:
+            in_flight -= 1
+
+    b._create = counting
+    ask_all(b, [f"q{i}" for i in range(12)])
+    assert peak == concurrency

@@ -1,0 +1,78 @@
+"""The request cache: SQLite in WAL mode, durable per answer, shared by reruns."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from hsa.errors import TeacherError
+from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.cache import CachedBackend, RequestCache
+from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage, assistant_message
+
+
+class Counting(Backend):
+    name = "counting"
+
+    def __init__(self):
+        self.stats = BackendStats()
+        self.asked: list[str] = []
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        self.asked.append(request.key())
+        text = request.messages[-1]["content"].upper()
+        return ChatResponse(assistant_message(text), "stop", Usage(3, 1), latency_s=0.25)
+
+
+def ask(backend, text: str, seed: int = 0) -> ChatResponse:
+    request = ChatRequest("m", [{"role": "user", "content": text}], sampling=Sampling(seed=seed))
+    return asyncio.run(backend.chat(request))
+
+
+def test_answers_come_from_the_cache_after_the_first_time(tmp_path):
+    inner = Counting()
+    cache = RequestCache(tmp_path / "cache.sqlite")
+    backend = CachedBackend(inner, cache)
+    first = ask(backend, "hello")
+    again = ask(backend, "hello")
+    other = ask(backend, "hello", seed=1)
+    assert len(inner.asked) == 2  # "hello" once per seed
+    assert not first.cached and again.cached and not other.cached
+    assert again.message == first.message and again.usage == Usage(3, 1)
+    assert again.latency_s == 0.25  # the original request's latency
+    assert (cache.stats.hits, cache.stats.misses, cache.stats.writes) == (1, 2, 2)
+
+
+def test_cache_survives_reopening_and_uses_wal(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    backend = CachedBackend(Counting(), RequestCache(path))
+    ask(backend, "kept")
+    backend.cache.close()  # each answer was committed as it came
+    reopened = RequestCache(path)
+    assert len(reopened) == 1
+    inner = Counting()
+    assert ask(CachedBackend(inner, reopened), "kept").cached and inner.asked == []
+    mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_failed_requests_are_not_cached(tmp_path):
+    class Failing(Counting):
+        async def chat(self, request):
+            raise RuntimeError("down")
+
+    cache = RequestCache(tmp_path / "c.sqlite")
+    backend = CachedBackend(Failing(), cache)
+    with pytest.raises(RuntimeError):
+        ask(backend, "x")
+    assert len(cache) == 0
+
+
+def test_an_unusable_cache_file_is_reported(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(TeacherError) as caught:
+        RequestCache(path)
+    assert str(path) in str(caught.value) and "delete the file" in str(caught.value)
