@@ -83,7 +83,15 @@ _PY_TYPES = {
 
 
 def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> str:
-    """A JSON Schema type as a Python annotation: ``str``, ``list[int]``, ``Literal['a', 'b']``."""
+    """A JSON Schema type as a Python annotation: ``str``, ``list[int]``, ``Literal['a', 'b']``.
+
+    A ``$ref`` to a definition is named after it (``#/$defs/FlightInfo`` -> ``FlightInfo``).
+    """
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/") and _resolve(schema, root) is not schema:
+        name = ref.rsplit("/", 1)[-1]
+        if name.isidentifier():
+            return name
     schema = _resolve(schema, root)
     if depth > _MAX_DEPTH:
         return "Any"
@@ -111,16 +119,26 @@ def _description(schema: Mapping[str, Any]) -> str:
     return text
 
 
-def _nested(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The object schema whose properties a parameter documents below itself, if any."""
+def _nested(
+    schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0
+) -> Mapping[str, Any] | None:
+    """The object schema whose properties a parameter documents below itself, if any.
+
+    That is the parameter's own object schema, or its array items', or the first alternative
+    of an ``anyOf``/``oneOf`` that has properties.
+    """
     schema = _resolve(schema, root)
     if schema.get("properties"):
         return schema
-    items = schema.get("items")
-    if isinstance(items, Mapping):
-        items = _resolve(items, root)
-        if items.get("properties"):
-            return items
+    if depth > 2:
+        return None
+    candidates = [schema.get("items")]
+    candidates += list(schema.get("anyOf") or []) + list(schema.get("oneOf") or [])
+    for candidate in candidates:
+        if isinstance(candidate, Mapping):
+            found = _nested(candidate, root, depth + 1)
+            if found is not None:
+                return found
     return None
 
 
@@ -190,7 +208,10 @@ def python_docs(tools: Sequence[Tool]) -> str:
             elif required:
                 signature.append(f"{name}: {annotation}")
             else:
-                signature.append(f"{name}: {annotation} | None = None")
+                optional = (
+                    annotation if "None" in annotation.split(" | ") else f"{annotation} | None"
+                )
+                signature.append(f"{name}: {optional} = None")
         star = "*, " if signature else ""
         lines = [f"def {tool.name}({star}{', '.join(signature)}):", '    """']
         lines += [f"    {line}".rstrip() for line in _docstring_text(tool.description).splitlines()]

@@ -1,0 +1,496 @@
+"""Call formats and doc formats: exact surface forms, round trips, BFCL compatibility, leniency."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from hsa.errors import ProtocolError
+from hsa.harness import Tool
+from hsa.harness.model import CALL_FORMATS as MODEL_CALL_FORMATS
+from hsa.harness.model import DOC_FORMATS as MODEL_DOC_FORMATS
+from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS, join_prefix
+from hsa.harness.protocols.literals import from_literal, to_literal
+from tests.harness.strategies import arguments, json_values, texts, tool_names
+
+BFCL_FORMATS = ("json", "python", "xml_verbose", "xml_concise")
+CALL = [("get_weather", {"city": "Paris", "days": 3})]
+
+
+def test_every_format_the_schema_allows_is_registered() -> None:
+    assert set(CALL_FORMATS) == set(MODEL_CALL_FORMATS)
+    assert set(DOC_FORMATS) == set(MODEL_DOC_FORMATS)
+
+
+# --- exact surface forms (BFCL v4's OUTPUT_FORMAT_MAPPING shapes) ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("fmt", "expected"),
+    [
+        ("python", "[get_weather(city='Paris', days=3)]"),
+        (
+            "json",
+            '```json\n[{"function":"get_weather","parameters":{"city":"Paris","days":3}}]\n```',
+        ),
+        (
+            "xml_verbose",
+            '<functions><function name="get_weather"><params>'
+            '<param name="city" value="Paris" type="string"/>'
+            '<param name="days" value="3" type="integer"/>'
+            "</params></function></functions>",
+        ),
+        (
+            "xml_concise",
+            '<functions><function name="get_weather">'
+            '<param name="city" type="string">Paris</param>'
+            '<param name="days" type="integer">3</param>'
+            "</function></functions>",
+        ),
+        (
+            "hermes",
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n'
+            "</tool_call>",
+        ),
+    ],
+)
+def test_surface_forms(fmt: str, expected: str) -> None:
+    format_calls = CALL_FORMATS[fmt].format_calls
+    assert format_calls(CALL, False) == expected
+    tagged = expected if fmt == "hermes" else f"<TOOLCALL>{expected}</TOOLCALL>"
+    assert format_calls(CALL, True) == tagged
+
+
+def test_hermes_ignores_the_tag_and_always_allows_text() -> None:
+    hermes = CALL_FORMATS["hermes"]
+    assert hermes.format_calls(CALL, True) == hermes.format_calls(CALL, False)
+    assert hermes.allows_prefix(False) and hermes.allows_prefix(True)
+
+
+@pytest.mark.parametrize("fmt", BFCL_FORMATS)
+def test_only_tagged_bfcl_formats_share_a_message_with_text(fmt: str) -> None:
+    assert CALL_FORMATS[fmt].allows_prefix(True)
+    assert not CALL_FORMATS[fmt].allows_prefix(False)
+
+
+@pytest.mark.parametrize("fmt", sorted(MODEL_CALL_FORMATS))
+@pytest.mark.parametrize("tag", [False, True])
+def test_instructions_describe_the_format(fmt: str, tag: bool) -> None:
+    text = CALL_FORMATS[fmt].instructions(tag)
+    assert text.strip()
+    assert ("<TOOLCALL>" in text) == (tag and fmt != "hermes")
+
+
+def test_xml_instructions_list_the_value_types() -> None:
+    text = CALL_FORMATS["xml_verbose"].instructions(False)
+    for kind in ("string", "integer", "float", "boolean", "null", "array", "dict"):
+        assert kind in text
+
+
+# --- round trips at the protocol level ------------------------------------------------------
+
+
+def _names(fmt: str) -> st.SearchStrategy[str]:
+    # Python call syntax needs identifiers; every other format takes any string as a name.
+    return tool_names(python=True) if fmt == "python" else texts(12)
+
+
+@pytest.mark.parametrize("fmt", sorted(MODEL_CALL_FORMATS))
+@settings(
+    max_examples=100, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(data=st.data())
+def test_parse_calls_inverts_format_calls(fmt: str, data: st.DataObject) -> None:
+    """Any names (any string outside Python) and arguments; test_render_parse covers the rest."""
+    call_format = CALL_FORMATS[fmt]
+    tag = data.draw(st.booleans(), label="tag")
+    calls = data.draw(st.lists(st.tuples(_names(fmt), arguments()), min_size=1, max_size=3))
+    block = call_format.format_calls(calls, tag)
+    assert call_format.parse_calls(block, tag) == (None, calls)
+    if call_format.allows_prefix(tag):
+        prefix = data.draw(texts())
+        if fmt == "hermes":
+            # Hermes blocks are not enclosed: text ending in a block would join the calls.
+            assume(call_format.parse_calls(prefix, tag) is None)
+        assert call_format.parse_calls(join_prefix(prefix, block), tag) == (prefix, calls)
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(json_values())
+def test_python_literals_round_trip(value: Any) -> None:
+    text = to_literal(value)
+    back = from_literal(text)
+    assert json.dumps(back) == json.dumps(value)
+    assert ast.literal_eval(text) == value  # BFCL reads array/dict values with literal_eval
+
+
+def test_python_literal_edge_values() -> None:
+    for value in (-0.0, 1e308, 5e-324, 2**70, -(2**70), "\x00\n\t'\"\\", "🦍", [], {}):
+        assert json.dumps(from_literal(to_literal(value))) == json.dumps(value)
+    assert from_literal(to_literal(math.inf)) == math.inf
+    with pytest.raises(ProtocolError, match="NaN"):
+        to_literal(math.nan)
+    with pytest.raises(ProtocolError, match="nests deeper"):
+        nested: Any = 1
+        for _ in range(150):
+            nested = [nested]
+        to_literal(nested)
+
+
+# --- BFCL compatibility: BFCL's own decoding reads what we write ------------------------------
+
+
+def _bfcl_xml(text: str, verbose: bool) -> list[dict[str, dict[str, Any]]]:
+    """Decode like BFCL's xml_parser: ElementTree, then convert by the type attribute."""
+    convert = {
+        "string": lambda raw: raw,
+        "integer": int,
+        "float": float,
+        "boolean": lambda raw: raw.lower() == "true",
+        "null": lambda raw: None,
+        "array": ast.literal_eval,
+        "dict": ast.literal_eval,
+    }
+    out = []
+    for func in ET.fromstring(text).findall("function"):
+        params = func.find("params") if verbose else func
+        args = {}
+        for param in params.findall("param"):
+            raw = param.attrib.get("value", "") if verbose else (param.text or "")
+            args[param.attrib["name"]] = convert[param.attrib["type"]](raw)
+        out.append({func.attrib["name"]: args})
+    return out
+
+
+_PRINTABLE = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cc", "Cs", "Zl", "Zp")), max_size=12
+).map(str.strip)  # BFCL strips concise values and XML 1.0 cannot hold control characters
+_BFCL_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _PRINTABLE,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_PRINTABLE, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@pytest.mark.parametrize("fmt", ["xml_verbose", "xml_concise"])
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(args=st.dictionaries(_PRINTABLE, _BFCL_VALUES, max_size=4), name=_PRINTABLE)
+def test_bfcl_xml_parser_reads_our_xml(fmt: str, args: dict[str, Any], name: str) -> None:
+    text = CALL_FORMATS[fmt].format_calls([(name, args)], False)
+    assert _bfcl_xml(text, fmt == "xml_verbose") == [{name: args}]
+
+
+def test_xml_escapes_what_xml_cannot_hold_raw() -> None:
+    args = {"a": "line\nnext\ttab\rcr", "b": "\x00\x1f", "c": "<&>\"'"}
+    verbose = CALL_FORMATS["xml_verbose"].format_calls([("f", args)], False)
+    assert "&#10;" in verbose and "&#9;" in verbose and "&#13;" in verbose and "&#0;" in verbose
+    assert "\n" not in verbose
+    concise = CALL_FORMATS["xml_concise"].format_calls([("f", args)], False)
+    assert "line\nnext\ttab&#13;cr" in concise and "&lt;&amp;&gt;\"'" in concise
+    for text in (verbose, concise):
+        assert CALL_FORMATS["xml_concise"].parse_calls(text, False) == (None, [("f", args)])
+
+
+def test_bfcl_python_decoding_reads_our_calls() -> None:
+    calls = [("math.factorial", {"number": 5}), ("f", {"s": 'it\'s "x"\n', "l": [1.5, None]})]
+    text = CALL_FORMATS["python"].format_calls(calls, False)
+    tree = ast.parse(text, mode="eval").body
+    decoded = [
+        (ast.unparse(c.func), {k.arg: ast.literal_eval(k.value) for k in c.keywords})
+        for c in tree.elts
+    ]
+    assert decoded == calls
+
+
+def test_python_writes_awkward_argument_names_as_a_dict_splat() -> None:
+    args = {"a": 1, "class": 2, "x-y": 3, "b": 4, "ﬁ": 5, "": 6}
+    text = CALL_FORMATS["python"].format_calls([("f", args)], False)
+    assert text == "[f(a=1, **{'class': 2, 'x-y': 3}, b=4, **{'ﬁ': 5, '': 6})]"
+    assert CALL_FORMATS["python"].parse_calls(text, False) == (None, [("f", args)])
+
+
+def test_python_refuses_tool_names_it_cannot_write() -> None:
+    for name in ("get-weather", "3d", "class", "a..b", ""):
+        with pytest.raises(ProtocolError, match="not a Python identifier"):
+            CALL_FORMATS["python"].format_calls([(name, {})], False)
+
+
+def test_tagged_python_hides_tags_inside_strings() -> None:
+    text = CALL_FORMATS["python"].format_calls([("f", {"s": "</TOOLCALL><TOOLCALL>"})], True)
+    assert text == "<TOOLCALL>[f(s='\\x3c/TOOLCALL>\\x3cTOOLCALL>')]</TOOLCALL>"
+    assert CALL_FORMATS["python"].parse_calls("said\n" + text, True) == (
+        "said",
+        [("f", {"s": "</TOOLCALL><TOOLCALL>"})],
+    )
+
+
+# --- lenient reading of what models write -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fmt", "tag", "text", "expected"),
+    [
+        (
+            "python",
+            False,
+            '  get_weather(city="Paris")\n',
+            (None, [("get_weather", {"city": "Paris"})]),
+        ),
+        (
+            "python",
+            False,
+            "```python\n[f(a=True, b=None)]\n```",
+            (None, [("f", {"a": True, "b": None})]),
+        ),
+        (
+            "python",
+            False,
+            "[f(t=(1, 2), d={'k': -1})]",
+            (None, [("f", {"t": [1, 2], "d": {"k": -1}})]),
+        ),
+        ("python", True, "Sure.<TOOLCALL>[f()]</TOOLCALL>\n", ("Sure.", [("f", {})])),
+        ("json", False, '[{"function": "f", "parameters": {"a": 1}}]', (None, [("f", {"a": 1})])),
+        ("json", False, '{"function": "f"}', (None, [("f", {})])),
+        (
+            "json",
+            True,
+            '<TOOLCALL>\n```\n[{"function":"f","parameters":{}}]\n```\n</TOOLCALL>',
+            (None, [("f", {})]),
+        ),
+        (
+            "xml_concise",
+            False,
+            "<functions>\n  <function name='f'>\n    <param name='n' type='int'> 3 </param>\n"
+            "    <param name='l' type='list'>[true, null]</param>\n  </function>\n</functions>",
+            (None, [("f", {"n": 3, "l": [True, None]})]),
+        ),
+        (
+            "xml_verbose",
+            False,
+            '<functions><function name="f"><param name="x" value="1.5" type="number"/>'
+            '<param name="s" value="a &amp; b"/></function></functions>',
+            (None, [("f", {"x": 1.5, "s": "a & b"})]),
+        ),
+        ("hermes", False, 'Hi<tool_call>{"name": "f"}</tool_call>  \n', ("Hi", [("f", {})])),
+        (
+            "hermes",
+            False,
+            '<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n\n'
+            '<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>',
+            (None, [("a", {}), ("b", {})]),
+        ),
+    ],
+)
+def test_lenient_parsing(fmt: str, tag: bool, text: str, expected: Any) -> None:
+    assert CALL_FORMATS[fmt].parse_calls(text, tag) == expected
+
+
+@pytest.mark.parametrize(
+    ("fmt", "tag", "text"),
+    [
+        ("python", False, "The answer is 42."),
+        ("python", False, "[]"),
+        ("python", False, "[f(1)]"),  # positional arguments cannot be mapped to names
+        ("python", False, "[f(a=x)]"),  # a name, not a literal
+        ("python", False, "[f(a=1+2)]"),
+        ("python", False, "[f(a=1), 3]"),
+        ("python", False, "[f(a=1, **{'a': 2})]"),
+        ("python", True, "[f()]"),  # the tag is required
+        ("json", False, "[]"),
+        ("json", False, '[{"name": "f"}]'),
+        ("json", False, '[{"function": "f", "parameters": [1]}]'),
+        ("json", False, "```json\nnot json\n```"),
+        ("xml_concise", False, "<functions></functions>"),
+        (
+            "xml_concise",
+            False,
+            "<functions><function name='f'><param>1</param></function></functions>",
+        ),
+        ("xml_concise", False, "<functions><function name='f'></functions>"),
+        (
+            "xml_concise",
+            False,
+            "<functions><function name='f'><param name='a' type='integer'>x</param>"
+            "</function></functions>",
+        ),
+        ("xml_verbose", False, "<functions><function name='f'>text</function></functions>"),
+        ("hermes", False, "<tool_call>\nnot json\n</tool_call>"),
+        ("hermes", False, '<tool_call>{"arguments": {}}</tool_call>'),
+        ("hermes", False, "no calls here"),
+        ("json", True, "<TOOLCALL>[]</TOOLCALL>"),
+        ("xml_verbose", True, "</TOOLCALL>"),
+    ],
+)
+def test_not_a_call_message(fmt: str, tag: bool, text: str) -> None:
+    assert CALL_FORMATS[fmt].parse_calls(text, tag) is None
+
+
+def test_a_malformed_hermes_block_before_calls_is_text() -> None:
+    good = CALL_FORMATS["hermes"].format_calls([("f", {})], False)
+    text = "<tool_call>\nnot json\n</tool_call>\n" + good
+    assert CALL_FORMATS["hermes"].parse_calls(text, False) == (
+        "<tool_call>\nnot json\n</tool_call>",
+        [("f", {})],
+    )
+
+
+# --- the real BFCL corpus -------------------------------------------------------------------------
+
+
+def _ground_truth_calls(external: Path) -> list[tuple[str, dict[str, Any]]]:
+    calls = []
+    for path in sorted((external / "bfcl" / "possible_answer").glob("*.json")):
+        if "multi_turn" in path.name:
+            continue
+        for line in path.read_text("utf-8").splitlines():
+            for call in json.loads(line)["ground_truth"]:
+                for name, options in call.items():
+                    args = {k: v[0] for k, v in options.items() if v and v[0] != ""}
+                    calls.append((name, args))
+    return calls
+
+
+def test_every_bfcl_ground_truth_call_round_trips_in_every_format(external: Path) -> None:
+    calls = _ground_truth_calls(external)
+    assert len(calls) > 1000
+    for fmt in sorted(MODEL_CALL_FORMATS):
+        call_format = CALL_FORMATS[fmt]
+        for tag in (False, True):
+            for call in calls:
+                if fmt == "python" and not all(p.isidentifier() for p in call[0].split(".")):
+                    continue
+                text = call_format.format_calls([call], tag)
+                assert call_format.parse_calls(text, tag) == (None, [call]), (fmt, tag, call)
+
+
+def test_bfcl_multi_turn_answers_parse_as_python_calls(external: Path) -> None:
+    python = CALL_FORMATS["python"]
+    path = external / "bfcl" / "possible_answer" / "BFCL_v4_multi_turn_base.json"
+    count = 0
+    for line in path.read_text("utf-8").splitlines():
+        for turn in json.loads(line)["ground_truth"]:
+            for source in turn:
+                node = ast.parse(source, mode="eval").body
+                if node.args:  # positional arguments: no names to map them to without a schema
+                    assert python.parse_calls(source, False) is None
+                    continue
+                parsed = python.parse_calls(source, False)
+                assert parsed is not None, source
+                (name, args) = parsed[1][0]
+                assert name == ast.unparse(node.func)
+                assert args == {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+                again = python.format_calls(parsed[1], True)
+                assert python.parse_calls(again, True) == parsed
+                count += 1
+    assert count > 500
+
+
+# --- doc formats ------------------------------------------------------------------------------
+
+
+def _bfcl_tools(external: Path) -> list[Tool]:
+    tools = []
+    for line in (external / "bfcl" / "BFCL_v4_simple_python.json").read_text("utf-8").splitlines():
+        for fn in json.loads(line)["function"]:
+            tools.append(Tool(fn["name"], fn.get("description", ""), fn["parameters"]))
+    return tools
+
+
+def _tau2_tools(external: Path, domain: str) -> list[Tool]:
+    data = json.loads((external / "tau2" / domain / "tools.json").read_text("utf-8"))
+    return [Tool.from_dict(entry["function"]) for entry in data]
+
+
+def test_json_docs_are_bfcl_s_indented_list(external: Path) -> None:
+    tools = _bfcl_tools(external)[:5]
+    text = DOC_FORMATS["json"](tools)
+    assert json.loads(text) == [t.to_dict() for t in tools]
+    assert text.startswith('[\n    {\n        "name"')
+
+
+def test_xml_docs_are_well_formed_and_complete(external: Path) -> None:
+    tools = _bfcl_tools(external) + _tau2_tools(external, "retail")
+    root = ET.fromstring("<tools>" + DOC_FORMATS["xml"](tools) + "</tools>")
+    functions = root.findall("function")
+    assert [f.attrib["name"] for f in functions] == [t.name for t in tools]
+    first = functions[0]
+    assert first.find("desc").text == tools[0].description
+    params = first.find("params").findall("param")
+    assert {p.attrib["name"] for p in params} == set(tools[0].parameters["properties"])
+    assert {p.attrib["required"] for p in params} <= {"true", "false"}
+
+
+def test_python_docs_are_valid_python_with_typed_signatures(external: Path) -> None:
+    tools = _tau2_tools(external, "airline")
+    text = DOC_FORMATS["python"](tools)
+    module = ast.parse(text)
+    defs = [node for node in module.body if isinstance(node, ast.FunctionDef)]
+    assert [d.name for d in defs] == [t.name for t in tools]
+    for node, tool in zip(defs, tools, strict=True):
+        assert [a.arg for a in node.args.kwonlyargs] == list(tool.parameters["properties"])
+        assert ast.get_docstring(node) is not None
+    # $refs resolve: FlightInfo's fields are documented under the parameter that uses it.
+    booking = text[text.index("def book_reservation") :]
+    assert "flights (list[FlightInfo | dict]): " in booking
+    assert "            flight_number (str): Flight number" in booking
+
+
+def test_python_docs_types_defaults_and_enums() -> None:
+    tool = Tool(
+        "convert",
+        'Convert """units""".',
+        {
+            "type": "object",
+            "properties": {
+                "value": {"type": "number", "description": "Amount."},
+                "unit": {"type": "string", "enum": ["c", "f"], "default": "c"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "extra": {"type": ["integer", "null"]},
+            },
+            "required": ["value"],
+        },
+    )
+    assert DOC_FORMATS["python"]([tool]) == (
+        "def convert(*, value: float, unit: Literal['c', 'f'] = 'c', tags: list[str] | None = "
+        "None, extra: int | None = None):\n"
+        '    """\n'
+        '    Convert \\"\\"\\"units\\"\\"\\".\n'
+        "\n"
+        "    Args:\n"
+        "        value (float): Amount.\n"
+        "        unit (Literal['c', 'f'], default='c'): Enum values: [\"c\", \"f\"].\n"
+        "        tags (list[str], optional):\n"
+        "        extra (int | None, optional):\n"
+        '    """'
+    )
+    ast.parse(DOC_FORMATS["python"]([tool]))
+
+
+def test_markdown_docs(external: Path) -> None:
+    tools = _tau2_tools(external, "retail")
+    text = DOC_FORMATS["markdown"](tools)
+    for tool in tools:
+        assert f"### {tool.name}" in text
+        for name in tool.parameters.get("properties", {}):
+            assert f"- `{name}` (" in text
+    assert "Parameters: none." in DOC_FORMATS["markdown"]([Tool("ping")])
+
+
+@pytest.mark.parametrize("doc", sorted(MODEL_DOC_FORMATS))
+def test_every_doc_format_handles_every_bfcl_function(doc: str, external: Path) -> None:
+    tools = _bfcl_tools(external)
+    text = DOC_FORMATS[doc](tools)
+    for tool in tools:
+        assert tool.name in text
