@@ -1,14 +1,14 @@
 """Augmentation: task-preserving rewrites of harnesses, and the mappings they imply.
 
 The public surface: ``Rule``/``Rewrite``/``Context`` and the ``rule`` decorator to write rules;
-``rules``/``get`` to find them; ``Recipe`` and ``plan`` to draw variants; ``Mapping`` and
+``all_rules``/``get`` to find them; ``Recipe`` and ``plan`` to draw variants; ``Mapping`` and
 ``map_events`` to apply them to canonical events (the engine does it in bulk).
 """
 
 from hsa.augment.mapping import IDENTITY, Mapping, Step, ToolMap, apply_steps, map_events
 from hsa.augment.planner import Variant, apply_chain, canonical_variant, pick, plan
 from hsa.augment.recipe import Recipe, RecipeRule, default_recipe, load_recipe, loads_recipe
-from hsa.augment.registry import ENTRY_POINT_GROUP, get, register, rule, rules
+from hsa.augment.registry import ENTRY_POINT_GROUP, all_rules, get, register, rule
 from hsa.augment.rule import FAMILIES, NO_CONTEXT, Context, Rewrite, Rule, compose
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "Step",
     "ToolMap",
     "Variant",
+    "all_rules",
     "apply_chain",
     "apply_steps",
     "canonical_variant",
@@ -38,5 +39,4 @@ __all__ = [
     "plan",
     "register",
     "rule",
-    "rules",
 ]

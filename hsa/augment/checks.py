@@ -23,6 +23,7 @@ conversation the harness cannot round-trip) is *skipped*, not blamed on the rule
 from __future__ import annotations
 
 import json
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -205,9 +206,13 @@ def value_problems(
                     "values are data, only declared enum values may be respelled",
                 )
             )
-        for path, value in _leaves(expected):
-            if not _get(surface, path)[0]:
-                out.append((i, f"argument at {list(path)} ({value!r}) was lost"))
+        # Moving arguments around must keep every value: compare the multisets of leaves.
+        before_leaves = Counter(_canonical_json(v) for _, v in _leaves(dict(event.args)))
+        after_leaves = Counter(_canonical_json(v) for _, v in _leaves(expected))
+        for key in sorted((before_leaves - after_leaves).keys()):
+            out.append((i, f"argument value {json.loads(key)[1]!r} was lost by the mapping"))
+        for key in sorted((after_leaves - before_leaves).keys()):
+            out.append((i, f"argument value {json.loads(key)[1]!r} appeared from nowhere"))
     return out
 
 
@@ -242,6 +247,16 @@ def _results(events: Sequence[Event]) -> dict[str, ToolResult]:
     return {e.call_id: e for e in events if isinstance(e, ToolResult)}
 
 
+# The canonical replay of a trajectory is the same for every rule and seed checked on it.
+_BASELINES: OrderedDict[tuple, Any] = OrderedDict()
+
+
+def _events_key(events: Sequence[Event]) -> str:
+    from hsa.harness.events import events_to_rows
+
+    return json.dumps(events_to_rows(events), sort_keys=True, ensure_ascii=False)
+
+
 def replay_problems(
     canonical: Sequence[Event], recovered: Sequence[Event], replay: Replay
 ) -> list[str]:
@@ -270,7 +285,18 @@ def replay_problems(
     from hsa.envs.episode import replay as rerun
 
     harness = replay.harness
-    base = rerun(replay.env, replay.task, canonical, harness=harness)
+    key = (
+        replay.env,
+        replay.task.id,
+        _events_key(canonical),
+        None if harness is None else harness.to_json(),
+    )
+    base = _BASELINES.get(key)
+    if base is None:
+        base = rerun(replay.env, replay.task, canonical, harness=harness)
+        _BASELINES[key] = base
+        while len(_BASELINES) > 256:
+            _BASELINES.popitem(last=False)
     got = rerun(replay.env, replay.task, recovered, harness=harness)
     problems = []
     want_results = [(r.content, r.is_error) for r in base.events if isinstance(r, ToolResult)]

@@ -90,6 +90,27 @@ def synonym_name(name: str, bank: Mapping[str, Sequence[str]], rng: random.Rando
     return styled(flat, detect_style(name))
 
 
+def changing_styles(
+    names: Sequence[str], styles: Sequence[str], bank: Mapping[str, Sequence[str]]
+) -> list[str]:
+    """The styles among ``styles`` that would change at least one of ``names``.
+
+    ``random`` always does; ``synonym`` does when some word has a synonym in ``bank``; a case
+    style does when some name is not already written in it. Falls back to ``styles`` when none
+    would (there is nothing to rename).
+    """
+    out = []
+    for style in styles:
+        if style == "random":
+            out.append(style)
+        elif style == "synonym":
+            if any(w.lower() in bank for n in names for w in split_words(n)):
+                out.append(style)
+        elif any(restyle(n, style) != n for n in names):
+            out.append(style)
+    return out or list(styles)
+
+
 def _fit(candidate: str, pattern: re.Pattern[str], limit: int) -> str:
     if pattern is ANY_VALUE:
         return candidate[:limit] or "_"

@@ -118,7 +118,7 @@ def _register_module(module: ModuleType) -> None:
             register(value)
 
 
-def rules() -> list[Rule]:
+def all_rules() -> list[Rule]:
     """Every registered rule (built-in and from entry points), by family then name."""
     _load()
     order = {family: i for i, family in enumerate(FAMILIES)}

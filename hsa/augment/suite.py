@@ -42,7 +42,16 @@ def _first_value(values: Any) -> tuple[bool, Any]:
         return True, values
     if values[0] == "":
         return False, None
-    return True, values[0]
+    return True, _concrete(values[0])
+
+
+def _concrete(value: Any) -> Any:
+    # Inside an object value, BFCL again lists acceptable values per key.
+    if isinstance(value, dict):
+        return _bfcl_args(value)
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return [_bfcl_args(v) for v in value]
+    return value
 
 
 def _bfcl_args(spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,9 +19,9 @@ def group() -> None:
 @click.option("--family", help="Only rules of this family (e.g. tools, hooks).")
 def list_rules(family: str | None) -> None:
     """Every registered rule: name, family and what it does (built-in and from plugins)."""
-    from hsa.augment import FAMILIES, rules
+    from hsa.augment import FAMILIES, all_rules
 
-    found = [r for r in rules() if family is None or r.family == family]
+    found = [r for r in all_rules() if family is None or r.family == family]
     if not found:
         fail(f"no rules in family {family!r}; families: {', '.join(FAMILIES)}")
     width = max(len(r.name) for r in found)
@@ -219,13 +219,13 @@ def check(
     back and the inverse mapping gives the canonical ones (roundtrip); replaying the
     inverse-mapped calls gives the same results and score (replay).
     """
-    from hsa.augment import get, rules
+    from hsa.augment import all_rules, get
     from hsa.augment.suite import Job, run
 
     params = _params(params_text)
     if params is not None and len(rule_names) != 1:
         fail("--params needs exactly one --rule")
-    chosen = [get(n) for n in rule_names] if rule_names else rules()
+    chosen = [get(n) for n in rule_names] if rule_names else all_rules()
     if not (harness_path or sources or env_names):
         env_names = ("livestream",)
     subjects = _subjects(harness_path, trajectories, sources, env_names, limit)

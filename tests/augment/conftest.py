@@ -80,7 +80,31 @@ def make_harness(protocol: Protocol | None = None) -> Harness:
                 "required": ["order_id"],
             },
         ),
+        Tool(
+            "get_order_history",
+            "List a customer's past orders (never needed to return items).",
+            {
+                "type": "object",
+                "properties": {"customer": {"type": "string"}, "page": {"type": "integer"}},
+                "required": ["customer"],
+            },
+        ),
         Tool("return_order_items", "Return items of a delivered order.", ORDER_SCHEMA),
+        Tool(
+            "cancel_order",
+            "Cancel a pending order; not for delivered ones (use return_order_items).",
+            {
+                "type": "object",
+                "properties": {
+                    "order_id": {"type": "string"},
+                    "reason": {
+                        "type": "string",
+                        "enum": ["no_longer_needed", "ordered_by_mistake"],
+                    },
+                },
+                "required": ["order_id", "reason"],
+            },
+        ),
         Tool(
             "search",
             "Search the product catalogue.",
@@ -102,6 +126,7 @@ def make_harness(protocol: Protocol | None = None) -> Harness:
             "How to handle a return request.",
             "# Returns\n\nIntro line.\n\n## Check\n\n- Call `get_order` first.\n- Ask for the "
             "reason.\n\n## Act\n\n1. Call `return_order_items`.\n2. Confirm.\n\n"
+            "## Notes\n\nBe kind.\n\n"
             "```\n# not a heading\n- not a list\n```\n",
         ),
         Skill(
@@ -109,6 +134,12 @@ def make_harness(protocol: Protocol | None = None) -> Harness:
             "returns",
             "Short form of returns-policy.",
             "See the returns-policy skill.\n\n* one\n* two\n",
+        ),
+        Skill(
+            "shipping",
+            "shipping",
+            "Shipping times and fees.",
+            "# Shipping\n\nStandard: 3-5 days.\n",
         ),
     )
     hooks = (

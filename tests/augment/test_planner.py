@@ -46,7 +46,7 @@ def test_variant_records_rules_with_resolved_params(harness):
 
 def test_rules_that_need_the_trajectory_are_skipped_without_context(harness, events):
     recipe = Recipe(
-        (RecipeRule("tools.drop_unused", 1.0), RecipeRule("tools.shuffle", 1.0)),
+        (RecipeRule("tools.drop_unused", 1.0, {"fraction": 1.0}), RecipeRule("tools.shuffle", 1.0)),
         variants_per_harness=2,
     )
     assert recipe.needs == {"used_tools"}
@@ -59,7 +59,10 @@ def test_rules_that_need_the_trajectory_are_skipped_without_context(harness, eve
 
 
 def test_context_follows_earlier_renames(harness, events):
-    chain = [(get("tools.rename"), {"style": "random"}), (get("tools.drop_unused"), {})]
+    chain = [
+        (get("tools.rename"), {"style": "random"}),
+        (get("tools.drop_unused"), {"fraction": 1.0}),
+    ]
     rewrite, _ = apply_chain(harness, chain, seed=1, context=Context.of(events))
     surface = map_events(events, rewrite.mapping)
     called = {e.tool for e in surface if e.kind == "tool_call"}

@@ -6,14 +6,14 @@ from importlib import metadata
 
 import pytest
 
-from hsa.augment import Rewrite, get, registry, rule, rules
+from hsa.augment import Rewrite, all_rules, get, registry, rule
 from hsa.errors import RuleError
 
 
 def test_builtin_rules_are_listed_by_family():
-    names = [r.name for r in rules()]
+    names = [r.name for r in all_rules()]
     assert "tools.rename" in names
-    families = [r.family for r in rules()]
+    families = [r.family for r in all_rules()]
     assert families == sorted(families, key=list(registry.FAMILIES).index)
 
 
@@ -45,7 +45,7 @@ def test_entry_points_register_rules(monkeypatch):
     monkeypatch.setattr(registry, "_LOADED", False)
     ep = metadata.EntryPoint(name="fake", value="fake_rules:RULES", group="hsa.rules")
     monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [ep])
-    names = {r.name for r in rules()}
+    names = {r.name for r in all_rules()}
     assert "fake.upper" in names and "tools.rename" in names
 
 
@@ -55,4 +55,4 @@ def test_broken_entry_point_is_one_clear_error(monkeypatch):
     ep = metadata.EntryPoint(name="bad", value="no_such_module_xyz", group="hsa.rules")
     monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [ep])
     with pytest.raises(RuleError, match="cannot load entry point 'no_such_module_xyz'"):
-        rules()
+        all_rules()

@@ -77,15 +77,37 @@ def heading_style(harness: Harness, rng: random.Random, params: dict[str, Any], 
                 "enum": ["any", "system", "user"],
                 "default": "any",
                 "description": "A system message, or prepended to the first user message.",
-            }
+            },
+            "hooks": {
+                "type": "boolean",
+                "default": True,
+                "description": (
+                    "When the prompt moves to the user message, move system-position hooks to "
+                    "user messages too (a model without a system role sees no system messages)."
+                ),
+            },
         },
     },
 )
 def placement(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Move the system prompt between the system role and the first user message."""
+    """Move the system prompt between the system role and the first user message.
+
+    Moving it into the user message is how a harness serves a model without a system role; with
+    ``hooks`` (the default), hooks shown as system messages move to user messages as well, each
+    wrapped in a tag drawn from a bank so it stays distinct from what the user says.
+    """
     where = _pick_other(harness.prompt.placement, ["system", "user"], params["placement"], rng)
     prompt = dataclasses.replace(harness.prompt, placement=where)
-    return Rewrite(harness.replace(prompt=prompt))
+    hooks = list(harness.hooks)
+    if where == "user" and params["hooks"]:
+        tags = bank("hooks.yaml")["wrappers"]
+        hooks = [
+            dataclasses.replace(h, inject="user", wrapper=h.wrapper or rng.choice(tags))
+            if h.inject == "system"
+            else h
+            for h in hooks
+        ]
+    return Rewrite(harness.replace(prompt=prompt, hooks=hooks))
 
 
 @rule("prompt.section_titles", version="1")

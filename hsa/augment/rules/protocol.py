@@ -1,5 +1,5 @@
-"""Protocol rules: switch between ``api`` and the in-prompt protocols, the call format, the
-``<TOOLCALL>`` tag and the tool-doc format.
+"""Protocol rules: switch between ``api`` and the in-prompt protocols, the call format (with
+its ``<TOOLCALL>`` tag) and the tool-doc format.
 
 Candidates come from the registered formats (``hsa.harness.protocols``), so a format added
 there is drawn here without change; a format that cannot carry the harness's tool or
@@ -90,35 +90,26 @@ def switch(harness: Harness, rng: random.Random, params: dict[str, Any], context
     return _pick(harness, candidates, rng)
 
 
-def _text_variants(harness: Harness, field: str) -> list[Protocol]:
+def _text_variants(harness: Harness, fixed: tuple[str, ...]) -> list[Protocol]:
     if harness.protocol.is_api:
         return []
     current = harness.protocol
     return [
         p
         for p in text_protocols(harness)
-        if all(
-            getattr(p, f) == getattr(current, f)
-            for f in ("call_format", "call_tag", "doc_format")
-            if f != field
-        )
+        if all(getattr(p, f) == getattr(current, f) for f in fixed)
     ]
 
 
 @rule("protocol.call_format", version="1")
 def call_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Change how calls are written (text protocols only; tag and doc format kept)."""
-    return _pick(harness, _text_variants(harness, "call_format"), rng)
-
-
-@rule("protocol.call_tag", version="1")
-def call_tag(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Toggle the ``<TOOLCALL>`` tag around calls (text protocols only)."""
-    return _pick(harness, _text_variants(harness, "call_tag"), rng)
+    """Change how calls are written and whether a ``<TOOLCALL>`` tag wraps them (text protocols
+    only; the tool-doc format is kept)."""
+    return _pick(harness, _text_variants(harness, ("doc_format",)), rng)
 
 
 @rule("protocol.doc_format", version="1")
 def doc_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Change how tool docs are printed in the prompt: JSON, XML, Python signatures, Markdown
-    (text protocols only)."""
-    return _pick(harness, _text_variants(harness, "doc_format"), rng)
+    (text protocols only; calls are written as before)."""
+    return _pick(harness, _text_variants(harness, ("call_format", "call_tag")), rng)

@@ -14,6 +14,7 @@ from hsa.augment.draw import shuffled
 from hsa.augment.names import ID_NAME, fresh_names
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
+from hsa.augment.rules.tool_set import DROP_PARAMS, drop_count
 from hsa.augment.rules.tool_text import fill
 from hsa.augment.schemas import copy_schema
 from hsa.harness.model import Harness, Skill
@@ -169,16 +170,19 @@ def distractors(harness: Harness, rng: random.Random, params: dict[str, Any], co
     return Rewrite(_skill_enum(out, [s.id for s in skills]))
 
 
-@rule("skill_content.drop_unused", version="1", needs=("used_skills",))
+@rule("skill_content.drop_unused", version="1", params=DROP_PARAMS, needs=("used_skills",))
 def drop_unused(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Drop the skills the trajectory never loads (depends on the trajectory: needs used_skills).
+    """Drop skills the trajectory never loads (depends on the trajectory: needs used_skills).
 
-    Only for harnesses with a skill tool: without one, every skill is printed in full in the
-    prompt and a trajectory may follow any of them without a load event, so nothing is dropped.
+    Which and how many of the unused skills go is drawn (all of them at most). Only for
+    harnesses with a skill tool: without one, every skill is printed in full in the prompt and a
+    trajectory may follow any of them without a load event, so nothing is dropped.
     """
     if harness.skill_tool is None:
         return Rewrite(harness)
     used = context.used_skills or frozenset()
-    kept = [s for s in harness.skills if s.id in used]
+    unused = [s.id for s in harness.skills if s.id not in used]
+    dropped = set(rng.sample(unused, drop_count(len(unused), params["fraction"], rng)))
+    kept = [s for s in harness.skills if s.id not in dropped]
     out = harness.replace(skills=kept)
     return Rewrite(_skill_enum(out, [s.id for s in kept]))

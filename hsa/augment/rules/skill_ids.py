@@ -15,7 +15,14 @@ from typing import Any
 from hsa.augment.banks import synonyms
 from hsa.augment.edits import replace_in_harness
 from hsa.augment.mapping import Mapping
-from hsa.augment.names import ID_NAME, fresh_names, random_token, restyle, synonym_name
+from hsa.augment.names import (
+    ID_NAME,
+    changing_styles,
+    fresh_names,
+    random_token,
+    restyle,
+    synonym_name,
+)
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
 from hsa.augment.schemas import copy_schema
@@ -70,8 +77,11 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
     New ids match the harness schema's id pattern, are unique, and never equal another skill's
     id, old or new (``returns`` and ``returns-policy`` stay apart).
     """
-    style = params["style"] if params["style"] != "any" else rng.choice(ID_STYLES)
     bank = synonyms()
+    ids = [s.id for s in harness.skills]
+    style = params["style"]
+    if style == "any":
+        style = rng.choice(changing_styles(ids, ID_STYLES, bank))
 
     def propose(skill_id: str) -> str:
         if style == "random":

@@ -16,6 +16,7 @@ from hsa.augment.mapping import Mapping, Step, ToolMap
 from hsa.augment.names import (
     ANY_VALUE,
     PARAM_NAME,
+    changing_styles,
     fresh_names,
     replace_identifiers,
     restyle,
@@ -206,10 +207,11 @@ def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "separator": {
-                "enum": ["_", "__"],
-                "default": "_",
-                "description": "Joins the object's name and its field's name.",
+            "join": {
+                "enum": ["any", "_", "__", "camel"],
+                "default": "any",
+                "description": "Joins the object's name and its field's name "
+                "(address_city, address__city, addressCity).",
             }
         },
     },
@@ -221,7 +223,13 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
     Only objects whose flattening is exact are touched (required, named properties, no
     combinators), so the inverse rebuilds the object, an empty one included.
     """
-    sep = params["separator"]
+    join = params["join"] if params["join"] != "any" else rng.choice(["_", "__", "camel"])
+
+    def joined(parent: str, field: str) -> str:
+        if join == "camel":
+            return parent + field[:1].upper() + field[1:]
+        return f"{parent}{join}{field}"
+
     rewrites = {}
     for tool in harness.tools:
         schema = copy_schema(tool.parameters)
@@ -234,7 +242,7 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
         inner = list(sub["properties"])
         names = fresh_names(
             inner,
-            lambda n, key=key: f"{key}{sep}{n}",
+            lambda n, key=key: joined(key, n),
             taken=all_property_names(schema) | set(inner),
             pattern=PARAM_NAME,
         )
@@ -291,8 +299,17 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
     included). ``default`` and ``examples`` follow; the property's description mentions are
     replaced token-aware.
     """
-    style = params["style"] if params["style"] != "any" else rng.choice(ENUM_STYLES)
     bank = synonyms()
+    style = params["style"]
+    if style == "any":
+        values = [
+            v
+            for tool in harness.tools
+            for node, _ in free_nodes(copy_schema(tool.parameters))
+            for v in node.get("enum") or ()
+            if isinstance(v, str)
+        ]
+        style = rng.choice(changing_styles(values, ENUM_STYLES, bank))
     rewrites = {}
     texts: list[tuple[str, str]] = []
     for tool in harness.tools:

@@ -13,6 +13,7 @@ from hsa.augment.mapping import Mapping, ToolMap
 from hsa.augment.names import (
     PARAM_NAME,
     TOOL_NAME,
+    changing_styles,
     fresh_names,
     random_token,
     restyle,
@@ -47,12 +48,12 @@ def _propose(style: str, rng: random.Random, prefix: str):
     return propose
 
 
-def _draw_style(params: dict[str, Any], rng: random.Random, kebab: bool) -> str:
+def _draw_style(params: dict[str, Any], rng: random.Random, kebab: bool, names: list[str]) -> str:
     styles = [s for s in NAME_STYLES if kebab or s != "kebab"]
     if params["style"] != "any":
         style = params["style"]
         return style if style in styles else "snake"
-    return rng.choice(styles)
+    return rng.choice(changing_styles(names, styles, synonyms()))
 
 
 def _all_tools(harness: Harness) -> list[Tool]:
@@ -111,12 +112,12 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
     descriptions, prompt sections, skills and hook messages are replaced as whole tokens, and hook
     matchers keep firing on the same tools.
     """
-    style = _draw_style(params, rng, kebab=format_accepts(harness.protocol, "a-b"))
     tools = [t.name for t in harness.tools]
     if params["skill_tool"] and harness.skill_tool is not None:
         tools.append(harness.skill_tool.name)
     if not tools:
         return Rewrite(harness)
+    style = _draw_style(params, rng, format_accepts(harness.protocol, "a-b"), tools)
     count = max(1, round(len(tools) * params["fraction"]))
     chosen = sorted(rng.sample(range(len(tools)), count))
     targets = [tools[i] for i in chosen]
@@ -202,13 +203,13 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
     reach (``prefixItems``, ``patternProperties``, ...) keep their names. The skill tool's
     parameter is renamed too; skill loads need no mapping.
     """
-    style = _draw_style(params, rng, kebab=False)
     tools = _all_tools(harness)
     names: dict[str, None] = {}
     for tool in tools:
         names.update(dict.fromkeys(property_names(dict(tool.parameters))))
     if not names:
         return Rewrite(harness)
+    style = _draw_style(params, rng, False, list(names))
     originals = list(names)
     count = max(1, round(len(originals) * params["fraction"]))
     targets = [originals[i] for i in sorted(rng.sample(range(len(originals)), count))]

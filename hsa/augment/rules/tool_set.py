@@ -121,15 +121,41 @@ def distractors(harness: Harness, rng: random.Random, params: dict[str, Any], co
     return Rewrite(harness.replace(tools=tools))
 
 
-@rule("tools.drop_unused", version="1", needs=("used_tools",))
-def drop_unused(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Drop the tools the trajectory never calls (depends on the trajectory: needs used_tools).
+DROP_PARAMS = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "fraction": {
+            "type": ["number", "null"],
+            "minimum": 0,
+            "maximum": 1,
+            "default": None,
+            "description": "Share of the unused ones to drop; null draws how many (at least one).",
+        }
+    },
+}
 
-    The skill-loading tool is kept. At least one tool stays, so a harness never loses its tools
-    list altogether.
+
+def drop_count(unused: int, fraction: float | None, rng: random.Random) -> int:
+    """How many of ``unused`` items to drop: a share of them, or a draw from 1 to all."""
+    if unused == 0:
+        return 0
+    if fraction is None:
+        return rng.randint(1, unused)
+    return round(unused * fraction)
+
+
+@rule("tools.drop_unused", version="1", params=DROP_PARAMS, needs=("used_tools",))
+def drop_unused(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
+    """Drop tools the trajectory never calls (depends on the trajectory: needs used_tools).
+
+    Which and how many of the unused tools go is drawn (all of them at most); the skill-loading
+    tool is kept, and so is at least one tool.
     """
     used = context.used_tools or frozenset()
-    kept = [t for t in harness.tools if t.name in used]
-    if not kept and harness.tools:
-        kept = [rng.choice(list(harness.tools))]
-    return Rewrite(harness.replace(tools=kept))
+    unused = [t.name for t in harness.tools if t.name not in used]
+    count = drop_count(len(unused), params["fraction"], rng)
+    if count >= len(harness.tools):
+        count = len(harness.tools) - 1
+    dropped = set(rng.sample(unused, count)) if count > 0 else set()
+    return Rewrite(harness.replace(tools=[t for t in harness.tools if t.name not in dropped]))

@@ -1,0 +1,279 @@
+"""Task-preservation checks: correct rewrites pass, and deliberately broken rules are caught."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+
+import pytest
+from conftest import make_events, make_harness
+
+from hsa.augment import Mapping, Rewrite, Rule, Step, ToolMap, apply_chain, get
+from hsa.augment.checks import (
+    CHECKS,
+    FAIL,
+    PASS,
+    SKIP,
+    Replay,
+    check_rewrite,
+    tally,
+    value_problems,
+)
+from hsa.envs import Environment, Outcome, Task, ToolOutput
+from hsa.harness import Hook, ToolCall, ToolResult, UserMessage
+
+
+def _run(rule_fn, harness=None, events=None, replay=None):
+    harness = harness or make_harness()
+    events = events or make_events()
+    item = Rule("broken.rule", "1", rule_fn, doc="A deliberately broken rule.")
+    rewrite = item.apply(harness, random.Random(0))
+    return check_rewrite(harness, rewrite, events, replay=replay or Replay())
+
+
+def _failed(report) -> set[str]:
+    return {c for c, outcome in report.outcomes.items() if outcome == FAIL}
+
+
+def test_a_correct_rewrite_passes_every_check(harness, events):
+    rewrite, _ = apply_chain(harness, [(get("tools.rename_params"), {})], seed=3)
+    report = check_rewrite(harness, rewrite, events)
+    assert report.ok and report.outcomes == dict.fromkeys(CHECKS, PASS)
+
+
+def test_renaming_a_tool_but_not_its_calls_is_caught():
+    def rename_tool_only(harness, rng, params, context):
+        tools = [
+            dataclasses.replace(t, name="fetch_order") if t.name == "get_order" else t
+            for t in harness.tools
+        ]
+        return Rewrite(harness.replace(tools=tools))  # no mapping: calls keep the old name
+
+    report = _run(rename_tool_only)
+    assert "schema" in _failed(report)
+    assert any("'get_order', which is not a tool" in f.message for f in report.failures)
+    assert "roundtrip" not in _failed(report)  # rendering does not notice; the schema check does
+
+
+def test_renaming_a_parameter_but_not_required_is_caught():
+    def rename_param_forget_required(harness, rng, params, context):
+        tools = []
+        for tool in harness.tools:
+            props = dict(tool.parameters["properties"])
+            if "order_id" in props:
+                props = {("orderId" if k == "order_id" else k): v for k, v in props.items()}
+                tool = dataclasses.replace(
+                    tool, parameters={**tool.parameters, "properties": props}
+                )
+            tools.append(tool)
+        steps = (Step("move", ("order_id",), ("orderId",)),)
+        mapping = Mapping(
+            tools={
+                t.name: ToolMap(t.name, steps)
+                for t in harness.tools
+                if "order_id" in t.parameters["properties"]
+            }
+        )
+        return Rewrite(harness.replace(tools=tools), mapping)
+
+    report = _run(rename_param_forget_required)
+    assert {"harness", "schema"} <= _failed(report)
+    assert any("'order_id' is a required property" in f.message for f in report.failures)
+    assert any(
+        "required parameter 'order_id' is not in properties" in f.message for f in report.failures
+    )
+
+
+def test_renaming_inside_argument_values_is_caught():
+    def naive_replace(harness, rng, params, context):
+        # A naive rename that also rewrites the tool's name where it appears inside values.
+        table = {"get_order": "fetch_order"}
+        tools = [dataclasses.replace(t, name=table.get(t.name, t.name)) for t in harness.tools]
+        values = (("damaged get_order mug", "damaged fetch_order mug"),)
+        mapping = Mapping(
+            tools={
+                "get_order": ToolMap("fetch_order"),
+                "search": ToolMap("search", (Step("enum", ("query",), values=values),)),
+            }
+        )
+        return Rewrite(harness.replace(tools=tools), mapping)
+
+    report = _run(naive_replace)
+    assert _failed(report) == {"values"}
+    (failure,) = [f for f in report.failures if f.check == "values"]
+    assert "'damaged get_order mug'" in failure.message and "values are data" in failure.message
+
+
+def test_declared_enum_respelling_is_allowed_but_not_elsewhere(harness, events):
+    rewrite, _ = apply_chain(harness, [(get("tools.enum_values"), {"style": "upper"})], seed=0)
+    assert value_problems(harness, rewrite.harness, rewrite.mapping, events) == []
+    bad = Mapping(
+        tools={
+            "get_order": ToolMap(
+                "get_order", (Step("enum", ("order_id",), values=(("#W1", "#W-1"),)),)
+            )
+        }
+    )
+    problems = value_problems(harness, harness, bad, events)
+    assert problems and "'#W1'" in problems[0][1]
+
+
+def test_a_lossy_mapping_fails_roundtrip_and_replay():
+    def drop_limit(harness, rng, params, context):
+        steps = (Step("drop", ("sort",)),)  # forward drop: the inverse cannot bring it back
+        return Rewrite(harness, Mapping(tools={"search": ToolMap("search", steps)}))
+
+    report = _run(drop_limit)
+    assert {"roundtrip", "replay", "values"} <= _failed(report)
+
+
+def test_a_hook_reworded_without_its_placeholder_fails_roundtrip():
+    def drop_placeholder(harness, rng, params, context):
+        hooks = [
+            dataclasses.replace(h, message="Customer tier noted.") if h.id == "greet" else h
+            for h in harness.hooks
+        ]
+        return Rewrite(harness.replace(hooks=hooks))
+
+    report = _run(drop_placeholder)
+    assert _failed(report) == {"roundtrip"}
+
+
+def test_ambiguous_hook_messages_fail_roundtrip():
+    def catch_all(harness, rng, params, context):
+        extra = Hook("catch", "session_start", "add_context", "{{ anything }}", inject="system")
+        return Rewrite(harness.replace(hooks=[extra, *harness.hooks]))
+
+    assert "roundtrip" in _failed(_run(catch_all))
+
+
+def test_checks_skip_what_the_canonical_trajectory_breaks_on_its_own(harness):
+    events = [UserMessage("hi"), ToolCall("c0", "search", {"limit": 3}), ToolResult("c0", "[]")]
+    report = check_rewrite(harness, Rewrite(harness), events)
+    assert report.outcomes["schema"] == SKIP and report.ok
+
+
+class _Counter(Environment):
+    """A tiny deterministic environment: ``add`` adds to a counter; success when it reaches 3."""
+
+    name = "counter"
+
+    def __init__(self, harness):
+        self._harness = harness
+
+    def harness(self):
+        return self._harness
+
+    def harness_for(self, task):
+        return self._harness
+
+    def tasks(self, split=None):
+        return [Task("t", "counter", ("count to three",))]
+
+    def reset(self, task):
+        return {"n": 0}
+
+    def execute(self, state, tool, args):
+        if tool != "add" or not isinstance(args.get("by"), int):
+            return ToolOutput(json.dumps({"error": f"bad call {tool} {args}"}), is_error=True)
+        state["n"] += args["by"]
+        return ToolOutput(json.dumps({"n": state["n"]}))
+
+    def score(self, task, state, events):
+        return Outcome(state["n"] == 3)
+
+
+def _counter():
+    from hsa.harness import AssistantMessage, Harness, Tool
+
+    harness = Harness(
+        "counter",
+        tools=(
+            Tool(
+                "add",
+                "Add to the counter.",
+                {"type": "object", "properties": {"by": {"type": "integer"}}, "required": ["by"]},
+            ),
+        ),
+    )
+    env = _Counter(harness)
+    task = env.tasks()[0]
+    events = (
+        UserMessage("count to three"),
+        ToolCall("call_0", "add", {"by": 1}),
+        ToolResult("call_0", '{"n": 1}'),
+        ToolCall("call_1", "add", {"by": 2}),
+        ToolResult("call_1", '{"n": 3}'),
+        AssistantMessage("3"),
+    )
+    return harness, env, task, events
+
+
+def test_replay_through_an_environment():
+    harness, env, task, events = _counter()
+    rewrite, _ = apply_chain(harness, [(get("tools.wrap_args"), {})], seed=0)
+    ok = check_rewrite(harness, rewrite, events, replay=Replay(env, task))
+    assert ok.outcomes["replay"] == PASS
+
+    # A mapping whose inverse lands on another argument name: results and score change.
+    wrong = Rewrite(
+        harness, Mapping(tools={"add": ToolMap("add", (Step("move", ("by",), ("step",)),))})
+    )
+    sneaky = dataclasses.replace(
+        harness,
+        tools=(
+            dataclasses.replace(
+                harness.tools[0],
+                parameters={"type": "object", "properties": {"step": {"type": "integer"}}},
+            ),
+        ),
+    )
+    broken = Rewrite(
+        sneaky, Mapping(tools={"add": ToolMap("add", (Step("move", ("by",), ("step",)),))})
+    )
+    assert wrong.mapping == broken.mapping
+    inverse_lost = Rewrite(
+        sneaky,
+        Mapping(
+            tools={
+                "add": ToolMap(
+                    "add",
+                    (
+                        Step("move", ("by",), ("step",)),
+                        Step("drop", ("nothing",)),
+                    ),
+                )
+            }
+        ),
+    )
+    report = check_rewrite(harness, inverse_lost, events, replay=Replay(env, task))
+    assert report.outcomes["replay"] == PASS  # dropping an absent key changes nothing
+    lossy = Rewrite(
+        sneaky,
+        Mapping(
+            tools={
+                "add": ToolMap(
+                    "add",
+                    (
+                        Step("move", ("by",), ("step",)),
+                        Step("add", ("step",)),
+                    ),
+                )
+            }
+        ),
+    )
+    report = check_rewrite(harness, lossy, events, replay=Replay(env, task))
+    assert report.outcomes["replay"] == FAIL
+    assert any("score" in f.message or "result" in f.message for f in report.failures)
+
+
+def test_tally_counts_per_label(harness, events):
+    reports = [check_rewrite(harness, Rewrite(harness), events, label="a") for _ in range(3)]
+    counts = tally(reports, key=lambda r: r.label)["a"]
+    assert counts.ok and counts.counts["schema"][PASS] == 3
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_every_check_has_a_name_the_table_shows(check):
+    assert check.isidentifier()

@@ -1,0 +1,81 @@
+"""Every built-in rule: deterministic for a seed, varying across seeds, task-preserving on the
+fixture harness under every protocol, and at least 25 of them over all five families."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_events, make_harness
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hsa.augment import Context, all_rules, apply_chain
+from hsa.augment.checks import check_rewrite
+from hsa.augment.rule import FAMILIES
+from hsa.harness import Protocol
+
+RULES = all_rules()
+BUILTIN = [r for r in RULES if r.family in FAMILIES]
+# Rules that only act under an in-prompt protocol are exercised on one.
+TEXT = Protocol("text", "hermes", True, "json")
+TEXT_ONLY = {"protocol.call_format", "protocol.doc_format"}
+
+
+def _harness_for(rule):
+    return make_harness(TEXT if rule.name in TEXT_ONLY else None)
+
+
+def _apply(rule, seed):
+    events = make_events()
+    rewrite, _ = apply_chain(
+        _harness_for(rule), [(rule, {})], seed=seed, context=Context.of(events)
+    )
+    return rewrite.harness.to_json(), rewrite.mapping.to_json()
+
+
+def test_at_least_25_rules_cover_every_family():
+    assert len(BUILTIN) >= 25
+    assert {r.family for r in BUILTIN} == set(FAMILIES)
+    assert all(r.summary and r.version for r in BUILTIN)
+
+
+@pytest.mark.parametrize("rule", BUILTIN, ids=lambda r: r.name)
+@settings(
+    max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(seed=st.integers(min_value=0, max_value=2**63 - 1))
+def test_rule_is_deterministic_for_a_seed(rule, seed):
+    assert _apply(rule, seed) == _apply(rule, seed)
+
+
+@pytest.mark.parametrize("rule", BUILTIN, ids=lambda r: r.name)
+@settings(
+    max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(start=st.integers(min_value=0, max_value=2**40))
+def test_rule_varies_across_seeds(rule, start):
+    canonical = (_harness_for(rule).to_json(), "")
+    outcomes = {_apply(rule, start + k) for k in range(12)}
+    assert len(outcomes) >= 2, f"{rule.name} gives one outcome for 12 seeds"
+    assert all(o[0] != canonical[0] for o in outcomes), f"{rule.name} left the harness unchanged"
+
+
+PROTOCOLS = [
+    Protocol(),
+    Protocol("text", "hermes", True, "json"),
+    Protocol("text", "python", True, "python"),
+    Protocol("text", "json", False, "markdown"),
+    Protocol("text", "xml_verbose", True, "xml"),
+    Protocol("text", "xml_concise", False, "json"),
+]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.label)
+@pytest.mark.parametrize("rule", BUILTIN, ids=lambda r: r.name)
+def test_rule_preserves_the_task_under_every_protocol(rule, protocol):
+    harness = make_harness(protocol)
+    events = make_events()
+    for seed in range(2):
+        rewrite, _ = apply_chain(harness, [(rule, {})], seed=seed, context=Context.of(events))
+        report = check_rewrite(harness, rewrite, events)
+        assert report.ok, [str(f) for f in report.failures]
+        assert set(report.outcomes.values()) == {"pass"}
