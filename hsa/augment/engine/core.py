@@ -326,7 +326,9 @@ class _Batch:
         last = np.maximum.accumulate(fixed)
         before = np.concatenate(([-1], last[:-1]))
         row_start = row_ev[o]
-        prev_role = np.where(before >= row_start, role[np.maximum(before, 0)], -1)
+        prev_role = np.full(m, -1, dtype=np.int8)
+        valid = before >= row_start
+        prev_role[valid] = role[before[valid]]
         merged = to_result & (prev_role == rec.TOOL)
         n_msg[to_result & ~merged] = 1
         role[to_result & ~merged] = rec.SYSTEM
