@@ -77,8 +77,8 @@ def request_key(body: Mapping[str, Any]) -> str:
 def malform(message: dict[str, Any]) -> dict[str, Any] | None:
     """``message`` with its first tool call broken, or None when it has no call to break.
 
-    API calls get arguments that are not JSON; a text call loses its last closing bracket,
-    which no call format parses.
+    API calls get arguments that are not JSON; a text call loses its last closing bracket or
+    tag end (``}``, ``)``, ``]`` or ``>``), which no call format parses.
     """
     calls = message.get("tool_calls")
     if calls:
@@ -89,7 +89,7 @@ def malform(message: dict[str, Any]) -> dict[str, Any] | None:
     content = message.get("content")
     if not isinstance(content, str):
         return None
-    cut = max(content.rfind("}"), content.rfind(")"), content.rfind("]"))
+    cut = max(content.rfind(c) for c in "})]>")
     if cut < 0:
         return None
     return dict(message, content=content[:cut] + content[cut + 1 :])

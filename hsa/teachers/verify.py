@@ -57,14 +57,17 @@ def call_attempt(text: str, harness: Harness) -> str | None:
     """
     if _TAGS.search(text):
         return "holds tool-call markup that does not parse as a call"
-    head = text.lstrip()[:1]
+    body = text.lstrip()
+    if body.startswith("```"):  # a calls block in a Markdown code fence
+        body = body.partition("\n")[2].lstrip()
+    head = body[:1]
     names = [t.name for t in harness.tools]
     if harness.skill_tool is not None:
         names.append(harness.skill_tool.name)
-    if head in ("[", "{", "<") and any(name in text for name in names):
+    if head in ("[", "{", "<") and any(name in body for name in names):
         return "starts like a calls block naming a tool but does not parse as one"
     for name in names:
-        if re.search(rf"(?:^|\[)\s*{re.escape(name)}\s*\(", text.lstrip()):
+        if re.search(rf"(?:^|\[)\s*{re.escape(name)}\s*\(", body):
             return f"writes a call to {name!r} that does not parse"
     return None
 

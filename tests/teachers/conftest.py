@@ -70,7 +70,8 @@ def make_variant(harness, chain, *, seed=0, protocol: Protocol | None = None) ->
 def renamed(env) -> Variant:
     """Tools and parameters renamed, under the api protocol."""
     return make_variant(
-        env.harness(), [("tools.rename", {}), ("tools.rename_params", {"fraction": 1.0})]
+        env.harness(),
+        [("tools.rename", {"style": "synonym"}), ("tools.rename_params", {"fraction": 1.0})],
     )
 
 
@@ -85,8 +86,9 @@ TEXT_PROTOCOLS = [
 
 @pytest.fixture(scope="session")
 def text_variants(env) -> list[Variant]:
-    """Tools renamed, skills renamed, under each kind of text protocol."""
-    chain = [("tools.rename", {}), ("skill_ids.rename", {})]
+    """Tools renamed (to identifiers every call format can write), skills renamed, under
+    each kind of text protocol."""
+    chain = [("tools.rename", {"style": "camel"}), ("skill_ids.rename", {})]
     harness = env.harness()
     return [make_variant(harness, chain, seed=i, protocol=p) for i, p in enumerate(TEXT_PROTOCOLS)]
 

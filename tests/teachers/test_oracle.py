@@ -1,0 +1,116 @@
+"""The oracle as a model: reads the request like an endpoint, answers on the surface."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+
+import pytest
+
+from hsa.augment.mapping import map_events
+from hsa.envs.livestream import next_actions, solve
+from hsa.errors import TeacherError
+from hsa.harness.render import render
+from hsa.teachers.oracle import OracleBackend
+from hsa.teachers.request import ChatRequest
+from hsa.teachers.rollout import TASK_KEY, VARIANT_KEY, repair_prompt
+
+
+def body_for(events, variant, **metadata):
+    conversation = render(map_events(events, variant.mapping), variant.harness)
+    return {
+        "model": "hsa-oracle",
+        "messages": conversation.messages,
+        "tools": conversation.tools,
+        "metadata": {VARIANT_KEY: variant.variant_id, **metadata},
+    }
+
+
+def opening(env, task):
+    """The events up to and including the first user turn's hooks (before the model acts)."""
+    events = list(solve(env, task).events)
+    first_step = next(
+        i for i, e in enumerate(events) if type(e).__name__ in ("AssistantMessage", "ToolCall")
+    )
+    return events[:first_step]
+
+
+def test_first_step_is_a_tool_call_in_the_api(env, canonical, responder):
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    message, usage = responder(body_for(opening(env, task), canonical))
+    [call] = message["tool_calls"]
+    expected = next_actions(task, opening(env, task))[-1]
+    assert call["function"]["name"] == expected.tool
+    assert json.loads(call["function"]["arguments"]) == dict(expected.args)
+    assert call["id"] == "call_0" and usage["prompt_tokens"] > usage["completion_tokens"] > 0
+
+
+def test_renamed_tools_and_parameters_come_back_renamed(env, renamed, responder):
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    message, _ = responder(body_for(opening(env, task), renamed))
+    [call] = message["tool_calls"]
+    canonical_call = next_actions(task, opening(env, task))[-1]
+    surface = renamed.mapping.tools[canonical_call.tool]
+    assert call["function"]["name"] == surface.name != canonical_call.tool
+    surface_tool = renamed.harness.tool(surface.name)
+    assert set(json.loads(call["function"]["arguments"])) <= set(
+        surface_tool.parameters["properties"]
+    )
+
+
+def test_text_protocols_get_calls_as_text(env, text_variants, responder):
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    for variant in text_variants:
+        message, _ = responder(body_for(opening(env, task), variant))
+        assert "tool_calls" not in message and isinstance(message["content"], str)
+        surface_name = variant.mapping.tool_name(next_actions(task, opening(env, task))[-1].tool)
+        assert surface_name in message["content"], variant.harness.protocol.label
+
+
+def test_a_repair_request_is_answered_as_the_original(env, canonical, responder):
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    body = body_for(opening(env, task), canonical)
+    answer, _ = responder(body)
+    repair = dict(body)
+    repair["messages"] = [
+        *body["messages"],
+        {"role": "assistant", "content": "<tool_call>\n{broken\n</tool_call>"},
+        {"role": "user", "content": repair_prompt("holds tool-call markup")},
+    ]
+    assert responder(repair)[0] == answer
+
+
+def test_tasks_with_the_same_turns_are_told_apart_by_the_session_start(env, canonical, responder):
+    groups = collections.defaultdict(list)
+    for task in env.tasks():
+        groups[task.turns].append(task)
+    twins = next(g for g in groups.values() if len(g) > 1)
+    found = [
+        responder.task(opening(env, t), {}) for t in twins
+    ]  # no metadata hint needed: the stream clock differs
+    assert [t.id for t in found] == [t.id for t in twins]
+
+
+def test_requests_it_cannot_answer_are_refused_with_the_reason(env, canonical, responder):
+    task = env.tasks()[0]
+    body = body_for(opening(env, task), canonical)
+    with pytest.raises(TeacherError, match="unknown variant 'nope'"):
+        responder({**body, "metadata": {VARIANT_KEY: "nope"}})
+    stranger = body_for(opening(env, task), canonical)
+    stranger["messages"] = [*stranger["messages"][:-1], {"role": "user", "content": "Who won?"}]
+    with pytest.raises(TeacherError, match="no livestream task starts with"):
+        responder(stranger)
+
+
+def test_the_in_process_backend_wraps_the_responder(env, canonical, responder):
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    body = body_for(opening(env, task), canonical, **{TASK_KEY: task.id})
+    backend = OracleBackend(responder)
+    request = ChatRequest("hsa-oracle", body["messages"], body["tools"], metadata=body["metadata"])
+    response = asyncio.run(backend.chat(request))
+    assert response.message == responder(body)[0]
+    assert response.finish_reason == "tool_calls" and backend.stats.succeeded == 1
+    bad = ChatRequest("hsa-oracle", [{"role": "user", "content": "hello?"}])
+    with pytest.raises(TeacherError, match="the oracle cannot answer"):
+        asyncio.run(backend.chat(bad))

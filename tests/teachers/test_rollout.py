@@ -1,0 +1,211 @@
+"""The rollout loop: oracle rollouts verify under every protocol and variant; model mistakes
+and backend outages end a rollout with a reason, never an exception."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from hsa.augment.mapping import map_events
+from hsa.envs.livestream import solve
+from hsa.errors import TeacherError
+from hsa.harness.parse import parse
+from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.oracle import OracleBackend
+from hsa.teachers.request import ChatRequest, ChatResponse, assistant_message
+from hsa.teachers.rollout import REPAIR_PREFIX, RolloutConfig, RolloutSpec, rollout
+from hsa.teachers.server import malform
+
+
+def one_task_per_kind(env):
+    tasks = {}
+    for task in env.tasks():
+        tasks.setdefault(task.kind, task)
+    return list(tasks.values())
+
+
+def run(spec, env, backend, **config):
+    return asyncio.run(rollout(spec, env, backend, RolloutConfig(**config)))
+
+
+def spec_of(task, variant) -> RolloutSpec:
+    return RolloutSpec(f"{task.id}/{variant.variant_id}/0", task, variant, seed=7)
+
+
+class Scripted(Backend):
+    """Answers with the given messages in turn; records the requests."""
+
+    name = "scripted"
+
+    def __init__(self, replies: Sequence[dict]):
+        self.replies = list(replies)
+        self.requests: list[ChatRequest] = []
+        self.stats = BackendStats()
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        self.requests.append(request)
+        reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
+        if isinstance(reply, Exception):
+            raise reply
+        return ChatResponse(reply)
+
+
+class Breaking(Backend):
+    """The oracle, with the first ``broken`` answers' tool calls malformed."""
+
+    name = "breaking"
+
+    def __init__(self, responder, broken: int = 1):
+        self.inner = OracleBackend(responder)
+        self.broken = broken
+        self.stats = BackendStats()
+        self.requests: list[ChatRequest] = []
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        self.requests.append(request)
+        response = await self.inner.chat(request)
+        if self.broken and malform(dict(response.message)) is not None:
+            self.broken -= 1
+            return ChatResponse(malform(dict(response.message)))
+        return response
+
+
+def test_oracle_rollouts_verify_and_match_the_canonical_solution(env, variants, responder):
+    backend = OracleBackend(responder)
+    for task in one_task_per_kind(env):
+        expected = solve(env, task).events
+        for variant in variants.values():
+            result = run(spec_of(task, variant), env, backend)
+            label = f"{task.id} under {variant.harness.protocol.label} {variant.variant_id}"
+            assert result.verification.verified, (label, result.verification.reason)
+            assert result.ended == "answered" and result.verification.reason == "ok"
+            # The same solution, whatever the surface: mapping back gives canonical events.
+            assert list(result.events) == list(expected), label
+            surface = map_events(result.events, variant.mapping)
+            assert parse(result.conversation, variant.harness) == surface, label
+            assert result.requests > 0 and result.cache_hits == 0
+
+
+def test_the_variant_reaches_the_backend_in_metadata_and_sampling_carries_the_seed(
+    env, renamed, responder
+):
+    task = env.tasks()[0]
+    backend = Breaking(responder, broken=0)
+    run(spec_of(task, renamed), env, backend)
+    request = backend.requests[0]
+    assert request.metadata["hsa_variant"] == renamed.variant_id
+    assert request.sampling.seed == 7
+    names = {t["function"]["name"] for t in request.tools}
+    assert names == {t.name for t in renamed.harness.tools} | {renamed.harness.skill_tool.name}
+
+
+@pytest.mark.parametrize("protocol_index", [None, 0, 1, 2])
+def test_a_malformed_call_ends_the_rollout_as_a_format_failure(
+    env, canonical, text_variants, responder, protocol_index
+):
+    variant = canonical if protocol_index is None else text_variants[protocol_index]
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    result = run(spec_of(task, variant), env, Breaking(responder))
+    assert result.ended == "format" and not result.verification.verified
+    assert result.verification.reason.startswith("format: ")
+    assert not result.verification.checks["format"]
+    [failure] = result.format_failures
+    assert failure.step == 1 and not failure.repaired
+
+
+def test_one_repair_turn_recovers_a_malformed_call(env, text_variants, responder):
+    variant = text_variants[1]
+    task = next(t for t in env.tasks() if t.kind == "multi_tool")
+    backend = Breaking(responder)
+    result = run(spec_of(task, variant), env, backend, repair=True)
+    assert result.verification.verified, result.verification.reason
+    [failure] = result.format_failures
+    assert failure.repaired
+    repair = backend.requests[1].messages
+    assert repair[-1]["role"] == "user" and repair[-1]["content"].startswith(REPAIR_PREFIX)
+    assert list(result.events) == list(solve(env, task).events)  # the bad reply left no trace
+
+
+def test_a_second_malformed_reply_after_repair_is_a_format_failure(env, canonical, responder):
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    result = run(spec_of(task, canonical), env, Breaking(responder, broken=2), repair=True)
+    assert result.ended == "format" and "after one repair turn" in result.verification.reason
+    assert [f.repaired for f in result.format_failures] == [False, False]
+
+
+def test_backend_outage_is_a_reason_not_an_exception(env, canonical):
+    task = env.tasks()[0]
+    backend = Scripted([TeacherError("no answer after 9 attempts (last: http 500)")])
+    result = run(spec_of(task, canonical), env, backend)
+    assert result.ended == "backend"
+    assert result.verification.reason == "backend: no answer after 9 attempts (last: http 500)"
+
+
+def test_the_step_limit_stops_a_model_that_never_answers(env, canonical):
+    task = env.tasks()[0]
+    call = {
+        "id": "x",
+        "type": "function",
+        "function": {"name": "search_products", "arguments": json.dumps({"query": "lamp"})},
+    }
+    backend = Scripted([assistant_message(None, [call])])
+    result = run(spec_of(task, canonical), env, backend, max_steps_per_turn=3)
+    assert result.ended == "step_limit" and len(backend.requests) == 3
+    assert result.verification.reason.startswith("step_limit: no final answer to turn 0")
+    # every call got the id the loop gives, whatever the model called it
+    calls = [e.call_id for e in result.events if type(e).__name__ == "ToolCall"]
+    assert calls == ["call_0", "call_1", "call_2"]
+
+
+def test_bad_arguments_fail_schema_and_execution_but_the_rollout_goes_on(env, canonical):
+    task = env.tasks()[0]
+    call = {
+        "id": "x",
+        "type": "function",
+        "function": {"name": "search_products", "arguments": json.dumps({"colour": "red"})},
+    }
+    backend = Scripted([assistant_message(None, [call]), assistant_message("Sorry!")])
+    result = run(spec_of(task, canonical), env, backend)
+    assert result.ended == "answered"
+    checks = result.verification.checks
+    assert not checks["schema"] and not checks["execution"] and checks["format"]
+    assert result.verification.reason.startswith("schema: call_0 search_products: args")
+
+
+def test_an_unsolved_task_is_rejected_with_the_environments_reasons(env, canonical):
+    task = env.tasks()[0]
+    result = run(spec_of(task, canonical), env, Scripted([assistant_message("No idea.")]))
+    assert result.ended == "answered" and not result.verification.checks["score"]
+    assert result.verification.reason.startswith("score: ")
+    assert result.verification.score == 0.0
+
+
+@pytest.mark.parametrize(
+    "reply, problem",
+    [
+        (assistant_message(None), "an empty reply"),
+        (assistant_message('<tool_call>\n{"name": "search_products"\n</tool_call>'), "markup"),
+        (assistant_message('[search_products(query="lamp")'), "calls block"),
+        (assistant_message('search_products(query="lamp"'), "call to 'search_products'"),
+        (assistant_message('```json\n[{"function": "search_products"\n```'), "calls block"),
+    ],
+)
+def test_unreadable_replies_are_format_failures(env, canonical, reply, problem):
+    result = run(spec_of(env.tasks()[0], canonical), env, Scripted([reply]))
+    assert result.ended == "format" and problem in result.verification.reason
+
+
+def test_loading_a_skill_the_harness_lacks_stops_the_rollout(env, canonical):
+    skill_tool = canonical.harness.skill_tool.name
+    arg = canonical.harness.skill_arg
+    call = {
+        "id": "s",
+        "type": "function",
+        "function": {"name": skill_tool, "arguments": json.dumps({arg: "no-such-skill"})},
+    }
+    backend = Scripted([assistant_message(None, [call])])
+    result = run(spec_of(env.tasks()[0], canonical), env, backend)
+    assert result.ended == "schema" and "no-such-skill" in result.verification.reason
