@@ -41,7 +41,7 @@ MAX_TEMPLATE_CHARS = 1_000_000
 MAX_OUTPUT_CHARS = 2_000_000
 MAX_VALUE_SIZE = MAX_OUTPUT_CHARS
 MAX_WIDTH = 100_000
-MAX_STEPS = 200_000
+MAX_STEPS = 100_000
 MAX_RANGE = 10_000
 #: integers above this many bits are refused (their decimal form is also too long to print)
 MAX_INT_BITS = 100_000

@@ -1,0 +1,245 @@
+"""The template sandbox: injections and resource bombs fail cleanly; hook messages invert."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hsa.errors import TemplateError
+from hsa.harness.templates import (
+    MAX_OUTPUT_CHARS,
+    MAX_TEMPLATE_CHARS,
+    check_template,
+    message_fields,
+    parse_message,
+    render_message,
+    render_template,
+)
+from tests.harness.strategies import hook_messages, texts
+
+CONTEXT = {"user": {"name": "Ada"}, "items": [3, 1, 2], "text": "hello"}
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("Hello {{ user.name }}!", "Hello Ada!"),
+        ("{% for i in items | sort %}{{ i }},{% endfor %}", "1,2,3,"),
+        ("{{ items | map('string') | join('-') }}", "3-1-2"),
+        ("{{ text | upper }} {{ text | length }}", "HELLO 5"),
+        ("{{ 'x' * 3 }}{{ 2 ** 10 }}{{ [1] + [2] }}", "xxx1024[1, 2]"),
+        ("{{ 'a' ~ 1 ~ none }}", "a1None"),
+        ("{{ '%s=%03d' % ('n', 7) }}", "n=007"),
+        ("{{ '{}+{:>4}'.format(1, 'x') }}", "1+   x"),
+        ("{{ '{a}'.format_map({'a': 1}) }}", "1"),
+        ("{{ '%.2f' | format(3.14159) }}", "3.14"),
+        ("{% macro b(x) %}<{{ x }}>{% endmacro %}{{ b(1) }}{{ b(2) }}", "<1><2>"),
+        (
+            "{% for x in items %}{{ loop.index }}{% if loop.last %}!{% endif %}{% endfor %}",
+            "123!",
+        ),
+        (
+            "{% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}"
+            "{% endfor %}{{ ns.n }}",
+            "6",
+        ),
+        ("{{ range(3) | list }} {{ range(3) | length }}", "[0, 1, 2] 3"),
+        ("{{ 'a b' | replace(' ', '_') | center(5) }}", " a_b "),
+        ("{% filter upper %}shout{% endfilter %}", "SHOUT"),
+        ("line\n", "line\n"),  # trailing newlines are kept
+    ],
+)
+def test_normal_templates_render(source: str, expected: str) -> None:
+    assert render_template(source, CONTEXT) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        # reaching Python internals
+        ("{{ ''.__class__ }}", "__class__"),
+        ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "__class__"),
+        ("{{ ().__class__.__base__.__subclasses__() }}", "__class__"),
+        ("{{ user.__class__.mro() }}", "__class__"),
+        ("{{ items.pop.__self__ }}", "pop"),
+        ("{{ cycler.__init__.__globals__ }}", "__init__"),
+        ("{{ joiner.__init__.__globals__['os'] }}", "__init__"),
+        ("{{ namespace.__init__.__globals__ }}", "__init__"),
+        ("{{ self.__init__.__globals__ }}", "__init__"),
+        ("{{ range.__globals__ }}", "__globals__"),
+        ("{{ (range | attr('__globals__')) }}", "__globals__"),
+        ("{{ text.upper.__globals__ }}", "__globals__"),
+        ("{{ text.upper.__func__ }}", "__func__"),
+        ("{{ dict.mro() }}", "mro"),
+        ("{{ lipsum.__globals__ }}", "lipsum"),
+        # str.format and format_map tricks
+        ("{{ '{0.__class__}'.format(text) }}", "__class__"),
+        ("{{ '{0.__class__.__mro__}'.format(1) }}", "__class__"),
+        ("{{ '{x.__class__}'.format_map({'x': text}) }}", "__class__"),
+        ("{{ '{0.upper.__globals__}'.format(text) }}", "__globals__"),
+        ("{{ '{0[__class__]}'.format(user) }}", "__class__"),
+        # mutating data the template was given
+        ("{{ items.append(4) }}", "append"),
+        ("{{ user.update(name='Bob') }}", "update"),
+        ("{{ user.clear() }}", "clear"),
+    ],
+)
+def test_injection_attempts_are_refused(source: str, reason: str) -> None:
+    with pytest.raises(TemplateError) as err:
+        render_template(source, CONTEXT, where="$.prompt.template")
+    message = str(err.value)
+    assert message.startswith("$.prompt.template: ")
+    assert reason in message
+    assert "\n" not in message  # one clear line
+
+
+BOMBS = [
+    ("{{ 'x' * 10**9 }}", "repetition would exceed"),
+    ("{{ ('x' * 1000000) * 1000 }}", "repetition would exceed"),
+    ("{{ ['x'] * 10**9 }}", "repetition would exceed"),
+    ("{% set a = ['x' * 100000] * 10 %}{{ (a * 10) | join }}", "repetition would exceed"),
+    ("{{ range(10**9) | list }}", "range is too large"),
+    ("{% for i in range(10**9) %}x{% endfor %}", "range is too large"),
+    (
+        "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}",
+        "loop iterations and calls",
+    ),
+    (
+        "{% for i in range(10000) %}{% for j in range(10000) %}x{% endfor %}{% endfor %}",
+        "loop iterations and calls",
+    ),
+    ("{% for i in range(3000) %}{{ 'y' * 1000 }}{% endfor %}", "output exceeds"),
+    (
+        "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
+        "{{ f(40) }}",
+        "loop iterations and calls",
+    ),
+    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "failed to render"),
+    ("{% set a = 'x' * 1000000 %}{% set b = a ~ a ~ a %}{{ b | length }}", "exceed"),
+    ("{% set a = 'x' * 1000000 %}{{ [a, a, a] | join }}", "exceed"),
+    ("{% set a = 'x' * 1000000 %}{{ a + a + a }}", "exceed"),
+    ("{{ 10 ** 100000 }}", "power would exceed"),
+    ("{{ 2 ** 10000000 }}", "power would exceed"),
+    ("{{ '%0999999999d' % 1 }}", "width"),
+    ("{{ '%*d' % (10**9, 1) }}", "'*' widths"),
+    ("{{ '%.999999999f' % 1.0 }}", "width"),
+    ("{{ '{:>999999999}'.format('x') }}", "width"),
+    ("{{ '{:.999999999f}'.format(1.0) }}", "width"),
+    ("{% set a = 'x' * 1000000 %}{{ '{0}{0}{0}'.format(a) }}", "formatting would exceed"),
+    ("{% set a = 'x' * 1000000 %}{{ '%(k)s%(k)s%(k)s' % {'k': a} }}", "formatting would exceed"),
+    ("{{ 'x' | center(10**9) }}", "width"),
+    ("{{ 'x' | indent(10**9) }}", "width"),
+    ("{{ [1] | batch(10**9, 'pad') | list }}", "width"),
+    ("{{ 'x'.ljust(10**9) }}", "width"),
+    ("{{ 'x'.zfill(10**9) }}", "width"),
+    ("{{ '\\t'.expandtabs(10**9) }}", "width"),
+    ("{% set s = 'x' * 1000000 %}{{ s.replace('x', s) }}", "replace would exceed"),
+    ("{% set s = 'x' * 1000000 %}{{ s | replace('x', 'yyy') }}", "replace would exceed"),
+    ("{% set s = 'x' * 1000000 %}{{ s.join(['a', 'b', 'c']) }}", "join would exceed"),
+    ("{% set s = '\\n' * 100000 %}{{ s | indent(100) }}", "indent would exceed"),
+    ("{{ lipsum(10**6) }}", "lipsum"),
+]
+
+
+@pytest.mark.parametrize(("source", "reason"), BOMBS)
+def test_resource_bombs_fail_fast_with_a_clear_error(source: str, reason: str) -> None:
+    start = time.perf_counter()
+    with pytest.raises(TemplateError) as err:
+        render_template(source, CONTEXT, where="$.prompt.sections[0].body")
+    assert time.perf_counter() - start < 10
+    message = str(err.value)
+    assert message.startswith("$.prompt.sections[0].body: ")
+    assert reason in message
+    assert "\n" not in message
+
+
+def test_a_template_of_50_megabytes_is_refused_before_parsing() -> None:
+    source = "{{ x }}" * (50 * 1024 * 1024 // 7)
+    start = time.perf_counter()
+    with pytest.raises(TemplateError, match=f"the limit is {MAX_TEMPLATE_CHARS:,}") as err:
+        check_template(source, where="prompt.md.j2")
+    assert time.perf_counter() - start < 1
+    assert "52,428," in str(err.value)
+    with pytest.raises(TemplateError, match="the limit is"):
+        render_template(source, {})
+
+
+def test_output_just_under_the_cap_renders() -> None:
+    assert len(render_template("{{ 'x' * n }}", {"n": MAX_OUTPUT_CHARS})) == MAX_OUTPUT_CHARS
+
+
+def test_syntax_errors_name_the_line() -> None:
+    with pytest.raises(TemplateError, match=r"syntax error at line 2: .*endfor") as err:
+        check_template("ok\n{% for x in y %}", where="$.prompt.template")
+    assert err.value.where == "$.prompt.template"
+
+
+def test_undefined_values_are_errors_not_blanks() -> None:
+    with pytest.raises(TemplateError, match="undefined value: 'nope' is undefined"):
+        render_template("{{ nope }}", {})
+
+
+# --- hook messages --------------------------------------------------------------------------
+
+
+def test_message_fields_in_order_of_first_use() -> None:
+    assert message_fields("{{ b }} then {{ a }} and {{ b }} again") == ("b", "a")
+    assert message_fields("no fields") == ()
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("{{ name | upper }}", "only contain text and {{ name }} placeholders"),
+        ("{{ user.name }}", "only contain text and {{ name }} placeholders"),
+        ("{{ 'literal' }}", "only contain text and {{ name }} placeholders"),
+        ("{{ a ~ b }}", "only contain text and {{ name }} placeholders"),
+        ("{% if a %}x{% endif %}", "only contain text and {{ name }} placeholders"),
+        ("{% set a = 1 %}{{ a }}", "only contain text and {{ name }} placeholders"),
+        ("{{ a }}{{ b }}", "directly follows another"),
+        ("{{ a }}{# comment #}{{ b }}", "directly follows another"),
+        ("{{ a", "syntax error"),
+    ],
+)
+def test_hook_messages_may_only_hold_placeholders(source: str, reason: str) -> None:
+    with pytest.raises(TemplateError, match=reason) as err:
+        message_fields(source)
+    assert err.value.where == "message"
+
+
+def test_render_message_needs_every_field() -> None:
+    with pytest.raises(TemplateError, match=r"payload lacks field\(s\) b"):
+        render_message("{{ a }} and {{ b }}", {"a": "1"})
+
+
+def test_parse_message_examples() -> None:
+    source = "Denied {{ tool }}: {{ reason }}."
+    text = render_message(source, {"tool": "rm", "reason": "unsafe {{ x }} </tag>"})
+    assert text == "Denied rm: unsafe {{ x }} </tag>."
+    assert parse_message(source, text) == {"tool": "rm", "reason": "unsafe {{ x }} </tag>"}
+    assert parse_message(source, "Allowed rm: fine.") is None
+    assert parse_message("{{ a }} = {{ a }}", "x = x") == {"a": "x"}
+    assert parse_message("{{ a }} = {{ a }}", "x = y") is None
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(data=st.data())
+def test_parse_message_inverts_render_message(data: st.DataObject) -> None:
+    source = data.draw(hook_messages(data.draw(st.sampled_from(["", "Note: ", "[h]\n"]))))
+    fields = message_fields(source)
+    payload = {name: data.draw(texts(), label=name) for name in fields}
+    text = render_message(source, payload)
+    parsed = parse_message(source, text)
+    assert parsed is not None
+    # The parse always renders back to the same text; it is the payload itself unless a value
+    # contains the literal text that follows its placeholder (then the split is ambiguous).
+    assert render_message(source, parsed) == text
+    literals = source
+    for name in fields:
+        literals = literals.replace("{{ " + name + " }}", "\0")
+    pieces = [p for p in literals.split("\0") if p]
+    if not any(piece in value for piece in pieces for value in payload.values()):
+        assert parsed == payload
