@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -91,3 +93,16 @@ def test_invalid_json_names_line(tmp_path):
     with pytest.raises(ImportFormatError) as err:
         import_source(path)
     assert err.value.where == "line 2" and "invalid JSON" in err.value.message
+
+
+def test_cli_imports_a_real_tools_file_and_validates(external, tmp_path):
+    code = "from hsa.cli import main; main()"
+    src = external / "tau2" / "retail" / "tools.json"
+    out = tmp_path / "retail-tools"
+    args = [sys.executable, "-c", code, "harness", "import", str(src), "--out", str(out)]
+    done = subprocess.run(args, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (harness,) = import_source(src).harnesses
+    assert harness.id == "tools" and len(harness.tools) == 16
+    args = [sys.executable, "-c", code, "harness", "validate", str(out)]
+    assert subprocess.run(args, capture_output=True, text=True).returncode == 0

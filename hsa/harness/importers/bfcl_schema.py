@@ -9,7 +9,9 @@ from typing import Any
 from hsa.errors import ImportFormatError
 
 #: BFCL type names (Python-flavoured, see bfcl_eval/constants/type_mappings.py) -> JSON Schema.
-#: ``None`` means "no type constraint": BFCL's ``any`` accepts every value.
+#: ``None`` means "no type constraint": BFCL's ``any`` accepts every value. The v4 files in
+#: shared/external use string, dict, integer, boolean, float, array, any and tuple (counted
+#: over every question file and API doc); the other names are aliases BFCL's own mapping knows.
 TYPES: dict[str, str | None] = {
     "dict": "object",
     "object": "object",

@@ -99,10 +99,8 @@ def _write(result: ImportResult, root: Path, several: bool) -> list[Path]:
 
 
 def _swap(staging: Path, out: Path) -> None:
-    # mkdtemp makes the folder 0700; an import is ordinary output and gets ordinary permissions.
-    umask = os.umask(0)
-    os.umask(umask)
-    staging.chmod(0o777 & ~umask)
+    # mkdtemp makes the folder 0700; an import is ordinary output, readable by others.
+    staging.chmod(0o755)
     if not out.exists():
         staging.rename(out)
         return
