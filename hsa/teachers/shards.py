@@ -1,10 +1,13 @@
 """Teacher rows and their shards: ``DIR/data/{split}/part-{NNNNN}.parquet`` plus a manifest.
 
-A row is a canonical trajectory (the columns of ``hsa.harness.TRAJECTORY_SCHEMA``) plus its
-lineage and verification: split, variant and rules, teacher, ``verified`` and ``reason``, the
-environment's score, and the surface conversation as OpenAI ``messages`` and ``tools`` (JSON
-text). Shards are written whole under a temporary name and renamed, so a shard that exists is
-complete; a rerun checks the ids of the shards it finds and skips them.
+A row is a canonical trajectory (the columns of ``hsa.harness.TRAJECTORY_SCHEMA``) plus the
+lineage and surface columns of a dataset row (``hsa.datasets.ROW_SCHEMA``: variant, rules,
+protocol, the OpenAI ``messages`` the model saw and the ``tools`` it was offered, split,
+teacher, ``verified``), and the verification in full: ``reason`` (``ok`` when verified), the
+environment's ``score`` and ``verification`` (JSON: reason, every check, score). A teacher row
+is its own source trajectory (``source_id`` is its id). Shards are written whole under a
+temporary name and renamed, so a shard that exists is complete; a rerun checks the ids of the
+shards it finds and skips them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hsa.augment.engine.records import MESSAGES
 from hsa.errors import TeacherError
 from hsa.harness.events import TRAJECTORY_SCHEMA, Trajectory
 from hsa.teachers.rollout import Rollout, rollout_metadata
@@ -29,15 +33,20 @@ MANIFEST = "manifest.json"
 TEACHER_SCHEMA = pa.schema(
     [
         *TRAJECTORY_SCHEMA,
-        pa.field("split", pa.string(), nullable=False),
+        pa.field("source_id", pa.string(), nullable=False),
         pa.field("variant_id", pa.string(), nullable=False),
-        pa.field("rules", pa.string()),  # JSON list of {name, version, params}
+        pa.field("canonical", pa.bool_(), nullable=False),
+        pa.field("rules", pa.list_(pa.string()), nullable=False),
+        pa.field("rule_params", pa.string(), nullable=False),  # JSON: [{name, version, params}]
+        pa.field("protocol", pa.string(), nullable=False),
+        pa.field("messages", MESSAGES, nullable=False),
+        pa.field("tools", pa.string(), nullable=False),  # JSON: OpenAI tools list
+        pa.field("split", pa.string(), nullable=False),
         pa.field("teacher", pa.string(), nullable=False),
         pa.field("verified", pa.bool_(), nullable=False),
         pa.field("reason", pa.string(), nullable=False),
         pa.field("score", pa.float64()),
-        pa.field("messages", pa.string(), nullable=False),  # JSON: OpenAI chat messages
-        pa.field("tools", pa.string(), nullable=False),  # JSON: OpenAI tools list
+        pa.field("verification", pa.string(), nullable=False),  # JSON: reason, checks, score
     ]
 )
 
@@ -61,18 +70,24 @@ def row(result: Rollout, *, teacher: str, harness_id: str) -> dict[str, Any]:
         source=f"teacher:{teacher}",
         metadata=rollout_metadata(result),
     )
-    lineage = spec.variant.lineage()
+    variant = spec.variant
+    verification = result.verification
     return {
         **trajectory.to_row(),
-        "split": spec.task.split,
-        "variant_id": spec.variant.variant_id,
-        "rules": _json(lineage["rules"]),
-        "teacher": teacher,
-        "verified": result.verification.verified,
-        "reason": result.verification.reason,
-        "score": result.verification.score,
-        "messages": _json(result.conversation.messages),
+        "source_id": spec.id,
+        "variant_id": variant.variant_id,
+        "canonical": variant.is_canonical,
+        "rules": [name for name, _, _ in variant.rules],
+        "rule_params": _json(variant.lineage()["rules"]),
+        "protocol": variant.harness.protocol.label,
+        "messages": list(result.conversation.messages),
         "tools": _json(result.conversation.tools),
+        "split": spec.task.split,
+        "teacher": teacher,
+        "verified": verification.verified,
+        "reason": verification.reason,
+        "score": verification.score,
+        "verification": _json(verification.to_dict()),
     }
 
 

@@ -18,8 +18,9 @@ from hsa.envs.base import Task
 from hsa.errors import TeacherError
 from hsa.harness.model import Harness
 
-#: the most variants ``VariantPool`` plans while looking for an id
-MAX_POOL = 128
+#: the most variants ``VariantPool`` plans while looking for an id (planning costs tens of
+#: milliseconds a variant, so an unknown id is expensive once, then remembered)
+MAX_POOL = 64
 
 
 def recipe_from(path: str | Path | None) -> Recipe:
@@ -60,10 +61,12 @@ def task_variants(
 class VariantPool:
     """Variants of one harness under one recipe and seed, planned as far as a lookup needs."""
 
-    def __init__(self, harness: Harness, recipe: Recipe, *, seed: int):
+    def __init__(self, harness: Harness, recipe: Recipe, *, seed: int, max_size: int = MAX_POOL):
         self.harness = harness
         self.recipe = dataclasses.replace(recipe, include_canonical=False, seed=seed)
         self.seed = seed
+        self.max_size = max_size
+        self.canonical = canonical_variant(harness)
         self._planned: list[Variant] = []
         self._by_id: dict[str, Variant] = {}
         self._unknown: set[str] = set()
@@ -79,12 +82,14 @@ class VariantPool:
             self._plan(max(self.recipe.variants_per_harness, 1))
 
     def __call__(self, variant_id: str) -> Variant | None:
+        if variant_id == self.canonical.variant_id:
+            return self.canonical
         if variant_id in self._by_id:
             return self._by_id[variant_id]
         if variant_id in self._unknown:
             return None
         size = max(len(self._planned), self.recipe.variants_per_harness, 8)
-        while size <= MAX_POOL:
+        while size <= self.max_size:
             if size > len(self._planned):
                 self._plan(size)
                 if variant_id in self._by_id:

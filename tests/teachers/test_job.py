@@ -1,0 +1,190 @@
+"""The teach job: shards in job order, byte-identical reruns, resume from cache, no secrets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from hsa.datasets import conversation
+from hsa.errors import TeacherError
+from hsa.harness.events import Trajectory
+from hsa.harness.parse import parse
+from hsa.teachers.job import TeachConfig, public_url, teach
+
+SECRET = "sk-test-SECRET-do-not-write"
+
+
+def config(**changes) -> TeachConfig:
+    settings = {
+        "tasks": 6,
+        "variants_per_task": 2,
+        "include_canonical": True,
+        "shard_size": 5,
+        "api_key": SECRET,
+        **changes,
+    }
+    return TeachConfig(**settings)
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "cache.sqlite" and not p.name.startswith("cache.sqlite-")
+    }
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, env):
+    out = tmp_path_factory.mktemp("teach") / "out"
+    report = teach(config(), out, env=env)
+    return out, report
+
+
+def test_every_rollout_is_one_row_with_a_verdict(finished, env):
+    out, report = finished
+    assert (report.total, report.written, report.skipped) == (18, 18, 0)
+    assert report.verified == 18 and report.reasons == {"ok": 18}
+    rows = [
+        r for p in sorted((out / "data").rglob("*.parquet")) for r in pq.read_table(p).to_pylist()
+    ]
+    assert len(rows) == len({r["id"] for r in rows}) == 18
+    for row in rows:
+        assert row["verified"] and row["reason"] == "ok" and row["teacher"] == "oracle/hsa-oracle"
+        assert row["source_id"] == row["id"] and row["split"] in ("train", "dev", "test")
+        trajectory = Trajectory.from_row(row)
+        assert trajectory.task_id == row["task_id"] and trajectory.events
+        assert json.loads(row["verification"])["checks"]["score"]
+        meta = json.loads(row["metadata"])
+        assert meta["ended"] == "answered" and meta["requests"] >= 1
+    canonical = [r for r in rows if r["canonical"]]
+    assert len(canonical) == 6 and all(r["rules"] == [] for r in canonical)
+    assert all(r["rules"] for r in rows if not r["canonical"])
+
+
+def test_rows_carry_the_surface_conversation(finished, env):
+    out, _ = finished
+    from hsa.teachers.variants import VariantPool, recipe_from
+
+    pool = VariantPool(env.harness(), recipe_from(None), seed=0, max_size=8)
+    for path in sorted((out / "data").rglob("*.parquet")):
+        for row in pq.read_table(path).to_pylist():
+            harness = pool(row["variant_id"]).harness
+            events = parse(conversation(row), harness)
+            assert events  # the stored messages parse under the row's harness
+            assert row["protocol"] == harness.protocol.label
+
+
+def test_the_manifest_lists_every_shard_with_its_checksum(finished):
+    out, report = finished
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["rows"] == 18 and manifest["verified"] == 18
+    listed = [s for split in manifest["splits"].values() for s in split["shards"]]
+    assert len(listed) == report.shards
+    for shard in listed:
+        assert (out / shard["path"]).exists() and len(shard["sha256"]) == 64
+    assert manifest["config"]["variants_per_task"] == 2 and "api_key" not in manifest["config"]
+
+
+def test_same_job_gives_the_same_bytes(finished, tmp_path, env):
+    out, _ = finished
+    again = tmp_path / "again"
+    teach(config(concurrency=3), again, env=env)  # other concurrency, other timing
+    first, second = files(out), files(again)
+    first.pop("teach.json"), second.pop("teach.json")
+    manifest_a, manifest_b = (
+        json.loads(first.pop("manifest.json")),
+        json.loads(second.pop("manifest.json")),
+    )
+    assert first == second  # every shard byte for byte
+    manifest_a["config"].pop("concurrency"), manifest_b["config"].pop("concurrency")
+    assert manifest_a == manifest_b
+
+
+def test_a_rerun_of_a_finished_job_makes_no_request(finished, env):
+    out, _ = finished
+    before = files(out)
+    report = teach(config(), out, env=env)
+    assert report.skipped == report.total == 18
+    assert report.requests == 0 and report.cache_hits == 0 and report.written == 0
+    assert files(out) == before
+
+
+def test_a_lost_shard_is_rewritten_from_the_cache(finished, env):
+    out, _ = finished
+    shard = sorted((out / "data").rglob("*.parquet"))[0]
+    kept = shard.read_bytes()
+    rows = pq.read_table(shard).num_rows
+    shard.unlink()
+    report = teach(config(), out, env=env)
+    assert report.written == rows and report.requests == 0 and report.cache_hits > 0
+    assert shard.read_bytes() == kept
+
+
+def test_secrets_are_never_written(finished):
+    out, _ = finished
+    assert SECRET not in repr(config())
+    for name, data in files(out).items():
+        assert SECRET.encode() not in data, name
+    assert SECRET.encode() not in (out / "cache.sqlite").read_bytes()
+
+
+def test_a_directory_of_another_job_is_refused(finished, env):
+    out, _ = finished
+    with pytest.raises(TeacherError, match="different settings"):
+        teach(config(variants_per_task=1), out, env=env)
+
+
+def test_a_shard_with_other_rollouts_is_refused(tmp_path, env):
+    out = tmp_path / "out"
+    teach(config(tasks=2, variants_per_task=0, include_canonical=False, shard_size=1), out, env=env)
+    shards = sorted((out / "data").rglob("*.parquet"))
+    shards[0].write_bytes(shards[1].read_bytes())
+    with pytest.raises(TeacherError, match="holds other rollouts"):
+        teach(
+            config(tasks=2, variants_per_task=0, include_canonical=False, shard_size=1),
+            out,
+            env=env,
+        )
+
+
+def test_progress_is_reported_as_rollouts_finish(tmp_path, env):
+    seen = []
+    teach(
+        config(tasks=3, variants_per_task=0, include_canonical=False),
+        tmp_path / "out",
+        env=env,
+        progress=lambda done, total, verified: seen.append((done, total, verified)),
+    )
+    assert seen[0] == (0, 3, 0) and seen[-1] == (3, 3, 3)
+
+
+@pytest.mark.parametrize(
+    "changes, where",
+    [
+        ({"backend": "openai"}, "base_url"),
+        ({"backend": "openai", "base_url": "http://x"}, "model"),
+        ({"backend": "nope"}, "backend"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"split": "holdout"}, "split"),
+        ({"variants_per_task": -1}, "variants_per_task"),
+    ],
+)
+def test_bad_settings_name_the_setting(changes, where):
+    with pytest.raises(TeacherError) as caught:
+        TeachConfig(**changes)
+    assert caught.value.where == where
+
+
+def test_config_from_a_mapping_refuses_unknown_keys():
+    assert TeachConfig.from_dict({"tasks": 3}).tasks == 3
+    with pytest.raises(TeacherError, match="unknown teach setting"):
+        TeachConfig.from_dict({"taskz": 3}, file="build.yaml")
+
+
+def test_urls_lose_credentials_before_they_are_written():
+    assert public_url("http://user:pw@host:8000/v1?key=abc#x") == "http://host:8000/v1"
+    assert public_url(None) is None
