@@ -13,7 +13,8 @@ in the prompt's style:
 A section with an empty title has no heading in the markdown and plain styles. The two prompt
 formats of the BFCL v4 format-sensitivity study map onto these: BFCL's ``plaintext`` prompt is
 the ``plain`` style with untitled sections (persona, task, tool-call format, multi-turn
-behaviour, available tools), and its ``markdown`` prompt is the ``markdown`` style with the
+behaviour, available tools; BFCL glues persona and task without a blank line), and its
+``markdown`` prompt is the ``markdown`` style with the
 persona untitled and the other sections titled ``Task``, ``Tool Call Format``, ``Multi-turn
 Behavior`` and ``Available Tools`` (BFCL puts no blank line under its headings). ``xml`` is an
 extra axis. A ``prompt.template``, when set, receives the formatted ``sections`` and their

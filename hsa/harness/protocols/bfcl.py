@@ -12,8 +12,10 @@ BFCL's format-sensitivity study (``bfcl_eval/constants/default_prompts.py`` and
   XML ``&lt;``), so the body never contains ``<TOOLCALL>`` and the last one in a message starts
   the block: any assistant text, even text that quotes tags or calls, is recovered exactly.
 
-Parsing is lenient where models are: whitespace around the body or after the closing tag and a
-Markdown code fence around the body are accepted.
+The call-format instructions say the same as BFCL's ``tool_call_with_tag`` and
+``tool_call_no_tag`` prompts in our own words, except that tagged formats allow text before the
+block. Parsing is lenient where models are: whitespace around the body or after the closing
+tag and a Markdown code fence around the body are accepted.
 """
 
 from __future__ import annotations
