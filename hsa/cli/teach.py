@@ -152,6 +152,8 @@ def teach_command(
     config = TeachConfig.from_dict(settings, file=str(config_file) if config_file else None)
 
     bar = progress()
+    # Rich still prints a last frame when stderr is a pipe; a log wants the summary alone.
+    bar.disable = not error_console().is_terminal
     with bar:
         job = bar.add_task(f"teach {config.env} ({config.teacher})", total=None)
 

@@ -1,0 +1,172 @@
+"""End to end: ``hsa serve oracle`` with faults, ``hsa teach`` through the real openai client,
+SIGKILL and resume, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+HSA = [sys.executable, "-c", "from hsa.cli import main; main()"]
+SECRET = "sk-test-SECRET-never-written"
+
+
+def environ() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["OPENAI_API_KEY"] = SECRET
+    return env
+
+
+@contextmanager
+def oracle_server(*args: str):
+    """``hsa serve oracle`` on a free port; yields (base URL, process)."""
+    process = subprocess.Popen(
+        [*HSA, "serve", "oracle", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ(),
+    )
+    try:
+        line = process.stdout.readline()
+        assert "http://127.0.0.1:" in line, line + process.stderr.read()
+        yield line.strip().split(" on ")[-1], process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def teach_args(url: str, out: Path, *extra: str) -> list[str]:
+    return [
+        *HSA,
+        "teach",
+        "--backend",
+        "openai",
+        "--base-url",
+        url,
+        "--model",
+        "hsa-oracle",
+        "--backoff",
+        "0.01",
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def teach(url: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        teach_args(url, out, *extra), capture_output=True, text=True, env=environ(), timeout=300
+    )
+
+
+def rows(out: Path) -> list[dict]:
+    found = []
+    for shard in sorted((out / "data").rglob("*.parquet")):
+        found.extend(pq.read_table(shard, columns=["id", "verified", "reason"]).to_pylist())
+    return found
+
+
+def logged(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def cached_keys(out: Path) -> set[str]:
+    with sqlite3.connect(out / "cache.sqlite") as db:
+        return {key for (key,) in db.execute("SELECT key FROM responses")}
+
+
+def test_a_thousand_rollouts_with_faults_are_all_accounted_for(tmp_path):
+    out = tmp_path / "out"
+    with oracle_server("--fail-rate", "0.05", "--malformed-rate", "0.02") as (url, _):
+        done = teach(url, out, "--tasks", "500", "--variants-per-task", "2", "--concurrency", "128")
+    assert done.returncode == 0, done.stderr
+    written = rows(out)
+    ids = Counter(r["id"] for r in written)
+    assert len(written) == 1000 and max(ids.values()) == 1  # none lost, none twice
+    reasons = Counter(r["reason"].split(":")[0] for r in written)
+    assert reasons["ok"] >= 950 and reasons["format"] > 0  # the malformed calls, with reasons
+    assert all(r["verified"] == (r["reason"] == "ok") for r in written)
+    assert "retries:" in done.stdout and "http 429" in done.stdout and "http 500" in done.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["rows"] == 1000
+    # the API key went to the server only: not to the output, the logs or the terminal
+    assert SECRET not in done.stdout + done.stderr
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_sigkill_then_rerun_repeats_no_finished_request(tmp_path):
+    out = tmp_path / "out"
+    log = tmp_path / "requests.jsonl"
+    job = ("--tasks", "200", "--variants-per-task", "2", "--shard-size", "40")
+    with oracle_server("--latency-ms", "20", "--log", str(log)) as (url, _):
+        running = subprocess.Popen(
+            teach_args(url, out, *job, "--concurrency", "16"),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=environ(),
+        )
+        deadline = time.monotonic() + 120
+        while not list((out / "data").rglob("*.parquet")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        running.send_signal(signal.SIGKILL)
+        running.wait(timeout=30)
+        assert running.returncode == -signal.SIGKILL
+        finished_before = cached_keys(out)
+        shards_before = len(list((out / "data").rglob("*.parquet")))
+        assert finished_before and 0 < shards_before < 10  # killed mid-way
+        sent_before = len(logged(log))
+
+        resumed = teach(url, out, *job, "--concurrency", "64")
+        assert resumed.returncode == 0, resumed.stderr
+        after_kill = logged(log)[sent_before:]
+        repeated = {e["key"] for e in after_kill} & finished_before
+        assert repeated == set()  # no request that had finished was sent again
+        hits = int(resumed.stdout.split("cache hits: ")[1].split(",")[0])
+        assert hits > 0  # rollouts cut short by the kill replayed their answers from the cache
+        written = rows(out)
+        assert len(written) == 400 and len({r["id"] for r in written}) == 400
+
+        sent_before = len(logged(log))
+        again = teach(url, out, *job)
+        assert again.returncode == 0, again.stderr
+        assert "requests: 0 sent, cache hits: 0" in again.stdout
+        assert len(logged(log)) == sent_before  # a finished job makes no request at all
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--backend", "openai", "--out", "OUT"], "base_url: the openai backend needs a base URL"),
+        (["--env", "nowhere", "--out", "OUT"], "unknown environment 'nowhere'"),
+        (["--tasks", "0", "--out", "OUT"], "tasks: must be at least 1"),
+    ],
+)
+def test_bad_teach_settings_are_one_line_errors(tmp_path, args, message):
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    done = subprocess.run([*HSA, "teach", *args], capture_output=True, text=True, env=environ())
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()  # one line, no progress bar, no traceback
+    assert line.startswith("hsa: error: ") and message in line
+
+
+def test_a_busy_port_is_a_one_line_error():
+    with oracle_server() as (url, _):
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        done = subprocess.run(
+            [*HSA, "serve", "oracle", "--port", port], capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("hsa: error: cannot listen on 127.0.0.1:")
