@@ -6,8 +6,9 @@ returned ``HookFired`` events; the result also carries what the effects changed:
 - ``session_start``: before the first user message; ``user_prompt_submit``: after each user
   message; both may only ``add_context``.
 - ``pre_tool_use``: before a call runs. ``update_input`` changes the arguments that are executed
-  (``params: {"set": {...}, "remove": [...]}``); ``deny`` stops the call, whose result becomes
-  an error holding the rendered message.
+  (``params: {"set": {...}, "remove": [...]}``); ``deny`` stops the call: its result is the
+  fixed error ``DENIED`` and the hook's own message, shown next to it, says why (so rewording
+  the hook re-renders the reason, and the reason is never shown twice).
 - ``post_tool_use``: after a call ran. ``update_output`` changes the result the model sees
   (``params: {"remove": [key, ...]}`` drops those keys at any depth of a JSON result).
 - ``stop``: when the agent gives a final answer. ``deny`` refuses the answer: the agent must
@@ -36,7 +37,7 @@ from hsa.envs.base import ToolOutput
 from hsa.errors import EnvError, TemplateError
 from hsa.harness.events import HookFired, dumps_json
 from hsa.harness.model import HOOK_EVENTS, Harness, Hook, Matcher
-from hsa.harness.templates import message_fields, render_message
+from hsa.harness.templates import message_fields
 
 #: the lifecycle events at which each effect means something
 EFFECT_EVENTS = {
@@ -155,6 +156,10 @@ def payload(hook: Hook, context: HookContext) -> dict[str, str] | None:
     return dict(raw)
 
 
+#: the tool result of a call a hook denied; the hook's message carries the reason
+DENIED = json.dumps({"error": "denied", "detail": "a harness hook blocked this call"})
+
+
 def run_hooks(harness: Harness, event: str, context: HookContext) -> HookResult:
     """Evaluate ``harness``'s hooks for ``event`` in harness order and apply their effects.
 
@@ -176,7 +181,7 @@ def run_hooks(harness: Harness, event: str, context: HookContext) -> HookResult:
             continue
         fired.append(HookFired(hook.id, event, values))
         if hook.effect == "deny":
-            denial = ToolOutput(render_message(hook.message, values), is_error=True)
+            denial = ToolOutput(DENIED, is_error=True)
             return HookResult(
                 tuple(fired), args, denial if event == "pre_tool_use" else None, hook.id
             )

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from hsa.envs.base import ToolOutput
 from hsa.envs.hooks import (
+    DENIED,
     HookContext,
     hook_problems,
     matches,
@@ -124,8 +125,9 @@ def test_deny_blocks_the_call_and_stops_later_hooks():
         _harness(deny, later), "pre_tool_use", HookContext("pre_tool_use", tool="pin", args={})
     )
     assert result.denied and result.denied_by == "no"
-    assert result.output == ToolOutput("Refused: sold out.", is_error=True)
+    assert result.output == ToolOutput(DENIED, is_error=True)
     assert [f.hook_id for f in result.fired] == ["no"]
+    assert result.fired[0].payload == {"why": "sold out"}  # the reason travels in the hook
 
 
 def test_deny_at_stop_refuses_the_answer():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hsa.envs.episode import run_episode, steps_of
+from hsa.envs.hooks import DENIED
 from hsa.harness.events import AssistantMessage, SkillLoad, ToolCall
 
 
@@ -93,7 +94,10 @@ def test_call_blocked_by_the_deny_hook(env):
     assert "call call_x to pin_product was blocked by hook 'no-sold-out-pin'" in text
     assert f"forbidden call pin_product(product_id='{sold_out}') made" in text
     denied = [e for e in episode.events if getattr(e, "call_id", None) == "call_x"]
-    assert denied[-1].is_error and denied[-1].content.startswith("Pin refused:")
+    assert denied[-1].is_error and denied[-1].content == DENIED
+    # The reason is the hook's own message, recorded right after the denied result.
+    after = episode.events[episode.events.index(denied[-1]) + 1]
+    assert after.hook_id == "no-sold-out-pin"
     # The pin did not happen: the state still shows the alternative.
     assert episode.state.snapshot()["pinned"] == task.ground_truth["final_state"]["pinned"]
 
