@@ -92,6 +92,16 @@ def test_parse_inverts_render(fmt: str, tag: bool | None, data: st.DataObject) -
     assert render(evs, harness) == conversation  # deterministic
 
 
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(data=st.data())
+def test_parse_inverts_render_with_random_harness_parts(data: st.DataObject) -> None:
+    """Random tools, hook messages, wrappers, prompts and skill tools instead of the pools."""
+    harness = data.draw(harnesses(rich=True))
+    evs = data.draw(events(harness, normalized=not harness.protocol.is_api))
+    assume(ambiguity(evs, harness) is None)
+    assert same_events(parse(render(evs, harness), harness), evs)
+
+
 @settings(max_examples=25, derandomize=True, deadline=None)
 @given(data=st.data())
 def test_ambiguous_cases_are_rare(data: st.DataObject) -> None:
