@@ -21,7 +21,7 @@ format that does not decompose into per-call pieces (``rows_exact``). ``stats`` 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +59,19 @@ class EngineStats:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
+#: (row of the batch) -> (file, how to name the row in an error)
+Locate = Callable[[int], tuple[str | None, str]]
+
+
+def _default_locate(table: pa.Table, file: str | None) -> Locate:
+    ids = table.column("id")
+
+    def locate(row: int) -> tuple[str | None, str]:
+        return file, f"row {row} (id {ids[row].as_py()!r})"
+
+    return locate
+
+
 class _Restart(Exception):
     """A call style turned out not to decompose; render the batch again without it."""
 
@@ -72,11 +85,18 @@ def _excl(counts: np.ndarray) -> np.ndarray:
 class Engine:
     """Renders canonical trajectories under planned variants (see the module docstring)."""
 
-    def __init__(self, variants: Sequence[Variant]):
-        self.plans = [VariantPlan.of(i, v) for i, v in enumerate(variants)]
+    def __init__(self, variants: Sequence[Variant] = ()):
+        self.plans: list[VariantPlan] = []
         self.book = TemplateBook()
         self.stats = EngineStats()
         self._broken: set[str] = set()
+        for variant in variants:
+            self.add(variant)
+
+    def add(self, variant: Variant) -> int:
+        """Make ``variant`` available to render under; returns its index."""
+        self.plans.append(VariantPlan.of(len(self.plans), variant))
+        return len(self.plans) - 1
 
     # --- per-variant columns -------------------------------------------------------------
 
@@ -98,25 +118,32 @@ class Engine:
         out_variant: np.ndarray,
         *,
         file: str | None = None,
+        locate: Locate | None = None,
     ) -> pa.Array:
-        """The ``messages`` column for output rows (``out_traj[i]``, ``out_variant[i]``)."""
+        """The ``messages`` column for output rows (``out_traj[i]``, ``out_variant[i]``).
+
+        Errors name the row as ``locate(row)`` does: ``(file, row name)`` for a row of
+        ``table``; by default ``file`` and the row's index and id.
+        """
         out_traj = np.asarray(out_traj, dtype=np.int64)
         out_variant = np.asarray(out_variant, dtype=np.int64)
-        events = explode(table, file=file)
+        if locate is None:
+            locate = _default_locate(table, file)
+        events = explode(table, locate=locate)
         self.stats.trajectories += table.num_rows
         self.stats.rows += len(out_traj)
         while True:
             exact = self._exact_rows(events, out_traj, out_variant)
             text, aux = rec.Pool(), rec.Pool()
             try:
-                fast = _Batch(self, table, events, text, aux, file).render(
+                fast = _Batch(self, table, events, text, aux, locate).render(
                     out_traj[~exact], out_variant[~exact]
                 )
                 break
             except _Restart:
                 continue
         self.stats.rows_exact += int(exact.sum())
-        slow = self._reference(table, out_traj[exact], out_variant[exact], text, aux, file)
+        slow = self._reference(table, out_traj[exact], out_variant[exact], text, aux, locate)
         return rec.to_arrow(rec.merge(fast, slow, exact))
 
     def _exact_rows(self, ev: Events, out_traj: np.ndarray, out_variant: np.ndarray) -> np.ndarray:
@@ -156,7 +183,7 @@ class Engine:
         out_variant: np.ndarray,
         text: rec.Pool,
         aux: rec.Pool,
-        file: str | None,
+        locate: Locate,
     ) -> rec.Records:
         """Rows rendered one by one with ``map_events`` + ``render`` (the exact path)."""
         if not len(out_traj):
@@ -166,7 +193,7 @@ class Engine:
         convs = []
         for t, v in zip(out_traj.tolist(), out_variant.tolist(), strict=True):
             row = by_index[t]
-            where = f"row {t} (id {row.get('id')!r})"
+            file, where = locate(t)
             try:
                 trajectory = Trajectory.from_row(row, where=where)
                 plan = self.plans[v]
@@ -238,7 +265,7 @@ class _Batch:
         events: Events,
         text: rec.Pool,
         aux: rec.Pool,
-        file: str | None,
+        locate: Locate,
     ):
         self.engine = engine
         self.plans = engine.plans
@@ -246,13 +273,12 @@ class _Batch:
         self.ev = events
         self.text = text
         self.aux = aux
-        self.file = file
+        self.locate = locate
 
     def fail(self, exc: HsaError, event: int) -> DatasetError:
-        t = int(self.ev.traj[event])
-        ids = self.table.column("id")
-        where = f"row {t} (id {ids[t].as_py()!r}).events[{int(self.ev.local[event])}]"
-        return DatasetError(exc.message, file=self.file, where=where)
+        file, row = self.locate(int(self.ev.traj[event]))
+        where = f"{row}.events[{int(self.ev.local[event])}]"
+        return DatasetError(exc.message, file=file, where=where)
 
     def render(self, out_traj: np.ndarray, out_variant: np.ndarray) -> rec.Records:
         ev = self.ev

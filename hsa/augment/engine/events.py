@@ -8,6 +8,7 @@ of calls ends, and the running call counter that names skill-load calls.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,12 +64,21 @@ def _offsets(array: pa.ListArray) -> np.ndarray:
     return offsets - offsets[0]
 
 
-def explode(table: pa.Table, *, file: str | None = None) -> Events:
-    """The events of ``table`` (rows of ``TRAJECTORY_SCHEMA``), checked and structured."""
+def explode(table: pa.Table, *, locate: Callable[[int], tuple[str | None, str]]) -> Events:
+    """The events of ``table`` (rows of ``TRAJECTORY_SCHEMA``), checked and structured.
+
+    ``locate(row)`` names a row for errors: ``(file, name)``.
+    """
+
+    def fail(message: str, row: int, event: int | None = None) -> DatasetError:
+        file, name = locate(row)
+        where = name if event is None else f"{name}.events[{event}]"
+        return DatasetError(message, file=file, where=where)
+
     column = table.column("events").combine_chunks()
     if column.null_count:
         row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise DatasetError("events is null", file=file, where=_where(table, row))
+        raise fail("events is null", row)
     start = _offsets(column)
     flat = column.flatten()
     children = dict(zip([f.name for f in flat.type], flat.flatten(), strict=True))
@@ -87,10 +97,10 @@ def explode(table: pa.Table, *, file: str | None = None) -> Events:
     if (kind < 0).any():
         i = int(np.flatnonzero(kind < 0)[0])
         value = children["kind"][i].as_py()
-        raise DatasetError(
+        raise fail(
             f"unknown event kind {value!r}; expected one of {', '.join(KINDS)}",
-            file=file,
-            where=f"{_where(table, int(traj[i]))}.events[{local[i]}]",
+            int(traj[i]),
+            int(local[i]),
         )
     for code, names in REQUIRED.items():
         of_kind = kind == code
@@ -98,10 +108,10 @@ def explode(table: pa.Table, *, file: str | None = None) -> Events:
             missing = of_kind & fields[name].is_null().to_numpy(zero_copy_only=False)
             if missing.any():
                 i = int(np.flatnonzero(missing)[0])
-                raise DatasetError(
+                raise fail(
                     f"a {KINDS[code]} event needs {name!r}, which is null",
-                    file=file,
-                    where=f"{_where(table, int(traj[i]))}.events[{local[i]}]",
+                    int(traj[i]),
+                    int(local[i]),
                 )
 
     is_call = (kind == CALL) | (kind == SKILL)
@@ -119,9 +129,3 @@ def explode(table: pa.Table, *, file: str | None = None) -> Events:
     before = np.cumsum(is_call, dtype=np.int64) - is_call
     counter = before - before[start[traj]]
     return Events(start, traj, local, kind, head, owner, has_calls, counter, fields)
-
-
-def _where(table: pa.Table, row: int) -> str:
-    ids = table.column("id")
-    value = ids[row].as_py() if row < len(ids) else None
-    return f"row {row} (id {value!r})" if value is not None else f"row {row}"

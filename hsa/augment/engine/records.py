@@ -59,7 +59,9 @@ class Pool:
     def array(self) -> pa.Array:
         if self._array is None:
             parts = self._parts or [pa.array([], pa.large_string())]
-            self._array = pa.concat_arrays(parts)
+            # Nulls are never referenced (a null field is a -1 reference), and a Parquet
+            # dictionary cannot hold them.
+            self._array = pc.fill_null(pa.concat_arrays(parts), "")
         return self._array
 
     def take(self, refs: np.ndarray) -> pa.Array:

@@ -1,0 +1,299 @@
+"""``hsa build``: a YAML config in, an augmented dataset directory out.
+
+Stages: the source's canonical trajectories (a bundled environment's tasks solved by a teacher
+-- the scripted oracle, in process, by default -- or recorded trajectories), then augmentation,
+splits and the card (``hsa.datasets.job``). The config is validated against
+``hsa/datasets/schema/build.schema.json``; paths in it are relative to the config file.
+
+The teacher's trajectories are kept in ``OUT/.hsa/source/`` so a rerun skips the stage; the
+dataset is identified by the config (its hash), so rerunning a finished build does nothing
+and a rerun after a crash ends with the same bytes as an uninterrupted build.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import yaml
+from jsonschema import Draft202012Validator
+
+from hsa import __version__
+from hsa.augment.recipe import Recipe, default_recipe, load_recipe
+from hsa.datasets import manifest as mf
+from hsa.datasets.job import AugmentConfig, AugmentReport, augment
+from hsa.datasets.schema import SCHEMA_VERSION
+from hsa.datasets.shards import sha256_file, write_shard
+from hsa.datasets.source import INPUT_SCHEMA, open_source
+from hsa.errors import ConfigError, HsaError
+from hsa.harness.validate import json_path
+
+#: (stage, done, total): stages are "tasks", "teacher", "augment"
+Progress = Callable[[str, int, int], None]
+SOURCE_DIR = Path(mf.STATE) / "source"
+
+
+@lru_cache(maxsize=1)
+def build_schema() -> dict[str, Any]:
+    """The published JSON Schema of a build config."""
+    text = resources.files("hsa.datasets").joinpath("schema/build.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildConfig:
+    """A validated build config; ``base`` is the folder its relative paths start from."""
+
+    data: Mapping[str, Any]
+    base: Path = field(default_factory=Path)
+    file: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.data.get("name") or "dataset"
+
+    @property
+    def seed(self) -> int:
+        return int(self.data.get("seed", 0))
+
+    def path(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.base / path
+
+    def out(self, override: str | Path | None = None) -> Path:
+        if override is not None:
+            return Path(override)
+        if "out" not in self.data:
+            raise ConfigError("no output directory: set 'out' or pass --out", file=self.file)
+        return self.path(self.data["out"])
+
+    def recipe(self) -> Recipe:
+        spec = (self.data.get("augment") or {}).get("recipe")
+        if spec is None:
+            return default_recipe()
+        if isinstance(spec, str):
+            return load_recipe(self.path(spec))
+        return Recipe.from_dict(spec, file=self.file)
+
+    def augment_config(self) -> AugmentConfig:
+        section = dict(self.data.get("augment") or {})
+        section.pop("recipe", None)
+        splits = self.data.get("splits") or {"train": 0.9, "dev": 0.05, "test": 0.05}
+        return AugmentConfig(recipe=self.recipe(), seed=self.seed, splits=splits, **section)
+
+    def identity(self) -> dict[str, Any]:
+        """What decides the dataset's content: the config with recipes and inputs resolved."""
+        source = dict(self.data["source"])
+        for key in ("trajectories", "harness"):
+            if key in source:
+                path = self.path(source[key])
+                source[key] = _fingerprint(path)
+        return {
+            "kind": mf.KIND,
+            "schema_version": SCHEMA_VERSION,
+            "hsa": __version__,
+            "name": self.name,
+            "source": source,
+            "teach": dict(self.data.get("teach") or {"backend": "oracle"}),
+            "augment": self.augment_config().to_dict(),
+        }
+
+
+def _fingerprint(path: Path) -> str:
+    if path.is_file():
+        return sha256_file(path)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        text = "".join(f"{p.relative_to(path)}\0{sha256_file(p)}\n" for p in files)
+        return mf.config_hash({"files": text})
+    raise ConfigError("no such file or directory", file=str(path))
+
+
+def parse_config(data: Any, *, base: Path = Path(), file: str | None = None) -> BuildConfig:
+    """A build config from parsed YAML, validated against the schema."""
+    validator = Draft202012Validator(build_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
+    if errors:
+        error = errors[0]
+        raise ConfigError(error.message, file=file, where=json_path(error.absolute_path))
+    config = BuildConfig(data, base, file)
+    try:
+        config.augment_config().check()
+        config.recipe()
+    except HsaError as exc:
+        where = exc.where if exc.where else None
+        raise ConfigError(exc.message, file=exc.file or file, where=where) from None
+    return config
+
+
+def load_config(path: str | Path) -> BuildConfig:
+    """A build config from a YAML file."""
+    path = Path(path)
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror or exc}", file=str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else None
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"invalid YAML: {reason}", file=str(path), where=where) from None
+    return parse_config(data, base=path.parent, file=str(path))
+
+
+@dataclass(slots=True)
+class BuildReport:
+    out: Path
+    tasks: int = 0
+    trajectories: int = 0
+    verified: int = 0
+    teacher_skipped: bool = False
+    augment: AugmentReport | None = None
+
+
+def build(
+    config: BuildConfig, *, out: str | Path | None = None, progress: Progress | None = None
+) -> BuildReport:
+    """Run the build ``config`` into ``out`` (default: the config's ``out``)."""
+    out = config.out(out)
+    identity = config.identity()
+    report = BuildReport(out=out)
+    if mf.claim(out, mf.config_hash(identity)):
+        report.teacher_skipped = True
+        report.augment = augment(
+            open_source(out / SOURCE_DIR), out, config.augment_config(), settings=identity
+        )
+        report.trajectories = report.augment.trajectories
+        return report
+    source = config.data["source"]
+    harnesses = []
+    if "env" in source:
+        teacher = dict(config.data.get("teach") or {"backend": "oracle"})
+        report.tasks, report.verified, report.teacher_skipped = _teach(
+            config, source, teacher, out / SOURCE_DIR, progress
+        )
+        src = open_source(out / SOURCE_DIR)
+    else:
+        harness = None
+        if "harness" in source:
+            from hsa.harness.io import load
+
+            harness = load(config.path(source["harness"]))
+            harnesses.append(harness)
+        src = open_source(config.path(source["trajectories"]), harness=harness)
+
+    def on_batch(done: int, total: int, rows: int) -> None:
+        if progress is not None:
+            progress("augment", done, total)
+
+    report.trajectories = src.total
+    report.augment = augment(
+        src,
+        out,
+        config.augment_config(),
+        harnesses=harnesses,
+        progress=on_batch,
+        settings=identity,
+    )
+    return report
+
+
+def _teach(
+    config: BuildConfig,
+    source: Mapping[str, Any],
+    teacher: Mapping[str, Any],
+    target: Path,
+    progress: Progress | None,
+) -> tuple[int, int, bool]:
+    """Canonical trajectories of the environment's tasks into ``target``; (tasks, verified,
+    skipped)."""
+    done = target / "done.json"
+    if done.is_file():
+        found = mf.read_json(done)
+        return found.get("tasks", 0), found.get("verified", 0), True
+    backend = teacher.get("backend", "oracle")
+    if backend != "oracle":
+        return _teach_job(config, source, teacher, target, progress)
+
+    from hsa.envs.registry import get
+
+    env = get(source["env"], **dict(source.get("env_options") or {}))
+    if progress is not None:
+        progress("tasks", 0, 1)
+    tasks = env.tasks(source.get("split"))
+    if source.get("tasks"):
+        tasks = tasks[: int(source["tasks"])]
+    if progress is not None:
+        progress("tasks", 1, 1)
+    solve = _oracle(env)
+    rows = []
+    verified = 0
+    step = max(1, len(tasks) // 100)
+    for i, task in enumerate(tasks):
+        trajectory, outcome = solve(task)
+        verified += bool(outcome.success)
+        row = trajectory.to_row()
+        row["task_id"] = task.id
+        row["harness_id"] = row.get("harness_id") or env.harness().id
+        row["split"] = task.split
+        row["teacher"] = "oracle/hsa-oracle"
+        row["verified"] = bool(outcome.success)
+        row["reason"] = "solved" if outcome.success else "; ".join(outcome.reasons) or "failed"
+        rows.append(row)
+        if progress is not None and (i % step == 0 or i == len(tasks) - 1):
+            progress("teacher", i + 1, len(tasks))
+    table = pa.Table.from_pylist(rows, schema=INPUT_SCHEMA)
+    write_shard(target / "part-00000.parquet", table)
+    mf.write_json(done, {"tasks": len(tasks), "verified": verified})
+    return len(tasks), verified, False
+
+
+def _oracle(env):
+    """The environment's scripted oracle: task -> (canonical trajectory, outcome)."""
+    import importlib
+
+    module = importlib.import_module(type(env).__module__.rsplit(".", 1)[0])
+    solver = getattr(module, "solve", None)
+    if solver is None:
+        raise ConfigError(
+            f"environment {env.name!r} has no scripted oracle; set teach.backend to openai or vllm"
+        )
+
+    def solve(task):
+        episode = solver(env, task)
+        return episode.trajectory, env.score(task, episode.state, episode.events)
+
+    return solve
+
+
+def _teach_job(config, source, teacher, target, progress) -> tuple[int, int, bool]:
+    from hsa.teachers.job import TeachConfig, teach
+
+    settings = {
+        **{k: v for k, v in teacher.items()},
+        "env": source["env"],
+        "env_options": dict(source.get("env_options") or {}),
+        "tasks": source.get("tasks"),
+        "split": source.get("split"),
+        "seed": config.seed,
+    }
+    try:
+        teach_config = TeachConfig.from_dict(settings, file=config.file)
+    except HsaError as exc:
+        raise ConfigError(exc.message, file=config.file, where=f"$.teach: {exc.where}") from None
+
+    def on_rollout(done: int, total: int, verified: int) -> None:
+        if progress is not None:
+            progress("teacher", done, total)
+
+    result = teach(teach_config, target, progress=on_rollout)
+    mf.write_json(target / "done.json", {"tasks": result.total, "verified": result.verified})
+    return result.total, result.verified, False

@@ -1,0 +1,578 @@
+"""The augment job: canonical trajectories in, an augmented dataset directory out.
+
+``augment(source, out, config)`` reads the input in batches of ``batch_size`` trajectories.
+For each batch it plans variants (once per harness, or once per trajectory context when the
+recipe has trajectory-dependent rules; planned variants are kept for later batches), picks
+each trajectory's variants by hashing its id, renders every (trajectory, variant) row with the
+columnar engine, assigns splits by task, and writes one shard per split,
+``DIR/data/{split}/part-{batch:05d}.parquet``, then the batch's completion mark. After the last
+batch it writes ``variants.parquet``, the dataset card and, last, ``manifest.json``. Batch
+boundaries, picks and splits depend only on the input, the config and the seed, so a rerun --
+after a crash or not -- gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hsa.augment.engine import Engine
+from hsa.augment.planner import Variant, canonical_variant, plan
+from hsa.augment.recipe import Recipe, default_recipe
+from hsa.augment.rule import NO_CONTEXT, Context
+from hsa.datasets import manifest as mf
+from hsa.datasets.assign import assign_splits, pick
+from hsa.datasets.card import batch_stats, merge_stats, render_card
+from hsa.datasets.schema import ROW_SCHEMA, SCHEMA_VERSION
+from hsa.datasets.shards import part_name, sha256_file, write_atomic, write_shard
+from hsa.datasets.source import Source, locate
+from hsa.errors import DatasetError, HsaError
+from hsa.harness.model import Harness
+
+Progress = Callable[[int, int, int], None]  # (batches done, batches, rows written)
+_SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+VARIANTS_FILE = "variants.parquet"
+
+VARIANTS_SCHEMA = pa.schema(
+    [
+        pa.field("variant_id", pa.string(), nullable=False),
+        pa.field("harness_id", pa.string(), nullable=False),
+        pa.field("canonical", pa.bool_(), nullable=False),
+        pa.field("rules", pa.list_(pa.string()), nullable=False),
+        pa.field("rule_params", pa.string(), nullable=False),
+        pa.field("protocol", pa.string(), nullable=False),
+        pa.field("seed", pa.uint64(), nullable=False),
+        pa.field("harness", pa.string(), nullable=False),  # the variant harness as JSON
+        pa.field("mapping", pa.string(), nullable=False),  # canonical -> surface, as JSON
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AugmentConfig:
+    """What an augment run does; the same names in YAML, Python and ``hsa augment`` flags.
+
+    ``recipe``: the rules to draw from (None: the default recipe, every family). ``seed``: the
+    planning and picking seed (None: the recipe's). ``variants_per_trajectory``: how many
+    variants each trajectory is rendered under (None: the recipe's). ``keep_canonical``: also
+    write each trajectory under its unchanged harness. ``batch_size``: trajectories per shard
+    batch. ``splits``: split fractions by name, used for rows whose input has no ``split``.
+    ``include_unverified``: also augment input rows a teacher marked unverified.
+    """
+
+    recipe: Recipe | None = None
+    seed: int | None = None
+    variants_per_trajectory: int | None = None
+    keep_canonical: bool = True
+    batch_size: int = 4096
+    splits: Mapping[str, float] = field(
+        default_factory=lambda: {"train": 0.9, "dev": 0.05, "test": 0.05}
+    )
+    include_unverified: bool = False
+
+    def resolved(self) -> tuple[Recipe, int, int]:
+        """(recipe, seed, variants per trajectory) with defaults filled in."""
+        recipe = self.recipe if self.recipe is not None else default_recipe()
+        seed = recipe.seed if self.seed is None else self.seed
+        k = recipe.variants_per_trajectory if self.variants_per_trajectory is None else None
+        return recipe, seed, self.variants_per_trajectory if k is None else k
+
+    def to_dict(self) -> dict[str, Any]:
+        recipe, seed, k = self.resolved()
+        return {
+            "recipe": recipe.to_dict(),
+            "seed": seed,
+            "variants_per_trajectory": k,
+            "keep_canonical": self.keep_canonical,
+            "batch_size": self.batch_size,
+            "splits": dict(self.splits),
+            "include_unverified": self.include_unverified,
+        }
+
+    def check(self) -> None:
+        problems = []
+        if self.batch_size < 1:
+            problems.append(("batch_size", "must be at least 1"))
+        if self.variants_per_trajectory is not None and self.variants_per_trajectory < 0:
+            problems.append(("variants_per_trajectory", "must be 0 or more"))
+        if not self.splits or any(v < 0 for v in self.splits.values()):
+            problems.append(("splits", "needs at least one split and no negative fraction"))
+        elif sum(self.splits.values()) <= 0:
+            problems.append(("splits", "fractions must add up to more than 0"))
+        for name in self.splits:
+            if not _SPLIT_NAME.match(name):
+                problems.append(("splits", f"split name {name!r} must match {_SPLIT_NAME.pattern}"))
+        if problems:
+            where, message = problems[0]
+            raise DatasetError(message, where=where)
+
+
+@dataclass(slots=True)
+class AugmentReport:
+    """What a run did (``skipped`` batches were complete already)."""
+
+    out: Path
+    rows: int = 0
+    trajectories: int = 0
+    unverified: int = 0
+    batches: int = 0
+    skipped: int = 0
+    variants: int = 0
+    splits: dict[str, int] = field(default_factory=dict)
+    engine: dict[str, int] = field(default_factory=dict)
+    complete_already: bool = False
+
+
+class Harnesses:
+    """Harnesses by id: those given, then the bundled environments' (``livestream``, ...)."""
+
+    def __init__(self, given: Sequence[Harness] = ()):
+        self.by_id = {h.id: h for h in given}
+        self.only = given[0] if len(given) == 1 else None
+
+    def get(self, harness_id: str | None) -> Harness | None:
+        if self.only is not None:
+            return self.only
+        found = self.by_id.get(harness_id or "")
+        if found is None and harness_id:
+            from hsa.envs.registry import get, names
+
+            if harness_id in names():
+                found = self.by_id[harness_id] = get(harness_id).harness()
+        return found
+
+
+class _Planner:
+    """Variants per (harness, context), planned on first use; canonical variants per harness."""
+
+    def __init__(self, recipe: Recipe, seed: int, engine: Engine):
+        self.recipe, self.seed, self.engine = recipe, seed, engine
+        self.needs = bool(recipe.needs)
+        self.groups: dict[tuple, list[int]] = {}
+        self.canonical: dict[str, int] = {}
+        self.variants: dict[str, Variant] = {}
+
+    def _add(self, variant: Variant) -> int:
+        self.variants.setdefault(variant.variant_id, variant)
+        return self.engine.add(variant)
+
+    def canonical_of(self, harness: Harness) -> int:
+        if harness.id not in self.canonical:
+            self.canonical[harness.id] = self._add(canonical_variant(harness))
+        return self.canonical[harness.id]
+
+    def group(self, harness: Harness, tools: tuple[str, ...], skills: tuple[str, ...]) -> list[int]:
+        key = (harness.id, tools, skills) if self.needs else (harness.id,)
+        if key not in self.groups:
+            context = Context(frozenset(tools), frozenset(skills)) if self.needs else NO_CONTEXT
+            planned = plan(harness, self.recipe, seed=self.seed, context=context)
+            self.groups[key] = [self._add(v) for v in planned if not v.is_canonical]
+        return self.groups[key]
+
+
+def _contexts(table: pa.Table) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """The sorted tool names and skill ids each trajectory uses, column-wise."""
+    events = table.column("events").combine_chunks()
+    offsets = events.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = events.flatten()
+    names = [f.name for f in flat.type]
+    children = dict(zip(names, flat.flatten(), strict=True))
+    row = np.repeat(np.arange(table.num_rows), np.diff(offsets))
+    out = []
+    for kind, column in (("tool_call", "tool"), ("skill_load", "skill_id")):
+        sel = np.flatnonzero(pc.equal(children["kind"], kind).to_numpy(zero_copy_only=False))
+        per_row: list[list[str]] = [[] for _ in range(table.num_rows)]
+        if len(sel):
+            coded = children[column].take(pa.array(sel)).dictionary_encode()
+            codes = coded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            dictionary = coded.dictionary.to_pylist()
+            pairs = np.unique(row[sel] * len(dictionary) + codes)
+            rows_of, codes_of = np.divmod(pairs, len(dictionary))
+            for r, c in zip(rows_of.tolist(), codes_of.tolist(), strict=True):
+                per_row[r].append(dictionary[c])
+        out.append([tuple(sorted(x)) for x in per_row])
+    return out[0], out[1]
+
+
+def _dictionary(indices: np.ndarray, values: Sequence[Any], type_: pa.DataType) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(
+        pa.array(indices.astype(np.int32)), pa.array(list(values), type_)
+    )
+
+
+def _rule_params(variant: Variant) -> str:
+    return json.dumps(
+        [{"name": n, "version": v, "params": dict(p)} for n, v, p in variant.rules],
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def augment(
+    source: Source,
+    out: str | Path,
+    config: AugmentConfig = AugmentConfig(),
+    *,
+    harnesses: Sequence[Harness] = (),
+    progress: Progress | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> AugmentReport:
+    """Augment ``source`` into the dataset directory ``out`` (see the module docstring).
+
+    ``settings`` is what identifies the dataset (its hash decides whether ``out`` holds this
+    dataset or another); by default the input's fingerprint, the harnesses given and the
+    config. ``hsa build`` passes its own config instead.
+    """
+    config.check()
+    out = Path(out)
+    recipe, seed, k = config.resolved()
+    known = Harnesses([*harnesses, *source.harnesses])
+    if settings is None:
+        settings = {
+            "kind": mf.KIND,
+            "schema_version": SCHEMA_VERSION,
+            "input": {"fingerprint": source.fingerprint, "trajectories": source.total},
+            "harnesses": sorted(f"{h.id}:{mf.config_hash(h.to_dict())}" for h in harnesses),
+            **config.to_dict(),
+        }
+    digest = mf.config_hash(settings)
+    report = AugmentReport(out=out)
+    if mf.claim(out, digest):
+        report.complete_already = True
+        return _report_from_manifest(report, mf.read_json(out / mf.MANIFEST))
+    for stale in (out / "data").rglob(".*.tmp") if (out / "data").is_dir() else ():
+        stale.unlink(missing_ok=True)
+
+    engine = Engine()
+    planner = _Planner(recipe, seed, engine)
+    total = source.total
+    batches = max(1, -(-total // config.batch_size)) if total else 0
+    marks: list[dict[str, Any]] = []
+    written = 0
+    for batch in range(batches):
+        found = mf.done(out, batch)
+        if found is None:
+            lo, hi = batch * config.batch_size, min(total, (batch + 1) * config.batch_size)
+            found = _batch(source, out, batch, lo, hi, config, k, seed, known, planner, engine)
+            mf.mark(out, batch, found)
+        else:
+            report.skipped += 1
+        marks.append(found)
+        written += found["stats"].get("rows", 0)
+        if progress is not None:
+            progress(batch + 1, batches, written)
+
+    # Variants of batches done by an earlier run: plan them again (planning is deterministic).
+    for found in marks:
+        for harness_id, tools, skills in found.get("contexts", []):
+            harness = known.get(harness_id)
+            if harness is not None:
+                planner.canonical_of(harness) if config.keep_canonical else None
+                planner.group(harness, tuple(tools), tuple(skills))
+    stats = merge_stats(m["stats"] for m in marks)
+    engine_stats = merge_stats(m["engine"] for m in marks)
+    variants = sorted(
+        planner.variants.values(), key=lambda v: (v.harness_id, bool(v.rules), v.variant_id)
+    )
+    _write_variants(out / VARIANTS_FILE, variants)
+    shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
+    manifest = {
+        "kind": mf.KIND,
+        "schema_version": SCHEMA_VERSION,
+        "config": settings,
+        "config_hash": digest,
+        "seed": seed,
+        "rules": sorted({(n, v) for variant in variants for n, v, _ in variant.rules}),
+        "variants": len(variants),
+        "rows": {"total": stats.get("rows", 0), **stats.get("splits", {})},
+        "trajectories": stats.get("trajectories", 0),
+        "unverified_skipped": sum(m.get("unverified", 0) for m in marks),
+        "engine": engine_stats,
+        "shards": shards,
+    }
+    manifest["rules"] = [{"name": n, "version": v} for n, v in manifest["rules"]]
+    text, plots = render_card(stats, manifest, title=f"hsa augmented dataset ({out.name})")
+    files = {}
+    for name, data in plots.items():
+        write_atomic(out / "plots" / name, data)
+        files[f"plots/{name}"] = sha256_file(out / "plots" / name)
+    write_atomic(out / "README.md", text.encode("utf-8"))
+    files["README.md"] = sha256_file(out / "README.md")
+    files[VARIANTS_FILE] = sha256_file(out / VARIANTS_FILE)
+    manifest["files"] = files
+    mf.write_json(out / mf.MANIFEST, manifest)
+    return _report_from_manifest(report, manifest)
+
+
+def _report_from_manifest(report: AugmentReport, manifest: Mapping[str, Any]) -> AugmentReport:
+    rows = dict(manifest.get("rows", {}))
+    report.rows = rows.pop("total", 0)
+    report.splits = rows
+    report.trajectories = manifest.get("trajectories", 0)
+    report.variants = manifest.get("variants", 0)
+    report.engine = dict(manifest.get("engine", {}))
+    report.unverified = manifest.get("unverified_skipped", 0)
+    report.batches = len({Path(s["path"]).name for s in manifest.get("shards", [])})
+    return report
+
+
+def _batch(
+    source: Source,
+    out: Path,
+    batch: int,
+    lo: int,
+    hi: int,
+    config: AugmentConfig,
+    k: int,
+    seed: int,
+    known: Harnesses,
+    planner: _Planner,
+    engine: Engine,
+) -> dict[str, Any]:
+    """Render and write one batch; returns its completion mark."""
+    table, origins = source.read(lo, hi)
+    original = np.arange(table.num_rows, dtype=np.int64)  # batch row -> row as read
+    unverified = 0
+    if not config.include_unverified:
+        keep = pc.fill_null(table.column("verified"), True).to_numpy(zero_copy_only=False)
+        unverified = int((~keep).sum())
+        if unverified:
+            original = np.flatnonzero(keep)
+            table = table.take(pa.array(original))
+    ids = table.column("id").combine_chunks()
+
+    def where(row: int) -> tuple[str | None, str]:
+        file, line = locate(origins, int(original[row]))
+        return file, f"row {line} (id {ids[row].as_py()!r})"
+
+    n = table.num_rows
+    harness_ids = table.column("harness_id").to_pylist()
+    harness_of: dict[str | None, Harness] = {}
+    for row, hid in enumerate(harness_ids):
+        if hid not in harness_of:
+            found = known.get(hid)
+            if found is None:
+                file, name = where(row)
+                raise DatasetError(
+                    f"no harness {hid!r} for this trajectory: pass it with --harness "
+                    "(a harness directory or JSON file)",
+                    file=file,
+                    where=name,
+                )
+            harness_of[hid] = found
+
+    # candidates per trajectory: the planned variants of its (harness, context) group
+    if planner.needs:
+        tools, skills = _contexts(table)
+    else:
+        tools = skills = [()] * n
+    group_keys: dict[tuple, int] = {}
+    group_rows = np.zeros(n, dtype=np.int64)
+    groups: list[list[int]] = []
+    contexts: list[list[Any]] = []
+    try:
+        for row in range(n):
+            key = (harness_ids[row], tools[row], skills[row])
+            if key not in group_keys:
+                group_keys[key] = len(groups)
+                harness = harness_of[harness_ids[row]]
+                groups.append(planner.group(harness, tools[row], skills[row]))
+                contexts.append([harness.id, list(tools[row]), list(skills[row])])
+            group_rows[row] = group_keys[key]
+    except HsaError as exc:
+        raise DatasetError(f"planning variants: {exc}", file=exc.file, where=exc.where) from None
+    width = max((len(g) for g in groups), default=0)
+    table_of = np.full((max(len(groups), 1), max(width, 1)), -1, dtype=np.int64)
+    for g, members in enumerate(groups):
+        table_of[g, : len(members)] = members
+    available = (
+        np.array([len(g) for g in groups], dtype=np.int64)[group_rows]
+        if n
+        else np.zeros(0, np.int64)
+    )
+    slots = pick(ids, available, k, seed)
+    chosen = np.where(slots >= 0, table_of[group_rows[:, None], np.maximum(slots, 0)], -1)
+    parts = [chosen]
+    if config.keep_canonical:
+        canon = np.array(
+            [planner.canonical_of(harness_of[h]) for h in harness_ids], dtype=np.int64
+        ).reshape(-1, 1)
+        parts = [canon, chosen]
+    grid = np.concatenate(parts, axis=1) if n else np.zeros((0, 1), np.int64)
+    valid = grid >= 0
+    out_traj = np.repeat(np.arange(n, dtype=np.int64), valid.sum(axis=1))
+    out_var = grid[valid]
+
+    # splits, by trajectory: the input's (a teacher's task split) or drawn by task id
+    given = table.column("split").combine_chunks()
+    task = pc.coalesce(table.column("task_id"), table.column("id")).combine_chunks()
+    drawn = assign_splits(task, config.splits, seed)
+    split_of = np.where(
+        pc.is_null(given).to_numpy(zero_copy_only=False),
+        drawn,
+        np.array(given.to_pylist(), dtype=object),
+    )
+    for split in sorted(set(split_of.tolist())):
+        if not _SPLIT_NAME.match(str(split)):
+            file, name = where(int(np.flatnonzero(split_of == split)[0]))
+            raise DatasetError(
+                f"split {split!r} cannot name a folder (letters, digits, _ and - only)",
+                file=file,
+                where=name,
+            )
+
+    # one render per split, so each shard's string pool holds only its own rows' texts
+    before = dict(engine.stats.to_dict())
+    shards = []
+    split_stats = []
+    for split in sorted(set(split_of.tolist())):
+        members = np.flatnonzero(split_of == split)
+        position = np.full(n, -1, dtype=np.int64)
+        position[members] = np.arange(len(members))
+        mine = position[out_traj] >= 0
+        sub = table.take(pa.array(members))
+        sub_traj, sub_var = position[out_traj[mine]], out_var[mine]
+
+        def sub_where(row: int, members: np.ndarray = members) -> tuple[str | None, str]:
+            return where(int(members[row]))
+
+        messages = engine.render(sub, sub_traj, sub_var, locate=sub_where)
+        rows = _rows(sub, sub_traj, sub_var, messages, engine, split)
+        path = out / "data" / split / part_name(batch)
+        shards.append({"path": str(path.relative_to(out)), **write_shard(path, rows)})
+        split_stats.append(_stats(sub, sub_traj, sub_var, messages, engine, split))
+    after = engine.stats.to_dict()
+    return {
+        "batch": batch,
+        "shards": shards,
+        "stats": merge_stats(split_stats),
+        "engine": {key: after[key] - before[key] for key in after},
+        "unverified": unverified,
+        "contexts": contexts,
+    }
+
+
+def _rows(
+    table: pa.Table,
+    out_traj: np.ndarray,
+    out_var: np.ndarray,
+    messages: pa.Array,
+    engine: Engine,
+    split: str,
+) -> pa.Table:
+    """The dataset rows of one split of a batch (per-variant columns dictionary-encoded)."""
+    variants = [p.variant for p in engine.plans]
+    take = pa.array(out_traj, pa.int64())
+    ids = table.column("id").take(take)
+    variant_ids = _dictionary(out_var, [v.variant_id for v in variants], pa.string())
+    rules = pa.array([[n for n, _, _ in v.rules] for v in variants], pa.list_(pa.string()))
+    canonical = np.array([v.is_canonical for v in variants], dtype=bool)
+    return pa.Table.from_arrays(
+        [
+            pc.binary_join_element_wise(ids, variant_ids.cast(pa.string()), "/"),
+            ids,
+            table.column("task_id").take(take),
+            _dictionary(out_var, [v.harness_id for v in variants], pa.string()),
+            variant_ids,
+            pa.array(canonical[out_var], pa.bool_()),
+            rules.take(pa.array(out_var, pa.int64())),
+            _dictionary(out_var, [_rule_params(v) for v in variants], pa.string()),
+            engine.protocol_column(out_var),
+            messages,
+            engine.tools_column(out_var),
+            pa.DictionaryArray.from_arrays(
+                pa.array(np.zeros(len(out_var), dtype=np.int8)), pa.array([split])
+            ),
+            table.column("source").take(take),
+            table.column("teacher").take(take),
+            table.column("verified").take(take),
+            table.column("reason").take(take),
+            table.column("metadata").take(take),
+        ],
+        names=ROW_SCHEMA.names,
+    )
+
+
+def _stats(
+    table: pa.Table,
+    out_traj: np.ndarray,
+    out_var: np.ndarray,
+    messages: pa.Array,
+    engine: Engine,
+    split: str,
+) -> dict[str, Any]:
+    plans = engine.plans
+    events = table.column("events").combine_chunks()
+    ev_rows = np.repeat(
+        np.arange(table.num_rows), pc.list_value_length(events).to_numpy(zero_copy_only=False)
+    )
+    kinds = events.flatten().field("kind")
+    is_call = pc.is_in(kinds, value_set=pa.array(["tool_call", "skill_load"]))
+    calls = np.bincount(ev_rows[is_call.to_numpy(zero_copy_only=False)], minlength=table.num_rows)
+    return batch_stats(
+        split=split,
+        variant_counts=np.bincount(out_var, minlength=len(plans)),
+        protocols=[p.protocol for p in plans],
+        rules=[tuple(n for n, _, _ in p.variant.rules) for p in plans],
+        canonical=[p.variant.is_canonical for p in plans],
+        messages=pc.list_value_length(messages).to_numpy(zero_copy_only=False),
+        calls=calls[out_traj],
+        prompt_chars=np.array([len(p.prompt) for p in plans], dtype=np.int64)[out_var],
+        trajectories=table.num_rows,
+    )
+
+
+def _write_variants(path: Path, variants: Sequence[Variant]) -> None:
+    table = pa.Table.from_pylist(
+        [
+            {
+                "variant_id": v.variant_id,
+                "harness_id": v.harness_id,
+                "canonical": v.is_canonical,
+                "rules": [n for n, _, _ in v.rules],
+                "rule_params": _rule_params(v),
+                "protocol": v.harness.protocol.label,
+                "seed": v.seed,
+                "harness": v.harness.to_json(),
+                "mapping": v.mapping.to_json(),
+            }
+            for v in variants
+        ],
+        schema=VARIANTS_SCHEMA,
+    )
+    write_shard(path, table)
+
+
+def read_variants(path: str | Path) -> dict[str, Variant]:
+    """The variants of a dataset directory (or its ``variants.parquet``), by id."""
+    from hsa.augment.mapping import Mapping as ArgMapping
+    from hsa.datasets.shards import read_table
+    from hsa.harness.io import loads
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / VARIANTS_FILE
+    out = {}
+    for row in read_table(path).to_pylist():
+        rules = tuple(
+            (item["name"], item["version"], item["params"])
+            for item in json.loads(row["rule_params"])
+        )
+        out[row["variant_id"]] = Variant(
+            row["variant_id"],
+            row["harness_id"],
+            rules,
+            loads(row["harness"], file=str(path)),
+            ArgMapping.from_json(row["mapping"]),
+            int(row["seed"]),
+        )
+    return out

@@ -1,0 +1,212 @@
+"""Canonical trajectories to augment: Parquet shards, a Parquet file, or an OpenAI chat JSONL file.
+
+A ``Source`` reads its rows in any slice ``[start, stop)`` as an Arrow table with the columns of
+``TRAJECTORY_SCHEMA`` plus the teacher lineage a teacher shard carries (``split``, ``teacher``,
+``verified``, ``reason``; null where absent). Files are taken in sorted path order, so the
+same input always gives the same rows in the same order. A column of the wrong type, a null
+id or an unreadable file is a ``DatasetError`` naming the file and the row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hsa.datasets.shards import open_parquet, sha256_file
+from hsa.errors import DatasetError, HsaError
+from hsa.harness.events import TRAJECTORY_SCHEMA, trajectories_to_table
+from hsa.harness.model import Harness
+
+#: teacher lineage columns an input may carry
+LINEAGE = pa.schema(
+    [
+        pa.field("split", pa.string()),
+        pa.field("teacher", pa.string()),
+        pa.field("verified", pa.bool_()),
+        pa.field("reason", pa.string()),
+    ]
+)
+INPUT_SCHEMA = pa.schema([*TRAJECTORY_SCHEMA, *LINEAGE])
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Input rows (see the module docstring); ``harnesses`` come with an imported file."""
+
+    path: Path
+    files: tuple[Path, ...]
+    counts: tuple[int, ...]
+    fingerprint: str
+    harnesses: tuple[Harness, ...] = ()
+    table: pa.Table | None = None
+
+    @property
+    def total(self) -> int:
+        return self.table.num_rows if self.table is not None else sum(self.counts)
+
+    def read(self, start: int, stop: int) -> tuple[pa.Table, list[tuple[str, int, int]]]:
+        """Rows ``[start, stop)``, and where they come from: ``(file, first row in that file,
+        rows)`` per input file touched, in order (for error messages)."""
+        if self.table is not None:
+            return self.table.slice(start, stop - start), [(str(self.path), start, stop - start)]
+        parts: list[pa.Table] = []
+        origins: list[tuple[str, int, int]] = []
+        offset = 0
+        for path, count in zip(self.files, self.counts, strict=True):
+            lo, hi = max(start, offset), min(stop, offset + count)
+            if lo < hi:
+                parts.append(_read_rows(path, lo - offset, hi - offset))
+                origins.append((str(path), lo - offset, hi - lo))
+            offset += count
+        if not parts:
+            return INPUT_SCHEMA.empty_table(), []
+        return pa.concat_tables(parts), origins
+
+
+def locate(origins: Sequence[tuple[str, int, int]], row: int) -> tuple[str, int]:
+    """The file and file row of row ``row`` of a table ``read`` returned with ``origins``."""
+    for file, first, size in origins:
+        if row < size:
+            return file, first + row
+        row -= size
+    return (origins[-1][0] if origins else ""), row
+
+
+def _read_rows(path: Path, start: int, stop: int) -> pa.Table:
+    handle = open_parquet(path)
+    groups: list[int] = []
+    first_selected = 0
+    first = 0
+    for i in range(handle.num_row_groups):
+        n = handle.metadata.row_group(i).num_rows
+        if first < stop and first + n > start:
+            if not groups:
+                first_selected = first
+            groups.append(i)
+        first += n
+    try:
+        table = handle.read_row_groups(groups, columns=_columns(handle, path))
+    except (OSError, pa.ArrowException) as exc:
+        raise DatasetError(
+            f"cannot read Parquet data ({exc}); the file may be truncated or corrupt",
+            file=str(path),
+        ) from None
+    return conform(
+        table.slice(start - first_selected, stop - start), file=str(path), first_row=start
+    )
+
+
+def _columns(handle, path: Path) -> list[str]:
+    names = handle.schema_arrow.names
+    missing = [f.name for f in TRAJECTORY_SCHEMA if f.name not in names]
+    if missing:
+        raise DatasetError(
+            f"not a canonical-trajectory shard: no column(s) {', '.join(missing)}; "
+            "expected the columns of hsa.harness.TRAJECTORY_SCHEMA",
+            file=str(path),
+        )
+    return [n for n in INPUT_SCHEMA.names if n in names]
+
+
+def conform(table: pa.Table, *, file: str, first_row: int = 0) -> pa.Table:
+    """``table`` with exactly the columns of ``INPUT_SCHEMA`` (cast; absent lineage as nulls)."""
+    columns = []
+    for field in INPUT_SCHEMA:
+        if field.name not in table.column_names:
+            if field.name in TRAJECTORY_SCHEMA.names:
+                raise DatasetError(f"no column {field.name!r}", file=file)
+            columns.append(pa.nulls(table.num_rows, field.type))
+            continue
+        column = table.column(field.name)
+        try:
+            columns.append(column.cast(field.type) if column.type != field.type else column)
+        except (pa.ArrowException, ValueError):
+            raise DatasetError(
+                f"column {field.name!r} is {column.type}, expected {field.type}",
+                file=file,
+            ) from None
+        if not field.nullable and column.null_count:
+            row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+            raise DatasetError(
+                f"{field.name!r} is null; every row needs one",
+                file=file,
+                where=f"row {first_row + row}",
+            )
+    return pa.Table.from_arrays(columns, schema=INPUT_SCHEMA)
+
+
+def open_source(path: str | Path, *, harness: Harness | None = None) -> Source:
+    """The trajectories at ``path``: a directory of Parquet shards, a Parquet file, or an
+    OpenAI chat JSONL file (read under ``harness``, or with harnesses derived from its rows)."""
+    path = Path(path)
+    if not path.exists():
+        raise DatasetError("no such file or directory", file=str(path))
+    if path.is_dir():
+        if (path / "manifest.json").is_file() and _is_augmented(path / "manifest.json"):
+            raise DatasetError(
+                "this is an augmented dataset, not canonical trajectories; augment its source",
+                file=str(path),
+            )
+        files = sorted(
+            p
+            for p in path.rglob("*.parquet")
+            if not any(part.startswith(".") for part in p.relative_to(path).parts)
+            and p.name != "variants.parquet"
+        )
+        if not files:
+            raise DatasetError("no Parquet shards found", file=str(path))
+        return _parquet_source(path, files)
+    if path.suffix == ".parquet":
+        return _parquet_source(path, [path])
+    if path.suffix in (".jsonl", ".json"):
+        return _jsonl_source(path, harness)
+    raise DatasetError(
+        "expected a directory of Parquet shards, a .parquet file or an OpenAI chat .jsonl file",
+        file=str(path),
+    )
+
+
+def _is_augmented(manifest: Path) -> bool:
+    try:
+        return json.loads(manifest.read_text("utf-8")).get("kind") == "hsa.augmented"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _parquet_source(root: Path, files: list[Path]) -> Source:
+    counts = []
+    digest = hashlib.sha256()
+    for file in files:
+        handle = open_parquet(file)
+        _columns(handle, file)
+        counts.append(handle.metadata.num_rows)
+        name = file.name if file == root else str(file.relative_to(root))
+        digest.update(f"{name}\0{sha256_file(file)}\n".encode())
+    return Source(root, tuple(files), tuple(counts), digest.hexdigest())
+
+
+def _jsonl_source(path: Path, harness: Harness | None) -> Source:
+    from hsa.harness.importers import import_source
+
+    try:
+        result = import_source(path, format="openai-jsonl", harness=harness)
+    except HsaError as exc:
+        raise DatasetError(exc.message, file=exc.file or str(path), where=exc.where) from None
+    table = conform(trajectories_to_table(list(result.trajectories)), file=str(path))
+    digest = hashlib.sha256(f"{path.name}\0{sha256_file(path)}\n".encode())
+    if harness is not None:
+        digest.update(harness.to_json().encode("utf-8"))
+    return Source(
+        path, (path,), (table.num_rows,), digest.hexdigest(), tuple(result.harnesses), table
+    )
+
+
+def null_mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return pc.is_null(column).to_numpy(zero_copy_only=False)
