@@ -38,6 +38,11 @@ def _register() -> None:
 
     app.add_command(teach.teach_command)
     app.add_command(teach.serve_command)
+    from hsa.cli import data
+
+    app.add_command(data.augment_command)
+    app.add_command(data.build_command)
+    app.add_command(data.inspect_command)
 
 
 _register()
