@@ -160,8 +160,9 @@ class Rule:
 
     @property
     def summary(self) -> str:
-        """The first line of the docstring."""
-        return self.doc.strip().splitlines()[0].strip()
+        """The first paragraph of the docstring, on one line."""
+        paragraph = self.doc.strip().split("\n\n", 1)[0]
+        return " ".join(line.strip() for line in paragraph.splitlines())
 
     def resolve_params(self, params: MappingABC[str, Any] | None = None) -> dict[str, Any]:
         """``params`` validated against the rule's schema, with top-level defaults filled in."""

@@ -2,12 +2,14 @@
 
 A ``Subject`` is one canonical trajectory with its harness and how to replay it. Subjects come
 from an environment and its oracle (replayed through the environment), from an imported corpus
-(tau2 reference actions, BFCL ground truth, OpenAI chat JSONL; replayed against the
-recording), or from a harness directory plus a trajectories file.
+(tau2 reference actions, BFCL ground truth, OpenAI chat JSONL; replayed through the corpus
+environment built from their recorded results and reference calls), or from a harness
+directory plus a trajectories file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from hsa.augment.planner import apply_chain
 from hsa.augment.rule import Context, Rule
 from hsa.envs.base import Environment, Task
 from hsa.errors import HsaError, RuleError
-from hsa.harness.events import AssistantMessage, Event, ToolCall, Trajectory, UserMessage
+from hsa.harness.events import Trajectory, UserMessage
 from hsa.harness.model import Harness
 
 
@@ -33,95 +35,16 @@ class Subject:
     source: str = ""
 
 
-# --- reference trajectories from imported tasks ---
+# --- subjects ---
 
 
-def _first_value(values: Any) -> tuple[bool, Any]:
-    """BFCL lists every acceptable value of an argument; ``""`` first means "may be omitted"."""
-    if not isinstance(values, list) or not values:
-        return True, values
-    if values[0] == "":
-        return False, None
-    return True, _concrete(values[0])
-
-
-def _concrete(value: Any) -> Any:
-    # Inside an object value, BFCL again lists acceptable values per key.
-    if isinstance(value, dict):
-        return _bfcl_args(value)
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        return [_bfcl_args(v) for v in value]
-    return value
-
-
-def _bfcl_args(spec: Mapping[str, Any]) -> dict[str, Any]:
-    out = {}
-    for name, values in spec.items():
-        present, value = _first_value(values)
-        if present:
-            out[name] = value
-    return out
-
-
-def reference_events(task: Mapping[str, Any], harness: Harness) -> list[Event] | None:
-    """Canonical events for an imported task's reference calls, or None when it has none.
-
-    tau2: ``ground_truth.actions`` (name, arguments) in order. BFCL single-turn:
-    ``ground_truth.calls`` (one ``{tool: {param: [acceptable values]}}`` each), called together
-    in one assistant turn with the first acceptable value of every argument. Reference calls
-    have no recorded results, so the events hold none.
-    """
-    truth = task.get("ground_truth") or {}
-    turns = list(task.get("turns") or [])
-    user = turns[0] if turns else f"(task {task.get('id')})"
-    events: list[Event] = [UserMessage(user)]
-    rename = {src: legal for legal, src in (harness.metadata.get("name_map") or {}).items()}
-    calls: list[tuple[str, dict[str, Any]]] = []
-    if isinstance(truth.get("actions"), list):
-        for action in truth["actions"]:
-            name = rename.get(action["name"], action["name"])
-            calls.append((name, dict(action.get("arguments") or {})))
-    elif isinstance(truth.get("calls"), list):
-        for call in truth["calls"]:
-            ((name, spec),) = call.items()
-            calls.append((name, _bfcl_args(spec)))
-    if not calls:
-        return None
-    for n, (name, args) in enumerate(calls):
-        events.append(ToolCall(f"call_{n}", name, args))
-    for turn in turns[1:]:
-        events.append(UserMessage(turn))
-    events.append(AssistantMessage("Done."))
-    return events
-
-
-def subjects_from_import(result: Any, *, limit: int | None = None) -> list[Subject]:
-    """Subjects of an ``hsa.harness.importers.ImportResult``: its trajectories (OpenAI chat
-    JSONL) and the reference calls of its tasks (tau2, BFCL), all replayed on the recording."""
-    by_id = {h.id: h for h in result.harnesses}
-    out: list[Subject] = []
-    for trajectory in result.trajectories:
-        harness = by_id.get(trajectory.harness_id or "") or (
-            result.harnesses[0] if len(result.harnesses) == 1 else None
-        )
-        if harness is not None:
-            out.append(Subject(harness, trajectory, RECORDED, result.format))
-    for task in result.tasks:
-        harness = by_id.get(task.get("harness_id") or "")
-        if harness is None:
-            continue
-        events = reference_events(task, harness)
-        if events is None:
-            continue
-        trajectory = Trajectory(
-            f"{task['id']}:reference",
-            tuple(events),
-            task_id=task["id"],
-            harness_id=harness.id,
-            source=result.format,
-        )
-        out.append(Subject(harness, trajectory, RECORDED, result.format))
-    return out[:limit] if limit is not None else out
+def _played(task: Task, trajectory: Trajectory) -> Task:
+    """``task`` with the user turns its trajectory shows (corpora with simulated users have
+    none), so that replaying the trajectory's steps plays every turn."""
+    if task.turns:
+        return task
+    turns = tuple(e.text for e in trajectory.events if isinstance(e, UserMessage))
+    return dataclasses.replace(task, turns=turns)
 
 
 def subjects_from_env(
@@ -131,33 +54,91 @@ def subjects_from_env(
     split: str | None = None,
     limit: int | None = None,
 ) -> list[Subject]:
-    """The oracle's trajectory for each task of ``env``, replayed through ``env`` itself."""
-    harness = env.harness()
+    """The trajectory ``solve`` records for each task of ``env`` (its oracle, or the corpus's
+    reference solution), replayed through ``env`` itself."""
     out = []
     for task in env.tasks(split)[:limit]:
+        harness = env.harness_for(task)
         trajectory = solve(env, task)
-        out.append(Subject(harness, trajectory, Replay(env, task), env.name))
+        replay = Replay(env, _played(task, trajectory), harness)
+        out.append(Subject(harness, trajectory, replay, env.name))
     return out
 
 
-def subjects_from_files(harness: Harness, trajectories: Path) -> list[Subject]:
-    """Subjects from a trajectories file under one harness: canonical Parquet
-    (``hsa.harness.TRAJECTORY_SCHEMA``) or OpenAI chat JSONL (read under ``harness``)."""
-    if trajectories.suffix == ".parquet":
-        import pyarrow.parquet as pq
+def _episode_trajectory(solve: Callable[..., Any]) -> Callable[[Environment, Task], Trajectory]:
+    return lambda env, task: solve(env, task).trajectory
 
-        from hsa.harness.events import trajectories_from_table
 
-        try:
-            table = pq.read_table(trajectories)
-        except (OSError, ValueError) as exc:
-            raise HsaError(f"cannot read Parquet: {exc}", file=str(trajectories)) from None
-        found = trajectories_from_table(table)
-        return [Subject(harness, t, RECORDED, "parquet") for t in found]
-    from hsa.harness.importers import import_source
+def subjects_from_source(
+    path: Path, *, harness: Harness | None = None, limit: int | None = None
+) -> list[Subject]:
+    """Subjects of an imported corpus, replayed through the environment built from it.
 
-    result = import_source(trajectories, format="openai-jsonl", harness=harness)
-    return [Subject(harness, t, RECORDED, "openai-jsonl") for t in result.trajectories]
+    BFCL files and tau2 domain folders become ``BfclEnvironment``/``Tau2Environment`` (their
+    reference solutions, scored by BFCL's checker and tau2's action criterion); an OpenAI chat
+    JSONL file becomes a ``RecordedEnvironment`` (read under ``harness`` when given). Corpus
+    tools replay recorded outputs for exactly matching calls only, so an inverse-mapped call
+    that is not exactly the recorded one gets an error and fails the replay check.
+    """
+    from hsa.envs import get as get_env
+    from hsa.harness.importers import detect_format
+
+    fmt = detect_format(path)
+    if harness is not None and fmt != "openai-jsonl":
+        raise HsaError("--harness applies to OpenAI chat JSONL sources only", file=str(path))
+    if fmt in ("bfcl", "tau2"):
+        import importlib
+
+        env = get_env(fmt, path=str(path))
+        solve = importlib.import_module(f"hsa.envs.{fmt}").solve
+    elif fmt == "openai-jsonl":
+        from hsa.envs.recorded import RecordedEnvironment
+
+        env = RecordedEnvironment.from_jsonl(path, harness)
+        solve = type(env).solve
+    else:
+        raise HsaError(
+            f"a {fmt} source holds no trajectories or reference calls to check rules on",
+            file=str(path),
+        )
+    return subjects_from_env(env, _episode_trajectory(solve), limit=limit)
+
+
+def subjects_from_files(
+    harness: Harness, trajectories: Path, *, limit: int | None = None
+) -> list[Subject]:
+    """Subjects from a trajectories file recorded under ``harness``: canonical Parquet
+    (``hsa.harness.TRAJECTORY_SCHEMA``) or OpenAI chat JSONL, replayed through a
+    ``RecordedEnvironment`` built from the file's own calls and results."""
+    from hsa.envs.recorded import RecordedEnvironment
+
+    if trajectories.suffix != ".parquet":
+        return subjects_from_source(trajectories, harness=harness, limit=limit)
+    import pyarrow.parquet as pq
+
+    from hsa.harness.events import trajectories_from_table
+
+    try:
+        table = pq.read_table(trajectories)
+    except (OSError, ValueError) as exc:
+        raise HsaError(f"cannot read Parquet: {exc}", file=str(trajectories)) from None
+    found = trajectories_from_table(table)[:limit]
+    tasks = [
+        Task(
+            id=t.id,
+            env="recorded",
+            turns=tuple(e.text for e in t.events if isinstance(e, UserMessage)),
+            ground_truth={"trajectory": t.id},
+            harness_id=harness.id,
+        )
+        for t in found
+    ]
+    found = [dataclasses.replace(t, harness_id=harness.id) for t in found]
+    env = RecordedEnvironment([harness], tasks, found)
+    return [
+        Subject(harness, t, Replay(env, task, harness), "parquet")
+        for t, task in zip(found, tasks, strict=True)
+    ]
 
 
 # --- running ---

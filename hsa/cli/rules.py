@@ -28,7 +28,8 @@ def list_rules(family: str | None) -> None:
     for item in found:
         family_name = FAMILIES.get(item.family, item.family)
         click.echo(f"{item.name:<{width}}  {family_name:<18}  {item.summary}")
-    console().print(f"{len(found)} rules in {len({r.family for r in found})} families")
+    families = len({r.family for r in found})
+    click.echo(f"{_count(len(found), 'rule')} in {_count(families, 'family', 'families')}")
 
 
 @group.command("show")
@@ -47,6 +48,10 @@ def show(rule: str) -> None:
     out.print()
     out.print("parameters (JSON Schema):")
     out.print(json.dumps(item.params, indent=2, ensure_ascii=False), markup=False)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _params(text: str | None) -> dict | None:
@@ -127,30 +132,29 @@ def _subjects(harness_path, trajectories, sources, env_names, limit):
 
         harness = load(harness_path)
         if trajectories is not None:
-            subjects += suite.subjects_from_files(harness, trajectories)[:limit]
+            subjects += suite.subjects_from_files(harness, trajectories, limit=limit)
         else:
             from hsa.augment.sample import sample_trajectory
 
             subjects.append(suite.Subject(harness, sample_trajectory(harness), source="sample"))
     for source in sources:
-        from hsa.harness.importers import import_source
-
-        subjects += suite.subjects_from_import(import_source(source), limit=limit)
+        subjects += suite.subjects_from_source(source, limit=limit)
     for name in env_names:
-        from hsa.envs import get as get_env
-
-        env = get_env(name)
-        solve = _oracle(name)
-        subjects += suite.subjects_from_env(env, solve, limit=limit)
+        subjects += suite.subjects_from_env(_env(name), _oracle(name), limit=limit)
     return subjects
+
+
+def _env(name: str):
+    from hsa.envs import get as get_env
+
+    return get_env(name)
 
 
 def _oracle(name: str):
     import importlib
 
     try:
-        module = importlib.import_module(f"hsa.envs.{name}")
-        solve = module.solve
+        solve = importlib.import_module(f"hsa.envs.{name}").solve
     except (ImportError, AttributeError):
         fail(f"environment {name!r} has no oracle (hsa.envs.{name}.solve) to record trajectories")
 
@@ -262,12 +266,14 @@ def _print_table(chosen, reports, n_subjects, seeds) -> None:
             if c[FAIL]:
                 cell = f"[red]{cell} ({c[FAIL]} failed)[/red]"
             if c[SKIP]:
-                cell += f" [dim]+{c[SKIP]} skipped[/dim]"
+                cell += f" [dim](+{c[SKIP]} skipped)[/dim]"
             row.append(cell)
         table.add_row(*row)
         if counts and not counts.ok:
             failed.append((item.name, counts))
-    console().print(table)
+    out = console()
+    # In a pipe the console is 80 columns wide; a table cut to fit would hide the counts.
+    out.print(table, width=None if out.is_terminal else 200)
     if failed:
         err = error_console()
         for name, counts in failed:
@@ -277,4 +283,4 @@ def _print_table(chosen, reports, n_subjects, seeds) -> None:
             f"{len(failed)} rule(s) failed a task-preservation check: "
             + ", ".join(n for n, _ in failed)
         )
-    console().print(f"ok: {len(chosen)} rules passed every check")
+    console().print(f"ok: {_count(len(chosen), 'rule')} passed every check")

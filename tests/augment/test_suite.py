@@ -13,12 +13,12 @@ from hsa.augment.suite import (
     Job,
     Subject,
     describe,
-    reference_events,
     run,
     subjects_from_env,
-    subjects_from_import,
+    subjects_from_files,
+    subjects_from_source,
 )
-from hsa.harness import Harness, Tool, ToolCall
+from hsa.harness import ToolCall
 
 BFCL = ["simple_python", "multiple", "parallel", "parallel_multiple"]
 
@@ -63,53 +63,50 @@ def test_subjects_from_env_records_oracle_trajectories():
 
 @pytest.mark.parametrize("domain", ["retail", "airline"])
 def test_every_rule_passes_on_tau2_reference_actions(external, domain):
-    from hsa.harness.importers import import_source
-
-    subjects = subjects_from_import(import_source(external / "tau2" / domain))
-    assert len(subjects) > 30
-    _assert_all_pass(_spread(subjects, 4))
+    subjects = subjects_from_source(external / "tau2" / domain)
+    assert len(subjects) > 40
+    with_calls = [s for s in subjects if any(e.kind == "tool_call" for e in s.trajectory.events)]
+    reports = _assert_all_pass(_spread(with_calls, 4))
+    assert all(r.outcomes["replay"] == "pass" for r in reports)
 
 
 @pytest.mark.parametrize("category", BFCL)
 def test_every_rule_passes_on_bfcl_ground_truth(external, category):
-    from hsa.harness.importers import import_source
-
-    subjects = subjects_from_import(import_source(external / "bfcl" / f"BFCL_v4_{category}.json"))
+    subjects = subjects_from_source(external / "bfcl" / f"BFCL_v4_{category}.json")
     assert len(subjects) >= 200
     reports = _assert_all_pass(_spread(subjects, 4))
     # Only reference calls that break their own schema (a few BFCL answers do) are skipped.
     assert sum(r.outcomes["schema"] == SKIP for r in reports) <= len(reports) // 4
 
 
-def test_bfcl_reference_takes_the_first_acceptable_value_at_every_level():
-    harness = Harness("h", tools=(Tool("f"),))
-    task = {
-        "id": "x",
-        "turns": ["go"],
-        "ground_truth": {
-            "calls": [
-                {
-                    "f": {
-                        "a": [1, 2],
-                        "b": ["", 3],
-                        "c": [{"k": ["v", "w"], "o": [""]}],
-                        "d": [[{"k": [5]}]],
-                        "e": [[3, 5]],
-                    }
-                }
-            ]
-        },
-    }
-    events = reference_events(task, harness)
-    (call,) = [e for e in events if isinstance(e, ToolCall)]
-    assert call.args == {"a": 1, "c": {"k": "v"}, "d": [{"k": 5}], "e": [3, 5]}
+def test_tau2_subjects_replay_the_reference_actions_in_order(external):
+    subjects = subjects_from_source(external / "tau2" / "retail", limit=5)
+    for subject in subjects:
+        task = subject.replay.task
+        calls = [
+            (e.tool, dict(e.args)) for e in subject.trajectory.events if isinstance(e, ToolCall)
+        ]
+        assert calls == [(a["name"], a["arguments"]) for a in task.ground_truth["actions"]]
+        assert subject.replay.env.score(task, None, subject.trajectory.events).success
 
 
-def test_tau2_reference_keeps_action_order_and_arguments(external):
+def test_openai_jsonl_and_parquet_trajectories_replay_on_their_recording(tmp_path):
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from hsa.harness import trajectories_to_table
     from hsa.harness.importers import import_source
 
-    result = import_source(external / "tau2" / "retail")
-    task = next(t for t in result.tasks if t["ground_truth"]["actions"])
-    events = reference_events(task, result.harnesses[0])
-    calls = [(e.tool, dict(e.args)) for e in events if isinstance(e, ToolCall)]
-    assert calls == [(a["name"], a["arguments"]) for a in task["ground_truth"]["actions"]]
+    chat = Path(__file__).resolve().parents[2] / "examples" / "chat" / "support.jsonl"
+    subjects = subjects_from_source(chat)
+    assert subjects and all(s.replay.env is not None for s in subjects)
+    _assert_all_pass(subjects[:2])
+
+    result = import_source(chat)
+    harness = result.harnesses[0]
+    rows = [t for t in result.trajectories if t.harness_id == harness.id]
+    pq.write_table(trajectories_to_table(rows), tmp_path / "t.parquet")
+    from_parquet = subjects_from_files(harness, tmp_path / "t.parquet")
+    assert len(from_parquet) == len(rows)
+    _assert_all_pass(from_parquet[:2])

@@ -84,9 +84,10 @@ def valid_positions(harness: Harness, hook: Hook) -> list[str]:
 
 @rule("hooks.position", version="1")
 def position(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Move hook messages between valid injection positions: a system message, a user message,
-    or appended to the tool result (post-tool-use hooks only). A hook moved out of the system
-    position gets a wrapper tag if it had none."""
+    """Move hook messages between valid positions: system message, user message, tool result.
+
+    Only post-tool-use hooks can be appended to a tool result (see ``valid_positions``). A hook
+    moved out of the system position gets a wrapper tag if it had none."""
     tags = bank("hooks.yaml")["wrappers"]
     hooks = []
     for hook in harness.hooks:
@@ -114,11 +115,12 @@ def position(harness: Harness, rng: random.Random, params: dict[str, Any], conte
     },
 )
 def neutral_extra(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Add neutral hooks: they only add a fixed context line, never deny a call or change its
-    input or output, and fire on events of their own, so no other hook's firing changes.
+    """Add neutral hooks that only add a fixed line of context.
 
-    Their messages are literal text in a tag no other hook uses, so they can never be mistaken
-    for another hook's message when a conversation is parsed.
+    They never deny a call or change its input or output, and fire on events of their own, so
+    no other hook's firing changes. Their messages are literal text in a tag no other hook
+    uses, so they can never be mistaken for another hook's message when a conversation is
+    parsed.
     """
     neutral = bank("hooks.yaml")["neutral"]
     picked = rng.sample(neutral, min(params["count"], len(neutral)))

@@ -79,9 +79,11 @@ def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> R
     },
 )
 def switch(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Switch the tool-call protocol: ``api`` (tools field, ``tool_calls``) or an in-prompt one
-    (Hermes ``<tool_call>`` JSON, BFCL JSON, Python, verbose or concise XML; with or without a
-    ``<TOOLCALL>`` tag; tool docs as JSON, XML, Python or Markdown)."""
+    """Switch the tool-call protocol between ``api`` and every in-prompt protocol.
+
+    ``api``: tools in the request's tools field, calls in ``tool_calls``. In-prompt: calls as
+    Hermes ``<tool_call>`` JSON, BFCL JSON, Python, verbose or concise XML, with or without a
+    ``<TOOLCALL>`` tag, and tool docs printed as JSON, XML, Python or Markdown."""
     candidates: list[Protocol] = []
     if params["target"] in ("any", "api"):
         candidates.append(Protocol())
@@ -103,13 +105,15 @@ def _text_variants(harness: Harness, fixed: tuple[str, ...]) -> list[Protocol]:
 
 @rule("protocol.call_format", version="1")
 def call_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Change how calls are written and whether a ``<TOOLCALL>`` tag wraps them (text protocols
-    only; the tool-doc format is kept)."""
+    """Change how calls are written, and whether a ``<TOOLCALL>`` tag wraps them.
+
+    Text protocols only (an ``api`` harness is left as it is); the tool-doc format is kept."""
     return _pick(harness, _text_variants(harness, ("doc_format",)), rng)
 
 
 @rule("protocol.doc_format", version="1")
 def doc_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Change how tool docs are printed in the prompt: JSON, XML, Python signatures, Markdown
-    (text protocols only; calls are written as before)."""
+    """Change how tool docs are printed in the prompt: JSON, XML, Python or Markdown.
+
+    Text protocols only (an ``api`` harness is left as it is); calls are written as before."""
     return _pick(harness, _text_variants(harness, ("call_format", "call_tag")), rng)

@@ -217,11 +217,11 @@ def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
     },
 )
 def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Flatten required object parameters into top-level ones (``address.city`` ->
-    ``address_city``); their required fields become required top-level parameters.
+    """Flatten a required object parameter into top-level ones (``address_city``).
 
-    Only objects whose flattening is exact are touched (required, named properties, no
-    combinators), so the inverse rebuilds the object, an empty one included.
+    The object's required fields become required top-level parameters. Only objects whose
+    flattening is exact are touched (required, named properties, no combinators), so the
+    inverse rebuilds the object, an empty one included.
     """
     join = params["join"] if params["join"] != "any" else rng.choice(["_", "__", "camel"])
 

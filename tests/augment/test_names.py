@@ -1,0 +1,87 @@
+"""Identifiers: styles, legal collision-free fresh names, token-aware replacement in text."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hsa.augment.names import (
+    ID_NAME,
+    PARAM_NAME,
+    TOOL_NAME,
+    changing_styles,
+    fresh_names,
+    random_token,
+    replace_identifiers,
+    restyle,
+    split_words,
+    synonym_name,
+)
+
+
+def test_split_and_restyle():
+    assert split_words("getHTTPOrder_v2") == ["get", "HTTP", "Order", "v", "2"]
+    assert restyle("get_order_status", "camel") == "getOrderStatus"
+    assert restyle("getOrderStatus", "kebab") == "get-order-status"
+    assert restyle("get-order", "pascal") == "GetOrder"
+    assert restyle("get_order", "upper") == "GET_ORDER"
+    assert synonym_name("get_order", {"get": ["fetch"]}, random.Random(0)) == "fetch_order"
+
+
+def test_fresh_names_never_collide_even_with_prefixes():
+    names = ["get_order", "get_order_status", "getOrder"]
+    table = fresh_names(names, lambda n: restyle(n, "snake"), pattern=TOOL_NAME)
+    assert len(set(table.values())) == 3
+    assert table["get_order"] == "get_order"  # unchanged names keep their own name
+    assert table["getOrder"] not in names  # it would have taken get_order: suffixed instead
+    assert fresh_names(["a"], lambda n: "b", taken={"b"}) == {"a": "b_2"}
+
+
+def test_fresh_names_are_legal_and_bounded():
+    table = fresh_names(["x"], lambda n: "bad name.with:dots" * 10, pattern=TOOL_NAME)
+    assert TOOL_NAME.match(table["x"]) and len(table["x"]) <= 64
+    assert PARAM_NAME.match(fresh_names(["p"], lambda n: "1-st", pattern=PARAM_NAME)["p"])
+    assert ID_NAME.match(fresh_names(["s"], lambda n: "_x:y", pattern=ID_NAME)["s"])
+
+
+@settings(max_examples=50, deadline=None, derandomize=True)
+@given(
+    names=st.lists(
+        st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True), min_size=1, max_size=8, unique=True
+    ),
+    seed=st.integers(0, 1000),
+)
+def test_random_fresh_names_are_unique_and_legal(names, seed):
+    rng = random.Random(seed)
+    table = fresh_names(names, lambda n: "t_" + random_token(rng, 2), pattern=TOOL_NAME)
+    assert len(set(table.values())) == len(names)
+    assert all(TOOL_NAME.match(v) for v in table.values())
+    assert not (set(table.values()) & set(names)) or any(k == v for k, v in table.items())
+
+
+def test_replacement_is_token_aware_and_simultaneous():
+    text = "Call get_order, not get_order_status; then `search` (search the web) and swap(a, b)."
+    out = replace_identifiers(
+        text, {"get_order": "fetch", "search": "find", "a": "b", "b": "a", "swap": "flip"}
+    )
+    assert out == "Call fetch, not get_order_status; then `find` (search the web) and flip(a, b)."
+    assert replace_identifiers("a b", {"a": "b", "b": "a"}) == "a b"  # plain words: code only
+    assert replace_identifiers("`a` `b`", {"a": "b", "b": "a"}) == "`b` `a`"
+
+
+def test_replacement_leaves_template_code_alone():
+    text = "Use get_order. {{ get_order }} {% if get_order %}get_order{% endif %}"
+    out = replace_identifiers(text, {"get_order": "fetch_order"}, template=True)
+    assert out == "Use fetch_order. {{ get_order }} {% if get_order %}fetch_order{% endif %}"
+
+
+def test_changing_styles_skip_styles_that_change_nothing():
+    styles = ["random", "snake", "camel", "synonym"]
+    assert changing_styles(["get_order"], styles, {"get": ["fetch"]}) == [
+        "random",
+        "camel",
+        "synonym",
+    ]
+    assert changing_styles(["xq_zz"], styles, {}) == ["random", "camel"]

@@ -1,0 +1,252 @@
+"""End to end: `hsa rules` in a subprocess, as a user runs it; the example rule package
+installed and checked; docs/rules.md previews re-run and compared."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "examples" / "rule-package" / "demo-harness"
+FAMILIES = ["skill_ids", "skill_content", "tools", "prompt", "hooks", "protocol"]
+
+
+def hsa(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    exe = shutil.which("hsa")
+    cmd = [exe, *args] if exe else [sys.executable, "-c", "from hsa.cli import main; main()", *args]
+    merged = {**os.environ, **(env or {})}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=merged, cwd=ROOT)
+
+
+def test_list_shows_at_least_25_rules_over_every_family():
+    out = hsa("rules", "list")
+    assert out.returncode == 0, out.stderr
+    rows = [line.split()[0] for line in out.stdout.splitlines()[:-1]]
+    assert len(rows) >= 25 and len(set(rows)) == len(rows)
+    assert {r.split(".")[0] for r in rows} >= set(FAMILIES)
+    assert re.search(r"^\d+ rules in \d+ families$", out.stdout.splitlines()[-1])
+    only = hsa("rules", "list", "--family", "hooks")
+    assert only.returncode == 0 and all(
+        line.startswith("hooks.") for line in only.stdout.splitlines()[:-1]
+    )
+
+
+def test_show_prints_doc_and_parameter_schema():
+    out = hsa("rules", "show", "tools.drop_unused")
+    assert out.returncode == 0, out.stderr
+    assert "needs used_tools" in out.stdout and '"fraction"' in out.stdout
+    assert "parameters (JSON Schema)" in out.stdout
+
+
+def test_unknown_rule_is_one_error_line():
+    out = hsa("rules", "show", "tools.renam")
+    assert out.returncode == 1
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("hsa: error: rule 'tools.renam': no rule named 'tools.renam'; ")
+    assert "did you mean tools.rename," in line
+
+
+def test_preview_diffs_harness_and_trajectory():
+    out = hsa(
+        "rules",
+        "preview",
+        "tools.rename",
+        "--harness",
+        str(DEMO),
+        "--seed",
+        "1",
+        "--params",
+        '{"style": "camel"}',
+    )
+    assert out.returncode == 0, out.stderr
+    assert "-- name: get_order\n-  description: Get an order by id. Call get_order" in out.stdout
+    assert "+- name: getOrder\n+  description: Get an order by id. Call getOrder" in out.stdout
+    assert "+[tool_call call_1] getOrder(" in out.stdout
+    bad = hsa("rules", "preview", "tools.rename", "--harness", str(DEMO), "--params", "[1]")
+    assert bad.returncode == 1 and "must be a JSON object" in bad.stderr
+
+
+def test_check_every_rule_on_a_harness_and_a_corpus(external):
+    out = hsa("rules", "check", "--harness", str(DEMO), "--seeds", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 trajectories x 2 seeds" in out.stdout and "ok: 32 rules" in out.stdout
+    bfcl = external / "bfcl" / "BFCL_v4_parallel_multiple.json"
+    out = hsa(
+        "rules",
+        "check",
+        "--rule",
+        "tools.rename_params",
+        "--rule",
+        "protocol.switch",
+        "--source",
+        str(bfcl),
+        "--limit",
+        "3",
+        "--seeds",
+        "1",
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert re.search(r"protocol\.switch\s+3/3\s+3/3\s+3/3\s+3/3\s+3/3", out.stdout)
+
+
+def test_check_on_livestream_by_default():
+    out = hsa("rules", "check", "--rule", "skill_ids.rename", "--limit", "2", "--seeds", "1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 trajectories x 1 seeds" in out.stdout
+
+
+BROKEN = '''
+    """Deliberately broken rules, found through an hsa.rules entry point."""
+    import dataclasses
+
+    from hsa.augment import Rewrite, rule
+
+
+    @rule("broken.rename_tool_only")
+    def rename_tool_only(harness, rng, params, context):
+        """Rename the first tool but not its calls."""
+        first, *rest = harness.tools
+        return Rewrite(harness.replace(tools=[dataclasses.replace(first, name="renamed"), *rest]))
+'''
+
+
+def _fake_distribution(root: Path) -> None:
+    (root / "broken_rules.py").write_text(textwrap.dedent(BROKEN))
+    info = root / "broken_rules-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-rules\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[hsa.rules]\nbroken = broken_rules\n")
+
+
+def test_check_fails_with_exit_1_on_a_broken_rule(tmp_path):
+    _fake_distribution(tmp_path)
+    env = {"PYTHONPATH": str(tmp_path)}
+    out = hsa(
+        "rules",
+        "check",
+        "--rule",
+        "broken.rename_tool_only",
+        "--harness",
+        str(DEMO),
+        "--seeds",
+        "1",
+        env=env,
+    )
+    assert out.returncode == 1
+    assert "calls 'get_order', which is not a tool of the harness" in out.stderr
+    assert "hsa: error: 1 rule(s) failed a task-preservation check: broken.rename_tool_only" in (
+        out.stderr
+    )
+    assert "Traceback" not in out.stderr
+
+
+def test_trajectories_need_a_harness(tmp_path):
+    out = hsa("rules", "check", "--trajectories", str(tmp_path / "t.parquet"))
+    assert out.returncode == 1 and "--trajectories needs --harness" in out.stderr
+
+
+def _pip_install(package: Path, target: Path) -> None:
+    # Without `wheel` (or setuptools >= 70.1) in this environment, pip must build in isolation.
+    import setuptools
+
+    local = importlib.util.find_spec("wheel") is not None or tuple(
+        int(x) for x in setuptools.__version__.split(".")[:2]
+    ) >= (70, 1)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--target",
+        str(target),
+        str(package),
+    ]
+    if local:
+        cmd.insert(4, "--no-build-isolation")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_example_rule_package_installs_registers_and_passes_its_checks(tmp_path):
+    source = tmp_path / "src"
+    shutil.copytree(
+        ROOT / "examples" / "rule-package",
+        source,
+        ignore=shutil.ignore_patterns("build", "*.egg-info", "demo-harness"),
+    )
+    target = tmp_path / "site"
+    _pip_install(source, target)
+    env = {"PYTHONPATH": str(target)}
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from importlib.metadata import entry_points; "
+            "print([e.value for e in entry_points(group='hsa.rules')])",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=60,
+    )
+    assert "'hsa_acme_rules'" in probe.stdout, probe.stderr
+    listed = hsa("rules", "list", "--family", "acme", env=env)
+    assert listed.returncode == 0 and listed.stdout.startswith("acme.noun_first"), listed.stderr
+    checked = hsa(
+        "rules",
+        "check",
+        "--rule",
+        "acme.noun_first",
+        "--harness",
+        str(DEMO),
+        "--seeds",
+        "2",
+        env=env,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    live = hsa(
+        "rules",
+        "check",
+        "--rule",
+        "acme.noun_first",
+        "--env",
+        "livestream",
+        "--limit",
+        "3",
+        "--seeds",
+        "1",
+        env=env,
+    )
+    assert live.returncode == 0, live.stdout + live.stderr
+    assert "ok: 1 rule passed every check" in live.stdout
+
+
+def test_docs_show_real_preview_output_for_every_family():
+    text = (ROOT / "docs" / "rules.md").read_text("utf-8")
+    blocks = re.findall(r"```text\n\$ hsa rules preview (.+?)\n(.*?)```", text, re.DOTALL)
+    shown = {args.split()[0].split(".")[0] for args, _ in blocks}
+    assert shown == set(FAMILIES)
+    for args, expected in blocks:
+        out = hsa("rules", "preview", *args.split())
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == expected, f"docs/rules.md is stale for `hsa rules preview {args}`"
+
+
+def test_docs_rule_is_the_example_package_rule_and_under_30_lines():
+    text = (ROOT / "docs" / "rules.md").read_text("utf-8")
+    source = ROOT / "examples" / "rule-package" / "src" / "hsa_acme_rules" / "__init__.py"
+    code = source.read_text("utf-8")
+    assert f"```python\n{code}```" in text
+    rule_lines = code[code.index("@rule(") :].strip().splitlines()
+    assert len(rule_lines) < 30
