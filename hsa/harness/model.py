@@ -244,7 +244,8 @@ class Protocol:
         """A short stable name, e.g. ``api`` or ``text/python+tag/xml-docs``."""
         if self.is_api:
             return "api"
-        tag = "+tag" if self.call_tag else ""
+        # hermes always wraps calls in its own <tool_call> tag; call_tag does not apply to it
+        tag = "+tag" if self.call_tag and self.call_format != "hermes" else ""
         return f"text/{self.call_format}{tag}/{self.doc_format}-docs"
 
     def to_dict(self) -> dict[str, Any]:

@@ -108,6 +108,23 @@ def _semantic_problems(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         seen[name] = i
         yield from _tool_schema_problems(tool.get("parameters") or {}, f"$.tools[{i}].parameters")
     skill_tool = doc.get("skill_tool")
+    if (doc.get("protocol") or {}).get("call_format") == "python" and (
+        (doc.get("protocol") or {}).get("name") == "text"
+    ):
+        from hsa.harness.protocols.pycalls import is_identifier
+
+        named = [(f"$.tools[{i}].name", t["name"]) for i, t in enumerate(tools)]
+        if skill_tool:
+            named.append(("$.skill_tool.name", skill_tool["name"]))
+        for where, name in named:
+            if not is_identifier(name):
+                yield (
+                    where,
+                    (
+                        f"{name!r} cannot be written in the python call format; use a name that "
+                        "is a Python identifier or another call format"
+                    ),
+                )
     if skill_tool:
         if skill_tool["name"] in seen:
             yield "$.skill_tool.name", f"skill tool name {skill_tool['name']!r} is also a tool"

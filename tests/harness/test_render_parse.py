@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hsa.errors import ProtocolError
+from hsa.errors import HarnessValidationError, ProtocolError
 from hsa.harness import (
     AssistantMessage,
     Harness,
@@ -284,10 +284,11 @@ def test_api_skill_call_ids_never_capture_a_tool_result() -> None:
 
 
 def test_python_format_refuses_tool_names_it_cannot_write() -> None:
+    # Validation refuses such a harness up front, naming the tool, before anything renders.
     harness = _harness(Protocol("text", "python"), tools=(Tool("get-weather"),))
-    with pytest.raises(ProtocolError, match=r"'get-weather' is not a Python identifier") as err:
+    with pytest.raises(HarnessValidationError, match="cannot be written in the python") as err:
         render([ToolCall("call_0", "get-weather", {})], harness)
-    assert err.value.where == "events[0]"
+    assert err.value.where == "$.tools[0].name"
 
 
 def test_unknown_hook_names_the_event() -> None:
