@@ -26,6 +26,7 @@ import json
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -335,6 +336,13 @@ def _typed(value: Any) -> Any:
 # --- all checks ---
 
 
+@lru_cache(maxsize=256)
+def _harness_problems(harness_json: str) -> tuple[tuple[str, str], ...]:
+    # One rewrite is checked on many trajectories; validating it once is enough.
+    problems = document_problems(json.loads(harness_json))
+    return tuple((p.where or "$", p.message) for p in problems)
+
+
 def check_rewrite(
     original: Harness,
     rewrite: Rewrite,
@@ -353,8 +361,7 @@ def check_rewrite(
         outcomes[check] = SKIP if skip else (FAIL if problems else PASS)
         failures.extend(Failure(check, where, msg) for where, msg in problems)
 
-    problems = document_problems(h2.to_dict())
-    record("harness", [(p.where or "$", p.message) for p in problems])
+    record("harness", list(_harness_problems(h2.to_json())))
 
     surface = map_events(events, m)
     baseline_calls = call_problems(original, events)

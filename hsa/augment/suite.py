@@ -47,6 +47,14 @@ def _played(task: Task, trajectory: Trajectory) -> Task:
     return dataclasses.replace(task, turns=turns)
 
 
+def spread(items: Sequence[Any], limit: int | None) -> list[Any]:
+    """At most ``limit`` of ``items``, evenly spaced, in order (all of them when None)."""
+    items = list(items)
+    if limit is None or limit >= len(items):
+        return items
+    return [items[(i * len(items)) // limit] for i in range(limit)]
+
+
 def subjects_from_env(
     env: Environment,
     solve: Callable[[Environment, Task], Trajectory],
@@ -55,9 +63,10 @@ def subjects_from_env(
     limit: int | None = None,
 ) -> list[Subject]:
     """The trajectory ``solve`` records for each task of ``env`` (its oracle, or the corpus's
-    reference solution), replayed through ``env`` itself."""
+    reference solution), replayed through ``env`` itself; ``limit`` takes evenly spaced
+    tasks."""
     out = []
-    for task in env.tasks(split)[:limit]:
+    for task in spread(env.tasks(split), limit):
         harness = env.harness_for(task)
         trajectory = solve(env, task)
         replay = Replay(env, _played(task, trajectory), harness)
@@ -122,7 +131,10 @@ def subjects_from_files(
         table = pq.read_table(trajectories)
     except (OSError, ValueError) as exc:
         raise HsaError(f"cannot read Parquet: {exc}", file=str(trajectories)) from None
-    found = trajectories_from_table(table)[:limit]
+    found = trajectories_from_table(table)
+    # A file may hold trajectories of several harnesses: keep the ones recorded under this one.
+    mine = [t for t in found if t.harness_id in (None, harness.id)]
+    found = spread(mine or found, limit)
     tasks = [
         Task(
             id=t.id,

@@ -204,7 +204,13 @@ def _oracle(name: str):
     type=click.IntRange(1, 1000),
     help="Seeds per rule and trajectory.",
 )
-@click.option("--limit", type=click.IntRange(1), help="At most this many trajectories per source.")
+@click.option(
+    "--limit",
+    default=200,
+    show_default=True,
+    type=click.IntRange(0),
+    help="At most this many trajectories per source, evenly spaced; 0 for all.",
+)
 def check(
     rule_names: tuple[str, ...],
     params_text: str | None,
@@ -226,6 +232,7 @@ def check(
     from hsa.augment import all_rules, get
     from hsa.augment.suite import Job, run
 
+    limit = limit or None
     params = _params(params_text)
     if params is not None and len(rule_names) != 1:
         fail("--params needs exactly one --rule")
@@ -272,8 +279,12 @@ def _print_table(chosen, reports, n_subjects, seeds) -> None:
         if counts and not counts.ok:
             failed.append((item.name, counts))
     out = console()
-    # In a pipe the console is 80 columns wide; a table cut to fit would hide the counts.
-    out.print(table, width=None if out.is_terminal else 200)
+    if not out.is_terminal:
+        from rich.console import Console
+
+        # In a pipe rich assumes 80 columns; a table cut to fit would hide the counts.
+        out = Console(width=200, highlight=False, color_system=None)
+    out.print(table)
     if failed:
         err = error_console()
         for name, counts in failed:

@@ -14,6 +14,7 @@ from hsa.augment.suite import (
     Subject,
     describe,
     run,
+    spread,
     subjects_from_env,
     subjects_from_files,
     subjects_from_source,
@@ -21,11 +22,6 @@ from hsa.augment.suite import (
 from hsa.harness import ToolCall
 
 BFCL = ["simple_python", "multiple", "parallel", "parallel_multiple"]
-
-
-def _spread(items, n):
-    step = max(1, len(items) // n)
-    return items[::step][:n]
 
 
 def _assert_all_pass(subjects, seeds=(0,)):
@@ -42,7 +38,7 @@ def test_every_rule_passes_on_livestream_oracle_trajectories():
     from hsa.envs.livestream import solve
 
     env = get("livestream")
-    tasks = _spread(env.tasks(), 4)
+    tasks = spread(env.tasks(), 4)
     subjects = [
         Subject(env.harness(), solve(env, t).trajectory, Replay(env, t), "livestream")
         for t in tasks
@@ -66,7 +62,7 @@ def test_every_rule_passes_on_tau2_reference_actions(external, domain):
     subjects = subjects_from_source(external / "tau2" / domain)
     assert len(subjects) > 40
     with_calls = [s for s in subjects if any(e.kind == "tool_call" for e in s.trajectory.events)]
-    reports = _assert_all_pass(_spread(with_calls, 4))
+    reports = _assert_all_pass(spread(with_calls, 4))
     assert all(r.outcomes["replay"] == "pass" for r in reports)
 
 
@@ -74,7 +70,7 @@ def test_every_rule_passes_on_tau2_reference_actions(external, domain):
 def test_every_rule_passes_on_bfcl_ground_truth(external, category):
     subjects = subjects_from_source(external / "bfcl" / f"BFCL_v4_{category}.json")
     assert len(subjects) >= 200
-    reports = _assert_all_pass(_spread(subjects, 4))
+    reports = _assert_all_pass(spread(subjects, 4))
     # Only reference calls that break their own schema (a few BFCL answers do) are skipped.
     assert sum(r.outcomes["schema"] == SKIP for r in reports) <= len(reports) // 4
 

@@ -1,0 +1,189 @@
+"""Family-specific promises of the built-in rules, beyond the checks every rule passes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from conftest import ORDER_SCHEMA, make_events, make_harness
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hsa.augment import Context, apply_chain, apply_steps, get
+from hsa.augment.checks import check_rewrite
+from hsa.augment.rules.hooks import valid_positions
+from hsa.harness import Hook, Matcher, Protocol, Section, Tool
+from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS
+
+
+def _apply(name, harness, seed=0, params=None, events=None):
+    context = Context.of(events or make_events())
+    rewrite, _ = apply_chain(harness, [(get(name), params or {})], seed=seed, context=context)
+    return rewrite
+
+
+def test_protocol_switch_reaches_api_and_every_text_format():
+    api = make_harness()
+    text = make_harness(Protocol("text", "hermes", True, "json"))
+    seen = {_apply("protocol.switch", text, s).harness.protocol.name for s in range(30)}
+    assert "api" in seen
+    protocols = [
+        _apply("protocol.switch", api, s, {"target": "text"}).harness.protocol for s in range(60)
+    ]
+    assert {p.call_format for p in protocols} == set(CALL_FORMATS)
+    assert {p.doc_format for p in protocols} == set(DOC_FORMATS)
+    assert {p.call_tag for p in protocols} == {True, False}
+
+
+def test_protocol_switch_adds_tool_docs_where_the_prompt_has_none():
+    harness = make_harness()
+    bare = harness.replace(
+        prompt=dataclasses.replace(
+            harness.prompt, sections=(Section("persona", "Persona", "Be helpful.", "persona"),)
+        )
+    )
+    switched = _apply("protocol.switch", bare, 0, {"target": "text"}).harness
+    assert {s.kind for s in switched.prompt.sections} == {"persona", "tools", "output_format"}
+
+
+def test_protocol_never_draws_a_format_that_cannot_carry_the_names():
+    harness = make_harness(Protocol("text", "hermes", True, "json"))
+    kebab = harness.replace(
+        tools=[dataclasses.replace(t, name=t.name.replace("_", "-")) for t in harness.tools]
+    )
+    formats = {
+        _apply("protocol.switch", kebab, s, {"target": "text"}).harness.protocol.call_format
+        for s in range(60)
+    }
+    assert "python" not in formats and formats
+
+
+def test_tool_names_are_never_kebab_under_python_calls():
+    harness = make_harness(Protocol("text", "python", True, "python"))
+    for seed in range(10):
+        names = [t.name for t in _apply("tools.rename", harness, seed).harness.tools]
+        assert all("-" not in n for n in names)
+
+
+def test_hook_positions_are_valid():
+    harness = make_harness()
+    for seed in range(10):
+        for hook in _apply("hooks.position", harness, seed).harness.hooks:
+            assert hook.inject in valid_positions(harness, hook)
+            assert hook.inject == "system" or hook.wrapper
+    catch_all = Hook(
+        "after", "post_tool_use", "add_context", "done", Matcher(tool=".*"), "system", "after-note"
+    )
+    assert "tool_result" not in valid_positions(harness, catch_all)  # would fire on load_skill
+    narrow = dataclasses.replace(catch_all, matcher=Matcher(tool="search"))
+    assert valid_positions(harness, narrow) == ["system", "user", "tool_result"]
+    session = dataclasses.replace(catch_all, event="session_start")
+    assert valid_positions(harness, session) == ["system", "user"]
+
+
+def test_neutral_hooks_never_change_what_tools_do():
+    from hsa.envs import get as get_env
+    from hsa.envs.livestream import solve
+
+    env = get_env("livestream")
+    harness = env.harness()
+    extra = _apply("hooks.neutral_extra", harness, 0, {"count": 5}).harness
+    added = extra.hooks[len(harness.hooks) :]
+    assert len(added) == 5 and all(h.effect == "add_context" for h in added)
+    tags = [h.wrapper for h in added]
+    assert len(set(tags)) == len(tags) and not set(tags) & {h.wrapper for h in harness.hooks}
+    for task in env.tasks()[:: len(env.tasks()) // 5][:5]:
+        plain = solve(env, task).trajectory.events
+        with_extra = solve(env, task, harness=extra).trajectory.events
+        results = [e for e in plain if e.kind == "tool_result"]
+        assert [e for e in with_extra if e.kind == "tool_result"] == results
+        fired = {e.hook_id for e in with_extra if e.kind == "hook"}
+        assert fired & {h.id for h in added}  # they do fire, and only add context
+
+
+def test_distractors_never_collide_nor_wake_a_matcher():
+    harness = make_harness()
+    taken = harness.replace(tools=[*harness.tools, Tool("search_web", "Mine.")])
+    for seed in range(10):
+        out = _apply("tools.distractors", taken, seed, {"count": 16}).harness
+        names = [t.name for t in out.tools]
+        assert len(names) == len(set(names)) and names.count("search_web") == 1
+    greedy = harness.replace(
+        hooks=[*harness.hooks, Hook("all", "pre_tool_use", "add_context", "x", Matcher(tool=".*"))]
+    )
+    assert _apply("tools.distractors", greedy, 0).harness.tools == greedy.tools
+    skills = _apply("skill_content.distractors", harness, 0, {"count": 8}).harness.skills
+    assert len({s.id for s in skills}) == len(skills) == len(harness.skills) + 8
+
+
+def test_skill_id_enum_on_the_skill_tool_follows_renames_and_drops():
+    harness = make_harness()
+    tool = harness.skill_tool
+    ids = [s.id for s in harness.skills]
+    params = {**tool.parameters, "properties": {"skill_id": {"type": "string", "enum": ids}}}
+    harness = harness.replace(skill_tool=dataclasses.replace(tool, parameters=params))
+    events = make_events()
+    for name in (
+        "skill_ids.rename",
+        "skill_ids.namespace",
+        "skill_content.drop_unused",
+        "skill_content.distractors",
+    ):
+        rewrite = _apply(name, harness, 1)
+        enum = rewrite.harness.skill_tool.parameters["properties"]["skill_id"]["enum"]
+        assert enum == [s.id for s in rewrite.harness.skills], name
+        assert check_rewrite(harness, rewrite, events).ok
+
+
+def test_tool_renames_keep_hook_matchers_firing_on_the_same_tools():
+    import re
+
+    harness = make_harness()
+    before = [t.name for t in harness.tools if re.fullmatch("get_order.*", t.name)]
+    for seed in range(5):
+        rewrite = _apply("tools.rename", harness, seed, {"style": "random"})
+        audit = rewrite.harness.hook("audit")
+        after = [t.name for t in rewrite.harness.tools if re.fullmatch(audit.matcher.tool, t.name)]
+        assert after == [rewrite.mapping.tool_name(n) for n in before]
+
+
+_ITEM = st.fixed_dictionaries(
+    {"item_id": st.text(max_size=5), "quantity": st.integers(1, 9)},
+    optional={"condition": st.sampled_from(["new", "used"])},
+)
+_ARGS = st.fixed_dictionaries(
+    {
+        "order_id": st.text(max_size=8),
+        "items": st.lists(_ITEM, max_size=3),
+        "address": st.fixed_dictionaries(
+            {"city": st.text(max_size=5)}, optional={"zip": st.text(max_size=5)}
+        ),
+    },
+    optional={"reason": st.sampled_from(["damaged", "wrong_size", "no_longer_needed"])},
+)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(args=_ARGS, seed=st.integers(0, 50))
+def test_argument_rewrites_invert_exactly(args, seed):
+    harness = make_harness().replace(tools=[Tool("return_order_items", "", ORDER_SCHEMA)])
+    chain = [
+        (get(n), {})
+        for n in (
+            "tools.rename_params",
+            "tools.enum_values",
+            "tools.flatten_args",
+            "tools.wrap_args",
+            "tools.add_optional",
+        )
+    ]
+    rewrite, _ = apply_chain(harness, chain, seed=seed)
+    tool = rewrite.mapping.tools["return_order_items"]
+    surface = apply_steps(args, tool.steps)
+    inverse = rewrite.mapping.inverse().tools[tool.name]
+    assert apply_steps(surface, inverse.steps) == args
+    from jsonschema import Draft202012Validator
+
+    errors = list(
+        Draft202012Validator(dict(rewrite.harness.tools[0].parameters)).iter_errors(surface)
+    )
+    assert not errors, errors[0].message
