@@ -87,6 +87,12 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 @click.option("--seed", type=int, help="Seed of variant drawing and sampling.  [default: 0]")
 @click.option("--concurrency", type=int, help="Rollouts and requests in flight.  [default: 64]")
 @click.option(
+    "--workers",
+    type=int,
+    help="Processes sharing the job (for fast endpoints, when one CPU core is the "
+    "limit).  [default: 1]",
+)
+@click.option(
     "--max-steps",
     "max_steps_per_turn",
     type=int,

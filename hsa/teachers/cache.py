@@ -53,6 +53,11 @@ class RequestCache:
                 f"cannot open the request cache: {exc}; delete the file to start afresh",
                 file=str(self.path),
             ) from None
+        except OSError as exc:
+            raise TeacherError(
+                f"cannot open the request cache: {exc.strerror or exc}; choose another --cache",
+                file=str(self.path),
+            ) from None
 
     def get(self, key: str) -> ChatResponse | None:
         row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()

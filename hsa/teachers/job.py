@@ -4,32 +4,31 @@ The job is a list of rollouts in a fixed order (task, variant, sample), cut per 
 shards of ``shard_size``. Rollouts run concurrently; a shard is written, atomically, once all
 its rollouts are done, with rows in job order, so the output does not depend on timing. A rerun
 skips the shards already written and asks the request cache before the backend: a finished
-job makes no request, an interrupted one repeats none that had finished.
+job makes no request, an interrupted one repeats none that had finished. With ``workers`` > 1
+the pending shards are shared among processes (``hsa.teachers.workers``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
-import hashlib
 import importlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from hsa.augment.draw import derive_seed
 from hsa.augment.planner import Variant
+from hsa.augment.recipe import Recipe
 from hsa.envs.base import SPLITS, Environment, Task
 from hsa.envs.episode import Policy
 from hsa.errors import TeacherError
 from hsa.teachers.backends.base import Backend
 from hsa.teachers.cache import CachedBackend, RequestCache
+from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import Sampling
 from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout
 from hsa.teachers.shards import (
@@ -45,150 +44,9 @@ from hsa.teachers.variants import recipe_from, task_variants
 
 JOB_FILE = "teach.json"
 CACHE_FILE = "cache.sqlite"
-ORACLE_MODEL = "hsa-oracle"
 
-#: fields that change what a job writes; the others (how fast, where the server is) do not
-_OUTPUT_FIELDS = (
-    "env",
-    "env_options",
-    "backend",
-    "model",
-    "tasks",
-    "split",
-    "variants_per_task",
-    "include_canonical",
-    "samples",
-    "recipe",
-    "seed",
-    "max_steps_per_turn",
-    "repair",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "shard_size",
-    "call_format",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class TeachConfig:
-    """A teacher job. The same names are used in YAML configs and as ``hsa teach`` flags.
-
-    ``backend``: ``oracle`` (the environment's scripted policy, no model), ``openai`` (needs
-    ``base_url`` and ``model``) or ``vllm`` (needs ``model``; ``vllm_args`` go to
-    ``vllm.LLM``). ``tasks``: the first N tasks of ``split`` (every split when None).
-    ``variants_per_task``: harness variants per task drawn from ``recipe`` (a recipe file; the
-    default recipe when None); 0 runs the canonical harness only; ``include_canonical`` adds it.
-    ``samples``: rollouts per task and variant, each with its own sampling seed.
-    ``concurrency``: rollouts (and requests) in flight. ``repair``: give the model one more
-    try after a malformed tool call. ``api_key`` is used for requests only: it is never
-    written anywhere and not shown by ``repr``.
-    """
-
-    env: str = "livestream"
-    env_options: Mapping[str, Any] = field(default_factory=dict)
-    backend: str = "oracle"
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False, compare=False)
-    tasks: int | None = None
-    split: str | None = None
-    variants_per_task: int = 1
-    include_canonical: bool = False
-    samples: int = 1
-    recipe: str | None = None
-    seed: int = 0
-    concurrency: int = 64
-    max_steps_per_turn: int = 16
-    repair: bool = False
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int | None = 1024
-    timeout_s: float = 120.0
-    max_retries: int = 8
-    backoff_s: float = 0.5
-    shard_size: int = 256
-    cache: str | None = None
-    call_format: str = "hermes"
-    vllm_args: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        problems = []
-        if self.backend not in ("oracle", "openai", "vllm"):
-            problems.append(("backend", f"unknown backend {self.backend!r}: oracle, openai, vllm"))
-        if self.backend == "openai" and not self.base_url:
-            problems.append(("base_url", "the openai backend needs a base URL"))
-        if self.backend in ("openai", "vllm") and not self.model:
-            problems.append(("model", f"the {self.backend} backend needs a model name"))
-        for name in ("concurrency", "shard_size", "samples", "max_steps_per_turn"):
-            if getattr(self, name) < 1:
-                problems.append((name, f"must be at least 1, got {getattr(self, name)}"))
-        if self.tasks is not None and self.tasks < 1:
-            problems.append(("tasks", f"must be at least 1, got {self.tasks}"))
-        if self.variants_per_task < 0:
-            problems.append(("variants_per_task", "must be 0 or more"))
-        if self.split is not None and self.split not in SPLITS:
-            problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
-        if problems:
-            name, message = problems[0]
-            raise TeacherError(message, where=name)
-
-    @property
-    def model_name(self) -> str:
-        return self.model or ORACLE_MODEL
-
-    @property
-    def teacher(self) -> str:
-        """How rows name their teacher: ``backend/model``."""
-        return f"{self.backend}/{self.model_name}"
-
-    def public_dict(self) -> dict[str, Any]:
-        """The config as it may be written down: no API key, no credentials in the URL."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out.pop("api_key")
-        out["env_options"] = dict(self.env_options)
-        out["vllm_args"] = dict(self.vllm_args)
-        out["base_url"] = public_url(self.base_url)
-        return out
-
-    def output_hash(self) -> str:
-        """A hash of the fields that decide what the job writes (see ``_OUTPUT_FIELDS``)."""
-        public = self.public_dict()
-        chosen = {name: public[name] for name in _OUTPUT_FIELDS}
-        if self.recipe is not None:
-            # an unreadable recipe is reported when it is loaded
-            with contextlib.suppress(OSError):
-                chosen["recipe"] = hashlib.sha256(Path(self.recipe).read_bytes()).hexdigest()
-        text = json.dumps(chosen, sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, file: str | None = None) -> TeachConfig:
-        """A config from a mapping (a YAML ``teach:`` section), unknown keys refused."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise TeacherError(
-                f"unknown teach setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}",
-                file=file,
-            )
-        try:
-            return cls(**dict(data))
-        except TeacherError as exc:
-            raise TeacherError(exc.message, file=file, where=exc.where) from None
-        except TypeError as exc:
-            raise TeacherError(str(exc), file=file) from None
-
-
-def public_url(url: str | None) -> str | None:
-    """``url`` without user info, query or fragment, where credentials can hide."""
-    if url is None:
-        return None
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+ProgressFn = Callable[[int, int, int], None]
+ShardKey = tuple[str, int]
 
 
 @dataclass(slots=True)
@@ -208,7 +66,7 @@ class TeachReport:
     cache_hits: int = 0
     retries: int = 0
     failures: Counter = field(default_factory=Counter)
-    latency: dict[str, float] = field(default_factory=dict)
+    latencies_s: list[float] = field(default_factory=list, repr=False)
     wall_s: float = 0.0
     run_s: float = 0.0  # running rollouts, without loading the environment and planning
     shards: int = 0
@@ -219,6 +77,18 @@ class TeachReport:
         ran = self.total - self.skipped
         return ran / self.run_s if self.run_s > 0 else 0.0
 
+    @property
+    def latency(self) -> dict[str, float]:
+        """p50/p90/p99 latency of the requests sent, in milliseconds."""
+        if not self.latencies_s:
+            return {}
+        ordered = sorted(self.latencies_s)
+
+        def pick(q: float) -> float:
+            return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
+        return {"p50_ms": pick(0.5), "p90_ms": pick(0.9), "p99_ms": pick(0.99)}
+
 
 @dataclass(slots=True)
 class _Shard:
@@ -228,8 +98,30 @@ class _Shard:
     done: dict[str, Rollout] = field(default_factory=dict)
 
     @property
-    def path_parts(self) -> tuple[str, int]:
+    def key(self) -> ShardKey:
         return self.split, self.index
+
+
+@dataclass(slots=True)
+class JobPlan:
+    """A job laid out: its environment, variants, rollouts and shards, and what is done."""
+
+    config: TeachConfig
+    out: Path
+    env: Environment
+    variants: dict[str, list[Variant]]
+    shards: list[_Shard]
+    pending: list[_Shard]
+    entries: dict[ShardKey, dict[str, Any]]  # manifest entries of the written shards
+    total: int
+
+    @property
+    def skipped(self) -> int:
+        return self.total - sum(len(s.specs) for s in self.pending)
+
+    @property
+    def verified(self) -> int:
+        return sum(e["verified"] for e in self.entries.values())
 
 
 def rollout_specs(
@@ -254,14 +146,10 @@ def rollout_specs(
 
 
 def plan_shards(specs: list[RolloutSpec], shard_size: int) -> list[_Shard]:
-    """Rollouts cut per split (train, dev, test order) into shards of ``shard_size``."""
+    """Rollouts cut per split (train, dev, test, then any other) into shards of ``shard_size``."""
+    splits = [*SPLITS, *sorted({s.task.split for s in specs} - set(SPLITS))]
     shards: list[_Shard] = []
-    for split in SPLITS:
-        chosen = [s for s in specs if s.task.split == split]
-        for index, start in enumerate(range(0, len(chosen), shard_size)):
-            shards.append(_Shard(split, index, chosen[start : start + shard_size]))
-    extra = sorted({s.task.split for s in specs} - set(SPLITS))
-    for split in extra:
+    for split in splits:
         chosen = [s for s in specs if s.task.split == split]
         for index, start in enumerate(range(0, len(chosen), shard_size)):
             shards.append(_Shard(split, index, chosen[start : start + shard_size]))
@@ -320,7 +208,8 @@ def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, V
     )
 
 
-def _check_job_file(out: Path, config: TeachConfig) -> None:
+def check_job_file(out: Path, config: TeachConfig) -> None:
+    """Refuse a directory of another job; record this job's settings in a new one."""
     path = out / JOB_FILE
     digest = config.output_hash()
     if path.exists():
@@ -340,7 +229,54 @@ def _check_job_file(out: Path, config: TeachConfig) -> None:
     path.write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n", "utf-8")
 
 
-ProgressFn = Callable[[int, int, int], None]
+def plan_job(
+    config: TeachConfig,
+    out: str | Path,
+    *,
+    env: Environment | None = None,
+    only: Collection[ShardKey] | None = None,
+    check: bool = True,
+) -> JobPlan:
+    """Lay the job out and find what is left to run (only the shards in ``only`` if given).
+
+    With ``check``, the directory's job file is checked (or written) and every shard found is
+    checked to hold the rollouts the job plans for it.
+    """
+    out = Path(out)
+    if env is None:
+        from hsa.envs.registry import get
+
+        env = get(config.env, **dict(config.env_options))
+    tasks = env.tasks(config.split)
+    if config.tasks is not None:
+        tasks = tasks[: config.tasks]
+    recipe = recipe_from(config.recipe) if config.variants_per_task else Recipe(rules=())
+    variants = task_variants(
+        env.harness(),
+        tasks,
+        recipe,
+        seed=config.seed,
+        per_task=config.variants_per_task,
+        include_canonical=config.include_canonical,
+    )
+    specs = rollout_specs(tasks, variants, samples=config.samples, seed=config.seed)
+    shards = plan_shards(specs, config.shard_size)
+    if check:
+        check_job_file(out, config)
+    pending: list[_Shard] = []
+    entries: dict[ShardKey, dict[str, Any]] = {}
+    for shard in shards:
+        path = shard_path(out, shard.split, shard.index)
+        if path.exists():
+            if check and shard_ids(path) != [s.id for s in shard.specs]:
+                raise TeacherError(
+                    "this shard holds other rollouts than the job plans; use a new --out",
+                    file=str(path),
+                )
+            entries[shard.key] = shard_entry(path)
+        elif only is None or shard.key in only:
+            pending.append(shard)
+    return JobPlan(config, out, env, variants, shards, pending, entries, len(specs))
 
 
 def teach(
@@ -355,9 +291,14 @@ def teach(
 
     ``progress(done, total, verified)`` is called as rollouts finish (``done`` counts skipped
     ones). ``env`` and ``backend`` may be given ready-made; otherwise they are built from
-    ``config``. Returns what the job did; raises ``HsaError`` only for a bad setup (unknown
-    environment, unreadable recipe, a directory of another job), never for a failed rollout.
+    ``config`` (and with ``config.workers`` > 1, in each worker process). Returns what the job
+    did; raises ``HsaError`` only for a bad setup (unknown environment, unreadable recipe, a
+    directory of another job, a worker that died), never for a failed rollout.
     """
+    if config.workers > 1 and env is None and backend is None:
+        from hsa.teachers.workers import teach_in_workers
+
+        return teach_in_workers(config, out, progress=progress)
     return asyncio.run(teach_async(config, out, env=env, backend=backend, progress=progress))
 
 
@@ -369,127 +310,90 @@ async def teach_async(
     backend: Backend | None = None,
     progress: ProgressFn | None = None,
 ) -> TeachReport:
-    """``teach`` inside a running event loop."""
+    """``teach`` inside a running event loop, in this process (``config.workers`` ignored)."""
     started = time.monotonic()
-    out = Path(out)
-    report = TeachReport(out=out)
-    if env is None:
-        from hsa.envs.registry import get
-
-        env = get(config.env, **dict(config.env_options))
-    harness = env.harness()
-    tasks = env.tasks(config.split)
-    if config.tasks is not None:
-        tasks = tasks[: config.tasks]
-    recipe = recipe_from(config.recipe) if config.variants_per_task else None
-    variants = task_variants(
-        harness,
-        tasks,
-        recipe if recipe is not None else _empty_recipe(),
-        seed=config.seed,
-        per_task=config.variants_per_task,
-        include_canonical=config.include_canonical,
-    )
-    specs = rollout_specs(tasks, variants, samples=config.samples, seed=config.seed)
-    shards = plan_shards(specs, config.shard_size)
-    report.total = len(specs)
-    _check_job_file(out, config)
-
-    pending: list[_Shard] = []
-    entries: dict[tuple[str, int], dict[str, Any]] = {}
-    for shard in shards:
-        path = shard_path(out, shard.split, shard.index)
-        if path.exists():
-            if shard_ids(path) != [s.id for s in shard.specs]:
-                raise TeacherError(
-                    "this shard holds other rollouts than the job plans; use a new --out",
-                    file=str(path),
-                )
-            entries[shard.path_parts] = shard_entry(path)
-            report.skipped += len(shard.specs)
-        else:
-            pending.append(shard)
-    verified_before = sum(e["verified"] for e in entries.values())
+    plan = plan_job(config, out, env=env)
+    report = TeachReport(out=plan.out, total=plan.total, skipped=plan.skipped)
     if progress is not None:
-        progress(report.skipped, report.total, verified_before)
-
-    if pending:
-        by_id = {v.variant_id: v for vs in variants.values() for v in vs}
-        inner = backend if backend is not None else make_backend(config, env, by_id)
-        cache = RequestCache(Path(config.cache) if config.cache else out / CACHE_FILE)
-        cached = CachedBackend(inner, cache)
-        rollout_config = RolloutConfig(
-            model=config.model_name,
-            sampling=Sampling(config.temperature, config.top_p, config.max_tokens),
-            max_steps_per_turn=config.max_steps_per_turn,
-            repair=config.repair,
-        )
-        running_since = time.monotonic()
-        try:
-            await _run(config, env, cached, rollout_config, pending, out, entries, report, progress)
-        finally:
-            report.run_s = time.monotonic() - running_since
-            if backend is None:
-                await inner.aclose()
-            cache.close()
-        stats = inner.stats
-        report.retries = stats.retries
-        report.failures = Counter(stats.failures)
-        report.latency = stats.latency_percentiles()
-
-    report.verified = sum(e["verified"] for e in entries.values())
-    report.shards = len(entries)
-    _finish_manifest(out, config, shards, entries, variants)
+        progress(report.skipped, report.total, plan.verified)
+    await run_plan(plan, report, backend=backend, progress=progress)
+    finish(plan, report)
     report.wall_s = time.monotonic() - started
     return report
 
 
-def _empty_recipe():
-    from hsa.augment.recipe import Recipe
+async def run_plan(
+    plan: JobPlan,
+    report: TeachReport,
+    *,
+    backend: Backend | None = None,
+    progress: ProgressFn | None = None,
+    ready: Callable[[], None] | None = None,
+) -> None:
+    """Run the plan's pending shards, adding what happened to ``report``.
 
-    return Recipe(rules=())
+    ``ready`` is called once the backend and cache are set up, just before the first rollout.
+    """
+    if not plan.pending:
+        return
+    config = plan.config
+    by_id = {v.variant_id: v for vs in plan.variants.values() for v in vs}
+    inner = backend if backend is not None else make_backend(config, plan.env, by_id)
+    cache = RequestCache(Path(config.cache) if config.cache else plan.out / CACHE_FILE)
+    rollout_config = RolloutConfig(
+        model=config.model_name,
+        sampling=Sampling(config.temperature, config.top_p, config.max_tokens),
+        max_steps_per_turn=config.max_steps_per_turn,
+        repair=config.repair,
+    )
+    if ready is not None:
+        await asyncio.to_thread(ready)
+    running_since = time.monotonic()
+    try:
+        await _run(plan, CachedBackend(inner, cache), rollout_config, report, progress)
+    finally:
+        report.run_s = time.monotonic() - running_since
+        if backend is None:
+            await inner.aclose()
+        cache.close()
+    report.retries += inner.stats.retries
+    report.failures.update(inner.stats.failures)
+    report.latencies_s.extend(inner.stats.latencies_s)
 
 
 async def _run(
-    config: TeachConfig,
-    env: Environment,
+    plan: JobPlan,
     backend: Backend,
     rollout_config: RolloutConfig,
-    pending: list[_Shard],
-    out: Path,
-    entries: dict[tuple[str, int], dict[str, Any]],
     report: TeachReport,
     progress: ProgressFn | None,
 ) -> None:
+    config, env = plan.config, plan.env
     harness_id = env.harness().id
-    queue = [(shard, spec) for shard in pending for spec in shard.specs]
+    queue = [(shard, spec) for shard in plan.pending for spec in shard.specs]
     done = report.skipped
-    verified = sum(e["verified"] for e in entries.values())
+    verified = plan.verified
     position = 0
-    running: set[asyncio.Task] = set()
-    owner: dict[asyncio.Task, _Shard] = {}
+    running: dict[asyncio.Task, _Shard] = {}
 
     def launch() -> None:
         nonlocal position
         while position < len(queue) and len(running) < config.concurrency:
             shard, spec = queue[position]
             position += 1
-            task = asyncio.ensure_future(rollout(spec, env, backend, rollout_config))
-            running.add(task)
-            owner[task] = shard
+            running[asyncio.ensure_future(rollout(spec, env, backend, rollout_config))] = shard
 
     launch()
     try:
         while running:
             finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for task in finished:
-                running.discard(task)
-                shard = owner.pop(task)
+                shard = running.pop(task)
                 result = task.result()
                 shard.done[result.spec.id] = result
                 report.requests += result.requests
                 report.cache_hits += result.cache_hits
-                report.reasons[_reason_class(result.verification.reason)] += 1
+                report.reasons[result.verification.reason.split(":", 1)[0]] += 1
                 done += 1
                 verified += result.verification.verified
                 if len(shard.done) == len(shard.specs):
@@ -497,9 +401,8 @@ async def _run(
                         row(shard.done[s.id], teacher=config.teacher, harness_id=harness_id)
                         for s in shard.specs
                     ]
-                    entries[shard.path_parts] = write_shard(
-                        shard_path(out, shard.split, shard.index), rows
-                    )
+                    path = shard_path(plan.out, shard.split, shard.index)
+                    plan.entries[shard.key] = write_shard(path, rows)
                     report.written += len(rows)
                     shard.done.clear()
                 if progress is not None:
@@ -512,35 +415,29 @@ async def _run(
             await asyncio.gather(*running, return_exceptions=True)
 
 
-def _reason_class(reason: str) -> str:
-    return reason.split(":", 1)[0]
-
-
-def _finish_manifest(
-    out: Path,
-    config: TeachConfig,
-    shards: list[_Shard],
-    entries: Mapping[tuple[str, int], Mapping[str, Any]],
-    variants: Mapping[str, list[Variant]],
-) -> None:
-    if any(s.path_parts not in entries for s in shards):
+def finish(plan: JobPlan, report: TeachReport) -> None:
+    """Count the job's shards and, once every shard is written, write its manifest."""
+    report.verified = plan.verified
+    report.shards = len(plan.entries)
+    if any(s.key not in plan.entries for s in plan.shards):
         return  # an unfinished job has no manifest; the rerun writes it
+    config = plan.config
     splits: dict[str, dict[str, Any]] = {}
-    for shard in shards:
-        entry = entries[shard.path_parts]
+    for shard in plan.shards:
+        entry = plan.entries[shard.key]
         split = splits.setdefault(shard.split, {"rows": 0, "verified": 0, "shards": []})
         split["rows"] += entry["rows"]
         split["verified"] += entry["verified"]
         split["shards"].append(dict(entry))
     rules: dict[str, str] = {}
-    for chosen in variants.values():
+    for chosen in plan.variants.values():
         for variant in chosen:
             for name, version, _ in variant.rules:
                 rules[name] = version
     manifest = {
         "schema_version": SCHEMA_VERSION,
         "kind": "teacher",
-        "config": config.public_dict(),
+        "config": config.output_dict(),
         "config_hash": config.output_hash(),
         "seed": config.seed,
         "teacher": config.teacher,
@@ -549,4 +446,4 @@ def _finish_manifest(
         "verified": sum(s["verified"] for s in splits.values()),
         "splits": splits,
     }
-    write_manifest(out, manifest)
+    write_manifest(plan.out, manifest)

@@ -29,6 +29,7 @@ from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage
 from hsa.teachers.rollout import REPAIR_PREFIX, TASK_KEY, VARIANT_KEY, protocol_view
+from hsa.teachers.variants import pinned
 
 #: finds a variant by id (None when unknown)
 VariantLookup = Callable[[str], Variant | None]
@@ -53,7 +54,7 @@ class OracleResponder:
     ):
         self.env = env
         self.policy = policy
-        self.canonical = canonical_variant(env.harness())
+        self.canonical = pinned(canonical_variant(env.harness()))
         if variants is None:
             self._lookup: VariantLookup = lambda _id: None
         elif isinstance(variants, Mapping):
@@ -67,12 +68,16 @@ class OracleResponder:
                 self._by_first_turn.setdefault(task.turns[0], []).append(task)
         self._session_start: dict[str, tuple[HookFired, ...]] = {}
         self._views: dict[str, Any] = {}
+        self._pinned: dict[str, Variant] = {}
         self._tools_tokens: dict[str, int] = {}
 
     def variant(self, metadata: Mapping[str, Any]) -> Variant:
         variant_id = metadata.get(VARIANT_KEY)
         if not variant_id or variant_id == self.canonical.variant_id:
             return self.canonical
+        found = self._pinned.get(str(variant_id))
+        if found is not None:
+            return found
         found = self._lookup(str(variant_id))
         if found is None:
             raise TeacherError(
@@ -80,6 +85,7 @@ class OracleResponder:
                 "of the job that sends it",
                 where=f"metadata.{VARIANT_KEY}",
             )
+        found = self._pinned[str(variant_id)] = pinned(found)
         return found
 
     def _opening(self, task: Task) -> tuple[HookFired, ...]:

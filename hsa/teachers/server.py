@@ -213,10 +213,13 @@ class ChatServer:
                 raise ValueError("the body must be a JSON object with a messages list")
         except ValueError as exc:
             return self._done(None, 400, _error(f"bad request body: {exc}", "invalid_request"))
-        key = request_key(body)
+        # Faults are drawn from a hash of the body as sent (the same request always arrives as
+        # the same bytes); the request-cache key, dearer to compute, only goes to the log.
+        digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        key = request_key(body) if self._log is not None else digest
         faults = self.faults
-        self._seen[key] += 1
-        draw = _fraction(faults.seed, key, self._seen[key])
+        self._seen[digest] += 1
+        draw = _fraction(faults.seed, digest, self._seen[digest])
         if draw < faults.fail_rate:
             status = 429 if draw < faults.fail_rate / 2 else 500
             message = "rate limited (injected)" if status == 429 else "server error (injected)"
@@ -230,7 +233,7 @@ class ChatServer:
             return self._done(key, 400, _error(str(exc), "invalid_request"))
         malformed = False
         rate = faults.malformed_rate
-        if rate and _fraction(faults.seed, "malformed", key) < rate:
+        if rate and _fraction(faults.seed, "malformed", digest) < rate:
             broken = malform(message)
             if broken is not None:
                 message, malformed = broken, True
@@ -239,7 +242,7 @@ class ChatServer:
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         usage = {**usage, "total_tokens": sum(usage.values())}
         completion = {
-            "id": f"chatcmpl-{key[:16]}-{self._counter}",
+            "id": f"chatcmpl-{digest[:16]}-{self._counter}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": str(body.get("model") or self.model),

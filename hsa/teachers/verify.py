@@ -15,7 +15,6 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from jsonschema import Draft202012Validator
 
@@ -72,9 +71,21 @@ def call_attempt(text: str, harness: Harness) -> str | None:
     return None
 
 
-@lru_cache(maxsize=1024)
-def _validator(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json))
+#: validators by tool, keyed by the identity of the tool's schema object (kept alive in the
+#: value, so the id cannot be reused): serialising a schema on every call would cost more
+#: than validating against it
+_VALIDATORS: dict[int, tuple[object, Draft202012Validator]] = {}
+
+
+def _validator(parameters) -> Draft202012Validator:
+    cached = _VALIDATORS.get(id(parameters))
+    if cached is not None and cached[0] is parameters:
+        return cached[1]
+    if len(_VALIDATORS) > 4096:
+        _VALIDATORS.clear()
+    validator = Draft202012Validator(json.loads(json.dumps(parameters)))
+    _VALIDATORS[id(parameters)] = (parameters, validator)
+    return validator
 
 
 def schema_problems(events: Sequence[Event], harness: Harness) -> list[str]:
@@ -87,8 +98,7 @@ def schema_problems(events: Sequence[Event], harness: Harness) -> list[str]:
         if tool is None:
             problems.append(f"{event.call_id}: no tool {event.tool!r} in the harness")
             continue
-        schema = json.dumps(dict(tool.parameters), sort_keys=True)
-        error = next(iter(_validator(schema).iter_errors(dict(event.args))), None)
+        error = next(iter(_validator(tool.parameters).iter_errors(dict(event.args))), None)
         if error is not None:
             path = "".join(f"[{p!r}]" for p in error.absolute_path)
             problems.append(f"{event.call_id} {event.tool}: args{path}: {error.message}")

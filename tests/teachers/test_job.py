@@ -12,7 +12,8 @@ from hsa.datasets import conversation
 from hsa.errors import TeacherError
 from hsa.harness.events import Trajectory
 from hsa.harness.parse import parse
-from hsa.teachers.job import TeachConfig, public_url, teach
+from hsa.teachers.config import public_url
+from hsa.teachers.job import TeachConfig, teach
 
 SECRET = "sk-test-SECRET-do-not-write"
 
@@ -87,6 +88,7 @@ def test_the_manifest_lists_every_shard_with_its_checksum(finished):
     for shard in listed:
         assert (out / shard["path"]).exists() and len(shard["sha256"]) == 64
     assert manifest["config"]["variants_per_task"] == 2 and "api_key" not in manifest["config"]
+    assert "concurrency" not in manifest["config"]  # how fast it ran is not what it wrote
 
 
 def test_same_job_gives_the_same_bytes(finished, tmp_path, env):
@@ -94,14 +96,18 @@ def test_same_job_gives_the_same_bytes(finished, tmp_path, env):
     again = tmp_path / "again"
     teach(config(concurrency=3), again, env=env)  # other concurrency, other timing
     first, second = files(out), files(again)
+    first.pop("teach.json"), second.pop("teach.json")  # records how each was run
+    assert first == second  # every shard and the manifest, byte for byte
+
+
+def test_worker_processes_write_the_same_bytes(finished, tmp_path):
+    out, _ = finished
+    shared = tmp_path / "shared"
+    report = teach(config(workers=2), shared)  # two spawned processes, three shards each
+    assert report.written == 18 and report.requests > 0 and report.verified == 18
+    first, second = files(out), files(shared)
     first.pop("teach.json"), second.pop("teach.json")
-    manifest_a, manifest_b = (
-        json.loads(first.pop("manifest.json")),
-        json.loads(second.pop("manifest.json")),
-    )
-    assert first == second  # every shard byte for byte
-    manifest_a["config"].pop("concurrency"), manifest_b["config"].pop("concurrency")
-    assert manifest_a == manifest_b
+    assert first == second
 
 
 def test_a_rerun_of_a_finished_job_makes_no_request(finished, env):
@@ -188,3 +194,11 @@ def test_config_from_a_mapping_refuses_unknown_keys():
 def test_urls_lose_credentials_before_they_are_written():
     assert public_url("http://user:pw@host:8000/v1?key=abc#x") == "http://host:8000/v1"
     assert public_url(None) is None
+
+
+def test_a_worker_that_fails_stops_the_job_with_its_reason(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache's folder should be")
+    settings = {"tasks": 2, "variants_per_task": 0, "workers": 2, "shard_size": 1}
+    with pytest.raises(TeacherError, match="a teacher worker failed: .*cannot open the request"):
+        teach(config(cache=str(blocker / "cache.sqlite"), **settings), tmp_path / "out")

@@ -25,7 +25,7 @@ from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 #: would otherwise look the key up in the environment itself
 NO_KEY = "sk-no-key"
 #: connections per client pool (see ``_open_clients``)
-CONNECTIONS_PER_CLIENT = 16
+CONNECTIONS_PER_CLIENT = 8
 
 
 @dataclass(frozen=True, slots=True)

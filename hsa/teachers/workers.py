@@ -1,0 +1,165 @@
+"""Running a teacher job in several processes, for when the client's CPU is the bottleneck.
+
+Against a fast endpoint, rendering, parsing, HTTP and verification cost a few milliseconds of
+Python per request, so one process saturates one core before the endpoint does. The pending
+shards are dealt out among ``workers`` spawned processes; each lays the job out again (the
+plan is deterministic), runs only its shards with its share of the concurrency, writes them
+itself and reports progress to the parent, which writes the manifest. The request cache is
+one SQLite file shared by all (WAL mode lets them write in turn). Timing starts when every
+worker is ready, as it does after setup in a single process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import multiprocessing
+import queue as queues
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from hsa.errors import HsaError, TeacherError
+from hsa.teachers.config import TeachConfig
+from hsa.teachers.job import (
+    ProgressFn,
+    ShardKey,
+    TeachReport,
+    finish,
+    plan_job,
+    run_plan,
+)
+from hsa.teachers.shards import shard_entry, shard_path
+
+#: how long workers may take to load the environment and plan before the job gives up
+READY_TIMEOUT_S = 600.0
+
+
+def teach_in_workers(
+    config: TeachConfig, out: str | Path, *, progress: ProgressFn | None = None
+) -> TeachReport:
+    """``teach`` with the pending shards shared among ``config.workers`` processes."""
+    started = time.monotonic()
+    plan = plan_job(config, out)
+    report = TeachReport(out=plan.out, total=plan.total, skipped=plan.skipped)
+    done, verified = report.skipped, plan.verified
+    if progress is not None:
+        progress(done, report.total, verified)
+    groups = [plan.pending[i :: config.workers] for i in range(config.workers)]
+    groups = [[s.key for s in group] for group in groups if group]
+    if groups:
+        context = multiprocessing.get_context("spawn")
+        messages = context.Queue()
+        ready = context.Barrier(len(groups) + 1)
+        share = -(-config.concurrency // len(groups))
+        worker_config = dataclasses.replace(config, concurrency=share, workers=1)
+        processes = [
+            context.Process(
+                target=_worker,
+                args=(worker_config, str(plan.out), keys, messages, ready),
+                name=f"hsa-teach-{i}",
+                daemon=True,
+            )
+            for i, keys in enumerate(groups)
+        ]
+        for process in processes:
+            process.start()
+        try:
+            _wait_ready(ready, messages, processes)
+            running_since = time.monotonic()
+            finished = 0
+            while finished < len(processes):
+                kind, payload = _next_message(messages, processes)
+                if kind == "progress":
+                    done += payload[0]
+                    verified += payload[1]
+                    if progress is not None:
+                        progress(done, report.total, verified)
+                elif kind == "report":
+                    _merge(report, payload)
+                    finished += 1
+                else:
+                    raise TeacherError(f"a teacher worker failed: {payload}")
+            report.run_s = time.monotonic() - running_since
+        finally:
+            for process in processes:
+                if process.is_alive():
+                    process.terminate()
+                process.join(timeout=30)
+    for shard in plan.shards:
+        path = shard_path(plan.out, shard.split, shard.index)
+        if shard.key not in plan.entries and path.exists():
+            plan.entries[shard.key] = shard_entry(path)
+    finish(plan, report)
+    report.wall_s = time.monotonic() - started
+    return report
+
+
+def _wait_ready(ready: Any, messages: Any, processes: list) -> None:
+    """Wait at the start barrier; a worker that failed while setting up breaks it."""
+    try:
+        ready.wait(timeout=READY_TIMEOUT_S)
+    except threading.BrokenBarrierError:
+        try:
+            kind, payload = messages.get(timeout=5)
+        except queues.Empty:
+            kind, payload = "error", "a worker stopped while setting up"
+        if kind == "error":
+            raise TeacherError(f"a teacher worker failed: {payload}") from None
+        raise TeacherError("a teacher worker failed while setting up") from None
+
+
+def _next_message(messages: Any, processes: list) -> tuple[str, Any]:
+    while True:
+        try:
+            return messages.get(timeout=1.0)
+        except queues.Empty:
+            dead = [p for p in processes if p.exitcode not in (None, 0)]
+            if dead:
+                raise TeacherError(
+                    f"teacher worker {dead[0].name} died (exit code {dead[0].exitcode})"
+                ) from None
+
+
+def _merge(report: TeachReport, part: dict[str, Any]) -> None:
+    for name in ("written", "requests", "cache_hits", "retries"):
+        setattr(report, name, getattr(report, name) + part[name])
+    report.reasons.update(part["reasons"])
+    report.failures.update(part["failures"])
+    report.latencies_s.extend(part["latencies_s"])
+
+
+def _worker(config: TeachConfig, out: str, keys: list[ShardKey], messages: Any, ready: Any) -> None:
+    """One worker process: run the shards ``keys``; report progress, then totals or an error."""
+    try:
+        plan = plan_job(config, out, only=set(keys), check=False)
+        part = TeachReport(out=plan.out, total=plan.total, skipped=plan.skipped)
+        last = [part.skipped, plan.verified]
+
+        def report_progress(done: int, total: int, verified: int) -> None:
+            messages.put(("progress", (done - last[0], verified - last[1])))
+            last[0], last[1] = done, verified
+
+        asyncio.run(run_plan(plan, part, progress=report_progress, ready=ready.wait))
+        messages.put(
+            (
+                "report",
+                {
+                    "written": part.written,
+                    "requests": part.requests,
+                    "cache_hits": part.cache_hits,
+                    "retries": part.retries,
+                    "reasons": dict(part.reasons),
+                    "failures": dict(part.failures),
+                    "latencies_s": part.latencies_s,
+                },
+            )
+        )
+    except BaseException as exc:  # reported to the parent, which stops the job
+        with contextlib.suppress(Exception):
+            ready.abort()
+        detail = str(exc) if isinstance(exc, HsaError) else f"{type(exc).__name__}: {exc}"
+        messages.put(("error", detail))
+        raise SystemExit(1) from None
