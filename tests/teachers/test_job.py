@@ -200,5 +200,5 @@ def test_a_worker_that_fails_stops_the_job_with_its_reason(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache's folder should be")
     settings = {"tasks": 2, "variants_per_task": 0, "workers": 2, "shard_size": 1}
-    with pytest.raises(TeacherError, match="a teacher worker failed: .*cannot open the request"):
+    with pytest.raises(TeacherError, match=r"a teacher worker failed: .*cannot open the request"):
         teach(config(cache=str(blocker / "cache.sqlite"), **settings), tmp_path / "out")
