@@ -204,10 +204,16 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
             if key is not None:
                 cache[key] = rewrite
     except RuleError as exc:
+        reason = str(exc)
+    except Exception as exc:  # a rule that crashes fails its check; the run goes on
+        reason = f"the rule raised {type(exc).__name__}: {exc}"
+    else:
+        reason = None
+    if reason is not None:
         return CheckReport(
-            trajectory.id,
+            f"{trajectory.id}@seed{seed}",
             {"harness": FAIL},
-            (Failure("harness", f"seed {seed}", str(exc)),),
+            (Failure("harness", f"seed {seed}", reason),),
             job.rule.name,
         )
     return check_rewrite(

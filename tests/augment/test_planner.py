@@ -108,3 +108,34 @@ def test_a_rule_producing_an_invalid_harness_is_named(harness, monkeypatch):
     broken = Rule("tests.clash", "1", clash, doc="Duplicate a tool name.")
     with pytest.raises(RuleError, match=r"invalid harness"):
         apply_chain(harness, [(broken, {})], seed=0)
+
+
+PLAN_DIGEST = """
+import hashlib, sys
+sys.path.insert(0, {here!r})
+from conftest import make_events, make_harness
+from hsa.augment import Context, default_recipe, plan
+variants = plan(make_harness(), default_recipe(), seed=11, context=Context.of(make_events()))
+text = "".join(v.variant_id + v.harness.to_json() + v.mapping.to_json() for v in variants)
+print(hashlib.sha256(text.encode()).hexdigest())
+"""
+
+
+def test_plan_is_byte_identical_across_processes_and_hash_seeds():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = PLAN_DIGEST.format(here=str(Path(__file__).parent))
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(digests) == 1

@@ -187,3 +187,28 @@ def test_argument_rewrites_invert_exactly(args, seed):
         Draft202012Validator(dict(rewrite.harness.tools[0].parameters)).iter_errors(surface)
     )
     assert not errors, errors[0].message
+
+
+def test_tool_renames_follow_into_allowed_tools_of_skills():
+    harness = make_harness()
+    first, *rest = harness.skills
+    skill = dataclasses.replace(first, extra={"allowed-tools": "get_order search, Bash(git:*)"})
+    listed = dataclasses.replace(rest[0], extra={"allowed-tools": ["get_order_status"]})
+    harness = harness.replace(skills=[skill, listed, *rest[1:]])
+    rewrite = _apply("tools.rename", harness, 0, {"style": "camel"})
+    skills = rewrite.harness.skills
+    assert skills[0].extra["allowed-tools"] == "getOrder search, Bash(git:*)".replace(
+        "search", rewrite.mapping.tool_name("search")
+    )
+    assert skills[1].extra["allowed-tools"] == ["getOrderStatus"]
+
+
+def test_untitled_sections_stay_untitled():
+    harness = make_harness()
+    bare = Section("system", "", "Verbatim system message.", "persona")
+    harness = harness.replace(
+        prompt=dataclasses.replace(harness.prompt, sections=(bare, *harness.prompt.sections))
+    )
+    for seed in range(5):
+        titled = _apply("prompt.section_titles", harness, seed).harness.prompt.sections
+        assert titled[0].title == "" and titled[1].title != "Persona"

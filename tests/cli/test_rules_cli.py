@@ -115,6 +115,12 @@ BROKEN = '''
         """Rename the first tool but not its calls."""
         first, *rest = harness.tools
         return Rewrite(harness.replace(tools=[dataclasses.replace(first, name="renamed"), *rest]))
+
+
+    @rule("broken.crash")
+    def crash(harness, rng, params, context):
+        """Crash."""
+        return {}["missing"]
 '''
 
 
@@ -146,6 +152,11 @@ def test_check_fails_with_exit_1_on_a_broken_rule(tmp_path):
         out.stderr
     )
     assert "Traceback" not in out.stderr
+    crashed = hsa(
+        "rules", "check", "--rule", "broken.crash", "--harness", str(DEMO), "--seeds", "1", env=env
+    )
+    assert crashed.returncode == 1 and "the rule raised KeyError" in crashed.stderr
+    assert "Traceback" not in crashed.stderr
 
 
 def test_trajectories_need_a_harness(tmp_path):

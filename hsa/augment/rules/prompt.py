@@ -116,6 +116,9 @@ def section_titles(harness: Harness, rng: random.Random, params: dict[str, Any],
     titles = bank("prompt.yaml")["titles"]
     sections = []
     for section in harness.prompt.sections:
+        if not section.title:  # an untitled section (a verbatim system message) stays bare
+            sections.append(section)
+            continue
         choices = [t for t in titles.get(section.kind, []) if t != section.title]
         title = rng.choice(choices) if choices else section.title
         sections.append(dataclasses.replace(section, title=title))

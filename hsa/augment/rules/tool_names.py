@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 from typing import Any
 
 from hsa.augment.banks import synonyms
@@ -22,7 +23,7 @@ from hsa.augment.names import (
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
 from hsa.augment.schemas import all_property_names, property_names, rename_properties
-from hsa.harness.model import Harness, Hook, Tool
+from hsa.harness.model import Harness, Hook, Skill, Tool
 
 NAME_STYLES = ["random", "snake", "camel", "pascal", "kebab", "synonym"]
 _STYLE_PARAM = {
@@ -67,7 +68,8 @@ def rename_tools(harness: Harness, table: dict[str, str]) -> Rewrite:
     if not table:
         return Rewrite(harness)
     hooks = remap_matchers(harness.hooks, [t.name for t in _all_tools(harness)], table)
-    renamed = replace_in_harness(harness.replace(hooks=hooks), table)
+    skills = [_rename_allowed_tools(s, table) for s in harness.skills]
+    renamed = replace_in_harness(harness.replace(hooks=hooks, skills=skills), table)
     tools = [dataclasses.replace(t, name=table.get(t.name, t.name)) for t in renamed.tools]
     skill_tool = renamed.skill_tool
     if skill_tool is not None:
@@ -79,6 +81,21 @@ def rename_tools(harness: Harness, table: dict[str, str]) -> Rewrite:
         text=tuple(table.items()),
     )
     return Rewrite(renamed.replace(tools=tools, skill_tool=skill_tool), mapping)
+
+
+ALLOWED_TOOLS = ("allowed-tools", "allowed_tools")
+
+
+def _rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
+    """Agent Skills name the tools a skill may use in ``allowed-tools``: they follow a rename."""
+    extra = dict(skill.extra)
+    for key in ALLOWED_TOOLS:
+        value = extra.get(key)
+        if isinstance(value, str):  # names separated by spaces or commas, each exact
+            extra[key] = re.sub(r"[^\s,]+", lambda m: table.get(m.group(0), m.group(0)), value)
+        elif isinstance(value, list):
+            extra[key] = [table.get(v, v) if isinstance(v, str) else v for v in value]
+    return dataclasses.replace(skill, extra=extra) if extra != dict(skill.extra) else skill
 
 
 @rule(
