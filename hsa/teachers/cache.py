@@ -106,5 +106,8 @@ class CachedBackend(Backend):
         self.cache.put(key, request.model, response)
         return response
 
+    async def start(self) -> None:
+        await self.inner.start()
+
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -346,11 +346,14 @@ async def run_plan(
         max_steps_per_turn=config.max_steps_per_turn,
         repair=config.repair,
     )
-    if ready is not None:
-        await asyncio.to_thread(ready)
+    cached = CachedBackend(inner, cache)
     running_since = time.monotonic()
     try:
-        await _run(plan, CachedBackend(inner, cache), rollout_config, report, progress)
+        await cached.start()
+        if ready is not None:
+            await asyncio.to_thread(ready)
+        running_since = time.monotonic()
+        await _run(plan, cached, rollout_config, report, progress)
     finally:
         report.run_s = time.monotonic() - running_since
         if backend is None:

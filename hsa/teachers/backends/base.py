@@ -51,5 +51,8 @@ class Backend(abc.ABC):
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """The model's next assistant message for ``request``."""
 
+    async def start(self) -> None:  # noqa: B027  (most backends have nothing to set up)
+        """Set up connections or engines before the first request (optional)."""
+
     async def aclose(self) -> None:  # noqa: B027  (most backends hold nothing to close)
         """Release connections or engines the backend holds."""

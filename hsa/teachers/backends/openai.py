@@ -61,6 +61,11 @@ class OpenAIBackend(Backend):
         self._busy: list[int] = [0] * len(self._clients)
         self._owns_clients = client is None
 
+    async def start(self) -> None:
+        """Open the connection pools now rather than on the first request."""
+        if not self._clients:
+            self._open_clients()
+
     def _open_clients(self) -> None:
         import httpx2
 
@@ -69,13 +74,16 @@ class OpenAIBackend(Backend):
         size = max(self.config.concurrency, 1)
         count = -(-size // CONNECTIONS_PER_CLIENT)
         per_client = -(-size // count)
+        # One TLS context for all pools: loading the CA bundle takes a tenth of a second.
+        tls = httpx2.create_ssl_context()
         for _ in range(count):
             http = openai.DefaultAsyncHttpxClient(
+                verify=tls,
                 limits=httpx2.Limits(
                     max_connections=per_client,
                     max_keepalive_connections=per_client,
                     keepalive_expiry=30,
-                )
+                ),
             )
             self._clients.append(
                 openai.AsyncOpenAI(
