@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hsa.augment.engine import Engine
+from hsa.augment.engine.records import unique_dictionary
 from hsa.augment.planner import Variant, canonical_variant, plan
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
@@ -151,11 +152,22 @@ class Harnesses:
 
 
 class _Planner:
-    """Variants per (harness, context), planned on first use; canonical variants per harness."""
+    """Variants per (harness, context), planned on first use; canonical variants per harness.
 
-    def __init__(self, recipe: Recipe, seed: int, engine: Engine):
+    ``given`` variants (by harness id) replace planning: they are every trajectory's
+    candidates, whatever its context.
+    """
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        seed: int,
+        engine: Engine,
+        given: Mapping[str, Sequence[Variant]] | None = None,
+    ):
         self.recipe, self.seed, self.engine = recipe, seed, engine
-        self.needs = bool(recipe.needs)
+        self.given = given
+        self.needs = bool(recipe.needs) and given is None
         self.groups: dict[tuple, list[int]] = {}
         self.canonical: dict[str, int] = {}
         self.variants: dict[str, Variant] = {}
@@ -172,8 +184,11 @@ class _Planner:
     def group(self, harness: Harness, tools: tuple[str, ...], skills: tuple[str, ...]) -> list[int]:
         key = (harness.id, tools, skills) if self.needs else (harness.id,)
         if key not in self.groups:
-            context = Context(frozenset(tools), frozenset(skills)) if self.needs else NO_CONTEXT
-            planned = plan(harness, self.recipe, seed=self.seed, context=context)
+            if self.given is not None:
+                planned = list(self.given.get(harness.id, ()))
+            else:
+                context = Context(frozenset(tools), frozenset(skills)) if self.needs else NO_CONTEXT
+                planned = plan(harness, self.recipe, seed=self.seed, context=context)
             self.groups[key] = [self._add(v) for v in planned if not v.is_canonical]
         return self.groups[key]
 
@@ -203,9 +218,7 @@ def _contexts(table: pa.Table) -> tuple[list[tuple[str, ...]], list[tuple[str, .
 
 
 def _dictionary(indices: np.ndarray, values: Sequence[Any], type_: pa.DataType) -> pa.Array:
-    return pa.DictionaryArray.from_arrays(
-        pa.array(indices.astype(np.int32)), pa.array(list(values), type_)
-    )
+    return unique_dictionary(indices, values)
 
 
 def _rule_params(variant: Variant) -> str:
@@ -225,12 +238,15 @@ def augment(
     harnesses: Sequence[Harness] = (),
     progress: Progress | None = None,
     settings: Mapping[str, Any] | None = None,
+    variants: Sequence[Variant] | None = None,
 ) -> AugmentReport:
     """Augment ``source`` into the dataset directory ``out`` (see the module docstring).
 
     ``settings`` is what identifies the dataset (its hash decides whether ``out`` holds this
     dataset or another); by default the input's fingerprint, the harnesses given and the
-    config. ``hsa build`` passes its own config instead.
+    config. ``hsa build`` passes its own config instead. ``variants``, when given, are used
+    instead of planning from the recipe (e.g. the ``variants.parquet`` of another dataset,
+    read with ``read_variants``): every trajectory draws from its harness's variants.
     """
     config.check()
     out = Path(out)
@@ -244,6 +260,8 @@ def augment(
             "harnesses": sorted(f"{h.id}:{mf.config_hash(h.to_dict())}" for h in harnesses),
             **config.to_dict(),
         }
+        if variants is not None:
+            settings["variants"] = sorted(v.variant_id for v in variants)
     digest = mf.config_hash(settings)
     report = AugmentReport(out=out)
     if mf.claim(out, digest):
@@ -253,7 +271,12 @@ def augment(
         stale.unlink(missing_ok=True)
 
     engine = Engine()
-    planner = _Planner(recipe, seed, engine)
+    given = None
+    if variants is not None:
+        given = {}
+        for variant in variants:
+            given.setdefault(variant.harness_id, []).append(variant)
+    planner = _Planner(recipe, seed, engine, given)
     total = source.total
     batches = max(1, -(-total // config.batch_size)) if total else 0
     marks: list[dict[str, Any]] = []
@@ -476,29 +499,32 @@ def _rows(
     variant_ids = _dictionary(out_var, [v.variant_id for v in variants], pa.string())
     rules = pa.array([[n for n, _, _ in v.rules] for v in variants], pa.list_(pa.string()))
     canonical = np.array([v.is_canonical for v in variants], dtype=bool)
+    columns = [
+        pc.binary_join_element_wise(ids, variant_ids.cast(pa.string()), "/"),
+        ids,
+        table.column("task_id").take(take),
+        _dictionary(out_var, [v.harness_id for v in variants], pa.string()),
+        variant_ids,
+        pa.array(canonical[out_var], pa.bool_()),
+        rules.take(pa.array(out_var, pa.int64())),
+        _dictionary(out_var, [_rule_params(v) for v in variants], pa.string()),
+        engine.protocol_column(out_var),
+        messages,
+        engine.tools_column(out_var),
+        pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(len(out_var), dtype=np.int8)), pa.array([split])
+        ),
+        table.column("source").take(take),
+        table.column("teacher").take(take),
+        table.column("verified").take(take),
+        table.column("reason").take(take),
+        table.column("metadata").take(take),
+    ]
     return pa.Table.from_arrays(
-        [
-            pc.binary_join_element_wise(ids, variant_ids.cast(pa.string()), "/"),
-            ids,
-            table.column("task_id").take(take),
-            _dictionary(out_var, [v.harness_id for v in variants], pa.string()),
-            variant_ids,
-            pa.array(canonical[out_var], pa.bool_()),
-            rules.take(pa.array(out_var, pa.int64())),
-            _dictionary(out_var, [_rule_params(v) for v in variants], pa.string()),
-            engine.protocol_column(out_var),
-            messages,
-            engine.tools_column(out_var),
-            pa.DictionaryArray.from_arrays(
-                pa.array(np.zeros(len(out_var), dtype=np.int8)), pa.array([split])
-            ),
-            table.column("source").take(take),
-            table.column("teacher").take(take),
-            table.column("verified").take(take),
-            table.column("reason").take(take),
-            table.column("metadata").take(take),
-        ],
-        names=ROW_SCHEMA.names,
+        columns,
+        schema=pa.schema(
+            [pa.field(f.name, c.type, f.nullable) for f, c in zip(ROW_SCHEMA, columns, strict=True)]
+        ),
     )
 
 

@@ -102,12 +102,10 @@ class Engine:
 
     def tools_column(self, out_variant: np.ndarray) -> pa.Array:
         """The ``tools`` column (JSON text), dictionary-encoded by variant."""
-        values = pa.array([p.tools_json for p in self.plans], pa.string())
-        return pa.DictionaryArray.from_arrays(pa.array(out_variant.astype(np.int32)), values)
+        return rec.unique_dictionary(out_variant, [p.tools_json for p in self.plans])
 
     def protocol_column(self, out_variant: np.ndarray) -> pa.Array:
-        values = pa.array([p.protocol for p in self.plans], pa.string())
-        return pa.DictionaryArray.from_arrays(pa.array(out_variant.astype(np.int32)), values)
+        return rec.unique_dictionary(out_variant, [p.protocol for p in self.plans])
 
     # --- rendering --------------------------------------------------------------------------
 
@@ -400,8 +398,9 @@ class _Batch:
             in_user_of[v[users]] & (ev.local[e[users]] == first_user_local[ev.traj[e[users]]])
         ]
         if len(lead):
+            prompts = pa.array([p.prompt for p in plans], pa.large_string())
             joined = pc.binary_join_element_wise(
-                text.array().take(pa.array(t_prompt + v[lead])),
+                prompts.take(pa.array(v[lead])),
                 ev.fields["text"].take(pa.array(e[lead])),
                 lit("\n\n"),
             )
@@ -595,9 +594,7 @@ class _Batch:
         ok = sc.ok[call_index] & (tid >= 0)
         out = np.full(len(rows), -1, dtype=np.int64)
         if ok.any():
-            sel = np.flatnonzero(ok)
-            texts = fill(self.engine.book, tid[sel], sc.leaf_start[call_index[sel]], leaves)
-            out[sel] = self.aux.add(texts) + np.arange(len(sel))
+            out[ok] = self._fill(tid[ok], call_index[ok], sc.leaf_start, leaves, self.aux)
         if (~ok).any():
             slow = np.flatnonzero(~ok)
             self.engine.stats.calls_exact += len(slow)
@@ -609,6 +606,25 @@ class _Batch:
             out[slow] = self.aux.add(texts) + np.arange(len(slow))
         self.engine.stats.python_values += leaves.python_values
         piece[mine] = out
+
+    def _fill(
+        self,
+        tid: np.ndarray,
+        item: np.ndarray,
+        leaf_start: np.ndarray,
+        leaves: Leaves,
+        pool: rec.Pool,
+    ) -> np.ndarray:
+        """Pool references of template ``tid`` filled with canonical item ``item``'s leaves.
+
+        Variants that render an item alike share one template, so each distinct (item,
+        template) pair is filled once.
+        """
+        width = max(len(self.engine.book.templates), 1)
+        pairs, inverse = np.unique(item * width + tid, return_inverse=True)
+        items, tids = np.divmod(pairs, width)
+        texts = fill(self.engine.book, tids, leaf_start[items], leaves)
+        return pool.add(texts) + inverse
 
     def _exact_call(self, plan: VariantPlan, tp, raw: str | None, event: int) -> str:
         try:
@@ -629,11 +645,10 @@ class _Batch:
 
     def _blocks(self, calls, owner_entry, owner_slot, piece, e, v, k, split, r_content):
         """Join each turn's call pieces into its block and set the owning message's content."""
-        aux = self.aux.array()
         owners, starts = np.unique(owner_entry, return_index=True)
         counts = np.diff(np.append(starts, len(owner_entry)))
         lists = pa.ListArray.from_arrays(
-            pa.array(_excl(counts).astype(np.int32)), aux.take(pa.array(piece))
+            pa.array(_excl(counts).astype(np.int32)), self.aux.take(piece)
         )
         ov = v[owners]
         seps = pa.array([self.plans[i].style.sep for i in ov.tolist()], pa.large_string())
@@ -698,9 +713,7 @@ class _Batch:
         self.engine.stats.hooks += len(hook_rows)
         texts = np.full(len(hook_rows), -1, dtype=np.int64)
         if ok.any():
-            sel = np.flatnonzero(ok)
-            filled = fill(self.engine.book, tid[sel], sc.leaf_start[hook_index[sel]], leaves)
-            texts[sel] = self.text.add(filled) + np.arange(len(sel))
+            texts[ok] = self._fill(tid[ok], hook_index[ok], sc.leaf_start, leaves, self.text)
         if (~ok).any():
             slow = np.flatnonzero(~ok)
             self.engine.stats.hooks_exact += len(slow)
@@ -735,8 +748,6 @@ class _Batch:
             idx[starts[:-1]] = base
             rank = np.arange(len(joined)) - np.repeat(first, counts)
             idx[np.repeat(starts[:-1], counts) + 1 + rank] = texts[~own]
-            lists = pa.ListArray.from_arrays(
-                pa.array(starts.astype(np.int32)), self.text.array().take(pa.array(idx))
-            )
+            lists = pa.ListArray.from_arrays(pa.array(starts.astype(np.int32)), self.text.take(idx))
             merged_text = pc.binary_join(lists, lit("\n"))
             r_content[uniq_t] = self.text.add(merged_text) + np.arange(len(uniq_t))

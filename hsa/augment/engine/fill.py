@@ -155,11 +155,21 @@ class Leaves:
         fn = LEAF_RENDERERS[renderer]
         if renderer == "raw":
             return values
+        ascii_ = pc.string_is_ascii(values).to_numpy(zero_copy_only=False)
         if renderer.startswith("py") or renderer.endswith("_py"):
-            simple = pc.match_substring_regex(values, _repr_safe())
+            # ASCII without DEL is printable (JSON strings hold no raw control characters);
+            # other strings are checked against Python's own table of printable characters.
+            simple_np = ascii_ & ~pc.match_substring(values, "\x7f").to_numpy(zero_copy_only=False)
+            wide = np.flatnonzero(~ascii_)
+            if len(wide):
+                checked = pc.match_substring_regex(values.take(pa.array(wide)), _repr_safe())
+                simple_np[wide] = checked.to_numpy(zero_copy_only=False)
         else:
-            simple = pc.invert(pc.match_substring_regex(values, "[\\x{fffe}\\x{ffff}]"))
-        simple_np = simple.to_numpy(zero_copy_only=False)
+            simple_np = ascii_.copy()
+            wide = np.flatnonzero(~ascii_)
+            if len(wide):
+                odd = pc.match_substring_regex(values.take(pa.array(wide)), "[\\x{fffe}\\x{ffff}]")
+                simple_np[wide] = ~odd.to_numpy(zero_copy_only=False)
         escaped = self.escaped()[idx]
         hard = ~simple_np | escaped
         out = _KERNELS[renderer](values)

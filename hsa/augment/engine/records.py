@@ -40,39 +40,67 @@ MESSAGES = pa.list_(MESSAGE)
 
 
 class Pool:
-    """Strings gathered from many arrays; ``add`` returns the offset of the added block."""
+    """Strings gathered from many arrays; ``add`` returns the offset of the added block.
+
+    The blocks are never concatenated: ``take`` reads each block it needs directly, so adding
+    a large column costs nothing until its strings are used.
+    """
 
     def __init__(self) -> None:
         self._parts: list[pa.Array] = []
+        self._starts: list[int] = []
         self.size = 0
-        self._array: pa.Array | None = None
 
     def add(self, values: pa.Array | Sequence[str | None]) -> int:
         if not isinstance(values, pa.Array):
             values = pa.array(list(values), pa.large_string())
         base = self.size
         self._parts.append(values.cast(pa.large_string()))
+        self._starts.append(base)
         self.size += len(values)
-        self._array = None
         return base
 
-    def array(self) -> pa.Array:
-        if self._array is None:
-            parts = self._parts or [pa.array([], pa.large_string())]
-            # Nulls are never referenced (a null field is a -1 reference), and a Parquet
-            # dictionary cannot hold them.
-            self._array = pc.fill_null(pa.concat_arrays(parts), "")
-        return self._array
+    def take_sorted(self, refs: np.ndarray) -> pa.Array:
+        """The strings at ``refs`` (distinct, increasing), as one large_string array.
+
+        Blocks used whole are not copied before the one concatenation.
+        """
+        starts = np.array([*self._starts, self.size])
+        cuts = np.searchsorted(refs, starts)
+        chunks = []
+        for p, part in enumerate(self._parts):
+            local = refs[cuts[p] : cuts[p + 1]] - starts[p]
+            if len(local) == len(part):
+                chunks.append(part)
+            elif len(local):
+                chunks.append(part.take(pa.array(local)))
+        return pa.concat_arrays(chunks) if chunks else pa.array([], pa.large_string())
 
     def take(self, refs: np.ndarray) -> pa.Array:
-        """The strings at ``refs`` (-1 gives null), as a plain string array."""
-        mask = refs < 0
-        if mask.all():
-            return pa.nulls(len(refs), pa.string())
-        picked = self.array().take(pa.array(np.where(mask, 0, refs))).cast(pa.string())
-        if mask.any():
-            picked = pc.if_else(pa.array(mask), pa.scalar(None, pa.string()), picked)
-        return picked
+        """The strings at ``refs`` (-1 gives null), as a large_string array."""
+        refs = np.asarray(refs, dtype=np.int64)
+        null = refs < 0
+        if null.all():
+            return pa.nulls(len(refs), pa.large_string())
+        safe = np.where(null, refs[~null][0], refs)
+        part = np.searchsorted(np.array(self._starts), safe, side="right") - 1
+        first = int(part[0])
+        if (part == first).all():
+            out = self._parts[first].take(pa.array(safe - self._starts[first]))
+        else:
+            order = np.argsort(part, kind="stable")
+            sorted_parts = part[order]
+            cuts = np.flatnonzero(np.diff(sorted_parts)) + 1
+            chunks = []
+            for segment in np.split(order, cuts):
+                p = int(part[segment[0]])
+                chunks.append(self._parts[p].take(pa.array(safe[segment] - self._starts[p])))
+            inverse = np.empty_like(order)
+            inverse[order] = np.arange(len(order))
+            out = pa.concat_arrays(chunks).take(pa.array(inverse))
+        if null.any():
+            out = pc.if_else(pa.array(null), pa.scalar(None, pa.large_string()), out)
+        return out
 
 
 @dataclass(slots=True)
@@ -173,14 +201,39 @@ def _offsets(counts: np.ndarray) -> pa.Array:
     return pa.array(out)
 
 
+def _content(records: Records) -> pa.Array:
+    """Message contents, dictionary-encoded over the distinct strings they use.
+
+    A Parquet writer given a dictionary with repeated values falls back to writing every
+    value in full, so the dictionary is reduced to the referenced strings, each once.
+    """
+    refs = records.content
+    null = refs < 0
+    marked = np.zeros(records.text.size + 1, dtype=bool)
+    marked[refs[~null]] = True
+    used = np.flatnonzero(marked)
+    position = np.zeros(records.text.size + 1, dtype=np.int64)
+    position[used] = np.arange(len(used))
+    encoded = pc.fill_null(records.text.take_sorted(used), "").dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    indices = np.zeros(len(refs), dtype=np.int32)
+    indices[~null] = codes[position[refs[~null]]]
+    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=null), encoded.dictionary)
+
+
+def unique_dictionary(indices: np.ndarray, values: Sequence[str | None]) -> pa.Array:
+    """A dictionary array of ``values[indices]`` whose dictionary holds each value once."""
+    seen: dict[str | None, int] = {}
+    remap = np.array([seen.setdefault(v, len(seen)) for v in values], dtype=np.int32)
+    return pa.DictionaryArray.from_arrays(
+        pa.array(remap[indices] if len(indices) else np.zeros(0, np.int32)),
+        pa.array(list(seen), pa.string()),
+    )
+
+
 def to_arrow(records: Records) -> pa.Array:
     """The ``messages`` column (one list of messages per output row)."""
-    text = records.text.array()
-    content_null = records.content < 0
-    content = pa.DictionaryArray.from_arrays(
-        pa.array(np.where(content_null, 0, records.content).astype(np.int32), mask=content_null),
-        text,
-    )
+    content = _content(records)
     role = pa.DictionaryArray.from_arrays(pa.array(records.role), pa.array(ROLES))
     calls = pa.StructArray.from_arrays(
         [
