@@ -5,6 +5,7 @@ The public surface: ``Rule``/``Rewrite``/``Context`` and the ``rule`` decorator 
 ``map_events`` to apply them to canonical events (the engine does it in bulk).
 """
 
+from hsa.augment.invert import invert as invert
 from hsa.augment.mapping import IDENTITY, Mapping, Step, ToolMap, apply_steps, map_events
 from hsa.augment.planner import Variant, apply_chain, canonical_variant, pick, plan
 from hsa.augment.recipe import Recipe, RecipeRule, default_recipe, load_recipe, loads_recipe

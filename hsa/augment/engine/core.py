@@ -312,11 +312,11 @@ class _Batch:
             hook_code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
             hook_names = encoded.dictionary.to_pylist()
             pair = v[hook_rows] * len(hook_names) + hook_code
-            uniq, inverse = np.unique(pair, return_inverse=True)
+            uniq, at, inverse = np.unique(pair, return_index=True, return_inverse=True)
             injects = np.zeros(len(uniq), dtype=np.int8)
             for j, p in enumerate(uniq.tolist()):
                 vi, hi = divmod(p, len(hook_names))
-                first = hook_rows[np.flatnonzero(inverse == j)[0]]
+                first = hook_rows[at[j]]
                 try:
                     plan = plans[vi].hook(hook_names[hi])
                 except ProtocolError as exc:
@@ -491,7 +491,7 @@ class _Batch:
         code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         skill_names = encoded.dictionary.to_pylist()
         pair = v[rows] * len(skill_names) + code
-        uniq, inverse = np.unique(pair, return_inverse=True)
+        uniq, at, inverse = np.unique(pair, return_index=True, return_inverse=True)
         contents, pieces, call_names = [], [], []
         for j, p in enumerate(uniq.tolist()):
             vi, si = divmod(p, len(skill_names))
@@ -500,7 +500,7 @@ class _Batch:
                 skill = plan.skill(skill_names[si])
                 pieces.append(plan.style.one(skill.call_name, skill.call_args))
             except ProtocolError as exc:
-                raise self.fail(exc, int(e[rows[np.flatnonzero(inverse == j)[0]]])) from None
+                raise self.fail(exc, int(e[rows[at[j]]])) from None
             except NotDecomposable:
                 self.engine._broken.add(plan.style.key)
                 raise _Restart from None
@@ -567,13 +567,13 @@ class _Batch:
 
         # templates: one per (class, skeleton)
         tpair = cls * max(len(skel_text), 1) + skel_code[call_index]
-        tuniq, tinverse = np.unique(tpair, return_inverse=True)
+        tuniq, tat, tinverse = np.unique(tpair, return_index=True, return_inverse=True)
         tid_of = np.full(len(tuniq), -1, dtype=np.int64)
         for j, p in enumerate(tuniq.tolist()):
             ci, si = divmod(p, max(len(skel_text), 1))
             plan, tp = class_keys[ci]
-            first_row = rows[np.flatnonzero(tinverse == j)[0]]
-            if not sc.ok[call_index[np.flatnonzero(tinverse == j)[0]]]:
+            first_row = rows[tat[j]]
+            if not sc.ok[call_index[tat[j]]]:
                 continue
             name_key = "" if plan.style.api else tp.name
             key = ("call", plan.style.key, name_key, tp.steps_key, skel_text[si])
@@ -686,12 +686,12 @@ class _Batch:
         # a template per (variant, hook, skeleton): hook texts depend on the variant's hook
         vh = v[hook_rows] * len(hook_names) + hook_code
         pair = vh * width + skel_code[hook_index]
-        uniq, inverse = np.unique(pair, return_inverse=True)
+        uniq, firsts, inverse = np.unique(pair, return_index=True, return_inverse=True)
         tid_of = np.full(len(uniq), -1, dtype=np.int64)
         for j, p in enumerate(uniq.tolist()):
             vhi, si = divmod(p, width)
             vi, hi = divmod(vhi, len(hook_names))
-            at = np.flatnonzero(inverse == j)[0]
+            at = firsts[j]
             if not sc.ok[hook_index[at]]:
                 continue
             plan = hook_plan[(vi, hi)]
@@ -742,6 +742,18 @@ class _Batch:
             target = slot[joined] - 1
             uniq_t, first, counts = np.unique(target, return_index=True, return_counts=True)
             base = r_content[uniq_t]
+            single = counts == 1
+            if single.all():
+                # rows of one trajectory under variants with the same hook wording join the
+                # same two texts: join each distinct pair once
+                pairs, inverse = np.unique((base << 32) | texts[~own][first], return_inverse=True)
+                merged_text = pc.binary_join_element_wise(
+                    self.text.take(pairs >> 32),
+                    self.text.take(pairs & 0xFFFFFFFF),
+                    lit("\n"),
+                )
+                r_content[uniq_t] = self.text.add(merged_text) + inverse
+                return
             size = counts + 1
             starts = _excl(size)
             idx = np.empty(int(starts[-1]), dtype=np.int64)
