@@ -113,6 +113,13 @@ def _load_config_file(path: Path) -> dict[str, Any]:
     type=float,
     help="First retry's backoff ceiling, seconds (doubles each retry). [default: 0.5]",
 )
+@click.option(
+    "--metadata/--no-metadata",
+    "send_metadata",
+    default=None,
+    help="Send the variant id in each request's metadata (hsa serve oracle needs "
+    "it; api.openai.com refuses it).  [default: send]",
+)
 @click.option("--shard-size", type=int, help="Rows per Parquet shard.  [default: 256]")
 @click.option(
     "--cache",

@@ -54,7 +54,8 @@ class TeachConfig:
     (more than one only pays when the client's CPU is the bottleneck: fast endpoints, many
     short rollouts). ``repair``: give the model one more try after a malformed tool call.
     ``api_key`` is used for requests only: it is never written anywhere and not shown by
-    ``repr``.
+    ``repr``. ``send_metadata``: pass the variant id in each request's ``metadata`` (needed by
+    ``hsa serve oracle``; api.openai.com refuses metadata unless completions are stored).
     """
 
     env: str = "livestream"
@@ -80,6 +81,7 @@ class TeachConfig:
     timeout_s: float = 120.0
     max_retries: int = 8
     backoff_s: float = 0.5
+    send_metadata: bool = True
     shard_size: int = 256
     cache: str | None = None
     call_format: str = "hermes"

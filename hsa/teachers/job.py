@@ -194,6 +194,7 @@ def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, V
                 max_retries=config.max_retries,
                 backoff=Backoff(base_s=config.backoff_s),
                 seed=config.seed,
+                send_metadata=config.send_metadata,
             )
         )
     from hsa.teachers.backends.vllm import VLLMBackend, VLLMConfig

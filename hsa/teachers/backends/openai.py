@@ -33,7 +33,9 @@ class OpenAIConfig:
     """Where and how to reach an OpenAI-compatible endpoint.
 
     ``api_key`` is held only in memory: it is never written to a manifest, a log or a shard
-    and is hidden from ``repr``.
+    and is hidden from ``repr``. ``send_metadata`` sends the request's metadata (the variant
+    id, which ``hsa serve oracle`` needs); api.openai.com refuses metadata unless completions
+    are stored, so turn it off there.
     """
 
     base_url: str
@@ -45,6 +47,7 @@ class OpenAIConfig:
     backoff: Backoff = field(default_factory=Backoff)
     throttle: ThrottleConfig = field(default_factory=ThrottleConfig)
     seed: int = 0
+    send_metadata: bool = True
 
 
 class OpenAIBackend(Backend):
@@ -145,7 +148,7 @@ class OpenAIBackend(Backend):
         }
         if request.tools:
             params["tools"] = list(request.tools)
-        if request.metadata:
+        if request.metadata and self.config.send_metadata:
             params["metadata"] = dict(request.metadata)
         # ``post`` (the client's documented way to call any endpoint) rather than
         # ``chat.completions.create``: the typed path re-walks every message through its

@@ -139,3 +139,25 @@ def test_concurrency_limit_is_respected(serve, concurrency):
     b._create = counting
     ask_all(b, [f"q{i}" for i in range(12)])
     assert peak == concurrency
+
+
+def test_metadata_is_sent_unless_turned_off(serve):
+    seen = []
+
+    def answer(body):
+        seen.append(body.get("metadata"))
+        return echo(body)
+
+    served = serve(answer=answer)
+    request = ChatRequest("m", [{"role": "user", "content": "x"}], metadata={"hsa_variant": "v"})
+    for send in (True, False):
+        b = backend(served.url, send_metadata=send)
+
+        async def main(b=b):
+            try:
+                await b.chat(request)
+            finally:
+                await b.aclose()
+
+        asyncio.run(main())
+    assert seen == [{"hsa_variant": "v"}, None]
