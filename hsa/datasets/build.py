@@ -258,17 +258,14 @@ def _teach(
 
 def _oracle(env):
     """The environment's scripted oracle: task -> (canonical trajectory, outcome)."""
-    import importlib
-
-    module = importlib.import_module(type(env).__module__.rsplit(".", 1)[0])
-    solver = getattr(module, "solve", None)
+    solver = getattr(env, "solve", None)
     if solver is None:
         raise ConfigError(
             f"environment {env.name!r} has no scripted oracle; set teach.backend to openai or vllm"
         )
 
     def solve(task):
-        episode = solver(env, task)
+        episode = solver(task)
         return episode.trajectory, env.score(task, episode.state, episode.events)
 
     return solve

@@ -323,7 +323,8 @@ def augment(
         "shards": shards,
     }
     manifest["rules"] = [{"name": n, "version": v} for n, v in manifest["rules"]]
-    text, plots = render_card(stats, manifest, title=f"hsa augmented dataset ({out.name})")
+    title = str(settings.get("name") or "hsa augmented dataset")
+    text, plots = render_card(stats, manifest, title=title)
     files = {}
     for name, data in plots.items():
         write_atomic(out / "plots" / name, data)

@@ -1,0 +1,241 @@
+"""The augment job: layout, rows equal to render, lineage, splits by task, determinism, resume,
+and bad input reported with its file, row or rule."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from hsa.augment import invert, load_recipe, map_events
+from hsa.datasets import AugmentConfig, augment, iter_rows, open_source, read_variants
+from hsa.datasets.schema import chat_messages
+from hsa.datasets.shards import sha256_file
+from hsa.datasets.source import INPUT_SCHEMA
+from hsa.envs import get
+from hsa.errors import DatasetError, HsaError, RuleError
+from hsa.harness import Trajectory, render
+from tests.datasets.conftest import recipe
+
+
+def config(**changes) -> AugmentConfig:
+    return AugmentConfig(recipe=recipe(), **{"batch_size": 16, **changes})
+
+
+def digests(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): sha256_file(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".hsa" not in p.parts
+    }
+
+
+def test_layout_manifest_and_rows(tmp_path: Path, shards: Path, livestream_table) -> None:
+    out = tmp_path / "out"
+    report = augment(open_source(shards), out, config())
+    assert (out / "manifest.json").is_file() and (out / "README.md").is_file()
+    assert (out / "variants.parquet").is_file() and (out / "plots" / "composition.png").is_file()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "hsa.augmented" and manifest["schema_version"] == 1
+    assert manifest["seed"] == 3 and manifest["config_hash"]
+    assert manifest["config"]["recipe"]["rules"][0]["rule"] == "skill_ids.rename"
+    assert {r["name"] for r in manifest["rules"]} <= {
+        r["rule"] for r in recipe().to_dict()["rules"]
+    }
+    for shard in manifest["shards"]:
+        assert sha256_file(out / shard["path"]) == shard["sha256"]
+        assert Path(shard["path"]).parts[0] == "data"
+        assert Path(shard["path"]).name.startswith("part-")
+    # 48 trajectories, 16 per batch: 3 batches; each trajectory: canonical + 2 variants
+    assert report.rows == manifest["rows"]["total"] == 48 * 3
+    assert report.trajectories == 48
+    assert sum(v for k, v in manifest["rows"].items() if k != "total") == report.rows
+
+    by_id = {row["id"]: Trajectory.from_row(row) for row in livestream_table.to_pylist()}
+    variants = read_variants(out)
+    harness = get("livestream").harness()
+    splits: dict[str, str] = {}
+    seen_protocols = set()
+    for row in iter_rows(out):
+        source = by_id[row["source_id"]]
+        variant = variants[row["variant_id"]]
+        expected = render(map_events(source.events, variant.mapping), variant.harness)
+        assert chat_messages(row["messages"]) == expected.messages
+        assert json.loads(row["tools"]) == expected.tools
+        assert row["id"] == f"{row['source_id']}/{row['variant_id']}"
+        assert row["protocol"] == variant.harness.protocol.label
+        assert row["rules"] == [n for n, _, _ in variant.rules]
+        assert row["canonical"] == (not variant.rules)
+        assert row["teacher"] == "oracle/hsa-oracle" and row["verified"] is True
+        assert row["harness_id"] == harness.id
+        # the canonical events come back from every row
+        assert invert(row, variant) == list(source.events)
+        # splits are by task: a task never straddles two
+        assert splits.setdefault(row["task_id"], row["split"]) == row["split"]
+        assert row["split"] == livestream_table.to_pylist()[0]["split"] or row["split"]
+        seen_protocols.add(row["protocol"])
+    assert len(seen_protocols) > 1, "the recipe should reach a text protocol"
+
+
+def test_same_input_recipe_and_seed_give_the_same_bytes(tmp_path: Path, shards: Path) -> None:
+    augment(open_source(shards), tmp_path / "a", config())
+    augment(open_source(shards), tmp_path / "b", config())
+    first, second = digests(tmp_path / "a"), digests(tmp_path / "b")
+    assert first == second and any(k.endswith(".png") for k in first)
+    # another seed gives other variants
+    augment(open_source(shards), tmp_path / "c", config(seed=11))
+    assert digests(tmp_path / "c") != first
+
+
+def test_rerun_skips_complete_shards_and_repairs_the_rest(tmp_path: Path, shards: Path) -> None:
+    reference = tmp_path / "ref"
+    augment(open_source(shards), reference, config())
+    out = tmp_path / "out"
+    augment(open_source(shards), out, config())
+    # a finished dataset: nothing to do
+    again = augment(open_source(shards), out, config())
+    assert again.complete_already
+    # as if killed: no manifest, one shard gone, one shard truncated, a stray temporary file
+    (out / "manifest.json").unlink()
+    shard_files = sorted((out / "data").rglob("*.parquet"))
+    shard_files[0].unlink()
+    shard_files[1].write_bytes(shard_files[1].read_bytes()[:100])
+    (shard_files[2].parent / ".part-00009.parquet.123.tmp").write_bytes(b"half")
+    broken = {int(p.name[5:10]) for p in shard_files[:2]}
+    report = augment(open_source(shards), out, config())
+    assert report.skipped == 3 - len(broken)
+    assert digests(out) == digests(reference)
+
+
+def test_output_directory_holding_something_else_is_refused(tmp_path: Path, shards: Path) -> None:
+    out = tmp_path / "out"
+    augment(open_source(shards), out, config())
+    with pytest.raises(DatasetError, match="holds another dataset"):
+        augment(open_source(shards), out, config(seed=99))
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("mine")
+    with pytest.raises(DatasetError, match="not an hsa dataset directory"):
+        augment(open_source(shards), stranger, config())
+    # an unfinished run of another config is refused as well
+    (out / "manifest.json").unlink()
+    with pytest.raises(DatasetError, match="unfinished run of another config"):
+        augment(open_source(shards), out, config(seed=5))
+
+
+def test_unverified_rows_are_left_out(tmp_path: Path, livestream_table: pa.Table) -> None:
+    rows = livestream_table.to_pylist()
+    rows[0]["verified"] = False
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=livestream_table.schema), path)
+    report = augment(open_source(path), tmp_path / "out", config())
+    assert report.unverified == 1 and report.trajectories == 47
+    all_rows = augment(open_source(path), tmp_path / "all", config(include_unverified=True))
+    assert all_rows.trajectories == 48
+
+
+def test_splits_are_drawn_by_task_when_the_input_has_none(tmp_path: Path, livestream_table) -> None:
+    rows = livestream_table.to_pylist()
+    for i, row in enumerate(rows):
+        row["split"] = None
+        row["task_id"] = f"task-{i // 3}"  # three trajectories per task
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=livestream_table.schema), path)
+    augment(open_source(path), tmp_path / "out", config(splits={"train": 0.5, "test": 0.5}))
+    splits: dict[str, set] = {}
+    for row in iter_rows(tmp_path / "out"):
+        splits.setdefault(row["task_id"], set()).add(row["split"])
+    assert all(len(s) == 1 for s in splits.values())
+    assert {s for v in splits.values() for s in v} == {"train", "test"}
+
+
+def _write(path: Path, table: pa.Table | list) -> Path:
+    if isinstance(table, list):
+        table = pa.Table.from_pylist(table, schema=INPUT_SCHEMA)
+    pq.write_table(table, path)
+    return path
+
+
+def test_bad_input_names_the_file_and_row(tmp_path: Path, livestream_table: pa.Table) -> None:
+    good = _write(tmp_path / "good.parquet", livestream_table)
+    # a truncated shard
+    truncated = tmp_path / "trunc"
+    truncated.mkdir()
+    (truncated / "part-00000.parquet").write_bytes(good.read_bytes()[:-200])
+    with pytest.raises(DatasetError, match=r"part-00000\.parquet.*(truncated|not a readable)"):
+        open_source(truncated)
+    # a column of the wrong type
+    wrong = livestream_table.set_column(
+        livestream_table.schema.get_field_index("verified"),
+        "verified",
+        pa.array(["maybe"] * livestream_table.num_rows),
+    )
+    bad_type = _write(tmp_path / "type.parquet", wrong)
+    with pytest.raises(DatasetError, match=r"type\.parquet.*'verified' is string, expected bool"):
+        augment(open_source(bad_type), tmp_path / "o1", config())
+    # a missing column
+    missing = _write(tmp_path / "missing.parquet", livestream_table.drop_columns(["events"]))
+    with pytest.raises(DatasetError, match=r"missing\.parquet.*events"):
+        open_source(missing)
+    # an event that does not match the schema: names the file, the row and the event
+    rows = livestream_table.to_pylist()
+    rows[5]["events"][1]["kind"] = "telepathy"
+    odd = _write(
+        tmp_path / "odd.parquet", pa.Table.from_pylist(rows, schema=livestream_table.schema)
+    )
+    with pytest.raises(DatasetError, match=r"odd\.parquet: row 5 \(id .*\)\.events\[1\]: unknown"):
+        augment(open_source(odd), tmp_path / "o2", config())
+    # arguments that are not JSON
+    rows = livestream_table.to_pylist()
+    call = next(i for i, e in enumerate(rows[7]["events"]) if e["kind"] == "tool_call")
+    rows[7]["events"][call]["args"] = '{"query": "unterminated'
+    broken = _write(
+        tmp_path / "args.parquet", pa.Table.from_pylist(rows, schema=livestream_table.schema)
+    )
+    with pytest.raises(DatasetError, match=rf"args\.parquet: row 7 .*events\[{call}\].*not JSON"):
+        augment(open_source(broken), tmp_path / "o3", config())
+    # a harness nobody knows
+    rows = livestream_table.to_pylist()
+    rows[2]["harness_id"] = "nowhere"
+    unknown = _write(
+        tmp_path / "h.parquet", pa.Table.from_pylist(rows, schema=livestream_table.schema)
+    )
+    with pytest.raises(DatasetError, match=r"h\.parquet: row 2 .*no harness 'nowhere'"):
+        augment(open_source(unknown), tmp_path / "o4", config())
+    # nothing half-written is marked complete
+    for name in ("o1", "o2", "o3", "o4"):
+        assert not (tmp_path / name / "manifest.json").exists()
+
+
+def test_bad_recipe_names_the_rule(tmp_path: Path) -> None:
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("rules:\n  - {rule: tools.teleport}\n")
+    with pytest.raises(RuleError, match=r"unknown\.yaml: \$\.rules\[0\].*tools\.teleport"):
+        load_recipe(unknown)
+    params = tmp_path / "params.yaml"
+    params.write_text("rules:\n  - {rule: tools.rename_params, params: {fraction: 7}}\n")
+    with pytest.raises(RuleError, match=r"params\.yaml: \$\.rules\[0\].*fraction"):
+        load_recipe(params)
+
+
+def test_given_variants_replace_planning(tmp_path: Path, shards: Path) -> None:
+    first = tmp_path / "first"
+    augment(open_source(shards), first, config())
+    variants = list(read_variants(first).values())
+    second = tmp_path / "second"
+    report = augment(open_source(shards), second, config(), variants=variants)
+    assert report.rows == 48 * 3
+    assert {r["variant_id"] for r in iter_rows(second)} <= {v.variant_id for v in variants}
+
+
+def test_empty_and_error_free_paths(tmp_path: Path, livestream_table: pa.Table) -> None:
+    path = _write(tmp_path / "empty.parquet", livestream_table.slice(0, 0))
+    report = augment(open_source(path), tmp_path / "out", config())
+    assert report.rows == 0 and (tmp_path / "out" / "manifest.json").is_file()
+    with pytest.raises(HsaError):
+        open_source(tmp_path / "nope")
+    shutil.rmtree(tmp_path / "out")
