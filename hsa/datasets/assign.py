@@ -62,12 +62,15 @@ def pick(ids: pa.Array, available: np.ndarray, k: int, seed: int) -> np.ndarray:
     salts = np.array([derive_seed("pick", seed, s) for s in range(width)], dtype=np.uint64)
     keys = splitmix64(base[:, None] ^ salts[None, :])
     keys[np.arange(width)[None, :] >= available[:, None]] = np.iinfo(np.uint64).max
-    order = np.argsort(keys, axis=1, kind="stable")[:, :k]  # the k smallest keys
-    taken = np.arange(k)[None, :] < np.minimum(available, k)[:, None]
+    width_k = min(k, width)
+    order = np.argsort(keys, axis=1, kind="stable")[:, :width_k]  # the smallest keys
+    taken = np.arange(width_k)[None, :] < np.minimum(available, width_k)[:, None]
     big = np.iinfo(np.int64).max
     chosen = np.where(taken, order, big)
     chosen.sort(axis=1)
-    return np.where(chosen == big, -1, chosen)
+    out = np.full((n, k), -1, dtype=np.int64)
+    out[:, :width_k] = np.where(chosen == big, -1, chosen)
+    return out
 
 
 def assign_splits(task_ids: pa.Array, fractions: Mapping[str, float], seed: int) -> np.ndarray:

@@ -205,28 +205,37 @@ def _content(records: Records) -> pa.Array:
     """Message contents, dictionary-encoded over the distinct strings they use.
 
     A Parquet writer given a dictionary with repeated values falls back to writing every
-    value in full, so the dictionary is reduced to the referenced strings, each once.
+    value in full, so the dictionary is reduced to the referenced strings, each once, in the
+    order rows first use them: the bytes then depend on the rows alone, not on how the pools
+    happened to fill (templates derived in earlier batches, variants planned before).
     """
     refs = records.content
     null = refs < 0
-    marked = np.zeros(records.text.size + 1, dtype=bool)
-    marked[refs[~null]] = True
-    used = np.flatnonzero(marked)
+    valid = refs[~null]
+    first_use = np.full(records.text.size + 1, len(valid), dtype=np.int64)
+    np.minimum.at(first_use, valid, np.arange(len(valid), dtype=np.int64))
+    used = np.flatnonzero(first_use < len(valid))
+    used = used[np.argsort(first_use[used], kind="stable")]
     position = np.zeros(records.text.size + 1, dtype=np.int64)
     position[used] = np.arange(len(used))
-    encoded = pc.fill_null(records.text.take_sorted(used), "").dictionary_encode()
+    encoded = pc.fill_null(records.text.take(used), "").dictionary_encode()
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
     indices = np.zeros(len(refs), dtype=np.int32)
-    indices[~null] = codes[position[refs[~null]]]
+    indices[~null] = codes[position[valid]]
     return pa.DictionaryArray.from_arrays(pa.array(indices, mask=null), encoded.dictionary)
 
 
 def unique_dictionary(indices: np.ndarray, values: Sequence[str | None]) -> pa.Array:
-    """A dictionary array of ``values[indices]`` whose dictionary holds each value once."""
+    """A dictionary array of ``values[indices]`` whose dictionary holds each value once, in
+    order of first use (so the bytes do not depend on the order of ``values``)."""
     seen: dict[str | None, int] = {}
-    remap = np.array([seen.setdefault(v, len(seen)) for v in values], dtype=np.int32)
+    codes = np.zeros(len(values), dtype=np.int32)
+    order = np.unique(indices, return_index=True)[1] if len(indices) else np.zeros(0, int)
+    for i in np.sort(order).tolist():
+        j = int(indices[i])
+        codes[j] = seen.setdefault(values[j], len(seen))
     return pa.DictionaryArray.from_arrays(
-        pa.array(remap[indices] if len(indices) else np.zeros(0, np.int32)),
+        pa.array(codes[indices] if len(indices) else np.zeros(0, np.int32)),
         pa.array(list(seen), pa.string()),
     )
 

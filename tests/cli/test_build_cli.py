@@ -1,0 +1,104 @@
+"""``hsa build`` and ``hsa inspect`` end to end: a build killed with SIGKILL and rerun ends
+byte-identical to an uninterrupted one, two builds give the same shards, bad configs get one
+line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from hsa.datasets.shards import sha256_file
+
+CODE = "from hsa.cli import main; main()"
+
+
+def hsa(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", CODE, *args], capture_output=True, text=True, cwd=cwd, check=False
+    )
+
+
+def config(tmp_path: Path, **changes) -> Path:
+    data = {
+        "name": "livestream-mini",
+        "seed": 0,
+        "source": {"env": "livestream", "tasks": 160},
+        "augment": {"variants_per_trajectory": 2, "batch_size": 4},
+        **changes,
+    }
+    path = tmp_path / "mini.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def digests(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): sha256_file(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".hsa" not in p.relative_to(root).parts
+    }
+
+
+def test_killed_build_resumes_to_the_same_bytes(tmp_path: Path) -> None:
+    path = config(tmp_path)
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    done = hsa("build", str(path), "--out", str(whole))
+    assert done.returncode == 0, done.stderr
+    assert "hsa build: done" in done.stdout
+
+    process = subprocess.Popen(
+        [sys.executable, "-c", CODE, "build", str(path), "--out", str(killed)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    mark = killed / ".hsa" / "done" / "00003.json"
+    deadline = time.monotonic() + 120
+    while not mark.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (killed / "manifest.json").exists(), "the build finished before it was killed"
+    assert mark.exists()
+
+    rerun = hsa("build", str(path), "--out", str(killed))
+    assert rerun.returncode == 0, rerun.stderr
+    assert "skipped" in rerun.stdout
+    assert digests(killed) == digests(whole)
+
+    # two builds of one config: the same checksum for every shard
+    shards = [json.loads((d / "manifest.json").read_text())["shards"] for d in (whole, killed)]
+    assert shards[0] == shards[1] and len(shards[0]) > 10
+
+    shown = hsa("inspect", str(whole), "-n", "2")
+    assert shown.returncode == 0, shown.stderr
+    assert "hsa inspect" in shown.stdout and "livestream" in shown.stdout
+    assert "assistant" in shown.stdout and "user" in shown.stdout
+
+
+def test_bad_configs_and_directories_get_one_line(tmp_path: Path) -> None:
+    bad = config(tmp_path, augment={"recipe": {"rules": [{"rule": "tools.teleport"}]}})
+    done = hsa("build", str(bad), "--out", str(tmp_path / "x"))
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hsa: error: ")
+    assert "mini.yaml" in lines[0] and "tools.teleport" in lines[0]
+
+    missing = hsa("build", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 1 and "nope.yaml" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "keep.txt").write_text("x")
+    refused = hsa("build", str(config(tmp_path)), "--out", str(taken))
+    assert refused.returncode == 1 and "not an hsa dataset directory" in refused.stderr
+
+    not_a_dataset = hsa("inspect", str(tmp_path))
+    assert not_a_dataset.returncode == 1 and "no manifest.json" in not_a_dataset.stderr

@@ -1,0 +1,119 @@
+"""Reading a dataset: Polars, TRL conversational rows, Hugging Face, and a chat template with
+tools rendering the rows through a tokenizer built here, offline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from hsa.datasets import AugmentConfig, augment, iter_rows, iter_trl, load, open_source, to_hf
+from hsa.errors import DatasetError
+from tests.datasets.conftest import recipe
+
+# A Qwen/Hermes-style chat template: tools in the system turn, calls as <tool_call> JSON.
+TEMPLATE = """
+{%- if tools %}<|im_start|>system
+{% if messages[0].role == 'system' %}{{ messages[0].content }}
+{% endif %}# Tools
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+</tools><|im_end|>
+{% elif messages[0].role == 'system' %}<|im_start|>system
+{{ messages[0].content }}<|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == 'system' and loop.first %}
+{%- elif message.role == 'assistant' %}<|im_start|>assistant
+{% if message.content %}{{ message.content }}{% endif %}
+{%- for call in message.tool_calls or [] %}
+<tool_call>
+{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}
+</tool_call>
+{%- endfor %}<|im_end|>
+{% elif message.role == 'tool' %}<|im_start|>tool
+{{ message.content }}<|im_end|>
+{% else %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+"""
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory, livestream_table) -> Path:
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("export")
+    pq.write_table(livestream_table, root / "in.parquet")
+    out = root / "out"
+    augment(open_source(root / "in.parquet"), out, AugmentConfig(recipe=recipe(), batch_size=32))
+    return out
+
+
+def tokenizer(texts: list[str]):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["[UNK]", "<|im_start|>", "<|im_end|>"]
+    raw = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    raw.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=specials))
+    out = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", eos_token="<|im_end|>")
+    out.chat_template = TEMPLATE
+    return out
+
+
+def test_load_is_a_lazy_frame(dataset: Path) -> None:
+    frame = load(dataset)
+    assert isinstance(frame, pl.LazyFrame)
+    table = frame.select("id", "split", "messages", "tools").collect()
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    assert table.height == manifest["rows"]["total"]
+    train = load(dataset, split="train").select(pl.len()).collect().item()
+    assert train == manifest["rows"]["train"]
+    with pytest.raises(DatasetError, match="no split 'nope'"):
+        load(dataset, split="nope")
+    with pytest.raises(DatasetError, match=r"no manifest\.json"):
+        load(dataset / "data")
+
+
+def test_trl_rows_render_through_a_chat_template_with_tools(dataset: Path) -> None:
+    rows = list(iter_trl(dataset))
+    texts = [m["content"] or "" for r in rows for m in r["messages"]]
+    tok = tokenizer(texts)
+    api_calls = 0
+    for trl, row in zip(rows, iter_rows(dataset), strict=True):
+        text = tok.apply_chat_template(trl["messages"], tools=trl["tools"] or None, tokenize=False)
+        assert tok(text)["input_ids"]
+        for tool in trl["tools"]:
+            assert json.dumps(tool, ensure_ascii=False) in text
+        for message, original in zip(trl["messages"], row["messages"], strict=True):
+            for call, raw in zip(
+                message.get("tool_calls") or [], original["tool_calls"] or [], strict=True
+            ):
+                arguments = call["function"]["arguments"]
+                assert isinstance(arguments, dict)
+                # dict form and JSON text agree, key order and value types included
+                assert json.dumps(arguments, ensure_ascii=False) == raw["function"]["arguments"]
+                assert json.dumps(arguments, ensure_ascii=False) in text
+                api_calls += 1
+            if message["role"] == "tool":
+                assert message["content"] in text
+    assert api_calls > 0
+
+
+def test_to_hf_gives_a_dataset_of_trl_rows(dataset: Path) -> None:
+    ds = to_hf(dataset, split="train")
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    assert len(ds) == manifest["rows"]["train"]
+    row = next(r for r in ds if any(m["tool_calls"] for m in r["messages"]))
+    call = next(m for m in row["messages"] if m["tool_calls"])["tool_calls"][0]
+    assert isinstance(call["function"]["arguments"], dict)
+    assert isinstance(row["tools"], list)
+    tok = tokenizer([m["content"] or "" for m in row["messages"]])
+    assert tok.apply_chat_template(row["messages"], tools=row["tools"] or None, tokenize=False)
