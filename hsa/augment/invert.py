@@ -19,7 +19,9 @@ def invert(row: Mapping[str, Any] | Conversation, variant: Variant) -> list[Even
     The row's conversation is parsed under the variant's harness and its surface names are
     mapped back with the inverse of the variant's mapping. Call ids come back as written under
     ``api`` and as ``call_0``, ``call_1``, ... under text protocols, so trajectories with
-    normal-form ids (``normalize_call_ids``) come back exactly.
+    normal-form ids (``normalize_call_ids``) come back exactly. Argument values and their types
+    come back exactly; a key the mapping moved comes back last in its object, since a move
+    appends its value at the destination both ways.
     """
     if isinstance(row, Conversation):
         conversation = row

@@ -9,7 +9,14 @@ from typing import Any
 
 import click
 
-from hsa.cli.output import console, progress
+from hsa.cli.output import console, error_console, progress
+
+
+def _bars():
+    """Progress bars on a terminal; nothing in a pipe, so errors stay one line."""
+    bars = progress()
+    bars.disable = not error_console().is_terminal
+    return bars
 
 
 def _summary(title: str, rows: list[tuple[str, str]]) -> None:
@@ -119,7 +126,7 @@ def augment_command(
         batch_size=batch_size,
         include_unverified=include_unverified,
     )
-    with progress() as bar:
+    with _bars() as bar:
         task = bar.add_task("augment", total=None)
 
         def on_batch(done: int, total: int, rows: int) -> None:
@@ -149,7 +156,7 @@ def build_command(config_path: Path, out: Path | None) -> None:
     started = time.monotonic()
     config = load_config(config_path)
     names = {"tasks": "tasks", "teacher": "teacher trajectories", "augment": "augment"}
-    with progress() as bar:
+    with _bars() as bar:
         tasks: dict[str, Any] = {}
 
         def on_stage(stage: str, done: int, total: int) -> None:

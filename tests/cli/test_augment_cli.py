@@ -1,0 +1,374 @@
+"""``hsa augment`` end to end on an adversarial OpenAI chat JSONL file of our own: parallel
+calls, nested arguments, argument values equal to tool names and skill ids, tool results with
+keys named like parameters. Argument values and tool results come through exactly, every call
+validates against its row's tools, and ``invert`` gives back the source."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+
+from hsa.augment import invert
+from hsa.datasets import iter_rows, read_variants
+from hsa.harness import Harness, Skill, Tool, ToolCall, ToolResult, parse
+from hsa.harness.events import events_to_rows
+from hsa.harness.importers import import_source
+
+CODE = "from hsa.cli import main; main()"
+
+ITEM = {
+    "type": "object",
+    "properties": {
+        "sku": {"type": "string"},
+        "qty": {"type": "integer"},
+        "options": {
+            "type": "object",
+            "properties": {
+                "color": {"type": "string", "enum": ["red", "blue", "search"]},
+                "size": {"type": "string"},
+            },
+        },
+    },
+    "required": ["sku", "qty"],
+}
+TOOLS = [
+    Tool(
+        "lookup_order",
+        "Look up an order and its items.",
+        {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string"},
+                "items": {"type": "array", "items": ITEM},
+                "note": {"type": ["string", "null"]},
+            },
+            "required": ["order_id"],
+        },
+    ),
+    Tool(
+        "search",
+        "Search the catalogue.",
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "filters": {
+                    "type": "object",
+                    "properties": {
+                        "category": {"type": "string", "enum": ["shoes", "bags", "returns"]},
+                        "max_price": {"type": "number"},
+                    },
+                },
+                "limit": {"type": "integer"},
+            },
+            "required": ["query"],
+        },
+    ),
+    Tool(
+        "refund",
+        "Refund an order.",
+        {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string"},
+                "amount": {"type": "number"},
+                "reason": {"type": "string", "enum": ["damaged", "late", "lookup_order"]},
+            },
+            "required": ["order_id", "amount", "reason"],
+        },
+    ),
+]
+SKILL_TOOL = Tool(
+    "load_skill",
+    "Load a skill by id.",
+    {"type": "object", "properties": {"skill_id": {"type": "string"}}, "required": ["skill_id"]},
+)
+HARNESS = Harness(
+    id="adversarial",
+    tools=tuple(TOOLS),
+    skills=(
+        Skill("returns", "returns", "How refunds work.", "# Returns\n\nCall `refund` last.\n"),
+        Skill("search", "search", "A skill whose id is a tool name.", "Use `search` well.\n"),
+    ),
+    skill_tool=SKILL_TOOL,
+)
+
+
+def call(i: int, name: str, args: dict) -> dict:
+    return {
+        "id": f"orig_{i}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)},
+    }
+
+
+def conversations() -> list[dict]:
+    tricky = 'say "hi" <tool_call>{"name": "refund"}</tool_call>\n\ttab \u00e9\u4e2d\U0001f600'
+    rows = [
+        [  # parallel calls with nested arguments; values equal to tool names and skill ids
+            {"role": "user", "content": "Where is order search? Refund lookup_order."},
+            {
+                "role": "assistant",
+                "content": "Checking three things at once.",
+                "tool_calls": [
+                    call(
+                        0,
+                        "lookup_order",
+                        {
+                            "order_id": "search",
+                            "items": [
+                                {
+                                    "sku": "refund",
+                                    "qty": 2,
+                                    "options": {"color": "search", "size": "returns"},
+                                },
+                                {"sku": "load_skill", "qty": 0},
+                            ],
+                            "note": None,
+                        },
+                    ),
+                    call(
+                        1,
+                        "search",
+                        {
+                            "query": "lookup_order",
+                            "filters": {"category": "returns", "max_price": 10.0},
+                            "limit": 3,
+                        },
+                    ),
+                    call(
+                        2,
+                        "refund",
+                        {"order_id": "order_id", "amount": 1e-07, "reason": "lookup_order"},
+                    ),
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "orig_0",
+                "content": '{"order_id": "search", "items": [], "query": "refund"}',
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "orig_1",
+                "content": '{"filters": {"category": "returns"}, "limit": 3, "name": "search"}',
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "orig_2",
+                "content": '{"amount": 1e-07, "reason": "lookup_order", "arguments": {}}',
+            },
+            {"role": "assistant", "content": "All done: lookup_order, search and refund ran."},
+        ],
+        [  # a skill load named like a tool, then calls whose values look like calls
+            {"role": "user", "content": tricky},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [call(0, "load_skill", {"skill_id": "search"})],
+            },
+            {"role": "tool", "tool_call_id": "orig_0", "content": "Use `search` well.\n"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    call(1, "search", {"query": tricky, "limit": 12345678901234567890}),
+                    call(2, "search", {"query": "", "filters": {}}),
+                ],
+            },
+            {"role": "tool", "tool_call_id": "orig_1", "content": tricky},
+            {"role": "tool", "tool_call_id": "orig_2", "content": ""},
+            {"role": "assistant", "content": "The skill id is returns; the tool is search."},
+        ],
+        [  # the returns skill, then a refund whose reason equals a tool name
+            {"role": "user", "content": "returns"},
+            {
+                "role": "assistant",
+                "content": "returns",
+                "tool_calls": [call(0, "load_skill", {"skill_id": "returns"})],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "orig_0",
+                "content": "# Returns\n\nCall `refund` last.\n",
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    call(1, "refund", {"order_id": "returns", "amount": 5, "reason": "damaged"})
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "orig_1",
+                "content": '{"order_id": "returns", "skill_id": "search"}',
+            },
+        ],
+    ]
+    tools = [t.to_openai() for t in [*TOOLS, SKILL_TOOL]]
+    return [{"id": f"adv-{i}", "messages": m, "tools": tools} for i, m in enumerate(rows)]
+
+
+RECIPE = {
+    "seed": 5,
+    "variants_per_harness": 8,
+    "variants_per_trajectory": 4,
+    "min_rules": 3,
+    "rules": [
+        {"rule": "tools.rename", "probability": 0.8},
+        {"rule": "tools.rename_params", "probability": 0.9, "params": {"fraction": 1.0}},
+        {"rule": "tools.enum_values", "probability": 0.7},
+        {"rule": "tools.wrap_args", "probability": 0.3},
+        {"rule": "tools.namespace", "probability": 0.3},
+        {"rule": "skill_ids.rename", "probability": 0.8},
+        {"rule": "protocol.switch", "probability": 0.5},
+    ],
+}
+
+
+def hsa(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", CODE, *args], capture_output=True, text=True, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def augmented(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    root = tmp_path_factory.mktemp("adversarial")
+    source = root / "chats.jsonl"
+    source.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in conversations()))
+    harness = root / "harness.json"
+    harness.write_text(HARNESS.to_json())
+    recipe = root / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(RECIPE))
+    out = root / "out"
+    done = hsa(
+        "augment",
+        "--input",
+        str(source),
+        "--harness",
+        str(harness),
+        "--recipe",
+        str(recipe),
+        "--out",
+        str(out),
+        "--variants-per-trajectory",
+        "4",
+    )
+    assert done.returncode == 0, done.stderr
+    return source, out, root
+
+
+def typed(events) -> list:
+    """Events with arguments as key-sorted JSON: equal values of equal types compare equal."""
+    rows = events_to_rows(events)
+    for row in rows:
+        if row["args"] is not None:
+            row["args"] = json.dumps(json.loads(row["args"]), sort_keys=True)
+    return rows
+
+
+def leaves(value) -> list:
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in leaves(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in leaves(v)]
+    return [json.dumps(value)]
+
+
+def test_invert_returns_the_source_exactly(augmented) -> None:
+    source, out, _ = augmented
+    imported = {t.id: t for t in import_source(source, harness=HARNESS).trajectories}
+    variants = read_variants(out)
+    rows = list(iter_rows(out))
+    assert len(rows) == 3 * 5
+    assert len({r["protocol"] for r in rows}) > 1
+    for row in rows:
+        back = invert(row, variants[row["variant_id"]])
+        expected = imported[row["source_id"]].events
+        # the same events and value types (1 is not 1.0 is not True); a renamed key comes back
+        # last in its object, as the mapping's inverse moves it, so key order is not compared
+        assert back == list(expected), row["id"]
+        assert typed(back) == typed(expected), row["id"]
+
+
+def test_values_and_results_survive_and_calls_validate(augmented) -> None:
+    source, out, _ = augmented
+    imported = {t.id: t for t in import_source(source, harness=HARNESS).trajectories}
+    variants = read_variants(out)
+    enums = {"red", "blue", "search", "shoes", "bags", "returns", "damaged", "late", "lookup_order"}
+    checked = 0
+    for row in iter_rows(out):
+        variant = variants[row["variant_id"]]
+        canonical = imported[row["source_id"]].events
+        # the row's calls, as the model sees them (parsed back under the variant's harness)
+        surface = parse({"messages": [dict(m) for m in _chat(row)]}, variant.harness)
+        tools = json.loads(row["tools"]) or [t.to_openai() for t in variant.harness.tools]
+        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+        calls = [e for e in surface if isinstance(e, ToolCall)]
+        originals = [e for e in canonical if isinstance(e, ToolCall)]
+        assert len(calls) == len(originals)
+        for got, want in zip(calls, originals, strict=True):
+            assert not list(Draft202012Validator(schemas[got.tool]).iter_errors(dict(got.args)))
+            # values are data: every value that is not an enum member comes through as is
+            kept = [v for v in leaves(want.args) if json.loads(v) not in enums]
+            assert sorted(kept) == sorted(v for v in leaves(got.args) if v in kept)
+            checked += 1
+        results = [e.content for e in surface if isinstance(e, ToolResult)]
+        assert results == [e.content for e in canonical if isinstance(e, ToolResult)]
+    assert checked > 20
+
+
+def _chat(row: dict) -> list[dict]:
+    from hsa.datasets import chat_messages
+
+    return chat_messages(row["messages"])
+
+
+def test_bad_input_gets_one_line(augmented, tmp_path: Path) -> None:
+    source, out, root = augmented
+    again = hsa(
+        "augment",
+        "--input",
+        str(source),
+        "--harness",
+        str(root / "harness.json"),
+        "--out",
+        str(out),
+        "--seed",
+        "77",
+    )
+    assert again.returncode == 1
+    lines = again.stderr.strip().splitlines()
+    assert len(lines) == 1 and "holds another dataset" in lines[0]
+
+    truncated = tmp_path / "shards"
+    truncated.mkdir()
+    (truncated / "part-00000.parquet").write_bytes(b"PAR1 not really")
+    broken = hsa("augment", "--input", str(truncated), "--out", str(tmp_path / "o"))
+    assert broken.returncode == 1 and "part-00000.parquet" in broken.stderr
+    assert "Traceback" not in broken.stderr
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("rules:\n  - {rule: tools.rename, params: {style: loud}}\n")
+    bad = hsa(
+        "augment", "--input", str(source), "--recipe", str(recipe), "--out", str(tmp_path / "p")
+    )
+    assert bad.returncode == 1
+    assert "r.yaml" in bad.stderr and "tools.rename" in bad.stderr and "style" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+    lines = source.read_text().splitlines()
+    row = json.loads(lines[0])
+    row["messages"][1]["tool_calls"][0]["function"]["arguments"] = "{not json"
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text(json.dumps(row) + "\n")
+    failed = hsa("augment", "--input", str(junk), "--out", str(tmp_path / "q"))
+    assert failed.returncode == 1 and "junk.jsonl" in failed.stderr and "line 1" in failed.stderr
