@@ -13,6 +13,7 @@ and a rerun after a crash ends with the same bytes as an uninterrupted build.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -64,7 +65,7 @@ class BuildConfig:
 
     def path(self, value: str) -> Path:
         path = Path(value).expanduser()
-        return path if path.is_absolute() else self.base / path
+        return Path(os.path.normpath(path if path.is_absolute() else self.base / path))
 
     def out(self, override: str | Path | None = None) -> Path:
         if override is not None:
