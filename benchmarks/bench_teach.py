@@ -6,7 +6,9 @@ request takes at least the server's latency, so the most a job can achieve is
 
     ideal rollouts/s = concurrency / (latency x requests per rollout)
 
-with requests per rollout measured in the same run; the figure printed is achieved / ideal.
+with requests per rollout measured in the same run. Two ratios to it are printed: over the
+whole run (ramp-up and the last, partly idle round included) and steady, over the 10th to 90th
+percent of completed rollouts.
 A second server (same latency) then injects 5% HTTP 429/500 answers and 2% malformed tool
 calls, and the job's shards are checked for lost rollouts (planned but absent) and duplicated
 ones.
@@ -56,7 +58,9 @@ def oracle_server(*args: str):
         process.wait(timeout=30)
 
 
-def run_job(base_url: str, out: Path, *, tasks: int, variants: int, concurrency: int, workers=1):
+def run_job(
+    base_url: str, out: Path, *, tasks: int, variants: int, concurrency: int, workers=1, times=None
+):
     config = TeachConfig(
         backend="openai",
         base_url=base_url,
@@ -68,7 +72,20 @@ def run_job(base_url: str, out: Path, *, tasks: int, variants: int, concurrency:
         backoff_s=0.05,
         shard_size=512,
     )
-    return teach(config, out)
+    progress = None if times is None else (lambda done, total, verified: times.append(now()))
+    return teach(config, out, progress=progress)
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+def steady_rate(times: list[float]) -> float:
+    """Rollouts per second between the 10th and the 90th percent of completions: the rate
+    once every lane is busy and before the last lanes run dry."""
+    done = times[1:]  # the first call reports the rollouts skipped, before any ran
+    low, high = len(done) // 10, (len(done) * 9) // 10
+    return (high - low) / (done[high] - done[low])
 
 
 def throughput(
@@ -79,18 +96,27 @@ def throughput(
     variants = 2
     tasks = max(1, concurrency * waves // variants)
     out = root / f"c{concurrency}-w{workers}"
+    times: list[float] = []
     report = run_job(
-        base_url, out, tasks=tasks, variants=variants, concurrency=concurrency, workers=workers
+        base_url,
+        out,
+        tasks=tasks,
+        variants=variants,
+        concurrency=concurrency,
+        workers=workers,
+        times=times,
     )
     ran = report.total - report.skipped
     per_rollout = (report.requests + report.retries) / ran
     ideal = concurrency / (latency_s * per_rollout)
     achieved = report.rollouts_per_s
+    steady = steady_rate(times)
     print(
         f"concurrency {concurrency:>3}, {workers} worker{'s' if workers > 1 else ' '}: "
         f"{ran} rollouts in {report.run_s:.1f} s, {per_rollout:.2f} requests/rollout, "
-        f"achieved {achieved:.1f} rollouts/s, ideal {ideal:.1f} rollouts/s, "
-        f"ratio {achieved / ideal:.1%}; latency {report.latency}",
+        f"ideal {ideal:.1f} rollouts/s; whole run {achieved:.1f} rollouts/s "
+        f"({achieved / ideal:.1%}), steady (10-90% of rollouts) {steady:.1f} rollouts/s "
+        f"({steady / ideal:.1%}); latency {report.latency}",
         flush=True,
     )
 

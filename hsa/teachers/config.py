@@ -54,7 +54,10 @@ class TeachConfig:
     (more than one only pays when the client's CPU is the bottleneck: fast endpoints, many
     short rollouts). ``repair``: give the model one more try after a malformed tool call.
     ``api_key`` is used for requests only: it is never written anywhere and not shown by
-    ``repr``. ``send_metadata``: pass the variant id in each request's ``metadata`` (needed by
+    ``repr``. ``ramp_s``: with the ``openai`` backend, the rollouts in flight start spread over
+    this many seconds, so their requests do not all arrive, and come back, at once: answers
+    that return together wait for each other's processing, every round trip.
+    ``send_metadata``: pass the variant id in each request's ``metadata`` (needed by
     ``hsa serve oracle``; api.openai.com refuses metadata unless completions are stored).
     """
 
@@ -81,6 +84,7 @@ class TeachConfig:
     timeout_s: float = 120.0
     max_retries: int = 8
     backoff_s: float = 0.5
+    ramp_s: float = 0.25
     send_metadata: bool = True
     shard_size: int = 256
     cache: str | None = None
@@ -95,6 +99,8 @@ class TeachConfig:
             problems.append(("base_url", "the openai backend needs a base URL"))
         if self.backend in ("openai", "vllm") and not self.model:
             problems.append(("model", f"the {self.backend} backend needs a model name"))
+        if self.ramp_s < 0:
+            problems.append(("ramp_s", f"must not be negative, got {self.ramp_s}"))
         for name in ("concurrency", "workers", "shard_size", "samples", "max_steps_per_turn"):
             if getattr(self, name) < 1:
                 problems.append((name, f"must be at least 1, got {getattr(self, name)}"))

@@ -399,13 +399,18 @@ async def _run(
             plan.entries[shard.key] = await asyncio.to_thread(write_shard, path, rows)
             report.written += len(rows)
 
-    async def lane() -> None:
+    async def lane(start_s: float) -> None:
         # Lanes share one iterator of the job's rollouts, in order: taking the next one never
         # awaits, so no rollout is taken twice and each lane holds one rollout at a time.
+        if start_s:
+            await asyncio.sleep(start_s)
         for shard, spec in todo:
             await finished(shard, await rollout(spec, env, backend, rollout_config))
 
-    lanes = [asyncio.ensure_future(lane()) for _ in range(config.concurrency)]
+    # Remote lanes start staggered (see ``TeachConfig.ramp_s``); an in-process engine batches
+    # what arrives together, so its lanes all start at once.
+    gap = config.ramp_s / config.concurrency if config.backend == "openai" else 0.0
+    lanes = [asyncio.ensure_future(lane(k * gap)) for k in range(config.concurrency)]
     try:
         await asyncio.gather(*lanes)
     finally:
