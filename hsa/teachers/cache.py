@@ -54,6 +54,7 @@ class RequestCache:
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue | None = None
         self._thread: threading.Thread | None = None
+        self._known: set[str] | None = None  # keys stored, read once, for misses without I/O
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # autocommit mode: transactions are explicit (BEGIN ... COMMIT) or one statement
@@ -99,11 +100,22 @@ class RequestCache:
     # --- asynchronous access, off the event loop ---
 
     async def aget(self, key: str) -> ChatResponse | None:
+        """The cached response for ``key``; a key never stored is a miss without any I/O.
+
+        The stored keys are read once, on the first call; keys that another process stores
+        afterwards are not seen (workers of one job never ask the same request).
+        """
+        if self._known is None:
+            self._known = self.keys()
+        if key not in self._known:
+            return self._found(None)
         return self._found(await self._submit("get", (key,)))
 
     async def aput(self, key: str, model: str, response: ChatResponse) -> None:
         """Store a response; returns once it is committed."""
         await self._submit("put", _record(key, model, response))
+        if self._known is not None:
+            self._known.add(key)
         self.stats.writes += 1
 
     def _submit(self, op: str, args: tuple) -> asyncio.Future:

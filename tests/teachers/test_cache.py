@@ -76,3 +76,20 @@ def test_an_unusable_cache_file_is_reported(tmp_path):
     with pytest.raises(TeacherError) as caught:
         RequestCache(path)
     assert str(path) in str(caught.value) and "delete the file" in str(caught.value)
+
+
+def test_async_writes_are_committed_together_and_read_back(tmp_path):
+    cache = RequestCache(tmp_path / "cache.sqlite")
+    responses = {f"k{i}": ChatResponse(assistant_message(f"answer {i}")) for i in range(50)}
+
+    async def main():
+        assert await cache.aget("k0") is None  # nothing stored: a miss without I/O
+        await asyncio.gather(*(cache.aput(k, "m", r) for k, r in responses.items()))
+        return await asyncio.gather(*(cache.aget(k) for k in responses))
+
+    found = asyncio.run(main())
+    assert [f.message for f in found] == [r.message for r in responses.values()]
+    assert all(f.cached for f in found)
+    cache.close()  # the cache's thread finishes its queue and stops
+    reopened = RequestCache(tmp_path / "cache.sqlite")
+    assert len(reopened) == 50 and reopened.get("k7").message["content"] == "answer 7"
