@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -281,18 +282,29 @@ def augment(
     batches = max(1, -(-total // config.batch_size)) if total else 0
     marks: list[dict[str, Any]] = []
     written = 0
-    for batch in range(batches):
-        found = mf.done(out, batch)
-        if found is None:
-            lo, hi = batch * config.batch_size, min(total, (batch + 1) * config.batch_size)
-            found = _batch(source, out, batch, lo, hi, config, k, seed, known, planner, engine)
-            mf.mark(out, batch, found)
-        else:
-            report.skipped += 1
-        marks.append(found)
-        written += found["stats"].get("rows", 0)
-        if progress is not None:
-            progress(batch + 1, batches, written)
+    # Shards are written by one background thread while the next batch renders (Parquet
+    # encoding and the renderer's kernels release the GIL); at most one batch waits to be
+    # written, and a batch's mark follows its shards, so a crash never marks a batch done early.
+    pending: Future | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hsa-writer") as writer:
+        for batch in range(batches):
+            found = mf.done(out, batch)
+            if found is None:
+                lo, hi = batch * config.batch_size, min(total, (batch + 1) * config.batch_size)
+                found, tables = _batch(
+                    source, out, batch, lo, hi, config, k, seed, known, planner, engine
+                )
+                if pending is not None:
+                    pending.result()
+                pending = writer.submit(_write_batch, out, batch, found, tables)
+            else:
+                report.skipped += 1
+            marks.append(found)
+            written += found["stats"].get("rows", 0)
+            if progress is not None:
+                progress(batch + 1, batches, written)
+        if pending is not None:
+            pending.result()
 
     # Variants of batches done by an earlier run: plan them again (planning is deterministic).
     for found in marks:
@@ -361,8 +373,8 @@ def _batch(
     known: Harnesses,
     planner: _Planner,
     engine: Engine,
-) -> dict[str, Any]:
-    """Render and write one batch; returns its completion mark."""
+) -> tuple[dict[str, Any], list[tuple[Path, pa.Table]]]:
+    """Render one batch: its completion mark (shards still to be listed) and its tables."""
     table, origins = source.read(lo, hi)
     original = np.arange(table.num_rows, dtype=np.int64)  # batch row -> row as read
     unverified = 0
@@ -456,23 +468,23 @@ def _batch(
 
     # one render per split, so each shard's string pool holds only its own rows' texts
     before = dict(engine.stats.to_dict())
-    shards = []
+    shards: list[dict[str, Any]] = []  # filled in by _write_batch
+    tables: list[tuple[Path, pa.Table]] = []
     split_stats = []
     for split in sorted(set(split_of.tolist())):
         members = np.flatnonzero(split_of == split)
         position = np.full(n, -1, dtype=np.int64)
         position[members] = np.arange(len(members))
         mine = position[out_traj] >= 0
-        sub = table.take(pa.array(members))
+        sub = table.filter(pa.array(split_of == split))
         sub_traj, sub_var = position[out_traj[mine]], out_var[mine]
 
         def sub_where(row: int, members: np.ndarray = members) -> tuple[str | None, str]:
             return where(int(members[row]))
 
         messages = engine.render(sub, sub_traj, sub_var, locate=sub_where)
-        rows = _rows(sub, sub_traj, sub_var, messages, engine, split)
         path = out / "data" / split / part_name(batch)
-        shards.append({"path": str(path.relative_to(out)), **write_shard(path, rows)})
+        tables.append((path, _rows(sub, sub_traj, sub_var, messages, engine, split)))
         split_stats.append(_stats(sub, sub_traj, sub_var, messages, engine, split))
     after = engine.stats.to_dict()
     return {
@@ -482,7 +494,16 @@ def _batch(
         "engine": {key: after[key] - before[key] for key in after},
         "unverified": unverified,
         "contexts": contexts,
-    }
+    }, tables
+
+
+def _write_batch(
+    out: Path, batch: int, found: dict[str, Any], tables: list[tuple[Path, pa.Table]]
+) -> None:
+    """Write a batch's shards, then its completion mark."""
+    for path, table in tables:
+        found["shards"].append({"path": str(path.relative_to(out)), **write_shard(path, table)})
+    mf.mark(out, batch, found)
 
 
 def _rows(

@@ -32,6 +32,7 @@ from hsa.augment.engine import records as rec
 from hsa.augment.engine.events import ASSISTANT, CALL, HOOK, RESULT, SKILL, USER, Events, explode
 from hsa.augment.engine.fill import Leaves, TemplateBook, fill
 from hsa.augment.engine.jsontext import lit, scan
+from hsa.augment.engine.records import distinct, first_seen, run_starts
 from hsa.augment.engine.styles import NotDecomposable
 from hsa.augment.engine.templates import derive
 from hsa.augment.engine.variants import VariantPlan
@@ -312,7 +313,7 @@ class _Batch:
             hook_code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
             hook_names = encoded.dictionary.to_pylist()
             pair = v[hook_rows] * len(hook_names) + hook_code
-            uniq, at, inverse = np.unique(pair, return_index=True, return_inverse=True)
+            uniq, at, inverse = distinct(pair, first=True)
             injects = np.zeros(len(uniq), dtype=np.int8)
             for j, p in enumerate(uniq.tolist()):
                 vi, hi = divmod(p, len(hook_names))
@@ -378,14 +379,17 @@ class _Batch:
         text, aux = self.text, self.aux
         t_text = text.add(ev.fields["text"])
         t_content = text.add(ev.fields["content"])
-        t_prompt = text.add([p.prompt for p in plans])
+        used_variants = first_seen(out_variant)[0]
+        prompt_ref = np.full(len(plans), -1, dtype=np.int64)
+        prompt_ref[used_variants] = text.add([plans[i].prompt for i in used_variants.tolist()])
+        prompt_ref[used_variants] += np.arange(len(used_variants))
         a_reason = aux.add(ev.fields["reasoning"])
         a_callid = self.a_callid = aux.add(ev.fields["call_id"])
 
         # prefix messages
         pre_rows = np.flatnonzero(pre > 0)
         r_role[row_rec[pre_rows]] = np.where(pre_sys[pre_rows], rec.SYSTEM, rec.USER)
-        r_content[row_rec[pre_rows]] = t_prompt + out_variant[pre_rows]
+        r_content[row_rec[pre_rows]] = prompt_ref[out_variant[pre_rows]]
 
         # user messages (the first one carries the prompt when it is placed in the user turn)
         users = np.flatnonzero(is_user)
@@ -438,7 +442,9 @@ class _Batch:
         self._tool_calls(calls, e, v, k, piece, names, ids)
 
         # api: tool_calls lists on the owner messages
-        api_owner = np.unique(owner_entry[api[calls]])
+        owned = np.zeros(m + 1, dtype=bool)
+        owned[owner_entry[api[calls]]] = True
+        api_owner = np.flatnonzero(owned)
         r_ncalls[slot[api_owner]] = chain_len[api_owner]
         api_mask = api[calls]
 
@@ -491,7 +497,7 @@ class _Batch:
         code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         skill_names = encoded.dictionary.to_pylist()
         pair = v[rows] * len(skill_names) + code
-        uniq, at, inverse = np.unique(pair, return_index=True, return_inverse=True)
+        uniq, at, inverse = first_seen(pair)
         contents, pieces, call_names = [], [], []
         for j, p in enumerate(uniq.tolist()):
             vi, si = divmod(p, len(skill_names))
@@ -546,7 +552,7 @@ class _Batch:
 
         # classes: (style, surface name, steps) per (variant, tool)
         pair = v[rows] * len(tool_names) + tool_code[call_index]
-        uniq, inverse = np.unique(pair, return_inverse=True)
+        uniq, inverse = distinct(pair)
         class_of = np.zeros(len(uniq), dtype=np.int64)
         class_keys: list[tuple] = []
         class_ids: dict[tuple, int] = {}
@@ -567,7 +573,7 @@ class _Batch:
 
         # templates: one per (class, skeleton)
         tpair = cls * max(len(skel_text), 1) + skel_code[call_index]
-        tuniq, tat, tinverse = np.unique(tpair, return_index=True, return_inverse=True)
+        tuniq, tat, tinverse = distinct(tpair, first=True)
         tid_of = np.full(len(tuniq), -1, dtype=np.int64)
         for j, p in enumerate(tuniq.tolist()):
             ci, si = divmod(p, max(len(skel_text), 1))
@@ -621,7 +627,7 @@ class _Batch:
         template) pair is filled once.
         """
         width = max(len(self.engine.book.templates), 1)
-        pairs, inverse = np.unique(item * width + tid, return_inverse=True)
+        pairs, _, inverse = first_seen(item * width + tid)
         items, tids = np.divmod(pairs, width)
         texts = fill(self.engine.book, tids, leaf_start[items], leaves)
         return pool.add(texts) + inverse
@@ -645,7 +651,8 @@ class _Batch:
 
     def _blocks(self, calls, owner_entry, owner_slot, piece, e, v, k, split, r_content):
         """Join each turn's call pieces into its block and set the owning message's content."""
-        owners, starts = np.unique(owner_entry, return_index=True)
+        starts = run_starts(owner_entry)  # calls come in entry order, so owners are sorted
+        owners = owner_entry[starts]
         counts = np.diff(np.append(starts, len(owner_entry)))
         lists = pa.ListArray.from_arrays(
             pa.array(_excl(counts).astype(np.int32)), self.aux.take(piece)
@@ -686,7 +693,7 @@ class _Batch:
         # a template per (variant, hook, skeleton): hook texts depend on the variant's hook
         vh = v[hook_rows] * len(hook_names) + hook_code
         pair = vh * width + skel_code[hook_index]
-        uniq, firsts, inverse = np.unique(pair, return_index=True, return_inverse=True)
+        uniq, firsts, inverse = distinct(pair, first=True)
         tid_of = np.full(len(uniq), -1, dtype=np.int64)
         for j, p in enumerate(uniq.tolist()):
             vhi, si = divmod(p, width)
@@ -740,7 +747,9 @@ class _Batch:
             joined = hook_rows[~own]
             # the tool message they join is the last message before them in their row
             target = slot[joined] - 1
-            uniq_t, first, counts = np.unique(target, return_index=True, return_counts=True)
+            first = run_starts(target)  # hooks come in entry order, so targets are sorted
+            uniq_t = target[first]
+            counts = np.diff(np.append(first, len(target)))
             base = r_content[uniq_t]
             single = counts == 1
             if single.all():

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hsa.augment.engine.jsontext import FLOAT, INT, STRING, Scan, lit
+from hsa.augment.engine.records import distinct
 from hsa.augment.engine.templates import LEAF_RENDERERS, NUMBER, Slot, Template, lookup
 
 
@@ -194,10 +195,23 @@ def _scatter(base: pa.Array, where: np.ndarray, values: pa.Array) -> pa.Array:
 
 @dataclass(slots=True)
 class TemplateBook:
-    """Templates by key, derived on first use and kept for later batches."""
+    """Templates by key, derived on first use and kept for later batches.
+
+    Each template is also compiled into flat token arrays: ``slot`` (the leaf a token takes,
+    -1 for literal text) and ``ref`` (the literal's id, or the slot's renderer-key id), so
+    filling needs no Python loop over templates or tokens.
+    """
 
     templates: list[Template | None] = field(default_factory=list)
+    literals: list[str] = field(default_factory=list)
+    render_keys: list[tuple[str, tuple]] = field(default_factory=list)
     _ids: dict[Hashable, int] = field(default_factory=dict)
+    _literal_ids: dict[str, int] = field(default_factory=dict)
+    _key_ids: dict[tuple[str, str], int] = field(default_factory=dict)
+    _slot: list[int] = field(default_factory=list)
+    _ref: list[int] = field(default_factory=list)
+    _start: list[int] = field(default_factory=lambda: [0])
+    _arrays: tuple | None = None
 
     def id(self, key: Hashable, derive: Callable[[], Template | None]) -> int:
         """The id of the template for ``key``; -1 when it cannot be derived."""
@@ -207,8 +221,38 @@ class TemplateBook:
             found = len(self.templates) if template is not None else -1
             if template is not None:
                 self.templates.append(template)
+                self._compile(template)
             self._ids[key] = found
         return found
+
+    def _compile(self, template: Template) -> None:
+        for token in template:
+            if isinstance(token, Slot):
+                rkey = (token.renderer, json.dumps(token.enums, ensure_ascii=False, default=str))
+                if rkey not in self._key_ids:
+                    self._key_ids[rkey] = len(self.render_keys)
+                    self.render_keys.append((token.renderer, token.enums))
+                self._slot.append(token.leaf)
+                self._ref.append(self._key_ids[rkey])
+            else:
+                if token not in self._literal_ids:
+                    self._literal_ids[token] = len(self.literals)
+                    self.literals.append(token)
+                self._slot.append(-1)
+                self._ref.append(self._literal_ids[token])
+        self._start.append(len(self._slot))
+        self._arrays = None
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array]:
+        """(token start per template + end, token slots, token refs, literal texts)."""
+        if self._arrays is None:
+            self._arrays = (
+                np.array(self._start, dtype=np.int64),
+                np.array(self._slot, dtype=np.int64),
+                np.array(self._ref, dtype=np.int64),
+                pa.array(self.literals, pa.large_string()),
+            )
+        return self._arrays
 
 
 def _enum_map(renderer: str, kind: int, enums: tuple) -> tuple[list[str], list[str]]:
@@ -239,52 +283,27 @@ def fill(book: TemplateBook, tid: np.ndarray, base: np.ndarray, leaves: Leaves) 
     n = len(tid)
     if n == 0:
         return pa.array([], pa.large_string())
-    used = np.unique(tid)
-    literals: dict[str, int] = {}
-    tok_start = np.zeros(len(book.templates) + 1, dtype=np.int64)
-    tok_slot: list[int] = []  # -1 for literals
-    tok_ref: list[int] = []  # literal id, or render-key id for slots
-    keys: dict[Any, int] = {}
-    key_list: list[tuple[str, tuple]] = []
-    count = np.zeros(len(book.templates), dtype=np.int64)
-    first = np.zeros(len(book.templates), dtype=np.int64)
-    for t in used.tolist():
-        first[t] = len(tok_slot)
-        for token in book.templates[t]:
-            if isinstance(token, Slot):
-                rkey = (token.renderer, json.dumps(token.enums, ensure_ascii=False, default=str))
-                if rkey not in keys:
-                    keys[rkey] = len(key_list)
-                    key_list.append((token.renderer, token.enums))
-                tok_slot.append(token.leaf)
-                tok_ref.append(keys[rkey])
-            else:
-                tok_slot.append(-1)
-                tok_ref.append(literals.setdefault(token, len(literals)))
-        count[t] = len(tok_slot) - first[t]
-    del tok_start
-    slot_arr = np.array(tok_slot, dtype=np.int64)
-    ref_arr = np.array(tok_ref, dtype=np.int64)
-
-    per_item = count[tid]
+    starts, slots, refs, literal_texts = book.arrays()
+    first = starts[tid]
+    per_item = starts[tid + 1] - first
     item_of = np.repeat(np.arange(n, dtype=np.int64), per_item)
     item_first = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(per_item, out=item_first[1:])
-    token = first[tid][item_of] + (np.arange(item_first[-1], dtype=np.int64) - item_first[item_of])
-    slot = slot_arr[token]
-    ref = ref_arr[token]
-
-    pool: list[pa.Array] = [pa.array(list(literals), pa.large_string())]
-    pool_size = len(literals)
-    pool_idx = np.where(slot < 0, ref, 0)
+    token = first[item_of] + (np.arange(item_first[-1], dtype=np.int64) - item_first[item_of])
+    slot = slots[token]
+    ref = refs[token]
     is_slot = slot >= 0
+
+    # every literal of the book, then each renderer's leaves: one pool, one gather
+    pool: list[pa.Array] = [literal_texts]
+    pool_size = len(literal_texts)
+    pool_idx = np.where(is_slot, 0, ref)
     leaf = np.where(is_slot, base[item_of] + slot, 0)
     kinds = leaves.kind
-    for k, (renderer, enums) in enumerate(key_list):
+    for k in np.flatnonzero(np.bincount(ref[is_slot])).tolist() if is_slot.any() else []:
+        renderer, enums = book.render_keys[k]
         mine = is_slot & (ref == k)
-        if not mine.any():
-            continue
-        uniq, inverse = np.unique(leaf[mine], return_inverse=True)
+        uniq, inverse = distinct(leaf[mine])
         rendered = leaves.render(renderer, uniq)
         if enums:
             rendered = _apply_enums(rendered, leaves, uniq, renderer, enums, kinds)

@@ -136,25 +136,37 @@ def scan(column: pa.Array) -> Scan:
     if len(controls):
         bad[np.searchsorted(offsets, controls, side="right") - 1] = True
 
-    # An object starts with "{" and ends with "}" (after optional whitespace).
-    significant = np.flatnonzero(~space)
-    first = np.searchsorted(significant, offsets[:-1], side="left")
-    last = np.searchsorted(significant, offsets[1:], side="left") - 1
-    empty = first > last
-    bad |= empty
-    safe_first = significant[np.minimum(first, len(significant) - 1)] if len(significant) else 0
-    safe_last = significant[np.maximum(last, 0)] if len(significant) else 0
-    if len(significant):
-        bad |= data[safe_first] != ord("{")
-        bad |= data[safe_last] != ord("}")
+    # An object starts with "{" and ends with "}" (after optional whitespace). Compact JSON,
+    # what hsa writes, has no whitespace outside strings: then every byte is significant.
+    compact = not space.any()
+    if compact:
+        lengths = np.diff(offsets)
+        bad |= lengths == 0
+        nonempty = lengths > 0
+        firsts = offsets[:-1][nonempty]
+        bad[nonempty] |= data[firsts] != ord("{")
+        bad[nonempty] |= data[offsets[1:][nonempty] - 1] != ord("}")
+    else:
+        significant = np.flatnonzero(~space)
+        first = np.searchsorted(significant, offsets[:-1], side="left")
+        last = np.searchsorted(significant, offsets[1:], side="left") - 1
+        bad |= first > last
+        if len(significant):
+            safe_first = significant[np.minimum(first, len(significant) - 1)]
+            safe_last = significant[np.maximum(last, 0)]
+            bad |= data[safe_first] != ord("{")
+            bad |= data[safe_last] != ord("}")
 
     # Keys: strings followed (after whitespace) by ":".
-    if len(closes):
+    if len(closes) and compact:
+        after = closes + 1
+        is_key = (after < size) & (data[np.minimum(after, size - 1)] == ord(":"))
+    elif len(closes) and len(significant):
         after = np.searchsorted(significant, closes, side="right")
         nxt = significant[np.minimum(after, len(significant) - 1)]
         is_key = (after < len(significant)) & (data[nxt] == ord(":"))
     else:
-        is_key = np.zeros(0, dtype=bool)
+        is_key = np.zeros(len(closes), dtype=bool)
 
     # Scalars: maximal runs of scalar bytes, never crossing a row boundary.
     row_start = np.zeros(size + 1, dtype=bool)
@@ -185,10 +197,10 @@ def scan(column: pa.Array) -> Scan:
     keep[leaf_close] = True
     num_starts = run_starts[number]
     keep[num_starts] = True
-    kept = np.cumsum(keep, dtype=np.int64)
-    skeleton_bytes = data[keep]
-    skeleton_bytes[kept[num_starts] - 1] = np.where(is_int[number], ord("0"), ord("1"))
-    skeleton_offsets = np.concatenate(([0], kept))[offsets]
+    kept = np.flatnonzero(keep)  # positions of the skeleton's bytes
+    skeleton_bytes = data[kept]
+    skeleton_bytes[np.searchsorted(kept, num_starts)] = np.where(is_int[number], ord("0"), ord("1"))
+    skeleton_offsets = np.searchsorted(kept, offsets)
     skeleton = string_array(skeleton_offsets, skeleton_bytes)
 
     # Leaves in document order: string leaves and numbers, merged by position.

@@ -39,6 +39,49 @@ MESSAGE = pa.struct(
 MESSAGES = pa.list_(MESSAGE)
 
 
+def distinct(keys: np.ndarray, *, first: bool = False):
+    """``np.unique(keys, return_index=first, return_inverse=True)`` for non-negative integer
+    keys; in linear time when the keys are small (ids of variants, templates, leaves)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    bound = int(keys.max()) + 1 if len(keys) else 0
+    if bound > 4 * len(keys) + 4096:
+        if first:
+            return np.unique(keys, return_index=True, return_inverse=True)
+        return np.unique(keys, return_inverse=True)
+    seen = np.zeros(bound, dtype=bool)
+    seen[keys] = True
+    uniq = np.flatnonzero(seen)
+    position = np.zeros(bound, dtype=np.int64)
+    position[uniq] = np.arange(len(uniq))
+    inverse = position[keys]
+    if not first:
+        return uniq, inverse
+    firsts = np.full(len(uniq), len(keys), dtype=np.int64)
+    np.minimum.at(firsts, inverse, np.arange(len(keys), dtype=np.int64))
+    return uniq, firsts, inverse
+
+
+def first_seen(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct ``keys`` in order of first appearance, where each first appears, and the
+    position of every key among them.
+
+    Strings enter the pools in this order, so the bytes written depend on the rows alone and
+    not on ids (of variants, templates) that earlier batches happened to assign.
+    """
+    uniq, first, inverse = distinct(keys, first=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return uniq[order], first[order], rank[inverse]
+
+
+def run_starts(sorted_keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal values starts in a sorted array."""
+    if not len(sorted_keys):
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
+
+
 class Pool:
     """Strings gathered from many arrays; ``add`` returns the offset of the added block.
 
@@ -82,24 +125,14 @@ class Pool:
         null = refs < 0
         if null.all():
             return pa.nulls(len(refs), pa.large_string())
-        safe = np.where(null, refs[~null][0], refs)
-        part = np.searchsorted(np.array(self._starts), safe, side="right") - 1
-        first = int(part[0])
-        if (part == first).all():
-            out = self._parts[first].take(pa.array(safe - self._starts[first]))
-        else:
-            order = np.argsort(part, kind="stable")
-            sorted_parts = part[order]
-            cuts = np.flatnonzero(np.diff(sorted_parts)) + 1
-            chunks = []
-            for segment in np.split(order, cuts):
-                p = int(part[segment[0]])
-                chunks.append(self._parts[p].take(pa.array(safe[segment] - self._starts[p])))
-            inverse = np.empty_like(order)
-            inverse[order] = np.arange(len(order))
-            out = pa.concat_arrays(chunks).take(pa.array(inverse))
-        if null.any():
-            out = pc.if_else(pa.array(null), pa.scalar(None, pa.large_string()), out)
+        part = np.searchsorted(np.array(self._starts), refs, side="right") - 1
+        out = None
+        for p in np.flatnonzero(np.bincount(part[~null])).tolist():
+            mine = part == p
+            local = np.where(mine, refs - self._starts[p], 0)
+            # a masked index takes a null: each block fills its own rows, coalesce joins them
+            picked = self._parts[p].take(pa.array(local, mask=~mine))
+            out = picked if out is None else pc.coalesce(out, picked)
         return out
 
 
@@ -205,23 +238,20 @@ def _content(records: Records) -> pa.Array:
     """Message contents, dictionary-encoded over the distinct strings they use.
 
     A Parquet writer given a dictionary with repeated values falls back to writing every
-    value in full, so the dictionary is reduced to the referenced strings, each once, in the
-    order rows first use them: the bytes then depend on the rows alone, not on how the pools
-    happened to fill (templates derived in earlier batches, variants planned before).
+    value in full, so the dictionary is reduced to the referenced strings, each once, in pool
+    order (which the renderer keeps independent of earlier batches).
     """
     refs = records.content
     null = refs < 0
-    valid = refs[~null]
-    first_use = np.full(records.text.size + 1, len(valid), dtype=np.int64)
-    np.minimum.at(first_use, valid, np.arange(len(valid), dtype=np.int64))
-    used = np.flatnonzero(first_use < len(valid))
-    used = used[np.argsort(first_use[used], kind="stable")]
+    marked = np.zeros(records.text.size + 1, dtype=bool)
+    marked[refs[~null]] = True
+    used = np.flatnonzero(marked)
     position = np.zeros(records.text.size + 1, dtype=np.int64)
     position[used] = np.arange(len(used))
-    encoded = pc.fill_null(records.text.take(used), "").dictionary_encode()
+    encoded = pc.fill_null(records.text.take_sorted(used), "").dictionary_encode()
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
     indices = np.zeros(len(refs), dtype=np.int32)
-    indices[~null] = codes[position[valid]]
+    indices[~null] = codes[position[refs[~null]]]
     return pa.DictionaryArray.from_arrays(pa.array(indices, mask=null), encoded.dictionary)
 
 
@@ -230,7 +260,7 @@ def unique_dictionary(indices: np.ndarray, values: Sequence[str | None]) -> pa.A
     order of first use (so the bytes do not depend on the order of ``values``)."""
     seen: dict[str | None, int] = {}
     codes = np.zeros(len(values), dtype=np.int32)
-    order = np.unique(indices, return_index=True)[1] if len(indices) else np.zeros(0, int)
+    order = distinct(indices, first=True)[1] if len(indices) else np.zeros(0, int)
     for i in np.sort(order).tolist():
         j = int(indices[i])
         codes[j] = seen.setdefault(values[j], len(seen))
