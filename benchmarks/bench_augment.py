@@ -230,10 +230,9 @@ def measure_naive(work: Path, inputs: Path, variants: Path, limit: int | None) -
     from hsa.datasets.assign import assign_splits, pick
     from hsa.datasets.schema import ROW_SCHEMA
     from hsa.datasets.shards import WRITE_OPTIONS
+    from hsa.envs import get
     from hsa.harness.events import Trajectory
     from hsa.harness.render import render
-
-    from hsa.envs import get
 
     chosen = [v for v in pickle.loads(variants.read_bytes()) if not v.is_canonical]
     canonical = canonical_variant(get("livestream").harness())
@@ -413,8 +412,10 @@ def main() -> None:
     )
     results = {"engine": engine, "floor": floor, **({"naive": naive} if naive else {})}
     print()
-    print(f"{'':<8} {'rows':>12} {'seconds':>9} {'rows/s':>12} {'peak RSS':>10}"
-          f"   (engine, floor: best of {args.repeat})")
+    print(
+        f"{'':<8} {'rows':>12} {'seconds':>9} {'rows/s':>12} {'peak RSS':>10}"
+        f"   (engine, floor: best of {args.repeat})"
+    )
     for name, r in results.items():
         print(
             f"{name:<8} {r['rows']:>12,} {r['seconds']:>9.2f} {r['rows'] / r['seconds']:>12,.0f}"
