@@ -170,6 +170,7 @@ EXACT_ARGS = [
     '{"query":"x","limit":-0}',
     '{"query":"\\ud83d\\ude00 tab\\t"}',
     '{"query":"x","limit":123456789012345678901234567890}',
+    '{"query":"x","limit":1e400}',  # infinite in Python: each format writes it its own way
 ]
 
 

@@ -372,3 +372,18 @@ def test_bad_input_gets_one_line(augmented, tmp_path: Path) -> None:
     junk.write_text(json.dumps(row) + "\n")
     failed = hsa("augment", "--input", str(junk), "--out", str(tmp_path / "q"))
     assert failed.returncode == 1 and "junk.jsonl" in failed.stderr and "line 1" in failed.stderr
+
+
+def test_a_chat_file_without_a_harness_gets_derived_ones(tmp_path: Path) -> None:
+    source = Path(__file__).resolve().parents[2] / "examples" / "chat" / "support.jsonl"
+    out = tmp_path / "out"
+    done = hsa(
+        "augment", "--input", str(source), "--out", str(out), "--variants-per-trajectory", "2"
+    )
+    assert done.returncode == 0, done.stderr
+    rows = list(iter_rows(out))
+    imported = {t.id: t for t in import_source(source).trajectories}
+    variants = read_variants(out)
+    assert {r["source_id"] for r in rows} == set(imported)
+    for row in rows:
+        assert invert(row, variants[row["variant_id"]]) == list(imported[row["source_id"]].events)

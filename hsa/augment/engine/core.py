@@ -597,7 +597,7 @@ class _Batch:
             except ProtocolError as exc:
                 raise self.fail(exc, int(e[first_row])) from None
         tid = tid_of[tinverse]
-        ok = sc.ok[call_index] & (tid >= 0)
+        ok = sc.ok[call_index] & (tid >= 0) & ~leaves.exotic_items()[call_index]
         out = np.full(len(rows), -1, dtype=np.int64)
         if ok.any():
             out[ok] = self._fill(tid[ok], call_index[ok], sc.leaf_start, leaves, self.aux)
@@ -716,7 +716,7 @@ class _Batch:
             except ProtocolError as exc:
                 raise self.fail(exc, int(e[hook_rows[at]])) from None
         tid = tid_of[inverse]
-        ok = sc.ok[hook_index] & (tid >= 0)
+        ok = sc.ok[hook_index] & (tid >= 0) & ~leaves.exotic_items()[hook_index]
         self.engine.stats.hooks += len(hook_rows)
         texts = np.full(len(hook_rows), -1, dtype=np.int64)
         if ok.any():

@@ -105,6 +105,21 @@ class Leaves:
             )
         return self._json
 
+    def exotic_items(self) -> np.ndarray:
+        """Per scanned row: whether a number in it reads as infinite in Python (``1e400``).
+
+        Formats write infinity differently (``Infinity``, ``1e999``, ``inf``), so such rows
+        take the exact path.
+        """
+        floats = np.flatnonzero(self.kind == FLOAT)
+        out = np.zeros(len(self.scan.ok), dtype=bool)
+        if len(floats):
+            text = self.json_text().take(pa.array(floats))
+            odd = pc.is_in(text, value_set=pa.array(["Infinity", "-Infinity", "NaN"]))
+            rows = self.scan.leaf_row[floats[odd.to_numpy(zero_copy_only=False)]]
+            out[rows] = True
+        return out
+
     def escaped(self) -> np.ndarray:
         if self._simple is None:
             self._simple = ~pc.match_substring(self.scan.leaf_text, "\\").to_numpy(
