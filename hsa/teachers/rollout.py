@@ -222,7 +222,11 @@ class _Run:
         bad = {k: v for k, v in response.message.items() if k in ("role", "content", "tool_calls")}
         ask_again = {"role": "user", "content": repair_prompt(failure.problem)}
         messages = [*conversation.messages, bad, ask_again]
-        repaired = await self.ask(messages, conversation.tools)
+        try:
+            repaired = await self.ask(messages, conversation.tools)
+        except TeacherError:
+            self.failures.append(failure)  # the backend failed the repair: keep what it was for
+            raise
         try:
             step = read_step(repaired.message, self.surface, self.view, next_call)
         except StepError as again:
