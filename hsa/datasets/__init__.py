@@ -8,7 +8,7 @@
 
 from hsa.datasets.build import BuildConfig, BuildReport, build, load_config, parse_config
 from hsa.datasets.export import iter_rows, iter_trl, load, shards, to_hf, trl_row
-from hsa.datasets.job import AugmentConfig, AugmentReport, augment, read_variants
+from hsa.datasets.job import AugmentConfig, AugmentReport, augment
 from hsa.datasets.schema import (
     ROW_SCHEMA,
     SCHEMA_VERSION,
@@ -17,6 +17,7 @@ from hsa.datasets.schema import (
     trl_messages,
 )
 from hsa.datasets.source import Source, open_source
+from hsa.datasets.variants import read_variants
 
 __all__ = [
     "ROW_SCHEMA",

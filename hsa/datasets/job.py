@@ -13,7 +13,6 @@ after a crash or not -- gives the same bytes.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,36 +25,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hsa.augment.engine import Engine
-from hsa.augment.engine.records import unique_dictionary
 from hsa.augment.planner import Variant, canonical_variant, plan
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.datasets import manifest as mf
 from hsa.datasets.assign import assign_splits, pick
-from hsa.datasets.card import batch_stats, merge_stats, render_card
-from hsa.datasets.schema import ROW_SCHEMA, SCHEMA_VERSION
+from hsa.datasets.card import merge_stats, render_card
+from hsa.datasets.rows import rows, stats, used_by
+from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import part_name, sha256_file, write_atomic, write_shard
 from hsa.datasets.source import Source, locate
+from hsa.datasets.variants import VARIANTS_FILE, write_variants
 from hsa.errors import DatasetError, HsaError
 from hsa.harness.model import Harness
 
 Progress = Callable[[int, int, int], None]  # (batches done, batches, rows written)
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-VARIANTS_FILE = "variants.parquet"
-
-VARIANTS_SCHEMA = pa.schema(
-    [
-        pa.field("variant_id", pa.string(), nullable=False),
-        pa.field("harness_id", pa.string(), nullable=False),
-        pa.field("canonical", pa.bool_(), nullable=False),
-        pa.field("rules", pa.list_(pa.string()), nullable=False),
-        pa.field("rule_params", pa.string(), nullable=False),
-        pa.field("protocol", pa.string(), nullable=False),
-        pa.field("seed", pa.uint64(), nullable=False),
-        pa.field("harness", pa.string(), nullable=False),  # the variant harness as JSON
-        pa.field("mapping", pa.string(), nullable=False),  # canonical -> surface, as JSON
-    ]
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,43 +179,6 @@ class _Planner:
         return self.groups[key]
 
 
-def _contexts(table: pa.Table) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
-    """The sorted tool names and skill ids each trajectory uses, column-wise."""
-    events = table.column("events").combine_chunks()
-    offsets = events.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
-    flat = events.flatten()
-    names = [f.name for f in flat.type]
-    children = dict(zip(names, flat.flatten(), strict=True))
-    row = np.repeat(np.arange(table.num_rows), np.diff(offsets))
-    out = []
-    for kind, column in (("tool_call", "tool"), ("skill_load", "skill_id")):
-        sel = np.flatnonzero(pc.equal(children["kind"], kind).to_numpy(zero_copy_only=False))
-        per_row: list[list[str]] = [[] for _ in range(table.num_rows)]
-        if len(sel):
-            coded = children[column].take(pa.array(sel)).dictionary_encode()
-            codes = coded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            dictionary = coded.dictionary.to_pylist()
-            pairs = np.unique(row[sel] * len(dictionary) + codes)
-            rows_of, codes_of = np.divmod(pairs, len(dictionary))
-            for r, c in zip(rows_of.tolist(), codes_of.tolist(), strict=True):
-                per_row[r].append(dictionary[c])
-        out.append([tuple(sorted(x)) for x in per_row])
-    return out[0], out[1]
-
-
-def _dictionary(indices: np.ndarray, values: Sequence[Any], type_: pa.DataType) -> pa.Array:
-    return unique_dictionary(indices, values)
-
-
-def _rule_params(variant: Variant) -> str:
-    return json.dumps(
-        [{"name": n, "version": v, "params": dict(p)} for n, v, p in variant.rules],
-        ensure_ascii=False,
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-
-
 def augment(
     source: Source,
     out: str | Path,
@@ -318,7 +266,7 @@ def augment(
     variants = sorted(
         planner.variants.values(), key=lambda v: (v.harness_id, bool(v.rules), v.variant_id)
     )
-    _write_variants(out / VARIANTS_FILE, variants)
+    write_variants(out / VARIANTS_FILE, variants)
     shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
     manifest = {
         "kind": mf.KIND,
@@ -408,7 +356,7 @@ def _batch(
 
     # candidates per trajectory: the planned variants of its (harness, context) group
     if planner.needs:
-        tools, skills = _contexts(table)
+        tools, skills = used_by(table)
     else:
         tools = skills = [()] * n
     group_keys: dict[tuple, int] = {}
@@ -484,8 +432,8 @@ def _batch(
 
         messages = engine.render(sub, sub_traj, sub_var, locate=sub_where)
         path = out / "data" / split / part_name(batch)
-        tables.append((path, _rows(sub, sub_traj, sub_var, messages, engine, split)))
-        split_stats.append(_stats(sub, sub_traj, sub_var, messages, engine, split))
+        tables.append((path, rows(sub, sub_traj, sub_var, messages, engine, split)))
+        split_stats.append(stats(sub, sub_traj, sub_var, messages, engine, split))
     after = engine.stats.to_dict()
     return {
         "batch": batch,
@@ -504,123 +452,3 @@ def _write_batch(
     for path, table in tables:
         found["shards"].append({"path": str(path.relative_to(out)), **write_shard(path, table)})
     mf.mark(out, batch, found)
-
-
-def _rows(
-    table: pa.Table,
-    out_traj: np.ndarray,
-    out_var: np.ndarray,
-    messages: pa.Array,
-    engine: Engine,
-    split: str,
-) -> pa.Table:
-    """The dataset rows of one split of a batch (per-variant columns dictionary-encoded)."""
-    variants = [p.variant for p in engine.plans]
-    take = pa.array(out_traj, pa.int64())
-    ids = table.column("id").take(take)
-    variant_ids = _dictionary(out_var, [v.variant_id for v in variants], pa.string())
-    rules = pa.array([[n for n, _, _ in v.rules] for v in variants], pa.list_(pa.string()))
-    canonical = np.array([v.is_canonical for v in variants], dtype=bool)
-    columns = [
-        pc.binary_join_element_wise(ids, variant_ids.cast(pa.string()), "/"),
-        ids,
-        table.column("task_id").take(take),
-        _dictionary(out_var, [v.harness_id for v in variants], pa.string()),
-        variant_ids,
-        pa.array(canonical[out_var], pa.bool_()),
-        rules.take(pa.array(out_var, pa.int64())),
-        _dictionary(out_var, [_rule_params(v) for v in variants], pa.string()),
-        engine.protocol_column(out_var),
-        messages,
-        engine.tools_column(out_var),
-        pa.DictionaryArray.from_arrays(
-            pa.array(np.zeros(len(out_var), dtype=np.int8)), pa.array([split])
-        ),
-        table.column("source").take(take),
-        table.column("teacher").take(take),
-        table.column("verified").take(take),
-        table.column("reason").take(take),
-        table.column("metadata").take(take),
-    ]
-    return pa.Table.from_arrays(
-        columns,
-        schema=pa.schema(
-            [pa.field(f.name, c.type, f.nullable) for f, c in zip(ROW_SCHEMA, columns, strict=True)]
-        ),
-    )
-
-
-def _stats(
-    table: pa.Table,
-    out_traj: np.ndarray,
-    out_var: np.ndarray,
-    messages: pa.Array,
-    engine: Engine,
-    split: str,
-) -> dict[str, Any]:
-    plans = engine.plans
-    events = table.column("events").combine_chunks()
-    ev_rows = np.repeat(
-        np.arange(table.num_rows), pc.list_value_length(events).to_numpy(zero_copy_only=False)
-    )
-    kinds = events.flatten().field("kind")
-    is_call = pc.is_in(kinds, value_set=pa.array(["tool_call", "skill_load"]))
-    calls = np.bincount(ev_rows[is_call.to_numpy(zero_copy_only=False)], minlength=table.num_rows)
-    return batch_stats(
-        split=split,
-        variant_counts=np.bincount(out_var, minlength=len(plans)),
-        protocols=[p.protocol for p in plans],
-        rules=[tuple(n for n, _, _ in p.variant.rules) for p in plans],
-        canonical=[p.variant.is_canonical for p in plans],
-        messages=pc.list_value_length(messages).to_numpy(zero_copy_only=False),
-        calls=calls[out_traj],
-        prompt_chars=np.array([len(p.prompt) for p in plans], dtype=np.int64)[out_var],
-        trajectories=table.num_rows,
-    )
-
-
-def _write_variants(path: Path, variants: Sequence[Variant]) -> None:
-    table = pa.Table.from_pylist(
-        [
-            {
-                "variant_id": v.variant_id,
-                "harness_id": v.harness_id,
-                "canonical": v.is_canonical,
-                "rules": [n for n, _, _ in v.rules],
-                "rule_params": _rule_params(v),
-                "protocol": v.harness.protocol.label,
-                "seed": v.seed,
-                "harness": v.harness.to_json(),
-                "mapping": v.mapping.to_json(),
-            }
-            for v in variants
-        ],
-        schema=VARIANTS_SCHEMA,
-    )
-    write_shard(path, table)
-
-
-def read_variants(path: str | Path) -> dict[str, Variant]:
-    """The variants of a dataset directory (or its ``variants.parquet``), by id."""
-    from hsa.augment.mapping import Mapping as ArgMapping
-    from hsa.datasets.shards import read_table
-    from hsa.harness.io import loads
-
-    path = Path(path)
-    if path.is_dir():
-        path = path / VARIANTS_FILE
-    out = {}
-    for row in read_table(path).to_pylist():
-        rules = tuple(
-            (item["name"], item["version"], item["params"])
-            for item in json.loads(row["rule_params"])
-        )
-        out[row["variant_id"]] = Variant(
-            row["variant_id"],
-            row["harness_id"],
-            rules,
-            loads(row["harness"], file=str(path)),
-            ArgMapping.from_json(row["mapping"]),
-            int(row["seed"]),
-        )
-    return out

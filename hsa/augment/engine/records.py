@@ -75,6 +75,13 @@ def first_seen(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return uniq[order], first[order], rank[inverse]
 
 
+def exclusive(counts: np.ndarray) -> np.ndarray:
+    """Offsets from counts: ``[0, c0, c0 + c1, ...]`` (one more entry than ``counts``)."""
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
 def run_starts(sorted_keys: np.ndarray) -> np.ndarray:
     """Where each run of equal values starts in a sorted array."""
     if not len(sorted_keys):

@@ -26,6 +26,10 @@ class NotDecomposable(ValueError):
     """A call format whose turn block is not prefix + sep.join(calls) + suffix."""
 
 
+class Restart(Exception):
+    """A call style turned out not to decompose: render the batch again without it."""
+
+
 @dataclass(frozen=True, slots=True)
 class CallStyle:
     """How calls appear under one protocol (see the module docstring)."""

@@ -1,0 +1,128 @@
+"""Hook firings under each row's variant: their text, in a message of their own or joined to the
+tool message before them (``inject: tool_result``), as ``render`` places them."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hsa.augment.engine.events import HOOK
+from hsa.augment.engine.fill import Leaves
+from hsa.augment.engine.jsontext import lit, scan
+from hsa.augment.engine.records import distinct, exclusive, run_starts
+from hsa.augment.engine.templates import derive
+from hsa.errors import HsaError, ProtocolError
+from hsa.harness.events import HookFired
+from hsa.harness.render import hook_text
+
+if TYPE_CHECKING:
+    from hsa.augment.engine.batch import Batch, Layout
+
+
+def hooks(
+    batch: Batch,
+    lay: Layout,
+    hook_rows: np.ndarray,
+    hook_code: np.ndarray,
+    hook_names: list[str],
+    hook_plan: dict,
+) -> None:
+    """Each firing's text (templates over its payload), placed in its message or joined to the
+    tool message before it."""
+    ev = batch.ev
+    e, v, slot, merged, r_content = lay.e, lay.v, lay.slot, lay.merged, lay.content
+    canon = np.flatnonzero(ev.kind == HOOK)
+    hook_index = np.searchsorted(canon, e[hook_rows])
+    payloads = ev.fields["payload"].take(pa.array(canon))
+    sc = scan(payloads)
+    leaves = Leaves(sc)
+    skel = sc.skeleton.dictionary_encode()
+    skel_code = skel.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    skel_text = skel.dictionary.to_pylist()
+    width = max(len(skel_text), 1)
+    # a template per (variant, hook, skeleton): hook texts depend on the variant's hook
+    vh = v[hook_rows] * len(hook_names) + hook_code
+    pair = vh * width + skel_code[hook_index]
+    uniq, firsts, inverse = distinct(pair, first=True)
+    tid_of = np.full(len(uniq), -1, dtype=np.int64)
+    for j, p in enumerate(uniq.tolist()):
+        vhi, si = divmod(p, width)
+        vi, hi = divmod(vhi, len(hook_names))
+        at = firsts[j]
+        if not sc.ok[hook_index[at]]:
+            continue
+        plan = hook_plan[(vi, hi)]
+        harness = batch.plans[vi].variant.harness
+        hook = plan.hook
+        key = ("hook", hook.message, hook.wrapper, skel_text[si])
+        event_name = ev.fields["hook_event"][int(e[hook_rows[at]])].as_py()
+        try:
+            tid_of[j] = batch.engine.book.id(
+                key,
+                lambda h=harness, s=plan.surface_id, n=event_name, sk=skel_text[si]: derive(
+                    lambda payload: hook_text(h, HookFired(s, n, payload))[1], sk
+                ),
+            )
+        except ProtocolError as exc:
+            raise batch.fail(exc, int(e[hook_rows[at]])) from None
+    tid = tid_of[inverse]
+    ok = sc.ok[hook_index] & (tid >= 0) & ~leaves.exotic_items()[hook_index]
+    batch.engine.stats.hooks += len(hook_rows)
+    texts = np.full(len(hook_rows), -1, dtype=np.int64)
+    if ok.any():
+        texts[ok] = batch.fill(tid[ok], hook_index[ok], sc.leaf_start, leaves, batch.text)
+    if (~ok).any():
+        slow = np.flatnonzero(~ok)
+        batch.engine.stats.hooks_exact += len(slow)
+        out = []
+        for j in slow.tolist():
+            event = int(e[hook_rows[j]])
+            vi = int(v[hook_rows[j]])
+            plan = hook_plan[(vi, int(hook_code[j]))]
+            row = {name: ev.fields[name][event].as_py() for name in ("payload", "hook_event")}
+            try:
+                payload = json.loads(row["payload"]) if row["payload"] else {}
+                fired = HookFired(plan.surface_id, row["hook_event"], payload)
+                out.append(hook_text(batch.plans[vi].variant.harness, fired)[1])
+            except (ValueError, RecursionError) as exc:
+                raise batch.fail(HsaError(f"hook payload is not JSON: {exc}"), event) from None
+            except ProtocolError as exc:
+                raise batch.fail(exc, event) from None
+        texts[slow] = batch.text.add(out) + np.arange(len(slow))
+    batch.engine.stats.python_values += leaves.python_values
+
+    own = ~merged[hook_rows]
+    r_content[slot[hook_rows[own]]] = texts[own]
+    if (~own).any():
+        joined = hook_rows[~own]
+        # the tool message they join is the last message before them in their row
+        target = slot[joined] - 1
+        first = run_starts(target)  # hooks come in entry order, so targets are sorted
+        uniq_t = target[first]
+        counts = np.diff(np.append(first, len(target)))
+        base = r_content[uniq_t]
+        single = counts == 1
+        if single.all():
+            # rows of one trajectory under variants with the same hook wording join the
+            # same two texts: join each distinct pair once
+            pairs, inverse = np.unique((base << 32) | texts[~own][first], return_inverse=True)
+            merged_text = pc.binary_join_element_wise(
+                batch.text.take(pairs >> 32),
+                batch.text.take(pairs & 0xFFFFFFFF),
+                lit("\n"),
+            )
+            r_content[uniq_t] = batch.text.add(merged_text) + inverse
+            return
+        size = counts + 1
+        starts = exclusive(size)
+        idx = np.empty(int(starts[-1]), dtype=np.int64)
+        idx[starts[:-1]] = base
+        rank = np.arange(len(joined)) - np.repeat(first, counts)
+        idx[np.repeat(starts[:-1], counts) + 1 + rank] = texts[~own]
+        lists = pa.ListArray.from_arrays(pa.array(starts.astype(np.int32)), batch.text.take(idx))
+        merged_text = pc.binary_join(lists, lit("\n"))
+        r_content[uniq_t] = batch.text.add(merged_text) + np.arange(len(uniq_t))

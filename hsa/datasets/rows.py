@@ -1,0 +1,127 @@
+"""The rows of one split of one batch, their statistics, and the facts rows are planned from."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hsa.augment.engine import Engine
+from hsa.augment.engine.records import unique_dictionary
+from hsa.augment.planner import Variant
+from hsa.datasets.card import batch_stats
+from hsa.datasets.schema import ROW_SCHEMA
+
+
+def used_by(table: pa.Table) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """The sorted tool names and skill ids each trajectory uses, column-wise."""
+    events = table.column("events").combine_chunks()
+    offsets = events.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = events.flatten()
+    names = [f.name for f in flat.type]
+    children = dict(zip(names, flat.flatten(), strict=True))
+    row = np.repeat(np.arange(table.num_rows), np.diff(offsets))
+    out = []
+    for kind, column in (("tool_call", "tool"), ("skill_load", "skill_id")):
+        sel = np.flatnonzero(pc.equal(children["kind"], kind).to_numpy(zero_copy_only=False))
+        per_row: list[list[str]] = [[] for _ in range(table.num_rows)]
+        if len(sel):
+            coded = children[column].take(pa.array(sel)).dictionary_encode()
+            codes = coded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            dictionary = coded.dictionary.to_pylist()
+            pairs = np.unique(row[sel] * len(dictionary) + codes)
+            rows_of, codes_of = np.divmod(pairs, len(dictionary))
+            for r, c in zip(rows_of.tolist(), codes_of.tolist(), strict=True):
+                per_row[r].append(dictionary[c])
+        out.append([tuple(sorted(x)) for x in per_row])
+    return out[0], out[1]
+
+
+def _dictionary(indices: np.ndarray, values: Sequence[Any], type_: pa.DataType) -> pa.Array:
+    return unique_dictionary(indices, values)
+
+
+def rule_params(variant: Variant) -> str:
+    return json.dumps(
+        [{"name": n, "version": v, "params": dict(p)} for n, v, p in variant.rules],
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def rows(
+    table: pa.Table,
+    out_traj: np.ndarray,
+    out_var: np.ndarray,
+    messages: pa.Array,
+    engine: Engine,
+    split: str,
+) -> pa.Table:
+    """The dataset rows of one split of a batch (per-variant columns dictionary-encoded)."""
+    variants = [p.variant for p in engine.plans]
+    take = pa.array(out_traj, pa.int64())
+    ids = table.column("id").take(take)
+    variant_ids = _dictionary(out_var, [v.variant_id for v in variants], pa.string())
+    rules = pa.array([[n for n, _, _ in v.rules] for v in variants], pa.list_(pa.string()))
+    canonical = np.array([v.is_canonical for v in variants], dtype=bool)
+    columns = [
+        pc.binary_join_element_wise(ids, variant_ids.cast(pa.string()), "/"),
+        ids,
+        table.column("task_id").take(take),
+        _dictionary(out_var, [v.harness_id for v in variants], pa.string()),
+        variant_ids,
+        pa.array(canonical[out_var], pa.bool_()),
+        rules.take(pa.array(out_var, pa.int64())),
+        _dictionary(out_var, [rule_params(v) for v in variants], pa.string()),
+        engine.protocol_column(out_var),
+        messages,
+        engine.tools_column(out_var),
+        pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(len(out_var), dtype=np.int8)), pa.array([split])
+        ),
+        table.column("source").take(take),
+        table.column("teacher").take(take),
+        table.column("verified").take(take),
+        table.column("reason").take(take),
+        table.column("metadata").take(take),
+    ]
+    return pa.Table.from_arrays(
+        columns,
+        schema=pa.schema(
+            [pa.field(f.name, c.type, f.nullable) for f, c in zip(ROW_SCHEMA, columns, strict=True)]
+        ),
+    )
+
+
+def stats(
+    table: pa.Table,
+    out_traj: np.ndarray,
+    out_var: np.ndarray,
+    messages: pa.Array,
+    engine: Engine,
+    split: str,
+) -> dict[str, Any]:
+    plans = engine.plans
+    events = table.column("events").combine_chunks()
+    ev_rows = np.repeat(
+        np.arange(table.num_rows), pc.list_value_length(events).to_numpy(zero_copy_only=False)
+    )
+    kinds = events.flatten().field("kind")
+    is_call = pc.is_in(kinds, value_set=pa.array(["tool_call", "skill_load"]))
+    calls = np.bincount(ev_rows[is_call.to_numpy(zero_copy_only=False)], minlength=table.num_rows)
+    return batch_stats(
+        split=split,
+        variant_counts=np.bincount(out_var, minlength=len(plans)),
+        protocols=[p.protocol for p in plans],
+        rules=[tuple(n for n, _, _ in p.variant.rules) for p in plans],
+        canonical=[p.variant.is_canonical for p in plans],
+        messages=pc.list_value_length(messages).to_numpy(zero_copy_only=False),
+        calls=calls[out_traj],
+        prompt_chars=np.array([len(p.prompt) for p in plans], dtype=np.int64)[out_var],
+        trajectories=table.num_rows,
+    )
