@@ -83,18 +83,24 @@ def apply_chain(
     """
     rewrite = Rewrite(harness)
     applied: list[tuple[str, str, dict[str, Any]]] = []
+    stages: list[Harness] = []
     for position, (item, params) in enumerate(chain):
         resolved = item.resolve_params(params)
         rng = generator("rule", seed, position, item.name)
         step = item.apply(rewrite.harness, rng, resolved, context_through(context, rewrite.mapping))
         rewrite = rewrite.then(step)
         applied.append((item.name, item.version, resolved))
-        problems = document_problems(rewrite.harness.to_dict())
-        if problems:
-            raise RuleError(
-                f"produced an invalid harness: {problems[0]}",
-                where=f"rule {item.name!r} (after {[a[0] for a in applied[:-1]]})",
-            )
+        stages.append(rewrite.harness)
+    # Validating once at the end keeps planning cheap; only when the result is invalid are the
+    # intermediate harnesses checked, to name the first rule that broke it.
+    if stages and document_problems(rewrite.harness.to_dict()):
+        for index, stage in enumerate(stages):
+            problems = document_problems(stage.to_dict())
+            if problems:
+                raise RuleError(
+                    f"produced an invalid harness: {problems[0]}",
+                    where=f"rule {applied[index][0]!r} (after {[a[0] for a in applied[:index]]})",
+                )
     return rewrite, tuple(applied)
 
 

@@ -39,6 +39,7 @@ def progress() -> Progress:
         TimeRemainingColumn(),
         console=error_console(),
         transient=False,
+        disable=not error_console().is_terminal,
     )
 
 

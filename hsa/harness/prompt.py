@@ -23,6 +23,8 @@ joined ``body`` and has the last word.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
@@ -111,9 +113,24 @@ def format_section(section: Section, body: str, style: str) -> str:
     return f"## {section.title}\n\n{body}"
 
 
+_IDENTITY_LOCK = threading.Lock()
+_BY_IDENTITY: OrderedDict[int, tuple[Harness, str]] = OrderedDict()
+
+
 def system_prompt(harness: Harness) -> str:
     """The full system prompt text of ``harness``."""
-    return _system_prompt(harness.to_json())
+    # Render and parse ask for the prompt once per conversation, usually with the very same
+    # harness object: look it up by identity first (the entry holds the harness, so its id
+    # cannot be reused while cached), then by content.
+    hit = _BY_IDENTITY.get(id(harness))
+    if hit is not None and hit[0] is harness:
+        return hit[1]
+    text = _system_prompt(harness.to_json())
+    with _IDENTITY_LOCK:
+        _BY_IDENTITY[id(harness)] = (harness, text)
+        while len(_BY_IDENTITY) > 256:
+            _BY_IDENTITY.popitem(last=False)
+    return text
 
 
 @lru_cache(maxsize=256)
