@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -106,7 +105,7 @@ def _table(title: str, counts: Mapping[str, int], total: int, label: str) -> lis
     return [*lines, ""]
 
 
-def _plot(path: Path, panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
+def _plot(panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,7 +149,6 @@ def render_card(
     rows = max(int(stats.get("rows", 0)), 1)
     plots = {
         "distributions.png": _plot(
-            Path("distributions.png"),
             [
                 ("messages per row", stats.get("messages", {}), True),
                 ("tool calls per row", stats.get("calls", {}), True),
@@ -162,7 +160,6 @@ def render_card(
             ],
         ),
         "composition.png": _plot(
-            Path("composition.png"),
             [
                 ("rows per protocol", stats.get("protocols", {}), False),
                 ("rows per rule family", stats.get("families", {}), False),

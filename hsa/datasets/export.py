@@ -106,8 +106,9 @@ def to_hf(path: str | Path, split: str | None = None):
         raise DatasetError(
             "to_hf needs the 'datasets' package: pip install 'hsa[train]'", file=str(path)
         ) from None
+    features = hf_features()
     rows = [_for_hf(row) for row in iter_trl(path, split)]
-    return Dataset.from_list(rows, features=hf_features())
+    return Dataset.from_dict({k: [r[k] for r in rows] for k in features}, features=features)
 
 
 def _for_hf(row: dict[str, Any]) -> dict[str, Any]:

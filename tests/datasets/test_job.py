@@ -12,7 +12,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from hsa.augment import invert, load_recipe, map_events
-from hsa.datasets import AugmentConfig, augment, iter_rows, open_source, read_variants
+from hsa.datasets import (
+    AugmentConfig,
+    augment,
+    iter_rows,
+    load,
+    open_source,
+    read_variants,
+    to_hf,
+)
 from hsa.datasets.schema import chat_messages
 from hsa.datasets.shards import sha256_file
 from hsa.datasets.source import INPUT_SCHEMA
@@ -236,6 +244,8 @@ def test_empty_and_error_free_paths(tmp_path: Path, livestream_table: pa.Table) 
     path = _write(tmp_path / "empty.parquet", livestream_table.slice(0, 0))
     report = augment(open_source(path), tmp_path / "out", config())
     assert report.rows == 0 and (tmp_path / "out" / "manifest.json").is_file()
+    assert load(tmp_path / "out").collect().height == 0
+    assert len(to_hf(tmp_path / "out")) == 0
     with pytest.raises(HsaError):
         open_source(tmp_path / "nope")
     shutil.rmtree(tmp_path / "out")
