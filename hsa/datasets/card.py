@@ -123,6 +123,7 @@ def _plot(panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
         values = [v for _, v in items]
         if numeric:
             ax.bar([float(k) for k in labels], values, width=_width(labels), color="#4c72b0")
+            ax.tick_params(axis="x", labelsize=7)
         else:
             ax.barh(labels[::-1], values[::-1], color="#55a868")
             ax.tick_params(axis="y", labelsize=7)
