@@ -27,22 +27,20 @@ def app(ctx: click.Context, debug: bool) -> None:
 
 
 def _register() -> None:
-    from hsa.cli import harness, rules
+    # The main job first, then the areas in the order data flows through them.
+    from hsa.cli import data, env, harness, rules, teach
 
-    app.add_command(harness.group)
-    app.add_command(rules.group)
-    from hsa.cli import env
-
-    app.add_command(env.group)
-    from hsa.cli import teach
-
-    app.add_command(teach.teach_command)
-    app.add_command(teach.serve_command)
-    from hsa.cli import data
-
-    app.add_command(data.augment_command)
-    app.add_command(data.build_command)
-    app.add_command(data.inspect_command)
+    for command in (
+        data.build_command,
+        data.inspect_command,
+        data.augment_command,
+        harness.group,
+        env.group,
+        rules.group,
+        teach.teach_command,
+        teach.serve_command,
+    ):
+        app.add_command(command)
 
 
 _register()
