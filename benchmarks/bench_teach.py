@@ -150,8 +150,15 @@ def main() -> None:
         default=[1],
         help="client processes to measure with, e.g. --workers 1 2 (default: 1)",
     )
+    parser.add_argument(
+        "--waves",
+        type=int,
+        default=None,
+        help="rollouts per concurrency slot (default 16, 6 with --quick); more waves "
+        "amortise the ramp-up and drain that the whole-run figure includes",
+    )
     args = parser.parse_args()
-    waves = 6 if args.quick else 16
+    waves = args.waves or (6 if args.quick else 16)
     latency_ms = 200
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
