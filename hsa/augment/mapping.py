@@ -239,11 +239,16 @@ def apply_steps(args: MappingABC[str, Any], steps: Sequence[Step]) -> dict[str, 
     out = json.loads(json.dumps(args))  # deep copy, JSON types only
     for step in steps:
         if step.kind == "move":
+            dst = step.dst or ()
             found = list(_matches(out, step.path))
+            renames = _is_rename(step.path, dst)
             for indexes, (parent, key) in found:
+                if renames and dst[-1] not in parent:
+                    _rename_in_place(parent, key, dst[-1])
+                    continue
                 value = parent[key]
                 del parent[key]
-                _place(out, step.dst or (), indexes, value)
+                _place(out, dst, indexes, value)
         elif step.kind == "enum":
             table = [(a, b) for a, b in step.values]
             for _, (parent, key) in list(_matches(out, step.path)):
@@ -265,6 +270,28 @@ def apply_steps(args: MappingABC[str, Any], steps: Sequence[Step]) -> dict[str, 
             for parent in parents:
                 parent.setdefault(key, {})
     return out
+
+
+def _is_rename(src: ArgPath, dst: ArgPath) -> bool:
+    """A move that only changes the last key, within the same object."""
+    return (
+        bool(src)
+        and len(src) == len(dst)
+        and src[:-1] == dst[:-1]
+        and EACH
+        not in (
+            src[-1],
+            dst[-1],
+        )
+    )
+
+
+def _rename_in_place(parent: dict, key: str, new: str) -> None:
+    # A rename keeps the key's position, so that the inverse rename restores the canonical key
+    # order exactly (a plain delete-and-insert would move the key to the end, both ways).
+    items = list(parent.items())
+    parent.clear()
+    parent.update((new if k == key else k, v) for k, v in items)
 
 
 def _lookup(table: list[tuple[Any, Any]], value: Any) -> Any:
