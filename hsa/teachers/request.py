@@ -11,6 +11,35 @@ from typing import Any
 #: message keys an OpenAI-compatible endpoint accepts; render adds ``is_error`` for hsa's own
 #: round trip, which strict endpoints refuse, so it never goes on the wire
 _WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
+#: how many encoded flat messages ``_message_json`` remembers before starting afresh
+_MEMO_LIMIT = 4096
+_message_memo: dict[tuple, str] = {}
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON as the cache key and the wire body use it (UTF-8 kept, no spaces)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _message_json(message: Mapping[str, Any]) -> str:
+    """``dumps`` of one wire message, remembered for messages of plain strings.
+
+    Every request of a rollout repeats the conversation so far, and the system prompt and
+    task are the same for many rollouts: JSON of the same messages over and over was the
+    largest cost of a request in hsa. JSON of a list is its items' JSON joined by commas,
+    so the pieces give the same bytes as encoding the whole list.
+    """
+    wire = {k: message[k] for k in _WIRE_KEYS if k in message}
+    values = wire.values()
+    if not all(type(v) is str or v is None for v in values):
+        return dumps(wire)
+    memo_key = tuple(wire.items())
+    text = _message_memo.get(memo_key)
+    if text is None:
+        if len(_message_memo) >= _MEMO_LIMIT:
+            _message_memo.clear()
+        text = _message_memo[memo_key] = dumps(wire)
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,24 +78,41 @@ class ChatRequest:
     tools: Sequence[Mapping[str, Any]] = ()
     sampling: Sampling = field(default_factory=Sampling)
     metadata: Mapping[str, str] = field(default_factory=dict)
+    #: ``dumps(list(tools))`` when the caller has it already (a rollout sends the same tools
+    #: with every request); must be exactly that text, since the key and the body use it
+    tools_json: str | None = field(default=None, repr=False, compare=False)
+    _messages_json: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def wire_messages(self) -> list[dict[str, Any]]:
         """The messages as an OpenAI-compatible endpoint accepts them."""
         return [{k: m[k] for k in _WIRE_KEYS if k in m} for m in self.messages]
+
+    def messages_json(self) -> str:
+        """``dumps(self.wire_messages())``, computed once per request."""
+        text = self._messages_json
+        if text is None:
+            text = "[" + ",".join(_message_json(m) for m in self.messages) + "]"
+            object.__setattr__(self, "_messages_json", text)
+        return text
+
+    def encoded_tools(self) -> str:
+        """``dumps(list(self.tools))``."""
+        if self.tools_json is not None:
+            return self.tools_json
+        return dumps(list(self.tools)) if self.tools else "[]"
 
     def key(self) -> str:
         """A stable hash of model, messages, tools and sampling parameters.
 
         Key order is kept rather than sorted: the order of schema properties and of tools is
         part of what the model sees, so two requests that differ only there are different.
+        The text hashed is ``dumps`` of ``{"model", "messages", "tools", "sampling"}``, put
+        together from the JSON of its parts (the same bytes, without encoding the parts again).
         """
-        document = {
-            "model": self.model,
-            "messages": self.wire_messages(),
-            "tools": list(self.tools),
-            "sampling": self.sampling.to_dict(),
-        }
-        text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+        text = (
+            f'{{"model":{dumps(self.model)},"messages":{self.messages_json()},'
+            f'"tools":{self.encoded_tools()},"sampling":{dumps(self.sampling.to_dict())}}}'
+        )
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

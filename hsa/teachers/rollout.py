@@ -193,9 +193,20 @@ class _Run:
         self.usage = Usage()
         self.latency = 0.0
         self.steps = 0
+        self._tools: list[Any] | None = None
+        self._tools_json = "[]"
 
     async def ask(self, messages: list[dict[str, Any]], tools: list[Any]) -> ChatResponse:
-        request = ChatRequest(self.config.model, messages, tools, self.sampling, self.metadata)
+        # The surface tools are the same at every step: their JSON (most of a request's) is
+        # made once per rollout and handed to the request, checked by equality, not identity.
+        if tools and (tools is self._tools or tools == self._tools):
+            tools_json = self._tools_json
+        else:
+            tools_json = dumps(list(tools)) if tools else "[]"
+            self._tools, self._tools_json = tools, tools_json
+        request = ChatRequest(
+            self.config.model, messages, tools, self.sampling, self.metadata, tools_json
+        )
         response = await self.backend.chat(request)
         if response.cached:
             self.cache_hits += 1

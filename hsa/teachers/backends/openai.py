@@ -18,7 +18,7 @@ import openai
 
 from hsa.errors import TeacherError
 from hsa.teachers.backends.base import Backend, BackendStats
-from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message
+from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message, dumps
 from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 
 #: what the client sends when no key is configured: local servers ignore it, and the client
@@ -153,20 +153,14 @@ class OpenAIBackend(Backend):
         )
 
     async def _create(self, request: ChatRequest) -> Any:
-        params: dict[str, Any] = {
-            "model": request.model,
-            "messages": request.wire_messages(),
-            **request.sampling.to_dict(),
-        }
-        if request.tools:
-            params["tools"] = list(request.tools)
-        if request.metadata and self.config.send_metadata:
-            params["metadata"] = dict(request.metadata)
         # ``post`` (the client's documented way to call any endpoint) rather than
         # ``chat.completions.create``: the typed path re-walks every message through its
         # TypedDict transforms and builds pydantic models of the answer, which at a few hundred
         # requests a second costs more CPU than the rest of a rollout. Status errors, timeouts
-        # and connection errors are raised exactly as from ``create``.
+        # and connection errors are raised exactly as from ``create``. The body goes as ready
+        # JSON (``content``), the bytes the client would make of the same dict, put together
+        # from the request's parts, which the cache key has encoded already.
+        body = _body(request, self.config.send_metadata)
         import httpx2
 
         if not self._clients:
@@ -175,7 +169,7 @@ class OpenAIBackend(Backend):
         self._busy[index] += 1
         try:
             raw = await self._clients[index].post(
-                "/chat/completions", body=params, cast_to=httpx2.Response
+                "/chat/completions", content=body, cast_to=httpx2.Response
             )
         finally:
             self._busy[index] -= 1
@@ -195,6 +189,18 @@ class OpenAIBackend(Backend):
         if self._owns_clients:
             for client in clients:
                 await client.close()
+
+
+def _body(request: ChatRequest, send_metadata: bool) -> bytes:
+    """The JSON body of ``request``: ``model``, ``messages``, the sampling parameters, then
+    ``tools`` and ``metadata`` when there are any, encoded compactly as the client would."""
+    parts = [f'"model":{dumps(request.model)}', f'"messages":{request.messages_json()}']
+    parts.extend(f"{dumps(k)}:{dumps(v)}" for k, v in request.sampling.to_dict().items())
+    if request.tools:
+        parts.append(f'"tools":{request.encoded_tools()}')
+    if request.metadata and send_metadata:
+        parts.append(f'"metadata":{dumps(dict(request.metadata))}')
+    return ("{" + ",".join(parts) + "}").encode("utf-8")
 
 
 def _use_aiohttp(transport: str) -> bool:
