@@ -16,6 +16,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -25,6 +26,12 @@ from typing import Any, TextIO
 
 from hsa.errors import HsaError, TeacherError
 from hsa.teachers.request import ChatRequest, Sampling
+
+try:  # optional: a faster JSON decoder for request bodies (see ``_loads``)
+    import orjson as _orjson
+except ImportError:
+    _orjson = None
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
 
 LOOPBACK = "127.0.0.1"
 MAX_BODY = 64 * 1024 * 1024
@@ -50,6 +57,20 @@ class Faults:
                 raise TeacherError(f"{name} must be between 0 and 1, got {value}")
         if self.latency_ms < 0:
             raise TeacherError(f"latency_ms must not be negative, got {self.latency_ms}")
+
+
+def _loads(raw: bytes) -> Any:
+    """``json.loads(raw)``; through orjson when it is installed, which reads a request body
+    (mostly the tool schemas) several times faster: decoding was a third of the server's CPU.
+    Whatever orjson refuses (NaN, lone surrogates) goes to ``json``, which accepts it or raises
+    its own ``ValueError``, and so does a body with a run of 19 digits or more (orjson reads
+    integers past 64 bits as floats), so the result is always ``json.loads``'s."""
+    if _orjson is not None and _LONG_NUMBER.search(raw) is None:
+        try:
+            return _orjson.loads(raw)
+        except _orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
 
 
 def _fraction(*parts: object) -> float:
@@ -208,7 +229,7 @@ class ChatServer:
     async def _chat(self, raw: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
         self.stats.requests += 1
         try:
-            body = json.loads(raw)
+            body = _loads(raw)
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                 raise ValueError("the body must be a JSON object with a messages list")
         except ValueError as exc:
