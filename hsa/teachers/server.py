@@ -13,6 +13,7 @@ broken the same way, as a model's deterministic output would be), and every answ
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import hmac
 import json
@@ -33,6 +34,8 @@ except ImportError:
     _orjson = None
 _LONG_NUMBER = re.compile(rb"[0-9]{19}")
 
+#: allocations between collections of the youngest generation while serving
+GC_THRESHOLD = 20_000
 LOOPBACK = "127.0.0.1"
 MAX_BODY = 64 * 1024 * 1024
 MAX_HEADER_LINES = 100
@@ -168,8 +171,18 @@ class ChatServer:
         if self._server is None:
             await self.start()
         assert self._server is not None
-        async with self._server:
-            await self._server.serve_forever()
+        # As in a teacher job (``hsa.teachers.job``): the responder's environment and plan
+        # live as long as the server, and each request allocates thousands of short-lived
+        # objects, so the youngest generation is collected less often while serving.
+        thresholds = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(GC_THRESHOLD, *thresholds[1:])
+        try:
+            async with self._server:
+                await self._server.serve_forever()
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
 
     async def close(self) -> None:
         if self._server is not None:
