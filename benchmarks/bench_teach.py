@@ -17,9 +17,9 @@ ones.
     python benchmarks/bench_teach.py --quick    # fewer rollouts
 
 Each throughput figure is for one client process (``--workers 1 2`` adds two). The client
-spends about 2.5 ms of CPU per request (the openai client, rendering, parsing, caching,
-verification): at concurrency 64 against a 200 ms endpoint one process needs most of a core,
-at 256 it is CPU-bound, and the server process needs CPU of its own.
+spends about 2 ms of CPU per request (the openai client, most of it, then rendering, parsing,
+caching, verification): at concurrency 64 against a 200 ms endpoint one process needs about
+two thirds of a core, at 256 it is CPU-bound, and the server process needs CPU of its own.
 """
 
 from __future__ import annotations
