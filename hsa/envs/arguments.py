@@ -25,6 +25,8 @@ class ArgumentChecker:
         validator = self._validators.get(tool)
         if validator is None:
             return f"unknown tool {tool!r}; available: {', '.join(sorted(self._validators))}"
+        if validator.is_valid(dict(args)):  # the common case: skip collecting every error
+            return None
         errors = sorted(validator.iter_errors(dict(args)), key=lambda e: list(map(str, e.path)))
         if not errors:
             return None
