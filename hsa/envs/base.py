@@ -83,6 +83,17 @@ class Outcome:
             object.__setattr__(self, "score", 1.0 if self.success else 0.0)
 
 
+def tasks_of_split(tasks: Sequence[Task], split: str | None) -> list[Task]:
+    """The tasks of ``split`` (all when None), in their order; an unknown split is an error."""
+    if split is None:
+        return list(tasks)
+    if split not in SPLITS:
+        from hsa.errors import EnvError
+
+        raise EnvError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    return [t for t in tasks if t.split == split]
+
+
 class Environment(abc.ABC):
     """A world an agent acts in, through the tools of its canonical harness.
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.envs.arguments import ArgumentChecker
-from hsa.envs.base import SPLITS, Environment, Outcome, Task, ToolOutput
+from hsa.envs.base import Environment, Outcome, Task, ToolOutput, tasks_of_split
 from hsa.envs.episode import Episode, run_episode, steps_of
 from hsa.errors import EnvError
 from hsa.harness.events import Event, ToolCall, ToolResult, Trajectory
@@ -87,11 +87,7 @@ class CorpusEnvironment(Environment):
         return harness
 
     def tasks(self, split: str | None = None) -> list[Task]:
-        if split is None:
-            return list(self._tasks)
-        if split not in SPLITS:
-            raise EnvError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
-        return [t for t in self._tasks if t.split == split]
+        return tasks_of_split(self._tasks, split)
 
     def task(self, task_id: str) -> Task:
         try:

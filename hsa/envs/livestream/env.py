@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from hsa.envs.arguments import ArgumentChecker
-from hsa.envs.base import SPLITS, Environment, Outcome, Task, ToolOutput
+from hsa.envs.base import Environment, Outcome, Task, ToolOutput, tasks_of_split
 from hsa.envs.episode import Episode
 from hsa.envs.livestream import harness as harness_module
 from hsa.envs.livestream.actions import ACTIONS, ToolFailure
@@ -67,11 +67,7 @@ class LivestreamEnvironment(Environment):
         return self._harness
 
     def tasks(self, split: str | None = None) -> list[Task]:
-        if split is None:
-            return list(self._tasks)
-        if split not in SPLITS:
-            raise EnvError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
-        return [t for t in self._tasks if t.split == split]
+        return tasks_of_split(self._tasks, split)
 
     def task(self, task_id: str) -> Task:
         try:
