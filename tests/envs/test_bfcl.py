@@ -1,4 +1,5 @@
-"""BFCL: the AST checker's rules, and the full single-turn corpus scored against itself."""
+"""BFCL: the AST checker's rules (Python, Java, JavaScript), the answer checker of web_search,
+and the full single-turn corpus scored against itself."""
 
 from __future__ import annotations
 
@@ -7,8 +8,18 @@ import copy
 import pytest
 
 from hsa.envs.bfcl import BfclEnvironment, answer_defects, reference_calls
-from hsa.envs.bfcl_check import check_calls, check_param, standardize
-from hsa.harness.events import ToolCall
+from hsa.envs.bfcl_check import (
+    check_answer,
+    check_calls,
+    check_param,
+    java_value,
+    js_value,
+    source_text,
+    standardize,
+)
+from hsa.errors import ImportFormatError
+from hsa.harness.events import AssistantMessage, ToolCall
+from tests.harness.bfcl_v4_samples import write_v4_folder
 
 SINGLE_TURN = (
     "simple_python",
@@ -167,3 +178,150 @@ def test_tools_do_not_run_but_fail_cleanly(corpus):
     assert out.is_error and "no recorded output" in out.content
     bad = env.execute(env.reset(task), call.tool, {"base": "ten"})
     assert bad.is_error and "invalid arguments" in bad.content
+
+
+# --- Java, JavaScript and web_search (hand-written entries in the real files' shape) ---
+
+
+@pytest.fixture(scope="module")
+def v4_env(external, tmp_path_factory):
+    root = write_v4_folder(tmp_path_factory.mktemp("v4") / "bfcl", external)
+    return BfclEnvironment.from_corpus(root)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "item", "value"),
+    [  # cases from BFCL's own type_convertor tests, and its fall-backs to the text
+        ("123L", "long", None, 123),
+        ("123", "long", None, "123"),
+        ("3.14f", "float", None, 3.14),
+        ("3.14", "float", None, "3.14"),
+        ("3.14e2", "double", None, 314.0),
+        ("true", "boolean", None, True),
+        ("a", "char", None, "a"),
+        ("new int[]{1, 2, 3}", "Array", "integer", [1, 2, 3]),
+        ('new String[]{"a"}', "Array", "String", ['"a"']),  # BFCL keeps the quotes here
+        ('new ArrayList<>(Arrays.asList("a", "b"))', "ArrayList", "String", ["a", "b"]),
+        ("new ArrayList<Float>() {{ add(1.0f); add(2.0f); }}", "ArrayList", "float", [1.0, 2.0]),
+        ("new long[]{1L, 2, 3L}", "Array", "long", [1, "2", 3]),
+        (
+            'new HashMap<String, Object>() {{ put("k", 1); put("s", "v"); }}',
+            "HashMap",
+            None,
+            {"k": 1, "s": "v"},
+        ),
+        ("new HashMap<>()", "HashMap", None, {}),
+    ],
+)
+def test_java_arguments_read_as_bfcl_reads_them(text, kind, item, value):
+    read = java_value(text, kind, item)
+    assert read == value and type(read) is type(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "item", "value"),
+    [
+        ("'abc'", "String", None, "abc"),
+        ("abc", "String", None, "abc"),
+        ("123n", "Bigint", None, 123),
+        ("3.14", "float", None, 3.14),
+        ("2e3", "float", None, "2e3"),
+        ("false", "Boolean", None, False),
+        ("new Array(4, 5, 6)", "array", "integer", [4, 5, 6]),
+        ('["hello", "world"]', "array", "String", ["hello", "world"]),
+        (" [ [ 1, 2 ], [ 3,   4]]", "array", "array", [[1, 2], [3, 4]]),
+        (
+            "{'key1': 123, 'key2': 'value', 'key3': false}",
+            "dict",
+            None,
+            {"key1": 123, "key2": "value", "key3": False},
+        ),
+        ('{"a": ref, "b": ["x", "y"]}', "dict", None, {"a": "ref", "b": ["x", "y"]}),
+    ],
+)
+def test_javascript_arguments_read_as_bfcl_reads_them(text, kind, item, value):
+    read = js_value(text, kind, item)
+    assert read == value and type(read) is type(value)
+
+
+def test_java_and_javascript_references_are_source_text_and_solve(v4_env):
+    tasks = {t.id: t for t in v4_env.tasks()}
+    assert {t.kind for t in tasks.values()} == {
+        "simple_java",
+        "simple_javascript",
+        "web_search_base",
+        "web_search_no_snippet",
+    }  # memory and its prerequisites are imported unscored, so they are not here
+    (call,) = reference_calls(
+        tasks["simple_java_22"],
+        v4_env.tools(tasks["simple_java_22"]),
+        v4_env.source(tasks["simple_java_22"]),
+    )
+    assert call.args == {
+        "ids": "new ArrayList<>(Arrays.asList(101L, 202L, 303L))",
+        "newStatus": "2",
+    }
+    for task in tasks.values():
+        episode = v4_env.solve(task)
+        assert v4_env.score(task, episode.state, episode.events).success, task.id
+        if "calls" in task.ground_truth:
+            # Perturb the values, then write them as source text: BFCL ignores text after a
+            # Java collection, so a suffix on the text would not be a wrong answer.
+            wrong = perturb(task, reference_calls(task, v4_env.tools(task)))
+            language, types = v4_env.source(task)
+            wrong = [
+                ToolCall(
+                    c.call_id,
+                    c.tool,
+                    {p: _text(v, language, types[c.tool][p]) for p, v in c.args.items()},
+                )
+                for c in wrong
+            ]
+            assert not v4_env.score(task, v4_env.reset(task), wrong).success, task.id
+
+
+def _text(value, language, declared):
+    return source_text(value, language, declared["type"], declared.get("items"))
+
+
+def test_java_arguments_must_be_source_text(v4_env):
+    task = v4_env.task("simple_java_1")
+    tool = "SQLCompletionAnalyzer_makeProposalsFromObject"
+    good = {
+        "object": "Customers",
+        "useShortName": "true",
+        "params": 'new HashMap<String, Object>() {{ put("limit", 50); '
+        'put("schemaFilter", "public"); }}',
+    }
+    state = v4_env.reset(task)
+    assert v4_env.score(task, state, [ToolCall("c", tool, good)]).success
+    as_python = {**good, "useShortName": True}
+    outcome = v4_env.score(task, state, [ToolCall("c", tool, as_python)])
+    assert not outcome.success and "source text" in outcome.reasons[0]
+    wrong_map = {**good, "params": 'new HashMap<String, Object>() {{ put("limit", 5); }}'}
+    assert not v4_env.score(task, state, [ToolCall("c", tool, wrong_map)]).success
+
+
+def test_web_search_is_scored_on_the_final_answer(v4_env):
+    task = v4_env.task("web_search_no_snippet_0")
+    state = v4_env.reset(task)
+
+    def verdict(*texts):
+        return v4_env.score(task, state, [AssistantMessage(t) for t in texts])
+
+    assert verdict("{'answer': 'Zhang Yiming', 'context': 'ByteDance founder'}").success
+    assert verdict("It is ZHANG YIMING (Forbes).").success  # case, ``.()`` do not matter
+    assert not verdict("It is zhang-yiming.").success  # ``-`` goes, and with it the space
+    assert not verdict("Zhang Yiming?", "{'answer': 'Zhong Shanshan'}").success  # the last one
+    assert not verdict("Zhang Yimingxyz").success  # whole words only
+    assert verdict().reasons == ("no final answer",)
+    assert check_answer("the answer is 7 games", ["7", "seven"]) is None
+    assert check_answer("the answer is 17", ["7"]) is not None
+
+
+def test_a_folder_with_a_bad_file_is_refused_whole(v4_env, external, tmp_path):
+    root = write_v4_folder(tmp_path / "bfcl", external)
+    (root / "BFCL_v4_simple_javascript.json").write_text("not json\n")
+    with pytest.raises(ImportFormatError) as err:
+        BfclEnvironment.from_corpus(root)
+    assert err.value.file == str(root / "BFCL_v4_simple_javascript.json")

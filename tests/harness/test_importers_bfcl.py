@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from hsa.harness.importers.bfcl import CLASS_DOCS, format_configs, format_protoc
 from hsa.harness.importers.bfcl_schema import SchemaProblem, normalize_schema, parse_python_call
 from hsa.harness.toolformats import API_NAME
 from hsa.harness.validate import document_problems
+from tests.harness.bfcl_v4_samples import write_v4_folder
 
 BFCL_TYPES = {"dict", "float", "tuple", "any"}
 
@@ -282,3 +284,166 @@ def test_written_import_validates_from_disk(bfcl, tmp_path):
     dirs = sorted(p.parent for p in (tmp_path / "out").glob("*/harness.yaml"))
     assert len(dirs) == len(subset.harnesses)
     assert [p for d in dirs for p in problems(d)] == []
+
+
+# --- v4 categories beyond shared/external: Java, JavaScript, web_search, memory ---
+
+
+@pytest.fixture(scope="module")
+def v4(external, tmp_path_factory):
+    root = write_v4_folder(tmp_path_factory.mktemp("v4") / "bfcl", external)
+    return root, import_source(root)
+
+
+def test_every_v4_category_imports(v4):
+    _, result = v4
+    assert result.failures == ()
+    kinds = Counter(t["kind"] for t in result.tasks)
+    assert kinds == {
+        "simple_java": 2,
+        "simple_javascript": 2,
+        "web_search_base": 1,
+        "web_search_no_snippet": 1,
+        **{f"memory_{b}": 1 for b in ("kv", "vector", "rec_sum")},
+        **{f"memory_{b}_prereq": 2 for b in ("kv", "vector", "rec_sum")},
+    }
+    assert len({t["id"] for t in result.tasks}) == len(result.tasks)
+    for harness in result.harnesses:
+        assert document_problems(harness.to_dict()) == [], harness.id
+
+
+def test_java_and_javascript_functions_are_shown_as_bfcl_shows_them(v4):
+    _, result = v4
+    by_id = {h.id: h for h in result.harnesses}
+    java = by_id["simple_java_22"]
+    (tool,) = java.tools
+    assert tool.description.endswith(" Note that the provided function is in Java 8 SDK syntax.")
+    ids = tool.parameters["properties"]["ids"]
+    assert ids["type"] == "string" and "items" not in ids
+    assert ids["description"].endswith(
+        " This is Java ArrayList type parameter in string representation. The list elements "
+        "are of type long; they are not in string representation."
+    )
+    assert java.metadata["language"] == "java"
+    assert java.metadata["source_types"] == {
+        "PmsProductServiceImpl_updateNewStatus": {
+            "ids": {"type": "ArrayList", "items": "long"},
+            "newStatus": {"type": "integer"},
+        }
+    }
+    any_param = by_id["simple_java_1"].tools[0].parameters["properties"]["object"]
+    assert any_param["description"].endswith(
+        " This parameter can be of any type of Java object in string representation."
+    )
+    # The nested "type": "" of simple_javascript_23 moves into the description, as in BFCL.
+    js = by_id["simple_javascript_23"].tools[0]
+    options = js.parameters["properties"]["options"]
+    assert options["type"] == "string" and "properties" not in options
+    assert '{"issuer": {"type": "", ' in options["description"]
+    assert js.description.endswith(" Note that the provided function is in JavaScript syntax.")
+    task = next(t for t in result.tasks if t["id"] == "simple_javascript_23")
+    assert task["metadata"]["language"] == "javascript"
+    assert task["ground_truth"]["calls"][0]["createAuthToken"]["validity"] == [3600]
+
+
+def test_web_search_entries_are_asked_with_and_without_snippets(v4):
+    _, result = v4
+    tasks = {t["id"]: t for t in result.tasks if t["kind"].startswith("web_search")}
+    assert set(tasks) == {"web_search_base_0", "web_search_no_snippet_0"}
+    base, bare = tasks["web_search_base_0"], tasks["web_search_no_snippet_0"]
+    assert base["ground_truth"] == bare["ground_truth"] == {"answers": ["Zhang Yiming"]}
+    assert base["metadata"]["initial_config"] == {"WebSearchAPI": {"show_snippet": True}}
+    assert bare["metadata"]["initial_config"] == {"WebSearchAPI": {"show_snippet": False}}
+    assert "scored" not in base["metadata"]
+    harness = {h.id: h for h in result.harnesses}[base["harness_id"]]
+    assert harness.id == "bfcl-web_search-agentic"
+    assert harness.prompt.sections[0].body.startswith("For your final answer to the user")
+    doc = {h.id: h for h in result.harnesses}["bfcl-web_search"]
+    assert harness.tools == doc.tools
+
+
+def test_memory_entries_expand_to_three_backends_after_their_prerequisites(v4):
+    _, result = v4
+    tasks = {t["id"]: t for t in result.tasks}
+    for backend in ("kv", "vector", "rec_sum"):
+        task = tasks[f"memory_{backend}_0-customer-0"]
+        prereqs = [f"memory_{backend}_prereq_0-customer-0", f"memory_{backend}_prereq_1-customer-1"]
+        assert task["metadata"]["depends_on"] == prereqs
+        assert task["metadata"]["involved_classes"] == [f"MemoryAPI_{backend}"]
+        assert task["harness_id"] == f"bfcl-memory_{backend}-agentic"
+        assert task["metadata"]["scored"] is False and task["ground_truth"] == {}
+        assert "memory backends" in task["metadata"]["unscored_reason"]
+        assert task["metadata"]["possible_answers"] == ["Michael"]
+        first, second = (tasks[p] for p in prereqs)
+        assert first["turns"] == [
+            "Hey there! My name is Michael.",
+            "I'm 35 years old and live in Seattle.",
+        ]
+        assert second["metadata"]["depends_on"] == prereqs[:1]
+        assert first["harness_id"] == f"bfcl-memory_{backend}"
+        assert first["metadata"]["scored"] is False
+    assert any(n.startswith("1 memory_kv task(s) imported unscored: ") for n in result.notes)
+
+
+def test_memory_without_its_prerequisite_conversations_still_imports(external, tmp_path):
+    root = write_v4_folder(tmp_path / "bfcl", external, prereq=False)
+    result = import_source(root / "BFCL_v4_memory.json")
+    (task,) = (t for t in result.tasks if t["kind"] == "memory_kv")
+    assert task["metadata"]["depends_on"] == []
+    assert task["metadata"]["missing_prerequisite"] == (
+        "memory_prereq_conversation/memory_customer.json"
+    )
+
+
+def test_multi_turn_tasks_are_marked_unscored(bfcl):
+    base = [t for t in bfcl.tasks if t["kind"] == "multi_turn_base"]
+    assert base and all(t["metadata"]["scored"] is False for t in base)
+    assert any(n.startswith("200 multi_turn_base task(s) imported unscored") for n in bfcl.notes)
+    simple = next(t for t in bfcl.tasks if t["kind"] == "simple_python")
+    assert "scored" not in simple["metadata"]
+
+
+def test_a_bad_file_is_reported_and_the_rest_of_the_folder_imports(v4, tmp_path):
+    good, _ = v4
+    root = tmp_path / "bfcl"
+    shutil.copytree(good, root)
+    (root / "BFCL_v4_simple_java.json").write_text('{"id": "simple_java_0", "question": \n')
+    wrong = json.loads((root / "possible_answer" / "BFCL_v4_web_search.json").read_text())
+    wrong["ground_truth"] = [{"not": "a string"}]
+    (root / "possible_answer" / "BFCL_v4_web_search.json").write_text(json.dumps(wrong) + "\n")
+    result = import_source(root)
+    failed = {Path(e.file).name: e for e in result.failures}
+    assert set(failed) == {"BFCL_v4_simple_java.json", "BFCL_v4_web_search.json"}
+    assert failed["BFCL_v4_simple_java.json"].where == "line 1"
+    assert "invalid JSON" in failed["BFCL_v4_simple_java.json"].message
+    assert "list of acceptable answer strings" in failed["BFCL_v4_web_search.json"].message
+    kinds = {t["kind"] for t in result.tasks}
+    assert "simple_javascript" in kinds and "memory_kv" in kinds
+    assert not kinds & {"simple_java", "web_search_base", "web_search_no_snippet"}
+    # Nothing of a failed file is left behind, not even harnesses built before it failed.
+    assert "bfcl-web_search-agentic" not in {h.id for h in result.harnesses}
+    with pytest.raises(ImportFormatError):
+        import_source(root / "BFCL_v4_simple_java.json")  # a file alone still fails outright
+
+
+def test_format_sensitivity_over_a_failed_file_fails_with_its_own_reason(tmp_path):
+    root = tmp_path / "bfcl"
+    root.mkdir()
+    (root / "BFCL_v4_simple_python.json").write_text("{oops\n")
+    (root / "BFCL_v4_format_sensitivity.json").write_text('{"simple_python": ["simple_python_0"]}')
+    result = import_source(root)
+    first, second = result.failures
+    assert first.file == str(root / "BFCL_v4_simple_python.json")
+    assert second.file == str(root / "BFCL_v4_format_sensitivity.json")
+    assert second.where == "$.simple_python" and "could not be imported" in second.message
+    assert result.tasks == () and result.harnesses == ()
+
+
+def test_live_relevance_is_imported_unscored(external, tmp_path):
+    src = tmp_path / "BFCL_v4_live_relevance.json"
+    entry = json.loads((external / "bfcl" / "BFCL_v4_live_simple.json").read_text().splitlines()[0])
+    entry["id"] = "live_relevance_0-0-0"
+    src.write_text(json.dumps(entry) + "\n")
+    (task,) = import_source(src).tasks
+    assert task["ground_truth"] == {} and task["metadata"]["scored"] is False
+    assert "any call" in task["metadata"]["unscored_reason"]

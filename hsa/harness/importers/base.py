@@ -30,6 +30,11 @@ class ImportResult:
     trajectories: tuple[Trajectory, ...] = ()
     source: str = ""
     format: str = ""
+    #: Files of a folder that could not be imported (each error names its file and why);
+    #: the result holds everything else.
+    failures: tuple[HsaError, ...] = ()
+    #: What a user should know about the import, one sentence each (e.g. unscored tasks).
+    notes: tuple[str, ...] = ()
 
     def counts(self) -> dict[str, int]:
         """How many harnesses, tools, skills, tasks and trajectories the import holds."""
@@ -81,7 +86,9 @@ def system_section(text: str) -> Section:
     It has no title: an untitled section renders as its bare body, so under the ``api``
     protocol the harness's system prompt is exactly the source's system message.
     """
-    return Section(id="system", kind="persona", title="", body=literal_template(text))
+    return Section(
+        id="system", kind="persona", title="", body=literal_template(text), verbatim=True
+    )
 
 
 def api_sections(*leading: Section) -> tuple[Section, ...]:

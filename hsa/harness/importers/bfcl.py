@@ -13,7 +13,24 @@
 - ``BFCL_v4_format_sensitivity.json`` lists entries BFCL re-asks under 26 prompt formats; each
   (entry, format) becomes a task on the entry's harness whose metadata carries the protocol
   to render it with (``text``, the call format, tool-call tag and doc format of the config).
-- The ``bfcl/`` folder imports all of the above.
+- ``simple_java`` and ``simple_javascript`` functions are shown as BFCL shows them: every
+  top-level parameter a string of source code, its declared type told in the description and
+  kept in ``metadata["source_types"]`` for the checker (``bfcl_schema.language_functions``).
+- ``web_search`` entries are asked twice, as BFCL's ``web_search_base`` and
+  ``web_search_no_snippet`` (``initial_config`` says which); they are scored on the final
+  answer (``ground_truth["answers"]``). Their harness, ``bfcl-web_search-agentic``, adds
+  BFCL's answer-format system prompt to the ``web_search`` API doc.
+- ``memory`` entries (class ``MemoryAPI``) are asked once per backend (``memory_kv``,
+  ``memory_vector``, ``memory_rec_sum``) after the scenario's prerequisite conversations
+  (``memory_prereq_conversation/memory_<scenario>.json``, imported as ``memory_<backend>_
+  prereq`` tasks and listed in ``depends_on``).
+- Tasks hsa cannot score as BFCL does carry ``metadata["scored"] = False`` and
+  ``metadata["unscored_reason"]``: multi-turn entries and memory entries need BFCL's
+  executable backends; prerequisite conversations are never scored; ``live_relevance``
+  entries pass on any call, and the corpus has none to solve them with. ``ImportResult.notes``
+  says so once per category.
+- The ``bfcl/`` folder imports all of the above. A file that cannot be imported is left out
+  and listed in ``ImportResult.failures``; the rest of the folder still imports.
 
 Tool names are made API-legal (``math.factorial`` -> ``math_factorial``); each harness keeps
 ``metadata["name_map"]`` (legal -> BFCL name) and tasks use the legal names.
@@ -26,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hsa.errors import ImportFormatError
+from hsa.errors import HsaError, ImportFormatError
 from hsa.harness.importers.base import (
     ImportResult,
     api_sections,
@@ -38,6 +55,8 @@ from hsa.harness.importers.base import (
 )
 from hsa.harness.importers.bfcl_schema import (
     SchemaProblem,
+    category_language,
+    language_functions,
     normalize_schema,
     parse_python_call,
     problem_error,
@@ -74,6 +93,33 @@ RETURN_FORMATS = {
 }
 ENV = "bfcl"
 SPLIT = "test"
+WEB_SEARCH = "web_search"
+#: BFCL asks every web_search entry twice: with result snippets and without.
+WEB_SEARCH_CATEGORIES = {"web_search_base": True, "web_search_no_snippet": False}
+MEMORY = "memory"
+MEMORY_BACKENDS = ("kv", "vector", "rec_sum")
+PREREQ_DIR = "memory_prereq_conversation"
+#: BFCL's ADDITIONAL_SYSTEM_PROMPT_FOR_AGENTIC_RESPONSE_FORMAT (bfcl_eval/constants/
+#: default_prompts.py), the system message it puts before every web_search and memory
+#: question: the prompt is part of the task, so it is kept word for word.
+AGENTIC_PROMPT = (
+    "For your final answer to the user, you must respond in this format: {'answer': A short "
+    "and precise answer to the question, 'context': A brief explanation of how you arrived at "
+    "this answer or why it is correct}. If you do not know the answer, respond with "
+    "{'answer': 'I do not know', 'context': 'I do not know'}. If you think the question cannot "
+    "be properly answered, response with {'answer': 'I cannot answer this question', "
+    "'context': A short reason explaining why this question cannot be answered}.\n"
+)
+UNSCORED = {
+    "multi_turn": "BFCL scores multi-turn entries by executing its Python API backends and "
+    "comparing their state and results turn by turn; hsa does not have those backends",
+    "memory": "BFCL scores memory entries against a memory backend filled by the model's own "
+    "run of the prerequisite conversations; hsa does not have BFCL's memory backends",
+    "memory_prereq": "a prerequisite conversation: BFCL runs it to fill the memory backend "
+    "and does not score it",
+    "relevance": "BFCL passes a relevance entry when the model makes any call; the corpus "
+    "gives no call to solve it with, so hsa does not score it",
+}
 
 
 def is_bfcl_dir(path: Path) -> bool:
@@ -90,18 +136,18 @@ def import_bfcl(path: Path) -> ImportResult:
     if path.is_dir():
         if path.name == DOC_DIR:
             for doc in sorted(path.glob("*.json")):
-                job.doc_harness(doc)
+                job.isolated(doc, job.doc_harness)
         else:
             questions = sorted(p for p in path.iterdir() if QUESTION_FILE.match(p.name))
             for file in questions:
                 if _category(file) != FORMAT_SENSITIVITY:
-                    job.question_file(file)
+                    job.isolated(file, job.question_file)
             if (path / DOC_DIR).is_dir():
                 for doc in sorted((path / DOC_DIR).glob("*.json")):
-                    job.doc_harness(doc)
+                    job.isolated(doc, job.doc_harness)
             for file in questions:
                 if _category(file) == FORMAT_SENSITIVITY:
-                    job.format_sensitivity(file)
+                    job.isolated(file, job.format_sensitivity)
     elif path.parent.name == DOC_DIR:
         job.doc_harness(path)
     elif _category(path) == FORMAT_SENSITIVITY:
@@ -116,6 +162,21 @@ def import_bfcl(path: Path) -> ImportResult:
         tasks=tuple(job.tasks),
         source=str(path),
         format="bfcl",
+        failures=tuple(job.failures),
+        notes=_notes(job.tasks),
+    )
+
+
+def _notes(tasks: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    unscored: dict[str, tuple[int, str]] = {}
+    for task in tasks:
+        reason = task["metadata"].get("unscored_reason")
+        if reason:
+            count, _ = unscored.get(task["kind"], (0, reason))
+            unscored[task["kind"]] = (count + 1, reason)
+    return tuple(
+        f"{count:,} {kind} task(s) imported unscored: {reason}"
+        for kind, (count, reason) in unscored.items()
     )
 
 
@@ -132,6 +193,19 @@ class _Import:
         self.tasks: list[dict[str, Any]] = []
         self.entries: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # id -> entry, task
         self.docs: dict[Path, Harness] = {}
+        self.failures: list[HsaError] = []
+        self.failed: set[Path] = set()
+
+    def isolated(self, path: Path, step: Any) -> None:
+        """Run ``step(path)``; if the file cannot be imported, record why and undo its part."""
+        saved = (dict(self.harnesses), len(self.tasks), dict(self.entries), dict(self.docs))
+        try:
+            step(path)
+        except HsaError as exc:
+            self.harnesses, self.entries, self.docs = saved[0], saved[2], saved[3]
+            del self.tasks[saved[1] :]
+            self.failed.add(path)
+            self.failures.append(exc if exc.file else ImportFormatError(str(exc), file=str(path)))
 
     def add(self, harness: Harness, *, file: Path) -> Harness:
         known = self.harnesses.get(harness.id)
@@ -147,6 +221,12 @@ class _Import:
     def question_file(self, path: Path, *, keep_tasks: bool = True) -> None:
         category = _category(path)
         answers = _answers(path)
+        if category == WEB_SEARCH:
+            self.web_search_file(path, answers)
+            return
+        if category == MEMORY:
+            self.memory_file(path, answers)
+            return
         for lineno, entry in read_json_lines(path):
             where = f"line {lineno}"
             if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str):
@@ -187,8 +267,13 @@ class _Import:
         where: str,
     ) -> dict[str, Any]:
         metadata: dict[str, Any] = {"category": category, "question": entry["question"]}
+        if "language" in harness.metadata:
+            metadata["language"] = harness.metadata["language"]
         if "irrelevance" in category:
             ground_truth: dict[str, Any] = {"calls": []}  # the right answer is not to call
+        elif "relevance" in category:
+            ground_truth = {}
+            metadata.update(scored=False, unscored_reason=UNSCORED["relevance"])
         elif answers is None:
             ground_truth = {}
         else:
@@ -212,6 +297,155 @@ class _Import:
             ground_truth=ground_truth,
             metadata=metadata,
         )
+
+    # --- agentic categories: web_search and memory ---
+
+    def _agentic_entries(
+        self, path: Path
+    ) -> list[tuple[str, dict[str, Any], list[list[dict[str, Any]]]]]:
+        out = []
+        for lineno, entry in read_json_lines(path):
+            where = f"line {lineno}"
+            if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str):
+                raise ImportFormatError(
+                    "a BFCL entry must be an object with a string id", file=str(path), where=where
+                )
+            if not _is_question(entry.get("question")):
+                raise ImportFormatError(
+                    "question must be a list of turns, each a list of {role, content} messages",
+                    file=str(path),
+                    where=f"{where}: $.question",
+                )
+            out.append((where, dict(entry), entry["question"]))
+        return out
+
+    def _doc_of(self, cls: str, path: Path, where: str) -> Harness:
+        doc = path.parent / DOC_DIR / CLASS_DOCS[cls]
+        if not doc.is_file():
+            raise ImportFormatError(
+                f"{_category(path)} entries need the API docs of {cls}: {doc} is missing",
+                file=str(path),
+                where=where,
+            )
+        return self.doc_harness(doc)
+
+    def _agentic_harness(self, cls: str, path: Path, where: str) -> Harness:
+        doc = self._doc_of(cls, path, where)
+        harness = Harness(
+            id=f"{doc.id}-agentic",
+            prompt=Prompt(sections=api_sections(system_section(AGENTIC_PROMPT))),
+            tools=doc.tools,
+            metadata={**doc.metadata, "system_prompt": "agentic"},
+        )
+        return self.add(harness, file=path)
+
+    def web_search_file(self, path: Path, answers: dict[str, Any] | None) -> None:
+        entries = self._agentic_entries(path)
+        for category, show_snippet in WEB_SEARCH_CATEGORIES.items():
+            for where, entry, question in entries:
+                harness = self._agentic_harness("WebSearchAPI", path, where)
+                ground_truth = {}
+                if answers is not None:
+                    ground_truth = {"answers": _text_answers(entry["id"], answers, path, where)}
+                metadata: dict[str, Any] = {
+                    "category": category,
+                    "question": question,
+                    "involved_classes": ["WebSearchAPI"],
+                    "initial_config": {"WebSearchAPI": {"show_snippet": show_snippet}},
+                }
+                self.tasks.append(
+                    task_row(
+                        id=entry["id"].replace(WEB_SEARCH, category),
+                        env=ENV,
+                        kind=category,
+                        split=SPLIT,
+                        harness_id=harness.id,
+                        turns=_user_turns(question),
+                        ground_truth=ground_truth,
+                        metadata=metadata,
+                    )
+                )
+
+    def memory_file(self, path: Path, answers: dict[str, Any] | None) -> None:
+        entries = self._agentic_entries(path)
+        scenarios: dict[str, None] = {}
+        for where, entry, _ in entries:
+            if entry.get("involved_classes") != ["MemoryAPI"] or not isinstance(
+                entry.get("scenario"), str
+            ):
+                raise ImportFormatError(
+                    'a memory entry needs involved_classes ["MemoryAPI"] and a scenario',
+                    file=str(path),
+                    where=where,
+                )
+            scenarios[entry["scenario"]] = None
+        prereqs = {s: self._prereq_entries(path, s) for s in scenarios}
+        for backend in MEMORY_BACKENDS:
+            category, cls = f"{MEMORY}_{backend}", f"MemoryAPI_{backend}"
+            doc = self._doc_of(cls, path, "line 1")
+            depends: dict[str, list[str]] = {}
+            for scenario, (_, rows) in prereqs.items():
+                depends[scenario] = []
+                for _, row, question in rows:
+                    task_id = row["id"].replace(MEMORY, category)
+                    self.tasks.append(
+                        task_row(
+                            id=task_id,
+                            env=ENV,
+                            kind=f"{category}_prereq",
+                            split=SPLIT,
+                            harness_id=doc.id,
+                            turns=_user_turns(question),
+                            ground_truth={},
+                            metadata={
+                                "category": f"{category}_prereq",
+                                "question": question,
+                                "scenario": scenario,
+                                "topic": row.get("topic"),
+                                "involved_classes": [cls],
+                                "depends_on": list(depends[scenario]),
+                                "scored": False,
+                                "unscored_reason": UNSCORED["memory_prereq"],
+                            },
+                        )
+                    )
+                    depends[scenario].append(task_id)
+            harness = self._agentic_harness(cls, path, "line 1")
+            for where, entry, question in entries:
+                metadata: dict[str, Any] = {
+                    "category": category,
+                    "question": question,
+                    "scenario": entry["scenario"],
+                    "involved_classes": [cls],
+                    "depends_on": depends[entry["scenario"]],
+                    "scored": False,
+                    "unscored_reason": UNSCORED["memory"],
+                }
+                prereq_path, _ = prereqs[entry["scenario"]]
+                if not prereq_path.is_file():
+                    metadata["missing_prerequisite"] = f"{PREREQ_DIR}/{prereq_path.name}"
+                if answers is not None:
+                    metadata["possible_answers"] = _text_answers(entry["id"], answers, path, where)
+                self.tasks.append(
+                    task_row(
+                        id=entry["id"].replace(MEMORY, category),
+                        env=ENV,
+                        kind=category,
+                        split=SPLIT,
+                        harness_id=harness.id,
+                        turns=_user_turns(question),
+                        ground_truth={},
+                        metadata=metadata,
+                    )
+                )
+
+    def _prereq_entries(
+        self, path: Path, scenario: str
+    ) -> tuple[Path, list[tuple[str, dict[str, Any], list[list[dict[str, Any]]]]]]:
+        prereq = path.parent / PREREQ_DIR / f"memory_{scenario}.json"
+        # Without the conversations the questions are still valid data: they are imported
+        # with no prerequisites and say which file was missing.
+        return prereq, self._agentic_entries(prereq) if prereq.is_file() else []
 
     # --- multi-turn API docs ---
 
@@ -303,6 +537,13 @@ class _Import:
             )
         for category, entry_ids in ids.items():
             source = path.with_name(path.name.replace(FORMAT_SENSITIVITY, category))
+            if source in self.failed:
+                raise ImportFormatError(
+                    f"the entries of {category!r} are in {source.name}, which could not be "
+                    "imported",
+                    file=str(path),
+                    where=f"$.{category}",
+                )
             if not any(e in self.entries for e in entry_ids or ()):
                 if not source.is_file():
                     raise ImportFormatError(
@@ -419,6 +660,8 @@ def _entry_harness(entry: Mapping[str, Any], path: Path, where: str, category: s
         raise ImportFormatError(
             "function must be a list of function docs", file=str(path), where=f"{where}: $.function"
         )
+    language = category_language(category)
+    functions, source_types = language_functions(functions, language)
     tools = [_tool(fn, path, f"{where}: $.function[{j}]") for j, fn in enumerate(functions)]
     legal, name_map = legalize(tools, file=str(path))
     system = [str(m["content"]) for m in (entry["question"] or [[]])[0] if m["role"] == "system"]
@@ -426,6 +669,10 @@ def _entry_harness(entry: Mapping[str, Any], path: Path, where: str, category: s
     metadata: dict[str, Any] = {"source": "bfcl", "category": category}
     if name_map:
         metadata["name_map"] = name_map
+    if source_types:
+        renamed = {t.name: legal_t.name for t, legal_t in zip(tools, legal, strict=True)}
+        metadata["language"] = language
+        metadata["source_types"] = {renamed[k]: v for k, v in source_types.items() if k in renamed}
     return Harness(
         id=harness_id(entry["id"]),
         prompt=Prompt(sections=api_sections(*leading)),
@@ -452,6 +699,23 @@ def _answers(path: Path) -> dict[str, Any] | None:
             )
         answers[row["id"]] = (row["ground_truth"], answer_path, lineno)
     return answers
+
+
+def _text_answers(entry_id: str, answers: dict[str, Any], path: Path, where: str) -> list[str]:
+    if entry_id not in answers:
+        raise ImportFormatError(
+            f"no possible answer for {entry_id!r} in {ANSWER_DIR}/{path.name}",
+            file=str(path),
+            where=where,
+        )
+    ground_truth, answer_path, lineno = answers[entry_id]
+    if not isinstance(ground_truth, list) or not all(isinstance(a, str) for a in ground_truth):
+        raise ImportFormatError(
+            "ground_truth must be a list of acceptable answer strings",
+            file=str(answer_path),
+            where=f"line {lineno}: $.ground_truth",
+        )
+    return list(ground_truth)
 
 
 def _legal_names(harness: Harness) -> dict[str, str]:
@@ -503,8 +767,19 @@ def _multi_turn_task(
     path: Path,
     where: str,
 ) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"category": category, "question": entry["question"]}
-    for key in ("initial_config", "involved_classes", "path", "excluded_function"):
+    metadata: dict[str, Any] = {
+        "category": category,
+        "question": entry["question"],
+        "scored": False,
+        "unscored_reason": UNSCORED["multi_turn"],
+    }
+    for key in (
+        "initial_config",
+        "involved_classes",
+        "path",
+        "excluded_function",
+        "missed_function",
+    ):
         if key in entry:
             metadata[key] = entry[key]
     ground_truth: dict[str, Any] = {}

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import ast
+import copy
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hsa.errors import ImportFormatError
 
 #: BFCL type names (Python-flavoured, see bfcl_eval/constants/type_mappings.py) -> JSON Schema.
-#: ``None`` means "no type constraint": BFCL's ``any`` accepts every value. The v4 files in
-#: shared/external use string, dict, integer, boolean, float, array, any and tuple (counted
-#: over every question file and API doc); the other names are aliases BFCL's own mapping knows.
+#: ``None`` means "no type constraint": BFCL's ``any`` accepts every value. The Python
+#: categories use string, dict, integer, boolean, float, array, any and tuple; the Java and
+#: JavaScript names (``GORILLA_TO_OPENAPI`` there) are known too, although their top-level
+#: parameters reach a harness as strings (``language_functions``).
 TYPES: dict[str, str | None] = {
     "dict": "object",
     "object": "object",
@@ -30,8 +33,27 @@ TYPES: dict[str, str | None] = {
     "list": "array",
     "tuple": "array",
     "any": None,
+    "Any": None,
     "null": "null",
+    "byte": "integer",
+    "short": "integer",
+    "Bigint": "integer",
+    "String": "string",
+    "Boolean": "boolean",
+    "Array": "array",
+    "ArrayList": "array",
+    "Queue": "array",
+    "Stack": "array",
+    "Set": "array",
+    "HashMap": "object",
+    "Hashtable": "object",
 }
+#: BFCL's hint appended to every function description of a category, by language.
+LANGUAGE_HINTS = {
+    "java": " Note that the provided function is in Java 8 SDK syntax.",
+    "javascript": " Note that the provided function is in JavaScript syntax.",
+}
+LANGUAGE_NAMES = {"java": "Java", "javascript": "JavaScript"}
 # Keywords whose value is a schema, a list of schemas, or a map of names to schemas.
 _SCHEMA_KEYS = ("additionalProperties", "not", "contains", "propertyNames")
 _SCHEMA_LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems")
@@ -98,6 +120,73 @@ def _type(value: Any, where: str) -> str | list[str] | None:
         known = ", ".join(sorted(TYPES))
         raise SchemaProblem(f"unknown BFCL type {value!r} (known: {known})", where)
     return TYPES[value]
+
+
+def category_language(category: str) -> str:
+    """``java``, ``javascript`` or ``python``: the language BFCL reads a category's docs in."""
+    if "javascript" in category:
+        return "javascript"
+    return "java" if "java" in category else "python"
+
+
+def language_functions(
+    functions: Sequence[Any], language: str
+) -> tuple[list[Any], dict[str, dict[str, dict[str, str]]]]:
+    """Java/JavaScript function docs as BFCL shows them to a model, and their source types.
+
+    BFCL asks for every top-level argument of a Java or JavaScript function as a string of
+    source code (``"new ArrayList<>(Arrays.asList(1, 2))"``, ``"true"``) and converts it back
+    with the declared type when it checks the call. So each top-level parameter becomes
+    ``string`` with its Java/JS type told in the description (array item types and JS dict
+    properties move there too), every description gets BFCL's language hint, and the declared
+    types come back as ``{function: {parameter: {"type": T, "items": T}}}`` for the checker.
+    Python docs and malformed entries come back unchanged (``normalize_schema`` reports them).
+    """
+    if language not in LANGUAGE_HINTS:
+        return list(functions), {}
+    name = LANGUAGE_NAMES[language]
+    array = "array" if language == "javascript" else ("Array", "ArrayList")
+    out: list[Any] = []
+    types: dict[str, dict[str, dict[str, str]]] = {}
+    for fn in functions:
+        params = fn.get("parameters") if isinstance(fn, Mapping) else None
+        props = params.get("properties") if isinstance(params, Mapping) else None
+        if not isinstance(props, Mapping) or not all(
+            isinstance(v, Mapping) for v in props.values()
+        ):
+            out.append(fn)
+            continue
+        fn = copy.deepcopy(dict(fn))
+        fn["description"] = str(fn.get("description") or "") + LANGUAGE_HINTS[language]
+        declared: dict[str, dict[str, str]] = {}
+        for key, prop in fn["parameters"]["properties"].items():
+            kind = prop.get("type")
+            text = str(prop.get("description") or "")
+            if kind == "any":
+                text += (
+                    f" This parameter can be of any type of {name} object in string representation."
+                )
+            else:
+                text += f" This is {name} {kind} type parameter in string representation."
+            source = {"type": str(kind)}
+            items = prop.pop("items", None) if kind in array else None
+            if isinstance(items, Mapping) and "type" in items:
+                source["items"] = str(items["type"])
+                text += (
+                    f" The list elements are of type {items['type']}; they are not in string "
+                    "representation."
+                )
+            if language == "javascript" and kind == "dict" and "properties" in prop:
+                text += (
+                    " The dictionary entries have the following schema; they are not in string "
+                    f"representation. {json.dumps(prop.pop('properties'))}"
+                )
+            prop["description"] = text
+            prop["type"] = "string"
+            declared[key] = source
+        types[str(fn.get("name"))] = declared
+        out.append(fn)
+    return out, types
 
 
 def parse_python_call(
