@@ -58,6 +58,7 @@ def replace_in_harness(harness: Harness, table: Mapping[str, str]) -> Harness:
             title=replace_identifiers(s.title, table),
             body=replace_identifiers(s.body, table, template=True),
             kind=s.kind,
+            verbatim=s.verbatim,
         )
         for s in prompt.sections
     )

@@ -96,6 +96,14 @@ def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) ->
         table.add_column(key, justify="right")
     table.add_row(*(f"{v:,}" for v in counts.values()))
     console().print(table)
+    for note in result.notes:
+        console().print(f"note: {note}")
+    if result.failures:
+        # The rest of SRC is written above; the failed files still make the command fail.
+        names = ", ".join(Path(e.file or str(src)).name for e in result.failures)
+        lines = [str(e) for e in result.failures]
+        lines.append(f"{len(result.failures)} file(s) could not be imported: {names}")
+        fail("\n".join(lines))
 
 
 @group.command("show")

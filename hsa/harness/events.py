@@ -136,7 +136,10 @@ def _json_object(row: Mapping[str, Any], key: str) -> dict[str, Any]:
     raw = row.get(key)
     if raw is None or raw == "":
         return {}
-    value = json.loads(raw) if isinstance(raw, str) else raw
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError as exc:
+        raise ValueError(f"field {key!r} is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ValueError(f"field {key!r} must hold a JSON object")
     return value

@@ -8,6 +8,11 @@ A harness directory::
     prompt.md.j2          the system prompt template, when the harness has one
     tools.json            tools (OpenAI, MCP or Anthropic format; saved as OpenAI)
     skills/<id>/SKILL.md  one Agent Skill per folder
+
+``prompt.md.j2``, ``tools.json`` and ``skills/`` are found by convention: each is loaded even
+when ``harness.yaml`` does not reference it (skills in folder-name order). A manifest that names
+another file or lists skills keeps the last word; one that sets ``prompt.template`` inline
+beside a ``prompt.md.j2`` is refused, since one of the two would be ignored.
 """
 
 from __future__ import annotations
@@ -139,6 +144,8 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], _Sources]:
     if not isinstance(doc, dict):
         raise HarnessError("a harness document must be a mapping", file=str(manifest), where="$")
 
+    if manifest.name == MANIFEST:
+        _by_convention(doc, root, manifest)
     if isinstance(doc.get("tools"), str):
         sources.tools = root / doc["tools"]
         doc["tools"] = _tools_from_file(sources.tools, sources)
@@ -167,6 +174,34 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], _Sources]:
             loaded.append(load_skill_dir(folder).to_dict())
         doc["skills"] = loaded
     return doc, sources
+
+
+def _by_convention(doc: dict[str, Any], root: Path, manifest: Path) -> None:
+    """Reference the files at their conventional places that ``harness.yaml`` does not name.
+
+    A file the user put in the harness directory must not be skipped because the manifest
+    forgot it; a manifest that names a part (or sets it inline) keeps the last word.
+    """
+    if "tools" not in doc and (root / TOOLS_FILE).is_file():
+        doc["tools"] = TOOLS_FILE
+    if "skills" not in doc and (root / SKILLS_DIR).is_dir():
+        found = sorted(p.name for p in (root / SKILLS_DIR).iterdir() if (p / "SKILL.md").is_file())
+        if found:
+            doc["skills"] = found
+    if not (root / TEMPLATE_FILE).is_file():
+        return
+    if doc.get("prompt") is None:
+        doc["prompt"] = {}
+    prompt = doc["prompt"]
+    if not isinstance(prompt, dict) or "template_file" in prompt:
+        return
+    if "template" in prompt:
+        raise HarnessError(
+            f"the prompt template is given twice, here and in {TEMPLATE_FILE}: keep one",
+            file=str(manifest),
+            where="$.prompt.template",
+        )
+    prompt["template_file"] = TEMPLATE_FILE
 
 
 def _tools_from_file(path: Path, sources: _Sources) -> list[dict[str, Any]]:

@@ -27,20 +27,34 @@ HookEvent = Literal["session_start", "user_prompt_submit", "pre_tool_use", "post
 
 @dataclass(frozen=True, slots=True)
 class Tool:
-    """A callable tool: an API-legal name, a description and a JSON Schema for its arguments."""
+    """A callable tool: an API-legal name, a description and a JSON Schema for its arguments.
+
+    ``extra`` keeps source fields a model is never shown, untouched: an MCP tool's ``title``,
+    ``outputSchema``, ``annotations`` (``readOnlyHint``, ``destructiveHint``, ...). They are in
+    the harness document and ``tools.json``, never in ``to_function``/``to_openai``, whose
+    keys the OpenAI API accepts.
+    """
 
     name: str
     description: str = ""
     parameters: Mapping[str, Any] = field(
         default_factory=lambda: {"type": "object", "properties": {}}
     )
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        out = self.to_function()
+        if self.extra:
+            out["extra"] = dict(self.extra)
+        return out
+
+    def to_function(self) -> dict[str, Any]:
+        """What a model is shown: ``name``, ``description`` and ``parameters``."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
     def to_openai(self) -> dict[str, Any]:
         """The tool as one entry of an OpenAI request's ``tools`` list."""
-        return {"type": "function", "function": self.to_dict()}
+        return {"type": "function", "function": self.to_function()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Tool:
@@ -48,6 +62,7 @@ class Tool:
             name=data["name"],
             description=data.get("description", ""),
             parameters=data.get("parameters") or {"type": "object", "properties": {}},
+            extra=dict(data.get("extra") or {}),
         )
 
 
@@ -164,16 +179,23 @@ class Section:
     """One named section of the system prompt; ``body`` is a Jinja2 template.
 
     Sections of kind ``tools``, ``skills`` and ``output_format`` with an empty body are filled
-    with the generated tool docs, skills catalogue and call-format instructions.
+    with the generated tool docs, skills catalogue and call-format instructions. A rendered
+    body is stripped of whitespace at its ends unless ``verbatim`` is set, as importers do for
+    text whose every byte is data (a source system message).
     """
 
     id: str
     title: str
     body: str = ""
     kind: str = "custom"
+    verbatim: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "title": self.title, "body": self.body}
+        out: dict[str, Any] = {"id": self.id, "kind": self.kind, "title": self.title}
+        out["body"] = self.body
+        if self.verbatim:
+            out["verbatim"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Section:
@@ -182,6 +204,7 @@ class Section:
             title=data.get("title", data["id"]),
             body=data.get("body", ""),
             kind=data.get("kind", "custom"),
+            verbatim=bool(data.get("verbatim", False)),
         )
 
 

@@ -3,8 +3,9 @@
 Each section body is a sandboxed Jinja2 template over ``harness_id``, ``tools``, ``skills``,
 ``protocol``, ``tool_docs``, ``skills_catalog`` and ``call_instructions``; an empty body of kind
 ``tools``, ``skills`` or ``output_format`` is filled with the matching generated text, and a
-section whose body renders empty is left out. Sections are joined by a blank line, each headed
-in the prompt's style:
+section whose body renders empty is left out. A body loses the whitespace at its ends
+unless the section is ``verbatim``, so that a source system message imported as a section gives
+back every byte. Sections are joined by a blank line, each headed in the prompt's style:
 
 - ``markdown``: ``## Title``, a blank line, the body;
 - ``xml``: ``<id>``, the body, ``</id>`` (each on its own line);
@@ -93,7 +94,7 @@ _AUTO_BODIES = {
 def _context(harness: Harness) -> dict[str, Any]:
     return {
         "harness_id": harness.id,
-        "tools": [t.to_dict() for t in surface_tools(harness)],
+        "tools": [t.to_function() for t in surface_tools(harness)],
         "skills": [s.to_dict() for s in harness.skills],
         "protocol": harness.protocol.to_dict(),
         "tool_docs": tool_docs(harness),
@@ -146,7 +147,9 @@ def _system_prompt(harness_json: str) -> str:
         source = section.body or (
             "{{ " + _AUTO_BODIES[section.kind] + " }}" if section.kind in _AUTO_BODIES else ""
         )
-        body = render_template(source, context, where=f"$.prompt.sections[{i}].body").strip()
+        body = render_template(source, context, where=f"$.prompt.sections[{i}].body")
+        if not section.verbatim:
+            body = body.strip()
         if body:
             formatted.append(format_section(section, body, harness.prompt.heading_style))
     joined = "\n\n".join(formatted)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from hsa.errors import ImportFormatError
@@ -80,7 +81,16 @@ def tool_from_entry(entry: Any, *, where: str) -> tuple[Tool, str]:
         raise ImportFormatError(
             f"description of tool {name!r} must be a string", where=f"{where}.description"
         )
-    return Tool(name=name, description=description, parameters=params), fmt
+    if fmt == "mcp":
+        # title, outputSchema, annotations, _meta, ...: kept aside, never shown to a model
+        extra = {k: v for k, v in body.items() if k not in ("name", "description", schema_key)}
+    else:
+        extra = body.get("extra") or {}  # as hsa writes it in tools.json
+        if not isinstance(extra, Mapping):
+            raise ImportFormatError(
+                f"extra of tool {name!r} must be an object", where=f"{where}.extra"
+            )
+    return Tool(name=name, description=description, parameters=params, extra=dict(extra)), fmt
 
 
 def legal_name(name: str, taken: set[str]) -> str:
@@ -119,7 +129,7 @@ def tools_from_document(doc: Any, *, file: str | None = None) -> tuple[list[Tool
         except ImportFormatError as exc:
             raise ImportFormatError(exc.message, file=file, where=exc.where) from None
         if "type" not in tool.parameters:  # tools APIs want the object type spelled out
-            tool = Tool(tool.name, tool.description, {"type": "object", **tool.parameters})
+            tool = replace(tool, parameters={"type": "object", **tool.parameters})
         parsed.append(tool)
     return legalize(parsed, file=file)
 
@@ -147,10 +157,31 @@ def legalize(
         legal = legal_name(tool.name, taken)
         taken.add(legal)
         name_map[legal] = tool.name
-        out.append(Tool(legal, tool.description, tool.parameters))
+        out.append(replace(tool, name=legal))
     return out, name_map
 
 
 def tools_to_openai(tools: Sequence[Tool]) -> list[dict[str, Any]]:
     """Tools as an OpenAI ``tools`` list."""
     return [t.to_openai() for t in tools]
+
+
+def tools_to_mcp(
+    tools: Sequence[Tool], name_map: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Tools as MCP ``Tool`` objects, with the fields kept in ``extra`` back in place.
+
+    ``name_map`` (legal name -> source name, as importers keep it in the harness's metadata)
+    gives renamed tools their source names back, since MCP allows names the APIs refuse.
+    """
+    name_map = name_map or {}
+    out = []
+    for tool in tools:
+        entry: dict[str, Any] = {"name": name_map.get(tool.name, tool.name)}
+        if "title" in tool.extra:
+            entry["title"] = tool.extra["title"]
+        entry["description"] = tool.description
+        entry["inputSchema"] = dict(tool.parameters)
+        entry.update((k, v) for k, v in tool.extra.items() if k != "title")
+        out.append(entry)
+    return out

@@ -230,3 +230,36 @@ def test_undetectable_source_and_bad_options(tmp_path, capsys):
     assert line == f"hsa: error: {tmp_path / 'nope'}: no such file or directory"
     bad = cli(capsys, "harness", "import", str(tmp_path), "--out", "o", "--format", "csv")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_validate_checks_a_prompt_md_j2_that_harness_yaml_does_not_name(tmp_path, capsys):
+    root = tmp_path / "h"
+    root.mkdir()
+    (root / "harness.yaml").write_text("id: h\n")
+    (root / "prompt.md.j2").write_text("{{ ''.__class__.__mro__ }}")
+    line = one_error(cli(capsys, "harness", "validate", str(root)))
+    assert line.startswith(f"hsa: error: {root / 'prompt.md.j2'}: ")
+    (root / "prompt.md.j2").write_text("You work for {{ harness_id }}.")
+    done = cli(capsys, "harness", "validate", str(root))
+    assert done.returncode == 0 and "ok: 1 harness valid" in done.stdout
+
+
+def test_bfcl_folder_with_a_corrupt_file_imports_the_rest_and_fails(external, tmp_path):
+    from tests.harness.bfcl_v4_samples import write_v4_folder
+
+    src = write_v4_folder(tmp_path / "bfcl", external)
+    corrupt = src / "BFCL_v4_simple_javascript.json"
+    corrupt.write_text('{"id": "simple_javascript_0", "question": [[\n')
+    out = tmp_path / "out"
+    done = hsa("harness", "import", str(src), "--out", str(out))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith(f"hsa: error: {corrupt}: line 1: invalid JSON")
+    assert lines[-1] == (
+        "hsa: error: 1 file(s) could not be imported: BFCL_v4_simple_javascript.json"
+    )
+    assert "imported unscored" in done.stdout  # the memory tasks, said once per category
+    kinds = {json.loads(line)["kind"] for line in (out / "tasks.jsonl").read_text().splitlines()}
+    assert {"simple_java", "web_search_base", "memory_kv"} <= kinds
+    assert "simple_javascript" not in kinds
+    assert (out / "simple_java_1" / "harness.yaml").is_file()

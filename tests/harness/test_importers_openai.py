@@ -251,3 +251,85 @@ def test_rows_under_a_given_harness_read_skill_loads_and_hooks(tmp_path):
     assert load(out) == harness
     with pytest.raises(ImportFormatError, match="only for openai-jsonl"):
         import_source(tmp_path / "agent" / "tools.json", harness=harness)
+
+
+def _lookup(call_id: str, order: str) -> dict:
+    arguments = json.dumps({"order_id": order})
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "get_order", "arguments": arguments},
+    }
+
+
+GET_ORDER = {
+    "type": "function",
+    "function": {
+        "name": "get_order",
+        "description": "Get an order.",
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}},
+            "required": ["order_id"],
+        },
+    },
+}
+
+
+def test_a_call_id_reused_on_a_later_turn_answers_the_latest_call(tmp_path):
+    # The shape of tau-bench's gpt-4o trajectories: "call_1" again on a later turn.
+    row = _row(
+        {"role": "system", "content": "You are a retail agent."},
+        {"role": "user", "content": "Where are #1 and #2?"},
+        {"role": "assistant", "content": None, "tool_calls": [_lookup("call_1", "#1")]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "#1 shipped"},
+        {"role": "assistant", "content": None, "tool_calls": [_lookup("call_1", "#2")]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "#2 pending"},
+        {"role": "assistant", "content": "#1 shipped, #2 is pending."},
+        tools=[GET_ORDER],
+    )
+    path = tmp_path / "tau.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (trajectory,) = import_source(path).trajectories
+    calls = [(e.call_id, e.args) for e in trajectory.events if isinstance(e, ToolCall)]
+    results = [(e.call_id, e.content) for e in trajectory.events if isinstance(e, ToolResult)]
+    assert calls == [("call_0", {"order_id": "#1"}), ("call_1", {"order_id": "#2"})]
+    assert results == [("call_0", "#1 shipped"), ("call_1", "#2 pending")]
+    assert trajectory.metadata["call_ids"] == ["call_1", "call_1"]
+
+
+@pytest.mark.parametrize(
+    ("messages", "where", "reason"),
+    [
+        (
+            [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [_lookup("call_1", "#1"), _lookup("call_1", "#2")],
+                },
+                {"role": "tool", "tool_call_id": "call_1", "content": "shipped"},
+            ],
+            "line 1: $.messages[1].tool_call_id",
+            "two tool calls of the assistant message at $.messages[0] have that id",
+        ),
+        (
+            [
+                {"role": "assistant", "content": None, "tool_calls": [_lookup("call_1", "#1")]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "shipped"},
+                {"role": "tool", "tool_call_id": "call_2", "content": "pending"},
+            ],
+            "line 1: $.messages[2].tool_call_id",
+            "answers no earlier tool call",
+        ),
+    ],
+)
+def test_a_tool_message_that_no_call_answers_unambiguously_is_refused(
+    tmp_path, messages, where, reason
+):
+    path = tmp_path / "tau.jsonl"
+    path.write_text(json.dumps(_row(*messages, tools=[GET_ORDER])) + "\n")
+    with pytest.raises(ImportFormatError) as err:
+        import_source(path)
+    assert (err.value.file, err.value.where) == (str(path), where)
+    assert reason in err.value.message

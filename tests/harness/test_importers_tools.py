@@ -106,3 +106,43 @@ def test_cli_imports_a_real_tools_file_and_validates(external, tmp_path):
     assert harness.id == "tools" and len(harness.tools) == 16
     args = [sys.executable, "-c", code, "harness", "validate", str(out)]
     assert subprocess.run(args, capture_output=True, text=True).returncode == 0
+
+
+def test_mcp_title_annotations_and_output_schema_survive_a_round_trip(tmp_path):
+    from hsa.harness import load, render, save
+    from hsa.harness.model import Protocol
+    from hsa.harness.toolformats import tools_to_mcp
+
+    # An MCP Tool object with every field of the spec, and a name only MCP allows.
+    mcp = {
+        "name": "orders.get",
+        "title": "Get order",
+        "description": "Fetch one order.",
+        "inputSchema": SCHEMA,
+        "outputSchema": {"type": "object", "properties": {"status": {"type": "string"}}},
+        "annotations": {
+            "title": "Get order (read-only)",
+            "readOnlyHint": True,
+            "destructiveHint": False,
+            "idempotentHint": True,
+            "openWorldHint": False,
+        },
+    }
+    path = tmp_path / "server.json"
+    path.write_text(json.dumps({"tools": [mcp]}))
+    (harness,) = import_source(path).harnesses
+    (tool,) = harness.tools
+    assert tool.extra == {k: mcp[k] for k in ("title", "outputSchema", "annotations")}
+    reloaded = load(save(harness, tmp_path / "h"))
+    assert reloaded == harness
+    assert tools_to_mcp(reloaded.tools, reloaded.metadata["name_map"]) == [mcp]
+    # what a model is sent carries none of it: keys the OpenAI API accepts only
+    (sent,) = render([], reloaded).tools
+    assert sent == {
+        "type": "function",
+        "function": {"name": "orders_get", "description": "Fetch one order.", "parameters": SCHEMA},
+    }
+    for doc_format in ("json", "xml", "python", "markdown"):
+        text = reloaded.replace(protocol=Protocol(name="text", doc_format=doc_format))
+        prompt = render([], text).messages[0]["content"]
+        assert "orders_get" in prompt and "readOnlyHint" not in prompt, doc_format

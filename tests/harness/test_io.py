@@ -409,3 +409,52 @@ def test_missing_path(tmp_path):
     assert found.message == "no such file or directory"
     (found,) = problems(tmp_path)
     assert "no harness.yaml" in found.message
+
+
+def test_files_at_their_conventional_places_are_loaded_unnamed(tmp_path):
+    tools = [{"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}}]
+    root = _write(
+        tmp_path,
+        "id: x\nprompt:\n  sections: [{id: persona, title: Persona, body: Be kind.}]\n",
+        {
+            "prompt.md.j2": "Harness {{ harness_id }}.\n{{ body }}",
+            "tools.json": json.dumps(tools),
+            "skills/zeta/SKILL.md": "---\nname: zeta\ndescription: Last.\n---\nZ\n",
+            "skills/alpha/SKILL.md": "---\nname: alpha\ndescription: First.\n---\nA\n",
+        },
+    )
+    harness = load(root)
+    assert harness.prompt.template == "Harness {{ harness_id }}.\n{{ body }}"
+    assert [t.name for t in harness.tools] == ["echo"]
+    assert [s.id for s in harness.skills] == ["alpha", "zeta"]
+    assert load(save(harness, tmp_path / "saved")) == harness
+
+
+def test_a_manifest_that_names_its_parts_keeps_the_last_word(tmp_path):
+    root = _write(
+        tmp_path,
+        "id: x\ntools: []\nskills: []\nprompt:\n  template_file: other.j2\n",
+        {
+            "other.j2": "other",
+            "prompt.md.j2": "conventional",
+            "tools.json": json.dumps([{"name": "echo", "parameters": {"type": "object"}}]),
+            "skills/alpha/SKILL.md": "---\nname: alpha\ndescription: First.\n---\nA\n",
+        },
+    )
+    harness = load(root)
+    assert (harness.prompt.template, harness.tools, harness.skills) == ("other", (), ())
+
+
+def test_an_inline_template_beside_prompt_md_j2_is_refused(tmp_path):
+    root = _write(tmp_path, "id: x\nprompt:\n  template: inline\n", {"prompt.md.j2": "file"})
+    file, where, message = _one(problems(root))
+    assert (file, where) == (str(root / "harness.yaml"), "$.prompt.template")
+    assert "given twice" in message
+    with pytest.raises(HarnessValidationError):
+        load(root)
+
+
+def test_errors_in_a_conventional_template_name_that_file(tmp_path):
+    root = _write(tmp_path, "id: x\n", {"prompt.md.j2": "{{ ''.__class__ }}"})
+    file, _, _ = _one(problems(root))
+    assert file == str(root / "prompt.md.j2")

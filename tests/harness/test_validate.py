@@ -67,7 +67,8 @@ CASES = [
     (lambda d: d.update(id="-bad"), "$.id", "does not match"),
     (lambda d: d.update(colour="blue"), "$.colour", "unknown field 'colour'; allowed here: id"),
     (lambda d: d["tools"][0].update(name="a.b"), "$.tools[0].name", "does not match"),
-    (lambda d: d["tools"][0].update(extra=1), "$.tools[0].extra", "unknown field 'extra'"),
+    (lambda d: d["tools"][0].update(colour=1), "$.tools[0].colour", "unknown field 'colour'"),
+    (lambda d: d["tools"][0].update(extra=1), "$.tools[0].extra", "1 is not of type 'object'"),
     (lambda d: d["tools"].append(copy.deepcopy(TOOL)), "$.tools[1].name", "duplicate tool name"),
     (
         lambda d: d["tools"][0]["parameters"].update(required=["id", "nope"]),

@@ -44,8 +44,13 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
     skill tool become skill loads, and messages that match its hooks become hook firings.
 
     Call ids are normalised (``call_0``, ``call_1``, ...); the originals, in call order, are
-    kept in ``metadata["call_ids"]``. Each row also yields a task (``env: jsonl``) whose turns
-    are the row's user messages and whose reference is the trajectory.
+    kept in ``metadata["call_ids"]``. A source may reuse an id on a later turn (tau-bench's
+    gpt-4o trajectories do, and the OpenAI API accepts them): a ``tool`` message answers the
+    latest call with its id. Refused, naming the line: a ``tool`` message whose id matches no
+    earlier call, or one whose id two calls of the same assistant message share.
+
+    Each row also yields a task (``env: jsonl``) whose turns are the row's user messages and
+    whose reference is the trajectory.
     """
     stem = harness_id(path.stem, fallback="chat")
     groups: dict[str, Harness] = {}
@@ -176,7 +181,11 @@ def _events(
     tools = {t.name for t in harness.tools}
     skill_tool = harness.skill_tool.name if harness.skill_tool is not None else None
     events: list[Event] = []
-    call_ids: list[str] = []
+    call_ids: list[str] = []  # the source ids, in call order (repeats kept)
+    # Each call gets a unique internal id (its position in call_ids) so that a reused source
+    # id cannot merge two calls; a source id points at its latest call, or at None when two
+    # calls of one assistant message share it, with the index of that message.
+    latest: dict[str, tuple[str | None, int]] = {}
     answered_by_skill: set[str] = set()
     for k in range(start, len(messages)):
         message = messages[k]
@@ -205,14 +214,14 @@ def _events(
                 raise ImportFormatError(
                     "tool_calls must be a list", file=str(path), where=f"{at}.tool_calls"
                 )
+            in_message: set[str] = set()
             for i, call in enumerate(calls):
                 cat = f"{at}.tool_calls[{i}]"
-                call_id, name, args = _call(call, path, cat)
-                if call_id in call_ids:
-                    raise ImportFormatError(
-                        f"tool call id {call_id!r} is used twice", file=str(path), where=f"{cat}.id"
-                    )
-                call_ids.append(call_id)
+                source_id, name, args = _call(call, path, cat)
+                call_id = str(len(call_ids))
+                call_ids.append(source_id)
+                latest[source_id] = (None if source_id in in_message else call_id, k)
+                in_message.add(source_id)
                 name = rename.get(name, name)
                 if name == skill_tool:
                     skill = args.get(harness.skill_arg or "")
@@ -234,10 +243,18 @@ def _events(
                 else:
                     events.append(ToolCall(call_id, name, args))
         elif role == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id not in call_ids:
+            source_id = message.get("tool_call_id")
+            if not isinstance(source_id, str) or source_id not in latest:
                 raise ImportFormatError(
-                    f"tool_call_id {call_id!r} answers no earlier tool call of this row",
+                    f"tool_call_id {source_id!r} answers no earlier tool call of this row",
+                    file=str(path),
+                    where=f"{at}.tool_call_id",
+                )
+            call_id, called_at = latest[source_id]
+            if call_id is None:
+                raise ImportFormatError(
+                    f"tool_call_id {source_id!r} is ambiguous: two tool calls of the assistant "
+                    f"message at $.messages[{called_at}] have that id",
                     file=str(path),
                     where=f"{at}.tool_call_id",
                 )

@@ -144,7 +144,7 @@ def _nested(
 
 @register_doc_format("json")
 def json_docs(tools: Sequence[Tool]) -> str:
-    return json.dumps([t.to_dict() for t in tools], ensure_ascii=False, indent=4)
+    return json.dumps([t.to_function() for t in tools], ensure_ascii=False, indent=4)
 
 
 @register_doc_format("xml")
