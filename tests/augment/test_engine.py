@@ -4,11 +4,14 @@ Every test compares the engine, row for row, with the reference on the same (tra
 variant) pairs: adversarial drawn harnesses and events under variants planned from every
 built-in rule, the rule-rich support harness under every protocol, the livestream oracle's
 trajectories, and argument JSON that only the exact path can take (explicit nulls, floats
-Python writes in exponent form, escapes, duplicate keys, NaN).
+Python writes in exponent form, escapes, duplicate keys, NaN). Rows with one defect each (bad
+ids, metadata, arguments, payloads, kinds, fields, unknown skills and hooks) are refused by the
+engine exactly when the reference refuses them, naming the same row, place and problem.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import replace
 
@@ -38,10 +41,12 @@ from hsa.harness import (
     render,
     trajectories_to_table,
 )
+from hsa.harness.events import EVENT_STRUCT, dumps_json
 from hsa.harness.protocols import CALL_FORMATS
 from tests.augment.conftest import make_events, make_harness
+from tests.harness.strategies import arg_names, harnesses, json_values
 from tests.harness.strategies import events as event_lists
-from tests.harness.strategies import harnesses
+from tests.harness.strategies import texts as text_values
 
 PROTOCOLS = [Protocol()] + [
     Protocol("text", fmt, tag, doc)
@@ -79,17 +84,36 @@ def check(trajectories: list[Trajectory], variants: list[Variant]) -> Engine:
     return check_table(trajectories_to_table(trajectories), variants)
 
 
+def reference_row(row: dict, name: str, variant: Variant):
+    """What the reference gives for one table row, or its error, naming the row as the engine
+    does (``row 3 (id 'x')``, then ``.events[i]``, ``.metadata`` or ``.id``)."""
+    try:
+        trajectory = Trajectory.from_row(row, where=name)
+    except HsaError as exc:
+        return exc
+    got = reference(trajectory, variant)
+    if isinstance(got, HsaError):
+        got.where = f"{name}.{got.where}" if got.where else name
+    return got
+
+
 def check_table(table: pa.Table, variants: list[Variant]) -> Engine:
+    """The engine on every (row, variant) pair equals the reference, or refuses as it does:
+    with an error naming a row and place where the reference fails, with the same message."""
     engine = Engine(variants)
-    trajectories = [Trajectory.from_row(row) for row in table.to_pylist()]
-    out_traj = np.repeat(np.arange(len(trajectories)), len(variants))
-    out_var = np.tile(np.arange(len(variants)), len(trajectories))
+    rows = table.to_pylist()
+    names = [f"row {i} (id {row['id']!r})" for i, row in enumerate(rows)]
+    out_traj = np.repeat(np.arange(len(rows)), len(variants))
+    out_var = np.tile(np.arange(len(variants)), len(rows))
     expected = [
-        reference(trajectories[t], variants[v]) for t, v in zip(out_traj, out_var, strict=True)
+        reference_row(rows[t], names[t], variants[v])
+        for t, v in zip(out_traj, out_var, strict=True)
     ]
-    if any(isinstance(e, HsaError) for e in expected):
-        with pytest.raises(DatasetError):
+    failed = {(e.where, e.message) for e in expected if isinstance(e, HsaError)}
+    if failed:
+        with pytest.raises(DatasetError) as refused:
             engine.render(table, out_traj, out_var)
+        assert (refused.value.where, refused.value.message) in failed
         return engine
     messages = engine.render(table, out_traj, out_var).to_pylist()
     tools = engine.tools_column(out_var).to_pylist()
@@ -244,3 +268,139 @@ def test_empty_batch_and_row_order() -> None:
     messages = engine.render(table, order, np.zeros(5, int)).to_pylist()
     for i, t in enumerate(order):
         assert chat_messages(messages[i]) == reference(trajectories[t], variants[0]).messages
+
+
+# --- invalid rows: the engine refuses exactly what the reference refuses ------------------
+
+#: JSON texts at the edges of what Python's json reads: some objects, some not, some not JSON
+EDGE_JSON = (
+    "",
+    " ",
+    "{}",
+    "[]",
+    "null",
+    "5",
+    '"x"',
+    "true",
+    "{",
+    "{bad",
+    '{"a":"x"} {"b":"y"}',
+    '{"a":"x",}',
+    '{"a" "x"}',
+    '{"a":1 2}',
+    '{"a":1e5 2}',
+    '{"a":"x"}x',
+    '{"a":"\\q"}',
+    '{"\\q":"x"}',
+    '{"a":"\\u00e9\\ud800"}',
+    '{"a":"\\u00zz"}',
+    '{"a":NaN}',
+    '{"a":Infinity}',
+    '{"a":-0,"b":1E5}',
+    '{"a":1,"a":"x"}',
+    '{"a":"x","a":1}',
+    ' {"a" : "x" , "b" : [1, {"c": null}]} ',
+    '{"a":"tab\tinside"}',
+    '{"a":{"b":"x"}}',
+    '{"a":["x"]}',
+    '{"a":null}',
+    '{"a":false}',
+)
+REQUIRED_FIELDS = {
+    "user": ("text",),
+    "assistant": ("text",),
+    "tool_call": ("call_id", "tool"),
+    "tool_result": ("call_id", "content"),
+    "hook": ("hook_id", "hook_event"),
+    "skill_load": ("skill_id",),
+}
+DEFECTS = (
+    "id",
+    "events",
+    "metadata",
+    "null_event",
+    "kind",
+    "field",
+    "args",
+    "payload",
+    "skill",
+    "hook",
+    "tool",
+    "result",
+)
+
+
+def json_texts() -> st.SearchStrategy[str]:
+    """Texts for a JSON-object field: edge cases, random text, and any JSON value written out
+    (objects whose values are all strings included, the one payload form that is valid)."""
+    return st.one_of(
+        st.sampled_from(EDGE_JSON),
+        st.text(max_size=12),
+        json_values().map(dumps_json),
+        st.dictionaries(arg_names(), text_values(), max_size=3).map(dumps_json),
+    )
+
+
+def new_event(kind: str, **fields) -> dict:
+    return {**dict.fromkeys(EVENT_STRUCT.names), "kind": kind, **fields}
+
+
+def with_defect(draw: st.DrawFn, row: dict, harness: Harness, defect: str) -> dict:
+    """``row`` with one ``defect`` (which the reference may or may not refuse)."""
+    row = copy.deepcopy(row)
+    events = row["events"]
+    at = draw(st.integers(0, len(events)))  # where a new event goes, or which one changes
+    hook_ids = [h.id for h in harness.hooks] or ["greet"]
+    if defect == "id":
+        row["id"] = None
+    elif defect == "events":
+        row["events"] = None
+    elif defect == "metadata":
+        row["metadata"] = draw(json_texts())
+    elif defect in ("null_event", "kind", "field") and at < len(events):
+        if defect == "null_event":
+            events[at] = None
+        elif defect == "kind":
+            events[at]["kind"] = draw(st.none() | st.text(max_size=10))
+        else:
+            events[at][draw(st.sampled_from(REQUIRED_FIELDS[events[at]["kind"]]))] = None
+    elif defect == "args":
+        tool = draw(st.sampled_from([t.name for t in harness.tools] or ["search"]))
+        events.insert(at, new_event("tool_call", call_id="cx", tool=tool, args=draw(json_texts())))
+    elif defect == "payload":
+        hook_id = draw(st.sampled_from(hook_ids))
+        events.insert(
+            at, new_event("hook", hook_id=hook_id, hook_event="stop", payload=draw(json_texts()))
+        )
+    elif defect == "skill":
+        skill_ids = [s.id for s in harness.skills] + ["no-such-skill"]
+        events.insert(at, new_event("skill_load", skill_id=draw(st.sampled_from(skill_ids))))
+    elif defect == "hook":
+        events.insert(at, new_event("hook", hook_id=draw(st.text(max_size=6)), hook_event="stop"))
+    elif defect == "tool":  # any name, called with no arguments
+        events.insert(at, new_event("tool_call", call_id="cx", tool=draw(st.text(max_size=8))))
+    else:  # a result whose call id matches no call, or a null-kind event
+        events.insert(at, new_event("tool_result", call_id=draw(st.text(max_size=4)), content=""))
+    return row
+
+
+@pytest.mark.parametrize("defect", DEFECTS)
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_refuses_exactly_what_render_refuses(defect: str, data: st.DataObject) -> None:
+    """One row of a batch has one defect: the engine refuses iff the reference does, naming
+    the same row, place and problem; otherwise it renders every row as the reference does."""
+    harness = data.draw(harnesses())
+    trajectories = [
+        Trajectory(f"t{i}", tuple(data.draw(event_lists(harness, max_steps=4))))
+        for i in range(data.draw(st.integers(1, 3)))
+    ]
+    variants = planned(harness, trajectories, data.draw(st.integers(0, 2**16)), n=2)
+    rows = trajectories_to_table(trajectories).to_pylist()
+    bad = data.draw(st.integers(0, len(rows) - 1))
+    rows[bad] = with_defect(data.draw, rows[bad], harness, defect)
+    check_table(pa.Table.from_pylist(rows, schema=TRAJECTORY_SCHEMA), variants)

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from hsa.augment.engine.events import ASSISTANT, CALL, SKILL
 from hsa.augment.engine.fill import Leaves
-from hsa.augment.engine.jsontext import lit, scan
+from hsa.augment.engine.jsontext import lit
 from hsa.augment.engine.records import TOOL, distinct, exclusive, first_seen, run_starts
 from hsa.augment.engine.styles import NotDecomposable, Restart
 from hsa.augment.engine.templates import derive
@@ -47,11 +47,15 @@ def skills(batch: Batch, lay: Layout, calls: np.ndarray, out: CallTexts) -> None
     for j, p in enumerate(uniq.tolist()):
         vi, si = divmod(p, len(skill_names))
         plan = batch.plans[vi]
+        event = int(e[rows[at[j]]])
         try:
             skill = plan.skill(skill_names[si])
+        except ProtocolError as exc:
+            raise batch.fail(exc, event) from None
+        try:
             pieces.append(plan.style.one(skill.call_name, skill.call_args))
         except ProtocolError as exc:
-            raise batch.fail(exc, int(e[rows[at[j]]])) from None
+            raise batch.fail(exc, int(ev.owner[event])) from None
         except NotDecomposable:
             batch.engine._broken.add(plan.style.key)
             raise Restart from None
@@ -84,11 +88,9 @@ def tool_calls(batch: Batch, lay: Layout, calls: np.ndarray, out: CallTexts) -> 
     if not len(mine):
         return
     rows = calls[mine]
-    canon = np.flatnonzero(ev.kind == CALL)  # the batch's canonical calls
+    canon, args, sc = ev.json_field("args", CALL)  # the batch's canonical calls
     call_index = np.searchsorted(canon, e[rows])
     ids[mine] = batch.a_callid + e[rows]
-    args = ev.fields["args"].take(pa.array(canon))
-    sc = scan(args)
     leaves = Leaves(sc)
     skel = sc.skeleton.dictionary_encode()
     skel_code = skel.indices.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -142,7 +144,7 @@ def tool_calls(batch: Batch, lay: Layout, calls: np.ndarray, out: CallTexts) -> 
             batch.engine._broken.add(plan.style.key)
             raise Restart from None
         except ProtocolError as exc:
-            raise batch.fail(exc, int(e[first_row])) from None
+            raise batch.fail(exc, int(ev.owner[e[first_row]])) from None
     tid = tid_of[tinverse]
     ok = sc.ok[call_index] & (tid >= 0) & ~leaves.exotic_items()[call_index]
     out = np.full(len(rows), -1, dtype=np.int64)
@@ -175,7 +177,7 @@ def exact_call(batch: Batch, plan: VariantPlan, tp: ToolPlan, raw: str | None, e
         batch.engine._broken.add(plan.style.key)
         raise Restart from None
     except ProtocolError as exc:
-        raise batch.fail(exc, event) from None
+        raise batch.fail(exc, int(batch.ev.owner[event])) from None
 
 
 def blocks(

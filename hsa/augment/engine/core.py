@@ -3,7 +3,8 @@
 ``Engine.render(table, out_traj, out_variant)`` renders output row ``i`` as trajectory
 ``out_traj[i]`` under variant ``out_variant[i]`` and returns the ``messages`` column. It is
 ``render(map_events(events, variant.mapping), variant.harness)`` for every row -- the tests
-check exactly that -- computed without a Python loop over rows:
+check exactly that -- computed without a Python loop over rows. What the reference refuses is
+refused first, with the reference's message (``checks.py``); then:
 
 1. events are flattened and their turn structure computed once per batch (``events.py``);
 2. every output row's events are laid out as numpy index columns, and how many messages each
@@ -29,9 +30,11 @@ import pyarrow.compute as pc
 
 from hsa.augment.engine import records as rec
 from hsa.augment.engine.batch import Batch, Locate, default_locate
+from hsa.augment.engine.checks import refuse
 from hsa.augment.engine.events import CALL, RESULT, SKILL, Events, explode
 from hsa.augment.engine.fill import TemplateBook
 from hsa.augment.engine.jsontext import lit
+from hsa.augment.engine.records import first_seen
 from hsa.augment.engine.styles import Restart
 from hsa.augment.engine.variants import VariantPlan
 from hsa.augment.mapping import map_events
@@ -103,8 +106,18 @@ class Engine:
         out_variant = np.asarray(out_variant, dtype=np.int64)
         if locate is None:
             locate = default_locate(table, file)
-        events = explode(table, locate=locate)
         self.stats.trajectories += table.num_rows
+        used = first_seen(out_traj)[0]
+        if len(used) < table.num_rows:
+            # Only rendered trajectories are read, as the reference reads them: one that no
+            # output row uses is neither checked nor taken apart.
+            keep = np.sort(used)
+            table = table.take(pa.array(keep))
+            out_traj = np.searchsorted(keep, out_traj)
+            used = np.searchsorted(keep, used)
+            locate = _relocated(locate, keep)
+        events = explode(table)
+        refuse(table, events, used, locate)
         self.stats.rows += len(out_traj)
         while True:
             exact = self._exact_rows(events, out_traj, out_variant)
@@ -170,12 +183,22 @@ class Engine:
             file, where = locate(t)
             try:
                 trajectory = Trajectory.from_row(row, where=where)
-                plan = self.plans[v]
+            except HsaError as exc:
+                raise DatasetError(exc.message, file=file, where=exc.where) from None
+            plan = self.plans[v]
+            try:
                 events = map_events(trajectory.events, plan.variant.mapping)
                 convs.append(render(events, plan.variant.harness))
             except HsaError as exc:
-                raise DatasetError(exc.message, file=file, where=exc.where or where) from None
+                # render names the event ("events[3]"), not the row
+                at = f"{where}.{exc.where}" if exc.where else where
+                raise DatasetError(exc.message, file=file, where=at) from None
         return conversations_to_records(convs, text, aux)
+
+
+def _relocated(locate: Locate, rows: np.ndarray) -> Locate:
+    """``locate`` for a table of the rows ``rows`` of the table it names."""
+    return lambda row: locate(int(rows[row]))
 
 
 def conversations_to_records(convs: Sequence, text: rec.Pool, aux: rec.Pool) -> rec.Records:

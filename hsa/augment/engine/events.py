@@ -8,14 +8,13 @@ of calls ends, and the running call counter that names skill-load calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hsa.errors import DatasetError
+from hsa.augment.engine.jsontext import Scan, scan
 
 KINDS = ("user", "assistant", "tool_call", "tool_result", "hook", "skill_load")
 USER, ASSISTANT, CALL, RESULT, HOOK, SKILL = range(6)
@@ -39,6 +38,7 @@ class Events:
     that starts an assistant message), ``owner`` (for a call, the event whose message holds
     it; else the event itself), ``has_calls`` (an assistant event that calls follow),
     ``counter`` (calls and skill loads before it in its trajectory), and the Arrow ``fields``.
+    ``kind`` is -1 for a null event or an unknown kind.
     """
 
     start: np.ndarray
@@ -50,6 +50,19 @@ class Events:
     has_calls: np.ndarray
     counter: np.ndarray
     fields: dict[str, pa.Array]
+    scans: dict[str, tuple[np.ndarray, pa.Array, Scan]]
+
+    def json_field(self, name: str, code: int) -> tuple[np.ndarray, pa.Array, Scan]:
+        """The events of kind ``code``, their JSON-object field ``name``, and its ``Scan``.
+
+        Computed once per batch: the checks and the renderers read the same scan.
+        """
+        found = self.scans.get(name)
+        if found is None:
+            at = np.flatnonzero(self.kind == code)
+            texts = self.fields[name].take(pa.array(at))
+            found = self.scans[name] = (at, texts, scan(texts))
+        return found
 
     @property
     def count(self) -> np.ndarray:
@@ -64,21 +77,9 @@ def _offsets(array: pa.ListArray) -> np.ndarray:
     return offsets - offsets[0]
 
 
-def explode(table: pa.Table, *, locate: Callable[[int], tuple[str | None, str]]) -> Events:
-    """The events of ``table`` (rows of ``TRAJECTORY_SCHEMA``), checked and structured.
-
-    ``locate(row)`` names a row for errors: ``(file, name)``.
-    """
-
-    def fail(message: str, row: int, event: int | None = None) -> DatasetError:
-        file, name = locate(row)
-        where = name if event is None else f"{name}.events[{event}]"
-        return DatasetError(message, file=file, where=where)
-
+def explode(table: pa.Table) -> Events:
+    """The events of ``table`` (rows of ``TRAJECTORY_SCHEMA``), structured (not checked)."""
     column = table.column("events").combine_chunks()
-    if column.null_count:
-        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise fail("events is null", row)
     start = _offsets(column)
     flat = column.flatten()
     children = dict(zip([f.name for f in flat.type], flat.flatten(), strict=True))
@@ -92,27 +93,9 @@ def explode(table: pa.Table, *, locate: Callable[[int], tuple[str | None, str]])
     traj = np.repeat(np.arange(len(count), dtype=np.int64), count)
     local = np.arange(n, dtype=np.int64) - start[traj]
 
+    # Unknown kinds and null events are -1; ``checks.refuse`` reports them before rendering.
     codes = pc.index_in(children["kind"], value_set=pa.array(KINDS))
     kind = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int8)
-    if (kind < 0).any():
-        i = int(np.flatnonzero(kind < 0)[0])
-        value = children["kind"][i].as_py()
-        raise fail(
-            f"unknown event kind {value!r}; expected one of {', '.join(KINDS)}",
-            int(traj[i]),
-            int(local[i]),
-        )
-    for code, names in REQUIRED.items():
-        of_kind = kind == code
-        for name in names:
-            missing = of_kind & fields[name].is_null().to_numpy(zero_copy_only=False)
-            if missing.any():
-                i = int(np.flatnonzero(missing)[0])
-                raise fail(
-                    f"a {KINDS[code]} event needs {name!r}, which is null",
-                    int(traj[i]),
-                    int(local[i]),
-                )
 
     is_call = (kind == CALL) | (kind == SKILL)
     first = local == 0
@@ -128,4 +111,4 @@ def explode(table: pa.Table, *, locate: Callable[[int], tuple[str | None, str]])
     has_calls = ((kind == ASSISTANT) & ((nxt == CALL) | (nxt == SKILL))) | head
     before = np.cumsum(is_call, dtype=np.int64) - is_call
     counter = before - before[start[traj]]
-    return Events(start, traj, local, kind, head, owner, has_calls, counter, fields)
+    return Events(start, traj, local, kind, head, owner, has_calls, counter, fields, {})

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from hsa.augment.engine.events import HOOK
 from hsa.augment.engine.fill import Leaves
-from hsa.augment.engine.jsontext import lit, scan
+from hsa.augment.engine.jsontext import lit
 from hsa.augment.engine.records import distinct, exclusive, run_starts
 from hsa.augment.engine.templates import derive
 from hsa.errors import HsaError, ProtocolError
@@ -35,10 +35,8 @@ def hooks(
     tool message before it."""
     ev = batch.ev
     e, v, slot, merged, r_content = lay.e, lay.v, lay.slot, lay.merged, lay.content
-    canon = np.flatnonzero(ev.kind == HOOK)
+    canon, _, sc = ev.json_field("payload", HOOK)
     hook_index = np.searchsorted(canon, e[hook_rows])
-    payloads = ev.fields["payload"].take(pa.array(canon))
-    sc = scan(payloads)
     leaves = Leaves(sc)
     skel = sc.skeleton.dictionary_encode()
     skel_code = skel.indices.to_numpy(zero_copy_only=False).astype(np.int64)

@@ -186,6 +186,15 @@ def scan(column: pa.Array) -> Scan:
     invalid = ~(static | number)
     if invalid.any():
         bad[np.searchsorted(offsets, run_starts[invalid], side="right") - 1] = True
+    if not compact and number.any():
+        # Numbers with only whitespace between them ("1e5 2") are not JSON, but their
+        # skeleton ("10") would be: the byte before such a number is another scalar's.
+        num = run_starts[number]
+        at = np.searchsorted(significant, num, side="left")
+        prev = significant[np.maximum(at - 1, 0)]
+        glued = (at > 0) & scalar[prev]
+        if glued.any():
+            bad[np.searchsorted(offsets, num[glued], side="right") - 1] = True
 
     # The skeleton keeps structure, keys and static scalars whole, the quotes of string
     # leaves, and the first byte of each number (rewritten to 0 for ints, 1 for floats).
