@@ -94,18 +94,23 @@ class Recipe:
         return dump_yaml(self.to_dict())
 
     @classmethod
-    def from_dict(cls, data: Any, *, file: str | None = None) -> Recipe:
-        """Validate ``data`` against the recipe schema and every rule's parameter schema."""
+    def from_dict(cls, data: Any, *, file: str | None = None, root: str = "$") -> Recipe:
+        """Validate ``data`` against the recipe schema and every rule's parameter schema.
+
+        ``root`` is the JSON path of ``data`` in its file (``$.augment.recipe`` in a build
+        config), so that errors name a path of that file.
+        """
         validator = Draft202012Validator(recipe_schema())
         errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
         if errors:
             err = errors[0]
-            raise RuleError(err.message, file=file, where=json_path(err.absolute_path))
+            where = root + json_path(err.absolute_path)[1:]
+            raise RuleError(err.message, file=file, where=where)
         from hsa.augment.registry import get
 
         rules = []
         for i, item in enumerate(data["rules"]):
-            where = f"$.rules[{i}]"
+            where = f"{root}.rules[{i}]"
             try:
                 found = get(item["rule"])
                 found.resolve_params(item.get("params"))
@@ -130,13 +135,13 @@ class Recipe:
                 f"variants_per_trajectory ({recipe.variants_per_trajectory}) exceeds "
                 f"variants_per_harness ({recipe.variants_per_harness}); lower it or plan more",
                 file=file,
-                where="$.variants_per_trajectory",
+                where=f"{root}.variants_per_trajectory",
             )
         if recipe.max_rules is not None and recipe.max_rules < recipe.min_rules:
             raise RuleError(
                 f"max_rules ({recipe.max_rules}) is below min_rules ({recipe.min_rules})",
                 file=file,
-                where="$.max_rules",
+                where=f"{root}.max_rules",
             )
         return recipe
 

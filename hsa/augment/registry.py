@@ -6,26 +6,57 @@ A third-party package adds rules without touching hsa by declaring an entry poin
 
     [project.entry-points."hsa.rules"]
     acme = "acme_rules"
+
+Entry points are loaded lazily: looking up a built-in rule never imports a plugin, and a plugin
+that fails to load is recorded as a ``BrokenPlugin`` instead of failing every command. Only a
+command that needs one of its rules (or a name no loaded rule has) fails, and says why.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 from collections.abc import Callable, Iterable
 from collections.abc import Mapping as MappingABC
+from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
 from typing import Any
 
-from hsa.augment.rule import EMPTY_PARAMS, FAMILIES, Rule, RuleFn
+from hsa.augment.rule import EMPTY_PARAMS, FAMILIES, Rule, RuleFn, one_line
 from hsa.errors import RuleError
 
 ENTRY_POINT_GROUP = "hsa.rules"
 BUILTIN_MODULE = "hsa.augment.rules"
 
+
+@dataclass(frozen=True, slots=True)
+class BrokenPlugin:
+    """An ``hsa.rules`` entry point that failed to load, and the rules it named before failing.
+
+    ``rules`` holds what its module registered before the error (a module that fails halfway
+    through its imports may have run some ``@rule`` decorators); those rules are withdrawn.
+    """
+
+    name: str
+    value: str
+    error: str
+    rules: tuple[str, ...] = ()
+
+    @property
+    def where(self) -> str:
+        return f"entry point {ENTRY_POINT_GROUP}:{self.name}"
+
+    def __str__(self) -> str:
+        return f"{self.where} = {self.value}: {self.error}"
+
+
 _RULES: dict[str, Rule] = {}
-_LOADED = False
+_BUILTINS_LOADED = False
+_PLUGINS_LOADED = False
+_BROKEN: dict[str, BrokenPlugin] = {}
+_LOADING: list[str] = []  # rules registered while an entry point loads, to withdraw on failure
 
 
 def register(item: Rule) -> Rule:
@@ -40,6 +71,7 @@ def register(item: Rule) -> Rule:
             where=f"rule {item.name!r}",
         )
     _RULES[item.name] = item
+    _LOADING.append(item.name)
     return item
 
 
@@ -74,24 +106,34 @@ def rule(
     return decorate
 
 
-def _load() -> None:
-    global _LOADED
-    if _LOADED:
+def _load_builtins() -> None:
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
         return
-    _LOADED = True
+    _BUILTINS_LOADED = True
     package = importlib.import_module(BUILTIN_MODULE)
     for name in package.__all__:
         _register_module(getattr(package, name))
+
+
+def _load_plugins() -> None:
+    global _PLUGINS_LOADED
+    _load_builtins()
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        _LOADING.clear()
         try:
-            obj = ep.load()
-        except Exception as exc:  # a broken third-party package must not take hsa down silently
-            raise RuleError(
-                f"cannot load entry point {ep.value!r}: {type(exc).__name__}: {exc}; "
-                "fix or uninstall the package that declares it",
-                where=f"entry point {ENTRY_POINT_GROUP}:{ep.name}",
-            ) from None
-        _register_object(obj, ep)
+            _register_object(ep.load(), ep)
+        except Exception as exc:  # one broken third-party package must not take hsa down
+            error = exc.message if isinstance(exc, RuleError) else one_line(exc)
+            withdrawn = tuple(dict.fromkeys(_LOADING))
+            for name in withdrawn:
+                _RULES.pop(name, None)
+            _BROKEN[ep.name] = BrokenPlugin(ep.name, ep.value, error, withdrawn)
+        finally:
+            _LOADING.clear()
 
 
 def _register_object(obj: Any, ep: metadata.EntryPoint) -> None:
@@ -104,8 +146,7 @@ def _register_object(obj: Any, ep: metadata.EntryPoint) -> None:
             register(item)
     else:
         raise RuleError(
-            f"entry point {ep.value!r} is a {type(obj).__name__}; it must name a module, a Rule "
-            "or a list of Rules",
+            f"it is a {type(obj).__name__}; it must name a module, a Rule or a list of Rules",
             where=f"entry point {ENTRY_POINT_GROUP}:{ep.name}",
         )
 
@@ -119,20 +160,44 @@ def _register_module(module: ModuleType) -> None:
 
 
 def all_rules() -> list[Rule]:
-    """Every registered rule (built-in and from entry points), by family then name."""
-    _load()
+    """Every rule that loaded (built-in and from entry points), by family then name.
+
+    Rules of plugins that failed to load are not among them; see ``broken_plugins``.
+    """
+    _load_plugins()
     order = {family: i for i, family in enumerate(FAMILIES)}
     return sorted(_RULES.values(), key=lambda r: (order.get(r.family, len(order)), r.name))
 
 
+def broken_plugins() -> list[BrokenPlugin]:
+    """The ``hsa.rules`` entry points that failed to load, by name."""
+    _load_plugins()
+    return [_BROKEN[name] for name in sorted(_BROKEN)]
+
+
 def get(name: str) -> Rule:
-    """The rule called ``name``; a ``RuleError`` listing close names when there is none."""
-    _load()
+    """The rule called ``name``; a ``RuleError`` listing close names when there is none.
+
+    Entry points are loaded only when ``name`` is not a built-in rule. When the rule may come
+    from a plugin that failed to load, the error names that plugin and its error.
+    """
+    _load_builtins()
     found = _RULES.get(name)
     if found is None:
-        import difflib
-
-        close = difflib.get_close_matches(name, list(_RULES), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see `hsa rules list`"
-        raise RuleError(f"no rule named {name!r}{hint}", where=f"rule {name!r}")
-    return found
+        _load_plugins()
+        found = _RULES.get(name)
+    if found is not None:
+        return found
+    for broken in _BROKEN.values():
+        if name in broken.rules:
+            raise RuleError(
+                f"it comes from the plugin {broken.value!r} ({broken.where}), which failed to "
+                f"load: {broken.error}; fix or uninstall the package that declares it",
+                where=f"rule {name!r}",
+            )
+    close = difflib.get_close_matches(name, list(_RULES), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see `hsa rules list`"
+    if _BROKEN:
+        failed = "; ".join(str(b) for b in broken_plugins())
+        hint += f" (it may live in a plugin that failed to load: {failed})"
+    raise RuleError(f"no rule named {name!r}{hint}", where=f"rule {name!r}")

@@ -114,6 +114,12 @@ def compose(start: Harness, rewrites: Sequence[Rewrite]) -> Rewrite:
     return out
 
 
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of an exception on one line, cut to ``limit`` characters."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 RuleFn = Callable[[Harness, random.Random, dict[str, Any], Context], Rewrite]
 
 
@@ -159,6 +165,11 @@ class Rule:
         return self.name.split(".", 1)[0]
 
     @property
+    def origin(self) -> str:
+        """Where the rule's code lives: ``module:function``."""
+        return f"{self.fn.__module__}:{getattr(self.fn, '__qualname__', repr(self.fn))}"
+
+    @property
     def summary(self) -> str:
         """The first paragraph of the docstring, on one line."""
         paragraph = self.doc.strip().split("\n\n", 1)[0]
@@ -193,7 +204,19 @@ class Rule:
                 "plan it per trajectory (hsa.augment.plan(..., context=Context.of(events)))",
                 where=f"rule {self.name!r}",
             )
-        rewrite = self.fn(harness, rng, self.resolve_params(params), context)
+        resolved = self.resolve_params(params)
+        try:
+            rewrite = self.fn(harness, rng, resolved, context)
+        except RuleError:
+            raise
+        except Exception as exc:
+            # Rule code is often a plugin's: whatever it raises becomes one error that names the
+            # rule and where its code lives, in every command that applies rules (``--debug``
+            # still shows the original traceback through the chained cause).
+            raise RuleError(
+                f"raised {one_line(exc)} (in {self.origin}); fix the rule or leave it out",
+                where=f"rule {self.name!r}",
+            ) from exc
         if not isinstance(rewrite, Rewrite):
             raise RuleError(
                 f"returned {type(rewrite).__name__}, not a Rewrite", where=f"rule {self.name!r}"

@@ -20,16 +20,24 @@ def group() -> None:
 def list_rules(family: str | None) -> None:
     """Every registered rule: name, family and what it does (built-in and from plugins)."""
     from hsa.augment import FAMILIES, all_rules
+    from hsa.augment.registry import broken_plugins
 
     found = [r for r in all_rules() if family is None or r.family == family]
-    if not found:
+    # A plugin that failed to load has no known family: it is listed whatever the filter.
+    broken = broken_plugins()
+    if not found and not broken:
         fail(f"no rules in family {family!r}; families: {', '.join(FAMILIES)}")
-    width = max(len(r.name) for r in found)
+    width = max(len(n) for n in [*(r.name for r in found), *(b.name for b in broken)])
     for item in found:
         family_name = FAMILIES.get(item.family, item.family)
         click.echo(f"{item.name:<{width}}  {family_name:<18}  {item.summary}")
+    for plugin in broken:
+        click.echo(f"{plugin.name:<{width}}  {'broken plugin':<18}  {plugin}")
     families = len({r.family for r in found})
-    click.echo(f"{_count(len(found), 'rule')} in {_count(families, 'family', 'families')}")
+    summary = f"{_count(len(found), 'rule')} in {_count(families, 'family', 'families')}"
+    if broken:
+        summary += f"; {_count(len(broken), 'plugin')} failed to load"
+    click.echo(summary)
 
 
 @group.command("show")
@@ -126,7 +134,11 @@ def _subjects(harness_path, trajectories, sources, env_names, limit):
 
     subjects = []
     if trajectories is not None and harness_path is None:
-        fail("--trajectories needs --harness (the harness they were recorded under)")
+        if trajectories.suffix == ".parquet":
+            fail("--trajectories FILE.parquet needs --harness (the harness it was recorded under)")
+        # OpenAI chat rows carry their own tools: harnesses are derived from them by the same
+        # importer `hsa augment` reads a JSONL file with.
+        subjects += suite.subjects_from_source(trajectories, limit=limit)
     if harness_path is not None:
         from hsa.harness import load
 
@@ -181,7 +193,8 @@ def _oracle(name: str):
 @click.option(
     "--trajectories",
     type=click.Path(path_type=Path),
-    help="Canonical Parquet or OpenAI chat JSONL recorded under --harness.",
+    help="Canonical Parquet recorded under --harness, or OpenAI chat JSONL (read under "
+    "--harness when given, else with harnesses derived from its rows, as `hsa augment` does).",
 )
 @click.option(
     "--source",
@@ -230,6 +243,7 @@ def check(
     inverse-mapped calls gives the same results and score (replay).
     """
     from hsa.augment import all_rules, get
+    from hsa.augment.registry import broken_plugins
     from hsa.augment.suite import Job, run
 
     limit = limit or None
@@ -237,7 +251,8 @@ def check(
     if params is not None and len(rule_names) != 1:
         fail("--params needs exactly one --rule")
     chosen = [get(n) for n in rule_names] if rule_names else all_rules()
-    if not (harness_path or sources or env_names):
+    broken = [] if rule_names else broken_plugins()
+    if not (harness_path or trajectories or sources or env_names):
         env_names = ("livestream",)
     subjects = _subjects(harness_path, trajectories, sources, env_names, limit)
     if not subjects:
@@ -250,10 +265,10 @@ def check(
         for report in run(jobs, subjects, seeds=range(seeds)):
             reports.append(report)
             bar.advance(task)
-    _print_table(chosen, reports, len(subjects), seeds)
+    _print_table(chosen, reports, len(subjects), seeds, broken)
 
 
-def _print_table(chosen, reports, n_subjects, seeds) -> None:
+def _print_table(chosen, reports, n_subjects, seeds, broken) -> None:
     from rich.table import Table
 
     from hsa.augment.checks import CHECKS, FAIL, PASS, SKIP, tally
@@ -293,5 +308,11 @@ def _print_table(chosen, reports, n_subjects, seeds) -> None:
         fail(
             f"{len(failed)} rule(s) failed a task-preservation check: "
             + ", ".join(n for n, _ in failed)
+        )
+    if broken:
+        # "Every rule" includes the ones a broken plugin would have added: unchecked is not ok.
+        fail(
+            f"{_count(len(broken), 'plugin')} failed to load; their rules were not checked: "
+            + "; ".join(str(b) for b in broken)
         )
     console().print(f"ok: {_count(len(chosen), 'rule')} passed every check")

@@ -1,6 +1,9 @@
-"""A small but complete harness and canonical trajectories exercising every part rules touch."""
+"""A small but complete harness and canonical trajectories exercising every part rules touch;
+a registry pinned to the built-in rules, whatever else is installed."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 
@@ -249,3 +252,26 @@ def events() -> tuple:
 @pytest.fixture
 def trajectory() -> Trajectory:
     return Trajectory("t1", make_events(), task_id="task-1", harness_id="acme-support")
+
+
+@pytest.fixture
+def plugins(monkeypatch) -> Callable[..., None]:
+    """Pin the rule registry to the built-in rules plus the entry points passed to the returned
+    function (none until it is called), so that no test depends on the plugins installed."""
+    from hsa.augment import registry
+
+    registry._load_builtins()
+    builtin = {
+        name: item
+        for name, item in registry._RULES.items()
+        if item.fn.__module__.startswith(registry.BUILTIN_MODULE + ".")
+    }
+
+    def install(*entry_points) -> None:
+        monkeypatch.setattr(registry, "_RULES", dict(builtin))
+        monkeypatch.setattr(registry, "_BROKEN", {})
+        monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
+        monkeypatch.setattr(registry.metadata, "entry_points", lambda group: list(entry_points))
+
+    install()
+    return install

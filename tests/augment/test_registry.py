@@ -1,25 +1,36 @@
-"""The registry: decorator registration, lookup with suggestions, entry points."""
+"""The registry: decorator registration, lookup with suggestions, entry points loaded lazily,
+broken plugins recorded rather than raised."""
 
 from __future__ import annotations
 
+import textwrap
+from dataclasses import dataclass, field
 from importlib import metadata
 
 import pytest
 
 from hsa.augment import Rewrite, all_rules, get, registry, rule
+from hsa.augment.registry import broken_plugins
 from hsa.errors import RuleError
 
 
-def test_builtin_rules_are_listed_by_family():
+def test_builtin_rules_are_listed_by_family(plugins):
     names = [r.name for r in all_rules()]
     assert "tools.rename" in names
     families = [r.family for r in all_rules()]
     assert families == sorted(families, key=list(registry.FAMILIES).index)
 
 
-def test_get_suggests_close_names():
-    with pytest.raises(RuleError, match=r"did you mean tools\.rename"):
+def test_plugin_families_come_after_the_builtin_ones(plugins):
+    plugins(metadata.EntryPoint(name="fake", value="fake_rules:RULES", group="hsa.rules"))
+    families = [r.family for r in all_rules()]
+    assert families[-1] == "fake" and families.index("fake") > families.index("protocol")
+
+
+def test_get_suggests_close_names(plugins):
+    with pytest.raises(RuleError, match=r"did you mean tools\.rename") as caught:
         get("tools.renam")
+    assert "plugin" not in str(caught.value)
 
 
 def test_decorator_registers_and_refuses_duplicates(monkeypatch):
@@ -40,19 +51,99 @@ def test_decorator_registers_and_refuses_duplicates(monkeypatch):
             return Rewrite(harness)
 
 
-def test_entry_points_register_rules(monkeypatch):
-    monkeypatch.setattr(registry, "_RULES", {})
-    monkeypatch.setattr(registry, "_LOADED", False)
-    ep = metadata.EntryPoint(name="fake", value="fake_rules:RULES", group="hsa.rules")
-    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [ep])
+def test_entry_points_register_rules(plugins):
+    plugins(metadata.EntryPoint(name="fake", value="fake_rules:RULES", group="hsa.rules"))
     names = {r.name for r in all_rules()}
     assert "fake.upper" in names and "tools.rename" in names
+    assert get("fake.upper").name == "fake.upper" and broken_plugins() == []
 
 
-def test_broken_entry_point_is_one_clear_error(monkeypatch):
-    monkeypatch.setattr(registry, "_RULES", {})
-    monkeypatch.setattr(registry, "_LOADED", False)
-    ep = metadata.EntryPoint(name="bad", value="no_such_module_xyz", group="hsa.rules")
-    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [ep])
-    with pytest.raises(RuleError, match="cannot load entry point 'no_such_module_xyz'"):
-        all_rules()
+@dataclass
+class _CountingEntryPoint:
+    """An entry point that records every load, to prove when the registry loads plugins."""
+
+    name: str = "counted"
+    value: str = "counted_rules"
+    loads: list[str] = field(default_factory=list)
+
+    def load(self):
+        self.loads.append(self.name)
+        raise ImportError("should not have been loaded")
+
+
+def test_builtin_lookups_never_load_plugins(plugins):
+    ep = _CountingEntryPoint()
+    plugins(ep)
+    assert get("tools.rename").name == "tools.rename"
+    assert ep.loads == []
+    with pytest.raises(RuleError):
+        get("acme.nope")
+    assert ep.loads == ["counted"]
+
+
+def test_a_broken_plugin_is_recorded_not_raised(plugins):
+    plugins(metadata.EntryPoint(name="bad", value="no_such_module_xyz", group="hsa.rules"))
+    names = {r.name for r in all_rules()}
+    assert "tools.rename" in names
+    (broken,) = broken_plugins()
+    assert (broken.name, broken.value) == ("bad", "no_such_module_xyz")
+    assert broken.error == "ModuleNotFoundError: No module named 'no_such_module_xyz'"
+    assert str(broken) == (
+        "entry point hsa.rules:bad = no_such_module_xyz: "
+        "ModuleNotFoundError: No module named 'no_such_module_xyz'"
+    )
+    assert get("tools.rename").name == "tools.rename"
+    # an unknown name may be a rule of the plugin that did not load: the error says so
+    with pytest.raises(RuleError, match="may live in a plugin that failed to load") as caught:
+        get("acme.noun_first")
+    assert "entry point hsa.rules:bad = no_such_module_xyz: ModuleNotFoundError" in str(
+        caught.value
+    )
+    assert caught.value.where == "rule 'acme.noun_first'"
+
+
+HALF = '''
+    """Registers one rule, then fails on a missing dependency."""
+    from hsa.augment import Rewrite, rule
+
+
+    @rule("half.ok")
+    def ok(harness, rng, params, context):
+        """Change nothing."""
+        return Rewrite(harness)
+
+
+    import no_such_dependency_xyz  # noqa: E402,F401
+'''
+
+
+def test_rules_of_a_plugin_that_fails_halfway_are_withdrawn(plugins, tmp_path, monkeypatch):
+    (tmp_path / "half_rules.py").write_text(textwrap.dedent(HALF))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugins(metadata.EntryPoint(name="half", value="half_rules", group="hsa.rules"))
+    assert "half.ok" not in {r.name for r in all_rules()}
+    (broken,) = broken_plugins()
+    assert broken.rules == ("half.ok",)
+    with pytest.raises(RuleError, match="comes from the plugin 'half_rules'") as caught:
+        get("half.ok")
+    assert "No module named 'no_such_dependency_xyz'" in str(caught.value)
+
+
+def test_an_entry_point_of_the_wrong_kind_or_a_taken_name_is_broken(plugins, monkeypatch):
+    import fake_rules
+
+    clash = registry.Rule("tools.rename", "1", fake_rules._upper, doc="Clash.")
+    monkeypatch.setattr(fake_rules, "CLASH", clash, raising=False)
+    plugins(
+        metadata.EntryPoint(name="clash", value="fake_rules:CLASH", group="hsa.rules"),
+        metadata.EntryPoint(name="function", value="fake_rules:_upper", group="hsa.rules"),
+        metadata.EntryPoint(name="fine", value="fake_rules:RULES", group="hsa.rules"),
+    )
+    assert "fake.upper" in {r.name for r in all_rules()}
+    assert get("tools.rename").fn is not fake_rules._upper
+    broken = {b.name: b.error for b in broken_plugins()}
+    assert "rule 'tools.rename' is already registered" in broken["clash"]
+    assert broken["function"] == (
+        "it is a function; it must name a module, a Rule or a list of Rules"
+    )
+    assert set(broken) == {"clash", "function"}

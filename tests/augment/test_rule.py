@@ -88,3 +88,48 @@ def test_families_cover_the_design():
         "hooks",
         "protocol",
     }
+
+
+def _crash(harness, rng, params, context):
+    raise ValueError("no tools\nto rename")
+
+
+def test_an_exception_in_rule_code_becomes_one_rule_error(harness):
+    item = Rule("tools.crash", "1", _crash, doc="Crash.")
+    with pytest.raises(RuleError) as caught:
+        item.apply(harness, random.Random(0))
+    err = caught.value
+    assert err.where == "rule 'tools.crash'"
+    assert err.message.startswith(f"raised ValueError: no tools to rename (in {__name__}:_crash); ")
+    assert "\n" not in str(err)
+    assert isinstance(err.__cause__, ValueError)  # `--debug` still shows where it came from
+
+
+def test_a_rule_error_from_rule_code_is_kept_as_it_is(harness):
+    def refuse(harness, rng, params, context):
+        raise RuleError("no tool to rename", where="rule 'tools.refuse': params.name")
+
+    item = Rule("tools.refuse", "1", refuse, doc="Refuse.")
+    with pytest.raises(RuleError) as caught:
+        item.apply(harness, random.Random(0))
+    assert str(caught.value) == "rule 'tools.refuse': params.name: no tool to rename"
+
+
+def test_the_simplest_rule_of_the_guide_runs_and_passes_its_checks(plugins, harness, events):
+    from pathlib import Path
+
+    from hsa.augment import apply_chain, get
+    from hsa.augment.checks import check_rewrite
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "rules.md").read_text("utf-8")
+    section = guide.split("## The simplest rule", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/rules.md", "exec"), {"__name__": "guide_rules"})
+
+    rewrite, _ = apply_chain(harness, [(get("acme.shout_descriptions"), {})], seed=0)
+    assert [t.description for t in rewrite.harness.tools] == [
+        t.description.upper() for t in harness.tools
+    ]
+    assert rewrite.harness.skill_tool == harness.skill_tool
+    report = check_rewrite(harness, rewrite, events)
+    assert report.ok, [str(f) for f in report.failures]

@@ -19,6 +19,13 @@ DEMO = ROOT / "examples" / "rule-package" / "demo-harness"
 FAMILIES = ["skill_ids", "skill_content", "tools", "prompt", "hooks", "protocol"]
 
 
+def builtin_rules() -> list[str]:
+    """The names of hsa's own rules, whatever plugins are installed beside it."""
+    from hsa.augment.registry import BUILTIN_MODULE, all_rules
+
+    return [r.name for r in all_rules() if r.fn.__module__.startswith(BUILTIN_MODULE + ".")]
+
+
 def hsa(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     exe = shutil.which("hsa")
     cmd = [exe, *args] if exe else [sys.executable, "-c", "from hsa.cli import main; main()", *args]
@@ -77,7 +84,12 @@ def test_preview_diffs_harness_and_trajectory():
 def test_check_every_rule_on_a_harness_and_a_corpus(external):
     out = hsa("rules", "check", "--harness", str(DEMO), "--seeds", "2")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "1 trajectories x 2 seeds" in out.stdout and "ok: 32 rules" in out.stdout
+    assert "1 trajectories x 2 seeds" in out.stdout
+    # Plugins installed beside hsa (the guide's example package, say) are checked too.
+    checked = int(re.search(r"ok: (\d+) rules passed every check", out.stdout)[1])
+    builtin = builtin_rules()
+    assert len(builtin) == 32 and checked >= 32
+    assert all(f" {name} " in out.stdout for name in builtin)
     bfcl = external / "bfcl" / "BFCL_v4_parallel_multiple.json"
     out = hsa(
         "rules",
@@ -155,13 +167,148 @@ def test_check_fails_with_exit_1_on_a_broken_rule(tmp_path):
     crashed = hsa(
         "rules", "check", "--rule", "broken.crash", "--harness", str(DEMO), "--seeds", "1", env=env
     )
-    assert crashed.returncode == 1 and "the rule raised KeyError" in crashed.stderr
+    assert crashed.returncode == 1
+    assert "rule 'broken.crash': raised KeyError: 'missing' (in broken_rules:crash)" in (
+        crashed.stderr
+    )
     assert "Traceback" not in crashed.stderr
 
 
-def test_trajectories_need_a_harness(tmp_path):
+def test_a_rule_that_raises_is_one_line_in_preview_and_augment(tmp_path):
+    _fake_distribution(tmp_path)
+    env = {"PYTHONPATH": str(tmp_path)}
+    expected = (
+        "hsa: error: rule 'broken.crash': raised KeyError: 'missing' (in broken_rules:crash); "
+        "fix the rule or leave it out"
+    )
+    previewed = hsa("rules", "preview", "broken.crash", "--harness", str(DEMO), env=env)
+    assert previewed.returncode == 1
+    assert previewed.stderr.strip().splitlines() == [expected]
+    recipe = tmp_path / "crash.yaml"
+    recipe.write_text("variants_per_harness: 1\nrules: [{rule: broken.crash}]\n")
+    augmented = hsa(
+        "augment",
+        "--input",
+        str(ROOT / "examples" / "chat" / "support.jsonl"),
+        "--recipe",
+        str(recipe),
+        "--out",
+        str(tmp_path / "out"),
+        env=env,
+    )
+    assert augmented.returncode == 1
+    assert augmented.stderr.strip().splitlines()[-1] == expected.replace(
+        "error: rule 'broken.crash': ", "error: rule 'broken.crash': planning variants: "
+    )
+    assert "Traceback" not in augmented.stderr
+
+
+UNIMPORTABLE = '''
+    """Rules that need a dependency this environment lacks."""
+    import no_such_dependency_xyz  # noqa: F401
+'''
+MISSING = (
+    "entry point hsa.rules:acme_missing = acme_missing_rules: "
+    "ModuleNotFoundError: No module named 'no_such_dependency_xyz'"
+)
+
+
+def _unimportable_distribution(root: Path) -> None:
+    (root / "acme_missing_rules.py").write_text(textwrap.dedent(UNIMPORTABLE))
+    info = root / "acme_missing_rules-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-missing\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[hsa.rules]\nacme_missing = acme_missing_rules\n")
+
+
+def _build_config(path: Path, recipe) -> Path:
+    import yaml
+
+    data = {
+        "name": "mini",
+        "source": {"env": "livestream", "tasks": 4},
+        "augment": {"variants_per_trajectory": 1, "recipe": recipe},
+    }
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_plugin_that_fails_to_load_breaks_only_what_uses_it(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    _unimportable_distribution(site)
+    env = {"PYTHONPATH": str(site)}
+
+    listed = hsa("rules", "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith("acme_missing ")]
+    assert row.split()[:3] == ["acme_missing", "broken", "plugin"] and row.endswith(MISSING)
+    assert re.search(
+        r"^\d+ rules in \d+ families; \d+ plugins? failed to load$", listed.stdout.splitlines()[-1]
+    )
+
+    previewed = hsa("rules", "preview", "tools.rename", "--harness", str(DEMO), env=env)
+    assert previewed.returncode == 0, previewed.stderr
+    unknown = hsa("rules", "preview", "acme.noun_first", "--harness", str(DEMO), env=env)
+    assert unknown.returncode == 1
+    (line,) = unknown.stderr.strip().splitlines()
+    assert line.startswith("hsa: error: rule 'acme.noun_first': no rule named 'acme.noun_first'")
+    assert f"may live in a plugin that failed to load: {MISSING}" in line
+
+    checked = hsa("rules", "check", "--rule", "tools.rename", "--harness", str(DEMO), env=env)
+    assert checked.returncode == 0, checked.stderr
+    # checking every rule cannot check the broken plugin's: that is a failure, said in one line
+    every = hsa("rules", "check", "--harness", str(DEMO), "--seeds", "1", env=env)
+    assert every.returncode == 1 and "ok:" not in every.stdout
+    (line,) = [x for x in every.stderr.splitlines() if x.startswith("hsa: error: ")]
+    assert "failed to load; their rules were not checked: " in line and MISSING in line
+
+    recipe = {"variants_per_harness": 1, "rules": [{"rule": "tools.rename"}]}
+    config = _build_config(tmp_path / "mini.yaml", recipe)
+    built = hsa("build", str(config), "--out", str(tmp_path / "out"), env=env)
+    assert built.returncode == 0, built.stderr
+
+    # a recipe that names a rule the broken plugin may hold: the error names the path in the
+    # file it was written in, the build config's own or the recipe file's
+    recipe["rules"].append({"rule": "acme.noun_first"})
+    config = _build_config(tmp_path / "mini.yaml", recipe)
+    failed = hsa("build", str(config), "--out", str(tmp_path / "out2"), env=env)
+    assert failed.returncode == 1
+    (line,) = failed.stderr.strip().splitlines()
+    assert line.startswith(
+        f"hsa: error: {config}: $.augment.recipe.rules[1]: rule 'acme.noun_first': no rule named"
+    )
+    assert MISSING in line
+    recipe_file = tmp_path / "recipe.yaml"
+    recipe_file.write_text(yaml_dump(recipe))
+    config = _build_config(tmp_path / "mini.yaml", str(recipe_file))
+    failed = hsa("build", str(config), "--out", str(tmp_path / "out3"), env=env)
+    assert failed.returncode == 1
+    (line,) = failed.stderr.strip().splitlines()
+    assert line.startswith(f"hsa: error: {recipe_file}: $.rules[1]: rule 'acme.noun_first': ")
+
+
+def yaml_dump(data) -> str:
+    import yaml
+
+    return yaml.safe_dump(data)
+
+
+def test_parquet_trajectories_need_a_harness(tmp_path):
     out = hsa("rules", "check", "--trajectories", str(tmp_path / "t.parquet"))
-    assert out.returncode == 1 and "--trajectories needs --harness" in out.stderr
+    assert out.returncode == 1 and "--trajectories FILE.parquet needs --harness" in out.stderr
+
+
+def test_chat_jsonl_trajectories_carry_their_own_harnesses():
+    # As `hsa augment` does, each row's tools make its harness: no --harness needed.
+    chat = ROOT / "examples" / "chat" / "support.jsonl"
+    rows = len(chat.read_text("utf-8").splitlines())
+    out = hsa(
+        "rules", "check", "--rule", "tools.rename", "--trajectories", str(chat), "--seeds", "1"
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert re.search(rf"^\s*{rows} trajectories x 1 seeds", out.stdout, re.MULTILINE)
+    assert re.search(rf"^ tools\.rename\s+{rows}/{rows}\s", out.stdout, re.MULTILINE)
 
 
 def _pip_install(package: Path, target: Path) -> None:
