@@ -146,9 +146,11 @@ def teach_command(
     Writes canonical trajectory shards to OUT/data/{split}/part-NNNNN.parquet with a
     manifest; every rollout is kept, verified or with the reason it was rejected. Rerunning
     the same command resumes: finished shards are skipped and answered requests come from
-    the cache, so a finished job makes no request at all.
+    the cache, so a finished job makes no request at all. Rollouts the backend did not answer
+    (endpoint down, timeouts, a refused key) are not written: the command exits 1 saying why,
+    and a rerun sends exactly those again.
     """
-    from hsa.teachers.job import TeachConfig, teach
+    from hsa.teachers.job import TeachConfig, TeachIncomplete, teach
 
     settings: dict[str, Any] = _load_config_file(config_file) if config_file else {}
     settings.update({k: v for k, v in flags.items() if v is not None})
@@ -178,19 +180,28 @@ def teach_command(
                 description=f"teach {config.env} ({config.teacher}) verified {verified}",
             )
 
-        report = teach(config, out, progress=advance)
+        try:
+            report = teach(config, out, progress=advance)
+        except TeachIncomplete as exc:
+            report, incomplete = exc.report, exc
+        else:
+            incomplete = None
     _summary(report)
+    if incomplete is not None:
+        raise incomplete
 
 
 def _summary(report: Any) -> None:
     out = console()
-    rejected = {k: v for k, v in sorted(report.reasons.items()) if k != "ok"}
+    # rollouts the backend did not answer are not rejected: they are run again on a rerun
+    rejected = {k: v for k, v in sorted(report.reasons.items()) if k not in ("ok", "backend")}
     ran = report.total - report.skipped
     detail = ", ".join(f"{k} {v}" for k, v in rejected.items())
     out.print(
         f"teach: {report.total} rollouts: {ran} run, {report.skipped} already written; "
         f"this run verified {report.reasons.get('ok', 0)}, rejected {sum(rejected.values())}"
         + (f" ({detail})" if detail else "")
+        + (f"; {report.retry} need a retry (no answer from the backend)" if report.retry else "")
     )
     failures = ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items()))
     latency = " ".join(f"{k} {v}" for k, v in report.latency.items())

@@ -6,6 +6,12 @@ its rollouts are done, with rows in job order, so the output does not depend on 
 skips the shards already written and asks the request cache before the backend: a finished
 job makes no request, an interrupted one repeats none that had finished. With ``workers`` > 1
 the pending shards are shared among processes (``hsa.teachers.workers``).
+
+Only the model's outcomes are final: verified, or rejected for format, schema, execution,
+score or the step limit. A rollout the backend could not answer (refused or reset connection,
+5xx or timeouts after every retry, a refused key) says nothing about the model, so it is never
+written: its shard stays unwritten, the job ends with ``TeachIncomplete``, and the rerun runs
+that shard again, its finished rollouts answered from the cache and only the failed ones sent.
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ GC_THRESHOLD = 20_000
 
 ProgressFn = Callable[[int, int, int], None]
 ShardKey = tuple[str, int]
+#: a rollout that ended this way got no answer from the backend and is run again on a rerun
+RETRY = "backend"
 
 
 @dataclass(slots=True)
@@ -57,7 +65,8 @@ class TeachReport:
     """What a job did. ``requests`` went to the backend; ``cache_hits`` were answered from the
     cache; ``skipped`` rollouts were already in shards from an earlier run; ``written`` rows
     were written by this run; ``verified`` counts verified rows in all the job's shards;
-    ``reasons`` counts this run's rollouts by reason (``ok`` when verified)."""
+    ``reasons`` counts this run's rollouts by reason (``ok`` when verified, ``backend`` for
+    those that need a retry); ``retry_reasons`` says why those got no answer."""
 
     out: Path
     total: int = 0
@@ -69,10 +78,16 @@ class TeachReport:
     cache_hits: int = 0
     retries: int = 0
     failures: Counter = field(default_factory=Counter)
+    retry_reasons: Counter = field(default_factory=Counter)
     latencies_s: list[float] = field(default_factory=list, repr=False)
     wall_s: float = 0.0
     run_s: float = 0.0  # running rollouts, without loading the environment and planning
     shards: int = 0
+
+    @property
+    def retry(self) -> int:
+        """Rollouts of this run that got no answer from the backend, left for a rerun."""
+        return self.reasons.get(RETRY, 0)
 
     @property
     def rollouts_per_s(self) -> float:
@@ -93,12 +108,31 @@ class TeachReport:
         return {"p50_ms": pick(0.5), "p90_ms": pick(0.9), "p99_ms": pick(0.99)}
 
 
+class TeachIncomplete(TeacherError):
+    """A job that ran to the end with rollouts the backend never answered; ``report`` says
+    what it did. Rerunning the same job retries exactly those rollouts."""
+
+    def __init__(self, report: TeachReport):
+        ran = report.total - report.skipped
+        reasons = report.retry_reasons.most_common()
+        why = reasons[0][0] if reasons else "the backend failed"
+        if len(reasons) > 1:
+            why += f" (and {len(reasons) - 1} other reasons)"
+        super().__init__(
+            f"{report.retry} of {ran} rollouts got no answer from the backend and were not "
+            f"written: {why}; once it answers, rerun the same command to retry them",
+            file=str(report.out),
+        )
+        self.report = report
+
+
 @dataclass(slots=True)
 class _Shard:
     split: str
     index: int
     specs: list[RolloutSpec]
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # finished, by rollout id
+    retry: int = 0  # rollouts the backend did not answer: the shard is not written
 
     @property
     def key(self) -> ShardKey:
@@ -291,18 +325,39 @@ def teach(
     backend: Backend | None = None,
     progress: ProgressFn | None = None,
 ) -> TeachReport:
+    """Run the teacher job ``config`` into ``out``, locked (``hsa.datasets.lock``) so that a
+    second job into the same folder refuses instead of sharing its shards and cache; see
+    ``teach_unlocked``."""
+    from hsa.datasets.lock import hold
+
+    with hold(out, command="hsa teach"):
+        return teach_unlocked(config, out, env=env, backend=backend, progress=progress)
+
+
+def teach_unlocked(
+    config: TeachConfig,
+    out: str | Path,
+    *,
+    env: Environment | None = None,
+    backend: Backend | None = None,
+    progress: ProgressFn | None = None,
+) -> TeachReport:
     """Run the teacher job ``config`` and write its shards and manifest under ``out``.
 
     ``progress(done, total, verified)`` is called as rollouts finish (``done`` counts skipped
     ones). ``env`` and ``backend`` may be given ready-made; otherwise they are built from
     ``config`` (and with ``config.workers`` > 1, in each worker process). Returns what the job
-    did; raises ``HsaError`` only for a bad setup (unknown environment, unreadable recipe, a
-    directory of another job, a worker that died), never for a failed rollout.
+    did. Raises ``TeachIncomplete`` (with the report) when the backend left rollouts
+    unanswered, and ``HsaError`` for a bad setup (unknown environment, unreadable recipe, a
+    directory of another job, a worker that died), never for a model's failed rollout.
     """
     if config.workers > 1 and env is None and backend is None:
         from hsa.teachers.workers import teach_in_workers
 
-        return teach_in_workers(config, out, progress=progress)
+        report = teach_in_workers(config, out, progress=progress)
+        if report.retry:
+            raise TeachIncomplete(report)
+        return report
     return asyncio.run(teach_async(config, out, env=env, backend=backend, progress=progress))
 
 
@@ -314,7 +369,8 @@ async def teach_async(
     backend: Backend | None = None,
     progress: ProgressFn | None = None,
 ) -> TeachReport:
-    """``teach`` inside a running event loop, in this process (``config.workers`` ignored)."""
+    """``teach`` inside a running event loop, in this process (``config.workers`` ignored);
+    raises ``TeachIncomplete`` as ``teach`` does."""
     started = time.monotonic()
     plan = plan_job(config, out, env=env)
     report = TeachReport(out=plan.out, total=plan.total, skipped=plan.skipped)
@@ -323,6 +379,8 @@ async def teach_async(
     await run_plan(plan, report, backend=backend, progress=progress)
     finish(plan, report)
     report.wall_s = time.monotonic() - started
+    if report.retry:
+        raise TeachIncomplete(report)
     return report
 
 
@@ -393,15 +451,23 @@ async def _run(
     async def finished(shard: _Shard, result: Rollout) -> None:
         # The row is built as its rollout finishes (spreading the work), the shard is written
         # in a thread: a big shard blocking the event loop would stall every rollout in flight.
-        shard.rows[result.spec.id] = row(result, teacher=config.teacher, harness_id=harness_id)
         report.requests += result.requests
         report.cache_hits += result.cache_hits
-        report.reasons[result.verification.reason.split(":", 1)[0]] += 1
+        if result.ended == RETRY:
+            # Not a row: a written shard is final, and this rollout must run again.
+            shard.retry += 1
+            report.reasons[RETRY] += 1
+            report.retry_reasons[result.detail or "no answer"] += 1
+        else:
+            shard.rows[result.spec.id] = row(result, teacher=config.teacher, harness_id=harness_id)
+            report.reasons[result.verification.reason.split(":", 1)[0]] += 1
         counts["done"] += 1
         counts["verified"] += result.verification.verified
         if progress is not None:
             progress(counts["done"], report.total, counts["verified"])
-        if len(shard.rows) == len(shard.specs):
+        if shard.retry and len(shard.rows) + shard.retry == len(shard.specs):
+            shard.rows.clear()  # the rerun replays these from the cache with the failed ones
+        elif len(shard.rows) == len(shard.specs):
             rows = [shard.rows.pop(s.id) for s in shard.specs]
             path = shard_path(plan.out, shard.split, shard.index)
             plan.entries[shard.key] = await asyncio.to_thread(write_shard, path, rows)

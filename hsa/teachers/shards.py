@@ -118,6 +118,19 @@ def shard_entry(path: Path, *, rows: int | None = None) -> dict[str, Any]:
     }
 
 
+def shard_files(root: Path, manifest: Mapping[str, Any], split: str | None = None) -> list[Path]:
+    """The shards a finished job's ``manifest`` lists, split by split (only ``split``'s when
+    given; ``TeacherError`` naming the splits there are when it has none)."""
+    splits = manifest.get("splits") or {}
+    if split is not None and split not in splits:
+        raise TeacherError(
+            f"no split {split!r}; the teacher output has {', '.join(sorted(splits)) or 'none'}",
+            file=str(root),
+        )
+    chosen = sorted(splits) if split is None else [split]
+    return [root / entry["path"] for name in chosen for entry in splits[name].get("shards", [])]
+
+
 def shard_ids(path: Path) -> list[str]:
     """The row ids of an existing shard (``TeacherError`` if it cannot be read)."""
     try:

@@ -128,6 +128,7 @@ def _merge(report: TeachReport, part: dict[str, Any]) -> None:
         setattr(report, name, getattr(report, name) + part[name])
     report.reasons.update(part["reasons"])
     report.failures.update(part["failures"])
+    report.retry_reasons.update(part["retry_reasons"])
     report.latencies_s.extend(part["latencies_s"])
 
 
@@ -153,6 +154,7 @@ def _worker(config: TeachConfig, out: str, keys: list[ShardKey], messages: Any, 
                     "retries": part.retries,
                     "reasons": dict(part.reasons),
                     "failures": dict(part.failures),
+                    "retry_reasons": dict(part.retry_reasons),
                     "latencies_s": part.latencies_s,
                 },
             )

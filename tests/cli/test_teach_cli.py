@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -28,10 +29,10 @@ def environ() -> dict[str, str]:
 
 
 @contextmanager
-def oracle_server(*args: str):
-    """``hsa serve oracle`` on a free port; yields (base URL, process)."""
+def oracle_server(*args: str, port: int = 0):
+    """``hsa serve oracle`` on ``port`` (a free one if 0); yields (base URL, process)."""
     process = subprocess.Popen(
-        [*HSA, "serve", "oracle", "--port", "0", *args],
+        [*HSA, "serve", "oracle", "--port", str(port), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -144,6 +145,35 @@ def test_sigkill_then_rerun_repeats_no_finished_request(tmp_path):
         assert again.returncode == 0, again.stderr
         assert "requests: 0 sent, cache hits: 0" in again.stdout
         assert len(logged(log)) == sent_before  # a finished job makes no request at all
+
+
+def test_an_endpoint_that_is_down_fails_the_run_and_the_rerun_retries(tmp_path):
+    with socket.socket() as probe:  # a port nobody listens on, until the server starts
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    out = tmp_path / "out"
+    log = tmp_path / "requests.jsonl"
+    job = ("--tasks", "5", "--variants-per-task", "0", "--max-retries", "1")
+
+    down = teach(url, out, *job)
+    assert down.returncode == 1
+    [line] = down.stderr.strip().splitlines()  # one line, no traceback
+    assert line.startswith("hsa: error: ") and f"connection refused to {url}" in line
+    assert "timeout" not in line and SECRET not in down.stdout + down.stderr
+    assert "verified 0, rejected 0; 5 need a retry" in down.stdout
+    assert rows(out) == [] and not (out / "manifest.json").exists()  # no failure as a row
+
+    with oracle_server("--log", str(log), port=port) as (served, _):
+        assert served == url
+        up = teach(url, out, *job)
+    assert up.returncode == 0, up.stderr
+    assert "0 already written; this run verified 5, rejected 0" in up.stdout
+    assert "need a retry" not in up.stdout
+    assert len({e["key"] for e in logged(log)}) >= 5  # the rerun asked again for every rollout
+    written = rows(out)
+    assert len(written) == 5 and all(r["verified"] for r in written)
+    assert json.loads((out / "manifest.json").read_text())["verified"] == 5
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -12,8 +13,11 @@ from hsa.datasets import conversation
 from hsa.errors import TeacherError
 from hsa.harness.events import Trajectory
 from hsa.harness.parse import parse
+from hsa.teachers.backends.base import Backend
 from hsa.teachers.config import public_url
-from hsa.teachers.job import TeachConfig, teach
+from hsa.teachers.job import TeachConfig, TeachIncomplete, oracle_policy, teach
+from hsa.teachers.oracle import OracleBackend, OracleResponder
+from hsa.teachers.rollout import TASK_KEY
 
 SECRET = "sk-test-SECRET-do-not-write"
 
@@ -202,3 +206,50 @@ def test_a_worker_that_fails_stops_the_job_with_its_reason(tmp_path):
     settings = {"tasks": 2, "variants_per_task": 0, "workers": 2, "shard_size": 1}
     with pytest.raises(TeacherError, match=r"a teacher worker failed: .*cannot open the request"):
         teach(config(cache=str(blocker / "cache.sqlite"), **settings), tmp_path / "out")
+
+
+REFUSED = "connection refused to http://127.0.0.1:9/v1 (no answer after 3 attempts)"
+
+
+class Unreachable(Backend):
+    """The oracle, except that requests for the tasks in ``down`` fail as a refused
+    connection does after its retries; counts the requests it answers, by task."""
+
+    name = "oracle"
+
+    def __init__(self, env, down=()):
+        from hsa.teachers.variants import VariantPool, recipe_from
+
+        pool = VariantPool(env.harness(), recipe_from(None), seed=0, max_size=8)
+        self.inner = OracleBackend(OracleResponder(env, oracle_policy(env), variants=pool))
+        self.stats = self.inner.stats
+        self.down = set(down)
+        self.answered: Counter = Counter()
+
+    async def chat(self, request):
+        task = request.metadata[TASK_KEY]
+        if task in self.down:
+            raise TeacherError(REFUSED)
+        self.answered[task] += 1
+        return await self.inner.chat(request)
+
+
+def test_rollouts_the_backend_did_not_answer_are_not_written_and_rerun(finished, tmp_path, env):
+    out = tmp_path / "out"
+    down = env.tasks()[1].id
+    with pytest.raises(TeachIncomplete, match="3 of 18 rollouts got no answer") as failed:
+        teach(config(), out, env=env, backend=Unreachable(env, down=[down]))
+    report = failed.value.report
+    assert report.retry == 3 and report.reasons["ok"] == 15
+    assert report.retry_reasons == {REFUSED: 3}
+    assert "connection refused to http://127.0.0.1:9/v1" in str(failed.value)
+    written = [r for p in (out / "data").rglob("*.parquet") for r in pq.read_table(p).to_pylist()]
+    assert written and all(r["verified"] for r in written)  # no backend failure as a row
+    assert down not in {r["task_id"] for r in written}
+    assert len(written) == report.written < 18 and not (out / "manifest.json").exists()
+
+    healthy = Unreachable(env)
+    rerun = teach(config(), out, env=env, backend=healthy)
+    assert rerun.retry == 0 and rerun.skipped == report.written
+    assert set(healthy.answered) == {down}  # the others' answers came from the cache
+    assert files(out) == files(finished[0])  # as if the endpoint had never been down

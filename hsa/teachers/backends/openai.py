@@ -3,14 +3,18 @@
 Retries are hsa's, not the client's (its own are turned off), so that every attempt passes
 through the adaptive limiter: 429, 5xx, timeouts and connection errors are retried with
 exponential backoff and full jitter, honouring ``Retry-After``; other errors (bad request,
-authentication, unknown model) are not worth retrying and fail the request at once.
+authentication, unknown model) are not worth retrying and fail the request at once. Each failed
+attempt is named by ``failure_kind`` from the whole chain of causes, not from the client's
+class alone: the client's aiohttp transport reports a refused connection as a connect timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,7 +117,7 @@ class OpenAIBackend(Backend):
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         cfg = self.config
-        last = "no attempt made"
+        last = f"no attempt made to reach {cfg.base_url}"
         for attempt in range(cfg.max_retries + 1):
             retry_after: float | None = None
             async with self.limit.slot():
@@ -124,6 +128,7 @@ class OpenAIBackend(Backend):
                 except openai.RateLimitError as exc:
                     self.limit.on_overload()
                     reason, retry_after = "http 429", _retry_after(exc)
+                    detail = f"HTTP 429 (rate limited) from {cfg.base_url}"
                 except openai.APIStatusError as exc:
                     if exc.status_code < 500 and exc.status_code not in (408, 409):
                         raise TeacherError(
@@ -133,24 +138,35 @@ class OpenAIBackend(Backend):
                             where=cfg.base_url,
                         ) from None
                     reason, retry_after = f"http {exc.status_code}", _retry_after(exc)
-                except openai.APITimeoutError:
-                    reason = "timeout"
-                except openai.APIConnectionError as exc:
-                    reason = f"connection: {self._short(str(exc))}"
+                    detail = (
+                        f"HTTP {exc.status_code} from {cfg.base_url}: {self._short(exc.message)}"
+                    )
+                except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                    reason = failure_kind(exc)
+                    detail = self._describe(reason, exc)
                 else:
                     latency = time.monotonic() - started
                     self.limit.on_success(latency)
                     response = _response(completion, latency, attempt + 1, cfg.base_url)
                     self.stats.record(response)
                     return response
-            self.stats.failures[reason.split(":")[0]] += 1
-            last = reason
+            self.stats.failures[reason] += 1
+            last = detail
             if attempt < cfg.max_retries:
                 self.stats.retries += 1
                 await asyncio.sleep(cfg.backoff.delay(attempt, self._rng, retry_after))
-        raise TeacherError(
-            f"no answer after {cfg.max_retries + 1} attempts (last: {last})", where=cfg.base_url
-        )
+        attempts = cfg.max_retries + 1
+        raise TeacherError(f"{last} (no answer after {attempts} attempt{'s' * (attempts > 1)})")
+
+    def _describe(self, kind: str, exc: BaseException) -> str:
+        """One attempt's failure in words, naming the endpoint (never the API key)."""
+        url = self.config.base_url
+        if kind == "timeout":
+            return f"timeout: no answer from {url} within {self.config.timeout_s:g} s"
+        if kind in ("connection refused", "connection reset"):
+            return f"{kind} to {url}"
+        cause = _root(exc)
+        return f"connection error to {url}: {self._short(str(cause) or type(cause).__name__)}"
 
     async def _create(self, request: ChatRequest) -> Any:
         # ``post`` (the client's documented way to call any endpoint) rather than
@@ -255,6 +271,43 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
         latency_s=latency,
         attempts=attempts,
     )
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what caused it, outermost first."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _root(exc: BaseException) -> BaseException:
+    *_, last = _causes(exc)
+    return last
+
+
+def failure_kind(exc: BaseException) -> str:
+    """What a request that raised ``exc`` ran into: ``connection refused``, ``connection
+    reset``, ``connection`` (any other failure to connect or to read the answer), ``timeout``
+    (the endpoint was reached but did not answer in time) or ``http NNN`` for a status error.
+
+    The causes decide, not the outer class: transports wrap the socket's error in their own
+    classes, and not always in the right one.
+    """
+    if isinstance(exc, openai.APIStatusError):
+        return f"http {exc.status_code}"
+    chain = list(_causes(exc))
+    for cause in chain:
+        code = getattr(cause, "errno", None)
+        if isinstance(cause, ConnectionRefusedError) or code == errno.ECONNREFUSED:
+            return "connection refused"
+        if isinstance(cause, ConnectionResetError) or code == errno.ECONNRESET:
+            return "connection reset"
+    if any(isinstance(c, TimeoutError | openai.APITimeoutError) for c in chain):
+        return "timeout"
+    return "connection"
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:

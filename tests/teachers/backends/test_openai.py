@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 import sys
 
+import httpx2
+import openai
 import pytest
 
 from hsa.errors import HsaError, TeacherError
-from hsa.teachers.backends.openai import OpenAIBackend, OpenAIConfig
+from hsa.teachers.backends.openai import OpenAIBackend, OpenAIConfig, failure_kind
 from hsa.teachers.request import ChatRequest, Sampling
 from hsa.teachers.server import Faults
 from hsa.teachers.throttle import Backoff
@@ -111,9 +114,43 @@ def test_connection_errors_are_retried_then_reported(transport):
     b = backend(transport, f"http://127.0.0.1:{port}/v1", max_retries=2)
     [error] = ask_all(b, ["anyone?"])
     assert isinstance(error, TeacherError) and "no answer after 3 attempts" in str(error)
-    # httpx reports a refused connection as a connection error, the aiohttp transport as a
-    # connect timeout; both are retried
-    assert b.stats.failures["connection"] + b.stats.failures["timeout"] == 3
+    # the aiohttp transport raises a connect timeout for a refused connection: still named
+    # for what it is, with the endpoint it was refused by
+    assert f"connection refused to http://127.0.0.1:{port}/v1" in str(error)
+    assert "timeout" not in str(error) and "sk-test" not in str(error)
+    assert b.stats.failures == {"connection refused": 3}
+
+
+def chain(*errors: BaseException) -> BaseException:
+    """``errors[0]`` raised from ``errors[1]``, raised from ``errors[2]``, ..."""
+    for outer, inner in itertools.pairwise(errors):
+        outer.__cause__ = inner
+    return errors[0]
+
+
+def test_failures_are_named_by_their_causes():
+    request = httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+    response = httpx2.Response(503, request=request)
+
+    def timeout() -> openai.APITimeoutError:
+        return openai.APITimeoutError(request=request)
+
+    def connection() -> openai.APIConnectionError:
+        return openai.APIConnectionError(request=request)
+
+    # the aiohttp transport's refused connection: a connect timeout caused by the refusal
+    refused = chain(timeout(), httpx2.ConnectTimeout("Cannot connect"), ConnectionRefusedError())
+    assert failure_kind(refused) == "connection refused"
+    assert failure_kind(chain(connection(), OSError("all failed"), ConnectionRefusedError())) == (
+        "connection refused"
+    )
+    assert failure_kind(chain(connection(), httpx2.ReadError("x"), ConnectionResetError())) == (
+        "connection reset"
+    )
+    assert failure_kind(chain(timeout(), httpx2.ReadTimeout("slow"))) == "timeout"
+    assert failure_kind(chain(connection(), httpx2.RemoteProtocolError("eof"))) == "connection"
+    status = openai.InternalServerError("down", response=response, body=None)
+    assert failure_kind(status) == "http 503"
 
 
 def test_the_api_key_is_sent_and_never_shown(serve, transport):
