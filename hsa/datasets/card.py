@@ -2,20 +2,38 @@
 
 Statistics are gathered per batch as plain counters (``batch_stats``), kept in the batch's
 completion mark, and summed (``merge_stats``), so a resumed run describes every row without
-reading the shards again. Plots are drawn with matplotlib's Agg backend and saved without
-metadata, which makes them byte-identical across runs.
+reading the shards again. Token lengths per row are estimated from characters at
+``CHARS_PER_TOKEN`` the same way; when a local tokenizer is given they are counted at card time
+instead, from the written shards (``token_lengths``: its chat template applied to ``messages``
+and ``tools``, as TRL does), so resuming and batching need not know about tokenizers. Plots
+are drawn with matplotlib's Agg backend and saved without metadata, which makes them
+byte-identical across runs.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import yaml
+
+from hsa.datasets.schema import card_features
+from hsa.errors import DatasetError
 
 PLOTS = "plots"
 PROMPT_BUCKET = 500  # characters per bar of the prompt-length histogram
+#: characters per token assumed without a tokenizer: about what ~150k-entry BPE vocabularies
+#: (Qwen2.5, Llama 3) give on English prose mixed with JSON
+CHARS_PER_TOKEN = 3.5
+#: TRL's ``SFTConfig.max_length`` default: longer rows are cut (their end is lost)
+TRL_DEFAULT_MAX_LENGTH = 1024
 
 
 def _count_array(values: np.ndarray) -> dict[str, int]:
@@ -33,12 +51,14 @@ def batch_stats(
     messages: np.ndarray,
     calls: np.ndarray,
     prompt_chars: np.ndarray,
+    tokens: np.ndarray,
     trajectories: int,
 ) -> dict[str, Any]:
     """Counters describing the rows of one split of one batch.
 
     Per-variant facts (``protocols``, ``rules``, ``canonical``) are weighted by
-    ``variant_counts``; ``messages``, ``calls`` and ``prompt_chars`` have one entry per row.
+    ``variant_counts``; ``messages``, ``calls``, ``prompt_chars`` and ``tokens`` (estimated, see
+    ``estimate_tokens``) have one entry per row.
     """
     protocol_counts: dict[str, int] = {}
     rule_counts: dict[str, int] = {}
@@ -65,21 +85,24 @@ def batch_stats(
         "messages": _count_array(messages),
         "calls": _count_array(calls),
         "prompt_chars": _count_array((prompt_chars // PROMPT_BUCKET) * PROMPT_BUCKET),
+        "tokens": {split: _count_array(tokens)},
     }
 
 
 def merge_stats(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The sum of batch statistics."""
+    """The sum of batch statistics (counters, nested to any depth)."""
     out: dict[str, Any] = {}
     for item in items:
-        for key, value in item.items():
-            if isinstance(value, Mapping):
-                bucket = out.setdefault(key, {})
-                for k, v in value.items():
-                    bucket[k] = bucket.get(k, 0) + v
-            else:
-                out[key] = out.get(key, 0) + value
+        _add(out, item)
     return out
+
+
+def _add(out: dict[str, Any], item: Mapping[str, Any]) -> None:
+    for key, value in item.items():
+        if isinstance(value, Mapping):
+            _add(out.setdefault(key, {}), value)
+        else:
+            out[key] = out.get(key, 0) + value
 
 
 def _mean(hist: Mapping[str, int]) -> float:
@@ -110,6 +133,7 @@ def _plot(panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), dpi=100)
     axes = np.atleast_1d(axes)
@@ -127,6 +151,10 @@ def _plot(panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
         else:
             ax.barh(labels[::-1], values[::-1], color="#55a868")
             ax.tick_params(axis="y", labelsize=7)
+        # counts and lengths are whole numbers: never a tick at 2.5 rows
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if numeric:
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("" if not numeric else "rows")
     fig.tight_layout()
@@ -143,14 +171,197 @@ def _width(labels: list[str]) -> float:
     return 0.8 * (min(gaps) if gaps else 1.0)
 
 
+@dataclass(frozen=True, slots=True)
+class TokenLengths:
+    """Tokens per row by split, as histograms (length -> rows), and how they were counted
+    (``tokenizer``: a path, or None for the characters-per-token estimate)."""
+
+    by_split: Mapping[str, Mapping[str, int]]
+    tokenizer: str | None = None
+
+    def all(self) -> dict[str, int]:
+        return merge_stats([{"all": dict(h)} for h in self.by_split.values()]).get("all", {})
+
+
+def estimate_tokens(messages: pa.Array, tools_chars: np.ndarray) -> np.ndarray:
+    """Tokens per row estimated at ``CHARS_PER_TOKEN`` from the characters a chat template
+    prints: message contents and reasoning, call names and arguments, plus ``tools_chars`` (the
+    length of each row's tools JSON)."""
+    if isinstance(messages, pa.ChunkedArray):
+        messages = messages.combine_chunks()
+    rows = len(messages)
+    chars = np.asarray(tools_chars, dtype=np.int64).copy()
+    # ``.values`` with the offsets (not ``flatten``): the same items for well-formed lists, and
+    # no copy of the nested children
+    offsets = messages.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    row_of = np.repeat(np.arange(rows), np.diff(offsets))
+    flat = messages.values[offsets[0] : offsets[-1]] if rows else messages.values[:0]
+    for name in ("content", "reasoning_content"):
+        np.add.at(chars, row_of, _lengths(flat.field(name)))
+    calls = flat.field("tool_calls")
+    call_offsets = calls.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    call_row = np.repeat(row_of, np.diff(call_offsets))
+    function = calls.values[call_offsets[0] : call_offsets[-1]].field("function")
+    for name in ("name", "arguments"):
+        np.add.at(chars, call_row, _lengths(function.field(name)))
+    return np.ceil(chars / CHARS_PER_TOKEN).astype(np.int64)
+
+
+def _lengths(text: pa.Array) -> np.ndarray:
+    if isinstance(text, pa.ExtensionArray):
+        text = text.storage
+    if isinstance(text, pa.DictionaryArray):  # the engine's pooled texts: measure each once
+        pooled = _lengths(text.dictionary)
+        indices = text.indices.fill_null(0).to_numpy(zero_copy_only=False)
+        return np.where(text.is_null().to_numpy(zero_copy_only=False), 0, pooled[indices])
+    return pc.utf8_length(text).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def token_lengths(files: Mapping[str, Sequence[Path]], tokenizer: str) -> TokenLengths:
+    """The ``TokenLengths`` of the rows in ``files`` (shard paths by split), counted with the
+    tokenizer at ``tokenizer``; read shard by shard (only ``messages`` and ``tools``), so memory
+    holds one shard's columns at a time."""
+    from hsa.datasets.shards import read_table
+
+    count = _tokenizer_counter(tokenizer)
+    out = {}
+    for split in sorted(files):
+        hists = [
+            {"h": _count_array(count(read_table(f, columns=["messages", "tools"])))}
+            for f in files[split]
+        ]
+        out[split] = merge_stats(hists).get("h", {})
+    return TokenLengths(out, tokenizer)
+
+
+def _tokenizer_counter(path: str):
+    """Tokens per row counted with the tokenizer at ``path``: its chat template applied to
+    ``messages`` and ``tools`` when it has one, else the message contents joined."""
+    import json
+
+    from hsa.datasets.schema import trl_messages
+
+    try:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except ImportError:
+        raise DatasetError(
+            "counting tokens needs the 'transformers' package: pip install 'hsa[train]'",
+            file=path,
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"cannot load a tokenizer from it: {exc}", file=path) from None
+
+    def count(table) -> np.ndarray:
+        texts = []
+        for messages, tools in zip(
+            table.column("messages").to_pylist(), table.column("tools").to_pylist(), strict=True
+        ):
+            chat = trl_messages(messages)
+            if tokenizer.chat_template:
+                texts.append(
+                    tokenizer.apply_chat_template(
+                        chat, tools=json.loads(tools) or None, tokenize=False
+                    )
+                )
+            else:
+                texts.append("\n".join(m.get("content") or "" for m in chat) + tools)
+        ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+        return np.array([len(x) for x in ids], dtype=np.int64)
+
+    return count
+
+
+def _length_lines(lengths: TokenLengths) -> list[str]:
+    every = lengths.all()
+    if not every:
+        return []
+    how = (
+        f"counted with the tokenizer `{Path(lengths.tokenizer).name}` (its chat template "
+        "applied to `messages` and `tools`, as TRL does)"
+        if lengths.tokenizer
+        else f"estimated at {CHARS_PER_TOKEN} characters per token from the characters a chat "
+        "template prints (pass `--tokenizer PATH` to `hsa build` or `hsa augment` to count them)"
+    )
+    lines = [
+        "## Token lengths",
+        "",
+        f"Tokens per row, {how}.",
+        "",
+        "| split | rows | median | P95 | max |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for split, hist in [*sorted(lengths.by_split.items()), ("all", every)]:
+        if hist:
+            rows, top = sum(hist.values()), max(int(k) for k in hist)
+            median, p95 = _percentile(hist, 50), _percentile(hist, 95)
+            lines.append(f"| {split} | {rows:,} | {median:,} | {p95:,} | {top:,} |")
+    total = sum(every.values())
+    keep95, keep_all = _percentile(every, 95), max(int(k) for k in every)
+    lines += [
+        "",
+        f"`max_length` that keeps rows whole: **{keep95:,}** for 95% of rows, "
+        f"**{keep_all:,}** for all of them.",
+    ]
+    cut = sum(v for k, v in every.items() if int(k) > TRL_DEFAULT_MAX_LENGTH)
+    if cut:
+        lines += [
+            "",
+            f"**Warning:** TRL's `SFTConfig` cuts rows longer than `max_length` "
+            f"({TRL_DEFAULT_MAX_LENGTH:,} by default) and keeps their start: with the default, "
+            f"{cut:,} of {total:,} rows ({cut / total:.0%}) lose their end -- later turns and "
+            "final answers -- and with `assistant_only_loss` a row whose first assistant token "
+            "lies past the cut is dropped without a word. Set `max_length` "
+            f"(e.g. {keep_all:,}) or filter rows by length.",
+        ]
+    return [*lines, ""]
+
+
+def _percentile(hist: Mapping[str, int], q: float) -> int:
+    """The smallest length at or below which ``q`` percent of rows fall (a real row length)."""
+    items = sorted((int(k), v) for k, v in hist.items())
+    need = max(1, math.ceil(q / 100 * sum(v for _, v in items)))
+    seen = 0
+    for value, count in items:
+        seen += count
+        if seen >= need:
+            return value
+    return items[-1][0] if items else 0
+
+
+def _length_hist(lengths: TokenLengths) -> dict[str, int]:
+    every = lengths.all()
+    if not every:
+        return {}
+    bucket = _bucket(max(int(k) for k in every))
+    out: dict[str, int] = {}
+    for key, count in every.items():
+        start = str(int(key) // bucket * bucket)
+        out[start] = out.get(start, 0) + count
+    return out
+
+
+def _bucket(top: int) -> int:
+    """A round bar width (1, 2, 5, 10, 20, ...) giving at most 30 bars up to ``top``."""
+    return next(m * 10**e for e in range(12) for m in (1, 2, 5) if top / (m * 10**e) <= 30)
+
+
 def render_card(
-    stats: Mapping[str, Any], manifest: Mapping[str, Any], title: str
+    stats: Mapping[str, Any],
+    manifest: Mapping[str, Any],
+    title: str,
+    lengths: TokenLengths | None = None,
 ) -> tuple[str, dict[str, bytes]]:
     """The card's Markdown and its plots (file name under ``plots/`` -> PNG bytes)."""
     rows = max(int(stats.get("rows", 0)), 1)
+    lengths = lengths or TokenLengths({})
+    unit = "tokens" if lengths.tokenizer else f"est. tokens, {CHARS_PER_TOKEN} chars each"
+    hist = _length_hist(lengths)
     plots = {
         "distributions.png": _plot(
             [
+                *([(f"tokens per row ({unit})", hist, True)] if hist else []),
                 ("messages per row", stats.get("messages", {}), True),
                 ("tool calls per row", stats.get("calls", {}), True),
                 (
@@ -175,9 +386,12 @@ def render_card(
         "    data_files:",
         *[f"      - split: {s}\n        path: data/{s}/*.parquet" for s in sorted(splits)],
     ]
+    # the columns as ``datasets`` features: JSON text columns decode into values on loading
+    info = yaml.safe_dump({"dataset_info": {"features": card_features()}}, sort_keys=False)
     lines = [
         "---",
         *configs,
+        *info.rstrip("\n").split("\n"),
         "tags:",
         "  - tool-use",
         "  - harness-aware-training",
@@ -189,6 +403,14 @@ def render_card(
         "rendered under harness variants drawn by task-preserving rules, in OpenAI chat format "
         "(`messages`, `tools`) with lineage (source trajectory, task, variant, rules, split, "
         "teacher, verification).",
+        "",
+        "## Reading it",
+        "",
+        '- Hugging Face `datasets` / TRL: `datasets.load_dataset("DIR")` gives the splits by '
+        "name, `tools` as a list of tool schemas and each tool call's `arguments` as an object "
+        "with exactly that call's keys, ready for `SFTTrainer` and chat templates.",
+        "- Polars, DuckDB, PyArrow: `tools` and `arguments` are JSON text (string columns); "
+        "DuckDB's `json_extract` and Polars' `str.json_decode` read them.",
         "",
         "## Summary",
         "",
@@ -211,6 +433,7 @@ def render_card(
         "",
         "![composition](plots/composition.png)",
         "",
+        *_length_lines(lengths),
         *_table("Splits", splits, rows, "split"),
         *_table("Protocols", stats.get("protocols", {}), rows, "protocol"),
         *_table("Rule families", stats.get("families", {}), rows, "family"),

@@ -1,5 +1,11 @@
 """Reading a dataset directory: a Polars LazyFrame, TRL conversational rows, a Hugging Face
-``datasets.Dataset``."""
+``datasets.Dataset``.
+
+A dataset directory is also what ``datasets.load_dataset(DIR)`` reads with no glue: the card's
+front matter names the splits' files (so ``variants.parquet`` is not read as rows) and declares
+the JSON text columns as ``json`` features, which decode into tool dicts and argument dicts (see
+``hsa.datasets.schema``).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from hsa.datasets import manifest as mf
-from hsa.datasets.schema import ROW_SCHEMA, trl_messages
+from hsa.datasets.schema import JSON_FIELDS, ROW_SCHEMA, trl_messages
 from hsa.datasets.shards import read_table
 from hsa.errors import DatasetError
 
@@ -70,49 +76,46 @@ def iter_trl(path: str | Path, split: str | None = None) -> Iterator[dict[str, A
 
 
 def hf_features():
-    """The ``datasets.Features`` of TRL rows: JSON values where JSON Schemas and arguments go."""
-    from datasets import Features, Json, List, Value
+    """The ``datasets.Features`` of a dataset's rows, as its card declares them to
+    ``datasets.load_dataset(DIR)``: ``JSON_FIELDS`` (``tools``, tool-call ``arguments``) are
+    ``Json()``, decoded into a list of tool dicts and dicts of each call's own keys."""
+    from datasets import Features, Json, List
 
-    call = {
-        "id": Value("string"),
-        "type": Value("string"),
-        "function": {"name": Value("string"), "arguments": Json()},
-    }
-    message = {
-        "role": Value("string"),
-        "content": Value("string"),
-        "reasoning_content": Value("string"),
-        "tool_calls": List(call),
-        "tool_call_id": Value("string"),
-        "is_error": Value("bool"),
-    }
-    columns = {name: Value("string") for name in ROW_SCHEMA.names}
-    columns.update(
-        messages=List(message),
-        tools=List(Json()),
-        rules=List(Value("string")),
-        canonical=Value("bool"),
-        verified=Value("bool"),
-    )
-    return Features(columns)
+    def swap(feature, path: tuple[str, ...]):
+        if path in JSON_FIELDS:
+            return Json()
+        if isinstance(feature, List):
+            return List(swap(feature.feature, path))
+        if isinstance(feature, dict):
+            return {k: swap(v, (*path, k)) for k, v in feature.items()}
+        return feature
+
+    inferred = Features.from_arrow_schema(ROW_SCHEMA)
+    return Features({name: swap(f, (name,)) for name, f in inferred.items()})
 
 
-def to_hf(path: str | Path, split: str | None = None):
-    """The dataset (one split, or all rows) as a Hugging Face ``datasets.Dataset`` of TRL
-    conversational rows. Needs the ``datasets`` package (``pip install 'hsa[train]'``)."""
+def to_hf(path: str | Path, split: str | None = None, *, cache_dir: str | Path | None = None):
+    """The dataset (one split, or all rows) as a Hugging Face ``datasets.Dataset``.
+
+    The same rows as ``datasets.load_dataset(DIR, split=...)``, built from the Parquet shards by
+    ``datasets`` itself: rows go to its Arrow cache (``cache_dir``, default the ``datasets``
+    cache) in record batches and are memory-mapped, never all held in Python. Needs the
+    ``datasets`` package (``pip install 'hsa[train]'``).
+    """
     try:
-        from datasets import Dataset
+        import datasets
     except ImportError:
         raise DatasetError(
             "to_hf needs the 'datasets' package: pip install 'hsa[train]'", file=str(path)
         ) from None
     features = hf_features()
-    rows = [_for_hf(row) for row in iter_trl(path, split)]
-    return Dataset.from_dict({k: [r[k] for r in rows] for k in features}, features=features)
-
-
-def _for_hf(row: dict[str, Any]) -> dict[str, Any]:
-    # Struct features hold every key; absent message keys become None, as in the Parquet rows.
-    keys = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "is_error")
-    row["messages"] = [{k: m.get(k) for k in keys} for m in row["messages"]]
-    return row
+    files = shards(path, split)
+    if not files:
+        return datasets.Dataset.from_dict({k: [] for k in features}, features=features)
+    return datasets.load_dataset(
+        "parquet",
+        data_files=[str(f) for f in files],
+        split="train",
+        features=features,
+        cache_dir=None if cache_dir is None else str(cache_dir),
+    )

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from hsa.augment.engine import Engine
 from hsa.augment.engine.records import unique_dictionary
 from hsa.augment.planner import Variant
-from hsa.datasets.card import batch_stats
+from hsa.datasets.card import batch_stats, estimate_tokens
 from hsa.datasets.schema import ROW_SCHEMA
 
 
@@ -123,5 +123,8 @@ def stats(
         messages=pc.list_value_length(messages).to_numpy(zero_copy_only=False),
         calls=calls[out_traj],
         prompt_chars=np.array([len(p.prompt) for p in plans], dtype=np.int64)[out_var],
+        tokens=estimate_tokens(
+            messages, np.array([len(p.tools_json) for p in plans], dtype=np.int64)[out_var]
+        ),
         trajectories=table.num_rows,
     )

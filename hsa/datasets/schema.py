@@ -1,10 +1,19 @@
 """The row of an augmented dataset, and conversions of its ``messages`` to chat and TRL form.
 
 A row is one canonical trajectory rendered under one harness variant: OpenAI chat ``messages``
-(tool-call arguments as JSON text, as the OpenAI API has them) and ``tools`` (JSON text of the
-request's tools list), plus lineage -- the source trajectory and task, the harness and variant,
-the rules and their parameters, the split, the teacher and its verification. In Parquet a
-message is a struct whose absent keys are nulls; ``chat_messages`` drops them again.
+and ``tools`` (the request's tools list), plus lineage -- the source trajectory and task, the
+harness and variant, the rules and their parameters, the split, the teacher and its
+verification. In Parquet a message is a struct whose absent keys are nulls; ``chat_messages``
+drops them again.
+
+``tools`` and each tool call's ``arguments`` are JSON text in Parquet (plain strings, so
+PyArrow, Polars and DuckDB read them as text, and the writer stores each variant's tools once per
+shard through its dictionary). They are JSON *values* to a trainer: ``JSON_FIELDS`` names them,
+the dataset card declares them as ``json`` features (``card_features``), and Hugging Face
+``datasets`` then decodes them -- ``datasets.load_dataset(DIR)`` gives ``tools`` as a list of
+tool dicts and ``arguments`` as dicts holding exactly each call's keys, which is what chat
+templates and TRL expect. A JSON text column is used rather than an Arrow struct because a
+struct column would merge every tool's and call's keys into one type (absent keys as nulls).
 """
 
 from __future__ import annotations
@@ -15,10 +24,32 @@ from typing import Any
 
 import pyarrow as pa
 
-from hsa.augment.engine import MESSAGES
 from hsa.harness.render import Conversation
 
 SCHEMA_VERSION = 1
+
+TOOL_CALL = pa.struct(
+    [
+        pa.field("id", pa.string()),
+        pa.field("type", pa.string()),
+        pa.field("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),
+    ]
+)
+MESSAGE = pa.struct(
+    [
+        pa.field("role", pa.string()),
+        pa.field("content", pa.string()),
+        pa.field("reasoning_content", pa.string()),
+        pa.field("tool_calls", pa.list_(TOOL_CALL)),
+        pa.field("tool_call_id", pa.string()),
+        pa.field("is_error", pa.bool_()),
+    ]
+)
+#: the ``messages`` column of a row (OpenAI chat messages; absent keys are nulls)
+MESSAGES = pa.list_(MESSAGE)
+
+#: the columns, and fields inside them, that hold JSON text a trainer reads as JSON values
+JSON_FIELDS = (("tools",), ("messages", "tool_calls", "function", "arguments"))
 
 ROW_SCHEMA = pa.schema(
     [
@@ -41,6 +72,27 @@ ROW_SCHEMA = pa.schema(
         pa.field("metadata", pa.string()),  # JSON: the source trajectory's metadata
     ]
 )
+
+
+def card_features() -> list[dict[str, Any]]:
+    """``ROW_SCHEMA`` as the ``features`` list of a dataset card's ``dataset_info`` (the YAML
+    form Hugging Face ``datasets`` reads), with ``JSON_FIELDS`` as ``json``."""
+
+    def feature(name: str, type_: pa.DataType, path: tuple[str, ...]) -> dict[str, Any]:
+        return {"name": name, **kind(type_, (*path, name))}
+
+    def kind(type_: pa.DataType, path: tuple[str, ...]) -> dict[str, Any]:
+        if path in JSON_FIELDS:
+            return {"dtype": "json"}
+        if pa.types.is_list(type_):
+            inner = kind(type_.value_type, path)
+            return {"list": inner.get("dtype", inner.get("struct"))}
+        if pa.types.is_struct(type_):
+            return {"struct": [feature(f.name, f.type, path) for f in type_]}
+        return {"dtype": {pa.string(): "string", pa.bool_(): "bool"}[type_]}
+
+    return [feature(f.name, f.type, ()) for f in ROW_SCHEMA]
+
 
 #: message keys render always writes; the others are written only when set
 _ALWAYS = ("role", "content")

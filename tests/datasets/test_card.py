@@ -17,6 +17,7 @@ def stats():
         messages=np.array([4, 4, 6, 9]),
         calls=np.array([1, 1, 2, 0]),
         prompt_chars=np.array([1200, 1200, 1200, 5100]),
+        tokens=np.array([300, 300, 400, 1500]),
         trajectories=3,
     )
     two = batch_stats(
@@ -28,6 +29,7 @@ def stats():
         messages=np.array([5, 5]),
         calls=np.array([1, 1]),
         prompt_chars=np.array([900, 900]),
+        tokens=np.array([250, 260]),
         trajectories=1,
     )
     return merge_stats([one, two])
@@ -41,6 +43,14 @@ def test_statistics_add_up() -> None:
     assert s["families"] == {"hooks": 1, "protocol": 1, "tools": 1}
     assert s["messages"]["4"] == 2 and s["calls"]["1"] == 4
     assert s["prompt_chars"] == {"1000": 3, "5000": 1, "500": 2}
+    assert s["tokens"] == {"train": {"300": 2, "400": 1, "1500": 1}, "test": {"250": 1, "260": 1}}
+
+
+def hist(*lengths: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for n in lengths:
+        out[str(n)] = out.get(str(n), 0) + 1
+    return out
 
 
 def test_card_text_and_plots_are_deterministic() -> None:
@@ -52,3 +62,59 @@ def test_card_text_and_plots_are_deterministic() -> None:
     assert all(p.startswith(b"\x89PNG") for p in plots.values())
     assert "path: data/train/*.parquet" in text and "| rows | 6 |" in text
     assert "`text/python+tag/xml-docs`" in text and "![distributions]" in text
+
+
+def test_card_states_token_lengths_and_the_max_length_that_keeps_rows() -> None:
+    from hsa.datasets.card import TokenLengths
+
+    manifest = {"seed": 0, "variants": 2, "config": {}, "config_hash": "abc", "engine": {}}
+    lengths = TokenLengths({"train": hist(3000, 4000, 5000, 8000), "test": hist(900)})
+    text, _ = render_card(stats(), manifest, "demo", lengths=lengths)
+    assert "| train | 4 | 4,000 | 8,000 | 8,000 |" in text
+    assert "| test | 1 | 900 | 900 | 900 |" in text
+    assert "**8,000** for 95% of rows, **8,000** for all of them" in text
+    assert "characters per token" in text
+    assert "4 of 5 rows (80%) lose their end" in text
+    short = TokenLengths({"train": hist(100, 200)}, tokenizer="/models/tiny")
+    text, _ = render_card(stats(), manifest, "demo", lengths=short)
+    assert "counted with the tokenizer `tiny`" in text and "Warning" not in text
+
+
+def test_plot_axes_of_counts_have_integer_ticks(monkeypatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from hsa.datasets.card import TokenLengths
+
+    figures = []
+    save = Figure.savefig
+    monkeypatch.setattr(
+        Figure, "savefig", lambda self, *a, **k: (figures.append(self), save(self, *a, **k))[1]
+    )
+    manifest = {"seed": 0, "variants": 2, "config": {}, "config_hash": "abc", "engine": {}}
+    render_card(stats(), manifest, "demo", lengths=TokenLengths({"train": hist(3, 4)}))
+    assert figures
+    for figure in figures:
+        for ax in figure.axes:
+            for ticks in (ax.get_xticks(), ax.get_yticks()):
+                assert all(float(t).is_integer() for t in ticks), ax.get_title()
+
+
+def test_estimated_tokens_count_the_characters_a_template_prints() -> None:
+    import pyarrow as pa
+
+    from hsa.datasets.card import CHARS_PER_TOKEN, estimate_tokens
+    from hsa.datasets.schema import MESSAGES
+
+    call = {"id": "c0", "type": "function", "function": {"name": "find", "arguments": '{"q":"é"}'}}
+    rows = [
+        [{"role": "system", "content": "x" * 10}, {"role": "user", "content": "héllo"}],
+        [{"role": "assistant", "content": None, "tool_calls": [call]}],
+        [],
+    ]
+    messages = pa.array(rows, type=MESSAGES)
+    chars = np.array([10 + 5 + 7, 4 + 9, 4])  # characters, not bytes
+    expected = np.ceil(chars / CHARS_PER_TOKEN).astype(int).tolist()
+    assert estimate_tokens(messages, np.array([7, 0, 4])).tolist() == expected

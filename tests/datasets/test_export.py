@@ -117,3 +117,49 @@ def test_to_hf_gives_a_dataset_of_trl_rows(dataset: Path) -> None:
     assert isinstance(row["tools"], list)
     tok = tokenizer([m["content"] or "" for m in row["messages"]])
     assert tok.apply_chat_template(row["messages"], tools=row["tools"] or None, tokenize=False)
+
+
+def test_polars_and_duckdb_query_the_shards(dataset: Path) -> None:
+    import collections
+
+    import duckdb
+
+    rows = list(iter_rows(dataset))
+    protocols = collections.Counter(r["protocol"] for r in rows)
+    names = collections.Counter(
+        c["function"]["name"] for r in rows for m in r["messages"] for c in m["tool_calls"] or []
+    )
+    assert names
+    glob = str(dataset / "data" / "*" / "*.parquet")
+
+    raw = pl.scan_parquet(glob)
+    by_protocol = raw.group_by("protocol").len().collect()
+    assert dict(by_protocol.iter_rows()) == protocols
+    calls = (
+        raw.select(pl.col("messages").explode().struct.field("tool_calls").explode())
+        .select(pl.col("tool_calls").struct.field("function"))
+        .unnest("function")
+        .drop_nulls("name")
+    )
+    assert dict(calls.group_by("name").len().collect().iter_rows()) == names
+    # JSON text is plain text to Polars: no cast before string or JSON operations
+    assert calls.collect_schema()["arguments"] == pl.String
+    assert load(dataset).collect_schema()["tools"] == pl.String
+    kinds = raw.select(pl.col("tools").str.json_path_match("$[0].type")).collect()
+    assert set(kinds["tools"].drop_nulls()) == {"function"}  # text protocols send no tools
+    texts = calls.collect()["arguments"].to_list()
+    assert all(isinstance(json.loads(t), dict) for t in texts) and len(texts) == sum(names.values())
+
+    sql = duckdb.connect()
+    found = sql.execute(f"SELECT protocol, count(*) FROM read_parquet('{glob}') GROUP BY 1")
+    assert dict(found.fetchall()) == protocols
+    found = sql.execute(
+        "SELECT c.function.name, count(*), min(json_type(c.function.arguments)) FROM ("
+        f"  SELECT unnest(m.tool_calls) AS c FROM ("
+        f"    SELECT unnest(messages) AS m FROM read_parquet('{glob}'))) GROUP BY 1"
+    ).fetchall()
+    assert {n: k for n, k, _ in found} == names and {t for *_, t in found} == {"OBJECT"}
+    tools = sql.execute(
+        f"SELECT max(json_array_length(tools)), min(typeof(tools)) FROM read_parquet('{glob}')"
+    ).fetchone()
+    assert tools[1] == "VARCHAR" and tools[0] > 0
