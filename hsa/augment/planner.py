@@ -150,7 +150,10 @@ def plan(
     """The variants of ``harness`` under ``recipe`` (``seed`` defaults to the recipe's).
 
     Returns ``recipe.variants_per_harness`` variants, preceded by the canonical one when
-    ``recipe.include_canonical``. Rules whose ``needs`` the context does not provide are not
+    ``recipe.include_canonical``. A variant whose redraws found no rewrite unlike the earlier
+    ones is kept as drawn (so the count and every later variant stay fixed): a harness that
+    cannot have that many distinct variants yields repeats, which the augment job drops and
+    reports. Rules whose ``needs`` the context does not provide are not
     applied (plan with ``context=Context.of(events)`` to include them).
     """
     seed = recipe.seed if seed is None else seed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -48,6 +49,14 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
     ]
     if report.unverified:
         rows.insert(3, ("unverified input skipped", f"{report.unverified:,}"))
+    if report.short:
+        rows.insert(
+            -1,
+            (
+                f"under fewer than {report.variants_per_trajectory} variants",
+                f"{report.short:,} trajectories (their harness has fewer distinct variants)",
+            ),
+        )
     return rows
 
 
@@ -74,11 +83,17 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
     help="Harness the trajectories were recorded under (directory or JSON; repeatable). "
     "A JSONL file without one gets harnesses derived from its rows.",
 )
-@click.option("--seed", type=int, help="Planning, picking and split seed.  [default: recipe's]")
+@click.option(
+    "--seed",
+    type=int,
+    help="Planning, picking and split seed (a flag overrides the recipe).  [default: recipe's]",
+)
 @click.option(
     "--variants-per-trajectory",
     type=int,
-    help="Variants each trajectory is rendered under.  [default: recipe's]",
+    help="Variants each trajectory is rendered under; more than the recipe's "
+    "variants_per_harness plans that many per harness, and a harness with fewer distinct "
+    "variants is reported.  [default: recipe's]",
 )
 @click.option(
     "--keep-canonical/--no-keep-canonical",
@@ -92,6 +107,11 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
 @click.option(
     "--include-unverified", is_flag=True, help="Also augment rows a teacher marked unverified."
 )
+@click.option(
+    "--tokenizer",
+    type=click.Path(path_type=Path),
+    help="Local tokenizer folder the card counts tokens per row with.  [default: estimate]",
+)
 def augment_command(
     input_path: Path,
     out: Path,
@@ -102,11 +122,14 @@ def augment_command(
     keep_canonical: bool,
     batch_size: int,
     include_unverified: bool,
+    tokenizer: Path | None,
 ) -> None:
     """Render canonical trajectories under harness variants into a Parquet dataset.
 
     Writes DIR/data/{split}/part-NNNNN.parquet, variants.parquet, README.md (the card, with
     plots) and manifest.json. A rerun skips finished shards and ends with the same bytes.
+    DIR is locked while the run writes: a second run into it refuses. Settings: a flag, then
+    the recipe.
     """
     from hsa.augment.recipe import load_recipe
     from hsa.datasets.job import AugmentConfig, augment
@@ -125,6 +148,7 @@ def augment_command(
         keep_canonical=keep_canonical,
         batch_size=batch_size,
         include_unverified=include_unverified,
+        tokenizer=None if tokenizer is None else str(tokenizer),
     )
     with _bars() as bar:
         task = bar.add_task("augment", total=None)
@@ -146,15 +170,36 @@ def augment_command(
 @click.command("build")
 @click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), help="Override the config's 'out'.")
-def build_command(config_path: Path, out: Path | None) -> None:
+@click.option(
+    "--tokenizer",
+    type=click.Path(path_type=Path),
+    help="Local tokenizer folder the card counts tokens per row with (overrides the config's "
+    "augment.tokenizer).  [default: estimate]",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    help="Planning, picking and split seed (overrides the config's 'seed', which overrides "
+    "the recipe's).  [default: the config's, else the recipe's]",
+)
+def build_command(
+    config_path: Path, out: Path | None, tokenizer: Path | None, seed: int | None
+) -> None:
     """Build a dataset from a YAML config: source -> teacher -> augmentation -> splits -> card.
 
-    A rerun skips finished stages and shards; a finished build is left as it is.
+    A rerun skips finished stages and shards; a finished build is left as it is. The output
+    folder is locked while the build writes: a second build into it refuses. Settings: a
+    flag, then the config, then its recipe (a seed the config leaves out is the recipe's).
     """
     from hsa.datasets.build import build, load_config
 
     started = time.monotonic()
     config = load_config(config_path)
+    if tokenizer is not None:
+        section = {**(config.data.get("augment") or {}), "tokenizer": str(tokenizer.resolve())}
+        config = dataclasses.replace(config, data={**config.data, "augment": section})
+    if seed is not None:
+        config = dataclasses.replace(config, data={**config.data, "seed": seed})
     names = {"tasks": "tasks", "teacher": "teacher trajectories", "augment": "augment"}
     with _bars() as bar:
         tasks: dict[str, Any] = {}
@@ -175,10 +220,14 @@ def build_command(config_path: Path, out: Path | None) -> None:
 
 
 def _shorten(text: str | None, width: int) -> str:
+    """``text`` cut to about ``width`` characters at a word boundary, so no word is cut."""
     if text is None:
         return "∅"
-    text = text if len(text) <= width else text[: width - 1] + "…"
-    return text
+    if len(text) <= width:
+        return text
+    cut = text[:width]
+    space = max(cut.rfind(" "), cut.rfind("\n"))
+    return (cut[:space] if space > width // 2 else cut).rstrip() + " …"
 
 
 @click.command("inspect")
@@ -189,11 +238,32 @@ def _shorten(text: str | None, width: int) -> str:
     "--width", type=int, default=400, show_default=True, help="Characters shown per message."
 )
 def inspect_command(path: Path, count: int, split: str | None, width: int) -> None:
-    """Summarise a dataset directory and show rows rendered readably."""
-    from rich.panel import Panel
+    """Summarise a dataset or `hsa teach` output directory and show rows rendered readably."""
+    from hsa.teachers.job import JOB_FILE
 
+    if (path / JOB_FILE).is_file():
+        summary, files = _teacher_summary(path, split)
+        _summary("hsa inspect: teacher output", summary)
+    else:
+        summary, files = _dataset_summary(path, split)
+        _summary("hsa inspect", summary)
+    if count <= 0:
+        return
+    from hsa.datasets.shards import read_table
+
+    shown = 0
+    for file in files:
+        for row in read_table(file).to_pylist():
+            if shown >= count:
+                return
+            _show_row(row, width)
+            shown += 1
+
+
+def _dataset_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str]], list[Path]]:
+    """The summary of an augmented dataset, and the shards of the split whose rows are shown."""
     from hsa.datasets import manifest as mf
-    from hsa.datasets.export import iter_rows, shards
+    from hsa.datasets.export import shards
 
     files = shards(path)
     manifest = mf.read_json(path / mf.MANIFEST)
@@ -214,34 +284,81 @@ def inspect_command(path: Path, count: int, split: str | None, width: int) -> No
             f"{engine.get('rows_exact', 0):,}",
         ),
     ]
-    _summary("hsa inspect", summary)
-    if count <= 0:
-        return
     if split is None and files:
         split = sorted({f.parent.name for f in files})[0]
-    out = console()
-    for i, row in enumerate(iter_rows(path, split)):
-        if i >= count:
-            break
-        header = (
-            f"[bold]{row['id']}[/bold]  split={row['split']}  protocol={row['protocol']}  "
-            f"rules={', '.join(row['rules']) or '(canonical)'}"
+    return summary, shards(path, split) if files else []
+
+
+def _teacher_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str]], list[Path]]:
+    """The summary of ``hsa teach`` output (rows, verified, rejects by reason), and the shards
+    of the split whose rows are shown."""
+    from collections import Counter
+
+    from hsa.datasets import manifest as mf
+    from hsa.datasets.shards import read_table
+    from hsa.errors import TeacherError
+    from hsa.teachers.shards import MANIFEST, shard_files
+
+    if not (path / MANIFEST).is_file():
+        raise TeacherError(
+            "the teacher job is not finished (no manifest.json): rerun the same `hsa teach` "
+            "command to finish it",
+            file=str(path),
         )
-        lines = []
-        for message in row["messages"]:
-            role = message["role"]
-            body = _shorten(message.get("content"), width)
-            lines.append(f"[bold cyan]{role}[/bold cyan]: {_escape(body)}")
-            for call in message.get("tool_calls") or []:
-                fn = call["function"]
-                lines.append(
-                    f"  [magenta]→ {_escape(fn['name'])}[/magenta]"
-                    f"({_escape(_shorten(fn['arguments'], width))})  [dim]{call['id']}[/dim]"
-                )
-        tools = json.loads(row["tools"]) if row["tools"] else []
-        if tools:
-            lines.append(f"[dim]tools: {', '.join(t['function']['name'] for t in tools)}[/dim]")
-        out.print(Panel("\n".join(lines), title=header, title_align="left"))
+    manifest = mf.read_json(path / MANIFEST)
+    files = shard_files(path, manifest)
+    reasons: Counter = Counter()
+    for file in files:
+        for reason in read_table(file, columns=["reason"]).column("reason").to_pylist():
+            reasons[reason.split(":", 1)[0]] += 1
+    splits = manifest.get("splits") or {}
+    summary = [
+        ("teacher output", str(path)),
+        ("teacher", str(manifest.get("teacher"))),
+        ("rows", f"{manifest.get('rows', 0):,}"),
+        *[
+            (f"  {name}", f"{s.get('rows', 0):,} ({s.get('verified', 0):,} verified)")
+            for name, s in sorted(splits.items())
+        ],
+        ("verified", f"{manifest.get('verified', 0):,}"),
+        *[(f"  rejected: {k}", f"{v:,}") for k, v in sorted(reasons.items()) if k != "ok"],
+        ("rules", f"{len(manifest.get('rule_versions') or {})}"),
+        ("shards", f"{len(files)}"),
+        ("seed", str(manifest.get("seed"))),
+    ]
+    if split is None and splits:
+        split = sorted(splits)[0]
+    return summary, shard_files(path, manifest, split) if splits else []
+
+
+def _show_row(row: dict[str, Any], width: int) -> None:
+    """One row in a panel. Printed without soft wrapping (the console's default), so rich
+    wraps long lines at word boundaries instead of cropping them at the terminal's edge."""
+    from rich.panel import Panel
+
+    header = [
+        f"split={row['split']}",
+        f"protocol={row['protocol']}",
+        f"rules={', '.join(row['rules']) or '(canonical)'}",
+    ]
+    if "verified" in row and "reason" in row:
+        header.append("verified" if row["verified"] else f"rejected: {row['reason']}")
+    lines = [f"[dim]{_escape('  '.join(header))}[/dim]"]
+    for message in row["messages"]:
+        role = message["role"]
+        body = _shorten(message.get("content"), width)
+        lines.append(f"[bold cyan]{role}[/bold cyan]: {_escape(body)}")
+        for call in message.get("tool_calls") or []:
+            fn = call["function"]
+            lines.append(
+                f"  [magenta]→ {_escape(fn['name'])}[/magenta]"
+                f"({_escape(_shorten(fn['arguments'], width))})  [dim]{call['id']}[/dim]"
+            )
+    tools = json.loads(row["tools"]) if row["tools"] else []
+    if tools:
+        lines.append(f"[dim]tools: {', '.join(t['function']['name'] for t in tools)}[/dim]")
+    title = f"[bold]{_escape(row['id'])}[/bold]"
+    console().print(Panel("\n".join(lines), title=title, title_align="left"), soft_wrap=False)
 
 
 def _escape(text: str) -> str:

@@ -52,7 +52,9 @@ def unit(ids: pa.Array, *salt: object) -> np.ndarray:
 def pick(ids: pa.Array, available: np.ndarray, k: int, seed: int) -> np.ndarray:
     """For each id, ``min(k, available)`` distinct slots out of ``range(available)``.
 
-    Returns an ``(n, k)`` array of slots in increasing order, -1 where fewer are available.
+    Returns an ``(n, k)`` array of slots in increasing order, -1 where fewer are available;
+    the caller reports those ids (the augment job counts them in its manifest), since a row
+    that silently gets fewer variants than asked reads as a smaller dataset than configured.
     """
     n = len(ids)
     width = int(available.max()) if n else 0

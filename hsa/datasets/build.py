@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -28,10 +29,11 @@ from jsonschema import Draft202012Validator
 from hsa import __version__
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
 from hsa.datasets import manifest as mf
-from hsa.datasets.job import AugmentConfig, AugmentReport, augment
+from hsa.datasets.job import AugmentConfig, AugmentReport, augment_locked, check_not_empty
+from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import sha256_file, write_shard
-from hsa.datasets.source import INPUT_SCHEMA, open_source
+from hsa.datasets.source import INPUT_SCHEMA, Source, open_source
 from hsa.errors import ConfigError, HsaError
 from hsa.harness.validate import json_path
 
@@ -49,7 +51,13 @@ def build_schema() -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class BuildConfig:
-    """A validated build config; ``base`` is the folder its relative paths start from."""
+    """A validated build config; ``base`` is the folder its relative paths start from.
+
+    Settings are taken with one precedence, as everywhere in hsa: a command-line flag, then
+    this config, then the recipe. A setting the config leaves out is unset (``seed`` is None),
+    so the recipe's applies: the same recipe gives the same dataset under ``hsa build`` and
+    ``hsa augment --recipe``.
+    """
 
     data: Mapping[str, Any]
     base: Path = field(default_factory=Path)
@@ -60,8 +68,10 @@ class BuildConfig:
         return self.data.get("name") or "dataset"
 
     @property
-    def seed(self) -> int:
-        return int(self.data.get("seed", 0))
+    def seed(self) -> int | None:
+        """The config's ``seed``; None when it sets none (the recipe's seed is used)."""
+        seed = self.data.get("seed")
+        return None if seed is None else int(seed)
 
     def path(self, value: str) -> Path:
         path = Path(value).expanduser()
@@ -80,11 +90,13 @@ class BuildConfig:
             return default_recipe()
         if isinstance(spec, str):
             return load_recipe(self.path(spec))
-        return Recipe.from_dict(spec, file=self.file)
+        return Recipe.from_dict(spec, file=self.file, root="$.augment.recipe")
 
     def augment_config(self) -> AugmentConfig:
         section = dict(self.data.get("augment") or {})
         section.pop("recipe", None)
+        if section.get("tokenizer"):
+            section["tokenizer"] = str(self.path(section["tokenizer"]))
         splits = self.data.get("splits") or {"train": 0.9, "dev": 0.05, "test": 0.05}
         return AugmentConfig(recipe=self.recipe(), seed=self.seed, splits=splits, **section)
 
@@ -124,6 +136,7 @@ def parse_config(data: Any, *, base: Path = Path(), file: str | None = None) -> 
         error = errors[0]
         raise ConfigError(error.message, file=file, where=json_path(error.absolute_path))
     config = BuildConfig(data, base, file)
+    _check_teach(data.get("teach"), file)
     try:
         config.augment_config().check()
         config.recipe()
@@ -131,6 +144,45 @@ def parse_config(data: Any, *, base: Path = Path(), file: str | None = None) -> 
         where = exc.where if exc.where else None
         raise ConfigError(exc.message, file=exc.file or file, where=where) from None
     return config
+
+
+#: teacher settings a build takes from its ``source`` section, not from ``teach``
+_FROM_SOURCE = ("env", "env_options", "tasks", "split")
+
+
+def _check_teach(teach: Mapping[str, Any] | None, file: str | None) -> None:
+    """Validate the ``teach`` section against ``TeachConfig`` whatever the backend, so a typo
+    is never ignored (the oracle backend uses none of the other settings)."""
+    import dataclasses
+    import difflib
+
+    from hsa.teachers.config import TeachConfig
+
+    teach = dict(teach or {})
+    known = sorted(f.name for f in dataclasses.fields(TeachConfig))
+    for key in teach:
+        where = f"$.teach.{key}"
+        if key in _FROM_SOURCE:
+            raise ConfigError(
+                f"{key!r} is set in the 'source' section (source.{key}), not under 'teach'",
+                file=file,
+                where=where,
+            )
+        if key == "seed":
+            raise ConfigError(
+                "the teacher's seed is the build's: set the top-level 'seed'",
+                file=file,
+                where=where,
+            )
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+            raise ConfigError(f"unknown teach setting {key!r}; {hint}", file=file, where=where)
+    try:
+        TeachConfig.from_dict(teach, file=file)
+    except HsaError as exc:
+        where = f"$.teach.{exc.where}" if exc.where else "$.teach"
+        raise ConfigError(exc.message, file=file, where=where) from None
 
 
 def load_config(path: str | Path) -> BuildConfig:
@@ -163,43 +215,74 @@ class BuildReport:
 def build(
     config: BuildConfig, *, out: str | Path | None = None, progress: Progress | None = None
 ) -> BuildReport:
-    """Run the build ``config`` into ``out`` (default: the config's ``out``)."""
+    """Run the build ``config`` into ``out`` (default: the config's ``out``).
+
+    ``out`` is locked while the build runs (``hsa.datasets.lock``). Recorded trajectories
+    with nothing to augment are refused before anything is written; a teacher's output with
+    nothing to augment (every trajectory unverified) is refused after the teacher, and kept
+    for a rerun with a corrected ``augment`` section.
+    """
     out = config.out(out)
     identity = config.identity()
-    report = BuildReport(out=out)
-    if mf.claim(out, mf.config_hash(identity)):
-        report.teacher_skipped = True
-        report.augment = augment(
-            open_source(out / SOURCE_DIR), out, config.augment_config(), settings=identity
-        )
-        report.trajectories = report.augment.trajectories
-        return report
+    augment_config = config.augment_config()
     source = config.data["source"]
     harnesses = []
-    if "env" in source:
-        teacher = dict(config.data.get("teach") or {"backend": "oracle"})
-        report.tasks, report.verified, report.teacher_skipped = _teach(
-            config, source, teacher, out / SOURCE_DIR, progress
-        )
-        src = open_source(out / SOURCE_DIR)
-    else:
+    recorded = None
+    if "env" not in source:
         harness = None
         if "harness" in source:
             from hsa.harness.io import load
 
             harness = load(config.path(source["harness"]))
             harnesses.append(harness)
-        src = open_source(config.path(source["trajectories"]), harness=harness)
+        recorded = open_source(config.path(source["trajectories"]), harness=harness)
+        check_not_empty(recorded, augment_config)
+    with hold(out, command="hsa build"):
+        return _build(config, out, identity, augment_config, recorded, harnesses, progress)
+
+
+def _build(
+    config: BuildConfig,
+    out: Path,
+    identity: Mapping[str, Any],
+    augment_config: AugmentConfig,
+    recorded: Source | None,
+    harnesses: list,
+    progress: Progress | None,
+) -> BuildReport:
+    report = BuildReport(out=out)
+    if mf.claim(out, mf.config_hash(identity)):
+        report.teacher_skipped = True
+        src = recorded if recorded is not None else open_source(out / SOURCE_DIR)
+        report.augment = augment_locked(src, out, augment_config, settings=identity)
+        report.trajectories = report.augment.trajectories
+        return report
+    if recorded is None:
+        source = config.data["source"]
+        teacher = dict(config.data.get("teach") or {"backend": "oracle"})
+        report.tasks, report.verified, report.teacher_skipped = _teach(
+            config, source, teacher, out / SOURCE_DIR, progress
+        )
+        src = open_source(out / SOURCE_DIR)
+        try:
+            check_not_empty(src, augment_config)
+        except HsaError:
+            # The teacher's output stays (a rerun reuses it when the source and teacher are
+            # unchanged); this config's run state goes, so a corrected config may run.
+            mf.clear_run(out)
+            raise
+    else:
+        src = recorded
 
     def on_batch(done: int, total: int, rows: int) -> None:
         if progress is not None:
             progress("augment", done, total)
 
     report.trajectories = src.total
-    report.augment = augment(
+    report.augment = augment_locked(
         src,
         out,
-        config.augment_config(),
+        augment_config,
         harnesses=harnesses,
         progress=on_batch,
         settings=identity,
@@ -217,12 +300,17 @@ def _teach(
     """Canonical trajectories of the environment's tasks into ``target``; (tasks, verified,
     skipped)."""
     done = target / "done.json"
+    # what decides the teacher's output: a rerun reuses it only when this is unchanged
+    seed = config.augment_config().resolved()[1]
+    ident = mf.config_hash({"source": dict(source), "teach": dict(teacher), "seed": seed})
     if done.is_file():
         found = mf.read_json(done)
-        return found.get("tasks", 0), found.get("verified", 0), True
+        if found.get("identity") == ident:
+            return found.get("tasks", 0), found.get("verified", 0), True
+        shutil.rmtree(target)
     backend = teacher.get("backend", "oracle")
     if backend != "oracle":
-        return _teach_job(config, source, teacher, target, progress)
+        return _teach_job(config, source, teacher, target, progress, ident)
 
     from hsa.envs.registry import get
 
@@ -253,7 +341,7 @@ def _teach(
             progress("teacher", i + 1, len(tasks))
     table = pa.Table.from_pylist(rows, schema=INPUT_SCHEMA)
     write_shard(target / "part-00000.parquet", table)
-    mf.write_json(done, {"tasks": len(tasks), "verified": verified})
+    mf.write_json(done, {"tasks": len(tasks), "verified": verified, "identity": ident})
     return len(tasks), verified, False
 
 
@@ -272,7 +360,7 @@ def _oracle(env):
     return solve
 
 
-def _teach_job(config, source, teacher, target, progress) -> tuple[int, int, bool]:
+def _teach_job(config, source, teacher, target, progress, ident) -> tuple[int, int, bool]:
     from hsa.teachers.job import TeachConfig, teach
 
     settings = {
@@ -281,7 +369,7 @@ def _teach_job(config, source, teacher, target, progress) -> tuple[int, int, boo
         "env_options": dict(source.get("env_options") or {}),
         "tasks": source.get("tasks"),
         "split": source.get("split"),
-        "seed": config.seed,
+        "seed": config.augment_config().resolved()[1],
     }
     try:
         teach_config = TeachConfig.from_dict(settings, file=config.file)
@@ -293,5 +381,6 @@ def _teach_job(config, source, teacher, target, progress) -> tuple[int, int, boo
             progress("teacher", done, total)
 
     result = teach(teach_config, target, progress=on_rollout)
-    mf.write_json(target / "done.json", {"tasks": result.total, "verified": result.verified})
+    done = {"tasks": result.total, "verified": result.verified, "identity": ident}
+    mf.write_json(target / "done.json", done)
     return result.total, result.verified, False

@@ -13,6 +13,7 @@ after a crash or not -- gives the same bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,7 +31,8 @@ from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.datasets import manifest as mf
 from hsa.datasets.assign import assign_splits, pick
-from hsa.datasets.card import merge_stats, render_card
+from hsa.datasets.card import TokenLengths, merge_stats, render_card, token_lengths
+from hsa.datasets.lock import hold
 from hsa.datasets.rows import rows, stats, used_by
 from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import part_name, sha256_file, write_atomic, write_shard
@@ -48,11 +50,19 @@ class AugmentConfig:
     """What an augment run does; the same names in YAML, Python and ``hsa augment`` flags.
 
     ``recipe``: the rules to draw from (None: the default recipe, every family). ``seed``: the
-    planning and picking seed (None: the recipe's). ``variants_per_trajectory``: how many
-    variants each trajectory is rendered under (None: the recipe's). ``keep_canonical``: also
+    planning, picking and split seed (None: the recipe's). ``variants_per_trajectory``: how many
+    variants each trajectory is rendered under (None: the recipe's); when it exceeds the
+    recipe's ``variants_per_harness``, that many are planned per harness instead, and where a
+    harness still has fewer distinct variants (identical rewrites count once), the shortfall
+    is reported (``AugmentReport.short``, the manifest's ``variants_per_trajectory``), never
+    hidden. One precedence everywhere: a command-line flag, then a config (``hsa build``'s
+    YAML, this object), then the recipe; None means unset. ``keep_canonical``: also
     write each trajectory under its unchanged harness. ``batch_size``: trajectories per shard
     batch. ``splits``: split fractions by name, used for rows whose input has no ``split``.
     ``include_unverified``: also augment input rows a teacher marked unverified.
+    ``tokenizer``: a local tokenizer folder the card counts tokens per row with (None: an
+    estimate from characters); it describes the rows without changing them, so it is not part
+    of the dataset's identity (``to_dict``).
     """
 
     recipe: Recipe | None = None
@@ -64,13 +74,19 @@ class AugmentConfig:
         default_factory=lambda: {"train": 0.9, "dev": 0.05, "test": 0.05}
     )
     include_unverified: bool = False
+    tokenizer: str | None = None
 
     def resolved(self) -> tuple[Recipe, int, int]:
-        """(recipe, seed, variants per trajectory) with defaults filled in."""
+        """(recipe, seed, variants per trajectory) with defaults filled in; the recipe plans at
+        least that many variants per harness."""
         recipe = self.recipe if self.recipe is not None else default_recipe()
         seed = recipe.seed if self.seed is None else self.seed
-        k = recipe.variants_per_trajectory if self.variants_per_trajectory is None else None
-        return recipe, seed, self.variants_per_trajectory if k is None else k
+        k = recipe.variants_per_trajectory
+        if self.variants_per_trajectory is not None:
+            k = self.variants_per_trajectory
+        if k > recipe.variants_per_harness:
+            recipe = dataclasses.replace(recipe, variants_per_harness=k)
+        return recipe, seed, k
 
     def to_dict(self) -> dict[str, Any]:
         recipe, seed, k = self.resolved()
@@ -97,6 +113,9 @@ class AugmentConfig:
         for name in self.splits:
             if not _SPLIT_NAME.match(name):
                 problems.append(("splits", f"split name {name!r} must match {_SPLIT_NAME.pattern}"))
+        if self.tokenizer is not None and not Path(self.tokenizer).is_dir():
+            # checked before any row is rendered: the card, which needs it, is written last
+            problems.append(("tokenizer", f"{self.tokenizer}: no such tokenizer folder"))
         if problems:
             where, message = problems[0]
             raise DatasetError(message, where=where)
@@ -113,28 +132,49 @@ class AugmentReport:
     batches: int = 0
     skipped: int = 0
     variants: int = 0
+    variants_per_trajectory: int = 0
+    short: int = 0  # trajectories rendered under fewer than variants_per_trajectory variants
     splits: dict[str, int] = field(default_factory=dict)
     engine: dict[str, int] = field(default_factory=dict)
     complete_already: bool = False
 
 
 class Harnesses:
-    """Harnesses by id: those given, then the bundled environments' (``livestream``, ...)."""
+    """Harnesses by id: those given; without any, the bundled environments' (``livestream``).
+
+    A row without a harness id is read under the one harness given. A row whose id is none of
+    the given harnesses' is never read under one of them (its calls would name tools the
+    harness lacks): ``get`` returns None and the job names the row.
+    """
 
     def __init__(self, given: Sequence[Harness] = ()):
         self.by_id = {h.id: h for h in given}
+        self.given = tuple(sorted(self.by_id))
         self.only = given[0] if len(given) == 1 else None
 
     def get(self, harness_id: str | None) -> Harness | None:
-        if self.only is not None:
+        if not harness_id:
             return self.only
-        found = self.by_id.get(harness_id or "")
-        if found is None and harness_id:
+        found = self.by_id.get(harness_id)
+        if found is None and not self.given:
             from hsa.envs.registry import get, names
 
             if harness_id in names():
                 found = self.by_id[harness_id] = get(harness_id).harness()
         return found
+
+    def missing(self, harness_id: str | None) -> str:
+        """Why a row recorded under ``harness_id`` has no harness, and what to do."""
+        if self.given and harness_id:
+            given = ", ".join(repr(h) for h in self.given)
+            return (
+                f"recorded under harness {harness_id!r}, not under the given harness "
+                f"{given}; pass the harness it was recorded under with --harness"
+            )
+        return (
+            f"no harness {harness_id!r} for this trajectory: pass it with --harness "
+            "(a harness directory or JSON file)"
+        )
 
 
 class _Planner:
@@ -156,6 +196,7 @@ class _Planner:
         self.needs = bool(recipe.needs) and given is None
         self.groups: dict[tuple, list[int]] = {}
         self.canonical: dict[str, int] = {}
+        self.unchanged: dict[str, tuple[str, str]] = {}
         self.variants: dict[str, Variant] = {}
 
     def _add(self, variant: Variant) -> int:
@@ -175,8 +216,24 @@ class _Planner:
             else:
                 context = Context(frozenset(tools), frozenset(skills)) if self.needs else NO_CONTEXT
                 planned = plan(harness, self.recipe, seed=self.seed, context=context)
-            self.groups[key] = [self._add(v) for v in planned if not v.is_canonical]
+            self.groups[key] = [self._add(v) for v in self._distinct(harness, planned)]
         return self.groups[key]
+
+    def _distinct(self, harness: Harness, planned: Sequence[Variant]) -> list[Variant]:
+        """``planned`` without the canonical variant, rewrites that change nothing, and
+        repeats: the planner keeps a repeat when its redraws found nothing new, and rendering
+        one trajectory twice the same way would only duplicate rows."""
+        if harness.id not in self.unchanged:
+            identity = canonical_variant(harness).mapping.to_json()
+            self.unchanged[harness.id] = (harness.to_json(), identity)
+        seen = {self.unchanged[harness.id]}
+        out = []
+        for variant in planned:
+            key = (variant.harness.to_json(), variant.mapping.to_json())
+            if not variant.is_canonical and key not in seen:
+                seen.add(key)
+                out.append(variant)
+        return out
 
 
 def augment(
@@ -196,7 +253,54 @@ def augment(
     config. ``hsa build`` passes its own config instead. ``variants``, when given, are used
     instead of planning from the recipe (e.g. the ``variants.parquet`` of another dataset,
     read with ``read_variants``): every trajectory draws from its harness's variants.
+
+    ``out`` is locked for the run (``hsa.datasets.lock``): a second run into it refuses. An
+    input with no trajectory to augment (none at all, or all unverified and left out) is
+    refused before anything is written.
     """
+    config.check()
+    check_not_empty(source, config)
+    with hold(out, command="hsa augment"):
+        return augment_locked(
+            source,
+            out,
+            config,
+            harnesses=harnesses,
+            progress=progress,
+            settings=settings,
+            variants=variants,
+        )
+
+
+def check_not_empty(source: Source, config: AugmentConfig) -> None:
+    """Refuse an input that would give a dataset without rows (``datasets`` cannot open one)."""
+    if source.total == 0:
+        raise DatasetError(
+            "holds no trajectories, so there is nothing to augment; give an input with at "
+            "least one trajectory",
+            file=str(source.path),
+        )
+    if not config.include_unverified and source.unverified() == source.total:
+        raise DatasetError(
+            f"all {source.total} trajectories are marked unverified and unverified ones are "
+            "left out, so there is nothing to augment; augment them anyway with "
+            "--include-unverified (augment.include_unverified: true in a build config), or "
+            "fix what failed their verification",
+            file=str(source.path),
+        )
+
+
+def augment_locked(
+    source: Source,
+    out: str | Path,
+    config: AugmentConfig = AugmentConfig(),
+    *,
+    harnesses: Sequence[Harness] = (),
+    progress: Progress | None = None,
+    settings: Mapping[str, Any] | None = None,
+    variants: Sequence[Variant] | None = None,
+) -> AugmentReport:
+    """``augment`` for a caller that holds ``out``'s lock and has checked the input."""
     config.check()
     out = Path(out)
     recipe, seed, k = config.resolved()
@@ -216,9 +320,6 @@ def augment(
     if mf.claim(out, digest):
         report.complete_already = True
         return _report_from_manifest(report, mf.read_json(out / mf.MANIFEST))
-    for stale in (out / "data").rglob(".*.tmp") if (out / "data").is_dir() else ():
-        stale.unlink(missing_ok=True)
-
     engine = Engine()
     given = None
     if variants is not None:
@@ -279,12 +380,20 @@ def augment(
         "rows": {"total": stats.get("rows", 0), **stats.get("splits", {})},
         "trajectories": stats.get("trajectories", 0),
         "unverified_skipped": sum(m.get("unverified", 0) for m in marks),
+        "variants_per_trajectory": {"asked": k, "short": sum(m.get("short", 0) for m in marks)},
         "engine": engine_stats,
         "shards": shards,
     }
     manifest["rules"] = [{"name": n, "version": v} for n, v in manifest["rules"]]
     title = str(settings.get("name") or "hsa augmented dataset")
-    text, plots = render_card(stats, manifest, title=title)
+    if config.tokenizer:
+        by_split: dict[str, list[Path]] = {}
+        for shard in shards:
+            by_split.setdefault(Path(shard["path"]).parent.name, []).append(out / shard["path"])
+        lengths = token_lengths(by_split, config.tokenizer)
+    else:
+        lengths = TokenLengths(stats.get("tokens", {}))
+    text, plots = render_card(stats, manifest, title=title, lengths=lengths)
     files = {}
     for name, data in plots.items():
         write_atomic(out / "plots" / name, data)
@@ -305,6 +414,9 @@ def _report_from_manifest(report: AugmentReport, manifest: Mapping[str, Any]) ->
     report.variants = manifest.get("variants", 0)
     report.engine = dict(manifest.get("engine", {}))
     report.unverified = manifest.get("unverified_skipped", 0)
+    per_trajectory = manifest.get("variants_per_trajectory", {})
+    report.variants_per_trajectory = per_trajectory.get("asked", 0)
+    report.short = per_trajectory.get("short", 0)
     report.batches = len({Path(s["path"]).name for s in manifest.get("shards", [])})
     return report
 
@@ -346,12 +458,7 @@ def _batch(
             found = known.get(hid)
             if found is None:
                 file, name = where(row)
-                raise DatasetError(
-                    f"no harness {hid!r} for this trajectory: pass it with --harness "
-                    "(a harness directory or JSON file)",
-                    file=file,
-                    where=name,
-                )
+                raise DatasetError(known.missing(hid), file=file, where=name)
             harness_of[hid] = found
 
     # candidates per trajectory: the planned variants of its (harness, context) group
@@ -373,7 +480,9 @@ def _batch(
                 contexts.append([harness.id, list(tools[row]), list(skills[row])])
             group_rows[row] = group_keys[key]
     except HsaError as exc:
-        raise DatasetError(f"planning variants: {exc}", file=exc.file, where=exc.where) from None
+        raise DatasetError(
+            f"planning variants: {exc.message}", file=exc.file, where=exc.where
+        ) from None
     width = max((len(g) for g in groups), default=0)
     table_of = np.full((max(len(groups), 1), max(width, 1)), -1, dtype=np.int64)
     for g, members in enumerate(groups):
@@ -384,6 +493,7 @@ def _batch(
         else np.zeros(0, np.int64)
     )
     slots = pick(ids, available, k, seed)
+    short = int((available < k).sum())
     chosen = np.where(slots >= 0, table_of[group_rows[:, None], np.maximum(slots, 0)], -1)
     parts = [chosen]
     if config.keep_canonical:
@@ -441,6 +551,7 @@ def _batch(
         "stats": merge_stats(split_stats),
         "engine": {key: after[key] - before[key] for key in after},
         "unverified": unverified,
+        "short": short,
         "contexts": contexts,
     }, tables
 

@@ -7,16 +7,21 @@
                                  complete dataset
     DIR/.hsa/run.json            the config hash of the run that is filling DIR
     DIR/.hsa/done/NNNNN.json     batch NNNNN is written: its shards, their sha256 and statistics
+    DIR/.hsa/lock                the run writing into DIR now (``hsa.datasets.lock``)
 
 A rerun with the same config skips every batch whose mark and shards agree, and so ends with the
-same bytes as an uninterrupted run. A directory holding another dataset, another run, or files
-hsa did not write is refused rather than mixed with.
+same bytes as an uninterrupted run. A directory holding another dataset, another config's partial
+data, or files hsa did not write is refused rather than mixed with; the state of a run that
+failed before writing any data does not block the next.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import shlex
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,8 +59,11 @@ def read_json(path: Path) -> Any:
 def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
     """Make ``out`` this run's directory; True when it already holds the finished dataset.
 
-    Refuses a directory holding another dataset or run (a different config hash) or files
-    that are not an hsa dataset.
+    Call it holding ``out``'s lock (``hsa.datasets.lock``). Refuses a directory holding another
+    dataset, another config's partial data, or files that are not an hsa dataset. The state of
+    another config's run that wrote nothing (no completed batch, no teacher output: it failed
+    early) is cleared instead, so a corrected config can run. Temporary files of killed runs
+    are removed.
     """
     manifest = out / MANIFEST
     run = out / STATE / "run.json"
@@ -72,21 +80,99 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
                 file=str(out),
             )
         return True
+    remove_temporaries(out)
     if run.is_file():
         found = read_json(run)
-        if not isinstance(found, dict) or found.get("config_hash") != digest:
+        if isinstance(found, dict) and found.get("config_hash") == digest:
+            return False
+        held = partial_data(out)
+        if held:
             raise DatasetError(
-                "holds an unfinished run of another config; choose another --out or delete it",
+                f"holds the unfinished run of another config ({', '.join(held)}); rerun that "
+                "config to finish it, choose another --out, or start over with: "
+                f"rm -r {shlex.quote(str(out))}",
                 file=str(out),
             )
-        return False
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        clear_state(out)
+    elif out.exists() and (not out.is_dir() or any(p.name != STATE for p in out.iterdir())):
         raise DatasetError(
             "exists and is not an hsa dataset directory; choose an empty or new --out",
             file=str(out),
         )
     write_json(run, {"config_hash": digest, "kind": kind})
     return False
+
+
+def remove_temporaries(out: Path) -> None:
+    """Remove the ``.NAME.PID.tmp`` files killed runs left (only safe under ``out``'s lock)."""
+    if out.is_dir():
+        for stale in out.rglob(".*.tmp"):
+            if stale.is_file():
+                stale.unlink(missing_ok=True)
+
+
+def partial_data(out: Path) -> list[str]:
+    """What a run has written into ``out`` that took work to make: completed batches, shards,
+    teacher output (shards, completion marks, cached teacher answers)."""
+    held = []
+    done_dir = out / STATE / "done"
+    marks = len(list(done_dir.glob("*.json"))) if done_dir.is_dir() else 0
+    if marks:
+        held.append(f"{marks} completed batch(es)")
+    data = out / "data"
+    if data.is_dir() and any(p.is_file() for p in data.rglob("*")):
+        held.append("shards under data/")
+    source = out / STATE / "source"
+    if source.is_dir():
+        kept = [
+            p
+            for p in source.rglob("*")
+            if p.is_file()
+            and not p.name.startswith(".")
+            and STATE not in p.relative_to(source).parts
+            and p.name not in _EMPTY_TEACHER_FILES
+        ]
+        if kept or _cached_answers(source / "cache.sqlite"):
+            held.append(f"teacher output under {STATE}/source/")
+    return held
+
+
+#: what a teacher job writes before its first answer: settings, and an empty request cache
+_EMPTY_TEACHER_FILES = {
+    "teach.json",
+    "cache.sqlite",
+    "cache.sqlite-journal",
+    "cache.sqlite-wal",
+    "cache.sqlite-shm",
+}
+
+
+def _cached_answers(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            return db.execute("SELECT 1 FROM responses LIMIT 1").fetchone() is not None
+    except sqlite3.Error:
+        return True  # unreadable: keep it rather than guess it is empty
+
+
+def clear_run(out: Path) -> None:
+    """Forget which config is filling ``out`` (its data stays), so another config may."""
+    (out / STATE / "run.json").unlink(missing_ok=True)
+
+
+def clear_state(out: Path) -> None:
+    """Remove the run state of a run that wrote no data (see ``partial_data``), lock kept."""
+    state = out / STATE
+    for name in ("run.json", "done", "source"):
+        path = state / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def mark_path(out: Path, batch: int) -> Path:

@@ -51,6 +51,31 @@ class Source:
     def total(self) -> int:
         return self.table.num_rows if self.table is not None else sum(self.counts)
 
+    def unverified(self) -> int:
+        """How many rows a teacher marked unverified (``verified`` false; null counts as
+        verified). Reads that one column only."""
+        if self.table is not None:
+            return _false(self.table.column("verified"))
+        count = 0
+        for path in self.files:
+            handle = open_parquet(path)
+            if "verified" not in handle.schema_arrow.names:
+                continue
+            try:
+                column = handle.read(columns=["verified"]).column("verified")
+            except (OSError, pa.ArrowException) as exc:
+                raise DatasetError(
+                    f"cannot read Parquet data ({exc}); the file may be truncated or corrupt",
+                    file=str(path),
+                ) from None
+            try:
+                count += _false(column.cast(pa.bool_()))
+            except (pa.ArrowException, ValueError):
+                raise DatasetError(
+                    f"column 'verified' is {column.type}, expected bool", file=str(path)
+                ) from None
+        return count
+
     def read(self, start: int, stop: int) -> tuple[pa.Table, list[tuple[str, int, int]]]:
         """Rows ``[start, stop)``, and where they come from: ``(file, first row in that file,
         rows)`` per input file touched, in order (for error messages)."""
@@ -68,6 +93,10 @@ class Source:
         if not parts:
             return INPUT_SCHEMA.empty_table(), []
         return pa.concat_tables(parts), origins
+
+
+def _false(column: pa.ChunkedArray) -> int:
+    return int(pc.sum(pc.invert(pc.fill_null(column, True))).as_py() or 0)
 
 
 def locate(origins: Sequence[tuple[str, int, int]], row: int) -> tuple[str, int]:
@@ -144,7 +173,11 @@ def conform(table: pa.Table, *, file: str, first_row: int = 0) -> pa.Table:
 
 def open_source(path: str | Path, *, harness: Harness | None = None) -> Source:
     """The trajectories at ``path``: a directory of Parquet shards, a Parquet file, or an
-    OpenAI chat JSONL file (read under ``harness``, or with harnesses derived from its rows)."""
+    OpenAI chat JSONL file (read under ``harness``, or with harnesses derived from its rows).
+
+    A JSONL row that names the harness it was recorded under (``harness_id``) is read under
+    ``harness`` only when that is its harness: another id is a ``DatasetError`` naming the
+    line, the row and both ids, not a row silently re-labelled."""
     path = Path(path)
     if not path.exists():
         raise DatasetError("no such file or directory", file=str(path))
@@ -199,6 +232,17 @@ def _jsonl_source(path: Path, harness: Harness | None) -> Source:
         result = import_source(path, format="openai-jsonl", harness=harness)
     except HsaError as exc:
         raise DatasetError(exc.message, file=exc.file or str(path), where=exc.where) from None
+    if harness is not None:
+        for trajectory in result.trajectories:
+            recorded = (trajectory.metadata.get("row") or {}).get("harness_id")
+            if recorded is not None and recorded != harness.id:
+                line = trajectory.metadata.get("line")
+                raise DatasetError(
+                    f"recorded under harness {recorded!r}, not under the given harness "
+                    f"{harness.id!r}; pass the harness it was recorded under with --harness",
+                    file=str(path),
+                    where=f"line {line} (id {trajectory.id!r})",
+                )
     table = conform(trajectories_to_table(list(result.trajectories)), file=str(path))
     digest = hashlib.sha256(f"{path.name}\0{sha256_file(path)}\n".encode())
     if harness is not None:

@@ -387,3 +387,65 @@ def test_a_chat_file_without_a_harness_gets_derived_ones(tmp_path: Path) -> None
     assert {r["source_id"] for r in rows} == set(imported)
     for row in rows:
         assert invert(row, variants[row["variant_id"]]) == list(imported[row["source_id"]].events)
+
+
+def test_rows_recorded_under_another_harness_are_refused(augmented, tmp_path: Path) -> None:
+    source, _, root = augmented
+    rows = [json.loads(line) for line in source.read_text().splitlines()]
+    rows[1]["harness_id"] = "elsewhere"
+    rows[1]["id"] = "second"
+    chats = tmp_path / "chats.jsonl"
+    chats.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["augment", "--input", str(chats), "--out", str(tmp_path / "o")]
+    refused = hsa(*args, "--harness", str(root / "harness.json"))
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 1 and len(lines) == 1, refused.stderr
+    assert "chats.jsonl: line 2 (id 'second'): recorded under harness 'elsewhere'" in lines[0]
+    assert "'adversarial'" in lines[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_more_variants_per_trajectory_than_the_recipe_plans(augmented, tmp_path: Path) -> None:
+    source, _, root = augmented
+    out = tmp_path / "out"
+    done = hsa(
+        "augment",
+        "--input",
+        str(source),
+        "--harness",
+        str(root / "harness.json"),
+        "--recipe",
+        str(root / "recipe.yaml"),
+        "--out",
+        str(out),
+        "--variants-per-trajectory",
+        str(RECIPE["variants_per_harness"] + 3),
+    )
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    asked = RECIPE["variants_per_harness"] + 3
+    short = manifest["variants_per_trajectory"]["short"]
+    assert manifest["variants_per_trajectory"]["asked"] == asked
+    rendered: dict[str, int] = {}
+    for row in iter_rows(out):
+        rendered[row["source_id"]] = rendered.get(row["source_id"], 0) + (not row["canonical"])
+    assert short == sum(n < asked for n in rendered.values())
+    assert short == 0 or "under fewer than" in done.stdout
+    assert max(rendered.values()) > RECIPE["variants_per_harness"]
+
+
+def test_the_card_counts_tokens_with_a_given_tokenizer(augmented, tmp_path: Path) -> None:
+    from tests.tinymodels import qwen_tokenizer
+
+    source, _, root = augmented
+    folder = tmp_path / "tok"
+    qwen_tokenizer([source.read_text()]).save_pretrained(folder)
+    common = ["augment", "--input", str(source), "--harness", str(root / "harness.json")]
+    missing = hsa(*common, "--out", str(tmp_path / "none"), "--tokenizer", str(tmp_path / "nope"))
+    # refused before anything is rendered, not after every shard is written
+    assert missing.returncode != 0 and "no such tokenizer folder" in missing.stderr
+    assert "Traceback" not in missing.stderr and not (tmp_path / "none" / "data").exists()
+    done = hsa(*common, "--out", str(tmp_path / "out"), "--tokenizer", str(folder))
+    assert done.returncode == 0, done.stderr
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "counted with the tokenizer `tok`" in card and "| all |" in card

@@ -66,11 +66,15 @@ def test_killed_build_resumes_to_the_same_bytes(tmp_path: Path) -> None:
     process.wait()
     assert not (killed / "manifest.json").exists(), "the build finished before it was killed"
     assert mark.exists()
+    # what a kill while writing leaves: temporaries, which the rerun removes
+    (killed / ".hsa" / "source" / ".part-00000.parquet.999999.tmp").write_bytes(b"half")
+    (killed / "data" / "train" / ".part-00099.parquet.999999.tmp").write_bytes(b"half")
 
     rerun = hsa("build", str(path), "--out", str(killed))
     assert rerun.returncode == 0, rerun.stderr
     assert "skipped" in rerun.stdout
     assert digests(killed) == digests(whole)
+    assert not list(killed.rglob("*.tmp"))
 
     # two builds of one config: the same checksum for every shard
     shards = [json.loads((d / "manifest.json").read_text())["shards"] for d in (whole, killed)]
@@ -102,3 +106,62 @@ def test_bad_configs_and_directories_get_one_line(tmp_path: Path) -> None:
 
     not_a_dataset = hsa("inspect", str(tmp_path))
     assert not_a_dataset.returncode == 1 and "no manifest.json" in not_a_dataset.stderr
+
+
+HOLD = """
+import sys, time
+from hsa.datasets.lock import hold
+with hold(sys.argv[1], command="hsa build"):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_folder_in_use_and_an_empty_input_get_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        refused = hsa("build", str(config(tmp_path)), "--out", str(out))
+    finally:
+        holder.kill()
+        holder.wait()
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 1 and len(lines) == 1, refused.stderr
+    assert f"another run is writing here: pid {holder.pid} on " in lines[0]
+    assert not (out / ".hsa" / "run.json").exists()
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hsa.datasets.source import INPUT_SCHEMA
+
+    pq.write_table(INPUT_SCHEMA.empty_table(), tmp_path / "empty.parquet")
+    path = tmp_path / "empty.yaml"
+    path.write_text(yaml.safe_dump({"source": {"trajectories": "empty.parquet"}}))
+    empty = hsa("build", str(path), "--out", str(tmp_path / "ds"))
+    lines = empty.stderr.strip().splitlines()
+    assert empty.returncode == 1 and len(lines) == 1, empty.stderr
+    assert "empty.parquet: holds no trajectories" in lines[0]
+    assert not (tmp_path / "ds").exists()
+
+    # the corrected input into the same folder; a flag over the config over the recipe
+    from hsa.envs import get
+
+    env = get("livestream")
+    rows = []
+    for task in env.tasks()[:3]:
+        row = env.solve(task).trajectory.to_row()
+        rows.append({**row, "task_id": task.id, "split": task.split, "verified": True})
+    pq.write_table(pa.Table.from_pylist(rows, schema=INPUT_SCHEMA), tmp_path / "empty.parquet")
+    recipe = {"seed": 7, "rules": [{"rule": "tools.rename"}]}
+    path.write_text(
+        yaml.safe_dump(
+            {"seed": 3, "source": {"trajectories": "empty.parquet"}, "augment": {"recipe": recipe}}
+        )
+    )
+    seeded = hsa("build", str(path), "--out", str(tmp_path / "ds"), "--seed", "5")
+    assert seeded.returncode == 0, seeded.stderr
+    assert json.loads((tmp_path / "ds" / "manifest.json").read_text())["seed"] == 5

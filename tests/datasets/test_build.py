@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 import yaml
 
 from hsa.datasets import build, iter_rows, load_config, parse_config
 from hsa.datasets.build import build_schema
-from hsa.errors import ConfigError
+from hsa.errors import ConfigError, HsaError
 
 
 def write(tmp_path: Path, data) -> Path:
@@ -53,7 +54,7 @@ SMALL = {
                 "source": {"env": "livestream"},
                 "augment": {"recipe": {"rules": [{"rule": "tools.teleport"}]}},
             },
-            r"\$\.rules\[0\]",
+            r"\$\.augment\.recipe\.rules\[0\]",
             "tools.teleport",
         ),
     ],
@@ -113,3 +114,114 @@ def test_recorded_trajectories_as_source(tmp_path: Path, livestream_table) -> No
     report = build(load_config(write(tmp_path, data)), out=tmp_path / "ds")
     assert report.augment.rows == 10
     assert not any(r["canonical"] for r in iter_rows(tmp_path / "ds"))
+
+
+def _recorded(tmp_path: Path, table, name: str = "recorded.parquet") -> str:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, tmp_path / name)
+    return name
+
+
+def test_the_recipe_seed_is_kept_unless_the_config_sets_one(
+    tmp_path: Path, livestream_table
+) -> None:
+    from tests.datasets.conftest import RECIPE
+
+    data = {
+        "source": {"trajectories": _recorded(tmp_path, livestream_table.slice(0, 6))},
+        "augment": {"recipe": {**RECIPE, "seed": 7}},
+    }
+    config = load_config(write(tmp_path, data))
+    assert config.seed is None and config.augment_config().resolved()[1] == 7
+    build(config, out=tmp_path / "recipe")
+    assert json.loads((tmp_path / "recipe" / "manifest.json").read_text())["seed"] == 7
+    build(load_config(write(tmp_path, {**data, "seed": 3})), out=tmp_path / "config")
+    assert json.loads((tmp_path / "config" / "manifest.json").read_text())["seed"] == 3
+
+
+@pytest.mark.parametrize(
+    ("teach", "where", "what"),
+    [
+        ({"backend": "oracle", "concurency": 4}, "concurency", "did you mean 'concurrency'"),
+        ({"modle": "x"}, "modle", "did you mean 'model'"),
+        ({"backend": "oracle", "concurrency": 0}, "concurrency", "must be at least 1"),
+        ({"tasks": 3}, "tasks", "source"),
+        ({"backend": "openai", "model": "m"}, "base_url", "needs a base URL"),
+    ],
+)
+def test_the_teach_section_is_checked_for_every_backend(
+    tmp_path: Path, teach, where: str, what: str
+) -> None:
+    data = {"source": {"env": "livestream", "tasks": 2}, "teach": teach}
+    with pytest.raises(ConfigError, match=rf"build\.yaml: \$\.teach\.{where}: .*{what}"):
+        load_config(write(tmp_path, data))
+
+
+def test_recorded_input_with_nothing_to_augment(tmp_path: Path, livestream_table) -> None:
+    data = {"source": {"trajectories": _recorded(tmp_path, livestream_table.slice(0, 0))}}
+    with pytest.raises(HsaError, match=r"recorded\.parquet: holds no trajectories"):
+        build(load_config(write(tmp_path, data)), out=tmp_path / "ds")
+    assert not (tmp_path / "ds").exists()
+
+
+def test_a_build_that_failed_before_writing_data_does_not_block(
+    tmp_path: Path, livestream_table
+) -> None:
+    rows = livestream_table.slice(0, 6).to_pylist()
+    rows[4]["harness_id"] = "nowhere"
+    bad = pa.Table.from_pylist(rows, schema=livestream_table.schema)
+    data = {"source": {"trajectories": _recorded(tmp_path, bad, "bad.parquet")}}
+    with pytest.raises(HsaError, match=r"bad\.parquet: row 4 .*no harness 'nowhere'"):
+        build(load_config(write(tmp_path, data)), out=tmp_path / "ds")
+    fixed = {"source": {"trajectories": _recorded(tmp_path, livestream_table.slice(0, 6))}}
+    report = build(load_config(write(tmp_path, fixed)), out=tmp_path / "ds")
+    assert report.augment.trajectories == 6
+    # and a finished build of recorded trajectories is left as it is
+    again = build(load_config(write(tmp_path, fixed)), out=tmp_path / "ds")
+    assert again.augment.complete_already
+
+
+def test_more_variants_per_trajectory_than_the_recipe_plans(
+    tmp_path: Path, livestream_table
+) -> None:
+    from tests.datasets.conftest import RECIPE
+
+    data = {
+        "source": {"trajectories": _recorded(tmp_path, livestream_table.slice(0, 4))},
+        "augment": {"recipe": RECIPE, "variants_per_trajectory": 8, "keep_canonical": False},
+    }
+    report = build(load_config(write(tmp_path, data)), out=tmp_path / "ds")
+    manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
+    assert manifest["config"]["augment"]["recipe"]["variants_per_harness"] == 8
+    assert report.augment.short == 0 and report.augment.rows == 4 * 8
+
+
+def test_a_teacher_that_verified_nothing_is_refused_and_the_fix_reruns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    # the module, not the ``build`` function hsa.datasets exports under its name
+    build_module = importlib.import_module("hsa.datasets.build")
+    from hsa.envs.base import Outcome
+
+    oracle = build_module._oracle
+
+    def failing(env):
+        solve = oracle(env)
+        return lambda task: (solve(task)[0], Outcome(False, ("judged wrong",)))
+
+    monkeypatch.setattr(build_module, "_oracle", failing)
+    data = {"source": {"env": "livestream", "tasks": 3}}
+    with pytest.raises(HsaError, match=r"all 3 trajectories are marked unverified"):
+        build(load_config(write(tmp_path, data)), out=tmp_path / "ds")
+    # the corrected config runs in the same folder, reusing the teacher's output
+    fixed = {**data, "augment": {"include_unverified": True}}
+    report = build(load_config(write(tmp_path, fixed)), out=tmp_path / "ds")
+    assert report.teacher_skipped and report.augment.trajectories == 3
+    # another source into that folder: the teacher's output is not reused for it
+    other = {**fixed, "source": {"env": "livestream", "tasks": 2}}
+    (tmp_path / "ds" / "manifest.json").unlink()
+    with pytest.raises(HsaError, match="rm -r"):
+        build(load_config(write(tmp_path, other)), out=tmp_path / "ds")

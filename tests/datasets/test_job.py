@@ -4,7 +4,6 @@ and bad input reported with its file, row or rule."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -240,12 +239,93 @@ def test_given_variants_replace_planning(tmp_path: Path, shards: Path) -> None:
     assert {r["variant_id"] for r in iter_rows(second)} <= {v.variant_id for v in variants}
 
 
-def test_empty_and_error_free_paths(tmp_path: Path, livestream_table: pa.Table) -> None:
+def test_an_input_with_nothing_to_augment_is_refused(tmp_path: Path, livestream_table) -> None:
     path = _write(tmp_path / "empty.parquet", livestream_table.slice(0, 0))
-    report = augment(open_source(path), tmp_path / "out", config())
-    assert report.rows == 0 and (tmp_path / "out" / "manifest.json").is_file()
-    assert load(tmp_path / "out").collect().height == 0
-    assert len(to_hf(tmp_path / "out")) == 0
+    with pytest.raises(DatasetError, match=r"empty\.parquet: holds no trajectories"):
+        augment(open_source(path), tmp_path / "out", config())
+    assert not (tmp_path / "out").exists()
+    rows = livestream_table.slice(0, 5).to_pylist()
+    for row in rows:
+        row["verified"] = False
+    unverified = _write(tmp_path / "unverified.parquet", rows)
+    with pytest.raises(DatasetError, match=r"unverified\.parquet: all 5 .*--include-unverified"):
+        augment(open_source(unverified), tmp_path / "out", config())
+    # nothing left behind blocks the corrected run
+    report = augment(open_source(unverified), tmp_path / "out", config(include_unverified=True))
+    assert report.trajectories == 5 and report.rows == 5 * 3
+    assert len(to_hf(tmp_path / "out")) == 5 * 3
+    assert load(tmp_path / "out").collect().height == 5 * 3
     with pytest.raises(HsaError):
         open_source(tmp_path / "nope")
-    shutil.rmtree(tmp_path / "out")
+
+
+def test_rows_of_another_harness_are_refused(tmp_path: Path, shards: Path) -> None:
+    other = get("livestream").harness().replace(id="storefront")
+    with pytest.raises(DatasetError) as caught:
+        augment(open_source(shards), tmp_path / "out", config(), harnesses=[other])
+    message = str(caught.value)
+    assert "part-00000.parquet: row 0 (id 'livestream-" in message
+    assert "'livestream'" in message and "'storefront'" in message
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    # rows recorded under the harness given are read under it
+    same = augment(
+        open_source(shards), tmp_path / "same", config(), harnesses=[get("livestream").harness()]
+    )
+    assert same.trajectories == 48
+
+
+def test_more_variants_than_the_recipe_plans(tmp_path: Path, shards: Path) -> None:
+    # the recipe plans 6 per harness; 9 asked: 9 planned, none silently dropped
+    report = augment(open_source(shards), tmp_path / "out", config(variants_per_trajectory=9))
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["config"]["recipe"]["variants_per_harness"] == 9
+    assert manifest["variants_per_trajectory"] == {"asked": 9, "short": report.short}
+    per_source: dict[str, set] = {}
+    for row in iter_rows(tmp_path / "out"):
+        if not row["canonical"]:
+            per_source.setdefault(row["source_id"], set()).add(row["variant_id"])
+    assert report.short == sum(len(v) < 9 for v in per_source.values()) == 0
+    assert report.rows == 48 * 10
+    # fewer variants to draw from than asked: rendered under those, and the shortfall reported
+    variants = [v for v in read_variants(tmp_path / "out").values() if v.rules][:2]
+    few = augment(open_source(shards), tmp_path / "few", config(), variants=variants)
+    assert few.short == 0 and few.variants_per_trajectory == 2 and few.rows == 48 * 3
+    fewer = augment(
+        open_source(shards),
+        tmp_path / "fewer",
+        config(variants_per_trajectory=5),
+        variants=variants,
+    )
+    assert fewer.short == 48 and fewer.variants_per_trajectory == 5
+    assert fewer.rows == 48 * 3
+    found = json.loads((tmp_path / "fewer" / "manifest.json").read_text())
+    assert found["variants_per_trajectory"] == {"asked": 5, "short": 48}
+
+
+def test_a_failed_run_that_wrote_nothing_does_not_block_the_next(
+    tmp_path: Path, livestream_table: pa.Table
+) -> None:
+    rows = livestream_table.to_pylist()
+    rows[2]["harness_id"] = "nowhere"
+    bad = _write(tmp_path / "bad.parquet", rows)
+    out = tmp_path / "out"
+    with pytest.raises(DatasetError, match="no harness 'nowhere'"):
+        augment(open_source(bad), out, config())
+    assert (out / ".hsa" / "run.json").is_file()
+    good = _write(tmp_path / "good.parquet", livestream_table)
+    report = augment(open_source(good), out, config())
+    assert report.trajectories == 48 and not (out / ".hsa" / "lock").exists()
+
+
+def test_partial_data_of_another_config_says_what_to_do(tmp_path: Path, shards: Path) -> None:
+    out = tmp_path / "out"
+    augment(open_source(shards), out, config())
+    (out / "manifest.json").unlink()
+    (out / ".hsa" / "source").mkdir()
+    (out / ".hsa" / "source" / ".part-00000.parquet.4242.tmp").write_bytes(b"half")
+    (out / "data" / "train" / ".part-00007.parquet.4242.tmp").write_bytes(b"half")
+    with pytest.raises(DatasetError, match=rf"3 completed batch.*rm -r {out}"):
+        augment(open_source(shards), out, config(seed=5))
+    # the temporaries of killed runs go on a rerun (here: of the config that wrote the data)
+    augment(open_source(shards), out, config())
+    assert not list(out.rglob("*.tmp"))

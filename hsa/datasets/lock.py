@@ -1,0 +1,166 @@
+"""The output-folder lock: one run at a time writes into a folder.
+
+``hold(folder)`` creates ``folder/.hsa/lock`` with ``O_CREAT | O_EXCL`` (atomic: of two runs,
+exactly one creates it) holding the holder's pid, host and start time, and removes it when the
+run ends. A second run refuses with a ``DatasetError`` naming the holder. A lock whose holder
+is dead (its host is this host and its pid is not alive), or an empty lock file older than
+``_GRACE_S`` (a run killed between creating and writing it), is stale and taken over: the
+stale file is removed only under an ``flock`` on ``folder/.hsa/lock.break`` and only after
+reading it again there, so two runs that both found it stale cannot both get in (the second
+finds the first one's live lock when it re-reads). The kernel releases that ``flock`` when its
+holder dies, so a run killed while taking over never leaves the folder stuck.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hsa.errors import DatasetError
+
+LOCK = Path(".hsa") / "lock"
+_GRACE_S = 10.0
+_ATTEMPTS = 5
+
+
+def lock_path(folder: str | Path) -> Path:
+    return Path(folder) / LOCK
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """The holder recorded in ``path``; None when the file is gone; {} when it is unreadable."""
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return {}
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    except OverflowError:
+        return False
+    return True
+
+
+def _stale(path: Path, holder: dict[str, Any]) -> bool:
+    if not holder:
+        try:
+            age = time.time() - path.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        return age > _GRACE_S
+    pid = holder.get("pid")
+    if holder.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return False  # a process on another machine cannot be checked: assume it runs
+    return not _alive(pid)
+
+
+def _describe(holder: dict[str, Any]) -> str:
+    if not holder:
+        return "a run that is starting (the lock file is still empty)"
+    return f"pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}" + (
+        f" ({holder['command']})" if holder.get("command") else ""
+    )
+
+
+def _create(path: Path, holder: dict[str, Any]) -> bool:
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    try:
+        os.write(fd, (json.dumps(holder, sort_keys=True) + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
+
+
+def _break_if_stale(path: Path) -> None:
+    """Remove ``path`` if, read again under the breaker's flock, it is still stale."""
+    with open(path.with_name(path.name + ".break"), "a+b") as breaker:
+        fcntl.flock(breaker.fileno(), fcntl.LOCK_EX)
+        try:
+            holder = _read(path)
+            if holder is not None and _stale(path, holder):
+                path.unlink(missing_ok=True)
+        finally:
+            fcntl.flock(breaker.fileno(), fcntl.LOCK_UN)
+
+
+def acquire(folder: str | Path, *, command: str | None = None) -> str:
+    """Lock ``folder`` for this process; returns the token ``release`` needs.
+
+    Raises ``DatasetError`` when a live run holds it.
+    """
+    path = lock_path(folder)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DatasetError(f"cannot create: {exc.strerror or exc}", file=str(path.parent)) from None
+    token = uuid.uuid4().hex
+    holder = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "token": token,
+    }
+    if command:
+        holder["command"] = command
+    found: dict[str, Any] | None = None
+    for _ in range(_ATTEMPTS):
+        if _create(path, holder):
+            return token
+        found = _read(path)
+        if found is None:
+            continue  # released meanwhile: try again
+        if not _stale(path, found):
+            break
+        _break_if_stale(path)
+    raise DatasetError(
+        f"another run is writing here: {_describe(found or {})}; wait for it to end, or use "
+        f"another --out. If no such run is alive, delete {path}",
+        file=str(folder),
+    )
+
+
+def release(folder: str | Path, token: str) -> None:
+    """Unlock ``folder`` if this run still holds it."""
+    path = lock_path(folder)
+    found = _read(path)
+    if found and found.get("token") == token:
+        path.unlink(missing_ok=True)
+        # a run refused before it wrote anything leaves no trace in a folder that is not ours
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()
+
+
+@contextlib.contextmanager
+def hold(folder: str | Path, *, command: str | None = None) -> Iterator[None]:
+    """Hold the lock of ``folder`` for the ``with`` block (see the module docstring)."""
+    token = acquire(folder, command=command)
+    try:
+        yield
+    finally:
+        release(folder, token)

@@ -1,0 +1,77 @@
+"""``hsa inspect`` end to end: on ``hsa teach`` output and on an augmented dataset, in a pipe
+at 80 columns, where long lines wrap and no word is cut."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+HSA = [sys.executable, "-c", "from hsa.cli import main; main()"]
+
+
+def hsa(*args: str, columns: int = 80) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["COLUMNS"] = str(columns)
+    return subprocess.run([*HSA, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> tuple[Path, Path]:
+    """Teacher output of three tasks (one variant each), and that output augmented."""
+    root = tmp_path_factory.mktemp("inspect")
+    teach, dataset = root / "teach", root / "dataset"
+    done = hsa("teach", "--tasks", "3", "--variants-per-task", "1", "--out", str(teach))
+    assert done.returncode == 0, done.stderr
+    done = hsa("augment", "--input", str(teach), "--out", str(dataset))
+    assert done.returncode == 0, done.stderr
+    return teach, dataset
+
+
+def first_row(root: Path) -> dict:
+    """The first row ``hsa inspect`` shows: the first shard of the first split."""
+    split = sorted(p.name for p in (root / "data").iterdir())[0]
+    shard = sorted((root / "data" / split).glob("*.parquet"))[0]
+    return pq.read_table(shard).to_pylist()[0]
+
+
+def test_teacher_output_is_shown_like_a_dataset(made):
+    teach, _ = made
+    shown = hsa("inspect", str(teach), "-n", "2")
+    assert shown.returncode == 0, shown.stderr
+    assert "Traceback" not in shown.stderr and shown.stderr == ""
+    out = shown.stdout
+    assert "teacher output" in out and "oracle/hsa-oracle" in out
+    assert "verified" in out and "rows" in out and "shards" in out
+    row = first_row(teach)
+    assert row["id"] in out
+    user = next(m["content"] for m in row["messages"] if m["role"] == "user")
+    assert "user:" in out and "assistant:" in out and user in out
+
+
+def test_an_unfinished_teacher_job_is_a_one_line_error(tmp_path):
+    (tmp_path / "teach.json").write_text("{}")
+    shown = hsa("inspect", str(tmp_path))
+    assert shown.returncode == 1 and "Traceback" not in shown.stderr
+    [line] = shown.stderr.strip().splitlines()
+    assert line.startswith("hsa: error: ") and "not finished" in line and "hsa teach" in line
+
+
+@pytest.mark.parametrize("which", ["teacher", "dataset"])
+def test_long_lines_wrap_at_80_columns_and_no_word_is_cut(made, which):
+    root = made[0] if which == "teacher" else made[1]
+    shown = hsa("inspect", str(root), "-n", "1", "--width", "100000")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    # the system prompt: long lines of prose, far wider than the terminal
+    prompt = first_row(root)["messages"][0]["content"]
+    words = prompt.split()
+    assert len(words) > 100 and max(len(line) for line in prompt.splitlines()) > 80
+    shown_words = {w for line in lines for w in line.strip("│ ").split()}
+    missing = [w for w in words if w not in shown_words]
+    assert missing == [], missing[:10]

@@ -1,0 +1,133 @@
+"""The output-folder lock: a live holder in another process refuses a second run; a stale lock
+(dead pid on this host, or empty and old) is taken over, by exactly one of several racers."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hsa.datasets import augment, open_source
+from hsa.datasets.lock import acquire, hold, lock_path, release
+from hsa.errors import DatasetError
+from hsa.teachers.config import TeachConfig
+from hsa.teachers.job import teach
+from tests.datasets.test_job import config
+
+HOLD = """
+import sys, time
+from hsa.datasets.lock import hold
+with hold(sys.argv[1], command="test holder"):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+RACE = """
+import sys, time
+from pathlib import Path
+from hsa.datasets.lock import acquire
+from hsa.errors import DatasetError
+print("ready", flush=True)
+while not Path(sys.argv[2]).exists():
+    time.sleep(0.001)
+try:
+    acquire(sys.argv[1])
+except DatasetError:
+    print("refused", flush=True)
+else:
+    print("got", flush=True)
+    time.sleep(3)  # hold it while the others try
+"""
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def write_lock(folder: Path, **holder) -> Path:
+    path = lock_path(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(holder))
+    return path
+
+
+def test_a_live_holder_in_another_process_refuses_a_second_run(tmp_path: Path, shards) -> None:
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(DatasetError, match=rf"pid {holder.pid} on .*started .*test holder"):
+            acquire(out)
+        with pytest.raises(DatasetError, match=rf"another run is writing here: pid {holder.pid}"):
+            augment(open_source(shards), out, config())
+        with pytest.raises(DatasetError, match=rf"another run is writing here: pid {holder.pid}"):
+            teach(TeachConfig(tasks=1), out)
+        assert not (out / ".hsa" / "run.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # killed without releasing: its lock is stale now, and taken over
+    assert lock_path(out).exists()
+    report = augment(open_source(shards), out, config())
+    assert report.trajectories == 48 and not lock_path(out).exists()
+
+
+def test_a_stale_lock_is_taken_over(tmp_path: Path) -> None:
+    host = socket.gethostname()
+    write_lock(tmp_path, pid=dead_pid(), host=host, started="2020-01-01T00:00:00+00:00")
+    token = acquire(tmp_path)
+    found = json.loads(lock_path(tmp_path).read_text())
+    assert found["pid"] == os.getpid() and found["token"] == token
+    release(tmp_path, token)
+    assert not lock_path(tmp_path).exists()
+    # a lock file left empty by a run killed while creating it: stale once it is old
+    empty = write_lock(tmp_path)
+    empty.write_text("")
+    with pytest.raises(DatasetError, match="starting"):
+        acquire(tmp_path)
+    os.utime(empty, (time.time() - 60, time.time() - 60))
+    release(tmp_path, acquire(tmp_path))
+
+
+def test_a_lock_of_another_host_or_a_live_pid_is_kept(tmp_path: Path) -> None:
+    write_lock(tmp_path, pid=dead_pid(), host="elsewhere.invalid", started="x", token="t")
+    with pytest.raises(DatasetError, match=r"elsewhere\.invalid.*delete .*lock"):
+        acquire(tmp_path)
+    write_lock(tmp_path, pid=os.getppid(), host=socket.gethostname(), started="x", token="t")
+    with pytest.raises(DatasetError, match=f"pid {os.getppid()}"):
+        acquire(tmp_path)
+    # release leaves a lock it does not hold alone
+    release(tmp_path, "another token")
+    assert lock_path(tmp_path).exists()
+
+
+def test_racers_for_a_stale_lock_let_exactly_one_in(tmp_path: Path) -> None:
+    write_lock(tmp_path, pid=dead_pid(), host=socket.gethostname(), started="x", token="t")
+    go = tmp_path / "go"
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, str(tmp_path), str(go)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(6)
+    ]
+    assert [r.stdout.readline().strip() for r in racers] == ["ready"] * 6
+    go.touch()
+    answers = sorted(r.communicate(timeout=60)[0].strip() for r in racers)
+    assert answers == ["got"] + ["refused"] * 5
+
+
+def test_hold_releases_on_error(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError), hold(tmp_path):
+        assert lock_path(tmp_path).exists()
+        raise RuntimeError("boom")
+    assert not lock_path(tmp_path).exists()
