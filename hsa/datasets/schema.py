@@ -24,29 +24,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from hsa.harness.messages import MESSAGES
 from hsa.harness.render import Conversation
 
 SCHEMA_VERSION = 1
 
-TOOL_CALL = pa.struct(
-    [
-        pa.field("id", pa.string()),
-        pa.field("type", pa.string()),
-        pa.field("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),
-    ]
-)
-MESSAGE = pa.struct(
-    [
-        pa.field("role", pa.string()),
-        pa.field("content", pa.string()),
-        pa.field("reasoning_content", pa.string()),
-        pa.field("tool_calls", pa.list_(TOOL_CALL)),
-        pa.field("tool_call_id", pa.string()),
-        pa.field("is_error", pa.bool_()),
-    ]
-)
-#: the ``messages`` column of a row (OpenAI chat messages; absent keys are nulls)
-MESSAGES = pa.list_(MESSAGE)
 
 #: the columns, and fields inside them, that hold JSON text a trainer reads as JSON values
 JSON_FIELDS = (("tools",), ("messages", "tool_calls", "function", "arguments"))

@@ -22,9 +22,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hsa.augment.engine.records import MESSAGES
 from hsa.errors import TeacherError
 from hsa.harness.events import TRAJECTORY_SCHEMA, Trajectory
+from hsa.harness.messages import MESSAGES
 from hsa.teachers.rollout import Rollout, rollout_metadata
 
 SCHEMA_VERSION = 1

@@ -6,6 +6,6 @@ row by row, without a Python loop over rows; ``core.py`` says how.
 """
 
 from hsa.augment.engine.core import Engine, EngineStats, conversations_to_records
-from hsa.augment.engine.records import MESSAGE, MESSAGES, TOOL_CALL
+from hsa.harness.messages import MESSAGE, MESSAGES, TOOL_CALL
 
 __all__ = ["MESSAGE", "MESSAGES", "TOOL_CALL", "Engine", "EngineStats", "conversations_to_records"]

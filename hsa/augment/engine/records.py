@@ -16,27 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hsa.harness.messages import MESSAGE
+
 ROLES = ("system", "user", "assistant", "tool")
 SYSTEM, USER, ASSISTANT, TOOL = range(4)
-
-TOOL_CALL = pa.struct(
-    [
-        pa.field("id", pa.string()),
-        pa.field("type", pa.string()),
-        pa.field("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),
-    ]
-)
-MESSAGE = pa.struct(
-    [
-        pa.field("role", pa.string()),
-        pa.field("content", pa.string()),
-        pa.field("reasoning_content", pa.string()),
-        pa.field("tool_calls", pa.list_(TOOL_CALL)),
-        pa.field("tool_call_id", pa.string()),
-        pa.field("is_error", pa.bool_()),
-    ]
-)
-MESSAGES = pa.list_(MESSAGE)
 
 
 def distinct(keys: np.ndarray, *, first: bool = False):
