@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hsa.augment.names import replace_identifiers
+from hsa.errors import HsaError
 from hsa.harness.model import Harness, Hook, Protocol, Section, Tool
 from hsa.harness.protocols import CALL_FORMATS
 
@@ -132,7 +133,7 @@ def format_accepts(protocol: Protocol, tool: str, params: Iterable[str] = ()) ->
     try:
         text = fmt.format_calls([(tool, args)], protocol.call_tag)
         parsed = fmt.parse_calls(text, protocol.call_tag)
-    except Exception:  # a format that cannot write this name at all refuses it
+    except (HsaError, ValueError):  # a format that cannot write this name at all refuses it
         return False
     return parsed is not None and parsed[1] == [(tool, args)]
 

@@ -161,11 +161,6 @@ def legalize(
     return out, name_map
 
 
-def tools_to_openai(tools: Sequence[Tool]) -> list[dict[str, Any]]:
-    """Tools as an OpenAI ``tools`` list."""
-    return [t.to_openai() for t in tools]
-
-
 def tools_to_mcp(
     tools: Sequence[Tool], name_map: Mapping[str, str] | None = None
 ) -> list[dict[str, Any]]:
