@@ -110,17 +110,6 @@ def _mean(hist: Mapping[str, int]) -> float:
     return sum(float(k) * v for k, v in hist.items()) / total if total else 0.0
 
 
-def _quantile(hist: Mapping[str, int], q: float) -> float:
-    items = sorted((float(k), v) for k, v in hist.items())
-    total = sum(v for _, v in items)
-    seen = 0
-    for value, count in items:
-        seen += count
-        if seen >= q * total:
-            return value
-    return 0.0
-
-
 def _table(title: str, counts: Mapping[str, int], total: int, label: str) -> list[str]:
     lines = [f"### {title}", "", f"| {label} | rows | share |", "|---|---:|---:|"]
     for key, value in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -319,7 +308,8 @@ def _length_lines(lengths: TokenLengths) -> list[str]:
 
 
 def _percentile(hist: Mapping[str, int], q: float) -> int:
-    """The smallest length at or below which ``q`` percent of rows fall (a real row length)."""
+    """The smallest value at or below which ``q`` percent of rows fall (a value some row has),
+    from a histogram (value -> rows)."""
     items = sorted((int(k), v) for k, v in hist.items())
     need = max(1, math.ceil(q / 100 * sum(v for _, v in items)))
     seen = 0
@@ -422,8 +412,8 @@ def render_card(
         f"| variants planned | {manifest.get('variants', 0):,} |",
         f"| seed | {manifest.get('seed')} |",
         f"| messages per row (mean / p50 / p95) | {_mean(stats.get('messages', {})):.1f} / "
-        f"{_quantile(stats.get('messages', {}), 0.5):.0f} / "
-        f"{_quantile(stats.get('messages', {}), 0.95):.0f} |",
+        f"{_percentile(stats.get('messages', {}), 50)} / "
+        f"{_percentile(stats.get('messages', {}), 95)} |",
         f"| tool calls per row (mean / max) | {_mean(stats.get('calls', {})):.2f} / "
         f"{max((float(k) for k in stats.get('calls', {}) or {'0': 0}), default=0):.0f} |",
         f"| system prompt chars (mean, {PROMPT_BUCKET}-char buckets) | "
