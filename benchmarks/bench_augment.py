@@ -4,7 +4,7 @@ On one generated input of canonical trajectories shaped like livestream's (the o
 trajectories of every task, copied with fresh ids, user texts, tool results and argument
 values), this measures, each in its own subprocess so peak RSS is honest:
 
-(a) engine -- ``hsa.datasets.job.augment``: read the input shards, pick each trajectory's
+(a) engine -- ``hsa.pipelines.augment.augment``: read the input shards, pick each trajectory's
     variants, render every row with the columnar engine, split, write the shards, the
     variants file, the card and the manifest;
 (b) naive  -- what a competent user writes by hand: read each shard with PyArrow, and per row
@@ -208,8 +208,8 @@ def _peak_rss_mb() -> float:
 
 
 def measure_engine(work: Path, inputs: Path, variants: Path, batch_size: int) -> dict:
-    from hsa.datasets.job import AugmentConfig, augment
     from hsa.datasets.source import open_source
+    from hsa.pipelines.augment import AugmentConfig, augment
 
     chosen = pickle.loads(variants.read_bytes())
     out = work / "out-engine"
@@ -227,12 +227,12 @@ def measure_engine(work: Path, inputs: Path, variants: Path, batch_size: int) ->
 
 def measure_naive(work: Path, inputs: Path, variants: Path, limit: int | None) -> dict:
     from hsa.augment import canonical_variant, map_events
-    from hsa.datasets.assign import assign_splits, pick
     from hsa.datasets.schema import ROW_SCHEMA
     from hsa.datasets.shards import WRITE_OPTIONS
     from hsa.envs import get
     from hsa.harness.events import Trajectory
     from hsa.harness.render import render
+    from hsa.pipelines.assign import assign_splits, pick
 
     chosen = [v for v in pickle.loads(variants.read_bytes()) if not v.is_canonical]
     canonical = canonical_variant(get("livestream").harness())

@@ -132,9 +132,9 @@ def augment_command(
     the recipe.
     """
     from hsa.augment.recipe import load_recipe
-    from hsa.datasets.job import AugmentConfig, augment
     from hsa.datasets.source import open_source
     from hsa.harness.io import load
+    from hsa.pipelines.augment import AugmentConfig, augment
 
     harnesses = [load(p) for p in harness_paths]
     if len(harnesses) > 1 and input_path.suffix == ".jsonl":
@@ -191,7 +191,7 @@ def build_command(
     folder is locked while the build writes: a second build into it refuses. Settings: a
     flag, then the config, then its recipe (a seed the config leaves out is the recipe's).
     """
-    from hsa.datasets.build import build, load_config
+    from hsa.pipelines.build import build, load_config
 
     started = time.monotonic()
     config = load_config(config_path)
@@ -239,7 +239,7 @@ def _shorten(text: str | None, width: int) -> str:
 )
 def inspect_command(path: Path, count: int, split: str | None, width: int) -> None:
     """Summarise a dataset or `hsa teach` output directory and show rows rendered readably."""
-    from hsa.teachers.job import JOB_FILE
+    from hsa.pipelines.teach import JOB_FILE
 
     if (path / JOB_FILE).is_file():
         summary, files = _teacher_summary(path, split)
@@ -297,16 +297,15 @@ def _teacher_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
     from hsa.datasets import manifest as mf
     from hsa.datasets.shards import read_table
     from hsa.errors import TeacherError
-    from hsa.teachers.shards import MANIFEST, shard_files
 
-    if not (path / MANIFEST).is_file():
+    if not (path / mf.MANIFEST).is_file():
         raise TeacherError(
             "the teacher job is not finished (no manifest.json): rerun the same `hsa teach` "
             "command to finish it",
             file=str(path),
         )
-    manifest = mf.read_json(path / MANIFEST)
-    files = shard_files(path, manifest)
+    manifest = mf.read_json(path / mf.MANIFEST)
+    files = mf.listed_shards(path, manifest)
     reasons: Counter = Counter()
     for file in files:
         for reason in read_table(file, columns=["reason"]).column("reason").to_pylist():
@@ -328,7 +327,7 @@ def _teacher_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
     ]
     if split is None and splits:
         split = sorted(splits)[0]
-    return summary, shard_files(path, manifest, split) if splits else []
+    return summary, mf.listed_shards(path, manifest, split) if splits else []
 
 
 def _show_row(row: dict[str, Any], width: int) -> None:

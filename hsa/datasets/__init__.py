@@ -1,14 +1,13 @@
-"""Datasets: augmented rows in Parquet shards, their manifest and card, readers and exports.
+"""Datasets: storage only -- Parquet shards, the row format, manifests, cards, readers, exports.
 
-``augment(open_source(IN), OUT, AugmentConfig(...))`` writes a dataset directory;
-``build(load_config(YAML))`` runs a whole build; ``load(DIR)`` reads one as a Polars
-``LazyFrame``, ``iter_trl(DIR)`` as TRL conversational rows and ``to_hf(DIR)`` as a Hugging Face
-``datasets.Dataset``.
+``open_source(IN)`` reads canonical trajectories; ``load(DIR)`` reads a dataset directory as a
+Polars ``LazyFrame``, ``iter_trl(DIR)`` as TRL conversational rows and ``to_hf(DIR)`` as a
+Hugging Face ``datasets.Dataset``. The jobs that write datasets (``augment``, ``build``,
+``teach``) live in ``hsa.pipelines``. This package imports nothing of hsa but ``hsa.harness``
+and ``hsa.errors``.
 """
 
-from hsa.datasets.build import BuildConfig, BuildReport, build, load_config, parse_config
 from hsa.datasets.export import iter_rows, iter_trl, load, shards, to_hf, trl_row
-from hsa.datasets.job import AugmentConfig, AugmentReport, augment
 from hsa.datasets.schema import (
     ROW_SCHEMA,
     SCHEMA_VERSION,
@@ -17,27 +16,17 @@ from hsa.datasets.schema import (
     trl_messages,
 )
 from hsa.datasets.source import Source, open_source
-from hsa.datasets.variants import read_variants
 
 __all__ = [
     "ROW_SCHEMA",
     "SCHEMA_VERSION",
-    "AugmentConfig",
-    "AugmentReport",
-    "BuildConfig",
-    "BuildReport",
     "Source",
-    "augment",
-    "build",
     "chat_messages",
     "conversation",
     "iter_rows",
     "iter_trl",
     "load",
-    "load_config",
     "open_source",
-    "parse_config",
-    "read_variants",
     "shards",
     "to_hf",
     "trl_messages",

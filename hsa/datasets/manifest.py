@@ -31,7 +31,10 @@ from hsa.errors import DatasetError
 
 MANIFEST = "manifest.json"
 STATE = ".hsa"
+#: the ``kind`` of a manifest: an augmented dataset (``hsa augment``/``hsa build``) ...
 KIND = "hsa.augmented"
+#: ... or a teacher's trajectories (``hsa teach``)
+TEACHER_KIND = "hsa.teacher"
 
 
 def canonical_json(value: Any) -> str:
@@ -205,3 +208,16 @@ def stale_shards(out: Path, keep: set[str]) -> list[Path]:
     if not data.is_dir():
         return []
     return sorted(p for p in data.rglob("*") if p.is_file() and str(p.relative_to(out)) not in keep)
+
+
+def listed_shards(root: Path, manifest: Mapping[str, Any], split: str | None = None) -> list[Path]:
+    """The shards a teacher manifest lists, split by split (only ``split``'s when given;
+    ``DatasetError`` naming the splits there are when it has none)."""
+    splits = manifest.get("splits") or {}
+    if split is not None and split not in splits:
+        raise DatasetError(
+            f"no split {split!r}; the teacher output has {', '.join(sorted(splits)) or 'none'}",
+            file=str(root),
+        )
+    chosen = sorted(splits) if split is None else [split]
+    return [root / entry["path"] for name in chosen for entry in splits[name].get("shards", [])]

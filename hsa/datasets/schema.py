@@ -24,9 +24,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from hsa.harness.events import TRAJECTORY_SCHEMA
 from hsa.harness.messages import MESSAGES
 from hsa.harness.render import Conversation
 
+#: the version of every row format here (augmented and teacher rows) and of their manifests
 SCHEMA_VERSION = 1
 
 
@@ -52,6 +54,33 @@ ROW_SCHEMA = pa.schema(
         pa.field("verified", pa.bool_()),
         pa.field("verification", pa.string()),
         pa.field("metadata", pa.string()),  # JSON: the source trajectory's metadata
+    ]
+)
+
+
+#: A teacher row (``hsa teach``'s shards): a canonical trajectory (the columns of
+#: ``TRAJECTORY_SCHEMA``) plus the lineage and surface columns of a dataset row (variant, rules,
+#: protocol, the ``messages`` the model saw and the ``tools`` it was offered, split, teacher,
+#: ``verified``) and the verification in full: ``reason`` (``ok`` when verified), the
+#: environment's ``score`` and ``verification`` (JSON: reason, every check, score). A teacher
+#: row is its own source trajectory (``source_id`` is its id).
+TEACHER_SCHEMA = pa.schema(
+    [
+        *TRAJECTORY_SCHEMA,
+        pa.field("source_id", pa.string(), nullable=False),
+        pa.field("variant_id", pa.string(), nullable=False),
+        pa.field("canonical", pa.bool_(), nullable=False),
+        pa.field("rules", pa.list_(pa.string()), nullable=False),
+        pa.field("rule_params", pa.string(), nullable=False),  # JSON: [{name, version, params}]
+        pa.field("protocol", pa.string(), nullable=False),
+        pa.field("messages", MESSAGES, nullable=False),
+        pa.field("tools", pa.string(), nullable=False),  # JSON: OpenAI tools list
+        pa.field("split", pa.string(), nullable=False),
+        pa.field("teacher", pa.string(), nullable=False),
+        pa.field("verified", pa.bool_(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("score", pa.float64()),
+        pa.field("verification", pa.string(), nullable=False),  # JSON: reason, checks, score
     ]
 )
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hsa.errors import DatasetError
@@ -99,3 +100,24 @@ def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
             f"cannot read Parquet data ({exc}); the file may be truncated or corrupt",
             file=str(path),
         ) from None
+
+
+def shard_entry(root: Path, path: Path) -> dict[str, Any]:
+    """The manifest entry of a written shard: its path under ``root``, rows, verified rows
+    (rows whose ``verified`` is true) and sha256."""
+    table = read_table(path, columns=["verified"])
+    return {
+        "path": path.relative_to(root).as_posix(),
+        "rows": table.num_rows,
+        "verified": count_true(table.column("verified")),
+        "sha256": sha256_file(path),
+    }
+
+
+def count_true(column: pa.ChunkedArray | pa.Array) -> int:
+    return int(pc.sum(pc.fill_null(column, False)).as_py() or 0)
+
+
+def shard_ids(path: Path) -> list[str]:
+    """The row ids of an existing shard (``DatasetError`` naming it if it cannot be read)."""
+    return read_table(path, columns=["id"]).column("id").to_pylist()

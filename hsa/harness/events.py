@@ -142,6 +142,15 @@ def _json_object(row: Mapping[str, Any], key: str) -> dict[str, Any]:
         raise ValueError(f"field {key!r} is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ValueError(f"field {key!r} must hold a JSON object")
+    if isinstance(raw, str) and "\\u" in raw:
+        # JSON may escape a lone surrogate (\ud800) that no UTF-8 text, so no row, can hold
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"field {key!r} escapes a lone surrogate (a \\ud800-\\udfff escape without "
+                "its pair), which UTF-8 text cannot hold"
+            ) from None
     return value
 
 

@@ -3,16 +3,21 @@
 Every object converts to and from a plain JSON document (``to_dict``/``from_dict``); the
 document form is the one validated by ``hsa/harness/schema/harness.schema.json``. Objects are
 frozen: derive a changed copy with ``dataclasses.replace`` (or ``Harness.replace``) and never
-mutate the JSON Schemas and dicts they hold.
+mutate the JSON Schemas and dicts they hold. Because a harness never changes, what is derived
+from it alone (its JSON document, its digest, its system prompt) is computed once per object
+and kept on it (``Harness.derived``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+_T = TypeVar("_T")
 
 HOOK_EVENTS = ("session_start", "user_prompt_submit", "pre_tool_use", "post_tool_use", "stop")
 HOOK_EFFECTS = ("add_context", "deny", "update_input", "update_output")
@@ -300,6 +305,9 @@ class Harness:
     demand (its first required string parameter carries the skill id); skills are then listed
     in the prompt by name and description only. Without it, skill contents are printed in full.
     ``metadata`` carries importer lineage such as ``name_map`` (API-legal name -> source name).
+
+    Two harnesses are equal when their JSON documents are (key order included, since order is
+    data), and hash by it.
     """
 
     id: str
@@ -311,6 +319,24 @@ class Harness:
     hooks: tuple[Hook, ...] = ()
     skill_tool: Tool | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    # Values derived from this object alone, keyed by the function that derives them; not a
+    # field of the value (never compared, printed or pickled), and a changed copy starts empty.
+    _derived: dict[Callable[..., Any], Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def derived(self, compute: Callable[[Harness], _T]) -> _T:
+        """``compute(self)``, computed on first use and kept on this object.
+
+        For pure functions of the harness only: the harness is immutable, so the value can
+        never go stale. ``compute`` is the key, so pass a module-level function, not a lambda
+        made per call. An exception is raised again on every call, never kept.
+        """
+        try:
+            return self._derived[compute]
+        except KeyError:
+            value = self._derived[compute] = compute(self)
+            return value
 
     def replace(self, **changes: Any) -> Harness:
         """A copy with ``changes`` applied (lists are converted to tuples)."""
@@ -359,7 +385,25 @@ class Harness:
 
     def to_json(self) -> str:
         """The harness as one compact JSON document; key order is kept, since order is data."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        return self.derived(_json_document)
+
+    @property
+    def digest(self) -> str:
+        """The SHA-256 of ``to_json()`` (hex): the harness's content address."""
+        return self.derived(_digest)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Harness):
+            return NotImplemented
+        return self is other or self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(self.to_json())
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickle the fields only: derived values (compiled validators among them) are rebuilt
+        # on demand, and need not be picklable.
+        return type(self), tuple(getattr(self, f.name) for f in dataclasses.fields(self) if f.init)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Harness:
@@ -376,3 +420,11 @@ class Harness:
             skill_tool=None if skill_tool is None else Tool.from_dict(skill_tool),
             metadata=dict(data.get("metadata") or {}),
         )
+
+
+def _json_document(harness: Harness) -> str:
+    return json.dumps(harness.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
+def _digest(harness: Harness) -> str:
+    return hashlib.sha256(harness.to_json().encode("utf-8")).hexdigest()

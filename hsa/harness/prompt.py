@@ -24,9 +24,6 @@ joined ``body`` and has the last word.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from functools import lru_cache
 from typing import Any
 
 from hsa.errors import ProtocolError
@@ -114,33 +111,17 @@ def format_section(section: Section, body: str, style: str) -> str:
     return f"## {section.title}\n\n{body}"
 
 
-_IDENTITY_LOCK = threading.Lock()
-_BY_IDENTITY: OrderedDict[int, tuple[Harness, str]] = OrderedDict()
-
-
 def system_prompt(harness: Harness) -> str:
-    """The full system prompt text of ``harness``."""
-    # Render and parse ask for the prompt once per conversation, usually with the very same
-    # harness object: look it up by identity first (the entry holds the harness, so its id
-    # cannot be reused while cached), then by content.
-    hit = _BY_IDENTITY.get(id(harness))
-    if hit is not None and hit[0] is harness:
-        return hit[1]
-    text = _system_prompt(harness.to_json())
-    with _IDENTITY_LOCK:
-        _BY_IDENTITY[id(harness)] = (harness, text)
-        while len(_BY_IDENTITY) > 256:
-            _BY_IDENTITY.popitem(last=False)
-    return text
+    """The full system prompt text of ``harness``.
+
+    A pure function of the harness, which is validated where it is made (loaded, imported or
+    rewritten), not here. Render and parse ask for the prompt once per conversation, thousands
+    of times under the same harness object, so the text is kept on the object once made.
+    """
+    return harness.derived(_system_prompt)
 
 
-@lru_cache(maxsize=256)
-def _system_prompt(harness_json: str) -> str:
-    # Keyed by the harness's canonical JSON: rendering a conversation asks for the prompt once
-    # per conversation, and thousands of conversations share one harness.
-    from hsa.harness.io import loads
-
-    harness = loads(harness_json)
+def _system_prompt(harness: Harness) -> str:
     context = _context(harness)
     formatted: list[str] = []
     for i, section in enumerate(harness.prompt.sections):

@@ -1,7 +1,7 @@
-"""Teachers: run models through harnesses in environments, verify, write trajectory shards.
+"""Teachers: run models through harnesses in environments, verify what they do, cache requests.
 
-The public surface: ``teach`` (the job, as ``hsa teach`` and ``hsa build`` run it) with its
-``TeachConfig`` and ``TeachReport``; ``rollout`` for one task under one variant; ``verify``;
+The public surface: ``TeachConfig`` (the settings of the teach job, which lives in
+``hsa.pipelines.teach``); ``rollout`` for one task under one variant; ``verify``;
 the backends (``OracleBackend``, and ``OpenAIBackend``/``VLLMBackend`` from
 ``hsa.teachers.backends``); the ``RequestCache``; and ``ChatServer`` with ``Faults`` behind
 ``hsa serve oracle``.
@@ -10,7 +10,6 @@ the backends (``OracleBackend``, and ``OpenAIBackend``/``VLLMBackend`` from
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.config import TeachConfig
-from hsa.teachers.job import TeachReport, teach, teach_async
 from hsa.teachers.oracle import OracleBackend, OracleResponder
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
 from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout
@@ -33,11 +32,8 @@ __all__ = [
     "RolloutSpec",
     "Sampling",
     "TeachConfig",
-    "TeachReport",
     "Usage",
     "Verification",
     "rollout",
-    "teach",
-    "teach_async",
     "verify",
 ]

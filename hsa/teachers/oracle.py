@@ -29,7 +29,6 @@ from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage
 from hsa.teachers.rollout import REPAIR_PREFIX, TASK_KEY, VARIANT_KEY, protocol_view
-from hsa.teachers.variants import pinned
 
 #: finds a variant by id (None when unknown)
 VariantLookup = Callable[[str], Variant | None]
@@ -54,7 +53,7 @@ class OracleResponder:
     ):
         self.env = env
         self.policy = policy
-        self.canonical = pinned(canonical_variant(env.harness()))
+        self.canonical = canonical_variant(env.harness())
         if variants is None:
             self._lookup: VariantLookup = lambda _id: None
         elif isinstance(variants, Mapping):
@@ -67,15 +66,14 @@ class OracleResponder:
             if task.turns:
                 self._by_first_turn.setdefault(task.turns[0], []).append(task)
         self._session_start: dict[str, tuple[HookFired, ...]] = {}
-        self._views: dict[str, Any] = {}
-        self._pinned: dict[str, Variant] = {}
+        self._found: dict[str, Variant] = {}
         self._tools_tokens: dict[str, int] = {}
 
     def variant(self, metadata: Mapping[str, Any]) -> Variant:
         variant_id = metadata.get(VARIANT_KEY)
         if not variant_id or variant_id == self.canonical.variant_id:
             return self.canonical
-        found = self._pinned.get(str(variant_id))
+        found = self._found.get(str(variant_id))
         if found is not None:
             return found
         found = self._lookup(str(variant_id))
@@ -85,7 +83,7 @@ class OracleResponder:
                 "of the job that sends it",
                 where=f"metadata.{VARIANT_KEY}",
             )
-        found = self._pinned[str(variant_id)] = pinned(found)
+        self._found[str(variant_id)] = found
         return found
 
     def _opening(self, task: Task) -> tuple[HookFired, ...]:
@@ -172,10 +170,7 @@ class OracleResponder:
             if isinstance(event, ToolCall):
                 counter += 1
             numbered.append(event)
-        view = self._views.get(variant.variant_id)
-        if view is None:
-            view = self._views[variant.variant_id] = protocol_view(harness)
-        rendered = render(numbered, view).messages
+        rendered = render(numbered, harness.derived(protocol_view)).messages
         replies = [m for m in rendered if m.get("role") == "assistant"]
         # An untagged text format cannot carry text and calls in one message (render splits
         # them); a model's single reply then holds the calls alone.

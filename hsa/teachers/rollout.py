@@ -117,9 +117,9 @@ class StepError(Exception):
 def protocol_view(harness: Harness) -> Harness:
     """The parts of ``harness`` that reading or writing one assistant message depends on.
 
-    ``parse`` and ``render`` build the harness's system prompt on every call, which costs
-    more than the rest of a step for a large harness; one reply needs only the protocol and
-    the skill tool.
+    A harness made to read and write replies with: one reply needs only the protocol and the
+    skill tool, not the system prompt, tools and skills that rendering the whole harness would
+    cost. Pure, so callers keep it on the harness: ``harness.derived(protocol_view)``.
     """
     return Harness(
         id=harness.id,
@@ -180,7 +180,7 @@ class _Run:
         self.config = config
         self.canonical = env.harness()
         self.surface = spec.variant.harness
-        self.view = protocol_view(self.surface)
+        self.view = self.surface.derived(protocol_view)
         self.mapping = spec.variant.mapping
         self.inverse = self.mapping.inverse()
         self.sampling = replace(config.sampling, seed=spec.seed)

@@ -17,7 +17,6 @@ from hsa.augment.recipe import Recipe, default_recipe, load_recipe
 from hsa.envs.base import Task
 from hsa.errors import TeacherError
 from hsa.harness.model import Harness
-from hsa.teachers.pinned import pin
 
 #: the most variants ``VariantPool`` plans while looking for an id (planning costs tens of
 #: milliseconds a variant, so an unknown id is expensive once, then remembered)
@@ -29,11 +28,6 @@ def recipe_from(path: str | Path | None) -> Recipe:
     return default_recipe() if path is None else load_recipe(path)
 
 
-def pinned(variant: Variant) -> Variant:
-    """``variant`` with its harness pinned (see ``hsa.teachers.pinned``)."""
-    return dataclasses.replace(variant, harness=pin(variant.harness))
-
-
 def task_variants(
     harness: Harness,
     tasks: list[Task],
@@ -43,11 +37,10 @@ def task_variants(
     per_task: int,
     include_canonical: bool,
 ) -> dict[str, list[Variant]]:
-    """Per task id, the variants its rollouts run under (canonical first when included), with
-    pinned harnesses."""
+    """Per task id, the variants its rollouts run under (canonical first when included)."""
     if per_task < 0:
         raise TeacherError(f"variants_per_task must be 0 or more, got {per_task}")
-    canonical = pinned(canonical_variant(harness))
+    canonical = canonical_variant(harness)
     out: dict[str, list[Variant]] = {}
     pool: list[Variant] = []
     if per_task:
@@ -55,7 +48,7 @@ def task_variants(
         planning = dataclasses.replace(
             recipe, variants_per_harness=size, include_canonical=False, seed=seed
         )
-        pool = [pinned(v) for v in plan(harness, planning, seed=seed)]
+        pool = plan(harness, planning, seed=seed)
     drawing = dataclasses.replace(recipe, variants_per_trajectory=per_task, seed=seed)
     for task in tasks:
         chosen = pick(pool, task.id, drawing, seed=seed) if per_task else []
@@ -73,14 +66,14 @@ class VariantPool:
         self.recipe = dataclasses.replace(recipe, include_canonical=False, seed=seed)
         self.seed = seed
         self.max_size = max_size
-        self.canonical = pinned(canonical_variant(harness))
+        self.canonical = canonical_variant(harness)
         self._planned: list[Variant] = []
         self._by_id: dict[str, Variant] = {}
         self._unknown: set[str] = set()
 
     def _plan(self, size: int) -> None:
         planning = dataclasses.replace(self.recipe, variants_per_harness=size)
-        self._planned = [pinned(v) for v in plan(self.harness, planning, seed=self.seed)]
+        self._planned = plan(self.harness, planning, seed=self.seed)
         self._by_id = {v.variant_id: v for v in self._planned}
 
     def warm(self) -> None:

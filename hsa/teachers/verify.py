@@ -21,7 +21,7 @@ from jsonschema import Draft202012Validator
 from hsa.envs.base import Outcome
 from hsa.errors import HsaError
 from hsa.harness.events import Event, HookFired, ToolCall, ToolResult
-from hsa.harness.model import Harness
+from hsa.harness.model import Harness, Tool
 from hsa.harness.parse import parse
 from hsa.harness.render import Conversation, render
 
@@ -71,20 +71,17 @@ def call_attempt(text: str, harness: Harness) -> str | None:
     return None
 
 
-#: validators by tool, keyed by the identity of the tool's schema object (kept alive in the
-#: value, so the id cannot be reused): serialising a schema on every call would cost more
-#: than validating against it
-_VALIDATORS: dict[int, tuple[object, Draft202012Validator]] = {}
+def _validators(harness: Harness) -> dict[str, Draft202012Validator]:
+    # Kept on the harness and filled as calls name tools: a rollout checks the same few tools
+    # many times, and building a validator costs more than validating against it.
+    return {}
 
 
-def _validator(parameters) -> Draft202012Validator:
-    cached = _VALIDATORS.get(id(parameters))
-    if cached is not None and cached[0] is parameters:
-        return cached[1]
-    if len(_VALIDATORS) > 4096:
-        _VALIDATORS.clear()
-    validator = Draft202012Validator(json.loads(json.dumps(parameters)))
-    _VALIDATORS[id(parameters)] = (parameters, validator)
+def _validator(harness: Harness, tool: Tool) -> Draft202012Validator:
+    table = harness.derived(_validators)
+    validator = table.get(tool.name)
+    if validator is None:
+        validator = table[tool.name] = Draft202012Validator(json.loads(json.dumps(tool.parameters)))
     return validator
 
 
@@ -98,7 +95,7 @@ def schema_problems(events: Sequence[Event], harness: Harness) -> list[str]:
         if tool is None:
             problems.append(f"{event.call_id}: no tool {event.tool!r} in the harness")
             continue
-        error = next(iter(_validator(tool.parameters).iter_errors(dict(event.args))), None)
+        error = next(iter(_validator(harness, tool).iter_errors(dict(event.args))), None)
         if error is not None:
             path = "".join(f"[{p!r}]" for p in error.absolute_path)
             problems.append(f"{event.call_id} {event.tool}: args{path}: {error.message}")

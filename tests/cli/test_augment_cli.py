@@ -15,10 +15,11 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from hsa.augment import invert
-from hsa.datasets import iter_rows, read_variants
+from hsa.datasets import iter_rows
 from hsa.harness import Harness, Skill, Tool, ToolCall, ToolResult, parse
 from hsa.harness.events import events_to_rows
 from hsa.harness.importers import import_source
+from hsa.pipelines import read_variants
 
 CODE = "from hsa.cli import main; main()"
 

@@ -67,8 +67,9 @@ def test_killed_build_resumes_to_the_same_bytes(tmp_path: Path) -> None:
     assert not (killed / "manifest.json").exists(), "the build finished before it was killed"
     assert mark.exists()
     # what a kill while writing leaves: temporaries, which the rerun removes
-    (killed / ".hsa" / "source" / ".part-00000.parquet.999999.tmp").write_bytes(b"half")
-    (killed / "data" / "train" / ".part-00099.parquet.999999.tmp").write_bytes(b"half")
+    (killed / ".hsa" / "source" / "data" / ".part-00000.parquet.999999.tmp").write_bytes(b"half")
+    split = sorted((killed / "data").iterdir())[0]  # the teacher's shards come split by split
+    (split / ".part-00099.parquet.999999.tmp").write_bytes(b"half")
 
     rerun = hsa("build", str(path), "--out", str(killed))
     assert rerun.returncode == 0, rerun.stderr

@@ -9,8 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hsa.datasets import AugmentConfig, augment, iter_rows, iter_trl, load, open_source, to_hf
+from hsa.datasets import iter_rows, iter_trl, load, open_source, to_hf
 from hsa.errors import DatasetError
+from hsa.pipelines import AugmentConfig, augment
 from tests.datasets.conftest import recipe
 
 # A Qwen/Hermes-style chat template: tools in the system turn, calls as <tool_call> JSON.

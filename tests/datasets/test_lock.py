@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from hsa.datasets import augment, open_source
+from hsa.datasets import open_source
 from hsa.datasets.lock import acquire, hold, lock_path, release
 from hsa.errors import DatasetError
+from hsa.pipelines import augment
+from hsa.pipelines.teach import teach
 from hsa.teachers.config import TeachConfig
-from hsa.teachers.job import teach
-from tests.datasets.test_job import config
+from tests.pipelines.test_augment import config
 
 HOLD = """
 import sys, time

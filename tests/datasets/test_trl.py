@@ -12,7 +12,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from hsa.datasets import AugmentConfig, augment, iter_rows, open_source
+from hsa.datasets import iter_rows, open_source
+from hsa.pipelines import AugmentConfig, augment
 from tests.datasets.conftest import recipe
 from tests.tinymodels import qwen_model, qwen_tokenizer, texts_of
 

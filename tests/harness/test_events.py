@@ -178,3 +178,16 @@ def test_normalize_call_ids_is_idempotent(evs: list) -> None:
     once = normalize_call_ids(evs)
     assert normalize_call_ids(once) == once
     assert len(once) == len(evs)
+
+
+def test_a_lone_surrogate_escape_is_refused_and_a_pair_is_kept() -> None:
+    base = {"kind": "tool_call", "call_id": "c0", "tool": "find"}
+    # a pair is one character (U+1F600); alone, half of it cannot be written as UTF-8
+    pair = event_from_row({**base, "args": '{"q":"\\ud83d\\ude00"}'})
+    assert pair.args == {"q": "\U0001f600"}
+    with pytest.raises(HsaError, match="lone surrogate"):
+        event_from_row({**base, "args": '{"q":"\\u00e9\\ud800"}'})
+    with pytest.raises(HsaError, match="lone surrogate"):
+        event_from_row(
+            {"kind": "hook", "hook_id": "h", "hook_event": "stop", "payload": '{"a":"\\udfff"}'}
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 
 import pytest
 
@@ -117,3 +118,40 @@ def test_replace_makes_tuples_and_objects_are_frozen():
 def test_tool_openai_form():
     tool = full().tools[0]
     assert tool.to_openai() == {"type": "function", "function": tool.to_dict()}
+
+
+def test_derived_values_are_kept_per_object_and_never_copied():
+    harness = full()
+    made: list[Harness] = []
+
+    def size(h: Harness) -> int:
+        made.append(h)
+        return len(h.to_json())
+
+    assert harness.derived(size) == harness.derived(size) == len(harness.to_json())
+    assert made == [harness]
+    changed = harness.replace(id="other")
+    assert changed.derived(size) == len(harness.to_json()) + 1  # "other" is one letter longer
+    assert made == [harness, changed]
+    for copy in (pickle.loads(pickle.dumps(harness)), dataclasses.replace(harness)):
+        assert copy == harness and hash(copy) == hash(harness)
+        assert copy.digest == harness.digest
+        assert copy._derived.get(size) is None  # derived values are not part of the value
+    assert "_derived" not in repr(harness)
+
+    def failing(h: Harness) -> int:
+        made.append(h)
+        raise ValueError("no")
+
+    for _ in range(2):  # an exception is raised again, never kept
+        with pytest.raises(ValueError):
+            harness.derived(failing)
+    assert made[-2:] == [harness, harness]
+
+
+def test_equality_is_by_document_key_order_included():
+    a = Harness("h", metadata={"x": 1, "y": 2})
+    b = Harness("h", metadata={"y": 2, "x": 1})
+    assert a != b and a.digest != b.digest  # order is data
+    assert a == Harness("h", metadata={"x": 1, "y": 2})
+    assert a != "h"

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
+import hsa.harness.io
+import hsa.harness.prompt
+import hsa.harness.validate
 from hsa.errors import HarnessValidationError, TemplateError
 from hsa.harness import (
     Harness,
@@ -13,6 +19,7 @@ from hsa.harness import (
     Skill,
     Tool,
     UserMessage,
+    loads,
     parse,
     render,
     system_prompt,
@@ -148,10 +155,75 @@ def test_template_errors_name_the_section() -> None:
     assert err.value.where == "$.prompt.template"
 
 
-def test_invalid_harness_is_refused() -> None:
+def test_invalid_harness_is_refused_where_it_is_made() -> None:
     bad = _harness(Prompt((Section("s", "S", "{% if %}"),)))
-    with pytest.raises(HarnessValidationError, match="syntax error"):
+    with pytest.raises(HarnessValidationError, match="syntax error") as err:
+        loads(bad.to_json())
+    assert err.value.where == "$.prompt.sections[0].body"
+    # Rendering does not validate, but still refuses a template it cannot compile.
+    with pytest.raises(TemplateError, match="syntax error") as err:
         system_prompt(bad)
+    assert err.value.where == "$.prompt.sections[0].body"
+
+
+def _livestream_separately() -> tuple[Harness, Harness]:
+    """The livestream harness built twice from its document: equal, never the same object."""
+    from hsa.envs.livestream.harness import harness
+
+    doc = json.loads(harness().to_json())
+    return Harness.from_dict(doc), Harness.from_dict(json.loads(json.dumps(doc)))
+
+
+def test_rendering_never_validates(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("rendering validated the harness")
+
+    for name in ("document_problems", "validate_document", "render_problems", "_validator"):
+        monkeypatch.setattr(hsa.harness.validate, name, refuse)
+    for name in ("loads", "document_problems", "render_problems"):
+        monkeypatch.setattr(hsa.harness.io, name, refuse)
+    text = Protocol("text", "python", call_tag=True, doc_format="xml")
+    for protocol in (API, text):
+        first, _ = _livestream_separately()
+        # an id of its own, so that no prompt made by another test can be reused
+        harness = first.replace(id="rendered-without-validation", protocol=protocol)
+        events = [UserMessage("hi")]
+        assert system_prompt(harness)
+        assert parse(render(events, harness), harness) == events
+
+
+def test_equal_harnesses_give_equal_prompts_documents_and_hashes() -> None:
+    a, b = _livestream_separately()
+    assert a is not b and a == b
+    assert system_prompt(a) == system_prompt(b)
+    assert a.to_json() == b.to_json()
+    assert a.digest == b.digest == hashlib.sha256(a.to_json().encode()).hexdigest()
+    assert hash(a) == hash(b)
+    assert len({a, b}) == 1
+    changed = a.replace(protocol=Protocol("text", "json"))
+    assert changed != a and changed.digest != a.digest and changed.to_json() != a.to_json()
+    assert system_prompt(changed) != system_prompt(a)  # tool docs are printed under text
+
+
+def test_the_prompt_is_rendered_once_per_object(monkeypatch) -> None:
+    calls: list[str] = []
+    real = hsa.harness.prompt.render_template
+
+    def counting(source, context, *, where="template"):
+        calls.append(where)
+        return real(source, context, where=where)
+
+    monkeypatch.setattr(hsa.harness.prompt, "render_template", counting)
+    harness = _harness(Prompt(SECTIONS))
+    assert system_prompt(harness) is system_prompt(harness)
+    assert len(calls) == len(SECTIONS)
+    # An equal harness built separately renders its own, equal, prompt.
+    again = _harness(Prompt(SECTIONS))
+    assert system_prompt(again) == system_prompt(harness)
+    assert len(calls) == 2 * len(SECTIONS)
+    # So does a changed copy: what is kept on an object never leaks into its copies.
+    changed = harness.replace(prompt=Prompt(SECTIONS[:1]))
+    assert system_prompt(changed) == "## Persona\n\nYou help demo."
 
 
 def test_placement_system_and_user() -> None:
@@ -172,3 +244,11 @@ def test_an_empty_prompt_adds_no_message() -> None:
     harness = _harness(Prompt((Section("empty", "Empty", ""),)))
     assert system_prompt(harness) == ""
     assert render([UserMessage("hi")], harness).messages == [{"role": "user", "content": "hi"}]
+
+
+def test_the_prompt_imports_neither_loading_nor_validation() -> None:
+    import grimp
+
+    graph = grimp.build_graph("hsa", cache_dir=None)
+    for module in ("hsa.harness.io", "hsa.harness.validate"):
+        assert not graph.chain_exists(importer="hsa.harness.prompt", imported=module), module

@@ -35,6 +35,7 @@ from hsa.harness import (
     ToolCall,
     ToolResult,
     UserMessage,
+    loads,
     normalize_call_ids,
     parse,
     render,
@@ -284,11 +285,15 @@ def test_api_skill_call_ids_never_capture_a_tool_result() -> None:
 
 
 def test_python_format_refuses_tool_names_it_cannot_write() -> None:
-    # Validation refuses such a harness up front, naming the tool, before anything renders.
+    # Validation refuses such a harness where it is made, naming the tool, before anything
+    # renders; render, which does not validate, refuses the call it cannot write.
     harness = _harness(Protocol("text", "python"), tools=(Tool("get-weather"),))
     with pytest.raises(HarnessValidationError, match="cannot be written in the python") as err:
-        render([ToolCall("call_0", "get-weather", {})], harness)
+        loads(harness.to_json())
     assert err.value.where == "$.tools[0].name"
+    with pytest.raises(ProtocolError, match="not a Python identifier") as err:
+        render([ToolCall("call_0", "get-weather", {})], harness)
+    assert err.value.where == "events[0]"
 
 
 def test_unknown_hook_names_the_event() -> None:

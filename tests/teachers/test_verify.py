@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hsa.envs.base import Outcome
 from hsa.harness.events import AssistantMessage, HookFired, ToolCall, ToolResult, UserMessage
+from hsa.harness.model import Harness, Tool
 from hsa.teachers.verify import (
     call_attempt,
     execution_problems,
@@ -54,6 +57,19 @@ def test_schema_problems_name_the_call_and_the_argument(env):
     assert len(problems) == 2
     assert problems[0].startswith("call_1 search_products: args['query']: 5 is not of type")
     assert problems[1] == "call_2: no tool 'no_such_tool' in the harness"
+
+
+def test_each_harness_checks_calls_against_its_own_schemas():
+    # Validators are kept per harness object: a tool of the same name under another schema,
+    # in an equal-looking but distinct harness, is checked against that schema.
+    loose = Harness("h", tools=(Tool("get", parameters={"type": "object"}),))
+    strict = loose.replace(tools=[Tool("get", parameters={"type": "object", "required": ["id"]})])
+    call = [ToolCall("call_0", "get", {})]
+    for _ in range(2):  # the second time, from the kept validators
+        assert schema_problems(call, loose) == []
+        assert schema_problems(call, strict) == ["call_0 get: args: 'id' is a required property"]
+    again = Harness.from_dict(json.loads(strict.to_json()))
+    assert schema_problems(call, again) == schema_problems(call, strict)
 
 
 def test_execution_problems_cover_errors_and_denied_calls(env):

@@ -1,14 +1,21 @@
-"""Tool calls and skill loads under each row's variant: argument JSON, call pieces, turn blocks.
+"""Stages 5 and 6 of a batch: tool calls and skill loads under each row's variant.
 
-Arguments are taken apart once per batch (``jsontext.scan``); each (variant class, skeleton)
-gets a template derived from the reference formatter (``templates.derive``); templates are
-filled in bulk (``fill.fill``). A text protocol's pieces are then joined per turn into the
-block ``format_calls`` would write.
+Stage 5 (``call_texts``) gives every call entry its surface name, id and text: the arguments
+JSON under ``api``, its piece of the turn's block under a text protocol. Arguments are taken
+apart once per batch (``jsontext.scan``); each (variant class, skeleton) gets a template
+derived from the reference formatter (``templates.derive``); templates are filled in bulk
+(``fill.fill``). A skill load also makes its result message. Stage 6 puts the calls where
+``render`` puts them: ``tool_calls`` lists on the owning messages (``call_lists``, api), or
+each turn's pieces joined into the block ``format_calls`` writes (``blocks``, text protocols).
+
+A call format found not to decompose while rendering raises ``styles.NotDecomposable``, which
+``Engine.render`` handles (its docstring says how).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,26 +25,59 @@ import pyarrow.compute as pc
 from hsa.augment.engine.events import ASSISTANT, CALL, SKILL
 from hsa.augment.engine.fill import Leaves
 from hsa.augment.engine.jsontext import lit
-from hsa.augment.engine.records import TOOL, distinct, exclusive, first_seen, run_starts
-from hsa.augment.engine.styles import NotDecomposable, Restart
+from hsa.augment.engine.layout import Entries, Layout
+from hsa.augment.engine.records import Part, distinct, exclusive, first_seen, run_starts
 from hsa.augment.engine.templates import derive
+from hsa.augment.engine.texts import Sources
 from hsa.augment.engine.variants import ToolPlan, VariantPlan
 from hsa.augment.mapping import apply_steps
 from hsa.errors import HsaError, ProtocolError
 
 if TYPE_CHECKING:
-    from hsa.augment.engine.batch import Batch, CallTexts, Layout
+    from hsa.augment.engine.batch import Batch
 
 
-def skills(batch: Batch, lay: Layout, calls: np.ndarray, out: CallTexts) -> None:
-    """Skill loads: the call's piece and name, and the skill result message after the turn."""
+@dataclass(frozen=True, slots=True)
+class CallTexts:
+    """Stage 5: per call entry (``at``, in entry order), the entry whose message holds it
+    (``owner``) and aux-pool references of its text (``piece``), ``name`` and ``id``."""
+
+    at: np.ndarray
+    owner: np.ndarray
+    piece: np.ndarray
+    name: np.ndarray
+    id: np.ndarray
+
+
+def call_texts(
+    batch: Batch, src: Sources, ent: Entries, lay: Layout
+) -> tuple[CallTexts, Part, dict[str, int]]:
+    """Every call's text, name and id; the skill results' part; what took the exact path."""
     ev = batch.ev
-    e, v, k = lay.e, lay.v, lay.k
-    piece, names, ids = out.piece, out.names, out.ids
-    mine = np.flatnonzero(k[calls] == SKILL)
-    if not len(mine):
-        return
-    rows = calls[mine]
+    k = ent.kind
+    at = np.flatnonzero((k == CALL) | (k == SKILL))
+    owner = ent.row_start[ent.row[at]] + ev.local[ev.owner[ent.event[at]]]
+    piece, name, ids = (np.full(len(at), -1, dtype=np.int64) for _ in range(3))
+    skill = np.flatnonzero(k[at] == SKILL)
+    results = Part(np.zeros(0, dtype=np.int64))
+    if len(skill):
+        piece[skill], name[skill], ids[skill], results = _skills(batch, ent, lay, at[skill])
+    call = np.flatnonzero(k[at] == CALL)
+    counts = {"calls": len(call)}
+    if len(call):
+        ids[call] = src.call_id + ent.event[at[call]]
+        piece[call], name[call], more = _tool_calls(batch, ent, at[call])
+        counts.update(more)
+    return CallTexts(at, owner, piece, name, ids), results, counts
+
+
+def _skills(
+    batch: Batch, ent: Entries, lay: Layout, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Part]:
+    """Skill loads: piece, name and id of each loading call, and the part of the result
+    messages (after the call, or after the message the call starts)."""
+    ev = batch.ev
+    e, v = ent.event, ent.variant
     encoded = ev.fields["skill_id"].take(pa.array(e[rows])).dictionary_encode()
     code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     skill_names = encoded.dictionary.to_pylist()
@@ -56,9 +96,6 @@ def skills(batch: Batch, lay: Layout, calls: np.ndarray, out: CallTexts) -> None
             pieces.append(plan.style.one(skill.call_name, skill.call_args))
         except ProtocolError as exc:
             raise batch.fail(exc, int(ev.owner[event])) from None
-        except NotDecomposable:
-            batch.engine._broken.add(plan.style.key)
-            raise Restart from None
         contents.append(skill.content)
         call_names.append(skill.call_name)
     t_skill = batch.text.add(contents)
@@ -70,27 +107,20 @@ def skills(batch: Batch, lay: Layout, calls: np.ndarray, out: CallTexts) -> None
             lit("call_"), pa.array(counter).cast(pa.large_string()), lit("")
         )
     )
-    result_slot = lay.slot[rows] + lay.head[rows]
-    lay.role[result_slot] = TOOL
-    lay.content[result_slot] = t_skill + inverse
-    lay.call_id[result_slot] = a_ids + np.arange(len(rows))
-    piece[mine] = a_piece + inverse
-    names[mine] = a_name + inverse
-    ids[mine] = a_ids + np.arange(len(rows))
+    ids = a_ids + np.arange(len(rows))
+    results = Part(lay.slot[rows] + lay.head[rows], content=t_skill + inverse, call_id=ids)
+    return a_piece + inverse, a_name + inverse, ids, results
 
 
-def tool_calls(batch: Batch, lay: Layout, calls: np.ndarray, out: CallTexts) -> None:
-    """Tool calls: surface name, call id, and the argument JSON (api) or call piece (text)."""
+def _tool_calls(
+    batch: Batch, ent: Entries, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Tool calls: piece (or arguments JSON) and surface name of each, and what took the
+    exact path."""
     ev = batch.ev
-    e, v, k = lay.e, lay.v, lay.k
-    piece, names, ids = out.piece, out.names, out.ids
-    mine = np.flatnonzero(k[calls] == CALL)
-    if not len(mine):
-        return
-    rows = calls[mine]
+    e, v = ent.event, ent.variant
     canon, args, sc = ev.json_field("args", CALL)  # the batch's canonical calls
     call_index = np.searchsorted(canon, e[rows])
-    ids[mine] = batch.a_callid + e[rows]
     leaves = Leaves(sc)
     skel = sc.skeleton.dictionary_encode()
     skel_code = skel.indices.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -103,7 +133,7 @@ def tool_calls(batch: Batch, lay: Layout, calls: np.ndarray, out: CallTexts) -> 
     pair = v[rows] * len(tool_names) + tool_code[call_index]
     uniq, inverse = distinct(pair)
     class_of = np.zeros(len(uniq), dtype=np.int64)
-    class_keys: list[tuple] = []
+    class_keys: list[tuple[VariantPlan, ToolPlan]] = []
     class_ids: dict[tuple, int] = {}
     surface: list[str] = []
     for j, p in enumerate(uniq.tolist()):
@@ -116,16 +146,16 @@ def tool_calls(batch: Batch, lay: Layout, calls: np.ndarray, out: CallTexts) -> 
             class_keys.append((plan, tp))
         class_of[j] = class_ids[key]
         surface.append(tp.name)
-    a_names = batch.aux.add(surface)
-    names[mine] = a_names + inverse
+    names = batch.aux.add(surface) + inverse
     cls = class_of[inverse]
 
     # templates: one per (class, skeleton)
-    tpair = cls * max(len(skel_text), 1) + skel_code[call_index]
+    width = max(len(skel_text), 1)
+    tpair = cls * width + skel_code[call_index]
     tuniq, tat, tinverse = distinct(tpair, first=True)
     tid_of = np.full(len(tuniq), -1, dtype=np.int64)
     for j, p in enumerate(tuniq.tolist()):
-        ci, si = divmod(p, max(len(skel_text), 1))
+        ci, si = divmod(p, width)
         plan, tp = class_keys[ci]
         first_row = rows[tat[j]]
         if not sc.ok[call_index[tat[j]]]:
@@ -134,15 +164,12 @@ def tool_calls(batch: Batch, lay: Layout, calls: np.ndarray, out: CallTexts) -> 
         key = ("call", plan.style.key, name_key, tp.steps_key, skel_text[si])
         style, name, steps = plan.style, tp.name, tp.steps
         try:
-            tid_of[j] = batch.engine.book.id(
+            tid_of[j] = batch.book.id(
                 key,
                 lambda style=style, name=name, steps=steps, s=skel_text[si]: derive(
                     lambda value: style.one(name, value), s, steps
                 ),
             )
-        except NotDecomposable:
-            batch.engine._broken.add(plan.style.key)
-            raise Restart from None
         except ProtocolError as exc:
             raise batch.fail(exc, int(ev.owner[e[first_row]])) from None
     tid = tid_of[tinverse]
@@ -150,17 +177,15 @@ def tool_calls(batch: Batch, lay: Layout, calls: np.ndarray, out: CallTexts) -> 
     out = np.full(len(rows), -1, dtype=np.int64)
     if ok.any():
         out[ok] = batch.fill(tid[ok], call_index[ok], sc.leaf_start, leaves, batch.aux)
-    if (~ok).any():
-        slow = np.flatnonzero(~ok)
-        batch.engine.stats.calls_exact += len(slow)
+    slow = np.flatnonzero(~ok)
+    if len(slow):
         texts = []
         for j in slow.tolist():
-            event = int(e[rows[j]])
             plan, tp = class_keys[cls[j]]
-            texts.append(exact_call(batch, plan, tp, args[int(call_index[j])].as_py(), event))
+            raw = args[int(call_index[j])].as_py()
+            texts.append(exact_call(batch, plan, tp, raw, int(e[rows[j]])))
         out[slow] = batch.aux.add(texts) + np.arange(len(slow))
-    batch.engine.stats.python_values += leaves.python_values
-    piece[mine] = out
+    return out, names, {"calls_exact": len(slow), "python_values": leaves.python_values}
 
 
 def exact_call(batch: Batch, plan: VariantPlan, tp: ToolPlan, raw: str | None, event: int) -> str:
@@ -173,18 +198,32 @@ def exact_call(batch: Batch, plan: VariantPlan, tp: ToolPlan, raw: str | None, e
         raise batch.fail(HsaError("tool-call args must be a JSON object"), event)
     try:
         return plan.style.one(tp.name, apply_steps(value, tp.steps))
-    except NotDecomposable:
-        batch.engine._broken.add(plan.style.key)
-        raise Restart from None
     except ProtocolError as exc:
         raise batch.fail(exc, int(batch.ev.owner[event])) from None
 
 
-def blocks(
-    batch: Batch, lay: Layout, owner_entry: np.ndarray, owner_slot: np.ndarray, piece: np.ndarray
-) -> None:
-    """Join each turn's call pieces into its block and set the owning message's content."""
-    e, v, k, split, r_content = lay.e, lay.v, lay.k, lay.split, lay.content
+def call_lists(
+    ent: Entries, lay: Layout, calls: CallTexts
+) -> tuple[Part, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Stage 6, api: the number of ``tool_calls`` on each owning message, and the (id, name,
+    arguments) references of the calls, in message order."""
+    api = lay.api[calls.at]
+    owned = np.zeros(len(ent) + 1, dtype=bool)
+    owned[calls.owner[api]] = True
+    owners = np.flatnonzero(owned)
+    chain = np.bincount(calls.owner, minlength=len(ent))
+    lists = (calls.id[api], calls.name[api], calls.piece[api])
+    return Part(lay.slot[owners], ncalls=chain[owners]), lists
+
+
+def blocks(batch: Batch, ent: Entries, lay: Layout, calls: CallTexts) -> Part:
+    """Stage 6, text protocols: each turn's call pieces joined into its block, as the content
+    of the message that owns them."""
+    txt = ~lay.api[calls.at]
+    if not txt.any():
+        return Part(np.zeros(0, dtype=np.int64))
+    owner_entry, piece = calls.owner[txt], calls.piece[txt]
+    e, v, k = ent.event, ent.variant, ent.kind
     starts = run_starts(owner_entry)  # calls come in entry order, so owners are sorted
     owners = owner_entry[starts]
     counts = np.diff(np.append(starts, len(owner_entry)))
@@ -197,16 +236,15 @@ def blocks(
     prefixes = pa.array([batch.plans[i].style.prefix for i in ov.tolist()], pa.large_string())
     suffixes = pa.array([batch.plans[i].style.suffix for i in ov.tolist()], pa.large_string())
     block = pc.binary_join_element_wise(prefixes, joined, suffixes, lit(""))
-    slots = owner_slot[starts]
-    is_asst = k[owners] == ASSISTANT
-    split_owner = split[owners]
+    slots = lay.slot[owners]
+    split_owner = lay.split[owners]
     # assistant text + "\n" + block, unless the format keeps them apart (then the block
     # is the message after the text); a turn started by a call is the block alone
-    with_text = is_asst & ~split_owner
+    with_text = (k[owners] == ASSISTANT) & ~split_owner
     texts = batch.ev.fields["text"].take(pa.array(e[owners]))
     content = pc.if_else(
         pa.array(with_text), pc.binary_join_element_wise(texts, block, lit("\n")), block
     )
     base = batch.text.add(content)
     target = np.where(split_owner, slots + 1, slots)
-    r_content[target] = base + np.arange(len(owners))
+    return Part(target, content=base + np.arange(len(owners)))

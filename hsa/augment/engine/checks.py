@@ -86,6 +86,9 @@ def suspects(table: pa.Table, ev: Events) -> np.ndarray:
     for name, code, flat in (("args", CALL, False), ("payload", HOOK, True)):
         at, _, sc = ev.json_field(name, code)
         bad[at[~valid_objects(sc, flat_strings=flat)]] = True
+        # a surrogate escape may be half of a pair or alone: from_row tells which
+        surrogate = pc.match_substring_regex(ev.fields[name], r"\\u[dD][89a-fA-F]")
+        bad |= (ev.kind == code) & surrogate.fill_null(False).to_numpy(zero_copy_only=False)
     out[ev.traj[bad]] = True
     return out
 

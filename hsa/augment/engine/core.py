@@ -7,12 +7,15 @@ check exactly that -- computed without a Python loop over rows. What the referen
 refused first, with the reference's message (``checks.py``); then:
 
 1. events are flattened and their turn structure computed once per batch (``events.py``);
-2. every output row's events are laid out as numpy index columns, and how many messages each
-   event makes under its row's variant (hook merges included) gives every message its slot;
+2. the batch goes through the stages of ``batch.render_batch``: every output row's events are
+   laid out as numpy index columns, how many messages each event makes under its row's
+   variant gives every message its slot and role (``layout.py``), and each kind of message
+   gets its fields from its own stage (``texts.py``, ``calls.py``, ``hooks.py``);
 3. tool-call arguments and hook payloads are taken apart once per batch (``jsontext.py``),
    rendered through templates derived once per (variant class, skeleton) (``templates.py``)
-   and filled in bulk (``fill.py``);
-4. text-protocol call blocks are joined per turn with Arrow list kernels.
+   and filled in bulk (``fill.py``).
+
+``docs/engine.md`` shows each stage's output on a small example.
 
 What this path cannot render exactly goes through the reference: single calls or hook firings
 whose JSON it cannot take apart (``calls_exact``, ``hooks_exact``), and whole rows under a call
@@ -29,13 +32,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hsa.augment.engine import records as rec
-from hsa.augment.engine.batch import Batch, Locate, default_locate
+from hsa.augment.engine.batch import Batch, Locate, default_locate, render_batch
 from hsa.augment.engine.checks import refuse
 from hsa.augment.engine.events import CALL, RESULT, SKILL, Events, explode
 from hsa.augment.engine.fill import TemplateBook
 from hsa.augment.engine.jsontext import lit
 from hsa.augment.engine.records import first_seen
-from hsa.augment.engine.styles import Restart
+from hsa.augment.engine.styles import NotDecomposable
 from hsa.augment.engine.variants import VariantPlan
 from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
@@ -60,6 +63,10 @@ class EngineStats:
     def to_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__slots__}
 
+    def add(self, counts: dict[str, int]) -> None:
+        for name, n in counts.items():
+            setattr(self, name, getattr(self, name) + n)
+
 
 class Engine:
     """Renders canonical trajectories under planned variants (see the module docstring)."""
@@ -68,7 +75,8 @@ class Engine:
         self.plans: list[VariantPlan] = []
         self.book = TemplateBook()
         self.stats = EngineStats()
-        self._broken: set[str] = set()
+        # call styles found not to decompose while rendering (see ``render``)
+        self._not_decomposable: set[str] = set()
         for variant in variants:
             self.add(variant)
 
@@ -101,6 +109,13 @@ class Engine:
 
         Errors name the row as ``locate(row)`` does: ``(file, row name)`` for a row of
         ``table``; by default ``file`` and the row's index and id.
+
+        A text call format is checked to decompose into per-call pieces when its style is made
+        (``styles.py``), on made-up calls. Should a real call still break that shape, the
+        stage meeting it raises ``NotDecomposable``; this is the one place that catches it:
+        the style is remembered as not decomposable and the batch is rendered again from the
+        start, its rows under that style now going through the reference. Each style can
+        fail so only once per engine, so the loop ends.
         """
         out_traj = np.asarray(out_traj, dtype=np.int64)
         out_variant = np.asarray(out_variant, dtype=np.int64)
@@ -122,20 +137,22 @@ class Engine:
         while True:
             exact = self._exact_rows(events, out_traj, out_variant)
             text, aux = rec.Pool(), rec.Pool()
+            batch = Batch(events, self.plans, self.book, text, aux, locate)
             try:
-                fast = Batch(self, table, events, text, aux, locate).render(
-                    out_traj[~exact], out_variant[~exact]
-                )
+                fast, counts = render_batch(batch, out_traj[~exact], out_variant[~exact])
                 break
-            except Restart:
-                continue
+            except NotDecomposable as exc:
+                if exc.key in self._not_decomposable:  # its rows were exact: a bug, not a retry
+                    raise
+                self._not_decomposable.add(exc.key)
+        self.stats.add(counts)
         self.stats.rows_exact += int(exact.sum())
         slow = self._reference(table, out_traj[exact], out_variant[exact], text, aux, locate)
         return rec.to_arrow(rec.merge(fast, slow, exact))
 
     def _exact_rows(self, ev: Events, out_traj: np.ndarray, out_variant: np.ndarray) -> np.ndarray:
         broken = np.array(
-            [not p.style.decomposable or p.style.key in self._broken for p in self.plans]
+            [not p.style.decomposable or p.style.key in self._not_decomposable for p in self.plans]
         )
         exact = broken[out_variant] if len(self.plans) else np.zeros(len(out_traj), bool)
         # A skill load's call id "call_<n>" must not clash with a tool call's id; render then

@@ -1,5 +1,10 @@
-"""Hook firings under each row's variant: their text, in a message of their own or joined to the
-tool message before them (``inject: tool_result``), as ``render`` places them."""
+"""Stage 7 of a batch: hook firings under each row's variant.
+
+Each firing's text comes from a template over its payload derived from the reference
+``hook_text`` (or, for a payload the scan cannot take apart, from ``hook_text`` itself). It is
+the content of a message of its own, or, with ``inject: tool_result``, joined to the tool
+message before it, as ``render`` places them.
+"""
 
 from __future__ import annotations
 
@@ -13,28 +18,40 @@ import pyarrow.compute as pc
 from hsa.augment.engine.events import HOOK
 from hsa.augment.engine.fill import Leaves
 from hsa.augment.engine.jsontext import lit
-from hsa.augment.engine.records import distinct, exclusive, run_starts
+from hsa.augment.engine.layout import Entries, HookSites, Layout
+from hsa.augment.engine.records import Part, distinct, exclusive, run_starts
 from hsa.augment.engine.templates import derive
 from hsa.errors import HsaError, ProtocolError
 from hsa.harness.events import HookFired
 from hsa.harness.render import hook_text
 
 if TYPE_CHECKING:
-    from hsa.augment.engine.batch import Batch, Layout
+    from hsa.augment.engine.batch import Batch
 
 
 def hooks(
-    batch: Batch,
-    lay: Layout,
-    hook_rows: np.ndarray,
-    hook_code: np.ndarray,
-    hook_names: list[str],
-    hook_plan: dict,
-) -> None:
-    """Each firing's text (templates over its payload), placed in its message or joined to the
-    tool message before it."""
+    batch: Batch, ent: Entries, lay: Layout, sites: HookSites, content: np.ndarray
+) -> tuple[Part, dict[str, int]]:
+    """The part for the messages hook texts make or join (``content``: every message's
+    content so far, read for the tool messages hooks join), and what took the exact path."""
+    if not len(sites.at):
+        return Part(np.zeros(0, dtype=np.int64)), {}
+    texts, counts = _texts(batch, ent, sites)
+    hook_rows = sites.at
+    own = ~lay.merged[hook_rows]
+    slots = lay.slot[hook_rows[own]]
+    if own.all():
+        return Part(slots, content=texts), counts
+    target, joined = _join(batch, lay.slot[hook_rows[~own]] - 1, texts[~own], content)
+    part = Part(np.concatenate((slots, target)), content=np.concatenate((texts[own], joined)))
+    return part, counts
+
+
+def _texts(batch: Batch, ent: Entries, sites: HookSites) -> tuple[np.ndarray, dict[str, int]]:
+    """Text-pool references of each firing's text."""
     ev = batch.ev
-    e, v, slot, merged, r_content = lay.e, lay.v, lay.slot, lay.merged, lay.content
+    e, v = ent.event, ent.variant
+    hook_rows, hook_code, hook_names, hook_plan = sites.at, sites.code, sites.names, sites.plans
     canon, _, sc = ev.json_field("payload", HOOK)
     hook_index = np.searchsorted(canon, e[hook_rows])
     leaves = Leaves(sc)
@@ -59,7 +76,7 @@ def hooks(
         key = ("hook", hook.message, hook.wrapper, skel_text[si])
         event_name = ev.fields["hook_event"][int(e[hook_rows[at]])].as_py()
         try:
-            tid_of[j] = batch.engine.book.id(
+            tid_of[j] = batch.book.id(
                 key,
                 lambda h=harness, s=plan.surface_id, n=event_name, sk=skel_text[si]: derive(
                     lambda payload: hook_text(h, HookFired(s, n, payload))[1], sk
@@ -69,13 +86,11 @@ def hooks(
             raise batch.fail(exc, int(e[hook_rows[at]])) from None
     tid = tid_of[inverse]
     ok = sc.ok[hook_index] & (tid >= 0) & ~leaves.exotic_items()[hook_index]
-    batch.engine.stats.hooks += len(hook_rows)
     texts = np.full(len(hook_rows), -1, dtype=np.int64)
     if ok.any():
         texts[ok] = batch.fill(tid[ok], hook_index[ok], sc.leaf_start, leaves, batch.text)
-    if (~ok).any():
-        slow = np.flatnonzero(~ok)
-        batch.engine.stats.hooks_exact += len(slow)
+    slow = np.flatnonzero(~ok)
+    if len(slow):
         out = []
         for j in slow.tolist():
             event = int(e[hook_rows[j]])
@@ -91,36 +106,39 @@ def hooks(
             except ProtocolError as exc:
                 raise batch.fail(exc, event) from None
         texts[slow] = batch.text.add(out) + np.arange(len(slow))
-    batch.engine.stats.python_values += leaves.python_values
+    counts = {
+        "hooks": len(hook_rows),
+        "hooks_exact": len(slow),
+        "python_values": leaves.python_values,
+    }
+    return texts, counts
 
-    own = ~merged[hook_rows]
-    r_content[slot[hook_rows[own]]] = texts[own]
-    if (~own).any():
-        joined = hook_rows[~own]
-        # the tool message they join is the last message before them in their row
-        target = slot[joined] - 1
-        first = run_starts(target)  # hooks come in entry order, so targets are sorted
-        uniq_t = target[first]
-        counts = np.diff(np.append(first, len(target)))
-        base = r_content[uniq_t]
-        single = counts == 1
-        if single.all():
-            # rows of one trajectory under variants with the same hook wording join the
-            # same two texts: join each distinct pair once
-            pairs, inverse = np.unique((base << 32) | texts[~own][first], return_inverse=True)
-            merged_text = pc.binary_join_element_wise(
-                batch.text.take(pairs >> 32),
-                batch.text.take(pairs & 0xFFFFFFFF),
-                lit("\n"),
-            )
-            r_content[uniq_t] = batch.text.add(merged_text) + inverse
-            return
-        size = counts + 1
-        starts = exclusive(size)
-        idx = np.empty(int(starts[-1]), dtype=np.int64)
-        idx[starts[:-1]] = base
-        rank = np.arange(len(joined)) - np.repeat(first, counts)
-        idx[np.repeat(starts[:-1], counts) + 1 + rank] = texts[~own]
-        lists = pa.ListArray.from_arrays(pa.array(starts.astype(np.int32)), batch.text.take(idx))
-        merged_text = pc.binary_join(lists, lit("\n"))
-        r_content[uniq_t] = batch.text.add(merged_text) + np.arange(len(uniq_t))
+
+def _join(
+    batch: Batch, target: np.ndarray, texts: np.ndarray, content: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hook texts joined, in order, to the content of the tool message before them (slot
+    ``target``, sorted: hooks come in entry order): the slots and their new contents."""
+    first = run_starts(target)
+    uniq_t = target[first]
+    counts = np.diff(np.append(first, len(target)))
+    base = content[uniq_t]
+    if (counts == 1).all():
+        # rows of one trajectory under variants with the same hook wording join the
+        # same two texts: join each distinct pair once
+        pairs, inverse = np.unique((base << 32) | texts[first], return_inverse=True)
+        merged_text = pc.binary_join_element_wise(
+            batch.text.take(pairs >> 32),
+            batch.text.take(pairs & 0xFFFFFFFF),
+            lit("\n"),
+        )
+        return uniq_t, batch.text.add(merged_text) + inverse
+    size = counts + 1
+    starts = exclusive(size)
+    idx = np.empty(int(starts[-1]), dtype=np.int64)
+    idx[starts[:-1]] = base
+    rank = np.arange(len(target)) - np.repeat(first, counts)
+    idx[np.repeat(starts[:-1], counts) + 1 + rank] = texts
+    lists = pa.ListArray.from_arrays(pa.array(starts.astype(np.int32)), batch.text.take(idx))
+    merged_text = pc.binary_join(lists, lit("\n"))
+    return uniq_t, batch.text.add(merged_text) + np.arange(len(uniq_t))

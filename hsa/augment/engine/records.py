@@ -126,6 +126,19 @@ class Pool:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class Part:
+    """What one render stage writes: for the messages at ``slot``, the fields it sets (None:
+    fields it leaves alone). ``assemble`` applies the parts in order."""
+
+    slot: np.ndarray
+    content: np.ndarray | None = None
+    reasoning: np.ndarray | None = None
+    call_id: np.ndarray | None = None
+    is_error: np.ndarray | None = None
+    ncalls: np.ndarray | None = None
+
+
 @dataclass(slots=True)
 class Records:
     """Messages of a set of output rows; string fields refer to ``text`` (contents) or
@@ -151,6 +164,39 @@ class Records:
         return cls(z, z.astype(np.int8), z, z, z, z.astype(bool), z, z, z, z, text, aux)
 
 
+#: what a message field is before a part sets it
+_UNSET = {"content": -1, "reasoning": -1, "call_id": -1, "is_error": False, "ncalls": -1}
+
+
+def column(n: int, parts: Sequence[Part], name: str) -> np.ndarray:
+    """Field ``name`` of ``n`` messages as ``parts`` set it, applied in order."""
+    unset = _UNSET[name]
+    out = np.full(n, unset, dtype=bool if isinstance(unset, bool) else np.int64)
+    for part in parts:
+        values = getattr(part, name)
+        if values is not None:
+            out[part.slot] = values
+    return out
+
+
+def assemble(
+    per_row: np.ndarray,
+    role: np.ndarray,
+    parts: Sequence[Part],
+    calls: tuple[np.ndarray, np.ndarray, np.ndarray],
+    text: Pool,
+    aux: Pool,
+) -> Records:
+    """Records of messages with ``role`` (``per_row`` of them per output row) whose fields are
+    set by ``parts``, applied in order; ``calls`` are the (id, name, arguments) references of
+    every ``tool_calls`` entry, in message order."""
+    fields = {name: column(len(role), parts, name) for name in _UNSET}
+    ids, names, args = calls
+    return Records(
+        per_row, role, **fields, call_ids=ids, call_names=names, call_args=args, text=text, aux=aux
+    )
+
+
 def merge(first: Records, second: Records, second_rows: np.ndarray) -> Records:
     """Rows of ``first`` and ``second`` interleaved: ``second_rows`` marks, per output row,
     whether it comes from ``second`` (both keep their own row order). The pools must be the
@@ -167,20 +213,14 @@ def merge(first: Records, second: Records, second_rows: np.ndarray) -> Records:
     calls = np.concatenate((np.maximum(first.ncalls, 0), np.maximum(second.ncalls, 0)))
     call_order = _interleave_by(calls, order)
 
-    def cat(a: np.ndarray, b: np.ndarray, which: np.ndarray) -> np.ndarray:
-        return np.concatenate((a, b))[which]
+    def cat(name: str, which: np.ndarray) -> np.ndarray:
+        return np.concatenate((getattr(first, name), getattr(second, name)))[which]
 
     return Records(
         per_row=per_row,
-        role=cat(first.role, second.role, order),
-        content=cat(first.content, second.content, order),
-        reasoning=cat(first.reasoning, second.reasoning, order),
-        call_id=cat(first.call_id, second.call_id, order),
-        is_error=cat(first.is_error, second.is_error, order),
-        ncalls=cat(first.ncalls, second.ncalls, order),
-        call_ids=cat(first.call_ids, second.call_ids, call_order),
-        call_names=cat(first.call_names, second.call_names, call_order),
-        call_args=cat(first.call_args, second.call_args, call_order),
+        role=cat("role", order),
+        **{name: cat(name, order) for name in _UNSET},
+        **{name: cat(name, call_order) for name in ("call_ids", "call_names", "call_args")},
         text=first.text,
         aux=first.aux,
     )

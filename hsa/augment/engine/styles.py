@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from hsa.errors import ProtocolError
 from hsa.harness.model import Harness
 from hsa.harness.prompt import call_format
 from hsa.harness.protocols import CallFormat
@@ -22,12 +23,17 @@ from hsa.harness.protocols import CallFormat
 _PROBES = (("aprobe", {}), ("zprobe", {"a": 1}), ("mprobe", {"z": "q", "y": [True, None]}))
 
 
-class NotDecomposable(ValueError):
-    """A call format whose turn block is not prefix + sep.join(calls) + suffix."""
+class NotDecomposable(Exception):
+    """A call format whose turn block is not prefix + sep.join(calls) + suffix.
 
+    Raised by ``_decompose`` while probing (the style is then marked not decomposable) and by
+    ``CallStyle.one`` when a real call's block does not start and end as the probes' did;
+    ``key`` is the style's. ``Engine.render`` catches the second kind: see its docstring.
+    """
 
-class Restart(Exception):
-    """A call style turned out not to decompose: render the batch again without it."""
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +83,8 @@ def _text_style(fmt: CallFormat, tag: bool) -> CallStyle:
     key = f"text/{fmt.name}/{'tag' if tag else 'bare'}"
     try:
         prefix, sep, suffix = _decompose(fmt, tag)
-    except (NotDecomposable, Exception):  # a format refusing a probe cannot be trusted either
+    except (NotDecomposable, ProtocolError):
+        # a format that refuses a made-up call cannot be taken apart by probing either
         return CallStyle(key, False, fmt, tag, decomposable=False)
     return CallStyle(key, False, fmt, tag, prefix, sep, suffix)
 

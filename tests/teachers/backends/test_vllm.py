@@ -175,7 +175,7 @@ def test_without_vllm_the_error_says_how_to_get_it(monkeypatch):
 @pytest.mark.gpu
 def test_vllm_engine_end_to_end_on_livestream(tmp_path, env):
     """A real engine (HSA_VLLM_MODEL, a local tool-calling model) through the teach job."""
-    from hsa.teachers.job import TeachConfig, teach
+    from hsa.pipelines.teach import TeachConfig, teach
 
     config = TeachConfig(
         backend="vllm",

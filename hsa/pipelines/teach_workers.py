@@ -21,17 +21,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hsa.datasets.shards import shard_entry
 from hsa.errors import HsaError, TeacherError
-from hsa.teachers.config import TeachConfig
-from hsa.teachers.job import (
+from hsa.pipelines.teach import (
     ProgressFn,
     ShardKey,
     TeachReport,
     finish,
     plan_job,
     run_plan,
+    shard_path,
 )
-from hsa.teachers.shards import shard_entry, shard_path
+from hsa.teachers.config import TeachConfig
 
 #: how long workers may take to load the environment and plan before the job gives up
 READY_TIMEOUT_S = 600.0
@@ -91,7 +92,7 @@ def teach_in_workers(
     for shard in plan.shards:
         path = shard_path(plan.out, shard.split, shard.index)
         if shard.key not in plan.entries and path.exists():
-            plan.entries[shard.key] = shard_entry(path)
+            plan.entries[shard.key] = shard_entry(plan.out, path)
     finish(plan, report)
     report.wall_s = time.monotonic() - started
     return report

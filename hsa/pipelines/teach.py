@@ -5,7 +5,7 @@ shards of ``shard_size``. Rollouts run concurrently; a shard is written, atomica
 its rollouts are done, with rows in job order, so the output does not depend on timing. A rerun
 skips the shards already written and asks the request cache before the backend: a finished
 job makes no request, an interrupted one repeats none that had finished. With ``workers`` > 1
-the pending shards are shared among processes (``hsa.teachers.workers``).
+the pending shards are shared among processes (``hsa.pipelines.teach_workers``).
 
 Only the model's outcomes are final: verified, or rejected for format, schema, execution,
 score or the step limit. A rollout the backend could not answer (refused or reset connection,
@@ -17,8 +17,6 @@ that shard again, its finished rollouts answered from the cache and only the fai
 from __future__ import annotations
 
 import asyncio
-import gc
-import importlib
 import json
 import time
 from collections import Counter
@@ -27,32 +25,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from hsa.augment.draw import derive_seed
 from hsa.augment.planner import Variant
 from hsa.augment.recipe import Recipe
+from hsa.datasets import manifest as mf
+from hsa.datasets.lock import hold
+from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
+from hsa.datasets.shards import count_true, shard_entry, shard_ids, write_shard
 from hsa.envs.base import SPLITS, Environment, Task
-from hsa.envs.episode import Policy
 from hsa.errors import TeacherError
+from hsa.harness.events import Trajectory
 from hsa.teachers.backends.base import Backend
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.config import TeachConfig
+from hsa.teachers.make import make_backend
 from hsa.teachers.request import Sampling
-from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout
-from hsa.teachers.shards import (
-    SCHEMA_VERSION,
-    row,
-    shard_entry,
-    shard_ids,
-    shard_path,
-    write_manifest,
-    write_shard,
-)
+from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout, rollout_metadata
 from hsa.teachers.variants import recipe_from, task_variants
 
 JOB_FILE = "teach.json"
 CACHE_FILE = "cache.sqlite"
-#: allocations between collections of the youngest generation while rollouts run
-GC_THRESHOLD = 20_000
 
 ProgressFn = Callable[[int, int, int], None]
 ShardKey = tuple[str, int]
@@ -161,6 +155,59 @@ class JobPlan:
         return sum(e["verified"] for e in self.entries.values())
 
 
+def shard_path(root: Path, split: str, index: int) -> Path:
+    return root / "data" / split / f"part-{index:05d}.parquet"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def row(result: Rollout, *, teacher: str, harness_id: str) -> dict[str, Any]:
+    """The teacher row (``hsa.datasets.schema.TEACHER_SCHEMA``) of one rollout."""
+    spec = result.spec
+    trajectory = Trajectory(
+        id=spec.id,
+        events=result.events,
+        task_id=spec.task.id,
+        harness_id=harness_id,
+        source=f"teacher:{teacher}",
+        metadata=rollout_metadata(result),
+    )
+    variant = spec.variant
+    verification = result.verification
+    return {
+        **trajectory.to_row(),
+        "source_id": spec.id,
+        "variant_id": variant.variant_id,
+        "canonical": variant.is_canonical,
+        "rules": [name for name, _, _ in variant.rules],
+        "rule_params": _json(variant.lineage()["rules"]),
+        "protocol": variant.harness.protocol.label,
+        "messages": list(result.conversation.messages),
+        "tools": _json(result.conversation.tools),
+        "split": spec.task.split,
+        "teacher": teacher,
+        "verified": verification.verified,
+        "reason": verification.reason,
+        "score": verification.score,
+        "verification": _json(verification.to_dict()),
+    }
+
+
+def write_rows(root: Path, path: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Write a shard of teacher rows with the one shard writer (``hsa.datasets.shards``:
+    atomic, fsynced, pinned options, so equal rows give equal bytes); its manifest entry."""
+    table = pa.Table.from_pylist(rows, schema=TEACHER_SCHEMA)
+    written = write_shard(path, table)
+    return {
+        "path": path.relative_to(root).as_posix(),
+        "rows": written["rows"],
+        "verified": count_true(table.column("verified")),
+        "sha256": written["sha256"],
+    }
+
+
 def rollout_specs(
     tasks: list[Task], variants: Mapping[str, list[Variant]], *, samples: int, seed: int
 ) -> list[RolloutSpec]:
@@ -193,59 +240,6 @@ def plan_shards(specs: list[RolloutSpec], shard_size: int) -> list[_Shard]:
     return shards
 
 
-def oracle_policy(env: Environment) -> Policy:
-    """The scripted policy of ``env``: its ``oracle`` attribute, or its package's
-    ``next_actions`` (as ``hsa.envs.livestream.next_actions``)."""
-    policy = getattr(env, "oracle", None)
-    if callable(policy):
-        return policy
-    package = type(env).__module__.rpartition(".")[0]
-    try:
-        policy = getattr(importlib.import_module(package), "next_actions", None)
-    except ImportError:
-        policy = None
-    if not callable(policy):
-        raise TeacherError(
-            f"environment {env.name!r} has no oracle policy; use --backend openai or vllm"
-        )
-    return policy
-
-
-def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, Variant]) -> Backend:
-    """The backend ``config`` names, built for ``env`` and the job's variants."""
-    if config.backend == "oracle":
-        from hsa.teachers.oracle import OracleBackend, OracleResponder
-
-        return OracleBackend(OracleResponder(env, oracle_policy(env), variants=variants))
-    if config.backend == "openai":
-        from hsa.teachers.backends.openai import OpenAIBackend, OpenAIConfig
-        from hsa.teachers.throttle import Backoff
-
-        return OpenAIBackend(
-            OpenAIConfig(
-                base_url=str(config.base_url),
-                model=config.model_name,
-                api_key=config.api_key,
-                concurrency=config.concurrency,
-                timeout_s=config.timeout_s,
-                max_retries=config.max_retries,
-                backoff=Backoff(base_s=config.backoff_s),
-                seed=config.seed,
-                send_metadata=config.send_metadata,
-            )
-        )
-    from hsa.teachers.backends.vllm import VLLMBackend, VLLMConfig
-
-    return VLLMBackend(
-        VLLMConfig(
-            model=config.model_name,
-            batch_size=config.concurrency,
-            call_format=config.call_format,
-            engine_args=dict(config.vllm_args),
-        )
-    )
-
-
 def check_job_file(out: Path, config: TeachConfig) -> None:
     """Refuse a directory of another job; record this job's settings in a new one."""
     path = out / JOB_FILE
@@ -264,7 +258,7 @@ def check_job_file(out: Path, config: TeachConfig) -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     document = {"config": config.public_dict(), "output_hash": digest}
-    path.write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n", "utf-8")
+    mf.write_json(path, json.loads(json.dumps(document, default=str)))
 
 
 def plan_job(
@@ -311,7 +305,7 @@ def plan_job(
                     "this shard holds other rollouts than the job plans; use a new --out",
                     file=str(path),
                 )
-            entries[shard.key] = shard_entry(path)
+            entries[shard.key] = shard_entry(out, path)
         elif only is None or shard.key in only:
             pending.append(shard)
     return JobPlan(config, out, env, variants, shards, pending, entries, len(specs))
@@ -328,8 +322,6 @@ def teach(
     """Run the teacher job ``config`` into ``out``, locked (``hsa.datasets.lock``) so that a
     second job into the same folder refuses instead of sharing its shards and cache; see
     ``teach_unlocked``."""
-    from hsa.datasets.lock import hold
-
     with hold(out, command="hsa teach"):
         return teach_unlocked(config, out, env=env, backend=backend, progress=progress)
 
@@ -352,7 +344,7 @@ def teach_unlocked(
     directory of another job, a worker that died), never for a model's failed rollout.
     """
     if config.workers > 1 and env is None and backend is None:
-        from hsa.teachers.workers import teach_in_workers
+        from hsa.pipelines.teach_workers import teach_in_workers
 
         report = teach_in_workers(config, out, progress=progress)
         if report.retry:
@@ -401,23 +393,20 @@ async def run_plan(
     config = plan.config
     by_id = {v.variant_id: v for vs in plan.variants.values() for v in vs}
     inner = backend if backend is not None else make_backend(config, plan.env, by_id)
-    cache = RequestCache(Path(config.cache) if config.cache else plan.out / CACHE_FILE)
+    # The in-process oracle answers about as fast as a cache lookup and always the same way:
+    # unless asked for (--cache), a request cache would only cost (measured: 1.5 s of the main
+    # build's 14 s teacher stage), never save.
+    cache = None
+    if backend is not None or config.backend != "oracle" or config.cache:
+        cache = RequestCache(Path(config.cache) if config.cache else plan.out / CACHE_FILE)
     rollout_config = RolloutConfig(
         model=config.model_name,
         sampling=Sampling(config.temperature, config.top_p, config.max_tokens),
         max_steps_per_turn=config.max_steps_per_turn,
         repair=config.repair,
     )
-    cached = CachedBackend(inner, cache)
+    cached = CachedBackend(inner, cache) if cache is not None else inner
     running_since = time.monotonic()
-    # The environment, tasks and variants live as long as the job: freezing them keeps the
-    # collector's full passes (a tenth of a second each, stalling every rollout) short. A
-    # request allocates thousands of short-lived objects, and at the default threshold (700)
-    # the youngest generation is collected several times per request, promoting whatever
-    # the requests in flight hold: collections took 4% of the event loop at concurrency 64.
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(GC_THRESHOLD, *thresholds[1:])
     try:
         await cached.start()
         if ready is not None:
@@ -425,12 +414,11 @@ async def run_plan(
         running_since = time.monotonic()
         await _run(plan, cached, rollout_config, report, progress)
     finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
         report.run_s = time.monotonic() - running_since
         if backend is None:
             await inner.aclose()
-        cache.close()
+        if cache is not None:
+            cache.close()
     report.retries += inner.stats.retries
     report.failures.update(inner.stats.failures)
     report.latencies_s.extend(inner.stats.latencies_s)
@@ -470,7 +458,7 @@ async def _run(
         elif len(shard.rows) == len(shard.specs):
             rows = [shard.rows.pop(s.id) for s in shard.specs]
             path = shard_path(plan.out, shard.split, shard.index)
-            plan.entries[shard.key] = await asyncio.to_thread(write_shard, path, rows)
+            plan.entries[shard.key] = await asyncio.to_thread(write_rows, plan.out, path, rows)
             report.written += len(rows)
 
     async def lane(start_s: float) -> None:
@@ -514,7 +502,7 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
                 rules[name] = version
     manifest = {
         "schema_version": SCHEMA_VERSION,
-        "kind": "teacher",
+        "kind": mf.TEACHER_KIND,
         "config": config.output_dict(),
         "config_hash": config.output_hash(),
         "seed": config.seed,
@@ -524,4 +512,4 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
         "verified": sum(s["verified"] for s in splits.values()),
         "splits": splits,
     }
-    write_manifest(plan.out, manifest)
+    mf.write_json(plan.out / mf.MANIFEST, manifest)

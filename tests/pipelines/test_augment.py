@@ -11,21 +11,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from hsa.augment import invert, load_recipe, map_events
-from hsa.datasets import (
-    AugmentConfig,
-    augment,
-    iter_rows,
-    load,
-    open_source,
-    read_variants,
-    to_hf,
-)
+from hsa.datasets import iter_rows, load, open_source, to_hf
 from hsa.datasets.schema import chat_messages
 from hsa.datasets.shards import sha256_file
 from hsa.datasets.source import INPUT_SCHEMA
 from hsa.envs import get
 from hsa.errors import DatasetError, HsaError, RuleError
 from hsa.harness import Trajectory, render
+from hsa.pipelines import AugmentConfig, augment, read_variants
 from tests.datasets.conftest import recipe
 
 

@@ -1,17 +1,21 @@
 """``hsa build``: a YAML config in, an augmented dataset directory out.
 
-Stages: the source's canonical trajectories (a bundled environment's tasks solved by a teacher
--- the scripted oracle, in process, by default -- or recorded trajectories), then augmentation,
-splits and the card (``hsa.datasets.job``). The config is validated against
-``hsa/datasets/schema/build.schema.json``; paths in it are relative to the config file.
+Stages: the source's canonical trajectories (a bundled environment's tasks solved by the teach
+job, ``hsa.pipelines.teach`` -- with the scripted oracle backend, in process, by default -- or
+recorded trajectories), then augmentation, splits and the card (``hsa.pipelines.augment``).
+The config is validated against
+``hsa/pipelines/schema/build.schema.json``; paths in it are relative to the config file.
 
-The teacher's trajectories are kept in ``OUT/.hsa/source/`` so a rerun skips the stage; the
+The teacher's output (the folder ``hsa teach`` would write) is kept in ``OUT/.hsa/source/`` so
+a rerun skips the stage; the
 dataset is identified by the config (its hash), so rerunning a finished build does nothing
 and a rerun after a crash ends with the same bytes as an uninterrupted build.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
 import os
 import shutil
@@ -22,20 +26,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import yaml
 from jsonschema import Draft202012Validator
 
 from hsa import __version__
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
 from hsa.datasets import manifest as mf
-from hsa.datasets.job import AugmentConfig, AugmentReport, augment_locked, check_not_empty
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
-from hsa.datasets.shards import sha256_file, write_shard
-from hsa.datasets.source import INPUT_SCHEMA, Source, open_source
+from hsa.datasets.shards import sha256_file
+from hsa.datasets.source import Source, open_source
 from hsa.errors import ConfigError, HsaError
 from hsa.harness.validate import json_path
+from hsa.pipelines.augment import AugmentConfig, AugmentReport, augment_locked, check_not_empty
+from hsa.pipelines.teach import teach
+from hsa.teachers.config import TeachConfig
 
 #: (stage, done, total): stages are "tasks", "teacher", "augment"
 Progress = Callable[[str, int, int], None]
@@ -45,7 +50,7 @@ SOURCE_DIR = Path(mf.STATE) / "source"
 @lru_cache(maxsize=1)
 def build_schema() -> dict[str, Any]:
     """The published JSON Schema of a build config."""
-    text = resources.files("hsa.datasets").joinpath("schema/build.schema.json").read_text("utf-8")
+    text = resources.files("hsa.pipelines").joinpath("schema/build.schema.json").read_text("utf-8")
     return json.loads(text)
 
 
@@ -153,11 +158,6 @@ _FROM_SOURCE = ("env", "env_options", "tasks", "split")
 def _check_teach(teach: Mapping[str, Any] | None, file: str | None) -> None:
     """Validate the ``teach`` section against ``TeachConfig`` whatever the backend, so a typo
     is never ignored (the oracle backend uses none of the other settings)."""
-    import dataclasses
-    import difflib
-
-    from hsa.teachers.config import TeachConfig
-
     teach = dict(teach or {})
     known = sorted(f.name for f in dataclasses.fields(TeachConfig))
     for key in teach:
@@ -290,6 +290,11 @@ def _build(
     return report
 
 
+#: what a build asks the teacher for unless its ``teach`` section says otherwise: each task
+#: once, under its canonical harness (the augment stage draws the variants)
+_TEACH_DEFAULTS = {"variants_per_task": 0, "include_canonical": True}
+
+
 def _teach(
     config: BuildConfig,
     source: Mapping[str, Any],
@@ -297,7 +302,8 @@ def _teach(
     target: Path,
     progress: Progress | None,
 ) -> tuple[int, int, bool]:
-    """Canonical trajectories of the environment's tasks into ``target``; (tasks, verified,
+    """Trajectories of the environment's tasks into ``target`` by the teach job
+    (``hsa.pipelines.teach``), verified as ``hsa teach`` verifies them; (tasks, verified,
     skipped)."""
     done = target / "done.json"
     # what decides the teacher's output: a rerun reuses it only when this is unchanged
@@ -308,79 +314,31 @@ def _teach(
         if found.get("identity") == ident:
             return found.get("tasks", 0), found.get("verified", 0), True
         shutil.rmtree(target)
-    backend = teacher.get("backend", "oracle")
-    if backend != "oracle":
-        return _teach_job(config, source, teacher, target, progress, ident)
-
-    from hsa.envs.registry import get
-
-    env = get(source["env"], **dict(source.get("env_options") or {}))
-    if progress is not None:
-        progress("tasks", 0, 1)
-    tasks = env.tasks(source.get("split"))
-    if source.get("tasks"):
-        tasks = tasks[: int(source["tasks"])]
-    if progress is not None:
-        progress("tasks", 1, 1)
-    solve = _oracle(env)
-    rows = []
-    verified = 0
-    step = max(1, len(tasks) // 100)
-    for i, task in enumerate(tasks):
-        trajectory, outcome = solve(task)
-        verified += bool(outcome.success)
-        row = trajectory.to_row()
-        row["task_id"] = task.id
-        row["harness_id"] = row.get("harness_id") or env.harness().id
-        row["split"] = task.split
-        row["teacher"] = "oracle/hsa-oracle"
-        row["verified"] = bool(outcome.success)
-        row["reason"] = "solved" if outcome.success else "; ".join(outcome.reasons) or "failed"
-        rows.append(row)
-        if progress is not None and (i % step == 0 or i == len(tasks) - 1):
-            progress("teacher", i + 1, len(tasks))
-    table = pa.Table.from_pylist(rows, schema=INPUT_SCHEMA)
-    write_shard(target / "part-00000.parquet", table)
-    mf.write_json(done, {"tasks": len(tasks), "verified": verified, "identity": ident})
-    return len(tasks), verified, False
-
-
-def _oracle(env):
-    """The environment's scripted oracle: task -> (canonical trajectory, outcome)."""
-    solver = getattr(env, "solve", None)
-    if solver is None:
-        raise ConfigError(
-            f"environment {env.name!r} has no scripted oracle; set teach.backend to openai or vllm"
-        )
-
-    def solve(task):
-        episode = solver(task)
-        return episode.trajectory, env.score(task, episode.state, episode.events)
-
-    return solve
-
-
-def _teach_job(config, source, teacher, target, progress, ident) -> tuple[int, int, bool]:
-    from hsa.teachers.job import TeachConfig, teach
-
     settings = {
-        **{k: v for k, v in teacher.items()},
+        **_TEACH_DEFAULTS,
+        **teacher,
         "env": source["env"],
         "env_options": dict(source.get("env_options") or {}),
         "tasks": source.get("tasks"),
         "split": source.get("split"),
-        "seed": config.augment_config().resolved()[1],
+        "seed": seed,
     }
     try:
         teach_config = TeachConfig.from_dict(settings, file=config.file)
     except HsaError as exc:
         raise ConfigError(exc.message, file=config.file, where=f"$.teach: {exc.where}") from None
 
+    planned = []
+
     def on_rollout(done: int, total: int, verified: int) -> None:
         if progress is not None:
+            if not planned:  # the job calls first once the tasks are loaded and planned
+                planned.append(True)
+                progress("tasks", 1, 1)
             progress("teacher", done, total)
 
+    if progress is not None:
+        progress("tasks", 0, 1)
     result = teach(teach_config, target, progress=on_rollout)
-    done = {"tasks": result.total, "verified": result.verified, "identity": ident}
-    mf.write_json(target / "done.json", done)
+    mf.write_json(done, {"tasks": result.total, "verified": result.verified, "identity": ident})
     return result.total, result.verified, False

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from hsa.augment.planner import Variant
-from hsa.datasets.rows import rule_params
 from hsa.datasets.shards import write_shard
+from hsa.pipelines.rows import rule_params
 
 VARIANTS_FILE = "variants.parquet"
 

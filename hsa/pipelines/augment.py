@@ -30,16 +30,16 @@ from hsa.augment.planner import Variant, canonical_variant, plan
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.datasets import manifest as mf
-from hsa.datasets.assign import assign_splits, pick
 from hsa.datasets.card import TokenLengths, merge_stats, render_card, token_lengths
 from hsa.datasets.lock import hold
-from hsa.datasets.rows import rows, stats, used_by
 from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import part_name, sha256_file, write_atomic, write_shard
 from hsa.datasets.source import Source, locate
-from hsa.datasets.variants import VARIANTS_FILE, write_variants
 from hsa.errors import DatasetError, HsaError
 from hsa.harness.model import Harness
+from hsa.pipelines.assign import assign_splits, pick
+from hsa.pipelines.rows import rows, stats, used_by
+from hsa.pipelines.variants import VARIANTS_FILE, write_variants
 
 Progress = Callable[[int, int, int], None]  # (batches done, batches, rows written)
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

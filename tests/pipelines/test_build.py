@@ -9,9 +9,10 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from hsa.datasets import build, iter_rows, load_config, parse_config
-from hsa.datasets.build import build_schema
+from hsa.datasets import iter_rows
 from hsa.errors import ConfigError, HsaError
+from hsa.pipelines import build, load_config, parse_config
+from hsa.pipelines.build import build_schema
 
 
 def write(tmp_path: Path, data) -> Path:
@@ -200,19 +201,13 @@ def test_more_variants_per_trajectory_than_the_recipe_plans(
 def test_a_teacher_that_verified_nothing_is_refused_and_the_fix_reruns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import importlib
-
-    # the module, not the ``build`` function hsa.datasets exports under its name
-    build_module = importlib.import_module("hsa.datasets.build")
     from hsa.envs.base import Outcome
+    from hsa.envs.livestream.env import LivestreamEnvironment
 
-    oracle = build_module._oracle
-
-    def failing(env):
-        solve = oracle(env)
-        return lambda task: (solve(task)[0], Outcome(False, ("judged wrong",)))
-
-    monkeypatch.setattr(build_module, "_oracle", failing)
+    # the teach job verifies with the environment's score: a judge that fails every task
+    monkeypatch.setattr(
+        LivestreamEnvironment, "score", lambda self, *a: Outcome(False, ("judged wrong",))
+    )
     data = {"source": {"env": "livestream", "tasks": 3}}
     with pytest.raises(HsaError, match=r"all 3 trajectories are marked unverified"):
         build(load_config(write(tmp_path, data)), out=tmp_path / "ds")

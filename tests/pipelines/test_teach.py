@@ -10,12 +10,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from hsa.datasets import conversation
+from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
+from hsa.datasets.shards import write_shard
 from hsa.errors import TeacherError
 from hsa.harness.events import Trajectory
 from hsa.harness.parse import parse
+from hsa.pipelines.teach import TeachConfig, TeachIncomplete, teach
 from hsa.teachers.backends.base import Backend
 from hsa.teachers.config import public_url
-from hsa.teachers.job import TeachConfig, TeachIncomplete, oracle_policy, teach
+from hsa.teachers.make import oracle_policy
 from hsa.teachers.oracle import OracleBackend, OracleResponder
 from hsa.teachers.rollout import TASK_KEY
 
@@ -104,6 +107,18 @@ def test_same_job_gives_the_same_bytes(finished, tmp_path, env):
     assert first == second  # every shard and the manifest, byte for byte
 
 
+def test_shards_are_written_by_the_one_shard_writer(finished, tmp_path):
+    """Teacher shards go through ``hsa.datasets.shards.write_shard`` (pinned options), and the
+    manifest is the datasets' one, of kind ``hsa.teacher``."""
+    out, _ = finished
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "hsa.teacher" and manifest["schema_version"] == SCHEMA_VERSION
+    listed = [s for split in manifest["splits"].values() for s in split["shards"]]
+    for i, shard in enumerate(listed):
+        table = pq.read_table(out / shard["path"]).cast(TEACHER_SCHEMA)
+        assert write_shard(tmp_path / f"{i}.parquet", table)["sha256"] == shard["sha256"]
+
+
 def test_worker_processes_write_the_same_bytes(finished, tmp_path):
     out, _ = finished
     shared = tmp_path / "shared"
@@ -123,13 +138,26 @@ def test_a_rerun_of_a_finished_job_makes_no_request(finished, env):
     assert files(out) == before
 
 
-def test_a_lost_shard_is_rewritten_from_the_cache(finished, env):
+def test_a_lost_shard_is_rewritten_the_same(finished, env):
     out, _ = finished
     shard = sorted((out / "data").rglob("*.parquet"))[0]
     kept = shard.read_bytes()
     rows = pq.read_table(shard).num_rows
     shard.unlink()
     report = teach(config(), out, env=env)
+    # the in-process oracle keeps no request cache (asking it costs less than a lookup)
+    assert report.written == rows and report.requests > 0 and report.cache_hits == 0
+    assert shard.read_bytes() == kept and not (out / "cache.sqlite").exists()
+
+
+def test_a_lost_shard_is_rewritten_from_the_cache(tmp_path, env):
+    out, cache = tmp_path / "out", str(tmp_path / "requests.sqlite")
+    teach(config(cache=cache), out, env=env)
+    shard = sorted((out / "data").rglob("*.parquet"))[0]
+    kept = shard.read_bytes()
+    rows = pq.read_table(shard).num_rows
+    shard.unlink()
+    report = teach(config(cache=cache), out, env=env)
     assert report.written == rows and report.requests == 0 and report.cache_hits > 0
     assert shard.read_bytes() == kept
 
@@ -139,7 +167,7 @@ def test_secrets_are_never_written(finished):
     assert SECRET not in repr(config())
     for name, data in files(out).items():
         assert SECRET.encode() not in data, name
-    assert SECRET.encode() not in (out / "cache.sqlite").read_bytes()
+    assert not (out / "cache.sqlite").exists()  # the oracle's requests are not cached
 
 
 def test_a_directory_of_another_job_is_refused(finished, env):

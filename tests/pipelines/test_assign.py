@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hsa.datasets.assign import assign_splits, fnv1a, pick, unit
+from hsa.pipelines.assign import assign_splits, fnv1a, pick, unit
 
 
 def test_fnv1a_matches_the_reference_vectors() -> None:

@@ -1,0 +1,66 @@
+"""Backends built from a ``TeachConfig``: the one place that maps ``backend:`` names to classes."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+
+from hsa.augment.planner import Variant
+from hsa.envs.base import Environment
+from hsa.envs.episode import Policy
+from hsa.errors import TeacherError
+from hsa.teachers.backends.base import Backend
+from hsa.teachers.config import TeachConfig
+
+
+def oracle_policy(env: Environment) -> Policy:
+    """The scripted policy of ``env``: its ``oracle`` attribute, or its package's
+    ``next_actions`` (as ``hsa.envs.livestream.next_actions``)."""
+    policy = getattr(env, "oracle", None)
+    if callable(policy):
+        return policy
+    package = type(env).__module__.rpartition(".")[0]
+    try:
+        policy = getattr(importlib.import_module(package), "next_actions", None)
+    except ImportError:
+        policy = None
+    if not callable(policy):
+        raise TeacherError(
+            f"environment {env.name!r} has no oracle policy; use --backend openai or vllm"
+        )
+    return policy
+
+
+def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, Variant]) -> Backend:
+    """The backend ``config`` names, built for ``env`` and the job's variants."""
+    if config.backend == "oracle":
+        from hsa.teachers.oracle import OracleBackend, OracleResponder
+
+        return OracleBackend(OracleResponder(env, oracle_policy(env), variants=variants))
+    if config.backend == "openai":
+        from hsa.teachers.backends.openai import OpenAIBackend, OpenAIConfig
+        from hsa.teachers.throttle import Backoff
+
+        return OpenAIBackend(
+            OpenAIConfig(
+                base_url=str(config.base_url),
+                model=config.model_name,
+                api_key=config.api_key,
+                concurrency=config.concurrency,
+                timeout_s=config.timeout_s,
+                max_retries=config.max_retries,
+                backoff=Backoff(base_s=config.backoff_s),
+                seed=config.seed,
+                send_metadata=config.send_metadata,
+            )
+        )
+    from hsa.teachers.backends.vllm import VLLMBackend, VLLMConfig
+
+    return VLLMBackend(
+        VLLMConfig(
+            model=config.model_name,
+            batch_size=config.concurrency,
+            call_format=config.call_format,
+            engine_args=dict(config.vllm_args),
+        )
+    )
