@@ -1,6 +1,9 @@
 """A small OpenAI-compatible HTTP server (``/v1/chat/completions``) with fault injection.
 
-Built on ``asyncio`` streams (HTTP/1.1, keep-alive, ``Content-Length`` bodies), loopback only.
+Built on ``aiohttp.web``'s low-level server (HTTP/1.1, keep-alive), loopback only, imported
+when a server starts; routing is a few comparisons, so that every answer to a request that
+parses, a 404 included, is JSON (an OpenAI-style error when it is one); a request that is not
+HTTP gets aiohttp's plain-text 400.
 What answers is a ``Responder``: a function from the request body to an assistant message.
 Faults are decided by hashing the request, so a run is reproducible whatever the order of
 arrival: ``fail_rate`` of attempts get HTTP 429 or 500 (half each; a retried request draws
@@ -13,32 +16,36 @@ broken the same way, as a model's deterministic output would be), and every answ
 from __future__ import annotations
 
 import asyncio
-import gc
 import hashlib
 import hmac
 import json
-import re
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hsa.errors import HsaError, TeacherError
 from hsa.teachers.request import ChatRequest, Sampling
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 try:  # optional: a faster JSON decoder for request bodies (see ``_loads``)
     import orjson as _orjson
 except ImportError:
     _orjson = None
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+# every ASCII digit becomes "0", so that a run of 19 digits is one substring search away
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * 19
 
-#: allocations between collections of the youngest generation while serving
-GC_THRESHOLD = 20_000
 LOOPBACK = "127.0.0.1"
 MAX_BODY = 64 * 1024 * 1024
-MAX_HEADER_LINES = 100
+MAX_HEADERS = 100
+#: seconds a closing server gives the answers in flight before it cuts their connections
+SHUTDOWN_GRACE_S = 1.0
 
 #: body -> (assistant message, usage dict); raises HsaError for a request it cannot answer
 Responder = Callable[[Mapping[str, Any]], tuple[dict[str, Any], dict[str, int]]]
@@ -67,8 +74,9 @@ def _loads(raw: bytes) -> Any:
     (mostly the tool schemas) several times faster: decoding was a third of the server's CPU.
     Whatever orjson refuses (NaN, lone surrogates) goes to ``json``, which accepts it or raises
     its own ``ValueError``, and so does a body with a run of 19 digits or more (orjson reads
-    integers past 64 bits as floats), so the result is always ``json.loads``'s."""
-    if _orjson is not None and _LONG_NUMBER.search(raw) is None:
+    integers past 64 bits as floats), so the result is always ``json.loads``'s. (That check
+    is a translation and a substring search: a regular expression took longer than orjson.)"""
+    if _orjson is not None and _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
         try:
             return _orjson.loads(raw)
         except _orjson.JSONDecodeError:
@@ -126,6 +134,24 @@ class ServerStats:
     malformed: int = 0
 
 
+def _not_a_client_error(record: logging.LogRecord) -> bool:
+    from aiohttp.http_exceptions import HttpProcessingError
+
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, HttpProcessingError)
+
+
+def _server_logger() -> logging.Logger:
+    """aiohttp's ``aiohttp.server`` log, less the requests that could not be parsed: those
+    were answered 400 and are the client's mistake, not a traceback on the server's stderr;
+    an exception of ours still reaches that log. The logger is a private object (not
+    registered with ``logging``), so no process-wide logging setting changes."""
+    logger = logging.Logger("hsa.teachers.server")
+    logger.parent = logging.getLogger("aiohttp.server")
+    logger.addFilter(_not_a_client_error)
+    return logger
+
+
 class ChatServer:
     """Serves ``responder`` as an OpenAI-compatible endpoint on 127.0.0.1."""
 
@@ -148,86 +174,78 @@ class ChatServer:
         self._api_key = api_key
         self._log: TextIO | None = None
         self._seen: Counter = Counter()  # key -> attempts, so a retry draws a new fault
-        self._server: asyncio.AbstractServer | None = None
+        self._runner: web.ServerRunner | None = None
         self._counter = 0
-        self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> int:
         """Start listening; returns the port (chosen by the system when 0)."""
+        from aiohttp import web
+
         if self._log_path is not None:
             self._log = self._log_path.open("a", encoding="utf-8")
-        try:
-            self._server = await asyncio.start_server(
-                self._connection, LOOPBACK, self.port, backlog=2048
+        loop = asyncio.get_running_loop()
+
+        def new_request(message, payload, protocol, writer, task) -> web.BaseRequest:
+            # the low-level server's default body limit is 1 MiB; tool schemas can be larger
+            return web.BaseRequest(
+                message, payload, protocol, writer, task, loop, client_max_size=MAX_BODY
             )
+
+        server = web.Server(
+            self._handle,
+            request_factory=new_request,
+            logger=_server_logger(),
+            access_log=None,
+            max_headers=MAX_HEADERS,
+        )
+        runner = web.ServerRunner(server, shutdown_timeout=SHUTDOWN_GRACE_S)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, LOOPBACK, self.port, backlog=2048).start()
         except OSError as exc:
+            await runner.cleanup()
+            await self.close()
             raise TeacherError(
                 f"cannot listen on {LOOPBACK}:{self.port}: {exc.strerror}; pick another --port"
             ) from None
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._runner = runner
+        self.port = runner.addresses[0][1]
         return self.port
 
     async def serve_forever(self) -> None:
-        if self._server is None:
+        """Serve until cancelled, then close."""
+        if self._runner is None:
             await self.start()
-        assert self._server is not None
-        # As in a teacher job (``hsa.teachers.job``): the responder's environment and plan
-        # live as long as the server, and each request allocates thousands of short-lived
-        # objects, so the youngest generation is collected less often while serving.
-        thresholds = gc.get_threshold()
-        gc.freeze()
-        gc.set_threshold(GC_THRESHOLD, *thresholds[1:])
         try:
-            async with self._server:
-                await self._server.serve_forever()
+            await asyncio.get_running_loop().create_future()  # never set: only cancelled
         finally:
-            gc.set_threshold(*thresholds)
-            gc.unfreeze()
+            await self.close()
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            for writer in list(self._writers):
-                writer.close()
-            await self._server.wait_closed()
+        """Stop listening, give the answers in flight ``SHUTDOWN_GRACE_S`` to go out, close
+        the connections and the log. Closing twice is harmless."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
         if self._log is not None:
             self._log.close()
             self._log = None
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
-        self._writers.add(writer)
-        try:
-            while True:
-                request = await _read_request(reader)
-                if request is None:
-                    break
-                method, path, headers, body = request
-                if self._api_key is not None and not _authorized(headers, self._api_key):
-                    status, payload, extra = 401, _error("invalid API key", "unauthorized"), {}
-                else:
-                    status, payload, extra = await self._route(method, path, body)
-                keep_alive = headers.get("connection", "").lower() != "close"
-                writer.write(_response_bytes(status, payload, extra, keep_alive))
-                await writer.drain()
-                if not keep_alive:
-                    break
-        except _BadRequest as exc:
-            payload = _error(f"malformed HTTP request: {exc}", "invalid_request")
-            writer.write(_response_bytes(400, payload, {}, False))
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            # The handler is the top of its own task: ending quietly here keeps a shutdown
-            # with open keep-alive connections from logging a traceback per connection.
-            pass
-        finally:
-            self._writers.discard(writer)
-            writer.close()
+    async def _handle(self, request: web.BaseRequest) -> web.Response:
+        from aiohttp import web
 
-    async def _route(
-        self, method: str, path: str, body: bytes
-    ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        path = path.split("?", 1)[0].rstrip("/")
+        if self._api_key is not None and not _authorized(request, self._api_key):
+            status, payload, extra = 401, _error("invalid API key", "unauthorized"), {}
+        else:
+            status, payload, extra = await self._route(request)
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return web.Response(
+            body=body, status=status, headers=extra, content_type="application/json"
+        )
+
+    async def _route(self, request: web.BaseRequest) -> tuple[int, dict[str, Any], dict[str, str]]:
+        method = request.method
+        path = request.raw_path.split("?", 1)[0].rstrip("/")
         if path in ("/health", "/v1/health") and method == "GET":
             return 200, {"status": "ok"}, {}
         if path == "/v1/models" and method == "GET":
@@ -237,7 +255,15 @@ class ChatServer:
             return 404, _error(f"no route {path}", "not_found"), {}
         if method != "POST":
             return 405, _error("use POST", "method_not_allowed"), {}
-        return await self._chat(body)
+        from aiohttp import web
+
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            self.stats.requests += 1
+            message = f"the body is larger than {MAX_BODY} bytes"
+            return self._done(None, 413, _error(message, "invalid_request"))
+        return await self._chat(raw)
 
     async def _chat(self, raw: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
         self.stats.requests += 1
@@ -302,67 +328,10 @@ class ChatServer:
         return status, payload, headers or {}
 
 
-class _BadRequest(Exception):
-    pass
-
-
-def _authorized(headers: dict[str, str], key: str) -> bool:
-    scheme, _, token = headers.get("authorization", "").partition(" ")
+def _authorized(request: web.BaseRequest, key: str) -> bool:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), key)
-
-
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    411: "Length Required",
-    413: "Payload Too Large",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-}
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": kind}}
-
-
-async def _read_request(
-    reader: asyncio.StreamReader,
-) -> tuple[str, str, dict[str, str], bytes] | None:
-    line = await reader.readline()
-    if not line:
-        return None
-    parts = line.decode("latin-1").split()
-    if len(parts) != 3:
-        raise _BadRequest("bad request line")
-    method, path, _ = parts
-    headers: dict[str, str] = {}
-    for _ in range(MAX_HEADER_LINES):
-        raw = await reader.readline()
-        if raw in (b"\r\n", b"\n", b""):
-            break
-        name, _, value = raw.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
-    else:
-        raise _BadRequest("too many header lines")
-    length = int(headers.get("content-length") or 0)
-    if length < 0 or length > MAX_BODY or "chunked" in headers.get("transfer-encoding", ""):
-        raise _BadRequest("unsupported body")
-    body = await reader.readexactly(length) if length else b""
-    return method, path, headers, body
-
-
-def _response_bytes(
-    status: int, payload: dict[str, Any], headers: dict[str, str], keep_alive: bool
-) -> bytes:
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    lines = [
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
-        "Content-Type: application/json",
-        f"Content-Length: {len(body)}",
-        f"Connection: {'keep-alive' if keep_alive else 'close'}",
-        *(f"{k}: {v}" for k, v in headers.items()),
-    ]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body

@@ -5,14 +5,23 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import logging
 import socket
+import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+import hsa.teachers.server as server_module
+from hsa.augment.mapping import map_events
+from hsa.envs.livestream import solve
 from hsa.errors import TeacherError
 from hsa.harness.parse import parse
+from hsa.harness.render import render
 from hsa.teachers.backends.openai import OpenAIBackend, OpenAIConfig
 from hsa.teachers.request import ChatRequest, Sampling
+from hsa.teachers.rollout import VARIANT_KEY
 from hsa.teachers.server import Faults, malform, request_key
 from hsa.teachers.throttle import Backoff
 
@@ -21,13 +30,24 @@ def answer(body):
     return {"role": "assistant", "content": "ok"}, {"prompt_tokens": 1, "completion_tokens": 1}
 
 
-def call_http(port, method, path, body=None, headers=None):
+def call_tool(body):
+    call = {"id": "c0", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return message, {"prompt_tokens": 1, "completion_tokens": 1}
+
+
+def call_http(port, method, path, body=None, headers=None, *, response_headers=False):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     connection.request(method, path, body=body, headers=headers or {})
     response = connection.getresponse()
     data = response.read()
     connection.close()
-    return response.status, json.loads(data) if data else None
+    answer = response.status, json.loads(data) if data else None
+    return (*answer, response.headers) if response_headers else answer
+
+
+def chat_body(text="hi", **extra) -> str:
+    return json.dumps({"model": "m", "messages": [{"role": "user", "content": text}], **extra})
 
 
 def test_routes_and_errors(serve):
@@ -47,12 +67,91 @@ def test_routes_and_errors(serve):
     assert completion["usage"]["total_tokens"] == 2
 
 
-def test_a_malformed_http_request_gets_400(serve):
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"NONSENSE\r\n\r\n",
+        b"POST /v1/chat/completions HTTP/1.1\r\nno colon here\r\n\r\n",
+        b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: many\r\n\r\n",
+    ],
+)
+def test_a_malformed_http_request_gets_400_and_no_traceback(serve, caplog, request_bytes):
     port = serve(answer=answer).port
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(b"NONSENSE\r\n\r\n")
+        sock.sendall(request_bytes)
         reply = sock.recv(4096)
-    assert reply.startswith(b"HTTP/1.1 400")
+    # HTTP/1.0 when not even the request line could be read
+    assert reply.startswith((b"HTTP/1.1 400 ", b"HTTP/1.0 400 "))
+    # the client's mistake is not logged as the server's error
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (b"{not json", "Expecting property name"),
+        (b"[1, 2]", "the body must be a JSON object with a messages list"),
+        (b'{"model": "m"}', "the body must be a JSON object with a messages list"),
+        (b'{"messages": "hi"}', "the body must be a JSON object with a messages list"),
+        (b"\xff\xfe{}", "bad request body"),
+        (b"", "Expecting value"),
+    ],
+)
+def test_a_malformed_request_body_gets_a_json_400_and_no_traceback(serve, caplog, body, reason):
+    served = serve(answer=answer)
+    status, error, headers = call_http(
+        served.port, "POST", "/v1/chat/completions", body=body, response_headers=True
+    )
+    assert status == 400 and headers["Content-Type"] == "application/json"
+    assert error["error"]["type"] == "invalid_request"
+    assert error["error"]["message"].startswith("bad request body: ") and reason in str(error)
+    assert served.server.stats.statuses == {400: 1}
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_body_over_the_limit_gets_413(serve, monkeypatch):
+    monkeypatch.setattr(server_module, "MAX_BODY", 1000)
+    port = serve(answer=answer).port
+    status, error = call_http(port, "POST", "/v1/chat/completions", body=chat_body("x" * 1000))
+    assert status == 413 and "larger than 1000 bytes" in error["error"]["message"]
+    assert call_http(port, "POST", "/v1/chat/completions", body=chat_body())[0] == 200
+
+
+def test_a_request_without_the_key_gets_401(serve):
+    port = serve(answer=answer, api_key="sk-right").port
+    assert call_http(port, "GET", "/v1/models")[0] == 401
+    wrong = {"Authorization": "Bearer sk-wrong"}
+    assert call_http(port, "POST", "/v1/chat/completions", chat_body(), wrong)[0] == 401
+    right = {"Authorization": "Bearer sk-right"}
+    assert call_http(port, "POST", "/v1/chat/completions", chat_body(), right)[0] == 200
+
+
+def test_the_variant_in_the_metadata_chooses_the_harness(serve, env, canonical, renamed):
+    port = serve().port  # the oracle
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    events = list(solve(env, task).events)
+    first_step = next(
+        i for i, e in enumerate(events) if type(e).__name__ in ("AssistantMessage", "ToolCall")
+    )
+    names = {}
+    for variant in (canonical, renamed):
+        conversation = render(map_events(events[:first_step], variant.mapping), variant.harness)
+        body = {
+            "model": "hsa-oracle",
+            "messages": conversation.messages,
+            "tools": conversation.tools,
+            "metadata": {VARIANT_KEY: variant.variant_id},
+        }
+        status, completion = call_http(port, "POST", "/v1/chat/completions", json.dumps(body))
+        assert status == 200, completion
+        [call] = completion["choices"][0]["message"]["tool_calls"]
+        assert completion["choices"][0]["finish_reason"] == "tool_calls"
+        names[variant.variant_id] = call["function"]["name"]
+    surface = renamed.mapping.tools[names[canonical.variant_id]].name
+    assert names[renamed.variant_id] == surface != names[canonical.variant_id]
+    unknown = chat_body(metadata={VARIANT_KEY: "nope"})
+    status, error = call_http(port, "POST", "/v1/chat/completions", unknown)
+    assert status == 400 and "unknown variant 'nope'" in error["error"]["message"]
 
 
 def test_the_server_logs_the_same_key_the_client_caches_under(serve, tmp_path):
@@ -86,6 +185,56 @@ def test_faults_are_reproducible_and_near_their_rates(serve):
     assert first == again and first != other
     assert 30 <= sum(s != 200 for s in first) <= 90
     assert {429, 500} <= set(first)
+
+
+def test_injected_429_and_500_are_openai_errors(serve):
+    served = serve(answer=answer, faults=Faults(fail_rate=1.0, seed=4))
+    seen = {}
+    for i in range(40):
+        body = chat_body(str(i))
+        status, error, headers = call_http(
+            served.port, "POST", "/v1/chat/completions", body, response_headers=True
+        )
+        seen[status] = (error, headers.get("Retry-After"))
+    assert set(seen) == {429, 500}
+    assert seen[429] == ({"error": _injected("rate limited (injected)")}, "0")
+    assert seen[500] == ({"error": _injected("server error (injected)")}, None)
+
+
+def _injected(message):
+    return {"message": message, "type": "injected_fault", "code": "injected_fault"}
+
+
+def test_latency_delays_every_answer(serve):
+    port = serve(answer=answer, faults=Faults(latency_ms=150)).port
+    for _ in range(3):
+        started = time.monotonic()
+        assert call_http(port, "POST", "/v1/chat/completions", body=chat_body())[0] == 200
+        assert time.monotonic() - started >= 0.15
+    started = time.monotonic()
+    assert call_http(port, "GET", "/v1/models")[0] == 200  # only answers wait
+    assert time.monotonic() - started < 0.15
+
+
+def test_malformed_answers_are_drawn_per_request_and_logged(serve, tmp_path):
+    log = tmp_path / "requests.jsonl"
+    served = serve(answer=call_tool, faults=Faults(malformed_rate=0.5, seed=2), log=log)
+
+    def broken(i):
+        status, completion = call_http(served.port, "POST", "/v1/chat/completions", chat_body(i))
+        assert status == 200 and completion["choices"][0]["finish_reason"] == "tool_calls"
+        arguments = completion["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+        try:
+            return json.loads(arguments) != {"a": 1}
+        except ValueError:
+            return True
+
+    first = [broken(str(i)) for i in range(40)]
+    assert 8 <= sum(first) <= 32
+    assert [broken(str(i)) for i in range(40)] == first  # the same request, broken the same way
+    assert served.server.stats.malformed == 2 * sum(first)
+    logged = [json.loads(line)["malformed"] for line in log.read_text().splitlines()]
+    assert logged == first + first
 
 
 def test_a_retried_request_draws_its_fault_again(serve):
@@ -152,3 +301,35 @@ def test_request_key_defaults_match_an_unspecified_sampling():
         "m", body["messages"], sampling=Sampling(temperature=1.0, max_tokens=None)
     ).key()
     assert request_key(body) == expected
+
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=2**63 - 2, max_value=2**64 + 2).flatmap(
+        lambda n: st.sampled_from([n, -n])
+    )
+    | st.floats()
+    | st.text()
+)
+_json_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_json_values, st.booleans())
+def test_the_fast_body_decoder_reads_what_json_reads(value, ascii_only):
+    """``_loads`` (orjson where it agrees) against ``json.loads``, types included: integers
+    past 64 bits, NaN and infinities, escaped and raw non-ASCII text, lone surrogates."""
+    text = json.dumps({"messages": [], "value": value}, ensure_ascii=ascii_only)
+    raw = text.encode("utf-8", "surrogatepass")
+    try:
+        expected = repr(json.loads(raw))
+    except ValueError as exc:
+        with pytest.raises(type(exc)):
+            server_module._loads(raw)
+    else:
+        assert repr(server_module._loads(raw)) == expected
