@@ -57,9 +57,9 @@ def _base(work: Path) -> pa.Table:
     if path.exists():
         return pq.read_table(path)
     from hsa.datasets.source import INPUT_SCHEMA
-    from hsa.envs import get
+    from hsa.envs import get_env
 
-    env = get("livestream")
+    env = get_env("livestream")
     rows = []
     for task in env.tasks():
         episode = env.solve(task)
@@ -116,11 +116,11 @@ def make_input(work: Path, rows: int) -> Path:
         return target
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
-    from hsa.envs import get
+    from hsa.envs import get_env
     from hsa.harness.events import dumps_json
 
     base = _base(work)
-    keep = _enum_values(get("livestream").harness())
+    keep = _enum_values(get_env("livestream").harness())
     events = base.column("events").combine_chunks()
     flat = events.flatten()
     fields = dict(zip([f.name for f in flat.type], flat.flatten(), strict=True))
@@ -178,10 +178,10 @@ def plan_variants(work: Path) -> tuple[Path, float]:
     path = work / "variants.pkl"
     started = time.perf_counter()
     from hsa.augment import Recipe, default_recipe, plan
-    from hsa.envs import get
+    from hsa.envs import get_env
 
     recipe = _recipe()
-    harness = get("livestream").harness()
+    harness = get_env("livestream").harness()
     variants = plan(harness, recipe, seed=SEED)
     path.write_bytes(pickle.dumps(variants))
     del default_recipe, Recipe
@@ -227,15 +227,16 @@ def measure_engine(work: Path, inputs: Path, variants: Path, batch_size: int) ->
 
 def measure_naive(work: Path, inputs: Path, variants: Path, limit: int | None) -> dict:
     from hsa.augment import canonical_variant, map_events
+    from hsa.augment.planner import pick_slots
     from hsa.datasets.schema import ROW_SCHEMA
     from hsa.datasets.shards import WRITE_OPTIONS
-    from hsa.envs import get
+    from hsa.envs import get_env
     from hsa.harness.events import Trajectory
     from hsa.harness.render import render
-    from hsa.pipelines.assign import assign_splits, pick
+    from hsa.pipelines.assign import assign_splits
 
     chosen = [v for v in pickle.loads(variants.read_bytes()) if not v.is_canonical]
-    canonical = canonical_variant(get("livestream").harness())
+    canonical = canonical_variant(get_env("livestream").harness())
     rule_params = {
         v.variant_id: json.dumps(
             [{"name": n, "version": ver, "params": dict(p)} for n, ver, p in v.rules],
@@ -252,7 +253,7 @@ def measure_naive(work: Path, inputs: Path, variants: Path, limit: int | None) -
         table = pq.read_table(path)
         if limit is not None and rows_done >= limit:
             break
-        slots = pick(
+        slots = pick_slots(
             table.column("id").combine_chunks(),
             np.full(table.num_rows, len(chosen)),
             PER_TRAJECTORY,

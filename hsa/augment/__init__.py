@@ -1,15 +1,18 @@
 """Augmentation: task-preserving rewrites of harnesses, and the mappings they imply.
 
 The public surface: ``Rule``/``Rewrite``/``Context`` and the ``rule`` decorator to write rules;
-``all_rules``/``get`` to find them; ``Recipe`` and ``plan`` to draw variants; ``Mapping`` and
-``map_events`` to apply them to canonical events (the engine does it in bulk).
+``all_rules``/``get_rule`` to find them and ``register_rule`` to add a ``Rule`` built by hand;
+``Recipe`` and ``plan`` to draw variants; ``RewriteMapping`` and ``map_events`` to apply them
+to canonical events (the engine does it in bulk).
 """
 
 from hsa.augment.invert import invert as invert
-from hsa.augment.mapping import IDENTITY, Mapping, Step, ToolMap, apply_steps, map_events
+from hsa.augment.mapping import IDENTITY, RewriteMapping, Step, ToolMap, apply_steps, map_events
 from hsa.augment.planner import Variant, apply_chain, canonical_variant, pick, plan
 from hsa.augment.recipe import Recipe, RecipeRule, default_recipe, load_recipe, loads_recipe
-from hsa.augment.registry import ENTRY_POINT_GROUP, all_rules, get, register, rule
+from hsa.augment.registry import ENTRY_POINT_GROUP, all_rules, rule
+from hsa.augment.registry import get as get_rule
+from hsa.augment.registry import register as register_rule
 from hsa.augment.rule import FAMILIES, NO_CONTEXT, Context, Rewrite, Rule, compose
 
 __all__ = [
@@ -18,10 +21,10 @@ __all__ = [
     "IDENTITY",
     "NO_CONTEXT",
     "Context",
-    "Mapping",
     "Recipe",
     "RecipeRule",
     "Rewrite",
+    "RewriteMapping",
     "Rule",
     "Step",
     "ToolMap",
@@ -32,12 +35,12 @@ __all__ = [
     "canonical_variant",
     "compose",
     "default_recipe",
-    "get",
+    "get_rule",
     "load_recipe",
     "loads_recipe",
     "map_events",
     "pick",
     "plan",
-    "register",
+    "register_rule",
     "rule",
 ]

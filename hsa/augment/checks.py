@@ -29,13 +29,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
-from hsa.augment.mapping import Mapping, ToolMap, apply_steps, map_events
+from hsa.augment.mapping import RewriteMapping, ToolMap, apply_steps, map_events
 from hsa.augment.rule import Rewrite
 from hsa.augment.schemas import reached
 from hsa.envs.base import Environment, Task
 from hsa.errors import HsaError
+from hsa.harness.arguments import checker_of, schema_problem
 from hsa.harness.events import Event, SkillLoad, ToolCall, ToolResult, normalize_call_ids
 from hsa.harness.model import Harness, Tool
 from hsa.harness.parse import parse
@@ -88,28 +87,15 @@ RECORDED = Replay()
 # --- (a) schema ---
 
 
-def _validator(tool: Tool) -> Draft202012Validator:
-    return Draft202012Validator(dict(tool.parameters))
-
-
 def _call_problems(harness: Harness, event: Event) -> str | None:
     if isinstance(event, ToolCall):
-        tool = harness.tool(event.tool)
-        if tool is None:
-            return f"calls {event.tool!r}, which is not a tool of the harness"
-        errors = sorted(_validator(tool).iter_errors(dict(event.args)), key=lambda e: e.path)
-        if errors:
-            err = errors[0]
-            at = "".join(f"[{p!r}]" for p in err.absolute_path)
-            return f"arguments{at} of {event.tool!r}: {err.message}"
-    elif isinstance(event, SkillLoad):
+        return checker_of(harness).problem(event.tool, event.args)
+    if isinstance(event, SkillLoad):
         if harness.skill(event.skill_id) is None:
             return f"loads skill {event.skill_id!r}, which is not a skill of the harness"
         if harness.skill_tool is not None and harness.skill_arg is not None:
-            args = {harness.skill_arg: event.skill_id}
-            errors = list(_validator(harness.skill_tool).iter_errors(args))
-            if errors:
-                return f"skill tool rejects {event.skill_id!r}: {errors[0].message}"
+            # A skill load reaches the model as a call to the skill tool: checked as one.
+            return schema_problem(harness.skill_tool, {harness.skill_arg: event.skill_id})
     return None
 
 
@@ -170,14 +156,14 @@ def _get(value: Any, path: tuple) -> tuple[bool, Any]:
         if (isinstance(value, dict) and isinstance(key, str) and key in value) or (
             isinstance(value, list) and isinstance(key, int) and key < len(value)
         ):
-            value = value[key]
+            value = value[key]  # type: ignore[index]  # the test above matched key to value
         else:
             return False, None
     return True, value
 
 
 def value_problems(
-    original: Harness, rewritten: Harness, mapping: Mapping, events: Sequence[Event]
+    original: Harness, rewritten: Harness, mapping: RewriteMapping, events: Sequence[Event]
 ) -> list[tuple[int, str]]:
     """Calls whose argument values changed other than by a declared enum respelling."""
     out = []
@@ -276,9 +262,12 @@ def replay_problems(
         recorded = _results(canonical)
         for n, (w, g) in enumerate(zip(want, got, strict=True)):
             a, b = recorded.get(w.call_id), _results(recovered).get(g.call_id)
-            if (a is None) != (b is None) or (
-                a is not None and (a.content, a.is_error) != (b.content, b.is_error)
-            ):
+            same = (a is None and b is None) or (
+                a is not None
+                and b is not None
+                and (a.content, a.is_error) == (b.content, b.is_error)
+            )
+            if not same:
                 problems.append(f"call {n}: its result differs from the recorded one")
         return problems
     if replay.task is None:
@@ -298,22 +287,22 @@ def replay_problems(
         _BASELINES[key] = base
         while len(_BASELINES) > 256:
             _BASELINES.popitem(last=False)
-    got = rerun(replay.env, replay.task, recovered, harness=harness)
+    episode = rerun(replay.env, replay.task, recovered, harness=harness)
     problems = []
     want_results = [(r.content, r.is_error) for r in base.events if isinstance(r, ToolResult)]
-    got_results = [(r.content, r.is_error) for r in got.events if isinstance(r, ToolResult)]
+    got_results = [(r.content, r.is_error) for r in episode.events if isinstance(r, ToolResult)]
     if len(got_results) != len(want_results):
         problems.append(
             f"{len(got_results)} tool results, {len(want_results)} in the canonical run"
         )
-    for n, (a, b) in enumerate(zip(got_results, want_results, strict=False)):
-        if a != b:
-            problems.append(f"tool result {n} differs from the canonical run: {a[0][:80]!r}")
-    if not _same(got.events, base.events):
+    for n, (mine, theirs) in enumerate(zip(got_results, want_results, strict=False)):
+        if mine != theirs:
+            problems.append(f"tool result {n} differs from the canonical run: {mine[0][:80]!r}")
+    if not _same(episode.events, base.events):
         problems.append(
-            "the replayed episode differs: " + _first_difference(got.events, base.events)
+            "the replayed episode differs: " + _first_difference(episode.events, base.events)
         )
-    score = replay.env.score(replay.task, got.state, got.events).score
+    score = replay.env.score(replay.task, episode.state, episode.events).score
     base_score = replay.env.score(replay.task, base.state, base.events).score
     if score != base_score:
         problems.append(f"score {score} differs from the canonical {base_score}")

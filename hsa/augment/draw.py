@@ -1,4 +1,11 @@
-"""Seeded randomness: generators derived from stable keys, and draws that rules share."""
+"""Seeded randomness: generators derived from stable keys, and draws that rules share.
+
+Besides per-draw generators, column-wise draws for many ids at once (``unit``, and the
+variant pick built on it in ``hsa.augment.planner``): a 64-bit FNV-1a hash of each UTF-8 id,
+mixed with a seed by SplitMix64. Integer arithmetic only, so a draw is the same on every
+machine and with every library version, and it depends on the id itself, never on its
+position in the input or on which batch it falls in.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,13 @@ import random
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+import pyarrow as pa
+
 T = TypeVar("T")
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
 
 
 def derive_seed(*parts: Any) -> int:
@@ -33,3 +46,35 @@ def shuffled(items: Sequence[T], rng: random.Random) -> list[T]:
         if out != items:
             return out
     return out[1:] + out[:1]
+
+
+def fnv1a(ids: pa.Array) -> np.ndarray:
+    """The 64-bit FNV-1a hash of each string's UTF-8 bytes (null hashes as "")."""
+    # Imported here: the engine imports the planner, which imports this module.
+    from hsa.augment.engine.jsontext import byte_view
+
+    offsets, data = byte_view(ids)
+    n = len(offsets) - 1
+    lengths = np.diff(offsets)
+    h = np.full(n, _FNV_OFFSET, dtype=np.uint64)
+    starts = offsets[:-1]
+    with np.errstate(over="ignore"):
+        for j in range(int(lengths.max()) if n else 0):
+            live = np.flatnonzero(lengths > j)
+            h[live] = (h[live] ^ data[starts[live] + j].astype(np.uint64)) * _FNV_PRIME
+    return h
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser: a well-mixed 64-bit function of ``x``."""
+    with np.errstate(over="ignore"):
+        z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def unit(ids: pa.Array, *salt: object) -> np.ndarray:
+    """A uniform number in [0, 1) per id, fixed by ``salt``."""
+    mixed = splitmix64(fnv1a(ids) ^ np.uint64(derive_seed("unit", *salt)))
+    return (mixed >> np.uint64(11)).astype(np.float64) / float(1 << 53)

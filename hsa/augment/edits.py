@@ -21,7 +21,7 @@ from hsa.harness.protocols import CALL_FORMATS
 def replace_in_schema(schema: Any, table: Mapping[str, str]) -> Any:
     """A copy of ``schema`` with identifiers replaced in every ``description`` and ``title``."""
     if isinstance(schema, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for key, value in schema.items():
             if key in ("description", "title") and isinstance(value, str):
                 out[key] = replace_identifiers(value, table)

@@ -1,6 +1,6 @@
 """Mappings: the declarative canonical -> surface renaming that a rewrite applies to trajectories.
 
-A ``Mapping`` says how identifiers in canonical events appear under a rewritten harness: tool
+A ``RewriteMapping`` says how identifiers in canonical events appear under a rewritten harness: tool
 names, argument structure (a sequence of ``Step``s per tool: moves of subtrees between paths,
 enum value renames, optional-parameter insertions, object creation/removal), skill ids and hook
 ids. Rules produce mappings and never touch trajectories; the engine applies them in bulk.
@@ -95,7 +95,7 @@ class ToolMap:
 
 
 @dataclass(frozen=True, slots=True)
-class Mapping:
+class RewriteMapping:
     """Canonical -> surface identifiers. Names absent from a table map to themselves.
 
     ``text`` lists identifier replacements (canonical, surface) that rules applied to the
@@ -120,7 +120,7 @@ class Mapping:
         tool = self.tools.get(canonical)
         return canonical if tool is None else tool.name
 
-    def then(self, other: Mapping) -> Mapping:
+    def then(self, other: RewriteMapping) -> RewriteMapping:
         """This mapping followed by ``other`` (whose canonical names are this one's surface)."""
         tools: dict[str, ToolMap] = {}
         surfaced = set()
@@ -134,20 +134,20 @@ class Mapping:
         for name, second in other.tools.items():
             if name not in surfaced and name not in self.tools:
                 tools[name] = second
-        return Mapping(
+        return RewriteMapping(
             tools=tools,
             skills=_compose_names(self.skills, other.skills),
             hooks=_compose_names(self.hooks, other.hooks),
             text=self.text + other.text,
         )
 
-    def inverse(self) -> Mapping:
+    def inverse(self) -> RewriteMapping:
         """The surface -> canonical mapping."""
         tools = {
             t.name: ToolMap(canonical, tuple(s.inverse() for s in reversed(t.steps)))
             for canonical, t in self.tools.items()
         }
-        return Mapping(
+        return RewriteMapping(
             tools=tools,
             skills={v: k for k, v in self.skills.items()},
             hooks={v: k for k, v in self.hooks.items()},
@@ -166,7 +166,7 @@ class Mapping:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
-    def from_dict(cls, data: MappingABC[str, Any]) -> Mapping:
+    def from_dict(cls, data: MappingABC[str, Any]) -> RewriteMapping:
         return cls(
             tools={k: ToolMap.from_dict(v) for k, v in (data.get("tools") or {}).items()},
             skills=dict(data.get("skills") or {}),
@@ -175,11 +175,11 @@ class Mapping:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> Mapping:
+    def from_json(cls, text: str) -> RewriteMapping:
         return cls.from_dict(json.loads(text))
 
 
-IDENTITY = Mapping()
+IDENTITY = RewriteMapping()
 
 
 def _compose_names(first: MappingABC[str, str], second: MappingABC[str, str]) -> dict[str, str]:
@@ -302,7 +302,7 @@ def _lookup(table: list[tuple[Any, Any]], value: Any) -> Any:
     return value
 
 
-def map_events(events: Sequence[Event], mapping: Mapping) -> list[Event]:
+def map_events(events: Sequence[Event], mapping: RewriteMapping) -> list[Event]:
     """Events with canonical identifiers replaced by ``mapping``'s surface identifiers."""
     if mapping.is_identity:
         return list(events)

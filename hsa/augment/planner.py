@@ -5,6 +5,11 @@ variants, ids included); the engine then applies each variant's mapping to traje
 bulk. A recipe with a trajectory-dependent rule (``Recipe.needs``) is planned per trajectory
 (or per group of trajectories with the same ``Context``): without a context such rules are
 left out of the draw's application, never guessed.
+
+Which variants a trajectory is rendered under is decided here too, by hashing its id:
+``pick_slots`` for a column of ids (the augment job), ``pick`` for one trajectory, with the
+same candidates (``distinct``) and the same draw, so ``plan`` then ``pick`` predicts exactly
+what ``hsa augment`` writes.
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hsa.augment.draw import derive_seed, generator
-from hsa.augment.mapping import Mapping
+import numpy as np
+import pyarrow as pa
+
+from hsa.augment.draw import derive_seed, fnv1a, generator, splitmix64
+from hsa.augment.mapping import RewriteMapping
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
@@ -41,7 +49,7 @@ class Variant:
     harness_id: str
     rules: tuple[tuple[str, str, MappingABC[str, Any]], ...]
     harness: Harness
-    mapping: Mapping
+    mapping: RewriteMapping
     seed: int = 0
     index: int = 0
 
@@ -59,7 +67,7 @@ class Variant:
         }
 
 
-def context_through(context: Context, mapping: Mapping) -> Context:
+def context_through(context: Context, mapping: RewriteMapping) -> Context:
     """``context`` with canonical names turned into ``mapping``'s surface names."""
     tools = context.used_tools
     skills = context.used_skills
@@ -119,7 +127,7 @@ def variant_id(
 
 def canonical_variant(harness: Harness) -> Variant:
     """The unchanged harness as a variant (no rules, identity mapping)."""
-    return Variant(variant_id(harness, (), 0, None), harness.id, (), harness, Mapping())
+    return Variant(variant_id(harness, (), 0, None), harness.id, (), harness, RewriteMapping())
 
 
 def _draw(recipe: Recipe, rng, eligible: set[str]) -> list[RecipeRule]:
@@ -159,7 +167,7 @@ def plan(
     seed = recipe.seed if seed is None else seed
     eligible = {r.rule for r in recipe.rules if all(context.has(n) for n in get(r.rule).needs)}
     out: list[Variant] = [canonical_variant(harness)] if recipe.include_canonical else []
-    seen = {(harness.to_json(), Mapping().to_json())} if recipe.include_canonical else set()
+    seen = {(harness.to_json(), RewriteMapping().to_json())} if recipe.include_canonical else set()
     for index in range(recipe.variants_per_harness):
         for attempt in range(_REDRAWS):
             variant_seed = derive_seed("variant", seed, harness.id, index, attempt)
@@ -178,15 +186,81 @@ def plan(
     return out
 
 
+def distinct(harness: Harness, planned: Sequence[Variant]) -> list[Variant]:
+    """The variants a trajectory may be rendered under: ``planned`` without the canonical
+    variant, rewrites of ``harness`` that change nothing, and repeats (the first kept).
+
+    ``plan`` keeps a repeat when its redraws found nothing new (so that later variants stay
+    fixed), and rendering one trajectory twice the same way would only duplicate rows.
+    """
+    seen = {(harness.to_json(), RewriteMapping().to_json())}
+    out = []
+    for variant in planned:
+        key = (variant.harness.to_json(), variant.mapping.to_json())
+        if not variant.is_canonical and key not in seen:
+            seen.add(key)
+            out.append(variant)
+    return out
+
+
+def pick_slots(ids: pa.Array, available: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """For each id, ``min(k, available)`` distinct slots out of ``range(available)``.
+
+    Column-wise: slot ``s`` of an id gets the key ``splitmix64(fnv1a(id) ^ derive_seed("pick",
+    seed, s))`` and the id takes its ``k`` smallest keys, so a pick depends on the id, the
+    seed and the number available, never on the other ids of the batch. Returns an ``(n, k)``
+    array of slots in increasing order, -1 where fewer are available; the caller reports
+    those ids (the augment job counts them in its manifest), since a row that silently gets
+    fewer variants than asked reads as a smaller dataset than configured.
+    """
+    n = len(ids)
+    width = int(available.max()) if n else 0
+    if width == 0 or k == 0:
+        return np.full((n, k), -1, dtype=np.int64)
+    base = fnv1a(ids)
+    salts = np.array([derive_seed("pick", seed, s) for s in range(width)], dtype=np.uint64)
+    keys = splitmix64(base[:, None] ^ salts[None, :])
+    keys[np.arange(width)[None, :] >= available[:, None]] = np.iinfo(np.uint64).max
+    width_k = min(k, width)
+    order = np.argsort(keys, axis=1, kind="stable")[:, :width_k]  # the smallest keys
+    taken = np.arange(width_k)[None, :] < np.minimum(available, width_k)[:, None]
+    big = np.iinfo(np.int64).max
+    chosen = np.where(taken, order, big)
+    chosen.sort(axis=1)
+    out = np.full((n, k), -1, dtype=np.int64)
+    out[:, :width_k] = np.where(chosen == big, -1, chosen)
+    return out
+
+
 def pick(
-    variants: Sequence[Variant], trajectory_id: str, recipe: Recipe, *, seed: int | None = None
+    variants: Sequence[Variant],
+    trajectory_id: str,
+    recipe: Recipe,
+    *,
+    seed: int | None = None,
+    harness: Harness | None = None,
 ) -> list[Variant]:
-    """The variants one trajectory is rendered under: ``variants_per_trajectory`` of them,
-    drawn by the trajectory id, plus the canonical variant when the plan has one."""
+    """The variants one trajectory is rendered under, exactly as ``hsa augment`` picks them.
+
+    The canonical variant first when ``variants`` hold one, then ``variants_per_trajectory``
+    of the ``distinct`` rewrites (fewer when fewer are distinct), drawn by the trajectory id
+    with ``pick_slots``. ``harness`` is the harness ``variants`` were planned from; it may be
+    left out when they hold its canonical variant (``include_canonical``), which carries it.
+    """
     seed = recipe.seed if seed is None else seed
-    canonical = [v for v in variants if v.is_canonical]
-    others = [v for v in variants if not v.is_canonical]
-    k = min(recipe.variants_per_trajectory, len(others))
-    rng = generator("pick", seed, trajectory_id)
-    chosen = sorted(rng.sample(range(len(others)), k))
-    return canonical + [others[i] for i in chosen]
+    canonical = [v for v in variants if v.is_canonical][:1]
+    if harness is None:
+        if not canonical:
+            raise RuleError(
+                "pick needs the harness the variants were planned from (harness=...) when "
+                "they hold no canonical variant, to leave out rewrites that change nothing"
+            )
+        harness = canonical[0].harness
+    candidates = distinct(harness, variants)
+    slots = pick_slots(
+        pa.array([trajectory_id], pa.string()),
+        np.array([len(candidates)], dtype=np.int64),
+        recipe.variants_per_trajectory,
+        seed,
+    )[0]
+    return canonical + [candidates[int(s)] for s in slots if s >= 0]

@@ -1,8 +1,8 @@
 """The rule API: a named, versioned, parametrised rewrite of a harness, and what it returns.
 
 A rule looks at a harness, a seeded ``random.Random`` and its parameters, and returns a
-``Rewrite``: the new harness plus the ``Mapping`` from canonical to surface identifiers. Rules
-never see trajectories; a rule that depends on what a trajectory uses (drop the tools it never
+``Rewrite``: the new harness plus the ``RewriteMapping`` from canonical to surface identifiers.
+Rules never see trajectories; a rule that depends on what a trajectory uses (drop the tools it never
 calls) says so in ``needs`` and reads the used sets from ``Context``. A chain of rewrites is a
 rewrite (``Rewrite.then``, ``compose``).
 
@@ -30,7 +30,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from hsa.augment.mapping import IDENTITY, Mapping
+from hsa.augment.mapping import IDENTITY, RewriteMapping
 from hsa.errors import RuleError
 from hsa.harness.events import Event, SkillLoad, ToolCall
 from hsa.harness.model import Harness
@@ -99,7 +99,7 @@ class Rewrite:
     """A rewritten harness and the canonical -> surface mapping that goes with it."""
 
     harness: Harness
-    mapping: Mapping = IDENTITY
+    mapping: RewriteMapping = IDENTITY
 
     def then(self, other: Rewrite) -> Rewrite:
         """This rewrite followed by ``other`` (which was computed on ``self.harness``)."""

@@ -60,7 +60,8 @@ def example_value(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int
         return {k: example_value(props[k], root, depth + 1) for k in required if k in props}
     if kind == "array":
         count = max(1, int(schema.get("minItems", 1)))
-        items = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
+        items = schema.get("items")
+        items = items if isinstance(items, Mapping) else {}
         return [example_value(items, root, depth + 1) for _ in range(count)]
     if kind == "integer":
         return int(schema.get("minimum", 1))

@@ -4,7 +4,7 @@ A sub-schema describes the values at one instance path (``("items", "[]", "sku")
 properties add their key, array ``items`` add ``"[]"``, ``$ref``/``anyOf``/``oneOf``/``allOf``
 keep the path. Sub-schemas reached only through keywords that have no such path
 (``prefixItems``, ``additionalProperties``, ``patternProperties``, ``not``, ``if``, ...) are
-*pinned*: rules leave their property names and enums alone, because no ``Mapping`` step could
+*pinned*: rules leave their property names and enums alone, because no ``RewriteMapping`` step could
 follow them. A ``$defs`` entry used from two places is reached twice, with both paths.
 """
 

@@ -89,7 +89,7 @@ def subjects_from_source(
     tools replay recorded outputs for exactly matching calls only, so an inverse-mapped call
     that is not exactly the recorded one gets an error and fails the replay check.
     """
-    from hsa.envs import get as get_env
+    from hsa.envs import get_env
     from hsa.harness.importers import detect_format
 
     fmt = detect_format(path)
@@ -194,6 +194,7 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
     harness, trajectory = subject.harness, subject.trajectory
     context = Context.of(trajectory.events)
     key = (harness.to_json(), seed) if not job.rule.needs else None
+    reason: str | None
     try:
         if key is not None and key in cache:
             rewrite = cache[key]

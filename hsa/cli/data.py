@@ -340,8 +340,8 @@ def _show_row(row: dict[str, Any], width: int) -> None:
         f"protocol={row['protocol']}",
         f"rules={', '.join(row['rules']) or '(canonical)'}",
     ]
-    if "verified" in row and "reason" in row:
-        header.append("verified" if row["verified"] else f"rejected: {row['reason']}")
+    if row.get("verified") is not None:
+        header.append("verified" if row["verified"] else f"rejected: {_reason(row)}")
     lines = [f"[dim]{_escape('  '.join(header))}[/dim]"]
     for message in row["messages"]:
         role = message["role"]
@@ -358,6 +358,18 @@ def _show_row(row: dict[str, Any], width: int) -> None:
         lines.append(f"[dim]tools: {', '.join(t['function']['name'] for t in tools)}[/dim]")
     title = f"[bold]{_escape(row['id'])}[/bold]"
     console().print(Panel("\n".join(lines), title=title, title_align="left"), soft_wrap=False)
+
+
+def _reason(row: dict[str, Any]) -> str:
+    """Why a row was rejected: a teacher row's ``reason``, else the one in its ``verification``
+    (JSON object text in both row formats)."""
+    if row.get("reason"):
+        return row["reason"]
+    try:
+        reason = json.loads(row.get("verification") or "{}").get("reason")
+    except (ValueError, AttributeError):
+        reason = None
+    return str(reason) if reason else "(no reason recorded)"
 
 
 def _escape(text: str) -> str:

@@ -32,7 +32,7 @@ def _env_options(fn):
 
 
 def _load(name: str, seed: int | None, n_tasks: int | None, source: Path | None):
-    from hsa.envs import get
+    from hsa.envs import get_env
 
     options: dict = {}
     if seed is not None:
@@ -41,7 +41,7 @@ def _load(name: str, seed: int | None, n_tasks: int | None, source: Path | None)
         options["n_tasks"] = n_tasks
     if source is not None:
         options["path"] = source
-    return get(name, **options)
+    return get_env(name, **options)
 
 
 @click.group("env")
@@ -52,9 +52,9 @@ def group() -> None:
 @group.command("list")
 def list_envs() -> None:
     """The registered environments."""
-    from hsa.envs import names
+    from hsa.envs import env_names
 
-    found = names()
+    found = env_names()
     width = max(len(n) for n in found)
     for name in found:
         click.echo(f"{name:<{width}}  {_ABOUT.get(name, '')}")

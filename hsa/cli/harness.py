@@ -84,10 +84,10 @@ def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) ->
     Writes harness directories, tasks.jsonl and trajectories.parquet under OUT. OUT is
     replaced only if it is empty or holds an earlier import.
     """
-    from hsa.harness import load
+    from hsa.harness import load_harness
     from hsa.harness.importers import import_source, write_import
 
-    harness = load(harness_path) if harness_path is not None else None
+    harness = load_harness(harness_path) if harness_path is not None else None
     result = import_source(src, format=fmt, harness=harness)
     write_import(result, out)
     table = Table(title=f"imported {src} ({result.format}) -> {out}")
@@ -110,9 +110,9 @@ def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) ->
 @click.argument("path", type=click.Path(path_type=Path))
 def show(path: Path) -> None:
     """Print a summary of the harness at PATH: tools, skills, hooks, protocol, prompt."""
-    from hsa.harness import load
+    from hsa.harness import load_harness
 
-    console().print(*render_harness(load(path)))
+    console().print(*render_harness(load_harness(path)))
 
 
 # --- hsa harness show ---

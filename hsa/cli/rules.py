@@ -44,9 +44,9 @@ def list_rules(family: str | None) -> None:
 @click.argument("rule")
 def show(rule: str) -> None:
     """A rule's documentation and the JSON Schema of its parameters."""
-    from hsa.augment import get
+    from hsa.augment import get_rule
 
-    item = get(rule)
+    item = get_rule(rule)
     out = console()
     out.print(f"[bold]{item.name}[/bold]  version {item.version}  family {item.family}")
     if item.needs:
@@ -106,12 +106,12 @@ def preview_cmd(
     rule: str, harness_path: Path, seed: int, params_text: str | None, trajectories: Path | None
 ) -> None:
     """Diff a harness and one rendered trajectory before and after RULE."""
-    from hsa.augment import get
+    from hsa.augment import get_rule
     from hsa.augment.preview import preview
-    from hsa.harness import load
+    from hsa.harness import load_harness
 
-    harness = load(harness_path)
-    item = get(rule)
+    harness = load_harness(harness_path)
+    item = get_rule(rule)
     result = preview(
         item,
         harness,
@@ -140,9 +140,9 @@ def _subjects(harness_path, trajectories, sources, env_names, limit):
         # importer `hsa augment` reads a JSONL file with.
         subjects += suite.subjects_from_source(trajectories, limit=limit)
     if harness_path is not None:
-        from hsa.harness import load
+        from hsa.harness import load_harness
 
-        harness = load(harness_path)
+        harness = load_harness(harness_path)
         if trajectories is not None:
             subjects += suite.subjects_from_files(harness, trajectories, limit=limit)
         else:
@@ -157,7 +157,7 @@ def _subjects(harness_path, trajectories, sources, env_names, limit):
 
 
 def _env(name: str):
-    from hsa.envs import get as get_env
+    from hsa.envs import get_env
 
     return get_env(name)
 
@@ -242,7 +242,7 @@ def check(
     back and the inverse mapping gives the canonical ones (roundtrip); replaying the
     inverse-mapped calls gives the same results and score (replay).
     """
-    from hsa.augment import all_rules, get
+    from hsa.augment import all_rules, get_rule
     from hsa.augment.registry import broken_plugins
     from hsa.augment.suite import Job, run
 
@@ -250,7 +250,7 @@ def check(
     params = _params(params_text)
     if params is not None and len(rule_names) != 1:
         fail("--params needs exactly one --rule")
-    chosen = [get(n) for n in rule_names] if rule_names else all_rules()
+    chosen = [get_rule(n) for n in rule_names] if rule_names else all_rules()
     broken = [] if rule_names else broken_plugins()
     if not (harness_path or trajectories or sources or env_names):
         env_names = ("livestream",)

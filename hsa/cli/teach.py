@@ -189,6 +189,7 @@ def teach_command(
                 description=f"teach {config.env} ({config.teacher}) verified {verified}",
             )
 
+        incomplete: TeachIncomplete | None
         try:
             with _gc_tuned(tune_gc):
                 report = teach(config, out, progress=advance)
@@ -332,7 +333,6 @@ def serve_command(
     import signal
 
     from hsa.envs.registry import get
-    from hsa.teachers.make import oracle_policy
     from hsa.teachers.oracle import OracleResponder
     from hsa.teachers.server import ChatServer, Faults
     from hsa.teachers.variants import VariantPool, recipe_from
@@ -340,7 +340,7 @@ def serve_command(
     environment = get(env, **({"seed": env_seed} if env_seed is not None else {}))
     pool = VariantPool(environment.harness(), recipe_from(recipe), seed=seed)
     pool.warm()
-    responder = OracleResponder(environment, oracle_policy(environment), variants=pool)
+    responder = OracleResponder(environment, variants=pool)
     faults = Faults(
         latency_ms=latency_ms, fail_rate=fail_rate, malformed_rate=malformed_rate, seed=fault_seed
     )
@@ -352,8 +352,7 @@ def serve_command(
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        click.echo(f"serving {what} ({env}) on http://127.0.0.1:{bound}/v1", nl=True)
-        click.get_text_stream("stdout").flush()
+        click.echo(f"serving {what} ({env}) on http://127.0.0.1:{bound}/v1", nl=True)  # flushes
         serving = asyncio.ensure_future(server.serve_forever())
         await stop.wait()
         serving.cancel()

@@ -1,13 +1,15 @@
 """Datasets: storage only -- Parquet shards, the row format, manifests, cards, readers, exports.
 
-``open_source(IN)`` reads canonical trajectories; ``load(DIR)`` reads a dataset directory as a
-Polars ``LazyFrame``, ``iter_trl(DIR)`` as TRL conversational rows and ``to_hf(DIR)`` as a
+``open_source(IN)`` reads canonical trajectories; ``scan_dataset(DIR)`` reads a dataset directory
+as a Polars ``LazyFrame``, ``iter_trl(DIR)`` as TRL conversational rows and ``to_hf(DIR)`` as a
 Hugging Face ``datasets.Dataset``. The jobs that write datasets (``augment``, ``build``,
 ``teach``) live in ``hsa.pipelines``. This package imports nothing of hsa but ``hsa.harness``
 and ``hsa.errors``.
 """
 
-from hsa.datasets.export import iter_rows, iter_trl, load, shards, to_hf, trl_row
+from hsa.datasets.export import iter_rows, iter_trl, to_hf, trl_row
+from hsa.datasets.export import load as scan_dataset
+from hsa.datasets.export import shards as shard_paths
 from hsa.datasets.schema import (
     ROW_SCHEMA,
     SCHEMA_VERSION,
@@ -25,9 +27,9 @@ __all__ = [
     "conversation",
     "iter_rows",
     "iter_trl",
-    "load",
     "open_source",
-    "shards",
+    "scan_dataset",
+    "shard_paths",
     "to_hf",
     "trl_messages",
     "trl_row",

@@ -50,7 +50,7 @@ def load(path: str | Path, split: str | None = None) -> pl.LazyFrame:
     """The rows of a dataset directory as a Polars ``LazyFrame`` (columns of ``ROW_SCHEMA``)."""
     files = shards(path, split)
     if not files:
-        return pl.LazyFrame(schema=pl.from_arrow(ROW_SCHEMA.empty_table()).schema)
+        return pl.DataFrame(ROW_SCHEMA.empty_table()).lazy()
     return pl.scan_parquet([str(f) for f in files])
 
 

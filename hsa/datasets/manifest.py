@@ -7,6 +7,7 @@
                                  complete dataset
     DIR/.hsa/run.json            the config hash of the run that is filling DIR
     DIR/.hsa/done/NNNNN.json     batch NNNNN is written: its shards, their sha256 and statistics
+                                 (the augment job's batches; the teach job's shards, one each)
     DIR/.hsa/lock                the run writing into DIR now (``hsa.datasets.lock``)
 
 A rerun with the same config skips every batch whose mark and shards agree, and so ends with the
@@ -189,25 +190,17 @@ def done(out: Path, batch: int) -> dict[str, Any] | None:
         return None
     try:
         mark = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    for entry in mark.get("shards", []):
-        shard = out / entry["path"]
-        if not shard.is_file() or sha256_file(shard) != entry["sha256"]:
-            return None
+        for entry in mark["shards"]:
+            shard = out / entry["path"]
+            if not shard.is_file() or sha256_file(shard) != entry["sha256"]:
+                return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a mark that is not one of ours marks nothing done
     return mark
 
 
 def mark(out: Path, batch: int, content: Mapping[str, Any]) -> None:
     write_json(mark_path(out, batch), dict(content))
-
-
-def stale_shards(out: Path, keep: set[str]) -> list[Path]:
-    """Shard files under ``data/`` that no completed batch lists (left by a killed run)."""
-    data = out / "data"
-    if not data.is_dir():
-        return []
-    return sorted(p for p in data.rglob("*") if p.is_file() and str(p.relative_to(out)) not in keep)
 
 
 def listed_shards(root: Path, manifest: Mapping[str, Any], split: str | None = None) -> list[Path]:

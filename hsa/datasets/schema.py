@@ -3,8 +3,9 @@
 A row is one canonical trajectory rendered under one harness variant: OpenAI chat ``messages``
 and ``tools`` (the request's tools list), plus lineage -- the source trajectory and task, the
 harness and variant, the rules and their parameters, the split, the teacher and its
-verification. In Parquet a message is a struct whose absent keys are nulls; ``chat_messages``
-drops them again.
+verification (``verified``, and ``verification``: the teacher row's JSON object text, the same
+in both row formats). In Parquet a message is a struct whose absent keys are nulls;
+``chat_messages`` drops them again.
 
 ``tools`` and each tool call's ``arguments`` are JSON text in Parquet (plain strings, so
 PyArrow, Polars and DuckDB read them as text, and the writer stores each variant's tools once per
@@ -52,7 +53,7 @@ ROW_SCHEMA = pa.schema(
         pa.field("source", pa.string()),
         pa.field("teacher", pa.string()),
         pa.field("verified", pa.bool_()),
-        pa.field("verification", pa.string()),
+        pa.field("verification", pa.string()),  # JSON: the teacher row's verification, as it is
         pa.field("metadata", pa.string()),  # JSON: the source trajectory's metadata
     ]
 )
@@ -62,8 +63,9 @@ ROW_SCHEMA = pa.schema(
 #: ``TRAJECTORY_SCHEMA``) plus the lineage and surface columns of a dataset row (variant, rules,
 #: protocol, the ``messages`` the model saw and the ``tools`` it was offered, split, teacher,
 #: ``verified``) and the verification in full: ``reason`` (``ok`` when verified), the
-#: environment's ``score`` and ``verification`` (JSON: reason, every check, score). A teacher
-#: row is its own source trajectory (``source_id`` is its id).
+#: environment's ``score`` and ``verification`` (JSON object text: verified, reason, every
+#: check, score; a dataset row made from this one carries it as it is). A teacher row is its own
+#: source trajectory (``source_id`` is its id).
 TEACHER_SCHEMA = pa.schema(
     [
         *TRAJECTORY_SCHEMA,
@@ -80,7 +82,7 @@ TEACHER_SCHEMA = pa.schema(
         pa.field("verified", pa.bool_(), nullable=False),
         pa.field("reason", pa.string(), nullable=False),
         pa.field("score", pa.float64()),
-        pa.field("verification", pa.string(), nullable=False),  # JSON: reason, checks, score
+        pa.field("verification", pa.string(), nullable=False),  # JSON: verified, reason, checks
     ]
 )
 

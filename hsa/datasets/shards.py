@@ -1,15 +1,15 @@
 """Parquet shards: pinned writer options, atomic writes, checksums, and reading with clear errors.
 
 Every shard hsa writes goes through ``write_shard``: the table is written under a temporary
-name in the destination folder, flushed to disk and renamed, so a shard that exists is
-complete. The writer's options are fixed here, in one place, so the same rows always give the
-same bytes (no timestamps are written; ``created_by`` names the Arrow version).
+name in the destination folder, flushed to disk and renamed, and the folder flushed too
+(``hsa.harness.files``, the one way hsa writes a file), so a shard that exists is complete.
+The writer's options are fixed here, in one place, so the same rows always give the same
+bytes (no timestamps are written; ``created_by`` names the Arrow version).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hsa.errors import DatasetError
+from hsa.harness import files
 
 #: Writer options every shard is written with (changing one changes every checksum).
 WRITE_OPTIONS: dict[str, Any] = {
@@ -46,32 +47,19 @@ def sha256_file(path: Path) -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temporary, path)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise DatasetError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+    """Write ``data`` to ``path`` atomically and durably (``hsa.harness.files``); a
+    ``DatasetError`` naming ``path`` when it cannot be written."""
+    files.write_atomic(path, data, error=DatasetError)
 
 
 def write_shard(path: Path, table: pa.Table) -> dict[str, Any]:
-    """Write ``table`` to ``path`` atomically; returns ``{"rows", "sha256"}``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write ``table`` to ``path`` atomically (``hsa.harness.files``); returns
+    ``{"rows", "sha256"}``."""
     try:
-        pq.write_table(table, temporary, **WRITE_OPTIONS)
-        with open(temporary, "rb+") as fh:
-            os.fsync(fh.fileno())
-        digest = sha256_file(temporary)
-        os.replace(temporary, path)
-    except (OSError, pa.ArrowException) as exc:
-        temporary.unlink(missing_ok=True)
+        with files.replacing(path, error=DatasetError) as temporary:
+            pq.write_table(table, temporary, **WRITE_OPTIONS)
+            digest = sha256_file(temporary)
+    except pa.ArrowException as exc:
         raise DatasetError(f"cannot write shard: {exc}", file=str(path)) from None
     return {"rows": table.num_rows, "sha256": digest}
 

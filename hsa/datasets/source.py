@@ -2,7 +2,10 @@
 
 A ``Source`` reads its rows in any slice ``[start, stop)`` as an Arrow table with the columns of
 ``TRAJECTORY_SCHEMA`` plus the teacher lineage a teacher shard carries (``split``, ``teacher``,
-``verified``, ``reason``; null where absent). Files are taken in sorted path order, so the
+``verified``, ``reason``, ``verification``; null where absent). ``verification`` is the
+teacher's verification as JSON object text (``TEACHER_SCHEMA``), carried to the dataset row as
+it is; an input with a ``reason`` but no ``verification`` gets ``{"reason": ...}``, so the
+column has that one meaning whatever the input. Files are taken in sorted path order, so the
 same input always gives the same rows in the same order. A column of the wrong type, a null
 id or an unreadable file is a ``DatasetError`` naming the file and the row.
 """
@@ -31,6 +34,7 @@ LINEAGE = pa.schema(
         pa.field("teacher", pa.string()),
         pa.field("verified", pa.bool_()),
         pa.field("reason", pa.string()),
+        pa.field("verification", pa.string()),  # JSON object text
     ]
 )
 INPUT_SCHEMA = pa.schema([*TRAJECTORY_SCHEMA, *LINEAGE])
@@ -145,7 +149,8 @@ def _columns(handle, path: Path) -> list[str]:
 
 
 def conform(table: pa.Table, *, file: str, first_row: int = 0) -> pa.Table:
-    """``table`` with exactly the columns of ``INPUT_SCHEMA`` (cast; absent lineage as nulls)."""
+    """``table`` with exactly the columns of ``INPUT_SCHEMA`` (cast; absent lineage as nulls,
+    but a ``verification`` made from ``reason`` where there is one)."""
     columns = []
     for field in INPUT_SCHEMA:
         if field.name not in table.column_names:
@@ -168,7 +173,23 @@ def conform(table: pa.Table, *, file: str, first_row: int = 0) -> pa.Table:
                 file=file,
                 where=f"row {first_row + row}",
             )
+    reason = columns[INPUT_SCHEMA.get_field_index("reason")]
+    at = INPUT_SCHEMA.get_field_index("verification")
+    if columns[at].null_count and reason.null_count < table.num_rows:
+        columns[at] = pc.coalesce(_combined(columns[at]), _verification_from(reason))
     return pa.Table.from_arrays(columns, schema=INPUT_SCHEMA)
+
+
+def _verification_from(reason: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """``{"reason": REASON}`` JSON text per row (null where ``reason`` is), built once per
+    distinct reason: inputs hold a handful of reasons over many rows."""
+    encoded = pc.dictionary_encode(_combined(reason))
+    texts = [json.dumps({"reason": r}, ensure_ascii=False) for r in encoded.dictionary.to_pylist()]
+    return pc.take(pa.array(texts, pa.string()), encoded.indices)
+
+
+def _combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def open_source(path: str | Path, *, harness: Harness | None = None) -> Source:
@@ -250,7 +271,3 @@ def _jsonl_source(path: Path, harness: Harness | None) -> Source:
     return Source(
         path, (path,), (table.num_rows,), digest.hexdigest(), tuple(result.harnesses), table
     )
-
-
-def null_mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return pc.is_null(column).to_numpy(zero_copy_only=False)

@@ -12,7 +12,7 @@ from hsa.harness.events import Event
 from hsa.harness.model import Harness
 
 if TYPE_CHECKING:
-    from hsa.envs.episode import Episode
+    from hsa.envs.episode import Episode, Policy
 
 SPLITS = ("train", "dev", "test")
 
@@ -129,7 +129,18 @@ class Environment(abc.ABC):
     def score(self, task: Task, state: Any, events: Sequence[Event]) -> Outcome:
         """Score an episode's canonical events (and final state) against the task."""
 
+    def oracle(self) -> Policy:
+        """The environment's scripted policy: ``policy(task, events)`` gives the next step of
+        its solution of ``task``. The one way to reach an environment's oracle: ``solve``,
+        ``hsa env check``, the ``oracle`` teacher (``hsa teach``, ``hsa build``) and
+        ``hsa serve oracle`` all get it here."""
+        raise EnvError(
+            f"environment {self.name!r} has no oracle (a scripted policy that solves its tasks)"
+        )
+
     def solve(self, task: Task) -> Episode:
-        """Play the environment's reference solution of ``task`` (a scripted oracle, or the
-        corpus's reference calls), recording every event."""
-        raise EnvError(f"environment {self.name!r} has no reference solution to play")
+        """Play the environment's reference solution of ``task``, recording every event: its
+        ``oracle`` (a corpus environment plays its recorded reference calls instead)."""
+        from hsa.envs.episode import run_episode
+
+        return run_episode(self, task, self.oracle(), source="oracle")

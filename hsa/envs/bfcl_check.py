@@ -357,6 +357,7 @@ def check_param(
     ``source`` is ``(language, {"type": T, "items": T})`` for a Java or JavaScript parameter.
     """
     item_type: type | None
+    type_name: str | None
     if source is not None:
         language, declared = source
         types = LANGUAGE_TYPES[language]
@@ -383,7 +384,12 @@ def check_param(
     variable = False
     if expected is not None and type(value) is expected:
         variable = answer_type is not None and answer_type is not expected
-        if expected is list and not variable and not _items_ok(value, item_type, candidates):
+        if (
+            expected is list
+            and isinstance(value, list)  # as type(value) is list, for the type checker
+            and not variable
+            and not _items_ok(value, item_type, candidates)
+        ):
             return f"parameter {name!r}: wrong item type in {value!r}"
     elif answer_type is not None and type(value) is answer_type:
         variable = expected is not None

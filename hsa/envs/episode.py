@@ -131,7 +131,8 @@ def run_episode(
             _check_step(step, f"task {task.id}: turn {turn}: step {step_index}")
             events.extend(step)
             calls = [e for e in step if isinstance(e, ToolCall)]
-            if len(step) > 1 or isinstance(step[0], ToolCall | SkillLoad):
+            # _check_step: a one-event step that is not a call is the turn's final answer
+            if len(step) > 1 or not isinstance(step[0], AssistantMessage):
                 for call in calls:
                     events.extend(call_tool(env, state, harness, call, turn=turn))
                 continue

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from hsa.envs.base import Environment, Task
 from hsa.errors import EnvError
+from hsa.harness.files import replacing
 from hsa.harness.io import save
 from hsa.harness.model import Harness
 
@@ -51,7 +50,7 @@ def export_env(
     todo = list(env.tasks() if tasks is None else tasks)
     harnesses = _harnesses(env, todo)
     if len(harnesses) == 1:
-        written = (save(harnesses[0], path),)
+        written: tuple[Path, ...] = (save(harnesses[0], path),)
     else:
         if path.exists() and not path.is_dir():
             raise EnvError(
@@ -64,16 +63,9 @@ def export_env(
 
 
 def _write_lines(path: Path, lines: Iterable[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for line in lines:
-                fh.write(line + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(path, error=EnvError) as temporary, open(temporary, "wb") as fh:
+        for line in lines:
+            fh.write(line.encode("utf-8") + b"\n")
 
 
 def read_tasks(path: str | Path) -> list[Task]:

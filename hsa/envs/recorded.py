@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hsa.envs.arguments import ArgumentChecker
 from hsa.envs.base import Environment, Outcome, Task, ToolOutput, tasks_of_split
 from hsa.envs.episode import Episode, run_episode, steps_of
 from hsa.errors import EnvError
+from hsa.harness.arguments import ArgumentChecker
 from hsa.harness.events import Event, ToolCall, ToolResult, Trajectory
 from hsa.harness.model import Harness
 

@@ -1,4 +1,8 @@
-"""The shared vocabulary: harness value objects, canonical events, render/parse, load/save."""
+"""The shared vocabulary: harness value objects, canonical events, render/parse, load/save.
+
+``load_harness(PATH)`` reads a harness (a JSON document or a directory), ``loads_harness(TEXT)``
+parses one document and ``save_harness(HARNESS, PATH)`` writes one.
+"""
 
 from hsa.harness.events import (
     EVENT_STRUCT,
@@ -15,7 +19,10 @@ from hsa.harness.events import (
     trajectories_from_table,
     trajectories_to_table,
 )
-from hsa.harness.io import dump_yaml, load, loads, problems, save
+from hsa.harness.io import dump_yaml, problems
+from hsa.harness.io import load as load_harness
+from hsa.harness.io import loads as loads_harness
+from hsa.harness.io import save as save_harness
 from hsa.harness.model import Harness, Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
 from hsa.harness.parse import parse
 from hsa.harness.prompt import system_prompt
@@ -45,13 +52,13 @@ __all__ = [
     "document_problems",
     "dump_yaml",
     "harness_schema",
-    "load",
-    "loads",
+    "load_harness",
+    "loads_harness",
     "normalize_call_ids",
     "parse",
     "problems",
     "render",
-    "save",
+    "save_harness",
     "system_prompt",
     "trajectories_from_table",
     "trajectories_to_table",

@@ -18,10 +18,7 @@ beside a ``prompt.md.j2`` is refused, since one of the two would be ignored.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +31,7 @@ from hsa.errors import (
     ImportFormatError,
     TemplateError,
 )
+from hsa.harness.files import replacing_directory, write_atomic
 from hsa.harness.model import Harness
 from hsa.harness.skillfile import dump_skill_md, dump_yaml, load_skill_dir
 from hsa.harness.templates import MAX_TEMPLATE_CHARS
@@ -263,12 +261,14 @@ def loads(text: str, *, file: str | None = None) -> Harness:
 def save(harness: Harness, path: str | Path) -> Path:
     """Write ``harness`` to ``path``: a ``.json`` file, or else a harness directory.
 
-    The directory is written beside its destination and renamed into place, so a failure never
-    leaves a half-written harness. An existing directory is replaced only if it is a harness.
+    The directory is written beside its destination, synced and renamed into place
+    (``hsa.harness.files``), so a failure never leaves a half-written harness. An existing
+    directory is replaced only if it is a harness.
     """
     path = Path(path)
     if path.suffix == ".json":
-        _atomic_write(path, json.dumps(harness.to_dict(), ensure_ascii=False, indent=2) + "\n")
+        text = json.dumps(harness.to_dict(), ensure_ascii=False, indent=2) + "\n"
+        write_atomic(path, text, error=HarnessError)
         return path
     if path.exists() and (
         not path.is_dir() or (any(path.iterdir()) and not (path / MANIFEST).is_file())
@@ -276,28 +276,16 @@ def save(harness: Harness, path: str | Path) -> Path:
         raise HarnessError(
             "refusing to overwrite: it exists and is not a harness directory", file=str(path)
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    with replacing_directory(path, error=HarnessError) as staging:
         write_dir(harness, staging)
-        if path.exists():
-            trash = path.with_name(f".{path.name}.old-{os.getpid()}")
-            path.rename(trash)
-            staging.rename(path)
-            shutil.rmtree(trash)
-        else:
-            staging.rename(path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return path
 
 
 def write_dir(harness: Harness, root: Path) -> None:
     """Write the files of ``harness`` into the existing, empty directory ``root``.
 
-    Not atomic on its own: ``save`` and the importers write into a staging directory and
-    rename it into place.
+    Not atomic on its own: ``save`` and the importers write into a staging directory that
+    ``hsa.harness.files.replacing_directory`` fsyncs and renames into place.
     """
     doc = harness.to_dict()
     tools = doc.pop("tools")
@@ -328,15 +316,3 @@ def write_dir(harness: Harness, root: Path) -> None:
 
 def _write_text(path: Path, text: str) -> None:
     path.write_bytes(text.encode("utf-8"))  # no newline translation, on any platform
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -85,7 +85,7 @@ class Skill:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "id": self.id,
             "name": self.name,
             "description": self.description,

@@ -98,13 +98,15 @@ def _api_calls(message: Mapping[str, Any], where: str) -> list[tuple[Any, str, d
     return out
 
 
-def _messages(conversation: Any) -> list[Mapping[str, Any]]:
+def _messages(conversation: Any) -> Sequence[Mapping[str, Any]]:
+    messages: Sequence[Mapping[str, Any]]
     if isinstance(conversation, Conversation):
         messages = conversation.messages
     elif isinstance(conversation, Mapping):
-        messages = conversation.get("messages")
-        if not isinstance(messages, list):
+        found = conversation.get("messages")
+        if not isinstance(found, list):
             raise ProtocolError("a conversation needs a list of messages", where="messages")
+        messages = found
     else:
         messages = list(conversation)
     for index, message in enumerate(messages):
@@ -129,8 +131,10 @@ def parse(
     prompt = system_prompt(harness)
     prompt_in_user = harness.prompt.placement == "user" and bool(prompt)
     skill_tool = harness.skill_tool.name if harness.skill_tool else None
+    skill_arg = harness.skill_arg
 
     events: list[Event] = []
+    text: str | None
     skill_calls: set[str] = set()
     counter = 0
     start = 0
@@ -172,7 +176,7 @@ def parse(
             events.append(fired if fired is not None else UserMessage(text))
         elif role == "assistant":
             reasoning = message.get("reasoning_content")
-            if api:
+            if fmt is None:  # the api protocol
                 raw_calls = _api_calls(message, where)
                 text = None if content is None else _text_of(content, where)
             else:
@@ -193,7 +197,7 @@ def parse(
                 call_id = call_id if call_id is not None else f"call_{counter}"
                 counter += 1
                 if name == skill_tool:
-                    skill_id = args.get(harness.skill_arg)
+                    skill_id = None if skill_arg is None else args.get(skill_arg)
                     if not isinstance(skill_id, str):
                         raise ProtocolError("skill tool called without a skill id", where=where)
                     skill_calls.add(call_id)
@@ -202,6 +206,8 @@ def parse(
                     events.append(ToolCall(call_id, name, args))
         elif role == "tool":
             call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str):
+                raise ProtocolError("a tool message needs a tool_call_id string", where=where)
             body, hooks = split_tool_hooks(harness, _text_of(content, where))
             if call_id not in skill_calls:  # a skill's content is the skill, not an event
                 events.append(ToolResult(call_id, body, bool(message.get("is_error", False))))

@@ -17,7 +17,7 @@ from hsa.harness.events import (
     ToolResult,
     UserMessage,
 )
-from hsa.harness.model import Harness, Hook
+from hsa.harness.model import Harness, Hook, Skill
 from hsa.harness.prompt import call_format, surface_tools, system_prompt
 from hsa.harness.protocols import join_prefix
 from hsa.harness.templates import render_message
@@ -93,7 +93,7 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
                 }
                 for call_id, tool, args in pending_calls
             ]
-        elif pending_calls:
+        elif pending_calls and fmt is not None:  # fmt is None only under the api protocol
             try:
                 block = fmt.format_calls([(tool, args) for _, tool, args in pending_calls], tag)
             except ProtocolError as exc:
@@ -117,8 +117,8 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
                 pending_calls.append((event.call_id, event.tool, dict(event.args)))
             else:
                 call_id = _fresh_id(f"call_{counter}", taken_ids)
-                pending_calls.append((call_id, *_skill_call(harness, event, where)))
-                skill = harness.skill(event.skill_id)
+                tool, args, skill = _skill_call(harness, event, where)
+                pending_calls.append((call_id, tool, args))
                 skill_results.append(
                     {"role": "tool", "tool_call_id": call_id, "content": skill.content}
                 )
@@ -136,7 +136,11 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
                 text, prompt_in_user = f"{prompt}\n\n{text}", False
             messages.append({"role": "user", "content": text})
         elif isinstance(event, ToolResult):
-            message = {"role": "tool", "tool_call_id": event.call_id, "content": event.content}
+            message: dict[str, Any] = {
+                "role": "tool",
+                "tool_call_id": event.call_id,
+                "content": event.content,
+            }
             if event.is_error:
                 message["is_error"] = True
             messages.append(message)
@@ -172,17 +176,27 @@ def _assistant_message(text: str, reasoning: str | None) -> dict[str, Any]:
     return message
 
 
-def _skill_call(harness: Harness, event: SkillLoad, where: str) -> tuple[str, dict[str, Any]]:
+def _skill_call(
+    harness: Harness, event: SkillLoad, where: str
+) -> tuple[str, dict[str, Any], Skill]:
+    """The skill tool's name and arguments that load ``event``'s skill, and the skill."""
     if harness.skill_tool is None:
         raise ProtocolError(
             f"harness {harness.id!r} has no skill tool to load skill {event.skill_id!r} with",
             where=where,
         )
-    if harness.skill(event.skill_id) is None:
+    if harness.skill_arg is None:
+        raise ProtocolError(
+            f"skill tool {harness.skill_tool.name!r} of harness {harness.id!r} has no "
+            "parameter naming the skill",
+            where=where,
+        )
+    skill = harness.skill(event.skill_id)
+    if skill is None:
         raise ProtocolError(
             f"skill {event.skill_id!r} is not in harness {harness.id!r}", where=where
         )
-    return harness.skill_tool.name, {harness.skill_arg: event.skill_id}
+    return harness.skill_tool.name, {harness.skill_arg: event.skill_id}, skill
 
 
 def _place_hook(

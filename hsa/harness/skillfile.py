@@ -23,6 +23,7 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style: str | None
     if any(c in value for c in _YAML_BREAKS):
         style = '"'
     else:

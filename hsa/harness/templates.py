@@ -167,7 +167,7 @@ def _check_str_method(method: Any, args: tuple, kwargs: dict) -> tuple:
         _check_width(tabsize)
         if isinstance(tabsize, int) and len(owner) + owner.count("\t") * tabsize > MAX_VALUE_SIZE:
             raise SecurityError("expandtabs would exceed the template size limit")
-    elif name == "replace" and len(args) >= 2 and isinstance(args[0], str | bytes):
+    elif name == "replace" and len(args) >= 2 and isinstance(args[0], str):
         old, new = args[0], args[1]
         hits = owner.count(old) if old else len(owner) + 1
         if len(owner) + hits * _size(new) > MAX_VALUE_SIZE:
@@ -318,7 +318,8 @@ class _CappedEnvironment(ImmutableSandboxedEnvironment):
             if mapping_only:
                 if kwargs or len(args) != 1:
                     raise TypeError("format_map() takes exactly one mapping argument")
-                args, kwargs = (), args[0]
+                kwargs = args[0]
+                args = ()
             return _CappedFormatter(self).vformat(template, args, kwargs)
 
         return format_capped

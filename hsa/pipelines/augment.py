@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hsa.augment.engine import Engine
-from hsa.augment.planner import Variant, canonical_variant, plan
+from hsa.augment.planner import Variant, canonical_variant, distinct, pick_slots, plan
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.datasets import manifest as mf
@@ -37,7 +37,7 @@ from hsa.datasets.shards import part_name, sha256_file, write_atomic, write_shar
 from hsa.datasets.source import Source, locate
 from hsa.errors import DatasetError, HsaError
 from hsa.harness.model import Harness
-from hsa.pipelines.assign import assign_splits, pick
+from hsa.pipelines.assign import assign_splits
 from hsa.pipelines.rows import rows, stats, used_by
 from hsa.pipelines.variants import VARIANTS_FILE, write_variants
 
@@ -196,7 +196,6 @@ class _Planner:
         self.needs = bool(recipe.needs) and given is None
         self.groups: dict[tuple, list[int]] = {}
         self.canonical: dict[str, int] = {}
-        self.unchanged: dict[str, tuple[str, str]] = {}
         self.variants: dict[str, Variant] = {}
 
     def _add(self, variant: Variant) -> int:
@@ -216,24 +215,9 @@ class _Planner:
             else:
                 context = Context(frozenset(tools), frozenset(skills)) if self.needs else NO_CONTEXT
                 planned = plan(harness, self.recipe, seed=self.seed, context=context)
-            self.groups[key] = [self._add(v) for v in self._distinct(harness, planned)]
+            # the candidates ``hsa.augment.pick`` draws from too, so it predicts the output
+            self.groups[key] = [self._add(v) for v in distinct(harness, planned)]
         return self.groups[key]
-
-    def _distinct(self, harness: Harness, planned: Sequence[Variant]) -> list[Variant]:
-        """``planned`` without the canonical variant, rewrites that change nothing, and
-        repeats: the planner keeps a repeat when its redraws found nothing new, and rendering
-        one trajectory twice the same way would only duplicate rows."""
-        if harness.id not in self.unchanged:
-            identity = canonical_variant(harness).mapping.to_json()
-            self.unchanged[harness.id] = (harness.to_json(), identity)
-        seen = {self.unchanged[harness.id]}
-        out = []
-        for variant in planned:
-            key = (variant.harness.to_json(), variant.mapping.to_json())
-            if not variant.is_canonical and key not in seen:
-                seen.add(key)
-                out.append(variant)
-        return out
 
 
 def augment(
@@ -321,7 +305,7 @@ def augment_locked(
         report.complete_already = True
         return _report_from_manifest(report, mf.read_json(out / mf.MANIFEST))
     engine = Engine()
-    given = None
+    given: dict[str, list[Variant]] | None = None
     if variants is not None:
         given = {}
         for variant in variants:
@@ -485,14 +469,14 @@ def _batch(
         ) from None
     width = max((len(g) for g in groups), default=0)
     table_of = np.full((max(len(groups), 1), max(width, 1)), -1, dtype=np.int64)
-    for g, members in enumerate(groups):
-        table_of[g, : len(members)] = members
+    for g, group in enumerate(groups):
+        table_of[g, : len(group)] = group
     available = (
         np.array([len(g) for g in groups], dtype=np.int64)[group_rows]
         if n
         else np.zeros(0, np.int64)
     )
-    slots = pick(ids, available, k, seed)
+    slots = pick_slots(ids, available, k, seed)
     short = int((available < k).sum())
     chosen = np.where(slots >= 0, table_of[group_rows[:, None], np.maximum(slots, 0)], -1)
     parts = [chosen]

@@ -328,7 +328,7 @@ def _teach(
     except HsaError as exc:
         raise ConfigError(exc.message, file=config.file, where=f"$.teach: {exc.where}") from None
 
-    planned = []
+    planned: list[bool] = []
 
     def on_rollout(done: int, total: int, verified: int) -> None:
         if progress is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -41,10 +40,6 @@ def used_by(table: pa.Table) -> tuple[list[tuple[str, ...]], list[tuple[str, ...
     return out[0], out[1]
 
 
-def _dictionary(indices: np.ndarray, values: Sequence[Any], type_: pa.DataType) -> pa.Array:
-    return unique_dictionary(indices, values)
-
-
 def rule_params(variant: Variant) -> str:
     return json.dumps(
         [{"name": n, "version": v, "params": dict(p)} for n, v, p in variant.rules],
@@ -66,18 +61,18 @@ def rows(
     variants = [p.variant for p in engine.plans]
     take = pa.array(out_traj, pa.int64())
     ids = table.column("id").take(take)
-    variant_ids = _dictionary(out_var, [v.variant_id for v in variants], pa.string())
+    variant_ids = unique_dictionary(out_var, [v.variant_id for v in variants])
     rules = pa.array([[n for n, _, _ in v.rules] for v in variants], pa.list_(pa.string()))
     canonical = np.array([v.is_canonical for v in variants], dtype=bool)
     columns = [
         pc.binary_join_element_wise(ids, variant_ids.cast(pa.string()), "/"),
         ids,
         table.column("task_id").take(take),
-        _dictionary(out_var, [v.harness_id for v in variants], pa.string()),
+        unique_dictionary(out_var, [v.harness_id for v in variants]),
         variant_ids,
         pa.array(canonical[out_var], pa.bool_()),
         rules.take(pa.array(out_var, pa.int64())),
-        _dictionary(out_var, [rule_params(v) for v in variants], pa.string()),
+        unique_dictionary(out_var, [rule_params(v) for v in variants]),
         engine.protocol_column(out_var),
         messages,
         engine.tools_column(out_var),
@@ -87,7 +82,7 @@ def rows(
         table.column("source").take(take),
         table.column("teacher").take(take),
         table.column("verified").take(take),
-        table.column("reason").take(take),
+        table.column("verification").take(take),
         table.column("metadata").take(take),
     ]
     return pa.Table.from_arrays(

@@ -2,9 +2,11 @@
 
 The job is a list of rollouts in a fixed order (task, variant, sample), cut per split into
 shards of ``shard_size``. Rollouts run concurrently; a shard is written, atomically, once all
-its rollouts are done, with rows in job order, so the output does not depend on timing. A rerun
-skips the shards already written and asks the request cache before the backend: a finished
-job makes no request, an interrupted one repeats none that had finished. With ``workers`` > 1
+its rollouts are done, with rows in job order, so the output does not depend on timing, and
+then its completion mark (``.hsa/done/``, as the augment job marks its batches). A rerun skips
+exactly the shards whose marks match their files and asks the request cache before the
+backend: a finished job makes no request, an interrupted one repeats none that had finished,
+and a killed one ends with the same bytes as an uninterrupted one. With ``workers`` > 1
 the pending shards are shared among processes (``hsa.pipelines.teach_workers``).
 
 Only the model's outcomes are final: verified, or rejected for format, schema, execution,
@@ -17,6 +19,7 @@ that shard again, its finished rollouts answered from the cache and only the fai
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections import Counter
@@ -33,11 +36,11 @@ from hsa.augment.recipe import Recipe
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
-from hsa.datasets.shards import count_true, shard_entry, shard_ids, write_shard
+from hsa.datasets.shards import count_true, write_shard
 from hsa.envs.base import SPLITS, Environment, Task
 from hsa.errors import TeacherError
 from hsa.harness.events import Trajectory
-from hsa.teachers.backends.base import Backend
+from hsa.teachers.backends.base import Backend, latency_percentiles
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.make import make_backend
@@ -92,14 +95,7 @@ class TeachReport:
     @property
     def latency(self) -> dict[str, float]:
         """p50/p90/p99 latency of the requests sent, in milliseconds."""
-        if not self.latencies_s:
-            return {}
-        ordered = sorted(self.latencies_s)
-
-        def pick(q: float) -> float:
-            return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
-
-        return {"p50_ms": pick(0.5), "p90_ms": pick(0.9), "p99_ms": pick(0.99)}
+        return latency_percentiles(self.latencies_s)
 
 
 class TeachIncomplete(TeacherError):
@@ -124,6 +120,7 @@ class TeachIncomplete(TeacherError):
 class _Shard:
     split: str
     index: int
+    batch: int  # the shard's place in the job: its completion mark is ``.hsa/done/BATCH.json``
     specs: list[RolloutSpec]
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # finished, by rollout id
     retry: int = 0  # rollouts the backend did not answer: the shard is not written
@@ -195,17 +192,48 @@ def row(result: Rollout, *, teacher: str, harness_id: str) -> dict[str, Any]:
     }
 
 
-def write_rows(root: Path, path: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def write_rows(root: Path, shard: _Shard, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Write a shard of teacher rows with the one shard writer (``hsa.datasets.shards``:
-    atomic, fsynced, pinned options, so equal rows give equal bytes); its manifest entry."""
+    atomic, fsynced, pinned options, so equal rows give equal bytes), then its completion mark
+    (``hsa.datasets.manifest``); returns its manifest entry."""
+    path = shard_path(root, shard.split, shard.index)
     table = pa.Table.from_pylist(rows, schema=TEACHER_SCHEMA)
     written = write_shard(path, table)
-    return {
+    entry = {
         "path": path.relative_to(root).as_posix(),
         "rows": written["rows"],
         "verified": count_true(table.column("verified")),
         "sha256": written["sha256"],
     }
+    mark = {"batch": shard.batch, "ids": _ids_digest(shard), "shards": [entry]}
+    mf.mark(root, shard.batch, mark)
+    return entry
+
+
+def done_entry(root: Path, shard: _Shard) -> dict[str, Any] | None:
+    """The manifest entry of a shard an earlier run finished, or None.
+
+    A shard is finished when its completion mark lists it with its sha256 and the file matches
+    (``hsa.datasets.manifest.done``): a half-written file, one hsa did not write or one without
+    its mark is written again. A mark listing other rollouts than the job plans is refused.
+    """
+    found = mf.done(root, shard.batch)
+    if found is None:
+        return None
+    path = shard_path(root, shard.split, shard.index)
+    listed = found.get("shards") or [{}]
+    if found.get("ids") != _ids_digest(shard) or listed[0].get("path") != (
+        path.relative_to(root).as_posix()
+    ):
+        raise TeacherError(
+            "this shard's completion mark lists other rollouts than the job plans; use a new --out",
+            file=str(path),
+        )
+    return dict(listed[0])
+
+
+def _ids_digest(shard: _Shard) -> str:
+    return hashlib.sha256("\n".join(s.id for s in shard.specs).encode("utf-8")).hexdigest()
 
 
 def rollout_specs(
@@ -236,7 +264,7 @@ def plan_shards(specs: list[RolloutSpec], shard_size: int) -> list[_Shard]:
     for split in splits:
         chosen = [s for s in specs if s.task.split == split]
         for index, start in enumerate(range(0, len(chosen), shard_size)):
-            shards.append(_Shard(split, index, chosen[start : start + shard_size]))
+            shards.append(_Shard(split, index, len(shards), chosen[start : start + shard_size]))
     return shards
 
 
@@ -271,8 +299,9 @@ def plan_job(
 ) -> JobPlan:
     """Lay the job out and find what is left to run (only the shards in ``only`` if given).
 
-    With ``check``, the directory's job file is checked (or written) and every shard found is
-    checked to hold the rollouts the job plans for it.
+    A shard is done when its completion mark says so (``done_entry``). With ``check`` (call
+    it holding ``out``'s lock), the directory's job file is checked (or written) and the
+    temporary files of killed runs are removed.
     """
     out = Path(out)
     if env is None:
@@ -295,17 +324,13 @@ def plan_job(
     shards = plan_shards(specs, config.shard_size)
     if check:
         check_job_file(out, config)
+        mf.remove_temporaries(out)
     pending: list[_Shard] = []
     entries: dict[ShardKey, dict[str, Any]] = {}
     for shard in shards:
-        path = shard_path(out, shard.split, shard.index)
-        if path.exists():
-            if check and shard_ids(path) != [s.id for s in shard.specs]:
-                raise TeacherError(
-                    "this shard holds other rollouts than the job plans; use a new --out",
-                    file=str(path),
-                )
-            entries[shard.key] = shard_entry(out, path)
+        entry = done_entry(out, shard)
+        if entry is not None:
+            entries[shard.key] = entry
         elif only is None or shard.key in only:
             pending.append(shard)
     return JobPlan(config, out, env, variants, shards, pending, entries, len(specs))
@@ -457,8 +482,7 @@ async def _run(
             shard.rows.clear()  # the rerun replays these from the cache with the failed ones
         elif len(shard.rows) == len(shard.specs):
             rows = [shard.rows.pop(s.id) for s in shard.specs]
-            path = shard_path(plan.out, shard.split, shard.index)
-            plan.entries[shard.key] = await asyncio.to_thread(write_rows, plan.out, path, rows)
+            plan.entries[shard.key] = await asyncio.to_thread(write_rows, plan.out, shard, rows)
             report.written += len(rows)
 
     async def lane(start_s: float) -> None:

@@ -21,16 +21,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hsa.datasets.shards import shard_entry
 from hsa.errors import HsaError, TeacherError
 from hsa.pipelines.teach import (
     ProgressFn,
     ShardKey,
     TeachReport,
+    done_entry,
     finish,
     plan_job,
     run_plan,
-    shard_path,
 )
 from hsa.teachers.config import TeachConfig
 
@@ -48,8 +47,8 @@ def teach_in_workers(
     done, verified = report.skipped, plan.verified
     if progress is not None:
         progress(done, report.total, verified)
-    groups = [plan.pending[i :: config.workers] for i in range(config.workers)]
-    groups = [[s.key for s in group] for group in groups if group]
+    shares = [plan.pending[i :: config.workers] for i in range(config.workers)]
+    groups = [[s.key for s in share] for share in shares if share]
     if groups:
         context = multiprocessing.get_context("spawn")
         messages = context.Queue()
@@ -89,10 +88,11 @@ def teach_in_workers(
                 if process.is_alive():
                     process.terminate()
                 process.join(timeout=30)
-    for shard in plan.shards:
-        path = shard_path(plan.out, shard.split, shard.index)
-        if shard.key not in plan.entries and path.exists():
-            plan.entries[shard.key] = shard_entry(plan.out, path)
+    for shard in plan.shards:  # what the workers wrote, as their completion marks say
+        if shard.key not in plan.entries:
+            entry = done_entry(plan.out, shard)
+            if entry is not None:
+                plan.entries[shard.key] = entry
     finish(plan, report)
     report.wall_s = time.monotonic() - started
     return report

@@ -53,7 +53,7 @@ def write_variants(path: Path, variants: Sequence[Variant]) -> None:
 
 def read_variants(path: str | Path) -> dict[str, Variant]:
     """The variants of a dataset directory (or its ``variants.parquet``), by id."""
-    from hsa.augment.mapping import Mapping as ArgMapping
+    from hsa.augment.mapping import RewriteMapping
     from hsa.datasets.shards import read_table
     from hsa.harness.io import loads
 
@@ -71,7 +71,7 @@ def read_variants(path: str | Path) -> dict[str, Variant]:
             row["harness_id"],
             rules,
             loads(row["harness"], file=str(path)),
-            ArgMapping.from_json(row["mapping"]),
+            RewriteMapping.from_json(row["mapping"]),
             int(row["seed"]),
         )
     return out

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.errors import TeacherError
-from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.backends.base import Backend
 from hsa.teachers.request import ChatRequest, ChatResponse
 
 _SCHEMA = """
@@ -162,8 +162,8 @@ class RequestCache:
                             f"cannot read the request cache: {exc}", file=str(self.path)
                         )
                         results.append((future, None, loop, failure))
-            for future, value, loop, failure in results:
-                loop.call_soon_threadsafe(_settle, future, value, failure)
+            for future, value, loop, error in results:
+                loop.call_soon_threadsafe(_settle, future, value, error)
             if stop:
                 return
 
@@ -216,10 +216,7 @@ class CachedBackend(Backend):
         self.inner = inner
         self.cache = cache
         self.name = inner.name
-
-    @property
-    def stats(self) -> BackendStats:
-        return self.inner.stats
+        self.stats = inner.stats  # the same counters: backends update them in place
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         key = request.key()

@@ -2,33 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 
 from hsa.augment.planner import Variant
 from hsa.envs.base import Environment
-from hsa.envs.episode import Policy
-from hsa.errors import TeacherError
 from hsa.teachers.backends.base import Backend
 from hsa.teachers.config import TeachConfig
-
-
-def oracle_policy(env: Environment) -> Policy:
-    """The scripted policy of ``env``: its ``oracle`` attribute, or its package's
-    ``next_actions`` (as ``hsa.envs.livestream.next_actions``)."""
-    policy = getattr(env, "oracle", None)
-    if callable(policy):
-        return policy
-    package = type(env).__module__.rpartition(".")[0]
-    try:
-        policy = getattr(importlib.import_module(package), "next_actions", None)
-    except ImportError:
-        policy = None
-    if not callable(policy):
-        raise TeacherError(
-            f"environment {env.name!r} has no oracle policy; use --backend openai or vllm"
-        )
-    return policy
 
 
 def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, Variant]) -> Backend:
@@ -36,7 +15,7 @@ def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, V
     if config.backend == "oracle":
         from hsa.teachers.oracle import OracleBackend, OracleResponder
 
-        return OracleBackend(OracleResponder(env, oracle_policy(env), variants=variants))
+        return OracleBackend(OracleResponder(env, variants=variants))
     if config.backend == "openai":
         from hsa.teachers.backends.openai import OpenAIBackend, OpenAIConfig
         from hsa.teachers.throttle import Backoff

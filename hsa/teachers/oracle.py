@@ -22,7 +22,7 @@ from hsa.augment.planner import Variant, canonical_variant
 from hsa.envs.base import Environment, Task
 from hsa.envs.episode import Policy
 from hsa.envs.hooks import HookContext, run_hooks
-from hsa.errors import HsaError, TeacherError
+from hsa.errors import EnvError, HsaError, TeacherError
 from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad, ToolCall, UserMessage
 from hsa.harness.parse import parse
 from hsa.harness.render import render
@@ -40,19 +40,31 @@ def _tokens(value: Any) -> int:
     return max(1, len(text) // 4)
 
 
+def _oracle(env: Environment) -> Policy:
+    try:
+        return env.oracle()
+    except EnvError as exc:
+        raise TeacherError(f"{exc.message}; use --backend openai or vllm") from None
+
+
 class OracleResponder:
-    """Answers chat-completions bodies with the policy's next step, as a model would."""
+    """Answers chat-completions bodies with the policy's next step, as a model would.
+
+    The policy is the environment's oracle (``Environment.oracle``; ``policy`` stands another
+    scripted policy in for it); an environment without one is refused here, before any
+    request, with what to run instead.
+    """
 
     def __init__(
         self,
         env: Environment,
-        policy: Policy,
+        policy: Policy | None = None,
         *,
         variants: VariantLookup | Mapping[str, Variant] | None = None,
         tasks: Sequence[Task] | None = None,
     ):
         self.env = env
-        self.policy = policy
+        self.policy = _oracle(env) if policy is None else policy
         self.canonical = canonical_variant(env.harness())
         if variants is None:
             self._lookup: VariantLookup = lambda _id: None
@@ -161,7 +173,11 @@ class OracleResponder:
         counter = sum(isinstance(e, ToolCall | SkillLoad) for e in history)
         numbered: list[Event] = []
         for event in map_events(step, variant.mapping):
-            if isinstance(event, SkillLoad) and harness.skill_tool is not None:
+            if (
+                isinstance(event, SkillLoad)
+                and harness.skill_tool is not None
+                and harness.skill_arg is not None
+            ):
                 # As the call it is on the wire: the reply view has no skills to render it with.
                 args = {harness.skill_arg: event.skill_id}
                 event = ToolCall(f"call_{counter}", harness.skill_tool.name, args)

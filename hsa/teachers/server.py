@@ -33,6 +33,7 @@ from hsa.teachers.request import ChatRequest, Sampling
 if TYPE_CHECKING:
     from aiohttp import web
 
+_orjson: Any
 try:  # optional: a faster JSON decoder for request bodies (see ``_loads``)
     import orjson as _orjson
 except ImportError:
@@ -235,7 +236,8 @@ class ChatServer:
         from aiohttp import web
 
         if self._api_key is not None and not _authorized(request, self._api_key):
-            status, payload, extra = 401, _error("invalid API key", "unauthorized"), {}
+            extra: dict[str, str] = {}
+            status, payload = 401, _error("invalid API key", "unauthorized")
         else:
             status, payload, extra = await self._route(request)
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -261,8 +263,8 @@ class ChatServer:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
             self.stats.requests += 1
-            message = f"the body is larger than {MAX_BODY} bytes"
-            return self._done(None, 413, _error(message, "invalid_request"))
+            reason = f"the body is larger than {MAX_BODY} bytes"
+            return self._done(None, 413, _error(reason, "invalid_request"))
         return await self._chat(raw)
 
     async def _chat(self, raw: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
@@ -282,9 +284,9 @@ class ChatServer:
         draw = _fraction(faults.seed, digest, self._seen[digest])
         if draw < faults.fail_rate:
             status = 429 if draw < faults.fail_rate / 2 else 500
-            message = "rate limited (injected)" if status == 429 else "server error (injected)"
+            reason = "rate limited (injected)" if status == 429 else "server error (injected)"
             headers = {"retry-after": "0"} if status == 429 else {}
-            return self._done(key, status, _error(message, "injected_fault"), headers)
+            return self._done(key, status, _error(reason, "injected_fault"), headers)
         if faults.latency_ms:
             await asyncio.sleep(faults.latency_ms / 1000.0)
         try:

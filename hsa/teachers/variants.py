@@ -51,7 +51,7 @@ def task_variants(
         pool = plan(harness, planning, seed=seed)
     drawing = dataclasses.replace(recipe, variants_per_trajectory=per_task, seed=seed)
     for task in tasks:
-        chosen = pick(pool, task.id, drawing, seed=seed) if per_task else []
+        chosen = pick(pool, task.id, drawing, seed=seed, harness=harness) if per_task else []
         if include_canonical or not per_task:
             chosen = [canonical, *chosen]
         out[task.id] = chosen

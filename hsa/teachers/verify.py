@@ -11,17 +11,15 @@ kept, verified or not.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from jsonschema import Draft202012Validator
-
 from hsa.envs.base import Outcome
 from hsa.errors import HsaError
+from hsa.harness.arguments import checker_of
 from hsa.harness.events import Event, HookFired, ToolCall, ToolResult
-from hsa.harness.model import Harness, Tool
+from hsa.harness.model import Harness
 from hsa.harness.parse import parse
 from hsa.harness.render import Conversation, render
 
@@ -71,34 +69,16 @@ def call_attempt(text: str, harness: Harness) -> str | None:
     return None
 
 
-def _validators(harness: Harness) -> dict[str, Draft202012Validator]:
-    # Kept on the harness and filled as calls name tools: a rollout checks the same few tools
-    # many times, and building a validator costs more than validating against it.
-    return {}
-
-
-def _validator(harness: Harness, tool: Tool) -> Draft202012Validator:
-    table = harness.derived(_validators)
-    validator = table.get(tool.name)
-    if validator is None:
-        validator = table[tool.name] = Draft202012Validator(json.loads(json.dumps(tool.parameters)))
-    return validator
-
-
 def schema_problems(events: Sequence[Event], harness: Harness) -> list[str]:
-    """Problems of the calls in ``events`` (surface identifiers) against ``harness``'s tools."""
+    """Problems of the calls in ``events`` (surface identifiers) against ``harness``'s tools,
+    each as ``CALL_ID: problem``."""
+    checker = checker_of(harness)
     problems: list[str] = []
     for event in events:
-        if not isinstance(event, ToolCall):
-            continue
-        tool = harness.tool(event.tool)
-        if tool is None:
-            problems.append(f"{event.call_id}: no tool {event.tool!r} in the harness")
-            continue
-        error = next(iter(_validator(harness, tool).iter_errors(dict(event.args))), None)
-        if error is not None:
-            path = "".join(f"[{p!r}]" for p in error.absolute_path)
-            problems.append(f"{event.call_id} {event.tool}: args{path}: {error.message}")
+        if isinstance(event, ToolCall):
+            problem = checker.problem(event.tool, event.args)
+            if problem is not None:
+                problems.append(f"{event.call_id}: {problem}")
     return problems
 
 

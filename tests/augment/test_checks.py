@@ -9,7 +9,7 @@ import random
 import pytest
 from conftest import make_events, make_harness
 
-from hsa.augment import Mapping, Rewrite, Rule, Step, ToolMap, apply_chain, get
+from hsa.augment import Rewrite, RewriteMapping, Rule, Step, ToolMap, apply_chain, get_rule
 from hsa.augment.checks import (
     CHECKS,
     FAIL,
@@ -37,7 +37,7 @@ def _failed(report) -> set[str]:
 
 
 def test_a_correct_rewrite_passes_every_check(harness, events):
-    rewrite, _ = apply_chain(harness, [(get("tools.rename_params"), {})], seed=3)
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.rename_params"), {})], seed=3)
     report = check_rewrite(harness, rewrite, events)
     assert report.ok and report.outcomes == dict.fromkeys(CHECKS, PASS)
 
@@ -52,7 +52,7 @@ def test_renaming_a_tool_but_not_its_calls_is_caught():
 
     report = _run(rename_tool_only)
     assert "schema" in _failed(report)
-    assert any("'get_order', which is not a tool" in f.message for f in report.failures)
+    assert any(f.message.startswith("unknown tool 'get_order';") for f in report.failures)
     assert "roundtrip" not in _failed(report)  # rendering does not notice; the schema check does
 
 
@@ -68,7 +68,7 @@ def test_renaming_a_parameter_but_not_required_is_caught():
                 )
             tools.append(tool)
         steps = (Step("move", ("order_id",), ("orderId",)),)
-        mapping = Mapping(
+        mapping = RewriteMapping(
             tools={
                 t.name: ToolMap(t.name, steps)
                 for t in harness.tools
@@ -91,7 +91,7 @@ def test_renaming_inside_argument_values_is_caught():
         table = {"get_order": "fetch_order"}
         tools = [dataclasses.replace(t, name=table.get(t.name, t.name)) for t in harness.tools]
         values = (("damaged get_order mug", "damaged fetch_order mug"),)
-        mapping = Mapping(
+        mapping = RewriteMapping(
             tools={
                 "get_order": ToolMap("fetch_order"),
                 "search": ToolMap("search", (Step("enum", ("query",), values=values),)),
@@ -106,9 +106,9 @@ def test_renaming_inside_argument_values_is_caught():
 
 
 def test_declared_enum_respelling_is_allowed_but_not_elsewhere(harness, events):
-    rewrite, _ = apply_chain(harness, [(get("tools.enum_values"), {"style": "upper"})], seed=0)
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.enum_values"), {"style": "upper"})], seed=0)
     assert value_problems(harness, rewrite.harness, rewrite.mapping, events) == []
-    bad = Mapping(
+    bad = RewriteMapping(
         tools={
             "get_order": ToolMap(
                 "get_order", (Step("enum", ("order_id",), values=(("#W1", "#W-1"),)),)
@@ -122,7 +122,7 @@ def test_declared_enum_respelling_is_allowed_but_not_elsewhere(harness, events):
 def test_a_lossy_mapping_fails_roundtrip_and_replay():
     def drop_limit(harness, rng, params, context):
         steps = (Step("drop", ("sort",)),)  # forward drop: the inverse cannot bring it back
-        return Rewrite(harness, Mapping(tools={"search": ToolMap("search", steps)}))
+        return Rewrite(harness, RewriteMapping(tools={"search": ToolMap("search", steps)}))
 
     report = _run(drop_limit)
     assert {"roundtrip", "replay", "values"} <= _failed(report)
@@ -212,13 +212,13 @@ def _counter():
 
 def test_replay_through_an_environment():
     harness, env, task, events = _counter()
-    rewrite, _ = apply_chain(harness, [(get("tools.wrap_args"), {})], seed=0)
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.wrap_args"), {})], seed=0)
     ok = check_rewrite(harness, rewrite, events, replay=Replay(env, task))
     assert ok.outcomes["replay"] == PASS
 
     # A mapping whose inverse lands on another argument name: results and score change.
     wrong = Rewrite(
-        harness, Mapping(tools={"add": ToolMap("add", (Step("move", ("by",), ("step",)),))})
+        harness, RewriteMapping(tools={"add": ToolMap("add", (Step("move", ("by",), ("step",)),))})
     )
     sneaky = dataclasses.replace(
         harness,
@@ -230,12 +230,12 @@ def test_replay_through_an_environment():
         ),
     )
     broken = Rewrite(
-        sneaky, Mapping(tools={"add": ToolMap("add", (Step("move", ("by",), ("step",)),))})
+        sneaky, RewriteMapping(tools={"add": ToolMap("add", (Step("move", ("by",), ("step",)),))})
     )
     assert wrong.mapping == broken.mapping
     inverse_lost = Rewrite(
         sneaky,
-        Mapping(
+        RewriteMapping(
             tools={
                 "add": ToolMap(
                     "add",
@@ -251,7 +251,7 @@ def test_replay_through_an_environment():
     assert report.outcomes["replay"] == PASS  # dropping an absent key changes nothing
     lossy = Rewrite(
         sneaky,
-        Mapping(
+        RewriteMapping(
             tools={
                 "add": ToolMap(
                     "add",

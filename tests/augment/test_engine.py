@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from hsa.augment import Context, Recipe, canonical_variant, map_events, plan
 from hsa.augment.engine import Engine
-from hsa.augment.mapping import Mapping, Step, ToolMap
+from hsa.augment.mapping import RewriteMapping, Step, ToolMap
 from hsa.augment.planner import Variant
 from hsa.augment.registry import all_rules
 from hsa.datasets.schema import chat_messages
@@ -165,10 +165,10 @@ def test_matches_render_on_every_protocol(protocol: Protocol) -> None:
 
 
 def test_matches_render_on_livestream_oracle() -> None:
-    from hsa.envs import get
+    from hsa.envs import get_env
     from hsa.envs.livestream import solve
 
-    env = get("livestream")
+    env = get_env("livestream")
     tasks = env.tasks()[::60]
     trajectories = [solve(env, task).trajectory for task in tasks]
     harness = env.harness()
@@ -201,7 +201,7 @@ EXACT_ARGS = [
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.label)
 def test_unusual_argument_json_matches_render(protocol: Protocol) -> None:
     harness = make_harness(protocol)
-    rename = Mapping(
+    rename = RewriteMapping(
         tools={
             "search": ToolMap(
                 "find",

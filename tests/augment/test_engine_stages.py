@@ -29,7 +29,7 @@ from hsa.augment.engine.hooks import hooks
 from hsa.augment.engine.layout import entries, hook_sites, lay_out
 from hsa.augment.engine.styles import _text_style, style_of
 from hsa.augment.engine.texts import sources, texts
-from hsa.augment.mapping import Mapping, Step, ToolMap
+from hsa.augment.mapping import RewriteMapping, Step, ToolMap
 from hsa.augment.planner import Variant
 from hsa.datasets.schema import chat_messages
 from hsa.harness import (
@@ -90,7 +90,7 @@ def example() -> tuple[pa.Table, list[Variant]]:
         tools=(replace(harness.tools[0], name="find"),),
         protocol=Protocol("text", "python", False, "json"),
     )
-    rename = Mapping(tools={"search": ToolMap("find", (Step("move", ("q",), ("query",)),))})
+    rename = RewriteMapping(tools={"search": ToolMap("find", (Step("move", ("q",), ("query",)),))})
     variants = [
         canonical_variant(harness),
         Variant("v1", harness.id, (("example", "1", {}),), python, rename),

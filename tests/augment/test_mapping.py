@@ -7,7 +7,15 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hsa.augment.mapping import EACH, IDENTITY, Mapping, Step, ToolMap, apply_steps, map_events
+from hsa.augment.mapping import (
+    EACH,
+    IDENTITY,
+    RewriteMapping,
+    Step,
+    ToolMap,
+    apply_steps,
+    map_events,
+)
 from hsa.harness.events import HookFired, SkillLoad, ToolCall, ToolResult, UserMessage
 
 KEYS = st.text(alphabet="abcdefgh_", min_size=1, max_size=6)
@@ -58,7 +66,7 @@ def args_and_steps(draw, base=None):
 @given(args_and_steps())
 def test_inverse_gives_back_the_arguments(case):
     args, steps = case
-    mapping = Mapping(tools={"t": ToolMap("u", steps)})
+    mapping = RewriteMapping(tools={"t": ToolMap("u", steps)})
     events = [UserMessage("x"), ToolCall("call_0", "t", args), ToolResult("call_0", "{}")]
     surface = map_events(events, mapping)
     assert surface[1].tool == "u"
@@ -81,12 +89,12 @@ def steps_for(draw, args):
 def test_composition_is_applying_one_after_the_other(data):
     args, steps = data.draw(args_and_steps())
     more = data.draw(steps_for(apply_steps(args, steps)))
-    a = Mapping(tools={"t": ToolMap("u", steps)}, skills={"s": "s1"})
-    b = Mapping(tools={"u": ToolMap("v", more)}, skills={"s1": "s2"}, hooks={"h": "h2"})
+    a = RewriteMapping(tools={"t": ToolMap("u", steps)}, skills={"s": "s1"})
+    b = RewriteMapping(tools={"u": ToolMap("v", more)}, skills={"s1": "s2"}, hooks={"h": "h2"})
     events = [ToolCall("call_0", "t", args), SkillLoad("s"), HookFired("h", "stop", {})]
     assert map_events(events, a.then(b)) == map_events(map_events(events, a), b)
     assert map_events(map_events(events, a.then(b)), a.then(b).inverse()) == events
-    assert Mapping.from_json(a.then(b).to_json()) == a.then(b)
+    assert RewriteMapping.from_json(a.then(b).to_json()) == a.then(b)
 
 
 def test_flatten_of_a_required_object_round_trips_even_when_empty():

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hsa.augment import (
     Context,
@@ -10,11 +16,13 @@ from hsa.augment import (
     RecipeRule,
     apply_chain,
     default_recipe,
-    get,
+    get_rule,
     map_events,
     pick,
     plan,
 )
+from hsa.augment.mapping import RewriteMapping
+from hsa.augment.planner import Variant, canonical_variant, distinct, pick_slots
 from hsa.errors import RuleError
 from hsa.harness import Tool
 
@@ -60,8 +68,8 @@ def test_rules_that_need_the_trajectory_are_skipped_without_context(harness, eve
 
 def test_context_follows_earlier_renames(harness, events):
     chain = [
-        (get("tools.rename"), {"style": "random"}),
-        (get("tools.drop_unused"), {"fraction": 1.0}),
+        (get_rule("tools.rename"), {"style": "random"}),
+        (get_rule("tools.drop_unused"), {"fraction": 1.0}),
     ]
     rewrite, _ = apply_chain(harness, chain, seed=1, context=Context.of(events))
     surface = map_events(events, rewrite.mapping)
@@ -139,3 +147,58 @@ def test_plan_is_byte_identical_across_processes_and_hash_seeds():
         for seed in ("1", "2")
     }
     assert len(digests) == 1
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    ids=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=40, unique=True),
+    k=st.integers(0, 6),
+    seed=st.integers(0, 1000),
+    data=st.data(),
+)
+def test_pick_slots_are_distinct_in_range_sorted_and_repeatable(ids, k, seed, data) -> None:
+    available = np.array(
+        data.draw(st.lists(st.integers(0, 8), min_size=len(ids), max_size=len(ids)))
+    )
+    slots = pick_slots(pa.array(ids), available, k, seed)
+    assert slots.shape == (len(ids), k)
+    for row, n in zip(slots, available, strict=True):
+        chosen = row[row >= 0]
+        assert len(chosen) == min(k, n)
+        assert (chosen < n).all() and len(set(chosen)) == len(chosen)
+        assert list(chosen) == sorted(chosen)
+    # a row's pick depends on its id only, not on its neighbours
+    alone = pick_slots(pa.array(ids[:1]), available[:1], k, seed)
+    assert (alone[0] == slots[0]).all()
+    assert (pick_slots(pa.array(ids), available, k, seed) == slots).all()
+
+
+def test_picks_spread_over_variants_and_seeds_change_them() -> None:
+    ids = pa.array([f"traj-{i}" for i in range(4000)])
+    slots = pick_slots(ids, np.full(4000, 8), 2, 0)
+    counts = np.bincount(slots.ravel(), minlength=8)
+    assert counts.min() > 0.8 * counts.mean()
+    assert (pick_slots(ids, np.full(4000, 8), 2, 1) != slots).any()
+
+
+def test_pick_draws_only_from_rewrites_that_change_something_once(harness):
+    recipe = Recipe((RecipeRule("tools.shuffle", 1.0),), variants_per_harness=4)
+    recipe = dataclasses.replace(recipe, variants_per_trajectory=2)
+    planned = plan(harness, recipe, seed=3)
+    noop = Variant("noop", harness.id, (("tools.shuffle", "1", {}),), harness, RewriteMapping())
+    again = dataclasses.replace(planned[1], variant_id="again")
+    pool = [noop, *planned, again]
+    candidates = distinct(harness, pool)
+    assert candidates == distinct(harness, planned) and noop not in candidates
+    assert [v.variant_id for v in candidates].count("again") == 0 and len(candidates) >= 2
+    for i in range(30):
+        chosen = pick(pool, f"t{i}", recipe, harness=harness)
+        assert len(chosen) == 2 and all(v in candidates for v in chosen)
+        assert chosen == pick(planned, f"t{i}", recipe, harness=harness)
+    with_canonical = [canonical_variant(harness), *pool]
+    assert pick(with_canonical, "t1", recipe) == [
+        with_canonical[0],
+        *pick(pool, "t1", recipe, harness=harness),
+    ]
+    with pytest.raises(RuleError, match="harness the variants were planned from"):
+        pick(pool, "t1", recipe)

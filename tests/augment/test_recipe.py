@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hsa.augment import FAMILIES, all_rules, default_recipe, get, load_recipe, loads_recipe
+from hsa.augment import FAMILIES, all_rules, default_recipe, get_rule, load_recipe, loads_recipe
 from hsa.augment.recipe import recipe_schema
 from hsa.errors import RuleError
 
@@ -59,7 +59,7 @@ def test_load_recipe_from_file(tmp_path):
 
 def test_default_recipe_enables_every_family_and_only_known_rules():
     recipe = default_recipe()
-    families = {get(r.rule).family for r in recipe.rules}
+    families = {get_rule(r.rule).family for r in recipe.rules}
     builtin = {r.family for r in all_rules()} & set(FAMILIES)
     assert families == builtin
     assert recipe_schema()["$schema"].endswith("2020-12/schema")

@@ -9,7 +9,7 @@ from importlib import metadata
 
 import pytest
 
-from hsa.augment import Rewrite, all_rules, get, registry, rule
+from hsa.augment import Rewrite, all_rules, get_rule, registry, rule
 from hsa.augment.registry import broken_plugins
 from hsa.errors import RuleError
 
@@ -29,7 +29,7 @@ def test_plugin_families_come_after_the_builtin_ones(plugins):
 
 def test_get_suggests_close_names(plugins):
     with pytest.raises(RuleError, match=r"did you mean tools\.rename") as caught:
-        get("tools.renam")
+        get_rule("tools.renam")
     assert "plugin" not in str(caught.value)
 
 
@@ -41,7 +41,7 @@ def test_decorator_registers_and_refuses_duplicates(monkeypatch):
         """Change nothing."""
         return Rewrite(harness)
 
-    assert get("tests.noop") is noop
+    assert get_rule("tests.noop") is noop
     assert noop.version == "3" and noop.summary == "Change nothing."
     with pytest.raises(RuleError, match="already registered"):
 
@@ -55,7 +55,7 @@ def test_entry_points_register_rules(plugins):
     plugins(metadata.EntryPoint(name="fake", value="fake_rules:RULES", group="hsa.rules"))
     names = {r.name for r in all_rules()}
     assert "fake.upper" in names and "tools.rename" in names
-    assert get("fake.upper").name == "fake.upper" and broken_plugins() == []
+    assert get_rule("fake.upper").name == "fake.upper" and broken_plugins() == []
 
 
 @dataclass
@@ -74,10 +74,10 @@ class _CountingEntryPoint:
 def test_builtin_lookups_never_load_plugins(plugins):
     ep = _CountingEntryPoint()
     plugins(ep)
-    assert get("tools.rename").name == "tools.rename"
+    assert get_rule("tools.rename").name == "tools.rename"
     assert ep.loads == []
     with pytest.raises(RuleError):
-        get("acme.nope")
+        get_rule("acme.nope")
     assert ep.loads == ["counted"]
 
 
@@ -92,10 +92,10 @@ def test_a_broken_plugin_is_recorded_not_raised(plugins):
         "entry point hsa.rules:bad = no_such_module_xyz: "
         "ModuleNotFoundError: No module named 'no_such_module_xyz'"
     )
-    assert get("tools.rename").name == "tools.rename"
+    assert get_rule("tools.rename").name == "tools.rename"
     # an unknown name may be a rule of the plugin that did not load: the error says so
     with pytest.raises(RuleError, match="may live in a plugin that failed to load") as caught:
-        get("acme.noun_first")
+        get_rule("acme.noun_first")
     assert "entry point hsa.rules:bad = no_such_module_xyz: ModuleNotFoundError" in str(
         caught.value
     )
@@ -125,7 +125,7 @@ def test_rules_of_a_plugin_that_fails_halfway_are_withdrawn(plugins, tmp_path, m
     (broken,) = broken_plugins()
     assert broken.rules == ("half.ok",)
     with pytest.raises(RuleError, match="comes from the plugin 'half_rules'") as caught:
-        get("half.ok")
+        get_rule("half.ok")
     assert "No module named 'no_such_dependency_xyz'" in str(caught.value)
 
 
@@ -140,7 +140,7 @@ def test_an_entry_point_of_the_wrong_kind_or_a_taken_name_is_broken(plugins, mon
         metadata.EntryPoint(name="fine", value="fake_rules:RULES", group="hsa.rules"),
     )
     assert "fake.upper" in {r.name for r in all_rules()}
-    assert get("tools.rename").fn is not fake_rules._upper
+    assert get_rule("tools.rename").fn is not fake_rules._upper
     broken = {b.name: b.error for b in broken_plugins()}
     assert "rule 'tools.rename' is already registered" in broken["clash"]
     assert broken["function"] == (

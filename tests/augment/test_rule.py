@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from hsa.augment import NO_CONTEXT, Context, Mapping, Rewrite, Rule, ToolMap, compose
+from hsa.augment import NO_CONTEXT, Context, Rewrite, RewriteMapping, Rule, ToolMap, compose
 from hsa.augment.rule import FAMILIES
 from hsa.errors import RuleError
 from hsa.harness import SkillLoad, ToolCall, UserMessage
@@ -70,9 +70,9 @@ def test_context_of_events():
 
 
 def test_rewrites_compose(harness):
-    first = Rewrite(harness, Mapping(tools={"get_order": ToolMap("a")}))
+    first = Rewrite(harness, RewriteMapping(tools={"get_order": ToolMap("a")}))
     changed = dataclasses.replace(harness, id="other")
-    second = Rewrite(changed, Mapping(tools={"a": ToolMap("b")}))
+    second = Rewrite(changed, RewriteMapping(tools={"a": ToolMap("b")}))
     chain = compose(harness, [first, second])
     assert chain.harness is changed
     assert chain.mapping.tool_name("get_order") == "b"
@@ -118,7 +118,7 @@ def test_a_rule_error_from_rule_code_is_kept_as_it_is(harness):
 def test_the_simplest_rule_of_the_guide_runs_and_passes_its_checks(plugins, harness, events):
     from pathlib import Path
 
-    from hsa.augment import apply_chain, get
+    from hsa.augment import apply_chain, get_rule
     from hsa.augment.checks import check_rewrite
 
     guide = (Path(__file__).resolve().parents[2] / "docs" / "rules.md").read_text("utf-8")
@@ -126,7 +126,7 @@ def test_the_simplest_rule_of_the_guide_runs_and_passes_its_checks(plugins, harn
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "docs/rules.md", "exec"), {"__name__": "guide_rules"})
 
-    rewrite, _ = apply_chain(harness, [(get("acme.shout_descriptions"), {})], seed=0)
+    rewrite, _ = apply_chain(harness, [(get_rule("acme.shout_descriptions"), {})], seed=0)
     assert [t.description for t in rewrite.harness.tools] == [
         t.description.upper() for t in harness.tools
     ]

@@ -8,7 +8,7 @@ from conftest import ORDER_SCHEMA, make_events, make_harness
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hsa.augment import Context, apply_chain, apply_steps, get
+from hsa.augment import Context, apply_chain, apply_steps, get_rule
 from hsa.augment.checks import check_rewrite
 from hsa.augment.rules.hooks import valid_positions
 from hsa.harness import Hook, Matcher, Protocol, Section, Tool
@@ -17,7 +17,7 @@ from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS
 
 def _apply(name, harness, seed=0, params=None, events=None):
     context = Context.of(events or make_events())
-    rewrite, _ = apply_chain(harness, [(get(name), params or {})], seed=seed, context=context)
+    rewrite, _ = apply_chain(harness, [(get_rule(name), params or {})], seed=seed, context=context)
     return rewrite
 
 
@@ -81,7 +81,7 @@ def test_hook_positions_are_valid():
 
 
 def test_neutral_hooks_never_change_what_tools_do():
-    from hsa.envs import get as get_env
+    from hsa.envs import get_env
     from hsa.envs.livestream import solve
 
     env = get_env("livestream")
@@ -167,7 +167,7 @@ _ARGS = st.fixed_dictionaries(
 def test_argument_rewrites_invert_exactly(args, seed):
     harness = make_harness().replace(tools=[Tool("return_order_items", "", ORDER_SCHEMA)])
     chain = [
-        (get(n), {})
+        (get_rule(n), {})
         for n in (
             "tools.rename_params",
             "tools.enum_values",

@@ -34,10 +34,10 @@ def _assert_all_pass(subjects, seeds=(0,)):
 
 
 def test_every_rule_passes_on_livestream_oracle_trajectories():
-    from hsa.envs import get
+    from hsa.envs import get_env
     from hsa.envs.livestream import solve
 
-    env = get("livestream")
+    env = get_env("livestream")
     tasks = spread(env.tasks(), 4)
     subjects = [
         Subject(env.harness(), solve(env, t).trajectory, Replay(env, t), "livestream")
@@ -48,10 +48,10 @@ def test_every_rule_passes_on_livestream_oracle_trajectories():
 
 
 def test_subjects_from_env_records_oracle_trajectories():
-    from hsa.envs import get
+    from hsa.envs import get_env
     from hsa.envs.livestream import solve
 
-    env = get("livestream")
+    env = get_env("livestream")
     subjects = subjects_from_env(env, lambda e, t: solve(e, t).trajectory, limit=2)
     assert len(subjects) == 2
     assert all(s.replay.env is env and s.replay.task is not None for s in subjects)

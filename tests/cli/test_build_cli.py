@@ -149,9 +149,9 @@ def test_a_folder_in_use_and_an_empty_input_get_one_line(tmp_path: Path) -> None
     assert not (tmp_path / "ds").exists()
 
     # the corrected input into the same folder; a flag over the config over the recipe
-    from hsa.envs import get
+    from hsa.envs import get_env
 
-    env = get("livestream")
+    env = get_env("livestream")
     rows = []
     for task in env.tasks()[:3]:
         row = env.solve(task).trajectory.to_row()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hsa.cli.harness import FORMATS as CLI_FORMATS
-from hsa.harness import Harness, Prompt, Section, Skill, Tool, save
+from hsa.harness import Harness, Prompt, Section, Skill, Tool, save_harness
 from hsa.harness.importers import FORMATS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def test_cli_formats_match_the_importers():
 
 
 def test_validate_ok_and_show(tmp_path):
-    save(shop(), tmp_path / "shop")
+    save_harness(shop(), tmp_path / "shop")
     done = hsa("harness", "validate", str(tmp_path / "shop"))
     assert done.returncode == 0 and "ok: 1 harness valid" in done.stdout
     shown = hsa("harness", "show", str(tmp_path / "shop"))
@@ -85,8 +85,8 @@ def test_validate_lists_every_problem_and_exits_1(tmp_path, capsys):
 
 
 def test_validate_a_folder_of_harnesses(tmp_path, capsys):
-    save(shop(), tmp_path / "all" / "a")
-    save(shop().replace(id="b"), tmp_path / "all" / "b")
+    save_harness(shop(), tmp_path / "all" / "a")
+    save_harness(shop().replace(id="b"), tmp_path / "all" / "b")
     done = cli(capsys, "harness", "validate", str(tmp_path / "all"))
     assert done.returncode == 0 and "2 harnesses valid" in done.stdout
     assert "no harness.yaml" in one_error(
@@ -129,7 +129,7 @@ def test_malformed_tools_json(tmp_path):
 
 
 def test_malformed_tools_json_inside_a_harness(tmp_path):
-    save(shop(), tmp_path / "shop")
+    save_harness(shop(), tmp_path / "shop")
     tools = tmp_path / "shop" / "tools.json"
     tools.write_text(json.dumps([{"type": "function", "function": {"name": "x", "parameters": 3}}]))
     line = one_error(hsa("harness", "validate", str(tmp_path / "shop")))
@@ -140,7 +140,7 @@ def test_malformed_tools_json_inside_a_harness(tmp_path):
 
 
 def test_skill_md_with_broken_yaml(tmp_path):
-    save(shop(), tmp_path / "shop")
+    save_harness(shop(), tmp_path / "shop")
     skill = tmp_path / "shop" / "skills" / "returns" / "SKILL.md"
     skill.write_text('---\nname: returns\ndescription: "unterminated\n---\nBody\n')
     line = one_error(hsa("harness", "validate", str(tmp_path / "shop")))
@@ -161,7 +161,7 @@ def test_ref_cycle(tmp_path):
 
 
 def test_fifty_megabyte_template(tmp_path):
-    save(shop().replace(prompt=Prompt(template="{{ body }}")), tmp_path / "shop")
+    save_harness(shop().replace(prompt=Prompt(template="{{ body }}")), tmp_path / "shop")
     template = tmp_path / "shop" / "prompt.md.j2"
     with template.open("w") as fh:
         fh.write("x" * (50 * 1024 * 1024))
@@ -177,7 +177,9 @@ def test_fifty_megabyte_template(tmp_path):
     ["{{ ''.__class__.__mro__ }}", "{{ '{0.__class__}'.format(harness_id) }}"],
 )
 def test_template_injection_in_a_prompt_section(tmp_path, capsys, attack):
-    save(shop().replace(prompt=Prompt(sections=(Section("p", "P", attack),))), tmp_path / "s")
+    save_harness(
+        shop().replace(prompt=Prompt(sections=(Section("p", "P", attack),))), tmp_path / "s"
+    )
     line = one_error(hsa("harness", "validate", str(tmp_path / "s")))
     assert line.startswith(f"hsa: error: {tmp_path / 's' / 'harness.yaml'}: ")
     assert "$.prompt.sections[0].body: unsafe template refused by the sandbox" in line
@@ -202,7 +204,7 @@ def test_jsonl_row_with_arguments_that_are_not_json(tmp_path):
 
 
 def test_unknown_field_in_harness_yaml(tmp_path):
-    save(shop(), tmp_path / "shop")
+    save_harness(shop(), tmp_path / "shop")
     manifest = tmp_path / "shop" / "harness.yaml"
     manifest.write_text(manifest.read_text() + "owner: me\n")
     line = one_error(hsa("harness", "validate", str(tmp_path / "shop")))

@@ -3,11 +3,13 @@ at 80 columns, where long lines wrap and no word is cut."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -75,3 +77,44 @@ def test_long_lines_wrap_at_80_columns_and_no_word_is_cut(made, which):
     shown_words = {w for line in lines for w in line.strip("│ ").split()}
     missing = [w for w in words if w not in shown_words]
     assert missing == [], missing[:10]
+
+
+def rows(root: Path) -> list[dict]:
+    return [
+        r for p in sorted((root / "data").rglob("*.parquet")) for r in pq.read_table(p).to_pylist()
+    ]
+
+
+def test_a_dataset_row_carries_its_teacher_rows_verification(made):
+    """``verification`` means one thing in both row formats: the teacher's JSON object text."""
+    teach, dataset = made
+    teacher = {r["id"]: r for r in rows(teach)}
+    augmented = rows(dataset)
+    assert augmented
+    for row in augmented:
+        source = teacher[row["source_id"]]
+        assert row["verification"] == source["verification"]
+        assert json.loads(row["verification"])["reason"] == source["reason"] == "ok"
+    shown = hsa("inspect", str(dataset), "-n", "1")
+    assert shown.returncode == 0, shown.stderr
+    header = next(line for line in shown.stdout.splitlines() if "split=" in line)
+    assert header.rstrip(" │").endswith("verified")  # the row's header says so
+
+
+def test_a_rejected_dataset_row_shows_the_reason_in_its_verification(made, tmp_path):
+    teach, _ = made
+    table = pq.read_table(sorted((teach / "data").rglob("*.parquet"))[0])
+    rejected = [{**r, "verified": False, "reason": "score: wrong total"} for r in table.to_pylist()]
+    for row in rejected:
+        row["verification"] = json.dumps(
+            {**json.loads(row["verification"]), "verified": False, "reason": row["reason"]}
+        )
+    source = tmp_path / "rejected.parquet"
+    pq.write_table(pa.Table.from_pylist(rejected, schema=table.schema), source)
+    out = tmp_path / "dataset"
+    done = hsa("augment", "--input", str(source), "--out", str(out), "--include-unverified")
+    assert done.returncode == 0, done.stderr
+    assert {json.loads(r["verification"])["reason"] for r in rows(out)} == {"score: wrong total"}
+    shown = hsa("inspect", str(out), "-n", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert "rejected: score: wrong total" in shown.stdout

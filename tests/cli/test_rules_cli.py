@@ -159,7 +159,7 @@ def test_check_fails_with_exit_1_on_a_broken_rule(tmp_path):
         env=env,
     )
     assert out.returncode == 1
-    assert "calls 'get_order', which is not a tool of the harness" in out.stderr
+    assert "unknown tool 'get_order'; available: " in out.stderr
     assert "hsa: error: 1 rule(s) failed a task-preservation check: broken.rename_tool_only" in (
         out.stderr
     )

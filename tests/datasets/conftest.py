@@ -42,9 +42,9 @@ def recipe() -> Recipe:
 def livestream_table(tmp_path_factory: pytest.TempPathFactory) -> pa.Table:
     """Oracle trajectories of 48 livestream tasks, with their task splits (teacher lineage)."""
     from hsa.datasets.source import INPUT_SCHEMA
-    from hsa.envs import get
+    from hsa.envs import get_env
 
-    env = get("livestream")
+    env = get_env("livestream")
     rows = []
     for task in env.tasks()[::60][:48]:
         episode = env.solve(task)

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hsa.datasets import iter_rows, iter_trl, load, open_source, to_hf
+from hsa.datasets import iter_rows, iter_trl, open_source, scan_dataset, to_hf
 from hsa.errors import DatasetError
 from hsa.pipelines import AugmentConfig, augment
 from tests.datasets.conftest import recipe
@@ -70,17 +70,17 @@ def tokenizer(texts: list[str]):
 
 
 def test_load_is_a_lazy_frame(dataset: Path) -> None:
-    frame = load(dataset)
+    frame = scan_dataset(dataset)
     assert isinstance(frame, pl.LazyFrame)
     table = frame.select("id", "split", "messages", "tools").collect()
     manifest = json.loads((dataset / "manifest.json").read_text())
     assert table.height == manifest["rows"]["total"]
-    train = load(dataset, split="train").select(pl.len()).collect().item()
+    train = scan_dataset(dataset, split="train").select(pl.len()).collect().item()
     assert train == manifest["rows"]["train"]
     with pytest.raises(DatasetError, match="no split 'nope'"):
-        load(dataset, split="nope")
+        scan_dataset(dataset, split="nope")
     with pytest.raises(DatasetError, match=r"no manifest\.json"):
-        load(dataset / "data")
+        scan_dataset(dataset / "data")
 
 
 def test_trl_rows_render_through_a_chat_template_with_tools(dataset: Path) -> None:
@@ -145,7 +145,7 @@ def test_polars_and_duckdb_query_the_shards(dataset: Path) -> None:
     assert dict(calls.group_by("name").len().collect().iter_rows()) == names
     # JSON text is plain text to Polars: no cast before string or JSON operations
     assert calls.collect_schema()["arguments"] == pl.String
-    assert load(dataset).collect_schema()["tools"] == pl.String
+    assert scan_dataset(dataset).collect_schema()["tools"] == pl.String
     kinds = raw.select(pl.col("tools").str.json_path_match("$[0].type")).collect()
     assert set(kinds["tools"].drop_nulls()) == {"function"}  # text protocols send no tools
     texts = calls.collect()["arguments"].to_list()

@@ -5,14 +5,14 @@ from __future__ import annotations
 from hsa.envs.check import check
 from hsa.envs.export import export_env, read_tasks
 from hsa.envs.livestream import LivestreamEnvironment
-from hsa.harness import load, problems
+from hsa.harness import load_harness, problems
 
 
 def test_export_writes_a_valid_harness_and_tasks(tmp_path):
     env = LivestreamEnvironment(n_tasks=24)
     summary = export_env(env, tmp_path / "out")
     assert problems(tmp_path / "out") == []
-    assert load(tmp_path / "out") == env.harness()
+    assert load_harness(tmp_path / "out") == env.harness()
     assert read_tasks(summary.tasks_file) == env.tasks()
     again = export_env(env, tmp_path / "out")  # re-export replaces the directory
     assert read_tasks(again.tasks_file) == env.tasks()

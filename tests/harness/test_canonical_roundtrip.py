@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from hsa.harness import load, render, save
+from hsa.harness import load_harness, render, save_harness
 from hsa.harness.importers import import_source
 
 LOOKUP = {
@@ -89,7 +89,7 @@ def test_rendering_an_import_under_its_harness_gives_back_the_source_bytes(sourc
     for row, trajectory in zip(_rows(), result.trajectories, strict=True):
         harness = harnesses[trajectory.harness_id]
         # through a saved and reloaded harness too, as `hsa augment --harness DIR` reads it
-        reloaded = load(save(harness, tmp_path / "h" / harness.id))
+        reloaded = load_harness(save_harness(harness, tmp_path / "h" / harness.id))
         for under in (harness, reloaded):
             conversation = render(trajectory.events, under)
             assert json.dumps(conversation.messages) == json.dumps(_renumbered(row["messages"]))

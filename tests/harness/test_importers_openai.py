@@ -17,9 +17,9 @@ from hsa.harness import (
     SkillLoad,
     ToolCall,
     ToolResult,
-    load,
+    load_harness,
     render,
-    save,
+    save_harness,
     trajectories_from_table,
 )
 from hsa.harness.importers import detect_format, import_source, write_import
@@ -111,7 +111,7 @@ def test_written_import_round_trips_and_is_deterministic(example, tmp_path):
     assert trajectories_from_table(table) == list(example.trajectories)
     tasks = [json.loads(line) for line in (tmp_path / "a" / "tasks.jsonl").read_text().splitlines()]
     assert tasks == list(example.tasks)
-    assert load(tmp_path / "a" / "support-1") == example.harnesses[0]
+    assert load_harness(tmp_path / "a" / "support-1") == example.harnesses[0]
 
 
 def test_reimport_replaces_an_earlier_import_but_nothing_else(example, tmp_path):
@@ -224,7 +224,7 @@ def test_rows_under_a_given_harness_read_skill_loads_and_hooks(tmp_path):
             ),
         ),
     )
-    save(harness, tmp_path / "agent")
+    save_harness(harness, tmp_path / "agent")
     load_call = {
         "id": "x",
         "type": "function",
@@ -248,7 +248,7 @@ def test_rows_under_a_given_harness_read_skill_loads_and_hooks(tmp_path):
     assert trajectory.harness_id == "agent"
     assert HookFired("remind", "user_prompt_submit", {"name": "Ada"}) in trajectory.events
     assert SkillLoad("greet") in trajectory.events
-    assert load(out) == harness
+    assert load_harness(out) == harness
     with pytest.raises(ImportFormatError, match="only for openai-jsonl"):
         import_source(tmp_path / "agent" / "tools.json", harness=harness)
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from hsa.errors import HsaError
-from hsa.harness import load, system_prompt
+from hsa.harness import load_harness, system_prompt
 from hsa.harness.importers import detect_format, import_source
 from hsa.harness.skillfile import dump_skill_md, parse_skill_md
 
@@ -48,7 +48,7 @@ def test_cli_import_then_validate_round_trips(external, tmp_path):
     assert done.returncode == 0, done.stderr
     assert len(list(out.glob("skills/*/SKILL.md"))) == 12
     assert hsa("harness", "validate", str(out)).returncode == 0
-    assert load(out) == import_source(external / "agent-skills").harnesses[0]
+    assert load_harness(out) == import_source(external / "agent-skills").harnesses[0]
 
 
 BAD = {

@@ -10,7 +10,7 @@ import pytest
 from jsonschema.validators import Draft202012Validator
 
 from hsa.errors import ImportFormatError
-from hsa.harness import load, system_prompt
+from hsa.harness import load_harness, system_prompt
 from hsa.harness.importers import detect_format, import_source
 from hsa.harness.validate import document_problems
 
@@ -69,7 +69,7 @@ def test_cli_import_then_validate(external, tmp_path):
     assert (out / "harness.yaml").is_file() and (out / "tasks.jsonl").is_file()
     checked = hsa("harness", "validate", str(out))
     assert checked.returncode == 0, checked.stderr
-    loaded = load(out)
+    loaded = load_harness(out)
     assert loaded == import_source(external / "tau2" / "retail").harnesses[0]
 
 

@@ -109,7 +109,7 @@ def test_cli_imports_a_real_tools_file_and_validates(external, tmp_path):
 
 
 def test_mcp_title_annotations_and_output_schema_survive_a_round_trip(tmp_path):
-    from hsa.harness import load, render, save
+    from hsa.harness import load_harness, render, save_harness
     from hsa.harness.model import Protocol
     from hsa.harness.toolformats import tools_to_mcp
 
@@ -133,7 +133,7 @@ def test_mcp_title_annotations_and_output_schema_survive_a_round_trip(tmp_path):
     (harness,) = import_source(path).harnesses
     (tool,) = harness.tools
     assert tool.extra == {k: mcp[k] for k in ("title", "outputSchema", "annotations")}
-    reloaded = load(save(harness, tmp_path / "h"))
+    reloaded = load_harness(save_harness(harness, tmp_path / "h"))
     assert reloaded == harness
     assert tools_to_mcp(reloaded.tools, reloaded.metadata["name_map"]) == [mcp]
     # what a model is sent carries none of it: keys the OpenAI API accepts only

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hsa.errors import HarnessError, HarnessValidationError, TemplateError
-from hsa.harness import Harness, load, loads, problems, save
+from hsa.harness import Harness, load_harness, loads_harness, problems, save_harness
 from hsa.harness.importers.base import literal_template
 from hsa.harness.model import Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
 from hsa.harness.templates import MAX_TEMPLATE_CHARS
@@ -197,17 +197,17 @@ SETTINGS = settings(
 @given(harness=harnesses())
 def test_directory_round_trip(tmp_path_factory, harness):
     root = tmp_path_factory.mktemp("h") / "harness"
-    assert save(harness, root) == root
-    assert load(root) == harness
+    assert save_harness(harness, root) == root
+    assert load_harness(root) == harness
 
 
 @SETTINGS
 @given(harness=harnesses())
 def test_json_round_trip(tmp_path_factory, harness):
     path = tmp_path_factory.mktemp("h") / "harness.json"
-    save(harness, path)
-    assert load(path) == harness
-    assert loads(harness.to_json()) == harness
+    save_harness(harness, path)
+    assert load_harness(path) == harness
+    assert loads_harness(harness.to_json()) == harness
 
 
 # --- examples ---
@@ -229,7 +229,7 @@ def _basic() -> Harness:
 
 
 def test_directory_layout(tmp_path):
-    save(_basic(), tmp_path / "shop")
+    save_harness(_basic(), tmp_path / "shop")
     names = sorted(
         p.relative_to(tmp_path / "shop").as_posix() for p in (tmp_path / "shop").rglob("*")
     )
@@ -242,21 +242,21 @@ def test_directory_layout(tmp_path):
     ]
     assert json.loads((tmp_path / "shop" / "tools.json").read_text())[0]["type"] == "function"
     with_template = _basic().replace(prompt=Prompt(template="Hi {{ body }}"))
-    save(with_template, tmp_path / "t")
+    save_harness(with_template, tmp_path / "t")
     assert (tmp_path / "t" / "prompt.md.j2").read_text() == "Hi {{ body }}"
-    assert load(tmp_path / "t") == with_template
+    assert load_harness(tmp_path / "t") == with_template
 
 
 def test_save_replaces_a_harness_but_not_other_folders(tmp_path):
-    save(_basic(), tmp_path / "shop")
+    save_harness(_basic(), tmp_path / "shop")
     changed = _basic().replace(version="2")
-    save(changed, tmp_path / "shop")
-    assert load(tmp_path / "shop") == changed
+    save_harness(changed, tmp_path / "shop")
+    assert load_harness(tmp_path / "shop") == changed
     other = tmp_path / "notes"
     other.mkdir()
     (other / "todo.txt").write_text("keep")
     with pytest.raises(HarnessError, match="refusing to overwrite"):
-        save(_basic(), other)
+        save_harness(_basic(), other)
     assert (other / "todo.txt").read_text() == "keep"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
@@ -335,7 +335,7 @@ def test_huge_template_is_refused_before_it_is_read(tmp_path):
     assert file == str(root / "prompt.md.j2")
     assert "52,428,800 bytes" in message and f"{MAX_TEMPLATE_CHARS:,}" in message
     with pytest.raises(HarnessValidationError) as err:
-        load(root)
+        load_harness(root)
     assert isinstance(err.value.problems[0], TemplateError)
 
 
@@ -367,7 +367,7 @@ def test_template_injection_in_a_section_is_refused_at_validation(tmp_path, atta
     assert (file, where) == (str(root / "harness.yaml"), "$.prompt.sections[0].body")
     assert "unsafe" in message or "undefined" in message
     with pytest.raises(HarnessValidationError):
-        load(root)
+        load_harness(root)
 
 
 def test_template_injection_in_the_template_file_names_that_file(tmp_path):
@@ -399,7 +399,7 @@ def test_unreadable_documents(tmp_path, manifest, where, reason):
 def test_loads_reports_every_problem():
     doc = {"id": "x", "tools": [{"name": "a b"}, {"name": "ok", "parameters": {"type": "x"}}]}
     with pytest.raises(HarnessValidationError) as err:
-        loads(json.dumps(doc))
+        loads_harness(json.dumps(doc))
     assert len(err.value.problems) >= 2
     assert str(err.value).count("\n") == len(err.value.problems) - 1
 
@@ -423,11 +423,11 @@ def test_files_at_their_conventional_places_are_loaded_unnamed(tmp_path):
             "skills/alpha/SKILL.md": "---\nname: alpha\ndescription: First.\n---\nA\n",
         },
     )
-    harness = load(root)
+    harness = load_harness(root)
     assert harness.prompt.template == "Harness {{ harness_id }}.\n{{ body }}"
     assert [t.name for t in harness.tools] == ["echo"]
     assert [s.id for s in harness.skills] == ["alpha", "zeta"]
-    assert load(save(harness, tmp_path / "saved")) == harness
+    assert load_harness(save_harness(harness, tmp_path / "saved")) == harness
 
 
 def test_a_manifest_that_names_its_parts_keeps_the_last_word(tmp_path):
@@ -441,7 +441,7 @@ def test_a_manifest_that_names_its_parts_keeps_the_last_word(tmp_path):
             "skills/alpha/SKILL.md": "---\nname: alpha\ndescription: First.\n---\nA\n",
         },
     )
-    harness = load(root)
+    harness = load_harness(root)
     assert (harness.prompt.template, harness.tools, harness.skills) == ("other", (), ())
 
 
@@ -451,10 +451,23 @@ def test_an_inline_template_beside_prompt_md_j2_is_refused(tmp_path):
     assert (file, where) == (str(root / "harness.yaml"), "$.prompt.template")
     assert "given twice" in message
     with pytest.raises(HarnessValidationError):
-        load(root)
+        load_harness(root)
 
 
 def test_errors_in_a_conventional_template_name_that_file(tmp_path):
     root = _write(tmp_path, "id: x\n", {"prompt.md.j2": "{{ ''.__class__ }}"})
     file, _, _ = _one(problems(root))
     assert file == str(root / "prompt.md.j2")
+
+
+def test_a_save_that_cannot_be_written_is_a_harness_error_naming_the_path(tmp_path):
+    """Saves go through ``hsa.harness.files``: an OS error is ours, no half-written file."""
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a folder should be")
+    for target in (blocker / "h.json", blocker / "h"):
+        with pytest.raises(HarnessError, match="cannot write") as caught:
+            save_harness(_basic(), target)
+        assert caught.value.file == str(target)
+    save_harness(_basic(), tmp_path / "h.json")
+    assert load_harness(tmp_path / "h.json") == _basic()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "h.json"]

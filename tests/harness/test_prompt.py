@@ -19,7 +19,7 @@ from hsa.harness import (
     Skill,
     Tool,
     UserMessage,
-    loads,
+    loads_harness,
     parse,
     render,
     system_prompt,
@@ -158,7 +158,7 @@ def test_template_errors_name_the_section() -> None:
 def test_invalid_harness_is_refused_where_it_is_made() -> None:
     bad = _harness(Prompt((Section("s", "S", "{% if %}"),)))
     with pytest.raises(HarnessValidationError, match="syntax error") as err:
-        loads(bad.to_json())
+        loads_harness(bad.to_json())
     assert err.value.where == "$.prompt.sections[0].body"
     # Rendering does not validate, but still refuses a template it cannot compile.
     with pytest.raises(TemplateError, match="syntax error") as err:

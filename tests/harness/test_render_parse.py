@@ -35,7 +35,7 @@ from hsa.harness import (
     ToolCall,
     ToolResult,
     UserMessage,
-    loads,
+    loads_harness,
     normalize_call_ids,
     parse,
     render,
@@ -289,7 +289,7 @@ def test_python_format_refuses_tool_names_it_cannot_write() -> None:
     # renders; render, which does not validate, refuses the call it cannot write.
     harness = _harness(Protocol("text", "python"), tools=(Tool("get-weather"),))
     with pytest.raises(HarnessValidationError, match="cannot be written in the python") as err:
-        loads(harness.to_json())
+        loads_harness(harness.to_json())
     assert err.value.where == "$.tools[0].name"
     with pytest.raises(ProtocolError, match="not a Python identifier") as err:
         render([ToolCall("call_0", "get-weather", {})], harness)

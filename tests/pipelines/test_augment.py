@@ -3,6 +3,7 @@ and bad input reported with its file, row or rule."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,12 +11,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hsa.augment import invert, load_recipe, map_events
-from hsa.datasets import iter_rows, load, open_source, to_hf
+from hsa.augment import (
+    NO_CONTEXT,
+    Context,
+    canonical_variant,
+    default_recipe,
+    invert,
+    load_recipe,
+    map_events,
+    pick,
+    plan,
+)
+from hsa.datasets import iter_rows, open_source, scan_dataset, to_hf
 from hsa.datasets.schema import chat_messages
 from hsa.datasets.shards import sha256_file
 from hsa.datasets.source import INPUT_SCHEMA
-from hsa.envs import get
+from hsa.envs import get_env
 from hsa.errors import DatasetError, HsaError, RuleError
 from hsa.harness import Trajectory, render
 from hsa.pipelines import AugmentConfig, augment, read_variants
@@ -57,7 +68,7 @@ def test_layout_manifest_and_rows(tmp_path: Path, shards: Path, livestream_table
 
     by_id = {row["id"]: Trajectory.from_row(row) for row in livestream_table.to_pylist()}
     variants = read_variants(out)
-    harness = get("livestream").harness()
+    harness = get_env("livestream").harness()
     splits: dict[str, str] = {}
     seen_protocols = set()
     for row in iter_rows(out):
@@ -247,13 +258,13 @@ def test_an_input_with_nothing_to_augment_is_refused(tmp_path: Path, livestream_
     report = augment(open_source(unverified), tmp_path / "out", config(include_unverified=True))
     assert report.trajectories == 5 and report.rows == 5 * 3
     assert len(to_hf(tmp_path / "out")) == 5 * 3
-    assert load(tmp_path / "out").collect().height == 5 * 3
+    assert scan_dataset(tmp_path / "out").collect().height == 5 * 3
     with pytest.raises(HsaError):
         open_source(tmp_path / "nope")
 
 
 def test_rows_of_another_harness_are_refused(tmp_path: Path, shards: Path) -> None:
-    other = get("livestream").harness().replace(id="storefront")
+    other = get_env("livestream").harness().replace(id="storefront")
     with pytest.raises(DatasetError) as caught:
         augment(open_source(shards), tmp_path / "out", config(), harnesses=[other])
     message = str(caught.value)
@@ -262,7 +273,10 @@ def test_rows_of_another_harness_are_refused(tmp_path: Path, shards: Path) -> No
     assert not (tmp_path / "out" / "manifest.json").exists()
     # rows recorded under the harness given are read under it
     same = augment(
-        open_source(shards), tmp_path / "same", config(), harnesses=[get("livestream").harness()]
+        open_source(shards),
+        tmp_path / "same",
+        config(),
+        harnesses=[get_env("livestream").harness()],
     )
     assert same.trajectories == 48
 
@@ -322,3 +336,33 @@ def test_partial_data_of_another_config_says_what_to_do(tmp_path: Path, shards: 
     # the temporaries of killed runs go on a rerun (here: of the config that wrote the data)
     augment(open_source(shards), out, config())
     assert not list(out.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("which", ["families", "default"])
+def test_plan_and_pick_predict_each_trajectorys_variants(
+    tmp_path: Path, shards: Path, livestream_table: pa.Table, which: str
+) -> None:
+    # The default recipe has trajectory-dependent rules (planned per context); the test
+    # recipe has none (planned once per harness). Either way the public planner and picker
+    # say exactly which variants the job rendered each trajectory under.
+    chosen = recipe() if which == "families" else default_recipe()
+    out = tmp_path / "out"
+    augment(open_source(shards), out, AugmentConfig(recipe=chosen, variants_per_trajectory=3))
+    planning = dataclasses.replace(chosen, variants_per_harness=max(chosen.variants_per_harness, 3))
+    drawing = dataclasses.replace(planning, variants_per_trajectory=3)
+    harness = get_env("livestream").harness()
+    plans: dict[str, list] = {}  # by context: planning is deterministic, so plan each once
+    written: dict[str, list[str]] = {}
+    for row in iter_rows(out):
+        written.setdefault(row["source_id"], []).append(row["variant_id"])
+    assert len(written) == 48
+    for source in livestream_table.to_pylist():
+        events = Trajectory.from_row(source).events
+        context = Context.of(events) if planning.needs else NO_CONTEXT
+        key = json.dumps(context.key(), sort_keys=True)
+        if key not in plans:
+            plans[key] = [canonical_variant(harness), *plan(harness, planning, context=context)]
+        variants = plans[key]
+        predicted = [v.variant_id for v in pick(variants, source["id"], drawing)]
+        assert sorted(written[source["id"]]) == sorted(predicted)
+        assert len(predicted) == 4 and predicted[0] == canonical_variant(harness).variant_id

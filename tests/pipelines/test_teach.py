@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -18,7 +23,6 @@ from hsa.harness.parse import parse
 from hsa.pipelines.teach import TeachConfig, TeachIncomplete, teach
 from hsa.teachers.backends.base import Backend
 from hsa.teachers.config import public_url
-from hsa.teachers.make import oracle_policy
 from hsa.teachers.oracle import OracleBackend, OracleResponder
 from hsa.teachers.rollout import TASK_KEY
 
@@ -176,17 +180,72 @@ def test_a_directory_of_another_job_is_refused(finished, env):
         teach(config(variants_per_task=1), out, env=env)
 
 
-def test_a_shard_with_other_rollouts_is_refused(tmp_path, env):
+def test_only_marked_shards_are_done_and_the_rest_are_written_again(tmp_path, env):
+    """A shard is done when its completion mark lists it with its sha256 and the file matches:
+    a foreign file, a half-written one and one without its mark are all written again."""
     out = tmp_path / "out"
-    teach(config(tasks=2, variants_per_task=0, include_canonical=False, shard_size=1), out, env=env)
+    small = config(tasks=4, variants_per_task=0, include_canonical=False, shard_size=1)
+    teach(small, out, env=env)
+    before = files(out)
     shards = sorted((out / "data").rglob("*.parquet"))
-    shards[0].write_bytes(shards[1].read_bytes())
-    with pytest.raises(TeacherError, match="holds other rollouts"):
-        teach(
-            config(tasks=2, variants_per_task=0, include_canonical=False, shard_size=1),
-            out,
-            env=env,
-        )
+    marks = sorted((out / ".hsa" / "done").glob("*.json"))
+    assert len(shards) == len(marks) == 4
+    shards[0].write_bytes(shards[1].read_bytes())  # another shard's rows
+    shards[1].write_bytes(shards[1].read_bytes()[:100])  # cut short
+    marks[2].unlink()  # written, but its mark was never made
+    (out / "data" / "train" / ".part-00000.parquet.4242.tmp").write_bytes(b"half")
+    report = teach(small, out, env=env)
+    assert report.skipped == 1 and report.written == 3
+    assert files(out) == before  # the same bytes, marks included, no temporary left
+
+
+def test_a_mark_listing_other_rollouts_is_refused(tmp_path, env):
+    out = tmp_path / "out"
+    small = config(tasks=2, variants_per_task=0, include_canonical=False, shard_size=1)
+    teach(small, out, env=env)
+    mark = sorted((out / ".hsa" / "done").glob("*.json"))[0]
+    found = json.loads(mark.read_text())
+    mark.write_text(json.dumps({**found, "ids": "0" * 64}))
+    with pytest.raises(TeacherError, match="lists other rollouts than the job plans"):
+        teach(small, out, env=env)
+
+
+def test_a_killed_job_resumes_to_the_same_bytes(tmp_path):
+    """``hsa teach`` killed with SIGKILL mid-run, then rerun, ends byte-identical to a run
+    that was never interrupted, with no temporary file left."""
+    hsa = [sys.executable, "-c", "from hsa.cli import main; main()", "teach"]
+    job = [
+        "--tasks",
+        "200",
+        "--variants-per-task",
+        "1",
+        "--include-canonical",
+        "--shard-size",
+        "20",
+    ]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    done = subprocess.run([*hsa, *job, "--out", str(whole)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+    process = subprocess.Popen(
+        [*hsa, *job, "--out", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    mark = killed / ".hsa" / "done" / "00003.json"
+    deadline = time.monotonic() + 120
+    while not mark.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert mark.exists() and not (killed / "manifest.json").exists(), "not killed mid-run"
+    # what a kill while writing leaves: a temporary file, which the rerun removes
+    (killed / "data" / "train" / ".part-00099.parquet.999999.tmp").write_bytes(b"half")
+
+    rerun = subprocess.run([*hsa, *job, "--out", str(killed)], capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    # all but the lock's bookkeeping (the rerun took over the killed run's lock)
+    kept = {k: v for k, v in files(killed).items() if not k.startswith(".hsa/lock")}
+    assert kept == files(whole) and any(k.startswith(".hsa/done/") for k in kept)
+    assert not list(killed.rglob("*.tmp"))
 
 
 def test_progress_is_reported_as_rollouts_finish(tmp_path, env):
@@ -249,7 +308,7 @@ class Unreachable(Backend):
         from hsa.teachers.variants import VariantPool, recipe_from
 
         pool = VariantPool(env.harness(), recipe_from(None), seed=0, max_size=8)
-        self.inner = OracleBackend(OracleResponder(env, oracle_policy(env), variants=pool))
+        self.inner = OracleBackend(OracleResponder(env, variants=pool))
         self.stats = self.inner.stats
         self.down = set(down)
         self.answered: Counter = Counter()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hsa.augment import get as get_rule
+from hsa.augment import get_rule
 from hsa.augment.planner import Variant, apply_chain, canonical_variant, variant_id
 from hsa.augment.rules.protocol import with_protocol
 from hsa.envs.livestream import next_actions

@@ -55,8 +55,11 @@ def test_schema_problems_name_the_call_and_the_argument(env):
     ]
     problems = schema_problems(calls, harness)
     assert len(problems) == 2
-    assert problems[0].startswith("call_1 search_products: args['query']: 5 is not of type")
-    assert problems[1] == "call_2: no tool 'no_such_tool' in the harness"
+    assert problems[0].startswith(
+        "call_1: invalid arguments for search_products: $.query: 5 is not of type"
+    )
+    assert problems[1].startswith("call_2: unknown tool 'no_such_tool'; available: ")
+    assert "search_products" in problems[1]
 
 
 def test_each_harness_checks_calls_against_its_own_schemas():
@@ -67,7 +70,9 @@ def test_each_harness_checks_calls_against_its_own_schemas():
     call = [ToolCall("call_0", "get", {})]
     for _ in range(2):  # the second time, from the kept validators
         assert schema_problems(call, loose) == []
-        assert schema_problems(call, strict) == ["call_0 get: args: 'id' is a required property"]
+        assert schema_problems(call, strict) == [
+            "call_0: invalid arguments for get: $: 'id' is a required property"
+        ]
     again = Harness.from_dict(json.loads(strict.to_json()))
     assert schema_problems(call, again) == schema_problems(call, strict)
 

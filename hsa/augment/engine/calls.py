@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,14 +28,18 @@ from hsa.augment.engine.fill import Leaves
 from hsa.augment.engine.jsontext import lit
 from hsa.augment.engine.layout import Entries, Layout
 from hsa.augment.engine.records import Part, distinct, exclusive, first_seen, run_starts
-from hsa.augment.engine.templates import derive
+from hsa.augment.engine.templates import Template, derive
 from hsa.augment.engine.texts import Sources
 from hsa.augment.engine.variants import ToolPlan, VariantPlan
 from hsa.augment.mapping import apply_steps
 from hsa.errors import HsaError, ProtocolError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from hsa.augment.engine.batch import Batch
+    from hsa.augment.engine.styles import CallStyle
+    from hsa.augment.mapping import Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,13 @@ class CallTexts:
     piece: np.ndarray
     name: np.ndarray
     id: np.ndarray
+
+
+def _call_template(
+    style: CallStyle, name: str, steps: Sequence[Step], skeleton: str
+) -> Template | None:
+    """The template of one call to ``name`` in ``style`` for arguments shaped ``skeleton``."""
+    return derive(lambda value: style.one(name, value), skeleton, steps)
 
 
 def call_texts(
@@ -161,14 +173,11 @@ def _tool_calls(
         if not sc.ok[call_index[tat[j]]]:
             continue
         name_key = "" if plan.style.api else tp.name
-        key = ("call", plan.style.key, name_key, tp.steps_key, skel_text[si])
-        style, name, steps = plan.style, tp.name, tp.steps
+        template_key = ("call", plan.style.key, name_key, tp.steps_key, skel_text[si])
         try:
             tid_of[j] = batch.book.id(
-                key,
-                lambda style=style, name=name, steps=steps, s=skel_text[si]: derive(
-                    lambda value: style.one(name, value), s, steps
-                ),
+                template_key,
+                partial(_call_template, plan.style, tp.name, tp.steps, skel_text[si]),
             )
         except ProtocolError as exc:
             raise batch.fail(exc, int(ev.owner[e[first_row]])) from None

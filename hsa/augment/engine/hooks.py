@@ -9,6 +9,7 @@ message before it, as ``render`` places them.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,17 +21,25 @@ from hsa.augment.engine.fill import Leaves
 from hsa.augment.engine.jsontext import lit
 from hsa.augment.engine.layout import Entries, HookSites, Layout
 from hsa.augment.engine.records import Part, distinct, exclusive, run_starts
-from hsa.augment.engine.templates import derive
+from hsa.augment.engine.templates import Template, derive
 from hsa.errors import HsaError, ProtocolError
 from hsa.harness.events import HookFired
 from hsa.harness.render import hook_text
 
 if TYPE_CHECKING:
     from hsa.augment.engine.batch import Batch
+    from hsa.harness.model import Harness
+
+
+def _hook_template(harness: Harness, hook_id: str, event: str, skeleton: str) -> Template | None:
+    """The template of hook ``hook_id``'s text at ``event`` for payloads shaped ``skeleton``."""
+    return derive(
+        lambda payload: hook_text(harness, HookFired(hook_id, event, payload))[1], skeleton
+    )
 
 
 def hooks(
-    batch: Batch, ent: Entries, lay: Layout, sites: HookSites, content: np.ndarray
+    batch: Batch, ent: Entries, lay: Layout, sites: HookSites, content: np.ndarray | None
 ) -> tuple[Part, dict[str, int]]:
     """The part for the messages hook texts make or join (``content``: every message's
     content so far, read for the tool messages hooks join), and what took the exact path."""
@@ -42,6 +51,7 @@ def hooks(
     slots = lay.slot[hook_rows[own]]
     if own.all():
         return Part(slots, content=texts), counts
+    assert content is not None  # a hook joins a tool message, so the caller read contents
     target, joined = _join(batch, lay.slot[hook_rows[~own]] - 1, texts[~own], content)
     part = Part(np.concatenate((slots, target)), content=np.concatenate((texts[own], joined)))
     return part, counts
@@ -77,10 +87,7 @@ def _texts(batch: Batch, ent: Entries, sites: HookSites) -> tuple[np.ndarray, di
         event_name = ev.fields["hook_event"][int(e[hook_rows[at]])].as_py()
         try:
             tid_of[j] = batch.book.id(
-                key,
-                lambda h=harness, s=plan.surface_id, n=event_name, sk=skel_text[si]: derive(
-                    lambda payload: hook_text(h, HookFired(s, n, payload))[1], sk
-                ),
+                key, partial(_hook_template, harness, plan.surface_id, event_name, skel_text[si])
             )
         except ProtocolError as exc:
             raise batch.fail(exc, int(e[hook_rows[at]])) from None

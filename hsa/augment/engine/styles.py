@@ -20,7 +20,11 @@ from hsa.harness.model import Harness
 from hsa.harness.prompt import call_format
 from hsa.harness.protocols import CallFormat
 
-_PROBES = (("aprobe", {}), ("zprobe", {"a": 1}), ("mprobe", {"z": "q", "y": [True, None]}))
+_PROBES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("aprobe", {}),
+    ("zprobe", {"a": 1}),
+    ("mprobe", {"z": "q", "y": [True, None]}),
+)
 
 
 class NotDecomposable(Exception):
@@ -51,11 +55,11 @@ class CallStyle:
 
     @property
     def allows_prefix(self) -> bool:
-        return True if self.api else self.fmt.allows_prefix(self.tag)
+        return True if self.fmt is None else self.fmt.allows_prefix(self.tag)  # None: api
 
     def one(self, name: str, args: Mapping[str, Any]) -> str:
         """One call's text: its arguments JSON (api) or its piece of the turn's block."""
-        if self.api:
+        if self.fmt is None:  # the api style
             return json.dumps(args, ensure_ascii=False)
         text = self.fmt.format_calls([(name, args)], self.tag)
         end = len(text) - len(self.suffix)
@@ -64,9 +68,6 @@ class CallStyle:
         ):
             raise NotDecomposable(self.key)
         return text[len(self.prefix) : end]
-
-    def block(self, pieces: list[str]) -> str:
-        return self.prefix + self.sep.join(pieces) + self.suffix
 
 
 def style_of(harness: Harness) -> CallStyle:

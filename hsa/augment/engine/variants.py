@@ -94,7 +94,7 @@ class VariantPlan:
         if found is None:
             harness = self.variant.harness
             surface = self.variant.mapping.skills.get(canonical, canonical)
-            if harness.skill_tool is None:
+            if harness.skill_tool is None or harness.skill_arg is None:
                 raise ProtocolError(
                     f"harness {harness.id!r} has no skill tool to load skill {surface!r} with"
                 )

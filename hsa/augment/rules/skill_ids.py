@@ -14,7 +14,7 @@ from typing import Any
 
 from hsa.augment.banks import synonyms
 from hsa.augment.edits import replace_in_harness
-from hsa.augment.mapping import Mapping
+from hsa.augment.mapping import RewriteMapping
 from hsa.augment.names import (
     ID_NAME,
     changing_styles,
@@ -52,7 +52,7 @@ def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
         if isinstance(arg, dict) and isinstance(arg.get("enum"), list):
             arg["enum"] = [table.get(v, v) if isinstance(v, str) else v for v in arg["enum"]]
         skill_tool = dataclasses.replace(skill_tool, parameters=schema)
-    mapping = Mapping(skills=table, text=tuple(table.items()))
+    mapping = RewriteMapping(skills=table, text=tuple(table.items()))
     return Rewrite(renamed.replace(skills=skills, skill_tool=skill_tool), mapping)
 
 

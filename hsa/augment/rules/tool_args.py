@@ -8,11 +8,12 @@ left alone: skill loads render its single argument directly.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from typing import Any
 
 from hsa.augment.banks import synonyms
-from hsa.augment.mapping import Mapping, Step, ToolMap
+from hsa.augment.mapping import RewriteMapping, Step, ToolMap
 from hsa.augment.names import (
     ANY_VALUE,
     PARAM_NAME,
@@ -60,7 +61,7 @@ def _rewrite_tools(
         dataclasses.replace(t, parameters=rewrites[t.name][0]) if t.name in rewrites else t
         for t in harness.tools
     ]
-    mapping = Mapping(
+    mapping = RewriteMapping(
         tools={name: ToolMap(name, steps) for name, (_, steps) in rewrites.items() if steps},
         text=text,
     )
@@ -91,7 +92,7 @@ def add_optional(harness: Harness, rng: random.Random, params: dict[str, Any], c
     It is never required and never changes what a call does; a call that sets it is mapped
     back by dropping it.
     """
-    rewrites = {}
+    rewrites: dict[str, tuple[dict, tuple[Step, ...]]] = {}
     chosen = _choose(list(harness.tools), params["fraction"], rng)
     for tool in harness.tools:
         if tool.name not in chosen:
@@ -234,15 +235,15 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
     for tool in harness.tools:
         schema = copy_schema(tool.parameters)
         props = schema.get("properties") or {}
-        targets = [k for k in props if _flattenable(schema, k) is not None]
-        if not targets:
+        flattenable = {k: s for k in props if (s := _flattenable(schema, k)) is not None}
+        if not flattenable:
             continue
-        key = rng.choice(targets)
-        sub = _flattenable(schema, key)
+        key = rng.choice(list(flattenable))
+        sub = flattenable[key]
         inner = list(sub["properties"])
         names = fresh_names(
             inner,
-            lambda n, key=key: joined(key, n),
+            functools.partial(joined, key),
             taken=all_property_names(schema) | set(inner),
             pattern=PARAM_NAME,
         )
@@ -321,14 +322,14 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
             for path in paths:
                 at_path.setdefault(path, []).append(node)
         for node, paths in nodes:
-            values = node.get("enum")
-            if not isinstance(values, list) or not paths or () in paths:
+            declared = node.get("enum")
+            if not isinstance(declared, list) or not paths or () in paths:
                 continue
             if not all(
                 _annotation_only(other) for p in paths for other in at_path[p] if other is not node
             ):
                 continue  # another schema (an anyOf branch) also describes these values
-            strings = [v for v in values if isinstance(v, str)]
+            strings = [v for v in declared if isinstance(v, str)]
             if not strings:
                 continue
 
@@ -341,7 +342,7 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
             table = {k: v for k, v in table.items() if k != v}
             if not table:
                 continue
-            node["enum"] = [table.get(v, v) if isinstance(v, str) else v for v in values]
+            node["enum"] = [table.get(v, v) if isinstance(v, str) else v for v in declared]
             if isinstance(node.get("default"), str):
                 node["default"] = table.get(node["default"], node["default"])
             if isinstance(node.get("examples"), list):

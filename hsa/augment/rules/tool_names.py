@@ -10,7 +10,7 @@ from typing import Any
 
 from hsa.augment.banks import synonyms
 from hsa.augment.edits import format_accepts, remap_matchers, replace_in_harness
-from hsa.augment.mapping import Mapping, ToolMap
+from hsa.augment.mapping import RewriteMapping, ToolMap
 from hsa.augment.names import (
     PARAM_NAME,
     TOOL_NAME,
@@ -76,7 +76,7 @@ def rename_tools(harness: Harness, table: dict[str, str]) -> Rewrite:
         skill_tool = dataclasses.replace(
             skill_tool, name=table.get(skill_tool.name, skill_tool.name)
         )
-    mapping = Mapping(
+    mapping = RewriteMapping(
         tools={t.name: ToolMap(table[t.name]) for t in harness.tools if t.name in table},
         text=tuple(table.items()),
     )
@@ -261,7 +261,7 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
     other_ids = {t.name for t in tools} | {s.id for s in harness.skills}
     prose = {k: v for k, v in table.items() if k not in other_ids}
     renamed = replace_in_harness(renamed, prose)
-    return Rewrite(renamed, Mapping(tools=steps_by_tool, text=tuple(prose.items())))
+    return Rewrite(renamed, RewriteMapping(tools=steps_by_tool, text=tuple(prose.items())))
 
 
 def _rename_hook_input(hook: Hook, table: dict[str, str]) -> Hook:

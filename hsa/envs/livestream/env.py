@@ -8,9 +8,8 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from hsa.envs.arguments import ArgumentChecker
 from hsa.envs.base import Environment, Outcome, Task, ToolOutput, tasks_of_split
-from hsa.envs.episode import Episode
+from hsa.envs.episode import Policy
 from hsa.envs.livestream import harness as harness_module
 from hsa.envs.livestream.actions import ACTIONS, ToolFailure
 from hsa.envs.livestream.scoring import score
@@ -20,6 +19,7 @@ from hsa.envs.livestream.templates import drafts
 from hsa.envs.livestream.tools import defaults
 from hsa.envs.livestream.world import World, at_clock, generate
 from hsa.errors import EnvError
+from hsa.harness.arguments import ArgumentChecker
 from hsa.harness.events import Event, dumps_json
 from hsa.harness.model import Harness
 
@@ -87,14 +87,17 @@ class LivestreamEnvironment(Environment):
     def execute(self, state: LiveState, tool: str, args: Mapping[str, Any]) -> ToolOutput:
         skill_tool = self._harness.skill_tool
         if skill_tool is not None and tool == skill_tool.name:
-            skill = self._harness.skill(str(args.get(self._harness.skill_arg, "")))
+            arg = self._harness.skill_arg
+            requested = None if arg is None else args.get(arg)
+            skill = self._harness.skill("" if requested is None else str(requested))
             if skill is None:
-                return _error(f"unknown skill {args.get(self._harness.skill_arg)!r}")
+                return _error(f"unknown skill {requested!r}")
             return ToolOutput(skill.content)
         problem = self._checker.problem(tool, args)
         if problem is not None:
             return _error(problem)
-        full = defaults(self._harness.tool(tool), dict(args))
+        declared = self._harness.tool(tool)
+        full = dict(args) if declared is None else defaults(declared, dict(args))
         try:
             return ToolOutput(dumps_json(ACTIONS[tool](state, full)))
         except ToolFailure as exc:
@@ -103,11 +106,11 @@ class LivestreamEnvironment(Environment):
     def score(self, task: Task, state: LiveState, events: Sequence[Event]) -> Outcome:
         return score(task, state, events, self._harness)
 
-    def solve(self, task: Task) -> Episode:
-        """The scripted oracle's episode of ``task``."""
-        from hsa.envs.livestream.oracle import solve
+    def oracle(self) -> Policy:
+        """The scripted oracle (``hsa.envs.livestream.oracle.next_actions``)."""
+        from hsa.envs.livestream.oracle import next_actions
 
-        return solve(self, task)
+        return next_actions
 
 
 def _error(message: str) -> ToolOutput:

@@ -295,7 +295,7 @@ def coupon(world: World, rng: random.Random) -> Iterator[Draft]:
                 d.facts = [quote["valid_from"][-5:]]
             elif reason == "expired":
                 d.facts = [["expired", "ended"]]
-            elif reason == "wrong_category":
+            elif reason == "wrong_category" and c.category is not None:  # only such coupons
                 d.facts = [BY_CATEGORY[c.category].title.lower()]
             else:
                 d.facts = [dollars(quote["min_spend"])]
@@ -457,7 +457,7 @@ def after_sales(world: World, rng: random.Random) -> Iterator[Draft]:
         ]
         d.required_skills = ["after-sales"]
         d.require("get_order_status", order_id=o.id)
-        if o.status != "delivered":
+        if o.status != "delivered" or o.delivered_on is None:  # a delivered order has the date
             d.facts = [o.status, _day(o.eta)]
         else:
             window = BY_CATEGORY[first.category].return_days

@@ -387,7 +387,7 @@ def _sessions(rng: random.Random, products: tuple[Product, ...]) -> tuple[Sessio
 
 
 def _orders(rng: random.Random, products: tuple[Product, ...]) -> tuple[Order, ...]:
-    orders = []
+    orders: list[Order] = []
     ids: set[str] = set()
     while len(orders) < 240:
         oid = f"ORD-{rng.randint(100000, 999999)}"

@@ -54,7 +54,7 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
     """
     stem = harness_id(path.stem, fallback="chat")
     groups: dict[str, Harness] = {}
-    rows: list[tuple[int, str | None, list[Event], dict[str, Any]]] = []
+    rows: list[tuple[int, str, list[Event], dict[str, Any]]] = []
     for lineno, row in read_json_lines(path):
         where = f"line {lineno}"
         if not isinstance(row, Mapping) or not isinstance(row.get("messages"), list):
@@ -63,7 +63,7 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
             )
         messages = row["messages"]
         system, start = _leading_system(messages, path, where)
-        key = None
+        key = ""  # groups are keyed only when rows bring their own harness
         under = harness
         if under is None:
             key = dumps_json([row.get("tools") or [], system])
@@ -243,25 +243,25 @@ def _events(
                 else:
                     events.append(ToolCall(call_id, name, args))
         elif role == "tool":
-            source_id = message.get("tool_call_id")
-            if not isinstance(source_id, str) or source_id not in latest:
+            reply_to = message.get("tool_call_id")
+            if not isinstance(reply_to, str) or reply_to not in latest:
                 raise ImportFormatError(
-                    f"tool_call_id {source_id!r} answers no earlier tool call of this row",
+                    f"tool_call_id {reply_to!r} answers no earlier tool call of this row",
                     file=str(path),
                     where=f"{at}.tool_call_id",
                 )
-            call_id, called_at = latest[source_id]
-            if call_id is None:
+            answered, called_at = latest[reply_to]
+            if answered is None:
                 raise ImportFormatError(
-                    f"tool_call_id {source_id!r} is ambiguous: two tool calls of the assistant "
+                    f"tool_call_id {reply_to!r} is ambiguous: two tool calls of the assistant "
                     f"message at $.messages[{called_at}] have that id",
                     file=str(path),
                     where=f"{at}.tool_call_id",
                 )
-            if call_id in answered_by_skill:
+            if answered in answered_by_skill:
                 continue  # the skill's content, shown by the harness when it renders the load
             content = _text(message.get("content"), path, f"{at}.content")
-            events.append(ToolResult(call_id, content, bool(message.get("is_error", False))))
+            events.append(ToolResult(answered, content, bool(message.get("is_error", False))))
         elif role in SYSTEM_ROLES:
             text = _text(message.get("content"), path, f"{at}.content")
             fired = match_hook(harness, text, ("system", "tool_result", "user"))

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from hsa.errors import ImportFormatError
 from hsa.harness.events import dumps_json, trajectories_to_table
+from hsa.harness.files import replacing_directory
 from hsa.harness.importers.base import ImportResult
 from hsa.harness.io import write_dir
 
@@ -41,14 +39,10 @@ def write_import(result: ImportResult, out_dir: str | Path) -> list[Path]:
         raise ImportFormatError(
             f"harness id {clash[0]!r} is a file name the import needs", file=result.source
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.import-", dir=out.parent))
-    try:
+    with replacing_directory(out, error=ImportFormatError) as staging:
         written = _write(result, staging, several)
-        _swap(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        # mkdtemp makes the folder 0700; an import is ordinary output, readable by others.
+        staging.chmod(0o755)
     return [out / p.relative_to(staging) for p in written]
 
 
@@ -96,19 +90,3 @@ def _write(result: ImportResult, root: Path, several: bool) -> list[Path]:
     (root / MARKER).write_text(json.dumps(marker, indent=2) + "\n", "utf-8")
     written.append(root / MARKER)
     return written
-
-
-def _swap(staging: Path, out: Path) -> None:
-    # mkdtemp makes the folder 0700; an import is ordinary output, readable by others.
-    staging.chmod(0o755)
-    if not out.exists():
-        staging.rename(out)
-        return
-    trash = out.with_name(f".{out.name}.old-{os.getpid()}")
-    out.rename(trash)
-    try:
-        staging.rename(out)
-    except BaseException:
-        trash.rename(out)
-        raise
-    shutil.rmtree(trash)

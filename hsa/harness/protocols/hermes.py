@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from hsa.harness.protocols import Call, CallFormat, register_call_format, split_prefix
 
 
-def json_safe(value: object, **dumps_options: object) -> str:
+def json_safe(value: object, **dumps_options: Any) -> str:
     """JSON text of ``value`` with ``<``, ``>`` and ``&`` escaped, so no tag can appear in it."""
     text = json.dumps(value, ensure_ascii=False, **dumps_options)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

@@ -80,9 +80,9 @@ def from_node(node: ast.AST) -> Any:
             return value
         raise NotLiteral(f"{type(value).__name__} is not a JSON value")
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        operand = node.operand
-        if isinstance(operand, ast.Constant) and type(operand.value) in (int, float):
-            return -operand.value if isinstance(node.op, ast.USub) else operand.value
+        number = node.operand.value if isinstance(node.operand, ast.Constant) else None
+        if isinstance(number, int | float) and not isinstance(number, bool):
+            return -number if isinstance(node.op, ast.USub) else number
         raise NotLiteral("a sign applies only to a number")
     if isinstance(node, ast.List | ast.Tuple):
         return [from_node(e) for e in node.elts]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage
@@ -27,14 +28,23 @@ class BackendStats:
 
     def latency_percentiles(self) -> dict[str, float]:
         """p50/p90/p99 latency in milliseconds (empty when nothing was sent)."""
-        if not self.latencies_s:
-            return {}
-        ordered = sorted(self.latencies_s)
+        return latency_percentiles(self.latencies_s)
 
-        def pick(q: float) -> float:
-            return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
 
-        return {"p50_ms": pick(0.5), "p90_ms": pick(0.9), "p99_ms": pick(0.99)}
+def latency_percentiles(latencies_s: Sequence[float]) -> dict[str, float]:
+    """p50/p90/p99 of ``latencies_s`` in milliseconds, rounded to 0.1 (empty when none).
+
+    A percentile is the nearest rank at or above it (``int(q * n)``, the last one at most),
+    never interpolated: every figure is a latency some request actually had.
+    """
+    if not latencies_s:
+        return {}
+    ordered = sorted(latencies_s)
+
+    def at(q: float) -> float:
+        return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
+    return {"p50_ms": at(0.5), "p90_ms": at(0.9), "p99_ms": at(0.99)}
 
 
 class Backend(abc.ABC):

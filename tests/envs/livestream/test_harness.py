@@ -6,15 +6,15 @@ from importlib import resources
 
 from hsa.envs.hooks import EFFECT_EVENTS, hook_problems
 from hsa.envs.livestream.harness import SKILL_IDS, harness
-from hsa.harness import load, problems, save, system_prompt
+from hsa.harness import load_harness, problems, save_harness, system_prompt
 from hsa.harness.model import SECTION_KINDS
 
 
 def test_exported_harness_validates_and_loads_back(tmp_path):
     h = harness()
-    save(h, tmp_path / "livestream")
+    save_harness(h, tmp_path / "livestream")
     assert problems(tmp_path / "livestream") == []
-    assert load(tmp_path / "livestream") == h
+    assert load_harness(tmp_path / "livestream") == h
     assert (tmp_path / "livestream" / "skills" / "after-sales" / "SKILL.md").is_file()
 
 

@@ -1,0 +1,140 @@
+"""Atomic, durable file writes: the one way hsa puts a file or a folder in place.
+
+A file is written under a temporary name beside its destination (``.NAME.PID.tmp``, which
+``hsa.datasets.manifest.remove_temporaries`` recognises), flushed and fsynced, renamed over the
+destination, and then the folder is fsynced so the rename itself survives a power cut. A reader
+therefore sees the old file or the whole new one, never a part; a crash leaves at most a
+temporary file. A folder (a harness directory) is written the same way as a whole: into a
+staging folder beside it, every file and folder in it fsynced, renamed into place.
+
+This is the lowest layer every writer imports (``datasets`` imports ``harness``); errors are
+raised as the caller's ``HsaError`` subclass, naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from hsa.errors import HsaError
+
+
+def temporary_name(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed into place."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def sync_file(path: Path) -> None:
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+def sync_directory(path: Path) -> None:
+    """fsync a folder, so the renames and new names in it are on disk."""
+    if os.name == "nt":  # Windows cannot open a folder as a file; NTFS journals the rename
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        # Some file systems (and some network ones) do not sync folders: nothing more to do.
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def replacing(path: str | Path, *, error: type[HsaError]) -> Iterator[Path]:
+    """A temporary path to write ``path``'s new content to; put in place when the block ends.
+
+    On a normal exit the temporary file is fsynced, renamed over ``path`` and the folder
+    fsynced. If the block raises, the temporary file is removed and ``path`` is untouched. An
+    ``OSError`` (in the block or while putting the file in place) is raised as ``error``
+    naming ``path``; any other exception passes through.
+    """
+    path = Path(path)
+    temporary = temporary_name(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        yield temporary
+        sync_file(temporary)
+        os.replace(temporary, path)
+        sync_directory(path.parent)
+    except OSError as exc:
+        _discard(temporary)
+        raise error(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+    except BaseException:
+        _discard(temporary)
+        raise
+
+
+def _discard(temporary: Path) -> None:
+    # Cleaning up must not hide why the write failed (the folder may not even exist).
+    with contextlib.suppress(OSError):
+        temporary.unlink(missing_ok=True)
+
+
+def write_atomic(path: str | Path, data: bytes | str, *, error: type[HsaError]) -> None:
+    """Write ``data`` (text as UTF-8, newlines untranslated) to ``path`` atomically and
+    durably; an ``OSError`` is raised as ``error`` naming ``path``."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with replacing(path, error=error) as temporary, open(temporary, "wb") as fh:
+        fh.write(data)
+
+
+def sync_tree(root: Path) -> None:
+    """fsync every file and folder under ``root`` (folders after their contents) and
+    ``root`` itself."""
+    for folder, _, names in os.walk(root, topdown=False):
+        for name in names:
+            sync_file(Path(folder, name))
+        sync_directory(Path(folder))
+
+
+@contextlib.contextmanager
+def replacing_directory(path: str | Path, *, error: type[HsaError]) -> Iterator[Path]:
+    """An empty staging folder to fill with ``path``'s new content; put in place when the
+    block ends.
+
+    On a normal exit every file and folder in it is fsynced, it replaces ``path`` (an existing
+    folder is moved aside first and removed after) and the parent folder is fsynced. If
+    the block raises, the staging folder is removed and ``path`` is untouched. ``OSError`` is
+    raised as ``error`` naming ``path``. The caller decides whether ``path`` may be replaced.
+    The staging folder is made by ``tempfile.mkdtemp`` (mode 0700): chmod it in the block to
+    share it.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    except OSError as exc:
+        raise error(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+    try:
+        yield staging
+        sync_tree(staging)
+        if path.exists():
+            trash = path.with_name(f".{path.name}.old-{os.getpid()}")
+            path.rename(trash)
+            try:
+                staging.rename(path)
+            except BaseException:
+                trash.rename(path)
+                raise
+            sync_directory(path.parent)
+            shutil.rmtree(trash)
+        else:
+            staging.rename(path)
+            sync_directory(path.parent)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise error(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
