@@ -36,20 +36,25 @@ SCHEMA_VERSION = 1
 #: the columns, and fields inside them, that hold JSON text a trainer reads as JSON values
 JSON_FIELDS = (("tools",), ("messages", "tool_calls", "function", "arguments"))
 
+#: what a model saw under one variant, and where the row goes: columns of both row schemas
+SURFACE_FIELDS = (
+    pa.field("variant_id", pa.string(), nullable=False),
+    pa.field("canonical", pa.bool_(), nullable=False),
+    pa.field("rules", pa.list_(pa.string()), nullable=False),
+    pa.field("rule_params", pa.string(), nullable=False),  # JSON: [{name, version, params}]
+    pa.field("protocol", pa.string(), nullable=False),
+    pa.field("messages", MESSAGES, nullable=False),
+    pa.field("tools", pa.string(), nullable=False),  # JSON: OpenAI tools list
+    pa.field("split", pa.string(), nullable=False),
+)
+
 ROW_SCHEMA = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),
         pa.field("source_id", pa.string(), nullable=False),
         pa.field("task_id", pa.string()),
         pa.field("harness_id", pa.string()),
-        pa.field("variant_id", pa.string(), nullable=False),
-        pa.field("canonical", pa.bool_(), nullable=False),
-        pa.field("rules", pa.list_(pa.string()), nullable=False),
-        pa.field("rule_params", pa.string(), nullable=False),  # JSON: [{name, version, params}]
-        pa.field("protocol", pa.string(), nullable=False),
-        pa.field("messages", MESSAGES, nullable=False),
-        pa.field("tools", pa.string(), nullable=False),  # JSON: OpenAI tools list
-        pa.field("split", pa.string(), nullable=False),
+        *SURFACE_FIELDS,
         pa.field("source", pa.string()),
         pa.field("teacher", pa.string()),
         pa.field("verified", pa.bool_()),
@@ -70,14 +75,7 @@ TEACHER_SCHEMA = pa.schema(
     [
         *TRAJECTORY_SCHEMA,
         pa.field("source_id", pa.string(), nullable=False),
-        pa.field("variant_id", pa.string(), nullable=False),
-        pa.field("canonical", pa.bool_(), nullable=False),
-        pa.field("rules", pa.list_(pa.string()), nullable=False),
-        pa.field("rule_params", pa.string(), nullable=False),  # JSON: [{name, version, params}]
-        pa.field("protocol", pa.string(), nullable=False),
-        pa.field("messages", MESSAGES, nullable=False),
-        pa.field("tools", pa.string(), nullable=False),  # JSON: OpenAI tools list
-        pa.field("split", pa.string(), nullable=False),
+        *SURFACE_FIELDS,
         pa.field("teacher", pa.string(), nullable=False),
         pa.field("verified", pa.bool_(), nullable=False),
         pa.field("reason", pa.string(), nullable=False),
