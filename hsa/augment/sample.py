@@ -20,7 +20,7 @@ from hsa.harness.events import (
     normalize_call_ids,
 )
 from hsa.harness.model import Harness
-from hsa.harness.templates import message_fields
+from hsa.harness.sandbox import message_fields
 from hsa.harness.validate import resolve_pointer
 
 _DEPTH = 8

@@ -161,7 +161,7 @@ def check(
 ) -> None:
     """Run the reference solution on every task and score it: prints `solved N/M`, exit 1
     unless every task is solved."""
-    from hsa.envs.check import check as run_check
+    from hsa.envs.reference_check import check as run_check
 
     env = _load(name, seed, n_tasks, source)
     todo = env.tasks(split)

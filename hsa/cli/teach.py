@@ -335,7 +335,7 @@ def serve_command(
     from hsa.envs.registry import get
     from hsa.teachers.oracle import OracleResponder
     from hsa.teachers.server import ChatServer, Faults
-    from hsa.teachers.variants import VariantPool, recipe_from
+    from hsa.teachers.task_variants import VariantPool, recipe_from
 
     environment = get(env, **({"seed": env_seed} if env_seed is not None else {}))
     pool = VariantPool(environment.harness(), recipe_from(recipe), seed=seed)

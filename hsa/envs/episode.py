@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hsa.envs.base import Environment, Task, ToolOutput
-from hsa.envs.hooks import HookContext, run_hooks
+from hsa.envs.hook_runtime import HookContext, run_hooks
 from hsa.errors import EnvError
 from hsa.harness.events import (
     AssistantMessage,

@@ -33,8 +33,8 @@ from hsa.errors import (
 )
 from hsa.harness.files import replacing_directory, write_atomic
 from hsa.harness.model import Harness
+from hsa.harness.sandbox import MAX_TEMPLATE_CHARS
 from hsa.harness.skillfile import dump_skill_md, dump_yaml, load_skill_dir
-from hsa.harness.templates import MAX_TEMPLATE_CHARS
 from hsa.harness.toolformats import SCHEMA_KEYS, tool_entries, tool_from_entry
 from hsa.harness.validate import document_problems, render_problems
 

@@ -20,7 +20,7 @@ from hsa.harness.events import (
 from hsa.harness.model import Harness, Hook
 from hsa.harness.prompt import call_format, system_prompt
 from hsa.harness.render import Conversation
-from hsa.harness.templates import parse_message
+from hsa.harness.sandbox import parse_message
 
 
 def _unwrap(hook: Hook, text: str) -> str | None:

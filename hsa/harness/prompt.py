@@ -29,7 +29,7 @@ from typing import Any
 from hsa.errors import ProtocolError
 from hsa.harness.model import Harness, Section, Tool
 from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS, CallFormat
-from hsa.harness.templates import render_template
+from hsa.harness.sandbox import render_template
 
 
 def surface_tools(harness: Harness) -> list[Tool]:

@@ -20,7 +20,7 @@ from hsa.harness.events import (
 from hsa.harness.model import Harness, Hook, Skill
 from hsa.harness.prompt import call_format, surface_tools, system_prompt
 from hsa.harness.protocols import join_prefix
-from hsa.harness.templates import render_message
+from hsa.harness.sandbox import render_message
 
 
 @dataclass(frozen=True, slots=True)

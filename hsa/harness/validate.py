@@ -15,7 +15,7 @@ from jsonschema.validators import Draft202012Validator
 from hsa.errors import HarnessError, HarnessValidationError, HsaError, ProtocolError, TemplateError
 from hsa.harness.model import Harness
 from hsa.harness.prompt import system_prompt
-from hsa.harness.templates import check_template, message_fields
+from hsa.harness.sandbox import check_template, message_fields
 
 
 @lru_cache(maxsize=1)

@@ -9,7 +9,7 @@ chains the two (teacher, then augmentation, splits and card), as ``hsa build`` d
 from hsa.pipelines.augment import AugmentConfig, AugmentReport, augment
 from hsa.pipelines.build import BuildConfig, BuildReport, build, load_config, parse_config
 from hsa.pipelines.teach import TeachIncomplete, TeachReport, teach, teach_async
-from hsa.pipelines.variants import read_variants
+from hsa.pipelines.variants_file import read_variants
 
 __all__ = [
     "AugmentConfig",

@@ -39,7 +39,7 @@ from hsa.errors import DatasetError, HsaError
 from hsa.harness.model import Harness
 from hsa.pipelines.assign import assign_splits
 from hsa.pipelines.rows import rows, stats, used_by
-from hsa.pipelines.variants import VARIANTS_FILE, write_variants
+from hsa.pipelines.variants_file import VARIANTS_FILE, write_variants
 
 Progress = Callable[[int, int, int], None]  # (batches done, batches, rows written)
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

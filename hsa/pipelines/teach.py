@@ -46,7 +46,7 @@ from hsa.teachers.config import TeachConfig
 from hsa.teachers.make import make_backend
 from hsa.teachers.request import Sampling
 from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout, rollout_metadata
-from hsa.teachers.variants import recipe_from, task_variants
+from hsa.teachers.task_variants import recipe_from, task_variants
 
 JOB_FILE = "teach.json"
 CACHE_FILE = "cache.sqlite"

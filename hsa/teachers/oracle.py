@@ -21,7 +21,7 @@ from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant, canonical_variant
 from hsa.envs.base import Environment, Task
 from hsa.envs.episode import Policy
-from hsa.envs.hooks import HookContext, run_hooks
+from hsa.envs.hook_runtime import HookContext, run_hooks
 from hsa.errors import EnvError, HsaError, TeacherError
 from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad, ToolCall, UserMessage
 from hsa.harness.parse import parse

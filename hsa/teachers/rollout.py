@@ -24,7 +24,7 @@ from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
 from hsa.envs.base import Environment, Outcome, Task
 from hsa.envs.episode import call_tool
-from hsa.envs.hooks import HookContext, run_hooks
+from hsa.envs.hook_runtime import HookContext, run_hooks
 from hsa.errors import HsaError, TeacherError
 from hsa.harness.events import (
     AssistantMessage,

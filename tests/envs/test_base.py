@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hsa.envs.base import Environment, Outcome, Task, ToolOutput
-from hsa.envs.check import check
+from hsa.envs.reference_check import check
 from hsa.errors import EnvError, TeacherError
 from hsa.harness.events import AssistantMessage, Event, ToolCall, ToolResult
 from hsa.harness.model import Harness, Tool

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from hsa.envs.check import check
 from hsa.envs.export import export_env, read_tasks
 from hsa.envs.livestream import LivestreamEnvironment
+from hsa.envs.reference_check import check
 from hsa.harness import load_harness, problems
 
 

@@ -60,7 +60,7 @@ from hsa.harness.prompt import call_format, system_prompt
 from hsa.harness.protocols import CALL_FORMATS as FORMATS
 from hsa.harness.protocols import join_prefix
 from hsa.harness.render import hook_text
-from hsa.harness.templates import message_fields
+from hsa.harness.sandbox import message_fields
 
 # --- texts --------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from hsa.errors import HarnessError, HarnessValidationError, TemplateError
 from hsa.harness import Harness, load_harness, loads_harness, problems, save_harness
 from hsa.harness.importers.base import literal_template
 from hsa.harness.model import Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
-from hsa.harness.templates import MAX_TEMPLATE_CHARS
+from hsa.harness.sandbox import MAX_TEMPLATE_CHARS
 
 # --- a harness strategy of our own: every field, with text that stresses YAML and SKILL.md ---
 

@@ -79,7 +79,7 @@ def test_every_rollout_is_one_row_with_a_verdict(finished, env):
 
 def test_rows_carry_the_surface_conversation(finished, env):
     out, _ = finished
-    from hsa.teachers.variants import VariantPool, recipe_from
+    from hsa.teachers.task_variants import VariantPool, recipe_from
 
     pool = VariantPool(env.harness(), recipe_from(None), seed=0, max_size=8)
     for path in sorted((out / "data").rglob("*.parquet")):
@@ -305,7 +305,7 @@ class Unreachable(Backend):
     name = "oracle"
 
     def __init__(self, env, down=()):
-        from hsa.teachers.variants import VariantPool, recipe_from
+        from hsa.teachers.task_variants import VariantPool, recipe_from
 
         pool = VariantPool(env.harness(), recipe_from(None), seed=0, max_size=8)
         self.inner = OracleBackend(OracleResponder(env, variants=pool))

@@ -27,10 +27,10 @@ from hsa.augment.engine.events import ASSISTANT, CALL, SKILL
 from hsa.augment.engine.fill import Leaves
 from hsa.augment.engine.jsontext import lit
 from hsa.augment.engine.layout import Entries, Layout
+from hsa.augment.engine.plans import ToolPlan, VariantPlan
 from hsa.augment.engine.records import Part, distinct, exclusive, first_seen, run_starts
 from hsa.augment.engine.templates import Template, derive
 from hsa.augment.engine.texts import Sources
-from hsa.augment.engine.variants import ToolPlan, VariantPlan
 from hsa.augment.mapping import apply_steps
 from hsa.errors import HsaError, ProtocolError
 

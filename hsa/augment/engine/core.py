@@ -10,7 +10,7 @@ refused first, with the reference's message (``checks.py``); then:
 2. the batch goes through the stages of ``batch.render_batch``: every output row's events are
    laid out as numpy index columns, how many messages each event makes under its row's
    variant gives every message its slot and role (``layout.py``), and each kind of message
-   gets its fields from its own stage (``texts.py``, ``calls.py``, ``hooks.py``);
+   gets its fields from its own stage (``texts.py``, ``calls.py``, ``hook_texts.py``);
 3. tool-call arguments and hook payloads are taken apart once per batch (``jsontext.py``),
    rendered through templates derived once per (variant class, skeleton) (``templates.py``)
    and filled in bulk (``fill.py``).
@@ -37,9 +37,9 @@ from hsa.augment.engine.checks import refuse
 from hsa.augment.engine.events import CALL, RESULT, SKILL, Events, explode
 from hsa.augment.engine.fill import TemplateBook
 from hsa.augment.engine.jsontext import lit
+from hsa.augment.engine.plans import VariantPlan
 from hsa.augment.engine.records import first_seen
 from hsa.augment.engine.styles import NotDecomposable
-from hsa.augment.engine.variants import VariantPlan
 from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
 from hsa.errors import DatasetError, HsaError

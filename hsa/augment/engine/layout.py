@@ -18,8 +18,8 @@ import pyarrow as pa
 
 from hsa.augment.engine import records as rec
 from hsa.augment.engine.events import ASSISTANT, CALL, HOOK, RESULT, SKILL, USER, Events
+from hsa.augment.engine.plans import HookPlan
 from hsa.augment.engine.records import distinct, exclusive
-from hsa.augment.engine.variants import HookPlan
 from hsa.errors import ProtocolError
 
 if TYPE_CHECKING:

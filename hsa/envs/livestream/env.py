@@ -14,8 +14,8 @@ from hsa.envs.livestream import harness as harness_module
 from hsa.envs.livestream.actions import ACTIONS, ToolFailure
 from hsa.envs.livestream.scoring import score
 from hsa.envs.livestream.state import LiveState
+from hsa.envs.livestream.task_templates import drafts
 from hsa.envs.livestream.tasks import make_tasks
-from hsa.envs.livestream.templates import drafts
 from hsa.envs.livestream.tools import defaults
 from hsa.envs.livestream.world import World, at_clock, generate
 from hsa.errors import EnvError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hsa.envs.hooks import HookContext
+from hsa.envs.hook_runtime import HookContext
 from hsa.envs.livestream.compliance import absolute_claims
 from hsa.envs.livestream.state import LiveState
 from hsa.envs.livestream.world import fmt_money, fmt_time

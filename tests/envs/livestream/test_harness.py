@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from hsa.envs.hooks import EFFECT_EVENTS, hook_problems
+from hsa.envs.hook_runtime import EFFECT_EVENTS, hook_problems
 from hsa.envs.livestream.harness import SKILL_IDS, harness
 from hsa.harness import load_harness, problems, save_harness, system_prompt
 from hsa.harness.model import SECTION_KINDS

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hsa.envs.episode import run_episode, steps_of
-from hsa.envs.hooks import DENIED
+from hsa.envs.hook_runtime import DENIED
 from hsa.harness.events import AssistantMessage, SkillLoad, ToolCall
 
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hsa.envs.base import ToolOutput
-from hsa.envs.hooks import (
+from hsa.envs.hook_runtime import (
     DENIED,
     HookContext,
     hook_problems,
@@ -79,7 +79,7 @@ def test_payload_fn_may_decline():
         "pre_tool_use",
         "add_context",
         "Tool {{ tool }} called.",
-        payload_fn="tests.envs.test_hooks:shout",
+        payload_fn="tests.envs.test_hook_runtime:shout",
     )
     h = _harness(hook)
     fired = run_hooks(h, "pre_tool_use", HookContext("pre_tool_use", turn=1, tool="t", args={}))
@@ -95,7 +95,7 @@ def test_payload_must_match_the_message_fields():
     with pytest.raises(EnvError, match=r"placeholders \['a', 'b'\]"):
         payload(hook, HookContext("stop"))
     typed = Hook(
-        "y", "stop", "add_context", "{{ tool }}!", payload_fn="tests.envs.test_hooks:bad_payload"
+        "y", "stop", "add_context", "{{ tool }}!", payload_fn="tests.envs.test_hook_runtime:bad_payload"
     )
     with pytest.raises(EnvError, match="mapping of strings to strings"):
         payload(typed, HookContext("stop"))

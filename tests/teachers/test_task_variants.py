@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hsa.augment.recipe import default_recipe
-from hsa.teachers.variants import VariantPool, task_variants
+from hsa.teachers.task_variants import VariantPool, task_variants
 
 
 def test_variants_per_task_are_deterministic_and_distinct(env):

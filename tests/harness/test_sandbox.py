@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hsa.errors import TemplateError
-from hsa.harness.templates import (
+from hsa.harness.sandbox import (
     MAX_OUTPUT_CHARS,
     MAX_TEMPLATE_CHARS,
     check_template,

@@ -37,7 +37,7 @@ from hsa.envs.base import ToolOutput
 from hsa.errors import EnvError, TemplateError
 from hsa.harness.events import HookFired, dumps_json
 from hsa.harness.model import HOOK_EVENTS, Harness, Hook, Matcher
-from hsa.harness.templates import message_fields
+from hsa.harness.sandbox import message_fields
 
 #: the lifecycle events at which each effect means something
 EFFECT_EVENTS = {
