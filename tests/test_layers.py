@@ -9,15 +9,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
-LINT = shutil.which("lint-imports")
-
-pytestmark = pytest.mark.skipif(LINT is None, reason="import-linter is a dev dependency")
+#: import-linter's command, run from this interpreter (a dev dependency: no skip if missing)
+LINT = [
+    sys.executable,
+    "-c",
+    "from importlinter.cli import lint_imports_command; lint_imports_command()",
+]
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -40,7 +42,7 @@ def _copy(tmp_path: Path) -> Path:
 def _lint(root: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(root)}
     return subprocess.run(
-        [LINT, "--no-cache"], cwd=root, env=env, capture_output=True, text=True, timeout=120
+        [*LINT, "--no-cache"], cwd=root, env=env, capture_output=True, text=True, timeout=120
     )
 
 

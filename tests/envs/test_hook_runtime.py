@@ -95,7 +95,11 @@ def test_payload_must_match_the_message_fields():
     with pytest.raises(EnvError, match=r"placeholders \['a', 'b'\]"):
         payload(hook, HookContext("stop"))
     typed = Hook(
-        "y", "stop", "add_context", "{{ tool }}!", payload_fn="tests.envs.test_hook_runtime:bad_payload"
+        "y",
+        "stop",
+        "add_context",
+        "{{ tool }}!",
+        payload_fn="tests.envs.test_hook_runtime:bad_payload",
     )
     with pytest.raises(EnvError, match="mapping of strings to strings"):
         payload(typed, HookContext("stop"))
