@@ -30,8 +30,8 @@ from functools import lru_cache
 from typing import Any
 
 from hsa.augment.mapping import RewriteMapping, ToolMap, apply_steps, map_events
+from hsa.augment.param_schemas import reached
 from hsa.augment.rule import Rewrite
-from hsa.augment.schemas import reached
 from hsa.envs.base import Environment, Task
 from hsa.errors import HsaError
 from hsa.harness.arguments import checker_of, schema_problem

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from hsa.augment.draw import derive_seed, fnv1a, generator, splitmix64
 from hsa.augment.mapping import RewriteMapping
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
+from hsa.augment.seeded import derive_seed, fnv1a, generator, splitmix64
 from hsa.errors import RuleError
 from hsa.harness.model import Harness
 from hsa.harness.validate import document_problems

@@ -11,7 +11,7 @@ from typing import Any
 from hsa.augment.mapping import map_events
 from hsa.augment.planner import apply_chain
 from hsa.augment.rule import Context, Rewrite, Rule
-from hsa.augment.sample import sample_trajectory
+from hsa.augment.synthetic import sample_trajectory
 from hsa.harness.events import Trajectory
 from hsa.harness.io import dump_yaml
 from hsa.harness.model import Harness
@@ -70,7 +70,7 @@ def preview(
 ) -> Preview:
     """Apply ``rule`` with ``seed`` and diff the harness and one rendered trajectory.
 
-    Without ``trajectory`` a synthetic one is used (``hsa.augment.sample``).
+    Without ``trajectory`` a synthetic one is used (``hsa.augment.synthetic``).
     """
     trajectory = trajectory or sample_trajectory(harness)
     rewrite, applied = apply_chain(

@@ -146,7 +146,7 @@ def _subjects(harness_path, trajectories, sources, env_names, limit):
         if trajectories is not None:
             subjects += suite.subjects_from_files(harness, trajectories, limit=limit)
         else:
-            from hsa.augment.sample import sample_trajectory
+            from hsa.augment.synthetic import sample_trajectory
 
             subjects.append(suite.Subject(harness, sample_trajectory(harness), source="sample"))
     for source in sources:

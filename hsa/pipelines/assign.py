@@ -1,6 +1,6 @@
 """Which split each task goes to, drawn column-wise from the task id.
 
-The draw is ``hsa.augment.draw.unit`` (FNV-1a of the id mixed with the seed by SplitMix64, the
+The draw is ``hsa.augment.seeded.unit`` (FNV-1a of the id mixed with the seed by SplitMix64, the
 hashing the variant pick, ``hsa.augment.planner.pick_slots``, uses too): the same on every
 machine, and depending on the task's own id, never on its position or batch.
 """
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 import pyarrow as pa
 
-from hsa.augment.draw import unit
+from hsa.augment.seeded import unit
 
 
 def assign_splits(task_ids: pa.Array, fractions: Mapping[str, float], seed: int) -> np.ndarray:

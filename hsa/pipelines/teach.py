@@ -30,9 +30,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from hsa.augment.draw import derive_seed
 from hsa.augment.planner import Variant
 from hsa.augment.recipe import Recipe
+from hsa.augment.seeded import derive_seed
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA

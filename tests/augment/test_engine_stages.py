@@ -23,11 +23,11 @@ from hsa.augment import canonical_variant, map_events
 from hsa.augment.engine import Engine
 from hsa.augment.engine import records as rec
 from hsa.augment.engine.batch import Batch, default_locate, render_batch
+from hsa.augment.engine.call_styles import _text_style, style_of
 from hsa.augment.engine.calls import blocks, call_lists, call_texts
 from hsa.augment.engine.events import KINDS, explode
 from hsa.augment.engine.hook_texts import hooks
 from hsa.augment.engine.layout import entries, hook_sites, lay_out
-from hsa.augment.engine.styles import _text_style, style_of
 from hsa.augment.engine.texts import sources, texts
 from hsa.augment.mapping import RewriteMapping, Step, ToolMap
 from hsa.augment.planner import Variant

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from hsa.augment.draw import unit
+from hsa.augment.seeded import unit
 from hsa.pipelines.assign import assign_splits
 
 

@@ -29,11 +29,11 @@ import pyarrow as pa
 from hsa.augment.engine import records as rec
 from hsa.augment.engine.calls import blocks, call_lists, call_texts
 from hsa.augment.engine.events import Events
-from hsa.augment.engine.fill import Leaves, TemplateBook, fill
 from hsa.augment.engine.hook_texts import hooks
 from hsa.augment.engine.layout import entries, hook_sites, lay_out
 from hsa.augment.engine.plans import VariantPlan
 from hsa.augment.engine.records import first_seen
+from hsa.augment.engine.template_fill import Leaves, TemplateBook, fill
 from hsa.augment.engine.texts import sources, texts
 from hsa.errors import DatasetError, HsaError
 

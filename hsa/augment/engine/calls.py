@@ -24,11 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hsa.augment.engine.events import ASSISTANT, CALL, SKILL
-from hsa.augment.engine.fill import Leaves
 from hsa.augment.engine.jsontext import lit
 from hsa.augment.engine.layout import Entries, Layout
 from hsa.augment.engine.plans import ToolPlan, VariantPlan
 from hsa.augment.engine.records import Part, distinct, exclusive, first_seen, run_starts
+from hsa.augment.engine.template_fill import Leaves
 from hsa.augment.engine.templates import Template, derive
 from hsa.augment.engine.texts import Sources
 from hsa.augment.mapping import apply_steps
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from hsa.augment.engine.batch import Batch
-    from hsa.augment.engine.styles import CallStyle
+    from hsa.augment.engine.call_styles import CallStyle
     from hsa.augment.mapping import Step
 
 

@@ -13,7 +13,7 @@ refused first, with the reference's message (``checks.py``); then:
    gets its fields from its own stage (``texts.py``, ``calls.py``, ``hook_texts.py``);
 3. tool-call arguments and hook payloads are taken apart once per batch (``jsontext.py``),
    rendered through templates derived once per (variant class, skeleton) (``templates.py``)
-   and filled in bulk (``fill.py``).
+   and filled in bulk (``template_fill.py``).
 
 ``docs/engine.md`` shows each stage's output on a small example.
 
@@ -33,13 +33,13 @@ import pyarrow.compute as pc
 
 from hsa.augment.engine import records as rec
 from hsa.augment.engine.batch import Batch, Locate, default_locate, render_batch
+from hsa.augment.engine.call_styles import NotDecomposable
 from hsa.augment.engine.checks import refuse
 from hsa.augment.engine.events import CALL, RESULT, SKILL, Events, explode
-from hsa.augment.engine.fill import TemplateBook
 from hsa.augment.engine.jsontext import lit
 from hsa.augment.engine.plans import VariantPlan
 from hsa.augment.engine.records import first_seen
-from hsa.augment.engine.styles import NotDecomposable
+from hsa.augment.engine.template_fill import TemplateBook
 from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
 from hsa.errors import DatasetError, HsaError
@@ -111,7 +111,7 @@ class Engine:
         ``table``; by default ``file`` and the row's index and id.
 
         A text call format is checked to decompose into per-call pieces when its style is made
-        (``styles.py``), on made-up calls. Should a real call still break that shape, the
+        (``call_styles.py``), on made-up calls. Should a real call still break that shape, the
         stage meeting it raises ``NotDecomposable``; this is the one place that catches it:
         the style is remembered as not decomposable and the batch is rendered again from the
         start, its rows under that style now going through the reference. Each style can

@@ -17,10 +17,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hsa.augment.engine.events import HOOK
-from hsa.augment.engine.fill import Leaves
 from hsa.augment.engine.jsontext import lit
 from hsa.augment.engine.layout import Entries, HookSites, Layout
 from hsa.augment.engine.records import Part, distinct, exclusive, run_starts
+from hsa.augment.engine.template_fill import Leaves
 from hsa.augment.engine.templates import Template, derive
 from hsa.errors import HsaError, ProtocolError
 from hsa.harness.events import HookFired

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from hsa.augment.engine.styles import CallStyle, style_of
+from hsa.augment.engine.call_styles import CallStyle, style_of
 from hsa.augment.mapping import Step
 from hsa.augment.planner import Variant
 from hsa.errors import ProtocolError

@@ -7,9 +7,9 @@ import random
 from typing import Any
 
 from hsa.augment.banks import bank
-from hsa.augment.draw import shuffled
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
+from hsa.augment.seeded import shuffled
 from hsa.harness.model import HEADING_STYLES, Harness
 
 

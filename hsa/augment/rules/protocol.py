@@ -14,7 +14,7 @@ import dataclasses
 import random
 from typing import Any
 
-from hsa.augment.edits import protocol_fits
+from hsa.augment.free_text import protocol_fits
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
 from hsa.harness.model import Harness, Protocol, Section

@@ -10,13 +10,13 @@ from typing import Any
 
 from hsa.augment import markdown
 from hsa.augment.banks import bank
-from hsa.augment.draw import shuffled
 from hsa.augment.names import ID_NAME, fresh_names
+from hsa.augment.param_schemas import copy_schema
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
 from hsa.augment.rules.tool_set import DROP_PARAMS, drop_count
 from hsa.augment.rules.tool_text import fill
-from hsa.augment.schemas import copy_schema
+from hsa.augment.seeded import shuffled
 from hsa.harness.model import Harness, Skill
 
 # Sections titled like steps of a procedure depend on their order.

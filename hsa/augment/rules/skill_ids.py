@@ -13,7 +13,7 @@ import random
 from typing import Any
 
 from hsa.augment.banks import synonyms
-from hsa.augment.edits import replace_in_harness
+from hsa.augment.free_text import replace_in_harness
 from hsa.augment.mapping import RewriteMapping
 from hsa.augment.names import (
     ID_NAME,
@@ -23,9 +23,9 @@ from hsa.augment.names import (
     restyle,
     synonym_name,
 )
+from hsa.augment.param_schemas import copy_schema
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
-from hsa.augment.schemas import copy_schema
 from hsa.harness.model import Harness
 
 ID_STYLES = ["random", "snake", "camel", "pascal", "kebab", "synonym"]

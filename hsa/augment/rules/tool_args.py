@@ -23,9 +23,9 @@ from hsa.augment.names import (
     restyle,
     synonym_name,
 )
+from hsa.augment.param_schemas import all_property_names, copy_schema, free_nodes
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
-from hsa.augment.schemas import all_property_names, copy_schema, free_nodes
 from hsa.harness.model import Harness, Tool
 from hsa.harness.validate import resolve_pointer
 

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from hsa.augment.banks import synonyms
-from hsa.augment.edits import format_accepts, remap_matchers, replace_in_harness
+from hsa.augment.free_text import format_accepts, remap_matchers, replace_in_harness
 from hsa.augment.mapping import RewriteMapping, ToolMap
 from hsa.augment.names import (
     PARAM_NAME,
@@ -20,9 +20,9 @@ from hsa.augment.names import (
     restyle,
     synonym_name,
 )
+from hsa.augment.param_schemas import all_property_names, property_names, rename_properties
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
-from hsa.augment.schemas import all_property_names, property_names, rename_properties
 from hsa.harness.model import Harness, Hook, Skill, Tool
 
 NAME_STYLES = ["random", "snake", "camel", "pascal", "kebab", "synonym"]

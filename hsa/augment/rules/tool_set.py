@@ -8,12 +8,12 @@ import re
 from typing import Any
 
 from hsa.augment.banks import bank
-from hsa.augment.draw import shuffled
-from hsa.augment.edits import format_accepts
+from hsa.augment.free_text import format_accepts
 from hsa.augment.names import TOOL_NAME, fresh_names
+from hsa.augment.param_schemas import copy_schema, free_nodes
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
-from hsa.augment.schemas import copy_schema, free_nodes
+from hsa.augment.seeded import shuffled
 from hsa.harness.model import Harness, Tool
 
 

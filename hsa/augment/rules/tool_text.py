@@ -7,9 +7,9 @@ import random
 from typing import Any
 
 from hsa.augment.banks import bank
+from hsa.augment.param_schemas import copy_schema, free_nodes
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
-from hsa.augment.schemas import copy_schema, free_nodes
 from hsa.harness.model import Harness
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hsa.augment import Rewrite, rule
-from hsa.augment.edits import format_accepts
+from hsa.augment.free_text import format_accepts
 from hsa.augment.names import TOOL_NAME, detect_style, fresh_names, split_words, styled
 from hsa.augment.rules.tool_names import rename_tools
 

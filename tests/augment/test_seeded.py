@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pyarrow as pa
 
-from hsa.augment.draw import derive_seed, fnv1a, generator, shuffled, splitmix64, unit
+from hsa.augment.seeded import derive_seed, fnv1a, generator, shuffled, splitmix64, unit
 
 
 def test_fnv1a_matches_the_reference_vectors() -> None:

@@ -7,7 +7,7 @@ from conftest import ORDER_SCHEMA
 
 from hsa.augment import apply_steps
 from hsa.augment.mapping import Step
-from hsa.augment.schemas import free_nodes, property_names, reached, rename_properties
+from hsa.augment.param_schemas import free_nodes, property_names, reached, rename_properties
 
 
 def test_paths_follow_refs_and_array_items():
