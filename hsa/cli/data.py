@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from hsa.cli.flags import AUGMENT, Setting, given
 from hsa.cli.output import console, error_console, progress
 
 
@@ -71,9 +72,7 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
 )
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Dataset directory.")
 @click.option(
-    "--recipe",
-    type=click.Path(path_type=Path),
-    help="Recipe YAML (rules, probabilities, variants).  [default: every family]",
+    "--recipe", type=click.Path(path_type=Path), cls=Setting, config=AUGMENT, metavar="RECIPE"
 )
 @click.option(
     "--harness",
@@ -83,46 +82,19 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
     help="Harness the trajectories were recorded under (directory or JSON; repeatable). "
     "A JSONL file without one gets harnesses derived from its rows.",
 )
-@click.option(
-    "--seed",
-    type=int,
-    help="Planning, picking and split seed (a flag overrides the recipe).  [default: recipe's]",
-)
-@click.option(
-    "--variants-per-trajectory",
-    type=int,
-    help="Variants each trajectory is rendered under; more than the recipe's "
-    "variants_per_harness plans that many per harness, and a harness with fewer distinct "
-    "variants is reported.  [default: recipe's]",
-)
-@click.option(
-    "--keep-canonical/--no-keep-canonical",
-    default=True,
-    show_default=True,
-    help="Also write each trajectory under its unchanged harness.",
-)
-@click.option(
-    "--batch-size", type=int, default=4096, show_default=True, help="Trajectories per shard."
-)
-@click.option(
-    "--include-unverified", is_flag=True, help="Also augment rows a teacher marked unverified."
-)
-@click.option(
-    "--tokenizer",
-    type=click.Path(path_type=Path),
-    help="Local tokenizer folder the card counts tokens per row with.  [default: estimate]",
-)
+@click.option("--seed", type=int, cls=Setting, config=AUGMENT)
+@click.option("--variants-per-trajectory", type=int, cls=Setting, config=AUGMENT)
+@click.option("--keep-canonical/--no-keep-canonical", cls=Setting, config=AUGMENT)
+@click.option("--batch-size", type=int, cls=Setting, config=AUGMENT)
+@click.option("--include-unverified", is_flag=True, cls=Setting, config=AUGMENT)
+@click.option("--tokenizer", type=click.Path(path_type=Path), cls=Setting, config=AUGMENT)
 def augment_command(
     input_path: Path,
     out: Path,
     recipe: Path | None,
     harness_paths: tuple[Path, ...],
-    seed: int | None,
-    variants_per_trajectory: int | None,
-    keep_canonical: bool,
-    batch_size: int,
-    include_unverified: bool,
     tokenizer: Path | None,
+    **flags: Any,
 ) -> None:
     """Render canonical trajectories under harness variants into a Parquet dataset.
 
@@ -143,12 +115,8 @@ def augment_command(
     source = open_source(input_path, harness=harnesses[0] if harnesses else None)
     config = AugmentConfig(
         recipe=load_recipe(recipe) if recipe is not None else None,
-        seed=seed,
-        variants_per_trajectory=variants_per_trajectory,
-        keep_canonical=keep_canonical,
-        batch_size=batch_size,
-        include_unverified=include_unverified,
         tokenizer=None if tokenizer is None else str(tokenizer),
+        **given(flags),
     )
     with _bars() as bar:
         task = bar.add_task("augment", total=None)
@@ -170,18 +138,8 @@ def augment_command(
 @click.command("build")
 @click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), help="Override the config's 'out'.")
-@click.option(
-    "--tokenizer",
-    type=click.Path(path_type=Path),
-    help="Local tokenizer folder the card counts tokens per row with (overrides the config's "
-    "augment.tokenizer).  [default: estimate]",
-)
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0),
-    help="Planning, picking and split seed (overrides the config's 'seed', which overrides "
-    "the recipe's).  [default: the config's, else the recipe's]",
-)
+@click.option("--tokenizer", type=click.Path(path_type=Path), cls=Setting, config=AUGMENT)
+@click.option("--seed", type=click.IntRange(min=0), cls=Setting, config=AUGMENT)
 def build_command(
     config_path: Path, out: Path | None, tokenizer: Path | None, seed: int | None
 ) -> None:
@@ -195,11 +153,12 @@ def build_command(
 
     started = time.monotonic()
     config = load_config(config_path)
+    augment = config.augment  # a flag, then the config
     if tokenizer is not None:
-        section = {**(config.data.get("augment") or {}), "tokenizer": str(tokenizer.resolve())}
-        config = dataclasses.replace(config, data={**config.data, "augment": section})
+        augment = dataclasses.replace(augment, tokenizer=str(tokenizer.resolve()))
     if seed is not None:
-        config = dataclasses.replace(config, data={**config.data, "seed": seed})
+        augment = dataclasses.replace(augment, seed=seed)
+    config = dataclasses.replace(config, augment=augment)
     names = {"tasks": "tasks", "teacher": "teacher trajectories", "augment": "augment"}
     with _bars() as bar:
         tasks: dict[str, Any] = {}

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from hsa.cli.flags import TEACH, Setting, given
 from hsa.cli.output import console, error_console, progress
 
 #: where the API key is read from unless --api-key-env names another variable
@@ -45,91 +46,41 @@ def _load_config_file(path: Path) -> dict[str, Any]:
     help="YAML file of teach settings (or a build config with a 'teach:' section); "
     "flags given on the command line override it.",
 )
-@click.option("--env", "env", help="Environment name.  [default: livestream]")
+@click.option("--env", cls=Setting, config=TEACH)
 @click.option("--env-seed", type=int, help="The environment's seed (its world and tasks).")
 @click.option(
-    "--backend",
-    type=click.Choice(["oracle", "openai", "vllm"]),
-    help="Who answers: the scripted oracle, an OpenAI-compatible endpoint, or vLLM "
-    "in process.  [default: oracle]",
+    "--backend", type=click.Choice(["oracle", "openai", "vllm"]), cls=Setting, config=TEACH
 )
-@click.option(
-    "--base-url",
-    envvar="OPENAI_BASE_URL",
-    show_envvar=True,
-    help="Endpoint of the openai backend, e.g. http://127.0.0.1:8000/v1.",
-)
-@click.option("--model", help="Model name sent to the endpoint, or loaded by vLLM.")
+@click.option("--base-url", envvar="OPENAI_BASE_URL", show_envvar=True, cls=Setting, config=TEACH)
+@click.option("--model", cls=Setting, config=TEACH)
 @click.option(
     "--api-key-env",
     default=DEFAULT_KEY_ENV,
     show_default=True,
     help="Environment variable holding the API key (never written anywhere).",
 )
-@click.option("--tasks", type=int, help="Run the first N tasks (all when omitted).")
-@click.option(
-    "--split", type=click.Choice(["train", "dev", "test"]), help="Only tasks of this split."
-)
-@click.option(
-    "--variants-per-task",
-    type=int,
-    help="Harness variants per task (0: the canonical harness only).  [default: 1]",
-)
-@click.option(
-    "--include-canonical",
-    is_flag=True,
-    default=None,
-    help="Also run every task under the unchanged harness.",
-)
-@click.option("--samples", type=int, help="Rollouts per task and variant.  [default: 1]")
-@click.option(
-    "--recipe",
-    type=click.Path(path_type=Path),
-    help="Augmentation recipe the variants are drawn from (default recipe if omitted).",
-)
-@click.option("--seed", type=int, help="Seed of variant drawing and sampling.  [default: 0]")
-@click.option("--concurrency", type=int, help="Rollouts and requests in flight.  [default: 64]")
-@click.option(
-    "--workers",
-    type=int,
-    help="Processes sharing the job (for fast endpoints, when one CPU core is the "
-    "limit).  [default: 1]",
-)
-@click.option(
-    "--max-steps",
-    "max_steps_per_turn",
-    type=int,
-    help="Model steps allowed per user turn.  [default: 16]",
-)
-@click.option(
-    "--repair/--no-repair",
-    default=None,
-    help="Give the model one more try after a malformed tool call.  [default: no]",
-)
-@click.option("--temperature", type=float, help="[default: 0.0]")
-@click.option("--max-tokens", type=int, help="[default: 1024]")
-@click.option("--timeout", "timeout_s", type=float, help="Request timeout, seconds. [default: 120]")
-@click.option("--max-retries", type=int, help="Retries of a failed request.  [default: 8]")
-@click.option(
-    "--backoff",
-    "backoff_s",
-    type=float,
-    help="First retry's backoff ceiling, seconds (doubles each retry). [default: 0.5]",
-)
-@click.option(
-    "--metadata/--no-metadata",
-    "send_metadata",
-    default=None,
-    help="Send the variant id in each request's metadata (hsa serve oracle needs "
-    "it; api.openai.com refuses it).  [default: send]",
-)
-@click.option("--shard-size", type=int, help="Rows per Parquet shard.  [default: 256]")
-@click.option(
-    "--cache",
-    type=click.Path(path_type=Path),
-    help="Request cache file.  [default: OUT/cache.sqlite]",
-)
-@click.option("--call-format", help="How the vllm backend's model writes tool calls. [hermes]")
+@click.option("--tasks", type=int, cls=Setting, config=TEACH)
+@click.option("--split", type=click.Choice(["train", "dev", "test"]), cls=Setting, config=TEACH)
+@click.option("--variants-per-task", type=int, cls=Setting, config=TEACH)
+@click.option("--include-canonical", is_flag=True, cls=Setting, config=TEACH)
+@click.option("--samples", type=int, cls=Setting, config=TEACH)
+@click.option("--recipe", type=click.Path(path_type=Path), cls=Setting, config=TEACH)
+@click.option("--seed", type=int, cls=Setting, config=TEACH)
+@click.option("--concurrency", type=int, cls=Setting, config=TEACH)
+@click.option("--workers", type=int, cls=Setting, config=TEACH)
+@click.option("--max-steps", "max_steps_per_turn", type=int, cls=Setting, config=TEACH)
+@click.option("--repair/--no-repair", cls=Setting, config=TEACH)
+@click.option("--temperature", type=float, cls=Setting, config=TEACH)
+@click.option("--top-p", type=float, cls=Setting, config=TEACH)
+@click.option("--max-tokens", type=int, cls=Setting, config=TEACH)
+@click.option("--timeout", "timeout_s", type=float, cls=Setting, config=TEACH)
+@click.option("--max-retries", type=int, cls=Setting, config=TEACH)
+@click.option("--backoff", "backoff_s", type=float, cls=Setting, config=TEACH)
+@click.option("--ramp", "ramp_s", type=float, cls=Setting, config=TEACH)
+@click.option("--metadata/--no-metadata", "send_metadata", cls=Setting, config=TEACH)
+@click.option("--shard-size", type=int, cls=Setting, config=TEACH)
+@click.option("--cache", type=click.Path(path_type=Path), cls=Setting, config=TEACH)
+@click.option("--call-format", cls=Setting, config=TEACH)
 @click.option(
     "--tune-gc",
     is_flag=True,
@@ -162,7 +113,7 @@ def teach_command(
     from hsa.pipelines.teach import TeachConfig, TeachIncomplete, teach
 
     settings: dict[str, Any] = _load_config_file(config_file) if config_file else {}
-    settings.update({k: v for k, v in flags.items() if v is not None})
+    settings.update(given(flags))
     if env is not None:
         settings["env"] = env
     if env_seed is not None:

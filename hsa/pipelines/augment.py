@@ -29,6 +29,7 @@ from hsa.augment.engine import Engine
 from hsa.augment.planner import Variant, canonical_variant, distinct, pick_slots, plan
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
+from hsa.config import refuse, setting
 from hsa.datasets import manifest as mf
 from hsa.datasets.card import TokenLengths, merge_stats, render_card, token_lengths
 from hsa.datasets.lock import hold
@@ -49,32 +50,59 @@ _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 class AugmentConfig:
     """What an augment run does; the same names in YAML, Python and ``hsa augment`` flags.
 
-    ``recipe``: the rules to draw from (None: the default recipe, every family). ``seed``: the
-    planning, picking and split seed (None: the recipe's). ``variants_per_trajectory``: how many
-    variants each trajectory is rendered under (None: the recipe's); when it exceeds the
-    recipe's ``variants_per_harness``, that many are planned per harness instead, and where a
-    harness still has fewer distinct variants (identical rewrites count once), the shortfall
-    is reported (``AugmentReport.short``, the manifest's ``variants_per_trajectory``), never
-    hidden. One precedence everywhere: a command-line flag, then a config (``hsa build``'s
-    YAML, this object), then the recipe; None means unset. ``keep_canonical``: also
-    write each trajectory under its unchanged harness. ``batch_size``: trajectories per shard
-    batch. ``splits``: split fractions by name, used for rows whose input has no ``split``.
-    ``include_unverified``: also augment input rows a teacher marked unverified.
-    ``tokenizer``: a local tokenizer folder the card counts tokens per row with (None: an
-    estimate from characters); it describes the rows without changing them, so it is not part
-    of the dataset's identity (``to_dict``).
+    One precedence everywhere: a command-line flag, then a config (``hsa build``'s YAML, this
+    object), then the recipe; None means unset.
     """
 
-    recipe: Recipe | None = None
-    seed: int | None = None
-    variants_per_trajectory: int | None = None
-    keep_canonical: bool = True
-    batch_size: int = 4096
-    splits: Mapping[str, float] = field(
-        default_factory=lambda: {"train": 0.9, "dev": 0.05, "test": 0.05}
+    recipe: Recipe | None = setting(
+        None,
+        help="The rules to draw variants from: a recipe (in YAML a recipe file, relative to "
+        "the config file, or an inline recipe); unset: the default recipe, every family.",
     )
-    include_unverified: bool = False
-    tokenizer: str | None = None
+    seed: int | None = setting(
+        None, help="Seed of variant planning, picking and splits (unset: the recipe's)."
+    )
+    variants_per_trajectory: int | None = setting(
+        None,
+        help="Variants each trajectory is rendered under (unset: the recipe's). More than the "
+        "recipe's variants_per_harness plans that many per harness; a harness with fewer "
+        "distinct variants is reported (AugmentReport.short, the manifest), never hidden.",
+    )
+    keep_canonical: bool = setting(
+        True, help="Also write each trajectory under its unchanged harness."
+    )
+    batch_size: int = setting(4096, help="Trajectories per shard batch.")
+    splits: Mapping[str, float] = setting(
+        default_factory=lambda: {"train": 0.9, "dev": 0.05, "test": 0.05},
+        help="Split fractions by name, for trajectories whose input has no split.",
+    )
+    include_unverified: bool = setting(
+        False, help="Also augment input rows a teacher marked unverified."
+    )
+    tokenizer: str | None = setting(
+        None,
+        help="A local tokenizer folder the card counts tokens per row with, its chat template "
+        "applied (unset: an estimate from characters). It describes the rows without changing "
+        "them, so it is not part of the dataset's identity.",
+    )
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.batch_size < 1:
+            problems.append(("batch_size", "must be at least 1"))
+        if self.variants_per_trajectory is not None and self.variants_per_trajectory < 0:
+            problems.append(("variants_per_trajectory", "must be 0 or more"))
+        if not self.splits or any(v < 0 for v in self.splits.values()):
+            problems.append(("splits", "needs at least one split and no negative fraction"))
+        elif sum(self.splits.values()) <= 0:
+            problems.append(("splits", "fractions must add up to more than 0"))
+        for name in self.splits:
+            if not _SPLIT_NAME.match(name):
+                problems.append(("splits", f"split name {name!r} must match {_SPLIT_NAME.pattern}"))
+        if self.tokenizer is not None and not Path(self.tokenizer).is_dir():
+            # checked before any row is rendered: the card, which needs it, is written last
+            problems.append(("tokenizer", f"{self.tokenizer}: no such tokenizer folder"))
+        refuse(problems, DatasetError)
 
     def resolved(self) -> tuple[Recipe, int, int]:
         """(recipe, seed, variants per trajectory) with defaults filled in; the recipe plans at
@@ -99,26 +127,6 @@ class AugmentConfig:
             "splits": dict(self.splits),
             "include_unverified": self.include_unverified,
         }
-
-    def check(self) -> None:
-        problems = []
-        if self.batch_size < 1:
-            problems.append(("batch_size", "must be at least 1"))
-        if self.variants_per_trajectory is not None and self.variants_per_trajectory < 0:
-            problems.append(("variants_per_trajectory", "must be 0 or more"))
-        if not self.splits or any(v < 0 for v in self.splits.values()):
-            problems.append(("splits", "needs at least one split and no negative fraction"))
-        elif sum(self.splits.values()) <= 0:
-            problems.append(("splits", "fractions must add up to more than 0"))
-        for name in self.splits:
-            if not _SPLIT_NAME.match(name):
-                problems.append(("splits", f"split name {name!r} must match {_SPLIT_NAME.pattern}"))
-        if self.tokenizer is not None and not Path(self.tokenizer).is_dir():
-            # checked before any row is rendered: the card, which needs it, is written last
-            problems.append(("tokenizer", f"{self.tokenizer}: no such tokenizer folder"))
-        if problems:
-            where, message = problems[0]
-            raise DatasetError(message, where=where)
 
 
 @dataclass(slots=True)
@@ -242,7 +250,6 @@ def augment(
     input with no trajectory to augment (none at all, or all unverified and left out) is
     refused before anything is written.
     """
-    config.check()
     check_not_empty(source, config)
     with hold(out, command="hsa augment"):
         return augment_locked(
@@ -285,7 +292,6 @@ def augment_locked(
     variants: Sequence[Variant] | None = None,
 ) -> AugmentReport:
     """``augment`` for a caller that holds ``out``'s lock and has checked the input."""
-    config.check()
     out = Path(out)
     recipe, seed, k = config.resolved()
     known = Harnesses([*harnesses, *source.harnesses])

@@ -14,13 +14,11 @@ and a rerun after a crash ends with the same bytes as an uninterrupted build.
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import json
 import os
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -31,6 +29,7 @@ from jsonschema import Draft202012Validator
 
 from hsa import __version__
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
+from hsa.config import from_mapping, refuse, setting, settings_of
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
@@ -55,72 +54,158 @@ def build_schema() -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class BuildConfig:
-    """A validated build config; ``base`` is the folder its relative paths start from.
+class SourceConfig:
+    """A build's ``source`` section: where its canonical trajectories come from.
 
-    Settings are taken with one precedence, as everywhere in hsa: a command-line flag, then
-    this config, then the recipe. A setting the config leaves out is unset (``seed`` is None),
-    so the recipe's applies: the same recipe gives the same dataset under ``hsa build`` and
-    ``hsa augment --recipe``.
+    Exactly one of ``env`` and ``trajectories``; paths are resolved against the config file's
+    folder when the config is parsed.
     """
 
-    data: Mapping[str, Any]
-    base: Path = field(default_factory=Path)
-    file: str | None = None
+    env: str | None = setting(
+        None, help="A bundled environment whose tasks the teacher solves (or `trajectories`)."
+    )
+    env_options: Mapping[str, Any] = setting(
+        default_factory=dict, help="Options of the environment (e.g. its seed)."
+    )
+    tasks: int | None = setting(None, help="Use the first N tasks (all when null).")
+    split: str | None = setting(None, help="Only tasks of this split (every split when null).")
+    trajectories: Path | None = setting(
+        None,
+        help="Canonical trajectories already recorded (or `env`): Parquet shards or an OpenAI "
+        "chat JSONL file, relative to the config file.",
+    )
+    harness: Path | None = setting(
+        None,
+        help="The harness the trajectories were recorded under (a harness directory or JSON "
+        "file, relative to the config file).",
+    )
 
-    @property
-    def name(self) -> str:
-        return self.data.get("name") or "dataset"
+    def __post_init__(self) -> None:
+        problems = []
+        if (self.env is None) == (self.trajectories is None):
+            problems.append(("$.source", "set exactly one of 'env' and 'trajectories'"))
+        if self.env is None:
+            for name in ("env_options", "tasks", "split"):
+                if getattr(self, name) not in (None, {}):
+                    problems.append((f"$.source.{name}", "only an 'env' source has tasks"))
+        elif self.harness is not None:
+            problems.append(("$.source.harness", "only recorded 'trajectories' take a harness"))
+        if self.tasks is not None and self.tasks < 1:
+            problems.append(("$.source.tasks", f"must be at least 1, got {self.tasks}"))
+        refuse(problems, ConfigError)
+
+    def teach_settings(self) -> dict[str, Any]:
+        """The teacher settings this section decides (an ``env`` source's)."""
+        return {
+            "env": self.env,
+            "env_options": dict(self.env_options),
+            "tasks": self.tasks,
+            "split": self.split,
+        }
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that are set, input files by their content."""
+        out: dict[str, Any] = {}
+        for found in settings_of(SourceConfig):
+            value = getattr(self, found.name)
+            if value in (None, {}):
+                continue
+            out[found.name] = _fingerprint(value) if isinstance(value, Path) else value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class BuildConfig:
+    """A validated build config (``parse_config``/``load_config`` read one from YAML).
+
+    Settings are taken with one precedence, as everywhere in hsa: a command-line flag, then
+    this config, then the recipe. A setting the config leaves out is unset (``augment.seed``
+    is None), so the recipe's applies: the same recipe gives the same dataset under ``hsa
+    build`` and ``hsa augment --recipe``. The YAML's top-level ``seed`` and ``splits`` are the
+    augment stage's (``augment.seed``, ``augment.splits``).
+    """
+
+    source: SourceConfig = setting(
+        help="Where canonical trajectories come from: exactly one of `env` (a bundled "
+        "environment's tasks, solved by the teacher) or `trajectories` (recorded ones)."
+    )
+    name: str = setting("dataset", help="The dataset's name, shown in its card.")
+    out: Path | None = setting(
+        None,
+        help="Output directory (relative to the config file); `hsa build --out` overrides it.",
+    )
+    teach: Mapping[str, Any] = setting(
+        default_factory=dict,
+        help="The teacher of an `env` source, as `hsa teach` settings: `backend: oracle` (the "
+        "default) solves tasks in process; other backends run a model with these settings.",
+    )
+    augment: AugmentConfig = setting(
+        default_factory=AugmentConfig,
+        help="How trajectories are augmented (with the top-level `seed` and `splits`).",
+    )
+    file: str | None = setting(None, help="The config file, named in errors.")
+
+    def __post_init__(self) -> None:
+        problems = []
+        for key in self.teach:
+            where = f"$.teach.{key}"
+            if key in _FROM_SOURCE:
+                problems.append(
+                    (where, f"{key!r} is set in the 'source' section (source.{key}), not here")
+                )
+            elif key == "seed":
+                problems.append(
+                    (where, "the teacher's seed is the build's: set the top-level 'seed'")
+                )
+        refuse(problems, ConfigError)
+        # every key checked whatever the backend, so a typo is never ignored
+        from_mapping(TeachConfig, self.teach, error=ConfigError, root="$.teach")
 
     @property
     def seed(self) -> int | None:
         """The config's ``seed``; None when it sets none (the recipe's seed is used)."""
-        seed = self.data.get("seed")
-        return None if seed is None else int(seed)
+        return self.augment.seed
 
-    def path(self, value: str) -> Path:
-        path = Path(value).expanduser()
-        return Path(os.path.normpath(path if path.is_absolute() else self.base / path))
-
-    def out(self, override: str | Path | None = None) -> Path:
+    def output(self, override: str | Path | None = None) -> Path:
+        """Where the dataset goes: ``override`` (``--out``), else the config's ``out``."""
         if override is not None:
             return Path(override)
-        if "out" not in self.data:
+        if self.out is None:
             raise ConfigError("no output directory: set 'out' or pass --out", file=self.file)
-        return self.path(self.data["out"])
+        return self.out
 
-    def recipe(self) -> Recipe:
-        spec = (self.data.get("augment") or {}).get("recipe")
-        if spec is None:
-            return default_recipe()
-        if isinstance(spec, str):
-            return load_recipe(self.path(spec))
-        return Recipe.from_dict(spec, file=self.file, root="$.augment.recipe")
-
-    def augment_config(self) -> AugmentConfig:
-        section = dict(self.data.get("augment") or {})
-        section.pop("recipe", None)
-        if section.get("tokenizer"):
-            section["tokenizer"] = str(self.path(section["tokenizer"]))
-        splits = self.data.get("splits") or {"train": 0.9, "dev": 0.05, "test": 0.05}
-        return AugmentConfig(recipe=self.recipe(), seed=self.seed, splits=splits, **section)
+    def teach_config(self) -> TeachConfig:
+        """The teach job of an ``env`` source: each task once under its canonical harness
+        unless ``teach`` says otherwise (the augment stage draws the variants)."""
+        settings = {
+            **_TEACH_DEFAULTS,
+            **self.teach,
+            **self.source.teach_settings(),
+            "seed": self.augment.resolved()[1],
+        }
+        try:
+            config: TeachConfig = from_mapping(TeachConfig, settings, error=ConfigError)
+        except HsaError as exc:
+            raise ConfigError(exc.message, file=self.file, where=f"$.teach.{exc.where}") from None
+        return config
 
     def identity(self) -> dict[str, Any]:
         """What decides the dataset's content: the config with recipes and inputs resolved."""
-        source = dict(self.data["source"])
-        for key in ("trajectories", "harness"):
-            if key in source:
-                path = self.path(source[key])
-                source[key] = _fingerprint(path)
         return {
             "kind": mf.KIND,
             "schema_version": SCHEMA_VERSION,
             "hsa": __version__,
             "name": self.name,
-            "source": source,
-            "teach": dict(self.data.get("teach") or {"backend": "oracle"}),
-            "augment": self.augment_config().to_dict(),
+            "source": self.source.identity(),
+            "teach": dict(self.teach or {"backend": "oracle"}),
+            "augment": self.augment.to_dict(),
         }
+
+
+#: teacher settings a build takes from its ``source`` section, not from ``teach``
+_FROM_SOURCE = ("env", "env_options", "tasks", "split")
+#: what a build asks the teacher for unless its ``teach`` section says otherwise
+_TEACH_DEFAULTS = {"variants_per_task": 0, "include_canonical": True}
 
 
 def _fingerprint(path: Path) -> str:
@@ -134,55 +219,55 @@ def _fingerprint(path: Path) -> str:
 
 
 def parse_config(data: Any, *, base: Path = Path(), file: str | None = None) -> BuildConfig:
-    """A build config from parsed YAML, validated against the schema."""
+    """A build config from parsed YAML: checked against the published schema (errors name
+    the JSON path), paths resolved against ``base``, the recipe loaded."""
     validator = Draft202012Validator(build_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
     if errors:
         error = errors[0]
         raise ConfigError(error.message, file=file, where=json_path(error.absolute_path))
-    config = BuildConfig(data, base, file)
-    _check_teach(data.get("teach"), file)
+
+    def path(value: str | None) -> Path | None:
+        if value is None:
+            return None
+        found = Path(value).expanduser()
+        return Path(os.path.normpath(found if found.is_absolute() else base / found))
+
     try:
-        config.augment_config().check()
-        config.recipe()
+        source = dict(data["source"])
+        for key in ("trajectories", "harness"):
+            source[key] = path(source.get(key))
+        augment = dict(data.get("augment") or {})
+        augment["recipe"] = _recipe(augment.get("recipe"), path, file)
+        if augment.get("tokenizer"):
+            augment["tokenizer"] = str(path(augment["tokenizer"]))
+        augment["seed"] = data.get("seed")
+        if data.get("splits") is not None:
+            augment["splits"] = data["splits"]
+        return BuildConfig(
+            source=from_mapping(SourceConfig, source, error=ConfigError, root="$.source"),
+            name=data.get("name") or "dataset",
+            out=path(data.get("out")),
+            teach=dict(data.get("teach") or {}),
+            augment=from_mapping(AugmentConfig, augment, error=ConfigError, root="$.augment"),
+            file=file,
+        )
     except HsaError as exc:
-        where = exc.where if exc.where else None
+        # the YAML's top-level seed and splits are the augment stage's
+        where = {"$.augment.seed": "$.seed", "$.augment.splits": "$.splits"}.get(
+            exc.where or "", exc.where
+        )
         raise ConfigError(exc.message, file=exc.file or file, where=where) from None
-    return config
 
 
-#: teacher settings a build takes from its ``source`` section, not from ``teach``
-_FROM_SOURCE = ("env", "env_options", "tasks", "split")
-
-
-def _check_teach(teach: Mapping[str, Any] | None, file: str | None) -> None:
-    """Validate the ``teach`` section against ``TeachConfig`` whatever the backend, so a typo
-    is never ignored (the oracle backend uses none of the other settings)."""
-    teach = dict(teach or {})
-    known = sorted(f.name for f in dataclasses.fields(TeachConfig))
-    for key in teach:
-        where = f"$.teach.{key}"
-        if key in _FROM_SOURCE:
-            raise ConfigError(
-                f"{key!r} is set in the 'source' section (source.{key}), not under 'teach'",
-                file=file,
-                where=where,
-            )
-        if key == "seed":
-            raise ConfigError(
-                "the teacher's seed is the build's: set the top-level 'seed'",
-                file=file,
-                where=where,
-            )
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
-            raise ConfigError(f"unknown teach setting {key!r}; {hint}", file=file, where=where)
-    try:
-        TeachConfig.from_dict(teach, file=file)
-    except HsaError as exc:
-        where = f"$.teach.{exc.where}" if exc.where else "$.teach"
-        raise ConfigError(exc.message, file=file, where=where) from None
+def _recipe(spec: Any, path: Callable[[str], Path | None], file: str | None) -> Recipe:
+    if spec is None:
+        return default_recipe()
+    if isinstance(spec, str):
+        found = path(spec)
+        assert found is not None
+        return load_recipe(found)
+    return Recipe.from_dict(spec, file=file, root="$.augment.recipe")
 
 
 def load_config(path: str | Path) -> BuildConfig:
@@ -222,20 +307,20 @@ def build(
     nothing to augment (every trajectory unverified) is refused after the teacher, and kept
     for a rerun with a corrected ``augment`` section.
     """
-    out = config.out(out)
+    out = config.output(out)
     identity = config.identity()
-    augment_config = config.augment_config()
-    source = config.data["source"]
+    augment_config = config.augment
+    source = config.source
     harnesses = []
     recorded = None
-    if "env" not in source:
+    if source.trajectories is not None:
         harness = None
-        if "harness" in source:
+        if source.harness is not None:
             from hsa.harness.io import load
 
-            harness = load(config.path(source["harness"]))
+            harness = load(source.harness)
             harnesses.append(harness)
-        recorded = open_source(config.path(source["trajectories"]), harness=harness)
+        recorded = open_source(source.trajectories, harness=harness)
         check_not_empty(recorded, augment_config)
     with hold(out, command="hsa build"):
         return _build(config, out, identity, augment_config, recorded, harnesses, progress)
@@ -258,10 +343,8 @@ def _build(
         report.trajectories = report.augment.trajectories
         return report
     if recorded is None:
-        source = config.data["source"]
-        teacher = dict(config.data.get("teach") or {"backend": "oracle"})
         report.tasks, report.verified, report.teacher_skipped = _teach(
-            config, source, teacher, out / SOURCE_DIR, progress
+            config, out / SOURCE_DIR, progress
         )
         src = open_source(out / SOURCE_DIR)
         try:
@@ -290,43 +373,25 @@ def _build(
     return report
 
 
-#: what a build asks the teacher for unless its ``teach`` section says otherwise: each task
-#: once, under its canonical harness (the augment stage draws the variants)
-_TEACH_DEFAULTS = {"variants_per_task": 0, "include_canonical": True}
-
-
-def _teach(
-    config: BuildConfig,
-    source: Mapping[str, Any],
-    teacher: Mapping[str, Any],
-    target: Path,
-    progress: Progress | None,
-) -> tuple[int, int, bool]:
+def _teach(config: BuildConfig, target: Path, progress: Progress | None) -> tuple[int, int, bool]:
     """Trajectories of the environment's tasks into ``target`` by the teach job
     (``hsa.pipelines.teach``), verified as ``hsa teach`` verifies them; (tasks, verified,
     skipped)."""
     done = target / "done.json"
+    teach_config = config.teach_config()
     # what decides the teacher's output: a rerun reuses it only when this is unchanged
-    seed = config.augment_config().resolved()[1]
-    ident = mf.config_hash({"source": dict(source), "teach": dict(teacher), "seed": seed})
+    ident = mf.config_hash(
+        {
+            "source": config.source.identity(),
+            "teach": dict(config.teach or {"backend": "oracle"}),
+            "seed": teach_config.seed,
+        }
+    )
     if done.is_file():
         found = mf.read_json(done)
         if found.get("identity") == ident:
             return found.get("tasks", 0), found.get("verified", 0), True
         shutil.rmtree(target)
-    settings = {
-        **_TEACH_DEFAULTS,
-        **teacher,
-        "env": source["env"],
-        "env_options": dict(source.get("env_options") or {}),
-        "tasks": source.get("tasks"),
-        "split": source.get("split"),
-        "seed": seed,
-    }
-    try:
-        teach_config = TeachConfig.from_dict(settings, file=config.file)
-    except HsaError as exc:
-        raise ConfigError(exc.message, file=config.file, where=f"$.teach: {exc.where}") from None
 
     planned: list[bool] = []
 

@@ -7,11 +7,12 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from hsa.config import from_mapping, refuse, setting
 from hsa.envs.base import SPLITS
 from hsa.errors import TeacherError
 
@@ -42,54 +43,75 @@ _OUTPUT_FIELDS = (
 
 @dataclass(frozen=True, slots=True)
 class TeachConfig:
-    """A teacher job. The same names are used in YAML configs and as ``hsa teach`` flags.
+    """A teacher job. The same names are used in YAML configs and as ``hsa teach`` flags."""
 
-    ``backend``: ``oracle`` (the environment's scripted policy, no model), ``openai`` (needs
-    ``base_url`` and ``model``) or ``vllm`` (needs ``model``; ``vllm_args`` go to
-    ``vllm.LLM``). ``tasks``: the first N tasks of ``split`` (every split when None).
-    ``variants_per_task``: harness variants per task drawn from ``recipe`` (a recipe file; the
-    default recipe when None); 0 runs the canonical harness only; ``include_canonical`` adds it.
-    ``samples``: rollouts per task and variant, each with its own sampling seed.
-    ``concurrency``: rollouts (and requests) in flight, shared among ``workers`` processes
-    (more than one only pays when the client's CPU is the bottleneck: fast endpoints, many
-    short rollouts). ``repair``: give the model one more try after a malformed tool call.
-    ``api_key`` is used for requests only: it is never written anywhere and not shown by
-    ``repr``. ``ramp_s``: with the ``openai`` backend, the rollouts in flight start spread over
-    this many seconds, so their requests do not all arrive, and come back, at once: answers
-    that return together wait for each other's processing, every round trip.
-    ``send_metadata``: pass the variant id in each request's ``metadata`` (needed by
-    ``hsa serve oracle``; api.openai.com refuses metadata unless completions are stored).
-    """
-
-    env: str = "livestream"
-    env_options: Mapping[str, Any] = field(default_factory=dict)
-    backend: str = "oracle"
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False, compare=False)
-    tasks: int | None = None
-    split: str | None = None
-    variants_per_task: int = 1
-    include_canonical: bool = False
-    samples: int = 1
-    recipe: str | None = None
-    seed: int = 0
-    concurrency: int = 64
-    workers: int = 1
-    max_steps_per_turn: int = 16
-    repair: bool = False
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int | None = 1024
-    timeout_s: float = 120.0
-    max_retries: int = 8
-    backoff_s: float = 0.5
-    ramp_s: float = 0.25
-    send_metadata: bool = True
-    shard_size: int = 256
-    cache: str | None = None
-    call_format: str = "hermes"
-    vllm_args: Mapping[str, Any] = field(default_factory=dict)
+    env: str = setting("livestream", help="The environment whose tasks are run.")
+    env_options: Mapping[str, Any] = setting(
+        default_factory=dict, help="Options of the environment (e.g. its seed)."
+    )
+    backend: str = setting(
+        "oracle",
+        help="oracle (the environment's scripted policy, no model), openai (an "
+        "OpenAI-compatible endpoint: needs base_url and model) or vllm (in process: needs model).",
+    )
+    model: str | None = setting(None, help="Model name sent to the endpoint, or loaded by vLLM.")
+    base_url: str | None = setting(
+        None, help="Endpoint of the openai backend, e.g. http://127.0.0.1:8000/v1."
+    )
+    api_key: str | None = setting(
+        None,
+        secret=True,
+        help="Used for requests only: never written anywhere and not shown by repr.",
+    )
+    tasks: int | None = setting(None, help="Run the first N tasks (unset: all).")
+    split: str | None = setting(None, help="Only tasks of this split (unset: every split).")
+    variants_per_task: int = setting(
+        1, help="Harness variants per task drawn from the recipe (0: the canonical harness only)."
+    )
+    include_canonical: bool = setting(
+        False, help="Also run every task under the unchanged harness."
+    )
+    samples: int = setting(1, help="Rollouts per task and variant, each with its own seed.")
+    recipe: str | None = setting(
+        None, help="Recipe file the variants are drawn from (unset: the default recipe)."
+    )
+    seed: int = setting(0, help="Seed of variant drawing and sampling.")
+    concurrency: int = setting(
+        64, help="Rollouts and requests in flight, shared among the worker processes."
+    )
+    workers: int = setting(
+        1,
+        help="Processes sharing the job; more than one pays only when the client's CPU is the "
+        "limit (fast endpoints, many short rollouts).",
+    )
+    max_steps_per_turn: int = setting(16, help="Model steps allowed per user turn.")
+    repair: bool = setting(False, help="Give the model one more try after a malformed tool call.")
+    temperature: float = setting(0.0, help="Sampling temperature.")
+    top_p: float = setting(1.0, help="Nucleus sampling mass.")
+    max_tokens: int | None = setting(1024, help="Tokens per model answer (null: no limit).")
+    timeout_s: float = setting(120.0, help="Request timeout, seconds.")
+    max_retries: int = setting(8, help="Retries of a failed request.")
+    backoff_s: float = setting(
+        0.5, help="First retry's backoff ceiling, seconds (doubles each retry)."
+    )
+    ramp_s: float = setting(
+        0.25,
+        help="With the openai backend, the rollouts in flight start spread over this many "
+        "seconds, so their requests do not all arrive, and come back, at once.",
+    )
+    send_metadata: bool = setting(
+        True,
+        help="Send the variant id in each request's metadata (hsa serve oracle needs it; "
+        "api.openai.com refuses it unless completions are stored).",
+    )
+    shard_size: int = setting(256, help="Rows per Parquet shard.")
+    cache: str | None = setting(None, help="Request cache file (unset: OUT/cache.sqlite).")
+    call_format: str = setting(
+        "hermes", help="How the vllm backend's model writes tool calls (an hsa call format)."
+    )
+    vllm_args: Mapping[str, Any] = setting(
+        default_factory=dict, help="Engine arguments passed to vllm.LLM."
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -99,8 +121,17 @@ class TeachConfig:
             problems.append(("base_url", "the openai backend needs a base URL"))
         if self.backend in ("openai", "vllm") and not self.model:
             problems.append(("model", f"the {self.backend} backend needs a model name"))
-        if self.ramp_s < 0:
-            problems.append(("ramp_s", f"must not be negative, got {self.ramp_s}"))
+        for name in ("ramp_s", "temperature", "backoff_s"):
+            if getattr(self, name) < 0:
+                problems.append((name, f"must not be negative, got {getattr(self, name)}"))
+        if self.timeout_s <= 0:
+            problems.append(("timeout_s", f"must be more than 0, got {self.timeout_s}"))
+        if self.max_retries < 0:
+            problems.append(("max_retries", f"must be 0 or more, got {self.max_retries}"))
+        if not 0 < self.top_p <= 1:
+            problems.append(("top_p", f"must be in (0, 1], got {self.top_p}"))
+        if self.max_tokens is not None and self.max_tokens < 1:
+            problems.append(("max_tokens", f"must be at least 1, got {self.max_tokens}"))
         for name in ("concurrency", "workers", "shard_size", "samples", "max_steps_per_turn"):
             if getattr(self, name) < 1:
                 problems.append((name, f"must be at least 1, got {getattr(self, name)}"))
@@ -110,9 +141,7 @@ class TeachConfig:
             problems.append(("variants_per_task", "must be 0 or more"))
         if self.split is not None and self.split not in SPLITS:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
-        if problems:
-            name, message = problems[0]
-            raise TeacherError(message, where=name)
+        refuse(problems, TeacherError)
 
     @property
     def model_name(self) -> str:
@@ -150,19 +179,8 @@ class TeachConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, file: str | None = None) -> TeachConfig:
         """A config from a mapping (a YAML ``teach:`` section), unknown keys refused."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise TeacherError(
-                f"unknown teach setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}",
-                file=file,
-            )
-        try:
-            return cls(**dict(data))
-        except TeacherError as exc:
-            raise TeacherError(exc.message, file=file, where=exc.where) from None
-        except TypeError as exc:
-            raise TeacherError(str(exc), file=file) from None
+        config: TeachConfig = from_mapping(cls, data, error=TeacherError, file=file)
+        return config
 
 
 def public_url(url: str | None) -> str | None:

@@ -8,6 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hsa.config import refuse, same_as, setting
+from hsa.errors import TeacherError
+from hsa.teachers.config import TeachConfig
+
 #: message keys an OpenAI-compatible endpoint accepts; render adds ``is_error`` for hsa's own
 #: round trip, which strict endpoints refuse, so it never goes on the wire
 _WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
@@ -50,10 +54,20 @@ class Sampling:
     requests (and different cache entries) even at the same temperature.
     """
 
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int | None = 1024
-    seed: int | None = None
+    temperature: float = same_as(TeachConfig, "temperature")
+    top_p: float = same_as(TeachConfig, "top_p")
+    max_tokens: int | None = same_as(TeachConfig, "max_tokens")
+    seed: int | None = setting(None, help="Sampling seed (unset: the server's choice).")
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.temperature < 0:
+            problems.append(("temperature", f"must not be negative, got {self.temperature}"))
+        if not 0 < self.top_p <= 1:
+            problems.append(("top_p", f"must be in (0, 1], got {self.top_p}"))
+        if self.max_tokens is not None and self.max_tokens < 1:
+            problems.append(("max_tokens", f"must be at least 1, got {self.max_tokens}"))
+        refuse(problems, TeacherError)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p}

@@ -22,6 +22,7 @@ from typing import Any
 
 from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
+from hsa.config import refuse, same_as, setting
 from hsa.envs.base import Environment, Outcome, Task
 from hsa.envs.episode import call_tool
 from hsa.envs.hook_runtime import HookContext, run_hooks
@@ -37,6 +38,7 @@ from hsa.harness.model import Harness
 from hsa.harness.parse import parse
 from hsa.harness.render import Conversation, render
 from hsa.teachers.backends.base import Backend
+from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
 from hsa.teachers.verify import Verification, call_attempt, verify
 
@@ -69,10 +71,15 @@ class RolloutSpec:
 class RolloutConfig:
     """How to run: the model name, sampling, the step limit and the repair turn."""
 
-    model: str = "hsa-oracle"
-    sampling: Sampling = field(default_factory=Sampling)
-    max_steps_per_turn: int = 16
-    repair: bool = False
+    model: str = setting("hsa-oracle", help="The model name sent with each request.")
+    sampling: Sampling = setting(default_factory=Sampling, help="Sampling of every request.")
+    max_steps_per_turn: int = same_as(TeachConfig, "max_steps_per_turn")
+    repair: bool = same_as(TeachConfig, "repair")
+
+    def __post_init__(self) -> None:
+        if self.max_steps_per_turn < 1:
+            message = f"must be at least 1, got {self.max_steps_per_turn}"
+            refuse([("max_steps_per_turn", message)], TeacherError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from hsa.config import refuse, same_as, setting
+from hsa.errors import TeacherError
+from hsa.teachers.config import TeachConfig
+
 
 @dataclass(frozen=True, slots=True)
 class ThrottleConfig:
@@ -33,13 +37,34 @@ class ThrottleConfig:
     every 429.
     """
 
-    min_limit: int = 1
-    decrease: float = 0.5
-    latency_tolerance: float = 2.0
-    smoothing: float = 0.1
-    baseline_drift: float = 0.001
-    overload_share: float = 0.1
-    overload_smoothing: float = 0.02
+    min_limit: int = setting(1, help="The fewest requests kept in flight.")
+    decrease: float = setting(0.5, help="The factor the limit is multiplied by on a back-off.")
+    latency_tolerance: float = setting(
+        2.0, help="Back off when smoothed latency exceeds this many times the baseline."
+    )
+    smoothing: float = setting(0.1, help="Weight of each new latency in the smoothed latency.")
+    baseline_drift: float = setting(
+        0.001, help="How fast, per success, the baseline creeps up towards slower answers."
+    )
+    overload_share: float = setting(
+        0.1, help="Back off when more than this share of recent answers were 429 (0: on every 429)."
+    )
+    overload_smoothing: float = setting(
+        0.02, help="Weight of each new answer in the smoothed share of 429s."
+    )
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.min_limit < 1:
+            problems.append(("min_limit", f"must be at least 1, got {self.min_limit}"))
+        for name in ("decrease", "smoothing", "baseline_drift", "overload_smoothing"):
+            if not 0 < getattr(self, name) <= 1:
+                problems.append((name, f"must be in (0, 1], got {getattr(self, name)}"))
+        if not 0 <= self.overload_share <= 1:
+            problems.append(("overload_share", f"must be in [0, 1], got {self.overload_share}"))
+        if self.latency_tolerance <= 1:
+            problems.append(("latency_tolerance", "must be more than 1"))
+        refuse(problems, TeacherError)
 
 
 class AdaptiveLimit:
@@ -149,8 +174,16 @@ class AdaptiveLimit:
 class Backoff:
     """Exponential backoff with full jitter: attempt ``n`` waits up to ``base * 2**n``."""
 
-    base_s: float = 0.5
-    max_s: float = 30.0
+    base_s: float = same_as(TeachConfig, "backoff_s")
+    max_s: float = setting(30.0, help="The longest wait between retries, seconds.")
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.base_s < 0:
+            problems.append(("base_s", f"must not be negative, got {self.base_s}"))
+        if self.max_s < 0:
+            problems.append(("max_s", f"must not be negative, got {self.max_s}"))
+        refuse(problems, TeacherError)
 
     def delay(self, attempt: int, rng: random.Random, retry_after: float | None = None) -> float:
         ceiling = min(self.max_s, self.base_s * (2**attempt))

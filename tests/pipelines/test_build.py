@@ -72,7 +72,7 @@ def test_yaml_errors_and_missing_out(tmp_path: Path) -> None:
         load_config(path)
     config = parse_config({"source": {"env": "livestream"}})
     with pytest.raises(ConfigError, match="no output directory"):
-        config.out()
+        config.output()
 
 
 def test_schema_is_published() -> None:
@@ -134,7 +134,7 @@ def test_the_recipe_seed_is_kept_unless_the_config_sets_one(
         "augment": {"recipe": {**RECIPE, "seed": 7}},
     }
     config = load_config(write(tmp_path, data))
-    assert config.seed is None and config.augment_config().resolved()[1] == 7
+    assert config.seed is None and config.augment.resolved()[1] == 7
     build(config, out=tmp_path / "recipe")
     assert json.loads((tmp_path / "recipe" / "manifest.json").read_text())["seed"] == 7
     build(load_config(write(tmp_path, {**data, "seed": 3})), out=tmp_path / "config")

@@ -278,7 +278,7 @@ def test_bad_settings_name_the_setting(changes, where):
 
 def test_config_from_a_mapping_refuses_unknown_keys():
     assert TeachConfig.from_dict({"tasks": 3}).tasks == 3
-    with pytest.raises(TeacherError, match="unknown teach setting"):
+    with pytest.raises(TeacherError, match="unknown setting 'taskz'; did you mean 'tasks'"):
         TeachConfig.from_dict({"taskz": 3}, file="build.yaml")
 
 

@@ -15,13 +15,15 @@ import errno
 import random
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import openai
 
+from hsa.config import refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message, dumps
 from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 
@@ -44,17 +46,32 @@ class OpenAIConfig:
     is installed: it costs about half the CPU per request).
     """
 
-    base_url: str
-    model: str
-    api_key: str | None = field(default=None, repr=False)
-    concurrency: int = 64
-    timeout_s: float = 120.0
-    max_retries: int = 8
-    backoff: Backoff = field(default_factory=Backoff)
-    throttle: ThrottleConfig = field(default_factory=ThrottleConfig)
-    seed: int = 0
-    send_metadata: bool = True
-    transport: str = "auto"
+    base_url: str = setting(help="The endpoint, e.g. http://127.0.0.1:8000/v1.")
+    model: str = setting(help="Model name sent with each request.")
+    api_key: str | None = setting(None, secret=True, help="Used for requests only.")
+    concurrency: int = same_as(TeachConfig, "concurrency")
+    timeout_s: float = same_as(TeachConfig, "timeout_s")
+    max_retries: int = same_as(TeachConfig, "max_retries")
+    backoff: Backoff = setting(default_factory=Backoff, help="Waits between retries.")
+    throttle: ThrottleConfig = setting(
+        default_factory=ThrottleConfig, help="How the concurrency limit adapts."
+    )
+    seed: int = setting(0, help="Seed of the retry jitter.")
+    send_metadata: bool = same_as(TeachConfig, "send_metadata")
+    transport: str = setting("auto", help="aiohttp, httpx, or auto (aiohttp when it is installed).")
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("concurrency",):
+            if getattr(self, name) < 1:
+                problems.append((name, f"must be at least 1, got {getattr(self, name)}"))
+        if self.timeout_s <= 0:
+            problems.append(("timeout_s", f"must be more than 0, got {self.timeout_s}"))
+        if self.max_retries < 0:
+            problems.append(("max_retries", f"must be 0 or more, got {self.max_retries}"))
+        if self.transport not in ("auto", "aiohttp", "httpx"):
+            problems.append(("transport", f"unknown transport {self.transport!r}"))
+        refuse(problems, TeacherError)
 
 
 class OpenAIBackend(Backend):

@@ -16,12 +16,14 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from hsa.config import refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.harness.protocols import CALL_FORMATS
 from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage, assistant_message
 
 _THINK = re.compile(r"\A\s*<think>(.*?)</think>\s*", re.DOTALL)
@@ -36,12 +38,26 @@ class VLLMConfig:
     (``tensor_parallel_size``, ``max_model_len``, ...).
     """
 
-    model: str
-    batch_size: int = 256
-    batch_wait_s: float = 0.01
-    call_format: str = "hermes"
-    engine_args: Mapping[str, Any] = field(default_factory=dict)
-    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    model: str = setting(help="A model folder or hub name vLLM loads.")
+    batch_size: int = setting(256, help="Most requests in one LLM.chat call.")
+    batch_wait_s: float = setting(0.01, help="How long a batch waits for more requests, seconds.")
+    call_format: str = same_as(TeachConfig, "call_format")
+    engine_args: Mapping[str, Any] = setting(
+        default_factory=dict, help="Engine arguments passed to vllm.LLM."
+    )
+    chat_template_kwargs: Mapping[str, Any] = setting(
+        default_factory=dict, help="Extra arguments of the model's chat template."
+    )
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.batch_size < 1:
+            problems.append(("batch_size", f"must be at least 1, got {self.batch_size}"))
+        if self.batch_wait_s < 0:
+            problems.append(("batch_wait_s", f"must not be negative, got {self.batch_wait_s}"))
+        if self.call_format not in CALL_FORMATS:
+            problems.append(("call_format", f"unknown call format {self.call_format!r}"))
+        refuse(problems, TeacherError)
 
 
 @dataclass(frozen=True, slots=True)

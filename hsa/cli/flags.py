@@ -1,0 +1,48 @@
+"""Flags that set a config's settings: their help and default come from the config.
+
+``@click.option("--batch-size", type=int, cls=Setting, config=AUGMENT)`` declares a flag for
+``AugmentConfig.batch_size``. The flag defaults to None -- not given -- so the config's own
+default applies, written once in the config (``hsa.config.setting``); its help is the setting's
+help line with that default (``hsa.config.cli_help``). The config module is imported only when
+help is shown, so ``hsa`` starts fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+AUGMENT = "hsa.pipelines.augment:AugmentConfig"
+TEACH = "hsa.teachers.config:TeachConfig"
+
+
+class Setting(click.Option):
+    """A flag for setting ``setting`` (default: the flag's name) of the config ``config``
+    (``module:Class``)."""
+
+    def __init__(self, *args: Any, config: str, setting: str | None = None, **kwargs: Any):
+        kwargs.setdefault("default", None)
+        if kwargs["default"] is not None:
+            raise ValueError("a setting's flag defaults to None: the config holds its default")
+        super().__init__(*args, **kwargs)
+        self.config = config
+        self.setting = setting or self.name or ""
+
+    def config_class(self) -> type:
+        module, _, name = self.config.partition(":")
+        found: type = getattr(importlib.import_module(module), name)
+        return found
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        if self.help is None:
+            from hsa.config import cli_help
+
+            self.help = cli_help(self.config_class(), self.setting)
+        return super().get_help_record(ctx)
+
+
+def given(flags: dict[str, Any]) -> dict[str, Any]:
+    """The flags given on the command line (None is 'not given')."""
+    return {name: value for name, value in flags.items() if value is not None}

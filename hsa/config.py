@@ -1,0 +1,210 @@
+"""One pattern for every settings object in hsa, in the style of TRL's configs.
+
+A config is a frozen dataclass. Each field is declared with ``setting``: its default -- the one
+place a default is written -- and a ``help`` line, which command-line help is built from
+(``cli_help``) and the published JSON Schemas are tested against. ``None`` means unset: a later
+source decides (one precedence everywhere: a command-line flag, then a config file, then the
+recipe or the environment). Validation lives in ``__post_init__``, so an invalid config cannot
+exist; it raises the layer's error naming the field (``refuse``). ``from_mapping`` builds a config
+from a YAML section: unknown keys are refused with a "did you mean", values of the wrong type are
+named before any field sees them.
+
+Like ``hsa.errors``, this module belongs to no layer: every layer may import it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any
+
+from hsa.errors import HsaError
+
+
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str,
+    default_factory: Any = dataclasses.MISSING,
+    secret: bool = False,
+) -> Any:
+    """A config field with its default and one line of help.
+
+    ``secret`` fields (API keys) are left out of ``repr`` and comparison.
+    """
+    metadata = {"help": " ".join(help.split())}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(
+            default_factory=default_factory, metadata=metadata, repr=not secret, compare=not secret
+        )
+    return dataclasses.field(
+        default=default, metadata=metadata, repr=not secret, compare=not secret
+    )
+
+
+def same_as(config: type, name: str) -> Any:
+    """A setting that another config declares (its default and help): a lower-level config
+    that a job config feeds shares the job's default instead of writing its own."""
+    found = _field(config, name)
+    if found.default_factory is not dataclasses.MISSING:
+        return setting(default_factory=found.default_factory, help=found.metadata["help"])
+    return setting(found.default, help=found.metadata["help"])
+
+
+def settings_of(config: type) -> tuple[dataclasses.Field, ...]:
+    """The fields a user sets (``init`` fields), in declaration order."""
+    return tuple(f for f in dataclasses.fields(config) if f.init)
+
+
+def help_of(config: type, name: str) -> str:
+    """The help line of setting ``name``."""
+    return _field(config, name).metadata["help"]
+
+
+def default_of(config: type, name: str) -> Any:
+    """The default of setting ``name`` (a fresh value for factory defaults)."""
+    found = _field(config, name)
+    if found.default is not dataclasses.MISSING:
+        return found.default
+    if found.default_factory is not dataclasses.MISSING:
+        return found.default_factory()
+    raise KeyError(f"{config.__name__}.{name} has no default")
+
+
+def cli_help(config: type, name: str) -> str:
+    """Command-line help for setting ``name``: its help line and its default.
+
+    A default of None (unset) is not shown: the help line says what unset means. The flag
+    itself defaults to None, so the config's default applies and is written once.
+    """
+    default = default_of(config, name)
+    text = help_of(config, name)
+    return text if default is None else f"{text}  [default: {show(default)}]"
+
+
+def show(value: Any) -> str:
+    """A default as a person reads it."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={show(v)}" for k, v in value.items()) or "none"
+    return str(value)
+
+
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """``did you mean 'x'?`` for the nearest known name, else the list of known names."""
+    known = sorted(known)
+    close = difflib.get_close_matches(key, known, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+
+
+def refuse(problems: list[tuple[str, str]], error: type[HsaError]) -> None:
+    """Raise ``error`` for the first (field, message) problem, if any."""
+    if problems:
+        where, message = problems[0]
+        raise error(message, where=where)
+
+
+def from_mapping(
+    config: type,
+    data: Any,
+    *,
+    error: type[HsaError],
+    file: str | None = None,
+    root: str | None = None,
+) -> Any:
+    """``config`` from a mapping (a YAML section): unknown keys and mistyped values refused.
+
+    Errors name ``file`` and the setting, as ``root.key`` when ``root`` (a JSON path such as
+    ``$.teach``) is given.
+    """
+
+    def where(key: str | None) -> str | None:
+        if root is None:
+            return key
+        return f"{root}.{key}" if key else root
+
+    if not isinstance(data, Mapping):
+        raise error(
+            f"expected a mapping of settings, got {type(data).__name__}",
+            file=file,
+            where=where(None),
+        )
+    hints = _hints(config)
+    known = [f.name for f in settings_of(config)]
+    for key, value in data.items():
+        if key not in hints:
+            raise error(
+                f"unknown setting {key!r}; {did_you_mean(str(key), known)}",
+                file=file,
+                where=where(str(key)),
+            )
+        expected = _type_problem(value, hints[key])
+        if expected:
+            raise error(f"expected {expected}, got {value!r}", file=file, where=where(key))
+    try:
+        return config(**data)
+    except HsaError as exc:
+        raise error(exc.message, file=exc.file or file, where=where(exc.where)) from None
+
+
+@cache
+def _hints(config: type) -> dict[str, Any]:
+    names = {f.name for f in settings_of(config)}
+    return {k: v for k, v in typing.get_type_hints(config).items() if k in names}
+
+
+def _field(config: type, name: str) -> dataclasses.Field:
+    for found in dataclasses.fields(config):
+        if found.name == name:
+            return found
+    raise KeyError(f"{config.__name__} has no setting {name!r}")
+
+
+_SIMPLE: dict[Any, str] = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+}
+
+
+def _type_problem(value: Any, hint: Any) -> str | None:
+    """What ``value`` should have been under annotation ``hint``; None when it fits (types
+    hsa cannot check here are left to the config's own validation)."""
+    options = typing.get_args(hint) if _is_union(hint) else (hint,)
+    wanted = []
+    for option in options:
+        if option is type(None):
+            if value is None:
+                return None
+            wanted.append("null")
+            continue
+        origin = typing.get_origin(option) or option
+        if origin in _SIMPLE:
+            if _fits(value, origin):
+                return None
+            wanted.append(_SIMPLE[origin])
+        elif origin in (Mapping, dict, typing.Mapping):
+            if isinstance(value, Mapping):
+                return None
+            wanted.append("a mapping")
+        else:
+            return None  # not a kind checked here
+    return " or ".join(wanted) if wanted else None
+
+
+def _fits(value: Any, kind: type) -> bool:
+    if kind is bool or isinstance(value, bool):
+        return kind is bool and isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
+
+
+def _is_union(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType)

@@ -1,0 +1,70 @@
+"""Flags that set config settings take their help and default from the config."""
+
+from __future__ import annotations
+
+import re
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from hsa.cli import app
+from hsa.cli.flags import Setting
+from hsa.config import cli_help, default_of, settings_of
+
+COMMANDS = ["augment", "build", "teach"]
+
+
+def _settings(command: str) -> list[Setting]:
+    found = app.commands[command]
+    return [p for p in found.params if isinstance(p, Setting)]
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_setting_flag_names_a_setting_and_leaves_its_default_to_the_config(command):
+    flags = _settings(command)
+    assert flags
+    for flag in flags:
+        config = flag.config_class()
+        assert flag.setting in {f.name for f in settings_of(config)}, flag.name
+        assert flag.default is None, f"--{flag.name} restates a default the config holds"
+        default_of(config, flag.setting)  # every flag's setting has a default
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_shows_each_settings_help_and_default(command):
+    shown = CliRunner().invoke(app, [command, "--help"], terminal_width=10_000)
+    assert shown.exit_code == 0, shown.output
+    text = _flat(shown.output)
+    for flag in _settings(command):
+        assert _flat(cli_help(flag.config_class(), flag.setting)) in text, flag.name
+
+
+def test_a_setting_flag_refuses_a_default_of_its_own():
+    with pytest.raises(ValueError, match="defaults to None"):
+
+        @click.command()
+        @click.option("--seed", type=int, default=3, cls=Setting, config="x:Y")
+        def command(seed):  # pragma: no cover - never built
+            pass
+
+
+def test_the_teach_command_has_a_flag_for_every_scalar_setting():
+    flagged = {flag.setting for flag in _settings("teach")}
+    # not flags: mappings (--env-seed sets env_options' seed; vllm_args only in YAML) and
+    # the key (read from the variable --api-key-env names)
+    assert flagged == {f.name for f in settings_of(default_config())} - {
+        "env_options",
+        "vllm_args",
+        "api_key",
+    }
+
+
+def default_config():
+    from hsa.teachers.config import TeachConfig
+
+    return TeachConfig

@@ -1,0 +1,214 @@
+"""One config pattern (``hsa.config``): every config is a frozen dataclass with help and a default
+per setting, validated when built, read from YAML with unknown keys and wrong types named."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from hsa.config import cli_help, default_of, from_mapping, help_of, same_as, setting, settings_of
+from hsa.errors import ConfigError, DatasetError, HsaError, TeacherError
+from hsa.pipelines.augment import AugmentConfig
+from hsa.pipelines.build import BuildConfig, SourceConfig, build_schema
+from hsa.teachers.backends.openai import OpenAIConfig
+from hsa.teachers.backends.vllm import VLLMConfig
+from hsa.teachers.config import TeachConfig
+from hsa.teachers.request import Sampling
+from hsa.teachers.rollout import RolloutConfig
+from hsa.teachers.throttle import Backoff, ThrottleConfig
+
+CONFIGS = [
+    AugmentConfig,
+    BuildConfig,
+    SourceConfig,
+    TeachConfig,
+    RolloutConfig,
+    Sampling,
+    OpenAIConfig,
+    VLLMConfig,
+    ThrottleConfig,
+    Backoff,
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.__name__)
+def test_every_config_is_frozen_with_help_per_setting_and_validates_itself(config: type) -> None:
+    params = config.__dataclass_params__  # type: ignore[attr-defined]
+    assert params.frozen
+    for found in settings_of(config):
+        assert help_of(config, found.name).strip(), f"{config.__name__}.{found.name} has no help"
+    assert "__post_init__" in vars(config), "validation belongs in __post_init__"
+    assert not hasattr(config, "check"), "no validation a caller must remember to call"
+
+
+@pytest.mark.parametrize(
+    ("lower", "name", "job_name"),
+    [
+        (Sampling, "temperature", "temperature"),
+        (Sampling, "top_p", "top_p"),
+        (Sampling, "max_tokens", "max_tokens"),
+        (RolloutConfig, "max_steps_per_turn", "max_steps_per_turn"),
+        (RolloutConfig, "repair", "repair"),
+        (OpenAIConfig, "concurrency", "concurrency"),
+        (OpenAIConfig, "timeout_s", "timeout_s"),
+        (OpenAIConfig, "max_retries", "max_retries"),
+        (OpenAIConfig, "send_metadata", "send_metadata"),
+        (VLLMConfig, "call_format", "call_format"),
+        (Backoff, "base_s", "backoff_s"),
+    ],
+)
+def test_a_default_is_written_once(lower: type, name: str, job_name: str) -> None:
+    # the teach job's config owns the default; the configs it feeds share it
+    assert default_of(lower, name) == default_of(TeachConfig, job_name)
+    assert help_of(lower, name) == help_of(TeachConfig, job_name)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Example:
+    count: int = setting(3, help="How many.")
+    rate: float = setting(0.5, help="How fast.")
+    label: str | None = setting(None, help="A label (unset: none).")
+    on: bool = setting(False, help="Whether it is on.")
+    options: dict[str, Any] = setting(default_factory=dict, help="Extra options.")
+    copied: int = same_as(TeachConfig, "samples")
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise TeacherError("must be at least 1", where="count")
+
+
+def test_settings_carry_their_help_and_default() -> None:
+    assert help_of(_Example, "count") == "How many."
+    assert cli_help(_Example, "count") == "How many.  [default: 3]"
+    assert cli_help(_Example, "on") == "Whether it is on.  [default: no]"
+    assert cli_help(_Example, "label") == "A label (unset: none)."  # unset says its meaning
+    assert default_of(_Example, "options") == {}
+    assert _Example().copied == default_of(TeachConfig, "samples")
+
+
+def test_secret_settings_stay_out_of_repr() -> None:
+    config = TeachConfig(backend="openai", base_url="http://h/v1", model="m", api_key="sk-xyz")
+    assert "sk-xyz" not in repr(config)
+
+
+def test_from_mapping_names_unknown_keys_with_the_nearest_known_one() -> None:
+    with pytest.raises(TeacherError) as caught:
+        from_mapping(_Example, {"cuont": 2}, error=TeacherError, file="x.yaml", root="$.s")
+    assert str(caught.value) == "x.yaml: $.s.cuont: unknown setting 'cuont'; did you mean 'count'?"
+    with pytest.raises(TeacherError, match="known: copied, count, label, on, options, rate"):
+        from_mapping(_Example, {"zzz": 1}, error=TeacherError)
+
+
+@pytest.mark.parametrize(
+    ("data", "where", "expected"),
+    [
+        ({"count": "3"}, "count", "expected an integer, got '3'"),
+        ({"count": True}, "count", "expected an integer, got True"),
+        ({"count": None}, "count", "expected an integer, got None"),
+        ({"rate": "fast"}, "rate", "expected a number, got 'fast'"),
+        ({"on": 1}, "on", "expected true or false, got 1"),
+        ({"label": 5}, "label", "expected a string or null, got 5"),
+        ({"options": [1]}, "options", "expected a mapping, got [1]"),
+    ],
+)
+def test_from_mapping_names_values_of_the_wrong_type(
+    data: dict[str, Any], where: str, expected: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_mapping(_Example, data, error=ConfigError, file="c.yaml")
+    assert caught.value.where == where and caught.value.message == expected
+
+
+def test_from_mapping_accepts_what_fits_and_reports_validation_in_its_own_error() -> None:
+    built = from_mapping(_Example, {"count": 2, "rate": 1, "label": None}, error=ConfigError)
+    assert built == _Example(count=2, rate=1, label=None)
+    with pytest.raises(ConfigError) as caught:
+        from_mapping(_Example, {"count": 0}, error=ConfigError, file="c.yaml", root="$.s")
+    assert str(caught.value) == "c.yaml: $.s.count: must be at least 1"
+    with pytest.raises(ConfigError, match="expected a mapping of settings, got list"):
+        from_mapping(_Example, [1], error=ConfigError)
+
+
+@pytest.mark.parametrize(
+    ("config", "changes", "error", "where"),
+    [
+        (AugmentConfig, {"batch_size": 0}, DatasetError, "batch_size"),
+        (AugmentConfig, {"splits": {"train": -1}}, DatasetError, "splits"),
+        (AugmentConfig, {"tokenizer": "/no/such/folder"}, DatasetError, "tokenizer"),
+        (TeachConfig, {"top_p": 0}, TeacherError, "top_p"),
+        (TeachConfig, {"timeout_s": 0}, TeacherError, "timeout_s"),
+        (TeachConfig, {"backoff_s": -1}, TeacherError, "backoff_s"),
+        (Sampling, {"max_tokens": 0}, TeacherError, "max_tokens"),
+        (RolloutConfig, {"max_steps_per_turn": 0}, TeacherError, "max_steps_per_turn"),
+        (ThrottleConfig, {"decrease": 1.5}, TeacherError, "decrease"),
+        (Backoff, {"max_s": -1}, TeacherError, "max_s"),
+        (SourceConfig, {}, ConfigError, "$.source"),
+        (SourceConfig, {"env": "livestream", "tasks": 0}, ConfigError, "$.source.tasks"),
+        (BuildConfig, {"teach": {"tasks": 3}}, ConfigError, "$.teach.tasks"),
+        (BuildConfig, {"teach": {"concurency": 3}}, ConfigError, "$.teach.concurency"),
+    ],
+)
+def test_an_invalid_config_cannot_be_built(
+    config: type, changes: dict[str, Any], error: type[HsaError], where: str
+) -> None:
+    if config is BuildConfig:
+        changes = {"source": SourceConfig(env="livestream"), **changes}
+    with pytest.raises(error) as caught:
+        config(**changes)
+    assert caught.value.where == where
+
+
+def test_openai_and_vllm_configs_refuse_what_they_cannot_run() -> None:
+    with pytest.raises(TeacherError, match="unknown transport"):
+        OpenAIConfig(base_url="http://h/v1", model="m", transport="carrier-pigeon")
+    with pytest.raises(TeacherError, match="unknown call format"):
+        VLLMConfig(model="m", call_format="smoke-signals")
+
+
+def _schema_node(path: tuple[str, ...]) -> dict[str, Any]:
+    node = build_schema()
+    for key in path:
+        node = node["properties"][key]
+    return node
+
+
+def _schema_settings() -> list[tuple[tuple[str, ...], type, str]]:
+    """Each build-config schema property with the config setting it is."""
+    out: list[tuple[tuple[str, ...], type, str]] = []
+    for name in ("name", "out", "source", "teach", "augment"):
+        out.append(((name,), BuildConfig, name))
+    out += [(("seed",), AugmentConfig, "seed"), (("splits",), AugmentConfig, "splits")]
+    out += [(("source", f.name), SourceConfig, f.name) for f in settings_of(SourceConfig)]
+    out += [
+        (("augment", f.name), AugmentConfig, f.name)
+        for f in settings_of(AugmentConfig)
+        if f.name not in ("seed", "splits")  # top-level in the YAML
+    ]
+    return out
+
+
+def test_the_build_schema_has_exactly_the_configs_settings() -> None:
+    schema = build_schema()
+    top = {f.name for f in settings_of(BuildConfig)} - {"file"} | {"seed", "splits"}
+    assert set(schema["properties"]) == top
+    assert set(_schema_node(("source",))["properties"]) == {
+        f.name for f in settings_of(SourceConfig)
+    }
+    augment = {f.name for f in settings_of(AugmentConfig)} - {"seed", "splits"}
+    assert set(_schema_node(("augment",))["properties"]) == augment
+
+
+@pytest.mark.parametrize(("path", "config", "name"), _schema_settings(), ids=str)
+def test_the_build_schema_says_what_the_config_says(path, config, name) -> None:
+    node = _schema_node(path)
+    assert node["description"] == help_of(config, name)
+    try:
+        default = default_of(config, name)
+    except KeyError:  # a required setting
+        default = None
+    if default is None or dataclasses.is_dataclass(default) or default == {}:
+        assert "default" not in node
+    else:
+        assert node["default"] == default
