@@ -10,12 +10,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from hsa.augment.names import replace_identifiers
 from hsa.errors import HsaError
 from hsa.harness.model import Harness, Hook, Protocol, Section, Tool
-from hsa.harness.protocols import CALL_FORMATS
+from hsa.harness.protocols import CALL_FORMATS, CallFormat
 
 
 def replace_in_schema(schema: Any, table: Mapping[str, str]) -> Any:
@@ -129,10 +130,17 @@ def format_accepts(protocol: Protocol, tool: str, params: Iterable[str] = ()) ->
     fmt = CALL_FORMATS.get(protocol.call_format)
     if fmt is None:
         return False
+    return _accepts(fmt, protocol.call_tag, tool, tuple(params))
+
+
+@lru_cache(maxsize=1 << 16)
+def _accepts(fmt: CallFormat, tag: bool, tool: str, params: tuple[str, ...]) -> bool:
+    # once per distinct (format, tag, tool name, parameter names): a tool recurs across
+    # variants, protocols that differ only in their doc format, and conversations
     args = {p: 1 for p in params}
     try:
-        text = fmt.format_calls([(tool, args)], protocol.call_tag)
-        parsed = fmt.parse_calls(text, protocol.call_tag)
+        text = fmt.format_calls([(tool, args)], tag)
+        parsed = fmt.parse_calls(text, tag)
     except (HsaError, ValueError):  # a format that cannot write this name at all refuses it
         return False
     return parsed is not None and parsed[1] == [(tool, args)]

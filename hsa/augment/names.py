@@ -13,6 +13,7 @@ import hashlib
 import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 
 from hsa.errors import RuleError
 
@@ -182,6 +183,12 @@ _PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*$")
 
 
 def _token_regex(names: Sequence[str], code_only: bool) -> re.Pattern[str] | None:
+    return _compiled_tokens(tuple(sorted(names)), code_only)
+
+
+@lru_cache(maxsize=4096)
+def _compiled_tokens(names: tuple[str, ...], code_only: bool) -> re.Pattern[str] | None:
+    # a rename table recurs in every text of a harness, and across its variants
     if not names:
         return None
     # Longest first, so that a name that is a prefix of another never wins the alternation.

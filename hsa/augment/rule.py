@@ -20,11 +20,13 @@ Writing one::
 from __future__ import annotations
 
 import copy
+import json
 import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -177,17 +179,15 @@ class Rule:
 
     def resolve_params(self, params: MappingABC[str, Any] | None = None) -> dict[str, Any]:
         """``params`` validated against the rule's schema, with top-level defaults filled in."""
-        given = copy.deepcopy(dict(params or {}))
-        validator = Draft202012Validator(self.params)
-        errors = sorted(validator.iter_errors(given), key=lambda e: list(map(str, e.path)))
-        if errors:
-            err = errors[0]
-            path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in err.path)
-            raise RuleError(err.message, where=f"rule {self.name!r}: params{path}")
-        for key, sub in (self.params.get("properties") or {}).items():
-            if key not in given and isinstance(sub, MappingABC) and "default" in sub:
-                given[key] = copy.deepcopy(sub["default"])
-        return given
+        given = dict(params or {})
+        try:
+            key = json.dumps(given, sort_keys=True)
+        except (TypeError, ValueError):  # not JSON: the schema check names the problem
+            key = None
+        resolved = _resolved(self.name, _schema_text(self.params), key) if key else None
+        if resolved is None:
+            resolved = _resolve(self.name, self.params, given)
+        return copy.deepcopy(resolved)
 
     def apply(
         self,
@@ -222,3 +222,34 @@ class Rule:
                 f"returned {type(rewrite).__name__}, not a Rewrite", where=f"rule {self.name!r}"
             )
         return rewrite
+
+
+def _resolve(name: str, schema: MappingABC[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    given = copy.deepcopy(params)
+    errors = sorted(
+        _validator(_schema_text(schema)).iter_errors(given), key=lambda e: list(map(str, e.path))
+    )
+    if errors:
+        err = errors[0]
+        path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in err.path)
+        raise RuleError(err.message, where=f"rule {name!r}: params{path}")
+    for key, sub in (schema.get("properties") or {}).items():
+        if key not in given and isinstance(sub, MappingABC) and "default" in sub:
+            given[key] = copy.deepcopy(sub["default"])
+    return given
+
+
+@lru_cache(maxsize=4096)
+def _resolved(name: str, schema_text: str, params_text: str) -> dict[str, Any]:
+    """Parameters resolved once per distinct (rule, schema, parameters): planning applies the
+    same few rule settings to every variant of every harness. Callers copy the result."""
+    return _resolve(name, json.loads(schema_text), json.loads(params_text))
+
+
+@lru_cache(maxsize=1024)
+def _validator(schema_text: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_text))
+
+
+def _schema_text(schema: MappingABC[str, Any]) -> str:
+    return json.dumps(schema, sort_keys=True)

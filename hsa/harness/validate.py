@@ -41,23 +41,22 @@ def json_path(parts: Any) -> str:
 def document_problems(doc: Any, *, file: str | None = None) -> list[HsaError]:
     """Every problem in a harness document, each with the file and JSON path it concerns."""
     problems: list[HsaError] = []
-    for err in sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.path))):
+    for path, err in _schema_errors(doc):
         if err.validator == "additionalProperties" and isinstance(err.instance, Mapping):
             # One line per unknown field, at the field itself, with the fields that are allowed.
-            allowed = list(err.schema.get("properties") or {})
+            schema = err.schema if isinstance(err.schema, Mapping) else {}
+            allowed = list(schema.get("properties") or {})
             for key in err.instance:
                 if key not in allowed:
                     problems.append(
                         HarnessError(
                             f"unknown field {key!r}; allowed here: {', '.join(allowed)}",
                             file=file,
-                            where=json_path([*err.absolute_path, key]),
+                            where=json_path([*path, key]),
                         )
                     )
             continue
-        problems.append(
-            HarnessError(_schema_reason(err), file=file, where=json_path(err.absolute_path))
-        )
+        problems.append(HarnessError(_schema_reason(err), file=file, where=json_path(path)))
     if problems or not isinstance(doc, Mapping):
         return problems
     problems.extend(
@@ -76,6 +75,35 @@ def validate_document(doc: Any, *, file: str | None = None) -> None:
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
     return Draft202012Validator(harness_schema())
+
+
+@lru_cache(maxsize=1)
+def _tool_validator() -> Draft202012Validator:
+    """The harness schema's ``tool`` definition as a schema of its own."""
+    schema = harness_schema()
+    return Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/tool"})
+
+
+def _schema_errors(doc: Any) -> list[tuple[list[Any], jsonschema.ValidationError]]:
+    """Schema errors of ``doc`` with their paths, sorted by path.
+
+    Each tool is checked on its own, once per distinct tool (``_tool_errors``): the variants
+    of a harness, and the conversations of a corpus, share most of their tools.
+    """
+    tools = doc.get("tools") if isinstance(doc, Mapping) else None
+    if not (isinstance(tools, list) and all(isinstance(t, Mapping) for t in tools)):
+        found = [(list(e.absolute_path), e) for e in _validator().iter_errors(doc)]
+    else:
+        found = [(list(e.absolute_path), e) for e in _validator().iter_errors({**doc, "tools": []})]
+        for index, tool in enumerate(tools):
+            errors = _tool_errors(json.dumps(tool, ensure_ascii=False))
+            found.extend((["tools", index, *e.absolute_path], e) for e in errors)
+    return sorted(found, key=lambda item: list(map(str, item[0])))
+
+
+@lru_cache(maxsize=1 << 14)
+def _tool_errors(text: str) -> tuple[jsonschema.ValidationError, ...]:
+    return tuple(_tool_validator().iter_errors(json.loads(text)))
 
 
 def render_problems(harness: Harness) -> list[HsaError]:
@@ -184,19 +212,32 @@ def _semantic_problems(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 def _tool_schema_problems(schema: Mapping[str, Any], where: str) -> Iterator[tuple[str, str]]:
     try:
+        text = json.dumps(schema, ensure_ascii=False)
+    except (TypeError, ValueError):
+        yield from ((where + sub, reason) for sub, reason in _parameter_problems(schema))
+        return
+    yield from ((where + sub, reason) for sub, reason in _parameter_problems_of(text))
+
+
+@lru_cache(maxsize=1 << 14)
+def _parameter_problems_of(text: str) -> tuple[tuple[str, str], ...]:
+    """``_parameter_problems`` once per distinct parameters schema."""
+    return tuple(_parameter_problems(json.loads(text)))
+
+
+def _parameter_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """Problems of a tool's parameters schema, at paths relative to it (``.required``)."""
+    try:
         if not plainly_valid(schema):
             Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
-        yield (
-            f"{where}{json_path(exc.absolute_path)[1:]}",
-            f"not a valid JSON Schema: {exc.message}",
-        )
+        yield json_path(exc.absolute_path)[1:], f"not a valid JSON Schema: {exc.message}"
         return
     props = schema.get("properties") or {}
     for name in schema.get("required") or []:
         if name not in props:
-            yield f"{where}.required", f"required parameter {name!r} is not in properties"
-    yield from ((where + sub, reason) for sub, reason in ref_problems(schema))
+            yield ".required", f"required parameter {name!r} is not in properties"
+    yield from ref_problems(schema)
 
 
 _SIMPLE_TYPES = frozenset(("array", "boolean", "integer", "null", "number", "object", "string"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -145,6 +146,11 @@ class AugmentReport:
     splits: dict[str, int] = field(default_factory=dict)
     engine: dict[str, int] = field(default_factory=dict)
     complete_already: bool = False
+    #: seconds this run spent reading input, planning variants, rendering rows (splits, row
+    #: tables and stats included) and writing shards (in the background writer)
+    timings: dict[str, float] = field(default_factory=dict)
+    #: how this run planned: groups (harness, context) planned and variants planned
+    planner: dict[str, int] = field(default_factory=dict)
 
 
 class Harnesses:
@@ -205,6 +211,7 @@ class _Planner:
         self.groups: dict[tuple, list[int]] = {}
         self.canonical: dict[str, int] = {}
         self.variants: dict[str, Variant] = {}
+        self.planned = 0  # variants planned (repeats and rewrites that change nothing included)
 
     def _add(self, variant: Variant) -> int:
         self.variants.setdefault(variant.variant_id, variant)
@@ -223,6 +230,7 @@ class _Planner:
             else:
                 context = Context(frozenset(tools), frozenset(skills)) if self.needs else NO_CONTEXT
                 planned = plan(harness, self.recipe, seed=self.seed, context=context)
+                self.planned += len(planned)
             # the candidates ``hsa.augment.pick`` draws from too, so it predicts the output
             self.groups[key] = [self._add(v) for v in distinct(harness, planned)]
         return self.groups[key]
@@ -317,6 +325,7 @@ def augment_locked(
         for variant in variants:
             given.setdefault(variant.harness_id, []).append(variant)
     planner = _Planner(recipe, seed, engine, given)
+    timings = report.timings = {"read": 0.0, "plan": 0.0, "render": 0.0, "write": 0.0}
     total = source.total
     batches = max(1, -(-total // config.batch_size)) if total else 0
     marks: list[dict[str, Any]] = []
@@ -331,11 +340,11 @@ def augment_locked(
             if found is None:
                 lo, hi = batch * config.batch_size, min(total, (batch + 1) * config.batch_size)
                 found, tables = _batch(
-                    source, out, batch, lo, hi, config, k, seed, known, planner, engine
+                    source, out, batch, lo, hi, config, k, seed, known, planner, engine, timings
                 )
                 if pending is not None:
                     pending.result()
-                pending = writer.submit(_write_batch, out, batch, found, tables)
+                pending = writer.submit(_write_batch, out, batch, found, tables, timings)
             else:
                 report.skipped += 1
             marks.append(found)
@@ -346,12 +355,15 @@ def augment_locked(
             pending.result()
 
     # Variants of batches done by an earlier run: plan them again (planning is deterministic).
+    started = time.perf_counter()
     for found in marks:
         for harness_id, tools, skills in found.get("contexts", []):
             harness = known.get(harness_id)
             if harness is not None:
                 planner.canonical_of(harness) if config.keep_canonical else None
                 planner.group(harness, tuple(tools), tuple(skills))
+    timings["plan"] += time.perf_counter() - started
+    started = time.perf_counter()
     stats = merge_stats(m["stats"] for m in marks)
     engine_stats = merge_stats(m["engine"] for m in marks)
     variants = sorted(
@@ -393,6 +405,8 @@ def augment_locked(
     files[VARIANTS_FILE] = sha256_file(out / VARIANTS_FILE)
     manifest["files"] = files
     mf.write_json(out / mf.MANIFEST, manifest)
+    timings["finish"] = time.perf_counter() - started  # variants file, card, manifest
+    report.planner = {"groups": len(planner.groups), "variants_planned": planner.planned}
     return _report_from_manifest(report, manifest)
 
 
@@ -423,9 +437,12 @@ def _batch(
     known: Harnesses,
     planner: _Planner,
     engine: Engine,
+    timings: dict[str, float],
 ) -> tuple[dict[str, Any], list[tuple[Path, pa.Table]]]:
     """Render one batch: its completion mark (shards still to be listed) and its tables."""
+    started = time.perf_counter()
     table, origins = source.read(lo, hi)
+    timings["read"] += time.perf_counter() - started
     original = np.arange(table.num_rows, dtype=np.int64)  # batch row -> row as read
     unverified = 0
     if not config.include_unverified:
@@ -456,6 +473,7 @@ def _batch(
         tools, skills = used_by(table)
     else:
         tools = skills = [()] * n
+    started = time.perf_counter()
     group_keys: dict[tuple, int] = {}
     group_rows = np.zeros(n, dtype=np.int64)
     groups: list[list[int]] = []
@@ -473,6 +491,10 @@ def _batch(
         raise DatasetError(
             f"planning variants: {exc.message}", file=exc.file, where=exc.where
         ) from None
+    if config.keep_canonical:
+        canonical = [planner.canonical_of(harness_of[h]) for h in harness_ids]
+    timings["plan"] += time.perf_counter() - started
+    started = time.perf_counter()
     width = max((len(g) for g in groups), default=0)
     table_of = np.full((max(len(groups), 1), max(width, 1)), -1, dtype=np.int64)
     for g, group in enumerate(groups):
@@ -487,9 +509,7 @@ def _batch(
     chosen = np.where(slots >= 0, table_of[group_rows[:, None], np.maximum(slots, 0)], -1)
     parts = [chosen]
     if config.keep_canonical:
-        canon = np.array(
-            [planner.canonical_of(harness_of[h]) for h in harness_ids], dtype=np.int64
-        ).reshape(-1, 1)
+        canon = np.array(canonical, dtype=np.int64).reshape(-1, 1)
         parts = [canon, chosen]
     grid = np.concatenate(parts, axis=1) if n else np.zeros((0, 1), np.int64)
     valid = grid >= 0
@@ -535,6 +555,7 @@ def _batch(
         tables.append((path, rows(sub, sub_traj, sub_var, messages, engine, split)))
         split_stats.append(stats(sub, sub_traj, sub_var, messages, engine, split))
     after = engine.stats.to_dict()
+    timings["render"] += time.perf_counter() - started
     return {
         "batch": batch,
         "shards": shards,
@@ -547,9 +568,15 @@ def _batch(
 
 
 def _write_batch(
-    out: Path, batch: int, found: dict[str, Any], tables: list[tuple[Path, pa.Table]]
+    out: Path,
+    batch: int,
+    found: dict[str, Any],
+    tables: list[tuple[Path, pa.Table]],
+    timings: dict[str, float],
 ) -> None:
     """Write a batch's shards, then its completion mark."""
+    started = time.perf_counter()
     for path, table in tables:
         found["shards"].append({"path": str(path.relative_to(out)), **write_shard(path, table)})
     mf.mark(out, batch, found)
+    timings["write"] += time.perf_counter() - started

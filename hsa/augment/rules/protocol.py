@@ -23,13 +23,12 @@ from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS
 
 def text_protocols(harness: Harness) -> list[Protocol]:
     """Every in-prompt protocol that can carry ``harness``'s names, in a stable order."""
-    out = []
+    out: list[Protocol] = []
     for call in sorted(CALL_FORMATS):
         for tag in (True, False):
-            for doc in sorted(DOC_FORMATS):
-                candidate = Protocol("text", call, tag, doc)
-                if protocol_fits(harness, candidate):
-                    out.append(candidate)
+            # whether names fit depends on how calls are written, not on how docs are printed
+            if protocol_fits(harness, Protocol("text", call, tag)):
+                out.extend(Protocol("text", call, tag, doc) for doc in sorted(DOC_FORMATS))
     return out
 
 
