@@ -6,18 +6,20 @@ bulk. A recipe with a trajectory-dependent rule (``Recipe.needs``) is planned pe
 (or per group of trajectories with the same ``Context``): without a context such rules are
 left out of the draw's application, never guessed.
 
-Which variants a trajectory is rendered under is decided here too, by hashing its id:
-``pick_slots`` for a column of ids (the augment job), ``pick`` for one trajectory, with the
-same candidates (``distinct``) and the same draw, so ``plan`` then ``pick`` predicts exactly
-what ``hsa augment`` writes.
+Each variant is planned on its own (``plan_variant``), so a job may plan only the variants it
+uses (``LazyPlan``). Which variants a trajectory is rendered under is decided here too, by
+hashing its id: ``pick_order`` gives each id its order over the variant slots, and ``walk``
+takes slots in that order, passing over rewrites that change nothing and repeats; ``pick``
+does it for one trajectory over planned variants, the augment job for a column of ids over
+lazily planned ones, so ``plan`` then ``pick`` predicts exactly what ``hsa augment`` writes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from collections.abc import Mapping as MappingABC
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +35,7 @@ from hsa.errors import RuleError
 from hsa.harness.model import Harness
 from hsa.harness.validate import document_problems
 
-_REDRAWS = 4  # attempts at a variant that differs from the ones already planned
+_REDRAWS = 4  # attempts at a variant that changes something
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,78 +160,127 @@ def plan(
     """The variants of ``harness`` under ``recipe`` (``seed`` defaults to the recipe's).
 
     Returns ``recipe.variants_per_harness`` variants, preceded by the canonical one when
-    ``recipe.include_canonical``. A variant whose redraws found no rewrite unlike the earlier
-    ones is kept as drawn (so the count and every later variant stay fixed): a harness that
-    cannot have that many distinct variants yields repeats, which the augment job drops and
-    reports. Rules whose ``needs`` the context does not provide are not
-    applied (plan with ``context=Context.of(events)`` to include them).
+    ``recipe.include_canonical``. Each is ``plan_variant(..., index)``: planned on its own, so
+    planning a few of them (what the augment job does, ``LazyPlan``) gives the same variants as
+    planning all. Rules whose ``needs`` the context does not provide are not applied (plan
+    with ``context=Context.of(events)`` to include them).
     """
-    seed = recipe.seed if seed is None else seed
-    eligible = {r.rule for r in recipe.rules if all(context.has(n) for n in get(r.rule).needs)}
-    out: list[Variant] = [canonical_variant(harness)] if recipe.include_canonical else []
-    seen = {(harness.to_json(), RewriteMapping().to_json())} if recipe.include_canonical else set()
-    for index in range(recipe.variants_per_harness):
+    lazy = LazyPlan(harness, recipe, seed=seed, context=context)
+    out = [lazy.variant(index) for index in range(recipe.variants_per_harness)]
+    return [canonical_variant(harness), *out] if recipe.include_canonical else out
+
+
+def plan_variant(
+    harness: Harness,
+    recipe: Recipe,
+    index: int,
+    *,
+    seed: int | None = None,
+    context: Context = NO_CONTEXT,
+) -> Variant:
+    """Variant ``index`` of ``harness`` under ``recipe``, independent of the other variants.
+
+    A draw whose rewrite changes nothing is drawn again (up to a few times; the last draw is
+    kept, and the picker passes over it). Two variants may still be equal; the picker never
+    gives one trajectory both.
+    """
+    return LazyPlan(harness, recipe, seed=seed, context=context).variant(index)
+
+
+class LazyPlan:
+    """The variants of one harness under one recipe, seed and context, each planned the first
+    time it is asked for (``variant``). ``content(index)`` numbers the distinct rewrites: -1
+    for a rewrite that changes nothing, otherwise the same number for equal rewrites."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        recipe: Recipe,
+        *,
+        seed: int | None = None,
+        context: Context = NO_CONTEXT,
+        given: Sequence[Variant] | None = None,
+    ):
+        """``given`` variants, when given, are the plan (nothing is planned)."""
+        self.harness, self.recipe, self.context = harness, recipe, context
+        self.seed = recipe.seed if seed is None else seed
+        self.eligible = {
+            r.rule for r in recipe.rules if all(context.has(n) for n in get(r.rule).needs)
+        }
+        self.unchanged = (harness.to_json(), RewriteMapping().to_json())
+        self.variants: dict[int, Variant] = dict(enumerate(given or ()))
+        self.given = given is not None
+        self.width = len(self.variants) if given is not None else recipe.variants_per_harness
+        self._content: dict[int, int] = {}
+        self._keys: dict[tuple[str, str], int] = {}
+
+    def variant(self, index: int) -> Variant:
+        found = self.variants.get(index)
+        if found is None:
+            found = self.variants[index] = self._plan(index)
+        return found
+
+    def content(self, index: int) -> int:
+        if index not in self._content:
+            variant = self.variant(index)
+            key = (variant.harness.to_json(), variant.mapping.to_json())
+            self._content[index] = (
+                -1 if key == self.unchanged else self._keys.setdefault(key, len(self._keys))
+            )
+        return self._content[index]
+
+    def _plan(self, index: int) -> Variant:
+        harness, context = self.harness, self.context
         for attempt in range(_REDRAWS):
-            variant_seed = derive_seed("variant", seed, harness.id, index, attempt)
-            chosen = _draw(recipe, generator("draw", variant_seed), eligible)
+            variant_seed = derive_seed("variant", self.seed, harness.id, index, attempt)
+            chosen = _draw(self.recipe, generator("draw", variant_seed), self.eligible)
             chain = [(get(r.rule), r.params) for r in chosen]
             rewrite, applied = apply_chain(harness, chain, seed=variant_seed, context=context)
             key = (rewrite.harness.to_json(), rewrite.mapping.to_json())
-            if key not in seen or attempt == _REDRAWS - 1:
+            if key != self.unchanged:
                 break
-        seen.add(key)
         uses = any(get(n).needs for n, _, _ in applied)
         vid = variant_id(harness, applied, variant_seed, context.key() if uses else None)
-        out.append(
-            Variant(vid, harness.id, applied, rewrite.harness, rewrite.mapping, variant_seed, index)
+        return Variant(
+            vid, harness.id, applied, rewrite.harness, rewrite.mapping, variant_seed, index
         )
-    return out
 
 
-def distinct(harness: Harness, planned: Sequence[Variant]) -> list[Variant]:
-    """The variants a trajectory may be rendered under: ``planned`` without the canonical
-    variant, rewrites of ``harness`` that change nothing, and repeats (the first kept).
-
-    ``plan`` keeps a repeat when its redraws found nothing new (so that later variants stay
-    fixed), and rendering one trajectory twice the same way would only duplicate rows.
-    """
-    seen = {(harness.to_json(), RewriteMapping().to_json())}
-    out = []
-    for variant in planned:
-        key = (variant.harness.to_json(), variant.mapping.to_json())
-        if not variant.is_canonical and key not in seen:
-            seen.add(key)
-            out.append(variant)
-    return out
-
-
-def pick_slots(ids: pa.Array, available: np.ndarray, k: int, seed: int) -> np.ndarray:
-    """For each id, ``min(k, available)`` distinct slots out of ``range(available)``.
+def pick_order(ids: pa.Array, widths: np.ndarray, seed: int) -> np.ndarray:
+    """For each id, the slots ``range(width)`` in the order its picks visit them.
 
     Column-wise: slot ``s`` of an id gets the key ``splitmix64(fnv1a(id) ^ derive_seed("pick",
-    seed, s))`` and the id takes its ``k`` smallest keys, so a pick depends on the id, the
-    seed and the number available, never on the other ids of the batch. Returns an ``(n, k)``
-    array of slots in increasing order, -1 where fewer are available; the caller reports
-    those ids (the augment job counts them in its manifest), since a row that silently gets
-    fewer variants than asked reads as a smaller dataset than configured.
+    seed, s))`` and the slots are visited by increasing key, so an id's order depends on the
+    id, the seed and its width, never on the other ids of the batch. Returns an ``(n, W)``
+    array (``W`` the largest width); an id's slots past its own width are -1, at the end.
     """
     n = len(ids)
-    width = int(available.max()) if n else 0
-    if width == 0 or k == 0:
-        return np.full((n, k), -1, dtype=np.int64)
-    base = fnv1a(ids)
+    width = int(widths.max()) if n else 0
+    if width == 0:
+        return np.full((n, 0), -1, dtype=np.int64)
     salts = np.array([derive_seed("pick", seed, s) for s in range(width)], dtype=np.uint64)
-    keys = splitmix64(base[:, None] ^ salts[None, :])
-    keys[np.arange(width)[None, :] >= available[:, None]] = np.iinfo(np.uint64).max
-    width_k = min(k, width)
-    order = np.argsort(keys, axis=1, kind="stable")[:, :width_k]  # the smallest keys
-    taken = np.arange(width_k)[None, :] < np.minimum(available, width_k)[:, None]
-    big = np.iinfo(np.int64).max
-    chosen = np.where(taken, order, big)
-    chosen.sort(axis=1)
-    out = np.full((n, k), -1, dtype=np.int64)
-    out[:, :width_k] = np.where(chosen == big, -1, chosen)
-    return out
+    keys = splitmix64(fnv1a(ids)[:, None] ^ salts[None, :])
+    outside = np.arange(width)[None, :] >= widths[:, None]
+    keys[outside] = np.iinfo(np.uint64).max
+    order = np.argsort(keys, axis=1, kind="stable").astype(np.int64)
+    order[np.take_along_axis(outside, order, axis=1)] = -1
+    return order
+
+
+def walk(order: np.ndarray, content: Callable[[int], int], k: int) -> list[int]:
+    """The slots one trajectory is rendered under: ``order`` visited until ``k`` are taken,
+    passing over rewrites that change nothing (``content`` -1) and rewrites equal to one
+    already taken (same ``content``)."""
+    taken: list[int] = []
+    seen: set[int] = set()
+    for slot in order:
+        if len(taken) == k or slot < 0:
+            break
+        found = content(int(slot))
+        if found >= 0 and found not in seen:
+            seen.add(found)
+            taken.append(int(slot))
+    return taken
 
 
 def pick(
@@ -243,9 +294,11 @@ def pick(
     """The variants one trajectory is rendered under, exactly as ``hsa augment`` picks them.
 
     The canonical variant first when ``variants`` hold one, then ``variants_per_trajectory``
-    of the ``distinct`` rewrites (fewer when fewer are distinct), drawn by the trajectory id
-    with ``pick_slots``. ``harness`` is the harness ``variants`` were planned from; it may be
-    left out when they hold its canonical variant (``include_canonical``), which carries it.
+    of the others (fewer when fewer differ), visited in the trajectory's ``pick_order`` and
+    taken unless the rewrite changes nothing or equals one already taken. ``harness`` is the
+    harness ``variants`` were planned from; it may be left out when they hold its canonical
+    variant (``include_canonical``), which carries it. The augment job plans only the
+    variants this visits (``LazyPlan``), with the same result.
     """
     seed = recipe.seed if seed is None else seed
     canonical = [v for v in variants if v.is_canonical][:1]
@@ -256,11 +309,15 @@ def pick(
                 "they hold no canonical variant, to leave out rewrites that change nothing"
             )
         harness = canonical[0].harness
-    candidates = distinct(harness, variants)
-    slots = pick_slots(
-        pa.array([trajectory_id], pa.string()),
-        np.array([len(candidates)], dtype=np.int64),
-        recipe.variants_per_trajectory,
-        seed,
+    others = [v for v in variants if not v.is_canonical]
+    unchanged = (harness.to_json(), RewriteMapping().to_json())
+    contents: dict[tuple[str, str], int] = {}
+
+    def content(slot: int) -> int:
+        key = (others[slot].harness.to_json(), others[slot].mapping.to_json())
+        return -1 if key == unchanged else contents.setdefault(key, len(contents))
+
+    order = pick_order(
+        pa.array([trajectory_id], pa.string()), np.array([len(others)], np.int64), seed
     )[0]
-    return canonical + [candidates[int(s)] for s in slots if s >= 0]
+    return canonical + [others[s] for s in walk(order, content, recipe.variants_per_trajectory)]

@@ -1,7 +1,7 @@
 """Which split each task goes to, drawn column-wise from the task id.
 
 The draw is ``hsa.augment.seeded.unit`` (FNV-1a of the id mixed with the seed by SplitMix64, the
-hashing the variant pick, ``hsa.augment.planner.pick_slots``, uses too): the same on every
+hashing the variant pick, ``hsa.augment.planner.pick_order``, uses too): the same on every
 machine, and depending on the task's own id, never on its position or batch.
 """
 

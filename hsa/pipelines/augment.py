@@ -1,10 +1,11 @@
 """The augment job: canonical trajectories in, an augmented dataset directory out.
 
 ``augment(source, out, config)`` reads the input in batches of ``batch_size`` trajectories.
-For each batch it plans variants (once per harness, or once per trajectory context when the
-recipe has trajectory-dependent rules; planned variants are kept for later batches), picks
-each trajectory's variants by hashing its id, renders every (trajectory, variant) row with the
-columnar engine, assigns splits by task, and writes one shard per split,
+For each batch it picks each trajectory's variants by hashing its id, planning only the
+variants the picks visit (per harness, or per trajectory context when the recipe has
+trajectory-dependent rules; planned variants are kept for later batches), renders every
+(trajectory, variant) row with the columnar engine, assigns splits by task, and writes one
+shard per split,
 ``DIR/data/{split}/part-{batch:05d}.parquet``, then the batch's completion mark. After the last
 batch it writes ``variants.parquet``, the dataset card and, last, ``manifest.json``. Batch
 boundaries, picks and splits depend only on the input, the config and the seed, so a rerun --
@@ -27,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hsa.augment.engine import Engine
-from hsa.augment.planner import Variant, canonical_variant, distinct, pick_slots, plan
+from hsa.augment.planner import LazyPlan, Variant, canonical_variant, pick_order
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.config import refuse, setting
@@ -192,7 +193,9 @@ class Harnesses:
 
 
 class _Planner:
-    """Variants per (harness, context), planned on first use; canonical variants per harness.
+    """Variants per (harness, context): a ``LazyPlan`` per group, whose variants are planned
+    when a trajectory's pick first visits them; canonical variants per harness. Engine
+    indexes are given to the variants rows are rendered under, on first use.
 
     ``given`` variants (by harness id) replace planning: they are every trajectory's
     candidates, whatever its context.
@@ -208,10 +211,15 @@ class _Planner:
         self.recipe, self.seed, self.engine = recipe, seed, engine
         self.given = given
         self.needs = bool(recipe.needs) and given is None
-        self.groups: dict[tuple, list[int]] = {}
+        self.groups: dict[tuple, LazyPlan] = {}
+        self.indexes: dict[tuple[int, int], int] = {}  # (id of a group's plan, slot) -> engine
         self.canonical: dict[str, int] = {}
         self.variants: dict[str, Variant] = {}
-        self.planned = 0  # variants planned (repeats and rewrites that change nothing included)
+
+    @property
+    def planned(self) -> int:
+        """Variants planned so far (rewrites that change nothing and repeats included)."""
+        return sum(len(g.variants) for g in self.groups.values() if not g.given)
 
     def _add(self, variant: Variant) -> int:
         self.variants.setdefault(variant.variant_id, variant)
@@ -222,18 +230,24 @@ class _Planner:
             self.canonical[harness.id] = self._add(canonical_variant(harness))
         return self.canonical[harness.id]
 
-    def group(self, harness: Harness, tools: tuple[str, ...], skills: tuple[str, ...]) -> list[int]:
+    def group(self, harness: Harness, tools: tuple[str, ...], skills: tuple[str, ...]) -> LazyPlan:
         key = (harness.id, tools, skills) if self.needs else (harness.id,)
         if key not in self.groups:
             if self.given is not None:
-                planned = list(self.given.get(harness.id, ()))
+                given = list(self.given.get(harness.id, ()))
+                found = LazyPlan(harness, self.recipe, seed=self.seed, given=given)
             else:
                 context = Context(frozenset(tools), frozenset(skills)) if self.needs else NO_CONTEXT
-                planned = plan(harness, self.recipe, seed=self.seed, context=context)
-                self.planned += len(planned)
-            # the candidates ``hsa.augment.pick`` draws from too, so it predicts the output
-            self.groups[key] = [self._add(v) for v in distinct(harness, planned)]
+                found = LazyPlan(harness, self.recipe, seed=self.seed, context=context)
+            self.groups[key] = found
         return self.groups[key]
+
+    def index(self, group: LazyPlan, slot: int) -> int:
+        """The engine index of variant ``slot`` of ``group``, registering it on first use."""
+        key = (id(group), slot)
+        if key not in self.indexes:
+            self.indexes[key] = self._add(group.variant(slot))
+        return self.indexes[key]
 
 
 def augment(
@@ -357,11 +371,13 @@ def augment_locked(
     # Variants of batches done by an earlier run: plan them again (planning is deterministic).
     started = time.perf_counter()
     for found in marks:
-        for harness_id, tools, skills in found.get("contexts", []):
+        for harness_id, tools, skills, slots in found.get("contexts", []):
             harness = known.get(harness_id)
             if harness is not None:
                 planner.canonical_of(harness) if config.keep_canonical else None
-                planner.group(harness, tuple(tools), tuple(skills))
+                group = planner.group(harness, tuple(tools), tuple(skills))
+                for slot in slots:
+                    planner.index(group, slot)
     timings["plan"] += time.perf_counter() - started
     started = time.perf_counter()
     stats = merge_stats(m["stats"] for m in marks)
@@ -476,37 +492,26 @@ def _batch(
     started = time.perf_counter()
     group_keys: dict[tuple, int] = {}
     group_rows = np.zeros(n, dtype=np.int64)
-    groups: list[list[int]] = []
-    contexts: list[list[Any]] = []
+    groups: list[LazyPlan] = []
+    for row in range(n):
+        key = (harness_ids[row], tools[row], skills[row])
+        if key not in group_keys:
+            group_keys[key] = len(groups)
+            groups.append(planner.group(harness_of[harness_ids[row]], tools[row], skills[row]))
+        group_rows[row] = group_keys[key]
     try:
-        for row in range(n):
-            key = (harness_ids[row], tools[row], skills[row])
-            if key not in group_keys:
-                group_keys[key] = len(groups)
-                harness = harness_of[harness_ids[row]]
-                groups.append(planner.group(harness, tools[row], skills[row]))
-                contexts.append([harness.id, list(tools[row]), list(skills[row])])
-            group_rows[row] = group_keys[key]
+        chosen, taken = _pick(ids, groups, group_rows, k, seed, planner)
     except HsaError as exc:
         raise DatasetError(
             f"planning variants: {exc.message}", file=exc.file, where=exc.where
         ) from None
+    # what a rerun plans again for the variants file
+    contexts = [[*key, sorted(taken.get(groups[g], ()))] for key, g in group_keys.items()]
+    short = int((chosen[:, k - 1] < 0).sum()) if k and n else 0
     if config.keep_canonical:
         canonical = [planner.canonical_of(harness_of[h]) for h in harness_ids]
     timings["plan"] += time.perf_counter() - started
     started = time.perf_counter()
-    width = max((len(g) for g in groups), default=0)
-    table_of = np.full((max(len(groups), 1), max(width, 1)), -1, dtype=np.int64)
-    for g, group in enumerate(groups):
-        table_of[g, : len(group)] = group
-    available = (
-        np.array([len(g) for g in groups], dtype=np.int64)[group_rows]
-        if n
-        else np.zeros(0, np.int64)
-    )
-    slots = pick_slots(ids, available, k, seed)
-    short = int((available < k).sum())
-    chosen = np.where(slots >= 0, table_of[group_rows[:, None], np.maximum(slots, 0)], -1)
     parts = [chosen]
     if config.keep_canonical:
         canon = np.array(canonical, dtype=np.int64).reshape(-1, 1)
@@ -565,6 +570,52 @@ def _batch(
         "short": short,
         "contexts": contexts,
     }, tables
+
+
+def _pick(
+    ids: pa.Array,
+    groups: list[LazyPlan],
+    group_rows: np.ndarray,
+    k: int,
+    seed: int,
+    planner: _Planner,
+) -> tuple[np.ndarray, dict[LazyPlan, set[int]]]:
+    """Each row's ``k`` variants as engine indexes (-1 where fewer differ), picked as
+    ``hsa.augment.planner.pick`` picks them, planning only the variants the picks visit.
+
+    All rows advance one step of their ``pick_order`` at a time: the distinct (group, slot)
+    pairs of a step are planned once, and rows take a slot unless its rewrite changes nothing
+    or equals one they already took. Also returns, per group, the slots taken.
+    """
+    n = len(ids)
+    chosen = np.full((n, k), -1, dtype=np.int64)
+    contents = np.full((n, k), -1, dtype=np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    taken: dict[LazyPlan, set[int]] = {}
+    if not n or not k:
+        return chosen, taken
+    widths = np.array([g.width for g in groups], dtype=np.int64)
+    order = pick_order(ids, widths[group_rows], seed)
+    width = order.shape[1]
+    for step in range(width):
+        rows = np.flatnonzero((count < k) & (order[:, step] >= 0))
+        if not len(rows):
+            break
+        pairs = group_rows[rows] * width + order[rows, step]
+        uniq, inverse = np.unique(pairs, return_inverse=True)
+        found = np.array([groups[p // width].content(p % width) for p in uniq.tolist()])
+        content = found[inverse]
+        ok = (content >= 0) & ~(contents[rows] == content[:, None]).any(axis=1)
+        index = np.full(len(uniq), -1, dtype=np.int64)
+        for u in np.unique(inverse[ok]).tolist():
+            group, slot = groups[uniq[u] // width], int(uniq[u] % width)
+            index[u] = planner.index(group, slot)
+            taken.setdefault(group, set()).add(slot)
+        rows, at = rows[ok], count[rows[ok]]
+        chosen[rows, at] = index[inverse[ok]]
+        contents[rows, at] = content[ok]
+        count[rows] += 1
+    return chosen, taken
 
 
 def _write_batch(

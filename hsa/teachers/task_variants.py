@@ -1,10 +1,11 @@
 """Which harness variants a teacher job runs each task under, and finding a variant by id.
 
-A job plans one pool of variants of the environment's harness from a recipe and seed, then
-draws ``variants_per_task`` of them per task by the task id (``hsa.augment.pick``), so the
-same recipe, seed and tasks always give the same rollouts. Planning is prefix-stable (planning
-more variants keeps the first ones), which lets ``VariantPool`` (used by ``hsa serve oracle``)
-find any variant a job with the same recipe and seed sent, without knowing how many it planned.
+A job draws ``variants_per_task`` variants of the environment's harness per task by the task
+id, as ``hsa.augment.pick`` draws them from a pool planned from a recipe and seed, planning
+only the variants its tasks visit (``LazyPlan``); the same recipe, seed and tasks always give
+the same rollouts. Each variant is planned on its own (planning more keeps the first ones),
+which lets ``VariantPool`` (used by ``hsa serve oracle``) find any variant a job with the same
+recipe and seed sent, without knowing how many it planned.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from hsa.augment.planner import Variant, canonical_variant, pick, plan
+import numpy as np
+import pyarrow as pa
+
+from hsa.augment.planner import LazyPlan, Variant, canonical_variant, pick_order, walk
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
 from hsa.envs.base import Task
 from hsa.errors import TeacherError
@@ -42,16 +46,13 @@ def task_variants(
         raise TeacherError(f"variants_per_task must be 0 or more, got {per_task}")
     canonical = canonical_variant(harness)
     out: dict[str, list[Variant]] = {}
-    pool: list[Variant] = []
-    if per_task:
-        size = max(recipe.variants_per_harness, per_task)
-        planning = dataclasses.replace(
-            recipe, variants_per_harness=size, include_canonical=False, seed=seed
-        )
-        pool = plan(harness, planning, seed=seed)
-    drawing = dataclasses.replace(recipe, variants_per_trajectory=per_task, seed=seed)
-    for task in tasks:
-        chosen = pick(pool, task.id, drawing, seed=seed, harness=harness) if per_task else []
+    size = max(recipe.variants_per_harness, per_task)
+    planning = dataclasses.replace(recipe, variants_per_harness=size, include_canonical=False)
+    pool = LazyPlan(harness, planning, seed=seed)
+    widths = np.full(len(tasks), size if per_task else 0, dtype=np.int64)
+    orders = pick_order(pa.array([t.id for t in tasks], pa.string()), widths, seed)
+    for task, order in zip(tasks, orders, strict=True):
+        chosen = [pool.variant(s) for s in walk(order, pool.content, per_task)]
         if include_canonical or not per_task:
             chosen = [canonical, *chosen]
         out[task.id] = chosen
@@ -67,14 +68,16 @@ class VariantPool:
         self.seed = seed
         self.max_size = max_size
         self.canonical = canonical_variant(harness)
+        self._lazy = LazyPlan(harness, self.recipe, seed=seed)
         self._planned: list[Variant] = []
         self._by_id: dict[str, Variant] = {}
         self._unknown: set[str] = set()
 
     def _plan(self, size: int) -> None:
-        planning = dataclasses.replace(self.recipe, variants_per_harness=size)
-        self._planned = plan(self.harness, planning, seed=self.seed)
-        self._by_id = {v.variant_id: v for v in self._planned}
+        for index in range(len(self._planned), size):
+            variant = self._lazy.variant(index)
+            self._planned.append(variant)
+            self._by_id[variant.variant_id] = variant
 
     def warm(self) -> None:
         """Plan the recipe's own number of variants now rather than at the first lookup."""
