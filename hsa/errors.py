@@ -35,6 +35,9 @@ class HarnessValidationError(HarnessError):
     def __str__(self) -> str:
         return "\n".join(str(p) for p in self.problems)
 
+    def __reduce__(self):  # pickled with its problems (an error raised in a worker process)
+        return (type(self), (self.problems,))
+
 
 class TemplateError(HsaError):
     """A template is unsafe, too large, or failed to render."""

@@ -17,7 +17,9 @@ lazily planned ones, so ``plan`` then ``pick`` predicts exactly what ``hsa augme
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import sys
 from collections.abc import Callable, Sequence
 from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass
@@ -204,9 +206,7 @@ class LazyPlan:
         """``given`` variants, when given, are the plan (nothing is planned)."""
         self.harness, self.recipe, self.context = harness, recipe, context
         self.seed = recipe.seed if seed is None else seed
-        self.eligible = {
-            r.rule for r in recipe.rules if all(context.has(n) for n in get(r.rule).needs)
-        }
+        self.rules = {r.rule: get(r.rule) for r in recipe.rules}
         self.unchanged = (harness.to_json(), RewriteMapping().to_json())
         self.variants: dict[int, Variant] = dict(enumerate(given or ()))
         self.given = given is not None
@@ -217,8 +217,17 @@ class LazyPlan:
     def variant(self, index: int) -> Variant:
         found = self.variants.get(index)
         if found is None:
-            found = self.variants[index] = self._plan(index)
+            found = self.variants[index] = plan_slots(self.spec(), [index])[0]
         return found
+
+    def spec(self) -> PlanSpec:
+        """What planning a variant needs, as one picklable value (for ``plan_slots`` in
+        another process)."""
+        return PlanSpec(self.harness, self.recipe, self.seed, self.context, self.rules)
+
+    def fill(self, index: int, variant: Variant) -> None:
+        """Take variant ``index`` planned elsewhere (``plan_slots`` with ``spec()``)."""
+        self.variants.setdefault(index, variant)
 
     def content(self, index: int) -> int:
         if index not in self._content:
@@ -229,21 +238,67 @@ class LazyPlan:
             )
         return self._content[index]
 
-    def _plan(self, index: int) -> Variant:
-        harness, context = self.harness, self.context
+
+@dataclass(frozen=True, slots=True)
+class PlanSpec:
+    """A harness, recipe, seed and context to plan variants of, with the recipe's rules."""
+
+    harness: Harness
+    recipe: Recipe
+    seed: int
+    context: Context
+    rules: MappingABC[str, Rule]
+
+    def portable(self) -> bool:
+        """Whether another process gets the same rules back by importing the modules that
+        define them (see ``__reduce__``): rules defined at a module's top level, not in
+        ``__main__`` nor inside a function."""
+        for found in self.rules.values():
+            module = sys.modules.get(found.fn.__module__)
+            name = found.fn.__qualname__
+            if module is None or module.__name__ == "__main__" or "." in name:
+                return False
+            if getattr(module, name, None) not in (found, found.fn):
+                return False
+        return True
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rules travel by name and module (functions a decorator replaced cannot be pickled)
+        modules = {name: r.fn.__module__ for name, r in self.rules.items()}
+        return (_spec, (self.harness, self.recipe, self.seed, self.context, modules))
+
+
+def _spec(
+    harness: Harness, recipe: Recipe, seed: int, context: Context, modules: dict[str, str]
+) -> PlanSpec:
+    """A ``PlanSpec`` in another process: each rule's module imported (which registers it),
+    then the rule got by name."""
+    for module in sorted(set(modules.values())):
+        importlib.import_module(module)
+    return PlanSpec(harness, recipe, seed, context, {name: get(name) for name in modules})
+
+
+def plan_slots(spec: PlanSpec, indexes: Sequence[int]) -> list[Variant]:
+    """Variants ``indexes`` of ``spec`` (each on its own: see ``plan_variant``)."""
+    harness, context, rules = spec.harness, spec.context, spec.rules
+    eligible = {name for name, r in rules.items() if all(context.has(n) for n in r.needs)}
+    unchanged = (harness.to_json(), RewriteMapping().to_json())
+    out = []
+    for index in indexes:
         for attempt in range(_REDRAWS):
-            variant_seed = derive_seed("variant", self.seed, harness.id, index, attempt)
-            chosen = _draw(self.recipe, generator("draw", variant_seed), self.eligible)
-            chain = [(get(r.rule), r.params) for r in chosen]
+            variant_seed = derive_seed("variant", spec.seed, harness.id, index, attempt)
+            chosen = _draw(spec.recipe, generator("draw", variant_seed), eligible)
+            chain = [(rules[r.rule], r.params) for r in chosen]
             rewrite, applied = apply_chain(harness, chain, seed=variant_seed, context=context)
             key = (rewrite.harness.to_json(), rewrite.mapping.to_json())
-            if key != self.unchanged:
+            if key != unchanged:
                 break
-        uses = any(get(n).needs for n, _, _ in applied)
+        uses = any(rules[n].needs for n, _, _ in applied)
         vid = variant_id(harness, applied, variant_seed, context.key() if uses else None)
-        return Variant(
-            vid, harness.id, applied, rewrite.harness, rewrite.mapping, variant_seed, index
+        out.append(
+            Variant(vid, harness.id, applied, rewrite.harness, rewrite.mapping, variant_seed, index)
         )
+    return out
 
 
 def pick_order(ids: pa.Array, widths: np.ndarray, seed: int) -> np.ndarray:

@@ -87,6 +87,7 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
 @click.option("--keep-canonical/--no-keep-canonical", cls=Setting, config=AUGMENT)
 @click.option("--batch-size", type=int, cls=Setting, config=AUGMENT)
 @click.option("--include-unverified", is_flag=True, cls=Setting, config=AUGMENT)
+@click.option("--workers", type=click.IntRange(min=1), cls=Setting, config=AUGMENT)
 @click.option("--tokenizer", type=click.Path(path_type=Path), cls=Setting, config=AUGMENT)
 def augment_command(
     input_path: Path,

@@ -15,10 +15,12 @@ after a crash or not -- gives the same bytes.
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hsa.augment.engine import Engine
-from hsa.augment.planner import LazyPlan, Variant, canonical_variant, pick_order
+from hsa.augment.planner import (
+    LazyPlan,
+    PlanSpec,
+    Variant,
+    canonical_variant,
+    pick_order,
+    plan_slots,
+)
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.config import refuse, setting
@@ -81,6 +90,11 @@ class AugmentConfig:
     include_unverified: bool = setting(
         False, help="Also augment input rows a teacher marked unverified."
     )
+    workers: int | None = setting(
+        None,
+        help="Processes that plan variants (unset: one per core). The output is the same for "
+        "any number, so it is not part of the dataset's identity.",
+    )
     tokenizer: str | None = setting(
         None,
         help="A local tokenizer folder the card counts tokens per row with, its chat template "
@@ -92,6 +106,8 @@ class AugmentConfig:
         problems = []
         if self.batch_size < 1:
             problems.append(("batch_size", "must be at least 1"))
+        if self.workers is not None and self.workers < 1:
+            problems.append(("workers", "must be at least 1"))
         if self.variants_per_trajectory is not None and self.variants_per_trajectory < 0:
             problems.append(("variants_per_trajectory", "must be 0 or more"))
         if not self.splits or any(v < 0 for v in self.splits.values()):
@@ -207,9 +223,12 @@ class _Planner:
         seed: int,
         engine: Engine,
         given: Mapping[str, Sequence[Variant]] | None = None,
+        workers: int = 1,
     ):
         self.recipe, self.seed, self.engine = recipe, seed, engine
         self.given = given
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
         self.needs = bool(recipe.needs) and given is None
         self.groups: dict[tuple, LazyPlan] = {}
         self.indexes: dict[tuple[int, int], int] = {}  # (id of a group's plan, slot) -> engine
@@ -241,6 +260,52 @@ class _Planner:
                 found = LazyPlan(harness, self.recipe, seed=self.seed, context=context)
             self.groups[key] = found
         return self.groups[key]
+
+    def prefetch(self, pairs: Sequence[tuple[LazyPlan, int]]) -> None:
+        """Plan the variants ``pairs`` name in worker processes, when there are enough of them
+        to pay for it; whatever is not planned here is planned on first use, the same way."""
+        missing: dict[LazyPlan, list[int]] = {}
+        for group, slot in pairs:
+            if slot not in group.variants:
+                missing.setdefault(group, []).append(slot)
+        count = sum(map(len, missing.values()))
+        if self.workers < 2 or count < 4 * self.workers:
+            return
+        pool = self._workers(next(iter(missing)))
+        if pool is None:
+            return
+        # Chunks of whole groups, several per worker, in a fixed order.
+        chunks: list[list[tuple[LazyPlan, list[int]]]] = [[]]
+        size = max(1, count // (self.workers * 4))
+        for group, slots in missing.items():
+            if sum(len(s) for _, s in chunks[-1]) >= size:
+                chunks.append([])
+            chunks[-1].append((group, slots))
+        jobs = [[(g.spec(), s) for g, s in chunk] for chunk in chunks]
+        for chunk, planned in zip(chunks, pool.map(_plan_chunk, jobs), strict=True):
+            for (group, slots), variants in zip(chunk, planned, strict=True):
+                for slot, variant in zip(slots, variants, strict=True):
+                    group.fill(slot, variant)
+
+    def _workers(self, sample: LazyPlan) -> ProcessPoolExecutor | None:
+        if self._pool is None:
+            # Forked workers start with this process's rules and modules: the pool is made at
+            # the first batch's planning, before the background writer's thread exists, and a
+            # fork pool starts all its workers at once. Where there is no fork, workers import
+            # the rules' modules, which rules defined in a script or a function defeat.
+            methods = multiprocessing.get_all_start_methods()
+            method = "fork" if "fork" in methods else "spawn"
+            if method != "fork" and not sample.spec().portable():
+                self.workers = 1
+                return None
+            context = multiprocessing.get_context(method)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=context)
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
 
     def index(self, group: LazyPlan, slot: int) -> int:
         """The engine index of variant ``slot`` of ``group``, registering it on first use."""
@@ -338,47 +403,13 @@ def augment_locked(
         given = {}
         for variant in variants:
             given.setdefault(variant.harness_id, []).append(variant)
-    planner = _Planner(recipe, seed, engine, given)
-    timings = report.timings = {"read": 0.0, "plan": 0.0, "render": 0.0, "write": 0.0}
-    total = source.total
-    batches = max(1, -(-total // config.batch_size)) if total else 0
-    marks: list[dict[str, Any]] = []
-    written = 0
-    # Shards are written by one background thread while the next batch renders (Parquet
-    # encoding and the renderer's kernels release the GIL); at most one batch waits to be
-    # written, and a batch's mark follows its shards, so a crash never marks a batch done early.
-    pending: Future | None = None
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hsa-writer") as writer:
-        for batch in range(batches):
-            found = mf.done(out, batch)
-            if found is None:
-                lo, hi = batch * config.batch_size, min(total, (batch + 1) * config.batch_size)
-                found, tables = _batch(
-                    source, out, batch, lo, hi, config, k, seed, known, planner, engine, timings
-                )
-                if pending is not None:
-                    pending.result()
-                pending = writer.submit(_write_batch, out, batch, found, tables, timings)
-            else:
-                report.skipped += 1
-            marks.append(found)
-            written += found["stats"].get("rows", 0)
-            if progress is not None:
-                progress(batch + 1, batches, written)
-        if pending is not None:
-            pending.result()
-
-    # Variants of batches done by an earlier run: plan them again (planning is deterministic).
-    started = time.perf_counter()
-    for found in marks:
-        for harness_id, tools, skills, slots in found.get("contexts", []):
-            harness = known.get(harness_id)
-            if harness is not None:
-                planner.canonical_of(harness) if config.keep_canonical else None
-                group = planner.group(harness, tuple(tools), tuple(skills))
-                for slot in slots:
-                    planner.index(group, slot)
-    timings["plan"] += time.perf_counter() - started
+    workers = config.workers or _cores()
+    planner = _Planner(recipe, seed, engine, given, workers)
+    try:
+        marks = _batches(source, out, config, k, seed, known, planner, engine, report, progress)
+    finally:
+        planner.close()
+    timings = report.timings
     started = time.perf_counter()
     stats = merge_stats(m["stats"] for m in marks)
     engine_stats = merge_stats(m["engine"] for m in marks)
@@ -424,6 +455,66 @@ def augment_locked(
     timings["finish"] = time.perf_counter() - started  # variants file, card, manifest
     report.planner = {"groups": len(planner.groups), "variants_planned": planner.planned}
     return _report_from_manifest(report, manifest)
+
+
+def _batches(
+    source: Source,
+    out: Path,
+    config: AugmentConfig,
+    k: int,
+    seed: int,
+    known: Harnesses,
+    planner: _Planner,
+    engine: Engine,
+    report: AugmentReport,
+    progress: Progress | None,
+) -> list[dict[str, Any]]:
+    """Render and write every batch not marked done; plan the variants of those that were.
+    Returns every batch's completion mark, in order."""
+    timings = report.timings = {"read": 0.0, "plan": 0.0, "render": 0.0, "write": 0.0}
+    total = source.total
+    batches = max(1, -(-total // config.batch_size)) if total else 0
+    marks: list[dict[str, Any]] = []
+    written = 0
+    # Shards are written by one background thread while the next batch renders (Parquet
+    # encoding and the renderer's kernels release the GIL); at most one batch waits to be
+    # written, and a batch's mark follows its shards, so a crash never marks a batch done early.
+    pending: Future | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hsa-writer") as writer:
+        for batch in range(batches):
+            found = mf.done(out, batch)
+            if found is None:
+                lo, hi = batch * config.batch_size, min(total, (batch + 1) * config.batch_size)
+                found, tables = _batch(
+                    source, out, batch, lo, hi, config, k, seed, known, planner, engine, timings
+                )
+                if pending is not None:
+                    pending.result()
+                pending = writer.submit(_write_batch, out, batch, found, tables, timings)
+            else:
+                report.skipped += 1
+            marks.append(found)
+            written += found["stats"].get("rows", 0)
+            if progress is not None:
+                progress(batch + 1, batches, written)
+        if pending is not None:
+            pending.result()
+
+    # Variants of batches done by an earlier run: plan them again (planning is deterministic).
+    started = time.perf_counter()
+    pairs: list[tuple[LazyPlan, int]] = []
+    for found in marks:
+        for harness_id, tools, skills, slots in found.get("contexts", []):
+            harness = known.get(harness_id)
+            if harness is not None:
+                planner.canonical_of(harness) if config.keep_canonical else None
+                group = planner.group(harness, tuple(tools), tuple(skills))
+                pairs.extend((group, slot) for slot in slots)
+    planner.prefetch(pairs)
+    for group, slot in pairs:
+        planner.index(group, slot)
+    timings["plan"] += time.perf_counter() - started
+    return marks
 
 
 def _report_from_manifest(report: AugmentReport, manifest: Mapping[str, Any]) -> AugmentReport:
@@ -572,6 +663,18 @@ def _batch(
     }, tables
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _plan_chunk(chunk: list[tuple[PlanSpec, list[int]]]) -> list[list[Variant]]:
+    """In a worker process: the variants of each (spec, slots) of ``chunk``."""
+    return [plan_slots(spec, slots) for spec, slots in chunk]
+
+
 def _pick(
     ids: pa.Array,
     groups: list[LazyPlan],
@@ -603,6 +706,7 @@ def _pick(
             break
         pairs = group_rows[rows] * width + order[rows, step]
         uniq, inverse = np.unique(pairs, return_inverse=True)
+        planner.prefetch([(groups[p // width], p % width) for p in uniq.tolist()])
         found = np.array([groups[p // width].content(p % width) for p in uniq.tolist()])
         content = found[inverse]
         ok = (content >= 0) & ~(contents[rows] == content[:, None]).any(axis=1)

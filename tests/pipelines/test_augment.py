@@ -14,6 +14,7 @@ import pytest
 from hsa.augment import (
     NO_CONTEXT,
     Context,
+    RecipeRule,
     canonical_variant,
     default_recipe,
     invert,
@@ -366,3 +367,86 @@ def test_plan_and_pick_predict_each_trajectorys_variants(
         predicted = [v.variant_id for v in pick(variants, source["id"], drawing)]
         assert sorted(written[source["id"]]) == sorted(predicted)
         assert len(predicted) == 4 and predicted[0] == canonical_variant(harness).variant_id
+
+
+def test_any_number_of_workers_gives_the_same_bytes(
+    tmp_path: Path, shards: Path, monkeypatch
+) -> None:
+    from hsa.augment import registry
+    from hsa.augment.rule import Rewrite
+
+    # a rule written the simple way, in a test function, planned alongside built-in ones
+    registry._load_builtins()
+    monkeypatch.setattr(registry, "_RULES", dict(registry._RULES))
+
+    @registry.rule("tools.upper_first", version="1")
+    def upper_first(harness, rng, params, context):
+        """Upper-case the first tool's description."""
+        first, *rest = harness.tools
+        changed = dataclasses.replace(first, description=first.description.upper())
+        return Rewrite(harness.replace(tools=(changed, *rest)))
+
+    chosen = dataclasses.replace(
+        default_recipe(),
+        rules=(*default_recipe().rules, RecipeRule("tools.upper_first", 0.5)),
+    )
+    reports = {}
+    for workers in (1, 2):
+        reports[workers] = augment(
+            open_source(shards),
+            tmp_path / f"w{workers}",
+            AugmentConfig(recipe=chosen, variants_per_trajectory=3, workers=workers),
+        )
+    assert digests(tmp_path / "w1") == digests(tmp_path / "w2")
+    assert reports[1].planner == reports[2].planner and reports[1].planner["groups"] > 8
+    assert "tools.upper_first" in {
+        r["name"] for r in json.loads((tmp_path / "w2" / "manifest.json").read_text())["rules"]
+    }
+    assert set(reports[2].timings) == {"read", "plan", "render", "write", "finish"}
+
+
+def _conversations(path: Path, count: int) -> Path:
+    """OpenAI chat JSONL where every conversation has tools of its own."""
+    with path.open("w", encoding="utf-8") as handle:
+        for n in range(count):
+            tools = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": f"lookup_item_{n}_{t}",
+                        "description": f"Look up item {t} of shop {n}.",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"item_code": {"type": "string"}},
+                            "required": ["item_code"],
+                        },
+                    },
+                }
+                for t in range(3)
+            ]
+            call = {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": f"lookup_item_{n}_0", "arguments": '{"item_code": "A7"}'},
+            }
+            messages = [
+                {"role": "user", "content": f"Where is item A7 of shop {n}?"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": '{"aisle": 4}'},
+                {"role": "assistant", "content": "Aisle 4."},
+            ]
+            row = {"id": f"conv-{n}", "messages": messages, "tools": tools}
+            handle.write(json.dumps(row) + "\n")
+    return path
+
+
+def test_only_the_variants_picks_visit_are_planned(tmp_path: Path) -> None:
+    source = open_source(_conversations(tmp_path / "chats.jsonl", 12))
+    planning = dataclasses.replace(default_recipe(), variants_per_harness=8)
+    config = AugmentConfig(recipe=planning, variants_per_trajectory=2, workers=1)
+    report = augment(source, tmp_path / "out", config)
+    # one conversation per harness: each plans the two variants its pick takes (and the
+    # few it passes over), not all eight
+    groups = report.planner["groups"]
+    assert groups == 12 and report.rows == 12 * 3
+    assert 2 * groups <= report.planner["variants_planned"] < 4 * groups
