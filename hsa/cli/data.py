@@ -39,7 +39,7 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
         ("trajectories", f"{report.trajectories:,}"),
         ("rows", f"{report.rows:,}"),
         *[(f"  {split}", f"{n:,}") for split, n in sorted(report.splits.items())],
-        ("variants planned", f"{report.variants:,}"),
+        ("variants rendered under", f"{report.variants:,}"),
         ("batches skipped (done before)", f"{report.skipped:,}"),
         (
             "exact path (calls / hooks / rows)",
@@ -58,6 +58,9 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
                 f"{report.short:,} trajectories (their harness has fewer distinct variants)",
             ),
         )
+    if report.timings:  # a run that did the work (not one that found it complete)
+        parts = ", ".join(f"{name} {value:.1f} s" for name, value in report.timings.items())
+        rows.append(("  of which", parts))
     return rows
 
 
