@@ -227,7 +227,7 @@ def measure_engine(work: Path, inputs: Path, variants: Path, batch_size: int) ->
 
 def measure_naive(work: Path, inputs: Path, variants: Path, limit: int | None) -> dict:
     from hsa.augment import canonical_variant, map_events
-    from hsa.augment.planner import pick_slots
+    from hsa.augment.planner import LazyPlan, pick_order, walk
     from hsa.datasets.schema import ROW_SCHEMA
     from hsa.datasets.shards import WRITE_OPTIONS
     from hsa.envs import get_env
@@ -236,7 +236,10 @@ def measure_naive(work: Path, inputs: Path, variants: Path, limit: int | None) -
     from hsa.pipelines.assign import assign_splits
 
     chosen = [v for v in pickle.loads(variants.read_bytes()) if not v.is_canonical]
-    canonical = canonical_variant(get_env("livestream").harness())
+    harness = get_env("livestream").harness()
+    canonical = canonical_variant(harness)
+    # the candidates as the job sees them (rewrites that change nothing and repeats passed over)
+    contents = LazyPlan(harness, _recipe(), seed=SEED, given=chosen)
     rule_params = {
         v.variant_id: json.dumps(
             [{"name": n, "version": ver, "params": dict(p)} for n, ver, p in v.rules],
@@ -253,11 +256,8 @@ def measure_naive(work: Path, inputs: Path, variants: Path, limit: int | None) -
         table = pq.read_table(path)
         if limit is not None and rows_done >= limit:
             break
-        slots = pick_slots(
-            table.column("id").combine_chunks(),
-            np.full(table.num_rows, len(chosen)),
-            PER_TRAJECTORY,
-            SEED,
+        orders = pick_order(
+            table.column("id").combine_chunks(), np.full(table.num_rows, len(chosen)), SEED
         )
         drawn = assign_splits(
             table.column("task_id").combine_chunks(),
@@ -268,7 +268,8 @@ def measure_naive(work: Path, inputs: Path, variants: Path, limit: int | None) -
         for i, row in enumerate(table.to_pylist()):
             trajectory = Trajectory.from_row(row)
             split = row["split"] or drawn[i]
-            for variant in [canonical, *(chosen[s] for s in slots[i] if s >= 0)]:
+            slots = walk(orders[i], contents.content, PER_TRAJECTORY)
+            for variant in [canonical, *(chosen[s] for s in slots)]:
                 conv = render(map_events(trajectory.events, variant.mapping), variant.harness)
                 by_split.setdefault(split, []).append(
                     {

@@ -38,6 +38,9 @@ from hsa.harness.model import Harness
 from hsa.harness.validate import document_problems
 
 _REDRAWS = 4  # attempts at a variant that changes something
+#: the version of how variants are planned and picked: the same recipe and seed give other
+#: variants under another version, so a dataset records it and a rerun under another refuses
+PLAN_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)

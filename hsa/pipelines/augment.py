@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from hsa.augment.engine import Engine
 from hsa.augment.planner import (
+    PLAN_VERSION,
     LazyPlan,
     PlanSpec,
     Variant,
@@ -137,6 +138,7 @@ class AugmentConfig:
     def to_dict(self) -> dict[str, Any]:
         recipe, seed, k = self.resolved()
         return {
+            "planner": PLAN_VERSION,
             "recipe": recipe.to_dict(),
             "seed": seed,
             "variants_per_trajectory": k,
@@ -289,10 +291,11 @@ class _Planner:
 
     def _workers(self, sample: LazyPlan) -> ProcessPoolExecutor | None:
         if self._pool is None:
-            # Forked workers start with this process's rules and modules: the pool is made at
-            # the first batch's planning, before the background writer's thread exists, and a
-            # fork pool starts all its workers at once. Where there is no fork, workers import
-            # the rules' modules, which rules defined in a script or a function defeat.
+            # Forked workers start with this process's rules and modules (a fork pool starts
+            # all its workers at once, usually at the first batch's planning, before the
+            # background writer's thread starts; the workers only plan). Where there is no
+            # fork, workers import the rules' modules, which rules defined in a script or a
+            # function defeat: those are planned here.
             methods = multiprocessing.get_all_start_methods()
             method = "fork" if "fork" in methods else "spawn"
             if method != "fork" and not sample.spec().portable():
