@@ -409,7 +409,8 @@ def augment_locked(
     workers = config.workers or _cores()
     planner = _Planner(recipe, seed, engine, given, workers)
     try:
-        marks = _batches(source, out, config, k, seed, known, planner, engine, report, progress)
+        job = _Job(source, out, config, k, seed, known, planner, engine, report.timings)
+        marks = _batches(job, report, progress)
     finally:
         planner.close()
     timings = report.timings
@@ -460,21 +461,27 @@ def augment_locked(
     return _report_from_manifest(report, manifest)
 
 
-def _batches(
-    source: Source,
-    out: Path,
-    config: AugmentConfig,
-    k: int,
-    seed: int,
-    known: Harnesses,
-    planner: _Planner,
-    engine: Engine,
-    report: AugmentReport,
-    progress: Progress | None,
-) -> list[dict[str, Any]]:
+@dataclass(slots=True)
+class _Job:
+    """What every batch of one augment run shares; ``timings`` adds up its stages' seconds."""
+
+    source: Source
+    out: Path
+    config: AugmentConfig
+    k: int  # variants per trajectory
+    seed: int
+    known: Harnesses
+    planner: _Planner
+    engine: Engine
+    timings: dict[str, float]
+
+
+def _batches(job: _Job, report: AugmentReport, progress: Progress | None) -> list[dict[str, Any]]:
     """Render and write every batch not marked done; plan the variants of those that were.
     Returns every batch's completion mark, in order."""
-    timings = report.timings = {"read": 0.0, "plan": 0.0, "render": 0.0, "write": 0.0}
+    source, out, config, known, planner = job.source, job.out, job.config, job.known, job.planner
+    timings = job.timings
+    timings.update({"read": 0.0, "plan": 0.0, "render": 0.0, "write": 0.0})
     total = source.total
     batches = max(1, -(-total // config.batch_size)) if total else 0
     marks: list[dict[str, Any]] = []
@@ -488,9 +495,7 @@ def _batches(
             found = mf.done(out, batch)
             if found is None:
                 lo, hi = batch * config.batch_size, min(total, (batch + 1) * config.batch_size)
-                found, tables = _batch(
-                    source, out, batch, lo, hi, config, k, seed, known, planner, engine, timings
-                )
+                found, tables = _batch(job, batch, lo, hi)
                 if pending is not None:
                     pending.result()
                 pending = writer.submit(_write_batch, out, batch, found, tables, timings)
@@ -536,20 +541,11 @@ def _report_from_manifest(report: AugmentReport, manifest: Mapping[str, Any]) ->
 
 
 def _batch(
-    source: Source,
-    out: Path,
-    batch: int,
-    lo: int,
-    hi: int,
-    config: AugmentConfig,
-    k: int,
-    seed: int,
-    known: Harnesses,
-    planner: _Planner,
-    engine: Engine,
-    timings: dict[str, float],
+    job: _Job, batch: int, lo: int, hi: int
 ) -> tuple[dict[str, Any], list[tuple[Path, pa.Table]]]:
     """Render one batch: its completion mark (shards still to be listed) and its tables."""
+    source, out, config, known, planner = job.source, job.out, job.config, job.known, job.planner
+    engine, k, seed, timings = job.engine, job.k, job.seed, job.timings
     started = time.perf_counter()
     table, origins = source.read(lo, hi)
     timings["read"] += time.perf_counter() - started
