@@ -87,18 +87,54 @@ def _tool_validator() -> Draft202012Validator:
 def _schema_errors(doc: Any) -> list[tuple[list[Any], jsonschema.ValidationError]]:
     """Schema errors of ``doc`` with their paths, sorted by path.
 
-    Each tool is checked on its own, once per distinct tool (``_tool_errors``): the variants
-    of a harness, and the conversations of a corpus, share most of their tools.
+    A document's properties are checked one by one, each once per distinct value
+    (``_property_errors``), and each tool on its own, once per distinct tool: the variants of a
+    harness, and the conversations of a corpus, share most of their parts. The root schema
+    constrains nothing across properties (its keywords are ``type``, ``required``,
+    ``additionalProperties`` and ``properties``), so this finds exactly the errors of
+    validating the whole document.
     """
-    tools = doc.get("tools") if isinstance(doc, Mapping) else None
-    if not (isinstance(tools, list) and all(isinstance(t, Mapping) for t in tools)):
-        found = [(list(e.absolute_path), e) for e in _validator().iter_errors(doc)]
-    else:
-        found = [(list(e.absolute_path), e) for e in _validator().iter_errors({**doc, "tools": []})]
-        for index, tool in enumerate(tools):
-            errors = _tool_errors(json.dumps(tool, ensure_ascii=False))
-            found.extend((["tools", index, *e.absolute_path], e) for e in errors)
+    if not isinstance(doc, Mapping):
+        return [(list(e.absolute_path), e) for e in _validator().iter_errors(doc)]
+    found = [(list(e.absolute_path), e) for e in _root_validator().iter_errors(doc)]
+    known = harness_schema()["properties"]
+    for key, value in doc.items():
+        if key not in known:
+            continue  # reported by the root's additionalProperties
+        tools = value if key == "tools" and isinstance(value, list) else None
+        if tools is not None and all(isinstance(t, Mapping) for t in tools):
+            for index, tool in enumerate(tools):
+                errors = _tool_errors(json.dumps(tool, ensure_ascii=False))
+                found.extend((["tools", index, *e.absolute_path], e) for e in errors)
+            continue
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):  # not JSON: validated as it is
+            errors = tuple(_property_validator(key).iter_errors(value))
+        else:
+            errors = _property_errors(key, text)
+        found.extend(([key, *e.absolute_path], e) for e in errors)
     return sorted(found, key=lambda item: list(map(str, item[0])))
+
+
+@lru_cache(maxsize=1)
+def _root_validator() -> Draft202012Validator:
+    """The root schema without its properties' own schemas (checked by property)."""
+    schema = harness_schema()
+    root = {k: v for k, v in schema.items() if k != "$defs"}
+    root["properties"] = {key: True for key in schema["properties"]}
+    return Draft202012Validator(root)
+
+
+@lru_cache(maxsize=16)
+def _property_validator(key: str) -> Draft202012Validator:
+    schema = harness_schema()
+    return Draft202012Validator({"$defs": schema["$defs"], **schema["properties"][key]})
+
+
+@lru_cache(maxsize=1 << 14)
+def _property_errors(key: str, text: str) -> tuple[jsonschema.ValidationError, ...]:
+    return tuple(_property_validator(key).iter_errors(json.loads(text)))
 
 
 @lru_cache(maxsize=1 << 14)

@@ -244,3 +244,34 @@ def test_plainly_valid_accepts_common_schemas_and_defers_on_others():
     assert not plainly_valid({"pattern": "("})
     with pytest.raises(SchemaError):
         Draft202012Validator.check_schema({"pattern": "("})
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"surprise": 1},
+        {"id": ""},
+        {"protocol": {"name": "smoke"}},
+        {"prompt": {"sections": "none"}},
+        {"tools": "none"},
+        {"tools": [{"name": "", "parameters": {"type": "object"}}, 3]},
+        {"hooks": [{"id": "h", "event": "never"}]},
+        {"skills": [{"id": "s"}], "metadata": []},
+    ],
+)
+def test_checking_by_part_finds_what_checking_the_whole_document_finds(change) -> None:
+    # the document is checked property by property and tool by tool (each once per distinct
+    # value); the errors must be exactly those of validating it whole
+    from hsa.harness.validate import _schema_errors, _validator
+
+    doc = {
+        "id": "demo",
+        "tools": [{"name": "get_order", "description": "d", "parameters": {"type": "object"}}],
+        **change,
+    }
+    whole = sorted(
+        ((json_path(e.absolute_path), e.message) for e in _validator().iter_errors(doc)),
+    )
+    by_part = sorted((json_path(path), e.message) for path, e in _schema_errors(doc))
+    assert by_part == whole
