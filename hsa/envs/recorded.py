@@ -72,7 +72,8 @@ class CorpusEnvironment(Environment):
         if len(self._harnesses) == 1:
             return next(iter(self._harnesses.values()))
         raise EnvError(
-            f"{self.name} has {len(self._harnesses)} harnesses, one per task; use harness_for(task)"
+            f"{self.name} has {len(self._harnesses)} harnesses, one per task "
+            "(harness_for(task) gives a task's)"
         )
 
     def harnesses(self) -> list[Harness]:

@@ -38,7 +38,7 @@ from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
 from hsa.datasets.shards import count_true, write_shard
 from hsa.envs.base import SPLITS, Environment, Task
-from hsa.errors import TeacherError
+from hsa.errors import EnvError, TeacherError
 from hsa.harness.events import Trajectory
 from hsa.teachers.backends.base import Backend, latency_percentiles
 from hsa.teachers.cache import CachedBackend, RequestCache
@@ -312,8 +312,16 @@ def plan_job(
     if config.tasks is not None:
         tasks = tasks[: config.tasks]
     recipe = recipe_from(config.recipe) if config.variants_per_task else Recipe(rules=())
+    try:
+        harness = env.harness()
+    except EnvError as exc:
+        raise TeacherError(
+            f"{exc.message}; a teacher job runs an environment with one harness "
+            "(livestream, a tau2 domain)",
+            where=f"env {config.env!r}",
+        ) from None
     variants = task_variants(
-        env.harness(),
+        harness,
         tasks,
         recipe,
         seed=config.seed,

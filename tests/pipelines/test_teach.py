@@ -340,3 +340,14 @@ def test_rollouts_the_backend_did_not_answer_are_not_written_and_rerun(finished,
     assert rerun.retry == 0 and rerun.skipped == report.written
     assert set(healthy.answered) == {down}  # the others' answers came from the cache
     assert files(out) == files(finished[0])  # as if the endpoint had never been down
+
+
+def test_an_environment_with_a_harness_per_task_is_refused_with_the_reason(
+    tmp_path, external
+) -> None:
+    config = TeachConfig(env="bfcl", env_options={"path": str(external / "bfcl")}, tasks=2)
+    with pytest.raises(TeacherError) as caught:
+        teach(config, tmp_path / "out")
+    assert caught.value.where == "env 'bfcl'"
+    assert "one per task" in caught.value.message
+    assert "a teacher job runs an environment with one harness" in caught.value.message
