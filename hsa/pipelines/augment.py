@@ -699,6 +699,11 @@ def _pick(
     widths = np.array([g.width for g in groups], dtype=np.int64)
     order = pick_order(ids, widths[group_rows], seed)
     width = order.shape[1]
+    # The first k slots of each row are what it takes when its rewrites all differ: planned
+    # in one round, a group's variants together (later steps plan what repeats leave open).
+    first = order[:, :k]
+    pairs = np.unique((group_rows[:, None] * width + first)[first >= 0])
+    planner.prefetch([(groups[p // width], p % width) for p in pairs.tolist()])
     for step in range(width):
         rows = np.flatnonzero((count < k) & (order[:, step] >= 0))
         if not len(rows):
