@@ -124,7 +124,7 @@ def from_mapping(
     """
 
     def where(key: str | None) -> str | None:
-        if root is None:
+        if root is None or (key or "").startswith("$"):  # none, or a JSON path already
             return key
         return f"{root}.{key}" if key else root
 

@@ -186,7 +186,8 @@ class BuildConfig:
         try:
             config: TeachConfig = from_mapping(TeachConfig, settings, error=ConfigError)
         except HsaError as exc:
-            raise ConfigError(exc.message, file=self.file, where=f"$.teach.{exc.where}") from None
+            where = f"$.teach.{exc.where}" if exc.where else "$.teach"
+            raise ConfigError(exc.message, file=self.file, where=where) from None
         return config
 
     def identity(self) -> dict[str, Any]:

@@ -220,3 +220,17 @@ def test_a_teacher_that_verified_nothing_is_refused_and_the_fix_reruns(
     (tmp_path / "ds" / "manifest.json").unlink()
     with pytest.raises(HsaError, match="rm -r"):
         build(load_config(write(tmp_path, other)), out=tmp_path / "ds")
+
+
+@pytest.mark.parametrize(
+    ("source", "where", "what"),
+    [
+        ({"env": "livestream", "harness": "h.json"}, r"\$\.source\.harness", "take a harness"),
+        ({"trajectories": "t.jsonl", "tasks": 3}, r"\$\.source\.tasks", "only an 'env'"),
+    ],
+)
+def test_a_source_section_that_mixes_kinds_names_the_setting(
+    tmp_path: Path, source, where: str, what: str
+) -> None:
+    with pytest.raises(ConfigError, match=rf"build\.yaml: {where}: .*{what}"):
+        load_config(write(tmp_path, {"source": source, "out": "o"}))
