@@ -102,6 +102,32 @@ def did_you_mean(key: str, known: Iterable[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
 
 
+def bounded(
+    config: Any,
+    *names: str,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+) -> list[tuple[str, str]]:
+    """(setting, message) for each setting of ``config`` among ``names`` outside ``[low,
+    high]`` (``(low, high]`` with ``low_open``); unset (None) settings are skipped."""
+    if high is not None:
+        rule = f"must be in {'(' if low_open else '['}{low}, {high}]"
+    elif low_open:
+        rule = f"must be more than {low}"
+    else:
+        rule = "must not be negative" if low == 0 else f"must be at least {low}"
+    problems = []
+    for name in names:
+        value = getattr(config, name)
+        if value is None:
+            continue
+        below = low is not None and (value <= low if low_open else value < low)
+        if below or (high is not None and value > high):
+            problems.append((name, f"{rule}, got {value}"))
+    return problems
+
+
 def refuse(problems: list[tuple[str, str]], error: type[HsaError]) -> None:
     """Raise ``error`` for the first (field, message) problem, if any."""
     if problems:

@@ -212,3 +212,22 @@ def test_the_build_schema_says_what_the_config_says(path, config, name) -> None:
         assert "default" not in node
     else:
         assert node["default"] == default
+
+
+def test_bounded_names_each_setting_out_of_its_range() -> None:
+    from types import SimpleNamespace
+
+    from hsa.config import bounded
+
+    config = SimpleNamespace(count=0, rate=1.5, label=None)
+    assert bounded(config, "count", low=1) == [("count", "must be at least 1, got 0")]
+    assert bounded(config, "count", "label", low=0) == []  # label unset: skipped
+    assert bounded(config, "rate", low=0, high=1, low_open=True) == [
+        ("rate", "must be in (0, 1], got 1.5")
+    ]
+    assert bounded(config, "count", low=0, low_open=True) == [
+        ("count", "must be more than 0, got 0")
+    ]
+    assert bounded(SimpleNamespace(count=-1), "count", low=0) == [
+        ("count", "must not be negative, got -1")
+    ]

@@ -41,7 +41,7 @@ from hsa.augment.planner import (
 )
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
-from hsa.config import refuse, setting
+from hsa.config import bounded, refuse, setting
 from hsa.datasets import manifest as mf
 from hsa.datasets.card import TokenLengths, merge_stats, render_card, token_lengths
 from hsa.datasets.lock import hold
@@ -104,13 +104,8 @@ class AugmentConfig:
     )
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.batch_size < 1:
-            problems.append(("batch_size", "must be at least 1"))
-        if self.workers is not None and self.workers < 1:
-            problems.append(("workers", "must be at least 1"))
-        if self.variants_per_trajectory is not None and self.variants_per_trajectory < 0:
-            problems.append(("variants_per_trajectory", "must be 0 or more"))
+        problems = bounded(self, "batch_size", "workers", low=1)
+        problems += bounded(self, "variants_per_trajectory", low=0)
         if not self.splits or any(v < 0 for v in self.splits.values()):
             problems.append(("splits", "needs at least one split and no negative fraction"))
         elif sum(self.splits.values()) <= 0:

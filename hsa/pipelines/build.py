@@ -29,7 +29,7 @@ from jsonschema import Draft202012Validator
 
 from hsa import __version__
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
-from hsa.config import from_mapping, refuse, setting, settings_of
+from hsa.config import bounded, from_mapping, refuse, setting, settings_of
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
@@ -90,8 +90,7 @@ class SourceConfig:
                     problems.append((f"$.source.{name}", "only an 'env' source has tasks"))
         elif self.harness is not None:
             problems.append(("$.source.harness", "only recorded 'trajectories' take a harness"))
-        if self.tasks is not None and self.tasks < 1:
-            problems.append(("$.source.tasks", f"must be at least 1, got {self.tasks}"))
+        problems += [(f"$.source.{name}", why) for name, why in bounded(self, "tasks", low=1)]
         refuse(problems, ConfigError)
 
     def teach_settings(self) -> dict[str, Any]:

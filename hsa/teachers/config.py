@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from hsa.config import from_mapping, refuse, setting
+from hsa.config import bounded, from_mapping, refuse, setting
 from hsa.envs.base import SPLITS
 from hsa.errors import TeacherError
 
@@ -121,24 +121,17 @@ class TeachConfig:
             problems.append(("base_url", "the openai backend needs a base URL"))
         if self.backend in ("openai", "vllm") and not self.model:
             problems.append(("model", f"the {self.backend} backend needs a model name"))
-        for name in ("ramp_s", "temperature", "backoff_s"):
-            if getattr(self, name) < 0:
-                problems.append((name, f"must not be negative, got {getattr(self, name)}"))
-        if self.timeout_s <= 0:
-            problems.append(("timeout_s", f"must be more than 0, got {self.timeout_s}"))
-        if self.max_retries < 0:
-            problems.append(("max_retries", f"must be 0 or more, got {self.max_retries}"))
-        if not 0 < self.top_p <= 1:
-            problems.append(("top_p", f"must be in (0, 1], got {self.top_p}"))
-        if self.max_tokens is not None and self.max_tokens < 1:
-            problems.append(("max_tokens", f"must be at least 1, got {self.max_tokens}"))
-        for name in ("concurrency", "workers", "shard_size", "samples", "max_steps_per_turn"):
-            if getattr(self, name) < 1:
-                problems.append((name, f"must be at least 1, got {getattr(self, name)}"))
-        if self.tasks is not None and self.tasks < 1:
-            problems.append(("tasks", f"must be at least 1, got {self.tasks}"))
-        if self.variants_per_task < 0:
-            problems.append(("variants_per_task", "must be 0 or more"))
+        problems += bounded(
+            self, "ramp_s", "temperature", "backoff_s", "max_retries", "variants_per_task", low=0
+        )
+        problems += bounded(self, "timeout_s", low=0, low_open=True)
+        problems += bounded(self, "top_p", low=0, high=1, low_open=True)
+        problems += bounded(
+            self,
+            *("max_tokens", "concurrency", "workers", "shard_size", "samples"),
+            *("max_steps_per_turn", "tasks"),
+            low=1,
+        )
         if self.split is not None and self.split not in SPLITS:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
         refuse(problems, TeacherError)

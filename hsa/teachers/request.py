@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hsa.config import refuse, same_as, setting
+from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.teachers.config import TeachConfig
 
@@ -60,13 +60,9 @@ class Sampling:
     seed: int | None = setting(None, help="Sampling seed (unset: the server's choice).")
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.temperature < 0:
-            problems.append(("temperature", f"must not be negative, got {self.temperature}"))
-        if not 0 < self.top_p <= 1:
-            problems.append(("top_p", f"must be in (0, 1], got {self.top_p}"))
-        if self.max_tokens is not None and self.max_tokens < 1:
-            problems.append(("max_tokens", f"must be at least 1, got {self.max_tokens}"))
+        problems = bounded(self, "temperature", low=0)
+        problems += bounded(self, "top_p", low=0, high=1, low_open=True)
+        problems += bounded(self, "max_tokens", low=1)
         refuse(problems, TeacherError)
 
     def to_dict(self) -> dict[str, Any]:

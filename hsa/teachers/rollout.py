@@ -22,7 +22,7 @@ from typing import Any
 
 from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
-from hsa.config import refuse, same_as, setting
+from hsa.config import bounded, refuse, same_as, setting
 from hsa.envs.base import Environment, Outcome, Task
 from hsa.envs.episode import call_tool
 from hsa.envs.hook_runtime import HookContext, run_hooks
@@ -77,9 +77,7 @@ class RolloutConfig:
     repair: bool = same_as(TeachConfig, "repair")
 
     def __post_init__(self) -> None:
-        if self.max_steps_per_turn < 1:
-            message = f"must be at least 1, got {self.max_steps_per_turn}"
-            refuse([("max_steps_per_turn", message)], TeacherError)
+        refuse(bounded(self, "max_steps_per_turn", low=1), TeacherError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from hsa.config import refuse, same_as, setting
+from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.teachers.config import TeachConfig
 
@@ -54,16 +54,16 @@ class ThrottleConfig:
     )
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.min_limit < 1:
-            problems.append(("min_limit", f"must be at least 1, got {self.min_limit}"))
-        for name in ("decrease", "smoothing", "baseline_drift", "overload_smoothing"):
-            if not 0 < getattr(self, name) <= 1:
-                problems.append((name, f"must be in (0, 1], got {getattr(self, name)}"))
-        if not 0 <= self.overload_share <= 1:
-            problems.append(("overload_share", f"must be in [0, 1], got {self.overload_share}"))
-        if self.latency_tolerance <= 1:
-            problems.append(("latency_tolerance", "must be more than 1"))
+        problems = bounded(self, "min_limit", low=1)
+        problems += bounded(
+            self,
+            *("decrease", "smoothing", "baseline_drift", "overload_smoothing"),
+            low=0,
+            high=1,
+            low_open=True,
+        )
+        problems += bounded(self, "overload_share", low=0, high=1)
+        problems += bounded(self, "latency_tolerance", low=1, low_open=True)
         refuse(problems, TeacherError)
 
 
@@ -178,12 +178,7 @@ class Backoff:
     max_s: float = setting(30.0, help="The longest wait between retries, seconds.")
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.base_s < 0:
-            problems.append(("base_s", f"must not be negative, got {self.base_s}"))
-        if self.max_s < 0:
-            problems.append(("max_s", f"must not be negative, got {self.max_s}"))
-        refuse(problems, TeacherError)
+        refuse(bounded(self, "base_s", "max_s", low=0), TeacherError)
 
     def delay(self, attempt: int, rng: random.Random, retry_after: float | None = None) -> float:
         ceiling = min(self.max_s, self.base_s * (2**attempt))

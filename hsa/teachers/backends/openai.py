@@ -20,7 +20,7 @@ from typing import Any
 
 import openai
 
-from hsa.config import refuse, same_as, setting
+from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.config import TeachConfig
@@ -61,14 +61,9 @@ class OpenAIConfig:
     transport: str = setting("auto", help="aiohttp, httpx, or auto (aiohttp when it is installed).")
 
     def __post_init__(self) -> None:
-        problems = []
-        for name in ("concurrency",):
-            if getattr(self, name) < 1:
-                problems.append((name, f"must be at least 1, got {getattr(self, name)}"))
-        if self.timeout_s <= 0:
-            problems.append(("timeout_s", f"must be more than 0, got {self.timeout_s}"))
-        if self.max_retries < 0:
-            problems.append(("max_retries", f"must be 0 or more, got {self.max_retries}"))
+        problems = bounded(self, "concurrency", low=1)
+        problems += bounded(self, "timeout_s", low=0, low_open=True)
+        problems += bounded(self, "max_retries", low=0)
         if self.transport not in ("auto", "aiohttp", "httpx"):
             problems.append(("transport", f"unknown transport {self.transport!r}"))
         refuse(problems, TeacherError)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hsa.config import refuse, same_as, setting
+from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.harness.protocols import CALL_FORMATS
 from hsa.teachers.backends.base import Backend, BackendStats
@@ -50,11 +50,7 @@ class VLLMConfig:
     )
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.batch_size < 1:
-            problems.append(("batch_size", f"must be at least 1, got {self.batch_size}"))
-        if self.batch_wait_s < 0:
-            problems.append(("batch_wait_s", f"must not be negative, got {self.batch_wait_s}"))
+        problems = bounded(self, "batch_size", low=1) + bounded(self, "batch_wait_s", low=0)
         if self.call_format not in CALL_FORMATS:
             problems.append(("call_format", f"unknown call format {self.call_format!r}"))
         refuse(problems, TeacherError)
