@@ -49,7 +49,10 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 @click.option("--env", cls=Setting, config=TEACH)
 @click.option("--env-seed", type=int, help="The environment's seed (its world and tasks).")
 @click.option(
-    "--backend", type=click.Choice(["oracle", "openai", "vllm"]), cls=Setting, config=TEACH
+    "--backend",
+    type=click.Choice(["oracle", "fixed-oracle", "openai", "vllm", "transformers"]),
+    cls=Setting,
+    config=TEACH,
 )
 @click.option("--base-url", envvar="OPENAI_BASE_URL", show_envvar=True, cls=Setting, config=TEACH)
 @click.option("--model", cls=Setting, config=TEACH)

@@ -129,6 +129,11 @@ class Environment(abc.ABC):
     def score(self, task: Task, state: Any, events: Sequence[Event]) -> Outcome:
         """Score an episode's canonical events (and final state) against the task."""
 
+    def turns(self, task: Task) -> tuple[str, ...]:
+        """The user messages ``task`` is played with: its turns (a corpus whose users are
+        simulated gives one opening message instead; see ``CorpusEnvironment``)."""
+        return task.turns
+
     def oracle(self) -> Policy:
         """The environment's scripted policy: ``policy(task, events)`` gives the next step of
         its solution of ``task``. The one way to reach an environment's oracle: ``solve``,

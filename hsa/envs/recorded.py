@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.envs.base import Environment, Outcome, Task, ToolOutput, tasks_of_split
-from hsa.envs.episode import Episode, run_episode, steps_of
+from hsa.envs.episode import Episode, Policy, run_episode, steps_of
 from hsa.errors import EnvError
 from hsa.harness.arguments import ArgumentChecker
 from hsa.harness.events import Event, ToolCall, ToolResult, Trajectory
@@ -128,17 +128,29 @@ class CorpusEnvironment(Environment):
         """A first user message for tasks the corpus gives without one (simulated users)."""
         return "(the user starts the conversation)"
 
-    def solve(self, task: Task) -> Episode:
-        """Play the reference solution of ``task``: its calls, with replayed or error results."""
-        steps = self.reference_steps(task)
-        played = task if task.turns else replace(task, turns=(self.opening(task),))
+    def turns(self, task: Task) -> tuple[str, ...]:
+        """The task's turns, or its ``opening`` when the corpus gives none (its user is
+        simulated, and hsa plays the opening message alone)."""
+        return task.turns or (self.opening(task),)
 
-        def scripted(_task: Task, so_far: Sequence[Event]) -> list[Event]:
+    def oracle(self) -> Policy:
+        """The corpus's reference solution as a policy: its next recorded step, then nothing
+        (a final answer)."""
+
+        def scripted(task: Task, so_far: Sequence[Event]) -> list[Event]:
+            steps = self.reference_steps(task)
             done = len(steps_of(so_far))
             return steps[done] if done < len(steps) else []
 
-        limit = max(len(steps) + 1, 2)
-        return run_episode(self, played, scripted, source="reference", max_steps_per_turn=limit)
+        return scripted
+
+    def solve(self, task: Task) -> Episode:
+        """Play the reference solution of ``task``: its calls, with replayed or error results."""
+        played = replace(task, turns=self.turns(task))
+        limit = max(len(self.reference_steps(task)) + 1, 2)
+        return run_episode(
+            self, played, self.oracle(), source="reference", max_steps_per_turn=limit
+        )
 
 
 def tool_calls(events: Sequence[Event]) -> list[ToolCall]:

@@ -17,6 +17,8 @@ from hsa.envs.base import SPLITS
 from hsa.errors import TeacherError
 
 ORACLE_MODEL = "hsa-oracle"
+#: the backends a job can name (``hsa.teachers.make.make_backend`` builds them)
+BACKENDS = ("oracle", "fixed-oracle", "openai", "vllm", "transformers")
 
 #: fields that change what a job writes; the others (how fast, where the server is) do not
 _OUTPUT_FIELDS = (
@@ -51,10 +53,16 @@ class TeachConfig:
     )
     backend: str = setting(
         "oracle",
-        help="oracle (the environment's scripted policy, no model), openai (an "
-        "OpenAI-compatible endpoint: needs base_url and model) or vllm (in process: needs model).",
+        help="oracle (the environment's scripted policy, no model), fixed-oracle (the oracle "
+        "writing canonical names and protocol whatever the harness), openai (an "
+        "OpenAI-compatible endpoint: needs base_url and model), vllm (in process: needs model) "
+        "or transformers (in process: needs model, a local folder).",
     )
-    model: str | None = setting(None, help="Model name sent to the endpoint, or loaded by vLLM.")
+    model: str | None = setting(
+        None,
+        help="Model name sent to the endpoint, loaded by vLLM, or the local model folder "
+        "transformers loads.",
+    )
     base_url: str | None = setting(
         None, help="Endpoint of the openai backend, e.g. http://127.0.0.1:8000/v1."
     )
@@ -107,7 +115,9 @@ class TeachConfig:
     shard_size: int = setting(256, help="Rows per Parquet shard.")
     cache: str | None = setting(None, help="Request cache file (unset: OUT/cache.sqlite).")
     call_format: str = setting(
-        "hermes", help="How the vllm backend's model writes tool calls (an hsa call format)."
+        "hermes",
+        help="How the model of the vllm or transformers backend writes tool calls (an hsa call "
+        "format).",
     )
     vllm_args: Mapping[str, Any] = setting(
         default_factory=dict, help="Engine arguments passed to vllm.LLM."
@@ -115,11 +125,12 @@ class TeachConfig:
 
     def __post_init__(self) -> None:
         problems = []
-        if self.backend not in ("oracle", "openai", "vllm"):
-            problems.append(("backend", f"unknown backend {self.backend!r}: oracle, openai, vllm"))
+        if self.backend not in BACKENDS:
+            known = ", ".join(BACKENDS)
+            problems.append(("backend", f"unknown backend {self.backend!r}: {known}"))
         if self.backend == "openai" and not self.base_url:
             problems.append(("base_url", "the openai backend needs a base URL"))
-        if self.backend in ("openai", "vllm") and not self.model:
+        if self.backend in ("openai", "vllm", "transformers") and not self.model:
             problems.append(("model", f"the {self.backend} backend needs a model name"))
         problems += bounded(
             self, "ramp_s", "temperature", "backoff_s", "max_retries", "variants_per_task", low=0

@@ -12,10 +12,13 @@ from hsa.teachers.config import TeachConfig
 
 def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, Variant]) -> Backend:
     """The backend ``config`` names, built for ``env`` and the job's variants."""
-    if config.backend == "oracle":
-        from hsa.teachers.oracle import OracleBackend, OracleResponder
+    if config.backend in ("oracle", "fixed-oracle"):
+        from hsa.teachers.oracle import FixedOracleResponder, OracleBackend, OracleResponder
 
-        return OracleBackend(OracleResponder(env, variants=variants))
+        kind = OracleResponder if config.backend == "oracle" else FixedOracleResponder
+        backend = OracleBackend(kind(env, variants=variants))
+        backend.name = config.backend
+        return backend
     if config.backend == "openai":
         from hsa.teachers.backends.openai import OpenAIBackend, OpenAIConfig
         from hsa.teachers.throttle import Backoff
@@ -31,6 +34,16 @@ def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, V
                 backoff=Backoff(base_s=config.backoff_s),
                 seed=config.seed,
                 send_metadata=config.send_metadata,
+            )
+        )
+    if config.backend == "transformers":
+        from hsa.teachers.backends.transformers import TransformersBackend, TransformersConfig
+
+        return TransformersBackend(
+            TransformersConfig(
+                model=config.model_name,
+                batch_size=config.concurrency,
+                call_format=config.call_format,
             )
         )
     from hsa.teachers.backends.vllm import VLLMBackend, VLLMConfig

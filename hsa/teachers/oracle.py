@@ -65,7 +65,7 @@ class OracleResponder:
     ):
         self.env = env
         self.policy = _oracle(env) if policy is None else policy
-        self.canonical = canonical_variant(env.harness())
+        self._canonical: Variant | None = None
         if variants is None:
             self._lookup: VariantLookup = lambda _id: None
         elif isinstance(variants, Mapping):
@@ -75,20 +75,30 @@ class OracleResponder:
         self.tasks = list(env.tasks() if tasks is None else tasks)
         self._by_first_turn: dict[str, list[Task]] = {}
         for task in self.tasks:
-            if task.turns:
-                self._by_first_turn.setdefault(task.turns[0], []).append(task)
+            turns = env.turns(task)
+            if turns:
+                self._by_first_turn.setdefault(turns[0], []).append(task)
         self._session_start: dict[str, tuple[HookFired, ...]] = {}
         self._found: dict[str, Variant] = {}
         self._tools_tokens: dict[str, int] = {}
 
+    @property
+    def canonical(self) -> Variant:
+        """The environment's canonical harness as a variant (one harness for every task)."""
+        if self._canonical is None:
+            self._canonical = canonical_variant(self.env.harness())
+        return self._canonical
+
     def variant(self, metadata: Mapping[str, Any]) -> Variant:
         variant_id = metadata.get(VARIANT_KEY)
-        if not variant_id or variant_id == self.canonical.variant_id:
+        if not variant_id:
             return self.canonical
         found = self._found.get(str(variant_id))
         if found is not None:
             return found
         found = self._lookup(str(variant_id))
+        if found is None and self._has_canonical(str(variant_id)):
+            found = self.canonical
         if found is None:
             raise TeacherError(
                 f"unknown variant {variant_id!r}: start the oracle with the recipe and seed "
@@ -98,12 +108,18 @@ class OracleResponder:
         self._found[str(variant_id)] = found
         return found
 
+    def _has_canonical(self, variant_id: str) -> bool:
+        try:
+            return variant_id == self.canonical.variant_id
+        except EnvError:  # an environment with a harness per task has no one canonical
+            return False
+
     def _opening(self, task: Task) -> tuple[HookFired, ...]:
         """The session-start hook firings of ``task``, which tell tasks with equal turns apart."""
         if task.id not in self._session_start:
             state = self.env.reset(task)
             context = HookContext("session_start", state=state)
-            fired = run_hooks(self.env.harness(), "session_start", context).fired
+            fired = run_hooks(self.env.harness_for(task), "session_start", context).fired
             self._session_start[task.id] = tuple(fired)
         return self._session_start[task.id]
 
@@ -113,7 +129,9 @@ class OracleResponder:
         if not said:
             raise TeacherError("the conversation has no user message to answer")
         candidates = [
-            t for t in self._by_first_turn.get(said[0], ()) if list(t.turns[: len(said)]) == said
+            t
+            for t in self._by_first_turn.get(said[0], ())
+            if list(self.env.turns(t)[: len(said)]) == said
         ]
         if len(candidates) > 1:
             first_user = next(i for i, e in enumerate(events) if isinstance(e, UserMessage))
@@ -156,7 +174,7 @@ class OracleResponder:
         step = list(self.policy(task, events))
         if not step:
             step = [AssistantMessage("")]
-        message = self._message(step, surface, variant)
+        message = self._message(step, surface, self.writes_as(task, variant))
         tools_tokens = self._tools_tokens.get(variant.variant_id)
         if tools_tokens is None:
             tools = body.get("tools") or []
@@ -166,6 +184,10 @@ class OracleResponder:
             "completion_tokens": _tokens(message),
         }
         return message, usage
+
+    def writes_as(self, task: Task, variant: Variant) -> Variant:
+        """The variant whose names and call format the reply is written in: the one it read."""
+        return variant
 
     def _message(self, step: list[Event], history: list[Event], variant: Variant) -> dict:
         """The step as the one assistant message a model would send under ``variant``."""
@@ -195,6 +217,19 @@ class OracleResponder:
         if reply.get("content") is None and not reply.get("tool_calls"):
             reply["content"] = ""
         return reply
+
+
+class FixedOracleResponder(OracleResponder):
+    """The oracle as a model trained on one fixed harness would behave: it reads the
+    conversation it is sent (it knows what happened), but writes every reply with the
+    canonical harness's tool, parameter and skill names in the canonical call protocol,
+    whatever the variant's prompt and tools say. Under a variant that renames or re-protocols
+    what it relies on its calls fail; under one that rewords, reorders or adds, they do not.
+    The reference point that shows an evaluation is sensitive to the harness.
+    """
+
+    def writes_as(self, task: Task, variant: Variant) -> Variant:
+        return canonical_variant(self.env.harness_for(task))
 
 
 class OracleBackend(Backend):

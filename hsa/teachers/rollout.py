@@ -27,11 +27,13 @@ from hsa.envs.base import Environment, Outcome, Task
 from hsa.envs.episode import call_tool
 from hsa.envs.hook_runtime import HookContext, run_hooks
 from hsa.errors import HsaError, TeacherError
+from hsa.harness.arguments import ArgumentChecker, checker_of
 from hsa.harness.events import (
     AssistantMessage,
     Event,
     SkillLoad,
     ToolCall,
+    ToolResult,
     UserMessage,
 )
 from hsa.harness.model import Harness
@@ -113,6 +115,8 @@ class Rollout:
     usage: Usage = field(default_factory=Usage)
     latency_s: float = 0.0
     format_failures: tuple[FormatFailure, ...] = ()
+    latencies_s: tuple[float, ...] = ()  # each answer's latency, in order (a cached one's
+    # is the original request's)
 
 
 class StepError(Exception):
@@ -183,7 +187,7 @@ class _Run:
         self.env = env
         self.backend = backend
         self.config = config
-        self.canonical = env.harness()
+        self.canonical = env.harness_for(spec.task)
         self.surface = spec.variant.harness
         self.view = self.surface.derived(protocol_view)
         self.mapping = spec.variant.mapping
@@ -197,8 +201,10 @@ class _Run:
         self.cache_hits = 0
         self.usage = Usage()
         self.latency = 0.0
+        self.latencies: list[float] = []
         self.steps = 0
         self._tools: list[Any] | None = None
+        self._checker: ArgumentChecker | None = None
         self._tools_json = "[]"
 
     async def ask(self, messages: list[dict[str, Any]], tools: list[Any]) -> ChatResponse:
@@ -219,6 +225,7 @@ class _Run:
             self.requests += 1
         self.usage = self.usage + response.usage
         self.latency += response.latency_s
+        self.latencies.append(response.latency_s)
         return response
 
     async def next_step(self) -> list[Event]:
@@ -253,12 +260,24 @@ class _Run:
         self.failures.append(replace(failure, repaired=True))
         return step
 
+    def refusal(self, call: ToolCall) -> ToolResult | None:
+        """The error result of a call that does not fit the surface harness (an unknown tool,
+        arguments its schema refuses), which a harness runtime would refuse to run; None for a
+        call to run. Without it a model that wrote a canonical name the variant renamed would
+        reach the environment's canonical tool."""
+        if self._checker is None:
+            self._checker = checker_of(self.surface)
+        problem = self._checker.problem(call.tool, call.args)
+        if problem is None:
+            return None
+        return ToolResult(call.call_id, dumps({"error": problem}), is_error=True)
+
     async def play(self) -> tuple[str, str | None, Any]:
         task, canonical = self.spec.task, self.canonical
         state = self.env.reset(task)
         start = run_hooks(canonical, "session_start", HookContext("session_start", state=state))
         self.events.extend(start.fired)
-        for turn, text in enumerate(task.turns):
+        for turn, text in enumerate(self.env.turns(task)):
             self.events.append(UserMessage(text))
             submitted = run_hooks(
                 canonical,
@@ -276,11 +295,12 @@ class _Run:
                     return "backend", str(exc), state
                 self.surface_calls.extend(e for e in surface_step if isinstance(e, ToolCall))
                 step = map_events(surface_step, self.inverse)
+                # Checked on the surface: a canonical id the variant renamed is unknown there.
                 unknown = next(
                     (
                         e.skill_id
-                        for e in step
-                        if isinstance(e, SkillLoad) and canonical.skill(e.skill_id) is None
+                        for e in surface_step
+                        if isinstance(e, SkillLoad) and self.surface.skill(e.skill_id) is None
                     ),
                     None,
                 )
@@ -288,7 +308,12 @@ class _Run:
                     return "schema", f"loads skill {unknown!r}, which the harness lacks", state
                 self.events.extend(step)
                 if any(isinstance(e, ToolCall | SkillLoad) for e in step):
+                    surface_calls = {e.call_id: e for e in surface_step if isinstance(e, ToolCall)}
                     for call in (e for e in step if isinstance(e, ToolCall)):
+                        refused = self.refusal(surface_calls[call.call_id])
+                        if refused is not None:
+                            self.events.append(refused)
+                            continue
                         self.events.extend(call_tool(self.env, state, canonical, call, turn=turn))
                     continue
                 final = step[0].text if isinstance(step[0], AssistantMessage) else ""
@@ -352,6 +377,7 @@ async def rollout(
         usage=run.usage,
         latency_s=run.latency,
         format_failures=tuple(run.failures),
+        latencies_s=tuple(run.latencies),
     )
 
 

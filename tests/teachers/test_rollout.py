@@ -12,6 +12,7 @@ import pytest
 from hsa.augment.mapping import map_events
 from hsa.envs.livestream import solve
 from hsa.errors import TeacherError
+from hsa.harness.events import ToolResult
 from hsa.harness.parse import parse
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.oracle import OracleBackend
@@ -211,3 +212,28 @@ def test_loading_a_skill_the_harness_lacks_stops_the_rollout(env, canonical):
     backend = Scripted([assistant_message(None, [call])])
     result = run(spec_of(env.tasks()[0], canonical), env, backend)
     assert result.ended == "schema" and "no-such-skill" in result.verification.reason
+
+
+def test_a_call_by_a_name_the_variant_renamed_is_refused_not_run(env, renamed):
+    """A model writing the canonical name under a variant that renamed the tool gets an
+    unknown-tool error, as a harness runtime would answer: the environment never runs it."""
+    task = env.tasks()[0]
+    assert renamed.mapping.tool_name("search_products") != "search_products"
+    call = {
+        "id": "x",
+        "type": "function",
+        "function": {"name": "search_products", "arguments": json.dumps({"query": "lamp"})},
+    }
+    backend = Scripted([assistant_message(None, [call]), assistant_message("Done.")])
+    result = run(spec_of(task, renamed), env, backend)
+    results = [e for e in result.events if isinstance(e, ToolResult)]
+    assert len(results) == 1 and results[0].is_error
+    assert "unknown tool 'search_products'" in results[0].content
+    assert result.verification.reason.startswith("schema: call_0: unknown tool 'search_products'")
+
+
+def test_each_answer_latency_is_recorded_in_order(env, canonical):
+    task = env.tasks()[0]
+    backend = Scripted([assistant_message("One."), assistant_message("Two.")])
+    result = run(spec_of(task, canonical), env, backend)
+    assert len(result.latencies_s) == result.requests == len(backend.requests)

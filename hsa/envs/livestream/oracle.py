@@ -65,9 +65,10 @@ class _View:
             raise _Pending([ToolCall("", tool, args) for tool, args in missing])
         out = []
         for result in (f for f in found if f is not None):  # all of them: none is missing
-            if result.is_error:
+            data = _data(result)
+            if data is None:
                 raise _Failed(result.content)
-            out.append(json.loads(result.content))
+            out.append(data)
         return out
 
     def one(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -87,9 +88,9 @@ class _View:
         current = None
         for call in self.calls:
             result = self.results.get(call.call_id)
-            if result is None or result.is_error:
+            data = None if result is None else _data(result)
+            if data is None:
                 continue
-            data = json.loads(result.content)
             if call.tool == "search_products":
                 hit = _exact(data, call.args.get("query", ""))
                 if hit is not None:
@@ -100,6 +101,16 @@ class _View:
 
     def last_user_text(self) -> str:
         return next(e.text for e in reversed(self.events) if isinstance(e, UserMessage))
+
+
+def _data(result: ToolResult) -> Any:
+    """The JSON of a successful result; None for an error. A result read back from a
+    conversation has no error flag (chat messages carry none): the environment's error
+    object (``{"error": ...}``) says it."""
+    data = json.loads(result.content)
+    if result.is_error or (isinstance(data, dict) and set(data) == {"error"}):
+        return None
+    return data
 
 
 def _exact(search_result: dict[str, Any], name: str) -> dict[str, Any] | None:

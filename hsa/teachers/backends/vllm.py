@@ -3,17 +3,16 @@
 Requests from many rollouts are gathered into batches (one ``LLM.chat`` call per group of
 requests sharing a tools list, since ``tools`` is one argument for the whole call) and run in
 a worker thread so the event loop keeps feeding the next batch. The model writes tool calls
-as text; under the ``api`` protocol they are parsed here with hsa's call-format parsers into
-``tool_calls``, under text protocols the rollout parses them with the harness's own format.
-vllm is imported only when the first batch runs; without it the backend says how to get it.
-For a vLLM *server*, use the ``openai`` backend (see docs/vllm.md).
+as text; under the ``api`` protocol they are parsed with hsa's call-format parsers into
+``tool_calls`` (``output.parse_output``), under text protocols the rollout parses them with
+the harness's own format. vllm is imported only when the first batch runs; without it the
+backend says how to get it. For a vLLM *server*, use the ``openai`` backend (see docs/vllm.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,10 +22,9 @@ from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.harness.protocols import CALL_FORMATS
 from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.backends.output import parse_output
 from hsa.teachers.config import TeachConfig
-from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage, assistant_message
-
-_THINK = re.compile(r"\A\s*<think>(.*?)</think>\s*", re.DOTALL)
+from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,48 +87,6 @@ def build_batches(requests: Sequence[ChatRequest]) -> list[Batch]:
         batch.sampling.append(sampling_params(request.sampling))
         batch.indexes.append(index)
     return list(groups.values())
-
-
-def parse_output(text: str, request: ChatRequest, call_format: str = "hermes") -> dict[str, Any]:
-    """The assistant message for a model's raw output ``text``.
-
-    A leading ``<think>`` block becomes ``reasoning_content``. When the request carried tools
-    (the ``api`` protocol), calls written in ``call_format`` become ``tool_calls`` with ids
-    derived from the request, so they are stable across reruns; text the parser does not
-    accept stays content, and the rollout reports it as a format failure if it holds a call.
-    """
-    reasoning = None
-    if (match := _THINK.match(text)) is not None:
-        reasoning, text = match.group(1).strip(), text[match.end() :]
-    text = text.strip()
-    message = assistant_message(text)
-    if request.tools:
-        fmt = CALL_FORMATS.get(call_format)
-        if fmt is None:
-            raise TeacherError(
-                f"unknown call format {call_format!r}; known: {', '.join(sorted(CALL_FORMATS))}"
-            )
-        parsed = fmt.parse_calls(text, False)
-        if parsed is not None:
-            prefix, calls = parsed
-            stem = request.key()[:12]
-            message = assistant_message(
-                prefix,
-                [
-                    {
-                        "id": f"call_{stem}_{i}",
-                        "type": "function",
-                        "function": {
-                            "name": name,
-                            "arguments": json.dumps(dict(args), ensure_ascii=False),
-                        },
-                    }
-                    for i, (name, args) in enumerate(calls)
-                ],
-            )
-    if reasoning is not None:
-        message["reasoning_content"] = reasoning
-    return message
 
 
 def response_from_output(

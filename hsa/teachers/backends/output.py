@@ -1,0 +1,60 @@
+"""A local model's output text as an OpenAI assistant message (vllm and transformers backends).
+
+An in-process model writes its answer, tool calls included, as plain text; a server would
+have parsed it. Here a leading ``<think>`` block becomes ``reasoning_content`` and, under the
+``api`` protocol, calls written in an hsa call format become ``tool_calls``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from hsa.errors import TeacherError
+from hsa.harness.protocols import CALL_FORMATS
+from hsa.teachers.request import ChatRequest, assistant_message
+
+_THINK = re.compile(r"\A\s*<think>(.*?)</think>\s*", re.DOTALL)
+
+
+def parse_output(text: str, request: ChatRequest, call_format: str = "hermes") -> dict[str, Any]:
+    """The assistant message for a model's raw output ``text``.
+
+    A leading ``<think>`` block becomes ``reasoning_content``. When the request carried tools
+    (the ``api`` protocol), calls written in ``call_format`` become ``tool_calls`` with ids
+    derived from the request, so they are stable across reruns; text the parser does not
+    accept stays content, and the rollout reports it as a format failure if it holds a call.
+    """
+    reasoning = None
+    if (match := _THINK.match(text)) is not None:
+        reasoning, text = match.group(1).strip(), text[match.end() :]
+    text = text.strip()
+    message = assistant_message(text)
+    if request.tools:
+        fmt = CALL_FORMATS.get(call_format)
+        if fmt is None:
+            raise TeacherError(
+                f"unknown call format {call_format!r}; known: {', '.join(sorted(CALL_FORMATS))}"
+            )
+        parsed = fmt.parse_calls(text, False)
+        if parsed is not None:
+            prefix, calls = parsed
+            stem = request.key()[:12]
+            message = assistant_message(
+                prefix,
+                [
+                    {
+                        "id": f"call_{stem}_{i}",
+                        "type": "function",
+                        "function": {
+                            "name": name,
+                            "arguments": json.dumps(dict(args), ensure_ascii=False),
+                        },
+                    }
+                    for i, (name, args) in enumerate(calls)
+                ],
+            )
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    return message

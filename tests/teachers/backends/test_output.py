@@ -1,0 +1,60 @@
+"""Parsing a local model's output text into an assistant message (vllm and transformers)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hsa.errors import TeacherError
+from hsa.teachers.backends.output import parse_output
+from hsa.teachers.request import ChatRequest, Sampling
+
+TOOLS_A = [{"type": "function", "function": {"name": "get_price", "parameters": {}}}]
+
+
+def request(text: str, tools=()) -> ChatRequest:
+    return ChatRequest("m", [{"role": "user", "content": text}], tools, Sampling(0.5, 0.9, 64))
+
+
+def test_hermes_calls_become_tool_calls_with_stable_ids():
+    text = (
+        "Let me check.\n<tool_call>\n"
+        '{"name": "get_price", "arguments": {"product_id": "P1"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "get_price", "arguments": {"product_id": "P2"}}\n</tool_call>'
+    )
+    r = request("price?", TOOLS_A)
+    message = parse_output(text, r)
+    assert message["content"] == "Let me check."
+    calls = message["tool_calls"]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [
+        {"product_id": "P1"},
+        {"product_id": "P2"},
+    ]
+    assert calls[0]["id"] != calls[1]["id"]
+    assert parse_output(text, r) == message  # the same output parses to the same ids
+
+
+def test_reasoning_is_split_off_and_plain_text_stays_text():
+    message = parse_output("<think>\nthe user wants a price\n</think>\n\nIt is $5.", request("x"))
+    assert message == {
+        "role": "assistant",
+        "content": "It is $5.",
+        "reasoning_content": "the user wants a price",
+    }
+
+
+def test_a_malformed_call_is_left_as_text_for_the_rollout_to_reject():
+    text = '<tool_call>\n{"name": "get_price", "arguments": {"product_id": \n</tool_call>'
+    message = parse_output(text, request("x", TOOLS_A))
+    assert "tool_calls" not in message and message["content"] == text
+
+
+def test_text_protocol_requests_keep_the_raw_text():
+    text = '[get_price(product_id="P1")]'
+    assert parse_output(text, request("x"))["content"] == text
+
+
+def test_an_unknown_call_format_is_named():
+    with pytest.raises(TeacherError, match="unknown call format 'nope'"):
+        parse_output("x", request("x", TOOLS_A), "nope")
