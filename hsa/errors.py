@@ -69,3 +69,7 @@ class TeacherError(HsaError):
 
 class ConfigError(HsaError):
     """A build configuration is invalid."""
+
+
+class EvalError(HsaError):
+    """An evaluation's settings, recipe or run directory is invalid."""

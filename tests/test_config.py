@@ -10,9 +10,11 @@ import pytest
 
 from hsa.config import cli_help, default_of, from_mapping, help_of, same_as, setting, settings_of
 from hsa.errors import ConfigError, DatasetError, HsaError, TeacherError
+from hsa.eval.config import EvalConfig
 from hsa.pipelines.augment import AugmentConfig
 from hsa.pipelines.build import BuildConfig, SourceConfig, build_schema
 from hsa.teachers.backends.openai import OpenAIConfig
+from hsa.teachers.backends.transformers import TransformersConfig
 from hsa.teachers.backends.vllm import VLLMConfig
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import Sampling
@@ -30,6 +32,8 @@ CONFIGS = [
     VLLMConfig,
     ThrottleConfig,
     Backoff,
+    TransformersConfig,
+    EvalConfig,
 ]
 
 
@@ -49,6 +53,9 @@ def test_every_config_is_frozen_with_help_per_setting_and_validates_itself(confi
         (Sampling, "temperature", "temperature"),
         (Sampling, "top_p", "top_p"),
         (Sampling, "max_tokens", "max_tokens"),
+        (EvalConfig, "max_steps_per_turn", "max_steps_per_turn"),
+        (EvalConfig, "temperature", "temperature"),
+        (EvalConfig, "call_format", "call_format"),
         (RolloutConfig, "max_steps_per_turn", "max_steps_per_turn"),
         (RolloutConfig, "repair", "repair"),
         (OpenAIConfig, "concurrency", "concurrency"),

@@ -172,3 +172,64 @@ def default_recipe() -> Recipe:
     """The recipe shipped with hsa: every family enabled, moderate probabilities."""
     text = resources.files("hsa.augment").joinpath("recipes/default.yaml").read_text("utf-8")
     return loads_recipe(text, file="hsa/augment/recipes/default.yaml")
+
+
+class _Anything:
+    """A parameter value that may be anything: it meets every value."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _values(schema: Mapping[str, Any], value: Any) -> list[Any]:
+    """The values a parameter set to ``value`` can take. ``null`` and ``any`` stand for what
+    the rule draws from: the values its schema lists under ``DRAWS``, else (``any``) every
+    other value of its enum, else anything at all."""
+    from hsa.augment.rule import DRAWS
+
+    if value is None or value == "any":
+        drawn = schema.get(DRAWS)
+        if isinstance(drawn, list):
+            return list(drawn)
+        choices = schema.get("enum")
+        if value == "any" and isinstance(choices, list):
+            return [c for c in choices if c != "any"]
+        return [_Anything()]
+    return [value]
+
+
+def overlaps(held_out: Recipe, training: Recipe) -> list[str]:
+    """Where ``held_out`` draws what ``training`` draws: each rule of ``held_out`` that
+    ``training`` also has with parameters that can take the same values (every parameter's
+    values intersect; ``null`` and ``any`` mean what the rule draws from, see ``_values``), as
+    ``rules[i] NAME {params} overlaps training rules[j] {params}``. Empty when held out."""
+    from hsa.augment.registry import get
+
+    found: list[str] = []
+    for i, mine in enumerate(held_out.rules):
+        rule = get(mine.rule)
+        props = (rule.params or {}).get("properties") or {}
+        params = rule.resolve_params(mine.params)
+        for j, theirs in enumerate(training.rules):
+            if theirs.rule != mine.rule:
+                continue
+            other = rule.resolve_params(theirs.params)
+            shared = all(
+                any(
+                    v in _values(props.get(name) or {}, other.get(name))
+                    for v in _values(props.get(name) or {}, params.get(name))
+                )
+                for name in sorted(set(params) | set(other))
+            )
+            if shared:
+                found.append(
+                    f"rules[{i}] {mine.rule} {_short(params)} overlaps training rules[{j}] "
+                    f"{_short(other)}"
+                )
+    return found
+
+
+def _short(params: Mapping[str, Any]) -> str:
+    return json.dumps(dict(params), ensure_ascii=False, sort_keys=True, separators=(",", ":"))

@@ -40,6 +40,9 @@ from hsa.harness.model import Harness
 RULE_NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 #: the trajectory facts a rule may ask for in ``needs``
 CONTEXT_FIELDS = ("used_tools", "used_skills")
+#: a parameter schema's keyword listing the values its ``null`` (or ``any``) draws from, so
+#: that a recipe can be checked for what it can produce (``hsa.augment.recipe.overlaps``)
+DRAWS = "x-hsa-draws"
 #: families of the built-in rules, in the order ``hsa rules list`` shows them
 FAMILIES = {
     "skill_ids": "skill identifiers",

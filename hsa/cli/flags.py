@@ -16,6 +16,7 @@ import click
 
 AUGMENT = "hsa.pipelines.augment:AugmentConfig"
 TEACH = "hsa.teachers.config:TeachConfig"
+EVAL = "hsa.eval.config:EvalConfig"
 
 
 class Setting(click.Option):

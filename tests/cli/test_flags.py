@@ -12,12 +12,18 @@ from hsa.cli import app
 from hsa.cli.flags import Setting
 from hsa.config import cli_help, default_of, settings_of
 
-COMMANDS = ["augment", "build", "teach"]
+COMMANDS = ["augment", "build", "teach", "eval run"]
+
+
+def _command(command: str) -> click.Command:
+    found: click.Command = app
+    for part in command.split():
+        found = found.commands[part]  # type: ignore[attr-defined]
+    return found
 
 
 def _settings(command: str) -> list[Setting]:
-    found = app.commands[command]
-    return [p for p in found.params if isinstance(p, Setting)]
+    return [p for p in _command(command).params if isinstance(p, Setting)]
 
 
 def _flat(text: str) -> str:
@@ -37,7 +43,7 @@ def test_each_setting_flag_names_a_setting_and_leaves_its_default_to_the_config(
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_shows_each_settings_help_and_default(command):
-    shown = CliRunner().invoke(app, [command, "--help"], terminal_width=10_000)
+    shown = CliRunner().invoke(app, [*command.split(), "--help"], terminal_width=10_000)
     assert shown.exit_code == 0, shown.output
     text = _flat(shown.output)
     for flag in _settings(command):
@@ -68,3 +74,19 @@ def default_config():
     from hsa.teachers.config import TeachConfig
 
     return TeachConfig
+
+
+def test_the_eval_command_has_a_flag_for_every_scalar_setting():
+    from hsa.eval.config import EvalConfig
+
+    flagged = {flag.setting for flag in _settings("eval run")}
+    # not flags: env_options (--env-seed and --env-path set it) and the key (--api-key-env)
+    assert flagged == {f.name for f in settings_of(EvalConfig)} - {"env_options", "api_key"}
+
+
+def test_backend_and_policy_choices_are_the_backends():
+    from hsa.teachers.config import BACKENDS
+
+    for command, name in (("teach", "backend"), ("eval run", "policy")):
+        (option,) = [p for p in _command(command).params if p.name == name]
+        assert tuple(option.type.choices) == BACKENDS, command  # type: ignore[attr-defined]

@@ -25,10 +25,14 @@ from hsa.augment.names import (
 )
 from hsa.augment.param_schemas import copy_schema
 from hsa.augment.registry import rule
-from hsa.augment.rule import Context, Rewrite
+from hsa.augment.rule import DRAWS, Context, Rewrite
 from hsa.harness.model import Harness
 
 ID_STYLES = ["random", "snake", "camel", "pascal", "kebab", "synonym"]
+
+#: the namespaces and separators ``skill_ids.namespace`` draws from
+SKILL_NAMESPACES = ["acme", "team", "org", "plugin", "local", "shared", "core", "user"]
+SKILL_SEPARATORS = [":", ".", "-", "_"]
 
 
 def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
@@ -106,21 +110,21 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
                 "pattern": "^[A-Za-z][A-Za-z0-9]{0,15}$",
                 "default": None,
                 "description": "The namespace; null draws one from a bank.",
+                DRAWS: SKILL_NAMESPACES,
             },
             "separator": {
                 "enum": [":", ".", "-", "_", "/", "any"],
                 "default": "any",
                 "description": "Between namespace and id ('/' is written as ':').",
+                DRAWS: SKILL_SEPARATORS,
             },
         },
     },
 )
 def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Prefix skill ids with a namespace (``acme:returns``), as plugin marketplaces do."""
-    prefix = params["prefix"] or rng.choice(
-        ["acme", "team", "org", "plugin", "local", "shared", "core", "user"]
-    )
-    sep = params["separator"] if params["separator"] != "any" else rng.choice([":", ".", "-", "_"])
+    prefix = params["prefix"] or rng.choice(SKILL_NAMESPACES)
+    sep = params["separator"] if params["separator"] != "any" else rng.choice(SKILL_SEPARATORS)
     sep = ":" if sep == "/" else sep
     table = fresh_names(
         [s.id for s in harness.skills], lambda i: f"{prefix}{sep}{i}", pattern=ID_NAME

@@ -25,7 +25,7 @@ from hsa.augment.names import (
 )
 from hsa.augment.param_schemas import all_property_names, copy_schema, free_nodes
 from hsa.augment.registry import rule
-from hsa.augment.rule import Context, Rewrite
+from hsa.augment.rule import DRAWS, Context, Rewrite
 from hsa.harness.model import Harness, Tool
 from hsa.harness.validate import resolve_pointer
 
@@ -43,6 +43,9 @@ _FRACTION = {
     "default": 1.0,
     "description": "Share of the tools to rewrite (at least one when any qualifies).",
 }
+
+#: the wrapper names ``tools.wrap_args`` draws from
+WRAPPERS = ["params", "args", "input", "arguments", "payload", "request"]
 
 
 def _choose(tools: list[Tool], fraction: float, rng: random.Random) -> set[str]:
@@ -130,6 +133,7 @@ _OBJECT_LEVEL = ("$defs", "definitions", "$schema", "$id", "type")
                 "pattern": PARAM_NAME.pattern,
                 "default": None,
                 "description": "Name of the wrapping object; null draws one from a bank.",
+                DRAWS: WRAPPERS,
             },
         },
     },
@@ -147,9 +151,7 @@ def wrap_args(harness: Harness, rng: random.Random, params: dict[str, Any], cont
         if tool.name not in chosen:
             continue
         schema = copy_schema(tool.parameters)
-        wanted = params["wrapper"] or rng.choice(
-            ["params", "args", "input", "arguments", "payload", "request"]
-        )
+        wanted = params["wrapper"] or rng.choice(WRAPPERS)
         name = fresh_names(
             [wanted], lambda n: n, taken=all_property_names(schema), pattern=PARAM_NAME
         )[wanted]

@@ -22,7 +22,7 @@ from hsa.augment.names import (
 )
 from hsa.augment.param_schemas import all_property_names, property_names, rename_properties
 from hsa.augment.registry import rule
-from hsa.augment.rule import Context, Rewrite
+from hsa.augment.rule import DRAWS, Context, Rewrite
 from hsa.harness.model import Harness, Hook, Skill, Tool
 
 NAME_STYLES = ["random", "snake", "camel", "pascal", "kebab", "synonym"]
@@ -34,6 +34,9 @@ _STYLE_PARAM = {
         "PascalCase, kebab-case), synonyms from hsa's bank, or 'any' to draw one per rewrite."
     ),
 }
+
+#: the namespaces ``tools.namespace`` draws from
+TOOL_NAMESPACES = ["shop", "api", "svc", "tools", "mcp", "app", "ext", "core", "srv", "fn"]
 
 
 def _propose(style: str, rng: random.Random, prefix: str):
@@ -160,7 +163,8 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
                 "type": ["string", "null"],
                 "pattern": "^[A-Za-z][A-Za-z0-9]{0,15}$",
                 "default": None,
-                "description": "The namespace; null draws one from the harness id or a bank.",
+                "description": "The namespace; null draws one from a bank.",
+                DRAWS: TOOL_NAMESPACES,
             },
             "separator": {
                 "enum": ["_", "__", "-", "any"],
@@ -175,9 +179,7 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
     tools = [t.name for t in _all_tools(harness)]
     if not tools:
         return Rewrite(harness)
-    prefix = params["prefix"] or rng.choice(
-        ["shop", "api", "svc", "tools", "mcp", "app", "ext", "core", "srv", "fn"]
-    )
+    prefix = params["prefix"] or rng.choice(TOOL_NAMESPACES)
     separators = ["_", "__", "-"]
     if not format_accepts(harness.protocol, "a-b"):
         separators.remove("-")

@@ -1,0 +1,112 @@
+"""Evaluation overhead: how much of an evaluation's wall time is hsa's, not the model's.
+
+Starts ``hsa serve oracle --latency-ms 200`` (the model, answering after 200 ms, with the
+held-out recipe so it knows the variants) and runs ``hsa.eval.runner.evaluate`` with the
+``openai`` policy (the official client over loopback) at concurrency 64 on the canonical and
+variants suites. Every model call takes at least the server's latency, so the least wall time
+the run can take is
+
+    model time = requests x latency / concurrency
+
+and the harness-side overhead is the rest of the wall time: ``1 - model time / wall``
+(rendering, parsing, hooks, environment steps, scoring, the client, writing the episodes,
+summary and report, and waiting for a core). Target: at most 5% at concurrency 64.
+
+Then, to say where the harness time goes, the same episodes run with the in-process oracle
+(no network, no latency): that run's wall time per episode is the CPU an episode costs outside
+any model (the oracle's own answer included, so an upper bound), printed as a share of the
+model time an episode spends at 200 ms a call; and the writing of the results is timed alone.
+
+    python benchmarks/bench_eval.py            # 600 episodes at 200 ms (about a minute)
+    python benchmarks/bench_eval.py --quick    # fewer episodes
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_teach import client_cpu_s, load, oracle_server, process_cpu_s
+
+from hsa.envs.registry import get
+from hsa.eval.config import EvalConfig
+from hsa.eval.runner import evaluate, write_run
+
+LATENCY_MS = 200.0
+ROOT = Path(__file__).resolve().parents[1]
+HELDOUT = ROOT / "examples" / "eval-heldout.yaml"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="about a third of the episodes")
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args()
+    tasks = 40 if args.quick else 120
+    env = get("livestream")
+    settings = {"tasks": tasks, "variants": 4, "recipe": str(HELDOUT), "seed": 0}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        with oracle_server("--latency-ms", str(LATENCY_MS), "--recipe", str(HELDOUT)) as (url, pid):
+            config = EvalConfig(
+                policy="openai",
+                base_url=url,
+                model="hsa-oracle",
+                concurrency=args.concurrency,
+                **settings,
+            )
+            cpu_before, server_before = client_cpu_s(), process_cpu_s(pid)
+            started = time.perf_counter()
+            report = evaluate(config, root / "served", env=env)
+            wall = time.perf_counter() - started
+            client_cpu = client_cpu_s() - cpu_before
+            server_cpu = process_cpu_s(pid) - server_before
+        episodes = report.episodes
+        model_s = report.requests * LATENCY_MS / 1000 / args.concurrency
+        overhead = 1 - model_s / wall
+        print(
+            f"served model, {LATENCY_MS:.0f} ms a call, concurrency {args.concurrency}: "
+            f"{episodes} episodes, {report.requests} calls in {wall:.2f} s; model time "
+            f"{model_s:.2f} s -> harness-side overhead {100 * overhead:.1f}% of wall "
+            f"({100 * model_s / wall:.1f}% of ideal; target: overhead <= 5%)"
+        )
+        print(
+            f"  CPU per call: client {1000 * client_cpu / report.requests:.2f} ms, server "
+            f"{1000 * server_cpu / report.requests:.2f} ms; load average {load()}"
+        )
+        success = report.summary["suites"]["variants"]["success"]
+        print(f"  success: variants {success:.3f} (the oracle: every episode must succeed)")
+
+        local = EvalConfig(policy="oracle", concurrency=args.concurrency, **settings)
+        started = time.perf_counter()
+        in_process = evaluate(local, root / "local", env=env)
+        local_wall = time.perf_counter() - started
+        per_episode = local_wall / episodes
+        model_per_episode = report.requests / episodes * LATENCY_MS / 1000
+        print(
+            f"in-process oracle, same {in_process.episodes} episodes: {local_wall:.2f} s, "
+            f"{1000 * per_episode:.2f} ms an episode outside any model = "
+            f"{100 * per_episode / model_per_episode:.2f}% of an episode's model time "
+            f"({1000 * model_per_episode:.0f} ms at {LATENCY_MS:.0f} ms a call)"
+        )
+
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(root / "local" / "episodes.parquet").to_pylist()
+        started = time.perf_counter()
+        write_run(root / "rewrite", rows, in_process.summary)
+        print(
+            f"writing episodes, summary and report: {time.perf_counter() - started:.2f} s "
+            f"({os.cpu_count()} cores)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""``hsa eval run`` (evaluate a model under its harness and held-out variants) and
+``hsa eval compare`` (runs side by side)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hsa.cli.flags import EVAL, Setting, given
+from hsa.cli.output import console, error_console, progress
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+@click.group("eval")
+def group() -> None:
+    """Evaluate models: success on the canonical harness and on held-out harness variants."""
+
+
+def _training_recipe(path: Path | None) -> Any:
+    """The recipe at ``path``: a recipe file, or a build config's ``augment.recipe``."""
+    if path is None:
+        return None
+    import yaml
+
+    from hsa.augment.recipe import load_recipe
+    from hsa.errors import ConfigError
+
+    try:
+        data = yaml.safe_load(path.read_text("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", file=str(path)) from None
+    if isinstance(data, dict) and "augment" in data:
+        from hsa.pipelines.build import load_config
+
+        return load_config(path).augment.recipe
+    return load_recipe(path)
+
+
+@group.command("run")
+@click.option("--env", cls=Setting, config=EVAL)
+@click.option("--env-seed", type=int, help="The environment's seed (its world and tasks).")
+@click.option(
+    "--env-path",
+    type=click.Path(path_type=Path),
+    help="Corpus file or folder of the environment (bfcl, tau2).",
+)
+@click.option(
+    "--policy",
+    type=click.Choice(["oracle", "fixed-oracle", "openai", "vllm", "transformers"]),
+    cls=Setting,
+    config=EVAL,
+)
+@click.option("--model", cls=Setting, config=EVAL)
+@click.option("--base-url", envvar="OPENAI_BASE_URL", show_envvar=True, cls=Setting, config=EVAL)
+@click.option(
+    "--api-key-env",
+    default=DEFAULT_KEY_ENV,
+    show_default=True,
+    help="Environment variable holding the API key (never written anywhere).",
+)
+@click.option("--suite", "suites", cls=Setting, config=EVAL, setting="suites")
+@click.option("--tasks", type=int, cls=Setting, config=EVAL)
+@click.option("--split", type=click.Choice(["train", "dev", "test"]), cls=Setting, config=EVAL)
+@click.option("--variants", type=int, cls=Setting, config=EVAL)
+@click.option("--recipe", type=click.Path(path_type=Path), cls=Setting, config=EVAL)
+@click.option(
+    "--train-recipe",
+    type=click.Path(path_type=Path),
+    help="The training recipe (or build config) the held-out recipe must not overlap.",
+)
+@click.option("--seed", type=int, cls=Setting, config=EVAL)
+@click.option("--concurrency", type=int, cls=Setting, config=EVAL)
+@click.option("--max-steps", "max_steps_per_turn", type=int, cls=Setting, config=EVAL)
+@click.option("--repair/--no-repair", cls=Setting, config=EVAL)
+@click.option("--temperature", type=float, cls=Setting, config=EVAL)
+@click.option("--top-p", type=float, cls=Setting, config=EVAL)
+@click.option("--max-tokens", type=int, cls=Setting, config=EVAL)
+@click.option("--timeout", "timeout_s", type=float, cls=Setting, config=EVAL)
+@click.option("--max-retries", type=int, cls=Setting, config=EVAL)
+@click.option("--metadata/--no-metadata", "send_metadata", cls=Setting, config=EVAL)
+@click.option("--call-format", cls=Setting, config=EVAL)
+@click.option("--cache", type=click.Path(path_type=Path), cls=Setting, config=EVAL)
+@click.option("--bootstrap", type=int, cls=Setting, config=EVAL)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Run directory: episodes.parquet, summary.json, report.md and plots, request cache.",
+)
+def run_command(
+    env: str | None,
+    env_seed: int | None,
+    env_path: Path | None,
+    api_key_env: str,
+    train_recipe: Path | None,
+    out: Path,
+    **flags: Any,
+) -> None:
+    """Evaluate a model on an environment's tasks, under its harness and held-out variants.
+
+    Writes OUT/episodes.parquet (one row per episode: success, failure class, turns, tokens,
+    latency), OUT/summary.json (success with 95% intervals per suite, rule family, protocol
+    and task kind; latency P50/P95) and OUT/report.md with plots. A rerun asks the model
+    nothing it already answered; episodes the model's server never answered make the command
+    exit 1 with the reason, and a rerun retries them.
+    """
+    from hsa.eval.config import EvalConfig
+    from hsa.eval.runner import EvalIncomplete, evaluate
+
+    settings = given(flags)
+    if env is not None:
+        settings["env"] = env
+    options: dict[str, Any] = {}
+    if env_seed is not None:
+        options["seed"] = env_seed
+    if env_path is not None:
+        options["path"] = str(env_path)
+    if options:
+        settings["env_options"] = options
+    for key in ("recipe", "cache"):
+        if settings.get(key) is not None:
+            settings[key] = str(settings[key])
+    if settings.get("policy") != "openai":
+        settings.pop("base_url", None)  # from the environment, meant for the openai policy
+    settings["api_key"] = os.environ.get(api_key_env) or None
+    config = EvalConfig.from_dict(settings)
+    training = _training_recipe(train_recipe)
+
+    bar = progress()
+    bar.disable = not error_console().is_terminal
+    with bar:
+        job = bar.add_task(f"eval {config.label} on {config.env}", total=None)
+
+        def advance(done: int, total: int, succeeded: int) -> None:
+            bar.update(
+                job,
+                completed=done,
+                total=total,
+                description=f"eval {config.label} on {config.env}: {succeeded} succeeded",
+            )
+
+        try:
+            report = evaluate(config, out, training=training, progress=advance)
+        except EvalIncomplete as exc:
+            error_console().print(
+                f"requests: {exc.report.requests} sent, cache hits: {exc.report.cache_hits}"
+            )
+            raise
+    _summary(report)
+
+
+def _summary(report: Any) -> None:
+    from hsa.eval.report import _interval
+
+    out = console()
+    summary = report.summary
+    for name, entry in summary["suites"].items():
+        failures = ", ".join(f"{k} {v}" for k, v in entry.get("failures", {}).items())
+        out.print(
+            f"{name}: success {_interval(entry)} % over {entry['n']} episodes "
+            f"({entry['tasks']} tasks)" + (f"; failures: {failures}" if failures else "")
+        )
+        families = entry.get("by_family") or {}
+        if families:
+            out.print(
+                "  per family: "
+                + ", ".join(f"{k} {_interval(v).split(' ')[0]}" for k, v in families.items())
+            )
+        sensitivity = entry.get("format_sensitivity")
+        if sensitivity:
+            out.print(
+                f"  {sensitivity['configurations']} format configurations: mean "
+                f"{100 * sensitivity['mean']:.1f}, std {100 * sensitivity['std']:.1f}, "
+                f"max delta {100 * sensitivity['max_delta']:.1f}"
+            )
+    if "drop" in summary:
+        out.print(f"drop canonical -> variants: {100 * summary['drop']:.1f} points")
+    call = (summary.get("latency") or {}).get("per_call") or {}
+    out.print(
+        f"requests: {report.requests} sent, cache hits: {report.cache_hits}"
+        + (f"; latency per call P50 {call['p50_ms']} ms, P95 {call['p95_ms']} ms" if call else "")
+    )
+    out.print(
+        f"wrote {report.out}/report.md, summary.json, episodes.parquet ({report.wall_s:.1f} s)"
+    )
+
+
+@group.command("compare")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--plot",
+    type=click.Path(path_type=Path),
+    help="Write the comparison plot here (PNG).",
+)
+def compare_command(runs: tuple[Path, ...], plot: Path | None) -> None:
+    """Print evaluation runs side by side: model x canonical x variants x drop."""
+    from hsa.datasets.shards import write_atomic
+    from hsa.eval.report import compare_rows, compare_table, plot_compare, read_summary
+
+    summaries = [read_summary(run) for run in runs]
+    rows = compare_rows(summaries, [run.name or str(run) for run in runs])
+    console().print(compare_table(rows), end="", markup=False)
+    if plot is not None:
+        write_atomic(plot, plot_compare(rows))
+        console().print(f"wrote {plot}")

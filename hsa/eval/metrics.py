@@ -1,0 +1,163 @@
+"""What one episode measured: success, why it failed, turns, tokens and latency, as a row.
+
+``success`` is the environment's score of the episode (the model reached a final answer and
+the environment scores it solved), whatever happened on the way; ``verified`` is the teacher's
+stricter verdict (every call also validated and ran). A failed episode gets one failure class,
+the first thing that went wrong, in this order:
+
+- ``unparseable_call``: a reply that does not parse under the harness's protocol;
+- ``unknown_tool``: a call (or skill load) naming something the harness does not offer;
+- ``invalid_arguments``: arguments the tool's schema refuses;
+- ``policy_violation``: a call a hook denied (or an answer a hook refused);
+- ``step_limit``: no final answer within the steps allowed;
+- ``wrong_tool``, ``wrong_arguments``, ``wrong_final_answer``: a valid episode the environment
+  scores unsolved, by what its scorer names (a required tool never called, a call with other
+  arguments, an answer missing a fact);
+- ``error``: the environment or harness failed (not the model).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from hsa.augment.rule import FAMILIES
+from hsa.harness.events import ToolCall, UserMessage
+from hsa.teachers.rollout import Rollout
+
+FAILURES = (
+    "unparseable_call",
+    "unknown_tool",
+    "invalid_arguments",
+    "policy_violation",
+    "step_limit",
+    "wrong_tool",
+    "wrong_arguments",
+    "wrong_final_answer",
+    "error",
+)
+
+EPISODE_SCHEMA = pa.schema(
+    [
+        ("suite", pa.string()),
+        ("config", pa.string()),
+        ("task_id", pa.string()),
+        ("task_group", pa.string()),
+        ("task_kind", pa.string()),
+        ("variant_id", pa.string()),
+        ("rules", pa.list_(pa.string())),
+        ("families", pa.list_(pa.string())),
+        ("protocol", pa.string()),
+        ("policy", pa.string()),
+        ("success", pa.bool_()),
+        ("score", pa.float64()),
+        ("verified", pa.bool_()),
+        ("failure", pa.string()),
+        ("reason", pa.string()),
+        ("turns", pa.int32()),
+        ("steps", pa.int32()),
+        ("calls", pa.int32()),
+        ("tokens_in", pa.int64()),
+        ("tokens_out", pa.int64()),
+        ("latency_s", pa.float64()),
+        ("call_latencies_s", pa.list_(pa.float64())),
+    ]
+)
+
+_POLICY = re.compile(r"denied by hook|refused by hook|forbidden absolute claim", re.IGNORECASE)
+_ANSWER = re.compile(r"missing fact|no final answer|acceptable answers|final answer", re.IGNORECASE)
+_TOOL = re.compile(
+    r"expected a call to|required tool|wrong number of calls|forbidden call|required skill",
+    re.IGNORECASE,
+)
+_NAMED = re.compile(r"(?:action \S+ |required call |expected call \d+, )'?([A-Za-z0-9_.:-]+)")
+
+
+def family_of(rule: str) -> str:
+    """The family a rule belongs to, by its name's prefix (``tools.rename`` -> ``tools``)."""
+    prefix = rule.partition(".")[0]
+    return prefix if prefix in FAMILIES else "other"
+
+
+def failure_class(result: Rollout) -> str | None:
+    """The failure class of a finished rollout (``FAILURES``), None when it succeeded."""
+    if succeeded(result):
+        return None
+    ended, checks = result.ended, result.verification.checks
+    reason = result.verification.reason
+    if ended == "format":
+        return "unparseable_call"
+    if ended == "schema":
+        return "unknown_tool"  # a skill load the harness lacks
+    if ended == "error":
+        return "error"
+    if not checks.get("schema", True):
+        return "unknown_tool" if "unknown tool" in reason else "invalid_arguments"
+    if not checks.get("execution", True):
+        return "policy_violation" if _POLICY.search(reason) else "wrong_arguments"
+    if ended == "step_limit":
+        return "step_limit"
+    return _score_class(reason, result)
+
+
+def _score_class(reason: str, result: Rollout) -> str:
+    text = reason.removeprefix("score: ")
+    first = text.split("; ")[0]
+    if _POLICY.search(first):
+        return "policy_violation"
+    if _ANSWER.search(first):
+        return "wrong_final_answer"
+    if _TOOL.search(first):
+        return "wrong_tool"
+    named = _NAMED.search(first)
+    if named is not None:
+        called = {e.tool for e in result.events if isinstance(e, ToolCall)}
+        return "wrong_arguments" if named.group(1) in called else "wrong_tool"
+    return "wrong_arguments"
+
+
+def succeeded(result: Rollout) -> bool:
+    """Whether the environment scores the episode solved (every turn answered)."""
+    return result.ended == "answered" and bool(result.verification.checks.get("score"))
+
+
+def episode_row(
+    suite: str, config: str, result: Rollout, *, policy: str, group: str | None = None
+) -> dict[str, Any]:
+    """The row (``EPISODE_SCHEMA``) of one finished episode; ``group`` is what intervals
+    resample (the task unless given)."""
+    spec, variant = result.spec, result.spec.variant
+    rules = [name for name, _, _ in variant.rules]
+    families = sorted({family_of(r) for r in rules})
+    latencies = [round(x, 6) for x in result.latencies_s]
+    return {
+        "suite": suite,
+        "config": config,
+        "task_id": spec.task.id,
+        "task_group": group or spec.task.id,
+        "task_kind": spec.task.kind,
+        "variant_id": variant.variant_id,
+        "rules": rules,
+        "families": families,
+        "protocol": variant.harness.protocol.label,
+        "policy": policy,
+        "success": succeeded(result),
+        "score": result.verification.score,
+        "verified": result.verification.verified,
+        "failure": failure_class(result),
+        "reason": result.verification.reason,
+        "turns": sum(isinstance(e, UserMessage) for e in result.events),
+        "steps": result.requests + result.cache_hits,
+        "calls": sum(isinstance(e, ToolCall) for e in result.events),
+        "tokens_in": result.usage.prompt_tokens,
+        "tokens_out": result.usage.completion_tokens,
+        "latency_s": round(sum(result.latencies_s), 6),
+        "call_latencies_s": latencies,
+    }
+
+
+def episodes_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(list(rows), schema=EPISODE_SCHEMA)

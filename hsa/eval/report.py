@@ -1,0 +1,279 @@
+"""The run's report (``report.md`` with plots) and the side-by-side comparison of runs.
+
+Plots are drawn with matplotlib's Agg backend and saved without metadata, so the same figures
+give the same bytes: success on the canonical harness against held-out variants, robustness
+per rule family (bars with their 95% intervals), failure classes, and the latency CDF per model
+call. ``compare`` reads the ``summary.json`` of several runs and gives HAT's table -- model x
+canonical x variants x drop -- and a plot of it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hsa.datasets.shards import write_atomic
+from hsa.errors import EvalError
+
+REPORT = "report.md"
+COMPARE_PLOT = "compare.png"
+_BLUE, _ORANGE, _GREEN, _RED = "#4c72b0", "#dd8452", "#55a868", "#c44e52"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def _interval(entry: Mapping[str, Any]) -> str:
+    if entry.get("success") is None:
+        return "–"
+    return f"{_pct(entry['success'])} [{_pct(entry['low'])}, {_pct(entry['high'])}]"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    _plt().close(fig)
+    return buffer.getvalue()
+
+
+def _bars(ax, entries: Mapping[str, Mapping[str, Any]], color: str, title: str) -> None:
+    labels = [k for k, v in entries.items() if v.get("success") is not None]
+    values = [100 * entries[k]["success"] for k in labels]
+    low = [100 * (entries[k]["success"] - entries[k]["low"]) for k in labels]
+    high = [100 * (entries[k]["high"] - entries[k]["success"]) for k in labels]
+    ax.barh(labels[::-1], values[::-1], xerr=[low[::-1], high[::-1]], color=color, capsize=3)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("success %")
+    ax.set_title(title, fontsize=10)
+    ax.tick_params(axis="y", labelsize=8)
+
+
+def plot_success(summary: Mapping[str, Any]) -> bytes:
+    """Success per suite, and per rule family in the variants suite, with intervals."""
+    plt = _plt()
+    suites = summary["suites"]
+    families = (suites.get("variants") or {}).get("by_family") or {}
+    panels = 2 if families else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 3.4), dpi=100, squeeze=False)
+    _bars(axes[0][0], suites, _BLUE, "success per suite")
+    if families:
+        _bars(axes[0][1], families, _ORANGE, "held-out variants: success per rule family")
+    return _png(fig)
+
+
+def plot_failures(summary: Mapping[str, Any]) -> bytes | None:
+    """Failure classes per suite, stacked; None when nothing failed."""
+    suites = summary["suites"]
+    classes = sorted({c for s in suites.values() for c in s.get("failures", {})})
+    if not classes:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 3.2), dpi=100)
+    names = list(suites)
+    left = [0] * len(names)
+    cmap = plt.get_cmap("tab10")
+    for i, name in enumerate(classes):
+        counts = [suites[s].get("failures", {}).get(name, 0) for s in names]
+        ax.barh(names[::-1], counts[::-1], left=left[::-1], color=cmap(i % 10), label=name)
+        left = [a + b for a, b in zip(left, counts, strict=True)]
+    ax.set_xlabel("failed episodes")
+    ax.set_title("failure classes", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    return _png(fig)
+
+
+def plot_latency(rows: Sequence[Mapping[str, Any]]) -> bytes | None:
+    """The CDF of latency per model call, per suite; None when no call was timed."""
+    suites: dict[str, list[float]] = {}
+    for row in rows:
+        suites.setdefault(row["suite"], []).extend(row["call_latencies_s"])
+    if not any(suites.values()):
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.5, 3.2), dpi=100)
+    for name, values in suites.items():
+        if values:
+            ordered = sorted(1000 * v for v in values)
+            ax.step(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=name)
+    ax.set_xlabel("latency per model call (ms)")
+    ax.set_ylabel("share of calls")
+    ax.set_title("latency CDF", fontsize=10)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def render_report(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
+    """``report.md``: the run's figures as tables, and its plots."""
+    suites = summary["suites"]
+    lines = [
+        f"# Evaluation: {summary.get('model', '?')} on {summary.get('env', '?')}",
+        "",
+        f"{summary.get('episodes', 0):,} episodes. Success is the environment's score, the "
+        "mean over tasks of each task's success, with a 95% bootstrap interval over tasks.",
+        "",
+        "| suite | success % [95% CI] | episodes | tasks | verified % |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name, entry in suites.items():
+        lines.append(
+            f"| {name} | {_interval(entry)} | {entry['n']:,} | {entry['tasks']:,} | "
+            f"{_pct(entry.get('verified'))} |"
+        )
+    if "drop" in summary:
+        lines += [
+            "",
+            f"Drop from canonical to held-out variants: **{_pct(summary['drop'])}** points.",
+        ]
+    lines.append("")
+    for plot in plots:
+        lines += [f"![{plot}]({plot})", ""]
+    for name, entry in suites.items():
+        for key, title in (
+            ("by_family", "per rule family"),
+            ("by_rule", "per rule"),
+            ("by_config", "per format configuration"),
+            ("by_protocol", "per protocol"),
+            ("by_kind", "per task kind"),
+        ):
+            table = entry.get(key)
+            if not table:
+                continue
+            lines += [
+                f"## {name}: {title}",
+                "",
+                "| | success % [95% CI] | episodes |",
+                "|---|---|---:|",
+            ]
+            lines += [f"| `{k}` | {_interval(v)} | {v['n']:,} |" for k, v in table.items()]
+            lines.append("")
+        sensitivity = entry.get("format_sensitivity")
+        if sensitivity:
+            lines += [
+                f"Format sensitivity over {sensitivity['configurations']} configurations: mean "
+                f"{_pct(sensitivity['mean'])}, standard deviation {_pct(sensitivity['std'])}, "
+                f"max delta {_pct(sensitivity['max_delta'])} points.",
+                "",
+            ]
+        if entry.get("failures"):
+            lines += [f"## {name}: failure classes", "", "| class | episodes |", "|---|---:|"]
+            lines += [f"| {k} | {v:,} |" for k, v in entry["failures"].items()]
+            lines.append("")
+    latency = summary.get("latency") or {}
+    if latency.get("per_call"):
+        call, episode = latency["per_call"], latency.get("per_episode") or {}
+        lines += [
+            "## Latency",
+            "",
+            f"Per model call: P50 {call['p50_ms']:.1f} ms, P95 {call['p95_ms']:.1f} ms; per "
+            f"episode: P50 {episode.get('p50_ms', 0):.1f} ms, P95 {episode.get('p95_ms', 0):.1f} "
+            "ms (a cached answer counts with its original latency).",
+            "",
+        ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_report(out: Path, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write the plots and ``report.md`` under ``out``."""
+    plots = []
+    for name, data in (
+        ("success.png", plot_success(summary)),
+        ("failures.png", plot_failures(summary)),
+        ("latency.png", plot_latency(rows)),
+    ):
+        if data is not None:
+            write_atomic(out / name, data)
+            plots.append(name)
+    write_atomic(out / REPORT, render_report(summary, plots).encode("utf-8"))
+
+
+def read_summary(path: str | Path) -> dict[str, Any]:
+    """The ``summary.json`` of a finished run directory."""
+    target = Path(path) / "summary.json"
+    try:
+        found = json.loads(target.read_text("utf-8"))
+    except FileNotFoundError:
+        raise EvalError(
+            "no finished evaluation here (summary.json is missing)", file=str(path)
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise EvalError(f"cannot read the summary: {exc}", file=str(target)) from None
+    if not isinstance(found, dict) or "suites" not in found:
+        raise EvalError("not an hsa evaluation summary", file=str(target))
+    return found
+
+
+def compare_rows(
+    summaries: Sequence[Mapping[str, Any]], names: Sequence[str]
+) -> list[dict[str, Any]]:
+    """One row per run: its model, and success on canonical, on variants, and the drop."""
+    rows = []
+    for name, summary in zip(names, summaries, strict=True):
+        suites = summary["suites"]
+        row: dict[str, Any] = {"run": name, "model": summary.get("model", "?")}
+        for suite in ("canonical", "variants", "bfcl"):
+            row[suite] = suites.get(suite)
+        row["drop"] = summary.get("drop")
+        rows.append(row)
+    return rows
+
+
+def compare_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """HAT's table, as Markdown: model x canonical x variants x drop (and bfcl when run)."""
+    bfcl = any(r.get("bfcl") for r in rows)
+    head = "| run | model | canonical % [95% CI] | variants % [95% CI] | drop |"
+    rule = "|---|---|---|---|---:|"
+    if bfcl:
+        head, rule = head + " bfcl % [95% CI] |", rule + "---|"
+    lines = [head, rule]
+    for r in rows:
+        line = (
+            f"| {r['run']} | {r['model']} | {_interval(r['canonical'] or {})} | "
+            f"{_interval(r['variants'] or {})} | {_pct(r['drop'])} |"
+        )
+        if bfcl:
+            line += f" {_interval(r['bfcl'] or {})} |"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:
+    """Grouped bars: per run, success on canonical and on held-out variants, with intervals."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(rows), 3.4), dpi=100)
+    width = 0.38
+    for offset, suite, color in (
+        (-width / 2, "canonical", _BLUE),
+        (width / 2, "variants", _ORANGE),
+    ):
+        xs: list[float] = []
+        values: list[float] = []
+        errors: list[list[float]] = [[], []]
+        for i, r in enumerate(rows):
+            entry = r.get(suite) or {}
+            if entry.get("success") is None:
+                continue
+            xs.append(i + offset)
+            values.append(100 * entry["success"])
+            errors[0].append(100 * (entry["success"] - entry["low"]))
+            errors[1].append(100 * (entry["high"] - entry["success"]))
+        ax.bar(xs, values, width, yerr=errors, color=color, capsize=3, label=suite)
+    ax.set_xticks(range(len(rows)), [r["run"] for r in rows], fontsize=8)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("success %")
+    ax.set_title("canonical vs held-out harness variants", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    return _png(fig)

@@ -1,0 +1,260 @@
+"""``evaluate``: run a model through the suites' episodes and write what it measured.
+
+The episodes are laid out in a fixed order (suite, task, variant; ``hsa.eval.suites``) and run
+concurrently through the teachers' rollout loop and backends, exactly as a teacher runs, so a
+model under evaluation is rendered, parsed and scored by the same code that made its training
+data. Requests go through the request cache (``OUT/cache.sqlite``, as ``hsa teach``): a rerun
+of a finished or interrupted run asks the model nothing it already answered.
+
+A run writes, each file atomically, ``episodes.parquet`` (one row per episode, in episode
+order: ``hsa.eval.metrics``), ``summary.json`` (``hsa.eval.summary``, with the run's settings)
+and the report (``hsa.eval.report``). An episode the backend never answered (server down,
+timeouts after every retry) says nothing about the model: then nothing is written, the run
+raises ``EvalIncomplete`` naming why, and the rerun retries those episodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hsa.augment.recipe import Recipe, overlaps
+from hsa.datasets import manifest as mf
+from hsa.datasets.lock import hold
+from hsa.datasets.shards import write_shard
+from hsa.envs.base import Environment
+from hsa.errors import EvalError, TeacherError
+from hsa.eval.config import EvalConfig
+from hsa.eval.metrics import episode_row, episodes_table, succeeded
+from hsa.eval.suites import Episode, episodes, heldout_recipe, split_tasks
+from hsa.eval.summary import summarize
+from hsa.teachers.backends.base import Backend
+from hsa.teachers.cache import CachedBackend, RequestCache
+from hsa.teachers.make import make_backend
+from hsa.teachers.request import Sampling
+from hsa.teachers.rollout import Rollout, RolloutConfig, rollout
+
+EPISODES = "episodes.parquet"
+SUMMARY = "summary.json"
+CACHE_FILE = "cache.sqlite"
+#: policies answered in process, as fast as a cache lookup: no cache unless one is asked for
+IN_PROCESS = ("oracle", "fixed-oracle")
+
+ProgressFn = Callable[[int, int, int], None]
+
+
+@dataclass(slots=True)
+class EvalReport:
+    """What a run did: episodes, successes, requests sent and answered from the cache,
+    episodes the backend left unanswered (and why), and the summary it wrote."""
+
+    out: Path
+    episodes: int = 0
+    succeeded: int = 0
+    requests: int = 0
+    cache_hits: int = 0
+    retry: int = 0
+    retry_reasons: Counter = field(default_factory=Counter)
+    wall_s: float = 0.0
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class EvalIncomplete(TeacherError):
+    """Episodes the backend never answered: nothing was written; rerun to retry them."""
+
+    def __init__(self, report: EvalReport):
+        reasons = report.retry_reasons.most_common()
+        why = reasons[0][0] if reasons else "the backend failed"
+        super().__init__(
+            f"{report.retry} of {report.episodes} episodes got no answer from the model "
+            f"({why}); nothing was written. Once it answers, rerun the same command: answered "
+            "requests come from the cache",
+            file=str(report.out),
+        )
+        self.report = report
+
+
+def check_recipe(recipe: Recipe, training: Recipe | None) -> None:
+    """Refuse a held-out recipe that draws what ``training`` draws, saying where."""
+    if training is None:
+        return
+    found = overlaps(recipe, training)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise EvalError(
+            f"the held-out recipe overlaps the training recipe: {found[0]}{more}; an "
+            "evaluation of held-out variants must draw rules or parameters training did not",
+            where="recipe",
+        )
+
+
+def plan(config: EvalConfig, env: Environment, training: Recipe | None = None) -> list[Episode]:
+    """The run's episodes, in order."""
+    recipe = None
+    if "variants" in config.suites:
+        recipe = heldout_recipe(config.recipe)
+        check_recipe(recipe, training)
+    tasks, configured = split_tasks(env.tasks(config.split), config.tasks, config.seed)
+    if not tasks and not configured:
+        raise EvalError(f"environment {env.name!r} has no {config.split} tasks", where="split")
+    return episodes(
+        env,
+        tasks,
+        config.suites,
+        recipe=recipe,
+        k=config.variants,
+        seed=config.seed,
+        configured=configured,
+    )
+
+
+def evaluate(
+    config: EvalConfig,
+    out: str | Path,
+    *,
+    env: Environment | None = None,
+    backend: Backend | None = None,
+    training: Recipe | None = None,
+    progress: ProgressFn | None = None,
+) -> EvalReport:
+    """Run ``config`` into ``out`` (locked while it runs) and return what it did.
+
+    ``progress(done, total, succeeded)`` is called as episodes finish. ``training``, when
+    given, is the training recipe the held-out recipe must not overlap. Raises
+    ``EvalIncomplete`` when the backend left episodes unanswered and ``HsaError`` for a bad
+    setup (unknown environment or policy, a missing model, a directory of another run).
+    """
+    out = Path(out)
+    with hold(out, command="hsa eval run"):
+        return asyncio.run(_evaluate(config, out, env, backend, training, progress))
+
+
+def _check_dir(out: Path, config: EvalConfig) -> None:
+    path = out / SUMMARY
+    if not path.exists():
+        return
+    try:
+        previous = json.loads(path.read_text("utf-8")).get("output_hash")
+    except (OSError, ValueError, AttributeError):
+        previous = None
+    if previous != config.output_hash():
+        raise EvalError(
+            "this directory holds an evaluation with other settings; use a new --out",
+            file=str(path),
+        )
+
+
+async def _evaluate(
+    config: EvalConfig,
+    out: Path,
+    env: Environment | None,
+    backend: Backend | None,
+    training: Recipe | None,
+    progress: ProgressFn | None,
+) -> EvalReport:
+    started = time.monotonic()
+    _check_dir(out, config)
+    mf.remove_temporaries(out)
+    if env is None:
+        from hsa.envs.registry import get
+
+        env = get(config.env, **dict(config.env_options))
+    chosen = plan(config, env, training)
+    report = EvalReport(out=out, episodes=len(chosen))
+    variants = {e.spec.variant.variant_id: e.spec.variant for e in chosen}
+    inner = backend if backend is not None else make_backend(config.teach_config(), env, variants)
+    cache = None
+    if backend is not None or config.policy not in IN_PROCESS or config.cache:
+        out.mkdir(parents=True, exist_ok=True)
+        cache = RequestCache(Path(config.cache) if config.cache else out / CACHE_FILE)
+    runner = CachedBackend(inner, cache) if cache is not None else inner
+    settings = RolloutConfig(
+        model=config.model_name,
+        sampling=Sampling(config.temperature, config.top_p, config.max_tokens),
+        max_steps_per_turn=config.max_steps_per_turn,
+        repair=config.repair,
+    )
+    results: list[Rollout | None] = [None] * len(chosen)
+    try:
+        await runner.start()
+        await _run(chosen, env, runner, settings, config.concurrency, results, report, progress)
+    finally:
+        if backend is None:
+            await inner.aclose()
+        if cache is not None:
+            cache.close()
+    if report.retry:
+        report.wall_s = time.monotonic() - started
+        raise EvalIncomplete(report)
+    rows = [
+        episode_row(e.suite, e.config, r, policy=config.label, group=e.group)
+        for e, r in zip(chosen, results, strict=True)
+        if r is not None
+    ]
+    summary = summarize(rows, config.suites, resamples=config.bootstrap, seed=config.seed)
+    summary.update(
+        {
+            "model": config.label,
+            "env": config.env,
+            "config": config.public_dict(),
+            "output_hash": config.output_hash(),
+        }
+    )
+    write_run(out, rows, summary)
+    report.summary = summary
+    report.wall_s = time.monotonic() - started
+    return report
+
+
+def write_run(out: Path, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """Write the episodes, the report and, last, the summary (which marks the run done)."""
+    from hsa.eval.report import write_report
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_shard(out / EPISODES, episodes_table(rows))
+    write_report(out, summary, rows)
+    mf.write_json(out / SUMMARY, summary)
+
+
+async def _run(
+    chosen: list[Episode],
+    env: Environment,
+    backend: Backend,
+    settings: RolloutConfig,
+    concurrency: int,
+    results: list[Rollout | None],
+    report: EvalReport,
+    progress: ProgressFn | None,
+) -> None:
+    todo = iter(enumerate(chosen))
+    done = [0]
+
+    async def lane() -> None:
+        # Lanes share one iterator: taking the next episode never awaits, so none runs twice.
+        for index, episode in todo:
+            result = await rollout(episode.spec, env, backend, settings)
+            report.requests += result.requests
+            report.cache_hits += result.cache_hits
+            if result.ended == "backend":
+                report.retry += 1
+                report.retry_reasons[result.detail or "no answer"] += 1
+            else:
+                results[index] = result
+                report.succeeded += succeeded(result)
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], len(chosen), report.succeeded)
+
+    lanes = [asyncio.ensure_future(lane()) for _ in range(min(concurrency, len(chosen)) or 1)]
+    try:
+        await asyncio.gather(*lanes)
+    finally:
+        for task in lanes:
+            task.cancel()
+        await asyncio.gather(*lanes, return_exceptions=True)

@@ -1,0 +1,211 @@
+"""The suites: which tasks run under which harnesses, laid out as episodes in a fixed order.
+
+- ``canonical``: each sampled task under the environment's own harness (the product's
+  current harness: HAT's "Live-Stream QA").
+- ``variants``: the same tasks, each under ``variants`` harness variants drawn from a
+  held-out recipe (HAT's "Harness-Variant QA"), drawn as ``hsa teach`` draws them (by task
+  id, from a pool planned from the recipe and seed), so a run's variants are reproducible.
+- ``bfcl``: BFCL v4's format-sensitivity study. On BFCL, its own entries under its own 26
+  configurations (imported from ``BFCL_v4_format_sensitivity.json``: return format x
+  ``<TOOLCALL>`` tag x function-doc format, plus two prompt styles); on any other environment,
+  each task under every configuration of those three axes its names fit, the harness
+  otherwise unchanged.
+
+Tasks are sampled once per run (``sample_tasks``), by a hash of the seed and the task id, so
+that every suite sees the same tasks and a task keeps its place when others are added.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from hsa.augment.free_text import protocol_fits
+from hsa.augment.planner import Variant, canonical_variant
+from hsa.augment.recipe import Recipe, load_recipe, loads_recipe
+from hsa.augment.rules.protocol import with_protocol
+from hsa.augment.seeded import derive_seed
+from hsa.envs.base import Environment, Task
+from hsa.errors import EnvError, EvalError
+from hsa.harness.model import Harness, Protocol
+from hsa.teachers.rollout import RolloutSpec
+from hsa.teachers.task_variants import task_variants
+
+#: BFCL v4's format-sensitivity axes: return formats, the tool-call tag, function-doc formats
+BFCL_CALL_FORMATS = ("python", "json", "xml_verbose", "xml_concise")
+BFCL_TAGS = (True, False)
+BFCL_DOC_FORMATS = ("python", "xml", "json")
+#: the kind of BFCL's format-sensitivity tasks, whose metadata names their configuration
+FORMAT_KIND = "format_sensitivity"
+#: the built-in held-out recipe (the same as examples/eval-heldout.yaml)
+HELDOUT = "heldout.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """One episode of a run: a suite, the configuration it runs under, and the rollout."""
+
+    suite: str
+    config: str  # the variant's protocol label in bfcl, "canonical" or the variant id otherwise
+    spec: RolloutSpec
+    group: str = ""  # what intervals resample: the task, or the BFCL entry of a configured task
+
+    def __post_init__(self) -> None:
+        if not self.group:
+            object.__setattr__(self, "group", self.spec.task.id)
+
+
+def heldout_recipe(path: str | Path | None = None) -> Recipe:
+    """The recipe at ``path``, or hsa's built-in held-out recipe."""
+    if path is not None:
+        return load_recipe(path)
+    text = resources.files("hsa.eval").joinpath(HELDOUT).read_text("utf-8")
+    return loads_recipe(text, file=f"hsa/eval/{HELDOUT}")
+
+
+def sample_tasks(tasks: Sequence[Task], n: int | None, seed: int) -> list[Task]:
+    """``n`` of ``tasks`` (all when None), chosen by a hash of ``seed`` and each task id and
+    kept in their original order."""
+    if n is None or n >= len(tasks):
+        return list(tasks)
+    ranked = sorted(range(len(tasks)), key=lambda i: derive_seed("eval-task", seed, tasks[i].id))
+    return [tasks[i] for i in sorted(ranked[:n])]
+
+
+def _spec(suite: str, task: Task, variant: Variant, seed: int) -> RolloutSpec:
+    rollout_id = f"{suite}/{task.id}/{variant.variant_id}"
+    return RolloutSpec(
+        id=rollout_id,
+        task=task,
+        variant=variant,
+        seed=derive_seed("eval-rollout", seed, rollout_id) % 2**31,
+    )
+
+
+def canonical_episodes(env: Environment, tasks: Sequence[Task], *, seed: int) -> list[Episode]:
+    out = []
+    for task in tasks:
+        variant = canonical_variant(env.harness_for(task))
+        out.append(Episode("canonical", "canonical", _spec("canonical", task, variant, seed)))
+    return out
+
+
+def variant_episodes(
+    env: Environment, tasks: Sequence[Task], recipe: Recipe, *, k: int, seed: int
+) -> list[Episode]:
+    try:
+        harness = env.harness()
+    except EnvError as exc:
+        raise EvalError(
+            f"{exc.message}; the variants suite needs an environment with one harness "
+            "(livestream, a tau2 domain); run the bfcl suite on BFCL",
+            where=f"env {env.name!r}",
+        ) from None
+    chosen = task_variants(
+        harness, list(tasks), recipe, seed=seed, per_task=k, include_canonical=False
+    )
+    out = []
+    for task in tasks:
+        for variant in chosen[task.id]:
+            spec = _spec("variants", task, variant, seed)
+            out.append(Episode("variants", variant.variant_id, spec))
+    return out
+
+
+def bfcl_protocols(harness: Harness) -> list[Protocol]:
+    """BFCL's format-sensitivity configurations that can carry ``harness``'s names."""
+    out: list[Protocol] = []
+    for call in BFCL_CALL_FORMATS:
+        for tag in BFCL_TAGS:
+            if protocol_fits(harness, Protocol("text", call, tag)):
+                out.extend(Protocol("text", call, tag, doc) for doc in BFCL_DOC_FORMATS)
+    return out
+
+
+def bfcl_variant(harness: Harness, protocol: Protocol, heading_style: str | None = None) -> Variant:
+    """``harness`` under ``protocol`` (and prompt heading style) as a variant: the same names,
+    so the identity mapping."""
+    base = canonical_variant(harness)
+    changed = with_protocol(harness, protocol)
+    if heading_style is not None:
+        changed = changed.replace(
+            prompt=dataclasses.replace(changed.prompt, heading_style=heading_style)
+        )
+    suffix = protocol.label + (f"/{heading_style}" if heading_style else "")
+    return dataclasses.replace(base, variant_id=f"{base.variant_id}~{suffix}", harness=changed)
+
+
+def _configured(env: Environment, task: Task) -> Episode:
+    """A BFCL format-sensitivity task under the configuration its metadata names."""
+    found = task.metadata[FORMAT_KIND]
+    protocol = Protocol.from_dict(found["protocol"])
+    variant = bfcl_variant(env.harness_for(task), protocol, found.get("heading_style"))
+    return Episode("bfcl", str(found["config"]), _spec("bfcl", task, variant, 0))
+
+
+def bfcl_episodes(
+    env: Environment, tasks: Sequence[Task], configured: Sequence[Task], *, seed: int
+) -> list[Episode]:
+    """BFCL's format-sensitivity episodes: the ``configured`` tasks (BFCL's own entries and
+    configurations, imported from ``BFCL_v4_format_sensitivity.json``) when there are any,
+    else every ``task`` under each configuration of the three axes its names fit."""
+    if configured:
+        out = []
+        for task in configured:
+            episode = _configured(env, task)
+            spec = _spec("bfcl", task, episode.spec.variant, seed)
+            out.append(Episode("bfcl", episode.config, spec, group=_entry(task)))
+        return out
+    out = []
+    for task in tasks:
+        for protocol in bfcl_protocols(env.harness_for(task)):
+            variant = bfcl_variant(env.harness_for(task), protocol)
+            out.append(Episode("bfcl", protocol.label, _spec("bfcl", task, variant, seed)))
+    return out
+
+
+def split_tasks(tasks: Sequence[Task], n: int | None, seed: int) -> tuple[list[Task], list[Task]]:
+    """The run's tasks: ``n`` sampled ordinary tasks, and the format-sensitivity tasks of ``n``
+    sampled BFCL entries (each entry with all its configurations)."""
+    ordinary = [t for t in tasks if t.kind != FORMAT_KIND]
+    configured = [t for t in tasks if t.kind == FORMAT_KIND]
+    chosen = sample_tasks(ordinary, n, seed)
+    if configured and n is not None:
+        entries: dict[str, Task] = {}
+        for task in configured:
+            entries.setdefault(_entry(task), task)
+        keep = {_entry(t) for t in sample_tasks(list(entries.values()), n, seed)}
+        configured = [t for t in configured if _entry(t) in keep]
+    return chosen, configured
+
+
+def _entry(task: Task) -> str:
+    return task.id.split(":", 2)[-1]  # format_sensitivity:CONFIG:ENTRY
+
+
+def episodes(
+    env: Environment,
+    tasks: Sequence[Task],
+    suites: Sequence[str],
+    *,
+    recipe: Recipe | None,
+    k: int,
+    seed: int,
+    configured: Sequence[Task] = (),
+) -> list[Episode]:
+    """Every episode of a run, suite by suite in the order given (``configured``: BFCL's
+    format-sensitivity tasks, see ``bfcl_episodes``)."""
+    out: list[Episode] = []
+    for suite in suites:
+        if suite == "canonical":
+            out += canonical_episodes(env, tasks, seed=seed)
+        elif suite == "variants":
+            out += variant_episodes(env, tasks, recipe or heldout_recipe(), k=k, seed=seed)
+        elif suite == "bfcl":
+            out += bfcl_episodes(env, tasks, configured, seed=seed)
+        else:
+            raise EvalError(f"unknown suite {suite!r}")
+    return out

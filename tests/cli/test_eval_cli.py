@@ -1,0 +1,132 @@
+"""End to end: ``hsa eval run`` and ``hsa eval compare`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from hsa.augment.recipe import load_recipe
+from hsa.eval.suites import heldout_recipe
+from tests.cli.test_teach_cli import HSA, SECRET, environ, oracle_server
+
+ROOT = Path(__file__).resolve().parents[2]
+HELDOUT = ROOT / "examples" / "eval-heldout.yaml"
+
+
+def hsa(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*HSA, *args], capture_output=True, text=True, env=environ(), timeout=300)
+
+
+def summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text("utf-8"))
+
+
+def test_the_example_held_out_recipe_is_the_built_in_one():
+    assert load_recipe(HELDOUT) == heldout_recipe()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("eval")
+    out = {}
+    for policy in ("oracle", "fixed-oracle"):
+        out[policy] = root / policy
+        done = hsa(
+            "eval", "run", "--policy", policy, "--tasks", "30", "--out", str(out[policy]),
+            "--train-recipe", str(ROOT / "examples" / "livestream.yaml"),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "canonical: success" in done.stdout and "variants: success" in done.stdout
+    return out
+
+
+def test_eval_run_writes_episodes_summary_and_report(runs):
+    out = runs["oracle"]
+    found = summary(out)
+    assert found["suites"]["canonical"]["success"] == 1.0
+    assert found["suites"]["variants"]["success"] == 1.0
+    assert found["model"] == "oracle/hsa-oracle" and found["drop"] == 0.0
+    episodes = pq.read_table(out / "episodes.parquet")
+    assert episodes.num_rows == 30 + 4 * 30
+    report = (out / "report.md").read_text("utf-8")
+    assert "![success.png](success.png)" in report and (out / "success.png").is_file()
+
+
+def test_the_fixed_oracle_drops_on_held_out_variants_and_compare_shows_it(runs, tmp_path):
+    fixed = summary(runs["fixed-oracle"])
+    assert fixed["suites"]["canonical"]["success"] == 1.0
+    assert fixed["suites"]["variants"]["success"] < 0.9
+    plot = tmp_path / "compare.png"
+    done = hsa(
+        "eval", "compare", str(runs["oracle"]), str(runs["fixed-oracle"]), "--plot", str(plot)
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("| run | model | canonical")
+    assert any(line.startswith("| oracle | oracle/hsa-oracle | 100.0") for line in lines)
+    assert any(line.startswith("| fixed-oracle | fixed-oracle/") for line in lines)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_served_model_is_evaluated_and_a_rerun_asks_it_nothing(tmp_path):
+    out = tmp_path / "served"
+    args = ("--tasks", "12", "--variants", "2", "--recipe", str(HELDOUT), "--out", str(out))
+    with oracle_server("--recipe", str(HELDOUT)) as (url, _):
+        model = ("--policy", "openai", "--base-url", url, "--model", "hsa-oracle")
+        first = hsa("eval", "run", *model, *args)
+        assert first.returncode == 0, first.stderr
+        again = hsa("eval", "run", *model, *args)
+    assert again.returncode == 0, again.stderr
+    assert summary(out)["suites"]["variants"]["success"] == 1.0
+    assert "requests: 0 sent" in again.stdout
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_a_server_that_never_answers_fails_the_run_and_writes_nothing(tmp_path):
+    out = tmp_path / "down"
+    done = hsa(
+        "eval", "run", "--policy", "openai", "--base-url", "http://127.0.0.1:9/v1",
+        "--model", "m", "--tasks", "2", "--max-retries", "0", "--timeout", "2", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "got no answer from the model" in done.stderr and "Traceback" not in done.stderr
+    assert not (out / "summary.json").exists() and not (out / "episodes.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--suite", "canonical,nope"), "suites: unknown suite(s) nope"),
+        (("--policy", "transformers", "--model", "/no/such/model"), "/no/such/model"),
+        (("--recipe", "/no/such/recipe.yaml"), "/no/such/recipe.yaml"),
+        (("--policy", "openai", "--model", "m"), "base_url"),
+        (("--tasks", "0"), "tasks"),
+    ],
+)
+def test_bad_input_is_one_clear_line(tmp_path, args, message):
+    done = hsa("eval", "run", "--out", str(tmp_path / "out"), *args)
+    assert done.returncode == 1, done.stdout
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_held_out_recipe_that_overlaps_training_is_refused_naming_the_rule(tmp_path):
+    training = ROOT / "examples" / "livestream.yaml"
+    done = hsa(
+        "eval", "run", "--recipe", str(ROOT / "hsa" / "augment" / "recipes" / "default.yaml"),
+        "--train-recipe", str(training), "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "overlaps the training recipe: rules[0] skill_ids.rename" in done.stderr
+
+
+def test_compare_of_a_folder_without_a_run_names_it(tmp_path):
+    done = hsa("eval", "compare", str(tmp_path))
+    assert done.returncode == 1 and str(tmp_path) in done.stderr
+    assert "summary.json is missing" in done.stderr

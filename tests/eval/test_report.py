@@ -1,0 +1,218 @@
+"""``report.md`` and its plots from a summary, and the side-by-side comparison of runs."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from hsa.errors import EvalError
+from hsa.eval.report import (
+    REPORT,
+    compare_rows,
+    compare_table,
+    plot_failures,
+    read_summary,
+    render_report,
+    write_report,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _entry(success, low, high, n, **more):
+    return {"success": success, "low": low, "high": high, "n": n, "tasks": n, **more}
+
+
+SUMMARY = {
+    "model": "oracle/hsa-oracle",
+    "env": "livestream",
+    "episodes": 1260,
+    "suites": {
+        "canonical": {
+            **_entry(0.95, 0.9, 1.0, 252, verified=0.95),
+            "failures": {"wrong_tool": 12},
+            "by_protocol": {"openai-tools": _entry(0.95, 0.9, 1.0, 252)},
+            "by_kind": {"lookup": _entry(0.95, 0.9, 1.0, 252)},
+        },
+        "variants": {
+            **_entry(0.85, 0.75, 0.925, 1008, verified=0.8),
+            "failures": {"unknown_tool": 100, "wrong_tool": 51},
+            "by_family": {
+                "prompt": _entry(0.9, 0.8, 1.0, 400),
+                "tools": _entry(0.7, 0.55, 0.85, 608),
+            },
+            "by_rule": {
+                "prompt.placement": _entry(0.9, 0.8, 1.0, 400),
+                "tools.rename": _entry(0.7, 0.55, 0.85, 608),
+            },
+        },
+    },
+    "drop": 0.1,
+    "latency": {
+        "per_call": {"p50_ms": 12.0, "p95_ms": 30.5, "p99_ms": 41.0},
+        "per_episode": {"p50_ms": 80.0, "p95_ms": 200.0, "p99_ms": 250.0},
+    },
+}
+
+
+def _rows() -> list[dict]:
+    return [
+        {"suite": suite, "call_latencies_s": [0.01 * (i + 1), 0.02 * (i + 1)]}
+        for suite in ("canonical", "variants")
+        for i in range(5)
+    ]
+
+
+def _quiet(summary) -> dict:
+    """``summary`` with nothing failed."""
+    out = copy.deepcopy(summary)
+    for entry in out["suites"].values():
+        entry["failures"] = {}
+    return out
+
+
+def test_report_shows_each_suite_with_its_interval():
+    text = render_report(SUMMARY, ["success.png"])
+    assert text.startswith("# Evaluation: oracle/hsa-oracle on livestream\n")
+    assert "1,260 episodes." in text
+    assert "| canonical | 95.0 [90.0, 100.0] | 252 | 252 | 95.0 |" in text
+    assert "| variants | 85.0 [75.0, 92.5] | 1,008 | 1,008 | 80.0 |" in text
+    assert "Drop from canonical to held-out variants: **10.0** points." in text
+    assert "![success.png](success.png)" in text
+    assert text.endswith("\n") and not text.endswith("\n\n")
+
+
+def test_report_has_per_family_rule_and_failure_tables():
+    text = render_report(SUMMARY, [])
+    family = text.index("## variants: per rule family")
+    assert text.index("| `prompt` | 90.0 [80.0, 100.0] | 400 |") > family
+    assert text.index("| `tools` | 70.0 [55.0, 85.0] | 608 |") > family
+    rule = text.index("## variants: per rule\n")
+    assert text.index("| `tools.rename` | 70.0 [55.0, 85.0] | 608 |") > rule > family
+    assert "## canonical: per protocol" in text and "## canonical: per task kind" in text
+    assert "## canonical: per rule family" not in text
+    assert "## variants: failure classes" in text and "| unknown_tool | 100 |" in text
+    assert "P50 12.0 ms, P95 30.5 ms" in text and "P50 80.0 ms, P95 200.0 ms" in text
+
+
+def test_report_without_a_drop_or_a_figure():
+    summary = copy.deepcopy(SUMMARY)
+    del summary["drop"]
+    summary["suites"]["variants"].update(success=None, low=None, high=None)
+    text = render_report(summary, [])
+    assert "Drop from" not in text
+    assert "| variants | – | 1,008 |" in text
+
+
+def test_report_states_format_sensitivity():
+    summary = copy.deepcopy(SUMMARY)
+    summary["suites"]["bfcl"] = {
+        **_entry(0.5, 0.4, 0.6, 16),
+        "by_config": {"json": _entry(0.5, 0.25, 0.75, 4)},
+        "format_sensitivity": {
+            "configurations": 4,
+            "mean": 0.5,
+            "std": 0.176777,
+            "max_delta": 0.5,
+        },
+    }
+    text = render_report(summary, [])
+    assert "## bfcl: per format configuration" in text
+    assert (
+        "Format sensitivity over 4 configurations: mean 50.0, standard deviation 17.7, "
+        "max delta 50.0 points." in text
+    )
+
+
+def test_write_report_writes_the_report_and_pngs_byte_identically(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for out in (first, second):
+        out.mkdir()
+        write_report(out, SUMMARY, _rows())
+    names = sorted(p.name for p in first.iterdir())
+    assert names == ["failures.png", "latency.png", REPORT, "success.png"]
+    for name in names:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+        if name.endswith(".png"):
+            assert (first / name).read_bytes().startswith(PNG_MAGIC)
+    report = (first / REPORT).read_text("utf-8")
+    for plot in ("success.png", "failures.png", "latency.png"):
+        assert f"![{plot}]({plot})" in report
+
+
+def test_nothing_failed_and_nothing_timed_means_no_such_plots(tmp_path):
+    quiet = _quiet(SUMMARY)
+    assert plot_failures(quiet) is None
+    write_report(tmp_path, quiet, [{"suite": "canonical", "call_latencies_s": []}])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [REPORT, "success.png"]
+    report = (tmp_path / REPORT).read_text("utf-8")
+    assert "failures.png" not in report and "latency.png" not in report
+
+
+def test_plot_failures_is_a_png_when_something_failed():
+    assert plot_failures(SUMMARY).startswith(PNG_MAGIC)
+
+
+# compare
+
+
+def _other() -> dict:
+    other = copy.deepcopy(SUMMARY)
+    other["model"] = "openai/tuned"
+    other["suites"]["canonical"].update(success=0.9, low=0.85, high=0.95)
+    other["suites"]["variants"].update(success=0.88, low=0.8, high=0.95)
+    other["drop"] = 0.02
+    return other
+
+
+def test_compare_rows_has_one_row_per_run():
+    rows = compare_rows([SUMMARY, _other()], ["base", "tuned"])
+    assert [r["run"] for r in rows] == ["base", "tuned"]
+    assert [r["model"] for r in rows] == ["oracle/hsa-oracle", "openai/tuned"]
+    assert rows[0]["canonical"] is SUMMARY["suites"]["canonical"]
+    assert rows[1]["variants"]["success"] == 0.88
+    assert [r["drop"] for r in rows] == [0.1, 0.02]
+    assert rows[0]["bfcl"] is None
+
+
+def test_compare_table_has_canonical_variants_and_drop_per_run():
+    table = compare_table(compare_rows([SUMMARY, _other()], ["base", "tuned"]))
+    lines = table.splitlines()
+    assert len(lines) == 4
+    assert lines[0] == "| run | model | canonical % [95% CI] | variants % [95% CI] | drop |"
+    assert lines[2] == (
+        "| base | oracle/hsa-oracle | 95.0 [90.0, 100.0] | 85.0 [75.0, 92.5] | 10.0 |"
+    )
+    assert lines[3] == "| tuned | openai/tuned | 90.0 [85.0, 95.0] | 88.0 [80.0, 95.0] | 2.0 |"
+
+
+def test_compare_table_adds_bfcl_when_a_run_has_it():
+    other = _other()
+    other["suites"]["bfcl"] = _entry(0.5, 0.4, 0.6, 16)
+    lines = compare_table(compare_rows([SUMMARY, other], ["base", "tuned"])).splitlines()
+    assert lines[0].endswith("| drop | bfcl % [95% CI] |")
+    assert lines[2].endswith("| 10.0 | – |")
+    assert lines[3].endswith("| 2.0 | 50.0 [40.0, 60.0] |")
+
+
+def test_read_summary_round_trips(tmp_path):
+    (tmp_path / "summary.json").write_text(json.dumps(SUMMARY), "utf-8")
+    assert read_summary(tmp_path) == SUMMARY
+
+
+def test_read_summary_of_a_missing_run_names_the_path(tmp_path):
+    missing = tmp_path / "no-such-run"
+    with pytest.raises(EvalError) as caught:
+        read_summary(missing)
+    assert str(missing) in str(caught.value)
+    assert "summary.json is missing" in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ['{"episodes": 3}', "[1, 2]", "{not json"])
+def test_read_summary_refuses_what_is_not_a_summary(tmp_path, text):
+    (tmp_path / "summary.json").write_text(text, "utf-8")
+    with pytest.raises(EvalError) as caught:
+        read_summary(tmp_path)
+    assert str(tmp_path / "summary.json") in str(caught.value)

@@ -1,0 +1,208 @@
+"""The evaluation runner end to end in process: the oracle, the fixed oracle, BFCL, reruns."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from hsa.augment.recipe import Recipe
+from hsa.envs.registry import get
+from hsa.errors import EvalError, TeacherError
+from hsa.eval.config import EvalConfig
+from hsa.eval.runner import EPISODES, SUMMARY, EvalIncomplete, evaluate, plan
+from hsa.eval.suites import heldout_recipe
+from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.oracle import OracleBackend, OracleResponder
+from hsa.teachers.request import ChatRequest, ChatResponse
+
+#: one rule per variant, so each episode's result is the result of one rule
+PROBE = {
+    "seed": 3,
+    "variants_per_harness": 24,
+    "min_rules": 1,
+    "max_rules": 1,
+    "rules": [
+        # what a model trained on the canonical harness relies on
+        {"rule": "tools.rename", "params": {"style": "synonym"}},
+        {"rule": "tools.rename_params", "params": {"fraction": 1.0}},
+        {"rule": "skill_ids.rename", "params": {"style": "random"}},
+        {"rule": "protocol.switch", "params": {"target": "text"}},
+        # what it does not
+        {"rule": "tools.descriptions"},
+        {"rule": "tools.shuffle"},
+        {"rule": "prompt.section_order"},
+        {"rule": "prompt.heading_style"},
+        {"rule": "hooks.wording"},
+        {"rule": "hooks.wrapper"},
+        {"rule": "skill_content.shuffle"},
+        {"rule": "skill_content.list_style"},
+    ],
+}
+BREAKS = {"tools.rename", "tools.rename_params", "skill_ids.rename", "protocol.switch"}
+
+
+@pytest.fixture(scope="module")
+def livestream():
+    return get("livestream")
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    path = tmp_path_factory.mktemp("recipe") / "probe.yaml"
+    path.write_text(json.dumps(PROBE), "utf-8")
+    return path
+
+
+def _config(**settings) -> EvalConfig:
+    return EvalConfig(**{"tasks": 40, "variants": 6, **settings})
+
+
+def test_the_oracle_scores_everything_on_canonical_and_held_out_variants(livestream, tmp_path):
+    report = evaluate(_config(), tmp_path / "run", env=livestream)
+    suites = report.summary["suites"]
+    assert suites["canonical"]["success"] == 1.0 and suites["canonical"]["n"] == 40
+    assert suites["variants"]["success"] == 1.0 and suites["variants"]["n"] == 240
+    assert report.summary["drop"] == 0.0
+    rows = pq.read_table(tmp_path / "run" / EPISODES).to_pylist()
+    assert len(rows) == 280 and all(r["success"] and r["failure"] is None for r in rows)
+    assert {r["suite"] for r in rows} == {"canonical", "variants"}
+    assert all(r["steps"] == len(r["call_latencies_s"]) >= 1 for r in rows)
+
+
+def test_the_fixed_oracle_drops_exactly_on_what_it_relies_on(livestream, probe, tmp_path):
+    config = _config(policy="fixed-oracle", recipe=str(probe), tasks=60, variants=8)
+    summary = evaluate(config, tmp_path / "run", env=livestream).summary
+    suites = summary["suites"]
+    assert suites["canonical"]["success"] == 1.0
+    variants = suites["variants"]
+    by_rule = variants["by_rule"]
+    assert set(by_rule) == {r["rule"] for r in PROBE["rules"]}
+    for rule, entry in by_rule.items():
+        if rule in BREAKS:
+            assert entry["success"] < 0.8, (rule, entry)
+        else:
+            assert entry["success"] == 1.0, (rule, entry)
+    families = variants["by_family"]
+    for family in ("tools", "skill_ids", "protocol"):
+        assert families[family]["success"] < 1.0, family
+    for family in ("prompt", "hooks", "skill_content"):
+        assert families[family]["success"] == 1.0, family
+    assert summary["drop"] > 0.1
+    # its failures are the model's: names the harness does not offer, unreadable calls
+    assert {"unknown_tool", "unparseable_call"} <= set(variants["failures"])
+
+
+def test_a_run_is_reproducible_and_a_rerun_asks_nothing(livestream, tmp_path):
+    """Same seed, same episodes and figures; the request cache answers the rerun."""
+    config = _config(tasks=10, variants=2, cache=str(tmp_path / "cache.sqlite"))
+    first = evaluate(config, tmp_path / "a", env=livestream)
+    assert first.requests > 0 and first.cache_hits == 0
+    again = evaluate(config, tmp_path / "b", env=livestream)
+    assert again.requests == 0 and again.cache_hits == first.requests
+    a = pq.read_table(tmp_path / "a" / EPISODES)
+    b = pq.read_table(tmp_path / "b" / EPISODES)
+    assert a.equals(b)  # latencies too: a cached answer keeps its original latency
+    assert a.column("variant_id").to_pylist() == b.column("variant_id").to_pylist()
+
+
+def test_task_sampling_is_deterministic_and_shared_by_suites(livestream):
+    one = plan(_config(tasks=12, variants=2), livestream)
+    two = plan(_config(tasks=12, variants=2), livestream)
+    assert [e.spec.id for e in one] == [e.spec.id for e in two]
+    canonical = [e.spec.task.id for e in one if e.suite == "canonical"]
+    variants = sorted({e.spec.task.id for e in one if e.suite == "variants"})
+    assert sorted(canonical) == variants and len(canonical) == 12
+    other = plan(_config(tasks=12, variants=2, seed=5), livestream)
+    assert {e.spec.task.id for e in other} != set(canonical)
+
+
+def test_bfcl_reference_answers_score_everything_in_every_configuration(external, tmp_path):
+    env = get("bfcl", path=str(external / "bfcl"))
+    config = _config(env="bfcl", suites=("canonical", "bfcl"), tasks=6)
+    summary = evaluate(config, tmp_path / "run", env=env).summary
+    bfcl = summary["suites"]["bfcl"]
+    assert bfcl["success"] == 1.0 and bfcl["tasks"] == 6
+    assert bfcl["format_sensitivity"]["configurations"] == 26
+    assert all(c["success"] == 1.0 for c in bfcl["by_config"].values())
+    assert bfcl["format_sensitivity"]["max_delta"] == 0.0
+    assert summary["suites"]["canonical"]["success"] == 1.0
+
+
+def test_a_format_brittle_model_shows_the_drop_on_bfcl(external, tmp_path):
+    """The fixed oracle answers in one format (the canonical protocol's) only."""
+    env = get("bfcl", path=str(external / "bfcl"))
+    config = _config(env="bfcl", policy="fixed-oracle", suites=("canonical", "bfcl"), tasks=6)
+    summary = evaluate(config, tmp_path / "run", env=env).summary
+    assert summary["suites"]["canonical"]["success"] == 1.0
+    bfcl = summary["suites"]["bfcl"]
+    assert bfcl["success"] == 0.0
+    assert set(bfcl["failures"]) == {"unparseable_call"}
+
+
+def test_tau2_tasks_are_played_from_their_opening_and_scored_by_actions(external, tmp_path):
+    env = get("tau2", path=str(external / "tau2" / "retail"))
+    summary = evaluate(_config(env="tau2", tasks=8, variants=2), tmp_path / "run", env=env).summary
+    assert summary["suites"]["canonical"]["success"] == 1.0
+    assert summary["suites"]["variants"]["success"] == 1.0
+
+
+class Down(Backend):
+    name = "down"
+
+    def __init__(self):
+        self.stats = BackendStats()
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        raise TeacherError("connection refused after 3 attempts")
+
+
+def test_an_unanswered_run_writes_nothing_and_says_why(livestream, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(EvalIncomplete) as caught:
+        evaluate(_config(tasks=3, variants=1), out, env=livestream, backend=Down())
+    assert "connection refused" in str(caught.value) and caught.value.report.retry == 6
+    assert not (out / SUMMARY).exists() and not (out / EPISODES).exists()
+
+
+class Flaky(Backend):
+    """The oracle, failing every request of its first ``down`` calls."""
+
+    name = "flaky"
+
+    def __init__(self, env, down: int):
+        self.inner = OracleBackend(OracleResponder(env))
+        self.down = down
+        self.stats = BackendStats()
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        if self.down:
+            self.down -= 1
+            raise TeacherError("http 503")
+        return await self.inner.chat(request)
+
+
+def test_a_rerun_retries_what_failed_and_answers_the_rest_from_the_cache(livestream, tmp_path):
+    out = tmp_path / "run"
+    config = _config(tasks=6, suites=("canonical",), concurrency=1)
+    with pytest.raises(EvalIncomplete):
+        evaluate(config, out, env=livestream, backend=Flaky(livestream, down=1))
+    report = evaluate(config, out, env=livestream, backend=Flaky(livestream, down=0))
+    assert report.summary["suites"]["canonical"]["success"] == 1.0
+    assert report.cache_hits > 0 and report.requests > 0
+
+
+def test_a_directory_of_another_run_is_refused(livestream, tmp_path):
+    evaluate(_config(tasks=3, variants=1), tmp_path / "run", env=livestream)
+    with pytest.raises(EvalError, match="other settings"):
+        evaluate(_config(tasks=3, variants=1, seed=9), tmp_path / "run", env=livestream)
+
+
+def test_a_held_out_recipe_that_overlaps_training_is_refused(livestream, probe):
+    training = Recipe.from_dict(PROBE)
+    with pytest.raises(EvalError, match=r"rules\[0\] tools.rename .* overlaps training rules\[0\]"):
+        plan(_config(recipe=str(probe)), livestream, training)
+    wording = Recipe.from_dict({"rules": [{"rule": "hooks.wording"}]})
+    assert plan(_config(tasks=2), livestream, wording)  # the built-in held-out recipe does not
+    assert heldout_recipe().max_rules == 1

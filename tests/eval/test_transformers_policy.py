@@ -1,0 +1,32 @@
+"""A local transformers model under evaluation: a tiny untrained model, end to end on CPU."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from hsa.envs.registry import get
+from hsa.eval.config import EvalConfig
+from hsa.eval.metrics import FAILURES
+from hsa.eval.runner import EPISODES, evaluate
+from tests.tinymodels import save_tiny
+
+
+def test_a_tiny_model_fails_the_tasks_and_every_failure_is_classified(tmp_path):
+    env = get("livestream")
+    texts = [*(t.turns[0] for t in env.tasks("test")[:50]), "<tool_call>", '{"name": "x"}']
+    model = save_tiny(tmp_path / "tiny", texts)
+    config = EvalConfig(
+        policy="transformers",
+        model=str(model),
+        tasks=3,
+        variants=1,
+        max_tokens=12,
+        max_steps_per_turn=2,
+    )
+    report = evaluate(config, tmp_path / "run", env=env)
+    rows = pq.read_table(tmp_path / "run" / EPISODES).to_pylist()
+    assert len(rows) == 6 and report.requests >= 6
+    assert all(r["failure"] in FAILURES for r in rows if not r["success"])
+    assert all(r["tokens_in"] > 0 and r["tokens_out"] > 0 for r in rows)
+    assert report.summary["suites"]["canonical"]["success"] == 0.0
+    assert report.summary["model"] == f"transformers/{model}"
