@@ -17,7 +17,7 @@ Then, to say where the harness time goes, the same episodes run with the in-proc
 any model (the oracle's own answer included, so an upper bound), printed as a share of the
 model time an episode spends at 200 ms a call; and the writing of the results is timed alone.
 
-    python benchmarks/bench_eval.py            # 600 episodes at 200 ms (about a minute)
+    python benchmarks/bench_eval.py            # 1,270 episodes at 200 ms (about 30 s)
     python benchmarks/bench_eval.py --quick    # fewer episodes
 """
 
@@ -47,8 +47,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="about a third of the episodes")
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--tasks", type=int, default=None, help="test tasks (default: all, 254)")
     args = parser.parse_args()
-    tasks = 40 if args.quick else 120
+    tasks = 40 if args.quick else args.tasks
     env = get("livestream")
     settings = {"tasks": tasks, "variants": 4, "recipe": str(HELDOUT), "seed": 0}
 
@@ -80,6 +81,10 @@ def main() -> None:
         print(
             f"  CPU per call: client {1000 * client_cpu / report.requests:.2f} ms, server "
             f"{1000 * server_cpu / report.requests:.2f} ms; load average {load()}"
+        )
+        print(
+            f"  phases: plan {report.plan_s:.2f} s, run {report.run_s:.2f} s (model time "
+            f"{100 * model_s / report.run_s:.1f}% of it), write {report.write_s:.2f} s"
         )
         success = report.summary["suites"]["variants"]["success"]
         print(f"  success: variants {success:.3f} (the oracle: every episode must succeed)")

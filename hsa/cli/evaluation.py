@@ -74,6 +74,7 @@ def _training_recipe(path: Path | None) -> Any:
     type=click.Path(path_type=Path),
     help="The training recipe (or build config) the held-out recipe must not overlap.",
 )
+@click.option("--ifeval-data", type=click.Path(path_type=Path), cls=Setting, config=EVAL)
 @click.option("--seed", type=int, cls=Setting, config=EVAL)
 @click.option("--concurrency", type=int, cls=Setting, config=EVAL)
 @click.option("--max-steps", "max_steps_per_turn", type=int, cls=Setting, config=EVAL)
@@ -83,6 +84,7 @@ def _training_recipe(path: Path | None) -> Any:
 @click.option("--max-tokens", type=int, cls=Setting, config=EVAL)
 @click.option("--timeout", "timeout_s", type=float, cls=Setting, config=EVAL)
 @click.option("--max-retries", type=int, cls=Setting, config=EVAL)
+@click.option("--ramp", "ramp_s", type=float, cls=Setting, config=EVAL)
 @click.option("--metadata/--no-metadata", "send_metadata", cls=Setting, config=EVAL)
 @click.option("--call-format", cls=Setting, config=EVAL)
 @click.option("--cache", type=click.Path(path_type=Path), cls=Setting, config=EVAL)
@@ -123,7 +125,7 @@ def run_command(
         options["path"] = str(env_path)
     if options:
         settings["env_options"] = options
-    for key in ("recipe", "cache"):
+    for key in ("recipe", "cache", "ifeval_data"):
         if settings.get(key) is not None:
             settings[key] = str(settings[key])
     if settings.get("policy") != "openai":

@@ -17,7 +17,7 @@ from hsa.errors import EvalError
 from hsa.teachers.config import BACKENDS, TeachConfig
 
 #: the suites, in the order a run reports them
-SUITES = ("canonical", "variants", "bfcl")
+SUITES = ("canonical", "variants", "bfcl", "ifeval")
 #: the models an evaluation can put under test: the teacher backends
 POLICIES = BACKENDS
 
@@ -32,6 +32,7 @@ _OUTPUT_FIELDS = (
     "split",
     "variants",
     "recipe",
+    "ifeval_data",
     "seed",
     "max_steps_per_turn",
     "repair",
@@ -62,7 +63,9 @@ class EvalConfig:
     suites: tuple[str, ...] = setting(
         ("canonical", "variants"),
         help="Suites to run: canonical (the environment's own harness), variants (held-out "
-        "harness variants), bfcl (BFCL's format-sensitivity configurations).",
+        "harness variants), bfcl (BFCL's format-sensitivity configurations), ifeval (general "
+        "instruction following, scored by lm-eval's IFEval checker; needs lm-eval and "
+        "ifeval_data).",
     )
     tasks: int | None = setting(
         None, help="Sample N tasks of the split, the same ones for every suite (unset: all)."
@@ -74,6 +77,9 @@ class EvalConfig:
         help="Held-out recipe the variants are drawn from (unset: hsa's built-in held-out "
         "recipe, examples/eval-heldout.yaml).",
     )
+    ifeval_data: str | None = setting(
+        None, help="IFEval's prompts, a local JSONL file (google/IFEval), for the ifeval suite."
+    )
     seed: int = setting(0, help="Seed of task sampling, variant drawing and sampling.")
     concurrency: int = setting(16, help="Episodes and requests in flight.")
     max_steps_per_turn: int = same_as(TeachConfig, "max_steps_per_turn")
@@ -84,6 +90,7 @@ class EvalConfig:
     timeout_s: float = same_as(TeachConfig, "timeout_s")
     max_retries: int = same_as(TeachConfig, "max_retries")
     send_metadata: bool = same_as(TeachConfig, "send_metadata")
+    ramp_s: float = same_as(TeachConfig, "ramp_s")
     call_format: str = same_as(TeachConfig, "call_format")
     cache: str | None = setting(None, help="Request cache file (unset: OUT/cache.sqlite).")
     bootstrap: int = setting(2000, help="Bootstrap resamples of the tasks for each interval.")
@@ -108,7 +115,7 @@ class EvalConfig:
             )
         if self.split not in SPLITS:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
-        problems += bounded(self, "temperature", "max_retries", low=0)
+        problems += bounded(self, "temperature", "max_retries", "ramp_s", low=0)
         problems += bounded(self, "timeout_s", low=0, low_open=True)
         problems += bounded(self, "top_p", low=0, high=1, low_open=True)
         problems += bounded(
@@ -145,6 +152,7 @@ class EvalConfig:
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
             send_metadata=self.send_metadata,
+            ramp_s=self.ramp_s,
             call_format=self.call_format,
         )
 

@@ -31,6 +31,7 @@ from hsa.datasets.shards import write_shard
 from hsa.envs.base import Environment
 from hsa.errors import EvalError, TeacherError
 from hsa.eval.config import EvalConfig
+from hsa.eval.ifeval import Prompt, ask, ifeval_summary, load_prompts, scorer
 from hsa.eval.metrics import episode_row, episodes_table, succeeded
 from hsa.eval.suites import Episode, episodes, heldout_recipe, split_tasks
 from hsa.eval.summary import summarize
@@ -62,6 +63,9 @@ class EvalReport:
     retry: int = 0
     retry_reasons: Counter = field(default_factory=Counter)
     wall_s: float = 0.0
+    plan_s: float = 0.0  # loading the environment and laying the episodes out
+    run_s: float = 0.0  # running the episodes
+    write_s: float = 0.0  # writing the episodes, report and summary
     summary: dict[str, Any] = field(default_factory=dict)
 
 
@@ -166,7 +170,13 @@ async def _evaluate(
 
         env = get(config.env, **dict(config.env_options))
     chosen = plan(config, env, training)
-    report = EvalReport(out=out, episodes=len(chosen))
+    prompts: list[Prompt] = []
+    if "ifeval" in config.suites:
+        score = scorer()  # refused before any request when lm-eval is missing
+        prompts = load_prompts(config.ifeval_data, config.tasks)
+    report = EvalReport(
+        out=out, episodes=len(chosen) + len(prompts), plan_s=time.monotonic() - started
+    )
     variants = {e.spec.variant.variant_id: e.spec.variant for e in chosen}
     inner = backend if backend is not None else make_backend(config.teach_config(), env, variants)
     cache = None
@@ -181,9 +191,27 @@ async def _evaluate(
         repair=config.repair,
     )
     results: list[Rollout | None] = [None] * len(chosen)
+    instructed: list[dict[str, Any]] = []
     try:
         await runner.start()
-        await _run(chosen, env, runner, settings, config.concurrency, results, report, progress)
+        running = time.monotonic()
+        gap = config.ramp_s / config.concurrency if config.policy == "openai" else 0.0
+        await _run(
+            chosen, env, runner, settings, (config.concurrency, gap), results, report, progress
+        )
+        if prompts:
+            asked = [
+                ask(p, runner, config.model_name, settings.sampling, score, config.label)
+                for p in prompts
+            ]
+            for found in await _bounded(asked, config.concurrency):
+                if isinstance(found, str):
+                    report.retry += 1
+                    report.retry_reasons[found] += 1
+                else:
+                    instructed.append(found)
+                    report.succeeded += found["success"]
+        report.run_s = time.monotonic() - running
     finally:
         if backend is None:
             await inner.aclose()
@@ -197,7 +225,10 @@ async def _evaluate(
         for e, r in zip(chosen, results, strict=True)
         if r is not None
     ]
+    rows += instructed
     summary = summarize(rows, config.suites, resamples=config.bootstrap, seed=config.seed)
+    if instructed:
+        summary["suites"]["ifeval"]["lm_eval"] = ifeval_summary(instructed)
     summary.update(
         {
             "model": config.label,
@@ -206,7 +237,9 @@ async def _evaluate(
             "output_hash": config.output_hash(),
         }
     )
+    writing = time.monotonic()
     write_run(out, rows, summary)
+    report.write_s = time.monotonic() - writing
     report.summary = summary
     report.wall_s = time.monotonic() - started
     return report
@@ -222,21 +255,37 @@ def write_run(out: Path, rows: list[dict[str, Any]], summary: dict[str, Any]) ->
     mf.write_json(out / SUMMARY, summary)
 
 
+async def _bounded(coroutines: list, limit: int) -> list:
+    """The results of ``coroutines`` in order, at most ``limit`` running at once."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(coroutine):
+        async with gate:
+            return await coroutine
+
+    return list(await asyncio.gather(*(one(c) for c in coroutines)))
+
+
 async def _run(
     chosen: list[Episode],
     env: Environment,
     backend: Backend,
     settings: RolloutConfig,
-    concurrency: int,
+    lanes_gap: tuple[int, float],
     results: list[Rollout | None],
     report: EvalReport,
     progress: ProgressFn | None,
 ) -> None:
     todo = iter(enumerate(chosen))
     done = [0]
+    concurrency, gap = lanes_gap
 
-    async def lane() -> None:
-        # Lanes share one iterator: taking the next episode never awaits, so none runs twice.
+    async def lane(start_s: float) -> None:
+        # Remote lanes start staggered (``TeachConfig.ramp_s``), so their requests do not all
+        # arrive, and come back, at once. Lanes share one iterator: taking the next episode
+        # never awaits, so none runs twice.
+        if start_s:
+            await asyncio.sleep(start_s)
         for index, episode in todo:
             result = await rollout(episode.spec, env, backend, settings)
             report.requests += result.requests
@@ -251,7 +300,8 @@ async def _run(
             if progress is not None:
                 progress(done[0], len(chosen), report.succeeded)
 
-    lanes = [asyncio.ensure_future(lane()) for _ in range(min(concurrency, len(chosen)) or 1)]
+    count = min(concurrency, len(chosen)) or 1
+    lanes = [asyncio.ensure_future(lane(k * gap)) for k in range(count)]
     try:
         await asyncio.gather(*lanes)
     finally:

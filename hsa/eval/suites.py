@@ -206,6 +206,8 @@ def episodes(
             out += variant_episodes(env, tasks, recipe or heldout_recipe(), k=k, seed=seed)
         elif suite == "bfcl":
             out += bfcl_episodes(env, tasks, configured, seed=seed)
+        elif suite == "ifeval":
+            continue  # not an environment's episodes: hsa.eval.ifeval asks its prompts
         else:
             raise EvalError(f"unknown suite {suite!r}")
     return out
