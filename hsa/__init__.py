@@ -47,6 +47,7 @@ from hsa.errors import (
     RuleError,
     TeacherError,
     TemplateError,
+    TrainError,
 )
 
 __version__ = "0.1.0"
@@ -105,6 +106,7 @@ __all__ = [
     "TeachConfig",
     "TeacherError",
     "TemplateError",
+    "TrainError",
     "__version__",
     "augment_trajectories",
     "build",

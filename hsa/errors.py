@@ -73,3 +73,7 @@ class ConfigError(HsaError):
 
 class EvalError(HsaError):
     """An evaluation's settings, recipe or run directory is invalid."""
+
+
+class TrainError(HsaError):
+    """A training command's config, data or model is invalid."""

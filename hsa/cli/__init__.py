@@ -28,7 +28,7 @@ def app(ctx: click.Context, debug: bool) -> None:
 
 def _register() -> None:
     # The main job first, then the areas in the order data flows through them.
-    from hsa.cli import data, env, evaluation, harness, rules, teach
+    from hsa.cli import data, env, evaluation, harness, rules, teach, train
 
     for command in (
         data.build_command,
@@ -39,6 +39,7 @@ def _register() -> None:
         rules.group,
         teach.teach_command,
         teach.serve_command,
+        train.group,
         evaluation.group,
     ):
         app.add_command(command)

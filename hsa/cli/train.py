@@ -1,0 +1,61 @@
+"""``hsa train sft``: TRL runs on hsa datasets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from hsa.cli.output import console
+
+
+@click.group("train")
+def group() -> None:
+    """Train models with TRL on hsa datasets (HSA-SFT)."""
+
+
+@group.command("sft")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    help="YAML: TRL's SFTConfig fields by their TRL names, plus an 'hsa:' section.",
+)
+@click.option("--data", type=click.Path(path_type=Path), help="The hsa dataset (hsa.data).")
+@click.option("--model", help="A local model folder, or a hub name when online (hsa.model).")
+@click.option(
+    "--out", type=click.Path(path_type=Path), required=True, help="Checkpoints, model, card."
+)
+@click.option("--max-steps", type=int, help="TRL's max_steps.")
+@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in OUT.")
+def sft_command(
+    config_file: Path | None,
+    data: Path | None,
+    model: str | None,
+    out: Path,
+    max_steps: int | None,
+    resume: bool,
+) -> None:
+    """Supervised fine-tuning on an hsa dataset, the loss on assistant turns only.
+
+    Writes the model and tokenizer to OUT with TRL's checkpoints, the resolved config
+    (hsa-train.json) and a training card (README.md) with the loss curve.
+    """
+    from hsa.train.sft import train_sft
+
+    overrides = {"data": str(data) if data else None, "model": model}
+    trl = {"max_steps": max_steps} if max_steps is not None else {}
+    config: dict | Path = {} if config_file is None else config_file
+    report = train_sft(config, out, overrides=overrides, trl_overrides=trl, resume=resume)
+    shown = console()
+    counts = report.counts
+    if report.resumed_from:
+        shown.print(f"resumed from {report.resumed_from}")
+    first = f"{report.losses[0][1]:.4f}" if report.losses else "–"
+    last = f"{report.losses[-1][1]:.4f}" if report.losses else "–"
+    shown.print(
+        f"sft: {report.steps} steps on {counts.get('train', 0)} rows "
+        f"({counts.get('canonical', 0)} canonical, {counts.get('variants', 0)} variants); "
+        f"loss {first} -> {last}"
+    )
+    shown.print(f"wrote {out} (model, hsa-train.json, README.md) in {report.wall_s:.1f} s")

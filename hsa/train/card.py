@@ -1,0 +1,124 @@
+"""The training card: ``README.md`` beside the checkpoint, with the loss curve as a plot.
+
+It says what the model was trained on (the dataset's manifest hash, its rows by kind, the
+recipe its variants came from) and how (TRL's settings that matter most), so a checkpoint
+can be traced back to its data. The plot is saved without metadata: the same curve gives the
+same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hsa.datasets.shards import write_atomic
+
+CARD = "README.md"
+PLOT = "loss.png"
+#: TRL settings shown in the card (all of them are in hsa-train.json)
+_SHOWN = (
+    "learning_rate",
+    "num_train_epochs",
+    "max_steps",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "max_length",
+    "packing",
+    "assistant_only_loss",
+    "seed",
+)
+
+
+def plot_losses(
+    losses: Sequence[tuple[int, float]], eval_losses: Sequence[tuple[int, float]]
+) -> bytes | None:
+    """The training (and evaluation) loss per step; None without any logged loss."""
+    if not losses and not eval_losses:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.4), dpi=100)
+    if losses:
+        ax.plot([s for s, _ in losses], [v for _, v in losses], label="train", color="#4c72b0")
+    if eval_losses:
+        ax.plot(
+            [s for s, _ in eval_losses],
+            [v for _, v in eval_losses],
+            label="eval",
+            color="#dd8452",
+            marker="o",
+        )
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_title("loss", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def render_card(
+    resolved: Mapping[str, Any],
+    losses: Sequence[tuple[int, float]],
+    eval_losses: Sequence[tuple[int, float]],
+    plot: bool,
+) -> str:
+    hsa, trl, data = resolved["hsa"], resolved["trl"], resolved["data"]
+    rows = data.get("rows") or {}
+    lines = [
+        f"# {resolved['command'].upper()} of {hsa.get('model')}",
+        "",
+        f"Trained with `hsa train {resolved['command']}` on the hsa dataset `{hsa.get('data')}` "
+        f"(manifest hash `{data.get('manifest_hash')}`): {rows.get('train', 0):,} training rows, "
+        f"{rows.get('canonical', 0):,} under the canonical harness and "
+        f"{rows.get('variants', 0):,} under harness variants"
+        + (f"; {rows['eval']:,} evaluation rows" if "eval" in rows else "")
+        + ".",
+        "",
+        "| setting | value |",
+        "|---|---|",
+    ]
+    lines += [f"| `{k}` | `{trl.get(k)}` |" for k in _SHOWN if k in trl]
+    lines.append("")
+    if losses:
+        lines.append(
+            f"Training loss: {losses[0][1]:.4f} at step {losses[0][0]}, {losses[-1][1]:.4f} at "
+            f"step {losses[-1][0]}."
+        )
+    if eval_losses:
+        lines.append(f"Evaluation loss: {eval_losses[-1][1]:.4f} at step {eval_losses[-1][0]}.")
+    if plot:
+        lines += ["", f"![loss]({PLOT})"]
+    recipe = resolved.get("recipe")
+    if recipe:
+        lines += [
+            "",
+            "## The recipe the variants came from",
+            "",
+            "```json",
+            json.dumps(recipe, indent=2, sort_keys=True),
+            "```",
+        ]
+    lines += ["", "Every setting, resolved: `hsa-train.json`."]
+    return "\n".join(lines) + "\n"
+
+
+def write_card(
+    out: Path,
+    resolved: Mapping[str, Any],
+    losses: Sequence[tuple[int, float]],
+    eval_losses: Sequence[tuple[int, float]],
+) -> None:
+    image = plot_losses(losses, eval_losses)
+    if image is not None:
+        write_atomic(out / PLOT, image)
+    text = render_card(resolved, losses, eval_losses, image is not None)
+    write_atomic(out / CARD, text.encode("utf-8"))

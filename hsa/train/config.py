@@ -1,0 +1,123 @@
+"""A training command's config: TRL's own config, field names unchanged, plus an ``hsa:`` section.
+
+```yaml
+hsa:                       # hsa's settings (``SftSettings``)
+  data: out/livestream     # an hsa dataset directory
+  canonical_share: 0.2     # share of canonical rows among the training rows
+learning_rate: 1.0e-5      # everything else is TRL's config (SFTConfig), as TRL names it
+max_length: 8192
+```
+
+Unknown keys are refused with the nearest name -- TRL's fields at the top level, hsa's under
+``hsa:`` -- before any model is loaded. Without a GPU, ``use_cpu: true`` and ``bf16: false``
+are filled in unless the config sets them (TRL's defaults ask for bf16 on a GPU); the
+``report_to`` default is ``none`` (no tracker is contacted unless asked for).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hsa.config import bounded, did_you_mean, from_mapping, refuse, setting
+from hsa.errors import TrainError
+
+
+@dataclass(frozen=True, slots=True)
+class SftSettings:
+    """The ``hsa:`` section of ``hsa train sft``: what to train on and from."""
+
+    data: str | None = setting(None, help="The hsa dataset directory to train on.")
+    model: str | None = setting(None, help="A local model folder (or a hub name, online).")
+    canonical_share: float | None = setting(
+        None,
+        help="Share of canonical rows (the unchanged harness) among the training rows; the "
+        "rest are variants. Rows are dropped, never repeated, to reach it (unset: as the "
+        "dataset has them).",
+    )
+    train_split: str = setting("train", help="The dataset split trained on.")
+    eval_split: str | None = setting(
+        "dev", help="The split evaluated on during training (null: none)."
+    )
+    max_rows: int | None = setting(None, help="Train on at most this many rows (unset: all).")
+    verified_only: bool = setting(True, help="Train only on rows whose trajectory was verified.")
+
+    def __post_init__(self) -> None:
+        problems = bounded(self, "canonical_share", low=0, high=1)
+        problems += bounded(self, "max_rows", low=1)
+        refuse(problems, TrainError)
+
+
+def trl_fields(trl_config: type) -> set[str]:
+    """The field names of a TRL config class (what its YAML keys may be)."""
+    return {f.name for f in dataclasses.fields(trl_config) if f.init}
+
+
+def split_config(
+    data: Any, trl_config: type, *, file: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(hsa section, TRL keys)`` of a YAML mapping; unknown TRL keys refused by name."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise TrainError(f"expected a mapping, got {type(data).__name__}", file=file, where="$")
+    section = data.get("hsa") or {}
+    if not isinstance(section, Mapping):
+        raise TrainError("expected a mapping of hsa settings", file=file, where="$.hsa")
+    known = trl_fields(trl_config)
+    trl = {k: v for k, v in data.items() if k != "hsa"}
+    for key in trl:
+        if key not in known:
+            raise TrainError(
+                f"{trl_config.__name__} has no field {key!r}; {did_you_mean(str(key), known)}",
+                file=file,
+                where=f"$.{key}",
+            )
+    return dict(section), trl
+
+
+def load_yaml(path: str | Path | None) -> Any:
+    if path is None:
+        return {}
+    import yaml
+
+    try:
+        return yaml.safe_load(Path(path).read_text("utf-8")) or {}
+    except OSError as exc:
+        raise TrainError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise TrainError(f"invalid YAML: {exc}", file=str(path)) from None
+
+
+def sft_settings(section: Mapping[str, Any], *, file: str | None = None) -> SftSettings:
+    found: SftSettings = from_mapping(
+        SftSettings, section, error=TrainError, file=file, root="$.hsa"
+    )
+    return found
+
+
+def trl_args(
+    trl_config: type, keys: Mapping[str, Any], out: str | Path, *, file: str | None = None
+) -> Any:
+    """TRL's config from ``keys``, writing to ``out``, with hsa's CPU and tracker defaults."""
+    values = dict(keys)
+    values["output_dir"] = str(out)
+    values.setdefault("report_to", "none")
+    if not _cuda():
+        values.setdefault("use_cpu", True)
+        values.setdefault("bf16", False)
+    try:
+        return trl_config(**values)
+    except (TypeError, ValueError) as exc:
+        raise TrainError(f"{trl_config.__name__}: {exc}", file=file) from None
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())

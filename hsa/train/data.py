@@ -1,0 +1,114 @@
+"""The rows a training run sees: an hsa dataset's split, filtered and mixed, as TRL takes it.
+
+Rows come from ``hsa.datasets.export.to_hf`` (the dataset's own features: ``messages`` with
+tool-call arguments as objects, ``tools`` as schemas), so TRL trains on exactly what the rows
+show. ``canonical_share`` sets the share of rows under the unchanged harness: the larger group
+is cut down, by a hash of each row's id and the seed, never repeated, so the same data, settings
+and seed give the same rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hsa.datasets.export import to_hf
+from hsa.datasets.manifest import MANIFEST
+from hsa.errors import TrainError
+from hsa.train.config import SftSettings
+
+#: the columns TRL's conversational SFT reads; the others are lineage, dropped before training
+COLUMNS = ("messages", "tools")
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingRows:
+    """The rows of a run and what they are: counts by kind, and the dataset's identity."""
+
+    train: Any  # datasets.Dataset
+    eval: Any | None
+    counts: dict[str, int]
+    manifest_hash: str | None
+    recipe: Any | None
+
+
+def manifest_of(data: Path) -> dict[str, Any]:
+    path = data / MANIFEST
+    try:
+        found = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise TrainError(
+            "not an hsa dataset (manifest.json is missing); build one with hsa build",
+            file=str(data),
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise TrainError(f"cannot read the manifest: {exc}", file=str(path)) from None
+    if not isinstance(found, dict):
+        raise TrainError("not an hsa manifest", file=str(path))
+    return found
+
+
+def _rank(row_id: str, seed: int) -> str:
+    return hashlib.sha256(f"{seed}\x00{row_id}".encode()).hexdigest()
+
+
+def mix(ids: list[str], canonical: list[bool], share: float | None, seed: int) -> list[int]:
+    """Positions of the rows to keep so that canonical rows are ``share`` of them (all when
+    None), the kept rows of the cut group chosen by a hash of ``seed`` and their id, in their
+    original order."""
+    if share is None:
+        return list(range(len(ids)))
+    plain = [i for i, c in enumerate(canonical) if c]
+    varied = [i for i, c in enumerate(canonical) if not c]
+    if share in (0.0, 1.0):
+        return plain if share == 1.0 else varied
+    # keep n_plain / (n_plain + n_varied) == share, cutting whichever group is in excess
+    want_plain = round(share * len(varied) / (1 - share))
+    if want_plain <= len(plain):
+        plain = sorted(plain, key=lambda i: _rank(ids[i], seed))[:want_plain]
+    else:
+        want_varied = round(len(plain) * (1 - share) / share)
+        varied = sorted(varied, key=lambda i: _rank(ids[i], seed))[:want_varied]
+    return sorted(plain + varied)
+
+
+def _split(data: Path, split: str, settings: SftSettings, seed: int, cache: Path | None) -> Any:
+    rows = to_hf(data, split, cache_dir=cache)
+    if settings.verified_only and "verified" in rows.column_names:
+        rows = rows.filter(lambda v: v is not False, input_columns="verified")
+    return rows
+
+
+def load_rows(settings: SftSettings, *, seed: int, cache: Path | None = None) -> TrainingRows:
+    """The training (and evaluation) rows ``settings`` asks for."""
+    if settings.data is None:
+        raise TrainError("no data to train on: set hsa.data (or --data) to an hsa dataset")
+    data = Path(settings.data)
+    manifest = manifest_of(data)
+    train = _split(data, settings.train_split, settings, seed, cache)
+    if len(train) == 0:
+        raise TrainError(f"the dataset has no {settings.train_split} rows", file=str(data))
+    keep = mix(train["id"], train["canonical"], settings.canonical_share, seed)
+    if settings.max_rows is not None:
+        keep = keep[: settings.max_rows]
+    train = train.select(keep)
+    counts = {"train": len(train), "canonical": int(sum(train["canonical"]))}
+    counts["variants"] = counts["train"] - counts["canonical"]
+    evaluated = None
+    if settings.eval_split is not None:
+        evaluated = _split(data, settings.eval_split, settings, seed, cache)
+        counts["eval"] = len(evaluated)
+        evaluated = evaluated.select_columns(list(COLUMNS)) if len(evaluated) else None
+    found = manifest.get("config") or {}
+    # ``hsa augment`` records its settings at the top, ``hsa build`` under ``augment``
+    recipe = found.get("recipe") or (found.get("augment") or {}).get("recipe")
+    return TrainingRows(
+        train=train.select_columns(list(COLUMNS)),
+        eval=evaluated,
+        counts=counts,
+        manifest_hash=manifest.get("config_hash"),
+        recipe=recipe,
+    )

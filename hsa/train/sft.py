@@ -1,0 +1,141 @@
+"""HSA-SFT: TRL's ``SFTTrainer`` on an hsa dataset, the loss on assistant turns only.
+
+hsa supplies the rows (``hsa.train.data``), the config pattern (``hsa.train.config``) and the
+training card (``hsa.train.card``); TRL trains. The loss covers the assistant turns alone
+(``assistant_only_loss``, on by default here): TRL swaps in the training variant of the common
+chat templates, whose ``{% generation %}`` markers say which tokens the model wrote. Packing,
+the learning rate, the schedule, checkpoints and everything else are TRL's settings, by
+TRL's names.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hsa.datasets.shards import write_atomic
+from hsa.errors import TrainError
+from hsa.train.card import write_card
+from hsa.train.config import SftSettings, load_yaml, sft_settings, split_config, trl_args
+from hsa.train.data import load_rows
+
+RESOLVED = "hsa-train.json"
+
+
+@dataclass(slots=True)
+class TrainReport:
+    """What a run did: its steps, rows, final loss, and where it wrote."""
+
+    out: Path
+    steps: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    losses: list[tuple[int, float]] = field(default_factory=list)
+    eval_losses: list[tuple[int, float]] = field(default_factory=list)
+    resumed_from: str | None = None
+    wall_s: float = 0.0
+
+
+def last_checkpoint(out: Path) -> str | None:
+    """The newest ``checkpoint-N`` folder TRL wrote in ``out``, or None."""
+    found = [p for p in out.glob("checkpoint-*") if p.is_dir() and p.name[11:].isdigit()]
+    return str(max(found, key=lambda p: int(p.name[11:]))) if found else None
+
+
+def load_model(path: str) -> tuple[Any, Any]:
+    """The model and tokenizer at ``path`` (a local folder, or a hub name when online)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    local = Path(path)
+    if not local.exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1):
+        raise TrainError("no model here: give a local model folder (or a hub name)", file=path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TrainError(f"cannot load the model: {first}", file=path) from None
+    return model, tokenizer
+
+
+def train_sft(
+    config: Any,
+    out: str | Path,
+    *,
+    overrides: dict[str, Any] | None = None,
+    trl_overrides: dict[str, Any] | None = None,
+    resume: bool = False,
+    file: str | None = None,
+) -> TrainReport:
+    """Train as ``config`` (a YAML mapping: TRL's ``SFTConfig`` keys plus ``hsa:``) says,
+    into ``out``. ``overrides`` replace ``hsa:`` settings, ``trl_overrides`` TRL keys (the
+    command line). ``resume`` continues from the newest checkpoint in ``out``.
+
+    Writes TRL's checkpoints and final model, the resolved config (``hsa-train.json``) and the
+    training card (``README.md``, with the loss curve). Raises ``TrainError`` for a bad config,
+    data or model, before anything is trained.
+    """
+    from trl import SFTConfig, SFTTrainer
+
+    started = time.monotonic()
+    out = Path(out)
+    data = config if isinstance(config, dict) else load_yaml(config)
+    file = file if file is not None or isinstance(config, dict) else str(config)
+    section, trl = split_config(data, SFTConfig, file=file)
+    section.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    split_config({**(trl_overrides or {})}, SFTConfig)  # refuse unknown override keys too
+    trl.update(trl_overrides or {})
+    trl.setdefault("assistant_only_loss", True)
+    settings: SftSettings = sft_settings(section, file=file)
+    if settings.model is None:
+        raise TrainError("no model to train: set hsa.model (or --model) to a model folder")
+    args = trl_args(SFTConfig, trl, out, file=file)
+    checkpoint = None
+    if resume:
+        checkpoint = last_checkpoint(out)
+        if checkpoint is None:
+            raise TrainError("no checkpoint here to resume from", file=str(out))
+    rows = load_rows(settings, seed=args.seed, cache=out / ".hsa" / "hf-cache")
+    model, tokenizer = load_model(settings.model)
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=rows.train,
+        eval_dataset=rows.eval,
+        processing_class=tokenizer,
+    )
+    kept = len(trainer.train_dataset)  # type: ignore[arg-type]  # a Dataset, given one
+    if kept == 0:
+        raise TrainError(
+            f"no training row has an assistant token left after truncation to max_length="
+            f"{args.max_length} (TRL drops fully masked rows); the dataset card gives the "
+            "max_length that keeps rows whole: set max_length (null: no limit)",
+            file=file,
+            where="max_length",
+        )
+    rows.counts["dropped"] = len(rows.train) - kept
+    trainer.train(resume_from_checkpoint=checkpoint)
+    trainer.save_model(str(out))
+    tokenizer.save_pretrained(str(out))
+    report = TrainReport(out=out, steps=trainer.state.global_step, counts=rows.counts)
+    report.resumed_from = checkpoint
+    for entry in trainer.state.log_history:
+        if "loss" in entry:
+            report.losses.append((int(entry["step"]), float(entry["loss"])))
+        if "eval_loss" in entry:
+            report.eval_losses.append((int(entry["step"]), float(entry["eval_loss"])))
+    resolved = {
+        "command": "sft",
+        "hsa": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
+        "trl": json.loads(args.to_json_string()),
+        "data": {"manifest_hash": rows.manifest_hash, "rows": rows.counts},
+        "recipe": rows.recipe,
+    }
+    resolved["trl"].pop("hub_token", None)
+    text = json.dumps(resolved, indent=2, sort_keys=True, default=str) + "\n"
+    write_atomic(out / RESOLVED, text.encode("utf-8"))
+    write_card(out, resolved, report.losses, report.eval_losses)
+    report.wall_s = time.monotonic() - started
+    return report

@@ -1,0 +1,32 @@
+"""A small built dataset and a tiny model trained on its texts, for the training tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hsa.datasets.export import to_hf
+from hsa.pipelines.build import build, parse_config
+from tests.tinymodels import save_tiny, texts_of
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("train-data") / "data"
+    config = parse_config(
+        {
+            "name": "tiny",
+            "out": str(out),
+            "source": {"env": "livestream", "tasks": 40},
+            "augment": {"variants_per_trajectory": 2, "keep_canonical": True},
+        }
+    )
+    build(config)
+    return out
+
+
+@pytest.fixture(scope="session")
+def model(dataset, tmp_path_factory) -> Path:
+    rows = to_hf(dataset, "train", cache_dir=tmp_path_factory.mktemp("hf"))
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "model", texts_of(rows))

@@ -1,0 +1,49 @@
+"""The rows a training run sees: filtered, mixed by share, deterministic."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hsa.errors import TrainError
+from hsa.train.config import SftSettings
+from hsa.train.data import load_rows, mix
+
+
+@given(
+    st.lists(st.booleans(), min_size=1, max_size=60),
+    st.floats(min_value=0.05, max_value=0.95),
+    st.integers(0, 5),
+)
+def test_mix_keeps_the_share_without_repeating_a_row(canonical, share, seed):
+    ids = [f"r{i}" for i in range(len(canonical))]
+    kept = mix(ids, canonical, share, seed)
+    assert kept == sorted(set(kept))  # each row at most once, in order
+    plain = sum(canonical[i] for i in kept)
+    varied = len(kept) - plain
+    if plain and varied:
+        # the largest mix with that share the rows allow: within one row of it
+        assert abs(plain - share * len(kept)) <= 1
+    assert kept == mix(ids, canonical, share, seed)
+
+
+def test_mix_edges():
+    ids, canonical = ["a", "b", "c"], [True, False, False]
+    assert mix(ids, canonical, None, 0) == [0, 1, 2]
+    assert mix(ids, canonical, 1.0, 0) == [0]
+    assert mix(ids, canonical, 0.0, 0) == [1, 2]
+
+
+def test_load_rows_gives_conversations_and_counts(dataset):
+    rows = load_rows(SftSettings(data=str(dataset), canonical_share=0.5), seed=0)
+    assert rows.train.column_names == ["messages", "tools"]
+    assert rows.counts["canonical"] == rows.counts["variants"] > 0
+    assert rows.manifest_hash and rows.recipe and rows.recipe["rules"]
+    first = rows.train[0]
+    assert first["messages"][0]["role"] in ("system", "user")
+
+
+def test_a_folder_that_is_not_a_dataset_is_refused(tmp_path):
+    with pytest.raises(TrainError, match="manifest.json is missing"):
+        load_rows(SftSettings(data=str(tmp_path)), seed=0)

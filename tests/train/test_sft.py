@@ -1,0 +1,130 @@
+"""HSA-SFT on a tiny model: the loss mask, learning, arguments as objects, resume, errors."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from hsa.errors import TrainError
+from hsa.train.sft import RESOLVED, train_sft
+
+DOUBLE_ENCODED = re.compile(r'"arguments":\s*"')
+
+
+def config(dataset, model, **trl):
+    return {
+        "hsa": {"data": str(dataset), "model": str(model), "eval_split": None},
+        "max_length": None,
+        "per_device_train_batch_size": 1,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        **trl,
+    }
+
+
+def trainer_of(dataset, model, tmp_path, **trl):
+    """The SFTTrainer hsa builds, caught just before it trains."""
+    from trl import SFTTrainer
+
+    caught = {}
+
+    def stop(self, *args, **kwargs):
+        caught["trainer"] = self
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SFTTrainer, "train", stop)
+        with pytest.raises(KeyboardInterrupt):
+            train_sft(config(dataset, model, **trl), tmp_path / "out")
+    return caught["trainer"]
+
+
+def test_the_loss_covers_exactly_the_assistant_turns(dataset, model, tmp_path):
+    trainer = trainer_of(dataset, model, tmp_path, max_steps=1)
+    tokenizer = trainer.processing_class
+    checked = 0
+    for example in trainer.train_dataset.select(range(6)):
+        ids, labels = example["input_ids"], example["labels"]
+        learned = tokenizer.decode([t for t, lab in zip(ids, labels, strict=True) if lab != -100])
+        for message in example["messages"]:
+            content = (message.get("content") or "").strip()
+            if message["role"] == "assistant":
+                assert content in learned  # every assistant turn is learned
+                for call in message.get("tool_calls") or []:
+                    arguments = json.dumps(call["function"]["arguments"], ensure_ascii=False)
+                    assert arguments in learned  # as an object, never a JSON string
+                checked += 1
+            elif len(content) > 40:
+                assert content not in learned, message["role"]  # nothing else is
+        assert "<|im_end|>" in learned  # the model learns to stop
+        assert not DOUBLE_ENCODED.search(tokenizer.decode(ids))
+    assert checked
+
+
+def test_overfitting_a_handful_of_rows_drives_the_loss_down(dataset, model, tmp_path):
+    settings = config(
+        dataset, model, max_steps=40, learning_rate=3e-3, lr_scheduler_type="constant"
+    )
+    settings["hsa"]["max_rows"] = 2
+    report = train_sft(settings, tmp_path / "out")
+    losses = [loss for _, loss in report.losses]
+    assert report.steps == 40 and len(losses) == 40
+    assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5, losses
+
+
+def test_a_run_writes_the_model_the_resolved_config_and_a_card(dataset, model, tmp_path):
+    out = tmp_path / "out"
+    settings = config(dataset, model, max_steps=2)
+    settings["hsa"]["canonical_share"] = 0.5
+    report = train_sft(settings, out)
+    assert report.counts["canonical"] == report.counts["variants"]
+    resolved = json.loads((out / RESOLVED).read_text("utf-8"))
+    assert resolved["trl"]["max_steps"] == 2 and resolved["trl"]["assistant_only_loss"] is True
+    assert resolved["data"]["manifest_hash"] and resolved["recipe"]["rules"]
+    card = (out / "README.md").read_text("utf-8")
+    assert resolved["data"]["manifest_hash"] in card and "![loss](loss.png)" in card
+    assert (out / "loss.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "model.safetensors").is_file() and (out / "tokenizer_config.json").is_file()
+
+
+def test_resume_continues_from_the_last_checkpoint(dataset, model, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(TrainError, match="no checkpoint here"):
+        train_sft(config(dataset, model, max_steps=2), out, resume=True)
+    train_sft(config(dataset, model, max_steps=2, save_strategy="steps", save_steps=1), out)
+    again = train_sft(
+        config(dataset, model, max_steps=3, save_strategy="steps", save_steps=1), out, resume=True
+    )
+    assert again.resumed_from.endswith("checkpoint-2") and again.steps == 3
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {"learning_rat": 1e-4},
+            "SFTConfig has no field 'learning_rat'; did you mean 'learning_rate'?",
+        ),
+        ({"hsa": {"dta": "x"}}, "unknown setting 'dta'; did you mean 'data'?"),
+        ({"hsa": {"data": "DATA", "model": "/no/such/model"}}, "/no/such/model"),
+        ({"hsa": {"data": "DATA", "model": "MODEL", "canonical_share": 2}}, "canonical_share"),
+    ],
+)
+def test_bad_config_is_refused_naming_the_key(dataset, model, tmp_path, change, message):
+    settings = config(dataset, model, max_steps=1)
+    for key, value in change.items():
+        if key == "hsa":
+            value = {
+                k: {"DATA": str(dataset), "MODEL": str(model)}.get(v, v) for k, v in value.items()
+            }
+        settings[key] = value
+    with pytest.raises(TrainError) as caught:
+        train_sft(settings, tmp_path / "out")
+    assert message in str(caught.value)
+
+
+def test_truncation_that_leaves_nothing_to_learn_says_so(dataset, model, tmp_path):
+    with pytest.raises(TrainError, match="max_length=64"):
+        train_sft(config(dataset, model, max_steps=1, max_length=64), tmp_path / "out")
