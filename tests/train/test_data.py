@@ -45,5 +45,5 @@ def test_load_rows_gives_conversations_and_counts(dataset):
 
 
 def test_a_folder_that_is_not_a_dataset_is_refused(tmp_path):
-    with pytest.raises(TrainError, match="manifest.json is missing"):
+    with pytest.raises(TrainError, match=r"manifest\.json is missing"):
         load_rows(SftSettings(data=str(tmp_path)), seed=0)

@@ -1,0 +1,55 @@
+"""A training config: TRL's fields by TRL's names, hsa's under ``hsa:``; the shipped recipes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hsa.config import settings_of
+from hsa.errors import TrainError
+from hsa.train.config import SftSettings, sft_settings, split_config, trl_args
+
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples" / "train").glob("*.yaml"))
+
+
+def test_top_level_keys_are_trl_fields_and_hsa_is_hsa():
+    from trl import SFTConfig
+
+    section, trl = split_config({"hsa": {"data": "d"}, "learning_rate": 0.1}, SFTConfig)
+    assert section == {"data": "d"} and trl == {"learning_rate": 0.1}
+    with pytest.raises(TrainError, match=r"did you mean 'max_length'\?"):
+        split_config({"max_lenght": 10}, SFTConfig, file="x.yaml")
+    with pytest.raises(TrainError, match=r"\$\.hsa"):
+        split_config({"hsa": [1]}, SFTConfig)
+
+
+def test_every_hsa_setting_has_help_and_is_checked():
+    assert all(f.metadata.get("help") for f in settings_of(SftSettings))
+    with pytest.raises(TrainError, match="canonical_share"):
+        sft_settings({"canonical_share": 1.5})
+    with pytest.raises(TrainError, match=r"did you mean 'model'\?"):
+        sft_settings({"modle": "m"})
+
+
+def test_without_a_gpu_the_cpu_defaults_are_filled_in_unless_given(tmp_path, monkeypatch):
+    from trl import SFTConfig
+
+    monkeypatch.setattr("hsa.train.config._cuda", lambda: False)
+    args = trl_args(SFTConfig, {}, tmp_path)
+    assert args.use_cpu and not args.bf16 and args.report_to in ("none", [], ["none"])
+    with pytest.raises(TrainError, match="SFTConfig"):
+        trl_args(SFTConfig, {"lr_scheduler_type": "sometimes"}, tmp_path)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_the_shipped_training_recipes_are_valid(path, tmp_path, monkeypatch):
+    from trl import SFTConfig
+
+    data = yaml.safe_load(path.read_text("utf-8"))
+    section, trl = split_config(data, SFTConfig, file=str(path))
+    settings = sft_settings(section, file=str(path))
+    assert settings.data and settings.model
+    monkeypatch.setattr("hsa.train.config._cuda", lambda: False)
+    trl_args(SFTConfig, {**trl, "bf16": False}, tmp_path, file=str(path))
