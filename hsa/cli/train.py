@@ -11,7 +11,7 @@ from hsa.cli.output import console
 
 @click.group("train")
 def group() -> None:
-    """Train models with TRL on hsa datasets (HSA-SFT)."""
+    """Train models with TRL: HSA-SFT on hsa datasets, HSA-RL in an environment."""
 
 
 @group.command("sft")
@@ -59,3 +59,44 @@ def sft_command(
         f"loss {first} -> {last}"
     )
     shown.print(f"wrote {out} (model, hsa-train.json, README.md) in {report.wall_s:.1f} s")
+
+
+@group.command("rl")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    help="YAML: TRL's GRPOConfig fields by their TRL names, plus an 'hsa:' section.",
+)
+@click.option("--model", help="A local model folder, or a hub name when online (hsa.model).")
+@click.option("--env", help="The environment whose tasks are the prompts (hsa.env).")
+@click.option(
+    "--out", type=click.Path(path_type=Path), required=True, help="Checkpoints, model, card."
+)
+@click.option("--max-steps", type=int, help="TRL's max_steps.")
+def rl_command(
+    config_file: Path | None, model: str | None, env: str | None, out: Path, max_steps: int | None
+) -> None:
+    """HSA-RL: GRPO with multi-turn tool use, tasks under harness variants, rewards from the
+    environment.
+
+    Writes the model to OUT with TRL's checkpoints, every episode's rewards and rule families
+    (rollouts.jsonl), the resolved config (hsa-train.json) and a training card (README.md) with
+    the reward curve and the reward per rule family.
+    """
+    from hsa.train.rl import train_rl
+
+    trl = {"max_steps": max_steps} if max_steps is not None else {}
+    config: dict | Path = {} if config_file is None else config_file
+    report = train_rl(config, out, overrides={"model": model, "env": env}, trl_overrides=trl)
+    first = f"{report.rewards[0][1]:.3f}" if report.rewards else "–"
+    last = f"{report.rewards[-1][1]:.3f}" if report.rewards else "–"
+    families = ", ".join(f"{k} {v:.2f}" for k, v in report.by_family.items())
+    shown = console()
+    shown.print(
+        f"rl: {report.steps} steps, {report.episodes} episodes on {report.prompts} prompts; "
+        f"reward {first} -> {last}; environment reward per family: {families or '–'}"
+    )
+    shown.print(
+        f"wrote {out} (model, rollouts.jsonl, hsa-train.json, README.md) in {report.wall_s:.1f} s"
+    )

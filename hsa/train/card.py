@@ -33,9 +33,11 @@ _SHOWN = (
 
 
 def plot_losses(
-    losses: Sequence[tuple[int, float]], eval_losses: Sequence[tuple[int, float]]
+    losses: Sequence[tuple[int, float]],
+    eval_losses: Sequence[tuple[int, float]],
+    name: str = "loss",
 ) -> bytes | None:
-    """The training (and evaluation) loss per step; None without any logged loss."""
+    """The training (and evaluation) loss (or reward) per step; None without any logged."""
     if not losses and not eval_losses:
         return None
     import matplotlib
@@ -55,8 +57,8 @@ def plot_losses(
             marker="o",
         )
     ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    ax.set_title("loss", fontsize=10)
+    ax.set_ylabel(name)
+    ax.set_title(name, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     buffer = io.BytesIO()
@@ -73,30 +75,47 @@ def render_card(
 ) -> str:
     hsa, trl, data = resolved["hsa"], resolved["trl"], resolved["data"]
     rows = data.get("rows") or {}
-    lines = [
-        f"# {resolved['command'].upper()} of {hsa.get('model')}",
-        "",
-        f"Trained with `hsa train {resolved['command']}` on the hsa dataset `{hsa.get('data')}` "
-        f"(manifest hash `{data.get('manifest_hash')}`): {rows.get('train', 0):,} training rows, "
-        f"{rows.get('canonical', 0):,} under the canonical harness and "
-        f"{rows.get('variants', 0):,} under harness variants"
-        + (f"; {rows['eval']:,} evaluation rows" if "eval" in rows else "")
-        + ".",
-        "",
-        "| setting | value |",
-        "|---|---|",
-    ]
+    command = resolved["command"]
+    name = "reward" if command == "rl" else "loss"
+    lines = [f"# {command.upper()} of {hsa.get('model')}", ""]
+    if command == "rl":
+        lines.append(
+            f"Trained with `hsa train rl` (TRL's GRPO) in the `{hsa.get('env')}` environment: "
+            f"{data.get('prompts', 0):,} prompts (tasks under harness variants), "
+            f"{data.get('episodes', 0):,} episodes played by the model, rewarded by the "
+            "environment's score and a format term."
+        )
+    else:
+        lines.append(
+            f"Trained with `hsa train {command}` on the hsa dataset `{hsa.get('data')}` "
+            f"(manifest hash `{data.get('manifest_hash')}`): {rows.get('train', 0):,} training "
+            f"rows, {rows.get('canonical', 0):,} under the canonical harness and "
+            f"{rows.get('variants', 0):,} under harness variants"
+            + (f"; {rows['eval']:,} evaluation rows" if "eval" in rows else "")
+            + "."
+        )
+    lines += ["", "| setting | value |", "|---|---|"]
     lines += [f"| `{k}` | `{trl.get(k)}` |" for k in _SHOWN if k in trl]
     lines.append("")
     if losses:
         lines.append(
-            f"Training loss: {losses[0][1]:.4f} at step {losses[0][0]}, {losses[-1][1]:.4f} at "
-            f"step {losses[-1][0]}."
+            f"Training {name}: {losses[0][1]:.4f} at step {losses[0][0]}, {losses[-1][1]:.4f} "
+            f"at step {losses[-1][0]}."
         )
     if eval_losses:
         lines.append(f"Evaluation loss: {eval_losses[-1][1]:.4f} at step {eval_losses[-1][0]}.")
     if plot:
-        lines += ["", f"![loss]({PLOT})"]
+        lines += ["", f"![{name}]({PLOT})"]
+    families = resolved.get("reward_by_family") or {}
+    if families:
+        lines += [
+            "",
+            "## Environment reward per rule family",
+            "",
+            "| family | mean |",
+            "|---|---:|",
+        ]
+        lines += [f"| `{k}` | {v:.3f} |" for k, v in families.items()]
     recipe = resolved.get("recipe")
     if recipe:
         lines += [
@@ -117,7 +136,7 @@ def write_card(
     losses: Sequence[tuple[int, float]],
     eval_losses: Sequence[tuple[int, float]],
 ) -> None:
-    image = plot_losses(losses, eval_losses)
+    image = plot_losses(losses, eval_losses, "reward" if resolved["command"] == "rl" else "loss")
     if image is not None:
         write_atomic(out / PLOT, image)
     text = render_card(resolved, losses, eval_losses, image is not None)

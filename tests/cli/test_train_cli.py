@@ -60,3 +60,35 @@ def test_a_bad_training_config_is_one_line(tmp_path):
     assert done.returncode == 1
     assert "did you mean 'learning_rate'?" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_rl_runs_a_step_from_the_command_line(tmp_path):
+    from hsa.envs.registry import get
+    from tests.tinymodels import qwen_model, qwen_tokenizer
+
+    tokenizer = qwen_tokenizer([t.turns[0] for t in get("livestream").tasks("train")[:40]])
+    model = tmp_path / "model"
+    qwen_model(tokenizer).save_pretrained(model)
+    tokenizer.save_pretrained(model)
+    config = tmp_path / "rl.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "hsa": {"tasks": 1, "variants_per_task": 1, "max_steps_per_turn": 1},
+                "num_generations": 2,
+                "per_device_train_batch_size": 2,
+                "max_completion_length": 16,
+                "save_strategy": "no",
+                "logging_steps": 1,
+            }
+        ),
+        "utf-8",
+    )
+    out = tmp_path / "rl"
+    done = hsa(
+        "train", "rl", "--config", str(config), "--model", str(model), "--out", str(out),
+        "--max-steps", "1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "rl: 1 steps, 2 episodes on 2 prompts" in done.stdout
+    assert (out / "rollouts.jsonl").is_file() and (out / "README.md").is_file()

@@ -45,11 +45,17 @@ def test_without_a_gpu_the_cpu_defaults_are_filled_in_unless_given(tmp_path, mon
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_the_shipped_training_recipes_are_valid(path, tmp_path, monkeypatch):
-    from trl import SFTConfig
+    from trl import GRPOConfig, SFTConfig
+
+    from hsa.config import from_mapping
+    from hsa.train.rl import RlSettings
 
     data = yaml.safe_load(path.read_text("utf-8"))
-    section, trl = split_config(data, SFTConfig, file=str(path))
-    settings = sft_settings(section, file=str(path))
-    assert settings.data and settings.model
+    trl_config = {"sft.yaml": SFTConfig, "rl.yaml": GRPOConfig}[path.name]
+    section, trl = split_config(data, trl_config, file=str(path))
+    if trl_config is SFTConfig:
+        assert sft_settings(section, file=str(path)).data
+    else:
+        assert from_mapping(RlSettings, section, error=TrainError, file=str(path)).model
     monkeypatch.setattr("hsa.train.config._cuda", lambda: False)
-    trl_args(SFTConfig, {**trl, "bf16": False}, tmp_path, file=str(path))
+    trl_args(trl_config, {**trl, "bf16": False}, tmp_path, file=str(path))

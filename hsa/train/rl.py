@@ -1,0 +1,439 @@
+"""HSA-RL: TRL's ``GRPOTrainer`` with multi-turn tool use in an hsa environment.
+
+Each prompt is a task under a harness variant drawn from a recipe (as ``hsa teach`` draws
+them). Rollouts are TRL's custom-rollout mechanism (``rollout_func``) driving the teachers'
+rollout loop: the model being trained answers each step (``PolicyBackend``), its reply is
+parsed under the variant's protocol, its calls run in the environment through the variant's
+inverse mapping, and the episode is scored by the environment -- the same path a teacher's
+trajectories and an evaluation take. The tokens TRL trains on are the model's own generated
+tokens; the tool results and hook messages between them are in the sequence but masked
+(``env_mask``).
+
+Two rewards, weighted by TRL's ``reward_weights``: ``environment`` (the environment's score of
+the episode) and ``format`` (1 when every reply parsed and every call fit the variant's
+schemas). Each episode's rewards are logged with its variant's rule families
+(``OUT/rollouts.jsonl``), and the training card shows them per family.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hsa.augment.mapping import map_events
+from hsa.augment.planner import Variant
+from hsa.config import bounded, from_mapping, refuse, same_as, setting
+from hsa.envs.base import Environment, Task
+from hsa.envs.hook_runtime import HookContext, run_hooks
+from hsa.errors import TrainError
+from hsa.harness.events import Event, UserMessage
+from hsa.harness.render import render
+from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.backends.output import parse_output
+from hsa.teachers.backends.transformers import template_messages
+from hsa.teachers.config import TeachConfig
+from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message
+from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout
+from hsa.teachers.task_variants import recipe_from, task_variants
+from hsa.train.config import load_yaml, split_config, trl_args
+
+ROLLOUT_LOG = "rollouts.jsonl"
+#: the message field that marks a prompt row with its task and variant
+PROMPT_KEY = "hsa_prompt"
+
+
+@dataclass(frozen=True, slots=True)
+class RlSettings:
+    """The ``hsa:`` section of ``hsa train rl``: the environment, the variants, the episodes."""
+
+    model: str | None = setting(None, help="A local model folder (or a hub name, online).")
+    env: str = same_as(TeachConfig, "env")
+    env_options: Mapping[str, Any] = same_as(TeachConfig, "env_options")
+    split: str = setting("train", help="The split whose tasks are the prompts.")
+    tasks: int | None = same_as(TeachConfig, "tasks")
+    recipe: str | None = same_as(TeachConfig, "recipe")
+    variants_per_task: int = setting(2, help="Harness variants each task is a prompt under.")
+    include_canonical: bool = setting(True, help="Each task is also a prompt under its harness.")
+    seed: int = same_as(TeachConfig, "seed")
+    max_steps_per_turn: int = setting(4, help="Model steps allowed per user turn.")
+    call_format: str = same_as(TeachConfig, "call_format")
+
+    def __post_init__(self) -> None:
+        problems = bounded(self, "variants_per_task", low=0)
+        problems += bounded(self, "tasks", "max_steps_per_turn", low=1)
+        refuse(problems, TrainError)
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One prompt of the run: a task under a variant, and the opening messages it renders."""
+
+    task: Task
+    variant: Variant
+    messages: list[dict[str, Any]]
+
+    @property
+    def key(self) -> str:
+        return f"{self.task.id}/{self.variant.variant_id}"
+
+    def row(self) -> dict[str, Any]:
+        """The dataset row TRL hands back to ``rollout_func``: the opening messages, the first
+        marked with the prompt's key (``PROMPT_KEY``). Two variants can open with the same
+        messages and differ in their tools, so the messages alone do not say which it is; the
+        rollout renders the conversation itself, and the marker never reaches the model."""
+        first, *rest = self.messages
+        return {
+            "prompt": [{**first, PROMPT_KEY: self.key}, *({**m, PROMPT_KEY: None} for m in rest)],
+            "task_id": self.task.id,
+            "variant_id": self.variant.variant_id,
+        }
+
+
+def prompt_key(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The key a prompt row's messages carry (``Prompt.row``)."""
+    return next((m[PROMPT_KEY] for m in messages if m.get(PROMPT_KEY)), None)
+
+
+def opening(env: Environment, task: Task, variant: Variant) -> list[dict[str, Any]]:
+    """The messages the first request of ``task`` under ``variant`` carries (no tools)."""
+    canonical = env.harness_for(task)
+    state = env.reset(task)
+    events: list[Event] = list(
+        run_hooks(canonical, "session_start", HookContext("session_start", state=state)).fired
+    )
+    events.append(UserMessage(env.turns(task)[0]))
+    context = HookContext("user_prompt_submit", 0, state=state)
+    events.extend(run_hooks(canonical, "user_prompt_submit", context).fired)
+    return list(render(map_events(events, variant.mapping), variant.harness).messages)
+
+
+def prompts_of(env: Environment, settings: RlSettings) -> list[Prompt]:
+    """Every prompt of the run: each task under its drawn variants (and its own harness)."""
+    tasks = env.tasks(settings.split)[: settings.tasks]
+    if not tasks:
+        raise TrainError(f"environment {env.name!r} has no {settings.split} tasks", where="split")
+    chosen = task_variants(
+        env.harness(),
+        tasks,
+        recipe_from(settings.recipe),
+        seed=settings.seed,
+        per_task=settings.variants_per_task,
+        include_canonical=settings.include_canonical,
+    )
+    return [Prompt(t, v, opening(env, t, v)) for t in tasks for v in chosen[t.id]]
+
+
+@dataclass(slots=True)
+class _Segment:
+    ids: list[int]
+    logprobs: list[float]
+    model: bool  # generated by the model (trained on) or put there by the environment
+
+
+class PolicyBackend(Backend):
+    """The model being trained, answering one episode's requests and keeping its tokens.
+
+    Each request's prompt must extend the previous one (a prefix-preserving chat template,
+    as TRL's training templates are): what the environment added since the model's last reply
+    is tokenized as its own segment, so the model generates from exactly the tokens it is
+    trained on.
+    """
+
+    name = "policy"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        template: str | None,
+        temperature: float,
+        budget: int,
+        call_format: str,
+    ):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.template = template
+        self.temperature = temperature
+        self.budget = budget  # completion tokens left: model and environment tokens alike
+        self.call_format = call_format
+        self.stats = BackendStats()
+        self.prompt_ids: list[int] | None = None
+        self.segments: list[_Segment] = []
+        self._shown = 0  # messages of the last request, to find what came after them
+
+    def _text(self, messages: list[dict[str, Any]], tools: Any, more: bool) -> str:
+        text: str = self.tokenizer.apply_chat_template(
+            messages,
+            tools=tools or None,
+            add_generation_prompt=more,
+            tokenize=False,
+            chat_template=self.template,
+        )
+        return text
+
+    def _encode(self, text: str) -> list[int]:
+        ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return ids
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        self.stats.requests += 1
+        messages = template_messages(request)
+        tools = [dict(t) for t in request.tools]
+        full = self._text(messages, tools, True)
+        if self.prompt_ids is None:
+            self.prompt_ids = self._encode(full)
+        else:
+            # what the environment said since the model's reply: tool results, hook messages
+            before = self._text(messages[: self._shown + 1], tools, False)
+            if not full.startswith(before):
+                raise TrainError(
+                    "the chat template does not preserve the conversation's prefix, so a "
+                    "multi-turn rollout cannot be trained on; use a training template"
+                )
+            added = self._encode(full[len(before) :])
+            self.segments.append(_Segment(added, [0.0] * len(added), False))
+            self.budget -= len(added)
+        self._shown = len(messages)
+        started = time.monotonic()
+        ids, logprobs = await asyncio.to_thread(self._generate) if self.budget > 0 else ([], [])
+        self.segments.append(_Segment(ids, logprobs, True))
+        self.budget -= len(ids)
+        text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        for token in (self.tokenizer.eos_token, self.tokenizer.pad_token):
+            if token:
+                text = text.replace(token, "")
+        message = parse_output(text, request, self.call_format) if ids else assistant_message("")
+        response = ChatResponse(
+            message=message,
+            usage=Usage(len(self.context()) - len(ids), len(ids)),
+            latency_s=time.monotonic() - started,
+        )
+        self.stats.record(response)
+        return response
+
+    def context(self) -> list[int]:
+        return [*(self.prompt_ids or []), *(i for s in self.segments for i in s.ids)]
+
+    def _generate(self) -> tuple[list[int], list[float]]:
+        import torch
+
+        context = torch.tensor([self.context()], device=self.model.device)
+        with torch.no_grad():
+            output = self.model.generate(
+                context,
+                attention_mask=torch.ones_like(context),
+                max_new_tokens=self.budget,
+                do_sample=self.temperature > 0,
+                temperature=self.temperature if self.temperature > 0 else None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.tokenizer.eos_token_id,
+                output_scores=True,
+                return_dict_in_generate=True,
+            )
+        ids = output.sequences[0, context.shape[1] :].tolist()
+        logprobs = [
+            float(torch.log_softmax(score[0].float(), dim=-1)[token])
+            for score, token in zip(output.scores, ids, strict=False)
+        ]
+        return ids, logprobs
+
+
+def rewards_of(result: Rollout) -> tuple[float, float]:
+    """``(environment, format)`` rewards of a finished episode."""
+    score = result.verification.score or 0.0
+    checks = result.verification.checks
+    well_formed = result.ended != "format" and checks.get("format", False) and checks.get("schema")
+    return float(score), 1.0 if well_formed else 0.0
+
+
+@dataclass(slots=True)
+class HarnessRollouts:
+    """TRL's ``rollout_func``: one episode per prompt it is given, played by the model."""
+
+    env: Environment
+    prompts: dict[str, Prompt]
+    settings: RlSettings
+    template: str | None
+    log: Path | None = None
+    episodes: int = 0
+    by_family: dict[str, list[float]] = field(default_factory=dict)
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        args = trainer.args
+        out: dict[str, list] = {
+            k: []
+            for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "hsa_environment")
+        }
+        out["hsa_format"] = []
+        was_training = model.training
+        model.eval()
+        try:
+            for messages in prompts:
+                found = self.prompts.get(prompt_key(messages) or "")
+                if found is None:
+                    raise TrainError("a prompt that is not one of the run's tasks and variants")
+                backend = PolicyBackend(
+                    model,
+                    trainer.processing_class,
+                    template=self.template,
+                    temperature=float(args.temperature),
+                    budget=int(args.max_completion_length),
+                    call_format=self.settings.call_format,
+                )
+                self.episodes += 1
+                spec = RolloutSpec(f"rl/{self.episodes}", found.task, found.variant)
+                config = RolloutConfig(max_steps_per_turn=self.settings.max_steps_per_turn)
+                result = asyncio.run(rollout(spec, self.env, backend, config))
+                environment, form = rewards_of(result)
+                segments = backend.segments
+                out["prompt_ids"].append(backend.prompt_ids or [])
+                out["completion_ids"].append([i for s in segments for i in s.ids])
+                out["logprobs"].append([p for s in segments for p in s.logprobs])
+                out["env_mask"].append([int(s.model) for s in segments for _ in s.ids])
+                out["hsa_environment"].append(environment)
+                out["hsa_format"].append(form)
+                self._record(trainer.state.global_step, found, result, environment, form)
+        finally:
+            model.train(was_training)
+        return out
+
+    def _record(
+        self, step: int, prompt: Prompt, result: Rollout, environment: float, form: float
+    ) -> None:
+        families = sorted({name.partition(".")[0] for name, _, _ in prompt.variant.rules})
+        for family in families or ["canonical"]:
+            self.by_family.setdefault(family, []).append(environment)
+        if self.log is None:
+            return
+        line = {
+            "step": step,
+            "task_id": prompt.task.id,
+            "variant_id": prompt.variant.variant_id,
+            "families": families,
+            "ended": result.ended,
+            "reason": result.verification.reason,
+            "environment": environment,
+            "format": form,
+        }
+        with self.log.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def environment_reward(
+    completions: list, hsa_environment: list[float], **_: Any
+) -> list[float | None]:
+    """The environment's score of each episode (a TRL reward function)."""
+    return list(hsa_environment)
+
+
+def format_reward(completions: list, hsa_format: list[float], **_: Any) -> list[float | None]:
+    """1 for an episode whose every reply parsed and every call fit the variant's schemas."""
+    return list(hsa_format)
+
+
+@dataclass(slots=True)
+class RlReport:
+    out: Path
+    steps: int = 0
+    prompts: int = 0
+    episodes: int = 0
+    rewards: list[tuple[int, float]] = field(default_factory=list)
+    by_family: dict[str, float] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+def train_rl(
+    config: Any,
+    out: str | Path,
+    *,
+    overrides: dict[str, Any] | None = None,
+    trl_overrides: dict[str, Any] | None = None,
+    env: Environment | None = None,
+    file: str | None = None,
+) -> RlReport:
+    """HSA-RL as ``config`` (TRL's ``GRPOConfig`` keys plus ``hsa:``) says, into ``out``."""
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.chat_template_utils import get_training_chat_template
+
+    from hsa.train.sft import load_model
+
+    started = time.monotonic()
+    out = Path(out)
+    data = config if isinstance(config, dict) else load_yaml(config)
+    file = file if file is not None or isinstance(config, dict) else str(config)
+    section, trl = split_config(data, GRPOConfig, file=file)
+    section.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    split_config(dict(trl_overrides or {}), GRPOConfig)
+    trl.update(trl_overrides or {})
+    settings: RlSettings = from_mapping(
+        RlSettings, section, error=TrainError, file=file, root="$.hsa"
+    )
+    if settings.model is None:
+        raise TrainError("no model to train: set hsa.model (or --model) to a model folder")
+    args = trl_args(GRPOConfig, trl, out, file=file)
+    if env is None:
+        from hsa.envs.registry import get
+
+        env = get(settings.env, **dict(settings.env_options))
+    prompts = prompts_of(env, settings)
+    model, tokenizer = load_model(settings.model)
+    tokenizer.padding_side = "left"
+    import datasets
+
+    rows = datasets.Dataset.from_list([p.row() for p in prompts])
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / ROLLOUT_LOG
+    log.unlink(missing_ok=True)
+    rollouts = HarnessRollouts(
+        env,
+        {p.key: p for p in prompts},
+        settings,
+        get_training_chat_template(tokenizer),
+        log,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[environment_reward, format_reward],
+        args=args,
+        train_dataset=rows,
+        processing_class=tokenizer,
+        rollout_func=rollouts,
+    )
+    trainer.train()
+    trainer.save_model(str(out))
+    tokenizer.save_pretrained(str(out))
+    report = RlReport(out=out, steps=trainer.state.global_step, prompts=len(prompts))
+    report.episodes = rollouts.episodes
+    report.rewards = [
+        (int(e["step"]), float(e["reward"])) for e in trainer.state.log_history if "reward" in e
+    ]
+    report.by_family = {
+        k: round(sum(v) / len(v), 6) for k, v in sorted(rollouts.by_family.items()) if v
+    }
+    resolved = {
+        "command": "rl",
+        "hsa": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
+        "trl": json.loads(args.to_json_string()),
+        "data": {"prompts": len(prompts), "episodes": rollouts.episodes},
+        "recipe": recipe_from(settings.recipe).to_dict(),
+        "reward_by_family": report.by_family,
+    }
+    resolved["trl"].pop("hub_token", None)
+    from hsa.datasets.shards import write_atomic
+    from hsa.train.card import write_card
+    from hsa.train.sft import RESOLVED
+
+    text = json.dumps(resolved, indent=2, sort_keys=True, default=str) + "\n"
+    write_atomic(out / RESOLVED, text.encode("utf-8"))
+    write_card(out, resolved, report.rewards, [])
+    report.wall_s = time.monotonic() - started
+    return report

@@ -1,0 +1,140 @@
+"""HSA-RL: environment rewards under harness variants, the model's tokens, GRPO end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from hsa.augment import get_rule
+from hsa.augment.planner import Variant, apply_chain, canonical_variant, variant_id
+from hsa.envs.registry import get
+from hsa.teachers.oracle import FixedOracleResponder, OracleBackend, OracleResponder
+from hsa.teachers.rollout import RolloutConfig, RolloutSpec, rollout
+from hsa.train.rl import (
+    ROLLOUT_LOG,
+    PolicyBackend,
+    RlSettings,
+    prompt_key,
+    prompts_of,
+    rewards_of,
+    train_rl,
+)
+from tests.tinymodels import qwen_model, qwen_tokenizer
+
+
+@pytest.fixture(scope="module")
+def env():
+    return get("livestream")
+
+
+@pytest.fixture(scope="module")
+def renamed(env) -> Variant:
+    harness = env.harness()
+    chain = [(get_rule("tools.rename"), {"style": "synonym"})]
+    rewrite, applied = apply_chain(harness, chain, seed=0)
+    vid = variant_id(harness, applied, 0, None)
+    return Variant(vid, harness.id, applied, rewrite.harness, rewrite.mapping)
+
+
+def play(env, task, variant, backend):
+    spec = RolloutSpec("rl/test", task, variant)
+    return asyncio.run(rollout(spec, env, backend, RolloutConfig()))
+
+
+def test_the_variants_names_are_rewarded_over_the_canonical_ones(env, renamed):
+    """The oracle's calls under the variant's names score; the same calls by canonical names
+    under a variant that renamed them do not."""
+    lookup = {renamed.variant_id: renamed}
+    task = next(t for t in env.tasks("train") if t.kind == "single_tool")
+    right = play(env, task, renamed, OracleBackend(OracleResponder(env, variants=lookup)))
+    wrong = play(env, task, renamed, OracleBackend(FixedOracleResponder(env, variants=lookup)))
+    assert rewards_of(right) == (1.0, 1.0)
+    environment, form = rewards_of(wrong)
+    assert environment < 1.0 and form == 0.0
+
+
+class Scripted:
+    """A stand-in causal LM that 'generates' the given texts in turn, with their scores."""
+
+    def __init__(self, tokenizer, texts):
+        self.tokenizer = tokenizer
+        self.replies = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        self.device = torch.device("cpu")
+        self.contexts: list[list[int]] = []
+
+    def generate(self, context, max_new_tokens, **_):
+        self.contexts.append(context[0].tolist())
+        ids = self.replies[len(self.contexts) - 1][:max_new_tokens]
+        scores = [torch.zeros(1, len(self.tokenizer)) for _ in ids]
+        sequences = torch.tensor([context[0].tolist() + ids])
+        return SimpleNamespace(sequences=sequences, scores=scores)
+
+
+def test_the_model_generates_from_exactly_the_tokens_it_is_trained_on(env):
+    from trl.chat_template_utils import get_training_chat_template
+
+    canonical = canonical_variant(env.harness())
+    task = next(t for t in env.tasks("train") if t.kind == "single_tool")
+    query = json.dumps({"name": "search_products", "arguments": {"query": "lamp"}})
+    texts = [f"<tool_call>\n{query}\n</tool_call><|im_end|>", "Done.<|im_end|>"]
+    tokenizer = qwen_tokenizer([*texts, "<tool_response> lamp search results"])
+    model = Scripted(tokenizer, texts)
+    backend = PolicyBackend(
+        model,
+        tokenizer,
+        template=get_training_chat_template(tokenizer),
+        temperature=1.0,
+        budget=100_000,
+        call_format="hermes",
+    )
+    result = play(env, task, canonical, backend)
+    kinds = [s.model for s in backend.segments]
+    assert kinds == [True, False, True]
+    between = tokenizer.decode(backend.segments[1].ids)
+    assert "<tool_response>" in between and "<|im_start|>assistant" in between
+    # the second step was generated from the prompt, the first reply and what came between
+    first, added = backend.segments[0].ids, backend.segments[1].ids
+    assert model.contexts[1] == backend.prompt_ids + first + added
+    assert result.ended == "answered"
+
+
+def test_prompts_are_tasks_under_variants_and_their_openings_differ(env):
+    settings = RlSettings(tasks=3, variants_per_task=2, include_canonical=True)
+    prompts = prompts_of(env, settings)
+    assert len(prompts) == 9 and len({p.key for p in prompts}) == 9
+    assert all(p.messages[-1]["role"] == "user" for p in prompts)
+    for prompt in prompts:
+        assert prompt_key(prompt.row()["prompt"]) == prompt.key
+
+
+def test_a_few_grpo_steps_run_end_to_end(env, tmp_path):
+    from trl.chat_template_utils import get_training_chat_template  # noqa: F401 (TRL present)
+
+    texts = [t.turns[0] for t in env.tasks("train")[:40]]
+    tokenizer = qwen_tokenizer(texts)
+    model_dir = tmp_path / "model"
+    qwen_model(tokenizer).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    config = {
+        "hsa": {"model": str(model_dir), "tasks": 2, "variants_per_task": 1,
+                "max_steps_per_turn": 2},
+        "num_generations": 2,
+        "per_device_train_batch_size": 2,
+        "max_completion_length": 24,
+        "max_steps": 2,
+        "logging_steps": 1,
+        "save_strategy": "no",
+    }  # fmt: skip
+    out = tmp_path / "rl"
+    report = train_rl(config, out, env=env)
+    assert report.steps == 2 and report.episodes == 4
+    lines = [json.loads(x) for x in (out / ROLLOUT_LOG).read_text("utf-8").splitlines()]
+    assert len(lines) == 4 and all(0.0 <= x["environment"] <= 1.0 for x in lines)
+    assert report.by_family and (out / "model.safetensors").is_file()
+    resolved = json.loads((out / "hsa-train.json").read_text("utf-8"))
+    assert resolved["command"] == "rl" and resolved["recipe"]["rules"]
+    assert (out / "README.md").is_file()
