@@ -11,7 +11,8 @@ from hsa.cli.output import console
 
 @click.group("train")
 def group() -> None:
-    """Train models with TRL: HSA-SFT on hsa datasets, HSA-RL in an environment."""
+    """Train models with TRL: HSA-SFT and on-policy distillation on hsa datasets, HSA-RL in
+    an environment."""
 
 
 @group.command("sft")
@@ -100,3 +101,49 @@ def rl_command(
     shown.print(
         f"wrote {out} (model, rollouts.jsonl, hsa-train.json, README.md) in {report.wall_s:.1f} s"
     )
+
+
+@group.command("distill")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    help="YAML: TRL's DistillationConfig fields by their TRL names, plus an 'hsa:' section.",
+)
+@click.option("--data", type=click.Path(path_type=Path), help="The hsa dataset (hsa.data).")
+@click.option("--model", help="The student model folder (hsa.model).")
+@click.option("--teacher", help="The teacher model folder, same vocabulary (hsa.teacher).")
+@click.option(
+    "--out", type=click.Path(path_type=Path), required=True, help="Checkpoints, model, card."
+)
+@click.option("--max-steps", type=int, help="TRL's max_steps.")
+def distill_command(
+    config_file: Path | None,
+    data: Path | None,
+    model: str | None,
+    teacher: str | None,
+    out: Path,
+    max_steps: int | None,
+) -> None:
+    """On-policy distillation: the student answers prompts cut from the dataset's rows under
+    their harness variants; the teacher's per-token distribution is the target.
+
+    Writes the student to OUT with TRL's checkpoints, the resolved config (hsa-train.json)
+    and a training card (README.md) with the loss curve.
+    """
+    from hsa.train.distill import train_distill
+
+    overrides = {"data": str(data) if data else None, "model": model, "teacher": teacher}
+    trl = {"max_steps": max_steps} if max_steps is not None else {}
+    config: dict | Path = {} if config_file is None else config_file
+    report = train_distill(config, out, overrides=overrides, trl_overrides=trl)
+    counts = report.counts
+    first = f"{report.losses[0][1]:.4f}" if report.losses else "–"
+    last = f"{report.losses[-1][1]:.4f}" if report.losses else "–"
+    shown = console()
+    shown.print(
+        f"distill: {report.steps} steps on {counts.get('prompts', 0)} prompts "
+        f"({counts.get('variant_prompts', 0)} under variants; "
+        f"{counts.get('api_rows_left_out', 0)} api rows left out); loss {first} -> {last}"
+    )
+    shown.print(f"wrote {out} (model, hsa-train.json, README.md) in {report.wall_s:.1f} s")

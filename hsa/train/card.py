@@ -85,6 +85,16 @@ def render_card(
             f"{data.get('episodes', 0):,} episodes played by the model, rewarded by the "
             "environment's score and a format term."
         )
+    elif command == "distill":
+        prompts = data.get("prompts") or {}
+        lines.append(
+            f"Distilled on-policy from `{hsa.get('teacher')}` (TRL's DistillationTrainer) on "
+            f"{prompts.get('prompts', 0):,} prompts cut from {prompts.get('rows', 0):,} rows of "
+            f"the hsa dataset `{hsa.get('data')}` (manifest hash `{data.get('manifest_hash')}`), "
+            f"{prompts.get('variant_prompts', 0):,} of them under harness variants; "
+            f"{prompts.get('api_rows_left_out', 0):,} rows under the api protocol were left out "
+            "(their tools cannot be rendered per row by the trainer)."
+        )
     else:
         lines.append(
             f"Trained with `hsa train {command}` on the hsa dataset `{hsa.get('data')}` "

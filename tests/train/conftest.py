@@ -30,3 +30,33 @@ def dataset(tmp_path_factory) -> Path:
 def model(dataset, tmp_path_factory) -> Path:
     rows = to_hf(dataset, "train", cache_dir=tmp_path_factory.mktemp("hf"))
     return save_tiny(tmp_path_factory.mktemp("tiny") / "model", texts_of(rows))
+
+
+@pytest.fixture(scope="session")
+def text_dataset(tmp_path_factory) -> Path:
+    """A dataset whose variants use the in-prompt protocols (tool docs in the system prompt)."""
+    out = tmp_path_factory.mktemp("train-text") / "data"
+    config = parse_config(
+        {
+            "name": "tiny-text",
+            "out": str(out),
+            "source": {"env": "livestream", "tasks": 30},
+            "augment": {
+                "variants_per_trajectory": 1,
+                "keep_canonical": True,
+                "recipe": {
+                    "variants_per_harness": 2,
+                    "variants_per_trajectory": 1,
+                    "rules": [
+                        {
+                            "rule": "protocol.switch",
+                            "probability": 1.0,
+                            "params": {"target": "text"},
+                        }
+                    ],
+                },
+            },
+        }
+    )
+    build(config)
+    return out

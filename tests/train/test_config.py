@@ -45,17 +45,19 @@ def test_without_a_gpu_the_cpu_defaults_are_filled_in_unless_given(tmp_path, mon
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_the_shipped_training_recipes_are_valid(path, tmp_path, monkeypatch):
-    from trl import GRPOConfig, SFTConfig
+    from trl import DistillationConfig, GRPOConfig, SFTConfig
 
     from hsa.config import from_mapping
+    from hsa.train.distill import DistillSettings
     from hsa.train.rl import RlSettings
 
     data = yaml.safe_load(path.read_text("utf-8"))
-    trl_config = {"sft.yaml": SFTConfig, "rl.yaml": GRPOConfig}[path.name]
+    trl_config, settings = {
+        "sft.yaml": (SFTConfig, SftSettings),
+        "rl.yaml": (GRPOConfig, RlSettings),
+        "distill.yaml": (DistillationConfig, DistillSettings),
+    }[path.name]
     section, trl = split_config(data, trl_config, file=str(path))
-    if trl_config is SFTConfig:
-        assert sft_settings(section, file=str(path)).data
-    else:
-        assert from_mapping(RlSettings, section, error=TrainError, file=str(path)).model
+    assert from_mapping(settings, section, error=TrainError, file=str(path)).model
     monkeypatch.setattr("hsa.train.config._cuda", lambda: False)
     trl_args(trl_config, {**trl, "bf16": False}, tmp_path, file=str(path))

@@ -1,0 +1,152 @@
+"""On-policy distillation: TRL's ``DistillationTrainer`` on prompts cut from an hsa dataset.
+
+The student generates its own next assistant turn for each prompt -- a dataset row under its
+harness variant, cut just before one of its assistant turns -- and the teacher model supplies
+the per-token targets on what the student wrote (the divergence TRL computes: generalized JSD,
+``beta``). So the student is corrected where it goes wrong under the harness variants it sees.
+
+TRL 1.16's ``DistillationTrainer`` (stable, not experimental) renders one tools list for every
+prompt (``tools=``: Python callables, run by the trainer). hsa's rows each carry their own tool
+schemas, so rows under the ``api`` protocol, whose tools travel beside the messages, cannot be
+rendered with their tools there; prompts are cut from rows under the in-prompt protocols,
+whose tool docs are in the system prompt, and the rows left out are counted in the card.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hsa.config import bounded, from_mapping, refuse, setting
+from hsa.datasets.export import to_hf
+from hsa.datasets.shards import write_atomic
+from hsa.errors import TrainError
+from hsa.train.card import write_card
+from hsa.train.config import load_yaml, split_config, trl_args
+from hsa.train.data import manifest_of
+from hsa.train.sft import RESOLVED, load_model
+
+
+@dataclass(frozen=True, slots=True)
+class DistillSettings:
+    """The ``hsa:`` section of ``hsa train distill``."""
+
+    data: str | None = setting(None, help="The hsa dataset whose rows give the prompts.")
+    model: str | None = setting(None, help="The student: a local model folder (or hub name).")
+    teacher: str | None = setting(
+        None, help="The teacher: a model folder sharing the student's vocabulary."
+    )
+    split: str = setting("train", help="The dataset split the prompts are cut from.")
+    max_prompts: int | None = setting(None, help="At most this many prompts (unset: all).")
+
+    def __post_init__(self) -> None:
+        refuse(bounded(self, "max_prompts", low=1), TrainError)
+
+
+@dataclass(slots=True)
+class DistillReport:
+    out: Path
+    steps: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    losses: list[tuple[int, float]] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def cut_prompts(rows: Any, limit: int | None = None) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Prompts from dataset rows: each row cut before each of its assistant turns, rows under
+    the ``api`` protocol left out (see the module docstring). Returns them and the counts."""
+    prompts: list[dict[str, Any]] = []
+    counts = {"rows": 0, "api_rows_left_out": 0, "variant_prompts": 0}
+    for row in rows:
+        if row["protocol"] == "api":
+            counts["api_rows_left_out"] += 1
+            continue
+        counts["rows"] += 1
+        messages = row["messages"]
+        for i, message in enumerate(messages):
+            if message["role"] == "assistant" and i > 0:
+                prompts.append({"prompt": [_plain(m) for m in messages[:i]]})
+                counts["variant_prompts"] += not row["canonical"]
+                if limit is not None and len(prompts) == limit:
+                    counts["prompts"] = len(prompts)
+                    return prompts, counts
+    counts["prompts"] = len(prompts)
+    return prompts, counts
+
+
+def _plain(message: dict[str, Any]) -> dict[str, Any]:
+    # in-prompt protocols carry calls in the text: only role and content remain
+    return {"role": message["role"], "content": message.get("content") or ""}
+
+
+def train_distill(
+    config: Any,
+    out: str | Path,
+    *,
+    overrides: dict[str, Any] | None = None,
+    trl_overrides: dict[str, Any] | None = None,
+    file: str | None = None,
+) -> DistillReport:
+    """Distil ``teacher`` into ``model`` on-policy, as ``config`` (TRL's
+    ``DistillationConfig`` keys plus ``hsa:``) says, into ``out``."""
+    import datasets
+    from trl import DistillationConfig, DistillationTrainer
+
+    started = time.monotonic()
+    out = Path(out)
+    data = config if isinstance(config, dict) else load_yaml(config)
+    file = file if file is not None or isinstance(config, dict) else str(config)
+    section, trl = split_config(data, DistillationConfig, file=file)
+    section.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    split_config(dict(trl_overrides or {}), DistillationConfig)
+    trl.update(trl_overrides or {})
+    settings: DistillSettings = from_mapping(
+        DistillSettings, section, error=TrainError, file=file, root="$.hsa"
+    )
+    for name in ("data", "model", "teacher"):
+        if getattr(settings, name) is None:
+            raise TrainError(f"set hsa.{name} (or --{name})", where=f"$.hsa.{name}")
+    args = trl_args(DistillationConfig, trl, out, file=file)
+    manifest = manifest_of(Path(str(settings.data)))
+    rows = to_hf(str(settings.data), settings.split, cache_dir=out / ".hsa" / "hf-cache")
+    prompts, counts = cut_prompts(rows, settings.max_prompts)
+    if not prompts:
+        raise TrainError(
+            "no prompt to distil on: every row is under the api protocol, whose tools TRL's "
+            "DistillationTrainer cannot render per row; build data with in-prompt protocols",
+            file=str(settings.data),
+        )
+    student, tokenizer = load_model(str(settings.model))
+    teacher, _ = load_model(str(settings.teacher))
+    tokenizer.padding_side = "left"
+    trainer = DistillationTrainer(
+        model=student,
+        teacher_model=teacher,
+        args=args,
+        train_dataset=datasets.Dataset.from_list(prompts),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    trainer.save_model(str(out))
+    tokenizer.save_pretrained(str(out))
+    report = DistillReport(out=out, steps=trainer.state.global_step, counts=counts)
+    report.losses = [
+        (int(e["step"]), float(e["loss"])) for e in trainer.state.log_history if "loss" in e
+    ]
+    resolved = {
+        "command": "distill",
+        "hsa": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
+        "trl": json.loads(args.to_json_string()),
+        "data": {"manifest_hash": manifest.get("config_hash"), "prompts": counts},
+        "recipe": (manifest.get("config") or {}).get("recipe")
+        or ((manifest.get("config") or {}).get("augment") or {}).get("recipe"),
+    }
+    resolved["trl"].pop("hub_token", None)
+    text = json.dumps(resolved, indent=2, sort_keys=True, default=str) + "\n"
+    write_atomic(out / RESOLVED, text.encode("utf-8"))
+    write_card(out, resolved, report.losses, [])
+    report.wall_s = time.monotonic() - started
+    return report

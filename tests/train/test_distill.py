@@ -1,0 +1,62 @@
+"""On-policy distillation: prompts cut from variant rows, a tiny teacher, TRL's divergence."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from hsa.errors import TrainError
+from hsa.train.distill import cut_prompts, train_distill
+from tests.tinymodels import qwen_model
+
+
+def test_rows_are_cut_before_each_assistant_turn_and_api_rows_are_counted_out():
+    messages = [
+        {"role": "system", "content": "docs"},
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "<tool_call>x</tool_call>"},
+        {"role": "user", "content": "result"},
+        {"role": "assistant", "content": "answer"},
+    ]
+    rows = [
+        {"protocol": "text/hermes/json-docs", "canonical": False, "messages": messages},
+        {"protocol": "api", "canonical": True, "messages": messages},
+    ]
+    prompts, counts = cut_prompts(rows)
+    assert [len(p["prompt"]) for p in prompts] == [2, 4]
+    assert prompts[1]["prompt"][-1] == {"role": "user", "content": "result"}
+    assert counts == {"rows": 1, "api_rows_left_out": 1, "variant_prompts": 2, "prompts": 2}
+    assert len(cut_prompts(rows, 1)[0]) == 1
+
+
+def test_a_few_distillation_steps_on_variant_prompts(text_dataset, model, tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    teacher = tmp_path / "teacher"
+    qwen_model(tokenizer, layers=3).save_pretrained(teacher)
+    tokenizer.save_pretrained(teacher)
+    config = {
+        "hsa": {"data": str(text_dataset), "model": str(model), "teacher": str(teacher),
+                "max_prompts": 4},
+        "per_device_train_batch_size": 2,
+        "max_completion_length": 8,
+        "max_steps": 2,
+        "logging_steps": 1,
+        "save_strategy": "no",
+    }  # fmt: skip
+    out = tmp_path / "out"
+    report = train_distill(config, out)
+    assert report.steps == 2 and report.counts["variant_prompts"] > 0
+    assert report.losses and all(math.isfinite(loss) and loss >= 0 for _, loss in report.losses)
+    resolved = json.loads((out / "hsa-train.json").read_text("utf-8"))
+    assert resolved["command"] == "distill" and resolved["data"]["manifest_hash"]
+    assert "Distilled on-policy" in (out / "README.md").read_text("utf-8")
+
+
+def test_a_teacher_is_required(text_dataset, model, tmp_path):
+    config = {"hsa": {"data": str(text_dataset), "model": str(model)}}
+    with pytest.raises(TrainError, match=r"hsa\.teacher"):
+        train_distill(config, tmp_path / "out")
