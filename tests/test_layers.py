@@ -79,8 +79,9 @@ def test_an_upward_import_inside_a_function_breaks_the_layers(tmp_path):
 
 def test_siblings_may_not_import_each_other(tmp_path):
     root = _copy(tmp_path)
-    (root / "hsa" / "train").mkdir()
-    (root / "hsa" / "train" / "__init__.py").write_text("import hsa.pipelines\n", "utf-8")
+    _append(root / "hsa" / "train" / "data.py", "\n\nimport hsa.pipelines\n")
+    _append(root / "hsa" / "eval" / "report.py", "\n\nimport hsa.train.card\n")
     result = _lint(root)
     assert result.returncode == 1, result.stdout
-    assert "hsa.train -> hsa.pipelines" in result.stdout
+    assert "hsa.train.data -> hsa.pipelines" in result.stdout
+    assert "hsa.eval.report -> hsa.train.card" in result.stdout

@@ -147,3 +147,30 @@ def distill_command(
         f"{counts.get('api_rows_left_out', 0)} api rows left out); loss {first} -> {last}"
     )
     shown.print(f"wrote {out} (model, hsa-train.json, README.md) in {report.wall_s:.1f} s")
+
+
+@group.command("tiny-model")
+@click.option(
+    "--data",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The hsa dataset whose texts the tokenizer is trained on.",
+)
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="The model folder.")
+@click.option("--hidden", type=int, default=32, show_default=True, help="Hidden size.")
+@click.option("--layers", type=int, default=2, show_default=True, help="Transformer layers.")
+def tiny_model_command(data: Path, out: Path, hidden: int, layers: int) -> None:
+    """A tiny untrained Qwen2-shaped model and a tokenizer trained on DATA's texts, with the
+    Qwen2.5 tool-calling template: a model folder to try every training and evaluation
+    command on a CPU, offline. It learns nothing useful."""
+    import tempfile
+
+    from hsa.datasets.export import to_hf
+    from hsa.train.data import manifest_of
+    from hsa.train.tiny import save_tiny, texts_of
+
+    manifest_of(data)  # a clear error for a folder that is not a dataset
+    with tempfile.TemporaryDirectory() as cache:
+        rows = to_hf(data, "train", cache_dir=cache)
+        save_tiny(out, texts_of(rows), hidden=hidden, layers=layers)
+    console().print(f"wrote a tiny model ({hidden} hidden, {layers} layers) to {out}")

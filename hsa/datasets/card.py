@@ -12,7 +12,6 @@ byte-identical across runs.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
+from hsa.datasets.figures import png, pyplot
 from hsa.datasets.schema import card_features
 from hsa.errors import DatasetError
 
@@ -118,11 +118,9 @@ def _table(title: str, counts: Mapping[str, int], total: int, label: str) -> lis
 
 
 def _plot(panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
+
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), dpi=100)
     axes = np.atleast_1d(axes)
@@ -146,12 +144,7 @@ def _plot(panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("" if not numeric else "rows")
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    # No metadata (Software, dates): the same figure gives the same bytes.
-    fig.savefig(buffer, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return buffer.getvalue()
+    return png(fig)
 
 
 def _width(labels: list[str]) -> float:

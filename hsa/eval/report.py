@@ -9,12 +9,12 @@ canonical x variants x drop -- and a plot of it.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hsa.datasets.figures import png, pyplot
 from hsa.datasets.shards import write_atomic
 from hsa.errors import EvalError
 
@@ -33,23 +33,6 @@ def _interval(entry: Mapping[str, Any]) -> str:
     return f"{_pct(entry['success'])} [{_pct(entry['low'])}, {_pct(entry['high'])}]"
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(fig) -> bytes:
-    buffer = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="png", metadata={"Software": None})
-    _plt().close(fig)
-    return buffer.getvalue()
-
-
 def _bars(ax, entries: Mapping[str, Mapping[str, Any]], color: str, title: str) -> None:
     labels = [k for k, v in entries.items() if v.get("success") is not None]
     values = [100 * entries[k]["success"] for k in labels]
@@ -64,7 +47,7 @@ def _bars(ax, entries: Mapping[str, Mapping[str, Any]], color: str, title: str) 
 
 def plot_success(summary: Mapping[str, Any]) -> bytes:
     """Success per suite, and per rule family in the variants suite, with intervals."""
-    plt = _plt()
+    plt = pyplot()
     suites = summary["suites"]
     families = (suites.get("variants") or {}).get("by_family") or {}
     panels = 2 if families else 1
@@ -72,7 +55,7 @@ def plot_success(summary: Mapping[str, Any]) -> bytes:
     _bars(axes[0][0], suites, _BLUE, "success per suite")
     if families:
         _bars(axes[0][1], families, _ORANGE, "held-out variants: success per rule family")
-    return _png(fig)
+    return png(fig)
 
 
 def plot_failures(summary: Mapping[str, Any]) -> bytes | None:
@@ -81,7 +64,7 @@ def plot_failures(summary: Mapping[str, Any]) -> bytes | None:
     classes = sorted({c for s in suites.values() for c in s.get("failures", {})})
     if not classes:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 3.2), dpi=100)
     names = list(suites)
     left = [0] * len(names)
@@ -93,7 +76,7 @@ def plot_failures(summary: Mapping[str, Any]) -> bytes | None:
     ax.set_xlabel("failed episodes")
     ax.set_title("failure classes", fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
-    return _png(fig)
+    return png(fig)
 
 
 def plot_latency(rows: Sequence[Mapping[str, Any]]) -> bytes | None:
@@ -103,7 +86,7 @@ def plot_latency(rows: Sequence[Mapping[str, Any]]) -> bytes | None:
         suites.setdefault(row["suite"], []).extend(row["call_latencies_s"])
     if not any(suites.values()):
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.2), dpi=100)
     for name, values in suites.items():
         if values:
@@ -113,7 +96,7 @@ def plot_latency(rows: Sequence[Mapping[str, Any]]) -> bytes | None:
     ax.set_ylabel("share of calls")
     ax.set_title("latency CDF", fontsize=10)
     ax.legend(fontsize=8)
-    return _png(fig)
+    return png(fig)
 
 
 def render_report(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
@@ -252,7 +235,7 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:
     """Grouped bars: per run, success on canonical and on held-out variants, with intervals."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(rows), 3.4), dpi=100)
     width = 0.38
     for offset, suite, color in (
@@ -276,4 +259,4 @@ def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:
     ax.set_ylabel("success %")
     ax.set_title("canonical vs held-out harness variants", fontsize=10)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
-    return _png(fig)
+    return png(fig)

@@ -8,12 +8,12 @@ same bytes.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hsa.datasets.figures import png, pyplot
 from hsa.datasets.shards import write_atomic
 
 CARD = "README.md"
@@ -40,12 +40,7 @@ def plot_losses(
     """The training (and evaluation) loss (or reward) per step; None without any logged."""
     if not losses and not eval_losses:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.4), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(6, 3.4), dpi=100)
     if losses:
         ax.plot([s for s, _ in losses], [v for _, v in losses], label="train", color="#4c72b0")
     if eval_losses:
@@ -60,11 +55,7 @@ def plot_losses(
     ax.set_ylabel(name)
     ax.set_title(name, fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return buffer.getvalue()
+    return png(fig)
 
 
 def render_card(

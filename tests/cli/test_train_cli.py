@@ -1,56 +1,16 @@
-"""End to end as a user runs it: hsa build (small) -> hsa train sft (tiny) -> hsa eval."""
+"""End to end as a user runs it: hsa build (small) -> hsa train tiny-model -> sft, distill,
+rl -> hsa eval (the transformers policy), as the README writes the commands."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 
-from hsa.datasets.export import to_hf
 from tests.cli.test_teach_cli import HSA, environ
-from tests.tinymodels import save_tiny, texts_of
 
 
 def hsa(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*HSA, *args], capture_output=True, text=True, env=environ(), timeout=600)
-
-
-def test_build_then_train_then_evaluate(tmp_path):
-    data, trained, evaluated = tmp_path / "data", tmp_path / "sft", tmp_path / "eval"
-    build = tmp_path / "build.yaml"
-    build.write_text(
-        json.dumps(
-            {
-                "name": "tiny",
-                "out": str(data),
-                "source": {"env": "livestream", "tasks": 30},
-                "augment": {"variants_per_trajectory": 1, "keep_canonical": True},
-            }
-        ),
-        "utf-8",
-    )
-    done = hsa("build", str(build))
-    assert done.returncode == 0, done.stderr
-    model = save_tiny(tmp_path / "tiny", texts_of(to_hf(data, "train", cache_dir=tmp_path / "hf")))
-    config = tmp_path / "sft.yaml"
-    config.write_text(
-        json.dumps({"max_length": None, "per_device_train_batch_size": 1, "logging_steps": 1}),
-        "utf-8",
-    )
-    done = hsa(
-        "train", "sft", "--config", str(config), "--data", str(data), "--model", str(model),
-        "--out", str(trained), "--max-steps", "3",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "sft: 3 steps on" in done.stdout
-    assert (trained / "README.md").is_file() and (trained / "model.safetensors").is_file()
-    done = hsa(
-        "eval", "run", "--policy", "transformers", "--model", str(trained), "--tasks", "2",
-        "--variants", "1", "--max-tokens", "16", "--max-steps", "2", "--out", str(evaluated),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    summary = json.loads((evaluated / "summary.json").read_text("utf-8"))
-    assert summary["model"] == f"transformers/{trained}"
-    assert (evaluated / "report.md").is_file()
 
 
 def test_a_bad_training_config_is_one_line(tmp_path):
@@ -62,33 +22,50 @@ def test_a_bad_training_config_is_one_line(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_rl_runs_a_step_from_the_command_line(tmp_path):
-    from hsa.envs.registry import get
-    from tests.tinymodels import qwen_model, qwen_tokenizer
+def readme_commands() -> list[str]:
+    """The bash block of README.md's "With `hsa train`" section, line by line."""
+    from pathlib import Path
 
-    tokenizer = qwen_tokenizer([t.turns[0] for t in get("livestream").tasks("train")[:40]])
-    model = tmp_path / "model"
-    qwen_model(tokenizer).save_pretrained(model)
-    tokenizer.save_pretrained(model)
-    config = tmp_path / "rl.yaml"
-    config.write_text(
-        json.dumps(
-            {
-                "hsa": {"tasks": 1, "variants_per_task": 1, "max_steps_per_turn": 1},
-                "num_generations": 2,
-                "per_device_train_batch_size": 2,
-                "max_completion_length": 16,
-                "save_strategy": "no",
-                "logging_steps": 1,
-            }
-        ),
-        "utf-8",
-    )
-    out = tmp_path / "rl"
-    done = hsa(
-        "train", "rl", "--config", str(config), "--model", str(model), "--out", str(out),
-        "--max-steps", "1",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "rl: 1 steps, 2 episodes on 2 prompts" in done.stdout
-    assert (out / "rollouts.jsonl").is_file() and (out / "README.md").is_file()
+    text = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+    section = text.split("### With `hsa train`", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_the_readme_training_commands_run_as_written(tmp_path):
+    """In a folder holding a (small) out/livestream and the example configs, every line of
+    the README's block runs as a user types it."""
+    import shlex
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    shutil.copytree(root / "examples" / "train", tmp_path / "examples" / "train")
+    import yaml
+
+    # the Quickstart's build, on fewer tasks
+    config = yaml.safe_load((root / "examples" / "livestream.yaml").read_text("utf-8"))
+    config.update({"out": "out/livestream", "source": {"env": "livestream", "tasks": 40}})
+    build = tmp_path / "build.yaml"
+    build.write_text(json.dumps(config), "utf-8")
+    assert hsa("build", str(build)).returncode == 0
+    commands = readme_commands()
+    assert len(commands) == 5
+    for line in commands:
+        args = shlex.split(line)
+        assert args[0] == "hsa"
+        done = subprocess.run(
+            [*HSA, *args[1:]], capture_output=True, text=True, env=environ(), timeout=600,
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{line}\\n{done.stderr[-2000:]}"
+    out = tmp_path / "out"
+    for folder in ("sft-tiny", "distill-tiny", "rl-tiny"):
+        assert (out / folder / "README.md").is_file() and (
+            out / folder / "hsa-train.json"
+        ).is_file()
+        assert (out / folder / "model.safetensors").is_file(), folder
+    assert (out / "rl-tiny" / "rollouts.jsonl").is_file()
+    summary = json.loads((out / "eval-tiny" / "summary.json").read_text("utf-8"))
+    assert summary["model"] == "transformers/out/sft-tiny"
+    assert set(summary["suites"]) == {"canonical", "variants"}

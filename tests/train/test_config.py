@@ -56,7 +56,7 @@ def test_the_shipped_training_recipes_are_valid(path, tmp_path, monkeypatch):
         "sft.yaml": (SFTConfig, SftSettings),
         "rl.yaml": (GRPOConfig, RlSettings),
         "distill.yaml": (DistillationConfig, DistillSettings),
-    }[path.name]
+    }[path.name.replace("-cpu", "")]
     section, trl = split_config(data, trl_config, file=str(path))
     assert from_mapping(settings, section, error=TrainError, file=str(path)).model
     monkeypatch.setattr("hsa.train.config._cuda", lambda: False)
