@@ -135,7 +135,6 @@ def run_command(
     training = _training_recipe(train_recipe)
 
     bar = progress()
-    bar.disable = not error_console().is_terminal
     with bar:
         job = bar.add_task(f"eval {config.label} on {config.env}", total=None)
 
@@ -158,21 +157,21 @@ def run_command(
 
 
 def _summary(report: Any) -> None:
-    from hsa.eval.report import _interval
+    from hsa.eval.report import interval
 
     out = console()
     summary = report.summary
     for name, entry in summary["suites"].items():
         failures = ", ".join(f"{k} {v}" for k, v in entry.get("failures", {}).items())
         out.print(
-            f"{name}: success {_interval(entry)} % over {entry['n']} episodes "
+            f"{name}: success {interval(entry)} % over {entry['n']} episodes "
             f"({entry['tasks']} tasks)" + (f"; failures: {failures}" if failures else "")
         )
         families = entry.get("by_family") or {}
         if families:
             out.print(
                 "  per family: "
-                + ", ".join(f"{k} {_interval(v).split(' ')[0]}" for k, v in families.items())
+                + ", ".join(f"{k} {interval(v).split(' ')[0]}" for k, v in families.items())
             )
         sensitivity = entry.get("format_sensitivity")
         if sensitivity:

@@ -23,14 +23,14 @@ COMPARE_PLOT = "compare.png"
 _BLUE, _ORANGE, _GREEN, _RED = "#4c72b0", "#dd8452", "#55a868", "#c44e52"
 
 
-def _pct(value: float | None) -> str:
+def percent(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
 
-def _interval(entry: Mapping[str, Any]) -> str:
+def interval(entry: Mapping[str, Any]) -> str:
     if entry.get("success") is None:
         return "–"
-    return f"{_pct(entry['success'])} [{_pct(entry['low'])}, {_pct(entry['high'])}]"
+    return f"{percent(entry['success'])} [{percent(entry['low'])}, {percent(entry['high'])}]"
 
 
 def _bars(ax, entries: Mapping[str, Mapping[str, Any]], color: str, title: str) -> None:
@@ -113,13 +113,13 @@ def render_report(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
     ]
     for name, entry in suites.items():
         lines.append(
-            f"| {name} | {_interval(entry)} | {entry['n']:,} | {entry['tasks']:,} | "
-            f"{_pct(entry.get('verified'))} |"
+            f"| {name} | {interval(entry)} | {entry['n']:,} | {entry['tasks']:,} | "
+            f"{percent(entry.get('verified'))} |"
         )
     if "drop" in summary:
         lines += [
             "",
-            f"Drop from canonical to held-out variants: **{_pct(summary['drop'])}** points.",
+            f"Drop from canonical to held-out variants: **{percent(summary['drop'])}** points.",
         ]
     lines.append("")
     for plot in plots:
@@ -141,14 +141,15 @@ def render_report(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
                 "| | success % [95% CI] | episodes |",
                 "|---|---|---:|",
             ]
-            lines += [f"| `{k}` | {_interval(v)} | {v['n']:,} |" for k, v in table.items()]
+            lines += [f"| `{k}` | {interval(v)} | {v['n']:,} |" for k, v in table.items()]
             lines.append("")
         sensitivity = entry.get("format_sensitivity")
         if sensitivity:
             lines += [
                 f"Format sensitivity over {sensitivity['configurations']} configurations: mean "
-                f"{_pct(sensitivity['mean'])}, standard deviation {_pct(sensitivity['std'])}, "
-                f"max delta {_pct(sensitivity['max_delta'])} points.",
+                f"{percent(sensitivity['mean'])}, standard deviation "
+                f"{percent(sensitivity['std'])}, max delta {percent(sensitivity['max_delta'])} "
+                "points.",
                 "",
             ]
         if entry.get("failures"):
@@ -224,11 +225,11 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> str:
     lines = [head, rule]
     for r in rows:
         line = (
-            f"| {r['run']} | {r['model']} | {_interval(r['canonical'] or {})} | "
-            f"{_interval(r['variants'] or {})} | {_pct(r['drop'])} |"
+            f"| {r['run']} | {r['model']} | {interval(r['canonical'] or {})} | "
+            f"{interval(r['variants'] or {})} | {percent(r['drop'])} |"
         )
         if bfcl:
-            line += f" {_interval(r['bfcl'] or {})} |"
+            line += f" {interval(r['bfcl'] or {})} |"
         lines.append(line)
     return "\n".join(lines) + "\n"
 

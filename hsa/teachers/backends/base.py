@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -66,3 +67,54 @@ class Backend(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027  (most backends hold nothing to close)
         """Release connections or engines the backend holds."""
+
+
+#: a request waiting in a batching backend, and the future its answer goes to
+Waiting = tuple[ChatRequest, "asyncio.Future[ChatResponse]"]
+
+
+class BatchingBackend(Backend):
+    """A backend that answers concurrent requests in batches (an in-process engine).
+
+    ``chat`` queues the request; one worker task cuts the queue into batches of at most
+    ``batch_size``, after waiting ``batch_wait_s`` for concurrent rollouts to add theirs, and
+    hands each to ``run_batch``, which sets every future. A batch that raises fails its own
+    requests (``TeacherError`` naming the backend), never the worker.
+    """
+
+    def __init__(self, batch_size: int, batch_wait_s: float):
+        self.batch_size = batch_size
+        self.batch_wait_s = batch_wait_s
+        self.stats = BackendStats()
+        self._queue: list[Waiting] = []
+        self._worker: asyncio.Task | None = None
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ChatResponse] = loop.create_future()
+        self._queue.append((request, future))
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._run())
+        return await future
+
+    @abc.abstractmethod
+    async def run_batch(self, taken: list[Waiting]) -> None:
+        """Answer the requests of ``taken``, setting each future."""
+
+    async def _run(self) -> None:
+        while self._queue:
+            # Let concurrent rollouts add their requests before the batch is cut.
+            await asyncio.sleep(self.batch_wait_s)
+            taken = self._queue[: self.batch_size]
+            del self._queue[: len(taken)]
+            try:
+                await self.run_batch(taken)
+            except Exception as exc:  # one failed batch fails its requests, not the loop
+                from hsa.errors import TeacherError
+
+                error = (
+                    exc if isinstance(exc, TeacherError) else TeacherError(f"{self.name}: {exc}")
+                )
+                for _, future in taken:
+                    if not future.done():
+                        future.set_exception(error)

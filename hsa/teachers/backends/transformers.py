@@ -28,7 +28,7 @@ from typing import Any
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.harness.protocols import CALL_FORMATS
-from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.backends.base import BatchingBackend, Waiting
 from hsa.teachers.backends.output import parse_output
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
@@ -304,7 +304,7 @@ def load_model(config: TransformersConfig) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-class TransformersBackend(Backend):
+class TransformersBackend(BatchingBackend):
     """Batches concurrent chat requests into ``model.generate`` calls.
 
     ``model`` and ``tokenizer`` may be given (already loaded, or stand-ins in tests);
@@ -317,36 +317,10 @@ class TransformersBackend(Backend):
     def __init__(self, config: TransformersConfig, *, model: Any = None, tokenizer: Any = None):
         if (model is None) != (tokenizer is None):
             raise TeacherError("give both a model and its tokenizer, or neither")
+        super().__init__(config.batch_size, config.batch_wait_s)
         self.config = config
-        self.stats = BackendStats()
         self._model = model
         self._tokenizer = tokenizer
-        self._queue: list[tuple[ChatRequest, asyncio.Future]] = []
-        self._worker: asyncio.Task | None = None
-
-    async def chat(self, request: ChatRequest) -> ChatResponse:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future = loop.create_future()
-        self._queue.append((request, future))
-        if self._worker is None or self._worker.done():
-            self._worker = loop.create_task(self._run())
-        return await future
-
-    async def _run(self) -> None:
-        while self._queue:
-            # Let concurrent rollouts add their requests before the batch is cut.
-            await asyncio.sleep(self.config.batch_wait_s)
-            taken = self._queue[: self.config.batch_size]
-            del self._queue[: len(taken)]
-            try:
-                await self._run_batch(taken)
-            except Exception as exc:  # one failed batch fails its requests, not the loop
-                error = (
-                    exc if isinstance(exc, TeacherError) else TeacherError(f"transformers: {exc}")
-                )
-                for _, future in taken:
-                    if not future.done():
-                        future.set_exception(error)
 
     async def start(self) -> None:
         """Load the model before the first request: a missing or broken model folder is a
@@ -354,7 +328,7 @@ class TransformersBackend(Backend):
         if self._model is None:
             self._model, self._tokenizer = await asyncio.to_thread(load_model, self.config)
 
-    async def _run_batch(self, taken: list[tuple[ChatRequest, asyncio.Future]]) -> None:
+    async def run_batch(self, taken: list[Waiting]) -> None:
         await self.start()
         if self._tokenizer.pad_token is None:
             self._tokenizer.pad_token = self._tokenizer.eos_token

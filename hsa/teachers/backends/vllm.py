@@ -21,7 +21,7 @@ from typing import Any
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.harness.protocols import CALL_FORMATS
-from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.backends.base import BatchingBackend, Waiting
 from hsa.teachers.backends.output import parse_output
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
@@ -114,7 +114,7 @@ def _load_engine(config: VLLMConfig) -> tuple[Any, Any]:
     return vllm.LLM(model=config.model, **dict(config.engine_args)), vllm.SamplingParams
 
 
-class VLLMBackend(Backend):
+class VLLMBackend(BatchingBackend):
     """Batches concurrent chat requests into ``vllm.LLM.chat`` calls.
 
     ``llm`` and ``sampling_cls`` may be given (an engine already built, or a stand-in in
@@ -124,36 +124,12 @@ class VLLMBackend(Backend):
     name = "vllm"
 
     def __init__(self, config: VLLMConfig, *, llm: Any = None, sampling_cls: Any = None):
+        super().__init__(config.batch_size, config.batch_wait_s)
         self.config = config
-        self.stats = BackendStats()
         self._llm = llm
         self._sampling_cls = sampling_cls
-        self._queue: list[tuple[ChatRequest, asyncio.Future]] = []
-        self._worker: asyncio.Task | None = None
 
-    async def chat(self, request: ChatRequest) -> ChatResponse:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future = loop.create_future()
-        self._queue.append((request, future))
-        if self._worker is None or self._worker.done():
-            self._worker = loop.create_task(self._run())
-        return await future
-
-    async def _run(self) -> None:
-        while self._queue:
-            # Let concurrent rollouts add their requests before the batch is cut.
-            await asyncio.sleep(self.config.batch_wait_s)
-            taken = self._queue[: self.config.batch_size]
-            del self._queue[: len(taken)]
-            try:
-                await self._run_batch(taken)
-            except Exception as exc:  # one failed batch fails its requests, not the loop
-                error = exc if isinstance(exc, TeacherError) else TeacherError(f"vllm: {exc}")
-                for _, future in taken:
-                    if not future.done():
-                        future.set_exception(error)
-
-    async def _run_batch(self, taken: list[tuple[ChatRequest, asyncio.Future]]) -> None:
+    async def run_batch(self, taken: list[Waiting]) -> None:
         if self._llm is None:
             self._llm, self._sampling_cls = await asyncio.to_thread(_load_engine, self.config)
         requests = [r for r, _ in taken]
