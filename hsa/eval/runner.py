@@ -31,7 +31,7 @@ from hsa.datasets.shards import write_shard
 from hsa.envs.base import Environment
 from hsa.errors import EvalError, TeacherError
 from hsa.eval.config import EvalConfig
-from hsa.eval.ifeval import Prompt, ask, ifeval_summary, load_prompts, scorer
+from hsa.eval.ifeval import Prompt, Scorer, ask, ifeval_summary, load_prompts, scorer
 from hsa.eval.metrics import episode_row, episodes_table, succeeded
 from hsa.eval.suites import Episode, episodes, heldout_recipe, split_tasks
 from hsa.eval.summary import summarize
@@ -171,6 +171,7 @@ async def _evaluate(
         env = get(config.env, **dict(config.env_options))
     chosen = plan(config, env, training)
     prompts: list[Prompt] = []
+    score: Scorer | None = None
     if "ifeval" in config.suites:
         score = scorer()  # refused before any request when lm-eval is missing
         prompts = load_prompts(config.ifeval_data, config.tasks)
@@ -197,9 +198,9 @@ async def _evaluate(
         running = time.monotonic()
         gap = config.ramp_s / config.concurrency if config.policy == "openai" else 0.0
         await _run(
-            chosen, env, runner, settings, (config.concurrency, gap), results, report, progress
+            chosen, env, runner, settings, config.concurrency, gap, results, report, progress
         )
-        if prompts:
+        if score is not None:
             asked = [
                 ask(p, runner, config.model_name, settings.sampling, score, config.label)
                 for p in prompts
@@ -271,14 +272,14 @@ async def _run(
     env: Environment,
     backend: Backend,
     settings: RolloutConfig,
-    lanes_gap: tuple[int, float],
+    concurrency: int,
+    gap: float,
     results: list[Rollout | None],
     report: EvalReport,
     progress: ProgressFn | None,
 ) -> None:
     todo = iter(enumerate(chosen))
     done = [0]
-    concurrency, gap = lanes_gap
 
     async def lane(start_s: float) -> None:
         # Remote lanes start staggered (``TeachConfig.ramp_s``), so their requests do not all

@@ -81,6 +81,7 @@ class OracleResponder:
         self._session_start: dict[str, tuple[HookFired, ...]] = {}
         self._found: dict[str, Variant] = {}
         self._tools_tokens: dict[str, int] = {}
+        self._canonicals: dict[str, Variant] = {}  # by harness id: what a fixed oracle writes
 
     @property
     def canonical(self) -> Variant:
@@ -229,7 +230,11 @@ class FixedOracleResponder(OracleResponder):
     """
 
     def writes_as(self, task: Task, variant: Variant) -> Variant:
-        return canonical_variant(self.env.harness_for(task))
+        harness = self.env.harness_for(task)
+        found = self._canonicals.get(harness.id)
+        if found is None:
+            found = self._canonicals[harness.id] = canonical_variant(harness)
+        return found
 
 
 class OracleBackend(Backend):

@@ -115,8 +115,8 @@ class Rollout:
     usage: Usage = field(default_factory=Usage)
     latency_s: float = 0.0
     format_failures: tuple[FormatFailure, ...] = ()
-    latencies_s: tuple[float, ...] = ()  # each answer's latency, in order (a cached one's
-    # is the original request's)
+    #: each answer's latency, in order (a cached answer keeps its original request's)
+    latencies_s: tuple[float, ...] = ()
 
 
 class StepError(Exception):
