@@ -75,8 +75,14 @@ def sft_command(
     "--out", type=click.Path(path_type=Path), required=True, help="Checkpoints, model, card."
 )
 @click.option("--max-steps", type=int, help="TRL's max_steps.")
+@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in OUT.")
 def rl_command(
-    config_file: Path | None, model: str | None, env: str | None, out: Path, max_steps: int | None
+    config_file: Path | None,
+    model: str | None,
+    env: str | None,
+    out: Path,
+    max_steps: int | None,
+    resume: bool,
 ) -> None:
     """HSA-RL: GRPO with multi-turn tool use, tasks under harness variants, rewards from the
     environment.
@@ -89,7 +95,8 @@ def rl_command(
 
     trl = {"max_steps": max_steps} if max_steps is not None else {}
     config: dict | Path = {} if config_file is None else config_file
-    report = train_rl(config, out, overrides={"model": model, "env": env}, trl_overrides=trl)
+    overrides = {"model": model, "env": env}
+    report = train_rl(config, out, overrides=overrides, trl_overrides=trl, resume=resume)
     first = f"{report.rewards[0][1]:.3f}" if report.rewards else "–"
     last = f"{report.rewards[-1][1]:.3f}" if report.rewards else "–"
     families = ", ".join(f"{k} {v:.2f}" for k, v in report.by_family.items())
@@ -117,6 +124,7 @@ def rl_command(
     "--out", type=click.Path(path_type=Path), required=True, help="Checkpoints, model, card."
 )
 @click.option("--max-steps", type=int, help="TRL's max_steps.")
+@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in OUT.")
 def distill_command(
     config_file: Path | None,
     data: Path | None,
@@ -124,6 +132,7 @@ def distill_command(
     teacher: str | None,
     out: Path,
     max_steps: int | None,
+    resume: bool,
 ) -> None:
     """On-policy distillation: the student answers prompts cut from the dataset's rows under
     their harness variants; the teacher's per-token distribution is the target.
@@ -136,7 +145,7 @@ def distill_command(
     overrides = {"data": str(data) if data else None, "model": model, "teacher": teacher}
     trl = {"max_steps": max_steps} if max_steps is not None else {}
     config: dict | Path = {} if config_file is None else config_file
-    report = train_distill(config, out, overrides=overrides, trl_overrides=trl)
+    report = train_distill(config, out, overrides=overrides, trl_overrides=trl, resume=resume)
     counts = report.counts
     first = f"{report.losses[0][1]:.4f}" if report.losses else "–"
     last = f"{report.losses[-1][1]:.4f}" if report.losses else "–"

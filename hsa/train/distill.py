@@ -27,7 +27,7 @@ from hsa.errors import TrainError
 from hsa.train.card import write_card
 from hsa.train.config import load_yaml, split_config, trl_args
 from hsa.train.data import manifest_of
-from hsa.train.sft import RESOLVED, load_model
+from hsa.train.sft import RESOLVED, load_model, resume_point
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +88,7 @@ def train_distill(
     *,
     overrides: dict[str, Any] | None = None,
     trl_overrides: dict[str, Any] | None = None,
+    resume: bool = False,
     file: str | None = None,
 ) -> DistillReport:
     """Distil ``teacher`` into ``model`` on-policy, as ``config`` (TRL's
@@ -110,6 +111,7 @@ def train_distill(
         if getattr(settings, name) is None:
             raise TrainError(f"set hsa.{name} (or --{name})", where=f"$.hsa.{name}")
     args = trl_args(DistillationConfig, trl, out, file=file)
+    checkpoint = resume_point(out, resume)
     manifest = manifest_of(Path(str(settings.data)))
     rows = to_hf(str(settings.data), settings.split, cache_dir=out / ".hsa" / "hf-cache")
     prompts, counts = cut_prompts(rows, settings.max_prompts)
@@ -129,7 +131,7 @@ def train_distill(
         train_dataset=datasets.Dataset.from_list(prompts),
         processing_class=tokenizer,
     )
-    trainer.train()
+    trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model(str(out))
     tokenizer.save_pretrained(str(out))
     report = DistillReport(out=out, steps=trainer.state.global_step, counts=counts)

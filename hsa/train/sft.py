@@ -44,6 +44,16 @@ def last_checkpoint(out: Path) -> str | None:
     return str(max(found, key=lambda p: int(p.name[11:]))) if found else None
 
 
+def resume_point(out: Path, resume: bool) -> str | None:
+    """The checkpoint to resume from (``resume``), or None; refuses a folder without one."""
+    if not resume:
+        return None
+    found = last_checkpoint(out)
+    if found is None:
+        raise TrainError("no checkpoint here to resume from", file=str(out))
+    return found
+
+
 def load_model(path: str) -> tuple[Any, Any]:
     """The model and tokenizer at ``path`` (a local folder, or a hub name when online)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -92,11 +102,7 @@ def train_sft(
     if settings.model is None:
         raise TrainError("no model to train: set hsa.model (or --model) to a model folder")
     args = trl_args(SFTConfig, trl, out, file=file)
-    checkpoint = None
-    if resume:
-        checkpoint = last_checkpoint(out)
-        if checkpoint is None:
-            raise TrainError("no checkpoint here to resume from", file=str(out))
+    checkpoint = resume_point(out, resume)
     rows = load_rows(settings, seed=args.seed, cache=out / ".hsa" / "hf-cache")
     model, tokenizer = load_model(settings.model)
     trainer = SFTTrainer(

@@ -138,3 +138,18 @@ def test_a_few_grpo_steps_run_end_to_end(env, tmp_path):
     resolved = json.loads((out / "hsa-train.json").read_text("utf-8"))
     assert resolved["command"] == "rl" and resolved["recipe"]["rules"]
     assert (out / "README.md").is_file()
+
+
+def test_vllm_generation_is_refused_until_the_rollouts_use_it(env, tmp_path):
+    from hsa.errors import TrainError
+
+    config = {"hsa": {"model": str(tmp_path)}, "use_vllm": True}
+    with pytest.raises(TrainError, match="use_vllm is not supported"):
+        train_rl(config, tmp_path / "out", env=env)
+
+
+def test_resume_needs_a_checkpoint(env, tmp_path):
+    from hsa.errors import TrainError
+
+    with pytest.raises(TrainError, match="no checkpoint here"):
+        train_rl({"hsa": {"model": str(tmp_path)}}, tmp_path / "out", env=env, resume=True)
