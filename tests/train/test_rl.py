@@ -140,12 +140,44 @@ def test_a_few_grpo_steps_run_end_to_end(env, tmp_path):
     assert (out / "README.md").is_file()
 
 
-def test_vllm_generation_is_refused_until_the_rollouts_use_it(env, tmp_path):
-    from hsa.errors import TrainError
+class FakeVLLM:
+    """TRL's VLLMGeneration as the rollouts call it: token prompts in, completions and each
+    token's top logprobs out."""
 
-    config = {"hsa": {"model": str(tmp_path)}, "use_vllm": True}
-    with pytest.raises(TrainError, match="use_vllm is not supported"):
-        train_rl(config, tmp_path / "out", env=env)
+    def __init__(self, tokenizer, texts):
+        self.replies = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        self.prompts: list[list[int]] = []
+
+    def generate(self, prompts, images, num_generations):
+        assert images is None and num_generations == 1 and len(prompts) == 1
+        self.prompts.append(prompts[0])
+        ids = self.replies[len(self.prompts) - 1]
+        return [prompts[0]], [ids], [[[-0.5] for _ in ids]], [[[i] for i in ids]]
+
+
+def test_with_vllm_the_replies_come_from_trls_engine(env):
+    from trl.chat_template_utils import get_training_chat_template
+
+    canonical = canonical_variant(env.harness())
+    task = next(t for t in env.tasks("train") if t.kind == "single_tool")
+    query = json.dumps({"name": "search_products", "arguments": {"query": "lamp"}})
+    texts = [f"<tool_call>\n{query}\n</tool_call><|im_end|>", "Done.<|im_end|>"]
+    tokenizer = qwen_tokenizer([*texts, "<tool_response> lamp search results"])
+    engine = FakeVLLM(tokenizer, texts)
+    backend = PolicyBackend(
+        None,
+        tokenizer,
+        template=get_training_chat_template(tokenizer),
+        temperature=1.0,
+        budget=100_000,
+        call_format="hermes",
+        vllm=engine,
+    )
+    result = play(env, task, canonical, backend)
+    assert result.ended == "answered" and len(engine.prompts) == 2
+    first, added = backend.segments[0], backend.segments[1]
+    assert engine.prompts[1] == backend.prompt_ids + first.ids + added.ids
+    assert first.logprobs == [-0.5] * len(first.ids)
 
 
 def test_resume_needs_a_checkpoint(env, tmp_path):
