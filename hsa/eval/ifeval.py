@@ -113,7 +113,12 @@ async def ask(
         return str(exc)
     latency = response.latency_s if response.cached else time.monotonic() - started
     reply = str(response.message.get("content") or "")
-    result = score(dict(prompt.doc), [reply])
+    try:
+        result = score(dict(prompt.doc), [reply])
+    except Exception as exc:  # lm-eval's checker: missing nltk data, an unknown instruction
+        raise EvalError(
+            f"lm-eval's IFEval checker failed on prompt {prompt.key}: {exc}", where="ifeval"
+        ) from None
     followed = list(result["inst_level_strict_acc"])
     success = bool(result["prompt_level_strict_acc"])
     loose = list(result["inst_level_loose_acc"])

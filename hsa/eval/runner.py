@@ -16,6 +16,7 @@ raises ``EvalIncomplete`` naming why, and the rerun retries those episodes.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections import Counter
@@ -82,6 +83,23 @@ class EvalIncomplete(TeacherError):
             file=str(report.out),
         )
         self.report = report
+
+
+def request_model(config: EvalConfig) -> str:
+    """The model name requests carry, which keys the request cache. A local model folder
+    (``transformers``, ``vllm``) adds a fingerprint of its weight and config files (names,
+    sizes, modification times), so a folder retrained in place is asked again rather than
+    answered with the old weights' replies."""
+    name = config.model_name
+    folder = Path(name)
+    if config.policy not in ("transformers", "vllm") or not folder.is_dir():
+        return name
+    digest = hashlib.sha256()
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.suffix in (".safetensors", ".bin", ".json", ".model"):
+            stat = path.stat()
+            digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return f"{name}@{digest.hexdigest()[:16]}"
 
 
 def check_recipe(recipe: Recipe, training: Recipe | None) -> None:
@@ -173,6 +191,12 @@ async def _evaluate(
     prompts: list[Prompt] = []
     score: Scorer | None = None
     if "ifeval" in config.suites:
+        if backend is None and config.policy in IN_PROCESS:
+            raise EvalError(
+                f"the {config.policy} policy answers an environment's tasks only; the ifeval "
+                "suite needs a model",
+                where="suites",
+            )
         score = scorer()  # refused before any request when lm-eval is missing
         prompts = load_prompts(config.ifeval_data, config.tasks)
     report = EvalReport(
@@ -186,7 +210,7 @@ async def _evaluate(
         cache = RequestCache(Path(config.cache) if config.cache else out / CACHE_FILE)
     runner = CachedBackend(inner, cache) if cache is not None else inner
     settings = RolloutConfig(
-        model=config.model_name,
+        model=request_model(config),
         sampling=Sampling(config.temperature, config.top_p, config.max_tokens),
         max_steps_per_turn=config.max_steps_per_turn,
         repair=config.repair,

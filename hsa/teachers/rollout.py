@@ -205,6 +205,7 @@ class _Run:
         self.steps = 0
         self._tools: list[Any] | None = None
         self._checker: ArgumentChecker | None = None
+        self.refused: dict[str, ToolCall] = {}  # call id -> the refused call as the model wrote it
         self._tools_json = "[]"
 
     async def ask(self, messages: list[dict[str, Any]], tools: list[Any]) -> ChatResponse:
@@ -230,8 +231,7 @@ class _Run:
 
     async def next_step(self) -> list[Event]:
         """The model's next step in surface form; ``StepError`` if unreadable after repair."""
-        history = map_events(self.events, self.mapping)
-        conversation = render(history, self.surface)
+        conversation = render(self.surface_events(), self.surface)
         response = await self.ask(conversation.messages, conversation.tools)
         self.steps += 1
         next_call = _count_calls(self.events)
@@ -259,6 +259,24 @@ class _Run:
             raise StepError(f"{failure.problem}; after one repair turn: {again}") from None
         self.failures.append(replace(failure, repaired=True))
         return step
+
+    def surface_events(self) -> list[Event]:
+        """The events so far as the surface shows them; a refused call as the model wrote it
+        (mapping its name back and forth could turn it into another tool's)."""
+        events = map_events(self.events, self.mapping)
+        if not self.refused:
+            return events
+        return [self.refused.get(e.call_id, e) if isinstance(e, ToolCall) else e for e in events]
+
+    def scored_events(self) -> list[Event]:
+        """The canonical events the environment scores: refused calls never reached it."""
+        if not self.refused:
+            return self.events
+        return [
+            e
+            for e in self.events
+            if not (isinstance(e, ToolCall | ToolResult) and e.call_id in self.refused)
+        ]
 
     def refusal(self, call: ToolCall) -> ToolResult | None:
         """The error result of a call that does not fit the surface harness (an unknown tool,
@@ -312,6 +330,7 @@ class _Run:
                     for call in (e for e in step if isinstance(e, ToolCall)):
                         refused = self.refusal(surface_calls[call.call_id])
                         if refused is not None:
+                            self.refused[call.call_id] = surface_calls[call.call_id]
                             self.events.append(refused)
                             continue
                         self.events.extend(call_tool(self.env, state, canonical, call, turn=turn))
@@ -344,11 +363,11 @@ async def rollout(
     outcome: Outcome | None = None
     if state is not None:
         try:
-            outcome = env.score(spec.task, state, run.events)
+            outcome = env.score(spec.task, state, run.scored_events())
         except HsaError as exc:
             if ended == "answered":
                 ended, detail = "error", f"scoring failed: {exc}"
-    surface_events = map_events(run.events, run.mapping)
+    surface_events = run.surface_events()
     try:
         conversation = render(surface_events, run.surface)
     except HsaError as exc:

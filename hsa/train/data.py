@@ -92,6 +92,14 @@ def load_rows(settings: SftSettings, *, seed: int, cache: Path | None = None) ->
     if len(train) == 0:
         raise TrainError(f"the dataset has no {settings.train_split} rows", file=str(data))
     keep = mix(train["id"], train["canonical"], settings.canonical_share, seed)
+    if not keep:
+        kinds = "canonical" if all(train["canonical"]) else "variant"
+        raise TrainError(
+            f"canonical_share {settings.canonical_share} leaves no row: the "
+            f"{settings.train_split} rows are all {kinds} rows",
+            file=str(data),
+            where="$.hsa.canonical_share",
+        )
     if settings.max_rows is not None:
         keep = keep[: settings.max_rows]
     train = train.select(keep)

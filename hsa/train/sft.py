@@ -54,12 +54,24 @@ def resume_point(out: Path, resume: bool) -> str | None:
     return found
 
 
+def template_error(exc: ValueError, model: str) -> TrainError:
+    """A ``TrainError`` for what TRL refused at setup (most often a chat template it cannot
+    mark for assistant-only loss), saying what to change."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return TrainError(
+        f"TRL refused the setup: {first}; for a chat template TRL cannot mark for "
+        "assistant-only loss, set chat_template_path to a training template or "
+        "assistant_only_loss: false",
+        file=model,
+    )
+
+
 def load_model(path: str) -> tuple[Any, Any]:
     """The model and tokenizer at ``path`` (a local folder, or a hub name when online)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     local = Path(path)
-    if not local.exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1):
+    if not local.exists() and path.startswith((".", "/", "~")):
         raise TrainError("no model here: give a local model folder (or a hub name)", file=path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -105,13 +117,16 @@ def train_sft(
     checkpoint = resume_point(out, resume)
     rows = load_rows(settings, seed=args.seed, cache=out / ".hsa" / "hf-cache")
     model, tokenizer = load_model(settings.model)
-    trainer = SFTTrainer(
-        model=model,
-        args=args,
-        train_dataset=rows.train,
-        eval_dataset=rows.eval,
-        processing_class=tokenizer,
-    )
+    try:
+        trainer = SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=rows.train,
+            eval_dataset=rows.eval,
+            processing_class=tokenizer,
+        )
+    except ValueError as exc:
+        raise template_error(exc, settings.model) from None
     kept = len(trainer.train_dataset)  # type: ignore[arg-type]  # a Dataset, given one
     if kept == 0:
         raise TrainError(

@@ -95,6 +95,12 @@ def test_without_lm_eval_the_suite_is_refused_naming_it(monkeypatch, prompts, tm
     assert not (tmp_path / "run" / "summary.json").exists()
 
 
+def test_the_oracle_cannot_answer_ifeval(fake_lm_eval, prompts, tmp_path):
+    config = EvalConfig(suites=("ifeval",), ifeval_data=str(prompts))
+    with pytest.raises(EvalError, match="needs a model"):
+        evaluate(config, tmp_path / "run", env=get("livestream"))
+
+
 def test_the_prompts_file_is_required_and_checked(tmp_path):
     with pytest.raises(EvalError, match="--ifeval-data PATH"):
         load_prompts(None)

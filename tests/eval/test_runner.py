@@ -206,3 +206,15 @@ def test_a_held_out_recipe_that_overlaps_training_is_refused(livestream, probe):
     wording = Recipe.from_dict({"rules": [{"rule": "hooks.wording"}]})
     assert plan(_config(tasks=2), livestream, wording)  # the built-in held-out recipe does not
     assert heldout_recipe().max_rules == 1
+
+
+def test_a_refused_call_does_not_count_for_the_environment(external, tmp_path):
+    """tau2 scores actions by the calls made: a call by a name the variant does not offer is
+    refused and must not count as the action it would have been."""
+    env = get("tau2", path=str(external / "tau2" / "retail"))
+    recipe = tmp_path / "rename.yaml"
+    recipe.write_text(json.dumps({"rules": [{"rule": "tools.rename"}], "max_rules": 1}), "utf-8")
+    config = _config(env="tau2", policy="fixed-oracle", recipe=str(recipe), tasks=6, variants=2)
+    summary = evaluate(config, tmp_path / "run", env=env).summary
+    assert summary["suites"]["canonical"]["success"] == 1.0
+    assert summary["suites"]["variants"]["success"] < 0.5

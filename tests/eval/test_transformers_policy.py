@@ -30,3 +30,18 @@ def test_a_tiny_model_fails_the_tasks_and_every_failure_is_classified(tmp_path):
     assert all(r["tokens_in"] > 0 and r["tokens_out"] > 0 for r in rows)
     assert report.summary["suites"]["canonical"]["success"] == 0.0
     assert report.summary["model"] == f"transformers/{model}"
+
+
+def test_a_local_model_retrained_in_place_is_asked_again(tmp_path):
+    import os
+
+    from hsa.eval.runner import request_model
+
+    model = save_tiny(tmp_path / "tiny", ["hello world", "<tool_call>"])
+    config = EvalConfig(policy="transformers", model=str(model))
+    first = request_model(config)
+    assert first.startswith(f"{model}@") and request_model(config) == first
+    weights = model / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1))
+    assert request_model(config) != first
+    assert request_model(EvalConfig(policy="openai", base_url="http://x/v1", model="m")) == "m"

@@ -47,3 +47,11 @@ def test_load_rows_gives_conversations_and_counts(dataset):
 def test_a_folder_that_is_not_a_dataset_is_refused(tmp_path):
     with pytest.raises(TrainError, match=r"manifest\.json is missing"):
         load_rows(SftSettings(data=str(tmp_path)), seed=0)
+
+
+def test_a_share_the_rows_cannot_give_is_refused(dataset, monkeypatch):
+    import hsa.train.data as data
+
+    monkeypatch.setattr(data, "mix", lambda ids, canonical, share, seed: [])
+    with pytest.raises(TrainError, match=r"canonical_share 0\.5 leaves no row"):
+        load_rows(SftSettings(data=str(dataset), canonical_share=0.5), seed=0)

@@ -66,9 +66,10 @@ class Scripted:
         self.device = torch.device("cpu")
         self.contexts: list[list[int]] = []
 
-    def generate(self, context, max_new_tokens, **_):
+    def generate(self, context, generation_config, **_):
+        assert generation_config.repetition_penalty == 1.0  # none of the checkpoint's own
         self.contexts.append(context[0].tolist())
-        ids = self.replies[len(self.contexts) - 1][:max_new_tokens]
+        ids = self.replies[len(self.contexts) - 1][: generation_config.max_new_tokens]
         scores = [torch.zeros(1, len(self.tokenizer)) for _ in ids]
         sequences = torch.tensor([context[0].tolist() + ids])
         return SimpleNamespace(sequences=sequences, scores=scores)
