@@ -88,7 +88,12 @@ class Tau2Environment(CorpusEnvironment):
         scenario = task.metadata.get("user_scenario") or {}
         instructions = scenario.get("instructions") if isinstance(scenario, Mapping) else None
         if isinstance(instructions, Mapping) and instructions.get("reason_for_call"):
-            return str(instructions["reason_for_call"])
+            # hsa has no user simulator to answer the agent's questions: the opening carries
+            # what tau2's simulated user knows (its name, zip code, order ids, ...) as well
+            parts = [str(instructions["reason_for_call"])]
+            if instructions.get("known_info"):
+                parts.append(str(instructions["known_info"]))
+            return "\n\n".join(parts)
         if isinstance(instructions, str) and instructions:
             return instructions
         return super().opening(task)
