@@ -175,7 +175,7 @@ class PolicyBackend(Backend):
         self.segments: list[_Segment] = []
         self._shown = 0  # messages of the last request, to find what came after them
 
-    def _text(self, messages: list[dict[str, Any]], tools: Any, more: bool) -> str:
+    def chat_text(self, messages: list[dict[str, Any]], tools: Any, more: bool) -> str:
         text: str = self.tokenizer.apply_chat_template(
             messages,
             tools=tools or None,
@@ -185,7 +185,7 @@ class PolicyBackend(Backend):
         )
         return text
 
-    def _encode(self, text: str) -> list[int]:
+    def encode(self, text: str) -> list[int]:
         ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return ids
 
@@ -193,12 +193,12 @@ class PolicyBackend(Backend):
         self.stats.requests += 1
         messages = template_messages(request)
         tools = [dict(t) for t in request.tools]
-        full = self._text(messages, tools, True)
+        full = self.chat_text(messages, tools, True)
         if self.prompt_ids is None:
-            self.prompt_ids = self._encode(full)
+            self.prompt_ids = self.encode(full)
         else:
             # what the environment said since the model's reply: tool results, hook messages
-            before = self._text(messages[: self._shown + 1], tools, False)
+            before = self.chat_text(messages[: self._shown + 1], tools, False)
             if not full.startswith(before):
                 # raised again by HarnessRollouts: the rollout loop records hsa errors as the
                 # episode's end, and this one is the setup's, not the model's
@@ -209,7 +209,7 @@ class PolicyBackend(Backend):
                 )
                 raise self.fatal
             # what fits of it: a completion never outgrows max_completion_length
-            added = self._encode(full[len(before) :])[: max(self.budget, 0)]
+            added = self.encode(full[len(before) :])[: max(self.budget, 0)]
             self.segments.append(_Segment(added, [0.0] * len(added), False))
             self.budget -= len(added)
         self._shown = len(messages)
@@ -340,7 +340,12 @@ class HarnessRollouts:
                     # since TRL cannot take an empty completion
                     eos = trainer.processing_class.eos_token_id
                     segments = [_Segment([eos], [0.0], False)]
-                out["prompt_ids"].append(backend.prompt_ids or [])
+                prompt_ids = backend.prompt_ids
+                if prompt_ids is None:  # it ended before asking: the opening, as TRL would see it
+                    prompt_ids = backend.encode(
+                        backend.chat_text([dict(m) for m in found.messages], [], True)
+                    )
+                out["prompt_ids"].append(prompt_ids)
                 out["completion_ids"].append([i for s in segments for i in s.ids])
                 out["logprobs"].append([p for s in segments for p in s.logprobs])
                 out["env_mask"].append([int(s.model) for s in segments for _ in s.ids])
