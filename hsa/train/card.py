@@ -17,6 +17,8 @@ from hsa.datasets.figures import png, pyplot
 from hsa.datasets.shards import write_atomic
 
 CARD = "README.md"
+#: the resolved config of a run: hsa's settings, TRL's every setting, the data and recipe
+RESOLVED = "hsa-train.json"
 PLOT = "loss.png"
 #: TRL settings shown in the card (all of them are in hsa-train.json)
 _SHOWN = (
@@ -142,3 +144,28 @@ def write_card(
         write_atomic(out / PLOT, image)
     text = render_card(resolved, losses, eval_losses, image is not None)
     write_atomic(out / CARD, text.encode("utf-8"))
+
+
+def finish(
+    out: Path,
+    trainer: Any,
+    tokenizer: Any,
+    resolved: dict[str, Any],
+    curve: Sequence[tuple[int, float]],
+    eval_curve: Sequence[tuple[int, float]] = (),
+) -> None:
+    """Save the trained model and tokenizer, the resolved config (``RESOLVED``: ``resolved``
+    with TRL's every setting, no token) and the card."""
+    trainer.save_model(str(out))
+    tokenizer.save_pretrained(str(out))
+    trl = json.loads(trainer.args.to_json_string())
+    trl.pop("hub_token", None)
+    resolved = {**resolved, "trl": trl}
+    text = json.dumps(resolved, indent=2, sort_keys=True, default=str) + "\n"
+    write_atomic(out / RESOLVED, text.encode("utf-8"))
+    write_card(out, resolved, curve, eval_curve)
+
+
+def settings_dict(settings: Any) -> dict[str, Any]:
+    """A settings dataclass as the resolved config records it."""
+    return {k: getattr(settings, k) for k in settings.__dataclass_fields__}

@@ -121,3 +121,33 @@ def _cuda() -> bool:
     except ImportError:
         return False
     return bool(torch.cuda.is_available())
+
+
+def prepare(
+    config: Any,
+    trl_config: type,
+    settings_class: type,
+    out: Path,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    trl_overrides: Mapping[str, Any] | None = None,
+    trl_defaults: Mapping[str, Any] | None = None,
+    file: str | None = None,
+) -> tuple[Any, Any, str | None]:
+    """``(hsa settings, TRL args, file)`` of a command's config: ``config`` is a mapping or a
+    YAML path; ``overrides`` replace ``hsa:`` settings and ``trl_overrides`` TRL keys (the
+    command line, unknown keys refused too); ``trl_defaults`` are hsa's defaults of TRL keys
+    the config leaves out. The model setting is required."""
+    data = config if isinstance(config, Mapping) else load_yaml(config)
+    if file is None and not isinstance(config, Mapping):
+        file = str(config)
+    section, trl = split_config(data, trl_config, file=file)
+    section.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    split_config(dict(trl_overrides or {}), trl_config)
+    trl.update(trl_overrides or {})
+    for key, value in (trl_defaults or {}).items():
+        trl.setdefault(key, value)
+    settings = from_mapping(settings_class, section, error=TrainError, file=file, root="$.hsa")
+    if getattr(settings, "model", None) is None:
+        raise TrainError("no model to train: set hsa.model (or --model) to a model folder")
+    return settings, trl_args(trl_config, trl, out, file=file), file

@@ -51,6 +51,13 @@ def manifest_of(data: Path) -> dict[str, Any]:
     return found
 
 
+def recipe_of(manifest: dict[str, Any]) -> Any:
+    """The recipe a dataset's variants came from, as its manifest records it (``hsa augment``
+    records its settings at the top, ``hsa build`` under ``augment``)."""
+    found = manifest.get("config") or {}
+    return found.get("recipe") or (found.get("augment") or {}).get("recipe")
+
+
 def _rank(row_id: str, seed: int) -> str:
     return hashlib.sha256(f"{seed}\x00{row_id}".encode()).hexdigest()
 
@@ -110,9 +117,7 @@ def load_rows(settings: SftSettings, *, seed: int, cache: Path | None = None) ->
         evaluated = _split(data, settings.eval_split, settings, seed, cache)
         counts["eval"] = len(evaluated)
         evaluated = evaluated.select_columns(list(COLUMNS)) if len(evaluated) else None
-    found = manifest.get("config") or {}
-    # ``hsa augment`` records its settings at the top, ``hsa build`` under ``augment``
-    recipe = found.get("recipe") or (found.get("augment") or {}).get("recipe")
+    recipe = recipe_of(manifest)
     return TrainingRows(
         train=train.select_columns(list(COLUMNS)),
         eval=evaluated,

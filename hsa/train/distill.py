@@ -14,20 +14,18 @@ whose tool docs are in the system prompt, and the rows left out are counted in t
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hsa.config import bounded, from_mapping, refuse, setting
+from hsa.config import bounded, refuse, setting
 from hsa.datasets.export import to_hf
-from hsa.datasets.shards import write_atomic
 from hsa.errors import TrainError
-from hsa.train.card import write_card
-from hsa.train.config import load_yaml, split_config, trl_args
-from hsa.train.data import manifest_of
-from hsa.train.sft import RESOLVED, load_model, resume_point
+from hsa.train.card import finish, settings_dict
+from hsa.train.config import prepare
+from hsa.train.data import manifest_of, recipe_of
+from hsa.train.sft import load_model, resume_point
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,19 +96,18 @@ def train_distill(
 
     started = time.monotonic()
     out = Path(out)
-    data = config if isinstance(config, dict) else load_yaml(config)
-    file = file if file is not None or isinstance(config, dict) else str(config)
-    section, trl = split_config(data, DistillationConfig, file=file)
-    section.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    split_config(dict(trl_overrides or {}), DistillationConfig)
-    trl.update(trl_overrides or {})
-    settings: DistillSettings = from_mapping(
-        DistillSettings, section, error=TrainError, file=file, root="$.hsa"
+    settings, args, file = prepare(
+        config,
+        DistillationConfig,
+        DistillSettings,
+        out,
+        overrides=overrides,
+        trl_overrides=trl_overrides,
+        file=file,
     )
-    for name in ("data", "model", "teacher"):
+    for name in ("data", "teacher"):
         if getattr(settings, name) is None:
-            raise TrainError(f"set hsa.{name} (or --{name})", where=f"$.hsa.{name}")
-    args = trl_args(DistillationConfig, trl, out, file=file)
+            raise TrainError(f"set hsa.{name} (or --{name})", file=file, where=f"$.hsa.{name}")
     checkpoint = resume_point(out, resume)
     manifest = manifest_of(Path(str(settings.data)))
     rows = to_hf(str(settings.data), settings.split, cache_dir=out / ".hsa" / "hf-cache")
@@ -132,23 +129,16 @@ def train_distill(
         processing_class=tokenizer,
     )
     trainer.train(resume_from_checkpoint=checkpoint)
-    trainer.save_model(str(out))
-    tokenizer.save_pretrained(str(out))
     report = DistillReport(out=out, steps=trainer.state.global_step, counts=counts)
     report.losses = [
         (int(e["step"]), float(e["loss"])) for e in trainer.state.log_history if "loss" in e
     ]
     resolved = {
         "command": "distill",
-        "hsa": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
-        "trl": json.loads(args.to_json_string()),
+        "hsa": settings_dict(settings),
         "data": {"manifest_hash": manifest.get("config_hash"), "prompts": counts},
-        "recipe": (manifest.get("config") or {}).get("recipe")
-        or ((manifest.get("config") or {}).get("augment") or {}).get("recipe"),
+        "recipe": recipe_of(manifest),
     }
-    resolved["trl"].pop("hub_token", None)
-    text = json.dumps(resolved, indent=2, sort_keys=True, default=str) + "\n"
-    write_atomic(out / RESOLVED, text.encode("utf-8"))
-    write_card(out, resolved, report.losses, [])
+    finish(out, trainer, tokenizer, resolved, report.losses)
     report.wall_s = time.monotonic() - started
     return report

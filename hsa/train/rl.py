@@ -28,7 +28,7 @@ from typing import Any
 
 from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
-from hsa.config import bounded, from_mapping, refuse, same_as, setting
+from hsa.config import bounded, refuse, same_as, setting
 from hsa.envs.base import Environment, Task
 from hsa.envs.hook_runtime import HookContext, run_hooks
 from hsa.errors import TrainError
@@ -41,7 +41,8 @@ from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message
 from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout
 from hsa.teachers.task_variants import recipe_from, task_variants
-from hsa.train.config import load_yaml, split_config, trl_args
+from hsa.train.card import finish, settings_dict
+from hsa.train.config import prepare
 
 ROLLOUT_LOG = "rollouts.jsonl"
 #: the message field that marks a prompt row with its task and variant
@@ -419,18 +420,15 @@ def train_rl(
 
     started = time.monotonic()
     out = Path(out)
-    data = config if isinstance(config, dict) else load_yaml(config)
-    file = file if file is not None or isinstance(config, dict) else str(config)
-    section, trl = split_config(data, GRPOConfig, file=file)
-    section.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    split_config(dict(trl_overrides or {}), GRPOConfig)
-    trl.update(trl_overrides or {})
-    settings: RlSettings = from_mapping(
-        RlSettings, section, error=TrainError, file=file, root="$.hsa"
+    settings, args, file = prepare(
+        config,
+        GRPOConfig,
+        RlSettings,
+        out,
+        overrides=overrides,
+        trl_overrides=trl_overrides,
+        file=file,
     )
-    if settings.model is None:
-        raise TrainError("no model to train: set hsa.model (or --model) to a model folder")
-    args = trl_args(GRPOConfig, trl, out, file=file)
     if args.use_vllm and (args.world_size > 1 or args.vllm_tensor_parallel_size > 1):
         raise TrainError(
             "hsa train rl plays each episode on its own, so its vLLM generation runs in one "
@@ -470,8 +468,6 @@ def train_rl(
         rollout_func=rollouts,
     )
     trainer.train(resume_from_checkpoint=checkpoint)
-    trainer.save_model(str(out))
-    tokenizer.save_pretrained(str(out))
     report = RlReport(out=out, steps=trainer.state.global_step, prompts=len(prompts))
     report.episodes = rollouts.episodes
     report.rewards = [
@@ -482,19 +478,11 @@ def train_rl(
     }
     resolved = {
         "command": "rl",
-        "hsa": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
-        "trl": json.loads(args.to_json_string()),
+        "hsa": settings_dict(settings),
         "data": {"prompts": len(prompts), "episodes": rollouts.episodes},
         "recipe": recipe_from(settings.recipe).to_dict(),
         "reward_by_family": report.by_family,
     }
-    resolved["trl"].pop("hub_token", None)
-    from hsa.datasets.shards import write_atomic
-    from hsa.train.card import write_card
-    from hsa.train.sft import RESOLVED
-
-    text = json.dumps(resolved, indent=2, sort_keys=True, default=str) + "\n"
-    write_atomic(out / RESOLVED, text.encode("utf-8"))
-    write_card(out, resolved, report.rewards, [])
+    finish(out, trainer, tokenizer, resolved, report.rewards)
     report.wall_s = time.monotonic() - started
     return report

@@ -10,19 +10,17 @@ TRL's names.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hsa.datasets.shards import write_atomic
 from hsa.errors import TrainError
-from hsa.train.card import write_card
-from hsa.train.config import SftSettings, load_yaml, sft_settings, split_config, trl_args
+from hsa.train.card import RESOLVED, finish, settings_dict
+from hsa.train.config import SftSettings, prepare
 from hsa.train.data import load_rows
 
-RESOLVED = "hsa-train.json"
+__all__ = ["RESOLVED", "TrainReport", "load_model", "resume_point", "train_sft"]
 
 
 @dataclass(slots=True)
@@ -103,17 +101,16 @@ def train_sft(
 
     started = time.monotonic()
     out = Path(out)
-    data = config if isinstance(config, dict) else load_yaml(config)
-    file = file if file is not None or isinstance(config, dict) else str(config)
-    section, trl = split_config(data, SFTConfig, file=file)
-    section.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    split_config({**(trl_overrides or {})}, SFTConfig)  # refuse unknown override keys too
-    trl.update(trl_overrides or {})
-    trl.setdefault("assistant_only_loss", True)
-    settings: SftSettings = sft_settings(section, file=file)
-    if settings.model is None:
-        raise TrainError("no model to train: set hsa.model (or --model) to a model folder")
-    args = trl_args(SFTConfig, trl, out, file=file)
+    settings, args, file = prepare(
+        config,
+        SFTConfig,
+        SftSettings,
+        out,
+        overrides=overrides,
+        trl_overrides=trl_overrides,
+        trl_defaults={"assistant_only_loss": True},
+        file=file,
+    )
     checkpoint = resume_point(out, resume)
     rows = load_rows(settings, seed=args.seed, cache=out / ".hsa" / "hf-cache")
     model, tokenizer = load_model(settings.model)
@@ -138,8 +135,6 @@ def train_sft(
         )
     rows.counts["dropped"] = len(rows.train) - kept
     trainer.train(resume_from_checkpoint=checkpoint)
-    trainer.save_model(str(out))
-    tokenizer.save_pretrained(str(out))
     report = TrainReport(out=out, steps=trainer.state.global_step, counts=rows.counts)
     report.resumed_from = checkpoint
     for entry in trainer.state.log_history:
@@ -149,14 +144,10 @@ def train_sft(
             report.eval_losses.append((int(entry["step"]), float(entry["eval_loss"])))
     resolved = {
         "command": "sft",
-        "hsa": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
-        "trl": json.loads(args.to_json_string()),
+        "hsa": settings_dict(settings),
         "data": {"manifest_hash": rows.manifest_hash, "rows": rows.counts},
         "recipe": rows.recipe,
     }
-    resolved["trl"].pop("hub_token", None)
-    text = json.dumps(resolved, indent=2, sort_keys=True, default=str) + "\n"
-    write_atomic(out / RESOLVED, text.encode("utf-8"))
-    write_card(out, resolved, report.losses, report.eval_losses)
+    finish(out, trainer, tokenizer, resolved, report.losses, report.eval_losses)
     report.wall_s = time.monotonic() - started
     return report
