@@ -17,7 +17,7 @@ from hsa.errors import EvalError
 from hsa.teachers.config import BACKENDS, TeachConfig
 
 #: the suites, in the order a run reports them
-SUITES = ("canonical", "variants", "bfcl", "ifeval")
+SUITES = ("canonical", "variants", "firstcall", "bfcl", "ifeval")
 #: the models an evaluation can put under test: the teacher backends
 POLICIES = BACKENDS
 
@@ -63,7 +63,9 @@ class EvalConfig:
     suites: tuple[str, ...] = setting(
         ("canonical", "variants"),
         help="Suites to run: canonical (the environment's own harness), variants (held-out "
-        "harness variants), bfcl (BFCL's format-sensitivity configurations), ifeval (general "
+        "harness variants), firstcall (the first reply to each task under its harness and "
+        "variants, scored name / argument keys / exact call), bfcl (BFCL's format-sensitivity "
+        "configurations), ifeval (general "
         "instruction following, scored by lm-eval's IFEval checker; needs lm-eval and "
         "ifeval_data).",
     )

@@ -103,8 +103,9 @@ def load_prompts(path: str | Path | None, n: int | None = None) -> list[Prompt]:
 
 async def ask(
     prompt: Prompt, backend: Backend, model: str, sampling: Sampling, score: Scorer, policy: str
-) -> dict[str, Any] | str:
-    """The episode row of one prompt, or the reason the backend gave no answer."""
+) -> tuple[dict[str, Any], bool] | str:
+    """The episode row of one prompt and whether its answer came from the cache, or the
+    reason the backend gave no answer."""
     request = ChatRequest(model, [{"role": "user", "content": prompt.text}], (), sampling)
     started = time.monotonic()
     try:
@@ -122,7 +123,7 @@ async def ask(
     followed = list(result["inst_level_strict_acc"])
     success = bool(result["prompt_level_strict_acc"])
     loose = list(result["inst_level_loose_acc"])
-    return {
+    row = {
         "suite": "ifeval",
         "config": "ifeval",
         "task_id": f"ifeval/{prompt.key}",
@@ -150,6 +151,7 @@ async def ask(
         "call_latencies_s": [round(latency, 6)],
         "ifeval": {m: result[m] for m in METRICS},
     }
+    return row, response.cached
 
 
 def ifeval_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:

@@ -64,6 +64,9 @@ EPISODE_SCHEMA = pa.schema(
         ("tokens_out", pa.int64()),
         ("latency_s", pa.float64()),
         ("call_latencies_s", pa.list_(pa.float64())),
+        # the firstcall suite's partial matches (``hsa.eval.firstcall``); null elsewhere
+        ("name_match", pa.bool_()),
+        ("keys_match", pa.bool_()),
     ]
 )
 
@@ -156,6 +159,8 @@ def episode_row(
         "tokens_out": result.usage.completion_tokens,
         "latency_s": round(sum(result.latencies_s), 6),
         "call_latencies_s": latencies,
+        "name_match": None,
+        "keys_match": None,
     }
 
 

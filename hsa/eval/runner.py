@@ -32,6 +32,7 @@ from hsa.datasets.shards import write_shard
 from hsa.envs.base import Environment
 from hsa.errors import EvalError, TeacherError
 from hsa.eval.config import EvalConfig
+from hsa.eval.firstcall import first_reply
 from hsa.eval.ifeval import Prompt, Scorer, ask, ifeval_summary, load_prompts, scorer
 from hsa.eval.metrics import episode_row, episodes_table, succeeded
 from hsa.eval.suites import Episode, episodes, heldout_recipe, split_tasks
@@ -119,7 +120,7 @@ def check_recipe(recipe: Recipe, training: Recipe | None) -> None:
 def plan(config: EvalConfig, env: Environment, training: Recipe | None = None) -> list[Episode]:
     """The run's episodes, in order."""
     recipe = None
-    if "variants" in config.suites:
+    if "variants" in config.suites or "firstcall" in config.suites:
         recipe = heldout_recipe(config.recipe)
         check_recipe(recipe, training)
     tasks, configured = split_tasks(env.tasks(config.split), config.tasks, config.seed)
@@ -215,8 +216,11 @@ async def _evaluate(
         max_steps_per_turn=config.max_steps_per_turn,
         repair=config.repair,
     )
+    firsts = [e for e in chosen if e.suite == "firstcall"]
+    chosen = [e for e in chosen if e.suite != "firstcall"]
     results: list[Rollout | None] = [None] * len(chosen)
     instructed: list[dict[str, Any]] = []
+    answered: list[dict[str, Any]] = []  # firstcall rows, in episode order
     try:
         await runner.start()
         running = time.monotonic()
@@ -224,18 +228,15 @@ async def _evaluate(
         await _run(
             chosen, env, runner, settings, config.concurrency, gap, results, report, progress
         )
+        if firsts:
+            replies = [first_reply(e, env, runner, settings, config.label) for e in firsts]
+            answered += _tally(await _bounded(replies, config.concurrency), report)
         if score is not None:
             asked = [
                 ask(p, runner, config.model_name, settings.sampling, score, config.label)
                 for p in prompts
             ]
-            for found in await _bounded(asked, config.concurrency):
-                if isinstance(found, str):
-                    report.retry += 1
-                    report.retry_reasons[found] += 1
-                else:
-                    instructed.append(found)
-                    report.succeeded += found["success"]
+            instructed += _tally(await _bounded(asked, config.concurrency), report)
         report.run_s = time.monotonic() - running
     finally:
         if backend is None:
@@ -250,7 +251,7 @@ async def _evaluate(
         for e, r in zip(chosen, results, strict=True)
         if r is not None
     ]
-    rows += instructed
+    rows += answered + instructed
     summary = summarize(rows, config.suites, resamples=config.bootstrap, seed=config.seed)
     if instructed:
         summary["suites"]["ifeval"]["lm_eval"] = ifeval_summary(instructed)
@@ -278,6 +279,27 @@ def write_run(out: Path, rows: list[dict[str, Any]], summary: dict[str, Any]) ->
     write_shard(out / EPISODES, episodes_table(rows))
     write_report(out, summary, rows)
     mf.write_json(out / SUMMARY, summary)
+
+
+def _tally(
+    found: list[tuple[dict[str, Any], bool] | str], report: EvalReport
+) -> list[dict[str, Any]]:
+    """The rows of single-request episodes, counted into ``report``: requests, cache hits,
+    successes, and those the backend never answered."""
+    rows = []
+    for item in found:
+        if isinstance(item, str):
+            report.retry += 1
+            report.retry_reasons[item] += 1
+            continue
+        row, cached = item
+        rows.append(row)
+        report.succeeded += row["success"]
+        if cached:
+            report.cache_hits += 1
+        else:
+            report.requests += 1
+    return rows
 
 
 async def _bounded(coroutines: list, limit: int) -> list:

@@ -115,6 +115,25 @@ def variant_episodes(
     return out
 
 
+def firstcall_episodes(
+    env: Environment, tasks: Sequence[Task], recipe: Recipe, *, k: int, seed: int
+) -> list[Episode]:
+    """Each task under its own harness and ``k`` held-out variants, for its first reply."""
+    out = []
+    for episode in canonical_episodes(env, tasks, seed=seed):
+        out.append(
+            Episode(
+                "firstcall",
+                "canonical",
+                _spec("firstcall", episode.spec.task, episode.spec.variant, seed),
+            )
+        )
+    for episode in variant_episodes(env, tasks, recipe, k=k, seed=seed):
+        spec = _spec("firstcall", episode.spec.task, episode.spec.variant, seed)
+        out.append(Episode("firstcall", episode.config, spec))
+    return out
+
+
 def bfcl_protocols(harness: Harness) -> list[Protocol]:
     """BFCL's format-sensitivity configurations that can carry ``harness``'s names."""
     out: list[Protocol] = []
@@ -206,6 +225,8 @@ def episodes(
             out += variant_episodes(env, tasks, recipe or heldout_recipe(), k=k, seed=seed)
         elif suite == "bfcl":
             out += bfcl_episodes(env, tasks, configured, seed=seed)
+        elif suite == "firstcall":
+            out += firstcall_episodes(env, tasks, recipe or heldout_recipe(), k=k, seed=seed)
         elif suite == "ifeval":
             continue  # not an environment's episodes: hsa.eval.ifeval asks its prompts
         else:

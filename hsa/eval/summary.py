@@ -89,7 +89,17 @@ def suite_summary(
     by = {"resamples": resamples, "seed": seed}
     out["by_kind"] = breakdown(rows, lambda r: [r["task_kind"]], **by)
     out["by_protocol"] = breakdown(rows, lambda r: [r["protocol"]], **by)
-    if suite == "variants":
+    if suite == "firstcall":
+        for key, column in (("name", "name_match"), ("keys", "keys_match"), ("exact", "success")):
+            matched = [{**r, "success": bool(r[column])} for r in rows]
+            out[key] = success_rate(matched, resamples=resamples, seed=seed)
+        plain = [r for r in rows if r["config"] == "canonical"]
+        varied = [r for r in rows if r["config"] != "canonical"]
+        out["by_harness"] = {
+            "canonical": success_rate(plain, resamples=resamples, seed=seed),
+            "variants": success_rate(varied, resamples=resamples, seed=seed),
+        }
+    if suite in ("variants", "firstcall"):
         out["by_family"] = breakdown(rows, lambda r: r["families"], **by)
         out["by_rule"] = breakdown(rows, lambda r: r["rules"], **by)
     if suite == "bfcl":

@@ -173,6 +173,20 @@ def read_step(
     return out
 
 
+def opening_events(env: Environment, task: Task) -> list[Event]:
+    """The canonical events before the model's first reply to ``task``: the session-start
+    hook firings, the first user turn and its prompt-submit firings, as the rollout plays them."""
+    canonical = env.harness_for(task)
+    state = env.reset(task)
+    events: list[Event] = list(
+        run_hooks(canonical, "session_start", HookContext("session_start", state=state)).fired
+    )
+    events.append(UserMessage(env.turns(task)[0]))
+    context = HookContext("user_prompt_submit", 0, state=state)
+    events.extend(run_hooks(canonical, "user_prompt_submit", context).fired)
+    return events
+
+
 def _count_calls(events: Sequence[Event]) -> int:
     return sum(isinstance(e, ToolCall | SkillLoad) for e in events)
 

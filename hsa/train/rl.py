@@ -30,16 +30,14 @@ from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.envs.base import Environment, Task
-from hsa.envs.hook_runtime import HookContext, run_hooks
 from hsa.errors import TrainError
-from hsa.harness.events import Event, UserMessage
 from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.backends.output import parse_output
 from hsa.teachers.backends.transformers import template_messages
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message
-from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout
+from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, opening_events, rollout
 from hsa.teachers.task_variants import recipe_from, task_variants
 from hsa.train.card import finish, settings_dict
 from hsa.train.config import prepare
@@ -103,15 +101,8 @@ def prompt_key(messages: Sequence[Mapping[str, Any]]) -> str | None:
 
 def opening(env: Environment, task: Task, variant: Variant) -> list[dict[str, Any]]:
     """The messages the first request of ``task`` under ``variant`` carries (no tools)."""
-    canonical = env.harness_for(task)
-    state = env.reset(task)
-    events: list[Event] = list(
-        run_hooks(canonical, "session_start", HookContext("session_start", state=state)).fired
-    )
-    events.append(UserMessage(env.turns(task)[0]))
-    context = HookContext("user_prompt_submit", 0, state=state)
-    events.extend(run_hooks(canonical, "user_prompt_submit", context).fired)
-    return list(render(map_events(events, variant.mapping), variant.harness).messages)
+    events = map_events(opening_events(env, task), variant.mapping)
+    return list(render(events, variant.harness).messages)
 
 
 def prompts_of(env: Environment, settings: RlSettings) -> list[Prompt]:

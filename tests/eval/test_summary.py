@@ -43,6 +43,8 @@ def row(**fields) -> dict:
         "tokens_out": 10,
         "latency_s": 0.5,
         "call_latencies_s": [0.25],
+        "name_match": None,
+        "keys_match": None,
     }
     unknown = set(fields) - set(base)
     assert not unknown, f"not episode columns: {unknown}"

@@ -1,0 +1,166 @@
+"""The ``firstcall`` suite: the model's first reply to each task, against the oracle's first step.
+
+Each task is asked once under its own harness and once under each of ``variants`` held-out
+variants: the opening the rollout would send (session-start hooks, the first user turn), one
+request, the reply parsed under the variant's protocol. It is scored in three steps against
+the environment's oracle's first step (canonical names on both sides, through the variant's
+inverse mapping):
+
+- ``name``: the first call names the right tool (or loads the right skill) -- by a name the
+  variant offers: a canonical name the variant renamed is an unknown tool, not a match;
+- ``keys``: and with exactly the right argument names, arguments the tool's schema accepts;
+- ``exact``: and with the right values (the episode's ``success``).
+
+A task whose oracle answers without a call is matched by a reply without a call. Cheap enough
+for models too small to finish an episode, and the same for any model: the small-model
+experiment of the HAT study measures exactly this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from hsa.augment.mapping import map_events
+from hsa.envs.base import Environment
+from hsa.errors import EnvError, EvalError, TeacherError
+from hsa.eval.metrics import family_of
+from hsa.eval.suites import Episode
+from hsa.harness.arguments import checker_of
+from hsa.harness.events import Event, SkillLoad, ToolCall
+from hsa.harness.render import render
+from hsa.teachers.backends.base import Backend
+from hsa.teachers.request import ChatRequest
+from hsa.teachers.rollout import (
+    TASK_KEY,
+    VARIANT_KEY,
+    RolloutConfig,
+    StepError,
+    opening_events,
+    protocol_view,
+    read_step,
+)
+
+
+def _first(events: Sequence[Event]) -> ToolCall | SkillLoad | None:
+    return next((e for e in events if isinstance(e, ToolCall | SkillLoad)), None)
+
+
+def expected(env: Environment, episode: Episode) -> ToolCall | SkillLoad | None:
+    """The oracle's first call of the episode's task (canonical), None when it answers."""
+    try:
+        policy = env.oracle()
+    except EnvError as exc:
+        raise EvalError(
+            f"{exc.message}; the firstcall suite scores against the environment's oracle",
+            where="suites",
+        ) from None
+    task = episode.spec.task
+    return _first(policy(task, opening_events(env, task)))
+
+
+def judge(
+    want: ToolCall | SkillLoad | None, got: ToolCall | SkillLoad | None, problem: str | None
+) -> tuple[bool, bool, bool, str | None]:
+    """``(name, keys, exact, failure class)`` of a first call ``got`` against ``want``."""
+    if problem is not None:
+        return False, False, False, problem
+    if want is None:
+        ok = got is None
+        return ok, ok, ok, None if ok else "wrong_tool"
+    if got is None:
+        return False, False, False, "wrong_final_answer"
+    if isinstance(want, SkillLoad) or isinstance(got, SkillLoad):
+        ok = isinstance(want, SkillLoad) and isinstance(got, SkillLoad)
+        ok = ok and want.skill_id == got.skill_id  # type: ignore[union-attr]
+        return ok, ok, ok, None if ok else "wrong_tool"
+    if want.tool != got.tool:
+        return False, False, False, "wrong_tool"
+    if set(want.args) != set(got.args):
+        return True, False, False, "wrong_arguments"
+    exact = dict(want.args) == dict(got.args)
+    return True, True, exact, None if exact else "wrong_arguments"
+
+
+async def first_reply(
+    episode: Episode, env: Environment, backend: Backend, settings: RolloutConfig, policy: str
+) -> tuple[dict[str, Any], bool] | str:
+    """The row of one firstcall episode and whether its answer came from the cache, or why
+    the backend gave no answer."""
+    spec = episode.spec
+    variant = spec.variant
+    conversation = render(
+        map_events(opening_events(env, spec.task), variant.mapping), variant.harness
+    )
+    request = ChatRequest(
+        settings.model,
+        conversation.messages,
+        conversation.tools,
+        dataclasses.replace(settings.sampling, seed=spec.seed),
+        {VARIANT_KEY: variant.variant_id, TASK_KEY: spec.task.id},
+    )
+    try:
+        response = await backend.chat(request)
+    except TeacherError as exc:
+        return str(exc)
+    want = expected(env, episode)
+    problem: str | None = None
+    got: ToolCall | SkillLoad | None = None
+    try:
+        surface = read_step(
+            response.message, variant.harness, variant.harness.derived(protocol_view), 0
+        )
+    except StepError as exc:
+        problem, reason = "unparseable_call", str(exc)
+    else:
+        first = _first(surface)
+        reason = "ok"
+        if isinstance(first, ToolCall):
+            found = checker_of(variant.harness).problem(first.tool, first.args)
+            if found is not None:
+                unknown = found.startswith("unknown tool")
+                problem, reason = ("unknown_tool" if unknown else "invalid_arguments"), found
+        elif isinstance(first, SkillLoad) and variant.harness.skill(first.skill_id) is None:
+            problem, reason = "unknown_tool", f"loads skill {first.skill_id!r}, not offered"
+        got = _first(map_events(surface, variant.mapping.inverse())) if problem is None else None
+    name, keys, exact, failure = judge(want, got, problem)
+    if failure is not None and reason == "ok":
+        reason = f"{failure}: expected {_show(want)}, got {_show(got)}"
+    rules = [n for n, _, _ in variant.rules]
+    latency = round(response.latency_s, 6)
+    row = {
+        "suite": "firstcall",
+        "config": episode.config,
+        "task_id": spec.task.id,
+        "task_group": episode.group,
+        "task_kind": spec.task.kind,
+        "variant_id": variant.variant_id,
+        "rules": rules,
+        "families": sorted({family_of(r) for r in rules}),
+        "protocol": variant.harness.protocol.label,
+        "policy": policy,
+        "success": exact,
+        "score": (name + keys + exact) / 3,
+        "verified": exact,
+        "failure": failure,
+        "reason": reason,
+        "turns": 1,
+        "steps": 1,
+        "calls": 0 if got is None else 1,
+        "tokens_in": response.usage.prompt_tokens,
+        "tokens_out": response.usage.completion_tokens,
+        "latency_s": latency,
+        "call_latencies_s": [latency],
+        "name_match": name,
+        "keys_match": keys,
+    }
+    return row, response.cached
+
+
+def _show(event: ToolCall | SkillLoad | None) -> str:
+    if event is None:
+        return "no call"
+    if isinstance(event, SkillLoad):
+        return f"skill {event.skill_id!r}"
+    return f"{event.tool}({', '.join(sorted(event.args))})"

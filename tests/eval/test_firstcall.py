@@ -1,0 +1,66 @@
+"""The firstcall suite: one reply per task and harness, scored name / keys / exact."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from hsa.envs.registry import get
+from hsa.eval.config import EvalConfig
+from hsa.eval.firstcall import judge
+from hsa.eval.runner import EPISODES, evaluate
+from hsa.harness.events import SkillLoad, ToolCall
+from tests.eval.test_runner import PROBE
+
+
+@pytest.fixture(scope="module")
+def livestream():
+    return get("livestream")
+
+
+def call(tool, **args):
+    return ToolCall("call_0", tool, args)
+
+
+@pytest.mark.parametrize(
+    "got, expected",
+    [
+        (call("search", query="lamp"), (True, True, True, None)),
+        (call("search", query="desk"), (True, True, False, "wrong_arguments")),
+        (call("search", q="lamp"), (True, False, False, "wrong_arguments")),
+        (call("order", query="lamp"), (False, False, False, "wrong_tool")),
+        (None, (False, False, False, "wrong_final_answer")),
+        (SkillLoad("returns"), (False, False, False, "wrong_tool")),
+    ],
+)
+def test_a_first_call_is_judged_in_three_steps(got, expected):
+    assert judge(call("search", query="lamp"), got, None) == expected
+
+
+def test_no_call_matches_an_answer_without_a_call_and_problems_fail_everything():
+    assert judge(None, None, None) == (True, True, True, None)
+    assert judge(None, call("search"), None)[3] == "wrong_tool"
+    assert judge(call("search"), None, "unknown_tool") == (False, False, False, "unknown_tool")
+    assert judge(SkillLoad("a"), SkillLoad("a"), None) == (True, True, True, None)
+
+
+def test_the_oracle_is_exact_and_the_fixed_oracle_loses_only_under_variants(livestream, tmp_path):
+    recipe = tmp_path / "probe.yaml"
+    import json
+
+    recipe.write_text(json.dumps(PROBE), "utf-8")
+    settings = {"suites": ("firstcall",), "tasks": 30, "variants": 6, "recipe": str(recipe)}
+    oracle = evaluate(EvalConfig(**settings), tmp_path / "oracle", env=livestream).summary
+    assert oracle["suites"]["firstcall"]["exact"]["success"] == 1.0
+    fixed = evaluate(
+        EvalConfig(policy="fixed-oracle", **settings), tmp_path / "fixed", env=livestream
+    ).summary["suites"]["firstcall"]
+    assert fixed["by_harness"]["canonical"]["success"] == 1.0
+    assert fixed["by_harness"]["variants"]["success"] < 0.9
+    assert fixed["name"]["success"] >= fixed["keys"]["success"] >= fixed["exact"]["success"]
+    rows = pq.read_table(tmp_path / "fixed" / EPISODES).to_pylist()
+    assert len(rows) == 30 * 7 and all(r["steps"] == 1 for r in rows)
+    renamed = [r for r in rows if r["rules"] == ["tools.rename"]]
+    # a canonical name the variant renamed is an unknown tool, never a name match
+    assert renamed and not any(r["name_match"] for r in renamed if r["failure"])
+    assert {r["failure"] for r in renamed} <= {None, "unknown_tool"}
