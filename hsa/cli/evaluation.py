@@ -173,6 +173,12 @@ def _summary(report: Any) -> None:
                 "  per family: "
                 + ", ".join(f"{k} {interval(v).split(' ')[0]}" for k, v in families.items())
             )
+        if "exact" in entry:
+            out.print(
+                "  first call: "
+                + ", ".join(f"{k} {interval(entry[k])}" for k in ("name", "keys", "exact"))
+                + " %"
+            )
         sensitivity = entry.get("format_sensitivity")
         if sensitivity:
             out.print(

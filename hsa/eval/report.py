@@ -126,6 +126,7 @@ def render_report(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
         lines += [f"![{plot}]({plot})", ""]
     for name, entry in suites.items():
         for key, title in (
+            ("by_harness", "per harness"),
             ("by_family", "per rule family"),
             ("by_rule", "per rule"),
             ("by_config", "per format configuration"),
@@ -143,6 +144,15 @@ def render_report(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
             ]
             lines += [f"| `{k}` | {interval(v)} | {v['n']:,} |" for k, v in table.items()]
             lines.append("")
+        if "exact" in entry:
+            lines += [
+                f"## {name}: the first call",
+                "",
+                "| match | % [95% CI] |",
+                "|---|---|",
+                *(f"| {k} | {interval(entry[k])} |" for k in ("name", "keys", "exact")),
+                "",
+            ]
         sensitivity = entry.get("format_sensitivity")
         if sensitivity:
             lines += [
