@@ -14,12 +14,16 @@ Like ``hsa.errors``, this module belongs to no layer: every layer may import it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import hashlib
+import json
 import types
 import typing
 from collections.abc import Iterable, Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from hsa.errors import HsaError
@@ -234,3 +238,16 @@ def _fits(value: Any, kind: type) -> bool:
 
 def _is_union(hint: Any) -> bool:
     return typing.get_origin(hint) in (typing.Union, types.UnionType)
+
+
+def settings_hash(chosen: Mapping[str, Any], files: Iterable[str] = ()) -> str:
+    """A hash of the settings ``chosen``, the settings named in ``files`` (paths) taken by
+    their file's content rather than their path, so a moved recipe is the same job and an
+    edited one another. An unreadable file is hashed by its path (reported when loaded)."""
+    chosen = dict(chosen)
+    for name in files:
+        if chosen.get(name) is not None:
+            with contextlib.suppress(OSError):
+                chosen[name] = hashlib.sha256(Path(chosen[name]).read_bytes()).hexdigest()
+    text = json.dumps(chosen, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

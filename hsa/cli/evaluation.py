@@ -9,10 +9,8 @@ from typing import Any
 
 import click
 
-from hsa.cli.flags import EVAL, Setting, given
+from hsa.cli.flags import EVAL, Setting, api_key_env_option, given
 from hsa.cli.output import console, error_console, progress
-
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
 @click.group("eval")
@@ -58,12 +56,7 @@ def _training_recipe(path: Path | None) -> Any:
 )
 @click.option("--model", cls=Setting, config=EVAL)
 @click.option("--base-url", envvar="OPENAI_BASE_URL", show_envvar=True, cls=Setting, config=EVAL)
-@click.option(
-    "--api-key-env",
-    default=DEFAULT_KEY_ENV,
-    show_default=True,
-    help="Environment variable holding the API key (never written anywhere).",
-)
+@api_key_env_option
 @click.option("--suite", "suites", cls=Setting, config=EVAL, setting="suites")
 @click.option("--tasks", type=int, cls=Setting, config=EVAL)
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), cls=Setting, config=EVAL)

@@ -47,3 +47,15 @@ class Setting(click.Option):
 def given(flags: dict[str, Any]) -> dict[str, Any]:
     """The flags given on the command line (None is 'not given')."""
     return {name: value for name, value in flags.items() if value is not None}
+
+
+#: where the API key is read from unless --api-key-env names another variable
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+#: ``--api-key-env``: the variable the key of an OpenAI-compatible endpoint is read from
+api_key_env_option = click.option(
+    "--api-key-env",
+    default=DEFAULT_KEY_ENV,
+    show_default=True,
+    help="Environment variable holding the API key (never written anywhere).",
+)

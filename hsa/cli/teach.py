@@ -11,11 +11,8 @@ from typing import Any
 
 import click
 
-from hsa.cli.flags import TEACH, Setting, given
+from hsa.cli.flags import TEACH, Setting, api_key_env_option, given
 from hsa.cli.output import console, error_console, progress
-
-#: where the API key is read from unless --api-key-env names another variable
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
 def _load_config_file(path: Path) -> dict[str, Any]:
@@ -56,12 +53,7 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 )
 @click.option("--base-url", envvar="OPENAI_BASE_URL", show_envvar=True, cls=Setting, config=TEACH)
 @click.option("--model", cls=Setting, config=TEACH)
-@click.option(
-    "--api-key-env",
-    default=DEFAULT_KEY_ENV,
-    show_default=True,
-    help="Environment variable holding the API key (never written anywhere).",
-)
+@api_key_env_option
 @click.option("--tasks", type=int, cls=Setting, config=TEACH)
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), cls=Setting, config=TEACH)
 @click.option("--variants-per-task", type=int, cls=Setting, config=TEACH)

@@ -15,20 +15,55 @@ def group() -> None:
     an environment."""
 
 
+def _run_options(trl_config: str):
+    """The options every training command has: its config file, OUT, TRL's max_steps, and
+    resuming from the newest checkpoint."""
+
+    def decorate(command):
+        for option in reversed(
+            [
+                click.option(
+                    "--config",
+                    "config_file",
+                    type=click.Path(path_type=Path),
+                    help=f"YAML: TRL's {trl_config} fields by their TRL names, plus an 'hsa:' "
+                    "section.",
+                ),
+                click.option(
+                    "--out",
+                    type=click.Path(path_type=Path),
+                    required=True,
+                    help="Checkpoints, model, card.",
+                ),
+                click.option("--max-steps", type=int, help="TRL's max_steps."),
+                click.option(
+                    "--resume", is_flag=True, help="Continue from the newest checkpoint in OUT."
+                ),
+            ]
+        ):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def _run_args(config_file: Path | None, max_steps: int | None) -> tuple[dict | Path, dict]:
+    """The config (a file, or none) and the TRL keys the command line sets."""
+    trl = {"max_steps": max_steps} if max_steps is not None else {}
+    return ({} if config_file is None else config_file), trl
+
+
+def _curve(points: list[tuple[int, float]], digits: int = 4) -> str:
+    """``first -> last`` of a logged curve."""
+    if not points:
+        return "– -> –"
+    return f"{points[0][1]:.{digits}f} -> {points[-1][1]:.{digits}f}"
+
+
 @group.command("sft")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(path_type=Path),
-    help="YAML: TRL's SFTConfig fields by their TRL names, plus an 'hsa:' section.",
-)
+@_run_options("SFTConfig")
 @click.option("--data", type=click.Path(path_type=Path), help="The hsa dataset (hsa.data).")
 @click.option("--model", help="A local model folder, or a hub name when online (hsa.model).")
-@click.option(
-    "--out", type=click.Path(path_type=Path), required=True, help="Checkpoints, model, card."
-)
-@click.option("--max-steps", type=int, help="TRL's max_steps.")
-@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in OUT.")
 def sft_command(
     config_file: Path | None,
     data: Path | None,
@@ -45,37 +80,24 @@ def sft_command(
     from hsa.train.sft import train_sft
 
     overrides = {"data": str(data) if data else None, "model": model}
-    trl = {"max_steps": max_steps} if max_steps is not None else {}
-    config: dict | Path = {} if config_file is None else config_file
+    config, trl = _run_args(config_file, max_steps)
     report = train_sft(config, out, overrides=overrides, trl_overrides=trl, resume=resume)
     shown = console()
     counts = report.counts
     if report.resumed_from:
         shown.print(f"resumed from {report.resumed_from}")
-    first = f"{report.losses[0][1]:.4f}" if report.losses else "–"
-    last = f"{report.losses[-1][1]:.4f}" if report.losses else "–"
     shown.print(
         f"sft: {report.steps} steps on {counts.get('train', 0)} rows "
         f"({counts.get('canonical', 0)} canonical, {counts.get('variants', 0)} variants); "
-        f"loss {first} -> {last}"
+        f"loss {_curve(report.losses)}"
     )
     shown.print(f"wrote {out} (model, hsa-train.json, README.md) in {report.wall_s:.1f} s")
 
 
 @group.command("rl")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(path_type=Path),
-    help="YAML: TRL's GRPOConfig fields by their TRL names, plus an 'hsa:' section.",
-)
+@_run_options("GRPOConfig")
 @click.option("--model", help="A local model folder, or a hub name when online (hsa.model).")
 @click.option("--env", help="The environment whose tasks are the prompts (hsa.env).")
-@click.option(
-    "--out", type=click.Path(path_type=Path), required=True, help="Checkpoints, model, card."
-)
-@click.option("--max-steps", type=int, help="TRL's max_steps.")
-@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in OUT.")
 def rl_command(
     config_file: Path | None,
     model: str | None,
@@ -93,17 +115,14 @@ def rl_command(
     """
     from hsa.train.rl import train_rl
 
-    trl = {"max_steps": max_steps} if max_steps is not None else {}
-    config: dict | Path = {} if config_file is None else config_file
+    config, trl = _run_args(config_file, max_steps)
     overrides = {"model": model, "env": env}
     report = train_rl(config, out, overrides=overrides, trl_overrides=trl, resume=resume)
-    first = f"{report.rewards[0][1]:.3f}" if report.rewards else "–"
-    last = f"{report.rewards[-1][1]:.3f}" if report.rewards else "–"
     families = ", ".join(f"{k} {v:.2f}" for k, v in report.by_family.items())
     shown = console()
     shown.print(
         f"rl: {report.steps} steps, {report.episodes} episodes on {report.prompts} prompts; "
-        f"reward {first} -> {last}; environment reward per family: {families or '–'}"
+        f"reward {_curve(report.rewards, 3)}; environment reward per family: {families or '–'}"
     )
     shown.print(
         f"wrote {out} (model, rollouts.jsonl, hsa-train.json, README.md) in {report.wall_s:.1f} s"
@@ -111,20 +130,10 @@ def rl_command(
 
 
 @group.command("distill")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(path_type=Path),
-    help="YAML: TRL's DistillationConfig fields by their TRL names, plus an 'hsa:' section.",
-)
+@_run_options("DistillationConfig")
 @click.option("--data", type=click.Path(path_type=Path), help="The hsa dataset (hsa.data).")
 @click.option("--model", help="The student model folder (hsa.model).")
 @click.option("--teacher", help="The teacher model folder, same vocabulary (hsa.teacher).")
-@click.option(
-    "--out", type=click.Path(path_type=Path), required=True, help="Checkpoints, model, card."
-)
-@click.option("--max-steps", type=int, help="TRL's max_steps.")
-@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in OUT.")
 def distill_command(
     config_file: Path | None,
     data: Path | None,
@@ -143,17 +152,14 @@ def distill_command(
     from hsa.train.distill import train_distill
 
     overrides = {"data": str(data) if data else None, "model": model, "teacher": teacher}
-    trl = {"max_steps": max_steps} if max_steps is not None else {}
-    config: dict | Path = {} if config_file is None else config_file
+    config, trl = _run_args(config_file, max_steps)
     report = train_distill(config, out, overrides=overrides, trl_overrides=trl, resume=resume)
     counts = report.counts
-    first = f"{report.losses[0][1]:.4f}" if report.losses else "–"
-    last = f"{report.losses[-1][1]:.4f}" if report.losses else "–"
     shown = console()
     shown.print(
         f"distill: {report.steps} steps on {counts.get('prompts', 0)} prompts "
         f"({counts.get('variant_prompts', 0)} under variants; "
-        f"{counts.get('api_rows_left_out', 0)} api rows left out); loss {first} -> {last}"
+        f"{counts.get('api_rows_left_out', 0)} api rows left out); loss {_curve(report.losses)}"
     )
     shown.print(f"wrote {out} (model, hsa-train.json, README.md) in {report.wall_s:.1f} s")
 

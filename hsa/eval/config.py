@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from hsa.config import bounded, from_mapping, refuse, same_as, setting
+from hsa.config import bounded, from_mapping, refuse, same_as, setting, settings_hash
 from hsa.envs.base import SPLITS
 from hsa.errors import EvalError
-from hsa.teachers.config import BACKENDS, TeachConfig
+from hsa.teachers.config import BACKENDS, TeachConfig, public_url
 
 #: the suites, in the order a run reports them
 SUITES = ("canonical", "variants", "firstcall", "bfcl", "ifeval")
@@ -159,10 +156,11 @@ class EvalConfig:
         )
 
     def public_dict(self) -> dict[str, Any]:
-        """The config as it may be written down (no API key)."""
+        """The config as it may be written down: no API key, no credentials in the URL."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out.pop("api_key")
         out["env_options"] = dict(self.env_options)
+        out["base_url"] = public_url(self.base_url)
         out["suites"] = list(self.suites)
         return json.loads(json.dumps(out, default=str))
 
@@ -170,12 +168,7 @@ class EvalConfig:
         """A hash of the settings that decide the scores (with the recipe file's content)."""
         public = self.public_dict()
         chosen = {name: public[name] for name in _OUTPUT_FIELDS}
-        if self.recipe is not None:
-            # an unreadable recipe is reported when it is loaded
-            with contextlib.suppress(OSError):
-                chosen["recipe"] = hashlib.sha256(Path(self.recipe).read_bytes()).hexdigest()
-        text = json.dumps(chosen, sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return settings_hash(chosen, files=("recipe", "ifeval_data"))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, file: str | None = None) -> EvalConfig:

@@ -47,8 +47,11 @@ def _first(events: Sequence[Event]) -> ToolCall | SkillLoad | None:
     return next((e for e in events if isinstance(e, ToolCall | SkillLoad)), None)
 
 
-def expected(env: Environment, episode: Episode) -> ToolCall | SkillLoad | None:
-    """The oracle's first call of the episode's task (canonical), None when it answers."""
+def expected(
+    env: Environment, episode: Episode, opening: Sequence[Event]
+) -> ToolCall | SkillLoad | None:
+    """The oracle's first call of the episode's task after its ``opening`` events (canonical),
+    None when it answers."""
     try:
         policy = env.oracle()
     except EnvError as exc:
@@ -56,8 +59,7 @@ def expected(env: Environment, episode: Episode) -> ToolCall | SkillLoad | None:
             f"{exc.message}; the firstcall suite scores against the environment's oracle",
             where="suites",
         ) from None
-    task = episode.spec.task
-    return _first(policy(task, opening_events(env, task)))
+    return _first(policy(episode.spec.task, opening))
 
 
 def judge(
@@ -90,9 +92,8 @@ async def first_reply(
     the backend gave no answer."""
     spec = episode.spec
     variant = spec.variant
-    conversation = render(
-        map_events(opening_events(env, spec.task), variant.mapping), variant.harness
-    )
+    opening = opening_events(env, spec.task)
+    conversation = render(map_events(opening, variant.mapping), variant.harness)
     request = ChatRequest(
         settings.model,
         conversation.messages,
@@ -104,7 +105,7 @@ async def first_reply(
         response = await backend.chat(request)
     except TeacherError as exc:
         return str(exc)
-    want = expected(env, episode)
+    want = expected(env, episode, opening)
     problem: str | None = None
     got: ToolCall | SkillLoad | None = None
     try:

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from hsa.config import bounded, from_mapping, refuse, setting
+from hsa.config import bounded, from_mapping, refuse, setting, settings_hash
 from hsa.envs.base import SPLITS
 from hsa.errors import TeacherError
 
@@ -172,13 +168,7 @@ class TeachConfig:
 
     def output_hash(self) -> str:
         """A hash of ``output_dict`` (with the recipe file's content, not its path)."""
-        chosen = self.output_dict()
-        if self.recipe is not None:
-            # an unreadable recipe is reported when it is loaded
-            with contextlib.suppress(OSError):
-                chosen["recipe"] = hashlib.sha256(Path(self.recipe).read_bytes()).hexdigest()
-        text = json.dumps(chosen, sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return settings_hash(self.output_dict(), files=("recipe",))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, file: str | None = None) -> TeachConfig:

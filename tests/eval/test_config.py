@@ -133,3 +133,9 @@ def test_teach_config_maps_policy_to_backend(policy, model, base_url):
     assert (teach.model, teach.base_url, teach.api_key) == (model, base_url, "k")
     assert (teach.temperature, teach.seed, teach.concurrency) == (0.7, 5, 3)
     assert teach.env == config.env and teach.call_format == "hermes"
+
+
+def test_credentials_in_the_base_url_are_never_written_down():
+    config = EvalConfig(policy="openai", model="m", base_url="http://user:secret@host:8000/v1?k=x")
+    assert config.public_dict()["base_url"] == "http://host:8000/v1"
+    assert "secret" not in json.dumps(config.public_dict())
