@@ -59,6 +59,7 @@ class EvalReport:
 
     out: Path
     episodes: int = 0
+    done: int = 0  # episodes finished so far, for progress
     succeeded: int = 0
     requests: int = 0
     cache_hits: int = 0
@@ -230,13 +231,16 @@ async def _evaluate(
         )
         if firsts:
             replies = [first_reply(e, env, runner, settings, config.label) for e in firsts]
-            answered += _tally(await _bounded(replies, config.concurrency), report)
+            found = await _bounded(replies, config.concurrency, report, progress)
+            answered += _tally(found, report)
         if score is not None:
             asked = [
                 ask(p, runner, config.model_name, settings.sampling, score, config.label)
                 for p in prompts
             ]
-            instructed += _tally(await _bounded(asked, config.concurrency), report)
+            instructed += _tally(
+                await _bounded(asked, config.concurrency, report, progress), report
+            )
         report.run_s = time.monotonic() - running
     finally:
         if backend is None:
@@ -285,7 +289,7 @@ def _tally(
     found: list[tuple[dict[str, Any], bool] | str], report: EvalReport
 ) -> list[dict[str, Any]]:
     """The rows of single-request episodes, counted into ``report``: requests, cache hits,
-    successes, and those the backend never answered."""
+    and those the backend never answered."""
     rows = []
     for item in found:
         if isinstance(item, str):
@@ -294,7 +298,6 @@ def _tally(
             continue
         row, cached = item
         rows.append(row)
-        report.succeeded += row["success"]
         if cached:
             report.cache_hits += 1
         else:
@@ -302,13 +305,22 @@ def _tally(
     return rows
 
 
-async def _bounded(coroutines: list, limit: int) -> list:
-    """The results of ``coroutines`` in order, at most ``limit`` running at once."""
+async def _bounded(
+    coroutines: list, limit: int, report: EvalReport, progress: ProgressFn | None
+) -> list:
+    """The results of single-request episodes, in order, at most ``limit`` running at once;
+    each counted as done (with the run's progress) as it finishes."""
     gate = asyncio.Semaphore(limit)
 
     async def one(coroutine):
         async with gate:
-            return await coroutine
+            found = await coroutine
+        report.done += 1
+        if not isinstance(found, str):
+            report.succeeded += found[0]["success"]
+        if progress is not None:
+            progress(report.done, report.episodes, report.succeeded)
+        return found
 
     return list(await asyncio.gather(*(one(c) for c in coroutines)))
 
@@ -325,7 +337,6 @@ async def _run(
     progress: ProgressFn | None,
 ) -> None:
     todo = iter(enumerate(chosen))
-    done = [0]
 
     async def lane(start_s: float) -> None:
         # Remote lanes start staggered (``TeachConfig.ramp_s``), so their requests do not all
@@ -343,9 +354,9 @@ async def _run(
             else:
                 results[index] = result
                 report.succeeded += succeeded(result)
-            done[0] += 1
+            report.done += 1
             if progress is not None:
-                progress(done[0], len(chosen), report.succeeded)
+                progress(report.done, report.episodes, report.succeeded)
 
     count = min(concurrency, len(chosen)) or 1
     lanes = [asyncio.ensure_future(lane(k * gap)) for k in range(count)]
