@@ -209,7 +209,7 @@ class LazyPlan:
         """``given`` variants, when given, are the plan (nothing is planned)."""
         self.harness, self.recipe, self.context = harness, recipe, context
         self.seed = recipe.seed if seed is None else seed
-        self.rules = {r.rule: get(r.rule) for r in recipe.rules}
+        self.rules = {r.rule: get(r.rule) for r in recipe.base + recipe.rules}
         self.unchanged = (harness.to_json(), RewriteMapping().to_json())
         self.variants: dict[int, Variant] = dict(enumerate(given or ()))
         self.given = given is not None
@@ -291,7 +291,8 @@ def plan_slots(spec: PlanSpec, indexes: Sequence[int]) -> list[Variant]:
         for attempt in range(_REDRAWS):
             variant_seed = derive_seed("variant", spec.seed, harness.id, index, attempt)
             chosen = _draw(spec.recipe, generator("draw", variant_seed), eligible)
-            chain = [(rules[r.rule], r.params) for r in chosen]
+            base = [r for r in spec.recipe.base if r.rule in eligible]
+            chain = [(rules[r.rule], r.params) for r in base + chosen]
             rewrite, applied = apply_chain(harness, chain, seed=variant_seed, context=context)
             key = (rewrite.harness.to_json(), rewrite.mapping.to_json())
             if key != unchanged:

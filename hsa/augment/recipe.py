@@ -8,6 +8,9 @@ A recipe is YAML validated by the JSON Schema shipped as ``hsa/augment/schema/re
     include_canonical: false     # also keep the unchanged harness
     min_rules: 1                 # a variant applies at least this many rules
     max_rules: null              # ... and at most this many
+    base:                        # applied to every variant first, never drawn or counted
+      - rule: tools.drop_unused
+        params: {keep: 3}
     rules:                       # applied in this order when drawn
       - rule: tools.rename
         probability: 0.5
@@ -66,6 +69,9 @@ class Recipe:
     include_canonical: bool = False
     min_rules: int = 1
     max_rules: int | None = None
+    #: rules applied to every variant before the drawn ones (a compact harness, say): not
+    #: drawn, not counted by min/max_rules, not part of what ``overlaps`` compares
+    base: tuple[RecipeRule, ...] = ()
 
     @property
     def needs(self) -> frozenset[str]:
@@ -73,7 +79,7 @@ class Recipe:
         from hsa.augment.registry import get
 
         out: set[str] = set()
-        for item in self.rules:
+        for item in self.base + self.rules:
             out |= get(item.rule).needs
         return frozenset(out)
 
@@ -86,7 +92,7 @@ class Recipe:
             "min_rules": self.min_rules,
             "max_rules": self.max_rules,
             "rules": [r.to_dict() for r in self.rules],
-        }
+        } | ({"base": [_base_dict(r) for r in self.base]} if self.base else {})
 
     def to_yaml(self) -> str:
         from hsa.harness.io import dump_yaml
@@ -108,21 +114,19 @@ class Recipe:
             raise RuleError(err.message, file=file, where=where)
         from hsa.augment.registry import get
 
-        rules = []
-        for i, item in enumerate(data["rules"]):
-            where = f"{root}.rules[{i}]"
-            try:
-                found = get(item["rule"])
-                found.resolve_params(item.get("params"))
-            except RuleError as exc:
-                raise RuleError(exc.message, file=file, where=f"{where}: {exc.where}") from None
-            rules.append(
-                RecipeRule(
-                    item["rule"], float(item.get("probability", 1.0)), item.get("params", {})
-                )
-            )
+        lists: dict[str, list[RecipeRule]] = {"rules": [], "base": []}
+        for key, found_rules in lists.items():
+            for i, item in enumerate(data.get(key) or ()):
+                where = f"{root}.{key}[{i}]"
+                try:
+                    get(item["rule"]).resolve_params(item.get("params"))
+                except RuleError as exc:
+                    raise RuleError(exc.message, file=file, where=f"{where}: {exc.where}") from None
+                probability = float(item.get("probability", 1.0))
+                found_rules.append(RecipeRule(item["rule"], probability, item.get("params", {})))
         recipe = cls(
-            rules=tuple(rules),
+            rules=tuple(lists["rules"]),
+            base=tuple(lists["base"]),
             seed=int(data.get("seed", 0)),
             variants_per_harness=int(data.get("variants_per_harness", 4)),
             variants_per_trajectory=int(data.get("variants_per_trajectory", 1)),
@@ -144,6 +148,10 @@ class Recipe:
                 where=f"{root}.max_rules",
             )
         return recipe
+
+
+def _base_dict(item: RecipeRule) -> dict[str, Any]:
+    return {"rule": item.rule} | ({"params": dict(item.params)} if item.params else {})
 
 
 def loads_recipe(text: str, *, file: str | None = None) -> Recipe:

@@ -41,8 +41,9 @@ def _resolve(name: str) -> Callable[..., Environment]:
 def get(name: str, **options: Any) -> Environment:
     """The environment registered as ``name``, built with ``options``.
 
-    ``livestream`` takes ``seed`` (default 0) and ``n_tasks`` (default: all tasks); ``bfcl``,
-    ``tau2`` and ``recorded`` take ``path`` (a corpus file or directory).
+    ``livestream`` takes ``seed`` (default 0), ``n_tasks`` (default: all tasks) and ``compact``
+    (default false); ``bfcl``, ``tau2`` and ``recorded`` take ``path`` (a corpus file or
+    directory).
     """
     if name not in _FACTORIES:
         raise EnvError(f"unknown environment {name!r}; registered: {', '.join(names())}")

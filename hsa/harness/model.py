@@ -25,7 +25,7 @@ HOOK_POSITIONS = ("system", "user", "tool_result")
 HEADING_STYLES = ("markdown", "xml", "plain")
 SECTION_KINDS = ("persona", "policy", "skills", "tools", "output_format", "custom")
 CALL_FORMATS = ("hermes", "json", "python", "xml_verbose", "xml_concise")
-DOC_FORMATS = ("json", "xml", "python", "markdown")
+DOC_FORMATS = ("json", "xml", "python", "markdown", "lines")
 
 HookEvent = Literal["session_start", "user_prompt_submit", "pre_tool_use", "post_tool_use", "stop"]
 

@@ -12,7 +12,7 @@ from hsa.augment import Context, apply_chain, apply_steps, get_rule
 from hsa.augment.checks import check_rewrite
 from hsa.augment.rules.hooks import valid_positions
 from hsa.harness import Hook, Matcher, Protocol, Section, Tool
-from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS
+from hsa.harness.protocols import CALL_FORMATS, DRAWN_DOC_FORMATS
 
 
 def _apply(name, harness, seed=0, params=None, events=None):
@@ -30,7 +30,7 @@ def test_protocol_switch_reaches_api_and_every_text_format():
         _apply("protocol.switch", api, s, {"target": "text"}).harness.protocol for s in range(60)
     ]
     assert {p.call_format for p in protocols} == set(CALL_FORMATS)
-    assert {p.doc_format for p in protocols} == set(DOC_FORMATS)
+    assert {p.doc_format for p in protocols} == DRAWN_DOC_FORMATS  # never `lines`
     assert {p.call_tag for p in protocols} == {True, False}
 
 

@@ -18,17 +18,19 @@ from hsa.augment.free_text import protocol_fits
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
 from hsa.harness.model import Harness, Protocol, Section
-from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS
+from hsa.harness.protocols import CALL_FORMATS, DRAWN_DOC_FORMATS
 
 
 def text_protocols(harness: Harness) -> list[Protocol]:
-    """Every in-prompt protocol that can carry ``harness``'s names, in a stable order."""
+    """Every in-prompt protocol that can carry ``harness``'s names, in a stable order: the drawn
+    doc formats, and the harness's own."""
+    docs = sorted(DRAWN_DOC_FORMATS | {harness.protocol.doc_format})
     out: list[Protocol] = []
     for call in sorted(CALL_FORMATS):
         for tag in (True, False):
             # whether names fit depends on how calls are written, not on how docs are printed
             if protocol_fits(harness, Protocol("text", call, tag)):
-                out.extend(Protocol("text", call, tag, doc) for doc in sorted(DOC_FORMATS))
+                out.extend(Protocol("text", call, tag, doc) for doc in docs)
     return out
 
 

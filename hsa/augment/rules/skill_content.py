@@ -170,7 +170,7 @@ def distractors(harness: Harness, rng: random.Random, params: dict[str, Any], co
     return Rewrite(_skill_enum(out, [s.id for s in skills]))
 
 
-@rule("skill_content.drop_unused", version="1", params=DROP_PARAMS, needs=("used_skills",))
+@rule("skill_content.drop_unused", version="2", params=DROP_PARAMS, needs=("used_skills",))
 def drop_unused(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Drop skills the trajectory never loads (depends on the trajectory: needs used_skills).
 
@@ -182,7 +182,8 @@ def drop_unused(harness: Harness, rng: random.Random, params: dict[str, Any], co
         return Rewrite(harness)
     used = context.used_skills or frozenset()
     unused = [s.id for s in harness.skills if s.id not in used]
-    dropped = set(rng.sample(unused, drop_count(len(unused), params["fraction"], rng)))
+    count = drop_count(len(unused), params["fraction"], rng, params["keep"])
+    dropped = set(rng.sample(unused, count))
     kept = [s for s in harness.skills if s.id not in dropped]
     out = harness.replace(skills=kept)
     return Rewrite(_skill_enum(out, [s.id for s in kept]))

@@ -131,21 +131,33 @@ DROP_PARAMS = {
             "maximum": 1,
             "default": None,
             "description": "Share of the unused ones to drop; null draws how many (at least one).",
-        }
+        },
+        "keep": {
+            "type": ["integer", "null"],
+            "minimum": 0,
+            "default": None,
+            "description": "Keep this many of the unused ones (drawn), drop the rest; set, it "
+            "replaces fraction (a compact harness: what the trajectory uses plus `keep` more).",
+        },
     },
 }
 
 
-def drop_count(unused: int, fraction: float | None, rng: random.Random) -> int:
-    """How many of ``unused`` items to drop: a share of them, or a draw from 1 to all."""
+def drop_count(
+    unused: int, fraction: float | None, rng: random.Random, keep: int | None = None
+) -> int:
+    """How many of ``unused`` items to drop: all but ``keep`` of them, a share of them, or a
+    draw from 1 to all."""
     if unused == 0:
         return 0
+    if keep is not None:
+        return max(unused - keep, 0)
     if fraction is None:
         return rng.randint(1, unused)
     return round(unused * fraction)
 
 
-@rule("tools.drop_unused", version="1", params=DROP_PARAMS, needs=("used_tools",))
+@rule("tools.drop_unused", version="2", params=DROP_PARAMS, needs=("used_tools",))
 def drop_unused(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Drop tools the trajectory never calls (depends on the trajectory: needs used_tools).
 
@@ -154,7 +166,7 @@ def drop_unused(harness: Harness, rng: random.Random, params: dict[str, Any], co
     """
     used = context.used_tools or frozenset()
     unused = [t.name for t in harness.tools if t.name not in used]
-    count = drop_count(len(unused), params["fraction"], rng)
+    count = drop_count(len(unused), params["fraction"], rng, params["keep"])
     if count >= len(harness.tools):
         count = len(harness.tools) - 1
     dropped = set(rng.sample(unused, count)) if count > 0 else set()

@@ -28,20 +28,24 @@ class LivestreamEnvironment(Environment):
     """Live-stream shopping: a host answers viewers from a seeded catalogue.
 
     ``seed`` picks the world (catalogue, promotions, schedule, orders); ``n_tasks`` keeps that
-    many tasks, every kind represented (all of them when None).
+    many tasks, every kind represented (all of them when None); ``compact`` serves the compact
+    harness (``harness.compact_harness``: a short prompt for small models) instead of the full one.
     """
 
     name = "livestream"
 
-    def __init__(self, seed: int = 0, n_tasks: int | None = None):
+    def __init__(self, seed: int = 0, n_tasks: int | None = None, compact: bool = False):
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise EnvError(f"seed must be an integer, got {seed!r}", where="livestream")
         if n_tasks is not None and (not isinstance(n_tasks, int) or n_tasks < 1):
             raise EnvError(
                 f"n_tasks must be a positive integer, got {n_tasks!r}", where="livestream"
             )
+        if not isinstance(compact, bool):
+            raise EnvError(f"compact must be true or false, got {compact!r}", where="livestream")
         self.seed = seed
         self.n_tasks = n_tasks
+        self.compact = compact
 
     @cached_property
     def world(self) -> World:
@@ -49,7 +53,7 @@ class LivestreamEnvironment(Environment):
 
     @cached_property
     def _harness(self) -> Harness:
-        return harness_module.harness()
+        return harness_module.compact_harness() if self.compact else harness_module.harness()
 
     @cached_property
     def _checker(self) -> ArgumentChecker:

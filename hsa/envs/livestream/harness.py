@@ -7,7 +7,7 @@ from importlib import resources
 
 from hsa.envs.livestream.actions import INTERNAL_FIELDS
 from hsa.envs.livestream.tools import TOOLS, skill_tool
-from hsa.harness.model import Harness, Hook, Matcher, Prompt, Section, Skill
+from hsa.harness.model import Harness, Hook, Matcher, Prompt, Protocol, Section, Skill
 from hsa.harness.skillfile import parse_skill_md
 
 HARNESS_ID = "livestream"
@@ -125,6 +125,34 @@ HOOKS: tuple[Hook, ...] = (
         payload_fn=f"{_FNS}:compliance_guard",
     ),
 )
+
+
+#: the one-line persona of the compact harness
+SHORT_PERSONA = (
+    "You are Aria, the AI co-host of a live-stream shopping channel: answer viewers from the "
+    "catalogue tools only."
+)
+
+
+@lru_cache(maxsize=1)
+def compact_harness() -> Harness:
+    """The canonical harness made short for small models: a one-line persona, the skills
+    catalogue, one line per tool (``lines`` docs) and how to write calls (Python calls in the
+    reply); tools, skills and hooks as in ``harness()``. About a sixth of its prompt."""
+    full = harness()
+    return full.replace(
+        id=f"{HARNESS_ID}-compact",
+        protocol=Protocol("text", "python", False, "lines"),
+        prompt=Prompt(
+            sections=(
+                Section("persona", "Persona", SHORT_PERSONA, kind="persona"),
+                Section("skills", "Skills", "", kind="skills"),
+                Section("tools", "Tools", "", kind="tools"),
+                Section("calls", "Calls", "", kind="output_format"),
+            )
+        ),
+        metadata={"env": "livestream", "compact": True},
+    )
 
 
 @lru_cache(maxsize=1)

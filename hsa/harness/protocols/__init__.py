@@ -17,7 +17,9 @@ The formats (see each module for its grammar and escaping):
   single body listing every call of the turn, alone in its message or, with ``call_tag``, inside
   ``<TOOLCALL>...</TOOLCALL>`` after the assistant's text (``bfcl.py``).
 
-Doc formats (``docs.py``): ``json``, ``xml`` and ``python`` as in BFCL v4, plus ``markdown``.
+Doc formats (``docs.py``): ``json``, ``xml`` and ``python`` as in BFCL v4, plus ``markdown``, and
+``lines`` (one line per tool, for prompts that must be short). Rules that redraw a harness's doc
+format draw among the ``DRAWN_DOC_FORMATS`` (``lines`` is not one: it drops descriptions).
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ def split_prefix(rest: str, calls: list[Call]) -> tuple[str | None, list[Call]] 
 
 CALL_FORMATS: dict[str, CallFormat] = {}
 DOC_FORMATS: dict[str, Callable[[Sequence[Tool]], str]] = {}
+#: the doc formats that print everything a tool's schema says, which protocol rules draw among
+DRAWN_DOC_FORMATS: set[str] = set()
 
 
 def register_call_format(fmt: CallFormat) -> CallFormat:
@@ -70,9 +74,14 @@ def register_call_format(fmt: CallFormat) -> CallFormat:
     return fmt
 
 
-def register_doc_format(name: str):
+def register_doc_format(name: str, *, drawn: bool = True):
+    """Register a doc format; ``drawn=False`` keeps it out of the protocol rules' draws (a
+    harness may still name it, and keeps it when a rule changes its call format)."""
+
     def decorate(fn: Callable[[Sequence[Tool]], str]) -> Callable[[Sequence[Tool]], str]:
         DOC_FORMATS[name] = fn
+        if drawn:
+            DRAWN_DOC_FORMATS.add(name)
         return fn
 
     return decorate

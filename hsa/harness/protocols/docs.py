@@ -273,3 +273,44 @@ def _md_params(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -
         if nested is not None:
             lines += _md_params(nested, root, level + 1)
     return lines
+
+
+@register_doc_format("lines", drawn=False)
+def lines_docs(tools: Sequence[Tool]) -> str:
+    """One line per tool, ``name(param: type, optional?: type): first sentence``: enum values
+    as ``a|b``, objects inline as ``{...}``, arrays as ``type[]``; parameter descriptions and
+    defaults are left out, so prompts stay short (compact harnesses for small models)."""
+    out = []
+    for tool in tools:
+        root = tool.parameters
+        summary = _first_sentence(tool.description)
+        params = _line_params(root, root, 0)
+        out.append(f"- {tool.name}({params})" + (f": {summary}" if summary else ""))
+    return "\n".join(out)
+
+
+def _first_sentence(text: str) -> str:
+    flat = " ".join(text.split())
+    end = flat.find(". ")
+    return flat if end < 0 else flat[: end + 1]
+
+
+def _line_params(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
+    parts = []
+    for name, sub, required in _properties(_resolve(schema, root)):
+        parts.append(f"{name}{'' if required else '?'}: {_line_type(sub, root, depth)}")
+    return ", ".join(parts)
+
+
+def _line_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
+    schema = _resolve(schema, root)
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return "|".join(v if isinstance(v, str) else json.dumps(v) for v in enum)
+    if schema.get("properties") and depth < _MAX_DEPTH:
+        return "{" + _line_params(schema, root, depth + 1) + "}"
+    items = schema.get("items")
+    if schema.get("type") == "array" and isinstance(items, Mapping) and depth < _MAX_DEPTH:
+        inner = _line_type(items, root, depth + 1)
+        return f"({inner})[]" if "|" in inner else f"{inner}[]"
+    return _json_type(schema, root)
