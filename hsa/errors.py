@@ -77,3 +77,7 @@ class EvalError(HsaError):
 
 class TrainError(HsaError):
     """A training command's config, data or model is invalid."""
+
+
+class ExperimentError(HsaError):
+    """An experiment's config is invalid, or one of its steps failed."""

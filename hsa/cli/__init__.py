@@ -28,7 +28,7 @@ def app(ctx: click.Context, debug: bool) -> None:
 
 def _register() -> None:
     # The main job first, then the areas in the order data flows through them.
-    from hsa.cli import data, env, evaluation, harness, rules, teach, train
+    from hsa.cli import data, env, evaluation, experiment, harness, rules, teach, train
 
     for command in (
         data.build_command,
@@ -41,6 +41,7 @@ def _register() -> None:
         teach.serve_command,
         train.group,
         evaluation.group,
+        experiment.group,
     ):
         app.add_command(command)
 

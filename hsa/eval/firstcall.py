@@ -155,8 +155,21 @@ async def first_reply(
         "call_latencies_s": [latency],
         "name_match": name,
         "keys_match": keys,
+        "target": _target(want, variant.mapping),
+        "choices": len(variant.harness.tools)
+        + (len(variant.harness.skills) if variant.harness.skill_tool is not None else 0),
     }
     return row, response.cached
+
+
+def _target(want: ToolCall | SkillLoad | None, mapping: Any) -> str | None:
+    """The name the expected call has under the variant: its tool, or the skill id loaded."""
+    if want is None:
+        return None
+    surface = _first(map_events([want], mapping))
+    if isinstance(surface, SkillLoad):
+        return surface.skill_id
+    return surface.tool if isinstance(surface, ToolCall) else None
 
 
 def _show(event: ToolCall | SkillLoad | None) -> str:

@@ -67,6 +67,10 @@ EPISODE_SCHEMA = pa.schema(
         # the firstcall suite's partial matches (``hsa.eval.firstcall``); null elsewhere
         ("name_match", pa.bool_()),
         ("keys_match", pa.bool_()),
+        # the name the expected first call has under the episode's harness (firstcall only)
+        ("target", pa.string()),
+        # how many first calls the harness offers: its tools, and its skills when it loads them
+        ("choices", pa.int32()),
     ]
 )
 
@@ -160,6 +164,8 @@ def episode_row(
         "latency_s": round(sum(result.latencies_s), 6),
         "call_latencies_s": latencies,
         "name_match": None,
+        "target": None,
+        "choices": None,
         "keys_match": None,
     }
 

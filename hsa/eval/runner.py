@@ -121,7 +121,7 @@ def check_recipe(recipe: Recipe, training: Recipe | None) -> None:
 def plan(config: EvalConfig, env: Environment, training: Recipe | None = None) -> list[Episode]:
     """The run's episodes, in order."""
     recipe = None
-    if "variants" in config.suites or "firstcall" in config.suites:
+    if config.recipe is not None or "variants" in config.suites or "firstcall" in config.suites:
         recipe = heldout_recipe(config.recipe)
         check_recipe(recipe, training)
     tasks, configured = split_tasks(env.tasks(config.split), config.tasks, config.seed)

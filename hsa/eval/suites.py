@@ -13,11 +13,18 @@
 
 Tasks are sampled once per run (``sample_tasks``), by a hash of the seed and the task id, so
 that every suite sees the same tasks and a task keeps its place when others are added.
+
+A recipe whose rules depend on the trajectory (``tools.drop_unused`` and the like) is planned
+per task with what the environment's reference solution of the task uses, as ``hsa build``
+plans them per trajectory. Its ``base`` rules (a compact harness, say) make the harness under
+evaluation: the canonical episodes run under the base rules alone, the variants under base and
+drawn rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -26,6 +33,7 @@ from pathlib import Path
 from hsa.augment.free_text import protocol_fits
 from hsa.augment.planner import Variant, canonical_variant
 from hsa.augment.recipe import Recipe, load_recipe, loads_recipe
+from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.augment.rules.protocol import with_protocol
 from hsa.augment.seeded import derive_seed
 from hsa.envs.base import Environment, Task
@@ -85,10 +93,72 @@ def _spec(suite: str, task: Task, variant: Variant, seed: int) -> RolloutSpec:
     )
 
 
-def canonical_episodes(env: Environment, tasks: Sequence[Task], *, seed: int) -> list[Episode]:
+def contexts(env: Environment, tasks: Sequence[Task], recipe: Recipe | None) -> list[Context]:
+    """What each task's reference solution uses, when ``recipe`` has rules that need it."""
+    if recipe is None or not recipe.needs:
+        return [NO_CONTEXT] * len(tasks)
+    try:
+        return [Context.of(env.solve(task).events) for task in tasks]
+    except EnvError as exc:
+        raise EvalError(
+            f"{exc.message}; the recipe's trajectory-dependent rules are planned with what the "
+            "reference solution of each task uses",
+            where="recipe",
+        ) from None
+
+
+def _one_harness(env: Environment, suite: str) -> Harness:
+    try:
+        return env.harness()
+    except EnvError as exc:
+        raise EvalError(
+            f"{exc.message}; the {suite} suite needs an environment with one harness "
+            "(livestream, a tau2 domain); run the bfcl suite on BFCL",
+            where=f"env {env.name!r}",
+        ) from None
+
+
+def _planned(
+    env: Environment,
+    tasks: Sequence[Task],
+    recipe: Recipe,
+    *,
+    k: int,
+    seed: int,
+    canonical: bool,
+    suite: str,
+) -> dict[str, list[Variant]]:
+    """Per task id, ``k`` variants of ``recipe`` (or with ``canonical``, the one variant of its
+    base rules alone), tasks grouped by what their solutions use."""
+    harness = _one_harness(env, suite)
+    if not canonical and not recipe.rules:
+        return {task.id: [] for task in tasks}  # a recipe of base rules alone: no variants
+    if canonical:
+        recipe = dataclasses.replace(recipe, rules=(), variants_per_harness=1, min_rules=0)
+        k = 1
+    groups: dict[str, tuple[Context, list[Task]]] = {}
+    for task, context in zip(tasks, contexts(env, tasks, recipe), strict=True):
+        key = json.dumps(context.key(), sort_keys=True)
+        groups.setdefault(key, (context, []))[1].append(task)
+    out: dict[str, list[Variant]] = {}
+    for context, group in groups.values():
+        out |= task_variants(
+            harness, group, recipe, seed=seed, per_task=k, include_canonical=False, context=context
+        )
+    return out
+
+
+def canonical_episodes(
+    env: Environment, tasks: Sequence[Task], *, seed: int, recipe: Recipe | None = None
+) -> list[Episode]:
+    """Each task under the environment's harness (with ``recipe``'s base rules, if any)."""
+    based = None
+    if recipe is not None and recipe.base:
+        based = _planned(env, tasks, recipe, k=1, seed=seed, canonical=True, suite="canonical")
     out = []
     for task in tasks:
-        variant = canonical_variant(env.harness_for(task))
+        found = based[task.id] if based is not None else []  # none: the base changes nothing
+        variant = found[0] if found else canonical_variant(env.harness_for(task))
         out.append(Episode("canonical", "canonical", _spec("canonical", task, variant, seed)))
     return out
 
@@ -96,17 +166,7 @@ def canonical_episodes(env: Environment, tasks: Sequence[Task], *, seed: int) ->
 def variant_episodes(
     env: Environment, tasks: Sequence[Task], recipe: Recipe, *, k: int, seed: int
 ) -> list[Episode]:
-    try:
-        harness = env.harness()
-    except EnvError as exc:
-        raise EvalError(
-            f"{exc.message}; the variants suite needs an environment with one harness "
-            "(livestream, a tau2 domain); run the bfcl suite on BFCL",
-            where=f"env {env.name!r}",
-        ) from None
-    chosen = task_variants(
-        harness, list(tasks), recipe, seed=seed, per_task=k, include_canonical=False
-    )
+    chosen = _planned(env, tasks, recipe, k=k, seed=seed, canonical=False, suite="variants")
     out = []
     for task in tasks:
         for variant in chosen[task.id]:
@@ -120,7 +180,7 @@ def firstcall_episodes(
 ) -> list[Episode]:
     """Each task under its own harness and ``k`` held-out variants, for its first reply."""
     out = []
-    for episode in canonical_episodes(env, tasks, seed=seed):
+    for episode in canonical_episodes(env, tasks, seed=seed, recipe=recipe):
         out.append(
             Episode(
                 "firstcall",
@@ -220,7 +280,7 @@ def episodes(
     out: list[Episode] = []
     for suite in suites:
         if suite == "canonical":
-            out += canonical_episodes(env, tasks, seed=seed)
+            out += canonical_episodes(env, tasks, seed=seed, recipe=recipe)
         elif suite == "variants":
             out += variant_episodes(env, tasks, recipe or heldout_recipe(), k=k, seed=seed)
         elif suite == "bfcl":

@@ -22,6 +22,15 @@ import numpy as np
 from hsa.teachers.backends.base import latency_percentiles
 
 
+def bootstrap_mean(means: np.ndarray, *, resamples: int, seed: int) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean of per-task values and its 95% percentile-bootstrap
+    interval over tasks (paired differences: pass each task's difference), rounded."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(means), size=(resamples, len(means)))
+    low, high = np.percentile(means[picks].mean(axis=1), [2.5, 97.5])
+    return round(float(means.mean()), 6), round(float(low), 6), round(float(high), 6)
+
+
 def success_rate(rows: Sequence[Mapping[str, Any]], *, resamples: int, seed: int) -> dict[str, Any]:
     """``{"success", "low", "high", "n", "tasks"}`` for ``rows`` (empty rows: nulls)."""
     by_task: dict[str, list[float]] = {}
@@ -30,14 +39,11 @@ def success_rate(rows: Sequence[Mapping[str, Any]], *, resamples: int, seed: int
     if not by_task:
         return {"success": None, "low": None, "high": None, "n": 0, "tasks": 0}
     means = np.array([sum(v) / len(v) for v in by_task.values()], dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(means), size=(resamples, len(means)))
-    boot = means[picks].mean(axis=1)
-    low, high = np.percentile(boot, [2.5, 97.5])
+    value, low, high = bootstrap_mean(means, resamples=resamples, seed=seed)
     return {
-        "success": round(float(means.mean()), 6),
-        "low": round(float(low), 6),
-        "high": round(float(high), 6),
+        "success": value,
+        "low": low,
+        "high": high,
         "n": len(rows),
         "tasks": len(by_task),
     }

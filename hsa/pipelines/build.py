@@ -322,6 +322,11 @@ def build(
             harnesses.append(harness)
         recorded = open_source(source.trajectories, harness=harness)
         check_not_empty(recorded, augment_config)
+    elif source.env is not None:
+        from hsa.envs.registry import get
+
+        # the teacher records the environment's harness (its options may change it)
+        harnesses.append(get(source.env, **dict(source.env_options)).harness())
     with hold(out, command="hsa build"):
         return _build(config, out, identity, augment_config, recorded, harnesses, progress)
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from hsa.augment.planner import LazyPlan, Variant, canonical_variant, pick_order, walk
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
+from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.envs.base import Task
 from hsa.errors import TeacherError
 from hsa.harness.model import Harness
@@ -40,15 +41,17 @@ def task_variants(
     seed: int,
     per_task: int,
     include_canonical: bool,
+    context: Context = NO_CONTEXT,
 ) -> dict[str, list[Variant]]:
-    """Per task id, the variants its rollouts run under (canonical first when included)."""
+    """Per task id, the variants its rollouts run under (canonical first when included);
+    ``context``: what the tasks' solutions use, for the recipe's trajectory-dependent rules."""
     if per_task < 0:
         raise TeacherError(f"variants_per_task must be 0 or more, got {per_task}")
     canonical = canonical_variant(harness)
     out: dict[str, list[Variant]] = {}
     size = max(recipe.variants_per_harness, per_task)
     planning = dataclasses.replace(recipe, variants_per_harness=size, include_canonical=False)
-    pool = LazyPlan(harness, planning, seed=seed)
+    pool = LazyPlan(harness, planning, seed=seed, context=context)
     widths = np.full(len(tasks), size if per_task else 0, dtype=np.int64)
     orders = pick_order(pa.array([t.id for t in tasks], pa.string()), widths, seed)
     for task, order in zip(tasks, orders, strict=True):

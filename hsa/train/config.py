@@ -25,6 +25,9 @@ from typing import Any
 from hsa.config import bounded, did_you_mean, from_mapping, refuse, setting
 from hsa.errors import TrainError
 
+#: what of each row a run trains on (``SftSettings.view``)
+VIEWS = ("conversation", "firstcall")
+
 
 @dataclass(frozen=True, slots=True)
 class SftSettings:
@@ -44,9 +47,17 @@ class SftSettings:
     )
     max_rows: int | None = setting(None, help="Train on at most this many rows (unset: all).")
     verified_only: bool = setting(True, help="Train only on rows whose trajectory was verified.")
+    view: str = setting(
+        "conversation",
+        help="What of each row is trained on: conversation (the whole row) or firstcall (the "
+        "row cut after its first assistant message, as prompt and completion: the first call "
+        "is the target, what the firstcall eval suite scores).",
+    )
 
     def __post_init__(self) -> None:
         problems = bounded(self, "canonical_share", low=0, high=1)
+        if self.view not in VIEWS:
+            problems.append(("view", f"unknown view {self.view!r}: {', '.join(VIEWS)}"))
         problems += bounded(self, "max_rows", low=1)
         refuse(problems, TrainError)
 

@@ -4,7 +4,9 @@ Rows come from ``hsa.datasets.export.to_hf`` (the dataset's own features: ``mess
 tool-call arguments as objects, ``tools`` as schemas), so TRL trains on exactly what the rows
 show. ``canonical_share`` sets the share of rows under the unchanged harness: the larger group
 is cut down, by a hash of each row's id and the seed, never repeated, so the same data, settings
-and seed give the same rows.
+and seed give the same rows. The ``firstcall`` view cuts each row after its first assistant
+message, as TRL's conversational prompt-completion (``prompt``, ``completion``, ``tools``): the
+loss is on that message alone.
 """
 
 from __future__ import annotations
@@ -20,8 +22,31 @@ from hsa.datasets.manifest import MANIFEST
 from hsa.errors import TrainError
 from hsa.train.config import SftSettings
 
-#: the columns TRL's conversational SFT reads; the others are lineage, dropped before training
-COLUMNS = ("messages", "tools")
+#: the columns TRL's conversational SFT reads, per view; the others are lineage, dropped
+COLUMNS = {"conversation": ("messages", "tools"), "firstcall": ("prompt", "completion", "tools")}
+
+
+def first_call(messages: list[dict[str, Any]]) -> tuple[list[dict], list[dict]] | None:
+    """``(prompt, completion)``: the messages before the first assistant message, and that
+    message; None for a row without one."""
+    for i, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            return messages[:i], [message]
+    return None
+
+
+def _firstcall_view(rows: Any) -> Any:
+    def cut(batch: dict[str, list]) -> dict[str, list]:
+        out: dict[str, list] = {"prompt": [], "completion": [], "tools": []}
+        for messages, tools in zip(batch["messages"], batch["tools"], strict=True):
+            found = first_call(messages)
+            if found is not None:
+                out["prompt"].append(found[0])
+                out["completion"].append(found[1])
+                out["tools"].append(tools)
+        return out
+
+    return rows.map(cut, batched=True, remove_columns=rows.column_names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +114,10 @@ def _split(data: Path, split: str, settings: SftSettings, seed: int, cache: Path
     return rows
 
 
+def _view(rows: Any, view: str) -> Any:
+    return _firstcall_view(rows) if view == "firstcall" and len(rows) else rows
+
+
 def load_rows(settings: SftSettings, *, seed: int, cache: Path | None = None) -> TrainingRows:
     """The training (and evaluation) rows ``settings`` asks for."""
     if settings.data is None:
@@ -112,14 +141,18 @@ def load_rows(settings: SftSettings, *, seed: int, cache: Path | None = None) ->
     train = train.select(keep)
     counts = {"train": len(train), "canonical": int(sum(train["canonical"]))}
     counts["variants"] = counts["train"] - counts["canonical"]
+    columns = list(COLUMNS[settings.view])
+    train = _view(train, settings.view)
+    if len(train) < counts["train"]:
+        counts["no_assistant"] = counts["train"] - len(train)
     evaluated = None
     if settings.eval_split is not None:
-        evaluated = _split(data, settings.eval_split, settings, seed, cache)
+        evaluated = _view(_split(data, settings.eval_split, settings, seed, cache), settings.view)
         counts["eval"] = len(evaluated)
-        evaluated = evaluated.select_columns(list(COLUMNS)) if len(evaluated) else None
+        evaluated = evaluated.select_columns(columns) if len(evaluated) else None
     recipe = recipe_of(manifest)
     return TrainingRows(
-        train=train.select_columns(list(COLUMNS)),
+        train=train.select_columns(columns),
         eval=evaluated,
         counts=counts,
         manifest_hash=manifest.get("config_hash"),

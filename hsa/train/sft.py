@@ -147,6 +147,14 @@ def train_sft(
         "hsa": settings_dict(settings),
         "data": {"manifest_hash": rows.manifest_hash, "rows": rows.counts},
         "recipe": rows.recipe,
+        "run": {
+            "steps": report.steps,
+            "tokens": max(
+                (int(e["num_tokens"]) for e in trainer.state.log_history if "num_tokens" in e),
+                default=None,
+            ),
+            "wall_s": round(time.monotonic() - started, 1),
+        },
     }
     finish(out, trainer, tokenizer, resolved, report.losses, report.eval_losses)
     report.wall_s = time.monotonic() - started

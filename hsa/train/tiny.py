@@ -49,8 +49,9 @@ def qwen_tokenizer(texts: Iterable[str], vocab_size: int = 2000):
     return out
 
 
-def qwen_model(tokenizer, hidden: int = 32, layers: int = 2):
-    """A randomly initialised ``Qwen2ForCausalLM`` sized for ``tokenizer``'s vocabulary."""
+def qwen_model(tokenizer, hidden: int = 32, layers: int = 2, seed: int = 0):
+    """A randomly initialised ``Qwen2ForCausalLM`` sized for ``tokenizer``'s vocabulary, its
+    weights drawn from ``seed``."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -66,17 +67,23 @@ def qwen_model(tokenizer, hidden: int = 32, layers: int = 2):
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     return Qwen2ForCausalLM(config)
 
 
 def save_tiny(
-    folder: str | Path, texts: Iterable[str], *, hidden: int = 32, layers: int = 2
+    folder: str | Path,
+    texts: Iterable[str],
+    *,
+    hidden: int = 32,
+    layers: int = 2,
+    vocab_size: int = 2000,
+    seed: int = 0,
 ) -> Path:
     """A tiny model and its tokenizer saved together in ``folder`` (a local model path)."""
     folder = Path(folder)
-    tokenizer = qwen_tokenizer(texts)
-    qwen_model(tokenizer, hidden=hidden, layers=layers).save_pretrained(folder)
+    tokenizer = qwen_tokenizer(texts, vocab_size=vocab_size)
+    qwen_model(tokenizer, hidden=hidden, layers=layers, seed=seed).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 

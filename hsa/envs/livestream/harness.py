@@ -137,8 +137,10 @@ SHORT_PERSONA = (
 @lru_cache(maxsize=1)
 def compact_harness() -> Harness:
     """The canonical harness made short for small models: a one-line persona, the skills
-    catalogue, one line per tool (``lines`` docs) and how to write calls (Python calls in the
-    reply); tools, skills and hooks as in ``harness()``. About a sixth of its prompt."""
+    catalogue and one line per tool (``lines`` docs); calls written as Python calls in the
+    reply, with no instructions for them (a model learns them from its data). Tools, skills and
+    hooks as in ``harness()``; its prompt is about a sixth of that harness's under a text
+    protocol with JSON docs."""
     full = harness()
     return full.replace(
         id=f"{HARNESS_ID}-compact",
@@ -148,7 +150,6 @@ def compact_harness() -> Harness:
                 Section("persona", "Persona", SHORT_PERSONA, kind="persona"),
                 Section("skills", "Skills", "", kind="skills"),
                 Section("tools", "Tools", "", kind="tools"),
-                Section("calls", "Calls", "", kind="output_format"),
             )
         ),
         metadata={"env": "livestream", "compact": True},

@@ -1,0 +1,5 @@
+"""``python -m hsa``: the ``hsa`` command."""
+
+from hsa.cli import main
+
+main()

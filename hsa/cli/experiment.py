@@ -1,0 +1,52 @@
+"""``hsa experiment run``: build both arms' data, train both, evaluate both on held-out tiers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.progress import TaskID
+
+from hsa.cli.output import console, progress
+
+
+@click.group("experiment")
+def group() -> None:
+    """Experiments end to end: what harness augmentation does to a model."""
+
+
+@group.command("run")
+@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="The run's folder.")
+@click.option(
+    "--seeds", default=None, help="Training seeds, comma-separated (default: the config's)."
+)
+@click.option("--steps", type=int, default=None, help="Training steps per model (max_steps).")
+def run_command(config: Path, out: Path, seeds: str | None, steps: int | None) -> None:
+    """Run the experiment CONFIG into OUT: data (hsa build), training (hsa train sft, both arms
+    from the same initial weights, same steps), evaluation (hsa eval's firstcall suite on each
+    held-out tier); writes OUT/summary.json and OUT/report.md with its plot. A rerun finishes
+    what an interrupted one left."""
+    from hsa.errors import ExperimentError
+    from hsa.experiment.config import load_config
+    from hsa.experiment.run import describe, run
+
+    parsed = None
+    if seeds is not None:
+        try:
+            parsed = [int(s) for s in seeds.split(",") if s.strip()]
+        except ValueError:
+            raise ExperimentError(f"--seeds: expected integers, got {seeds!r}") from None
+    settings = load_config(config, seeds=parsed, steps=steps)
+    bar = progress()
+    with bar:
+        jobs: dict[str, TaskID] = {}
+
+        def advance(step: str, done: int, total: int) -> None:
+            if step not in jobs:
+                jobs[step] = bar.add_task(step, total=total)
+            bar.update(jobs[step], completed=done, total=total)
+
+        summary = run(settings, out, progress=advance)
+    console().print(describe(summary))
+    console().print(f"wrote {out / 'report.md'} and {out / 'summary.json'}")

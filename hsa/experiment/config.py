@@ -1,0 +1,210 @@
+"""``ExperimentConfig``: the two arms, the model, the training and the held-out tiers.
+
+```yaml
+seeds: [0, 1]                # training seeds: initial weights and data order
+env: livestream
+env_options: {compact: true}
+base: [...]                  # rules every row and every tier shares (the compact harness)
+arms:                        # the data of each arm: a recipe's drawn rules (base added)
+  fixed: {rules: []}
+  augmented: {variants_per_trajectory: 4, variants_per_harness: 16, rules: [...]}
+model: {hidden: 96, layers: 4, vocab_size: 1500}
+train: {max_steps: 500, ...} # TRL's SFTConfig keys, as `hsa train sft` reads them
+eval: {tasks: null, variants: 2, max_tokens: 64}
+tiers:                       # each its own recipe and seed (base added)
+  canonical: {seed: 101, rules: []}
+  styles: {seed: 102, rules: augmented}     # the augmented arm's rules, drawn anew
+  parts: {seed: 103, held_out: true, rules: [...]}
+```
+
+A tier with ``held_out: true`` must not overlap the augmented arm's recipe
+(``hsa.augment.recipe.overlaps``); ``rules: augmented`` draws the training rules with the
+tier's own seed (new draws of the same styles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hsa.augment.recipe import Recipe
+from hsa.config import bounded, from_mapping, refuse, setting, settings_hash
+from hsa.errors import ExperimentError, HsaError
+
+#: the arms, in the order they are reported
+ARMS = ("fixed", "augmented")
+#: what each first reply is scored by (``hsa.eval.firstcall``)
+METRICS = ("name", "keys", "exact")
+#: and whether it names something the harness offers at all (right or wrong)
+OFFERED = "offered"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """The model both arms start from: a Qwen2-shaped model built from scratch."""
+
+    hidden: int = setting(96, help="Hidden size.")
+    layers: int = setting(4, help="Decoder layers.")
+    vocab_size: int = setting(1500, help="Tokenizer vocabulary, trained on both arms' rows.")
+
+    def __post_init__(self) -> None:
+        refuse(bounded(self, "hidden", "layers", "vocab_size", low=1), ExperimentError)
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSettings:
+    """How each trained model is evaluated (the ``firstcall`` suite of ``hsa eval``)."""
+
+    tasks: int | None = setting(None, help="Test tasks sampled per tier (unset: all).")
+    variants: int = setting(2, help="Held-out variants per task in each tier.")
+    max_tokens: int = setting(64, help="Tokens per reply.")
+    batch_size: int = setting(32, help="Requests per generate call.")
+
+    def __post_init__(self) -> None:
+        refuse(bounded(self, "variants", "max_tokens", "batch_size", low=1), ExperimentError)
+        refuse(bounded(self, "tasks", low=1), ExperimentError)
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """A held-out tier: its recipe (base rules added) and whether it must be held out."""
+
+    name: str
+    recipe: Recipe
+    held_out: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentConfig:
+    """A whole experiment (see the module docstring)."""
+
+    seeds: tuple[int, ...]
+    env: str
+    env_options: Mapping[str, Any]
+    arms: Mapping[str, Recipe]
+    variants: Mapping[str, int]  # rows per trajectory, per arm
+    model: ModelSettings
+    train: Mapping[str, Any]
+    eval: EvalSettings
+    tiers: tuple[Tier, ...]
+    parallel: int = 2
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    file: str | None = None
+
+    @property
+    def steps(self) -> int:
+        return int(self.train.get("max_steps", 0))
+
+    def hash(self) -> str:
+        return settings_hash(self.raw)
+
+
+def _recipe(
+    data: Any, base: list[Any], seed: int, where: str, file: str | None, **extra: Any
+) -> Recipe:
+    if not isinstance(data, Mapping):
+        raise ExperimentError("expected a mapping", file=file, where=where)
+    body = {"seed": seed, "min_rules": 1 if data.get("rules") else 0, **extra}
+    body |= {k: v for k, v in data.items() if k not in ("held_out",)}
+    body["base"] = base
+    try:
+        return Recipe.from_dict(body, file=file, root=where)
+    except HsaError as exc:
+        raise ExperimentError(exc.message, file=file, where=exc.where) from None
+
+
+def parse_config(
+    data: Any, *, file: str | None = None, overrides: Mapping[str, Any] | None = None
+) -> ExperimentConfig:
+    """The experiment ``data`` (a YAML mapping) describes; ``overrides``: ``seeds`` and
+    ``steps`` from the command line."""
+    if not isinstance(data, Mapping):
+        raise ExperimentError("expected a mapping", file=file, where="$")
+    data = dict(data)
+    overrides = overrides or {}
+    known = {"seeds", "env", "env_options", "base", "arms", "model", "train", "eval", "tiers"}
+    known.add("parallel")
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ExperimentError(f"unknown key {unknown[0]!r}", file=file, where=f"$.{unknown[0]}")
+    if overrides.get("seeds") is not None:
+        data["seeds"] = list(overrides["seeds"])
+    train = dict(data.get("train") or {})
+    if overrides.get("steps") is not None:
+        train["max_steps"] = int(overrides["steps"])
+    data["train"] = train
+    seeds = data.get("seeds") or [0]
+    if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
+        raise ExperimentError("seeds must be a list of integers", file=file, where="$.seeds")
+    if not isinstance(train.get("max_steps"), int) or train["max_steps"] < 1:
+        raise ExperimentError(
+            "train.max_steps must be set: an experiment is step-capped, never time-capped",
+            file=file,
+            where="$.train.max_steps",
+        )
+    base = list(data.get("base") or [])
+    arms_data = data.get("arms") or {}
+    if not isinstance(arms_data, Mapping) or set(arms_data) != set(ARMS):
+        raise ExperimentError(
+            f"arms must name exactly {' and '.join(ARMS)}", file=file, where="$.arms"
+        )
+    arms, variants = {}, {}
+    for arm in ARMS:
+        spec = dict(arms_data[arm] or {})
+        variants[arm] = int(spec.pop("variants_per_trajectory", 1))
+        spec.setdefault("variants_per_harness", max(variants[arm], 1))
+        arms[arm] = _recipe(spec, base, 0, f"$.arms.{arm}", file)
+    tiers = []
+    for name, spec in (data.get("tiers") or {}).items():
+        where = f"$.tiers.{name}"
+        if not isinstance(spec, Mapping):
+            raise ExperimentError("expected a mapping", file=file, where=where)
+        spec = dict(spec)
+        if spec.get("rules") == "augmented":
+            spec["rules"] = [r.to_dict() for r in arms["augmented"].rules]
+            spec.setdefault("min_rules", arms["augmented"].min_rules)
+            spec.setdefault("max_rules", arms["augmented"].max_rules)
+        seed = spec.pop("seed", None)
+        if not isinstance(seed, int):
+            raise ExperimentError("each tier needs its own seed", file=file, where=where)
+        spec.setdefault("variants_per_harness", 16)
+        recipe = _recipe(spec, base, seed, where, file)
+        tiers.append(Tier(name, recipe, bool(spec.get("held_out", False))))
+    if not tiers:
+        raise ExperimentError("no tiers to evaluate", file=file, where="$.tiers")
+    parallel = data.get("parallel", 2)
+    if not isinstance(parallel, int) or parallel < 1:
+        raise ExperimentError("parallel must be 1 or more", file=file, where="$.parallel")
+    return ExperimentConfig(
+        seeds=tuple(seeds),
+        env=str(data.get("env") or "livestream"),
+        env_options=dict(data.get("env_options") or {}),
+        arms=arms,
+        variants=variants,
+        model=from_mapping(
+            ModelSettings, data.get("model") or {}, error=ExperimentError, file=file, root="$.model"
+        ),
+        train=train,
+        eval=from_mapping(
+            EvalSettings, data.get("eval") or {}, error=ExperimentError, file=file, root="$.eval"
+        ),
+        tiers=tuple(tiers),
+        parallel=parallel,
+        raw=data,
+        file=file,
+    )
+
+
+def load_config(path: str | Path, **overrides: Any) -> ExperimentConfig:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text("utf-8"))
+    except OSError as exc:
+        raise ExperimentError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise ExperimentError(f"not YAML: {exc}", file=str(path)) from None
+    return parse_config(data, file=str(path), overrides=overrides)

@@ -1,0 +1,155 @@
+"""``report.md`` and ``tiers.png`` from an experiment's summary: the table a person reads first,
+the per-seed table, the tiers and what the run cost. ``table(summary)`` is the part
+``docs/experiment.md`` quotes (a test checks the document against its summary)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hsa.datasets.figures import png, pyplot
+from hsa.experiment.config import ARMS, METRICS, OFFERED
+
+
+def _pct(cell: dict[str, Any]) -> str:
+    if cell["value"] is None:
+        return "n/a"
+    low, high = cell["ci"]
+    return f"{cell['value']:.1%} [{low:.1%}, {high:.1%}]"
+
+
+def _diff(cell: dict[str, Any]) -> str:
+    if cell["value"] is None:
+        return "n/a"
+    low, high = cell["ci"]
+    return f"{cell['value']:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def table(summary: dict[str, Any]) -> str:
+    """Tier x metric: each arm's accuracy and the paired difference, with 95% intervals, over
+    every seed."""
+    lines = [
+        "| tier | metric | fixed | augmented | augmented - fixed |",
+        "|---|---|---|---|---|",
+    ]
+    for tier in summary["difference"]:
+        for metric in METRICS:
+            cells = [_pct(summary["arms"][arm]["tiers"][tier][metric]) for arm in ARMS]
+            diff = _diff(summary["difference"][tier][metric])
+            lines.append(f"| {tier} | {metric} | {cells[0]} | {cells[1]} | {diff} |")
+    return "\n".join(lines)
+
+
+def seed_table(summary: dict[str, Any]) -> str:
+    """Name accuracy per seed and tier: fixed, augmented, the difference and its interval."""
+    lines = ["| seed | tier | fixed | augmented | difference |", "|---|---|---|---|---|"]
+    for seed, block in summary["per_seed"].items():
+        for tier, diff in block["difference"].items():
+            fixed = block["arms"]["fixed"]["tiers"][tier]["name"]["value"]
+            augmented = block["arms"]["augmented"]["tiers"][tier]["name"]["value"]
+            lines.append(
+                f"| {seed} | {tier} | {fixed:.1%} | {augmented:.1%} | {_diff(diff['name'])} |"
+            )
+    return "\n".join(lines)
+
+
+def choice_table(summary: dict[str, Any]) -> str:
+    """Per tier: the chance of naming the right tool by a uniform pick, each arm's name
+    accuracy, and the share of replies naming anything the harness offers."""
+    lines = [
+        "| tier | chance | name: fixed | name: augmented | offered: fixed | offered: augmented |",
+        "|---|---|---|---|---|---|",
+    ]
+    for tier, about in summary["tiers"].items():
+        chance = "n/a" if about["chance"] is None else f"{about['chance']:.1%}"
+        cells = [_pct(summary["arms"][arm]["tiers"][tier]["name"]) for arm in ARMS]
+        cells += [_pct(summary["arms"][arm]["tiers"][tier][OFFERED]) for arm in ARMS]
+        lines.append(f"| {tier} | {chance} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def tier_table(summary: dict[str, Any]) -> str:
+    lines = [
+        "| tier | seed | rules | held out | tasks | episodes | gold names seen in training |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for tier, about in summary["tiers"].items():
+        seen = "n/a" if about["gold_seen"] is None else f"{about['gold_seen']:.1%}"
+        rules = ", ".join(about["rules"]) or "(base rules only)"
+        lines.append(
+            f"| {tier} | {about['seed']} | {rules} | {'yes' if about['held_out'] else 'no'} | "
+            f"{about['tasks']} | {about['episodes']} | {seen} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(summary: dict[str, Any]) -> bytes:
+    """Name accuracy per tier, one bar per arm, with 95% intervals."""
+    plt = pyplot()
+    tiers = list(summary["difference"])
+    fig, ax = plt.subplots(figsize=(1.6 * len(tiers) + 2, 3.6))
+    width = 0.38
+    for i, arm in enumerate(ARMS):
+        cells = [summary["arms"][arm]["tiers"][t]["name"] for t in tiers]
+        values = [c["value"] or 0.0 for c in cells]
+        low = [v - (c["ci"][0] or 0.0) for v, c in zip(values, cells, strict=True)]
+        high = [(c["ci"][1] or 0.0) - v for v, c in zip(values, cells, strict=True)]
+        xs = [x + (i - 0.5) * width for x in range(len(tiers))]
+        ax.bar(xs, values, width, yerr=[low, high], capsize=3, label=arm)
+    ax.set_xticks(range(len(tiers)), tiers)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("first-call name accuracy")
+    ax.set_title("fixed vs augmented training, per held-out tier (95% CI)")
+    ax.legend()
+    fig.tight_layout()
+    return png(fig)
+
+
+def write_report(summary: dict[str, Any], out: Path) -> None:
+    (out / "tiers.png").write_bytes(plot(summary))
+    walls = summary["wall_s"]
+    training = summary["training"]
+    lines = [
+        "# Harness-augmentation experiment",
+        "",
+        f"Seeds {', '.join(map(str, summary['seeds']))}; {summary['steps']} steps at batch "
+        f"{summary['batch_size']} per model, both arms from the same initial weights per seed. "
+        "Each cell: the share of first replies that name the right tool (`name`), with the "
+        "right argument names (`keys`), with the right values (`exact`), averaged over the "
+        "seeds, with a 95% bootstrap interval over tasks; the difference is paired over the "
+        "same tasks and variants.",
+        "",
+        table(summary),
+        "",
+        "![name accuracy per tier](tiers.png)",
+        "",
+        "## Per seed (name accuracy)",
+        "",
+        seed_table(summary),
+        "",
+        "## Against chance",
+        "",
+        "`offered`: the share of first replies naming a tool or skill the harness offers, right "
+        "or wrong (a model that reads the list); `chance`: a uniform pick among them.",
+        "",
+        choice_table(summary),
+        "",
+        "## Tiers",
+        "",
+        tier_table(summary),
+        "",
+        "## Cost",
+        "",
+        "| run | rows | steps | tokens | wall s |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {name} | {run.get('rows')} | {run.get('steps')} | {run.get('tokens')} | "
+            f"{run.get('wall_s')} |"
+            for name, run in training.items()
+        ),
+        "",
+        f"Wall time: data {walls['data']} s, training {walls['train']} s, evaluation "
+        f"{walls['eval']} s, total {walls['total']} s.",
+        "",
+    ]
+    (out / "report.md").write_text("\n".join(lines), "utf-8")

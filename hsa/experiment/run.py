@@ -1,0 +1,294 @@
+"""``run``: the experiment end to end, through hsa's own build, training and evaluation.
+
+1. **Data.** ``hsa build`` once per arm: the environment's tasks solved by the oracle, every
+   trajectory rendered under the arm's recipe (the compact harness's base rules first);
+   ``DIR/data/<arm>``.
+2. **Initial weights.** Per seed, one tokenizer (trained on both arms' first-call rows) and one
+   randomly initialised model; both arms of a seed start from it: ``DIR/init-s<seed>``.
+3. **Training.** ``hsa train sft`` (the ``firstcall`` view: each row's first assistant message
+   is the target) per arm and seed, the same steps and batch, ``parallel`` runs at a time, each
+   in its own process on one thread: ``DIR/runs/<arm>-s<seed>``.
+4. **Evaluation.** ``hsa eval``'s ``firstcall`` suite with the ``transformers`` policy, once
+   per model and tier (the tier's recipe and seed): ``DIR/eval/<arm>-s<seed>/<tier>``.
+5. **Results.** ``DIR/summary.json``, ``DIR/report.md`` and its plot (``hsa.experiment.results``).
+
+Every step skips what a previous run finished (a build's manifest, a training's resolved
+config, an evaluation's summary), so a rerun after a failure redoes only what failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from hsa.errors import ExperimentError, HsaError
+from hsa.experiment.config import ARMS, ExperimentConfig
+from hsa.experiment.results import write_results
+from hsa.harness.io import dump_yaml
+
+#: what a step says while it runs: (step, done, total)
+Progress = Callable[[str, int, int], None]
+
+
+def _quiet(_: str, __: int, ___: int) -> None:
+    return None
+
+
+def _quiet_libraries() -> None:
+    """The experiment's own progress bars only: not one per dataset split and model load."""
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quiet) -> dict:
+    """Run ``config`` into ``out`` and return the summary (also ``out/summary.json``)."""
+    _quiet_libraries()
+    check_training(config)
+    check_tiers(config)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    marker = out / "experiment.json"
+    found = json.loads(marker.read_text("utf-8")) if marker.exists() else None
+    if found is not None and found.get("config_hash") != config.hash():
+        raise ExperimentError(
+            "holds another experiment (its config differs); use a new folder",
+            file=str(out),
+        )
+    marker.write_text(json.dumps({"config_hash": config.hash()}, indent=2) + "\n", "utf-8")
+    walls: dict[str, float] = {}
+    started = time.monotonic()
+    data = build_data(config, out, progress)
+    walls["data"] = time.monotonic() - started
+    mark = time.monotonic()
+    inits = {seed: initial_model(config, out, data, seed) for seed in config.seeds}
+    runs = train_all(config, out, data, inits, progress)
+    walls["train"] = time.monotonic() - mark
+    mark = time.monotonic()
+    evals = evaluate_all(config, out, runs, progress)
+    walls["eval"] = time.monotonic() - mark
+    walls["total"] = time.monotonic() - started
+    return write_results(config, out, data, runs, evals, walls)
+
+
+def check_training(config: ExperimentConfig) -> None:
+    """Refuse a ``train`` section TRL would refuse, before anything is built."""
+    from trl import SFTConfig
+
+    from hsa.train.config import split_config
+
+    try:
+        split_config(dict(config.train), SFTConfig)
+    except HsaError as exc:
+        where = "$.train" + (exc.where or "$")[1:]
+        raise ExperimentError(exc.message, file=config.file, where=where) from None
+
+
+def check_tiers(config: ExperimentConfig) -> None:
+    """Refuse a held-out tier that draws what the augmented arm's recipe draws, before anything
+    is built (``hsa eval`` checks it again before evaluating)."""
+    from hsa.eval.runner import check_recipe
+
+    for tier in config.tiers:
+        if tier.held_out:
+            try:
+                check_recipe(tier.recipe, config.arms["augmented"])
+            except HsaError as exc:
+                raise ExperimentError(
+                    f"tier {tier.name!r}: {exc.message}",
+                    file=config.file,
+                    where=f"$.tiers.{tier.name}",
+                ) from None
+
+
+def build_data(config: ExperimentConfig, out: Path, progress: Progress) -> dict[str, Path]:
+    """Each arm's dataset, built by ``hsa build`` (skipped when already built)."""
+    from hsa.pipelines.build import build, parse_config
+
+    folders = {}
+    for index, arm in enumerate(ARMS):
+        progress("data", index, len(ARMS))
+        recipe = config.arms[arm]
+        spec = {
+            "name": f"experiment-{arm}",
+            "seed": recipe.seed,
+            "source": {"env": config.env, "env_options": dict(config.env_options)},
+            "teach": {"backend": "oracle"},
+            "augment": {
+                "variants_per_trajectory": config.variants[arm],
+                "keep_canonical": False,
+                "recipe": recipe.to_dict(),
+            },
+        }
+        target = out / "data" / arm
+        build(parse_config(spec, file=f"arms.{arm}"), out=target)
+        folders[arm] = target
+    progress("data", len(ARMS), len(ARMS))
+    return folders
+
+
+def _first_call_texts(data: Path) -> list[str]:
+    from hsa.datasets.export import to_hf
+    from hsa.train.data import first_call
+    from hsa.train.tiny import texts_of
+
+    rows = []
+    for row in to_hf(data, "train"):
+        cut = first_call(row["messages"])
+        if cut is not None:
+            rows.append({"messages": cut[0] + cut[1], "tools": row["tools"]})
+    return texts_of(rows)
+
+
+def initial_model(config: ExperimentConfig, out: Path, data: dict[str, Path], seed: int) -> Path:
+    """The weights both arms of ``seed`` start from, with the tokenizer both arms share."""
+    from hsa.train.tiny import save_tiny
+
+    folder = out / f"init-s{seed}"
+    if (folder / "config.json").exists() and (folder / "tokenizer.json").exists():
+        return folder
+    texts = [t for arm in ARMS for t in _first_call_texts(data[arm])]
+    partial = folder.with_name(folder.name + ".partial")
+    save_tiny(
+        partial,
+        texts,
+        hidden=config.model.hidden,
+        layers=config.model.layers,
+        vocab_size=config.model.vocab_size,
+        seed=seed,
+    )
+    partial.rename(folder)
+    return folder
+
+
+def _train_config(config: ExperimentConfig, data: Path, init: Path, seed: int) -> dict:
+    return {
+        **dict(config.train),
+        "seed": seed,
+        "save_strategy": "no",
+        "hsa": {"data": str(data), "model": str(init), "view": "firstcall", "eval_split": None},
+    }
+
+
+def train_all(
+    config: ExperimentConfig,
+    out: Path,
+    data: dict[str, Path],
+    inits: dict[int, Path],
+    progress: Progress,
+) -> dict[tuple[str, int], Path]:
+    """Every (arm, seed) model, trained by ``hsa train sft`` in its own process."""
+    from hsa.train.card import RESOLVED
+
+    jobs = [(arm, seed) for seed in config.seeds for arm in ARMS]
+    runs = {job: out / "runs" / f"{job[0]}-s{job[1]}" for job in jobs}
+    todo = [job for job in jobs if not (runs[job] / RESOLVED).exists()]
+    done = len(jobs) - len(todo)
+    progress("train", done, len(jobs))
+
+    def one(job: tuple[str, int]) -> tuple[tuple[str, int], str | None]:
+        arm, seed = job
+        folder = runs[job]
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder.parent / f"{folder.name}.yaml"
+        path.write_text(dump_yaml(_train_config(config, data[arm], inits[seed], seed)), "utf-8")
+        env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        env["TOKENIZERS_PARALLELISM"] = "false"
+        command = [sys.executable, "-m", "hsa", "train", "sft", "--config", str(path)]
+        command += ["--out", str(folder)]
+        log = folder.parent / f"{folder.name}.log"
+        with log.open("w", encoding="utf-8") as stream:
+            finished = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, env=env)
+        if finished.returncode != 0:
+            lines = [x for x in log.read_text("utf-8", "replace").splitlines() if x.strip()]
+            last = lines[-1].strip() if lines else "no output"
+            return job, f"hsa train sft exited {finished.returncode}: {last} (log: {log})"
+        return job, None
+
+    failures = []
+    with ThreadPoolExecutor(max_workers=config.parallel) as pool:
+        for job, problem in pool.map(one, todo):
+            done += 1
+            progress("train", done, len(jobs))
+            if problem is not None:
+                failures.append(f"{job[0]} seed {job[1]}: {problem}")
+    if failures:
+        raise ExperimentError("training failed: " + "; ".join(failures), file=str(out / "runs"))
+    return runs
+
+
+def evaluate_all(
+    config: ExperimentConfig,
+    out: Path,
+    runs: dict[tuple[str, int], Path],
+    progress: Progress,
+) -> dict[tuple[str, int, str], Path]:
+    """Every (arm, seed, tier) evaluation folder, run by ``hsa eval``'s firstcall suite."""
+    from hsa.envs.registry import get
+    from hsa.eval.config import EvalConfig
+    from hsa.eval.runner import evaluate
+
+    env = get(config.env, **dict(config.env_options))
+    recipes = out / "recipes"
+    recipes.mkdir(exist_ok=True)
+    paths = {}
+    for tier in config.tiers:
+        paths[tier.name] = recipes / f"{tier.name}.yaml"
+        paths[tier.name].write_text(tier.recipe.to_yaml(), "utf-8")
+    jobs = [(arm, seed, t.name) for (arm, seed) in runs for t in config.tiers]
+    held_out = {t.name: t.held_out for t in config.tiers}
+    seeds = {t.name: t.recipe.seed for t in config.tiers}
+    folders = {}
+    for index, (arm, seed, name) in enumerate(jobs):
+        progress("eval", index, len(jobs))
+        folder = out / "eval" / f"{arm}-s{seed}" / name
+        folders[(arm, seed, name)] = folder
+        if (folder / "summary.json").exists():
+            continue
+        settings = EvalConfig(
+            env=config.env,
+            env_options=dict(config.env_options),
+            policy="transformers",
+            model=str(runs[(arm, seed)]),
+            suites=("firstcall",),
+            tasks=config.eval.tasks,
+            variants=config.eval.variants,
+            recipe=str(paths[name]),
+            seed=seeds[name],
+            max_tokens=config.eval.max_tokens,
+            concurrency=config.eval.batch_size,
+        )
+        try:
+            evaluate(
+                settings,
+                folder,
+                env=env,
+                training=config.arms["augmented"] if held_out[name] else None,
+            )
+        except HsaError as exc:
+            raise ExperimentError(
+                f"evaluating {arm} seed {seed} on tier {name}: {exc.message}",
+                file=exc.file,
+                where=exc.where,
+            ) from None
+    progress("eval", len(jobs), len(jobs))
+    return folders
+
+
+def describe(summary: dict[str, Any]) -> str:
+    """One line: each tier's name accuracy, fixed vs augmented."""
+    parts = []
+    for tier, diff in summary["difference"].items():
+        fixed = summary["arms"]["fixed"]["tiers"][tier]["name"]["value"]
+        augmented = summary["arms"]["augmented"]["tiers"][tier]["name"]["value"]
+        parts.append(f"{tier} {fixed:.1%} -> {augmented:.1%} ({diff['name']['value']:+.2f})")
+    return "name accuracy, fixed -> augmented: " + "; ".join(parts)

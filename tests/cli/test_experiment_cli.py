@@ -1,0 +1,139 @@
+"""``hsa experiment run`` as a user runs it: a tiny experiment end to end, its summary's
+format, a rerun that redoes nothing, and refusals as one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from tests.cli.test_teach_cli import HSA, environ
+
+TINY = {
+    "seeds": [0],
+    "env": "livestream",
+    "env_options": {"compact": True, "n_tasks": 120},
+    "base": [
+        {"rule": "tools.drop_unused", "params": {"keep": 1}},
+        {"rule": "skill_content.drop_unused", "params": {"keep": 0}},
+    ],
+    "arms": {
+        "fixed": {"rules": []},
+        "augmented": {
+            "variants_per_trajectory": 2,
+            "variants_per_harness": 4,
+            "rules": [{"rule": "tools.rename", "probability": 0.7, "params": {"style": "any"}}],
+        },
+    },
+    "model": {"hidden": 16, "layers": 1, "vocab_size": 400},
+    "train": {"max_steps": 2, "per_device_train_batch_size": 4, "max_length": None},
+    "eval": {"tasks": 4, "variants": 1, "max_tokens": 12},
+    "tiers": {
+        "canonical": {"seed": 1, "rules": []},
+        "styles": {"seed": 2, "rules": "augmented"},
+        "prompt": {
+            "seed": 3,
+            "held_out": True,
+            "rules": [{"rule": "prompt.heading_style", "probability": 1.0}],
+        },
+    },
+}
+
+
+def hsa(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*HSA, *args], capture_output=True, text=True, env=environ(), timeout=600)
+
+
+def write(path, data):
+    path.write_text(yaml.safe_dump(data), "utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    root = tmp_path_factory.mktemp("experiment")
+    config = write(root / "tiny.yaml", TINY)
+    done = hsa("experiment", "run", str(config), "--out", str(root / "out"))
+    assert done.returncode == 0, done.stderr
+    return root, config, done
+
+
+@pytest.mark.slow
+def test_a_tiny_experiment_runs_end_to_end_and_writes_its_summary(finished):
+    root, _, done = finished
+    out = root / "out"
+    summary = json.loads((out / "summary.json").read_text("utf-8"))
+    for arm in ("fixed", "augmented"):
+        for tier in ("canonical", "styles", "prompt"):
+            for metric in ("name", "keys", "exact"):
+                cell = summary["arms"][arm]["tiers"][tier][metric]
+                assert 0 <= cell["value"] <= 1 and cell["ci"][0] <= cell["value"] <= cell["ci"][1]
+    for tier in ("canonical", "styles", "prompt"):
+        assert set(summary["difference"][tier]) == {"name", "keys", "exact"}
+        assert summary["tiers"][tier]["episodes"] > 0
+    assert summary["steps"] == 2 and summary["seeds"] == [0]
+    assert set(summary["data"]) == {"fixed", "augmented"}
+    assert all(len(d["config_hash"]) == 64 for d in summary["data"].values())
+    assert set(summary["wall_s"]) == {"data", "train", "eval", "total"}
+    runs = summary["training"]
+    assert runs["fixed-s0"]["steps"] == runs["augmented-s0"]["steps"] == 2
+    assert runs["augmented-s0"]["rows"] == 2 * runs["fixed-s0"]["rows"]
+    assert (out / "tiers.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| canonical | name |" in (out / "report.md").read_text("utf-8")
+    assert "name accuracy, fixed -> augmented" in done.stdout
+    # both arms of a seed start from the same weights: one initial model per seed
+    for arm in ("fixed", "augmented"):
+        trained = yaml.safe_load((out / "runs" / f"{arm}-s0.yaml").read_text("utf-8"))
+        assert trained["hsa"]["model"] == str(out / "init-s0")
+        assert trained["hsa"]["view"] == "firstcall"
+
+
+@pytest.mark.slow
+def test_a_rerun_redoes_nothing_and_gives_the_same_figures(finished):
+    root, config, _ = finished
+    out = root / "out"
+    before = json.loads((out / "summary.json").read_text("utf-8"))
+    weights = (out / "runs" / "fixed-s0" / "model.safetensors").stat().st_mtime_ns
+    done = hsa("experiment", "run", str(config), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    after = json.loads((out / "summary.json").read_text("utf-8"))
+    assert (out / "runs" / "fixed-s0" / "model.safetensors").stat().st_mtime_ns == weights
+    before.pop("wall_s"), after.pop("wall_s")
+    assert after == before
+
+
+@pytest.mark.slow
+def test_another_experiment_in_the_same_folder_is_refused(finished):
+    root, _, _ = finished
+    other = write(root / "other.yaml", {**TINY, "seeds": [5]})
+    done = hsa("experiment", "run", str(other), "--out", str(root / "out"))
+    assert done.returncode == 1
+    assert "holds another experiment" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_held_out_tier_that_training_draws_is_refused_naming_the_rule(tmp_path):
+    tiers = {"leak": {"seed": 9, "held_out": True, "rules": "augmented"}}
+    config = write(tmp_path / "leak.yaml", {**TINY, "tiers": tiers})
+    done = hsa("experiment", "run", str(config), "--out", str(tmp_path / "out"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "$.tiers.leak" in done.stderr and "tools.rename" in done.stderr
+    assert "overlaps training" in done.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_a_bad_training_key_is_refused_before_anything_runs(tmp_path):
+    train = {**TINY["train"], "learning_rat": 0.1}
+    config = write(tmp_path / "typo.yaml", {**TINY, "train": train})
+    done = hsa("experiment", "run", str(config), "--out", str(tmp_path / "out"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "$.train.learning_rat" in done.stderr and "learning_rate" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_flags_are_one_line(tmp_path):
+    config = write(tmp_path / "tiny.yaml", TINY)
+    done = hsa("experiment", "run", str(config), "--out", str(tmp_path / "o"), "--seeds", "a")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == ["hsa: error: --seeds: expected integers, got 'a'"]

@@ -1,0 +1,90 @@
+"""The experiment's figures: per arm and tier with intervals, paired differences, per seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from hsa.experiment.report import seed_table, table
+from hsa.experiment.results import figures, per_task
+
+TASKS = [f"t{i}" for i in range(40)]
+
+
+def scores(fixed_rate, augmented_rate, seeds=(0, 1), tier="styles"):
+    """Per-task scores: the first ``rate`` share of the tasks right, the others wrong."""
+
+    def of(rate):
+        right = round(rate * len(TASKS))
+        values = {t: (1.0 if i < right else 0.0) for i, t in enumerate(TASKS)}
+        return {"name": values, "keys": values, "exact": values, "offered": values}
+
+    out = {}
+    for seed in seeds:
+        out[("fixed", seed, tier)] = of(fixed_rate)
+        out[("augmented", seed, tier)] = of(augmented_rate)
+    return out
+
+
+def test_values_and_paired_differences_with_intervals():
+    found = figures(scores(0.25, 0.75), [0, 1], ["styles"])
+    fixed = found["arms"]["fixed"]["tiers"]["styles"]["name"]
+    augmented = found["arms"]["augmented"]["tiers"]["styles"]["name"]
+    diff = found["difference"]["styles"]["name"]
+    assert fixed["value"] == 0.25 and augmented["value"] == 0.75
+    assert diff["value"] == pytest.approx(0.5)
+    low, high = diff["ci"]
+    assert 0 < low < 0.5 < high <= 1
+    assert fixed["ci"][0] < 0.25 < fixed["ci"][1]
+
+
+def test_a_difference_on_the_same_tasks_is_paired():
+    # the augmented arm gets right exactly the tasks the fixed arm does, plus none: no spread
+    found = figures(scores(0.5, 0.5), [0], ["styles"])
+    assert found["difference"]["styles"]["name"] == {"value": 0.0, "ci": [0.0, 0.0]}
+
+
+def test_seeds_are_reported_alone_and_averaged_per_task():
+    both = scores(0.0, 1.0, seeds=(0,)) | {
+        ("fixed", 1, "styles"): scores(0.5, 0.5, seeds=(1,))[("fixed", 1, "styles")],
+        ("augmented", 1, "styles"): scores(0.5, 0.5, seeds=(1,))[("augmented", 1, "styles")],
+    }
+    found = figures(both, [0, 1], ["styles"])
+    assert found["per_seed"]["0"]["difference"]["styles"]["name"]["value"] == 1.0
+    assert found["per_seed"]["1"]["difference"]["styles"]["name"]["value"] == 0.0
+    assert found["difference"]["styles"]["name"]["value"] == pytest.approx(0.5)
+    assert found["arms"]["fixed"]["tiers"]["styles"]["name"]["value"] == pytest.approx(0.25)
+
+
+def test_per_task_means_a_tasks_episodes():
+    rows = [
+        {"task_id": "a", "name_match": True, "keys_match": True, "success": False},
+        {"task_id": "a", "name_match": False, "keys_match": False, "success": False},
+        {"task_id": "b", "name_match": True, "keys_match": False, "success": False},
+    ]
+    assert per_task(rows, "name") == {"a": 0.5, "b": 1.0}
+    assert per_task(rows, "keys") == {"a": 0.5, "b": 0.0}
+    assert per_task(rows, "exact") == {"a": 0.0, "b": 0.0}
+
+
+def test_the_tables_show_every_tier_and_metric():
+    found = figures(scores(0.25, 0.75), [0, 1], ["styles"])
+    text = table(found)
+    assert "| styles | name | 25.0% [" in text
+    assert "| +0.500 [" in text
+    assert len(text.splitlines()) == 2 + 3
+    assert len(seed_table({**found}).splitlines()) == 2 + 2
+
+
+def test_offered_counts_replies_naming_anything_the_harness_offers():
+    def row(task, name, failure):
+        return {"task_id": task, "name_match": name, "failure": failure}
+
+    rows = [
+        row("a", True, None),
+        row("a", False, "wrong_tool"),
+        row("b", False, "unknown_tool"),
+        row("b", False, "unparseable_call"),
+        row("c", False, "invalid_arguments"),
+        row("c", False, "wrong_final_answer"),
+    ]
+    assert per_task(rows, "offered") == {"a": 1.0, "b": 0.0, "c": 0.5}
