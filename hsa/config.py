@@ -251,3 +251,25 @@ def settings_hash(chosen: Mapping[str, Any], files: Iterable[str] = ()) -> str:
                 chosen[name] = hashlib.sha256(Path(chosen[name]).read_bytes()).hexdigest()
     text = json.dumps(chosen, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def loads_yaml(text: str, *, error: type[HsaError], file: str | None = None) -> Any:
+    """``text`` parsed as YAML; a syntax error raised as ``error`` naming the line."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else None
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise error(f"invalid YAML: {reason}", file=file, where=where) from None
+
+
+def read_yaml(path: str | Path, *, error: type[HsaError]) -> Any:
+    """The YAML file at ``path``; an unreadable file or a syntax error raised as ``error``."""
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    return loads_yaml(text, error=error, file=str(path))

@@ -29,9 +29,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonschema import Draft202012Validator
 
+from hsa.config import loads_yaml
 from hsa.errors import RuleError
 from hsa.harness.validate import json_path
 
@@ -156,14 +156,7 @@ def _base_dict(item: RecipeRule) -> dict[str, Any]:
 
 def loads_recipe(text: str, *, file: str | None = None) -> Recipe:
     """A recipe from YAML text."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise RuleError(f"invalid YAML: {reason}", file=file, where=where) from None
-    return Recipe.from_dict(data, file=file)
+    return Recipe.from_dict(loads_yaml(text, error=RuleError, file=file), file=file)
 
 
 def load_recipe(path: str | Path) -> Recipe:

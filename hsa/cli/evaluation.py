@@ -22,17 +22,11 @@ def _training_recipe(path: Path | None) -> Any:
     """The recipe at ``path``: a recipe file, or a build config's ``augment.recipe``."""
     if path is None:
         return None
-    import yaml
-
     from hsa.augment.recipe import load_recipe
+    from hsa.config import read_yaml
     from hsa.errors import ConfigError
 
-    try:
-        data = yaml.safe_load(path.read_text("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=str(path)) from None
+    data = read_yaml(path, error=ConfigError)
     if isinstance(data, dict) and "augment" in data:
         from hsa.pipelines.build import load_config
 

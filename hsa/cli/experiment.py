@@ -22,7 +22,16 @@ def group() -> None:
     "--seeds", default=None, help="Training seeds, comma-separated (default: the config's)."
 )
 @click.option("--steps", type=int, default=None, help="Training steps per model (max_steps).")
-def run_command(config: Path, out: Path, seeds: str | None, steps: int | None) -> None:
+@click.option(
+    "--doc",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the figures into this Markdown document's results section (with its "
+    "plot and summary beside it), as docs/experiment.md holds them.",
+)
+def run_command(
+    config: Path, out: Path, seeds: str | None, steps: int | None, doc: Path | None
+) -> None:
     """Run the experiment CONFIG into OUT: data (hsa build), training (hsa train sft, both arms
     from the same initial weights, same steps), evaluation (hsa eval's firstcall suite on each
     held-out tier); writes OUT/summary.json and OUT/report.md with its plot. A rerun finishes
@@ -38,6 +47,10 @@ def run_command(config: Path, out: Path, seeds: str | None, steps: int | None) -
         except ValueError:
             raise ExperimentError(f"--seeds: expected integers, got {seeds!r}") from None
     settings = load_config(config, seeds=parsed, steps=steps)
+    if doc is not None:
+        from hsa.experiment.report import check_doc
+
+        check_doc(doc)
     bar = progress()
     with bar:
         jobs: dict[str, TaskID] = {}
@@ -50,3 +63,8 @@ def run_command(config: Path, out: Path, seeds: str | None, steps: int | None) -
         summary = run(settings, out, progress=advance)
     console().print(describe(summary))
     console().print(f"wrote {out / 'report.md'} and {out / 'summary.json'}")
+    if doc is not None:
+        from hsa.experiment.report import write_doc
+
+        write_doc(summary, doc)
+        console().print(f"wrote the results section of {doc}")

@@ -16,16 +16,10 @@ from hsa.cli.output import console, error_console, progress
 
 
 def _load_config_file(path: Path) -> dict[str, Any]:
-    import yaml
-
+    from hsa.config import read_yaml
     from hsa.errors import ConfigError
 
-    try:
-        data = yaml.safe_load(path.read_text("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror or exc}", file=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=str(path)) from None
+    data = read_yaml(path, error=ConfigError)
     if isinstance(data, dict) and isinstance(data.get("teach"), dict):
         data = data["teach"]
     if not isinstance(data, dict):

@@ -29,10 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hsa.augment.recipe import Recipe
-from hsa.config import bounded, from_mapping, refuse, setting, settings_hash
+from hsa.config import bounded, from_mapping, read_yaml, refuse, setting, settings_hash
 from hsa.errors import ExperimentError, HsaError
 
 #: the arms, in the order they are reported
@@ -200,11 +198,5 @@ def parse_config(
 
 
 def load_config(path: str | Path, **overrides: Any) -> ExperimentConfig:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text("utf-8"))
-    except OSError as exc:
-        raise ExperimentError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise ExperimentError(f"not YAML: {exc}", file=str(path)) from None
+    data = read_yaml(path, error=ExperimentError)
     return parse_config(data, file=str(path), overrides=overrides)

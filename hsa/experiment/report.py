@@ -105,13 +105,11 @@ def plot(summary: dict[str, Any]) -> bytes:
     return png(fig)
 
 
-def write_report(summary: dict[str, Any], out: Path) -> None:
-    (out / "tiers.png").write_bytes(plot(summary))
+def results(summary: dict[str, Any], plot_path: str) -> str:
+    """The figures of a run as Markdown (level-3 headings): what ``report.md`` shows and what
+    ``write_doc`` puts in a document."""
     walls = summary["wall_s"]
-    training = summary["training"]
     lines = [
-        "# Harness-augmentation experiment",
-        "",
         f"Seeds {', '.join(map(str, summary['seeds']))}; {summary['steps']} steps at batch "
         f"{summary['batch_size']} per model, both arms from the same initial weights per seed. "
         "Each cell: the share of first replies that name the right tool (`name`), with the "
@@ -121,35 +119,73 @@ def write_report(summary: dict[str, Any], out: Path) -> None:
         "",
         table(summary),
         "",
-        "![name accuracy per tier](tiers.png)",
+        f"![name accuracy per tier]({plot_path})",
         "",
-        "## Per seed (name accuracy)",
+        "### Per seed (name accuracy)",
         "",
         seed_table(summary),
         "",
-        "## Against chance",
+        "### Against chance",
         "",
         "`offered`: the share of first replies naming a tool or skill the harness offers, right "
         "or wrong (a model that reads the list); `chance`: a uniform pick among them.",
         "",
         choice_table(summary),
         "",
-        "## Tiers",
+        "### Tiers",
         "",
         tier_table(summary),
         "",
-        "## Cost",
+        "### Cost",
         "",
         "| run | rows | steps | tokens | wall s |",
         "|---|---|---|---|---|",
         *(
             f"| {name} | {run.get('rows')} | {run.get('steps')} | {run.get('tokens')} | "
             f"{run.get('wall_s')} |"
-            for name, run in training.items()
+            for name, run in summary["training"].items()
         ),
         "",
         f"Wall time: data {walls['data']} s, training {walls['train']} s, evaluation "
         f"{walls['eval']} s, total {walls['total']} s.",
-        "",
     ]
-    (out / "report.md").write_text("\n".join(lines), "utf-8")
+    return "\n".join(lines)
+
+
+def write_report(summary: dict[str, Any], out: Path) -> None:
+    """``out/report.md`` and its plot ``out/tiers.png``."""
+    (out / "tiers.png").write_bytes(plot(summary))
+    text = "# Harness-augmentation experiment\n\n" + results(summary, "tiers.png") + "\n"
+    (out / "report.md").write_text(text, "utf-8")
+
+
+#: where ``write_doc`` puts a run's figures in a document
+BEGIN = "<!-- experiment results: written by hsa experiment run --doc; do not edit by hand -->"
+END = "<!-- end of experiment results -->"
+
+
+def check_doc(doc: Path) -> None:
+    """Refuse a document that exists but has no results section (before a run, not after)."""
+    from hsa.errors import ExperimentError
+
+    if doc.exists():
+        text = doc.read_text("utf-8")
+        if BEGIN not in text or END not in text:
+            raise ExperimentError(f"has no results section ({BEGIN} ... {END})", file=str(doc))
+
+
+def write_doc(summary: dict[str, Any], doc: Path) -> None:
+    """Put a run's figures into ``doc`` between ``BEGIN`` and ``END``, its plot at
+    ``images/experiment-tiers.png`` and its summary at ``experiment-summary.json`` beside it."""
+    import json
+
+    check_doc(doc)
+    text = doc.read_text("utf-8") if doc.exists() else f"{BEGIN}\n{END}\n"
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    body = results(summary, "images/experiment-tiers.png")
+    (doc.parent / "images").mkdir(parents=True, exist_ok=True)
+    (doc.parent / "images" / "experiment-tiers.png").write_bytes(plot(summary))
+    dumped = json.dumps(summary, indent=2, sort_keys=True) + "\n"
+    (doc.parent / "experiment-summary.json").write_text(dumped, "utf-8")
+    doc.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}", "utf-8")

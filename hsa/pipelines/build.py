@@ -24,12 +24,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonschema import Draft202012Validator
 
 from hsa import __version__
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
-from hsa.config import bounded, from_mapping, refuse, setting, settings_of
+from hsa.config import bounded, from_mapping, read_yaml, refuse, setting, settings_of
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
@@ -273,17 +272,7 @@ def _recipe(spec: Any, path: Callable[[str], Path | None], file: str | None) -> 
 def load_config(path: str | Path) -> BuildConfig:
     """A build config from a YAML file."""
     path = Path(path)
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror or exc}", file=str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"invalid YAML: {reason}", file=str(path), where=where) from None
+    data = read_yaml(path, error=ConfigError)
     return parse_config(data, base=path.parent, file=str(path))
 
 

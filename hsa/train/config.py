@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hsa.config import bounded, did_you_mean, from_mapping, refuse, setting
+from hsa.config import bounded, did_you_mean, from_mapping, read_yaml, refuse, setting
 from hsa.errors import TrainError
 
 #: what of each row a run trains on (``SftSettings.view``)
@@ -93,14 +93,7 @@ def split_config(
 def load_yaml(path: str | Path | None) -> Any:
     if path is None:
         return {}
-    import yaml
-
-    try:
-        return yaml.safe_load(Path(path).read_text("utf-8")) or {}
-    except OSError as exc:
-        raise TrainError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise TrainError(f"invalid YAML: {exc}", file=str(path)) from None
+    return read_yaml(path, error=TrainError) or {}
 
 
 def sft_settings(section: Mapping[str, Any], *, file: str | None = None) -> SftSettings:

@@ -93,7 +93,7 @@ def test_a_missing_or_broken_file_is_one_error(tmp_path):
         load_config(tmp_path / "none.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("seeds: [0\n")
-    with pytest.raises(ExperimentError, match="not YAML"):
+    with pytest.raises(ExperimentError, match="invalid YAML"):
         load_config(bad)
     good = tmp_path / "good.yaml"
     good.write_text(yaml.safe_dump(TINY))
