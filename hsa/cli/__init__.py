@@ -49,6 +49,17 @@ def _register() -> None:
 _register()
 
 
+#: optional packages, and the extra of hsa that installs each
+_EXTRAS = {
+    "torch": "train",
+    "transformers": "train",
+    "trl": "train",
+    "datasets": "train",
+    "vllm": "vllm",
+    "ray": "ray",
+}
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run ``hsa`` and report ``HsaError`` as one line per problem, exit 1."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
@@ -59,6 +70,16 @@ def main(argv: list[str] | None = None) -> None:
             raise
         for line in str(exc).splitlines() or [type(exc).__name__]:
             click.echo(f"hsa: error: {line}", err=True)
+        sys.exit(1)
+    except ModuleNotFoundError as exc:
+        extra = _EXTRAS.get((exc.name or "").split(".")[0])
+        if debug or extra is None:
+            raise
+        click.echo(
+            f"hsa: error: this command needs {exc.name}, which is not installed: "
+            f"python -m pip install -e '.[{extra}]' (or 'hsa[{extra}]')",
+            err=True,
+        )
         sys.exit(1)
     except click.exceptions.Abort:
         click.echo("hsa: aborted", err=True)

@@ -164,9 +164,9 @@ def episode_row(
         "latency_s": round(sum(result.latencies_s), 6),
         "call_latencies_s": latencies,
         "name_match": None,
+        "keys_match": None,
         "target": None,
         "choices": None,
-        "keys_match": None,
     }
 
 

@@ -128,13 +128,13 @@ def _planned(
     canonical: bool,
     suite: str,
 ) -> dict[str, list[Variant]]:
-    """Per task id, ``k`` variants of ``recipe`` (or with ``canonical``, the one variant of its
-    base rules alone), tasks grouped by what their solutions use."""
+    """Per task id, ``k`` variants of ``recipe`` (or with ``canonical``, one variant of its base
+    rules alone, drawn as the variants are), tasks grouped by what their solutions use."""
     harness = _one_harness(env, suite)
     if not canonical and not recipe.rules:
         return {task.id: [] for task in tasks}  # a recipe of base rules alone: no variants
     if canonical:
-        recipe = dataclasses.replace(recipe, rules=(), variants_per_harness=1, min_rules=0)
+        recipe = dataclasses.replace(recipe, rules=(), min_rules=0)
         k = 1
     groups: dict[str, tuple[Context, list[Task]]] = {}
     for task, context in zip(tasks, contexts(env, tasks, recipe), strict=True):

@@ -140,7 +140,8 @@ def parse_config(
         raise ExperimentError("seeds must be a list of integers", file=file, where="$.seeds")
     if not isinstance(train.get("max_steps"), int) or train["max_steps"] < 1:
         raise ExperimentError(
-            "train.max_steps must be set: an experiment is step-capped, never time-capped",
+            "train.max_steps must be a positive number of steps: an experiment is "
+            "step-capped, never time-capped",
             file=file,
             where="$.train.max_steps",
         )
@@ -154,7 +155,8 @@ def parse_config(
     for arm in ARMS:
         spec = dict(arms_data[arm] or {})
         variants[arm] = int(spec.pop("variants_per_trajectory", 1))
-        spec.setdefault("variants_per_harness", max(variants[arm], 1))
+        # both arms draw the base rules as often: the same spread of compact harnesses
+        spec.setdefault("variants_per_harness", 16)
         arms[arm] = _recipe(spec, base, 0, f"$.arms.{arm}", file)
     tiers = []
     for name, spec in (data.get("tiers") or {}).items():

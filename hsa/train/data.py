@@ -145,6 +145,12 @@ def load_rows(settings: SftSettings, *, seed: int, cache: Path | None = None) ->
     train = _view(train, settings.view)
     if len(train) < counts["train"]:
         counts["no_assistant"] = counts["train"] - len(train)
+    if len(train) == 0:
+        raise TrainError(
+            f"no {settings.train_split} row has an assistant message to train on as its first call",
+            file=str(data),
+            where="$.hsa.view",
+        )
     evaluated = None
     if settings.eval_split is not None:
         evaluated = _view(_split(data, settings.eval_split, settings, seed, cache), settings.view)

@@ -55,7 +55,8 @@ def write(path, data):
 def finished(tmp_path_factory):
     root = tmp_path_factory.mktemp("experiment")
     config = write(root / "tiny.yaml", TINY)
-    done = hsa("experiment", "run", str(config), "--out", str(root / "out"))
+    doc = root / "doc.md"
+    done = hsa("experiment", "run", str(config), "--out", str(root / "out"), "--doc", str(doc))
     assert done.returncode == 0, done.stderr
     return root, config, done
 
@@ -64,6 +65,8 @@ def finished(tmp_path_factory):
 def test_a_tiny_experiment_runs_end_to_end_and_writes_its_summary(finished):
     root, _, done = finished
     out = root / "out"
+    assert "wrote the results section" in done.stdout
+    assert "| canonical | name |" in (root / "doc.md").read_text("utf-8")
     summary = json.loads((out / "summary.json").read_text("utf-8"))
     for arm in ("fixed", "augmented"):
         for tier in ("canonical", "styles", "prompt"):
@@ -137,3 +140,13 @@ def test_bad_flags_are_one_line(tmp_path):
     done = hsa("experiment", "run", str(config), "--out", str(tmp_path / "o"), "--seeds", "a")
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == ["hsa: error: --seeds: expected integers, got 'a'"]
+
+
+def test_a_document_without_a_results_section_is_refused_before_running(tmp_path):
+    config = write(tmp_path / "tiny.yaml", TINY)
+    doc = tmp_path / "notes.md"
+    doc.write_text("# my notes\n", "utf-8")
+    done = hsa("experiment", "run", str(config), "--out", str(tmp_path / "o"), "--doc", str(doc))
+    assert done.returncode == 1 and "has no results section" in done.stderr
+    assert not (tmp_path / "o").exists()
+    assert doc.read_text("utf-8") == "# my notes\n"

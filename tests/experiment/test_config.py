@@ -98,3 +98,12 @@ def test_a_missing_or_broken_file_is_one_error(tmp_path):
     good = tmp_path / "good.yaml"
     good.write_text(yaml.safe_dump(TINY))
     assert load_config(good).steps == 2
+
+
+@pytest.mark.parametrize("name", ["experiment.yaml", "experiment-random.yaml"])
+def test_the_shipped_held_out_tiers_draw_nothing_their_training_draws(name):
+    from hsa.experiment.run import check_tiers
+
+    config = load_config(EXAMPLE.with_name(name))
+    assert any(t.held_out for t in config.tiers)
+    check_tiers(config)  # raises when a held-out tier overlaps the augmented arm's recipe
