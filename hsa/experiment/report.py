@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from hsa.datasets.figures import png, pyplot
+from hsa.errors import ExperimentError
 from hsa.experiment.config import ARMS, METRICS, OFFERED
+from hsa.harness.files import write_atomic
 
 
 def _pct(cell: dict[str, Any]) -> str:
@@ -154,9 +156,9 @@ def results(summary: dict[str, Any], plot_path: str) -> str:
 
 def write_report(summary: dict[str, Any], out: Path) -> None:
     """``out/report.md`` and its plot ``out/tiers.png``."""
-    (out / "tiers.png").write_bytes(plot(summary))
+    write_atomic(out / "tiers.png", plot(summary), error=ExperimentError)
     text = "# Harness-augmentation experiment\n\n" + results(summary, "tiers.png") + "\n"
-    (out / "report.md").write_text(text, "utf-8")
+    write_atomic(out / "report.md", text, error=ExperimentError)
 
 
 #: where ``write_doc`` puts a run's figures in a document
@@ -166,8 +168,6 @@ END = "<!-- end of experiment results -->"
 
 def check_doc(doc: Path) -> None:
     """Refuse a document that exists but has no results section (before a run, not after)."""
-    from hsa.errors import ExperimentError
-
     if doc.exists():
         text = doc.read_text("utf-8")
         if BEGIN not in text or END not in text:
@@ -185,7 +185,9 @@ def write_doc(summary: dict[str, Any], doc: Path) -> None:
     tail = rest.split(END, 1)[1]
     body = results(summary, "images/experiment-tiers.png")
     (doc.parent / "images").mkdir(parents=True, exist_ok=True)
-    (doc.parent / "images" / "experiment-tiers.png").write_bytes(plot(summary))
+    write_atomic(
+        doc.parent / "images" / "experiment-tiers.png", plot(summary), error=ExperimentError
+    )
     dumped = json.dumps(summary, indent=2, sort_keys=True) + "\n"
-    (doc.parent / "experiment-summary.json").write_text(dumped, "utf-8")
-    doc.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}", "utf-8")
+    write_atomic(doc.parent / "experiment-summary.json", dumped, error=ExperimentError)
+    write_atomic(doc, f"{head}{BEGIN}\n{body}\n{END}{tail}", error=ExperimentError)

@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from hsa.errors import ExperimentError
 from hsa.eval.summary import bootstrap_mean
 from hsa.experiment.config import ARMS, METRICS, OFFERED, ExperimentConfig
+from hsa.harness.files import write_atomic
 
 RESAMPLES = 2000
 _COLUMNS = {"name": "name_match", "keys": "keys_match", "exact": "success"}
@@ -162,6 +164,6 @@ def write_results(
         }
     summary["wall_s"] = {k: round(v, 1) for k, v in walls.items()}
     text = json.dumps(summary, indent=2, sort_keys=True) + "\n"
-    (out / "summary.json").write_text(text, "utf-8")
+    write_atomic(out / "summary.json", text, error=ExperimentError)
     write_report(summary, out)
     return summary

@@ -31,6 +31,7 @@ from typing import Any
 from hsa.errors import ExperimentError, HsaError
 from hsa.experiment.config import ARMS, ExperimentConfig
 from hsa.experiment.results import write_results
+from hsa.harness.files import write_atomic
 from hsa.harness.io import dump_yaml
 
 #: what a step says while it runs: (step, done, total)
@@ -58,13 +59,21 @@ def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quie
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     marker = out / "experiment.json"
-    found = json.loads(marker.read_text("utf-8")) if marker.exists() else None
+    try:
+        found = json.loads(marker.read_text("utf-8")) if marker.exists() else None
+    except ValueError:
+        raise ExperimentError("not an experiment's record (not JSON)", file=str(marker)) from None
+    if found is None and any(out.iterdir()):
+        raise ExperimentError(
+            "is not empty and holds no experiment; use a new folder", file=str(out)
+        )
     if found is not None and found.get("config_hash") != config.hash():
         raise ExperimentError(
             "holds another experiment (its config differs); use a new folder",
             file=str(out),
         )
-    marker.write_text(json.dumps({"config_hash": config.hash()}, indent=2) + "\n", "utf-8")
+    text = json.dumps({"config_hash": config.hash()}, indent=2) + "\n"
+    write_atomic(marker, text, error=ExperimentError)
     walls: dict[str, float] = {}
     started = time.monotonic()
     data = build_data(config, out, progress)
@@ -200,7 +209,8 @@ def train_all(
         folder = runs[job]
         folder.mkdir(parents=True, exist_ok=True)
         path = folder.parent / f"{folder.name}.yaml"
-        path.write_text(dump_yaml(_train_config(config, data[arm], inits[seed], seed)), "utf-8")
+        text = dump_yaml(_train_config(config, data[arm], inits[seed], seed))
+        write_atomic(path, text, error=ExperimentError)
         env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         env["TOKENIZERS_PARALLELISM"] = "false"
         command = [sys.executable, "-m", "hsa", "train", "sft", "--config", str(path)]
@@ -243,7 +253,7 @@ def evaluate_all(
     paths = {}
     for tier in config.tiers:
         paths[tier.name] = recipes / f"{tier.name}.yaml"
-        paths[tier.name].write_text(tier.recipe.to_yaml(), "utf-8")
+        write_atomic(paths[tier.name], tier.recipe.to_yaml(), error=ExperimentError)
     jobs = [(arm, seed, t.name) for (arm, seed) in runs for t in config.tiers]
     held_out = {t.name: t.held_out for t in config.tiers}
     seeds = {t.name: t.recipe.seed for t in config.tiers}

@@ -150,3 +150,13 @@ def test_a_document_without_a_results_section_is_refused_before_running(tmp_path
     assert done.returncode == 1 and "has no results section" in done.stderr
     assert not (tmp_path / "o").exists()
     assert doc.read_text("utf-8") == "# my notes\n"
+
+
+def test_a_folder_holding_something_else_is_refused(tmp_path):
+    config = write(tmp_path / "tiny.yaml", TINY)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n", "utf-8")
+    done = hsa("experiment", "run", str(config), "--out", str(out))
+    assert done.returncode == 1 and "holds no experiment" in done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
