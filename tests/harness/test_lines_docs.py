@@ -49,10 +49,10 @@ def test_enum_values_are_joined_by_bars():
     assert line(tool) == "- f(n?: 1|2|null)"
 
 
-def test_nested_objects_are_inline():
+def test_required_objects_are_inline_and_optional_ones_are_just_objects():
     address = params({"city": {"type": "string"}, "zip": {"type": "string"}}, ("city",))
-    tool = {"name": "ship", "parameters": params({"to": address}, ("to",))}
-    assert line(tool) == "- ship(to: {city: string, zip?: string})"
+    tool = {"name": "ship", "parameters": params({"to": address, "via": address}, ("to",))}
+    assert line(tool) == "- ship(to: {city: string, zip?: string}, via?: object)"
 
 
 def test_arrays_of_types_of_enums_and_of_refs():
@@ -69,7 +69,7 @@ def test_arrays_of_types_of_enums_and_of_refs():
             "$defs": {"Item": params({"sku": {"type": "string"}}, ("sku",))},
         },
     }
-    assert line(tool) == "- tag(ids?: integer[], colors?: (red|blue)[], items?: {sku: string}[])"
+    assert line(tool) == "- tag(ids?: integer[], colors?: (red|blue)[], items?: object[])"
 
 
 def test_only_the_first_sentence_of_the_description():

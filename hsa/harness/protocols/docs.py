@@ -278,8 +278,9 @@ def _md_params(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -
 @register_doc_format("lines", drawn=False)
 def lines_docs(tools: Sequence[Tool]) -> str:
     """One line per tool, ``name(param: type, optional?: type): first sentence``: enum values
-    as ``a|b``, objects inline as ``{...}``, arrays as ``type[]``; parameter descriptions and
-    defaults are left out, so prompts stay short (compact harnesses for small models)."""
+    as ``a|b``, a required object's properties inline as ``{...}`` (an optional object is
+    ``object``), arrays as ``type[]``; parameter descriptions and defaults are left out, so
+    prompts stay short (compact harnesses for small models)."""
     out = []
     for tool in tools:
         root = tool.parameters
@@ -298,19 +299,22 @@ def _first_sentence(text: str) -> str:
 def _line_params(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
     parts = []
     for name, sub, required in _properties(_resolve(schema, root)):
-        parts.append(f"{name}{'' if required else '?'}: {_line_type(sub, root, depth)}")
+        kind = _line_type(sub, root, depth, inline=required)
+        parts.append(f"{name}{'' if required else '?'}: {kind}")
     return ", ".join(parts)
 
 
-def _line_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
+def _line_type(
+    schema: Mapping[str, Any], root: Mapping[str, Any], depth: int, *, inline: bool = True
+) -> str:
     schema = _resolve(schema, root)
     enum = schema.get("enum")
     if isinstance(enum, list) and enum:
         return "|".join(v if isinstance(v, str) else json.dumps(v) for v in enum)
     if schema.get("properties") and depth < _MAX_DEPTH:
-        return "{" + _line_params(schema, root, depth + 1) + "}"
+        return "{" + _line_params(schema, root, depth + 1) + "}" if inline else "object"
     items = schema.get("items")
     if schema.get("type") == "array" and isinstance(items, Mapping) and depth < _MAX_DEPTH:
-        inner = _line_type(items, root, depth + 1)
+        inner = _line_type(items, root, depth + 1, inline=inline)
         return f"({inner})[]" if "|" in inner else f"{inner}[]"
     return _json_type(schema, root)
