@@ -188,6 +188,6 @@ def write_doc(summary: dict[str, Any], doc: Path) -> None:
     write_atomic(
         doc.parent / "images" / "experiment-tiers.png", plot(summary), error=ExperimentError
     )
-    dumped = json.dumps(summary, indent=2, sort_keys=True) + "\n"
+    dumped = json.dumps(summary, indent=2) + "\n"
     write_atomic(doc.parent / "experiment-summary.json", dumped, error=ExperimentError)
     write_atomic(doc, f"{head}{BEGIN}\n{body}\n{END}{tail}", error=ExperimentError)

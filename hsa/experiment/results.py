@@ -163,7 +163,7 @@ def write_results(
             "manifest_hash": resolved["data"]["manifest_hash"],
         }
     summary["wall_s"] = {k: round(v, 1) for k, v in walls.items()}
-    text = json.dumps(summary, indent=2, sort_keys=True) + "\n"
+    text = json.dumps(summary, indent=2) + "\n"
     write_atomic(out / "summary.json", text, error=ExperimentError)
     write_report(summary, out)
     return summary
