@@ -74,7 +74,7 @@ def test_a_tiny_experiment_runs_end_to_end_and_writes_its_summary(finished):
                 cell = summary["arms"][arm]["tiers"][tier][metric]
                 assert 0 <= cell["value"] <= 1 and cell["ci"][0] <= cell["value"] <= cell["ci"][1]
     for tier in ("canonical", "styles", "prompt"):
-        assert set(summary["difference"][tier]) == {"name", "keys", "exact"}
+        assert set(summary["difference"][tier]) == {"name", "keys", "exact", "offered"}
         assert summary["tiers"][tier]["episodes"] > 0
     assert summary["steps"] == 2 and summary["seeds"] == [0]
     assert set(summary["data"]) == {"fixed", "augmented"}

@@ -45,6 +45,8 @@ def row(**fields) -> dict:
         "call_latencies_s": [0.25],
         "name_match": None,
         "keys_match": None,
+        "target": None,
+        "choices": None,
     }
     unknown = set(fields) - set(base)
     assert not unknown, f"not episode columns: {unknown}"
