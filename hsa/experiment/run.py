@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,7 @@ def build_data(config: ExperimentConfig, out: Path, progress: Progress) -> dict[
     return folders
 
 
+@lru_cache(maxsize=4)
 def _first_call_texts(data: Path) -> list[str]:
     from hsa.datasets.export import to_hf
     from hsa.train.data import first_call

@@ -75,14 +75,21 @@ class Scripted:
         return SimpleNamespace(sequences=sequences, scores=scores)
 
 
-def test_the_model_generates_from_exactly_the_tokens_it_is_trained_on(env):
-    from trl.chat_template_utils import get_training_chat_template
-
+def _scripted_search(env):
+    """A single-tool task under the canonical harness, the two replies that solve it (a search
+    call, then an answer) and a tokenizer that spells them."""
     canonical = canonical_variant(env.harness())
     task = next(t for t in env.tasks("train") if t.kind == "single_tool")
     query = json.dumps({"name": "search_products", "arguments": {"query": "lamp"}})
     texts = [f"<tool_call>\n{query}\n</tool_call><|im_end|>", "Done.<|im_end|>"]
     tokenizer = qwen_tokenizer([*texts, "<tool_response> lamp search results"])
+    return canonical, task, texts, tokenizer
+
+
+def test_the_model_generates_from_exactly_the_tokens_it_is_trained_on(env):
+    from trl.chat_template_utils import get_training_chat_template
+
+    canonical, task, texts, tokenizer = _scripted_search(env)
     model = Scripted(tokenizer, texts)
     backend = PolicyBackend(
         model,
@@ -159,11 +166,7 @@ class FakeVLLM:
 def test_with_vllm_the_replies_come_from_trls_engine(env):
     from trl.chat_template_utils import get_training_chat_template
 
-    canonical = canonical_variant(env.harness())
-    task = next(t for t in env.tasks("train") if t.kind == "single_tool")
-    query = json.dumps({"name": "search_products", "arguments": {"query": "lamp"}})
-    texts = [f"<tool_call>\n{query}\n</tool_call><|im_end|>", "Done.<|im_end|>"]
-    tokenizer = qwen_tokenizer([*texts, "<tool_response> lamp search results"])
+    canonical, task, texts, tokenizer = _scripted_search(env)
     engine = FakeVLLM(tokenizer, texts)
     backend = PolicyBackend(
         None,
