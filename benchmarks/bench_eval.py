@@ -54,11 +54,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="about a third of the episodes")
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--tasks", type=int, default=None, help="test tasks (default: all, 254)")
+    parser.add_argument("--tasks", type=int, default=None, help="tasks (default: all of the split)")
+    parser.add_argument(
+        "--split",
+        default="test",
+        choices=("train", "dev", "test"),
+        help="livestream split to evaluate: test (254 tasks, 1,270 episodes) or train (2,316 "
+        "tasks, 11,580 episodes, about 2 minutes)",
+    )
     args = parser.parse_args()
     tasks = 40 if args.quick else args.tasks
     env = get("livestream")
-    settings = {"tasks": tasks, "variants": 4, "recipe": str(HELDOUT), "seed": 0}
+    settings = {
+        "tasks": tasks,
+        "split": args.split,
+        "variants": 4,
+        "recipe": str(HELDOUT),
+        "seed": 0,
+    }
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

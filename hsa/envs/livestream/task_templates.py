@@ -279,7 +279,7 @@ def coupon(world: World, rng: random.Random) -> Iterator[Draft]:
     )
     for c in world.coupons:
         pool = [p for p in world.products if c.category in (None, p.category)]
-        others = [p for p in world.products if p not in pool]
+        others = [p for p in world.products if c.category not in (None, p.category)]
         for _ in range(18):
             p = rng.choice(others) if others and rng.random() < 0.15 else rng.choice(pool)
             qty = rng.choice((1, 1, 2, 3))
