@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 
+from hsa.augment.rule import DRAWS
 from hsa.errors import RuleError
 
 #: OpenAI/Anthropic tool names
@@ -110,6 +111,35 @@ def changing_styles(
         elif any(restyle(n, style) != n for n in names):
             out.append(style)
     return out or list(styles)
+
+
+def style_param(styles: Sequence[str], description: str) -> dict[str, object]:
+    """The schema of a rule's ``style`` parameter: one of ``styles``, ``any`` (one drawn per
+    rewrite), or a list of styles to draw one from (``[camel, synonym]``)."""
+    return {
+        "anyOf": [
+            {"enum": ["any", *styles]},
+            {"type": "array", "items": {"enum": list(styles)}, "minItems": 1, "uniqueItems": True},
+        ],
+        "default": "any",
+        "description": f"{description} A list draws one of the styles it names per rewrite.",
+        DRAWS: list(styles),
+    }
+
+
+def draw_style(
+    value: str | Sequence[str],
+    styles: Sequence[str],
+    names: Sequence[str],
+    bank: Mapping[str, Sequence[str]],
+    rng: random.Random,
+) -> str:
+    """The style a rewrite uses: ``value`` itself when it is one style, else one drawn from
+    ``styles`` (``any``) or from the listed ones, among those that would change ``names``."""
+    if isinstance(value, str) and value != "any":
+        return value
+    pool = list(styles) if value == "any" else [s for s in styles if s in value]
+    return rng.choice(changing_styles(names, pool, bank))
 
 
 def _fit(candidate: str, pattern: re.Pattern[str], limit: int) -> str:

@@ -187,9 +187,12 @@ class _Anything:
 def _values(schema: Mapping[str, Any], value: Any) -> list[Any]:
     """The values a parameter set to ``value`` can take. ``null`` and ``any`` stand for what
     the rule draws from: the values its schema lists under ``DRAWS``, else (``any``) every
-    other value of its enum, else anything at all."""
+    other value of its enum, else anything at all; a list, for a parameter that draws, the
+    values it lists."""
     from hsa.augment.rule import DRAWS
 
+    if isinstance(value, list) and isinstance(schema.get(DRAWS), list):
+        return list(value)  # a list of what the rule draws from: one of them
     if value is None or value == "any":
         drawn = schema.get(DRAWS)
         if isinstance(drawn, list):

@@ -23,6 +23,14 @@ def group() -> None:
 )
 @click.option("--steps", type=int, default=None, help="Training steps per model (max_steps).")
 @click.option(
+    "--scale",
+    type=click.Choice(["cpu", "gpu"]),
+    default="cpu",
+    show_default=True,
+    help="cpu: a tiny model from scratch on first calls; gpu: the config's gpu section (a local "
+    "base model on full rows, vLLM for evaluation).",
+)
+@click.option(
     "--doc",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -30,7 +38,7 @@ def group() -> None:
     "plot and summary beside it), as docs/experiment.md holds them.",
 )
 def run_command(
-    config: Path, out: Path, seeds: str | None, steps: int | None, doc: Path | None
+    config: Path, out: Path, seeds: str | None, steps: int | None, scale: str, doc: Path | None
 ) -> None:
     """Run the experiment CONFIG into OUT: data (hsa build), training (hsa train sft, both arms
     from the same initial weights, same steps), evaluation (hsa eval's firstcall suite on each
@@ -46,7 +54,7 @@ def run_command(
             parsed = [int(s) for s in seeds.split(",") if s.strip()]
         except ValueError:
             raise ExperimentError(f"--seeds: expected integers, got {seeds!r}") from None
-    settings = load_config(config, seeds=parsed, steps=steps)
+    settings = load_config(config, seeds=parsed, steps=steps, scale=scale)
     if doc is not None:
         from hsa.experiment.report import check_doc
 

@@ -17,6 +17,19 @@ tiers:                       # each its own recipe and seed (base added)
   parts: {seed: 103, held_out: true, rules: [...]}
 ```
 
+``--scale gpu`` reads the ``gpu`` section instead of ``model``, ``train`` and ``eval``: a local
+base model (0.5-1.5B parameters) both arms start from, trained on full rows (``view: full``)
+with its own TRL settings, and evaluated with vLLM (one engine per model, every tier):
+
+```yaml
+gpu:
+  model: models/Qwen2.5-0.5B-Instruct
+  view: full                 # or firstcall
+  train: {max_steps: 1000, bf16: true, ...}
+  eval: {tasks: null, variants: 4, max_tokens: 512, batch_size: 256}
+  engine_args: {max_model_len: 8192, gpu_memory_utilization: 0.85}
+```
+
 A tier with ``held_out: true`` must not overlap the augmented arm's recipe
 (``hsa.augment.recipe.overlaps``); ``rules: augmented`` draws the training rules with the
 tier's own seed (new draws of the same styles).
@@ -39,6 +52,10 @@ ARMS = ("fixed", "augmented")
 METRICS = ("name", "keys", "exact")
 #: and whether it names something the harness offers at all (right or wrong)
 OFFERED = "offered"
+#: where an experiment runs: a tiny model on CPU, or a real base model on a GPU
+SCALES = ("cpu", "gpu")
+#: what of each row a model is trained on (``hsa train sft``'s ``hsa.view``)
+VIEWS = ("full", "firstcall")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +85,31 @@ class EvalSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuSettings:
+    """``--scale gpu``: the base model both arms start from and how vLLM serves it."""
+
+    model: str | None = setting(
+        None, help="A local base model folder (0.5-1.5B parameters); both arms start from it."
+    )
+    view: str = setting("full", help="What each row trains: full (every turn) or firstcall.")
+    call_format: str = setting(
+        "hermes", help="The format the model writes API tool calls in (hermes for Qwen)."
+    )
+    engine_args: Mapping[str, Any] = setting(
+        default_factory=dict,
+        help="Arguments of vllm.LLM (max_model_len, gpu_memory_utilization, ...).",
+    )
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.model:
+            problems.append(("model", "--scale gpu needs a local base model folder"))
+        if self.view not in VIEWS:
+            problems.append(("view", f"unknown view {self.view!r}: {', '.join(VIEWS)}"))
+        refuse(problems, ExperimentError)
+
+
+@dataclass(frozen=True, slots=True)
 class Tier:
     """A held-out tier: its recipe (base rules added) and whether it must be held out."""
 
@@ -90,12 +132,21 @@ class ExperimentConfig:
     eval: EvalSettings
     tiers: tuple[Tier, ...]
     parallel: int = 2
+    gpu: GpuSettings | None = None  # set at --scale gpu
     raw: Mapping[str, Any] = field(default_factory=dict)
     file: str | None = None
 
     @property
     def steps(self) -> int:
         return int(self.train.get("max_steps", 0))
+
+    @property
+    def scale(self) -> str:
+        return "cpu" if self.gpu is None else "gpu"
+
+    @property
+    def view(self) -> str:
+        return "firstcall" if self.gpu is None else self.gpu.view
 
     def hash(self) -> str:
         return settings_hash(self.raw)
@@ -118,19 +169,36 @@ def _recipe(
 def parse_config(
     data: Any, *, file: str | None = None, overrides: Mapping[str, Any] | None = None
 ) -> ExperimentConfig:
-    """The experiment ``data`` (a YAML mapping) describes; ``overrides``: ``seeds`` and
-    ``steps`` from the command line."""
+    """The experiment ``data`` (a YAML mapping) describes; ``overrides``: ``seeds``, ``steps``
+    and ``scale`` from the command line."""
     if not isinstance(data, Mapping):
         raise ExperimentError("expected a mapping", file=file, where="$")
     data = dict(data)
     overrides = overrides or {}
     known = {"seeds", "env", "env_options", "base", "arms", "model", "train", "eval", "tiers"}
-    known.add("parallel")
+    known |= {"parallel", "gpu"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ExperimentError(f"unknown key {unknown[0]!r}", file=file, where=f"$.{unknown[0]}")
     if overrides.get("seeds") is not None:
         data["seeds"] = list(overrides["seeds"])
+    scale = overrides.get("scale") or "cpu"
+    if scale not in SCALES:
+        raise ExperimentError(f"unknown scale {scale!r}: {', '.join(SCALES)}", where="--scale")
+    gpu, train_at, eval_data = None, "$.train", data.get("eval")
+    if scale == "gpu":
+        section = data.get("gpu")
+        if not isinstance(section, Mapping):
+            raise ExperimentError(
+                "--scale gpu needs a gpu section: the base model, its train and eval settings",
+                file=file,
+                where="$.gpu",
+            )
+        section = dict(section)
+        train_at, eval_data = "$.gpu.train", section.pop("eval", None)
+        data["train"] = section.pop("train", None)
+        gpu = from_mapping(GpuSettings, section, error=ExperimentError, file=file, root="$.gpu")
+        data["scale"] = "gpu"  # a GPU run's folder is not a CPU run's
     train = dict(data.get("train") or {})
     if overrides.get("steps") is not None:
         train["max_steps"] = int(overrides["steps"])
@@ -143,7 +211,7 @@ def parse_config(
             "train.max_steps must be a positive number of steps: an experiment is "
             "step-capped, never time-capped",
             file=file,
-            where="$.train.max_steps",
+            where=f"{train_at}.max_steps",
         )
     base = list(data.get("base") or [])
     arms_data = data.get("arms") or {}
@@ -179,6 +247,9 @@ def parse_config(
     parallel = data.get("parallel", 2)
     if not isinstance(parallel, int) or parallel < 1:
         raise ExperimentError("parallel must be 1 or more", file=file, where="$.parallel")
+    unread = ("gpu",) if gpu is None else ("model", "eval")  # the other scale's sections
+    if gpu is not None:
+        parallel = 1  # one GPU: one training at a time
     return ExperimentConfig(
         seeds=tuple(seeds),
         env=str(data.get("env") or "livestream"),
@@ -190,11 +261,16 @@ def parse_config(
         ),
         train=train,
         eval=from_mapping(
-            EvalSettings, data.get("eval") or {}, error=ExperimentError, file=file, root="$.eval"
+            EvalSettings,
+            eval_data or {},
+            error=ExperimentError,
+            file=file,
+            root="$.gpu.eval" if gpu is not None else "$.eval",
         ),
         tiers=tuple(tiers),
         parallel=parallel,
-        raw=data,
+        gpu=gpu,
+        raw={k: v for k, v in data.items() if k not in unread},  # what identifies the run
         file=file,
     )
 

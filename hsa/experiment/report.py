@@ -111,9 +111,13 @@ def results(summary: dict[str, Any], plot_path: str) -> str:
     """The figures of a run as Markdown (level-3 headings): what ``report.md`` shows and what
     ``write_doc`` puts in a document."""
     walls = summary["wall_s"]
+    start = "both arms from the same initial weights per seed"
+    if summary.get("scale") == "gpu":
+        model, view = summary["base_model"], summary["view"]
+        start = f"both arms from the base model `{model}`, on {view} rows"
     lines = [
         f"Seeds {', '.join(map(str, summary['seeds']))}; {summary['steps']} steps at batch "
-        f"{summary['batch_size']} per model, both arms from the same initial weights per seed. "
+        f"{summary['batch_size']} per model, {start}. "
         "Each cell: the share of first replies that name the right tool (`name`), with the "
         "right argument names (`keys`), with the right values (`exact`), averaged over the "
         "seeds, with a 95% bootstrap interval over tasks; the difference is paired over the "

@@ -129,6 +129,10 @@ def write_results(
         scores[(arm, seed, name)] = {m: per_task(rows, m) for m in (*METRICS, OFFERED)}
         rows_of.setdefault(name, rows)
     summary: dict[str, Any] = {"config_hash": config.hash(), "seeds": list(config.seeds)}
+    summary["scale"] = config.scale
+    if config.gpu is not None:
+        summary["base_model"] = config.gpu.model
+    summary["view"] = config.view
     summary["steps"] = config.steps
     summary["batch_size"] = int(config.train.get("per_device_train_batch_size", 8))
     summary |= figures(scores, list(config.seeds), tiers)

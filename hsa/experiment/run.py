@@ -12,12 +12,17 @@
    per model and tier (the tier's recipe and seed): ``DIR/eval/<arm>-s<seed>/<tier>``.
 5. **Results.** ``DIR/summary.json``, ``DIR/report.md`` and its plot (``hsa.experiment.results``).
 
+At ``--scale gpu`` (``ExperimentConfig.gpu``) both arms start from a local base model instead
+of step 2, train on the view the config names (full rows by default) one run at a time, and are
+evaluated with the ``vllm`` policy: one engine per model, kept for all its tiers.
+
 Every step skips what a previous run finished (a build's manifest, a training's resolved
 config, an evaluation's summary), so a rerun after a failure redoes only what failed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -57,6 +62,7 @@ def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quie
     _quiet_libraries()
     check_training(config)
     check_tiers(config)
+    check_gpu(config)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     marker = out / "experiment.json"
@@ -80,7 +86,10 @@ def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quie
     data = build_data(config, out, progress)
     walls["data"] = time.monotonic() - started
     mark = time.monotonic()
-    inits = {seed: initial_model(config, out, data, seed) for seed in config.seeds}
+    if config.gpu is not None:
+        inits = {seed: Path(str(config.gpu.model)) for seed in config.seeds}
+    else:
+        inits = {seed: initial_model(config, out, data, seed) for seed in config.seeds}
     runs = train_all(config, out, data, inits, progress)
     walls["train"] = time.monotonic() - mark
     mark = time.monotonic()
@@ -118,6 +127,37 @@ def check_tiers(config: ExperimentConfig) -> None:
                     file=config.file,
                     where=f"$.tiers.{tier.name}",
                 ) from None
+
+
+def check_gpu(config: ExperimentConfig) -> None:
+    """At ``--scale gpu``: refuse a missing base model, a machine without a CUDA GPU, or one
+    without vLLM, before anything is built."""
+    if config.gpu is None:
+        return
+    folder = Path(str(config.gpu.model))
+    if not (folder / "config.json").is_file():
+        raise ExperimentError(
+            f"{folder} is not a local model folder (no config.json); --scale gpu trains a base "
+            "model from a local path",
+            file=config.file,
+            where="$.gpu.model",
+        )
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ExperimentError(
+            "--scale gpu needs a CUDA GPU, and torch sees none here; the CPU scale is the default",
+            file=config.file,
+            where="--scale",
+        )
+    if importlib.util.find_spec("vllm") is None:
+        raise ExperimentError(
+            "--scale gpu evaluates with vLLM: pip install 'hsa[vllm]'",
+            file=config.file,
+            where="--scale",
+        )
 
 
 def build_data(config: ExperimentConfig, out: Path, progress: Progress) -> dict[str, Path]:
@@ -181,12 +221,13 @@ def initial_model(config: ExperimentConfig, out: Path, data: dict[str, Path], se
     return folder
 
 
-def _train_config(config: ExperimentConfig, data: Path, init: Path, seed: int) -> dict:
+def train_config(config: ExperimentConfig, data: Path, init: Path, seed: int) -> dict:
+    """What ``hsa train sft`` is given for one arm and seed."""
     return {
         **dict(config.train),
         "seed": seed,
         "save_strategy": "no",
-        "hsa": {"data": str(data), "model": str(init), "view": "firstcall", "eval_split": None},
+        "hsa": {"data": str(data), "model": str(init), "view": config.view, "eval_split": None},
     }
 
 
@@ -211,10 +252,12 @@ def train_all(
         folder = runs[job]
         folder.mkdir(parents=True, exist_ok=True)
         path = folder.parent / f"{folder.name}.yaml"
-        text = dump_yaml(_train_config(config, data[arm], inits[seed], seed))
+        text = dump_yaml(train_config(config, data[arm], inits[seed], seed))
         write_atomic(path, text, error=ExperimentError)
-        env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        env["TOKENIZERS_PARALLELISM"] = "false"
+        env = dict(os.environ)
+        if config.gpu is None:  # two tiny models train side by side, a core each
+            env |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+            env["TOKENIZERS_PARALLELISM"] = "false"
         command = [sys.executable, "-m", "hsa", "train", "sft", "--config", str(path)]
         command += ["--out", str(folder)]
         log = folder.parent / f"{folder.name}.log"
@@ -238,6 +281,46 @@ def train_all(
     return runs
 
 
+def eval_config(config: ExperimentConfig, model: Path, recipe: Path, seed: int) -> Any:
+    """What ``hsa eval`` is given for one model and tier: the ``firstcall`` suite, with the
+    ``transformers`` policy (CPU scale) or ``vllm`` (GPU scale)."""
+    from hsa.eval.config import EvalConfig
+
+    settings = EvalConfig(
+        env=config.env,
+        env_options=dict(config.env_options),
+        policy="transformers" if config.gpu is None else "vllm",
+        model=str(model),
+        suites=("firstcall",),
+        tasks=config.eval.tasks,
+        variants=config.eval.variants,
+        recipe=str(recipe),
+        seed=seed,
+        max_tokens=config.eval.max_tokens,
+        concurrency=config.eval.batch_size,
+    )
+    if config.gpu is None:
+        return settings
+    return dataclasses.replace(settings, call_format=config.gpu.call_format)
+
+
+def model_backend(config: ExperimentConfig, model: Path) -> Any:
+    """At ``--scale gpu``, the one vLLM engine a model's tiers share (built on its first
+    batch); ``None`` at CPU scale, where each evaluation loads its small model itself."""
+    if config.gpu is None:
+        return None
+    from hsa.teachers.backends.vllm import VLLMBackend, VLLMConfig
+
+    return VLLMBackend(
+        VLLMConfig(
+            model=str(model),
+            batch_size=config.eval.batch_size,
+            call_format=config.gpu.call_format,
+            engine_args=dict(config.gpu.engine_args),
+        )
+    )
+
+
 def evaluate_all(
     config: ExperimentConfig,
     out: Path,
@@ -245,8 +328,9 @@ def evaluate_all(
     progress: Progress,
 ) -> dict[tuple[str, int, str], Path]:
     """Every (arm, seed, tier) evaluation folder, run by ``hsa eval``'s firstcall suite."""
+    import gc
+
     from hsa.envs.registry import get
-    from hsa.eval.config import EvalConfig
     from hsa.eval.runner import evaluate
 
     env = get(config.env, **dict(config.env_options))
@@ -256,43 +340,37 @@ def evaluate_all(
     for tier in config.tiers:
         paths[tier.name] = recipes / f"{tier.name}.yaml"
         write_atomic(paths[tier.name], tier.recipe.to_yaml(), error=ExperimentError)
-    jobs = [(arm, seed, t.name) for (arm, seed) in runs for t in config.tiers]
     held_out = {t.name: t.held_out for t in config.tiers}
     seeds = {t.name: t.recipe.seed for t in config.tiers}
-    folders = {}
-    for index, (arm, seed, name) in enumerate(jobs):
-        progress("eval", index, len(jobs))
-        folder = out / "eval" / f"{arm}-s{seed}" / name
-        folders[(arm, seed, name)] = folder
-        if (folder / "summary.json").exists():
-            continue
-        settings = EvalConfig(
-            env=config.env,
-            env_options=dict(config.env_options),
-            policy="transformers",
-            model=str(runs[(arm, seed)]),
-            suites=("firstcall",),
-            tasks=config.eval.tasks,
-            variants=config.eval.variants,
-            recipe=str(paths[name]),
-            seed=seeds[name],
-            max_tokens=config.eval.max_tokens,
-            concurrency=config.eval.batch_size,
-        )
-        try:
-            evaluate(
-                settings,
-                folder,
-                env=env,
-                training=config.arms["augmented"] if held_out[name] else None,
-            )
-        except HsaError as exc:
-            raise ExperimentError(
-                f"evaluating {arm} seed {seed} on tier {name}: {exc.message}",
-                file=exc.file,
-                where=exc.where,
-            ) from None
-    progress("eval", len(jobs), len(jobs))
+    total = len(runs) * len(config.tiers)
+    folders: dict[tuple[str, int, str], Path] = {}
+    for (arm, seed), model in runs.items():
+        backend = None
+        for tier in config.tiers:
+            name = tier.name
+            progress("eval", len(folders), total)
+            folder = out / "eval" / f"{arm}-s{seed}" / name
+            folders[(arm, seed, name)] = folder
+            if (folder / "summary.json").exists():
+                continue
+            backend = backend or model_backend(config, model)
+            try:
+                evaluate(
+                    eval_config(config, model, paths[name], seeds[name]),
+                    folder,
+                    env=env,
+                    backend=backend,
+                    training=config.arms["augmented"] if held_out[name] else None,
+                )
+            except HsaError as exc:
+                raise ExperimentError(
+                    f"evaluating {arm} seed {seed} on tier {name}: {exc.message}",
+                    file=exc.file,
+                    where=exc.where,
+                ) from None
+        del backend  # a vLLM engine frees its GPU memory before the next model's
+        gc.collect()
+    progress("eval", total, total)
     return folders
 
 

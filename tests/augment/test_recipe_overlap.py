@@ -97,3 +97,19 @@ def test_a_null_parameter_without_a_bank_meets_every_value():
     mine = recipe({"rule": "skill_content.drop_unused", "params": {"fraction": 0.5}})
     theirs = recipe({"rule": "skill_content.drop_unused"})
     assert overlaps(mine, theirs) != []
+
+
+@pytest.mark.parametrize(
+    ("held_out", "training", "overlap"),
+    [
+        (["random"], ["camel", "synonym"], False),
+        (["random"], "any", True),
+        ("any", ["camel", "synonym"], True),
+        (["kebab", "camel"], ["camel"], True),
+        ("random", ["camel", "pascal", "kebab", "synonym"], False),
+    ],
+)
+def test_a_style_list_stands_for_the_styles_it_names(held_out, training, overlap):
+    mine = recipe({"rule": "tools.rename", "params": {"style": held_out}})
+    theirs = recipe({"rule": "tools.rename", "params": {"style": training}})
+    assert bool(overlaps(mine, theirs)) is overlap

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from conftest import ORDER_SCHEMA, make_events, make_harness
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from hsa.augment import Context, apply_chain, apply_steps, get_rule
 from hsa.augment.checks import check_rewrite
 from hsa.augment.rules.hooks import valid_positions
+from hsa.errors import RuleError
 from hsa.harness import Hook, Matcher, Protocol, Section, Tool
 from hsa.harness.protocols import CALL_FORMATS, DRAWN_DOC_FORMATS
 
@@ -212,3 +214,42 @@ def test_untitled_sections_stay_untitled():
     for seed in range(5):
         titled = _apply("prompt.section_titles", harness, seed).harness.prompt.sections
         assert titled[0].title == "" and titled[1].title != "Persona"
+
+
+def _style_of(name: str) -> str:
+    if name.startswith("t_") or name.startswith("skill-"):
+        return "random"
+    if "-" in name:
+        return "kebab"
+    if "_" in name:
+        return "snake"  # a synonym keeps the canonical snake case
+    return "pascal" if name[:1].isupper() else "camel"
+
+
+def test_a_list_of_styles_draws_only_the_styles_it_names():
+    harness = make_harness()
+    drawn = {
+        _style_of(t.name)
+        for seed in range(40)
+        for t in _apply("tools.rename", harness, seed, {"style": ["camel", "pascal"]}).harness.tools
+    }
+    assert drawn == {"camel", "pascal"}
+    ids = {
+        _style_of(s.id)
+        for seed in range(40)
+        for s in _apply("skill_ids.rename", harness, seed, {"style": ["random"]}).harness.skills
+    }
+    assert ids == {"random"}
+
+
+def test_a_style_list_of_one_style_is_that_style():
+    harness = make_harness()
+    for seed in range(5):
+        listed = _apply("tools.rename", harness, seed, {"style": ["kebab"]}).harness
+        named = _apply("tools.rename", harness, seed, {"style": "kebab"}).harness
+        assert [t.name for t in listed.tools] == [t.name for t in named.tools]
+
+
+def test_a_style_list_naming_an_unknown_style_is_refused_naming_the_rule():
+    with pytest.raises(RuleError, match=r"tools\.rename"):
+        get_rule("tools.rename").resolve_params({"style": ["camel", "leet"]})

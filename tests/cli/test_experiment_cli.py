@@ -160,3 +160,28 @@ def test_a_folder_holding_something_else_is_refused(tmp_path):
     done = hsa("experiment", "run", str(config), "--out", str(out))
     assert done.returncode == 1 and "holds no experiment" in done.stderr
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_the_gpu_scale_refuses_a_missing_base_model_before_anything_runs(tmp_path):
+    gpu = {"model": str(tmp_path / "no-model"), "train": {"max_steps": 2}}
+    config = write(tmp_path / "gpu.yaml", {**TINY, "gpu": gpu})
+    out = tmp_path / "out"
+    done = hsa("experiment", "run", str(config), "--out", str(out), "--scale", "gpu")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "$.gpu.model" in done.stderr and "no config.json" in done.stderr
+    assert not out.exists()
+
+
+def test_the_gpu_scale_refuses_a_machine_without_a_cuda_gpu(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    gpu = {"model": str(model), "train": {"max_steps": 2}}
+    config = write(tmp_path / "gpu.yaml", {**TINY, "gpu": gpu})
+    out = tmp_path / "out"
+    command = [*HSA, "experiment", "run", str(config), "--out", str(out), "--scale", "gpu"]
+    hidden = environ() | {"CUDA_VISIBLE_DEVICES": ""}  # as on a machine without one
+    done = subprocess.run(command, capture_output=True, text=True, env=hidden, timeout=600)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "needs a CUDA GPU" in done.stderr
+    assert not out.exists()

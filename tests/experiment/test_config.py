@@ -107,3 +107,73 @@ def test_the_shipped_held_out_tiers_draw_nothing_their_training_draws(name):
     config = load_config(EXAMPLE.with_name(name))
     assert any(t.held_out for t in config.tiers)
     check_tiers(config)  # raises when a held-out tier overlaps the augmented arm's recipe
+
+
+GPU = {
+    "model": "models/base",
+    "train": {"max_steps": 5, "bf16": True},
+    "eval": {"variants": 4, "max_tokens": 256, "batch_size": 128},
+    "engine_args": {"max_model_len": 8192},
+}
+
+
+def test_the_gpu_scale_reads_the_gpu_section_and_trains_one_run_at_a_time():
+    config = parse_config(tiny(gpu=GPU), overrides={"scale": "gpu"})
+    assert config.scale == "gpu" and config.view == "full" and config.parallel == 1
+    assert config.steps == 5 and config.train["bf16"] is True
+    assert (config.eval.variants, config.eval.max_tokens, config.eval.batch_size) == (4, 256, 128)
+    assert config.gpu.model == "models/base" and config.gpu.call_format == "hermes"
+    cpu = parse_config(tiny(gpu=GPU))
+    assert cpu.scale == "cpu" and cpu.view == "firstcall" and cpu.steps == 2
+    assert cpu.hash() != config.hash()  # a GPU run's folder is never a CPU run's
+    assert parse_config(tiny()).hash() == cpu.hash()  # the CPU scale does not read `gpu`
+    override = parse_config(tiny(gpu=GPU), overrides={"scale": "gpu", "steps": 9})
+    assert override.steps == 9
+
+
+def test_the_gpu_scale_gives_training_the_base_model_and_evaluation_vllm(tmp_path):
+    from hsa.experiment.run import eval_config, model_backend, train_config
+    from hsa.teachers.backends.vllm import VLLMBackend
+
+    config = parse_config(tiny(gpu=GPU), overrides={"scale": "gpu"})
+    trained = train_config(config, tmp_path / "data", Path("models/base"), 1)
+    assert trained["hsa"]["model"] == "models/base" and trained["hsa"]["view"] == "full"
+    assert trained["max_steps"] == 5 and trained["seed"] == 1
+    settings = eval_config(config, tmp_path / "run", tmp_path / "tier.yaml", 7)
+    assert settings.policy == "vllm" and settings.suites == ("firstcall",)
+    assert settings.call_format == "hermes" and settings.concurrency == 128
+    backend = model_backend(config, tmp_path / "run")  # the engine is built on its first batch
+    assert isinstance(backend, VLLMBackend) and backend.config.engine_args == {
+        "max_model_len": 8192
+    }
+    cpu = parse_config(tiny())
+    assert model_backend(cpu, tmp_path / "run") is None
+    assert eval_config(cpu, tmp_path / "run", tmp_path / "t.yaml", 7).policy == "transformers"
+    assert train_config(cpu, tmp_path, tmp_path, 0)["hsa"]["view"] == "firstcall"
+
+
+@pytest.mark.parametrize(
+    "gpu, where, words",
+    [
+        (None, "$.gpu", "needs a gpu section"),
+        ({"train": {"max_steps": 1}}, "$.gpu.model", "base model"),
+        ({"model": "m", "train": {}}, "$.gpu.train.max_steps", "step-capped"),
+        ({"model": "m", "view": "half", "train": {"max_steps": 1}}, "$.gpu.view", "half"),
+        ({"model": "m", "train": {"max_steps": 1}, "eval": {"variants": 0}}, "variants", "1"),
+        ({"model": "m", "modle": "x", "train": {"max_steps": 1}}, "$.gpu.modle", "unknown"),
+    ],
+)
+def test_a_bad_gpu_section_is_refused_naming_the_key(gpu, where, words):
+    data = tiny() if gpu is None else tiny(gpu=gpu)
+    with pytest.raises(ExperimentError) as found:
+        parse_config(data, file="exp.yaml", overrides={"scale": "gpu"})
+    assert where in (found.value.where or "")
+    assert words in str(found.value)
+
+
+def test_the_shipped_example_has_a_gpu_scale_trl_accepts():
+    from hsa.experiment.run import check_training
+
+    config = load_config(EXAMPLE, scale="gpu")
+    assert config.scale == "gpu" and config.view == "full"
+    check_training(config)  # TRL's SFTConfig takes every key of gpu.train

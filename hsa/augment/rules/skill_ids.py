@@ -17,10 +17,11 @@ from hsa.augment.free_text import replace_in_harness
 from hsa.augment.mapping import RewriteMapping
 from hsa.augment.names import (
     ID_NAME,
-    changing_styles,
+    draw_style,
     fresh_names,
     random_token,
     restyle,
+    style_param,
     synonym_name,
 )
 from hsa.augment.param_schemas import copy_schema
@@ -67,11 +68,7 @@ def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "style": {
-                "enum": ["any", *ID_STYLES],
-                "default": "any",
-                "description": "Random token, a case style, or synonyms from a bank.",
-            }
+            "style": style_param(ID_STYLES, "Random token, a case style, or synonyms from a bank.")
         },
     },
 )
@@ -83,9 +80,7 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
     """
     bank = synonyms()
     ids = [s.id for s in harness.skills]
-    style = params["style"]
-    if style == "any":
-        style = rng.choice(changing_styles(ids, ID_STYLES, bank))
+    style = draw_style(params["style"], ID_STYLES, ids, bank, rng)
 
     def propose(skill_id: str) -> str:
         if style == "random":

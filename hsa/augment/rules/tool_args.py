@@ -17,10 +17,11 @@ from hsa.augment.mapping import RewriteMapping, Step, ToolMap
 from hsa.augment.names import (
     ANY_VALUE,
     PARAM_NAME,
-    changing_styles,
+    draw_style,
     fresh_names,
     replace_identifiers,
     restyle,
+    style_param,
     synonym_name,
 )
 from hsa.augment.param_schemas import all_property_names, copy_schema, free_nodes
@@ -286,11 +287,7 @@ ENUM_STYLES = ["upper", "camel", "pascal", "kebab", "snake", "synonym"]
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "style": {
-                "enum": ["any", *ENUM_STYLES],
-                "default": "any",
-                "description": "How values are respelled; meaning is always kept.",
-            }
+            "style": style_param(ENUM_STYLES, "How values are respelled; meaning is always kept.")
         },
     },
 )
@@ -304,7 +301,7 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
     """
     bank = synonyms()
     style = params["style"]
-    if style == "any":
+    if not isinstance(style, str) or style == "any":
         values = [
             v
             for tool in harness.tools
@@ -312,7 +309,7 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
             for v in node.get("enum") or ()
             if isinstance(v, str)
         ]
-        style = rng.choice(changing_styles(values, ENUM_STYLES, bank))
+        style = draw_style(style, ENUM_STYLES, values, bank, rng)
     rewrites = {}
     texts: list[tuple[str, str]] = []
     for tool in harness.tools:

@@ -14,10 +14,11 @@ from hsa.augment.mapping import RewriteMapping, ToolMap
 from hsa.augment.names import (
     PARAM_NAME,
     TOOL_NAME,
-    changing_styles,
+    draw_style,
     fresh_names,
     random_token,
     restyle,
+    style_param,
     synonym_name,
 )
 from hsa.augment.param_schemas import all_property_names, property_names, rename_properties
@@ -26,14 +27,11 @@ from hsa.augment.rule import DRAWS, Context, Rewrite
 from hsa.harness.model import Harness, Hook, Skill, Tool
 
 NAME_STYLES = ["random", "snake", "camel", "pascal", "kebab", "synonym"]
-_STYLE_PARAM = {
-    "enum": ["any", *NAME_STYLES],
-    "default": "any",
-    "description": (
-        "How new names are made: a random token, a case style (snake_case, camelCase, "
-        "PascalCase, kebab-case), synonyms from hsa's bank, or 'any' to draw one per rewrite."
-    ),
-}
+_STYLE_PARAM = style_param(
+    NAME_STYLES,
+    "How new names are made: a random token, a case style (snake_case, camelCase, PascalCase, "
+    "kebab-case), synonyms from hsa's bank, or 'any' to draw one per rewrite.",
+)
 
 #: the namespaces ``tools.namespace`` draws from
 TOOL_NAMESPACES = ["shop", "api", "svc", "tools", "mcp", "app", "ext", "core", "srv", "fn"]
@@ -54,10 +52,12 @@ def _propose(style: str, rng: random.Random, prefix: str):
 
 def _draw_style(params: dict[str, Any], rng: random.Random, kebab: bool, names: list[str]) -> str:
     styles = [s for s in NAME_STYLES if kebab or s != "kebab"]
-    if params["style"] != "any":
-        style = params["style"]
+    style = params["style"]
+    if isinstance(style, str) and style != "any":
         return style if style in styles else "snake"
-    return rng.choice(changing_styles(names, styles, synonyms()))
+    if not isinstance(style, str) and not any(s in styles for s in style):
+        return "snake"  # only kebab was listed, and the format does not take it
+    return draw_style(style, styles, names, synonyms(), rng)
 
 
 def _all_tools(harness: Harness) -> list[Tool]:
