@@ -41,7 +41,7 @@ from hsa.teachers.backends.base import Backend
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.make import make_backend
 from hsa.teachers.request import Sampling
-from hsa.teachers.rollout import Rollout, RolloutConfig, rollout
+from hsa.teachers.rollout import RolloutConfig, rollout
 
 EPISODES = "episodes.parquet"
 SUMMARY = "summary.json"
@@ -219,16 +219,16 @@ async def _evaluate(
     )
     firsts = [e for e in chosen if e.suite == "firstcall"]
     chosen = [e for e in chosen if e.suite != "firstcall"]
-    results: list[Rollout | None] = [None] * len(chosen)
+    # each episode's row, made as it finishes: the rollout (its messages) is dropped at once,
+    # so a long run's heap, and each garbage collection's pause, does not grow with it
+    results: list[dict[str, Any] | None] = [None] * len(chosen)
     instructed: list[dict[str, Any]] = []
     answered: list[dict[str, Any]] = []  # firstcall rows, in episode order
     try:
         await runner.start()
         running = time.monotonic()
         gap = config.ramp_s / config.concurrency if config.policy == "openai" else 0.0
-        await _run(
-            chosen, env, runner, settings, config.concurrency, gap, results, report, progress
-        )
+        await _run(chosen, env, runner, settings, config, gap, results, report, progress)
         if firsts:
             replies = [first_reply(e, env, runner, settings, config.label) for e in firsts]
             found = await _bounded(replies, config.concurrency, report, progress)
@@ -250,12 +250,7 @@ async def _evaluate(
     if report.retry:
         report.wall_s = time.monotonic() - started
         raise EvalIncomplete(report)
-    rows = [
-        episode_row(e.suite, e.config, r, policy=config.label, group=e.group)
-        for e, r in zip(chosen, results, strict=True)
-        if r is not None
-    ]
-    rows += answered + instructed
+    rows = [r for r in results if r is not None] + answered + instructed
     summary = summarize(rows, config.suites, resamples=config.bootstrap, seed=config.seed)
     if instructed:
         summary["suites"]["ifeval"]["lm_eval"] = ifeval_summary(instructed)
@@ -330,9 +325,9 @@ async def _run(
     env: Environment,
     backend: Backend,
     settings: RolloutConfig,
-    concurrency: int,
+    config: EvalConfig,
     gap: float,
-    results: list[Rollout | None],
+    results: list[dict[str, Any] | None],
     report: EvalReport,
     progress: ProgressFn | None,
 ) -> None:
@@ -352,13 +347,15 @@ async def _run(
                 report.retry += 1
                 report.retry_reasons[result.detail or "no answer"] += 1
             else:
-                results[index] = result
+                results[index] = episode_row(
+                    episode.suite, episode.config, result, policy=config.label, group=episode.group
+                )
                 report.succeeded += succeeded(result)
             report.done += 1
             if progress is not None:
                 progress(report.done, report.episodes, report.succeeded)
 
-    count = min(concurrency, len(chosen)) or 1
+    count = min(config.concurrency, len(chosen)) or 1
     lanes = [asyncio.ensure_future(lane(k * gap)) for k in range(count)]
     try:
         await asyncio.gather(*lanes)
