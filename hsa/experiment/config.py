@@ -18,13 +18,13 @@ tiers:                       # each its own recipe and seed (base added)
 ```
 
 ``--scale gpu`` reads the ``gpu`` section instead of ``model``, ``train`` and ``eval``: a local
-base model (0.5-1.5B parameters) both arms start from, trained on full rows (``view: full``)
+base model (0.5-1.5B parameters) both arms start from, trained on full rows (``view: conversation``)
 with its own TRL settings, and evaluated with vLLM (one engine per model, every tier):
 
 ```yaml
 gpu:
   model: models/Qwen2.5-0.5B-Instruct
-  view: full                 # or firstcall
+  view: conversation         # or firstcall
   train: {max_steps: 1000, bf16: true, ...}
   eval: {tasks: null, variants: 4, max_tokens: 512, batch_size: 256}
   engine_args: {max_model_len: 8192, gpu_memory_utilization: 0.85}
@@ -54,8 +54,6 @@ METRICS = ("name", "keys", "exact")
 OFFERED = "offered"
 #: where an experiment runs: a tiny model on CPU, or a real base model on a GPU
 SCALES = ("cpu", "gpu")
-#: what of each row a model is trained on (``hsa train sft``'s ``hsa.view``)
-VIEWS = ("full", "firstcall")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +89,11 @@ class GpuSettings:
     model: str | None = setting(
         None, help="A local base model folder (0.5-1.5B parameters); both arms start from it."
     )
-    view: str = setting("full", help="What each row trains: full (every turn) or firstcall.")
+    view: str = setting(
+        "conversation",
+        help="What each row trains (hsa train sft's hsa.view): conversation (every turn) or "
+        "firstcall.",
+    )
     call_format: str = setting(
         "hermes", help="The format the model writes API tool calls in (hermes for Qwen)."
     )
@@ -104,6 +106,8 @@ class GpuSettings:
         problems = []
         if not self.model:
             problems.append(("model", "--scale gpu needs a local base model folder"))
+        from hsa.train.config import VIEWS
+
         if self.view not in VIEWS:
             problems.append(("view", f"unknown view {self.view!r}: {', '.join(VIEWS)}"))
         refuse(problems, ExperimentError)

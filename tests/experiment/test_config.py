@@ -119,7 +119,7 @@ GPU = {
 
 def test_the_gpu_scale_reads_the_gpu_section_and_trains_one_run_at_a_time():
     config = parse_config(tiny(gpu=GPU), overrides={"scale": "gpu"})
-    assert config.scale == "gpu" and config.view == "full" and config.parallel == 1
+    assert config.scale == "gpu" and config.view == "conversation" and config.parallel == 1
     assert config.steps == 5 and config.train["bf16"] is True
     assert (config.eval.variants, config.eval.max_tokens, config.eval.batch_size) == (4, 256, 128)
     assert config.gpu.model == "models/base" and config.gpu.call_format == "hermes"
@@ -137,7 +137,7 @@ def test_the_gpu_scale_gives_training_the_base_model_and_evaluation_vllm(tmp_pat
 
     config = parse_config(tiny(gpu=GPU), overrides={"scale": "gpu"})
     trained = train_config(config, tmp_path / "data", Path("models/base"), 1)
-    assert trained["hsa"]["model"] == "models/base" and trained["hsa"]["view"] == "full"
+    assert trained["hsa"]["model"] == "models/base" and trained["hsa"]["view"] == "conversation"
     assert trained["max_steps"] == 5 and trained["seed"] == 1
     settings = eval_config(config, tmp_path / "run", tmp_path / "tier.yaml", 7)
     assert settings.policy == "vllm" and settings.suites == ("firstcall",)
@@ -175,5 +175,5 @@ def test_the_shipped_example_has_a_gpu_scale_trl_accepts():
     from hsa.experiment.run import check_training
 
     config = load_config(EXAMPLE, scale="gpu")
-    assert config.scale == "gpu" and config.view == "full"
+    assert config.scale == "gpu" and config.view == "conversation"
     check_training(config)  # TRL's SFTConfig takes every key of gpu.train
