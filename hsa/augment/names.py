@@ -210,6 +210,9 @@ def fresh_names(
 _TEMPLATE_CODE = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})", re.DOTALL)
 _BOUNDARY = "A-Za-z0-9_-"
 _PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*$")
+_WORD = re.compile(f"[{_BOUNDARY}]+")
+_QUOTES = "`'\""
+_SHORT = 4096
 
 
 def _token_regex(names: Sequence[str], code_only: bool) -> re.Pattern[str] | None:
@@ -242,29 +245,65 @@ def replace_identifiers(text: str, table: Mapping[str, str], *, template: bool =
     where marked as code. With ``template=True`` the Jinja2 code in ``{{ }}``, ``{% %}`` and
     ``{# #}`` is left as it is.
     """
-    table = {k: v for k, v in table.items() if k and k != v}
-    if not table or not text:
+    table = {k: v for k, v in table.items() if k and k != v and k in text}
+    if not table:
         return text
     plain = [n for n in table if _PLAIN_WORD.match(n)]
-    marked = [n for n in table if not _PLAIN_WORD.match(n)]
-    regexes = [r for r in (_token_regex(marked, False), _token_regex(plain, True)) if r]
+    if len(text) <= _SHORT and all(map(_WORD.fullmatch, table)):
+        # every name is a whole token of the boundary characters: in a short text, look up its
+        # tokens rather than build a regex for this table (a corpus brings a new table with
+        # each conversation; a long prompt is searched faster by the table's regex)
+        plain_set = frozenset(plain)
 
-    def swap(chunk: str) -> str:
-        spans: list[tuple[int, int]] = []
-        for regex in regexes:
-            spans.extend(m.span() for m in regex.finditer(chunk))
-        spans.sort()
-        out, last = [], 0
-        for start, end in spans:
-            if start < last:
-                continue
-            out.append(chunk[last:start])
-            out.append(table[chunk[start:end]])
-            last = end
-        out.append(chunk[last:])
-        return "".join(out)
+        def swap(chunk: str) -> str:
+            return _swap_tokens(chunk, table, plain_set)
+
+    else:
+        marked = [n for n in table if not _PLAIN_WORD.match(n)]
+        regexes = [r for r in (_token_regex(marked, False), _token_regex(plain, True)) if r]
+
+        def swap(chunk: str) -> str:
+            return _swap_spans(chunk, table, regexes)
 
     if not template:
         return swap(text)
     parts = _TEMPLATE_CODE.split(text)
     return "".join(part if i % 2 else swap(part) for i, part in enumerate(parts))
+
+
+def _swap_tokens(chunk: str, table: Mapping[str, str], plain: frozenset[str]) -> str:
+    """``_swap_spans`` for names made only of boundary characters: such a name matches
+    exactly where it is a whole token (a maximal run of them), and a plain word only where a
+    quote or backtick is on both sides or ``(`` follows."""
+    out, last = [], 0
+    for match in _WORD.finditer(chunk):
+        new = table.get(match.group())
+        if new is None:
+            continue
+        start, end = match.span()
+        if match.group() in plain:
+            before = chunk[start - 1] if start else ""
+            after = chunk[end] if end < len(chunk) else ""
+            if not ((before and before == after and before in _QUOTES) or after == "("):
+                continue
+        out.append(chunk[last:start])
+        out.append(new)
+        last = end
+    out.append(chunk[last:])
+    return "".join(out)
+
+
+def _swap_spans(chunk: str, table: Mapping[str, str], regexes: list[re.Pattern[str]]) -> str:
+    spans: list[tuple[int, int]] = []
+    for regex in regexes:
+        spans.extend(m.span() for m in regex.finditer(chunk))
+    spans.sort()
+    out, last = [], 0
+    for start, end in spans:
+        if start < last:
+            continue
+        out.append(chunk[last:start])
+        out.append(table[chunk[start:end]])
+        last = end
+    out.append(chunk[last:])
+    return "".join(out)

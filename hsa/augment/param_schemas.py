@@ -50,36 +50,46 @@ class Reached:
 
 def reached(schema: dict[str, Any]) -> Iterator[Reached]:
     """Every sub-schema of ``schema`` (``$ref``s followed) with its instance path, pre-order."""
-    yield from _walk(schema, schema, (), 0, frozenset())
+    out: list[Reached] = []
+    _walk(schema, schema, (), 0, frozenset(), out)
+    return iter(out)
 
 
 def _walk(
-    root: dict[str, Any], node: Any, path: ArgPath | None, depth: int, refs: frozenset[str]
-) -> Iterator[Reached]:
+    root: dict[str, Any],
+    node: Any,
+    path: ArgPath | None,
+    depth: int,
+    refs: frozenset[str],
+    out: list[Reached],
+) -> None:
+    # appends to one list rather than yielding through nested generators: every item would
+    # otherwise pass up through each level above it, and planning walks schemas a lot
     if not isinstance(node, dict) or depth > _MAX_DEPTH:
         return
-    yield Reached(node, path)
+    out.append(Reached(node, path))
+    deeper = depth + 1
     ref = node.get("$ref")
     if isinstance(ref, str) and ref.startswith("#") and ref not in refs:
-        target = resolve_pointer(root, ref)
-        yield from _walk(root, target, path, depth + 1, refs | {ref})
+        _walk(root, resolve_pointer(root, ref), path, deeper, refs | {ref}, out)
     props = node.get("properties")
     if isinstance(props, dict):
         for key, sub in props.items():
-            yield from _walk(root, sub, None if path is None else (*path, key), depth + 1, refs)
+            _walk(root, sub, None if path is None else (*path, key), deeper, refs, out)
     items = node.get("items")
     if isinstance(items, dict):
-        yield from _walk(root, items, None if path is None else (*path, EACH), depth + 1, refs)
+        _walk(root, items, None if path is None else (*path, EACH), deeper, refs, out)
     for key in _SAME_PATH:
         for sub in node.get(key) or ():
-            yield from _walk(root, sub, path, depth + 1, refs)
+            _walk(root, sub, path, deeper, refs, out)
     for key in _PINNED_ONE:
-        yield from _walk(root, node.get(key), None, depth + 1, refs)
+        if key in node:
+            _walk(root, node[key], None, deeper, refs, out)
     for key in _PINNED_MAP:
         for sub in (node.get(key) or {}).values():
-            yield from _walk(root, sub, None, depth + 1, refs)
+            _walk(root, sub, None, deeper, refs, out)
     for sub in node.get("prefixItems") or ():
-        yield from _walk(root, sub, None, depth + 1, refs)
+        _walk(root, sub, None, deeper, refs, out)
 
 
 def free_nodes(schema: dict[str, Any]) -> list[tuple[dict[str, Any], list[ArgPath]]]:

@@ -254,5 +254,16 @@ def _validator(schema_text: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(schema_text))
 
 
+#: schema texts by the id of the schema object, with the object itself kept (so the id is never
+#: reused): a rule's parameter schema is dumped once, not each time a plan resolves parameters
+_SCHEMA_TEXTS: dict[int, tuple[MappingABC[str, Any], str]] = {}
+
+
 def _schema_text(schema: MappingABC[str, Any]) -> str:
-    return json.dumps(schema, sort_keys=True)
+    found = _SCHEMA_TEXTS.get(id(schema))
+    if found is not None and found[0] is schema:
+        return found[1]
+    text = json.dumps(schema, sort_keys=True)
+    if len(_SCHEMA_TEXTS) < 4096:
+        _SCHEMA_TEXTS[id(schema)] = (schema, text)
+    return text

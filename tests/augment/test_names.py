@@ -85,3 +85,24 @@ def test_changing_styles_skip_styles_that_change_nothing():
         "synonym",
     ]
     assert changing_styles(["xq_zz"], styles, {}) == ["random", "camel"]
+
+
+_TOKENS = ["get", "Get", "get_order", "order", "ab", "a-b", "x1", "über", "a b", "a.b", ""]
+_GLUE = ["", " ", "`", "'", '"', "(", ")", ".", "_", "-", "\n", "ü", "{{ get }}"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_TOKENS + _GLUE), max_size=14).map("".join),
+    st.dictionaries(
+        st.sampled_from(_TOKENS), st.sampled_from(["n1", "fetch", "get", "x-y"]), max_size=4
+    ),
+    st.booleans(),
+)
+def test_token_lookup_replaces_exactly_what_the_table_regex_does(text, table, template):
+    # short texts are scanned token by token, long ones searched with the table's regex
+    # (and names with other characters always are): both must give the same text
+    spaced = text + " " * (4097 - len(text))  # past the short-text limit: the regex path
+    assert replace_identifiers(spaced, table, template=template) == (
+        replace_identifiers(text, table, template=template) + spaced[len(text) :]
+    )

@@ -14,12 +14,14 @@ from hsa.errors import HarnessValidationError
 from hsa.harness import Harness, validate_document
 from hsa.harness.model import Prompt, Section
 from hsa.harness.validate import (
+    TOOL_DEFINITION,
     document_problems,
     harness_schema,
     json_path,
     plainly_valid,
     ref_problems,
     render_problems,
+    tool_plainly_valid,
 )
 
 TOOL = {
@@ -275,3 +277,51 @@ def test_checking_by_part_finds_what_checking_the_whole_document_finds(change) -
     )
     by_part = sorted((json_path(path), e.message) for path, e in _schema_errors(doc))
     assert by_part == whole
+
+
+def test_the_hand_checked_tool_definition_is_the_published_one():
+    assert harness_schema()["$defs"]["tool"] == TOOL_DEFINITION
+
+
+_TOOL_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.sampled_from(["get", "get-2", "a" * 64, "a" * 65, "", "bad name", "ok\n", "über"]),
+    st.lists(st.sampled_from(["id", 1, None]), max_size=3),
+    st.dictionaries(st.sampled_from(["type", "properties", "required"]), st.just("object")),
+)
+
+
+@st.composite
+def _near_tools(draw: st.DrawFn) -> object:
+    """Tool-like documents, valid and invalid in every field the definition constrains."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(_TOOL_VALUES)
+    tool: dict[str, object] = {}
+    if draw(st.booleans()) or draw(st.booleans()):
+        tool["name"] = draw(
+            st.one_of(st.sampled_from(["get", "a" * 64, "a" * 65, "x y", "ok\n"]), _TOOL_VALUES)
+        )
+    for key in ("description", "extra", "other"):
+        if draw(st.integers(0, 3)) == 0:
+            tool[key] = draw(st.one_of(st.just("Get."), st.just({}), _TOOL_VALUES))
+    if draw(st.booleans()):
+        params: dict[str, object] = {}
+        for key, good in (("type", "object"), ("properties", {"id": {}}), ("required", ["id"])):
+            choice = draw(st.integers(0, 3))
+            if choice == 1:
+                params[key] = good
+            elif choice == 2:
+                params[key] = draw(_TOOL_VALUES)
+        if draw(st.integers(0, 4)) == 0:
+            params = draw(_TOOL_VALUES)  # type: ignore[assignment]
+        tool["parameters"] = params
+    return tool
+
+
+@settings(max_examples=400, deadline=None)
+@given(_near_tools())
+def test_a_tool_passed_by_hand_has_no_schema_errors(tool):
+    errors = list(Draft202012Validator(TOOL_DEFINITION).iter_errors(tool))
+    assert tool_plainly_valid(tool) == (not errors)

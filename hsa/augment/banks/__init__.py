@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from hsa.harness.model import Skill, Tool
+
 
 @cache
 def _read(name: str) -> Any:
@@ -25,3 +27,16 @@ def bank(name: str) -> Any:
 
 def synonyms() -> dict[str, list[str]]:
     return _read("synonyms.yaml")
+
+
+@cache
+def distractor_tools() -> tuple[Tool, ...]:
+    """The distractor tool bank as tools, built once (tools are immutable; rules copy a
+    schema before changing it)."""
+    return tuple(Tool.from_dict(t) for t in bank("distractor_tools.json"))
+
+
+@cache
+def distractor_skills() -> tuple[Skill, ...]:
+    """The distractor skill bank as skills, built once."""
+    return tuple(Skill.from_dict(s) for s in bank("distractor_skills.yaml"))

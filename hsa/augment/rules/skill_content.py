@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from hsa.augment import markdown
-from hsa.augment.banks import bank
+from hsa.augment.banks import bank, distractor_skills
 from hsa.augment.names import ID_NAME, fresh_names
 from hsa.augment.param_schemas import copy_schema
 from hsa.augment.registry import rule
@@ -17,7 +17,7 @@ from hsa.augment.rule import Context, Rewrite
 from hsa.augment.rules.tool_set import DROP_PARAMS, drop_count
 from hsa.augment.rules.tool_text import fill
 from hsa.augment.seeded import shuffled
-from hsa.harness.model import Harness, Skill
+from hsa.harness.model import Harness
 
 # Sections titled like steps of a procedure depend on their order.
 _ORDERED_TITLE = re.compile(r"^\s*(?:step|phase|part|stage)?\s*\d", re.IGNORECASE)
@@ -156,7 +156,7 @@ def distractors(harness: Harness, rng: random.Random, params: dict[str, Any], co
 
     Their ids never collide with a skill of the harness, and no task needs them.
     """
-    pool = [Skill.from_dict(s) for s in bank("distractor_skills.yaml")]
+    pool = distractor_skills()
     picked = rng.sample(pool, min(params["count"], len(pool)))
     existing = [s.id for s in harness.skills]
     table = fresh_names([s.id for s in picked], lambda i: i, taken=existing, pattern=ID_NAME)

@@ -7,7 +7,7 @@ import random
 import re
 from typing import Any
 
-from hsa.augment.banks import bank
+from hsa.augment.banks import distractor_tools
 from hsa.augment.free_text import format_accepts
 from hsa.augment.names import TOOL_NAME, fresh_names
 from hsa.augment.param_schemas import copy_schema, free_nodes
@@ -92,7 +92,7 @@ def distractors(harness: Harness, rng: random.Random, params: dict[str, Any], co
     Names never collide with a tool of the harness (a clash gets a ``_2`` suffix), and hook
     matchers keep their firing: a distractor a matcher would catch is renamed until it is not.
     """
-    pool = [Tool.from_dict(t) for t in bank("distractor_tools.json")]
+    pool = distractor_tools()
     count = min(params["count"], len(pool))
     picked = rng.sample(pool, count)
     existing = [t.name for t in harness.tools]
