@@ -305,11 +305,15 @@ def _tool_schema_problems(schema: Mapping[str, Any], where: str) -> Iterator[tup
 @lru_cache(maxsize=1 << 14)
 def _parameter_problems_of(text: str) -> tuple[tuple[str, str], ...]:
     """``_parameter_problems`` once per distinct parameters schema."""
-    return tuple(_parameter_problems(json.loads(text)))
+    # without a "$ref" key anywhere there are no reference problems to look for
+    return tuple(_parameter_problems(json.loads(text), refs='"$ref"' in text))
 
 
-def _parameter_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    """Problems of a tool's parameters schema, at paths relative to it (``.required``)."""
+def _parameter_problems(
+    schema: Mapping[str, Any], *, refs: bool = True
+) -> Iterator[tuple[str, str]]:
+    """Problems of a tool's parameters schema, at paths relative to it (``.required``);
+    ``refs=False`` skips the ``$ref`` checks (for a schema known to have none)."""
     try:
         if not plainly_valid(schema):
             Draft202012Validator.check_schema(schema)
@@ -320,7 +324,8 @@ def _parameter_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for name in schema.get("required") or []:
         if name not in props:
             yield ".required", f"required parameter {name!r} is not in properties"
-    yield from ref_problems(schema)
+    if refs:
+        yield from ref_problems(schema)
 
 
 _SIMPLE_TYPES = frozenset(("array", "boolean", "integer", "null", "number", "object", "string"))
