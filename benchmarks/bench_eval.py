@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_teach import client_cpu_s, load, oracle_server, process_cpu_s
 
+from hsa.cli.collector import gc_tuned
 from hsa.envs.registry import get
 from hsa.eval.config import EvalConfig
 from hsa.eval.runner import evaluate, write_run
@@ -61,6 +62,9 @@ def main() -> None:
         choices=("train", "dev", "test"),
         help="livestream split to evaluate: test (254 tasks, 1,270 episodes) or train (2,316 "
         "tasks, 11,580 episodes, about 2 minutes)",
+    )
+    parser.add_argument(
+        "--tune-gc", action="store_true", help="tune the client's GC as hsa eval run --tune-gc"
     )
     args = parser.parse_args()
     tasks = 40 if args.quick else args.tasks
@@ -85,7 +89,8 @@ def main() -> None:
             )
             cpu_before, server_before = client_cpu_s(), process_cpu_s(pid)
             started = time.perf_counter()
-            report = evaluate(config, root / "served", env=env)
+            with gc_tuned(args.tune_gc):
+                report = evaluate(config, root / "served", env=env)
             wall = time.perf_counter() - started
             client_cpu = client_cpu_s() - cpu_before
             server_cpu = process_cpu_s(pid) - server_before
@@ -93,7 +98,8 @@ def main() -> None:
         model_s = report.requests * LATENCY_MS / 1000 / args.concurrency
         overhead = 1 - model_s / wall
         print(
-            f"served model, {LATENCY_MS:.0f} ms a call, concurrency {args.concurrency}: "
+            f"served model, {LATENCY_MS:.0f} ms a call, concurrency {args.concurrency}"
+            f"{', --tune-gc' if args.tune_gc else ''}: "
             f"{episodes} episodes, {report.requests} calls in {wall:.2f} s; model time "
             f"{model_s:.2f} s -> harness-side overhead {100 * overhead:.1f}% of wall "
             f"({100 * model_s / wall:.1f}% of ideal; target: overhead <= 5%)"

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
 import resource
 import subprocess
@@ -52,6 +51,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from hsa.cli.collector import gc_tuned
 from hsa.pipelines.teach import TeachConfig, teach
 
 
@@ -106,23 +106,6 @@ def waited_s(pid: int | str = "self") -> float:
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
-
-
-@contextmanager
-def gc_tuned(enabled: bool):
-    """What ``hsa teach --tune-gc`` does around a job: freeze what exists, collect the
-    youngest generation every 20,000 allocations instead of 700."""
-    if not enabled:
-        yield
-        return
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(20_000, *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
 
 
 def run_job(

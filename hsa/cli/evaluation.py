@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from hsa.cli.collector import TUNE_GC, gc_tuned
 from hsa.cli.flags import EVAL, Setting, api_key_env_option, given
 from hsa.cli.output import console, error_console, progress
 
@@ -76,6 +77,7 @@ def _training_recipe(path: Path | None) -> Any:
 @click.option("--call-format", cls=Setting, config=EVAL)
 @click.option("--cache", type=click.Path(path_type=Path), cls=Setting, config=EVAL)
 @click.option("--bootstrap", type=int, cls=Setting, config=EVAL)
+@TUNE_GC
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
@@ -89,6 +91,7 @@ def run_command(
     api_key_env: str,
     train_recipe: Path | None,
     out: Path,
+    tune_gc: bool,
     **flags: Any,
 ) -> None:
     """Evaluate a model on an environment's tasks, under its harness and held-out variants.
@@ -134,7 +137,8 @@ def run_command(
             )
 
         try:
-            report = evaluate(config, out, training=training, progress=advance)
+            with gc_tuned(tune_gc):
+                report = evaluate(config, out, training=training, progress=advance)
         except EvalIncomplete as exc:
             error_console().print(
                 f"requests: {exc.report.requests} sent, cache hits: {exc.report.cache_hits}"
