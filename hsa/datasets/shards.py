@@ -10,6 +10,7 @@ bytes (no timestamps are written; ``created_by`` names the Arrow version).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,28 @@ def write_shard(path: Path, table: pa.Table) -> dict[str, Any]:
     except pa.ArrowException as exc:
         raise DatasetError(f"cannot write shard: {exc}", file=str(path)) from None
     return {"rows": table.num_rows, "sha256": digest}
+
+
+def write_shard_groups(path: Path, schema: pa.Schema, groups: Iterable[pa.Table]) -> dict[str, Any]:
+    """``write_shard`` for a table that comes in parts: each of ``groups`` one row group,
+    written as it comes (so the whole table is never in memory)."""
+    options = {k: v for k, v in WRITE_OPTIONS.items() if k != "row_group_size"}
+    rows = 0
+    try:
+        with files.replacing(path, error=DatasetError) as temporary:
+            with pq.ParquetWriter(temporary, schema, **options) as writer:
+                size = WRITE_OPTIONS["row_group_size"]
+                written = False
+                for group in groups:
+                    writer.write_table(group, row_group_size=size)
+                    rows += group.num_rows
+                    written = True
+                if not written:  # as write_shard writes an empty table: one empty row group
+                    writer.write_table(schema.empty_table(), row_group_size=size)
+            digest = sha256_file(temporary)
+    except pa.ArrowException as exc:
+        raise DatasetError(f"cannot write shard: {exc}", file=str(path)) from None
+    return {"rows": rows, "sha256": digest}
 
 
 def open_parquet(path: Path) -> pq.ParquetFile:

@@ -18,6 +18,7 @@ import dataclasses
 import multiprocessing
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -205,6 +206,10 @@ class Harnesses:
         )
 
 
+#: variants a run holds planned before it writes them out and lets them go (``_Planner.release``)
+HELD_VARIANTS = 8192
+
+
 class _Planner:
     """Variants per (harness, context): a ``LazyPlan`` per group, whose variants are planned
     when a trajectory's pick first visits them; canonical variants per harness. Engine
@@ -231,15 +236,47 @@ class _Planner:
         self.indexes: dict[tuple[int, int], int] = {}  # (id of a group's plan, slot) -> engine
         self.canonical: dict[str, int] = {}
         self.variants: dict[str, Variant] = {}
+        #: variants files of the variants let go (``release``), and what they held
+        self.parts: list[Path] = []
+        self.released = {"groups": 0, "planned": 0}
+        self.rules: set[tuple[str, str]] = set()  # (name, version) of every rule applied
 
     @property
     def planned(self) -> int:
         """Variants planned so far (rewrites that change nothing and repeats included)."""
-        return sum(len(g.variants) for g in self.groups.values() if not g.given)
+        return self.released["planned"] + sum(
+            len(g.variants) for g in self.groups.values() if not g.given
+        )
+
+    @property
+    def group_count(self) -> int:
+        """(harness, context) groups planned so far (a group let go and met again twice)."""
+        return self.released["groups"] + len(self.groups)
 
     def _add(self, variant: Variant) -> int:
-        self.variants.setdefault(variant.variant_id, variant)
+        if variant.variant_id not in self.variants:
+            self.variants[variant.variant_id] = variant
+            self.rules.update((name, version) for name, version, _ in variant.rules)
         return self.engine.add(variant)
+
+    def release(self, folder: Path) -> None:
+        """Write the variants used so far to a variants file in ``folder`` and let go of
+        every plan, variant and engine index, when more than ``HELD_VARIANTS`` are held.
+
+        A corpus whose every conversation brings its own harness would otherwise hold every
+        variant of the run to its end. Planning is deterministic, so a harness met again is
+        planned again with the same result; engine indexes live for one batch."""
+        if len(self.engine.plans) <= HELD_VARIANTS:
+            return
+        path = folder / f"variants-{len(self.parts):05d}.parquet"
+        write_variants(path, list(self.variants.values()))
+        self.parts.append(path)
+        self.released = {"groups": self.group_count, "planned": self.planned}
+        self.groups.clear()
+        self.indexes.clear()
+        self.canonical.clear()
+        self.variants.clear()
+        self.engine = Engine()
 
     def canonical_of(self, harness: Harness) -> int:
         if harness.id not in self.canonical:
@@ -395,16 +432,16 @@ def augment_locked(
     if mf.claim(out, digest):
         report.complete_already = True
         return _report_from_manifest(report, mf.read_json(out / mf.MANIFEST))
-    engine = Engine()
+    shutil.rmtree(_parts_folder(out), ignore_errors=True)  # a killed run's, never read
     given: dict[str, list[Variant]] | None = None
     if variants is not None:
         given = {}
         for variant in variants:
             given.setdefault(variant.harness_id, []).append(variant)
     workers = config.workers or _cores()
-    planner = _Planner(recipe, seed, engine, given, workers)
+    planner = _Planner(recipe, seed, Engine(), given, workers)
     try:
-        job = _Job(source, out, config, k, seed, known, planner, engine, report.timings)
+        job = _Job(source, out, config, k, seed, known, planner, report.timings)
         marks = _batches(job, report, progress)
     finally:
         planner.close()
@@ -412,10 +449,8 @@ def augment_locked(
     started = time.perf_counter()
     stats = merge_stats(m["stats"] for m in marks)
     engine_stats = merge_stats(m["engine"] for m in marks)
-    variants = sorted(
-        planner.variants.values(), key=lambda v: (v.harness_id, bool(v.rules), v.variant_id)
-    )
-    write_variants(out / VARIANTS_FILE, variants)
+    count = write_variants(out / VARIANTS_FILE, list(planner.variants.values()), planner.parts)
+    shutil.rmtree(_parts_folder(out), ignore_errors=True)
     shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
     manifest = {
         "kind": mf.KIND,
@@ -423,8 +458,8 @@ def augment_locked(
         "config": settings,
         "config_hash": digest,
         "seed": seed,
-        "rules": sorted({(n, v) for variant in variants for n, v, _ in variant.rules}),
-        "variants": len(variants),
+        "rules": sorted(planner.rules),
+        "variants": count,
         "rows": {"total": stats.get("rows", 0), **stats.get("splits", {})},
         "trajectories": stats.get("trajectories", 0),
         "unverified_skipped": sum(m.get("unverified", 0) for m in marks),
@@ -452,7 +487,7 @@ def augment_locked(
     manifest["files"] = files
     mf.write_json(out / mf.MANIFEST, manifest)
     timings["finish"] = time.perf_counter() - started  # variants file, card, manifest
-    report.planner = {"groups": len(planner.groups), "variants_planned": planner.planned}
+    report.planner = {"groups": planner.group_count, "variants_planned": planner.planned}
     return _report_from_manifest(report, manifest)
 
 
@@ -467,7 +502,6 @@ class _Job:
     seed: int
     known: Harnesses
     planner: _Planner
-    engine: Engine
     timings: dict[str, float]
 
 
@@ -480,6 +514,7 @@ def _batches(job: _Job, report: AugmentReport, progress: Progress | None) -> lis
     total = source.total
     batches = max(1, -(-total // config.batch_size)) if total else 0
     marks: list[dict[str, Any]] = []
+    earlier: list[dict[str, Any]] = []  # the marks of batches an earlier run did
     written = 0
     # Shards are written by one background thread while the next batch renders (Parquet
     # encoding and the renderer's kernels release the GIL); at most one batch waits to be
@@ -494,8 +529,12 @@ def _batches(job: _Job, report: AugmentReport, progress: Progress | None) -> lis
                 if pending is not None:
                     pending.result()
                 pending = writer.submit(_write_batch, out, batch, found, tables, timings)
+                started = time.perf_counter()
+                planner.release(_parts_folder(out))
+                timings["plan"] += time.perf_counter() - started
             else:
                 report.skipped += 1
+                earlier.append(found)
             marks.append(found)
             written += found["stats"].get("rows", 0)
             if progress is not None:
@@ -506,18 +545,25 @@ def _batches(job: _Job, report: AugmentReport, progress: Progress | None) -> lis
     # Variants of batches done by an earlier run: plan them again (planning is deterministic).
     started = time.perf_counter()
     pairs: list[tuple[LazyPlan, int]] = []
-    for found in marks:
+    for found in earlier:
         for harness_id, tools, skills, slots in found.get("contexts", []):
             harness = known.get(harness_id)
             if harness is not None:
                 planner.canonical_of(harness) if config.keep_canonical else None
                 group = planner.group(harness, tuple(tools), tuple(skills))
                 pairs.extend((group, slot) for slot in slots)
-    planner.prefetch(pairs)
-    for group, slot in pairs:
-        planner.index(group, slot)
+        planner.prefetch(pairs)
+        for group, slot in pairs:
+            planner.index(group, slot)
+        pairs = []
+        planner.release(_parts_folder(out))
     timings["plan"] += time.perf_counter() - started
     return marks
+
+
+def _parts_folder(out: Path) -> Path:
+    """Where a run writes the variants it lets go of, until the variants file is written."""
+    return out / mf.STATE / "variants"
 
 
 def _report_from_manifest(report: AugmentReport, manifest: Mapping[str, Any]) -> AugmentReport:
@@ -540,7 +586,7 @@ def _batch(
 ) -> tuple[dict[str, Any], list[tuple[Path, pa.Table]]]:
     """Render one batch: its completion mark (shards still to be listed) and its tables."""
     source, out, config, known, planner = job.source, job.out, job.config, job.known, job.planner
-    engine, k, seed, timings = job.engine, job.k, job.seed, job.timings
+    engine, k, seed, timings = planner.engine, job.k, job.seed, job.timings
     started = time.perf_counter()
     table, origins = source.read(lo, hi)
     timings["read"] += time.perf_counter() - started

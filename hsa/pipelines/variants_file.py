@@ -3,14 +3,16 @@ traced (and inverted) from its ``variant_id``."""
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
 from hsa.augment.planner import Variant
-from hsa.datasets.shards import write_shard
+from hsa.datasets.shards import open_parquet, write_shard_groups
 from hsa.pipelines.rows import rule_params
 
 VARIANTS_FILE = "variants.parquet"
@@ -30,25 +32,65 @@ VARIANTS_SCHEMA = pa.schema(
 )
 
 
-def write_variants(path: Path, variants: Sequence[Variant]) -> None:
-    table = pa.Table.from_pylist(
-        [
-            {
-                "variant_id": v.variant_id,
-                "harness_id": v.harness_id,
-                "canonical": v.is_canonical,
-                "rules": [n for n, _, _ in v.rules],
-                "rule_params": rule_params(v),
-                "protocol": v.harness.protocol.label,
-                "seed": v.seed,
-                "harness": v.harness.to_json(),
-                "mapping": v.mapping.to_json(),
-            }
-            for v in variants
-        ],
-        schema=VARIANTS_SCHEMA,
-    )
-    write_shard(path, table)
+#: rows per row group of the variants file (it is written as it is merged, a group at a time)
+GROUP_ROWS = 4096
+
+
+def variant_row(variant: Variant) -> dict[str, Any]:
+    """The variants-file row of ``variant``."""
+    return {
+        "variant_id": variant.variant_id,
+        "harness_id": variant.harness_id,
+        "canonical": variant.is_canonical,
+        "rules": [n for n, _, _ in variant.rules],
+        "rule_params": rule_params(variant),
+        "protocol": variant.harness.protocol.label,
+        "seed": variant.seed,
+        "harness": variant.harness.to_json(),
+        "mapping": variant.mapping.to_json(),
+    }
+
+
+def row_order(row: Mapping[str, Any]) -> tuple[str, bool, str]:
+    """The variants file's order: by harness, its canonical variant first, then by id."""
+    return (row["harness_id"], not row["canonical"], row["variant_id"])
+
+
+def write_variants(path: Path, variants: Sequence[Variant], parts: Sequence[Path] = ()) -> int:
+    """Write ``variants`` and the rows of ``parts`` (variants files written earlier by the
+    same job, each in ``row_order``) as one variants file in ``row_order``, each variant
+    once. The parts are merged as they are read, a row group at a time, so a job that let go
+    of its variants as it went (``parts``) never holds them all again. Returns the rows
+    written."""
+    rows = sorted(map(variant_row, variants), key=row_order)
+    streams = [iter(rows), *(_part_rows(p) for p in parts)]
+    merged = heapq.merge(*streams, key=row_order)
+    count = 0
+
+    def groups() -> Iterator[pa.Table]:
+        nonlocal count
+        group: list[dict[str, Any]] = []
+        last = None
+        for row in merged:
+            if row["variant_id"] == last:
+                continue  # the same variant, used again after its plan was let go
+            last = row["variant_id"]
+            group.append(row)
+            if len(group) == GROUP_ROWS:
+                yield pa.Table.from_pylist(group, schema=VARIANTS_SCHEMA)
+                count += len(group)
+                group = []
+        if group:
+            yield pa.Table.from_pylist(group, schema=VARIANTS_SCHEMA)
+            count += len(group)
+
+    write_shard_groups(path, VARIANTS_SCHEMA, groups())
+    return count
+
+
+def _part_rows(path: Path) -> Iterator[dict[str, Any]]:
+    for batch in open_parquet(path).iter_batches(batch_size=GROUP_ROWS):
+        yield from batch.to_pylist()
 
 
 def read_variants(path: str | Path) -> dict[str, Variant]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -405,10 +406,12 @@ def test_any_number_of_workers_gives_the_same_bytes(
     assert set(reports[2].timings) == {"read", "plan", "render", "write", "finish"}
 
 
-def _conversations(path: Path, count: int) -> Path:
-    """OpenAI chat JSONL where every conversation has tools of its own."""
+def _conversations(path: Path, count: int, shops: int | None = None) -> Path:
+    """OpenAI chat JSONL where every conversation has tools of its own (``shops``: the
+    conversations of ``n % shops`` share theirs)."""
     with path.open("w", encoding="utf-8") as handle:
-        for n in range(count):
+        for row_number in range(count):
+            n = row_number % shops if shops else row_number
             tools = [
                 {
                     "type": "function",
@@ -435,7 +438,7 @@ def _conversations(path: Path, count: int) -> Path:
                 {"role": "tool", "tool_call_id": "c1", "content": '{"aisle": 4}'},
                 {"role": "assistant", "content": "Aisle 4."},
             ]
-            row = {"id": f"conv-{n}", "messages": messages, "tools": tools}
+            row = {"id": f"conv-{row_number}", "messages": messages, "tools": tools}
             handle.write(json.dumps(row) + "\n")
     return path
 
@@ -450,3 +453,28 @@ def test_only_the_variants_picks_visit_are_planned(tmp_path: Path) -> None:
     groups = report.planner["groups"]
     assert groups == 12 and report.rows == 12 * 3
     assert 2 * groups <= report.planner["variants_planned"] < 4 * groups
+
+
+def test_a_run_that_lets_its_variants_go_writes_the_same_bytes(tmp_path: Path, monkeypatch) -> None:
+    # Every conversation its own harness: a run holds at most HELD_VARIANTS planned variants,
+    # writes the ones it used to a part and lets them go; the variants file merges the parts.
+    job = sys.modules["hsa.pipelines.augment"]  # the module (the package exports the function)
+    source = _conversations(tmp_path / "chats.jsonl", 40, shops=13)  # met again in later batches
+    settings = AugmentConfig(variants_per_trajectory=2, batch_size=8, workers=1)
+    held = augment(open_source(source), tmp_path / "held", settings)
+    monkeypatch.setattr(job, "HELD_VARIANTS", 5)
+    let_go = augment(open_source(source), tmp_path / "let-go", settings)
+    assert digests(tmp_path / "let-go") == digests(tmp_path / "held")
+    assert let_go.variants == held.variants and held.planner["groups"] == 13
+    assert let_go.planner["groups"] > 13  # harnesses let go and met again: planned again
+    assert not (tmp_path / "let-go" / ".hsa" / "variants").exists()
+    # killed after three batches: the rerun plans their variants again for the variants file
+    out = tmp_path / "resumed"
+    augment(open_source(source), out, settings)
+    (out / "manifest.json").unlink()
+    for shard in sorted((out / "data").rglob("*.parquet"))[3:]:
+        shard.unlink()
+    for mark in sorted((out / ".hsa" / "done").glob("*.json"))[3:]:
+        mark.unlink()
+    augment(open_source(source), out, settings)
+    assert digests(out) == digests(tmp_path / "held")
