@@ -250,7 +250,7 @@ class _Planner:
 
     @property
     def group_count(self) -> int:
-        """(harness, context) groups planned so far (a group let go and met again twice)."""
+        """(harness, context) groups planned so far (a group let go and met again counts again)."""
         return self.released["groups"] + len(self.groups)
 
     def _add(self, variant: Variant) -> int:

@@ -65,10 +65,8 @@ def write_variants(path: Path, variants: Sequence[Variant], parts: Sequence[Path
     rows = sorted(map(variant_row, variants), key=row_order)
     streams = [iter(rows), *(_part_rows(p) for p in parts)]
     merged = heapq.merge(*streams, key=row_order)
-    count = 0
 
     def groups() -> Iterator[pa.Table]:
-        nonlocal count
         group: list[dict[str, Any]] = []
         last = None
         for row in merged:
@@ -78,14 +76,12 @@ def write_variants(path: Path, variants: Sequence[Variant], parts: Sequence[Path
             group.append(row)
             if len(group) == GROUP_ROWS:
                 yield pa.Table.from_pylist(group, schema=VARIANTS_SCHEMA)
-                count += len(group)
                 group = []
         if group:
             yield pa.Table.from_pylist(group, schema=VARIANTS_SCHEMA)
-            count += len(group)
 
-    write_shard_groups(path, VARIANTS_SCHEMA, groups())
-    return count
+    rows_written: int = write_shard_groups(path, VARIANTS_SCHEMA, groups())["rows"]
+    return rows_written
 
 
 def _part_rows(path: Path) -> Iterator[dict[str, Any]]:
