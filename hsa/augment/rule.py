@@ -142,6 +142,8 @@ class Rule:
     params: MappingABC[str, Any] = field(default_factory=lambda: dict(EMPTY_PARAMS))
     doc: str = ""
     needs: frozenset[str] = frozenset()
+    #: ``params`` as sorted JSON, made once: planning resolves parameters for every rewrite
+    params_text: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not RULE_NAME.match(self.name):
@@ -164,6 +166,7 @@ class Rule:
             ) from None
         if not self.doc.strip():
             raise RuleError("a rule needs a docstring", where=f"rule {self.name!r}")
+        object.__setattr__(self, "params_text", _schema_text(self.params))
 
     @property
     def family(self) -> str:
@@ -187,7 +190,7 @@ class Rule:
             key = json.dumps(given, sort_keys=True)
         except (TypeError, ValueError):  # not JSON: the schema check names the problem
             key = None
-        resolved = _resolved(self.name, _schema_text(self.params), key) if key else None
+        resolved = _resolved(self.name, self.params_text, key) if key else None
         if resolved is None:
             resolved = _resolve(self.name, self.params, given)
         return copy.deepcopy(resolved)
@@ -254,16 +257,5 @@ def _validator(schema_text: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(schema_text))
 
 
-#: schema texts by the id of the schema object, with the object itself kept (so the id is never
-#: reused): a rule's parameter schema is dumped once, not each time a plan resolves parameters
-_SCHEMA_TEXTS: dict[int, tuple[MappingABC[str, Any], str]] = {}
-
-
 def _schema_text(schema: MappingABC[str, Any]) -> str:
-    found = _SCHEMA_TEXTS.get(id(schema))
-    if found is not None and found[0] is schema:
-        return found[1]
-    text = json.dumps(schema, sort_keys=True)
-    if len(_SCHEMA_TEXTS) < 4096:
-        _SCHEMA_TEXTS[id(schema)] = (schema, text)
-    return text
+    return json.dumps(schema, sort_keys=True)

@@ -56,18 +56,12 @@ def write_atomic(path: Path, data: bytes) -> None:
 def write_shard(path: Path, table: pa.Table) -> dict[str, Any]:
     """Write ``table`` to ``path`` atomically (``hsa.harness.files``); returns
     ``{"rows", "sha256"}``."""
-    try:
-        with files.replacing(path, error=DatasetError) as temporary:
-            pq.write_table(table, temporary, **WRITE_OPTIONS)
-            digest = sha256_file(temporary)
-    except pa.ArrowException as exc:
-        raise DatasetError(f"cannot write shard: {exc}", file=str(path)) from None
-    return {"rows": table.num_rows, "sha256": digest}
+    return write_shard_groups(path, table.schema, [table])
 
 
 def write_shard_groups(path: Path, schema: pa.Schema, groups: Iterable[pa.Table]) -> dict[str, Any]:
     """``write_shard`` for a table that comes in parts: each of ``groups`` one row group,
-    written as it comes (so the whole table is never in memory)."""
+    written as it comes (so the whole table is never in memory); ``write_shard`` is one."""
     options = {k: v for k, v in WRITE_OPTIONS.items() if k != "row_group_size"}
     rows = 0
     try:
@@ -79,7 +73,7 @@ def write_shard_groups(path: Path, schema: pa.Schema, groups: Iterable[pa.Table]
                     writer.write_table(group, row_group_size=size)
                     rows += group.num_rows
                     written = True
-                if not written:  # as write_shard writes an empty table: one empty row group
+                if not written:  # as an empty table is written: one empty row group
                     writer.write_table(schema.empty_table(), row_group_size=size)
             digest = sha256_file(temporary)
     except pa.ArrowException as exc:

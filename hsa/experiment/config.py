@@ -45,6 +45,7 @@ from typing import Any
 from hsa.augment.recipe import Recipe
 from hsa.config import bounded, from_mapping, read_yaml, refuse, setting, settings_hash
 from hsa.errors import ExperimentError, HsaError
+from hsa.train.config import VIEWS
 
 #: the arms, in the order they are reported
 ARMS = ("fixed", "augmented")
@@ -106,8 +107,6 @@ class GpuSettings:
         problems = []
         if not self.model:
             problems.append(("model", "--scale gpu needs a local base model folder"))
-        from hsa.train.config import VIEWS
-
         if self.view not in VIEWS:
             problems.append(("view", f"unknown view {self.view!r}: {', '.join(VIEWS)}"))
         refuse(problems, ExperimentError)
