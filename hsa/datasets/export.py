@@ -12,14 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from hsa.datasets import manifest as mf
 from hsa.datasets.schema import JSON_FIELDS, ROW_SCHEMA, trl_messages
 from hsa.datasets.shards import read_table
 from hsa.errors import DatasetError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def shards(path: str | Path, split: str | None = None) -> list[Path]:
@@ -48,6 +49,8 @@ def shards(path: str | Path, split: str | None = None) -> list[Path]:
 
 def load(path: str | Path, split: str | None = None) -> pl.LazyFrame:
     """The rows of a dataset directory as a Polars ``LazyFrame`` (columns of ``ROW_SCHEMA``)."""
+    import polars as pl  # here, not at the top: every command imports this module
+
     files = shards(path, split)
     if not files:
         return pl.DataFrame(ROW_SCHEMA.empty_table()).lazy()
