@@ -17,7 +17,8 @@ of step 2, train on the view the config names (full rows by default) one run at 
 evaluated with the ``vllm`` policy: one engine per model, kept for all its tiers.
 
 Every step skips what a previous run finished (a build's manifest, a training's resolved
-config, an evaluation's summary), so a rerun after a failure redoes only what failed.
+config, an evaluation's summary), so a rerun after a failure redoes only what failed; a
+training stopped part way resumes from its newest checkpoint (one every tenth of its steps).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -39,6 +41,9 @@ from hsa.experiment.config import ARMS, ExperimentConfig
 from hsa.experiment.results import write_results
 from hsa.harness.files import write_atomic
 from hsa.harness.io import dump_yaml
+
+#: checkpoints a training writes over its steps (an interrupted one resumes from the newest)
+CHECKPOINTS = 10
 
 #: what a step says while it runs: (step, done, total)
 Progress = Callable[[str, int, int], None]
@@ -222,11 +227,15 @@ def initial_model(config: ExperimentConfig, out: Path, data: dict[str, Path], se
 
 
 def train_config(config: ExperimentConfig, data: Path, init: Path, seed: int) -> dict:
-    """What ``hsa train sft`` is given for one arm and seed."""
+    """What ``hsa train sft`` is given for one arm and seed: the config's ``train`` section,
+    with a checkpoint every tenth of the steps (the newest kept) unless it says otherwise, so
+    that an interrupted training resumes instead of starting over."""
     return {
+        "save_strategy": "steps",
+        "save_steps": -(-config.steps // CHECKPOINTS),
+        "save_total_limit": 1,
         **dict(config.train),
         "seed": seed,
-        "save_strategy": "no",
         "hsa": {"data": str(data), "model": str(init), "view": config.view, "eval_split": None},
     }
 
@@ -240,6 +249,7 @@ def train_all(
 ) -> dict[tuple[str, int], Path]:
     """Every (arm, seed) model, trained by ``hsa train sft`` in its own process."""
     from hsa.train.card import RESOLVED
+    from hsa.train.sft import last_checkpoint
 
     jobs = [(arm, seed) for seed in config.seeds for arm in ARMS]
     runs = {job: out / "runs" / f"{job[0]}-s{job[1]}" for job in jobs}
@@ -260,13 +270,18 @@ def train_all(
             env["TOKENIZERS_PARALLELISM"] = "false"
         command = [sys.executable, "-m", "hsa", "train", "sft", "--config", str(path)]
         command += ["--out", str(folder)]
+        resume = last_checkpoint(folder) is not None  # an earlier run stopped part way
+        if resume:
+            command.append("--resume")
         log = folder.parent / f"{folder.name}.log"
-        with log.open("w", encoding="utf-8") as stream:
+        with log.open("a" if resume else "w", encoding="utf-8") as stream:
             finished = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, env=env)
         if finished.returncode != 0:
             lines = [x for x in log.read_text("utf-8", "replace").splitlines() if x.strip()]
             last = lines[-1].strip() if lines else "no output"
             return job, f"hsa train sft exited {finished.returncode}: {last} (log: {log})"
+        for checkpoint in folder.glob("checkpoint-*"):  # done: the model is in the folder
+            shutil.rmtree(checkpoint)
         return job, None
 
     failures = []

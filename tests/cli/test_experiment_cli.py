@@ -4,6 +4,7 @@ format, a rerun that redoes nothing, and refusals as one line."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -105,6 +106,41 @@ def test_a_rerun_redoes_nothing_and_gives_the_same_figures(finished):
     assert (out / "runs" / "fixed-s0" / "model.safetensors").stat().st_mtime_ns == weights
     before.pop("wall_s"), after.pop("wall_s")
     assert after == before
+
+
+@pytest.mark.slow
+def test_a_training_stopped_part_way_resumes_from_its_checkpoint(finished, tmp_path):
+    root, config, _ = finished
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)
+    folder = out / "runs" / "fixed-s0"
+    assert not list(folder.glob("checkpoint-*"))  # a finished training keeps no checkpoint
+    # fixed-s0 as a run killed after its first step leaves it: a checkpoint, no model yet
+    shutil.rmtree(folder), shutil.rmtree(out / "eval" / "fixed-s0")
+    (out / "summary.json").unlink()
+    first = hsa(
+        "train",
+        "sft",
+        "--config",
+        str(out / "runs" / "fixed-s0.yaml"),
+        "--out",
+        str(folder),
+        "--max-steps",
+        "1",
+    )
+    assert first.returncode == 0, first.stderr
+    assert [p.name for p in folder.glob("checkpoint-*")] == ["checkpoint-1"]
+    (folder / "hsa-train.json").unlink(), (folder / "model.safetensors").unlink()
+
+    done = hsa("experiment", "run", str(config), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    log = (out / "runs" / "fixed-s0.log").read_text("utf-8")
+    assert f"resumed from {folder / 'checkpoint-1'}" in log
+    resolved = json.loads((folder / "hsa-train.json").read_text("utf-8"))
+    assert resolved["run"]["steps"] == 2
+    assert not list(folder.glob("checkpoint-*"))
+    summary = json.loads((out / "summary.json").read_text("utf-8"))
+    assert summary["training"]["fixed-s0"]["steps"] == 2
 
 
 @pytest.mark.slow
