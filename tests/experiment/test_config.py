@@ -100,7 +100,9 @@ def test_a_missing_or_broken_file_is_one_error(tmp_path):
     assert load_config(good).steps == 2
 
 
-@pytest.mark.parametrize("name", ["experiment.yaml", "experiment-random.yaml"])
+@pytest.mark.parametrize(
+    "name", ["experiment.yaml", "experiment-random.yaml", "experiment-random-wide.yaml"]
+)
 def test_the_shipped_held_out_tiers_draw_nothing_their_training_draws(name):
     from hsa.experiment.run import check_tiers
 
