@@ -76,7 +76,8 @@ def read_tasks(path: str | Path) -> list[Task]:
     except OSError as exc:
         raise EnvError(f"cannot read: {exc}", file=str(path)) from None
     tasks = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # only "\n" ends a row: a JSON string may hold U+2028 or U+0085 unescaped
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:

@@ -33,3 +33,13 @@ def test_check_reports_solved_counts():
     seen = []
     report = check(env, on_task=lambda task, outcome: seen.append(outcome.success))
     assert report.ok and report.solved == report.total == 16 and all(seen)
+
+
+def test_tasks_whose_turns_hold_unicode_line_separators_round_trip(tmp_path):
+    from dataclasses import replace
+
+    env = LivestreamEnvironment(n_tasks=3)
+    tasks = [replace(t, turns=(f"{t.turns[0]}\u2028and\u0085more",)) for t in env.tasks()]
+    summary = export_env(env, tmp_path / "out", tasks)
+    assert "\u2028" in summary.tasks_file.read_text("utf-8")  # written raw, not escaped
+    assert read_tasks(summary.tasks_file) == tasks

@@ -190,6 +190,44 @@ def test_bad_rows_name_file_line_and_path(tmp_path, row, where, reason):
     assert reason in err.value.message
 
 
+def test_a_line_holds_unescaped_unicode_line_separators_and_crlf(tmp_path):
+    # valid JSON may hold U+2028, U+2029 and U+0085 raw inside a string; only \n ends a line
+    text = "one\u2028two\u2029three\x85four"
+    rows = [_row({"role": "user", "content": text}), _row({"role": "user", "content": "b"})]
+    path = tmp_path / "chat.jsonl"
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    path.write_bytes(("\r\n".join(lines) + "\r\n\n").encode("utf-8"))
+    result = import_source(path)
+    assert [t.events[0].text for t in result.trajectories] == [text, "b"]
+    assert [t.metadata["line"] for t in result.trajectories] == [1, 2]
+
+
+def test_a_line_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    good = json.dumps(_row({"role": "user", "content": "fine"})).encode()
+    path.write_bytes(good + b"\n" + good + b"\n" + good.replace(b"fine", b"fi\xffne") + b"\n")
+    with pytest.raises(ImportFormatError) as err:
+        import_source(path)
+    assert (err.value.file, err.value.where) == (str(path), "line 3")
+    assert "not UTF-8" in err.value.message
+
+
+def test_rows_share_one_tool_object_per_distinct_tool(tmp_path):
+    other = {"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}
+    first = {"type": "function", "function": {"name": "echo", "description": "first"}}
+    rows = [
+        _row({"role": "user", "content": "a"}, tools=[ECHO, other]),
+        _row({"role": "user", "content": "b"}, tools=[other]),
+        _row({"role": "user", "content": "c"}, tools=[first, other]),
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    one, two, three = import_source(path).harnesses
+    assert one.tools[1] is two.tools[0] is three.tools[1]
+    assert one.tools[0] is not three.tools[0]  # the same name, another tool
+    assert three.tools[0].description == "first" and one.tools[0].description == ""
+
+
 def test_cli_bad_arguments_is_one_line(tmp_path):
     path = tmp_path / "chat.jsonl"
     call = {**CALL, "function": {"name": "echo", "arguments": "not json"}}

@@ -133,19 +133,38 @@ def read_json(path: Path) -> Any:
 
 
 def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line number, object)`` for every non-blank line of a JSON Lines file (1-based)."""
-    text = read_text(path)
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield lineno, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ImportFormatError(
-                f"invalid JSON: {exc.msg} (column {exc.colno})",
-                file=str(path),
-                where=f"line {lineno}",
-            ) from None
+    """``(line number, object)`` for every non-blank line of a JSON Lines file (1-based).
+
+    Read a line at a time: a file is never held whole, as one string or a list of lines. Lines
+    end at ``\n`` (a ``\r`` before it is whitespace), not at the other line boundaries
+    ``str.splitlines`` knows: a JSON string may hold U+2028, U+2029 or U+0085 unescaped."""
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise ImportFormatError("file not found", file=str(path)) from None
+    except OSError as exc:
+        raise ImportFormatError(f"cannot read: {exc}", file=str(path)) from None
+    with handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ImportFormatError(
+                    f"not UTF-8: {exc.reason} at byte {exc.start}",
+                    file=str(path),
+                    where=f"line {lineno}",
+                ) from None
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ImportFormatError(
+                    f"invalid JSON: {exc.msg} (column {exc.colno})",
+                    file=str(path),
+                    where=f"line {lineno}",
+                ) from None
+            yield lineno, row
 
 
 def check_harnesses(harnesses: Sequence[Harness], *, source: str) -> None:

@@ -34,6 +34,12 @@ def detect_format(src: str | Path) -> str:
         )
     if QUESTION_FILE.match(path.name) or path.parent.name == DOC_DIR:
         return "bfcl"
+    first, more = _first_lines(path)
+    if first is not None and more:
+        try:  # several JSON values, one a line: JSON Lines (read no further than line 2)
+            return _record_format(json.loads(first), path)
+        except json.JSONDecodeError:
+            pass  # one JSON document over several lines
     text = read_text(path)
     try:
         doc = json.loads(text)
@@ -44,7 +50,7 @@ def detect_format(src: str | Path) -> str:
                 file=str(path),
                 where=f"line {exc.lineno}",
             ) from None
-        first = next((line for line in text.splitlines() if line.strip()), "")
+        first = next((line for line in text.split("\n") if line.strip()), "")
         try:
             doc = json.loads(first)
         except json.JSONDecodeError as line_exc:
@@ -59,6 +65,24 @@ def detect_format(src: str | Path) -> str:
     if isinstance(doc, dict) and "question" in doc:
         return "bfcl"
     return "tools"
+
+
+def _first_lines(path: Path) -> tuple[str | None, bool]:
+    """The first non-blank line of ``path``, and whether another follows it; ``(None, False)``
+    when a line cannot be read as UTF-8 (reading the whole file then names the error)."""
+    first = None
+    try:
+        with path.open("rb") as handle:
+            for raw in handle:
+                line = raw.decode("utf-8")
+                if not line.strip():
+                    continue
+                if first is not None:
+                    return first, True
+                first = line
+    except (OSError, UnicodeDecodeError):
+        return None, False
+    return first, False
 
 
 def _record_format(record: object, path: Path) -> str:

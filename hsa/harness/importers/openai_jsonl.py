@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from hsa.harness.importers.base import (
     system_section,
     task_row,
 )
-from hsa.harness.model import Harness, Prompt
+from hsa.harness.model import Harness, Prompt, Tool
 from hsa.harness.parse import match_hook
 from hsa.harness.toolformats import tools_from_document
 
@@ -53,8 +54,9 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
     whose reference is the trajectory.
     """
     stem = harness_id(path.stem, fallback="chat")
-    groups: dict[str, Harness] = {}
-    rows: list[tuple[int, str, list[Event], dict[str, Any]]] = []
+    groups: dict[bytes, Harness] = {}
+    pool: dict[tuple[str, str], Tool] = {}  # one Tool object per distinct tool, shared
+    rows: list[tuple[int, bytes, list[Event], dict[str, Any]]] = []
     for lineno, row in read_json_lines(path):
         where = f"line {lineno}"
         if not isinstance(row, Mapping) or not isinstance(row.get("messages"), list):
@@ -63,12 +65,22 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
             )
         messages = row["messages"]
         system, start = _leading_system(messages, path, where)
-        key = ""  # groups are keyed only when rows bring their own harness
+        key = b""  # groups are keyed only when rows bring their own harness
         under = harness
         if under is None:
-            key = dumps_json([row.get("tools") or [], system])
+            tools_doc = row.get("tools") or []
+            entries = (
+                [dumps_json(e) for e in tools_doc]
+                if isinstance(tools_doc, list)
+                else [dumps_json(tools_doc)]
+            )
+            key = _group_key(entries, system)
             if key not in groups:
-                groups[key] = _group_harness(row.get("tools") or [], system, path, where)
+                found = _group_harness(tools_doc, system, path, where)
+                if len(found.tools) == len(entries):  # a list of tools: share repeated ones
+                    pairs = zip(entries, found.tools, strict=True)
+                    found = found.replace(tools=[pool.setdefault((e, t.name), t) for e, t in pairs])
+                groups[key] = found
             under = groups[key]
         events, call_ids = _events(messages, start, under, path, where)
         extra = {k: v for k, v in row.items() if k not in ("messages", "tools")}
@@ -127,7 +139,18 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
     )
 
 
-def _harness_ids(stem: str, keys: list[str]) -> dict[str, str]:
+def _group_key(entries: list[str], system: str | None) -> bytes:
+    """A digest of a row's tools (each as JSON text) and leading system message: rows with
+    the same one share a harness. A digest, not the text, is kept for every group."""
+    digest = hashlib.sha256()
+    for entry in entries:
+        digest.update(entry.encode("utf-8"))
+        digest.update(b"\x1e")  # JSON text holds no raw control character
+    digest.update(dumps_json(system).encode("utf-8"))
+    return digest.digest()
+
+
+def _harness_ids(stem: str, keys: list[bytes]) -> dict[bytes, str]:
     if len(keys) == 1:
         return {keys[0]: stem}
     return {key: f"{stem}-{i}" for i, key in enumerate(keys, start=1)}
