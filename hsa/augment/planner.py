@@ -119,6 +119,13 @@ def apply_chain(
     return rewrite, tuple(applied)
 
 
+def content_key(harness: Harness, mapping: RewriteMapping) -> bytes:
+    """A digest of what a variant is (its harness and mapping as JSON): two variants with the
+    same key render every row the same. The JSON is not kept on the harness."""
+    text = f"{harness.to_json(keep=False)}\0{mapping.to_json()}"  # JSON holds no raw NUL
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
 def variant_id(
     harness: Harness, rules: Sequence[tuple[str, str, MappingABC[str, Any]]], seed: int, ctx: Any
 ) -> str:
@@ -210,12 +217,12 @@ class LazyPlan:
         self.harness, self.recipe, self.context = harness, recipe, context
         self.seed = recipe.seed if seed is None else seed
         self.rules = {r.rule: get(r.rule) for r in recipe.base + recipe.rules}
-        self.unchanged = (harness.to_json(), RewriteMapping().to_json())
+        self.unchanged = content_key(harness, RewriteMapping())
         self.variants: dict[int, Variant] = dict(enumerate(given or ()))
         self.given = given is not None
         self.width = len(self.variants) if given is not None else recipe.variants_per_harness
         self._content: dict[int, int] = {}
-        self._keys: dict[tuple[str, str], int] = {}
+        self._keys: dict[bytes, int] = {}
 
     def variant(self, index: int) -> Variant:
         found = self.variants.get(index)
@@ -235,7 +242,7 @@ class LazyPlan:
     def content(self, index: int) -> int:
         if index not in self._content:
             variant = self.variant(index)
-            key = (variant.harness.to_json(), variant.mapping.to_json())
+            key = content_key(variant.harness, variant.mapping)
             self._content[index] = (
                 -1 if key == self.unchanged else self._keys.setdefault(key, len(self._keys))
             )
@@ -285,7 +292,7 @@ def plan_slots(spec: PlanSpec, indexes: Sequence[int]) -> list[Variant]:
     """Variants ``indexes`` of ``spec`` (each on its own: see ``plan_variant``)."""
     harness, context, rules = spec.harness, spec.context, spec.rules
     eligible = {name for name, r in rules.items() if all(context.has(n) for n in r.needs)}
-    unchanged = (harness.to_json(), RewriteMapping().to_json())
+    unchanged = content_key(harness, RewriteMapping())
     out = []
     for index in indexes:
         for attempt in range(_REDRAWS):
@@ -294,8 +301,7 @@ def plan_slots(spec: PlanSpec, indexes: Sequence[int]) -> list[Variant]:
             base = [r for r in spec.recipe.base if r.rule in eligible]
             chain = [(rules[r.rule], r.params) for r in base + chosen]
             rewrite, applied = apply_chain(harness, chain, seed=variant_seed, context=context)
-            key = (rewrite.harness.to_json(), rewrite.mapping.to_json())
-            if key != unchanged:
+            if content_key(rewrite.harness, rewrite.mapping) != unchanged:
                 break
         uses = any(rules[n].needs for n, _, _ in applied)
         vid = variant_id(harness, applied, variant_seed, context.key() if uses else None)
@@ -369,11 +375,11 @@ def pick(
             )
         harness = canonical[0].harness
     others = [v for v in variants if not v.is_canonical]
-    unchanged = (harness.to_json(), RewriteMapping().to_json())
-    contents: dict[tuple[str, str], int] = {}
+    unchanged = content_key(harness, RewriteMapping())
+    contents: dict[bytes, int] = {}
 
     def content(slot: int) -> int:
-        key = (others[slot].harness.to_json(), others[slot].mapping.to_json())
+        key = content_key(others[slot].harness, others[slot].mapping)
         return -1 if key == unchanged else contents.setdefault(key, len(contents))
 
     order = pick_order(

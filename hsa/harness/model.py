@@ -383,9 +383,14 @@ class Harness:
             out["metadata"] = dict(self.metadata)
         return out
 
-    def to_json(self) -> str:
-        """The harness as one compact JSON document; key order is kept, since order is data."""
-        return self.derived(_json_document)
+    def to_json(self, *, keep: bool = True) -> str:
+        """The harness as one compact JSON document; key order is kept, since order is data.
+
+        ``keep=False`` does not keep the text on the harness: for a look at a harness that
+        lives on without needing it again (a planned variant, held while its rows render)."""
+        if keep:
+            return self.derived(_json_document)
+        return self._derived.get(_json_document) or _json_document(self)
 
     @property
     def digest(self) -> str:

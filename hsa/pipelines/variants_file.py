@@ -46,7 +46,7 @@ def variant_row(variant: Variant) -> dict[str, Any]:
         "rule_params": rule_params(variant),
         "protocol": variant.harness.protocol.label,
         "seed": variant.seed,
-        "harness": variant.harness.to_json(),
+        "harness": variant.harness.to_json(keep=False),
         "mapping": variant.mapping.to_json(),
     }
 

@@ -120,6 +120,14 @@ def test_tool_openai_form():
     assert tool.to_openai() == {"type": "function", "function": tool.to_dict()}
 
 
+def test_json_text_not_kept_is_the_same_text():
+    harness = full()
+    text = harness.to_json(keep=False)
+    assert not harness._derived  # looked at, not kept
+    assert text == harness.to_json() and harness._derived  # kept from here on
+    assert harness.to_json(keep=False) is harness.to_json()  # the kept text, when there is one
+
+
 def test_derived_values_are_kept_per_object_and_never_copied():
     harness = full()
     made: list[Harness] = []
