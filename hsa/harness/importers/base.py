@@ -119,17 +119,20 @@ def read_text(path: Path) -> str:
         raise ImportFormatError(f"cannot read: {exc}", file=str(path)) from None
 
 
+def invalid_json(exc: json.JSONDecodeError, path: Path, line: int) -> ImportFormatError:
+    """The error for JSON in ``path`` that does not parse: the reason, the line and column."""
+    return ImportFormatError(
+        f"invalid JSON: {exc.msg} (column {exc.colno})", file=str(path), where=f"line {line}"
+    )
+
+
 def read_json(path: Path) -> Any:
     """The JSON document at ``path``; a syntax error names its line and column."""
     text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ImportFormatError(
-            f"invalid JSON: {exc.msg} (column {exc.colno})",
-            file=str(path),
-            where=f"line {exc.lineno}",
-        ) from None
+        raise invalid_json(exc, path, exc.lineno) from None
 
 
 def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -159,11 +162,7 @@ def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ImportFormatError(
-                    f"invalid JSON: {exc.msg} (column {exc.colno})",
-                    file=str(path),
-                    where=f"line {lineno}",
-                ) from None
+                raise invalid_json(exc, path, lineno) from None
             yield lineno, row
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from hsa.errors import ImportFormatError
-from hsa.harness.importers.base import read_text
+from hsa.harness.importers.base import invalid_json, read_text
 from hsa.harness.importers.bfcl import DOC_DIR, QUESTION_FILE, is_bfcl_dir
 from hsa.harness.importers.skills import skill_folders
 from hsa.harness.importers.tau2 import is_domain
@@ -45,20 +45,12 @@ def detect_format(src: str | Path) -> str:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         if exc.msg != "Extra data":  # several JSON values, one a line: JSON Lines
-            raise ImportFormatError(
-                f"invalid JSON: {exc.msg} (column {exc.colno})",
-                file=str(path),
-                where=f"line {exc.lineno}",
-            ) from None
+            raise invalid_json(exc, path, exc.lineno) from None
         first = next((line for line in text.split("\n") if line.strip()), "")
         try:
             doc = json.loads(first)
         except json.JSONDecodeError as line_exc:
-            raise ImportFormatError(
-                f"invalid JSON: {line_exc.msg} (column {line_exc.colno})",
-                file=str(path),
-                where="line 1",
-            ) from None
+            raise invalid_json(line_exc, path, 1) from None
         return _record_format(doc, path)
     if isinstance(doc, dict) and "messages" in doc:
         return "openai-jsonl"  # a single-row JSONL file
