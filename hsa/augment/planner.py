@@ -22,7 +22,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from collections.abc import Mapping as MappingABC
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,12 @@ class Variant:
     mapping: RewriteMapping
     seed: int = 0
     index: int = 0
+    #: ``content_key(harness, mapping)`` when planning made it (empty: made when asked)
+    content: bytes = field(default=b"", compare=False, repr=False)
+
+    def key(self) -> bytes:
+        """What the variant is, as a digest (``content_key``)."""
+        return self.content or content_key(self.harness, self.mapping)
 
     @property
     def is_canonical(self) -> bool:
@@ -241,8 +247,7 @@ class LazyPlan:
 
     def content(self, index: int) -> int:
         if index not in self._content:
-            variant = self.variant(index)
-            key = content_key(variant.harness, variant.mapping)
+            key = self.variant(index).key()
             self._content[index] = (
                 -1 if key == self.unchanged else self._keys.setdefault(key, len(self._keys))
             )
@@ -301,12 +306,15 @@ def plan_slots(spec: PlanSpec, indexes: Sequence[int]) -> list[Variant]:
             base = [r for r in spec.recipe.base if r.rule in eligible]
             chain = [(rules[r.rule], r.params) for r in base + chosen]
             rewrite, applied = apply_chain(harness, chain, seed=variant_seed, context=context)
-            if content_key(rewrite.harness, rewrite.mapping) != unchanged:
+            key = content_key(rewrite.harness, rewrite.mapping)
+            if key != unchanged:
                 break
         uses = any(rules[n].needs for n, _, _ in applied)
         vid = variant_id(harness, applied, variant_seed, context.key() if uses else None)
         out.append(
-            Variant(vid, harness.id, applied, rewrite.harness, rewrite.mapping, variant_seed, index)
+            Variant(
+                vid, harness.id, applied, rewrite.harness, rewrite.mapping, variant_seed, index, key
+            )
         )
     return out
 
@@ -379,7 +387,7 @@ def pick(
     contents: dict[bytes, int] = {}
 
     def content(slot: int) -> int:
-        key = content_key(others[slot].harness, others[slot].mapping)
+        key = others[slot].key()
         return -1 if key == unchanged else contents.setdefault(key, len(contents))
 
     order = pick_order(
