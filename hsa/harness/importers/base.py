@@ -135,12 +135,11 @@ def read_json(path: Path) -> Any:
         raise invalid_json(exc, path, exc.lineno) from None
 
 
-def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line number, object)`` for every non-blank line of a JSON Lines file (1-based).
-
-    Read a line at a time: a file is never held whole, as one string or a list of lines. Lines
-    end at ``\n`` (a ``\r`` before it is whitespace), not at the other line boundaries
-    ``str.splitlines`` knows: a JSON string may hold U+2028, U+2029 or U+0085 unescaped."""
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` for every non-blank line of ``path`` (1-based), read a line at
+    a time: a file is never held whole, as one string or a list of lines. Lines end at ``\n``
+    (a ``\r`` before it is whitespace), not at the other line boundaries ``str.splitlines``
+    knows: a JSON string may hold U+2028, U+2029 or U+0085 unescaped."""
     try:
         handle = path.open("rb")
     except FileNotFoundError:
@@ -157,13 +156,19 @@ def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
                     file=str(path),
                     where=f"line {lineno}",
                 ) from None
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise invalid_json(exc, path, lineno) from None
-            yield lineno, row
+            if line.strip():
+                yield lineno, line
+
+
+def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, object)`` for every non-blank line of a JSON Lines file (1-based; see
+    ``text_lines``)."""
+    for lineno, line in text_lines(path):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise invalid_json(exc, path, lineno) from None
+        yield lineno, row
 
 
 def check_harnesses(harnesses: Sequence[Harness], *, source: str) -> None:

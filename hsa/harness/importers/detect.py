@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from hsa.errors import ImportFormatError
-from hsa.harness.importers.base import invalid_json, read_text
+from hsa.harness.importers.base import invalid_json, read_text, text_lines
 from hsa.harness.importers.bfcl import DOC_DIR, QUESTION_FILE, is_bfcl_dir
 from hsa.harness.importers.skills import skill_folders
 from hsa.harness.importers.tau2 import is_domain
@@ -61,18 +61,14 @@ def detect_format(src: str | Path) -> str:
 
 def _first_lines(path: Path) -> tuple[str | None, bool]:
     """The first non-blank line of ``path``, and whether another follows it; ``(None, False)``
-    when a line cannot be read as UTF-8 (reading the whole file then names the error)."""
+    when a line cannot be read (reading the whole file then names the error)."""
     first = None
     try:
-        with path.open("rb") as handle:
-            for raw in handle:
-                line = raw.decode("utf-8")
-                if not line.strip():
-                    continue
-                if first is not None:
-                    return first, True
-                first = line
-    except (OSError, UnicodeDecodeError):
+        for _, line in text_lines(path):
+            if first is not None:
+                return first, True
+            first = line
+    except ImportFormatError:
         return None, False
     return first, False
 
