@@ -22,7 +22,7 @@ from typing import Any
 from hsa.config import bounded, refuse, setting
 from hsa.datasets.export import to_hf
 from hsa.errors import TrainError
-from hsa.train.card import finish, settings_dict
+from hsa.train.card import HF_CACHE, finish, settings_dict
 from hsa.train.config import prepare
 from hsa.train.data import manifest_of, recipe_of
 from hsa.train.sft import load_model, resume_point
@@ -110,7 +110,7 @@ def train_distill(
             raise TrainError(f"set hsa.{name} (or --{name})", file=file, where=f"$.hsa.{name}")
     checkpoint = resume_point(out, resume)
     manifest = manifest_of(Path(str(settings.data)))
-    rows = to_hf(str(settings.data), settings.split, cache_dir=out / ".hsa" / "hf-cache")
+    rows = to_hf(str(settings.data), settings.split, cache_dir=out / HF_CACHE)
     prompts, counts = cut_prompts(rows, settings.max_prompts)
     if not prompts:
         raise TrainError(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.errors import TrainError
-from hsa.train.card import RESOLVED, finish, settings_dict
+from hsa.train.card import HF_CACHE, RESOLVED, finish, settings_dict
 from hsa.train.config import SftSettings, prepare
 from hsa.train.data import load_rows
 
@@ -112,7 +112,7 @@ def train_sft(
         file=file,
     )
     checkpoint = resume_point(out, resume)
-    rows = load_rows(settings, seed=args.seed, cache=out / ".hsa" / "hf-cache")
+    rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE)
     model, tokenizer = load_model(settings.model)
     try:
         trainer = SFTTrainer(

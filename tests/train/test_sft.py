@@ -8,6 +8,7 @@ import re
 import pytest
 
 from hsa.errors import TrainError
+from hsa.train.card import HF_CACHE
 from hsa.train.sft import RESOLVED, train_sft
 
 DOUBLE_ENCODED = re.compile(r'"arguments":\s*"')
@@ -87,6 +88,7 @@ def test_a_run_writes_the_model_the_resolved_config_and_a_card(dataset, model, t
     assert resolved["data"]["manifest_hash"] in card and "![loss](loss.png)" in card
     assert (out / "loss.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "model.safetensors").is_file() and (out / "tokenizer_config.json").is_file()
+    assert not (out / HF_CACHE).exists()  # the tokenized dataset was scratch
 
 
 def test_resume_continues_from_the_last_checkpoint(dataset, model, tmp_path):
