@@ -34,8 +34,9 @@ def group() -> None:
     "--doc",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write the figures into this Markdown document's results section (with its "
-    "plot and summary beside it), as docs/experiment.md holds them.",
+    help="Also write the figures into this Markdown document's results section for CONFIG "
+    "(named by its file's stem; with its plot and summary beside it), as docs/experiment.md "
+    "holds them.",
 )
 def run_command(
     config: Path, out: Path, seeds: str | None, steps: int | None, scale: str, doc: Path | None
@@ -58,7 +59,7 @@ def run_command(
     if doc is not None:
         from hsa.experiment.report import check_doc
 
-        check_doc(doc)
+        check_doc(doc, config.stem)
     bar = progress()
     lines = not error_console().is_terminal  # in a log, a line per step done instead of bars
     with bar:
@@ -79,5 +80,5 @@ def run_command(
     if doc is not None:
         from hsa.experiment.report import write_doc
 
-        write_doc(summary, doc)
+        write_doc(summary, doc, config.stem)
         console().print(f"wrote the results section of {doc}")

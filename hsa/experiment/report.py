@@ -165,33 +165,44 @@ def write_report(summary: dict[str, Any], out: Path) -> None:
     write_atomic(out / "report.md", text, error=ExperimentError)
 
 
-#: where ``write_doc`` puts a run's figures in a document
-BEGIN = "<!-- experiment results: written by hsa experiment run --doc; do not edit by hand -->"
-END = "<!-- end of experiment results -->"
+#: the results section ``write_doc`` writes for the default config (``examples/experiment.yaml``)
+DEFAULT = "experiment"
 
 
-def check_doc(doc: Path) -> None:
-    """Refuse a document that exists but has no results section (before a run, not after)."""
+def markers(name: str = DEFAULT) -> tuple[str, str]:
+    """The lines around the results section of config ``name`` (its file's stem) in a
+    document: one document can hold the figures of several configs' runs."""
+    label = "experiment results" if name == DEFAULT else f"experiment results ({name})"
+    begin = f"<!-- {label}: written by hsa experiment run --doc; do not edit by hand -->"
+    return begin, f"<!-- end of {label} -->"
+
+
+def check_doc(doc: Path, name: str = DEFAULT) -> None:
+    """Refuse a document that exists but has no results section for ``name`` (before a run,
+    not after)."""
     if doc.exists():
+        begin, end = markers(name)
         text = doc.read_text("utf-8")
-        if BEGIN not in text or END not in text:
-            raise ExperimentError(f"has no results section ({BEGIN} ... {END})", file=str(doc))
+        if begin not in text or end not in text:
+            raise ExperimentError(
+                f"has no results section for {name} (add the lines {begin} and {end})",
+                file=str(doc),
+            )
 
 
-def write_doc(summary: dict[str, Any], doc: Path) -> None:
-    """Put a run's figures into ``doc`` between ``BEGIN`` and ``END``, its plot at
-    ``images/experiment-tiers.png`` and its summary at ``experiment-summary.json`` beside it."""
+def write_doc(summary: dict[str, Any], doc: Path, name: str = DEFAULT) -> None:
+    """Put a run's figures into ``doc``'s results section for config ``name``, its plot at
+    ``images/<name>-tiers.png`` and its summary at ``<name>-summary.json`` beside it."""
     import json
 
-    check_doc(doc)
-    text = doc.read_text("utf-8") if doc.exists() else f"{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    body = results(summary, "images/experiment-tiers.png")
+    check_doc(doc, name)
+    begin, end = markers(name)
+    text = doc.read_text("utf-8") if doc.exists() else f"{begin}\n{end}\n"
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    body = results(summary, f"images/{name}-tiers.png")
     (doc.parent / "images").mkdir(parents=True, exist_ok=True)
-    write_atomic(
-        doc.parent / "images" / "experiment-tiers.png", plot(summary), error=ExperimentError
-    )
+    write_atomic(doc.parent / "images" / f"{name}-tiers.png", plot(summary), error=ExperimentError)
     dumped = json.dumps(summary, indent=2) + "\n"
-    write_atomic(doc.parent / "experiment-summary.json", dumped, error=ExperimentError)
-    write_atomic(doc, f"{head}{BEGIN}\n{body}\n{END}{tail}", error=ExperimentError)
+    write_atomic(doc.parent / f"{name}-summary.json", dumped, error=ExperimentError)
+    write_atomic(doc, f"{head}{begin}\n{body}\n{end}{tail}", error=ExperimentError)
