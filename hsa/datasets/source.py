@@ -14,17 +14,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import sqlite3
+import tempfile
+from collections import OrderedDict
+from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from hsa.datasets.shards import open_parquet, sha256_file
 from hsa.errors import DatasetError, HsaError
-from hsa.harness.events import TRAJECTORY_SCHEMA, trajectories_to_table
+from hsa.harness.events import TRAJECTORY_SCHEMA, Trajectory, trajectories_to_table
 from hsa.harness.model import Harness
 
 #: teacher lineage columns an input may carry
@@ -49,17 +54,18 @@ class Source:
     counts: tuple[int, ...]
     fingerprint: str
     harnesses: tuple[Harness, ...] = ()
-    table: pa.Table | None = None
+    #: the harnesses a JSONL file's rows brought, on disk (``harnesses`` when given one)
+    store: HarnessStore | None = None
+    #: the scratch folder a JSONL file was read into (``files``); removed with the source
+    scratch: tempfile.TemporaryDirectory | None = None
 
     @property
     def total(self) -> int:
-        return self.table.num_rows if self.table is not None else sum(self.counts)
+        return sum(self.counts)
 
     def unverified(self) -> int:
         """How many rows a teacher marked unverified (``verified`` false; null counts as
         verified). Reads that one column only."""
-        if self.table is not None:
-            return _false(self.table.column("verified"))
         count = 0
         for path in self.files:
             handle = open_parquet(path)
@@ -82,9 +88,10 @@ class Source:
 
     def read(self, start: int, stop: int) -> tuple[pa.Table, list[tuple[str, int, int]]]:
         """Rows ``[start, stop)``, and where they come from: ``(file, first row in that file,
-        rows)`` per input file touched, in order (for error messages)."""
-        if self.table is not None:
-            return self.table.slice(start, stop - start), [(str(self.path), start, stop - start)]
+        rows)`` per input file touched, in order (for error messages; a JSONL file's rows are
+        its rows, not its scratch file's)."""
+        if self.scratch is not None:
+            return _read_rows(self.files[0], start, stop), [(str(self.path), start, stop - start)]
         parts: list[pa.Table] = []
         origins: list[tuple[str, int, int]] = []
         offset = 0
@@ -247,27 +254,124 @@ def _parquet_source(root: Path, files: list[Path]) -> Source:
 
 
 def _jsonl_source(path: Path, harness: Harness | None) -> Source:
-    from hsa.harness.importers import import_source
+    """A JSONL file read a chunk of rows at a time into a scratch Parquet file, and the
+    harnesses its rows bring into a ``HarnessStore`` beside it: memory holds a chunk, not the
+    file, however many rows and harnesses it has."""
+    from hsa.harness.importers.openai_jsonl import first_repeat, read_openai_jsonl, repeated_id
 
+    scratch = tempfile.TemporaryDirectory(prefix="hsa-source-")
+    folder = Path(scratch.name)
+    store = None if harness is not None else HarnessStore(folder / "harnesses.sqlite")
+    spill = folder / "trajectories.parquet"
+    rows = 0
     try:
-        result = import_source(path, format="openai-jsonl", harness=harness)
+        with pq.ParquetWriter(spill, INPUT_SCHEMA, compression="zstd") as writer:
+            for chunk in read_openai_jsonl(path, harness=harness, groups=store):
+                if harness is not None:
+                    for trajectory in chunk.trajectories:
+                        _check_recorded(trajectory, harness, path)
+                if store is not None:
+                    store.commit()
+                table = trajectories_to_table(chunk.trajectories)
+                writer.write_table(conform(table, file=str(path)))
+                rows += table.num_rows
+        ids = pq.read_table(spill, columns=["id"]).column("id").combine_chunks()
+        repeat = first_repeat(ids)
+        if repeat is not None:
+            lines = pq.read_table(spill, columns=["metadata"]).column("metadata").take(repeat)
+            first, second = (json.loads(text)["line"] for text in lines.to_pylist())
+            raise repeated_id(path, ids[repeat[1]].as_py(), first, second)
     except HsaError as exc:
+        scratch.cleanup()
         raise DatasetError(exc.message, file=exc.file or str(path), where=exc.where) from None
-    if harness is not None:
-        for trajectory in result.trajectories:
-            recorded = (trajectory.metadata.get("row") or {}).get("harness_id")
-            if recorded is not None and recorded != harness.id:
-                line = trajectory.metadata.get("line")
-                raise DatasetError(
-                    f"recorded under harness {recorded!r}, not under the given harness "
-                    f"{harness.id!r}; pass the harness it was recorded under with --harness",
-                    file=str(path),
-                    where=f"line {line} (id {trajectory.id!r})",
-                )
-    table = conform(trajectories_to_table(list(result.trajectories)), file=str(path))
     digest = hashlib.sha256(f"{path.name}\0{sha256_file(path)}\n".encode())
     if harness is not None:
         digest.update(harness.to_json().encode("utf-8"))
-    return Source(
-        path, (path,), (table.num_rows,), digest.hexdigest(), tuple(result.harnesses), table
-    )
+    given = (harness,) if harness is not None else ()
+    return Source(path, (spill,), (rows,), digest.hexdigest(), given, store, scratch)
+
+
+def _check_recorded(trajectory: Trajectory, harness: Harness, path: Path) -> None:
+    recorded = (trajectory.metadata.get("row") or {}).get("harness_id")
+    if recorded is not None and recorded != harness.id:
+        line = trajectory.metadata.get("line")
+        raise DatasetError(
+            f"recorded under harness {recorded!r}, not under the given harness "
+            f"{harness.id!r}; pass the harness it was recorded under with --harness",
+            file=str(path),
+            where=f"line {line} (id {trajectory.id!r})",
+        )
+
+
+class HarnessStore(MutableMapping[bytes, Harness]):
+    """Harnesses by the key of the rows that brought them (``read_openai_jsonl``'s groups),
+    and by id (``by_id``), in an SQLite file; the most recently used are kept in memory.
+
+    A corpus whose every conversation brings its own tools has as many harnesses as rows:
+    a million of them, held as objects, would outgrow the machine."""
+
+    #: harnesses kept in memory, by key and by id each
+    CACHED = 1024
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=OFF")
+        self._db.execute("PRAGMA synchronous=OFF")
+        self._db.execute("CREATE TABLE harnesses (key BLOB PRIMARY KEY, id TEXT UNIQUE, doc TEXT)")
+        self._count = 0
+        self._by_key: OrderedDict[bytes, Harness] = OrderedDict()
+        self._by_id: OrderedDict[str, Harness] = OrderedDict()
+
+    def __getitem__(self, key: bytes) -> Harness:
+        found = self._by_key.get(key)
+        if found is None:
+            row = self._db.execute("SELECT doc FROM harnesses WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                raise KeyError(key)
+            found = Harness.from_dict(json.loads(row[0]))
+        _keep(self._by_key, key, found, self.CACHED)
+        return found
+
+    def __setitem__(self, key: bytes, harness: Harness) -> None:
+        doc = harness.to_json(keep=False)  # a key met again is an IntegrityError
+        self._db.execute("INSERT INTO harnesses VALUES (?, ?, ?)", (key, harness.id, doc))
+        self._count += 1
+        _keep(self._by_key, key, harness, self.CACHED)
+
+    def __delitem__(self, key: bytes) -> None:
+        raise TypeError("a harness store adds harnesses; it does not remove them")
+
+    def __iter__(self) -> Iterator[bytes]:
+        for (key,) in self._db.execute("SELECT key FROM harnesses ORDER BY rowid"):
+            yield key
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, key: object) -> bool:
+        if key in self._by_key:
+            return True
+        query = "SELECT 1 FROM harnesses WHERE key = ?"
+        return self._db.execute(query, (key,)).fetchone() is not None
+
+    def commit(self) -> None:
+        self._db.commit()
+
+    def by_id(self, harness_id: str) -> Harness | None:
+        found = self._by_id.get(harness_id)
+        if found is None:
+            query = "SELECT doc FROM harnesses WHERE id = ?"
+            row = self._db.execute(query, (harness_id,)).fetchone()
+            if row is None:
+                return None
+            found = Harness.from_dict(json.loads(row[0]))
+        _keep(self._by_id, harness_id, found, self.CACHED)
+        return found
+
+
+def _keep(cache: OrderedDict, key: Any, value: Any, size: int) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    if len(cache) > size:
+        cache.popitem(last=False)

@@ -48,12 +48,12 @@ from hsa.datasets.card import TokenLengths, merge_stats, render_card, token_leng
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import part_name, sha256_file, write_atomic, write_shard
-from hsa.datasets.source import Source, locate
+from hsa.datasets.source import HarnessStore, Source, locate
 from hsa.errors import DatasetError, HsaError
 from hsa.harness.model import Harness
 from hsa.pipelines.assign import assign_splits
 from hsa.pipelines.rows import rows, stats, used_by
-from hsa.pipelines.variants_file import VARIANTS_FILE, write_variants
+from hsa.pipelines.variants_file import PART_ROWS, VARIANTS_FILE, write_variants
 
 Progress = Callable[[int, int, int], None]  # (batches done, batches, rows written)
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -169,23 +169,27 @@ class AugmentReport:
 
 
 class Harnesses:
-    """Harnesses by id: those given; without any, the bundled environments' (``livestream``).
+    """Harnesses by id: those given and those the input's rows brought (``store``); without
+    any, the bundled environments' (``livestream``).
 
     A row without a harness id is read under the one harness given. A row whose id is none of
     the given harnesses' is never read under one of them (its calls would name tools the
     harness lacks): ``get`` returns None and the job names the row.
     """
 
-    def __init__(self, given: Sequence[Harness] = ()):
+    def __init__(self, given: Sequence[Harness] = (), store: HarnessStore | None = None):
         self.by_id = {h.id: h for h in given}
         self.given = tuple(sorted(self.by_id))
-        self.only = given[0] if len(given) == 1 else None
+        self.only = given[0] if len(given) == 1 and store is None else None
+        self.store = store
 
     def get(self, harness_id: str | None) -> Harness | None:
         if not harness_id:
             return self.only
         found = self.by_id.get(harness_id)
-        if found is None and not self.given:
+        if found is None and self.store is not None:
+            found = self.store.by_id(harness_id)
+        if found is None and not self.given and self.store is None:
             from hsa.envs.registry import get, names
 
             if harness_id in names():
@@ -208,6 +212,9 @@ class Harnesses:
 
 #: variants a run holds planned before it writes them out and lets them go (``_Planner.release``)
 HELD_VARIANTS = 8192
+#: parts of one size merged into one part of the next (``_Planner.release``): a run holds at
+#: most this many less one of each size, a few for a million conversations
+MERGED_PARTS = 8
 
 
 class _Planner:
@@ -236,8 +243,11 @@ class _Planner:
         self.indexes: dict[tuple[int, int], int] = {}  # (id of a group's plan, slot) -> engine
         self.canonical: dict[str, int] = {}
         self.variants: dict[str, Variant] = {}
-        #: variants files of the variants let go (``release``), and what they held
-        self.parts: list[Path] = []
+        #: variants files of the variants let go (``release``), and what they held: (size, path)
+        #: with the size 0 for a part written from held variants, 1 for MERGED_PARTS of those,
+        #: ... (sizes fall along the list)
+        self.sized: list[tuple[int, Path]] = []
+        self.written = 0  # parts written so far (merged ones included): their names
         self.released = {"groups": 0, "planned": 0}
         self.rules: set[tuple[str, str]] = set()  # (name, version) of every rule applied
 
@@ -265,18 +275,38 @@ class _Planner:
 
         A corpus whose every conversation brings its own harness would otherwise hold every
         variant of the run to its end. Planning is deterministic, so a harness met again is
-        planned again with the same result; engine indexes live for one batch."""
+        planned again with the same result; engine indexes live for one batch. Parts are
+        merged ``MERGED_PARTS`` at a time as they pile up, so that the variants file's merge
+        reads a few parts, whatever the run's length, and holds a few rows of each."""
         if len(self.engine.plans) <= HELD_VARIANTS:
             return
-        path = folder / f"variants-{len(self.parts):05d}.parquet"
-        write_variants(path, list(self.variants.values()))
-        self.parts.append(path)
+        write_variants(self._part(folder, 0), list(self.variants.values()), group_rows=PART_ROWS)
+        while len(self.sized) >= MERGED_PARTS and (
+            self.sized[-MERGED_PARTS][0] == self.sized[-1][0]
+        ):  # MERGED_PARTS parts of one size: one part of the next
+            size, merged = self.sized[-1][0], self.sized[-MERGED_PARTS:]
+            del self.sized[-MERGED_PARTS:]
+            paths = [p for _, p in merged]
+            write_variants(self._part(folder, size + 1), [], paths, group_rows=PART_ROWS)
+            for path in paths:
+                path.unlink()
         self.released = {"groups": self.group_count, "planned": self.planned}
         self.groups.clear()
         self.indexes.clear()
         self.canonical.clear()
         self.variants.clear()
         self.engine = Engine()
+
+    def _part(self, folder: Path, size: int) -> Path:
+        path = folder / f"variants-{self.written:05d}.parquet"
+        self.written += 1
+        self.sized.append((size, path))
+        return path
+
+    @property
+    def parts(self) -> list[Path]:
+        """The variants files of the variants let go so far."""
+        return [path for _, path in self.sized]
 
     def canonical_of(self, harness: Harness) -> int:
         if harness.id not in self.canonical:
@@ -416,7 +446,7 @@ def augment_locked(
     """``augment`` for a caller that holds ``out``'s lock and has checked the input."""
     out = Path(out)
     recipe, seed, k = config.resolved()
-    known = Harnesses([*harnesses, *source.harnesses])
+    known = Harnesses([*harnesses, *source.harnesses], source.store)
     if settings is None:
         settings = {
             "kind": mf.KIND,
@@ -442,13 +472,12 @@ def augment_locked(
     planner = _Planner(recipe, seed, Engine(), given, workers)
     try:
         job = _Job(source, out, config, k, seed, known, planner, report.timings)
-        marks = _batches(job, report, progress)
+        marks, totals = _batches(job, report, progress)
     finally:
         planner.close()
     timings = report.timings
     started = time.perf_counter()
-    stats = merge_stats(m["stats"] for m in marks)
-    engine_stats = merge_stats(m["engine"] for m in marks)
+    stats, engine_stats = totals["stats"], totals["engine"]
     count = write_variants(out / VARIANTS_FILE, list(planner.variants.values()), planner.parts)
     shutil.rmtree(_parts_folder(out), ignore_errors=True)
     shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
@@ -505,16 +534,21 @@ class _Job:
     timings: dict[str, float]
 
 
-def _batches(job: _Job, report: AugmentReport, progress: Progress | None) -> list[dict[str, Any]]:
+def _batches(
+    job: _Job, report: AugmentReport, progress: Progress | None
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Render and write every batch not marked done; plan the variants of those that were.
-    Returns every batch's completion mark, in order."""
+    Returns every batch's completion mark, in order, less what a run's length would pile up
+    (its contexts, its statistics), and the sum of their ``stats`` and ``engine``
+    statistics."""
     source, out, config, known, planner = job.source, job.out, job.config, job.known, job.planner
     timings = job.timings
     timings.update({"read": 0.0, "plan": 0.0, "render": 0.0, "write": 0.0})
     total = source.total
     batches = max(1, -(-total // config.batch_size)) if total else 0
-    marks: list[dict[str, Any]] = []
-    earlier: list[dict[str, Any]] = []  # the marks of batches an earlier run did
+    marks: list[dict[str, Any]] = []  # slimmed once written (``_slim``)
+    totals: dict[str, dict[str, Any]] = {"stats": {}, "engine": {}}
+    earlier: list[int] = []  # the batches an earlier run did
     written = 0
     # Shards are written by one background thread while the next batch renders (Parquet
     # encoding and the renderer's kernels release the GIL); at most one batch waits to be
@@ -528,24 +562,32 @@ def _batches(job: _Job, report: AugmentReport, progress: Progress | None) -> lis
                 found, tables = _batch(job, batch, lo, hi)
                 if pending is not None:
                     pending.result()
+                    _slim(marks[-1])  # written: what a rerun reads is on disk
                 pending = writer.submit(_write_batch, out, batch, found, tables, timings)
                 started = time.perf_counter()
                 planner.release(_parts_folder(out))
                 timings["plan"] += time.perf_counter() - started
             else:
                 report.skipped += 1
-                earlier.append(found)
-            marks.append(found)
+                earlier.append(batch)
+            for name, summed in totals.items():
+                totals[name] = merge_stats([summed, found[name]])
             written += found["stats"].get("rows", 0)
+            marks.append(found)
+            if earlier[-1:] == [batch]:
+                _slim(found)  # read from disk
             if progress is not None:
                 progress(batch + 1, batches, written)
         if pending is not None:
             pending.result()
+    for mark in marks:
+        _slim(mark)
 
     # Variants of batches done by an earlier run: plan them again (planning is deterministic).
     started = time.perf_counter()
     pairs: list[tuple[LazyPlan, int]] = []
-    for found in earlier:
+    for batch in earlier:
+        found = mf.done(out, batch) or {}
         for harness_id, tools, skills, slots in found.get("contexts", []):
             harness = known.get(harness_id)
             if harness is not None:
@@ -558,7 +600,14 @@ def _batches(job: _Job, report: AugmentReport, progress: Progress | None) -> lis
         pairs = []
         planner.release(_parts_folder(out))
     timings["plan"] += time.perf_counter() - started
-    return marks
+    return marks, totals
+
+
+def _slim(mark: dict[str, Any]) -> None:
+    """Drop from a written batch's mark what a run's length would pile up: its contexts (a
+    rerun reads them from disk) and its statistics (summed as the batch was done)."""
+    for key in ("contexts", "stats", "engine"):
+        mark.pop(key, None)
 
 
 def _parts_folder(out: Path) -> Path:

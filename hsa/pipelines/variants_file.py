@@ -34,6 +34,9 @@ VARIANTS_SCHEMA = pa.schema(
 
 #: rows per row group of the variants file (it is written as it is merged, a group at a time)
 GROUP_ROWS = 4096
+#: rows per row group of a part (``write_variants``' ``parts``), and per read of one while
+#: merging: a merge holds this many rows of each part it reads
+PART_ROWS = 256
 
 
 def variant_row(variant: Variant) -> dict[str, Any]:
@@ -56,12 +59,18 @@ def row_order(row: Mapping[str, Any]) -> tuple[str, bool, str]:
     return (row["harness_id"], not row["canonical"], row["variant_id"])
 
 
-def write_variants(path: Path, variants: Sequence[Variant], parts: Sequence[Path] = ()) -> int:
+def write_variants(
+    path: Path,
+    variants: Sequence[Variant],
+    parts: Sequence[Path] = (),
+    *,
+    group_rows: int = GROUP_ROWS,
+) -> int:
     """Write ``variants`` and the rows of ``parts`` (variants files written earlier by the
     same job, each in ``row_order``) as one variants file in ``row_order``, each variant
-    once. The parts are merged as they are read, a row group at a time, so a job that let go
-    of its variants as it went (``parts``) never holds them all again. Returns the rows
-    written."""
+    once, in row groups of ``group_rows`` (``PART_ROWS`` for a part). The parts are merged as
+    they are read, ``PART_ROWS`` rows of each at a time, so a job that let go of its variants
+    as it went (``parts``) never holds them all again. Returns the rows written."""
     rows = sorted(map(variant_row, variants), key=row_order)
     streams = [iter(rows), *(_part_rows(p) for p in parts)]
     merged = heapq.merge(*streams, key=row_order)
@@ -74,7 +83,7 @@ def write_variants(path: Path, variants: Sequence[Variant], parts: Sequence[Path
                 continue  # the same variant, used again after its plan was let go
             last = row["variant_id"]
             group.append(row)
-            if len(group) == GROUP_ROWS:
+            if len(group) == group_rows:
                 yield pa.Table.from_pylist(group, schema=VARIANTS_SCHEMA)
                 group = []
         if group:
@@ -85,7 +94,7 @@ def write_variants(path: Path, variants: Sequence[Variant], parts: Sequence[Path
 
 
 def _part_rows(path: Path) -> Iterator[dict[str, Any]]:
-    for batch in open_parquet(path).iter_batches(batch_size=GROUP_ROWS):
+    for batch in open_parquet(path).iter_batches(batch_size=PART_ROWS):
         yield from batch.to_pylist()
 
 

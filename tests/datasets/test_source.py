@@ -1,13 +1,22 @@
-"""Trajectory readers: the teacher's ``verification`` carried as lineage, one meaning throughout."""
+"""Trajectory readers: the teacher's ``verification`` carried as lineage, one meaning throughout;
+a JSONL file read a chunk at a time into scratch on disk."""
 
 from __future__ import annotations
 
+import gc
 import json
+import tempfile
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from hsa.datasets.source import INPUT_SCHEMA, conform, open_source
+from hsa.datasets.source import INPUT_SCHEMA, HarnessStore, conform, open_source
+from hsa.errors import DatasetError, ImportFormatError
+from hsa.harness.events import trajectories_to_table
+from hsa.harness.importers import import_source, openai_jsonl
 
 
 def test_verification_is_carried_as_it_is(livestream_table):
@@ -33,3 +42,92 @@ def test_no_lineage_gives_null_verification(livestream_table):
     lineage = ["split", "teacher", "verified", "reason", "verification"]
     table = conform(livestream_table.slice(0, 3).drop_columns(lineage), file="x")
     assert table.column("verification").null_count == 3
+
+
+def _chats(path, rows, *, shops=None, ids=None):
+    """``rows`` conversations; row i brings the tools of shop ``i % shops`` (its own without
+    ``shops``), and its id is ``ids[i]`` where given."""
+    with path.open("w", encoding="utf-8") as handle:
+        for i in range(rows):
+            shop = i if shops is None else i % shops
+            tool = {
+                "type": "function",
+                "function": {
+                    "name": f"find_{shop}",
+                    "description": f"Find things in shop {shop}.",
+                    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+                },
+            }
+            call = {"id": "c", "type": "function", "function": {"name": f"find_{shop}"}}
+            call["function"]["arguments"] = json.dumps({"q": f"item {i}"})
+            messages = [
+                {"role": "user", "content": f"find item {i}"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c", "content": "found"},
+                {"role": "assistant", "content": "Here it is."},
+            ]
+            row = {"messages": messages, "tools": [tool]}
+            if ids is not None:
+                row["id"] = ids[i]
+            handle.write(json.dumps(row) + "\n")
+    return path
+
+
+def test_a_jsonl_source_reads_as_the_importer_does_from_scratch_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setattr(openai_jsonl, "CHUNK", 3)  # several chunks
+    path = _chats(tmp_path / "chats.jsonl", 10, shops=4)
+    imported = import_source(path)
+    source = open_source(path)
+    expected = conform(trajectories_to_table(list(imported.trajectories)), file=str(path))
+    rows, origins = source.read(0, 10)
+    assert rows.equals(expected) and source.total == 10
+    assert origins == [(str(path), 0, 10)]  # the file's rows, not the scratch file's
+    assert source.read(4, 9)[0].equals(expected.slice(4, 5))
+    assert source.harnesses == () and len(source.store) == 4
+    for harness in imported.harnesses:
+        assert source.store.by_id(harness.id) == harness
+    assert source.store.by_id("chats-5") is None
+    scratch = source.files[0].parent
+    del source, rows
+    gc.collect()
+    assert not scratch.exists()  # the scratch folder goes with the source
+
+
+def test_a_repeated_row_id_in_another_chunk_names_both_lines(tmp_path, monkeypatch):
+    monkeypatch.setattr(openai_jsonl, "CHUNK", 2)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    path = _chats(tmp_path / "chats.jsonl", 6, ids=["a", "b", "c", "d", "b", "c"])
+    with pytest.raises(DatasetError) as caught:
+        open_source(path)
+    assert caught.value.message == "row id 'b' is also used on line 2"
+    assert caught.value.where == "line 5: $.id" and caught.value.file == str(path)
+    assert not any((tmp_path / "tmp").iterdir())  # nothing of the failed read is left
+    with pytest.raises(ImportFormatError, match="also used on line 2"):
+        import_source(path)
+
+
+def test_the_harness_store_keeps_few_harnesses_in_memory_and_finds_all(tmp_path, monkeypatch):
+    monkeypatch.setattr(HarnessStore, "CACHED", 2)
+    path = _chats(tmp_path / "chats.jsonl", 7)
+    store = HarnessStore(tmp_path / "h.sqlite")
+    chunks = list(openai_jsonl.read_openai_jsonl(path, groups=store))
+    harnesses = [h for chunk in chunks for h in chunk.harnesses]
+    assert [h.id for h in harnesses] == [f"chats-{i}" for i in range(1, 8)]
+    assert len(store) == 7 and len(store._by_key) == 2
+    for harness in reversed(harnesses):
+        assert store.by_id(harness.id) == harness
+    assert len(store._by_id) == 2
+    assert [store[key] for key in store] == harnesses  # in the order they were met
+
+
+@given(st.lists(st.sampled_from("abcdef"), max_size=12))
+def test_first_repeat_is_the_earliest_second_use(ids):
+    seen: dict[str, int] = {}
+    expected = None
+    for i, value in enumerate(ids):
+        if value in seen:
+            expected = (seen[value], i)
+            break
+        seen[value] = i
+    assert openai_jsonl.first_repeat(pa.array(ids, pa.string())) == expected

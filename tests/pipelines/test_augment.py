@@ -468,6 +468,19 @@ def test_a_run_that_lets_its_variants_go_writes_the_same_bytes(tmp_path: Path, m
     assert let_go.variants == held.variants and held.planner["groups"] == 13
     assert let_go.planner["groups"] > 13  # harnesses let go and met again: planned again
     assert not (tmp_path / "let-go" / ".hsa" / "variants").exists()
+    # parts merged two at a time as they pile up (and those merged again): the same bytes
+    monkeypatch.setattr(job, "MERGED_PARTS", 2)
+    merges: list[int] = []  # the parts each variants file written merges
+    write = job.write_variants
+
+    def counted(path, variants, parts=(), **options):
+        merges.append(len(parts))
+        return write(path, variants, parts, **options)
+
+    monkeypatch.setattr(job, "write_variants", counted)
+    augment(open_source(source), tmp_path / "merged", settings)
+    assert digests(tmp_path / "merged") == digests(tmp_path / "held")
+    assert merges.count(2) >= 2 and merges[-1] < 4  # merged as they piled up
     # killed after three batches: the rerun plans their variants again for the variants file
     out = tmp_path / "resumed"
     augment(open_source(source), out, settings)

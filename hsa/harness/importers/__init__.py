@@ -58,7 +58,7 @@ def import_source(
         result = import_bfcl(path)
     elif fmt == "tau2":
         result = import_tau2(path)
-    else:
-        result = import_openai_jsonl(path, harness=harness)
+    else:  # checks each harness it derives as it meets it
+        return import_openai_jsonl(path, harness=harness)
     check_harnesses(result.harnesses, source=str(path))
     return result

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hsa.errors import ImportFormatError
 from hsa.harness.events import (
@@ -23,6 +27,7 @@ from hsa.harness.events import (
 from hsa.harness.importers.base import (
     ImportResult,
     api_sections,
+    check_harnesses,
     harness_id,
     read_json_lines,
     system_section,
@@ -35,28 +40,91 @@ from hsa.harness.toolformats import tools_from_document
 SYSTEM_ROLES = ("system", "developer")
 
 
+#: rows a chunk of ``read_openai_jsonl`` holds
+CHUNK = 1024
+#: distinct tools shared as one ``Tool`` object, at most (more are shared afresh)
+POOLED = 65536
+
+
+class Chunk(NamedTuple):
+    """Rows of a chat JSONL file, in order: their trajectories, and the harnesses first met
+    in them (final ids, checked against the harness schema)."""
+
+    harnesses: list[Harness]
+    trajectories: list[Trajectory]
+
+
 def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> ImportResult:
-    """Canonical trajectories (one per row), and the harnesses they were produced under.
+    """Canonical trajectories (one per row), and the harnesses they were produced under
+    (``read_openai_jsonl``, collected).
+
+    Each row also yields a task (``env: jsonl``) whose turns are the row's user messages and
+    whose reference is the trajectory. Two rows with one id are refused, naming both lines.
+    """
+    harnesses: list[Harness] = [] if harness is None else [harness]
+    trajectories: list[Trajectory] = []
+    for chunk in read_openai_jsonl(path, harness=harness):
+        harnesses.extend(chunk.harnesses)
+        trajectories.extend(chunk.trajectories)
+    repeat = first_repeat(pa.array([t.id for t in trajectories], pa.string()))
+    if repeat is not None:
+        first, second = (trajectories[i] for i in repeat)
+        raise repeated_id(path, second.id, first.metadata["line"], second.metadata["line"])
+    tasks = [
+        task_row(
+            id=t.id,
+            env="jsonl",
+            kind="chat",
+            split="train",
+            harness_id=t.harness_id,
+            turns=[e.text for e in t.events if isinstance(e, UserMessage)],
+            ground_truth={"trajectory": t.id},
+            metadata={"source": path.name, "line": t.metadata["line"]},
+        )
+        for t in trajectories
+    ]
+    return ImportResult(
+        harnesses=tuple(harnesses),
+        tasks=tuple(tasks),
+        trajectories=tuple(trajectories),
+        source=str(path),
+        format="openai-jsonl",
+    )
+
+
+def read_openai_jsonl(
+    path: Path,
+    *,
+    harness: Harness | None = None,
+    groups: MutableMapping[bytes, Harness] | None = None,
+    chunk: int | None = None,
+) -> Iterator[Chunk]:
+    """The rows of a chat JSONL file as trajectories, ``chunk`` rows at a time (``CHUNK``), one
+    line in memory at a time.
 
     Without ``harness``, rows are grouped by (tools, leading system message) and each group
     becomes one harness: the system message as a ``persona`` section, the tools as tools. The
     harness id is the file stem, suffixed ``-1``, ``-2``, ... in order of first appearance
-    when there are several groups. With ``harness``, every row is read under it: calls to its
-    skill tool become skill loads, and messages that match its hooks become hook firings.
+    when there are several groups (a first pass reads lines until it meets a second group).
+    ``groups`` holds the groups met, by key: a dict by default; a store on disk keeps a
+    corpus whose every row brings its own tools out of memory. With ``harness``, every row is
+    read under it: calls to its skill tool become skill loads, and messages that match its
+    hooks become hook firings.
 
     Call ids are normalised (``call_0``, ``call_1``, ...); the originals, in call order, are
     kept in ``metadata["call_ids"]``. A source may reuse an id on a later turn (tau-bench's
     gpt-4o trajectories do, and the OpenAI API accepts them): a ``tool`` message answers the
     latest call with its id. Refused, naming the line: a ``tool`` message whose id matches no
-    earlier call, or one whose id two calls of the same assistant message share.
-
-    Each row also yields a task (``env: jsonl``) whose turns are the row's user messages and
-    whose reference is the trajectory.
+    earlier call, or one whose id two calls of the same assistant message share. Row ids are
+    not checked for repeats here (``first_repeat`` does, over a whole file's ids).
     """
     stem = harness_id(path.stem, fallback="chat")
-    groups: dict[bytes, Harness] = {}
+    groups = {} if groups is None else groups
+    chunk = chunk or CHUNK
+    several = harness is None and _several_groups(path)
     pool: dict[tuple[str, str], Tool] = {}  # one Tool object per distinct tool, shared
-    rows: list[tuple[int, bytes, list[Event], dict[str, Any]]] = []
+    found: list[Harness] = []
+    trajectories: list[Trajectory] = []
     for lineno, row in read_json_lines(path):
         where = f"line {lineno}"
         if not isinstance(row, Mapping) or not isinstance(row.get("messages"), list):
@@ -65,7 +133,6 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
             )
         messages = row["messages"]
         system, start = _leading_system(messages, path, where)
-        key = b""  # groups are keyed only when rows bring their own harness
         under = harness
         if under is None:
             tools_doc = row.get("tools") or []
@@ -75,67 +142,88 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
                 else [dumps_json(tools_doc)]
             )
             key = _group_key(entries, system)
-            if key not in groups:
-                found = _group_harness(tools_doc, system, path, where)
-                if len(found.tools) == len(entries):  # a list of tools: share repeated ones
-                    pairs = zip(entries, found.tools, strict=True)
-                    found = found.replace(tools=[pool.setdefault((e, t.name), t) for e, t in pairs])
-                groups[key] = found
-            under = groups[key]
+            under = groups.get(key)
+            if under is None:
+                under = _group_harness(tools_doc, system, path, where)
+                if len(under.tools) == len(entries):  # a list of tools: share repeated ones
+                    if len(pool) > POOLED:
+                        pool.clear()
+                    pairs = zip(entries, under.tools, strict=True)
+                    under = under.replace(tools=[pool.setdefault((e, t.name), t) for e, t in pairs])
+                under = under.replace(id=f"{stem}-{len(groups) + 1}" if several else stem)
+                groups[key] = under
+                found.append(under)
         events, call_ids = _events(messages, start, under, path, where)
         extra = {k: v for k, v in row.items() if k not in ("messages", "tools")}
         metadata: dict[str, Any] = {"line": lineno, "call_ids": call_ids}
         if extra:
             metadata["row"] = extra
-        rows.append((lineno, key, events, metadata))
-
-    ids = _harness_ids(stem, list(groups))
-    harnesses = (
-        (harness,)
-        if harness is not None
-        else tuple(h.replace(id=ids[k]) for k, h in groups.items())
-    )
-    trajectories, tasks = [], []
-    seen: dict[str, int] = {}
-    for lineno, key, events, metadata in rows:
-        extra = metadata.get("row") or {}
         traj_id = extra["id"] if isinstance(extra.get("id"), str) else f"{stem}-{lineno}"
-        if traj_id in seen:
-            raise ImportFormatError(
-                f"row id {traj_id!r} is also used on line {seen[traj_id]}",
-                file=str(path),
-                where=f"line {lineno}: $.id",
-            )
-        seen[traj_id] = lineno
-        hid = harness.id if harness is not None else ids[key]
         trajectories.append(
             Trajectory(
                 id=traj_id,
                 events=tuple(events),
                 task_id=traj_id,
-                harness_id=hid,
+                harness_id=under.id,
                 source=path.name,
                 metadata=metadata,
             )
         )
-        tasks.append(
-            task_row(
-                id=traj_id,
-                env="jsonl",
-                kind="chat",
-                split="train",
-                harness_id=hid,
-                turns=[e.text for e in events if isinstance(e, UserMessage)],
-                ground_truth={"trajectory": traj_id},
-                metadata={"source": path.name, "line": lineno},
-            )
+        if len(trajectories) == chunk:
+            check_harnesses(found, source=str(path))
+            yield Chunk(found, trajectories)
+            found, trajectories = [], []
+    if trajectories or found:
+        check_harnesses(found, source=str(path))
+        yield Chunk(found, trajectories)
+
+
+def _several_groups(path: Path) -> bool:
+    """Whether the rows of ``path`` fall in more than one group (read until the second)."""
+    first = None
+    for lineno, row in read_json_lines(path):
+        if not isinstance(row, Mapping) or not isinstance(row.get("messages"), list):
+            return False  # the reading pass names the line
+        tools_doc = row.get("tools") or []
+        entries = (
+            [dumps_json(e) for e in tools_doc]
+            if isinstance(tools_doc, list)
+            else [dumps_json(tools_doc)]
         )
-    return ImportResult(
-        harnesses=harnesses,
-        tasks=tuple(tasks),
-        trajectories=tuple(trajectories),
-        source=str(path),
-        format="openai-jsonl",
+        try:
+            system, _ = _leading_system(row["messages"], path, f"line {lineno}")
+        except ImportFormatError:
+            return False
+        key = _group_key(entries, system)
+        if first is None:
+            first = key
+        elif key != first:
+            return True
+    return False
+
+
+def first_repeat(ids: pa.Array) -> tuple[int, int] | None:
+    """The positions of the first id to occur twice: (its first, its second occurrence), or
+    None when every id is distinct. Vectorised: a million ids take a few MB, not a set."""
+    if len(ids) < 2:
+        return None
+    codes = pc.dictionary_encode(ids).indices.to_numpy(zero_copy_only=False)
+    # codes count up in order of first appearance: a row repeats an earlier id exactly when
+    # its code is at most the largest code before it
+    before = np.maximum.accumulate(codes)[:-1]
+    repeats = np.flatnonzero(codes[1:] <= before)
+    if not repeats.size:
+        return None
+    second = int(repeats[0]) + 1
+    return int(np.argmax(codes == codes[second])), second
+
+
+def repeated_id(path: Path, traj_id: str, first_line: int, line: int) -> ImportFormatError:
+    """The error for a row id used on two lines."""
+    return ImportFormatError(
+        f"row id {traj_id!r} is also used on line {first_line}",
+        file=str(path),
+        where=f"line {line}: $.id",
     )
 
 
@@ -148,12 +236,6 @@ def _group_key(entries: list[str], system: str | None) -> bytes:
         digest.update(b"\x1e")  # JSON text holds no raw control character
     digest.update(dumps_json(system).encode("utf-8"))
     return digest.digest()
-
-
-def _harness_ids(stem: str, keys: list[bytes]) -> dict[bytes, str]:
-    if len(keys) == 1:
-        return {keys[0]: stem}
-    return {key: f"{stem}-{i}" for i, key in enumerate(keys, start=1)}
 
 
 def _leading_system(messages: Sequence[Any], path: Path, where: str) -> tuple[str | None, int]:
@@ -176,7 +258,7 @@ def _group_harness(tools_doc: Any, system: str | None, path: Path, where: str) -
     if name_map:
         metadata["name_map"] = name_map
     return Harness(
-        id="pending",  # named once all groups are known
+        id="pending",  # named by read_openai_jsonl
         prompt=Prompt(sections=api_sections(*leading)),
         tools=tuple(tools),
         metadata=metadata,
