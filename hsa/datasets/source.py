@@ -1,4 +1,5 @@
-"""Canonical trajectories to augment: Parquet shards, a Parquet file, or an OpenAI chat JSONL file.
+"""Canonical trajectories to augment: Parquet shards, a Parquet file, or an OpenAI chat JSONL file
+(read once into a scratch Parquet file, the harnesses its rows bring into a ``HarnessStore``).
 
 A ``Source`` reads its rows in any slice ``[start, stop)`` as an Arrow table with the columns of
 ``TRAJECTORY_SCHEMA`` plus the teacher lineage a teacher shard carries (``split``, ``teacher``,
@@ -282,6 +283,8 @@ def _jsonl_source(path: Path, harness: Harness | None) -> Source:
             first, second = (json.loads(text)["line"] for text in lines.to_pylist())
             raise repeated_id(path, ids[repeat[1]].as_py(), first, second)
     except HsaError as exc:
+        if store is not None:
+            store.close()
         scratch.cleanup()
         raise DatasetError(exc.message, file=exc.file or str(path), where=exc.where) from None
     digest = hashlib.sha256(f"{path.name}\0{sha256_file(path)}\n".encode())
@@ -357,6 +360,9 @@ class HarnessStore(MutableMapping[bytes, Harness]):
 
     def commit(self) -> None:
         self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()
 
     def by_id(self, harness_id: str) -> Harness | None:
         found = self._by_id.get(harness_id)
