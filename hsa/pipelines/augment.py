@@ -212,6 +212,9 @@ class Harnesses:
 
 #: variants a run holds planned before it writes them out and lets them go (``_Planner.release``)
 HELD_VARIANTS = 8192
+#: what a batch's mark holds that ``_batches`` does not keep: a rerun reads its contexts from
+#: disk, and its statistics are summed as the batch is done
+PILED = ("contexts", "stats", "engine")
 #: parts of one size merged into one part of the next (``_Planner.release``): a run holds at
 #: most this many less one of each size, a few for a million conversations
 MERGED_PARTS = 8
@@ -546,7 +549,7 @@ def _batches(
     timings.update({"read": 0.0, "plan": 0.0, "render": 0.0, "write": 0.0})
     total = source.total
     batches = max(1, -(-total // config.batch_size)) if total else 0
-    marks: list[dict[str, Any]] = []  # slimmed once written (``_slim``)
+    marks: list[dict[str, Any]] = []
     totals: dict[str, dict[str, Any]] = {"stats": {}, "engine": {}}
     earlier: list[int] = []  # the batches an earlier run did
     written = 0
@@ -562,7 +565,6 @@ def _batches(
                 found, tables = _batch(job, batch, lo, hi)
                 if pending is not None:
                     pending.result()
-                    _slim(marks[-1])  # written: what a rerun reads is on disk
                 pending = writer.submit(_write_batch, out, batch, found, tables, timings)
                 started = time.perf_counter()
                 planner.release(_parts_folder(out))
@@ -573,15 +575,13 @@ def _batches(
             for name, summed in totals.items():
                 totals[name] = merge_stats([summed, found[name]])
             written += found["stats"].get("rows", 0)
-            marks.append(found)
-            if earlier[-1:] == [batch]:
-                _slim(found)  # read from disk
+            # less what a run's length would pile up (the writer still writes it all; the
+            # shards list it fills is the same list)
+            marks.append({k: v for k, v in found.items() if k not in PILED})
             if progress is not None:
                 progress(batch + 1, batches, written)
         if pending is not None:
             pending.result()
-    for mark in marks:
-        _slim(mark)
 
     # Variants of batches done by an earlier run: plan them again (planning is deterministic).
     started = time.perf_counter()
@@ -601,13 +601,6 @@ def _batches(
         planner.release(_parts_folder(out))
     timings["plan"] += time.perf_counter() - started
     return marks, totals
-
-
-def _slim(mark: dict[str, Any]) -> None:
-    """Drop from a written batch's mark what a run's length would pile up: its contexts (a
-    rerun reads them from disk) and its statistics (summed as the batch was done)."""
-    for key in ("contexts", "stats", "engine"):
-        mark.pop(key, None)
 
 
 def _parts_folder(out: Path) -> Path:

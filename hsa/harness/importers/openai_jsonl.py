@@ -136,11 +136,7 @@ def read_openai_jsonl(
         under = harness
         if under is None:
             tools_doc = row.get("tools") or []
-            entries = (
-                [dumps_json(e) for e in tools_doc]
-                if isinstance(tools_doc, list)
-                else [dumps_json(tools_doc)]
-            )
+            entries = _entries(tools_doc)
             key = _group_key(entries, system)
             under = groups.get(key)
             if under is None:
@@ -184,17 +180,11 @@ def _several_groups(path: Path) -> bool:
     for lineno, row in read_json_lines(path):
         if not isinstance(row, Mapping) or not isinstance(row.get("messages"), list):
             return False  # the reading pass names the line
-        tools_doc = row.get("tools") or []
-        entries = (
-            [dumps_json(e) for e in tools_doc]
-            if isinstance(tools_doc, list)
-            else [dumps_json(tools_doc)]
-        )
         try:
             system, _ = _leading_system(row["messages"], path, f"line {lineno}")
         except ImportFormatError:
             return False
-        key = _group_key(entries, system)
+        key = _group_key(_entries(row.get("tools") or []), system)
         if first is None:
             first = key
         elif key != first:
@@ -225,6 +215,13 @@ def repeated_id(path: Path, traj_id: str, first_line: int, line: int) -> ImportF
         file=str(path),
         where=f"line {line}: $.id",
     )
+
+
+def _entries(tools_doc: Any) -> list[str]:
+    """A row's tools, each as JSON text (a document that is not a list: one entry)."""
+    if isinstance(tools_doc, list):
+        return [dumps_json(e) for e in tools_doc]
+    return [dumps_json(tools_doc)]
 
 
 def _group_key(entries: list[str], system: str | None) -> bytes:
