@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,27 @@ import click
 from hsa.cli.flags import AUGMENT, Setting, given
 from hsa.cli.output import console, error_console, progress
 
+MB = 1 << 20
+
 
 def _bars():
     """Progress bars on a terminal; nothing in a pipe, so errors stay one line."""
     bars = progress()
     bars.disable = not error_console().is_terminal
     return bars
+
+
+def read_bar(bar: Any, description: str) -> Callable[[int, int], None]:
+    """A ``progress(bytes read, size)`` for ``open_source`` that draws a bar of megabytes on
+    ``bar``, added when first told."""
+    task: list[Any] = []
+
+    def on_read(done: int, total: int) -> None:
+        if not task:
+            task.append(bar.add_task(f"{description} (MB)", total=max(1, -(-total // MB))))
+        bar.update(task[0], completed=-(-done // MB))
+
+    return on_read
 
 
 def _summary(title: str, rows: list[tuple[str, str]]) -> None:
@@ -116,13 +132,17 @@ def augment_command(
     if len(harnesses) > 1 and input_path.suffix == ".jsonl":
         raise click.UsageError("a JSONL file is read under at most one --harness")
     started = time.monotonic()
-    source = open_source(input_path, harness=harnesses[0] if harnesses else None)
     config = AugmentConfig(
         recipe=load_recipe(recipe) if recipe is not None else None,
         tokenizer=None if tokenizer is None else str(tokenizer),
         **given(flags),
     )
     with _bars() as bar:
+        source = open_source(
+            input_path,
+            harness=harnesses[0] if harnesses else None,
+            progress=read_bar(bar, f"read {input_path.name}"),
+        )
         task = bar.add_task("augment", total=None)
 
         def on_batch(done: int, total: int, rows: int) -> None:
@@ -163,11 +183,18 @@ def build_command(
     if seed is not None:
         augment = dataclasses.replace(augment, seed=seed)
     config = dataclasses.replace(config, augment=augment)
-    names = {"tasks": "tasks", "teacher": "teacher trajectories", "augment": "augment"}
+    names = {
+        "read": "read trajectories (MB)",
+        "tasks": "tasks",
+        "teacher": "teacher trajectories",
+        "augment": "augment",
+    }
     with _bars() as bar:
         tasks: dict[str, Any] = {}
 
         def on_stage(stage: str, done: int, total: int) -> None:
+            if stage == "read":  # bytes of a JSONL source
+                done, total = -(-done // MB), max(1, -(-total // MB))
             if stage not in tasks:
                 tasks[stage] = bar.add_task(names.get(stage, stage), total=total)
             bar.update(tasks[stage], completed=done, total=total)

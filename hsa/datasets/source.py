@@ -18,7 +18,7 @@ import json
 import sqlite3
 import tempfile
 from collections import OrderedDict
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -200,9 +200,16 @@ def _combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
-def open_source(path: str | Path, *, harness: Harness | None = None) -> Source:
+def open_source(
+    path: str | Path,
+    *,
+    harness: Harness | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Source:
     """The trajectories at ``path``: a directory of Parquet shards, a Parquet file, or an
     OpenAI chat JSONL file (read under ``harness``, or with harnesses derived from its rows).
+    A JSONL file is read into scratch first, telling ``progress(bytes read, file size)`` as
+    it goes.
 
     A JSONL row that names the harness it was recorded under (``harness_id``) is read under
     ``harness`` only when that is its harness: another id is a ``DatasetError`` naming the
@@ -228,7 +235,7 @@ def open_source(path: str | Path, *, harness: Harness | None = None) -> Source:
     if path.suffix == ".parquet":
         return _parquet_source(path, [path])
     if path.suffix in (".jsonl", ".json"):
-        return _jsonl_source(path, harness)
+        return _jsonl_source(path, harness, progress)
     raise DatasetError(
         "expected a directory of Parquet shards, a .parquet file or an OpenAI chat .jsonl file",
         file=str(path),
@@ -254,7 +261,9 @@ def _parquet_source(root: Path, files: list[Path]) -> Source:
     return Source(root, tuple(files), tuple(counts), digest.hexdigest())
 
 
-def _jsonl_source(path: Path, harness: Harness | None) -> Source:
+def _jsonl_source(
+    path: Path, harness: Harness | None, progress: Callable[[int, int], None] | None
+) -> Source:
     """A JSONL file read a chunk of rows at a time into a scratch Parquet file, and the
     harnesses its rows bring into a ``HarnessStore`` beside it: memory holds a chunk, not the
     file, however many rows and harnesses it has."""
@@ -265,6 +274,9 @@ def _jsonl_source(path: Path, harness: Harness | None) -> Source:
     store = None if harness is not None else HarnessStore(folder / "harnesses.sqlite")
     spill = folder / "trajectories.parquet"
     rows = 0
+    size = path.stat().st_size
+    if progress is not None:
+        progress(0, size)
     try:
         with pq.ParquetWriter(spill, INPUT_SCHEMA, compression="zstd") as writer:
             for chunk in read_openai_jsonl(path, harness=harness, groups=store):
@@ -276,6 +288,8 @@ def _jsonl_source(path: Path, harness: Harness | None) -> Source:
                 table = trajectories_to_table(chunk.trajectories)
                 writer.write_table(conform(table, file=str(path)))
                 rows += table.num_rows
+                if progress is not None:
+                    progress(chunk.read, size)
         ids = pq.read_table(spill, columns=["id"]).column("id").combine_chunks()
         repeat = first_repeat(ids)
         if repeat is not None:

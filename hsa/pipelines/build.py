@@ -19,7 +19,7 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,8 @@ from hsa.pipelines.augment import AugmentConfig, AugmentReport, augment_locked, 
 from hsa.pipelines.teach import teach
 from hsa.teachers.config import TeachConfig
 
-#: (stage, done, total): stages are "tasks", "teacher", "augment"
+#: (stage, done, total): stages are "read" (bytes of a JSONL source), "tasks", "teacher",
+#: "augment"
 Progress = Callable[[str, int, int], None]
 SOURCE_DIR = Path(mf.STATE) / "source"
 
@@ -309,7 +310,8 @@ def build(
 
             harness = load(source.harness)
             harnesses.append(harness)
-        recorded = open_source(source.trajectories, harness=harness)
+        on_read = None if progress is None else partial(progress, "read")
+        recorded = open_source(source.trajectories, harness=harness, progress=on_read)
         check_not_empty(recorded, augment_config)
     elif source.env is not None:
         from hsa.envs.registry import get

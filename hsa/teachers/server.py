@@ -8,9 +8,11 @@ What answers is a ``Responder``: a function from the request body to an assistan
 Faults are decided by hashing the request, so a run is reproducible whatever the order of
 arrival: ``fail_rate`` of attempts get HTTP 429 or 500 (half each; a retried request draws
 again), ``malformed_rate`` of requests get their tool call broken (the same request is always
-broken the same way, as a model's deterministic output would be), and every answer waits
-``latency_ms``. An optional JSONL log records every request's key and status; with
-``api_key`` set, requests without that bearer token are refused (401).
+broken the same way, as a model's deterministic output would be), and every answer leaves
+``latency_ms`` after its request was read, as a model that takes that long to answer: the
+server's own work on it (parsing, answering) is inside that time, not added to it. An
+optional JSONL log records every request's key and status; with ``api_key`` set, requests
+without that bearer token are refused (401).
 """
 
 from __future__ import annotations
@@ -268,6 +270,7 @@ class ChatServer:
         return await self._chat(raw)
 
     async def _chat(self, raw: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
+        arrived = time.monotonic()
         self.stats.requests += 1
         try:
             body = _loads(raw)
@@ -287,12 +290,15 @@ class ChatServer:
             reason = "rate limited (injected)" if status == 429 else "server error (injected)"
             headers = {"retry-after": "0"} if status == 429 else {}
             return self._done(key, status, _error(reason, "injected_fault"), headers)
-        if faults.latency_ms:
-            await asyncio.sleep(faults.latency_ms / 1000.0)
+        refused: str | None = None
         try:
             message, usage = self.responder(body)
         except HsaError as exc:
-            return self._done(key, 400, _error(str(exc), "invalid_request"))
+            message, usage, refused = {}, {}, str(exc)
+        if faults.latency_ms:
+            await asyncio.sleep(max(0.0, arrived + faults.latency_ms / 1000.0 - time.monotonic()))
+        if refused is not None:
+            return self._done(key, 400, _error(refused, "invalid_request"))
         malformed = False
         rate = faults.malformed_rate
         if rate and _fraction(faults.seed, "malformed", digest) < rate:

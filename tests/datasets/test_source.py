@@ -93,6 +93,20 @@ def test_a_jsonl_source_reads_as_the_importer_does_from_scratch_on_disk(tmp_path
     assert not scratch.exists()  # the scratch folder goes with the source
 
 
+def test_reading_a_jsonl_source_tells_its_progress_in_bytes(tmp_path, monkeypatch):
+    monkeypatch.setattr(openai_jsonl, "CHUNK", 3)
+    path = _chats(tmp_path / "chats.jsonl", 10, shops=4)
+    with path.open("a") as handle:
+        handle.write("\n\n")  # blank lines at the end: still read to the last byte
+    lines = path.read_bytes().splitlines(keepends=True)
+    size = path.stat().st_size
+    told = []
+    open_source(path, progress=lambda done, total: told.append((done, total)))
+    # at the start, after each chunk of three rows (the bytes through its last row), at the end
+    through = [sum(map(len, lines[:n])) for n in (3, 6, 9)]
+    assert told == [(0, size), *((b, size) for b in through), (size, size)]
+
+
 def test_a_repeated_row_id_in_another_chunk_names_both_lines(tmp_path, monkeypatch):
     monkeypatch.setattr(openai_jsonl, "CHUNK", 2)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))

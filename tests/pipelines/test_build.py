@@ -117,6 +117,28 @@ def test_recorded_trajectories_as_source(tmp_path: Path, livestream_table) -> No
     assert not any(r["canonical"] for r in iter_rows(tmp_path / "ds"))
 
 
+def test_a_jsonl_source_is_read_with_progress(tmp_path: Path) -> None:
+    tool = {"type": "function", "function": {"name": "find", "parameters": {"type": "object"}}}
+    with (tmp_path / "chats.jsonl").open("w") as handle:
+        for i in range(5):
+            messages = [
+                {"role": "user", "content": f"find item {i}"},
+                {"role": "assistant", "content": f"Item {i} is here."},
+            ]
+            handle.write(json.dumps({"messages": messages, "tools": [tool]}) + "\n")
+    size = (tmp_path / "chats.jsonl").stat().st_size
+    data = {"source": {"trajectories": "chats.jsonl"}, "augment": {"variants_per_trajectory": 1}}
+    told: list[tuple[str, int, int]] = []
+    report = build(
+        load_config(write(tmp_path, data)),
+        out=tmp_path / "ds",
+        progress=lambda stage, done, total: told.append((stage, done, total)),
+    )
+    assert report.augment.rows == 10
+    read = [(done, total) for stage, done, total in told if stage == "read"]
+    assert read[0] == (0, size) and read[-1] == (size, size)
+
+
 def _recorded(tmp_path: Path, table, name: str = "recorded.parquet") -> str:
     import pyarrow.parquet as pq
 

@@ -216,6 +216,19 @@ def test_latency_delays_every_answer(serve):
     assert time.monotonic() - started < 0.15
 
 
+def test_latency_counts_the_servers_own_work_on_the_answer(serve):
+    # a model that takes latency_ms to answer: the time the responder spends is inside it
+    def slow(body):
+        time.sleep(0.1)
+        return answer(body)
+
+    port = serve(answer=slow, faults=Faults(latency_ms=300)).port
+    call_http(port, "POST", "/v1/chat/completions", body=chat_body())  # connection warm
+    started = time.monotonic()
+    assert call_http(port, "POST", "/v1/chat/completions", body=chat_body())[0] == 200
+    assert 0.3 <= time.monotonic() - started < 0.39
+
+
 def test_malformed_answers_are_drawn_per_request_and_logged(serve, tmp_path):
     log = tmp_path / "requests.jsonl"
     served = serve(answer=call_tool, faults=Faults(malformed_rate=0.5, seed=2), log=log)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,19 +135,22 @@ def read_json(path: Path) -> Any:
         raise invalid_json(exc, path, exc.lineno) from None
 
 
-def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+def text_lines(path: Path, *, at: Callable[[int], None] | None = None) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` for every non-blank line of ``path`` (1-based), read a line at
     a time: a file is never held whole, as one string or a list of lines. Lines end at ``\n``
     (a ``\r`` before it is whitespace), not at the other line boundaries ``str.splitlines``
-    knows: a JSON string may hold U+2028, U+2029 or U+0085 unescaped."""
+    knows: a JSON string may hold U+2028, U+2029 or U+0085 unescaped. ``at``, when given, is
+    told the bytes read so far before each line is yielded (for progress)."""
     try:
         handle = path.open("rb")
     except FileNotFoundError:
         raise ImportFormatError("file not found", file=str(path)) from None
     except OSError as exc:
         raise ImportFormatError(f"cannot read: {exc}", file=str(path)) from None
+    read = 0
     with handle:
         for lineno, raw in enumerate(handle, start=1):
+            read += len(raw)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -157,13 +160,17 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
                     where=f"line {lineno}",
                 ) from None
             if line.strip():
+                if at is not None:
+                    at(read)
                 yield lineno, line
 
 
-def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+def read_json_lines(
+    path: Path, *, at: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, Any]]:
     """``(line number, object)`` for every non-blank line of a JSON Lines file (1-based; see
-    ``text_lines``)."""
-    for lineno, line in text_lines(path):
+    ``text_lines``, and its ``at``)."""
+    for lineno, line in text_lines(path, at=at):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:

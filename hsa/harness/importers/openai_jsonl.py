@@ -47,11 +47,13 @@ POOLED = 65536
 
 
 class Chunk(NamedTuple):
-    """Rows of a chat JSONL file, in order: their trajectories, and the harnesses first met
-    in them (final ids, checked against the harness schema)."""
+    """Rows of a chat JSONL file, in order: their trajectories, the harnesses first met in
+    them (final ids, checked against the harness schema), and the bytes of the file read
+    up to the chunk's last row."""
 
     harnesses: list[Harness]
     trajectories: list[Trajectory]
+    read: int = 0
 
 
 def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> ImportResult:
@@ -125,7 +127,13 @@ def read_openai_jsonl(
     pool: dict[tuple[str, str], Tool] = {}  # one Tool object per distinct tool, shared
     found: list[Harness] = []
     trajectories: list[Trajectory] = []
-    for lineno, row in read_json_lines(path):
+    read = 0
+
+    def at(offset: int) -> None:
+        nonlocal read
+        read = offset
+
+    for lineno, row in read_json_lines(path, at=at):
         where = f"line {lineno}"
         if not isinstance(row, Mapping) or not isinstance(row.get("messages"), list):
             raise ImportFormatError(
@@ -167,11 +175,11 @@ def read_openai_jsonl(
         )
         if len(trajectories) == chunk:
             check_harnesses(found, source=str(path))
-            yield Chunk(found, trajectories)
+            yield Chunk(found, trajectories, read)
             found, trajectories = [], []
     if trajectories or found:
         check_harnesses(found, source=str(path))
-        yield Chunk(found, trajectories)
+        yield Chunk(found, trajectories, path.stat().st_size)
 
 
 def _several_groups(path: Path) -> bool:
