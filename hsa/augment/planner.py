@@ -31,7 +31,7 @@ import pyarrow as pa
 from hsa.augment.mapping import RewriteMapping
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
-from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
+from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule, copy_params
 from hsa.augment.seeded import derive_seed, fnv1a, generator, splitmix64
 from hsa.errors import RuleError
 from hsa.harness.model import Harness
@@ -108,7 +108,10 @@ def apply_chain(
     for position, (item, params) in enumerate(chain):
         resolved = item.resolve_params(params)
         rng = generator("rule", seed, position, item.name)
-        step = item.apply(rewrite.harness, rng, resolved, context_through(context, rewrite.mapping))
+        # the rule gets a copy of what is recorded, in case it changes its parameters
+        step = item.run(
+            rewrite.harness, rng, copy_params(resolved), context_through(context, rewrite.mapping)
+        )
         rewrite = rewrite.then(step)
         applied.append((item.name, item.version, resolved))
         stages.append(rewrite.harness)

@@ -193,7 +193,7 @@ class Rule:
         resolved = _resolved(self.name, self.params_text, key) if key else None
         if resolved is None:
             resolved = _resolve(self.name, self.params, given)
-        return copy.deepcopy(resolved)
+        return copy_params(resolved)
 
     def apply(
         self,
@@ -203,6 +203,17 @@ class Rule:
         context: Context = NO_CONTEXT,
     ) -> Rewrite:
         """Run the rule. Raises ``RuleError`` for bad parameters or a missing context field."""
+        return self.run(harness, rng, self.resolve_params(params), context)
+
+    def run(
+        self,
+        harness: Harness,
+        rng: random.Random,
+        resolved: dict[str, Any],
+        context: Context = NO_CONTEXT,
+    ) -> Rewrite:
+        """``apply`` with parameters ``resolve_params`` has resolved already (the planner
+        resolves them once and records them)."""
         missing = [n for n in sorted(self.needs) if not context.has(n)]
         if missing:
             raise RuleError(
@@ -210,7 +221,6 @@ class Rule:
                 "plan it per trajectory (hsa.augment.plan(..., context=Context.of(events)))",
                 where=f"rule {self.name!r}",
             )
-        resolved = self.resolve_params(params)
         try:
             rewrite = self.fn(harness, rng, resolved, context)
         except RuleError:
@@ -243,6 +253,16 @@ def _resolve(name: str, schema: MappingABC[str, Any], params: dict[str, Any]) ->
         if key not in given and isinstance(sub, MappingABC) and "default" in sub:
             given[key] = copy.deepcopy(sub["default"])
     return given
+
+
+def copy_params(value: Any) -> Any:
+    """A copy of resolved parameters (JSON values, so dicts and lists are all there is to
+    copy): what ``copy.deepcopy`` gives, at a third of its cost, on every rule application."""
+    if isinstance(value, dict):
+        return {k: copy_params(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_params(v) for v in value]
+    return value
 
 
 @lru_cache(maxsize=4096)

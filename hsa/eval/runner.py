@@ -41,7 +41,7 @@ from hsa.teachers.backends.base import Backend
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.make import make_backend
 from hsa.teachers.request import Sampling
-from hsa.teachers.rollout import RolloutConfig, rollout
+from hsa.teachers.rollout import RolloutConfig, planned_kept, rollout
 
 EPISODES = "episodes.parquet"
 SUMMARY = "summary.json"
@@ -228,19 +228,20 @@ async def _evaluate(
         await runner.start()
         running = time.monotonic()
         gap = config.ramp_s / config.concurrency if config.policy == "openai" else 0.0
-        await _run(chosen, env, runner, settings, config, gap, results, report, progress)
-        if firsts:
-            replies = [first_reply(e, env, runner, settings, config.label) for e in firsts]
-            found = await _bounded(replies, config.concurrency, report, progress)
-            answered += _tally(found, report)
-        if score is not None:
-            asked = [
-                ask(p, runner, config.model_name, settings.sampling, score, config.label)
-                for p in prompts
-            ]
-            instructed += _tally(
-                await _bounded(asked, config.concurrency, report, progress), report
-            )
+        with planned_kept():
+            await _run(chosen, env, runner, settings, config, gap, results, report, progress)
+            if firsts:
+                replies = [first_reply(e, env, runner, settings, config.label) for e in firsts]
+                found = await _bounded(replies, config.concurrency, report, progress)
+                answered += _tally(found, report)
+            if score is not None:
+                asked = [
+                    ask(p, runner, config.model_name, settings.sampling, score, config.label)
+                    for p in prompts
+                ]
+                instructed += _tally(
+                    await _bounded(asked, config.concurrency, report, progress), report
+                )
         report.run_s = time.monotonic() - running
     finally:
         if backend is None:

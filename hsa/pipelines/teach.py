@@ -45,7 +45,14 @@ from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.make import make_backend
 from hsa.teachers.request import Sampling
-from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout, rollout_metadata
+from hsa.teachers.rollout import (
+    Rollout,
+    RolloutConfig,
+    RolloutSpec,
+    planned_kept,
+    rollout,
+    rollout_metadata,
+)
 from hsa.teachers.task_variants import recipe_from, task_variants
 
 JOB_FILE = "teach.json"
@@ -445,7 +452,8 @@ async def run_plan(
         if ready is not None:
             await asyncio.to_thread(ready)
         running_since = time.monotonic()
-        await _run(plan, cached, rollout_config, report, progress)
+        with planned_kept():
+            await _run(plan, cached, rollout_config, report, progress)
     finally:
         report.run_s = time.monotonic() - running_since
         if backend is None:

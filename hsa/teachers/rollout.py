@@ -15,8 +15,10 @@ ends verified or with a reason; none raises for a model's mistake or a backend o
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -430,3 +432,17 @@ def rollout_metadata(result: Rollout) -> dict[str, Any]:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@contextmanager
+def planned_kept() -> Iterator[None]:
+    """For a block that runs many rollouts: what was built before it (the environment, its
+    tasks, the planned variants and episodes) lives as long as the block, so it is frozen
+    out of the garbage collector's full passes (``gc.freeze``) until the block ends. Each
+    full pass would otherwise walk all of it again while every rollout in flight waits:
+    on the livestream test split at concurrency 64, six passes of about 190 ms each."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

@@ -79,3 +79,27 @@ def test_rule_preserves_the_task_under_every_protocol(rule, protocol):
         report = check_rewrite(harness, rewrite, events)
         assert report.ok, [str(f) for f in report.failures]
         assert set(report.outcomes.values()) == {"pass"}
+
+
+def test_a_protocol_switch_draws_evenly_among_the_protocols_that_fit_the_names():
+    from collections import Counter
+
+    from hsa.augment.free_text import protocol_fits
+    from hsa.augment.rules.protocol import text_protocols
+    from hsa.harness.model import Tool
+
+    harness = make_harness()
+    kebab = Tool("get-order-total", "Sum an order.", {"type": "object", "properties": {}})
+    harness = harness.replace(tools=(*harness.tools, kebab))
+    fitting = [p for p in text_protocols(harness) if protocol_fits(harness, p)]
+    unfit = {(p.call_format, p.call_tag) for p in text_protocols(harness)} - {
+        (p.call_format, p.call_tag) for p in fitting
+    }
+    assert fitting and unfit  # Python call syntax cannot call get-order-total
+    switch = next(r for r in RULES if r.name == "protocol.switch")
+    drawn = Counter(
+        apply_chain(harness, [(switch, {"target": "text"})], seed=seed)[0].harness.protocol
+        for seed in range(40 * len(fitting))
+    )
+    assert set(drawn) == set(fitting)  # every fitting one, none that does not fit
+    assert min(drawn.values()) >= 15 and max(drawn.values()) <= 70  # 40 each, evenly

@@ -237,3 +237,18 @@ def test_each_answer_latency_is_recorded_in_order(env, canonical):
     backend = Scripted([assistant_message("One."), assistant_message("Two.")])
     result = run(spec_of(task, canonical), env, backend)
     assert len(result.latencies_s) == result.requests == len(backend.requests)
+
+
+def test_what_was_planned_is_kept_out_of_full_collections_while_rollouts_run():
+    import gc
+
+    from hsa.teachers.rollout import planned_kept
+
+    planned = [{"variant": i} for i in range(1000)]
+    assert gc.get_freeze_count() == 0
+    with planned_kept():
+        assert gc.get_freeze_count() >= len(planned)
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError), planned_kept():
+        raise RuntimeError("a failed run")
+    assert gc.get_freeze_count() == 0

@@ -1,5 +1,5 @@
 """Word and template banks shipped with hsa: synonyms, description templates, hook framings,
-section titles, distractor tools and skills. Read once, returned as fresh copies."""
+section titles, distractor tools and skills. Read once and shared, read-only."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import copy
 import json
 from functools import cache
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -20,9 +21,20 @@ def _read(name: str) -> Any:
     return json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
 
 
+@cache
 def bank(name: str) -> Any:
-    """The bank file ``name`` (e.g. ``synonyms.yaml``), as a copy the caller may change."""
-    return copy.deepcopy(_read(name))
+    """The bank file ``name`` (e.g. ``synonyms.yaml``), read-only and shared by every caller:
+    its mappings are ``MappingProxyType`` and its lists tuples (a rule draws from a bank on
+    every application; a copy per draw cost more than the draw)."""
+    return _frozen(_read(name))
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 def synonyms() -> dict[str, list[str]]:
@@ -33,10 +45,10 @@ def synonyms() -> dict[str, list[str]]:
 def distractor_tools() -> tuple[Tool, ...]:
     """The distractor tool bank as tools, built once (tools are immutable; rules copy a
     schema before changing it)."""
-    return tuple(Tool.from_dict(t) for t in bank("distractor_tools.json"))
+    return tuple(Tool.from_dict(t) for t in copy.deepcopy(_read("distractor_tools.json")))
 
 
 @cache
 def distractor_skills() -> tuple[Skill, ...]:
     """The distractor skill bank as skills, built once."""
-    return tuple(Skill.from_dict(s) for s in bank("distractor_skills.yaml"))
+    return tuple(Skill.from_dict(s) for s in copy.deepcopy(_read("distractor_skills.yaml")))

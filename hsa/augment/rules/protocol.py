@@ -22,16 +22,15 @@ from hsa.harness.protocols import CALL_FORMATS, DRAWN_DOC_FORMATS
 
 
 def text_protocols(harness: Harness) -> list[Protocol]:
-    """Every in-prompt protocol that can carry ``harness``'s names, in a stable order: the drawn
-    doc formats, and the harness's own."""
+    """Every in-prompt protocol, fitting ``harness``'s names or not, in a stable order: each
+    call format with and without its tag, under the drawn doc formats and the harness's own."""
     docs = sorted(DRAWN_DOC_FORMATS | {harness.protocol.doc_format})
-    out: list[Protocol] = []
-    for call in sorted(CALL_FORMATS):
-        for tag in (True, False):
-            # whether names fit depends on how calls are written, not on how docs are printed
-            if protocol_fits(harness, Protocol("text", call, tag)):
-                out.extend(Protocol("text", call, tag, doc) for doc in docs)
-    return out
+    return [
+        Protocol("text", call, tag, doc)
+        for call in sorted(CALL_FORMATS)
+        for tag in (True, False)
+        for doc in docs
+    ]
 
 
 def with_protocol(harness: Harness, protocol: Protocol) -> Harness:
@@ -56,12 +55,22 @@ def with_protocol(harness: Harness, protocol: Protocol) -> Harness:
 
 
 def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> Rewrite:
-    # Compare what the model sees: under ``api`` the text-only fields do not matter.
+    """A protocol drawn evenly from the ``candidates`` that can carry ``harness``'s names,
+    other than the one it has (what the model sees: under ``api`` the text-only fields do not
+    matter). Drawn first and checked after: a call format (with or without its tag) that
+    cannot carry the names is struck out with all its doc formats and the draw repeated, so
+    a draw checks the one or two call formats it meets, not all of them, and each fitting
+    candidate is as likely as before."""
     current = harness.protocol.label
     others = [p for p in candidates if p.label != current]
-    if not others:
-        return Rewrite(harness)
-    return Rewrite(with_protocol(harness, rng.choice(others)))
+    while others:
+        choice = rng.choice(others)
+        # whether names fit depends on how calls are written, not on how docs are printed
+        if choice.is_api or protocol_fits(harness, choice):
+            return Rewrite(with_protocol(harness, choice))
+        writes = (choice.call_format, choice.call_tag)
+        others = [p for p in others if p.is_api or (p.call_format, p.call_tag) != writes]
+    return Rewrite(harness)
 
 
 @rule(
