@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from typing import Any
 
 from hsa.augment.recipe import Recipe, overlaps
 from hsa.datasets import manifest as mf
+from hsa.datasets.figures import pyplot
 from hsa.datasets.lock import hold
 from hsa.datasets.shards import write_shard
 from hsa.envs.base import Environment
@@ -227,6 +229,9 @@ async def _evaluate(
     try:
         await runner.start()
         running = time.monotonic()
+        # The report's plotting library loads on a thread of its own while the episodes wait
+        # on the model, not after they end (about half a second of the run's wall time).
+        threading.Thread(target=pyplot, name="hsa-report-import").start()
         gap = config.ramp_s / config.concurrency if config.policy == "openai" else 0.0
         with planned_kept():
             await _run(chosen, env, runner, settings, config, gap, results, report, progress)

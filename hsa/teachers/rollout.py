@@ -439,8 +439,9 @@ def planned_kept() -> Iterator[None]:
     """For a block that runs many rollouts: what was built before it (the environment, its
     tasks, the planned variants and episodes) lives as long as the block, so it is frozen
     out of the garbage collector's full passes (``gc.freeze``) until the block ends. Each
-    full pass would otherwise walk all of it again while every rollout in flight waits:
-    on the livestream test split at concurrency 64, six passes of about 190 ms each."""
+    full pass would otherwise walk all of it again while every rollout in flight waits (an
+    evaluation of the livestream test split at concurrency 64 spent over a second in six full
+    passes on a busy machine; with the planned episodes frozen, 0.04 s in two)."""
     gc.freeze()
     try:
         yield
