@@ -229,10 +229,13 @@ async def _evaluate(
     try:
         await runner.start()
         running = time.monotonic()
-        # The report's plotting library loads on a thread of its own while the episodes wait
-        # on the model, not after they end (about half a second of the run's wall time).
-        threading.Thread(target=pyplot, name="hsa-report-import").start()
-        gap = config.ramp_s / config.concurrency if config.policy == "openai" else 0.0
+        gap = 0.0
+        if config.policy == "openai":
+            gap = config.ramp_s / config.concurrency
+            # While the episodes wait on a server, the report's plotting library loads on a
+            # thread of its own rather than after they end (about half a second of wall time).
+            # Not with a model in this process: a local engine may fork its workers.
+            threading.Thread(target=pyplot, name="hsa-report-import").start()
         with planned_kept():
             await _run(chosen, env, runner, settings, config, gap, results, report, progress)
             if firsts:
