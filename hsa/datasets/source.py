@@ -278,8 +278,11 @@ def _jsonl_source(
     if progress is not None:
         progress(0, size)
     try:
+        # Groups are numbered as they come (no first pass over the file to learn whether there
+        # are several); a lone group gets its plain name afterwards (``_lone_group``).
+        chunks = read_openai_jsonl(path, harness=harness, groups=store, numbered=True)
         with pq.ParquetWriter(spill, INPUT_SCHEMA, compression="zstd") as writer:
-            for chunk in read_openai_jsonl(path, harness=harness, groups=store):
+            for chunk in chunks:
                 if harness is not None:
                     for trajectory in chunk.trajectories:
                         _check_recorded(trajectory, harness, path)
@@ -290,6 +293,8 @@ def _jsonl_source(
                 rows += table.num_rows
                 if progress is not None:
                     progress(chunk.read, size)
+        if store is not None and len(store) == 1:
+            _lone_group(store, spill)
         ids = pq.read_table(spill, columns=["id"]).column("id").combine_chunks()
         repeat = first_repeat(ids)
         if repeat is not None:
@@ -306,6 +311,25 @@ def _jsonl_source(
         digest.update(harness.to_json().encode("utf-8"))
     given = (harness,) if harness is not None else ()
     return Source(path, (spill,), (rows,), digest.hexdigest(), given, store, scratch)
+
+
+def _lone_group(store: HarnessStore, spill: Path) -> None:
+    """Give the one harness of a file whose rows all share it its plain name (``chats``, not
+    ``chats-1``, as ``read_openai_jsonl`` names it after its first pass), in the store and in
+    the scratch file's ``harness_id`` column, rewritten a row group at a time."""
+    numbered = store[next(iter(store))].id
+    plain = numbered.removesuffix("-1")
+    store.relabel(numbered, plain)
+    renamed = spill.with_name("renamed.parquet")
+    source = pq.ParquetFile(spill)
+    column = INPUT_SCHEMA.get_field_index("harness_id")
+    with pq.ParquetWriter(renamed, INPUT_SCHEMA, compression="zstd") as writer:
+        for group in range(source.num_row_groups):
+            table = source.read_row_group(group)
+            plain_ids = pa.array([plain] * table.num_rows, pa.string())
+            writer.write_table(table.set_column(column, "harness_id", plain_ids))
+    source.close()
+    renamed.replace(spill)
 
 
 def _check_recorded(trajectory: Trajectory, harness: Harness, path: Path) -> None:
@@ -377,6 +401,16 @@ class HarnessStore(MutableMapping[bytes, Harness]):
 
     def close(self) -> None:
         self._db.close()
+
+    def relabel(self, old_id: str, new_id: str) -> None:
+        """Give the harness called ``old_id`` the id ``new_id``."""
+        row = self._db.execute("SELECT doc FROM harnesses WHERE id = ?", (old_id,)).fetchone()
+        harness = Harness.from_dict(json.loads(row[0])).replace(id=new_id)
+        update = "UPDATE harnesses SET id = ?, doc = ? WHERE id = ?"
+        self._db.execute(update, (new_id, harness.to_json(keep=False), old_id))
+        self._db.commit()
+        self._by_key.clear()
+        self._by_id.clear()
 
     def by_id(self, harness_id: str) -> Harness | None:
         found = self._by_id.get(harness_id)

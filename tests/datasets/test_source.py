@@ -93,6 +93,26 @@ def test_a_jsonl_source_reads_as_the_importer_does_from_scratch_on_disk(tmp_path
     assert not scratch.exists()  # the scratch folder goes with the source
 
 
+def test_a_jsonl_file_of_one_harness_is_read_once_and_names_it_as_the_importer(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(openai_jsonl, "CHUNK", 3)  # the lone harness is met in every chunk
+    path = _chats(tmp_path / "chats.jsonl", 10, shops=1)
+    imported = import_source(path)
+    assert [h.id for h in imported.harnesses] == ["chats"]
+
+    def no_first_pass(path):
+        raise AssertionError("the file was read twice")
+
+    monkeypatch.setattr(openai_jsonl, "_several_groups", no_first_pass)
+    source = open_source(path)
+    expected = conform(trajectories_to_table(list(imported.trajectories)), file=str(path))
+    assert source.read(0, 10)[0].equals(expected)
+    assert source.store.by_id("chats") == imported.harnesses[0]
+    assert source.store.by_id("chats-1") is None and len(source.store) == 1
+    assert source.store[next(iter(source.store))] == imported.harnesses[0]
+
+
 def test_reading_a_jsonl_source_tells_its_progress_in_bytes(tmp_path, monkeypatch):
     monkeypatch.setattr(openai_jsonl, "CHUNK", 3)
     path = _chats(tmp_path / "chats.jsonl", 10, shops=4)

@@ -100,6 +100,7 @@ def read_openai_jsonl(
     harness: Harness | None = None,
     groups: MutableMapping[bytes, Harness] | None = None,
     chunk: int | None = None,
+    numbered: bool = False,
 ) -> Iterator[Chunk]:
     """The rows of a chat JSONL file as trajectories, ``chunk`` rows at a time (``CHUNK``), one
     line in memory at a time.
@@ -107,7 +108,8 @@ def read_openai_jsonl(
     Without ``harness``, rows are grouped by (tools, leading system message) and each group
     becomes one harness: the system message as a ``persona`` section, the tools as tools. The
     harness id is the file stem, suffixed ``-1``, ``-2``, ... in order of first appearance
-    when there are several groups (a first pass reads lines until it meets a second group).
+    when there are several groups (a first pass reads lines until it meets a second group;
+    ``numbered`` numbers them without it, for a caller that renames a lone ``-1`` itself).
     ``groups`` holds the groups met, by key: a dict by default; a store on disk keeps a
     corpus whose every row brings its own tools out of memory. With ``harness``, every row is
     read under it: calls to its skill tool become skill loads, and messages that match its
@@ -123,7 +125,7 @@ def read_openai_jsonl(
     stem = harness_id(path.stem, fallback="chat")
     groups = {} if groups is None else groups
     chunk = chunk or CHUNK
-    several = harness is None and _several_groups(path)
+    several = harness is None and (numbered or _several_groups(path))
     pool: dict[tuple[str, str], Tool] = {}  # one Tool object per distinct tool, shared
     found: list[Harness] = []
     trajectories: list[Trajectory] = []
