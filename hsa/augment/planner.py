@@ -236,7 +236,8 @@ class LazyPlan:
     def variant(self, index: int) -> Variant:
         found = self.variants.get(index)
         if found is None:
-            found = self.variants[index] = plan_slots(self.spec(), [index])[0]
+            found = plan_slots(self.spec(), [index], unchanged=self.unchanged)[0]
+            self.variants[index] = found
         return found
 
     def spec(self) -> PlanSpec:
@@ -296,11 +297,16 @@ def _spec(
     return PlanSpec(harness, recipe, seed, context, {name: get(name) for name in modules})
 
 
-def plan_slots(spec: PlanSpec, indexes: Sequence[int]) -> list[Variant]:
-    """Variants ``indexes`` of ``spec`` (each on its own: see ``plan_variant``)."""
+def plan_slots(
+    spec: PlanSpec, indexes: Sequence[int], *, unchanged: bytes | None = None
+) -> list[Variant]:
+    """Variants ``indexes`` of ``spec`` (each on its own: see ``plan_variant``). ``unchanged``:
+    the content key of ``spec.harness`` as it is, when the caller has it already (it is the
+    whole harness as JSON, hashed)."""
     harness, context, rules = spec.harness, spec.context, spec.rules
     eligible = {name for name, r in rules.items() if all(context.has(n) for n in r.needs)}
-    unchanged = content_key(harness, RewriteMapping())
+    if unchanged is None:
+        unchanged = content_key(harness, RewriteMapping())
     out = []
     for index in indexes:
         for attempt in range(_REDRAWS):
