@@ -383,6 +383,8 @@ def check_template(source: str, *, where: str = "template") -> None:
             f"template is {len(source):,} characters; the limit is {MAX_TEMPLATE_CHARS:,}",
             where=where,
         )
+    if _plain(source):
+        return
     try:
         _compile(source)
     except jinja2.TemplateSyntaxError as exc:
@@ -391,9 +393,24 @@ def check_template(source: str, *, where: str = "template") -> None:
         ) from None
 
 
+def _plain(source: str) -> bool:
+    """Whether ``source`` is text only: no ``{`` opens an expression, statement or comment."""
+    return "{" not in source
+
+
 def render_template(source: str, context: Mapping[str, Any], *, where: str = "template") -> str:
-    """Render ``source`` in the capped sandbox; unsafe access or oversize output is an error."""
+    """Render ``source`` in the capped sandbox; unsafe access or oversize output is an error.
+
+    Text only (``_plain``, and no ``\r`` for Jinja to turn into ``\n``) renders as itself
+    without a compiled template: a corpus whose every conversation has its own system message
+    would otherwise compile each one, the cache of compiled templates never hit."""
     check_template(source, where=where)
+    if _plain(source) and "\r" not in source:
+        return source
+    return _render(source, context, where)
+
+
+def _render(source: str, context: Mapping[str, Any], where: str) -> str:
     token = _steps.set([0])
     try:
         chunks = []

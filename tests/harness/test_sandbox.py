@@ -243,3 +243,17 @@ def test_parse_message_inverts_render_message(data: st.DataObject) -> None:
     pieces = [p for p in literals.split("\0") if p]
     if not any(piece in value for piece in pieces for value in payload.values()):
         assert parsed == payload
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab }%#\r\n\t{-é\u2028")), max_size=40))
+def test_text_without_template_syntax_renders_as_jinja_renders_it(source):
+    from hsa.harness.sandbox import _render
+
+    try:
+        expected = _render(source, {}, "t")
+    except TemplateError:
+        with pytest.raises(TemplateError):
+            render_template(source, {})
+        return
+    assert render_template(source, {}) == expected
