@@ -29,9 +29,10 @@ import numpy as np
 import pyarrow as pa
 
 from hsa.augment.mapping import RewriteMapping
+from hsa.augment.param_schemas import copy_json
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
-from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule, copy_params
+from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, splitmix64
 from hsa.errors import RuleError
 from hsa.harness.model import Harness
@@ -110,7 +111,7 @@ def apply_chain(
         rng = generator("rule", seed, position, item.name)
         # the rule gets a copy of what is recorded, in case it changes its parameters
         step = item.run(
-            rewrite.harness, rng, copy_params(resolved), context_through(context, rewrite.mapping)
+            rewrite.harness, rng, copy_json(resolved), context_through(context, rewrite.mapping)
         )
         rewrite = rewrite.then(step)
         applied.append((item.name, item.version, resolved))

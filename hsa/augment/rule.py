@@ -33,6 +33,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from hsa.augment.mapping import IDENTITY, RewriteMapping
+from hsa.augment.param_schemas import copy_json
 from hsa.errors import RuleError
 from hsa.harness.events import Event, SkillLoad, ToolCall
 from hsa.harness.model import Harness
@@ -193,7 +194,7 @@ class Rule:
         resolved = _resolved(self.name, self.params_text, key) if key else None
         if resolved is None:
             resolved = _resolve(self.name, self.params, given)
-        return copy_params(resolved)
+        return copy_json(resolved)
 
     def apply(
         self,
@@ -253,16 +254,6 @@ def _resolve(name: str, schema: MappingABC[str, Any], params: dict[str, Any]) ->
         if key not in given and isinstance(sub, MappingABC) and "default" in sub:
             given[key] = copy.deepcopy(sub["default"])
     return given
-
-
-def copy_params(value: Any) -> Any:
-    """A copy of resolved parameters (JSON values, so dicts and lists are all there is to
-    copy): what ``copy.deepcopy`` gives, at a third of its cost, on every rule application."""
-    if isinstance(value, dict):
-        return {k: copy_params(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copy_params(v) for v in value]
-    return value
 
 
 @lru_cache(maxsize=4096)
