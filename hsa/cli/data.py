@@ -30,11 +30,17 @@ def read_bar(bar: Any, description: str) -> Callable[[int, int], None]:
     task: list[Any] = []
 
     def on_read(done: int, total: int) -> None:
+        done, total = _megabytes(done, total)
         if not task:
-            task.append(bar.add_task(f"{description} (MB)", total=max(1, -(-total // MB))))
-        bar.update(task[0], completed=-(-done // MB))
+            task.append(bar.add_task(f"{description} (MB)", total=total))
+        bar.update(task[0], completed=done)
 
     return on_read
+
+
+def _megabytes(done: int, total: int) -> tuple[int, int]:
+    """Bytes read of a file's size as whole megabytes for a bar (a file has at least one)."""
+    return -(-done // MB), max(1, -(-total // MB))
 
 
 def _summary(title: str, rows: list[tuple[str, str]]) -> None:
@@ -194,7 +200,7 @@ def build_command(
 
         def on_stage(stage: str, done: int, total: int) -> None:
             if stage == "read":  # bytes of a JSONL source
-                done, total = -(-done // MB), max(1, -(-total // MB))
+                done, total = _megabytes(done, total)
             if stage not in tasks:
                 tasks[stage] = bar.add_task(names.get(stage, stage), total=total)
             bar.update(tasks[stage], completed=done, total=total)

@@ -326,7 +326,7 @@ def _lone_group(store: HarnessStore, spill: Path) -> None:
     with pq.ParquetWriter(renamed, INPUT_SCHEMA, compression="zstd") as writer:
         for group in range(source.num_row_groups):
             table = source.read_row_group(group)
-            plain_ids = pa.array([plain] * table.num_rows, pa.string())
+            plain_ids = pa.repeat(pa.scalar(plain, pa.string()), table.num_rows)
             writer.write_table(table.set_column(column, "harness_id", plain_ids))
     source.close()
     renamed.replace(spill)
