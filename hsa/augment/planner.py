@@ -62,10 +62,16 @@ class Variant:
     index: int = 0
     #: ``content_key(harness, mapping)`` when planning made it (empty: made when asked)
     content: bytes = field(default=b"", compare=False, repr=False)
+    #: ``mapping.to_json()`` when planning made it (empty: made when asked)
+    mapping_text: str = field(default="", compare=False, repr=False)
 
     def key(self) -> bytes:
         """What the variant is, as a digest (``content_key``)."""
         return self.content or content_key(self.harness, self.mapping)
+
+    def mapping_json(self) -> str:
+        """The mapping as JSON (``RewriteMapping.to_json``)."""
+        return self.mapping_text or self.mapping.to_json()
 
     @property
     def is_canonical(self) -> bool:
@@ -129,10 +135,13 @@ def apply_chain(
     return rewrite, tuple(applied)
 
 
-def content_key(harness: Harness, mapping: RewriteMapping) -> bytes:
+def content_key(
+    harness: Harness, mapping: RewriteMapping, *, keep: bool = False, mapping_json: str = ""
+) -> bytes:
     """A digest of what a variant is (its harness and mapping as JSON): two variants with the
-    same key render every row the same. The JSON is not kept on the harness."""
-    text = f"{harness.to_json(keep=False)}\0{mapping.to_json()}"  # JSON holds no raw NUL
+    same key render every row the same. The JSON is kept on the harness when ``keep``;
+    ``mapping_json`` is the mapping's, when the caller has it."""
+    text = f"{harness.to_json(keep=keep)}\0{mapping_json or mapping.to_json()}"  # no raw NUL
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
@@ -299,11 +308,11 @@ def _spec(
 
 
 def plan_slots(
-    spec: PlanSpec, indexes: Sequence[int], *, unchanged: bytes | None = None
+    spec: PlanSpec, indexes: Sequence[int], *, unchanged: bytes | None = None, keep: bool = False
 ) -> list[Variant]:
     """Variants ``indexes`` of ``spec`` (each on its own: see ``plan_variant``). ``unchanged``:
     the content key of ``spec.harness`` as it is, when the caller has it already (it is the
-    whole harness as JSON, hashed)."""
+    whole harness as JSON, hashed). ``keep``: keep each variant harness's JSON on it."""
     harness, context, rules = spec.harness, spec.context, spec.rules
     eligible = {name for name, r in rules.items() if all(context.has(n) for n in r.needs)}
     if unchanged is None:
@@ -316,14 +325,25 @@ def plan_slots(
             base = [r for r in spec.recipe.base if r.rule in eligible]
             chain = [(rules[r.rule], r.params) for r in base + chosen]
             rewrite, applied = apply_chain(harness, chain, seed=variant_seed, context=context)
-            key = content_key(rewrite.harness, rewrite.mapping)
+            mapping_json = rewrite.mapping.to_json()
+            key = content_key(
+                rewrite.harness, rewrite.mapping, keep=keep, mapping_json=mapping_json
+            )
             if key != unchanged:
                 break
         uses = any(rules[n].needs for n, _, _ in applied)
         vid = variant_id(harness, applied, variant_seed, context.key() if uses else None)
         out.append(
             Variant(
-                vid, harness.id, applied, rewrite.harness, rewrite.mapping, variant_seed, index, key
+                vid,
+                harness.id,
+                applied,
+                rewrite.harness,
+                rewrite.mapping,
+                variant_seed,
+                index,
+                key,
+                mapping_json,
             )
         )
     return out

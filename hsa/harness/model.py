@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -406,9 +407,15 @@ class Harness:
         return hash(self.to_json())
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # Pickle the fields only: derived values (compiled validators among them) are rebuilt
-        # on demand, and need not be picklable.
-        return type(self), tuple(getattr(self, f.name) for f in dataclasses.fields(self) if f.init)
+        # The fields, and the derived values that are text (the JSON document, the system
+        # prompt: what a worker process that planned the harness made for the one that renders
+        # it); other derived values (compiled validators among them) are rebuilt on demand and
+        # need not be picklable.
+        values = tuple(getattr(self, f.name) for f in dataclasses.fields(self) if f.init)
+        texts = {fn: v for fn, v in self._derived.items() if isinstance(v, str) and _named(fn)}
+        if not texts:
+            return type(self), values
+        return _with_derived, (values, texts)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Harness:
@@ -425,6 +432,19 @@ class Harness:
             skill_tool=None if skill_tool is None else Tool.from_dict(skill_tool),
             metadata=dict(data.get("metadata") or {}),
         )
+
+
+def _with_derived(values: tuple[Any, ...], texts: dict[Callable[..., Any], str]) -> Harness:
+    """A harness unpickled with the texts derived from it (``Harness.__reduce__``)."""
+    harness = Harness(*values)
+    harness._derived.update(texts)
+    return harness
+
+
+def _named(fn: Callable[..., Any]) -> bool:
+    """Whether pickle finds ``fn`` again by its module and name (a module-level function)."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    return getattr(module, getattr(fn, "__qualname__", ""), None) is fn
 
 
 def _json_document(harness: Harness) -> str:

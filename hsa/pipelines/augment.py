@@ -15,6 +15,8 @@ after a crash or not -- gives the same bytes.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import gc
 import multiprocessing
 import os
 import re
@@ -31,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hsa.augment.engine import Engine
+from hsa.augment.engine.plans import prepare
 from hsa.augment.planner import (
     PLAN_VERSION,
     LazyPlan,
@@ -253,6 +256,8 @@ class _Planner:
         self.written = 0  # parts written so far (merged ones included): their names
         self.released = {"groups": 0, "planned": 0}
         self.rules: set[tuple[str, str]] = set()  # (name, version) of every rule applied
+        #: chunks planning in the workers, ahead of the batch that will use them (``ahead``)
+        self._ahead: list[tuple[list[tuple[LazyPlan, list[int]]], Future]] = []
 
     @property
     def planned(self) -> int:
@@ -272,9 +277,10 @@ class _Planner:
             self.rules.update((name, version) for name, version, _ in variant.rules)
         return self.engine.add(variant)
 
-    def release(self, folder: Path) -> None:
+    def release(self, folder: Path, keep: Sequence[LazyPlan] = ()) -> None:
         """Write the variants used so far to a variants file in ``folder`` and let go of
-        every plan, variant and engine index, when more than ``HELD_VARIANTS`` are held.
+        every plan, variant and engine index, when more than ``HELD_VARIANTS`` are held; the
+        plans in ``keep`` (a batch read ahead, its variants planning) are kept.
 
         A corpus whose every conversation brings its own harness would otherwise hold every
         variant of the run to its end. Planning is deterministic, so a harness met again is
@@ -293,8 +299,13 @@ class _Planner:
             write_variants(self._part(folder, size + 1), [], paths, group_rows=PART_ROWS)
             for path in paths:
                 path.unlink()
-        self.released = {"groups": self.group_count, "planned": self.planned}
-        self.groups.clear()
+        kept = {id(g) for g in keep}
+        held = {key: g for key, g in self.groups.items() if id(g) in kept}
+        self.released = {  # the kept plans are counted with the groups after them
+            "groups": self.group_count - len(held),
+            "planned": self.planned - sum(len(g.variants) for g in held.values() if not g.given),
+        }
+        self.groups = held
         self.indexes.clear()
         self.canonical.clear()
         self.variants.clear()
@@ -331,16 +342,37 @@ class _Planner:
     def prefetch(self, pairs: Sequence[tuple[LazyPlan, int]]) -> None:
         """Plan the variants ``pairs`` name in worker processes, when there are enough of them
         to pay for it; whatever is not planned here is planned on first use, the same way."""
+        self._settle()
+        for chunk, future in self._submit(pairs):
+            _fill(chunk, future.result())
+
+    def ahead(self, pairs: Sequence[tuple[LazyPlan, int]]) -> None:
+        """Start planning the variants ``pairs`` name in the workers and return at once: a
+        batch read ahead is planned while this one renders. The next ``prefetch`` takes what
+        they planned (planning is deterministic: the variants are the same either way)."""
+        self._ahead.extend(self._submit(pairs))
+
+    def _settle(self) -> None:
+        """Take what the workers planned ahead (raising what planning raised)."""
+        ahead, self._ahead = self._ahead, []
+        for chunk, future in ahead:
+            _fill(chunk, future.result())
+
+    def _submit(
+        self, pairs: Sequence[tuple[LazyPlan, int]]
+    ) -> list[tuple[list[tuple[LazyPlan, list[int]]], Future]]:
+        """The variants of ``pairs`` not planned yet, in chunks sent to the workers (none
+        when there are too few to pay for it)."""
         missing: dict[LazyPlan, list[int]] = {}
         for group, slot in pairs:
             if slot not in group.variants:
                 missing.setdefault(group, []).append(slot)
         count = sum(map(len, missing.values()))
         if self.workers < 2 or count < 4 * self.workers:
-            return
+            return []
         pool = self._workers(next(iter(missing)))
         if pool is None:
-            return
+            return []
         # Chunks of whole groups, several per worker, in a fixed order.
         chunks: list[list[tuple[LazyPlan, list[int]]]] = [[]]
         size = max(1, count // (self.workers * 4))
@@ -348,11 +380,9 @@ class _Planner:
             if sum(len(s) for _, s in chunks[-1]) >= size:
                 chunks.append([])
             chunks[-1].append((group, slots))
-        jobs = [[(g.spec(), s) for g, s in chunk] for chunk in chunks]
-        for chunk, planned in zip(chunks, pool.map(_plan_chunk, jobs), strict=True):
-            for (group, slots), variants in zip(chunk, planned, strict=True):
-                for slot, variant in zip(slots, variants, strict=True):
-                    group.fill(slot, variant)
+        return [
+            (chunk, pool.submit(_plan_chunk, [(g.spec(), s) for g, s in chunk])) for chunk in chunks
+        ]
 
     def _workers(self, sample: LazyPlan) -> ProcessPoolExecutor | None:
         if self._pool is None:
@@ -368,9 +398,19 @@ class _Planner:
                 return None
             context = multiprocessing.get_context(method)
             self._pool = ProcessPoolExecutor(self.workers, mp_context=context)
+            if method == "fork":
+                # Started now, with this process's objects frozen out of the garbage
+                # collector: a forked worker would otherwise walk all it inherited in each of
+                # its full passes (0.9 s of collections in 8,000 variants planned, against 0.3).
+                gc.freeze()
+                try:
+                    self._pool.submit(int).result()
+                finally:
+                    gc.unfreeze()
         return self._pool
 
     def close(self) -> None:
+        self._ahead = []
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
@@ -557,17 +597,37 @@ def _batches(
     # encoding and the renderer's kernels release the GIL); at most one batch waits to be
     # written, and a batch's mark follows its shards, so a crash never marks a batch done early.
     pending: Future | None = None
+    # With worker processes, the next batch is read and its first variants sent to the
+    # workers once a batch is planned, so they plan it while this process renders.
+    ahead: dict[int, _Input] = {}
+
+    def span(batch: int) -> tuple[int, int]:
+        return batch * config.batch_size, min(total, (batch + 1) * config.batch_size)
+
+    def read_ahead(batch: int) -> None:
+        if batch >= batches or planner.workers < 2 or mf.done(out, batch) is not None:
+            return
+        try:
+            found = _read(job, *span(batch))
+        except HsaError:
+            return  # raised again, in its turn, when that batch is read
+        started = time.perf_counter()
+        planner.ahead(found.first_pairs(job.k, job.seed))
+        timings["plan"] += time.perf_counter() - started
+        ahead[batch] = found
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hsa-writer") as writer:
         for batch in range(batches):
             found = mf.done(out, batch)
             if found is None:
-                lo, hi = batch * config.batch_size, min(total, (batch + 1) * config.batch_size)
-                found, tables = _batch(job, batch, lo, hi)
+                read = ahead.pop(batch, None) or _read(job, *span(batch))
+                found, tables = _batch(job, batch, read, functools.partial(read_ahead, batch + 1))
                 if pending is not None:
                     pending.result()
                 pending = writer.submit(_write_batch, out, batch, found, tables, timings)
                 started = time.perf_counter()
-                planner.release(_parts_folder(out))
+                kept = ahead.get(batch + 1)
+                planner.release(_parts_folder(out), kept.groups if kept else ())
                 timings["plan"] += time.perf_counter() - started
             else:
                 report.skipped += 1
@@ -623,15 +683,43 @@ def _report_from_manifest(report: AugmentReport, manifest: Mapping[str, Any]) ->
     return report
 
 
-def _batch(
-    job: _Job, batch: int, lo: int, hi: int
-) -> tuple[dict[str, Any], list[tuple[Path, pa.Table]]]:
-    """Render one batch: its completion mark (shards still to be listed) and its tables."""
-    source, out, config, known, planner = job.source, job.out, job.config, job.known, job.planner
-    engine, k, seed, timings = planner.engine, job.k, job.seed, job.timings
+@dataclass(slots=True)
+class _Input:
+    """One batch as read, its rows' groups made: what is planned and rendered for it."""
+
+    table: pa.Table  # the rows to augment (unverified ones left out unless asked for)
+    origins: Any  # where the rows were read from (``locate``)
+    original: np.ndarray  # row of ``table`` -> row as read
+    unverified: int  # rows left out as unverified
+    harness_ids: list[str | None]
+    harness_of: dict[str | None, Harness]
+    groups: list[LazyPlan]
+    group_rows: np.ndarray  # row -> index into ``groups``
+    group_keys: dict[tuple, int]  # (harness id, used tools, used skills) -> index into groups
+
+    def where(self, row: int) -> tuple[str | None, str]:
+        """The file and line of ``table``'s row ``row``, for an error."""
+        file, line = locate(self.origins, int(self.original[row]))
+        return file, f"row {line} (id {self.table.column('id')[row].as_py()!r})"
+
+    def first_pairs(self, k: int, seed: int) -> list[tuple[LazyPlan, int]]:
+        """The (group, slot) pairs the rows' first ``k`` picks visit: what a batch plans
+        first (``_pick``)."""
+        widths = np.array([g.width for g in self.groups], dtype=np.int64)
+        ids = self.table.column("id").combine_chunks()
+        order = pick_order(ids, widths[self.group_rows], seed)
+        width = order.shape[1]
+        first = order[:, :k]
+        pairs = np.unique((self.group_rows[:, None] * width + first)[first >= 0])
+        return [(self.groups[p // width], p % width) for p in pairs.tolist()]
+
+
+def _read(job: _Job, lo: int, hi: int) -> _Input:
+    """Rows ``lo`` to ``hi`` of the input, with their harnesses and (harness, context) groups."""
+    source, config, known, planner = job.source, job.config, job.known, job.planner
     started = time.perf_counter()
     table, origins = source.read(lo, hi)
-    timings["read"] += time.perf_counter() - started
+    job.timings["read"] += time.perf_counter() - started
     original = np.arange(table.num_rows, dtype=np.int64)  # batch row -> row as read
     unverified = 0
     if not config.include_unverified:
@@ -640,22 +728,18 @@ def _batch(
         if unverified:
             original = np.flatnonzero(keep)
             table = table.take(pa.array(original))
-    ids = table.column("id").combine_chunks()
-
-    def where(row: int) -> tuple[str | None, str]:
-        file, line = locate(origins, int(original[row]))
-        return file, f"row {line} (id {ids[row].as_py()!r})"
-
     n = table.num_rows
     harness_ids = table.column("harness_id").to_pylist()
     harness_of: dict[str | None, Harness] = {}
+    rows_of = np.zeros(n, dtype=np.int64)
+    found = _Input(table, origins, original, unverified, harness_ids, harness_of, [], rows_of, {})
     for row, hid in enumerate(harness_ids):
         if hid not in harness_of:
-            found = known.get(hid)
-            if found is None:
-                file, name = where(row)
+            harness = known.get(hid)
+            if harness is None:
+                file, name = found.where(row)
                 raise DatasetError(known.missing(hid), file=file, where=name)
-            harness_of[hid] = found
+            harness_of[hid] = harness
 
     # candidates per trajectory: the planned variants of its (harness, context) group
     if planner.needs:
@@ -663,15 +747,31 @@ def _batch(
     else:
         tools = skills = [()] * n
     started = time.perf_counter()
-    group_keys: dict[tuple, int] = {}
-    group_rows = np.zeros(n, dtype=np.int64)
-    groups: list[LazyPlan] = []
     for row in range(n):
         key = (harness_ids[row], tools[row], skills[row])
-        if key not in group_keys:
-            group_keys[key] = len(groups)
-            groups.append(planner.group(harness_of[harness_ids[row]], tools[row], skills[row]))
-        group_rows[row] = group_keys[key]
+        if key not in found.group_keys:
+            found.group_keys[key] = len(found.groups)
+            found.groups.append(
+                planner.group(harness_of[harness_ids[row]], tools[row], skills[row])
+            )
+        found.group_rows[row] = found.group_keys[key]
+    job.timings["plan"] += time.perf_counter() - started
+    return found
+
+
+def _batch(
+    job: _Job, batch: int, read: _Input, then: Callable[[], None] = lambda: None
+) -> tuple[dict[str, Any], list[tuple[Path, pa.Table]]]:
+    """Render one batch: its completion mark (shards still to be listed) and its tables.
+    ``then`` runs once its variants are planned, before it renders (to read the next batch
+    and start planning it in the workers meanwhile)."""
+    out, config, planner = job.out, job.config, job.planner
+    engine, k, seed, timings = planner.engine, job.k, job.seed, job.timings
+    table, harness_ids, harness_of = read.table, read.harness_ids, read.harness_of
+    groups, group_rows, where = read.groups, read.group_rows, read.where
+    ids = table.column("id").combine_chunks()
+    n = table.num_rows
+    started = time.perf_counter()
     try:
         chosen, taken = _pick(ids, groups, group_rows, k, seed, planner)
     except HsaError as exc:
@@ -679,11 +779,12 @@ def _batch(
             f"planning variants: {exc.message}", file=exc.file, where=exc.where
         ) from None
     # what a rerun plans again for the variants file
-    contexts = [[*key, sorted(taken.get(groups[g], ()))] for key, g in group_keys.items()]
+    contexts = [[*key, sorted(taken.get(groups[g], ()))] for key, g in read.group_keys.items()]
     short = int((chosen[:, k - 1] < 0).sum()) if k and n else 0
     if config.keep_canonical:
         canonical = [planner.canonical_of(harness_of[h]) for h in harness_ids]
     timings["plan"] += time.perf_counter() - started
+    then()
     started = time.perf_counter()
     parts = [chosen]
     if config.keep_canonical:
@@ -739,7 +840,7 @@ def _batch(
         "shards": shards,
         "stats": merge_stats(split_stats),
         "engine": {key: after[key] - before[key] for key in after},
-        "unverified": unverified,
+        "unverified": read.unverified,
         "short": short,
         "contexts": contexts,
     }, tables
@@ -753,8 +854,20 @@ def _cores() -> int:
 
 
 def _plan_chunk(chunk: list[tuple[PlanSpec, list[int]]]) -> list[list[Variant]]:
-    """In a worker process: the variants of each (spec, slots) of ``chunk``."""
-    return [plan_slots(spec, slots) for spec, slots in chunk]
+    """In a worker process: the variants of each (spec, slots) of ``chunk``, their harnesses
+    carrying the texts the engine and the variants file read (``prepare``), made here."""
+    planned = [plan_slots(spec, slots, keep=True) for spec, slots in chunk]
+    for variants in planned:
+        for variant in variants:
+            prepare(variant.harness)
+    return planned
+
+
+def _fill(chunk: list[tuple[LazyPlan, list[int]]], planned: list[list[Variant]]) -> None:
+    """Give each group of ``chunk`` the variants a worker planned for its slots."""
+    for (group, slots), variants in zip(chunk, planned, strict=True):
+        for slot, variant in zip(slots, variants, strict=True):
+            group.fill(slot, variant)
 
 
 def _pick(

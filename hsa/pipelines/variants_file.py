@@ -50,7 +50,7 @@ def variant_row(variant: Variant) -> dict[str, Any]:
         "protocol": variant.harness.protocol.label,
         "seed": variant.seed,
         "harness": variant.harness.to_json(keep=False),
-        "mapping": variant.mapping.to_json(),
+        "mapping": variant.mapping_json(),
     }
 
 

@@ -9,6 +9,8 @@ import pickle
 import pytest
 
 from hsa.harness import Harness, Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
+from hsa.harness.model import _json_document
+from hsa.harness.prompt import _system_prompt, system_prompt
 from hsa.harness.validate import document_problems
 
 SKILL_TOOL = Tool(
@@ -155,6 +157,24 @@ def test_derived_values_are_kept_per_object_and_never_copied():
         with pytest.raises(ValueError):
             harness.derived(failing)
     assert made[-2:] == [harness, harness]
+
+
+def test_a_pickled_harness_carries_the_texts_derived_from_it():
+    # A worker process that plans a variant makes its JSON and system prompt; they travel
+    # with it. Derived values that are not text, or not found by name, stay behind.
+    harness = full()
+    text, prompt = harness.to_json(), system_prompt(harness)
+    harness.derived(_tool_count)
+    harness.derived(lambda h: "made by a lambda")
+    copy = pickle.loads(pickle.dumps(harness))
+    assert copy == harness
+    assert copy._derived == {_json_document: text, _system_prompt: prompt}
+    assert copy.to_json(keep=False) is copy._derived[_json_document]  # not made again
+    assert pickle.loads(pickle.dumps(full()))._derived == {}
+
+
+def _tool_count(harness: Harness) -> int:
+    return len(harness.tools)
 
 
 def test_equality_is_by_document_key_order_included():

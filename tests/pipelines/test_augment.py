@@ -491,3 +491,39 @@ def test_a_run_that_lets_its_variants_go_writes_the_same_bytes(tmp_path: Path, m
         mark.unlink()
     augment(open_source(source), out, settings)
     assert digests(out) == digests(tmp_path / "held")
+
+
+def test_batches_planned_ahead_in_workers_give_the_same_bytes(tmp_path: Path, monkeypatch) -> None:
+    # With worker processes, each batch's next is read and sent to the workers to plan while
+    # it renders; what it plans is kept when the run lets its variants go (HELD_VARIANTS).
+    job = sys.modules["hsa.pipelines.augment"]  # the module (the package exports the function)
+    source = _conversations(tmp_path / "chats.jsonl", 60, shops=17)
+    one = AugmentConfig(variants_per_trajectory=2, batch_size=12, workers=1)
+    two = dataclasses.replace(one, workers=2)
+    monkeypatch.setattr(job, "HELD_VARIANTS", 5)
+    sent: list[int] = []  # the variants each batch read ahead sends to the workers
+    ahead = job._Planner.ahead
+
+    def counted(self, pairs):
+        sent.append(len(pairs))
+        return ahead(self, pairs)
+
+    monkeypatch.setattr(job._Planner, "ahead", counted)
+    single = augment(open_source(source), tmp_path / "w1", one)
+    assert sent == []  # one process: nothing is planned ahead
+    double = augment(open_source(source), tmp_path / "w2", two)
+    assert len(sent) == 4 and min(sent) >= 8  # batches 1 to 4, each while the one before renders
+    assert digests(tmp_path / "w2") == digests(tmp_path / "w1")
+    assert double.rows == single.rows == 60 * 3
+    # killed after two batches, resumed with workers: the batches done are not read ahead
+    out = tmp_path / "resumed"
+    augment(open_source(source), out, two)
+    (out / "manifest.json").unlink()
+    for mark in sorted((out / ".hsa" / "done").glob("*.json"))[2:]:
+        for shard in json.loads(mark.read_text())["shards"]:
+            (out / shard["path"]).unlink()
+        mark.unlink()
+    sent.clear()
+    augment(open_source(source), out, two)
+    assert digests(out) == digests(tmp_path / "w1")
+    assert len(sent) == 2  # batches 3 and 4, read while 2 and 3 render

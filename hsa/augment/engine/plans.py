@@ -11,7 +11,7 @@ from hsa.augment.engine.call_styles import CallStyle, style_of
 from hsa.augment.mapping import Step
 from hsa.augment.planner import Variant
 from hsa.errors import ProtocolError
-from hsa.harness.model import Hook
+from hsa.harness.model import Harness, Hook
 from hsa.harness.prompt import surface_tools, system_prompt
 
 INJECT = ("system", "user", "tool_result")
@@ -44,6 +44,23 @@ class HookPlan:
     inject: int  # index into INJECT
 
 
+def tools_json(harness: Harness) -> str:
+    """The tools a request under ``harness`` sends to the API, as JSON (``[]`` for a text
+    protocol, which lists them in the prompt)."""
+    api = harness.protocol.is_api
+    tools = [t.to_openai() for t in surface_tools(harness)] if api else []
+    return json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
+
+
+def prepare(harness: Harness) -> None:
+    """Make the texts ``VariantPlan.of`` reads from a variant's harness (its system prompt and
+    tools) and the variants file its JSON, and keep them on it: a worker process that plans
+    variants makes them there, and they travel with the harness (``Harness.__reduce__``)."""
+    system_prompt(harness)
+    harness.derived(tools_json)
+    harness.to_json()
+
+
 @dataclass(slots=True)
 class VariantPlan:
     """One variant, prepared for rendering; the per-name tables fill in on first use."""
@@ -65,8 +82,6 @@ class VariantPlan:
         harness = variant.harness
         prompt = system_prompt(harness)
         in_user = harness.prompt.placement == "user" and bool(prompt)
-        api = harness.protocol.is_api
-        tools = [t.to_openai() for t in surface_tools(harness)] if api else []
         return cls(
             index=index,
             variant=variant,
@@ -74,7 +89,7 @@ class VariantPlan:
             prompt=prompt,
             prompt_in_user=in_user,
             system_message=bool(prompt) and not in_user,
-            tools_json=json.dumps(tools, ensure_ascii=False, separators=(",", ":")),
+            tools_json=harness.derived(tools_json),
             protocol=harness.protocol.label,
         )
 
