@@ -20,32 +20,45 @@ from hsa.harness.protocols import CALL_FORMATS, CallFormat
 
 
 def replace_in_schema(schema: Any, table: Mapping[str, str]) -> Any:
-    """A copy of ``schema`` with identifiers replaced in every ``description`` and ``title``."""
+    """``schema`` with identifiers replaced in every ``description`` and ``title``: the parts
+    that change are new objects, the parts that do not are shared (schemas are never changed
+    in place), so a schema that mentions none of ``table``'s keys comes back as it is."""
     if isinstance(schema, dict):
-        out: dict[str, Any] = {}
+        out: dict[str, Any] | None = None
         for key, value in schema.items():
             if key in ("description", "title") and isinstance(value, str):
-                out[key] = replace_identifiers(value, table)
+                new = replace_identifiers(value, table)
             elif key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
                 value, dict
             ):
-                out[key] = {k: replace_in_schema(v, table) for k, v in value.items()}
+                new = _replace_in_values(value, table)
             elif key in ("enum", "const", "default", "examples", "required"):
-                out[key] = value  # values and names, not prose
+                continue  # values and names, not prose
             else:
-                out[key] = replace_in_schema(value, table)
-        return out
+                new = replace_in_schema(value, table)
+            if new is not value:
+                if out is None:
+                    out = dict(schema)
+                out[key] = new
+        return schema if out is None else out
     if isinstance(schema, list):
-        return [replace_in_schema(v, table) for v in schema]
+        items = [replace_in_schema(v, table) for v in schema]
+        return schema if all(a is b for a, b in zip(items, schema, strict=True)) else items
     return schema
 
 
+def _replace_in_values(schemas: dict[str, Any], table: Mapping[str, str]) -> dict[str, Any]:
+    """``replace_in_schema`` of each value of a name -> schema map (itself when none changes)."""
+    out = {k: replace_in_schema(v, table) for k, v in schemas.items()}
+    return schemas if all(out[k] is v for k, v in schemas.items()) else out
+
+
 def replace_in_tool(tool: Tool, table: Mapping[str, str]) -> Tool:
-    return dataclasses.replace(
-        tool,
-        description=replace_identifiers(tool.description, table),
-        parameters=replace_in_schema(tool.parameters, table),
-    )
+    description = replace_identifiers(tool.description, table)
+    parameters = replace_in_schema(tool.parameters, table)
+    if description is tool.description and parameters is tool.parameters:
+        return tool
+    return dataclasses.replace(tool, description=description, parameters=parameters)
 
 
 def replace_in_harness(harness: Harness, table: Mapping[str, str]) -> Harness:

@@ -32,6 +32,8 @@ _PINNED_ONE = (
 )
 _PINNED_MAP = ("patternProperties", "dependentSchemas")
 _MAX_DEPTH = 64
+#: the keywords ``_walk`` looks under besides ``$ref``, ``properties`` and ``items``
+_RARE = frozenset((*_SAME_PATH, *_PINNED_ONE, *_PINNED_MAP, "prefixItems"))
 
 
 def copy_schema(schema: MappingABC[str, Any]) -> dict[str, Any]:
@@ -89,6 +91,8 @@ def _walk(
     items = node.get("items")
     if isinstance(items, dict):
         _walk(root, items, None if path is None else (*path, EACH), deeper, refs, out)
+    if _RARE.isdisjoint(node):  # most nodes: nothing below but properties and items
+        return
     for key in _SAME_PATH:
         for sub in node.get(key) or ():
             _walk(root, sub, path, deeper, refs, out)
@@ -102,11 +106,14 @@ def _walk(
         _walk(root, sub, None, deeper, refs, out)
 
 
-def free_nodes(schema: dict[str, Any]) -> list[tuple[dict[str, Any], list[ArgPath]]]:
-    """Sub-schemas never reached through a pinned keyword, each with all its paths, in order."""
+def free_nodes(
+    schema: dict[str, Any], walked: list[Reached] | None = None
+) -> list[tuple[dict[str, Any], list[ArgPath]]]:
+    """Sub-schemas never reached through a pinned keyword, each with all its paths, in order
+    (``walked``: ``reached(schema)``, when the caller has it)."""
     paths: dict[int, list[ArgPath | None]] = {}
     nodes: dict[int, dict[str, Any]] = {}
-    for r in reached(schema):
+    for r in reached(schema) if walked is None else walked:
         key = id(r.node)
         nodes.setdefault(key, r.node)
         bucket = paths.setdefault(key, [])
@@ -127,7 +134,8 @@ def rename_properties(
     that take canonical arguments to the new names.
     """
     out = copy_schema(schema)
-    renamable = {id(node) for node, _ in free_nodes(out)}
+    free = [node for node, _ in free_nodes(out)]
+    renamable = {id(node) for node in free}
     steps: list[Step] = []
     seen: set[Step] = set()
 
@@ -155,9 +163,8 @@ def rename_properties(
                 visit(sub, spath, depth + 1, refs)
 
     visit(out, (), 0, frozenset())
-    for node, _ in free_nodes(out):
-        if id(node) in renamable:
-            _rename_keys(node, table)
+    for node in free:  # renaming keys makes new property maps; the nodes stay the same
+        _rename_keys(node, table)
     return out, tuple(steps)
 
 
@@ -174,18 +181,21 @@ def _rename_keys(node: dict[str, Any], table: MappingABC[str, str]) -> None:
         }
 
 
-def property_names(schema: dict[str, Any]) -> list[str]:
-    """Every property name a step can reach in ``schema``, in first-seen order."""
+def property_names(schema: dict[str, Any], walked: list[Reached] | None = None) -> list[str]:
+    """Every property name a step can reach in ``schema``, in first-seen order (``walked``:
+    ``reached(schema)``, when the caller has it)."""
     names: dict[str, None] = {}
-    for node, _ in free_nodes(schema):
+    for node, _ in free_nodes(schema, walked):
         for key in node.get("properties") or {}:
             names.setdefault(key, None)
     return list(names)
 
 
-def all_property_names(schema: dict[str, Any]) -> set[str]:
-    """Every property name anywhere in ``schema``, pinned sub-schemas included."""
-    return {k for r in reached(schema) for k in (r.node.get("properties") or {})} | {
+def all_property_names(schema: dict[str, Any], walked: list[Reached] | None = None) -> set[str]:
+    """Every property name anywhere in ``schema``, pinned sub-schemas included (``walked``:
+    ``reached(schema)``, when the caller has it)."""
+    nodes = reached(schema) if walked is None else walked
+    return {k for r in nodes for k in (r.node.get("properties") or {})} | {
         k
         for d in (schema.get("$defs"), schema.get("definitions"))
         if isinstance(d, dict)

@@ -64,6 +64,9 @@ def rows(
     variant_ids = unique_dictionary(out_var, [v.variant_id for v in variants])
     rules = pa.array([[n for n, _, _ in v.rules] for v in variants], pa.list_(pa.string()))
     canonical = np.array([v.is_canonical for v in variants], dtype=bool)
+    params = [""] * len(variants)  # as JSON, made for the variants this split's rows use
+    for used in np.unique(out_var).tolist():
+        params[used] = rule_params(variants[used])
     columns = [
         pc.binary_join_element_wise(ids, variant_ids.cast(pa.string()), "/"),
         ids,
@@ -72,7 +75,7 @@ def rows(
         variant_ids,
         pa.array(canonical[out_var], pa.bool_()),
         rules.take(pa.array(out_var, pa.int64())),
-        unique_dictionary(out_var, [rule_params(v) for v in variants]),
+        unique_dictionary(out_var, params),
         engine.protocol_column(out_var),
         messages,
         engine.tools_column(out_var),

@@ -300,19 +300,26 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
     replaced token-aware.
     """
     bank = synonyms()
-    style = params["style"]
-    if not isinstance(style, str) or style == "any":
-        values = [
+    # the string enum values of each tool's free sub-schemas, looked up without a copy
+    values_of = [
+        [
             v
-            for tool in harness.tools
-            for node, _ in free_nodes(copy_schema(tool.parameters))
-            for v in node.get("enum") or ()
+            for node, _ in free_nodes(dict(tool.parameters))
+            if isinstance(node.get("enum"), list)
+            for v in node["enum"]
             if isinstance(v, str)
         ]
+        for tool in harness.tools
+    ]
+    style = params["style"]
+    if not isinstance(style, str) or style == "any":
+        values = [v for found in values_of for v in found]
         style = draw_style(style, ENUM_STYLES, values, bank, rng)
     rewrites = {}
     texts: list[tuple[str, str]] = []
-    for tool in harness.tools:
+    for tool, found in zip(harness.tools, values_of, strict=True):
+        if not found:
+            continue  # nothing to respell: the tool stays as it is
         schema = copy_schema(tool.parameters)
         steps: list[Step] = []
         nodes = free_nodes(schema)

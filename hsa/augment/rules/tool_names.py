@@ -21,7 +21,12 @@ from hsa.augment.names import (
     style_param,
     synonym_name,
 )
-from hsa.augment.param_schemas import all_property_names, property_names, rename_properties
+from hsa.augment.param_schemas import (
+    all_property_names,
+    property_names,
+    reached,
+    rename_properties,
+)
 from hsa.augment.registry import rule
 from hsa.augment.rule import DRAWS, Context, Rewrite
 from hsa.harness.model import Harness, Hook, Skill, Tool
@@ -224,17 +229,18 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
     """
     tools = _all_tools(harness)
     names: dict[str, None] = {}
+    taken: set[str] = set()
     for tool in tools:
-        names.update(dict.fromkeys(property_names(dict(tool.parameters))))
+        schema = dict(tool.parameters)
+        walked = list(reached(schema))
+        names.update(dict.fromkeys(property_names(schema, walked)))
+        taken |= all_property_names(schema, walked)
     if not names:
         return Rewrite(harness)
     style = _draw_style(params, rng, False, list(names))
     originals = list(names)
     count = max(1, round(len(originals) * params["fraction"]))
     targets = [originals[i] for i in sorted(rng.sample(range(len(originals)), count))]
-    taken: set[str] = set()
-    for tool in tools:
-        taken |= all_property_names(dict(tool.parameters))
     table = fresh_names(
         targets,
         _propose(style, rng, "p_"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from hsa.augment.banks import bank
@@ -23,11 +25,18 @@ def fill(template: str, text: str, name: str) -> str:
     )
 
 
-def _reword(text: str, name: str, templates: list[str], rng: random.Random) -> str:
+def _reword(text: str, name: str, templates: Sequence[str], rng: random.Random) -> str:
     if not text.strip():
         return text
-    choices = [t for t in templates if fill(t, text, name) != text] or templates
-    return fill(rng.choice(choices), text, name)
+    return rng.choice(_rewordings(text, name, tuple(templates)))
+
+
+@lru_cache(maxsize=1 << 15)
+def _rewordings(text: str, name: str, templates: tuple[str, ...]) -> tuple[str, ...]:
+    """``text`` filled into each template that changes it (into each, when none does): made
+    once per distinct description, which a corpus's conversations repeat with their tools."""
+    filled = tuple(fill(t, text, name) for t in templates)
+    return tuple(f for f in filled if f != text) or filled
 
 
 @rule(
