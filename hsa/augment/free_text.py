@@ -26,6 +26,7 @@ def replace_in_schema(schema: Any, table: Mapping[str, str]) -> Any:
     if isinstance(schema, dict):
         out: dict[str, Any] | None = None
         for key, value in schema.items():
+            new: Any
             if key in ("description", "title") and isinstance(value, str):
                 new = replace_identifiers(value, table)
             elif key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
