@@ -109,11 +109,22 @@ def apply_chain(
     Returns the composed rewrite and the ``(name, version, params)`` actually applied. The
     result is validated as a harness document; an invalid one is the rule's bug.
     """
+    resolved = [(item, item.resolve_params(params)) for item, params in chain]
+    return _apply_resolved(harness, resolved, seed=seed, context=context)
+
+
+def _apply_resolved(
+    harness: Harness,
+    chain: Sequence[tuple[Rule, dict[str, Any]]],
+    *,
+    seed: int,
+    context: Context = NO_CONTEXT,
+) -> tuple[Rewrite, tuple[tuple[str, str, dict[str, Any]], ...]]:
+    """``apply_chain`` with each rule's parameters resolved already (``Rule.resolve_params``)."""
     rewrite = Rewrite(harness)
     applied: list[tuple[str, str, dict[str, Any]]] = []
     stages: list[Harness] = []
-    for position, (item, params) in enumerate(chain):
-        resolved = item.resolve_params(params)
+    for position, (item, resolved) in enumerate(chain):
         rng = generator("rule", seed, position, item.name)
         # the rule gets a copy of what is recorded, in case it changes its parameters
         step = item.run(
@@ -317,14 +328,23 @@ def plan_slots(
     eligible = {name for name, r in rules.items() if all(context.has(n) for n in r.needs)}
     if unchanged is None:
         unchanged = content_key(harness, RewriteMapping())
+    # each recipe rule's parameters resolved once, when first drawn, for every variant here
+    resolved: dict[int, tuple[Rule, dict[str, Any]]] = {}
+
+    def resolve(item: RecipeRule) -> tuple[Rule, dict[str, Any]]:
+        if id(item) not in resolved:
+            found = rules[item.rule]
+            resolved[id(item)] = (found, found.resolve_params(item.params))
+        return resolved[id(item)]
+
     out = []
     for index in indexes:
         for attempt in range(_REDRAWS):
             variant_seed = derive_seed("variant", spec.seed, harness.id, index, attempt)
             chosen = _draw(spec.recipe, generator("draw", variant_seed), eligible)
             base = [r for r in spec.recipe.base if r.rule in eligible]
-            chain = [(rules[r.rule], r.params) for r in base + chosen]
-            rewrite, applied = apply_chain(harness, chain, seed=variant_seed, context=context)
+            chain = [resolve(r) for r in base + chosen]
+            rewrite, applied = _apply_resolved(harness, chain, seed=variant_seed, context=context)
             mapping_json = rewrite.mapping.to_json()
             key = content_key(
                 rewrite.harness, rewrite.mapping, keep=keep, mapping_json=mapping_json
