@@ -609,7 +609,7 @@ def _batches(
             return
         try:
             found = _read(job, *span(batch))
-        except HsaError:
+        except (HsaError, OSError):
             return  # raised again, in its turn, when that batch is read
         started = time.perf_counter()
         planner.ahead(found.first_pairs(job.k, job.seed))

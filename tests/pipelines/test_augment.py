@@ -527,3 +527,40 @@ def test_batches_planned_ahead_in_workers_give_the_same_bytes(tmp_path: Path, mo
     augment(open_source(source), out, two)
     assert digests(out) == digests(tmp_path / "w1")
     assert len(sent) == 2  # batches 3 and 4, read while 2 and 3 render
+
+
+def test_a_rule_that_fails_in_a_batch_planned_ahead_fails_that_batch(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # Planned ahead in a worker, a rule's failure is raised when its batch is picked, with the
+    # same message as in one process; the batches before it are written and kept for a rerun.
+    from hsa.augment import registry
+    from hsa.augment.rule import Rewrite
+
+    registry._load_builtins()
+    monkeypatch.setattr(registry, "_RULES", dict(registry._RULES))
+
+    @registry.rule("tools.fail_on_shop_30", version="1")
+    def fail_on_shop_30(harness, rng, params, context):
+        """Refuse the harness of shop 30."""
+        if any(t.name.startswith("lookup_item_30_") for t in harness.tools):
+            raise ValueError("shop 30 is closed")
+        return Rewrite(harness)
+
+    chosen = dataclasses.replace(
+        default_recipe(),
+        rules=(RecipeRule("tools.fail_on_shop_30", 1.0), RecipeRule("tools.shuffle", 1.0)),
+        min_rules=1,
+        max_rules=None,
+    )
+    source = _conversations(tmp_path / "chats.jsonl", 60)  # shop 30 is in batch 2 of 5
+    errors = {}
+    for workers in (1, 2):
+        config = AugmentConfig(recipe=chosen, batch_size=12, variants_per_trajectory=2)
+        out = tmp_path / f"w{workers}"
+        with pytest.raises(DatasetError) as failed:
+            augment(open_source(source), out, dataclasses.replace(config, workers=workers))
+        errors[workers] = str(failed.value)
+        assert len(list((out / ".hsa" / "done").glob("*.json"))) == 2  # batches 0 and 1
+    assert errors[1] == errors[2]
+    assert "planning variants" in errors[2] and "shop 30 is closed" in errors[2]

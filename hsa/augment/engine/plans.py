@@ -3,6 +3,7 @@ call style, and how each canonical tool, skill and hook appears under it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from hsa.augment.engine.call_styles import CallStyle, style_of
 from hsa.augment.mapping import Step
 from hsa.augment.planner import Variant
-from hsa.errors import ProtocolError
+from hsa.errors import HsaError, ProtocolError
 from hsa.harness.model import Harness, Hook
 from hsa.harness.prompt import surface_tools, system_prompt
 
@@ -55,8 +56,10 @@ def tools_json(harness: Harness) -> str:
 def prepare(harness: Harness) -> None:
     """Make the texts ``VariantPlan.of`` reads from a variant's harness (its system prompt and
     tools) and the variants file its JSON, and keep them on it: a worker process that plans
-    variants makes them there, and they travel with the harness (``Harness.__reduce__``)."""
-    system_prompt(harness)
+    variants makes them there, and they travel with the harness (``Harness.__reduce__``). A
+    prompt that does not render is left to fail where the variant is used, as without this."""
+    with contextlib.suppress(HsaError):
+        system_prompt(harness)
     harness.derived(tools_json)
     harness.to_json()
 
