@@ -703,15 +703,11 @@ class _Input:
         return file, f"row {line} (id {self.table.column('id')[row].as_py()!r})"
 
     def first_pairs(self, k: int, seed: int) -> list[tuple[LazyPlan, int]]:
-        """The (group, slot) pairs the rows' first ``k`` picks visit: what a batch plans
-        first (``_pick``)."""
+        """What ``_pick`` plans first for these rows (``_first_pairs``)."""
         widths = np.array([g.width for g in self.groups], dtype=np.int64)
         ids = self.table.column("id").combine_chunks()
         order = pick_order(ids, widths[self.group_rows], seed)
-        width = order.shape[1]
-        first = order[:, :k]
-        pairs = np.unique((self.group_rows[:, None] * width + first)[first >= 0])
-        return [(self.groups[p // width], p % width) for p in pairs.tolist()]
+        return _first_pairs(order, self.group_rows, self.groups, k)
 
 
 def _read(job: _Job, lo: int, hi: int) -> _Input:
@@ -870,6 +866,18 @@ def _fill(chunk: list[tuple[LazyPlan, list[int]]], planned: list[list[Variant]])
             group.fill(slot, variant)
 
 
+def _first_pairs(
+    order: np.ndarray, group_rows: np.ndarray, groups: list[LazyPlan], k: int
+) -> list[tuple[LazyPlan, int]]:
+    """The (group, slot) pairs of the first ``k`` slots of each row's ``order``: what a row
+    takes when its rewrites all differ, so what ``_pick`` plans in one round, a group's
+    variants together (later steps plan what repeats leave open)."""
+    width = order.shape[1]
+    first = order[:, :k]
+    pairs = np.unique((group_rows[:, None] * width + first)[first >= 0])
+    return [(groups[p // width], p % width) for p in pairs.tolist()]
+
+
 def _pick(
     ids: pa.Array,
     groups: list[LazyPlan],
@@ -895,11 +903,7 @@ def _pick(
     widths = np.array([g.width for g in groups], dtype=np.int64)
     order = pick_order(ids, widths[group_rows], seed)
     width = order.shape[1]
-    # The first k slots of each row are what it takes when its rewrites all differ: planned
-    # in one round, a group's variants together (later steps plan what repeats leave open).
-    first = order[:, :k]
-    pairs = np.unique((group_rows[:, None] * width + first)[first >= 0])
-    planner.prefetch([(groups[p // width], p % width) for p in pairs.tolist()])
+    planner.prefetch(_first_pairs(order, group_rows, groups, k))
     for step in range(width):
         rows = np.flatnonzero((count < k) & (order[:, step] >= 0))
         if not len(rows):
