@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -25,9 +25,19 @@ _FNV_PRIME = np.uint64(0x100000001B3)
 
 
 def derive_seed(*parts: Any) -> int:
-    """A 64-bit seed from JSON-serialisable ``parts``, the same on every machine and run."""
-    text = json.dumps(parts, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    """A 64-bit seed from JSON-serialisable ``parts``, the same on every machine and run: the
+    first 8 bytes of the SHA-256 of ``parts`` as compact JSON."""
+    if all(type(p) is str or type(p) is int for p in parts):
+        # what json.dumps writes for strings and integers, written directly: planning derives
+        # a seed for every rule of every variant
+        text = "[" + ",".join(_quote(p) if type(p) is str else str(p) for p in parts) + "]"
+    else:
+        text = json.dumps(parts, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
+#: how ``json.dumps(..., ensure_ascii=False)`` writes a string
+_quote: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def generator(*parts: Any) -> random.Random:
