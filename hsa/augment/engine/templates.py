@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from hsa.augment.engine.jsontext import FLOAT, INT, STRING
@@ -70,6 +71,13 @@ def _string_sentinel(k: int) -> str:
     # Private-use delimiters keep sentinels apart; < & ' " and a newline make every renderer
     # write the sentinel differently, so the renderer can be told from the output.
     return f"\ue000{k}\ue001<&'\">\n"
+
+
+@lru_cache(maxsize=256)
+def _written(k: int) -> tuple[tuple[str, str], ...]:
+    """String sentinel ``k`` as each leaf renderer writes it, by renderer name."""
+    sentinel = _string_sentinel(k)
+    return tuple((name, fn(sentinel)) for name, fn in LEAF_RENDERERS.items())
 
 
 def _int_sentinel(k: int) -> int:
@@ -181,10 +189,7 @@ def derive(
     found: list[tuple[int, int, Slot]] = []
     for k, kind in enumerate(kinds):
         if kind == STRING:
-            sentinel = _string_sentinel(k)
-            hits = [
-                (name, fn(sentinel)) for name, fn in LEAF_RENDERERS.items() if fn(sentinel) in text
-            ]
+            hits = [(name, written) for name, written in _written(k) if written in text]
         else:
             hits = [(NUMBER, repr(_sentinel(kind, k)))]
             if hits[0][1] not in text:
