@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
@@ -37,8 +38,9 @@ def _frozen(value: Any) -> Any:
     return value
 
 
-def synonyms() -> dict[str, list[str]]:
-    return _read("synonyms.yaml")
+def synonyms() -> Mapping[str, Sequence[str]]:
+    """The synonym bank, word -> synonyms (``bank("synonyms.yaml")``: read-only, shared)."""
+    return bank("synonyms.yaml")
 
 
 @cache
