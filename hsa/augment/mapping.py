@@ -21,6 +21,7 @@ from typing import Any
 
 from hsa.errors import RuleError
 from hsa.harness.events import Event, HookFired, SkillLoad, ToolCall
+from hsa.harness.pickling import by_fields
 
 ArgPath = tuple[str, ...]
 EACH = "[]"
@@ -35,6 +36,7 @@ _INVERSE_KIND = {
 }
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Step:
     """One argument rewrite.
@@ -79,6 +81,7 @@ class Step:
         )
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class ToolMap:
     """How one canonical tool appears on the surface: its name and its argument steps."""
@@ -94,6 +97,7 @@ class ToolMap:
         return cls(data["name"], tuple(Step.from_dict(s) for s in data.get("steps", ())))
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class RewriteMapping:
     """Canonical -> surface identifiers. Names absent from a table map to themselves.

@@ -36,6 +36,7 @@ from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, splitmix64
 from hsa.errors import RuleError
 from hsa.harness.model import Harness
+from hsa.harness.pickling import by_fields
 from hsa.harness.validate import document_problems
 
 _REDRAWS = 4  # attempts at a variant that changes something
@@ -44,6 +45,7 @@ _REDRAWS = 4  # attempts at a variant that changes something
 PLAN_VERSION = 2
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Variant:
     """One planned harness variant: the rules applied, the rewritten harness and its mapping.

@@ -33,6 +33,7 @@ from jsonschema import Draft202012Validator
 
 from hsa.config import loads_yaml
 from hsa.errors import RuleError
+from hsa.harness.pickling import by_fields
 from hsa.harness.validate import json_path
 
 
@@ -43,6 +44,7 @@ def recipe_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class RecipeRule:
     """One rule of a recipe: drawn with ``probability``, applied with ``params``."""
@@ -58,6 +60,7 @@ class RecipeRule:
         return out
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Recipe:
     """A validated recipe (see the module docstring for the fields)."""

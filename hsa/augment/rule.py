@@ -37,6 +37,7 @@ from hsa.augment.param_schemas import copy_json
 from hsa.errors import RuleError
 from hsa.harness.events import Event, SkillLoad, ToolCall
 from hsa.harness.model import Harness
+from hsa.harness.pickling import by_fields
 
 RULE_NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 #: the trajectory facts a rule may ask for in ``needs``
@@ -56,6 +57,7 @@ FAMILIES = {
 EMPTY_PARAMS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Context:
     """What a trajectory uses, for rules that declare a need for it (``None`` = not known).

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from hsa.harness.pickling import by_fields
+
 _T = TypeVar("_T")
 
 HOOK_EVENTS = ("session_start", "user_prompt_submit", "pre_tool_use", "post_tool_use", "stop")
@@ -31,6 +33,7 @@ DOC_FORMATS = ("json", "xml", "python", "markdown", "lines")
 HookEvent = Literal["session_start", "user_prompt_submit", "pre_tool_use", "post_tool_use", "stop"]
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Tool:
     """A callable tool: an API-legal name, a description and a JSON Schema for its arguments.
@@ -72,6 +75,7 @@ class Tool:
         )
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Skill:
     """An Agent Skill: identifier, display name, one-line description and Markdown content.
@@ -107,6 +111,7 @@ class Skill:
         )
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Matcher:
     """When a hook applies: a tool-name pattern (regex, full match), a turn index, or a period."""
@@ -126,6 +131,7 @@ class Matcher:
         )
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Hook:
     """A declarative lifecycle hook.
@@ -180,6 +186,7 @@ class Hook:
         )
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Section:
     """One named section of the system prompt; ``body`` is a Jinja2 template.
@@ -214,6 +221,7 @@ class Section:
         )
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Prompt:
     """The system prompt: ordered sections, their heading style, and where the prompt goes.
@@ -249,6 +257,7 @@ class Prompt:
         )
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Protocol:
     """How tools and calls appear to the model.
