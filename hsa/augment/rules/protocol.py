@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from functools import lru_cache
 from typing import Any
 
 from hsa.augment.free_text import protocol_fits
@@ -24,13 +25,18 @@ from hsa.harness.protocols import CALL_FORMATS, DRAWN_DOC_FORMATS
 def text_protocols(harness: Harness) -> list[Protocol]:
     """Every in-prompt protocol, fitting ``harness``'s names or not, in a stable order: each
     call format with and without its tag, under the drawn doc formats and the harness's own."""
-    docs = sorted(DRAWN_DOC_FORMATS | {harness.protocol.doc_format})
-    return [
+    return list(_text_protocols(harness.protocol.doc_format))
+
+
+@lru_cache(maxsize=16)
+def _text_protocols(doc_format: str) -> tuple[Protocol, ...]:
+    docs = sorted(DRAWN_DOC_FORMATS | {doc_format})
+    return tuple(
         Protocol("text", call, tag, doc)
         for call in sorted(CALL_FORMATS)
         for tag in (True, False)
         for doc in docs
-    ]
+    )
 
 
 def with_protocol(harness: Harness, protocol: Protocol) -> Harness:
