@@ -14,6 +14,7 @@ after a crash or not -- gives the same bytes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -22,7 +23,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -310,6 +311,7 @@ class _Planner:
         self.canonical.clear()
         self.variants.clear()
         self.engine = Engine()
+        gc.collect()  # what was let go, cycles included (see ``_full_collections_at_release``)
 
     def _part(self, folder: Path, size: int) -> Path:
         path = folder / f"variants-{self.written:05d}.parquet"
@@ -515,7 +517,8 @@ def augment_locked(
     planner = _Planner(recipe, seed, Engine(), given, workers)
     try:
         job = _Job(source, out, config, k, seed, known, planner, report.timings)
-        marks, totals = _batches(job, report, progress)
+        with _full_collections_at_release():
+            marks, totals = _batches(job, report, progress)
     finally:
         planner.close()
     timings = report.timings
@@ -840,6 +843,27 @@ def _batch(
         "short": short,
         "contexts": contexts,
     }, tables
+
+
+@contextlib.contextmanager
+def _full_collections_at_release() -> Iterator[None]:
+    """The batch loop with the garbage collector's automatic passes over the young
+    generations only; ``_Planner.release`` runs the full pass when it lets variants go.
+
+    A run holds a batch or two of planned variants, hundreds of thousands of schema dicts,
+    and every automatic full pass walked them all: 23 passes took 15.6 s of a 52 s run of
+    10,000 conversations. Garbage without cycles is freed as always, by reference counts,
+    and garbage in cycles is found at the next release, so memory stays bounded."""
+    first, second, third = gc.get_threshold()
+    gc.set_threshold(first, second, _NEVER)
+    try:
+        yield
+    finally:
+        gc.set_threshold(first, second, third)
+
+
+#: a threshold of young-generation passes no run reaches (a full pass is never automatic)
+_NEVER = 1 << 30
 
 
 def _cores() -> int:

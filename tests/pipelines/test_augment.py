@@ -4,6 +4,7 @@ and bad input reported with its file, row or rule."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import sys
 from pathlib import Path
@@ -564,3 +565,39 @@ def test_a_rule_that_fails_in_a_batch_planned_ahead_fails_that_batch(
         assert len(list((out / ".hsa" / "done").glob("*.json"))) == 2  # batches 0 and 1
     assert errors[1] == errors[2]
     assert "planning variants" in errors[2] and "shop 30 is closed" in errors[2]
+
+
+def test_full_collections_run_when_variants_are_let_go(tmp_path: Path, monkeypatch) -> None:
+    # The collector's automatic full passes are off for the batch loop (each walked every
+    # planned schema); the run makes one when it lets its variants go, and the thresholds
+    # come back after the run, a failed one too.
+    job = sys.modules["hsa.pipelines.augment"]
+    source = _conversations(tmp_path / "chats.jsonl", 40)
+    settings = AugmentConfig(variants_per_trajectory=2, batch_size=8, workers=1)
+    monkeypatch.setattr(job, "HELD_VARIANTS", 5)
+    before = gc.get_threshold()
+    during: list[tuple[int, int, int]] = []
+    full: list[int] = []
+    release = job._Planner.release
+
+    def watched(self, folder, keep=()):
+        during.append(gc.get_threshold())
+        return release(self, folder, keep)
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            full.append(1)
+
+    monkeypatch.setattr(job._Planner, "release", watched)
+    gc.callbacks.append(count)
+    try:
+        augment(open_source(source), tmp_path / "out", settings)
+    finally:
+        gc.callbacks.remove(count)
+    assert during and all(t == (*before[:2], job._NEVER) for t in during)
+    assert len(full) >= 4  # one at each release of the five batches but the last
+    assert gc.get_threshold() == before
+    monkeypatch.setattr(job, "_batches", lambda *a: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        augment(open_source(source), tmp_path / "failed", settings)
+    assert gc.get_threshold() == before
