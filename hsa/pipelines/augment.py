@@ -311,7 +311,6 @@ class _Planner:
         self.canonical.clear()
         self.variants.clear()
         self.engine = Engine()
-        gc.collect()  # what was let go, cycles included (see ``_full_collections_at_release``)
 
     def _part(self, folder: Path, size: int) -> Path:
         path = folder / f"variants-{self.written:05d}.parquet"
@@ -517,7 +516,7 @@ def augment_locked(
     planner = _Planner(recipe, seed, Engine(), given, workers)
     try:
         job = _Job(source, out, config, k, seed, known, planner, report.timings)
-        with _full_collections_at_release():
+        with _full_collections_by_batch():
             marks, totals = _batches(job, report, progress)
     finally:
         planner.close()
@@ -631,6 +630,7 @@ def _batches(
                 started = time.perf_counter()
                 kept = ahead.get(batch + 1)
                 planner.release(_parts_folder(out), kept.groups if kept else ())
+                gc.collect()  # once a batch (see ``_full_collections_by_batch``)
                 timings["plan"] += time.perf_counter() - started
             else:
                 report.skipped += 1
@@ -846,14 +846,14 @@ def _batch(
 
 
 @contextlib.contextmanager
-def _full_collections_at_release() -> Iterator[None]:
+def _full_collections_by_batch() -> Iterator[None]:
     """The batch loop with the garbage collector's automatic passes over the young
-    generations only; ``_Planner.release`` runs the full pass when it lets variants go.
+    generations only; ``_batches`` runs one full pass after each batch.
 
     A run holds a batch or two of planned variants, hundreds of thousands of schema dicts,
     and every automatic full pass walked them all: 23 passes took 15.6 s of a 52 s run of
     10,000 conversations. Garbage without cycles is freed as always, by reference counts,
-    and garbage in cycles is found at the next release, so memory stays bounded."""
+    and garbage in cycles is found after its batch, so memory stays bounded."""
     first, second, third = gc.get_threshold()
     gc.set_threshold(first, second, _NEVER)
     try:

@@ -567,14 +567,13 @@ def test_a_rule_that_fails_in_a_batch_planned_ahead_fails_that_batch(
     assert "planning variants" in errors[2] and "shop 30 is closed" in errors[2]
 
 
-def test_full_collections_run_when_variants_are_let_go(tmp_path: Path, monkeypatch) -> None:
+def test_full_collections_run_once_a_batch(tmp_path: Path, monkeypatch) -> None:
     # The collector's automatic full passes are off for the batch loop (each walked every
-    # planned schema); the run makes one when it lets its variants go, and the thresholds
-    # come back after the run, a failed one too.
+    # planned schema held); the run makes one after each batch, and the thresholds come back
+    # after the run, a failed one too.
     job = sys.modules["hsa.pipelines.augment"]
     source = _conversations(tmp_path / "chats.jsonl", 40)
     settings = AugmentConfig(variants_per_trajectory=2, batch_size=8, workers=1)
-    monkeypatch.setattr(job, "HELD_VARIANTS", 5)
     before = gc.get_threshold()
     during: list[tuple[int, int, int]] = []
     full: list[int] = []
@@ -594,8 +593,8 @@ def test_full_collections_run_when_variants_are_let_go(tmp_path: Path, monkeypat
         augment(open_source(source), tmp_path / "out", settings)
     finally:
         gc.callbacks.remove(count)
-    assert during and all(t == (*before[:2], job._NEVER) for t in during)
-    assert len(full) >= 4  # one at each release of the five batches but the last
+    assert len(during) == 5 and all(t == (*before[:2], job._NEVER) for t in during)
+    assert len(full) >= 5  # one after each of the five batches
     assert gc.get_threshold() == before
     monkeypatch.setattr(job, "_batches", lambda *a: 1 / 0)
     with pytest.raises(ZeroDivisionError):
