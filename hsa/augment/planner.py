@@ -148,13 +148,15 @@ def _apply_resolved(
     return rewrite, tuple(applied)
 
 
-def content_key(
-    harness: Harness, mapping: RewriteMapping, *, keep: bool = False, mapping_json: str = ""
-) -> bytes:
+def content_key(harness: Harness, mapping: RewriteMapping) -> bytes:
     """A digest of what a variant is (its harness and mapping as JSON): two variants with the
-    same key render every row the same. The JSON is kept on the harness when ``keep``;
-    ``mapping_json`` is the mapping's, when the caller has it."""
-    text = f"{harness.to_json(keep=keep)}\0{mapping_json or mapping.to_json()}"  # no raw NUL
+    same key render every row the same. The JSON is not kept on the harness."""
+    return _digest(harness.to_json(keep=False), mapping.to_json())
+
+
+def _digest(harness_json: str, mapping_json: str) -> bytes:
+    """``content_key`` from the two JSON texts."""
+    text = f"{harness_json}\0{mapping_json}"  # JSON holds no raw NUL
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
@@ -348,9 +350,7 @@ def plan_slots(
             chain = [resolve(r) for r in base + chosen]
             rewrite, applied = _apply_resolved(harness, chain, seed=variant_seed, context=context)
             mapping_json = rewrite.mapping.to_json()
-            key = content_key(
-                rewrite.harness, rewrite.mapping, keep=keep, mapping_json=mapping_json
-            )
+            key = _digest(rewrite.harness.to_json(keep=keep), mapping_json)  # content_key
             if key != unchanged:
                 break
         uses = any(rules[n].needs for n, _, _ in applied)
