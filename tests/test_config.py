@@ -168,8 +168,8 @@ def test_an_invalid_config_cannot_be_built(
 
 
 def test_openai_and_vllm_configs_refuse_what_they_cannot_run() -> None:
-    with pytest.raises(TeacherError, match="unknown transport"):
-        OpenAIConfig(base_url="http://h/v1", model="m", transport="carrier-pigeon")
+    with pytest.raises(TeacherError, match="not an http"):
+        OpenAIConfig(base_url="ftp://h/v1", model="m")
     with pytest.raises(TeacherError, match="unknown call format"):
         VLLMConfig(model="m", call_format="smoke-signals")
 

@@ -1,11 +1,17 @@
-"""The ``openai`` backend: any OpenAI-compatible endpoint through the official async client.
+"""The ``openai`` backend: any OpenAI-compatible endpoint, over HTTP with aiohttp.
 
-Retries are hsa's, not the client's (its own are turned off), so that every attempt passes
-through the adaptive limiter: 429, 5xx, timeouts and connection errors are retried with
-exponential backoff and full jitter, honouring ``Retry-After``; other errors (bad request,
-authentication, unknown model) are not worth retrying and fail the request at once. Each failed
-attempt is named by ``failure_kind`` from the whole chain of causes, not from the client's
-class alone: the client's aiohttp transport reports a refused connection as a connect timeout.
+A chat completion is one POST of a JSON body to ``{base_url}/chat/completions`` with a bearer
+key, answered with one JSON body. hsa sends it with aiohttp directly rather than through the
+official ``openai`` client, which wraps the same request in three more layers (its request
+options, an httpx client, a transport adapter): those cost about 0.7 ms more CPU a request, and
+half a second to import, which at a few hundred requests a second is more than the rest of a
+rollout costs.
+
+Retries are hsa's, so that every attempt passes through the adaptive limiter: 429, 408, 409,
+5xx, timeouts and connection errors are retried with exponential backoff and full jitter,
+honouring ``Retry-After``; other errors (bad request, authentication, unknown model) are not
+worth retrying and fail the request at once. Each failed attempt is named by ``failure_kind``
+from the whole chain of causes, not from the outer exception's class alone.
 """
 
 from __future__ import annotations
@@ -14,11 +20,12 @@ import asyncio
 import errno
 import random
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import openai
+import orjson
 
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
@@ -27,11 +34,10 @@ from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message, dumps
 from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 
-#: what the client sends when no key is configured: local servers ignore it, and the client
-#: would otherwise look the key up in the environment itself
+#: what is sent as the key when none is configured: local servers ignore it
 NO_KEY = "sk-no-key"
-#: connections per client pool (see ``_open_clients``)
-CONNECTIONS_PER_CLIENT = 8
+#: error statuses below 500 worth another attempt: timeout, conflict, rate limit
+RETRIED = (408, 409, 429)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +47,9 @@ class OpenAIConfig:
     ``api_key`` is held only in memory: it is never written to a manifest, a log or a shard
     and is hidden from ``repr``. ``send_metadata`` sends the request's metadata (the variant
     id, which ``hsa serve oracle`` needs); api.openai.com refuses metadata unless completions
-    are stored, so turn it off there. ``transport``: ``aiohttp`` (the client's aiohttp transport,
-    ``pip install 'openai[aiohttp]'``), ``httpx`` (its default), or ``auto`` (aiohttp when it
-    is installed: it costs about half the CPU per request).
+    are stored, so turn it off there. ``timeout_s`` bounds each attempt, from sending the
+    request to the last byte of its answer. A proxy named by ``HTTPS_PROXY``/``HTTP_PROXY``
+    (and not bypassed by ``NO_PROXY``) is used, as the official client would.
     """
 
     base_url: str = setting(help="The endpoint, e.g. http://127.0.0.1:8000/v1.")
@@ -58,15 +64,23 @@ class OpenAIConfig:
     )
     seed: int = setting(0, help="Seed of the retry jitter.")
     send_metadata: bool = same_as(TeachConfig, "send_metadata")
-    transport: str = setting("auto", help="aiohttp, httpx, or auto (aiohttp when it is installed).")
 
     def __post_init__(self) -> None:
         problems = bounded(self, "concurrency", low=1)
         problems += bounded(self, "timeout_s", low=0, low_open=True)
         problems += bounded(self, "max_retries", low=0)
-        if self.transport not in ("auto", "aiohttp", "httpx"):
-            problems.append(("transport", f"unknown transport {self.transport!r}"))
+        if not self.base_url.startswith(("http://", "https://")):
+            problems.append(("base_url", f"{self.base_url!r} is not an http:// or https:// URL"))
         refuse(problems, TeacherError)
+
+
+class StatusError(Exception):
+    """An answer with an error status: the status, the server's reason, and how long it
+    asked the client to wait (``Retry-After``, in seconds) when it said."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None):
+        super().__init__(f"HTTP {status}: {message}")
+        self.status, self.message, self.retry_after = status, message, retry_after
 
 
 class OpenAIBackend(Backend):
@@ -74,58 +88,33 @@ class OpenAIBackend(Backend):
 
     name = "openai"
 
-    def __init__(self, config: OpenAIConfig, *, client: Any = None):
+    def __init__(self, config: OpenAIConfig):
         self.config = config
         self.stats = BackendStats()
         self.limit = AdaptiveLimit(config.concurrency, config.throttle)
         self._rng = random.Random(config.seed)
-        self._clients: list[Any] = [] if client is None else [client]
-        self._busy: list[int] = [0] * len(self._clients)
-        self._owns_clients = client is None
+        self._session: Any = None  # an aiohttp.ClientSession, opened in the running loop
+        self._url = config.base_url.rstrip("/") + "/chat/completions"
+        self._proxy = env_proxy(self._url)
 
     async def start(self) -> None:
-        """Open the connection pools now rather than on the first request."""
-        if not self._clients:
-            self._open_clients()
+        """Open the connection pool now rather than on the first request."""
+        self._open()
 
-    def _open_clients(self) -> None:
-        import httpx2
+    def _open(self) -> Any:
+        if self._session is None:
+            import aiohttp
 
-        size = max(self.config.concurrency, 1)
-        # One TLS context for all pools: loading the CA bundle takes a tenth of a second.
-        tls = httpx2.create_ssl_context()
-        if _use_aiohttp(self.config.transport):
-            limits = httpx2.Limits(
-                max_connections=size, max_keepalive_connections=size, keepalive_expiry=30
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.config.concurrency, keepalive_timeout=30),
+                timeout=aiohttp.ClientTimeout(total=self.config.timeout_s),
+                headers={
+                    "Authorization": f"Bearer {self.config.api_key or NO_KEY}",
+                    "Content-Type": "application/json",
+                    "Accept": "application/json",
+                },
             )
-            http = openai.DefaultAioHttpClient(verify=tls, limits=limits)
-            self._clients.append(self._client(http))
-            self._busy = [0]
-            return
-        # httpcore's pool scans every connection on every request, so one pool of 256
-        # connections costs more CPU than the rest of a rollout; several small pools do not.
-        count = -(-size // CONNECTIONS_PER_CLIENT)
-        per_client = -(-size // count)
-        for _ in range(count):
-            http = openai.DefaultAsyncHttpxClient(
-                verify=tls,
-                limits=httpx2.Limits(
-                    max_connections=per_client,
-                    max_keepalive_connections=per_client,
-                    keepalive_expiry=30,
-                ),
-            )
-            self._clients.append(self._client(http))
-        self._busy = [0] * count
-
-    def _client(self, http: Any) -> Any:
-        return openai.AsyncOpenAI(
-            base_url=self.config.base_url,
-            api_key=self.config.api_key or NO_KEY,
-            timeout=self.config.timeout_s,
-            max_retries=0,
-            http_client=http,
-        )
+        return self._session
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         cfg = self.config
@@ -137,23 +126,22 @@ class OpenAIBackend(Backend):
                 started = time.monotonic()
                 try:
                     completion = await self._create(request)
-                except openai.RateLimitError as exc:
-                    self.limit.on_overload()
-                    reason, retry_after = "http 429", _retry_after(exc)
-                    detail = f"HTTP 429 (rate limited) from {cfg.base_url}"
-                except openai.APIStatusError as exc:
-                    if exc.status_code < 500 and exc.status_code not in (408, 409):
+                except StatusError as exc:
+                    if exc.status < 500 and exc.status not in RETRIED:
                         raise TeacherError(
-                            f"the endpoint refused the request: HTTP {exc.status_code}: "
+                            f"the endpoint refused the request: HTTP {exc.status}: "
                             f"{self._short(exc.message)}; check --base-url, --model and the "
                             "API key",
                             where=cfg.base_url,
                         ) from None
-                    reason, retry_after = f"http {exc.status_code}", _retry_after(exc)
-                    detail = (
-                        f"HTTP {exc.status_code} from {cfg.base_url}: {self._short(exc.message)}"
-                    )
-                except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                    if exc.status == 429:
+                        self.limit.on_overload()
+                        detail = f"HTTP 429 (rate limited) from {cfg.base_url}"
+                    else:
+                        detail = f"HTTP {exc.status} from {cfg.base_url}: "
+                        detail += self._short(exc.message)
+                    reason, retry_after = f"http {exc.status}", exc.retry_after
+                except (OSError, TimeoutError, client_error()) as exc:
                     reason = failure_kind(exc)
                     detail = self._describe(reason, exc)
                 else:
@@ -181,31 +169,21 @@ class OpenAIBackend(Backend):
         return f"connection error to {url}: {self._short(str(cause) or type(cause).__name__)}"
 
     async def _create(self, request: ChatRequest) -> Any:
-        # ``post`` (the client's documented way to call any endpoint) rather than
-        # ``chat.completions.create``: the typed path re-walks every message through its
-        # TypedDict transforms and builds pydantic models of the answer, which at a few hundred
-        # requests a second costs more CPU than the rest of a rollout. Status errors, timeouts
-        # and connection errors are raised exactly as from ``create``. The body goes as ready
-        # JSON (``content``), the bytes the client would make of the same dict, put together
-        # from the request's parts, which the cache key has encoded already.
+        """One attempt: the chat completion as JSON, or ``StatusError`` for an error status.
+        Timeouts and connection errors are raised as aiohttp raises them."""
+        session = self._open()
         body = _body(request, self.config.send_metadata)
-        import httpx2
-
-        if not self._clients:
-            self._open_clients()
-        index = min(range(len(self._clients)), key=self._busy.__getitem__)
-        self._busy[index] += 1
+        async with session.post(self._url, data=body, proxy=self._proxy) as answer:
+            payload = await answer.read()
+            status = answer.status
+            if status >= 400:
+                wait = seconds(answer.headers.get("Retry-After"))
+                raise StatusError(status, error_message(payload), wait)
         try:
-            raw = await self._clients[index].post(
-                "/chat/completions", content=body, cast_to=httpx2.Response
-            )
-        finally:
-            self._busy[index] -= 1
-        try:
-            return raw.json()
-        except ValueError:
+            return orjson.loads(payload)
+        except orjson.JSONDecodeError:
             raise TeacherError(
-                f"the endpoint answered HTTP {raw.status_code} with a body that is not JSON",
+                f"the endpoint answered HTTP {status} with a body that is not JSON",
                 where=self.config.base_url,
             ) from None
 
@@ -213,15 +191,61 @@ class OpenAIBackend(Backend):
         return _short(redact(text, self.config.api_key))
 
     async def aclose(self) -> None:
-        clients, self._clients = self._clients, []
-        if self._owns_clients:
-            for client in clients:
-                await client.close()
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+
+def client_error() -> type[BaseException]:
+    """aiohttp's base class of client errors (aiohttp is imported once the client opens)."""
+    import aiohttp
+
+    return aiohttp.ClientError
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTPS_PROXY`` or ``HTTP_PROXY``, unless
+    ``NO_PROXY`` bypasses its host), looked up once rather than on every request."""
+    scheme, _, rest = url.partition("://")
+    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+    if host.startswith("["):  # an IPv6 address, with or without a port
+        host = host[1:].split("]", 1)[0]
+    else:
+        host = host.split(":", 1)[0]
+    if urllib.request.proxy_bypass(host):
+        return None
+    return urllib.request.getproxies().get(scheme)
+
+
+def error_message(payload: bytes) -> str:
+    """The server's reason in an error answer: OpenAI's ``{"error": {"message": ...}}``,
+    ``{"message": ...}`` or ``{"detail": ...}`` (FastAPI's), else the body as text."""
+    try:
+        found = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return payload.decode("utf-8", "replace").strip() or "(no body)"
+    if isinstance(found, dict):
+        error = found.get("error", found)
+        message = error.get("message") if isinstance(error, dict) else error
+        if message is None:
+            message = found.get("detail")
+        if message is not None:
+            return message if isinstance(message, str) else dumps(message)
+    return dumps(found)
+
+
+def seconds(value: str | None) -> float | None:
+    """A ``Retry-After`` header in seconds (None when absent or not a number of seconds)."""
+    try:
+        return None if value is None else max(0.0, float(value))
+    except ValueError:
+        return None
 
 
 def _body(request: ChatRequest, send_metadata: bool) -> bytes:
     """The JSON body of ``request``: ``model``, ``messages``, the sampling parameters, then
-    ``tools`` and ``metadata`` when there are any, encoded compactly as the client would."""
+    ``tools`` and ``metadata`` when there are any, encoded compactly and put together from the
+    request's parts, which the cache key has encoded already."""
     parts = [f'"model":{dumps(request.model)}', f'"messages":{request.messages_json()}']
     parts.extend(f"{dumps(k)}:{dumps(v)}" for k, v in request.sampling.to_dict().items())
     if request.tools:
@@ -229,22 +253,6 @@ def _body(request: ChatRequest, send_metadata: bool) -> bytes:
     if request.metadata and send_metadata:
         parts.append(f'"metadata":{dumps(dict(request.metadata))}')
     return ("{" + ",".join(parts) + "}").encode("utf-8")
-
-
-def _use_aiohttp(transport: str) -> bool:
-    if transport not in ("auto", "aiohttp", "httpx"):
-        raise TeacherError(f"unknown transport {transport!r}: auto, aiohttp or httpx")
-    if transport == "httpx":
-        return False
-    try:
-        import aiohttp  # noqa: F401
-    except ImportError:
-        if transport == "aiohttp":
-            raise TeacherError(
-                "the aiohttp transport needs aiohttp: pip install 'openai[aiohttp]'"
-            ) from None
-        return False
-    return True
 
 
 def _response(completion: Any, latency: float, attempts: int, where: str) -> ChatResponse:
@@ -305,11 +313,11 @@ def failure_kind(exc: BaseException) -> str:
     reset``, ``connection`` (any other failure to connect or to read the answer), ``timeout``
     (the endpoint was reached but did not answer in time) or ``http NNN`` for a status error.
 
-    The causes decide, not the outer class: transports wrap the socket's error in their own
+    The causes decide, not the outer class: clients wrap the socket's error in their own
     classes, and not always in the right one.
     """
-    if isinstance(exc, openai.APIStatusError):
-        return f"http {exc.status_code}"
+    if isinstance(exc, StatusError):
+        return f"http {exc.status}"
     chain = list(_causes(exc))
     for cause in chain:
         code = getattr(cause, "errno", None)
@@ -317,17 +325,9 @@ def failure_kind(exc: BaseException) -> str:
             return "connection refused"
         if isinstance(cause, ConnectionResetError) or code == errno.ECONNRESET:
             return "connection reset"
-    if any(isinstance(c, TimeoutError | openai.APITimeoutError) for c in chain):
+    if any(isinstance(c, TimeoutError) for c in chain):
         return "timeout"
     return "connection"
-
-
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    value = exc.response.headers.get("retry-after") if exc.response is not None else None
-    try:
-        return None if value is None else max(0.0, float(value))
-    except ValueError:
-        return None
 
 
 def _short(text: str, limit: int = 200) -> str:

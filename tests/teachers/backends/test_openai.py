@@ -1,19 +1,26 @@
-"""The openai backend, driving the real ``openai`` client over loopback against ChatServer."""
+"""The openai backend over loopback against ChatServer (hsa serve oracle's server)."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import json
 import socket
-import sys
 
-import httpx2
-import openai
+import aiohttp
 import pytest
 
 from hsa.errors import HsaError, TeacherError
-from hsa.teachers.backends.openai import OpenAIBackend, OpenAIConfig, failure_kind
+from hsa.teachers.backends.openai import (
+    OpenAIBackend,
+    OpenAIConfig,
+    StatusError,
+    env_proxy,
+    error_message,
+    failure_kind,
+    seconds,
+)
 from hsa.teachers.request import ChatRequest, Sampling
 from hsa.teachers.server import Faults
 from hsa.teachers.throttle import Backoff
@@ -31,20 +38,13 @@ def echo(body):
     return message, {"prompt_tokens": 7, "completion_tokens": 3}
 
 
-@pytest.fixture(params=["httpx", "auto"])
-def transport(request) -> str:
-    """The client's HTTP transport: httpx, and aiohttp where it is installed (``auto``)."""
-    return request.param
-
-
-def backend(transport: str, url: str, **changes) -> OpenAIBackend:
+def backend(url: str, **changes) -> OpenAIBackend:
     settings = {
         "base_url": url,
         "model": "m",
         "api_key": "sk-test-not-a-secret",
         "concurrency": 8,
         "backoff": Backoff(0.001, 0.01),
-        "transport": transport,
         **changes,
     }
     return OpenAIBackend(OpenAIConfig(**settings))
@@ -66,9 +66,9 @@ def ask_all(b: OpenAIBackend, texts: list[str]):
     return asyncio.run(main())
 
 
-def test_answers_usage_and_latency_come_back(serve, transport):
+def test_answers_usage_and_latency_come_back(serve):
     served = serve(answer=echo, faults=Faults(latency_ms=20))
-    b = backend(transport, served.url)
+    b = backend(served.url)
     [response] = ask_all(b, ["hi"])
     assert response.message["tool_calls"][0]["function"] == {
         "name": "f",
@@ -79,9 +79,9 @@ def test_answers_usage_and_latency_come_back(serve, transport):
     assert response.latency_s >= 0.02 and b.stats.latency_percentiles()["p50_ms"] >= 20
 
 
-def test_429_and_500_are_retried_until_every_request_succeeds(serve, transport):
+def test_429_and_500_are_retried_until_every_request_succeeds(serve):
     served = serve(answer=echo, faults=Faults(fail_rate=0.5, seed=1))
-    b = backend(transport, served.url, max_retries=20)
+    b = backend(served.url, max_retries=20)
     responses = ask_all(b, [f"q{i}" for i in range(40)])
     assert all(not isinstance(r, Exception) for r in responses)
     assert b.stats.failures["http 429"] > 0 and b.stats.failures["http 500"] > 0
@@ -89,29 +89,29 @@ def test_429_and_500_are_retried_until_every_request_succeeds(serve, transport):
     assert served.server.stats.statuses[200] == 40
 
 
-def test_a_request_the_endpoint_refuses_is_not_retried(serve, transport):
+def test_a_request_the_endpoint_refuses_is_not_retried(serve):
     served = serve(answer=echo)
-    b = backend(transport, served.url)
+    b = backend(served.url)
     [error] = ask_all(b, ["refuse"])
     assert isinstance(error, TeacherError)
     assert "HTTP 400" in str(error) and "cannot answer that" in str(error)
     assert b.stats.retries == 0 and served.server.stats.requests == 1
 
 
-def test_timeouts_are_retried_then_reported(serve, transport):
+def test_timeouts_are_retried_then_reported(serve):
     served = serve(answer=echo, faults=Faults(latency_ms=400))
-    b = backend(transport, served.url, timeout_s=0.05, max_retries=1)
+    b = backend(served.url, timeout_s=0.05, max_retries=1)
     [error] = ask_all(b, ["slow"])
     assert isinstance(error, TeacherError)
     assert "2 attempts" in str(error) and "timeout" in str(error)
     assert b.stats.failures["timeout"] == 2
 
 
-def test_connection_errors_are_retried_then_reported(transport):
+def test_connection_errors_are_retried_then_reported():
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    b = backend(transport, f"http://127.0.0.1:{port}/v1", max_retries=2)
+    b = backend(f"http://127.0.0.1:{port}/v1", max_retries=2)
     [error] = ask_all(b, ["anyone?"])
     assert isinstance(error, TeacherError) and "no answer after 3 attempts" in str(error)
     # the aiohttp transport raises a connect timeout for a refused connection: still named
@@ -129,49 +129,131 @@ def chain(*errors: BaseException) -> BaseException:
 
 
 def test_failures_are_named_by_their_causes():
-    request = httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
-    response = httpx2.Response(503, request=request)
-
-    def timeout() -> openai.APITimeoutError:
-        return openai.APITimeoutError(request=request)
-
-    def connection() -> openai.APIConnectionError:
-        return openai.APIConnectionError(request=request)
-
-    # the aiohttp transport's refused connection: a connect timeout caused by the refusal
-    refused = chain(timeout(), httpx2.ConnectTimeout("Cannot connect"), ConnectionRefusedError())
+    refused = aiohttp.ClientConnectorError(
+        None, ConnectionRefusedError(errno.ECONNREFUSED, "Connect call failed")
+    )
     assert failure_kind(refused) == "connection refused"
-    assert failure_kind(chain(connection(), OSError("all failed"), ConnectionRefusedError())) == (
+    # a client's own class around the socket's error: the cause decides
+    assert failure_kind(chain(aiohttp.ClientOSError(), ConnectionRefusedError())) == (
         "connection refused"
     )
-    assert failure_kind(chain(connection(), httpx2.ReadError("x"), ConnectionResetError())) == (
+    assert failure_kind(chain(aiohttp.ClientOSError(), ConnectionResetError())) == (
         "connection reset"
     )
-    assert failure_kind(chain(timeout(), httpx2.ReadTimeout("slow"))) == "timeout"
-    assert failure_kind(chain(connection(), httpx2.RemoteProtocolError("eof"))) == "connection"
-    status = openai.InternalServerError("down", response=response, body=None)
-    assert failure_kind(status) == "http 503"
+    assert failure_kind(aiohttp.ServerTimeoutError("slow")) == "timeout"
+    assert failure_kind(TimeoutError()) == "timeout"
+    assert failure_kind(aiohttp.ServerDisconnectedError()) == "connection"
+    assert failure_kind(StatusError(503, "down")) == "http 503"
 
 
-def test_the_api_key_is_sent_and_never_shown(serve, transport):
+def test_error_answers_give_the_server_s_reason():
+    assert error_message(b'{"error": {"message": "no such model", "code": 404}}') == (
+        "no such model"
+    )
+    assert error_message(b'{"message": "slow down"}') == "slow down"
+    assert error_message(b'{"detail": [{"loc": ["body"]}]}') == '[{"loc":["body"]}]'
+    assert error_message(b"<html>Bad Gateway</html>\n") == "<html>Bad Gateway</html>"
+    assert error_message(b"") == "(no body)"
+    assert [seconds(v) for v in (None, "2", "0.5", "-1", "Wed, 21 Oct 2015")] == [
+        None,
+        2.0,
+        0.5,
+        0.0,
+        None,
+    ]
+
+
+class Answered:
+    """What ``session.post`` gives back, with a set status, headers and body."""
+
+    def __init__(self, status: int, body: bytes, headers: dict[str, str] | None = None):
+        self.status, self.body, self.headers = status, body, headers or {}
+
+    async def read(self) -> bytes:
+        return self.body
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc) -> bool:
+        return False
+
+
+def answering(*answers: Answered, **changes) -> OpenAIBackend:
+    """A backend whose session answers ``answers`` in turn, without a network."""
+    b = backend("http://127.0.0.1:9/v1", max_retries=len(answers) - 1, **changes)
+    queue = list(answers)
+
+    class Session:
+        def post(self, url, **kwargs):
+            return queue.pop(0)
+
+        async def close(self):
+            pass
+
+    b._session = Session()
+    return b
+
+
+def test_a_body_that_is_not_json_is_reported():
+    b = answering(Answered(200, b"<html>ok</html>"))
+    [error] = ask_all(b, ["x"])
+    assert isinstance(error, TeacherError) and "not JSON" in str(error)
+
+
+def test_retry_after_is_honoured_and_503_s_reason_is_reported(monkeypatch):
+    waits = []
+
+    async def sleep(seconds):
+        waits.append(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    down = b'{"error": {"message": "overloaded"}}'
+    b = answering(
+        Answered(503, down, {"Retry-After": "7"}),
+        Answered(503, down),
+        backoff=Backoff(0.001, 60),
+    )
+    [error] = ask_all(b, ["x"])
+    assert isinstance(error, TeacherError)
+    assert "HTTP 503 from http://127.0.0.1:9/v1: overloaded (no answer after 2 attempts)" in str(
+        error
+    )
+    assert waits == [7.0] and b.stats.failures == {"http 503": 2}
+
+
+def test_the_environment_s_proxy_is_used_unless_bypassed(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert env_proxy("https://api.example.com/v1/chat/completions") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.local:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    assert env_proxy("https://api.example.com/v1/chat/completions") == "http://proxy.local:3128"
+    assert env_proxy("http://api.example.com/v1/chat/completions") is None  # no HTTP_PROXY
+    assert env_proxy("https://user:pw@localhost:8000/v1/chat/completions") is None
+    assert env_proxy("https://127.0.0.1:8000/v1/chat/completions") is None
+
+
+def test_the_api_key_is_sent_and_never_shown(serve):
     served = serve(answer=echo, api_key="sk-SECRET-123")
-    good = backend(transport, served.url, api_key="sk-SECRET-123")
+    good = backend(served.url, api_key="sk-SECRET-123")
     assert "sk-SECRET-123" not in repr(good.config)
     [response] = ask_all(good, ["x"])
     assert not isinstance(response, Exception)
-    wrong = backend(transport, served.url, api_key="sk-WRONG-456")
+    wrong = backend(served.url, api_key="sk-WRONG-456")
     [error] = ask_all(wrong, ["x"])
     assert isinstance(error, TeacherError) and "HTTP 401" in str(error)
     assert "sk-WRONG-456" not in str(error)
 
 
 @pytest.mark.parametrize("concurrency", [1, 5])
-def test_concurrency_limit_is_respected(serve, concurrency, transport):
+def test_concurrency_limit_is_respected(serve, concurrency):
     in_flight = 0
     peak = 0
 
     served = serve(answer=echo, faults=Faults(latency_ms=30))
-    b = backend(transport, served.url, concurrency=concurrency)
+    b = backend(served.url, concurrency=concurrency)
     original = b._create
 
     async def counting(request):
@@ -188,7 +270,7 @@ def test_concurrency_limit_is_respected(serve, concurrency, transport):
     assert peak == concurrency
 
 
-def test_metadata_is_sent_unless_turned_off(serve, transport):
+def test_metadata_is_sent_unless_turned_off(serve):
     seen = []
 
     def answer(body):
@@ -198,7 +280,7 @@ def test_metadata_is_sent_unless_turned_off(serve, transport):
     served = serve(answer=answer)
     request = ChatRequest("m", [{"role": "user", "content": "x"}], metadata={"hsa_variant": "v"})
     for send in (True, False):
-        b = backend(transport, served.url, send_metadata=send)
+        b = backend(served.url, send_metadata=send)
 
         async def main(b=b):
             try:
@@ -210,13 +292,6 @@ def test_metadata_is_sent_unless_turned_off(serve, transport):
     assert seen == [{"hsa_variant": "v"}, None]
 
 
-def test_the_aiohttp_transport_without_aiohttp_says_how_to_get_it(monkeypatch):
-    monkeypatch.setitem(sys.modules, "aiohttp", None)  # import aiohttp now raises ImportError
-    url = "http://127.0.0.1:9/v1"
-    b = OpenAIBackend(OpenAIConfig(base_url=url, model="m", transport="aiohttp"))
-    with pytest.raises(TeacherError, match=r"pip install 'openai\[aiohttp\]'"):
-        asyncio.run(b.start())
-    auto = OpenAIBackend(OpenAIConfig(base_url=url, model="m"))
-    asyncio.run(auto.start())  # auto falls back to httpx
-    assert len(auto._clients) == 8  # 64 connections in pools of 8
-    asyncio.run(auto.aclose())
+def test_a_base_url_that_is_not_http_is_refused():
+    with pytest.raises(TeacherError, match="not an http"):
+        OpenAIConfig(base_url="127.0.0.1:8000/v1", model="m")
