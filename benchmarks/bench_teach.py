@@ -1,7 +1,7 @@
 """Teacher throughput and fault tolerance against the local oracle endpoint.
 
 Starts ``hsa serve oracle --latency-ms 200`` on 127.0.0.1 and runs ``hsa.pipelines.teach``
-with the ``openai`` backend (the official client over loopback) at concurrency 64 and 256.
+with the ``openai`` backend (aiohttp over loopback) at concurrency 64 and 256.
 Each request takes at least the server's latency, so the most a job can achieve is
 
     ideal rollouts/s = concurrency / (latency x requests per rollout)
@@ -23,11 +23,13 @@ and the server's, read from ``/proc``), the share of a core the client would nee
 ideal rate, the share of the run each process spent runnable but waiting for a core
 (``/proc/PID/task/*/schedstat``), and the load average. The client is one event loop serving
 every rollout, so whenever it waits for a core or pauses (a garbage collection), every request
-in flight waits too. A request costs the client about 2 ms of CPU (the openai client, most of
-it, then rendering, parsing, caching, verification) and the server about 0.6 ms: at
-concurrency 64 (320 requests/s) the client needs about 60% of a core, which a two-core machine
-running other work (a load average of 2 to 5) does not always give it; at 256 it would need
-two cores and is CPU-bound at about 40% of ideal whatever the server does.
+in flight waits too. A request costs the client 1.0-1.5 ms of CPU (rendering, parsing,
+caching, verification and the HTTP client; through the official ``openai`` client it cost about
+2 ms, most of it that client's) and the server about 0.6 ms: at concurrency 64 (320
+requests/s) the client needs about half a core, which a two-core machine running other work (a
+load average of 2 to 5) does not always give it; at 256 it would need more than a core and is
+CPU-bound at about two thirds of ideal whatever the server does (66% measured; about 40%
+through the official client, in earlier sessions).
 ``--pin`` puts the client and the server on separate cores (``os.sched_setaffinity``);
 ``--tune-gc`` collects garbage in the client as ``hsa teach --tune-gc`` does; ``--workers``
 runs the client in more processes. On two cores, concurrency 64 measured 86% of ideal as it

@@ -33,7 +33,7 @@ from hsa.augment.param_schemas import copy_json
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
-from hsa.augment.seeded import derive_seed, fnv1a, generator, splitmix64
+from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix64
 from hsa.errors import RuleError
 from hsa.harness.model import Harness
 from hsa.harness.pickling import by_fields
@@ -442,7 +442,5 @@ def pick(
         key = others[slot].key()
         return -1 if key == unchanged else contents.setdefault(key, len(contents))
 
-    order = pick_order(
-        pa.array([trajectory_id], pa.string()), np.array([len(others)], np.int64), seed
-    )[0]
+    order = pick_order(id_array([trajectory_id]), np.array([len(others)], np.int64), seed)[0]
     return canonical + [others[s] for s in walk(order, content, recipe.variants_per_trajectory)]

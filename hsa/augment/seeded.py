@@ -58,6 +58,18 @@ def shuffled(items: Sequence[T], rng: random.Random) -> list[T]:
     return out[1:] + out[:1]
 
 
+def id_array(ids: Sequence[str]) -> pa.Array:
+    """``ids`` as an Arrow string array (for ``fnv1a``), built from its buffers: ``pa.array``
+    of Python values first imports pandas when it is installed (a fifth of a second) to look
+    for its types, which a few ids to hash are not worth."""
+    from hsa.augment.engine.jsontext import string_array
+
+    data = [i.encode("utf-8") for i in ids]
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in data], out=offsets[1:])
+    return string_array(offsets, np.frombuffer(b"".join(data), dtype=np.uint8))
+
+
 def fnv1a(ids: pa.Array) -> np.ndarray:
     """The 64-bit FNV-1a hash of each string's UTF-8 bytes (null hashes as "")."""
     # Imported here: the engine imports the planner, which imports this module.

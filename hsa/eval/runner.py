@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from hsa.augment.recipe import Recipe, overlaps
 from hsa.datasets import manifest as mf
 from hsa.datasets.figures import pyplot
@@ -226,16 +228,20 @@ async def _evaluate(
     results: list[dict[str, Any] | None] = [None] * len(chosen)
     instructed: list[dict[str, Any]] = []
     answered: list[dict[str, Any]] = []  # firstcall rows, in episode order
+    warming: threading.Thread | None = None
     try:
         await runner.start()
         running = time.monotonic()
         gap = 0.0
         if config.policy == "openai":
             gap = config.ramp_s / config.concurrency
-            # While the episodes wait on a server, the report's plotting library loads on a
-            # thread of its own rather than after they end (about half a second of wall time).
+            # While the episodes wait on a server, what writing the report imports loads on a
+            # thread of its own rather than after they end (over half a second of wall time).
             # Not with a model in this process: a local engine may fork its workers.
-            threading.Thread(target=pyplot, name="hsa-report-import").start()
+            # A run that fails early waits for it (below): an import still running while the
+            # interpreter shuts down fails.
+            warming = threading.Thread(target=_report_imports, name="hsa-report-import")
+            warming.start()
         with planned_kept():
             await _run(chosen, env, runner, settings, config, gap, results, report, progress)
             if firsts:
@@ -256,6 +262,8 @@ async def _evaluate(
             await inner.aclose()
         if cache is not None:
             cache.close()
+        if warming is not None:
+            warming.join()
     if report.retry:
         report.wall_s = time.monotonic() - started
         raise EvalIncomplete(report)
@@ -277,6 +285,14 @@ async def _evaluate(
     report.summary = summary
     report.wall_s = time.monotonic() - started
     return report
+
+
+def _report_imports() -> None:
+    """Import what writing the results imports: the plotting library, and pandas (when it is
+    installed), which pyarrow imports the first time it converts Python values, as the
+    episodes table does."""
+    pyplot()
+    pa.array([0])
 
 
 def write_run(out: Path, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:

@@ -151,8 +151,21 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
     flush()
     if prompt_in_user:  # no user message to carry the prompt
         messages.insert(0, {"role": "user", "content": prompt})
-    tools = [t.to_openai() for t in surface_tools(harness)] if api else []
-    return Conversation(messages, tools)
+    return Conversation(messages, api_tools(harness) if api else [])
+
+
+def api_tools(harness: Harness) -> list[dict[str, Any]]:
+    """The tools a request under ``harness`` sends to an API, OpenAI-style (the skill tool
+    last, when the harness has one)."""
+    return [t.to_openai() for t in surface_tools(harness)]
+
+
+def tools_json(harness: Harness) -> str:
+    """The tools a request under ``harness`` sends to the API, as compact JSON (``[]`` for a
+    text protocol, which lists them in the prompt): ``Conversation.tools`` as JSON, the same
+    for every conversation under ``harness``, so worth keeping (``harness.derived``)."""
+    tools = api_tools(harness) if harness.protocol.is_api else []
+    return json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
 
 
 def _fresh_id(candidate: str, taken: set[str]) -> str:

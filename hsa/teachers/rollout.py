@@ -40,7 +40,7 @@ from hsa.harness.events import (
 )
 from hsa.harness.model import Harness
 from hsa.harness.parse import parse
-from hsa.harness.render import Conversation, render
+from hsa.harness.render import Conversation, render, tools_json
 from hsa.teachers.backends.base import Backend
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
@@ -219,21 +219,16 @@ class _Run:
         self.latency = 0.0
         self.latencies: list[float] = []
         self.steps = 0
-        self._tools: list[Any] | None = None
         self._checker: ArgumentChecker | None = None
         self.refused: dict[str, ToolCall] = {}  # call id -> the refused call as the model wrote it
-        self._tools_json = "[]"
 
     async def ask(self, messages: list[dict[str, Any]], tools: list[Any]) -> ChatResponse:
-        # The surface tools are the same at every step: their JSON (most of a request's) is
-        # made once per rollout and handed to the request, checked by equality, not identity.
-        if tools and (tools is self._tools or tools == self._tools):
-            tools_json = self._tools_json
-        else:
-            tools_json = dumps(list(tools)) if tools else "[]"
-            self._tools, self._tools_json = tools, tools_json
+        """Ask the backend for the next message after ``messages``, with ``tools``: the
+        surface harness's (``render``), whose JSON, most of a request's, is made once per
+        harness and kept on it."""
+        encoded = self.surface.derived(tools_json) if tools else "[]"
         request = ChatRequest(
-            self.config.model, messages, tools, self.sampling, self.metadata, tools_json
+            self.config.model, messages, tools, self.sampling, self.metadata, encoded
         )
         response = await self.backend.chat(request)
         if response.cached:

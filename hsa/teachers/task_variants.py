@@ -14,11 +14,11 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from hsa.augment.planner import LazyPlan, Variant, canonical_variant, pick_order, walk
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
+from hsa.augment.seeded import id_array
 from hsa.envs.base import Task
 from hsa.errors import TeacherError
 from hsa.harness.model import Harness
@@ -53,7 +53,7 @@ def task_variants(
     planning = dataclasses.replace(recipe, variants_per_harness=size, include_canonical=False)
     pool = LazyPlan(harness, planning, seed=seed, context=context)
     widths = np.full(len(tasks), size if per_task else 0, dtype=np.int64)
-    orders = pick_order(pa.array([t.id for t in tasks], pa.string()), widths, seed)
+    orders = pick_order(id_array([t.id for t in tasks]), widths, seed)
     for task, order in zip(tasks, orders, strict=True):
         chosen = [pool.variant(s) for s in walk(order, pool.content, per_task)]
         if include_canonical or not per_task:

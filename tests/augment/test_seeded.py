@@ -11,7 +11,15 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hsa.augment.seeded import derive_seed, fnv1a, generator, shuffled, splitmix64, unit
+from hsa.augment.seeded import (
+    derive_seed,
+    fnv1a,
+    generator,
+    id_array,
+    shuffled,
+    splitmix64,
+    unit,
+)
 
 
 def test_fnv1a_matches_the_reference_vectors() -> None:
@@ -52,3 +60,10 @@ def test_a_seed_is_the_hash_of_its_parts_as_json(parts: list) -> None:
     text = json.dumps(parts, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(text.encode("utf-8")).digest()
     assert derive_seed(*parts) == int.from_bytes(digest[:8], "big")
+
+
+@given(st.lists(st.text(max_size=12), max_size=20))
+def test_an_id_array_holds_the_ids_and_hashes_as_pyarrow_s_own(ids: list[str]) -> None:
+    built = id_array(ids)
+    assert built.to_pylist() == ids
+    assert (fnv1a(built) == fnv1a(pa.array(ids, pa.string()))).all()

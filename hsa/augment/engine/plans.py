@@ -13,7 +13,8 @@ from hsa.augment.mapping import Step
 from hsa.augment.planner import Variant
 from hsa.errors import HsaError, ProtocolError
 from hsa.harness.model import Harness, Hook
-from hsa.harness.prompt import surface_tools, system_prompt
+from hsa.harness.prompt import system_prompt
+from hsa.harness.render import tools_json
 
 INJECT = ("system", "user", "tool_result")
 
@@ -43,14 +44,6 @@ class HookPlan:
     surface_id: str
     hook: Hook
     inject: int  # index into INJECT
-
-
-def tools_json(harness: Harness) -> str:
-    """The tools a request under ``harness`` sends to the API, as JSON (``[]`` for a text
-    protocol, which lists them in the prompt)."""
-    api = harness.protocol.is_api
-    tools = [t.to_openai() for t in surface_tools(harness)] if api else []
-    return json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
 
 
 def prepare(harness: Harness) -> None:
