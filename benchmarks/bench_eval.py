@@ -27,9 +27,10 @@ the last session, through the official ``openai`` client); the test split (1,270
 4,175 calls) 9.4-10.4% (14.7-18.7% before). A short run pays fixed costs that a long one
 spreads out: planning 0.3 s, opening the client 0.1 s, writing the results 0.2-0.3 s, and the
 0.25 s over which the first requests are spread (``ramp_s``); the running phase alone takes
-2.8% more than its model time on the train split, 4.8-5.7% on the test split. The client spends 1.1-1.5 ms of CPU a call (2.2-2.5
-ms through the official client, which also took half a second to import) and the server 0.6
-ms; at 320 calls a second on two cores a call still waits for a core now and then. An episode
+2.8% more than its model time on the train split, 4.8-5.7% on the test split. The client
+spends 1.1-1.5 ms of CPU a call (2.2-2.5 ms through the official client, which also took half
+a second to import) and the server 0.6 ms; at 320 calls a second on two cores a call still
+waits for a core now and then. An episode
 costs 1.7 ms of CPU outside any model, 0.26% of its 657 ms of model time. docs/eval.md has
 the figures.
 """
