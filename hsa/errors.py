@@ -59,6 +59,22 @@ class RuleError(HsaError):
     """An augmentation rule, its parameters or a recipe is invalid, or a rule broke a check."""
 
 
+class PlanError(RuleError):
+    """A rule failed while planning the variants of one harness, ``harness_id`` (so that a job
+    planning many can say which of its inputs it was)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        harness_id: str | None = None,
+        file: str | None = None,
+        where: str | None = None,
+    ):
+        super().__init__(message, file=file, where=where)
+        self.harness_id = harness_id
+
+
 class DatasetError(HsaError):
     """A dataset directory, shard or row is invalid."""
 

@@ -34,7 +34,7 @@ from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix64
-from hsa.errors import RuleError
+from hsa.errors import HsaError, PlanError, RuleError
 from hsa.harness.model import Harness
 from hsa.harness.pickling import by_fields
 from hsa.harness.validate import document_problems
@@ -343,32 +343,48 @@ def plan_slots(
 
     out = []
     for index in indexes:
-        for attempt in range(_REDRAWS):
-            variant_seed = derive_seed("variant", spec.seed, harness.id, index, attempt)
-            chosen = _draw(spec.recipe, generator("draw", variant_seed), eligible)
-            base = [r for r in spec.recipe.base if r.rule in eligible]
-            chain = [resolve(r) for r in base + chosen]
-            rewrite, applied = _apply_resolved(harness, chain, seed=variant_seed, context=context)
-            mapping_json = rewrite.mapping.to_json()
-            key = _digest(rewrite.harness.to_json(keep=keep), mapping_json)  # content_key
-            if key != unchanged:
-                break
-        uses = any(rules[n].needs for n, _, _ in applied)
-        vid = variant_id(harness, applied, variant_seed, context.key() if uses else None)
-        out.append(
-            Variant(
-                vid,
-                harness.id,
-                applied,
-                rewrite.harness,
-                rewrite.mapping,
-                variant_seed,
-                index,
-                key,
-                mapping_json,
-            )
-        )
+        try:
+            out.append(_plan_slot(spec, index, eligible, resolve, unchanged, keep))
+        except HsaError as exc:
+            raise PlanError(
+                exc.message, harness_id=harness.id, file=exc.file, where=exc.where
+            ) from exc
     return out
+
+
+def _plan_slot(
+    spec: PlanSpec,
+    index: int,
+    eligible: set[str],
+    resolve: Callable[[RecipeRule], tuple[Rule, dict[str, Any]]],
+    unchanged: bytes,
+    keep: bool,
+) -> Variant:
+    """Variant ``index`` of ``spec`` (``plan_slots``)."""
+    harness, context, rules = spec.harness, spec.context, spec.rules
+    for attempt in range(_REDRAWS):
+        variant_seed = derive_seed("variant", spec.seed, harness.id, index, attempt)
+        chosen = _draw(spec.recipe, generator("draw", variant_seed), eligible)
+        base = [r for r in spec.recipe.base if r.rule in eligible]
+        chain = [resolve(r) for r in base + chosen]
+        rewrite, applied = _apply_resolved(harness, chain, seed=variant_seed, context=context)
+        mapping_json = rewrite.mapping.to_json()
+        key = _digest(rewrite.harness.to_json(keep=keep), mapping_json)  # content_key
+        if key != unchanged:
+            break
+    uses = any(rules[n].needs for n, _, _ in applied)
+    vid = variant_id(harness, applied, variant_seed, context.key() if uses else None)
+    return Variant(
+        vid,
+        harness.id,
+        applied,
+        rewrite.harness,
+        rewrite.mapping,
+        variant_seed,
+        index,
+        key,
+        mapping_json,
+    )
 
 
 def pick_order(ids: pa.Array, widths: np.ndarray, seed: int) -> np.ndarray:

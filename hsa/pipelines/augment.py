@@ -53,7 +53,7 @@ from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import part_name, sha256_file, write_atomic, write_shard
 from hsa.datasets.source import HarnessStore, Source, locate
-from hsa.errors import DatasetError, HsaError
+from hsa.errors import DatasetError, HsaError, PlanError
 from hsa.harness.model import Harness
 from hsa.pipelines.assign import assign_splits
 from hsa.pipelines.rows import rows, stats, used_by
@@ -774,9 +774,7 @@ def _batch(
     try:
         chosen, taken = _pick(ids, groups, group_rows, k, seed, planner)
     except HsaError as exc:
-        raise DatasetError(
-            f"planning variants: {exc.message}", file=exc.file, where=exc.where
-        ) from None
+        raise _planning_failed(exc, read) from None
     # what a rerun plans again for the variants file
     contexts = [[*key, sorted(taken.get(groups[g], ()))] for key, g in read.group_keys.items()]
     short = int((chosen[:, k - 1] < 0).sum()) if k and n else 0
@@ -948,6 +946,18 @@ def _pick(
         contents[rows, at] = content[ok]
         count[rows] += 1
     return chosen, taken
+
+
+def _planning_failed(exc: HsaError, read: _Input) -> DatasetError:
+    """The error of a batch whose planning raised ``exc``: at the first row of the harness
+    whose variants it was planning, when it says which (``PlanError``)."""
+    harness_id = exc.harness_id if isinstance(exc, PlanError) else None
+    if harness_id is None or harness_id not in read.harness_of:
+        return DatasetError(f"planning variants: {exc.message}", file=exc.file, where=exc.where)
+    file, row = read.where(read.harness_ids.index(harness_id))
+    rule = f"{exc.where}: " if exc.where else ""
+    message = f"planning the variants of its harness: {rule}{exc.message}"
+    return DatasetError(message, file=file, where=row)
 
 
 def _write_batch(

@@ -118,6 +118,35 @@ def test_a_rule_producing_an_invalid_harness_is_named(harness, monkeypatch):
         apply_chain(harness, [(broken, {})], seed=0)
 
 
+def test_a_planning_failure_says_whose_harness_it_was_planning(harness, monkeypatch):
+    import pickle
+
+    from hsa.augment import registry
+    from hsa.errors import PlanError
+
+    monkeypatch.setattr(registry, "_RULES", dict(registry._RULES))
+
+    @registry.rule("tests.crash", version="1")
+    def crash(h, rng, params, context):
+        """Fail."""
+        raise KeyError("missing")
+
+    recipe = dataclasses.replace(
+        default_recipe(), rules=(RecipeRule("tests.crash", 1.0),), min_rules=1
+    )
+    with pytest.raises(PlanError) as failed:
+        plan_variant(harness, recipe, 0)
+    assert failed.value.harness_id == harness.id and failed.value.where == "rule 'tests.crash'"
+    assert "raised KeyError: 'missing'" in failed.value.message
+    # as a worker process sends it back
+    again = pickle.loads(pickle.dumps(failed.value))
+    assert (again.harness_id, again.where, again.message) == (
+        harness.id,
+        failed.value.where,
+        failed.value.message,
+    )
+
+
 PLAN_DIGEST = """
 import hashlib, sys
 sys.path.insert(0, {here!r})

@@ -564,7 +564,9 @@ def test_a_rule_that_fails_in_a_batch_planned_ahead_fails_that_batch(
         errors[workers] = str(failed.value)
         assert len(list((out / ".hsa" / "done").glob("*.json"))) == 2  # batches 0 and 1
     assert errors[1] == errors[2]
-    assert "planning variants" in errors[2] and "shop 30 is closed" in errors[2]
+    # named by the input's row whose harness it was planning, and the rule
+    assert errors[2].startswith(f"{source}: row 30 (id 'conv-30'): planning the variants of its ")
+    assert "rule 'tools.fail_on_shop_30': raised ValueError: shop 30 is closed" in errors[2]
 
 
 def test_full_collections_run_once_a_batch(tmp_path: Path, monkeypatch) -> None:
