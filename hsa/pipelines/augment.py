@@ -705,12 +705,20 @@ class _Input:
         file, line = locate(self.origins, int(self.original[row]))
         return file, f"row {line} (id {self.table.column('id')[row].as_py()!r})"
 
+    order: np.ndarray | None = None  # each row's pick order (``pick_order``), once made
+
+    def pick_order(self, seed: int) -> np.ndarray:
+        """Each row's order over its group's variant slots (``pick_order``), made once: for
+        a batch read ahead, when its first picks are planned, and again when it is picked."""
+        if self.order is None:
+            widths = np.array([g.width for g in self.groups], dtype=np.int64)
+            ids = self.table.column("id").combine_chunks()
+            self.order = pick_order(ids, widths[self.group_rows], seed)
+        return self.order
+
     def first_pairs(self, k: int, seed: int) -> list[tuple[LazyPlan, int]]:
         """What ``_pick`` plans first for these rows (``_first_pairs``)."""
-        widths = np.array([g.width for g in self.groups], dtype=np.int64)
-        ids = self.table.column("id").combine_chunks()
-        order = pick_order(ids, widths[self.group_rows], seed)
-        return _first_pairs(order, self.group_rows, self.groups, k)
+        return _first_pairs(self.pick_order(seed), self.group_rows, self.groups, k)
 
 
 def _read(job: _Job, lo: int, hi: int) -> _Input:
@@ -768,11 +776,10 @@ def _batch(
     engine, k, seed, timings = planner.engine, job.k, job.seed, job.timings
     table, harness_ids, harness_of = read.table, read.harness_ids, read.harness_of
     groups, group_rows, where = read.groups, read.group_rows, read.where
-    ids = table.column("id").combine_chunks()
     n = table.num_rows
     started = time.perf_counter()
     try:
-        chosen, taken = _pick(ids, groups, group_rows, k, seed, planner)
+        chosen, taken = _pick(read.pick_order(seed), groups, group_rows, k, planner)
     except HsaError as exc:
         raise _planning_failed(exc, read) from None
     # what a rerun plans again for the variants file
@@ -901,29 +908,27 @@ def _first_pairs(
 
 
 def _pick(
-    ids: pa.Array,
+    order: np.ndarray,
     groups: list[LazyPlan],
     group_rows: np.ndarray,
     k: int,
-    seed: int,
     planner: _Planner,
 ) -> tuple[np.ndarray, dict[LazyPlan, set[int]]]:
     """Each row's ``k`` variants as engine indexes (-1 where fewer differ), picked as
-    ``hsa.augment.planner.pick`` picks them, planning only the variants the picks visit.
+    ``hsa.augment.planner.pick`` picks them, in each row's ``order`` over its group's slots
+    (``pick_order``), planning only the variants the picks visit.
 
     All rows advance one step of their ``pick_order`` at a time: the distinct (group, slot)
     pairs of a step are planned once, and rows take a slot unless its rewrite changes nothing
     or equals one they already took. Also returns, per group, the slots taken.
     """
-    n = len(ids)
+    n = len(order)
     chosen = np.full((n, k), -1, dtype=np.int64)
     contents = np.full((n, k), -1, dtype=np.int64)
     count = np.zeros(n, dtype=np.int64)
     taken: dict[LazyPlan, set[int]] = {}
     if not n or not k:
         return chosen, taken
-    widths = np.array([g.width for g in groups], dtype=np.int64)
-    order = pick_order(ids, widths[group_rows], seed)
     width = order.shape[1]
     planner.prefetch(_first_pairs(order, group_rows, groups, k))
     for step in range(width):
