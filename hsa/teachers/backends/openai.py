@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import random
+import ssl
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -105,8 +107,12 @@ class OpenAIBackend(Backend):
         if self._session is None:
             import aiohttp
 
+            https = self._url.startswith("https://")
+            connector = aiohttp.TCPConnector(
+                limit=self.config.concurrency, keepalive_timeout=30, ssl=tls() if https else True
+            )
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.config.concurrency, keepalive_timeout=30),
+                connector=connector,
                 timeout=aiohttp.ClientTimeout(total=self.config.timeout_s),
                 headers={
                     "Authorization": f"Bearer {self.config.api_key or NO_KEY}",
@@ -201,6 +207,19 @@ def client_error() -> type[BaseException]:
     import aiohttp
 
     return aiohttp.ClientError
+
+
+def tls() -> ssl.SSLContext:
+    """The TLS context of HTTPS endpoints: the certificates ``SSL_CERT_FILE`` or
+    ``SSL_CERT_DIR`` name, else certifi's bundle when it is installed (as the official client
+    and most Python HTTP clients verify), else the system's."""
+    if os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context()
+    try:
+        import certifi
+    except ImportError:
+        return ssl.create_default_context()
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def env_proxy(url: str) -> str | None:

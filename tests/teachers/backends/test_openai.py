@@ -295,3 +295,27 @@ def test_metadata_is_sent_unless_turned_off(serve):
 def test_a_base_url_that_is_not_http_is_refused():
     with pytest.raises(TeacherError, match="not an http"):
         OpenAIConfig(base_url="127.0.0.1:8000/v1", model="m")
+
+
+def test_https_endpoints_verify_certificates(monkeypatch, tmp_path):
+    import ssl
+
+    from hsa.teachers.backends.openai import tls
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    bundled = tls()
+    assert bundled.verify_mode == ssl.CERT_REQUIRED and bundled.check_hostname
+    assert bundled.cert_store_stats()["x509_ca"] > 0  # certifi's bundle, or the system's
+    empty = tmp_path / "none.pem"
+    empty.write_text("")
+    monkeypatch.setenv("SSL_CERT_FILE", str(empty))  # the environment's choice comes first
+    assert tls().cert_store_stats()["x509_ca"] == 0
+
+    async def main():
+        b = backend("https://api.example.com/v1")
+        session = b._open()
+        assert session.connector._ssl.verify_mode == ssl.CERT_REQUIRED
+        await b.aclose()
+
+    asyncio.run(main())
