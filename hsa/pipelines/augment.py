@@ -699,15 +699,14 @@ class _Input:
     groups: list[LazyPlan]
     group_rows: np.ndarray  # row -> index into ``groups``
     group_keys: dict[tuple, int]  # (harness id, used tools, used skills) -> index into groups
+    order: np.ndarray | None = None  # each row's pick order (``pick_order``), once made
 
     def where(self, row: int) -> tuple[str | None, str]:
         """The file and line of ``table``'s row ``row``, for an error."""
         file, line = locate(self.origins, int(self.original[row]))
         return file, f"row {line} (id {self.table.column('id')[row].as_py()!r})"
 
-    order: np.ndarray | None = None  # each row's pick order (``pick_order``), once made
-
-    def pick_order(self, seed: int) -> np.ndarray:
+    def slot_order(self, seed: int) -> np.ndarray:
         """Each row's order over its group's variant slots (``pick_order``), made once: for
         a batch read ahead, when its first picks are planned, and again when it is picked."""
         if self.order is None:
@@ -718,7 +717,7 @@ class _Input:
 
     def first_pairs(self, k: int, seed: int) -> list[tuple[LazyPlan, int]]:
         """What ``_pick`` plans first for these rows (``_first_pairs``)."""
-        return _first_pairs(self.pick_order(seed), self.group_rows, self.groups, k)
+        return _first_pairs(self.slot_order(seed), self.group_rows, self.groups, k)
 
 
 def _read(job: _Job, lo: int, hi: int) -> _Input:
@@ -779,7 +778,7 @@ def _batch(
     n = table.num_rows
     started = time.perf_counter()
     try:
-        chosen, taken = _pick(read.pick_order(seed), groups, group_rows, k, planner)
+        chosen, taken = _pick(read.slot_order(seed), groups, group_rows, k, planner)
     except HsaError as exc:
         raise _planning_failed(exc, read) from None
     # what a rerun plans again for the variants file
