@@ -114,8 +114,7 @@ def test_connection_errors_are_retried_then_reported():
     b = backend(f"http://127.0.0.1:{port}/v1", max_retries=2)
     [error] = ask_all(b, ["anyone?"])
     assert isinstance(error, TeacherError) and "no answer after 3 attempts" in str(error)
-    # the aiohttp transport raises a connect timeout for a refused connection: still named
-    # for what it is, with the endpoint it was refused by
+    # named for what it is, with the endpoint that refused it
     assert f"connection refused to http://127.0.0.1:{port}/v1" in str(error)
     assert "timeout" not in str(error) and "sk-test" not in str(error)
     assert b.stats.failures == {"connection refused": 3}
