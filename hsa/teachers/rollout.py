@@ -436,7 +436,8 @@ def planned_kept() -> Iterator[None]:
     out of the garbage collector's full passes (``gc.freeze``) until the block ends. Each
     full pass would otherwise walk all of it again while every rollout in flight waits (an
     evaluation of the livestream test split at concurrency 64 spent over a second in six full
-    passes on a busy machine; with the planned episodes frozen, 0.04 s in two)."""
+    passes on a busy machine; with the planned episodes frozen, 0.04 s in two). Processes
+    forked in the block keep what was frozen frozen (the augment job's planning workers)."""
     gc.freeze()
     try:
         yield
