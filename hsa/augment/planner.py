@@ -37,7 +37,7 @@ from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix
 from hsa.errors import HsaError, PlanError, RuleError
 from hsa.harness.model import Harness
 from hsa.harness.pickling import by_fields
-from hsa.harness.validate import document_problems
+from hsa.harness.validate import harness_problems
 
 _REDRAWS = 4  # attempts at a variant that changes something
 #: the version of how variants are planned and picked: the same recipe and seed give other
@@ -137,9 +137,9 @@ def _apply_resolved(
         stages.append(rewrite.harness)
     # Validating once at the end keeps planning cheap; only when the result is invalid are the
     # intermediate harnesses checked, to name the first rule that broke it.
-    if stages and document_problems(rewrite.harness.to_dict()):
+    if stages and harness_problems(rewrite.harness):
         for index, stage in enumerate(stages):
-            problems = document_problems(stage.to_dict())
+            problems = harness_problems(stage)
             if problems:
                 raise RuleError(
                     f"produced an invalid harness: {problems[0]}",

@@ -50,12 +50,32 @@ class Tool:
         default_factory=lambda: {"type": "object", "properties": {}}
     )
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Values derived from this tool alone (``derived``), as on ``Harness``: the variants of a
+    # harness share the tools a rewrite left alone, and an importer shares the tools that
+    # recur across a corpus, so what is derived per tool is made once per distinct tool.
+    _derived: dict[Callable[..., Any], Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def derived(self, compute: Callable[[Tool], _T]) -> _T:
+        """``compute(self)``, computed on first use and kept on this object (see
+        ``Harness.derived``: for pure functions of the tool, passed as module-level
+        functions)."""
+        try:
+            return self._derived[compute]
+        except KeyError:
+            value = self._derived[compute] = compute(self)
+            return value
 
     def to_dict(self) -> dict[str, Any]:
         out = self.to_function()
         if self.extra:
             out["extra"] = dict(self.extra)
         return out
+
+    def to_json(self) -> str:
+        """``to_dict()`` as compact JSON (key order kept), made once per tool object."""
+        return self.derived(_tool_json)
 
     def to_function(self) -> dict[str, Any]:
         """What a model is shown: ``name``, ``description`` and ``parameters``."""
@@ -456,8 +476,34 @@ def _named(fn: Callable[..., Any]) -> bool:
     return getattr(module, getattr(fn, "__qualname__", ""), None) is fn
 
 
+def compact_json(value: Any) -> str:
+    """``value`` as compact JSON, key order kept: the form of ``Harness.to_json``."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _tool_json(tool: Tool) -> str:
+    return compact_json(tool.to_dict())
+
+
 def _json_document(harness: Harness) -> str:
-    return json.dumps(harness.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    """``compact_json(harness.to_dict())`` (same keys, same order), the tools' parts taken from
+    the tools (``Tool.to_json``): compact JSON of a dict or list is its members' JSON joined,
+    so a rewrite's variant dumps only the tools it changed."""
+    tools = ",".join(t.to_json() for t in harness.tools)
+    parts = [
+        f'"id":{compact_json(harness.id)}',
+        f'"version":{compact_json(harness.version)}',
+        f'"protocol":{compact_json(harness.protocol.to_dict())}',
+        f'"prompt":{compact_json(harness.prompt.to_dict())}',
+        f'"tools":[{tools}]',
+        f'"skills":{compact_json([s.to_dict() for s in harness.skills])}',
+        f'"hooks":{compact_json([h.to_dict() for h in harness.hooks])}',
+    ]
+    if harness.skill_tool is not None:
+        parts.append(f'"skill_tool":{harness.skill_tool.to_json()}')
+    if harness.metadata:
+        parts.append(f'"metadata":{compact_json(dict(harness.metadata))}')
+    return "{" + ",".join(parts) + "}"
 
 
 def _digest(harness: Harness) -> str:

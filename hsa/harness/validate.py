@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -13,7 +13,7 @@ import jsonschema
 from jsonschema.validators import Draft202012Validator
 
 from hsa.errors import HarnessError, HarnessValidationError, HsaError, ProtocolError, TemplateError
-from hsa.harness.model import Harness
+from hsa.harness.model import Harness, Tool
 from hsa.harness.prompt import system_prompt
 from hsa.harness.sandbox import check_template, message_fields
 
@@ -40,8 +40,21 @@ def json_path(parts: Any) -> str:
 
 def document_problems(doc: Any, *, file: str | None = None) -> list[HsaError]:
     """Every problem in a harness document, each with the file and JSON path it concerns."""
+    return _problems(doc, file, None)
+
+
+def harness_problems(harness: Harness, *, file: str | None = None) -> list[HsaError]:
+    """``document_problems(harness.to_dict())``, with what each tool contributes (its schema
+    errors, its parameters' problems) found once per tool object (``Tool.derived``): the
+    variants of a harness share the tools their rewrites left alone, so a variant's
+    validation checks again only the tools that changed."""
+    return _problems(harness.to_dict(), file, harness)
+
+
+def _problems(doc: Any, file: str | None, harness: Harness | None) -> list[HsaError]:
+    """``document_problems``; ``harness``, when given, is the harness ``doc`` was made from."""
     problems: list[HsaError] = []
-    for path, err in _schema_errors(doc):
+    for path, err in _schema_errors(doc, harness):
         if err.validator == "additionalProperties" and isinstance(err.instance, Mapping):
             # One line per unknown field, at the field itself, with the fields that are allowed.
             schema = err.schema if isinstance(err.schema, Mapping) else {}
@@ -60,7 +73,8 @@ def document_problems(doc: Any, *, file: str | None = None) -> list[HsaError]:
     if problems or not isinstance(doc, Mapping):
         return problems
     problems.extend(
-        HarnessError(reason, file=file, where=where) for where, reason in _semantic_problems(doc)
+        HarnessError(reason, file=file, where=where)
+        for where, reason in _semantic_problems(doc, harness)
     )
     return problems
 
@@ -84,7 +98,9 @@ def _tool_validator() -> Draft202012Validator:
     return Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/tool"})
 
 
-def _schema_errors(doc: Any) -> list[tuple[list[Any], jsonschema.ValidationError]]:
+def _schema_errors(
+    doc: Any, harness: Harness | None = None
+) -> list[tuple[list[Any], jsonschema.ValidationError]]:
     """Schema errors of ``doc`` with their paths, sorted by path.
 
     A document's properties are checked one by one, each once per distinct value
@@ -92,7 +108,8 @@ def _schema_errors(doc: Any) -> list[tuple[list[Any], jsonschema.ValidationError
     harness, and the conversations of a corpus, share most of their parts. The root schema
     constrains nothing across properties (its keywords are ``type``, ``required``,
     ``additionalProperties`` and ``properties``), so this finds exactly the errors of
-    validating the whole document.
+    validating the whole document. With the ``harness`` the document was made from, each tool's
+    errors are kept on the tool.
     """
     if not isinstance(doc, Mapping):
         return [(list(e.absolute_path), e) for e in _validator().iter_errors(doc)]
@@ -104,9 +121,10 @@ def _schema_errors(doc: Any) -> list[tuple[list[Any], jsonschema.ValidationError
         tools = value if key == "tools" and isinstance(value, list) else None
         if tools is not None and all(isinstance(t, Mapping) for t in tools):
             for index, tool in enumerate(tools):
-                if tool_plainly_valid(tool):
-                    continue
-                errors = _tool_errors(json.dumps(tool, ensure_ascii=False))
+                if harness is not None:
+                    errors = harness.tools[index].derived(_tool_object_errors)
+                else:
+                    errors = _tool_document_errors(tool)
                 found.extend((["tools", index, *e.absolute_path], e) for e in errors)
             continue
         try:
@@ -189,6 +207,22 @@ def _tool_errors(text: str) -> tuple[jsonschema.ValidationError, ...]:
     return tuple(_tool_validator().iter_errors(json.loads(text)))
 
 
+def _tool_document_errors(tool: Mapping[str, Any]) -> tuple[jsonschema.ValidationError, ...]:
+    """The schema errors of one tool of a document (paths relative to the tool)."""
+    if tool_plainly_valid(tool):
+        return ()
+    return _tool_errors(json.dumps(tool, ensure_ascii=False))
+
+
+def _tool_object_errors(tool: Tool) -> tuple[jsonschema.ValidationError, ...]:
+    return _tool_document_errors(tool.to_dict())
+
+
+def _tool_object_problems(tool: Tool) -> tuple[tuple[str, str], ...]:
+    """The problems of ``tool``'s parameters schema, at paths relative to it."""
+    return tuple(_parameter_problems_at(tool.parameters))
+
+
 def render_problems(harness: Harness) -> list[HsaError]:
     """Problems that show only when the system prompt is rendered (in the sandbox)."""
     try:
@@ -206,7 +240,21 @@ def _schema_reason(err: jsonschema.ValidationError) -> str:
     return err.message
 
 
-def _semantic_problems(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+def _semantic_problems(
+    doc: Mapping[str, Any], harness: Harness | None = None
+) -> Iterator[tuple[str, str]]:
+    """The problems the schema cannot express; with the ``harness`` the document was made
+    from, each tool's parameter problems are kept on the tool."""
+
+    def parameters(index: int | None, schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+        if harness is None:
+            found: Iterable[tuple[str, str]] = _parameter_problems_at(schema)
+        else:
+            tool = harness.skill_tool if index is None else harness.tools[index]
+            found = tool.derived(_tool_object_problems)  # type: ignore[union-attr]
+        where = "$.skill_tool.parameters" if index is None else f"$.tools[{index}].parameters"
+        return ((where + sub, reason) for sub, reason in found)
+
     tools = list(doc.get("tools") or [])
     seen: dict[str, int] = {}
     for i, tool in enumerate(tools):
@@ -217,7 +265,7 @@ def _semantic_problems(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                 f"duplicate tool name {name!r} (also at $.tools[{seen[name]}])",
             )
         seen[name] = i
-        yield from _tool_schema_problems(tool.get("parameters") or {}, f"$.tools[{i}].parameters")
+        yield from parameters(i, tool.get("parameters") or {})
     skill_tool = doc.get("skill_tool")
     if (doc.get("protocol") or {}).get("call_format") == "python" and (
         (doc.get("protocol") or {}).get("name") == "text"
@@ -240,7 +288,7 @@ def _semantic_problems(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         if skill_tool["name"] in seen:
             yield "$.skill_tool.name", f"skill tool name {skill_tool['name']!r} is also a tool"
         params = skill_tool.get("parameters") or {}
-        yield from _tool_schema_problems(params, "$.skill_tool.parameters")
+        yield from parameters(None, params)
         if not (params.get("properties") or {}):
             yield "$.skill_tool.parameters", "the skill tool needs a parameter naming the skill"
 
@@ -293,13 +341,13 @@ def _semantic_problems(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield "$.prompt.template", exc.message
 
 
-def _tool_schema_problems(schema: Mapping[str, Any], where: str) -> Iterator[tuple[str, str]]:
+def _parameter_problems_at(schema: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
+    """``_parameter_problems`` of a tool's parameters schema, once per distinct schema."""
     try:
         text = json.dumps(schema, ensure_ascii=False)
     except (TypeError, ValueError):
-        yield from ((where + sub, reason) for sub, reason in _parameter_problems(schema))
-        return
-    yield from ((where + sub, reason) for sub, reason in _parameter_problems_of(text))
+        return _parameter_problems(schema)
+    return _parameter_problems_of(text)
 
 
 @lru_cache(maxsize=1 << 14)

@@ -7,11 +7,14 @@ import json
 import pickle
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hsa.harness import Harness, Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
 from hsa.harness.model import _json_document
 from hsa.harness.prompt import _system_prompt, system_prompt
 from hsa.harness.validate import document_problems
+from tests.harness.strategies import harnesses
 
 SKILL_TOOL = Tool(
     "load_skill",
@@ -183,3 +186,25 @@ def test_equality_is_by_document_key_order_included():
     assert a != b and a.digest != b.digest  # order is data
     assert a == Harness("h", metadata={"x": 1, "y": 2})
     assert a != "h"
+
+
+@settings(max_examples=150, deadline=None)
+@given(harness=harnesses(rich=True), metadata=st.sampled_from([{}, {"name_map": {"a": "a b"}}]))
+def test_the_json_document_is_made_of_its_tools_own_texts(harness, metadata):
+    # Harness.to_json joins each tool's kept text (Tool.to_json) into the document: the same
+    # text as dumping the whole document at once
+    harness = harness.replace(metadata=metadata)
+    whole = json.dumps(harness.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    assert harness.to_json(keep=False) == whole
+    assert [t.to_json() for t in harness.tools] == [
+        json.dumps(t.to_dict(), ensure_ascii=False, separators=(",", ":")) for t in harness.tools
+    ]
+
+
+def test_a_tool_keeps_what_is_derived_from_it_and_pickles_without_it():
+    tool = Tool("get", "Get.", {"type": "object", "properties": {"id": {"type": "string"}}})
+    assert tool.to_json() is tool.to_json() and tool._derived
+    renamed = dataclasses.replace(tool, name="fetch")
+    assert not renamed._derived and '"fetch"' in renamed.to_json()
+    copy = pickle.loads(pickle.dumps(tool))
+    assert copy == tool and copy._derived == {} and copy.to_json() == tool.to_json()

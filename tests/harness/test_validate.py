@@ -12,10 +12,11 @@ from jsonschema.validators import Draft202012Validator
 
 from hsa.errors import HarnessValidationError
 from hsa.harness import Harness, validate_document
-from hsa.harness.model import Prompt, Section
+from hsa.harness.model import Prompt, Section, Tool
 from hsa.harness.validate import (
     TOOL_DEFINITION,
     document_problems,
+    harness_problems,
     harness_schema,
     json_path,
     plainly_valid,
@@ -23,6 +24,7 @@ from hsa.harness.validate import (
     render_problems,
     tool_plainly_valid,
 )
+from tests.harness.strategies import harnesses
 
 TOOL = {
     "name": "get",
@@ -325,3 +327,40 @@ def _near_tools(draw: st.DrawFn) -> object:
 def test_a_tool_passed_by_hand_has_no_schema_errors(tool):
     errors = list(Draft202012Validator(TOOL_DEFINITION).iter_errors(tool))
     assert tool_plainly_valid(tool) == (not errors)
+
+
+_BROKEN_TOOLS = [
+    Tool("get", "Get.", {"type": "object", "properties": {}, "required": ["id"]}),
+    Tool("bad name", "Get."),
+    Tool("list", "", {"type": "object", "properties": {"q": {"type": "strin"}}}),
+    Tool("ref", "", {"type": "object", "properties": {"x": {"$ref": "#/$defs/Nope"}}}),
+    Tool("get", "Again."),
+    Tool("plain", "", {"type": "array"}),
+]
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 6])
+def test_a_harness_has_the_problems_of_its_document(count) -> None:
+    # harness_problems keeps each tool's findings on the tool: the same problems, in the same
+    # order, as validating the document, the first time and every time after
+    tools = (*_BROKEN_TOOLS[:count], TOOL_OBJECT)
+    harness = Harness("h", tools=tools, skill_tool=Tool("load", "", {"type": "object"}))
+    expected = [(p.where, p.message) for p in document_problems(harness.to_dict(), file="f")]
+    assert expected
+    for _ in range(2):
+        found = [(p.where, p.message) for p in harness_problems(harness, file="f")]
+        assert found == expected
+    # a variant sharing the tools (a rewrite that left them alone) is found the same way
+    variant = harness.replace(id="h2", tools=tools[::-1])
+    assert [(p.where, p.message) for p in harness_problems(variant)] == [
+        (p.where, p.message) for p in document_problems(variant.to_dict())
+    ]
+
+
+TOOL_OBJECT = Tool.from_dict(TOOL)
+
+
+@settings(max_examples=100, deadline=None)
+@given(harnesses(rich=True))
+def test_a_valid_harness_has_no_problems_either_way(harness) -> None:
+    assert harness_problems(harness) == [] == document_problems(harness.to_dict())

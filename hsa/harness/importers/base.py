@@ -12,7 +12,7 @@ from typing import Any
 from hsa.errors import HarnessError, HarnessValidationError, HsaError, ImportFormatError
 from hsa.harness.events import Trajectory
 from hsa.harness.model import Harness, Section
-from hsa.harness.validate import document_problems
+from hsa.harness.validate import harness_problems
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 
@@ -188,7 +188,7 @@ def check_harnesses(harnesses: Sequence[Harness], *, source: str) -> None:
         seen.add(harness.id)
         found.extend(
             HarnessError(p.message, file=source, where=f"harness {harness.id}: {p.where}")
-            for p in document_problems(harness.to_dict())
+            for p in harness_problems(harness)
         )
     if found:
         raise HarnessValidationError(found)
