@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from hsa.errors import ImportFormatError
+from hsa.errors import HarnessValidationError, ImportFormatError
 from hsa.harness import (
     Harness,
     HookFired,
@@ -188,6 +188,26 @@ def test_bad_rows_name_file_line_and_path(tmp_path, row, where, reason):
         import_source(path)
     assert (err.value.file, err.value.where) == (str(path), where)
     assert reason in err.value.message
+
+
+def test_a_tool_that_breaks_the_harness_schema_names_the_line_that_brought_it(tmp_path):
+    broken = {
+        "type": "function",
+        "function": {"name": "get", "parameters": {"type": "object", "required": ["id"]}},
+    }
+    rows = [
+        _row({"role": "user", "content": "a"}, tools=[ECHO]),
+        _row({"role": "user", "content": "b"}, tools=[ECHO]),
+        _row({"role": "user", "content": "c"}, tools=[broken]),
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(HarnessValidationError) as err:
+        import_source(path)
+    (problem,) = err.value.problems
+    assert problem.file == str(path)
+    assert problem.where == "line 3 (harness chat-2): $.tools[0].parameters.required"
+    assert "'id' is not in properties" in problem.message
 
 
 def test_a_line_holds_unescaped_unicode_line_separators_and_crlf(tmp_path):

@@ -178,16 +178,23 @@ def read_json_lines(
         yield lineno, row
 
 
-def check_harnesses(harnesses: Sequence[Harness], *, source: str) -> None:
-    """Raise ``HarnessValidationError`` if an imported harness breaks the harness schema."""
+def check_harnesses(
+    harnesses: Sequence[Harness], *, source: str, lines: Sequence[int] | None = None
+) -> None:
+    """Raise ``HarnessValidationError`` if an imported harness breaks the harness schema;
+    ``lines``, when given, are the lines of ``source`` the harnesses were first met on (each
+    problem names its line)."""
     found: list[HsaError] = []
     seen: set[str] = set()
-    for harness in harnesses:
+    for index, harness in enumerate(harnesses):
         if harness.id in seen:
             found.append(HarnessError(f"two harnesses are both called {harness.id!r}", file=source))
         seen.add(harness.id)
+        at = f"harness {harness.id}"
+        if lines is not None:
+            at = f"line {lines[index]} (harness {harness.id})"
         found.extend(
-            HarnessError(p.message, file=source, where=f"harness {harness.id}: {p.where}")
+            HarnessError(p.message, file=source, where=f"{at}: {p.where}")
             for p in harness_problems(harness)
         )
     if found:

@@ -128,6 +128,7 @@ def read_openai_jsonl(
     several = harness is None and (numbered or _several_groups(path))
     pool: dict[tuple[str, str], Tool] = {}  # one Tool object per distinct tool, shared
     found: list[Harness] = []
+    first_lines: list[int] = []  # the line each harness of ``found`` was first met on
     trajectories: list[Trajectory] = []
     read = 0
 
@@ -159,6 +160,7 @@ def read_openai_jsonl(
                 under = under.replace(id=f"{stem}-{len(groups) + 1}" if several else stem)
                 groups[key] = under
                 found.append(under)
+                first_lines.append(lineno)
         events, call_ids = _events(messages, start, under, path, where)
         extra = {k: v for k, v in row.items() if k not in ("messages", "tools")}
         metadata: dict[str, Any] = {"line": lineno, "call_ids": call_ids}
@@ -176,11 +178,11 @@ def read_openai_jsonl(
             )
         )
         if len(trajectories) == chunk:
-            check_harnesses(found, source=str(path))
+            check_harnesses(found, source=str(path), lines=first_lines)
             yield Chunk(found, trajectories, read)
-            found, trajectories = [], []
+            found, first_lines, trajectories = [], [], []
     if trajectories or found:
-        check_harnesses(found, source=str(path))
+        check_harnesses(found, source=str(path), lines=first_lines)
         yield Chunk(found, trajectories, path.stat().st_size)
 
 
