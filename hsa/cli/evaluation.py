@@ -52,6 +52,7 @@ def _training_recipe(path: Path | None) -> Any:
 @click.option("--model", cls=Setting, config=EVAL)
 @click.option("--base-url", envvar="OPENAI_BASE_URL", show_envvar=True, cls=Setting, config=EVAL)
 @api_key_env_option
+@click.option("--api-key-header", cls=Setting, config=EVAL)
 @click.option("--suite", "suites", cls=Setting, config=EVAL, setting="suites")
 @click.option("--tasks", type=int, cls=Setting, config=EVAL)
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), cls=Setting, config=EVAL)

@@ -47,6 +47,7 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 @click.option("--base-url", envvar="OPENAI_BASE_URL", show_envvar=True, cls=Setting, config=TEACH)
 @click.option("--model", cls=Setting, config=TEACH)
 @api_key_env_option
+@click.option("--api-key-header", cls=Setting, config=TEACH)
 @click.option("--tasks", type=int, cls=Setting, config=TEACH)
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), cls=Setting, config=TEACH)
 @click.option("--variants-per-task", type=int, cls=Setting, config=TEACH)

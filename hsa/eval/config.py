@@ -89,6 +89,7 @@ class EvalConfig:
     timeout_s: float = same_as(TeachConfig, "timeout_s")
     max_retries: int = same_as(TeachConfig, "max_retries")
     send_metadata: bool = same_as(TeachConfig, "send_metadata")
+    api_key_header: str = same_as(TeachConfig, "api_key_header")
     ramp_s: float = same_as(TeachConfig, "ramp_s")
     call_format: str = same_as(TeachConfig, "call_format")
     cache: str | None = setting(None, help="Request cache file (unset: OUT/cache.sqlite).")
@@ -141,6 +142,7 @@ class EvalConfig:
             model=self.model,
             base_url=self.base_url,
             api_key=self.api_key,
+            api_key_header=self.api_key_header,
             seed=self.seed,
             concurrency=self.concurrency,
             max_steps_per_turn=self.max_steps_per_turn,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,12 @@ class TeachConfig:
         None,
         secret=True,
         help="Used for requests only: never written anywhere and not shown by repr.",
+    )
+    api_key_header: str = setting(
+        "Authorization",
+        help="The HTTP header the API key goes in: Authorization, as 'Bearer KEY' (OpenAI, vLLM "
+        "and most servers), or another name, which gets the key as it is (api-key for Azure "
+        "OpenAI).",
     )
     tasks: int | None = setting(None, help="Run the first N tasks (unset: all).")
     split: str | None = setting(None, help="Only tasks of this split (unset: every split).")
@@ -141,6 +148,7 @@ class TeachConfig:
         )
         if self.split is not None and self.split not in SPLITS:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
+        problems += header_problems(self.api_key_header)
         refuse(problems, TeacherError)
 
     @property
@@ -186,3 +194,14 @@ def public_url(url: str | None) -> str | None:
     if parts.port is not None:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+#: an HTTP header name (RFC 9110's token)
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def header_problems(name: str) -> list[tuple[str, str]]:
+    """The problem with ``name`` as the header that carries the API key, if any."""
+    if isinstance(name, str) and _HEADER_NAME.fullmatch(name):
+        return []
+    return [("api_key_header", f"{name!r} is not an HTTP header name")]

@@ -28,6 +28,7 @@ def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, V
                 base_url=str(config.base_url),
                 model=config.model_name,
                 api_key=config.api_key,
+                api_key_header=config.api_key_header,
                 concurrency=config.concurrency,
                 timeout_s=config.timeout_s,
                 max_retries=config.max_retries,

@@ -107,6 +107,7 @@ def test_a_server_that_never_answers_fails_the_run_and_writes_nothing(tmp_path):
         (("--recipe", "/no/such/recipe.yaml"), "/no/such/recipe.yaml"),
         (("--policy", "openai", "--model", "m"), "base_url"),
         (("--tasks", "0"), "tasks"),
+        (("--api-key-header", "api key"), "api_key_header: 'api key' is not an HTTP header name"),
     ],
 )
 def test_bad_input_is_one_clear_line(tmp_path, args, message):

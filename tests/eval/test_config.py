@@ -122,6 +122,7 @@ def test_teach_config_maps_policy_to_backend(policy, model, base_url):
         model=model,
         base_url=base_url,
         api_key="k",
+        api_key_header="api-key",
         temperature=0.7,
         seed=5,
         concurrency=3,
@@ -131,6 +132,7 @@ def test_teach_config_maps_policy_to_backend(policy, model, base_url):
     assert isinstance(teach, TeachConfig)
     assert teach.backend == policy
     assert (teach.model, teach.base_url, teach.api_key) == (model, base_url, "k")
+    assert teach.api_key_header == "api-key"
     assert (teach.temperature, teach.seed, teach.concurrency) == (0.7, 5, 3)
     assert teach.env == config.env and teach.call_format == "hermes"
 

@@ -1,11 +1,12 @@
 """The ``openai`` backend: any OpenAI-compatible endpoint, over HTTP with aiohttp.
 
-A chat completion is one POST of a JSON body to ``{base_url}/chat/completions`` with a bearer
-key, answered with one JSON body. hsa sends it with aiohttp directly rather than through the
-official ``openai`` client, which wraps the same request in three more layers (its request
-options, an httpx client, a transport adapter): those cost about 0.7 ms more CPU a request, and
-half a second to import, which at a few hundred requests a second is more than the rest of a
-rollout costs.
+A chat completion is one POST of a JSON body to ``{base_url}/chat/completions`` (the base URL's
+query string kept at the end) with a bearer key, or the key in a header of another name
+(``api_key_header``: ``api-key`` for Azure OpenAI), answered with one JSON body. hsa sends
+it with aiohttp directly rather than through the official ``openai`` client, which wraps the
+same request in three more layers (its request options, an httpx client, a transport adapter):
+those cost about 0.7 ms more CPU a request, and half a second to import, which at a few hundred
+requests a second is more than the rest of a rollout costs.
 
 Retries are hsa's, so that every attempt passes through the adaptive limiter: 429, 408, 409,
 5xx, timeouts and connection errors are retried with exponential backoff and full jitter,
@@ -22,6 +23,7 @@ import os
 import random
 import ssl
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ import orjson
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.teachers.backends.base import Backend, BackendStats
-from hsa.teachers.config import TeachConfig
+from hsa.teachers.config import TeachConfig, header_problems
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message, dumps
 from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 
@@ -57,6 +59,7 @@ class OpenAIConfig:
     base_url: str = setting(help="The endpoint, e.g. http://127.0.0.1:8000/v1.")
     model: str = setting(help="Model name sent with each request.")
     api_key: str | None = setting(None, secret=True, help="Used for requests only.")
+    api_key_header: str = same_as(TeachConfig, "api_key_header")
     concurrency: int = same_as(TeachConfig, "concurrency")
     timeout_s: float = same_as(TeachConfig, "timeout_s")
     max_retries: int = same_as(TeachConfig, "max_retries")
@@ -73,7 +76,15 @@ class OpenAIConfig:
         problems += bounded(self, "max_retries", low=0)
         if not self.base_url.startswith(("http://", "https://")):
             problems.append(("base_url", f"{self.base_url!r} is not an http:// or https:// URL"))
+        problems += header_problems(self.api_key_header)
         refuse(problems, TeacherError)
+
+    def key_headers(self) -> dict[str, str]:
+        """The header that carries the API key: a bearer key in ``Authorization`` (a
+        placeholder when there is no key: local servers ignore it), else the key as it is."""
+        if self.api_key_header.lower() == "authorization":
+            return {self.api_key_header: f"Bearer {self.api_key or NO_KEY}"}
+        return {self.api_key_header: self.api_key} if self.api_key else {}
 
 
 class StatusError(Exception):
@@ -96,7 +107,7 @@ class OpenAIBackend(Backend):
         self.limit = AdaptiveLimit(config.concurrency, config.throttle)
         self._rng = random.Random(config.seed)
         self._session: Any = None  # an aiohttp.ClientSession, opened in the running loop
-        self._url = config.base_url.rstrip("/") + "/chat/completions"
+        self._url = endpoint(config.base_url, "chat/completions")
         self._proxy = env_proxy(self._url)
 
     async def start(self) -> None:
@@ -115,7 +126,7 @@ class OpenAIBackend(Backend):
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=self.config.timeout_s),
                 headers={
-                    "Authorization": f"Bearer {self.config.api_key or NO_KEY}",
+                    **self.config.key_headers(),
                     "Content-Type": "application/json",
                     "Accept": "application/json",
                 },
@@ -200,6 +211,13 @@ class OpenAIBackend(Backend):
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def endpoint(base_url: str, path: str) -> str:
+    """``path`` under ``base_url``, whose query string (Azure OpenAI's ``?api-version=``, a
+    gateway's parameters) is kept at the end."""
+    parts = urllib.parse.urlsplit(base_url)
+    return urllib.parse.urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{path}"))
 
 
 def client_error() -> type[BaseException]:

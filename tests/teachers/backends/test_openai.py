@@ -318,3 +318,38 @@ def test_https_endpoints_verify_certificates(monkeypatch, tmp_path):
         await b.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("base_url", "url"),
+    [
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1/chat/completions"),
+        ("http://127.0.0.1:8000/v1/", "http://127.0.0.1:8000/v1/chat/completions"),
+        (
+            "https://r.openai.azure.com/openai/deployments/d?api-version=2024-10-21",
+            "https://r.openai.azure.com/openai/deployments/d/chat/completions"
+            "?api-version=2024-10-21",
+        ),
+    ],
+)
+def test_requests_go_under_the_base_url_its_query_kept(base_url, url):
+    assert backend(base_url)._url == url
+
+
+def test_the_api_key_goes_in_the_header_asked_for():
+    async def headers(**changes):
+        b = backend("https://r.openai.azure.com/openai/v1", **changes)
+        session = b._open()
+        try:
+            return {k: v for k, v in session.headers.items() if k.lower() != "accept"}
+        finally:
+            await b.aclose()
+
+    key = "sk-test-not-a-secret"
+    bearer = asyncio.run(headers())
+    assert bearer == {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    azure = asyncio.run(headers(api_key_header="api-key"))
+    assert azure == {"api-key": key, "Content-Type": "application/json"}
+    assert "api-key" not in asyncio.run(headers(api_key_header="api-key", api_key=None))
+    with pytest.raises(TeacherError, match="not an HTTP header name"):
+        OpenAIConfig(base_url="http://x/v1", model="m", api_key_header="api key")
