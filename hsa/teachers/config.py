@@ -148,7 +148,8 @@ class TeachConfig:
         )
         if self.split is not None and self.split not in SPLITS:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
-        problems += header_problems(self.api_key_header)
+        url = self.base_url if self.backend == "openai" else None
+        problems += endpoint_problems(url, self.api_key_header)
         refuse(problems, TeacherError)
 
     @property
@@ -200,8 +201,22 @@ def public_url(url: str | None) -> str | None:
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
-def header_problems(name: str) -> list[tuple[str, str]]:
-    """The problem with ``name`` as the header that carries the API key, if any."""
-    if isinstance(name, str) and _HEADER_NAME.fullmatch(name):
-        return []
-    return [("api_key_header", f"{name!r} is not an HTTP header name")]
+def endpoint_problems(base_url: str | None, key_header: str) -> list[tuple[str, str]]:
+    """What is wrong with an OpenAI-compatible endpoint's base URL (None: none to check) and
+    the name of the header its key goes in (``api_key_header``)."""
+    problems = []
+    if base_url is None:
+        pass
+    elif not base_url.startswith(("http://", "https://")):
+        problems.append(("base_url", f"{base_url!r} is not an http:// or https:// URL"))
+    elif urlsplit(base_url).username is not None:
+        problems.append(
+            (
+                "base_url",
+                f"{public_url(base_url)}: a user name or password in the URL is not sent (the "
+                "key goes in a header); pass the key with --api-key-env",
+            )
+        )
+    if not (isinstance(key_header, str) and _HEADER_NAME.fullmatch(key_header)):
+        problems.append(("api_key_header", f"{key_header!r} is not an HTTP header name"))
+    return problems

@@ -34,7 +34,7 @@ import orjson
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.teachers.backends.base import Backend, BackendStats
-from hsa.teachers.config import TeachConfig, header_problems
+from hsa.teachers.config import TeachConfig, endpoint_problems, public_url
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message, dumps
 from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 
@@ -74,9 +74,7 @@ class OpenAIConfig:
         problems = bounded(self, "concurrency", low=1)
         problems += bounded(self, "timeout_s", low=0, low_open=True)
         problems += bounded(self, "max_retries", low=0)
-        if not self.base_url.startswith(("http://", "https://")):
-            problems.append(("base_url", f"{self.base_url!r} is not an http:// or https:// URL"))
-        problems += header_problems(self.api_key_header)
+        problems += endpoint_problems(self.base_url, self.api_key_header)
         refuse(problems, TeacherError)
 
     def key_headers(self) -> dict[str, str]:
@@ -108,6 +106,8 @@ class OpenAIBackend(Backend):
         self._rng = random.Random(config.seed)
         self._session: Any = None  # an aiohttp.ClientSession, opened in the running loop
         self._url = endpoint(config.base_url, "chat/completions")
+        #: the endpoint as errors name it: no user info or query string, where secrets hide
+        self._shown = str(public_url(config.base_url))
         self._proxy = env_proxy(self._url)
 
     async def start(self) -> None:
@@ -135,7 +135,7 @@ class OpenAIBackend(Backend):
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         cfg = self.config
-        last = f"no attempt made to reach {cfg.base_url}"
+        last = f"no attempt made to reach {self._shown}"
         for attempt in range(cfg.max_retries + 1):
             retry_after: float | None = None
             async with self.limit.slot():
@@ -149,13 +149,13 @@ class OpenAIBackend(Backend):
                             f"the endpoint refused the request: HTTP {exc.status}: "
                             f"{self._short(exc.message)}; check --base-url, --model and the "
                             "API key",
-                            where=cfg.base_url,
+                            where=self._shown,
                         ) from None
                     if exc.status == 429:
                         self.limit.on_overload()
-                        detail = f"HTTP 429 (rate limited) from {cfg.base_url}"
+                        detail = f"HTTP 429 (rate limited) from {self._shown}"
                     else:
-                        detail = f"HTTP {exc.status} from {cfg.base_url}: "
+                        detail = f"HTTP {exc.status} from {self._shown}: "
                         detail += self._short(exc.message)
                     reason, retry_after = f"http {exc.status}", exc.retry_after
                 except (OSError, TimeoutError, client_error()) as exc:
@@ -164,7 +164,7 @@ class OpenAIBackend(Backend):
                 else:
                     latency = time.monotonic() - started
                     self.limit.on_success(latency)
-                    response = _response(completion, latency, attempt + 1, cfg.base_url)
+                    response = _response(completion, latency, attempt + 1, self._shown)
                     self.stats.record(response)
                     return response
             self.stats.failures[reason] += 1
@@ -177,7 +177,7 @@ class OpenAIBackend(Backend):
 
     def _describe(self, kind: str, exc: BaseException) -> str:
         """One attempt's failure in words, naming the endpoint (never the API key)."""
-        url = self.config.base_url
+        url = self._shown
         if kind == "timeout":
             return f"timeout: no answer from {url} within {self.config.timeout_s:g} s"
         if kind in ("connection refused", "connection reset"):
@@ -201,7 +201,7 @@ class OpenAIBackend(Backend):
         except orjson.JSONDecodeError:
             raise TeacherError(
                 f"the endpoint answered HTTP {status} with a body that is not JSON",
-                where=self.config.base_url,
+                where=self._shown,
             ) from None
 
     def _short(self, text: str) -> str:

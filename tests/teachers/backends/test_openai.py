@@ -353,3 +353,14 @@ def test_the_api_key_goes_in_the_header_asked_for():
     assert "api-key" not in asyncio.run(headers(api_key_header="api-key", api_key=None))
     with pytest.raises(TeacherError, match="not an HTTP header name"):
         OpenAIConfig(base_url="http://x/v1", model="m", api_key_header="api key")
+
+
+def test_errors_name_the_endpoint_without_what_may_hold_a_secret():
+    b = backend("http://127.0.0.1:9/v1?key=sk-in-the-query", max_retries=0)
+    assert b._url == "http://127.0.0.1:9/v1/chat/completions?key=sk-in-the-query"
+    [error] = ask_all(b, ["x"])
+    assert isinstance(error, TeacherError) and "http://127.0.0.1:9/v1" in str(error)
+    assert "sk-in-the-query" not in str(error)
+    with pytest.raises(TeacherError, match="user name or password in the URL") as refused:
+        backend("http://user:pw@127.0.0.1:9/v1")
+    assert "pw" not in str(refused.value)
