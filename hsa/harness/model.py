@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar
 from hsa.harness.pickling import by_fields
 
 _T = TypeVar("_T")
+_MISSING: Any = object()  # a value not derived yet (``Tool.derived``)
 
 HOOK_EVENTS = ("session_start", "user_prompt_submit", "pre_tool_use", "post_tool_use", "stop")
 HOOK_EFFECTS = ("add_context", "deny", "update_input", "update_output")
@@ -60,12 +61,12 @@ class Tool:
     def derived(self, compute: Callable[[Tool], _T]) -> _T:
         """``compute(self)``, computed on first use and kept on this object (see
         ``Harness.derived``: for pure functions of the tool, passed as module-level
-        functions)."""
-        try:
-            return self._derived[compute]
-        except KeyError:
+        functions). Most tools of a variant are new, so a miss is the common case here: no
+        exception for it."""
+        value = self._derived.get(compute, _MISSING)
+        if value is _MISSING:
             value = self._derived[compute] = compute(self)
-            return value
+        return value
 
     def to_dict(self) -> dict[str, Any]:
         out = self.to_function()
@@ -476,9 +477,13 @@ def _named(fn: Callable[..., Any]) -> bool:
     return getattr(module, getattr(fn, "__qualname__", ""), None) is fn
 
 
+#: one encoder for every ``compact_json`` (``json.dumps`` with options makes one a call)
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def compact_json(value: Any) -> str:
     """``value`` as compact JSON, key order kept: the form of ``Harness.to_json``."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT.encode(value)
 
 
 def _tool_json(tool: Tool) -> str:
@@ -489,21 +494,27 @@ def _json_document(harness: Harness) -> str:
     """``compact_json(harness.to_dict())`` (same keys, same order), the tools' parts taken from
     the tools (``Tool.to_json``): compact JSON of a dict or list is its members' JSON joined,
     so a rewrite's variant dumps only the tools it changed."""
+    head = compact_json(
+        {
+            "id": harness.id,
+            "version": harness.version,
+            "protocol": harness.protocol.to_dict(),
+            "prompt": harness.prompt.to_dict(),
+        }
+    )
     tools = ",".join(t.to_json() for t in harness.tools)
-    parts = [
-        f'"id":{compact_json(harness.id)}',
-        f'"version":{compact_json(harness.version)}',
-        f'"protocol":{compact_json(harness.protocol.to_dict())}',
-        f'"prompt":{compact_json(harness.prompt.to_dict())}',
-        f'"tools":[{tools}]',
-        f'"skills":{compact_json([s.to_dict() for s in harness.skills])}',
-        f'"hooks":{compact_json([h.to_dict() for h in harness.hooks])}',
-    ]
+    tail = compact_json(
+        {
+            "skills": [s.to_dict() for s in harness.skills],
+            "hooks": [h.to_dict() for h in harness.hooks],
+        }
+    )
+    parts = [head[:-1], f'"tools":[{tools}]', tail[1:-1]]
     if harness.skill_tool is not None:
         parts.append(f'"skill_tool":{harness.skill_tool.to_json()}')
     if harness.metadata:
         parts.append(f'"metadata":{compact_json(dict(harness.metadata))}')
-    return "{" + ",".join(parts) + "}"
+    return ",".join(parts) + "}"
 
 
 def _digest(harness: Harness) -> str:
