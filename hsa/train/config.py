@@ -107,7 +107,7 @@ def trl_args(
     trl_config: type, keys: Mapping[str, Any], out: str | Path, *, file: str | None = None
 ) -> Any:
     """TRL's config from ``keys``, writing to ``out``, with hsa's CPU and tracker defaults."""
-    values = dict(keys)
+    values = _checkpointing(trl_config, dict(keys))
     values["output_dir"] = str(out)
     values.setdefault("report_to", "none")
     if not _cuda():
@@ -117,6 +117,29 @@ def trl_args(
         return trl_config(**values)
     except (TypeError, ValueError) as exc:
         raise TrainError(f"{trl_config.__name__}: {exc}", file=file) from None
+
+
+#: transformers 5's names of the settings TRL configs still give under the old ones
+_RENAMED = {
+    "gradient_checkpointing": "activation_checkpointing",
+    "gradient_checkpointing_kwargs": "activation_checkpointing_kwargs",
+}
+
+
+def _checkpointing(trl_config: type, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with ``gradient_checkpointing*`` under their new names, where the config
+    has them: transformers takes the old names with a deprecation warning, and TRL sets one
+    (``gradient_checkpointing``, True) by default, so every run would warn. The default is
+    given under the new name; a config that sets either name keeps what it says."""
+    fields = {f.name: f for f in dataclasses.fields(trl_config)}
+    for old, new in _RENAMED.items():
+        if new not in fields or old not in fields or new in values:
+            continue
+        default = fields[old].default
+        value = values.pop(old, None if default is dataclasses.MISSING else default)
+        if value is not None:
+            values[new] = value
+    return values
 
 
 def _cuda() -> bool:

@@ -61,3 +61,21 @@ def test_the_shipped_training_recipes_are_valid(path, tmp_path, monkeypatch):
     assert from_mapping(settings, section, error=TrainError, file=str(path)).model
     monkeypatch.setattr("hsa.train.config._cuda", lambda: False)
     trl_args(trl_config, {**trl, "bf16": False}, tmp_path, file=str(path))
+
+
+def test_trl_args_use_transformers_names_for_checkpointing_and_keep_what_is_asked():
+    import warnings
+
+    from trl import GRPOConfig, SFTConfig
+
+    from hsa.train.config import trl_args
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # no deprecated name reaches transformers
+        default = trl_args(SFTConfig, {}, "unused-out")
+        off = trl_args(SFTConfig, {"gradient_checkpointing": False}, "unused-out")
+        kwargs = {"use_reentrant": False}
+        grpo = trl_args(GRPOConfig, {"gradient_checkpointing_kwargs": kwargs}, "unused-out")
+    assert default.activation_checkpointing is True  # TRL's default, kept
+    assert off.activation_checkpointing is False and off.gradient_checkpointing is False
+    assert grpo.activation_checkpointing_kwargs == kwargs
