@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from hsa.errors import HsaError
+from hsa.harness.model import compact_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +100,8 @@ TRAJECTORY_SCHEMA = pa.schema(
 )
 
 
-def dumps_json(value: Any) -> str:
-    """Compact JSON with key order and Unicode kept: the form hsa stores arguments in."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+#: compact JSON with key order and Unicode kept: the form hsa stores arguments in
+dumps_json = compact_json
 
 
 def event_to_row(event: Event) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from hsa.harness.events import (
     ToolResult,
     UserMessage,
 )
-from hsa.harness.model import Harness, Hook, Skill
+from hsa.harness.model import Harness, Hook, Skill, compact_json
 from hsa.harness.prompt import call_format, surface_tools, system_prompt
 from hsa.harness.protocols import join_prefix
 from hsa.harness.sandbox import render_message
@@ -164,8 +164,7 @@ def tools_json(harness: Harness) -> str:
     """The tools a request under ``harness`` sends to the API, as compact JSON (``[]`` for a
     text protocol, which lists them in the prompt): ``Conversation.tools`` as JSON, the same
     for every conversation under ``harness``, so worth keeping (``harness.derived``)."""
-    tools = api_tools(harness) if harness.protocol.is_api else []
-    return json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
+    return compact_json(api_tools(harness) if harness.protocol.is_api else [])
 
 
 def _fresh_id(candidate: str, taken: set[str]) -> str:

@@ -40,6 +40,7 @@ from hsa.datasets.shards import count_true, write_shard
 from hsa.envs.base import SPLITS, Environment, Task
 from hsa.errors import EnvError, TeacherError
 from hsa.harness.events import Trajectory
+from hsa.harness.model import compact_json
 from hsa.teachers.backends.base import Backend, latency_percentiles
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.config import TeachConfig
@@ -163,10 +164,6 @@ def shard_path(root: Path, split: str, index: int) -> Path:
     return root / "data" / split / f"part-{index:05d}.parquet"
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def row(result: Rollout, *, teacher: str, harness_id: str) -> dict[str, Any]:
     """The teacher row (``hsa.datasets.schema.TEACHER_SCHEMA``) of one rollout."""
     spec = result.spec
@@ -186,16 +183,16 @@ def row(result: Rollout, *, teacher: str, harness_id: str) -> dict[str, Any]:
         "variant_id": variant.variant_id,
         "canonical": variant.is_canonical,
         "rules": [name for name, _, _ in variant.rules],
-        "rule_params": _json(variant.lineage()["rules"]),
+        "rule_params": compact_json(variant.lineage()["rules"]),
         "protocol": variant.harness.protocol.label,
         "messages": list(result.conversation.messages),
-        "tools": _json(result.conversation.tools),
+        "tools": compact_json(result.conversation.tools),
         "split": spec.task.split,
         "teacher": teacher,
         "verified": verification.verified,
         "reason": verification.reason,
         "score": verification.score,
-        "verification": _json(verification.to_dict()),
+        "verification": compact_json(verification.to_dict()),
     }
 
 

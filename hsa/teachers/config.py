@@ -205,11 +205,9 @@ def endpoint_problems(base_url: str | None, key_header: str) -> list[tuple[str, 
     """What is wrong with an OpenAI-compatible endpoint's base URL (None: none to check) and
     the name of the header its key goes in (``api_key_header``)."""
     problems = []
-    if base_url is None:
-        pass
-    elif not base_url.startswith(("http://", "https://")):
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
         problems.append(("base_url", f"{base_url!r} is not an http:// or https:// URL"))
-    elif urlsplit(base_url).username is not None:
+    elif base_url is not None and urlsplit(base_url).username is not None:
         problems.append(
             (
                 "base_url",

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
+from hsa.harness.model import compact_json
 from hsa.teachers.config import TeachConfig
 
 #: message keys an OpenAI-compatible endpoint accepts; render adds ``is_error`` for hsa's own
@@ -20,9 +20,8 @@ _MEMO_LIMIT = 4096
 _message_memo: dict[tuple, str] = {}
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON as the cache key and the wire body use it (UTF-8 kept, no spaces)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+#: compact JSON as the cache key and the wire body use it (UTF-8 kept, no spaces)
+dumps = compact_json
 
 
 def _message_json(message: Mapping[str, Any]) -> str:

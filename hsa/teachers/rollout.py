@@ -16,7 +16,6 @@ ends verified or with a reason; none raises for a model's mistake or a backend o
 from __future__ import annotations
 
 import gc
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -43,7 +42,7 @@ from hsa.harness.parse import parse
 from hsa.harness.render import Conversation, render, tools_json
 from hsa.teachers.backends.base import Backend
 from hsa.teachers.config import TeachConfig
-from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
+from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage, dumps
 from hsa.teachers.verify import Verification, call_attempt, verify
 
 #: how a repair request starts; the oracle recognises it to answer the original question
@@ -423,10 +422,6 @@ def rollout_metadata(result: Rollout) -> dict[str, Any]:
         "format_failures": [f.to_dict() for f in result.format_failures],
         "verification": result.verification.to_dict(),
     }
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 @contextmanager

@@ -243,15 +243,10 @@ def tls() -> ssl.SSLContext:
 def env_proxy(url: str) -> str | None:
     """The proxy the environment names for ``url`` (``HTTPS_PROXY`` or ``HTTP_PROXY``, unless
     ``NO_PROXY`` bypasses its host), looked up once rather than on every request."""
-    scheme, _, rest = url.partition("://")
-    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
-    if host.startswith("["):  # an IPv6 address, with or without a port
-        host = host[1:].split("]", 1)[0]
-    else:
-        host = host.split(":", 1)[0]
-    if urllib.request.proxy_bypass(host):
+    parts = urllib.parse.urlsplit(url)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
         return None
-    return urllib.request.getproxies().get(scheme)
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def error_message(payload: bytes) -> str:
