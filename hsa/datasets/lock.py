@@ -158,9 +158,15 @@ def release(folder: str | Path, token: str) -> None:
 
 @contextlib.contextmanager
 def hold(folder: str | Path, *, command: str | None = None) -> Iterator[None]:
-    """Hold the lock of ``folder`` for the ``with`` block (see the module docstring)."""
+    """Hold the lock of ``folder`` for the ``with`` block (see the module docstring). A
+    folder the block created and left empty (a run refused before it wrote anything) is
+    removed with the lock."""
+    created = not Path(folder).exists()
     token = acquire(folder, command=command)
     try:
         yield
     finally:
         release(folder, token)
+        if created:
+            with contextlib.suppress(OSError):
+                Path(folder).rmdir()

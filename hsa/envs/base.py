@@ -104,6 +104,12 @@ class Environment(abc.ABC):
     #: registry name, e.g. ``livestream``
     name: str = ""
 
+    @property
+    def runs_tools(self) -> bool:
+        """Whether ``execute`` runs the tools (or replays their recorded results); False for a
+        corpus that records none, whose every call gets an error."""
+        return True
+
     @abc.abstractmethod
     def harness(self) -> Harness:
         """The canonical harness of this environment."""

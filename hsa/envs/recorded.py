@@ -68,6 +68,10 @@ class CorpusEnvironment(Environment):
         self._outputs = {o: {k: list(v) for k, v in t.items()} for o, t in (outputs or {}).items()}
         self._checkers: dict[str, ArgumentChecker] = {}
 
+    @property
+    def runs_tools(self) -> bool:
+        return bool(self._outputs)
+
     def harness(self) -> Harness:
         if len(self._harnesses) == 1:
             return next(iter(self._harnesses.values()))

@@ -273,23 +273,36 @@ def plan_shards(specs: list[RolloutSpec], shard_size: int) -> list[_Shard]:
 
 
 def check_job_file(out: Path, config: TeachConfig) -> None:
-    """Refuse a directory of another job; record this job's settings in a new one."""
+    """Refuse a directory of another job, or of something else (a built dataset, an
+    evaluation). Writes nothing: ``record_job`` does once the job's backend is up."""
     path = out / JOB_FILE
-    digest = config.output_hash()
+    if not path.exists():
+        for name, what in ((mf.MANIFEST, "a dataset"), ("summary.json", "an evaluation")):
+            if (out / name).exists():
+                raise TeacherError(
+                    f"this directory holds {what} ({name}), not a teacher job; use a new --out",
+                    file=str(out),
+                )
+        return
+    try:
+        previous = json.loads(path.read_text("utf-8")).get("output_hash")
+    except (OSError, ValueError, AttributeError):
+        previous = None
+    if previous != config.output_hash():
+        raise TeacherError(
+            "this directory holds a teacher job with different settings; use a new --out "
+            "or the settings of that job",
+            file=str(path),
+        )
+
+
+def record_job(out: Path, config: TeachConfig) -> None:
+    """Record the job's settings in its directory (once; the same for every worker)."""
+    path = out / JOB_FILE
     if path.exists():
-        try:
-            previous = json.loads(path.read_text("utf-8")).get("output_hash")
-        except (OSError, ValueError, AttributeError):
-            previous = None
-        if previous != digest:
-            raise TeacherError(
-                "this directory holds a teacher job with different settings; use a new --out "
-                "or the settings of that job",
-                file=str(path),
-            )
         return
     out.mkdir(parents=True, exist_ok=True)
-    document = {"config": config.public_dict(), "output_hash": digest}
+    document = {"config": config.public_dict(), "output_hash": config.output_hash()}
     mf.write_json(path, json.loads(json.dumps(document, default=str)))
 
 
@@ -324,6 +337,13 @@ def plan_job(
             "(livestream, a tau2 domain)",
             where=f"env {config.env!r}",
         ) from None
+    if not env.runs_tools:
+        raise TeacherError(
+            f"the {env.name} corpus records no tool outputs, so its tools cannot run: every "
+            "call of a teacher's rollout would get an error back. Evaluate models on it with "
+            "hsa eval run, which scores its tasks by their actions",
+            where=f"env {config.env!r}",
+        )
     variants = task_variants(
         harness,
         tasks,
@@ -333,6 +353,14 @@ def plan_job(
         include_canonical=config.include_canonical,
     )
     specs = rollout_specs(tasks, variants, samples=config.samples, seed=config.seed)
+    if not specs:
+        why = (
+            f"{config.env} has no {config.split + ' ' if config.split else ''}tasks"
+            if not tasks
+            else "the recipe draws no variants and the canonical harness is not included "
+            "(--include-canonical)"
+        )
+        raise TeacherError(f"the job plans no rollouts: {why}", where=f"env {config.env!r}")
     shards = plan_shards(specs, config.shard_size)
     if check:
         check_job_file(out, config)
@@ -430,22 +458,25 @@ async def run_plan(
     config = plan.config
     by_id = {v.variant_id: v for vs in plan.variants.values() for v in vs}
     inner = backend if backend is not None else make_backend(config, plan.env, by_id)
-    # The in-process oracle answers about as fast as a cache lookup and always the same way:
-    # unless asked for (--cache), a request cache would only cost (measured: 1.5 s of the main
-    # build's 14 s teacher stage), never save.
-    cache = None
-    if backend is not None or config.backend != "oracle" or config.cache:
-        cache = RequestCache(Path(config.cache) if config.cache else plan.out / CACHE_FILE)
     rollout_config = RolloutConfig(
         model=config.model_name,
         sampling=Sampling(config.temperature, config.top_p, config.max_tokens),
         max_steps_per_turn=config.max_steps_per_turn,
         repair=config.repair,
     )
-    cached = CachedBackend(inner, cache) if cache is not None else inner
+    cache = None
     running_since = time.monotonic()
     try:
-        await cached.start()
+        # Nothing is written before the backend is up: a missing model or server library
+        # is a setup error that leaves the directory as it was.
+        await inner.start()
+        record_job(plan.out, config)
+        # The in-process oracle answers about as fast as a cache lookup and always the same
+        # way: unless asked for (--cache), a request cache would only cost (measured: 1.5 s of
+        # the main build's 14 s teacher stage), never save.
+        if backend is not None or config.backend != "oracle" or config.cache:
+            cache = RequestCache(Path(config.cache) if config.cache else plan.out / CACHE_FILE)
+        cached = CachedBackend(inner, cache) if cache is not None else inner
         if ready is not None:
             await asyncio.to_thread(ready)
         running_since = time.monotonic()
@@ -549,4 +580,5 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
         "verified": sum(s["verified"] for s in splits.values()),
         "splits": splits,
     }
+    record_job(plan.out, config)  # a job that had nothing to run has not recorded it yet
     mf.write_json(plan.out / mf.MANIFEST, manifest)

@@ -132,3 +132,16 @@ def test_hold_releases_on_error(tmp_path: Path) -> None:
         assert lock_path(tmp_path).exists()
         raise RuntimeError("boom")
     assert not lock_path(tmp_path).exists()
+
+
+def test_a_folder_a_refused_run_created_is_removed_and_any_other_kept(tmp_path: Path) -> None:
+    new = tmp_path / "new"
+    with pytest.raises(RuntimeError), hold(new):
+        raise RuntimeError("refused before writing anything")
+    assert not new.exists()
+    with hold(new):
+        (new / "out.txt").write_text("written")
+    assert (new / "out.txt").exists()  # a folder with something in it stays
+    with pytest.raises(RuntimeError), hold(tmp_path):
+        raise RuntimeError("refused")
+    assert tmp_path.is_dir()  # a folder that was there before stays, empty or not

@@ -180,6 +180,59 @@ def test_a_directory_of_another_job_is_refused(finished, env):
         teach(config(variants_per_task=1), out, env=env)
 
 
+@pytest.mark.parametrize(
+    "marker, what", [("manifest.json", "a dataset"), ("summary.json", "an evaluation")]
+)
+def test_a_directory_of_something_else_is_refused_untouched(tmp_path, env, marker, what):
+    out = tmp_path / "other"
+    out.mkdir()
+    (out / marker).write_text("{}")
+    with pytest.raises(TeacherError, match=f"holds {what} \\({marker}\\), not a teacher job"):
+        teach(config(tasks=2), out, env=env)
+    assert sorted(p.name for p in out.iterdir()) == [marker]
+
+
+class Unloadable(Backend):
+    """A backend whose model cannot be loaded."""
+
+    name = "unloadable"
+
+    async def start(self) -> None:
+        raise TeacherError("no model folder here", file="/models/missing")
+
+    async def chat(self, request):
+        raise AssertionError("never asked")
+
+
+def test_a_backend_that_cannot_start_leaves_nothing_and_the_fixed_job_runs(tmp_path, env):
+    out = tmp_path / "out"
+    small = config(tasks=2, variants_per_task=0)
+    with pytest.raises(TeacherError, match="no model folder"):
+        teach(small, out, env=env, backend=Unloadable())
+    assert not out.exists()  # no job file, no cache, no folder
+    report = teach(small, out, env=env)
+    assert report.written == 2 and (out / "teach.json").exists()
+
+
+def test_a_job_that_plans_nothing_is_refused_saying_why(tmp_path, env):
+    recipe = tmp_path / "none.yaml"
+    recipe.write_text("rules: []\n")
+    out = tmp_path / "out"
+    with pytest.raises(TeacherError, match="plans no rollouts: the recipe draws no variants"):
+        teach(config(tasks=2, include_canonical=False, recipe=str(recipe)), out, env=env)
+    assert not out.exists()
+
+
+def test_a_corpus_without_tool_outputs_is_refused_before_anything_runs(tmp_path, external):
+    from hsa.envs.registry import get
+
+    tau2 = get("tau2", path=str(external / "tau2" / "retail"))
+    assert not tau2.runs_tools
+    with pytest.raises(TeacherError, match="records no tool outputs") as found:
+        teach(config(env="tau2", tasks=2), tmp_path / "out", env=tau2)
+    assert "hsa eval run" in str(found.value) and not (tmp_path / "out").exists()
+
+
 def test_only_marked_shards_are_done_and_the_rest_are_written_again(tmp_path, env):
     """A shard is done when its completion mark lists it with its sha256 and the file matches:
     a foreign file, a half-written one and one without its mark are all written again."""

@@ -111,7 +111,13 @@ def _load_engine(config: VLLMConfig) -> tuple[Any, Any]:
             "the vllm backend needs vllm and a CUDA GPU: pip install 'hsa[vllm]'; "
             "to use a vLLM server instead, run the openai backend with --base-url"
         ) from None
-    return vllm.LLM(model=config.model, **dict(config.engine_args)), vllm.SamplingParams
+    try:
+        engine = vllm.LLM(model=config.model, **dict(config.engine_args))
+    except Exception as exc:  # vLLM's own errors, a bad path or engine argument: one line
+        raise TeacherError(
+            f"vllm could not load the model: {type(exc).__name__}: {exc}", file=config.model
+        ) from None
+    return engine, vllm.SamplingParams
 
 
 class VLLMBackend(BatchingBackend):
@@ -129,9 +135,14 @@ class VLLMBackend(BatchingBackend):
         self._llm = llm
         self._sampling_cls = sampling_cls
 
-    async def run_batch(self, taken: list[Waiting]) -> None:
+    async def start(self) -> None:
+        """Load the engine before the first request: vLLM missing, or a model it cannot
+        load, is a setup error of the job, not a failure of every request."""
         if self._llm is None:
             self._llm, self._sampling_cls = await asyncio.to_thread(_load_engine, self.config)
+
+    async def run_batch(self, taken: list[Waiting]) -> None:
+        await self.start()
         requests = [r for r, _ in taken]
         for batch in build_batches(requests):
             params = [self._sampling_cls(**s) for s in batch.sampling]

@@ -125,6 +125,22 @@ def test_without_vllm_the_error_says_how_to_get_it(monkeypatch):
     [error] = asyncio.run(main())
     assert isinstance(error, TeacherError)
     assert "pip install 'hsa[vllm]'" in str(error) and "openai backend" in str(error)
+    with pytest.raises(TeacherError, match="hsa\\[vllm\\]"):  # at start, before any request
+        asyncio.run(VLLMBackend(VLLMConfig("some/model")).start())
+
+
+def test_an_engine_vllm_cannot_build_is_one_error_naming_the_model(monkeypatch):
+    class Refusing:
+        SamplingParams = object
+
+        @staticmethod
+        def LLM(model, **engine_args):
+            raise ValueError(f"no config.json in {model}")
+
+    monkeypatch.setitem(sys.modules, "vllm", Refusing)
+    with pytest.raises(TeacherError, match=r"ValueError: no config\.json in /models/x") as found:
+        asyncio.run(VLLMBackend(VLLMConfig("/models/x")).start())
+    assert found.value.file == "/models/x"
 
 
 @pytest.mark.gpu
