@@ -107,6 +107,28 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
     return False
 
 
+def job_folder_problem(
+    out: Path, job_file: str, digest: str, *, kind: str, others: Mapping[str, str]
+) -> tuple[str, Path] | None:
+    """Why ``out`` cannot take a job of ``kind`` (a teacher job, an evaluation) whose settings
+    hash to ``digest``, and the file that says so: it holds such a job with other settings
+    (``job_file`` records its ``output_hash``) or, holding none, another kind of output
+    (``others``: the file that marks it -> what it is). None when it can."""
+    path = out / job_file
+    if not path.exists():
+        for name, what in others.items():
+            if (out / name).exists():
+                return f"this directory holds {what} ({name}), not {kind}; use a new --out", out
+        return None
+    try:
+        previous = json.loads(path.read_text("utf-8")).get("output_hash")
+    except (OSError, ValueError, AttributeError):
+        previous = None
+    if previous != digest:
+        return f"this directory holds {kind} with other settings; use a new --out", path
+    return None
+
+
 def remove_temporaries(out: Path) -> None:
     """Remove the ``.NAME.PID.tmp`` files killed runs left (only safe under ``out``'s lock)."""
     if out.is_dir():

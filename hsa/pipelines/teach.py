@@ -275,25 +275,12 @@ def plan_shards(specs: list[RolloutSpec], shard_size: int) -> list[_Shard]:
 def check_job_file(out: Path, config: TeachConfig) -> None:
     """Refuse a directory of another job, or of something else (a built dataset, an
     evaluation). Writes nothing: ``record_job`` does once the job's backend is up."""
-    path = out / JOB_FILE
-    if not path.exists():
-        for name, what in ((mf.MANIFEST, "a dataset"), ("summary.json", "an evaluation")):
-            if (out / name).exists():
-                raise TeacherError(
-                    f"this directory holds {what} ({name}), not a teacher job; use a new --out",
-                    file=str(out),
-                )
-        return
-    try:
-        previous = json.loads(path.read_text("utf-8")).get("output_hash")
-    except (OSError, ValueError, AttributeError):
-        previous = None
-    if previous != config.output_hash():
-        raise TeacherError(
-            "this directory holds a teacher job with different settings; use a new --out "
-            "or the settings of that job",
-            file=str(path),
-        )
+    others = {mf.MANIFEST: "a dataset", "summary.json": "an evaluation"}
+    found = mf.job_folder_problem(
+        out, JOB_FILE, config.output_hash(), kind="a teacher job", others=others
+    )
+    if found is not None:
+        raise TeacherError(found[0], file=str(found[1]))
 
 
 def record_job(out: Path, config: TeachConfig) -> None:

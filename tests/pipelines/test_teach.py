@@ -176,7 +176,7 @@ def test_secrets_are_never_written(finished):
 
 def test_a_directory_of_another_job_is_refused(finished, env):
     out, _ = finished
-    with pytest.raises(TeacherError, match="different settings"):
+    with pytest.raises(TeacherError, match="holds a teacher job with other settings"):
         teach(config(variants_per_task=1), out, env=env)
 
 
