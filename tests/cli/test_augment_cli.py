@@ -450,3 +450,79 @@ def test_the_card_counts_tokens_with_a_given_tokenizer(augmented, tmp_path: Path
     assert done.returncode == 0, done.stderr
     card = (tmp_path / "out" / "README.md").read_text()
     assert "counted with the tokenizer `tok`" in card and "| all |" in card
+
+
+def _chat_row(i: int) -> dict:
+    name = f"find_item_{i % 997}"  # many distinct harnesses: planning goes to the workers
+    arguments = json.dumps({"q": f"x{i}", "mode": "fast"})
+    return {
+        "id": f"r{i}",
+        "messages": [
+            {"role": "user", "content": f"Q{i}"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "a",
+                        "type": "function",
+                        "function": {"name": name, "arguments": arguments},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "a", "content": f"r{i}"},
+            {"role": "assistant", "content": f"done {i}"},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": f"Finds item {i % 997}.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {
+                            "q": {"type": "string"},
+                            "mode": {"type": "string", "enum": ["fast", "slow"]},
+                        },
+                        "required": ["q"],
+                    },
+                },
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.5])
+def test_ctrl_c_with_planning_workers_ends_the_run_at_once_in_one_line(tmp_path, delay) -> None:
+    """Ctrl-C reaches every process of the terminal's group, the planning workers included:
+    the run still ends promptly with ``hsa: aborted`` (exit 130), no traceback, no worker
+    left behind, whenever it comes (while the workers are forked, or while they plan)."""
+    import os
+    import signal
+    import time
+
+    corpus = tmp_path / "chats.jsonl"
+    corpus.write_text("".join(json.dumps(_chat_row(i)) + "\n" for i in range(3000)), "utf-8")
+    command = [sys.executable, "-c", CODE, "augment", "--input", str(corpus)]
+    command += ["--out", str(tmp_path / "out"), "--workers", "2", "--batch-size", "500"]
+    run = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    children = Path(f"/proc/{run.pid}/task/{run.pid}/children")
+    started = time.monotonic()
+    while run.poll() is None and not children.read_text().split():
+        assert time.monotonic() - started < 60, "no worker process started"
+        time.sleep(0.002)
+    time.sleep(delay)
+    os.killpg(run.pid, signal.SIGINT)
+    try:
+        _, err = run.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        raise AssertionError("the run did not end after Ctrl-C") from None
+    text = err.decode()
+    assert run.returncode == 130 and "Traceback" not in text, text
+    assert text.strip().splitlines()[-1] == "hsa: aborted"
+    with pytest.raises(ProcessLookupError):  # nothing of the run's group is left
+        os.killpg(run.pid, 0)
