@@ -7,7 +7,8 @@ source decides (one precedence everywhere: a command-line flag, then a config fi
 recipe or the environment). Validation lives in ``__post_init__``, so an invalid config cannot
 exist; it raises the layer's error naming the field (``refuse``). ``from_mapping`` builds a config
 from a YAML section: unknown keys are refused with a "did you mean", values of the wrong type are
-named before any field sees them.
+named before any field sees them. A config file checked against a published JSON Schema names an
+unknown key the same way (``schema_problem``).
 
 Like ``hsa.errors``, this module belongs to no layer: every layer may import it.
 """
@@ -19,6 +20,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -104,6 +106,27 @@ def did_you_mean(key: str, known: Iterable[str]) -> str:
     known = sorted(known)
     close = difflib.get_close_matches(key, known, n=1)
     return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+
+
+def schema_problem(error: Any) -> tuple[list[Any], str]:
+    """The path and the message for a JSON Schema error (a ``jsonschema.ValidationError``) in
+    a config file: an unknown key is named at its own path with the nearest allowed key
+    (``did_you_mean``), as ``from_mapping`` names an unknown setting; any other error keeps
+    jsonschema's message, at its path."""
+    schema, instance = error.schema, error.instance
+    if (
+        error.validator == "additionalProperties"
+        and isinstance(schema, Mapping)
+        and isinstance(instance, Mapping)
+    ):
+        allowed = list(schema.get("properties") or {})
+        patterns = list(schema.get("patternProperties") or {})
+        for key in instance:
+            if key in allowed or any(re.search(p, str(key)) for p in patterns):
+                continue
+            hint = did_you_mean(str(key), allowed) if allowed else "no settings are allowed here"
+            return [*error.absolute_path, key], f"unknown setting {key!r}; {hint}"
+    return list(error.absolute_path), error.message
 
 
 def bounded(

@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from hsa.config import cli_help, default_of, from_mapping, help_of, same_as, setting, settings_of
+from hsa.config import (
+    cli_help,
+    default_of,
+    from_mapping,
+    help_of,
+    same_as,
+    schema_problem,
+    setting,
+    settings_of,
+)
 from hsa.errors import ConfigError, DatasetError, HsaError, TeacherError
 from hsa.eval.config import EvalConfig
 from hsa.pipelines.augment import AugmentConfig
@@ -108,6 +117,32 @@ def test_from_mapping_names_unknown_keys_with_the_nearest_known_one() -> None:
     assert str(caught.value) == "x.yaml: $.s.cuont: unknown setting 'cuont'; did you mean 'count'?"
     with pytest.raises(TeacherError, match="known: copied, count, label, on, options, rate"):
         from_mapping(_Example, {"zzz": 1}, error=TeacherError)
+
+
+@pytest.mark.parametrize(
+    ("data", "path", "expected"),
+    [
+        ({"seeed": 3}, ["seeed"], "unknown setting 'seeed'; did you mean 'seed'?"),
+        (
+            {"augment": {"varients_per_trajectory": 3}},
+            ["augment", "varients_per_trajectory"],
+            "unknown setting 'varients_per_trajectory'; did you mean 'variants_per_trajectory'?",
+        ),
+        ({"zzzz": 1}, ["zzzz"], "unknown setting 'zzzz'; known: "),
+        ({"seed": "x"}, ["seed"], "'x' is not of type 'integer'"),
+    ],
+)
+def test_a_schema_error_names_an_unknown_key_with_the_nearest_allowed_one(
+    data: dict[str, Any], path: list[Any], expected: str
+) -> None:
+    # as from_mapping does for a YAML section, for a file checked against the build schema
+    from jsonschema.validators import Draft202012Validator
+
+    config = {"source": {"env": "livestream"}, **data}
+    errors = list(Draft202012Validator(build_schema()).iter_errors(config))
+    assert len(errors) == 1
+    found, message = schema_problem(errors[0])
+    assert found == path and message.startswith(expected)
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from hsa.config import loads_yaml
+from hsa.config import loads_yaml, schema_problem
 from hsa.errors import RuleError
 from hsa.harness.pickling import by_fields
 from hsa.harness.validate import json_path
@@ -112,9 +112,8 @@ class Recipe:
         validator = Draft202012Validator(recipe_schema())
         errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
         if errors:
-            err = errors[0]
-            where = root + json_path(err.absolute_path)[1:]
-            raise RuleError(err.message, file=file, where=where)
+            at, message = schema_problem(errors[0])
+            raise RuleError(message, file=file, where=root + json_path(at)[1:])
         from hsa.augment.registry import get
 
         lists: dict[str, list[RecipeRule]] = {"rules": [], "base": []}

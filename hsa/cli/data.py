@@ -107,7 +107,7 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
     help="Harness the trajectories were recorded under (directory or JSON; repeatable). "
     "A JSONL file without one gets harnesses derived from its rows.",
 )
-@click.option("--seed", type=int, cls=Setting, config=AUGMENT)
+@click.option("--seed", type=click.IntRange(min=0), cls=Setting, config=AUGMENT)
 @click.option("--variants-per-trajectory", type=int, cls=Setting, config=AUGMENT)
 @click.option("--keep-canonical/--no-keep-canonical", cls=Setting, config=AUGMENT)
 @click.option("--batch-size", type=int, cls=Setting, config=AUGMENT)
@@ -228,22 +228,32 @@ def _shorten(text: str | None, width: int) -> str:
 
 @click.command("inspect")
 @click.argument("path", metavar="DIR", type=click.Path(path_type=Path))
-@click.option("-n", "--rows", "count", type=int, default=2, show_default=True, help="Rows to show.")
+@click.option(
+    "-n",
+    "--rows",
+    "count",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Rows to show (0: the summary alone).",
+)
 @click.option("--split", help="Show rows of this split.  [default: the first]")
 @click.option(
-    "--width", type=int, default=400, show_default=True, help="Characters shown per message."
+    "--width",
+    type=click.IntRange(min=1),
+    default=400,
+    show_default=True,
+    help="Characters shown per message.",
 )
 def inspect_command(path: Path, count: int, split: str | None, width: int) -> None:
     """Summarise a dataset or `hsa teach` output directory and show rows rendered readably."""
-    from hsa.pipelines.teach import JOB_FILE
-
-    if (path / JOB_FILE).is_file():
+    if _is_teacher_output(path):
         summary, files = _teacher_summary(path, split)
         _summary("hsa inspect: teacher output", summary)
     else:
         summary, files = _dataset_summary(path, split)
         _summary("hsa inspect", summary)
-    if count <= 0:
+    if count == 0:
         return
     from hsa.datasets.shards import read_table
 
@@ -256,28 +266,71 @@ def inspect_command(path: Path, count: int, split: str | None, width: int) -> No
             shown += 1
 
 
+def _is_teacher_output(path: Path) -> bool:
+    """Whether ``path`` holds ``hsa teach`` output: its manifest's ``kind`` says so; without
+    a manifest (or a kind), a teacher job's file does."""
+    from hsa.datasets import manifest as mf
+    from hsa.pipelines.teach import JOB_FILE
+
+    if (path / mf.MANIFEST).is_file():
+        manifest = mf.read_json(path / mf.MANIFEST)
+        kind = manifest.get("kind") if isinstance(manifest, dict) else None
+        if kind is not None:
+            return bool(kind == mf.TEACHER_KIND)
+    return (path / JOB_FILE).is_file()
+
+
+def _count(value: Any) -> str:
+    """A count read from a manifest, with thousands separators; anything else as it is."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """``value`` when a manifest holds a JSON object there, else nothing."""
+    return value if isinstance(value, dict) else {}
+
+
+def _listed(shards: Any) -> list[dict[str, Any]]:
+    """The entries of a manifest's list of shards that name a file."""
+    if not isinstance(shards, list):
+        return []
+    return [e for e in shards if isinstance(e, dict) and isinstance(e.get("path"), str)]
+
+
 def _dataset_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str]], list[Path]]:
     """The summary of an augmented dataset, and the shards of the split whose rows are shown."""
     from hsa.datasets import manifest as mf
     from hsa.datasets.export import shards
+    from hsa.errors import DatasetError
 
+    manifest: Any = {}
+    if (path / mf.MANIFEST).is_file():  # without one, shards() says what is missing
+        manifest = mf.read_json(path / mf.MANIFEST)
+        listed = manifest.get("shards") if isinstance(manifest, dict) else None
+        if not isinstance(listed, list) or _listed(listed) != listed:
+            raise DatasetError(
+                "not a dataset manifest: expected a JSON object whose 'shards' lists "
+                '{"path": ...} entries',
+                file=str(path / mf.MANIFEST),
+            )
     files = shards(path)
-    manifest = mf.read_json(path / mf.MANIFEST)
-    rows = manifest.get("rows", {})
-    engine = manifest.get("engine", {})
+    rules = manifest.get("rules")
+    rows = _mapping(manifest.get("rows"))
+    engine = _mapping(manifest.get("engine"))
     summary = [
         ("dataset", str(path)),
-        ("rows", f"{rows.get('total', 0):,}"),
-        *[(f"  {k}", f"{v:,}") for k, v in sorted(rows.items()) if k != "total"],
-        ("source trajectories", f"{manifest.get('trajectories', 0):,}"),
-        ("variants", f"{manifest.get('variants', 0):,}"),
-        ("rules", f"{len(manifest.get('rules', []))}"),
+        ("rows", _count(rows.get("total", 0))),
+        *[(f"  {k}", _count(v)) for k, v in sorted(rows.items()) if k != "total"],
+        ("source trajectories", _count(manifest.get("trajectories", 0))),
+        ("variants", _count(manifest.get("variants", 0))),
+        ("rules", f"{len(rules) if isinstance(rules, list) else 0}"),
         ("shards", f"{len(files)}"),
         ("seed", str(manifest.get("seed"))),
         (
             "exact path (calls / hooks / rows)",
-            f"{engine.get('calls_exact', 0):,} / {engine.get('hooks_exact', 0):,} / "
-            f"{engine.get('rows_exact', 0):,}",
+            " / ".join(
+                _count(engine.get(k, 0)) for k in ("calls_exact", "hooks_exact", "rows_exact")
+            ),
         ),
     ]
     if split is None and files:
@@ -301,29 +354,37 @@ def _teacher_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
             file=str(path),
         )
     manifest = mf.read_json(path / mf.MANIFEST)
-    files = mf.listed_shards(path, manifest)
+    if not isinstance(manifest, dict):
+        raise TeacherError("not a manifest: expected a JSON object", file=str(path / mf.MANIFEST))
+    # the manifest read as far as it is well formed, so that a summary never fails on it
+    splits = {
+        name: {**entry, "shards": _listed(entry.get("shards"))}
+        for name, entry in _mapping(manifest.get("splits")).items()
+        if isinstance(entry, dict)
+    }
+    listed = {"splits": splits}
+    files = mf.listed_shards(path, listed)
     reasons: Counter = Counter()
     for file in files:
         for reason in read_table(file, columns=["reason"]).column("reason").to_pylist():
-            reasons[reason.split(":", 1)[0]] += 1
-    splits = manifest.get("splits") or {}
+            reasons[str(reason).split(":", 1)[0]] += 1
     summary = [
         ("teacher output", str(path)),
         ("teacher", str(manifest.get("teacher"))),
-        ("rows", f"{manifest.get('rows', 0):,}"),
+        ("rows", _count(manifest.get("rows", 0))),
         *[
-            (f"  {name}", f"{s.get('rows', 0):,} ({s.get('verified', 0):,} verified)")
+            (f"  {name}", f"{_count(s.get('rows', 0))} ({_count(s.get('verified', 0))} verified)")
             for name, s in sorted(splits.items())
         ],
-        ("verified", f"{manifest.get('verified', 0):,}"),
+        ("verified", _count(manifest.get("verified", 0))),
         *[(f"  rejected: {k}", f"{v:,}") for k, v in sorted(reasons.items()) if k != "ok"],
-        ("rules", f"{len(manifest.get('rule_versions') or {})}"),
+        ("rules", f"{len(_mapping(manifest.get('rule_versions')))}"),
         ("shards", f"{len(files)}"),
         ("seed", str(manifest.get("seed"))),
     ]
     if split is None and splits:
         split = sorted(splits)[0]
-    return summary, mf.listed_shards(path, manifest, split) if splits else []
+    return summary, mf.listed_shards(path, listed, split) if splits else []
 
 
 def _show_row(row: dict[str, Any], width: int) -> None:

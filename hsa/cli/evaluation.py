@@ -64,7 +64,7 @@ def _training_recipe(path: Path | None) -> Any:
     help="The training recipe (or build config) the held-out recipe must not overlap.",
 )
 @click.option("--ifeval-data", type=click.Path(path_type=Path), cls=Setting, config=EVAL)
-@click.option("--seed", type=int, cls=Setting, config=EVAL)
+@click.option("--seed", type=click.IntRange(min=0), cls=Setting, config=EVAL)
 @click.option("--concurrency", type=int, cls=Setting, config=EVAL)
 @click.option("--max-steps", "max_steps_per_turn", type=int, cls=Setting, config=EVAL)
 @click.option("--repair/--no-repair", cls=Setting, config=EVAL)
@@ -200,8 +200,16 @@ def _summary(report: Any) -> None:
 def compare_command(runs: tuple[Path, ...], plot: Path | None) -> None:
     """Print evaluation runs side by side: model x canonical x variants x drop."""
     from hsa.datasets.shards import write_atomic
-    from hsa.eval.report import compare_rows, compare_table, plot_compare, read_summary
+    from hsa.eval.report import (
+        check_plot_path,
+        compare_rows,
+        compare_table,
+        plot_compare,
+        read_summary,
+    )
 
+    if plot is not None:
+        check_plot_path(plot)
     summaries = [read_summary(run) for run in runs]
     rows = compare_rows(summaries, [run.name or str(run) for run in runs])
     console().print(compare_table(rows), end="", markup=False)

@@ -94,7 +94,7 @@ def _first_trajectory(harness, path: Path | None):
     type=click.Path(path_type=Path),
     help="Harness directory (or harness.yaml / JSON document).",
 )
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--params", "params_text", help="Rule parameters as a JSON object.")
 @click.option(
     "--trajectories",
@@ -251,6 +251,9 @@ def check(
     if params is not None and len(rule_names) != 1:
         fail("--params needs exactly one --rule")
     chosen = [get_rule(n) for n in rule_names] if rule_names else all_rules()
+    if params is not None:
+        # refused here, as `hsa rules preview` refuses them, not as a check failing per seed
+        chosen[0].resolve_params(params)
     broken = [] if rule_names else broken_plugins()
     if not (harness_path or trajectories or sources or env_names):
         env_names = ("livestream",)

@@ -13,6 +13,25 @@ from hsa.cli.collector import TUNE_GC, gc_tuned
 from hsa.cli.flags import TEACH, Setting, api_key_env_option, given
 from hsa.cli.output import console, error_console, progress
 
+#: ``--env-path``: the corpus an environment is read from, its ``path`` option
+env_path_option = click.option(
+    "--env-path",
+    type=click.Path(path_type=Path),
+    help="Corpus file or folder of the environment (tau2: a domain's folder).",
+)
+
+
+def _env_options(
+    options: dict[str, Any], env_seed: int | None, env_path: Path | None
+) -> dict[str, Any]:
+    """``options`` with the environment's seed and corpus path given on the command line."""
+    options = dict(options)
+    if env_seed is not None:
+        options["seed"] = env_seed
+    if env_path is not None:
+        options["path"] = str(env_path)
+    return options
+
 
 def _load_config_file(path: Path) -> dict[str, Any]:
     from hsa.config import read_yaml
@@ -38,6 +57,7 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 )
 @click.option("--env", cls=Setting, config=TEACH)
 @click.option("--env-seed", type=int, help="The environment's seed (its world and tasks).")
+@env_path_option
 @click.option(
     "--backend",
     type=click.Choice(["oracle", "fixed-oracle", "openai", "vllm", "transformers"]),
@@ -54,7 +74,7 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 @click.option("--include-canonical", is_flag=True, cls=Setting, config=TEACH)
 @click.option("--samples", type=int, cls=Setting, config=TEACH)
 @click.option("--recipe", type=click.Path(path_type=Path), cls=Setting, config=TEACH)
-@click.option("--seed", type=int, cls=Setting, config=TEACH)
+@click.option("--seed", type=click.IntRange(min=0), cls=Setting, config=TEACH)
 @click.option("--concurrency", type=int, cls=Setting, config=TEACH)
 @click.option("--workers", type=int, cls=Setting, config=TEACH)
 @click.option("--max-steps", "max_steps_per_turn", type=int, cls=Setting, config=TEACH)
@@ -81,6 +101,7 @@ def teach_command(
     config_file: Path | None,
     env: str | None,
     env_seed: int | None,
+    env_path: Path | None,
     api_key_env: str,
     out: Path,
     tune_gc: bool,
@@ -101,8 +122,10 @@ def teach_command(
     settings.update(given(flags))
     if env is not None:
         settings["env"] = env
-    if env_seed is not None:
-        settings["env_options"] = {**dict(settings.get("env_options") or {}), "seed": env_seed}
+    options = settings.get("env_options") or {}
+    if (env_seed is not None or env_path is not None) and isinstance(options, dict):
+        # options that are not a mapping are the config's error, which TeachConfig tells
+        settings["env_options"] = _env_options(options, env_seed, env_path)
     for key in ("recipe", "cache"):
         if settings.get(key) is not None:
             settings[key] = str(settings[key])
@@ -174,9 +197,10 @@ def _summary(report: Any) -> None:
     help="Environment whose oracle answers.",
 )
 @click.option("--env-seed", type=int, help="The environment's seed (its world and tasks).")
+@env_path_option
 @click.option(
     "--port",
-    type=int,
+    type=click.IntRange(0, 65535),
     default=8000,
     show_default=True,
     help="Port on 127.0.0.1 (0 picks a free one).",
@@ -207,7 +231,11 @@ def _summary(report: Any) -> None:
     help="Recipe of the jobs whose variants this server must know (default recipe).",
 )
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of those jobs' variant drawing."
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of those jobs' variant drawing.",
 )
 @click.option(
     "--log",
@@ -219,6 +247,7 @@ def serve_command(
     what: str,
     env: str,
     env_seed: int | None,
+    env_path: Path | None,
     port: int,
     latency_ms: float,
     fail_rate: float,
@@ -244,7 +273,7 @@ def serve_command(
     from hsa.teachers.server import ChatServer, Faults
     from hsa.teachers.task_variants import VariantPool, recipe_from
 
-    environment = get(env, **({"seed": env_seed} if env_seed is not None else {}))
+    environment = get(env, **_env_options({}, env_seed, env_path))
     pool = VariantPool(environment.harness(), recipe_from(recipe), seed=seed)
     pool.warm()
     responder = OracleResponder(environment, variants=pool)

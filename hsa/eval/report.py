@@ -210,14 +210,32 @@ def read_summary(path: str | Path) -> dict[str, Any]:
     return found
 
 
+def environment(summary: Mapping[str, Any]) -> str | None:
+    """The environment a run was on: its name, with the options it was built with (its seed,
+    its corpus), as ``tau2 (path=...)``; None when the summary does not say."""
+    name = summary.get("env")
+    if name is None:
+        return None
+    config = summary.get("config")
+    options = config.get("env_options") if isinstance(config, Mapping) else None
+    if not isinstance(options, Mapping) or not options:
+        return str(name)
+    return f"{name} ({', '.join(f'{k}={v}' for k, v in sorted(options.items()))})"
+
+
 def compare_rows(
     summaries: Sequence[Mapping[str, Any]], names: Sequence[str]
 ) -> list[dict[str, Any]]:
-    """One row per run: its model, and success on canonical, on variants, and the drop."""
+    """One row per run: its model, its environment, and success on canonical, on variants,
+    and the drop."""
     rows = []
     for name, summary in zip(names, summaries, strict=True):
         suites = summary["suites"]
-        row: dict[str, Any] = {"run": name, "model": summary.get("model", "?")}
+        row: dict[str, Any] = {
+            "run": name,
+            "model": summary.get("model", "?"),
+            "env": environment(summary),
+        }
         for suite in ("canonical", "variants", "bfcl"):
             row[suite] = suites.get(suite)
         row["drop"] = summary.get("drop")
@@ -225,23 +243,62 @@ def compare_rows(
     return rows
 
 
+def environments(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The environments of the compared runs that say theirs, each once, in order."""
+    return list(dict.fromkeys(r["env"] for r in rows if r.get("env") is not None))
+
+
 def compare_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """HAT's table, as Markdown: model x canonical x variants x drop (and bfcl when run)."""
+    """HAT's table, as Markdown: model x canonical x variants x drop (and bfcl when run).
+
+    Runs on different environments (or one built with other options) get an ``env`` column
+    and a line under the table saying that their rates are of different tasks."""
     bfcl = any(r.get("bfcl") for r in rows)
+    envs = environments(rows)
+    mixed = len(envs) > 1
     head = "| run | model | canonical % [95% CI] | variants % [95% CI] | drop |"
     rule = "|---|---|---|---|---:|"
+    if mixed:
+        head = head.replace("| model |", "| model | env |")
+        rule = "|---" + rule
     if bfcl:
         head, rule = head + " bfcl % [95% CI] |", rule + "---|"
     lines = [head, rule]
     for r in rows:
         line = (
-            f"| {r['run']} | {r['model']} | {interval(r['canonical'] or {})} | "
-            f"{interval(r['variants'] or {})} | {percent(r['drop'])} |"
+            f"| {r['run']} | {r['model']} | "
+            + (f"{r.get('env') or '?'} | " if mixed else "")
+            + f"{interval(r['canonical'] or {})} | {interval(r['variants'] or {})} | "
+            f"{percent(r['drop'])} |"
         )
         if bfcl:
             line += f" {interval(r['bfcl'] or {})} |"
         lines.append(line)
+    if mixed:
+        lines += [
+            "",
+            f"Note: these runs are on different environments ({'; '.join(envs)}): "
+            "their success rates are over different tasks, not comparable side by side.",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def check_plot_path(path: Path) -> None:
+    """An ``EvalError`` when a plot cannot be written at ``path``, said before any work: a
+    file where one of its folders would be, or a folder at ``path`` itself."""
+    if path.is_dir():
+        raise EvalError(
+            f"cannot write the plot: {path} is a directory; give a file name such as "
+            f"{path / COMPARE_PLOT}",
+            file=str(path),
+        )
+    for folder in path.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise EvalError(
+                    f"cannot write the plot: {folder} is not a directory", file=str(path)
+                )
+            return
 
 
 def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:
@@ -268,6 +325,9 @@ def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:
     ax.set_xticks(range(len(rows)), [r["run"] for r in rows], fontsize=8)
     ax.set_ylim(0, 105)
     ax.set_ylabel("success %")
-    ax.set_title("canonical vs held-out harness variants", fontsize=10)
+    title = "canonical vs held-out harness variants"
+    if len(environments(rows)) > 1:  # as the table's note says
+        title += "\n(runs on different environments: not comparable)"
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
     return png(fig)

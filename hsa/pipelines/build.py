@@ -28,7 +28,15 @@ from jsonschema import Draft202012Validator
 
 from hsa import __version__
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
-from hsa.config import bounded, from_mapping, read_yaml, refuse, setting, settings_of
+from hsa.config import (
+    bounded,
+    from_mapping,
+    read_yaml,
+    refuse,
+    schema_problem,
+    setting,
+    settings_of,
+)
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
@@ -224,8 +232,8 @@ def parse_config(data: Any, *, base: Path = Path(), file: str | None = None) -> 
     validator = Draft202012Validator(build_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
     if errors:
-        error = errors[0]
-        raise ConfigError(error.message, file=file, where=json_path(error.absolute_path))
+        at, message = schema_problem(errors[0])
+        raise ConfigError(message, file=file, where=json_path(at))
 
     def path(value: str | None) -> Path | None:
         if value is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.datasets.export import to_hf
-from hsa.datasets.manifest import MANIFEST
+from hsa.datasets.manifest import MANIFEST, TEACHER_KIND
 from hsa.errors import TrainError
 from hsa.train.config import SftSettings
 
@@ -73,6 +73,12 @@ def manifest_of(data: Path) -> dict[str, Any]:
         raise TrainError(f"cannot read the manifest: {exc}", file=str(path)) from None
     if not isinstance(found, dict):
         raise TrainError("not an hsa manifest", file=str(path))
+    if found.get("kind") == TEACHER_KIND:
+        raise TrainError(
+            "this is hsa teach output (rollouts with their verdicts), not a training dataset; "
+            f"make one from it: hsa augment --input {data} --out DIR",
+            file=str(data),
+        )
     return found
 
 

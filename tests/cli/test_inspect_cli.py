@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -118,3 +119,59 @@ def test_a_rejected_dataset_row_shows_the_reason_in_its_verification(made, tmp_p
     shown = hsa("inspect", str(out), "-n", "1")
     assert shown.returncode == 0, shown.stderr
     assert "rejected: score: wrong total" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    "args, least", [(["-n", "-1"], 0), (["--width", "-5"], 1), (["--width", "0"], 1)]
+)
+def test_counts_out_of_range_are_refused(made, args, least):
+    shown = hsa("inspect", str(made[0]), *args)
+    assert shown.returncode == 2 and shown.stdout == "" and "Traceback" not in shown.stderr
+    assert f"{args[1]} is not in the range x>={least}" in shown.stderr
+
+
+def test_no_rows_shows_the_summary_alone(made):
+    shown = hsa("inspect", str(made[0]), "-n", "0")
+    assert shown.returncode == 0 and "teacher output" in shown.stdout
+    assert "protocol=" not in shown.stdout  # no row's header
+
+
+def test_a_dataset_folder_that_also_holds_a_teach_json_is_shown_as_the_dataset(made, tmp_path):
+    teach, dataset = made
+    both = tmp_path / "both"
+    shutil.copytree(dataset, both)
+    shutil.copy(teach / "teach.json", both / "teach.json")
+    shown = hsa("inspect", str(both), "-n", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert "Traceback" not in shown.stderr and "teacher output" not in shown.stdout
+    assert "source trajectories" in shown.stdout and first_row(both)["id"] in shown.stdout
+
+
+def test_a_teacher_manifest_is_read_as_far_as_it_is_well_formed(made, tmp_path):
+    teach, _ = made
+    odd = tmp_path / "odd"
+    shutil.copytree(teach, odd)
+    manifest = json.loads((odd / "manifest.json").read_text())
+    [shard] = manifest["splits"]["train"]["shards"]
+    manifest.update(
+        rows={"total": 3},  # a dataset's way of counting
+        verified=None,
+        rule_versions=["a"],
+        splits={"train": {"rows": "3", "shards": [shard, 5, {"rows": 1}]}, "dev": 7},
+    )
+    (odd / "manifest.json").write_text(json.dumps(manifest))
+    shown = hsa("inspect", str(odd), "-n", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert "Traceback" not in shown.stderr and "teacher output" in shown.stdout
+    assert "{'total': 3}" in shown.stdout and first_row(odd)["id"] in shown.stdout
+
+
+@pytest.mark.parametrize("which", ["teacher", "dataset"])
+def test_a_manifest_that_is_not_an_object_is_a_one_line_error(made, tmp_path, which):
+    copy = tmp_path / which
+    shutil.copytree(made[0] if which == "teacher" else made[1], copy)
+    (copy / "manifest.json").write_text("[1, 2]")
+    shown = hsa("inspect", str(copy))
+    assert shown.returncode == 1 and "Traceback" not in shown.stderr
+    [line] = shown.stderr.strip().splitlines()
+    assert line.startswith(f"hsa: error: {copy / 'manifest.json'}: not a")

@@ -115,6 +115,22 @@ def test_check_on_livestream_by_default():
     assert "2 trajectories x 1 seeds" in out.stdout
 
 
+def test_check_refuses_invalid_params_up_front():
+    # one line, as `hsa rules preview` gives, before any trajectory is checked
+    out = hsa(
+        "rules", "check", "--rule", "tools.rename", "--params", '{"style": 3}', "--limit", "2"
+    )
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.splitlines() == [
+        "hsa: error: rule 'tools.rename': params.style: 3 is not valid under any of the given "
+        "schemas"
+    ]
+    preview = hsa(
+        "rules", "preview", "tools.rename", "--harness", str(DEMO), "--params", '{"style": 3}'
+    )
+    assert preview.returncode == 1 and preview.stderr == out.stderr
+
+
 BROKEN = '''
     """Deliberately broken rules, found through an hsa.rules entry point."""
     import dataclasses

@@ -200,3 +200,58 @@ def test_a_busy_port_is_a_one_line_error():
         )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("hsa: error: cannot listen on 127.0.0.1:")
+
+
+@pytest.mark.parametrize("port", ["-1", "70000"])
+def test_a_port_out_of_range_is_refused_without_a_traceback(port):
+    done = subprocess.run(
+        [*HSA, "serve", "oracle", "--port", port], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"Invalid value for '--port': {port} is not in the range 0<=x<=65535" in done.stderr
+
+
+def test_teach_builds_its_environment_from_env_path(tmp_path, external):
+    """The corpus reaches the environment: a tau2 domain is read, then refused for what it
+    is (no recorded tool outputs for a teacher to run), no longer for a missing ``path``."""
+    out = tmp_path / "out"
+    retail = external / "tau2" / "retail"
+    args = ["--env", "tau2", "--env-path", str(retail), "--tasks", "2", "--backend", "oracle"]
+    done = subprocess.run(
+        [*HSA, "teach", *args, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=environ(),
+        timeout=300,
+    )
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()  # one line, no traceback
+    assert line.startswith("hsa: error: env 'tau2': the tau2 corpus records no tool outputs")
+    missing = subprocess.run(
+        [*HSA, "teach", *args[:2], "--env-path", str(tmp_path / "nowhere"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=environ(),
+    )
+    assert missing.returncode == 1
+    assert missing.stderr == f"hsa: error: {tmp_path / 'nowhere'}: no such file or directory\n"
+
+
+def test_serve_oracle_builds_its_environment_from_env_path(tmp_path, external):
+    """A model served by the oracle of a tau2 domain passes that domain's tasks."""
+    airline = str(external / "tau2" / "airline")
+    out = tmp_path / "eval"
+    with oracle_server("--env", "tau2", "--env-path", airline) as (url, _):
+        model = ["--policy", "openai", "--base-url", url, "--model", "hsa-oracle"]
+        tasks = ["--env", "tau2", "--env-path", airline, "--suite", "canonical", "--tasks", "3"]
+        done = subprocess.run(
+            [*HSA, "eval", "run", *model, *tasks, "--out", str(out)],
+            capture_output=True,
+            text=True,
+            env=environ(),
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["env"] == "tau2" and summary["suites"]["canonical"]["n"] == 3
+    assert summary["suites"]["canonical"]["success"] == 1.0

@@ -69,3 +69,14 @@ def test_the_readme_training_commands_run_as_written(tmp_path):
     summary = json.loads((out / "eval-tiny" / "summary.json").read_text("utf-8"))
     assert summary["model"] == "transformers/out/sft-tiny"
     assert set(summary["suites"]) == {"canonical", "variants"}
+
+
+
+def test_teacher_output_is_refused_with_the_command_that_makes_a_dataset_of_it(tmp_path):
+    teach = tmp_path / "teach"
+    assert hsa("teach", "--tasks", "2", "--out", str(teach)).returncode == 0
+    done = hsa("train", "tiny-model", "--data", str(teach), "--out", str(tmp_path / "tiny"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "is hsa teach output" in line and f"hsa augment --input {teach}" in line
+    assert not (tmp_path / "tiny").exists()

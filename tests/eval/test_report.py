@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 
 import pytest
 
 from hsa.errors import EvalError
 from hsa.eval.report import (
     REPORT,
+    check_plot_path,
     compare_rows,
     compare_table,
+    environment,
     plot_failures,
     read_summary,
     render_report,
@@ -175,6 +179,7 @@ def test_compare_rows_has_one_row_per_run():
     assert rows[1]["variants"]["success"] == 0.88
     assert [r["drop"] for r in rows] == [0.1, 0.02]
     assert rows[0]["bfcl"] is None
+    assert [r["env"] for r in rows] == ["livestream", "livestream"]
 
 
 def test_compare_table_has_canonical_variants_and_drop_per_run():
@@ -216,3 +221,83 @@ def test_read_summary_refuses_what_is_not_a_summary(tmp_path, text):
     with pytest.raises(EvalError) as caught:
         read_summary(tmp_path)
     assert str(tmp_path / "summary.json") in str(caught.value)
+
+
+def _on_tau2() -> dict:
+    other = _other()
+    other["env"] = "tau2"
+    other["config"] = {"env_options": {"path": "tau2/retail"}}
+    return other
+
+
+def test_environment_names_the_options_a_run_was_built_with():
+    assert environment(SUMMARY) == "livestream"
+    assert environment(_on_tau2()) == "tau2 (path=tau2/retail)"
+    assert environment({"suites": {}}) is None  # a summary that does not say
+
+
+def test_compare_table_of_different_environments_has_an_env_column_and_a_note():
+    lines = compare_table(compare_rows([SUMMARY, _on_tau2()], ["base", "tuned"])).splitlines()
+    assert lines[0] == ("| run | model | env | canonical % [95% CI] | variants % [95% CI] | drop |")
+    assert lines[1] == "|---|---|---|---|---|---:|"
+    assert lines[2].startswith("| base | oracle/hsa-oracle | livestream | 95.0 [90.0, 100.0] |")
+    assert lines[3].startswith("| tuned | openai/tuned | tau2 (path=tau2/retail) | 90.0 ")
+    assert lines[4] == ""
+    assert lines[5].startswith("Note: these runs are on different environments (livestream; tau2")
+    assert "not comparable" in lines[5]
+
+
+def test_the_same_environment_built_otherwise_is_another_environment():
+    seeded = _other()
+    seeded["config"] = {"env_options": {"seed": 1}}
+    table = compare_table(compare_rows([SUMMARY, seeded], ["base", "tuned"]))
+    assert "| livestream (seed=1) |" in table and "Note:" in table
+
+
+def test_a_run_that_does_not_say_its_environment_is_not_told_apart():
+    unknown = _other()
+    del unknown["env"]
+    table = compare_table(compare_rows([SUMMARY, unknown], ["base", "tuned"]))
+    assert "env" not in table.splitlines()[0] and "Note:" not in table
+
+
+def test_a_plot_under_a_file_is_refused_naming_the_file(tmp_path):
+    afile = tmp_path / "afile.txt"
+    afile.write_text("x")
+    for plot in (afile / "x.png", afile / "sub" / "x.png"):
+        with pytest.raises(EvalError) as caught:
+            check_plot_path(plot)
+        assert f"{afile} is not a directory" in str(caught.value)
+    with pytest.raises(EvalError, match="is a directory; give a file name such as"):
+        check_plot_path(tmp_path)
+    check_plot_path(tmp_path / "new" / "compare.png")  # folders that are not there yet are made
+
+
+def _runs(tmp_path, *summaries) -> list[str]:
+    paths = []
+    for i, summary in enumerate(summaries):
+        run = tmp_path / f"run{i}"
+        run.mkdir()
+        (run / "summary.json").write_text(json.dumps(summary), "utf-8")
+        paths.append(str(run))
+    return paths
+
+
+def _compare(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-c", "from hsa.cli import main; main()", "eval", "compare", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_compare_with_a_plot_under_a_file_says_so_in_one_line(tmp_path):
+    afile = tmp_path / "afile.txt"
+    afile.write_text("x")
+    done = _compare(*_runs(tmp_path, SUMMARY, _other()), "--plot", str(afile / "x.png"))
+    assert done.returncode == 1 and done.stdout == ""  # refused before the table
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("hsa: error: ") and line.endswith(f"{afile} is not a directory")
+
+
+def test_compare_of_runs_on_different_environments_says_so(tmp_path):
+    done = _compare(*_runs(tmp_path, SUMMARY, _on_tau2()))
+    assert done.returncode == 0, done.stderr
+    assert "| env |" in done.stdout and "different environments" in done.stdout

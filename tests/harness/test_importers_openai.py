@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from hsa.errors import HarnessValidationError, ImportFormatError
+from hsa.errors import HarnessValidationError, HsaError, ImportFormatError
 from hsa.harness import (
     Harness,
     HookFired,
@@ -220,6 +220,22 @@ def test_a_line_holds_unescaped_unicode_line_separators_and_crlf(tmp_path):
     result = import_source(path)
     assert [t.events[0].text for t in result.trajectories] == [text, "b"]
     assert [t.metadata["line"] for t in result.trajectories] == [1, 2]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_line_cut_short_is_named_with_its_column(tmp_path, newline):
+    # the error is at the end of line 2 (column 26), not at column 1 of a line after it; the
+    # reader `hsa augment --input` opens a JSONL file with gives the same
+    from hsa.datasets import open_source
+
+    path = tmp_path / "chat.jsonl"
+    good = json.dumps(_row({"role": "user", "content": "fine"}))
+    path.write_text(good + newline + '{"id": "x", "messages": [' + newline, newline="")
+    for read in (import_source, open_source):
+        with pytest.raises(HsaError) as err:  # open_source gives it as a DatasetError
+            read(path)
+        assert (err.value.file, err.value.where) == (str(path), "line 2")
+        assert err.value.message == "invalid JSON: Expecting value (column 26)"
 
 
 def test_a_line_that_is_not_utf8_is_named(tmp_path):

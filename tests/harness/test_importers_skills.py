@@ -86,3 +86,20 @@ def test_bad_front_matter_via_cli_is_one_line(tmp_path):
         "mapping values are not allowed here"
     ]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_skill_md_file_is_sent_to_its_folder(tmp_path):
+    # not JSON: with or without --format, one line naming the folder to import instead
+    folder = tmp_path / "greet"
+    folder.mkdir()
+    skill = folder / "SKILL.md"
+    skill.write_text("---\nname: greet\ndescription: Greet.\n---\nSay hello.\n")
+    assert detect_format(skill) == "agent-skills"
+    expected = (
+        f"hsa: error: {skill}: Agent Skills are imported from a folder: import {folder}, "
+        "the skill's folder"
+    )
+    for extra in ((), ("--format", "agent-skills")):
+        done = hsa("harness", "import", str(skill), "--out", str(tmp_path / "o"), *extra)
+        assert done.returncode == 1 and done.stderr.splitlines() == [expected]
+    assert hsa("harness", "import", str(folder), "--out", str(tmp_path / "o")).returncode == 0

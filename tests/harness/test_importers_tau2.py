@@ -62,6 +62,26 @@ def test_defs_and_refs_are_kept(external):
     assert harness.metadata["import_notes"]
 
 
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_a_domains_tools_json_on_its_own_gives_the_same_tools(external, domain, tmp_path):
+    # tau2 never shows a tool's `self` to the agent: imported as a tools file, the domain's
+    # tools.json loses it as the domain import does
+    src = external / "tau2" / domain
+    assert detect_format(src / "tools.json") == "tools"
+    (alone,) = import_source(src / "tools.json").harnesses
+    (whole,) = import_source(src).harnesses
+    assert alone.tools == whole.tools
+    assert alone.metadata["import_notes"] == whole.metadata["import_notes"]
+    calculate = alone.tool("calculate")
+    assert calculate is not None
+    assert "self" not in calculate.parameters["properties"]
+    assert calculate.parameters["required"] == ["expression"]
+    out = tmp_path / "tools"
+    done = hsa("harness", "import", str(src / "tools.json"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert load_harness(out).tools == whole.tools
+
+
 def test_cli_import_then_validate(external, tmp_path):
     out = tmp_path / "retail"
     done = hsa("harness", "import", str(external / "tau2" / "retail"), "--out", str(out))

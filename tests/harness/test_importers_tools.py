@@ -87,6 +87,22 @@ def test_malformed_tools_are_refused_with_their_path(tmp_path, doc, where, reaso
     assert reason in err.value.message
 
 
+def test_a_bound_methods_self_is_dropped_and_a_typed_self_kept(tmp_path):
+    properties = {"self": {"title": "Self"}, **SCHEMA["properties"]}
+    receiver = {"type": "object", "properties": properties, "required": ["self", "q"]}
+    typed = {"type": "object", "properties": {"self": {"type": "string"}}, "required": ["self"]}
+    path = tmp_path / "tools.json"
+    entries = [dict(BARE, parameters=receiver), dict(BARE, name="me", parameters=typed)]
+    path.write_text(json.dumps(entries))
+    (harness,) = import_source(path).harnesses
+    assert harness.tool("search").parameters == SCHEMA
+    assert harness.tool("me").parameters == typed
+    assert harness.metadata["import_notes"] == [
+        "dropped the untyped 'self' parameter that tools.json lists for 1 tool(s): it is the "
+        "Python method receiver, never a model argument"
+    ]
+
+
 def test_invalid_json_names_line(tmp_path):
     path = tmp_path / "tools.json"
     path.write_text('[\n  {"name": "a",}\n]')

@@ -33,7 +33,7 @@ SMALL = {
 @pytest.mark.parametrize(
     ("data", "where", "what"),
     [
-        ({"source": {"env": "livestream"}, "sorce": 1}, r"\$", "Additional properties"),
+        ({"source": {"env": "livestream"}, "sorce": 1}, r"\$\.sorce", "did you mean .source."),
         ({"source": {}}, r"\$\.source", "is not valid under any of the given schemas"),
         (
             {"source": {"env": "livestream", "trajectories": "x.parquet"}},

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from hsa.errors import HarnessError, HarnessValidationError, HsaError, ImportFormatError
 from hsa.harness.events import Trajectory
-from hsa.harness.model import Harness, Section
+from hsa.harness.model import Harness, Section, Tool
 from hsa.harness.validate import harness_problems
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
@@ -104,6 +104,35 @@ def api_sections(*leading: Section) -> tuple[Section, ...]:
     )
 
 
+def drop_self(tools: Sequence[Tool]) -> tuple[list[Tool], str | None]:
+    """``tools`` without the untyped ``self`` parameter of schemas generated from bound Python
+    methods (tau2-bench's ``tools.json``), and the import note saying so (None when no tool
+    had one).
+
+    Such a schema lists ``self: {"title": "Self"}`` as a required argument: it is the method's
+    receiver, never shown to an agent, and no reference call passes it, so the schema would
+    reject every one. A tools file gives the same tools whichever importer reads it.
+    """
+    out, dropped = [], 0
+    for tool in tools:
+        props = dict(tool.parameters.get("properties") or {})
+        receiver = props.get("self")
+        if isinstance(receiver, Mapping) and "type" not in receiver and set(receiver) <= {"title"}:
+            del props["self"]
+            params = {**tool.parameters, "properties": props}
+            if "required" in params:
+                params["required"] = [r for r in params["required"] if r != "self"]
+            tool = replace(tool, parameters=params)
+            dropped += 1
+        out.append(tool)
+    if not dropped:
+        return out, None
+    return out, (
+        "dropped the untyped 'self' parameter that tools.json lists for "
+        f"{dropped} tool(s): it is the Python method receiver, never a model argument"
+    )
+
+
 def harness_id(name: str, *, fallback: str = "harness") -> str:
     """``name`` made into a valid harness id (letters, digits, ``_.:-``; no leading symbol)."""
     cleaned = re.sub(r"[^A-Za-z0-9_.:-]+", "-", name).strip("-_.:")
@@ -172,7 +201,9 @@ def read_json_lines(
     ``text_lines``, and its ``at``)."""
     for lineno, line in text_lines(path, at=at):
         try:
-            row = json.loads(line)
+            # without its line break: an error at the end of the line is placed on it, not at
+            # column 1 of the next
+            row = json.loads(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             raise invalid_json(exc, path, lineno) from None
         yield lineno, row

@@ -8,7 +8,7 @@ from pathlib import Path
 from hsa.errors import ImportFormatError
 from hsa.harness.importers.base import invalid_json, read_text, text_lines
 from hsa.harness.importers.bfcl import DOC_DIR, QUESTION_FILE, is_bfcl_dir
-from hsa.harness.importers.skills import skill_folders
+from hsa.harness.importers.skills import SKILL_FILE, skill_folders
 from hsa.harness.importers.tau2 import is_domain
 
 FORMATS = ("tools", "agent-skills", "bfcl", "tau2", "openai-jsonl")
@@ -32,6 +32,8 @@ def detect_format(src: str | Path) -> str:
             f"{DOC_DIR}/); pass --format",
             file=str(path),
         )
+    if path.name == SKILL_FILE:  # not JSON: the skills importer says what to import instead
+        return "agent-skills"
     if QUESTION_FILE.match(path.name) or path.parent.name == DOC_DIR:
         return "bfcl"
     first, more = _first_lines(path)

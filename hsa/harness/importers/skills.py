@@ -9,6 +9,7 @@ from hsa.harness.importers.base import ImportResult, api_sections, harness_id
 from hsa.harness.model import Harness, Prompt, Section, Tool
 from hsa.harness.skillfile import load_skill_dir
 
+SKILL_FILE = "SKILL.md"
 SKILL_TOOL = Tool(
     name="load_skill",
     description=(
@@ -25,9 +26,9 @@ SKILL_TOOL = Tool(
 
 def skill_folders(path: Path) -> list[Path]:
     """The skill folders at ``path``: itself when it holds a SKILL.md, else its children that do."""
-    if (path / "SKILL.md").is_file():
+    if (path / SKILL_FILE).is_file():
         return [path]
-    return sorted(p for p in path.iterdir() if p.is_dir() and (p / "SKILL.md").is_file())
+    return sorted(p for p in path.iterdir() if p.is_dir() and (p / SKILL_FILE).is_file())
 
 
 def import_skills(path: Path) -> ImportResult:
@@ -38,7 +39,8 @@ def import_skills(path: Path) -> ImportResult:
     the skill id; a SKILL.md with bad front matter is refused with its file and line.
     """
     if not path.is_dir():
-        raise ImportFormatError("Agent Skills are imported from a folder", file=str(path))
+        hint = f": import {path.parent}, the skill's folder" if path.name == SKILL_FILE else ""
+        raise ImportFormatError(f"Agent Skills are imported from a folder{hint}", file=str(path))
     folders = skill_folders(path)
     if not folders:
         raise ImportFormatError(

@@ -10,13 +10,14 @@ from hsa.errors import ImportFormatError
 from hsa.harness.importers.base import (
     ImportResult,
     api_sections,
+    drop_self,
     harness_id,
     literal_template,
     read_json,
     read_text,
     task_row,
 )
-from hsa.harness.model import Harness, Prompt, Section, Tool
+from hsa.harness.model import Harness, Prompt, Section
 from hsa.harness.toolformats import tools_from_document
 
 TOOLS_FILE = "tools.json"
@@ -44,7 +45,7 @@ def import_tau2(path: Path) -> ImportResult:
     domain = path.resolve().name
     tools_path = path / TOOLS_FILE
     tools, name_map = tools_from_document(read_json(tools_path), file=str(tools_path))
-    tools, dropped = _drop_self(tools)
+    tools, note = drop_self(tools)
     sections: list[Section] = []
     policy_path = path / POLICY_FILE
     if policy_path.is_file():
@@ -59,11 +60,8 @@ def import_tau2(path: Path) -> ImportResult:
     metadata: dict[str, Any] = {"source": "tau2", "domain": domain}
     if name_map:
         metadata["name_map"] = name_map
-    if dropped:
-        metadata["import_notes"] = [
-            "dropped the untyped 'self' parameter that tools.json lists for "
-            f"{len(dropped)} tool(s): it is the Python method receiver, never a model argument"
-        ]
+    if note:
+        metadata["import_notes"] = [note]
     harness = Harness(
         id=harness_id(f"tau2-{domain}"),
         prompt=Prompt(sections=api_sections(*sections)),
@@ -72,24 +70,6 @@ def import_tau2(path: Path) -> ImportResult:
     )
     tasks = _tasks(path / TASKS_FILE, domain, harness)
     return ImportResult(harnesses=(harness,), tasks=tuple(tasks), source=str(path), format="tau2")
-
-
-def _drop_self(tools: list[Tool]) -> tuple[list[Tool], list[str]]:
-    # tau2's schemas are generated from bound methods and list ``self: {"title": "Self"}`` as a
-    # required argument; no reference action passes it, so the schema would reject every one.
-    out, dropped = [], []
-    for tool in tools:
-        props = dict(tool.parameters.get("properties") or {})
-        receiver = props.get("self")
-        if isinstance(receiver, Mapping) and "type" not in receiver and set(receiver) <= {"title"}:
-            del props["self"]
-            params = {**tool.parameters, "properties": props}
-            if "required" in params:
-                params["required"] = [r for r in params["required"] if r != "self"]
-            tool = Tool(tool.name, tool.description, params)
-            dropped.append(tool.name)
-        out.append(tool)
-    return out, dropped
 
 
 def _tasks(path: Path, domain: str, harness: Harness) -> list[dict[str, Any]]:

@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hsa.harness.importers.base import ImportResult, api_sections, harness_id, read_json
+from hsa.harness.importers.base import (
+    ImportResult,
+    api_sections,
+    drop_self,
+    harness_id,
+    read_json,
+)
 from hsa.harness.model import Harness, Prompt
 from hsa.harness.toolformats import tools_from_document
 
@@ -13,12 +19,17 @@ from hsa.harness.toolformats import tools_from_document
 def import_tools(path: Path) -> ImportResult:
     """One harness holding the tools of ``path``, stored in OpenAI form with legal names.
 
-    ``metadata["name_map"]`` maps each renamed tool's legal name back to its source name.
+    ``metadata["name_map"]`` maps each renamed tool's legal name back to its source name. The
+    tools are those the tau2 importer makes of the same file (a tau2 domain's tools.json
+    imported on its own): a bound method's ``self`` is dropped (``drop_self``).
     """
     tools, name_map = tools_from_document(read_json(path), file=str(path))
+    tools, note = drop_self(tools)
     metadata: dict[str, Any] = {"source": path.name}
     if name_map:
         metadata["name_map"] = name_map
+    if note:
+        metadata["import_notes"] = [note]
     harness = Harness(
         id=harness_id(path.stem, fallback="tools"),
         prompt=Prompt(sections=api_sections()),
