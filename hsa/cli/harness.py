@@ -40,7 +40,8 @@ def validate(path: Path) -> None:
     PATH may also be a directory holding several harness directories, as written by
     `hsa harness import`; each is checked. The system prompt is rendered once in the sandbox,
     so unsafe or broken templates are reported too. Every problem is printed as
-    `file: json-path: reason`.
+    `file: json-path: reason`, in file order; a file that cannot be read does not hide the
+    problems of the others.
     """
     from hsa.harness import problems
 

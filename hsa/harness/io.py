@@ -13,12 +13,17 @@ A harness directory::
 when ``harness.yaml`` does not reference it (skills in folder-name order). A manifest that names
 another file or lists skills keeps the last word; one that sets ``prompt.template`` inline
 beside a ``prompt.md.j2`` is refused, since one of the two would be ignored.
+
+Each file is read on its own: a file, a tools.json entry or a skill that cannot be read is a
+problem, and the rest of the harness is still read and checked, so ``problems`` lists every
+problem of every file, in file order.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -125,53 +130,82 @@ def _read_yaml(path: Path) -> Any:
         raise HarnessError(f"invalid YAML: {reason}", file=str(path), where=where) from None
 
 
-def read_document(path: str | Path) -> tuple[dict[str, Any], _Sources]:
-    """Assemble the harness document at ``path`` (directory, harness.yaml or .json file)."""
+def _read(path: str | Path) -> tuple[dict[str, Any], list[HsaError]]:
+    """The harness document at ``path``, assembled file by file, and every problem with it
+    (see ``problems``); the document is whole only when there are none."""
     path = Path(path)
     if path.is_dir():
         manifest = path / MANIFEST
         if not manifest.is_file():
-            raise HarnessError(f"not a harness directory: no {MANIFEST}", file=str(path))
+            return {}, [HarnessError(f"not a harness directory: no {MANIFEST}", file=str(path))]
     elif path.is_file():
         manifest = path
     else:
-        raise HarnessError("no such file or directory", file=str(path))
+        return {}, [HarnessError("no such file or directory", file=str(path))]
     root = manifest.parent
     sources = _Sources(root, manifest)
-    doc = _read_json(manifest) if manifest.suffix == ".json" else _read_yaml(manifest)
-    if not isinstance(doc, dict):
-        raise HarnessError("a harness document must be a mapping", file=str(manifest), where="$")
-
+    found: list[HsaError] = []
+    read = _read_json if manifest.suffix == ".json" else _read_yaml
+    try:
+        doc = read(manifest)
+    except HsaError as exc:
+        found.append(exc)
+        doc = None
+    if doc is not None and not isinstance(doc, dict):
+        found.append(
+            HarnessError("a harness document must be a mapping", file=str(manifest), where="$")
+        )
+        doc = None
+    # Without a manifest to read, the files found by convention are still checked.
+    manifest_read = doc is not None
+    doc = doc if doc is not None else {}
     if manifest.name == MANIFEST:
-        _by_convention(doc, root, manifest)
+        try:
+            _by_convention(doc, root, manifest)
+        except HsaError as exc:
+            found.append(exc)
+
+    tools_data: Any = None
+    tool_index: list[int] | None = None  # entry of tools.json that each doc tool came from
     if isinstance(doc.get("tools"), str):
         sources.tools = root / doc["tools"]
-        doc["tools"] = _tools_from_file(sources.tools, sources)
+        tools_data, doc["tools"], tool_index = _read_tools(sources, found)
     prompt = doc.get("prompt")
     if isinstance(prompt, dict) and "template_file" in prompt:
         ref = prompt.pop("template_file")
         if not isinstance(ref, str):
-            raise HarnessError(
-                "must name a file", file=str(manifest), where="$.prompt.template_file"
+            found.append(
+                HarnessError("must name a file", file=str(manifest), where="$.prompt.template_file")
             )
-        sources.template = root / ref
-        prompt["template"] = _read_text(sources.template, max_chars=MAX_TEMPLATE_CHARS)
+        else:
+            sources.template = root / ref
+            try:
+                prompt["template"] = _read_text(sources.template, max_chars=MAX_TEMPLATE_CHARS)
+            except HsaError as exc:
+                found.append(exc)
+    skill_index: list[int] | None = None  # entry of the manifest's list each doc skill is
     skills = doc.get("skills")
     if isinstance(skills, list) and all(isinstance(s, str) for s in skills):
-        loaded = []
-        for i, skill_id in enumerate(skills):
-            # The id names a folder: the pattern (no '/', no leading '.') keeps it inside skills/.
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", skill_id):
-                raise HarnessError(
-                    f"{skill_id!r} is not a valid skill id",
-                    file=str(manifest),
-                    where=f"$.skills[{i}]",
-                )
-            folder = root / SKILLS_DIR / skill_id
-            sources.skills[i] = folder / "SKILL.md"
-            loaded.append(load_skill_dir(folder).to_dict())
-        doc["skills"] = loaded
-    return doc, sources
+        doc["skills"], skill_index = _read_skills(skills, sources, found)
+
+    checked = document_problems(doc)
+    if not found and not checked:
+        checked = render_problems(Harness.from_dict(doc))
+    for problem in checked:
+        where, message = problem.where or "$", problem.message
+        if tool_index is not None:
+            where, message = _reindex("tools", tool_index, where, message)
+        if skill_index is not None:
+            where, message = _reindex("skills", skill_index, where, message)
+        located = sources.locate(HarnessError(message, where=where))
+        if sources.tools is not None and located.file == str(sources.tools):
+            # a path in the message points into the same file: as that file's path
+            message = re.sub(r"\$\.tools\[(\d+)\]", r"$[\1]", located.message)
+            located = HarnessError(message, file=located.file, where=located.where)
+        if manifest_read or located.file != str(manifest):
+            found.append(located)
+    data = {str(manifest): doc, str(sources.tools): tools_data}
+    return doc, _in_file_order(found, sources, data)
 
 
 def _by_convention(doc: dict[str, Any], root: Path, manifest: Path) -> None:
@@ -202,46 +236,143 @@ def _by_convention(doc: dict[str, Any], root: Path, manifest: Path) -> None:
     prompt["template_file"] = TEMPLATE_FILE
 
 
-def _tools_from_file(path: Path, sources: _Sources) -> list[dict[str, Any]]:
-    data = _read_json(path)
+def _read_tools(
+    sources: _Sources, found: list[HsaError]
+) -> tuple[Any, list[dict[str, Any]], list[int]]:
+    """The tools file's data, its tools as harness-document tools and the entry each came
+    from; an entry that cannot be converted is a problem in ``found``, and left out."""
+    assert sources.tools is not None
+    file = str(sources.tools)
     try:
+        data = _read_json(sources.tools)
         entries = tool_entries(data)
-        tools = []
-        for i, entry in enumerate(entries):
-            tool, fmt = tool_from_entry(entry, where=f"$[{i}]")
-            wrapped = fmt == "openai" and "function" in entry
-            sources.tool_layout[i] = (".function" if wrapped else "", SCHEMA_KEYS[fmt])
-            tools.append(tool.to_dict())
-        return tools
     except ImportFormatError as exc:
-        raise HarnessError(exc.message, file=str(path), where=exc.where or "$") from None
+        found.append(HarnessError(exc.message, file=file, where=exc.where or "$"))
+        return None, [], []
+    except HsaError as exc:
+        found.append(exc)
+        return None, [], []
+    tools: list[dict[str, Any]] = []
+    index: list[int] = []
+    for i, entry in enumerate(entries):
+        try:
+            tool, fmt = tool_from_entry(entry, where=f"$[{i}]")
+        except ImportFormatError as exc:
+            found.append(HarnessError(exc.message, file=file, where=exc.where or "$"))
+            continue
+        wrapped = fmt == "openai" and "function" in entry
+        sources.tool_layout[i] = (".function" if wrapped else "", SCHEMA_KEYS[fmt])
+        tools.append(tool.to_dict())
+        index.append(i)
+    return data, tools, index
+
+
+def _read_skills(
+    ids: list[str], sources: _Sources, found: list[HsaError]
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """The skills the manifest lists, as harness-document skills, and the entry of the list
+    each is; a skill that cannot be read is a problem in ``found``, and left out."""
+    skills: list[dict[str, Any]] = []
+    index: list[int] = []
+    for i, skill_id in enumerate(ids):
+        # The id names a folder: the pattern (no '/', no leading '.') keeps it inside skills/.
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", skill_id):
+            found.append(
+                HarnessError(
+                    f"{skill_id!r} is not a valid skill id",
+                    file=str(sources.manifest),
+                    where=f"$.skills[{i}]",
+                )
+            )
+            continue
+        folder = sources.root / SKILLS_DIR / skill_id
+        sources.skills[i] = folder / "SKILL.md"
+        try:
+            skills.append(load_skill_dir(folder).to_dict())
+        except HsaError as exc:
+            found.append(exc)
+            continue
+        index.append(i)
+    return skills, index
+
+
+def _reindex(part: str, index: list[int], where: str, message: str) -> tuple[str, str]:
+    """``where`` and ``message`` with each ``$.PART[k]`` made ``$.PART[index[k]]``: the
+    entries of a part left out (unreadable) do not shift the paths of the others."""
+
+    def entry(match: re.Match[str]) -> str:
+        k = int(match.group(1))
+        return f"$.{part}[{index[k] if k < len(index) else k}]"
+
+    pattern = re.compile(rf"\$\.{part}\[(\d+)\]")
+    return pattern.sub(entry, where), pattern.sub(entry, message)
+
+
+#: one step of a JSON path as ``hsa.harness.validate`` writes them (``json_path``,
+#: ``ref_problems``)
+_STEP = re.compile(r'\.([^.\[]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def _in_file_order(
+    found: list[HsaError], sources: _Sources, data: Mapping[str, Any]
+) -> list[HsaError]:
+    """``found`` sorted by file (see ``problems``), then by place in the file: a line,
+    or a JSON path followed through the file's ``data``, a key by its place among its
+    siblings. Problems at the same place keep their order."""
+    files = [sources.manifest, sources.template, sources.tools]
+    files += [sources.skills[i] for i in sorted(sources.skills)]
+    rank = {str(f): n for n, f in enumerate(files) if f is not None}
+
+    def key(item: tuple[int, HsaError]) -> tuple[int, tuple[int, ...], int]:
+        n, problem = item
+        place = _place(problem.where, data.get(problem.file or ""))
+        return rank.get(problem.file or "", -1), place, n
+
+    return [problem for _, problem in sorted(enumerate(found), key=key)]
+
+
+def _place(where: str | None, data: Any) -> tuple[int, ...]:
+    """A sort key for ``where`` in a file holding ``data`` (see ``_in_file_order``)."""
+    if not where:
+        return ()
+    if line := re.match(r"line (\d+)", where):
+        return (int(line.group(1)),)
+    if not where.startswith("$"):
+        return ()
+    place: list[int] = []
+    node = data
+    for name, number, quoted in _STEP.findall(where[1:]):
+        if number:
+            step = int(number)
+            node = node[step] if isinstance(node, list) and step < len(node) else None
+        else:
+            key = json.loads(quoted) if quoted else name
+            keys = list(node) if isinstance(node, Mapping) else []
+            step = keys.index(key) if key in keys else len(keys)
+            node = node[key] if key in keys else None
+        place.append(step)
+    return tuple(place)
 
 
 def problems(path: str | Path) -> list[HsaError]:
-    """Every problem with the harness at ``path``, each naming its file and JSON path.
+    """Every problem with the harness at ``path`` (a directory, harness.yaml or JSON document),
+    each naming its file and JSON path (or line), in file order.
 
-    Beyond the schema, the system prompt is rendered once in the sandbox, so a template that
-    only fails at render time (unsafe attribute access, an undefined name, oversize output)
-    is reported here rather than in the middle of a build.
+    Each file is read on its own: a harness.yaml that does not parse, a tools.json entry that
+    cannot be converted or a SKILL.md with bad front matter is reported, and the rest of the
+    harness is still checked. Files come in the order harness.yaml, prompt template,
+    tools.json, then the skills; a file's problems in the order of what they concern in it.
+    Beyond the schema, the system prompt is rendered once in the sandbox when nothing else is
+    wrong, so a template that only fails at render time (unsafe attribute access, an undefined
+    name, oversize output) is reported here rather than in the middle of a build.
     """
-    return _check(path)[1]
-
-
-def _check(path: str | Path) -> tuple[dict[str, Any] | None, list[HsaError]]:
-    try:
-        doc, sources = read_document(path)
-    except HsaError as exc:
-        return None, [exc]
-    found = document_problems(doc)
-    if not found:
-        found = render_problems(Harness.from_dict(doc))
-    return doc, [sources.locate(p) for p in found]
+    return _read(path)[1]
 
 
 def load(path: str | Path) -> Harness:
     """Load and validate a harness; raise ``HarnessValidationError`` listing every problem."""
-    doc, found = _check(path)
-    if found or doc is None:
+    doc, found = _read(path)
+    if found:
         raise HarnessValidationError(found)
     return Harness.from_dict(doc)
 

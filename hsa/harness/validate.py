@@ -54,6 +54,7 @@ def harness_problems(harness: Harness, *, file: str | None = None) -> list[HsaEr
 def _problems(doc: Any, file: str | None, harness: Harness | None) -> list[HsaError]:
     """``document_problems``; ``harness``, when given, is the harness ``doc`` was made from."""
     problems: list[HsaError] = []
+    at: list[tuple[Any, ...]] = []  # the path of each schema problem
     for path, err in _schema_errors(doc, harness):
         if err.validator == "additionalProperties" and isinstance(err.instance, Mapping):
             # One line per unknown field, at the field itself, with the fields that are allowed.
@@ -68,15 +69,33 @@ def _problems(doc: Any, file: str | None, harness: Harness | None) -> list[HsaEr
                             where=json_path([*path, key]),
                         )
                     )
+                    at.append((*path, key))
             continue
         problems.append(HarnessError(_schema_reason(err), file=file, where=json_path(path)))
-    if problems or not isinstance(doc, Mapping):
+        at.append(tuple(path))
+    if not isinstance(doc, Mapping):
         return problems
     problems.extend(
         HarnessError(reason, file=file, where=where)
-        for where, reason in _semantic_problems(doc, harness)
+        for where, reason in _semantic_problems(doc, harness, _Broken(at))
     )
     return problems
+
+
+class _Broken:
+    """Whether a part of a document (a path such as ``("tools", 2, "name")``) has a schema
+    problem at it, inside it or in a part above it (the root aside): the checks the schema
+    cannot express read only the parts that are well-formed, so a schema problem neither
+    stops them nor is reported twice."""
+
+    def __init__(self, paths: Iterable[tuple[Any, ...]]):
+        self._at = {p for p in paths if p}
+        self._inside = {p[:k] for p in self._at for k in range(1, len(p) + 1)}
+
+    def __call__(self, *path: Any) -> bool:
+        if not self._at:
+            return False
+        return path in self._inside or any(path[:k] in self._at for k in range(1, len(path)))
 
 
 def validate_document(doc: Any, *, file: str | None = None) -> None:
@@ -241,10 +260,12 @@ def _schema_reason(err: jsonschema.ValidationError) -> str:
 
 
 def _semantic_problems(
-    doc: Mapping[str, Any], harness: Harness | None = None
+    doc: Mapping[str, Any], harness: Harness | None = None, broken: _Broken | None = None
 ) -> Iterator[tuple[str, str]]:
     """The problems the schema cannot express; with the ``harness`` the document was made
-    from, each tool's parameter problems are kept on the tool."""
+    from, each tool's parameter problems are kept on the tool. ``broken`` says which parts
+    have schema problems: those are not read here."""
+    broken = broken or _Broken(())
 
     def parameters(index: int | None, schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         if harness is None:
@@ -255,25 +276,32 @@ def _semantic_problems(
         where = "$.skill_tool.parameters" if index is None else f"$.tools[{index}].parameters"
         return ((where + sub, reason) for sub, reason in found)
 
-    tools = list(doc.get("tools") or [])
+    tools = _items(doc.get("tools"))
     seen: dict[str, int] = {}
+    named: list[tuple[str, str]] = []  # (where, name) of every well-formed name
     for i, tool in enumerate(tools):
-        name = tool["name"]
-        if name in seen:
-            yield (
-                f"$.tools[{i}].name",
-                f"duplicate tool name {name!r} (also at $.tools[{seen[name]}])",
-            )
-        seen[name] = i
-        yield from parameters(i, tool.get("parameters") or {})
+        if tool is None:
+            continue
+        if not broken("tools", i, "name"):
+            name = tool["name"]
+            named.append((f"$.tools[{i}].name", name))
+            if name in seen:
+                yield (
+                    f"$.tools[{i}].name",
+                    f"duplicate tool name {name!r} (also at $.tools[{seen[name]}])",
+                )
+            seen[name] = i
+        if not broken("tools", i, "parameters"):
+            yield from parameters(i, tool.get("parameters") or {})
     skill_tool = doc.get("skill_tool")
-    if (doc.get("protocol") or {}).get("call_format") == "python" and (
-        (doc.get("protocol") or {}).get("name") == "text"
-    ):
+    if not isinstance(skill_tool, Mapping):
+        skill_tool = None
+    protocol = doc.get("protocol")
+    protocol = protocol if isinstance(protocol, Mapping) else {}
+    if protocol.get("call_format") == "python" and protocol.get("name") == "text":
         from hsa.harness.protocols.pycalls import is_identifier
 
-        named = [(f"$.tools[{i}].name", t["name"]) for i, t in enumerate(tools)]
-        if skill_tool:
+        if skill_tool and not broken("skill_tool", "name"):
             named.append(("$.skill_tool.name", skill_tool["name"]))
         for where, name in named:
             if not is_identifier(name):
@@ -285,31 +313,43 @@ def _semantic_problems(
                     ),
                 )
     if skill_tool:
-        if skill_tool["name"] in seen:
+        if not broken("skill_tool", "name") and skill_tool["name"] in seen:
             yield "$.skill_tool.name", f"skill tool name {skill_tool['name']!r} is also a tool"
-        params = skill_tool.get("parameters") or {}
-        yield from parameters(None, params)
-        if not (params.get("properties") or {}):
-            yield "$.skill_tool.parameters", "the skill tool needs a parameter naming the skill"
+        if not broken("skill_tool", "parameters"):
+            params = skill_tool.get("parameters") or {}
+            yield from parameters(None, params)
+            if not (params.get("properties") or {}):
+                yield "$.skill_tool.parameters", "the skill tool needs a parameter naming the skill"
 
     skill_ids: dict[str, int] = {}
-    for i, skill in enumerate(doc.get("skills") or []):
+    for i, skill in enumerate(_items(doc.get("skills"))):
+        if skill is None or broken("skills", i, "id"):
+            continue
         if skill["id"] in skill_ids:
             yield f"$.skills[{i}].id", f"duplicate skill id {skill['id']!r}"
         skill_ids[skill["id"]] = i
 
     hook_ids: set[str] = set()
-    for i, hook in enumerate(doc.get("hooks") or []):
+    for i, hook in enumerate(_items(doc.get("hooks"))):
+        if hook is None:
+            continue
         where = f"$.hooks[{i}]"
-        if hook["id"] in hook_ids:
-            yield f"{where}.id", f"duplicate hook id {hook['id']!r}"
-        hook_ids.add(hook["id"])
-        try:
-            message_fields(hook.get("message", ""))
-        except TemplateError as exc:
-            yield f"{where}.message", exc.message
+        if not broken("hooks", i, "id"):
+            if hook["id"] in hook_ids:
+                yield f"{where}.id", f"duplicate hook id {hook['id']!r}"
+            hook_ids.add(hook["id"])
+        if not broken("hooks", i, "message"):
+            try:
+                message_fields(hook.get("message", ""))
+            except TemplateError as exc:
+                yield f"{where}.message", exc.message
         inject = hook.get("inject", "system")
-        if inject in ("user", "tool_result") and not hook.get("wrapper"):
+        if (
+            not broken("hooks", i, "inject")
+            and not broken("hooks", i, "wrapper")
+            and inject in ("user", "tool_result")
+            and not hook.get("wrapper")
+        ):
             yield (
                 f"{where}.wrapper",
                 (
@@ -317,6 +357,8 @@ def _semantic_problems(
                     "from the surrounding text"
                 ),
             )
+        if broken("hooks", i, "matcher", "tool"):
+            continue
         pattern = (hook.get("matcher") or {}).get("tool")
         if pattern is not None:
             try:
@@ -324,21 +366,34 @@ def _semantic_problems(
             except re.error as exc:
                 yield f"{where}.matcher.tool", f"invalid regular expression: {exc}"
 
-    prompt = doc.get("prompt") or {}
+    prompt = doc.get("prompt")
+    prompt = prompt if isinstance(prompt, Mapping) else {}
     section_ids: set[str] = set()
-    for i, section in enumerate(prompt.get("sections") or []):
-        if section["id"] in section_ids:
-            yield f"$.prompt.sections[{i}].id", f"duplicate section id {section['id']!r}"
-        section_ids.add(section["id"])
-        try:
-            check_template(section.get("body", ""))
-        except TemplateError as exc:
-            yield f"$.prompt.sections[{i}].body", exc.message
-    if prompt.get("template") is not None:
+    for i, section in enumerate(_items(prompt.get("sections"))):
+        if section is None:
+            continue
+        if not broken("prompt", "sections", i, "id"):
+            if section["id"] in section_ids:
+                yield f"$.prompt.sections[{i}].id", f"duplicate section id {section['id']!r}"
+            section_ids.add(section["id"])
+        if not broken("prompt", "sections", i, "body"):
+            try:
+                check_template(section.get("body", ""))
+            except TemplateError as exc:
+                yield f"$.prompt.sections[{i}].body", exc.message
+    if prompt.get("template") is not None and not broken("prompt", "template"):
         try:
             check_template(prompt["template"])
         except TemplateError as exc:
             yield "$.prompt.template", exc.message
+
+
+def _items(value: Any) -> list[Mapping[str, Any] | None]:
+    """The entries of a list part of a document, each at its index, ``None`` for one that is
+    not an object (a schema problem); a part that is not a list has none."""
+    if not isinstance(value, list):
+        return []
+    return [item if isinstance(item, Mapping) else None for item in value]
 
 
 def _parameter_problems_at(schema: Mapping[str, Any]) -> Iterable[tuple[str, str]]:

@@ -84,6 +84,33 @@ def test_validate_lists_every_problem_and_exits_1(tmp_path, capsys):
     ]
 
 
+def test_validate_prints_every_problem_of_every_file_in_file_order(tmp_path, capsys):
+    # three problems in tools.json (two of them stop a tool from being read) and one in a
+    # SKILL.md: none hides another
+    save_harness(shop(), tmp_path / "shop")
+    tools = tmp_path / "shop" / "tools.json"
+    functions = [
+        {"name": "get_item", "parameters": {"type": "object", "properties": {}}},
+        {"name": "find", "parameters": {"type": "object", "properties": {"q": {"type": "strng"}}}},
+        {"name": "compare", "parameters": {"type": "objekt"}},
+        {"name": "stock", "description": 5},
+    ]
+    tools.write_text(json.dumps([{"type": "function", "function": f} for f in functions]))
+    skill = tmp_path / "shop" / "skills" / "returns" / "SKILL.md"
+    skill.write_text("---\nname: Returns\n---\nBe kind.\n")
+    done = cli(capsys, "harness", "validate", str(tmp_path / "shop"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        f"hsa: error: {tools}: $[1].function.parameters.properties.q.type: not a valid JSON "
+        "Schema: 'strng' is not valid under any of the given schemas",
+        f"hsa: error: {tools}: $[2].function.parameters.type: parameters of tool 'compare' must "
+        "be an object schema (type: object), got type 'objekt'",
+        f"hsa: error: {tools}: $[3].function.description: description of tool 'stock' must be "
+        "a string",
+        f"hsa: error: {skill}: line 3: front matter field 'description' is missing",
+    ]
+
+
 def test_validate_a_folder_of_harnesses(tmp_path, capsys):
     save_harness(shop(), tmp_path / "all" / "a")
     save_harness(shop().replace(id="b"), tmp_path / "all" / "b")

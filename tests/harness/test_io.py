@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import string
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -471,3 +473,125 @@ def test_a_save_that_cannot_be_written_is_a_harness_error_naming_the_path(tmp_pa
     save_harness(_basic(), tmp_path / "h.json")
     assert load_harness(tmp_path / "h.json") == _basic()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "h.json"]
+
+
+# --- problems: a harness on disk, file by file ---
+
+
+def _harness_dir(root: Path) -> Path:
+    tools = (
+        Tool("get_item", "Get an item.", {"type": "object", "properties": {}}),
+        Tool("list_items", "List items.", {"type": "object", "properties": {}}),
+    )
+    skills = (Skill("returns", "Returns", "How returns work.", "Be kind.\n"),)
+    save_harness(Harness(id="shop", tools=tools, skills=skills), root)
+    return root
+
+
+def _tools_json(root: Path, *functions: dict[str, Any]) -> Path:
+    path = root / "tools.json"
+    path.write_text(json.dumps([{"type": "function", "function": f} for f in functions]))
+    return path
+
+
+def _lines(found) -> list[str]:
+    return [str(p) for p in found]
+
+
+def test_problems_of_a_valid_harness(tmp_path):
+    assert problems(_harness_dir(tmp_path / "h")) == []
+    assert problems(tmp_path / "h" / "harness.yaml") == []
+
+
+def test_load_raises_every_problem_that_problems_lists(tmp_path):
+    root = _harness_dir(tmp_path / "h")
+    _tools_json(root, {"name": "a", "description": 5}, {"name": "b", "parameters": {"type": 3}})
+    (root / "skills" / "returns" / "SKILL.md").write_text("---\nname: Returns\n---\nBody\n")
+    with pytest.raises(HarnessValidationError) as err:
+        load_harness(root)
+    assert _lines(err.value.problems) == _lines(problems(root)) and len(err.value.problems) == 3
+
+
+def test_problems_lists_every_tool_entry_in_file_order(tmp_path):
+    # an entry that cannot be converted (bad parameters type, description not a string) is
+    # reported where it is, and the entries after it are still checked
+    root = _harness_dir(tmp_path / "h")
+    ok = {"type": "object", "properties": {}}
+    tools = _tools_json(
+        root,
+        {"name": "a", "parameters": ok},
+        {"name": "b", "parameters": {"type": "object", "properties": {"id": {"type": "strng"}}}},
+        {"name": "c", "parameters": {"type": "objekt"}},
+        {"name": "d", "description": 5, "parameters": ok},
+        {"name": "b", "parameters": ok},
+    )
+    assert _lines(problems(root)) == [
+        f"{tools}: $[1].function.parameters.properties.id.type: not a valid JSON Schema: "
+        "'strng' is not valid under any of the given schemas",
+        f"{tools}: $[2].function.parameters.type: parameters of tool 'c' must be an object "
+        "schema (type: object), got type 'objekt'",
+        f"{tools}: $[3].function.description: description of tool 'd' must be a string",
+        f"{tools}: $[4].function.name: duplicate tool name 'b' (also at $[1])",
+    ]
+
+
+def test_a_broken_skill_md_does_not_hide_tools_json(tmp_path):
+    root = _harness_dir(tmp_path / "h")
+    tools = _tools_json(root, {"name": "bad name!"}, {"name": "ok", "parameters": {"type": 3}})
+    skill = root / "skills" / "returns" / "SKILL.md"
+    skill.write_text("---\nname: Returns\n---\nBody\n")
+    assert _lines(problems(root)) == [
+        f"{tools}: $[0].function.name: 'bad name!' does not match '^[a-zA-Z0-9_-]{{1,64}}$'",
+        f"{tools}: $[1].function.parameters.type: parameters of tool 'ok' must be an object "
+        "schema (type: object), got type 3",
+        f"{skill}: line 3: front matter field 'description' is missing",
+    ]
+
+
+def test_a_manifest_that_does_not_parse_does_not_hide_the_other_files(tmp_path):
+    root = _harness_dir(tmp_path / "h")
+    manifest = root / "harness.yaml"
+    manifest.write_text("id: [h\n")
+    tools = _tools_json(root, {"name": "x", "description": 1})
+    (root / "prompt.md.j2").write_text("{% if %}")
+    found = _lines(problems(root))
+    assert len(found) == 3, found
+    assert found[0].startswith(f"{manifest}: line 2: invalid YAML: ")
+    assert found[1].startswith(f"{root / 'prompt.md.j2'}: ")
+    assert (
+        found[2] == f"{tools}: $[0].function.description: description of tool 'x' must be a string"
+    )
+
+
+def test_problems_keep_the_order_of_the_document(tmp_path):
+    tool = {"name": "get", "description": "Get.", "parameters": {"type": "object"}}
+    # the schema finds $.tools[10].name before the checks beyond it find $.tools[0]...;
+    # problems lists them as the file has them, and the hooks come first in this file
+    doc = {
+        "hooks": [{"id": "k", "event": "never", "effect": "add_context", "message": "m"}],
+        "id": "h",
+        "tools": [dict(tool, name=f"t{i}") for i in range(12)],
+    }
+    doc["tools"][0]["parameters"] = {"type": "object", "properties": {}, "required": ["nope"]}
+    doc["tools"][10]["name"] = "t 9"
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps(doc))
+    assert [p.where for p in problems(path)] == [
+        "$.hooks[0].event",
+        "$.tools[0].parameters.required",
+        "$.tools[10].name",
+    ]
+
+
+def test_problems_of_what_is_not_a_harness(tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert _lines(problems(tmp_path / "empty")) == [
+        f"{tmp_path / 'empty'}: not a harness directory: no harness.yaml"
+    ]
+    assert _lines(problems(tmp_path / "nope")) == [
+        f"{tmp_path / 'nope'}: no such file or directory"
+    ]
+    (tmp_path / "list.yaml").write_text("- a\n")
+    assert _lines(problems(tmp_path / "list.yaml")) == [
+        f"{tmp_path / 'list.yaml'}: $: a harness document must be a mapping"
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -148,6 +149,72 @@ def test_every_problem_is_reported_not_just_the_first():
         validate_document(doc, file="h.json")
     assert len(err.value.problems) == 2
     assert all(line.startswith("h.json: $.") for line in str(err.value).splitlines())
+
+
+def test_a_schema_problem_does_not_hide_the_other_parts_problems():
+    # tool 0's name breaks the schema; tool 1's parameters and the duplicate hook are problems
+    # only the checks beyond the schema find, and they are reported beside it
+    def break_three(doc):
+        doc["tools"][0]["name"] = "a b"
+        doc["tools"].append(
+            {"name": "other", "parameters": {"type": "object", "properties": {"n": {"type": 5}}}}
+        )
+        doc["hooks"].append(dict(doc["hooks"][0]))
+
+    assert [where for where, _ in problems_of(break_three)] == [
+        "$.tools[0].name",
+        "$.tools[1].parameters.properties.n.type",
+        "$.hooks[1].id",
+    ]
+
+
+def test_a_part_with_a_schema_problem_is_reported_once():
+    # parameters of type "array" break the schema; they are not checked again as a JSON Schema
+    found = problems_of(lambda d: d["tools"][0]["parameters"].update(type="array"))
+    assert [where for where, _ in found] == ["$.tools[0].parameters.type"]
+
+
+_BREAKS: list[Any] = [None, 3, "x", "", [], {}, [3], {"id": 3}, "-bad", "{{ a + b }}"]
+
+
+def _paths(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [path]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _paths(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _paths(value, (*path, index))
+    return found
+
+
+_VALID_PATHS = [p for p in _paths(VALID) if p]
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_VALID_PATHS), st.sampled_from(_BREAKS)), min_size=1, max_size=3
+    )
+)
+def test_any_broken_part_is_reported_and_never_stops_the_check(changes):
+    doc = copy.deepcopy(VALID)
+    for path, value in changes:
+        node: Any = doc
+        for step in path[:-1]:
+            if not isinstance(node, dict | list):
+                break
+            try:
+                node = node[step]
+            except (KeyError, IndexError):
+                break
+        else:
+            if isinstance(node, dict) or (isinstance(node, list) and path[-1] < len(node)):
+                node[path[-1]] = copy.deepcopy(value)
+    validator = Draft202012Validator(harness_schema())
+    schema_errors = {json_path(e.absolute_path) for e in validator.iter_errors(doc)}
+    found = {p.where for p in document_problems(doc)}  # raises nothing, whatever is broken
+    assert all(any(w.startswith(e) for w in found) for e in schema_errors)
 
 
 def schema_with(**defs):
