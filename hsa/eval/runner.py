@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import threading
 import time
 from collections import Counter
@@ -128,6 +127,12 @@ def plan(config: EvalConfig, env: Environment, training: Recipe | None = None) -
     if config.recipe is not None or "variants" in config.suites or "firstcall" in config.suites:
         recipe = heldout_recipe(config.recipe)
         check_recipe(recipe, training)
+        if "variants" in config.suites and not recipe.rules:
+            raise EvalError(
+                "the held-out recipe draws no rules, so the variants suite would have no "
+                "episodes; give a recipe with rules or leave variants out of --suite",
+                where="recipe",
+            )
     tasks, configured = split_tasks(env.tasks(config.split), config.tasks, config.seed)
     if not tasks and not configured:
         raise EvalError(f"environment {env.name!r} has no {config.split} tasks", where="split")
@@ -164,18 +169,14 @@ def evaluate(
 
 
 def _check_dir(out: Path, config: EvalConfig) -> None:
-    path = out / SUMMARY
-    if not path.exists():
-        return
-    try:
-        previous = json.loads(path.read_text("utf-8")).get("output_hash")
-    except (OSError, ValueError, AttributeError):
-        previous = None
-    if previous != config.output_hash():
-        raise EvalError(
-            "this directory holds an evaluation with other settings; use a new --out",
-            file=str(path),
-        )
+    """Refuse a directory of an evaluation with other settings, or of something else (a
+    dataset, a teacher job)."""
+    others = {mf.MANIFEST: "a dataset", "teach.json": "a teacher job"}
+    found = mf.job_folder_problem(
+        out, SUMMARY, config.output_hash(), kind="an evaluation", others=others
+    )
+    if found is not None:
+        raise EvalError(found[0], file=str(found[1]))
 
 
 async def _evaluate(
@@ -211,10 +212,6 @@ async def _evaluate(
     variants = {e.spec.variant.variant_id: e.spec.variant for e in chosen}
     inner = backend if backend is not None else make_backend(config.teach_config(), env, variants)
     cache = None
-    if backend is not None or config.policy not in IN_PROCESS or config.cache:
-        out.mkdir(parents=True, exist_ok=True)
-        cache = RequestCache(Path(config.cache) if config.cache else out / CACHE_FILE)
-    runner = CachedBackend(inner, cache) if cache is not None else inner
     settings = RolloutConfig(
         model=request_model(config),
         sampling=Sampling(config.temperature, config.top_p, config.max_tokens),
@@ -230,7 +227,13 @@ async def _evaluate(
     answered: list[dict[str, Any]] = []  # firstcall rows, in episode order
     warming: threading.Thread | None = None
     try:
-        await runner.start()
+        # Nothing is written before the backend is up: a missing model or server library is a
+        # setup error that leaves the directory as it was.
+        await inner.start()
+        if backend is not None or config.policy not in IN_PROCESS or config.cache:
+            out.mkdir(parents=True, exist_ok=True)
+            cache = RequestCache(Path(config.cache) if config.cache else out / CACHE_FILE)
+        runner = CachedBackend(inner, cache) if cache is not None else inner
         running = time.monotonic()
         gap = 0.0
         if config.policy == "openai":

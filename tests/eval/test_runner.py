@@ -193,6 +193,48 @@ def test_a_rerun_retries_what_failed_and_answers_the_rest_from_the_cache(livestr
     assert report.cache_hits > 0 and report.requests > 0
 
 
+@pytest.mark.parametrize(
+    "marker, what", [("manifest.json", "a dataset"), ("teach.json", "a teacher job")]
+)
+def test_a_directory_of_something_else_is_refused_untouched(livestream, tmp_path, marker, what):
+    out = tmp_path / "other"
+    out.mkdir()
+    (out / marker).write_text("{}")
+    with pytest.raises(EvalError, match=f"holds {what} \\({marker}\\), not an evaluation"):
+        evaluate(_config(tasks=2, variants=1), out, env=livestream)
+    assert sorted(p.name for p in out.iterdir()) == [marker]
+
+
+class Unloadable(Backend):
+    """A model that cannot be loaded."""
+
+    name = "unloadable"
+
+    async def start(self) -> None:
+        raise TeacherError("no model folder here", file="/models/missing")
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        raise AssertionError("never asked")
+
+
+def test_a_model_that_cannot_load_is_one_error_and_leaves_nothing(livestream, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(TeacherError, match="no model folder"):
+        evaluate(_config(tasks=2, variants=1), out, env=livestream, backend=Unloadable())
+    assert not out.exists()  # no cache, no folder
+
+
+def test_a_variants_suite_from_a_recipe_without_rules_is_refused(livestream, tmp_path):
+    recipe = tmp_path / "none.yaml"
+    recipe.write_text("rules: []\n")
+    with pytest.raises(EvalError, match="draws no rules, so the variants suite"):
+        evaluate(_config(recipe=str(recipe)), tmp_path / "run", env=livestream)
+    assert not (tmp_path / "run").exists()
+    # the canonical suite alone needs no drawn rules
+    alone = _config(tasks=2, recipe=str(recipe), suites=("canonical",))
+    assert evaluate(alone, tmp_path / "run", env=livestream).summary["suites"]["canonical"]
+
+
 def test_a_directory_of_another_run_is_refused(livestream, tmp_path):
     evaluate(_config(tasks=3, variants=1), tmp_path / "run", env=livestream)
     with pytest.raises(EvalError, match="other settings"):
