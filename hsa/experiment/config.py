@@ -8,7 +8,7 @@ base: [...]                  # rules every row and every tier shares (the compac
 arms:                        # the data of each arm: a recipe's drawn rules (base added)
   fixed: {rules: []}
   augmented: {variants_per_trajectory: 4, variants_per_harness: 16, rules: [...]}
-model: {hidden: 96, layers: 4, vocab_size: 1500}
+model: {hidden: 96, layers: 4, vocab_size: 1500, heads: 2, kv_heads: 1}
 train: {max_steps: 500, ...} # TRL's SFTConfig keys, as `hsa train sft` reads them
 eval: {tasks: null, variants: 2, max_tokens: 64}
 tiers:                       # each its own recipe and seed (base added)
@@ -64,9 +64,18 @@ class ModelSettings:
     hidden: int = setting(96, help="Hidden size.")
     layers: int = setting(4, help="Decoder layers.")
     vocab_size: int = setting(1500, help="Tokenizer vocabulary, trained on both arms' rows.")
+    heads: int = setting(2, help="Attention heads per layer.")
+    kv_heads: int = setting(1, help="Key/value heads the attention heads share (at most heads).")
 
     def __post_init__(self) -> None:
-        refuse(bounded(self, "hidden", "layers", "vocab_size", low=1), ExperimentError)
+        problems = bounded(self, "hidden", "layers", "vocab_size", "heads", "kv_heads", low=1)
+        if not problems and (self.hidden % self.heads or (self.hidden // self.heads) % 2):
+            problems.append(
+                ("heads", f"must split hidden ({self.hidden}) into heads of an even width")
+            )
+        if not problems and self.heads % self.kv_heads:
+            problems.append(("kv_heads", f"must divide heads ({self.heads})"))
+        refuse(problems, ExperimentError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -221,6 +221,8 @@ def initial_model(config: ExperimentConfig, out: Path, data: dict[str, Path], se
         layers=config.model.layers,
         vocab_size=config.model.vocab_size,
         seed=seed,
+        heads=config.model.heads,
+        kv_heads=config.model.kv_heads,
     )
     partial.rename(folder)
     return folder

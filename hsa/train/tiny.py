@@ -49,9 +49,12 @@ def qwen_tokenizer(texts: Iterable[str], vocab_size: int = 2000):
     return out
 
 
-def qwen_model(tokenizer, hidden: int = 32, layers: int = 2, seed: int = 0):
+def qwen_model(
+    tokenizer, hidden: int = 32, layers: int = 2, seed: int = 0, heads: int = 2, kv_heads: int = 1
+):
     """A randomly initialised ``Qwen2ForCausalLM`` sized for ``tokenizer``'s vocabulary, its
-    weights drawn from ``seed``."""
+    weights drawn from ``seed``: ``heads`` attention heads sharing ``kv_heads`` key/value
+    heads (grouped-query attention when fewer)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -60,8 +63,8 @@ def qwen_model(tokenizer, hidden: int = 32, layers: int = 2, seed: int = 0):
         hidden_size=hidden,
         intermediate_size=2 * hidden,
         num_hidden_layers=layers,
-        num_attention_heads=2,
-        num_key_value_heads=1,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=1 << 15,
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
@@ -79,11 +82,16 @@ def save_tiny(
     layers: int = 2,
     vocab_size: int = 2000,
     seed: int = 0,
+    heads: int = 2,
+    kv_heads: int = 1,
 ) -> Path:
     """A tiny model and its tokenizer saved together in ``folder`` (a local model path)."""
     folder = Path(folder)
     tokenizer = qwen_tokenizer(texts, vocab_size=vocab_size)
-    qwen_model(tokenizer, hidden=hidden, layers=layers, seed=seed).save_pretrained(folder)
+    model = qwen_model(
+        tokenizer, hidden=hidden, layers=layers, seed=seed, heads=heads, kv_heads=kv_heads
+    )
+    model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 

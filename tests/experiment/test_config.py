@@ -73,6 +73,9 @@ def test_command_line_seeds_and_steps_replace_the_configs():
         ({"tiers": {}}, "$.tiers", "no tiers"),
         ({"seeds": "0"}, "$.seeds", "integers"),
         ({"model": {"hidden": 0}}, "hidden", "hidden"),
+        ({"model": {"hidden": 96, "heads": 5}}, "heads", "even width"),
+        ({"model": {"hidden": 96, "heads": 32}}, "heads", "even width"),
+        ({"model": {"heads": 4, "kv_heads": 3}}, "kv_heads", "divide heads"),
         (
             {"tiers": {"x": {"seed": 1, "rules": [{"rule": "tools.nope"}]}}},
             "$.tiers.x.rules[0]",
