@@ -71,7 +71,6 @@ def test_the_readme_training_commands_run_as_written(tmp_path):
     assert set(summary["suites"]) == {"canonical", "variants"}
 
 
-
 def test_teacher_output_is_refused_with_the_command_that_makes_a_dataset_of_it(tmp_path):
     teach = tmp_path / "teach"
     assert hsa("teach", "--tasks", "2", "--out", str(teach)).returncode == 0
