@@ -196,7 +196,7 @@ def from_mapping(
                 file=file,
                 where=where(str(key)),
             )
-        expected = _type_problem(value, hints[key])
+        expected = type_problem(value, hints[key])
         if expected:
             raise error(f"expected {expected}, got {value!r}", file=file, where=where(key))
     try:
@@ -226,7 +226,7 @@ _SIMPLE: dict[Any, str] = {
 }
 
 
-def _type_problem(value: Any, hint: Any) -> str | None:
+def type_problem(value: Any, hint: Any) -> str | None:
     """What ``value`` should have been under annotation ``hint``; None when it fits (types
     hsa cannot check here are left to the config's own validation)."""
     options = typing.get_args(hint) if _is_union(hint) else (hint,)

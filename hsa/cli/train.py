@@ -35,7 +35,7 @@ def _run_options(trl_config: str):
                     required=True,
                     help="Checkpoints, model, card.",
                 ),
-                click.option("--max-steps", type=int, help="TRL's max_steps."),
+                click.option("--max-steps", type=click.IntRange(min=1), help="TRL's max_steps."),
                 click.option(
                     "--resume", is_flag=True, help="Continue from the newest checkpoint in OUT."
                 ),

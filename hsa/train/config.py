@@ -17,12 +17,22 @@ are filled in unless the config sets them (TRL's defaults ask for bf16 on a GPU)
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hsa.config import bounded, did_you_mean, from_mapping, read_yaml, refuse, setting
+from hsa.config import (
+    bounded,
+    did_you_mean,
+    from_mapping,
+    read_yaml,
+    refuse,
+    setting,
+    type_problem,
+)
 from hsa.errors import TrainError
 
 #: what of each row a run trains on (``SftSettings.view``)
@@ -80,14 +90,28 @@ def split_config(
         raise TrainError("expected a mapping of hsa settings", file=file, where="$.hsa")
     known = trl_fields(trl_config)
     trl = {k: v for k, v in data.items() if k != "hsa"}
-    for key in trl:
+    hints = _trl_hints(trl_config)
+    for key, value in trl.items():
         if key not in known:
             raise TrainError(
                 f"{trl_config.__name__} has no field {key!r}; {did_you_mean(str(key), known)}",
                 file=file,
                 where=f"$.{key}",
             )
+        expected = type_problem(value, hints[key]) if key in hints else None
+        if expected:
+            # said here, before a model loads, not by TRL's checks deep in the trainer
+            raise TrainError(f"expected {expected}, got {value!r}", file=file, where=f"$.{key}")
     return dict(section), trl
+
+
+@functools.cache
+def _trl_hints(trl_config: type) -> dict[str, Any]:
+    """The annotations of a TRL config's fields (none when they cannot be resolved)."""
+    try:
+        return typing.get_type_hints(trl_config)
+    except Exception:  # an annotation this Python cannot resolve: TRL checks its own
+        return {}
 
 
 def load_yaml(path: str | Path | None) -> Any:

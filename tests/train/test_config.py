@@ -25,6 +25,20 @@ def test_top_level_keys_are_trl_fields_and_hsa_is_hsa():
         split_config({"hsa": [1]}, SFTConfig)
 
 
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [("max_steps", "ten", "an integer"), ("learning_rate", "fast", "a number")],
+)
+def test_a_trl_value_of_the_wrong_type_is_named_before_any_model_loads(key, value, expected):
+    from trl import SFTConfig
+
+    with pytest.raises(TrainError, match=f"expected {expected}, got '{value}'") as found:
+        split_config({key: value}, SFTConfig, file="x.yaml")
+    assert found.value.where == f"$.{key}" and found.value.file == "x.yaml"
+    # values TRL reads itself (an enum or its name, a null) still pass
+    split_config({"lr_scheduler_type": "cosine", "max_length": None}, SFTConfig)
+
+
 def test_every_hsa_setting_has_help_and_is_checked():
     assert all(f.metadata.get("help") for f in settings_of(SftSettings))
     with pytest.raises(TrainError, match="canonical_share"):
