@@ -5,7 +5,8 @@ For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
 - ``harness``: ``h'`` is a valid harness document;
 - ``schema`` (a): every surface call in ``map_events(e, m)`` names a tool of ``h'`` and its
   arguments validate against that tool's schema (JSON Schema 2020-12, local ``$ref``s
-  resolved); every skill load names a skill of ``h'``;
+  resolved), which still declares every argument the call passes (where the original schema
+  declared the canonical call's); every skill load names a skill of ``h'``;
 - ``values``: argument values are data and stay as they are, except values respelled from an
   ``enum`` the original schema declares into one the new schema declares;
 - ``roundtrip`` (b): ``parse(render(map_events(e, m), h'), h') == map_events(e, m)``, and the
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -97,6 +98,54 @@ def _call_problems(harness: Harness, event: Event) -> str | None:
             # A skill load reaches the model as a call to the skill tool: checked as one.
             return schema_problem(harness.skill_tool, {harness.skill_arg: event.skill_id})
     return None
+
+
+def undeclared(schema: Any, value: Any, path: str = "") -> list[str]:
+    """The argument paths in ``value`` that ``schema`` does not declare: keys of an object
+    missing from the ``properties`` of a schema that lists its properties, through nested
+    objects and array items. A schema that does not list them (free-form, ``$ref``,
+    ``anyOf``) is not judged."""
+    if not isinstance(schema, Mapping):
+        return []
+    found: list[str] = []
+    if isinstance(value, Mapping) and isinstance(schema.get("properties"), Mapping):
+        declared = schema["properties"]
+        for key, inner in value.items():
+            at = f"{path}.{key}" if path else str(key)
+            if key in declared:
+                found += undeclared(declared[key], inner, at)
+            else:
+                found.append(at)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for i, inner in enumerate(value):
+            found += undeclared(schema["items"], inner, f"{path}[{i}]")
+    return found
+
+
+def declared_problems(
+    original: Harness, harness: Harness, events: Sequence[Event], surface: Sequence[Event]
+) -> list[tuple[int, str]]:
+    """``(event index, reason)`` for every surface call passing an argument its tool no
+    longer declares, where the canonical call passes only declared ones: a schema that
+    allows any extra property would accept the call while no longer telling a model about
+    the argument."""
+    out = []
+    for i, (event, shown) in enumerate(zip(events, surface, strict=True)):
+        if not (isinstance(event, ToolCall) and isinstance(shown, ToolCall)):
+            continue
+        before, after = original.tool(event.tool), harness.tool(shown.tool)
+        if before is None or after is None or undeclared(before.parameters, dict(event.args)):
+            continue
+        missing = undeclared(after.parameters, dict(shown.args))
+        if missing:
+            out.append(
+                (
+                    i,
+                    f"{shown.tool} is called with {', '.join(missing)}, which its schema no "
+                    "longer declares",
+                )
+            )
+    return out
 
 
 def call_problems(harness: Harness, events: Sequence[Event]) -> list[tuple[int, str]]:
@@ -354,11 +403,8 @@ def check_rewrite(
 
     surface = map_events(events, m)
     baseline_calls = call_problems(original, events)
-    record(
-        "schema",
-        [(f"event {i}", msg) for i, msg in call_problems(h2, surface)],
-        skip=bool(baseline_calls),
-    )
+    found = call_problems(h2, surface) or declared_problems(original, h2, events, surface)
+    record("schema", [(f"event {i}", msg) for i, msg in found], skip=bool(baseline_calls))
     record("values", [(f"event {i}", msg) for i, msg in value_problems(original, h2, m, events)])
 
     recovered: list[Event] | None = None

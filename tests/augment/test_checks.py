@@ -56,6 +56,45 @@ def test_renaming_a_tool_but_not_its_calls_is_caught():
     assert "roundtrip" not in _failed(report)  # rendering does not notice; the schema check does
 
 
+def test_dropping_a_called_parameter_from_a_schema_open_to_extra_ones_is_caught():
+    """A schema that allows any extra property still accepts the call, but no longer tells a
+    model about the argument: the task is not preserved."""
+
+    def drop_declared(harness, rng, params, context):
+        tools = []
+        for tool in harness.tools:
+            if tool.name == "get_order":
+                schema = {"type": "object", "properties": {}}  # order_id gone, extras allowed
+                tool = dataclasses.replace(tool, parameters=schema)
+            tools.append(tool)
+        return Rewrite(harness.replace(tools=tools))
+
+    report = _run(drop_declared)
+    assert _failed(report) == {"schema"}
+    assert any(
+        "get_order is called with order_id, which its schema no longer declares" in f.message
+        for f in report.failures
+    )
+
+
+def test_undeclared_paths_follow_nested_objects_and_items_and_skip_free_form_schemas():
+    from hsa.augment.checks import undeclared
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"sku": {"type": "string"}}},
+            },
+            "extra": {"type": "object"},  # free-form: not judged
+        },
+    }
+    value = {"items": [{"sku": "a"}, {"sku": "b", "qty": 2}], "extra": {"any": 1}, "note": "x"}
+    assert undeclared(schema, value) == ["items[1].qty", "note"]
+    assert undeclared({"type": "object"}, {"a": 1}) == []
+
+
 def test_renaming_a_parameter_but_not_required_is_caught():
     def rename_param_forget_required(harness, rng, params, context):
         tools = []
