@@ -70,6 +70,8 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
         ),
         ("time", f"{seconds:.1f} s"),
     ]
+    if report.complete_already:  # this run did no work: what it would count is not there
+        rows[-3:-1] = [("dataset", "complete already: nothing to do")]
     if report.unverified:
         rows.insert(3, ("unverified input skipped", f"{report.unverified:,}"))
     if report.short:

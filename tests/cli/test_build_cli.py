@@ -77,6 +77,10 @@ def test_killed_build_resumes_to_the_same_bytes(tmp_path: Path) -> None:
     assert digests(killed) == digests(whole)
     assert not list(killed.rglob("*.tmp"))
 
+    again = hsa("build", str(path), "--out", str(whole))  # a finished build: nothing to do
+    assert again.returncode == 0 and "complete already: nothing to do" in again.stdout
+    assert "batches skipped" not in again.stdout and digests(whole) == digests(killed)
+
     # two builds of one config: the same checksum for every shard
     shards = [json.loads((d / "manifest.json").read_text())["shards"] for d in (whole, killed)]
     assert shards[0] == shards[1] and len(shards[0]) > 10
