@@ -69,7 +69,11 @@ def load_model(path: str) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     local = Path(path)
-    if not local.exists() and path.startswith((".", "/", "~")):
+    # a hub name is NAME or ORG/NAME; a path that cannot be one, or whose first folder is
+    # here, is a local folder, said missing at once rather than after the hub's retries
+    parts = local.parts
+    meant_local = path.startswith((".", "/", "~")) or len(parts) > 2
+    if not local.exists() and (meant_local or (len(parts) == 2 and Path(parts[0]).is_dir())):
         raise TrainError("no model here: give a local model folder (or a hub name)", file=path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)

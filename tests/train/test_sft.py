@@ -130,3 +130,36 @@ def test_bad_config_is_refused_naming_the_key(dataset, model, tmp_path, change, 
 def test_truncation_that_leaves_nothing_to_learn_says_so(dataset, model, tmp_path):
     with pytest.raises(TrainError, match="max_length=64"):
         train_sft(config(dataset, model, max_steps=1, max_length=64), tmp_path / "out")
+
+
+@pytest.mark.parametrize("name", ["{tmp}/missing", "out/missing", "a/b/c", "./missing"])
+def test_a_model_path_that_is_not_there_is_said_at_once_not_after_the_hubs_retries(
+    tmp_path, monkeypatch, name
+):
+    from hsa.train.sft import load_model
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    path = name.format(tmp=tmp_path)
+    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", _no_hub)
+    with pytest.raises(TrainError, match="no model here") as found:
+        load_model(path)
+    assert found.value.file == path
+
+
+def _no_hub(*args, **kwargs):
+    raise AssertionError("the hub was asked")
+
+
+def test_a_hub_name_still_goes_to_the_hub(tmp_path, monkeypatch):
+    from hsa.train.sft import load_model
+
+    monkeypatch.chdir(tmp_path)
+
+    def offline(*args, **kwargs):
+        raise OSError("we are offline")
+
+    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", offline)
+    for name in ("Qwen/Qwen2.5-0.5B-Instruct", "gpt2"):
+        with pytest.raises(TrainError, match="cannot load the model: we are offline"):
+            load_model(name)
