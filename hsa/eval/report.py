@@ -17,6 +17,7 @@ from typing import Any
 from hsa.datasets.figures import png, pyplot
 from hsa.datasets.shards import write_atomic
 from hsa.errors import EvalError
+from hsa.harness.files import blocked
 
 REPORT = "report.md"
 COMPARE_PLOT = "compare.png"
@@ -292,13 +293,9 @@ def check_plot_path(path: Path) -> None:
             f"{path / COMPARE_PLOT}",
             file=str(path),
         )
-    for folder in path.parents:
-        if folder.exists():
-            if not folder.is_dir():
-                raise EvalError(
-                    f"cannot write the plot: {folder} is not a directory", file=str(path)
-                )
-            return
+    folder = blocked(path)
+    if folder is not None:
+        raise EvalError(f"cannot write the plot: {folder} is not a directory", file=str(path))
 
 
 def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:

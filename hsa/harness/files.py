@@ -68,10 +68,26 @@ def replacing(path: str | Path, *, error: type[HsaError]) -> Iterator[Path]:
         sync_directory(path.parent)
     except OSError as exc:
         _discard(temporary)
-        raise error(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+        raise error(_cannot_write(exc, path), file=str(path)) from None
     except BaseException:
         _discard(temporary)
         raise
+
+
+def blocked(path: str | Path) -> Path | None:
+    """The file that stands where a folder of ``path`` would be (so ``path`` cannot be
+    written), or None."""
+    for folder in Path(path).parents:
+        if folder.exists():
+            return None if folder.is_dir() else folder
+    return None
+
+
+def _cannot_write(exc: OSError, path: Path) -> str:
+    found = blocked(path)
+    if found is not None:  # the OS says "File exists" or "Not a directory": say which file
+        return f"cannot write: {found} is not a directory"
+    return f"cannot write: {exc.strerror or exc}"
 
 
 def _discard(temporary: Path) -> None:
@@ -115,7 +131,7 @@ def replacing_directory(path: str | Path, *, error: type[HsaError]) -> Iterator[
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     except OSError as exc:
-        raise error(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+        raise error(_cannot_write(exc, path), file=str(path)) from None
     try:
         yield staging
         sync_tree(staging)
@@ -134,7 +150,7 @@ def replacing_directory(path: str | Path, *, error: type[HsaError]) -> Iterator[
             sync_directory(path.parent)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise error(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+        raise error(_cannot_write(exc, path), file=str(path)) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -52,6 +52,9 @@ def test_an_os_error_is_the_callers_error_naming_the_file(tmp_path):
     with pytest.raises(EnvError, match="cannot write") as caught:
         files.write_atomic(blocker / "a.txt", b"x", error=EnvError)
     assert caught.value.file == str(blocker / "a.txt")
+    assert f"{blocker} is not a directory" in str(caught.value)  # not the OS's "File exists"
+    with pytest.raises(EnvError, match=f"{blocker} is not a directory"):
+        files.write_atomic(blocker / "deeper" / "a.txt", b"x", error=EnvError)
 
 
 def test_a_folder_is_replaced_whole(tmp_path):
