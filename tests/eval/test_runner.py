@@ -16,6 +16,7 @@ from hsa.eval.suites import heldout_recipe
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.oracle import OracleBackend, OracleResponder
 from hsa.teachers.request import ChatRequest, ChatResponse
+from tests.fakes import Unloadable
 
 #: one rule per variant, so each episode's result is the result of one rule
 PROBE = {
@@ -203,18 +204,6 @@ def test_a_directory_of_something_else_is_refused_untouched(livestream, tmp_path
     with pytest.raises(EvalError, match=f"holds {what} \\({marker}\\), not an evaluation"):
         evaluate(_config(tasks=2, variants=1), out, env=livestream)
     assert sorted(p.name for p in out.iterdir()) == [marker]
-
-
-class Unloadable(Backend):
-    """A model that cannot be loaded."""
-
-    name = "unloadable"
-
-    async def start(self) -> None:
-        raise TeacherError("no model folder here", file="/models/missing")
-
-    async def chat(self, request: ChatRequest) -> ChatResponse:
-        raise AssertionError("never asked")
 
 
 def test_a_model_that_cannot_load_is_one_error_and_leaves_nothing(livestream, tmp_path):

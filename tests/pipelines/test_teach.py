@@ -25,6 +25,7 @@ from hsa.teachers.backends.base import Backend
 from hsa.teachers.config import public_url
 from hsa.teachers.oracle import OracleBackend, OracleResponder
 from hsa.teachers.rollout import TASK_KEY
+from tests.fakes import Unloadable
 
 SECRET = "sk-test-SECRET-do-not-write"
 
@@ -190,18 +191,6 @@ def test_a_directory_of_something_else_is_refused_untouched(tmp_path, env, marke
     with pytest.raises(TeacherError, match=f"holds {what} \\({marker}\\), not a teacher job"):
         teach(config(tasks=2), out, env=env)
     assert sorted(p.name for p in out.iterdir()) == [marker]
-
-
-class Unloadable(Backend):
-    """A backend whose model cannot be loaded."""
-
-    name = "unloadable"
-
-    async def start(self) -> None:
-        raise TeacherError("no model folder here", file="/models/missing")
-
-    async def chat(self, request):
-        raise AssertionError("never asked")
 
 
 def test_a_backend_that_cannot_start_leaves_nothing_and_the_fixed_job_runs(tmp_path, env):
