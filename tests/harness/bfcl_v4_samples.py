@@ -2,7 +2,8 @@
 
 Each entry is a trimmed copy of a real one (BFCL commit 6ea5797): ``simple_java_1``/``_22``,
 ``simple_javascript_0``/``_23`` (its nested ``"type": ""``), ``web_search_0``, and
-``memory_0-customer-0`` with two of the customer scenario's prerequisite conversations.
+``memory_0-customer-0`` with two of the customer scenario's prerequisite conversations, and
+``multi_turn_miss_func_3``.
 ``write_v4_folder`` lays them out as a BFCL data folder, with the real API docs from
 shared/external (the memory and web_search docs are there).
 """
@@ -245,11 +246,51 @@ MEMORY_CUSTOMER_PREREQ = [
     },
 ]
 
+# multi_turn_miss_func_3 without its initial_config: its second turn has no message and
+# reveals the held-out functions ``find`` and ``ls``, whose call is that turn's answer.
+MULTI_TURN_MISS_FUNC = [
+    {
+        "id": "multi_turn_miss_func_3",
+        "question": [
+            _user(
+                "As part of my latest photography project, I need to gather files that have "
+                "'test' in their name. Could you help me locate those?"
+            )[0],
+            [],
+            _user(
+                "After identifying them, the next step is to ensure the images and text files "
+                "are safely copied into a 'backup_tests' folder right within the same "
+                "directory. Could that be arranged?"
+            )[0],
+        ],
+        "path": ["GorillaFileSystem.cd", "GorillaFileSystem.find", "GorillaFileSystem.cp"],
+        "involved_classes": ["GorillaFileSystem"],
+        "missed_function": {"1": ["find", "ls"]},
+        "excluded_function": ["mv"],
+    }
+]
+MULTI_TURN_MISS_FUNC_ANSWERS = [
+    {
+        "id": "multi_turn_miss_func_3",
+        "ground_truth": [
+            [],
+            ["find(path='.',name='test')"],
+            [
+                "cd(folder='projects')",
+                "cd(folder='photography')",
+                "cp(source='test_image1.jpg',destination='backup_tests')",
+                "cp(source='test_document.txt',destination='backup_tests')",
+            ],
+        ],
+    }
+]
+
 CATEGORIES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     "simple_java": (SIMPLE_JAVA, SIMPLE_JAVA_ANSWERS),
     "simple_javascript": (SIMPLE_JAVASCRIPT, SIMPLE_JAVASCRIPT_ANSWERS),
     "web_search": (WEB_SEARCH, WEB_SEARCH_ANSWERS),
     "memory": (MEMORY, MEMORY_ANSWERS),
+    "multi_turn_miss_func": (MULTI_TURN_MISS_FUNC, MULTI_TURN_MISS_FUNC_ANSWERS),
 }
 
 

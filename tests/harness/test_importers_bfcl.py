@@ -15,7 +15,12 @@ import pytest
 from hsa.errors import ImportFormatError
 from hsa.harness import problems
 from hsa.harness.importers import detect_format, import_source, write_import
-from hsa.harness.importers.bfcl import CLASS_DOCS, format_configs, format_protocol
+from hsa.harness.importers.bfcl import (
+    CLASS_DOCS,
+    HELDOUT_TURN,
+    format_configs,
+    format_protocol,
+)
 from hsa.harness.importers.bfcl_schema import SchemaProblem, normalize_schema, parse_python_call
 from hsa.harness.toolformats import API_NAME
 from hsa.harness.validate import document_problems
@@ -306,6 +311,7 @@ def test_every_v4_category_imports(v4):
         "web_search_no_snippet": 1,
         **{f"memory_{b}": 1 for b in ("kv", "vector", "rec_sum")},
         **{f"memory_{b}_prereq": 2 for b in ("kv", "vector", "rec_sum")},
+        "multi_turn_miss_func": 1,
     }
     assert len({t["id"] for t in result.tasks}) == len(result.tasks)
     for harness in result.harnesses:
@@ -344,6 +350,30 @@ def test_java_and_javascript_functions_are_shown_as_bfcl_shows_them(v4):
     task = next(t for t in result.tasks if t["id"] == "simple_javascript_23")
     assert task["metadata"]["language"] == "javascript"
     assert task["ground_truth"]["calls"][0]["createAuthToken"]["validity"] == [3600]
+
+
+def test_a_held_out_functions_turn_keeps_its_place(v4):
+    # BFCL asks the turn that reveals held-out functions with a message of its own, and the
+    # answer's calls of turn i belong to user turn i.
+    _, result = v4
+    (task,) = [t for t in result.tasks if t["kind"] == "multi_turn_miss_func"]
+    calls = task["ground_truth"]["calls_by_turn"]
+    assert len(task["turns"]) == len(calls) == 3
+    assert task["turns"][0].startswith("As part of my latest photography project")
+    assert task["turns"][1] == HELDOUT_TURN
+    assert calls[0] == [] and [c["name"] for c in calls[1]] == ["find"]
+    assert task["metadata"]["missed_function"] == {"1": ["find", "ls"]}
+
+
+def test_every_function_carries_bfcls_language_hint(bfcl, by_id, v4):
+    python = " Note that the provided function is in Python 3 syntax."
+    simple = next(t for t in bfcl.tasks if t["kind"] == "simple_python")
+    assert all(t.description.endswith(python) for t in by_id[simple["harness_id"]].tools)
+    multi = next(t for t in bfcl.tasks if t["kind"] == "multi_turn_base")
+    assert all(t.description.endswith(python) for t in by_id[multi["harness_id"]].tools)
+    _, result = v4
+    web = next(h for h in result.harnesses if h.id.endswith("-agentic"))
+    assert all(t.description.endswith(python) for t in web.tools)
 
 
 def test_web_search_entries_are_asked_with_and_without_snippets(v4):

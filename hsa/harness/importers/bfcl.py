@@ -9,7 +9,13 @@
   order the entry lists the classes, as BFCL does (``populate_test_cases_with_predefined_
   functions``): one harness per distinct class list, e.g. ``bfcl-gorilla_file_system-
   posting_api``. BFCL never removes ``excluded_function`` from that union, so neither do we;
-  it is kept in the task metadata.
+  it is kept in the task metadata. A multi-turn task has one user message per BFCL turn, in
+  line with its answer's ``calls_by_turn``; the turn of a ``miss_func`` entry that reveals
+  held-out functions is asked with BFCL's message for it (``HELDOUT_TURN``). A harness offers
+  its tools from the first turn, so the held-out functions are offered throughout; the task
+  keeps ``missed_function`` (turn -> names) in its metadata.
+- Every function description ends with BFCL's language hint (" Note that the provided
+  function is in Python 3 syntax.", or Java's or JavaScript's), as BFCL shows it to a model.
 - ``BFCL_v4_format_sensitivity.json`` lists entries BFCL re-asks under 26 prompt formats; each
   (entry, format) becomes a task on the entry's harness whose metadata carries the protocol
   to render it with (``text``, the call format, tool-call tag and doc format of the config).
@@ -60,6 +66,7 @@ from hsa.harness.importers.bfcl_schema import (
     normalize_schema,
     parse_python_call,
     problem_error,
+    with_hint,
 )
 from hsa.harness.model import Harness, Prompt, Protocol, Tool
 from hsa.harness.toolformats import legalize
@@ -110,6 +117,9 @@ AGENTIC_PROMPT = (
     "be properly answered, response with {'answer': 'I cannot answer this question', "
     "'context': A short reason explaining why this question cannot be answered}.\n"
 )
+#: BFCL's DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC: the user message of a turn that
+#: reveals held-out functions (bfcl_eval/model_handler/base_handler.py)
+HELDOUT_TURN = "I have updated some more functions you can choose from. What about now?"
 UNSCORED = {
     "multi_turn": "BFCL scores multi-turn entries by executing its Python API backends and "
     "comparing their state and results turn by turn; hsa does not have those backends",
@@ -455,7 +465,8 @@ class _Import:
         tools: list[Tool] = []
         responses: dict[str, Any] = {}
         for lineno, fn in read_json_lines(path):
-            tool = _tool(fn, path, f"line {lineno}: $")
+            # BFCL shows every API doc with its Python hint (``load_dataset_entry``)
+            tool = _tool(with_hint(fn, "python"), path, f"line {lineno}: $")
             tools.append(tool)
             if isinstance(fn.get("response"), Mapping):
                 responses[tool.name] = _schema(fn["response"], path, f"line {lineno}: $.response")
@@ -799,10 +810,25 @@ def _multi_turn_task(
         kind=category,
         split=SPLIT,
         harness_id=harness.id,
-        turns=_user_turns(entry["question"]),
+        turns=_bfcl_turns(entry["question"], entry.get("missed_function")),
         ground_truth=ground_truth,
         metadata=metadata,
     )
+
+
+def _bfcl_turns(question: Sequence[Sequence[Mapping[str, Any]]], missed: Any) -> list[str]:
+    """One user message per turn of a multi-turn entry, so that turn ``i`` lines up with the
+    answer's calls of turn ``i``. A turn that reveals held-out functions (``missed_function``,
+    the miss_func category) has no message of its own: BFCL asks it with
+    ``HELDOUT_TURN`` (and adds the functions to the request's tools at that turn; a harness
+    offers every function from the start, so the task keeps ``missed_function`` in its
+    metadata)."""
+    held = set(missed) if isinstance(missed, Mapping) else set()
+    turns = []
+    for index, turn in enumerate(question):
+        said = [str(m["content"]) for m in turn if m["role"] == "user"]
+        turns.append(HELDOUT_TURN if not said and str(index) in held else "\n\n".join(said))
+    return turns
 
 
 def _turn_calls(

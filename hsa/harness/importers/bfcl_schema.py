@@ -49,9 +49,12 @@ TYPES: dict[str, str | None] = {
     "Hashtable": "object",
 }
 #: BFCL's hint appended to every function description of a category, by language.
+#: what BFCL appends to every function description it shows a model, by the category's
+#: language (``_get_language_specific_hint`` in bfcl_eval/utils.py)
 LANGUAGE_HINTS = {
     "java": " Note that the provided function is in Java 8 SDK syntax.",
     "javascript": " Note that the provided function is in JavaScript syntax.",
+    "python": " Note that the provided function is in Python 3 syntax.",
 }
 LANGUAGE_NAMES = {"java": "Java", "javascript": "JavaScript"}
 # Keywords whose value is a schema, a list of schemas, or a map of names to schemas.
@@ -132,18 +135,19 @@ def category_language(category: str) -> str:
 def language_functions(
     functions: Sequence[Any], language: str
 ) -> tuple[list[Any], dict[str, dict[str, dict[str, str]]]]:
-    """Java/JavaScript function docs as BFCL shows them to a model, and their source types.
+    """Function docs as BFCL shows them to a model, and their source types.
 
-    BFCL asks for every top-level argument of a Java or JavaScript function as a string of
-    source code (``"new ArrayList<>(Arrays.asList(1, 2))"``, ``"true"``) and converts it back
-    with the declared type when it checks the call. So each top-level parameter becomes
-    ``string`` with its Java/JS type told in the description (array item types and JS dict
-    properties move there too), every description gets BFCL's language hint, and the declared
+    Every description gets BFCL's language hint. BFCL asks for every top-level argument of a
+    Java or JavaScript function as a string of source code (``"true"``, ``"new
+    ArrayList<>(Arrays.asList(1, 2))"``) and converts it back with the declared type when it
+    checks the call. So each such parameter becomes ``string`` with its Java/JS type told in
+    the description (array item types and JS dict properties move there too), and the declared
     types come back as ``{function: {parameter: {"type": T, "items": T}}}`` for the checker.
-    Python docs and malformed entries come back unchanged (``normalize_schema`` reports them).
+    Python parameters are shown as they are.
+    Malformed entries come back unchanged (``normalize_schema`` reports them).
     """
-    if language not in LANGUAGE_HINTS:
-        return list(functions), {}
+    if language == "python":
+        return [with_hint(fn, language) for fn in functions], {}
     name = LANGUAGE_NAMES[language]
     array = "array" if language == "javascript" else ("Array", "ArrayList")
     out: list[Any] = []
@@ -156,8 +160,7 @@ def language_functions(
         ):
             out.append(fn)
             continue
-        fn = copy.deepcopy(dict(fn))
-        fn["description"] = str(fn.get("description") or "") + LANGUAGE_HINTS[language]
+        fn = copy.deepcopy(with_hint(fn, language))
         declared: dict[str, dict[str, str]] = {}
         for key, prop in fn["parameters"]["properties"].items():
             kind = prop.get("type")
@@ -187,6 +190,13 @@ def language_functions(
         types[str(fn.get("name"))] = declared
         out.append(fn)
     return out, types
+
+
+def with_hint(fn: Any, language: str) -> Any:
+    """``fn`` with BFCL's language hint after its description (a malformed doc unchanged)."""
+    if not isinstance(fn, Mapping) or not isinstance(fn.get("description") or "", str):
+        return fn
+    return {**fn, "description": str(fn.get("description") or "") + LANGUAGE_HINTS[language]}
 
 
 def parse_python_call(
