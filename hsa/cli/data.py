@@ -94,8 +94,8 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
     "input_path",
     required=True,
     type=click.Path(path_type=Path),
-    help="Canonical trajectories: a directory of Parquet shards, a .parquet file, or an "
-    "OpenAI chat .jsonl file.",
+    help="Canonical trajectories: a directory of Parquet shards, a .parquet file, an OpenAI "
+    "chat .jsonl file, or an `hsa harness import` folder (read under its harnesses).",
 )
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Dataset directory.")
 @click.option(

@@ -1,5 +1,7 @@
-"""Canonical trajectories to augment: Parquet shards, a Parquet file, or an OpenAI chat JSONL file
-(read once into a scratch Parquet file, the harnesses its rows bring into a ``HarnessStore``).
+"""Canonical trajectories to augment: Parquet shards, a Parquet file, an OpenAI chat JSONL file
+(read once into a scratch Parquet file, the harnesses its rows bring into a ``HarnessStore``),
+or an ``hsa harness import`` folder (its ``trajectories.parquet``, read under its harness
+folders: ``ImportedHarnesses``).
 
 A ``Source`` reads its rows in any slice ``[start, stop)`` as an Arrow table with the columns of
 ``TRAJECTORY_SCHEMA`` plus the teacher lineage a teacher shard carries (``split``, ``teacher``,
@@ -19,9 +21,9 @@ import sqlite3
 import tempfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +33,8 @@ import pyarrow.parquet as pq
 from hsa.datasets.shards import open_parquet, sha256_file
 from hsa.errors import DatasetError, HsaError
 from hsa.harness.events import TRAJECTORY_SCHEMA, Trajectory, trajectories_to_table
+from hsa.harness.importers.write import MARKER, TRAJECTORIES
+from hsa.harness.io import MANIFEST, load
 from hsa.harness.model import Harness
 
 #: teacher lineage columns an input may carry
@@ -55,8 +59,9 @@ class Source:
     counts: tuple[int, ...]
     fingerprint: str
     harnesses: tuple[Harness, ...] = ()
-    #: the harnesses a JSONL file's rows brought, on disk (``harnesses`` when given one)
-    store: HarnessStore | None = None
+    #: the harnesses a JSONL file's rows brought, on disk (``harnesses`` when given one), or
+    #: an import folder's
+    store: HarnessLookup | None = None
     #: the scratch folder a JSONL file was read into (``files``); removed with the source
     scratch: tempfile.TemporaryDirectory | None = None
 
@@ -217,6 +222,10 @@ def open_source(
     path = Path(path)
     if not path.exists():
         raise DatasetError("no such file or directory", file=str(path))
+    if (path / MARKER).is_file():
+        return _import_source(path)
+    if path.name == TRAJECTORIES and (path.parent / MARKER).is_file():
+        return _import_source(path.parent)
     if path.is_dir():
         if (path / "manifest.json").is_file() and _is_augmented(path / "manifest.json"):
             raise DatasetError(
@@ -259,6 +268,24 @@ def _parquet_source(root: Path, files: list[Path]) -> Source:
         name = file.name if file == root else str(file.relative_to(root))
         digest.update(f"{name}\0{sha256_file(file)}\n".encode())
     return Source(root, tuple(files), tuple(counts), digest.hexdigest())
+
+
+def _import_source(folder: Path) -> Source:
+    """An ``hsa harness import`` folder: its trajectories, read under its harnesses."""
+    trajectories = folder / TRAJECTORIES
+    if not trajectories.is_file():
+        raise DatasetError(
+            f"this import has no {TRAJECTORIES}: its source records tasks and harnesses but "
+            "no conversations (BFCL and tau2 give tasks), so there are no trajectories to "
+            "augment",
+            file=str(folder),
+        )
+    source = _parquet_source(folder, [trajectories])
+    # the harnesses are input too: a rerun over a re-imported folder is another input
+    digest = hashlib.sha256(source.fingerprint.encode())
+    for file in sorted(p for p in folder.rglob("*") if p.is_file() and p != trajectories):
+        digest.update(f"{file.relative_to(folder)}\0{sha256_file(file)}\n".encode())
+    return replace(source, fingerprint=digest.hexdigest(), store=ImportedHarnesses(folder))
 
 
 def _jsonl_source(
@@ -342,6 +369,35 @@ def _check_recorded(trajectory: Trajectory, harness: Harness, path: Path) -> Non
             file=str(path),
             where=f"line {line} (id {trajectory.id!r})",
         )
+
+
+class HarnessLookup(Protocol):
+    """Harnesses by id, for the rows that name theirs (``harness_id``)."""
+
+    def by_id(self, harness_id: str) -> Harness | None: ...
+
+
+class ImportedHarnesses:
+    """The harnesses of an ``hsa harness import`` folder, by id: the folder itself when it
+    holds one harness, else its sub-folder named after the id. Each is loaded (and validated)
+    on first use; the most recently used are kept."""
+
+    CACHED = 1024
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self._by_id: OrderedDict[str, Harness | None] = OrderedDict()
+
+    def by_id(self, harness_id: str) -> Harness | None:
+        if harness_id not in self._by_id:
+            _keep(self._by_id, harness_id, self._load(harness_id), self.CACHED)
+        return self._by_id[harness_id]
+
+    def _load(self, harness_id: str) -> Harness | None:
+        if not (self.folder / harness_id).is_dir() or Path(harness_id).name != harness_id:
+            alone = load(self.folder) if (self.folder / MANIFEST).is_file() else None
+            return alone if alone is not None and alone.id == harness_id else None
+        return load(self.folder / harness_id)
 
 
 class HarnessStore(MutableMapping[bytes, Harness]):

@@ -54,7 +54,7 @@ from hsa.datasets.card import TokenLengths, merge_stats, render_card, token_leng
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import part_name, sha256_file, write_atomic, write_shard
-from hsa.datasets.source import HarnessStore, Source, locate
+from hsa.datasets.source import HarnessLookup, Source, locate
 from hsa.errors import DatasetError, HsaError, PlanError
 from hsa.harness.model import Harness
 from hsa.pipelines.assign import assign_splits
@@ -184,7 +184,7 @@ class Harnesses:
     harness lacks): ``get`` returns None and the job names the row.
     """
 
-    def __init__(self, given: Sequence[Harness] = (), store: HarnessStore | None = None):
+    def __init__(self, given: Sequence[Harness] = (), store: HarnessLookup | None = None):
         self.by_id = {h.id: h for h in given}
         self.given = tuple(sorted(self.by_id))
         self.only = given[0] if len(given) == 1 and store is None else None

@@ -390,6 +390,22 @@ def test_a_chat_file_without_a_harness_gets_derived_ones(tmp_path: Path) -> None
         assert invert(row, variants[row["variant_id"]]) == list(imported[row["source_id"]].events)
 
 
+def test_an_import_folder_augments_under_its_own_harnesses(tmp_path: Path) -> None:
+    # `hsa harness import` then `hsa augment --input` that folder: the same rows as augmenting
+    # the chat file itself, with no --harness per harness folder.
+    source = Path(__file__).resolve().parents[2] / "examples" / "chat" / "support.jsonl"
+    imported = tmp_path / "imported"
+    assert hsa("harness", "import", str(source), "--out", str(imported)).returncode == 0
+    for name, given in [("folder", imported), ("file", imported / "trajectories.parquet")]:
+        done = hsa("augment", "--input", str(given), "--out", str(tmp_path / name))
+        assert done.returncode == 0, done.stderr
+    direct = hsa("augment", "--input", str(source), "--out", str(tmp_path / "direct"))
+    assert direct.returncode == 0, direct.stderr
+    rows = list(iter_rows(tmp_path / "direct"))
+    assert rows and list(iter_rows(tmp_path / "folder")) == rows
+    assert list(iter_rows(tmp_path / "file")) == rows
+
+
 def test_rows_recorded_under_another_harness_are_refused(augmented, tmp_path: Path) -> None:
     source, _, root = augmented
     rows = [json.loads(line) for line in source.read_text().splitlines()]

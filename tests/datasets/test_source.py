@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hsa.datasets.source import INPUT_SCHEMA, HarnessStore, conform, open_source
 from hsa.errors import DatasetError, ImportFormatError
 from hsa.harness.events import trajectories_to_table
-from hsa.harness.importers import import_source, openai_jsonl
+from hsa.harness.importers import import_source, openai_jsonl, write_import
 
 
 def test_verification_is_carried_as_it_is(livestream_table):
@@ -165,3 +165,31 @@ def test_first_repeat_is_the_earliest_second_use(ids):
             break
         seen[value] = i
     assert openai_jsonl.first_repeat(pa.array(ids, pa.string())) == expected
+
+
+@pytest.mark.parametrize("shops", [1, 4])
+def test_an_import_folder_is_read_under_its_harness_folders(tmp_path, shops):
+    path = _chats(tmp_path / "chats.jsonl", 6, shops=shops)
+    imported = import_source(path)
+    write_import(imported, tmp_path / "imported")
+    expected = conform(trajectories_to_table(list(imported.trajectories)), file=str(path))
+    for read in (tmp_path / "imported", tmp_path / "imported" / "trajectories.parquet"):
+        source = open_source(read)
+        assert source.read(0, 6)[0].equals(expected)
+        for harness in imported.harnesses:
+            assert source.store.by_id(harness.id) == harness
+        assert source.store.by_id("nobody") is None
+        assert source.store.by_id("../imported") is None
+    before = open_source(tmp_path / "imported").fingerprint
+    harness_id = imported.harnesses[-1].id
+    folder = tmp_path / "imported" / (harness_id if shops > 1 else "")
+    (folder / "tools.json").write_text((folder / "tools.json").read_text().replace("find", "seek"))
+    assert open_source(tmp_path / "imported").fingerprint != before  # harnesses are input too
+
+
+def test_an_import_without_trajectories_says_so(external, tmp_path):
+    bfcl = external / "bfcl" / "BFCL_v4_simple_python.json"
+    write_import(import_source(bfcl), tmp_path / "imported")
+    with pytest.raises(DatasetError, match=r"no trajectories\.parquet") as caught:
+        open_source(tmp_path / "imported")
+    assert caught.value.file == str(tmp_path / "imported")
