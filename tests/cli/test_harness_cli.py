@@ -292,3 +292,6 @@ def test_bfcl_folder_with_a_corrupt_file_imports_the_rest_and_fails(external, tm
     assert {"simple_java", "web_search_base", "memory_kv"} <= kinds
     assert "simple_javascript" not in kinds
     assert (out / "simple_java_1" / "harness.yaml").is_file()
+    # the import says what it left out, so the folder never passes for the whole source
+    (failure,) = json.loads((out / "import.json").read_text())["failures"]
+    assert failure.startswith(f"{corrupt}: line 1: invalid JSON")

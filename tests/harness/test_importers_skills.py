@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -42,6 +43,21 @@ def test_one_skill_folder(external):
     assert [s.id for s in harness.skills] == ["mcp-builder"]
 
 
+def test_files_a_skill_bundles_are_listed_not_dropped_silently(tmp_path):
+    skill = tmp_path / "skills" / "report"
+    (skill / "reference").mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: report\ndescription: d\n---\nSee reference.\n")
+    (skill / "reference" / "guide.md").write_text("guide")
+    (skill / "LICENSE.txt").write_text("terms")
+    (skill / ".cache").mkdir()
+    (skill / ".cache" / "x").write_text("hidden")
+    result = import_source(tmp_path / "skills")
+    (harness,) = result.harnesses
+    assert harness.metadata["bundled_files"] == {"report": ["LICENSE.txt", "reference/guide.md"]}
+    (note,) = result.notes
+    assert "report/LICENSE.txt, report/reference/guide.md" in note
+
+
 def test_cli_import_then_validate_round_trips(external, tmp_path):
     out = tmp_path / "skills"
     done = hsa("harness", "import", str(external / "agent-skills"), "--out", str(out))
@@ -49,6 +65,8 @@ def test_cli_import_then_validate_round_trips(external, tmp_path):
     assert len(list(out.glob("skills/*/SKILL.md"))) == 12
     assert hsa("harness", "validate", str(out)).returncode == 0
     assert load_harness(out) == import_source(external / "agent-skills").harnesses[0]
+    marker = json.loads((out / "import.json").read_text())
+    assert marker["failures"] == [] and "LICENSE.txt" in marker["notes"][0]
 
 
 BAD = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from hsa.errors import ImportFormatError
 from hsa.harness.importers.base import ImportResult, api_sections, harness_id
@@ -48,11 +49,35 @@ def import_skills(path: Path) -> ImportResult:
             file=str(path),
         )
     skills = tuple(load_skill_dir(folder) for folder in folders)
+    metadata: dict[str, Any] = {"source": "agent-skills"}
+    bundled = {folder.name: files for folder in folders if (files := bundled_files(folder))}
+    notes: tuple[str, ...] = ()
+    if bundled:
+        metadata["bundled_files"] = bundled
+        paths = [f"{skill}/{file}" for skill, files in bundled.items() for file in files]
+        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        notes = (
+            f"{len(bundled)} skill(s) bundle {len(paths)} file(s) besides their SKILL.md "
+            f"({shown}), which the harness does not carry: a skill is loaded as its SKILL.md. "
+            "The harness metadata lists them (bundled_files).",
+        )
     harness = Harness(
         id=harness_id(path.resolve().name, fallback="skills"),
         prompt=Prompt(sections=api_sections(Section(id="skills", kind="skills", title="Skills"))),
         skills=skills,
         skill_tool=SKILL_TOOL,
-        metadata={"source": "agent-skills"},
+        metadata=metadata,
     )
-    return ImportResult(harnesses=(harness,), source=str(path), format="agent-skills")
+    return ImportResult(harnesses=(harness,), source=str(path), format="agent-skills", notes=notes)
+
+
+def bundled_files(folder: Path) -> list[str]:
+    """The files of a skill folder other than its SKILL.md (scripts, references, templates,
+    a licence), as sorted paths relative to it; hidden files and folders left out."""
+    return sorted(
+        rel.as_posix()
+        for file in folder.rglob("*")
+        if file.is_file()
+        and (rel := file.relative_to(folder)).as_posix() != SKILL_FILE
+        and not any(part.startswith(".") for part in rel.parts)
+    )

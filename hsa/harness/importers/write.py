@@ -86,6 +86,9 @@ def _write(result: ImportResult, root: Path, several: bool) -> list[Path]:
         "source": result.source,
         "layout": "one harness directory per harness id" if several else "harness directory",
         "counts": result.counts(),
+        "notes": list(result.notes),
+        # the files of the source that could not be imported, and why (the command failed)
+        "failures": [str(e) for e in result.failures],
     }
     (root / MARKER).write_text(json.dumps(marker, indent=2) + "\n", "utf-8")
     written.append(root / MARKER)
