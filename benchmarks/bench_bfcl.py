@@ -2,7 +2,8 @@
 
 Reads BFCL v4 (``--path``, default ``$HSA_EXTERNAL/bfcl`` or ``../shared/external/bfcl``) as
 the ``bfcl`` environment does, records every entry's reference trajectory (``solve``: the
-calls of its possible answer, with the recorded results), writes them as canonical Parquet,
+question and the calls of its possible answer, which BFCL never runs, or for an irrelevance
+entry a reply that no function fits), writes them as canonical Parquet,
 then times ``hsa augment`` on them (each trajectory under 4 variants of the default recipe,
 plus the canonical one) with the entries' harnesses: the many-harness shape of issue 11 on a
 real corpus. Prints the entries per category, rows written, wall time with the job's own split

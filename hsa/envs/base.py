@@ -110,6 +110,12 @@ class Environment(abc.ABC):
         corpus that records none, whose every call gets an error."""
         return True
 
+    def ends_at_calls(self, task: Task) -> bool:
+        """Whether ``task`` is over once the model has made its calls: they are scored as
+        made and never run. BFCL's call-scored categories judge the model's first reply, so
+        a call there gets no result and no second try."""
+        return False
+
     @abc.abstractmethod
     def harness(self) -> Harness:
         """The canonical harness of this environment."""

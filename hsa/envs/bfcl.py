@@ -85,6 +85,11 @@ def reference_calls(
     return calls
 
 
+#: the reference reply to an entry no offered function fits (BFCL's ``irrelevance``): its
+#: system prompt asks the model to point that out, and any reply without a call passes
+NO_FITTING_FUNCTION = "None of the given functions can be used for this request."
+
+
 def reference_answer(task: Task) -> str:
     """The first acceptable answer in the format BFCL's agentic system prompt asks for."""
     answers = task.ground_truth.get("answers") or [""]
@@ -158,6 +163,10 @@ class BfclEnvironment(CorpusEnvironment):
         used = {t.harness_id for t in tasks}
         return cls([h for h in result.harnesses if h.id in used], tasks)
 
+    def ends_at_calls(self, task: Task) -> bool:
+        # BFCL scores a call-scored entry on the model's first reply: its calls are not run
+        return "calls" in task.ground_truth
+
     def category(self, task: Task) -> str:
         return str(task.metadata.get("category") or task.kind)
 
@@ -176,7 +185,8 @@ class BfclEnvironment(CorpusEnvironment):
         if "answers" in task.ground_truth:
             return [[AssistantMessage(reference_answer(task))]]
         calls = reference_calls(task, self.tools(task), self.source(task))
-        return [list(calls)] if calls else []
+        # an irrelevance entry is solved by not calling: by saying so
+        return [list(calls)] if calls else [[AssistantMessage(NO_FITTING_FUNCTION)]]
 
     def score(self, task: Task, state: CorpusState, events: Sequence[Event]) -> Outcome:
         if "answers" in task.ground_truth:

@@ -116,7 +116,10 @@ def run_episode(
         run_hooks(harness, "session_start", HookContext("session_start", state=state)).fired
     )
     ended = None
+    over = False  # the task ended at the model's calls (``Environment.ends_at_calls``)
     for turn, text in enumerate(task.turns):
+        if over:
+            break
         events.append(UserMessage(text))
         submitted = run_hooks(
             harness, "user_prompt_submit", HookContext("user_prompt_submit", turn, state=state)
@@ -133,6 +136,9 @@ def run_episode(
             calls = [e for e in step if isinstance(e, ToolCall)]
             # _check_step: a one-event step that is not a call is the turn's final answer
             if len(step) > 1 or not isinstance(step[0], AssistantMessage):
+                if calls and env.ends_at_calls(task):
+                    answered = over = True
+                    break
                 for call in calls:
                     events.extend(call_tool(env, state, harness, call, turn=turn))
                 continue

@@ -336,6 +336,8 @@ class _Run:
                     return "schema", f"loads skill {unknown!r}, which the harness lacks", state
                 self.events.extend(step)
                 if any(isinstance(e, ToolCall | SkillLoad) for e in step):
+                    calls = any(isinstance(e, ToolCall) for e in step)
+                    ends = calls and self.env.ends_at_calls(task)
                     surface_calls = {e.call_id: e for e in surface_step if isinstance(e, ToolCall)}
                     for call in (e for e in step if isinstance(e, ToolCall)):
                         refused = self.refusal(surface_calls[call.call_id])
@@ -343,7 +345,12 @@ class _Run:
                             self.refused[call.call_id] = surface_calls[call.call_id]
                             self.events.append(refused)
                             continue
-                        self.events.extend(call_tool(self.env, state, canonical, call, turn=turn))
+                        if not ends:
+                            self.events.extend(
+                                call_tool(self.env, state, canonical, call, turn=turn)
+                            )
+                    if ends:  # scored as made: no result, no second try
+                        return "answered", None, state
                     continue
                 final = step[0].text if isinstance(step[0], AssistantMessage) else ""
                 stop = run_hooks(

@@ -325,3 +325,24 @@ def test_a_folder_with_a_bad_file_is_refused_whole(v4_env, external, tmp_path):
     with pytest.raises(ImportFormatError) as err:
         BfclEnvironment.from_corpus(root)
     assert err.value.file == str(root / "BFCL_v4_simple_javascript.json")
+
+
+def test_a_reference_episode_ends_at_its_calls(corpus):
+    # BFCL never runs a call-scored entry's calls: its reference trajectory is the question
+    # and the calls, with no invented result after them.
+    env = corpus["parallel_multiple"]
+    task = env.tasks()[0]
+    assert env.ends_at_calls(task)
+    events = env.solve(task).trajectory.events
+    assert [e.kind for e in events] == ["user", *["tool_call"] * (len(events) - 1)]
+    assert len(events) == 1 + len(reference_calls(task, env.tools(task)))
+
+
+def test_an_irrelevance_reference_answers_without_calling(corpus):
+    # a training row needs an assistant turn: the reference says no function fits
+    env = corpus["irrelevance"]
+    task = env.tasks()[0]
+    episode = env.solve(task)
+    kinds = [e.kind for e in episode.trajectory.events]
+    assert kinds == ["user", "assistant"]
+    assert env.score(task, episode.state, episode.trajectory.events).success

@@ -251,3 +251,30 @@ def test_what_was_planned_is_kept_out_of_full_collections_while_rollouts_run():
     with pytest.raises(RuntimeError), planned_kept():
         raise RuntimeError("a failed run")
     assert gc.get_freeze_count() == 0
+
+
+def test_a_bfcl_reply_is_scored_as_made_with_no_result_and_no_second_try(external):
+    # BFCL judges a call-scored entry on the model's first reply: a model that would call
+    # again after a result never gets the chance, and the calls are never run.
+    from hsa.augment.planner import canonical_variant
+    from hsa.envs.bfcl import BfclEnvironment, reference_calls
+
+    env = BfclEnvironment.from_corpus(external / "bfcl" / "BFCL_v4_parallel.json")
+    task = env.tasks()[0]
+    harness = env.harness_for(task)
+    calls = reference_calls(task, env.tools(task))
+    api_calls = [
+        {
+            "id": c.call_id,
+            "type": "function",
+            "function": {"name": c.tool, "arguments": json.dumps(c.args)},
+        }
+        for c in calls
+    ]
+    reply = assistant_message(None, api_calls)
+    backend = Scripted([reply, reply])  # the same calls again, if it were asked twice
+    done = run(spec_of(task, canonical_variant(harness)), env, backend)
+    assert done.ended == "answered" and len(backend.requests) == 1
+    assert done.verification.verified, done.verification
+    assert not any(isinstance(e, ToolResult) for e in done.events)
+    assert [e.kind for e in done.events] == ["user", *["tool_call"] * len(calls)]
