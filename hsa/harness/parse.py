@@ -191,7 +191,8 @@ def parse(
                 if parsed is not None:
                     text, found = parsed
                     raw_calls = [(None, name, dict(args)) for name, args in found]
-            if text is not None or reasoning is not None:
+            # "" before calls is no text (a model's empty content beside its calls)
+            if reasoning is not None or text or (text is not None and not raw_calls):
                 events.append(AssistantMessage(text or "", reasoning))
             for call_id, name, args in raw_calls:
                 call_id = call_id if call_id is not None else f"call_{counter}"

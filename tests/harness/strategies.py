@@ -653,8 +653,12 @@ def events(
         elif kind == "assistant":
             out.append(AssistantMessage(draw(texts()), draw(_REASONING)))
         elif kind == "calls":
+            if out and out[-1] == AssistantMessage(""):
+                out.pop()  # "" before calls is no text (an event list never holds it)
             if draw(st.booleans()):
-                out.append(AssistantMessage(draw(texts()), draw(_REASONING)))
+                said = AssistantMessage(draw(texts()), draw(_REASONING))
+                if said.text or said.reasoning is not None:
+                    out.append(said)
             for _ in range(1 + draw(_below(3))):
                 if can_load and draw(_below(4)) == 0:
                     skill = _pick(draw, harness.skills).id if harness else draw(texts(8))

@@ -23,7 +23,8 @@ from hsa.harness import (
     trajectories_from_table,
 )
 from hsa.harness.importers import detect_format, import_source, write_import
-from hsa.harness.model import Hook, Skill, Tool
+from hsa.harness.model import Hook, Protocol, Skill, Tool
+from hsa.harness.parse import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "chat" / "support.jsonl"
@@ -246,6 +247,28 @@ def test_a_line_that_is_not_utf8_is_named(tmp_path):
         import_source(path)
     assert (err.value.file, err.value.where) == (str(path), "line 3")
     assert "not UTF-8" in err.value.message
+
+
+def test_empty_content_beside_calls_is_no_text(tmp_path):
+    # A chat template reads "" and null alike; as text it would render under a text protocol
+    # as an empty assistant message before the calls.
+    row = _row(
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "c1", "content": "1"},
+        {"role": "assistant", "content": ""},
+        tools=[ECHO],
+    )
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    imported = import_source(path)
+    events = imported.trajectories[0].events
+    assert [e.kind for e in events] == ["user", "tool_call", "tool_result", "assistant"]
+    harness = imported.harnesses[0].replace(protocol=Protocol("text", "json", False, "json"))
+    roles = [m["role"] for m in render(list(events), harness).messages]
+    assert roles == ["system", "user", "assistant", "tool", "assistant"]
+    answer = {"role": "assistant", "content": "", "tool_calls": [CALL]}
+    assert [e.kind for e in parse([answer], imported.harnesses[0])] == ["tool_call"]
 
 
 def test_rows_share_one_tool_object_per_distinct_tool(tmp_path):

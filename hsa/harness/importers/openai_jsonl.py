@@ -320,10 +320,13 @@ def _events(
                     file=str(path),
                     where=f"{at}.reasoning_content",
                 )
+            calls = message.get("tool_calls") or []
             if content is not None or reasoning is not None:
                 text = _text(content, path, f"{at}.content")
-                events.append(AssistantMessage(text, reasoning))
-            calls = message.get("tool_calls") or []
+                # "" before calls is no text, as chat templates read it (a message of its own
+                # under a text protocol otherwise)
+                if text or reasoning is not None or not calls:
+                    events.append(AssistantMessage(text, reasoning))
             if not isinstance(calls, list):
                 raise ImportFormatError(
                     "tool_calls must be a list", file=str(path), where=f"{at}.tool_calls"
