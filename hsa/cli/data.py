@@ -316,6 +316,14 @@ def _dataset_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
                 file=str(path / mf.MANIFEST),
             )
     files = shards(path)
+    broken = mf.damaged(path, manifest)
+    if broken:
+        raise DatasetError(
+            f"{len(broken)} file(s) of this dataset changed since it was written "
+            f"({', '.join(broken[:3])}{', ...' if len(broken) > 3 else ''}): rerun the job that "
+            "wrote it to repair them",
+            file=str(path),
+        )
     rules = manifest.get("rules")
     rows = _mapping(manifest.get("rows"))
     engine = _mapping(manifest.get("engine"))

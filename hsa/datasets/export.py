@@ -36,6 +36,14 @@ def shards(path: str | Path, split: str | None = None) -> list[Path]:
         raise DatasetError("not a dataset directory: no manifest.json", file=str(root))
     entries = mf.read_json(manifest).get("shards", [])
     found = [root / e["path"] for e in entries]
+    missing = [e["path"] for e in entries if not (root / e["path"]).is_file()]
+    if missing:
+        raise DatasetError(
+            f"{len(missing)} shard(s) the manifest lists are missing ({', '.join(missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''}): rerun the job that wrote the dataset "
+            "to restore them",
+            file=str(root),
+        )
     if split is not None:
         found = [p for p in found if p.parent.name == split]
         if not found:

@@ -67,7 +67,8 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
     dataset, another config's partial data, or files that are not an hsa dataset. The state of
     another config's run that wrote nothing (no completed batch, no teacher output: it failed
     early) is cleared instead, so a corrected config can run. Temporary files of killed runs
-    are removed.
+    are removed. A finished dataset one of whose files is missing or changed (``damaged``) is
+    unfinished again: False, and the run redoes what is not intact.
     """
     manifest = out / MANIFEST
     run = out / STATE / "run.json"
@@ -83,7 +84,12 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
                 f"this run's is {digest[:12]}); choose another --out or delete it",
                 file=str(out),
             )
-        return True
+        if not damaged(out, found):
+            return True
+        # A file it lists is missing or changed: the dataset is unfinished again, and this run
+        # redoes the batches whose shards are not intact (``done``), then the rest.
+        (out / MANIFEST).unlink()
+        write_json(run, {"config_hash": digest, "kind": kind})
     remove_temporaries(out)
     if run.is_file():
         found = read_json(run)
@@ -199,6 +205,23 @@ def clear_state(out: Path) -> None:
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
+
+
+def damaged(out: Path, manifest: Mapping[str, Any]) -> list[str]:
+    """The files a finished dataset's manifest lists (shards, variants file, card, plots)
+    that are missing or differ from what was written (their SHA-256)."""
+    listed = [(e.get("path"), e.get("sha256")) for e in manifest.get("shards") or []]
+    listed += list((manifest.get("files") or {}).items())
+    found = []
+    for name, digest in listed:
+        path = out / str(name)
+        try:
+            intact = path.is_file() and sha256_file(path) == digest
+        except OSError:
+            intact = False
+        if not intact:
+            found.append(str(name))
+    return found
 
 
 def mark_path(out: Path, batch: int) -> Path:

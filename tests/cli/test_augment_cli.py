@@ -5,7 +5,9 @@ validates against its row's tools, and ``invert`` gives back the source."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -404,6 +406,37 @@ def test_an_import_folder_augments_under_its_own_harnesses(tmp_path: Path) -> No
     rows = list(iter_rows(tmp_path / "direct"))
     assert rows and list(iter_rows(tmp_path / "folder")) == rows
     assert list(iter_rows(tmp_path / "file")) == rows
+
+
+def _files(root: Path) -> dict[str, str]:
+    return {
+        str(f.relative_to(root)): hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(root.rglob("*"))
+        if f.is_file() and ".hsa" not in f.relative_to(root).parts
+    }
+
+
+def test_a_finished_dataset_with_a_lost_or_changed_file_is_repaired(
+    augmented, tmp_path: Path
+) -> None:
+    source, out, root = augmented
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shard = next((copy / "data").rglob("*.parquet"))
+    shard.unlink()
+    plot = next((copy / "plots").iterdir())
+    plot.write_bytes(b"not a plot")
+    seen = hsa("inspect", str(copy), "-n", "0")
+    assert seen.returncode == 1 and "Traceback" not in seen.stderr
+    assert "missing" in seen.stderr and str(shard.relative_to(copy)) in seen.stderr
+    args = ["--input", str(source), "--harness", str(root / "harness.json")]
+    args += ["--recipe", str(root / "recipe.yaml"), "--variants-per-trajectory", "4"]
+    done = hsa("augment", *args, "--out", str(copy))
+    assert done.returncode == 0, done.stderr
+    assert "complete already" not in done.stdout  # it did the work again
+    assert _files(copy) == _files(out)
+    again = hsa("augment", *args, "--out", str(copy))
+    assert again.returncode == 0 and "complete already" in again.stdout
 
 
 def test_rows_recorded_under_another_harness_are_refused(augmented, tmp_path: Path) -> None:
