@@ -16,6 +16,7 @@ lazily planned ones, so ``plan`` then ``pick`` predicts exactly what ``hsa augme
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -42,7 +43,7 @@ from hsa.harness.validate import harness_problems
 _REDRAWS = 4  # attempts at a variant that changes something
 #: the version of how variants are planned and picked: the same recipe and seed give other
 #: variants under another version, so a dataset records it and a rerun under another refuses
-PLAN_VERSION = 2
+PLAN_VERSION = 3
 
 
 @by_fields
@@ -132,6 +133,8 @@ def _apply_resolved(
         step = item.run(
             rewrite.harness, rng, copy_json(resolved), context_through(context, rewrite.mapping)
         )
+        if step.mapping.is_identity and _unchanged(rewrite.harness, step.harness):
+            continue  # it found nothing to change here: not a rule of this variant
         rewrite = rewrite.then(step)
         applied.append((item.name, item.version, resolved))
         stages.append(rewrite.harness)
@@ -146,6 +149,19 @@ def _apply_resolved(
                     where=f"rule {applied[index][0]!r} (after {[a[0] for a in applied[:index]]})",
                 )
     return rewrite, tuple(applied)
+
+
+#: the fields that make a harness what it is (its cache of derived values aside)
+_HARNESS_FIELDS = tuple(f.name for f in dataclasses.fields(Harness) if f.compare)
+
+
+def _unchanged(before: Harness, after: Harness) -> bool:
+    """Whether ``after`` is ``before`` as it was: the same object, or equal field by field (a
+    rule with nothing to change often rebuilds the harness from the same parts). Cheaper than
+    comparing the JSON documents: parts a rule left alone are the same objects."""
+    return after is before or all(
+        getattr(after, name) == getattr(before, name) for name in _HARNESS_FIELDS
+    )
 
 
 def content_key(harness: Harness, mapping: RewriteMapping) -> bytes:

@@ -167,9 +167,13 @@ class EvalConfig:
         return json.loads(json.dumps(out, default=str))
 
     def output_hash(self) -> str:
-        """A hash of the settings that decide the scores (with the recipe file's content)."""
+        """A hash of the settings that decide the scores (with the recipe file's content) and
+        of the version of variant planning."""
+        from hsa.augment.planner import PLAN_VERSION
+
         public = self.public_dict()
         chosen = {name: public[name] for name in _OUTPUT_FIELDS}
+        chosen["planner"] = PLAN_VERSION
         return settings_hash(chosen, files=("recipe", "ifeval_data"))
 
     @classmethod

@@ -180,8 +180,11 @@ class TeachConfig:
         return {name: public[name] for name in _OUTPUT_FIELDS}
 
     def output_hash(self) -> str:
-        """A hash of ``output_dict`` (with the recipe file's content, not its path)."""
-        return settings_hash(self.output_dict(), files=("recipe",))
+        """A hash of ``output_dict`` (with the recipe file's content, not its path) and of the
+        version of variant planning (another plans other variants from the same recipe)."""
+        from hsa.augment.planner import PLAN_VERSION
+
+        return settings_hash({**self.output_dict(), "planner": PLAN_VERSION}, files=("recipe",))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, file: str | None = None) -> TeachConfig:

@@ -52,6 +52,23 @@ def test_variant_records_rules_with_resolved_params(harness):
     assert variant.lineage()["rules"][0]["name"] == "tools.rename"
 
 
+def test_a_variant_lists_only_the_rules_that_changed_it(harness):
+    # A rule with nothing to change (hooks.* without hooks, a doc format under the api
+    # protocol) is not the variant's: lineage and per-family statistics name what changed.
+    bare = harness.replace(hooks=(), skills=(), skill_tool=None)
+    recipe = Recipe(
+        (
+            RecipeRule("hooks.wording", 1.0),
+            RecipeRule("skill_content.shuffle", 1.0),
+            RecipeRule("protocol.doc_format", 1.0),
+            RecipeRule("tools.rename", 1.0),
+        ),
+        variants_per_harness=4,
+    )
+    for variant in plan(bare, recipe, seed=3):
+        assert [name for name, _, _ in variant.rules] == ["tools.rename"]
+
+
 def test_rules_that_need_the_trajectory_are_skipped_without_context(harness, events):
     recipe = Recipe(
         (RecipeRule("tools.drop_unused", 1.0, {"fraction": 1.0}), RecipeRule("tools.shuffle", 1.0)),
