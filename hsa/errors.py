@@ -97,3 +97,9 @@ class TrainError(HsaError):
 
 class ExperimentError(HsaError):
     """An experiment's config is invalid, or one of its steps failed."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The process was asked to stop (SIGTERM, as schedulers send it): raised where the main
+    thread is, so a run unwinds as on Ctrl-C (its lock released, its scratch removed, its
+    workers stopped) and the command exits 143."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 import click
 
 from hsa import __version__
-from hsa.errors import HsaError
+from hsa.errors import HsaError, Terminated
 
 
 class _Group(click.Group):
@@ -60,9 +62,16 @@ _EXTRAS = {
 }
 
 
+def _terminate(number: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run ``hsa`` and report ``HsaError`` as one line per problem, exit 1."""
+    """Entry point: run ``hsa`` and report ``HsaError`` as one line per problem, exit 1.
+    SIGTERM stops a run as Ctrl-C does (``Terminated``), with exit status 143."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         app.main(args=argv, prog_name="hsa", standalone_mode=False)
     except HsaError as exc:
@@ -81,7 +90,10 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
         sys.exit(1)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, Terminated):
+            click.echo("hsa: terminated", err=True)
+            sys.exit(143)
         click.echo("hsa: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
@@ -89,6 +101,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Terminated:
+        click.echo("hsa: terminated", err=True)
+        sys.exit(143)
     except KeyboardInterrupt:
         click.echo("hsa: interrupted", err=True)
         sys.exit(130)

@@ -5,10 +5,12 @@ exactly one creates it) holding the holder's pid, host and start time, and remov
 run ends. A second run refuses with a ``DatasetError`` naming the holder. A lock whose holder
 is dead (its host is this host and its pid is not alive), or an empty lock file older than
 ``_GRACE_S`` (a run killed between creating and writing it), is stale and taken over: the
-stale file is removed only under an ``flock`` on ``folder/.hsa/lock.break`` and only after
-reading it again there, so two runs that both found it stale cannot both get in (the second
-finds the first one's live lock when it re-reads). The kernel releases that ``flock`` when its
-holder dies, so a run killed while taking over never leaves the folder stuck.
+stale file is removed only under an ``flock`` on the ``folder/.hsa`` folder itself and only
+after reading it again there, so two runs that both found it stale cannot both get in (the
+second finds the first one's live lock when it re-reads). The kernel releases that ``flock``
+when its holder dies, so a run killed while taking over never leaves the folder stuck; and the
+takeover leaves no file behind. A holder that has ended but is not reaped yet (a zombie) is
+dead.
 """
 
 from __future__ import annotations
@@ -60,7 +62,18 @@ def _alive(pid: int) -> bool:
         return True
     except OverflowError:
         return False
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has ended and waits to be reaped (state ``Z`` in Linux's
+    ``/proc/PID/stat``): a killed run whose parent has not reaped it yet holds nothing."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = text.rpartition(")")[2].split()
+    return bool(fields) and fields[0] == "Z"
 
 
 def _stale(path: Path, holder: dict[str, Any]) -> bool:
@@ -98,15 +111,18 @@ def _create(path: Path, holder: dict[str, Any]) -> bool:
 
 
 def _break_if_stale(path: Path) -> None:
-    """Remove ``path`` if, read again under the breaker's flock, it is still stale."""
-    with open(path.with_name(path.name + ".break"), "a+b") as breaker:
-        fcntl.flock(breaker.fileno(), fcntl.LOCK_EX)
+    """Remove ``path`` if, read again under the ``flock`` of its folder, it is still stale."""
+    breaker = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(breaker, fcntl.LOCK_EX)
         try:
             holder = _read(path)
             if holder is not None and _stale(path, holder):
                 path.unlink(missing_ok=True)
         finally:
-            fcntl.flock(breaker.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(breaker, fcntl.LOCK_UN)
+    finally:
+        os.close(breaker)
 
 
 def acquire(folder: str | Path, *, command: str | None = None) -> str:

@@ -55,7 +55,7 @@ from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import part_name, sha256_file, write_atomic, write_shard
 from hsa.datasets.source import HarnessLookup, Source, locate
-from hsa.errors import DatasetError, HsaError, PlanError
+from hsa.errors import DatasetError, HsaError, PlanError, Terminated
 from hsa.harness.model import Harness
 from hsa.pipelines.assign import assign_splits
 from hsa.pipelines.rows import rows, stats, used_by
@@ -434,28 +434,34 @@ class _Planner:
         return self.indexes[key]
 
 
+#: the signals a run stops on (``hsa.cli``: Ctrl-C, and SIGTERM as ``Terminated``)
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
 def _ignore_interrupts() -> None:
-    """A planning worker's start: Ctrl-C is the job's to handle."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """A planning worker's start: Ctrl-C and SIGTERM are the job's to handle."""
+    for number in _STOPS:
+        signal.signal(number, signal.SIG_IGN)
 
 
 @contextlib.contextmanager
 def _interrupts_held() -> Iterator[None]:
-    """Hold Ctrl-C back while worker processes are forked, so that none is forked and left
-    unknown to the pool; one that came meanwhile interrupts the job once they are up. (Python
+    """Hold Ctrl-C and SIGTERM back while worker processes are forked, so that none is forked
+    and left unknown to the pool; one that came meanwhile stops the job once they are up. (Python
     runs signal handlers in the main thread whichever thread the signal reached, so the
     handler is what holds it, not a signal mask.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda number, frame: caught.append(number))
+    previous = {n: signal.signal(n, lambda number, frame: caught.append(number)) for n in _STOPS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     if caught:
-        raise KeyboardInterrupt
+        raise Terminated if caught[0] == signal.SIGTERM else KeyboardInterrupt
 
 
 def augment(

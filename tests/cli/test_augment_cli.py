@@ -542,11 +542,14 @@ def _chat_row(i: int) -> dict:
     }
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.5])
-def test_ctrl_c_with_planning_workers_ends_the_run_at_once_in_one_line(tmp_path, delay) -> None:
-    """Ctrl-C reaches every process of the terminal's group, the planning workers included:
-    the run still ends promptly with ``hsa: aborted`` (exit 130), no traceback, no worker
-    left behind, whenever it comes (while the workers are forked, or while they plan)."""
+@pytest.mark.parametrize(("stop", "delay"), [("SIGINT", 0.0), ("SIGINT", 0.5), ("SIGTERM", 0.5)])
+def test_ctrl_c_with_planning_workers_ends_the_run_at_once_in_one_line(
+    tmp_path, stop, delay
+) -> None:
+    """Ctrl-C (or a scheduler's SIGTERM) reaches every process of the group, the planning
+    workers included: the run still ends promptly with ``hsa: aborted`` (exit 130) or ``hsa:
+    terminated`` (143), no traceback, no worker left behind, its lock and scratch removed,
+    whenever it comes (while the workers are forked, or while they plan)."""
     import os
     import signal
     import time
@@ -555,8 +558,14 @@ def test_ctrl_c_with_planning_workers_ends_the_run_at_once_in_one_line(tmp_path,
     corpus.write_text("".join(json.dumps(_chat_row(i)) + "\n" for i in range(3000)), "utf-8")
     command = [sys.executable, "-c", CODE, "augment", "--input", str(corpus)]
     command += ["--out", str(tmp_path / "out"), "--workers", "2", "--batch-size", "500"]
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     run = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
     )
     children = Path(f"/proc/{run.pid}/task/{run.pid}/children")
     started = time.monotonic()
@@ -564,14 +573,16 @@ def test_ctrl_c_with_planning_workers_ends_the_run_at_once_in_one_line(tmp_path,
         assert time.monotonic() - started < 60, "no worker process started"
         time.sleep(0.002)
     time.sleep(delay)
-    os.killpg(run.pid, signal.SIGINT)
+    os.killpg(run.pid, getattr(signal, stop))
     try:
         _, err = run.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         os.killpg(run.pid, signal.SIGKILL)
-        raise AssertionError("the run did not end after Ctrl-C") from None
+        raise AssertionError(f"the run did not end after {stop}") from None
     text = err.decode()
-    assert run.returncode == 130 and "Traceback" not in text, text
-    assert text.strip().splitlines()[-1] == "hsa: aborted"
+    status, said = (130, "hsa: aborted") if stop == "SIGINT" else (143, "hsa: terminated")
+    assert run.returncode == status and "Traceback" not in text, text
+    assert text.strip().splitlines()[-1] == said
     with pytest.raises(ProcessLookupError):  # nothing of the run's group is left
         os.killpg(run.pid, 0)
+    assert not (tmp_path / "out" / ".hsa" / "lock").exists() and not list(scratch.iterdir())

@@ -91,6 +91,7 @@ def test_a_stale_lock_is_taken_over(tmp_path: Path) -> None:
     assert found["pid"] == os.getpid() and found["token"] == token
     release(tmp_path, token)
     assert not lock_path(tmp_path).exists()
+    assert not lock_path(tmp_path).parent.exists()  # the takeover left nothing behind
     # a lock file left empty by a run killed while creating it: stale once it is old
     empty = write_lock(tmp_path)
     empty.write_text("")
@@ -98,6 +99,18 @@ def test_a_stale_lock_is_taken_over(tmp_path: Path) -> None:
         acquire(tmp_path)
     os.utime(empty, (time.time() - 60, time.time() - 60))
     release(tmp_path, acquire(tmp_path))
+
+
+def test_a_holder_that_ended_unreaped_is_dead(tmp_path: Path) -> None:
+    # a killed run whose parent has not reaped it yet (a zombie) holds nothing
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while (Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0]) != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    write_lock(tmp_path, pid=child.pid, host=socket.gethostname(), started="x", token="t")
+    release(tmp_path, acquire(tmp_path))
+    child.wait()
 
 
 def test_a_lock_of_another_host_or_a_live_pid_is_kept(tmp_path: Path) -> None:
