@@ -53,7 +53,8 @@ def _read(path: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else {}
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (a zombie does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -86,7 +87,7 @@ def _stale(path: Path, holder: dict[str, Any]) -> bool:
     pid = holder.get("pid")
     if holder.get("host") != socket.gethostname() or not isinstance(pid, int):
         return False  # a process on another machine cannot be checked: assume it runs
-    return not _alive(pid)
+    return not process_alive(pid)
 
 
 def _describe(holder: dict[str, Any]) -> str:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import sqlite3
 import tempfile
 from collections import OrderedDict
@@ -30,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hsa.datasets.lock import process_alive
 from hsa.datasets.shards import open_parquet, sha256_file
 from hsa.errors import DatasetError, HsaError
 from hsa.harness.events import TRAJECTORY_SCHEMA, Trajectory, trajectories_to_table
@@ -296,7 +299,8 @@ def _jsonl_source(
     file, however many rows and harnesses it has."""
     from hsa.harness.importers.openai_jsonl import first_repeat, read_openai_jsonl, repeated_id
 
-    scratch = tempfile.TemporaryDirectory(prefix="hsa-source-")
+    _remove_stale_scratch()
+    scratch = tempfile.TemporaryDirectory(prefix=f"{SCRATCH}{os.getpid()}-")
     folder = Path(scratch.name)
     store = None if harness is not None else HarnessStore(folder / "harnesses.sqlite")
     spill = folder / "trajectories.parquet"
@@ -338,6 +342,19 @@ def _jsonl_source(
         digest.update(harness.to_json().encode("utf-8"))
     given = (harness,) if harness is not None else ()
     return Source(path, (spill,), (rows,), digest.hexdigest(), given, store, scratch)
+
+
+#: the name a JSONL source's scratch folder starts with, before its process id
+SCRATCH = "hsa-source-"
+
+
+def _remove_stale_scratch() -> None:
+    """Remove the scratch folders of JSONL sources whose process is gone (a run killed with
+    SIGKILL cannot remove its own)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH}*-*"):
+        pid = folder.name[len(SCRATCH) :].split("-", 1)[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _lone_group(store: HarnessStore, spill: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import tempfile
 
 import pyarrow as pa
@@ -193,3 +194,18 @@ def test_an_import_without_trajectories_says_so(external, tmp_path):
     with pytest.raises(DatasetError, match=r"no trajectories\.parquet") as caught:
         open_source(tmp_path / "imported")
     assert caught.value.file == str(tmp_path / "imported")
+
+
+def test_scratch_left_by_a_killed_run_is_removed(tmp_path, monkeypatch):
+    from tests.datasets.test_lock import dead_pid
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    killed = tmp_path / "tmp" / f"hsa-source-{dead_pid()}-abc"
+    running = tmp_path / "tmp" / f"hsa-source-{os.getppid()}-def"
+    for folder in (killed, running):
+        folder.mkdir()
+        (folder / "trajectories.parquet").write_bytes(b"spill")
+    source = open_source(_chats(tmp_path / "chats.jsonl", 3, shops=1))
+    assert not killed.exists() and running.exists()
+    assert source.files[0].parent.name.startswith(f"hsa-source-{os.getpid()}-")
