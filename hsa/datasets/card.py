@@ -363,6 +363,8 @@ def render_card(
     }
     splits = stats.get("splits", {})
     config = manifest.get("config", {})
+    per_trajectory = manifest.get("variants_per_trajectory") or {}
+    asked, short = per_trajectory.get("asked", 0), per_trajectory.get("short", 0)
     configs = [
         "configs:",
         "  - config_name: default",
@@ -401,6 +403,8 @@ def render_card(
         "|---|---:|",
         f"| rows | {stats.get('rows', 0):,} |",
         f"| source trajectories | {stats.get('trajectories', 0):,} |",
+        f"| unverified trajectories left out | {manifest.get('unverified_skipped', 0):,} |",
+        f"| trajectories under fewer than {asked} variants (too few differ) | {short:,} |",
         f"| canonical rows | {stats.get('canonical', 0):,} |",
         f"| variants planned | {manifest.get('variants', 0):,} |",
         f"| seed | {manifest.get('seed')} |",

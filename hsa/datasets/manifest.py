@@ -140,7 +140,12 @@ def remove_temporaries(out: Path) -> None:
     if out.is_dir():
         for stale in out.rglob(".*.tmp"):
             if stale.is_file():
-                stale.unlink(missing_ok=True)
+                try:
+                    stale.unlink(missing_ok=True)
+                except OSError as exc:
+                    raise DatasetError(
+                        f"cannot remove what a killed run left: {exc.strerror}", file=str(stale)
+                    ) from None
 
 
 def partial_data(out: Path) -> list[str]:

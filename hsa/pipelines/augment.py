@@ -116,8 +116,9 @@ class AugmentConfig:
         problems += bounded(self, "variants_per_trajectory", low=0)
         if not self.splits or any(v < 0 for v in self.splits.values()):
             problems.append(("splits", "needs at least one split and no negative fraction"))
-        elif sum(self.splits.values()) <= 0:
-            problems.append(("splits", "fractions must add up to more than 0"))
+        elif abs(sum(self.splits.values()) - 1) > 1e-9:
+            total = sum(self.splits.values())
+            problems.append(("splits", f"fractions must add up to 1 (these add up to {total:g})"))
         for name in self.splits:
             if not _SPLIT_NAME.match(name):
                 problems.append(("splits", f"split name {name!r} must match {_SPLIT_NAME.pattern}"))

@@ -64,6 +64,14 @@ def test_card_text_and_plots_are_deterministic() -> None:
     assert "`text/python+tag/xml-docs`" in text and "![distributions]" in text
 
 
+def test_card_says_what_was_left_out() -> None:
+    manifest = {"seed": 0, "variants": 2, "config": {}, "config_hash": "abc", "engine": {}}
+    manifest |= {"unverified_skipped": 410, "variants_per_trajectory": {"asked": 4, "short": 7}}
+    text, _ = render_card(stats(), manifest, "demo")
+    assert "| unverified trajectories left out | 410 |" in text
+    assert "| trajectories under fewer than 4 variants (too few differ) | 7 |" in text
+
+
 def test_card_states_token_lengths_and_the_max_length_that_keeps_rows() -> None:
     from hsa.datasets.card import TokenLengths
 

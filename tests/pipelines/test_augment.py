@@ -602,3 +602,24 @@ def test_full_collections_run_once_a_batch(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(ZeroDivisionError):
         augment(open_source(source), tmp_path / "failed", settings)
     assert gc.get_threshold() == before
+
+
+def test_split_fractions_must_add_up_to_one() -> None:
+    with pytest.raises(HsaError, match=r"add up to 1 \(these add up to 1\.4\)"):
+        AugmentConfig(splits={"train": 0.9, "dev": 0.5})
+
+
+def test_a_leftover_that_cannot_be_removed_is_one_error(tmp_path: Path, monkeypatch) -> None:
+    from hsa.datasets import manifest as mf
+
+    stale = tmp_path / "data" / "train" / ".part-00000.parquet.99.tmp"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"")
+
+    def refuse(self, missing_ok=False):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    with pytest.raises(DatasetError, match="cannot remove what a killed run left") as caught:
+        mf.remove_temporaries(tmp_path)
+    assert caught.value.file == str(stale)
