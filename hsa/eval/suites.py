@@ -7,7 +7,8 @@
   id, from a pool planned from the recipe and seed), so a run's variants are reproducible.
 - ``bfcl``: BFCL v4's format-sensitivity study. On BFCL, its own entries under its own 26
   configurations (imported from ``BFCL_v4_format_sensitivity.json``: return format x
-  ``<TOOLCALL>`` tag x function-doc format, plus two prompt styles); on any other environment,
+  ``<TOOLCALL>`` tag x function-doc format, plus two prompt styles), each with BFCL's system
+  prompt for its configuration (``hsa.eval.bfcl_prompt``); on any other environment,
   each task under every configuration of those three axes its names fit, the harness
   otherwise unchanged.
 
@@ -38,6 +39,7 @@ from hsa.augment.rules.protocol import with_protocol
 from hsa.augment.seeded import derive_seed
 from hsa.envs.base import Environment, Task
 from hsa.errors import EnvError, EvalError
+from hsa.eval.bfcl_prompt import config_fields, system_template
 from hsa.harness.model import Harness, Protocol
 from hsa.teachers.rollout import RolloutSpec
 from hsa.teachers.task_variants import task_variants
@@ -204,16 +206,18 @@ def bfcl_protocols(harness: Harness) -> list[Protocol]:
     return out
 
 
-def bfcl_variant(harness: Harness, protocol: Protocol, heading_style: str | None = None) -> Variant:
-    """``harness`` under ``protocol`` (and prompt heading style) as a variant: the same names,
-    so the identity mapping."""
+def bfcl_variant(harness: Harness, protocol: Protocol, config: str | None = None) -> Variant:
+    """``harness`` under ``protocol`` as a variant: the same names, so the identity mapping.
+    With a BFCL format-sensitivity ``config``, its system prompt is BFCL's for that
+    configuration (``hsa.eval.bfcl_prompt``)."""
     base = canonical_variant(harness)
     changed = with_protocol(harness, protocol)
-    if heading_style is not None:
-        changed = changed.replace(
-            prompt=dataclasses.replace(changed.prompt, heading_style=heading_style)
-        )
-    suffix = protocol.label + (f"/{heading_style}" if heading_style else "")
+    suffix = protocol.label
+    if config is not None:
+        template = system_template(config)
+        changed = changed.replace(prompt=dataclasses.replace(changed.prompt, template=template))
+        fields = config_fields(config)
+        suffix += f"/{fields['prompt_fmt']}/{fields['style']}"
     return dataclasses.replace(base, variant_id=f"{base.variant_id}~{suffix}", harness=changed)
 
 
@@ -221,8 +225,9 @@ def _configured(env: Environment, task: Task) -> Episode:
     """A BFCL format-sensitivity task under the configuration its metadata names."""
     found = task.metadata[FORMAT_KIND]
     protocol = Protocol.from_dict(found["protocol"])
-    variant = bfcl_variant(env.harness_for(task), protocol, found.get("heading_style"))
-    return Episode("bfcl", str(found["config"]), _spec("bfcl", task, variant, 0))
+    config = str(found["config"])
+    variant = bfcl_variant(env.harness_for(task), protocol, config)
+    return Episode("bfcl", config, _spec("bfcl", task, variant, 0))
 
 
 def bfcl_episodes(
