@@ -165,6 +165,8 @@ def augment_command(
         )
     title = "hsa augment: already complete" if report.complete_already else "hsa augment"
     _summary(title, _augment_rows(report, time.monotonic() - started))
+    for note in source.notes:
+        console().print(f"note: {note}")
 
 
 @click.command("build")

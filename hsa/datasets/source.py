@@ -67,6 +67,8 @@ class Source:
     store: HarnessLookup | None = None
     #: the scratch folder a JSONL file was read into (``files``); removed with the source
     scratch: tempfile.TemporaryDirectory | None = None
+    #: what a user should know about how the input was read (tool names made legal)
+    notes: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -297,7 +299,13 @@ def _jsonl_source(
     """A JSONL file read a chunk of rows at a time into a scratch Parquet file, and the
     harnesses its rows bring into a ``HarnessStore`` beside it: memory holds a chunk, not the
     file, however many rows and harnesses it has."""
-    from hsa.harness.importers.openai_jsonl import first_repeat, read_openai_jsonl, repeated_id
+    from hsa.harness.importers.openai_jsonl import (
+        first_repeat,
+        legal_names_note,
+        read_openai_jsonl,
+        renamed_tools,
+        repeated_id,
+    )
 
     _remove_stale_scratch()
     scratch = tempfile.TemporaryDirectory(prefix=f"{SCRATCH}{os.getpid()}-")
@@ -305,6 +313,7 @@ def _jsonl_source(
     store = None if harness is not None else HarnessStore(folder / "harnesses.sqlite")
     spill = folder / "trajectories.parquet"
     rows = 0
+    renamed: dict[str, str] = {}
     size = path.stat().st_size
     if progress is not None:
         progress(0, size)
@@ -314,6 +323,7 @@ def _jsonl_source(
         chunks = read_openai_jsonl(path, harness=harness, groups=store, numbered=True)
         with pq.ParquetWriter(spill, INPUT_SCHEMA, compression="zstd") as writer:
             for chunk in chunks:
+                renamed.update(renamed_tools(chunk.harnesses))
                 if harness is not None:
                     for trajectory in chunk.trajectories:
                         _check_recorded(trajectory, harness, path)
@@ -341,7 +351,9 @@ def _jsonl_source(
     if harness is not None:
         digest.update(harness.to_json().encode("utf-8"))
     given = (harness,) if harness is not None else ()
-    return Source(path, (spill,), (rows,), digest.hexdigest(), given, store, scratch)
+    note = legal_names_note(renamed)
+    notes = (note,) if note else ()
+    return Source(path, (spill,), (rows,), digest.hexdigest(), given, store, scratch, notes)
 
 
 #: the name a JSONL source's scratch folder starts with, before its process id

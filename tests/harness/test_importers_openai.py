@@ -271,6 +271,25 @@ def test_empty_content_beside_calls_is_no_text(tmp_path):
     assert [e.kind for e in parse([answer], imported.harnesses[0])] == ["tool_call"]
 
 
+def test_tool_names_made_legal_are_said(tmp_path):
+    from hsa.datasets import open_source
+
+    cafe = {"type": "function", "function": {"name": "suche_café", "parameters": {}}}
+    call = {"id": "c1", "type": "function", "function": {"name": "suche_café", "arguments": "{}"}}
+    row = _row(
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        tools=[cafe],
+    )
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    imported = import_source(path)
+    (note,) = imported.notes
+    assert "'suche_café' -> 'suche_caf_'" in note
+    assert imported.harnesses[0].metadata["name_map"] == {"suche_caf_": "suche_café"}
+    assert open_source(path).notes == (note,)
+
+
 def test_rows_share_one_tool_object_per_distinct_tool(tmp_path):
     other = {"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}
     first = {"type": "function", "function": {"name": "echo", "description": "first"}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -85,12 +85,37 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
         )
         for t in trajectories
     ]
+    note = legal_names_note(renamed_tools(harnesses))
     return ImportResult(
         harnesses=tuple(harnesses),
         tasks=tuple(tasks),
         trajectories=tuple(trajectories),
         source=str(path),
         format="openai-jsonl",
+        notes=(note,) if note else (),
+    )
+
+
+def renamed_tools(harnesses: Iterable[Harness]) -> dict[str, str]:
+    """The tool names of the source that ``harnesses`` renamed to be API-legal: source name ->
+    the name rows use (each harness keeps its own in ``metadata["name_map"]``)."""
+    return {
+        source: legal
+        for harness in harnesses
+        for legal, source in (harness.metadata.get("name_map") or {}).items()
+    }
+
+
+def legal_names_note(renamed: Mapping[str, str]) -> str | None:
+    """What a user reads about the tool names made API-legal (None when there are none)."""
+    if not renamed:
+        return None
+    pairs = [f"{source!r} -> {legal!r}" for source, legal in sorted(renamed.items())]
+    shown = ", ".join(pairs[:3]) + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")
+    return (
+        f"{len(pairs)} tool name(s) are not legal in an OpenAI API request (letters, digits, "
+        f"_ and - only) and are written in their legal form in every row: {shown}; each "
+        "harness keeps the source names in its metadata (name_map)"
     )
 
 
