@@ -125,6 +125,10 @@ class Environment(abc.ABC):
         has one per task (imported corpora such as BFCL)."""
         return self.harness()
 
+    def harnesses(self) -> list[Harness]:
+        """Every harness a task is played under (``harness_for``)."""
+        return [self.harness()]
+
     @abc.abstractmethod
     def tasks(self, split: str | None = None) -> list[Task]:
         """The tasks of ``split`` (all splits when None), in a stable order."""

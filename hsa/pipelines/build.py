@@ -324,8 +324,8 @@ def build(
     elif source.env is not None:
         from hsa.envs.registry import get
 
-        # the teacher records the environment's harness (its options may change it)
-        harnesses.append(get(source.env, **dict(source.env_options)).harness())
+        # the teacher records the environment's harnesses (its options may change them)
+        harnesses.extend(get(source.env, **dict(source.env_options)).harnesses())
     with hold(out, command="hsa build"):
         return _build(config, out, identity, augment_config, recorded, harnesses, progress)
 

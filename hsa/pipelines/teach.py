@@ -38,9 +38,9 @@ from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
 from hsa.datasets.shards import count_true, write_shard
 from hsa.envs.base import SPLITS, Environment, Task
-from hsa.errors import EnvError, TeacherError
+from hsa.errors import TeacherError
 from hsa.harness.events import Trajectory
-from hsa.harness.model import compact_json
+from hsa.harness.model import Harness, compact_json
 from hsa.teachers.backends.base import Backend, latency_percentiles
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.config import TeachConfig
@@ -164,14 +164,15 @@ def shard_path(root: Path, split: str, index: int) -> Path:
     return root / "data" / split / f"part-{index:05d}.parquet"
 
 
-def row(result: Rollout, *, teacher: str, harness_id: str) -> dict[str, Any]:
-    """The teacher row (``hsa.datasets.schema.TEACHER_SCHEMA``) of one rollout."""
+def row(result: Rollout, *, teacher: str) -> dict[str, Any]:
+    """The teacher row (``hsa.datasets.schema.TEACHER_SCHEMA``) of one rollout, recorded
+    under the harness its variant was planned from."""
     spec = result.spec
     trajectory = Trajectory(
         id=spec.id,
         events=result.events,
         task_id=spec.task.id,
-        harness_id=harness_id,
+        harness_id=spec.variant.harness_id,
         source=f"teacher:{teacher}",
         metadata=rollout_metadata(result),
     )
@@ -316,29 +317,31 @@ def plan_job(
     if config.tasks is not None:
         tasks = tasks[: config.tasks]
     recipe = recipe_from(config.recipe) if config.variants_per_task else Recipe(rules=())
-    try:
-        harness = env.harness()
-    except EnvError as exc:
-        raise TeacherError(
-            f"{exc.message}; a teacher job runs an environment with one harness "
-            "(livestream, a tau2 domain)",
-            where=f"env {config.env!r}",
-        ) from None
-    if not env.runs_tools:
+    # the tasks by the harness each is played under (one, except on a corpus such as BFCL
+    # whose every entry brings its own)
+    by_harness: dict[str, tuple[Harness, list[Task]]] = {}
+    for task in tasks:
+        harness = env.harness_for(task)
+        by_harness.setdefault(harness.id, (harness, []))[1].append(task)
+    played = [t for t in tasks if not env.ends_at_calls(t)]
+    if not env.runs_tools and played:
         raise TeacherError(
             f"the {env.name} corpus records no tool outputs, so its tools cannot run: every "
-            "call of a teacher's rollout would get an error back. Evaluate models on it with "
-            "hsa eval run, which scores its tasks by their actions",
+            f"call of a teacher's rollout would get an error back ({len(played)} of its "
+            f"{len(tasks)} tasks run their calls, e.g. {played[0].id}). Evaluate models on it "
+            "with hsa eval run, which scores its tasks by their actions",
             where=f"env {config.env!r}",
         )
-    variants = task_variants(
-        harness,
-        tasks,
-        recipe,
-        seed=config.seed,
-        per_task=config.variants_per_task,
-        include_canonical=config.include_canonical,
-    )
+    variants: dict[str, list[Variant]] = {}
+    for harness, group in by_harness.values():
+        variants |= task_variants(
+            harness,
+            group,
+            recipe,
+            seed=config.seed,
+            per_task=config.variants_per_task,
+            include_canonical=config.include_canonical,
+        )
     specs = rollout_specs(tasks, variants, samples=config.samples, seed=config.seed)
     if not specs:
         why = (
@@ -488,7 +491,6 @@ async def _run(
     progress: ProgressFn | None,
 ) -> None:
     config, env = plan.config, plan.env
-    harness_id = env.harness().id
     todo = iter([(shard, spec) for shard in plan.pending for spec in shard.specs])
     counts = {"done": report.skipped, "verified": plan.verified}
 
@@ -503,7 +505,7 @@ async def _run(
             report.reasons[RETRY] += 1
             report.retry_reasons[result.detail or "no answer"] += 1
         else:
-            shard.rows[result.spec.id] = row(result, teacher=config.teacher, harness_id=harness_id)
+            shard.rows[result.spec.id] = row(result, teacher=config.teacher)
             report.reasons[result.verification.reason.split(":", 1)[0]] += 1
         counts["done"] += 1
         counts["verified"] += result.verification.verified

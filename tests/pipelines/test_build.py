@@ -103,6 +103,21 @@ def test_a_small_build_end_to_end_and_its_rerun(tmp_path: Path) -> None:
         build(other)
 
 
+def test_a_corpus_with_a_harness_per_task_builds(tmp_path: Path, external) -> None:
+    # BFCL: each entry taught and augmented under its own harness; its rows end at the calls
+    path = external / "bfcl" / "BFCL_v4_parallel_multiple.json"
+    source = {"env": "bfcl", "env_options": {"path": str(path)}, "tasks": 8}
+    config = load_config(write(tmp_path, {**SMALL, "source": source}))
+    report = build(config)
+    assert report.tasks == 8 and report.verified == 8
+    rows = list(iter_rows(tmp_path / "out"))
+    assert len({r["source_id"] for r in rows}) == 8 and len(rows) == 8 * 3
+    for row in rows:  # the calls (in tool_calls, or in the text under a text protocol)
+        last = row["messages"][-1]
+        assert last["role"] == "assistant" and (last["tool_calls"] or last["content"])
+        assert "tool" not in {m["role"] for m in row["messages"]}
+
+
 def test_recorded_trajectories_as_source(tmp_path: Path, livestream_table) -> None:
     import pyarrow.parquet as pq
 

@@ -384,12 +384,17 @@ def test_rollouts_the_backend_did_not_answer_are_not_written_and_rerun(finished,
     assert files(out) == files(finished[0])  # as if the endpoint had never been down
 
 
-def test_an_environment_with_a_harness_per_task_is_refused_with_the_reason(
+def test_a_corpus_with_a_harness_per_task_teaches_each_task_under_its_own(
     tmp_path, external
 ) -> None:
-    config = TeachConfig(env="bfcl", env_options={"path": str(external / "bfcl")}, tasks=2)
-    with pytest.raises(TeacherError) as caught:
-        teach(config, tmp_path / "out")
-    assert caught.value.where == "env 'bfcl'"
-    assert "one per task" in caught.value.message
-    assert "a teacher job runs an environment with one harness" in caught.value.message
+    # BFCL: every entry its own harness, and its calls are scored as made, never run
+    path = external / "bfcl" / "BFCL_v4_parallel_multiple.json"
+    config = TeachConfig(env="bfcl", env_options={"path": str(path)}, tasks=6)
+    report = teach(config, tmp_path / "out")
+    shards = (tmp_path / "out" / "data").rglob("*.parquet")
+    rows = [r for shard in shards for r in pq.read_table(shard).to_pylist()]
+    assert report.verified == len(rows) == 6
+    assert {r["harness_id"] for r in rows} == {r["task_id"] for r in rows}  # one each
+    for r in rows:
+        kinds = [e["kind"] for e in r["events"]]
+        assert kinds[0] == "user" and set(kinds[1:]) == {"tool_call"}
