@@ -82,8 +82,10 @@ def validate(path: Path) -> None:
 def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) -> None:
     """Import SRC (tools file, Agent Skills, BFCL, tau2 domain, OpenAI chat JSONL).
 
-    Writes harness directories, tasks.jsonl and trajectories.parquet under OUT. OUT is
-    replaced only if it is empty or holds an earlier import.
+    Writes harness directories, tasks.jsonl and (when SRC records conversations, as chat
+    JSONL does) trajectories.parquet under OUT, which `hsa augment --input OUT` reads; BFCL
+    and tau2 give tasks, which `hsa teach` or `hsa build` solve. OUT is replaced only if it is
+    empty or holds an earlier import.
     """
     from hsa.harness import load_harness
     from hsa.harness.importers import import_source, write_import
