@@ -83,9 +83,9 @@ def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) ->
     """Import SRC (tools file, Agent Skills, BFCL, tau2 domain, OpenAI chat JSONL).
 
     Writes harness directories, tasks.jsonl and (when SRC records conversations, as chat
-    JSONL does) trajectories.parquet under OUT, which `hsa augment --input OUT` reads; BFCL
-    and tau2 give tasks, which `hsa teach` or `hsa build` solve. OUT is replaced only if it is
-    empty or holds an earlier import.
+    JSONL does) trajectories.parquet under OUT, which `hsa augment --input OUT` reads. BFCL
+    gives tasks, which `hsa teach` and `hsa build` solve; tau2's (no tool outputs recorded)
+    are for `hsa eval run`. OUT is replaced only if it is empty or holds an earlier import.
     """
     from hsa.harness import load_harness
     from hsa.harness.importers import import_source, write_import
