@@ -282,7 +282,8 @@ def _import_source(folder: Path) -> Source:
         raise DatasetError(
             f"this import has no {TRAJECTORIES}: its source records tasks and harnesses but "
             "no conversations (BFCL and tau2 give tasks), so there are no trajectories to "
-            "augment",
+            "augment; `hsa build` with an `env: bfcl` source solves BFCL's tasks and augments "
+            "them",
             file=str(folder),
         )
     source = _parquet_source(folder, [trajectories])
