@@ -103,3 +103,12 @@ def test_action_calling_an_unknown_tool_is_refused(external, tmp_path):
         import_source(src)
     assert err.value.file == str(src / "tasks.json")
     assert err.value.where == "$[0].evaluation_criteria.actions[0].name"
+
+
+def test_a_folder_of_domains_imports_each(external):
+    root = external / "tau2"
+    assert detect_format(root) == "tau2"
+    result = import_source(root)
+    assert [h.id for h in result.harnesses] == ["tau2-airline", "tau2-retail"]
+    one = {d: import_source(root / d) for d in ("airline", "retail")}
+    assert result.tasks == one["airline"].tasks + one["retail"].tasks

@@ -9,7 +9,7 @@ from hsa.errors import ImportFormatError
 from hsa.harness.importers.base import invalid_json, read_text, text_lines
 from hsa.harness.importers.bfcl import DOC_DIR, QUESTION_FILE, is_bfcl_dir
 from hsa.harness.importers.skills import SKILL_FILE, skill_folders
-from hsa.harness.importers.tau2 import is_domain
+from hsa.harness.importers.tau2 import domains
 
 FORMATS = ("tools", "agent-skills", "bfcl", "tau2", "openai-jsonl")
 
@@ -22,13 +22,13 @@ def detect_format(src: str | Path) -> str:
     if path.is_dir():
         if skill_folders(path):
             return "agent-skills"
-        if is_domain(path):
+        if domains(path):
             return "tau2"
         if is_bfcl_dir(path):
             return "bfcl"
         raise ImportFormatError(
             "cannot tell the format of this folder: expected Agent Skills (folders with "
-            "SKILL.md), a tau2 domain (tools.json + tasks.json) or BFCL files (BFCL_v4_*.json, "
+            "SKILL.md), tau2 domains (tools.json + tasks.json) or BFCL files (BFCL_v4_*.json, "
             f"{DOC_DIR}/); pass --format",
             file=str(path),
         )

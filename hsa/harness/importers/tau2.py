@@ -29,7 +29,36 @@ def is_domain(path: Path) -> bool:
     return path.is_dir() and (path / TOOLS_FILE).is_file() and (path / TASKS_FILE).is_file()
 
 
+def domains(path: Path) -> list[Path]:
+    """The tau2 domains at ``path``: itself when it is one, else its sub-folders that are
+    (tau2's ``data/tau2/domains/``, say), in name order."""
+    if is_domain(path):
+        return [path]
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.iterdir() if is_domain(p))
+
+
 def import_tau2(path: Path) -> ImportResult:
+    """Every domain at ``path`` (``domains``): a harness and its tasks each."""
+    found = domains(path)
+    if not found:
+        raise ImportFormatError(
+            f"not a tau2 domain folder: expected {TOOLS_FILE} and {TASKS_FILE} (and "
+            f"{POLICY_FILE}), or folders that each hold them",
+            file=str(path),
+        )
+    results = [import_domain(domain) for domain in found]
+    return ImportResult(
+        harnesses=tuple(h for r in results for h in r.harnesses),
+        tasks=tuple(t for r in results for t in r.tasks),
+        source=str(path),
+        format="tau2",
+        notes=tuple(n for r in results for n in r.notes),
+    )
+
+
+def import_domain(path: Path) -> ImportResult:
     """One harness (``tau2-<domain>``) and one task per entry of ``tasks.json``.
 
     The policy becomes a prompt section of kind ``policy``. Each task's ground truth is
