@@ -199,6 +199,20 @@ def test_question_without_possible_answer_has_empty_ground_truth(external, tmp_p
     assert [t["ground_truth"] for t in result.tasks] == [{}, {}, {}]
 
 
+def test_a_mistyped_answer_id_is_named_beside_the_question_it_leaves_out(external, tmp_path):
+    source = external / "bfcl"
+    src = tmp_path / "BFCL_v4_simple_python.json"
+    src.write_text("".join((source / src.name).read_text().splitlines(True)[:5]))
+    answers = (source / "possible_answer" / src.name).read_text().splitlines(True)[:5]
+    answers[3] = answers[3].replace('"simple_python_3"', '"simple_python_3x"')
+    (tmp_path / "possible_answer").mkdir()
+    (tmp_path / "possible_answer" / src.name).write_text("".join(answers))
+    with pytest.raises(ImportFormatError) as caught:
+        import_source(src)
+    assert caught.value.where == "line 4"
+    assert caught.value.message.endswith("(its line 4 answers 'simple_python_3x')")
+
+
 def test_unknown_bfcl_type_is_refused_with_line_and_path(tmp_path):
     src = tmp_path / "BFCL_v4_simple_python.json"
     entry = {

@@ -289,11 +289,7 @@ class _Import:
         else:
             answer = answers.get(entry["id"])
             if answer is None:
-                raise ImportFormatError(
-                    f"no possible answer for {entry['id']!r} in {ANSWER_DIR}/{path.name}",
-                    file=str(path),
-                    where=where,
-                )
+                raise _no_answer(entry["id"], answers, path, where)
             calls, source_names = _rename_answer(answer, harness, path, where)
             ground_truth = {"calls": calls}
             metadata["source_names"] = source_names
@@ -712,13 +708,22 @@ def _answers(path: Path) -> dict[str, Any] | None:
     return answers
 
 
+def _no_answer(entry_id: str, answers: dict[str, Any], path: Path, where: str) -> ImportFormatError:
+    """The error of a question the answer file does not answer, naming the answer on the
+    question's line when that one answers no question of this id (a mistyped id)."""
+    line = where.split(":", 1)[0]
+    beside = next((i for i, (_, _, n) in answers.items() if f"line {n}" == line), None)
+    hint = f" (its line {line[5:]} answers {beside!r})" if beside is not None else ""
+    return ImportFormatError(
+        f"no possible answer for {entry_id!r} in {ANSWER_DIR}/{path.name}{hint}",
+        file=str(path),
+        where=where,
+    )
+
+
 def _text_answers(entry_id: str, answers: dict[str, Any], path: Path, where: str) -> list[str]:
     if entry_id not in answers:
-        raise ImportFormatError(
-            f"no possible answer for {entry_id!r} in {ANSWER_DIR}/{path.name}",
-            file=str(path),
-            where=where,
-        )
+        raise _no_answer(entry_id, answers, path, where)
     ground_truth, answer_path, lineno = answers[entry_id]
     if not isinstance(ground_truth, list) or not all(isinstance(a, str) for a in ground_truth):
         raise ImportFormatError(
@@ -796,11 +801,7 @@ def _multi_turn_task(
     ground_truth: dict[str, Any] = {}
     if answers is not None:
         if entry["id"] not in answers:
-            raise ImportFormatError(
-                f"no possible answer for {entry['id']!r} in {ANSWER_DIR}/{path.name}",
-                file=str(path),
-                where=where,
-            )
+            raise _no_answer(entry["id"], answers, path, where)
         turns, answer_path, lineno = answers[entry["id"]]
         ground_truth = {"calls_by_turn": _turn_calls(turns, harness, answer_path, lineno)}
         metadata["source_calls"] = turns
