@@ -32,6 +32,10 @@ PROMPT_BUCKET = 500  # characters per bar of the prompt-length histogram
 #: characters per token assumed without a tokenizer: about what ~150k-entry BPE vocabularies
 #: (Qwen2.5, Llama 3) give on English prose mixed with JSON
 CHARS_PER_TOKEN = 3.5
+#: tokens a chat template adds around each message (ChatML's start and end markers, the role,
+#: two newlines) and around each tool call (its JSON wrapper or tags), in the estimate
+MESSAGE_TOKENS = 5
+CALL_TOKENS = 8
 #: TRL's ``SFTConfig.max_length`` default: longer rows are cut (their end is lost)
 TRL_DEFAULT_MAX_LENGTH = 1024
 
@@ -168,7 +172,8 @@ class TokenLengths:
 def estimate_tokens(messages: pa.Array, tools_chars: np.ndarray) -> np.ndarray:
     """Tokens per row estimated at ``CHARS_PER_TOKEN`` from the characters a chat template
     prints: message contents and reasoning, call names and arguments, plus ``tools_chars`` (the
-    length of each row's tools JSON)."""
+    length of each row's tools JSON); and ``MESSAGE_TOKENS`` a message and ``CALL_TOKENS`` a
+    call for the template's own markers."""
     if isinstance(messages, pa.ChunkedArray):
         messages = messages.combine_chunks()
     rows = len(messages)
@@ -186,7 +191,9 @@ def estimate_tokens(messages: pa.Array, tools_chars: np.ndarray) -> np.ndarray:
     function = calls.values[call_offsets[0] : call_offsets[-1]].field("function")
     for name in ("name", "arguments"):
         np.add.at(chars, call_row, _lengths(function.field(name)))
-    return np.ceil(chars / CHARS_PER_TOKEN).astype(np.int64)
+    calls_per_row = np.bincount(call_row, minlength=rows)
+    markers = np.diff(offsets) * MESSAGE_TOKENS + calls_per_row * CALL_TOKENS
+    return np.ceil(chars / CHARS_PER_TOKEN).astype(np.int64) + markers
 
 
 def _lengths(text: pa.Array) -> np.ndarray:
@@ -264,7 +271,10 @@ def _length_lines(lengths: TokenLengths) -> list[str]:
         "applied to `messages` and `tools`, as TRL does)"
         if lengths.tokenizer
         else f"estimated at {CHARS_PER_TOKEN} characters per token from the characters a chat "
-        "template prints (pass `--tokenizer PATH` to `hsa build` or `hsa augment` to count them)"
+        f"template prints, plus {MESSAGE_TOKENS} tokens a message and {CALL_TOKENS} a call for "
+        "its markers; a template's own text (a tools preamble, a default system prompt) is not "
+        "counted, so leave some headroom, or pass `--tokenizer PATH` to `hsa build` or `hsa "
+        "augment` to count them"
     )
     lines = [
         "## Token lengths",

@@ -113,7 +113,7 @@ def test_plot_axes_of_counts_have_integer_ticks(monkeypatch) -> None:
 def test_estimated_tokens_count_the_characters_a_template_prints() -> None:
     import pyarrow as pa
 
-    from hsa.datasets.card import CHARS_PER_TOKEN, estimate_tokens
+    from hsa.datasets.card import CALL_TOKENS, CHARS_PER_TOKEN, MESSAGE_TOKENS, estimate_tokens
     from hsa.datasets.schema import MESSAGES
 
     call = {"id": "c0", "type": "function", "function": {"name": "find", "arguments": '{"q":"é"}'}}
@@ -124,5 +124,6 @@ def test_estimated_tokens_count_the_characters_a_template_prints() -> None:
     ]
     messages = pa.array(rows, type=MESSAGES)
     chars = np.array([10 + 5 + 7, 4 + 9, 4])  # characters, not bytes
-    expected = np.ceil(chars / CHARS_PER_TOKEN).astype(int).tolist()
+    markers = np.array([2 * MESSAGE_TOKENS, MESSAGE_TOKENS + CALL_TOKENS, 0])
+    expected = (np.ceil(chars / CHARS_PER_TOKEN).astype(int) + markers).tolist()
     assert estimate_tokens(messages, np.array([7, 0, 4])).tolist() == expected
