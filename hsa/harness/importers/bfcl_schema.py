@@ -48,7 +48,6 @@ TYPES: dict[str, str | None] = {
     "HashMap": "object",
     "Hashtable": "object",
 }
-#: BFCL's hint appended to every function description of a category, by language.
 #: what BFCL appends to every function description it shows a model, by the category's
 #: language (``_get_language_specific_hint`` in bfcl_eval/utils.py)
 LANGUAGE_HINTS = {
@@ -143,8 +142,8 @@ def language_functions(
     checks the call. So each such parameter becomes ``string`` with its Java/JS type told in
     the description (array item types and JS dict properties move there too), and the declared
     types come back as ``{function: {parameter: {"type": T, "items": T}}}`` for the checker.
-    Python parameters are shown as they are.
-    Malformed entries come back unchanged (``normalize_schema`` reports them).
+    Python parameters are shown as they are. Malformed entries come back unchanged
+    (``normalize_schema`` reports them).
     """
     if language == "python":
         return [with_hint(fn, language) for fn in functions], {}
