@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.errors import DatasetError
+from hsa.harness import files
 
 LOCK = Path(".hsa") / "lock"
 _GRACE_S = 10.0
@@ -132,6 +133,9 @@ def acquire(folder: str | Path, *, command: str | None = None) -> str:
     Raises ``DatasetError`` when a live run holds it.
     """
     path = lock_path(folder)
+    blocked = files.blocked(path.parent)
+    if blocked is not None:
+        raise DatasetError("is a file, where the output folder should be", file=str(blocked))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -158,3 +158,11 @@ def test_a_folder_a_refused_run_created_is_removed_and_any_other_kept(tmp_path: 
     with pytest.raises(RuntimeError), hold(tmp_path):
         raise RuntimeError("refused")
     assert tmp_path.is_dir()  # a folder that was there before stays, empty or not
+
+
+def test_a_file_where_the_output_folder_should_be_is_named(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    for out in (tmp_path / "afile", tmp_path / "afile" / "sub"):
+        with pytest.raises(DatasetError, match="is a file, where the output folder should be") as caught:
+            acquire(out)
+        assert caught.value.file == str(tmp_path / "afile")
