@@ -163,6 +163,6 @@ def test_a_folder_a_refused_run_created_is_removed_and_any_other_kept(tmp_path: 
 def test_a_file_where_the_output_folder_should_be_is_named(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("")
     for out in (tmp_path / "afile", tmp_path / "afile" / "sub"):
-        with pytest.raises(DatasetError, match="is a file, where the output folder should be") as caught:
+        with pytest.raises(DatasetError, match="is a file, where the output folder") as caught:
             acquire(out)
         assert caught.value.file == str(tmp_path / "afile")
