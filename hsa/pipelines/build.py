@@ -377,6 +377,17 @@ def _build(
     return report
 
 
+def _intact(target: Path) -> bool:
+    """Whether the teacher output at ``target`` holds every shard its manifest lists, as
+    written (the augment stage reads it again whenever a batch of the dataset is redone)."""
+    manifest = target / mf.MANIFEST
+    if not manifest.is_file():
+        return False
+    splits = mf.read_json(manifest).get("splits") or {}
+    shards = [entry for split in splits.values() for entry in split.get("shards", [])]
+    return not mf.damaged(target, {"shards": shards})
+
+
 def _teach(config: BuildConfig, target: Path, progress: Progress | None) -> tuple[int, int, bool]:
     """Trajectories of the environment's tasks into ``target`` by the teach job
     (``hsa.pipelines.teach``), verified as ``hsa teach`` verifies them; (tasks, verified,
@@ -393,9 +404,12 @@ def _teach(config: BuildConfig, target: Path, progress: Progress | None) -> tupl
     )
     if done.is_file():
         found = mf.read_json(done)
-        if found.get("identity") == ident:
+        if found.get("identity") == ident and _intact(target):
             return found.get("tasks", 0), found.get("verified", 0), True
-        shutil.rmtree(target)
+        if found.get("identity") != ident:
+            shutil.rmtree(target)
+        # else a shard went missing or changed: the teach job below redoes exactly that one
+        done.unlink()
 
     planned: list[bool] = []
 

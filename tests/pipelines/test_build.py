@@ -118,6 +118,30 @@ def test_a_corpus_with_a_harness_per_task_builds(tmp_path: Path, external) -> No
         assert "tool" not in {m["role"] for m in row["messages"]}
 
 
+def test_a_lost_teacher_shard_is_taught_again_before_the_dataset_is_mended(
+    tmp_path: Path,
+) -> None:
+    # the augment stage reads the teacher's output again to redo a batch: a source shard that
+    # went missing is taught again first, never read as fewer trajectories
+    small = {**SMALL, "source": {"env": "livestream", "tasks": 40}}
+    small["augment"] = {**SMALL["augment"], "batch_size": 8}
+    config = load_config(write(tmp_path, small))
+    build(config)
+    out = tmp_path / "out"
+
+    def snapshot(root: Path) -> dict[str, bytes]:
+        files = (f for f in root.rglob("*") if f.is_file() and ".hsa" not in f.parts)
+        return {str(f.relative_to(root)): f.read_bytes() for f in files}
+
+    before = snapshot(out)
+    source = sorted((out / ".hsa" / "source" / "data").rglob("*.parquet"))
+    source[0].unlink()
+    next((out / "data").rglob("*.parquet")).unlink()
+    again = build(config)
+    assert not again.teacher_skipped
+    assert snapshot(out) == before and source[0].is_file()
+
+
 def test_recorded_trajectories_as_source(tmp_path: Path, livestream_table) -> None:
     import pyarrow.parquet as pq
 
