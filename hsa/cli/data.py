@@ -213,6 +213,8 @@ def build_command(
     rows = [("config", str(config_path))]
     if report.tasks:
         rows.append(("tasks", f"{report.tasks:,} ({report.verified:,} verified)"))
+    if report.restated:  # BFCL's format-sensitivity entries: augmentation varies the form
+        rows.append(("tasks left out (another task asked again)", f"{report.restated:,}"))
     if report.teacher_skipped:
         rows.append(("teacher", "skipped (done before)"))
     rows += _augment_rows(report.augment, time.monotonic() - started)

@@ -185,6 +185,11 @@ def _summary(report: Any) -> None:
         f"wrote {report.written} rows; {report.shards} shards, {report.verified} verified rows "
         f"in {report.out} ({report.wall_s:.1f} s, {report.rollouts_per_s:.1f} rollouts/s)"
     )
+    if report.restated:
+        out.print(
+            f"left out {report.restated} tasks that ask another task again in another form "
+            "(BFCL's format-sensitivity entries: augmentation varies the form itself)"
+        )
 
 
 @click.command("serve")

@@ -110,6 +110,13 @@ class Environment(abc.ABC):
         corpus that records none, whose every call gets an error."""
         return True
 
+    def restates(self, task: Task) -> bool:
+        """Whether ``task`` asks another task of this environment again in another form (BFCL's
+        format-sensitivity entries: an entry under one of its prompt formats). A teacher job
+        leaves such tasks out: their trajectory is the other task's, and a dataset's variants
+        vary the form."""
+        return False
+
     def ends_at_calls(self, task: Task) -> bool:
         """Whether ``task`` is over once the model has made its calls: they are scored as
         made and never run. BFCL's call-scored categories judge the model's first reply, so

@@ -20,6 +20,7 @@ from hsa.envs.episode import Episode
 from hsa.envs.recorded import CorpusEnvironment, CorpusState, tool_calls
 from hsa.errors import ImportFormatError
 from hsa.harness.events import AssistantMessage, Event, ToolCall
+from hsa.harness.importers.bfcl import FORMAT_SENSITIVITY
 
 #: Source types of a Java/JavaScript harness: ``(language, {tool: {param: declared type}})``.
 Source = tuple[str, Mapping[str, Mapping[str, Mapping[str, str]]]]
@@ -162,6 +163,10 @@ class BfclEnvironment(CorpusEnvironment):
         tasks = [Task.from_dict(row) for row in result.tasks if scored(row)]
         used = {t.harness_id for t in tasks}
         return cls([h for h in result.harnesses if h.id in used], tasks)
+
+    def restates(self, task: Task) -> bool:
+        # a format-sensitivity task is another entry asked under one of BFCL's prompt formats
+        return task.kind == FORMAT_SENSITIVITY
 
     def ends_at_calls(self, task: Task) -> bool:
         # BFCL scores a call-scored entry on the model's first reply: its calls are not run

@@ -293,6 +293,8 @@ class BuildReport:
     verified: int = 0
     teacher_skipped: bool = False
     augment: AugmentReport | None = None
+    #: tasks the teacher left out: they ask another task again (``Environment.restates``)
+    restated: int = 0
 
 
 def build(
@@ -347,7 +349,7 @@ def _build(
         report.trajectories = report.augment.trajectories
         return report
     if recorded is None:
-        report.tasks, report.verified, report.teacher_skipped = _teach(
+        report.tasks, report.verified, report.teacher_skipped, report.restated = _teach(
             config, out / SOURCE_DIR, progress
         )
         src = open_source(out / SOURCE_DIR)
@@ -388,10 +390,12 @@ def _intact(target: Path) -> bool:
     return not mf.damaged(target, {"shards": shards})
 
 
-def _teach(config: BuildConfig, target: Path, progress: Progress | None) -> tuple[int, int, bool]:
+def _teach(
+    config: BuildConfig, target: Path, progress: Progress | None
+) -> tuple[int, int, bool, int]:
     """Trajectories of the environment's tasks into ``target`` by the teach job
     (``hsa.pipelines.teach``), verified as ``hsa teach`` verifies them; (tasks, verified,
-    skipped)."""
+    skipped, tasks left out as restating others)."""
     done = target / "done.json"
     teach_config = config.teach_config()
     # what decides the teacher's output: a rerun reuses it only when this is unchanged
@@ -405,7 +409,8 @@ def _teach(config: BuildConfig, target: Path, progress: Progress | None) -> tupl
     if done.is_file():
         found = mf.read_json(done)
         if found.get("identity") == ident and _intact(target):
-            return found.get("tasks", 0), found.get("verified", 0), True
+            tasks, verified = found.get("tasks", 0), found.get("verified", 0)
+            return tasks, verified, True, found.get("restated", 0)
         if found.get("identity") != ident:
             shutil.rmtree(target)
         # else a shard went missing or changed: the teach job below redoes exactly that one
@@ -423,5 +428,13 @@ def _teach(config: BuildConfig, target: Path, progress: Progress | None) -> tupl
     if progress is not None:
         progress("tasks", 0, 1)
     result = teach(teach_config, target, progress=on_rollout)
-    mf.write_json(done, {"tasks": result.total, "verified": result.verified, "identity": ident})
-    return result.total, result.verified, False
+    mf.write_json(
+        done,
+        {
+            "tasks": result.total,
+            "verified": result.verified,
+            "restated": result.restated,
+            "identity": ident,
+        },
+    )
+    return result.total, result.verified, False, result.restated

@@ -88,6 +88,8 @@ class TeachReport:
     wall_s: float = 0.0
     run_s: float = 0.0  # running rollouts, without loading the environment and planning
     shards: int = 0
+    #: tasks left out because they ask another task again (``Environment.restates``)
+    restated: int = 0
 
     @property
     def retry(self) -> int:
@@ -150,6 +152,7 @@ class JobPlan:
     pending: list[_Shard]
     entries: dict[ShardKey, dict[str, Any]]  # manifest entries of the written shards
     total: int
+    restated: int = 0  # tasks left out: they ask another task again (``Environment.restates``)
 
     @property
     def skipped(self) -> int:
@@ -313,7 +316,9 @@ def plan_job(
         from hsa.envs.registry import get
 
         env = get(config.env, **dict(config.env_options))
-    tasks = env.tasks(config.split)
+    every = env.tasks(config.split)
+    tasks = [t for t in every if not env.restates(t)]
+    restated = len(every) - len(tasks)
     if config.tasks is not None:
         tasks = tasks[: config.tasks]
     recipe = recipe_from(config.recipe) if config.variants_per_task else Recipe(rules=())
@@ -363,7 +368,7 @@ def plan_job(
             entries[shard.key] = entry
         elif only is None or shard.key in only:
             pending.append(shard)
-    return JobPlan(config, out, env, variants, shards, pending, entries, len(specs))
+    return JobPlan(config, out, env, variants, shards, pending, entries, len(specs), restated)
 
 
 def teach(
@@ -420,7 +425,9 @@ async def teach_async(
     raises ``TeachIncomplete`` as ``teach`` does."""
     started = time.monotonic()
     plan = plan_job(config, out, env=env)
-    report = TeachReport(out=plan.out, total=plan.total, skipped=plan.skipped)
+    report = TeachReport(
+        out=plan.out, total=plan.total, skipped=plan.skipped, restated=plan.restated
+    )
     if progress is not None:
         progress(report.skipped, report.total, plan.verified)
     await run_plan(plan, report, backend=backend, progress=progress)

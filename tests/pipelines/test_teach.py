@@ -398,3 +398,11 @@ def test_a_corpus_with_a_harness_per_task_teaches_each_task_under_its_own(
     for r in rows:
         kinds = [e["kind"] for e in r["events"]]
         assert kinds[0] == "user" and set(kinds[1:]) == {"tool_call"}
+
+
+def test_tasks_that_ask_another_again_are_left_out_and_counted(tmp_path, external) -> None:
+    # BFCL's format-sensitivity entries are other entries under 26 prompt formats: taught
+    # under their harness they would be copies of those entries' rows
+    config = TeachConfig(env="bfcl", env_options={"path": str(external / "bfcl")}, tasks=3)
+    report = teach(config, tmp_path / "out")
+    assert report.restated == 5200 and report.total == 3
