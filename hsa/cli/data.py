@@ -219,6 +219,8 @@ def build_command(
         rows.append(("teacher", "skipped (done before)"))
     rows += _augment_rows(report.augment, time.monotonic() - started)
     _summary("hsa build: done", rows)
+    for note in report.left_out:
+        console().print(f"note: {note}")
 
 
 def _shorten(text: str | None, width: int) -> str:

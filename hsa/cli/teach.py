@@ -190,6 +190,8 @@ def _summary(report: Any) -> None:
             f"left out {report.restated} tasks that ask another task again in another form "
             "(BFCL's format-sensitivity entries: augmentation varies the form itself)"
         )
+    for note in report.left_out:
+        out.print(f"note: {note}")
 
 
 @click.command("serve")

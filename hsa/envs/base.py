@@ -110,6 +110,11 @@ class Environment(abc.ABC):
         corpus that records none, whose every call gets an error."""
         return True
 
+    def left_out(self) -> tuple[str, ...]:
+        """What of its source the environment does not offer as tasks, and why, one sentence
+        each (an imported corpus's entries it cannot score)."""
+        return ()
+
     def restates(self, task: Task) -> bool:
         """Whether ``task`` asks another task of this environment again in another form (BFCL's
         format-sensitivity entries: an entry under one of its prompt formats). A teacher job

@@ -143,6 +143,9 @@ def answer_defects(
 class BfclEnvironment(CorpusEnvironment):
     """BFCL's scored categories: AST checker for calls, answer checker for web_search."""
 
+    #: the import's notes on the entries it could not score (left out here)
+    notes: tuple[str, ...] = ()
+
     def __init__(self, harnesses, tasks, outputs=None):
         super().__init__("bfcl", harnesses, tasks, outputs)
 
@@ -162,7 +165,12 @@ class BfclEnvironment(CorpusEnvironment):
             raise ImportFormatError(first.message + more, file=first.file, where=first.where)
         tasks = [Task.from_dict(row) for row in result.tasks if scored(row)]
         used = {t.harness_id for t in tasks}
-        return cls([h for h in result.harnesses if h.id in used], tasks)
+        env = cls([h for h in result.harnesses if h.id in used], tasks)
+        env.notes = tuple(n for n in result.notes if "unscored" in n)
+        return env
+
+    def left_out(self) -> tuple[str, ...]:
+        return self.notes
 
     def restates(self, task: Task) -> bool:
         # a format-sensitivity task is another entry asked under one of BFCL's prompt formats

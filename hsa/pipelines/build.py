@@ -295,6 +295,8 @@ class BuildReport:
     augment: AugmentReport | None = None
     #: tasks the teacher left out: they ask another task again (``Environment.restates``)
     restated: int = 0
+    #: what of its source the environment left out, and why (``Environment.left_out``)
+    left_out: tuple[str, ...] = ()
 
 
 def build(
@@ -349,9 +351,9 @@ def _build(
         report.trajectories = report.augment.trajectories
         return report
     if recorded is None:
-        report.tasks, report.verified, report.teacher_skipped, report.restated = _teach(
-            config, out / SOURCE_DIR, progress
-        )
+        taught = _teach(config, out / SOURCE_DIR, progress)
+        report.tasks, report.verified, report.teacher_skipped = taught[:3]
+        report.restated, report.left_out = taught[3:]
         src = open_source(out / SOURCE_DIR)
         try:
             check_not_empty(src, augment_config)
@@ -392,10 +394,10 @@ def _intact(target: Path) -> bool:
 
 def _teach(
     config: BuildConfig, target: Path, progress: Progress | None
-) -> tuple[int, int, bool, int]:
+) -> tuple[int, int, bool, int, tuple[str, ...]]:
     """Trajectories of the environment's tasks into ``target`` by the teach job
     (``hsa.pipelines.teach``), verified as ``hsa teach`` verifies them; (tasks, verified,
-    skipped, tasks left out as restating others)."""
+    skipped, tasks left out as restating others, what the environment left out)."""
     done = target / "done.json"
     teach_config = config.teach_config()
     # what decides the teacher's output: a rerun reuses it only when this is unchanged
@@ -410,7 +412,7 @@ def _teach(
         found = mf.read_json(done)
         if found.get("identity") == ident and _intact(target):
             tasks, verified = found.get("tasks", 0), found.get("verified", 0)
-            return tasks, verified, True, found.get("restated", 0)
+            return tasks, verified, True, found.get("restated", 0), tuple(found.get("left_out", ()))
         if found.get("identity") != ident:
             shutil.rmtree(target)
         # else a shard went missing or changed: the teach job below redoes exactly that one
@@ -434,7 +436,8 @@ def _teach(
             "tasks": result.total,
             "verified": result.verified,
             "restated": result.restated,
+            "left_out": list(result.left_out),
             "identity": ident,
         },
     )
-    return result.total, result.verified, False, result.restated
+    return result.total, result.verified, False, result.restated, result.left_out

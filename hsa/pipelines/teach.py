@@ -90,6 +90,8 @@ class TeachReport:
     shards: int = 0
     #: tasks left out because they ask another task again (``Environment.restates``)
     restated: int = 0
+    #: what of its source the environment left out, and why (``Environment.left_out``)
+    left_out: tuple[str, ...] = ()
 
     @property
     def retry(self) -> int:
@@ -355,7 +357,8 @@ def plan_job(
             else "the recipe draws no variants and the canonical harness is not included "
             "(--include-canonical)"
         )
-        raise TeacherError(f"the job plans no rollouts: {why}", where=f"env {config.env!r}")
+        left = "".join(f"; {note}" for note in env.left_out()) if not tasks else ""
+        raise TeacherError(f"the job plans no rollouts: {why}{left}", where=f"env {config.env!r}")
     shards = plan_shards(specs, config.shard_size)
     if check:
         check_job_file(out, config)
@@ -426,7 +429,11 @@ async def teach_async(
     started = time.monotonic()
     plan = plan_job(config, out, env=env)
     report = TeachReport(
-        out=plan.out, total=plan.total, skipped=plan.skipped, restated=plan.restated
+        out=plan.out,
+        total=plan.total,
+        skipped=plan.skipped,
+        restated=plan.restated,
+        left_out=plan.env.left_out(),
     )
     if progress is not None:
         progress(report.skipped, report.total, plan.verified)

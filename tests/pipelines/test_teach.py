@@ -406,3 +406,11 @@ def test_tasks_that_ask_another_again_are_left_out_and_counted(tmp_path, externa
     config = TeachConfig(env="bfcl", env_options={"path": str(external / "bfcl")}, tasks=3)
     report = teach(config, tmp_path / "out")
     assert report.restated == 5200 and report.total == 3
+    (note,) = report.left_out  # and the entries it cannot score are said, not dropped silently
+    assert note.startswith("200 multi_turn_base task(s) imported unscored")
+    only = TeachConfig(env="bfcl", env_options={"path": str(external / "bfcl" / MULTI_TURN)})
+    with pytest.raises(TeacherError, match="has no tasks; 200 multi_turn_base task"):
+        teach(only, tmp_path / "multi")
+
+
+MULTI_TURN = "BFCL_v4_multi_turn_base.json"
