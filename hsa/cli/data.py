@@ -106,8 +106,9 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
     "harness_paths",
     multiple=True,
     type=click.Path(path_type=Path),
-    help="Harness the trajectories were recorded under (directory or JSON; repeatable). "
-    "A JSONL file without one gets harnesses derived from its rows.",
+    help="Harness the trajectories were recorded under (directory or JSON; repeatable), or "
+    "an `hsa harness import` folder holding them all. A JSONL file without one gets "
+    "harnesses derived from its rows.",
 )
 @click.option("--seed", type=click.IntRange(min=0), cls=Setting, config=AUGMENT)
 @click.option("--variants-per-trajectory", type=int, cls=Setting, config=AUGMENT)
@@ -132,13 +133,18 @@ def augment_command(
     the recipe.
     """
     from hsa.augment.recipe import load_recipe
-    from hsa.datasets.source import open_source
+    from hsa.datasets.source import is_import, open_source, with_imported_harnesses
     from hsa.harness.io import load
     from hsa.pipelines.augment import AugmentConfig, augment
 
-    harnesses = [load(p) for p in harness_paths]
+    folders = [p for p in harness_paths if is_import(p)]
+    harnesses = [load(p) for p in harness_paths if not is_import(p)]
     if len(harnesses) > 1 and input_path.suffix == ".jsonl":
         raise click.UsageError("a JSONL file is read under at most one --harness")
+    if len(folders) > 1 or (folders and harnesses):
+        raise click.UsageError(
+            "give the harnesses as one `hsa harness import` folder or as harnesses, not both"
+        )
     started = time.monotonic()
     config = AugmentConfig(
         recipe=load_recipe(recipe) if recipe is not None else None,
@@ -151,6 +157,8 @@ def augment_command(
             harness=harnesses[0] if harnesses else None,
             progress=read_bar(bar, f"read {input_path.name}"),
         )
+        if folders:
+            source = with_imported_harnesses(source, folders[0])
         task = bar.add_task("augment", total=None)
 
         def on_batch(done: int, total: int, rows: int) -> None:

@@ -227,7 +227,7 @@ def open_source(
     path = Path(path)
     if not path.exists():
         raise DatasetError("no such file or directory", file=str(path))
-    if (path / MARKER).is_file():
+    if is_import(path):
         return _import_source(path)
     if path.name == TRAJECTORIES and (path.parent / MARKER).is_file():
         return _import_source(path.parent)
@@ -286,12 +286,28 @@ def _import_source(folder: Path) -> Source:
             "them",
             file=str(folder),
         )
-    source = _parquet_source(folder, [trajectories])
-    # the harnesses are input too: a rerun over a re-imported folder is another input
+    return with_imported_harnesses(_parquet_source(folder, [trajectories]), folder)
+
+
+def with_imported_harnesses(source: Source, folder: Path) -> Source:
+    """``source`` read under the harnesses of the ``hsa harness import`` folder ``folder``
+    (each row names its harness). The harnesses are input too: their files go into the
+    fingerprint, so a rerun over a re-imported folder is another input."""
+    if source.scratch is not None:
+        raise DatasetError(
+            "a chat JSONL file brings its own harnesses (or is read under one --harness); an "
+            "import folder's harnesses are for trajectories a teacher recorded",
+            file=str(folder),
+        )
     digest = hashlib.sha256(source.fingerprint.encode())
-    for file in sorted(p for p in folder.rglob("*") if p.is_file() and p != trajectories):
+    for file in sorted(p for p in folder.rglob("*") if p.is_file() and p not in source.files):
         digest.update(f"{file.relative_to(folder)}\0{sha256_file(file)}\n".encode())
     return replace(source, fingerprint=digest.hexdigest(), store=ImportedHarnesses(folder))
+
+
+def is_import(folder: Path) -> bool:
+    """Whether ``folder`` is an ``hsa harness import`` folder."""
+    return (folder / MARKER).is_file()
 
 
 def _jsonl_source(

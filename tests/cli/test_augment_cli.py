@@ -408,6 +408,23 @@ def test_an_import_folder_augments_under_its_own_harnesses(tmp_path: Path) -> No
     assert list(iter_rows(tmp_path / "file")) == rows
 
 
+def test_a_teachers_rows_augment_under_an_import_folders_harnesses(
+    external, tmp_path: Path
+) -> None:
+    # BFCL taught by hsa teach: each row names its entry's harness, and the import of the same
+    # file holds them all
+    corpus = external / "bfcl" / "BFCL_v4_parallel.json"
+    taught, imported = tmp_path / "taught", tmp_path / "imported"
+    args = ["--env", "bfcl", "--env-path", str(corpus), "--backend", "oracle", "--tasks", "4"]
+    assert hsa("teach", *args, "--out", str(taught)).returncode == 0
+    assert hsa("harness", "import", str(corpus), "--out", str(imported)).returncode == 0
+    out = tmp_path / "out"
+    done = hsa("augment", "--input", str(taught), "--harness", str(imported), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = list(iter_rows(out))
+    assert len({r["source_id"] for r in rows}) == 4 and len(rows) == 4 * 3
+
+
 def _files(root: Path) -> dict[str, str]:
     return {
         str(f.relative_to(root)): hashlib.sha256(f.read_bytes()).hexdigest()
