@@ -72,6 +72,9 @@ class EvalReport:
     plan_s: float = 0.0  # loading the environment and laying the episodes out
     run_s: float = 0.0  # running the episodes
     write_s: float = 0.0  # writing the episodes, report and summary
+    #: the answered episodes' own wall times, summed: each from its first request to its
+    #: score (model calls, rendering, parsing, environment steps, hooks, scoring)
+    episodes_s: float = 0.0
     summary: dict[str, Any] = field(default_factory=dict)
 
 
@@ -337,9 +340,11 @@ async def _bounded(
 
     async def one(coroutine):
         async with gate:
+            began = time.monotonic()
             found = await coroutine
         report.done += 1
         if not isinstance(found, str):
+            report.episodes_s += time.monotonic() - began
             report.succeeded += found[0]["success"]
         if progress is not None:
             progress(report.done, report.episodes, report.succeeded)
@@ -368,6 +373,7 @@ async def _run(
         if start_s:
             await asyncio.sleep(start_s)
         for index, episode in todo:
+            began = time.monotonic()
             result = await rollout(episode.spec, env, backend, settings)
             report.requests += result.requests
             report.cache_hits += result.cache_hits
@@ -378,6 +384,7 @@ async def _run(
                 results[index] = episode_row(
                     episode.suite, episode.config, result, policy=config.label, group=episode.group
                 )
+                report.episodes_s += time.monotonic() - began
                 report.succeeded += succeeded(result)
             report.done += 1
             if progress is not None:

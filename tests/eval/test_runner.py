@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pyarrow.parquet as pq
@@ -192,6 +193,29 @@ def test_a_rerun_retries_what_failed_and_answers_the_rest_from_the_cache(livestr
     report = evaluate(config, out, env=livestream, backend=Flaky(livestream, down=0))
     assert report.summary["suites"]["canonical"]["success"] == 1.0
     assert report.cache_hits > 0 and report.requests > 0
+
+
+class Slow(Flaky):
+    """The oracle, answering each request ``delay_s`` after it is asked."""
+
+    def __init__(self, env, delay_s: float):
+        super().__init__(env, down=0)
+        self.delay_s = delay_s
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        await asyncio.sleep(self.delay_s)
+        return await super().chat(request)
+
+
+def test_the_episodes_own_wall_times_are_counted(livestream, tmp_path):
+    config = _config(tasks=4, suites=("canonical", "firstcall"), variants=1, concurrency=2)
+    slow = Slow(livestream, 0.02)
+    variants = {e.spec.variant.variant_id: e.spec.variant for e in plan(config, livestream)}
+    slow.inner = OracleBackend(OracleResponder(livestream, variants=variants))
+    report = evaluate(config, tmp_path / "run", env=livestream, backend=slow)
+    assert report.requests > report.episodes  # canonical episodes make several calls
+    # every call waits 20 ms inside its episode; the episodes share 2 lanes of the run
+    assert report.requests * 0.02 <= report.episodes_s <= 2 * report.run_s
 
 
 @pytest.mark.parametrize(
