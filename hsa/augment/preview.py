@@ -70,11 +70,13 @@ def preview(
 ) -> Preview:
     """Apply ``rule`` with ``seed`` and diff the harness and one rendered trajectory.
 
-    Without ``trajectory`` a synthetic one is used (``hsa.augment.synthetic``).
+    Without ``trajectory`` a synthetic one is used (``hsa.augment.synthetic``). A rule that
+    finds nothing to change gives empty diffs (and its parameters as resolved).
     """
     trajectory = trajectory or sample_trajectory(harness)
-    rewrite, applied = apply_chain(
-        harness, [(rule, params or {})], seed=seed, context=Context.of(trajectory.events)
+    resolved = rule.resolve_params(params or {})
+    rewrite, _ = apply_chain(
+        harness, [(rule, resolved)], seed=seed, context=Context.of(trajectory.events)
     )
     before = conversation_text(render(trajectory.events, harness))
     after = conversation_text(
@@ -82,7 +84,7 @@ def preview(
     )
     return Preview(
         rewrite,
-        applied[0][2],
+        resolved,
         _diff(harness_text(harness), harness_text(rewrite.harness), "harness", f"{rule.name}"),
         _diff(before, after, f"{trajectory.id} (canonical)", f"{trajectory.id} ({rule.name})"),
     )

@@ -123,8 +123,15 @@ def preview_cmd(
     out.print(
         f"# {item.name} (seed {seed}, params {json.dumps(dict(result.params))})", markup=False
     )
+    if not result.harness_diff:
+        out.print(
+            f"\n{item.name} changes nothing on this harness with seed {seed} (a variant drawing "
+            "it here would leave it out of its rules)",
+            markup=False,
+        )
+        return
     out.print("\n## harness\n", markup=False)
-    out.print(result.harness_diff or "(unchanged)\n", markup=False, end="")
+    out.print(result.harness_diff, markup=False, end="")
     out.print("\n## rendered trajectory\n", markup=False)
     out.print(result.conversation_diff or "(unchanged)\n", markup=False, end="")
 

@@ -81,6 +81,17 @@ def test_preview_diffs_harness_and_trajectory():
     assert bad.returncode == 1 and "must be a JSON object" in bad.stderr
 
 
+def test_preview_of_a_rule_with_nothing_to_change_says_so():
+    out = hsa("rules", "preview", "tools.flatten_args", "--harness", str(DEMO))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        '# tools.flatten_args (seed 0, params {"join": "any"})',
+        "",
+        "tools.flatten_args changes nothing on this harness with seed 0 (a variant drawing it "
+        "here would leave it out of its rules)",
+    ]
+
+
 def test_check_every_rule_on_a_harness_and_a_corpus(external):
     out = hsa("rules", "check", "--harness", str(DEMO), "--seeds", "2")
     assert out.returncode == 0, out.stdout + out.stderr
