@@ -86,6 +86,15 @@ class Recipe:
             out |= get(item.rule).needs
         return frozenset(out)
 
+    @property
+    def versions(self) -> dict[str, str]:
+        """The version of each rule the recipe names (its base rules too), by name: a rule
+        whose output changed bumps it, so output planned from the recipe is another output."""
+        from hsa.augment.registry import get
+
+        names = sorted({item.rule for item in self.base + self.rules})
+        return {name: get(name).version for name in names}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "seed": self.seed,

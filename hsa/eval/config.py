@@ -11,7 +11,7 @@ from typing import Any
 from hsa.config import bounded, from_mapping, refuse, same_as, setting, settings_hash
 from hsa.envs.base import SPLITS
 from hsa.errors import EvalError
-from hsa.teachers.config import BACKENDS, TeachConfig, public_url
+from hsa.teachers.config import BACKENDS, TeachConfig, public_url, rule_versions
 
 #: the suites, in the order a run reports them
 SUITES = ("canonical", "variants", "firstcall", "bfcl", "ifeval")
@@ -170,10 +170,12 @@ class EvalConfig:
         """A hash of the settings that decide the scores (with the recipe file's content) and
         of the version of variant planning."""
         from hsa.augment.planner import PLAN_VERSION
+        from hsa.eval.suites import heldout_recipe
 
         public = self.public_dict()
         chosen = {name: public[name] for name in _OUTPUT_FIELDS}
         chosen["planner"] = PLAN_VERSION
+        chosen["rule_versions"] = rule_versions(lambda: heldout_recipe(self.recipe))
         return settings_hash(chosen, files=("recipe", "ifeval_data"))
 
     @classmethod

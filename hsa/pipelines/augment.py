@@ -144,6 +144,7 @@ class AugmentConfig:
         return {
             "planner": PLAN_VERSION,
             "recipe": recipe.to_dict(),
+            "rule_versions": recipe.versions,
             "seed": seed,
             "variants_per_trajectory": k,
             "keep_canonical": self.keep_canonical,

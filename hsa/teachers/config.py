@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from hsa.config import bounded, from_mapping, refuse, setting, settings_hash
 from hsa.envs.base import SPLITS
-from hsa.errors import TeacherError
+from hsa.errors import HsaError, TeacherError
+
+if TYPE_CHECKING:
+    from hsa.augment.recipe import Recipe
 
 ORACLE_MODEL = "hsa-oracle"
 #: the backends a job can name (``hsa.teachers.make.make_backend`` builds them)
@@ -183,14 +186,27 @@ class TeachConfig:
         """A hash of ``output_dict`` (with the recipe file's content, not its path) and of the
         version of variant planning (another plans other variants from the same recipe)."""
         from hsa.augment.planner import PLAN_VERSION
+        from hsa.augment.recipe import default_recipe, load_recipe
 
-        return settings_hash({**self.output_dict(), "planner": PLAN_VERSION}, files=("recipe",))
+        recipe = self.recipe
+        versions = rule_versions(lambda: load_recipe(recipe) if recipe else default_recipe())
+        chosen = {**self.output_dict(), "planner": PLAN_VERSION, "rule_versions": versions}
+        return settings_hash(chosen, files=("recipe",))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, file: str | None = None) -> TeachConfig:
         """A config from a mapping (a YAML ``teach:`` section), unknown keys refused."""
         config: TeachConfig = from_mapping(cls, data, error=TeacherError, file=file)
         return config
+
+
+def rule_versions(recipe: Callable[[], Recipe]) -> dict[str, str] | None:
+    """The versions of the rules of the recipe ``recipe()`` loads (``Recipe.versions``), for
+    an output hash; None when it cannot load (its error is reported where it is loaded)."""
+    try:
+        return recipe().versions
+    except HsaError:
+        return None
 
 
 def public_url(url: str | None) -> str | None:

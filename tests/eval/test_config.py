@@ -101,6 +101,20 @@ def test_output_hash_follows_the_recipe_file_content(tmp_path):
     assert config.output_hash() != before
 
 
+def test_output_hashes_follow_the_versions_of_the_recipes_rules(tmp_path, monkeypatch):
+    from hsa.augment import registry
+
+    recipe = tmp_path / "heldout.yaml"
+    recipe.write_text("rules: [{rule: tools.shuffle}]\n", "utf-8")
+    configs = [EvalConfig(recipe=str(recipe)), TeachConfig(recipe=str(recipe)), EvalConfig()]
+    before = [c.output_hash() for c in configs]
+    bumped = dataclasses.replace(registry.get("tools.shuffle"), version="99")
+    monkeypatch.setitem(registry._RULES, "tools.shuffle", bumped)
+    after = [c.output_hash() for c in configs]
+    # the built-in held-out recipe draws no tools.shuffle: its evaluations are the same
+    assert after[0] != before[0] and after[1] != before[1] and after[2] == before[2]
+
+
 #: a valid (policy, model, base_url) for each policy
 BACKENDS = [
     ("oracle", None, None),

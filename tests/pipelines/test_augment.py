@@ -141,6 +141,24 @@ def test_output_directory_holding_something_else_is_refused(tmp_path: Path, shar
         augment(open_source(shards), out, config(seed=5))
 
 
+def test_a_rule_whose_version_changed_makes_another_dataset(
+    tmp_path: Path, shards: Path, monkeypatch
+) -> None:
+    from hsa.augment import registry
+
+    out = tmp_path / "out"
+    augment(open_source(shards), out, config())
+    name = config().resolved()[0].rules[0].rule
+    bumped = dataclasses.replace(registry.get(name), version="99")
+    monkeypatch.setitem(registry._RULES, name, bumped)
+    with pytest.raises(DatasetError, match="holds another dataset"):
+        augment(open_source(shards), out, config())
+    # nor does it finish an unfinished run of the old version with rows of the new one
+    (out / "manifest.json").unlink()
+    with pytest.raises(DatasetError, match="unfinished run of another config"):
+        augment(open_source(shards), out, config())
+
+
 def test_unverified_rows_are_left_out(tmp_path: Path, livestream_table: pa.Table) -> None:
     rows = livestream_table.to_pylist()
     rows[0]["verified"] = False
