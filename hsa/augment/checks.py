@@ -9,6 +9,12 @@ For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
   declared the canonical call's); every skill load names a skill of ``h'``;
 - ``values``: argument values are data and stay as they are, except values respelled from an
   ``enum`` the original schema declares into one the new schema declares;
+- ``hooks``: every hook of ``h`` is in ``h'`` (under its mapped id) with the same event,
+  effect and payload function, and its matcher selects exactly the renamed tools
+  (and turns) it selected before; a hook ``h'`` adds may only add context;
+- ``names``: no free text of ``h'`` (prompt, descriptions, skill contents, hook messages) still
+  names a tool or skill by a canonical name the rewrite renamed, where ``replace_in_harness``
+  would have replaced it;
 - ``roundtrip`` (b): ``parse(render(map_events(e, m), h'), h') == map_events(e, m)``, and the
   inverse mapping gives ``e`` back;
 - ``replay`` (c): the calls recovered from the surface conversation, mapped back with
@@ -30,10 +36,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from hsa.augment.free_text import replace_in_harness
 from hsa.augment.mapping import RewriteMapping, ToolMap, apply_steps, map_events
 from hsa.augment.param_schemas import reached
 from hsa.augment.rule import Rewrite
 from hsa.envs.base import Environment, Task
+from hsa.envs.hook_runtime import HookContext, matches
 from hsa.errors import HsaError
 from hsa.harness.arguments import checker_of, schema_problem
 from hsa.harness.events import Event, SkillLoad, ToolCall, ToolResult, normalize_call_ids
@@ -42,7 +50,9 @@ from hsa.harness.parse import parse
 from hsa.harness.render import render
 from hsa.harness.validate import document_problems
 
-CHECKS = ("harness", "schema", "values", "roundtrip", "replay")
+CHECKS = ("harness", "schema", "values", "hooks", "names", "roundtrip", "replay")
+#: turns at which turn-based hook matchers are compared (``every_n_turns`` up to 7 repeats)
+_TURNS = range(8)
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 
@@ -255,6 +265,88 @@ def value_problems(
 # --- (b) round trip ---
 
 
+def hook_problems(original: Harness, h2: Harness, m: RewriteMapping) -> list[tuple[str, str]]:
+    """How the hooks of ``h2`` fire or act otherwise than ``original``'s (check ``hooks``)."""
+    problems: list[tuple[str, str]] = []
+    tools = [t.name for t in original.tools]
+    if original.skill_tool is not None:
+        tools.append(original.skill_tool.name)
+    mapped = set()
+    for hook in original.hooks:
+        new_id = m.hooks.get(hook.id, hook.id)
+        mapped.add(new_id)
+        new = h2.hook(new_id)
+        where = f"hook {hook.id!r}"
+        if new is None:
+            problems.append((where, f"missing from the rewritten harness (as {new_id!r})"))
+            continue
+        # (its parameters name tool arguments, which a rule may rename with the tool's)
+        before = (hook.event, hook.effect, hook.payload_fn)
+        if before != (new.event, new.effect, new.payload_fn):
+            problems.append((where, "its event, effect or payload function changed"))
+            continue
+        for tool in [None, *tools]:
+            surface = None if tool is None else m.tool_name(tool)
+            for turn in _TURNS:
+                was = matches(hook.matcher, HookContext(hook.event, turn=turn, tool=tool))
+                now = matches(new.matcher, HookContext(new.event, turn=turn, tool=surface))
+                if was != now:
+                    on = "no tool" if tool is None else f"tool {tool!r} (now {surface!r})"
+                    fires = "fires" if now else "no longer fires"
+                    problems.append((where, f"{fires} on {on} at turn {turn}"))
+                    break
+            else:
+                continue
+            break
+    for hook in h2.hooks:
+        if hook.id not in mapped and hook.effect != "add_context":
+            problems.append(
+                (f"hook {hook.id!r}", f"added with effect {hook.effect!r} (may only add context)")
+            )
+    return problems
+
+
+def stale_name_problems(h2: Harness, m: RewriteMapping) -> list[tuple[str, str]]:
+    """Free text of ``h2`` that still names a renamed tool or skill by its old name (check
+    ``names``): what ``replace_in_harness`` with the rewrite's renames would still change."""
+    current = {t.name for t in h2.tools} | {s.id for s in h2.skills}
+    if h2.skill_tool is not None:
+        current.add(h2.skill_tool.name)
+    table = {old: tool.name for old, tool in m.tools.items() if tool.name != old}
+    table |= {old: new for old, new in m.skills.items() if new != old}
+    table = {old: new for old, new in table.items() if old not in current}
+    found: dict[str, list[str]] = {}
+    for name, renamed in sorted(table.items()):
+        # the new name may hold the old one (a namespace): hide it, then look for the old
+        hidden = {renamed: "\x00"}
+        masked = replace_in_harness(h2, hidden)
+        fixed = replace_in_harness(h2, {**hidden, name: renamed})
+        for where, text, replaced in _free_texts(masked, fixed):
+            if text != replaced:
+                found.setdefault(where, []).append(name)
+    return [(where, f"still names {', '.join(names)}, renamed") for where, names in found.items()]
+
+
+def _free_texts(a: Harness, b: Harness) -> Iterable[tuple[str, str, str]]:
+    """``(where, text of a, text of b)`` for the free text of two harnesses of the same shape."""
+    for sa, sb in zip(a.prompt.sections, b.prompt.sections, strict=True):
+        yield f"prompt section {sa.id!r}", f"{sa.title}\n{sa.body}", f"{sb.title}\n{sb.body}"
+    yield "prompt template", a.prompt.template or "", b.prompt.template or ""
+    pairs = list(zip(a.tools, b.tools, strict=True))
+    if a.skill_tool is not None and b.skill_tool is not None:
+        pairs.append((a.skill_tool, b.skill_tool))
+    for x, y in pairs:
+        yield f"tool {x.name!r}", x.to_json(), y.to_json()
+    for sx, sy in zip(a.skills, b.skills, strict=True):
+        yield (
+            f"skill {sx.id!r}",
+            f"{sx.description}\n{sx.content}",
+            f"{sy.description}\n{sy.content}",
+        )
+    for hx, hy in zip(a.hooks, b.hooks, strict=True):
+        yield f"hook {hx.id!r}", hx.message, hy.message
+
+
 def _same(a: Sequence[Event], b: Sequence[Event]) -> bool:
     return normalize_call_ids(a) == normalize_call_ids(b)
 
@@ -390,7 +482,18 @@ def check_rewrite(
     trajectory_id: str = "",
     label: str = "",
 ) -> CheckReport:
-    """Run every check for one rewrite of ``original`` on one canonical trajectory."""
+    """Run every check for one rewrite of ``original`` on one canonical trajectory.
+
+    ``events`` are ``hsa.harness`` events (``Trajectory.events``; rows read from Parquet become
+    trajectories through ``hsa.harness.trajectories_from_table``); anything else is a
+    ``TypeError``, since a check of values it cannot read would pass them.
+    """
+    strays = [e for e in events if not isinstance(e, Event)]
+    if strays:
+        raise TypeError(
+            f"check_rewrite takes hsa.harness events, not {type(strays[0]).__name__}: read "
+            "Parquet rows with hsa.harness.trajectories_from_table"
+        )
     h2, m = rewrite.harness, rewrite.mapping
     outcomes: dict[str, str] = {}
     failures: list[Failure] = []
@@ -406,6 +509,8 @@ def check_rewrite(
     found = call_problems(h2, surface) or declared_problems(original, h2, events, surface)
     record("schema", [(f"event {i}", msg) for i, msg in found], skip=bool(baseline_calls))
     record("values", [(f"event {i}", msg) for i, msg in value_problems(original, h2, m, events)])
+    record("hooks", hook_problems(original, h2, m))
+    record("names", stale_name_problems(h2, m))
 
     recovered: list[Event] | None = None
     try:

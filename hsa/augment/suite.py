@@ -18,7 +18,7 @@ from typing import Any
 
 from hsa.augment.checks import RECORDED, CheckReport, Replay, check_rewrite
 from hsa.augment.planner import apply_chain
-from hsa.augment.rule import Context, Rule
+from hsa.augment.rule import Context, Rewrite, Rule
 from hsa.envs.base import Environment, Task
 from hsa.errors import HsaError, RuleError
 from hsa.harness.events import Trajectory, UserMessage
@@ -199,9 +199,7 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
         if key is not None and key in cache:
             rewrite = cache[key]
         else:
-            rewrite, _ = apply_chain(
-                harness, [(job.rule, job.params or {})], seed=seed, context=context
-            )
+            rewrite = _apply_twice(job, harness, seed, context)
             if key is not None:
                 cache[key] = rewrite
     except RuleError as exc:
@@ -225,6 +223,38 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
         trajectory_id=f"{trajectory.id}@seed{seed}",
         label=job.rule.name,
     )
+
+
+def _apply_twice(job: Job, harness: Harness, seed: int, context: Context) -> Rewrite:
+    """The rule's rewrite of ``harness``, applied twice: a rule must leave the harness it is
+    given as it was (it is a value other variants share) and give the same rewrite for the
+    same seed (draws from ``rng`` only); either failure is a ``RuleError``."""
+    chain = [(job.rule, job.params or {})]
+    given = _document(harness)
+    first, _ = apply_chain(harness, chain, seed=seed, context=context)
+    if _document(harness) != given:
+        raise RuleError(
+            "changed the harness it was given, in place (a harness is a value other variants "
+            "share: build new tools, schemas and lists instead of editing them)",
+            where=f"rule {job.rule.name!r}",
+        )
+    second, _ = apply_chain(harness, chain, seed=seed, context=context)
+    if (_document(first.harness), first.mapping.to_dict()) != (
+        _document(second.harness),
+        second.mapping.to_dict(),
+    ):
+        raise RuleError(
+            f"gave two different rewrites for seed {seed}: draw everything from rng, never "
+            "from random or the clock",
+            where=f"rule {job.rule.name!r}",
+        )
+    return first
+
+
+def _document(harness: Harness) -> str:
+    """``harness`` as JSON made afresh (``Harness.to_json`` is made once per harness object, so
+    it would not show a change made in place)."""
+    return json.dumps(harness.to_dict(), sort_keys=True, default=str)
 
 
 def describe(report: CheckReport) -> str:

@@ -824,7 +824,7 @@ def _batch(
     try:
         chosen, taken = _pick(read.slot_order(seed), groups, group_rows, k, planner)
     except HsaError as exc:
-        raise _planning_failed(exc, read) from None
+        raise _planning_failed(exc, read) from exc
     # what a rerun plans again for the variants file
     contexts = [[*key, sorted(taken.get(groups[g], ()))] for key, g in read.group_keys.items()]
     short = int((chosen[:, k - 1] < 0).sum()) if k and n else 0

@@ -139,7 +139,8 @@ def test_renaming_inside_argument_values_is_caught():
         return Rewrite(harness.replace(tools=tools), mapping)
 
     report = _run(naive_replace)
-    assert _failed(report) == {"values"}
+    # (renaming by hand, it also left the audit hook's matcher and the texts on the old name)
+    assert _failed(report) == {"values", "hooks", "names"}
     (failure,) = [f for f in report.failures if f.check == "values"]
     assert "'damaged get_order mug'" in failure.message and "values are data" in failure.message
 
@@ -185,6 +186,75 @@ def test_ambiguous_hook_messages_fail_roundtrip():
         return Rewrite(harness.replace(hooks=[extra, *harness.hooks]))
 
     assert "roundtrip" in _failed(_run(catch_all))
+
+
+def _matcher(hook, tool):
+    return dataclasses.replace(hook, matcher=dataclasses.replace(hook.matcher, tool=tool))
+
+
+@pytest.mark.parametrize(
+    "pattern, says",
+    [
+        (".*", "hook 'audit': fires on tool 'return_order_items'"),  # widened
+        ("no_such_tool", "hook 'audit': no longer fires on tool 'get_order'"),  # narrowed
+    ],
+)
+def test_a_hook_made_to_fire_elsewhere_is_caught(pattern, says):
+    def rematch(harness, rng, params, context):
+        hooks = [_matcher(h, pattern) if h.id == "audit" else h for h in harness.hooks]
+        return Rewrite(harness.replace(hooks=hooks))
+
+    report = _run(rematch)
+    assert _failed(report) == {"hooks"}
+    assert str(report.failures[0]).startswith(f"hooks: {says}")
+
+
+def test_a_rename_that_leaves_hooks_and_texts_on_the_old_name_is_caught():
+    def rename(harness, rng, params, context):
+        # the tool and the calls renamed (the mapping), and the policy's mention of it; not
+        # the audit hook's matcher, nor the other texts that name it
+        tools = [
+            dataclasses.replace(t, name="fetch_order") if t.name == "get_order" else t
+            for t in harness.tools
+        ]
+        sections = list(harness.prompt.sections)
+        sections[1] = dataclasses.replace(
+            sections[1], body=sections[1].body.replace("`get_order`", "`fetch_order`")
+        )
+        prompt = dataclasses.replace(harness.prompt, sections=tuple(sections))
+        mapping = RewriteMapping(tools={"get_order": ToolMap("fetch_order")})
+        return Rewrite(harness.replace(tools=tools, prompt=prompt), mapping)
+
+    report = _run(rename)
+    assert _failed(report) == {"hooks", "names"}
+    assert [str(f) for f in report.failures] == [
+        "hooks: hook 'audit': no longer fires on tool 'get_order' (now 'fetch_order') at turn 0",
+        "names: tool 'fetch_order': still names get_order, renamed",
+        "names: tool 'get_order_status': still names get_order, renamed",
+        "names: skill 'returns-policy': still names get_order, renamed",
+    ]
+
+
+def test_a_hook_that_acts_otherwise_or_is_added_to_act_is_caught():
+    def deny(harness, rng, params, context):
+        hooks = [
+            dataclasses.replace(h, effect="deny") if h.id == "audit" else h for h in harness.hooks
+        ]
+        return Rewrite(harness.replace(hooks=hooks))
+
+    def add(harness, rng, params, context):
+        extra = Hook("gate", "pre_tool_use", "deny", "No.", inject="system")
+        return Rewrite(harness.replace(hooks=[*harness.hooks, extra]))
+
+    changed = _run(deny)
+    assert "hooks" in _failed(changed)
+    assert "hooks: hook 'audit': its event, effect or payload function changed" in map(
+        str, changed.failures
+    )
+    added = _run(add)
+    assert "hooks: hook 'gate': added with effect 'deny' (may only add context)" in map(
+        str, added.failures
+    )
 
 
 def test_checks_skip_what_the_canonical_trajectory_breaks_on_its_own(harness):
@@ -316,3 +386,10 @@ def test_tally_counts_per_label(harness, events):
 @pytest.mark.parametrize("check", CHECKS)
 def test_every_check_has_a_name_the_table_shows(check):
     assert check.isidentifier()
+
+
+def test_events_read_as_plain_rows_are_refused_not_passed(harness, events):
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.rename"), {})], seed=0)
+    rows = [{"kind": "tool_call", "tool": "get_order", "args": {}} for _ in events]
+    with pytest.raises(TypeError, match=r"not dict: read Parquet rows with hsa\.harness"):
+        check_rewrite(harness, rewrite, rows)

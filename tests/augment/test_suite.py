@@ -5,9 +5,11 @@ fast; ``hsa rules check --source ...`` runs the full corpora."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from hsa.augment import all_rules
+from hsa.augment import Rewrite, all_rules
 from hsa.augment.checks import SKIP, Replay
 from hsa.augment.suite import (
     Job,
@@ -106,3 +108,42 @@ def test_openai_jsonl_and_parquet_trajectories_replay_on_their_recording(tmp_pat
     from_parquet = subjects_from_files(harness, tmp_path / "t.parquet")
     assert len(from_parquet) == len(rows)
     _assert_all_pass(from_parquet[:2])
+
+
+def _check_one(fn):
+    from conftest import make_events, make_harness
+
+    from hsa.augment import Rule
+    from hsa.harness import Trajectory
+
+    rule = Rule("broken.rule", "1", fn, doc="A deliberately broken rule.")
+    subject = Subject(make_harness(), Trajectory("t", tuple(make_events())), Replay(), "test")
+    (report,) = run([Job(rule)], [subject], seeds=(0,))
+    return report
+
+
+def test_a_rule_that_edits_the_harness_it_is_given_fails():
+    def mutate(harness, rng, params, context):
+        for tool in harness.tools:
+            for schema in tool.parameters.get("properties", {}).values():
+                schema["description"] = "MUTATED"
+        return Rewrite(harness)
+
+    report = _check_one(mutate)
+    assert report.outcomes == {"harness": "fail"}
+    assert "changed the harness it was given, in place" in describe(report)
+
+
+def test_a_rule_that_draws_from_anything_but_rng_fails():
+    draws = iter(range(100))
+
+    def clock(harness, rng, params, context):
+        tools = [
+            dataclasses.replace(t, description=f"{t.description} ({next(draws)})")
+            for t in harness.tools
+        ]
+        return Rewrite(harness.replace(tools=tools))
+
+    report = _check_one(clock)
+    assert report.outcomes == {"harness": "fail"}
+    assert "gave two different rewrites for seed 0: draw everything from rng" in describe(report)

@@ -231,6 +231,23 @@ def test_a_rule_that_raises_is_one_line_in_preview_and_augment(tmp_path):
         "rule 'broken.crash': ",
     )
     assert "Traceback" not in augmented.stderr
+    # --debug shows where in the rule it raised, whichever process planned it
+    for workers in ("1", "2"):
+        debugged = hsa(
+            "--debug",
+            "augment",
+            "--input",
+            str(chats),
+            "--recipe",
+            str(recipe),
+            "--out",
+            str(tmp_path / f"debug-{workers}"),
+            "--workers",
+            workers,
+            env=env,
+        )
+        assert debugged.returncode == 1
+        assert f'{tmp_path / "broken_rules.py"}", line' in debugged.stderr, debugged.stderr
 
 
 UNIMPORTABLE = '''
