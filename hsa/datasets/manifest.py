@@ -21,9 +21,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import shlex
 import shutil
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,25 +115,61 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
 
 
 def job_folder_problem(
-    out: Path, job_file: str, digest: str, *, kind: str, others: Mapping[str, str]
+    out: Path,
+    job_file: str,
+    digest: str,
+    *,
+    kind: str,
+    others: Mapping[str, str],
+    owned: Collection[str] | None = None,
 ) -> tuple[str, Path] | None:
     """Why ``out`` cannot take a job of ``kind`` (a teacher job, an evaluation) whose settings
     hash to ``digest``, and the file that says so: it holds such a job with other settings
     (``job_file`` records its ``output_hash``) or, holding none, another kind of output
-    (``others``: the file that marks it -> what it is). None when it can."""
+    (``others``: the file that marks it -> what it is) or, with ``owned`` (the names a job of
+    ``kind`` writes at the top of its folder), anything else. None when it can."""
     path = out / job_file
     if not path.exists():
         for name, what in others.items():
             if (out / name).exists():
                 return f"this directory holds {what} ({name}), not {kind}; use a new --out", out
+        strays = [] if owned is None else _strays(out, owned)
+        if strays:
+            more = f" and {len(strays) - 3} more" if len(strays) > 3 else ""
+            return (
+                f"this directory holds what hsa did not write there ({', '.join(strays[:3])}"
+                f"{more}), not {kind}; use a new or empty --out",
+                out,
+            )
         return None
     try:
         previous = json.loads(path.read_text("utf-8")).get("output_hash")
     except (OSError, ValueError, AttributeError):
         previous = None
     if previous != digest:
-        return f"this directory holds {kind} with other settings; use a new --out", path
+        return (
+            f"this directory holds {kind} with other settings (or made by another version of "
+            "hsa or of the rules it draws); use a new --out",
+            path,
+        )
     return None
+
+
+def _strays(out: Path, owned: Collection[str]) -> list[str]:
+    """The names at the top of ``out`` that are not ``owned`` (nor their SQLite journals, nor
+    a killed run's ``.NAME.PID.tmp``), sorted; none when ``out`` is not a folder."""
+    if not out.is_dir():
+        return []
+    found = []
+    for entry in sorted(out.iterdir()):
+        name = entry.name
+        if name == STATE or any(name == own or name.startswith(f"{own}-") for own in owned):
+            continue
+        temporary = re.fullmatch(r"\.(.+)\.\d+\.tmp", name)
+        if temporary is not None and temporary.group(1) in owned:
+            continue
+        found.append(name)
+    return found
 
 
 def remove_temporaries(out: Path) -> None:

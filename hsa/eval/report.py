@@ -21,6 +21,8 @@ from hsa.harness.files import blocked
 
 REPORT = "report.md"
 COMPARE_PLOT = "compare.png"
+#: the plots of a run's report, in the order it shows them
+PLOTS = ("success.png", "failures.png", "latency.png")
 _BLUE, _ORANGE, _GREEN, _RED = "#4c72b0", "#dd8452", "#55a868", "#c44e52"
 
 
@@ -184,10 +186,8 @@ def render_report(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
 def write_report(out: Path, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> None:
     """Write the plots and ``report.md`` under ``out``."""
     plots = []
-    for name, data in (
-        ("success.png", plot_success(summary)),
-        ("failures.png", plot_failures(summary)),
-        ("latency.png", plot_latency(rows)),
+    for name, data in zip(
+        PLOTS, (plot_success(summary), plot_failures(summary), plot_latency(rows)), strict=True
     ):
         if data is not None:
             write_atomic(out / name, data)

@@ -38,6 +38,7 @@ from hsa.eval.config import EvalConfig
 from hsa.eval.firstcall import first_reply
 from hsa.eval.ifeval import Prompt, Scorer, ask, ifeval_summary, load_prompts, scorer
 from hsa.eval.metrics import episode_row, episodes_table, succeeded
+from hsa.eval.report import PLOTS, REPORT
 from hsa.eval.suites import Episode, episodes, heldout_recipe, split_tasks
 from hsa.eval.summary import summarize
 from hsa.teachers.backends.base import Backend
@@ -49,6 +50,8 @@ from hsa.teachers.rollout import RolloutConfig, planned_kept, rollout
 EPISODES = "episodes.parquet"
 SUMMARY = "summary.json"
 CACHE_FILE = "cache.sqlite"
+#: what a run writes at the top of its directory (``write_run``; the cache while it runs)
+OWNED = (EPISODES, SUMMARY, REPORT, CACHE_FILE, *PLOTS)
 #: policies answered in process, as fast as a cache lookup: no cache unless one is asked for
 IN_PROCESS = ("oracle", "fixed-oracle")
 
@@ -176,7 +179,7 @@ def _check_dir(out: Path, config: EvalConfig) -> None:
     dataset, a teacher job)."""
     others = {mf.MANIFEST: "a dataset", "teach.json": "a teacher job"}
     found = mf.job_folder_problem(
-        out, SUMMARY, config.output_hash(), kind="an evaluation", others=others
+        out, SUMMARY, config.output_hash(), kind="an evaluation", others=others, owned=OWNED
     )
     if found is not None:
         raise EvalError(found[0], file=str(found[1]))

@@ -282,8 +282,9 @@ def check_job_file(out: Path, config: TeachConfig) -> None:
     """Refuse a directory of another job, or of something else (a built dataset, an
     evaluation). Writes nothing: ``record_job`` does once the job's backend is up."""
     others = {mf.MANIFEST: "a dataset", "summary.json": "an evaluation"}
+    owned = (JOB_FILE, mf.MANIFEST, "data", CACHE_FILE)
     found = mf.job_folder_problem(
-        out, JOB_FILE, config.output_hash(), kind="a teacher job", others=others
+        out, JOB_FILE, config.output_hash(), kind="a teacher job", others=others, owned=owned
     )
     if found is not None:
         raise TeacherError(found[0], file=str(found[1]))

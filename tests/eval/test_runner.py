@@ -230,6 +230,26 @@ def test_a_directory_of_something_else_is_refused_untouched(livestream, tmp_path
     assert sorted(p.name for p in out.iterdir()) == [marker]
 
 
+def test_a_directory_of_files_hsa_did_not_write_is_refused_untouched(livestream, tmp_path):
+    out = tmp_path / "notes"
+    (out / "sub").mkdir(parents=True)
+    (out / "sub" / ".draft.tmp").write_text("keep")
+    (out / "report.md").write_text("my notes")
+    (out / "plan.txt").write_text("mine")
+    with pytest.raises(EvalError, match=r"what hsa did not write there \(plan\.txt, sub\)"):
+        evaluate(_config(tasks=2, variants=1), out, env=livestream)
+    assert (out / "sub" / ".draft.tmp").read_text() == "keep"
+    assert (out / "report.md").read_text() == "my notes"
+    # what a run writes, a killed run's temporaries and its cache journal are its own
+    (out / "plan.txt").unlink()
+    (out / "sub" / ".draft.tmp").unlink()
+    (out / "sub").rmdir()
+    (out / ".episodes.parquet.4242.tmp").write_bytes(b"half")
+    (out / "cache.sqlite-journal").write_bytes(b"")
+    evaluate(_config(tasks=2, variants=1, suites=("canonical",)), out, env=livestream)
+    assert (out / "summary.json").is_file() and not (out / ".episodes.parquet.4242.tmp").exists()
+
+
 def test_a_model_that_cannot_load_is_one_error_and_leaves_nothing(livestream, tmp_path):
     out = tmp_path / "run"
     with pytest.raises(TeacherError, match="no model folder"):

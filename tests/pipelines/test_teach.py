@@ -193,6 +193,15 @@ def test_a_directory_of_something_else_is_refused_untouched(tmp_path, env, marke
     assert sorted(p.name for p in out.iterdir()) == [marker]
 
 
+def test_a_directory_of_files_hsa_did_not_write_is_refused_untouched(tmp_path, env):
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "todo.md").write_text("mine")
+    with pytest.raises(TeacherError, match=r"what hsa did not write there \(todo\.md\)"):
+        teach(config(tasks=2), out, env=env)
+    assert sorted(p.name for p in out.iterdir()) == ["todo.md"]
+
+
 def test_a_backend_that_cannot_start_leaves_nothing_and_the_fixed_job_runs(tmp_path, env):
     out = tmp_path / "out"
     small = config(tasks=2, variants_per_task=0)
