@@ -42,6 +42,9 @@ from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 NO_KEY = "sk-no-key"
 #: error statuses below 500 worth another attempt: timeout, conflict, rate limit
 RETRIED = (408, 409, 429)
+#: at start, how many more times to try reaching an endpoint that refuses, and for how long
+PROBE_RETRIES = 2
+PROBE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +114,36 @@ class OpenAIBackend(Backend):
         self._proxy = env_proxy(self._url)
 
     async def start(self) -> None:
-        """Open the connection pool now rather than on the first request."""
-        self._open()
+        """Open the connection pool now rather than on the first request, and make sure
+        something answers at the endpoint: a server that is not up (refused, no such host)
+        fails the job here, in a second or two, rather than every request after all its
+        retries. Any HTTP answer to ``GET {base_url}/models`` will do (even an error status),
+        and so will a slow one: only a failure to connect is refused."""
+        import aiohttp
+
+        session = self._open()
+        url = endpoint(self.config.base_url, "models")
+        attempts = min(self.config.max_retries, PROBE_RETRIES) + 1
+        for attempt in range(attempts):
+            try:
+                async with session.get(
+                    url,
+                    proxy=self._proxy,
+                    timeout=aiohttp.ClientTimeout(total=min(self.config.timeout_s, PROBE_S)),
+                ) as answer:
+                    await answer.read()
+                return
+            except (OSError, TimeoutError, client_error()) as exc:
+                reason = failure_kind(exc)
+                if reason == "timeout":
+                    return  # reached, if slowly: the requests' own timeouts decide
+                detail = self._describe(reason, exc)
+            if attempt + 1 < attempts:
+                await asyncio.sleep(self.config.backoff.delay(attempt, self._rng, None))
+        raise TeacherError(
+            f"{detail}: nothing answers there (tried {attempts} time{'s' * (attempts > 1)}); "
+            "start the server or check --base-url, then rerun"
+        )
 
     def _open(self) -> Any:
         if self._session is None:

@@ -120,6 +120,33 @@ def test_connection_errors_are_retried_then_reported():
     assert b.stats.failures == {"connection refused": 3}
 
 
+def _start(b: OpenAIBackend) -> None:
+    async def main():
+        try:
+            await b.start()
+        finally:
+            await b.aclose()
+
+    asyncio.run(main())
+
+
+def test_start_fails_at_once_where_nothing_answers_and_passes_any_http_answer(serve):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    down = backend(f"http://127.0.0.1:{port}/v1", max_retries=8)
+    with pytest.raises(TeacherError) as error:
+        _start(down)
+    assert str(error.value) == (
+        f"connection refused to http://127.0.0.1:{port}/v1: nothing answers there (tried 3 "
+        "times); start the server or check --base-url, then rerun"
+    )
+    # a server that answers, whatever it answers /models with, is up
+    served = serve(answer=echo)
+    _start(backend(served.url))
+    _start(backend(served.url + "/no/such/prefix"))  # 404: reached all the same
+
+
 def chain(*errors: BaseException) -> BaseException:
     """``errors[0]`` raised from ``errors[1]``, raised from ``errors[2]``, ..."""
     for outer, inner in itertools.pairwise(errors):
