@@ -7,7 +7,8 @@ the environment's oracle's first step (canonical names on both sides, through th
 inverse mapping):
 
 - ``name``: the first call names the right tool (or loads the right skill) -- by a name the
-  variant offers: a canonical name the variant renamed is an unknown tool, not a match;
+  variant offers: a canonical name the variant renamed is an unknown tool, not a match; a
+  call to the right tool whose arguments its schema refuses matches here, and no further;
 - ``keys``: and with exactly the right argument names, arguments the tool's schema accepts;
 - ``exact``: and with the right values (the episode's ``success``).
 
@@ -63,11 +64,17 @@ def expected(
 
 
 def judge(
-    want: ToolCall | SkillLoad | None, got: ToolCall | SkillLoad | None, problem: str | None
+    want: ToolCall | SkillLoad | None,
+    got: ToolCall | SkillLoad | None,
+    problem: str | None,
+    named: str | None = None,
 ) -> tuple[bool, bool, bool, str | None]:
-    """``(name, keys, exact, failure class)`` of a first call ``got`` against ``want``."""
+    """``(name, keys, exact, failure class)`` of a first call ``got`` against ``want``; with a
+    ``problem``, ``named`` is the canonical tool an offered tool's refused call named (its
+    arguments did not fit: the right name all the same, not the right keys)."""
     if problem is not None:
-        return False, False, False, problem
+        name = isinstance(want, ToolCall) and named is not None and want.tool == named
+        return name, False, False, problem
     if want is None:
         ok = got is None
         return ok, ok, ok, None if ok else "wrong_tool"
@@ -107,6 +114,7 @@ async def first_reply(
         return str(exc)
     want = expected(env, episode, opening)
     problem: str | None = None
+    named: str | None = None
     got: ToolCall | SkillLoad | None = None
     try:
         surface = read_step(
@@ -122,10 +130,12 @@ async def first_reply(
             if found is not None:
                 unknown = found.startswith("unknown tool")
                 problem, reason = ("unknown_tool" if unknown else "invalid_arguments"), found
+                if not unknown:
+                    named = variant.mapping.inverse().tool_name(first.tool)
         elif isinstance(first, SkillLoad) and variant.harness.skill(first.skill_id) is None:
             problem, reason = "unknown_tool", f"loads skill {first.skill_id!r}, not offered"
         got = _first(map_events(surface, variant.mapping.inverse())) if problem is None else None
-    name, keys, exact, failure = judge(want, got, problem)
+    name, keys, exact, failure = judge(want, got, problem, named)
     if failure is not None and reason == "ok":
         reason = f"{failure}: expected {_show(want)}, got {_show(got)}"
     rules = [n for n, _, _ in variant.rules]

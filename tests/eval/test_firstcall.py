@@ -42,6 +42,10 @@ def test_no_call_matches_an_answer_without_a_call_and_problems_fail_everything()
     assert judge(None, call("search"), None)[3] == "wrong_tool"
     assert judge(call("search"), None, "unknown_tool") == (False, False, False, "unknown_tool")
     assert judge(SkillLoad("a"), SkillLoad("a"), None) == (True, True, True, None)
+    # the right tool, called with arguments its schema refuses: the name, not the keys
+    refused = judge(call("search"), None, "invalid_arguments", named="search")
+    assert refused == (True, False, False, "invalid_arguments")
+    assert judge(call("search"), None, "invalid_arguments", named="buy")[0] is False
 
 
 def test_the_oracle_is_exact_and_the_fixed_oracle_loses_only_under_variants(livestream, tmp_path):
@@ -64,3 +68,15 @@ def test_the_oracle_is_exact_and_the_fixed_oracle_loses_only_under_variants(live
     # a canonical name the variant renamed is an unknown tool, never a name match
     assert renamed and not any(r["name_match"] for r in renamed if r["failure"])
     assert {r["failure"] for r in renamed} <= {None, "unknown_tool"}
+
+
+def test_the_right_tool_with_refused_arguments_matches_the_name_only(livestream, tmp_path):
+    # wrapped arguments: the fixed oracle calls the right tool with the canonical arguments,
+    # which the wrapped schema refuses
+    recipe = tmp_path / "wrap.yaml"
+    recipe.write_text("variants_per_harness: 4\nrules: [{rule: tools.wrap_args}]\n", "utf-8")
+    settings = {"suites": ("firstcall",), "tasks": 12, "variants": 2, "recipe": str(recipe)}
+    evaluate(EvalConfig(policy="fixed-oracle", **settings), tmp_path / "fixed", env=livestream)
+    rows = pq.read_table(tmp_path / "fixed" / EPISODES).to_pylist()
+    refused = [r for r in rows if r["failure"] == "invalid_arguments"]
+    assert refused and all(r["name_match"] and not r["keys_match"] for r in refused)
