@@ -239,9 +239,27 @@ def compare_rows(
         }
         for suite in ("canonical", "variants", "bfcl"):
             row[suite] = suites.get(suite)
+        row["firstcall"] = (suites.get("firstcall") or {}).get("name")
         row["drop"] = summary.get("drop")
+        config = summary.get("config")
+        config = config if isinstance(config, Mapping) else {}
+        row["sample"] = {key: config.get(key) for key in SAMPLE_SETTINGS}
         rows.append(row)
     return rows
+
+
+#: the settings that decide which tasks and variants a run evaluates
+SAMPLE_SETTINGS = ("split", "tasks", "seed", "variants", "recipe")
+
+
+def sample_differences(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``setting a/b`` for each setting of ``SAMPLE_SETTINGS`` the compared runs differ in."""
+    out = []
+    for key in SAMPLE_SETTINGS:
+        values = list(dict.fromkeys(str(r.get("sample", {}).get(key)) for r in rows))
+        if len(values) > 1:
+            out.append(f"{key} {'/'.join(values)}")
+    return out
 
 
 def environments(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -255,6 +273,7 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> str:
     Runs on different environments (or one built with other options) get an ``env`` column
     and a line under the table saying that their rates are of different tasks."""
     bfcl = any(r.get("bfcl") for r in rows)
+    firstcall = any(r.get("firstcall") for r in rows)
     envs = environments(rows)
     mixed = len(envs) > 1
     head = "| run | model | canonical % [95% CI] | variants % [95% CI] | drop |"
@@ -264,6 +283,8 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> str:
         rule = "|---" + rule
     if bfcl:
         head, rule = head + " bfcl % [95% CI] |", rule + "---|"
+    if firstcall:
+        head, rule = head + " first call: name % [95% CI] |", rule + "---|"
     lines = [head, rule]
     for r in rows:
         line = (
@@ -274,12 +295,21 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> str:
         )
         if bfcl:
             line += f" {interval(r['bfcl'] or {})} |"
+        if firstcall:
+            line += f" {interval(r['firstcall'] or {})} |"
         lines.append(line)
     if mixed:
         lines += [
             "",
             f"Note: these runs are on different environments ({'; '.join(envs)}): "
             "their success rates are over different tasks, not comparable side by side.",
+        ]
+    elif sample_differences(rows):
+        lines += [
+            "",
+            f"Note: these runs evaluate different samples ({'; '.join(sample_differences(rows))}): "
+            "their success rates are over different tasks or variants, not comparable side by "
+            "side.",
         ]
     return "\n".join(lines) + "\n"
 
@@ -302,11 +332,12 @@ def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:
     """Grouped bars: per run, success on canonical and on held-out variants, with intervals."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(rows), 3.4), dpi=100)
-    width = 0.38
-    for offset, suite, color in (
-        (-width / 2, "canonical", _BLUE),
-        (width / 2, "variants", _ORANGE),
-    ):
+    series = [("canonical", _BLUE), ("variants", _ORANGE)]
+    if any(r.get("firstcall") for r in rows):
+        series.append(("firstcall", _GREEN))
+    width = 0.76 / len(series)
+    for index, (suite, color) in enumerate(series):
+        offset = (index - (len(series) - 1) / 2) * width
         xs: list[float] = []
         values: list[float] = []
         errors: list[list[float]] = [[], []]
@@ -318,13 +349,16 @@ def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:
             values.append(100 * entry["success"])
             errors[0].append(100 * (entry["success"] - entry["low"]))
             errors[1].append(100 * (entry["high"] - entry["success"]))
-        ax.bar(xs, values, width, yerr=errors, color=color, capsize=3, label=suite)
+        label = "first call (name)" if suite == "firstcall" else suite
+        ax.bar(xs, values, width, yerr=errors, color=color, capsize=3, label=label)
     ax.set_xticks(range(len(rows)), [r["run"] for r in rows], fontsize=8)
     ax.set_ylim(0, 105)
     ax.set_ylabel("success %")
     title = "canonical vs held-out harness variants"
     if len(environments(rows)) > 1:  # as the table's note says
         title += "\n(runs on different environments: not comparable)"
+    elif sample_differences(rows):
+        title += "\n(runs on different samples: not comparable)"
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(series))
     return png(fig)

@@ -202,6 +202,28 @@ def test_compare_table_adds_bfcl_when_a_run_has_it():
     assert lines[3].endswith("| 2.0 | 50.0 [40.0, 60.0] |")
 
 
+def test_compare_table_adds_the_first_call_name_when_a_run_has_it():
+    other = _other()
+    other["suites"]["firstcall"] = {**_entry(0.3, 0.2, 0.4, 30), "name": _entry(0.8, 0.7, 0.9, 30)}
+    lines = compare_table(compare_rows([SUMMARY, other], ["base", "tuned"])).splitlines()
+    assert lines[0].endswith("| drop | first call: name % [95% CI] |")
+    assert lines[2].endswith("| 10.0 | – |")
+    assert lines[3].endswith("| 2.0 | 80.0 [70.0, 90.0] |")
+
+
+def test_compare_table_of_different_samples_says_so():
+    base, other = copy.deepcopy(SUMMARY), _other()
+    base["config"] = {"split": "test", "tasks": None, "seed": 0, "variants": 4, "recipe": None}
+    other["config"] = {**base["config"], "tasks": 20, "seed": 7}
+    lines = compare_table(compare_rows([base, other], ["base", "tuned"])).splitlines()
+    assert lines[-1] == (
+        "Note: these runs evaluate different samples (tasks None/20; seed 0/7): their success "
+        "rates are over different tasks or variants, not comparable side by side."
+    )
+    same = compare_table(compare_rows([base, {**other, "config": base["config"]}], ["a", "b"]))
+    assert "Note:" not in same
+
+
 def test_read_summary_round_trips(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps(SUMMARY), "utf-8")
     assert read_summary(tmp_path) == SUMMARY
