@@ -23,12 +23,14 @@ training stopped part way resumes from its newest checkpoint (one every tenth of
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +46,8 @@ from hsa.harness.io import dump_yaml
 
 #: checkpoints a training writes over its steps (an interrupted one resumes from the newest)
 CHECKPOINTS = 10
+#: how long a stopped training has to exit before it is killed
+STOP_S = 30.0
 
 #: what a step says while it runs: (step, done, total)
 Progress = Callable[[str, int, int], None]
@@ -242,6 +246,44 @@ def train_config(config: ExperimentConfig, data: Path, init: Path, seed: int) ->
     }
 
 
+class Children:
+    """The child processes the trainings run in, stopped together when the run is."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+        self._stopped = False
+
+    def run(self, command: list[str], **options: Any) -> int | None:
+        """``command``'s exit status, or None when the run stopped before or while it ran."""
+        with self._lock:
+            if self._stopped:
+                return None
+            child = subprocess.Popen(command, **options)
+            self._running.add(child)
+        try:
+            status = child.wait()
+        finally:
+            with self._lock:
+                self._running.discard(child)
+        return None if self._stopped else status
+
+    def stop(self) -> None:
+        """Ask every running child to stop (as SIGTERM stops ``hsa``) and wait for it."""
+        with self._lock:
+            self._stopped = True
+            running = list(self._running)
+        for child in running:
+            with contextlib.suppress(ProcessLookupError):
+                child.terminate()
+        for child in running:
+            try:
+                child.wait(timeout=STOP_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
 def train_all(
     config: ExperimentConfig,
     out: Path,
@@ -277,22 +319,33 @@ def train_all(
             command.append("--resume")
         log = folder.parent / f"{folder.name}.log"
         with log.open("a" if resume else "w", encoding="utf-8") as stream:
-            finished = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, env=env)
-        if finished.returncode != 0:
+            returncode = children.run(command, stdout=stream, stderr=subprocess.STDOUT, env=env)
+        if returncode is None:
+            return job, "stopped"
+        if returncode != 0:
             lines = [x for x in log.read_text("utf-8", "replace").splitlines() if x.strip()]
             last = lines[-1].strip() if lines else "no output"
-            return job, f"hsa train sft exited {finished.returncode}: {last} (log: {log})"
+            return job, f"hsa train sft exited {returncode}: {last} (log: {log})"
         for checkpoint in folder.glob("checkpoint-*"):  # done: the model is in the folder
             shutil.rmtree(checkpoint)
         return job, None
 
     failures = []
-    with ThreadPoolExecutor(max_workers=config.parallel) as pool:
+    children = Children()
+    pool = ThreadPoolExecutor(max_workers=config.parallel)
+    try:
         for job, problem in pool.map(one, todo):
             done += 1
             progress("train", done, len(jobs))
             if problem is not None:
                 failures.append(f"{job[0]} seed {job[1]}: {problem}")
+    except BaseException:
+        # Ctrl-C or SIGTERM (to this process alone): the trainings stop too, each from its
+        # newest checkpoint on the rerun, rather than running all their steps first
+        children.stop()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     if failures:
         raise ExperimentError("training failed: " + "; ".join(failures), file=str(out / "runs"))
     return runs
