@@ -66,6 +66,19 @@ def _terminate(number: int, frame: object) -> None:
     raise Terminated
 
 
+#: what the running command says to do after it is interrupted (``when_interrupted``)
+_NEXT: list[str] = []
+
+
+def when_interrupted(hint: str) -> None:
+    """Say ``hint`` (what to do next, say how to resume) if this command is interrupted."""
+    _NEXT[:] = [hint]
+
+
+def _stopped(word: str) -> str:
+    return f"hsa: {word}" + (f" ({_NEXT[0]})" if _NEXT else "")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run ``hsa`` and report ``HsaError`` as one line per problem, exit 1.
     SIGTERM stops a run as Ctrl-C does (``Terminated``), with exit status 143."""
@@ -92,9 +105,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except click.exceptions.Abort as exc:
         if isinstance(exc.__context__, Terminated):
-            click.echo("hsa: terminated", err=True)
+            click.echo(_stopped("terminated"), err=True)
             sys.exit(143)
-        click.echo("hsa: aborted", err=True)
+        click.echo(_stopped("aborted"), err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
@@ -102,8 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except Terminated:
-        click.echo("hsa: terminated", err=True)
+        click.echo(_stopped("terminated"), err=True)
         sys.exit(143)
     except KeyboardInterrupt:
-        click.echo("hsa: interrupted", err=True)
+        click.echo(_stopped("interrupted"), err=True)
         sys.exit(130)

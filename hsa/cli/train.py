@@ -47,8 +47,14 @@ def _run_options(trl_config: str):
     return decorate
 
 
-def _run_args(config_file: Path | None, max_steps: int | None) -> tuple[dict | Path, dict]:
-    """The config (a file, or none) and the TRL keys the command line sets."""
+def _run_args(
+    config_file: Path | None, max_steps: int | None, out: Path
+) -> tuple[dict | Path, dict]:
+    """The config (a file, or none) and the TRL keys the command line sets; an interrupted
+    run will say how to continue."""
+    from hsa.cli import when_interrupted
+
+    when_interrupted(f"rerun with --resume to continue from the newest checkpoint in {out}, if any")
     trl = {"max_steps": max_steps} if max_steps is not None else {}
     return ({} if config_file is None else config_file), trl
 
@@ -80,7 +86,7 @@ def sft_command(
     from hsa.train.sft import train_sft
 
     overrides = {"data": str(data) if data else None, "model": model}
-    config, trl = _run_args(config_file, max_steps)
+    config, trl = _run_args(config_file, max_steps, out)
     report = train_sft(config, out, overrides=overrides, trl_overrides=trl, resume=resume)
     shown = console()
     counts = report.counts
@@ -115,7 +121,7 @@ def rl_command(
     """
     from hsa.train.rl import train_rl
 
-    config, trl = _run_args(config_file, max_steps)
+    config, trl = _run_args(config_file, max_steps, out)
     overrides = {"model": model, "env": env}
     report = train_rl(config, out, overrides=overrides, trl_overrides=trl, resume=resume)
     families = ", ".join(f"{k} {v:.2f}" for k, v in report.by_family.items())
@@ -152,7 +158,7 @@ def distill_command(
     from hsa.train.distill import train_distill
 
     overrides = {"data": str(data) if data else None, "model": model, "teacher": teacher}
-    config, trl = _run_args(config_file, max_steps)
+    config, trl = _run_args(config_file, max_steps, out)
     report = train_distill(config, out, overrides=overrides, trl_overrides=trl, resume=resume)
     counts = report.counts
     shown = console()

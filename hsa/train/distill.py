@@ -108,7 +108,7 @@ def train_distill(
     for name in ("data", "teacher"):
         if getattr(settings, name) is None:
             raise TrainError(f"set hsa.{name} (or --{name})", file=file, where=f"$.hsa.{name}")
-    checkpoint = resume_point(out, resume)
+    checkpoint = resume_point(out, resume, args.max_steps)
     manifest = manifest_of(Path(str(settings.data)))
     rows = to_hf(str(settings.data), settings.split, cache_dir=out / HF_CACHE)
     prompts, counts = cut_prompts(rows, settings.max_prompts)

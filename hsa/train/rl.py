@@ -428,7 +428,7 @@ def train_rl(
             file=file,
             where="$.use_vllm",
         )
-    checkpoint = resume_point(out, resume)
+    checkpoint = resume_point(out, resume, args.max_steps)
     if env is None:
         from hsa.envs.registry import get
 

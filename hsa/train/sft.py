@@ -42,14 +42,38 @@ def last_checkpoint(out: Path) -> str | None:
     return str(max(found, key=lambda p: int(p.name[11:]))) if found else None
 
 
-def resume_point(out: Path, resume: bool) -> str | None:
-    """The checkpoint to resume from (``resume``), or None; refuses a folder without one."""
-    if not resume:
-        return None
+def resume_point(
+    out: Path, resume: bool, max_steps: int = -1, *, can_finish: bool = False
+) -> str | None:
+    """The checkpoint to resume from (``resume``), or None. Refuses to resume a folder without
+    a checkpoint, or from one at ``max_steps`` or past it -- the trainer would take a step
+    more than asked -- unless the run stopped before writing its model and the caller
+    ``can_finish`` it from that checkpoint (``reached``); and refuses to start afresh over
+    the checkpoints of an unfinished run."""
     found = last_checkpoint(out)
+    finished = (out / RESOLVED).is_file()
+    if not resume:
+        if found is not None and not finished:
+            raise TrainError(
+                f"holds the checkpoints of an unfinished run ({Path(found).name}): pass --resume "
+                "to continue it, or choose a new --out",
+                file=str(out),
+            )
+        return None
     if found is None:
         raise TrainError("no checkpoint here to resume from", file=str(out))
+    if reached(found, max_steps) and (finished or not can_finish):
+        raise TrainError(
+            f"its newest checkpoint ({Path(found).name}) is at max_steps={max_steps} already: "
+            "nothing to resume; raise max_steps to train further",
+            file=str(out),
+        )
     return found
+
+
+def reached(checkpoint: str | None, max_steps: int) -> bool:
+    """Whether ``checkpoint`` (``checkpoint-N``) holds a training's last step already."""
+    return checkpoint is not None and 0 < max_steps <= int(Path(checkpoint).name[11:])
 
 
 def template_error(exc: ValueError, model: str) -> TrainError:
@@ -115,9 +139,11 @@ def train_sft(
         trl_defaults={"assistant_only_loss": True},
         file=file,
     )
-    checkpoint = resume_point(out, resume)
+    checkpoint = resume_point(out, resume, args.max_steps, can_finish=True)
+    # stopped after its last checkpoint, before writing its model: that checkpoint is the model
+    done = checkpoint if reached(checkpoint, args.max_steps) else None
     rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE)
-    model, tokenizer = load_model(settings.model)
+    model, tokenizer = load_model(done or settings.model)
     try:
         trainer = SFTTrainer(
             model=model,
@@ -138,7 +164,12 @@ def train_sft(
             where="max_length",
         )
     rows.counts["dropped"] = len(rows.train) - kept
-    trainer.train(resume_from_checkpoint=checkpoint)
+    if done is not None:
+        from transformers import TrainerState
+
+        trainer.state = TrainerState.load_from_json(str(Path(done) / "trainer_state.json"))
+    else:
+        trainer.train(resume_from_checkpoint=checkpoint)
     report = TrainReport(out=out, steps=trainer.state.global_step, counts=rows.counts)
     report.resumed_from = checkpoint
     for entry in trainer.state.log_history:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hsa.cli import app, main
+from hsa.errors import Terminated
 
 
 @pytest.fixture
@@ -36,3 +37,26 @@ def test_another_missing_module_is_a_real_bug_and_keeps_its_traceback(failing_co
     failing_command(ModuleNotFoundError("No module named 'hsa.nope'", name="hsa.nope"))
     with pytest.raises(ModuleNotFoundError):
         main(["probe-missing"])
+
+
+@pytest.mark.parametrize(
+    "exc, code, word",
+    [(KeyboardInterrupt(), 130, "aborted"), (Terminated(), 143, "terminated")],
+)
+def test_an_interrupted_command_says_what_to_do_next(monkeypatch, capsys, exc, code, word):
+    from hsa import cli
+
+    monkeypatch.setattr(cli, "_NEXT", [])
+
+    @app.command("probe-stopped")
+    def probe() -> None:
+        cli.when_interrupted("rerun with --resume")
+        raise exc
+
+    try:
+        with pytest.raises(SystemExit) as done:
+            main(["probe-stopped"])
+    finally:
+        app.commands.pop("probe-stopped", None)
+    assert done.value.code == code
+    assert capsys.readouterr().err.strip() == f"hsa: {word} (rerun with --resume)"

@@ -100,6 +100,21 @@ def test_resume_continues_from_the_last_checkpoint(dataset, model, tmp_path):
         config(dataset, model, max_steps=3, save_strategy="steps", save_steps=1), out, resume=True
     )
     assert again.resumed_from.endswith("checkpoint-2") and again.steps == 3
+    # resuming at max_steps would train a step past it: refused, and nothing changes
+    before = (out / "model.safetensors").read_bytes()
+    with pytest.raises(TrainError, match=r"\(checkpoint-3\) is at max_steps=3 already"):
+        train_sft(config(dataset, model, max_steps=3, save_steps=1), out, resume=True)
+    assert (out / "model.safetensors").read_bytes() == before
+    # a run killed part way (checkpoints, no hsa-train.json) is not started over by mistake
+    (out / "hsa-train.json").unlink()
+    with pytest.raises(TrainError, match=r"checkpoints of an unfinished run \(checkpoint-3\)"):
+        train_sft(config(dataset, model, max_steps=3, save_steps=1), out)
+    # stopped after its last checkpoint, before writing its model: resuming finishes it from
+    # that checkpoint, with no step more
+    (out / "model.safetensors").unlink()
+    done = train_sft(config(dataset, model, max_steps=3, save_steps=1), out, resume=True)
+    assert done.steps == 3 and (out / "hsa-train.json").is_file()
+    assert (out / "model.safetensors").read_bytes() == before
 
 
 @pytest.mark.parametrize(
