@@ -8,11 +8,13 @@ same bytes.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from hsa.datasets.figures import png, pyplot
 from hsa.datasets.shards import write_atomic
@@ -170,6 +172,30 @@ def finish(
     write_atomic(out / RESOLVED, text.encode("utf-8"))
     write_card(out, resolved, curve, eval_curve)
     shutil.rmtree(out / HF_CACHE, ignore_errors=True)
+
+
+Train = TypeVar("Train", bound=Callable[..., Any])
+
+
+def scratch_removed_on_failure(train: Train) -> Train:
+    """``train(config, out, ...)`` that, when it fails or is stopped, removes the scratch it
+    made under ``out`` (``HF_CACHE``: a tokenized copy of the data, hundreds of megabytes for
+    a large dataset) and the folders left empty; its checkpoints stay, to resume from."""
+
+    @functools.wraps(train)
+    def run(config: Any, out: str | Path, *args: Any, **kwargs: Any) -> Any:
+        out = Path(out)
+        existed = out.exists()
+        try:
+            return train(config, out, *args, **kwargs)
+        except BaseException:
+            shutil.rmtree(out / HF_CACHE, ignore_errors=True)
+            for folder in (out / HF_CACHE.parent, *(() if existed else (out,))):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # only when empty
+            raise
+
+    return cast(Train, run)
 
 
 def settings_dict(settings: Any) -> dict[str, Any]:

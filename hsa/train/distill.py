@@ -22,7 +22,7 @@ from typing import Any
 from hsa.config import bounded, refuse, setting
 from hsa.datasets.export import to_hf
 from hsa.errors import TrainError
-from hsa.train.card import HF_CACHE, finish, settings_dict
+from hsa.train.card import HF_CACHE, finish, scratch_removed_on_failure, settings_dict
 from hsa.train.config import prepare
 from hsa.train.data import manifest_of, recipe_of
 from hsa.train.sft import load_model, resume_point
@@ -80,6 +80,7 @@ def _plain(message: dict[str, Any]) -> dict[str, Any]:
     return {"role": message["role"], "content": message.get("content") or ""}
 
 
+@scratch_removed_on_failure
 def train_distill(
     config: Any,
     out: str | Path,
@@ -119,7 +120,16 @@ def train_distill(
             file=str(settings.data),
         )
     student, tokenizer = load_model(str(settings.model))
-    teacher, _ = load_model(str(settings.teacher))
+    teacher, teacher_tokenizer = load_model(str(settings.teacher))
+    ours, theirs = tokenizer.get_vocab(), teacher_tokenizer.get_vocab()
+    if ours != theirs:
+        differ = len(set(ours.items()) ^ set(theirs.items()))
+        raise TrainError(
+            f"the teacher's vocabulary is not the student's ({differ} token ids differ): the "
+            "student learns the teacher's distribution token by token, so both must share one "
+            "tokenizer",
+            file=str(settings.teacher),
+        )
     tokenizer.padding_side = "left"
     trainer = DistillationTrainer(
         model=student,

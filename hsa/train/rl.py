@@ -39,7 +39,7 @@ from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message
 from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, opening_events, rollout
 from hsa.teachers.task_variants import recipe_from, task_variants
-from hsa.train.card import finish, settings_dict
+from hsa.train.card import finish, scratch_removed_on_failure, settings_dict
 from hsa.train.config import prepare
 
 ROLLOUT_LOG = "rollouts.jsonl"
@@ -393,6 +393,7 @@ class RlReport:
     wall_s: float = 0.0
 
 
+@scratch_removed_on_failure
 def train_rl(
     config: Any,
     out: str | Path,

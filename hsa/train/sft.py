@@ -10,13 +10,15 @@ TRL's names.
 
 from __future__ import annotations
 
+import socket
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hsa.errors import TrainError
-from hsa.train.card import HF_CACHE, RESOLVED, finish, settings_dict
+from hsa.train.card import HF_CACHE, RESOLVED, finish, scratch_removed_on_failure, settings_dict
 from hsa.train.config import SftSettings, prepare
 from hsa.train.data import load_rows
 
@@ -76,10 +78,13 @@ def reached(checkpoint: str | None, max_steps: int) -> bool:
     return checkpoint is not None and 0 < max_steps <= int(Path(checkpoint).name[11:])
 
 
-def template_error(exc: ValueError, model: str) -> TrainError:
-    """A ``TrainError`` for what TRL refused at setup (most often a chat template it cannot
-    mark for assistant-only loss), saying what to change."""
+def template_error(exc: ValueError, model: str, file: str | None) -> TrainError:
+    """A ``TrainError`` for what TRL refused at setup: a chat template it cannot mark for
+    assistant-only loss (naming the model, and saying what to change), or a setting of the
+    config (naming the config file)."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "assistant" not in first.lower() and "template" not in first.lower():
+        return TrainError(f"TRL refused the setup: {first}", file=file)
     return TrainError(
         f"TRL refused the setup: {first}; for a chat template TRL cannot mark for "
         "assistant-only loss, set chat_template_path to a training template or "
@@ -88,17 +93,50 @@ def template_error(exc: ValueError, model: str) -> TrainError:
     )
 
 
+def check_model(path: str) -> None:
+    """Refuse, at once, a model that cannot load: a local path with no model folder (no
+    ``config.json``), or a hub name neither in the local Hugging Face cache nor reachable
+    (the hub's client would retry for about a minute before saying so)."""
+    local = Path(path)
+    # a hub name is NAME or ORG/NAME; a path that cannot be one, or whose first folder is
+    # here, is a local folder
+    parts = local.parts
+    meant_local = path.startswith((".", "/", "~")) or len(parts) > 2
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            raise TrainError("no config.json here: not a model folder", file=path)
+        return
+    missing = TrainError("no model here: give a local model folder (or a hub name)", file=path)
+    if local.exists() or meant_local or (len(parts) == 2 and Path(parts[0]).is_dir()):
+        raise missing
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(path, "config.json")
+    except ValueError:  # not a hub name either
+        raise missing from None
+    if isinstance(cached, str):
+        return  # downloaded before
+    host = urllib.parse.urlsplit(constants.ENDPOINT).hostname or constants.ENDPOINT
+    why = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else None
+    if why is None:
+        try:
+            socket.getaddrinfo(host, 443)
+        except OSError as exc:
+            why = f"{host} cannot be reached ({exc.strerror or exc})"
+    if why is not None:
+        raise TrainError(
+            f"no model folder here, and no such hub model in the local cache; {why}: give a "
+            "local model folder",
+            file=path,
+        )
+
+
 def load_model(path: str) -> tuple[Any, Any]:
     """The model and tokenizer at ``path`` (a local folder, or a hub name when online)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    local = Path(path)
-    # a hub name is NAME or ORG/NAME; a path that cannot be one, or whose first folder is
-    # here, is a local folder, said missing at once rather than after the hub's retries
-    parts = local.parts
-    meant_local = path.startswith((".", "/", "~")) or len(parts) > 2
-    if not local.exists() and (meant_local or (len(parts) == 2 and Path(parts[0]).is_dir())):
-        raise TrainError("no model here: give a local model folder (or a hub name)", file=path)
+    check_model(path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path)
@@ -108,6 +146,7 @@ def load_model(path: str) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+@scratch_removed_on_failure
 def train_sft(
     config: Any,
     out: str | Path,
@@ -142,6 +181,7 @@ def train_sft(
     checkpoint = resume_point(out, resume, args.max_steps, can_finish=True)
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
+    check_model(settings.model)
     rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE)
     model, tokenizer = load_model(done or settings.model)
     try:
@@ -153,7 +193,7 @@ def train_sft(
             processing_class=tokenizer,
         )
     except ValueError as exc:
-        raise template_error(exc, settings.model) from None
+        raise template_error(exc, settings.model, file) from None
     kept = len(trainer.train_dataset)  # type: ignore[arg-type]  # a Dataset, given one
     if kept == 0:
         raise TrainError(

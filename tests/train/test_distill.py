@@ -60,3 +60,13 @@ def test_a_teacher_is_required(text_dataset, model, tmp_path):
     config = {"hsa": {"data": str(text_dataset), "model": str(model)}}
     with pytest.raises(TrainError, match=r"hsa\.teacher"):
         train_distill(config, tmp_path / "out")
+
+
+def test_a_teacher_with_another_vocabulary_is_refused(text_dataset, model, tmp_path):
+    from tests.tinymodels import save_tiny
+
+    teacher = save_tiny(tmp_path / "teacher", ["a teacher trained on other text, " * 20])
+    config = {"hsa": {"data": str(text_dataset), "model": str(model), "teacher": str(teacher)}}
+    with pytest.raises(TrainError, match=r"the teacher's vocabulary is not the student's \(\d+"):
+        train_distill(config, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -127,6 +127,8 @@ def test_resume_continues_from_the_last_checkpoint(dataset, model, tmp_path):
         ({"hsa": {"dta": "x"}}, "unknown setting 'dta'; did you mean 'data'?"),
         ({"hsa": {"data": "DATA", "model": "/no/such/model"}}, "/no/such/model"),
         ({"hsa": {"data": "DATA", "model": "MODEL", "canonical_share": 2}}, "canonical_share"),
+        # a setting TRL refuses is about the config, not the chat template
+        ({"packing": True}, "TRL refused the setup: When packing is enabled, `max_length` can't"),
     ],
 )
 def test_bad_config_is_refused_naming_the_key(dataset, model, tmp_path, change, message):
@@ -139,12 +141,14 @@ def test_bad_config_is_refused_naming_the_key(dataset, model, tmp_path, change, 
         settings[key] = value
     with pytest.raises(TrainError) as caught:
         train_sft(settings, tmp_path / "out")
-    assert message in str(caught.value)
+    assert message in str(caught.value) and "chat_template_path" not in str(caught.value)
 
 
 def test_truncation_that_leaves_nothing_to_learn_says_so(dataset, model, tmp_path):
     with pytest.raises(TrainError, match="max_length=64"):
         train_sft(config(dataset, model, max_steps=1, max_length=64), tmp_path / "out")
+    # the tokenized copy of the data it made is gone, and the folder it made with it
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("name", ["{tmp}/missing", "out/missing", "a/b/c", "./missing"])
@@ -175,6 +179,33 @@ def test_a_hub_name_still_goes_to_the_hub(tmp_path, monkeypatch):
         raise OSError("we are offline")
 
     monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", offline)
+    monkeypatch.setattr("socket.getaddrinfo", lambda *args: [])  # the hub's host resolves
     for name in ("Qwen/Qwen2.5-0.5B-Instruct", "gpt2"):
         with pytest.raises(TrainError, match="cannot load the model: we are offline"):
             load_model(name)
+
+
+def test_a_hub_name_with_no_hub_to_reach_is_said_at_once(tmp_path, monkeypatch):
+    from hsa.train.sft import load_model
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", _no_hub)
+
+    def unresolved(*args):
+        raise OSError(-2, "Name or service not known")
+
+    monkeypatch.setattr("socket.getaddrinfo", unresolved)
+    with pytest.raises(TrainError, match=r"huggingface\.co cannot be reached \(Name or service"):
+        load_model("tinyy")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    with pytest.raises(TrainError, match="no such hub model in the local cache; HF_HUB_OFFLINE"):
+        load_model("org/tinyy")
+
+
+def test_a_folder_without_config_json_is_not_a_model(tmp_path):
+    from hsa.train.sft import load_model
+
+    with pytest.raises(TrainError, match=r"no config\.json here: not a model folder"):
+        load_model(str(tmp_path))
