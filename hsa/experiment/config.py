@@ -37,6 +37,7 @@ tier's own seed (new draws of the same styles).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,7 +192,11 @@ def parse_config(
     known |= {"parallel", "gpu"}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ExperimentError(f"unknown key {unknown[0]!r}", file=file, where=f"$.{unknown[0]}")
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ExperimentError(
+            f"unknown key {unknown[0]!r}{hint}", file=file, where=f"$.{unknown[0]}"
+        )
     if overrides.get("seeds") is not None:
         data["seeds"] = list(overrides["seeds"])
     scale = overrides.get("scale") or "cpu"
@@ -250,7 +255,9 @@ def parse_config(
             spec.setdefault("max_rules", arms["augmented"].max_rules)
         seed = spec.pop("seed", None)
         if not isinstance(seed, int):
-            raise ExperimentError("each tier needs its own seed", file=file, where=where)
+            close = difflib.get_close_matches("seed", [str(k) for k in spec], n=1)
+            hint = f" (is {close[0]!r} meant to be 'seed'?)" if close else ""
+            raise ExperimentError(f"each tier needs its own seed{hint}", file=file, where=where)
         spec.setdefault("variants_per_harness", 16)
         recipe = _recipe(spec, base, seed, where, file)
         tiers.append(Tier(name, recipe, bool(spec.get("held_out", False))))

@@ -69,6 +69,7 @@ def _quiet_libraries() -> None:
 def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quiet) -> dict:
     """Run ``config`` into ``out`` and return the summary (also ``out/summary.json``)."""
     _quiet_libraries()
+    check_env(config)
     check_training(config)
     check_tiers(config)
     check_gpu(config)
@@ -83,7 +84,9 @@ def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quie
         raise ExperimentError(
             "is not empty and holds no experiment; use a new folder", file=str(out)
         )
-    if found is not None and found.get("config_hash") != config.hash():
+    # another experiment's record alone (it failed before writing anything) does not block
+    blocking = any(p != marker for p in out.iterdir())
+    if found is not None and found.get("config_hash") != config.hash() and blocking:
         raise ExperimentError(
             "holds another experiment (its config differs); use a new folder",
             file=str(out),
@@ -118,6 +121,18 @@ def check_training(config: ExperimentConfig) -> None:
         split_config(dict(config.train), SFTConfig)
     except HsaError as exc:
         where = "$.train" + (exc.where or "$")[1:]
+        raise ExperimentError(exc.message, file=config.file, where=where) from None
+
+
+def check_env(config: ExperimentConfig) -> None:
+    """Refuse an environment that cannot be built (an unknown name, an option it does not
+    take) before anything is built, naming the config's key."""
+    from hsa.envs.registry import get
+
+    try:
+        get(config.env, **dict(config.env_options))
+    except HsaError as exc:
+        where = "$.env_options" if "option" in exc.message else "$.env"
         raise ExperimentError(exc.message, file=config.file, where=where) from None
 
 

@@ -66,10 +66,15 @@ def test_command_line_seeds_and_steps_replace_the_configs():
 @pytest.mark.parametrize(
     "changes, where, words",
     [
-        ({"trian": {}}, "$.trian", "unknown key"),
+        ({"trian": {}}, "$.trian", "unknown key 'trian'; did you mean 'train'?"),
         ({"train": {}}, "$.train.max_steps", "step-capped"),
         ({"arms": {"fixed": {"rules": []}}}, "$.arms", "fixed and augmented"),
         ({"tiers": {"canonical": {"rules": []}}}, "$.tiers.canonical", "own seed"),
+        (
+            {"tiers": {"canonical": {"sed": 1, "rules": []}}},
+            "$.tiers.canonical",
+            "each tier needs its own seed (is 'sed' meant to be 'seed'?)",
+        ),
         ({"tiers": {}}, "$.tiers", "no tiers"),
         ({"seeds": "0"}, "$.seeds", "integers"),
         ({"model": {"hidden": 0}}, "hidden", "hidden"),
@@ -182,3 +187,42 @@ def test_the_shipped_example_has_a_gpu_scale_trl_accepts():
     config = load_config(EXAMPLE, scale="gpu")
     assert config.scale == "gpu" and config.view == "conversation"
     check_training(config)  # TRL's SFTConfig takes every key of gpu.train
+
+
+@pytest.mark.parametrize(
+    "changes, where, words",
+    [
+        ({"env": "livestrem"}, "$.env", "unknown environment 'livestrem'"),
+        ({"env_options": {"compakt": True}}, "$.env_options", "takes no option(s) 'compakt'"),
+    ],
+)
+def test_an_environment_that_cannot_be_built_is_refused_before_anything_is_written(
+    tmp_path, changes, where, words
+):
+    from hsa.experiment.run import run
+
+    with pytest.raises(ExperimentError) as found:
+        run(parse_config(tiny(**changes), file="exp.yaml"), tmp_path / "out")
+    assert (found.value.file, found.value.where) == ("exp.yaml", where)
+    assert words in str(found.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_another_experiments_record_alone_does_not_block_a_folder(tmp_path, monkeypatch):
+    import importlib
+
+    running = importlib.import_module("hsa.experiment.run")  # the module, not its function
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "experiment.json").write_text('{"config_hash": "another"}')
+
+    def reached(*args):
+        raise RuntimeError("past the folder's check")
+
+    monkeypatch.setattr(running, "build_data", reached)
+    with pytest.raises(RuntimeError, match="past the folder's check"):
+        running.run(parse_config(tiny()), out)
+    (out / "data").mkdir()  # with anything of the other experiment's beside it, it does
+    (out / "experiment.json").write_text('{"config_hash": "another"}')
+    with pytest.raises(ExperimentError, match="holds another experiment"):
+        running.run(parse_config(tiny()), out)
