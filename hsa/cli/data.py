@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from hsa.cli.flags import AUGMENT, Setting, given
+from hsa.cli.flags import AUGMENT, Setting, given, said_as_flags
 from hsa.cli.output import console, error_console, progress
 
 MB = 1 << 20
@@ -146,11 +146,12 @@ def augment_command(
             "give the harnesses as one `hsa harness import` folder or as harnesses, not both"
         )
     started = time.monotonic()
-    config = AugmentConfig(
-        recipe=load_recipe(recipe) if recipe is not None else None,
-        tokenizer=None if tokenizer is None else str(tokenizer),
-        **given(flags),
-    )
+    with said_as_flags():
+        config = AugmentConfig(
+            recipe=load_recipe(recipe) if recipe is not None else None,
+            tokenizer=None if tokenizer is None else str(tokenizer),
+            **given(flags),
+        )
     with _bars() as bar:
         source = open_source(
             input_path,

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from hsa.cli.collector import TUNE_GC, gc_tuned
-from hsa.cli.flags import EVAL, Setting, api_key_env_option, given
+from hsa.cli.flags import EVAL, Setting, api_key_env_option, given, said_as_flags
 from hsa.cli.output import console, error_console, progress
 
 
@@ -122,7 +122,8 @@ def run_command(
     if settings.get("policy") != "openai":
         settings.pop("base_url", None)  # from the environment, meant for the openai policy
     settings["api_key"] = os.environ.get(api_key_env) or None
-    config = EvalConfig.from_dict(settings)
+    with said_as_flags():
+        config = EvalConfig.from_dict(settings)
     training = _training_recipe(train_recipe)
 
     bar = progress()

@@ -9,10 +9,14 @@ help is shown, so ``hsa`` starts fast.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+from collections.abc import Iterator
 from typing import Any
 
 import click
+
+from hsa.errors import HsaError
 
 AUGMENT = "hsa.pipelines.augment:AugmentConfig"
 TEACH = "hsa.teachers.config:TeachConfig"
@@ -42,6 +46,23 @@ class Setting(click.Option):
 
             self.help = cli_help(self.config_class(), self.setting)
         return super().get_help_record(ctx)
+
+
+@contextlib.contextmanager
+def said_as_flags() -> Iterator[None]:
+    """An ``HsaError`` raised in the block about a setting given by its flag names the flag
+    (``--max-steps``) rather than the setting (``max_steps_per_turn``)."""
+    try:
+        yield
+    except HsaError as exc:
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None and exc.file is None and exc.where:
+            for param in ctx.command.params:
+                given = param.name is not None and ctx.params.get(param.name) is not None
+                if isinstance(param, Setting) and param.setting == exc.where and given:
+                    exc.where = max(param.opts, key=len)
+                    break
+        raise
 
 
 def given(flags: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from hsa.cli.collector import TUNE_GC, gc_tuned
-from hsa.cli.flags import TEACH, Setting, api_key_env_option, given
+from hsa.cli.flags import TEACH, Setting, api_key_env_option, given, said_as_flags
 from hsa.cli.output import console, error_console, progress
 
 #: ``--env-path``: the corpus an environment is read from, its ``path`` option
@@ -132,7 +132,8 @@ def teach_command(
     if settings.get("backend", "oracle") != "openai":
         settings.pop("base_url", None)  # from the environment, meant for the openai backend
     settings["api_key"] = os.environ.get(api_key_env) or None
-    config = TeachConfig.from_dict(settings, file=str(config_file) if config_file else None)
+    with said_as_flags():
+        config = TeachConfig.from_dict(settings, file=str(config_file) if config_file else None)
 
     bar = progress()
     # Rich still prints a last frame when stderr is a pipe; a log wants the summary alone.

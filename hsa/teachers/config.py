@@ -106,7 +106,9 @@ class TeachConfig:
     repair: bool = setting(False, help="Give the model one more try after a malformed tool call.")
     temperature: float = setting(0.0, help="Sampling temperature.")
     top_p: float = setting(1.0, help="Nucleus sampling mass.")
-    max_tokens: int | None = setting(1024, help="Tokens per model answer (null: no limit).")
+    max_tokens: int | None = setting(
+        1024, help="Tokens per model answer (null in a config file: no limit)."
+    )
     timeout_s: float = setting(120.0, help="Request timeout, seconds.")
     max_retries: int = setting(8, help="Retries of a failed request.")
     backoff_s: float = setting(

@@ -106,7 +106,8 @@ def test_a_server_that_never_answers_fails_the_run_and_writes_nothing(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (("--suite", "canonical,nope"), "suites: unknown suite(s) nope"),
+        (("--suite", "canonical,nope"), "hsa: error: --suite: unknown suite(s) nope"),
+        (("--max-steps", "0"), "hsa: error: --max-steps: must be at least 1"),  # not its setting
         (("--policy", "transformers", "--model", "/no/such/model"), "/no/such/model"),
         (("--recipe", "/no/such/recipe.yaml"), "/no/such/recipe.yaml"),
         (("--policy", "openai", "--model", "m"), "base_url"),
