@@ -42,6 +42,8 @@ from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 NO_KEY = "sk-no-key"
 #: error statuses below 500 worth another attempt: timeout, conflict, rate limit
 RETRIED = (408, 409, 429)
+#: the shortest API key hidden from messages (real keys are tens of characters)
+SECRET_MIN = 8
 #: at start, how many more times to try reaching an endpoint that refuses, and for how long
 PROBE_RETRIES = 2
 PROBE_S = 10.0
@@ -399,5 +401,7 @@ def _short(text: str, limit: int = 200) -> str:
 
 
 def redact(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` replaced, for messages that may quote what was sent."""
-    return text.replace(secret, "***") if secret else text
+    """``text`` with ``secret`` replaced, for messages that may quote what was sent. A key of
+    fewer than ``SECRET_MIN`` characters is a placeholder a local server ignores (``x``, ``sk``),
+    not a secret: replacing it would garble the text wherever those letters occur."""
+    return text.replace(secret, "***") if secret and len(secret) >= SECRET_MIN else text

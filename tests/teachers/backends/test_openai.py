@@ -19,6 +19,7 @@ from hsa.teachers.backends.openai import (
     env_proxy,
     error_message,
     failure_kind,
+    redact,
     seconds,
 )
 from hsa.teachers.request import ChatRequest, Sampling
@@ -391,3 +392,11 @@ def test_errors_name_the_endpoint_without_what_may_hold_a_secret():
     with pytest.raises(TeacherError, match="user name or password in the URL") as refused:
         backend("http://user:pw@127.0.0.1:9/v1")
     assert "pw" not in str(refused.value)
+
+
+def test_a_key_is_hidden_from_messages_but_a_placeholder_is_not():
+    text = "unknown variant 'd32f~text/python+tag/python-docs' (key sk-live-0123456789)"
+    assert redact(text, "sk-live-0123456789") == (
+        "unknown variant 'd32f~text/python+tag/python-docs' (key ***)"
+    )
+    assert redact(text, "python") == text and redact(text, "x") == text
