@@ -277,12 +277,22 @@ def serve_command(
     import signal
 
     from hsa.envs.registry import get
+    from hsa.errors import EnvError
     from hsa.teachers.oracle import OracleResponder
     from hsa.teachers.server import ChatServer, Faults
     from hsa.teachers.task_variants import VariantPool, recipe_from
 
     environment = get(env, **_env_options({}, env_seed, env_path))
-    pool = VariantPool(environment.harness(), recipe_from(recipe), seed=seed)
+    try:
+        harness = environment.harness()
+    except EnvError as exc:
+        raise EnvError(
+            f"{exc.message}; hsa serve oracle answers for an environment with one harness "
+            "(livestream, a tau2 domain): evaluate or teach this one with the in-process "
+            "oracle (--policy oracle, --backend oracle)",
+            where=f"--env {env}",
+        ) from None
+    pool = VariantPool(harness, recipe_from(recipe), seed=seed)
     pool.warm()
     responder = OracleResponder(environment, variants=pool)
     faults = Faults(

@@ -256,3 +256,20 @@ def test_serve_oracle_builds_its_environment_from_env_path(tmp_path, external):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["env"] == "tau2" and summary["suites"]["canonical"]["n"] == 3
     assert summary["suites"]["canonical"]["success"] == 1.0
+
+
+def test_serve_oracle_refuses_an_environment_of_many_harnesses_saying_what_to_use(external):
+    bfcl = str(external / "bfcl" / "BFCL_v4_multiple.json")
+    done = subprocess.run(
+        [*HSA, "serve", "oracle", "--env", "bfcl", "--env-path", bfcl, "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=environ(),
+        timeout=120,
+    )
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("hsa: error: --env bfcl: bfcl has ")
+    assert line.endswith(
+        "evaluate or teach this one with the in-process oracle (--policy oracle, --backend oracle)"
+    )
