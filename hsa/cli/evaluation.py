@@ -143,7 +143,7 @@ def run_command(
                 report = evaluate(config, out, training=training, progress=advance)
         except EvalIncomplete as exc:
             error_console().print(
-                f"requests: {exc.report.requests} sent, cache hits: {exc.report.cache_hits}"
+                f"requests: {exc.report.requests} answered, cache hits: {exc.report.cache_hits}"
             )
             raise
     _summary(report)
@@ -183,7 +183,7 @@ def _summary(report: Any) -> None:
         out.print(f"drop canonical -> variants: {100 * summary['drop']:.1f} points")
     call = (summary.get("latency") or {}).get("per_call") or {}
     out.print(
-        f"requests: {report.requests} sent, cache hits: {report.cache_hits}"
+        f"requests: {report.requests} answered, cache hits: {report.cache_hits}"
         + (f"; latency per call P50 {call['p50_ms']} ms, P95 {call['p95_ms']} ms" if call else "")
     )
     out.print(

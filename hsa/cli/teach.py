@@ -177,7 +177,7 @@ def _summary(report: Any) -> None:
     failures = ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items()))
     latency = " ".join(f"{k} {v}" for k, v in report.latency.items())
     out.print(
-        f"requests: {report.requests} sent, cache hits: {report.cache_hits}, "
+        f"requests: {report.requests} answered, cache hits: {report.cache_hits}, "
         f"retries: {report.retries}"
         + (f" ({failures})" if failures else "")
         + (f"; latency {latency}" if latency else "")

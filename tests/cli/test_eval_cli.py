@@ -82,7 +82,7 @@ def test_a_served_model_is_evaluated_and_a_rerun_asks_it_nothing(tmp_path):
         again = hsa("eval", "run", *model, *args)
     assert again.returncode == 0, again.stderr
     assert summary(out)["suites"]["variants"]["success"] == 1.0
-    assert "requests: 0 sent" in again.stdout
+    assert "requests: 0 answered" in again.stdout
     for path in out.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path

@@ -143,7 +143,7 @@ def test_sigkill_then_rerun_repeats_no_finished_request(tmp_path):
         sent_before = len(logged(log))
         again = teach(url, out, *job)
         assert again.returncode == 0, again.stderr
-        assert "requests: 0 sent, cache hits: 0" in again.stdout
+        assert "requests: 0 answered, cache hits: 0" in again.stdout
         assert len(logged(log)) == sent_before  # a finished job makes no request at all
 
 

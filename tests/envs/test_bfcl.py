@@ -346,3 +346,9 @@ def test_an_irrelevance_reference_answers_without_calling(corpus):
     kinds = [e.kind for e in episode.trajectory.events]
     assert kinds == ["user", "assistant"]
     assert env.score(task, episode.state, episode.trajectory.events).success
+
+
+def test_a_folder_without_bfcl_question_files_is_refused_saying_what_it_needs(tmp_path):
+    (tmp_path / "notes.txt").write_text("not BFCL")
+    with pytest.raises(ImportFormatError, match=r"no BFCL question file here \(BFCL_v4_\*\.json"):
+        BfclEnvironment.from_corpus(tmp_path)
