@@ -13,6 +13,7 @@ from __future__ import annotations
 import socket
 import time
 import urllib.parse
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,19 @@ def resume_point(
 def reached(checkpoint: str | None, max_steps: int) -> bool:
     """Whether ``checkpoint`` (``checkpoint-N``) holds a training's last step already."""
     return checkpoint is not None and 0 < max_steps <= int(Path(checkpoint).name[11:])
+
+
+def trained_tokens(log: Sequence[Mapping[str, Any]]) -> int | None:
+    """The tokens a run trained on, from TRL's logged running count (``num_tokens``), which
+    starts again from zero when a run resumes: the sum of each stretch's last count."""
+    total, last = 0, None
+    for entry in log:
+        if "num_tokens" in entry:
+            count = int(entry["num_tokens"])
+            if last is not None and count < last:
+                total += last
+            last = count
+    return None if last is None else total + last
 
 
 def template_error(exc: ValueError, model: str, file: str | None) -> TrainError:
@@ -224,10 +238,7 @@ def train_sft(
         "recipe": rows.recipe,
         "run": {
             "steps": report.steps,
-            "tokens": max(
-                (int(e["num_tokens"]) for e in trainer.state.log_history if "num_tokens" in e),
-                default=None,
-            ),
+            "tokens": trained_tokens(trainer.state.log_history),
             "wall_s": round(time.monotonic() - started, 1),
         },
     }

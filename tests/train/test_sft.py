@@ -209,3 +209,18 @@ def test_a_folder_without_config_json_is_not_a_model(tmp_path):
 
     with pytest.raises(TrainError, match=r"no config\.json here: not a model folder"):
         load_model(str(tmp_path))
+
+
+def test_tokens_trained_add_up_across_a_resume():
+    from hsa.train.sft import trained_tokens
+
+    # TRL's running count starts again from zero in a resumed run
+    log = [
+        {"num_tokens": 10},
+        {"loss": 1.0},
+        {"num_tokens": 20},
+        {"num_tokens": 5},
+        {"num_tokens": 9},
+    ]
+    assert trained_tokens(log) == 29
+    assert trained_tokens([{"loss": 1.0}]) is None
