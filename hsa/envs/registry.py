@@ -65,5 +65,7 @@ def get(name: str, **options: Any) -> Environment:
         and p not in options
     ]
     if missing:
-        raise EnvError(f"environment {name!r} needs option(s) {', '.join(missing)}")
+        flags = [f"--env-{m}" for m in missing if m in ("path", "seed")]
+        hint = f" ({', '.join(flags)} on the command line)" if flags else ""
+        raise EnvError(f"environment {name!r} needs option(s) {', '.join(missing)}{hint}")
     return factory(**options)

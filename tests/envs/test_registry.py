@@ -21,7 +21,7 @@ def test_bad_requests_are_one_clear_error(tmp_path):
         get_env("nope")
     with pytest.raises(EnvError, match=r"takes no option\(s\) 'colour'; it accepts: seed, n_tasks"):
         get_env("livestream", colour="red")
-    with pytest.raises(EnvError, match=r"needs option\(s\) path"):
+    with pytest.raises(EnvError, match=r"needs option\(s\) path \(--env-path on the command"):
         get_env("bfcl")
     with pytest.raises(EnvError, match="n_tasks must be a positive integer"):
         get_env("livestream", n_tasks=0)
