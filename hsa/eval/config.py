@@ -106,13 +106,12 @@ class EvalConfig:
         if isinstance(self.suites, str | list):
             object.__setattr__(self, "suites", _suites(self.suites))
         unknown = [s for s in self.suites if s not in SUITES]
-        if unknown or not self.suites:
+        if unknown:
             problems.append(
-                (
-                    "suites",
-                    f"unknown suite(s) {', '.join(unknown) or '(none)'}: {', '.join(SUITES)}",
-                )
+                ("suites", f"unknown suite(s) {', '.join(unknown)}: {', '.join(SUITES)}")
             )
+        elif not self.suites:
+            problems.append(("suites", f"no suite given: name one or more of {', '.join(SUITES)}"))
         if self.split not in SPLITS:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
         problems += bounded(self, "temperature", "max_retries", "ramp_s", low=0)

@@ -37,7 +37,7 @@ def test_suites_as_text_or_list_become_a_tuple(given, suites):
     ("settings", "named", "says"),
     [
         ({"suites": "canonical,nope"}, "suites", "nope"),
-        ({"suites": []}, "suites", "(none)"),
+        ({"suites": []}, "suites", "no suite given: name one or more of canonical"),
         ({"policy": "gpt"}, "policy", "gpt"),
         ({"policy": "openai", "model": "m"}, "base_url", "base URL"),
         ({"policy": "transformers"}, "model", "needs a model"),
