@@ -243,11 +243,13 @@ def check(
 ) -> None:
     """Prove rules task-preserving: a table of rule x check with counts; exit 1 on any failure.
 
-    Checks, per rule, seed and trajectory: the rewritten harness is valid (harness); every
-    call validates against the new schemas (schema); argument values are unchanged except
-    declared enum respellings (values); parse(render) under the new harness gives the events
-    back and the inverse mapping gives the canonical ones (roundtrip); replaying the
-    inverse-mapped calls gives the same results and score (replay).
+    Checks, per rule, seed and trajectory: the rewritten harness is valid, and the rule left
+    its input as it was and gives the same rewrite again (harness); every call validates
+    against the new schemas (schema); argument values are unchanged except declared enum
+    respellings (values); every hook fires and acts as before, on the renamed tools (hooks);
+    no text still names a renamed tool or skill (names); parse(render) under the new harness
+    gives the events back and the inverse mapping gives the canonical ones (roundtrip);
+    replaying the inverse-mapped calls gives the same results and score (replay).
     """
     from hsa.augment import all_rules, get_rule
     from hsa.augment.registry import broken_plugins

@@ -393,3 +393,82 @@ def test_events_read_as_plain_rows_are_refused_not_passed(harness, events):
     rows = [{"kind": "tool_call", "tool": "get_order", "args": {}} for _ in events]
     with pytest.raises(TypeError, match=r"not dict: read Parquet rows with hsa\.harness"):
         check_rewrite(harness, rewrite, rows)
+
+
+def _rename(table):
+    from hsa.augment.rules.tool_names import rename_tools
+
+    def rule(harness, rng, params, context):
+        return rename_tools(harness, table)
+
+    return rule
+
+
+def test_a_hook_on_the_skill_tool_follows_its_rename():
+    harness = make_harness()
+    hook = Hook("on-load", "pre_tool_use", "add_context", "Loading.", inject="system")
+    harness = harness.replace(hooks=[*harness.hooks, _matcher(hook, "load_skill")])
+    report = _run(_rename({"load_skill": "fetch_skill", "get_order": "fetch_order"}), harness)
+    assert report.ok, [str(f) for f in report.failures]
+
+
+def test_a_hook_made_to_fire_on_a_tool_the_rewrite_added_is_caught():
+    def decoy(harness, rng, params, context):
+        from hsa.harness import Tool
+
+        renamed = rename_tools_of(harness)
+        tools = [*renamed.harness.tools, Tool("decoy", "Unused.", {"type": "object"})]
+        hooks = [
+            _matcher(h, "fetch_order|get_order_.*|decoy") if h.id == "audit" else h
+            for h in renamed.harness.hooks
+        ]
+        return Rewrite(renamed.harness.replace(tools=tools, hooks=hooks), renamed.mapping)
+
+    report = _run(decoy)
+    assert _failed(report) == {"hooks"}
+    assert str(report.failures[0]) == (
+        "hooks: hook 'audit': fires on tool 'decoy', which the rewrite added at turn 0"
+    )
+
+
+def rename_tools_of(harness):
+    from hsa.augment.rules.tool_names import rename_tools
+
+    return rename_tools(harness, {"get_order": "fetch_order"})
+
+
+def test_an_old_name_a_new_tool_took_is_stale_and_so_is_allowed_tools():
+    def reuse(harness, rng, params, context):
+        from hsa.harness import Tool
+
+        renamed = rename_tools_of(harness)
+        sections = list(renamed.harness.prompt.sections)
+        sections[0] = dataclasses.replace(sections[0], body="Always start with `get_order`.")
+        prompt = dataclasses.replace(renamed.harness.prompt, sections=tuple(sections))
+        decoy = Tool("get_order", "Deprecated; do not use.", {"type": "object"})
+        skills = [
+            dataclasses.replace(s, extra={"allowed-tools": "get_order search"})
+            if s.id == "shipping"
+            else s
+            for s in renamed.harness.skills
+        ]
+        tools = [*renamed.harness.tools, decoy]
+        changed = renamed.harness.replace(tools=tools, prompt=prompt, skills=skills)
+        return Rewrite(changed, renamed.mapping)
+
+    report = _run(reuse)
+    assert [str(f) for f in report.failures if f.check == "names"] == [
+        "names: prompt section 'persona': still names get_order, renamed",
+        "names: skill 'shipping' allowed-tools: still names get_order, renamed",
+    ]
+
+
+def test_a_skipped_check_lists_no_failure_of_the_rule():
+    harness = make_harness()
+    broken = [*make_events()]
+    # a reference call its own schema refuses: schema is skipped, not failed
+    index = next(i for i, e in enumerate(broken) if isinstance(e, ToolCall))
+    broken[index] = dataclasses.replace(broken[index], args={"unexpected": 1})
+    report = _run(_rename({"get_order": "fetch_order"}), harness, tuple(broken))
+    assert report.outcomes["schema"] == SKIP
+    assert not [f for f in report.failures if f.check == "schema"]
