@@ -110,7 +110,10 @@ def subjects_from_source(
             f"a {fmt} source holds no trajectories or reference calls to check rules on",
             file=str(path),
         )
-    return subjects_from_env(env, _episode_trajectory(solve), limit=limit)
+    found = subjects_from_env(env, _episode_trajectory(solve), limit=limit)
+    if not found and env.left_out():
+        raise HsaError(f"nothing to check on: {'; '.join(env.left_out())}", file=str(path))
+    return found
 
 
 def subjects_from_files(

@@ -147,3 +147,11 @@ def test_a_rule_that_draws_from_anything_but_rng_fails():
     report = _check_one(clock)
     assert report.outcomes == {"harness": "fail"}
     assert "gave two different rewrites for seed 0: draw everything from rng" in describe(report)
+
+
+def test_a_corpus_whose_entries_are_all_unscored_says_why_nothing_is_checked(external):
+    from hsa.errors import HsaError
+
+    path = external / "bfcl" / "BFCL_v4_multi_turn_base.json"
+    with pytest.raises(HsaError, match=r"nothing to check on: 200 multi_turn_base task\(s\)"):
+        subjects_from_source(path)
