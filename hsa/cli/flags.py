@@ -50,16 +50,16 @@ class Setting(click.Option):
 
 @contextlib.contextmanager
 def said_as_flags() -> Iterator[None]:
-    """An ``HsaError`` raised in the block about a setting given by its flag names the flag
-    (``--max-steps``) rather than the setting (``max_steps_per_turn``)."""
+    """An ``HsaError`` raised in the block about a setting the command has a flag for names
+    the flag (``--max-steps``) rather than the setting (``max_steps_per_turn``); one about a
+    config file's setting (the error names the file) keeps the setting's name."""
     try:
         yield
     except HsaError as exc:
         ctx = click.get_current_context(silent=True)
         if ctx is not None and exc.file is None and exc.where:
             for param in ctx.command.params:
-                given = param.name is not None and ctx.params.get(param.name) is not None
-                if isinstance(param, Setting) and param.setting == exc.where and given:
+                if isinstance(param, Setting) and param.setting == exc.where:
                     exc.where = max(param.opts, key=len)
                     break
         raise

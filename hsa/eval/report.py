@@ -9,6 +9,7 @@ canonical x variants x drop -- and a plot of it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -244,12 +245,32 @@ def compare_rows(
         config = summary.get("config")
         config = config if isinstance(config, Mapping) else {}
         row["sample"] = {key: config.get(key) for key in SAMPLE_SETTINGS}
+        row["sample"]["recipe"] = recipe_identity(config.get("recipe"))
         rows.append(row)
     return rows
 
 
 #: the settings that decide which tasks and variants a run evaluates
 SAMPLE_SETTINGS = ("split", "tasks", "seed", "variants", "recipe")
+
+
+def recipe_identity(path: Any) -> str:
+    """What a run's held-out recipe was, to tell runs apart: ``built-in`` for none given or a
+    file holding hsa's built-in held-out recipe, else the file's content hash (its path when it
+    cannot be read here)."""
+    from importlib import resources
+
+    from hsa.eval.suites import HELDOUT
+
+    if path is None:
+        return "built-in"
+    try:
+        text = Path(str(path)).read_text("utf-8")
+    except OSError:
+        return str(path)
+    if text == resources.files("hsa.eval").joinpath(HELDOUT).read_text("utf-8"):
+        return "built-in"
+    return f"{Path(str(path)).name} ({hashlib.sha256(text.encode()).hexdigest()[:8]})"
 
 
 def sample_differences(rows: Sequence[Mapping[str, Any]]) -> list[str]:

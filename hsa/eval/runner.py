@@ -89,8 +89,8 @@ class EvalIncomplete(TeacherError):
         why = reasons[0][0] if reasons else "the backend failed"
         super().__init__(
             f"{report.retry} of {report.episodes} episodes got no answer from the model "
-            f"({why}); nothing was written. Once it answers, rerun the same command: answered "
-            "requests come from the cache",
+            f"({why}); no result was written (only the request cache). Once it answers, rerun "
+            "the same command: answered requests come from the cache",
             file=str(report.out),
         )
         self.report = report

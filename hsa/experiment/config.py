@@ -220,6 +220,10 @@ def parse_config(
     if overrides.get("steps") is not None:
         train["max_steps"] = int(overrides["steps"])
     data["train"] = train
+    if not isinstance(data.get("env_options") or {}, Mapping):
+        raise ExperimentError(
+            "env_options must be a mapping of option: value", file=file, where="$.env_options"
+        )
     seeds = data.get("seeds") or [0]
     if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
         raise ExperimentError("seeds must be a list of integers", file=file, where="$.seeds")

@@ -132,7 +132,7 @@ def check_env(config: ExperimentConfig) -> None:
     try:
         get(config.env, **dict(config.env_options))
     except HsaError as exc:
-        where = "$.env_options" if "option" in exc.message else "$.env"
+        where = "$.env" if exc.message.startswith("unknown environment") else "$.env_options"
         raise ExperimentError(exc.message, file=config.file, where=where) from None
 
 

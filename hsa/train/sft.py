@@ -10,6 +10,7 @@ TRL's names.
 
 from __future__ import annotations
 
+import shutil
 import socket
 import time
 import urllib.parse
@@ -48,7 +49,8 @@ def last_checkpoint(out: Path) -> str | None:
 def resume_point(
     out: Path, resume: bool, max_steps: int = -1, *, can_finish: bool = False
 ) -> str | None:
-    """The checkpoint to resume from (``resume``), or None. Refuses to resume a folder without
+    """The checkpoint to resume from (``resume``), or None; a run that starts afresh over a
+    finished one removes that run's checkpoints and record first. Refuses to resume a folder without
     a checkpoint, or from one at ``max_steps`` or past it -- the trainer would take a step
     more than asked -- unless the run stopped before writing its model and the caller
     ``can_finish`` it from that checkpoint (``reached``); and refuses to start afresh over
@@ -62,6 +64,10 @@ def resume_point(
                 "to continue it, or choose a new --out",
                 file=str(out),
             )
+        if finished:  # trained again from the start: the old run's checkpoints and record go,
+            for old in out.glob("checkpoint-*"):  # so that a --resume never continues it
+                shutil.rmtree(old, ignore_errors=True)
+            (out / RESOLVED).unlink(missing_ok=True)
         return None
     if found is None:
         raise TrainError("no checkpoint here to resume from", file=str(out))

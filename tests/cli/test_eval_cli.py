@@ -110,7 +110,7 @@ def test_a_server_that_never_answers_fails_the_run_and_writes_nothing(tmp_path):
         (("--max-steps", "0"), "hsa: error: --max-steps: must be at least 1"),  # not its setting
         (("--policy", "transformers", "--model", "/no/such/model"), "/no/such/model"),
         (("--recipe", "/no/such/recipe.yaml"), "/no/such/recipe.yaml"),
-        (("--policy", "openai", "--model", "m"), "base_url"),
+        (("--policy", "openai", "--model", "m"), "--base-url: the openai policy needs a base URL"),
         (("--tasks", "0"), "tasks"),
         (("--api-key-header", "api key"), "api_key_header: 'api key' is not an HTTP header name"),
     ],

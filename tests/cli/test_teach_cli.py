@@ -180,7 +180,10 @@ def test_an_endpoint_that_is_down_fails_the_run_and_the_rerun_retries(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--backend", "openai", "--out", "OUT"], "base_url: the openai backend needs a base URL"),
+        (
+            ["--backend", "openai", "--out", "OUT"],
+            "--base-url: the openai backend needs a base URL",
+        ),
         (["--env", "nowhere", "--out", "OUT"], "unknown environment 'nowhere'"),
         (["--tasks", "0", "--out", "OUT"], "tasks: must be at least 1"),
     ],

@@ -323,3 +323,21 @@ def test_compare_of_runs_on_different_environments_says_so(tmp_path):
     done = _compare(*_runs(tmp_path, SUMMARY, _on_tau2()))
     assert done.returncode == 0, done.stderr
     assert "| env |" in done.stdout and "different environments" in done.stdout
+
+
+def test_the_built_in_recipe_given_as_a_file_is_the_same_sample(tmp_path):
+    from importlib import resources
+
+    base, other = copy.deepcopy(SUMMARY), _other()
+    base["config"] = {"split": "test", "tasks": 4, "seed": 0, "variants": 4, "recipe": None}
+    same = tmp_path / "eval-heldout.yaml"
+    same.write_text(resources.files("hsa.eval").joinpath("heldout.yaml").read_text("utf-8"))
+    other["config"] = {**base["config"], "recipe": str(same)}
+    assert "Note:" not in compare_table(compare_rows([base, other], ["a", "b"]))
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("rules: [{rule: tools.shuffle}]\n")
+    other["config"] = {**base["config"], "recipe": str(mine)}
+    note = compare_table(compare_rows([base, other], ["a", "b"])).splitlines()[-1]
+    assert note.startswith(
+        "Note: these runs evaluate different samples (recipe built-in/mine.yaml ("
+    )

@@ -77,6 +77,7 @@ def test_command_line_seeds_and_steps_replace_the_configs():
         ),
         ({"tiers": {}}, "$.tiers", "no tiers"),
         ({"seeds": "0"}, "$.seeds", "integers"),
+        ({"env_options": "compact"}, "$.env_options", "must be a mapping"),
         ({"model": {"hidden": 0}}, "hidden", "hidden"),
         ({"model": {"hidden": 96, "heads": 5}}, "heads", "even width"),
         ({"model": {"hidden": 96, "heads": 32}}, "heads", "even width"),
@@ -194,6 +195,7 @@ def test_the_shipped_example_has_a_gpu_scale_trl_accepts():
     [
         ({"env": "livestrem"}, "$.env", "unknown environment 'livestrem'"),
         ({"env_options": {"compakt": True}}, "$.env_options", "takes no option(s) 'compakt'"),
+        ({"env_options": {"n_tasks": 0}}, "$.env_options", "n_tasks must be a positive integer"),
     ],
 )
 def test_an_environment_that_cannot_be_built_is_refused_before_anything_is_written(

@@ -115,6 +115,9 @@ def test_resume_continues_from_the_last_checkpoint(dataset, model, tmp_path):
     done = train_sft(config(dataset, model, max_steps=3, save_steps=1), out, resume=True)
     assert done.steps == 3 and (out / "hsa-train.json").is_file()
     assert (out / "model.safetensors").read_bytes() == before
+    # trained again from the start, the folder keeps no checkpoint of the run before
+    train_sft(config(dataset, model, max_steps=2, save_strategy="steps", save_steps=1), out)
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
 
 
 @pytest.mark.parametrize(

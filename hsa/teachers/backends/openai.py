@@ -42,6 +42,8 @@ from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 NO_KEY = "sk-no-key"
 #: error statuses below 500 worth another attempt: timeout, conflict, rate limit
 RETRIED = (408, 409, 429)
+#: failures that say nothing answers at the endpoint any more (not a slow or busy one)
+GONE = ("connection refused", "connection")
 #: the shortest API key hidden from messages (real keys are tens of characters)
 SECRET_MIN = 8
 #: at start, how many more times to try reaching an endpoint that refuses, and for how long
@@ -114,6 +116,9 @@ class OpenAIBackend(Backend):
         #: the endpoint as errors name it: no user info or query string, where secrets hide
         self._shown = str(public_url(config.base_url))
         self._proxy = env_proxy(self._url)
+        #: why the endpoint is taken for gone: a request ran out of retries on a refused or
+        #: failed connection, and none has been answered since
+        self._gone: str | None = None
 
     async def start(self) -> None:
         """Open the connection pool now rather than on the first request, and make sure
@@ -199,13 +204,20 @@ class OpenAIBackend(Backend):
                     self.limit.on_success(latency)
                     response = _response(completion, latency, attempt + 1, self._shown)
                     self.stats.record(response)
+                    self._gone = None
                     return response
             self.stats.failures[reason] += 1
             last = detail
+            if self._gone is not None and reason in GONE:
+                # Another request already retried this endpoint to the end: the server went
+                # away, and every request still to come would wait out its own retries too.
+                raise TeacherError(f"{detail} (gave up: {self._gone})")
             if attempt < cfg.max_retries:
                 self.stats.retries += 1
                 await asyncio.sleep(cfg.backoff.delay(attempt, self._rng, retry_after))
         attempts = cfg.max_retries + 1
+        if reason in GONE:
+            self._gone = f"another request got no answer after {attempts} attempts"
         raise TeacherError(f"{last} (no answer after {attempts} attempt{'s' * (attempts > 1)})")
 
     def _describe(self, kind: str, exc: BaseException) -> str:

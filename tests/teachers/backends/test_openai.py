@@ -400,3 +400,29 @@ def test_a_key_is_hidden_from_messages_but_a_placeholder_is_not():
         "unknown variant 'd32f~text/python+tag/python-docs' (key ***)"
     )
     assert redact(text, "python") == text and redact(text, "x") == text
+
+
+def test_once_a_request_ran_out_of_retries_on_a_gone_server_the_next_give_up_at_once():
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    b = backend(f"http://127.0.0.1:{port}/v1", max_retries=2)
+
+    async def one_by_one():
+        errors = []
+        try:
+            for text in ("first", "second", "third"):
+                request = ChatRequest("m", [{"role": "user", "content": text}])
+                try:
+                    await b.chat(request)
+                except TeacherError as exc:
+                    errors.append(str(exc))
+        finally:
+            await b.aclose()
+        return errors
+
+    first, second, third = asyncio.run(one_by_one())
+    assert first.endswith("(no answer after 3 attempts)")
+    for later in (second, third):
+        assert later.endswith("(gave up: another request got no answer after 3 attempts)")
+    assert b.stats.failures == {"connection refused": 5}  # 3, then 1 and 1
