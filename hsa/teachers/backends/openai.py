@@ -12,7 +12,10 @@ Retries are hsa's, so that every attempt passes through the adaptive limiter: 42
 5xx, timeouts and connection errors are retried with exponential backoff and full jitter,
 honouring ``Retry-After``; other errors (bad request, authentication, unknown model) are not
 worth retrying and fail the request at once. Each failed attempt is named by ``failure_kind``
-from the whole chain of causes, not from the outer exception's class alone.
+from the whole chain of causes, not from the outer exception's class alone. Two waits are cut
+short: an endpoint nothing answers at when the job starts fails ``start`` within seconds, and
+once one request has run out of retries on a refused connection, the others give up at their
+first such failure (until an answer comes), rather than each waiting out its own retries.
 """
 
 from __future__ import annotations
