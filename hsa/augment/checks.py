@@ -358,6 +358,24 @@ def stale_name_problems(h2: Harness, m: RewriteMapping) -> list[tuple[str, str]]
     return [(where, f"still names {', '.join(names)}, renamed") for where, names in found.items()]
 
 
+#: the hooks and names problems of recent rewrites: they depend on the harnesses alone, and
+#: one rewrite is checked on many trajectories
+_HARNESS_LEVEL: OrderedDict[str, tuple[list, list]] = OrderedDict()
+
+
+def _harness_level(
+    original: Harness, h2: Harness, m: RewriteMapping
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """``(hook_problems, stale_name_problems)`` of a rewrite, remembered for the last few."""
+    key = "\0".join((original.to_json(), h2.to_json(), json.dumps(m.to_dict(), sort_keys=True)))
+    found = _HARNESS_LEVEL.get(key)
+    if found is None:
+        found = _HARNESS_LEVEL[key] = (hook_problems(original, h2, m), stale_name_problems(h2, m))
+        while len(_HARNESS_LEVEL) > 64:
+            _HARNESS_LEVEL.popitem(last=False)
+    return found
+
+
 def _free_texts(a: Harness, b: Harness) -> Iterable[tuple[str, str, str]]:
     """``(where, text of a, text of b)`` for the free text of two harnesses of the same shape."""
     for sa, sb in zip(a.prompt.sections, b.prompt.sections, strict=True):
@@ -541,8 +559,9 @@ def check_rewrite(
     found = call_problems(h2, surface) or declared_problems(original, h2, events, surface)
     record("schema", [(f"event {i}", msg) for i, msg in found], skip=bool(baseline_calls))
     record("values", [(f"event {i}", msg) for i, msg in value_problems(original, h2, m, events)])
-    record("hooks", hook_problems(original, h2, m))
-    record("names", stale_name_problems(h2, m))
+    hooks, names = _harness_level(original, h2, m)
+    record("hooks", hooks)
+    record("names", names)
 
     recovered: list[Event] | None = None
     try:
