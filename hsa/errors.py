@@ -103,3 +103,10 @@ class Terminated(KeyboardInterrupt):
     """The process was asked to stop (SIGTERM, as schedulers send it): raised where the main
     thread is, so a run unwinds as on Ctrl-C (its lock released, its scratch removed, its
     workers stopped) and the command exits 143."""
+
+
+def first_few(names: list[str], shown: int = 3) -> str:
+    """``names`` for a message: the first ``shown``, then how many more (``a, b, c and 4
+    more``)."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more

@@ -318,7 +318,7 @@ def _dataset_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
     """The summary of an augmented dataset, and the shards of the split whose rows are shown."""
     from hsa.datasets import manifest as mf
     from hsa.datasets.export import shards
-    from hsa.errors import DatasetError
+    from hsa.errors import DatasetError, first_few
 
     manifest: Any = {}
     if (path / mf.MANIFEST).is_file():  # without one, shards() says what is missing
@@ -335,8 +335,7 @@ def _dataset_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
     if broken:
         raise DatasetError(
             f"{len(broken)} file(s) of this dataset changed since it was written "
-            f"({', '.join(broken[:3])}{', ...' if len(broken) > 3 else ''}): rerun the job that "
-            "wrote it to repair them",
+            f"({first_few(broken)}): rerun the job that wrote it to repair them",
             file=str(path),
         )
     rules = manifest.get("rules")

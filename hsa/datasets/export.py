@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hsa.datasets import manifest as mf
 from hsa.datasets.schema import JSON_FIELDS, ROW_SCHEMA, trl_messages
 from hsa.datasets.shards import read_table
-from hsa.errors import DatasetError
+from hsa.errors import DatasetError, first_few
 
 if TYPE_CHECKING:
     import polars as pl
@@ -39,9 +39,8 @@ def shards(path: str | Path, split: str | None = None) -> list[Path]:
     missing = [e["path"] for e in entries if not (root / e["path"]).is_file()]
     if missing:
         raise DatasetError(
-            f"{len(missing)} shard(s) the manifest lists are missing ({', '.join(missing[:3])}"
-            f"{', ...' if len(missing) > 3 else ''}): rerun the job that wrote the dataset "
-            "to restore them",
+            f"{len(missing)} shard(s) the manifest lists are missing ({first_few(missing)}): "
+            "rerun the job that wrote the dataset to restore them",
             file=str(root),
         )
     if split is not None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.datasets.shards import sha256_file, write_atomic
-from hsa.errors import DatasetError
+from hsa.errors import DatasetError, first_few
 
 MANIFEST = "manifest.json"
 STATE = ".hsa"
@@ -135,10 +135,9 @@ def job_folder_problem(
                 return f"this directory holds {what} ({name}), not {kind}; use a new --out", out
         strays = [] if owned is None else _strays(out, owned)
         if strays:
-            more = f" and {len(strays) - 3} more" if len(strays) > 3 else ""
             return (
-                f"this directory holds what hsa did not write there ({', '.join(strays[:3])}"
-                f"{more}), not {kind}; use a new or empty --out",
+                f"this directory holds what hsa did not write there ({first_few(strays)}), "
+                f"not {kind}; use a new or empty --out",
                 out,
             )
         return None

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hsa.errors import ImportFormatError
+from hsa.errors import ImportFormatError, first_few
 from hsa.harness.events import (
     AssistantMessage,
     Event,
@@ -111,7 +111,7 @@ def legal_names_note(renamed: Mapping[str, str]) -> str | None:
     if not renamed:
         return None
     pairs = [f"{source!r} -> {legal!r}" for source, legal in sorted(renamed.items())]
-    shown = ", ".join(pairs[:3]) + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")
+    shown = first_few(pairs)
     return (
         f"{len(pairs)} tool name(s) are not legal in an OpenAI API request (letters, digits, "
         f"_ and - only) and are written in their legal form in every row: {shown}; each "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hsa.errors import ImportFormatError
+from hsa.errors import ImportFormatError, first_few
 from hsa.harness.importers.base import ImportResult, api_sections, harness_id
 from hsa.harness.model import Harness, Prompt, Section, Tool
 from hsa.harness.skillfile import load_skill_dir
@@ -55,11 +55,10 @@ def import_skills(path: Path) -> ImportResult:
     if bundled:
         metadata["bundled_files"] = bundled
         paths = [f"{skill}/{file}" for skill, files in bundled.items() for file in files]
-        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
         notes = (
             f"{len(bundled)} skill(s) bundle {len(paths)} file(s) besides their SKILL.md "
-            f"({shown}), which the harness does not carry: a skill is loaded as its SKILL.md. "
-            "The harness metadata lists them (bundled_files).",
+            f"({first_few(paths)}), which the harness does not carry: a skill is loaded as its "
+            "SKILL.md. The harness metadata lists them (bundled_files).",
         )
     harness = Harness(
         id=harness_id(path.resolve().name, fallback="skills"),
