@@ -258,9 +258,7 @@ def recipe_identity(path: Any) -> str:
     """What a run's held-out recipe was, to tell runs apart: ``built-in`` for none given or a
     file holding hsa's built-in held-out recipe, else the file's content hash (its path when it
     cannot be read here)."""
-    from importlib import resources
-
-    from hsa.eval.suites import HELDOUT
+    from hsa.eval.suites import heldout_text
 
     if path is None:
         return "built-in"
@@ -268,7 +266,7 @@ def recipe_identity(path: Any) -> str:
         text = Path(str(path)).read_text("utf-8")
     except OSError:
         return str(path)
-    if text == resources.files("hsa.eval").joinpath(HELDOUT).read_text("utf-8"):
+    if text == heldout_text():
         return "built-in"
     return f"{Path(str(path)).name} ({hashlib.sha256(text.encode()).hexdigest()[:8]})"
 
@@ -325,10 +323,10 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> str:
             f"Note: these runs are on different environments ({'; '.join(envs)}): "
             "their success rates are over different tasks, not comparable side by side.",
         ]
-    elif sample_differences(rows):
+    elif differ := sample_differences(rows):
         lines += [
             "",
-            f"Note: these runs evaluate different samples ({'; '.join(sample_differences(rows))}): "
+            f"Note: these runs evaluate different samples ({'; '.join(differ)}): "
             "their success rates are over different tasks or variants, not comparable side by "
             "side.",
         ]

@@ -68,12 +68,16 @@ class Episode:
             object.__setattr__(self, "group", self.spec.task.id)
 
 
+def heldout_text() -> str:
+    """The text of hsa's built-in held-out recipe."""
+    return resources.files("hsa.eval").joinpath(HELDOUT).read_text("utf-8")
+
+
 def heldout_recipe(path: str | Path | None = None) -> Recipe:
     """The recipe at ``path``, or hsa's built-in held-out recipe."""
     if path is not None:
         return load_recipe(path)
-    text = resources.files("hsa.eval").joinpath(HELDOUT).read_text("utf-8")
-    return loads_recipe(text, file=f"hsa/eval/{HELDOUT}")
+    return loads_recipe(heldout_text(), file=f"hsa/eval/{HELDOUT}")
 
 
 def sample_tasks(tasks: Sequence[Task], n: int | None, seed: int) -> list[Task]:
