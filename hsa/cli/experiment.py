@@ -21,7 +21,12 @@ def group() -> None:
 @click.option(
     "--seeds", default=None, help="Training seeds, comma-separated (default: the config's)."
 )
-@click.option("--steps", type=int, default=None, help="Training steps per model (max_steps).")
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Training steps per model (max_steps).",
+)
 @click.option(
     "--scale",
     type=click.Choice(["cpu", "gpu"]),

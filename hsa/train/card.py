@@ -25,6 +25,8 @@ RESOLVED = "hsa-train.json"
 #: scratch under a run folder: the tokenized dataset (datasets' Arrow cache), removed once the
 #: model is saved (a training on 18,528 short rows left 415 MB there)
 HF_CACHE = Path(".hsa") / "hf-cache"
+#: what a run started with (``hsa.train.sft.run_identity``), for a ``--resume`` to compare
+RUN_RECORD = Path(".hsa") / "run.json"
 PLOT = "loss.png"
 #: TRL settings shown in the card (all of them are in hsa-train.json)
 _SHOWN = (
@@ -180,7 +182,8 @@ Train = TypeVar("Train", bound=Callable[..., Any])
 def scratch_removed_on_failure(train: Train) -> Train:
     """``train(config, out, ...)`` that, when it fails or is stopped, removes the scratch it
     made under ``out`` (``HF_CACHE``: a tokenized copy of the data, hundreds of megabytes for
-    a large dataset) and the folders left empty; its checkpoints stay, to resume from."""
+    a large dataset) and the folders left empty; its checkpoints stay, to resume from, with
+    the record of what the run started with (``RUN_RECORD``)."""
 
     @functools.wraps(train)
     def run(config: Any, out: str | Path, *args: Any, **kwargs: Any) -> Any:
@@ -190,6 +193,8 @@ def scratch_removed_on_failure(train: Train) -> Train:
             return train(config, out, *args, **kwargs)
         except BaseException:
             shutil.rmtree(out / HF_CACHE, ignore_errors=True)
+            if not any(out.glob("checkpoint-*")):  # nothing to resume: no record of a start
+                (out / RUN_RECORD).unlink(missing_ok=True)
             for folder in (out / HF_CACHE.parent, *(() if existed else (out,))):
                 with contextlib.suppress(OSError):
                     folder.rmdir()  # only when empty

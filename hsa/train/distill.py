@@ -25,7 +25,7 @@ from hsa.errors import TrainError
 from hsa.train.card import HF_CACHE, finish, scratch_removed_on_failure, settings_dict
 from hsa.train.config import prepare
 from hsa.train.data import manifest_of, recipe_of
-from hsa.train.sft import load_model, resume_point
+from hsa.train.sft import load_model, resume_point, run_identity
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +109,7 @@ def train_distill(
     for name in ("data", "teacher"):
         if getattr(settings, name) is None:
             raise TrainError(f"set hsa.{name} (or --{name})", file=file, where=f"$.hsa.{name}")
-    checkpoint = resume_point(out, resume, args.max_steps)
+    checkpoint = resume_point(out, resume, args.max_steps, identity=run_identity(settings, args))
     manifest = manifest_of(Path(str(settings.data)))
     rows = to_hf(str(settings.data), settings.split, cache_dir=out / HF_CACHE)
     prompts, counts = cut_prompts(rows, settings.max_prompts)

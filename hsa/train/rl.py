@@ -408,7 +408,7 @@ def train_rl(
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import get_training_chat_template
 
-    from hsa.train.sft import load_model, resume_point
+    from hsa.train.sft import load_model, resume_point, run_identity
 
     started = time.monotonic()
     out = Path(out)
@@ -429,7 +429,7 @@ def train_rl(
             file=file,
             where="$.use_vllm",
         )
-    checkpoint = resume_point(out, resume, args.max_steps)
+    checkpoint = resume_point(out, resume, args.max_steps, identity=run_identity(settings, args))
     if env is None:
         from hsa.envs.registry import get
 

@@ -10,6 +10,7 @@ TRL's names.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import time
@@ -19,12 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hsa.datasets.shards import write_atomic
 from hsa.errors import TrainError
-from hsa.train.card import HF_CACHE, RESOLVED, finish, scratch_removed_on_failure, settings_dict
+from hsa.train.card import (
+    HF_CACHE,
+    RESOLVED,
+    RUN_RECORD,
+    finish,
+    scratch_removed_on_failure,
+    settings_dict,
+)
 from hsa.train.config import SftSettings, prepare
 from hsa.train.data import load_rows
 
-__all__ = ["RESOLVED", "TrainReport", "load_model", "resume_point", "train_sft"]
+__all__ = ["RESOLVED", "TrainReport", "load_model", "resume_point", "run_identity", "train_sft"]
 
 
 @dataclass(slots=True)
@@ -46,15 +55,42 @@ def last_checkpoint(out: Path) -> str | None:
     return str(max(found, key=lambda p: int(p.name[11:]))) if found else None
 
 
+#: the trainer settings that decide which rows a step trains on and how many: a resumed run
+#: with other values would mix two runs in one model (``max_steps`` may change, to train on)
+_SAME_ON_RESUME = (
+    "seed",
+    "data_seed",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "max_length",
+    "packing",
+)
+
+
+def run_identity(settings: Any, args: Any) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues: the ``hsa:`` settings (the
+    data, the model, which rows) and the trainer settings that order and cut the rows."""
+    trainer = {k: getattr(args, k) for k in _SAME_ON_RESUME if hasattr(args, k)}
+    text = json.dumps({"hsa": settings_dict(settings), "trainer": trainer}, default=str)
+    return json.loads(text)  # as the record reads back, to compare with it
+
+
 def resume_point(
-    out: Path, resume: bool, max_steps: int = -1, *, can_finish: bool = False
+    out: Path,
+    resume: bool,
+    max_steps: int = -1,
+    *,
+    can_finish: bool = False,
+    identity: Mapping[str, Any] | None = None,
 ) -> str | None:
     """The checkpoint to resume from (``resume``), or None; a run that starts afresh over a
     finished one removes that run's checkpoints and record first. Refuses to resume a folder without
     a checkpoint, or from one at ``max_steps`` or past it -- the trainer would take a step
     more than asked -- unless the run stopped before writing its model and the caller
     ``can_finish`` it from that checkpoint (``reached``); and refuses to start afresh over
-    the checkpoints of an unfinished run."""
+    the checkpoints of an unfinished run. With the run's ``identity`` (``run_identity``), a
+    fresh run records it and a resumed one is refused when the run it continues started
+    with other settings."""
     found = last_checkpoint(out)
     finished = (out / RESOLVED).is_file()
     if not resume:
@@ -68,9 +104,15 @@ def resume_point(
             for old in out.glob("checkpoint-*"):  # so that a --resume never continues it
                 shutil.rmtree(old, ignore_errors=True)
             (out / RESOLVED).unlink(missing_ok=True)
+        if identity is not None:
+            (out / RUN_RECORD).parent.mkdir(parents=True, exist_ok=True)
+            text = json.dumps(identity, indent=2, sort_keys=True) + "\n"
+            write_atomic(out / RUN_RECORD, text.encode("utf-8"))
         return None
     if found is None:
         raise TrainError("no checkpoint here to resume from", file=str(out))
+    if identity is not None:
+        _check_same_run(out, identity)
     if reached(found, max_steps) and (finished or not can_finish):
         raise TrainError(
             f"its newest checkpoint ({Path(found).name}) is at max_steps={max_steps} already: "
@@ -78,6 +120,27 @@ def resume_point(
             file=str(out),
         )
     return found
+
+
+def _check_same_run(out: Path, identity: Mapping[str, Any]) -> None:
+    """Refuse to resume a run that started with other settings (``run_identity``); a run
+    without a record (an older hsa's) is resumed as it is."""
+    try:
+        started = json.loads((out / RUN_RECORD).read_text("utf-8"))
+    except (OSError, ValueError):
+        return
+    changed = [
+        f"{section}.{key}: {started.get(section, {}).get(key)!r} then, {value!r} now"
+        for section, values in identity.items()
+        for key, value in values.items()
+        if started.get(section, {}).get(key, value) != value
+    ]
+    if changed:
+        raise TrainError(
+            f"--resume continues a run that started with other settings ({'; '.join(changed)}): "
+            "resume with the settings it started with, or train afresh into another --out",
+            file=str(out),
+        )
 
 
 def reached(checkpoint: str | None, max_steps: int) -> bool:
@@ -198,7 +261,9 @@ def train_sft(
         trl_defaults={"assistant_only_loss": True},
         file=file,
     )
-    checkpoint = resume_point(out, resume, args.max_steps, can_finish=True)
+    checkpoint = resume_point(
+        out, resume, args.max_steps, can_finish=True, identity=run_identity(settings, args)
+    )
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
     check_model(settings.model)

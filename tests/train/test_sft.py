@@ -115,6 +115,13 @@ def test_resume_continues_from_the_last_checkpoint(dataset, model, tmp_path):
     done = train_sft(config(dataset, model, max_steps=3, save_steps=1), out, resume=True)
     assert done.steps == 3 and (out / "hsa-train.json").is_file()
     assert (out / "model.safetensors").read_bytes() == before
+    # a resume with other data or batches would mix two runs in one model: refused
+    other = config(dataset, model, max_steps=4, save_steps=1, per_device_train_batch_size=2)
+    other["hsa"]["max_rows"] = 2
+    with pytest.raises(TrainError, match="other settings") as refused:
+        train_sft(other, out, resume=True)
+    assert "hsa.max_rows: None then, 2 now" in refused.value.message
+    assert "trainer.per_device_train_batch_size: 1 then, 2 now" in refused.value.message
     # trained again from the start, the folder keeps no checkpoint of the run before
     train_sft(config(dataset, model, max_steps=2, save_strategy="steps", save_steps=1), out)
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
