@@ -124,8 +124,12 @@ def _view(rows: Any, view: str) -> Any:
     return _firstcall_view(rows) if view == "firstcall" and len(rows) else rows
 
 
-def load_rows(settings: SftSettings, *, seed: int, cache: Path | None = None) -> TrainingRows:
-    """The training (and evaluation) rows ``settings`` asks for."""
+def load_rows(
+    settings: SftSettings, *, seed: int, cache: Path | None = None, evaluate: bool = True
+) -> TrainingRows:
+    """The training (and evaluation) rows ``settings`` asks for; no evaluation rows when the
+    trainer will not ``evaluate`` (TRL's ``eval_strategy`` "no": tokenizing them would be
+    wasted, and the card would list rows nothing was evaluated on)."""
     if settings.data is None:
         raise TrainError("no data to train on: set hsa.data (or --data) to an hsa dataset")
     data = Path(settings.data)
@@ -158,7 +162,7 @@ def load_rows(settings: SftSettings, *, seed: int, cache: Path | None = None) ->
             where="$.hsa.view",
         )
     evaluated = None
-    if settings.eval_split is not None:
+    if settings.eval_split is not None and evaluate:
         evaluated = _view(_split(data, settings.eval_split, settings, seed, cache), settings.view)
         counts["eval"] = len(evaluated)
         evaluated = evaluated.select_columns(columns) if len(evaluated) else None

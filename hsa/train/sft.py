@@ -267,7 +267,8 @@ def train_sft(
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
     check_model(settings.model)
-    rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE)
+    evaluate = args.eval_strategy != "no"
+    rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE, evaluate=evaluate)
     model, tokenizer = load_model(done or settings.model)
     try:
         trainer = SFTTrainer(

@@ -27,6 +27,11 @@ def config(dataset, model, **trl):
 
 def trainer_of(dataset, model, tmp_path, **trl):
     """The SFTTrainer hsa builds, caught just before it trains."""
+    return stopped(config(dataset, model, **trl), tmp_path / "out")
+
+
+def stopped(settings, out):
+    """The SFTTrainer ``train_sft(settings, out)`` builds, caught just before it trains."""
     from trl import SFTTrainer
 
     caught = {}
@@ -38,7 +43,7 @@ def trainer_of(dataset, model, tmp_path, **trl):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(SFTTrainer, "train", stop)
         with pytest.raises(KeyboardInterrupt):
-            train_sft(config(dataset, model, **trl), tmp_path / "out")
+            train_sft(settings, out)
     return caught["trainer"]
 
 
@@ -234,3 +239,13 @@ def test_tokens_trained_add_up_across_a_resume():
     ]
     assert trained_tokens(log) == 29
     assert trained_tokens([{"loss": 1.0}]) is None
+
+
+def test_evaluation_rows_are_loaded_only_when_the_trainer_evaluates(dataset, model, tmp_path):
+    def evaluated(**trl):
+        settings = config(dataset, model, max_steps=1, **trl)
+        settings["hsa"]["eval_split"] = "dev"
+        return stopped(settings, tmp_path / "out").eval_dataset
+
+    assert evaluated() is None  # eval_strategy "no" (TRL's default): nothing to tokenize
+    assert len(evaluated(eval_strategy="steps", eval_steps=1)) > 0
