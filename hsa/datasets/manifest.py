@@ -122,13 +122,18 @@ def job_folder_problem(
     kind: str,
     others: Mapping[str, str],
     owned: Collection[str] | None = None,
+    started: str | None = None,
 ) -> tuple[str, Path] | None:
     """Why ``out`` cannot take a job of ``kind`` (a teacher job, an evaluation) whose settings
     hash to ``digest``, and the file that says so: it holds such a job with other settings
-    (``job_file`` records its ``output_hash``) or, holding none, another kind of output
-    (``others``: the file that marks it -> what it is) or, with ``owned`` (the names a job of
-    ``kind`` writes at the top of its folder), anything else. None when it can."""
+    (``job_file`` records its ``output_hash``, or ``started`` does, written when the job
+    first writes, for a job that writes ``job_file`` last) or, holding none, another kind of
+    output (``others``: the file that marks it -> what it is) or, with ``owned`` (the names a
+    job of ``kind`` writes at the top of its folder), anything else, or files by those names
+    that no such job wrote (a user's own ``report.md``). None when it can."""
     path = out / job_file
+    if not path.exists() and started is not None and (out / started).exists():
+        path = out / started
     if not path.exists():
         for name, what in others.items():
             if (out / name).exists():
@@ -138,6 +143,13 @@ def job_folder_problem(
             return (
                 f"this directory holds what hsa did not write there ({first_few(strays)}), "
                 f"not {kind}; use a new or empty --out",
+                out,
+            )
+        made = [] if owned is None or not out.is_dir() else _owned(out, owned)
+        if made:
+            return (
+                f"this directory holds {first_few(made)}, named as {kind}'s files are but not "
+                "written by one; use a new or empty --out",
                 out,
             )
         return None
@@ -169,6 +181,16 @@ def _strays(out: Path, owned: Collection[str]) -> list[str]:
             continue
         found.append(name)
     return found
+
+
+def _owned(out: Path, owned: Collection[str]) -> list[str]:
+    """The names at the top of ``out`` a job writes (``owned``), killed runs' temporaries
+    aside, sorted."""
+    return sorted(
+        entry.name
+        for entry in out.iterdir()
+        if any(entry.name == own or entry.name.startswith(f"{own}-") for own in owned)
+    )
 
 
 def remove_temporaries(out: Path) -> None:

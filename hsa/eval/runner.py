@@ -52,6 +52,9 @@ SUMMARY = "summary.json"
 CACHE_FILE = "cache.sqlite"
 #: what a run writes at the top of its directory (``write_run``; the cache while it runs)
 OWNED = (EPISODES, SUMMARY, REPORT, CACHE_FILE, *PLOTS)
+#: the run's settings (``output_hash``), written before anything else: the summary, which
+#: records them too, is written last
+STARTED = f"{mf.STATE}/evaluation.json"
 #: policies answered in process, as fast as a cache lookup: no cache unless one is asked for
 IN_PROCESS = ("oracle", "fixed-oracle")
 
@@ -179,7 +182,13 @@ def _check_dir(out: Path, config: EvalConfig) -> None:
     dataset, a teacher job)."""
     others = {mf.MANIFEST: "a dataset", "teach.json": "a teacher job"}
     found = mf.job_folder_problem(
-        out, SUMMARY, config.output_hash(), kind="an evaluation", others=others, owned=OWNED
+        out,
+        SUMMARY,
+        config.output_hash(),
+        kind="an evaluation",
+        others=others,
+        owned=OWNED,
+        started=STARTED,
     )
     if found is not None:
         raise EvalError(found[0], file=str(found[1]))
@@ -237,7 +246,7 @@ async def _evaluate(
         # setup error that leaves the directory as it was.
         await inner.start()
         if backend is not None or config.policy not in IN_PROCESS or config.cache:
-            out.mkdir(parents=True, exist_ok=True)
+            _record_start(out, config)
             cache = RequestCache(Path(config.cache) if config.cache else out / CACHE_FILE)
         runner = CachedBackend(inner, cache) if cache is not None else inner
         running = time.monotonic()
@@ -289,6 +298,7 @@ async def _evaluate(
         }
     )
     writing = time.monotonic()
+    _record_start(out, config)
     write_run(out, rows, summary)
     report.write_s = time.monotonic() - writing
     report.summary = summary
@@ -302,6 +312,15 @@ def _report_imports() -> None:
     episodes table does."""
     pyplot()
     pa.array([0])
+
+
+def _record_start(out: Path, config: EvalConfig) -> None:
+    """Record the run's settings (``STARTED``) before it writes anything else, so a rerun
+    tells its files from files by the same names that no evaluation wrote."""
+    path = out / STARTED
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mf.write_json(path, {"output_hash": config.output_hash()})
 
 
 def write_run(out: Path, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:

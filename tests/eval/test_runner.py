@@ -240,13 +240,21 @@ def test_a_directory_of_files_hsa_did_not_write_is_refused_untouched(livestream,
         evaluate(_config(tasks=2, variants=1), out, env=livestream)
     assert (out / "sub" / ".draft.tmp").read_text() == "keep"
     assert (out / "report.md").read_text() == "my notes"
-    # what a run writes, a killed run's temporaries and its cache journal are its own
+    # a file named as a run's output, with no run started here, is the user's too
     (out / "plan.txt").unlink()
     (out / "sub" / ".draft.tmp").unlink()
     (out / "sub").rmdir()
+    config = _config(tasks=2, variants=1, suites=("canonical",))
+    with pytest.raises(EvalError, match=r"holds report\.md, named as an evaluation's files"):
+        evaluate(config, out, env=livestream)
+    assert (out / "report.md").read_text() == "my notes"
+    # a killed run's temporaries and its cache journal are its own (it recorded its start)
+    (out / "report.md").unlink()
+    (out / ".hsa").mkdir()
+    (out / ".hsa" / "evaluation.json").write_text(json.dumps({"output_hash": config.output_hash()}))
     (out / ".episodes.parquet.4242.tmp").write_bytes(b"half")
     (out / "cache.sqlite-journal").write_bytes(b"")
-    evaluate(_config(tasks=2, variants=1, suites=("canonical",)), out, env=livestream)
+    evaluate(config, out, env=livestream)
     assert (out / "summary.json").is_file() and not (out / ".episodes.parquet.4242.tmp").exists()
 
 

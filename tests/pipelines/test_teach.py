@@ -200,6 +200,13 @@ def test_a_directory_of_files_hsa_did_not_write_is_refused_untouched(tmp_path, e
     with pytest.raises(TeacherError, match=r"what hsa did not write there \(todo\.md\)"):
         teach(config(tasks=2), out, env=env)
     assert sorted(p.name for p in out.iterdir()) == ["todo.md"]
+    # a folder named as a job's output, with no job recorded here, is the user's too
+    (out / "todo.md").unlink()
+    (out / "data").mkdir()
+    (out / "data" / "keep.txt").write_text("mine")
+    with pytest.raises(TeacherError, match=r"holds data, named as a teacher job's files are"):
+        teach(config(tasks=2), out, env=env)
+    assert sorted(p.name for p in out.iterdir()) == ["data"]
 
 
 def test_a_backend_that_cannot_start_leaves_nothing_and_the_fixed_job_runs(tmp_path, env):
