@@ -33,7 +33,11 @@ def _env_options(fn):
 
 def _load(name: str, seed: int | None, n_tasks: int | None, source: Path | None):
     from hsa.envs import get_env
+    from hsa.envs.registry import required
+    from hsa.errors import EnvError
 
+    if source is None and "path" in required(name):
+        raise EnvError(f"environment {name!r} reads a corpus: give its file or folder with --path")
     options: dict = {}
     if seed is not None:
         options["seed"] = seed
@@ -42,6 +46,22 @@ def _load(name: str, seed: int | None, n_tasks: int | None, source: Path | None)
     if source is not None:
         options["path"] = source
     return get_env(name, **options)
+
+
+def _offered(env, split: str | None, *, needed: bool = True) -> list:
+    """``env``'s tasks (of ``split``), after saying on stderr what of its corpus it leaves out
+    and why (BFCL's unscored entries); when ``needed``, none at all is an error naming that
+    reason."""
+    tasks = env.tasks(split)
+    notes = env.left_out()
+    if not tasks and needed:
+        from hsa.errors import EnvError
+
+        why = f": {'; '.join(notes)}" if notes else ""
+        raise EnvError(f"{env.name} offers no {split + ' ' if split else ''}task here{why}")
+    for note in notes:
+        error_console().print(f"note: {note}", markup=False)
+    return tasks
 
 
 @click.group("env")
@@ -68,7 +88,7 @@ def show(name: str, seed: int | None, n_tasks: int | None, source: Path | None) 
     from collections import Counter
 
     env = _load(name, seed, n_tasks, source)
-    tasks = env.tasks()
+    tasks = _offered(env, None)
     out = console()
     harnesses = {env.harness_for(t).id: env.harness_for(t) for t in tasks} or {
         env.harness().id: env.harness()
@@ -115,7 +135,7 @@ def export(
     from hsa.envs.export import export_env
 
     env = _load(name, seed, n_tasks, source)
-    summary = export_env(env, dest, env.tasks(split))
+    summary = export_env(env, dest, _offered(env, split))
     noun = "harness" if len(summary.harnesses) == 1 else "harnesses"
     console().print(
         f"wrote {len(summary.harnesses)} {noun} and {summary.tasks} tasks to {summary.path}"
@@ -139,7 +159,7 @@ def tasks(
 ) -> None:
     """Print tasks as JSON lines (Task.to_dict rows), in task order."""
     env = _load(name, seed, n_tasks, source)
-    found = [t for t in env.tasks(split) if kind is None or t.kind == kind]
+    found = [t for t in _offered(env, split, needed=False) if kind is None or t.kind == kind]
     for task in found[:limit] if limit is not None else found:
         click.echo(json.dumps(task.to_dict(), ensure_ascii=False))
 
@@ -148,7 +168,14 @@ def tasks(
 @click.argument("name")
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), help="Only this split.")
 @click.option("--limit", type=click.IntRange(min=1), help="Check only the first N tasks.")
-@click.option("--show", "show_failures", default=5, show_default=True, help="Failures to list.")
+@click.option(
+    "--show",
+    "show_failures",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Failures to list.",
+)
 @_env_options
 def check(
     name: str,
@@ -164,7 +191,7 @@ def check(
     from hsa.envs.reference_check import check as run_check
 
     env = _load(name, seed, n_tasks, source)
-    todo = env.tasks(split)
+    todo = _offered(env, split)
     if limit is not None:
         todo = todo[:limit]
     with progress() as bar:

@@ -18,6 +18,7 @@ from hsa.datasets import manifest as mf
 from hsa.datasets.schema import JSON_FIELDS, ROW_SCHEMA, trl_messages
 from hsa.datasets.shards import read_table
 from hsa.errors import DatasetError, first_few
+from hsa.harness.importers.write import MARKER
 
 if TYPE_CHECKING:
     import polars as pl
@@ -33,7 +34,12 @@ def shards(path: str | Path, split: str | None = None) -> list[Path]:
                 "the dataset is not complete (no manifest.json): rerun the job to finish it",
                 file=str(root),
             )
-        raise DatasetError("not a dataset directory: no manifest.json", file=str(root))
+        hint = ""
+        if (root / MARKER).is_file():
+            hint = (
+                "; it is an `hsa harness import` folder: `hsa augment --input` it to make a dataset"
+            )
+        raise DatasetError(f"not a dataset directory: no manifest.json{hint}", file=str(root))
     entries = mf.read_json(manifest).get("shards", [])
     found = [root / e["path"] for e in entries]
     missing = [e["path"] for e in entries if not (root / e["path"]).is_file()]

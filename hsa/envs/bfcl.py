@@ -163,12 +163,6 @@ class BfclEnvironment(CorpusEnvironment):
             first = result.failures[0]
             more = f" (and {len(result.failures) - 1} more file(s))" if result.failures[1:] else ""
             raise ImportFormatError(first.message + more, file=first.file, where=first.where)
-        if not result.tasks and not result.harnesses:
-            raise ImportFormatError(
-                "no BFCL question file here (BFCL_v4_*.json, as the gorilla repository's "
-                "berkeley-function-call-leaderboard/bfcl_eval/data holds them)",
-                file=str(path),
-            )
         tasks = [Task.from_dict(row) for row in result.tasks if scored(row)]
         used = {t.harness_id for t in tasks}
         env = cls([h for h in result.harnesses if h.id in used], tasks)

@@ -57,15 +57,21 @@ def get(name: str, **options: Any) -> Environment:
             f"environment {name!r} takes no option(s) {', '.join(map(repr, unknown))}; "
             f"it accepts: {', '.join(accepted) or 'none'}"
         )
-    missing = [
-        p
-        for p, v in params.items()
-        if v.default is inspect.Parameter.empty
-        and v.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        and p not in options
-    ]
+    missing = [p for p in required(name) if p not in options]
     if missing:
         flags = [f"--env-{m}" for m in missing if m in ("path", "seed")]
         hint = f" ({', '.join(flags)} on the command line)" if flags else ""
         raise EnvError(f"environment {name!r} needs option(s) {', '.join(missing)}{hint}")
     return factory(**options)
+
+
+def required(name: str) -> list[str]:
+    """The options environment ``name`` cannot be built without (``path`` for a corpus)."""
+    if name not in _FACTORIES:
+        raise EnvError(f"unknown environment {name!r}; registered: {', '.join(names())}")
+    return [
+        p
+        for p, v in inspect.signature(_resolve(name)).parameters.items()
+        if v.default is inspect.Parameter.empty
+        and v.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]

@@ -130,6 +130,17 @@ def _read_yaml(path: Path) -> Any:
         raise HarnessError(f"invalid YAML: {reason}", file=str(path), where=where) from None
 
 
+def _hint(folder: Path) -> str:
+    """Where the harnesses are, for a folder that holds harness folders (an import of several)."""
+    inside = sorted(p.name for p in folder.iterdir() if (p / MANIFEST).is_file())
+    if not inside:
+        return ""
+    return (
+        f"; it holds {len(inside):,} harness folder(s), e.g. {folder / inside[0]} "
+        "(`hsa harness validate` checks them all)"
+    )
+
+
 def _read(path: str | Path) -> tuple[dict[str, Any], list[HsaError]]:
     """The harness document at ``path``, assembled file by file, and every problem with it
     (see ``problems``); the document is whole only when there are none."""
@@ -137,7 +148,9 @@ def _read(path: str | Path) -> tuple[dict[str, Any], list[HsaError]]:
     if path.is_dir():
         manifest = path / MANIFEST
         if not manifest.is_file():
-            return {}, [HarnessError(f"not a harness directory: no {MANIFEST}", file=str(path))]
+            return {}, [
+                HarnessError(f"not a harness directory: no {MANIFEST}{_hint(path)}", file=str(path))
+            ]
     elif path.is_file():
         manifest = path
     else:

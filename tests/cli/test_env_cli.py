@@ -74,3 +74,25 @@ def test_errors_are_one_line():
     )
     missing = hsa("env", "tasks", "bfcl")
     assert missing.returncode == 1 and missing.stderr.startswith("hsa: error: environment 'bfcl'")
+
+
+def test_what_a_corpus_leaves_out_is_said_and_nothing_to_check_fails(external):
+    multi = external / "bfcl" / "BFCL_v4_multi_turn_base.json"
+    for command in ("check", "show", "tasks"):
+        done = hsa("env", command, "bfcl", "--path", str(multi))
+        if command == "tasks":  # a listing may come out empty; it says why
+            assert done.returncode == 0 and done.stdout == ""
+            assert done.stderr.startswith("note: 200 multi_turn_base task(s) imported unscored")
+            continue
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert done.stderr.strip().splitlines() == [
+            "hsa: error: bfcl offers no task here: 200 multi_turn_base task(s) imported "
+            "unscored: BFCL scores multi-turn entries by executing its Python API backends and "
+            "comparing their state and results turn by turn; hsa does not have those backends"
+        ]
+    missing = hsa("env", "show", "tau2")
+    assert missing.stderr.strip() == (
+        "hsa: error: environment 'tau2' reads a corpus: give its file or folder with --path"
+    )
+    negative = hsa("env", "check", "livestream", "--show", "-1")
+    assert negative.returncode == 2 and "'--show': -1 is not in the range x>=0" in negative.stderr

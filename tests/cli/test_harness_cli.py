@@ -295,3 +295,33 @@ def test_bfcl_folder_with_a_corrupt_file_imports_the_rest_and_fails(external, tm
     # the import says what it left out, so the folder never passes for the whole source
     (failure,) = json.loads((out / "import.json").read_text())["failures"]
     assert failure.startswith(f"{corrupt}: line 1: invalid JSON")
+
+
+def test_a_source_that_is_not_the_format_asked_for_is_one_error(external, tmp_path, capsys):
+    tau2 = external / "tau2" / "retail"
+    out = tmp_path / "o"
+    line = one_error(
+        cli(capsys, "harness", "import", str(tau2), "--format", "bfcl", "--out", str(out))
+    )
+    assert (
+        line
+        == f"hsa: error: {tau2}: no BFCL question file here (BFCL_v4_*.json, as the gorilla repository's berkeley-function-call-leaderboard/bfcl_eval/data holds them)"
+    )
+    # pretty-printed JSON read as JSON Lines says so, not only "invalid JSON"
+    tools = tau2 / "tools.json"
+    line = one_error(
+        cli(capsys, "harness", "import", str(tools), "--format", "bfcl", "--out", str(out))
+    )
+    assert "one JSON document spread over lines" in line and "JSON Lines" in line
+    for fmt in ("tools", "openai-jsonl"):
+        line = one_error(
+            cli(capsys, "harness", "import", str(tau2), "--format", fmt, "--out", str(out))
+        )
+        assert f"a folder, and the {fmt} format reads one file" in line
+    assert not out.exists()
+
+
+def test_show_on_a_folder_of_harnesses_points_into_it(tmp_path, capsys):
+    save_harness(shop(), tmp_path / "all" / "shop")
+    line = one_error(cli(capsys, "harness", "show", str(tmp_path / "all")))
+    assert "holds 1 harness folder(s), e.g." in line and str(tmp_path / "all" / "shop") in line

@@ -46,6 +46,12 @@ def import_source(
         raise ImportFormatError(
             f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", file=str(path)
         )
+    if fmt in ("tools", "openai-jsonl") and path.is_dir():
+        raise ImportFormatError(
+            f"a folder, and the {fmt} format reads one file "
+            f"({'a JSON tool list' if fmt == 'tools' else 'a .jsonl file of OpenAI chat rows'})",
+            file=str(path),
+        )
     if harness is not None and fmt != "openai-jsonl":
         raise ImportFormatError(
             f"a harness can be given only for openai-jsonl sources, not {fmt}", file=str(path)

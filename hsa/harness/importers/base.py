@@ -148,10 +148,13 @@ def read_text(path: Path) -> str:
         raise ImportFormatError(f"cannot read: {exc}", file=str(path)) from None
 
 
-def invalid_json(exc: json.JSONDecodeError, path: Path, line: int) -> ImportFormatError:
-    """The error for JSON in ``path`` that does not parse: the reason, the line and column."""
+def invalid_json(
+    exc: json.JSONDecodeError, path: Path, line: int, hint: str = ""
+) -> ImportFormatError:
+    """The error for JSON in ``path`` that does not parse: the reason, the line and column
+    (and ``hint``, what the reader makes of it)."""
     return ImportFormatError(
-        f"invalid JSON: {exc.msg} (column {exc.colno})", file=str(path), where=f"line {line}"
+        f"invalid JSON: {exc.msg} (column {exc.colno}){hint}", file=str(path), where=f"line {line}"
     )
 
 
@@ -199,14 +202,34 @@ def read_json_lines(
 ) -> Iterator[tuple[int, Any]]:
     """``(line number, object)`` for every non-blank line of a JSON Lines file (1-based; see
     ``text_lines``, and its ``at``)."""
+    first = True
     for lineno, line in text_lines(path, at=at):
         try:
             # without its line break: an error at the end of the line is placed on it, not at
             # column 1 of the next
             row = json.loads(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
-            raise invalid_json(exc, path, lineno) from None
+            hint = ""
+            if first and _one_document(path):
+                hint = (
+                    "; the file is one JSON document spread over lines, and this format reads "
+                    "JSON Lines: one JSON value per line"
+                )
+            raise invalid_json(exc, path, lineno, hint) from None
+        first = False
         yield lineno, row
+
+
+def _one_document(path: Path, limit: int = 64 << 20) -> bool:
+    """Whether ``path`` (up to ``limit`` bytes) holds one JSON document over several lines."""
+    try:
+        if path.stat().st_size > limit:
+            return False
+        text = path.read_text("utf-8-sig")
+        json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return text.strip().count("\n") > 0
 
 
 def check_harnesses(

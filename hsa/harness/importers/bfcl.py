@@ -149,6 +149,12 @@ def import_bfcl(path: Path) -> ImportResult:
                 job.isolated(doc, job.doc_harness)
         else:
             questions = sorted(p for p in path.iterdir() if QUESTION_FILE.match(p.name))
+            if not questions and not (path / DOC_DIR).is_dir():
+                raise ImportFormatError(
+                    "no BFCL question file here (BFCL_v4_*.json, as the gorilla repository's "
+                    "berkeley-function-call-leaderboard/bfcl_eval/data holds them)",
+                    file=str(path),
+                )
             for file in questions:
                 if _category(file) != FORMAT_SENSITIVITY:
                     job.isolated(file, job.question_file)
