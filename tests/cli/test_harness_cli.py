@@ -303,10 +303,7 @@ def test_a_source_that_is_not_the_format_asked_for_is_one_error(external, tmp_pa
     line = one_error(
         cli(capsys, "harness", "import", str(tau2), "--format", "bfcl", "--out", str(out))
     )
-    assert (
-        line
-        == f"hsa: error: {tau2}: no BFCL question file here (BFCL_v4_*.json, as the gorilla repository's berkeley-function-call-leaderboard/bfcl_eval/data holds them)"
-    )
+    assert line.startswith(f"hsa: error: {tau2}: no BFCL question file here (BFCL_v4_*.json")
     # pretty-printed JSON read as JSON Lines says so, not only "invalid JSON"
     tools = tau2 / "tools.json"
     line = one_error(
