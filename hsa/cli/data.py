@@ -174,7 +174,7 @@ def augment_command(
         )
     title = "hsa augment: already complete" if report.complete_already else "hsa augment"
     _summary(title, _augment_rows(report, time.monotonic() - started))
-    for note in source.notes:
+    for note in report.notes:
         console().print(f"note: {note}")
 
 
@@ -228,7 +228,7 @@ def build_command(
         rows.append(("teacher", "skipped (done before)"))
     rows += _augment_rows(report.augment, time.monotonic() - started)
     _summary("hsa build: done", rows)
-    for note in report.left_out:
+    for note in (*report.left_out, *(report.augment.notes if report.augment else ())):
         console().print(f"note: {note}")
 
 

@@ -405,8 +405,11 @@ def render_card(
         "name, `tools` as a list of tool schemas and each tool call's `arguments` as an object "
         "with exactly that call's keys, ready for `SFTTrainer` and chat templates.",
         "- Polars, DuckDB, PyArrow: `tools` and `arguments` are JSON text (string columns); "
-        "DuckDB's `json_extract` and Polars' `str.json_decode` read them.",
+        "DuckDB's `json_extract` and Polars' `str.json_decode` read them. The rows are "
+        "`data/*/*.parquet` (`variants.parquet` beside `data/` holds the harness variants, "
+        "with columns of its own, so `**/*.parquet` mixes two tables).",
         "",
+        *[line for note in manifest.get("notes", ()) for line in (f"Note: {note}", "")],
         "## Summary",
         "",
         "| | |",

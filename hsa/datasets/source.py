@@ -318,10 +318,12 @@ def _jsonl_source(
     file, however many rows and harnesses it has."""
     from hsa.harness.importers.openai_jsonl import (
         first_repeat,
+        is_silent,
         legal_names_note,
         read_openai_jsonl,
         renamed_tools,
         repeated_id,
+        silent_note,
     )
 
     _remove_stale_scratch()
@@ -331,6 +333,7 @@ def _jsonl_source(
     spill = folder / "trajectories.parquet"
     rows = 0
     renamed: dict[str, str] = {}
+    silent: list[int] = []  # the lines of rows without an assistant turn
     size = path.stat().st_size
     if progress is not None:
         progress(0, size)
@@ -341,6 +344,7 @@ def _jsonl_source(
         with pq.ParquetWriter(spill, INPUT_SCHEMA, compression="zstd") as writer:
             for chunk in chunks:
                 renamed.update(renamed_tools(chunk.harnesses))
+                silent += [t.metadata["line"] for t in chunk.trajectories if is_silent(t)]
                 if harness is not None:
                     for trajectory in chunk.trajectories:
                         _check_recorded(trajectory, harness, path)
@@ -368,8 +372,7 @@ def _jsonl_source(
     if harness is not None:
         digest.update(harness.to_json().encode("utf-8"))
     given = (harness,) if harness is not None else ()
-    note = legal_names_note(renamed)
-    notes = (note,) if note else ()
+    notes = tuple(n for n in (legal_names_note(renamed), silent_note(silent)) if n)
     return Source(path, (spill,), (rows,), digest.hexdigest(), given, store, scratch, notes)
 
 

@@ -175,6 +175,8 @@ class AugmentReport:
     timings: dict[str, float] = field(default_factory=dict)
     #: how this run planned: groups (harness, context) planned and variants planned
     planner: dict[str, int] = field(default_factory=dict)
+    #: what a user should know about how the input was read (``Source.notes``)
+    notes: tuple[str, ...] = ()
 
 
 class Harnesses:
@@ -585,6 +587,8 @@ def augment_locked(
         "engine": engine_stats,
         "shards": shards,
     }
+    if source.notes:
+        manifest["notes"] = list(source.notes)
     manifest["rules"] = [{"name": n, "version": v} for n, v in manifest["rules"]]
     title = str(settings.get("name") or "hsa augmented dataset")
     if config.tokenizer:
@@ -727,6 +731,7 @@ def _report_from_manifest(report: AugmentReport, manifest: Mapping[str, Any]) ->
     report.variants_per_trajectory = per_trajectory.get("asked", 0)
     report.short = per_trajectory.get("short", 0)
     report.batches = len({Path(s["path"]).name for s in manifest.get("shards", [])})
+    report.notes = tuple(manifest.get("notes", ()))
     return report
 
 

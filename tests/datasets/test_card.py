@@ -70,6 +70,11 @@ def test_card_says_what_was_left_out() -> None:
     text, _ = render_card(stats(), manifest, "demo")
     assert "| unverified trajectories left out | 410 |" in text
     assert "| trajectories under fewer than 4 variants (too few differ) | 7 |" in text
+    # how the input was read, and which files the rows are in
+    manifest["notes"] = ["2 row(s) have no assistant turn, so nothing to train on"]
+    text, _ = render_card(stats(), manifest, "demo")
+    assert "\nNote: 2 row(s) have no assistant turn, so nothing to train on\n" in text
+    assert "The rows are `data/*/*.parquet`" in text
 
 
 def test_card_states_token_lengths_and_the_max_length_that_keeps_rows() -> None:

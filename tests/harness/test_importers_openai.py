@@ -179,6 +179,49 @@ ECHO = {"type": "function", "function": {"name": "echo", "parameters": {"type": 
             "unknown role",
         ),
         ({"no": "messages"}, "line 2", '"messages" list'),
+        (
+            _row(
+                {"role": "assistant", "content": None, "tool_calls": [CALL]},
+                {"role": "function", "name": "echo", "content": "1"},
+                tools=[ECHO],
+            ),
+            "line 2: $.messages[1]",
+            "answers no earlier function_call",
+        ),
+        (
+            _row(
+                {"role": "assistant", "function_call": {"name": "echo", "arguments": "{}"}},
+                {"role": "function", "name": "other", "content": "1"},
+                tools=[ECHO],
+            ),
+            "line 2: $.messages[1].name",
+            "the function_call it answers calls 'echo'",
+        ),
+        (
+            {**_row({"role": "user", "content": "a"}, tools=[ECHO]), "functions": [ECHO]},
+            "line 2: $.functions",
+            'in "tools" or, in the older form, "functions", not both',
+        ),
+        (
+            _row(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            **CALL,
+                            "function": {
+                                "name": "echo",
+                                "arguments": '{"n": [1, 18446744073709551616]}',
+                            },
+                        }
+                    ],
+                },
+                tools=[ECHO],
+            ),
+            "line 2: $.messages[0].tool_calls[0].function.arguments.n[1]",
+            "an integer beyond 64 bits",
+        ),
     ],
 )
 def test_bad_rows_name_file_line_and_path(tmp_path, row, where, reason):
@@ -449,3 +492,61 @@ def test_a_tool_message_that_no_call_answers_unambiguously_is_refused(
         import_source(path)
     assert (err.value.file, err.value.where) == (str(path), where)
     assert reason in err.value.message
+
+
+def test_the_older_function_call_form_reads_as_tool_calls(tmp_path):
+    # OpenAI's older function-calling rows: "functions", "function_call" replies answered by
+    # "function" messages (the form of older fine-tuning files)
+    function = {"name": "echo", "description": "Echo.", "parameters": {"type": "object"}}
+    older = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": None,
+                "function_call": {"name": "echo", "arguments": '{"x": 1}'},
+            },
+            {"role": "function", "name": "echo", "content": "1"},
+            {"role": "assistant", "content": "done"},
+        ],
+        "functions": [function],
+    }
+    newer = _row(
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "c1", "content": "1"},
+        {"role": "assistant", "content": "done"},
+        tools=[{"type": "function", "function": function}],
+    )
+    read = []
+    for name, row in (("older", older), ("newer", newer)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(json.dumps(row) + "\n")
+        read.append(import_source(path))
+    assert read[0].trajectories[0].events == read[1].trajectories[0].events
+    assert read[0].harnesses[0].tools == read[1].harnesses[0].tools
+    assert read[0].trajectories[0].metadata["call_ids"] == ["function_call:1"]
+    assert "row" not in read[0].trajectories[0].metadata  # "functions" is not an extra key
+
+
+def test_a_byte_order_mark_and_an_empty_assistant_turn_are_read(tmp_path):
+    from hsa.datasets import open_source
+    from hsa.harness import AssistantMessage
+
+    row = _row(
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None},  # neither text nor calls: kept, empty
+        {"role": "user", "content": "hello?"},
+        {"role": "assistant", "content": "yes"},
+    )
+    path = tmp_path / "chat.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(row).encode() + b"\r\n")
+    (trajectory,) = import_source(path).trajectories
+    assert [e.kind for e in trajectory.events] == ["user", "assistant", "user", "assistant"]
+    assert trajectory.events[1] == AssistantMessage("")
+    # rows a model has nothing to learn from are kept, and said
+    silent = [{"messages": []}, _row({"role": "user", "content": "only me"}), row]
+    path.write_text("".join(json.dumps(r) + "\n" for r in silent))
+    (note,) = import_source(path).notes
+    assert note.startswith("2 row(s) have no assistant turn") and note.endswith("line(s) 1, 2")
+    assert open_source(path).notes == (note,)

@@ -140,8 +140,9 @@ def harness_id(name: str, *, fallback: str = "harness") -> str:
 
 
 def read_text(path: Path) -> str:
+    """The text of ``path`` (UTF-8; a byte order mark at the start is skipped)."""
     try:
-        return path.read_text("utf-8")
+        return path.read_text("utf-8-sig")
     except FileNotFoundError:
         raise ImportFormatError("file not found", file=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -171,8 +172,9 @@ def text_lines(path: Path, *, at: Callable[[int], None] | None = None) -> Iterat
     """``(line number, text)`` for every non-blank line of ``path`` (1-based), read a line at
     a time: a file is never held whole, as one string or a list of lines. Lines end at ``\n``
     (a ``\r`` before it is whitespace), not at the other line boundaries ``str.splitlines``
-    knows: a JSON string may hold U+2028, U+2029 or U+0085 unescaped. ``at``, when given, is
-    told the bytes read so far before each line is yielded (for progress)."""
+    knows: a JSON string may hold U+2028, U+2029 or U+0085 unescaped. A UTF-8 byte order mark
+    at the start is skipped. ``at``, when given, is told the bytes read so far before each line
+    is yielded (for progress)."""
     try:
         handle = path.open("rb")
     except FileNotFoundError:
@@ -184,7 +186,8 @@ def text_lines(path: Path, *, at: Callable[[int], None] | None = None) -> Iterat
         for lineno, raw in enumerate(handle, start=1):
             read += len(raw)
             try:
-                line = raw.decode("utf-8")
+                # a byte order mark before the first line (Windows tools write one) is no text
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as exc:
                 raise ImportFormatError(
                     f"not UTF-8: {exc.reason} at byte {exc.start}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -85,14 +86,35 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
         )
         for t in trajectories
     ]
-    note = legal_names_note(renamed_tools(harnesses))
+    notes = (
+        legal_names_note(renamed_tools(harnesses)),
+        silent_note([t.metadata["line"] for t in trajectories if is_silent(t)]),
+    )
     return ImportResult(
         harnesses=tuple(harnesses),
         tasks=tuple(tasks),
         trajectories=tuple(trajectories),
         source=str(path),
         format="openai-jsonl",
-        notes=(note,) if note else (),
+        notes=tuple(n for n in notes if n),
+    )
+
+
+def is_silent(trajectory: Trajectory) -> bool:
+    """Whether ``trajectory`` has no assistant turn: nothing a model could be trained to say
+    (an empty chat, a system message alone, user messages alone)."""
+    return not any(
+        isinstance(e, AssistantMessage | ToolCall | SkillLoad) for e in trajectory.events
+    )
+
+
+def silent_note(lines: Sequence[int]) -> str | None:
+    """What a user reads about rows without an assistant turn (``lines``: where they are)."""
+    if not lines:
+        return None
+    return (
+        f"{len(lines):,} row(s) have no assistant turn, so nothing to train on (kept, as read): "
+        f"line(s) {first_few([str(n) for n in lines])}"
     )
 
 
@@ -171,7 +193,7 @@ def read_openai_jsonl(
         system, start = _leading_system(messages, path, where)
         under = harness
         if under is None:
-            tools_doc = row.get("tools") or []
+            tools_doc = _tools_doc(row, path, where)
             entries = _entries(tools_doc)
             key = _group_key(entries, system)
             under = groups.get(key)
@@ -187,7 +209,7 @@ def read_openai_jsonl(
                 found.append(under)
                 first_lines.append(lineno)
         events, call_ids = _events(messages, start, under, path, where)
-        extra = {k: v for k, v in row.items() if k not in ("messages", "tools")}
+        extra = {k: v for k, v in row.items() if k not in ("messages", *TOOL_KEYS)}
         metadata: dict[str, Any] = {"line": lineno, "call_ids": call_ids}
         if extra:
             metadata["row"] = extra
@@ -221,7 +243,10 @@ def _several_groups(path: Path) -> bool:
             system, _ = _leading_system(row["messages"], path, f"line {lineno}")
         except ImportFormatError:
             return False
-        key = _group_key(_entries(row.get("tools") or []), system)
+        try:
+            key = _group_key(_entries(_tools_doc(row, path, "")), system)
+        except ImportFormatError:
+            return False
         if first is None:
             first = key
         elif key != first:
@@ -252,6 +277,22 @@ def repeated_id(path: Path, traj_id: str, first_line: int, line: int) -> ImportF
         file=str(path),
         where=f"line {line}: $.id",
     )
+
+
+#: where a row lists its tools: ``tools``, or ``functions`` in the older function-calling
+#: form (with ``function_call`` replies and ``function`` results)
+TOOL_KEYS = ("tools", "functions")
+
+
+def _tools_doc(row: Mapping[str, Any], path: Path, where: str) -> Any:
+    """A row's tools document: ``tools``, or the older ``functions`` (not both)."""
+    if row.get("tools") and row.get("functions"):
+        raise ImportFormatError(
+            'a row lists its tools in "tools" or, in the older form, "functions", not both',
+            file=str(path),
+            where=f"{where}: $.functions",
+        )
+    return row.get("tools") or row.get("functions") or []
 
 
 def _entries(tools_doc: Any) -> list[str]:
@@ -326,6 +367,7 @@ def _events(
     # calls of one assistant message share it, with the index of that message.
     latest: dict[str, tuple[str | None, int]] = {}
     answered_by_skill: set[str] = set()
+    function_call: tuple[str, str] | None = None  # the older form's call (id, name) to answer
     for k in range(start, len(messages)):
         message = messages[k]
         at = f"{where}: $.messages[{k}]"
@@ -346,7 +388,22 @@ def _events(
                     where=f"{at}.reasoning_content",
                 )
             calls = message.get("tool_calls") or []
-            if content is not None or reasoning is not None:
+            legacy = message.get("function_call")
+            if legacy is not None:
+                if calls:
+                    raise ImportFormatError(
+                        "a message has tool_calls or, in the older form, a function_call, not both",
+                        file=str(path),
+                        where=f"{at}.function_call",
+                    )
+                # one call, answered by the next "function" message: an id of its own
+                calls = [{"id": f"function_call:{k}", "function": legacy}]
+                function_call = (
+                    f"function_call:{k}",
+                    _call(calls[0], path, f"{at}.function_call")[1],
+                )
+            if content is not None or reasoning is not None or not calls:
+                # (an assistant turn with neither text nor calls is kept, as an empty one)
                 text = _text(content, path, f"{at}.content")
                 # "" before calls is no text, as chat templates read it (a message of its own
                 # under a text protocol otherwise)
@@ -358,7 +415,7 @@ def _events(
                 )
             in_message: set[str] = set()
             for i, call in enumerate(calls):
-                cat = f"{at}.tool_calls[{i}]"
+                cat = f"{at}.function_call" if legacy is not None else f"{at}.tool_calls[{i}]"
                 source_id, name, args = _call(call, path, cat)
                 call_id = str(len(call_ids))
                 call_ids.append(source_id)
@@ -384,8 +441,23 @@ def _events(
                     )
                 else:
                     events.append(ToolCall(call_id, name, args))
-        elif role == "tool":
+        elif role in ("tool", "function"):
             reply_to = message.get("tool_call_id")
+            if role == "function":  # the older form: the result of the last function_call
+                if function_call is None:
+                    raise ImportFormatError(
+                        "a function message answers no earlier function_call of this row",
+                        file=str(path),
+                        where=at,
+                    )
+                (reply_to, called), function_call = function_call, None
+                if message.get("name", called) != called:
+                    raise ImportFormatError(
+                        f"the function message names {message.get('name')!r}, and the "
+                        f"function_call it answers calls {called!r}",
+                        file=str(path),
+                        where=f"{at}.name",
+                    )
             if not isinstance(reply_to, str) or reply_to not in latest:
                 raise ImportFormatError(
                     f"tool_call_id {reply_to!r} answers no earlier tool call of this row",
@@ -417,7 +489,8 @@ def _events(
             events.append(fired)
         else:
             raise ImportFormatError(
-                f"unknown role {role!r} (expected system, user, assistant or tool)",
+                f"unknown role {role!r} (expected system, user, assistant or tool; function "
+                "in the older form)",
                 file=str(path),
                 where=f"{at}.role",
             )
@@ -438,8 +511,9 @@ def _call(call: Any, path: Path, where: str) -> tuple[str, str, dict[str, Any]]:
             "a tool call needs a string id", file=str(path), where=f"{where}.id"
         )
     raw = function.get("arguments")
-    if isinstance(raw, Mapping):
-        return call_id, function["name"], dict(raw)
+    if isinstance(raw, Mapping):  # an object already (not the API's JSON text)
+        args: Any = dict(raw)
+        return call_id, function["name"], _narrow(args, where, path)
     if raw in (None, ""):
         return call_id, function["name"], {}
     try:
@@ -456,4 +530,43 @@ def _call(call: Any, path: Path, where: str) -> tuple[str, str, dict[str, Any]]:
             file=str(path),
             where=f"{where}.function.arguments",
         )
-    return call_id, function["name"], args
+    # 2**63 has 19 digits: text without a run of as many holds no integer past 64 bits
+    return call_id, function["name"], _narrow(args, where, path) if _LONG.search(raw) else args
+
+
+def _narrow(args: dict[str, Any], where: str, path: Path) -> dict[str, Any]:
+    """``args``, refused when they hold an integer past 64 bits."""
+    beyond = _wide_integer(args, f"{where}.function.arguments")
+    if beyond is not None:
+        raise ImportFormatError(
+            "an integer beyond 64 bits, which the datasets library's JSON reader refuses (a "
+            "dataset holding it would not load for training): write it as a string",
+            file=str(path),
+            where=beyond,
+        )
+    return args
+
+
+_LONG = re.compile(r"\d{19}")
+#: the integers the JSON reader of ``datasets`` (ujson) reads: signed or unsigned 64-bit
+_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+
+
+def _wide_integer(value: Any, where: str) -> str | None:
+    """The path of the first integer in ``value`` outside 64 bits, or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return where if not _INT_RANGE[0] <= value <= _INT_RANGE[1] else None
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[str, Any]] = (
+            (f"{where}.{k}" if k.isidentifier() else f"{where}[{json.dumps(k)}]", v)
+            for k, v in value.items()
+        )
+    elif isinstance(value, list):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for at, item in items:
+        found = _wide_integer(item, at)
+        if found is not None:
+            return found
+    return None
