@@ -251,11 +251,11 @@ def _tokenizer_counter(path: str):
             if tokenizer.chat_template:
                 texts.append(
                     tokenizer.apply_chat_template(
-                        chat, tools=json.loads(tools) or None, tokenize=False
+                        chat, tools=json.loads(tools) if tools else None, tokenize=False
                     )
                 )
             else:
-                texts.append("\n".join(m.get("content") or "" for m in chat) + tools)
+                texts.append("\n".join(m.get("content") or "" for m in chat) + (tools or ""))
         ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
         return np.array([len(x) for x in ids], dtype=np.int64)
 

@@ -78,10 +78,11 @@ def iter_rows(path: str | Path, split: str | None = None) -> Iterator[dict[str, 
 
 def trl_row(row: dict[str, Any]) -> dict[str, Any]:
     """A dataset row in TRL's conversational form: ``messages`` with tool-call arguments as
-    dicts and ``tools`` as a list of tool definitions; lineage columns kept as they are."""
+    dicts and ``tools`` as a list of tool definitions (None where no tools are sent, as
+    ``datasets.load_dataset`` gives it); lineage columns kept as they are."""
     out = dict(row)
     out["messages"] = trl_messages(row["messages"])
-    out["tools"] = json.loads(row["tools"]) if row.get("tools") else []
+    out["tools"] = json.loads(row["tools"]) if row.get("tools") else None
     return out
 
 

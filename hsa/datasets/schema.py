@@ -30,7 +30,7 @@ from hsa.harness.messages import MESSAGES
 from hsa.harness.render import Conversation
 
 #: the version of every row format here (augmented and teacher rows) and of their manifests
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 #: the columns, and fields inside them, that hold JSON text a trainer reads as JSON values
@@ -44,7 +44,7 @@ SURFACE_FIELDS = (
     pa.field("rule_params", pa.string(), nullable=False),  # JSON: [{name, version, params}]
     pa.field("protocol", pa.string(), nullable=False),
     pa.field("messages", MESSAGES, nullable=False),
-    pa.field("tools", pa.string(), nullable=False),  # JSON: OpenAI tools list
+    pa.field("tools", pa.string()),  # JSON: OpenAI tools list; null: no tools sent
     pa.field("split", pa.string(), nullable=False),
 )
 

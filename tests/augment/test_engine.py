@@ -121,7 +121,8 @@ def check_table(table: pa.Table, variants: list[Variant]) -> Engine:
     for i, conv in enumerate(expected):
         variant = variants[out_var[i]]
         assert chat_messages(messages[i]) == conv.messages, (i, variant.harness.protocol.label)
-        assert json.loads(tools[i]) == conv.tools
+        assert (json.loads(tools[i]) if tools[i] is not None else []) == conv.tools
+        assert (tools[i] is None) == (not conv.tools)  # no tools sent: null
         assert protocols[i] == variant.harness.protocol.label
     return engine
 

@@ -91,7 +91,8 @@ def test_trl_rows_render_through_a_chat_template_with_tools(dataset: Path) -> No
     for trl, row in zip(rows, iter_rows(dataset), strict=True):
         text = tok.apply_chat_template(trl["messages"], tools=trl["tools"] or None, tokenize=False)
         assert tok(text)["input_ids"]
-        for tool in trl["tools"]:
+        assert (trl["tools"] is None) == (trl["protocol"] != "api")
+        for tool in trl["tools"] or []:
             assert json.dumps(tool, ensure_ascii=False) in text
         for message, original in zip(trl["messages"], row["messages"], strict=True):
             for call, raw in zip(
@@ -115,7 +116,7 @@ def test_to_hf_gives_a_dataset_of_trl_rows(dataset: Path) -> None:
     row = next(r for r in ds if any(m["tool_calls"] for m in r["messages"]))
     call = next(m for m in row["messages"] if m["tool_calls"])["tool_calls"][0]
     assert isinstance(call["function"]["arguments"], dict)
-    assert isinstance(row["tools"], list)
+    assert isinstance(row["tools"], list) == (row["protocol"] == "api")
     tok = tokenizer([m["content"] or "" for m in row["messages"]])
     assert tok.apply_chat_template(row["messages"], tools=row["tools"] or None, tokenize=False)
 

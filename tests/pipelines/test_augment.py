@@ -54,7 +54,7 @@ def test_layout_manifest_and_rows(tmp_path: Path, shards: Path, livestream_table
     assert (out / "manifest.json").is_file() and (out / "README.md").is_file()
     assert (out / "variants.parquet").is_file() and (out / "plots" / "composition.png").is_file()
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["kind"] == "hsa.augmented" and manifest["schema_version"] == 1
+    assert manifest["kind"] == "hsa.augmented" and manifest["schema_version"] == 2
     assert manifest["seed"] == 3 and manifest["config_hash"]
     assert manifest["config"]["recipe"]["rules"][0]["rule"] == "skill_ids.rename"
     assert {r["name"] for r in manifest["rules"]} <= {
@@ -79,7 +79,10 @@ def test_layout_manifest_and_rows(tmp_path: Path, shards: Path, livestream_table
         variant = variants[row["variant_id"]]
         expected = render(map_events(source.events, variant.mapping), variant.harness)
         assert chat_messages(row["messages"]) == expected.messages
-        assert json.loads(row["tools"]) == expected.tools
+        # (null where the request sends no tools: the prompt lists them)
+        assert row["tools"] == (
+            json.dumps(expected.tools, separators=(",", ":")) if expected.tools else None
+        )
         assert row["id"] == f"{row['source_id']}/{row['variant_id']}"
         assert row["protocol"] == variant.harness.protocol.label
         assert row["rules"] == [n for n, _, _ in variant.rules]

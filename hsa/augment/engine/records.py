@@ -287,15 +287,21 @@ def _content(records: Records) -> pa.Array:
 
 def unique_dictionary(indices: np.ndarray, values: Sequence[str | None]) -> pa.Array:
     """A dictionary array of ``values[indices]`` whose dictionary holds each value once, in
-    order of first use (so the bytes do not depend on the order of ``values``)."""
-    seen: dict[str | None, int] = {}
+    order of first use (so the bytes do not depend on the order of ``values``); a None value
+    is a null entry (an index, never a dictionary value: Parquet writes no null there)."""
+    seen: dict[str, int] = {}
     codes = np.zeros(len(values), dtype=np.int32)
+    missing = np.array([v is None for v in values], dtype=bool)
     order = distinct(indices, first=True)[1] if len(indices) else np.zeros(0, int)
     for i in np.sort(order).tolist():
         j = int(indices[i])
-        codes[j] = seen.setdefault(values[j], len(seen))
+        value = values[j]
+        if value is not None:
+            codes[j] = seen.setdefault(value, len(seen))
+    taken = codes[indices] if len(indices) else np.zeros(0, np.int32)
+    mask = missing[indices] if len(indices) else None
     return pa.DictionaryArray.from_arrays(
-        pa.array(codes[indices] if len(indices) else np.zeros(0, np.int32)),
+        pa.array(taken, mask=mask if mask is not None and mask.any() else None),
         pa.array(list(seen), pa.string()),
     )
 
