@@ -129,10 +129,11 @@ def to_hf(path: str | Path, split: str | None = None, *, cache_dir: str | Path |
     files = shards(path, split)
     if not files:
         return datasets.Dataset.from_dict({k: [] for k in features}, features=features)
+    name = split or "train"  # the Dataset's split label: the split asked for
     return datasets.load_dataset(
         "parquet",
-        data_files=[str(f) for f in files],
-        split="train",
+        data_files={name: [str(f) for f in files]},
+        split=name,
         features=features,
         cache_dir=None if cache_dir is None else str(cache_dir),
     )

@@ -14,6 +14,7 @@ and a rerun after a crash ends with the same bytes as an uninterrupted build.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -330,8 +331,21 @@ def build(
 
         # the teacher records the environment's harnesses (its options may change them)
         harnesses.extend(get(source.env, **dict(source.env_options)).harnesses())
-    with hold(out, command="hsa build"):
-        return _build(config, out, identity, augment_config, recorded, harnesses, progress)
+    existed = out.exists()
+    try:
+        with hold(out, command="hsa build"):
+            try:
+                return _build(config, out, identity, augment_config, recorded, harnesses, progress)
+            except HsaError:
+                if not mf.partial_data(out):  # failed before writing anything: nothing to
+                    mf.clear_state(out)  # finish, so no run is left to look unfinished
+                raise
+    except HsaError:
+        if not existed:  # the folders it made, when they are empty
+            for folder in (out / mf.STATE, out):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+        raise
 
 
 def _build(

@@ -110,6 +110,7 @@ def test_trl_rows_render_through_a_chat_template_with_tools(dataset: Path) -> No
 
 
 def test_to_hf_gives_a_dataset_of_trl_rows(dataset: Path) -> None:
+    assert str(to_hf(dataset, split="test").split) == "test"
     ds = to_hf(dataset, split="train")
     manifest = json.loads((dataset / "manifest.json").read_text())
     assert len(ds) == manifest["rows"]["train"]

@@ -236,6 +236,8 @@ def test_a_build_that_failed_before_writing_data_does_not_block(
     data = {"source": {"trajectories": _recorded(tmp_path, bad, "bad.parquet")}}
     with pytest.raises(HsaError, match=r"bad\.parquet: row 4 .*no harness 'nowhere'"):
         build(load_config(write(tmp_path, data)), out=tmp_path / "ds")
+    # nothing written, so nothing left that would pass for an unfinished build
+    assert not (tmp_path / "ds").exists()
     fixed = {"source": {"trajectories": _recorded(tmp_path, livestream_table.slice(0, 6))}}
     report = build(load_config(write(tmp_path, fixed)), out=tmp_path / "ds")
     assert report.augment.trajectories == 6
