@@ -122,7 +122,7 @@ def _table(title: str, counts: Mapping[str, int], total: int, label: str) -> lis
 
 
 def _plot(panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     plt = pyplot()
 
@@ -142,8 +142,10 @@ def _plot(panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
         else:
             ax.barh(labels[::-1], values[::-1], color="#55a868")
             ax.tick_params(axis="y", labelsize=7)
-        # counts and lengths are whole numbers: never a tick at 2.5 rows
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        # counts and lengths are whole numbers: never a tick at 2.5 rows; few enough ticks
+        # that five-digit counts do not run into each other
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
         if numeric:
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(title, fontsize=10)
