@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -81,25 +82,28 @@ def tool_from_entry(entry: Any, *, where: str) -> tuple[Tool, str]:
         raise ImportFormatError(
             f"description of tool {name!r} must be a string", where=f"{where}.description"
         )
-    if fmt == "mcp":
-        # title, outputSchema, annotations, _meta, ...: kept aside, never shown to a model
-        extra = {k: v for k, v in body.items() if k not in ("name", "description", schema_key)}
-    else:
-        extra = body.get("extra") or {}  # as hsa writes it in tools.json
-        if not isinstance(extra, Mapping):
-            raise ImportFormatError(
-                f"extra of tool {name!r} must be an object", where=f"{where}.extra"
-            )
-    return Tool(name=name, description=description, parameters=params, extra=dict(extra)), fmt
+    extra = body.get("extra") or {}  # as hsa writes it in tools.json
+    if not isinstance(extra, Mapping):
+        raise ImportFormatError(f"extra of tool {name!r} must be an object", where=f"{where}.extra")
+    # the entry's other fields (OpenAI's strict, MCP's title, outputSchema, annotations,
+    # Anthropic's cache_control, ...): kept aside, never shown to a model
+    known = ("name", "description", schema_key, "extra")
+    extra = {**{k: v for k, v in body.items() if k not in known}, **extra}
+    return Tool(name=name, description=description, parameters=params, extra=extra), fmt
 
 
 def legal_name(name: str, taken: set[str]) -> str:
     """An OpenAI/Anthropic-legal tool name for ``name`` that is not in ``taken``.
 
-    Illegal characters (dots, spaces, ...) become ``_``; over-long names are cut and suffixed
-    with a short hash so distinct source names stay distinct.
+    Accents are dropped (``café`` -> ``cafe``), other illegal characters (dots, spaces, ...)
+    become ``_``, and a name with no letter or digit left (``天気``) becomes ``tool_`` and a
+    short hash; over-long names are cut and suffixed with a short hash so distinct source
+    names stay distinct.
     """
-    candidate = re.sub(r"[^a-zA-Z0-9_-]", "_", name) or "tool"
+    folded = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
+    candidate = re.sub(r"[^a-zA-Z0-9_-]", "_", folded)
+    if not re.search(r"[a-zA-Z0-9]", candidate):
+        candidate = "tool_" + hashlib.sha1(name.encode("utf-8")).hexdigest()[:6]
     if len(candidate) > 64 or candidate in taken:
         digest = hashlib.sha1(name.encode("utf-8")).hexdigest()
         for width in range(6, 41):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -328,9 +329,18 @@ def test_tool_names_made_legal_are_said(tmp_path):
     path.write_text(json.dumps(row) + "\n")
     imported = import_source(path)
     (note,) = imported.notes
-    assert "'suche_café' -> 'suche_caf_'" in note
-    assert imported.harnesses[0].metadata["name_map"] == {"suche_caf_": "suche_café"}
+    assert "'suche_café' -> 'suche_cafe'" in note
+    assert imported.harnesses[0].metadata["name_map"] == {"suche_cafe": "suche_café"}
     assert open_source(path).notes == (note,)
+    # a name with nothing legal left gets a name that reads as a tool; other fields of the
+    # entry (strict) are kept aside, never shown to a model
+    weather = {"type": "function", "function": {"name": "天気", "strict": True, "parameters": {}}}
+    call = {"id": "c1", "type": "function", "function": {"name": "天気", "arguments": "{}"}}
+    row = _row({"role": "assistant", "content": None, "tool_calls": [call]}, tools=[weather])
+    path.write_text(json.dumps(row) + "\n")
+    (tool,) = import_source(path).harnesses[0].tools
+    assert re.fullmatch(r"tool_[0-9a-f]{6}", tool.name) and tool.extra == {"strict": True}
+    assert "strict" not in tool.to_function()
 
 
 def test_rows_share_one_tool_object_per_distinct_tool(tmp_path):
