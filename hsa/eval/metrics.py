@@ -9,6 +9,7 @@ the first thing that went wrong, in this order:
 - ``unknown_tool``: a call (or skill load) naming something the harness does not offer;
 - ``invalid_arguments``: arguments the tool's schema refuses;
 - ``policy_violation``: a call a hook denied (or an answer a hook refused);
+- ``truncated``: a reply cut off at the token limit (``max_tokens``);
 - ``step_limit``: no final answer within the steps allowed;
 - ``wrong_tool``, ``wrong_arguments``, ``wrong_final_answer``: a valid episode the environment
   scores unsolved, by what its scorer names (a required tool never called, a call with other
@@ -33,6 +34,7 @@ FAILURES = (
     "unknown_tool",
     "invalid_arguments",
     "policy_violation",
+    "truncated",
     "step_limit",
     "wrong_tool",
     "wrong_arguments",
@@ -95,6 +97,8 @@ def failure_class(result: Rollout) -> str | None:
         return None
     ended, checks = result.ended, result.verification.checks
     reason = result.verification.reason
+    if not checks.get("complete", True):  # a cut-off reply explains what follows from it
+        return "truncated"
     if ended == "format":
         return "unparseable_call"
     if ended == "schema":

@@ -212,6 +212,7 @@ class _Run:
         self.events: list[Event] = []
         self.surface_calls: list[ToolCall] = []
         self.failures: list[FormatFailure] = []
+        self.cut: list[int] = []  # the steps whose reply hit the token limit
         self.requests = 0
         self.cache_hits = 0
         self.usage = Usage()
@@ -244,6 +245,8 @@ class _Run:
         conversation = render(self.surface_events(), self.surface)
         response = await self.ask(conversation.messages, conversation.tools)
         self.steps += 1
+        if response.finish_reason == "length":
+            self.cut.append(self.steps)
         next_call = _count_calls(self.events)
         try:
             return read_step(response.message, self.surface, self.view, next_call)
@@ -268,6 +271,8 @@ class _Run:
             self.failures.append(again_failure)
             raise StepError(f"{failure.problem}; after one repair turn: {again}") from None
         self.failures.append(replace(failure, repaired=True))
+        if repaired.finish_reason == "length" and self.steps not in self.cut:
+            self.cut.append(self.steps)
         return step
 
     def surface_events(self) -> list[Event]:
@@ -400,6 +405,7 @@ async def rollout(
         surface=run.surface,
         canonical=run.canonical,
         outcome=outcome,
+        cut=run.cut,
     )
     return Rollout(
         spec=spec,

@@ -132,6 +132,7 @@ def verify(
     surface: Harness,
     canonical: Harness,
     outcome: Outcome | None,
+    cut: Sequence[int] = (),
 ) -> Verification:
     """Every check of a finished rollout; ``ended`` says how the rollout stopped.
 
@@ -140,10 +141,19 @@ def verify(
     the backend) or ``empty`` (the model answered nothing); ``detail`` says more.
     ``surface_events`` are the canonical events mapped to the surface (what the conversation
     shows), ``conversation`` their rendering when already made; ``surface_calls`` the calls
-    exactly as the model wrote them.
+    exactly as the model wrote them. ``cut``: the steps whose reply the backend cut off at the
+    token limit (``finish_reason`` "length"): such a reply may read as a step, but not the one
+    the model meant, so it fails the ``complete`` check however it reads.
     """
     checks: dict[str, bool] = {}
     reasons: list[str] = []
+    checks["complete"] = not cut
+    if cut:
+        steps = ", ".join(map(str, cut))
+        reasons.append(
+            f"truncated: the reply at step(s) {steps} was cut off at the token limit "
+            "(finish_reason 'length'; raise max_tokens)"
+        )
     if ended == "format":
         checks["format"] = False
         reasons.append(f"format: {detail}")

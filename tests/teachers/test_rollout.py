@@ -278,3 +278,30 @@ def test_a_bfcl_reply_is_scored_as_made_with_no_result_and_no_second_try(externa
     assert done.verification.verified, done.verification
     assert not any(isinstance(e, ToolResult) for e in done.events)
     assert [e.kind for e in done.events] == ["user", *["tool_call"] * len(calls)]
+
+
+def test_a_reply_cut_off_at_the_token_limit_is_rejected_however_it_reads(env, canonical, responder):
+    # what a real model returns at max_tokens: text that reads as an answer, cut short
+    task = env.tasks()[0]
+    oracle = OracleBackend(responder)
+    assert run(spec_of(task, canonical), env, oracle).verification.verified
+
+    class CutOff(Backend):
+        name = "cut-off"
+        stats = BackendStats()
+
+        async def chat(self, request: ChatRequest) -> ChatResponse:
+            response = await oracle.chat(request)
+            if response.message.get("tool_calls"):
+                return response
+            return ChatResponse(response.message, finish_reason="length")
+
+    result = run(spec_of(task, canonical), env, CutOff())
+    # the episode runs as the model wrote it (an evaluation scores it as it reads), but the
+    # row is no teaching material
+    assert result.ended == "answered" and result.verification.checks["score"]
+    assert not result.verification.verified and not result.verification.checks["complete"]
+    assert result.verification.reason.startswith("truncated: the reply at step(s) ")
+    from hsa.eval.metrics import failure_class
+
+    assert failure_class(result) is None  # solved: an evaluation counts it a success

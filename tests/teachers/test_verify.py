@@ -125,7 +125,13 @@ def _verify(env, *, ended="answered", detail=None, calls=(), events=(), outcome=
 def test_verified_only_when_every_check_passes(env):
     ok = _verify(env, outcome=Outcome(True))
     assert ok.verified and ok.reason == "ok" and ok.score == 1.0
-    assert ok.checks == {"format": True, "schema": True, "execution": True, "score": True}
+    assert ok.checks == {
+        "complete": True,
+        "format": True,
+        "schema": True,
+        "execution": True,
+        "score": True,
+    }
     unsolved = _verify(env, outcome=Outcome(False, ("missing fact 'x'",)))
     assert not unsolved.verified and unsolved.reason == "score: missing fact 'x'"
 
