@@ -67,11 +67,29 @@ _SAME_ON_RESUME = (
 )
 
 
+#: the settings that name a local folder (a dataset, a model): compared as the folder
+_FOLDERS = ("data", "model", "teacher")
+
+
 def run_identity(settings: Any, args: Any) -> dict[str, Any]:
     """What a resumed run must share with the run it continues: the ``hsa:`` settings (the
-    data, the model, which rows) and the trainer settings that order and cut the rows."""
+    data, the model, which rows; a local folder by its full path, however it was written),
+    the dataset itself (its manifest's config hash: a dataset rebuilt at the same path is
+    another dataset) and the trainer settings that order and cut the rows."""
+    chosen = settings_dict(settings)
+    for key in _FOLDERS:
+        value = chosen.get(key)
+        if isinstance(value, str) and Path(value).exists():
+            chosen[key] = str(Path(value).resolve())
+    data = chosen.get("data")
+    if isinstance(data, str) and (Path(data) / "manifest.json").is_file():
+        try:
+            found = json.loads((Path(data) / "manifest.json").read_text("utf-8"))
+            chosen["dataset"] = found.get("config_hash") if isinstance(found, dict) else None
+        except (OSError, ValueError):
+            pass  # the data loader names what is wrong with it
     trainer = {k: getattr(args, k) for k in _SAME_ON_RESUME if hasattr(args, k)}
-    text = json.dumps({"hsa": settings_dict(settings), "trainer": trainer}, default=str)
+    text = json.dumps({"hsa": chosen, "trainer": trainer}, default=str)
     return json.loads(text)  # as the record reads back, to compare with it
 
 

@@ -249,3 +249,20 @@ def test_evaluation_rows_are_loaded_only_when_the_trainer_evaluates(dataset, mod
 
     assert evaluated() is None  # eval_strategy "no" (TRL's default): nothing to tokenize
     assert len(evaluated(eval_strategy="steps", eval_steps=1)) > 0
+
+
+def test_a_resume_compares_the_dataset_not_how_its_path_is_written(dataset, model, tmp_path):
+    import shutil
+
+    data = tmp_path / "ds"
+    shutil.copytree(dataset, data)
+    out = tmp_path / "out"
+    train_sft(config(data, model, max_steps=1, save_strategy="steps", save_steps=1), out)
+    again = train_sft(config(f"{data}/.", model, max_steps=2, save_steps=1), out, resume=True)
+    assert again.steps == 2
+    # the same path, rebuilt into another dataset: another run's data
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest["config_hash"] = "0" * 64
+    (data / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(TrainError, match=r"hsa\.dataset: '[0-9a-f]{12}.* then, '0{64}' now"):
+        train_sft(config(data, model, max_steps=3, save_steps=1), out, resume=True)
