@@ -409,7 +409,45 @@ def _parameter_problems_at(schema: Mapping[str, Any]) -> Iterable[tuple[str, str
 def _parameter_problems_of(text: str) -> tuple[tuple[str, str], ...]:
     """``_parameter_problems`` once per distinct parameters schema."""
     # without a "$ref" key anywhere there are no reference problems to look for
-    return tuple(_parameter_problems(json.loads(text), refs='"$ref"' in text))
+    schema = json.loads(text)
+    found = tuple(_parameter_problems(schema, refs='"$ref"' in text))
+    wide = wide_integer(schema, "") if may_be_wide(text) else None
+    return found if wide is None else (*found, (wide, WIDE_INTEGER))
+
+
+#: the integers the JSON reader of ``datasets`` (ujson) reads: signed or unsigned 64-bit
+_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+#: 2**63 has 19 digits: JSON text without a run of as many holds no integer past 64 bits
+_LONG = re.compile(r"\d{19}")
+WIDE_INTEGER = (
+    "an integer beyond 64 bits, which the datasets library's JSON reader refuses (a dataset "
+    "holding it would not load for training): write it as a string"
+)
+
+
+def may_be_wide(text: str) -> bool:
+    """Whether JSON ``text`` may hold an integer past 64 bits (``wide_integer`` tells)."""
+    return _LONG.search(text) is not None
+
+
+def wide_integer(value: Any, where: str) -> str | None:
+    """The path (under ``where``) of the first integer in the JSON value ``value`` outside 64
+    bits, or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return where if not _INT_RANGE[0] <= value <= _INT_RANGE[1] else None
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[str, Any]] = (
+            (where + json_path([k])[1:], v) for k, v in value.items()
+        )
+    elif isinstance(value, list):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for at, item in items:
+        found = wide_integer(item, at)
+        if found is not None:
+            return found
+    return None
 
 
 def _parameter_problems(

@@ -90,6 +90,13 @@ CASES = [
         "$.tools[0].parameters.type",
         "'object' was expected",
     ),
+    (  # valid JSON Schema, but a dataset holding it would not load in datasets
+        lambda d: d["tools"][0]["parameters"]["properties"].update(
+            n={"type": "integer", "enum": [1, 2**64]}
+        ),
+        "$.tools[0].parameters.properties.n.enum[1]",
+        "an integer beyond 64 bits",
+    ),
     (lambda d: d.update(protocol={"name": "smoke"}), "$.protocol.name", "is not one of"),
     (lambda d: d["skill_tool"].update(name="get"), "$.skill_tool.name", "is also a tool"),
     (

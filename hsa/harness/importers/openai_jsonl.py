@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -37,6 +36,7 @@ from hsa.harness.importers.base import (
 from hsa.harness.model import Harness, Prompt, Tool
 from hsa.harness.parse import match_hook
 from hsa.harness.toolformats import tools_from_document
+from hsa.harness.validate import WIDE_INTEGER, may_be_wide, wide_integer
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -530,43 +530,12 @@ def _call(call: Any, path: Path, where: str) -> tuple[str, str, dict[str, Any]]:
             file=str(path),
             where=f"{where}.function.arguments",
         )
-    # 2**63 has 19 digits: text without a run of as many holds no integer past 64 bits
-    return call_id, function["name"], _narrow(args, where, path) if _LONG.search(raw) else args
+    return call_id, function["name"], _narrow(args, where, path) if may_be_wide(raw) else args
 
 
 def _narrow(args: dict[str, Any], where: str, path: Path) -> dict[str, Any]:
     """``args``, refused when they hold an integer past 64 bits."""
-    beyond = _wide_integer(args, f"{where}.function.arguments")
+    beyond = wide_integer(args, f"{where}.function.arguments")
     if beyond is not None:
-        raise ImportFormatError(
-            "an integer beyond 64 bits, which the datasets library's JSON reader refuses (a "
-            "dataset holding it would not load for training): write it as a string",
-            file=str(path),
-            where=beyond,
-        )
+        raise ImportFormatError(WIDE_INTEGER, file=str(path), where=beyond)
     return args
-
-
-_LONG = re.compile(r"\d{19}")
-#: the integers the JSON reader of ``datasets`` (ujson) reads: signed or unsigned 64-bit
-_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
-
-
-def _wide_integer(value: Any, where: str) -> str | None:
-    """The path of the first integer in ``value`` outside 64 bits, or None."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return where if not _INT_RANGE[0] <= value <= _INT_RANGE[1] else None
-    if isinstance(value, Mapping):
-        items: Iterable[tuple[str, Any]] = (
-            (f"{where}.{k}" if k.isidentifier() else f"{where}[{json.dumps(k)}]", v)
-            for k, v in value.items()
-        )
-    elif isinstance(value, list):
-        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
-    else:
-        return None
-    for at, item in items:
-        found = _wide_integer(item, at)
-        if found is not None:
-            return found
-    return None
