@@ -18,7 +18,7 @@ from hsa.datasets import manifest as mf
 from hsa.datasets.schema import JSON_FIELDS, ROW_SCHEMA, trl_messages
 from hsa.datasets.shards import read_table
 from hsa.errors import DatasetError, first_few
-from hsa.harness.importers.write import MARKER
+from hsa.harness.importers.write import MARKER, TRAJECTORIES
 
 if TYPE_CHECKING:
     import polars as pl
@@ -35,9 +35,15 @@ def shards(path: str | Path, split: str | None = None) -> list[Path]:
                 file=str(root),
             )
         hint = ""
-        if (root / MARKER).is_file():
+        if (root / MARKER).is_file() and (root / TRAJECTORIES).is_file():
             hint = (
                 "; it is an `hsa harness import` folder: `hsa augment --input` it to make a dataset"
+            )
+        elif (root / MARKER).is_file():
+            hint = (
+                "; it is an `hsa harness import` folder of tasks and harnesses, with no "
+                "conversations to augment: `hsa build` with an `env:` source solves the tasks "
+                "and augments them, and `hsa eval run` evaluates a model on them"
             )
         raise DatasetError(f"not a dataset directory: no manifest.json{hint}", file=str(root))
     entries = mf.read_json(manifest).get("shards", [])

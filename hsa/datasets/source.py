@@ -286,7 +286,12 @@ def _import_source(folder: Path) -> Source:
             "them",
             file=str(folder),
         )
-    return with_imported_harnesses(_parquet_source(folder, [trajectories]), folder)
+    source = with_imported_harnesses(_parquet_source(folder, [trajectories]), folder)
+    try:  # what the import said about how it read its source (names made legal, ...)
+        notes = json.loads((folder / MARKER).read_text("utf-8")).get("notes") or []
+    except (OSError, ValueError, AttributeError):
+        notes = []
+    return replace(source, notes=tuple(str(n) for n in notes))
 
 
 def with_imported_harnesses(source: Source, folder: Path) -> Source:

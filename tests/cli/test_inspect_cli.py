@@ -177,11 +177,14 @@ def test_a_manifest_that_is_not_an_object_is_a_one_line_error(made, tmp_path, wh
     assert line.startswith(f"hsa: error: {copy / 'manifest.json'}: not a")
 
 
-def test_an_import_folder_is_pointed_to_augment(tmp_path):
-    (tmp_path / "import.json").write_text("{}")
+def test_an_import_folder_is_pointed_to_what_makes_a_dataset_of_it(tmp_path):
+    (tmp_path / "import.json").write_text("{}")  # tasks and harnesses only (BFCL, tau2)
     shown = hsa("inspect", str(tmp_path))
     assert shown.returncode == 1 and "Traceback" not in shown.stderr
     [line] = shown.stderr.strip().splitlines()
+    assert "with no conversations to augment: `hsa build` with an `env:` source" in line
+    (tmp_path / "trajectories.parquet").write_bytes(b"")  # conversations (a chat JSONL's)
+    [line] = hsa("inspect", str(tmp_path)).stderr.strip().splitlines()
     assert line.endswith(
         "it is an `hsa harness import` folder: `hsa augment --input` it to make a dataset"
     )

@@ -209,3 +209,13 @@ def test_scratch_left_by_a_killed_run_is_removed(tmp_path, monkeypatch):
     source = open_source(_chats(tmp_path / "chats.jsonl", 3, shops=1))
     assert not killed.exists() and running.exists()
     assert source.files[0].parent.name.startswith(f"hsa-source-{os.getpid()}-")
+
+
+def test_an_import_folder_says_what_its_import_said(tmp_path):
+    path = _chats(tmp_path / "chats.jsonl", 3, shops=1)
+    with path.open("a") as handle:  # a row with nothing to train on
+        handle.write(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    imported = import_source(path)
+    (note,) = imported.notes
+    write_import(imported, tmp_path / "imported")
+    assert open_source(tmp_path / "imported").notes == open_source(path).notes == (note,)
