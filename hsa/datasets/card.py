@@ -407,9 +407,9 @@ def render_card(
         "name, `tools` as a list of tool schemas and each tool call's `arguments` as an object "
         "with exactly that call's keys, ready for `SFTTrainer` and chat templates.",
         "- Polars, DuckDB, PyArrow: `tools` and `arguments` are JSON text (string columns); "
-        "DuckDB's `json_extract` and Polars' `str.json_path_match` read them (Polars' "
-        "`str.json_decode` with a `dtype`, or `infer_schema_length=None`: tool lists differ "
-        "from row to row, so the first rows need not show every field). The rows are "
+        "DuckDB's `json_extract` and Polars' `str.json_path_match` read them (e.g. "
+        "`$[0].function.name`; Polars' `str.json_decode` needs the `dtype` to decode into, as "
+        "tool lists differ from row to row). The rows are "
         "`data/*/*.parquet` (`variants.parquet` beside `data/` holds the harness variants, "
         "with columns of its own, so `**/*.parquet` mixes two tables).",
         "",
