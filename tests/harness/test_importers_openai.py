@@ -199,6 +199,14 @@ ECHO = {"type": "function", "function": {"name": "echo", "parameters": {"type": 
             "the function_call it answers calls 'echo'",
         ),
         (
+            _row(
+                {"role": "assistant", "function_call": {"name": "echo", "arguments": "{x"}},
+                tools=[ECHO],
+            ),
+            "line 2: $.messages[0].function_call.arguments",  # where the older form has it
+            "not valid JSON",
+        ),
+        (
             {**_row({"role": "user", "content": "a"}, tools=[ECHO]), "functions": [ECHO]},
             "line 2: $.functions",
             'in "tools" or, in the older form, "functions", not both',

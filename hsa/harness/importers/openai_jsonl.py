@@ -398,10 +398,8 @@ def _events(
                     )
                 # one call, answered by the next "function" message: an id of its own
                 calls = [{"id": f"function_call:{k}", "function": legacy}]
-                function_call = (
-                    f"function_call:{k}",
-                    _call(calls[0], path, f"{at}.function_call")[1],
-                )
+                called = legacy.get("name") if isinstance(legacy, Mapping) else None
+                function_call = (f"function_call:{k}", str(called))
             if content is not None or reasoning is not None or not calls:
                 # (an assistant turn with neither text nor calls is kept, as an empty one)
                 text = _text(content, path, f"{at}.content")
@@ -416,7 +414,8 @@ def _events(
             in_message: set[str] = set()
             for i, call in enumerate(calls):
                 cat = f"{at}.function_call" if legacy is not None else f"{at}.tool_calls[{i}]"
-                source_id, name, args = _call(call, path, cat)
+                fat = cat if legacy is not None else f"{cat}.function"  # the function's path
+                source_id, name, args = _call(call, path, cat, fat)
                 call_id = str(len(call_ids))
                 call_ids.append(source_id)
                 latest[source_id] = (None if source_id in in_message else call_id, k)
@@ -428,7 +427,7 @@ def _events(
                         raise ImportFormatError(
                             f"{skill_tool} must name one of the harness's skills, got {skill!r}",
                             file=str(path),
-                            where=f"{cat}.function.arguments",
+                            where=f"{fat}.arguments",
                         )
                     answered_by_skill.add(call_id)
                     events.append(SkillLoad(skill))
@@ -437,7 +436,7 @@ def _events(
                         f"calls {name!r}, which is not one of the row's tools"
                         + (f" ({', '.join(sorted(tools))})" if tools else " (it has none)"),
                         file=str(path),
-                        where=f"{cat}.function.name",
+                        where=f"{fat}.name",
                     )
                 else:
                     events.append(ToolCall(call_id, name, args))
@@ -497,14 +496,17 @@ def _events(
     return normalize_call_ids(events), call_ids
 
 
-def _call(call: Any, path: Path, where: str) -> tuple[str, str, dict[str, Any]]:
+def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[str, Any]]:
+    """A call at ``where`` as (source id, name, arguments); ``fat``: the path of its function
+    object (``where.function``, or ``where`` itself for the older form's function_call)."""
     function = call.get("function") if isinstance(call, Mapping) else None
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-        raise ImportFormatError(
-            'a tool call must be {"id", "type": "function", "function": {"name", "arguments"}}',
-            file=str(path),
-            where=where,
+        shape = (
+            '{"name", "arguments"}'  # the older form's function_call
+            if fat == where
+            else '{"id", "type": "function", "function": {"name", "arguments"}}'
         )
+        raise ImportFormatError(f"a tool call must be {shape}", file=str(path), where=where)
     call_id = call.get("id")
     if not isinstance(call_id, str) or not call_id:
         raise ImportFormatError(
@@ -513,7 +515,7 @@ def _call(call: Any, path: Path, where: str) -> tuple[str, str, dict[str, Any]]:
     raw = function.get("arguments")
     if isinstance(raw, Mapping):  # an object already (not the API's JSON text)
         args: Any = dict(raw)
-        return call_id, function["name"], _narrow(args, where, path)
+        return call_id, function["name"], _narrow(args, fat, path)
     if raw in (None, ""):
         return call_id, function["name"], {}
     try:
@@ -522,20 +524,21 @@ def _call(call: Any, path: Path, where: str) -> tuple[str, str, dict[str, Any]]:
         raise ImportFormatError(
             f"tool-call arguments are not valid JSON: {exc.msg} (column {exc.colno}): {raw[:80]!r}",
             file=str(path),
-            where=f"{where}.function.arguments",
+            where=f"{fat}.arguments",
         ) from None
     if not isinstance(args, dict):
         raise ImportFormatError(
             "tool-call arguments must be a JSON object (as a string)",
             file=str(path),
-            where=f"{where}.function.arguments",
+            where=f"{fat}.arguments",
         )
-    return call_id, function["name"], _narrow(args, where, path) if may_be_wide(raw) else args
+    return call_id, function["name"], _narrow(args, fat, path) if may_be_wide(raw) else args
 
 
-def _narrow(args: dict[str, Any], where: str, path: Path) -> dict[str, Any]:
-    """``args``, refused when they hold an integer past 64 bits."""
-    beyond = wide_integer(args, f"{where}.function.arguments")
+def _narrow(args: dict[str, Any], fat: str, path: Path) -> dict[str, Any]:
+    """``args`` (of the function at ``fat``), refused when they hold an integer past 64
+    bits."""
+    beyond = wide_integer(args, f"{fat}.arguments")
     if beyond is not None:
         raise ImportFormatError(WIDE_INTEGER, file=str(path), where=beyond)
     return args
