@@ -123,6 +123,7 @@ def job_folder_problem(
     others: Mapping[str, str],
     owned: Collection[str] | None = None,
     started: str | None = None,
+    reusable: Collection[str] = (),
 ) -> tuple[str, Path] | None:
     """Why ``out`` cannot take a job of ``kind`` (a teacher job, an evaluation) whose settings
     hash to ``digest``, and the file that says so: it holds such a job with other settings
@@ -130,7 +131,8 @@ def job_folder_problem(
     first writes, for a job that writes ``job_file`` last) or, holding none, another kind of
     output (``others``: the file that marks it -> what it is) or, with ``owned`` (the names a
     job of ``kind`` writes at the top of its folder), anything else, or files by those names
-    that no such job wrote (a user's own ``report.md``). None when it can."""
+    that no such job wrote (a user's own ``report.md``; ``reusable`` names, such as a request
+    cache a run only adds to, are taken as they are). None when it can."""
     path = out / job_file
     if not path.exists() and started is not None and (out / started).exists():
         path = out / started
@@ -145,7 +147,8 @@ def job_folder_problem(
                 f"not {kind}; use a new or empty --out",
                 out,
             )
-        made = [] if owned is None or not out.is_dir() else _owned(out, owned)
+        mine = [] if owned is None else [n for n in owned if n not in reusable]
+        made = _owned(out, mine) if mine and out.is_dir() else []
         if made:
             return (
                 f"this directory holds {first_few(made)}, named as {kind}'s files are but not "
@@ -157,6 +160,12 @@ def job_folder_problem(
         previous = json.loads(path.read_text("utf-8")).get("output_hash")
     except (OSError, ValueError, AttributeError):
         previous = None
+    if previous is None:
+        return (
+            f"this directory holds {path.name}, which is not what {kind} records there; use a "
+            "new or empty --out",
+            path,
+        )
     if previous != digest:
         return (
             f"this directory holds {kind} with other settings (or made by another version of "

@@ -189,6 +189,9 @@ def _check_dir(out: Path, config: EvalConfig) -> None:
         others=others,
         owned=OWNED,
         started=STARTED,
+        # an interrupted run's answers (an older hsa wrote no STARTED record): reused as
+        # they are, never overwritten
+        reusable=(CACHE_FILE,),
     )
     if found is not None:
         raise EvalError(found[0], file=str(found[1]))

@@ -301,3 +301,20 @@ def test_a_refused_call_does_not_count_for_the_environment(external, tmp_path):
     summary = evaluate(config, tmp_path / "run", env=env).summary
     assert summary["suites"]["canonical"]["success"] == 1.0
     assert summary["suites"]["variants"]["success"] < 0.5
+
+
+def test_a_cache_without_a_start_record_is_reused_and_a_foreign_summary_named(livestream, tmp_path):
+    config = _config(tasks=2, variants=1, suites=("canonical",))
+    first = tmp_path / "first"
+    evaluate(config, first, env=livestream)
+    # a run interrupted under an hsa that kept no start record left its cache alone
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / "summary.json").write_text("{}")  # and a summary.json that is no run's
+    with pytest.raises(EvalError, match=r"holds summary\.json, which is not what an evaluation"):
+        evaluate(config, older, env=livestream)
+    (older / "summary.json").unlink()
+    (older / "cache.sqlite").write_bytes(b"")
+    evaluate(config, older, env=livestream)
+    done = json.loads((older / "summary.json").read_text())
+    assert done["output_hash"] == json.loads((first / "summary.json").read_text())["output_hash"]
