@@ -82,7 +82,8 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
         if found.get("config_hash") != digest:
             raise DatasetError(
                 f"holds another dataset (config hash {str(found.get('config_hash'))[:12]}, "
-                f"this run's is {digest[:12]}); choose another --out or delete it",
+                f"this run's is {digest[:12]}: other settings, or another version of hsa); "
+                "choose another --out or delete it",
                 file=str(out),
             )
         if not damaged(out, found):

@@ -254,6 +254,10 @@ def test_undetectable_source_and_bad_options(tmp_path, capsys):
         cli(capsys, "harness", "import", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))
     )
     assert "cannot tell the format" in line and "--format" in line
+    rows = tmp_path / "rows.json"  # chat rows as one JSON array, not JSON Lines
+    rows.write_text(json.dumps([{"messages": [{"role": "user", "content": "hi"}]}] * 2))
+    line = one_error(cli(capsys, "harness", "import", str(rows), "--out", str(tmp_path / "o")))
+    assert "a JSON array of chat rows: chat rows are read as JSON Lines" in line
     missing = str(tmp_path / "nope")
     line = one_error(cli(capsys, "harness", "import", missing, "--out", str(tmp_path / "o")))
     assert line == f"hsa: error: {tmp_path / 'nope'}: no such file or directory"

@@ -56,6 +56,12 @@ def detect_format(src: str | Path) -> str:
         return _record_format(doc, path)
     if isinstance(doc, dict) and "messages" in doc:
         return "openai-jsonl"  # a single-row JSONL file
+    if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "messages" in doc[0]:
+        raise ImportFormatError(
+            "a JSON array of chat rows: chat rows are read as JSON Lines, one row per line "
+            "(write each element of the array on a line of its own)",
+            file=str(path),
+        )
     if isinstance(doc, dict) and "question" in doc:
         return "bfcl"
     return "tools"
