@@ -179,7 +179,7 @@ def _summary(report: Any) -> None:
     out.print(
         f"requests: {report.requests} answered, cache hits: {report.cache_hits}, "
         f"retries: {report.retries}"
-        + (f" ({failures})" if failures else "")
+        + (f"; failed attempts: {failures}" if failures else "")
         + (f"; latency {latency}" if latency else "")
     )
     out.print(

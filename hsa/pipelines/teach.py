@@ -38,7 +38,7 @@ from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
 from hsa.datasets.shards import count_true, write_shard
 from hsa.envs.base import SPLITS, Environment, Task
-from hsa.errors import TeacherError
+from hsa.errors import TeacherError, first_few
 from hsa.harness.events import Trajectory
 from hsa.harness.model import Harness, compact_json
 from hsa.teachers.backends.base import Backend, latency_percentiles
@@ -118,8 +118,10 @@ class TeachIncomplete(TeacherError):
         ran = report.total - report.skipped
         reasons = report.retry_reasons.most_common()
         why = reasons[0][0] if reasons else "the backend failed"
-        if len(reasons) > 1:
-            why += f" (and {len(reasons) - 1} other reasons)"
+        if len(reasons) > 1:  # the others too, most common first, each with its count
+            why += f" ({report.retry_reasons[reasons[0][0]]} rollouts); also " + first_few(
+                [f"{reason} ({count})" for reason, count in reasons[1:]], 2
+            )
         super().__init__(
             f"{report.retry} of {ran} rollouts got no answer from the backend and were not "
             f"written: {why}; once it answers, rerun the same command to retry them",
@@ -359,6 +361,12 @@ def plan_job(
             "(--include-canonical)"
         )
         left = "".join(f"; {note}" for note in env.left_out()) if not tasks else ""
+        if not tasks and restated:
+            left += (
+                f"; its {restated} task(s) each ask another task again in another form "
+                "(BFCL's format-sensitivity entries, left out: augmentation varies the form "
+                "itself), so teach the files of the tasks they ask"
+            )
         raise TeacherError(f"the job plans no rollouts: {why}{left}", where=f"env {config.env!r}")
     shards = plan_shards(specs, config.shard_size)
     if check:

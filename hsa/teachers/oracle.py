@@ -102,8 +102,8 @@ class OracleResponder:
             found = self.canonical
         if found is None:
             raise TeacherError(
-                f"unknown variant {variant_id!r}: start the oracle with the recipe and seed "
-                "of the job that sends it",
+                f"unknown variant {variant_id!r}: start the oracle with the environment, "
+                "recipe and seed of the job that sends it",
                 where=f"metadata.{VARIANT_KEY}",
             )
         self._found[str(variant_id)] = found

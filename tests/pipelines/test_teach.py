@@ -379,6 +379,18 @@ class Unreachable(Backend):
         return await self.inner.chat(request)
 
 
+def test_an_incomplete_job_names_every_reason_it_got_no_answer(tmp_path):
+    from collections import Counter
+
+    from hsa.pipelines.teach import RETRY, TeachReport
+
+    report = TeachReport(out=tmp_path, total=9, reasons=Counter({RETRY: 6, "ok": 3}))
+    report.retry_reasons = Counter({"http 500": 4, "timed out": 1, "not JSON": 1})
+    message = TeachIncomplete(report).message
+    assert "6 of 9 rollouts got no answer from the backend" in message
+    assert "http 500 (4 rollouts); also timed out (1), not JSON (1);" in message
+
+
 def test_rollouts_the_backend_did_not_answer_are_not_written_and_rerun(finished, tmp_path, env):
     out = tmp_path / "out"
     down = env.tasks()[1].id
@@ -430,3 +442,12 @@ def test_tasks_that_ask_another_again_are_left_out_and_counted(tmp_path, externa
 
 
 MULTI_TURN = "BFCL_v4_multi_turn_base.json"
+
+
+def test_a_corpus_of_restated_tasks_only_says_so(external, tmp_path):
+    from hsa.envs.registry import get
+
+    env = get("bfcl", path=external / "bfcl" / "BFCL_v4_format_sensitivity.json")
+    with pytest.raises(TeacherError, match=r"each ask another task again in another form"):
+        teach(TeachConfig(env="bfcl"), tmp_path / "out", env=env)
+    assert not (tmp_path / "out").exists()

@@ -104,6 +104,15 @@ class StatusError(Exception):
         self.status, self.message, self.retry_after = status, message, retry_after
 
 
+class NotJson(Exception):
+    """An answer with a success status whose body is not JSON (cut off on the way, a proxy's
+    page): retried like a failed attempt."""
+
+    def __init__(self, status: int):
+        super().__init__(f"HTTP {status} with a body that is not JSON")
+        self.status = status
+
+
 class OpenAIBackend(Backend):
     """Chat completions over HTTP with a concurrency limit, AIMD throttling and retries."""
 
@@ -199,6 +208,9 @@ class OpenAIBackend(Backend):
                         detail = f"HTTP {exc.status} from {self._shown}: "
                         detail += self._short(exc.message)
                     reason, retry_after = f"http {exc.status}", exc.retry_after
+                except NotJson as exc:
+                    reason = "not JSON"
+                    detail = f"the endpoint {self._shown} answered {exc}"
                 except (OSError, TimeoutError, client_error()) as exc:
                     reason = failure_kind(exc)
                     detail = self._describe(reason, exc)
@@ -247,10 +259,7 @@ class OpenAIBackend(Backend):
         try:
             return orjson.loads(payload)
         except orjson.JSONDecodeError:
-            raise TeacherError(
-                f"the endpoint answered HTTP {status} with a body that is not JSON",
-                where=self._shown,
-            ) from None
+            raise NotJson(status) from None
 
     def _short(self, text: str) -> str:
         return _short(redact(text, self.config.api_key))
@@ -356,9 +365,14 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
             raise TypeError("content is not a string")
         reasoning = message.get("reasoning_content")
     except (KeyError, IndexError, TypeError) as exc:
+        if isinstance(exc, KeyError):
+            what = f"no {exc.args[0]!r} field"
+        elif isinstance(exc, IndexError):
+            what = "no choices"
+        else:
+            what = str(exc)
         raise TeacherError(
-            f"the endpoint's answer is not a chat completion ({exc!r} missing or wrong)",
-            where=where,
+            f"the endpoint's answer is not a chat completion ({what})", where=where
         ) from None
     out = assistant_message(content, calls)
     # vLLM and DeepSeek-style servers return reasoning in a field of its own.

@@ -222,10 +222,27 @@ def answering(*answers: Answered, **changes) -> OpenAIBackend:
     return b
 
 
-def test_a_body_that_is_not_json_is_reported():
-    b = answering(Answered(200, b"<html>ok</html>"))
+def test_a_body_that_is_not_json_is_retried_then_reported(monkeypatch):
+    async def sleep(seconds):
+        pass
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    completion = {"choices": [{"message": {"role": "assistant", "content": "hi"}}]}
+    b = answering(Answered(200, b"<html>ok</html>"), Answered(200, json.dumps(completion).encode()))
+    [answer] = ask_all(b, ["x"])  # cut off on the way, say: the next attempt gets through
+    assert not isinstance(answer, Exception) and answer.message["content"] == "hi"
+    assert b.stats.failures == {"not JSON": 1} and b.stats.retries == 1
+    b = answering(Answered(200, b"<html>ok</html>"), Answered(200, b"<html>still</html>"))
     [error] = ask_all(b, ["x"])
-    assert isinstance(error, TeacherError) and "not JSON" in str(error)
+    assert isinstance(error, TeacherError)
+    assert "answered HTTP 200 with a body that is not JSON (no answer after 2 attempts)" in str(
+        error
+    )
+    # a JSON body that is no chat completion says what it lacks
+    [error] = ask_all(answering(Answered(200, b'{"choices": []}')), ["x"])
+    assert "the endpoint's answer is not a chat completion (no choices)" in str(error)
+    [error] = ask_all(answering(Answered(200, b'{"id": "x"}')), ["x"])
+    assert "not a chat completion (no 'choices' field)" in str(error)
 
 
 def test_retry_after_is_honoured_and_503_s_reason_is_reported(monkeypatch):
