@@ -214,18 +214,22 @@ def _summary(report: Any) -> None:
     help="Port on 127.0.0.1 (0 picks a free one).",
 )
 @click.option(
-    "--latency-ms", type=float, default=0.0, show_default=True, help="Delay before every answer."
+    "--latency-ms",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Delay before every answer.",
 )
 @click.option(
     "--fail-rate",
-    type=float,
+    type=click.FloatRange(0, 1),
     default=0.0,
     show_default=True,
     help="Share of requests answered HTTP 429 or 500 (half each).",
 )
 @click.option(
     "--malformed-rate",
-    type=float,
+    type=click.FloatRange(0, 1),
     default=0.0,
     show_default=True,
     help="Share of requests whose tool call comes back malformed.",
