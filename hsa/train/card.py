@@ -26,7 +26,7 @@ RESOLVED = "hsa-train.json"
 #: model is saved (a training on 18,528 short rows left 415 MB there)
 HF_CACHE = Path(".hsa") / "hf-cache"
 #: what a run started with (``hsa.train.sft.run_identity``), for a ``--resume`` to compare
-RUN_RECORD = Path(".hsa") / "run.json"
+RUN_RECORD = Path(".hsa") / "training.json"
 PLOT = "loss.png"
 #: TRL settings shown in the card (all of them are in hsa-train.json)
 _SHOWN = (
