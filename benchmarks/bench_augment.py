@@ -283,7 +283,11 @@ def measure_naive(work: Path, inputs: Path, variants: Path, limit: int | None) -
                         "rule_params": rule_params[variant.variant_id],
                         "protocol": variant.harness.protocol.label,
                         "messages": conv.messages,
-                        "tools": json.dumps(conv.tools, ensure_ascii=False, separators=(",", ":")),
+                        "tools": (
+                            json.dumps(conv.tools, ensure_ascii=False, separators=(",", ":"))
+                            if conv.tools
+                            else None  # as hsa writes a row that sends no tools
+                        ),
                         "split": split,
                         "source": row["source"],
                         "teacher": row["teacher"],

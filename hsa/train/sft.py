@@ -67,27 +67,25 @@ _SAME_ON_RESUME = (
 )
 
 
-#: the settings that name a local folder (a dataset, a model): compared as the folder
-_FOLDERS = ("data", "model", "teacher")
-
-
 def run_identity(settings: Any, args: Any) -> dict[str, Any]:
-    """What a resumed run must share with the run it continues: the ``hsa:`` settings (the
-    data, the model, which rows; a local folder by its full path, however it was written),
-    the dataset itself (its manifest's config hash: a dataset rebuilt at the same path is
-    another dataset) and the trainer settings that order and cut the rows."""
+    """What a resumed run must share with the run it continues: the ``hsa:`` settings (which
+    rows, the teacher), the dataset itself by its manifest's config hash (wherever it lies:
+    a copied or moved dataset is the same one, a dataset rebuilt at the same path another)
+    and the trainer settings that order and cut the rows. Not the starting model's path: the
+    checkpoint holds the weights a resumed run goes on from. A local teacher folder counts
+    by its full path, however it was written."""
     chosen = settings_dict(settings)
-    for key in _FOLDERS:
-        value = chosen.get(key)
-        if isinstance(value, str) and Path(value).exists():
-            chosen[key] = str(Path(value).resolve())
-    data = chosen.get("data")
-    if isinstance(data, str) and (Path(data) / "manifest.json").is_file():
+    data = chosen.pop("data", None)
+    chosen.pop("model", None)
+    teacher = chosen.get("teacher")
+    if isinstance(teacher, str) and Path(teacher).exists():
+        chosen["teacher"] = str(Path(teacher).resolve())
+    if isinstance(data, str):
         try:
             found = json.loads((Path(data) / "manifest.json").read_text("utf-8"))
             chosen["dataset"] = found.get("config_hash") if isinstance(found, dict) else None
         except (OSError, ValueError):
-            pass  # the data loader names what is wrong with it
+            chosen["dataset"] = str(data)  # the data loader names what is wrong with it
     trainer = {k: getattr(args, k) for k in _SAME_ON_RESUME if hasattr(args, k)}
     text = json.dumps({"hsa": chosen, "trainer": trainer}, default=str)
     return json.loads(text)  # as the record reads back, to compare with it

@@ -313,7 +313,8 @@ def test_values_and_results_survive_and_calls_validate(augmented) -> None:
         canonical = imported[row["source_id"]].events
         # the row's calls, as the model sees them (parsed back under the variant's harness)
         surface = parse({"messages": [dict(m) for m in _chat(row)]}, variant.harness)
-        tools = json.loads(row["tools"]) or [t.to_openai() for t in variant.harness.tools]
+        # (null tools: the prompt lists them, the harness has them)
+        tools = json.loads(row["tools"] or "[]") or [t.to_openai() for t in variant.harness.tools]
         schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
         calls = [e for e in surface if isinstance(e, ToolCall)]
         originals = [e for e in canonical if isinstance(e, ToolCall)]
