@@ -184,7 +184,7 @@ def _strays(out: Path, owned: Collection[str]) -> list[str]:
     found = []
     for entry in sorted(out.iterdir()):
         name = entry.name
-        if name == STATE or any(name == own or name.startswith(f"{own}-") for own in owned):
+        if name == STATE or _is_owned(name, owned):
             continue
         temporary = re.fullmatch(r"\.(.+)\.\d+\.tmp", name)
         if temporary is not None and temporary.group(1) in owned:
@@ -196,11 +196,12 @@ def _strays(out: Path, owned: Collection[str]) -> list[str]:
 def _owned(out: Path, owned: Collection[str]) -> list[str]:
     """The names at the top of ``out`` a job writes (``owned``), killed runs' temporaries
     aside, sorted."""
-    return sorted(
-        entry.name
-        for entry in out.iterdir()
-        if any(entry.name == own or entry.name.startswith(f"{own}-") for own in owned)
-    )
+    return sorted(entry.name for entry in out.iterdir() if _is_owned(entry.name, owned))
+
+
+def _is_owned(name: str, owned: Collection[str]) -> bool:
+    """Whether ``name`` is one of ``owned`` or a file beside it (``cache.sqlite-journal``)."""
+    return any(name == own or name.startswith(f"{own}-") for own in owned)
 
 
 def remove_temporaries(out: Path) -> None:

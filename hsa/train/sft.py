@@ -31,7 +31,7 @@ from hsa.train.card import (
     settings_dict,
 )
 from hsa.train.config import SftSettings, prepare
-from hsa.train.data import load_rows
+from hsa.train.data import load_rows, manifest_of
 
 __all__ = ["RESOLVED", "TrainReport", "load_model", "resume_point", "run_identity", "train_sft"]
 
@@ -80,12 +80,8 @@ def run_identity(settings: Any, args: Any) -> dict[str, Any]:
     teacher = chosen.get("teacher")
     if isinstance(teacher, str) and Path(teacher).exists():
         chosen["teacher"] = str(Path(teacher).resolve())
-    if isinstance(data, str):
-        try:
-            found = json.loads((Path(data) / "manifest.json").read_text("utf-8"))
-            chosen["dataset"] = found.get("config_hash") if isinstance(found, dict) else None
-        except (OSError, ValueError):
-            chosen["dataset"] = str(data)  # the data loader names what is wrong with it
+    if data is not None:  # (a missing or broken manifest is refused here, naming it)
+        chosen["dataset"] = manifest_of(Path(str(data))).get("config_hash")
     trainer = {k: getattr(args, k) for k in _SAME_ON_RESUME if hasattr(args, k)}
     text = json.dumps({"hsa": chosen, "trainer": trainer}, default=str)
     return json.loads(text)  # as the record reads back, to compare with it
