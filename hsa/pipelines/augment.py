@@ -420,15 +420,18 @@ class _Planner:
                         self._pool.submit(int).result()
         return self._pool
 
-    def close(self, *, failed: bool = False) -> None:
-        """Stop the workers once their work is done; when the job ``failed`` (interrupted, a
-        bad row), once the chunks they are planning are, dropping the rest. (Terminating a
-        worker could cut its answer short in the pool's pipe, which would then wait forever
-        for the rest.)"""
+    def close(self) -> None:
+        """Stop the workers once the chunks they are planning are done, dropping the queued
+        rest (a job that failed or was interrupted does not want them; one that finished has
+        none). Terminating a worker could cut its answer short in the pool's pipe, which
+        would then wait forever for the rest. It waits for the pool to wind down: a pool left
+        winding down as the interpreter exits races the pool's exit hook, which then prints a
+        traceback (``OSError: Bad file descriptor`` from its wakeup pipe) after ``hsa:
+        aborted``; the chunks in hand take a second or two."""
         self._ahead = []
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=not failed, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def index(self, group: LazyPlan, slot: int) -> int:
         """The engine index of variant ``slot`` of ``group``, registering it on first use."""
@@ -562,10 +565,8 @@ def augment_locked(
         job = _Job(source, out, config, k, seed, known, planner, report.timings)
         with _full_collections_by_batch():
             marks, totals = _batches(job, report, progress)
-    except BaseException:
-        planner.close(failed=True)
-        raise
-    planner.close()
+    finally:
+        planner.close()
     timings = report.timings
     started = time.perf_counter()
     stats, engine_stats = totals["stats"], totals["engine"]
