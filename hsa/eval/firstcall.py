@@ -138,6 +138,9 @@ async def first_reply(
     name, keys, exact, failure = judge(want, got, problem, named)
     if failure is not None and reason == "ok":
         reason = f"{failure}: expected {_show(want)}, got {_show(got)}"
+    if failure is not None and response.finish_reason == "length":
+        # scored as written, but a reply cut off at max_tokens explains the failure
+        failure, reason = "truncated", f"cut off at the token limit: {reason}"
     rules = [n for n, _, _ in variant.rules]
     latency = round(response.latency_s, 6)
     row = {

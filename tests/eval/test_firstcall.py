@@ -80,3 +80,21 @@ def test_the_right_tool_with_refused_arguments_matches_the_name_only(livestream,
     rows = pq.read_table(tmp_path / "fixed" / EPISODES).to_pylist()
     refused = [r for r in rows if r["failure"] == "invalid_arguments"]
     assert refused and all(r["name_match"] and not r["keys_match"] for r in refused)
+
+
+def test_a_failed_reply_cut_off_at_the_token_limit_is_classed_truncated(livestream, tmp_path):
+    from hsa.teachers.backends.base import Backend, BackendStats
+    from hsa.teachers.request import ChatResponse, assistant_message
+
+    class CutOff(Backend):
+        name = "cut-off"
+        stats = BackendStats()
+
+        async def chat(self, request):
+            return ChatResponse(assistant_message("Let me look that up for", []), "length")
+
+    config = EvalConfig(suites=("firstcall",), tasks=3, variants=1)
+    evaluate(config, tmp_path / "out", env=livestream, backend=CutOff())
+    rows = pq.read_table(tmp_path / "out" / EPISODES).to_pylist()
+    assert rows and {r["failure"] for r in rows} == {"truncated"}
+    assert all(r["reason"].startswith("cut off at the token limit: ") for r in rows)

@@ -217,7 +217,11 @@ class OpenAIBackend(Backend):
                 else:
                     latency = time.monotonic() - started
                     self.limit.on_success(latency)
-                    response = _response(completion, latency, attempt + 1, self._shown)
+                    try:
+                        response = _response(completion, latency, attempt + 1, self._shown)
+                    except TeacherError:
+                        self.stats.failures["not a chat completion"] += 1
+                        raise
                     self.stats.record(response)
                     self._gone = None
                     return response

@@ -241,8 +241,10 @@ def test_a_body_that_is_not_json_is_retried_then_reported(monkeypatch):
     # a JSON body that is no chat completion says what it lacks
     [error] = ask_all(answering(Answered(200, b'{"choices": []}')), ["x"])
     assert "the endpoint's answer is not a chat completion (no choices)" in str(error)
-    [error] = ask_all(answering(Answered(200, b'{"id": "x"}')), ["x"])
+    b = answering(Answered(200, b'{"id": "x"}'))
+    [error] = ask_all(b, ["x"])
     assert "not a chat completion (no 'choices' field)" in str(error)
+    assert b.stats.failures == {"not a chat completion": 1}  # said among failed attempts
 
 
 def test_retry_after_is_honoured_and_503_s_reason_is_reported(monkeypatch):
