@@ -181,13 +181,25 @@ def release(folder: str | Path, token: str) -> None:
 def hold(folder: str | Path, *, command: str | None = None) -> Iterator[None]:
     """Hold the lock of ``folder`` for the ``with`` block (see the module docstring). A
     folder the block created and left empty (a run refused before it wrote anything) is
-    removed with the lock."""
-    created = not Path(folder).exists()
+    removed with the lock, and so are the parents made for it that are left empty."""
+    created = _missing(Path(folder))
     token = acquire(folder, command=command)
     try:
         yield
     finally:
         release(folder, token)
-        if created:
-            with contextlib.suppress(OSError):
-                Path(folder).rmdir()
+        for path in created:  # the folder first, then the parents made for it
+            try:
+                path.rmdir()
+            except OSError:
+                break
+
+
+def _missing(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, innermost first."""
+    out: list[Path] = []
+    path = folder.absolute()
+    while not path.exists() and path != path.parent:
+        out.append(path)
+        path = path.parent
+    return out

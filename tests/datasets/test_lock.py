@@ -160,6 +160,21 @@ def test_a_folder_a_refused_run_created_is_removed_and_any_other_kept(tmp_path: 
     assert tmp_path.is_dir()  # a folder that was there before stays, empty or not
 
 
+def test_the_parents_a_refused_run_created_are_removed_up_to_the_first_that_was_there(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "keep.txt").write_text("mine")
+    with pytest.raises(RuntimeError), hold(tmp_path / "runs" / "a" / "b" / "out"):
+        raise RuntimeError("refused before writing anything")
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["keep.txt"]
+    # a parent the run made but that holds something else by the end stays
+    with pytest.raises(RuntimeError), hold(tmp_path / "runs" / "c" / "out"):
+        (tmp_path / "runs" / "c" / "other.txt").write_text("written meanwhile")
+        raise RuntimeError("refused")
+    assert sorted(p.name for p in (tmp_path / "runs" / "c").iterdir()) == ["other.txt"]
+
+
 def test_a_file_where_the_output_folder_should_be_is_named(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("")
     for out in (tmp_path / "afile", tmp_path / "afile" / "sub"):
