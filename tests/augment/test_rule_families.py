@@ -191,6 +191,26 @@ def test_argument_rewrites_invert_exactly(args, seed):
     assert not errors, errors[0].message
 
 
+def test_parameter_renames_follow_into_the_arguments_an_input_hook_sets_and_removes():
+    hook = Hook(
+        "trim-search",
+        "pre_tool_use",
+        "update_input",
+        "Searches are capped.",
+        Matcher(tool="search"),
+        params={"set": {"limit": 5}, "remove": ["sort"]},
+    )
+    harness = make_harness().replace(hooks=[hook])
+    params = {"fraction": 1.0, "style": "pascal"}
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.rename_params"), params)], seed=0)
+    steps = rewrite.mapping.tools["search"].steps
+    (limit,) = apply_steps({"limit": 1}, steps)
+    (sort,) = apply_steps({"sort": "price"}, steps)
+    assert (limit, sort) == ("Limit", "Sort")
+    renamed = rewrite.harness.hook("trim-search")
+    assert renamed.params == {"set": {"Limit": 5}, "remove": ["Sort"]}
+
+
 def test_tool_renames_follow_into_allowed_tools_of_skills():
     harness = make_harness()
     first, *rest = harness.skills

@@ -202,7 +202,7 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
 
 @rule(
     "tools.rename_params",
-    version="1",
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -273,9 +273,14 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
 
 
 def _rename_hook_input(hook: Hook, table: dict[str, str]) -> Hook:
-    """An ``update_input`` hook sets arguments by name: it must set the renamed ones."""
-    values = hook.params.get("set") if hook.effect == "update_input" else None
-    if not isinstance(values, dict):
+    """An ``update_input`` hook sets and removes arguments by name: it must name the renamed
+    ones."""
+    if hook.effect != "update_input":
         return hook
-    new_set = {table.get(k, k): v for k, v in values.items()}
-    return dataclasses.replace(hook, params={**hook.params, "set": new_set})
+    params = dict(hook.params)
+    values, removed = params.get("set"), params.get("remove")
+    if isinstance(values, dict):
+        params["set"] = {table.get(k, k): v for k, v in values.items()}
+    if isinstance(removed, list):
+        params["remove"] = [table.get(k, k) if isinstance(k, str) else k for k in removed]
+    return hook if params == hook.params else dataclasses.replace(hook, params=params)
