@@ -127,7 +127,10 @@ def _load_plugins() -> None:
         try:
             _register_object(ep.load(), ep)
         except Exception as exc:  # one broken third-party package must not take hsa down
-            error = exc.message if isinstance(exc, RuleError) else one_line(exc)
+            error = one_line(exc)
+            if isinstance(exc, RuleError):  # named by the rule at fault, not the entry point
+                own = exc.where and not exc.where.startswith("entry point ")
+                error = f"{exc.where}: {exc.message}" if own else exc.message
             withdrawn = tuple(dict.fromkeys(_LOADING))
             for name in withdrawn:
                 _RULES.pop(name, None)

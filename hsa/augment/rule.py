@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, best_match
 
 from hsa.augment.mapping import IDENTITY, RewriteMapping
 from hsa.augment.param_schemas import copy_json
@@ -167,6 +167,15 @@ class Rule:
                 f"parameter schema is not valid JSON Schema: {exc.message}",
                 where=f"rule {self.name!r}",
             ) from None
+        root = Draft202012Validator(self.params)  # resolves the $refs of a property's schema
+        for key, sub in (self.params.get("properties") or {}).items():
+            if isinstance(sub, MappingABC) and "default" in sub:
+                error = best_match(root.evolve(schema=sub).iter_errors(sub["default"]))
+                if error is not None:
+                    raise RuleError(
+                        f"the default of {key!r} breaks its own schema: {error.message}",
+                        where=f"rule {self.name!r}: params.{key}",
+                    )
         if not self.doc.strip():
             raise RuleError("a rule needs a docstring", where=f"rule {self.name!r}")
         object.__setattr__(self, "params_text", _schema_text(self.params))
@@ -225,7 +234,7 @@ class Rule:
                 where=f"rule {self.name!r}",
             )
         try:
-            rewrite = self.fn(harness, rng, resolved, context)
+            rewrite = self.fn(harness, rng, resolved, self.sees(context))
         except RuleError:
             raise
         except Exception as exc:
@@ -241,6 +250,16 @@ class Rule:
                 f"returned {type(rewrite).__name__}, not a Rewrite", where=f"rule {self.name!r}"
             )
         return rewrite
+
+    def sees(self, context: Context) -> Context:
+        """What of ``context`` the rule is given: the fields it declares in ``needs`` (the
+        others are ``None``, as when no trajectory is known), so that a rule reads the same
+        wherever it runs, ``hsa rules check`` with its trajectories included."""
+        if all(name in self.needs or not context.has(name) for name in CONTEXT_FIELDS):
+            return context
+        return Context(
+            **{n: getattr(context, n) if n in self.needs else None for n in CONTEXT_FIELDS}
+        )
 
 
 def _resolve(name: str, schema: MappingABC[str, Any], params: dict[str, Any]) -> dict[str, Any]:

@@ -312,19 +312,22 @@ def _print_table(chosen, reports, n_subjects, seeds, broken) -> None:
         # In a pipe rich assumes 80 columns; a table cut to fit would hide the counts.
         out = Console(width=200, highlight=False, color_system=None)
     out.print(table)
+    problems = []
     if failed:
         err = error_console()
         for name, counts in failed:
             for trajectory_id, failure in counts.failures[:3]:
                 err.print(f"{name}: {trajectory_id}: {failure}", markup=False)
-        fail(
+        problems.append(
             f"{len(failed)} rule(s) failed a task-preservation check: "
             + ", ".join(n for n, _ in failed)
         )
     if broken:
         # "Every rule" includes the ones a broken plugin would have added: unchecked is not ok.
-        fail(
+        problems.append(
             f"{_count(len(broken), 'plugin')} failed to load; their rules were not checked: "
             + "; ".join(str(b) for b in broken)
         )
+    if problems:
+        fail("\n".join(problems))
     console().print(f"ok: {_count(len(chosen), 'rule')} passed every check")

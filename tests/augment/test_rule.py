@@ -133,3 +133,27 @@ def test_the_simplest_rule_of_the_guide_runs_and_passes_its_checks(plugins, harn
     assert rewrite.harness.skill_tool == harness.skill_tool
     report = check_rewrite(harness, rewrite, events)
     assert report.ok, [str(f) for f in report.failures]
+
+
+def test_a_rule_sees_only_the_context_fields_it_declares(harness):
+    seen = []
+
+    def record(harness, rng, params, context):
+        seen.append(context)
+        return Rewrite(harness)
+
+    full = Context(frozenset({"get_order"}), frozenset({"returns-policy"}))
+    Rule("tools.y", "1", record, doc="Do y.").run(harness, random.Random(0), {}, full)
+    needs = frozenset({"used_tools"})
+    Rule("tools.z", "1", record, doc="Do z.", needs=needs).run(harness, random.Random(0), {}, full)
+    assert seen == [Context(), Context(frozenset({"get_order"}))]
+
+
+def test_a_default_that_its_own_schema_refuses_is_refused_when_the_rule_is_made():
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 5, "default": 1}},
+    }
+    with pytest.raises(RuleError, match="the default of 'n' breaks its own schema") as caught:
+        Rule("tools.y", "1", _noop, params=schema, doc="Do y.")
+    assert caught.value.where == "rule 'tools.y': params.n"

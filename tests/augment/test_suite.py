@@ -149,6 +149,18 @@ def test_a_rule_that_draws_from_anything_but_rng_fails():
     assert "gave two different rewrites for seed 0: draw everything from rng" in describe(report)
 
 
+def test_a_rule_that_reads_the_trajectory_without_declaring_the_need_is_checked_as_it_runs():
+    # Planning gives such a rule no trajectory; checked with one, it used to pass every check
+    # and then write rows whose calls name tools their harness no longer lists.
+    def keep_used(harness, rng, params, context):
+        used = context.used_tools or frozenset()
+        return Rewrite(harness.replace(tools=[t for t in harness.tools if t.name in used]))
+
+    report = _check_one(keep_used)
+    assert not report.ok
+    assert report.outcomes["schema"] == "fail"
+
+
 def test_a_corpus_whose_entries_are_all_unscored_says_why_nothing_is_checked(external):
     from hsa.errors import HsaError
 

@@ -268,6 +268,43 @@ def _unimportable_distribution(root: Path) -> None:
     (info / "entry_points.txt").write_text("[hsa.rules]\nacme_missing = acme_missing_rules\n")
 
 
+BADLY_NAMED = '''
+    from hsa.augment import Rewrite, rule
+
+
+    @rule("acme.fine")
+    def fine(harness, rng, params, context):
+        """Change nothing."""
+        return Rewrite(harness)
+
+
+    @rule("Acme-Shout")
+    def shout(harness, rng, params, context):
+        """Shout."""
+        return Rewrite(harness)
+'''
+
+
+def test_a_broken_plugin_names_its_rule_at_fault_and_is_said_beside_failing_rules(tmp_path):
+    _fake_distribution(tmp_path)
+    (tmp_path / "acme_named.py").write_text(textwrap.dedent(BADLY_NAMED))
+    info = tmp_path / "acme_named-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-named\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[hsa.rules]\nacme = acme_named\n")
+    env = {"PYTHONPATH": str(tmp_path)}
+    listed = hsa("rules", "list", env=env)
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith("acme ")]
+    assert "rule 'Acme-Shout': a rule name is 'family.verb'" in row
+    every = hsa("rules", "check", "--harness", str(DEMO), "--seeds", "1", env=env)
+    assert every.returncode == 1
+    errors = [x for x in every.stderr.splitlines() if x.startswith("hsa: error: ")]
+    assert len(errors) == 2, every.stderr
+    assert "rule(s) failed a task-preservation check: broken.crash, " in errors[0]
+    assert "1 plugin failed to load; their rules were not checked: " in errors[1]
+    assert "rule 'Acme-Shout'" in errors[1]
+
+
 def _build_config(path: Path, recipe) -> Path:
     import yaml
 
