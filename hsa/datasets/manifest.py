@@ -82,8 +82,8 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
         if found.get("config_hash") != digest:
             raise DatasetError(
                 f"holds another dataset (config hash {str(found.get('config_hash'))[:12]}, "
-                f"this run's is {digest[:12]}: other settings, or another version of hsa); "
-                "choose another --out or delete it",
+                f"this run's is {digest[:12]}: other settings, or another version of hsa or "
+                "of a rule the recipe names); choose another --out or delete it",
                 file=str(out),
             )
         if not damaged(out, found):
@@ -220,14 +220,7 @@ def remove_temporaries(out: Path) -> None:
 def partial_data(out: Path) -> list[str]:
     """What a run has written into ``out`` that took work to make: completed batches, shards,
     teacher output (shards, completion marks, cached teacher answers)."""
-    held = []
-    done_dir = out / STATE / "done"
-    marks = len(list(done_dir.glob("*.json"))) if done_dir.is_dir() else 0
-    if marks:
-        held.append(f"{marks} completed batch(es)")
-    data = out / "data"
-    if data.is_dir() and any(p.is_file() for p in data.rglob("*")):
-        held.append("shards under data/")
+    held = dataset_data(out)
     source = out / STATE / "source"
     if source.is_dir():
         kept = [
@@ -240,6 +233,19 @@ def partial_data(out: Path) -> list[str]:
         ]
         if kept or _cached_answers(source / "cache.sqlite"):
             held.append(f"teacher output under {STATE}/source/")
+    return held
+
+
+def dataset_data(out: Path) -> list[str]:
+    """The part of ``partial_data`` that belongs to the dataset (a config's own rows)."""
+    held = []
+    done_dir = out / STATE / "done"
+    marks = len(list(done_dir.glob("*.json"))) if done_dir.is_dir() else 0
+    if marks:
+        held.append(f"{marks} completed batch(es)")
+    data = out / "data"
+    if data.is_dir() and any(p.is_file() for p in data.rglob("*")):
+        held.append("shards under data/")
     return held
 
 

@@ -306,9 +306,9 @@ def build(
     """Run the build ``config`` into ``out`` (default: the config's ``out``).
 
     ``out`` is locked while the build runs (``hsa.datasets.lock``). Recorded trajectories
-    with nothing to augment are refused before anything is written; a teacher's output with
-    nothing to augment (every trajectory unverified) is refused after the teacher, and kept
-    for a rerun with a corrected ``augment`` section.
+    with nothing to augment are refused before anything is written. A teacher's output is
+    kept when the augment stage fails before it writes a row (a rule that raises, every
+    trajectory unverified), for a rerun with a corrected ``augment`` section.
     """
     out = config.output(out)
     identity = config.identity()
@@ -339,6 +339,10 @@ def build(
             except HsaError:
                 if not mf.partial_data(out):  # failed before writing anything: nothing to
                     mf.clear_state(out)  # finish, so no run is left to look unfinished
+                elif not mf.dataset_data(out):
+                    # The teacher's output stays (a rerun reuses it when the source and teacher
+                    # are unchanged); this config wrote no row, so a corrected config may run.
+                    mf.clear_run(out)
                 raise
     except HsaError:
         if not existed:  # the folders it made, when they are empty
@@ -369,13 +373,7 @@ def _build(
         report.tasks, report.verified, report.teacher_skipped = taught[:3]
         report.restated, report.left_out = taught[3:]
         src = open_source(out / SOURCE_DIR)
-        try:
-            check_not_empty(src, augment_config)
-        except HsaError:
-            # The teacher's output stays (a rerun reuses it when the source and teacher are
-            # unchanged); this config's run state goes, so a corrected config may run.
-            mf.clear_run(out)
-            raise
+        check_not_empty(src, augment_config)
     else:
         src = recorded
 

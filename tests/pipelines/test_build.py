@@ -285,6 +285,27 @@ def test_a_teacher_that_verified_nothing_is_refused_and_the_fix_reruns(
         build(load_config(write(tmp_path, other)), out=tmp_path / "ds")
 
 
+def test_a_rule_that_fails_after_the_teacher_leaves_its_output_for_the_corrected_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hsa.augment import Rule, registry
+
+    def crash(harness, rng, params, context):
+        raise ValueError("no such tool")
+
+    monkeypatch.setitem(registry._RULES, "fake.crash", Rule("fake.crash", "1", crash, doc="C."))
+    data = {
+        "source": {"env": "livestream", "tasks": 3},
+        "augment": {"workers": 1, "recipe": {"rules": [{"rule": "fake.crash"}]}},
+    }
+    with pytest.raises(HsaError, match=r"rule 'fake\.crash': raised ValueError"):
+        build(load_config(write(tmp_path, data)), out=tmp_path / "ds")
+    # the teacher's work is kept, and the config with the rule left out runs on it
+    fixed = {**data, "augment": {"workers": 1, "recipe": {"rules": [{"rule": "tools.rename"}]}}}
+    report = build(load_config(write(tmp_path, fixed)), out=tmp_path / "ds")
+    assert report.teacher_skipped and report.augment.trajectories == 3
+
+
 @pytest.mark.parametrize(
     ("source", "where", "what"),
     [
