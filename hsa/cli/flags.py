@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,16 @@ from hsa.errors import HsaError
 AUGMENT = "hsa.pipelines.augment:AugmentConfig"
 TEACH = "hsa.teachers.config:TeachConfig"
 EVAL = "hsa.eval.config:EvalConfig"
+
+
+class Span(click.FloatRange):
+    """A number within bounds; NaN, which compares false with any bound, is refused too."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value} is not in the range {self._describe_range()}.", param, ctx)
+        return number
 
 
 class Setting(click.Option):

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from hsa.cli.collector import TUNE_GC, gc_tuned
-from hsa.cli.flags import TEACH, Setting, api_key_env_option, given, said_as_flags
+from hsa.cli.flags import TEACH, Setting, Span, api_key_env_option, given, said_as_flags
 from hsa.cli.output import console, error_console, progress
 
 #: ``--env-path``: the corpus an environment is read from, its ``path`` option
@@ -215,21 +215,21 @@ def _summary(report: Any) -> None:
 )
 @click.option(
     "--latency-ms",
-    type=click.FloatRange(min=0),
+    type=Span(0, 600_000),  # a finite delay: inf and nan are refused
     default=0.0,
     show_default=True,
-    help="Delay before every answer.",
+    help="Delay before every answer (at most ten minutes).",
 )
 @click.option(
     "--fail-rate",
-    type=click.FloatRange(0, 1),
+    type=Span(0, 1),
     default=0.0,
     show_default=True,
     help="Share of requests answered HTTP 429 or 500 (half each).",
 )
 @click.option(
     "--malformed-rate",
-    type=click.FloatRange(0, 1),
+    type=Span(0, 1),
     default=0.0,
     show_default=True,
     help="Share of requests whose tool call comes back malformed.",

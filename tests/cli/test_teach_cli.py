@@ -206,13 +206,21 @@ def test_a_busy_port_is_a_one_line_error():
     assert done.stderr.startswith("hsa: error: cannot listen on 127.0.0.1:")
 
 
-@pytest.mark.parametrize("port", ["-1", "70000"])
-def test_a_port_out_of_range_is_refused_without_a_traceback(port):
+@pytest.mark.parametrize(
+    ("flag", "value", "bounds"),
+    [
+        ("--port", "-1", "0<=x<=65535"),
+        ("--port", "70000", "0<=x<=65535"),
+        ("--latency-ms", "inf", "0<=x<=600000"),  # it would answer nothing, never failing
+        ("--latency-ms", "nan", "0<=x<=600000"),
+    ],
+)
+def test_a_setting_out_of_range_is_refused_without_a_traceback(flag, value, bounds):
     done = subprocess.run(
-        [*HSA, "serve", "oracle", "--port", port], capture_output=True, text=True, timeout=60
+        [*HSA, "serve", "oracle", flag, value], capture_output=True, text=True, timeout=60
     )
     assert done.returncode != 0 and "Traceback" not in done.stderr
-    assert f"Invalid value for '--port': {port} is not in the range 0<=x<=65535" in done.stderr
+    assert f"Invalid value for '{flag}': {value} is not in the range {bounds}" in done.stderr
 
 
 def test_teach_builds_its_environment_from_env_path(tmp_path, external):
