@@ -33,8 +33,8 @@ from jsonschema import Draft202012Validator
 
 from hsa.config import loads_yaml, schema_problem
 from hsa.errors import RuleError
+from hsa.harness.jsonvalues import json_path
 from hsa.harness.pickling import by_fields
-from hsa.harness.validate import json_path
 
 
 @lru_cache(maxsize=1)

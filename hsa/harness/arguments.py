@@ -22,8 +22,8 @@ from typing import Any
 
 from jsonschema.validators import Draft202012Validator
 
+from hsa.harness.jsonvalues import json_path
 from hsa.harness.model import Harness, Tool
-from hsa.harness.validate import json_path
 
 
 @lru_cache(maxsize=4096)

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from hsa.errors import HsaError
+from hsa.harness.jsonvalues import may_be_unwritable, unwritable
 from hsa.harness.model import compact_json
 
 
@@ -142,15 +143,11 @@ def _json_object(row: Mapping[str, Any], key: str) -> dict[str, Any]:
         raise ValueError(f"field {key!r} is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ValueError(f"field {key!r} must hold a JSON object")
-    if isinstance(raw, str) and "\\u" in raw:
-        # JSON may escape a lone surrogate (\ud800) that no UTF-8 text, so no row, can hold
-        try:
-            json.dumps(value, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(
-                f"field {key!r} escapes a lone surrogate (a \\ud800-\\udfff escape without "
-                "its pair), which UTF-8 text cannot hold"
-            ) from None
+    if isinstance(raw, str) and may_be_unwritable(raw):
+        # Python's reader takes NaN and lone surrogate escapes, which no row can hold
+        bad = unwritable(value, key, wide=False)
+        if bad is not None:
+            raise ValueError(f"field {bad[0]}: {bad[1]}")
     return value
 
 

@@ -13,6 +13,7 @@ import jsonschema
 from jsonschema.validators import Draft202012Validator
 
 from hsa.errors import HarnessError, HarnessValidationError, HsaError, ProtocolError, TemplateError
+from hsa.harness.jsonvalues import json_path, may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Tool
 from hsa.harness.prompt import system_prompt
 from hsa.harness.sandbox import check_template, message_fields
@@ -23,19 +24,6 @@ def harness_schema() -> dict[str, Any]:
     """The published JSON Schema of a harness document."""
     text = resources.files("hsa.harness").joinpath("schema/harness.schema.json").read_text("utf-8")
     return json.loads(text)
-
-
-def json_path(parts: Any) -> str:
-    """Render a jsonschema-style path (``deque(['tools', 0, 'name'])``) as ``$.tools[0].name``."""
-    out = "$"
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
-            out += f".{part}"
-        else:
-            out += f"[{json.dumps(str(part), ensure_ascii=False)}]"
-    return out
 
 
 def document_problems(doc: Any, *, file: str | None = None) -> list[HsaError]:
@@ -411,43 +399,8 @@ def _parameter_problems_of(text: str) -> tuple[tuple[str, str], ...]:
     # without a "$ref" key anywhere there are no reference problems to look for
     schema = json.loads(text)
     found = tuple(_parameter_problems(schema, refs='"$ref"' in text))
-    wide = wide_integer(schema, "") if may_be_wide(text) else None
-    return found if wide is None else (*found, (wide, WIDE_INTEGER))
-
-
-#: the integers the JSON reader of ``datasets`` (ujson) reads: signed or unsigned 64-bit
-_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
-#: 2**63 has 19 digits: JSON text without a run of as many holds no integer past 64 bits
-_LONG = re.compile(r"\d{19}")
-WIDE_INTEGER = (
-    "an integer beyond 64 bits, which the datasets library's JSON reader refuses (a dataset "
-    "holding it would not load for training): write it as a string"
-)
-
-
-def may_be_wide(text: str) -> bool:
-    """Whether JSON ``text`` may hold an integer past 64 bits (``wide_integer`` tells)."""
-    return _LONG.search(text) is not None
-
-
-def wide_integer(value: Any, where: str) -> str | None:
-    """The path (under ``where``) of the first integer in the JSON value ``value`` outside 64
-    bits, or None."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return where if not _INT_RANGE[0] <= value <= _INT_RANGE[1] else None
-    if isinstance(value, Mapping):
-        items: Iterable[tuple[str, Any]] = (
-            (where + json_path([k])[1:], v) for k, v in value.items()
-        )
-    elif isinstance(value, list):
-        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
-    else:
-        return None
-    for at, item in items:
-        found = wide_integer(item, at)
-        if found is not None:
-            return found
-    return None
+    bad = unwritable(schema, "") if may_be_unwritable(text) else None
+    return found if bad is None else (*found, bad)
 
 
 def _parameter_problems(

@@ -44,7 +44,7 @@ from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import sha256_file
 from hsa.datasets.source import Source, open_source
 from hsa.errors import ConfigError, HsaError
-from hsa.harness.validate import json_path
+from hsa.harness.jsonvalues import json_path
 from hsa.pipelines.augment import AugmentConfig, AugmentReport, augment_locked, check_not_empty
 from hsa.pipelines.teach import teach
 from hsa.teachers.config import TeachConfig

@@ -231,6 +231,38 @@ ECHO = {"type": "function", "function": {"name": "echo", "parameters": {"type": 
             "line 2: $.messages[0].tool_calls[0].function.arguments.n[1]",
             "an integer beyond 64 bits",
         ),
+        *(
+            (
+                _row(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {**CALL, "function": {"name": "echo", "arguments": arguments}}
+                        ],
+                    },
+                    tools=[ECHO],
+                ),
+                "line 2: $.messages[0].tool_calls[0].function.arguments.n",
+                reason,
+            )
+            for arguments, reason in [
+                ('{"n": NaN}', "NaN or Infinity"),
+                ('{"n": -Infinity}', "NaN or Infinity"),
+                ('{"n": 1e309}', "NaN or Infinity"),  # read as an infinity
+                ('{"n": "\\ud800"}', "a lone surrogate"),
+            ]
+        ),
+        (
+            _row({"role": "tool", "tool_call_id": "c0", "content": "half \ud83d"}),
+            "line 2: $.messages[0].content",
+            "a lone surrogate",
+        ),
+        (
+            {**_row({"role": "user", "content": "a"}), "meta": {"score": float("nan")}},
+            "line 2: $.meta.score",
+            "NaN or Infinity",
+        ),
     ],
 )
 def test_bad_rows_name_file_line_and_path(tmp_path, row, where, reason):

@@ -11,6 +11,7 @@ from typing import Any
 
 from hsa.errors import HarnessError, HarnessValidationError, HsaError, ImportFormatError
 from hsa.harness.events import Trajectory
+from hsa.harness.jsonvalues import may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Section, Tool
 from hsa.harness.validate import harness_problems
 
@@ -163,9 +164,10 @@ def read_json(path: Path) -> Any:
     """The JSON document at ``path``; a syntax error names its line and column."""
     text = read_text(path)
     try:
-        return json.loads(text)
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise invalid_json(exc, path, exc.lineno) from None
+    return _writable(doc, text, path, "$")
 
 
 def text_lines(path: Path, *, at: Callable[[int], None] | None = None) -> Iterator[tuple[int, str]]:
@@ -220,7 +222,18 @@ def read_json_lines(
                 )
             raise invalid_json(exc, path, lineno, hint) from None
         first = False
-        yield lineno, row
+        yield lineno, _writable(row, line, path, f"line {lineno}: $")
+
+
+def _writable(value: Any, text: str, path: Path, where: str) -> Any:
+    """``value`` (read from the JSON ``text``), refused when it holds NaN, Infinity or a lone
+    surrogate, which Python's JSON reader accepts and no dataset row can hold. (Integers past
+    64 bits are refused where they reach a row: in arguments and schemas.)"""
+    if may_be_unwritable(text):
+        bad = unwritable(value, where, wide=False)
+        if bad is not None:
+            raise ImportFormatError(bad[1], file=str(path), where=bad[0])
+    return value
 
 
 def _one_document(path: Path, limit: int = 64 << 20) -> bool:

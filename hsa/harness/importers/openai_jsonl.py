@@ -33,10 +33,10 @@ from hsa.harness.importers.base import (
     system_section,
     task_row,
 )
+from hsa.harness.jsonvalues import may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Prompt, Tool
 from hsa.harness.parse import match_hook
 from hsa.harness.toolformats import tools_from_document
-from hsa.harness.validate import WIDE_INTEGER, may_be_wide, wide_integer
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -532,13 +532,13 @@ def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[s
             file=str(path),
             where=f"{fat}.arguments",
         )
-    return call_id, function["name"], _narrow(args, fat, path) if may_be_wide(raw) else args
+    return call_id, function["name"], _narrow(args, fat, path) if may_be_unwritable(raw) else args
 
 
 def _narrow(args: dict[str, Any], fat: str, path: Path) -> dict[str, Any]:
-    """``args`` (of the function at ``fat``), refused when they hold an integer past 64
-    bits."""
-    beyond = wide_integer(args, f"{fat}.arguments")
-    if beyond is not None:
-        raise ImportFormatError(WIDE_INTEGER, file=str(path), where=beyond)
+    """``args`` (of the function at ``fat``), refused when they hold a value no dataset row
+    can hold (``unwritable``)."""
+    bad = unwritable(args, f"{fat}.arguments")
+    if bad is not None:
+        raise ImportFormatError(bad[1], file=str(path), where=bad[0])
     return args

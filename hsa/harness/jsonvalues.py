@@ -1,0 +1,89 @@
+"""JSON values as hsa reads them: paths into them, and what no dataset row can hold.
+
+Python's JSON reader accepts more than JSON: NaN and Infinity, numbers past a double's range
+(read as infinities), escapes of lone UTF-16 surrogates (text UTF-8 cannot encode). And the
+JSON reader of ``datasets`` refuses integers outside 64 bits. ``unwritable`` finds the first
+such value, with its path, so an importer can refuse it naming where it is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+
+def json_path(parts: Any) -> str:
+    """Render a jsonschema-style path (``deque(['tools', 0, 'name'])``) as ``$.tools[0].name``."""
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(str(part), ensure_ascii=False)}]"
+    return out
+
+
+#: the integers the JSON reader of ``datasets`` (ujson) reads: signed or unsigned 64-bit
+_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+WIDE_INTEGER = (
+    "an integer beyond 64 bits, which the datasets library's JSON reader refuses (a dataset "
+    "holding it would not load for training): write it as a string"
+)
+NOT_FINITE = (
+    "NaN or Infinity (or a number past a double's range), which JSON has no way to write: "
+    "rows holding it would not be JSON; write it as a string or null"
+)
+LONE_SURROGATE = (
+    "a lone surrogate (a \\ud800-\\udfff escape without its pair), which UTF-8 text, so no "
+    "dataset row, can hold"
+)
+#: what JSON text holds before it can hold any of those: 19 digits in a row (2**63 has 19),
+#: Python's NaN and Infinity, an exponent of three digits, a surrogate escape
+_SUSPECT = re.compile(r"\d{19}|NaN|Infinity|\d[eE][+-]?\d{3}|\\u[dD][89a-fA-F]")
+
+
+def may_be_unwritable(text: str) -> bool:
+    """Whether the JSON ``text`` may hold a value ``unwritable`` finds (a quick look)."""
+    return _SUSPECT.search(text) is not None
+
+
+def unwritable(value: Any, where: str, *, wide: bool = True) -> tuple[str, str] | None:
+    """``(path, reason)`` of the first value in the JSON value ``value`` (at ``where``) that
+    no dataset row can hold as it is: NaN or Infinity, a string or key with a lone surrogate,
+    and with ``wide`` an integer outside 64 bits. None when there is none."""
+    if isinstance(value, str):
+        return (where, LONE_SURROGATE) if _lone_surrogate(value) else None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (where, NOT_FINITE)
+    if isinstance(value, int) and not isinstance(value, bool):
+        inside = _INT_RANGE[0] <= value <= _INT_RANGE[1]
+        return (where, WIDE_INTEGER) if wide and not inside else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            at = where + json_path([key])[1:]
+            if isinstance(key, str) and _lone_surrogate(key):
+                return at, LONE_SURROGATE
+            found = unwritable(item, at, wide=wide)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = unwritable(item, f"{where}[{i}]", wide=wide)
+            if found is not None:
+                return found
+    return None
+
+
+def _lone_surrogate(text: str) -> bool:
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
