@@ -329,6 +329,7 @@ def _jsonl_source(
         renamed_tools,
         repeated_id,
         silent_note,
+        unlike_skill_note,
     )
 
     _remove_stale_scratch()
@@ -339,6 +340,7 @@ def _jsonl_source(
     rows = 0
     renamed: dict[str, str] = {}
     silent: list[int] = []  # the lines of rows without an assistant turn
+    left_out: list[int] = []  # the lines of rows left out (``unlike_skill_note``)
     size = path.stat().st_size
     if progress is not None:
         progress(0, size)
@@ -350,6 +352,7 @@ def _jsonl_source(
             for chunk in chunks:
                 renamed.update(renamed_tools(chunk.harnesses))
                 silent += [t.metadata["line"] for t in chunk.trajectories if is_silent(t)]
+                left_out += chunk.left_out
                 if harness is not None:
                     for trajectory in chunk.trajectories:
                         _check_recorded(trajectory, harness, path)
@@ -377,7 +380,8 @@ def _jsonl_source(
     if harness is not None:
         digest.update(harness.to_json().encode("utf-8"))
     given = (harness,) if harness is not None else ()
-    notes = tuple(n for n in (legal_names_note(renamed), silent_note(silent)) if n)
+    said = (legal_names_note(renamed), silent_note(silent), unlike_skill_note(left_out))
+    notes = tuple(n for n in said if n)
     return Source(path, (spill,), (rows,), digest.hexdigest(), given, store, scratch, notes)
 
 

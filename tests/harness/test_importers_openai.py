@@ -462,6 +462,45 @@ def test_rows_under_a_given_harness_read_skill_loads_and_hooks(tmp_path):
         import_source(tmp_path / "agent" / "tools.json", harness=harness)
 
 
+def test_a_row_whose_skill_load_came_back_as_other_than_the_skill_is_left_out_and_said(
+    tmp_path,
+):
+    harness = Harness(
+        id="agent",
+        skills=(Skill("greet", "greet", "How to greet.", "Say hello.\n\nThen wave."),),
+        skill_tool=Tool(
+            "load_skill",
+            parameters={"type": "object", "properties": {"name": {"type": "string"}}},
+        ),
+    )
+    load = {
+        "id": "x",
+        "type": "function",
+        "function": {"name": "load_skill", "arguments": '{"name": "greet"}'},
+    }
+
+    def row(result: dict) -> dict:
+        return _row(
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [load]},
+            {"role": "tool", "tool_call_id": "x", **result},
+            {"role": "assistant", "content": "Hello!"},
+        )
+
+    rows = [
+        row({"content": "---\nname: greet\n---\nSay hello.\r\n\r\nThen wave.\n"}),  # kept
+        row({"content": "ERROR: skill temporarily unavailable"}),
+        row({"content": "Say hello.\n\nThen wave.", "is_error": True}),
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path, harness=harness)
+    assert [t.metadata["line"] for t in result.trajectories] == [1]
+    (note,) = result.notes
+    assert note.startswith("2 row(s) left out: a skill load's recorded result is not the skill")
+    assert note.endswith("line(s) 2, 3")
+
+
 def _lookup(call_id: str, order: str) -> dict:
     arguments = json.dumps({"order_id": order})
     return {

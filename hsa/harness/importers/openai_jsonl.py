@@ -34,7 +34,7 @@ from hsa.harness.importers.base import (
     task_row,
 )
 from hsa.harness.jsonvalues import may_be_unwritable, unwritable
-from hsa.harness.model import Harness, Prompt, Tool
+from hsa.harness.model import Harness, Prompt, Skill, Tool
 from hsa.harness.parse import match_hook
 from hsa.harness.toolformats import tools_from_document
 
@@ -55,6 +55,9 @@ class Chunk(NamedTuple):
     harnesses: list[Harness]
     trajectories: list[Trajectory]
     read: int = 0
+    #: lines of rows left out: a skill load whose recorded result is not the skill
+    #: (``unlike_skill``)
+    left_out: tuple[int, ...] = ()
 
 
 def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> ImportResult:
@@ -66,9 +69,11 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
     """
     harnesses: list[Harness] = [] if harness is None else [harness]
     trajectories: list[Trajectory] = []
+    left_out: list[int] = []
     for chunk in read_openai_jsonl(path, harness=harness):
         harnesses.extend(chunk.harnesses)
         trajectories.extend(chunk.trajectories)
+        left_out.extend(chunk.left_out)
     repeat = first_repeat(pa.array([t.id for t in trajectories], pa.string()))
     if repeat is not None:
         first, second = (trajectories[i] for i in repeat)
@@ -89,6 +94,7 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
     notes = (
         legal_names_note(renamed_tools(harnesses)),
         silent_note([t.metadata["line"] for t in trajectories if is_silent(t)]),
+        unlike_skill_note(left_out),
     )
     return ImportResult(
         harnesses=tuple(harnesses),
@@ -116,6 +122,29 @@ def silent_note(lines: Sequence[int]) -> str | None:
         f"{len(lines):,} row(s) have no assistant turn, so nothing to train on (kept, as read): "
         f"line(s) {first_few([str(n) for n in lines])}"
     )
+
+
+def unlike_skill_note(lines: Sequence[int]) -> str | None:
+    """What a user reads about rows left out for a skill load whose recorded result is not
+    the skill (``lines``: where they are)."""
+    if not lines:
+        return None
+    return (
+        f"{len(lines):,} row(s) left out: a skill load's recorded result is not the skill's "
+        "content (an error, or other text), and a rendered row shows a load's result from the "
+        f"harness's skill, so it would show a load that did not happen: line(s) "
+        f"{first_few([str(n) for n in lines])}"
+    )
+
+
+class _UnlikeSkill(Exception):
+    """A skill load's recorded result is not the skill: the row is left out."""
+
+
+def _is_skill(content: str, skill: Skill) -> bool:
+    """Whether a skill load's recorded result ``content`` shows ``skill``: it holds the
+    skill's content (whitespace aside: a source may add the front matter or a heading)."""
+    return " ".join(skill.content.split()) in " ".join(content.split())
 
 
 def renamed_tools(harnesses: Iterable[Harness]) -> dict[str, str]:
@@ -177,6 +206,7 @@ def read_openai_jsonl(
     found: list[Harness] = []
     first_lines: list[int] = []  # the line each harness of ``found`` was first met on
     trajectories: list[Trajectory] = []
+    left_out: list[int] = []
     read = 0
 
     def at(offset: int) -> None:
@@ -208,7 +238,11 @@ def read_openai_jsonl(
                 groups[key] = under
                 found.append(under)
                 first_lines.append(lineno)
-        events, call_ids = _events(messages, start, under, path, where)
+        try:
+            events, call_ids = _events(messages, start, under, path, where)
+        except _UnlikeSkill:
+            left_out.append(lineno)
+            continue
         extra = {k: v for k, v in row.items() if k not in ("messages", *TOOL_KEYS)}
         metadata: dict[str, Any] = {"line": lineno, "call_ids": call_ids}
         if extra:
@@ -226,11 +260,11 @@ def read_openai_jsonl(
         )
         if len(trajectories) == chunk:
             check_harnesses(found, source=str(path), lines=first_lines)
-            yield Chunk(found, trajectories, read)
-            found, first_lines, trajectories = [], [], []
-    if trajectories or found:
+            yield Chunk(found, trajectories, read, tuple(left_out))
+            found, first_lines, trajectories, left_out = [], [], [], []
+    if trajectories or found or left_out:
         check_harnesses(found, source=str(path), lines=first_lines)
-        yield Chunk(found, trajectories, path.stat().st_size)
+        yield Chunk(found, trajectories, path.stat().st_size, tuple(left_out))
 
 
 def _several_groups(path: Path) -> bool:
@@ -366,7 +400,7 @@ def _events(
     # id cannot merge two calls; a source id points at its latest call, or at None when two
     # calls of one assistant message share it, with the index of that message.
     latest: dict[str, tuple[str | None, int]] = {}
-    answered_by_skill: set[str] = set()
+    answered_by_skill: dict[str, Skill] = {}  # call id -> the skill it loads
     function_call: tuple[str, str] | None = None  # the older form's call (id, name) to answer
     for k in range(start, len(messages)):
         message = messages[k]
@@ -423,14 +457,15 @@ def _events(
                 name = rename.get(name, name)
                 if name == skill_tool:
                     skill = args.get(harness.skill_arg or "")
-                    if not isinstance(skill, str) or harness.skill(skill) is None:
+                    loaded = harness.skill(skill) if isinstance(skill, str) else None
+                    if loaded is None:
                         raise ImportFormatError(
                             f"{skill_tool} must name one of the harness's skills, got {skill!r}",
                             file=str(path),
                             where=f"{fat}.arguments",
                         )
-                    answered_by_skill.add(call_id)
-                    events.append(SkillLoad(skill))
+                    answered_by_skill[call_id] = loaded
+                    events.append(SkillLoad(loaded.id))
                 elif name not in tools:
                     raise ImportFormatError(
                         f"calls {name!r}, which is not one of the row's tools"
@@ -471,9 +506,14 @@ def _events(
                     file=str(path),
                     where=f"{at}.tool_call_id",
                 )
-            if answered in answered_by_skill:
-                continue  # the skill's content, shown by the harness when it renders the load
             content = _text(message.get("content"), path, f"{at}.content")
+            if answered in answered_by_skill:
+                # the skill's content, shown by the harness when it renders the load; a result
+                # that is not the skill (a failed load) cannot be shown so: the row is left out
+                skill = answered_by_skill[answered]
+                if message.get("is_error") or not _is_skill(content, skill):
+                    raise _UnlikeSkill
+                continue
             events.append(ToolResult(answered, content, bool(message.get("is_error", False))))
         elif role in SYSTEM_ROLES:
             text = _text(message.get("content"), path, f"{at}.content")
