@@ -213,6 +213,15 @@ _PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*$")
 _WORD = re.compile(f"[{_BOUNDARY}]+")
 _QUOTES = "`'\""
 _SHORT = 4096
+#: a file path or URL in prose: a name in it names a file or folder (a skill's own
+#: ``scripts/data-report.py``, ``{lang}/claude-api/README.md``), not a tool or skill
+_PATH = re.compile(
+    r"(https?://[^\s)>\]]+"
+    r"|(?:[\w.{}~:@-]+/)+[\w{}~:@-]+\.[A-Za-z0-9]{1,8}(?!\w)"
+    r"|(?:[\w.{}~:@-]+/)+(?![\w{}~:@-])"  # a folder: its name and a slash
+    r"|[\w-]+\.(?:py|md|sh|txt|json|jsonl|yaml|yml|toml|js|ts|html|css|csv|xml|sql|pdf|docx"
+    r"|xlsx|pptx|png|jpg|jpeg|svg|ipynb)(?!\w))"
+)
 
 
 def _token_regex(names: Sequence[str], code_only: bool) -> re.Pattern[str] | None:
@@ -242,8 +251,9 @@ def replace_identifiers(text: str, table: Mapping[str, str], *, template: bool =
 
     Replacement is simultaneous (``a->b, b->a`` swaps) and token-aware: ``get_order`` is not
     touched inside ``get_order_details``. Names that are plain English words are replaced only
-    where marked as code. With ``template=True`` the Jinja2 code in ``{{ }}``, ``{% %}`` and
-    ``{# #}`` is left as it is.
+    where marked as code. File paths and URLs are left as they are: a name in
+    ``scripts/get_order.py`` names a file. With ``template=True`` the Jinja2 code in ``{{ }}``,
+    ``{% %}`` and ``{# #}`` is left as it is.
     """
     table = {k: v for k, v in table.items() if k and k != v and k in text}
     if not table:
@@ -264,6 +274,13 @@ def replace_identifiers(text: str, table: Mapping[str, str], *, template: bool =
 
         def swap(chunk: str) -> str:
             return _swap_spans(chunk, table, regexes)
+
+    if "/" in text or "." in text:
+        prose = swap
+
+        def swap(chunk: str) -> str:  # paths kept as they are
+            parts = _PATH.split(chunk)
+            return "".join(part if i % 2 else prose(part) for i, part in enumerate(parts))
 
     if not template:
         return swap(text)

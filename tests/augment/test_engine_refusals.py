@@ -87,7 +87,8 @@ def test_a_good_input_with_the_same_values_as_text_is_accepted(tmp_path: Path) -
     assert shards(out)
 
 
-def test_a_chat_file_render_refuses_names_its_line(tmp_path: Path) -> None:
+def test_a_chat_file_value_no_row_can_hold_is_refused_naming_its_line(tmp_path: Path) -> None:
+    # NaN (the Python call format could not write it either) is refused as the file is read
     harness = make_harness(Protocol("text", "python", False, "json"))
     (tmp_path / "harness.json").write_text(harness.to_json())
     call = {"id": "c1", "type": "function", "function": {"name": "search"}}
@@ -112,6 +113,6 @@ def test_a_chat_file_render_refuses_names_its_line(tmp_path: Path) -> None:
     assert done.returncode == 1
     errors = done.stderr.strip().splitlines()
     assert len(errors) == 1, done.stderr
-    assert errors[0].startswith(f"hsa: error: {source}: row 1 "), errors[0]
-    assert "NaN" in errors[0]
+    where = "line 2: $.messages[1].tool_calls[0].function.arguments.query"
+    assert errors[0].startswith(f"hsa: error: {source}: {where}: NaN or Infinity"), errors[0]
     assert shards(out) == []

@@ -77,6 +77,21 @@ def test_replacement_leaves_template_code_alone():
     assert out == "Use fetch_order. {{ get_order }} {% if get_order %}fetch_order{% endif %}"
 
 
+def test_replacement_leaves_file_paths_and_urls_alone():
+    # a skill's folder name is in the paths of its own files; renaming the skill renames no file
+    table = {"claude-api": "claude_api", "data-report": "x:data-report", "get_order": "fetch"}
+    text = (
+        "Read `{lang}/claude-api/README.md`, run scripts/data-report.py and open "
+        "[the template](templates/data-report.md) or https://example.com/get_order; "
+        "then use claude-api, data-report and get_order/get_order_status."
+    )
+    assert replace_identifiers(text, table) == (
+        "Read `{lang}/claude-api/README.md`, run scripts/data-report.py and open "
+        "[the template](templates/data-report.md) or https://example.com/get_order; "
+        "then use claude_api, x:data-report and fetch/get_order_status."
+    )
+
+
 def test_changing_styles_skip_styles_that_change_nothing():
     styles = ["random", "snake", "camel", "synonym"]
     assert changing_styles(["get_order"], styles, {"get": ["fetch"]}) == [

@@ -23,6 +23,7 @@ from hsa.augment.engine.events import CALL, HOOK, REQUIRED, Events
 from hsa.augment.engine.jsontext import STRING, Scan, scan
 from hsa.errors import DatasetError, HsaError
 from hsa.harness.events import Trajectory
+from hsa.harness.jsonvalues import UNWRITABLE_TEXT
 
 if TYPE_CHECKING:
     from hsa.augment.engine.batch import Locate
@@ -70,8 +71,6 @@ def _skeleton_fits(skeleton: str, flat_strings: bool) -> bool:
     return not flat_strings or all(v == "" for v in value.values())
 
 
-#: a JSON escape of a UTF-16 surrogate: half of a pair, or a lone one that UTF-8 cannot hold
-SURROGATE = r"\\u[dD][89a-fA-F]"
 
 
 def suspects(table: pa.Table, ev: Events) -> np.ndarray:
@@ -90,20 +89,20 @@ def suspects(table: pa.Table, ev: Events) -> np.ndarray:
     for name, code, flat in (("args", CALL, False), ("payload", HOOK, True)):
         at, _, sc = ev.json_field(name, code)
         bad[at[~valid_objects(sc, flat_strings=flat)]] = True
-        # a surrogate escape may be half of a pair or alone: from_row tells which
-        surrogate = pc.match_substring_regex(ev.fields[name], SURROGATE)
-        bad |= (ev.kind == code) & surrogate.fill_null(False).to_numpy(zero_copy_only=False)
+        suspect = pc.match_substring_regex(ev.fields[name], UNWRITABLE_TEXT)
+        bad |= (ev.kind == code) & suspect.fill_null(False).to_numpy(zero_copy_only=False)
     out[ev.traj[bad]] = True
     return out
 
 
 def _valid_column(column: pa.ChunkedArray) -> np.ndarray:
     """``valid_objects`` of a column, scanning each distinct text once (metadata repeats); a
-    text with a surrogate escape counts as invalid, for ``from_row`` to judge."""
+    text that may hold what no row can (``UNWRITABLE_TEXT``: NaN, an infinity, a surrogate
+    escape, which may be half of a pair) counts as invalid, for ``from_row`` to judge."""
     column = column.combine_chunks().cast(pa.large_string())
     uniq = pc.unique(column)
-    surrogate = pc.match_substring_regex(uniq, SURROGATE).fill_null(False)
-    good = valid_objects(scan(uniq)) & ~surrogate.to_numpy(zero_copy_only=False)
+    suspect = pc.match_substring_regex(uniq, UNWRITABLE_TEXT).fill_null(False)
+    good = valid_objects(scan(uniq)) & ~suspect.to_numpy(zero_copy_only=False)
     position = pc.index_in(column, value_set=uniq, skip_nulls=False)
     return good[position.to_numpy(zero_copy_only=False).astype(np.int64)]
 

@@ -189,7 +189,8 @@ def read_openai_jsonl(
     ``groups`` holds the groups met, by key: a dict by default; a store on disk keeps a
     corpus whose every row brings its own tools out of memory. With ``harness``, every row is
     read under it: calls to its skill tool become skill loads, and messages that match its
-    hooks become hook firings.
+    hooks become hook firings. A row whose skill load came back as other than the skill (an
+    error) is left out, its line in ``Chunk.left_out``.
 
     Call ids are normalised (``call_0``, ``call_1``, ...); the originals, in call order, are
     kept in ``metadata["call_ids"]``. A source may reuse an id on a later turn (tau-bench's
