@@ -31,6 +31,7 @@ from hsa.augment.planner import Variant
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.envs.base import Environment, Task
 from hsa.errors import TrainError
+from hsa.harness.files import write_atomic
 from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.backends.output import parse_output
@@ -348,6 +349,23 @@ class HarnessRollouts:
             model.train(was_training)
         return out
 
+    def resume(self, step: int) -> None:
+        """Take up the log of a run resumed from its checkpoint at ``step``: the episodes of
+        the steps before it are kept and counted, those of later steps (played after the
+        checkpoint, by a run that then stopped) are dropped, since the steps are played again."""
+        if self.log is None or not self.log.is_file():
+            return
+        kept = []
+        for text in self.log.read_text("utf-8").splitlines():
+            line = json.loads(text)
+            if line["step"] < step:
+                kept.append(text)
+                self.episodes += 1
+                for family in line["families"] or ["canonical"]:
+                    self.by_family.setdefault(family, []).append(line["environment"])
+        body = "".join(text + "\n" for text in kept)
+        write_atomic(self.log, body, error=TrainError)
+
     def _record(
         self, step: int, prompt: Prompt, result: Rollout, environment: float, form: float
     ) -> None:
@@ -442,8 +460,6 @@ def train_rl(
     rows = datasets.Dataset.from_list([p.row() for p in prompts])
     out.mkdir(parents=True, exist_ok=True)
     log = out / ROLLOUT_LOG
-    if checkpoint is None:
-        log.unlink(missing_ok=True)  # a resumed run adds to its log
     rollouts = HarnessRollouts(
         env,
         {p.key: p for p in prompts},
@@ -451,6 +467,10 @@ def train_rl(
         get_training_chat_template(tokenizer),
         log,
     )
+    if checkpoint is None:
+        log.unlink(missing_ok=True)
+    else:  # a resumed run adds to the log of the steps its checkpoint holds
+        rollouts.resume(int(Path(checkpoint).name.rpartition("-")[2]))
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[environment_reward, format_reward],

@@ -148,6 +148,37 @@ def test_a_few_grpo_steps_run_end_to_end(env, tmp_path):
     assert (out / "README.md").is_file()
 
 
+def test_a_resumed_run_logs_and_counts_every_step_once(env, tmp_path):
+    texts = [t.turns[0] for t in env.tasks("train")[:40]]
+    tokenizer = qwen_tokenizer(texts)
+    model_dir = tmp_path / "model"
+    qwen_model(tokenizer).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    config = {
+        "hsa": {"model": str(model_dir), "tasks": 2, "variants_per_task": 1,
+                "max_steps_per_turn": 2},
+        "num_generations": 2,
+        "per_device_train_batch_size": 2,
+        "max_completion_length": 16,
+        "max_steps": 2,
+        "save_strategy": "steps",
+        "save_steps": 2,
+    }  # fmt: skip
+    out = tmp_path / "rl"
+    train_rl(config, out, env=env)
+    log = out / ROLLOUT_LOG
+    first = log.read_text("utf-8").splitlines()
+    # a run stopped in step 2, after its episodes were logged and before a checkpoint
+    stopped = json.dumps({**json.loads(first[0]), "step": 2, "families": ["stopped"]})
+    log.write_text("".join(f"{line}\n" for line in [*first, stopped, stopped]), "utf-8")
+    report = train_rl({**config, "max_steps": 3}, out, env=env, resume=True)
+    lines = [json.loads(x) for x in log.read_text("utf-8").splitlines()]
+    assert [x["step"] for x in lines] == [0, 0, 1, 1, 2, 2]
+    assert "stopped" not in report.by_family and report.episodes == 6
+    resolved = json.loads((out / "hsa-train.json").read_text("utf-8"))
+    assert resolved["data"]["episodes"] == 6
+
+
 class FakeVLLM:
     """TRL's VLLMGeneration as the rollouts call it: token prompts in, completions and each
     token's top logprobs out."""
