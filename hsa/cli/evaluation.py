@@ -65,6 +65,7 @@ def _training_recipe(path: Path | None) -> Any:
 )
 @click.option("--ifeval-data", type=click.Path(path_type=Path), cls=Setting, config=EVAL)
 @click.option("--seed", type=click.IntRange(min=0), cls=Setting, config=EVAL)
+@click.option("--task-seed", type=click.IntRange(min=0), cls=Setting, config=EVAL)
 @click.option("--concurrency", type=int, cls=Setting, config=EVAL)
 @click.option("--max-steps", "max_steps_per_turn", type=int, cls=Setting, config=EVAL)
 @click.option("--repair/--no-repair", cls=Setting, config=EVAL)

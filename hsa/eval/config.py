@@ -80,6 +80,11 @@ class EvalConfig:
         None, help="IFEval's prompts, a local JSONL file (google/IFEval), for the ifeval suite."
     )
     seed: int = setting(0, help="Seed of task sampling, variant drawing and sampling.")
+    task_seed: int | None = setting(
+        None,
+        help="Seed of task sampling alone (unset: --seed): runs with other seeds then evaluate "
+        "the same tasks.",
+    )
     concurrency: int = setting(16, help="Episodes and requests in flight.")
     max_steps_per_turn: int = same_as(TeachConfig, "max_steps_per_turn")
     repair: bool = same_as(TeachConfig, "repair")
@@ -173,6 +178,8 @@ class EvalConfig:
 
         public = self.public_dict()
         chosen = {name: public[name] for name in _OUTPUT_FIELDS}
+        if self.task_seed is not None:  # (unset, it leaves the hash as it was before it)
+            chosen["task_seed"] = self.task_seed
         chosen["planner"] = PLAN_VERSION
         chosen["rule_versions"] = rule_versions(lambda: heldout_recipe(self.recipe))
         return settings_hash(chosen, files=("recipe", "ifeval_data"))

@@ -251,7 +251,7 @@ def compare_rows(
 
 
 #: the settings that decide which tasks and variants a run evaluates
-SAMPLE_SETTINGS = ("split", "tasks", "seed", "variants", "recipe")
+SAMPLE_SETTINGS = ("split", "tasks", "seed", "task_seed", "variants", "recipe")
 
 
 def recipe_identity(path: Any) -> str:

@@ -142,7 +142,8 @@ def plan(config: EvalConfig, env: Environment, training: Recipe | None = None) -
                 "episodes; give a recipe with rules or leave variants out of --suite",
                 where="recipe",
             )
-    tasks, configured = split_tasks(env.tasks(config.split), config.tasks, config.seed)
+    task_seed = config.seed if config.task_seed is None else config.task_seed
+    tasks, configured = split_tasks(env.tasks(config.split), config.tasks, task_seed)
     if not tasks and not configured:
         raise EvalError(f"environment {env.name!r} has no {config.split} tasks", where="split")
     return episodes(

@@ -381,6 +381,8 @@ def eval_config(config: ExperimentConfig, model: Path, recipe: Path, seed: int) 
         variants=config.eval.variants,
         recipe=str(recipe),
         seed=seed,
+        # a sample of tasks is the same for every tier, so that tiers compare on one sample
+        task_seed=None if config.eval.tasks is None else 0,
         max_tokens=config.eval.max_tokens,
         concurrency=config.eval.batch_size,
     )

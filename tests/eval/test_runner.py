@@ -118,6 +118,15 @@ def test_task_sampling_is_deterministic_and_shared_by_suites(livestream):
     assert sorted(canonical) == variants and len(canonical) == 12
     other = plan(_config(tasks=12, variants=2, seed=5), livestream)
     assert {e.spec.task.id for e in other} != set(canonical)
+    # a task seed of its own: the same tasks under another seed's variants
+    same = plan(_config(tasks=12, variants=2, seed=5, task_seed=0), livestream)
+    assert {e.spec.task.id for e in same} == set(canonical)
+    assert [e.spec.variant.variant_id for e in same if e.suite == "variants"] != [
+        e.spec.variant.variant_id for e in one if e.suite == "variants"
+    ]
+    # unset, it leaves the run's identity as it was
+    assert _config(task_seed=None).output_hash() == _config().output_hash()
+    assert _config(task_seed=0).output_hash() != _config().output_hash()
 
 
 def test_bfcl_reference_answers_score_everything_in_every_configuration(external, tmp_path):

@@ -163,6 +163,17 @@ def test_the_gpu_scale_gives_training_the_base_model_and_evaluation_vllm(tmp_pat
     assert train_config(cpu, tmp_path, tmp_path, 0)["hsa"]["view"] == "firstcall"
 
 
+def test_a_sample_of_tasks_is_the_same_for_every_tier(tmp_path):
+    from hsa.experiment.run import eval_config
+
+    def tier(config, seed):
+        return eval_config(config, tmp_path / "run", tmp_path / "t.yaml", seed)
+
+    sampled = parse_config(tiny(eval={"tasks": 4}))
+    assert tier(sampled, 1).task_seed == tier(sampled, 2).task_seed is not None
+    assert tier(parse_config(tiny()), 1).task_seed is None  # every task: nothing to sample
+
+
 @pytest.mark.parametrize(
     "gpu, where, words",
     [

@@ -71,8 +71,6 @@ def _skeleton_fits(skeleton: str, flat_strings: bool) -> bool:
     return not flat_strings or all(v == "" for v in value.values())
 
 
-
-
 def suspects(table: pa.Table, ev: Events) -> np.ndarray:
     """Per trajectory of ``table``: whether ``Trajectory.from_row`` may refuse it."""
     n = table.num_rows
