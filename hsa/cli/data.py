@@ -88,6 +88,13 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
     return rows
 
 
+def _one_harness(folder: Path) -> bool:
+    """Whether the ``hsa harness import`` folder ``folder`` holds one harness, at its top."""
+    from hsa.harness.io import MANIFEST
+
+    return (folder / MANIFEST).is_file()
+
+
 @click.command("augment")
 @click.option(
     "--input",
@@ -137,10 +144,15 @@ def augment_command(
     from hsa.harness.io import load
     from hsa.pipelines.augment import AugmentConfig, augment
 
-    folders = [p for p in harness_paths if is_import(p)]
-    harnesses = [load(p) for p in harness_paths if not is_import(p)]
-    if len(harnesses) > 1 and input_path.suffix == ".jsonl":
-        raise click.UsageError("a JSONL file is read under at most one --harness")
+    jsonl = input_path.suffix == ".jsonl"
+    # a chat file is read under one harness: an import folder holding one is that harness
+    folders = [p for p in harness_paths if is_import(p) and not (jsonl and _one_harness(p))]
+    harnesses = [load(p) for p in harness_paths if p not in folders]
+    if jsonl and (len(harnesses) > 1 or folders):
+        raise click.UsageError(
+            "a JSONL file is read under at most one --harness"
+            + (f"; {folders[0]} holds several: name one of its folders" if folders else "")
+        )
     if len(folders) > 1 or (folders and harnesses):
         raise click.UsageError(
             "give the harnesses as one `hsa harness import` folder or as harnesses, not both"
@@ -169,7 +181,7 @@ def augment_command(
             source,
             out,
             config,
-            harnesses=harnesses if input_path.suffix != ".jsonl" else [],
+            harnesses=harnesses if not jsonl else [],
             progress=on_batch,
         )
     title = "hsa augment: already complete" if report.complete_already else "hsa augment"

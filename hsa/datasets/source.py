@@ -279,11 +279,19 @@ def _import_source(folder: Path) -> Source:
     """An ``hsa harness import`` folder: its trajectories, read under its harnesses."""
     trajectories = folder / TRAJECTORIES
     if not trajectories.is_file():
+        tasks = folder / "tasks.jsonl"
+        if tasks.is_file() and tasks.stat().st_size:
+            raise DatasetError(
+                f"this import has no {TRAJECTORIES}: its source records tasks and harnesses but "
+                "no conversations (BFCL and tau2 give tasks), so there are no trajectories to "
+                "augment; `hsa build` with an `env: bfcl` source solves BFCL's tasks and "
+                "augments them",
+                file=str(folder),
+            )
         raise DatasetError(
-            f"this import has no {TRAJECTORIES}: its source records tasks and harnesses but "
-            "no conversations (BFCL and tau2 give tasks), so there are no trajectories to "
-            "augment; `hsa build` with an `env: bfcl` source solves BFCL's tasks and augments "
-            "them",
+            "this import holds harnesses only (no conversations, no tasks): give it as the "
+            "--harness of the conversations recorded under it (hsa augment --input CHAT.jsonl "
+            f"--harness {folder})",
             file=str(folder),
         )
     source = with_imported_harnesses(_parquet_source(folder, [trajectories]), folder)

@@ -409,6 +409,49 @@ def test_an_import_folder_augments_under_its_own_harnesses(tmp_path: Path) -> No
     assert list(iter_rows(tmp_path / "file")) == rows
 
 
+def test_a_chat_file_augments_under_an_import_folder_of_one_harness(tmp_path: Path) -> None:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_order",
+            "description": "Get an order.",
+            "parameters": {"type": "object", "properties": {"id": {"type": "string"}}},
+        },
+    }
+    (tmp_path / "tools.json").write_text(json.dumps([tool]))
+    imported = tmp_path / "imported"
+    done = hsa("harness", "import", str(tmp_path / "tools.json"), "--out", str(imported))
+    assert done.returncode == 0, done.stderr
+    alone = hsa("augment", "--input", str(imported), "--out", str(tmp_path / "alone"))
+    assert alone.returncode == 1
+    assert "this import holds harnesses only" in alone.stderr
+    assert f"--harness {imported})" in alone.stderr
+    call = {"id": "c", "type": "function", "function": {"name": "get_order", "arguments": "{}"}}
+    row = {
+        "messages": [
+            {"role": "user", "content": "where is my order?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c", "content": "shipped"},
+            {"role": "assistant", "content": "It shipped."},
+        ]
+    }
+    (tmp_path / "chat.jsonl").write_text(json.dumps(row) + "\n")
+    out = tmp_path / "out"
+    done = hsa(
+        "augment", "--input", str(tmp_path / "chat.jsonl"), "--harness", str(imported),
+        "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert {r["harness_id"] for r in iter_rows(out)} == {"tools"}
+    # an import of several harnesses: which one a chat file is read under is not said
+    several = tmp_path / "several"
+    source = Path(__file__).resolve().parents[2] / "examples" / "chat" / "support.jsonl"
+    assert hsa("harness", "import", str(source), "--out", str(several)).returncode == 0
+    done = hsa("augment", "--input", str(source), "--harness", str(several), "--out", str(out))
+    assert done.returncode == 2
+    assert f"{several} holds several: name one of its folders" in done.stderr
+
+
 def test_a_teachers_rows_augment_under_an_import_folders_harnesses(
     external, tmp_path: Path
 ) -> None:
