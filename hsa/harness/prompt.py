@@ -71,14 +71,21 @@ def call_format(harness: Harness) -> CallFormat:
 
 
 def skills_catalog(harness: Harness) -> str:
-    """Skills listed by id and description, or in full when there is no skill tool."""
+    """Skills listed by id and description, or in full when there is no skill tool. A
+    description is one line there (a SKILL.md's may be a folded or literal YAML block)."""
     if not harness.skills:
         return ""
     if harness.skill_tool is not None:
-        lines = [f"- {s.id}: {s.description}" for s in harness.skills]
+        lines = [f"- {s.id}: {_one_line(s.description)}" for s in harness.skills]
         lines.append(f"Load a skill with the `{harness.skill_tool.name}` tool before following it.")
         return "\n".join(lines)
-    return "\n\n".join(f"{s.id}: {s.description}\n\n{s.content.strip()}" for s in harness.skills)
+    return "\n\n".join(
+        f"{s.id}: {_one_line(s.description)}\n\n{s.content.strip()}" for s in harness.skills
+    )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 _AUTO_BODIES = {

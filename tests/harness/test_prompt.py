@@ -123,6 +123,15 @@ def test_auto_sections_under_a_text_protocol() -> None:
     )
 
 
+def test_a_skill_description_of_several_lines_is_one_line_of_the_catalogue() -> None:
+    # a SKILL.md description may be a YAML block (`>` keeps a final newline, `|` its lines)
+    folded = Skill("travel", "travel", "Plan trips\nand pack.\n", "Pack light.")
+    listed = _harness(Prompt(AUTO), skills=(folded,), skill_tool=LOADER)
+    assert "## Skills\n\n- travel: Plan trips and pack.\nLoad a skill" in system_prompt(listed)
+    alone = _harness(Prompt(AUTO), skills=(folded,))
+    assert system_prompt(alone) == "## Skills\n\ntravel: Plan trips and pack.\n\nPack light."
+
+
 def test_sections_see_the_harness() -> None:
     body = (
         "{% for t in tools %}{{ t.name }}{% endfor %}|{{ protocol.call_format }}"
