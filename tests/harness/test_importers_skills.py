@@ -58,6 +58,34 @@ def test_files_a_skill_bundles_are_listed_not_dropped_silently(tmp_path):
     assert "report/LICENSE.txt, report/reference/guide.md" in note
 
 
+def test_front_matter_the_specification_does_not_allow_is_kept_and_said(tmp_path):
+    root = tmp_path / "skills"
+
+    def skill(folder: str, name: str, description: str = "d") -> None:
+        (root / folder).mkdir(parents=True)
+        text = f"---\nname: {name}\ndescription: {description}\n---\nBody.\n"
+        (root / folder / "SKILL.md").write_text(text)
+
+    skill("report", "report")  # as the specification asks
+    skill("folder-a", "other-name")
+    skill("b", "other-name")
+    skill("Upper", "Upper")
+    skill("wordy", "wordy", "x" * 1025)
+    (root / "lower").mkdir()
+    (root / "lower" / "skill.md").write_text("---\nname: lower\ndescription: d\n---\n")
+    result = import_source(root)
+    (harness,) = result.harnesses
+    assert [s.id for s in harness.skills] == ["Upper", "b", "folder-a", "report", "wordy"]
+    notes = "\n".join(result.notes)
+    assert "2 skill(s) name themselves otherwise than their folder" in notes
+    assert "b (name: other-name), folder-a (name: other-name)" in notes
+    assert "1 name(s) are given by several skills: other-name (b, folder-a)" in notes
+    assert "single hyphens of at most 64 characters, as the specification asks: Upper" in notes
+    assert "run past the specification's 1,024 characters: wordy" in notes
+    assert "1 folder(s) hold no SKILL.md and were not read as skills: lower" in notes
+    assert len(result.notes) == 5
+
+
 def test_cli_import_then_validate_round_trips(external, tmp_path):
     out = tmp_path / "skills"
     done = hsa("harness", "import", str(external / "agent-skills"), "--out", str(out))

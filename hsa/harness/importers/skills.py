@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hsa.errors import ImportFormatError, first_few
 from hsa.harness.importers.base import ImportResult, api_sections, harness_id
-from hsa.harness.model import Harness, Prompt, Section, Tool
+from hsa.harness.model import Harness, Prompt, Section, Skill, Tool
 from hsa.harness.skillfile import load_skill_dir
 
 SKILL_FILE = "SKILL.md"
@@ -60,6 +62,7 @@ def import_skills(path: Path) -> ImportResult:
             f"({first_few(paths)}), which the harness does not carry: a skill is loaded as its "
             "SKILL.md. The harness metadata lists them (bundled_files).",
         )
+    notes += tuple(spec_notes(skills)) + tuple(unread_notes(path, folders))
     harness = Harness(
         id=harness_id(path.resolve().name, fallback="skills"),
         prompt=Prompt(sections=api_sections(Section(id="skills", kind="skills", title="Skills"))),
@@ -68,6 +71,61 @@ def import_skills(path: Path) -> ImportResult:
         metadata=metadata,
     )
     return ImportResult(harnesses=(harness,), source=str(path), format="agent-skills", notes=notes)
+
+
+#: the Agent Skills specification's ``name``: lower-case letters, digits and single hyphens
+_SPEC_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_NAME_MAX, _DESCRIPTION_MAX = 64, 1024
+
+
+def spec_notes(skills: Sequence[Skill]) -> list[str]:
+    """What a user reads about front matter the Agent Skills specification does not allow
+    (kept as it is: runtimes differ in what they accept, but one that picks skills by
+    ``name`` will not show the name hsa trains on)."""
+    notes = []
+    other = [f"{s.id} (name: {s.name})" for s in skills if s.name != s.id]
+    if other:
+        notes.append(
+            f"{len(other)} skill(s) name themselves otherwise than their folder "
+            f"({first_few(other)}): the specification asks a skill's name to be its folder's; "
+            "hsa uses the folder's name as the skill's id"
+        )
+    named: dict[str, list[str]] = {}
+    for skill in skills:
+        named.setdefault(skill.name, []).append(skill.id)
+    twice = [f"{name} ({', '.join(ids)})" for name, ids in named.items() if len(ids) > 1]
+    if twice:
+        notes.append(f"{len(twice)} name(s) are given by several skills: {first_few(twice)}")
+    bad = [s.name for s in skills if len(s.name) > _NAME_MAX or not _SPEC_NAME.match(s.name)]
+    if bad:
+        notes.append(
+            f"{len(bad)} skill name(s) are not lower-case letters, digits and single hyphens "
+            f"of at most {_NAME_MAX} characters, as the specification asks: {first_few(bad)}"
+        )
+    long = [s.id for s in skills if len(s.description) > _DESCRIPTION_MAX]
+    if long:
+        notes.append(
+            f"{len(long)} skill description(s) run past the specification's "
+            f"{_DESCRIPTION_MAX:,} characters: {first_few(long)}"
+        )
+    return notes
+
+
+def unread_notes(path: Path, folders: Sequence[Path]) -> list[str]:
+    """What a user reads about the folders beside the skills that hold no ``SKILL.md``."""
+    if folders == [path]:
+        return []
+    unread = sorted(
+        p.name
+        for p in path.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and p not in folders
+    )
+    if not unread:
+        return []
+    return [
+        f"{len(unread)} folder(s) hold no {SKILL_FILE} and were not read as skills: "
+        f"{first_few(unread)} (a skill is a folder with a {SKILL_FILE}, spelled so, at its top)"
+    ]
 
 
 def bundled_files(folder: Path) -> list[str]:
