@@ -447,6 +447,19 @@ def test_python_docs_are_valid_python_with_typed_signatures(external: Path) -> N
     assert "            flight_number (str): Flight number" in booking
 
 
+def test_python_docs_pass_names_that_are_not_python_names_in_kwargs_as_calls_do() -> None:
+    properties = {"class": {"type": "string"}, "q": {"type": "string"}, "a-b": {"type": "integer"}}
+    tool = Tool("lookup", "Look up.", {"type": "object", "properties": properties})
+    text = DOC_FORMATS["python"]([tool])
+    (node,) = ast.parse(text).body  # was `def lookup(*, class: str, ...)`: not Python
+    assert isinstance(node, ast.FunctionDef)
+    assert [a.arg for a in node.args.kwonlyargs] == ["q"] and node.args.kwarg.arg == "kwargs"
+    assert "        'class' (str, optional):\n" in text and "        q (str, optional):\n" in text
+    assert "lookup(**{'class': ..., 'a-b': ...})." in text
+    call = CALL_FORMATS["python"].format_calls([("lookup", {"class": "x", "a-b": 1})], False)
+    assert call == "[lookup(**{'class': 'x', 'a-b': 1})]"
+
+
 def test_python_docs_types_defaults_and_enums() -> None:
     tool = Tool(
         "convert",

@@ -6,7 +6,8 @@ JSON list indented by four spaces; ``<function name>`` elements with ``<desc>`` 
 ``<param name type required [default]>`` elements; and Python functions whose docstrings list
 ``name (type[, default=...]): description`` lines, nested for object properties. The XML is
 escaped (BFCL's is not); the Python doc is a real signature with keyword-only, typed
-parameters. ``markdown`` is a heading per tool and a nested bullet list of parameters.
+parameters (those whose names are not Python names go in ``**kwargs``, as calls pass them).
+``markdown`` is a heading per tool and a nested bullet list of parameters.
 
 Local ``$ref``s (``#/$defs/...``) are resolved for the XML, Python and Markdown docs; the JSON
 doc prints the schema as stored.
@@ -20,6 +21,7 @@ from typing import Any
 
 from hsa.harness.model import Tool
 from hsa.harness.protocols import register_doc_format
+from hsa.harness.protocols.pycalls import is_identifier
 from hsa.harness.protocols.xmlcalls import escape_attr, escape_text
 
 # Validation refuses $ref cycles; the bound only keeps an unvalidated schema from recursing.
@@ -201,6 +203,8 @@ def python_docs(tools: Sequence[Tool]) -> str:
         params = list(_properties(_resolve(root, root)))
         signature = []
         for name, sub, required in params:
+            if not is_identifier(name):
+                continue  # a keyword argument it cannot be: in **kwargs (below)
             annotation = _py_type(sub, root)
             resolved = _resolve(sub, root)
             if "default" in resolved:
@@ -213,11 +217,19 @@ def python_docs(tools: Sequence[Tool]) -> str:
                 )
                 signature.append(f"{name}: {optional} = None")
         star = "*, " if signature else ""
+        others = [name for name, _, _ in params if not is_identifier(name)]
+        if others:
+            signature.append("**kwargs")
         lines = [f"def {tool.name}({star}{', '.join(signature)}):", '    """']
         lines += [f"    {line}".rstrip() for line in _docstring_text(tool.description).splitlines()]
         if params:
             lines += ["", "    Args:"]
             lines += _py_args(root, root, 2)
+        if others:
+            spelled = ", ".join(f"{name!r}: ..." for name in others)
+            text = "Arguments that are not Python names go in **kwargs: "
+            text += f"{tool.name}(**{{{spelled}}})."
+            lines += ["", f"    {_docstring_text(text)}"]
         lines.append('    """')
         blocks.append("\n".join(lines))
     return "\n\n\n".join(blocks)
@@ -236,7 +248,9 @@ def _py_args(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -> 
         elif not required:
             notes.append("optional")
         text = _docstring_text(_description(resolved)).replace("\n", " ")
-        lines.append(f"{pad}{name} ({', '.join(notes)}): {text}".rstrip())
+        # an argument's name as the call writes it: a keyword, else the **kwargs key
+        said = name if level > 2 or is_identifier(name) else _docstring_text(repr(name))
+        lines.append(f"{pad}{said} ({', '.join(notes)}): {text}".rstrip())
         nested = _nested(sub, root)
         if nested is not None:
             lines += _py_args(nested, root, level + 1)
