@@ -36,14 +36,16 @@ from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix64
 from hsa.errors import HsaError, PlanError, RuleError
-from hsa.harness.model import Harness
+from hsa.harness.events import AssistantMessage, Event
+from hsa.harness.model import Harness, Protocol
+from hsa.harness.parse import call_like, reads_as_calls
 from hsa.harness.pickling import by_fields
 from hsa.harness.validate import harness_problems
 
 _REDRAWS = 4  # attempts at a variant that changes something
 #: the version of how variants are planned and picked: the same recipe and seed give other
 #: variants under another version, so a dataset records it and a rerun under another refuses
-PLAN_VERSION = 3
+PLAN_VERSION = 4
 
 
 @by_fields
@@ -440,6 +442,19 @@ def walk(order: np.ndarray, content: Callable[[int], int], k: int) -> list[int]:
     return taken
 
 
+def call_like_texts(events: Sequence[Event]) -> tuple[str, ...]:
+    """The assistant texts of ``events`` that a text protocol may read as calls (a quick
+    look: ``unwritable_texts`` tells)."""
+    return tuple(e.text for e in events if isinstance(e, AssistantMessage) and call_like(e.text))
+
+
+def unwritable_texts(texts: Sequence[str], protocol: Protocol) -> bool:
+    """Whether a trajectory with assistant ``texts`` cannot be written under ``protocol``:
+    one of them would read as calls there (``reads_as_calls``), so the picker passes over
+    such a variant for it."""
+    return any(reads_as_calls(text, protocol) for text in texts)
+
+
 def pick(
     variants: Sequence[Variant],
     trajectory_id: str,
@@ -447,15 +462,18 @@ def pick(
     *,
     seed: int | None = None,
     harness: Harness | None = None,
+    events: Sequence[Event] = (),
 ) -> list[Variant]:
     """The variants one trajectory is rendered under, exactly as ``hsa augment`` picks them.
 
     The canonical variant first when ``variants`` hold one, then ``variants_per_trajectory``
     of the others (fewer when fewer differ), visited in the trajectory's ``pick_order`` and
-    taken unless the rewrite changes nothing or equals one already taken. ``harness`` is the
-    harness ``variants`` were planned from; it may be left out when they hold its canonical
-    variant (``include_canonical``), which carries it. The augment job plans only the
-    variants this visits (``LazyPlan``), with the same result.
+    taken unless the rewrite changes nothing or equals one already taken, or unless the
+    trajectory's ``events`` hold assistant text its text protocol would read as calls
+    (``reads_as_calls``). ``harness`` is the harness ``variants`` were planned from; it may
+    be left out when they hold its canonical variant (``include_canonical``), which carries
+    it. The augment job plans only the variants this visits (``LazyPlan``), with the same
+    result.
     """
     seed = recipe.seed if seed is None else seed
     canonical = [v for v in variants if v.is_canonical][:1]
@@ -470,9 +488,13 @@ def pick(
     unchanged = content_key(harness, RewriteMapping())
     contents: dict[bytes, int] = {}
 
+    texts = call_like_texts(events)
+
     def content(slot: int) -> int:
         key = others[slot].key()
-        return -1 if key == unchanged else contents.setdefault(key, len(contents))
+        if key == unchanged or unwritable_texts(texts, others[slot].harness.protocol):
+            return -1
+        return contents.setdefault(key, len(contents))
 
     order = pick_order(id_array([trajectory_id]), np.array([len(others)], np.int64), seed)[0]
     return canonical + [others[s] for s in walk(order, content, recipe.variants_per_trajectory)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from hsa.errors import ProtocolError
@@ -17,8 +18,9 @@ from hsa.harness.events import (
     ToolResult,
     UserMessage,
 )
-from hsa.harness.model import Harness, Hook
+from hsa.harness.model import Harness, Hook, Protocol
 from hsa.harness.prompt import call_format, system_prompt
+from hsa.harness.protocols import CALL_FORMATS
 from hsa.harness.render import Conversation
 from hsa.harness.sandbox import parse_message
 
@@ -216,6 +218,37 @@ def parse(
         else:
             raise ProtocolError(f"unknown message role {role!r}", where=where)
     return events
+
+
+#: assistant text a call format may read as calls (tags, a body at the start, a bare call);
+#: also a pattern for PyArrow's regex kernels
+CALL_LIKE = r"<tool_call>|<TOOLCALL>|^\s*(?:[\[{<`]|[A-Za-z_][\w.]*\s*\()"
+_CALL_LIKE = re.compile(CALL_LIKE)
+
+
+def call_like(text: str) -> bool:
+    """Whether some text protocol may read ``text`` as calls (``reads_as_calls`` tells)."""
+    return _CALL_LIKE.search(text) is not None
+
+
+def reads_as_calls(text: str, protocol: Protocol) -> bool:
+    """Whether assistant ``text`` of no call, written under the text ``protocol``, would read
+    as calls (or fail to read) when the message is parsed: the format has no escape, so the
+    text cannot be written there as what it is (``Format: <tool_call>{...}</tool_call>``)."""
+    if protocol.is_api or not call_like(text):
+        return False
+    return _reads_as_calls(text, protocol.call_format, protocol.call_tag)
+
+
+@lru_cache(maxsize=1 << 14)
+def _reads_as_calls(text: str, name: str, tag: bool) -> bool:
+    fmt = CALL_FORMATS.get(name)
+    if fmt is None:
+        return False
+    try:
+        return fmt.parse_calls(text, tag) is not None
+    except ProtocolError:
+        return True
 
 
 def _text_of(content: Any, where: str) -> str:

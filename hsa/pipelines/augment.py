@@ -45,6 +45,7 @@ from hsa.augment.planner import (
     canonical_variant,
     pick_order,
     plan_slots,
+    unwritable_texts,
 )
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
@@ -57,6 +58,7 @@ from hsa.datasets.shards import part_name, sha256_file, write_atomic, write_shar
 from hsa.datasets.source import HarnessLookup, Source, locate
 from hsa.errors import DatasetError, HsaError, PlanError, Terminated
 from hsa.harness.model import Harness
+from hsa.harness.parse import CALL_LIKE
 from hsa.pipelines.assign import assign_splits
 from hsa.pipelines.rows import rows, stats, used_by
 from hsa.pipelines.variants_file import PART_ROWS, VARIANTS_FILE, write_variants
@@ -828,7 +830,8 @@ def _batch(
     n = table.num_rows
     started = time.perf_counter()
     try:
-        chosen, taken = _pick(read.slot_order(seed), groups, group_rows, k, planner)
+        suspects = _call_like_texts(table)
+        chosen, taken = _pick(read.slot_order(seed), groups, group_rows, k, planner, suspects)
     except HsaError as exc:
         raise _planning_failed(exc, read) from exc
     # what a rerun plans again for the variants file
@@ -956,12 +959,32 @@ def _first_pairs(
     return [(groups[p // width], p % width) for p in pairs.tolist()]
 
 
+def _call_like_texts(table: pa.Table) -> dict[int, tuple[str, ...]]:
+    """Row -> its assistant texts that a text protocol may read as calls (``call_like``):
+    rarely any, so found by PyArrow's regex over the column and checked in Python."""
+    events = table.column("events").combine_chunks()
+    lengths = pc.list_value_length(events).fill_null(0).to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(events)
+    texts = flat.field("text")
+    hit = pc.and_(
+        pc.equal(flat.field("kind"), "assistant"), pc.match_substring_regex(texts, CALL_LIKE)
+    ).fill_null(False)
+    found: dict[int, tuple[str, ...]] = {}
+    at = np.flatnonzero(hit.to_numpy(zero_copy_only=False))
+    if len(at):
+        owners = np.repeat(np.arange(table.num_rows), lengths)[at]
+        for row, text in zip(owners.tolist(), texts.take(pa.array(at)).to_pylist(), strict=True):
+            found[row] = (*found.get(row, ()), text)
+    return found
+
+
 def _pick(
     order: np.ndarray,
     groups: list[LazyPlan],
     group_rows: np.ndarray,
     k: int,
     planner: _Planner,
+    suspects: Mapping[int, tuple[str, ...]] | None = None,
 ) -> tuple[np.ndarray, dict[LazyPlan, set[int]]]:
     """Each row's ``k`` variants as engine indexes (-1 where fewer differ), picked as
     ``hsa.augment.planner.pick`` picks them, in each row's ``order`` over its group's slots
@@ -969,7 +992,9 @@ def _pick(
 
     All rows advance one step of their ``pick_order`` at a time: the distinct (group, slot)
     pairs of a step are planned once, and rows take a slot unless its rewrite changes nothing
-    or equals one they already took. Also returns, per group, the slots taken.
+    or equals one they already took, or unless the row's assistant text would read as calls
+    under its protocol (``suspects``: row -> its texts that may). Also returns, per group, the
+    slots taken.
     """
     n = len(order)
     chosen = np.full((n, k), -1, dtype=np.int64)
@@ -990,6 +1015,12 @@ def _pick(
         found = np.array([groups[p // width].content(p % width) for p in uniq.tolist()])
         content = found[inverse]
         ok = (content >= 0) & ~(contents[rows] == content[:, None]).any(axis=1)
+        for j in np.flatnonzero(ok).tolist() if suspects else ():
+            texts = suspects.get(int(rows[j])) if suspects else None
+            if texts:
+                pair = int(uniq[inverse[j]])
+                variant = groups[pair // width].variant(pair % width)
+                ok[j] = not unwritable_texts(texts, variant.harness.protocol)
         index = np.full(len(uniq), -1, dtype=np.int64)
         for u in np.unique(inverse[ok]).tolist():
             group, slot = groups[uniq[u] // width], int(uniq[u] % width)

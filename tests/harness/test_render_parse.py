@@ -365,3 +365,22 @@ def test_prompt_in_user_message_round_trips_without_user_text() -> None:
     conversation = render(events, harness)
     assert conversation.messages[0] == {"role": "user", "content": "## Persona\n\nYou help."}
     assert parse(conversation, harness) == events
+
+
+def test_assistant_text_reads_as_calls_only_where_its_format_would_read_it() -> None:
+    from hsa.harness.model import Protocol
+    from hsa.harness.parse import reads_as_calls
+    from hsa.harness.protocols import CALL_FORMATS
+
+    call = [("get_order", {"order_id": "#W9"})]
+    for name, fmt in CALL_FORMATS.items():
+        for tag in (False, True):
+            protocol = Protocol("text", name, tag, "json")
+            block = fmt.format_calls(call, tag)
+            assert reads_as_calls(block, protocol), (name, tag)
+            assert not reads_as_calls("It shipped (on Monday).", protocol)
+            assert not reads_as_calls(block, Protocol("api"))
+    hermes = Protocol("text", "hermes", True, "json")
+    # a Hermes block anywhere in the text is a call, and so is the text around it
+    assert reads_as_calls('See: <tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', hermes)
+    assert not reads_as_calls("See: <tool_call> not json </tool_call>", hermes)  # text

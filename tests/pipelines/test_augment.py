@@ -16,6 +16,7 @@ import pytest
 from hsa.augment import (
     NO_CONTEXT,
     Context,
+    Recipe,
     RecipeRule,
     canonical_variant,
     default_recipe,
@@ -390,6 +391,55 @@ def test_plan_and_pick_predict_each_trajectorys_variants(
         predicted = [v.variant_id for v in pick(variants, source["id"], drawing)]
         assert sorted(written[source["id"]]) == sorted(predicted)
         assert len(predicted) == 4 and predicted[0] == canonical_variant(harness).variant_id
+
+
+def test_assistant_text_that_reads_as_calls_is_never_written_under_that_protocol(
+    tmp_path: Path, livestream_table: pa.Table
+) -> None:
+    # Text protocols have no escape: an answer quoting a call block would read back as a call
+    # (under Hermes it would take the real call's result). The picker passes over such a
+    # variant for the trajectory, as plan then pick predicts.
+    from hsa.harness.parse import reads_as_calls
+    from hsa.harness.protocols import CALL_FORMATS
+
+    call = [("search_products", {"query": "mug"})]
+    quoted = [
+        f"Calls look like this: {fmt.format_calls(call, tag)}"
+        for fmt in CALL_FORMATS.values()
+        for tag in (False, True)
+    ]
+    rows = livestream_table.to_pylist()
+    for i, row in enumerate(rows):
+        for event in row["events"]:
+            if event["kind"] == "assistant":
+                event["text"] = quoted[i % len(quoted)]
+                break
+    table = pa.Table.from_pylist(rows, schema=livestream_table.schema)
+    pq.write_table(table, tmp_path / "in.parquet")
+    switch = RecipeRule("protocol.switch", 1.0, {"target": "text"})
+    chosen = Recipe(rules=(switch,), variants_per_harness=12, min_rules=1)
+    out = tmp_path / "out"
+    config = AugmentConfig(recipe=chosen, variants_per_trajectory=4)
+    augment(open_source(tmp_path / "in.parquet"), out, config)
+    variants = read_variants(out)
+    events = {r["id"]: Trajectory.from_row(r).events for r in rows}
+    written: dict[str, list[str]] = {}
+    for row in iter_rows(out):
+        written.setdefault(row["source_id"], []).append(row["variant_id"])
+        texts = [e.text for e in events[row["source_id"]] if e.kind == "assistant"]
+        protocol = variants[row["variant_id"]].harness.protocol
+        assert not any(reads_as_calls(t, protocol) for t in texts), (row["id"], protocol)
+    harness = get_env("livestream").harness()
+    planning = dataclasses.replace(chosen, variants_per_harness=max(chosen.variants_per_harness, 4))
+    drawing = dataclasses.replace(planning, variants_per_trajectory=4)
+    passed_over = 0
+    for row in rows:
+        context = Context.of(events[row["id"]])
+        planned = [canonical_variant(harness), *plan(harness, drawing, context=context)]
+        predicted = pick(planned, row["id"], drawing, events=events[row["id"]])
+        assert sorted(written[row["id"]]) == sorted(v.variant_id for v in predicted)
+        passed_over += predicted != pick(planned, row["id"], drawing)
+    assert passed_over  # some trajectories would have been written under such a protocol
 
 
 def test_any_number_of_workers_gives_the_same_bytes(
