@@ -216,12 +216,27 @@ _SHORT = 4096
 #: a file path or URL in prose: a name in it names a file or folder (a skill's own
 #: ``scripts/data-report.py``, ``{lang}/claude-api/README.md``), not a tool or skill
 _PATH = re.compile(
-    r"(https?://[^\s)>\]]+"
-    r"|(?:[\w.{}~:@-]+/)+[\w{}~:@-]+\.[A-Za-z0-9]{1,8}(?!\w)"
-    r"|(?:[\w.{}~:@-]+/)+(?![\w{}~:@-])"  # a folder: its name and a slash
+    r"https?://\S+"
+    r"|(?:[\w.{}~:@-]+/)+[\w{}~:@-]+\.[A-Za-z0-9]{1,8}"
+    r"|(?:[\w.{}~:@-]+/)+"  # a folder: its name and a slash
     r"|[\w-]+\.(?:py|md|sh|txt|json|jsonl|yaml|yml|toml|js|ts|html|css|csv|xml|sql|pdf|docx"
-    r"|xlsx|pptx|png|jpg|jpeg|svg|ipynb)(?!\w))"
+    r"|xlsx|pptx|png|jpg|jpeg|svg|ipynb)"
 )
+_PATH_PUNCTUATION = frozenset("_.{}~:@/-")
+
+
+def _in_path(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` (a name found in it) is part of a file path or URL: the
+    run of path characters around it, less a sentence's final full stop, is one."""
+    left, right = start, end
+    while left and (text[left - 1].isalnum() or text[left - 1] in _PATH_PUNCTUATION):
+        left -= 1
+    while right < len(text) and (text[right].isalnum() or text[right] in _PATH_PUNCTUATION):
+        right += 1
+    if left == start and right == end:
+        return False
+    token = text[left:right].rstrip(".:")
+    return _PATH.fullmatch(token) is not None
 
 
 def _token_regex(names: Sequence[str], code_only: bool) -> re.Pattern[str] | None:
@@ -275,13 +290,6 @@ def replace_identifiers(text: str, table: Mapping[str, str], *, template: bool =
         def swap(chunk: str) -> str:
             return _swap_spans(chunk, table, regexes)
 
-    if "/" in text or "." in text:
-        prose = swap
-
-        def swap(chunk: str) -> str:  # paths kept as they are
-            parts = _PATH.split(chunk)
-            return "".join(part if i % 2 else prose(part) for i, part in enumerate(parts))
-
     if not template:
         return swap(text)
     parts = _TEMPLATE_CODE.split(text)
@@ -303,6 +311,8 @@ def _swap_tokens(chunk: str, table: Mapping[str, str], plain: frozenset[str]) ->
             after = chunk[end] if end < len(chunk) else ""
             if not ((before and before == after and before in _QUOTES) or after == "("):
                 continue
+        if _in_path(chunk, start, end):
+            continue
         out.append(chunk[last:start])
         out.append(new)
         last = end
@@ -317,7 +327,7 @@ def _swap_spans(chunk: str, table: Mapping[str, str], regexes: list[re.Pattern[s
     spans.sort()
     out, last = [], 0
     for start, end in spans:
-        if start < last:
+        if start < last or _in_path(chunk, start, end):
             continue
         out.append(chunk[last:start])
         out.append(table[chunk[start:end]])
