@@ -114,9 +114,18 @@ def _dict_ok(value: Mapping[str, Any], candidates: Sequence[Any]) -> bool:
     return False
 
 
+def _as_list(candidate: Any) -> list[Any] | None:
+    """An acceptable value as BFCL's list checkers take it: a list, or a string as the list
+    of its characters (so the ``""`` of an optional parameter accepts ``[]``)."""
+    if isinstance(candidate, list):
+        return candidate
+    return list(candidate) if isinstance(candidate, str) else None
+
+
 def _list_of_dicts_ok(value: Sequence[Any], candidates: Sequence[Any]) -> bool:
-    for candidate in candidates:
-        if not isinstance(candidate, list) or len(candidate) != len(value):
+    for found in candidates:
+        candidate = _as_list(found)
+        if candidate is None or len(candidate) != len(value):
             continue
         if all(
             isinstance(v, Mapping) and _dict_ok(v, [c])
@@ -128,21 +137,24 @@ def _list_of_dicts_ok(value: Sequence[Any], candidates: Sequence[Any]) -> bool:
 
 def _list_ok(value: Sequence[Any], candidates: Sequence[Any]) -> bool:
     mine = [_std(v) for v in value]
-    return any(isinstance(c, list) and [_std(x) for x in c] == mine for c in candidates)
+    lists = (_as_list(c) for c in candidates)
+    return any(c is not None and [_std(x) for x in c] == mine for c in lists)
 
 
 def _items_ok(value: Sequence[Any], item_type: type | None, candidates: Sequence[Any]) -> bool:
-    """BFCL's one-level nested type check of list items."""
+    """BFCL's one-level nested type check of list items (``type_checker``): some acceptable
+    value passes it, one that is not a list (the ``""`` of an optional parameter) as it is, a
+    list when every item has the declared item type or that list's own (its first item's: a
+    variable). No int for a float here: BFCL allows that for a parameter, not for items."""
     if item_type is None:
         return True
-    for item in value:
-        if type(item) is item_type or (item_type is float and type(item) is int):
-            continue
-        # An item of the possible answers' own item type is a variable, as BFCL allows.
-        answer_items = [type(x) for c in candidates if isinstance(c, list) for x in c]
-        if type(item) not in answer_items:
-            return False
-    return True
+    for candidate in candidates:
+        if not isinstance(candidate, list):
+            return True
+        own = _answer_type(candidate)
+        if all(type(item) is item_type or type(item) is own for item in value):
+            return True
+    return False
 
 
 def _java_scalar(text: str, kind: str) -> Any:

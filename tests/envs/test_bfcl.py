@@ -77,6 +77,24 @@ def test_param_rules():
     assert check_param("opts", {}, opts, [{"k": ["v"]}]) is not None
 
 
+def test_list_rules_follow_bfcls_list_and_nested_type_checkers():
+    # (found by running BFCL's ast_checker beside hsa's over the corpus: simple_python_353
+    # and simple_python_13 among 18 entries that were judged otherwise)
+    floats = {"type": "array", "items": {"type": "number"}}
+    # an optional list's "" accepts [] (list_checker reads "" as the list of its characters)
+    assert check_param("tags", [], TOOL["properties"]["tags"], ["", ["a"]]) is None
+    dicts = {"type": "array", "items": {"type": "object"}}
+    assert check_param("rows", [], dicts, ["", [{"k": ["v"]}]]) is None
+    assert check_param("rows", [], dicts, [[{"k": ["v"]}]]) is not None
+    # ints are no floats inside a list (only a float parameter itself takes an int)...
+    assert "wrong item type" in check_param("interval", [1, 3], floats, [[1.0, 3.0]])
+    assert check_param("interval", [1.0, 3.0], floats, [[1.0, 3.0]]) is None
+    # ...unless the parameter is optional: "" passes the nested type check, and 1 == 1.0
+    assert check_param("interval", [1, 3], floats, ["", [1.0, 3.0]]) is None
+    # an item of the answer list's own type is a variable
+    assert check_param("interval", ["a", "b"], floats, [["a", "b"]]) is None
+
+
 def test_call_rules():
     answer = {"weather": {"city": ["Paris"], "unit": ["", "celsius"]}}
     tools = {"weather": TOOL}
