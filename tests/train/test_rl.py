@@ -119,24 +119,29 @@ def test_prompts_are_tasks_under_variants_and_their_openings_differ(env):
         assert prompt_key(prompt.row()["prompt"]) == prompt.key
 
 
-def test_a_few_grpo_steps_run_end_to_end(env, tmp_path):
-    from trl.chat_template_utils import get_training_chat_template  # noqa: F401 (TRL present)
-
+def _tiny_config(env, tmp_path, **trl):
+    """A run of 2 steps of a tiny Qwen2-shaped model (made for the tasks' texts) on 2 tasks."""
     texts = [t.turns[0] for t in env.tasks("train")[:40]]
     tokenizer = qwen_tokenizer(texts)
     model_dir = tmp_path / "model"
     qwen_model(tokenizer).save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
-    config = {
+    return {
         "hsa": {"model": str(model_dir), "tasks": 2, "variants_per_task": 1,
                 "max_steps_per_turn": 2},
         "num_generations": 2,
         "per_device_train_batch_size": 2,
-        "max_completion_length": 24,
         "max_steps": 2,
-        "logging_steps": 1,
-        "save_strategy": "no",
+        **trl,
     }  # fmt: skip
+
+
+def test_a_few_grpo_steps_run_end_to_end(env, tmp_path):
+    from trl.chat_template_utils import get_training_chat_template  # noqa: F401 (TRL present)
+
+    config = _tiny_config(
+        env, tmp_path, max_completion_length=24, logging_steps=1, save_strategy="no"
+    )
     out = tmp_path / "rl"
     report = train_rl(config, out, env=env)
     assert report.steps == 2 and report.episodes == 4
@@ -149,21 +154,9 @@ def test_a_few_grpo_steps_run_end_to_end(env, tmp_path):
 
 
 def test_a_resumed_run_logs_and_counts_every_step_once(env, tmp_path):
-    texts = [t.turns[0] for t in env.tasks("train")[:40]]
-    tokenizer = qwen_tokenizer(texts)
-    model_dir = tmp_path / "model"
-    qwen_model(tokenizer).save_pretrained(model_dir)
-    tokenizer.save_pretrained(model_dir)
-    config = {
-        "hsa": {"model": str(model_dir), "tasks": 2, "variants_per_task": 1,
-                "max_steps_per_turn": 2},
-        "num_generations": 2,
-        "per_device_train_batch_size": 2,
-        "max_completion_length": 16,
-        "max_steps": 2,
-        "save_strategy": "steps",
-        "save_steps": 2,
-    }  # fmt: skip
+    config = _tiny_config(
+        env, tmp_path, max_completion_length=16, save_strategy="steps", save_steps=2
+    )
     out = tmp_path / "rl"
     train_rl(config, out, env=env)
     log = out / ROLLOUT_LOG
