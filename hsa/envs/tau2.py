@@ -4,9 +4,16 @@ A task is solved when every reference action (``evaluation_criteria.actions``) i
 some tool call of the episode, in any order, as tau2's ``ActionEvaluator`` checks it: same tool
 name, and equal values for the action's ``compare_args`` (all of the call's arguments when the
 action gives none; no argument at all when it gives an empty list), an argument that holds a
-JSON string comparing by its parsed value. Tasks without actions are
-solved by any episode. The corpus holds tool schemas and reference calls, not tau2's
-databases, so tools run only where an output was recorded; other calls get an error.
+JSON string comparing by its parsed value; and, for a task whose ``reward_basis`` holds
+``COMMUNICATE`` (airline's), when the assistant told the user each of its
+``communicate_info`` strings, as tau2's ``CommunicateEvaluator`` checks it. Tasks without
+either are solved by any episode.
+
+This is not tau2's reward. The corpus holds tool schemas and reference calls, not tau2's tools
+and databases, so tools run only where an output was recorded (other calls get an error), and
+the database state tau2 compares (``DB``) is approximated by the reference actions: an extra
+write, a write the database refused and the order of writes are not seen. Retail's natural-
+language assertions (``NL_ASSERTION``, an LLM judge) are not judged.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 from hsa.envs.base import Outcome, Task
 from hsa.envs.episode import Episode
 from hsa.envs.recorded import CorpusEnvironment, CorpusState, tool_calls
-from hsa.harness.events import Event, ToolCall
+from hsa.harness.events import AssistantMessage, Event, ToolCall
 
 
 def _normalize(value: Any) -> Any:
@@ -98,11 +105,22 @@ class Tau2Environment(CorpusEnvironment):
             return instructions
         return super().opening(task)
 
+    def communicate(self, task: Task) -> list[str]:
+        """What the assistant must tell the user, when the task's reward counts it."""
+        criteria = task.metadata.get("evaluation_criteria") or {}
+        if "COMMUNICATE" not in (criteria.get("reward_basis") or ()):
+            return []
+        return [str(info) for info in criteria.get("communicate_info") or ()]
+
     def reference_steps(self, task: Task) -> list[list[Event]]:
-        return [
+        steps: list[list[Event]] = [
             [ToolCall(f"call_{i}", a["name"], dict(a.get("arguments") or {}))]
             for i, a in enumerate(self.actions(task))
         ]
+        told = self.communicate(task)
+        if told:  # the final answer says what the user must be told
+            steps.append([AssistantMessage("To confirm: " + "; ".join(told) + ".")])
+        return steps
 
     def score(self, task: Task, state: CorpusState, events: Sequence[Event]) -> Outcome:
         calls = tool_calls(events)
@@ -114,7 +132,13 @@ class Tau2Environment(CorpusEnvironment):
                     f"action {action.get('action_id', '?')} {action['name']} {args} was not "
                     "performed"
                 )
-        total = len(self.actions(task))
+        # tau2's CommunicateEvaluator: in some assistant text, lower-cased, commas removed
+        said = [e.text.lower().replace(",", "") for e in events if isinstance(e, AssistantMessage)]
+        told = self.communicate(task)
+        for info in told:
+            if not any(info.lower() in text for text in said):
+                reasons.append(f"the user was not told {info!r}")
+        total = len(self.actions(task)) + len(told)
         score = 1.0 if not total else (total - len(reasons)) / total
         return Outcome(success=not reasons, reasons=tuple(reasons), score=score)
 

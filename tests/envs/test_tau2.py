@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hsa.envs.tau2 import Tau2Environment, action_matches
-from hsa.harness.events import ToolCall
+from hsa.harness.events import AssistantMessage, ToolCall
 
 
 def test_action_criterion():
@@ -62,3 +62,21 @@ def test_tasks_without_actions_pass_any_episode(external):
     empty = [t for t in env.tasks() if not t.ground_truth.get("actions")]
     assert empty
     assert env.score(empty[0], env.reset(empty[0]), []).success
+
+
+def test_what_the_user_must_be_told_is_scored_as_tau2_scores_it(external):
+    # airline's reward is DB x COMMUNICATE: task 7 must tell the user "1628"
+    env = Tau2Environment.from_corpus(external / "tau2" / "airline")
+    task = next(t for t in env.tasks() if t.id == "tau2-airline-7")
+    assert env.communicate(task) == ["1628"]
+    solved = env.solve(task)
+    assert env.score(task, solved.state, solved.events).success
+    calls = [e for e in solved.events if isinstance(e, ToolCall)]
+    silent = env.score(task, env.reset(task), calls)
+    assert not silent.success and silent.reasons == ("the user was not told '1628'",)
+    # as tau2 reads it: case aside, commas removed from the assistant's text
+    told = [*calls, AssistantMessage("That is $1,628 in total.")]
+    assert env.score(task, env.reset(task), told).success
+    # retail's basis holds no COMMUNICATE: its communicate_info does not gate
+    retail = Tau2Environment.from_corpus(external / "tau2" / "retail")
+    assert not any(retail.communicate(t) for t in retail.tasks())
