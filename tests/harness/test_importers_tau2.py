@@ -105,6 +105,21 @@ def test_action_calling_an_unknown_tool_is_refused(external, tmp_path):
     assert err.value.where == "$[0].evaluation_criteria.actions[0].name"
 
 
+def test_tau2s_split_file_gives_each_task_its_split(external, tmp_path):
+    src = tmp_path / "shop"
+    src.mkdir()
+    (src / "tools.json").write_text((external / "tau2" / "retail" / "tools.json").read_text())
+    (src / "tasks.json").write_text(json.dumps([{"id": str(i)} for i in range(3)]))
+    assert {t["split"] for t in import_source(src).tasks} == {"test"}  # no split file
+    splits = {"base": ["0", "1", "2"], "train": ["0", "2"], "test": ["1"]}
+    (src / "split_tasks.json").write_text(json.dumps(splits))
+    assert [t["split"] for t in import_source(src).tasks] == ["train", "test", "train"]
+    (src / "split_tasks.json").write_text(json.dumps({"train": "0"}))
+    with pytest.raises(ImportFormatError) as err:
+        import_source(src)
+    assert (err.value.file, err.value.where) == (str(src / "split_tasks.json"), "$.train")
+
+
 def test_a_folder_of_domains_imports_each(external):
     root = external / "tau2"
     assert detect_format(root) == "tau2"

@@ -23,6 +23,8 @@ from hsa.harness.toolformats import tools_from_document
 TOOLS_FILE = "tools.json"
 POLICY_FILE = "policy.md"
 TASKS_FILE = "tasks.json"
+#: tau2's train/test split of a domain's tasks (upstream, beside tasks.json)
+SPLITS_FILE = "split_tasks.json"
 
 
 def is_domain(path: Path) -> bool:
@@ -97,11 +99,32 @@ def import_domain(path: Path) -> ImportResult:
         tools=tuple(tools),
         metadata=metadata,
     )
-    tasks = _tasks(path / TASKS_FILE, domain, harness)
+    tasks = _tasks(path / TASKS_FILE, domain, harness, _splits(path / SPLITS_FILE))
     return ImportResult(harnesses=(harness,), tasks=tuple(tasks), source=str(path), format="tau2")
 
 
-def _tasks(path: Path, domain: str, harness: Harness) -> list[dict[str, Any]]:
+def _splits(path: Path) -> dict[str, str]:
+    """Task id -> split, from tau2's ``split_tasks.json`` when the domain has one (its
+    ``train`` and ``test`` lists; ``base`` is every task). Without it every task is a test
+    task."""
+    if not path.is_file():
+        return {}
+    data = read_json(path)
+    if not isinstance(data, Mapping):
+        raise ImportFormatError("must map split names to lists of task ids", file=str(path))
+    out: dict[str, str] = {}
+    for split in ("train", "test"):
+        ids = data.get(split) or []
+        if not isinstance(ids, list):
+            where = f"$.{split}"
+            raise ImportFormatError("must be a list of task ids", file=str(path), where=where)
+        out.update({str(task_id): split for task_id in ids})
+    return out
+
+
+def _tasks(
+    path: Path, domain: str, harness: Harness, splits: Mapping[str, str]
+) -> list[dict[str, Any]]:
     data = read_json(path)
     if not isinstance(data, list):
         raise ImportFormatError("tasks.json must be a list of tasks", file=str(path), where="$")
@@ -142,7 +165,7 @@ def _tasks(path: Path, domain: str, harness: Harness) -> list[dict[str, Any]]:
                 id=f"tau2-{domain}-{task['id']}",
                 env=f"tau2-{domain}",
                 kind="tau2",
-                split="test",
+                split=splits.get(str(task["id"]), "test"),
                 harness_id=harness.id,
                 turns=[],
                 ground_truth={"actions": [dict(a) for a in actions]},
