@@ -119,49 +119,39 @@ def test_prompts_are_tasks_under_variants_and_their_openings_differ(env):
         assert prompt_key(prompt.row()["prompt"]) == prompt.key
 
 
-def _tiny_config(env, tmp_path, **trl):
-    """A run of 2 steps of a tiny Qwen2-shaped model (made for the tasks' texts) on 2 tasks."""
+def test_a_few_grpo_steps_run_end_to_end_and_resume(env, tmp_path):
+    from trl.chat_template_utils import get_training_chat_template  # noqa: F401 (TRL present)
+
     texts = [t.turns[0] for t in env.tasks("train")[:40]]
     tokenizer = qwen_tokenizer(texts)
     model_dir = tmp_path / "model"
     qwen_model(tokenizer).save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
-    return {
+    config = {
         "hsa": {"model": str(model_dir), "tasks": 2, "variants_per_task": 1,
                 "max_steps_per_turn": 2},
         "num_generations": 2,
         "per_device_train_batch_size": 2,
+        "max_completion_length": 24,
         "max_steps": 2,
-        **trl,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": 2,
     }  # fmt: skip
-
-
-def test_a_few_grpo_steps_run_end_to_end(env, tmp_path):
-    from trl.chat_template_utils import get_training_chat_template  # noqa: F401 (TRL present)
-
-    config = _tiny_config(
-        env, tmp_path, max_completion_length=24, logging_steps=1, save_strategy="no"
-    )
     out = tmp_path / "rl"
     report = train_rl(config, out, env=env)
     assert report.steps == 2 and report.episodes == 4
-    lines = [json.loads(x) for x in (out / ROLLOUT_LOG).read_text("utf-8").splitlines()]
+    log = out / ROLLOUT_LOG
+    lines = [json.loads(x) for x in log.read_text("utf-8").splitlines()]
     assert len(lines) == 4 and all(0.0 <= x["environment"] <= 1.0 for x in lines)
     assert report.by_family and (out / "model.safetensors").is_file()
     resolved = json.loads((out / "hsa-train.json").read_text("utf-8"))
     assert resolved["command"] == "rl" and resolved["recipe"]["rules"]
     assert (out / "README.md").is_file()
 
-
-def test_a_resumed_run_logs_and_counts_every_step_once(env, tmp_path):
-    config = _tiny_config(
-        env, tmp_path, max_completion_length=16, save_strategy="steps", save_steps=2
-    )
-    out = tmp_path / "rl"
-    train_rl(config, out, env=env)
-    log = out / ROLLOUT_LOG
+    # A run stopped in step 2, after its episodes were logged and before a checkpoint: the
+    # resumed run logs and counts every step once, over the whole run.
     first = log.read_text("utf-8").splitlines()
-    # a run stopped in step 2, after its episodes were logged and before a checkpoint
     stopped = json.dumps({**json.loads(first[0]), "step": 2, "families": ["stopped"]})
     log.write_text("".join(f"{line}\n" for line in [*first, stopped, stopped]), "utf-8")
     report = train_rl({**config, "max_steps": 3}, out, env=env, resume=True)
