@@ -144,8 +144,9 @@ def _json_object(row: Mapping[str, Any], key: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"field {key!r} must hold a JSON object")
     if isinstance(raw, str) and may_be_unwritable(raw):
-        # Python's reader takes NaN and lone surrogate escapes, which no row can hold
-        bad = unwritable(value, key, wide=False)
+        # Python's reader takes NaN and lone surrogate escapes, which no row can hold, and
+        # arguments become a `json` feature, whose reader refuses integers past 64 bits
+        bad = unwritable(value, key, wide=key == "args")
         if bad is not None:
             raise ValueError(f"field {bad[0]}: {bad[1]}")
     return value

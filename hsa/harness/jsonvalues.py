@@ -44,9 +44,11 @@ LONE_SURROGATE = (
 )
 #: what JSON text holds before it can hold any of those: 19 digits in a row (2**63 has 19),
 #: Python's NaN and Infinity, an exponent of three digits, a surrogate escape
-#: (``UNWRITABLE_TEXT`` leaves wide integers out: a pattern for PyArrow's regex kernels too)
+#: (``UNWRITABLE_TEXT`` leaves wide integers out, ``WIDE_TEXT`` finds them: patterns for
+#: PyArrow's regex kernels too)
 UNWRITABLE_TEXT = r"NaN|Infinity|\d[eE][+-]?\d{3}|\\u[dD][89a-fA-F]"
-_SUSPECT = re.compile(r"\d{19}|" + UNWRITABLE_TEXT)
+WIDE_TEXT = r"\d{19}"
+_SUSPECT = re.compile(f"{WIDE_TEXT}|{UNWRITABLE_TEXT}")
 
 
 def may_be_unwritable(text: str) -> bool:

@@ -187,22 +187,24 @@ def arg_names() -> st.SearchStrategy[str]:
 
 
 @cache
-def json_scalars() -> st.SearchStrategy[Any]:
+def json_scalars(wide: bool = True) -> st.SearchStrategy[Any]:
+    """JSON scalars; ``wide=False`` keeps integers within 64 bits, as a row's arguments."""
+    bound = 2**80 if wide else 2**63 - 1
     return st.one_of(
         st.none(),
         st.booleans(),
-        st.integers(),
-        st.integers(min_value=-(2**80), max_value=2**80),
+        st.integers(-(2**63), 2**64 - 1) if not wide else st.integers(),
+        st.integers(min_value=-bound, max_value=bound),
         st.floats(allow_nan=False, allow_infinity=False),
         texts(),
     )
 
 
 @cache
-def json_values(max_leaves: int = 6) -> st.SearchStrategy[Any]:
+def json_values(max_leaves: int = 6, wide: bool = True) -> st.SearchStrategy[Any]:
     """JSON values: scalars, and arrays and objects nesting them."""
     return st.recursive(
-        json_scalars(),
+        json_scalars(wide),
         lambda inner: st.one_of(
             st.lists(inner, max_size=3),
             st.dictionaries(arg_names(), inner, max_size=3),
@@ -213,8 +215,8 @@ def json_values(max_leaves: int = 6) -> st.SearchStrategy[Any]:
 
 @cache
 def arguments() -> st.SearchStrategy[dict[str, Any]]:
-    """A tool call's arguments object."""
-    return st.dictionaries(arg_names(), json_values(), max_size=3)
+    """A tool call's arguments object, as a row can hold it (integers within 64 bits)."""
+    return st.dictionaries(arg_names(), json_values(wide=False), max_size=3)
 
 
 # --- harnesses ----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from hsa.augment.engine.events import CALL, HOOK, REQUIRED, Events
 from hsa.augment.engine.jsontext import STRING, Scan, scan
 from hsa.errors import DatasetError, HsaError
 from hsa.harness.events import Trajectory
-from hsa.harness.jsonvalues import UNWRITABLE_TEXT
+from hsa.harness.jsonvalues import UNWRITABLE_TEXT, WIDE_TEXT
 
 if TYPE_CHECKING:
     from hsa.augment.engine.batch import Locate
@@ -87,7 +87,8 @@ def suspects(table: pa.Table, ev: Events) -> np.ndarray:
     for name, code, flat in (("args", CALL, False), ("payload", HOOK, True)):
         at, _, sc = ev.json_field(name, code)
         bad[at[~valid_objects(sc, flat_strings=flat)]] = True
-        suspect = pc.match_substring_regex(ev.fields[name], UNWRITABLE_TEXT)
+        pattern = f"{WIDE_TEXT}|{UNWRITABLE_TEXT}" if name == "args" else UNWRITABLE_TEXT
+        suspect = pc.match_substring_regex(ev.fields[name], pattern)
         bad |= (ev.kind == code) & suspect.fill_null(False).to_numpy(zero_copy_only=False)
     out[ev.traj[bad]] = True
     return out
