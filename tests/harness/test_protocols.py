@@ -458,6 +458,14 @@ def test_python_docs_pass_names_that_are_not_python_names_in_kwargs_as_calls_do(
     assert "lookup(**{'class': ..., 'a-b': ...})." in text
     call = CALL_FORMATS["python"].format_calls([("lookup", {"class": "x", "a-b": 1})], False)
     assert call == "[lookup(**{'class': 'x', 'a-b': 1})]"
+    # a parameter named kwargs leaves the name to it; __debug__ cannot be assigned at all
+    properties = {"kwargs": {"type": "string"}, "__debug__": {"type": "string"}}
+    text = DOC_FORMATS["python"]([Tool("f", "F.", {"type": "object", "properties": properties})])
+    compile(text, "<doc>", "exec")
+    assert "def f(*, kwargs: str | None = None, **kw):" in text
+    call = CALL_FORMATS["python"].format_calls([("f", {"kwargs": 1, "__debug__": 2})], False)
+    assert call == "[f(kwargs=1, **{'__debug__': 2})]"
+    compile(call, "<call>", "eval")
 
 
 def test_python_docs_types_defaults_and_enums() -> None:

@@ -24,6 +24,8 @@ from hsa.harness.protocols import register_doc_format
 from hsa.harness.protocols.pycalls import is_identifier
 from hsa.harness.protocols.xmlcalls import escape_attr, escape_text
 
+#: names for the ``**`` parameter of a Python doc: the first that no parameter has
+_SPLATS = ("kwargs", "kw", "other", *(f"kwargs{i}" for i in range(1, 1000)))
 # Validation refuses $ref cycles; the bound only keeps an unvalidated schema from recursing.
 _MAX_DEPTH = 32
 
@@ -218,8 +220,9 @@ def python_docs(tools: Sequence[Tool]) -> str:
                 signature.append(f"{name}: {optional} = None")
         star = "*, " if signature else ""
         others = [name for name, _, _ in params if not is_identifier(name)]
-        if others:
-            signature.append("**kwargs")
+        if others:  # named unlike every parameter
+            taken = {name for name, _, _ in params}
+            signature.append("**" + next(n for n in _SPLATS if n not in taken))
         lines = [f"def {tool.name}({star}{', '.join(signature)}):", '    """']
         lines += [f"    {line}".rstrip() for line in _docstring_text(tool.description).splitlines()]
         if params:
@@ -227,7 +230,7 @@ def python_docs(tools: Sequence[Tool]) -> str:
             lines += _py_args(root, root, 2)
         if others:
             spelled = ", ".join(f"{name!r}: ..." for name in others)
-            text = "Arguments that are not Python names go in **kwargs: "
+            text = f"Arguments that are not Python names go in {signature[-1]}: "
             text += f"{tool.name}(**{{{spelled}}})."
             lines += ["", f"    {_docstring_text(text)}"]
         lines.append('    """')

@@ -28,10 +28,12 @@ from hsa.harness.protocols.literals import to_literal as _to_literal
 
 
 def is_identifier(name: str) -> bool:
-    """Whether ``name`` can be written as a Python keyword argument or attribute name."""
+    """Whether ``name`` can be written as a Python keyword argument or attribute name
+    (``__debug__`` cannot be: Python refuses to assign it)."""
     return (
         name.isidentifier()
         and not keyword.iskeyword(name)
+        and name != "__debug__"
         and unicodedata.normalize("NFKC", name) == name
     )
 
