@@ -222,20 +222,46 @@ _PATH = re.compile(
     r"|[\w-]+\.(?:py|md|sh|txt|json|jsonl|yaml|yml|toml|js|ts|html|css|csv|xml|sql|pdf|docx"
     r"|xlsx|pptx|png|jpg|jpeg|svg|ipynb)"
 )
-_PATH_PUNCTUATION = frozenset("_.{}~:@/-")
+_PATH_PUNCTUATION = frozenset("_.{}~:@/\\-")
+#: what ends the word around a name (for URLs and e-mail addresses, which run past paths)
+_WORD_END = frozenset(" \t\n\r\"'`<>()[]")
+#: the characters next to a name that may make it part of a place (``_in_path``)
+_BEFORE_PLACE = frozenset("/\\~@:.=&?#%")
+_AFTER_PLACE = frozenset("/\\@:?#=&")
+_URL_OR_MAIL = re.compile(r"[A-Za-z][\w+.-]*://|[\w.+-]@[\w-]+\.\w")
 
 
 def _in_path(text: str, start: int, end: int) -> bool:
-    """Whether ``text[start:end]`` (a name found in it) is part of a file path or URL: the
-    run of path characters around it, less a sentence's final full stop, is one."""
+    """Whether ``text[start:end]`` (a name found in it) names a file, a folder or a place: it
+    is part of a URL or an e-mail address, of an absolute, home or relative path
+    (``/usr/bin/x``, ``~/x``, ``./x``, ``C:\\x``), or of a relative path to a file or folder
+    (``scripts/x.py``, ``{lang}/x/``). A slash command (``/x``) and alternatives (``x/y``) are
+    prose."""
+    before = text[start - 1] if start else " "
+    after = text[end : end + 2]
+    if before not in _BEFORE_PLACE and not (
+        after[:1] in _AFTER_PLACE or (after[:1] == "." and after[1:].isalnum())
+    ):
+        return False  # a name among words and punctuation: most of them, found at once
+    left, right = start, end
+    while left and text[left - 1] not in _WORD_END:
+        left -= 1
+    while right < len(text) and text[right] not in _WORD_END:
+        right += 1
+    if left == start and right == end:
+        return False
+    if _URL_OR_MAIL.search(text, left, right):
+        return True
     left, right = start, end
     while left and (text[left - 1].isalnum() or text[left - 1] in _PATH_PUNCTUATION):
         left -= 1
     while right < len(text) and (text[right].isalnum() or text[right] in _PATH_PUNCTUATION):
         right += 1
-    if left == start and right == end:
-        return False
     token = text[left:right].rstrip(".:")
+    if "\\" in token or token.startswith(("./", "../", "~/")):
+        return True
+    if token.startswith("/") and "/" in token[1:]:
+        return True
     return _PATH.fullmatch(token) is not None
 
 

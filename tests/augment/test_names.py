@@ -92,6 +92,21 @@ def test_replacement_leaves_file_paths_and_urls_alone():
     )
 
 
+def test_replacement_leaves_places_alone_and_renames_commands_and_alternatives():
+    table = {"get_order": "fetch", "order_id": "id"}
+    kept = [
+        "https://example.com/get_order?order_id=1#get_order",
+        "/usr/bin/get_order",
+        "./get_order",
+        "~/get_order",
+        "C:\\tools\\get_order.exe",
+        "get_order@example.com",
+    ]
+    for place in kept:
+        assert replace_identifiers(f"see {place} now", table) == f"see {place} now"
+    assert replace_identifiers("run /get_order, get_order/order_id", table) == "run /fetch, fetch/id"
+
+
 def test_changing_styles_skip_styles_that_change_nothing():
     styles = ["random", "snake", "camel", "synonym"]
     assert changing_styles(["get_order"], styles, {"get": ["fetch"]}) == [
