@@ -487,18 +487,21 @@ def test_a_row_whose_skill_load_came_back_as_other_than_the_skill_is_left_out_an
             {"role": "assistant", "content": "Hello!"},
         )
 
+    as_json = json.dumps({"name": "greet", "content": "Say hello.\n\nThen wave."})
     rows = [
         row({"content": "---\nname: greet\n---\nSay hello.\r\n\r\nThen wave.\n"}),  # kept
         row({"content": "ERROR: skill temporarily unavailable"}),
         row({"content": "Say hello.\n\nThen wave.", "is_error": True}),
+        row({"content": as_json}),  # kept: the skill in a JSON result, as a tool returns it
+        *[row({"content": "Say hello."})] * 4,  # cut short
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = import_source(path, harness=harness)
-    assert [t.metadata["line"] for t in result.trajectories] == [1]
+    assert [t.metadata["line"] for t in result.trajectories] == [1, 4]
     (note,) = result.notes
-    assert note.startswith("2 row(s) left out: a skill load's recorded result is not the skill")
-    assert note.endswith("line(s) 2, 3")
+    assert note.startswith("6 row(s) left out: a skill load's recorded result is not the skill")
+    assert note.endswith("line(s) 2, 3, 5, 6, 7, 8")  # every line, not the first three
 
 
 def _lookup(call_id: str, order: str) -> dict:

@@ -106,6 +106,10 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
     )
 
 
+#: line numbers a note lists before it counts the rest
+LINES_SHOWN = 50
+
+
 def is_silent(trajectory: Trajectory) -> bool:
     """Whether ``trajectory`` has no assistant turn: nothing a model could be trained to say
     (an empty chat, a system message alone, user messages alone)."""
@@ -120,7 +124,7 @@ def silent_note(lines: Sequence[int]) -> str | None:
         return None
     return (
         f"{len(lines):,} row(s) have no assistant turn, so nothing to train on (kept, as read): "
-        f"line(s) {first_few([str(n) for n in lines])}"
+        f"line(s) {first_few([str(n) for n in lines], LINES_SHOWN)}"
     )
 
 
@@ -133,7 +137,7 @@ def unlike_skill_note(lines: Sequence[int]) -> str | None:
         f"{len(lines):,} row(s) left out: a skill load's recorded result is not the skill's "
         "content (an error, or other text), and a rendered row shows a load's result from the "
         f"harness's skill, so it would show a load that did not happen: line(s) "
-        f"{first_few([str(n) for n in lines])}"
+        f"{first_few([str(n) for n in lines], LINES_SHOWN)}"
     )
 
 
@@ -143,8 +147,31 @@ class _UnlikeSkill(Exception):
 
 def _is_skill(content: str, skill: Skill) -> bool:
     """Whether a skill load's recorded result ``content`` shows ``skill``: it holds the
-    skill's content (whitespace aside: a source may add the front matter or a heading)."""
-    return " ".join(skill.content.split()) in " ".join(content.split())
+    skill's content (whitespace aside: a source may add the front matter or a heading), as
+    text or in a string of a JSON result (``{"name": ..., "content": ...}``, as tools
+    return it)."""
+    wanted = " ".join(skill.content.split())
+    if wanted in " ".join(content.split()):
+        return True
+    if not content.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        found = json.loads(content)
+    except ValueError:
+        return False
+    return any(wanted in " ".join(text.split()) for text in _strings(found))
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """The strings of a JSON value, at any depth."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def renamed_tools(harnesses: Iterable[Harness]) -> dict[str, str]:
