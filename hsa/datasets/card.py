@@ -421,7 +421,8 @@ def render_card(
         f"| rows | {stats.get('rows', 0):,} |",
         f"| source trajectories | {stats.get('trajectories', 0):,} |",
         f"| unverified trajectories left out | {manifest.get('unverified_skipped', 0):,} |",
-        f"| trajectories under fewer than {asked} variants (too few differ) | {short:,} |",
+        f"| trajectories under fewer than {asked} variants (too few differ, or would read as "
+        f"calls under the others' text protocols) | {short:,} |",
         f"| canonical rows | {stats.get('canonical', 0):,} |",
         f"| variants planned | {manifest.get('variants', 0):,} |",
         f"| seed | {manifest.get('seed')} |",

@@ -87,8 +87,9 @@ class AugmentConfig:
     variants_per_trajectory: int | None = setting(
         None,
         help="Variants each trajectory is rendered under (unset: the recipe's). More than the "
-        "recipe's variants_per_harness plans that many per harness; a harness with fewer "
-        "distinct variants is reported (AugmentReport.short, the manifest), never hidden.",
+        "recipe's variants_per_harness plans that many per harness; a trajectory under fewer "
+        "(too few differ, or the others' text protocols would read its assistant text as "
+        "calls) is reported (AugmentReport.short, the manifest), never hidden.",
     )
     keep_canonical: bool = setting(
         True, help="Also write each trajectory under its unchanged harness."
