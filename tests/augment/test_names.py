@@ -104,7 +104,8 @@ def test_replacement_leaves_places_alone_and_renames_commands_and_alternatives()
     ]
     for place in kept:
         assert replace_identifiers(f"see {place} now", table) == f"see {place} now"
-    assert replace_identifiers("run /get_order, get_order/order_id", table) == "run /fetch, fetch/id"
+    renamed = replace_identifiers("run /get_order, get_order/order_id", table)
+    assert renamed == "run /fetch, fetch/id"
 
 
 def test_changing_styles_skip_styles_that_change_nothing():
