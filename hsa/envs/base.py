@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from hsa.errors import EnvError
 from hsa.harness.events import Event
+from hsa.harness.importers.base import SPLITS as SPLITS  # re-exported: a Task's split
 from hsa.harness.model import Harness
 
 if TYPE_CHECKING:
     from hsa.envs.episode import Episode, Policy
-
-SPLITS = ("train", "dev", "test")
 
 
 @dataclass(frozen=True, slots=True)

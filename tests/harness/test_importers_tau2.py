@@ -113,11 +113,26 @@ def test_tau2s_split_file_gives_each_task_its_split(external, tmp_path):
     assert {t["split"] for t in import_source(src).tasks} == {"test"}  # no split file
     splits = {"base": ["0", "1", "2"], "train": ["0", "2"], "test": ["1"]}
     (src / "split_tasks.json").write_text(json.dumps(splits))
-    assert [t["split"] for t in import_source(src).tasks] == ["train", "test", "train"]
-    (src / "split_tasks.json").write_text(json.dumps({"train": "0"}))
-    with pytest.raises(ImportFormatError) as err:
-        import_source(src)
-    assert (err.value.file, err.value.where) == (str(src / "split_tasks.json"), "$.train")
+    result = import_source(src)
+    assert [t["split"] for t in result.tasks] == ["train", "test", "train"]
+    assert result.notes == ()
+    # ids that name no task, and tasks in no split, are said
+    (src / "split_tasks.json").write_text(json.dumps({"train": ["0", "99"], "dev": ["1"]}))
+    result = import_source(src)
+    assert [t["split"] for t in result.tasks] == ["train", "dev", "test"]
+    assert result.notes == (
+        "1 task id(s) in split_tasks.json are not in tasks.json: 99",
+        "1 task(s) are in no split of split_tasks.json, so test tasks: 2",
+    )
+    for bad, where, message in [
+        ({"train": "0"}, "$.train", "must be a list of task ids"),
+        ({"train": ["0", "1"], "test": ["1"]}, "$.test", "task '1' is in split 'train' too"),
+        ({"validation": ["1"]}, "$.validation", "split 'validation' is none of hsa's"),
+    ]:
+        (src / "split_tasks.json").write_text(json.dumps(bad))
+        with pytest.raises(ImportFormatError, match=message) as err:
+            import_source(src)
+        assert (err.value.file, err.value.where) == (str(src / "split_tasks.json"), where)
 
 
 def test_a_folder_of_domains_imports_each(external):

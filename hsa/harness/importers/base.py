@@ -48,6 +48,10 @@ class ImportResult:
         }
 
 
+#: the splits a task may be in
+SPLITS = ("train", "dev", "test")
+
+
 def task_row(
     *,
     id: str,

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hsa.errors import ImportFormatError
+from hsa.errors import ImportFormatError, first_few
 from hsa.harness.importers.base import (
+    SPLITS,
     ImportResult,
     api_sections,
     drop_self,
@@ -99,31 +100,65 @@ def import_domain(path: Path) -> ImportResult:
         tools=tuple(tools),
         metadata=metadata,
     )
-    tasks = _tasks(path / TASKS_FILE, domain, harness, _splits(path / SPLITS_FILE))
-    return ImportResult(harnesses=(harness,), tasks=tuple(tasks), source=str(path), format="tau2")
+    splits = _splits(path / SPLITS_FILE)
+    tasks = _tasks(path / TASKS_FILE, domain, harness, splits)
+    notes = _split_notes(splits, [str(t["metadata"]["source_id"]) for t in tasks])
+    return ImportResult(
+        harnesses=(harness,), tasks=tuple(tasks), source=str(path), format="tau2", notes=notes
+    )
 
 
-def _splits(path: Path) -> dict[str, str]:
-    """Task id -> split, from tau2's ``split_tasks.json`` when the domain has one (its
-    ``train`` and ``test`` lists; ``base`` is every task). Without it every task is a test
-    task."""
+def _splits(path: Path) -> dict[str, str] | None:
+    """Task id -> split, from tau2's ``split_tasks.json`` when the domain has one (None
+    without): its split lists (``base``, every task, aside) by the names hsa's splits have.
+    Without it every task is a test task."""
     if not path.is_file():
-        return {}
+        return None
     data = read_json(path)
     if not isinstance(data, Mapping):
         raise ImportFormatError("must map split names to lists of task ids", file=str(path))
     out: dict[str, str] = {}
-    for split in ("train", "test"):
-        ids = data.get(split) or []
+    for split, ids in data.items():
+        if split == "base":
+            continue
+        where = f"$.{split}"
+        if split not in SPLITS:
+            raise ImportFormatError(
+                f"split {split!r} is none of hsa's ({', '.join(SPLITS)}); rename it",
+                file=str(path),
+                where=where,
+            )
         if not isinstance(ids, list):
-            where = f"$.{split}"
             raise ImportFormatError("must be a list of task ids", file=str(path), where=where)
-        out.update({str(task_id): split for task_id in ids})
+        for task_id in map(str, ids):
+            if out.setdefault(task_id, split) != split:
+                message = f"task {task_id!r} is in split {out[task_id]!r} too"
+                raise ImportFormatError(message, file=str(path), where=where)
     return out
 
 
+def _split_notes(splits: Mapping[str, str] | None, ids: list[str]) -> tuple[str, ...]:
+    """What a user reads about a split file's ids that name no task, and tasks it leaves out."""
+    if splits is None:
+        return ()
+    notes = []
+    unknown = sorted(set(splits) - set(ids))
+    if unknown:
+        notes.append(
+            f"{len(unknown)} task id(s) in {SPLITS_FILE} are not in {TASKS_FILE}: "
+            f"{first_few(unknown, 20)}"
+        )
+    unlisted = [i for i in ids if i not in splits]
+    if unlisted:
+        notes.append(
+            f"{len(unlisted)} task(s) are in no split of {SPLITS_FILE}, so test tasks: "
+            f"{first_few(unlisted, 20)}"
+        )
+    return tuple(notes)
+
+
 def _tasks(
-    path: Path, domain: str, harness: Harness, splits: Mapping[str, str]
+    path: Path, domain: str, harness: Harness, splits: Mapping[str, str] | None
 ) -> list[dict[str, Any]]:
     data = read_json(path)
     if not isinstance(data, list):
@@ -165,7 +200,7 @@ def _tasks(
                 id=f"tau2-{domain}-{task['id']}",
                 env=f"tau2-{domain}",
                 kind="tau2",
-                split=splits.get(str(task["id"]), "test"),
+                split=(splits or {}).get(str(task["id"]), "test"),
                 harness_id=harness.id,
                 turns=[],
                 ground_truth={"actions": [dict(a) for a in actions]},
