@@ -321,6 +321,15 @@ def test_a_line_cut_short_is_named_with_its_column(tmp_path, newline):
             read(path)
         assert (err.value.file, err.value.where) == (str(path), "line 2")
         assert err.value.message == "invalid JSON: Expecting value (column 26)"
+    # a file of that one line: format detection reads it whole, and places the error the same
+    path.write_text('{"id": "x", "messages": [' + newline, newline="")
+    for read in (import_source, open_source):
+        with pytest.raises(HsaError) as err:
+            read(path)
+        assert (err.value.where, err.value.message) == (
+            "line 1",
+            "invalid JSON: Expecting value (column 26)",
+        )
 
 
 def test_a_line_that_is_not_utf8_is_named(tmp_path):

@@ -44,7 +44,8 @@ def detect_format(src: str | Path) -> str:
             pass  # one JSON document over several lines
     text = read_text(path)
     try:
-        doc = json.loads(text)
+        # without the final line break: an error at the end is placed on the last line
+        doc = json.loads(text.rstrip())
     except json.JSONDecodeError as exc:
         if exc.msg != "Extra data":  # several JSON values, one a line: JSON Lines
             raise invalid_json(exc, path, exc.lineno) from None
