@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -171,7 +172,9 @@ def read_json(path: Path) -> Any:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise invalid_json(exc, path, exc.lineno) from None
-    return _writable(doc, text, path, "$")
+    if may_be_unwritable(text):
+        _refuse_unwritable(doc, path, "$")
+    return doc
 
 
 def text_lines(path: Path, *, at: Callable[[int], None] | None = None) -> Iterator[tuple[int, str]]:
@@ -216,7 +219,7 @@ def read_json_lines(
         try:
             # without its line break: an error at the end of the line is placed on it, not at
             # column 1 of the next
-            row = json.loads(line.rstrip("\r\n"))
+            row, odd = _loads(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             hint = ""
             if first and _one_document(path):
@@ -226,18 +229,46 @@ def read_json_lines(
                 )
             raise invalid_json(exc, path, lineno, hint) from None
         first = False
-        yield lineno, _writable(row, line, path, f"line {lineno}: $")
+        if odd or ("\\u" in line and _SURROGATE_ESCAPE.search(line)):
+            _refuse_unwritable(row, path, f"line {lineno}: $")
+        yield lineno, row
 
 
-def _writable(value: Any, text: str, path: Path, where: str) -> Any:
-    """``value`` (read from the JSON ``text``), refused when it holds NaN, Infinity or a lone
-    surrogate, which Python's JSON reader accepts and no dataset row can hold. (Integers past
-    64 bits are refused where they reach a row: in arguments and schemas.)"""
-    if may_be_unwritable(text):
-        bad = unwritable(value, where, wide=False)
-        if bad is not None:
-            raise ImportFormatError(bad[1], file=str(path), where=bad[0])
+class _NotFinite(ValueError):
+    """A JSON number that reads as NaN or an infinity."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NotFinite
     return value
+
+
+def _not_finite(text: str) -> float:
+    raise _NotFinite
+
+
+def _loads(text: str) -> tuple[Any, bool]:
+    """``json.loads(text)``, and whether it holds NaN or an infinity (found as it is read:
+    a pattern searched over every line cost half as much as reading it)."""
+    try:
+        return json.loads(text, parse_float=_finite, parse_constant=_not_finite), False
+    except _NotFinite:
+        return json.loads(text), True
+
+
+#: a JSON escape of a UTF-16 surrogate: half of a pair, or a lone one
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _refuse_unwritable(value: Any, path: Path, where: str) -> None:
+    """Refuse ``value`` (read from ``path``) when it holds NaN, Infinity or a lone surrogate,
+    which Python's JSON reader accepts and no dataset row can hold. (Integers past 64 bits are
+    refused where they reach a row: in arguments and schemas.)"""
+    bad = unwritable(value, where, wide=False)
+    if bad is not None:
+        raise ImportFormatError(bad[1], file=str(path), where=bad[0])
 
 
 def _one_document(path: Path, limit: int = 64 << 20) -> bool:
