@@ -332,12 +332,10 @@ def _jsonl_source(
     from hsa.harness.importers.openai_jsonl import (
         first_repeat,
         is_silent,
-        legal_names_note,
         read_openai_jsonl,
+        reading_notes,
         renamed_tools,
         repeated_id,
-        silent_note,
-        unlike_skill_note,
     )
 
     _remove_stale_scratch()
@@ -388,8 +386,7 @@ def _jsonl_source(
     if harness is not None:
         digest.update(harness.to_json().encode("utf-8"))
     given = (harness,) if harness is not None else ()
-    said = (legal_names_note(renamed), silent_note(silent), unlike_skill_note(left_out))
-    notes = tuple(n for n in said if n)
+    notes = reading_notes(renamed, silent, left_out)
     return Source(path, (spill,), (rows,), digest.hexdigest(), given, store, scratch, notes)
 
 

@@ -91,19 +91,25 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
         )
         for t in trajectories
     ]
-    notes = (
-        legal_names_note(renamed_tools(harnesses)),
-        silent_note([t.metadata["line"] for t in trajectories if is_silent(t)]),
-        unlike_skill_note(left_out),
-    )
+    silent = [t.metadata["line"] for t in trajectories if is_silent(t)]
     return ImportResult(
         harnesses=tuple(harnesses),
         tasks=tuple(tasks),
         trajectories=tuple(trajectories),
         source=str(path),
         format="openai-jsonl",
-        notes=tuple(n for n in notes if n),
+        notes=reading_notes(renamed_tools(harnesses), silent, left_out),
     )
+
+
+def reading_notes(
+    renamed: Mapping[str, str], silent: Sequence[int], left_out: Sequence[int]
+) -> tuple[str, ...]:
+    """What a user reads about how a chat file was read: tool names made legal
+    (``renamed``), rows without an assistant turn (``silent``, their lines) and rows left out
+    (``left_out``, their lines)."""
+    notes = (legal_names_note(renamed), silent_note(silent), unlike_skill_note(left_out))
+    return tuple(n for n in notes if n)
 
 
 #: line numbers a note lists before it counts the rest
