@@ -14,7 +14,6 @@ and a rerun after a crash ends with the same bytes as an uninterrupted build.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -331,25 +330,17 @@ def build(
 
         # the teacher records the environment's harnesses (its options may change them)
         harnesses.extend(get(source.env, **dict(source.env_options)).harnesses())
-    existed = out.exists()
-    try:
-        with hold(out, command="hsa build"):
-            try:
-                return _build(config, out, identity, augment_config, recorded, harnesses, progress)
-            except HsaError:
-                if not mf.partial_data(out):  # failed before writing anything: nothing to
-                    mf.clear_state(out)  # finish, so no run is left to look unfinished
-                elif not mf.dataset_data(out):
-                    # The teacher's output stays (a rerun reuses it when the source and teacher
-                    # are unchanged); this config wrote no row, so a corrected config may run.
-                    mf.clear_run(out)
-                raise
-    except HsaError:
-        if not existed:  # the folders it made, when they are empty
-            for folder in (out / mf.STATE, out):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
-        raise
+    with hold(out, command="hsa build"):  # (it removes the folders it made, left empty)
+        try:
+            return _build(config, out, identity, augment_config, recorded, harnesses, progress)
+        except HsaError:
+            if not mf.partial_data(out):  # failed before writing anything: nothing to
+                mf.clear_state(out)  # finish, so no run is left to look unfinished
+            elif not mf.dataset_data(out):
+                # The teacher's output stays (a rerun reuses it when the source and teacher
+                # are unchanged); this config wrote no row, so a corrected config may run.
+                mf.clear_run(out)
+            raise
 
 
 def _build(
