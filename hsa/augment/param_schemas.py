@@ -1,11 +1,13 @@
 """Tool parameter schemas as rules see them: every sub-schema with the argument path it describes.
 
 A sub-schema describes the values at one instance path (``("items", "[]", "sku")``): object
-properties add their key, array ``items`` add ``"[]"``, ``$ref``/``anyOf``/``oneOf``/``allOf``
-keep the path. Sub-schemas reached only through keywords that have no such path
-(``prefixItems``, ``additionalProperties``, ``patternProperties``, ``not``, ``if``, ...) are
-*pinned*: rules leave their property names and enums alone, because no ``RewriteMapping`` step could
-follow them. A ``$defs`` entry used from two places is reached twice, with both paths.
+properties add their key, array ``items`` add ``"[]"``, and the keywords that apply to the same
+value (``$ref``, ``anyOf``/``oneOf``/``allOf``, ``not``, ``if``/``then``/``else``,
+``dependentSchemas``) keep the path. Sub-schemas reached only through keywords that have no such
+path (``prefixItems``, tuple ``items``, ``additionalProperties``, ``patternProperties``, ...), and
+those of a recursive ``$ref`` cycle (whose paths never end), are *pinned*: rules leave their
+property names and enums alone, because no ``RewriteMapping`` step could follow them. A
+``$defs`` entry used from two places is reached twice, with both paths.
 """
 
 from __future__ import annotations
@@ -16,24 +18,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from hsa.augment.mapping import EACH, ArgPath, Step
-from hsa.harness.validate import resolve_pointer
+from hsa.harness.jsonvalues import child, pointer_key, resolve_pointer
 
 _SAME_PATH = ("anyOf", "oneOf", "allOf")
+_SAME_PATH_ONE = ("not", "if", "then", "else")
+#: schemas by property name, applied to the object itself when it has that property (draft
+#: 2019-09 on; draft-07's ``dependencies`` holds them beside ``dependentRequired``'s lists)
+_SAME_PATH_MAP = ("dependentSchemas", "dependencies")
 _PINNED_ONE = (
     "additionalProperties",
     "unevaluatedProperties",
     "propertyNames",
-    "not",
-    "if",
-    "then",
-    "else",
     "contains",
     "unevaluatedItems",
+    "additionalItems",
 )
-_PINNED_MAP = ("patternProperties", "dependentSchemas")
+_PINNED_MAP = ("patternProperties",)
+#: keywords that constrain an object's property names by pattern: its keys are not renamed
+_KEYED = ("propertyNames", "patternProperties")
 _MAX_DEPTH = 64
 #: the keywords ``_walk`` looks under besides ``$ref``, ``properties`` and ``items``
-_RARE = frozenset((*_SAME_PATH, *_PINNED_ONE, *_PINNED_MAP, "prefixItems"))
+_RARE = frozenset(
+    (*_SAME_PATH, *_SAME_PATH_ONE, *_SAME_PATH_MAP, *_PINNED_ONE, *_PINNED_MAP, "prefixItems")
+)
 
 
 def copy_schema(schema: MappingABC[str, Any]) -> dict[str, Any]:
@@ -82,8 +89,12 @@ def _walk(
     out.append(Reached(node, path))
     deeper = depth + 1
     ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#") and ref not in refs:
-        _walk(root, resolve_pointer(root, ref), path, deeper, refs | {ref}, out)
+    if isinstance(ref, str) and ref.startswith("#"):
+        if ref not in refs:
+            _walk(root, resolve_pointer(root, ref), path, deeper, refs | {ref}, out)
+        elif path is not None:
+            # a recursive type: its paths never end, so every node of the cycle is pinned
+            _walk(root, resolve_pointer(root, ref), None, deeper, refs, out)
     props = node.get("properties")
     if isinstance(props, dict):
         for key, sub in props.items():
@@ -91,26 +102,47 @@ def _walk(
     items = node.get("items")
     if isinstance(items, dict):
         _walk(root, items, None if path is None else (*path, EACH), deeper, refs, out)
-    if _RARE.isdisjoint(node):  # most nodes: nothing below but properties and items
-        return
+    if _RARE.isdisjoint(node) and not isinstance(items, list):
+        return  # most nodes: nothing below but properties and items
     for key in _SAME_PATH:
-        for sub in node.get(key) or ():
+        for sub in _schemas(node.get(key)):
+            _walk(root, sub, path, deeper, refs, out)
+    for key in _SAME_PATH_ONE:
+        if key in node:
+            _walk(root, node[key], path, deeper, refs, out)
+    for key in _SAME_PATH_MAP:
+        for sub in _schemas(node.get(key)):
             _walk(root, sub, path, deeper, refs, out)
     for key in _PINNED_ONE:
         if key in node:
             _walk(root, node[key], None, deeper, refs, out)
     for key in _PINNED_MAP:
-        for sub in (node.get(key) or {}).values():
+        for sub in _schemas(node.get(key)):
             _walk(root, sub, None, deeper, refs, out)
-    for sub in node.get("prefixItems") or ():
+    for sub in _schemas(node.get("prefixItems")):
         _walk(root, sub, None, deeper, refs, out)
+    if isinstance(items, list):  # the tuple form of drafts before 2020-12
+        for sub in items:
+            _walk(root, sub, None, deeper, refs, out)
+
+
+def _schemas(value: Any) -> list[Any]:
+    """The sub-schemas a keyword holds: a list's items, a map's values (a draft-07
+    ``dependencies`` list of names among them, which ``_walk`` passes over)."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        return list(value.values())
+    return []
 
 
 def free_nodes(
     schema: dict[str, Any], walked: list[Reached] | None = None
 ) -> list[tuple[dict[str, Any], list[ArgPath]]]:
     """Sub-schemas never reached through a pinned keyword, each with all its paths, in order
-    (``walked``: ``reached(schema)``, when the caller has it)."""
+    (``walked``: ``reached(schema)``, when the caller has it). A path that a pinned sub-schema
+    describes too is left alone as a whole: a rewrite of the other schemas there would part
+    them from the one that keeps its names."""
     paths: dict[int, list[ArgPath | None]] = {}
     nodes: dict[int, dict[str, Any]] = {}
     for r in reached(schema) if walked is None else walked:
@@ -119,9 +151,23 @@ def free_nodes(
         bucket = paths.setdefault(key, [])
         if r.path not in bucket:
             bucket.append(r.path)
+    stuck = {p for ps in paths.values() if None in ps for p in ps if p is not None}
     return [
-        (nodes[k], [p for p in ps if p is not None]) for k, ps in paths.items() if None not in ps
+        (nodes[k], [p for p in ps if p is not None])
+        for k, ps in paths.items()
+        if None not in ps and stuck.isdisjoint(ps)
     ]
+
+
+def renamable_nodes(
+    schema: dict[str, Any], walked: list[Reached] | None = None
+) -> list[dict[str, Any]]:
+    """The free sub-schemas (``free_nodes``) whose property names may be renamed: not those
+    at a path where a schema constrains the names by pattern (``propertyNames``,
+    ``patternProperties``), which a new name might break or newly match."""
+    walked = list(reached(schema)) if walked is None else walked
+    keyed = {r.path for r in walked if r.path is not None and any(k in r.node for k in _KEYED)}
+    return [node for node, paths in free_nodes(schema, walked) if keyed.isdisjoint(paths)]
 
 
 def rename_properties(
@@ -129,13 +175,15 @@ def rename_properties(
 ) -> tuple[dict[str, Any], tuple[Step, ...]]:
     """Rename property keys by ``table`` wherever a step can follow them.
 
-    Returns the new schema (``required`` and ``dependentRequired`` renamed along, ``$ref``s
-    untouched since ``$defs`` keep their names) and the ``move`` steps, parents before children,
-    that take canonical arguments to the new names.
+    Returns the new schema (``required``, ``dependentRequired`` and ``dependentSchemas``
+    renamed along; ``$defs`` keep their names, so only a ``$ref`` through a renamed property
+    changes) and the ``move`` steps, parents before children, that take canonical arguments to
+    the new names.
     """
     out = copy_schema(schema)
-    free = [node for node, _ in free_nodes(out)]
+    free = renamable_nodes(out)
     renamable = {id(node) for node in free}
+    refs = _renamed_refs(out, renamable, table)
     steps: list[Step] = []
     seen: set[Step] = set()
 
@@ -159,12 +207,20 @@ def rename_properties(
         if isinstance(node.get("items"), dict):
             visit(node["items"], (*spath, EACH), depth + 1, refs)
         for key in _SAME_PATH:
-            for sub in node.get(key) or ():
+            for sub in _schemas(node.get(key)):
+                visit(sub, spath, depth + 1, refs)
+        for key in _SAME_PATH_ONE:
+            if key in node:
+                visit(node[key], spath, depth + 1, refs)
+        for key in _SAME_PATH_MAP:
+            for sub in _schemas(node.get(key)):
                 visit(sub, spath, depth + 1, refs)
 
     visit(out, (), 0, frozenset())
     for node in free:  # renaming keys makes new property maps; the nodes stay the same
         _rename_keys(node, table)
+    for node, ref in refs:
+        node["$ref"] = ref
     return out, tuple(steps)
 
 
@@ -174,18 +230,79 @@ def _rename_keys(node: dict[str, Any], table: MappingABC[str, str]) -> None:
         node["properties"] = {table.get(k, k): v for k, v in props.items()}
     if isinstance(node.get("required"), list):
         node["required"] = [table.get(k, k) for k in node["required"]]
-    dep = node.get("dependentRequired")
-    if isinstance(dep, dict):
-        node["dependentRequired"] = {
-            table.get(k, k): [table.get(x, x) for x in v] for k, v in dep.items()
-        }
+    for key in ("dependentRequired", "dependentSchemas", "dependencies"):
+        dep = node.get(key)
+        if isinstance(dep, dict):
+            node[key] = {
+                table.get(k, k): [table.get(x, x) for x in v] if isinstance(v, list) else v
+                for k, v in dep.items()
+            }
+
+
+def _renamed_refs(
+    root: dict[str, Any], renamed: set[int], table: MappingABC[str, str]
+) -> list[tuple[dict[str, Any], str]]:
+    """The ``$ref``s of ``root`` that pass through a property of a schema whose keys are
+    renamed (``#/properties/home/properties/city``), each with its pointer after the rename
+    (``$defs`` entries keep their names, so most pointers need none)."""
+    found: list[tuple[dict[str, Any], str]] = []
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        stack.extend(node.values())
+        ref = node.get("$ref")
+        if isinstance(ref, str) and "/properties/" in ref:
+            new = _renamed_pointer(root, ref, renamed, table)
+            if new != ref:
+                found.append((node, new))
+    return found
+
+
+def _renamed_pointer(
+    root: dict[str, Any], ref: str, renamed: set[int], table: MappingABC[str, str]
+) -> str:
+    if not ref.startswith("#/"):
+        return ref
+    node: Any = root
+    parts = ref[2:].split("/")
+    for i, raw in enumerate(list(parts)):  # the old names lead through the schema
+        key = pointer_key(raw)
+        owner, node = node, child(node, key)
+        if node is None:
+            return ref
+        if key == "properties" and id(owner) in renamed and i + 1 < len(parts):
+            name = pointer_key(parts[i + 1])
+            if table.get(name, name) != name:
+                parts[i + 1] = table[name]  # a new name is an identifier: nothing to escape
+    return "#/" + "/".join(parts)
+
+
+def refs_outside_defs(schema: MappingABC[str, Any]) -> bool:
+    """Whether a ``$ref`` in ``schema`` points elsewhere than into its ``$defs`` (or
+    ``definitions``): at the root (``#``, a recursive type) or into its properties."""
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, MappingABC):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and not ref.startswith(("#/$defs/", "#/definitions/")):
+                return True
+            stack.extend(node.values())
+    return False
 
 
 def property_names(schema: dict[str, Any], walked: list[Reached] | None = None) -> list[str]:
     """Every property name a step can reach in ``schema``, in first-seen order (``walked``:
     ``reached(schema)``, when the caller has it)."""
     names: dict[str, None] = {}
-    for node, _ in free_nodes(schema, walked):
+    for node in renamable_nodes(schema, walked):
         for key in node.get("properties") or {}:
             names.setdefault(key, None)
     return list(names)

@@ -19,9 +19,9 @@ from hsa.harness.events import (
     UserMessage,
     normalize_call_ids,
 )
+from hsa.harness.jsonvalues import resolve_pointer
 from hsa.harness.model import Harness
 from hsa.harness.sandbox import message_fields
-from hsa.harness.validate import resolve_pointer
 
 _DEPTH = 8
 

@@ -21,7 +21,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -346,7 +346,8 @@ def _jsonl_source(
     rows = 0
     renamed: dict[str, str] = {}
     silent: list[int] = []  # the lines of rows without an assistant turn
-    left_out: list[int] = []  # the lines of rows left out (``unlike_skill_note``)
+    left_out: list[tuple[int, str]] = []  # rows left out: their lines, and why
+    unkept: Counter[str] = Counter()  # message fields not kept, and in how many messages
     size = path.stat().st_size
     if progress is not None:
         progress(0, size)
@@ -359,6 +360,7 @@ def _jsonl_source(
                 renamed.update(renamed_tools(chunk.harnesses))
                 silent += [t.metadata["line"] for t in chunk.trajectories if is_silent(t)]
                 left_out += chunk.left_out
+                unkept.update(dict(chunk.unkept))
                 if harness is not None:
                     for trajectory in chunk.trajectories:
                         _check_recorded(trajectory, harness, path)
@@ -386,7 +388,7 @@ def _jsonl_source(
     if harness is not None:
         digest.update(harness.to_json().encode("utf-8"))
     given = (harness,) if harness is not None else ()
-    notes = reading_notes(renamed, silent, left_out)
+    notes = reading_notes(renamed, silent, left_out, unkept)
     return Source(path, (spill,), (rows,), digest.hexdigest(), given, store, scratch, notes)
 
 

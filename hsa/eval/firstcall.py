@@ -8,7 +8,8 @@ inverse mapping):
 
 - ``name``: the first call names the right tool (or loads the right skill) -- by a name the
   variant offers: a canonical name the variant renamed is an unknown tool, not a match; a
-  call to the right tool whose arguments its schema refuses matches here, and no further;
+  call to the right tool whose arguments its schema refuses matches here, and no further (a
+  call to the skill tool without a skill id loads no skill, so matches none);
 - ``keys``: and with exactly the right argument names, arguments the tool's schema accepts;
 - ``exact``: and with the right values (the episode's ``success``).
 

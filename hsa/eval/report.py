@@ -15,10 +15,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
 from hsa.datasets.figures import png, pyplot
 from hsa.datasets.shards import write_atomic
 from hsa.errors import EvalError
 from hsa.harness.files import blocked
+from hsa.harness.jsonvalues import json_path
 
 REPORT = "report.md"
 COMPARE_PLOT = "compare.png"
@@ -50,15 +54,21 @@ def _bars(ax, entries: Mapping[str, Mapping[str, Any]], color: str, title: str) 
 
 
 def plot_success(summary: Mapping[str, Any]) -> bytes:
-    """Success per suite, and per rule family in the variants suite, with intervals."""
+    """Success per suite, and per rule family in the variants suite (in a run without it,
+    the firstcall suite's name match per rule family), with intervals."""
     plt = pyplot()
     suites = summary["suites"]
     families = (suites.get("variants") or {}).get("by_family") or {}
+    title = "held-out variants: success per rule family"
+    if not families:
+        first = (suites.get("firstcall") or {}).get("by_family") or {}
+        families = {k: v["name"] for k, v in first.items() if "name" in v}
+        title = "first call: right name per rule family"
     panels = 2 if families else 1
     fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 3.4), dpi=100, squeeze=False)
     _bars(axes[0][0], suites, _BLUE, "success per suite")
     if families:
-        _bars(axes[0][1], families, _ORANGE, "held-out variants: success per rule family")
+        _bars(axes[0][1], families, _ORANGE, title)
     return png(fig)
 
 
@@ -140,13 +150,18 @@ def render_report(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
             table = entry.get(key)
             if not table:
                 continue
+            steps = all("name" in v for v in table.values())  # firstcall: each step's rate
             lines += [
                 f"## {name}: {title}",
                 "",
-                "| | success % [95% CI] | episodes |",
-                "|---|---|---:|",
+                "| | name % [95% CI] | keys % [95% CI] | exact % [95% CI] | episodes |"
+                if steps
+                else "| | success % [95% CI] | episodes |",
+                "|---|---|---|---|---:|" if steps else "|---|---|---:|",
             ]
-            lines += [f"| `{k}` | {interval(v)} | {v['n']:,} |" for k, v in table.items()]
+            for k, v in table.items():
+                cells = [interval(v[step]) for step in ("name", "keys")] if steps else []
+                lines.append(f"| `{k}` | {' | '.join([*cells, interval(v)])} | {v['n']:,} |")
             lines.append("")
         if "exact" in entry:
             lines += [
@@ -209,7 +224,32 @@ def read_summary(path: str | Path) -> dict[str, Any]:
         raise EvalError(f"cannot read the summary: {exc}", file=str(target)) from None
     if not isinstance(found, dict) or "suites" not in found:
         raise EvalError("not an hsa evaluation summary", file=str(target))
+    problem = best_match(Draft202012Validator(_SUMMARY).iter_errors(found))
+    if problem is not None:
+        raise EvalError(
+            f"not an hsa evaluation summary: {json_path(problem.absolute_path)}: {problem.message}",
+            file=str(target),
+        )
     return found
+
+
+_NUMBER = {"type": ["number", "null"]}
+_RATE = {"type": ["object", "null"], "properties": {k: _NUMBER for k in ("success", "low", "high")}}
+#: the parts of a summary that reports and comparisons read, and their shapes
+_SUMMARY = {
+    "type": "object",
+    "properties": {
+        "suites": {
+            "type": "object",
+            "additionalProperties": {"type": "object"},
+            "properties": {
+                **{k: _RATE for k in ("canonical", "variants", "bfcl")},
+                "firstcall": {"type": "object", "properties": {"name": _RATE}},
+            },
+        },
+        "drop": _NUMBER,
+    },
+}
 
 
 def environment(summary: Mapping[str, Any]) -> str | None:

@@ -95,19 +95,26 @@ def suite_summary(
     by = {"resamples": resamples, "seed": seed}
     out["by_kind"] = breakdown(rows, lambda r: [r["task_kind"]], **by)
     out["by_protocol"] = breakdown(rows, lambda r: [r["protocol"]], **by)
+    if suite in ("variants", "firstcall"):
+        out["by_family"] = breakdown(rows, _families, **by)
+        out["by_rule"] = breakdown(rows, _rules, **by)
     if suite == "firstcall":
-        for key, column in (("name", "name_match"), ("keys", "keys_match"), ("exact", "success")):
-            matched = [{**r, "success": bool(r[column])} for r in rows]
-            out[key] = success_rate(matched, resamples=resamples, seed=seed)
         plain = [r for r in rows if r["config"] == "canonical"]
         varied = [r for r in rows if r["config"] != "canonical"]
-        out["by_harness"] = {
-            "canonical": success_rate(plain, resamples=resamples, seed=seed),
-            "variants": success_rate(varied, resamples=resamples, seed=seed),
-        }
-    if suite in ("variants", "firstcall"):
-        out["by_family"] = breakdown(rows, lambda r: r["families"], **by)
-        out["by_rule"] = breakdown(rows, lambda r: r["rules"], **by)
+        out["by_harness"] = {"canonical": plain, "variants": varied}
+        # each step of the match overall, and beside the exact call's success of each
+        # breakdown by harness, rule family and rule: how far a model gets, and where
+        for key, column in (("name", "name_match"), ("keys", "keys_match"), ("exact", "success")):
+            out[key] = success_rate(_matched(rows, column), resamples=resamples, seed=seed)
+        for group, part in out["by_harness"].items():
+            out["by_harness"][group] = success_rate(part, resamples=resamples, seed=seed)
+            for key, column in (("name", "name_match"), ("keys", "keys_match")):
+                rate = success_rate(_matched(part, column), resamples=resamples, seed=seed)
+                out["by_harness"][group][key] = rate
+        for table, keys in (("by_family", _families), ("by_rule", _rules)):
+            for key, column in (("name", "name_match"), ("keys", "keys_match")):
+                for group, rate in breakdown(_matched(rows, column), keys, **by).items():
+                    out[table][group][key] = rate
     if suite == "bfcl":
         configs = breakdown(rows, lambda r: [r["config"]], **by)
         out["by_config"] = configs
@@ -125,6 +132,19 @@ def suite_summary(
     }
     out["latency"] = latency(rows)
     return out
+
+
+def _families(row: Mapping[str, Any]) -> list[str]:
+    return row["families"]
+
+
+def _rules(row: Mapping[str, Any]) -> list[str]:
+    return row["rules"]
+
+
+def _matched(rows: Sequence[Mapping[str, Any]], column: str) -> list[dict[str, Any]]:
+    """``rows`` with ``column`` (a firstcall step's match) as their success."""
+    return [{**r, "success": bool(r[column])} for r in rows]
 
 
 def summarize(

@@ -20,20 +20,32 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from jsonschema.validators import Draft202012Validator
+from jsonschema.protocols import Validator
+from jsonschema.validators import Draft202012Validator, validator_for
 
 from hsa.harness.jsonvalues import json_path
 from hsa.harness.model import Harness, Tool
 
 
+def schema_class(schema: Any) -> type[Validator]:
+    """The validator of the JSON Schema draft ``schema`` declares by its ``$schema`` (draft-07
+    and draft-04 tool schemas are common: zod and older MCP servers write them); 2020-12 when
+    it declares none, or one jsonschema does not know."""
+    declared = schema.get("$schema") if isinstance(schema, Mapping) else None
+    if not isinstance(declared, str):
+        return Draft202012Validator
+    return validator_for({"$schema": declared}, default=Draft202012Validator)
+
+
 @lru_cache(maxsize=4096)
-def _compiled(schema_json: str) -> Draft202012Validator:
+def _compiled(schema_json: str) -> Validator:
     # Built from the JSON text, so a schema held as tuples or read-only mappings validates
     # exactly as the same schema read from a file.
-    return Draft202012Validator(json.loads(schema_json))
+    schema = json.loads(schema_json)
+    return schema_class(schema)(schema)
 
 
-def validator(tool: Tool) -> Draft202012Validator:
+def validator(tool: Tool) -> Validator:
     """The compiled JSON Schema validator of ``tool``'s parameters."""
     return _compiled(json.dumps(tool.parameters, sort_keys=True, ensure_ascii=False))
 
@@ -43,7 +55,7 @@ def schema_problem(tool: Tool, args: Mapping[str, Any]) -> str | None:
     return _problem(tool.name, validator(tool), args)
 
 
-def _problem(name: str, checker: Draft202012Validator, args: Mapping[str, Any]) -> str | None:
+def _problem(name: str, checker: Validator, args: Mapping[str, Any]) -> str | None:
     instance = dict(args)
     if checker.is_valid(instance):  # the common case: skip collecting every error
         return None
@@ -60,7 +72,7 @@ class ArgumentChecker:
 
     def __init__(self, tools: Iterable[Tool]):
         self._tools = {t.name: t for t in tools}
-        self._validators: dict[str, Draft202012Validator] = {}
+        self._validators: dict[str, Validator] = {}
 
     def __contains__(self, tool: str) -> bool:
         return tool in self._tools

@@ -3,7 +3,8 @@
 Python's JSON reader accepts more than JSON: NaN and Infinity, numbers past a double's range
 (read as infinities), escapes of lone UTF-16 surrogates (text UTF-8 cannot encode). And the
 JSON reader of ``datasets`` refuses integers outside 64 bits. ``unwritable`` finds the first
-such value, with its path, so an importer can refuse it naming where it is.
+such value, with its path, so an importer can refuse it naming where it is. And local JSON
+pointers (``#/$defs/Item``), as a schema's ``$ref`` writes them, are resolved here.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 
 def json_path(parts: Any) -> str:
@@ -91,3 +93,32 @@ def _lone_surrogate(text: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+def resolve_pointer(schema: Mapping[str, Any], ref: str) -> Any:
+    """The node a local JSON pointer (``#/$defs/Item``, ``#/$defs/My%20Type``) names, or
+    None."""
+    node: Any = schema
+    for raw in ref.lstrip("#").split("/")[1:]:
+        node = child(node, pointer_key(raw))
+        if node is None:
+            return None
+    return node
+
+
+def pointer_key(raw: str) -> str:
+    """One segment of a pointer in a URI fragment, as the key it names: percent-decoded (RFC
+    3986, as the fragment of a ``$ref`` is written), then ``~1`` and ``~0`` unescaped (RFC
+    6901)."""
+    if "%" in raw:
+        raw = unquote(raw)
+    return raw.replace("~1", "/").replace("~0", "~")
+
+
+def child(node: Any, key: str) -> Any:
+    """The member ``key`` of an object or the item at index ``key`` of an array, or None."""
+    if isinstance(node, Mapping):
+        return node.get(key)
+    if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+        return node[int(key)]
+    return None

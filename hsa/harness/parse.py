@@ -199,13 +199,13 @@ def parse(
             for call_id, name, args in raw_calls:
                 call_id = call_id if call_id is not None else f"call_{counter}"
                 counter += 1
-                if name == skill_tool:
-                    skill_id = None if skill_arg is None else args.get(skill_arg)
-                    if not isinstance(skill_id, str):
-                        raise ProtocolError("skill tool called without a skill id", where=where)
+                skill_id = None if skill_arg is None else args.get(skill_arg)
+                if name == skill_tool and isinstance(skill_id, str):
                     skill_calls.add(call_id)
                     events.append(SkillLoad(skill_id))
                 else:
+                    # a skill tool called without a skill id (a renamed argument, say) is a
+                    # call its schema refuses, as any other tool's would be, not a misread
                     events.append(ToolCall(call_id, name, args))
         elif role == "tool":
             call_id = message.get("tool_call_id")

@@ -13,7 +13,8 @@ import jsonschema
 from jsonschema.validators import Draft202012Validator
 
 from hsa.errors import HarnessError, HarnessValidationError, HsaError, ProtocolError, TemplateError
-from hsa.harness.jsonvalues import json_path, may_be_unwritable, unwritable
+from hsa.harness.arguments import schema_class
+from hsa.harness.jsonvalues import json_path, may_be_unwritable, resolve_pointer, unwritable
 from hsa.harness.model import Harness, Tool
 from hsa.harness.prompt import system_prompt
 from hsa.harness.sandbox import check_template, message_fields
@@ -410,7 +411,7 @@ def _parameter_problems(
     ``refs=False`` skips the ``$ref`` checks (for a schema known to have none)."""
     try:
         if not plainly_valid(schema):
-            Draft202012Validator.check_schema(schema)
+            schema_class(schema).check_schema(dict(schema))
     except jsonschema.SchemaError as exc:
         yield json_path(exc.absolute_path)[1:], f"not a valid JSON Schema: {exc.message}"
         return
@@ -487,10 +488,13 @@ def plainly_valid(schema: Any) -> bool:
 
 
 def ref_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    """Unresolvable local ``$ref``s and ``$ref`` cycles in ``schema`` (paths relative to it)."""
-    edges: dict[str, set[str]] = {}
+    """Unresolvable local ``$ref``s, and ``$ref`` cycles that never reach into a value (in
+    ``schema``, at paths relative to it). A recursive type (a tree whose nodes hold nodes)
+    is a cycle through ``properties`` or ``items``, and valid; a cycle of references to the
+    same value (``A`` is ``allOf: [B]``, ``B`` is ``A``) would never end being checked."""
+    edges: dict[str, set[str]] = {}  # owner -> the references it makes to the same value
 
-    def walk(node: Any, path: str, owner: str) -> Iterator[tuple[str, str]]:
+    def walk(node: Any, path: str, owner: str, same: bool) -> Iterator[tuple[str, str]]:
         if isinstance(node, Mapping):
             ref = node.get("$ref")
             if isinstance(ref, str):
@@ -498,21 +502,35 @@ def ref_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                     yield path, f"$ref {ref!r} is not local; only '#/...' references are supported"
                 elif resolve_pointer(schema, ref) is None:
                     yield path, f"$ref {ref!r} does not resolve"
-                else:
+                elif same:
                     edges.setdefault(owner, set()).add(ref)
             for key, value in node.items():
                 child = f"{path}.{key}" if _plain(key) else f"{path}[{json.dumps(str(key))}]"
                 # A node directly under $defs/definitions owns the references inside it.
-                child_owner = f"#/{path[1:]}/{key}" if path in (".$defs", ".definitions") else owner
-                yield from walk(value, child, child_owner)
+                if path in (".$defs", ".definitions"):
+                    yield from walk(value, child, f"#/{path[1:]}/{key}", True)
+                else:
+                    yield from walk(value, child, owner, same and key in _SAME_VALUE)
         elif isinstance(node, list):
             for i, value in enumerate(node):
-                yield from walk(value, f"{path}[{i}]", owner)
+                yield from walk(value, f"{path}[{i}]", owner, same)
 
-    yield from walk(schema, "", "#")
+    yield from walk(schema, "", "#", True)
     cycle = _find_cycle(edges)
     if cycle:
-        yield "", "$ref cycle: " + " -> ".join(cycle) + " (recursive schemas are not supported)"
+        yield (
+            "",
+            (
+                "$ref cycle: " + " -> ".join(cycle) + " (each refers to the same value as the "
+                "next, so checking a value against it would never end)"
+            ),
+        )
+
+
+#: keywords whose sub-schemas apply to the value itself, not to a part of it
+_SAME_VALUE = frozenset(
+    ("$defs", "definitions", "anyOf", "oneOf", "allOf", "not", "if", "then", "else")
+)
 
 
 def _plain(key: Any) -> bool:
@@ -543,17 +561,3 @@ def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
             if found:
                 return found
     return None
-
-
-def resolve_pointer(schema: Mapping[str, Any], ref: str) -> Any:
-    """The node a local JSON pointer (``#/$defs/Item``) names, or None."""
-    node: Any = schema
-    for raw in ref.lstrip("#").split("/")[1:]:
-        key = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and key in node:
-            node = node[key]
-        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
-            node = node[int(key)]
-        else:
-            return None
-    return node

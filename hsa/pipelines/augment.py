@@ -512,9 +512,10 @@ def augment(
 def check_not_empty(source: Source, config: AugmentConfig) -> None:
     """Refuse an input that would give a dataset without rows (``datasets`` cannot open one)."""
     if source.total == 0:
+        left = [n for n in source.notes if "left out" in n]  # why, when rows were read
         raise DatasetError(
             "holds no trajectories, so there is nothing to augment; give an input with at "
-            "least one trajectory",
+            "least one trajectory" + "".join(f"\n{n}" for n in left),
             file=str(source.path),
         )
     if not config.include_unverified and source.unverified() == source.total:

@@ -15,6 +15,7 @@ from hsa.augment.rules.hooks import valid_positions
 from hsa.errors import RuleError
 from hsa.harness import Hook, Matcher, Protocol, Section, Tool
 from hsa.harness.protocols import CALL_FORMATS, DRAWN_DOC_FORMATS
+from hsa.harness.validate import harness_problems
 
 
 def _apply(name, harness, seed=0, params=None, events=None):
@@ -189,6 +190,177 @@ def test_argument_rewrites_invert_exactly(args, seed):
         Draft202012Validator(dict(rewrite.harness.tools[0].parameters)).iter_errors(surface)
     )
     assert not errors, errors[0].message
+
+
+_EMAIL_OR_PHONE = {
+    "type": "object",
+    "properties": {
+        "kind": {"type": "string", "enum": ["by_email", "by_phone"]},
+        "email": {"type": "string"},
+        "phone": {"type": "string"},
+    },
+    "required": ["kind"],
+    "if": {"properties": {"kind": {"const": "by_email"}}},
+    "then": {"required": ["email"]},
+    "else": {"required": ["phone"]},
+}
+_ADDRESS = {"type": "object", "properties": {"city_name": {"type": "string"}}}
+#: schemas whose parts name each other: each rule keeps every call valid, or leaves it alone
+_ENTANGLED = {
+    "if_then_else": (
+        _EMAIL_OR_PHONE,
+        [{"kind": "by_email", "email": "a@b.c"}, {"kind": "by_phone", "phone": "1"}],
+    ),
+    "dependent_schemas": (
+        {
+            "type": "object",
+            "properties": {"sort_order": {"type": "string", "enum": ["price_asc", "price_desc"]}},
+            "dependentSchemas": {
+                "sort_order": {"properties": {"sort_order": {"enum": ["price_asc", "price_desc"]}}}
+            },
+        },
+        [{"sort_order": "price_desc"}],
+    ),
+    "not_required": (
+        {
+            "type": "object",
+            "properties": {"start_date": {"type": "string"}, "end_date": {"type": "string"}},
+            "not": {"required": ["end_date"], "not": {"required": ["start_date"]}},
+        },
+        [{"start_date": "a"}, {"start_date": "a", "end_date": "b"}],
+    ),
+    "dependent_required_on_an_object": (
+        {
+            "type": "object",
+            "properties": {
+                "address": {**_ADDRESS, "required": ["city_name"]},
+                "gift": {"type": "boolean"},
+            },
+            "required": ["address"],
+            "dependentRequired": {"gift": ["address"]},
+            "allOf": [{"required": ["address"]}],
+        },
+        [{"address": {"city_name": "c"}, "gift": True}],
+    ),
+    "ref_into_properties": (
+        {
+            "type": "object",
+            "properties": {
+                "home_address": {**_ADDRESS, "required": ["city_name"]},
+                "work_address": {"$ref": "#/properties/home_address"},
+            },
+            "required": ["home_address"],
+        },
+        [{"home_address": {"city_name": "x"}, "work_address": {"city_name": "y"}}],
+    ),
+    "recursive_type": (
+        {
+            "type": "object",
+            "properties": {
+                "root": {"$ref": "#/$defs/Node"},
+                "depth_limit": {"type": "integer"},
+            },
+            "required": ["root"],
+            "$defs": {
+                "Node": {
+                    "type": "object",
+                    "properties": {
+                        "node_label": {"type": "string", "enum": ["leaf_node", "inner_node"]},
+                        "child_nodes": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                    },
+                    "required": ["node_label"],
+                }
+            },
+        },
+        [
+            {
+                "root": {
+                    "node_label": "inner_node",
+                    "child_nodes": [
+                        {"node_label": "inner_node", "child_nodes": [{"node_label": "leaf_node"}]}
+                    ],
+                },
+                "depth_limit": 2,
+            }
+        ],
+    ),
+    "names_by_pattern": (
+        {
+            "type": "object",
+            "properties": {"user_id": {"type": "string"}, "page_size": {"type": "integer"}},
+            "propertyNames": {"pattern": "^[a-z_]+$"},
+        },
+        [{"user_id": "u", "page_size": 3}],
+    ),
+    "draft_07_tuple": (
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": {
+                "point": {
+                    "type": "array",
+                    "items": [{"type": "number"}, {"type": "number"}],
+                    "additionalItems": False,
+                },
+                "unit": {"type": "string", "enum": ["metre", "foot"]},
+            },
+            "dependencies": {"point": ["unit"]},
+        },
+        [{"point": [1, 2], "unit": "foot"}],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_ENTANGLED))
+@pytest.mark.parametrize(
+    "name",
+    ["tools.rename_params", "tools.enum_values", "tools.flatten_args", "tools.wrap_args"],
+)
+def test_argument_rewrites_keep_calls_valid_where_schema_parts_name_each_other(name, case):
+    from hsa.harness.arguments import schema_class
+
+    schema, calls = _ENTANGLED[case]
+    validator = schema_class(schema)
+    assert all(validator(schema).is_valid(args) for args in calls)
+    harness = make_harness().replace(tools=[Tool("act", "Act.", schema)])
+    assert not harness_problems(harness)
+    for seed in range(8):
+        rewrite, _ = apply_chain(harness, [(get_rule(name), {})], seed=seed)
+        rewritten = dict(rewrite.harness.tools[0].parameters)
+        validator.check_schema(rewritten)
+        tool = rewrite.mapping.tools.get("act")
+        for args in calls:
+            surface = apply_steps(args, tool.steps if tool else ())
+            errors = list(validator(rewritten).iter_errors(surface))
+            assert not errors, (seed, surface, errors[0].message)
+            if tool:
+                back = rewrite.mapping.inverse().tools[tool.name].steps
+                assert apply_steps(surface, back) == args
+
+
+def test_renames_reach_conditional_parts_and_pointers_into_properties():
+    schema, _ = _ENTANGLED["if_then_else"]
+    params = {"fraction": 1.0, "style": "pascal"}
+    harness = make_harness().replace(tools=[Tool("act", "Act.", schema)])
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.rename_params"), params)], seed=0)
+    renamed = rewrite.harness.tools[0].parameters
+    assert renamed["if"] == {"properties": {"Kind": {"const": "by_email"}}}
+    assert (renamed["then"], renamed["else"]) == ({"required": ["Email"]}, {"required": ["Phone"]})
+    schema, _ = _ENTANGLED["ref_into_properties"]
+    harness = make_harness().replace(tools=[Tool("act", "Act.", schema)])
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.rename_params"), params)], seed=0)
+    renamed = rewrite.harness.tools[0].parameters
+    assert renamed["properties"]["WorkAddress"] == {"$ref": "#/properties/HomeAddress"}
+
+
+def test_a_recursive_type_keeps_its_names_and_the_rest_is_renamed():
+    schema, _ = _ENTANGLED["recursive_type"]
+    params = {"fraction": 1.0, "style": "pascal"}
+    harness = make_harness().replace(tools=[Tool("act", "Act.", schema)])
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.rename_params"), params)], seed=0)
+    renamed = rewrite.harness.tools[0].parameters
+    assert list(renamed["properties"]) == ["Root", "DepthLimit"]
+    assert renamed["$defs"] == schema["$defs"]  # its paths never end: no step could follow
 
 
 def test_parameter_renames_follow_into_the_arguments_an_input_hook_sets_and_removes():

@@ -237,7 +237,17 @@ def test_read_summary_of_a_missing_run_names_the_path(tmp_path):
     assert "summary.json is missing" in str(caught.value)
 
 
-@pytest.mark.parametrize("text", ['{"episodes": 3}', "[1, 2]", "{not json"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"episodes": 3}',
+        "[1, 2]",
+        "{not json",
+        '{"suites": null}',
+        '{"suites": {"canonical": {"success": "x"}}}',
+        '{"suites": {}, "drop": "5%"}',
+    ],
+)
 def test_read_summary_refuses_what_is_not_a_summary(tmp_path, text):
     (tmp_path / "summary.json").write_text(text, "utf-8")
     with pytest.raises(EvalError) as caught:

@@ -189,6 +189,37 @@ def test_variants_suite_breaks_down_by_family_and_rule():
     assert "by_config" not in found and "format_sensitivity" not in found
 
 
+def test_firstcall_gives_each_step_of_the_match_per_harness_family_and_rule():
+    def first(task, config, rules, name, keys, exact):
+        families = sorted({r.split(".")[0] for r in rules})
+        return row(
+            suite="firstcall",
+            task_group=task,
+            config=config,
+            rules=rules,
+            families=families,
+            name_match=name,
+            keys_match=keys,
+            success=exact,
+        )
+
+    rows = [
+        first("a", "canonical", [], True, True, True),
+        first("a", "v1", ["tools.rename"], True, False, False),
+        first("b", "canonical", [], True, True, False),
+        first("b", "v1", ["tools.rename", "prompt.placement"], False, False, False),
+    ]
+    found = suite_summary("firstcall", rows, resamples=200, seed=0)
+    assert (found["name"]["success"], found["keys"]["success"]) == (0.75, 0.5)
+    assert found["exact"]["success"] == 0.25
+    canonical, variants = found["by_harness"]["canonical"], found["by_harness"]["variants"]
+    assert (canonical["name"]["success"], canonical["success"]) == (1.0, 0.5)
+    assert (variants["name"]["success"], variants["keys"]["success"]) == (0.5, 0.0)
+    tools = found["by_family"]["tools"]
+    assert (tools["name"]["success"], tools["keys"]["success"], tools["success"]) == (0.5, 0, 0)
+    assert found["by_rule"]["prompt.placement"]["name"]["success"] == 0.0
+
+
 def test_canonical_suite_has_no_family_or_config_breakdown():
     rows = [row(task_kind="lookup"), row(task_group="t1", task_kind="refund", success=False)]
     found = suite_summary("canonical", rows, resamples=200, seed=0)

@@ -162,3 +162,45 @@ def test_mcp_title_annotations_and_output_schema_survive_a_round_trip(tmp_path):
         text = reloaded.replace(protocol=Protocol(name="text", doc_format=doc_format))
         prompt = render([], text).messages[0]["content"]
         assert "orders_get" in prompt and "readOnlyHint" not in prompt, doc_format
+
+
+def test_schemas_of_other_drafts_and_recursive_types_are_imported_as_they_are(tmp_path):
+    from hsa.harness.arguments import ArgumentChecker
+    from hsa.harness.validate import harness_problems
+
+    draft_07 = {  # what zod-to-json-schema writes for a tuple, for MCP servers
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"at": {"type": "array", "items": [{"type": "number"}, {"type": "number"}]}},
+    }
+    draft_04 = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "object",
+        "properties": {"n": {"type": "number", "minimum": 0, "exclusiveMinimum": True}},
+    }
+    tree = {  # a pydantic model that holds itself
+        "type": "object",
+        "properties": {
+            "label": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#"}},
+        },
+    }
+    spaced = {
+        "type": "object",
+        "$defs": {"My Type": {"type": "string"}},
+        "properties": {"a": {"$ref": "#/$defs/My%20Type"}},
+    }
+    tools = [
+        {"name": name, "inputSchema": schema}
+        for name, schema in [("move", draft_07), ("scale", draft_04), ("tree", tree), ("a", spaced)]
+    ]
+    path = tmp_path / "server.json"
+    path.write_text(json.dumps({"tools": tools}))
+    (harness,) = import_source(path).harnesses
+    assert [t.parameters for t in harness.tools] == [draft_07, draft_04, tree, spaced]
+    assert not harness_problems(harness)
+    checker = ArgumentChecker(harness.tools)
+    assert checker.problem("move", {"at": [1, 2]}) is None
+    assert checker.problem("scale", {"n": 0}) is not None  # draft-04: true excludes the minimum
+    assert checker.problem("tree", {"label": "a", "children": [{"label": 1}]}) is not None
+    assert checker.problem("a", {"a": 1}) is not None

@@ -284,6 +284,21 @@ def test_api_skill_call_ids_never_capture_a_tool_result() -> None:
     assert parse(conversation, harness) == events
 
 
+def test_a_skill_tool_call_without_a_skill_id_is_a_call_its_schema_refuses() -> None:
+    from hsa.harness.arguments import checker_of
+
+    harness = _harness(Protocol("api"))
+    call = {"id": "c", "type": "function", "function": {"name": "load_skill", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "## Persona\n\nYou help."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+    events = parse(messages, harness)
+    assert events == [ToolCall("c", "load_skill", {})]  # not a misread reply
+    problem = checker_of(harness).problem("load_skill", {})
+    assert problem is not None and problem.startswith("invalid arguments for load_skill")
+
+
 def test_python_format_refuses_tool_names_it_cannot_write() -> None:
     # Validation refuses such a harness where it is made, naming the tool, before anything
     # renders; render, which does not validate, refuses the call it cannot write.

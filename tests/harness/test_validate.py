@@ -238,8 +238,17 @@ def schema_with(**defs):
         ),
         (schema_with(A={"$ref": "#/$defs/A"}), ["$ref cycle: #/$defs/A -> #/$defs/A"]),
         (
-            schema_with(A={"properties": {"b": {"$ref": "#/$defs/B"}}}, B={"$ref": "#/$defs/A"}),
+            schema_with(A={"allOf": [{"$ref": "#/$defs/B"}]}, B={"not": {"$ref": "#/$defs/A"}}),
             ["$ref cycle: #/$defs/A -> #/$defs/B -> #/$defs/A"],
+        ),
+        # recursive types: a cycle through a part of the value (a property, an item) is valid
+        (schema_with(A={"properties": {"b": {"$ref": "#/$defs/B"}}}, B={"$ref": "#/$defs/A"}), []),
+        (schema_with(A={"type": "array", "items": {"$ref": "#/$defs/A"}}), []),
+        ({"type": "object", "properties": {"sub": {"$ref": "#"}}}, []),
+        # a pointer in a URI fragment is percent-encoded (RFC 6901, section 6)
+        (
+            {"properties": {"x": {"$ref": "#/$defs/My%20Type"}}, "$defs": {"My Type": {}}},
+            [],
         ),
         (schema_with(B={}), ["$ref '#/$defs/A' does not resolve"]),
         (

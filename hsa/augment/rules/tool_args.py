@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from hsa.augment.banks import synonyms
@@ -24,11 +25,17 @@ from hsa.augment.names import (
     style_param,
     synonym_name,
 )
-from hsa.augment.param_schemas import all_property_names, copy_schema, free_nodes
+from hsa.augment.param_schemas import (
+    all_property_names,
+    copy_schema,
+    free_nodes,
+    reached,
+    refs_outside_defs,
+)
 from hsa.augment.registry import rule
 from hsa.augment.rule import DRAWS, Context, Rewrite
+from hsa.harness.jsonvalues import resolve_pointer
 from hsa.harness.model import Harness, Tool
-from hsa.harness.validate import resolve_pointer
 
 NEUTRAL_PARAMS = {
     "trace_id": "Optional identifier to correlate this call in logs; does not change the result.",
@@ -145,7 +152,15 @@ def wrap_args(harness: Harness, rng: random.Random, params: dict[str, Any], cont
     ``$defs`` stay at the schema root so every ``$ref`` still resolves; the object-level
     constraints (``required``, ``additionalProperties``, ...) move inside the wrapper.
     """
-    candidates = [t for t in harness.tools if (t.parameters.get("properties") or {})]
+    # a $ref into the arguments (#/properties/...) would point elsewhere once they are
+    # wrapped, and arguments the schema does not declare would stay outside the wrapper
+    candidates = [
+        t
+        for t in harness.tools
+        if (t.parameters.get("properties") or {})
+        and not refs_outside_defs(t.parameters)
+        and not _depends_on_undeclared(t.parameters)
+    ]
     chosen = _choose(candidates, params["fraction"], rng)
     rewrites = {}
     for tool in candidates:
@@ -183,6 +198,45 @@ def _resolved(schema: dict[str, Any], node: Any) -> Any:
     return node
 
 
+def _named_elsewhere(schema: dict[str, Any], key: str) -> bool:
+    """Whether the object ``schema`` names its property ``key`` other than by its own
+    ``properties`` and ``required``: in ``dependentRequired`` (or ``dependentSchemas``,
+    draft-07's ``dependencies``), or in a schema that applies to the same object (``allOf``,
+    ``if``, ...)."""
+    for found in reached(schema):
+        if found.path != ():
+            continue
+        node = found.node
+        if node is not schema and (
+            key in (node.get("properties") or {}) or key in _names(node.get("required"))
+        ):
+            return True
+        for word in ("dependentRequired", "dependentSchemas", "dependencies"):
+            dep = node.get(word)
+            if isinstance(dep, dict) and (
+                key in dep or any(key in _names(v) for v in dep.values())
+            ):
+                return True
+    return False
+
+
+def _depends_on_undeclared(schema: Mapping[str, Any]) -> bool:
+    """Whether the object ``schema``'s ``dependentRequired`` (or draft-07 ``dependencies``)
+    names a property it does not declare."""
+    props = schema.get("properties") or {}
+    for word in ("dependentRequired", "dependencies"):
+        dep = schema.get(word)
+        if isinstance(dep, dict) and any(
+            name not in props for names in dep.values() for name in _names(names)
+        ):
+            return True
+    return False
+
+
+def _names(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
     """The object schema of top-level ``key`` if flattening it is exact, else None.
 
@@ -190,7 +244,7 @@ def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
     it is a plain object with named properties and no combinators, and extra keys inside it
     either cannot occur or would still be accepted at the top level.
     """
-    if key not in (schema.get("required") or ()):
+    if key not in (schema.get("required") or ()) or _named_elsewhere(schema, key):
         return None
     sub = _resolved(schema, (schema.get("properties") or {}).get(key))
     if not isinstance(sub, dict) or sub.get("type") != "object":
@@ -236,6 +290,8 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
 
     rewrites = {}
     for tool in harness.tools:
+        if refs_outside_defs(tool.parameters):
+            continue  # a $ref into the arguments might name the object flattened away
         schema = copy_schema(tool.parameters)
         props = schema.get("properties") or {}
         flattenable = {k: s for k in props if (s := _flattenable(schema, k)) is not None}

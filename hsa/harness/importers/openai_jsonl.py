@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -55,9 +56,10 @@ class Chunk(NamedTuple):
     harnesses: list[Harness]
     trajectories: list[Trajectory]
     read: int = 0
-    #: lines of rows left out: a skill load whose recorded result is not the skill
-    #: (``unlike_skill``)
-    left_out: tuple[int, ...] = ()
+    #: rows left out, each as (its line, why: one of ``LEFT_OUT``'s reasons)
+    left_out: tuple[tuple[int, str], ...] = ()
+    #: the message fields a row cannot hold, each with the number of messages it was in
+    unkept: tuple[tuple[str, int], ...] = ()
 
 
 def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> ImportResult:
@@ -69,11 +71,13 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
     """
     harnesses: list[Harness] = [] if harness is None else [harness]
     trajectories: list[Trajectory] = []
-    left_out: list[int] = []
+    left_out: list[tuple[int, str]] = []
+    unkept: Counter[str] = Counter()
     for chunk in read_openai_jsonl(path, harness=harness):
         harnesses.extend(chunk.harnesses)
         trajectories.extend(chunk.trajectories)
         left_out.extend(chunk.left_out)
+        unkept.update(dict(chunk.unkept))
     repeat = first_repeat(pa.array([t.id for t in trajectories], pa.string()))
     if repeat is not None:
         first, second = (trajectories[i] for i in repeat)
@@ -98,17 +102,31 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
         trajectories=tuple(trajectories),
         source=str(path),
         format="openai-jsonl",
-        notes=reading_notes(renamed_tools(harnesses), silent, left_out),
+        notes=reading_notes(renamed_tools(harnesses), silent, left_out, unkept),
     )
 
 
 def reading_notes(
-    renamed: Mapping[str, str], silent: Sequence[int], left_out: Sequence[int]
+    renamed: Mapping[str, str],
+    silent: Sequence[int],
+    left_out: Sequence[tuple[int, str]],
+    unkept: Mapping[str, int],
 ) -> tuple[str, ...]:
     """What a user reads about how a chat file was read: tool names made legal
-    (``renamed``), rows without an assistant turn (``silent``, their lines) and rows left out
-    (``left_out``, their lines)."""
-    notes = (legal_names_note(renamed), silent_note(silent), unlike_skill_note(left_out))
+    (``renamed``), rows without an assistant turn (``silent``, their lines), rows left out
+    (``left_out``: their lines, and why) and message fields not kept (``unkept``: how many
+    messages had each)."""
+    notes = [legal_names_note(renamed), silent_note(silent)]
+    for reason in LEFT_OUT.values():
+        lines = [line for line, why in left_out if why == reason]
+        if lines:
+            notes.append(
+                f"{len(lines):,} row(s) left out: {reason}: line(s) "
+                f"{first_few([str(n) for n in lines], LINES_SHOWN)}"
+            )
+    if unkept:
+        fields = ", ".join(f"{k} ({v:,} message(s))" for k, v in sorted(unkept.items()))
+        notes.append(f"message fields a row does not hold, not kept: {fields}")
     return tuple(n for n in notes if n)
 
 
@@ -134,21 +152,31 @@ def silent_note(lines: Sequence[int]) -> str | None:
     )
 
 
-def unlike_skill_note(lines: Sequence[int]) -> str | None:
-    """What a user reads about rows left out for a skill load whose recorded result is not
-    the skill (``lines``: where they are)."""
-    if not lines:
-        return None
-    return (
-        f"{len(lines):,} row(s) left out: a skill load's recorded result is not the skill's "
-        "content (an error, or other text), and a rendered row shows a load's result from the "
-        f"harness's skill, so it would show a load that did not happen: line(s) "
-        f"{first_few([str(n) for n in lines], LINES_SHOWN)}"
-    )
+#: why a row of a chat file is left out (valid chat data that hsa's events cannot hold, each
+#: said in the import's notes with the lines), by a short key
+LEFT_OUT = {
+    "unlike_skill": "a skill load's recorded result is not the skill's content (an error, or "
+    "other text), and a rendered row shows a load's result from the harness's skill, so it "
+    "would show a load that did not happen",
+    "later_system": "a system or developer message after the first (the first becomes the "
+    "harness prompt; a later one is read only as a firing of a hook of the harness given with "
+    "--harness)",
+    "unlisted_tool": "a call to a tool the row's tools do not list (a variant could neither "
+    "rename nor describe it)",
+    "not_text": "content other than text (an image, audio, a file), which a row cannot hold",
+}
+#: the message fields a row holds (or reads: a tool message's name is its call's)
+_READ = frozenset(
+    ("role", "content", "tool_calls", "tool_call_id", "function_call", "reasoning_content")
+)
 
 
-class _UnlikeSkill(Exception):
-    """A skill load's recorded result is not the skill: the row is left out."""
+class _LeftOut(Exception):
+    """The row is left out, for ``LEFT_OUT[reason]``."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = LEFT_OUT[reason]
 
 
 def _is_skill(content: str, skill: Skill) -> bool:
@@ -240,7 +268,8 @@ def read_openai_jsonl(
     found: list[Harness] = []
     first_lines: list[int] = []  # the line each harness of ``found`` was first met on
     trajectories: list[Trajectory] = []
-    left_out: list[int] = []
+    left_out: list[tuple[int, str]] = []
+    unkept: Counter[str] = Counter()
     read = 0
 
     def at(offset: int) -> None:
@@ -254,7 +283,11 @@ def read_openai_jsonl(
                 'each line must be an object with a "messages" list', file=str(path), where=where
             )
         messages = row["messages"]
-        system, start = _leading_system(messages, path, where)
+        try:
+            system, start = _leading_system(messages, path, where)
+        except _LeftOut as exc:
+            left_out.append((lineno, exc.reason))
+            continue
         under = harness
         if under is None:
             tools_doc = _tools_doc(row, path, where)
@@ -273,9 +306,9 @@ def read_openai_jsonl(
                 found.append(under)
                 first_lines.append(lineno)
         try:
-            events, call_ids = _events(messages, start, under, path, where)
-        except _UnlikeSkill:
-            left_out.append(lineno)
+            events, call_ids = _events(messages, start, under, path, where, unkept)
+        except _LeftOut as exc:
+            left_out.append((lineno, exc.reason))
             continue
         extra = {k: v for k, v in row.items() if k not in ("messages", *TOOL_KEYS)}
         metadata: dict[str, Any] = {"line": lineno, "call_ids": call_ids}
@@ -294,11 +327,13 @@ def read_openai_jsonl(
         )
         if len(trajectories) == chunk:
             check_harnesses(found, source=str(path), lines=first_lines)
-            yield Chunk(found, trajectories, read, tuple(left_out))
+            yield Chunk(found, trajectories, read, tuple(left_out), tuple(unkept.items()))
             found, first_lines, trajectories, left_out = [], [], [], []
-    if trajectories or found or left_out:
+            unkept = Counter()
+    if trajectories or found or left_out or unkept:
         check_harnesses(found, source=str(path), lines=first_lines)
-        yield Chunk(found, trajectories, path.stat().st_size, tuple(left_out))
+        size = path.stat().st_size
+        yield Chunk(found, trajectories, size, tuple(left_out), tuple(unkept.items()))
 
 
 def _several_groups(path: Path) -> bool:
@@ -309,6 +344,8 @@ def _several_groups(path: Path) -> bool:
             return False  # the reading pass names the line
         try:
             system, _ = _leading_system(row["messages"], path, f"line {lineno}")
+        except _LeftOut:
+            continue  # the reading pass leaves it out
         except ImportFormatError:
             return False
         try:
@@ -409,21 +446,43 @@ def _group_harness(tools_doc: Any, system: str | None, path: Path, where: str) -
 
 
 def _text(content: Any, path: Path, where: str) -> str:
+    """A message's content as text: a string, or the API's list of parts (``text`` parts, and
+    the assistant's ``refusal`` parts, which are what it said). A part of another type (an
+    image, audio, a file) leaves the row out (``_LeftOut``)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list) and all(isinstance(p, Mapping) for p in content):
-        parts = [p for p in content if p.get("type", "text") == "text"]
-        if len(parts) == len(content) and all(isinstance(p.get("text"), str) for p in parts):
-            return "".join(p["text"] for p in parts)
+        texts: list[str] = []
+        other = False  # a part of another type than text
+        for part in content:
+            kind = part.get("type", "text")
+            text = part.get("refusal" if kind == "refusal" else "text")
+            if kind not in ("text", "refusal"):
+                other = True
+            elif isinstance(text, str):
+                texts.append(text)
+            else:
+                break  # a text part without its text: malformed
+        else:
+            if other:
+                raise _LeftOut("not_text")
+            return "".join(texts)
     raise ImportFormatError(
-        "content must be a string or a list of text parts", file=str(path), where=where
+        "content must be a string or a list of content parts (text parts, refusal parts)",
+        file=str(path),
+        where=where,
     )
 
 
 def _events(
-    messages: Sequence[Any], start: int, harness: Harness, path: Path, where: str
+    messages: Sequence[Any],
+    start: int,
+    harness: Harness,
+    path: Path,
+    where: str,
+    unkept: Counter[str],
 ) -> tuple[list[Event], list[str]]:
     rename = {source: legal for legal, source in (harness.metadata.get("name_map") or {}).items()}
     tools = {t.name for t in harness.tools}
@@ -442,6 +501,9 @@ def _events(
         if not isinstance(message, Mapping):
             raise ImportFormatError("a message must be an object", file=str(path), where=at)
         role = message.get("role")
+        for key in message.keys() - _READ:
+            if not _kept(role, key, message[key]):
+                unkept[key] += 1
         if role == "user":
             text = _text(message.get("content"), path, f"{at}.content")
             fired = match_hook(harness, text, ("user",)) if harness.hooks else None
@@ -468,6 +530,9 @@ def _events(
                 calls = [{"id": f"function_call:{k}", "function": legacy}]
                 called = legacy.get("name") if isinstance(legacy, Mapping) else None
                 function_call = (f"function_call:{k}", str(called))
+            refusal = message.get("refusal")
+            if content is None and isinstance(refusal, str):
+                content = refusal  # what the assistant said instead of an answer
             if content is not None or reasoning is not None or not calls:
                 # (an assistant turn with neither text nor calls is kept, as an empty one)
                 text = _text(content, path, f"{at}.content")
@@ -501,12 +566,7 @@ def _events(
                     answered_by_skill[call_id] = loaded
                     events.append(SkillLoad(loaded.id))
                 elif name not in tools:
-                    raise ImportFormatError(
-                        f"calls {name!r}, which is not one of the row's tools"
-                        + (f" ({', '.join(sorted(tools))})" if tools else " (it has none)"),
-                        file=str(path),
-                        where=f"{fat}.name",
-                    )
+                    raise _LeftOut("unlisted_tool")
                 else:
                     events.append(ToolCall(call_id, name, args))
         elif role in ("tool", "function"):
@@ -546,19 +606,14 @@ def _events(
                 # that is not the skill (a failed load) cannot be shown so: the row is left out
                 skill = answered_by_skill[answered]
                 if message.get("is_error") or not _is_skill(content, skill):
-                    raise _UnlikeSkill
+                    raise _LeftOut("unlike_skill")
                 continue
             events.append(ToolResult(answered, content, bool(message.get("is_error", False))))
         elif role in SYSTEM_ROLES:
             text = _text(message.get("content"), path, f"{at}.content")
             fired = match_hook(harness, text, ("system", "tool_result", "user"))
             if fired is None:
-                raise ImportFormatError(
-                    "only the first message may be a system message (it becomes the harness "
-                    "prompt); a later one must be a hook of the harness given with --harness",
-                    file=str(path),
-                    where=at,
-                )
+                raise _LeftOut("later_system")
             events.append(fired)
         else:
             raise ImportFormatError(
@@ -568,6 +623,19 @@ def _events(
                 where=f"{at}.role",
             )
     return normalize_call_ids(events), call_ids
+
+
+def _kept(role: Any, key: str, value: Any) -> bool:
+    """Whether a message's field ``key`` (one ``_events`` does not read) says nothing a row
+    loses: empty, a tool message's ``name`` (its call's), a ``refusal`` read as the text, an
+    ``is_error`` flag of a result."""
+    if value is None or value == [] or value == "":
+        return True
+    if key == "name":
+        return role in ("tool", "function")
+    if key == "refusal":
+        return role == "assistant"
+    return key == "is_error" and role in ("tool", "function")
 
 
 def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[str, Any]]:

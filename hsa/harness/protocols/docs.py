@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from hsa.harness.jsonvalues import resolve_pointer
 from hsa.harness.model import Tool
 from hsa.harness.protocols import register_doc_format
 from hsa.harness.protocols.pycalls import is_identifier
@@ -26,22 +27,17 @@ from hsa.harness.protocols.xmlcalls import escape_attr, escape_text
 
 #: names for the ``**`` parameter of a Python doc: the first that no parameter has
 _SPLATS = ("kwargs", "kw", "other", *(f"kwargs{i}" for i in range(1, 1000)))
-# Validation refuses $ref cycles; the bound only keeps an unvalidated schema from recursing.
+# The bound keeps a recursive type (a $ref cycle through properties or items) from recursing.
 _MAX_DEPTH = 32
 
 
 def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> Mapping:
     """``schema`` with a local ``$ref`` followed (its own keywords win over the target's)."""
     ref = schema.get("$ref")
-    if not isinstance(ref, str) or not ref.startswith("#/") or depth > _MAX_DEPTH:
+    if not isinstance(ref, str) or not ref.startswith("#") or depth > _MAX_DEPTH:
         return schema
-    node: Any = root
-    for raw in ref[2:].split("/"):
-        key = raw.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, Mapping) or key not in node:
-            return schema
-        node = node[key]
-    if not isinstance(node, Mapping):
+    node = resolve_pointer(root, ref)
+    if not isinstance(node, Mapping) or node is schema:
         return schema
     merged = {**_resolve(node, root, depth + 1), **{k: v for k, v in schema.items() if k != "$ref"}}
     return merged
