@@ -545,6 +545,14 @@ def test_a_row_whose_skill_load_came_back_as_other_than_the_skill_is_left_out_an
     (note,) = result.notes
     assert note.startswith("6 row(s) left out: a skill load's recorded result is not the skill")
     assert note.endswith("line(s) 2, 3, 5, 6, 7, 8")  # every line, not the first three
+    unknown = {"function": {"name": "load_skill", "arguments": '{"name": "wave"}'}}
+    rows.append(_row({"role": "assistant", "content": None, "tool_calls": [{**load, **unknown}]}))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path, harness=harness)
+    assert result.notes[1] == (
+        "1 row(s) left out: a call to the skill tool that names no skill of the harness (a "
+        "variant renames the skills it has): line(s) 9"
+    )
 
 
 def _lookup(call_id: str, order: str) -> dict:

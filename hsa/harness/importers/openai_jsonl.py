@@ -164,6 +164,8 @@ LEFT_OUT = {
     "unlisted_tool": "a call to a tool the row's tools do not list (a variant could neither "
     "rename nor describe it)",
     "not_text": "content other than text (an image, audio, a file), which a row cannot hold",
+    "unknown_skill": "a call to the skill tool that names no skill of the harness (a variant "
+    "renames the skills it has)",
 }
 #: the message fields a row holds (or reads: a tool message's name is its call's)
 _READ = frozenset(
@@ -558,11 +560,7 @@ def _events(
                     skill = args.get(harness.skill_arg or "")
                     loaded = harness.skill(skill) if isinstance(skill, str) else None
                     if loaded is None:
-                        raise ImportFormatError(
-                            f"{skill_tool} must name one of the harness's skills, got {skill!r}",
-                            file=str(path),
-                            where=f"{fat}.arguments",
-                        )
+                        raise _LeftOut("unknown_skill")
                     answered_by_skill[call_id] = loaded
                     events.append(SkillLoad(loaded.id))
                 elif name not in tools:
