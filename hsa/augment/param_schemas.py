@@ -181,9 +181,10 @@ def rename_properties(
     the new names.
     """
     out = copy_schema(schema)
-    free = renamable_nodes(out)
+    walked = list(reached(out))
+    free = renamable_nodes(out, walked)
     renamable = {id(node) for node in free}
-    refs = _renamed_refs(out, renamable, table)
+    refs = _renamed_refs(out, walked, renamable, table)
     steps: list[Step] = []
     seen: set[Step] = set()
 
@@ -240,27 +241,20 @@ def _rename_keys(node: dict[str, Any], table: MappingABC[str, str]) -> None:
 
 
 def _renamed_refs(
-    root: dict[str, Any], renamed: set[int], table: MappingABC[str, str]
+    root: dict[str, Any], walked: list[Reached], renamed: set[int], table: MappingABC[str, str]
 ) -> list[tuple[dict[str, Any], str]]:
-    """The ``$ref``s of ``root`` that pass through a property of a schema whose keys are
-    renamed (``#/properties/home/properties/city``), each with its pointer after the rename
-    (``$defs`` entries keep their names, so most pointers need none)."""
-    found: list[tuple[dict[str, Any], str]] = []
-    stack: list[Any] = [root]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            stack.extend(node)
-            continue
-        if not isinstance(node, dict):
-            continue
-        stack.extend(node.values())
-        ref = node.get("$ref")
-        if isinstance(ref, str) and "/properties/" in ref:
+    """The ``$ref``s of ``root``'s sub-schemas (``walked``) that pass through a property of a
+    schema whose keys are renamed (``#/properties/home/properties/city``), each with its
+    pointer after the rename (``$defs`` entries keep their names, so most pointers need
+    none)."""
+    found: dict[int, tuple[dict[str, Any], str]] = {}
+    for r in walked:
+        ref = r.node.get("$ref")
+        if isinstance(ref, str) and "/properties/" in ref and id(r.node) not in found:
             new = _renamed_pointer(root, ref, renamed, table)
             if new != ref:
-                found.append((node, new))
-    return found
+                found[id(r.node)] = (r.node, new)
+    return list(found.values())
 
 
 def _renamed_pointer(

@@ -141,8 +141,15 @@ class Usage:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Usage:
+        """From the API's ``usage`` object (absent: zeros); a count that is not a whole
+        number is refused (``ValueError``)."""
         data = data or {}
-        return cls(int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0))
+        if not isinstance(data, Mapping):
+            raise ValueError(f"usage is not an object: {data!r}")
+        counts = [data.get(k) or 0 for k in ("prompt_tokens", "completion_tokens")]
+        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+            raise ValueError(f"usage counts are not whole numbers: {counts}")
+        return cls(*counts)
 
 
 @dataclass(frozen=True, slots=True)

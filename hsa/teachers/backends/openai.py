@@ -368,11 +368,17 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
         if content is not None and not isinstance(content, str):
             raise TypeError("content is not a string")
         reasoning = message.get("reasoning_content")
-    except (KeyError, IndexError, TypeError) as exc:
+        finish = choice.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            raise TypeError("finish_reason is not a string")
+        usage = Usage.from_dict(completion.get("usage"))
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         if isinstance(exc, KeyError):
             what = f"no {exc.args[0]!r} field"
         elif isinstance(exc, IndexError):
             what = "no choices"
+        elif isinstance(exc, AttributeError):  # a part that should be an object is not
+            what = f"a part is not an object: {exc}"
         else:
             what = str(exc)
         raise TeacherError(
@@ -384,8 +390,8 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
         out["reasoning_content"] = reasoning
     return ChatResponse(
         message=out,
-        finish_reason=choice.get("finish_reason"),
-        usage=Usage.from_dict(completion.get("usage")),
+        finish_reason=finish,
+        usage=usage,
         latency_s=latency,
         attempts=attempts,
     )

@@ -247,6 +247,25 @@ def test_a_body_that_is_not_json_is_retried_then_reported(monkeypatch):
     assert b.stats.failures == {"not a chat completion": 1}  # said among failed attempts
 
 
+@pytest.mark.parametrize(
+    ("choice", "usage", "what"),
+    [
+        ({"message": None}, None, "a part is not an object"),
+        ({"message": "hello"}, None, "a part is not an object"),
+        ({"message": {"tool_calls": ["oops"]}}, None, "a part is not an object"),
+        ({"message": {"content": "hi"}, "finish_reason": 3}, None, "finish_reason"),
+        ({"message": {"content": "hi"}}, "n/a", "usage is not an object"),
+        ({"message": {"content": "hi"}}, {"prompt_tokens": "many"}, "not whole numbers"),
+    ],
+)
+def test_a_completion_of_the_wrong_shape_is_an_error_of_the_endpoint(choice, usage, what):
+    body = {"choices": [choice], **({} if usage is None else {"usage": usage})}
+    [error] = ask_all(answering(Answered(200, json.dumps(body).encode())), ["x"])
+    assert isinstance(error, TeacherError)
+    assert "the endpoint's answer is not a chat completion (" in str(error)
+    assert what in str(error)
+
+
 def test_retry_after_is_honoured_and_503_s_reason_is_reported(monkeypatch):
     waits = []
 
