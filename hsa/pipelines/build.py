@@ -46,7 +46,7 @@ from hsa.errors import ConfigError, HsaError
 from hsa.harness.jsonvalues import json_path
 from hsa.pipelines.augment import AugmentConfig, AugmentReport, augment_locked, check_not_empty
 from hsa.pipelines.teach import teach
-from hsa.teachers.config import TeachConfig
+from hsa.teachers.config import OUTPUT_FIELDS, TeachConfig
 
 #: (stage, done, total): stages are "read" (bytes of a JSONL source), "tasks", "teacher",
 #: "augment"
@@ -197,6 +197,14 @@ class BuildConfig:
             raise ConfigError(exc.message, file=self.file, where=where) from None
         return config
 
+    def teach_identity(self) -> dict[str, Any]:
+        """The ``teach`` settings that decide what the teacher writes: not where it is served
+        nor how it is asked (``base_url``, ``timeout_s``, ``max_retries``, ``concurrency``...:
+        a rerun against a moved server, or with more patience, goes on with the same run)."""
+        return {
+            k: v for k, v in (self.teach or {"backend": "oracle"}).items() if k in OUTPUT_FIELDS
+        }
+
     def identity(self) -> dict[str, Any]:
         """What decides the dataset's content: the config with recipes and inputs resolved."""
         return {
@@ -205,7 +213,7 @@ class BuildConfig:
             "hsa": __version__,
             "name": self.name,
             "source": self.source.identity(),
-            "teach": dict(self.teach or {"backend": "oracle"}),
+            "teach": self.teach_identity(),
             "augment": self.augment.to_dict(),
         }
 
@@ -331,8 +339,13 @@ def build(
         # the teacher records the environment's harnesses (its options may change them)
         harnesses.extend(get(source.env, **dict(source.env_options)).harnesses())
     with hold(out, command="hsa build"):  # (it removes the folders it made, left empty)
+        # a refusal of the folder (another config's data) leaves it as it is: what follows
+        # clears only what this run left behind
+        finished = mf.claim(out, mf.config_hash(identity))
         try:
-            return _build(config, out, identity, augment_config, recorded, harnesses, progress)
+            return _build(
+                config, out, identity, augment_config, recorded, harnesses, progress, finished
+            )
         except HsaError:
             if not mf.partial_data(out):  # failed before writing anything: nothing to
                 mf.clear_state(out)  # finish, so no run is left to look unfinished
@@ -351,9 +364,11 @@ def _build(
     recorded: Source | None,
     harnesses: list,
     progress: Progress | None,
+    finished: bool,
 ) -> BuildReport:
+    """The build in ``out``, claimed for it (``finished``: the dataset is there already)."""
     report = BuildReport(out=out)
-    if mf.claim(out, mf.config_hash(identity)):
+    if finished:
         report.teacher_skipped = True
         src = recorded if recorded is not None else open_source(out / SOURCE_DIR)
         report.augment = augment_locked(src, out, augment_config, settings=identity)
@@ -407,7 +422,7 @@ def _teach(
     ident = mf.config_hash(
         {
             "source": config.source.identity(),
-            "teach": dict(config.teach or {"backend": "oracle"}),
+            "teach": config.teach_identity(),
             "seed": teach_config.seed,
         }
     )
@@ -417,9 +432,9 @@ def _teach(
             tasks, verified = found.get("tasks", 0), found.get("verified", 0)
             return tasks, verified, True, found.get("restated", 0), tuple(found.get("left_out", ()))
         if found.get("identity") != ident:
-            shutil.rmtree(target)
-        # else a shard went missing or changed: the teach job below redoes exactly that one
-        done.unlink()
+            shutil.rmtree(target)  # done.json with it
+        else:  # a shard went missing or changed: the teach job below redoes exactly that one
+            done.unlink()
 
     planned: list[bool] = []
 

@@ -21,7 +21,7 @@ ORACLE_MODEL = "hsa-oracle"
 BACKENDS = ("oracle", "fixed-oracle", "openai", "vllm", "transformers")
 
 #: fields that change what a job writes; the others (how fast, where the server is) do not
-_OUTPUT_FIELDS = (
+OUTPUT_FIELDS = (
     "env",
     "env_options",
     "backend",
@@ -182,7 +182,7 @@ class TeachConfig:
     def output_dict(self) -> dict[str, Any]:
         """The settings that decide what the job writes (not how fast, nor from where)."""
         public = self.public_dict()
-        return {name: public[name] for name in _OUTPUT_FIELDS}
+        return {name: public[name] for name in OUTPUT_FIELDS}
 
     def output_hash(self) -> str:
         """A hash of ``output_dict`` (with the recipe file's content, not its path) and of the

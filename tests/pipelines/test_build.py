@@ -318,3 +318,29 @@ def test_a_source_section_that_mixes_kinds_names_the_setting(
 ) -> None:
     with pytest.raises(ConfigError, match=rf"build\.yaml: {where}: .*{what}"):
         load_config(write(tmp_path, {"source": source, "out": "o"}))
+
+
+def test_a_refused_config_leaves_the_unfinished_run_as_it_was(tmp_path: Path, monkeypatch) -> None:
+    import sys
+
+    build_module = sys.modules["hsa.pipelines.build"]
+
+    config = load_config(write(tmp_path, SMALL))
+    real = build_module.augment_locked
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the run dies after its teacher: no cleanup runs
+
+    monkeypatch.setattr(build_module, "augment_locked", killed)
+    with pytest.raises(KeyboardInterrupt):
+        build(config)
+    monkeypatch.setattr(build_module, "augment_locked", real)
+    other = load_config(write(tmp_path, {**SMALL, "seed": 2}))
+    for _ in range(2):  # refused, and refused again: the refusal changed nothing
+        with pytest.raises(HsaError, match="holds the unfinished run of another config"):
+            build(other)
+    # where the teacher is served and how patiently it is asked decide nothing written
+    patient = {**SMALL, "teach": {"backend": "oracle", "timeout_s": 600, "max_retries": 20}}
+    report = build(load_config(write(tmp_path, patient)))
+    assert report.teacher_skipped and report.augment.rows == 12 * 3
+    assert build(config).augment.complete_already
