@@ -74,6 +74,8 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
         rows[-3:-1] = [("dataset", "complete already: nothing to do")]
     if report.unverified:
         rows.insert(3, ("unverified input skipped", f"{report.unverified:,}"))
+    if report.unverified_rows:
+        rows.insert(3, ("rows of unverified input (kept)", f"{report.unverified_rows:,}"))
     if report.short:
         rows.insert(
             -1,

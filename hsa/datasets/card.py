@@ -57,12 +57,14 @@ def batch_stats(
     prompt_chars: np.ndarray,
     tokens: np.ndarray,
     trajectories: int,
+    unverified: int = 0,
 ) -> dict[str, Any]:
     """Counters describing the rows of one split of one batch.
 
     Per-variant facts (``protocols``, ``rules``, ``canonical``) are weighted by
     ``variant_counts``; ``messages``, ``calls``, ``prompt_chars`` and ``tokens`` (estimated, see
-    ``estimate_tokens``) have one entry per row.
+    ``estimate_tokens``) have one entry per row; ``unverified`` rows are of trajectories whose
+    verification failed (kept when a run asks for them).
     """
     protocol_counts: dict[str, int] = {}
     rule_counts: dict[str, int] = {}
@@ -79,6 +81,7 @@ def batch_stats(
     return {
         "rows": rows,
         "trajectories": trajectories,
+        "unverified": unverified,
         "canonical": int(
             sum(c for c, k in zip(variant_counts.tolist(), canonical, strict=True) if k)
         ),
@@ -421,6 +424,8 @@ def render_card(
         f"| rows | {stats.get('rows', 0):,} |",
         f"| source trajectories | {stats.get('trajectories', 0):,} |",
         f"| unverified trajectories left out | {manifest.get('unverified_skipped', 0):,} |",
+        f"| rows of unverified trajectories (kept: `verified` false) | "
+        f"{stats.get('unverified', 0):,} |",
         f"| trajectories under fewer than {asked} variants (too few differ, or would read as "
         f"calls under the others' text protocols) | {short:,} |",
         f"| canonical rows | {stats.get('canonical', 0):,} |",

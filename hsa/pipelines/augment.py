@@ -165,6 +165,8 @@ class AugmentReport:
     rows: int = 0
     trajectories: int = 0
     unverified: int = 0
+    #: rows of trajectories whose verification failed, kept (``include_unverified``)
+    unverified_rows: int = 0
     batches: int = 0
     skipped: int = 0
     variants: int = 0
@@ -588,6 +590,7 @@ def augment_locked(
         "rows": {"total": stats.get("rows", 0), **stats.get("splits", {})},
         "trajectories": stats.get("trajectories", 0),
         "unverified_skipped": sum(m.get("unverified", 0) for m in marks),
+        "unverified_rows": stats.get("unverified", 0),
         "variants_per_trajectory": {"asked": k, "short": sum(m.get("short", 0) for m in marks)},
         "engine": engine_stats,
         "shards": shards,
@@ -732,6 +735,7 @@ def _report_from_manifest(report: AugmentReport, manifest: Mapping[str, Any]) ->
     report.variants = manifest.get("variants", 0)
     report.engine = dict(manifest.get("engine", {}))
     report.unverified = manifest.get("unverified_skipped", 0)
+    report.unverified_rows = manifest.get("unverified_rows", 0)
     per_trajectory = manifest.get("variants_per_trajectory", {})
     report.variants_per_trajectory = per_trajectory.get("asked", 0)
     report.short = per_trajectory.get("short", 0)

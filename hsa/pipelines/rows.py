@@ -125,4 +125,5 @@ def stats(
             messages, np.array([len(p.tools_json) for p in plans], dtype=np.int64)[out_var]
         ),
         trajectories=table.num_rows,
+        unverified=int((~table.column("verified").to_numpy(zero_copy_only=False))[out_traj].sum()),
     )

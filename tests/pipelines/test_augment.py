@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -172,6 +173,14 @@ def test_unverified_rows_are_left_out(tmp_path: Path, livestream_table: pa.Table
     assert report.unverified == 1 and report.trajectories == 47
     all_rows = augment(open_source(path), tmp_path / "all", config(include_unverified=True))
     assert all_rows.trajectories == 48
+    # the rows kept of an unverified trajectory are counted, as the rows say
+    kept = pl.read_parquet(tmp_path / "all" / "data" / "*" / "*.parquet")
+    unverified = kept.filter(~pl.col("verified")).height
+    assert unverified > 0 and all_rows.unverified_rows == unverified
+    manifest = json.loads((tmp_path / "all" / "manifest.json").read_text())
+    assert manifest["unverified_rows"] == unverified
+    card = (tmp_path / "all" / "README.md").read_text()
+    assert f"| rows of unverified trajectories (kept: `verified` false) | {unverified:,} |" in card
 
 
 def test_splits_are_drawn_by_task_when_the_input_has_none(tmp_path: Path, livestream_table) -> None:
