@@ -125,5 +125,11 @@ def stats(
             messages, np.array([len(p.tools_json) for p in plans], dtype=np.int64)[out_var]
         ),
         trajectories=table.num_rows,
-        unverified=int((~table.column("verified").to_numpy(zero_copy_only=False))[out_traj].sum()),
+        unverified=int(_failed(table.column("verified"))[out_traj].sum()),
     )
+
+
+def _failed(verified: pa.ChunkedArray) -> np.ndarray:
+    """Which trajectories failed verification (``verified`` false; null is not checked)."""
+    failed = pc.fill_null(pc.invert(verified), False)
+    return failed.to_numpy(zero_copy_only=False).astype(bool)
