@@ -12,6 +12,7 @@ byte-identical across runs.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -94,6 +95,14 @@ def batch_stats(
         "prompt_chars": _count_array((prompt_chars // PROMPT_BUCKET) * PROMPT_BUCKET),
         "tokens": {split: _count_array(tokens)},
     }
+
+
+def data_digest(shards: Iterable[Mapping[str, Any]]) -> str:
+    """A digest of a dataset's shards (their paths and SHA-256s, as the manifest lists them)."""
+    digest = hashlib.sha256()
+    for shard in sorted(shards, key=lambda s: str(s.get("path"))):
+        digest.update(f"{shard.get('path')}\0{shard.get('sha256')}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def merge_stats(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -383,6 +392,10 @@ def render_card(
     configs = [
         "configs:",
         "  - config_name: default",
+        # ``datasets`` keys its cache of a folder with a card by the card's configs alone (the
+        # patterns, not the files they match): a digest of the shards makes a rebuild, or
+        # another dataset of the same folder name, a config of its own, never a stale cache
+        f"    description: shards sha256 {data_digest(manifest.get('shards', ()))}",
         "    data_files:",
         *[f"      - split: {s}\n        path: data/{s}/*.parquet" for s in sorted(splits)],
     ]

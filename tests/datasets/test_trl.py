@@ -4,9 +4,11 @@ of a tiny model built here."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -153,3 +155,19 @@ def test_readme_snippet_trains(dataset: Path, hf, tmp_path: Path, monkeypatch) -
     scope: dict = {}
     exec(compile(snippet, "README.md", "exec"), scope)
     assert scope["trainer"].state.global_step == 2
+
+
+def test_a_rebuild_in_the_same_folder_loads_its_own_rows_not_a_cached_build(
+    tmp_path: Path, livestream_table
+) -> None:
+    import datasets
+
+    pq.write_table(livestream_table.slice(0, 8), tmp_path / "in.parquet")
+    out, cache = tmp_path / "out", str(tmp_path / "hf")
+    for seed in (1, 2):  # the same card patterns, other rows
+        shutil.rmtree(out, ignore_errors=True)
+        config = AugmentConfig(recipe=dataclasses.replace(recipe(), seed=seed), batch_size=32)
+        augment(open_source(tmp_path / "in.parquet"), out, config)
+        loaded = datasets.load_dataset(str(out), cache_dir=cache)
+        on_disk = sorted(r["variant_id"] for r in iter_rows(out))
+        assert sorted(v for part in loaded.values() for v in part["variant_id"]) == on_disk
