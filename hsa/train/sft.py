@@ -161,8 +161,10 @@ def reached(checkpoint: str | None, max_steps: int) -> bool:
 
 
 def trained_tokens(log: Sequence[Mapping[str, Any]]) -> int | None:
-    """The tokens a run trained on, from TRL's logged running count (``num_tokens``), which
-    starts again from zero when a run resumes: the sum of each stretch's last count."""
+    """The tokens of the batches a run trained on (every token of each row, prompt and
+    completion alike, not only those the loss is on), from TRL's logged running count
+    (``num_tokens``, the attention mask's sum), which starts again from zero when a run
+    resumes: the sum of each stretch's last count."""
     total, last = 0, None
     for entry in log:
         if "num_tokens" in entry:
