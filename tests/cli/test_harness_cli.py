@@ -176,14 +176,19 @@ def test_skill_md_with_broken_yaml(tmp_path):
 
 
 def test_ref_cycle(tmp_path):
+    # a list of itself is a recursive type, and valid; a schema that is itself is not
     params = {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}},
               "$defs": {"A": {"type": "array", "items": {"$ref": "#/$defs/A"}}}}  # fmt: skip
     path = tmp_path / "tools.json"
     path.write_text(json.dumps([{"name": "walk", "input_schema": params}]))
-    line = one_error(hsa("harness", "import", str(path), "--out", str(tmp_path / "o")))
+    assert hsa("harness", "import", str(path), "--out", str(tmp_path / "o")).returncode == 0
+    params["$defs"]["A"] = {"allOf": [{"$ref": "#/$defs/A"}]}
+    path.write_text(json.dumps([{"name": "walk", "input_schema": params}]))
+    line = one_error(hsa("harness", "import", str(path), "--out", str(tmp_path / "p")))
     assert line == (
         f"hsa: error: {path}: harness tools: $.tools[0].parameters: $ref cycle: "
-        "#/$defs/A -> #/$defs/A (recursive schemas are not supported)"
+        "#/$defs/A -> #/$defs/A (each refers to the same value as the next, so checking a "
+        "value against it would never end)"
     )
 
 
