@@ -60,11 +60,18 @@ _LOADING: list[str] = []  # rules registered while an entry point loads, to with
 
 
 def register(item: Rule) -> Rule:
-    """Add ``item`` to the registry; a second rule with the same name is an error."""
+    """Add ``item`` to the registry; a second rule with the same name is an error, unless it
+    is the same function defined again (a module reloaded, a notebook cell run again): the
+    new definition replaces the old one."""
+    if not item.fn.__module__.startswith(BUILTIN_MODULE):
+        _load_builtins()  # a rule named like a built-in is refused here, not at first use
     existing = _RULES.get(item.name)
     if existing is not None and existing is not item:
-        if existing.fn is item.fn or _same_function(existing.fn, item.fn):
-            return existing  # the same module imported twice (e.g. by path and by entry point)
+        if existing.fn is item.fn:
+            return existing  # the same rule, reached twice (e.g. by path and by entry point)
+        if _same_function(existing.fn, item.fn):
+            _RULES[item.name] = item
+            return item
         raise RuleError(
             f"rule {item.name!r} is already registered (from {existing.fn.__module__}); "
             "pick another name",
@@ -110,10 +117,14 @@ def _load_builtins() -> None:
     global _BUILTINS_LOADED
     if _BUILTINS_LOADED:
         return
-    _BUILTINS_LOADED = True
-    package = importlib.import_module(BUILTIN_MODULE)
-    for name in package.__all__:
-        _register_module(getattr(package, name))
+    _BUILTINS_LOADED = True  # (first: their decorators call ``register``, which calls this)
+    try:
+        package = importlib.import_module(BUILTIN_MODULE)
+        for name in package.__all__:
+            _register_module(getattr(package, name))
+    except BaseException:
+        _BUILTINS_LOADED = False  # never left half loaded and taken as done
+        raise
 
 
 def _load_plugins() -> None:
