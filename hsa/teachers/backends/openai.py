@@ -367,7 +367,10 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             raise TypeError("content is not a string")
+        # vLLM's servers since early 2026 (and others) call it ``reasoning``
         reasoning = message.get("reasoning_content")
+        if reasoning is None:
+            reasoning = message.get("reasoning")
         finish = choice.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
             raise TypeError("finish_reason is not a string")

@@ -65,10 +65,13 @@ class Batch:
 
 
 def sampling_params(sampling: Sampling) -> dict[str, Any]:
-    """Keyword arguments for ``vllm.SamplingParams``."""
-    out: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p}
-    if sampling.max_tokens is not None:
-        out["max_tokens"] = sampling.max_tokens
+    """Keyword arguments for ``vllm.SamplingParams``: ``max_tokens`` always, since vLLM's
+    default when it is left out is 16 tokens, and None is its "up to the context length"."""
+    out: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "max_tokens": sampling.max_tokens,
+    }
     if sampling.seed is not None:
         out["seed"] = sampling.seed
     return out
@@ -83,10 +86,19 @@ def build_batches(requests: Sequence[ChatRequest]) -> list[Batch]:
         batch = groups.get(key)
         if batch is None:
             batch = groups[key] = Batch([], [], tools, [])
-        batch.conversations.append(request.wire_messages())
+        batch.conversations.append([_with_reasoning(m) for m in request.wire_messages()])
         batch.sampling.append(sampling_params(request.sampling))
         batch.indexes.append(index)
     return list(groups.values())
+
+
+def _with_reasoning(message: dict[str, Any]) -> dict[str, Any]:
+    """A message with its ``reasoning_content`` also as ``reasoning``: the field ``LLM.chat``
+    reads for a chat template (vLLM's server renames the first to the second; ``LLM.chat``
+    does not)."""
+    if "reasoning_content" not in message or "reasoning" in message:
+        return message
+    return {**message, "reasoning": message["reasoning_content"]}
 
 
 def response_from_output(
@@ -149,17 +161,46 @@ class VLLMBackend(BatchingBackend):
             kwargs: dict[str, Any] = {"use_tqdm": False, "tools": batch.tools}
             if self.config.chat_template_kwargs:
                 kwargs["chat_template_kwargs"] = dict(self.config.chat_template_kwargs)
-            started = time.monotonic()
             self.stats.requests += len(batch.conversations)
-            outputs = await asyncio.to_thread(self._llm.chat, batch.conversations, params, **kwargs)
-            latency = time.monotonic() - started
-            if len(outputs) != len(batch.indexes):
-                raise TeacherError(
-                    f"vllm returned {len(outputs)} outputs for {len(batch.indexes)} requests"
-                )
-            for output, index in zip(outputs, batch.indexes, strict=True):
-                request, future = taken[index]
-                response = response_from_output(output, request, self.config.call_format, latency)
-                self.stats.record(response)
-                if not future.done():
-                    future.set_result(response)
+            try:
+                await self._answer(taken, batch.conversations, params, batch.indexes, kwargs)
+            except Exception as exc:
+                if len(batch.indexes) == 1:
+                    _fail(taken[batch.indexes[0]][1], exc)
+                    continue
+                # vLLM refuses a whole call for one request it cannot take (a prompt past the
+                # model's context): each is asked alone, so only that one fails
+                for conversation, param, index in zip(
+                    batch.conversations, params, batch.indexes, strict=True
+                ):
+                    try:
+                        await self._answer(taken, [conversation], [param], [index], kwargs)
+                    except Exception as alone:
+                        _fail(taken[index][1], alone)
+
+    async def _answer(
+        self,
+        taken: list[Waiting],
+        conversations: list[list[dict[str, Any]]],
+        params: list[Any],
+        indexes: list[int],
+        kwargs: dict[str, Any],
+    ) -> None:
+        """One ``LLM.chat`` call, its outputs set on the futures of ``taken[indexes]``."""
+        started = time.monotonic()
+        outputs = await asyncio.to_thread(self._llm.chat, conversations, params, **kwargs)
+        latency = time.monotonic() - started
+        if len(outputs) != len(indexes):
+            raise TeacherError(f"vllm returned {len(outputs)} outputs for {len(indexes)} requests")
+        for output, index in zip(outputs, indexes, strict=True):
+            request, future = taken[index]
+            response = response_from_output(output, request, self.config.call_format, latency)
+            self.stats.record(response)
+            if not future.done():
+                future.set_result(response)
+
+
+def _fail(future: asyncio.Future, exc: Exception) -> None:
+    """Fail one request with ``exc`` (as a ``TeacherError``)."""
+    if not future.done():
+        future.set_exception(exc if isinstance(exc, TeacherError) else TeacherError(f"vllm: {exc}"))

@@ -247,6 +247,14 @@ def test_a_body_that_is_not_json_is_retried_then_reported(monkeypatch):
     assert b.stats.failures == {"not a chat completion": 1}  # said among failed attempts
 
 
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_reasoning_is_read_under_either_name_servers_give_it(field):
+    message = {"role": "assistant", "content": "hi", field: "think first"}
+    body = {"choices": [{"message": message}]}
+    [answer] = ask_all(answering(Answered(200, json.dumps(body).encode())), ["x"])
+    assert answer.message["reasoning_content"] == "think first"
+
+
 @pytest.mark.parametrize(
     ("choice", "usage", "what"),
     [

@@ -38,7 +38,17 @@ def test_sampling_params_map_to_vllm_names():
         "max_tokens": 128,
         "seed": 11,
     }
-    assert "max_tokens" not in sampling_params(Sampling(max_tokens=None))
+    # left out, vLLM's SamplingParams stops at 16 tokens; None is its "no limit"
+    assert sampling_params(Sampling(max_tokens=None))["max_tokens"] is None
+
+
+def test_past_reasoning_reaches_the_template_under_the_name_llm_chat_reads():
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello", "reasoning_content": "greet back"},
+    ]
+    [batch] = build_batches([ChatRequest("m", messages, (), Sampling())])
+    assert batch.conversations[0][1]["reasoning"] == "greet back"
 
 
 def test_batches_group_requests_by_tools_in_first_seen_order():
@@ -113,6 +123,29 @@ def test_an_engine_failure_fails_its_requests_with_a_teacher_error():
 
     [error] = asyncio.run(main())
     assert isinstance(error, TeacherError) and "CUDA out of memory" in str(error)
+
+
+def test_a_request_vllm_refuses_fails_alone_not_its_whole_batch():
+    class Picky(FakeLLM):
+        def chat(self, conversations, sampling, use_tqdm=True, tools=None, **kwargs):
+            if any(c[0]["content"] == "too long" for c in conversations):
+                raise ValueError("the prompt is longer than the maximum model length")
+            return super().chat(conversations, sampling, use_tqdm, tools, **kwargs)
+
+    backend = VLLMBackend(VLLMConfig("m", batch_size=8), llm=Picky(), sampling_cls=dict)
+    texts = ["a", "too long", "b", "c"]
+
+    async def main():
+        calls = (backend.chat(request(t)) for t in texts)
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    answers = asyncio.run(main())
+    assert [a.message["content"] for i, a in enumerate(answers) if i != 1] == [
+        "echo a",
+        "echo b",
+        "echo c",
+    ]
+    assert isinstance(answers[1], TeacherError) and "maximum model length" in str(answers[1])
 
 
 def test_without_vllm_the_error_says_how_to_get_it(monkeypatch):
