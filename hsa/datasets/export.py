@@ -46,7 +46,18 @@ def shards(path: str | Path, split: str | None = None) -> list[Path]:
                 "and augments them, and `hsa eval run` evaluates a model on them"
             )
         raise DatasetError(f"not a dataset directory: no manifest.json{hint}", file=str(root))
-    entries = mf.read_json(manifest).get("shards", [])
+    found_manifest = mf.read_json(manifest)
+    kind = found_manifest.get("kind") if isinstance(found_manifest, dict) else None
+    if kind == mf.TEACHER_KIND:
+        raise DatasetError(
+            "this is hsa teach output (rollouts with their verdicts), not a dataset of rows: "
+            f"read its trajectories with hsa.open_source, or make a dataset of it: hsa augment "
+            f"--input {root} --out DIR",
+            file=str(root),
+        )
+    if kind != mf.KIND:
+        raise DatasetError(f"not an hsa dataset (manifest kind {kind!r})", file=str(root))
+    entries = found_manifest.get("shards", [])
     found = [root / e["path"] for e in entries]
     missing = [e["path"] for e in entries if not (root / e["path"]).is_file()]
     if missing:

@@ -166,3 +166,13 @@ def test_polars_and_duckdb_query_the_shards(dataset: Path) -> None:
         f"SELECT max(json_array_length(tools)), min(typeof(tools)) FROM read_parquet('{glob}')"
     ).fetchone()
     assert tools[1] == "VARCHAR" and tools[0] > 0
+
+
+def test_reading_teach_output_as_a_dataset_says_what_it_is(tmp_path: Path) -> None:
+    from hsa.pipelines.teach import teach
+    from hsa.teachers.config import TeachConfig
+
+    teach(TeachConfig(tasks=2), tmp_path / "teacher")
+    for read in (scan_dataset, lambda p: list(iter_rows(p))):
+        with pytest.raises(DatasetError, match="this is hsa teach output"):
+            read(tmp_path / "teacher")
