@@ -295,4 +295,10 @@ def read_yaml(path: str | Path, *, error: type[HsaError]) -> Any:
         text = Path(path).read_text("utf-8")
     except OSError as exc:
         raise error(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise error(
+            f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start : exc.start + 1]!r}); "
+            "save it as UTF-8",
+            file=str(path),
+        ) from None
     return loads_yaml(text, error=error, file=str(path))

@@ -31,7 +31,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from hsa.config import loads_yaml, schema_problem
+from hsa.config import loads_yaml, read_yaml, schema_problem
 from hsa.errors import RuleError
 from hsa.harness.jsonvalues import json_path
 from hsa.harness.pickling import by_fields
@@ -172,12 +172,7 @@ def loads_recipe(text: str, *, file: str | None = None) -> Recipe:
 
 def load_recipe(path: str | Path) -> Recipe:
     """A recipe from a YAML file."""
-    path = Path(path)
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        raise RuleError(f"cannot read recipe: {exc.strerror or exc}", file=str(path)) from None
-    return loads_recipe(text, file=str(path))
+    return Recipe.from_dict(read_yaml(path, error=RuleError), file=str(path))
 
 
 def default_recipe() -> Recipe:

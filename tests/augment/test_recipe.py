@@ -53,8 +53,12 @@ def test_load_recipe_from_file(tmp_path):
     path = tmp_path / "recipe.yaml"
     path.write_text(GOOD)
     assert load_recipe(path).variants_per_harness == 4
-    with pytest.raises(RuleError, match="cannot read recipe"):
+    with pytest.raises(RuleError, match="missing.yaml: cannot read"):
         load_recipe(tmp_path / "missing.yaml")
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("seed: 1  # café\n".encode("latin-1"))
+    with pytest.raises(RuleError, match=r"latin.yaml: not UTF-8 text \(byte 14"):
+        load_recipe(latin)
 
 
 def test_default_recipe_enables_every_family_and_only_known_rules():
