@@ -70,6 +70,16 @@ class Variant:
     #: ``mapping.to_json()`` when planning made it (empty: made when asked)
     mapping_text: str = field(default="", compare=False, repr=False)
 
+    def __hash__(self) -> int:
+        return hash(self.variant_id)  # equal variants have one id
+
+    def __repr__(self) -> str:
+        rules = [name for name, _, _ in self.rules]
+        return (
+            f"Variant(variant_id={self.variant_id!r}, harness_id={self.harness_id!r}, "
+            f"rules={rules!r}, seed={self.seed}, index={self.index})"
+        )
+
     def key(self) -> bytes:
         """What the variant is, as a digest (``content_key``)."""
         return self.content or content_key(self.harness, self.mapping)

@@ -44,6 +44,11 @@ def recipe_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
+@lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(recipe_schema())
+
+
 @by_fields
 @dataclass(frozen=True, slots=True)
 class RecipeRule:
@@ -75,6 +80,24 @@ class Recipe:
     #: rules applied to every variant before the drawn ones (a compact harness, say): not
     #: drawn, not counted by min/max_rules, not part of what ``overlaps`` compares
     base: tuple[RecipeRule, ...] = ()
+
+    def __post_init__(self) -> None:
+        # what ``from_dict`` checks of a file holds of a recipe made in code too: the shape
+        # and ranges of every field (a recipe file's cross-field checks are ``from_dict``'s)
+        for key in ("rules", "base"):
+            found = getattr(self, key)
+            if not isinstance(found, tuple) or not all(isinstance(r, RecipeRule) for r in found):
+                raise RuleError(
+                    f"{key} must be a tuple of RecipeRule (Recipe.from_dict reads a mapping)",
+                    where=f"$.{key}",
+                )
+        errors = list(_validator().iter_errors(self.to_dict()))
+        if errors:
+            at, message = schema_problem(min(errors, key=lambda e: list(map(str, e.path))))
+            raise RuleError(message, where="$" + json_path(at)[1:])
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_dict(), sort_keys=True, default=str))
 
     @property
     def needs(self) -> frozenset[str]:
@@ -118,8 +141,7 @@ class Recipe:
         ``root`` is the JSON path of ``data`` in its file (``$.augment.recipe`` in a build
         config), so that errors name a path of that file.
         """
-        validator = Draft202012Validator(recipe_schema())
-        errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
+        errors = sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.path)))
         if errors:
             at, message = schema_problem(errors[0])
             raise RuleError(message, file=file, where=root + json_path(at)[1:])

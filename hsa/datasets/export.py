@@ -21,6 +21,7 @@ from hsa.errors import DatasetError, first_few
 from hsa.harness.importers.write import MARKER, TRAJECTORIES
 
 if TYPE_CHECKING:
+    import datasets
     import polars as pl
 
 
@@ -128,7 +129,9 @@ def hf_features():
     return Features({name: swap(f, (name,)) for name, f in inferred.items()})
 
 
-def to_hf(path: str | Path, split: str | None = None, *, cache_dir: str | Path | None = None):
+def to_hf(
+    path: str | Path, split: str | None = None, *, cache_dir: str | Path | None = None
+) -> datasets.Dataset:
     """The dataset (one split, or all rows) as a Hugging Face ``datasets.Dataset``.
 
     The same rows as ``datasets.load_dataset(DIR, split=...)``, built from the Parquet shards by

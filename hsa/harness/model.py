@@ -436,6 +436,16 @@ class Harness:
     def __hash__(self) -> int:
         return hash(self.to_json())
 
+    def __repr__(self) -> str:
+        # a harness runs to tens of kilobytes (its schemas, skills, prompt): its parts counted
+        parts = ", ".join(
+            f"{name}={len(getattr(self, name))}" for name in ("tools", "skills", "hooks")
+        )
+        return (
+            f"Harness(id={self.id!r}, version={self.version!r}, "
+            f"protocol={self.protocol.label!r}, {parts})"
+        )
+
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # The fields, and the derived values that are text (the JSON document, the system
         # prompt: what a worker process that planned the harness made for the one that renders
