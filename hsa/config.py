@@ -155,6 +155,20 @@ def bounded(
     return problems
 
 
+def typed(config: object) -> list[tuple[str, str]]:
+    """(setting, message) for each setting of ``config`` whose value is not of its annotated
+    type (as ``from_mapping`` checks a YAML section's): a config made in code is checked as
+    one read from a file is, before its ranges are."""
+    problems = []
+    kind: type = type(config)
+    for name, hint in _hints(kind).items():
+        value = getattr(config, name)
+        expected = type_problem(value, hint)
+        if expected:
+            problems.append((name, f"expected {expected}, got {value!r}"))
+    return problems
+
+
 def refuse(problems: list[tuple[str, str]], error: type[HsaError]) -> None:
     """Raise ``error`` for the first (field, message) problem, if any."""
     if problems:

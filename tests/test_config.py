@@ -276,3 +276,19 @@ def test_bounded_names_each_setting_out_of_its_range() -> None:
     assert bounded(SimpleNamespace(count=-1), "count", low=0) == [
         ("count", "must not be negative, got -1")
     ]
+
+
+@pytest.mark.parametrize(
+    ("make", "where"),
+    [
+        (lambda: AugmentConfig(seed="x"), "seed"),
+        (lambda: AugmentConfig(splits=["train"]), "splits"),
+        (lambda: TeachConfig(temperature="0.7"), "temperature"),
+        (lambda: TeachConfig(env_options=None), "env_options"),
+        (lambda: EvalConfig(tasks="all"), "tasks"),
+    ],
+)
+def test_a_config_made_in_code_is_type_checked_as_a_file_is(make, where):
+    with pytest.raises(HsaError) as caught:
+        make()
+    assert caught.value.where == where and "expected" in caught.value.message

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hsa.config import bounded, from_mapping, refuse, same_as, setting, settings_hash
+from hsa.config import bounded, from_mapping, refuse, same_as, setting, settings_hash, typed
 from hsa.envs.base import SPLITS
 from hsa.errors import EvalError
 from hsa.teachers.config import BACKENDS, TeachConfig, public_url, rule_versions
@@ -101,6 +101,7 @@ class EvalConfig:
     bootstrap: int = setting(2000, help="Bootstrap resamples of the tasks for each interval.")
 
     def __post_init__(self) -> None:
+        refuse(typed(self), EvalError)
         problems = []
         if self.policy not in POLICIES:
             problems.append(("policy", f"unknown policy {self.policy!r}: {', '.join(POLICIES)}"))

@@ -49,7 +49,7 @@ from hsa.augment.planner import (
 )
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
-from hsa.config import bounded, refuse, setting
+from hsa.config import bounded, refuse, setting, typed
 from hsa.datasets import manifest as mf
 from hsa.datasets.card import TokenLengths, merge_stats, render_card, token_lengths
 from hsa.datasets.lock import hold
@@ -115,6 +115,7 @@ class AugmentConfig:
     )
 
     def __post_init__(self) -> None:
+        refuse(typed(self), DatasetError)
         problems = bounded(self, "batch_size", "workers", low=1)
         problems += bounded(self, "variants_per_trajectory", low=0)
         if not self.splits or any(v < 0 for v in self.splits.values()):

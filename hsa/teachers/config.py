@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from hsa.config import bounded, from_mapping, refuse, setting, settings_hash
+from hsa.config import bounded, from_mapping, refuse, setting, settings_hash, typed
 from hsa.envs.base import SPLITS
 from hsa.errors import HsaError, TeacherError
 
@@ -136,6 +136,7 @@ class TeachConfig:
     )
 
     def __post_init__(self) -> None:
+        refuse(typed(self), TeacherError)
         problems = []
         if self.backend not in BACKENDS:
             known = ", ".join(BACKENDS)
