@@ -27,8 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from hsa.config import loads_yaml
 from hsa.errors import (
     HarnessError,
     HarnessValidationError,
@@ -114,20 +113,9 @@ def _read_json(path: Path) -> Any:
         ) from None
 
 
-# libyaml's loader, when present, reads the same data several times faster; writing always
-# uses the pure-Python dumper so that output bytes never depend on it.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _read_yaml(path: Path) -> Any:
-    text = _read_text(path)
-    try:
-        return yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise HarnessError(f"invalid YAML: {reason}", file=str(path), where=where) from None
+    # (writing always uses the pure-Python dumper, so output bytes never depend on libyaml)
+    return loads_yaml(_read_text(path), error=HarnessError, file=str(path))
 
 
 def _hint(folder: Path) -> str:
@@ -164,9 +152,14 @@ def _read(path: str | Path) -> tuple[dict[str, Any], list[HsaError]]:
     except HsaError as exc:
         found.append(exc)
         doc = None
-    if doc is not None and not isinstance(doc, dict):
+    if not isinstance(doc, dict) and not found:  # read, but empty or not a mapping
+        what = "it is empty" if doc is None else f"it is a {type(doc).__name__}"
         found.append(
-            HarnessError("a harness document must be a mapping", file=str(manifest), where="$")
+            HarnessError(
+                f"a harness document must be a mapping with at least an id; {what}",
+                file=str(manifest),
+                where="$",
+            )
         )
         doc = None
     # Without a manifest to read, the files found by convention are still checked.

@@ -593,5 +593,16 @@ def test_problems_of_what_is_not_a_harness(tmp_path):
     ]
     (tmp_path / "list.yaml").write_text("- a\n")
     assert _lines(problems(tmp_path / "list.yaml")) == [
-        f"{tmp_path / 'list.yaml'}: $: a harness document must be a mapping"
+        f"{tmp_path / 'list.yaml'}: $: a harness document must be a mapping with at least an "
+        "id; it is a list"
+    ]
+    (tmp_path / "blank").mkdir()
+    (tmp_path / "blank" / "harness.yaml").write_text("")
+    assert _lines(problems(tmp_path / "blank")) == [
+        f"{tmp_path / 'blank' / 'harness.yaml'}: $: a harness document must be a mapping with "
+        "at least an id; it is empty"
+    ]
+    (tmp_path / "twice.yaml").write_text("id: a\nid: b\n")
+    assert _lines(problems(tmp_path / "twice.yaml")) == [
+        f"{tmp_path / 'twice.yaml'}: line 2: invalid YAML: the key 'id' is given twice"
     ]
