@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from hsa.cli.output import console
+from hsa.cli.output import console, fail
 
 
 @click.group("train")
@@ -178,8 +178,20 @@ def distill_command(
     help="The hsa dataset whose texts the tokenizer is trained on.",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="The model folder.")
-@click.option("--hidden", type=int, default=32, show_default=True, help="Hidden size.")
-@click.option("--layers", type=int, default=2, show_default=True, help="Transformer layers.")
+@click.option(
+    "--hidden",
+    type=click.IntRange(2, 1 << 16),
+    default=32,
+    show_default=True,
+    help="Hidden size (even: two attention heads share it).",
+)
+@click.option(
+    "--layers",
+    type=click.IntRange(1, 256),
+    default=2,
+    show_default=True,
+    help="Transformer layers.",
+)
 def tiny_model_command(data: Path, out: Path, hidden: int, layers: int) -> None:
     """A tiny untrained Qwen2-shaped model and a tokenizer trained on DATA's texts, with the
     Qwen2.5 tool-calling template: a model folder to try every training and evaluation
@@ -190,6 +202,11 @@ def tiny_model_command(data: Path, out: Path, hidden: int, layers: int) -> None:
     from hsa.train.data import manifest_of
     from hsa.train.tiny import save_tiny, texts_of
 
+    if hidden % 2:
+        fail(f"--hidden must be even (two attention heads share it), got {hidden}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        what = "a file" if not out.is_dir() else "a folder of other files"
+        fail(f"{out}: is {what}; --out names a new or empty folder for the model")
     manifest_of(data)  # a clear error for a folder that is not a dataset
     with tempfile.TemporaryDirectory() as cache:
         rows = to_hf(data, "train", cache_dir=cache)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -137,10 +138,44 @@ def trl_args(
     if not _cuda():
         values.setdefault("use_cpu", True)
         values.setdefault("bf16", False)
+    fields = {f.name for f in dataclasses.fields(trl_config)}
+    for key, low in _AT_LEAST.items():  # what TRL, transformers or torch would fail on later
+        value = values.get(key)
+        if key in fields and value is not None and not _number_at_least(value, low):
+            hint = ""
+            if isinstance(value, str):  # YAML reads 1e-5 (no dot) as text
+                hint = "; write a number with a dot, 1.0e-5, which YAML reads as a number"
+            raise TrainError(
+                f"{trl_config.__name__}: {key} must be a number of at least {low}, got "
+                f"{value!r}{hint}",
+                file=file,
+                where=f"$.{key}",
+            )
     try:
         return trl_config(**values)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ArithmeticError) as exc:
         raise TrainError(f"{trl_config.__name__}: {exc}", file=file) from None
+
+
+#: TRL and transformers settings and their least value: below it a run fails deep inside
+#: torch or TRL (a batch of 0 rows, a division by zero steps, a NaN learning rate)
+_AT_LEAST: dict[str, float] = {
+    "per_device_train_batch_size": 1,
+    "per_device_eval_batch_size": 1,
+    "gradient_accumulation_steps": 1,
+    "learning_rate": 0,
+    "num_generations": 1,
+    "max_completion_length": 1,
+    "max_prompt_length": 1,
+    "max_new_tokens": 1,
+}
+
+
+def _number_at_least(value: Any, low: float) -> bool:
+    """Whether ``value`` is a finite number (not a bool) of at least ``low``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value >= low
 
 
 #: transformers 5's names of the settings TRL configs still give under the old ones

@@ -103,8 +103,17 @@ def resume_point(
     the checkpoints of an unfinished run. With the run's ``identity`` (``run_identity``), a
     fresh run records it and a resumed one is refused when the run it continues started
     with other settings."""
+    if out.exists() and not out.is_dir():
+        raise TrainError("is a file; --out names the folder the model is written to", file=str(out))
     found = last_checkpoint(out)
     finished = (out / RESOLVED).is_file()
+    ours = found is not None or finished or (out / RUN_RECORD).is_file()
+    if not ours and out.is_dir() and any(out.iterdir()):
+        raise TrainError(
+            "holds files that are not an hsa training run (a run would write over them); "
+            "choose an empty or new --out",
+            file=str(out),
+        )
     if not resume:
         if found is not None and not finished:
             raise TrainError(

@@ -79,3 +79,15 @@ def test_teacher_output_is_refused_with_the_command_that_makes_a_dataset_of_it(t
     [line] = done.stderr.strip().splitlines()
     assert "is hsa teach output" in line and f"hsa augment --input {teach}" in line
     assert not (tmp_path / "tiny").exists()
+
+
+def test_a_model_is_never_written_over_other_files(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.md").write_text("my notes")
+    (tmp_path / "notes.yaml").write_text("x: 1")
+    for out in (mine, tmp_path / "notes.yaml"):
+        done = hsa("train", "tiny-model", "--data", str(tmp_path), "--out", str(out))
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert "--out names a new or empty folder" in done.stderr
+    assert (mine / "README.md").read_text() == "my notes"

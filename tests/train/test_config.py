@@ -39,6 +39,23 @@ def test_a_trl_value_of_the_wrong_type_is_named_before_any_model_loads(key, valu
     split_config({"lr_scheduler_type": "cosine", "max_length": None}, SFTConfig)
 
 
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("per_device_train_batch_size", 0),
+        ("gradient_accumulation_steps", 0),
+        ("learning_rate", float("nan")),
+        ("learning_rate", -1),
+    ],
+)
+def test_a_trl_value_torch_or_trl_would_fail_on_later_is_named_now(tmp_path, key, value):
+    from trl import SFTConfig
+
+    with pytest.raises(TrainError, match=f"{key} must be a number of at least") as found:
+        trl_args(SFTConfig, {key: value}, tmp_path, file="x.yaml")
+    assert found.value.where == f"$.{key}"
+
+
 def test_every_hsa_setting_has_help_and_is_checked():
     assert all(f.metadata.get("help") for f in settings_of(SftSettings))
     with pytest.raises(TrainError, match="canonical_share"):

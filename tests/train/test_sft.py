@@ -266,3 +266,15 @@ def test_a_resume_compares_the_dataset_not_how_its_path_is_written(dataset, mode
     (data / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(TrainError, match=r"hsa\.dataset: '[0-9a-f]{12}.* then, '0{64}' now"):
         train_sft(config(data, model, max_steps=3, save_steps=1), out, resume=True)
+
+
+def test_a_run_never_writes_over_a_folder_of_other_files(tmp_path):
+    from hsa.errors import TrainError
+    from hsa.train.sft import resume_point
+
+    (tmp_path / "README.md").write_text("my notes")
+    with pytest.raises(TrainError, match="holds files that are not an hsa training run"):
+        resume_point(tmp_path, False)
+    with pytest.raises(TrainError, match="is a file"):
+        resume_point(tmp_path / "README.md", False)
+    assert resume_point(tmp_path / "new", False) is None  # a new folder is fine
