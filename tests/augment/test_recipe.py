@@ -53,7 +53,7 @@ def test_load_recipe_from_file(tmp_path):
     path = tmp_path / "recipe.yaml"
     path.write_text(GOOD)
     assert load_recipe(path).variants_per_harness == 4
-    with pytest.raises(RuleError, match="missing.yaml: cannot read"):
+    with pytest.raises(RuleError, match=r"missing\.yaml: cannot read"):
         load_recipe(tmp_path / "missing.yaml")
     latin = tmp_path / "latin.yaml"
     latin.write_bytes("seed: 1  # café\n".encode("latin-1"))
