@@ -500,6 +500,7 @@ def augment(
     refused before anything is written.
     """
     check_not_empty(source, config)
+    check_apart(source, Path(out))
     with hold(out, command="hsa augment"):
         return augment_locked(
             source,
@@ -509,6 +510,18 @@ def augment(
             progress=progress,
             settings=settings,
             variants=variants,
+        )
+
+
+def check_apart(source: Source, out: Path) -> None:
+    """Refuse an output folder inside the input folder (or the input itself): the dataset's
+    shards would be read as input by the next run."""
+    where = source.path.resolve()
+    if where.is_dir() and out.resolve().is_relative_to(where):
+        raise DatasetError(
+            f"is inside the input {source.path}: its shards would be read as input; choose an "
+            "--out outside it",
+            file=str(out),
         )
 
 

@@ -44,7 +44,13 @@ from hsa.datasets.shards import sha256_file
 from hsa.datasets.source import Source, open_source
 from hsa.errors import ConfigError, HsaError
 from hsa.harness.jsonvalues import json_path
-from hsa.pipelines.augment import AugmentConfig, AugmentReport, augment_locked, check_not_empty
+from hsa.pipelines.augment import (
+    AugmentConfig,
+    AugmentReport,
+    augment_locked,
+    check_apart,
+    check_not_empty,
+)
 from hsa.pipelines.teach import teach
 from hsa.teachers.config import OUTPUT_FIELDS, TeachConfig
 
@@ -333,6 +339,7 @@ def build(
         on_read = None if progress is None else partial(progress, "read")
         recorded = open_source(source.trajectories, harness=harness, progress=on_read)
         check_not_empty(recorded, augment_config)
+        check_apart(recorded, out)
     elif source.env is not None:
         from hsa.envs.registry import get
 

@@ -703,3 +703,9 @@ def test_a_leftover_that_cannot_be_removed_is_one_error(tmp_path: Path, monkeypa
     with pytest.raises(DatasetError, match="cannot remove what a killed run left") as caught:
         mf.remove_temporaries(tmp_path)
     assert caught.value.file == str(stale)
+
+
+def test_an_output_inside_the_input_folder_is_refused(shards: Path) -> None:
+    with pytest.raises(DatasetError, match="is inside the input"):
+        augment(open_source(shards), shards / "out", config())
+    assert not (shards / "out").exists()
