@@ -211,7 +211,7 @@ def compare_command(runs: tuple[Path, ...], plot: Path | None) -> None:
     )
 
     if plot is not None:
-        check_plot_path(plot)
+        check_plot_path(plot, runs)
     summaries = [read_summary(run) for run in runs]
     rows = compare_rows(summaries, [run.name or str(run) for run in runs])
     console().print(compare_table(rows), end="", markup=False)

@@ -373,9 +373,21 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_plot_path(path: Path) -> None:
+def check_plot_path(path: Path, runs: Sequence[Path] = ()) -> None:
     """An ``EvalError`` when a plot cannot be written at ``path``, said before any work: a
-    file where one of its folders would be, or a folder at ``path`` itself."""
+    file where one of its folders would be, a folder at ``path`` itself, a place inside one of
+    the compared ``runs`` (a run's own files), or a file there already that is not a PNG."""
+    inside = next((r for r in runs if path.resolve().is_relative_to(r.resolve())), None)
+    if inside is not None:
+        raise EvalError(
+            f"cannot write the plot inside the compared run {inside}: a run's files are its "
+            "own; give a path outside it",
+            file=str(path),
+        )
+    if path.is_file() and path.read_bytes()[:8] != b"\x89PNG\r\n\x1a\n":
+        raise EvalError(
+            "cannot write the plot: a file that is not a PNG is there already", file=str(path)
+        )
     if path.is_dir():
         raise EvalError(
             f"cannot write the plot: {path} is a directory; give a file name such as "

@@ -303,6 +303,13 @@ def test_a_plot_under_a_file_is_refused_naming_the_file(tmp_path):
     with pytest.raises(EvalError, match="is a directory; give a file name such as"):
         check_plot_path(tmp_path)
     check_plot_path(tmp_path / "new" / "compare.png")  # folders that are not there yet are made
+    # a run's own files, and a file that is not a plot, are never written over
+    run = tmp_path / "run"
+    run.mkdir()
+    with pytest.raises(EvalError, match="inside the compared run"):
+        check_plot_path(run / "summary.json", [run])
+    with pytest.raises(EvalError, match="a file that is not a PNG is there already"):
+        check_plot_path(afile)
 
 
 def _runs(tmp_path, *summaries) -> list[str]:
