@@ -20,6 +20,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import re
 import types
 import typing
@@ -235,7 +236,7 @@ def _field(config: type, name: str) -> dataclasses.Field:
 _SIMPLE: dict[Any, str] = {
     bool: "true or false",
     int: "an integer",
-    float: "a number",
+    float: "a finite number",
     str: "a string",
 }
 
@@ -268,8 +269,8 @@ def type_problem(value: Any, hint: Any) -> str | None:
 def _fits(value: Any, kind: type) -> bool:
     if kind is bool or isinstance(value, bool):
         return kind is bool and isinstance(value, bool)
-    if kind is float:
-        return isinstance(value, (int, float))
+    if kind is float:  # NaN and the infinities are no setting's value
+        return isinstance(value, (int, float)) and math.isfinite(value)
     return isinstance(value, kind)
 
 

@@ -286,6 +286,8 @@ def test_bounded_names_each_setting_out_of_its_range() -> None:
         (lambda: TeachConfig(temperature="0.7"), "temperature"),
         (lambda: TeachConfig(env_options=None), "env_options"),
         (lambda: EvalConfig(tasks="all"), "tasks"),
+        (lambda: TeachConfig(temperature=float("nan")), "temperature"),
+        (lambda: EvalConfig(ramp_s=float("inf")), "ramp_s"),
     ],
 )
 def test_a_config_made_in_code_is_type_checked_as_a_file_is(make, where):

@@ -36,6 +36,7 @@ from hsa.augment.mapping import IDENTITY, RewriteMapping
 from hsa.augment.param_schemas import copy_json
 from hsa.errors import RuleError
 from hsa.harness.events import Event, SkillLoad, ToolCall
+from hsa.harness.jsonvalues import unwritable
 from hsa.harness.model import Harness
 from hsa.harness.pickling import by_fields
 
@@ -264,6 +265,9 @@ class Rule:
 
 def _resolve(name: str, schema: MappingABC[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     given = copy.deepcopy(params)
+    bad = unwritable(given, "params")  # NaN passes every bound of a schema, and rows record it
+    if bad is not None:
+        raise RuleError(bad[1], where=f"rule {name!r}: {bad[0]}")
     errors = sorted(
         _validator(_schema_text(schema)).iter_errors(given), key=lambda e: list(map(str, e.path))
     )

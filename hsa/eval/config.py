@@ -11,7 +11,14 @@ from typing import Any
 from hsa.config import bounded, from_mapping, refuse, same_as, setting, settings_hash, typed
 from hsa.envs.base import SPLITS
 from hsa.errors import EvalError
-from hsa.teachers.config import BACKENDS, TeachConfig, public_url, rule_versions
+from hsa.teachers.config import (
+    BACKENDS,
+    RAMP_MAX,
+    TIMEOUT_MAX,
+    TeachConfig,
+    public_url,
+    rule_versions,
+)
 
 #: the suites, in the order a run reports them
 SUITES = ("canonical", "variants", "firstcall", "bfcl", "ifeval")
@@ -120,8 +127,9 @@ class EvalConfig:
             problems.append(("suites", f"no suite given: name one or more of {', '.join(SUITES)}"))
         if self.split not in SPLITS:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
-        problems += bounded(self, "temperature", "max_retries", "ramp_s", low=0)
-        problems += bounded(self, "timeout_s", low=0, low_open=True)
+        problems += bounded(self, "temperature", "max_retries", low=0)
+        problems += bounded(self, "ramp_s", low=0, high=RAMP_MAX)
+        problems += bounded(self, "timeout_s", low=0, high=TIMEOUT_MAX, low_open=True)
         problems += bounded(self, "top_p", low=0, high=1, low_open=True)
         problems += bounded(
             self, "tasks", "variants", "concurrency", "max_steps_per_turn", "max_tokens", low=1

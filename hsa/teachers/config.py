@@ -20,6 +20,9 @@ ORACLE_MODEL = "hsa-oracle"
 #: the backends a job can name (``hsa.teachers.make.make_backend`` builds them)
 BACKENDS = ("oracle", "fixed-oracle", "openai", "vllm", "transformers")
 
+#: the longest ramp and request timeout a job takes, seconds (an hour, a day): past them a
+#: typo (1e300) would wait forever
+RAMP_MAX, TIMEOUT_MAX = 3600.0, 86400.0
 #: fields that change what a job writes; the others (how fast, where the server is) do not
 OUTPUT_FIELDS = (
     "env",
@@ -146,9 +149,10 @@ class TeachConfig:
         if self.backend in ("openai", "vllm", "transformers") and not self.model:
             problems.append(("model", f"the {self.backend} backend needs a model name"))
         problems += bounded(
-            self, "ramp_s", "temperature", "backoff_s", "max_retries", "variants_per_task", low=0
+            self, "temperature", "backoff_s", "max_retries", "variants_per_task", low=0
         )
-        problems += bounded(self, "timeout_s", low=0, low_open=True)
+        problems += bounded(self, "ramp_s", low=0, high=RAMP_MAX)
+        problems += bounded(self, "timeout_s", low=0, high=TIMEOUT_MAX, low_open=True)
         problems += bounded(self, "top_p", low=0, high=1, low_open=True)
         problems += bounded(
             self,

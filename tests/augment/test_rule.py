@@ -157,3 +157,11 @@ def test_a_default_that_its_own_schema_refuses_is_refused_when_the_rule_is_made(
     with pytest.raises(RuleError, match="the default of 'n' breaks its own schema") as caught:
         Rule("tools.y", "1", _noop, params=schema, doc="Do y.")
     assert caught.value.where == "rule 'tools.y': params.n"
+
+
+def test_a_parameter_that_is_not_a_finite_number_is_refused_naming_it():
+    from hsa.augment import get_rule
+
+    for value in (float("nan"), float("inf")):
+        with pytest.raises(RuleError, match=r"params\.fraction: NaN or Infinity"):
+            get_rule("tools.rename").resolve_params({"fraction": value})
