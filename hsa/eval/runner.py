@@ -41,7 +41,7 @@ from hsa.eval.metrics import episode_row, episodes_table, succeeded
 from hsa.eval.report import PLOTS, REPORT
 from hsa.eval.suites import Episode, episodes, heldout_recipe, split_tasks
 from hsa.eval.summary import summarize
-from hsa.teachers.backends.base import Backend
+from hsa.teachers.backends.base import Backend, run_async
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.make import make_backend
 from hsa.teachers.request import Sampling
@@ -175,7 +175,7 @@ def evaluate(
     """
     out = Path(out)
     with hold(out, command="hsa eval run"):
-        return asyncio.run(_evaluate(config, out, env, backend, training, progress))
+        return run_async(_evaluate(config, out, env, backend, training, progress))
 
 
 def _check_dir(out: Path, config: EvalConfig) -> None:

@@ -41,7 +41,7 @@ from hsa.envs.base import SPLITS, Environment, Task
 from hsa.errors import TeacherError, first_few
 from hsa.harness.events import Trajectory
 from hsa.harness.model import Harness, compact_json
-from hsa.teachers.backends.base import Backend, latency_percentiles
+from hsa.teachers.backends.base import Backend, latency_percentiles, run_async
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.make import make_backend
@@ -422,7 +422,7 @@ def teach_unlocked(
         if report.retry:
             raise TeachIncomplete(report)
         return report
-    return asyncio.run(teach_async(config, out, env=env, backend=backend, progress=progress))
+    return run_async(teach_async(config, out, env=env, backend=backend, progress=progress))
 
 
 async def teach_async(

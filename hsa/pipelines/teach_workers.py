@@ -11,7 +11,6 @@ worker is ready, as it does after setup in a single process.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import multiprocessing
@@ -31,6 +30,7 @@ from hsa.pipelines.teach import (
     plan_job,
     run_plan,
 )
+from hsa.teachers.backends.base import run_async
 from hsa.teachers.config import TeachConfig
 
 #: how long workers may take to load the environment and plan before the job gives up
@@ -144,7 +144,7 @@ def _worker(config: TeachConfig, out: str, keys: list[ShardKey], messages: Any, 
             messages.put(("progress", (done - last[0], verified - last[1])))
             last[0], last[1] = done, verified
 
-        asyncio.run(run_plan(plan, part, progress=report_progress, ready=ready.wait))
+        run_async(run_plan(plan, part, progress=report_progress, ready=ready.wait))
         messages.put(
             (
                 "report",

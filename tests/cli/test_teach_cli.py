@@ -284,3 +284,18 @@ def test_serve_oracle_refuses_an_environment_of_many_harnesses_saying_what_to_us
     assert line.endswith(
         "evaluate or teach this one with the in-process oracle (--policy oracle, --backend oracle)"
     )
+
+
+def test_a_terminated_teach_says_so_once_with_no_traceback(tmp_path):
+    # the oracle keeps the event loop busy, so the signal lands inside a running task
+    out = tmp_path / "out"
+    args = [*HSA, "teach", "--variants-per-task", "3", "--out", str(out)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out / "teach.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # rollouts are under way once the job's record is written
+    time.sleep(1.0)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143, err
+    assert "hsa: terminated" in err and "Traceback" not in err

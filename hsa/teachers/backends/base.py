@@ -5,8 +5,9 @@ from __future__ import annotations
 import abc
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage
 
@@ -118,3 +119,23 @@ class BatchingBackend(Backend):
                 for _, future in taken:
                     if not future.done():
                         future.set_exception(error)
+
+
+_T = TypeVar("_T")
+
+
+def run_async(main: Coroutine[Any, Any, _T]) -> _T:
+    """``asyncio.run(main)``, where a stop (Ctrl-C, or SIGTERM as ``Terminated``) that ends
+    the run is said once, by the command, and not again by asyncio as a traceback of each task
+    it cut short ("Task exception was never retrieved")."""
+
+    async def quiet() -> _T:
+        asyncio.get_running_loop().set_exception_handler(_quiet_stops)
+        return await main
+
+    return asyncio.run(quiet())
+
+
+def _quiet_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if not isinstance(context.get("exception"), KeyboardInterrupt):
+        loop.default_exception_handler(context)
