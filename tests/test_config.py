@@ -294,3 +294,10 @@ def test_a_config_made_in_code_is_type_checked_as_a_file_is(make, where):
     with pytest.raises(HsaError) as caught:
         make()
     assert caught.value.where == where and "expected" in caught.value.message
+
+
+def test_augment_refuses_a_run_with_no_row_to_write_or_an_absurd_width():
+    with pytest.raises(DatasetError, match="no row to write"):
+        AugmentConfig(variants_per_trajectory=0, keep_canonical=False)
+    with pytest.raises(DatasetError, match="must be in"):
+        AugmentConfig(variants_per_trajectory=10**12)

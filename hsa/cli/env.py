@@ -159,7 +159,11 @@ def tasks(
 ) -> None:
     """Print tasks as JSON lines (Task.to_dict rows), in task order."""
     env = _load(name, seed, n_tasks, source)
-    found = [t for t in _offered(env, split, needed=False) if kind is None or t.kind == kind]
+    offered = _offered(env, split, needed=False)
+    found = [t for t in offered if kind is None or t.kind == kind]
+    if kind is not None and not found:
+        kinds = sorted({t.kind for t in offered})
+        fail(f"--kind: {name} has no tasks of kind {kind!r}; its kinds: {', '.join(kinds)}")
     for task in found[:limit] if limit is not None else found:
         click.echo(json.dumps(task.to_dict(), ensure_ascii=False))
 

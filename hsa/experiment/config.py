@@ -225,8 +225,18 @@ def parse_config(
             "env_options must be a mapping of option: value", file=file, where="$.env_options"
         )
     seeds = data.get("seeds") or [0]
-    if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
-        raise ExperimentError("seeds must be a list of integers", file=file, where="$.seeds")
+    if not isinstance(seeds, list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
+    ):
+        raise ExperimentError(
+            "seeds must be a list of integers, none negative", file=file, where="$.seeds"
+        )
+    if len(set(seeds)) != len(seeds):
+        raise ExperimentError(
+            f"seeds must differ (each seed is a run of its own): {seeds}",
+            file=file,
+            where="$.seeds",
+        )
     if not isinstance(train.get("max_steps"), int) or train["max_steps"] < 1:
         raise ExperimentError(
             "train.max_steps must be a positive number of steps: an experiment is "

@@ -68,6 +68,10 @@ Progress = Callable[[int, int, int], None]  # (batches done, batches, rows writt
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
+#: the most variants a trajectory is rendered under (a recipe's ``variants_per_harness`` bound)
+_MAX_VARIANTS = 100_000
+
+
 @dataclass(frozen=True, slots=True)
 class AugmentConfig:
     """What an augment run does; the same names in YAML, Python and ``hsa augment`` flags.
@@ -117,7 +121,11 @@ class AugmentConfig:
     def __post_init__(self) -> None:
         refuse(typed(self), DatasetError)
         problems = bounded(self, "batch_size", "workers", low=1)
-        problems += bounded(self, "variants_per_trajectory", low=0)
+        problems += bounded(self, "variants_per_trajectory", low=0, high=_MAX_VARIANTS)
+        if self.variants_per_trajectory == 0 and not self.keep_canonical:
+            problems.append(
+                ("variants_per_trajectory", "0 variants and no canonical rows: no row to write")
+            )
         if not self.splits or any(v < 0 for v in self.splits.values()):
             problems.append(("splits", "needs at least one split and no negative fraction"))
         elif abs(sum(self.splits.values()) - 1) > 1e-9:

@@ -185,7 +185,13 @@ class ChatServer:
         from aiohttp import web
 
         if self._log_path is not None:
-            self._log = self._log_path.open("a", encoding="utf-8")
+            try:
+                self._log = self._log_path.open("a", encoding="utf-8")
+            except OSError as exc:
+                raise TeacherError(
+                    f"cannot write the request log: {exc.strerror or exc}",
+                    file=str(self._log_path),
+                ) from None
         loop = asyncio.get_running_loop()
 
         def new_request(message, payload, protocol, writer, task) -> web.BaseRequest:

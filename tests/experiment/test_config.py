@@ -67,6 +67,8 @@ def test_command_line_seeds_and_steps_replace_the_configs():
     "changes, where, words",
     [
         ({"trian": {}}, "$.trian", "unknown key 'trian'; did you mean 'train'?"),
+        ({"seeds": [-1]}, "$.seeds", "none negative"),
+        ({"seeds": [0, 0]}, "$.seeds", "seeds must differ"),
         ({"train": {}}, "$.train.max_steps", "step-capped"),
         ({"arms": {"fixed": {"rules": []}}}, "$.arms", "fixed and augmented"),
         ({"tiers": {"canonical": {"rules": []}}}, "$.tiers.canonical", "own seed"),
