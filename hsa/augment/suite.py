@@ -137,7 +137,14 @@ def subjects_from_files(
     found = trajectories_from_table(table)
     # A file may hold trajectories of several harnesses: keep the ones recorded under this one.
     mine = [t for t in found if t.harness_id in (None, harness.id)]
-    found = spread(mine or found, limit)
+    if found and not mine:  # checking rules on them would blame the rules for the mismatch
+        ids = ", ".join(sorted({str(t.harness_id) for t in found}))
+        raise HsaError(
+            f"no trajectory here was recorded under the given harness {harness.id!r} (they "
+            f"were under {ids}): give the harness they were recorded under",
+            file=str(trajectories),
+        )
+    found = spread(mine, limit)
     tasks = [
         Task(
             id=t.id,

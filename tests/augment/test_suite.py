@@ -21,6 +21,7 @@ from hsa.augment.suite import (
     subjects_from_files,
     subjects_from_source,
 )
+from hsa.errors import HsaError
 from hsa.harness import ToolCall
 
 BFCL = ["simple_python", "multiple", "parallel", "parallel_multiple"]
@@ -108,6 +109,9 @@ def test_openai_jsonl_and_parquet_trajectories_replay_on_their_recording(tmp_pat
     from_parquet = subjects_from_files(harness, tmp_path / "t.parquet")
     assert len(from_parquet) == len(rows)
     _assert_all_pass(from_parquet[:2])
+    # under another harness they are not checked (the rules would be blamed for the mismatch)
+    with pytest.raises(HsaError, match="recorded under the given harness 'other'"):
+        subjects_from_files(harness.replace(id="other"), tmp_path / "t.parquet")
 
 
 def _check_one(fn):
