@@ -92,9 +92,12 @@ def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) ->
 
     harness = load_harness(harness_path) if harness_path is not None else None
     result = import_source(src, format=fmt, harness=harness)
+    counts = result.counts()
+    if result.failures and not any(counts.values()):  # nothing imported: nothing to write
+        lines = [str(e) for e in result.failures]
+        fail("\n".join([*lines, f"nothing imported: every file of {src} failed"]))
     write_import(result, out)
     table = Table(title=f"imported {src} ({result.format}) -> {out}")
-    counts = result.counts()
     for key in counts:
         table.add_column(key, justify="right")
     table.add_row(*(f"{v:,}" for v in counts.values()))

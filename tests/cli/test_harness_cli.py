@@ -331,3 +331,12 @@ def test_show_on_a_folder_of_harnesses_points_into_it(tmp_path, capsys):
     save_harness(shop(), tmp_path / "all" / "shop")
     line = one_error(cli(capsys, "harness", "show", str(tmp_path / "all")))
     assert "holds 1 harness folder(s), e.g." in line and str(tmp_path / "all" / "shop") in line
+
+
+def test_an_import_of_which_every_file_failed_writes_nothing(tmp_path, external):
+    src = external / "bfcl" / "possible_answer"  # BFCL's answers, not its questions
+    out = tmp_path / "o"
+    done = hsa("harness", "import", str(src), "--out", str(out))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "nothing imported: every file of" in done.stderr and "imported " not in done.stdout
+    assert not out.exists()
