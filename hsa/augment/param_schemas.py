@@ -20,11 +20,12 @@ from typing import Any
 from hsa.augment.mapping import EACH, ArgPath, Step
 from hsa.harness.jsonvalues import child, pointer_key, resolve_pointer
 
-_SAME_PATH = ("anyOf", "oneOf", "allOf")
-_SAME_PATH_ONE = ("not", "if", "then", "else")
-#: schemas by property name, applied to the object itself when it has that property (draft
-#: 2019-09 on; draft-07's ``dependencies`` holds them beside ``dependentRequired``'s lists)
-_SAME_PATH_MAP = ("dependentSchemas", "dependencies")
+#: keywords holding sub-schemas that apply to the same value: a list or a map of them (the
+#: map of draft 2019-09's ``dependentSchemas``, and draft-07's ``dependencies``, which holds
+#: them beside ``dependentRequired``'s lists of names), or one
+_SAME_MANY = ("anyOf", "oneOf", "allOf", "dependentSchemas", "dependencies")
+_SAME_ONE = ("not", "if", "then", "else")
+#: keywords holding sub-schemas that no argument path reaches
 _PINNED_ONE = (
     "additionalProperties",
     "unevaluatedProperties",
@@ -33,14 +34,12 @@ _PINNED_ONE = (
     "unevaluatedItems",
     "additionalItems",
 )
-_PINNED_MAP = ("patternProperties",)
+_PINNED_MANY = ("patternProperties", "prefixItems")
 #: keywords that constrain an object's property names by pattern: its keys are not renamed
 _KEYED = ("propertyNames", "patternProperties")
 _MAX_DEPTH = 64
 #: the keywords ``_walk`` looks under besides ``$ref``, ``properties`` and ``items``
-_RARE = frozenset(
-    (*_SAME_PATH, *_SAME_PATH_ONE, *_SAME_PATH_MAP, *_PINNED_ONE, *_PINNED_MAP, "prefixItems")
-)
+_RARE = frozenset((*_SAME_MANY, *_SAME_ONE, *_PINNED_ONE, *_PINNED_MANY))
 
 
 def copy_schema(schema: MappingABC[str, Any]) -> dict[str, Any]:
@@ -104,26 +103,19 @@ def _walk(
         _walk(root, items, None if path is None else (*path, EACH), deeper, refs, out)
     if _RARE.isdisjoint(node) and not isinstance(items, list):
         return  # most nodes: nothing below but properties and items
-    for key in _SAME_PATH:
+    for key in _SAME_MANY:
         for sub in _schemas(node.get(key)):
             _walk(root, sub, path, deeper, refs, out)
-    for key in _SAME_PATH_ONE:
+    for key in _SAME_ONE:
         if key in node:
             _walk(root, node[key], path, deeper, refs, out)
-    for key in _SAME_PATH_MAP:
-        for sub in _schemas(node.get(key)):
-            _walk(root, sub, path, deeper, refs, out)
     for key in _PINNED_ONE:
         if key in node:
             _walk(root, node[key], None, deeper, refs, out)
-    for key in _PINNED_MAP:
-        for sub in _schemas(node.get(key)):
-            _walk(root, sub, None, deeper, refs, out)
-    for sub in _schemas(node.get("prefixItems")):
+    # the tuple form of ``items`` (drafts before 2020-12) is ``prefixItems``'s
+    tuple_items = items if isinstance(items, list) else []
+    for sub in [*tuple_items, *(s for k in _PINNED_MANY for s in _schemas(node.get(k)))]:
         _walk(root, sub, None, deeper, refs, out)
-    if isinstance(items, list):  # the tuple form of drafts before 2020-12
-        for sub in items:
-            _walk(root, sub, None, deeper, refs, out)
 
 
 def _schemas(value: Any) -> list[Any]:
@@ -207,15 +199,12 @@ def rename_properties(
                 visit(sub, (*spath, new), depth + 1, refs)
         if isinstance(node.get("items"), dict):
             visit(node["items"], (*spath, EACH), depth + 1, refs)
-        for key in _SAME_PATH:
+        for key in _SAME_MANY:
             for sub in _schemas(node.get(key)):
                 visit(sub, spath, depth + 1, refs)
-        for key in _SAME_PATH_ONE:
+        for key in _SAME_ONE:
             if key in node:
                 visit(node[key], spath, depth + 1, refs)
-        for key in _SAME_PATH_MAP:
-            for sub in _schemas(node.get(key)):
-                visit(sub, spath, depth + 1, refs)
 
     visit(out, (), 0, frozenset())
     for node in free:  # renaming keys makes new property maps; the nodes stay the same
