@@ -151,7 +151,7 @@ def test_a_schema_error_names_an_unknown_key_with_the_nearest_allowed_one(
         ({"count": "3"}, "count", "expected an integer, got '3'"),
         ({"count": True}, "count", "expected an integer, got True"),
         ({"count": None}, "count", "expected an integer, got None"),
-        ({"rate": "fast"}, "rate", "expected a number, got 'fast'"),
+        ({"rate": "fast"}, "rate", "expected a finite number, got 'fast'"),
         ({"on": 1}, "on", "expected true or false, got 1"),
         ({"label": 5}, "label", "expected a string or null, got 5"),
         ({"options": [1]}, "options", "expected a mapping, got [1]"),

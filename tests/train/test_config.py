@@ -27,7 +27,7 @@ def test_top_level_keys_are_trl_fields_and_hsa_is_hsa():
 
 @pytest.mark.parametrize(
     "key, value, expected",
-    [("max_steps", "ten", "an integer"), ("learning_rate", "fast", "a number")],
+    [("max_steps", "ten", "an integer"), ("learning_rate", "fast", "a finite number")],
 )
 def test_a_trl_value_of_the_wrong_type_is_named_before_any_model_loads(key, value, expected):
     from trl import SFTConfig
