@@ -30,7 +30,6 @@ _PINNED_ONE = (
     "additionalProperties",
     "unevaluatedProperties",
     "propertyNames",
-    "contains",
     "unevaluatedItems",
     "additionalItems",
 )
@@ -39,7 +38,7 @@ _PINNED_MANY = ("patternProperties", "prefixItems")
 _KEYED = ("propertyNames", "patternProperties")
 _MAX_DEPTH = 64
 #: the keywords ``_walk`` looks under besides ``$ref``, ``properties`` and ``items``
-_RARE = frozenset((*_SAME_MANY, *_SAME_ONE, *_PINNED_ONE, *_PINNED_MANY))
+_RARE = frozenset((*_SAME_MANY, *_SAME_ONE, *_PINNED_ONE, *_PINNED_MANY, "contains"))
 
 
 def copy_schema(schema: MappingABC[str, Any]) -> dict[str, Any]:
@@ -99,8 +98,13 @@ def _walk(
         for key, sub in props.items():
             _walk(root, sub, None if path is None else (*path, key), deeper, refs, out)
     items = node.get("items")
+    # items after prefixItems (or a tuple) describe only the later elements: no path says which
+    each = None if path is None or "prefixItems" in node else (*path, EACH)
     if isinstance(items, dict):
-        _walk(root, items, None if path is None else (*path, EACH), deeper, refs, out)
+        _walk(root, items, each, deeper, refs, out)
+    contains = node.get("contains")  # some element: a schema of the elements' path too
+    if isinstance(contains, dict):
+        _walk(root, contains, each, deeper, refs, out)
     if _RARE.isdisjoint(node) and not isinstance(items, list):
         return  # most nodes: nothing below but properties and items
     for key in _SAME_MANY:
@@ -197,8 +201,9 @@ def rename_properties(
                         seen.add(step)
                         steps.append(step)
                 visit(sub, (*spath, new), depth + 1, refs)
-        if isinstance(node.get("items"), dict):
-            visit(node["items"], (*spath, EACH), depth + 1, refs)
+        for key in ("items", "contains"):  # (pinned beside prefixItems: not renamable)
+            if isinstance(node.get(key), dict):
+                visit(node[key], (*spath, EACH), depth + 1, refs)
         for key in _SAME_MANY:
             for sub in _schemas(node.get(key)):
                 visit(sub, spath, depth + 1, refs)

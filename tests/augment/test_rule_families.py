@@ -284,6 +284,52 @@ _ENTANGLED = {
             }
         ],
     ),
+    "flattened_names_by_pattern": (
+        {
+            "type": "object",
+            "properties": {"addr": {**_ADDRESS, "required": ["city_name"]}},
+            "required": ["addr"],
+            "propertyNames": {"pattern": "^[a-z]+$"},
+            "patternProperties": {"^addr.+": {"type": "integer"}},
+        },
+        [{"addr": {"city_name": "x"}}],
+    ),
+    "contains_beside_items": (
+        {
+            "type": "object",
+            "properties": {
+                "tag_list": {
+                    "type": "array",
+                    "items": {"enum": ["red_tag", "blue_tag"]},
+                    "contains": {"const": "red_tag"},
+                }
+            },
+        },
+        [{"tag_list": ["blue_tag", "red_tag"]}],
+    ),
+    "items_after_prefix_items": (
+        {
+            "type": "object",
+            "properties": {
+                "tag_list": {
+                    "type": "array",
+                    "prefixItems": [{"const": "red_tag"}],
+                    "items": {"enum": ["red_tag", "blue_tag"]},
+                }
+            },
+        },
+        [{"tag_list": ["red_tag", "blue_tag"]}],
+    ),
+    "draft_04_id": (
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "id": "http://example.com/order.json",
+            "type": "object",
+            "definitions": {"A": {"type": "string"}},
+            "properties": {"order_ref": {"$ref": "#/definitions/A"}},
+        },
+        [{"order_ref": "x"}],
+    ),
     "names_by_pattern": (
         {
             "type": "object",

@@ -125,7 +125,7 @@ def add_optional(harness: Harness, rng: random.Random, params: dict[str, Any], c
     return _rewrite_tools(harness, rewrites)
 
 
-_OBJECT_LEVEL = ("$defs", "definitions", "$schema", "$id", "type")
+_OBJECT_LEVEL = ("$defs", "definitions", "$schema", "$id", "id", "type")  # id: draft-04's $id
 
 
 @rule(
@@ -246,6 +246,8 @@ def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
     """
     if key not in (schema.get("required") or ()) or _named_elsewhere(schema, key):
         return None
+    if "propertyNames" in schema or "patternProperties" in schema:
+        return None  # the joined names might break the one or newly match the other
     sub = _resolved(schema, (schema.get("properties") or {}).get(key))
     if not isinstance(sub, dict) or sub.get("type") != "object":
         return None
