@@ -96,6 +96,8 @@ def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) ->
     if result.failures and not any(counts.values()):  # nothing imported: nothing to write
         lines = [str(e) for e in result.failures]
         fail("\n".join([*lines, f"nothing imported: every file of {src} failed"]))
+    if result.format == "openai-jsonl" and not result.trajectories:  # every row left out
+        fail("\n".join([f"{src}: holds no conversation to import", *result.notes]))
     write_import(result, out)
     table = Table(title=f"imported {src} ({result.format}) -> {out}")
     for key in counts:

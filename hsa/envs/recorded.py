@@ -172,7 +172,9 @@ class RecordedEnvironment(CorpusEnvironment):
         trajectories: Iterable[Trajectory],
         *,
         name: str = "recorded",
+        left_out: Iterable[str] = (),
     ):
+        """``left_out``: what of the corpus its import left out, and why."""
         tasks = list(tasks)
         references = {t.id: t for t in trajectories}
         outputs: dict[str, dict[str, list[ToolOutput]]] = {}
@@ -193,6 +195,10 @@ class RecordedEnvironment(CorpusEnvironment):
                         )
         super().__init__(name, harnesses, tasks, outputs)
         self._references = references
+        self._left_out = tuple(left_out)
+
+    def left_out(self) -> tuple[str, ...]:
+        return self._left_out
 
     @classmethod
     def from_jsonl(cls, path: str | Path, harness: Harness | None = None) -> RecordedEnvironment:
@@ -201,7 +207,8 @@ class RecordedEnvironment(CorpusEnvironment):
 
         result = import_source(path, format="openai-jsonl", harness=harness)
         tasks = [Task.from_dict(row) for row in result.tasks]
-        return cls(result.harnesses, tasks, result.trajectories)
+        left = [note for note in result.notes if "left out" in note]
+        return cls(result.harnesses, tasks, result.trajectories, left_out=left)
 
     def reference(self, task: Task) -> Trajectory:
         ref = self._references.get(str(task.ground_truth.get("trajectory")))

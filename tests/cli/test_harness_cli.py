@@ -340,3 +340,20 @@ def test_an_import_of_which_every_file_failed_writes_nothing(tmp_path, external)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "nothing imported: every file of" in done.stderr and "imported " not in done.stdout
     assert not out.exists()
+
+
+def test_a_chat_file_whose_every_row_is_left_out_imports_nothing_and_says_why(tmp_path):
+    row = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": "Be brief."},
+            {"role": "assistant", "content": "hello"},
+        ]
+    }
+    src = tmp_path / "chat.jsonl"
+    src.write_text(json.dumps(row) + "\n")
+    done = hsa("harness", "import", str(src), "--out", str(tmp_path / "o"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "holds no conversation to import" in done.stderr
+    assert "1 row(s) left out: a system or developer message after the first" in done.stderr
+    assert not (tmp_path / "o").exists()

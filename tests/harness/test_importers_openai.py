@@ -300,13 +300,29 @@ def test_a_refusal_is_what_the_assistant_said(tmp_path):
             {"role": "user", "content": "Do it."},
             {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't."}]},
         ),
+        _row(
+            {"role": "user", "content": "Do it."},
+            {"role": "assistant", "content": "", "refusal": "No."},
+        ),
     ]
     path = tmp_path / "chat.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = import_source(path)
     said = [t.events[-1] for t in result.trajectories]
-    assert said == [AssistantMessage("I can't help with that."), AssistantMessage("I can't.")]
+    assert said == [
+        AssistantMessage("I can't help with that."),
+        AssistantMessage("I can't."),
+        AssistantMessage("No."),
+    ]
     assert not result.notes
+    # beside other text, a refusal is not what a row shows: counted as not kept
+    both = _row(
+        {"role": "user", "content": "x"}, {"role": "assistant", "content": "Hm.", "refusal": "No."}
+    )
+    path.write_text(json.dumps(both) + "\n")
+    assert import_source(path).notes == (
+        "message fields a row does not hold, not kept: refusal (1 message(s))",
+    )
 
 
 def test_a_tool_that_breaks_the_harness_schema_names_the_line_that_brought_it(tmp_path):

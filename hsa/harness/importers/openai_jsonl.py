@@ -504,7 +504,7 @@ def _events(
             raise ImportFormatError("a message must be an object", file=str(path), where=at)
         role = message.get("role")
         for key in message.keys() - _READ:
-            if not _kept(role, key, message[key]):
+            if not _kept(message, key):
                 unkept[key] += 1
         if role == "user":
             text = _text(message.get("content"), path, f"{at}.content")
@@ -533,7 +533,7 @@ def _events(
                 called = legacy.get("name") if isinstance(legacy, Mapping) else None
                 function_call = (f"function_call:{k}", str(called))
             refusal = message.get("refusal")
-            if content is None and isinstance(refusal, str):
+            if content in (None, "") and isinstance(refusal, str) and refusal:
                 content = refusal  # what the assistant said instead of an answer
             if content is not None or reasoning is not None or not calls:
                 # (an assistant turn with neither text nor calls is kept, as an empty one)
@@ -623,16 +623,17 @@ def _events(
     return normalize_call_ids(events), call_ids
 
 
-def _kept(role: Any, key: str, value: Any) -> bool:
+def _kept(message: Mapping[str, Any], key: str) -> bool:
     """Whether a message's field ``key`` (one ``_events`` does not read) says nothing a row
-    loses: empty, a tool message's ``name`` (its call's), a ``refusal`` read as the text, an
-    ``is_error`` flag of a result."""
+    loses: empty, a tool message's ``name`` (its call's), a ``refusal`` read as the text (when
+    there is no other), an ``is_error`` flag of a result."""
+    role, value = message.get("role"), message[key]
     if value is None or value == [] or value == "":
         return True
     if key == "name":
         return role in ("tool", "function")
     if key == "refusal":
-        return role == "assistant"
+        return role == "assistant" and message.get("content") in (None, "")
     return key == "is_error" and role in ("tool", "function")
 
 
