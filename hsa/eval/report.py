@@ -22,7 +22,7 @@ from hsa.datasets.figures import png, pyplot
 from hsa.datasets.shards import write_atomic
 from hsa.errors import EvalError
 from hsa.harness.files import blocked
-from hsa.harness.jsonvalues import json_path
+from hsa.harness.jsonvalues import json_path, unwritable
 
 REPORT = "report.md"
 COMPARE_PLOT = "compare.png"
@@ -224,6 +224,9 @@ def read_summary(path: str | Path) -> dict[str, Any]:
         raise EvalError(f"cannot read the summary: {exc}", file=str(target)) from None
     if not isinstance(found, dict) or "suites" not in found:
         raise EvalError("not an hsa evaluation summary", file=str(target))
+    bad = unwritable(found, "$")  # NaN passes every bound
+    if bad is not None:
+        raise EvalError(f"not an hsa evaluation summary: {bad[0]}: {bad[1]}", file=str(target))
     problem = best_match(Draft202012Validator(_SUMMARY).iter_errors(found))
     if problem is not None:
         raise EvalError(
@@ -233,8 +236,8 @@ def read_summary(path: str | Path) -> dict[str, Any]:
     return found
 
 
-_NUMBER = {"type": ["number", "null"]}
-_RATE = {"type": ["object", "null"], "properties": {k: _NUMBER for k in ("success", "low", "high")}}
+_SHARE = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
+_RATE = {"type": ["object", "null"], "properties": {k: _SHARE for k in ("success", "low", "high")}}
 #: the parts of a summary that reports and comparisons read, and their shapes
 _SUMMARY = {
     "type": "object",
@@ -247,7 +250,7 @@ _SUMMARY = {
                 "firstcall": {"type": "object", "properties": {"name": _RATE}},
             },
         },
-        "drop": _NUMBER,
+        "drop": {"type": ["number", "null"], "minimum": -1, "maximum": 1},
     },
 }
 

@@ -246,6 +246,8 @@ def test_read_summary_of_a_missing_run_names_the_path(tmp_path):
         '{"suites": null}',
         '{"suites": {"canonical": {"success": "x"}}}',
         '{"suites": {}, "drop": "5%"}',
+        '{"suites": {"canonical": {"success": 5}}}',
+        '{"suites": {"canonical": {"success": NaN}}}',
     ],
 )
 def test_read_summary_refuses_what_is_not_a_summary(tmp_path, text):
