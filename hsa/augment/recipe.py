@@ -33,7 +33,7 @@ from jsonschema import Draft202012Validator
 
 from hsa.config import loads_yaml, read_yaml, schema_problem
 from hsa.errors import RuleError
-from hsa.harness.jsonvalues import json_path
+from hsa.harness.jsonvalues import json_path, unwritable
 from hsa.harness.pickling import by_fields
 
 
@@ -91,10 +91,22 @@ class Recipe:
                     f"{key} must be a tuple of RecipeRule (Recipe.from_dict reads a mapping)",
                     where=f"$.{key}",
                 )
-        errors = list(_validator().iter_errors(self.to_dict()))
+        data = self.to_dict()
+        bad = unwritable(data, "$")  # NaN passes every bound of the schema
+        if bad is not None:
+            raise RuleError(bad[1], where=bad[0])
+        errors = list(_validator().iter_errors(data))
         if errors:
             at, message = schema_problem(min(errors, key=lambda e: list(map(str, e.path))))
             raise RuleError(message, where="$" + json_path(at)[1:])
+        from hsa.augment.registry import get
+
+        for key in ("rules", "base"):  # each rule exists and takes its parameters
+            for i, item in enumerate(getattr(self, key)):
+                try:
+                    get(item.rule).resolve_params(item.params)
+                except RuleError as exc:
+                    raise RuleError(exc.message, where=f"$.{key}[{i}]: {exc.where}") from None
 
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_dict(), sort_keys=True, default=str))
@@ -157,16 +169,20 @@ class Recipe:
                     raise RuleError(exc.message, file=file, where=f"{where}: {exc.where}") from None
                 probability = float(item.get("probability", 1.0))
                 found_rules.append(RecipeRule(item["rule"], probability, item.get("params", {})))
-        recipe = cls(
-            rules=tuple(lists["rules"]),
-            base=tuple(lists["base"]),
-            seed=int(data.get("seed", 0)),
-            variants_per_harness=int(data.get("variants_per_harness", 4)),
-            variants_per_trajectory=int(data.get("variants_per_trajectory", 1)),
-            include_canonical=bool(data.get("include_canonical", False)),
-            min_rules=int(data.get("min_rules", 1)),
-            max_rules=data.get("max_rules"),
-        )
+        try:
+            recipe = cls(
+                rules=tuple(lists["rules"]),
+                base=tuple(lists["base"]),
+                seed=int(data.get("seed", 0)),
+                variants_per_harness=int(data.get("variants_per_harness", 4)),
+                variants_per_trajectory=int(data.get("variants_per_trajectory", 1)),
+                include_canonical=bool(data.get("include_canonical", False)),
+                min_rules=int(data.get("min_rules", 1)),
+                max_rules=data.get("max_rules"),
+            )
+        except RuleError as exc:  # (a NaN: the schema's bounds let it through)
+            where = (exc.where or "$").replace("$", root, 1)
+            raise RuleError(exc.message, file=file, where=where) from None
         if recipe.variants_per_trajectory > recipe.variants_per_harness:
             raise RuleError(
                 f"variants_per_trajectory ({recipe.variants_per_trajectory}) exceeds "

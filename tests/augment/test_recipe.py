@@ -67,3 +67,19 @@ def test_default_recipe_enables_every_family_and_only_known_rules():
     builtin = {r.family for r in all_rules()} & set(FAMILIES)
     assert families == builtin
     assert recipe_schema()["$schema"].endswith("2020-12/schema")
+
+
+def test_a_recipe_made_in_code_names_rules_that_exist_with_finite_numbers():
+    from hsa.augment.recipe import Recipe, RecipeRule
+
+    for item, words in [
+        (RecipeRule("tools.nope"), "no rule named 'tools.nope'"),
+        (RecipeRule("tools.rename", float("nan")), "NaN or Infinity"),
+        (RecipeRule("tools.rename", 1.0, {"fraction": float("nan")}), "NaN or Infinity"),
+    ]:
+        with pytest.raises(RuleError, match=words) as caught:
+            Recipe(rules=(item,))
+        assert caught.value.where.startswith("$.rules[0]")
+    assert hash(Recipe(rules=(RecipeRule("tools.rename"),))) == hash(
+        Recipe(rules=(RecipeRule("tools.rename"),))
+    )
