@@ -192,6 +192,8 @@ def scratch_removed_on_failure(train: Train) -> Train:
         try:
             return train(config, out, *args, **kwargs)
         except BaseException:
+            if not out.is_dir():  # (a file given as --out is refused before anything is made)
+                raise
             shutil.rmtree(out / HF_CACHE, ignore_errors=True)
             if not any(out.glob("checkpoint-*")):  # nothing to resume: no record of a start
                 (out / RUN_RECORD).unlink(missing_ok=True)

@@ -268,7 +268,7 @@ def test_a_resume_compares_the_dataset_not_how_its_path_is_written(dataset, mode
         train_sft(config(data, model, max_steps=3, save_steps=1), out, resume=True)
 
 
-def test_a_run_never_writes_over_a_folder_of_other_files(tmp_path):
+def test_a_run_never_writes_over_a_folder_of_other_files(dataset, model, tmp_path):
     from hsa.errors import TrainError
     from hsa.train.sft import resume_point
 
@@ -278,3 +278,6 @@ def test_a_run_never_writes_over_a_folder_of_other_files(tmp_path):
     with pytest.raises(TrainError, match="is a file"):
         resume_point(tmp_path / "README.md", False)
     assert resume_point(tmp_path / "new", False) is None  # a new folder is fine
+    config = {"hsa": {"data": str(dataset), "model": str(model)}, "max_steps": 1}
+    with pytest.raises(TrainError, match="is a file"):  # said as it is, nothing cleaned up
+        train_sft(config, tmp_path / "README.md")
