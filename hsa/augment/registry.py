@@ -69,7 +69,12 @@ def register(item: Rule) -> Rule:
     if existing is not None and existing is not item:
         if existing.fn is item.fn:
             return existing  # the same rule, reached twice (e.g. by path and by entry point)
-        if _same_function(existing.fn, item.fn):
+        if (
+            _same_function(existing.fn, item.fn)
+            or existing.fn.__module__ == item.fn.__module__ == "__main__"
+        ):
+            # defined again: a module reloaded, a notebook cell run again (its function
+            # renamed, perhaps): the new definition replaces the old one
             _RULES[item.name] = item
             return item
         raise RuleError(

@@ -51,6 +51,29 @@ def test_decorator_registers_and_refuses_duplicates(monkeypatch):
             return Rewrite(harness)
 
 
+def test_a_rule_defined_again_replaces_the_old_one_and_a_built_in_name_is_refused(monkeypatch):
+    monkeypatch.setattr(registry, "_RULES", dict(registry._RULES))
+
+    def define(body: str, name: str = "shout", module: str = __name__, rule_name="tests.shout"):
+        def fn(harness, rng, params, context):
+            return Rewrite(harness)
+
+        fn.__doc__, fn.__name__, fn.__qualname__, fn.__module__ = body, name, name, module
+        return rule(rule_name)(fn)
+
+    first = define("First.")
+    again = define("Again.")  # the same function, defined again (a reload)
+    assert get_rule("tests.shout") is again and again is not first
+    with pytest.raises(RuleError, match="already registered"):
+        define("Other.", name="other")  # another function of the module: a clash
+    define("Cell.", module="__main__", rule_name="tests.cell")
+    renamed = define("Renamed.", name="shout_v2", module="__main__", rule_name="tests.cell")
+    assert get_rule("tests.cell") is renamed  # a notebook cell run again, its function renamed
+    with pytest.raises(RuleError, match="already registered"):
+        rule("tools.rename")(renamed.fn)  # refused where it is defined, built-ins intact
+    assert get_rule("tools.rename").fn.__module__.startswith("hsa.augment.rules")
+
+
 def test_entry_points_register_rules(plugins):
     plugins(metadata.EntryPoint(name="fake", value="fake_rules:RULES", group="hsa.rules"))
     names = {r.name for r in all_rules()}
