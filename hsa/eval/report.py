@@ -381,9 +381,11 @@ def check_plot_path(path: Path, runs: Sequence[Path] = ()) -> None:
     file where one of its folders would be, a folder at ``path`` itself, a place inside one of
     the compared ``runs`` (a run's own files), or a file there already that is not a PNG."""
     inside = next((r for r in runs if path.resolve().is_relative_to(r.resolve())), None)
+    if inside is None and (path.parent / "summary.json").is_file():
+        inside = path.parent  # an evaluation run, compared or not
     if inside is not None:
         raise EvalError(
-            f"cannot write the plot inside the compared run {inside}: a run's files are its "
+            f"cannot write the plot inside the evaluation run {inside}: a run's files are its "
             "own; give a path outside it",
             file=str(path),
         )
@@ -400,6 +402,8 @@ def check_plot_path(path: Path, runs: Sequence[Path] = ()) -> None:
     folder = blocked(path)
     if folder is not None:
         raise EvalError(f"cannot write the plot: {folder} is not a directory", file=str(path))
+    if path.suffix.lower() != ".png":
+        raise EvalError("the plot is a PNG: give a file name ending in .png", file=str(path))
 
 
 def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:

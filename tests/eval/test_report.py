@@ -308,10 +308,16 @@ def test_a_plot_under_a_file_is_refused_naming_the_file(tmp_path):
     # a run's own files, and a file that is not a plot, are never written over
     run = tmp_path / "run"
     run.mkdir()
-    with pytest.raises(EvalError, match="inside the compared run"):
+    with pytest.raises(EvalError, match="inside the evaluation run"):
         check_plot_path(run / "summary.json", [run])
+    (run / "summary.json").write_text("{}")
+    with pytest.raises(EvalError, match="inside the evaluation run"):
+        check_plot_path(run / "success.png")  # a run's plot, compared or not
+    (tmp_path / "taken.png").write_text("my notes")
     with pytest.raises(EvalError, match="a file that is not a PNG is there already"):
-        check_plot_path(afile)
+        check_plot_path(tmp_path / "taken.png")
+    with pytest.raises(EvalError, match=r"ending in \.png"):
+        check_plot_path(tmp_path / "compare.jpg")
 
 
 def _runs(tmp_path, *summaries) -> list[str]:
