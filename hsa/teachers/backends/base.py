@@ -111,11 +111,7 @@ class BatchingBackend(Backend):
             try:
                 await self.run_batch(taken)
             except Exception as exc:  # one failed batch fails its requests, not the loop
-                from hsa.errors import TeacherError
-
-                error = (
-                    exc if isinstance(exc, TeacherError) else TeacherError(f"{self.name}: {exc}")
-                )
+                error = teacher_error(self.name, exc)
                 for _, future in taken:
                     if not future.done():
                         future.set_exception(error)
@@ -139,3 +135,11 @@ def run_async(main: Coroutine[Any, Any, _T]) -> _T:
 def _quiet_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     if not isinstance(context.get("exception"), KeyboardInterrupt):
         loop.default_exception_handler(context)
+
+
+def teacher_error(backend: str, exc: Exception) -> Exception:
+    """``exc`` as the error of a request to ``backend``: a ``TeacherError`` as it is, any
+    other exception (the engine's own) as a ``TeacherError`` naming the backend."""
+    from hsa.errors import TeacherError
+
+    return exc if isinstance(exc, TeacherError) else TeacherError(f"{backend}: {exc}")

@@ -21,7 +21,7 @@ from typing import Any
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.harness.protocols import CALL_FORMATS
-from hsa.teachers.backends.base import BatchingBackend, Waiting
+from hsa.teachers.backends.base import BatchingBackend, Waiting, teacher_error
 from hsa.teachers.backends.output import parse_output
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
@@ -203,4 +203,4 @@ class VLLMBackend(BatchingBackend):
 def _fail(future: asyncio.Future, exc: Exception) -> None:
     """Fail one request with ``exc`` (as a ``TeacherError``)."""
     if not future.done():
-        future.set_exception(exc if isinstance(exc, TeacherError) else TeacherError(f"vllm: {exc}"))
+        future.set_exception(teacher_error("vllm", exc))
