@@ -12,7 +12,6 @@ byte-identical across runs.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import pyarrow.compute as pc
 import yaml
 
 from hsa.datasets.figures import png, pyplot
+from hsa.datasets.manifest import config_hash
 from hsa.datasets.schema import card_features
 from hsa.errors import DatasetError
 
@@ -99,10 +99,8 @@ def batch_stats(
 
 def data_digest(shards: Iterable[Mapping[str, Any]]) -> str:
     """A digest of a dataset's shards (their paths and SHA-256s, as the manifest lists them)."""
-    digest = hashlib.sha256()
-    for shard in sorted(shards, key=lambda s: str(s.get("path"))):
-        digest.update(f"{shard.get('path')}\0{shard.get('sha256')}\n".encode())
-    return digest.hexdigest()[:16]
+    listed = {str(s.get("path")): s.get("sha256") for s in shards}
+    return config_hash({"shards": listed})[:16]
 
 
 def merge_stats(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
