@@ -130,7 +130,7 @@ _OBJECT_LEVEL = ("$defs", "definitions", "$schema", "$id", "id", "type")  # id: 
 
 @rule(
     "tools.wrap_args",
-    version="1",
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -262,7 +262,7 @@ def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
 
 @rule(
     "tools.flatten_args",
-    version="1",
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -340,7 +340,7 @@ ENUM_STYLES = ["upper", "camel", "pascal", "kebab", "snake", "synonym"]
 
 @rule(
     "tools.enum_values",
-    version="1",
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,

@@ -202,7 +202,7 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
 
 @rule(
     "tools.rename_params",
-    version="2",
+    version="3",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -222,10 +222,13 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
     """Rename parameters everywhere they occur: nested objects, array items, ``$defs``.
 
     One table for the whole harness (a name means the same everywhere, so descriptions and the
-    prompt can be rewritten consistently); ``required`` and ``dependentRequired`` follow, and
-    ``$ref``s keep pointing at the same definitions. Sub-schemas that no argument path can
-    reach (``prefixItems``, ``patternProperties``, ...) keep their names. The skill tool's
-    parameter is renamed too; skill loads need no mapping.
+    prompt can be rewritten consistently); ``required``, ``dependentRequired`` and the schemas
+    that apply to the same value (``if``/``then``/``else``, ``not``, ``dependentSchemas``)
+    follow, ``$ref``s keep pointing at the same definitions, and a ``$ref`` through a renamed
+    property follows it. Sub-schemas that no argument path can reach (``prefixItems``,
+    ``patternProperties``, a recursive type, ...) keep their names, and so do objects whose
+    names a pattern constrains. The skill tool's parameter is renamed too; skill loads need no
+    mapping.
     """
     tools = _all_tools(harness)
     names: dict[str, None] = {}
