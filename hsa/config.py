@@ -291,10 +291,15 @@ def settings_hash(chosen: Mapping[str, Any], files: Iterable[str] = ()) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+
+
 @cache
-def _loader() -> type:
-    """A safe YAML loader (libyaml's when present: several times faster) that refuses a key
-    given twice in one mapping, where YAML readers silently keep the last."""
+def yaml_loader() -> type:
+    """hsa's one YAML loader: safe (libyaml's when present: several times faster), refusing a
+    key given twice in one mapping, where YAML readers silently keep the last, and reading
+    dates and times as the text they are written as (``created: 2024-01-05``): every value
+    read is a JSON value, which harness documents, rows and manifests hold."""
     import yaml
 
     base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -312,6 +317,12 @@ def _loader() -> type:
                     seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
+    UniqueKeys.yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in found if tag != _TIMESTAMP]
+        for first, found in base.yaml_implicit_resolvers.items()
+    }
+    # a date tagged as one (!!timestamp 2024-01-05) is text too
+    UniqueKeys.add_constructor(_TIMESTAMP, lambda loader, node: loader.construct_scalar(node))
     return UniqueKeys
 
 
@@ -321,7 +332,7 @@ def loads_yaml(text: str, *, error: type[HsaError], file: str | None = None) -> 
     import yaml
 
     try:
-        return yaml.load(text, Loader=_loader())
+        return yaml.load(text, Loader=yaml_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else None

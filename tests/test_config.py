@@ -13,6 +13,7 @@ from hsa.config import (
     default_of,
     from_mapping,
     help_of,
+    loads_yaml,
     same_as,
     schema_problem,
     setting,
@@ -301,3 +302,12 @@ def test_augment_refuses_a_run_with_no_row_to_write_or_an_absurd_width():
         AugmentConfig(variants_per_trajectory=0, keep_canonical=False)
     with pytest.raises(DatasetError, match="must be in"):
         AugmentConfig(variants_per_trajectory=10**12)
+
+
+def test_yaml_reads_dates_and_times_as_the_text_they_are_written_as() -> None:
+    text = "day: 2024-01-05\nat: 2001-12-14t21:59:43.10-05:00\ntagged: !!timestamp 2024-01-05\n"
+    assert loads_yaml(text, error=HsaError) == {
+        "day": "2024-01-05",
+        "at": "2001-12-14t21:59:43.10-05:00",
+        "tagged": "2024-01-05",
+    }

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from hsa.config import yaml_loader
 from hsa.errors import HarnessError
 from hsa.harness.model import Skill
 
@@ -71,8 +72,8 @@ def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skil
         )
     source = "".join(lines[1:end])
     try:
-        front = yaml.safe_load(source)
-        node = yaml.compose(source, Loader=yaml.SafeLoader) if isinstance(front, dict) else None
+        front = yaml.load(source, Loader=yaml_loader())
+        node = yaml.compose(source, Loader=yaml_loader()) if isinstance(front, dict) else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         # +2: the YAML starts on line 2 of the file, and marks count from 0.
