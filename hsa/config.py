@@ -317,10 +317,11 @@ def yaml_loader() -> type:
                     seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
-    UniqueKeys.yaml_implicit_resolvers = {
+    resolvers = {
         first: [(tag, pattern) for tag, pattern in found if tag != _TIMESTAMP]
-        for first, found in base.yaml_implicit_resolvers.items()
+        for first, found in base.yaml_implicit_resolvers.items()  # type: ignore[attr-defined]
     }
+    UniqueKeys.yaml_implicit_resolvers = resolvers  # type: ignore[attr-defined]
     # a date tagged as one (!!timestamp 2024-01-05) is text too
     UniqueKeys.add_constructor(_TIMESTAMP, lambda loader, node: loader.construct_scalar(node))
     return UniqueKeys
