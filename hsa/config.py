@@ -321,7 +321,7 @@ def yaml_loader() -> type:
         first: [(tag, pattern) for tag, pattern in found if tag != _TIMESTAMP]
         for first, found in base.yaml_implicit_resolvers.items()  # type: ignore[attr-defined]
     }
-    UniqueKeys.yaml_implicit_resolvers = resolvers  # type: ignore[attr-defined]
+    UniqueKeys.yaml_implicit_resolvers = resolvers
     # a date tagged as one (!!timestamp 2024-01-05) is text too
     UniqueKeys.add_constructor(_TIMESTAMP, lambda loader, node: loader.construct_scalar(node))
     return UniqueKeys
