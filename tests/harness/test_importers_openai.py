@@ -490,6 +490,14 @@ def test_rows_under_a_given_harness_read_skill_loads_and_hooks(tmp_path):
                 inject="user",
                 wrapper="reminder",
             ),
+            Hook(
+                "audit",
+                "post_tool_use",
+                "add_context",
+                "Logged {{ call }}.",
+                inject="tool_result",
+                wrapper="audit-note",
+            ),
         ),
     )
     save_harness(harness, tmp_path / "agent")
@@ -503,6 +511,12 @@ def test_rows_under_a_given_harness_read_skill_loads_and_hooks(tmp_path):
         {"role": "user", "content": "<reminder>\nBe brief, Ada.\n</reminder>"},
         {"role": "assistant", "content": None, "tool_calls": [load_call]},
         {"role": "tool", "tool_call_id": "x", "content": "Say hello."},
+        {"role": "assistant", "content": None, "tool_calls": [{**CALL, "id": "e"}]},
+        {
+            "role": "tool",
+            "tool_call_id": "e",
+            "content": '{"ok": 1}\n<audit-note>\nLogged c0.\n</audit-note>',
+        },
         {"role": "assistant", "content": "Hello!"},
     )
     path = tmp_path / "rows.jsonl"
@@ -516,6 +530,10 @@ def test_rows_under_a_given_harness_read_skill_loads_and_hooks(tmp_path):
     assert trajectory.harness_id == "agent"
     assert HookFired("remind", "user_prompt_submit", {"name": "Ada"}) in trajectory.events
     assert SkillLoad("greet") in trajectory.events
+    # a hook injected into a tool's result is a firing after the result, as rendering made it
+    result, fired = trajectory.events[-3:-1]
+    assert result == ToolResult("call_1", '{"ok": 1}', False)
+    assert fired == HookFired("audit", "post_tool_use", {"call": "c0"})
     assert load_harness(out) == harness
     with pytest.raises(ImportFormatError, match="only for openai-jsonl"):
         import_source(tmp_path / "agent" / "tools.json", harness=harness)

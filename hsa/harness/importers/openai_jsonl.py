@@ -36,7 +36,7 @@ from hsa.harness.importers.base import (
 )
 from hsa.harness.jsonvalues import may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Prompt, Skill, Tool
-from hsa.harness.parse import match_hook
+from hsa.harness.parse import match_hook, split_tool_hooks
 from hsa.harness.toolformats import tools_from_document
 
 SYSTEM_ROLES = ("system", "developer")
@@ -599,14 +599,21 @@ def _events(
                     where=f"{at}.tool_call_id",
                 )
             content = _text(message.get("content"), path, f"{at}.content")
+            # hooks of the harness injected into the result (appended in their wrappers, as
+            # the harness renders them) are firings of those hooks, after the result
+            content, fired_after = (
+                split_tool_hooks(harness, content) if harness.hooks else (content, [])
+            )
             if answered in answered_by_skill:
                 # the skill's content, shown by the harness when it renders the load; a result
                 # that is not the skill (a failed load) cannot be shown so: the row is left out
                 skill = answered_by_skill[answered]
                 if message.get("is_error") or not _is_skill(content, skill):
                     raise _LeftOut("unlike_skill")
-                continue
-            events.append(ToolResult(answered, content, bool(message.get("is_error", False))))
+            else:
+                error = bool(message.get("is_error", False))
+                events.append(ToolResult(answered, content, error))
+            events.extend(fired_after)
         elif role in SYSTEM_ROLES:
             text = _text(message.get("content"), path, f"{at}.content")
             fired = match_hook(harness, text, ("system", "tool_result", "user"))
