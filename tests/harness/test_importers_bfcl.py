@@ -262,6 +262,31 @@ def test_normalize_schema_cases():
         normalize_schema({"type": "dict", "properties": {"x": "string"}})
 
 
+def test_an_enum_no_value_of_its_type_can_meet_is_read_as_bfcl_means_it(by_id):
+    # on an array, the values are its items' (BFCL's answer is [["view"]]); none of the
+    # parameter's type: told in the description, as BFCL tells enums to models without them
+    metrics = by_id["live_simple_71-35-0"].tools[0].parameters["properties"]["metrics"]
+    assert "enum" not in metrics and "view" in metrics["items"]["enum"]
+    assert metrics["items"]["type"] == "string"
+    assert normalize_schema({"type": "integer", "description": "Rooms.", "enum": ["1", "2"]}) == {
+        "type": "integer",
+        "description": "Rooms. Enum values: ['1', '2'].",
+    }
+    kept = [
+        {"type": "string", "enum": ["x", 1]},  # one value of its type: JSON Schema's enum
+        {"type": "array", "enum": [["a", "b"]]},  # whole arrays
+        {"enum": ["x"]},
+        {"type": "array", "items": {"type": "string", "enum": ["a"]}, "enum": ["b"]},
+    ]
+    for schema in kept[:3]:
+        assert normalize_schema(schema) == schema
+    assert normalize_schema(kept[3]) == {
+        "type": "array",
+        "items": {"type": "string", "enum": ["a"]},
+        "description": "Enum values: ['b'].",
+    }
+
+
 def test_parse_python_call():
     params = {"sort": ["file_name"], "mv": ["source", "destination"]}
     assert parse_python_call("sort('a.txt')", params) == ("sort", {"file_name": "a.txt"})

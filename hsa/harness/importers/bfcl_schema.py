@@ -79,7 +79,9 @@ def normalize_schema(node: Any, where: str = "$") -> dict[str, Any]:
     object) is dropped: BFCL's checker reads only ``required``, and where the two disagree
     (``irrelevance_173`` marks a required parameter optional) ``required`` wins as it does
     there. A list-valued ``items`` (draft-4 tuple form) becomes ``prefixItems``. Everything
-    else (descriptions, ``enum``, ``default``, ``format``, bounds) is kept in its place.
+    else (descriptions, ``default``, ``format``, bounds) is kept in its place, and so is
+    ``enum``, save where BFCL means it otherwise than JSON Schema reads it (its checker never
+    reads an ``enum``; ``_enum_as_meant``).
     """
     if not isinstance(node, Mapping):
         raise SchemaProblem(f"a schema must be an object, got {type(node).__name__}", where)
@@ -111,6 +113,56 @@ def normalize_schema(node: Any, where: str = "$") -> dict[str, Any]:
             out[key] = list(value)
         else:
             out[key] = value
+    return _enum_as_meant(out)
+
+
+#: JSON Schema's instance types, as Python values of JSON read them
+_INSTANCE: dict[str, Any] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
+def _fits(value: Any, kind: Any) -> bool:
+    """Whether ``value`` is an instance of the JSON Schema ``type`` ``kind`` (any, unless a
+    known type name)."""
+    test = _INSTANCE.get(kind) if isinstance(kind, str) else None
+    return True if test is None else bool(test(value))
+
+
+def _enum_as_meant(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``enum`` read as BFCL's docs mean it, where JSON Schema would read
+    one that no value of the parameter can satisfy:
+
+    - on an ``array`` (``"metrics": {"type": "array", "items": {"type": "string"}, "enum":
+      [...]}``, ``live_multiple_146`` and 20 more) the values are the items' values, and the
+      ``enum`` moves into ``items`` (BFCL's answers, ``[["view"]]``, are then valid calls);
+    - one none of whose values is of the parameter's type (``"type": "boolean", "enum":
+      ["True", "False", "dontcare"]``, answered ``True``) is told in the description, as BFCL
+      tells an ``enum`` to the models that take none (``Enum values: [...]``).
+    """
+    enum = schema.get("enum")
+    kind = schema.get("type")
+    if not isinstance(enum, list) or not enum or any(_fits(v, kind) for v in enum):
+        return schema  # a list of whole values, one at least of the parameter's type
+    out = {k: v for k, v in schema.items() if k != "enum"}
+    items = schema.get("items", {})
+    if (
+        kind == "array"
+        and isinstance(items, dict)
+        and "enum" not in items
+        and all(_fits(v, items.get("type")) for v in enum)
+    ):
+        out["items"] = {**items, "enum": enum}
+        return out
+    told = f"Enum values: {enum}."
+    description = out.get("description")
+    out["description"] = f"{description} {told}" if isinstance(description, str) else told
     return out
 
 
