@@ -60,6 +60,9 @@ def sibling_sections(text: str) -> tuple[str, list[str], str] | None:
     heading follows them (they would not share one parent).
     """
     found = headings(text)
+    lines = text.split("\n")
+    if found and found[0].level == 1 and not any(ln.strip() for ln in lines[: found[0].line]):
+        found = found[1:]  # the document's title, with what follows it, stays first
     levels = sorted({h.level for h in found})
     level = next((lv for lv in levels if sum(h.level == lv for h in found) >= 2), None)
     if level is None:
@@ -68,13 +71,12 @@ def sibling_sections(text: str) -> tuple[str, list[str], str] | None:
     first = siblings[0].line
     if any(h.level < level and h.line > first for h in found):
         return None
-    lines = text.split("\n")
     trailing_newline = text.endswith("\n")
     body = lines[:-1] if trailing_newline else lines
     starts = [h.line for h in siblings] + [len(body)]
-    sections = ["\n".join(body[a:b]).rstrip("\n") for a, b in itertools.pairwise(starts)]
+    sections = ["\n".join(body[a:b]).rstrip("\r\n") for a, b in itertools.pairwise(starts)]
     before = "\n".join(body[:first])
-    return before, sections, "\n" if trailing_newline else ""
+    return before, sections, ("\r\n" if text.endswith("\r\n") else "\n") if trailing_newline else ""
 
 
 def restyle_headings(text: str, style: str) -> str:
@@ -91,15 +93,16 @@ def restyle_headings(text: str, style: str) -> str:
             out.append(line)
             continue
         level, title = len(m.group(1)), m.group(2)
+        end = "\r" if line.endswith("\r") else ""  # a CRLF document's lines stay CRLF
         if style == "closed":
-            out.append(f"{'#' * level} {title} {'#' * level}")
+            out.append(f"{'#' * level} {title} {'#' * level}{end}")
         elif style == "bold":
-            out.append(f"**{title}**")
+            out.append(f"**{title}**{end}")
         elif style == "setext" and level <= 2:
-            out.append(title)
-            out.append(("=" if level == 1 else "-") * max(3, len(title)))
+            out.append(title + end)
+            out.append(("=" if level == 1 else "-") * max(3, len(title)) + end)
         else:
-            out.append(f"{'#' * level} {title}")
+            out.append(f"{'#' * level} {title}{end}")
     return "\n".join(out)
 
 

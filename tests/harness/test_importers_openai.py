@@ -589,6 +589,39 @@ def test_a_row_whose_skill_load_came_back_as_other_than_the_skill_is_left_out_an
     )
 
 
+def test_a_skill_of_front_matter_only_is_read_from_an_empty_result_not_from_an_error(
+    tmp_path,
+):
+    harness = Harness(
+        id="agent",
+        skills=(Skill("noted", "noted", "A skill of front matter only.", ""),),
+        skill_tool=Tool(
+            "load_skill",
+            parameters={"type": "object", "properties": {"name": {"type": "string"}}},
+        ),
+    )
+    load = {
+        "id": "x",
+        "type": "function",
+        "function": {"name": "load_skill", "arguments": '{"name": "noted"}'},
+    }
+    results = ["", "---\nname: noted\ndescription: d\n---\n", "Error: permission denied"]
+    rows = [
+        _row(
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [load]},
+            {"role": "tool", "tool_call_id": "x", "content": text},
+            {"role": "assistant", "content": "Done."},
+        )
+        for text in results
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path, harness=harness)
+    assert [t.metadata["line"] for t in result.trajectories] == [1, 2]
+    assert result.notes[0].endswith("line(s) 3")
+
+
 def _lookup(call_id: str, order: str) -> dict:
     arguments = json.dumps({"order_id": order})
     return {

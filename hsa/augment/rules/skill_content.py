@@ -29,13 +29,14 @@ def _with_contents(harness: Harness, change) -> Harness:
     )
 
 
-@rule("skill_content.reorder_sections", version="1")
+@rule("skill_content.reorder_sections", version="2")
 def reorder_sections(
     harness: Harness, rng: random.Random, params: dict[str, Any], context: Context
 ):
     """Shuffle independent sibling sections of each skill's Markdown (``## Check``, ``## Act``).
 
-    The text before the first sibling heading stays first; sections titled like steps
+    The text before the first sibling heading stays first, and so does a document's title (a
+    level-1 heading on its first line) with what follows it; sections titled like steps
     ("Step 1", "2. Install") are left in order, as are headings inside code blocks.
     """
 
@@ -47,9 +48,10 @@ def reorder_sections(
         titles = [s.split("\n", 1)[0].lstrip("#").strip() for s in sections]
         if any(_ORDERED_TITLE.match(t) for t in titles):
             return content
-        body = "\n\n".join(shuffled(sections, rng))
-        head = before.rstrip("\n")
-        return (f"{head}\n\n{body}" if head else body) + tail
+        gap = "\r\n\r\n" if "\r\n" in content else "\n\n"  # a CRLF document stays CRLF
+        body = gap.join(shuffled(sections, rng))
+        head = before.rstrip("\r\n")
+        return (f"{head}{gap}{body}" if head else body) + tail
 
     return Rewrite(_with_contents(harness, reorder))
 
@@ -84,7 +86,7 @@ def list_style(harness: Harness, rng: random.Random, params: dict[str, Any], con
 
 @rule(
     "skill_content.heading_style",
-    version="1",
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,

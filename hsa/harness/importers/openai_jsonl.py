@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
@@ -187,6 +188,8 @@ def _is_skill(content: str, skill: Skill) -> bool:
     text or in a string of a JSON result (``{"name": ..., "content": ...}``, as tools
     return it)."""
     wanted = " ".join(skill.content.split())
+    if not wanted:  # a skill of front matter only: every text holds it, an error's included
+        return not _after_front_matter(content).strip()
     if wanted in " ".join(content.split()):
         return True
     if not content.lstrip().startswith(("{", "[")):
@@ -196,6 +199,16 @@ def _is_skill(content: str, skill: Skill) -> bool:
     except ValueError:
         return False
     return any(wanted in " ".join(text.split()) for text in _strings(found))
+
+
+def _after_front_matter(text: str) -> str:
+    """``text`` without the YAML front matter it opens with, if any."""
+    stripped = text.lstrip()
+    if stripped.startswith("---"):
+        closing = re.search(r"\n---[ \t]*(\r?\n|$)", stripped)
+        if closing is not None:
+            return stripped[closing.end() :]
+    return text
 
 
 def _strings(value: Any) -> Iterator[str]:
