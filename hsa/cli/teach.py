@@ -163,6 +163,8 @@ def teach_command(
 
 
 def _summary(report: Any) -> None:
+    from hsa.pipelines.teach import RESTATED
+
     out = console()
     # rollouts the backend did not answer are not rejected: they are run again on a rerun
     rejected = {k: v for k, v in sorted(report.reasons.items()) if k not in ("ok", "backend")}
@@ -187,12 +189,9 @@ def _summary(report: Any) -> None:
         f"in {report.out} ({report.wall_s:.1f} s, {report.rollouts_per_s:.1f} rollouts/s)"
     )
     if report.restated:
-        out.print(
-            f"left out {report.restated} tasks that ask another task again in another form "
-            "(BFCL's format-sensitivity entries: augmentation varies the form itself)"
-        )
+        out.print(f"left out {report.restated} tasks that ask another task again {RESTATED}")
     for note in report.left_out:
-        out.print(f"note: {note}")
+        out.print(f"left out: {note}")
 
 
 @click.command("serve")

@@ -363,9 +363,8 @@ def plan_job(
         left = "".join(f"; {note}" for note in env.left_out()) if not tasks else ""
         if not tasks and restated:
             left += (
-                f"; its {restated} task(s) each ask another task again in another form "
-                "(BFCL's format-sensitivity entries, left out: augmentation varies the form "
-                "itself), so teach the files of the tasks they ask"
+                f"; its {restated} task(s) each ask another task again {RESTATED}, so teach "
+                "the files of the tasks they ask"
             )
         raise TeacherError(f"the job plans no rollouts: {why}{left}", where=f"env {config.env!r}")
     shards = plan_shards(specs, config.shard_size)
@@ -561,6 +560,12 @@ async def _run(
         await asyncio.gather(*lanes, return_exceptions=True)
 
 
+#: why a task that asks another again is left out
+RESTATED = (
+    "in another form (BFCL's format-sensitivity entries: augmentation varies the form itself)"
+)
+
+
 def finish(plan: JobPlan, report: TeachReport) -> None:
     """Count the job's shards and, once every shard is written, write its manifest."""
     report.verified = plan.verified
@@ -592,5 +597,10 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
         "verified": sum(s["verified"] for s in splits.values()),
         "splits": splits,
     }
+    left_out = list(plan.env.left_out())
+    if plan.restated:
+        left_out.insert(0, f"{plan.restated} task(s) that ask another task again {RESTATED}")
+    if left_out:
+        manifest["left_out"] = left_out  # tasks of the source the job did not run, and why
     record_job(plan.out, config)  # a job that had nothing to run has not recorded it yet
     mf.write_json(plan.out / mf.MANIFEST, manifest)

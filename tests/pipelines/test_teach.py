@@ -436,6 +436,12 @@ def test_tasks_that_ask_another_again_are_left_out_and_counted(tmp_path, externa
     assert report.restated == 5200 and report.total == 3
     (note,) = report.left_out  # and the entries it cannot score are said, not dropped silently
     assert note.startswith("200 multi_turn_base task(s) imported unscored")
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["left_out"] == [
+        "5200 task(s) that ask another task again in another form (BFCL's format-sensitivity "
+        "entries: augmentation varies the form itself)",
+        note,
+    ]
     only = TeachConfig(env="bfcl", env_options={"path": str(external / "bfcl" / MULTI_TURN)})
     with pytest.raises(TeacherError, match="has no tasks; 200 multi_turn_base task"):
         teach(only, tmp_path / "multi")
