@@ -581,11 +581,18 @@ def test_a_row_whose_skill_load_came_back_as_other_than_the_skill_is_left_out_an
     assert note.endswith("line(s) 2, 3, 5, 6, 7, 8")  # every line, not the first three
     unknown = {"function": {"name": "load_skill", "arguments": '{"name": "wave"}'}}
     rows.append(_row({"role": "assistant", "content": None, "tool_calls": [{**load, **unknown}]}))
+    # kept, and said: what a runtime adds beside the skill is not in the row
+    base = "Base directory for this skill: /home/u/.claude/skills/greet\n\n"
+    rows.append(row({"content": base + "Say hello.\n\nThen wave."}))
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = import_source(path, harness=harness)
+    assert [t.metadata["line"] for t in result.trajectories] == [1, 4, 10]
     assert result.notes[1] == (
         "1 row(s) left out: a call to the skill tool that names no skill of the harness (a "
         "variant renames the skills it has): line(s) 9"
+    )
+    assert result.notes[2].startswith(
+        "1 skill load result(s) held text besides the skill (a base directory, a notice), not kept"
     )
 
 

@@ -125,10 +125,23 @@ def reading_notes(
                 f"{len(lines):,} row(s) left out: {reason}: line(s) "
                 f"{first_few([str(n) for n in lines], LINES_SHOWN)}"
             )
-    if unkept:
-        fields = ", ".join(f"{k} ({v:,} message(s))" for k, v in sorted(unkept.items()))
+    beyond = unkept.get(BEYOND_SKILL, 0)
+    fields = ", ".join(
+        f"{k} ({v:,} message(s))" for k, v in sorted(unkept.items()) if k != BEYOND_SKILL
+    )
+    if fields:
         notes.append(f"message fields a row does not hold, not kept: {fields}")
+    if beyond:
+        notes.append(
+            f"{beyond:,} skill load result(s) held text besides the skill (a base directory, "
+            "a notice), not kept: a row shows a load's result as the harness renders it, the "
+            "skill's content"
+        )
     return tuple(n for n in notes if n)
+
+
+#: the ``unkept`` count of skill loads whose recorded result held more than the skill
+BEYOND_SKILL = "text besides the skill"
 
 
 #: line numbers a note lists before it counts the rest
@@ -199,6 +212,20 @@ def _is_skill(content: str, skill: Skill) -> bool:
     except ValueError:
         return False
     return any(wanted in " ".join(text.split()) for text in _strings(found))
+
+
+def _beyond_skill(content: str, skill: Skill) -> bool:
+    """Whether a skill load's result ``content`` (one ``_is_skill`` accepts, as text) holds
+    text besides the skill's: more than its front matter, a heading and its content."""
+    if content.lstrip().startswith(("{", "[")):
+        return False  # the skill in a JSON result: its other fields are the tool's framing
+    wanted = " ".join(skill.content.split())
+    body = _after_front_matter(content)
+    rest = " ".join(body.split()).replace(wanted, "", 1).strip()
+    if not rest:
+        return False
+    first = next((line for line in body.splitlines() if line.strip()), "")
+    return not (first.lstrip().startswith("#") and " ".join(first.split()) == rest)
 
 
 def _after_front_matter(text: str) -> str:
@@ -623,6 +650,8 @@ def _events(
                 skill = answered_by_skill[answered]
                 if message.get("is_error") or not _is_skill(content, skill):
                     raise _LeftOut("unlike_skill")
+                if _beyond_skill(content, skill):
+                    unkept[BEYOND_SKILL] += 1
             else:
                 error = bool(message.get("is_error", False))
                 events.append(ToolResult(answered, content, error))
