@@ -429,6 +429,37 @@ def test_parameter_renames_follow_into_the_arguments_an_input_hook_sets_and_remo
     assert renamed.params == {"set": {"Limit": 5}, "remove": ["Sort"]}
 
 
+def test_arguments_an_input_hook_sets_are_never_wrapped_nor_flattened_away():
+    # the hook sets and removes arguments by their top-level names, which it cannot follow
+    # into a wrapper or out of a flattened object
+    def hook(tool: str | None, names: list[str]) -> Hook:
+        return Hook(
+            "h",
+            "pre_tool_use",
+            "update_input",
+            "Capped.",
+            Matcher(tool=tool),
+            params={"remove": names},
+        )
+
+    harness = make_harness()
+    wrap = (get_rule("tools.wrap_args"), {"fraction": 1.0})
+    flatten = (get_rule("tools.flatten_args"), {})
+    for seed in range(4):
+        wrapped, _ = apply_chain(
+            harness.replace(hooks=[hook("get_order.*", ["x"])]), [wrap], seed=seed
+        )
+        assert {t for t in wrapped.mapping.tools if t.startswith("get_order")} == set()
+        assert "cancel_order" in wrapped.mapping.tools
+        everywhere, _ = apply_chain(harness.replace(hooks=[hook(None, ["x"])]), [wrap], seed=seed)
+        assert not everywhere.mapping.tools
+        flat, _ = apply_chain(
+            harness.replace(hooks=[hook(None, ["address"])]), [flatten], seed=seed
+        )
+        assert "return_order_items" not in flat.mapping.tools
+    assert apply_chain(harness, [flatten], seed=0)[0].mapping.tools["return_order_items"]
+
+
 def test_tool_renames_follow_into_allowed_tools_of_skills():
     harness = make_harness()
     first, *rest = harness.skills

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -130,7 +131,7 @@ _OBJECT_LEVEL = ("$defs", "definitions", "$schema", "$id", "id", "type")  # id: 
 
 @rule(
     "tools.wrap_args",
-    version="2",
+    version="3",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -160,6 +161,7 @@ def wrap_args(harness: Harness, rng: random.Random, params: dict[str, Any], cont
         if (t.parameters.get("properties") or {})
         and not refs_outside_defs(t.parameters)
         and not _depends_on_undeclared(t.parameters)
+        and not _hook_set(harness, t.name)
     ]
     chosen = _choose(candidates, params["fraction"], rng)
     rewrites = {}
@@ -184,6 +186,25 @@ def wrap_args(harness: Harness, rng: random.Random, params: dict[str, Any], cont
         steps += [Step("move", (key,), (name, key)) for key in schema.get("properties") or {}]
         rewrites[tool.name] = (outer, tuple(steps))
     return _rewrite_tools(harness, rewrites)
+
+
+def _hook_set(harness: Harness, tool: str) -> set[str]:
+    """The arguments of ``tool`` that ``update_input`` hooks set or remove by their top-level
+    names: wrapping or flattening would move them where the hooks no longer name them."""
+    names: set[str] = set()
+    for hook in harness.hooks:
+        pattern = hook.matcher.tool
+        if hook.effect != "update_input" or (
+            pattern is not None and re.fullmatch(pattern, tool) is None
+        ):
+            continue
+        given = hook.params.get("set")
+        removed = hook.params.get("remove")
+        names.update(given if isinstance(given, Mapping) else ())
+        names.update(
+            n for n in (removed if isinstance(removed, list) else ()) if isinstance(n, str)
+        )
+    return names
 
 
 def _resolved(schema: dict[str, Any], node: Any) -> Any:
@@ -262,7 +283,7 @@ def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
 
 @rule(
     "tools.flatten_args",
-    version="2",
+    version="3",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -296,7 +317,10 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
             continue  # a $ref into the arguments might name the object flattened away
         schema = copy_schema(tool.parameters)
         props = schema.get("properties") or {}
-        flattenable = {k: s for k in props if (s := _flattenable(schema, k)) is not None}
+        hooked = _hook_set(harness, tool.name)
+        flattenable = {
+            k: s for k in props if k not in hooked and (s := _flattenable(schema, k)) is not None
+        }
         if not flattenable:
             continue
         key = rng.choice(list(flattenable))
