@@ -3,7 +3,9 @@
 ``hold(folder)`` creates ``folder/.hsa/lock`` with ``O_CREAT | O_EXCL`` (atomic: of two runs,
 exactly one creates it) holding the holder's pid, host and start time, and removes it when the
 run ends. A second run refuses with a ``DatasetError`` naming the holder. A lock whose holder
-is dead (its host is this host and its pid is not alive), or an empty lock file older than
+is dead (its host is this host and its pid is not alive, or is another process's now: one that
+started at another time, as after a restart of a container, where pids repeat), or an empty
+lock file older than
 ``_GRACE_S`` (a run killed between creating and writing it), is stale and taken over: the
 stale file is removed only under an ``flock`` on the ``folder/.hsa`` folder itself and only
 after reading it again there, so two runs that both found it stale cannot both get in (the
@@ -78,6 +80,19 @@ def _zombie(pid: int) -> bool:
     return bool(fields) and fields[0] == "Z"
 
 
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started, as this machine's boot and the clock tick since it
+    (Linux's ``/proc``); None where that cannot be read. Two processes that have had the same
+    pid have different starts."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    # the stat fields after the command's name start at field 3: its start time is field 22
+    return f"{boot}:{fields[19]}" if len(fields) > 19 else None
+
+
 def _stale(path: Path, holder: dict[str, Any]) -> bool:
     if not holder:
         try:
@@ -88,7 +103,11 @@ def _stale(path: Path, holder: dict[str, Any]) -> bool:
     pid = holder.get("pid")
     if holder.get("host") != socket.gethostname() or not isinstance(pid, int):
         return False  # a process on another machine cannot be checked: assume it runs
-    return not process_alive(pid)
+    if not process_alive(pid):
+        return True
+    recorded = holder.get("process_start")
+    # alive, but another process than the holder when it started at another time
+    return isinstance(recorded, str) and process_start(pid) not in (None, recorded)
 
 
 def _describe(holder: dict[str, Any]) -> str:
@@ -104,6 +123,8 @@ def _create(path: Path, holder: dict[str, Any]) -> bool:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
+    except OSError as exc:  # a read-only folder, one of another user's
+        raise DatasetError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
     try:
         os.write(fd, (json.dumps(holder, sort_keys=True) + "\n").encode("utf-8"))
         os.fsync(fd)
@@ -114,17 +135,23 @@ def _create(path: Path, holder: dict[str, Any]) -> bool:
 
 def _break_if_stale(path: Path) -> None:
     """Remove ``path`` if, read again under the ``flock`` of its folder, it is still stale."""
-    breaker = os.open(path.parent, os.O_RDONLY)
     try:
-        fcntl.flock(breaker, fcntl.LOCK_EX)
+        breaker = os.open(path.parent, os.O_RDONLY)
         try:
-            holder = _read(path)
-            if holder is not None and _stale(path, holder):
-                path.unlink(missing_ok=True)
+            fcntl.flock(breaker, fcntl.LOCK_EX)
+            try:
+                holder = _read(path)
+                if holder is not None and _stale(path, holder):
+                    path.unlink(missing_ok=True)
+            finally:
+                fcntl.flock(breaker, fcntl.LOCK_UN)
         finally:
-            fcntl.flock(breaker, fcntl.LOCK_UN)
-    finally:
-        os.close(breaker)
+            os.close(breaker)
+    except OSError as exc:  # a read-only folder: the stale lock cannot be removed
+        raise DatasetError(
+            f"cannot take over the lock of a run that has ended: {exc.strerror or exc}",
+            file=str(path),
+        ) from None
 
 
 def acquire(folder: str | Path, *, command: str | None = None) -> str:
@@ -147,6 +174,9 @@ def acquire(folder: str | Path, *, command: str | None = None) -> str:
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "token": token,
     }
+    start = process_start(os.getpid())
+    if start is not None:
+        holder["process_start"] = start
     if command:
         holder["command"] = command
     found: dict[str, Any] | None = None

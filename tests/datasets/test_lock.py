@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hsa.datasets import open_source
-from hsa.datasets.lock import acquire, hold, lock_path, release
+from hsa.datasets.lock import acquire, hold, lock_path, process_start, release
 from hsa.errors import DatasetError
 from hsa.pipelines import augment
 from hsa.pipelines.teach import teach
@@ -123,6 +123,34 @@ def test_a_lock_of_another_host_or_a_live_pid_is_kept(tmp_path: Path) -> None:
     # release leaves a lock it does not hold alone
     release(tmp_path, "another token")
     assert lock_path(tmp_path).exists()
+
+
+@pytest.mark.skipif(process_start(os.getpid()) is None, reason="needs Linux's /proc")
+def test_a_live_pid_that_is_another_process_now_holds_nothing(tmp_path: Path) -> None:
+    # pids repeat (a restarted container's first process is pid 1 again): a holder is the
+    # process that started when the lock says, not whichever has its pid now
+    host = socket.gethostname()
+    parent = os.getppid()
+    write_lock(tmp_path, pid=parent, host=host, started="x", token="t", process_start="b:1")
+    release(tmp_path, acquire(tmp_path))
+    start = process_start(parent)
+    write_lock(tmp_path, pid=parent, host=host, started="x", token="t", process_start=start)
+    with pytest.raises(DatasetError, match=f"pid {parent}"):
+        acquire(tmp_path)
+
+
+def test_a_folder_the_run_cannot_write_is_one_error(tmp_path: Path, monkeypatch) -> None:
+    real_open = os.open
+
+    def read_only(path, flags, *args):
+        if str(path).endswith("lock") and flags & os.O_CREAT:
+            raise OSError(30, "Read-only file system")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(DatasetError, match="cannot write: Read-only file system") as err:
+        acquire(tmp_path)
+    assert err.value.file == str(lock_path(tmp_path))
 
 
 def test_racers_for_a_stale_lock_let_exactly_one_in(tmp_path: Path) -> None:
