@@ -60,6 +60,7 @@ from hsa.errors import DatasetError, HsaError, PlanError, Terminated
 from hsa.harness.model import Harness
 from hsa.harness.parse import CALL_LIKE
 from hsa.pipelines.assign import assign_splits
+from hsa.pipelines.orphans import end_with
 from hsa.pipelines.rows import rows, stats, used_by
 from hsa.pipelines.variants_file import PART_ROWS, VARIANTS_FILE, write_variants
 from hsa.teachers.rollout import planned_kept
@@ -423,7 +424,10 @@ class _Planner:
             # job, which gets it once they are up, stops them (``close``).
             with _interrupts_held():
                 self._pool = ProcessPoolExecutor(
-                    self.workers, mp_context=context, initializer=_ignore_interrupts
+                    self.workers,
+                    mp_context=context,
+                    initializer=_worker_start,
+                    initargs=(os.getpid(),),
                 )
                 if method == "fork":
                     # Started now, with this process's objects frozen out of the garbage
@@ -459,8 +463,10 @@ class _Planner:
 _STOPS = (signal.SIGINT, signal.SIGTERM)
 
 
-def _ignore_interrupts() -> None:
-    """A planning worker's start: Ctrl-C and SIGTERM are the job's to handle."""
+def _worker_start(job: int) -> None:
+    """A planning worker's start: Ctrl-C and SIGTERM are the job's to handle, and the worker
+    ends with the job (``orphans``)."""
+    end_with(job)
     for number in _STOPS:
         signal.signal(number, signal.SIG_IGN)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import multiprocessing
+import os
 import queue as queues
 import threading
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.errors import HsaError, TeacherError
+from hsa.pipelines.orphans import end_with
 from hsa.pipelines.teach import (
     ProgressFn,
     ShardKey,
@@ -58,7 +60,7 @@ def teach_in_workers(
         processes = [
             context.Process(
                 target=_worker,
-                args=(worker_config, str(plan.out), keys, messages, ready),
+                args=(worker_config, str(plan.out), keys, messages, ready, os.getpid()),
                 name=f"hsa-teach-{i}",
                 daemon=True,
             )
@@ -133,8 +135,12 @@ def _merge(report: TeachReport, part: dict[str, Any]) -> None:
     report.latencies_s.extend(part["latencies_s"])
 
 
-def _worker(config: TeachConfig, out: str, keys: list[ShardKey], messages: Any, ready: Any) -> None:
-    """One worker process: run the shards ``keys``; report progress, then totals or an error."""
+def _worker(
+    config: TeachConfig, out: str, keys: list[ShardKey], messages: Any, ready: Any, job: int
+) -> None:
+    """One worker process: run the shards ``keys``; report progress, then totals or an error.
+    It ends with the job's process ``job`` (``orphans``)."""
+    end_with(job)
     try:
         plan = plan_job(config, out, only=set(keys), check=False)
         part = TeachReport(out=plan.out, total=plan.total, skipped=plan.skipped)
