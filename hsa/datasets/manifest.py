@@ -106,13 +106,21 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
                 file=str(out),
             )
         clear_state(out)
-    elif out.exists() and (not out.is_dir() or any(p.name != STATE for p in out.iterdir())):
+    elif out.exists() and (
+        not out.is_dir() or any(p.name != STATE and not _empty_tree(p) for p in out.iterdir())
+    ):
         raise DatasetError(
             "exists and is not an hsa dataset directory; choose an empty or new --out",
             file=str(out),
         )
     write_json(run, {"config_hash": digest, "kind": kind})
     return False
+
+
+def _empty_tree(path: Path) -> bool:
+    """Whether ``path`` is a folder of empty folders only (``data/dev/``, left by a run that
+    could not write its first file: a full disk)."""
+    return path.is_dir() and not path.is_symlink() and all(p.is_dir() for p in path.rglob("*"))
 
 
 def job_folder_problem(

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from hsa.datasets import iter_rows
-from hsa.errors import ConfigError, HsaError
+from hsa.errors import ConfigError, DatasetError, HsaError
 from hsa.pipelines import build, load_config, parse_config
 from hsa.pipelines.build import build_schema
 
@@ -304,6 +304,27 @@ def test_a_rule_that_fails_after_the_teacher_leaves_its_output_for_the_corrected
     fixed = {**data, "augment": {"workers": 1, "recipe": {"rules": [{"rule": "tools.rename"}]}}}
     report = build(load_config(write(tmp_path, fixed)), out=tmp_path / "ds")
     assert report.teacher_skipped and report.augment.trajectories == 3
+
+
+def test_a_build_whose_first_shard_could_not_be_written_runs_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    augment_module = sys.modules["hsa.pipelines.augment"]
+
+    def disk_full(path: Path, table) -> dict:
+        path.parent.mkdir(parents=True, exist_ok=True)  # as the writer makes its folder first
+        raise DatasetError("cannot write: No space left on device", file=str(path))
+
+    config = load_config(write(tmp_path, SMALL))
+    with monkeypatch.context() as patched:
+        patched.setattr(augment_module, "write_shard", disk_full)
+        with pytest.raises(DatasetError, match="No space left"):
+            build(config, out=tmp_path / "ds")
+    assert (tmp_path / "ds" / "data").is_dir()  # empty folders, which hold no one's data
+    report = build(config, out=tmp_path / "ds")
+    assert report.teacher_skipped and report.augment.rows
 
 
 @pytest.mark.parametrize(
