@@ -585,8 +585,7 @@ def augment_locked(
     digest = mf.config_hash(settings)
     report = AugmentReport(out=out)
     if mf.claim(out, digest):
-        report.complete_already = True
-        return _report_from_manifest(report, mf.read_json(out / mf.MANIFEST))
+        return finished_report(out)
     shutil.rmtree(_parts_folder(out), ignore_errors=True)  # a killed run's, never read
     given: dict[str, list[Variant]] | None = None
     if variants is not None:
@@ -753,6 +752,13 @@ def _batches(
 def _parts_folder(out: Path) -> Path:
     """Where a run writes the variants it lets go of, until the variants file is written."""
     return out / mf.STATE / "variants"
+
+
+def finished_report(out: Path) -> AugmentReport:
+    """The report of the finished dataset at ``out`` (``complete_already``), as its manifest
+    tells it."""
+    report = AugmentReport(out=out, complete_already=True)
+    return _report_from_manifest(report, mf.read_json(out / mf.MANIFEST))
 
 
 def _report_from_manifest(report: AugmentReport, manifest: Mapping[str, Any]) -> AugmentReport:

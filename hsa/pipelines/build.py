@@ -50,6 +50,7 @@ from hsa.pipelines.augment import (
     augment_locked,
     check_apart,
     check_not_empty,
+    finished_report,
 )
 from hsa.pipelines.teach import teach
 from hsa.teachers.config import OUTPUT_FIELDS, TeachConfig
@@ -377,6 +378,12 @@ def _build(
     report = BuildReport(out=out)
     if finished:
         report.teacher_skipped = True
+        if recorded is None and not (out / SOURCE_DIR).is_dir():
+            # the finished dataset stands without the teacher output it was made from (a
+            # copy of the folder without its dot-folders)
+            report.augment = finished_report(out)
+            report.trajectories = report.augment.trajectories
+            return report
         src = recorded if recorded is not None else open_source(out / SOURCE_DIR)
         report.augment = augment_locked(src, out, augment_config, settings=identity)
         report.trajectories = report.augment.trajectories

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -304,6 +305,16 @@ def test_a_rule_that_fails_after_the_teacher_leaves_its_output_for_the_corrected
     fixed = {**data, "augment": {"workers": 1, "recipe": {"rules": [{"rule": "tools.rename"}]}}}
     report = build(load_config(write(tmp_path, fixed)), out=tmp_path / "ds")
     assert report.teacher_skipped and report.augment.trajectories == 3
+
+
+def test_a_finished_build_copied_without_its_run_state_is_complete_already(
+    tmp_path: Path,
+) -> None:
+    config = load_config(write(tmp_path, SMALL))
+    first = build(config, out=tmp_path / "ds")
+    shutil.rmtree(tmp_path / "ds" / ".hsa")  # as a copy without dot-folders leaves it
+    again = build(config, out=tmp_path / "ds")
+    assert again.augment.complete_already and again.augment.rows == first.augment.rows
 
 
 def test_a_build_whose_first_shard_could_not_be_written_runs_again(
