@@ -189,7 +189,7 @@ def augment_command(
         )
     title = "hsa augment: already complete" if report.complete_already else "hsa augment"
     _summary(title, _augment_rows(report, time.monotonic() - started))
-    for note in report.notes:
+    for note in (*report.notes, *_card_kept(report, config.tokenizer)):
         console().print(f"note: {note}")
 
 
@@ -243,8 +243,21 @@ def build_command(
         rows.append(("teacher", "skipped (done before)"))
     rows += _augment_rows(report.augment, time.monotonic() - started)
     _summary("hsa build: done", rows)
-    for note in (*report.left_out, *(report.augment.notes if report.augment else ())):
+    done = report.augment
+    notes = () if done is None else (*done.notes, *_card_kept(done, config.augment.tokenizer))
+    for note in (*report.left_out, *notes):
         console().print(f"note: {note}")
+
+
+def _card_kept(report: Any, tokenizer: str | None) -> tuple[str, ...]:
+    """What a rerun of a finished dataset says of a ``--tokenizer`` it did not apply."""
+    if not (report.complete_already and tokenizer):
+        return ()
+    card = report.out / "README.md"
+    return (
+        f"the dataset is complete already: its card keeps the token counts it was written "
+        f"with, not {tokenizer}'s (delete {card} and rerun to write the card again with it)",
+    )
 
 
 def _shorten(text: str | None, width: int) -> str:

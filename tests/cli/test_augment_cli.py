@@ -560,6 +560,15 @@ def test_the_card_counts_tokens_with_a_given_tokenizer(augmented, tmp_path: Path
     assert done.returncode == 0, done.stderr
     card = (tmp_path / "out" / "README.md").read_text()
     assert "counted with the tokenizer `tok`" in card and "| all |" in card
+    # a finished dataset is not written again: the rerun says the tokenizer was not applied,
+    # and how to apply it
+    plain = tmp_path / "plain"
+    assert hsa(*common, "--out", str(plain)).returncode == 0
+    again = hsa(*common, "--out", str(plain), "--tokenizer", str(folder))
+    assert again.returncode == 0 and "card keeps the token counts" in " ".join(again.stdout.split())
+    (plain / "README.md").unlink()
+    assert hsa(*common, "--out", str(plain), "--tokenizer", str(folder)).returncode == 0
+    assert "counted with the tokenizer `tok`" in (plain / "README.md").read_text()
 
 
 def _chat_row(i: int) -> dict:
