@@ -186,6 +186,11 @@ def test_an_unsolved_task_is_rejected_with_the_environments_reasons(env, canonic
     assert result.verification.score == 0.0
 
 
+def _api_call(arguments: str) -> dict:
+    function = {"name": "search_products", "arguments": arguments}
+    return assistant_message(None, [{"id": "c", "type": "function", "function": function}])
+
+
 @pytest.mark.parametrize(
     "reply, problem",
     [
@@ -194,6 +199,9 @@ def test_an_unsolved_task_is_rejected_with_the_environments_reasons(env, canonic
         (assistant_message('[search_products(query="lamp")'), "calls block"),
         (assistant_message('search_products(query="lamp"'), "call to 'search_products'"),
         (assistant_message('```json\n[{"function": "search_products"\n```'), "calls block"),
+        # lenient JSON readers take these; no row can hold them
+        (_api_call('{"query": "lamp", "limit": NaN}'), "$.limit: NaN or Infinity"),
+        (_api_call('{"query": "lamp", "limit": 1e400}'), "$.limit: NaN or Infinity"),
     ],
 )
 def test_unreadable_replies_are_format_failures(env, canonical, reply, problem):
