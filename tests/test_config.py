@@ -209,6 +209,20 @@ def test_an_invalid_config_cannot_be_built(
 def test_openai_and_vllm_configs_refuse_what_they_cannot_run() -> None:
     with pytest.raises(TeacherError, match="not an http"):
         OpenAIConfig(base_url="ftp://h/v1", model="m")
+    # what no request could be sent to is refused here, not by the HTTP client mid-job
+    for url, why in [
+        ("http://u:secret@127.0.0.1:99999/v1?k=s", "Port out of range"),
+        ("http://127.0.0.1:abc/v1", "Port could not be cast"),
+        ("http://[::1/v1", "Invalid IPv6 URL"),
+        ("http:///v1", "names no host"),
+    ]:
+        with pytest.raises(TeacherError, match=why) as caught:
+            OpenAIConfig(base_url=url, model="m")
+        assert "secret" not in str(caught.value)
+    for config in (OpenAIConfig, _openai_teach):
+        with pytest.raises(TeacherError, match="line break") as caught:
+            config(base_url="http://h/v1", model="m", api_key="sk-abc123\r")
+        assert "sk-abc" not in str(caught.value)
     with pytest.raises(TeacherError, match="unknown call format"):
         VLLMConfig(model="m", call_format="smoke-signals")
 
@@ -311,3 +325,7 @@ def test_yaml_reads_dates_and_times_as_the_text_they_are_written_as() -> None:
         "at": "2001-12-14t21:59:43.10-05:00",
         "tagged": "2024-01-05",
     }
+
+
+def _openai_teach(**settings: Any) -> TeachConfig:
+    return TeachConfig(backend="openai", **settings)

@@ -122,7 +122,7 @@ def run_command(
             settings[key] = str(settings[key])
     if settings.get("policy") != "openai":
         settings.pop("base_url", None)  # from the environment, meant for the openai policy
-    settings["api_key"] = os.environ.get(api_key_env) or None
+    settings["api_key"] = (os.environ.get(api_key_env) or "").strip() or None
     with said_as_flags():
         config = EvalConfig.from_dict(settings)
     training = _training_recipe(train_recipe)

@@ -163,7 +163,7 @@ class TeachConfig:
         if self.split is not None and self.split not in SPLITS:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
         url = self.base_url if self.backend == "openai" else None
-        problems += endpoint_problems(url, self.api_key_header)
+        problems += endpoint_problems(url, self.api_key_header, self.api_key)
         refuse(problems, TeacherError)
 
     @property
@@ -231,12 +231,16 @@ def public_url(url: str | None) -> str | None:
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
-def endpoint_problems(base_url: str | None, key_header: str) -> list[tuple[str, str]]:
-    """What is wrong with an OpenAI-compatible endpoint's base URL (None: none to check) and
-    the name of the header its key goes in (``api_key_header``)."""
+def endpoint_problems(
+    base_url: str | None, key_header: str, api_key: str | None = None
+) -> list[tuple[str, str]]:
+    """What is wrong with an OpenAI-compatible endpoint's base URL (None: none to check), the
+    name of the header its key goes in (``api_key_header``) and the key (never shown)."""
     problems = []
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         problems.append(("base_url", f"{base_url!r} is not an http:// or https:// URL"))
+    elif base_url is not None and (broken := _url_problem(base_url)) is not None:
+        problems.append(("base_url", broken))
     elif base_url is not None and urlsplit(base_url).username is not None:
         problems.append(
             (
@@ -247,4 +251,30 @@ def endpoint_problems(base_url: str | None, key_header: str) -> list[tuple[str, 
         )
     if not (isinstance(key_header, str) and _HEADER_NAME.fullmatch(key_header)):
         problems.append(("api_key_header", f"{key_header!r} is not an HTTP header name"))
+    if isinstance(api_key, str) and any(ord(c) < 32 or ord(c) == 127 for c in api_key):
+        problems.append(
+            (
+                "api_key",
+                "the API key holds a line break or another control character, which no HTTP "
+                "header may carry (a key file saved with Windows line endings?)",
+            )
+        )
     return problems
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` (an http(s) URL) is not one a request can be sent to, or None."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (it raises for a port that is not a number, or out of range)
+    except ValueError as exc:
+        return f"{_shown(url)!r} is not a URL: {exc}"
+    if not parts.hostname:
+        return f"{_shown(url)!r} names no host"
+    return None
+
+
+def _shown(url: str) -> str:
+    """``url`` as an error may show it: without user info, query or fragment, where
+    credentials can hide (``public_url``, for a URL that does not read as one)."""
+    return re.sub(r"//[^/]*@", "//", url).split("?", 1)[0].split("#", 1)[0]

@@ -147,6 +147,21 @@ def test_sigkill_then_rerun_repeats_no_finished_request(tmp_path):
         assert len(logged(log)) == sent_before  # a finished job makes no request at all
 
 
+def test_a_key_read_with_its_line_end_is_sent_without_it(tmp_path):
+    # a key file saved with Windows line endings: the spaces around a key are no part of it
+    log = tmp_path / "requests.jsonl"
+    with oracle_server("--log", str(log)) as (url, _):
+        done = subprocess.run(
+            teach_args(url, tmp_path / "out", "--tasks", "1", "--variants-per-task", "0"),
+            capture_output=True,
+            text=True,
+            env={**environ(), "OPENAI_API_KEY": SECRET + "\r\n"},
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_an_endpoint_that_is_down_fails_the_run_and_the_rerun_retries(tmp_path):
     with socket.socket() as probe:  # a port nobody listens on, until the server starts
         probe.bind(("127.0.0.1", 0))

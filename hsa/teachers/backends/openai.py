@@ -84,7 +84,7 @@ class OpenAIConfig:
         problems = bounded(self, "concurrency", low=1)
         problems += bounded(self, "timeout_s", low=0, low_open=True)
         problems += bounded(self, "max_retries", low=0)
-        problems += endpoint_problems(self.base_url, self.api_key_header)
+        problems += endpoint_problems(self.base_url, self.api_key_header, self.api_key)
         refuse(problems, TeacherError)
 
     def key_headers(self) -> dict[str, str]:
