@@ -49,22 +49,26 @@ def teach_in_workers(
     done, verified = report.skipped, plan.verified
     if progress is not None:
         progress(done, report.total, verified)
-    shares = [plan.pending[i :: config.workers] for i in range(config.workers)]
-    groups = [[s.key for s in share] for share in shares if share]
+    groups = worker_shares([s.key for s in plan.pending], config.workers, config.concurrency)
     if groups:
         context = multiprocessing.get_context("spawn")
         messages = context.Queue()
         ready = context.Barrier(len(groups) + 1)
-        share = -(-config.concurrency // len(groups))
-        worker_config = dataclasses.replace(config, concurrency=share, workers=1)
         processes = [
             context.Process(
                 target=_worker,
-                args=(worker_config, str(plan.out), keys, messages, ready, os.getpid()),
+                args=(
+                    dataclasses.replace(config, concurrency=share, workers=1),
+                    str(plan.out),
+                    keys,
+                    messages,
+                    ready,
+                    os.getpid(),
+                ),
                 name=f"hsa-teach-{i}",
                 daemon=True,
             )
-            for i, keys in enumerate(groups)
+            for i, (keys, share) in enumerate(groups)
         ]
         for process in processes:
             process.start()
@@ -98,6 +102,19 @@ def teach_in_workers(
     finish(plan, report)
     report.wall_s = time.monotonic() - started
     return report
+
+
+def worker_shares(
+    keys: list[ShardKey], workers: int, concurrency: int
+) -> list[tuple[list[ShardKey], int]]:
+    """The shards ``keys`` dealt to at most ``workers`` workers, each with its share of the
+    ``concurrency`` (requests in flight): together never more than that, and no worker
+    without one (so no more workers than ``concurrency``) or without a shard."""
+    count = min(workers, concurrency, len(keys))
+    if count == 0:
+        return []
+    whole, extra = divmod(concurrency, count)
+    return [(keys[i::count], whole + (i < extra)) for i in range(count)]
 
 
 def _wait_ready(ready: Any, messages: Any, processes: list) -> None:
