@@ -115,7 +115,9 @@ class TeachConfig:
     timeout_s: float = setting(120.0, help="Request timeout, seconds.")
     max_retries: int = setting(8, help="Retries of a failed request.")
     backoff_s: float = setting(
-        0.5, help="First retry's backoff ceiling, seconds (doubles each retry)."
+        0.5,
+        help="First retry's backoff ceiling, seconds (doubles each retry, up to 30 s; a "
+        "server's Retry-After is waited for up to 30 s too).",
     )
     ramp_s: float = setting(
         0.25,

@@ -40,7 +40,7 @@ from hsa.harness.events import (
 from hsa.harness.model import Harness
 from hsa.harness.parse import parse
 from hsa.harness.render import Conversation, render, tools_json
-from hsa.teachers.backends.base import Backend
+from hsa.teachers.backends.base import Backend, ContextOverflow
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage, dumps
 from hsa.teachers.verify import Verification, call_attempt, verify
@@ -324,6 +324,8 @@ class _Run:
                     surface_step = await self.next_step()
                 except StepError as exc:
                     return "format", str(exc), state
+                except ContextOverflow as exc:  # the model cannot go on: rejected, not retried
+                    return "context", exc.message, state
                 except TeacherError as exc:
                     return "backend", str(exc), state
                 self.surface_calls.extend(e for e in surface_step if isinstance(e, ToolCall))

@@ -138,7 +138,8 @@ def verify(
 
     ``ended`` is ``answered`` (every user turn got a final answer), ``format`` (a model
     message did not parse and was not repaired), ``step_limit``, ``backend`` (no answer from
-    the backend) or ``empty`` (the model answered nothing); ``detail`` says more.
+    the backend), ``context`` (the endpoint refused the conversation as past the model's
+    context window) or ``empty`` (the model answered nothing); ``detail`` says more.
     ``surface_events`` are the canonical events mapped to the surface (what the conversation
     shows), ``conversation`` their rendering when already made; ``surface_calls`` the calls
     exactly as the model wrote them. ``cut``: the steps whose reply the backend cut off at the
@@ -147,7 +148,7 @@ def verify(
     """
     checks: dict[str, bool] = {}
     reasons: list[str] = []
-    checks["complete"] = not cut
+    checks["complete"] = not cut and ended != "context"
     if cut:
         steps = ", ".join(map(str, cut))
         reasons.append(

@@ -14,7 +14,7 @@ from hsa.envs.livestream import solve
 from hsa.errors import TeacherError
 from hsa.harness.events import ToolResult
 from hsa.harness.parse import parse
-from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.backends.base import Backend, BackendStats, ContextOverflow
 from hsa.teachers.oracle import OracleBackend
 from hsa.teachers.request import ChatRequest, ChatResponse, assistant_message
 from hsa.teachers.rollout import REPAIR_PREFIX, RolloutConfig, RolloutSpec, rollout
@@ -207,6 +207,13 @@ def _api_call(arguments: str) -> dict:
 def test_unreadable_replies_are_format_failures(env, canonical, reply, problem):
     result = run(spec_of(env.tasks()[0], canonical), env, Scripted([reply]))
     assert result.ended == "format" and problem in result.verification.reason
+
+
+def test_a_conversation_past_the_context_window_is_a_truncated_rollout(env, canonical):
+    overflow = ContextOverflow("the conversation outgrew the model's context window (HTTP 400)")
+    result = run(spec_of(env.tasks()[0], canonical), env, Scripted([overflow]))
+    assert result.ended == "context" and not result.verification.checks["complete"]
+    assert result.verification.reason.startswith("context: the conversation outgrew")
 
 
 def test_loading_a_skill_the_harness_lacks_stops_the_rollout(env, canonical):

@@ -4,12 +4,29 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import re
 from collections import Counter
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from hsa.errors import TeacherError
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage
+
+
+class ContextOverflow(TeacherError):
+    """The endpoint refused a request because the conversation no longer fits the model's
+    context window: the rollout cannot go on, whatever a rerun sends; it ends as rejected
+    (``context``), not as a request to send again."""
+
+
+#: how servers say a request is past the model's context window (OpenAI's
+#: context_length_exceeded, vLLM's "maximum context length ... max_model_len", SGLang's
+#: "longer than the model's context length", TGI's "must be <= N")
+CONTEXT_REFUSAL = re.compile(
+    r"context[ _]length|maximum context|max_model_len|context window|must be <= \d+",
+    re.IGNORECASE,
+)
 
 
 @dataclass(slots=True)
@@ -140,6 +157,4 @@ def _quiet_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> No
 def teacher_error(backend: str, exc: Exception) -> Exception:
     """``exc`` as the error of a request to ``backend``: a ``TeacherError`` as it is, any
     other exception (the engine's own) as a ``TeacherError`` naming the backend."""
-    from hsa.errors import TeacherError
-
     return exc if isinstance(exc, TeacherError) else TeacherError(f"{backend}: {exc}")

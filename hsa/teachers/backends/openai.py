@@ -36,7 +36,7 @@ import orjson
 
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
-from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.backends.base import CONTEXT_REFUSAL, Backend, BackendStats, ContextOverflow
 from hsa.teachers.config import TeachConfig, endpoint_problems, public_url
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message, dumps
 from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
@@ -136,8 +136,9 @@ class OpenAIBackend(Backend):
         """Open the connection pool now rather than on the first request, and make sure
         something answers at the endpoint: a server that is not up (refused, no such host)
         fails the job here, in a second or two, rather than every request after all its
-        retries. Any HTTP answer to ``GET {base_url}/models`` will do (even an error status),
-        and so will a slow one: only a failure to connect is refused."""
+        retries. Any HTTP answer to ``GET {base_url}/models`` will do (a server without that
+        route answers 404), and so will a slow one, but one that refuses the API key (401,
+        403): every request would be refused too."""
         import aiohttp
 
         session = self._open()
@@ -151,6 +152,12 @@ class OpenAIBackend(Backend):
                     timeout=aiohttp.ClientTimeout(total=min(self.config.timeout_s, PROBE_S)),
                 ) as answer:
                     await answer.read()
+                    status = answer.status
+                if status in (401, 403):  # every request would be refused the same way
+                    raise TeacherError(
+                        f"{self._shown} refuses the API key (HTTP {status} to GET /models): "
+                        "check the key (--api-key-env) and --api-key-header, then rerun"
+                    )
                 return
             except (OSError, TimeoutError, client_error()) as exc:
                 reason = failure_kind(exc)
@@ -195,12 +202,8 @@ class OpenAIBackend(Backend):
                     completion = await self._create(request)
                 except StatusError as exc:
                     if exc.status < 500 and exc.status not in RETRIED:
-                        raise TeacherError(
-                            f"the endpoint refused the request: HTTP {exc.status}: "
-                            f"{self._short(exc.message)}; check --base-url, --model and the "
-                            "API key",
-                            where=self._shown,
-                        ) from None
+                        self.stats.failures[f"http {exc.status}"] += 1
+                        raise _refusal(exc, self._short(exc.message), self._shown) from None
                     if exc.status == 429:
                         self.limit.on_overload()
                         detail = f"HTTP 429 (rate limited) from {self._shown}"
@@ -272,6 +275,24 @@ class OpenAIBackend(Backend):
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def _refusal(exc: StatusError, message: str, shown: str) -> TeacherError:
+    """The error of a request the endpoint refused (a 4xx status it is not worth retrying),
+    with what to check for that status; a conversation past the model's context window is a
+    ``ContextOverflow``, which ends its rollout instead of the job."""
+    said = f"HTTP {exc.status}: {message}"
+    if exc.status in (400, 413, 422) and CONTEXT_REFUSAL.search(exc.message):
+        return ContextOverflow(
+            f"the conversation outgrew the model's context window ({said})", where=shown
+        )
+    if exc.status in (401, 403):
+        hint = "check the API key (--api-key-env) and --api-key-header"
+    elif exc.status == 404:
+        hint = "check --base-url and --model"
+    else:
+        hint = "check --model and the request settings the endpoint takes"
+    return TeacherError(f"the endpoint refused the request: {said}; {hint}", where=shown)
 
 
 def endpoint(base_url: str, path: str) -> str:

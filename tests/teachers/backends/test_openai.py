@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from hsa.errors import HsaError, TeacherError
+from hsa.teachers.backends.base import ContextOverflow
 from hsa.teachers.backends.openai import (
     OpenAIBackend,
     OpenAIConfig,
@@ -306,6 +307,35 @@ def test_the_environment_s_proxy_is_used_unless_bypassed(monkeypatch):
     assert env_proxy("http://api.example.com/v1/chat/completions") is None  # no HTTP_PROXY
     assert env_proxy("https://user:pw@localhost:8000/v1/chat/completions") is None
     assert env_proxy("https://127.0.0.1:8000/v1/chat/completions") is None
+
+
+def test_a_conversation_past_the_context_window_ends_its_rollout_not_the_job(serve):
+    def too_long(body):
+        raise HsaError("This model's maximum context length is 32768 tokens (max_model_len)")
+
+    served = serve(answer=too_long)
+    b = backend(served.url)
+    [error] = ask_all(b, ["x"])
+    # the rollout ends as truncated (a rerun would send the same): not a failed request
+    assert isinstance(error, ContextOverflow) and "outgrew the model's context" in str(error)
+    assert b.stats.failures["http 400"] == 1 and b.stats.retries == 0
+
+
+def test_a_refused_key_is_found_at_the_start_and_counted_per_request(serve):
+    served = serve(answer=echo, api_key="sk-SECRET-123")
+    wrong = backend(served.url, api_key="sk-WRONG-456")
+
+    async def start() -> None:
+        try:
+            await wrong.start()
+        finally:
+            await wrong.aclose()
+
+    with pytest.raises(TeacherError, match="refuses the API key") as caught:
+        asyncio.run(start())
+    assert "sk-WRONG" not in str(caught.value)
+    [error] = ask_all(wrong, ["x"])
+    assert "check the API key" in str(error) and wrong.stats.failures["http 401"] == 1
 
 
 def test_the_api_key_is_sent_and_never_shown(serve):
