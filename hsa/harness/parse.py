@@ -194,6 +194,10 @@ def parse(
                 if parsed is not None:
                     text, found = parsed
                     raw_calls = [(None, name, dict(args)) for name, args in found]
+            for said in (text, reasoning):
+                bad = unwritable(said, "$") if isinstance(said, str) else None
+                if bad is not None:  # a lone surrogate ("\ud83d") a lenient reader took
+                    raise ProtocolError(f"the assistant's text: {bad[1]}", where=where)
             # "" before calls is no text (a model's empty content beside its calls)
             if reasoning is not None or text or (text is not None and not raw_calls):
                 events.append(AssistantMessage(text or "", reasoning))

@@ -202,6 +202,7 @@ def _api_call(arguments: str) -> dict:
         # lenient JSON readers take these; no row can hold them
         (_api_call('{"query": "lamp", "limit": NaN}'), "$.limit: NaN or Infinity"),
         (_api_call('{"query": "lamp", "limit": 1e400}'), "$.limit: NaN or Infinity"),
+        (assistant_message("Here \ud83d"), "the assistant's text: "),
     ],
 )
 def test_unreadable_replies_are_format_failures(env, canonical, reply, problem):

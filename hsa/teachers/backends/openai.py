@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import os
 import random
 import ssl
@@ -266,6 +267,11 @@ class OpenAIBackend(Backend):
         try:
             return orjson.loads(payload)
         except orjson.JSONDecodeError:
+            pass
+        try:  # JSON orjson refuses, a lone surrogate's escape ("\ud83d") say: the reply is
+            # the model's, and reading it is the rollout's to judge
+            return json.loads(payload)
+        except (ValueError, UnicodeDecodeError):
             raise NotJson(status) from None
 
     def _short(self, text: str) -> str:
@@ -385,13 +391,13 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
             }
             for call in (message.get("tool_calls") or [])
         ]
-        content = message.get("content")
-        if content is not None and not isinstance(content, str):
-            raise TypeError("content is not a string")
+        content, thinking = _content(message.get("content"))
         # vLLM's servers since early 2026 (and others) call it ``reasoning``
         reasoning = message.get("reasoning_content")
         if reasoning is None:
             reasoning = message.get("reasoning")
+        if reasoning is None:
+            reasoning = thinking
         finish = choice.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
             raise TypeError("finish_reason is not a string")
@@ -419,6 +425,29 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
         latency_s=latency,
         attempts=attempts,
     )
+
+
+def _content(content: Any) -> tuple[str | None, str | None]:
+    """A message's text and the reasoning it holds. ``content`` is a string, or a list of
+    parts as some servers answer (Mistral's reasoning models: ``text`` parts, and ``thinking``
+    parts of text parts): their texts joined."""
+    if content is None or isinstance(content, str):
+        return content, None
+    if not isinstance(content, list):
+        raise TypeError("content is neither a string nor a list of parts")
+    texts: list[str] = []
+    thoughts: list[str] = []
+    for part in content:
+        kind = part.get("type")
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind == "thinking" and isinstance(part.get("thinking"), list | str):
+            inner = part["thinking"]
+            inner = [inner] if isinstance(inner, str) else [_content(inner)[0] or ""]
+            thoughts.extend(inner)
+        else:
+            raise TypeError(f"a content part of type {kind!r}, which is not text")
+    return "".join(texts), ("".join(thoughts) if thoughts else None)
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:

@@ -256,6 +256,30 @@ def test_reasoning_is_read_under_either_name_servers_give_it(field):
     assert answer.message["reasoning_content"] == "think first"
 
 
+def test_answers_in_the_forms_servers_give_them_are_read():
+    # content as a list of parts (Mistral's reasoning models), thinking parts as reasoning
+    parts = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "think "}]},
+        {"type": "text", "text": "Hello, "},
+        {"type": "text", "text": "world."},
+    ]
+    body = {
+        "choices": [{"message": {"role": "assistant", "content": parts}}],
+        "usage": {"prompt_tokens": 12.0, "completion_tokens": 3.0},  # whole numbers as floats
+    }
+    [answer] = ask_all(answering(Answered(200, json.dumps(body).encode())), ["x"])
+    assert answer.message["content"] == "Hello, world."
+    assert answer.message["reasoning_content"] == "think "
+    assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (12, 3)
+    # a lone surrogate's escape: orjson refuses the body, the reply is still the model's
+    lone = b'{"choices": [{"message": {"role": "assistant", "content": "hi \\ud83d"}}]}'
+    [answer] = ask_all(answering(Answered(200, lone)), ["x"])
+    assert answer.message["content"] == "hi \ud83d"
+    image = {"choices": [{"message": {"content": [{"type": "image_url", "image_url": {}}]}}]}
+    [error] = ask_all(answering(Answered(200, json.dumps(image).encode())), ["x"])
+    assert "a content part of type 'image_url'" in str(error)
+
+
 @pytest.mark.parametrize(
     ("choice", "usage", "what"),
     [
