@@ -655,7 +655,7 @@ def events(
         elif kind == "assistant":
             out.append(AssistantMessage(draw(texts()), draw(_REASONING)))
         elif kind == "calls":
-            if out and out[-1] == AssistantMessage(""):
+            while out and out[-1] == AssistantMessage(""):
                 out.pop()  # "" before calls is no text (an event list never holds it)
             if draw(st.booleans()):
                 said = AssistantMessage(draw(texts()), draw(_REASONING))
