@@ -80,6 +80,19 @@ _LAZY: dict[str, tuple[str, str]] = {
     "to_hf": ("hsa.datasets", "to_hf"),
 }
 
+#: the area packages, each imported on first use as an attribute of ``hsa``
+_AREAS = (
+    "harness",
+    "envs",
+    "augment",
+    "teachers",
+    "datasets",
+    "pipelines",
+    "train",
+    "eval",
+    "experiment",
+)
+
 if TYPE_CHECKING:  # what the lazy names are, for type checkers; tests keep the two in step
     from hsa.augment import Recipe, Rewrite, default_recipe, load_recipe, pick, plan, rule
     from hsa.datasets import open_source, scan_dataset, to_hf
@@ -135,10 +148,13 @@ __all__ = [
 if not TYPE_CHECKING:  # hidden from type checkers, which would take any name as valid
 
     def __getattr__(name: str) -> Any:
-        if name not in _LAZY:
+        if name in _AREAS:  # hsa.datasets.to_hf(...) after a plain ``import hsa``
+            value = _import_module(f"hsa.{name}")
+        elif name in _LAZY:
+            package, attribute = _LAZY[name]
+            value = getattr(_import_module(package), attribute)
+        else:
             raise AttributeError(f"module 'hsa' has no attribute {name!r}")
-        package, attribute = _LAZY[name]
-        value = getattr(_import_module(package), attribute)
         globals()[name] = value  # the next access is a plain attribute lookup
         return value
 

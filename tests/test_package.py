@@ -128,6 +128,14 @@ def test_the_public_api_is_the_listed_names_and_every_error():
     assert set(hsa.__all__) <= set(star)
 
 
+def test_an_area_package_is_an_attribute_after_a_plain_import():
+    # hsa.datasets.to_hf(DIR), as the README writes it, after only `import hsa`
+    loaded = _loaded("import hsa; hsa.datasets.iter_trl; hsa.eval", ("hsa",))
+    assert "hsa.datasets" in loaded and "hsa.eval" in loaded
+    assert "hsa.train" not in loaded  # each only when used
+    assert _loaded("import hsa", ("hsa",)) == ["hsa", "hsa.errors"]
+
+
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="module 'hsa' has no attribute 'Mapping'"):
         hsa.Mapping  # noqa: B018
