@@ -539,30 +539,44 @@ def test_rows_under_a_given_harness_read_skill_loads_and_hooks(tmp_path):
         import_source(tmp_path / "agent" / "tools.json", harness=harness)
 
 
-def test_a_row_whose_skill_load_came_back_as_other_than_the_skill_is_left_out_and_said(
-    tmp_path,
-):
+def _skill_agent(skill: Skill) -> tuple[Harness, dict]:
+    """A harness with one skill and its skill tool, and a call loading the skill."""
     harness = Harness(
         id="agent",
-        skills=(Skill("greet", "greet", "How to greet.", "Say hello.\n\nThen wave."),),
+        skills=(skill,),
         skill_tool=Tool(
             "load_skill",
             parameters={"type": "object", "properties": {"name": {"type": "string"}}},
         ),
     )
+    arguments = json.dumps({"name": skill.id})
     load = {
         "id": "x",
         "type": "function",
-        "function": {"name": "load_skill", "arguments": '{"name": "greet"}'},
+        "function": {"name": "load_skill", "arguments": arguments},
     }
+    return harness, load
+
+
+def _skill_row(load: dict, result: dict) -> dict:
+    """A row that loads a skill, gets ``result`` back, and answers."""
+    return _row(
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [load]},
+        {"role": "tool", "tool_call_id": load["id"], **result},
+        {"role": "assistant", "content": "Hello!"},
+    )
+
+
+def test_a_row_whose_skill_load_came_back_as_other_than_the_skill_is_left_out_and_said(
+    tmp_path,
+):
+    harness, load = _skill_agent(
+        Skill("greet", "greet", "How to greet.", "Say hello.\n\nThen wave.")
+    )
 
     def row(result: dict) -> dict:
-        return _row(
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None, "tool_calls": [load]},
-            {"role": "tool", "tool_call_id": "x", **result},
-            {"role": "assistant", "content": "Hello!"},
-        )
+        return _skill_row(load, result)
 
     as_json = json.dumps({"name": "greet", "content": "Say hello.\n\nThen wave."})
     rows = [
@@ -599,29 +613,9 @@ def test_a_row_whose_skill_load_came_back_as_other_than_the_skill_is_left_out_an
 def test_a_skill_of_front_matter_only_is_read_from_an_empty_result_not_from_an_error(
     tmp_path,
 ):
-    harness = Harness(
-        id="agent",
-        skills=(Skill("noted", "noted", "A skill of front matter only.", ""),),
-        skill_tool=Tool(
-            "load_skill",
-            parameters={"type": "object", "properties": {"name": {"type": "string"}}},
-        ),
-    )
-    load = {
-        "id": "x",
-        "type": "function",
-        "function": {"name": "load_skill", "arguments": '{"name": "noted"}'},
-    }
+    harness, load = _skill_agent(Skill("noted", "noted", "A skill of front matter only.", ""))
     results = ["", "---\nname: noted\ndescription: d\n---\n", "Error: permission denied"]
-    rows = [
-        _row(
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None, "tool_calls": [load]},
-            {"role": "tool", "tool_call_id": "x", "content": text},
-            {"role": "assistant", "content": "Done."},
-        )
-        for text in results
-    ]
+    rows = [_skill_row(load, {"content": text}) for text in results]
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = import_source(path, harness=harness)
