@@ -5,14 +5,13 @@ exactly one creates it) holding the holder's pid, host and start time, and remov
 run ends. A second run refuses with a ``DatasetError`` naming the holder. A lock whose holder
 is dead (its host is this host and its pid is not alive, or is another process's now: one that
 started at another time, as after a restart of a container, where pids repeat), or an empty
-lock file older than
-``_GRACE_S`` (a run killed between creating and writing it), is stale and taken over: the
-stale file is removed only under an ``flock`` on the ``folder/.hsa`` folder itself and only
-after reading it again there, so two runs that both found it stale cannot both get in (the
-second finds the first one's live lock when it re-reads). The kernel releases that ``flock``
-when its holder dies, so a run killed while taking over never leaves the folder stuck; and the
-takeover leaves no file behind. A holder that has ended but is not reaped yet (a zombie) is
-dead.
+lock file older than ``_GRACE_S`` (a run killed between creating and writing it), is stale
+and taken over: the stale file is removed only under an ``flock`` on the ``folder/.hsa``
+folder itself and only after reading it again there, so two runs that both found it stale
+cannot both get in (the second finds the first one's live lock when it re-reads). The kernel
+releases that ``flock`` when its holder dies, so a run killed while taking over never leaves
+the folder stuck; and the takeover leaves no file behind. A holder that has ended but is not
+reaped yet (a zombie) is dead.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ the first thing that went wrong, in this order:
 - ``unknown_tool``: a call (or skill load) naming something the harness does not offer;
 - ``invalid_arguments``: arguments the tool's schema refuses;
 - ``policy_violation``: a call a hook denied (or an answer a hook refused);
-- ``truncated``: a reply cut off at the token limit (``max_tokens``);
+- ``truncated``: a reply cut off at the token limit (``max_tokens``), or a conversation the
+  endpoint refused as past the model's context window;
 - ``step_limit``: no final answer within the steps allowed;
 - ``wrong_tool``, ``wrong_arguments``, ``wrong_final_answer``: a valid episode the environment
   scores unsolved, by what its scorer names (a required tool never called, a call with other

@@ -215,6 +215,9 @@ def test_a_conversation_past_the_context_window_is_a_truncated_rollout(env, cano
     result = run(spec_of(env.tasks()[0], canonical), env, Scripted([overflow]))
     assert result.ended == "context" and not result.verification.checks["complete"]
     assert result.verification.reason.startswith("context: the conversation outgrew")
+    from hsa.eval.metrics import failure_class  # how an evaluation classes the episode
+
+    assert failure_class(result) == "truncated"
 
 
 def test_loading_a_skill_the_harness_lacks_stops_the_rollout(env, canonical):
