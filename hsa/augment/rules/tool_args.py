@@ -151,7 +151,8 @@ def wrap_args(harness: Harness, rng: random.Random, params: dict[str, Any], cont
     """Wrap all of a tool's arguments into one required object (``{"params": {...}}``).
 
     ``$defs`` stay at the schema root so every ``$ref`` still resolves; the object-level
-    constraints (``required``, ``additionalProperties``, ...) move inside the wrapper.
+    constraints (``required``, ``additionalProperties``, ...) move inside the wrapper. A tool
+    whose arguments an ``update_input`` hook sets or removes by name is left alone.
     """
     # a $ref into the arguments (#/properties/...) would point elsewhere once they are
     # wrapped, and arguments the schema does not declare would stay outside the wrapper
@@ -302,7 +303,8 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
 
     The object's required fields become required top-level parameters. Only objects whose
     flattening is exact are touched (required, named properties, no combinators), so the
-    inverse rebuilds the object, an empty one included.
+    inverse rebuilds the object, an empty one included; not one an ``update_input`` hook sets
+    or removes by name.
     """
     join = params["join"] if params["join"] != "any" else rng.choice(["_", "__", "camel"])
 
