@@ -144,7 +144,8 @@ class RequestCache:
                 if puts:
                     try:
                         self._write([job[1] for job in puts])
-                    except sqlite3.Error as exc:
+                    except Exception as exc:  # the waiting requests get it: a thread that
+                        # died here would leave them waiting forever
                         error = TeacherError(
                             f"cannot write the request cache: {exc}", file=str(self.path)
                         )
@@ -157,7 +158,7 @@ class RequestCache:
                             "SELECT response FROM responses WHERE key = ?", args
                         ).fetchone()
                         results.append((future, row, loop, None))
-                    except sqlite3.Error as exc:
+                    except Exception as exc:  # as a write's
                         failure = TeacherError(
                             f"cannot read the request cache: {exc}", file=str(self.path)
                         )

@@ -93,3 +93,18 @@ def test_async_writes_are_committed_together_and_read_back(tmp_path):
     cache.close()  # the cache's thread finishes its queue and stops
     reopened = RequestCache(tmp_path / "cache.sqlite")
     assert len(reopened) == 50 and reopened.get("k7").message["content"] == "answer 7"
+
+
+def test_a_write_that_fails_is_an_error_of_its_request_not_a_wait_forever(tmp_path):
+    cache = RequestCache(tmp_path / "cache.sqlite")
+    unwritable = ChatResponse(assistant_message("half an emoji \ud83d"))  # no UTF-8 holds it
+
+    async def main():
+        with pytest.raises(TeacherError, match="cannot write the request cache"):
+            await asyncio.wait_for(cache.aput("k", "m", unwritable), timeout=30)
+        # the cache's thread lives on: the next request is stored and read back
+        await cache.aput("k2", "m", ChatResponse(assistant_message("fine")))
+        return await cache.aget("k2")
+
+    assert asyncio.run(main()).message["content"] == "fine"
+    cache.close()

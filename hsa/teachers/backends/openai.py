@@ -25,6 +25,7 @@ import errno
 import json
 import os
 import random
+import re
 import ssl
 import time
 import urllib.parse
@@ -268,11 +269,13 @@ class OpenAIBackend(Backend):
             return orjson.loads(payload)
         except orjson.JSONDecodeError:
             pass
-        try:  # JSON orjson refuses, a lone surrogate's escape ("\ud83d") say: the reply is
-            # the model's, and reading it is the rollout's to judge
-            return json.loads(payload)
+        try:  # JSON orjson refuses: a lone surrogate's escape ("\ud83d", half an emoji cut
+            # off), which no UTF-8 text holds, read as U+FFFD as a UTF-8 decoder reads what
+            # is not a character
+            found = json.loads(payload)
         except (ValueError, UnicodeDecodeError):
             raise NotJson(status) from None
+        return _without_lone_surrogates(found)
 
     def _short(self, text: str) -> str:
         return _short(redact(text, self.config.api_key))
@@ -425,6 +428,20 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
         latency_s=latency,
         attempts=attempts,
     )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # left alone by json.loads, which pairs the rest
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` (JSON) with every lone surrogate of its strings and keys replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def _content(content: Any) -> tuple[str | None, str | None]:
