@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 import click
 
-from hsa.cli.flags import AUGMENT, Setting, given, said_as_flags
+from hsa.cli.flags import AUGMENT, Setting, api_key_env_option, given, said_as_flags
 from hsa.cli.output import console, error_console, progress
 
 MB = 1 << 20
@@ -198,8 +199,13 @@ def augment_command(
 @click.option("--out", type=click.Path(path_type=Path), help="Override the config's 'out'.")
 @click.option("--tokenizer", type=click.Path(path_type=Path), cls=Setting, config=AUGMENT)
 @click.option("--seed", type=click.IntRange(min=0), cls=Setting, config=AUGMENT)
+@api_key_env_option
 def build_command(
-    config_path: Path, out: Path | None, tokenizer: Path | None, seed: int | None
+    config_path: Path,
+    out: Path | None,
+    tokenizer: Path | None,
+    seed: int | None,
+    api_key_env: str,
 ) -> None:
     """Build a dataset from a YAML config: source -> teacher -> augmentation -> splits -> card.
 
@@ -217,6 +223,11 @@ def build_command(
     if seed is not None:
         augment = dataclasses.replace(augment, seed=seed)
     config = dataclasses.replace(config, augment=augment)
+    key = (os.environ.get(api_key_env) or "").strip() or None
+    if key and config.teach.get("backend") == "openai" and "api_key" not in config.teach:
+        # an openai teacher's key, from the environment as hsa teach reads it (a config file
+        # is no place for a secret)
+        config = dataclasses.replace(config, teach={**config.teach, "api_key": key})
     names = {
         "read": "read trajectories (MB)",
         "tasks": "tasks",

@@ -324,7 +324,10 @@ class _Run:
                     surface_step = await self.next_step()
                 except StepError as exc:
                     return "format", str(exc), state
-                except ContextOverflow as exc:  # the model cannot go on: rejected, not retried
+                except ContextOverflow as exc:
+                    if not self.steps:  # the opening alone does not fit: a setting's error,
+                        return "backend", str(exc), state  # every task's (a longer context)
+                    # the conversation outgrew the window: the model cannot go on
                     return "context", exc.message, state
                 except TeacherError as exc:
                     return "backend", str(exc), state

@@ -4,11 +4,13 @@ line."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -170,3 +172,48 @@ def test_a_folder_in_use_and_an_empty_input_get_one_line(tmp_path: Path) -> None
     seeded = hsa("build", str(path), "--out", str(tmp_path / "ds"), "--seed", "5")
     assert seeded.returncode == 0, seeded.stderr
     assert json.loads((tmp_path / "ds" / "manifest.json").read_text())["seed"] == 5
+
+
+class _KeyedEndpoint(http.server.BaseHTTPRequestHandler):
+    """Refuses a request without the bearer key ``SECRET``; refuses every chat request with
+    it too (the test needs only to see the key arrive)."""
+
+    def _answer(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.headers.get("Authorization") != "Bearer SECRET":
+            self._answer(401, {"error": {"message": "invalid API key"}})
+        else:
+            self._answer(200, {"data": []})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._answer(400, {"error": {"message": "the key arrived"}})
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_an_openai_teacher_gets_its_key_from_the_environment_as_hsa_teach_does(tmp_path: Path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeyedEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        teach = {"backend": "openai", "base_url": url, "model": "m", "max_retries": 0}
+        path = config(tmp_path, teach=teach)
+        args = [sys.executable, "-c", CODE, "build", str(path), "--out", str(tmp_path / "o")]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        refused = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+        assert refused.returncode == 1 and "refuses the API key" in refused.stderr
+        env["OPENAI_API_KEY"] = "SECRET\n"
+        sent = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+        assert sent.returncode == 1 and "the key arrived" in sent.stderr, sent.stderr
+        assert "SECRET" not in sent.stderr + sent.stdout
+    finally:
+        server.shutdown()

@@ -212,7 +212,11 @@ def test_unreadable_replies_are_format_failures(env, canonical, reply, problem):
 
 def test_a_conversation_past_the_context_window_is_a_truncated_rollout(env, canonical):
     overflow = ContextOverflow("the conversation outgrew the model's context window (HTTP 400)")
-    result = run(spec_of(env.tasks()[0], canonical), env, Scripted([overflow]))
+    # refused at the first request, nothing has grown: a setting's error, sent again on a rerun
+    first = run(spec_of(env.tasks()[0], canonical), env, Scripted([overflow]))
+    assert first.ended == "backend"
+    search = _api_call('{"query": "lamp"}')
+    result = run(spec_of(env.tasks()[0], canonical), env, Scripted([search, overflow]))
     assert result.ended == "context" and not result.verification.checks["complete"]
     assert result.verification.reason.startswith("context: the conversation outgrew")
     from hsa.eval.metrics import failure_class  # how an evaluation classes the episode

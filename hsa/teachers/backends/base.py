@@ -21,12 +21,12 @@ class ContextOverflow(TeacherError):
 
 
 #: how servers say a request is past the model's context window (OpenAI's
-#: context_length_exceeded, vLLM's "maximum context length ... max_model_len", SGLang's
-#: "longer than the model's context length", TGI's "must be <= N")
-CONTEXT_REFUSAL = re.compile(
-    r"context[ _]length|maximum context|max_model_len|context window|must be <= \d+",
-    re.IGNORECASE,
-)
+#: context_length_exceeded, vLLM's "maximum context length", SGLang's "longer than the
+#: model's context length")
+CONTEXT_REFUSAL = re.compile(r"context[ _]length|maximum context|context window", re.IGNORECASE)
+#: ... and how they say it of a setting instead (vLLM: "'max_tokens' ... is too large: 4096.
+#: This model's maximum context length is 2048 tokens"): the job's error, every request's
+SETTING_REFUSAL = re.compile(r"max_tokens|max_completion_tokens|max_new_tokens", re.IGNORECASE)
 
 
 @dataclass(slots=True)

@@ -38,7 +38,13 @@ import orjson
 
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
-from hsa.teachers.backends.base import CONTEXT_REFUSAL, Backend, BackendStats, ContextOverflow
+from hsa.teachers.backends.base import (
+    CONTEXT_REFUSAL,
+    SETTING_REFUSAL,
+    Backend,
+    BackendStats,
+    ContextOverflow,
+)
 from hsa.teachers.config import TeachConfig, endpoint_problems, public_url
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message, dumps
 from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
@@ -158,7 +164,8 @@ class OpenAIBackend(Backend):
                 if status in (401, 403):  # every request would be refused the same way
                     raise TeacherError(
                         f"{self._shown} refuses the API key (HTTP {status} to GET /models): "
-                        "check the key (--api-key-env) and --api-key-header, then rerun"
+                        "check the key (--api-key-env) and the header it goes in "
+                        "(api_key_header), then rerun"
                     )
                 return
             except (OSError, TimeoutError, client_error()) as exc:
@@ -291,12 +298,16 @@ def _refusal(exc: StatusError, message: str, shown: str) -> TeacherError:
     with what to check for that status; a conversation past the model's context window is a
     ``ContextOverflow``, which ends its rollout instead of the job."""
     said = f"HTTP {exc.status}: {message}"
-    if exc.status in (400, 413, 422) and CONTEXT_REFUSAL.search(exc.message):
+    if (
+        exc.status in (400, 413, 422)
+        and CONTEXT_REFUSAL.search(exc.message)
+        and not SETTING_REFUSAL.search(exc.message)
+    ):
         return ContextOverflow(
             f"the conversation outgrew the model's context window ({said})", where=shown
         )
     if exc.status in (401, 403):
-        hint = "check the API key (--api-key-env) and --api-key-header"
+        hint = "check the API key (--api-key-env) and the header it goes in (api_key_header)"
     elif exc.status == 404:
         hint = "check --base-url and --model"
     else:

@@ -344,6 +344,18 @@ def test_a_conversation_past_the_context_window_ends_its_rollout_not_the_job(ser
     # the rollout ends as truncated (a rerun would send the same): not a failed request
     assert isinstance(error, ContextOverflow) and "outgrew the model's context" in str(error)
     assert b.stats.failures["http 400"] == 1 and b.stats.retries == 0
+    # a setting that does not fit is the job's error, however the server words it
+    for said in (
+        "'max_tokens' or 'max_completion_tokens' is too large: 4096. This model's maximum "
+        "context length is 2048 tokens",
+        "Input validation error: `best_of` must be <= 2. Given: 4",
+    ):
+
+        def refuse(body, said=said):
+            raise HsaError(said)
+
+        [error] = ask_all(backend(serve(answer=refuse).url), ["x"])
+        assert type(error) is TeacherError and "request settings" in str(error)
 
 
 def test_a_refused_key_is_found_at_the_start_and_counted_per_request(serve):
