@@ -324,7 +324,25 @@ def yaml_loader() -> type:
     UniqueKeys.yaml_implicit_resolvers = resolvers
     # a date tagged as one (!!timestamp 2024-01-05) is text too
     UniqueKeys.add_constructor(_TIMESTAMP, lambda loader, node: loader.construct_scalar(node))
+    for tag in _NOT_JSON:  # values JSON has no form for: refused where they are written
+        UniqueKeys.add_constructor(tag, _not_json)
     return UniqueKeys
+
+
+#: YAML's types that no JSON value is
+_NOT_JSON = ("tag:yaml.org,2002:set", "tag:yaml.org,2002:binary")
+
+
+def _not_json(loader: Any, node: Any) -> Any:
+    import yaml
+
+    kind = node.tag.rsplit(":", 1)[-1]
+    raise yaml.constructor.ConstructorError(
+        None,
+        None,
+        f"a {kind} (!!{kind}) has no JSON form; write a list or a string",
+        node.start_mark,
+    )
 
 
 def loads_yaml(text: str, *, error: type[HsaError], file: str | None = None) -> Any:

@@ -10,6 +10,7 @@ import yaml
 
 from hsa.config import yaml_loader
 from hsa.errors import HarnessError
+from hsa.harness.jsonvalues import unwritable
 from hsa.harness.model import Skill
 
 FRONT_MATTER_FIELDS = ("name", "description")
@@ -98,6 +99,11 @@ def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skil
             raise HarnessError(
                 f"front matter field {key!r} {problem}", file=file, where=f"line {line}"
             )
+    for key, value in front.items():
+        bad = unwritable(value, f"$.{key}") if isinstance(key, str) else None
+        if bad is not None:  # .nan, .inf: YAML has them, JSON (so a harness document) not
+            line = key_lines.get(key, 2)
+            raise HarnessError(f"front matter {bad[0]}: {bad[1]}", file=file, where=f"line {line}")
     extra = {k: v for k, v in front.items() if k not in FRONT_MATTER_FIELDS}
     return Skill(
         id=skill_id,

@@ -96,6 +96,21 @@ def test_a_date_in_front_matter_is_kept_as_the_text_it_is_written_as(tmp_path):
     json.dumps(skill.to_dict())
 
 
+@pytest.mark.parametrize(
+    ("front", "reason"),
+    [
+        ("metadata:\n  score: .nan", r"\$\.metadata\.score: NaN or Infinity"),
+        ("tags: !!set {fast, cheap}", r"a set \(!!set\) has no JSON form"),
+        ("logo: !!binary aGVsbG8=", r"a binary \(!!binary\) has no JSON form"),
+    ],
+)
+def test_front_matter_no_json_value_holds_is_refused_at_its_line(front, reason):
+    text = f"---\nname: a\ndescription: d.\n{front}\n---\nBody\n"
+    with pytest.raises(HsaError, match=reason) as err:
+        parse_skill_md(text, skill_id="a", file="SKILL.md")
+    assert err.value.where == "line 4"
+
+
 def test_cli_import_then_validate_round_trips(external, tmp_path):
     out = tmp_path / "skills"
     done = hsa("harness", "import", str(external / "agent-skills"), "--out", str(out))
