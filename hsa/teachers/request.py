@@ -149,8 +149,10 @@ class Usage:
         counts = [data.get(k) or 0 for k in ("prompt_tokens", "completion_tokens")]
         # a whole number written as a float (12.0) is one
         counts = [int(c) if isinstance(c, float) and c.is_integer() else c for c in counts]
-        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
-            raise ValueError(f"usage counts are not whole numbers: {counts}")
+        if not all(
+            isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 2**63 for c in counts
+        ):
+            raise ValueError(f"usage counts are not whole numbers of tokens: {counts}")
         return cls(*counts)
 
 

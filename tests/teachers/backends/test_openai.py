@@ -290,6 +290,7 @@ def test_answers_in_the_forms_servers_give_them_are_read():
         ({"message": {"content": "hi"}, "finish_reason": 3}, None, "finish_reason"),
         ({"message": {"content": "hi"}}, "n/a", "usage is not an object"),
         ({"message": {"content": "hi"}}, {"prompt_tokens": "many"}, "not whole numbers"),
+        ({"message": {"content": "hi"}}, {"prompt_tokens": 1e19}, "not whole numbers"),
     ],
 )
 def test_a_completion_of_the_wrong_shape_is_an_error_of_the_endpoint(choice, usage, what):
