@@ -266,8 +266,8 @@ def _card_kept(report: Any, tokenizer: str | None) -> tuple[str, ...]:
         return ()
     card = report.out / "README.md"
     return (
-        f"the dataset is complete already: its card keeps the token counts it was written "
-        f"with, not {tokenizer}'s (delete {card} and rerun to write the card again with it)",
+        "the dataset is complete already: its card is not written again, so --tokenizer "
+        f"counted nothing (to count its tokens with {tokenizer}, delete {card} and rerun)",
     )
 
 
