@@ -196,6 +196,7 @@ def tiny_model_command(data: Path, out: Path, hidden: int, layers: int) -> None:
     """A tiny untrained Qwen2-shaped model and a tokenizer trained on DATA's texts, with the
     Qwen2.5 tool-calling template: a model folder to try every training and evaluation
     command on a CPU, offline. It learns nothing useful."""
+    import shutil
     import tempfile
 
     from hsa.datasets.export import to_hf
@@ -208,7 +209,18 @@ def tiny_model_command(data: Path, out: Path, hidden: int, layers: int) -> None:
         what = "a file" if not out.is_dir() else "a folder of other files"
         fail(f"{out}: is {what}; --out names a new or empty folder for the model")
     manifest_of(data)  # a clear error for a folder that is not a dataset
-    with tempfile.TemporaryDirectory() as cache:
-        rows = to_hf(data, "train", cache_dir=cache)
-        save_tiny(out, texts_of(rows), hidden=hidden, layers=layers)
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a read-only place, one of another user's
+        fail(f"{out}: cannot create: {exc.strerror or exc}")
+    try:
+        with tempfile.TemporaryDirectory() as cache:
+            rows = to_hf(data, "train", cache_dir=cache)
+            save_tiny(out, texts_of(rows), hidden=hidden, layers=layers)
+    except OSError as exc:  # a full disk
+        fail(f"{out}: cannot write the model: {exc.strerror or exc}")
+    finally:
+        if created and not (out / "config.json").is_file():  # no model: leave no half of one
+            shutil.rmtree(out, ignore_errors=True)
     console().print(f"wrote a tiny model ({hidden} hidden, {layers} layers) to {out}")

@@ -91,3 +91,11 @@ def test_a_model_is_never_written_over_other_files(tmp_path):
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert "--out names a new or empty folder" in done.stderr
     assert (mine / "README.md").read_text() == "my notes"
+    # a folder that cannot be made is one error
+    teach, data = tmp_path / "teach", tmp_path / "data"
+    assert hsa("teach", "--tasks", "2", "--out", str(teach)).returncode == 0
+    assert hsa("augment", "--input", str(teach), "--out", str(data)).returncode == 0
+    under_a_file = tmp_path / "notes.yaml" / "m"
+    done = hsa("train", "tiny-model", "--data", str(data), "--out", str(under_a_file))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"{under_a_file}: cannot create" in done.stderr
