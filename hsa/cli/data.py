@@ -254,9 +254,9 @@ def build_command(
         rows.append(("teacher", "skipped (done before)"))
     rows += _augment_rows(report.augment, time.monotonic() - started)
     _summary("hsa build: done", rows)
-    done = report.augment
+    done = report.augment  # its notes carry what the teacher left out
     notes = () if done is None else (*done.notes, *_card_kept(done, config.augment.tokenizer))
-    for note in (*report.left_out, *notes):
+    for note in notes:
         console().print(f"note: {note}")
 
 

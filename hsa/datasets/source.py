@@ -245,7 +245,7 @@ def open_source(
         )
         if not files:
             raise DatasetError("no Parquet shards found", file=str(path))
-        return _parquet_source(path, files)
+        return replace(_parquet_source(path, files), notes=_left_out(path / "manifest.json"))
     if path.suffix == ".parquet":
         return _parquet_source(path, [path])
     if path.suffix in (".jsonl", ".json"):
@@ -254,6 +254,16 @@ def open_source(
         "expected a directory of Parquet shards, a .parquet file or an OpenAI chat .jsonl file",
         file=str(path),
     )
+
+
+def _left_out(manifest: Path) -> tuple[str, ...]:
+    """What the teacher job whose output holds ``manifest`` left out of its source, and why
+    (``hsa teach`` writes it there), as notes that go on to the dataset."""
+    try:
+        found = json.loads(manifest.read_text("utf-8")).get("left_out") or []
+    except (OSError, ValueError, AttributeError):
+        return ()
+    return tuple(f"the teacher left out {entry}" for entry in found if isinstance(entry, str))
 
 
 def _is_augmented(manifest: Path) -> bool:

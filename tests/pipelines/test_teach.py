@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from hsa.datasets import conversation
+from hsa.datasets import conversation, open_source
 from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
 from hsa.datasets.shards import write_shard
 from hsa.errors import TeacherError
@@ -442,6 +442,9 @@ def test_tasks_that_ask_another_again_are_left_out_and_counted(tmp_path, externa
         "entries: augmentation varies the form itself)",
         note,
     ]
+    # and they go on to the dataset made of the output (hsa build's, hsa augment's)
+    source = open_source(tmp_path / "out")
+    assert source.notes == tuple(f"the teacher left out {n}" for n in manifest["left_out"])
     only = TeachConfig(env="bfcl", env_options={"path": str(external / "bfcl" / MULTI_TURN)})
     with pytest.raises(TeacherError, match="has no tasks; 200 multi_turn_base task"):
         teach(only, tmp_path / "multi")
