@@ -614,13 +614,19 @@ def test_a_skill_of_front_matter_only_is_read_from_an_empty_result_not_from_an_e
     tmp_path,
 ):
     harness, load = _skill_agent(Skill("noted", "noted", "A skill of front matter only.", ""))
-    results = ["", "---\nname: noted\ndescription: d\n---\n", "Error: permission denied"]
+    results = [
+        "",
+        "---\nname: noted\ndescription: d\n---\n",
+        '{"name": "noted", "content": ""}',
+        "Error: permission denied",
+        '{"error": "permission denied"}',
+    ]
     rows = [_skill_row(load, {"content": text}) for text in results]
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = import_source(path, harness=harness)
-    assert [t.metadata["line"] for t in result.trajectories] == [1, 2]
-    assert result.notes[0].endswith("line(s) 3")
+    assert [t.metadata["line"] for t in result.trajectories] == [1, 2, 3]
+    assert result.notes[0].endswith("line(s) 4, 5")
 
 
 def _lookup(call_id: str, order: str) -> dict:

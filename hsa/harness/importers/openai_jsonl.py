@@ -202,6 +202,13 @@ def _is_skill(content: str, skill: Skill) -> bool:
     return it)."""
     wanted = " ".join(skill.content.split())
     if not wanted:  # a skill of front matter only: every text holds it, an error's included
+        if content.lstrip().startswith("{"):  # {"name": ..., "content": ""}, as tools return it
+            try:
+                found = json.loads(content)
+            except ValueError:
+                return False
+            inner = found.get("content") if isinstance(found, dict) else None
+            return isinstance(inner, str) and not _after_front_matter(inner).strip()
         return not _after_front_matter(content).strip()
     if wanted in " ".join(content.split()):
         return True
