@@ -5,7 +5,7 @@ A recipe is YAML validated by the JSON Schema shipped as ``hsa/augment/schema/re
     seed: 0
     variants_per_harness: 8      # variants planned per harness
     variants_per_trajectory: 2   # of which each trajectory is rendered under this many
-    include_canonical: false     # also keep the unchanged harness
+    include_canonical: false     # also the unchanged harness (unset: each command's default)
     min_rules: 1                 # a variant applies at least this many rules
     max_rules: null              # ... and at most this many
     base:                        # applied to every variant first, never drawn or counted
@@ -79,7 +79,10 @@ class Recipe:
     seed: int = 0
     variants_per_harness: int = 4
     variants_per_trajectory: int = 1
-    include_canonical: bool = False
+    #: also the canonical, unchanged harness: ``plan`` lists its variant first, and a command
+    #: whose own setting (``hsa augment``'s ``keep_canonical``, ``hsa teach``'s and ``hsa train
+    #: rl``'s ``include_canonical``) is unset follows it; None: unset, each command's default
+    include_canonical: bool | None = None
     min_rules: int = 1
     max_rules: int | None = None
     #: rules applied to every variant before the drawn ones (a compact harness, say): not
@@ -148,15 +151,22 @@ class Recipe:
         return {name: get(name).version for name in names}
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "seed": self.seed,
-            "variants_per_harness": self.variants_per_harness,
-            "variants_per_trajectory": self.variants_per_trajectory,
-            "include_canonical": self.include_canonical,
-            "min_rules": self.min_rules,
-            "max_rules": self.max_rules,
-            "rules": [r.to_dict() for r in self.rules],
-        } | ({"base": [_base_dict(r) for r in self.base]} if self.base else {})
+        return (
+            {
+                "seed": self.seed,
+                "variants_per_harness": self.variants_per_harness,
+                "variants_per_trajectory": self.variants_per_trajectory,
+                "min_rules": self.min_rules,
+                "max_rules": self.max_rules,
+                "rules": [r.to_dict() for r in self.rules],
+            }
+            | (
+                {}
+                if self.include_canonical is None
+                else {"include_canonical": self.include_canonical}
+            )
+            | ({"base": [_base_dict(r) for r in self.base]} if self.base else {})
+        )
 
     def to_yaml(self) -> str:
         from hsa.harness.io import dump_yaml
@@ -188,7 +198,7 @@ class Recipe:
                 seed=int(data.get("seed", 0)),
                 variants_per_harness=int(data.get("variants_per_harness", 4)),
                 variants_per_trajectory=int(data.get("variants_per_trajectory", 1)),
-                include_canonical=bool(data.get("include_canonical", False)),
+                include_canonical=data.get("include_canonical"),
                 min_rules=int(data.get("min_rules", 1)),
                 max_rules=data.get("max_rules"),
             )

@@ -96,8 +96,10 @@ class AugmentConfig:
         "(too few differ, or the others' text protocols would read its assistant text as "
         "calls) is reported (AugmentReport.short, the manifest), never hidden.",
     )
-    keep_canonical: bool = setting(
-        True, help="Also write each trajectory under its unchanged harness."
+    keep_canonical: bool | None = setting(
+        None,
+        help="Also write each trajectory under its unchanged harness (unset: the recipe's "
+        "include_canonical, and yes when the recipe does not say).",
     )
     batch_size: int = setting(4096, help="Trajectories per shard batch.")
     splits: Mapping[str, float] = setting(
@@ -123,7 +125,7 @@ class AugmentConfig:
         refuse(typed(self), DatasetError)
         problems = bounded(self, "batch_size", "workers", low=1)
         problems += bounded(self, "variants_per_trajectory", low=0, high=_MAX_VARIANTS)
-        if self.variants_per_trajectory == 0 and not self.keep_canonical:
+        if self.variants_per_trajectory == 0 and not self.keeps_canonical:
             problems.append(
                 ("variants_per_trajectory", "0 variants and no canonical rows: no row to write")
             )
@@ -152,6 +154,15 @@ class AugmentConfig:
             recipe = dataclasses.replace(recipe, variants_per_harness=k)
         return recipe, seed, k
 
+    @property
+    def keeps_canonical(self) -> bool:
+        """Whether each trajectory is also written under its unchanged harness: this
+        setting, else the recipe's ``include_canonical``, else yes."""
+        if self.keep_canonical is not None:
+            return self.keep_canonical
+        recipe = self.recipe if self.recipe is not None else default_recipe()
+        return True if recipe.include_canonical is None else recipe.include_canonical
+
     def to_dict(self) -> dict[str, Any]:
         recipe, seed, k = self.resolved()
         return {
@@ -160,7 +171,7 @@ class AugmentConfig:
             "rule_versions": recipe.versions,
             "seed": seed,
             "variants_per_trajectory": k,
-            "keep_canonical": self.keep_canonical,
+            "keep_canonical": self.keeps_canonical,
             "batch_size": self.batch_size,
             "splits": dict(self.splits),
             "include_unverified": self.include_unverified,
@@ -737,7 +748,7 @@ def _batches(
         for harness_id, tools, skills, slots in found.get("contexts", []):
             harness = known.get(harness_id)
             if harness is not None:
-                planner.canonical_of(harness) if config.keep_canonical else None
+                planner.canonical_of(harness) if config.keeps_canonical else None
                 group = planner.group(harness, tuple(tools), tuple(skills))
                 pairs.extend((group, slot) for slot in slots)
         planner.prefetch(pairs)
@@ -877,13 +888,13 @@ def _batch(
     # what a rerun plans again for the variants file
     contexts = [[*key, sorted(taken.get(groups[g], ()))] for key, g in read.group_keys.items()]
     short = int((chosen[:, k - 1] < 0).sum()) if k and n else 0
-    if config.keep_canonical:
+    if config.keeps_canonical:
         canonical = [planner.canonical_of(harness_of[h]) for h in harness_ids]
     timings["plan"] += time.perf_counter() - started
     then()
     started = time.perf_counter()
     parts = [chosen]
-    if config.keep_canonical:
+    if config.keeps_canonical:
         canon = np.array(canonical, dtype=np.int64).reshape(-1, 1)
         parts = [canon, chosen]
     grid = np.concatenate(parts, axis=1) if n else np.zeros((0, 1), np.int64)

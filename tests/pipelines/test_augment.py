@@ -709,3 +709,25 @@ def test_an_output_inside_the_input_folder_is_refused(shards: Path) -> None:
     with pytest.raises(DatasetError, match="is inside the input"):
         augment(open_source(shards), shards / "out", config())
     assert not (shards / "out").exists()
+
+
+def test_the_recipes_include_canonical_decides_unless_a_setting_does(
+    tmp_path: Path, shards: Path
+) -> None:
+    # one config pattern: a flag or config, then the recipe, then the command's default (yes)
+    def canonical_rows(name: str, include: bool | None, keep: bool | None) -> int:
+        chosen = dataclasses.replace(recipe(), include_canonical=include)
+        setup = AugmentConfig(recipe=chosen, keep_canonical=keep, variants_per_trajectory=1)
+        augment(open_source(shards), tmp_path / name, setup)
+        return sum(row["canonical"] for row in iter_rows(tmp_path / name))
+
+    assert canonical_rows("unset", None, None) == 48
+    assert canonical_rows("recipe-no", False, None) == 0
+    assert canonical_rows("recipe-yes", True, None) == 48
+    assert canonical_rows("flag-yes", False, True) == 48
+    assert canonical_rows("flag-no", True, False) == 0
+    with pytest.raises(DatasetError, match="no row to write"):
+        AugmentConfig(
+            recipe=dataclasses.replace(recipe(), include_canonical=False),
+            variants_per_trajectory=0,
+        )
