@@ -57,6 +57,15 @@ _BUILTINS_LOADED = False
 _PLUGINS_LOADED = False
 _BROKEN: dict[str, BrokenPlugin] = {}
 _LOADING: list[str] = []  # rules registered while an entry point loads, to withdraw on failure
+_PLUGIN_OF: dict[str, str] = {}  # the entry point that registered each plugin rule, by rule
+
+
+class _NameTaken(RuleError):
+    """A rule's name is registered already, by another rule."""
+
+    def __init__(self, message: str, *, name: str):
+        super().__init__(message, where=f"rule {name!r}")
+        self.name = name
 
 
 def register(item: Rule) -> Rule:
@@ -77,10 +86,9 @@ def register(item: Rule) -> Rule:
             # renamed, perhaps): the new definition replaces the old one
             _RULES[item.name] = item
             return item
-        raise RuleError(
-            f"rule {item.name!r} is already registered (from {existing.fn.__module__}); "
-            "pick another name",
-            where=f"rule {item.name!r}",
+        raise _NameTaken(
+            f"the name is already registered (from {existing.fn.__module__}); pick another name",
+            name=item.name,
         )
     _RULES[item.name] = item
     _LOADING.append(item.name)
@@ -148,9 +156,18 @@ def _load_plugins() -> None:
                 own = exc.where and not exc.where.startswith("entry point ")
                 error = f"{exc.where}: {exc.message}" if own else exc.message
             withdrawn = tuple(dict.fromkeys(_LOADING))
+            if isinstance(exc, _NameTaken) and exc.name in _PLUGIN_OF:
+                # Two plugins claim one name: which one a recipe means cannot be told, and the
+                # first to load (by entry point name) is no more right than the other.
+                other = _PLUGIN_OF.pop(exc.name)
+                _RULES.pop(exc.name, None)
+                withdrawn += (exc.name,)
+                error = f"{error}; entry point {ENTRY_POINT_GROUP}:{other} claims it too"
             for name in withdrawn:
                 _RULES.pop(name, None)
             _BROKEN[ep.name] = BrokenPlugin(ep.name, ep.value, error, withdrawn)
+        else:
+            _PLUGIN_OF.update(dict.fromkeys(_LOADING, ep.name))
         finally:
             _LOADING.clear()
 

@@ -270,6 +270,7 @@ def plugins(monkeypatch) -> Callable[..., None]:
     def install(*entry_points) -> None:
         monkeypatch.setattr(registry, "_RULES", dict(builtin))
         monkeypatch.setattr(registry, "_BROKEN", {})
+        monkeypatch.setattr(registry, "_PLUGIN_OF", {})
         monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
         monkeypatch.setattr(registry.metadata, "entry_points", lambda group: list(entry_points))
 

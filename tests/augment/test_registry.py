@@ -165,8 +165,31 @@ def test_an_entry_point_of_the_wrong_kind_or_a_taken_name_is_broken(plugins, mon
     assert "fake.upper" in {r.name for r in all_rules()}
     assert get_rule("tools.rename").fn is not fake_rules._upper
     broken = {b.name: b.error for b in broken_plugins()}
-    assert "rule 'tools.rename' is already registered" in broken["clash"]
+    assert broken["clash"].startswith("rule 'tools.rename': the name is already registered")
     assert broken["function"] == (
         "it is a function; it must name a module, a Rule or a list of Rules"
     )
     assert set(broken) == {"clash", "function"}
+
+
+def test_a_name_two_plugins_claim_is_neither_plugins(plugins, monkeypatch):
+    # the first to load (by entry point name) is no more right than the other: a recipe
+    # naming it would run whichever sorted first, and checks would pass the wrong code
+    import fake_rules
+
+    def _lower(harness, rng, params, context):
+        return fake_rules._upper(harness, rng, params, context)
+
+    dup = registry.Rule("fake.upper", "1", _lower, doc="Dup.")
+    monkeypatch.setattr(fake_rules, "DUP", dup, raising=False)
+    plugins(
+        metadata.EntryPoint(name="a_dup", value="fake_rules:DUP", group="hsa.rules"),
+        metadata.EntryPoint(name="real", value="fake_rules:RULES", group="hsa.rules"),
+    )
+    assert "fake.upper" not in {r.name for r in all_rules()}
+    (broken,) = broken_plugins()
+    assert broken.name == "real" and broken.rules == ("fake.upper",)
+    assert "entry point hsa.rules:a_dup claims it too" in broken.error
+    with pytest.raises(RuleError, match="comes from the plugin 'fake_rules:RULES'") as caught:
+        get_rule("fake.upper")
+    assert "a_dup claims it too" in str(caught.value)
