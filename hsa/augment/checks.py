@@ -8,7 +8,7 @@ For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
   resolved), which still declares every argument the call passes (where the original schema
   declared the canonical call's); every skill load names a skill of ``h'``;
 - ``values``: argument values are data and stay as they are, except values respelled from an
-  ``enum`` the original schema declares into one the new schema declares;
+  ``enum`` the original schema declares into one the new schema declares, one-to-one;
 - ``hooks``: every hook of ``h`` is in ``h'`` (under its mapped id) with the same event,
   effect and payload function, and its matcher selects exactly the renamed tools
   (and turns) it selected before; a hook ``h'`` adds may only add context;
@@ -261,6 +261,35 @@ def value_problems(
     return out
 
 
+def enum_step_problems(mapping: RewriteMapping) -> list[tuple[str, str]]:
+    """Enum respellings that are not one-to-one: two canonical values spelled alike (the
+    call's value cannot be told back, whichever the trajectories hold), or one value spelled
+    two ways. Read from the mapping alone, so no trajectory needs to hold both values."""
+    out = []
+    for tool, tool_map in sorted(mapping.tools.items()):
+        for step in tool_map.steps:
+            if step.kind != "enum":
+                continue
+            forward: dict[str, Any] = {}
+            backward: dict[str, Any] = {}
+            for old, new in step.values:
+                for seen, key, value, what in (
+                    (forward, old, new, "respelled both"),
+                    (backward, new, old, "is the respelling of both"),
+                ):
+                    typed = _canonical_json(key)
+                    if typed in seen and _canonical_json(seen[typed]) != _canonical_json(value):
+                        out.append(
+                            (
+                                f"tool {tool!r} at {list(step.path)}",
+                                f"enum value {key!r} {what} {seen[typed]!r} and {value!r}: "
+                                "a respelling must be one-to-one",
+                            )
+                        )
+                    seen.setdefault(typed, value)
+    return out
+
+
 # --- (b) round trip ---
 
 
@@ -301,8 +330,12 @@ def hook_problems(original: Harness, h2: Harness, m: RewriteMapping) -> list[tup
                 if was != now:
                     if tool is None and surface is not None:
                         on = f"tool {surface!r}, which the rewrite added"
+                    elif tool is None:
+                        on = "no tool"
+                    elif tool == surface:
+                        on = f"tool {tool!r}"
                     else:
-                        on = "no tool" if tool is None else f"tool {tool!r} (now {surface!r})"
+                        on = f"tool {tool!r} (now {surface!r})"
                     fires = "fires" if now else "no longer fires"
                     problems.append((where, f"{fires} on {on} at turn {turn}"))
                     break
@@ -558,7 +591,8 @@ def check_rewrite(
     baseline_calls = call_problems(original, events)
     found = call_problems(h2, surface) or declared_problems(original, h2, events, surface)
     record("schema", [(f"event {i}", msg) for i, msg in found], skip=bool(baseline_calls))
-    record("values", [(f"event {i}", msg) for i, msg in value_problems(original, h2, m, events)])
+    values = [(f"event {i}", msg) for i, msg in value_problems(original, h2, m, events)]
+    record("values", enum_step_problems(m) + values)
     hooks, names = _harness_level(original, h2, m)
     record("hooks", hooks)
     record("names", names)

@@ -150,6 +150,8 @@ def _apply_resolved(
         rewrite = rewrite.then(step)
         applied.append((item.name, item.version, resolved))
         stages.append(rewrite.harness)
+    if stages:
+        _check_used(harness, rewrite, context, [a[0] for a in applied])
     # Validating once at the end keeps planning cheap; only when the result is invalid are the
     # intermediate harnesses checked, to name the first rule that broke it.
     if stages and harness_problems(rewrite.harness):
@@ -161,6 +163,67 @@ def _apply_resolved(
                     where=f"rule {applied[index][0]!r} (after {[a[0] for a in applied[:index]]})",
                 )
     return rewrite, tuple(applied)
+
+
+def _check_used(harness: Harness, rewrite: Rewrite, context: Context, applied: list[str]) -> None:
+    """Refuse a rewrite under which what the trajectories use is gone: a tool they call (or
+    a skill they load) that the mapping sends to a name the variant's harness lacks. Such a
+    rewrite's mapping and harness disagree (a rule recorded a rename it did not make, or made
+    one it did not record), and its rows would call tools their own harness does not offer.
+    Without a context every tool and skill of the harness may be used: no rule that drops
+    one ran (dropping needs to know what is used)."""
+    mapping, after = rewrite.mapping, rewrite.harness
+    known = harness.derived(_names_called)
+    used_tools = known if context.used_tools is None else context.used_tools & known
+    names = _tool_names(after)
+    lost = [
+        ("tool", name, mapping.tool_name(name))
+        for name in sorted(used_tools)
+        if mapping.tool_name(name) not in names
+    ]
+    if not lost and harness.skills:
+        ids = {s.id for s in after.skills}
+        skills = {s.id for s in harness.skills}
+        used = skills if context.used_skills is None else context.used_skills & skills
+        lost = [
+            ("skill", name, mapping.skills.get(name, name))
+            for name in sorted(used)
+            if mapping.skills.get(name, name) not in ids
+        ]
+    if not lost:
+        return
+    kind, name, new = lost[0]
+    use = "calls" if kind == "tool" else "loads"
+    if new == name:
+        why = (
+            f"the rewritten harness has no {kind} {name!r} and the mapping gives it no other "
+            f"name: dropped while the trajectories' {use} use it, or renamed without the "
+            "rename in the mapping"
+        )
+    else:
+        why = (
+            f"the mapping renames {kind} {name!r} to {new!r}, which the rewritten harness does "
+            "not have: a rename recorded but not made"
+        )
+    raise RuleError(
+        f"{why} (rows would {use[:-1]} a {kind} their harness does not offer)",
+        where=f"rules {applied}" if len(applied) > 1 else f"rule {applied[0]!r}",
+    )
+
+
+def _tool_names(harness: Harness) -> frozenset[str]:
+    """The names of ``harness``'s tools, the skill tool's included (``Harness.tool``)."""
+    return harness.derived(_names_of_tools)
+
+
+def _names_called(harness: Harness) -> frozenset[str]:
+    """The names calls may name: its tools' (skill loads are not calls)."""
+    return frozenset(t.name for t in harness.tools)
+
+
+def _names_of_tools(harness: Harness) -> frozenset[str]:
+    skill_tool = [] if harness.skill_tool is None else [harness.skill_tool.name]
+    return frozenset([t.name for t in harness.tools] + skill_tool)
 
 
 #: the fields that make a harness what it is (its cache of derived values aside)

@@ -212,6 +212,13 @@ class Recipe:
                 file=file,
                 where=f"{root}.variants_per_trajectory",
             )
+        if 0 < len(recipe.rules) < recipe.min_rules:
+            raise RuleError(
+                f"min_rules ({recipe.min_rules}) exceeds the {len(recipe.rules)} rule(s) the "
+                "recipe draws from: no variant can apply that many",
+                file=file,
+                where=f"{root}.min_rules",
+            )
         if recipe.max_rules is not None and recipe.max_rules < recipe.min_rules:
             raise RuleError(
                 f"max_rules ({recipe.max_rules}) is below min_rules ({recipe.min_rules})",

@@ -116,6 +116,17 @@ def subjects_from_source(
     return found
 
 
+def parquet_files(path: Path) -> list[Path] | None:
+    """The Parquet files ``path`` names: itself, or a folder's shards (``hsa teach``'s
+    output, say; hsa's own ``.hsa`` state aside), in name order; None when it is neither."""
+    if path.suffix == ".parquet" and not path.is_dir():
+        return [path]
+    if not path.is_dir():
+        return None
+    shards = sorted(p for p in path.rglob("*.parquet") if ".hsa" not in p.relative_to(path).parts)
+    return shards or None
+
+
 def subjects_from_files(
     harness: Harness, trajectories: Path, *, limit: int | None = None
 ) -> list[Subject]:
@@ -124,14 +135,18 @@ def subjects_from_files(
     ``RecordedEnvironment`` built from the file's own calls and results."""
     from hsa.envs.recorded import RecordedEnvironment
 
-    if trajectories.suffix != ".parquet":
+    if not trajectories.exists():
+        raise HsaError("no such file or folder", file=str(trajectories))
+    shards = parquet_files(trajectories)
+    if shards is None:
         return subjects_from_source(trajectories, harness=harness, limit=limit)
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from hsa.harness.events import trajectories_from_table
 
     try:
-        table = pq.read_table(trajectories)
+        table = pa.concat_tables([pq.read_table(shard) for shard in shards])
     except (OSError, ValueError) as exc:
         raise HsaError(f"cannot read Parquet: {exc}", file=str(trajectories)) from None
     found = trajectories_from_table(table)

@@ -123,7 +123,7 @@ def preview_cmd(
     out.print(
         f"# {item.name} (seed {seed}, params {json.dumps(dict(result.params))})", markup=False
     )
-    if not result.harness_diff:
+    if not result.harness_diff and result.rewrite.mapping.is_identity:
         out.print(
             f"\n{item.name} changes nothing on this harness with seed {seed} (a variant drawing "
             "it here would leave it out of its rules)",
@@ -131,18 +131,22 @@ def preview_cmd(
         )
         return
     out.print("\n## harness\n", markup=False)
-    out.print(result.harness_diff, markup=False, end="")
+    out.print(result.harness_diff or "(unchanged)\n", markup=False, end="")
     out.print("\n## rendered trajectory\n", markup=False)
     out.print(result.conversation_diff or "(unchanged)\n", markup=False, end="")
 
 
 def _subjects(harness_path, trajectories, sources, env_names, limit):
     from hsa.augment import suite
+    from hsa.augment.suite import parquet_files
 
     subjects = []
     if trajectories is not None and harness_path is None:
-        if trajectories.suffix == ".parquet":
-            fail("--trajectories FILE.parquet needs --harness (the harness it was recorded under)")
+        if parquet_files(trajectories) is not None:
+            fail(
+                f"--trajectories {trajectories} (Parquet) needs --harness (the harness it was "
+                "recorded under)"
+            )
         # OpenAI chat rows carry their own tools: harnesses are derived from them by the same
         # importer `hsa augment` reads a JSONL file with.
         subjects += suite.subjects_from_source(trajectories, limit=limit)

@@ -17,6 +17,7 @@ from hsa.augment.checks import (
     SKIP,
     Replay,
     check_rewrite,
+    enum_step_problems,
     tally,
     value_problems,
 )
@@ -472,3 +473,40 @@ def test_a_skipped_check_lists_no_failure_of_the_rule():
     report = _run(_rename({"get_order": "fetch_order"}), harness, tuple(broken))
     assert report.outcomes["schema"] == SKIP
     assert not [f for f in report.failures if f.check == "schema"]
+
+
+def test_an_enum_respelling_that_merges_two_values_fails_without_a_trajectory_holding_both():
+    # the trajectories hold 'price' only, which maps back; 'rating' would come back as 'price'
+    def merge(harness, rng, params, context):
+        values = (("price", "X"), ("rating", "X"))
+        tools = [
+            dataclasses.replace(
+                t,
+                parameters={
+                    **t.parameters,
+                    "properties": {
+                        **t.parameters["properties"],
+                        "sort": {"type": "string", "enum": ["X"]},
+                    },
+                },
+            )
+            if t.name == "search"
+            else t
+            for t in harness.tools
+        ]
+        steps = (Step("enum", ("sort",), values=values),)
+        mapping = RewriteMapping(tools={"search": ToolMap("search", steps)})
+        return Rewrite(harness.replace(tools=tools), mapping)
+
+    report = _run(merge)
+    assert "values" in _failed(report)
+    (failure,) = [f for f in report.failures if f.check == "values"]
+    assert failure.where == "tool 'search' at ['sort']"
+    assert failure.message == (
+        "enum value 'X' is the respelling of both 'price' and 'rating': a respelling must be "
+        "one-to-one"
+    )
+    # the built-in respelling is one-to-one
+    harness = make_harness()
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.enum_values"), {"style": "upper"})], seed=0)
+    assert enum_step_problems(rewrite.mapping) == []

@@ -38,6 +38,7 @@ def test_good_recipe_round_trips():
             "$.variants_per",
             "exceeds",
         ),
+        ("rules: [{rule: tools.rename}]\nmin_rules: 2", "$.min_rules", "exceeds the 1 rule"),
         ("rules: []\nextra: 1", "$", "extra"),
         ("rules: [", "line", "invalid YAML"),
     ],

@@ -162,7 +162,23 @@ def test_a_rule_that_reads_the_trajectory_without_declaring_the_need_is_checked_
 
     report = _check_one(keep_used)
     assert not report.ok
-    assert report.outcomes["schema"] == "fail"
+    # planning refuses it: the rewrite drops a tool the trajectory calls
+    assert report.outcomes == {"harness": "fail"}
+    assert "has no tool 'get_order' and the mapping gives it no other name" in describe(report)
+
+
+def test_a_rewrite_whose_mapping_and_harness_disagree_is_refused_as_it_is_planned():
+    # a rename recorded but not made: rows would call tools their own harness lacks
+    from hsa.augment import RewriteMapping, ToolMap
+
+    def wrong_map(harness, rng, params, context):
+        return Rewrite(harness, RewriteMapping(tools={"get_order": ToolMap("get_order_y")}))
+
+    report = _check_one(wrong_map)
+    assert report.outcomes == {"harness": "fail"}
+    assert "renames tool 'get_order' to 'get_order_y', which the rewritten harness" in describe(
+        report
+    )
 
 
 def test_a_corpus_whose_entries_are_all_unscored_says_why_nothing_is_checked(external):

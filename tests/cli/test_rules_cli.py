@@ -186,7 +186,7 @@ def test_check_fails_with_exit_1_on_a_broken_rule(tmp_path):
         env=env,
     )
     assert out.returncode == 1
-    assert "unknown tool 'get_order'; available: " in out.stderr
+    assert "has no tool 'get_order' and the mapping gives it no other name" in out.stderr
     assert "hsa: error: 1 rule(s) failed a task-preservation check: broken.rename_tool_only" in (
         out.stderr
     )
@@ -380,7 +380,23 @@ def yaml_dump(data) -> str:
 
 def test_parquet_trajectories_need_a_harness(tmp_path):
     out = hsa("rules", "check", "--trajectories", str(tmp_path / "t.parquet"))
-    assert out.returncode == 1 and "--trajectories FILE.parquet needs --harness" in out.stderr
+    assert out.returncode == 1 and "(Parquet) needs --harness" in out.stderr
+
+
+def test_a_folder_of_shards_holds_trajectories_and_a_missing_file_is_named(tmp_path):
+    # hsa teach's output (data/<split>/part-*.parquet), as hsa augment --input takes it
+    teach = hsa("teach", "--env", "livestream", "--tasks", "3", "--out", str(tmp_path / "t"))
+    assert teach.returncode == 0, teach.stderr
+    harness = tmp_path / "h"
+    shown = hsa("env", "export", "livestream", str(harness), "--n-tasks", "3")
+    assert shown.returncode == 0, shown.stderr
+    args = ["rules", "check", "--rule", "tools.rename", "--harness", str(harness), "--seeds", "1"]
+    out = hsa(*args, "--trajectories", str(tmp_path / "t"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert re.search(r"^\s*3 trajectories x 1 seeds", out.stdout, re.MULTILINE)
+    missing = hsa(*args, "--trajectories", str(tmp_path / "nope.parquet"))
+    assert missing.returncode == 1
+    assert f"{tmp_path / 'nope.parquet'}: no such file or folder" in missing.stderr
 
 
 def test_chat_jsonl_trajectories_carry_their_own_harnesses():
