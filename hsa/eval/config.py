@@ -66,10 +66,10 @@ class EvalConfig:
     api_key: str | None = same_as(TeachConfig, "api_key")
     suites: tuple[str, ...] = setting(
         ("canonical", "variants"),
-        help="Suites to run: canonical (the environment's own harness), variants (held-out "
-        "harness variants), firstcall (the first reply to each task under its harness and "
-        "variants, scored name / argument keys / exact call), bfcl (BFCL's format-sensitivity "
-        "configurations), ifeval (general "
+        help="Suites to run, given in any order and run and reported in this one: canonical "
+        "(the environment's own harness), variants (held-out harness variants), firstcall (the "
+        "first reply to each task under its harness and variants, scored name / argument keys "
+        "/ exact call), bfcl (BFCL's format-sensitivity configurations), ifeval (general "
         "instruction following, scored by lm-eval's IFEval checker; needs lm-eval and "
         "ifeval_data).",
     )
@@ -125,6 +125,8 @@ class EvalConfig:
             )
         elif not self.suites:
             problems.append(("suites", f"no suite given: name one or more of {', '.join(SUITES)}"))
+        else:  # in SUITES order: ``a,b`` and ``b,a`` are one run, written and reported alike
+            object.__setattr__(self, "suites", tuple(s for s in SUITES if s in self.suites))
         if self.split not in SPLITS:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
         problems += bounded(self, "temperature", "max_retries", low=0)
@@ -204,7 +206,8 @@ class EvalConfig:
 
 
 def _suites(value: Any) -> tuple[str, ...]:
-    """Suites from ``a,b`` text or a list, in the order given, each once."""
+    """Suites from ``a,b`` text or a list, in the order given, each once (``EvalConfig``
+    then puts them in ``SUITES`` order)."""
     items = value.split(",") if isinstance(value, str) else list(value)
     out: list[str] = []
     for item in items:

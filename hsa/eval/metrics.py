@@ -3,19 +3,27 @@
 ``success`` is the environment's score of the episode (the model reached a final answer and
 the environment scores it solved), whatever happened on the way; ``verified`` is the teacher's
 stricter verdict (every call also validated and ran). A failed episode gets one failure class,
-the first thing that went wrong, in this order:
+read from its checks and its calls, not from the words of its reason (which names how it
+ended: a step limit hides the unknown tool called at every step). The first that applies, in
+this order -- a cut-off reply, how the episode ended, then verification's checks in their own
+order, each decided by the first call that failed it, then the step limit and the score:
 
-- ``unparseable_call``: a reply that does not parse under the harness's protocol;
-- ``unknown_tool``: a call (or skill load) naming something the harness does not offer;
-- ``invalid_arguments``: arguments the tool's schema refuses;
-- ``policy_violation``: a call a hook denied (or an answer a hook refused);
 - ``truncated``: a reply cut off at the token limit (``max_tokens``), or a conversation the
-  endpoint refused as past the model's context window;
+  endpoint refused as past the model's context window (what follows comes from it);
+- ``unknown_tool``: a skill load naming a skill the harness does not offer (it ends the
+  episode);
+- ``error``: the environment or harness failed (not the model);
+- ``unparseable_call``: a reply that does not parse under the harness's protocol (the format
+  check);
+- ``unknown_tool``, ``invalid_arguments``: the first call the harness refused (the schema
+  check), by why: a tool it does not offer, or arguments the tool's schema refuses;
+- ``policy_violation``, ``wrong_arguments``: the first call that did not run (the execution
+  check): one a hook denied, or one the environment answered with an error;
 - ``step_limit``: no final answer within the steps allowed;
-- ``wrong_tool``, ``wrong_arguments``, ``wrong_final_answer``: a valid episode the environment
-  scores unsolved, by what its scorer names (a required tool never called, a call with other
-  arguments, an answer missing a fact);
-- ``error``: the environment or harness failed (not the model).
+- ``policy_violation``, ``wrong_tool``, ``wrong_arguments``, ``wrong_final_answer``: a valid
+  episode the environment scores unsolved, by what its scorer names first (an answer a hook
+  refused or a forbidden claim, a required tool never called, a call with other arguments, an
+  answer missing a fact).
 """
 
 from __future__ import annotations
@@ -27,7 +35,11 @@ from typing import Any
 import pyarrow as pa
 
 from hsa.augment.rule import FAMILIES
-from hsa.harness.events import ToolCall, UserMessage
+from hsa.envs.hook_runtime import DENIED
+from hsa.errors import HsaError
+from hsa.harness.arguments import checker_of
+from hsa.harness.events import ToolCall, ToolResult, UserMessage
+from hsa.harness.parse import parse
 from hsa.teachers.rollout import Rollout
 
 FAILURES = (
@@ -100,19 +112,48 @@ def failure_class(result: Rollout) -> str | None:
     reason = result.verification.reason
     if not checks.get("complete", True):  # a cut-off reply explains what follows from it
         return "truncated"
-    if ended == "format":
-        return "unparseable_call"
     if ended == "schema":
         return "unknown_tool"  # a skill load the harness lacks
     if ended == "error":
         return "error"
+    if not checks.get("format", True):  # a reply that did not parse ended it, or one that
+        return "unparseable_call"  # parses back as something else was recorded
     if not checks.get("schema", True):
-        return "unknown_tool" if "unknown tool" in reason else "invalid_arguments"
+        return _refused_class(result)
     if not checks.get("execution", True):
-        return "policy_violation" if _POLICY.search(reason) else "wrong_arguments"
+        return _unrun_class(result)
     if ended == "step_limit":
         return "step_limit"
     return _score_class(reason, result)
+
+
+def _refused_class(result: Rollout) -> str:
+    """``unknown_tool`` or ``invalid_arguments``: why the harness refused the episode's first
+    refused call, checked again on the calls as the model wrote them (the surface
+    conversation's: the canonical events hold a refused call's name mapped back, which may
+    name a tool the surface offers)."""
+    surface = result.spec.variant.harness
+    try:
+        calls = [e for e in parse(result.conversation, surface) if isinstance(e, ToolCall)]
+    except HsaError:  # not once the format check passed; if it does, the reason's words
+        reason = result.verification.reason
+        return "unknown_tool" if "unknown tool" in reason else "invalid_arguments"
+    checker = checker_of(surface)
+    for call in calls:
+        problem = checker.problem(call.tool, call.args)
+        if problem is not None:  # the forms ``hsa.harness.arguments`` documents
+            return "unknown_tool" if problem.startswith("unknown tool") else "invalid_arguments"
+    return "invalid_arguments"
+
+
+def _unrun_class(result: Rollout) -> str:
+    """``policy_violation`` when the episode's first call that did not run was denied by a
+    hook (its result is the runtime's ``DENIED``), else ``wrong_arguments``: the environment
+    answered it with an error."""
+    for event in result.events:
+        if isinstance(event, ToolResult) and event.is_error:
+            return "policy_violation" if event.content == DENIED else "wrong_arguments"
+    return "wrong_arguments"
 
 
 def _score_class(reason: str, result: Rollout) -> str:

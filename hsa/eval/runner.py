@@ -45,7 +45,7 @@ from hsa.teachers.backends.base import Backend, run_async
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.make import make_backend
 from hsa.teachers.request import Sampling
-from hsa.teachers.rollout import RolloutConfig, planned_kept, rollout
+from hsa.teachers.rollout import OPENING_TOO_LONG, RolloutConfig, planned_kept, rollout
 
 EPISODES = "episodes.parquet"
 SUMMARY = "summary.json"
@@ -90,10 +90,16 @@ class EvalIncomplete(TeacherError):
     def __init__(self, report: EvalReport):
         reasons = report.retry_reasons.most_common()
         why = reasons[0][0] if reasons else "the backend failed"
+        if why.startswith(OPENING_TOO_LONG):  # a rerun would be refused the same way
+            then = (
+                "A rerun gets the same refusal: serve the model with a longer context window "
+                "(vLLM's --max-model-len), lower max_tokens, or leave those tasks out"
+            )
+        else:
+            then = "Once it answers, rerun the same command: answered requests come from the cache"
         super().__init__(
             f"{report.retry} of {report.episodes} episodes got no answer from the model "
-            f"({why}); no result was written (only the request cache). Once it answers, rerun "
-            "the same command: answered requests come from the cache",
+            f"({why}); no result was written (only the request cache). {then}",
             file=str(report.out),
         )
         self.report = report
@@ -130,8 +136,31 @@ def check_recipe(recipe: Recipe, training: Recipe | None) -> None:
         )
 
 
+def check_domains(config: EvalConfig, env: Environment) -> None:
+    """Refuse a tau2 corpus of several domains (its ``domains/`` folder, say): a tau2
+    environment is one domain, whose tasks run under its harness, and the suites would
+    otherwise mix the domains (canonical) or fail on the environment's several harnesses
+    (variants)."""
+    if env.name != "tau2":
+        return
+    harnesses = env.harnesses()
+    if len(harnesses) < 2:
+        return
+    domains = [str(h.metadata.get("domain") or h.id) for h in harnesses]
+    path = config.env_options.get("path")
+    folders = [str(Path(path) / d) for d in domains] if path is not None else domains
+    raise EvalError(
+        f"holds {len(domains)} tau2 domains ({', '.join(domains)}), and an evaluation runs "
+        "one domain's tasks under its harness: pass one domain's folder as the path "
+        f"(--env-path on the command line): {' or '.join(folders)}",
+        file=None if path is None else str(path),
+        where="env_options.path",
+    )
+
+
 def plan(config: EvalConfig, env: Environment, training: Recipe | None = None) -> list[Episode]:
     """The run's episodes, in order."""
+    check_domains(config, env)
     recipe = None
     if config.recipe is not None or "variants" in config.suites or "firstcall" in config.suites:
         recipe = heldout_recipe(config.recipe)

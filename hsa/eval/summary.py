@@ -120,10 +120,14 @@ def suite_summary(
         out["by_config"] = configs
         rates = [c["success"] for c in configs.values() if c["success"] is not None]
         if rates:
+            # the sample standard deviation, 0 for one configuration, as BFCL's own checker
+            # (berkeley-function-call-leaderboard/bfcl_eval/eval_checker/eval_runner.py,
+            # format sensitivity) takes it across configurations
+            std = statistics.stdev(rates) if len(rates) > 1 else 0.0
             out["format_sensitivity"] = {
                 "configurations": len(rates),
                 "mean": round(statistics.fmean(rates), 6),
-                "std": round(statistics.pstdev(rates), 6),
+                "std": round(std, 6),
                 "max_delta": round(max(rates) - min(rates), 6),
             }
     out["tokens"] = {

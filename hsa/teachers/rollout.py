@@ -49,6 +49,9 @@ from hsa.teachers.verify import Verification, call_attempt, verify
 REPAIR_PREFIX = "Your last reply could not be read:"
 #: request metadata keys: the variant (an oracle cannot guess renamed tools) and the task
 VARIANT_KEY = "hsa_variant"
+#: how the detail of a rollout begins when its first request did not fit the model's context
+#: window: a setting's error (every attempt gets the same refusal), not the model's failure
+OPENING_TOO_LONG = "the task's opening does not fit the model's context window"
 TASK_KEY = "hsa_task"
 
 
@@ -326,7 +329,8 @@ class _Run:
                     return "format", str(exc), state
                 except ContextOverflow as exc:
                     if not self.steps:  # the opening alone does not fit: a setting's error,
-                        return "backend", str(exc), state  # every task's (a longer context)
+                        # every task's (a longer context)
+                        return "backend", f"{OPENING_TOO_LONG}: {exc}", state
                     # the conversation outgrew the window: the model cannot go on
                     return "context", exc.message, state
                 except TeacherError as exc:

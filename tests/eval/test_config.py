@@ -24,13 +24,20 @@ def test_defaults_are_valid():
     ("given", "suites"),
     [
         ("canonical,variants", ("canonical", "variants")),
-        (" bfcl , canonical ,bfcl,", ("bfcl", "canonical")),
-        (["variants", "canonical"], ("variants", "canonical")),
+        (" bfcl , canonical ,bfcl,", ("canonical", "bfcl")),
+        (["variants", "canonical"], ("canonical", "variants")),
+        (("ifeval", "firstcall", "variants"), ("variants", "firstcall", "ifeval")),
     ],
 )
-def test_suites_as_text_or_list_become_a_tuple(given, suites):
+def test_suites_as_text_or_list_become_a_tuple_in_suites_order(given, suites):
     assert EvalConfig(suites=given).suites == suites
     assert EvalConfig.from_dict({"suites": given}).suites == suites
+
+
+def test_output_hash_ignores_the_order_suites_are_given_in():
+    one = EvalConfig(suites="variants,canonical")
+    assert one.output_hash() == EvalConfig(suites="canonical,variants").output_hash()
+    assert one.public_dict()["suites"] == ["canonical", "variants"]
 
 
 @pytest.mark.parametrize(

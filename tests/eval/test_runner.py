@@ -14,7 +14,7 @@ from hsa.errors import EvalError, TeacherError
 from hsa.eval.config import EvalConfig
 from hsa.eval.runner import EPISODES, SUMMARY, EvalIncomplete, evaluate, plan
 from hsa.eval.suites import heldout_recipe
-from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.backends.base import Backend, BackendStats, ContextOverflow
 from hsa.teachers.oracle import OracleBackend, OracleResponder
 from hsa.teachers.request import ChatRequest, ChatResponse
 from tests.fakes import Unloadable
@@ -169,12 +169,42 @@ class Down(Backend):
         raise TeacherError("connection refused after 3 attempts")
 
 
+@pytest.mark.parametrize("suites", ["canonical", "canonical,variants"])
+def test_a_tau2_folder_of_several_domains_is_refused_naming_each(external, tmp_path, suites):
+    """Run as it is, canonical would mix the domains' tasks and variants fail on their two
+    harnesses: refused before anything runs or is written, naming the folders to pass."""
+    corpus = external / "tau2"
+    config = _config(env="tau2", env_options={"path": str(corpus)}, suites=suites, tasks=2)
+    with pytest.raises(EvalError) as caught:
+        evaluate(config, tmp_path / "run", backend=Down())
+    error = caught.value
+    assert error.file == str(corpus) and error.where == "env_options.path"
+    assert "holds 2 tau2 domains (airline, retail)" in error.message
+    assert f"{corpus / 'airline'} or {corpus / 'retail'}" in error.message
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
 def test_an_unanswered_run_writes_nothing_and_says_why(livestream, tmp_path):
     out = tmp_path / "run"
     with pytest.raises(EvalIncomplete) as caught:
         evaluate(_config(tasks=3, variants=1), out, env=livestream, backend=Down())
     assert "connection refused" in str(caught.value) and caught.value.report.retry == 6
     assert not (out / SUMMARY).exists() and not (out / EPISODES).exists()
+
+
+class TooLong(Down):
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        raise ContextOverflow("the conversation outgrew the model's context window (HTTP 400)")
+
+
+def test_openings_past_the_context_window_do_not_say_a_rerun_helps(livestream, tmp_path):
+    # every attempt gets the same refusal: the error says what to change instead
+    with pytest.raises(EvalIncomplete) as caught:
+        evaluate(_config(tasks=2, variants=1), tmp_path / "run", env=livestream, backend=TooLong())
+    message = str(caught.value)
+    assert "the task's opening does not fit the model's context window" in message
+    assert "A rerun gets the same refusal: serve the model with a longer context" in message
+    assert "Once it answers" not in message
 
 
 class Flaky(Backend):
@@ -289,6 +319,20 @@ def test_a_directory_of_another_run_is_refused(livestream, tmp_path):
     evaluate(_config(tasks=3, variants=1), tmp_path / "run", env=livestream)
     with pytest.raises(EvalError, match="other settings"):
         evaluate(_config(tasks=3, variants=1, seed=9), tmp_path / "run", env=livestream)
+
+
+def test_a_rerun_with_the_suites_in_another_order_is_the_same_run(livestream, tmp_path):
+    """The suites' order is not a setting: the episodes, summary and report come out alike."""
+    out, cache = tmp_path / "run", str(tmp_path / "cache.sqlite")
+    config = _config(tasks=2, variants=1, suites="variants,canonical", cache=cache)
+    first = evaluate(config, out, env=livestream)
+    written = {name: (out / name).read_bytes() for name in (EPISODES, "report.md")}
+    assert list(first.summary["suites"]) == ["canonical", "variants"]
+    config = _config(tasks=2, variants=1, suites="canonical,variants", cache=cache)
+    again = evaluate(config, out, env=livestream)
+    assert again.requests == 0 and again.summary["suites"] == first.summary["suites"]
+    assert again.summary["config"] == first.summary["config"]
+    assert {name: (out / name).read_bytes() for name in written} == written
 
 
 def test_a_held_out_recipe_that_overlaps_training_is_refused(livestream, probe):

@@ -243,13 +243,26 @@ def test_bfcl_suite_reports_format_sensitivity():
     assert found["format_sensitivity"] == {
         "configurations": 4,
         "mean": 0.5,
-        # population: sqrt((0.0625 + 0 + 0 + 0.0625) / 4), not the sample's sqrt(0.125 / 3)
-        "std": 0.176777,
+        # the sample's sqrt(0.125 / 3), as BFCL's checker takes it, not the population's
+        # sqrt((0.0625 + 0 + 0 + 0.0625) / 4)
+        "std": 0.204124,
         "max_delta": 0.5,
     }
-    assert found["format_sensitivity"]["std"] == round(statistics.pstdev(rates), 6)
-    assert not math.isclose(found["format_sensitivity"]["std"], statistics.stdev(rates))
+    assert found["format_sensitivity"]["std"] == round(statistics.stdev(rates), 6)
+    assert not math.isclose(found["format_sensitivity"]["std"], statistics.pstdev(rates))
     assert "by_family" not in found
+
+
+def test_format_sensitivity_of_one_configuration_has_no_spread():
+    """BFCL's checker gives 0 where one configuration leaves no sample deviation."""
+    rows = [row(suite="bfcl", config="plain", task_group=f"t{t}", success=t < 1) for t in range(2)]
+    found = suite_summary("bfcl", rows, resamples=200, seed=0)
+    assert found["format_sensitivity"] == {
+        "configurations": 1,
+        "mean": 0.5,
+        "std": 0.0,
+        "max_delta": 0.0,
+    }
 
 
 def test_failures_are_counted_per_class_and_sorted():
