@@ -94,8 +94,13 @@ def sft_command(
         shown.print(f"resumed from {report.resumed_from}")
     shown.print(
         f"sft: {report.steps} steps on {counts.get('train', 0)} rows "
-        f"({counts.get('canonical', 0)} canonical, {counts.get('variants', 0)} variants); "
-        f"loss {_curve(report.losses)}"
+        f"({counts.get('canonical', 0)} canonical, {counts.get('variants', 0)} variants"
+        + (
+            f"; {counts['dropped']} more dropped at max_length, see README.md"
+            if counts.get("dropped")
+            else ""
+        )
+        + f"); loss {_curve(report.losses)}"
     )
     shown.print(f"wrote {out} (model, hsa-train.json, README.md) in {report.wall_s:.1f} s")
 

@@ -91,10 +91,17 @@ def render_card(
         lines.append(
             f"Distilled on-policy from `{hsa.get('teacher')}` (TRL's DistillationTrainer) on "
             f"{prompts.get('prompts', 0):,} prompts cut from {prompts.get('rows', 0):,} rows of "
-            f"the hsa dataset `{hsa.get('data')}` (manifest hash `{data.get('manifest_hash')}`), "
+            f"the `{hsa.get('split', 'train')}` split of the hsa dataset `{hsa.get('data')}` "
+            f"(manifest hash `{data.get('manifest_hash')}`), "
             f"{prompts.get('variant_prompts', 0):,} of them under harness variants; "
-            f"{prompts.get('api_rows_left_out', 0):,} rows under the api protocol were left out "
-            "(their tools cannot be rendered per row by the trainer)."
+            + (
+                f"{prompts.get('api_rows_left_out', 0):,} of the split's "
+                f"{prompts['split_rows']:,} rows are under the api protocol and were left out "
+                if "split_rows" in prompts
+                else f"{prompts.get('api_rows_left_out', 0):,} rows under the api protocol were "
+                "left out "
+            )
+            + "(their tools cannot be rendered per row by the trainer)."
         )
     else:
         lines.append(
@@ -105,6 +112,18 @@ def render_card(
             + (f"; {rows['eval']:,} evaluation rows" if "eval" in rows else "")
             + "."
         )
+        if rows.get("dropped") or rows.get("eval_dropped"):
+            lines.append(
+                f"TRL dropped {rows.get('dropped', 0):,} more training rows "
+                f"({rows.get('dropped_canonical', 0):,} canonical, "
+                f"{rows.get('dropped_variants', 0):,} under variants)"
+                + (
+                    f" and {rows['eval_dropped']:,} evaluation rows"
+                    if rows.get("eval_dropped")
+                    else ""
+                )
+                + f": {data.get('dropped_because', 'they had nothing left to learn')}."
+            )
     lines += ["", "| setting | value |", "|---|---|"]
     lines += [f"| `{k}` | `{trl.get(k)}` |" for k in _SHOWN if k in trl]
     lines.append("")

@@ -152,9 +152,17 @@ def trl_args(
                 where=f"$.{key}",
             )
     try:
-        return trl_config(**values)
+        args = trl_config(**values)
     except (TypeError, ValueError, ArithmeticError) as exc:
         raise TrainError(f"{trl_config.__name__}: {exc}", file=file) from None
+    if args.max_steps <= 0 and args.num_train_epochs <= 0:  # the trainer would stop at step 0
+        raise TrainError(
+            f"num_train_epochs {args.num_train_epochs} without max_steps trains 0 steps: set "
+            "num_train_epochs above 0, or max_steps",
+            file=file,
+            where="$.num_train_epochs",
+        )
+    return args
 
 
 #: TRL and transformers settings and their least value: below it a run fails deep inside

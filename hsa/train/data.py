@@ -37,13 +37,15 @@ def first_call(messages: list[dict[str, Any]]) -> tuple[list[dict], list[dict]] 
 
 def _firstcall_view(rows: Any) -> Any:
     def cut(batch: dict[str, list]) -> dict[str, list]:
-        out: dict[str, list] = {"prompt": [], "completion": [], "tools": []}
-        for messages, tools in zip(batch["messages"], batch["tools"], strict=True):
+        out: dict[str, list] = {"prompt": [], "completion": [], "tools": [], "canonical": []}
+        rows = zip(batch["messages"], batch["tools"], batch["canonical"], strict=True)
+        for messages, tools, canonical in rows:
             found = first_call(messages)
             if found is not None:
                 out["prompt"].append(found[0])
                 out["completion"].append(found[1])
                 out["tools"].append(tools)
+                out["canonical"].append(canonical)
         return out
 
     return rows.map(cut, batched=True, remove_columns=rows.column_names)
@@ -51,13 +53,16 @@ def _firstcall_view(rows: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class TrainingRows:
-    """The rows of a run and what they are: counts by kind, and the dataset's identity."""
+    """The rows of a run and what they are: counts by kind, and the dataset's identity.
+    ``canonical`` says of each training row, in order, whether it is under the canonical
+    harness (to count the rows TRL keeps)."""
 
     train: Any  # datasets.Dataset
     eval: Any | None
     counts: dict[str, int]
     manifest_hash: str | None
     recipe: Any | None
+    canonical: tuple[bool, ...] = ()
 
 
 def manifest_of(data: Path) -> dict[str, Any]:
@@ -173,4 +178,5 @@ def load_rows(
         counts=counts,
         manifest_hash=manifest.get("config_hash"),
         recipe=recipe,
+        canonical=tuple(bool(c) for c in train["canonical"]),
     )

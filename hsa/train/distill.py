@@ -25,7 +25,7 @@ from hsa.errors import TrainError
 from hsa.train.card import HF_CACHE, finish, scratch_removed_on_failure, settings_dict
 from hsa.train.config import prepare
 from hsa.train.data import manifest_of, recipe_of
-from hsa.train.sft import load_model, resume_point, run_identity
+from hsa.train.sft import load_model, resume_point, run_identity, trained_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,8 @@ class DistillReport:
 
 def cut_prompts(rows: Any, limit: int | None = None) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Prompts from dataset rows: each row cut before each of its assistant turns, rows under
-    the ``api`` protocol left out (see the module docstring). Returns them and the counts."""
+    the ``api`` protocol left out (see the module docstring). Returns them and the counts, of
+    the rows read: with a ``limit``, the rows after the one that reached it are not read."""
     prompts: list[dict[str, Any]] = []
     counts = {"rows": 0, "api_rows_left_out": 0, "variant_prompts": 0}
     for row in rows:
@@ -73,6 +74,31 @@ def cut_prompts(rows: Any, limit: int | None = None) -> tuple[list[dict[str, Any
                     return prompts, counts
     counts["prompts"] = len(prompts)
     return prompts, counts
+
+
+def check_prompts(prompts: int, args: Any, settings: DistillSettings, file: str | None) -> None:
+    """Refuse a run whose ``prompts`` fill no batch: TRL's ``DistillationTrainer`` draws whole
+    batches of ``per_device_train_batch_size`` x ``gradient_accumulation_steps`` prompts per
+    process and leaves a short one out, so it would train 0 steps and write the student as it
+    was."""
+    per_process = int(args.per_device_train_batch_size) * int(args.gradient_accumulation_steps)
+    batch = per_process * int(args.world_size)
+    if prompts >= batch:
+        return
+    more = (
+        f"raise hsa.max_prompts (now {settings.max_prompts}) or lower"
+        if settings.max_prompts is not None and settings.max_prompts < batch
+        else "lower"
+    )
+    processes = f" x {args.world_size} processes" if args.world_size > 1 else ""
+    raise TrainError(
+        f"{prompts} prompts fill no batch of {batch} (per_device_train_batch_size "
+        f"{args.per_device_train_batch_size} x gradient_accumulation_steps "
+        f"{args.gradient_accumulation_steps}{processes}): TRL trains on whole batches only, so "
+        f"the run would train 0 steps; {more} per_device_train_batch_size",
+        file=file,
+        where="$.per_device_train_batch_size",
+    )
 
 
 def _plain(message: dict[str, Any]) -> dict[str, Any]:
@@ -119,6 +145,9 @@ def train_distill(
             "DistillationTrainer cannot render per row; build data with in-prompt protocols",
             file=str(settings.data),
         )
+    counts["split_rows"] = len(rows)
+    counts["api_rows_left_out"] = sum(p == "api" for p in rows["protocol"])
+    check_prompts(len(prompts), args, settings, file)
     student, tokenizer = load_model(str(settings.model))
     teacher, teacher_tokenizer = load_model(str(settings.teacher))
     ours, theirs = tokenizer.get_vocab(), teacher_tokenizer.get_vocab()
@@ -148,6 +177,11 @@ def train_distill(
         "hsa": settings_dict(settings),
         "data": {"manifest_hash": manifest.get("config_hash"), "prompts": counts},
         "recipe": recipe_of(manifest),
+        "run": {
+            "steps": report.steps,
+            "tokens": trained_tokens(trainer.state.log_history),
+            "wall_s": round(time.monotonic() - started, 1),
+        },
     }
     finish(out, trainer, tokenizer, resolved, report.losses)
     report.wall_s = time.monotonic() - started

@@ -30,7 +30,7 @@ from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.envs.base import Environment, Task
-from hsa.errors import TrainError
+from hsa.errors import HsaError, TrainError
 from hsa.harness.files import write_atomic
 from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats
@@ -120,6 +120,54 @@ def prompts_of(env: Environment, settings: RlSettings) -> list[Prompt]:
         include_canonical=settings.include_canonical,
     )
     return [Prompt(t, v, opening(env, t, v)) for t in tasks for v in chosen[t.id]]
+
+
+def environment_of(settings: RlSettings, file: str | None) -> Environment:
+    """The environment ``settings`` name, built with its options; an unknown name, a missing
+    option or one it does not take is refused naming the config's key (``hsa.env``,
+    ``hsa.env_options``: ``hsa train rl`` has no ``--env-path``)."""
+    from hsa.envs.registry import get, names, required
+
+    if settings.env not in names():
+        raise TrainError(
+            f"unknown environment {settings.env!r} (hsa.env or --env); registered: "
+            f"{', '.join(names())}",
+            file=file,
+            where="$.hsa.env",
+        )
+    missing = [name for name in required(settings.env) if name not in settings.env_options]
+    if missing:
+        shown = ", ".join(f"{name}: ..." for name in missing)
+        raise TrainError(
+            f"environment {settings.env!r} needs option(s) {', '.join(missing)}: set them in the "
+            f"config, hsa: {{env_options: {{{shown}}}}}",
+            file=file,
+            where="$.hsa.env_options",
+        )
+    try:
+        return get(settings.env, **dict(settings.env_options))
+    except HsaError as exc:  # an option it does not take, a corpus it cannot read
+        said = (
+            exc.message if exc.file is None else f"cannot build environment {settings.env!r}: {exc}"
+        )
+        raise TrainError(said, file=file, where="$.hsa.env_options") from None
+
+
+def check_prompts(prompts: int, args: Any, file: str | None) -> None:
+    """Refuse a run whose ``prompts`` fill no batch: TRL's ``GRPOTrainer`` draws whole groups
+    of ``generation_batch_size / num_generations`` prompts and leaves a short one out, so it
+    would train 0 steps and write the model as it was."""
+    group = int(args.generation_batch_size) // int(args.num_generations)
+    if prompts >= group:
+        return
+    raise TrainError(
+        f"{prompts} prompts (tasks under their variants) fill no batch of {group} "
+        f"(generation_batch_size {args.generation_batch_size} / num_generations "
+        f"{args.num_generations}): TRL trains on whole batches only, so the run would train 0 "
+        "steps; raise hsa.tasks or hsa.variants_per_task, or lower per_device_train_batch_size",
+        file=file,
+        where="$.per_device_train_batch_size",
+    )
 
 
 @dataclass(slots=True)
@@ -449,10 +497,9 @@ def train_rl(
         )
     checkpoint = resume_point(out, resume, args.max_steps, identity=run_identity(settings, args))
     if env is None:
-        from hsa.envs.registry import get
-
-        env = get(settings.env, **dict(settings.env_options))
+        env = environment_of(settings, file)
     prompts = prompts_of(env, settings)
+    check_prompts(len(prompts), args, file)
     model, tokenizer = load_model(settings.model)
     tokenizer.padding_side = "left"
     import datasets

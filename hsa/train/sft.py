@@ -31,7 +31,7 @@ from hsa.train.card import (
     settings_dict,
 )
 from hsa.train.config import SftSettings, prepare
-from hsa.train.data import load_rows, manifest_of
+from hsa.train.data import TrainingRows, load_rows, manifest_of
 
 __all__ = ["RESOLVED", "TrainReport", "load_model", "resume_point", "run_identity", "train_sft"]
 
@@ -252,6 +252,97 @@ def load_model(path: str) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+#: the column that carries each row's position through TRL's preparation of the data, to tell
+#: which rows it kept (it drops those left with nothing to learn by truncation to max_length)
+POSITION = "hsa_position"
+
+
+def numbered(rows: Any) -> Any:
+    """``rows`` (a ``datasets.Dataset``) with each row's position (``POSITION``)."""
+    return rows.add_column(POSITION, list(range(len(rows))))
+
+
+def kept_positions(trainer: Any, name: str) -> list[int] | None:
+    """The positions of the rows TRL kept of its ``name`` dataset (``train_dataset``,
+    ``eval_dataset``), whose position column is then removed; None when TRL's preparation left
+    no such column (packing, which drops no row)."""
+    dataset = getattr(trainer, name)
+    if dataset is None or POSITION not in (dataset.column_names or ()):
+        return None
+    found = [int(i) for i in dataset[POSITION]]
+    setattr(trainer, name, dataset.remove_columns(POSITION))
+    return found
+
+
+def count_kept(rows: TrainingRows, trainer: Any) -> None:
+    """Count in ``rows.counts`` the rows TRL kept of those it was given -- ``train``,
+    ``canonical`` and ``variants`` are those trained on -- and those it dropped (``dropped``,
+    by kind; ``eval_dropped``): rows truncated to ``max_length`` with no assistant token left.
+    Long rows are cut first, so the drop can change the canonical share."""
+    counts = rows.counts
+    given = len(rows.canonical)
+    kept = kept_positions(trainer, "train_dataset")
+    if kept is None:
+        kept = list(range(given))
+    canonical = sum(rows.canonical[i] for i in kept)
+    counts["dropped"] = given - len(kept)
+    counts["dropped_canonical"] = sum(rows.canonical) - canonical
+    counts["dropped_variants"] = counts["dropped"] - counts["dropped_canonical"]
+    counts["train"], counts["canonical"] = len(kept), canonical
+    counts["variants"] = len(kept) - canonical
+    evaluated = kept_positions(trainer, "eval_dataset")
+    if evaluated is not None and "eval" in counts:
+        counts["eval_dropped"] = counts["eval"] - len(evaluated)
+        counts["eval"] = len(evaluated)
+
+
+def dropped_because(args: Any) -> str:
+    """Why TRL drops rows under ``args`` (an ``SFTConfig``), for the record and the card."""
+    return (
+        f"truncated to max_length={args.max_length} tokens (truncation_mode "
+        f"{args.truncation_mode}), they had no assistant token left to learn, and TRL drops such "
+        "rows; raise max_length (null: no limit) to keep them"
+    )
+
+
+def check_chat_template(path: str | None, file: str | None) -> None:
+    """Refuse a ``chat_template_path`` that is not there, before any training: a Jinja file
+    (``.jinja``, ``.j2``: TRL takes any other value for a tokenizer, and a missing file for a
+    hub name it would try to download), or a local tokenizer folder."""
+    if path is None:
+        return
+    local = Path(path)
+    jinja = path.endswith((".jinja", ".j2"))
+    if jinja and local.is_file():
+        return
+    meant_local = jinja or path.startswith((".", "/", "~")) or len(local.parts) > 2
+    if local.exists() and not jinja:
+        return
+    if meant_local:
+        what = "chat template file" if jinja else "tokenizer folder"
+        raise TrainError(
+            f"no {what} {path!r} (read from the working directory, {Path.cwd()}); give a Jinja "
+            "template file or a tokenizer folder",
+            file=file,
+            where="$.chat_template_path",
+        )
+
+
+def check_batches(rows: int, args: Any, file: str | None) -> None:
+    """Refuse a run whose ``rows`` fill no batch (``dataloader_drop_last`` drops a batch short
+    of ``per_device_train_batch_size`` rows on each process): it would train 0 steps and write
+    the model it started from."""
+    batch = int(args.per_device_train_batch_size) * int(args.world_size)
+    if args.dataloader_drop_last and rows < batch:
+        raise TrainError(
+            f"{rows} training rows fill no batch of {batch} (dataloader_drop_last drops a "
+            "short one): the run would train 0 steps; lower per_device_train_batch_size or "
+            "set dataloader_drop_last: false",
+            file=file,
+            where="$.dataloader_drop_last",
+        )
+
+
 @scratch_removed_on_failure
 def train_sft(
     config: Any,
@@ -290,6 +381,7 @@ def train_sft(
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
     check_model(settings.model)
+    check_chat_template(args.chat_template_path, file)
     evaluate = args.eval_strategy != "no"
     rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE, evaluate=evaluate)
     model, tokenizer = load_model(done or settings.model)
@@ -297,14 +389,23 @@ def train_sft(
         trainer = SFTTrainer(
             model=model,
             args=args,
-            train_dataset=rows.train,
-            eval_dataset=rows.eval,
+            train_dataset=numbered(rows.train),
+            eval_dataset=None if rows.eval is None else numbered(rows.eval),
             processing_class=tokenizer,
         )
     except ValueError as exc:
         raise template_error(exc, settings.model, file) from None
-    kept = len(trainer.train_dataset)  # type: ignore[arg-type]  # a Dataset, given one
-    if kept == 0:
+    except OSError as exc:  # a chat_template_path TRL took for a tokenizer and could not load
+        if args.chat_template_path is None:
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TrainError(
+            f"cannot load a chat template from {args.chat_template_path!r}: {first}",
+            file=file,
+            where="$.chat_template_path",
+        ) from None
+    count_kept(rows, trainer)
+    if len(trainer.train_dataset) == 0:  # type: ignore[arg-type]  # a Dataset, given one
         raise TrainError(
             f"no training row has an assistant token left after truncation to max_length="
             f"{args.max_length} (TRL drops fully masked rows); the dataset card gives the "
@@ -312,7 +413,7 @@ def train_sft(
             file=file,
             where="max_length",
         )
-    rows.counts["dropped"] = len(rows.train) - kept
+    check_batches(rows.counts["train"], args, file)
     if done is not None:
         from transformers import TrainerState
 
@@ -329,7 +430,11 @@ def train_sft(
     resolved = {
         "command": "sft",
         "hsa": settings_dict(settings),
-        "data": {"manifest_hash": rows.manifest_hash, "rows": rows.counts},
+        "data": {
+            "manifest_hash": rows.manifest_hash,
+            "rows": rows.counts,
+            **({"dropped_because": dropped_because(args)} if rows.counts["dropped"] else {}),
+        },
         "recipe": rows.recipe,
         "run": {
             "steps": report.steps,

@@ -110,3 +110,13 @@ def test_trl_args_use_transformers_names_for_checkpointing_and_keep_what_is_aske
     assert default.activation_checkpointing is True  # TRL's default, kept
     assert off.activation_checkpointing is False and off.gradient_checkpointing is False
     assert grpo.activation_checkpointing_kwargs == kwargs
+
+
+def test_an_epoch_count_that_trains_no_step_is_named_now(tmp_path):
+    from trl import DistillationConfig, GRPOConfig, SFTConfig
+
+    for trl_config in (SFTConfig, GRPOConfig, DistillationConfig):
+        with pytest.raises(TrainError, match=r"num_train_epochs 0\.0 without max_steps") as found:
+            trl_args(trl_config, {"num_train_epochs": 0.0}, tmp_path, file="x.yaml")
+        assert found.value.where == "$.num_train_epochs" and found.value.file == "x.yaml"
+        trl_args(trl_config, {"num_train_epochs": 0.0, "max_steps": 1}, tmp_path)  # steps asked

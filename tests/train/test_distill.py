@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from hsa.datasets.export import to_hf
 from hsa.errors import TrainError
 from hsa.train.distill import cut_prompts, train_distill
 from tests.tinymodels import qwen_model
@@ -53,7 +54,15 @@ def test_a_few_distillation_steps_on_variant_prompts(text_dataset, model, tmp_pa
     assert report.losses and all(math.isfinite(loss) and loss >= 0 for _, loss in report.losses)
     resolved = json.loads((out / "hsa-train.json").read_text("utf-8"))
     assert resolved["command"] == "distill" and resolved["data"]["manifest_hash"]
-    assert "Distilled on-policy" in (out / "README.md").read_text("utf-8")
+    assert resolved["run"]["steps"] == 2 and resolved["run"]["wall_s"] >= 0  # as SFT records
+    card = (out / "README.md").read_text("utf-8")
+    assert "Distilled on-policy" in card
+    # the api rows left out are the split's, not those read before max_prompts was reached
+    rows = to_hf(text_dataset, "train", cache_dir=tmp_path / "hf")
+    api = sum(row["protocol"] == "api" for row in rows)
+    assert api > cut_prompts(rows, 4)[1]["api_rows_left_out"]
+    assert report.counts["api_rows_left_out"] == api
+    assert f"{api} of the split's {len(rows)} rows are under the api protocol" in card
 
 
 def test_a_teacher_is_required(text_dataset, model, tmp_path):
@@ -70,3 +79,21 @@ def test_a_teacher_with_another_vocabulary_is_refused(text_dataset, model, tmp_p
     with pytest.raises(TrainError, match=r"the teacher's vocabulary is not the student's \(\d+"):
         train_distill(config, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_fewer_prompts_than_a_batch_are_refused_before_training(text_dataset, model, tmp_path):
+    config = {
+        "hsa": {"data": str(text_dataset), "model": str(model), "teacher": str(model),
+                "max_prompts": 4},
+        "per_device_train_batch_size": 8,
+        "max_completion_length": 4,
+        "max_steps": 2,
+        "save_strategy": "no",
+    }  # fmt: skip
+    with pytest.raises(TrainError, match=r"4 prompts fill no batch of 8 \(") as refused:
+        train_distill(config, tmp_path / "out")
+    assert "raise hsa.max_prompts (now 4) or lower per_device_train_batch_size" in str(
+        refused.value
+    )
+    assert refused.value.where == "$.per_device_train_batch_size"
+    assert not (tmp_path / "out").exists()  # nothing written, no untrained "distilled" model

@@ -12,6 +12,7 @@ import torch
 from hsa.augment import get_rule
 from hsa.augment.planner import Variant, apply_chain, canonical_variant, variant_id
 from hsa.envs.registry import get
+from hsa.errors import TrainError
 from hsa.teachers.oracle import FixedOracleResponder, OracleBackend, OracleResponder
 from hsa.teachers.rollout import RolloutConfig, RolloutSpec, rollout
 from hsa.train.rl import (
@@ -203,3 +204,48 @@ def test_resume_needs_a_checkpoint(env, tmp_path):
 
     with pytest.raises(TrainError, match="no checkpoint here"):
         train_rl({"hsa": {"model": str(tmp_path)}}, tmp_path / "out", env=env, resume=True)
+
+
+def _rl_config(tmp_path, **hsa):
+    import yaml
+
+    file = tmp_path / "rl.yaml"
+    settings = {"hsa": {"model": "never-loaded", **hsa}, "max_steps": 1, "save_strategy": "no"}
+    file.write_text(yaml.safe_dump(settings))
+    return file
+
+
+@pytest.mark.parametrize(
+    "hsa, where, said",
+    [
+        ({"env": "nosuch"}, "$.hsa.env", "unknown environment 'nosuch' (hsa.env or --env)"),
+        (
+            {"env": "bfcl"},
+            "$.hsa.env_options",
+            "needs option(s) path: set them in the config, hsa: {env_options: {path: ...}}",
+        ),
+        (
+            {"env": "bfcl", "env_options": {"path": "nope"}},
+            "$.hsa.env_options",
+            "cannot build environment 'bfcl': nope: no such file",
+        ),
+        ({"env_options": {"bad": 1}}, "$.hsa.env_options", "takes no option(s) 'bad'"),
+    ],
+)
+def test_an_environment_that_cannot_be_built_names_the_config_key(tmp_path, hsa, where, said):
+    file = _rl_config(tmp_path, **hsa)
+    with pytest.raises(TrainError) as refused:
+        train_rl(file, tmp_path / "out")
+    assert refused.value.file == str(file) and refused.value.where == where
+    assert said in refused.value.message and "--env-path" not in refused.value.message
+    assert not (tmp_path / "out").exists()
+
+
+def test_fewer_prompts_than_a_batch_are_refused_before_training(env, tmp_path):
+    # 1 task under its own harness: 1 prompt, where a batch of 4 takes 2 of 2 generations each
+    file = _rl_config(tmp_path, tasks=1, variants_per_task=0)
+    trl = {"num_generations": 2, "per_device_train_batch_size": 4}
+    with pytest.raises(TrainError, match=r"1 prompts .* fill no batch of 2 \(") as refused:
+        train_rl(file, tmp_path / "out", trl_overrides=trl, env=env)
+    assert refused.value.where == "$.per_device_train_batch_size"
+    assert not (tmp_path / "out").exists()

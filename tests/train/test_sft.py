@@ -281,3 +281,79 @@ def test_a_run_never_writes_over_a_folder_of_other_files(dataset, model, tmp_pat
     config = {"hsa": {"data": str(dataset), "model": str(model)}, "max_steps": 1}
     with pytest.raises(TrainError, match="is a file"):  # said as it is, nothing cleaned up
         train_sft(config, tmp_path / "README.md")
+
+
+def test_rows_dropped_at_max_length_are_counted_out_by_kind(dataset, model, tmp_path):
+    from hsa.datasets.export import to_hf
+
+    # the fixture's rows reach their first assistant token between about 2,600 and 3,900
+    # tokens: max_length 3,400 leaves the longest of them (variants) nothing to learn, and TRL
+    # drops those, which changes the canonical share
+    settings = config(dataset, model, max_steps=1, max_length=3400)
+    trained = stopped(settings, tmp_path / "probe").train_dataset
+    rows = to_hf(dataset, "train", cache_dir=tmp_path / "hf")
+
+    def key(row):
+        return json.dumps([row["messages"], row["tools"]], sort_keys=True)
+
+    canonical_of = {key(row): row["canonical"] for row in rows}
+    assert len(canonical_of) == len(rows)  # each row told apart by what TRL is given
+    kept = [canonical_of[key(row)] for row in trained]
+    assert 0 < len(kept) < len(rows) and sum(kept) / len(kept) != sum(rows["canonical"]) / len(rows)
+
+    out = tmp_path / "out"
+    report = train_sft(settings, out)
+    counts = report.counts
+    assert (counts["train"], counts["canonical"]) == (len(kept), sum(kept))
+    assert counts["variants"] == len(kept) - sum(kept)
+    assert counts["dropped"] == len(rows) - len(kept)
+    assert counts["dropped_canonical"] == sum(r["canonical"] for r in rows) - sum(kept)
+    assert counts["dropped_canonical"] + counts["dropped_variants"] == counts["dropped"]
+    resolved = json.loads((out / RESOLVED).read_text("utf-8"))
+    assert resolved["data"]["rows"] == counts
+    assert "max_length=3400" in resolved["data"]["dropped_because"]
+    card = (out / "README.md").read_text("utf-8")
+    assert f"{len(kept)} training rows, {sum(kept)} under the canonical harness" in card
+    assert f"TRL dropped {counts['dropped']} more training rows" in card
+    assert "max_length=3400" in card
+
+
+def test_a_batch_no_row_fills_is_refused_before_training(dataset, model, tmp_path):
+    settings = config(
+        dataset, model, max_steps=2, per_device_train_batch_size=4, dataloader_drop_last=True
+    )
+    settings["hsa"]["max_rows"] = 3
+    with pytest.raises(TrainError, match="3 training rows fill no batch of 4") as refused:
+        train_sft(settings, tmp_path / "out")
+    assert refused.value.where == "$.dataloader_drop_last"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("path", ["nope.jinja", "templates/nope.j2", "./no-tokenizer"])
+def test_a_chat_template_path_that_is_not_there_is_one_line_before_training(
+    dataset, model, tmp_path, monkeypatch, path
+):
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("trl.trainer.sft_trainer.clone_chat_template", _no_hub)
+    file = tmp_path / "ctp.yaml"
+    file.write_text(yaml.safe_dump(config(dataset, model, max_steps=1, chat_template_path=path)))
+    with pytest.raises(TrainError) as refused:
+        train_sft(file, tmp_path / "out")
+    assert refused.value.file == str(file) and refused.value.where == "$.chat_template_path"
+    assert repr(path) in refused.value.message and str(tmp_path) in refused.value.message
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_chat_template_hub_name_that_cannot_load_is_one_line(
+    dataset, model, tmp_path, monkeypatch
+):
+    def offline(*args, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+
+    monkeypatch.setattr("trl.trainer.sft_trainer.clone_chat_template", offline)
+    settings = config(dataset, model, max_steps=1, chat_template_path="someorg/template")
+    settings["hsa"]["max_rows"] = 2
+    with pytest.raises(TrainError, match="cannot load a chat template from 'someorg/template': We"):
+        train_sft(settings, tmp_path / "out")
