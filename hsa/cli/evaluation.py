@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from hsa.cli.collector import TUNE_GC, gc_tuned
-from hsa.cli.flags import EVAL, Setting, api_key_env_option, given, said_as_flags
+from hsa.cli.flags import EVAL, JsonObject, Setting, api_key_env_option, given, said_as_flags
 from hsa.cli.output import console, error_console, progress
 
 
@@ -77,6 +77,8 @@ def _training_recipe(path: Path | None) -> Any:
 @click.option("--ramp", "ramp_s", type=float, cls=Setting, config=EVAL)
 @click.option("--metadata/--no-metadata", "send_metadata", cls=Setting, config=EVAL)
 @click.option("--call-format", cls=Setting, config=EVAL)
+@click.option("--chat-template-kwargs", type=JsonObject(), cls=Setting, config=EVAL)
+@click.option("--vllm-args", type=JsonObject(), cls=Setting, config=EVAL)
 @click.option("--cache", type=click.Path(path_type=Path), cls=Setting, config=EVAL)
 @click.option("--bootstrap", type=int, cls=Setting, config=EVAL)
 @TUNE_GC

@@ -34,6 +34,28 @@ class Span(click.FloatRange):
         return number
 
 
+class JsonObject(click.ParamType):
+    """A JSON object given as text (``'{"enable_thinking": false}'``)."""
+
+    name = "JSON"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, dict):
+            return value
+        import json
+
+        def refuse(text: str) -> Any:
+            raise ValueError(text)
+
+        try:
+            found = json.loads(value, parse_constant=refuse)
+        except ValueError as exc:
+            self.fail(f"not JSON: {getattr(exc, 'msg', exc)}", param, ctx)
+        if not isinstance(found, dict):
+            self.fail(f"must be a JSON object, got {type(found).__name__}", param, ctx)
+        return found
+
+
 class Setting(click.Option):
     """A flag for setting ``setting`` (default: the flag's name) of the config ``config``
     (``module:Class``)."""

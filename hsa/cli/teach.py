@@ -10,7 +10,15 @@ from typing import Any
 import click
 
 from hsa.cli.collector import TUNE_GC, gc_tuned
-from hsa.cli.flags import TEACH, Setting, Span, api_key_env_option, given, said_as_flags
+from hsa.cli.flags import (
+    TEACH,
+    JsonObject,
+    Setting,
+    Span,
+    api_key_env_option,
+    given,
+    said_as_flags,
+)
 from hsa.cli.output import console, error_console, progress
 
 #: ``--env-path``: the corpus an environment is read from, its ``path`` option
@@ -90,6 +98,8 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 @click.option("--shard-size", type=int, cls=Setting, config=TEACH)
 @click.option("--cache", type=click.Path(path_type=Path), cls=Setting, config=TEACH)
 @click.option("--call-format", cls=Setting, config=TEACH)
+@click.option("--chat-template-kwargs", type=JsonObject(), cls=Setting, config=TEACH)
+@click.option("--vllm-args", type=JsonObject(), cls=Setting, config=TEACH)
 @TUNE_GC
 @click.option(
     "--out",

@@ -104,6 +104,8 @@ class EvalConfig:
     api_key_header: str = same_as(TeachConfig, "api_key_header")
     ramp_s: float = same_as(TeachConfig, "ramp_s")
     call_format: str = same_as(TeachConfig, "call_format")
+    chat_template_kwargs: Mapping[str, Any] = same_as(TeachConfig, "chat_template_kwargs")
+    vllm_args: Mapping[str, Any] = same_as(TeachConfig, "vllm_args")
     cache: str | None = setting(None, help="Request cache file (unset: OUT/cache.sqlite).")
     bootstrap: int = setting(2000, help="Bootstrap resamples of the tasks for each interval.")
 
@@ -170,6 +172,8 @@ class EvalConfig:
             send_metadata=self.send_metadata,
             ramp_s=self.ramp_s,
             call_format=self.call_format,
+            chat_template_kwargs=dict(self.chat_template_kwargs),
+            vllm_args=dict(self.vllm_args),
         )
 
     def public_dict(self) -> dict[str, Any]:
@@ -177,6 +181,8 @@ class EvalConfig:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out.pop("api_key")
         out["env_options"] = dict(self.env_options)
+        out["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        out["vllm_args"] = dict(self.vllm_args)
         out["base_url"] = public_url(self.base_url)
         out["suites"] = list(self.suites)
         return json.loads(json.dumps(out, default=str))
@@ -191,6 +197,8 @@ class EvalConfig:
         chosen = {name: public[name] for name in _OUTPUT_FIELDS}
         if self.task_seed is not None:  # (unset, it leaves the hash as it was before it)
             chosen["task_seed"] = self.task_seed
+        if self.chat_template_kwargs:  # (likewise)
+            chosen["chat_template_kwargs"] = public["chat_template_kwargs"]
         chosen["planner"] = PLAN_VERSION
         chosen["rule_versions"] = rule_versions(lambda: heldout_recipe(self.recipe))
         return settings_hash(chosen, files=("recipe", "ifeval_data"))

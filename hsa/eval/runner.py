@@ -262,7 +262,12 @@ async def _evaluate(
     cache = None
     settings = RolloutConfig(
         model=request_model(config),
-        sampling=Sampling(config.temperature, config.top_p, config.max_tokens),
+        sampling=Sampling(
+            config.temperature,
+            config.top_p,
+            config.max_tokens,
+            chat_template_kwargs=config.chat_template_kwargs,
+        ),
         max_steps_per_turn=config.max_steps_per_turn,
         repair=config.repair,
     )

@@ -53,7 +53,7 @@ from hsa.pipelines.augment import (
     finished_report,
 )
 from hsa.pipelines.teach import teach
-from hsa.teachers.config import OUTPUT_FIELDS, TeachConfig
+from hsa.teachers.config import OUTPUT_FIELDS, SET_OUTPUT_FIELDS, TeachConfig
 
 #: (stage, done, total): stages are "read" (bytes of a JSONL source), "tasks", "teacher",
 #: "augment"
@@ -209,7 +209,9 @@ class BuildConfig:
         nor how it is asked (``base_url``, ``timeout_s``, ``max_retries``, ``concurrency``...:
         a rerun against a moved server, or with more patience, goes on with the same run)."""
         return {
-            k: v for k, v in (self.teach or {"backend": "oracle"}).items() if k in OUTPUT_FIELDS
+            k: v
+            for k, v in (self.teach or {"backend": "oracle"}).items()
+            if k in OUTPUT_FIELDS or k in SET_OUTPUT_FIELDS
         }
 
     def identity(self) -> dict[str, Any]:

@@ -472,7 +472,12 @@ async def run_plan(
     inner = backend if backend is not None else make_backend(config, plan.env, by_id)
     rollout_config = RolloutConfig(
         model=config.model_name,
-        sampling=Sampling(config.temperature, config.top_p, config.max_tokens),
+        sampling=Sampling(
+            config.temperature,
+            config.top_p,
+            config.max_tokens,
+            chat_template_kwargs=config.chat_template_kwargs,
+        ),
         max_steps_per_turn=config.max_steps_per_turn,
         repair=config.repair,
     )

@@ -44,6 +44,9 @@ OUTPUT_FIELDS = (
     "shard_size",
     "call_format",
 )
+#: output settings whose hash counts only when set, so that the hashes of jobs that leave them
+#: unset stay what they were before the settings existed
+SET_OUTPUT_FIELDS = ("chat_template_kwargs",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +140,15 @@ class TeachConfig:
         "format).",
     )
     vllm_args: Mapping[str, Any] = setting(
-        default_factory=dict, help="Engine arguments passed to vllm.LLM."
+        default_factory=dict,
+        help="Engine arguments of the vllm backend's vllm.LLM (max_model_len, say).",
+    )
+    chat_template_kwargs: Mapping[str, Any] = setting(
+        default_factory=dict,
+        help="Extra arguments of the model's chat template ({enable_thinking: false} for "
+        "Qwen3, say): the vllm and transformers backends apply the template with them, the "
+        "openai backend sends them as the request's chat_template_kwargs (vLLM's and SGLang's "
+        "servers read it).",
     )
 
     def __post_init__(self) -> None:
@@ -183,13 +194,15 @@ class TeachConfig:
         out.pop("api_key")
         out["env_options"] = dict(self.env_options)
         out["vllm_args"] = dict(self.vllm_args)
+        out["chat_template_kwargs"] = dict(self.chat_template_kwargs)
         out["base_url"] = public_url(self.base_url)
         return out
 
     def output_dict(self) -> dict[str, Any]:
         """The settings that decide what the job writes (not how fast, nor from where)."""
         public = self.public_dict()
-        return {name: public[name] for name in OUTPUT_FIELDS}
+        out = {name: public[name] for name in OUTPUT_FIELDS}
+        return out | {name: public[name] for name in SET_OUTPUT_FIELDS if public[name]}
 
     def output_hash(self) -> str:
         """A hash of ``output_dict`` (with the recipe file's content, not its path) and of the

@@ -45,6 +45,7 @@ def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, V
                 model=config.model_name,
                 batch_size=config.concurrency,
                 call_format=config.call_format,
+                chat_template_kwargs=dict(config.chat_template_kwargs),
             )
         )
     from hsa.teachers.backends.vllm import VLLMBackend, VLLMConfig
@@ -55,5 +56,6 @@ def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, V
             batch_size=config.concurrency,
             call_format=config.call_format,
             engine_args=dict(config.vllm_args),
+            chat_template_kwargs=dict(config.chat_template_kwargs),
         )
     )

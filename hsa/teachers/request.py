@@ -57,6 +57,7 @@ class Sampling:
     top_p: float = same_as(TeachConfig, "top_p")
     max_tokens: int | None = same_as(TeachConfig, "max_tokens")
     seed: int | None = setting(None, help="Sampling seed (unset: the server's choice).")
+    chat_template_kwargs: Mapping[str, Any] = same_as(TeachConfig, "chat_template_kwargs")
 
     def __post_init__(self) -> None:
         problems = bounded(self, "temperature", low=0)
@@ -70,6 +71,8 @@ class Sampling:
             out["max_tokens"] = self.max_tokens
         if self.seed is not None:
             out["seed"] = self.seed
+        if self.chat_template_kwargs:  # (absent when empty: the keys of other requests stay)
+            out["chat_template_kwargs"] = dict(self.chat_template_kwargs)
         return out
 
 

@@ -105,6 +105,7 @@ def request_key(body: Mapping[str, Any]) -> str:
             top_p=body.get("top_p", 1.0),
             max_tokens=body.get("max_tokens"),
             seed=body.get("seed"),
+            chat_template_kwargs=body.get("chat_template_kwargs") or {},
         ),
     ).key()
 

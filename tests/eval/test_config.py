@@ -162,3 +162,27 @@ def test_credentials_in_the_base_url_are_never_written_down():
     config = EvalConfig(policy="openai", model="m", base_url="http://user:secret@host:8000/v1?k=x")
     assert config.public_dict()["base_url"] == "http://host:8000/v1"
     assert "secret" not in json.dumps(config.public_dict())
+
+
+def test_chat_template_and_engine_arguments_reach_the_backend_and_the_hash_when_set():
+    from hsa.envs import get_env
+    from hsa.teachers.make import make_backend
+
+    kwargs = {"enable_thinking": False}
+    config = EvalConfig(policy="vllm", model="m", chat_template_kwargs=kwargs, vllm_args={"a": 1})
+    teach = config.teach_config()
+    assert teach.chat_template_kwargs == kwargs and teach.vllm_args == {"a": 1}
+    backend = make_backend(teach, get_env("livestream"), {})  # the engine loads on first use
+    assert backend.config.chat_template_kwargs == kwargs
+    assert backend.config.engine_args == {"a": 1}
+    local = make_backend(
+        dataclasses.replace(teach, backend="transformers"), get_env("livestream"), {}
+    )
+    assert local.config.chat_template_kwargs == kwargs
+    # set, the arguments change what is scored; unset, the hashes are those of before them
+    plain = EvalConfig(policy="vllm", model="m")
+    assert config.output_hash() != plain.output_hash()
+    assert dataclasses.replace(config, vllm_args={}).output_hash() != plain.output_hash()
+    assert dataclasses.replace(config, chat_template_kwargs={}).output_hash() == plain.output_hash()
+    assert "chat_template_kwargs" not in plain.teach_config().output_dict()
+    assert teach.output_dict()["chat_template_kwargs"] == kwargs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -33,6 +35,20 @@ def test_key_changes_with_every_part_that_reaches_the_model():
     assert request(sampling=Sampling(seed=4)).key() != base
     assert request(sampling=Sampling(seed=3, temperature=0.7)).key() != base
     assert request(sampling=Sampling(seed=3, max_tokens=None)).key() != base
+
+
+def test_chat_template_arguments_reach_the_key_and_the_body_only_when_given():
+    # unset, they leave every other request's key (and so its cache entry) as it was
+    assert "chat_template_kwargs" not in Sampling(seed=3).to_dict()
+    thinking = Sampling(seed=3, chat_template_kwargs={"enable_thinking": False})
+    assert thinking.to_dict()["chat_template_kwargs"] == {"enable_thinking": False}
+    assert request(sampling=thinking).key() != request().key()
+    from hsa.teachers.backends.openai import _body  # what the openai backend sends
+    from hsa.teachers.server import request_key  # what hsa serve's cache reads
+
+    body = json.loads(_body(request(sampling=thinking), send_metadata=False))
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert request_key(body) == request(sampling=thinking).key()
 
 
 def test_wire_messages_drop_hsa_only_fields():
