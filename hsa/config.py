@@ -261,6 +261,10 @@ def type_problem(value: Any, hint: Any) -> str | None:
             if isinstance(value, Mapping):
                 return None
             wanted.append("a mapping")
+        elif isinstance(origin, type) and origin.__module__.startswith("hsa."):
+            if isinstance(value, origin):  # one of hsa's own values (a Recipe, say)
+                return None
+            wanted.append(f"a {origin.__name__}")
         else:
             return None  # not a kind checked here
     return " or ".join(wanted) if wanted else None

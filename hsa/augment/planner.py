@@ -35,7 +35,7 @@ from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix64
-from hsa.errors import HsaError, PlanError, RuleError
+from hsa.errors import HarnessError, HsaError, PlanError, RuleError
 from hsa.harness.events import AssistantMessage, Event
 from hsa.harness.model import Harness, Protocol
 from hsa.harness.parse import call_like, reads_as_calls
@@ -155,6 +155,12 @@ def _apply_resolved(
     # Validating once at the end keeps planning cheap; only when the result is invalid are the
     # intermediate harnesses checked, to name the first rule that broke it.
     if stages and harness_problems(rewrite.harness):
+        before = harness_problems(harness)
+        if before:  # not the rules' doing (a harness made in code is not validated)
+            raise HarnessError(
+                f"the harness to rewrite is invalid, before any rule: {before[0]}",
+                where=f"harness {harness.id!r}",
+            )
         for index, stage in enumerate(stages):
             problems = harness_problems(stage)
             if problems:

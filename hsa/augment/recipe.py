@@ -91,7 +91,7 @@ class Recipe:
 
     def __post_init__(self) -> None:
         # what ``from_dict`` checks of a file holds of a recipe made in code too: the shape
-        # and ranges of every field (a recipe file's cross-field checks are ``from_dict``'s)
+        # and ranges of every field, and the counts across them
         for key in ("rules", "base"):
             found = getattr(self, key)
             if not isinstance(found, tuple) or not all(isinstance(r, RecipeRule) for r in found):
@@ -114,6 +114,7 @@ class Recipe:
         if errors:
             at, message = schema_problem(min(errors, key=lambda e: list(map(str, e.path))))
             raise RuleError(message, where="$" + json_path(at)[1:])
+        self._check_counts()
         if reused:
             return
         from hsa.augment.registry import get
@@ -127,6 +128,26 @@ class Recipe:
         _CHECKED[(id(self.rules), id(self.base))] = (self.rules, self.base)
         while len(_CHECKED) > 256:
             _CHECKED.pop(next(iter(_CHECKED)))
+
+    def _check_counts(self) -> None:
+        """The checks across fields: how many variants and rules can be asked for."""
+        if self.variants_per_trajectory > self.variants_per_harness:
+            raise RuleError(
+                f"variants_per_trajectory ({self.variants_per_trajectory}) exceeds "
+                f"variants_per_harness ({self.variants_per_harness}); lower it or plan more",
+                where="$.variants_per_trajectory",
+            )
+        if 0 < len(self.rules) < self.min_rules:
+            raise RuleError(
+                f"min_rules ({self.min_rules}) exceeds the {len(self.rules)} rule(s) the "
+                "recipe draws from: no variant can apply that many",
+                where="$.min_rules",
+            )
+        if self.max_rules is not None and self.max_rules < self.min_rules:
+            raise RuleError(
+                f"max_rules ({self.max_rules}) is below min_rules ({self.min_rules})",
+                where="$.max_rules",
+            )
 
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_dict(), sort_keys=True, default=str))
@@ -205,26 +226,6 @@ class Recipe:
         except RuleError as exc:  # (a NaN: the schema's bounds let it through)
             where = (exc.where or "$").replace("$", root, 1)
             raise RuleError(exc.message, file=file, where=where) from None
-        if recipe.variants_per_trajectory > recipe.variants_per_harness:
-            raise RuleError(
-                f"variants_per_trajectory ({recipe.variants_per_trajectory}) exceeds "
-                f"variants_per_harness ({recipe.variants_per_harness}); lower it or plan more",
-                file=file,
-                where=f"{root}.variants_per_trajectory",
-            )
-        if 0 < len(recipe.rules) < recipe.min_rules:
-            raise RuleError(
-                f"min_rules ({recipe.min_rules}) exceeds the {len(recipe.rules)} rule(s) the "
-                "recipe draws from: no variant can apply that many",
-                file=file,
-                where=f"{root}.min_rules",
-            )
-        if recipe.max_rules is not None and recipe.max_rules < recipe.min_rules:
-            raise RuleError(
-                f"max_rules ({recipe.max_rules}) is below min_rules ({recipe.min_rules})",
-                file=file,
-                where=f"{root}.max_rules",
-            )
         return recipe
 
 

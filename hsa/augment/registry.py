@@ -113,6 +113,12 @@ def rule(
     """
 
     def decorate(fn: RuleFn) -> Rule:
+        if isinstance(fn, Rule):
+            raise RuleError(
+                f"@rule applied to the rule {fn.name!r}: a function is one rule, under one "
+                "name (@rule once)",
+                where=f"rule {name!r}",
+            )
         built = Rule(
             name=name,
             version=str(version),

@@ -189,7 +189,18 @@ def event_from_row(row: Mapping[str, Any], *, where: str = "event") -> Event:
 
 
 def events_to_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
-    return [event_to_row(e) for e in events]
+    """Events as rows of ``EVENT_STRUCT``; ``HsaError`` naming the event whose arguments or
+    payload no row can hold (NaN, a lone surrogate, an integer past 64 bits: the readers of
+    the rows refuse them, and a row written with them could never be read back)."""
+    rows = [event_to_row(e) for e in events]
+    for i, row in enumerate(rows):
+        for key in ("args", "payload"):
+            text = row[key]
+            if text is not None and may_be_unwritable(text):
+                bad = unwritable(json.loads(text), key, wide=key == "args")
+                if bad is not None:
+                    raise HsaError(f"{bad[0]}: {bad[1]}", where=f"events[{i}]")
+    return rows
 
 
 def events_from_rows(rows: Iterable[Mapping[str, Any]], *, where: str = "events") -> list[Event]:

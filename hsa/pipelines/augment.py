@@ -122,8 +122,15 @@ class AugmentConfig:
     )
 
     def __post_init__(self) -> None:
+        if isinstance(self.recipe, str | Path):  # as a YAML config names it
+            raise DatasetError(
+                f"expected a Recipe, got the path {str(self.recipe)!r}: "
+                "hsa.augment.load_recipe(path) reads a recipe file",
+                where="recipe",
+            )
         refuse(typed(self), DatasetError)
         problems = bounded(self, "batch_size", "workers", low=1)
+        problems += bounded(self, "seed", low=0)
         problems += bounded(self, "variants_per_trajectory", low=0, high=_MAX_VARIANTS)
         if self.variants_per_trajectory == 0 and not self.keeps_canonical:
             problems.append(

@@ -135,6 +135,16 @@ def test_a_rule_producing_an_invalid_harness_is_named(harness, monkeypatch):
         apply_chain(harness, [(broken, {})], seed=0)
 
 
+def test_a_harness_invalid_before_any_rule_is_not_blamed_on_one(harness):
+    # a harness made in code is not validated; the first rule that changed it was blamed
+    from hsa.augment import Recipe, RecipeRule, plan
+    from hsa.errors import PlanError
+
+    bad = harness.replace(tools=[Tool("ok", "d", {"type": "objekt"}), *harness.tools])
+    with pytest.raises(PlanError, match="the harness to rewrite is invalid, before any rule"):
+        plan(bad, Recipe(rules=(RecipeRule("tools.rename"),)))
+
+
 def test_a_planning_failure_says_whose_harness_it_was_planning(harness, monkeypatch):
     import pickle
 

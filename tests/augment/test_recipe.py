@@ -81,6 +81,16 @@ def test_a_recipe_made_in_code_names_rules_that_exist_with_finite_numbers():
         with pytest.raises(RuleError, match=words) as caught:
             Recipe(rules=(item,))
         assert caught.value.where.startswith("$.rules[0]")
+    # and its counts across fields, as a file's are
+    two = (RecipeRule("tools.rename"), RecipeRule("tools.shuffle"))
+    for changes, where in [
+        ({"rules": two[:1], "min_rules": 3}, "$.min_rules"),
+        ({"rules": two, "min_rules": 2, "max_rules": 1}, "$.max_rules"),
+        ({"rules": two, "variants_per_trajectory": 5}, "$.variants_per_trajectory"),
+    ]:
+        with pytest.raises(RuleError) as caught:
+            Recipe(**changes)
+        assert caught.value.where == where
     assert hash(Recipe(rules=(RecipeRule("tools.rename"),))) == hash(
         Recipe(rules=(RecipeRule("tools.rename"),))
     )

@@ -193,3 +193,15 @@ def test_a_name_two_plugins_claim_is_neither_plugins(plugins, monkeypatch):
     with pytest.raises(RuleError, match="comes from the plugin 'fake_rules:RULES'") as caught:
         get_rule("fake.upper")
     assert "a_dup claims it too" in str(caught.value)
+
+
+def test_rule_applied_twice_is_refused():
+    from hsa.augment import Rewrite, rule
+
+    def noop(harness, rng, params, context):
+        """Change nothing."""
+        return Rewrite(harness)
+
+    once = registry.Rule("tests.once", "1", noop, doc="Change nothing.")
+    with pytest.raises(RuleError, match=r"@rule applied to the rule 'tests\.once'"):
+        rule("tests.twice")(once)

@@ -191,3 +191,14 @@ def test_a_lone_surrogate_escape_is_refused_and_a_pair_is_kept() -> None:
         event_from_row(
             {"kind": "hook", "hook_id": "h", "hook_event": "stop", "payload": '{"a":"\\udfff"}'}
         )
+
+
+def test_events_no_row_can_hold_are_refused_as_they_are_written() -> None:
+    # the readers refuse them: a row written with them could never be read back
+    nan = Trajectory("t", (UserMessage("hi"), ToolCall("c0", "search", {"q": float("nan")})))
+    with pytest.raises(HsaError, match=r"args\.q: NaN or Infinity") as caught:
+        nan.to_row()
+    assert caught.value.where == "events[1]"
+    wide = Trajectory("t", (ToolCall("c0", "search", {"n": 2**70}),))
+    with pytest.raises(HsaError, match=r"args\.n: an integer beyond 64 bits"):
+        wide.to_row()

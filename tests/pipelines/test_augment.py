@@ -731,3 +731,11 @@ def test_the_recipes_include_canonical_decides_unless_a_setting_does(
             recipe=dataclasses.replace(recipe(), include_canonical=False),
             variants_per_trajectory=0,
         )
+
+
+def test_a_recipe_path_or_a_negative_seed_in_code_is_refused_as_the_cli_refuses_it() -> None:
+    with pytest.raises(DatasetError, match=r"got the path 'r.yaml': hsa.augment.load_recipe"):
+        AugmentConfig(recipe="r.yaml")  # type: ignore[arg-type]
+    with pytest.raises(DatasetError, match="must not be negative") as caught:
+        AugmentConfig(seed=-1)
+    assert caught.value.where == "seed"
