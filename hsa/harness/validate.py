@@ -416,11 +416,50 @@ def _parameter_problems(
         yield json_path(exc.absolute_path)[1:], f"not a valid JSON Schema: {exc.message}"
         return
     props = schema.get("properties") or {}
-    for name in schema.get("required") or []:
-        if name not in props:
-            yield ".required", f"required parameter {name!r} is not in properties"
+    missing = [n for n in schema.get("required") or [] if n not in props]
+    if missing:  # (rare: most schemas list every required name in their properties)
+        named, patterns = _declared(schema, schema, frozenset())
+        for name in missing:
+            if name not in named and not any(_matches(p, name) for p in patterns):
+                yield ".required", f"required parameter {name!r} is not in properties"
     if refs:
         yield from ref_problems(schema)
+
+
+def _declared(
+    root: Mapping[str, Any], node: Any, refs: frozenset[str]
+) -> tuple[set[str], list[str]]:
+    """The property names and ``patternProperties`` patterns that ``node`` declares for the
+    object it describes, with the schemas that apply to that same object (``allOf``,
+    ``anyOf``, ``oneOf``, ``then``/``else``, local ``$ref``s)."""
+    names: set[str] = set()
+    patterns: list[str] = []
+    if not isinstance(node, Mapping):
+        return names, patterns
+    if isinstance(node.get("properties"), Mapping):
+        names.update(node["properties"])
+    if isinstance(node.get("patternProperties"), Mapping):
+        patterns.extend(str(p) for p in node["patternProperties"])
+    subs = [s for key in ("allOf", "anyOf", "oneOf") for s in node.get(key) or ()]
+    subs += [node[key] for key in ("then", "else") if key in node]
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#") and ref not in refs:
+        subs.append(resolve_pointer(root, ref))
+        refs = refs | {ref}
+    for sub in subs:
+        more, also = _declared(root, sub, refs)
+        names |= more
+        patterns += also
+    return names, patterns
+
+
+def _matches(pattern: str, name: str) -> bool:
+    """Whether a ``patternProperties`` pattern (ECMA 262, read as Python's) matches ``name``;
+    one Python cannot read is taken to."""
+    try:
+        return re.search(pattern, name) is not None
+    except re.error:
+        return True
 
 
 _SIMPLE_TYPES = frozenset(("array", "boolean", "integer", "null", "number", "object", "string"))

@@ -522,3 +522,25 @@ def test_a_style_list_of_one_style_is_that_style():
 def test_a_style_list_naming_an_unknown_style_is_refused_naming_the_rule():
     with pytest.raises(RuleError, match=r"tools\.rename"):
         get_rule("tools.rename").resolve_params({"style": ["camel", "leet"]})
+
+
+def test_wrapping_leaves_alone_a_tool_whose_required_names_another_keyword_declares():
+    # the moves name the declared properties only: 'id' would stay outside the wrapper
+    harness = make_harness()
+    tool = Tool(
+        "upd",
+        "Update.",
+        {
+            "type": "object",
+            "allOf": [{"$ref": "#/$defs/base"}],
+            "$defs": {"base": {"type": "object", "properties": {"id": {"type": "string"}}}},
+            "properties": {"note": {"type": "string"}},
+            "required": ["id"],
+        },
+    )
+    harness = harness.replace(tools=[tool])
+    for seed in range(4):
+        rewrite, _ = apply_chain(
+            harness, [(get_rule("tools.wrap_args"), {"fraction": 1.0})], seed=seed
+        )
+        assert rewrite.harness.tools[0].parameters == tool.parameters

@@ -767,3 +767,31 @@ def test_a_byte_order_mark_and_an_empty_assistant_turn_are_read(tmp_path):
     (note,) = import_source(path).notes
     assert note.startswith("2 row(s) have no assistant turn") and note.endswith("line(s) 1, 2")
     assert open_source(path).notes == (note,)
+
+
+def test_rows_read_under_a_harness_say_what_of_their_own_is_not_kept(tmp_path):
+    # --harness: the harness's tools and prompt are what the rows show; a row of other tools
+    # (or another system message) was likely recorded under another harness, and is said
+    from hsa.envs import get_env
+    from hsa.harness import render
+
+    env = get_env("livestream")
+    harness = env.harness()
+    rendered = render(env.solve(env.tasks()[0]).trajectory.events, harness)
+    mine = {"messages": list(rendered.messages), "tools": list(rendered.tools)}
+    tools = [dict(t, function=dict(t["function"], description="other")) for t in rendered.tools]
+    other_tools = dict(mine, tools=tools)
+    system = dict(rendered.messages[0], content="Another prompt.")
+    other_system = dict(mine, messages=[system, *rendered.messages[1:]])
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [mine, mine]))
+    assert import_source(path, harness=harness).notes == ()
+    path.write_text("".join(json.dumps(r) + "\n" for r in [mine, other_tools, other_system]))
+    result = import_source(path, harness=harness)
+    assert len(result.trajectories) == 3
+    assert result.notes == (
+        "1 row(s) had tools of their own, unlike the harness given with --harness, which their "
+        "rows show instead (not kept): check that they were recorded under it",
+        "1 row(s) had a system message of their own, unlike the harness given with --harness, "
+        "which their rows show instead (not kept): check that they were recorded under it",
+    )

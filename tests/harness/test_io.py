@@ -606,3 +606,12 @@ def test_problems_of_what_is_not_a_harness(tmp_path):
     assert _lines(problems(tmp_path / "twice.yaml")) == [
         f"{tmp_path / 'twice.yaml'}: line 2: invalid YAML: the key 'id' is given twice"
     ]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.text(alphabet=st.sampled_from(list("ab{}%#'\\\r\n \t")) | st.characters(), max_size=40))
+def test_a_literal_template_renders_exactly_its_text(text):
+    # imported text is data: Jinja delimiters and line breaks (CRLF, a lone CR) come out as is
+    from hsa.harness.sandbox import render_template
+
+    assert render_template(literal_template(text), {}, where="body") == text

@@ -447,3 +447,23 @@ TOOL_OBJECT = Tool.from_dict(TOOL)
 @given(harnesses(rich=True))
 def test_a_valid_harness_has_no_problems_either_way(harness) -> None:
     assert harness_problems(harness) == [] == document_problems(harness.to_dict())
+
+
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        {  # declared by a schema that applies to the same object: JSON Schema takes it
+            "type": "object",
+            "allOf": [{"$ref": "#/$defs/base"}],
+            "$defs": {"base": {"type": "object", "properties": {"id": {"type": "string"}}}},
+            "properties": {"note": {"type": "string"}},
+            "required": ["id"],
+        },
+        {"type": "object", "patternProperties": {"^x-": {"type": "string"}}, "required": ["x-k"]},
+        {"type": "object", "anyOf": [{"properties": {"id": {}}}], "required": ["id"]},
+    ],
+)
+def test_a_required_name_another_keyword_declares_is_valid(parameters):
+    doc = copy.deepcopy(VALID)
+    doc["tools"][0]["parameters"] = parameters
+    assert document_problems(doc) == []

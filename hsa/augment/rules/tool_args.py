@@ -243,9 +243,12 @@ def _named_elsewhere(schema: dict[str, Any], key: str) -> bool:
 
 
 def _depends_on_undeclared(schema: Mapping[str, Any]) -> bool:
-    """Whether the object ``schema``'s ``dependentRequired`` (or draft-07 ``dependencies``)
-    names a property it does not declare."""
+    """Whether the object ``schema``'s ``required``, ``dependentRequired`` (or draft-07
+    ``dependencies``) names a property its ``properties`` do not declare (one an ``allOf`` or
+    a ``patternProperties`` does)."""
     props = schema.get("properties") or {}
+    if any(name not in props for name in _names(schema.get("required"))):
+        return True
     for word in ("dependentRequired", "dependencies"):
         dep = schema.get(word)
         if isinstance(dep, dict) and any(

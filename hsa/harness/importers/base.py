@@ -81,9 +81,21 @@ def literal_template(text: str) -> str:
     """A Jinja2 template that renders exactly ``text``.
 
     Prompt section bodies are templates; imported text (policies, system messages) is data,
-    so every Jinja2 opening delimiter in it is emitted as a string expression instead.
+    so every Jinja2 opening delimiter in it is emitted as a string expression instead, and so
+    is every carriage return (Jinja2 reads a template's line breaks as ``\n``: a CRLF system
+    message would come out LF).
     """
-    return re.sub(r"\{[{%#]", lambda m: "{{ '" + m.group(0) + "' }}", text)
+    return _LITERAL.sub(_literal_part, text)
+
+
+#: what ``literal_template`` writes as an expression: an opening delimiter, a carriage return,
+#: and a ``{`` before one (it would open a delimiter with the expression written after it)
+_LITERAL = re.compile(r"\{[{%#]|\{(?=\r)|\r")
+
+
+def _literal_part(match: re.Match[str]) -> str:
+    found = match.group(0)
+    return "{{ '\\r' }}" if found == "\r" else "{{ '" + found + "' }}"
 
 
 def system_section(text: str) -> Section:

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hsa.errors import ImportFormatError, first_few
+from hsa.errors import HsaError, ImportFormatError, first_few
 from hsa.harness.events import (
     AssistantMessage,
     Event,
@@ -38,6 +38,7 @@ from hsa.harness.importers.base import (
 from hsa.harness.jsonvalues import may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Prompt, Skill, Tool
 from hsa.harness.parse import match_hook, split_tool_hooks
+from hsa.harness.prompt import surface_tools, system_prompt
 from hsa.harness.toolformats import tools_from_document
 
 SYSTEM_ROLES = ("system", "developer")
@@ -126,8 +127,9 @@ def reading_notes(
                 f"{first_few([str(n) for n in lines], LINES_SHOWN)}"
             )
     beyond = unkept.get(BEYOND_SKILL, 0)
+    counted = (BEYOND_SKILL, OWN_TOOLS, OWN_SYSTEM)
     fields = ", ".join(
-        f"{k} ({v:,} message(s))" for k, v in sorted(unkept.items()) if k != BEYOND_SKILL
+        f"{k} ({v:,} message(s))" for k, v in sorted(unkept.items()) if k not in counted
     )
     if fields:
         notes.append(f"message fields a row does not hold, not kept: {fields}")
@@ -137,11 +139,31 @@ def reading_notes(
             "a notice), not kept: a row shows a load's result as the harness renders it, the "
             "skill's content"
         )
+    for key in (OWN_TOOLS, OWN_SYSTEM):
+        if unkept.get(key):
+            notes.append(
+                f"{unkept[key]:,} row(s) had {key}, unlike the harness given with --harness, "
+                "which their rows show instead (not kept): check that they were recorded under it"
+            )
     return tuple(n for n in notes if n)
 
 
 #: the ``unkept`` count of skill loads whose recorded result held more than the skill
 BEYOND_SKILL = "text besides the skill"
+#: the ``unkept`` counts of rows read under a given harness whose own tools, or whose own
+#: leading system message, are not the harness's (the harness's are what their rows show)
+OWN_TOOLS = "tools of their own"
+OWN_SYSTEM = "a system message of their own"
+
+
+def _same_tools(entries: list[str], harness: Harness) -> bool:
+    """Whether a row's tools (each as JSON text) are ``harness``'s, in any order."""
+    try:
+        tools, _ = tools_from_document([json.loads(e) for e in entries])
+    except HsaError:
+        return False
+    mine = {t.name: t.to_function() for t in tools}
+    return mine == {t.name: t.to_function() for t in surface_tools(harness)}
 
 
 #: line numbers a note lists before it counts the rest
@@ -319,6 +341,7 @@ def read_openai_jsonl(
     trajectories: list[Trajectory] = []
     left_out: list[tuple[int, str]] = []
     unkept: Counter[str] = Counter()
+    same_tools: dict[bytes, bool] = {}  # whether a row's own tools are the harness's, by key
     read = 0
 
     def at(offset: int) -> None:
@@ -338,6 +361,12 @@ def read_openai_jsonl(
             left_out.append((lineno, exc.reason))
             continue
         under = harness
+        if harness is not None:  # the row is read under it: say what of its own is not kept
+            own = _entries(_tools_doc(row, path, where))
+            if own and not same_tools.setdefault(_group_key(own, None), _same_tools(own, harness)):
+                unkept[OWN_TOOLS] += 1
+            if system is not None and system.strip() != system_prompt(harness).strip():
+                unkept[OWN_SYSTEM] += 1
         if under is None:
             tools_doc = _tools_doc(row, path, where)
             entries = _entries(tools_doc)
