@@ -28,6 +28,14 @@ def detect_tool_format(entry: Mapping[str, Any]) -> str:
         return "anthropic"
     if "parameters" in entry or ("name" in entry and "description" in entry):
         return "openai"
+    kind = entry.get("type")
+    if isinstance(kind, str) and kind not in ("function", "custom"):
+        raise ImportFormatError(
+            f"a built-in tool of its provider (type {kind!r}, as Anthropic's bash, "
+            "text_editor and web_search tools are): the provider defines its schema, which the "
+            "file does not hold, and hsa needs every tool's argument schema; leave it out, or "
+            "write it as a tool with its input_schema"
+        )
     raise ImportFormatError(
         "not a tool definition: expected OpenAI ({type: function, function: {...}} or "
         "{name, parameters}), MCP ({name, inputSchema}) or Anthropic ({name, input_schema})"
@@ -35,7 +43,10 @@ def detect_tool_format(entry: Mapping[str, Any]) -> str:
 
 
 def tool_entries(doc: Any) -> list[Mapping[str, Any]]:
-    """The list of tool entries in a tools document: a list, or ``{"tools": [...]}`` (MCP)."""
+    """The list of tool entries in a tools document: a list, ``{"tools": [...]}`` (MCP's
+    ``tools/list`` result), or that result in its JSON-RPC response (``{"result": {...}}``)."""
+    if isinstance(doc, Mapping) and isinstance(doc.get("result"), Mapping) and "jsonrpc" in doc:
+        doc = doc["result"]
     if isinstance(doc, Mapping) and isinstance(doc.get("tools"), list):
         doc = doc["tools"]
     if isinstance(doc, Mapping) and ("name" in doc or "function" in doc):

@@ -48,6 +48,13 @@ def test_mixed_document_and_mcp_tools_list(tmp_path):
     assert harness.metadata["name_map"] == {"math_sqrt": "math.sqrt"}
 
 
+def test_an_mcp_tools_list_response_is_read_in_its_json_rpc_envelope(tmp_path):
+    doc = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [MCP], "nextCursor": None}}
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(doc))
+    assert [t.name for t in import_source(path).harnesses[0].tools] == ["search"]
+
+
 def test_legal_names_never_steal_a_source_spelling():
     # "a.b" would become "a_b", but a tool is already called that
     tools, name_map = tools_from_document([{**BARE, "name": "a.b"}, {**BARE, "name": "a_b"}])
@@ -76,6 +83,11 @@ def test_missing_parameters_and_type_are_filled():
         ([BARE, BARE], "$[1]", "duplicate tool name"),
         ([42], "$[0]", "expected an object"),
         ({"nothing": 1}, "$", "a tools document must be"),
+        (  # its schema is Anthropic's, not in the file
+            [BARE, {"type": "text_editor_20250124", "name": "str_replace_editor"}],
+            "$[1]",
+            "a built-in tool of its provider (type 'text_editor_20250124'",
+        ),
     ],
 )
 def test_malformed_tools_are_refused_with_their_path(tmp_path, doc, where, reason):
