@@ -73,10 +73,13 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
     ]
     if report.complete_already:  # this run did no work: what it would count is not there
         rows[-3:-1] = [("dataset", "complete already: nothing to do")]
+    after_splits = 3 + len(report.splits)  # (after "rows" and its splits)
     if report.unverified:
-        rows.insert(3, ("unverified input skipped", f"{report.unverified:,}"))
+        rows.insert(after_splits, ("unverified input skipped", f"{report.unverified:,}"))
     if report.unverified_rows:
-        rows.insert(3, ("rows of unverified input (kept)", f"{report.unverified_rows:,}"))
+        rows.insert(
+            after_splits, ("rows of unverified input (kept)", f"{report.unverified_rows:,}")
+        )
     if report.short:
         rows.insert(
             -1,

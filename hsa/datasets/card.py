@@ -93,6 +93,7 @@ def batch_stats(
         "messages": _count_array(messages),
         "calls": _count_array(calls),
         "prompt_chars": _count_array((prompt_chars // PROMPT_BUCKET) * PROMPT_BUCKET),
+        "prompt_chars_total": int(np.asarray(prompt_chars, dtype=np.int64).sum()),
         "tokens": {split: _count_array(tokens)},
     }
 
@@ -131,14 +132,18 @@ def _table(title: str, counts: Mapping[str, int], total: int, label: str) -> lis
     return [*lines, ""]
 
 
-def _plot(panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
+def _plot(panels: list[tuple[str, Mapping[str, int], int | None]]) -> bytes:
+    """Bar charts side by side, one per ``(title, histogram, bucket)``: a numeric histogram's
+    keys are its buckets' starts, each ``bucket`` wide (1: one bar per value, centred on it),
+    and a bucket of None makes a categorical chart, largest first."""
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     plt = pyplot()
 
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), dpi=100)
     axes = np.atleast_1d(axes)
-    for ax, (title, hist, numeric) in zip(axes, panels, strict=True):
+    for ax, (title, hist, bucket) in zip(axes, panels, strict=True):
+        numeric = bucket is not None
         items = (
             sorted(hist.items(), key=lambda kv: float(kv[0]))
             if numeric
@@ -146,8 +151,14 @@ def _plot(panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
         )
         labels = [k for k, _ in items]
         values = [v for _, v in items]
-        if numeric:
-            ax.bar([float(k) for k in labels], values, width=_width(labels), color="#4c72b0")
+        if bucket is not None:
+            starts = [float(k) for k in labels]
+            if bucket == 1:  # a bar per value, on it
+                ax.bar(starts, values, width=0.8, color="#4c72b0")
+            else:  # a bar per bucket, over it: [start, start + bucket)
+                ax.bar(starts, values, width=bucket, align="edge", color="#4c72b0")
+            if starts:  # a margin of a bucket each side (one bar alone gets a readable axis)
+                ax.set_xlim(min(starts) - bucket, max(starts) + 2 * bucket)
             ax.tick_params(axis="x", labelsize=7)
         else:
             ax.barh(labels[::-1], values[::-1], color="#55a868")
@@ -161,12 +172,6 @@ def _plot(panels: list[tuple[str, Mapping[str, int], bool]]) -> bytes:
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("" if not numeric else "rows")
     return png(fig)
-
-
-def _width(labels: list[str]) -> float:
-    values = sorted(float(k) for k in labels)
-    gaps = [b - a for a, b in zip(values, values[1:], strict=False) if b > a]  # noqa: RUF007
-    return 0.8 * (min(gaps) if gaps else 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,16 +340,17 @@ def _percentile(hist: Mapping[str, int], q: float) -> int:
     return items[-1][0] if items else 0
 
 
-def _length_hist(lengths: TokenLengths) -> dict[str, int]:
+def _length_hist(lengths: TokenLengths) -> tuple[dict[str, int], int]:
+    """Rows per bucket of tokens (keys: the buckets' starts), and the buckets' width."""
     every = lengths.all()
     if not every:
-        return {}
+        return {}, 1
     bucket = _bucket(max(int(k) for k in every))
     out: dict[str, int] = {}
     for key, count in every.items():
         start = str(int(key) // bucket * bucket)
         out[start] = out.get(start, 0) + count
-    return out
+    return out, bucket
 
 
 def _bucket(top: int) -> int:
@@ -362,27 +368,31 @@ def render_card(
     rows = max(int(stats.get("rows", 0)), 1)
     lengths = lengths or TokenLengths({})
     unit = "tokens" if lengths.tokenizer else f"est. tokens, {CHARS_PER_TOKEN} chars each"
-    hist = _length_hist(lengths)
+    hist, bucket = _length_hist(lengths)
     plots = {
         "distributions.png": _plot(
             [
-                *([(f"tokens per row ({unit})", hist, True)] if hist else []),
-                ("messages per row", stats.get("messages", {}), True),
-                ("tool calls per row", stats.get("calls", {}), True),
+                *([(f"tokens per row ({unit})", hist, bucket)] if hist else []),
+                ("messages per row", stats.get("messages", {}), 1),
+                ("tool calls per row", stats.get("calls", {}), 1),
                 (
                     f"system prompt length (chars, {PROMPT_BUCKET}s)",
                     stats.get("prompt_chars", {}),
-                    True,
+                    PROMPT_BUCKET,
                 ),
             ],
         ),
         "composition.png": _plot(
             [
-                ("rows per protocol", stats.get("protocols", {}), False),
-                ("rows per rule family", stats.get("families", {}), False),
+                ("rows per protocol", stats.get("protocols", {}), None),
+                ("rows per rule family", stats.get("families", {}), None),
             ],
         ),
     }
+    prompt_total = stats.get("prompt_chars_total")
+    prompt_mean = (
+        prompt_total / rows if prompt_total is not None else _mean(stats.get("prompt_chars", {}))
+    )
     splits = stats.get("splits", {})
     config = manifest.get("config", {})
     per_trajectory = manifest.get("variants_per_trajectory") or {}
@@ -447,8 +457,7 @@ def render_card(
         f"{_percentile(stats.get('messages', {}), 95)} |",
         f"| tool calls per row (mean / max) | {_mean(stats.get('calls', {})):.2f} / "
         f"{max((float(k) for k in stats.get('calls', {}) or {'0': 0}), default=0):.0f} |",
-        f"| system prompt chars (mean, {PROMPT_BUCKET}-char buckets) | "
-        f"{_mean(stats.get('prompt_chars', {})):.0f} |",
+        f"| system prompt chars (mean) | {prompt_mean:.0f} |",
         "",
         "![distributions](plots/distributions.png)",
         "",

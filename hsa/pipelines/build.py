@@ -161,6 +161,14 @@ class BuildConfig:
 
     def __post_init__(self) -> None:
         problems = []
+        if self.teach and self.source.trajectories is not None:
+            problems.append(
+                (
+                    "$.teach",
+                    "only an 'env' source has a teacher: recorded 'trajectories' were made "
+                    "already (their rows name their teacher); leave the section out",
+                )
+            )
         for key in self.teach:
             where = f"$.teach.{key}"
             if key in _FROM_SOURCE:
@@ -210,7 +218,7 @@ class BuildConfig:
         a rerun against a moved server, or with more patience, goes on with the same run)."""
         return {
             k: v
-            for k, v in (self.teach or {"backend": "oracle"}).items()
+            for k, v in {"backend": "oracle", **self.teach}.items()
             if k in OUTPUT_FIELDS or k in SET_OUTPUT_FIELDS
         }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -121,12 +122,15 @@ def stats(
         messages=pc.list_value_length(messages).to_numpy(zero_copy_only=False),
         calls=calls[out_traj],
         prompt_chars=np.array([len(p.prompt) for p in plans], dtype=np.int64)[out_var],
-        tokens=estimate_tokens(
-            messages, np.array([len(p.tools_json) for p in plans], dtype=np.int64)[out_var]
-        ),
+        tokens=estimate_tokens(messages, _tools_chars(plans)[out_var]),
         trajectories=table.num_rows,
         unverified=int(_failed(table.column("verified"))[out_traj].sum()),
     )
+
+
+def _tools_chars(plans: Sequence[Any]) -> np.ndarray:
+    """The characters of each plan's ``tools`` column (none where it is null)."""
+    return np.array([len(p.tools_value or "") for p in plans], dtype=np.int64)
 
 
 def _failed(verified: pa.ChunkedArray) -> np.ndarray:

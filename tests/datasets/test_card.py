@@ -133,3 +133,27 @@ def test_estimated_tokens_count_the_characters_a_template_prints() -> None:
     markers = np.array([2 * MESSAGE_TOKENS, MESSAGE_TOKENS + CALL_TOKENS, 0])
     expected = (np.ceil(chars / CHARS_PER_TOKEN).astype(int) + markers).tolist()
     assert estimate_tokens(messages, np.array([7, 0, 4])).tolist() == expected
+
+
+def test_bars_cover_their_buckets_and_the_prompt_mean_is_the_rows(monkeypatch) -> None:
+    # a bucket [1000, 1500) is a bar from 1000 to 1500, not one centred on 1000 at the width
+    # of the smallest gap; the mean is of the prompts, not of their buckets' starts
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    figures = []
+    save = Figure.savefig
+    monkeypatch.setattr(
+        Figure, "savefig", lambda self, *a, **k: (figures.append(self), save(self, *a, **k))[1]
+    )
+    manifest = {"seed": 0, "variants": 2, "config": {}, "config_hash": "abc", "engine": {}}
+    text, _ = render_card(stats(), manifest, "demo")
+    assert "| system prompt chars (mean) | 1750 |" in text  # (3 x 1200 + 5100 + 2 x 900) / 6
+    axes = {ax.get_title(): ax for figure in figures for ax in figure.axes}
+    prompt = axes["system prompt length (chars, 500s)"]
+    bars = sorted((p.get_x(), p.get_width(), p.get_height()) for p in prompt.patches)
+    assert bars == [(500, 500, 2), (1000, 500, 3), (5000, 500, 1)]
+    messages = axes["messages per row"]
+    assert sorted(p.get_x() + p.get_width() / 2 for p in messages.patches) == [4, 5, 6, 9]

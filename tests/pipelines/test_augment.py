@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -739,3 +740,28 @@ def test_a_recipe_path_or_a_negative_seed_in_code_is_refused_as_the_cli_refuses_
     with pytest.raises(DatasetError, match="must not be negative") as caught:
         AugmentConfig(seed=-1)
     assert caught.value.where == "seed"
+
+
+def test_the_cards_token_estimates_are_those_of_the_rows_as_written(
+    tmp_path: Path, shards: Path
+) -> None:
+    # a text protocol's row holds no tools (null): none of their characters are counted
+    from hsa.augment import Recipe, RecipeRule
+    from hsa.datasets.card import estimate_tokens, merge_stats
+
+    text = Recipe(
+        rules=(RecipeRule("protocol.switch", 1.0, {"target": "text"}),),
+        variants_per_harness=2,
+    )
+    out = tmp_path / "out"
+    augment(open_source(shards), out, AugmentConfig(recipe=text))
+    table = pl.read_parquet(out / "data" / "**" / "*.parquet").to_arrow()
+    chars = np.array([len(t or "") for t in table.column("tools").to_pylist()], dtype=np.int64)
+    assert (chars == 0).sum() > 0 and (chars > 0).sum() > 0  # text rows and canonical api rows
+    tokens = estimate_tokens(table.column("messages"), chars)
+    want: dict[str, int] = {}
+    for n in tokens.tolist():
+        want[str(n)] = want.get(str(n), 0) + 1
+    marks = [json.loads(p.read_text()) for p in sorted((out / ".hsa" / "done").glob("*.json"))]
+    counted = merge_stats([{"all": h} for m in marks for h in m["stats"]["tokens"].values()])
+    assert counted["all"] == want

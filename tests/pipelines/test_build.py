@@ -221,6 +221,24 @@ def test_the_teach_section_is_checked_for_every_backend(
         load_config(write(tmp_path, data))
 
 
+def test_a_teacher_of_recorded_trajectories_is_refused(tmp_path: Path) -> None:
+    # no teacher runs on them: the section would only be false lineage in the card
+    data = {"source": {"trajectories": "t.parquet"}, "teach": {"backend": "openai"}}
+    with pytest.raises(ConfigError, match=r"build\.yaml: \$\.teach: only an 'env' source"):
+        load_config(write(tmp_path, data))
+
+
+def test_settings_of_how_the_teacher_is_asked_are_not_the_datasets_identity(
+    tmp_path: Path,
+) -> None:
+    # the backend left out is the oracle, as an empty section's is
+    base = {"source": {"env": "livestream", "tasks": 2}}
+    plain = load_config(write(tmp_path, base)).identity()
+    patient = load_config(write(tmp_path, {**base, "teach": {"timeout_s": 5}})).identity()
+    named = load_config(write(tmp_path, {**base, "teach": {"backend": "oracle"}})).identity()
+    assert plain == patient == named
+
+
 def test_recorded_input_with_nothing_to_augment(tmp_path: Path, livestream_table) -> None:
     data = {"source": {"trajectories": _recorded(tmp_path, livestream_table.slice(0, 0))}}
     with pytest.raises(HsaError, match=r"recorded\.parquet: holds no trajectories"):

@@ -88,13 +88,9 @@ class Engine:
     # --- per-variant columns -------------------------------------------------------------
 
     def tools_column(self, out_variant: np.ndarray) -> pa.Array:
-        """The ``tools`` column (JSON text), dictionary-encoded by variant: null where a
-        request sends no tools (a text protocol lists them in the prompt), as the OpenAI API
-        leaves ``tools`` out, and as chat templates that take an empty list for a tool-calling
-        request (Llama 3's) need it."""
-        return rec.unique_dictionary(
-            out_variant, [None if p.tools_json == "[]" else p.tools_json for p in self.plans]
-        )
+        """The ``tools`` column (JSON text), dictionary-encoded by variant
+        (``VariantPlan.tools_value``)."""
+        return rec.unique_dictionary(out_variant, [p.tools_value for p in self.plans])
 
     def protocol_column(self, out_variant: np.ndarray) -> pa.Array:
         return rec.unique_dictionary(out_variant, [p.protocol for p in self.plans])

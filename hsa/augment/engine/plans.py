@@ -89,6 +89,14 @@ class VariantPlan:
             protocol=harness.protocol.label,
         )
 
+    @property
+    def tools_value(self) -> str | None:
+        """What a row's ``tools`` column holds: the tools JSON, or null where a request sends
+        no tools (a text protocol lists them in the prompt), as the OpenAI API leaves ``tools``
+        out, and as chat templates that take an empty list for a tool-calling request (Llama
+        3's) need it."""
+        return None if self.tools_json == "[]" else self.tools_json
+
     def tool(self, canonical: str) -> ToolPlan:
         found = self._tools.get(canonical)
         if found is None:
