@@ -127,6 +127,13 @@ def schema_problem(error: Any) -> tuple[list[Any], str]:
                 continue
             hint = did_you_mean(str(key), allowed) if allowed else "no settings are allowed here"
             return [*error.absolute_path, key], f"unknown setting {key!r}; {hint}"
+    options = error.validator_value if error.validator == "oneOf" else None
+    if isinstance(options, list) and all(
+        isinstance(o, Mapping) and set(o) == {"required"} and len(o["required"]) == 1
+        for o in options
+    ):  # one of several keys (a source's env or trajectories): say so, not jsonschema's dump
+        keys = " and ".join(repr(o["required"][0]) for o in options)
+        return list(error.absolute_path), f"set exactly one of {keys}"
     return list(error.absolute_path), error.message
 
 

@@ -113,7 +113,13 @@ def _one_harness(folder: Path) -> bool:
 )
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Dataset directory.")
 @click.option(
-    "--recipe", type=click.Path(path_type=Path), cls=Setting, config=AUGMENT, metavar="RECIPE"
+    "--recipe",
+    type=click.Path(path_type=Path),
+    cls=Setting,
+    config=AUGMENT,
+    metavar="RECIPE",
+    help="The recipe file (YAML) the variants are drawn from; unset: the default recipe, every "
+    "family.",
 )
 @click.option(
     "--harness",

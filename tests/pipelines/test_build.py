@@ -35,11 +35,11 @@ SMALL = {
     ("data", "where", "what"),
     [
         ({"source": {"env": "livestream"}, "sorce": 1}, r"\$\.sorce", "did you mean .source."),
-        ({"source": {}}, r"\$\.source", "is not valid under any of the given schemas"),
+        ({"source": {}}, r"\$\.source", "set exactly one of 'env' and 'trajectories'"),
         (
             {"source": {"env": "livestream", "trajectories": "x.parquet"}},
             r"\$\.source",
-            "is valid under each of",
+            "set exactly one of 'env' and 'trajectories'",
         ),
         (
             {"source": {"env": "livestream"}, "splits": {"tr ain": 1}},
