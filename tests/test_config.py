@@ -186,6 +186,7 @@ def test_from_mapping_accepts_what_fits_and_reports_validation_in_its_own_error(
         (TeachConfig, {"timeout_s": 0}, TeacherError, "timeout_s"),
         (TeachConfig, {"backoff_s": -1}, TeacherError, "backoff_s"),
         (TeachConfig, {"api_key_header": "api key"}, TeacherError, "api_key_header"),
+        (TeachConfig, {"model": "gpt-x"}, TeacherError, "model"),  # the oracle runs none
         (Sampling, {"max_tokens": 0}, TeacherError, "max_tokens"),
         (RolloutConfig, {"max_steps_per_turn": 0}, TeacherError, "max_steps_per_turn"),
         (ThrottleConfig, {"decrease": 1.5}, TeacherError, "decrease"),

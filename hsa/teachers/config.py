@@ -161,6 +161,9 @@ class TeachConfig:
             problems.append(("base_url", "the openai backend needs a base URL"))
         if self.backend in ("openai", "vllm", "transformers") and not self.model:
             problems.append(("model", f"the {self.backend} backend needs a model name"))
+        if self.backend in ("oracle", "fixed-oracle") and self.model:
+            # rows name their teacher backend/model: a model it never ran would be false
+            problems.append(("model", f"the {self.backend} backend runs no model; leave it out"))
         problems += bounded(
             self, "temperature", "backoff_s", "max_retries", "variants_per_task", low=0
         )
