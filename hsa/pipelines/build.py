@@ -299,6 +299,8 @@ def _recipe(spec: Any, path: Callable[[str], Path | None], file: str | None) -> 
     if isinstance(spec, str):
         found = path(spec)
         assert found is not None
+        if not found.is_file():
+            raise ConfigError(f"no recipe file {str(found)!r}", file=file, where="$.augment.recipe")
         return load_recipe(found)
     return Recipe.from_dict(spec, file=file, root="$.augment.recipe")
 

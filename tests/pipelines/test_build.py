@@ -37,6 +37,11 @@ SMALL = {
         ({"source": {"env": "livestream"}, "sorce": 1}, r"\$\.sorce", "did you mean .source."),
         ({"source": {}}, r"\$\.source", "set exactly one of 'env' and 'trajectories'"),
         (
+            {"source": {"env": "livestream"}, "augment": {"recipe": "nofile.yaml"}},
+            r"\$\.augment\.recipe",
+            "no recipe file",
+        ),
+        (
             {"source": {"env": "livestream", "trajectories": "x.parquet"}},
             r"\$\.source",
             "set exactly one of 'env' and 'trajectories'",
