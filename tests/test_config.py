@@ -19,7 +19,7 @@ from hsa.config import (
     setting,
     settings_of,
 )
-from hsa.errors import ConfigError, DatasetError, HsaError, TeacherError
+from hsa.errors import ConfigError, DatasetError, EvalError, HsaError, TeacherError
 from hsa.eval.config import EvalConfig
 from hsa.pipelines.augment import AugmentConfig
 from hsa.pipelines.build import BuildConfig, SourceConfig, build_schema
@@ -187,6 +187,14 @@ def test_from_mapping_accepts_what_fits_and_reports_validation_in_its_own_error(
         (TeachConfig, {"backoff_s": -1}, TeacherError, "backoff_s"),
         (TeachConfig, {"api_key_header": "api key"}, TeacherError, "api_key_header"),
         (TeachConfig, {"model": "gpt-x"}, TeacherError, "model"),  # the oracle runs none
+        # an argument of the template call itself, not a template variable
+        (
+            TeachConfig,
+            {"chat_template_kwargs": {"tools": []}},
+            TeacherError,
+            "chat_template_kwargs",
+        ),
+        (EvalConfig, {"chat_template_kwargs": {"tokenize": 1}}, EvalError, "chat_template_kwargs"),
         (Sampling, {"max_tokens": 0}, TeacherError, "max_tokens"),
         (RolloutConfig, {"max_steps_per_turn": 0}, TeacherError, "max_steps_per_turn"),
         (ThrottleConfig, {"decrease": 1.5}, TeacherError, "decrease"),

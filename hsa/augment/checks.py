@@ -49,7 +49,7 @@ from hsa.harness.events import Event, SkillLoad, ToolCall, ToolResult, normalize
 from hsa.harness.model import Harness, Hook, Tool
 from hsa.harness.parse import parse
 from hsa.harness.render import render
-from hsa.harness.validate import document_problems
+from hsa.harness.validate import declared_properties, document_problems, pattern_matches
 
 CHECKS = ("harness", "schema", "values", "hooks", "names", "roundtrip", "replay")
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -109,25 +109,34 @@ def _call_problems(harness: Harness, event: Event) -> str | None:
     return None
 
 
-def undeclared(schema: Any, value: Any, path: str = "") -> list[str]:
-    """The argument paths in ``value`` that ``schema`` does not declare: keys of an object
-    missing from the ``properties`` of a schema that lists its properties, through nested
-    objects and array items. A schema that does not list them (free-form, ``$ref``,
-    ``anyOf``) is not judged."""
+def undeclared(
+    schema: Any, value: Any, path: str = "", root: Mapping[str, Any] | None = None
+) -> list[str]:
+    """The argument paths in ``value`` that ``schema`` (a sub-schema of ``root``, itself by
+    default) does not declare: keys of an object that neither its ``properties`` nor the
+    schemas that apply to the same object (``allOf``, ``$ref``, ...; ``declared_properties``)
+    name or match, through nested objects and array items. A schema that declares no
+    properties (free-form) is not judged."""
     if not isinstance(schema, Mapping):
         return []
+    root = schema if root is None else root
     found: list[str] = []
-    if isinstance(value, Mapping) and isinstance(schema.get("properties"), Mapping):
-        declared = schema["properties"]
+    if isinstance(value, Mapping):
+        names, patterns = declared_properties(root, schema)
+        own = schema.get("properties")
+        if not isinstance(own, Mapping):
+            if not names and not patterns:
+                return found  # free-form
+            own = {}
         for key, inner in value.items():
             at = f"{path}.{key}" if path else str(key)
-            if key in declared:
-                found += undeclared(declared[key], inner, at)
-            else:
+            if key in own:
+                found += undeclared(own[key], inner, at, root)
+            elif key not in names and not any(pattern_matches(p, key) for p in patterns):
                 found.append(at)
     elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         for i, inner in enumerate(value):
-            found += undeclared(schema["items"], inner, f"{path}[{i}]")
+            found += undeclared(schema["items"], inner, f"{path}[{i}]", root)
     return found
 
 

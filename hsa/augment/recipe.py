@@ -5,7 +5,7 @@ A recipe is YAML validated by the JSON Schema shipped as ``hsa/augment/schema/re
     seed: 0
     variants_per_harness: 8      # variants planned per harness
     variants_per_trajectory: 2   # of which each trajectory is rendered under this many
-    include_canonical: false     # also the unchanged harness (unset: each command's default)
+    include_canonical: false     # also the unchanged harness (unset: augment's default, yes)
     min_rules: 1                 # a variant applies at least this many rules
     max_rules: null              # ... and at most this many
     base:                        # applied to every variant first, never drawn or counted
@@ -79,9 +79,9 @@ class Recipe:
     seed: int = 0
     variants_per_harness: int = 4
     variants_per_trajectory: int = 1
-    #: also the canonical, unchanged harness: ``plan`` lists its variant first, and a command
-    #: whose own setting (``hsa augment``'s ``keep_canonical``, ``hsa teach``'s and ``hsa train
-    #: rl``'s ``include_canonical``) is unset follows it; None: unset, each command's default
+    #: also the canonical, unchanged harness: ``plan`` lists its variant first, and ``hsa
+    #: augment`` / ``hsa build`` follow it when their ``keep_canonical`` is unset; None:
+    #: unset (their default: yes)
     include_canonical: bool | None = None
     min_rules: int = 1
     max_rules: int | None = None

@@ -123,7 +123,12 @@ def parquet_files(path: Path) -> list[Path] | None:
         return [path]
     if not path.is_dir():
         return None
-    shards = sorted(p for p in path.rglob("*.parquet") if ".hsa" not in p.relative_to(path).parts)
+    shards = sorted(
+        p
+        for p in path.rglob("*.parquet")
+        if not any(part.startswith(".") for part in p.relative_to(path).parts)
+        and p.name != "variants.parquet"  # (a dataset's variants, beside its rows)
+    )
     return shards or None
 
 
@@ -146,9 +151,23 @@ def subjects_from_files(
     from hsa.harness.events import trajectories_from_table
 
     try:
-        table = pa.concat_tables([pq.read_table(shard) for shard in shards])
+        tables = [pq.read_table(shard) for shard in shards]
     except (OSError, ValueError) as exc:
-        raise HsaError(f"cannot read Parquet: {exc}", file=str(trajectories)) from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise HsaError(f"cannot read Parquet: {first}", file=str(trajectories)) from None
+    if any(t.schema != tables[0].schema for t in tables[1:]):
+        raise HsaError(
+            "its Parquet files hold different columns: give canonical trajectory shards (hsa "
+            "teach's output, say), not a folder of several kinds of file",
+            file=str(trajectories),
+        )
+    table = pa.concat_tables(tables)
+    if "events" not in table.column_names:
+        raise HsaError(
+            "holds no canonical trajectories (no events column; an augmented dataset's rows, "
+            "say): check rules on the trajectories it was made from",
+            file=str(trajectories),
+        )
     found = trajectories_from_table(table)
     # A file may hold trajectories of several harnesses: keep the ones recorded under this one.
     mine = [t for t in found if t.harness_id in (None, harness.id)]

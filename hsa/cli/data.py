@@ -118,8 +118,6 @@ def _one_harness(folder: Path) -> bool:
     cls=Setting,
     config=AUGMENT,
     metavar="RECIPE",
-    help="The recipe file (YAML) the variants are drawn from; unset: the default recipe, every "
-    "family.",
 )
 @click.option(
     "--harness",

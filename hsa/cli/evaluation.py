@@ -53,7 +53,7 @@ def _training_recipe(path: Path | None) -> Any:
 @click.option("--base-url", envvar="OPENAI_BASE_URL", show_envvar=True, cls=Setting, config=EVAL)
 @api_key_env_option
 @click.option("--api-key-header", cls=Setting, config=EVAL)
-@click.option("--suite", "suites", cls=Setting, config=EVAL, setting="suites")
+@click.option("--suite", "suites", cls=Setting, config=EVAL, setting="suites", multiple=True)
 @click.option("--tasks", type=int, cls=Setting, config=EVAL)
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), cls=Setting, config=EVAL)
 @click.option("--variants", type=int, cls=Setting, config=EVAL)
@@ -109,7 +109,10 @@ def run_command(
     from hsa.eval.config import EvalConfig
     from hsa.eval.runner import EvalIncomplete, evaluate
 
+    suites = flags.pop("suites", None) or ()
     settings = given(flags)
+    if suites:  # --suite a,b and --suite a --suite b alike
+        settings["suites"] = ",".join(suites)
     if env is not None:
         settings["env"] = env
     options: dict[str, Any] = {}

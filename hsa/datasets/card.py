@@ -478,13 +478,23 @@ def render_card(
         "## Config",
         "",
         "```json",
-        _pretty(config),
+        _pretty(_shown(config)),
         "```",
         "",
         f"Config hash `{manifest.get('config_hash', '')}`; shard checksums are in `manifest.json`.",
         "",
     ]
     return "\n".join(lines), plots
+
+
+def _shown(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A build's config as its card shows it: the teacher of recorded trajectories left out
+    (none ran; the config keeps the oracle's default there, as datasets made before recorded
+    it, so that they keep their identity)."""
+    source = config.get("source")
+    if isinstance(source, Mapping) and "trajectories" in source and "teach" in config:
+        return {k: v for k, v in config.items() if k != "teach"}
+    return config
 
 
 def _pretty(value: Any) -> str:

@@ -18,6 +18,7 @@ from hsa.teachers.config import (
     TeachConfig,
     public_url,
     rule_versions,
+    template_kwargs_problems,
 )
 
 #: the suites, in the order a run reports them
@@ -139,6 +140,7 @@ class EvalConfig:
             self, "tasks", "variants", "concurrency", "max_steps_per_turn", "max_tokens", low=1
         )
         problems += bounded(self, "bootstrap", low=100)
+        problems += template_kwargs_problems(self.chat_template_kwargs)
         refuse(problems, EvalError)
 
     @property

@@ -418,20 +418,20 @@ def _parameter_problems(
     props = schema.get("properties") or {}
     missing = [n for n in schema.get("required") or [] if n not in props]
     if missing:  # (rare: most schemas list every required name in their properties)
-        named, patterns = _declared(schema, schema, frozenset())
+        named, patterns = declared_properties(schema, schema)
         for name in missing:
-            if name not in named and not any(_matches(p, name) for p in patterns):
+            if name not in named and not any(pattern_matches(p, name) for p in patterns):
                 yield ".required", f"required parameter {name!r} is not in properties"
     if refs:
         yield from ref_problems(schema)
 
 
-def _declared(
-    root: Mapping[str, Any], node: Any, refs: frozenset[str]
+def declared_properties(
+    root: Mapping[str, Any], node: Any, refs: frozenset[str] = frozenset()
 ) -> tuple[set[str], list[str]]:
-    """The property names and ``patternProperties`` patterns that ``node`` declares for the
-    object it describes, with the schemas that apply to that same object (``allOf``,
-    ``anyOf``, ``oneOf``, ``then``/``else``, local ``$ref``s)."""
+    """The property names and ``patternProperties`` patterns that ``node`` (a sub-schema of
+    ``root``) declares for the object it describes, with the schemas that apply to that same
+    object (``allOf``, ``anyOf``, ``oneOf``, ``then``/``else``, local ``$ref``s)."""
     names: set[str] = set()
     patterns: list[str] = []
     if not isinstance(node, Mapping):
@@ -447,13 +447,13 @@ def _declared(
         subs.append(resolve_pointer(root, ref))
         refs = refs | {ref}
     for sub in subs:
-        more, also = _declared(root, sub, refs)
+        more, also = declared_properties(root, sub, refs)
         names |= more
         patterns += also
     return names, patterns
 
 
-def _matches(pattern: str, name: str) -> bool:
+def pattern_matches(pattern: str, name: str) -> bool:
     """Whether a ``patternProperties`` pattern (ECMA 262, read as Python's) matches ``name``;
     one Python cannot read is taken to."""
     try:

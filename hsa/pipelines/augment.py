@@ -83,8 +83,8 @@ class AugmentConfig:
 
     recipe: Recipe | None = setting(
         None,
-        help="The rules to draw variants from: a recipe (in YAML a recipe file, relative to "
-        "the config file, or an inline recipe); unset: the default recipe, every family.",
+        help="The rules to draw variants from: a recipe file (a build config's is relative to "
+        "the config file, or written inline); unset: the default recipe, every family.",
     )
     seed: int | None = setting(
         None, help="Seed of variant planning, picking and splits (unset: the recipe's)."
@@ -172,9 +172,13 @@ class AugmentConfig:
 
     def to_dict(self) -> dict[str, Any]:
         recipe, seed, k = self.resolved()
+        # a recipe that leaves include_canonical unset is recorded as false, as every recipe
+        # was before it could be unset, so datasets made then keep their identity (what the
+        # run does with it is keep_canonical, recorded below)
+        recorded = {"include_canonical": False, **recipe.to_dict()}
         return {
             "planner": PLAN_VERSION,
-            "recipe": recipe.to_dict(),
+            "recipe": recorded,
             "rule_versions": recipe.versions,
             "seed": seed,
             "variants_per_trajectory": k,

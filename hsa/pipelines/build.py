@@ -230,6 +230,9 @@ class BuildConfig:
             "hsa": __version__,
             "name": self.name,
             "source": self.source.identity(),
+            # (the oracle's default for recorded trajectories too, which no teacher makes: as
+            # datasets made before recorded it, so that they keep their identity; their card
+            # leaves it out)
             "teach": self.teach_identity(),
             "augment": self.augment.to_dict(),
         }

@@ -49,6 +49,43 @@ OUTPUT_FIELDS = (
 SET_OUTPUT_FIELDS = ("chat_template_kwargs",)
 
 
+#: the arguments hsa gives a chat template call itself (the messages, the tools, the
+#: generation prompt, how to tokenize): a ``chat_template_kwargs`` key may not be one of them
+_TEMPLATE_CALL = frozenset(
+    (
+        "conversation",
+        "messages",
+        "tools",
+        "documents",
+        "chat_template",
+        "add_generation_prompt",
+        "continue_final_message",
+        "tokenize",
+        "padding",
+        "truncation",
+        "max_length",
+        "return_tensors",
+        "return_dict",
+        "return_assistant_tokens_mask",
+        "tokenizer_kwargs",
+    )
+)
+
+
+def template_kwargs_problems(kwargs: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A ``chat_template_kwargs`` key that is an argument of the template call itself."""
+    taken = sorted(set(kwargs) & _TEMPLATE_CALL)
+    if not taken:
+        return []
+    return [
+        (
+            "chat_template_kwargs",
+            f"{', '.join(map(repr, taken))}: an argument hsa gives the template call itself; "
+            "chat_template_kwargs are the template's own variables (enable_thinking, say)",
+        )
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class TeachConfig:
     """A teacher job. The same names are used in YAML configs and as ``hsa teach`` flags."""
@@ -180,6 +217,7 @@ class TeachConfig:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
         url = self.base_url if self.backend == "openai" else None
         problems += endpoint_problems(url, self.api_key_header, self.api_key)
+        problems += template_kwargs_problems(self.chat_template_kwargs)
         refuse(problems, TeacherError)
 
     @property

@@ -498,7 +498,12 @@ def train_rl(
     checkpoint = resume_point(out, resume, args.max_steps, identity=run_identity(settings, args))
     if env is None:
         env = environment_of(settings, file)
-    prompts = prompts_of(env, settings)
+    try:
+        prompts = prompts_of(env, settings)
+    except TrainError as exc:  # named at the config's key (hsa.split, ...)
+        if exc.file is not None or not exc.where or exc.where.startswith("$"):
+            raise
+        raise TrainError(exc.message, file=file, where=f"$.hsa.{exc.where}") from None
     check_prompts(len(prompts), args, file)
     model, tokenizer = load_model(settings.model)
     tokenizer.padding_side = "left"

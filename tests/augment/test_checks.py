@@ -510,3 +510,18 @@ def test_an_enum_respelling_that_merges_two_values_fails_without_a_trajectory_ho
     harness = make_harness()
     rewrite, _ = apply_chain(harness, [(get_rule("tools.enum_values"), {"style": "upper"})], seed=0)
     assert enum_step_problems(rewrite.mapping) == []
+
+
+def test_arguments_declared_by_all_of_or_a_ref_are_declared():
+    # a rule adding top-level properties to such a schema still declares every argument
+    from hsa.augment.checks import undeclared
+
+    schema = {
+        "type": "object",
+        "allOf": [{"$ref": "#/$defs/base"}],
+        "$defs": {"base": {"type": "object", "properties": {"item_name": {"type": "string"}}}},
+        "properties": {"request_tag": {"type": "string"}},
+        "patternProperties": {"^x-": {"type": "string"}},
+    }
+    assert undeclared(schema, {"item_name": "a", "request_tag": "t", "x-k": "v"}) == []
+    assert undeclared(schema, {"item_name": "a", "other": 1}) == ["other"]

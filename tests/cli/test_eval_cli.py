@@ -136,3 +136,13 @@ def test_compare_of_a_folder_without_a_run_names_it(tmp_path):
     done = hsa("eval", "compare", str(tmp_path))
     assert done.returncode == 1 and str(tmp_path) in done.stderr
     assert "summary.json is missing" in done.stderr
+
+
+def test_suites_given_in_repeated_flags_are_all_run(tmp_path):
+    # --suite a --suite b is --suite a,b (the last one alone was run), in any order
+    out = tmp_path / "run"
+    args = ["--policy", "oracle", "--tasks", "5", "--variants", "1", "--out", str(out)]
+    done = hsa("eval", "run", "--suite", "variants", "--suite", "canonical", *args)
+    assert done.returncode == 0, done.stderr
+    assert list(summary(out)["suites"]) == ["canonical", "variants"]
+    assert pq.read_table(out / "episodes.parquet").num_rows == 5 + 5

@@ -61,13 +61,9 @@ def test_a_setting_flag_refuses_a_default_of_its_own():
 
 def test_the_teach_command_has_a_flag_for_every_scalar_setting():
     flagged = {flag.setting for flag in _settings("teach")}
-    # not flags: mappings (--env-seed sets env_options' seed; vllm_args only in YAML) and
-    # the key (read from the variable --api-key-env names)
-    assert flagged == {f.name for f in settings_of(default_config())} - {
-        "env_options",
-        "vllm_args",
-        "api_key",
-    }
+    # not flags: env_options (--env-seed and --env-path set it) and the key (read from the
+    # variable --api-key-env names)
+    assert flagged == {f.name for f in settings_of(default_config())} - {"env_options", "api_key"}
 
 
 def default_config():

@@ -397,6 +397,12 @@ def test_a_folder_of_shards_holds_trajectories_and_a_missing_file_is_named(tmp_p
     missing = hsa(*args, "--trajectories", str(tmp_path / "nope.parquet"))
     assert missing.returncode == 1
     assert f"{tmp_path / 'nope.parquet'}: no such file or folder" in missing.stderr
+    # a dataset of rows (and its variants file) is no trajectories: one line saying so
+    made = hsa("augment", "--input", str(tmp_path / "t"), "--out", str(tmp_path / "d"))
+    assert made.returncode == 0, made.stderr
+    rows = hsa(*args, "--trajectories", str(tmp_path / "d"))
+    assert rows.returncode == 1 and len(rows.stderr.strip().splitlines()) == 1
+    assert "holds no canonical trajectories (no events column" in rows.stderr
 
 
 def test_chat_jsonl_trajectories_carry_their_own_harnesses():

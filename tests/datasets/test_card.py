@@ -157,3 +157,13 @@ def test_bars_cover_their_buckets_and_the_prompt_mean_is_the_rows(monkeypatch) -
     assert bars == [(500, 500, 2), (1000, 500, 3), (5000, 500, 1)]
     messages = axes["messages per row"]
     assert sorted(p.get_x() + p.get_width() / 2 for p in messages.patches) == [4, 5, 6, 9]
+
+
+def test_the_card_names_no_teacher_for_recorded_trajectories() -> None:
+    config = {"source": {"trajectories": "abc"}, "teach": {"backend": "oracle"}, "augment": {}}
+    manifest = {"seed": 0, "variants": 2, "config": config, "config_hash": "abc", "engine": {}}
+    text, _ = render_card(stats(), manifest, "demo")
+    assert '"teach"' not in text and '"trajectories": "abc"' in text
+    taught = {**config, "source": {"env": "livestream"}}
+    text, _ = render_card(stats(), {**manifest, "config": taught}, "demo")
+    assert '"teach": {' in text

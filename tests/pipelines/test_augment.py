@@ -765,3 +765,16 @@ def test_the_cards_token_estimates_are_those_of_the_rows_as_written(
     marks = [json.loads(p.read_text()) for p in sorted((out / ".hsa" / "done").glob("*.json"))]
     counted = merge_stats([{"all": h} for m in marks for h in m["stats"]["tokens"].values()])
     assert counted["all"] == want
+
+
+def test_a_recipe_that_leaves_include_canonical_unset_keeps_the_identity_it_had() -> None:
+    # every recipe recorded include_canonical (false) before it could be unset: datasets made
+    # then must still resume; what the run does is keep_canonical, recorded beside it
+    from hsa.augment import default_recipe
+
+    unset = AugmentConfig(recipe=default_recipe()).to_dict()
+    assert default_recipe().include_canonical is None
+    assert unset["recipe"]["include_canonical"] is False and unset["keep_canonical"] is True
+    said = dataclasses.replace(default_recipe(), include_canonical=False)
+    recorded = AugmentConfig(recipe=said).to_dict()
+    assert recorded["recipe"] == unset["recipe"] and recorded["keep_canonical"] is False

@@ -241,6 +241,13 @@ def test_an_environment_that_cannot_be_built_names_the_config_key(tmp_path, hsa,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_split_without_tasks_names_the_config_key(tmp_path, external):
+    file = _rl_config(tmp_path, env="tau2", env_options={"path": str(external / "tau2" / "retail")})
+    with pytest.raises(TrainError, match="environment 'tau2' has no train tasks") as refused:
+        train_rl(file, tmp_path / "out")
+    assert refused.value.file == str(file) and refused.value.where == "$.hsa.split"
+
+
 def test_fewer_prompts_than_a_batch_are_refused_before_training(env, tmp_path):
     # 1 task under its own harness: 1 prompt, where a batch of 4 takes 2 of 2 generations each
     file = _rl_config(tmp_path, tasks=1, variants_per_task=0)
