@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hsa.datasets.card import batch_stats, merge_stats, render_card
 
@@ -94,19 +95,25 @@ def test_card_states_token_lengths_and_the_max_length_that_keeps_rows() -> None:
     assert "counted with the tokenizer `tiny`" in text and "Warning" not in text
 
 
-def test_plot_axes_of_counts_have_integer_ticks(monkeypatch) -> None:
+@pytest.fixture
+def figures(monkeypatch) -> list:
+    """The matplotlib figures the card saves, as they are drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    from hsa.datasets.card import TokenLengths
-
-    figures = []
+    found: list = []
     save = Figure.savefig
     monkeypatch.setattr(
-        Figure, "savefig", lambda self, *a, **k: (figures.append(self), save(self, *a, **k))[1]
+        Figure, "savefig", lambda self, *a, **k: (found.append(self), save(self, *a, **k))[1]
     )
+    return found
+
+
+def test_plot_axes_of_counts_have_integer_ticks(figures) -> None:
+    from hsa.datasets.card import TokenLengths
+
     manifest = {"seed": 0, "variants": 2, "config": {}, "config_hash": "abc", "engine": {}}
     render_card(stats(), manifest, "demo", lengths=TokenLengths({"train": hist(3, 4)}))
     assert figures
@@ -135,19 +142,9 @@ def test_estimated_tokens_count_the_characters_a_template_prints() -> None:
     assert estimate_tokens(messages, np.array([7, 0, 4])).tolist() == expected
 
 
-def test_bars_cover_their_buckets_and_the_prompt_mean_is_the_rows(monkeypatch) -> None:
+def test_bars_cover_their_buckets_and_the_prompt_mean_is_the_rows(figures) -> None:
     # a bucket [1000, 1500) is a bar from 1000 to 1500, not one centred on 1000 at the width
     # of the smallest gap; the mean is of the prompts, not of their buckets' starts
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    figures = []
-    save = Figure.savefig
-    monkeypatch.setattr(
-        Figure, "savefig", lambda self, *a, **k: (figures.append(self), save(self, *a, **k))[1]
-    )
     manifest = {"seed": 0, "variants": 2, "config": {}, "config_hash": "abc", "engine": {}}
     text, _ = render_card(stats(), manifest, "demo")
     assert "| system prompt chars (mean) | 1750 |" in text  # (3 x 1200 + 5100 + 2 x 900) / 6
