@@ -20,7 +20,10 @@ _ABOUT = {
 def _env_options(fn):
     fn = click.option("--seed", type=int, help="World seed (livestream; default 0).")(fn)
     fn = click.option(
-        "--n-tasks", "n_tasks", type=click.IntRange(min=1), help="Keep this many tasks."
+        "--n-tasks",
+        "n_tasks",
+        type=click.IntRange(min=1),
+        help="Keep this many tasks (livestream).",
     )(fn)
     fn = click.option(
         "--path",

@@ -224,7 +224,14 @@ def parse_config(
         raise ExperimentError(
             "env_options must be a mapping of option: value", file=file, where="$.env_options"
         )
-    seeds = data.get("seeds") or [0]
+    seeds = data.get("seeds", [0])
+    if isinstance(seeds, list) and not seeds:
+        where = "--seeds" if overrides.get("seeds") is not None else "$.seeds"
+        raise ExperimentError(
+            "no seed given: name one or more (each is a run of each arm)",
+            file=None if where == "--seeds" else file,
+            where=where,
+        )
     if not isinstance(seeds, list) or not all(
         isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
     ):
@@ -263,6 +270,13 @@ def parse_config(
         if not isinstance(spec, Mapping):
             raise ExperimentError("expected a mapping", file=file, where=where)
         spec = dict(spec)
+        if isinstance(spec.get("rules"), str) and spec["rules"] != "augmented":
+            raise ExperimentError(
+                f"{spec['rules']!r}: a tier's rules are a list of rules, or 'augmented' (the "
+                "augmented arm's)",
+                file=file,
+                where=f"{where}.rules",
+            )
         if spec.get("rules") == "augmented":
             spec["rules"] = [r.to_dict() for r in arms["augmented"].rules]
             spec.setdefault("min_rules", arms["augmented"].min_rules)

@@ -152,7 +152,13 @@ def results(summary: dict[str, Any], plot_path: str) -> str:
             for name, run in summary["training"].items()
         ),
         "",
-        f"Wall time: data {walls['data']} s, training {walls['train']} s, evaluation "
+        (
+            "Wall time of this invocation, which went on from an earlier one's work (the runs' "
+            "own times are in the table above, a resumed training's from its resumption): "
+            if summary.get("resumed")
+            else "Wall time: "
+        )
+        + f"data {walls['data']} s, training {walls['train']} s, evaluation "
         f"{walls['eval']} s, total {walls['total']} s.",
     ]
     return "\n".join(lines)

@@ -116,6 +116,8 @@ def write_results(
     runs: dict[tuple[str, int], Path],
     evals: dict[tuple[str, int, str], Path],
     walls: dict[str, float],
+    *,
+    resumed: bool = False,
 ) -> dict[str, Any]:
     """``out/summary.json``, ``out/report.md`` and ``out/tiers.png``; returns the summary."""
     from hsa.experiment.report import write_report
@@ -167,6 +169,8 @@ def write_results(
             "manifest_hash": resolved["data"]["manifest_hash"],
         }
     summary["wall_s"] = {k: round(v, 1) for k, v in walls.items()}
+    if resumed:  # the wall times are this invocation's, which went on from earlier work
+        summary["resumed"] = True
     text = json.dumps(summary, indent=2) + "\n"
     write_atomic(out / "summary.json", text, error=ExperimentError)
     write_report(summary, out)

@@ -91,6 +91,9 @@ def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quie
             "holds another experiment (its config differs); use a new folder",
             file=str(out),
         )
+    # a rerun into a folder of this experiment's work goes on from it: its wall times are its
+    # own, not the experiment's (the report says so)
+    resumed = found is not None and blocking
     text = json.dumps({"config_hash": config.hash()}, indent=2) + "\n"
     write_atomic(marker, text, error=ExperimentError)
     walls: dict[str, float] = {}
@@ -108,7 +111,7 @@ def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quie
     evals = evaluate_all(config, out, runs, progress)
     walls["eval"] = time.monotonic() - mark
     walls["total"] = time.monotonic() - started
-    return write_results(config, out, data, runs, evals, walls)
+    return write_results(config, out, data, runs, evals, walls, resumed=resumed)
 
 
 def check_training(config: ExperimentConfig) -> None:

@@ -109,6 +109,7 @@ def test_a_rerun_redoes_nothing_and_gives_the_same_figures(finished):
     after = json.loads((out / "summary.json").read_text("utf-8"))
     assert (out / "runs" / "fixed-s0" / "model.safetensors").stat().st_mtime_ns == weights
     before.pop("wall_s"), after.pop("wall_s")
+    assert after.pop("resumed") is True and "resumed" not in before  # (its times are its own)
     assert after == before
 
 

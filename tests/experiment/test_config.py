@@ -61,6 +61,9 @@ def test_command_line_seeds_and_steps_replace_the_configs():
     assert config.seeds == (3, 4)
     assert config.steps == 7
     assert config.hash() != parse_config(tiny()).hash()
+    with pytest.raises(ExperimentError, match="no seed given") as caught:
+        parse_config(tiny(), overrides={"seeds": []})  # --seeds ""
+    assert caught.value.where == "--seeds"
 
 
 @pytest.mark.parametrize(
@@ -69,6 +72,12 @@ def test_command_line_seeds_and_steps_replace_the_configs():
         ({"trian": {}}, "$.trian", "unknown key 'trian'; did you mean 'train'?"),
         ({"seeds": [-1]}, "$.seeds", "none negative"),
         ({"seeds": [0, 0]}, "$.seeds", "seeds must differ"),
+        ({"seeds": []}, "$.seeds", "no seed given"),
+        (
+            {"tiers": {"styles": {"seed": 1, "rules": "fixed"}}},
+            "$.tiers.styles.rules",
+            "a list of rules, or 'augmented'",
+        ),
         ({"train": {}}, "$.train.max_steps", "step-capped"),
         ({"arms": {"fixed": {"rules": []}}}, "$.arms", "fixed and augmented"),
         ({"tiers": {"canonical": {"rules": []}}}, "$.tiers.canonical", "own seed"),

@@ -76,3 +76,11 @@ def test_a_document_without_the_configs_section_is_refused(tmp_path):
     check_doc(doc)
     with pytest.raises(ExperimentError, match=r"no results section for wide .*\(wide\)"):
         check_doc(doc, "wide")
+
+
+def test_a_resumed_runs_wall_times_say_they_are_its_own():
+    # the times of a rerun that went on from earlier work are not the experiment's cost
+    found = summary_of("experiment")
+    assert "\nWall time: data " in results(found, "p.png")
+    resumed = results({**found, "resumed": True}, "p.png")
+    assert "Wall time of this invocation, which went on from an earlier one's work" in resumed
