@@ -110,3 +110,14 @@ def first_few(names: list[str], shown: int = 3) -> str:
     more``)."""
     more = f" and {len(names) - shown} more" if len(names) > shown else ""
     return ", ".join(names[:shown]) + more
+
+
+def unreadable(exc: BaseException) -> str | None:
+    """Why a JSON or YAML text Python's readers take as valid could not be read: nested past
+    Python's recursion limit, or holding an integer past its digit limit; None for any other
+    error (the caller's to report)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to read"
+    if isinstance(exc, ValueError) and "Exceeds the limit" in str(exc):
+        return "an integer of more than 4,300 digits, which Python does not read"
+    return None

@@ -338,3 +338,11 @@ def test_yaml_reads_dates_and_times_as_the_text_they_are_written_as() -> None:
 
 def _openai_teach(**settings: Any) -> TeachConfig:
     return TeachConfig(backend="openai", **settings)
+
+
+def test_yaml_past_what_python_reads_is_one_error() -> None:
+    from hsa.config import loads_yaml
+
+    with pytest.raises(ConfigError, match="4,300 digits") as caught:
+        loads_yaml("seed: 1" + "0" * 5000, error=ConfigError, file="c.yaml")
+    assert caught.value.file == "c.yaml"

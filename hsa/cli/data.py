@@ -364,7 +364,7 @@ def _dataset_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
     """The summary of an augmented dataset, and the shards of the split whose rows are shown."""
     from hsa.datasets import manifest as mf
     from hsa.datasets.export import shards
-    from hsa.errors import DatasetError, first_few
+    from hsa.errors import DatasetError
 
     manifest: Any = {}
     if (path / mf.MANIFEST).is_file():  # without one, shards() says what is missing
@@ -377,13 +377,7 @@ def _dataset_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
                 file=str(path / mf.MANIFEST),
             )
     files = shards(path)
-    broken = mf.damaged(path, manifest)
-    if broken:
-        raise DatasetError(
-            f"{len(broken)} file(s) of this dataset changed since it was written "
-            f"({first_few(broken)}): rerun the job that wrote it to repair them",
-            file=str(path),
-        )
+    mf.check_intact(path, manifest)
     rules = manifest.get("rules")
     rows = _mapping(manifest.get("rows"))
     engine = _mapping(manifest.get("engine"))

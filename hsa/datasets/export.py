@@ -150,10 +150,19 @@ def to_hf(
     if not files:
         return datasets.Dataset.from_dict({k: [] for k in features}, features=features)
     name = split or "train"  # the Dataset's split label: the split asked for
-    return datasets.load_dataset(
-        "parquet",
-        data_files={name: [str(f) for f in files]},
-        split=name,
-        features=features,
-        cache_dir=None if cache_dir is None else str(cache_dir),
-    )
+    try:
+        return datasets.load_dataset(
+            "parquet",
+            data_files={name: [str(f) for f in files]},
+            split=name,
+            features=features,
+            cache_dir=None if cache_dir is None else str(cache_dir),
+        )
+    except datasets.exceptions.DatasetGenerationError as exc:
+        # a shard it could not read: one that changed since it was written, named; checked
+        # only now, since reading every shard's bytes again costs what loading them does
+        root = Path(path)
+        mf.check_intact(root, mf.read_json(root / mf.MANIFEST))
+        cause = exc.__cause__ or exc
+        first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        raise DatasetError(f"cannot read the dataset's shards: {first}", file=str(path)) from None

@@ -312,6 +312,18 @@ def damaged(out: Path, manifest: Mapping[str, Any]) -> list[str]:
     return found
 
 
+def check_intact(out: Path, manifest: Mapping[str, Any]) -> None:
+    """Refuse a finished dataset whose files changed since it was written (``damaged``),
+    naming them: its readers would otherwise fail on them without saying which."""
+    broken = damaged(out, manifest)
+    if broken:
+        raise DatasetError(
+            f"{len(broken)} file(s) of this dataset changed since it was written "
+            f"({first_few(broken)}): rerun the job that wrote it to repair them",
+            file=str(out),
+        )
+
+
 def mark_path(out: Path, batch: int) -> Path:
     return out / STATE / "done" / f"{batch:05d}.json"
 

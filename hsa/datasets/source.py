@@ -36,6 +36,7 @@ from hsa.datasets.lock import process_alive
 from hsa.datasets.shards import open_parquet, sha256_file
 from hsa.errors import DatasetError, HsaError
 from hsa.harness.events import TRAJECTORY_SCHEMA, Trajectory, trajectories_to_table
+from hsa.harness.importers.openai_jsonl import first_repeat
 from hsa.harness.importers.write import MARKER, TRAJECTORIES
 from hsa.harness.io import MANIFEST, load
 from hsa.harness.model import Harness
@@ -275,14 +276,40 @@ def _is_augmented(manifest: Path) -> bool:
 
 def _parquet_source(root: Path, files: list[Path]) -> Source:
     counts = []
+    ids = []
     digest = hashlib.sha256()
     for file in files:
         handle = open_parquet(file)
         _columns(handle, file)
         counts.append(handle.metadata.num_rows)
+        ids.append(handle.read(columns=["id"]).column("id"))
         name = file.name if file == root else str(file.relative_to(root))
         digest.update(f"{name}\0{sha256_file(file)}\n".encode())
+    chunks = [chunk.cast(pa.string()) for column in ids for chunk in column.chunks]
+    _refuse_repeats(files, counts, pa.chunked_array(chunks, pa.string()))
     return Source(root, tuple(files), tuple(counts), digest.hexdigest())
+
+
+def _refuse_repeats(files: list[Path], counts: list[int], ids: pa.ChunkedArray) -> None:
+    """Refuse trajectory ids used twice: rows are named by their trajectory's id and variant,
+    so a dataset would hold two rows of one name (and splits are drawn by it)."""
+    found = first_repeat(ids.combine_chunks()) if len(ids) > 1 else None
+    if found is None:
+        return
+    starts = np.cumsum([0, *counts])
+
+    def where(position: int) -> tuple[Path, int]:
+        index = int(np.searchsorted(starts, position, side="right")) - 1
+        return files[index], position - int(starts[index])
+
+    (first_file, first_row), (file, row) = where(found[0]), where(found[1])
+    also = f"row {first_row}" if first_file == file else f"{first_file}, row {first_row}"
+    raise DatasetError(
+        f"trajectory id {ids[found[1]].as_py()!r} is also the id of {also}: ids must be "
+        "distinct (rows are named by them)",
+        file=str(file),
+        where=f"row {row}",
+    )
 
 
 def _import_source(folder: Path) -> Source:

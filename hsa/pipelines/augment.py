@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import math
 import multiprocessing
 import os
 import re
@@ -136,8 +137,10 @@ class AugmentConfig:
             problems.append(
                 ("variants_per_trajectory", "0 variants and no canonical rows: no row to write")
             )
-        if not self.splits or any(v < 0 for v in self.splits.values()):
-            problems.append(("splits", "needs at least one split and no negative fraction"))
+        if not self.splits or any(not (v >= 0 and math.isfinite(v)) for v in self.splits.values()):
+            problems.append(
+                ("splits", "needs at least one split and fractions that are finite, none negative")
+            )
         elif abs(sum(self.splits.values()) - 1) > 1e-9:
             total = sum(self.splits.values())
             problems.append(("splits", f"fractions must add up to 1 (these add up to {total:g})"))

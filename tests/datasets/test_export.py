@@ -176,3 +176,18 @@ def test_reading_teach_output_as_a_dataset_says_what_it_is(tmp_path: Path) -> No
     for read in (scan_dataset, lambda p: list(iter_rows(p))):
         with pytest.raises(DatasetError, match="this is hsa teach output"):
             read(tmp_path / "teacher")
+
+
+def test_to_hf_names_a_shard_that_changed_since_it_was_written(
+    dataset: Path, tmp_path: Path
+) -> None:
+    # datasets' own error named no file; hsa train read through it and showed a traceback
+    import shutil
+
+    copy = tmp_path / "ds"
+    shutil.copytree(dataset, copy)
+    shard = sorted((copy / "data" / "train").glob("*.parquet"))[0]
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    with pytest.raises(DatasetError, match=r"1 file\(s\) of this dataset changed") as caught:
+        to_hf(copy, "train", cache_dir=tmp_path / "cache")
+    assert str(shard.relative_to(copy)) in caught.value.message

@@ -219,3 +219,16 @@ def test_an_import_folder_says_what_its_import_said(tmp_path):
     (note,) = imported.notes
     write_import(imported, tmp_path / "imported")
     assert open_source(tmp_path / "imported").notes == open_source(path).notes == (note,)
+
+
+def test_a_trajectory_id_used_twice_is_refused_naming_both_rows(tmp_path, livestream_table):
+    # rows are named by their trajectory's id: two would share every row name
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pq.write_table(livestream_table.slice(0, 3), folder / "part-00000.parquet")
+    pq.write_table(livestream_table.slice(2, 3), folder / "part-00001.parquet")
+    with pytest.raises(DatasetError, match="is also the id of .*part-00000.parquet, row 2") as e:
+        open_source(folder)
+    assert e.value.file == str(folder / "part-00001.parquet") and e.value.where == "row 0"

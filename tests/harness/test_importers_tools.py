@@ -216,3 +216,24 @@ def test_schemas_of_other_drafts_and_recursive_types_are_imported_as_they_are(tm
     assert checker.problem("scale", {"n": 0}) is not None  # draft-04: true excludes the minimum
     assert checker.problem("tree", {"label": "a", "children": [{"label": 1}]}) is not None
     assert checker.problem("a", {"a": 1}) is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("[" * 5000 + "]" * 5000, "nested too deeply to read"),
+        ('[{"name": "a", "parameters": {"maximum": 1' + "0" * 5000 + "}}]", "4,300 digits"),
+    ],
+)
+def test_json_past_what_python_reads_is_one_error_naming_the_file(tmp_path, text, why):
+    # valid JSON that Python's reader refuses (a RecursionError, a ValueError) was a traceback
+    from hsa.errors import HsaError
+    from hsa.harness import load_harness
+
+    path = tmp_path / "tools.json"
+    path.write_text(text)
+    with pytest.raises(ImportFormatError, match=why) as caught:
+        import_source(path)
+    assert caught.value.file == str(path)
+    with pytest.raises(HsaError, match=why):
+        load_harness(path)

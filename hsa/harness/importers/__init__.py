@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hsa.errors import ImportFormatError
+from hsa.errors import ImportFormatError, unreadable
 from hsa.harness.importers.base import ImportResult, check_harnesses
 from hsa.harness.importers.bfcl import import_bfcl
 from hsa.harness.importers.detect import FORMATS, detect_format
@@ -38,7 +38,16 @@ def import_source(
     ``harness`` applies to ``openai-jsonl`` only: rows are read under it instead of deriving
     harnesses from their tools and system messages.
     """
-    path = Path(src)
+    try:
+        return _import(Path(src), format, harness)
+    except (RecursionError, ValueError) as exc:  # JSON past what Python's reader takes
+        why = unreadable(exc)
+        if why is None:
+            raise
+        raise ImportFormatError(f"cannot read: {why}", file=str(src)) from None
+
+
+def _import(path: Path, format: str | None, harness: Harness | None) -> ImportResult:
     if not path.exists():
         raise ImportFormatError("no such file or directory", file=str(path))
     fmt = format or detect_format(path)

@@ -10,7 +10,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hsa.errors import HarnessError, HarnessValidationError, HsaError, ImportFormatError
+from hsa.errors import (
+    HarnessError,
+    HarnessValidationError,
+    HsaError,
+    ImportFormatError,
+    unreadable,
+)
 from hsa.harness.events import Trajectory
 from hsa.harness.jsonvalues import may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Section, Tool
@@ -184,6 +190,11 @@ def read_json(path: Path) -> Any:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise invalid_json(exc, path, exc.lineno) from None
+    except (RecursionError, ValueError) as exc:
+        why = unreadable(exc)
+        if why is None:
+            raise
+        raise ImportFormatError(f"cannot read: {why}", file=str(path)) from None
     if may_be_unwritable(text):
         _refuse_unwritable(doc, path, "$")
     return doc
@@ -240,6 +251,13 @@ def read_json_lines(
                     "JSON Lines: one JSON value per line"
                 )
             raise invalid_json(exc, path, lineno, hint) from None
+        except (RecursionError, ValueError) as exc:
+            why = unreadable(exc)
+            if why is None:
+                raise
+            raise ImportFormatError(
+                f"cannot read: {why}", file=str(path), where=f"line {lineno}"
+            ) from None
         first = False
         if odd or ("\\u" in line and _SURROGATE_ESCAPE.search(line)):
             _refuse_unwritable(row, path, f"line {lineno}: $")
