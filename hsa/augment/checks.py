@@ -382,7 +382,12 @@ def stale_name_problems(h2: Harness, m: RewriteMapping) -> list[tuple[str, str]]
     table |= {old: new for old, new in m.skills.items() if new != old}
     table = {old: new for old, new in table.items() if old not in images}
     found: dict[str, list[str]] = {}
+    # a name no free text holds cannot be replaced in any: looked for in all of them at once
+    # (two passes over the harness per renamed name made a check quadratic in its tools)
+    texts = "\0".join(text for _, text, _ in _free_texts(h2, h2))
     for name, renamed in sorted(table.items()):
+        if name not in texts:
+            continue
         # the new name may hold the old one (a namespace): hide it, then look for the old
         hidden = {renamed: "\x00"}
         masked = replace_in_harness(h2, hidden)
@@ -491,9 +496,9 @@ def replay_problems(
                     f"call {n}: recovered {g.tool}({_canonical_json(g.args)}), "
                     f"recorded {w.tool}({_canonical_json(w.args)})"
                 )
-        recorded = _results(canonical)
+        recorded, recovered_results = _results(canonical), _results(recovered)
         for n, (w, g) in enumerate(zip(want, got, strict=True)):
-            a, b = recorded.get(w.call_id), _results(recovered).get(g.call_id)
+            a, b = recorded.get(w.call_id), recovered_results.get(g.call_id)
             same = (a is None and b is None) or (
                 a is not None
                 and b is not None
