@@ -195,6 +195,7 @@ def test_from_mapping_accepts_what_fits_and_reports_validation_in_its_own_error(
             "chat_template_kwargs",
         ),
         (EvalConfig, {"chat_template_kwargs": {"tokenize": 1}}, EvalError, "chat_template_kwargs"),
+        (EvalConfig, {"model": "gpt-x"}, EvalError, "model"),  # the oracle policy runs none
         (Sampling, {"max_tokens": 0}, TeacherError, "max_tokens"),
         (RolloutConfig, {"max_steps_per_turn": 0}, TeacherError, "max_steps_per_turn"),
         (ThrottleConfig, {"decrease": 1.5}, TeacherError, "decrease"),

@@ -120,3 +120,12 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo(_stopped("interrupted"), err=True)
         sys.exit(130)
+    except RecursionError:  # a value read past where a reader says which file it came from
+        if debug:
+            raise
+        click.echo(
+            "hsa: error: an input is nested too deeply to read (a JSON or YAML value thousands "
+            "of levels deep)",
+            err=True,
+        )
+        sys.exit(1)

@@ -49,6 +49,8 @@ class JsonObject(click.ParamType):
 
         try:
             found = json.loads(value, parse_constant=refuse)
+        except RecursionError:
+            self.fail("nested too deeply to read", param, ctx)
         except ValueError as exc:
             self.fail(f"not JSON: {getattr(exc, 'msg', exc)}", param, ctx)
         if not isinstance(found, dict):

@@ -141,6 +141,9 @@ class EvalConfig:
         )
         problems += bounded(self, "bootstrap", low=100)
         problems += template_kwargs_problems(self.chat_template_kwargs)
+        if self.policy in ("oracle", "fixed-oracle") and self.model:
+            # reports name the model under test policy/model: a model it never ran would be false
+            problems.append(("model", f"the {self.policy} policy runs no model; leave it out"))
         refuse(problems, EvalError)
 
     @property

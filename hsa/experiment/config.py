@@ -224,7 +224,9 @@ def parse_config(
         raise ExperimentError(
             "env_options must be a mapping of option: value", file=file, where="$.env_options"
         )
-    seeds = data.get("seeds", [0])
+    seeds = data.get("seeds")
+    if seeds is None:  # unset (or null): the default
+        seeds = [0]
     if isinstance(seeds, list) and not seeds:
         where = "--seeds" if overrides.get("seeds") is not None else "$.seeds"
         raise ExperimentError(

@@ -60,3 +60,15 @@ def test_an_interrupted_command_says_what_to_do_next(monkeypatch, capsys, exc, c
         app.commands.pop("probe-stopped", None)
     assert done.value.code == code
     assert capsys.readouterr().err.strip() == f"hsa: {word} (rerun with --resume)"
+
+
+def test_input_nested_past_what_python_reads_is_one_line(failing_command, capsys):
+    # a config file thousands of levels deep fails past its reader (jsonschema, hashing)
+    failing_command(RecursionError("maximum recursion depth exceeded"))
+    with pytest.raises(SystemExit) as done:
+        main(["probe-missing"])
+    assert done.value.code == 1
+    assert capsys.readouterr().err.strip() == (
+        "hsa: error: an input is nested too deeply to read (a JSON or YAML value thousands of "
+        "levels deep)"
+    )

@@ -229,6 +229,6 @@ def test_a_trajectory_id_used_twice_is_refused_naming_both_rows(tmp_path, livest
     folder.mkdir()
     pq.write_table(livestream_table.slice(0, 3), folder / "part-00000.parquet")
     pq.write_table(livestream_table.slice(2, 3), folder / "part-00001.parquet")
-    with pytest.raises(DatasetError, match="is also the id of .*part-00000.parquet, row 2") as e:
+    with pytest.raises(DatasetError, match=r"is also the id of .*part-00000\.parquet, row 2") as e:
         open_source(folder)
     assert e.value.file == str(folder / "part-00001.parquet") and e.value.where == "row 0"

@@ -61,6 +61,7 @@ def test_command_line_seeds_and_steps_replace_the_configs():
     assert config.seeds == (3, 4)
     assert config.steps == 7
     assert config.hash() != parse_config(tiny()).hash()
+    assert parse_config({**tiny(), "seeds": None}).seeds == (0,)  # null: unset, the default
     with pytest.raises(ExperimentError, match="no seed given") as caught:
         parse_config(tiny(), overrides={"seeds": []})  # --seeds ""
     assert caught.value.where == "--seeds"
