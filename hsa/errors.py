@@ -121,3 +121,10 @@ def unreadable(exc: BaseException) -> str | None:
     if isinstance(exc, ValueError) and "Exceeds the limit" in str(exc):
         return "an integer of more than 4,300 digits, which Python does not read"
     return None
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none): a
+    library's error told in an hsa error's one line."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -20,7 +20,7 @@ from hsa.augment.checks import RECORDED, CheckReport, Replay, check_rewrite
 from hsa.augment.planner import apply_chain
 from hsa.augment.rule import Context, Rewrite, Rule
 from hsa.envs.base import Environment, Task
-from hsa.errors import HsaError, RuleError
+from hsa.errors import HsaError, RuleError, first_line
 from hsa.harness.events import Trajectory, UserMessage
 from hsa.harness.model import Harness
 
@@ -153,7 +153,7 @@ def subjects_from_files(
     try:
         tables = [pq.read_table(shard) for shard in shards]
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise HsaError(f"cannot read Parquet: {first}", file=str(trajectories)) from None
     if any(t.schema != tables[0].schema for t in tables[1:]):
         raise HsaError(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hsa.datasets import manifest as mf
 from hsa.datasets.schema import JSON_FIELDS, ROW_SCHEMA, trl_messages
 from hsa.datasets.shards import read_table
-from hsa.errors import DatasetError, first_few
+from hsa.errors import DatasetError, first_few, first_line
 from hsa.harness.importers.write import MARKER, TRAJECTORIES
 
 if TYPE_CHECKING:
@@ -164,5 +164,5 @@ def to_hf(
         root = Path(path)
         mf.check_intact(root, mf.read_json(root / mf.MANIFEST))
         cause = exc.__cause__ or exc
-        first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        first = first_line(cause)
         raise DatasetError(f"cannot read the dataset's shards: {first}", file=str(path)) from None

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.datasets.shards import write_atomic
-from hsa.errors import TrainError
+from hsa.errors import TrainError, first_line
 from hsa.train.card import (
     HF_CACHE,
     RESOLVED,
@@ -188,7 +188,7 @@ def template_error(exc: ValueError, model: str, file: str | None) -> TrainError:
     """A ``TrainError`` for what TRL refused at setup: a chat template it cannot mark for
     assistant-only loss (naming the model, and saying what to change), or a setting of the
     config (naming the config file)."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    first = first_line(exc)
     if "assistant" not in first.lower() and "template" not in first.lower():
         return TrainError(f"TRL refused the setup: {first}", file=file)
     return TrainError(
@@ -247,7 +247,7 @@ def load_model(path: str) -> tuple[Any, Any]:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path)
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise TrainError(f"cannot load the model: {first}", file=path) from None
     return model, tokenizer
 
@@ -398,7 +398,7 @@ def train_sft(
     except OSError as exc:  # a chat_template_path TRL took for a tokenizer and could not load
         if args.chat_template_path is None:
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise TrainError(
             f"cannot load a chat template from {args.chat_template_path!r}: {first}",
             file=file,
