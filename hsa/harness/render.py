@@ -98,6 +98,8 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
                 block = fmt.format_calls([(tool, args) for _, tool, args in pending_calls], tag)
             except ProtocolError as exc:
                 raise ProtocolError(exc.message, file=exc.file, where=pending_at) from None
+            if text == "":  # "" before calls is no text, as chat templates read it
+                text = None
             if text is not None and not fmt.allows_prefix(tag):
                 messages.append(_assistant_message(text, reasoning))
                 text = reasoning = None

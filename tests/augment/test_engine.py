@@ -30,6 +30,7 @@ from hsa.datasets.schema import chat_messages
 from hsa.errors import DatasetError, HsaError
 from hsa.harness import (
     TRAJECTORY_SCHEMA,
+    AssistantMessage,
     Harness,
     HookFired,
     Protocol,
@@ -163,6 +164,20 @@ def test_matches_render_on_every_protocol(protocol: Protocol) -> None:
     engine = check(trajectories, variants)
     assert engine.stats.calls_exact == 0
     assert engine.stats.rows_exact == 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.label)
+def test_empty_text_before_calls_matches_render(protocol: Protocol) -> None:
+    # reasoning and no text before calls (and before a skill load): one message with the calls
+    events = list(make_events())
+    events[3] = AssistantMessage("", "the policy first")
+    events[5] = AssistantMessage("", "then the order")
+    harness = make_harness(protocol)
+    trajectories = [Trajectory("a", tuple(events))]
+    check(trajectories, [canonical_variant(harness), *planned(harness, trajectories, 0)[1:]])
+    if not protocol.is_api:
+        messages = render(trajectories[0].events, harness).messages
+        assert all(m["content"] for m in messages if m["role"] == "assistant")
 
 
 def test_matches_render_on_livestream_oracle() -> None:

@@ -239,6 +239,27 @@ def test_tagged_format_keeps_text_and_calls_together() -> None:
     assert parse(render(TURN, harness), harness) == TURN
 
 
+@pytest.mark.parametrize(
+    ("fmt", "tag"), [("python", False), ("json", True), ("hermes", None), ("xml_concise", False)]
+)
+def test_empty_text_before_calls_is_no_message_of_its_own(fmt: str, tag: bool | None) -> None:
+    # reasoning with no text before calls (an OpenAI log's content: null, a reasoning model's
+    # reply): the calls and the reasoning are one assistant message under every text format,
+    # never an empty message and then the calls (a first-call view would cut the calls off)
+    events = [
+        UserMessage("Weather in Paris?"),
+        AssistantMessage("", "need weather"),
+        ToolCall("call_0", "get_weather", {"city": "Paris"}),
+        ToolResult("call_0", "sunny"),
+    ]
+    harness = _harness(Protocol("text", fmt, call_tag=tag))
+    messages = render(events, harness).messages
+    turns = [m for m in messages if m["role"] == "assistant"]
+    assert len(turns) == 1 and turns[0]["reasoning_content"] == "need weather"
+    assert "get_weather" in turns[0]["content"] and not turns[0]["content"].startswith("\n")
+    assert parse(render(events, harness), harness) == events
+
+
 def test_hook_after_skill_load_attaches_to_the_skill_result() -> None:
     events = [
         UserMessage("hi"),

@@ -248,8 +248,8 @@ def blocks(batch: Batch, ent: Entries, lay: Layout, calls: CallTexts) -> Part:
     slots = lay.slot[owners]
     split_owner = lay.split[owners]
     # assistant text + "\n" + block, unless the format keeps them apart (then the block
-    # is the message after the text); a turn started by a call is the block alone
-    with_text = (k[owners] == ASSISTANT) & ~split_owner
+    # is the message after the text); a turn started by a call, or by "", is the block alone
+    with_text = (k[owners] == ASSISTANT) & ~split_owner & ~batch.ev.bare[e[owners]]
     texts = batch.ev.fields["text"].take(pa.array(e[owners]))
     content = pc.if_else(
         pa.array(with_text), pc.binary_join_element_wise(texts, block, lit("\n")), block

@@ -37,7 +37,8 @@ class Events:
     ``local`` (its index in the trajectory), ``kind`` (a code of ``KINDS``), ``head`` (a call
     that starts an assistant message), ``owner`` (for a call, the event whose message holds
     it; else the event itself), ``has_calls`` (an assistant event that calls follow),
-    ``counter`` (calls and skill loads before it in its trajectory), and the Arrow ``fields``.
+    ``bare`` (one of those whose text is ""), ``counter`` (calls and skill loads before it in
+    its trajectory), and the Arrow ``fields``.
     ``kind`` is -1 for a null event or an unknown kind.
     """
 
@@ -48,6 +49,7 @@ class Events:
     head: np.ndarray
     owner: np.ndarray
     has_calls: np.ndarray
+    bare: np.ndarray
     counter: np.ndarray
     fields: dict[str, pa.Array]
     scans: dict[str, tuple[np.ndarray, pa.Array, Scan]]
@@ -109,6 +111,9 @@ def explode(table: pa.Table) -> Events:
     nxt = np.concatenate((kind[1:], [-1])).astype(np.int8)
     nxt[last] = -1
     has_calls = ((kind == ASSISTANT) & ((nxt == CALL) | (nxt == SKILL))) | head
+    # "" before calls is no text, as chat templates read it: the calls are the message
+    empty = pc.fill_null(pc.equal(fields["text"], ""), False).to_numpy(zero_copy_only=False)
+    bare = has_calls & (kind == ASSISTANT) & empty
     before = np.cumsum(is_call, dtype=np.int64) - is_call
     counter = before - before[start[traj]]
-    return Events(start, traj, local, kind, head, owner, has_calls, counter, fields, {})
+    return Events(start, traj, local, kind, head, owner, has_calls, bare, counter, fields, {})

@@ -157,7 +157,7 @@ def lay_out(
     e, v, k = ent.event, ent.variant, ent.kind
     api = api_of[v]
     head = ev.head[e]
-    split = (k == ASSISTANT) & ev.has_calls[e] & ~prefix_ok[v]
+    split = (k == ASSISTANT) & ev.has_calls[e] & ~ev.bare[e] & ~prefix_ok[v]
 
     # how many messages each entry makes, and the role of its last one, by kind and case
     case = k * 3 + head + hooks.inject
