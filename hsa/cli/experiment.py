@@ -57,7 +57,7 @@ def run_command(
     parsed = None
     if seeds is not None:
         try:
-            parsed = [int(s) for s in seeds.split(",") if s.strip()]
+            parsed = [int(s) for s in seeds.split(",")]  # an empty item ("0,,1") too
         except ValueError:
             raise ExperimentError(f"--seeds: expected integers, got {seeds!r}") from None
     settings = load_config(config, seeds=parsed, steps=steps, scale=scale)

@@ -181,6 +181,10 @@ def test_bad_flags_are_one_line(tmp_path):
     done = hsa("experiment", "run", str(config), "--out", str(tmp_path / "o"), "--seeds", "a")
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == ["hsa: error: --seeds: expected integers, got 'a'"]
+    done = hsa("experiment", "run", str(config), "--out", str(tmp_path / "o"), "--seeds", "0,,1")
+    assert done.stderr.strip().splitlines() == [
+        "hsa: error: --seeds: expected integers, got '0,,1'"
+    ]
     done = hsa("experiment", "run", str(config), "--out", str(tmp_path / "o"), "--steps", "0")
     assert done.returncode == 2 and "'--steps': 0 is not in the range" in done.stderr
     assert "max_steps" not in done.stderr and not (tmp_path / "o").exists()
