@@ -303,7 +303,8 @@ def plan(
     """The variants of ``harness`` under ``recipe`` (``seed`` defaults to the recipe's).
 
     Returns ``recipe.variants_per_harness`` variants, preceded by the canonical one when
-    ``recipe.include_canonical``. Each is ``plan_variant(..., index)``: planned on its own, so
+    ``recipe.include_canonical``. Each after the canonical one is ``plan_variant(..., index)``
+    (``index`` counted from 0 after it): planned on its own, so
     planning a few of them (what the augment job does, ``LazyPlan``) gives the same variants as
     planning all. Rules whose ``needs`` the context does not provide are not applied (plan
     with ``context=Context.of(events)`` to include them).
