@@ -185,6 +185,11 @@ def _summary(report: Any) -> None:
         f"this run verified {report.reasons.get('ok', 0)}, rejected {sum(rejected.values())}"
         + (f" ({detail})" if detail else "")
         + (f"; {report.retry} need a retry (no answer from the backend)" if report.retry else "")
+        + (
+            f"; {report.held} finished in shards with those, written when they are"
+            if report.held
+            else ""
+        )
     )
     failures = ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items()))
     latency = " ".join(f"{k} {v}" for k, v in report.latency.items())

@@ -71,13 +71,16 @@ class TeachReport:
     cache; ``skipped`` rollouts were already in shards from an earlier run; ``written`` rows
     were written by this run; ``verified`` counts verified rows in all the job's shards;
     ``reasons`` counts this run's rollouts by reason (``ok`` when verified, ``backend`` for
-    those that need a retry); ``retry_reasons`` says why those got no answer."""
+    those that need a retry); ``retry_reasons`` says why those got no answer; ``held`` counts
+    rollouts that finished but were not written, since their shard holds some of those (a
+    rerun writes them, from the request cache, with the retried ones)."""
 
     out: Path
     total: int = 0
     skipped: int = 0
     written: int = 0
     verified: int = 0
+    held: int = 0
     reasons: Counter = field(default_factory=Counter)
     requests: int = 0
     cache_hits: int = 0
@@ -122,9 +125,14 @@ class TeachIncomplete(TeacherError):
             why += f" ({report.retry_reasons[reasons[0][0]]} rollouts); also " + first_few(
                 [f"{reason} ({count})" for reason, count in reasons[1:]], 2
             )
+        held = (
+            f" (nor {report.held} that finished in their shards, which the rerun writes)"
+            if report.held
+            else ""
+        )
         super().__init__(
             f"{report.retry} of {ran} rollouts got no answer from the backend and were not "
-            f"written: {why}; once it answers, rerun the same command to retry them",
+            f"written{held}: {why}; once it answers, rerun the same command to retry them",
             file=str(report.out),
         )
         self.report = report
@@ -539,6 +547,7 @@ async def _run(
         if progress is not None:
             progress(counts["done"], report.total, counts["verified"])
         if shard.retry and len(shard.rows) + shard.retry == len(shard.specs):
+            report.held += len(shard.rows)
             shard.rows.clear()  # the rerun replays these from the cache with the failed ones
         elif len(shard.rows) == len(shard.specs):
             rows = [shard.rows.pop(s.id) for s in shard.specs]

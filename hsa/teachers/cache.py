@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL
 )
 """
+_SQLITE = b"SQLite format 3\x00"  # how every SQLite database file begins
 _INSERT = "INSERT OR REPLACE INTO responses (key, model, response, created) VALUES (?, ?, ?, ?)"
 
 
@@ -55,12 +56,24 @@ class RequestCache:
         self._jobs: queue.SimpleQueue | None = None
         self._thread: threading.Thread | None = None
         self._known: set[str] | None = None  # keys stored, read once, for misses without I/O
+        self._refuse_foreign()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # autocommit mode: transactions are explicit (BEGIN ... COMMIT) or one statement
             self._db = sqlite3.connect(
                 str(self.path), isolation_level=None, timeout=30.0, check_same_thread=False
             )
+            tables = {
+                name
+                for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            if tables and "responses" not in tables:  # another program's database: not ours
+                self._db.close()
+                raise TeacherError(
+                    "is an SQLite database of something else (tables: "
+                    f"{', '.join(sorted(tables))}), not a request cache; choose another --cache",
+                    file=str(self.path),
+                )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
@@ -74,6 +87,28 @@ class RequestCache:
                 f"cannot open the request cache: {exc.strerror or exc}; choose another --cache",
                 file=str(self.path),
             ) from None
+
+    def _refuse_foreign(self) -> None:
+        """Refuse a folder or a file that is not an SQLite database before opening it: the
+        advice for a damaged cache (delete it) would destroy what the path really holds."""
+        if self.path.is_dir():
+            raise TeacherError(
+                "is a folder; the request cache is a file (such as "
+                f"{self.path / 'cache.sqlite'}): choose another --cache",
+                file=str(self.path),
+            )
+        try:
+            with self.path.open("rb") as stream:
+                head = stream.read(len(_SQLITE))
+        except FileNotFoundError:
+            return
+        except OSError:
+            return  # reported as the database is opened, in its own words
+        if head and head != _SQLITE:  # (an empty file is a new database)
+            raise TeacherError(
+                "is not a request cache (not an SQLite file); choose another --cache",
+                file=str(self.path),
+            )
 
     # --- synchronous access ---
 

@@ -404,6 +404,9 @@ def test_rollouts_the_backend_did_not_answer_are_not_written_and_rerun(finished,
     assert written and all(r["verified"] for r in written)  # no backend failure as a row
     assert down not in {r["task_id"] for r in written}
     assert len(written) == report.written < 18 and not (out / "manifest.json").exists()
+    # verified rollouts of the failed ones' shards are held back, counted, and said
+    assert report.written + report.held == report.reasons["ok"] and report.held > 0
+    assert f"(nor {report.held} that finished in their shards" in str(failed.value)
 
     healthy = Unreachable(env)
     rerun = teach(config(), out, env=env, backend=healthy)

@@ -70,12 +70,41 @@ def test_failed_requests_are_not_cached(tmp_path):
     assert len(cache) == 0
 
 
-def test_an_unusable_cache_file_is_reported(tmp_path):
+def test_a_damaged_cache_file_is_reported(tmp_path):
     path = tmp_path / "cache.sqlite"
-    path.write_bytes(b"this is not a database" * 100)
+    path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)  # an SQLite file, damaged
     with pytest.raises(TeacherError) as caught:
         RequestCache(path)
     assert str(path) in str(caught.value) and "delete the file" in str(caught.value)
+
+
+def test_what_is_not_a_cache_is_refused_untouched_without_advice_to_delete_it(tmp_path):
+    text = tmp_path / "notes.json"
+    text.write_text('{"a": 1}\n' * 100)
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+    db.close()
+    before = other.read_bytes()
+    for path, says in [
+        (tmp_path, "is a folder"),
+        (text, "not an SQLite file"),
+        (other, "something else (tables: users)"),
+    ]:
+        with pytest.raises(TeacherError) as caught:
+            RequestCache(path)
+        message = str(caught.value)
+        assert str(path) in message and says in message, message
+        assert "choose another --cache" in message and "delete" not in message
+    assert text.read_text() == '{"a": 1}\n' * 100 and other.read_bytes() == before
+
+
+def test_an_empty_file_is_a_new_cache(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    path.touch()
+    cache = RequestCache(path)
+    assert len(cache) == 0
+    cache.close()
 
 
 def test_async_writes_are_committed_together_and_read_back(tmp_path):
