@@ -288,6 +288,30 @@ def test_valid_rows_a_row_cannot_hold_are_left_out_and_said_and_the_rest_kept(tm
     assert "message fields a row does not hold, not kept: name (2 message(s))" in notes
 
 
+def test_calls_written_as_text_leave_the_row_out_and_are_said(tmp_path):
+    # Hermes-style corpora write calls in the assistant's text: hsa reads calls from
+    # tool_calls, and a variant would rename the tools around calls it cannot see
+    hermes = '<tool_call>\n{"name": "echo", "arguments": {"x": 1}}\n</tool_call>'
+    rows = [
+        _row({"role": "user", "content": "a"}, {"role": "assistant", "content": hermes}),
+        _row(  # no tools listed (the system prompt's <tools> block): the tags tell
+            {"role": "user", "content": "b"}, {"role": "assistant", "content": hermes}
+        ),
+        _row({"role": "user", "content": "c"}, {"role": "assistant", "content": "[echo(x=1)]"}),
+        # a listed tool's call in an untagged format; and text that only looks like one
+        _row({"role": "user", "content": "d"}, {"role": "assistant", "content": "[other(x=1)]"}),
+        _row({"role": "user", "content": "e"}, {"role": "assistant", "content": "ok [1, 2]"}),
+    ]
+    rows[0]["tools"] = rows[2]["tools"] = rows[3]["tools"] = [ECHO]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path)
+    assert [t.metadata["line"] for t in result.trajectories] == [4, 5]
+    notes = "\n".join(result.notes)
+    assert "3 row(s) left out: assistant text that writes calls in a text call format" in notes
+    assert "line(s) 1, 2, 3" in notes
+
+
 def test_a_refusal_is_what_the_assistant_said(tmp_path):
     from hsa.harness import AssistantMessage
 

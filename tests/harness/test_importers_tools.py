@@ -48,6 +48,38 @@ def test_mixed_document_and_mcp_tools_list(tmp_path):
     assert harness.metadata["name_map"] == {"math_sqrt": "math.sqrt"}
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        # corpora published as JSON arrays of their own records (xLAM, Hermes, Glaive)
+        (
+            json.dumps([{"id": 0, "query": "q", "answers": "[]", "tools": "[]"}]),
+            "a JSON array of records that are neither tool definitions nor chat rows (the "
+            "first has answers, id, query, tools)",
+        ),
+        (json.dumps([{"conversations": [{"from": "human", "value": "hi"}]}]), "conversations"),
+        ("", "is empty"),
+        ("\n  \n", "is empty"),
+    ],
+)
+def test_what_is_no_tools_file_is_not_read_as_one(tmp_path, text, says):
+    path = tmp_path / "corpus.json"
+    path.write_text(text)
+    with pytest.raises(ImportFormatError) as refused:
+        detect_format(path)
+    assert refused.value.file == str(path) and says in refused.value.message
+    assert "not a tool definition" not in refused.value.message
+
+
+def test_a_byte_that_is_not_utf8_is_named_by_its_line(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    row = {"messages": [{"role": "user", "content": "hi"}]}
+    path.write_bytes(json.dumps(row).encode() + b"\n" + b'{"messages": [{"content": "caf\xe9"}]}\n')
+    with pytest.raises(ImportFormatError) as refused:
+        detect_format(path)
+    assert refused.value.where == "line 2" and "not UTF-8" in refused.value.message
+
+
 def test_an_mcp_tools_list_response_is_read_in_its_json_rpc_envelope(tmp_path):
     doc = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [MCP], "nextCursor": None}}
     path = tmp_path / "tools.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hsa.errors import ImportFormatError
+from hsa.errors import ImportFormatError, first_few
 from hsa.harness.importers.base import invalid_json, read_text, text_lines
 from hsa.harness.importers.bfcl import DOC_DIR, QUESTION_FILE, is_bfcl_dir
 from hsa.harness.importers.skills import SKILL_FILE, skill_folders
@@ -37,7 +37,12 @@ def detect_format(src: str | Path) -> str:
     if QUESTION_FILE.match(path.name) or path.parent.name == DOC_DIR:
         return "bfcl"
     first, more = _first_lines(path)
-    if first is not None and more:
+    if first is None:
+        raise ImportFormatError(
+            "is empty: expected a tools file (JSON), OpenAI chat rows (JSON Lines) or a BFCL file",
+            file=str(path),
+        )
+    if more:
         try:  # several JSON values, one a line: JSON Lines (read no further than line 2)
             return _record_format(json.loads(first), path)
         except json.JSONDecodeError:
@@ -65,20 +70,27 @@ def detect_format(src: str | Path) -> str:
         )
     if isinstance(doc, dict) and "question" in doc:
         return "bfcl"
+    if isinstance(doc, list) and doc and isinstance(doc[0], dict):
+        keys = doc[0].keys()
+        if not keys & {"name", "function", "type"}:  # what every tool definition has
+            raise ImportFormatError(
+                "a JSON array of records that are neither tool definitions nor chat rows "
+                f"(the first has {first_few(sorted(map(str, keys)), 6)}): hsa imports OpenAI "
+                'chat rows ({"messages": [...]}, as JSON Lines), tool lists, BFCL, tau2 and '
+                "Agent Skills; convert the records to OpenAI chat rows",
+                file=str(path),
+            )
     return "tools"
 
 
 def _first_lines(path: Path) -> tuple[str | None, bool]:
-    """The first non-blank line of ``path``, and whether another follows it; ``(None, False)``
-    when a line cannot be read (reading the whole file then names the error)."""
+    """The first non-blank line of ``path`` (``None``: the file is blank), and whether
+    another follows it. A line that cannot be read (not UTF-8) is refused naming it."""
     first = None
-    try:
-        for _, line in text_lines(path):
-            if first is not None:
-                return first, True
-            first = line
-    except ImportFormatError:
-        return None, False
+    for _, line in text_lines(path):
+        if first is not None:
+            return first, True
+        first = line
     return first, False
 
 

@@ -37,8 +37,9 @@ from hsa.harness.importers.base import (
 )
 from hsa.harness.jsonvalues import may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Prompt, Skill, Tool
-from hsa.harness.parse import match_hook, split_tool_hooks
+from hsa.harness.parse import call_like, match_hook, split_tool_hooks
 from hsa.harness.prompt import surface_tools, system_prompt
+from hsa.harness.protocols import CALL_FORMATS
 from hsa.harness.toolformats import tools_from_document
 
 SYSTEM_ROLES = ("system", "developer")
@@ -202,6 +203,9 @@ LEFT_OUT = {
     "not_text": "content other than text (an image, audio, a file), which a row cannot hold",
     "unknown_skill": "a call to the skill tool that names no skill of the harness (a variant "
     "renames the skills it has)",
+    "text_calls": "assistant text that writes calls in a text call format (such as Hermes' "
+    "<tool_call> tags), which hsa does not read as calls (a variant would rename the tools "
+    "and leave the calls as written); write such calls as tool_calls",
 }
 #: the message fields a row holds (or reads: a tool message's name is its call's)
 _READ = frozenset(
@@ -554,6 +558,26 @@ def _text(content: Any, path: Path, where: str) -> str:
     )
 
 
+def _calls_in_text(text: str, tools: set[str]) -> bool:
+    """Whether assistant ``text`` writes calls in some text call format: calls to one of
+    ``tools``, or any calls in tags (Hermes' ``<tool_call>``, ``<TOOLCALL>``), as corpora that
+    list their tools in the system prompt write them (a quick look first: most text looks
+    like no format's calls)."""
+    if not call_like(text):
+        return False
+    for key, fmt in CALL_FORMATS.items():
+        for tag in (False, True):
+            try:
+                parsed = fmt.parse_calls(text, tag)
+            except HsaError:
+                continue
+            if parsed is None or not parsed[1]:
+                continue
+            if tag or key == "hermes" or any(name in tools for name, _ in parsed[1]):
+                return True
+    return False
+
+
 def _events(
     messages: Sequence[Any],
     start: int,
@@ -614,6 +638,8 @@ def _events(
             if content is not None or reasoning is not None or not calls:
                 # (an assistant turn with neither text nor calls is kept, as an empty one)
                 text = _text(content, path, f"{at}.content")
+                if _calls_in_text(text, tools | rename.keys()):
+                    raise _LeftOut("text_calls")
                 # "" before calls is no text, as chat templates read it (a message of its own
                 # under a text protocol otherwise)
                 if text or reasoning is not None or not calls:
