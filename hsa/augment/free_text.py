@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 from hsa.augment.names import replace_identifiers
 from hsa.errors import HsaError
-from hsa.harness.model import Harness, Hook, Protocol, Section, Tool
+from hsa.harness.model import Harness, Hook, Protocol, Section, Skill, Tool
 from hsa.harness.protocols import CALL_FORMATS, CallFormat
 
 
@@ -62,6 +62,18 @@ def replace_in_tool(tool: Tool, table: Mapping[str, str]) -> Tool:
     return dataclasses.replace(tool, description=description, parameters=parameters)
 
 
+def replace_in_skills(skills: Sequence[Skill], table: Mapping[str, str]) -> list[Skill]:
+    """``skills`` with every free-text occurrence of ``table``'s keys replaced, token-aware."""
+    return [
+        dataclasses.replace(
+            s,
+            description=replace_identifiers(s.description, table),
+            content=replace_identifiers(s.content, table),
+        )
+        for s in skills
+    ]
+
+
 def replace_in_harness(harness: Harness, table: Mapping[str, str]) -> Harness:
     """``harness`` with every free-text occurrence of ``table``'s keys replaced, token-aware."""
     table = {k: v for k, v in table.items() if k != v}
@@ -83,14 +95,7 @@ def replace_in_harness(harness: Harness, table: Mapping[str, str]) -> Harness:
         if prompt.template is None
         else replace_identifiers(prompt.template, table, template=True)
     )
-    skills = [
-        dataclasses.replace(
-            s,
-            description=replace_identifiers(s.description, table),
-            content=replace_identifiers(s.content, table),
-        )
-        for s in harness.skills
-    ]
+    skills = replace_in_skills(harness.skills, table)
     hooks = [
         dataclasses.replace(h, message=replace_identifiers(h.message, table, template=True))
         for h in harness.hooks

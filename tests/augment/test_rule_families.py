@@ -409,6 +409,25 @@ def test_a_recursive_type_keeps_its_names_and_the_rest_is_renamed():
     assert renamed["$defs"] == schema["$defs"]  # its paths never end: no step could follow
 
 
+def test_a_skill_body_keeps_the_skill_tools_own_parameter_and_follows_the_tools():
+    # Agent Skills load by `name`: a skill's `"name"` (a JSON key in an example, a front-matter
+    # field) is not the loader's parameter; a tool's parameter a skill mentions is renamed
+    harness = make_harness()
+    loader = dataclasses.replace(
+        harness.skill_tool,
+        parameters={"type": "object", "properties": {"name": {"type": "string"}}},
+    )
+    body = 'Declare `{"type": "bash", "name": "bash"}` and pass `order_id` to `get_order`.'
+    skill = dataclasses.replace(harness.skills[2], content=body)
+    harness = harness.replace(skill_tool=loader, skills=[*harness.skills[:2], skill])
+    params = {"fraction": 1.0, "style": "pascal"}
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.rename_params"), params)], seed=0)
+    renamed = rewrite.harness
+    assert list(renamed.skill_tool.parameters["properties"]) == ["Name"]
+    assert renamed.skills[2].content == body.replace("`order_id`", "`OrderId`")
+    assert ("name", "Name") in rewrite.mapping.text  # assistant text still follows it
+
+
 def test_parameter_renames_follow_into_the_arguments_an_input_hook_sets_and_removes():
     hook = Hook(
         "trim-search",

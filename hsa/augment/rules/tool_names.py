@@ -9,7 +9,12 @@ import re
 from typing import Any
 
 from hsa.augment.banks import synonyms
-from hsa.augment.free_text import format_accepts, remap_matchers, replace_in_harness
+from hsa.augment.free_text import (
+    format_accepts,
+    remap_matchers,
+    replace_in_harness,
+    replace_in_skills,
+)
 from hsa.augment.mapping import RewriteMapping, ToolMap
 from hsa.augment.names import (
     PARAM_NAME,
@@ -272,6 +277,17 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
     other_ids = {t.name for t in tools} | {s.id for s in harness.skills}
     prose = {k: v for k, v in table.items() if k not in other_ids}
     renamed = replace_in_harness(renamed, prose)
+    # A skill's body documents its task, never how it is loaded: a name only the skill tool's
+    # parameters have (Agent Skills' `name`) is another thing there (a JSON key in an example,
+    # a front-matter field), and stays as written.
+    own = set()
+    if harness.skill_tool is not None:
+        own = set(property_names(dict(harness.skill_tool.parameters))) & prose.keys()
+        for tool in harness.tools:
+            own -= set(property_names(dict(tool.parameters)))
+    if own:
+        kept = {k: v for k, v in prose.items() if k not in own}
+        renamed = renamed.replace(skills=replace_in_skills(harness.skills, kept))
     return Rewrite(renamed, RewriteMapping(tools=steps_by_tool, text=tuple(prose.items())))
 
 
