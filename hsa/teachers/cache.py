@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL
 )
 """
+_COLUMNS = frozenset(("key", "model", "response", "created"))  # of the responses table
 _SQLITE = b"SQLite format 3\x00"  # how every SQLite database file begins
 _INSERT = "INSERT OR REPLACE INTO responses (key, model, response, created) VALUES (?, ?, ?, ?)"
 
@@ -67,7 +68,8 @@ class RequestCache:
                 name
                 for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }
-            if tables and "responses" not in tables:  # another program's database: not ours
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+            if tables and not columns >= _COLUMNS:  # another program's database: not ours
                 self._db.close()
                 raise TeacherError(
                     "is an SQLite database of something else (tables: "

@@ -301,15 +301,24 @@ def test_calls_written_as_text_leave_the_row_out_and_are_said(tmp_path):
         # a listed tool's call in an untagged format; and text that only looks like one
         _row({"role": "user", "content": "d"}, {"role": "assistant", "content": "[other(x=1)]"}),
         _row({"role": "user", "content": "e"}, {"role": "assistant", "content": "ok [1, 2]"}),
+        _row({"role": "user", "content": "f"}, {"role": "assistant", "content": "Use <tool_call>"}),
     ]
+    # tagged bodies Hermes' own parser would not read: Python-dict style, arguments as a
+    # string, text after the block
+    for body in (
+        "<tool_call>\n{'arguments': {'x': 1}, 'name': 'echo'}\n</tool_call>",
+        '<tool_call>\n{"name": "echo", "arguments": "{\\"x\\": 1}"}\n</tool_call>',
+        hermes + "\nAnything else?",
+    ):
+        rows.append(_row({"role": "user", "content": "g"}, {"role": "assistant", "content": body}))
     rows[0]["tools"] = rows[2]["tools"] = rows[3]["tools"] = [ECHO]
     path = tmp_path / "chat.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = import_source(path)
-    assert [t.metadata["line"] for t in result.trajectories] == [4, 5]
+    assert [t.metadata["line"] for t in result.trajectories] == [4, 5, 6]
     notes = "\n".join(result.notes)
-    assert "3 row(s) left out: assistant text that writes calls in a text call format" in notes
-    assert "line(s) 1, 2, 3" in notes
+    assert "6 row(s) left out: assistant text that writes calls in a text call format" in notes
+    assert "line(s) 1, 2, 3, 7, 8, 9" in notes
 
 
 def test_a_refusal_is_what_the_assistant_said(tmp_path):

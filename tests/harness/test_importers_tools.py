@@ -60,6 +60,8 @@ def test_mixed_document_and_mcp_tools_list(tmp_path):
         (json.dumps([{"conversations": [{"from": "human", "value": "hi"}]}]), "conversations"),
         ("", "is empty"),
         ("\n  \n", "is empty"),
+        ("[{}]", "(the first has no fields)"),
+        (json.dumps([{"id": "0", "description": {}, "user_scenario": {}}]), "a tau2 tasks file"),
     ],
 )
 def test_what_is_no_tools_file_is_not_read_as_one(tmp_path, text, says):
@@ -69,6 +71,38 @@ def test_what_is_no_tools_file_is_not_read_as_one(tmp_path, text, says):
         detect_format(path)
     assert refused.value.file == str(path) and says in refused.value.message
     assert "not a tool definition" not in refused.value.message
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"description": "d", "parameters": {"type": "object"}},
+        {"inputSchema": {"type": "object"}},
+        {"input_schema": {"type": "object"}},
+    ],
+)
+def test_a_nameless_tool_is_refused_as_a_tool(tmp_path, entry):
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps([entry]))
+    assert detect_format(path) == "tools"
+    with pytest.raises(ImportFormatError, match="tool has no name"):
+        import_source(path)
+
+
+def test_an_empty_tools_file_is_said_to_be_empty(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_text("\n")
+    with pytest.raises(ImportFormatError, match="is empty"):
+        import_source(path, format="tools")
+
+
+def test_a_byte_that_is_not_utf8_in_a_json_document_is_named_by_its_line(tmp_path):
+    path = tmp_path / "tools.json"
+    doc = json.dumps([{"name": "caf", "description": "d"}], indent=2)
+    path.write_bytes(b"\xef\xbb\xbf" + doc.replace('"d"', '"caf\u00e9"').encode("latin-1"))
+    with pytest.raises(ImportFormatError) as refused:
+        import_source(path)
+    assert refused.value.where == "line 4" and "not UTF-8" in refused.value.message
 
 
 def test_a_byte_that_is_not_utf8_is_named_by_its_line(tmp_path):

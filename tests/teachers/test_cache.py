@@ -85,18 +85,24 @@ def test_what_is_not_a_cache_is_refused_untouched_without_advice_to_delete_it(tm
     with sqlite3.connect(other) as db:
         db.execute("CREATE TABLE users (name TEXT)")
     db.close()
-    before = other.read_bytes()
+    survey = tmp_path / "survey.db"  # a table of the cache's name, of other columns
+    with sqlite3.connect(survey) as db:
+        db.execute("CREATE TABLE responses (id INTEGER PRIMARY KEY, answer TEXT)")
+    db.close()
+    before = other.read_bytes(), survey.read_bytes()
     for path, says in [
         (tmp_path, "is a folder"),
         (text, "not an SQLite file"),
         (other, "something else (tables: users)"),
+        (survey, "something else (tables: responses)"),
     ]:
         with pytest.raises(TeacherError) as caught:
             RequestCache(path)
         message = str(caught.value)
         assert str(path) in message and says in message, message
         assert "choose another --cache" in message and "delete" not in message
-    assert text.read_text() == '{"a": 1}\n' * 100 and other.read_bytes() == before
+    assert text.read_text() == '{"a": 1}\n' * 100
+    assert (other.read_bytes(), survey.read_bytes()) == before
 
 
 def test_an_empty_file_is_a_new_cache(tmp_path):

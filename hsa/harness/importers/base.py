@@ -166,11 +166,21 @@ def harness_id(name: str, *, fallback: str = "harness") -> str:
 def read_text(path: Path) -> str:
     """The text of ``path`` (UTF-8; a byte order mark at the start is skipped)."""
     try:
-        return path.read_text("utf-8-sig")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ImportFormatError("file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ImportFormatError(f"cannot read: {exc}", file=str(path)) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+        start = exc.start + bom  # the decoder's offset is past the byte order mark
+        line = data.count(b"\n", 0, start) + 1
+        column = start - (data.rfind(b"\n", 0, start) + 1)
+        raise ImportFormatError(
+            f"not UTF-8: {exc.reason} at byte {column}", file=str(path), where=f"line {line}"
+        ) from None
 
 
 def invalid_json(
@@ -186,6 +196,8 @@ def invalid_json(
 def read_json(path: Path) -> Any:
     """The JSON document at ``path``; a syntax error names its line and column."""
     text = read_text(path)
+    if not text.strip():
+        raise ImportFormatError("is empty: expected a JSON document", file=str(path))
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -72,15 +72,27 @@ def detect_format(src: str | Path) -> str:
         return "bfcl"
     if isinstance(doc, list) and doc and isinstance(doc[0], dict):
         keys = doc[0].keys()
-        if not keys & {"name", "function", "type"}:  # what every tool definition has
+        if "user_scenario" in keys:
+            raise ImportFormatError(
+                "a tau2 tasks file: import its domain folder (tools.json and tasks.json)",
+                file=str(path),
+            )
+        if not keys & _TOOL_KEYS:
+            shown = first_few(sorted(map(str, keys)), 6) if keys else "no fields"
             raise ImportFormatError(
                 "a JSON array of records that are neither tool definitions nor chat rows "
-                f"(the first has {first_few(sorted(map(str, keys)), 6)}): hsa imports OpenAI "
-                'chat rows ({"messages": [...]}, as JSON Lines), tool lists, BFCL, tau2 and '
-                "Agent Skills; convert the records to OpenAI chat rows",
+                f"(the first has {shown}): hsa imports OpenAI chat rows "
+                '({"messages": [...]}, as JSON Lines), tool lists, BFCL, tau2 and Agent Skills; '
+                "convert the records to OpenAI chat rows",
                 file=str(path),
             )
     return "tools"
+
+
+#: fields of some tool definition (OpenAI, MCP, Anthropic), even one the tools importer refuses
+_TOOL_KEYS = frozenset(
+    ("name", "function", "type", "description", "parameters", "inputSchema", "input_schema")
+)
 
 
 def _first_lines(path: Path) -> tuple[str | None, bool]:

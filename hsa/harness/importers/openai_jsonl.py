@@ -558,6 +558,10 @@ def _text(content: Any, path: Path, where: str) -> str:
     )
 
 
+#: a call block in tags, with a body: Hermes' <tool_call>, BFCL's <TOOLCALL>
+_TAGGED_CALLS = re.compile(r"<(tool_call|TOOLCALL)>\s*\S.*?</\1>", re.DOTALL)
+
+
 def _calls_in_text(text: str, tools: set[str]) -> bool:
     """Whether assistant ``text`` writes calls in some text call format: calls to one of
     ``tools``, or any calls in tags (Hermes' ``<tool_call>``, ``<TOOLCALL>``), as corpora that
@@ -565,6 +569,8 @@ def _calls_in_text(text: str, tools: set[str]) -> bool:
     like no format's calls)."""
     if not call_like(text):
         return False
+    if _TAGGED_CALLS.search(text):  # parsed or not (a Python-dict body, arguments as a string)
+        return True
     for key, fmt in CALL_FORMATS.items():
         for tag in (False, True):
             try:

@@ -4,8 +4,8 @@ A call format is a pair of functions: ``format_calls(calls, tag) -> str`` and
 ``parse_calls(text, tag) -> (prefix, calls) | None`` where ``calls`` is a list of
 ``(tool_name, args)`` and ``prefix`` is the assistant text before the calls, or None when there
 was none; ``parse_calls`` returns None when ``text`` is not a call message at all. Assistant text
-and calls are joined by one newline (``join_prefix``), so an empty text (``"\\n<calls>"``) and no
-text (``"<calls>"``) stay distinct. A doc format is ``format_docs(tools) -> str``. Both are looked
+and calls are joined by one newline (``join_prefix``); an empty text before calls is no text
+(render writes the calls alone). A doc format is ``format_docs(tools) -> str``. Both are looked
 up by the names in ``Protocol``.
 
 The formats (see each module for its grammar and escaping):
