@@ -303,22 +303,30 @@ def test_calls_written_as_text_leave_the_row_out_and_are_said(tmp_path):
         _row({"role": "user", "content": "e"}, {"role": "assistant", "content": "ok [1, 2]"}),
         _row({"role": "user", "content": "f"}, {"role": "assistant", "content": "Use <tool_call>"}),
     ]
+    for prose in (  # about the tags, not calls: kept
+        "Wrap each call in <tool_call> and </tool_call> tags.",
+        "Use `<tool_call>{...}</tool_call>` around the JSON.",
+        "The regex `<tool_call>(.*?)</tool_call>` reads the body.",
+    ):
+        rows.append(_row({"role": "user", "content": "h"}, {"role": "assistant", "content": prose}))
     # tagged bodies Hermes' own parser would not read: Python-dict style, arguments as a
     # string, text after the block
     for body in (
         "<tool_call>\n{'arguments': {'x': 1}, 'name': 'echo'}\n</tool_call>",
         '<tool_call>\n{"name": "echo", "arguments": "{\\"x\\": 1}"}\n</tool_call>',
         hermes + "\nAnything else?",
+        "<TOOLCALL>[echo(x=1)]</TOOLCALL>",
+        hermes.removesuffix("</tool_call>"),  # cut off before its closing tag
     ):
         rows.append(_row({"role": "user", "content": "g"}, {"role": "assistant", "content": body}))
     rows[0]["tools"] = rows[2]["tools"] = rows[3]["tools"] = [ECHO]
     path = tmp_path / "chat.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = import_source(path)
-    assert [t.metadata["line"] for t in result.trajectories] == [4, 5, 6]
+    assert [t.metadata["line"] for t in result.trajectories] == [4, 5, 6, 7, 8, 9]
     notes = "\n".join(result.notes)
-    assert "6 row(s) left out: assistant text that writes calls in a text call format" in notes
-    assert "line(s) 1, 2, 3, 7, 8, 9" in notes
+    assert "8 row(s) left out: assistant text that writes calls in a text call format" in notes
+    assert "line(s) 1, 2, 3, 10, 11, 12, 13, 14" in notes
 
 
 def test_a_refusal_is_what_the_assistant_said(tmp_path):

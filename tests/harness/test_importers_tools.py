@@ -61,6 +61,7 @@ def test_mixed_document_and_mcp_tools_list(tmp_path):
         ("", "is empty"),
         ("\n  \n", "is empty"),
         ("[{}]", "(the first has no fields)"),
+        (json.dumps([{"id": 1, "description": "a mug", "price": 3}]), "description, id, price"),
         (json.dumps([{"id": "0", "description": {}, "user_scenario": {}}]), "a tau2 tasks file"),
     ],
 )
@@ -94,6 +95,17 @@ def test_an_empty_tools_file_is_said_to_be_empty(tmp_path):
     path.write_text("\n")
     with pytest.raises(ImportFormatError, match="is empty"):
         import_source(path, format="tools")
+
+
+def test_a_byte_after_a_byte_order_mark_is_counted_as_the_line_reader_counts_it(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'[{"name": "a\xff"}]')
+    with pytest.raises(ImportFormatError) as detected:
+        detect_format(path)
+    with pytest.raises(ImportFormatError) as read:
+        import_source(path, format="tools")
+    assert detected.value.message == read.value.message
+    assert read.value.message == "not UTF-8: invalid start byte at byte 12"
 
 
 def test_a_byte_that_is_not_utf8_in_a_json_document_is_named_by_its_line(tmp_path):

@@ -177,7 +177,7 @@ def read_text(path: Path) -> str:
         bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
         start = exc.start + bom  # the decoder's offset is past the byte order mark
         line = data.count(b"\n", 0, start) + 1
-        column = start - (data.rfind(b"\n", 0, start) + 1)
+        column = start - max(data.rfind(b"\n", 0, start) + 1, bom)  # as text_lines counts
         raise ImportFormatError(
             f"not UTF-8: {exc.reason} at byte {column}", file=str(path), where=f"line {line}"
         ) from None

@@ -77,7 +77,7 @@ def detect_format(src: str | Path) -> str:
                 "a tau2 tasks file: import its domain folder (tools.json and tasks.json)",
                 file=str(path),
             )
-        if not keys & _TOOL_KEYS:
+        if not keys & _TOOL_KEYS and doc[0].get("type") != "function":
             shown = first_few(sorted(map(str, keys)), 6) if keys else "no fields"
             raise ImportFormatError(
                 "a JSON array of records that are neither tool definitions nor chat rows "
@@ -90,9 +90,7 @@ def detect_format(src: str | Path) -> str:
 
 
 #: fields of some tool definition (OpenAI, MCP, Anthropic), even one the tools importer refuses
-_TOOL_KEYS = frozenset(
-    ("name", "function", "type", "description", "parameters", "inputSchema", "input_schema")
-)
+_TOOL_KEYS = frozenset(("name", "function", "parameters", "inputSchema", "input_schema"))
 
 
 def _first_lines(path: Path) -> tuple[str | None, bool]:

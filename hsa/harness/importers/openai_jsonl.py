@@ -558,8 +558,14 @@ def _text(content: Any, path: Path, where: str) -> str:
     )
 
 
-#: a call block in tags, with a body: Hermes' <tool_call>, BFCL's <TOOLCALL>
-_TAGGED_CALLS = re.compile(r"<(tool_call|TOOLCALL)>\s*\S.*?</\1>", re.DOTALL)
+#: a call block in tags whose body starts as calls do (a JSON object with a key, a list, a
+#: fenced block, an XML call, ``name(``): Hermes' <tool_call>, BFCL's <TOOLCALL>; not prose
+#: about the tags or a placeholder (``<tool_call>{...}</tool_call>``)
+_TAGGED_CALLS = re.compile(
+    r"<(tool_call|TOOLCALL)>\s*(?:\{\s*[\"']|\[\s*[\w{\"'\[]|```|<(?:function|invoke)|[A-Za-z_][\w.]*\()"
+    r".*?(?:</\1>|\Z)",  # (or to the end: a reply cut off before its closing tag)
+    re.DOTALL,
+)
 
 
 def _calls_in_text(text: str, tools: set[str]) -> bool:
