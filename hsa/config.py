@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from hsa.errors import HsaError, unreadable
+from hsa.errors import HsaError, refuse_unreadable
 
 
 def setting(
@@ -369,10 +369,7 @@ def loads_yaml(text: str, *, error: type[HsaError], file: str | None = None) -> 
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise error(f"invalid YAML: {reason}", file=file, where=where) from None
     except (RecursionError, ValueError) as exc:
-        why = unreadable(exc)
-        if why is None:
-            raise
-        raise error(f"cannot read: {why}", file=file) from None
+        refuse_unreadable(exc, error, file=file)
 
 
 def read_yaml(path: str | Path, *, error: type[HsaError]) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 
 class HsaError(Exception):
     """Root of every error hsa raises on bad input.
@@ -121,6 +123,17 @@ def unreadable(exc: BaseException) -> str | None:
     if isinstance(exc, ValueError) and "Exceeds the limit" in str(exc):
         return "an integer of more than 4,300 digits, which Python does not read"
     return None
+
+
+def refuse_unreadable(
+    exc: BaseException, error: type[HsaError], *, file: str | None, where: str | None = None
+) -> NoReturn:
+    """Raise ``error`` saying why a text could not be read (``unreadable``), or ``exc`` itself
+    when it is another error: for the readers' ``except (RecursionError, ValueError)``."""
+    why = unreadable(exc)
+    if why is None:
+        raise exc
+    raise error(f"cannot read: {why}", file=file, where=where) from None
 
 
 def first_line(exc: BaseException) -> str:

@@ -122,17 +122,22 @@ def undeclared(
     root = schema if root is None else root
     found: list[str] = []
     if isinstance(value, Mapping):
-        names, patterns = declared_properties(root, schema)
         own = schema.get("properties")
+        declared = None  # what the schemas applying to this object declare, when needed
         if not isinstance(own, Mapping):
-            if not names and not patterns:
+            declared = declared_properties(root, schema)
+            if declared == (set(), []):
                 return found  # free-form
             own = {}
         for key, inner in value.items():
             at = f"{path}.{key}" if path else str(key)
             if key in own:
                 found += undeclared(own[key], inner, at, root)
-            elif key not in names and not any(pattern_matches(p, key) for p in patterns):
+                continue
+            if declared is None:  # (rare: most arguments are the schema's own properties)
+                declared = declared_properties(root, schema)
+            names, patterns = declared
+            if key not in names and not any(pattern_matches(p, key) for p in patterns):
                 found.append(at)
     elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         for i, inner in enumerate(value):

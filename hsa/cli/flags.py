@@ -49,10 +49,10 @@ class JsonObject(click.ParamType):
 
         try:
             found = json.loads(value, parse_constant=refuse)
-        except RecursionError:
-            self.fail("nested too deeply to read", param, ctx)
-        except ValueError as exc:
-            self.fail(f"not JSON: {getattr(exc, 'msg', exc)}", param, ctx)
+        except (RecursionError, ValueError) as exc:
+            from hsa.errors import unreadable
+
+            self.fail(unreadable(exc) or f"not JSON: {getattr(exc, 'msg', exc)}", param, ctx)
         if not isinstance(found, dict):
             self.fail(f"must be a JSON object, got {type(found).__name__}", param, ctx)
         return found

@@ -293,7 +293,7 @@ def _parquet_source(root: Path, files: list[Path]) -> Source:
 def _refuse_repeats(files: list[Path], counts: list[int], ids: pa.ChunkedArray) -> None:
     """Refuse trajectory ids used twice: rows are named by their trajectory's id and variant,
     so a dataset would hold two rows of one name (and splits are drawn by it)."""
-    found = first_repeat(ids.combine_chunks()) if len(ids) > 1 else None
+    found = first_repeat(ids.combine_chunks())
     if found is None:
         return
     starts = np.cumsum([0, *counts])
@@ -367,7 +367,6 @@ def _jsonl_source(
     harnesses its rows bring into a ``HarnessStore`` beside it: memory holds a chunk, not the
     file, however many rows and harnesses it has."""
     from hsa.harness.importers.openai_jsonl import (
-        first_repeat,
         is_silent,
         read_openai_jsonl,
         reading_notes,

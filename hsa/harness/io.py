@@ -34,7 +34,7 @@ from hsa.errors import (
     HsaError,
     ImportFormatError,
     TemplateError,
-    unreadable,
+    refuse_unreadable,
 )
 from hsa.harness.files import replacing_directory, write_atomic
 from hsa.harness.model import Harness
@@ -113,10 +113,7 @@ def _read_json(path: Path) -> Any:
             f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=str(path)
         ) from None
     except (RecursionError, ValueError) as exc:
-        why = unreadable(exc)
-        if why is None:
-            raise
-        raise HarnessError(f"cannot read: {why}", file=str(path)) from None
+        refuse_unreadable(exc, HarnessError, file=str(path))
 
 
 def _read_yaml(path: Path) -> Any:

@@ -102,10 +102,8 @@ class RequestCache:
         try:
             with self.path.open("rb") as stream:
                 head = stream.read(len(_SQLITE))
-        except FileNotFoundError:
+        except OSError:  # not there (a new cache), or reported as the database is opened
             return
-        except OSError:
-            return  # reported as the database is opened, in its own words
         if head and head != _SQLITE:  # (an empty file is a new database)
             raise TeacherError(
                 "is not a request cache (not an SQLite file); choose another --cache",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hsa.errors import ImportFormatError, unreadable
+from hsa.errors import ImportFormatError, refuse_unreadable
 from hsa.harness.importers.base import ImportResult, check_harnesses
 from hsa.harness.importers.bfcl import import_bfcl
 from hsa.harness.importers.detect import FORMATS, detect_format
@@ -41,10 +41,7 @@ def import_source(
     try:
         return _import(Path(src), format, harness)
     except (RecursionError, ValueError) as exc:  # JSON past what Python's reader takes
-        why = unreadable(exc)
-        if why is None:
-            raise
-        raise ImportFormatError(f"cannot read: {why}", file=str(src)) from None
+        refuse_unreadable(exc, ImportFormatError, file=str(src))
 
 
 def _import(path: Path, format: str | None, harness: Harness | None) -> ImportResult:

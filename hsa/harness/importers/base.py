@@ -15,7 +15,7 @@ from hsa.errors import (
     HarnessValidationError,
     HsaError,
     ImportFormatError,
-    unreadable,
+    refuse_unreadable,
 )
 from hsa.harness.events import Trajectory
 from hsa.harness.jsonvalues import may_be_unwritable, unwritable
@@ -203,10 +203,7 @@ def read_json(path: Path) -> Any:
     except json.JSONDecodeError as exc:
         raise invalid_json(exc, path, exc.lineno) from None
     except (RecursionError, ValueError) as exc:
-        why = unreadable(exc)
-        if why is None:
-            raise
-        raise ImportFormatError(f"cannot read: {why}", file=str(path)) from None
+        refuse_unreadable(exc, ImportFormatError, file=str(path))
     if may_be_unwritable(text):
         _refuse_unwritable(doc, path, "$")
     return doc
@@ -264,12 +261,7 @@ def read_json_lines(
                 )
             raise invalid_json(exc, path, lineno, hint) from None
         except (RecursionError, ValueError) as exc:
-            why = unreadable(exc)
-            if why is None:
-                raise
-            raise ImportFormatError(
-                f"cannot read: {why}", file=str(path), where=f"line {lineno}"
-            ) from None
+            refuse_unreadable(exc, ImportFormatError, file=str(path), where=f"line {lineno}")
         first = False
         if odd or ("\\u" in line and _SURROGATE_ESCAPE.search(line)):
             _refuse_unwritable(row, path, f"line {lineno}: $")

@@ -10,6 +10,7 @@ from hsa.harness.importers.base import invalid_json, read_text, text_lines
 from hsa.harness.importers.bfcl import DOC_DIR, QUESTION_FILE, is_bfcl_dir
 from hsa.harness.importers.skills import SKILL_FILE, skill_folders
 from hsa.harness.importers.tau2 import domains
+from hsa.harness.toolformats import SCHEMA_KEYS
 
 FORMATS = ("tools", "agent-skills", "bfcl", "tau2", "openai-jsonl")
 
@@ -90,7 +91,7 @@ def detect_format(src: str | Path) -> str:
 
 
 #: fields of some tool definition (OpenAI, MCP, Anthropic), even one the tools importer refuses
-_TOOL_KEYS = frozenset(("name", "function", "parameters", "inputSchema", "input_schema"))
+_TOOL_KEYS = frozenset(("name", "function", *SCHEMA_KEYS.values()))
 
 
 def _first_lines(path: Path) -> tuple[str | None, bool]:

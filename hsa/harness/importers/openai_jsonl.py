@@ -157,14 +157,19 @@ OWN_TOOLS = "tools of their own"
 OWN_SYSTEM = "a system message of their own"
 
 
-def _same_tools(entries: list[str], harness: Harness) -> bool:
-    """Whether a row's tools (each as JSON text) are ``harness``'s, in any order."""
+def _functions(harness: Harness) -> dict[str, Any]:
+    """The tools a request under ``harness`` sends, by name, as OpenAI functions."""
+    return {t.name: t.to_function() for t in surface_tools(harness)}
+
+
+def _same_tools(entries: list[str], functions: dict[str, Any]) -> bool:
+    """Whether a row's tools (each as JSON text) are ``functions`` (``_functions``), in any
+    order."""
     try:
         tools, _ = tools_from_document([json.loads(e) for e in entries])
     except HsaError:
         return False
-    mine = {t.name: t.to_function() for t in tools}
-    return mine == {t.name: t.to_function() for t in surface_tools(harness)}
+    return {t.name: t.to_function() for t in tools} == functions
 
 
 #: line numbers a note lists before it counts the rest
@@ -346,6 +351,8 @@ def read_openai_jsonl(
     left_out: list[tuple[int, str]] = []
     unkept: Counter[str] = Counter()
     same_tools: dict[bytes, bool] = {}  # whether a row's own tools are the harness's, by key
+    harness_tools = _functions(harness) if harness is not None else {}
+    harness_prompt = system_prompt(harness).strip() if harness is not None else ""
     read = 0
 
     def at(offset: int) -> None:
@@ -367,9 +374,14 @@ def read_openai_jsonl(
         under = harness
         if harness is not None:  # the row is read under it: say what of its own is not kept
             own = _entries(_tools_doc(row, path, where))
-            if own and not same_tools.setdefault(_group_key(own, None), _same_tools(own, harness)):
-                unkept[OWN_TOOLS] += 1
-            if system is not None and system.strip() != system_prompt(harness).strip():
+            if own:
+                key = _group_key(own, None)
+                same = same_tools.get(key)
+                if same is None:  # once per distinct tool list
+                    same = same_tools[key] = _same_tools(own, harness_tools)
+                if not same:
+                    unkept[OWN_TOOLS] += 1
+            if system is not None and system.strip() != harness_prompt:
                 unkept[OWN_SYSTEM] += 1
         if under is None:
             tools_doc = _tools_doc(row, path, where)
@@ -600,6 +612,7 @@ def _events(
 ) -> tuple[list[Event], list[str]]:
     rename = {source: legal for legal, source in (harness.metadata.get("name_map") or {}).items()}
     tools = {t.name for t in harness.tools}
+    callable_names = tools | rename.keys()  # as the row's tools and calls spell them
     skill_tool = harness.skill_tool.name if harness.skill_tool is not None else None
     events: list[Event] = []
     call_ids: list[str] = []  # the source ids, in call order (repeats kept)
@@ -650,7 +663,7 @@ def _events(
             if content is not None or reasoning is not None or not calls:
                 # (an assistant turn with neither text nor calls is kept, as an empty one)
                 text = _text(content, path, f"{at}.content")
-                if _calls_in_text(text, tools | rename.keys()):
+                if _calls_in_text(text, callable_names):
                     raise _LeftOut("text_calls")
                 # "" before calls is no text, as chat templates read it (a message of its own
                 # under a text protocol otherwise)
