@@ -67,8 +67,11 @@ def detect_style(name: str) -> str:
     return "snake"
 
 
+@lru_cache(maxsize=1 << 16)
 def restyle(name: str, style: str) -> str:
-    """``name`` written in ``style``; a name with no words is kept."""
+    """``name`` written in ``style``; a name with no words is kept. Once per distinct pair:
+    drawing a style restyles every name of a harness in every style, and names recur across
+    the variants of a harness and the conversations of a corpus."""
     return styled(split_words(name), style) or name
 
 

@@ -78,6 +78,12 @@ class Tool:
         """``to_dict()`` as compact JSON (key order kept), made once per tool object."""
         return self.derived(_tool_json)
 
+    def parameters_json(self) -> str:
+        """``parameters`` as compact JSON (key order kept), made once per tool object: part
+        of ``to_json``, and what validation looks a schema's problems up by, so planning
+        writes each new schema out once."""
+        return self.derived(_parameters_json)
+
     def to_function(self) -> dict[str, Any]:
         """What a model is shown: ``name``, ``description`` and ``parameters``."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -497,7 +503,17 @@ def compact_json(value: Any) -> str:
 
 
 def _tool_json(tool: Tool) -> str:
-    return compact_json(tool.to_dict())
+    """``compact_json(tool.to_dict())`` (same keys, same order), the parameters' part taken
+    from ``Tool.parameters_json``, as ``_json_document`` takes the tools' parts."""
+    head = compact_json({"name": tool.name, "description": tool.description})
+    text = f'{head[:-1]},"parameters":{tool.parameters_json()}'
+    if tool.extra:
+        text += f',"extra":{compact_json(dict(tool.extra))}'
+    return text + "}"
+
+
+def _parameters_json(tool: Tool) -> str:
+    return compact_json(tool.parameters)
 
 
 def _json_document(harness: Harness) -> str:

@@ -15,7 +15,7 @@ from jsonschema.validators import Draft202012Validator
 from hsa.errors import HarnessError, HarnessValidationError, HsaError, ProtocolError, TemplateError
 from hsa.harness.arguments import schema_class
 from hsa.harness.jsonvalues import json_path, may_be_unwritable, resolve_pointer, unwritable
-from hsa.harness.model import Harness, Tool
+from hsa.harness.model import Harness, Tool, compact_json
 from hsa.harness.prompt import system_prompt
 from hsa.harness.sandbox import check_template, message_fields
 
@@ -121,8 +121,10 @@ def _schema_errors(
     """
     if not isinstance(doc, Mapping):
         return [(list(e.absolute_path), e) for e in _validator().iter_errors(doc)]
-    found = [(list(e.absolute_path), e) for e in _root_validator().iter_errors(doc)]
     known = harness_schema()["properties"]
+    found: list[tuple[list[Any], jsonschema.ValidationError]] = []
+    if not _root_plainly_valid(doc):
+        found = [(list(e.absolute_path), e) for e in _root_validator().iter_errors(doc)]
     for key, value in doc.items():
         if key not in known:
             continue  # reported by the root's additionalProperties
@@ -152,6 +154,24 @@ def _root_validator() -> Draft202012Validator:
     root = {k: v for k, v in schema.items() if k != "$defs"}
     root["properties"] = {key: True for key in schema["properties"]}
     return Draft202012Validator(root)
+
+
+#: the root schema's keywords ``_root_plainly_valid`` reads by hand (a test holds the
+#: published schema to them): the others are annotations, and ``properties`` are all ``true``
+ROOT_KEYWORDS = frozenset(("type", "required", "additionalProperties", "properties"))
+
+
+def _root_plainly_valid(doc: Any) -> bool:
+    """True when ``_root_validator`` certainly finds no error in ``doc``: an object (``type``)
+    with the ``required`` properties and no others (``additionalProperties: false``). Planning
+    validates every variant it makes, and this is far cheaper than jsonschema; False means
+    "not sure"."""
+    schema = harness_schema()
+    return (
+        type(doc) is dict
+        and all(key in doc for key in schema["required"])
+        and schema["properties"].keys() >= doc.keys()
+    )
 
 
 @lru_cache(maxsize=16)
@@ -227,8 +247,13 @@ def _tool_object_errors(tool: Tool) -> tuple[jsonschema.ValidationError, ...]:
 
 
 def _tool_object_problems(tool: Tool) -> tuple[tuple[str, str], ...]:
-    """The problems of ``tool``'s parameters schema, at paths relative to it."""
-    return tuple(_parameter_problems_at(tool.parameters))
+    """The problems of ``tool``'s parameters schema, at paths relative to it, looked up by
+    the JSON the tool's document is made of (``Tool.parameters_json``)."""
+    try:
+        text = tool.parameters_json()
+    except (TypeError, ValueError):
+        return tuple(_parameter_problems(tool.parameters))
+    return _parameter_problems_of(text)
 
 
 def render_problems(harness: Harness) -> list[HsaError]:
@@ -388,7 +413,7 @@ def _items(value: Any) -> list[Mapping[str, Any] | None]:
 def _parameter_problems_at(schema: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
     """``_parameter_problems`` of a tool's parameters schema, once per distinct schema."""
     try:
-        text = json.dumps(schema, ensure_ascii=False)
+        text = compact_json(schema)
     except (TypeError, ValueError):
         return _parameter_problems(schema)
     return _parameter_problems_of(text)

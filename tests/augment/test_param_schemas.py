@@ -3,11 +3,26 @@ sub-schemas; renaming with required lists and move steps that the mapping can fo
 
 from __future__ import annotations
 
+import enum
+from collections import OrderedDict
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
 from conftest import ORDER_SCHEMA
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hsa.augment import apply_steps
 from hsa.augment.mapping import Step
-from hsa.augment.param_schemas import free_nodes, property_names, reached, rename_properties
+from hsa.augment.param_schemas import (
+    copy_json,
+    free_nodes,
+    property_names,
+    reached,
+    rename_properties,
+)
+from tests.harness.strategies import json_scalars
 
 
 def test_paths_follow_refs_and_array_items():
@@ -60,3 +75,61 @@ def test_rename_keeps_required_and_moves_parents_first():
     }
     back = apply_steps(out, [s.inverse() for s in reversed(steps)])
     assert back == args
+
+
+def _copy_by_isinstance(value: Any) -> Any:
+    """``copy_json`` as it was before its exact-type fast path: the reference it must match."""
+    if isinstance(value, Mapping):
+        return {k: _copy_by_isinstance(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_copy_by_isinstance(v) for v in value]
+    return value
+
+
+class _Size(enum.IntEnum):
+    S = 1
+
+
+class _Word(str):
+    pass
+
+
+#: values a schema made in code may hold besides JSON's own: tuples, other mappings, and
+#: subclasses of the scalar types
+_CODE_VALUES = st.recursive(
+    st.one_of(json_scalars(), st.sampled_from([_Size.S, _Word("w"), b"raw"])),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=3), inner, max_size=3),
+        st.dictionaries(st.text(max_size=3), inner, max_size=3).map(OrderedDict),
+        st.dictionaries(st.text(max_size=3), inner, max_size=3).map(MappingProxyType),
+    ),
+    max_leaves=8,
+)
+
+
+def _shape(value: Any) -> Any:
+    """``value`` with the type of every part spelled out, so equal shapes mean equal types."""
+    if isinstance(value, dict):
+        return (type(value), [(k, _shape(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return (type(value), [_shape(v) for v in value])
+    return (type(value), value)
+
+
+def _containers(value: Any) -> list[int]:
+    if isinstance(value, Mapping):
+        return [id(value), *(i for v in value.values() for i in _containers(v))]
+    if isinstance(value, list | tuple):
+        return [id(value), *(i for v in value for i in _containers(v))]
+    return []
+
+
+@settings(max_examples=300, deadline=None)
+@given(_CODE_VALUES)
+def test_copy_json_is_the_copy_it_was_before_its_fast_path(value):
+    copied = copy_json(value)
+    assert _shape(copied) == _shape(_copy_by_isinstance(value))
+    # every object and array is new: a rule may change the copy in place
+    assert set(_containers(copied)).isdisjoint(_containers(value))

@@ -149,6 +149,16 @@ def test_tool_renames_keep_hook_matchers_firing_on_the_same_tools():
         assert after == [rewrite.mapping.tool_name(n) for n in before]
 
 
+def test_a_tool_rename_keeps_the_tools_it_leaves_alone_as_they_are():
+    # the same objects, so what was derived from them (their JSON, their validation) is kept
+    harness = make_harness()
+    for seed in range(5):
+        after = _apply("tools.rename", harness, seed, {"fraction": 0.2}).harness
+        kept = [t for t in after.tools if t.to_json() in {b.to_json() for b in harness.tools}]
+        assert kept and all(any(t is b for b in harness.tools) for t in kept)
+        assert len(kept) < len(harness.tools)
+
+
 _ITEM = st.fixed_dictionaries(
     {"item_id": st.text(max_size=5), "quantity": st.integers(1, 9)},
     optional={"condition": st.sampled_from(["new", "used"])},

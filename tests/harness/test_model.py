@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hsa.harness import Harness, Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
-from hsa.harness.model import _json_document
+from hsa.harness.model import _json_document, compact_json
 from hsa.harness.prompt import _system_prompt, system_prompt
 from hsa.harness.validate import document_problems
-from tests.harness.strategies import harnesses
+from tests.harness.strategies import harnesses, json_values, texts
 
 SKILL_TOOL = Tool(
     "load_skill",
@@ -199,6 +199,21 @@ def test_the_json_document_is_made_of_its_tools_own_texts(harness, metadata):
     assert [t.to_json() for t in harness.tools] == [
         json.dumps(t.to_dict(), ensure_ascii=False, separators=(",", ":")) for t in harness.tools
     ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=texts(),
+    description=texts(),
+    parameters=st.dictionaries(texts(), json_values(), max_size=3),
+    extra=st.dictionaries(texts(), json_values(), max_size=2),
+)
+def test_a_tools_json_is_made_of_its_parameters_own_text(name, description, parameters, extra):
+    # Tool.to_json joins the parameters' kept text (Tool.parameters_json), which validation
+    # looks problems up by: the same text as dumping the whole tool at once
+    tool = Tool(name, description, parameters, extra)
+    assert tool.parameters_json() == compact_json(parameters)
+    assert tool.to_json() == json.dumps(tool.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
 
 def test_a_tool_keeps_what_is_derived_from_it_and_pickles_without_it():

@@ -15,7 +15,10 @@ from hsa.errors import HarnessValidationError
 from hsa.harness import Harness, validate_document
 from hsa.harness.model import Prompt, Section, Tool
 from hsa.harness.validate import (
+    ROOT_KEYWORDS,
     TOOL_DEFINITION,
+    _root_plainly_valid,
+    _root_validator,
     document_problems,
     harness_problems,
     harness_schema,
@@ -366,6 +369,32 @@ def test_checking_by_part_finds_what_checking_the_whole_document_finds(change) -
 
 def test_the_hand_checked_tool_definition_is_the_published_one():
     assert harness_schema()["$defs"]["tool"] == TOOL_DEFINITION
+
+
+def test_the_hand_checked_root_keywords_are_the_published_ones():
+    # _root_plainly_valid reads type, required and additionalProperties; the root
+    # validator's properties are all true; the other keywords only annotate
+    schema = harness_schema()
+    annotations = {"$schema", "$id", "title", "$defs"}
+    assert set(schema) - annotations == ROOT_KEYWORDS
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert all(v is True for v in _root_validator().schema["properties"].values())
+
+
+_ROOT_KEYS = st.sampled_from([*harness_schema()["properties"], "surprise", 1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.dictionaries(_ROOT_KEYS, st.none(), max_size=4),
+        st.dictionaries(_ROOT_KEYS, st.none(), max_size=4).map(lambda d: {"id": "h", **d}),
+        st.lists(st.none(), max_size=1),
+    )
+)
+def test_a_root_passed_by_hand_has_no_schema_errors(doc):
+    errors = list(_root_validator().iter_errors(doc))
+    assert _root_plainly_valid(doc) == (not errors)
 
 
 _TOOL_VALUES = st.one_of(

@@ -83,12 +83,14 @@ def rename_tools(harness: Harness, table: dict[str, str]) -> Rewrite:
     hooks = remap_matchers(harness.hooks, [t.name for t in _all_tools(harness)], table)
     skills = [_rename_allowed_tools(s, table) for s in harness.skills]
     renamed = replace_in_harness(harness.replace(hooks=hooks, skills=skills), table)
-    tools = [dataclasses.replace(t, name=table.get(t.name, t.name)) for t in renamed.tools]
+    # a tool the table leaves alone stays the same object, and keeps what was derived from it
+    # (its JSON, its validation)
+    tools = [
+        dataclasses.replace(t, name=table[t.name]) if t.name in table else t for t in renamed.tools
+    ]
     skill_tool = renamed.skill_tool
-    if skill_tool is not None:
-        skill_tool = dataclasses.replace(
-            skill_tool, name=table.get(skill_tool.name, skill_tool.name)
-        )
+    if skill_tool is not None and skill_tool.name in table:
+        skill_tool = dataclasses.replace(skill_tool, name=table[skill_tool.name])
     mapping = RewriteMapping(
         tools={t.name: ToolMap(table[t.name]) for t in harness.tools if t.name in table},
         text=tuple(table.items()),
