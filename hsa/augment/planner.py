@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -36,16 +36,22 @@ from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix64
 from hsa.errors import HarnessError, HsaError, PlanError, RuleError
-from hsa.harness.events import AssistantMessage, Event
+from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad
 from hsa.harness.model import Harness, Protocol
 from hsa.harness.parse import call_like, reads_as_calls
 from hsa.harness.pickling import by_fields
+from hsa.harness.prompt import system_prompt
+from hsa.harness.render import tools_json
 from hsa.harness.validate import harness_problems
 
 _REDRAWS = 4  # attempts at a variant that changes something
 #: the version of how variants are planned and picked: the same recipe and seed give other
 #: variants under another version, so a dataset records it and a rerun under another refuses
 PLAN_VERSION = 4
+#: the version of how the augment job picks each trajectory's variants among the planned ones
+#: (2: passing over those its rows would show as the canonical one, or as one already taken,
+#: shows them: ``shown_key``), recorded by the datasets it writes
+PICK_VERSION = 2
 
 
 @by_fields
@@ -257,6 +263,61 @@ def _digest(harness_json: str, mapping_json: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
+class Sight(NamedTuple):
+    """What of a harness a trajectory's rows can show besides its prompt and tools: the skills
+    it loads and the hooks that fire in it (canonical ids, sorted)."""
+
+    skills: tuple[str, ...] = ()
+    hooks: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, events: Sequence[Event]) -> Sight:
+        skills = {e.skill_id for e in events if isinstance(e, SkillLoad)}
+        hooks = {e.hook_id for e in events if isinstance(e, HookFired)}
+        return cls(tuple(sorted(skills)), tuple(sorted(hooks)))
+
+
+#: a trajectory that loads no skill and fires no hook
+NO_SIGHT = Sight()
+
+
+def shown_key(harness: Harness, mapping: RewriteMapping, sight: Sight = NO_SIGHT) -> bytes:
+    """A digest of what the rows of a trajectory with ``sight`` show of a variant (its
+    ``harness`` and ``mapping``): the system prompt as rendered and where it goes, the
+    protocol, the tools a request sends, how each tool and its arguments are renamed, and the
+    skills the trajectory loads and hooks that fire in it as the variant has them. Two
+    variants with the same key render its rows the same, so a rewrite of what they never show
+    (the body of a skill never loaded, a hook that never fires, the sections of a prompt that
+    renders empty) is no change for it. A prompt that does not render gives the whole
+    ``content_key``: it fails where the variant is rendered."""
+    try:
+        prompt = system_prompt(harness)
+    except HsaError:
+        return content_key(harness, mapping)
+    skills = {}
+    for canonical in sight.skills:
+        surface = mapping.skills.get(canonical, canonical)
+        skill = harness.skill(surface)
+        skills[canonical] = [surface, None if skill is None else skill.content]
+    hooks = {}
+    for canonical in sight.hooks:
+        surface = mapping.hooks.get(canonical, canonical)
+        hook = harness.hook(surface)
+        hooks[canonical] = [surface, None if hook is None else hook.to_dict()]
+    skill_tool = harness.skill_tool if sight.skills else None
+    shown = [
+        harness.prompt.placement if prompt else None,
+        harness.protocol.to_dict(),
+        {name: tool.to_dict() for name, tool in mapping.tools.items()},
+        skills,
+        None if skill_tool is None else skill_tool.to_dict(),
+        hooks,
+    ]
+    text = json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    parts = (prompt, harness.derived(tools_json), text)  # none holds a raw NUL
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).digest()
+
+
 def variant_id(
     harness: Harness, rules: Sequence[tuple[str, str, MappingABC[str, Any]]], seed: int, ctx: Any
 ) -> str:
@@ -334,7 +395,8 @@ def plan_variant(
 class LazyPlan:
     """The variants of one harness under one recipe, seed and context, each planned the first
     time it is asked for (``variant``). ``content(index)`` numbers the distinct rewrites: -1
-    for a rewrite that changes nothing, otherwise the same number for equal rewrites."""
+    for a rewrite that changes nothing, otherwise the same number for equal rewrites;
+    ``shown(index, sight)`` does the same for what the rows of a trajectory show of them."""
 
     def __init__(
         self,
@@ -355,6 +417,9 @@ class LazyPlan:
         self.width = len(self.variants) if given is not None else recipe.variants_per_harness
         self._content: dict[int, int] = {}
         self._keys: dict[bytes, int] = {}
+        self._shown: dict[tuple[int, Sight], int] = {}
+        self._shown_keys: dict[bytes, int] = {}
+        self._plain: dict[Sight, bytes] = {}  # the unchanged harness's shown_key per sight
 
     def variant(self, index: int) -> Variant:
         found = self.variants.get(index)
@@ -379,6 +444,23 @@ class LazyPlan:
                 -1 if key == self.unchanged else self._keys.setdefault(key, len(self._keys))
             )
         return self._content[index]
+
+    def shown(self, index: int, sight: Sight) -> int:
+        """``content`` as the rows of a trajectory with ``sight`` show it (``shown_key``): -1
+        for a rewrite they would show as the unchanged harness."""
+        found = self._shown.get((index, sight))
+        if found is None:
+            if self.content(index) < 0:
+                found = -1
+            else:
+                if sight not in self._plain:
+                    self._plain[sight] = shown_key(self.harness, RewriteMapping(), sight)
+                variant = self.variant(index)
+                key = shown_key(variant.harness, variant.mapping, sight)
+                keys = self._shown_keys
+                found = -1 if key == self._plain[sight] else keys.setdefault(key, len(keys))
+            self._shown[index, sight] = found
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,9 +630,11 @@ def pick(
 
     The canonical variant first when ``variants`` hold one, then ``variants_per_trajectory``
     of the others (fewer when fewer differ), visited in the trajectory's ``pick_order`` and
-    taken unless the rewrite changes nothing or equals one already taken, or unless the
-    trajectory's ``events`` hold assistant text its text protocol would read as calls
-    (``reads_as_calls``). ``harness`` is the harness ``variants`` were planned from; it may
+    taken unless its rows would show the same as under the canonical harness or as under a
+    variant already taken (``shown_key``: a rewrite of a skill the trajectory's ``events``
+    never load, of a hook that never fires in them, or of a prompt that renders empty, shows
+    nothing), or unless the ``events`` hold assistant text its text protocol would read as
+    calls (``reads_as_calls``). ``harness`` is the harness ``variants`` were planned from; it may
     be left out when they hold its canonical variant (``include_canonical``), which carries
     it. The augment job plans only the variants this visits (``LazyPlan``), with the same
     result.
@@ -565,14 +649,16 @@ def pick(
             )
         harness = canonical[0].harness
     others = [v for v in variants if not v.is_canonical]
-    unchanged = content_key(harness, RewriteMapping())
+    sight = Sight.of(events)
+    unchanged = shown_key(harness, RewriteMapping(), sight)
     contents: dict[bytes, int] = {}
 
     texts = call_like_texts(events)
 
     def content(slot: int) -> int:
-        key = others[slot].key()
-        if key == unchanged or unwritable_texts(texts, others[slot].harness.protocol):
+        variant = others[slot]
+        key = shown_key(variant.harness, variant.mapping, sight)
+        if key == unchanged or unwritable_texts(texts, variant.harness.protocol):
             return -1
         return contents.setdefault(key, len(contents))
 
