@@ -21,7 +21,7 @@ import hashlib
 import importlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from hsa.augment.mapping import RewriteMapping
+from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap
 from hsa.augment.param_schemas import copy_json
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
@@ -37,7 +37,7 @@ from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix64
 from hsa.errors import HarnessError, HsaError, PlanError, RuleError
 from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad
-from hsa.harness.model import Harness, Protocol
+from hsa.harness.model import Harness, Protocol, Tool
 from hsa.harness.parse import call_like, reads_as_calls
 from hsa.harness.pickling import by_fields
 from hsa.harness.prompt import system_prompt
@@ -144,7 +144,7 @@ def _apply_resolved(
     """``apply_chain`` with each rule's parameters resolved already (``Rule.resolve_params``)."""
     rewrite = Rewrite(harness)
     applied: list[tuple[str, str, dict[str, Any]]] = []
-    stages: list[Harness] = []
+    stages: list[Rewrite] = []  # the rewrite after each rule applied
     for position, (item, resolved) in enumerate(chain):
         rng = generator("rule", seed, position, item.name)
         # the rule gets a copy of what is recorded, in case it changes its parameters
@@ -155,9 +155,7 @@ def _apply_resolved(
             continue  # it found nothing to change here: not a rule of this variant
         rewrite = rewrite.then(step)
         applied.append((item.name, item.version, resolved))
-        stages.append(rewrite.harness)
-    if stages:
-        _check_used(harness, rewrite, context, [a[0] for a in applied])
+        stages.append(rewrite)
     # Validating once at the end keeps planning cheap; only when the result is invalid are the
     # intermediate harnesses checked, to name the first rule that broke it.
     if stages and harness_problems(rewrite.harness):
@@ -168,22 +166,35 @@ def _apply_resolved(
                 where=f"harness {harness.id!r}",
             )
         for index, stage in enumerate(stages):
-            problems = harness_problems(stage)
+            problems = harness_problems(stage.harness)
             if problems:
                 raise RuleError(
-                    f"produced an invalid harness: {problems[0]}",
-                    where=f"rule {applied[index][0]!r} (after {[a[0] for a in applied[:index]]})",
+                    f"produced an invalid harness: {problems[0]}", where=_rule_at(applied, index)
                 )
+    if stages and _lost(harness, rewrite, context):
+        # name the first rule after which it is lost
+        for index, stage in enumerate(stages):
+            why = _lost(harness, stage, context)
+            if why:
+                raise RuleError(why, where=_rule_at(applied, index))
     return rewrite, tuple(applied)
 
 
-def _check_used(harness: Harness, rewrite: Rewrite, context: Context, applied: list[str]) -> None:
-    """Refuse a rewrite under which what the trajectories use is gone: a tool they call (or
-    a skill they load) that the mapping sends to a name the variant's harness lacks. Such a
-    rewrite's mapping and harness disagree (a rule recorded a rename it did not make, or made
-    one it did not record), and its rows would call tools their own harness does not offer.
-    Without a context every tool and skill of the harness may be used: no rule that drops
-    one ran (dropping needs to know what is used)."""
+def _rule_at(applied: Sequence[tuple[str, str, Any]], index: int) -> str:
+    """The rule ``applied[index]``, with those applied before it, for an error's ``where``."""
+    before = [a[0] for a in applied[:index]]
+    return f"rule {applied[index][0]!r}" + (f" (after {before})" if before else "")
+
+
+def _lost(harness: Harness, rewrite: Rewrite, context: Context) -> str | None:
+    """Why ``rewrite`` loses what the trajectories use, or None: a tool they call (or a skill
+    they load) that the mapping sends to a name the variant's harness lacks, or an argument
+    of a tool they call that the mapping sends to a name the rewritten tool does not declare
+    (``_arguments_lost``). Such a rewrite's mapping and harness disagree (a rule recorded a
+    rename it did not make, or made one it did not record), and its rows would call tools
+    their own harness does not offer, or call them wrongly. Without a context every tool and
+    skill of the harness may be used: no rule that drops one ran (dropping needs to know
+    what is used)."""
     mapping, after = rewrite.mapping, rewrite.harness
     known = harness.derived(_names_called)
     used_tools = known if context.used_tools is None else context.used_tools & known
@@ -203,7 +214,7 @@ def _check_used(harness: Harness, rewrite: Rewrite, context: Context, applied: l
             if mapping.skills.get(name, name) not in ids
         ]
     if not lost:
-        return
+        return _arguments_lost(harness, rewrite, used_tools)
     kind, name, new = lost[0]
     use = "calls" if kind == "tool" else "loads"
     if new == name:
@@ -217,10 +228,117 @@ def _check_used(harness: Harness, rewrite: Rewrite, context: Context, applied: l
             f"the mapping renames {kind} {name!r} to {new!r}, which the rewritten harness does "
             "not have: a rename recorded but not made"
         )
-    raise RuleError(
-        f"{why} (rows would {use[:-1]} a {kind} their harness does not offer)",
-        where=f"rules {applied}" if len(applied) > 1 else f"rule {applied[0]!r}",
-    )
+    return f"{why} (rows would {use[:-1]} a {kind} their harness does not offer)"
+
+
+def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) -> str | None:
+    """Why the calls of a used tool would not fit its rewritten parameters, or None: a
+    parameter the canonical tool requires (so every call carries it) that the mapping's steps
+    send to a top-level name the rewritten tool does not declare, or a parameter the
+    rewritten tool requires that no canonical parameter becomes (nor a step adds). Read only
+    where both schemas declare their names plainly (``_plainly_named``), so the names say it
+    all."""
+    mapping, after = rewrite.mapping, rewrite.harness
+    surface: dict[str, Tool] = {}
+    for found in after.tools:
+        surface.setdefault(found.name, found)
+    for tool in harness.tools:
+        if tool.name not in used:
+            continue
+        mapped = mapping.tools.get(tool.name)
+        new = surface.get(mapping.tool_name(tool.name))
+        if new is None or (new is tool and mapped is None):
+            continue
+        if not (tool.derived(_plainly_named) and new.derived(_plainly_named)):
+            continue
+        old_params, new_params = tool.parameters, new.parameters
+        paths = tool.derived(_declared_paths)
+        keys = {p[0] for p in _follow(paths, mapped)}
+        if mapped is not None:  # and what the steps add
+            keys |= {s.path[0] for s in mapped.steps if s.kind in ("add", "ensure") and s.path}
+        declared = new_params["properties"]
+        for name in old_params.get("required") or ():
+            if name not in old_params["properties"]:
+                continue  # (a problem of the canonical tool, not of the rewrite)
+            inside = {p for p in paths if p[0] == name} | {(name,)}
+            missing = sorted({p[0] for p in _follow(inside, mapped)} - set(declared))
+            if missing:
+                return (
+                    f"tool {new.name!r} (canonical {tool.name!r}) does not declare "
+                    f"{missing[0]!r}, which the mapping makes of its required parameter "
+                    f"{name!r}: a parameter renamed without the rename in the mapping (rows "
+                    "would call it with arguments it does not take)"
+                )
+        unmet = [r for r in new_params.get("required") or () if r in declared and r not in keys]
+        if unmet:
+            return (
+                f"tool {new.name!r} (canonical {tool.name!r}) requires {unmet[0]!r}, which no "
+                "parameter of the canonical tool becomes under the mapping: a parameter renamed "
+                "or added without the step in the mapping (rows would call it without an "
+                "argument it requires)"
+            )
+    return None
+
+
+#: schema keywords under which names are declared other than by ``properties``
+_INDIRECT = ("$ref", "$defs", "definitions", "allOf", "anyOf", "oneOf", "if", "patternProperties")
+
+
+def _plainly_named(tool: Tool) -> bool:
+    """Whether ``tool``'s parameters declare every name by ``properties`` alone (no keyword of
+    ``_INDIRECT`` anywhere in the tool, descriptions included: a false "no" only leaves the
+    tool unread), so ``_paths`` are the paths calls may take."""
+    params = tool.parameters
+    if not isinstance(params.get("properties"), MappingABC):
+        return False
+    if not all(isinstance(r, str) for r in params.get("required") or ()):
+        return False
+    text = tool.to_json()
+    return not any(f'"{key}"' in text for key in _INDIRECT)
+
+
+def _declared_paths(tool: Tool) -> frozenset[tuple[str, ...]]:
+    """The argument paths ``tool``'s parameters declare (``_paths``), once per tool object."""
+    return frozenset(_paths(tool.parameters))
+
+
+def _paths(schema: MappingABC[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """The argument paths a schema declares (``EACH`` for an array's items), nested ones
+    included."""
+    out: set[tuple[str, ...]] = set()
+    props = schema.get("properties")
+    if isinstance(props, MappingABC):
+        for name, sub in props.items():
+            out.add((*prefix, name))
+            if isinstance(sub, MappingABC):
+                out |= _paths(sub, (*prefix, name))
+    items = schema.get("items")
+    if isinstance(items, MappingABC) and prefix:
+        out |= _paths(items, (*prefix, EACH))
+    return out
+
+
+def _step_paths(paths: Set[tuple[str, ...]], step: Step) -> Set[tuple[str, ...]]:
+    """``paths`` after ``step``: moved, added, dropped, or pruned when nothing is left in it."""
+    n = len(step.path)
+    if step.kind == "move" and step.dst is not None:
+        return {step.dst + p[n:] if p[:n] == step.path else p for p in paths}
+    if step.kind in ("add", "ensure"):
+        return paths | {step.path}
+    if step.kind == "drop":
+        return {p for p in paths if p[:n] != step.path}
+    if step.kind == "prune" and not any(len(p) > n and p[:n] == step.path for p in paths):
+        return paths - {step.path}
+    return paths
+
+
+def _follow(paths: Set[tuple[str, ...]], mapped: ToolMap | None) -> Set[tuple[str, ...]]:
+    """Where the values at ``paths`` end up under ``mapped``'s steps (moved, dropped, or
+    pruned when nothing is left in them; what steps add is not theirs)."""
+    for step in () if mapped is None else mapped.steps:
+        if step.kind not in ("add", "ensure"):
+            paths = _step_paths(paths, step)
+    return paths
 
 
 def _tool_names(harness: Harness) -> frozenset[str]:

@@ -131,8 +131,9 @@ def test_a_rule_producing_an_invalid_harness_is_named(harness, monkeypatch):
         return Rewrite(h.replace(tools=[*h.tools, Tool(h.tools[0].name)]))
 
     broken = Rule("tests.clash", "1", clash, doc="Duplicate a tool name.")
-    with pytest.raises(RuleError, match=r"invalid harness"):
+    with pytest.raises(RuleError, match=r"invalid harness") as caught:
         apply_chain(harness, [(broken, {})], seed=0)
+    assert caught.value.where == "rule 'tests.clash'"  # no "(after [])"
 
 
 def test_a_harness_invalid_before_any_rule_is_not_blamed_on_one(harness):
@@ -348,3 +349,56 @@ def test_shown_key_holds_what_rows_show_of_an_empty_prompt(harness) -> None:
         harness, IDENTITY, sight
     )
     assert shown_key(_but(harness, skill=True), IDENTITY) == shown_key(harness, IDENTITY)
+
+
+def _renaming(rename: dict[str, str], *, record: bool, require: str | None = None):
+    """A rule renaming ``get_order``'s parameters (recording the moves or not), or making it
+    require a new parameter ``require``."""
+    from hsa.augment import Rewrite, Rule
+    from hsa.augment.mapping import Step, ToolMap
+
+    def fn(h, rng, params, context):
+        tool = h.tools[0]
+        props = {rename.get(k, k): v for k, v in tool.parameters["properties"].items()}
+        required = [rename.get(r, r) for r in tool.parameters.get("required", [])]
+        if require:
+            props[require] = {"type": "string"}
+            required.append(require)
+        schema = {**tool.parameters, "properties": props, "required": required}
+        changed = dataclasses.replace(tool, parameters=schema)
+        steps = tuple(Step("move", (a,), (b,)) for a, b in rename.items()) if record else ()
+        mapping = (
+            RewriteMapping(tools={tool.name: ToolMap(tool.name, steps)}) if steps else IDENTITY
+        )
+        return Rewrite(h.replace(tools=(changed, *h.tools[1:])), mapping)
+
+    return Rule("tests.params", "1", fn, doc="Rename get_order's parameters.")
+
+
+def test_a_parameter_renamed_without_its_step_is_refused_as_it_is_planned(harness):
+    # rows would call the tool with the old name while the schema has only the new one
+    assert harness.tools[0].name == "get_order"
+    assert harness.tools[0].parameters["required"] == ["order_id"]
+    good = _renaming({"order_id": "orderId"}, record=True)
+    apply_chain(harness, [(good, {})], seed=0)
+    bad = _renaming({"order_id": "orderId"}, record=False)
+    with pytest.raises(RuleError, match="does not declare 'order_id'") as caught:
+        apply_chain(harness, [(bad, {})], seed=0)
+    assert caught.value.where == "rule 'tests.params'"
+    added = _renaming({}, record=False, require="region")
+    with pytest.raises(RuleError, match="requires 'region', which no parameter"):
+        apply_chain(harness, [(added, {})], seed=0)
+
+
+def test_the_rule_that_lost_a_tool_is_named_not_the_chain(harness):
+    from hsa.augment import Rewrite, Rule
+
+    def forget(h, rng, params, context):  # renames a tool without recording it
+        first = h.tools[0]
+        return Rewrite(h.replace(tools=(dataclasses.replace(first, name="fetch_it"), *h.tools[1:])))
+
+    buggy = Rule("tests.forget", "1", forget, doc="Rename a tool, unrecorded.")
+    rename = get_rule("tools.rename")
+    with pytest.raises(RuleError, match="a rename recorded but not made") as caught:
+        apply_chain(harness, [(rename, {"fraction": 1.0}), (buggy, {})], seed=0)
+    assert caught.value.where == "rule 'tests.forget' (after ['tools.rename'])"
