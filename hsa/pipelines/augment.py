@@ -837,10 +837,6 @@ class _Input:
             self.order = pick_order(ids, widths[self.group_rows], seed)
         return self.order
 
-    def seen(self) -> tuple[list[Sight], np.ndarray]:
-        """The distinct sights of the rows, and each row's index into them."""
-        return self.sights, self.sight_rows
-
     def first_pairs(self, k: int, seed: int) -> list[tuple[LazyPlan, int]]:
         """What ``_pick`` plans first for these rows (``_first_pairs``)."""
         return _first_pairs(self.slot_order(seed), self.group_rows, self.groups, k)
@@ -888,12 +884,12 @@ def _read(job: _Job, lo: int, hi: int) -> _Input:
     # candidates per trajectory: the planned variants of its (harness, context) group
     started = time.perf_counter()
     tools, skills, hooks = ids_by_row(table)
-    sight_keys: dict[Sight, int] = {}
-    sight_of = [Sight(s, h) for s, h in zip(skills, hooks, strict=True)]
-    found.sight_rows = np.array(
-        [sight_keys.setdefault(sight, len(sight_keys)) for sight in sight_of], dtype=np.int64
+    sights: dict[Sight, int] = {}  # what of a variant a row's messages show: its skill loads
+    found.sight_rows = np.array(  # and hook firings
+        [sights.setdefault(Sight(s, h), len(sights)) for s, h in zip(skills, hooks, strict=True)],
+        dtype=np.int64,
     )
-    found.sights = list(sight_keys)
+    found.sights = list(sights)
     if not planner.needs:
         tools = skills = [()] * n
     for row in range(n):
@@ -923,7 +919,13 @@ def _batch(
     try:
         suspects = _call_like_texts(table)
         chosen, taken = _pick(
-            read.slot_order(seed), groups, group_rows, k, planner, read.seen(), suspects
+            read.slot_order(seed),
+            groups,
+            group_rows,
+            k,
+            planner,
+            (read.sights, read.sight_rows),
+            suspects,
         )
     except HsaError as exc:
         raise _planning_failed(exc, read) from exc
