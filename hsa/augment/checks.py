@@ -75,6 +75,9 @@ class CheckReport:
     outcomes: dict[str, str]
     failures: tuple[Failure, ...] = ()
     label: str = ""
+    #: whether the rewrite changed the harness or its mapping (a rewrite that changed
+    #: nothing passes every check without testing anything)
+    changed: bool = True
 
     @property
     def ok(self) -> bool:
@@ -639,21 +642,25 @@ def check_rewrite(
         record("replay", [("replay", p) for p in rp])
     except HsaError as exc:
         record("replay", [("replay", str(exc))])
-    return CheckReport(trajectory_id, outcomes, tuple(failures), label)
+    changed = not (m.is_identity and h2.to_json() == original.to_json())
+    return CheckReport(trajectory_id, outcomes, tuple(failures), label, changed)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Tally:
-    """Counts of pass/fail/skip per check, for a rule or any other group of reports."""
+    """Counts of pass/fail/skip per check, for a rule or any other group of reports, and how
+    many of the reports' rewrites changed something."""
 
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     failures: list[tuple[str, Failure]] = field(default_factory=list)
+    changed: int = 0
 
     def add(self, report: CheckReport) -> None:
         for check, outcome in report.outcomes.items():
             per = self.counts.setdefault(check, {PASS: 0, FAIL: 0, SKIP: 0})
             per[outcome] += 1
         self.failures.extend((report.trajectory_id, f) for f in report.failures)
+        self.changed += report.changed
 
     @property
     def ok(self) -> bool:

@@ -21,31 +21,37 @@ import hashlib
 import importlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
-from hsa.augment.mapping import RewriteMapping
+from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap
 from hsa.augment.param_schemas import copy_json
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix64
 from hsa.errors import HarnessError, HsaError, PlanError, RuleError
-from hsa.harness.events import AssistantMessage, Event
-from hsa.harness.model import Harness, Protocol
+from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad
+from hsa.harness.model import Harness, Protocol, Tool
 from hsa.harness.parse import call_like, reads_as_calls
 from hsa.harness.pickling import by_fields
+from hsa.harness.prompt import system_prompt
+from hsa.harness.render import tools_json
 from hsa.harness.validate import harness_problems
 
 _REDRAWS = 4  # attempts at a variant that changes something
 #: the version of how variants are planned and picked: the same recipe and seed give other
 #: variants under another version, so a dataset records it and a rerun under another refuses
 PLAN_VERSION = 4
+#: the version of how the augment job picks each trajectory's variants among the planned ones
+#: (2: passing over those its rows would show as the canonical one, or as one already taken,
+#: shows them: ``shown_key``), recorded by the datasets it writes
+PICK_VERSION = 2
 
 
 @by_fields
@@ -138,7 +144,7 @@ def _apply_resolved(
     """``apply_chain`` with each rule's parameters resolved already (``Rule.resolve_params``)."""
     rewrite = Rewrite(harness)
     applied: list[tuple[str, str, dict[str, Any]]] = []
-    stages: list[Harness] = []
+    stages: list[Rewrite] = []  # the rewrite after each rule applied
     for position, (item, resolved) in enumerate(chain):
         rng = generator("rule", seed, position, item.name)
         # the rule gets a copy of what is recorded, in case it changes its parameters
@@ -149,9 +155,7 @@ def _apply_resolved(
             continue  # it found nothing to change here: not a rule of this variant
         rewrite = rewrite.then(step)
         applied.append((item.name, item.version, resolved))
-        stages.append(rewrite.harness)
-    if stages:
-        _check_used(harness, rewrite, context, [a[0] for a in applied])
+        stages.append(rewrite)
     # Validating once at the end keeps planning cheap; only when the result is invalid are the
     # intermediate harnesses checked, to name the first rule that broke it.
     if stages and harness_problems(rewrite.harness):
@@ -162,22 +166,35 @@ def _apply_resolved(
                 where=f"harness {harness.id!r}",
             )
         for index, stage in enumerate(stages):
-            problems = harness_problems(stage)
+            problems = harness_problems(stage.harness)
             if problems:
                 raise RuleError(
-                    f"produced an invalid harness: {problems[0]}",
-                    where=f"rule {applied[index][0]!r} (after {[a[0] for a in applied[:index]]})",
+                    f"produced an invalid harness: {problems[0]}", where=_rule_at(applied, index)
                 )
+    if stages and _lost(harness, rewrite, context):
+        # name the first rule after which it is lost
+        for index, stage in enumerate(stages):
+            why = _lost(harness, stage, context)
+            if why:
+                raise RuleError(why, where=_rule_at(applied, index))
     return rewrite, tuple(applied)
 
 
-def _check_used(harness: Harness, rewrite: Rewrite, context: Context, applied: list[str]) -> None:
-    """Refuse a rewrite under which what the trajectories use is gone: a tool they call (or
-    a skill they load) that the mapping sends to a name the variant's harness lacks. Such a
-    rewrite's mapping and harness disagree (a rule recorded a rename it did not make, or made
-    one it did not record), and its rows would call tools their own harness does not offer.
-    Without a context every tool and skill of the harness may be used: no rule that drops
-    one ran (dropping needs to know what is used)."""
+def _rule_at(applied: Sequence[tuple[str, str, Any]], index: int) -> str:
+    """The rule ``applied[index]``, with those applied before it, for an error's ``where``."""
+    before = [a[0] for a in applied[:index]]
+    return f"rule {applied[index][0]!r}" + (f" (after {before})" if before else "")
+
+
+def _lost(harness: Harness, rewrite: Rewrite, context: Context) -> str | None:
+    """Why ``rewrite`` loses what the trajectories use, or None: a tool they call (or a skill
+    they load) that the mapping sends to a name the variant's harness lacks, or an argument
+    of a tool they call that the mapping sends to a name the rewritten tool does not declare
+    (``_arguments_lost``). Such a rewrite's mapping and harness disagree (a rule recorded a
+    rename it did not make, or made one it did not record), and its rows would call tools
+    their own harness does not offer, or call them wrongly. Without a context every tool and
+    skill of the harness may be used: no rule that drops one ran (dropping needs to know
+    what is used)."""
     mapping, after = rewrite.mapping, rewrite.harness
     known = harness.derived(_names_called)
     used_tools = known if context.used_tools is None else context.used_tools & known
@@ -197,7 +214,7 @@ def _check_used(harness: Harness, rewrite: Rewrite, context: Context, applied: l
             if mapping.skills.get(name, name) not in ids
         ]
     if not lost:
-        return
+        return _arguments_lost(harness, rewrite, used_tools)
     kind, name, new = lost[0]
     use = "calls" if kind == "tool" else "loads"
     if new == name:
@@ -211,10 +228,117 @@ def _check_used(harness: Harness, rewrite: Rewrite, context: Context, applied: l
             f"the mapping renames {kind} {name!r} to {new!r}, which the rewritten harness does "
             "not have: a rename recorded but not made"
         )
-    raise RuleError(
-        f"{why} (rows would {use[:-1]} a {kind} their harness does not offer)",
-        where=f"rules {applied}" if len(applied) > 1 else f"rule {applied[0]!r}",
-    )
+    return f"{why} (rows would {use[:-1]} a {kind} their harness does not offer)"
+
+
+def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) -> str | None:
+    """Why the calls of a used tool would not fit its rewritten parameters, or None: a
+    parameter the canonical tool requires (so every call carries it) that the mapping's steps
+    send to a top-level name the rewritten tool does not declare, or a parameter the
+    rewritten tool requires that no canonical parameter becomes (nor a step adds). Read only
+    where both schemas declare their names plainly (``_plainly_named``), so the names say it
+    all."""
+    mapping, after = rewrite.mapping, rewrite.harness
+    surface: dict[str, Tool] = {}
+    for found in after.tools:
+        surface.setdefault(found.name, found)
+    for tool in harness.tools:
+        if tool.name not in used:
+            continue
+        mapped = mapping.tools.get(tool.name)
+        new = surface.get(mapping.tool_name(tool.name))
+        if new is None or (new is tool and mapped is None):
+            continue
+        if not (tool.derived(_plainly_named) and new.derived(_plainly_named)):
+            continue
+        old_params, new_params = tool.parameters, new.parameters
+        paths = tool.derived(_declared_paths)
+        keys = {p[0] for p in _follow(paths, mapped)}
+        if mapped is not None:  # and what the steps add
+            keys |= {s.path[0] for s in mapped.steps if s.kind in ("add", "ensure") and s.path}
+        declared = new_params["properties"]
+        for name in old_params.get("required") or ():
+            if name not in old_params["properties"]:
+                continue  # (a problem of the canonical tool, not of the rewrite)
+            inside = {p for p in paths if p[0] == name} | {(name,)}
+            missing = sorted({p[0] for p in _follow(inside, mapped)} - set(declared))
+            if missing:
+                return (
+                    f"tool {new.name!r} (canonical {tool.name!r}) does not declare "
+                    f"{missing[0]!r}, which the mapping makes of its required parameter "
+                    f"{name!r}: a parameter renamed without the rename in the mapping (rows "
+                    "would call it with arguments it does not take)"
+                )
+        unmet = [r for r in new_params.get("required") or () if r in declared and r not in keys]
+        if unmet:
+            return (
+                f"tool {new.name!r} (canonical {tool.name!r}) requires {unmet[0]!r}, which no "
+                "parameter of the canonical tool becomes under the mapping: a parameter renamed "
+                "or added without the step in the mapping (rows would call it without an "
+                "argument it requires)"
+            )
+    return None
+
+
+#: schema keywords under which names are declared other than by ``properties``
+_INDIRECT = ("$ref", "$defs", "definitions", "allOf", "anyOf", "oneOf", "if", "patternProperties")
+
+
+def _plainly_named(tool: Tool) -> bool:
+    """Whether ``tool``'s parameters declare every name by ``properties`` alone (no keyword of
+    ``_INDIRECT`` anywhere in the tool, descriptions included: a false "no" only leaves the
+    tool unread), so ``_paths`` are the paths calls may take."""
+    params = tool.parameters
+    if not isinstance(params.get("properties"), MappingABC):
+        return False
+    if not all(isinstance(r, str) for r in params.get("required") or ()):
+        return False
+    text = tool.to_json()
+    return not any(f'"{key}"' in text for key in _INDIRECT)
+
+
+def _declared_paths(tool: Tool) -> frozenset[tuple[str, ...]]:
+    """The argument paths ``tool``'s parameters declare (``_paths``), once per tool object."""
+    return frozenset(_paths(tool.parameters))
+
+
+def _paths(schema: MappingABC[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """The argument paths a schema declares (``EACH`` for an array's items), nested ones
+    included."""
+    out: set[tuple[str, ...]] = set()
+    props = schema.get("properties")
+    if isinstance(props, MappingABC):
+        for name, sub in props.items():
+            out.add((*prefix, name))
+            if isinstance(sub, MappingABC):
+                out |= _paths(sub, (*prefix, name))
+    items = schema.get("items")
+    if isinstance(items, MappingABC) and prefix:
+        out |= _paths(items, (*prefix, EACH))
+    return out
+
+
+def _step_paths(paths: Set[tuple[str, ...]], step: Step) -> Set[tuple[str, ...]]:
+    """``paths`` after ``step``: moved, added, dropped, or pruned when nothing is left in it."""
+    n = len(step.path)
+    if step.kind == "move" and step.dst is not None:
+        return {step.dst + p[n:] if p[:n] == step.path else p for p in paths}
+    if step.kind in ("add", "ensure"):
+        return paths | {step.path}
+    if step.kind == "drop":
+        return {p for p in paths if p[:n] != step.path}
+    if step.kind == "prune" and not any(len(p) > n and p[:n] == step.path for p in paths):
+        return paths - {step.path}
+    return paths
+
+
+def _follow(paths: Set[tuple[str, ...]], mapped: ToolMap | None) -> Set[tuple[str, ...]]:
+    """Where the values at ``paths`` end up under ``mapped``'s steps (moved, dropped, or
+    pruned when nothing is left in them; what steps add is not theirs)."""
+    for step in () if mapped is None else mapped.steps:
+        if step.kind not in ("add", "ensure"):
+            paths = _step_paths(paths, step)
+    return paths
 
 
 def _tool_names(harness: Harness) -> frozenset[str]:
@@ -255,6 +379,61 @@ def _digest(harness_json: str, mapping_json: str) -> bytes:
     """``content_key`` from the two JSON texts."""
     text = f"{harness_json}\0{mapping_json}"  # JSON holds no raw NUL
     return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+class Sight(NamedTuple):
+    """What of a harness a trajectory's rows can show besides its prompt and tools: the skills
+    it loads and the hooks that fire in it (canonical ids, sorted)."""
+
+    skills: tuple[str, ...] = ()
+    hooks: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, events: Sequence[Event]) -> Sight:
+        skills = {e.skill_id for e in events if isinstance(e, SkillLoad)}
+        hooks = {e.hook_id for e in events if isinstance(e, HookFired)}
+        return cls(tuple(sorted(skills)), tuple(sorted(hooks)))
+
+
+#: a trajectory that loads no skill and fires no hook
+NO_SIGHT = Sight()
+
+
+def shown_key(harness: Harness, mapping: RewriteMapping, sight: Sight = NO_SIGHT) -> bytes:
+    """A digest of what the rows of a trajectory with ``sight`` show of a variant (its
+    ``harness`` and ``mapping``): the system prompt as rendered and where it goes, the
+    protocol, the tools a request sends, how each tool and its arguments are renamed, and the
+    skills the trajectory loads and hooks that fire in it as the variant has them. Two
+    variants with the same key render its rows the same, so a rewrite of what they never show
+    (the body of a skill never loaded, a hook that never fires, the sections of a prompt that
+    renders empty) is no change for it. A prompt that does not render gives the whole
+    ``content_key``: it fails where the variant is rendered."""
+    try:
+        prompt = system_prompt(harness)
+    except HsaError:
+        return content_key(harness, mapping)
+    skills = {}
+    for canonical in sight.skills:
+        surface = mapping.skills.get(canonical, canonical)
+        skill = harness.skill(surface)
+        skills[canonical] = [surface, None if skill is None else skill.content]
+    hooks = {}
+    for canonical in sight.hooks:
+        surface = mapping.hooks.get(canonical, canonical)
+        hook = harness.hook(surface)
+        hooks[canonical] = [surface, None if hook is None else hook.to_dict()]
+    skill_tool = harness.skill_tool if sight.skills else None
+    shown = [
+        harness.prompt.placement if prompt else None,
+        harness.protocol.to_dict(),
+        {name: tool.to_dict() for name, tool in mapping.tools.items()},
+        skills,
+        None if skill_tool is None else skill_tool.to_dict(),
+        hooks,
+    ]
+    text = json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    parts = (prompt, harness.derived(tools_json), text)  # none holds a raw NUL
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).digest()
 
 
 def variant_id(
@@ -334,7 +513,8 @@ def plan_variant(
 class LazyPlan:
     """The variants of one harness under one recipe, seed and context, each planned the first
     time it is asked for (``variant``). ``content(index)`` numbers the distinct rewrites: -1
-    for a rewrite that changes nothing, otherwise the same number for equal rewrites."""
+    for a rewrite that changes nothing, otherwise the same number for equal rewrites;
+    ``shown(index, sight)`` does the same for what the rows of a trajectory show of them."""
 
     def __init__(
         self,
@@ -355,6 +535,9 @@ class LazyPlan:
         self.width = len(self.variants) if given is not None else recipe.variants_per_harness
         self._content: dict[int, int] = {}
         self._keys: dict[bytes, int] = {}
+        self._shown: dict[tuple[int, Sight], int] = {}
+        self._shown_keys: dict[bytes, int] = {}
+        self._plain: dict[Sight, bytes] = {}  # the unchanged harness's shown_key per sight
 
     def variant(self, index: int) -> Variant:
         found = self.variants.get(index)
@@ -379,6 +562,23 @@ class LazyPlan:
                 -1 if key == self.unchanged else self._keys.setdefault(key, len(self._keys))
             )
         return self._content[index]
+
+    def shown(self, index: int, sight: Sight) -> int:
+        """``content`` as the rows of a trajectory with ``sight`` show it (``shown_key``): -1
+        for a rewrite they would show as the unchanged harness."""
+        found = self._shown.get((index, sight))
+        if found is None:
+            if self.content(index) < 0:
+                found = -1
+            else:
+                if sight not in self._plain:
+                    self._plain[sight] = shown_key(self.harness, RewriteMapping(), sight)
+                variant = self.variant(index)
+                key = shown_key(variant.harness, variant.mapping, sight)
+                keys = self._shown_keys
+                found = -1 if key == self._plain[sight] else keys.setdefault(key, len(keys))
+            self._shown[index, sight] = found
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,9 +748,11 @@ def pick(
 
     The canonical variant first when ``variants`` hold one, then ``variants_per_trajectory``
     of the others (fewer when fewer differ), visited in the trajectory's ``pick_order`` and
-    taken unless the rewrite changes nothing or equals one already taken, or unless the
-    trajectory's ``events`` hold assistant text its text protocol would read as calls
-    (``reads_as_calls``). ``harness`` is the harness ``variants`` were planned from; it may
+    taken unless its rows would show the same as under the canonical harness or as under a
+    variant already taken (``shown_key``: a rewrite of a skill the trajectory's ``events``
+    never load, of a hook that never fires in them, or of a prompt that renders empty, shows
+    nothing), or unless the ``events`` hold assistant text its text protocol would read as
+    calls (``reads_as_calls``). ``harness`` is the harness ``variants`` were planned from; it may
     be left out when they hold its canonical variant (``include_canonical``), which carries
     it. The augment job plans only the variants this visits (``LazyPlan``), with the same
     result.
@@ -565,14 +767,16 @@ def pick(
             )
         harness = canonical[0].harness
     others = [v for v in variants if not v.is_canonical]
-    unchanged = content_key(harness, RewriteMapping())
+    sight = Sight.of(events)
+    unchanged = shown_key(harness, RewriteMapping(), sight)
     contents: dict[bytes, int] = {}
 
     texts = call_like_texts(events)
 
     def content(slot: int) -> int:
-        key = others[slot].key()
-        if key == unchanged or unwritable_texts(texts, others[slot].harness.protocol):
+        variant = others[slot]
+        key = shown_key(variant.harness, variant.mapping, sight)
+        if key == unchanged or unwritable_texts(texts, variant.harness.protocol):
             return -1
         return contents.setdefault(key, len(contents))
 

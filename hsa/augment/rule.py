@@ -264,10 +264,15 @@ class Rule:
 
 
 def _resolve(name: str, schema: MappingABC[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with the schema's top-level defaults filled in, then validated (so a
+    parameter both required and with a default may be left out)."""
     given = copy.deepcopy(params)
     bad = unwritable(given, "params")  # NaN passes every bound of a schema, and rows record it
     if bad is not None:
         raise RuleError(bad[1], where=f"rule {name!r}: {bad[0]}")
+    for key, sub in (schema.get("properties") or {}).items():
+        if key not in given and isinstance(sub, MappingABC) and "default" in sub:
+            given[key] = copy.deepcopy(sub["default"])
     errors = sorted(
         _validator(_schema_text(schema)).iter_errors(given), key=lambda e: list(map(str, e.path))
     )
@@ -275,9 +280,6 @@ def _resolve(name: str, schema: MappingABC[str, Any], params: dict[str, Any]) ->
         err = errors[0]
         path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in err.path)
         raise RuleError(err.message, where=f"rule {name!r}: params{path}")
-    for key, sub in (schema.get("properties") or {}).items():
-        if key not in given and isinstance(sub, MappingABC) and "default" in sub:
-            given[key] = copy.deepcopy(sub["default"])
     return given
 
 

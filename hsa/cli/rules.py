@@ -334,4 +334,13 @@ def _print_table(chosen, reports, n_subjects, seeds, broken) -> None:
         )
     if problems:
         fail("\n".join(problems))
-    console().print(f"ok: {_count(len(chosen), 'rule')} passed every check")
+    # a rule that changed nothing anywhere passed checks that tested nothing: say so
+    idle = [item.name for item in chosen if (found := tallies.get(item.name)) and not found.changed]
+    for name in idle:
+        console().print(
+            f"note: {name} changed nothing on any of these trajectories and seeds, so its "
+            "checks tested nothing: try other trajectories (--env, --input) or parameters",
+            markup=False,
+        )
+    said = f" ({len(idle)} changed nothing)" if idle else ""
+    console().print(f"ok: {_count(len(chosen), 'rule')} passed every check{said}")

@@ -39,9 +39,11 @@ import pyarrow.compute as pc
 from hsa.augment.engine import Engine
 from hsa.augment.engine.plans import prepare
 from hsa.augment.planner import (
+    PICK_VERSION,
     PLAN_VERSION,
     LazyPlan,
     PlanSpec,
+    Sight,
     Variant,
     canonical_variant,
     pick_order,
@@ -62,7 +64,7 @@ from hsa.harness.model import Harness
 from hsa.harness.parse import CALL_LIKE
 from hsa.pipelines.assign import assign_splits
 from hsa.pipelines.orphans import end_with
-from hsa.pipelines.rows import rows, stats, used_by
+from hsa.pipelines.rows import ids_by_row, rows, stats
 from hsa.pipelines.variants_file import PART_ROWS, VARIANTS_FILE, write_variants
 from hsa.teachers.rollout import planned_kept
 
@@ -181,6 +183,7 @@ class AugmentConfig:
         recorded = {"include_canonical": False, **recipe.to_dict()}
         return {
             "planner": PLAN_VERSION,
+            "pick": PICK_VERSION,
             "recipe": recorded,
             "rule_versions": recipe.versions,
             "seed": seed,
@@ -816,6 +819,8 @@ class _Input:
     groups: list[LazyPlan]
     group_rows: np.ndarray  # row -> index into ``groups``
     group_keys: dict[tuple, int]  # (harness id, used tools, used skills) -> index into groups
+    sights: list[Sight]  # the distinct sights of the rows
+    sight_rows: np.ndarray  # row -> index into ``sights``
     order: np.ndarray | None = None  # each row's pick order (``pick_order``), once made
 
     def where(self, row: int) -> tuple[str | None, str]:
@@ -855,7 +860,19 @@ def _read(job: _Job, lo: int, hi: int) -> _Input:
     harness_ids = table.column("harness_id").to_pylist()
     harness_of: dict[str | None, Harness] = {}
     rows_of = np.zeros(n, dtype=np.int64)
-    found = _Input(table, origins, original, unverified, harness_ids, harness_of, [], rows_of, {})
+    found = _Input(
+        table,
+        origins,
+        original,
+        unverified,
+        harness_ids,
+        harness_of,
+        groups=[],
+        group_rows=rows_of,
+        group_keys={},
+        sights=[],
+        sight_rows=np.zeros(n, dtype=np.int64),
+    )
     for row, hid in enumerate(harness_ids):
         if hid not in harness_of:
             harness = known.get(hid)
@@ -865,11 +882,16 @@ def _read(job: _Job, lo: int, hi: int) -> _Input:
             harness_of[hid] = harness
 
     # candidates per trajectory: the planned variants of its (harness, context) group
-    if planner.needs:
-        tools, skills = used_by(table)
-    else:
-        tools = skills = [()] * n
     started = time.perf_counter()
+    tools, skills, hooks = ids_by_row(table)
+    sights: dict[Sight, int] = {}  # what of a variant a row's messages show: its skill loads
+    found.sight_rows = np.array(  # and hook firings
+        [sights.setdefault(Sight(s, h), len(sights)) for s, h in zip(skills, hooks, strict=True)],
+        dtype=np.int64,
+    )
+    found.sights = list(sights)
+    if not planner.needs:
+        tools = skills = [()] * n
     for row in range(n):
         key = (harness_ids[row], tools[row], skills[row])
         if key not in found.group_keys:
@@ -896,7 +918,15 @@ def _batch(
     started = time.perf_counter()
     try:
         suspects = _call_like_texts(table)
-        chosen, taken = _pick(read.slot_order(seed), groups, group_rows, k, planner, suspects)
+        chosen, taken = _pick(
+            read.slot_order(seed),
+            groups,
+            group_rows,
+            k,
+            planner,
+            (read.sights, read.sight_rows),
+            suspects,
+        )
     except HsaError as exc:
         raise _planning_failed(exc, read) from exc
     # what a rerun plans again for the variants file
@@ -1049,6 +1079,7 @@ def _pick(
     group_rows: np.ndarray,
     k: int,
     planner: _Planner,
+    seen: tuple[list[Sight], np.ndarray],
     suspects: Mapping[int, tuple[str, ...]] | None = None,
 ) -> tuple[np.ndarray, dict[LazyPlan, set[int]]]:
     """Each row's ``k`` variants as engine indexes (-1 where fewer differ), picked as
@@ -1056,10 +1087,11 @@ def _pick(
     (``pick_order``), planning only the variants the picks visit.
 
     All rows advance one step of their ``pick_order`` at a time: the distinct (group, slot)
-    pairs of a step are planned once, and rows take a slot unless its rewrite changes nothing
-    or equals one they already took, or unless the row's assistant text would read as calls
-    under its protocol (``suspects``: row -> its texts that may). Also returns, per group, the
-    slots taken.
+    pairs of a step are planned once, and rows take a slot unless the rows would show it as
+    the unchanged harness or as one they already took (``LazyPlan.shown`` with the row's
+    sight: ``seen`` holds the distinct sights and each row's index into them), or unless the
+    row's assistant text would read as calls under its protocol (``suspects``: row -> its
+    texts that may). Also returns, per group, the slots taken.
     """
     n = len(order)
     chosen = np.full((n, k), -1, dtype=np.int64)
@@ -1069,26 +1101,35 @@ def _pick(
     if not n or not k:
         return chosen, taken
     width = order.shape[1]
+    sights, sight_rows = seen
+    kinds = max(len(sights), 1)
     planner.prefetch(_first_pairs(order, group_rows, groups, k))
     for step in range(width):
         rows = np.flatnonzero((count < k) & (order[:, step] >= 0))
         if not len(rows):
             break
         pairs = group_rows[rows] * width + order[rows, step]
-        uniq, inverse = np.unique(pairs, return_inverse=True)
-        planner.prefetch([(groups[p // width], p % width) for p in uniq.tolist()])
-        found = np.array([groups[p // width].content(p % width) for p in uniq.tolist()])
+        uniq, inverse = np.unique(pairs * kinds + sight_rows[rows], return_inverse=True)
+        slots = np.unique(uniq // kinds).tolist()
+        planner.prefetch([(groups[p // width], p % width) for p in slots])
+        found = np.array(
+            [
+                groups[p // kinds // width].shown(p // kinds % width, sights[p % kinds])
+                for p in uniq.tolist()
+            ]
+        )
         content = found[inverse]
         ok = (content >= 0) & ~(contents[rows] == content[:, None]).any(axis=1)
         for j in np.flatnonzero(ok).tolist() if suspects else ():
             texts = suspects.get(int(rows[j])) if suspects else None
             if texts:
-                pair = int(uniq[inverse[j]])
+                pair = int(uniq[inverse[j]]) // kinds
                 variant = groups[pair // width].variant(pair % width)
                 ok[j] = not unwritable_texts(texts, variant.harness.protocol)
         index = np.full(len(uniq), -1, dtype=np.int64)
         for u in np.unique(inverse[ok]).tolist():
-            group, slot = groups[uniq[u] // width], int(uniq[u] % width)
+            pair = int(uniq[u]) // kinds
+            group, slot = groups[pair // width], pair % width
             index[u] = planner.index(group, slot)
             taken.setdefault(group, set()).add(slot)
         rows, at = rows[ok], count[rows[ok]]

@@ -17,8 +17,11 @@ from hsa.datasets.card import batch_stats, estimate_tokens
 from hsa.datasets.schema import ROW_SCHEMA
 
 
-def used_by(table: pa.Table) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
-    """The sorted tool names and skill ids each trajectory uses, column-wise."""
+def ids_by_row(
+    table: pa.Table,
+) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """The sorted tool names each trajectory calls, skill ids it loads and hook ids that fire
+    in it, column-wise."""
     events = table.column("events").combine_chunks()
     offsets = events.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
     flat = events.flatten()
@@ -26,7 +29,7 @@ def used_by(table: pa.Table) -> tuple[list[tuple[str, ...]], list[tuple[str, ...
     children = dict(zip(names, flat.flatten(), strict=True))
     row = np.repeat(np.arange(table.num_rows), np.diff(offsets))
     out = []
-    for kind, column in (("tool_call", "tool"), ("skill_load", "skill_id")):
+    for kind, column in (("tool_call", "tool"), ("skill_load", "skill_id"), ("hook", "hook_id")):
         sel = np.flatnonzero(pc.equal(children["kind"], kind).to_numpy(zero_copy_only=False))
         per_row: list[list[str]] = [[] for _ in range(table.num_rows)]
         if len(sel):
@@ -38,7 +41,7 @@ def used_by(table: pa.Table) -> tuple[list[tuple[str, ...]], list[tuple[str, ...
             for r, c in zip(rows_of.tolist(), codes_of.tolist(), strict=True):
                 per_row[r].append(dictionary[c])
         out.append([tuple(sorted(x)) for x in per_row])
-    return out[0], out[1]
+    return out[0], out[1], out[2]
 
 
 def rule_params(variant: Variant) -> str:

@@ -21,7 +21,7 @@ from hsa.augment import (
     pick,
     plan,
 )
-from hsa.augment.mapping import RewriteMapping
+from hsa.augment.mapping import IDENTITY, RewriteMapping
 from hsa.augment.planner import LazyPlan, Variant, canonical_variant, pick_order, plan_variant, walk
 from hsa.errors import RuleError
 from hsa.harness import Tool
@@ -131,8 +131,9 @@ def test_a_rule_producing_an_invalid_harness_is_named(harness, monkeypatch):
         return Rewrite(h.replace(tools=[*h.tools, Tool(h.tools[0].name)]))
 
     broken = Rule("tests.clash", "1", clash, doc="Duplicate a tool name.")
-    with pytest.raises(RuleError, match=r"invalid harness"):
+    with pytest.raises(RuleError, match=r"invalid harness") as caught:
         apply_chain(harness, [(broken, {})], seed=0)
+    assert caught.value.where == "rule 'tests.clash'"  # no "(after [])"
 
 
 def test_a_harness_invalid_before_any_rule_is_not_blamed_on_one(harness):
@@ -280,3 +281,124 @@ def test_pick_draws_only_from_rewrites_that_change_something_once(harness):
     ]
     with pytest.raises(RuleError, match="harness the variants were planned from"):
         pick(pool, "t1", recipe)
+
+
+def _but(harness, **changes):
+    """``harness`` with its first skill's body and first hook's message reworded."""
+    skill, hook = harness.skills[0], harness.hooks[0]
+    if "skill" in changes:
+        skill = dataclasses.replace(skill, content=skill.content + "\n\nAsk before you refund.")
+    if "hook" in changes:
+        hook = dataclasses.replace(hook, message="Heads up: " + hook.message)
+    return harness.replace(skills=(skill, *harness.skills[1:]), hooks=(hook, *harness.hooks[1:]))
+
+
+@pytest.mark.parametrize("part", ["skill", "hook"])
+def test_pick_passes_over_a_rewrite_the_trajectory_never_shows(harness, events, part) -> None:
+    from hsa.harness import render
+    from hsa.harness.events import HookFired, SkillLoad
+
+    rewritten = _but(harness, **{part: True})
+    variant = Variant("v-" + part, harness.id, (("test.reword", "1", {}),), rewritten, IDENTITY)
+
+    def shows(event) -> bool:
+        if part == "skill":
+            return isinstance(event, SkillLoad) and event.skill_id == harness.skills[0].id
+        return isinstance(event, HookFired) and event.hook_id == harness.hooks[0].id
+
+    unseen = [e for e in events if not shows(e)]
+    assert len(unseen) < len(events)
+    # the premise: without the load (the firing) its rows are the canonical ones
+    assert render(unseen, rewritten) == render(unseen, harness)
+    assert render(events, rewritten) != render(events, harness)
+    recipe = dataclasses.replace(default_recipe(), variants_per_trajectory=1)
+    pool = [canonical_variant(harness), variant]
+    assert pick(pool, "t1", recipe, events=events) == pool
+    assert pick(pool, "t1", recipe, events=unseen) == pool[:1]
+
+
+def test_pick_takes_one_of_two_rewrites_a_trajectory_shows_the_same(harness, events) -> None:
+    from hsa.harness.events import HookFired, SkillLoad
+
+    skill, hook = harness.skills[0].id, harness.hooks[0].id
+    both = _but(harness, skill=True, hook=True)
+    only_hook = _but(harness, hook=True)
+    pool = [
+        Variant("v-both", harness.id, (("test.both", "1", {}),), both, IDENTITY),
+        Variant("v-hook", harness.id, (("test.hook", "1", {}),), only_hook, IDENTITY),
+    ]
+    recipe = dataclasses.replace(default_recipe(), variants_per_trajectory=2)
+    no_load = [e for e in events if not (isinstance(e, SkillLoad) and e.skill_id == skill)]
+    assert any(isinstance(e, HookFired) and e.hook_id == hook for e in no_load)
+    assert len(pick(pool, "t1", recipe, harness=harness, events=events)) == 2
+    # without the load both show the same reworded hook: one of them is taken
+    assert len(pick(pool, "t1", recipe, harness=harness, events=no_load)) == 1
+
+
+def test_shown_key_holds_what_rows_show_of_an_empty_prompt(harness) -> None:
+    from hsa.augment.planner import Sight, shown_key
+    from hsa.harness.model import Prompt
+
+    empty = harness.replace(prompt=Prompt())
+    retitled = empty.replace(prompt=Prompt(heading_style="bold"))
+    assert retitled.to_json() != empty.to_json()
+    assert shown_key(retitled, IDENTITY) == shown_key(empty, IDENTITY)
+    assert shown_key(harness, IDENTITY) != shown_key(empty, IDENTITY)
+    sight = Sight((harness.skills[0].id,), ())
+    assert shown_key(_but(harness, skill=True), IDENTITY, sight) != shown_key(
+        harness, IDENTITY, sight
+    )
+    assert shown_key(_but(harness, skill=True), IDENTITY) == shown_key(harness, IDENTITY)
+
+
+def _renaming(rename: dict[str, str], *, record: bool, require: str | None = None):
+    """A rule renaming ``get_order``'s parameters (recording the moves or not), or making it
+    require a new parameter ``require``."""
+    from hsa.augment import Rewrite, Rule
+    from hsa.augment.mapping import Step, ToolMap
+
+    def fn(h, rng, params, context):
+        tool = h.tools[0]
+        props = {rename.get(k, k): v for k, v in tool.parameters["properties"].items()}
+        required = [rename.get(r, r) for r in tool.parameters.get("required", [])]
+        if require:
+            props[require] = {"type": "string"}
+            required.append(require)
+        schema = {**tool.parameters, "properties": props, "required": required}
+        changed = dataclasses.replace(tool, parameters=schema)
+        steps = tuple(Step("move", (a,), (b,)) for a, b in rename.items()) if record else ()
+        mapping = (
+            RewriteMapping(tools={tool.name: ToolMap(tool.name, steps)}) if steps else IDENTITY
+        )
+        return Rewrite(h.replace(tools=(changed, *h.tools[1:])), mapping)
+
+    return Rule("tests.params", "1", fn, doc="Rename get_order's parameters.")
+
+
+def test_a_parameter_renamed_without_its_step_is_refused_as_it_is_planned(harness):
+    # rows would call the tool with the old name while the schema has only the new one
+    assert harness.tools[0].name == "get_order"
+    assert harness.tools[0].parameters["required"] == ["order_id"]
+    good = _renaming({"order_id": "orderId"}, record=True)
+    apply_chain(harness, [(good, {})], seed=0)
+    bad = _renaming({"order_id": "orderId"}, record=False)
+    with pytest.raises(RuleError, match="does not declare 'order_id'") as caught:
+        apply_chain(harness, [(bad, {})], seed=0)
+    assert caught.value.where == "rule 'tests.params'"
+    added = _renaming({}, record=False, require="region")
+    with pytest.raises(RuleError, match="requires 'region', which no parameter"):
+        apply_chain(harness, [(added, {})], seed=0)
+
+
+def test_the_rule_that_lost_a_tool_is_named_not_the_chain(harness):
+    from hsa.augment import Rewrite, Rule
+
+    def forget(h, rng, params, context):  # renames a tool without recording it
+        first = h.tools[0]
+        return Rewrite(h.replace(tools=(dataclasses.replace(first, name="fetch_it"), *h.tools[1:])))
+
+    buggy = Rule("tests.forget", "1", forget, doc="Rename a tool, unrecorded.")
+    rename = get_rule("tools.rename")
+    with pytest.raises(RuleError, match="a rename recorded but not made") as caught:
+        apply_chain(harness, [(rename, {"fraction": 1.0}), (buggy, {})], seed=0)
+    assert caught.value.where == "rule 'tests.forget' (after ['tools.rename'])"

@@ -165,3 +165,16 @@ def test_a_parameter_that_is_not_a_finite_number_is_refused_naming_it():
     for value in (float("nan"), float("inf")):
         with pytest.raises(RuleError, match=r"params\.fraction: NaN or Infinity"):
             get_rule("tools.rename").resolve_params({"fraction": value})
+
+
+def test_a_required_parameter_with_a_default_may_be_left_out():
+    # the guide says defaults are filled in before the function runs: so before validation
+    schema = {
+        "type": "object",
+        "properties": {"suffix": {"type": "string", "default": "_val"}},
+        "required": ["suffix"],
+    }
+    item = Rule("tools.z", "1", _noop, params=schema, doc="Do z.")
+    assert item.resolve_params(None) == {"suffix": "_val"}
+    with pytest.raises(RuleError, match=r"rule 'tools.z': params.suffix"):
+        item.resolve_params({"suffix": 3})

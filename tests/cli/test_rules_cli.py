@@ -120,6 +120,18 @@ def test_check_every_rule_on_a_harness_and_a_corpus(external):
     assert re.search(r"protocol\.switch\s+3/3\s+3/3\s+3/3\s+3/3\s+3/3", out.stdout)
 
 
+def test_check_says_a_rule_that_changed_nothing_tested_nothing():
+    # flatten_args finds no nested object to flatten in the demo harness: every check passes
+    # on a rewrite that is the harness as it was
+    out = hsa("rules", "check", "--rule", "tools.flatten_args", "--harness", str(DEMO))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "note: tools.flatten_args changed nothing on any of these trajectories" in out.stdout
+    assert "ok: 1 rule passed every check (1 changed nothing)" in out.stdout
+    out = hsa("rules", "check", "--rule", "tools.rename", "--harness", str(DEMO), "--seeds", "1")
+    assert out.returncode == 0 and "note:" not in out.stdout, out.stdout + out.stderr
+    assert "ok: 1 rule passed every check\n" in out.stdout
+
+
 def test_check_on_livestream_by_default():
     out = hsa("rules", "check", "--rule", "skill_ids.rename", "--limit", "2", "--seeds", "1")
     assert out.returncode == 0, out.stdout + out.stderr

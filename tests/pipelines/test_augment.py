@@ -778,3 +778,30 @@ def test_a_recipe_that_leaves_include_canonical_unset_keeps_the_identity_it_had(
     said = dataclasses.replace(default_recipe(), include_canonical=False)
     recorded = AugmentConfig(recipe=said).to_dict()
     assert recorded["recipe"] == unset["recipe"] and recorded["keep_canonical"] is False
+
+
+def test_no_variant_row_shows_what_another_row_of_its_trajectory_shows(tmp_path: Path) -> None:
+    # OpenAI chats without a system message: their harness's prompt renders empty, so a
+    # rewrite of its sections alone (or of the body of a skill never loaded) would write the
+    # canonical row again under a variant's name; the picker passes over such rewrites
+    source = open_source(_conversations(tmp_path / "chats.jsonl", 60))
+    config = AugmentConfig(variants_per_trajectory=4, workers=1)
+    report = augment(source, tmp_path / "out", config)
+    shown: dict[str, list[str]] = {}
+    for row in iter_rows(tmp_path / "out"):
+        seen = json.dumps([row["messages"], row["tools"]], sort_keys=True)
+        shown.setdefault(row["source_id"], []).append(seen)
+    assert len(shown) == 60 and report.short == 0
+    assert all(len(set(texts)) == len(texts) == 5 for texts in shown.values())
+
+    # a recipe of prompt rules alone changes nothing such a row shows: no variant rows
+    prompt_only = Recipe(
+        rules=tuple(
+            RecipeRule(name, 1.0) for name in ("prompt.section_order", "prompt.heading_style")
+        ),
+        variants_per_harness=4,
+        min_rules=1,
+    )
+    config = AugmentConfig(recipe=prompt_only, variants_per_trajectory=2, workers=1)
+    report = augment(source, tmp_path / "prompt", config)
+    assert report.rows == 60 and report.short == 60
