@@ -402,3 +402,38 @@ def test_the_rule_that_lost_a_tool_is_named_not_the_chain(harness):
     with pytest.raises(RuleError, match="a rename recorded but not made") as caught:
         apply_chain(harness, [(rename, {"fraction": 1.0}), (buggy, {})], seed=0)
     assert caught.value.where == "rule 'tests.forget' (after ['tools.rename'])"
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), hide=st.sampled_from(["", "skills", "hooks", "both"]))
+def test_variants_a_trajectory_shows_alike_render_it_alike(seed, hide) -> None:
+    # what pick passes over must really be what rows show alike: equal shown keys for a
+    # trajectory mean equal rendered conversations (tools and protocol included)
+    from conftest import make_events, make_harness
+
+    from hsa.augment.planner import Sight, shown_key
+    from hsa.harness import render
+    from hsa.harness.events import HookFired, SkillLoad
+
+    harness = make_harness()
+    hidden = {"": (), "skills": (SkillLoad,), "hooks": (HookFired,)}.get(
+        hide, (SkillLoad, HookFired)
+    )
+    events = [e for e in make_events() if not isinstance(e, hidden)]
+    recipe = dataclasses.replace(default_recipe(), variants_per_harness=6)
+    context = Context.of(events)
+    planned = [canonical_variant(harness), *plan(harness, recipe, seed=seed, context=context)]
+    pool = [(v.harness, v.mapping) for v in planned]
+    # and each variant with its skills or its hooks as the canonical harness has them: pairs
+    # that differ in those parts alone
+    for v in planned:
+        if not v.mapping.skills:
+            pool.append((v.harness.replace(skills=harness.skills), v.mapping))
+        if not v.mapping.hooks:
+            pool.append((v.harness.replace(hooks=harness.hooks), v.mapping))
+    sight = Sight.of(events)
+    seen: dict[bytes, tuple] = {}
+    for rewritten, mapping in pool:
+        conversation = render(map_events(events, mapping), rewritten)
+        shown = (conversation, rewritten.protocol.label)
+        assert seen.setdefault(shown_key(rewritten, mapping, sight), shown) == shown
