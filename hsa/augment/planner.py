@@ -422,13 +422,15 @@ def shown_key(harness: Harness, mapping: RewriteMapping, sight: Sight = NO_SIGHT
         surface = mapping.hooks.get(canonical, canonical)
         hook = harness.hook(surface)
         hooks[canonical] = [surface, None if hook is None else hook.to_dict()]
-    skill_tool = harness.skill_tool if sight.skills else None
+    # a load shows the skill tool's name and the parameter naming the skill (the first one:
+    # the order of its properties counts, which sorted JSON would lose)
+    loader = harness.skill_tool if sight.skills else None
     shown = [
         harness.prompt.placement if prompt else None,
         harness.protocol.to_dict(),
         {name: tool.to_dict() for name, tool in mapping.tools.items()},
         skills,
-        None if skill_tool is None else skill_tool.to_dict(),
+        None if loader is None else [loader.name, harness.skill_arg],
         hooks,
     ]
     text = json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

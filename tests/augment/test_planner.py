@@ -437,3 +437,31 @@ def test_variants_a_trajectory_shows_alike_render_it_alike(seed, hide) -> None:
         conversation = render(map_events(events, mapping), rewritten)
         shown = (conversation, rewritten.protocol.label)
         assert seen.setdefault(shown_key(rewritten, mapping, sight), shown) == shown
+
+
+def test_the_skill_tools_first_parameter_is_what_a_load_shows(harness, events) -> None:
+    # the parameter naming the skill is the skill tool's first: reordering its properties
+    # renames the argument of every load, which a key of sorted JSON would not see
+    from hsa.augment.planner import Sight, shown_key
+    from hsa.harness import render
+    from hsa.harness.model import Prompt, Protocol, Section
+
+    loader = dataclasses.replace(
+        harness.skill_tool,
+        parameters={
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "skill": {"type": "string"}},
+        },
+    )
+    persona = Prompt(sections=(Section("persona", "Persona", "Be kind."),))
+    before = harness.replace(skill_tool=loader, prompt=persona, protocol=Protocol("text"))
+    props = loader.parameters["properties"]
+    swapped = dataclasses.replace(
+        loader, parameters={"type": "object", "properties": dict(reversed(props.items()))}
+    )
+    after = before.replace(skill_tool=swapped)
+    assert (before.skill_arg, after.skill_arg) == ("name", "skill")
+    assert render(events, before) != render(events, after)
+    sight = Sight.of(events)
+    assert sight.skills
+    assert shown_key(before, IDENTITY, sight) != shown_key(after, IDENTITY, sight)
