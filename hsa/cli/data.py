@@ -85,8 +85,8 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
             -1,
             (
                 f"under fewer than {report.variants_per_trajectory} variants",
-                f"{report.short:,} trajectories (too few distinct variants, or the others' "
-                "text protocols would read their assistant text as calls)",
+                f"{report.short:,} trajectories (too few variants change what their rows show, "
+                "or the others' text protocols would read their assistant text as calls)",
             ),
         )
     if report.timings:  # a run that did the work (not one that found it complete)

@@ -447,8 +447,8 @@ def render_card(
         f"| unverified trajectories left out | {manifest.get('unverified_skipped', 0):,} |",
         f"| rows of unverified trajectories (kept: `verified` false) | "
         f"{stats.get('unverified', 0):,} |",
-        f"| trajectories under fewer than {asked} variants (too few differ, or would read as "
-        f"calls under the others' text protocols) | {short:,} |",
+        f"| trajectories under fewer than {asked} variants (too few change what their rows show, "
+        f"or would read as calls under the others' text protocols) | {short:,} |",
         f"| canonical rows | {stats.get('canonical', 0):,} |",
         f"| variants planned | {manifest.get('variants', 0):,} |",
         f"| seed | {manifest.get('seed')} |",

@@ -96,8 +96,8 @@ class AugmentConfig:
         None,
         help="Variants each trajectory is rendered under (unset: the recipe's). More than the "
         "recipe's variants_per_harness plans that many per harness; a trajectory under fewer "
-        "(too few differ, or the others' text protocols would read its assistant text as "
-        "calls) is reported (AugmentReport.short, the manifest), never hidden.",
+        "(too few change what its rows show, or the others' text protocols would read its "
+        "assistant text as calls) is reported (AugmentReport.short, the manifest), never hidden.",
     )
     keep_canonical: bool | None = setting(
         None,

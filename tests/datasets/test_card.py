@@ -70,7 +70,7 @@ def test_card_says_what_was_left_out() -> None:
     manifest |= {"unverified_skipped": 410, "variants_per_trajectory": {"asked": 4, "short": 7}}
     text, _ = render_card(stats(), manifest, "demo")
     assert "| unverified trajectories left out | 410 |" in text
-    assert "| trajectories under fewer than 4 variants (too few differ, or would" in text
+    assert "| trajectories under fewer than 4 variants (too few change what their rows show" in text
     assert "the others' text protocols) | 7 |" in text
     # how the input was read, and which files the rows are in
     manifest["notes"] = ["2 row(s) have no assistant turn, so nothing to train on"]
