@@ -253,9 +253,7 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
             continue
         old_params, new_params = tool.parameters, new.parameters
         paths = tool.derived(_declared_paths)
-        keys = {p[0] for p in _follow(paths, mapped)}
-        if mapped is not None:  # and what the steps add
-            keys |= {s.path[0] for s in mapped.steps if s.kind in ("add", "ensure") and s.path}
+        keys = {p[0] for p in _follow(paths, mapped, grow=True) if p}
         declared = new_params["properties"]
         for name in old_params.get("required") or ():
             if name not in old_params["properties"]:
@@ -332,11 +330,14 @@ def _step_paths(paths: Set[tuple[str, ...]], step: Step) -> Set[tuple[str, ...]]
     return paths
 
 
-def _follow(paths: Set[tuple[str, ...]], mapped: ToolMap | None) -> Set[tuple[str, ...]]:
+def _follow(
+    paths: Set[tuple[str, ...]], mapped: ToolMap | None, *, grow: bool = False
+) -> Set[tuple[str, ...]]:
     """Where the values at ``paths`` end up under ``mapped``'s steps (moved, dropped, or
-    pruned when nothing is left in them; what steps add is not theirs)."""
+    pruned when nothing is left in them); ``grow``: with what the steps add, and where later
+    steps move that (a wrapper object made, then renamed)."""
     for step in () if mapped is None else mapped.steps:
-        if step.kind not in ("add", "ensure"):
+        if grow or step.kind not in ("add", "ensure"):
             paths = _step_paths(paths, step)
     return paths
 

@@ -465,3 +465,22 @@ def test_the_skill_tools_first_parameter_is_what_a_load_shows(harness, events) -
     sight = Sight.of(events)
     assert sight.skills
     assert shown_key(before, IDENTITY, sight) != shown_key(after, IDENTITY, sight)
+
+
+def test_a_wrapper_made_then_renamed_is_followed(harness) -> None:
+    # a tool without parameters: add_optional gives it one, wrap_args wraps it in a new
+    # (required) object, rename_params renames that object; calls `{}` become
+    # `{"Arguments": {}}`, which the rewritten tool takes
+    bare = Tool("ping", "Ping the service.", {"type": "object", "properties": {}})
+    harness = harness.replace(tools=(*harness.tools, bare))
+    chain = [
+        (get_rule("tools.add_optional"), {}),
+        (get_rule("tools.wrap_args"), {"fraction": 1.0}),
+        (get_rule("tools.rename_params"), {"fraction": 1.0, "style": "pascal"}),
+    ]
+    wrapped = 0
+    for seed in range(10):
+        rewrite, _ = apply_chain(harness, chain, seed=seed)
+        pinged = rewrite.harness.tools[-1]
+        wrapped += bool(pinged.parameters.get("required"))
+    assert wrapped  # the case arose
