@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap
+from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap, apply_steps
 from hsa.augment.param_schemas import copy_json
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
@@ -400,15 +400,19 @@ class Sight(NamedTuple):
 NO_SIGHT = Sight()
 
 
-def shown_key(harness: Harness, mapping: RewriteMapping, sight: Sight = NO_SIGHT) -> bytes:
+def shown_key(
+    harness: Harness, mapping: RewriteMapping, sight: Sight = NO_SIGHT, *, steps: bool = True
+) -> bytes:
     """A digest of what the rows of a trajectory with ``sight`` show of a variant (its
     ``harness`` and ``mapping``): the system prompt as rendered and where it goes, the
     protocol, the tools a request sends, how each tool and its arguments are renamed, and the
     skills the trajectory loads and hooks that fire in it as the variant has them. Two
     variants with the same key render its rows the same, so a rewrite of what they never show
     (the body of a skill never loaded, a hook that never fires, the sections of a prompt that
-    renders empty) is no change for it. A prompt that does not render gives the whole
-    ``content_key``: it fails where the variant is rendered."""
+    renders empty) is no change for it. ``steps=False`` leaves out what argument steps do
+    (the tools' surface names kept): a cheaper key that equal keys also have. A prompt that
+    does not render gives the whole ``content_key``: it fails where the variant is
+    rendered."""
     try:
         prompt = system_prompt(harness)
     except HsaError:
@@ -429,7 +433,10 @@ def shown_key(harness: Harness, mapping: RewriteMapping, sight: Sight = NO_SIGHT
     shown = [
         harness.prompt.placement if prompt else None,
         harness.protocol.to_dict(),
-        {name: tool.to_dict() for name, tool in mapping.tools.items()},
+        {
+            name: _shown_map(harness, name, found) if steps else found.name
+            for name, found in mapping.tools.items()
+        },
         skills,
         None if loader is None else [loader.name, harness.skill_arg],
         hooks,
@@ -437,6 +444,70 @@ def shown_key(harness: Harness, mapping: RewriteMapping, sight: Sight = NO_SIGHT
     text = json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     parts = (prompt, harness.derived(tools_json), text)  # none holds a raw NUL
     return hashlib.sha256("\0".join(parts).encode("utf-8")).digest()
+
+
+def _shown_map(harness: Harness, canonical: str, mapped: ToolMap) -> list[Any]:
+    """What calls show of how ``mapped`` maps canonical tool ``canonical``: its surface name
+    and what its steps do to arguments, as witnesses (``_witnesses``) come out of them, so two
+    step lists with one effect (a rename after a flatten, or one rename to the same name)
+    show alike; the steps as they are where the canonical tool's arguments cannot be drawn
+    (names declared other than by ``properties``, long enums)."""
+    if not mapped.steps:
+        return [mapped.name]
+    tool = next((t for t in harness.tools if t.name == canonical), None)
+    witnesses = None if tool is None else tool.derived(_witnesses)
+    if witnesses is None:
+        return [mapped.name, [step.to_dict() for step in mapped.steps]]
+    shown = [json.dumps(apply_steps(w, mapped.steps), ensure_ascii=False) for w in witnesses]
+    return [mapped.name, shown]  # (each in its own key order: the order calls show)
+
+
+_WITNESS_TURNS = 16  # enums longer than this are not drawn in turn: the steps are kept
+
+
+def _witnesses(tool: Tool) -> tuple[dict[str, Any], ...] | None:
+    """Arguments that tell apart what steps do to ``tool``'s calls: none, the required ones
+    only, and every declared one, each leaf a value of its own (an enum's values in turn, one
+    witness each); None where they cannot be drawn (``_plainly_named`` fails, or an enum is
+    longer than ``_WITNESS_TURNS``)."""
+    if not _plainly_named(tool):
+        return None
+    turns = _longest_enum(tool.parameters)
+    if turns > _WITNESS_TURNS:
+        return None
+    required = _witness(tool.parameters, (), 0, required_only=True)
+    drawn = [_witness(tool.parameters, (), k, required_only=False) for k in range(max(turns, 1))]
+    return ({}, required, *drawn)
+
+
+def _witness(schema: Any, path: tuple[str, ...], turn: int, *, required_only: bool) -> Any:
+    if not isinstance(schema, MappingABC):
+        return "\0" + "/".join(path)
+    props = schema.get("properties")
+    if isinstance(props, MappingABC):
+        required = set(schema.get("required") or ())
+        return {
+            name: _witness(sub, (*path, name), turn, required_only=required_only)
+            for name, sub in props.items()
+            if not required_only or name in required
+        }
+    if isinstance(schema.get("items"), MappingABC):
+        return [_witness(schema["items"], (*path, EACH), turn, required_only=required_only)]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[turn % len(enum)]
+    return "\0" + "/".join(path)  # a value no other leaf has
+
+
+def _longest_enum(schema: Any) -> int:
+    """The length of the longest ``enum`` in ``schema``."""
+    if isinstance(schema, MappingABC):
+        enum = schema.get("enum")
+        here = len(enum) if isinstance(enum, list) else 0
+        return max([here, *(_longest_enum(v) for v in schema.values())])
+    if isinstance(schema, list):
+        return max([0, *(_longest_enum(v) for v in schema)])
+    return 0
 
 
 def variant_id(
@@ -539,8 +610,11 @@ class LazyPlan:
         self._content: dict[int, int] = {}
         self._keys: dict[bytes, int] = {}
         self._shown: dict[tuple[int, Sight], int] = {}
-        self._shown_keys: dict[bytes, int] = {}
-        self._plain: dict[Sight, bytes] = {}  # the unchanged harness's shown_key per sight
+        # rewrites alike but for their argument steps, by shown_key without steps (each
+        # _alike bucket belongs to one sight: the key holds what the sight shows)
+        self._alike: dict[bytes, list[_Shown]] = {}
+        self._plain: set[Sight] = set()  # the sights the unchanged harness is in _alike for
+        self._classes = 0
 
     def variant(self, index: int) -> Variant:
         found = self.variants.get(index)
@@ -568,20 +642,49 @@ class LazyPlan:
 
     def shown(self, index: int, sight: Sight) -> int:
         """``content`` as the rows of a trajectory with ``sight`` show it (``shown_key``): -1
-        for a rewrite they would show as the unchanged harness."""
+        for a rewrite they would show as the unchanged harness.
+
+        Rewrites are told apart by ``shown_key(..., steps=False)`` first, which leaves out
+        what argument steps do; only rewrites alike in all else (and the unchanged harness,
+        when alike) are told apart by the whole ``shown_key``, which runs the steps."""
         found = self._shown.get((index, sight))
         if found is None:
-            if self.content(index) < 0:
-                found = -1
-            else:
-                if sight not in self._plain:
-                    self._plain[sight] = shown_key(self.harness, RewriteMapping(), sight)
-                variant = self.variant(index)
-                key = shown_key(variant.harness, variant.mapping, sight)
-                keys = self._shown_keys
-                found = -1 if key == self._plain[sight] else keys.setdefault(key, len(keys))
+            found = -1 if self.content(index) < 0 else self._class(index, sight)
             self._shown[index, sight] = found
         return found
+
+    def _class(self, index: int, sight: Sight) -> int:
+        if sight not in self._plain:  # the unchanged harness, as class -1
+            self._plain.add(sight)
+            plain = _Shown(self.harness, RewriteMapping(), -1)
+            self._alike.setdefault(plain.key(sight, steps=False), []).append(plain)
+        variant = self.variant(index)
+        mine = _Shown(variant.harness, variant.mapping, self._classes)
+        alike = self._alike.setdefault(mine.key(sight, steps=False), [])
+        for other in alike:
+            if other.key(sight) == mine.key(sight):
+                return other.number
+        self._classes += 1
+        alike.append(mine)
+        return mine.number
+
+
+@dataclass(slots=True)
+class _Shown:
+    """A rewrite (or the unchanged harness) and the number of its class, with its whole
+    ``shown_key`` once made."""
+
+    harness: Harness
+    mapping: RewriteMapping
+    number: int
+    whole: bytes = b""
+
+    def key(self, sight: Sight, *, steps: bool = True) -> bytes:
+        if not steps:
+            return shown_key(self.harness, self.mapping, sight, steps=False)
+        if not self.whole:
+            self.whole = shown_key(self.harness, self.mapping, sight)
+        return self.whole
 
 
 @dataclass(frozen=True, slots=True)

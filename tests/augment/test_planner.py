@@ -484,3 +484,30 @@ def test_a_wrapper_made_then_renamed_is_followed(harness) -> None:
         pinged = rewrite.harness.tools[-1]
         wrapped += bool(pinged.parameters.get("required"))
     assert wrapped  # the case arose
+
+
+def test_steps_with_one_effect_show_alike_and_steps_with_two_do_not(harness) -> None:
+    # a rename after a move shows as the one move; swapped renames do not show alike
+    from hsa.augment.mapping import Step, ToolMap
+    from hsa.augment.planner import shown_key
+
+    tool = Tool(
+        "book",
+        "Book a table.",
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+            "required": ["a"],
+        },
+    )
+    base = harness.replace(tools=(tool,))
+
+    def key(*steps: Step) -> bytes:
+        return shown_key(base, RewriteMapping(tools={"book": ToolMap("book", steps)}))
+
+    def move(a: str, b: str) -> Step:
+        return Step("move", (a,), (b,))
+
+    assert key(move("a", "x")) == key(move("a", "t"), move("t", "x"))
+    assert key(move("a", "x"), move("b", "y")) != key(move("a", "y"), move("b", "x"))
+    assert key(move("a", "x")) != key()
