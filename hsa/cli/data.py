@@ -397,6 +397,21 @@ def _dataset_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
             ),
         ),
     ]
+    # what the run left out or fell short of, as its summary said it
+    asked = _mapping(manifest.get("variants_per_trajectory"))
+    if asked.get("short"):
+        summary.append(
+            (
+                f"under fewer than {asked.get('asked')} variants",
+                f"{_count(asked['short'])} trajectories",
+            )
+        )
+    if manifest.get("unverified_skipped"):
+        left = _count(manifest["unverified_skipped"])
+        summary.append(("unverified left out", f"{left} trajectories"))
+    notes = manifest.get("notes")
+    for note in notes if isinstance(notes, list) else ():
+        summary.append(("note", str(note)))
     if split is None and files:
         split = sorted({f.parent.name for f in files})[0]
     return summary, shards(path, split) if files else []

@@ -188,3 +188,53 @@ def test_an_import_folder_is_pointed_to_what_makes_a_dataset_of_it(tmp_path):
     assert line.endswith(
         "it is an `hsa harness import` folder: `hsa augment --input` it to make a dataset"
     )
+
+
+def test_the_summary_says_what_the_run_left_out_or_fell_short_of(tmp_path):
+    tools = [{"type": "function", "function": {"name": "ping", "description": "Ping."}}]
+    rows = [
+        {
+            "id": f"c{i}",
+            "tools": tools,
+            "messages": [
+                {"role": "user", "content": f"ping {i}"},
+                {"role": "assistant", "content": "pong"},
+            ],
+        }
+        for i in range(3)
+    ]
+    unlisted = {"id": "c", "type": "function", "function": {"name": "nope", "arguments": "{}"}}
+    rows.append(  # a call to a tool the row does not list: left out, with a note
+        {
+            "id": "bad",
+            "tools": tools,
+            "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": None, "tool_calls": [unlisted]},
+            ],
+        }
+    )
+    source = tmp_path / "chats.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    recipe = tmp_path / "recipe.yaml"  # prompt rules: nothing these rows show (no system)
+    recipe.write_text(
+        "variants_per_harness: 4\nmin_rules: 1\nrules:\n  - {rule: prompt.heading_style}\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    made = hsa(
+        "augment",
+        "--input",
+        str(source),
+        "--out",
+        str(out),
+        "--recipe",
+        str(recipe),
+        "--variants-per-trajectory",
+        "2",
+    )
+    assert made.returncode == 0, made.stderr
+    shown = hsa("inspect", str(out), "-n", "0", columns=200)
+    assert shown.returncode == 0, shown.stderr
+    assert "under fewer than 2 variants" in shown.stdout and "3 trajectories" in shown.stdout
+    assert "note" in shown.stdout and "line(s) 4" in shown.stdout
