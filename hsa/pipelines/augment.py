@@ -64,7 +64,7 @@ from hsa.harness.model import Harness
 from hsa.harness.parse import CALL_LIKE
 from hsa.pipelines.assign import assign_splits
 from hsa.pipelines.orphans import end_with
-from hsa.pipelines.rows import ids_by_row, rows, stats
+from hsa.pipelines.rows import rows, sights_of, stats, used_by
 from hsa.pipelines.variants_file import PART_ROWS, VARIANTS_FILE, write_variants
 from hsa.teachers.rollout import planned_kept
 
@@ -883,14 +883,11 @@ def _read(job: _Job, lo: int, hi: int) -> _Input:
 
     # candidates per trajectory: the planned variants of its (harness, context) group
     started = time.perf_counter()
-    tools, skills, hooks = ids_by_row(table)
-    sights: dict[Sight, int] = {}  # what of a variant a row's messages show: its skill loads
-    found.sight_rows = np.array(  # and hook firings
-        [sights.setdefault(Sight(s, h), len(sights)) for s, h in zip(skills, hooks, strict=True)],
-        dtype=np.int64,
-    )
-    found.sights = list(sights)
-    if not planner.needs:
+    # what of a variant a row's messages show: its skill loads and hook firings
+    found.sights, found.sight_rows = sights_of(table)
+    if planner.needs:
+        tools, skills = used_by(table)
+    else:
         tools = skills = [()] * n
     for row in range(n):
         key = (harness_ids[row], tools[row], skills[row])

@@ -12,36 +12,85 @@ import pyarrow.compute as pc
 
 from hsa.augment.engine import Engine
 from hsa.augment.engine.records import unique_dictionary
-from hsa.augment.planner import Variant
+from hsa.augment.planner import Sight, Variant
 from hsa.datasets.card import batch_stats, estimate_tokens
 from hsa.datasets.schema import ROW_SCHEMA
 
 
-def ids_by_row(
-    table: pa.Table,
-) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], list[tuple[str, ...]]]:
-    """The sorted tool names each trajectory calls, skill ids it loads and hook ids that fire
-    in it, column-wise."""
+def used_by(table: pa.Table) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """The sorted tool names each trajectory calls and skill ids it loads, column-wise."""
+    found = _ids(table, (("tool_call", "tool"), ("skill_load", "skill_id")))
+    tools, skills = (_per_row(table.num_rows, *kind) for kind in found)
+    return tools, skills
+
+
+def sights_of(table: pa.Table) -> tuple[list[Sight], np.ndarray]:
+    """The distinct sights of the trajectories (the skills each loads and hooks that fire in
+    it: ``Sight``), and each one's index into them, column-wise: each trajectory's set as a
+    bit mask over the batch's distinct ids, where there are at most 63 of them."""
+    found = _ids(table, (("skill_load", "skill_id"), ("hook", "hook_id")))
+    labels = [(kind, name) for kind, (_, dictionary, _) in enumerate(found) for name in dictionary]
+    n = table.num_rows
+    if not labels:
+        return [Sight()], np.zeros(n, dtype=np.int64)
+    if len(labels) > 63:  # (a batch of that many distinct skills and hooks: row by row)
+        skills, hooks = (_per_row(n, *kind) for kind in found)
+        keys: dict[Sight, int] = {}
+        at = [keys.setdefault(Sight(s, h), len(keys)) for s, h in zip(skills, hooks, strict=True)]
+        return list(keys), np.array(at, dtype=np.int64)
+    mask = np.zeros(n, dtype=np.uint64)
+    first = 0
+    for rows_of, dictionary, codes_of in found:
+        bits = np.left_shift(np.uint64(1), (codes_of + first).astype(np.uint64))
+        np.bitwise_or.at(mask, rows_of, bits)
+        first += len(dictionary)
+    masks, inverse = np.unique(mask, return_inverse=True)
+    sights = []
+    for value in masks.tolist():
+        held = [labels[i] for i in range(len(labels)) if value >> i & 1]
+        sights.append(
+            Sight(
+                tuple(sorted(name for kind, name in held if kind == 0)),
+                tuple(sorted(name for kind, name in held if kind == 1)),
+            )
+        )
+    return sights, inverse.astype(np.int64).reshape(-1)
+
+
+def _per_row(
+    n: int, rows_of: np.ndarray, dictionary: list[str], codes_of: np.ndarray
+) -> list[tuple[str, ...]]:
+    """Each of ``n`` trajectories' sorted names, from ``_ids``' pairs of one kind."""
+    per_row: list[list[str]] = [[] for _ in range(n)]
+    for r, c in zip(rows_of.tolist(), codes_of.tolist(), strict=True):
+        per_row[r].append(dictionary[c])
+    return [tuple(sorted(x)) for x in per_row]
+
+
+def _ids(
+    table: pa.Table, kinds: Sequence[tuple[str, str]]
+) -> list[tuple[np.ndarray, list[str], np.ndarray]]:
+    """Per event kind (and the field naming what it uses): the distinct (trajectory, name)
+    pairs of the batch, as trajectories, the names, and each pair's index into the names."""
     events = table.column("events").combine_chunks()
     offsets = events.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
     flat = events.flatten()
     names = [f.name for f in flat.type]
     children = dict(zip(names, flat.flatten(), strict=True))
     row = np.repeat(np.arange(table.num_rows), np.diff(offsets))
-    out = []
-    for kind, column in (("tool_call", "tool"), ("skill_load", "skill_id"), ("hook", "hook_id")):
+    out: list[tuple[np.ndarray, list[str], np.ndarray]] = []
+    for kind, column in kinds:
         sel = np.flatnonzero(pc.equal(children["kind"], kind).to_numpy(zero_copy_only=False))
-        per_row: list[list[str]] = [[] for _ in range(table.num_rows)]
-        if len(sel):
-            coded = children[column].take(pa.array(sel)).dictionary_encode()
-            codes = coded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            dictionary = coded.dictionary.to_pylist()
-            pairs = np.unique(row[sel] * len(dictionary) + codes)
-            rows_of, codes_of = np.divmod(pairs, len(dictionary))
-            for r, c in zip(rows_of.tolist(), codes_of.tolist(), strict=True):
-                per_row[r].append(dictionary[c])
-        out.append([tuple(sorted(x)) for x in per_row])
-    return out[0], out[1], out[2]
+        if not len(sel):
+            out.append((np.zeros(0, dtype=np.int64), [], np.zeros(0, dtype=np.int64)))
+            continue
+        coded = children[column].take(pa.array(sel)).dictionary_encode()
+        codes = coded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        dictionary = coded.dictionary.to_pylist()
+        pairs = np.unique(row[sel] * len(dictionary) + codes)
+        rows_of, codes_of = np.divmod(pairs, len(dictionary))
+        out.append((rows_of, dictionary, codes_of))
+    return out
 
 
 def rule_params(variant: Variant) -> str:

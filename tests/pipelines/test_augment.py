@@ -525,6 +525,25 @@ def _conversations(path: Path, count: int, shops: int | None = None) -> Path:
     return path
 
 
+@pytest.mark.parametrize("many", [False, True])
+def test_each_rows_sight_is_what_its_events_load_and_fire(livestream_table, many) -> None:
+    # by bit masks over the batch's distinct skill and hook ids, or row by row past 63
+    from hsa.augment.planner import Sight
+    from hsa.pipelines.rows import sights_of
+
+    table = livestream_table
+    if many:  # two more distinct hooks to each of the 48 rows: 96 past the 63 bits
+        rows = table.to_pylist()
+        for i, row in enumerate(rows):
+            for extra in (f"extra-{i}-a", f"extra-{i}-b"):
+                row["events"].append({"kind": "hook", "hook_id": extra, "hook_event": "stop"})
+        table = pa.Table.from_pylist(rows, schema=table.schema)
+    sights, at = sights_of(table)
+    for i, row in enumerate(table.to_pylist()):
+        assert sights[at[i]] == Sight.of(Trajectory.from_row(row).events), row["id"]
+    assert len(set(sights)) == len(sights)
+
+
 def test_only_the_variants_picks_visit_are_planned(tmp_path: Path) -> None:
     source = open_source(_conversations(tmp_path / "chats.jsonl", 12))
     planning = dataclasses.replace(default_recipe(), variants_per_harness=8)
