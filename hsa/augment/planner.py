@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap, apply_steps
-from hsa.augment.param_schemas import copy_json
+from hsa.augment.param_schemas import copy_json, reached
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
@@ -285,7 +285,7 @@ _INDIRECT = ("$ref", "$defs", "definitions", "allOf", "anyOf", "oneOf", "if", "p
 def _plainly_named(tool: Tool) -> bool:
     """Whether ``tool``'s parameters declare every name by ``properties`` alone (no keyword of
     ``_INDIRECT`` anywhere in the tool, descriptions included: a false "no" only leaves the
-    tool unread), so ``_paths`` are the paths calls may take."""
+    tool unread), so ``_declared_paths`` are the paths calls may take."""
     params = tool.parameters
     if not isinstance(params.get("properties"), MappingABC):
         return False
@@ -296,32 +296,18 @@ def _plainly_named(tool: Tool) -> bool:
 
 
 def _declared_paths(tool: Tool) -> frozenset[tuple[str, ...]]:
-    """The argument paths ``tool``'s parameters declare (``_paths``), once per tool object."""
-    return frozenset(_paths(tool.parameters))
-
-
-def _paths(schema: MappingABC[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
-    """The argument paths a schema declares (``EACH`` for an array's items), nested ones
-    included."""
-    out: set[tuple[str, ...]] = set()
-    props = schema.get("properties")
-    if isinstance(props, MappingABC):
-        for name, sub in props.items():
-            out.add((*prefix, name))
-            if isinstance(sub, MappingABC):
-                out |= _paths(sub, (*prefix, name))
-    items = schema.get("items")
-    if isinstance(items, MappingABC) and prefix:
-        out |= _paths(items, (*prefix, EACH))
-    return out
+    """The argument paths ``tool``'s parameters declare (``EACH`` for an array's items),
+    nested ones included, once per tool object."""
+    return frozenset(r.path for r in reached(dict(tool.parameters)) if r.path)
 
 
 def _step_paths(paths: Set[tuple[str, ...]], step: Step) -> Set[tuple[str, ...]]:
-    """``paths`` after ``step``: moved, added, dropped, or pruned when nothing is left in it."""
+    """``paths`` after ``step``: moved, ensured, dropped, or pruned when nothing is left in
+    it."""
     n = len(step.path)
     if step.kind == "move" and step.dst is not None:
         return {step.dst + p[n:] if p[:n] == step.path else p for p in paths}
-    if step.kind in ("add", "ensure"):
+    if step.kind == "ensure":  # (an "add" is the surface's alone: calls do not carry it)
         return paths | {step.path}
     if step.kind == "drop":
         return {p for p in paths if p[:n] != step.path}
@@ -334,10 +320,10 @@ def _follow(
     paths: Set[tuple[str, ...]], mapped: ToolMap | None, *, grow: bool = False
 ) -> Set[tuple[str, ...]]:
     """Where the values at ``paths`` end up under ``mapped``'s steps (moved, dropped, or
-    pruned when nothing is left in them); ``grow``: with what the steps add, and where later
-    steps move that (a wrapper object made, then renamed)."""
+    pruned when nothing is left in them); ``grow``: with the objects steps ensure, and where
+    later steps move them (a wrapper object made, then renamed)."""
     for step in () if mapped is None else mapped.steps:
-        if grow or step.kind not in ("add", "ensure"):
+        if grow or step.kind != "ensure":
             paths = _step_paths(paths, step)
     return paths
 
@@ -401,7 +387,12 @@ NO_SIGHT = Sight()
 
 
 def shown_key(
-    harness: Harness, mapping: RewriteMapping, sight: Sight = NO_SIGHT, *, steps: bool = True
+    harness: Harness,
+    mapping: RewriteMapping,
+    sight: Sight = NO_SIGHT,
+    *,
+    source: Harness | None = None,
+    steps: bool = True,
 ) -> bytes:
     """A digest of what the rows of a trajectory with ``sight`` show of a variant (its
     ``harness`` and ``mapping``): the system prompt as rendered and where it goes, the
@@ -409,7 +400,9 @@ def shown_key(
     skills the trajectory loads and hooks that fire in it as the variant has them. Two
     variants with the same key render its rows the same, so a rewrite of what they never show
     (the body of a skill never loaded, a hook that never fires, the sections of a prompt that
-    renders empty) is no change for it. ``steps=False`` leaves out what argument steps do
+    renders empty) is no change for it. ``source`` is the harness the variant was rewritten
+    from: what its argument steps do is judged on arguments drawn from its tools (without
+    it, by the steps as they are). ``steps=False`` leaves out what argument steps do
     (the tools' surface names kept): a cheaper key that equal keys also have. A prompt that
     does not render gives the whole ``content_key``: it fails where the variant is
     rendered."""
@@ -434,8 +427,9 @@ def shown_key(
         harness.prompt.placement if prompt else None,
         harness.protocol.to_dict(),
         {
-            name: _shown_map(harness, name, found) if steps else found.name
+            name: _shown_map(source, name, found) if steps else found.name
             for name, found in mapping.tools.items()
+            if found.name != name or found.steps  # (an entry mapping a tool to itself)
         },
         skills,
         None if loader is None else [loader.name, harness.skill_arg],
@@ -446,7 +440,7 @@ def shown_key(
     return hashlib.sha256("\0".join(parts).encode("utf-8")).digest()
 
 
-def _shown_map(harness: Harness, canonical: str, mapped: ToolMap) -> list[Any]:
+def _shown_map(source: Harness | None, canonical: str, mapped: ToolMap) -> list[Any]:
     """What calls show of how ``mapped`` maps canonical tool ``canonical``: its surface name
     and what its steps do to arguments, as witnesses (``_witnesses``) come out of them, so two
     step lists with one effect (a rename after a flatten, or one rename to the same name)
@@ -454,7 +448,7 @@ def _shown_map(harness: Harness, canonical: str, mapped: ToolMap) -> list[Any]:
     (names declared other than by ``properties``, long enums)."""
     if not mapped.steps:
         return [mapped.name]
-    tool = next((t for t in harness.tools if t.name == canonical), None)
+    tool = None if source is None else source.tool(canonical)
     witnesses = None if tool is None else tool.derived(_witnesses)
     if witnesses is None:
         return [mapped.name, [step.to_dict() for step in mapped.steps]]
@@ -656,10 +650,10 @@ class LazyPlan:
     def _class(self, index: int, sight: Sight) -> int:
         if sight not in self._plain:  # the unchanged harness, as class -1
             self._plain.add(sight)
-            plain = _Shown(self.harness, RewriteMapping(), -1)
+            plain = _Shown(self.harness, RewriteMapping(), self.harness, -1)
             self._alike.setdefault(plain.key(sight, steps=False), []).append(plain)
         variant = self.variant(index)
-        mine = _Shown(variant.harness, variant.mapping, self._classes)
+        mine = _Shown(variant.harness, variant.mapping, self.harness, self._classes)
         alike = self._alike.setdefault(mine.key(sight, steps=False), [])
         for other in alike:
             if other.key(sight) == mine.key(sight):
@@ -671,11 +665,12 @@ class LazyPlan:
 
 @dataclass(slots=True)
 class _Shown:
-    """A rewrite (or the unchanged harness) and the number of its class, with its whole
-    ``shown_key`` once made."""
+    """A rewrite (or the unchanged harness) of ``source`` and the number of its class, with
+    its whole ``shown_key`` once made."""
 
     harness: Harness
     mapping: RewriteMapping
+    source: Harness  # the harness it was rewritten from
     number: int
     whole: bytes = b""
 
@@ -683,7 +678,7 @@ class _Shown:
         if not steps:
             return shown_key(self.harness, self.mapping, sight, steps=False)
         if not self.whole:
-            self.whole = shown_key(self.harness, self.mapping, sight)
+            self.whole = shown_key(self.harness, self.mapping, sight, source=self.source)
         return self.whole
 
 
@@ -874,14 +869,14 @@ def pick(
         harness = canonical[0].harness
     others = [v for v in variants if not v.is_canonical]
     sight = Sight.of(events)
-    unchanged = shown_key(harness, RewriteMapping(), sight)
+    unchanged = shown_key(harness, RewriteMapping(), sight, source=harness)
     contents: dict[bytes, int] = {}
 
     texts = call_like_texts(events)
 
     def content(slot: int) -> int:
         variant = others[slot]
-        key = shown_key(variant.harness, variant.mapping, sight)
+        key = shown_key(variant.harness, variant.mapping, sight, source=harness)
         if key == unchanged or unwritable_texts(texts, variant.harness.protocol):
             return -1
         return contents.setdefault(key, len(contents))

@@ -436,7 +436,8 @@ def test_variants_a_trajectory_shows_alike_render_it_alike(seed, hide) -> None:
     for rewritten, mapping in pool:
         conversation = render(map_events(events, mapping), rewritten)
         shown = (conversation, rewritten.protocol.label)
-        assert seen.setdefault(shown_key(rewritten, mapping, sight), shown) == shown
+        key = shown_key(rewritten, mapping, sight, source=harness)
+        assert seen.setdefault(key, shown) == shown
 
 
 def test_the_skill_tools_first_parameter_is_what_a_load_shows(harness, events) -> None:
@@ -487,27 +488,29 @@ def test_a_wrapper_made_then_renamed_is_followed(harness) -> None:
 
 
 def test_steps_with_one_effect_show_alike_and_steps_with_two_do_not(harness) -> None:
-    # a rename after a move shows as the one move; swapped renames do not show alike
+    # a rename after a move shows as the one move; swapped renames do not show alike, though
+    # the rewritten schemas are the same (the witnesses are drawn from the canonical tool)
     from hsa.augment.mapping import Step, ToolMap
     from hsa.augment.planner import shown_key
 
-    tool = Tool(
-        "book",
-        "Book a table.",
-        {
-            "type": "object",
-            "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
-            "required": ["a"],
-        },
-    )
-    base = harness.replace(tools=(tool,))
+    def tool(*names: str) -> Tool:
+        props = {name: {"type": "string"} for name in names}
+        return Tool("book", "Book a table.", {"type": "object", "properties": props})
 
-    def key(*steps: Step) -> bytes:
-        return shown_key(base, RewriteMapping(tools={"book": ToolMap("book", steps)}))
+    base = harness.replace(tools=(tool("a", "b"),))
+
+    def key(names: tuple[str, ...], *steps: Step) -> bytes:
+        rewritten = base.replace(tools=(tool(*names),))
+        mapping = RewriteMapping(tools={"book": ToolMap("book", steps)})
+        return shown_key(rewritten, mapping, source=base)
 
     def move(a: str, b: str) -> Step:
         return Step("move", (a,), (b,))
 
-    assert key(move("a", "x")) == key(move("a", "t"), move("t", "x"))
-    assert key(move("a", "x"), move("b", "y")) != key(move("a", "y"), move("b", "x"))
-    assert key(move("a", "x")) != key()
+    assert key(("x", "b"), move("a", "x")) == key(("x", "b"), move("a", "t"), move("t", "x"))
+    swapped = key(("x", "y"), move("a", "x"), move("b", "y"))
+    assert swapped != key(("x", "y"), move("a", "y"), move("b", "x"))
+    assert key(("x", "b"), move("a", "x")) != key(("a", "b"))
+    # an entry mapping a tool to itself is no change
+    plain = shown_key(base, RewriteMapping(), source=base)
+    assert shown_key(base, RewriteMapping(tools={"book": ToolMap("book")}), source=base) == plain
