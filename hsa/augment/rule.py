@@ -20,7 +20,9 @@ Writing one::
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import pickle
 import random
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -234,6 +236,10 @@ class Rule:
                 "plan it per trajectory (hsa.augment.plan(..., context=Context.of(events)))",
                 where=f"rule {self.name!r}",
             )
+        # A plugin's rule is checked for changing the harness it was given in place: that
+        # harness is the canonical one or a variant shared by others, with values derived from
+        # it kept (its JSON, its digest), so an edit in place would change rows it never made.
+        before = _state(harness) if self.plugin else None
         try:
             rewrite = self.fn(harness, rng, resolved, self.sees(context))
         except RuleError:
@@ -246,11 +252,24 @@ class Rule:
                 f"raised {one_line(exc)} (in {self.origin}); fix the rule or leave it out",
                 where=f"rule {self.name!r}",
             ) from exc
+        if before is not None and _state(harness) != before:
+            raise RuleError(
+                f"changed the harness it was given in place (in {self.origin}): copy a "
+                "mapping before changing it (a tool's parameters, the metadata, a hook's "
+                "params) and return the copy in a replaced part (docs/rules.md, 'The simplest "
+                "rule')",
+                where=f"rule {self.name!r}",
+            )
         if not isinstance(rewrite, Rewrite):
             raise RuleError(
                 f"returned {type(rewrite).__name__}, not a Rewrite", where=f"rule {self.name!r}"
             )
         return rewrite
+
+    @property
+    def plugin(self) -> bool:
+        """Whether the rule's code is not hsa's own (a plugin's, a test's, a notebook's)."""
+        return not (self.fn.__module__ or "").startswith("hsa.")
 
     def sees(self, context: Context) -> Context:
         """What of ``context`` the rule is given: the fields it declares in ``needs`` (the
@@ -261,6 +280,13 @@ class Rule:
         return Context(
             **{n: getattr(context, n) if n in self.needs else None for n in CONTEXT_FIELDS}
         )
+
+
+def _state(harness: Harness) -> bytes:
+    """The harness's fields as pickled bytes, without the values derived from it: equal
+    before and after a rule ran unless the rule changed what it was given."""
+    fields = tuple(getattr(harness, f.name) for f in dataclasses.fields(harness) if f.init)
+    return pickle.dumps(fields, 5)
 
 
 def _resolve(name: str, schema: MappingABC[str, Any], params: dict[str, Any]) -> dict[str, Any]:

@@ -178,3 +178,36 @@ def test_a_required_parameter_with_a_default_may_be_left_out():
     assert item.resolve_params(None) == {"suffix": "_val"}
     with pytest.raises(RuleError, match=r"rule 'tools.z': params.suffix"):
         item.resolve_params({"suffix": 3})
+
+
+def _mutate(harness, rng, params, context):
+    harness.tools[0].parameters["properties"].pop(
+        next(iter(harness.tools[0].parameters["properties"]))
+    )
+    return Rewrite(harness.replace(id=harness.id + "-v"))
+
+
+def test_a_plugin_rule_that_changes_its_harness_in_place_is_refused(harness):
+    item = Rule("tools.mutate", "1", _mutate, doc="Drop a parameter in place.")
+    assert item.plugin  # this module is not hsa's
+    with pytest.raises(RuleError) as caught:
+        item.apply(harness, random.Random(0))
+    assert caught.value.where == "rule 'tools.mutate'"
+    assert "changed the harness it was given in place" in caught.value.message
+    assert f"{__name__}:_mutate" in caught.value.message
+
+
+def test_a_plugin_rule_may_derive_values_from_its_harness(harness):
+    def reads(harness, rng, params, context):
+        harness.to_json()  # kept on the harness: not a change of it
+        tools = [dataclasses.replace(t, description=t.description + ".") for t in harness.tools]
+        return Rewrite(harness.replace(tools=tools))
+
+    item = Rule("tools.reads", "1", reads, doc="Derive, then replace.")
+    assert item.apply(harness, random.Random(0)).harness != harness
+
+
+def test_hsa_s_own_rules_are_not_plugins():
+    from hsa.augment import get_rule
+
+    assert not get_rule("tools.rename").plugin
