@@ -3,8 +3,8 @@
 A task is solved when every reference action (``evaluation_criteria.actions``) is matched by
 some tool call of the episode, in any order, as tau2's ``ActionEvaluator`` checks it: same tool
 name, and equal values for the action's ``compare_args`` (all of the call's arguments when the
-action gives none; no argument at all when it gives an empty list), an argument that holds a
-JSON string comparing by its parsed value; and, for a task whose ``reward_basis`` holds
+action gives none; no argument at all when it gives an empty list), compared as they are (an
+array sent as a JSON string is not the array); and, for a task whose ``reward_basis`` holds
 ``COMMUNICATE`` (airline's), when the assistant told the user each of its
 ``communicate_info`` strings, as tau2's ``CommunicateEvaluator`` checks it. Tasks without
 either are solved by any episode.
@@ -29,24 +29,6 @@ from hsa.envs.recorded import CorpusEnvironment, CorpusState, tool_calls
 from hsa.harness.events import AssistantMessage, Event, ToolCall
 
 
-def _normalize(value: Any) -> Any:
-    # tau2 compares an argument that is itself a JSON string by its parsed value, so that
-    # whitespace and key order inside it do not matter.
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith(("{", "[")):
-            try:
-                return _normalize(json.loads(text))
-            except json.JSONDecodeError:
-                return value
-        return value
-    if isinstance(value, dict):
-        return {k: _normalize(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_normalize(v) for v in value]
-    return value
-
-
 def action_matches(action: Mapping[str, Any], name: str, args: Mapping[str, Any]) -> bool:
     """tau2's ``Action.compare_with_tool_call``, on a call's canonical name and arguments."""
     if action.get("name") != name:
@@ -56,8 +38,8 @@ def action_matches(action: Mapping[str, Any], name: str, args: Mapping[str, Any]
     if not keys:
         return True
     expected = action.get("arguments") or {}
-    return {k: _normalize(v) for k, v in args.items() if k in keys} == {
-        k: _normalize(v) for k, v in expected.items() if k in keys
+    return {k: v for k, v in args.items() if k in keys} == {
+        k: v for k, v in expected.items() if k in keys
     }
 
 

@@ -19,8 +19,14 @@ def test_action_criterion():
     subset = {**action, "compare_args": ["order_id"]}
     assert action_matches(subset, "get_order", {"order_id": "#W1", "verbose": False})
     assert not action_matches(subset, "get_order", {"verbose": True})
+    # compared as they are, as tau2's Action.compare_with_tool_call does: an array sent as a
+    # JSON string is not the array (tau2's tool would refuse it), nor a respaced string the same
+    items = {"name": "f", "arguments": {"item_ids": ["1", "2"]}}
+    assert action_matches(items, "f", {"item_ids": ["1", "2"]})
+    assert not action_matches(items, "f", {"item_ids": '["1", "2"]'})
     as_json = {"name": "f", "arguments": {"payload": '{"a": 1, "b": [1, 2]}'}}
-    assert action_matches(as_json, "f", {"payload": '{"b":[1,2],"a":1}'})
+    assert action_matches(as_json, "f", {"payload": '{"a": 1, "b": [1, 2]}'})
+    assert not action_matches(as_json, "f", {"payload": '{"b":[1,2],"a":1}'})
 
 
 def perturb(env, task):

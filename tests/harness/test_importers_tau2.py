@@ -105,6 +105,43 @@ def test_action_calling_an_unknown_tool_is_refused(external, tmp_path):
     assert err.value.where == "$[0].evaluation_criteria.actions[0].name"
 
 
+@pytest.mark.parametrize(
+    ("action", "where", "says"),
+    [
+        # tau2's Action.compare_args is Optional[list[str]]: a string is not a list of names
+        (
+            {"name": "get_user_details", "arguments": {}, "compare_args": "user_id"},
+            "compare_args",
+            "a list of argument names",
+        ),
+        # telecom's actions the simulated user performs: no user tools here to perform them
+        (
+            {"name": "toggle_roaming", "arguments": {}, "requestor": "user"},
+            "requestor",
+            "the user's",
+        ),
+        (
+            {"name": "get_user_details", "arguments": {}, "requestor": "system"},
+            "requestor",
+            "'assistant' or 'user'",
+        ),
+    ],
+)
+def test_an_action_tau2_would_not_read_as_the_agents_is_refused_naming_it(
+    external, tmp_path, action, where, says
+):
+    src = tmp_path / "shop"
+    src.mkdir()
+    (src / "tools.json").write_text((external / "tau2" / "retail" / "tools.json").read_text())
+    (src / "tasks.json").write_text(
+        json.dumps([{"id": "1", "evaluation_criteria": {"actions": [action]}}])
+    )
+    with pytest.raises(ImportFormatError) as err:
+        import_source(src)
+    assert err.value.where == f"$[0].evaluation_criteria.actions[0].{where}"
+    assert says in err.value.message
+
+
 def test_tau2s_split_file_gives_each_task_its_split(external, tmp_path):
     src = tmp_path / "shop"
     src.mkdir()

@@ -182,6 +182,22 @@ def _tasks(
             at = f"{where}.evaluation_criteria.actions[{j}]"
             if not isinstance(action, Mapping) or not isinstance(action.get("name"), str):
                 raise ImportFormatError("an action needs a name", file=str(path), where=at)
+            requestor = action.get("requestor", "assistant")
+            if requestor == "user":
+                raise ImportFormatError(
+                    f"action {action['name']!r} is the user's (requestor 'user'): hsa's tau2 "
+                    "environment runs the agent's tools only, with no user tools or user "
+                    "simulator to perform it, so a domain whose tasks need the user to act "
+                    "(telecom) cannot be imported",
+                    file=str(path),
+                    where=f"{at}.requestor",
+                )
+            if requestor != "assistant":
+                raise ImportFormatError(
+                    f"requestor must be 'assistant' or 'user', not {requestor!r}",
+                    file=str(path),
+                    where=f"{at}.requestor",
+                )
             if rename.get(action["name"], action["name"]) not in known:
                 raise ImportFormatError(
                     f"action calls {action['name']!r}, which is not a tool of this domain",
@@ -191,6 +207,15 @@ def _tasks(
             if not isinstance(action.get("arguments", {}), Mapping):
                 raise ImportFormatError(
                     "arguments must be an object", file=str(path), where=f"{at}.arguments"
+                )
+            compare = action.get("compare_args")
+            if compare is not None and (
+                not isinstance(compare, list) or not all(isinstance(k, str) for k in compare)
+            ):
+                raise ImportFormatError(
+                    "compare_args must be a list of argument names, or null (every argument)",
+                    file=str(path),
+                    where=f"{at}.compare_args",
                 )
         metadata: dict[str, Any] = {"source_id": str(task["id"])}
         metadata.update({k: v for k, v in task.items() if k not in ("id", "evaluation_criteria")})
