@@ -10,11 +10,12 @@ from typing import Any
 
 from hsa.errors import ImportFormatError
 
-#: BFCL type names (Python-flavoured, see bfcl_eval/constants/type_mappings.py) -> JSON Schema.
-#: ``None`` means "no type constraint": BFCL's ``any`` accepts every value. The Python
+#: BFCL type names (Python-flavoured) -> JSON Schema, as ``GORILLA_TO_OPENAPI``
+#: (bfcl_eval/constants/type_mappings.py) maps them for the models that take tools. ``any`` is
+#: a string there, and its checker (``PYTHON_TYPE_MAPPING``) takes a string for it. The Python
 #: categories use string, dict, integer, boolean, float, array, any and tuple; the Java and
-#: JavaScript names (``GORILLA_TO_OPENAPI`` there) are known too, although their top-level
-#: parameters reach a harness as strings (``language_functions``).
+#: JavaScript names are known too, although their top-level parameters reach a harness as
+#: strings (``language_functions``).
 TYPES: dict[str, str | None] = {
     "dict": "object",
     "object": "object",
@@ -32,8 +33,8 @@ TYPES: dict[str, str | None] = {
     "array": "array",
     "list": "array",
     "tuple": "array",
-    "any": None,
-    "Any": None,
+    "any": "string",
+    "Any": "string",
     "null": "null",
     "byte": "integer",
     "short": "integer",
@@ -71,10 +72,18 @@ class SchemaProblem(Exception):
         self.where = where
 
 
-def normalize_schema(node: Any, where: str = "$") -> dict[str, Any]:
+#: what BFCL adds to a ``float`` parameter it shows a model as a tool (``_cast_to_openai_type``
+#: in bfcl_eval/model_handler/utils.py): ``number`` alone would not tell it from a double
+FLOAT_HINT = " This is a float type value."
+
+
+def normalize_schema(node: Any, where: str = "$", *, parameter: bool = False) -> dict[str, Any]:
     """The JSON Schema (2020-12) equivalent of a BFCL parameter schema.
 
-    ``dict`` -> object, ``float`` -> number, ``tuple`` -> array, ``any`` -> no ``type``. The
+    ``dict`` -> object, ``float`` -> number, ``tuple`` -> array, ``any`` -> string, as BFCL
+    casts them for the models that take tools; there a ``float`` ``parameter`` (a value of a
+    ``properties`` map) also gets ``"format": "float"`` and ``FLOAT_HINT`` after its
+    description, and so it does here. The
     non-standard ``optional`` keyword (``true``/``"yes"`` on a property, a list of names on an
     object) is dropped: BFCL's checker reads only ``required``, and where the two disagree
     (``irrelevance_173`` marks a required parameter optional) ``required`` wins as it does
@@ -101,6 +110,10 @@ def normalize_schema(node: Any, where: str = "$") -> dict[str, Any]:
                 ]
             else:
                 out["items"] = normalize_schema(value, at)
+        elif key == "properties" and isinstance(value, Mapping):
+            out[key] = {
+                k: normalize_schema(v, f"{at}.{k}", parameter=True) for k, v in value.items()
+            }
         elif key in _SCHEMA_MAP_KEYS and isinstance(value, Mapping):
             out[key] = {k: normalize_schema(v, f"{at}.{k}") for k, v in value.items()}
         elif key in _SCHEMA_LIST_KEYS and isinstance(value, list):
@@ -113,6 +126,12 @@ def normalize_schema(node: Any, where: str = "$") -> dict[str, Any]:
             out[key] = list(value)
         else:
             out[key] = value
+    if parameter and node.get("type") == "float":
+        out["format"] = "float"
+        description = out.get("description")
+        out["description"] = (
+            description + FLOAT_HINT if isinstance(description, str) else FLOAT_HINT.strip()
+        )
     return _enum_as_meant(out)
 
 
