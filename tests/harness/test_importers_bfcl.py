@@ -531,3 +531,15 @@ def test_live_relevance_is_imported_unscored(external, tmp_path):
     (task,) = import_source(src).tasks
     assert task["ground_truth"] == {} and task["metadata"]["scored"] is False
     assert "any call" in task["metadata"]["unscored_reason"]
+
+
+def test_a_question_file_without_its_answers_imports_unscored_and_says_why(external, tmp_path):
+    src = tmp_path / "BFCL_v4_simple_python.json"
+    src.write_text("".join((external / "bfcl" / src.name).read_text().splitlines(True)[:3]))
+    result = import_source(src)
+    assert [t["ground_truth"] for t in result.tasks] == [{}, {}, {}]
+    assert all(t["metadata"]["scored"] is False for t in result.tasks)
+    assert result.notes == (
+        "3 simple_python task(s) imported unscored: their question file has no "
+        "possible_answer/ file of the same name beside it, which BFCL scores them against",
+    )

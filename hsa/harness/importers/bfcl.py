@@ -129,6 +129,8 @@ UNSCORED = {
     "and does not score it",
     "relevance": "BFCL passes a relevance entry when the model makes any call; the corpus "
     "gives no call to solve it with, so hsa does not score it",
+    "no_answers": f"their question file has no {ANSWER_DIR}/ file of the same name beside it, "
+    "which BFCL scores them against",
 }
 
 
@@ -292,6 +294,7 @@ class _Import:
             metadata.update(scored=False, unscored_reason=UNSCORED["relevance"])
         elif answers is None:
             ground_truth = {}
+            metadata.update(scored=False, unscored_reason=UNSCORED["no_answers"])
         else:
             answer = answers.get(entry["id"])
             if answer is None:
