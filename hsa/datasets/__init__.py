@@ -7,7 +7,7 @@ Hugging Face ``datasets.Dataset``. The jobs that write datasets (``augment``, ``
 and ``hsa.errors``.
 """
 
-from hsa.datasets.export import iter_rows, iter_trl, to_hf, trl_row
+from hsa.datasets.export import hf_features, iter_rows, iter_trl, to_hf, trl_row
 from hsa.datasets.export import load as scan_dataset
 from hsa.datasets.export import shards as shard_paths
 from hsa.datasets.schema import (
@@ -25,6 +25,7 @@ __all__ = [
     "Source",
     "chat_messages",
     "conversation",
+    "hf_features",
     "iter_rows",
     "iter_trl",
     "open_source",

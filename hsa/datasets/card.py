@@ -429,7 +429,14 @@ def render_card(
         "",
         '- Hugging Face `datasets` / TRL: `datasets.load_dataset("DIR")` gives the splits by '
         "name, `tools` as a list of tool schemas and each tool call's `arguments` as an object "
-        "with exactly that call's keys, ready for `SFTTrainer` and chat templates.",
+        "with exactly that call's keys, ready for `SFTTrainer` and chat templates. Loading "
+        "shard files yourself (`data_files=` or `data_dir=`, with this folder or with "
+        '`"parquet"`) skips these features: `tools` and `arguments` then come back as JSON '
+        "text, which a chat template writes as a string where the object belongs; pass "
+        "`features=hsa.datasets.hf_features()` or use `hsa.datasets.to_hf(DIR, split)`. To "
+        "save a `shuffle`d or `select`ed subset with `save_to_disk`, call "
+        "`.flatten_indices()` first (`datasets` cannot save the `json` features through an "
+        "indices mapping).",
         "- Polars, DuckDB, PyArrow: `tools` and `arguments` are JSON text (string columns); "
         "DuckDB's `json_extract` and Polars' `str.json_path_match` read them (e.g. "
         "`$[0].function.name`; Polars' `str.json_decode` needs the `dtype` to decode into, as "

@@ -238,17 +238,38 @@ def check_model(path: str) -> None:
         )
 
 
-def load_model(path: str) -> tuple[Any, Any]:
-    """The model and tokenizer at ``path`` (a local folder, or a hub name when online)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_tokenizer(path: str, *, template: str | None = None) -> Any:
+    """The tokenizer at ``path``, which must render the rows' conversations: with its own
+    chat template, or with the Jinja file ``template`` (SFT's ``chat_template_path``) when one
+    is given. One with neither (a base model's, often) is refused naming the folder, rather
+    than by the trainer's setup with a traceback."""
+    from transformers import AutoTokenizer
 
     check_model(path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as exc:
+        raise TrainError(f"cannot load the model: {first_line(exc)}", file=path) from None
+    if template is None and not getattr(tokenizer, "chat_template", None):
+        raise TrainError(
+            "the tokenizer has no chat template to render the rows' conversations with "
+            "(a base model's often has none): use a chat model, add a chat_template.jinja "
+            "to the folder, or (hsa train sft) set chat_template_path to a Jinja template",
+            file=path,
+        )
+    return tokenizer
+
+
+def load_model(path: str, *, template: str | None = None) -> tuple[Any, Any]:
+    """The model and tokenizer at ``path`` (a local folder, or a hub name when online); the
+    tokenizer as ``load_tokenizer`` checks it."""
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = load_tokenizer(path, template=template)
+    try:
         model = AutoModelForCausalLM.from_pretrained(path)
     except (OSError, ValueError) as exc:
-        first = first_line(exc)
-        raise TrainError(f"cannot load the model: {first}", file=path) from None
+        raise TrainError(f"cannot load the model: {first_line(exc)}", file=path) from None
     return model, tokenizer
 
 
@@ -380,11 +401,11 @@ def train_sft(
     )
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
-    check_model(settings.model)
     check_chat_template(args.chat_template_path, file)
+    load_tokenizer(settings.model, template=args.chat_template_path)  # before the data is read
     evaluate = args.eval_strategy != "no"
     rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE, evaluate=evaluate)
-    model, tokenizer = load_model(done or settings.model)
+    model, tokenizer = load_model(done or settings.model, template=args.chat_template_path)
     try:
         trainer = SFTTrainer(
             model=model,

@@ -122,6 +122,32 @@ def test_to_hf_gives_a_dataset_of_trl_rows(dataset: Path) -> None:
     assert tok.apply_chat_template(row["messages"], tools=row["tools"] or None, tokenize=False)
 
 
+def test_the_cards_ways_around_datasets_limits_hold(dataset: Path, tmp_path: Path) -> None:
+    """What the card and README tell a trainer who loads shard files, or saves a subset."""
+    import datasets
+
+    from hsa.datasets import hf_features
+
+    files = {"train": str(dataset / "data" / "train" / "*.parquet")}
+    by_file = datasets.load_dataset("parquet", data_files=files, split="train")
+    typed = datasets.load_dataset(
+        "parquet", data_files=files, split="train", features=hf_features()
+    )
+
+    def first_arguments(rows):
+        row = next(r for r in rows if any(m["tool_calls"] for m in r["messages"]))
+        return next(m for m in row["messages"] if m["tool_calls"])["tool_calls"][0]["function"][
+            "arguments"
+        ]
+
+    assert isinstance(first_arguments(by_file), str)  # what the card warns of
+    assert first_arguments(typed) == first_arguments(to_hf(dataset, "train"))
+    assert isinstance(first_arguments(typed), dict)
+    subset = typed.shuffle(seed=0).select(range(5))
+    subset.flatten_indices().save_to_disk(str(tmp_path / "subset"))
+    assert datasets.load_from_disk(str(tmp_path / "subset")).to_list() == subset.to_list()
+
+
 def test_polars_and_duckdb_query_the_shards(dataset: Path) -> None:
     import collections
 

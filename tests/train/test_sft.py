@@ -357,3 +357,21 @@ def test_a_chat_template_hub_name_that_cannot_load_is_one_line(
     settings["hsa"]["max_rows"] = 2
     with pytest.raises(TrainError, match="cannot load a chat template from 'someorg/template': We"):
         train_sft(settings, tmp_path / "out")
+
+
+def test_a_model_whose_tokenizer_has_no_chat_template_is_one_line_before_training(
+    dataset, model, tmp_path
+):
+    import shutil
+
+    bare = tmp_path / "base-model"
+    shutil.copytree(model, bare)
+    (bare / "chat_template.jinja").unlink(missing_ok=True)
+    tokenizer_config = json.loads((bare / "tokenizer_config.json").read_text())
+    tokenizer_config.pop("chat_template", None)
+    (bare / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    with pytest.raises(TrainError) as refused:
+        train_sft(config(dataset, bare, max_steps=1), tmp_path / "out")
+    assert refused.value.file == str(bare)
+    assert "no chat template" in refused.value.message
+    assert not (tmp_path / "out").exists()
