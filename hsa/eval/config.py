@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -112,6 +113,9 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         refuse(typed(self), EvalError)
+        if self.policy in ("transformers", "vllm") and self.model:
+            # a local folder however spelled (``tiny/``, ``./tiny``): one model, one run
+            object.__setattr__(self, "model", os.path.normpath(self.model))
         problems = []
         if self.policy not in POLICIES:
             problems.append(("policy", f"unknown policy {self.policy!r}: {', '.join(POLICIES)}"))

@@ -16,7 +16,6 @@ raises ``EvalIncomplete`` naming why, and the rerun retries those episodes.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import threading
 import time
 from collections import Counter
@@ -43,7 +42,7 @@ from hsa.eval.suites import Episode, episodes, heldout_recipe, split_tasks
 from hsa.eval.summary import summarize
 from hsa.teachers.backends.base import Backend, run_async
 from hsa.teachers.cache import CachedBackend, RequestCache
-from hsa.teachers.make import make_backend
+from hsa.teachers.make import make_backend, request_model
 from hsa.teachers.request import Sampling
 from hsa.teachers.rollout import OPENING_TOO_LONG, RolloutConfig, planned_kept, rollout
 
@@ -103,23 +102,6 @@ class EvalIncomplete(TeacherError):
             file=str(report.out),
         )
         self.report = report
-
-
-def request_model(config: EvalConfig) -> str:
-    """The model name requests carry, which keys the request cache. A local model folder
-    (``transformers``, ``vllm``) adds a fingerprint of its weight and config files (names,
-    sizes, modification times), so a folder retrained in place is asked again rather than
-    answered with the old weights' replies."""
-    name = config.model_name
-    folder = Path(name)
-    if config.policy not in ("transformers", "vllm") or not folder.is_dir():
-        return name
-    digest = hashlib.sha256()
-    for path in sorted(folder.iterdir()):
-        if path.is_file() and path.suffix in (".safetensors", ".bin", ".json", ".model"):
-            stat = path.stat()
-            digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return f"{name}@{digest.hexdigest()[:16]}"
 
 
 def check_recipe(recipe: Recipe, training: Recipe | None) -> None:
@@ -261,7 +243,7 @@ async def _evaluate(
     inner = backend if backend is not None else make_backend(config.teach_config(), env, variants)
     cache = None
     settings = RolloutConfig(
-        model=request_model(config),
+        model=request_model(config.teach_config()),
         sampling=Sampling(
             config.temperature,
             config.top_p,

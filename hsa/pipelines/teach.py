@@ -44,7 +44,7 @@ from hsa.harness.model import Harness, compact_json
 from hsa.teachers.backends.base import Backend, latency_percentiles, run_async
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.config import TeachConfig
-from hsa.teachers.make import make_backend
+from hsa.teachers.make import make_backend, request_model
 from hsa.teachers.request import Sampling
 from hsa.teachers.rollout import (
     Rollout,
@@ -479,7 +479,7 @@ async def run_plan(
     by_id = {v.variant_id: v for vs in plan.variants.values() for v in vs}
     inner = backend if backend is not None else make_backend(config, plan.env, by_id)
     rollout_config = RolloutConfig(
-        model=config.model_name,
+        model=request_model(config),
         sampling=Sampling(
             config.temperature,
             config.top_p,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -190,6 +191,9 @@ class TeachConfig:
 
     def __post_init__(self) -> None:
         refuse(typed(self), TeacherError)
+        if self.backend in ("transformers", "vllm") and self.model:
+            # a local folder however spelled (``tiny/``, ``./tiny``): one model, one run
+            object.__setattr__(self, "model", os.path.normpath(self.model))
         problems = []
         if self.backend not in BACKENDS:
             known = ", ".join(BACKENDS)

@@ -268,7 +268,7 @@ def load_model(path: str, *, template: str | None = None) -> tuple[Any, Any]:
     tokenizer = load_tokenizer(path, template=template)
     try:
         model = AutoModelForCausalLM.from_pretrained(path)
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # a truncated download raises safetensors' own error
         raise TrainError(f"cannot load the model: {first_line(exc)}", file=path) from None
     return model, tokenizer
 

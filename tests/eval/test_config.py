@@ -40,6 +40,19 @@ def test_output_hash_ignores_the_order_suites_are_given_in():
     assert one.public_dict()["suites"] == ["canonical", "variants"]
 
 
+@pytest.mark.parametrize("spelled", ["tiny/", "./tiny", "tiny//", "sub/../tiny"])
+def test_a_local_model_folder_however_spelled_is_one_run(spelled):
+    for policy in ("transformers", "vllm"):
+        config = EvalConfig(policy=policy, model=spelled)
+        assert config.model == "tiny"
+        assert config.output_hash() == EvalConfig(policy=policy, model="tiny").output_hash()
+        assert config.teach_config().model == "tiny"
+    assert TeachConfig(backend="transformers", model=spelled).model == "tiny"
+    # a served model's name is the server's to spell
+    served = EvalConfig(policy="openai", base_url="http://x/v1", model="org/m/")
+    assert served.model == "org/m/"
+
+
 @pytest.mark.parametrize(
     ("settings", "named", "says"),
     [

@@ -33,15 +33,24 @@ def test_a_tiny_model_fails_the_tasks_and_every_failure_is_classified(tmp_path):
 
 
 def test_a_local_model_retrained_in_place_is_asked_again(tmp_path):
+    import dataclasses
     import os
 
-    from hsa.eval.runner import request_model
+    from hsa.teachers.make import request_model
 
     model = save_tiny(tmp_path / "tiny", ["hello world", "<tool_call>"])
-    config = EvalConfig(policy="transformers", model=str(model))
+    config = EvalConfig(policy="transformers", model=str(model)).teach_config()
     first = request_model(config)
     assert first.startswith(f"{model}@") and request_model(config) == first
-    weights = model / "model.safetensors"
-    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1))
-    assert request_model(config) != first
-    assert request_model(EvalConfig(policy="openai", base_url="http://x/v1", model="m")) == "m"
+    # the weights, and the chat template transformers 5 writes beside them, are the model
+    for name in ("model.safetensors", "chat_template.jinja"):
+        changed = model / name
+        stamp = changed.stat()
+        os.utime(changed, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1))
+        assert request_model(config) != first
+        first = request_model(config)
+    # replies are cached as read in the call format: another format is another request
+    other = dataclasses.replace(config, call_format="json")
+    assert request_model(other) != first
+    openai = EvalConfig(policy="openai", base_url="http://x/v1", model="m").teach_config()
+    assert request_model(openai) == "m"

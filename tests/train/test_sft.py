@@ -375,3 +375,16 @@ def test_a_model_whose_tokenizer_has_no_chat_template_is_one_line_before_trainin
     assert refused.value.file == str(bare)
     assert "no chat template" in refused.value.message
     assert not (tmp_path / "out").exists()
+
+
+def test_a_model_whose_weights_are_cut_short_is_one_line(dataset, model, tmp_path):
+    import shutil
+
+    cut = tmp_path / "cut"
+    shutil.copytree(model, cut)
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:2000])  # a download stopped part way
+    with pytest.raises(TrainError) as refused:
+        train_sft(config(dataset, cut, max_steps=1), tmp_path / "out")
+    assert refused.value.file == str(cut)
+    assert refused.value.message.startswith("cannot load the model: ")

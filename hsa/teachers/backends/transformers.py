@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.config import bounded, refuse, same_as, setting
-from hsa.errors import TeacherError
+from hsa.errors import TeacherError, first_line
 from hsa.harness.protocols import CALL_FORMATS
 from hsa.teachers.backends.base import BatchingBackend, Waiting
 from hsa.teachers.backends.output import parse_output
@@ -296,8 +296,8 @@ def load_model(config: TransformersConfig) -> tuple[Any, Any]:
         model = AutoModelForCausalLM.from_pretrained(
             folder, dtype=config.dtype, device_map=device, local_files_only=True
         )
-    except (OSError, ValueError, KeyError) as exc:
-        raise TeacherError(f"cannot load the model: {exc}", file=str(folder)) from None
+    except Exception as exc:  # a truncated download raises safetensors' own error
+        raise TeacherError(f"cannot load the model: {first_line(exc)}", file=str(folder)) from None
     if not tokenizer.chat_template:
         raise TeacherError("the tokenizer has no chat template", file=str(folder))
     model.eval()

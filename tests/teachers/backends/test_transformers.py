@@ -216,6 +216,19 @@ def test_a_folder_without_a_model_is_named(tmp_path, folder):
     assert isinstance(error, TeacherError) and str(path) in str(error)
 
 
+def test_a_model_whose_weights_are_cut_short_is_one_error_naming_it(tmp_path, model_path):
+    import shutil
+
+    cut = tmp_path / "cut"
+    shutil.copytree(model_path, cut)
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:2000])  # a download stopped part way
+    backend = TransformersBackend(TransformersConfig(str(cut)))
+    [error] = answer_all(backend, [request("x")])
+    assert isinstance(error, TeacherError) and error.file == str(cut)
+    assert error.message.startswith("cannot load the model: ")
+
+
 @pytest.mark.parametrize(
     ("changes", "where"),
     [
