@@ -67,6 +67,9 @@ class TrainingRows:
 
 def manifest_of(data: Path) -> dict[str, Any]:
     path = data / MANIFEST
+    if not data.is_dir():
+        what = "a file, not" if data.exists() else "no such folder:"
+        raise TrainError(f"{what} a dataset folder (hsa build writes one)", file=str(data))
     try:
         found = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
