@@ -226,9 +226,20 @@ class Rule:
         rng: random.Random,
         resolved: dict[str, Any],
         context: Context = NO_CONTEXT,
+        *,
+        strict: bool | None = None,
     ) -> Rewrite:
         """``apply`` with parameters ``resolve_params`` has resolved already (the planner
-        resolves them once and records them)."""
+        resolves them once and records them).
+
+        ``strict`` (the default: for a plugin's rule, whose code is not hsa's own) also checks
+        the two things a rule must do that its output cannot show, in every command that
+        applies it: it leaves the harness it was given as it was (that harness is the canonical
+        one or a variant others share, with values derived from it kept: an edit in place
+        would change rows it never made), and it gives the same rewrite when run again from
+        the same state of ``rng`` (a draw from ``random``, the clock or a set's order would
+        give one variant id two contents). ``hsa rules check`` checks hsa's own rules so too.
+        """
         missing = [n for n in sorted(self.needs) if not context.has(n)]
         if missing:
             raise RuleError(
@@ -236,10 +247,32 @@ class Rule:
                 "plan it per trajectory (hsa.augment.plan(..., context=Context.of(events)))",
                 where=f"rule {self.name!r}",
             )
-        # A plugin's rule is checked for changing the harness it was given in place: that
-        # harness is the canonical one or a variant shared by others, with values derived from
-        # it kept (its JSON, its digest), so an edit in place would change rows it never made.
-        before = _state(harness) if self.plugin else None
+        if not (self.plugin if strict is None else strict):
+            return self._call(harness, rng, resolved, context)
+        before, start, params = _state(harness), rng.getstate(), copy_json(resolved)
+        rewrite = self._call(harness, rng, resolved, context)
+        if _state(harness) != before:
+            raise RuleError(
+                f"changed the harness it was given in place (in {self.origin}): copy a "
+                "mapping before changing it (a tool's parameters, the metadata, a hook's "
+                "params) and return the copy in a replaced part (docs/rules.md, 'The simplest "
+                "rule')",
+                where=f"rule {self.name!r}",
+            )
+        again = random.Random()
+        again.setstate(start)
+        other = self._call(harness, again, params, context)
+        if _outcome(other) != _outcome(rewrite):
+            raise RuleError(
+                f"gave two different rewrites from one seed (in {self.origin}): draw "
+                "everything from rng, never from random, the clock or the order of a set",
+                where=f"rule {self.name!r}",
+            )
+        return rewrite
+
+    def _call(
+        self, harness: Harness, rng: random.Random, resolved: dict[str, Any], context: Context
+    ) -> Rewrite:
         try:
             rewrite = self.fn(harness, rng, resolved, self.sees(context))
         except RuleError:
@@ -252,14 +285,6 @@ class Rule:
                 f"raised {one_line(exc)} (in {self.origin}); fix the rule or leave it out",
                 where=f"rule {self.name!r}",
             ) from exc
-        if before is not None and _state(harness) != before:
-            raise RuleError(
-                f"changed the harness it was given in place (in {self.origin}): copy a "
-                "mapping before changing it (a tool's parameters, the metadata, a hook's "
-                "params) and return the copy in a replaced part (docs/rules.md, 'The simplest "
-                "rule')",
-                where=f"rule {self.name!r}",
-            )
         if not isinstance(rewrite, Rewrite):
             raise RuleError(
                 f"returned {type(rewrite).__name__}, not a Rewrite", where=f"rule {self.name!r}"
@@ -280,6 +305,12 @@ class Rule:
         return Context(
             **{n: getattr(context, n) if n in self.needs else None for n in CONTEXT_FIELDS}
         )
+
+
+def _outcome(rewrite: Rewrite) -> tuple[str, dict[str, Any]]:
+    """What a rewrite is, to tell two apart: its harness as JSON (key order kept) and its
+    mapping."""
+    return rewrite.harness.to_json(), rewrite.mapping.to_dict()
 
 
 def _state(harness: Harness) -> bytes:

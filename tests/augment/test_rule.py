@@ -146,7 +146,8 @@ def test_a_rule_sees_only_the_context_fields_it_declares(harness):
     Rule("tools.y", "1", record, doc="Do y.").run(harness, random.Random(0), {}, full)
     needs = frozenset({"used_tools"})
     Rule("tools.z", "1", record, doc="Do z.", needs=needs).run(harness, random.Random(0), {}, full)
-    assert seen == [Context(), Context(frozenset({"get_order"}))]
+    # (a rule not hsa's own runs twice: the second run checks it gives the same rewrite)
+    assert seen == [Context(), Context(), *[Context(frozenset({"get_order"}))] * 2]
 
 
 def test_a_default_that_its_own_schema_refuses_is_refused_when_the_rule_is_made():
@@ -205,6 +206,24 @@ def test_a_plugin_rule_may_derive_values_from_its_harness(harness):
 
     item = Rule("tools.reads", "1", reads, doc="Derive, then replace.")
     assert item.apply(harness, random.Random(0)).harness != harness
+
+
+def test_a_plugin_rule_that_draws_from_anything_but_rng_is_refused(harness):
+    draws = iter(range(100))
+
+    def clock(harness, rng, params, context):
+        tools = [dataclasses.replace(t, description=f"{next(draws)}") for t in harness.tools]
+        return Rewrite(harness.replace(tools=tools))
+
+    item = Rule("tools.clock", "1", clock, doc="Number the descriptions.")
+    with pytest.raises(RuleError) as caught:
+        item.apply(harness, random.Random(0))
+    assert caught.value.where == "rule 'tools.clock'"
+    assert caught.value.message.startswith("gave two different rewrites from one seed (in ")
+    # unchecked (strict=False: as hsa's own rules run in a build), it runs once
+    start = next(draws)
+    item.run(harness, random.Random(0), {}, strict=False)
+    assert next(draws) == start + 1 + len(harness.tools)
 
 
 def test_hsa_s_own_rules_are_not_plugins():

@@ -135,7 +135,7 @@ def test_a_rule_that_edits_the_harness_it_is_given_fails():
 
     report = _check_one(mutate)
     assert report.outcomes == {"harness": "fail"}
-    assert "changed the harness it was given, in place" in describe(report)
+    assert "changed the harness it was given in place" in describe(report)
 
 
 def test_a_rule_that_draws_from_anything_but_rng_fails():
@@ -150,7 +150,8 @@ def test_a_rule_that_draws_from_anything_but_rng_fails():
 
     report = _check_one(clock)
     assert report.outcomes == {"harness": "fail"}
-    assert "gave two different rewrites for seed 0: draw everything from rng" in describe(report)
+    assert "gave two different rewrites from one seed" in describe(report)
+    assert "draw everything from rng" in describe(report)
 
 
 def test_a_rule_that_reads_the_trajectory_without_declaring_the_need_is_checked_as_it_runs():
