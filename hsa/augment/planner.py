@@ -124,14 +124,16 @@ def apply_chain(
     *,
     seed: int,
     context: Context = NO_CONTEXT,
+    strict: bool | None = None,
 ) -> tuple[Rewrite, tuple[tuple[str, str, dict[str, Any]], ...]]:
     """Apply rules in order, each with its own generator derived from ``seed`` and its position.
 
     Returns the composed rewrite and the ``(name, version, params)`` actually applied. The
-    result is validated as a harness document; an invalid one is the rule's bug.
+    result is validated as a harness document; an invalid one is the rule's bug. ``strict``:
+    as ``Rule.run`` takes it.
     """
     resolved = [(item, item.resolve_params(params)) for item, params in chain]
-    return _apply_resolved(harness, resolved, seed=seed, context=context)
+    return _apply_resolved(harness, resolved, seed=seed, context=context, strict=strict)
 
 
 def _apply_resolved(
@@ -140,6 +142,7 @@ def _apply_resolved(
     *,
     seed: int,
     context: Context = NO_CONTEXT,
+    strict: bool | None = None,
 ) -> tuple[Rewrite, tuple[tuple[str, str, dict[str, Any]], ...]]:
     """``apply_chain`` with each rule's parameters resolved already (``Rule.resolve_params``)."""
     rewrite = Rewrite(harness)
@@ -149,7 +152,11 @@ def _apply_resolved(
         rng = generator("rule", seed, position, item.name)
         # the rule gets a copy of what is recorded, in case it changes its parameters
         step = item.run(
-            rewrite.harness, rng, copy_json(resolved), context_through(context, rewrite.mapping)
+            rewrite.harness,
+            rng,
+            copy_json(resolved),
+            context_through(context, rewrite.mapping),
+            strict=strict,
         )
         if step.mapping.is_identity and _unchanged(rewrite.harness, step.harness):
             continue  # it found nothing to change here: not a rule of this variant
@@ -174,7 +181,7 @@ def _apply_resolved(
     if stages and _lost(harness, rewrite, context):
         # name the first rule after which it is lost
         for index, stage in enumerate(stages):
-            why = _lost(harness, stage, context)
+            why = _lost(harness, stage, context, stages[index - 1] if index else None)
             if why:
                 raise RuleError(why, where=_rule_at(applied, index))
     return rewrite, tuple(applied)
@@ -186,7 +193,9 @@ def _rule_at(applied: Sequence[tuple[str, str, Any]], index: int) -> str:
     return f"rule {applied[index][0]!r}" + (f" (after {before})" if before else "")
 
 
-def _lost(harness: Harness, rewrite: Rewrite, context: Context) -> str | None:
+def _lost(
+    harness: Harness, rewrite: Rewrite, context: Context, before: Rewrite | None = None
+) -> str | None:
     """Why ``rewrite`` loses what the trajectories use, or None: a tool they call (or a skill
     they load) that the mapping sends to a name the variant's harness lacks, or an argument
     of a tool they call that the mapping sends to a name the rewritten tool does not declare
@@ -194,7 +203,8 @@ def _lost(harness: Harness, rewrite: Rewrite, context: Context) -> str | None:
     rename it did not make, or made one it did not record), and its rows would call tools
     their own harness does not offer, or call them wrongly. Without a context every tool and
     skill of the harness may be used: no rule that drops one ran (dropping needs to know
-    what is used)."""
+    what is used). ``before``: the rewrite the last rule of ``rewrite`` was given, to tell a
+    renamed tool it dropped from a rename recorded but not made."""
     mapping, after = rewrite.mapping, rewrite.harness
     known = harness.derived(_names_called)
     used_tools = known if context.used_tools is None else context.used_tools & known
@@ -223,12 +233,25 @@ def _lost(harness: Harness, rewrite: Rewrite, context: Context) -> str | None:
             f"name: dropped while the trajectories' {use} use it, or renamed without the "
             "rename in the mapping"
         )
+    elif before is not None and _had(before.harness, kind, new):
+        why = (
+            f"the rewritten harness has no {kind} {new!r} (canonical {name!r}), which the "
+            f"harness it was given had: dropped while the trajectories' {use} use it, or "
+            "renamed without the rename in the mapping"
+        )
     else:
         why = (
             f"the mapping renames {kind} {name!r} to {new!r}, which the rewritten harness does "
             "not have: a rename recorded but not made"
         )
     return f"{why} (rows would {use[:-1]} a {kind} their harness does not offer)"
+
+
+def _had(harness: Harness, kind: str, name: str) -> bool:
+    """Whether ``harness`` has the tool (or skill) ``name``."""
+    if kind == "tool":
+        return name in _tool_names(harness)
+    return any(s.id == name for s in harness.skills)
 
 
 def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) -> str | None:
@@ -275,7 +298,88 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
                 "or added without the step in the mapping (rows would call it without an "
                 "argument it requires)"
             )
+        found = _optional_lost(tool, new, mapped) or _enum_lost(tool, new, mapped)
+        if found:
+            return found
     return None
+
+
+def _optional_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
+    """A parameter of ``tool``, optional ones and nested ones included, that the steps send to
+    a path ``new`` does not declare (a call that carries it would carry an argument the tool
+    does not take), or None."""
+    declared = new.derived(_declared_paths)
+    for path in sorted(tool.derived(_declared_paths)):
+        for end in sorted(_follow({path}, mapped)):
+            if end not in declared:
+                return (
+                    f"tool {new.name!r} (canonical {tool.name!r}) does not declare "
+                    f"{_shown(end)!r}, which the mapping makes of its parameter {_shown(path)!r}:"
+                    " a parameter renamed or dropped without the step in the mapping (rows "
+                    "whose calls carry it would call the tool with an argument it does not take)"
+                )
+    return None
+
+
+def _enum_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
+    """A value of an ``enum`` of ``tool`` that the steps (moves, respellings) make a value the
+    ``enum`` of ``new`` at its path does not hold (a call with it would break the rewritten
+    schema: an enum respelled without the step in the mapping), or None."""
+    enums = new.derived(_enums_at)
+    if not enums:
+        return None
+    for path, values in tool.derived(_enums_at).items():
+        for value in values:
+            end: tuple[str, ...] | None = path
+            for step in () if mapped is None else mapped.steps:
+                end, value = _step_value(end, value, step)
+                if end is None:
+                    break
+            allowed = enums.get(end) if end is not None else None
+            if allowed is not None and not any(_same(value, a) for a in allowed):
+                return (
+                    f"tool {new.name!r} (canonical {tool.name!r}) does not take {value!r} at "
+                    f"{_shown(end)!r} (its enum: {list(allowed)!r}), which the mapping makes of "
+                    f"the canonical value at {_shown(path)!r}: an enum respelled without the "
+                    "step in the mapping (rows would call the tool with a value it refuses)"
+                )
+    return None
+
+
+def _enums_at(tool: Tool) -> dict[tuple[str, ...], tuple[Any, ...]]:
+    """The ``enum`` of each argument path of ``tool`` that declares one, once per tool."""
+    return {
+        r.path: tuple(r.node["enum"])
+        for r in reached(dict(tool.parameters))
+        if r.path and isinstance(r.node.get("enum"), list)
+    }
+
+
+def _step_value(
+    path: tuple[str, ...] | None, value: Any, step: Step
+) -> tuple[tuple[str, ...] | None, Any]:
+    """Where a value at ``path`` goes under ``step``, and what it becomes (None: dropped)."""
+    if path is None:
+        return None, value
+    n = len(step.path)
+    if path[:n] != step.path:
+        return path, value
+    if step.kind == "move" and step.dst is not None:
+        return step.dst + path[n:], value
+    if step.kind == "enum" and n == len(path):
+        return path, next((b for a, b in step.values if _same(a, value)), value)
+    if step.kind == "drop":
+        return None, value
+    return path, value
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: ``1 == 1.0``, but ``True`` is not ``1``."""
+    return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+def _shown(path: tuple[str, ...]) -> str:
+    return ".".join(path)
 
 
 #: schema keywords under which names are declared other than by ``properties``

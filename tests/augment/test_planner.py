@@ -22,6 +22,7 @@ from hsa.augment import (
     plan,
 )
 from hsa.augment.mapping import IDENTITY, RewriteMapping
+from hsa.augment.param_schemas import copy_schema
 from hsa.augment.planner import LazyPlan, Variant, canonical_variant, pick_order, plan_variant, walk
 from hsa.errors import RuleError
 from hsa.harness import Tool
@@ -399,9 +400,79 @@ def test_the_rule_that_lost_a_tool_is_named_not_the_chain(harness):
 
     buggy = Rule("tests.forget", "1", forget, doc="Rename a tool, unrecorded.")
     rename = get_rule("tools.rename")
-    with pytest.raises(RuleError, match="a rename recorded but not made") as caught:
+    with pytest.raises(RuleError, match="which the harness it was given had") as caught:
         apply_chain(harness, [(rename, {"fraction": 1.0}), (buggy, {})], seed=0)
     assert caught.value.where == "rule 'tests.forget' (after ['tools.rename'])"
+    assert "(canonical 'get_order')" in caught.value.message
+
+    def drop(h, rng, params, context):  # drops the first tool, whatever it is called now
+        return Rewrite(h.replace(tools=h.tools[1:]))
+
+    dropper = Rule("tests.drop", "1", drop, doc="Drop the first tool.")
+    with pytest.raises(RuleError, match="dropped while the trajectories' calls use it") as caught:
+        apply_chain(harness, [(rename, {"fraction": 1.0}), (dropper, {})], seed=0)
+    assert "a rename recorded but not made" not in caught.value.message
+
+
+def _editing(tool_name: str, edit, steps=()):
+    """A rule that rewrites ``tool_name``'s schema with ``edit`` (recording ``steps``)."""
+    from hsa.augment import Rewrite, Rule
+    from hsa.augment.mapping import ToolMap
+
+    def fn(h, rng, params, context):
+        tools = tuple(
+            dataclasses.replace(t, parameters=edit(copy_schema(t.parameters)))
+            if t.name == tool_name
+            else t
+            for t in h.tools
+        )
+        mapping = RewriteMapping(tools={tool_name: ToolMap(tool_name, tuple(steps))})
+        return Rewrite(h.replace(tools=tools), mapping if steps else IDENTITY)
+
+    return Rule("tests.edit", "1", fn, doc="Edit one tool's schema.")
+
+
+def _renamed(schema, old, new):
+    schema["properties"] = {(new if k == old else k): v for k, v in schema["properties"].items()}
+    return schema
+
+
+def _respelled(schema, name, table):
+    node = schema["properties"][name]
+    node["enum"] = [table.get(v, v) for v in node["enum"]]
+    return schema
+
+
+def test_an_optional_parameter_or_an_enum_changed_without_its_step_is_refused(harness):
+    # rows whose calls carry the optional parameter, or the enum value, would break their own
+    # schema: as for a required parameter, the rewrite is refused as it is planned
+    from hsa.augment.mapping import Step
+
+    assert harness.tools[2].name == "get_order_history"  # page: an optional integer
+    rename = _editing("get_order_history", lambda s: _renamed(s, "page", "pageNumber"))
+    with pytest.raises(RuleError, match="does not declare 'page', which the mapping makes of"):
+        apply_chain(harness, [(rename, {})], seed=0)
+    recorded = _editing(
+        "get_order_history",
+        lambda s: _renamed(s, "page", "pageNumber"),
+        [Step("move", ("page",), ("pageNumber",))],
+    )
+    apply_chain(harness, [(recorded, {})], seed=0)
+    dropped = _editing(
+        "get_order_history",
+        lambda s: {**s, "properties": {"customer": s["properties"]["customer"]}},
+    )
+    with pytest.raises(RuleError, match="does not declare 'page'"):
+        apply_chain(harness, [(dropped, {})], seed=0)
+    tool = next(t for t in harness.tools if "sort" in t.parameters["properties"])
+    table = {"price": "PRICE", "rating": "RATING"}
+    respell = _editing(tool.name, lambda s: _respelled(s, "sort", table))
+    with pytest.raises(RuleError, match=r"does not take 'price' at 'sort' \(its enum"):
+        apply_chain(harness, [(respell, {})], seed=0)
+    step = Step("enum", ("sort",), values=tuple(table.items()))
+    apply_chain(
+        harness, [(_editing(tool.name, lambda s: _respelled(s, "sort", table), [step]), {})], seed=0
+    )
 
 
 @settings(max_examples=25, deadline=None)
