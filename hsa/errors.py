@@ -107,6 +107,36 @@ class Terminated(KeyboardInterrupt):
     workers stopped) and the command exits 143."""
 
 
+#: the stop a signal asked for, kept beside the exception raised for it: raised wherever the
+#: main thread happens to be, that exception can land in a library that swallows it (an import
+#: pyarrow guards) or wraps it (a class being made), and the run would go on or end in
+#: another error
+_STOP: list[KeyboardInterrupt] = []
+
+
+def request_stop(stop: KeyboardInterrupt) -> NoReturn:
+    """Record that the process was asked to stop (Ctrl-C, SIGTERM) and raise ``stop``."""
+    _STOP[:] = [stop]
+    raise stop
+
+
+def stop_requested() -> KeyboardInterrupt | None:
+    """The stop a signal asked for in this process, if any (``request_stop``)."""
+    return _STOP[0] if _STOP else None
+
+
+def check_stop() -> None:
+    """Raise the stop asked for, again: long work calls it between steps (a progress
+    update), so a stop whose first exception was swallowed still stops the run."""
+    if _STOP:
+        raise type(_STOP[0])()
+
+
+def clear_stop() -> None:
+    """Forget a stop asked for (a new command run in this process)."""
+    _STOP.clear()
+
+
 def first_few(names: list[str], shown: int = 3) -> str:
     """``names`` for a message: the first ``shown``, then how many more (``a, b, c and 4
     more``)."""

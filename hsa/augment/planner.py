@@ -298,9 +298,9 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
                 "or added without the step in the mapping (rows would call it without an "
                 "argument it requires)"
             )
-        found = _optional_lost(tool, new, mapped) or _enum_lost(tool, new, mapped)
-        if found:
-            return found
+        why = _optional_lost(tool, new, mapped) or _enum_lost(tool, new, mapped)
+        if why:
+            return why
     return None
 
 
@@ -336,7 +336,11 @@ def _enum_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
                 if end is None:
                     break
             allowed = enums.get(end) if end is not None else None
-            if allowed is not None and not any(_same(value, a) for a in allowed):
+            if (
+                end is not None
+                and allowed is not None
+                and not any(_same(value, a) for a in allowed)
+            ):
                 return (
                     f"tool {new.name!r} (canonical {tool.name!r}) does not take {value!r} at "
                     f"{_shown(end)!r} (its enum: {list(allowed)!r}), which the mapping makes of "

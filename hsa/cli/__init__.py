@@ -5,11 +5,12 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from typing import NoReturn
 
 import click
 
 from hsa import __version__
-from hsa.errors import HsaError, Terminated
+from hsa.errors import HsaError, Terminated, clear_stop, request_stop, stop_requested
 
 
 class _Group(click.Group):
@@ -63,7 +64,11 @@ _EXTRAS = {
 
 
 def _terminate(number: int, frame: object) -> None:
-    raise Terminated
+    request_stop(Terminated())
+
+
+def _interrupt(number: int, frame: object) -> None:
+    request_stop(KeyboardInterrupt())
 
 
 #: what the running command says to do after it is interrupted (``when_interrupted``)
@@ -83,13 +88,43 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run ``hsa`` and report ``HsaError`` as one line per problem, exit 1.
     SIGTERM stops a run as Ctrl-C does (``Terminated``), with exit status 143."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    clear_stop()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _interrupt)
+    try:
+        _run(argv, debug)
+    except SystemExit as done:
+        if stop_requested() is None or done.code in (130, 143):
+            raise
+        _report_stop()  # an error a stop caused, or work that ended as the stop came
+    except BaseException:
+        if stop_requested() is None or debug:
+            raise
+        _report_stop()  # a stop raised where a library wrapped it in an error of its own
+    if stop_requested() is not None:
+        _report_stop()
+
+
+def _report_stop() -> NoReturn:
+    stop = stop_requested()
+    if isinstance(stop, Terminated):
+        click.echo(_stopped("terminated"), err=True)
+        sys.exit(143)
+    click.echo(_stopped("aborted"), err=True)
+    sys.exit(130)
+
+
+def _run(argv: list[str] | None, debug: bool) -> None:
+    """``hsa`` with its arguments, each kind of failure reported as ``main`` says."""
     try:
         app.main(args=argv, prog_name="hsa", standalone_mode=False)
     except HsaError as exc:
         if debug:
             raise
+        if stop_requested() is not None:
+            _report_stop()  # an error the stop caused (a plugin's rule interrupted part way)
         for line in str(exc).splitlines() or [type(exc).__name__]:
             click.echo(f"hsa: error: {line}", err=True)
         sys.exit(1)

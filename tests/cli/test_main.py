@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from hsa.cli import app, main
@@ -72,3 +74,60 @@ def test_input_nested_past_what_python_reads_is_one_line(failing_command, capsys
         "hsa: error: an input is nested too deeply to read (a JSON or YAML value thousands of "
         "levels deep)"
     )
+
+
+@pytest.mark.parametrize(
+    "handled",
+    ["swallowed", "wrapped", "an hsa error"],
+)
+@pytest.mark.parametrize(
+    ("stop", "code", "word"),
+    [(KeyboardInterrupt, 130, "aborted"), (Terminated, 143, "terminated")],
+)
+def test_a_stop_a_library_swallows_or_wraps_still_stops_the_command(
+    capsys, handled, stop, code, word
+):
+    # Ctrl-C or SIGTERM raises where the main thread is: inside pyarrow's guarded import of
+    # pandas it was swallowed (the run went on and exited 0), inside a class being made it was
+    # wrapped (a traceback)
+    from hsa.errors import HsaError, request_stop
+
+    @app.command("probe-stop")
+    def probe() -> None:
+        try:
+            request_stop(stop())
+        except BaseException as exc:
+            if handled == "wrapped":
+                raise RuntimeError("Error calling __set_name__") from exc
+            if handled == "an hsa error":
+                raise HsaError("raised AttributeError: partially initialized module") from exc
+
+    try:
+        with pytest.raises(SystemExit) as done:
+            main(["probe-stop"])
+    finally:
+        app.commands.pop("probe-stop", None)
+    assert done.value.code == code
+    assert capsys.readouterr().err.strip() == f"hsa: {word}"
+    with contextlib.suppress(SystemExit):  # the next command in this process starts afresh
+        main(["--version"])
+    said = capsys.readouterr()
+    assert "hsa" in said.out and not said.err
+
+
+def test_a_progress_update_raises_a_stop_that_was_swallowed():
+    from hsa.cli.output import progress
+    from hsa.errors import clear_stop, request_stop
+
+    bar = progress()
+    task = bar.add_task("work", total=2)
+    bar.update(task, advance=1)
+    with contextlib.suppress(Terminated):  # as a library might
+        request_stop(Terminated())
+    try:
+        with pytest.raises(Terminated):
+            bar.update(task, advance=1)
+        with pytest.raises(Terminated):
+            bar.advance(task)
+    finally:
+        clear_stop()
