@@ -87,6 +87,7 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
                 file=str(out),
             )
         if not damaged(out, found):
+            refuse_strays(out, found)
             return True
         # A file it lists is missing or changed: the dataset is unfinished again, and this run
         # redoes the batches whose shards are not intact (``done``), then the rest.
@@ -314,12 +315,35 @@ def damaged(out: Path, manifest: Mapping[str, Any]) -> list[str]:
 
 def check_intact(out: Path, manifest: Mapping[str, Any]) -> None:
     """Refuse a finished dataset whose files changed since it was written (``damaged``),
-    naming them: its readers would otherwise fail on them without saying which."""
+    naming them: its readers would otherwise fail on them without saying which; or that
+    holds files under ``data/`` it did not write (``refuse_strays``)."""
     broken = damaged(out, manifest)
     if broken:
         raise DatasetError(
             f"{len(broken)} file(s) of this dataset changed since it was written "
             f"({first_few(broken)}): rerun the job that wrote it to repair them",
+            file=str(out),
+        )
+    refuse_strays(out, manifest)
+
+
+def refuse_strays(out: Path, manifest: Mapping[str, Any]) -> None:
+    """Refuse a finished dataset with files under ``data/`` its manifest does not list (a
+    shard copied in, another run's): readers glob ``data/*/*.parquet`` (the card's
+    ``data_files``, Polars, DuckDB) and would read them as rows. They are not removed: hsa
+    did not write them."""
+    listed = {str(e.get("path")) for e in manifest.get("shards") or [] if isinstance(e, dict)}
+    data = out / "data"
+    found = sorted(
+        p.relative_to(out).as_posix()
+        for p in (data.rglob("*") if data.is_dir() else ())
+        if not p.is_dir() and p.relative_to(out).as_posix() not in listed
+    )
+    if found:
+        raise DatasetError(
+            f"{len(found)} file(s) under data/ are not this dataset's (its manifest does not "
+            f"list {first_few(found)}): readers of data/*/*.parquet would take them for rows; "
+            "move them out",
             file=str(out),
         )
 

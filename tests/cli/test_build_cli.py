@@ -92,6 +92,21 @@ def test_killed_build_resumes_to_the_same_bytes(tmp_path: Path) -> None:
     assert "hsa inspect" in shown.stdout and "livestream" in shown.stdout
     assert "assistant" in shown.stdout and "user" in shown.stdout
 
+    # a shard copied in beside the dataset's own: every glob of data/*/*.parquet would read it
+    stray = whole / "data" / "train" / "part-00099.parquet"
+    stray.write_bytes(next((whole / "data" / "train").glob("*.parquet")).read_bytes())
+    for command in (("build", str(path), "--out", str(whole)), ("inspect", str(whole))):
+        refused = hsa(*command)
+        assert refused.returncode == 1, refused.stdout
+        assert refused.stderr.strip() == (
+            f"hsa: error: {whole}: 1 file(s) under data/ are not this dataset's (its manifest "
+            "does not list data/train/part-00099.parquet): readers of data/*/*.parquet would "
+            "take them for rows; move them out"
+        )
+    assert stray.exists()  # not hsa's to delete
+    stray.unlink()
+    assert hsa("build", str(path), "--out", str(whole)).returncode == 0
+
 
 def test_bad_configs_and_directories_get_one_line(tmp_path: Path) -> None:
     bad = config(tmp_path, augment={"recipe": {"rules": [{"rule": "tools.teleport"}]}})
