@@ -141,7 +141,8 @@ def teach_command(
             settings[key] = str(settings[key])
     if settings.get("backend", "oracle") != "openai":
         settings.pop("base_url", None)  # from the environment, meant for the openai backend
-    settings["api_key"] = (os.environ.get(api_key_env) or "").strip() or None
+    if settings.get("api_key") is None:  # a config file's key wins, as in hsa build
+        settings["api_key"] = (os.environ.get(api_key_env) or "").strip() or None
     with said_as_flags():
         config = TeachConfig.from_dict(settings, file=str(config_file) if config_file else None)
 
