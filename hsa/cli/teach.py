@@ -145,6 +145,10 @@ def teach_command(
         settings["api_key"] = (os.environ.get(api_key_env) or "").strip() or None
     with said_as_flags():
         config = TeachConfig.from_dict(settings, file=str(config_file) if config_file else None)
+    if config_file is not None:  # (an environment is built once per process: this is free)
+        from hsa.envs.registry import from_config
+
+        from_config(config.env, config.env_options, file=str(config_file))
 
     bar = progress()
     # Rich still prints a last frame when stderr is a pipe; a log wants the summary alone.

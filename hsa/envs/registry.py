@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hsa.envs.base import Environment
@@ -46,7 +47,7 @@ def get(name: str, **options: Any) -> Environment:
     directory).
     """
     if name not in _FACTORIES:
-        raise EnvError(f"unknown environment {name!r}; registered: {', '.join(names())}")
+        raise EnvError(_unknown(name))
     factory = _resolve(name)
     params = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
@@ -65,10 +66,33 @@ def get(name: str, **options: Any) -> Environment:
     return factory(**options)
 
 
+def from_config(
+    name: str, options: Mapping[str, Any], *, file: str | None, at: str = "$"
+) -> Environment:
+    """``get``, for an environment a config file names: a name it does not know is an error
+    at ``{at}.env`` of ``file``, an option it does not take or lacks one at
+    ``{at}.env_options`` (an error of the environment's own that names a file of its own, a
+    corpus it cannot read, keeps it)."""
+    if name not in _FACTORIES:
+        raise EnvError(_unknown(name), file=file, where=f"{at}.env")
+    try:
+        return get(name, **options)
+    except EnvError as exc:
+        if exc.file is not None:
+            raise
+        raise EnvError(exc.message, file=file, where=f"{at}.env_options") from None
+
+
+def _unknown(name: str) -> str:
+    close = difflib.get_close_matches(name, names(), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown environment {name!r}{hint}; registered: {', '.join(names())}"
+
+
 def required(name: str) -> list[str]:
     """The options environment ``name`` cannot be built without (``path`` for a corpus)."""
     if name not in _FACTORIES:
-        raise EnvError(f"unknown environment {name!r}; registered: {', '.join(names())}")
+        raise EnvError(_unknown(name))
     return [
         p
         for p, v in inspect.signature(_resolve(name)).parameters.items()

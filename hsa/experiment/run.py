@@ -130,13 +130,12 @@ def check_training(config: ExperimentConfig) -> None:
 def check_env(config: ExperimentConfig) -> None:
     """Refuse an environment that cannot be built (an unknown name, an option it does not
     take) before anything is built, naming the config's key."""
-    from hsa.envs.registry import get
+    from hsa.envs.registry import from_config
 
     try:
-        get(config.env, **dict(config.env_options))
+        from_config(config.env, config.env_options, file=config.file)
     except HsaError as exc:
-        where = "$.env" if exc.message.startswith("unknown environment") else "$.env_options"
-        raise ExperimentError(exc.message, file=config.file, where=where) from None
+        raise ExperimentError(exc.message, file=exc.file, where=exc.where) from None
 
 
 def check_tiers(config: ExperimentConfig) -> None:

@@ -117,14 +117,20 @@ class SourceConfig:
             "split": self.split,
         }
 
-    def identity(self) -> dict[str, Any]:
-        """The settings that are set, input files by their content."""
+    def identity(self, file: str | None = None) -> dict[str, Any]:
+        """The settings that are set, input files by their content (one that is not there is
+        an error at its key of the config ``file``)."""
         out: dict[str, Any] = {}
         for found in settings_of(SourceConfig):
             value = getattr(self, found.name)
             if value in (None, {}):
                 continue
-            out[found.name] = _fingerprint(value) if isinstance(value, Path) else value
+            try:
+                out[found.name] = _fingerprint(value) if isinstance(value, Path) else value
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"{value}: {exc.message}", file=file, where=f"$.source.{found.name}"
+                ) from None
         return out
 
 
@@ -229,7 +235,7 @@ class BuildConfig:
             "schema_version": SCHEMA_VERSION,
             "hsa": __version__,
             "name": self.name,
-            "source": self.source.identity(),
+            "source": self.source.identity(self.file),
             # (the oracle's default for recorded trajectories too, which no teacher makes: as
             # datasets made before recorded it, so that they keep their identity; their card
             # leaves it out)
@@ -357,10 +363,11 @@ def build(
         check_not_empty(recorded, augment_config)
         check_apart(recorded, out)
     elif source.env is not None:
-        from hsa.envs.registry import get
+        from hsa.envs.registry import from_config
 
         # the teacher records the environment's harnesses (its options may change them)
-        harnesses.extend(get(source.env, **dict(source.env_options)).harnesses())
+        env = from_config(source.env, source.env_options, file=config.file, at="$.source")
+        harnesses.extend(env.harnesses())
     with hold(out, command="hsa build"):  # (it removes the folders it made, left empty)
         # a refusal of the folder (another config's data) leaves it as it is: what follows
         # clears only what this run left behind
@@ -450,7 +457,7 @@ def _teach(
     # what decides the teacher's output: a rerun reuses it only when this is unchanged
     ident = mf.config_hash(
         {
-            "source": config.source.identity(),
+            "source": config.source.identity(config.file),
             "teach": config.teach_identity(),
             "seed": teach_config.seed,
         }

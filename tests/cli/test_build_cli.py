@@ -130,6 +130,33 @@ def test_bad_configs_and_directories_get_one_line(tmp_path: Path) -> None:
     assert not_a_dataset.returncode == 1 and "no manifest.json" in not_a_dataset.stderr
 
 
+def test_a_source_the_config_names_wrongly_is_named_at_its_key(tmp_path: Path) -> None:
+    cases = [
+        (
+            {"env": "livestreem"},
+            "$.source.env: unknown environment 'livestreem' (did you mean 'livestream'?)",
+        ),
+        (
+            {"env": "livestream", "env_options": {"sed": 3}},
+            "$.source.env_options: environment 'livestream' takes no option(s) 'sed'",
+        ),
+        (
+            {"trajectories": "nothere.jsonl"},
+            f"$.source.trajectories: {tmp_path / 'nothere.jsonl'}: no such file or directory",
+        ),
+    ]
+    for source, said in cases:
+        path = config(tmp_path, source=source)
+        done = hsa("build", str(path), "--out", str(tmp_path / "x"))
+        assert done.returncode == 1 and not (tmp_path / "x").exists()
+        assert done.stderr.startswith(f"hsa: error: {path}: {said}"), done.stderr
+    teach = tmp_path / "teach.yaml"
+    teach.write_text(yaml.safe_dump({"tasks": 2, "env_options": {"sed": 3}}))
+    done = hsa("teach", "--config", str(teach), "--out", str(tmp_path / "t"))
+    assert done.returncode == 1 and not (tmp_path / "t").exists()
+    assert done.stderr.startswith(f"hsa: error: {teach}: $.env_options: environment "), done.stderr
+
+
 HOLD = """
 import sys, time
 from hsa.datasets.lock import hold
