@@ -50,7 +50,7 @@ def export_env(
     todo = list(env.tasks() if tasks is None else tasks)
     harnesses = _harnesses(env, todo)
     if len(harnesses) == 1:
-        written: tuple[Path, ...] = (save(harnesses[0], path),)
+        written: tuple[Path, ...] = (save(harnesses[0], path, beside=(TASKS_FILE,)),)
     else:
         if path.exists() and not path.is_dir():
             raise EnvError(

@@ -123,13 +123,13 @@ def replacing_directory(path: str | Path, *, error: type[HsaError]) -> Iterator[
     folder is moved aside first and removed after) and the parent folder is fsynced. If
     the block raises, the staging folder is removed and ``path`` is untouched. ``OSError`` is
     raised as ``error`` naming ``path``. The caller decides whether ``path`` may be replaced.
-    The staging folder is made by ``tempfile.mkdtemp`` (mode 0700): chmod it in the block to
-    share it.
+    The folder gets the mode ``mkdir`` gives one (the umask's), not ``mkdtemp``'s 0700.
     """
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        staging.chmod(0o777 & ~_umask())  # as a folder made by mkdir is, not mkdtemp's 0700
     except OSError as exc:
         raise error(_cannot_write(exc, path), file=str(path)) from None
     try:
@@ -154,3 +154,10 @@ def replacing_directory(path: str | Path, *, error: type[HsaError]) -> Iterator[
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -34,6 +34,7 @@ from hsa.errors import (
     HsaError,
     ImportFormatError,
     TemplateError,
+    first_few,
     refuse_unreadable,
 )
 from hsa.harness.files import replacing_directory, write_atomic
@@ -398,27 +399,63 @@ def loads(text: str, *, file: str | None = None) -> Harness:
     return Harness.from_dict(doc)
 
 
-def save(harness: Harness, path: str | Path) -> Path:
+def save(harness: Harness, path: str | Path, *, beside: tuple[str, ...] = ()) -> Path:
     """Write ``harness`` to ``path``: a ``.json`` file, or else a harness directory.
 
     The directory is written beside its destination, synced and renamed into place
     (``hsa.harness.files``), so a failure never leaves a half-written harness. An existing
-    directory is replaced only if it is a harness.
+    directory is replaced only if it is an earlier save of this harness: the same id, and
+    no file but those a harness directory holds (and the files named ``beside``, which the
+    caller writes there too); a folder with files of its own (notes, a skill's scripts, a
+    ``.git``) or another harness is refused, not replaced.
     """
     path = Path(path)
     if path.suffix == ".json":
         text = json.dumps(harness.to_dict(), ensure_ascii=False, indent=2) + "\n"
         write_atomic(path, text, error=HarnessError)
         return path
-    if path.exists() and (
-        not path.is_dir() or (any(path.iterdir()) and not (path / MANIFEST).is_file())
-    ):
-        raise HarnessError(
-            "refusing to overwrite: it exists and is not a harness directory", file=str(path)
-        )
+    if path.exists():
+        _check_replaceable(harness, path, beside)
     with replacing_directory(path, error=HarnessError) as staging:
         write_dir(harness, staging)
     return path
+
+
+def _check_replaceable(harness: Harness, path: Path, beside: tuple[str, ...]) -> None:
+    if not path.is_dir() or (any(path.iterdir()) and not (path / MANIFEST).is_file()):
+        raise HarnessError(
+            "refusing to overwrite: it exists and is not a harness directory", file=str(path)
+        )
+    if not (path / MANIFEST).is_file():
+        return  # an empty folder
+    try:
+        found = loads_yaml((path / MANIFEST).read_text("utf-8"), error=HarnessError)
+    except (OSError, ValueError, HsaError):
+        found = None
+    held = found.get("id") if isinstance(found, Mapping) else None
+    if held != harness.id:
+        raise HarnessError(
+            f"refusing to overwrite: it holds {'harness ' + repr(held) if held else 'a harness'}"
+            f", not {harness.id!r}; choose another folder or remove it",
+            file=str(path),
+        )
+    known = {MANIFEST, TOOLS_FILE, TEMPLATE_FILE, *beside}
+
+    def saved(name: str) -> bool:  # a file write_dir writes (a skill's SKILL.md among them)
+        parts = name.split("/")
+        return name in known or (
+            len(parts) == 3 and parts[0] == SKILLS_DIR and parts[2] == "SKILL.md"
+        )
+
+    names = (p.relative_to(path).as_posix() for p in path.rglob("*") if not p.is_dir())
+    foreign = sorted(name for name in names if not saved(name))
+    if foreign:
+        raise HarnessError(
+            f"refusing to overwrite: it holds file(s) a saved harness does not "
+            f"({first_few(foreign)}), which replacing it would delete; choose another folder "
+            "or move them out",
+            file=str(path),
+        )
 
 
 def write_dir(harness: Harness, root: Path) -> None:

@@ -263,6 +263,42 @@ def test_save_replaces_a_harness_but_not_other_folders(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_save_refuses_a_harness_folder_with_files_of_its_own_or_another_harness(tmp_path):
+    # hsa env export over a user's harness folder deleted its notes, its .git, and the
+    # harness itself (another one)
+    import os
+    import stat
+
+    shop = tmp_path / "shop"
+    save_harness(_basic(), shop)
+    assert stat.S_IMODE(shop.stat().st_mode) == 0o777 & ~_umask()  # not mkdtemp's 0700
+    (shop / "NOTES.md").write_text("keep")
+    (shop / ".git").mkdir()
+    (shop / ".git" / "HEAD").write_text("ref")
+    with pytest.raises(
+        HarnessError, match=r"holds file\(s\) a saved harness does not \(\.git/HEAD, NOTES\.md\)"
+    ):
+        save_harness(_basic().replace(version="2"), shop)
+    assert (shop / "NOTES.md").read_text() == "keep" and load_harness(shop) == _basic()
+    os.remove(shop / "NOTES.md")
+    (shop / ".git" / "HEAD").unlink()
+    (shop / ".git").rmdir()
+    with pytest.raises(HarnessError, match=r"it holds harness 'shop', not 'other'"):
+        save_harness(_basic().replace(id="other"), shop)
+    save_harness(_basic().replace(version="2"), shop, beside=("tasks.jsonl",))
+    (shop / "tasks.jsonl").write_text("")  # what hsa env export writes beside it
+    save_harness(_basic().replace(version="3"), shop, beside=("tasks.jsonl",))
+    assert load_harness(shop).version == "3"
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _write(tmp_path, manifest: str, files: dict[str, str] | None = None):
     root = tmp_path / "h"
     root.mkdir(parents=True)

@@ -41,8 +41,6 @@ def write_import(result: ImportResult, out_dir: str | Path) -> list[Path]:
         )
     with replacing_directory(out, error=ImportFormatError) as staging:
         written = _write(result, staging, several)
-        # mkdtemp makes the folder 0700; an import is ordinary output, readable by others.
-        staging.chmod(0o755)
     return [out / p.relative_to(staging) for p in written]
 
 
