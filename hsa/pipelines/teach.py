@@ -165,6 +165,9 @@ class JobPlan:
     entries: dict[ShardKey, dict[str, Any]]  # manifest entries of the written shards
     total: int
     restated: int = 0  # tasks left out: they ask another task again (``Environment.restates``)
+    # the job's settings as given, which teach.json records: a worker process runs its shards
+    # under a config of its own (its share of the concurrency, one worker)
+    recorded: TeachConfig | None = None
 
     @property
     def skipped(self) -> int:
@@ -495,7 +498,7 @@ async def run_plan(
         # Nothing is written before the backend is up: a missing model or server library
         # is a setup error that leaves the directory as it was.
         await inner.start()
-        record_job(plan.out, config)
+        record_job(plan.out, plan.recorded or config)
         # The in-process oracle answers about as fast as a cache lookup and always the same
         # way: unless asked for (--cache), a request cache would only cost (measured: 1.5 s of
         # the main build's 14 s teacher stage), never save.
@@ -616,5 +619,6 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
         left_out.insert(0, f"{plan.restated} task(s) that ask another task again {RESTATED}")
     if left_out:
         manifest["left_out"] = left_out  # tasks of the source the job did not run, and why
-    record_job(plan.out, config)  # a job that had nothing to run has not recorded it yet
+    # a job that had nothing to run has not recorded it yet
+    record_job(plan.out, plan.recorded or config)
     mf.write_json(plan.out / mf.MANIFEST, manifest)

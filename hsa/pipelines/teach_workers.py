@@ -59,6 +59,7 @@ def teach_in_workers(
                 target=_worker,
                 args=(
                     dataclasses.replace(config, concurrency=share, workers=1),
+                    config,
                     str(plan.out),
                     keys,
                     messages,
@@ -153,13 +154,22 @@ def _merge(report: TeachReport, part: dict[str, Any]) -> None:
 
 
 def _worker(
-    config: TeachConfig, out: str, keys: list[ShardKey], messages: Any, ready: Any, job: int
+    config: TeachConfig,
+    recorded: TeachConfig,
+    out: str,
+    keys: list[ShardKey],
+    messages: Any,
+    ready: Any,
+    job: int,
 ) -> None:
-    """One worker process: run the shards ``keys``; report progress, then totals or an error.
-    It ends with the job's process ``job`` (``orphans``)."""
+    """One worker process: run the shards ``keys`` under ``config`` (its share of the job's
+    concurrency); report progress, then totals or an error. The job's own settings,
+    ``recorded``, are what teach.json holds. It ends with the job's process ``job``
+    (``orphans``)."""
     end_with(job)
     try:
         plan = plan_job(config, out, only=set(keys), check=False)
+        plan.recorded = recorded
         part = TeachReport(out=plan.out, total=plan.total, skipped=plan.skipped)
         last = [part.skipped, plan.verified]
 

@@ -132,6 +132,10 @@ def test_worker_processes_write_the_same_bytes(finished, tmp_path):
     first, second = files(out), files(shared)
     first.pop("teach.json"), second.pop("teach.json")
     assert first == second
+    # teach.json records the job as asked: not a worker's share of its concurrency
+    one, two = (json.loads((d / "teach.json").read_text())["config"] for d in (out, shared))
+    assert two.pop("workers") == 2 and one.pop("workers") == 1
+    assert two == one
 
 
 def test_a_rerun_of_a_finished_job_makes_no_request(finished, env):
