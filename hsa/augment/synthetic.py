@@ -1,5 +1,6 @@
-"""A synthetic canonical trajectory for any harness: one valid call per tool, a skill load per
-skill, a firing per hook. Used to preview and check rules on a harness with no recorded data."""
+"""A synthetic canonical trajectory for any harness: valid calls of every tool (its required
+arguments, then all it declares), a skill load, a firing per hook. Used to preview and check
+rules on a harness with no recorded data."""
 
 from __future__ import annotations
 
@@ -26,15 +27,21 @@ from hsa.harness.sandbox import message_fields
 _DEPTH = 8
 
 
-def example_value(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> Any:
-    """A value valid against ``schema`` (best effort: enums, types, bounds, required fields)."""
+def example_value(
+    schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0, *, every: bool = False
+) -> Any:
+    """A value valid against ``schema`` (best effort: enums, types, bounds, required fields;
+    ``every``: each object with every property it declares, optional ones too)."""
     if depth > _DEPTH or not isinstance(schema, Mapping):
         return "x"
     if isinstance(schema.get("$ref"), str):
         target = resolve_pointer(root, schema["$ref"])
         if isinstance(target, Mapping):
             return example_value(
-                {**target, **{k: v for k, v in schema.items() if k != "$ref"}}, root, depth + 1
+                {**target, **{k: v for k, v in schema.items() if k != "$ref"}},
+                root,
+                depth + 1,
+                every=every,
             )
     if "const" in schema:
         return schema["const"]
@@ -44,25 +51,27 @@ def example_value(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int
         return schema["default"]
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list) and schema[key]:
-            return example_value(schema[key][0], root, depth + 1)
+            return example_value(schema[key][0], root, depth + 1, every=every)
     if isinstance(schema.get("allOf"), list) and schema["allOf"]:
         merged: dict[str, Any] = {}
         for part in schema["allOf"]:
             if isinstance(part, Mapping):
                 merged.update(part)
-        return example_value(merged, root, depth + 1)
+        return example_value(merged, root, depth + 1, every=every)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), kind[0] if kind else "string")
     if kind == "object" or (kind is None and "properties" in schema):
         props = schema.get("properties") or {}
-        required = schema.get("required") or list(props)[:1]
-        return {k: example_value(props[k], root, depth + 1) for k in required if k in props}
+        named = list(props) if every else schema.get("required") or list(props)[:1]
+        return {
+            k: example_value(props[k], root, depth + 1, every=every) for k in named if k in props
+        }
     if kind == "array":
         count = max(1, int(schema.get("minItems", 1)))
         items = schema.get("items")
         items = items if isinstance(items, Mapping) else {}
-        return [example_value(items, root, depth + 1) for _ in range(count)]
+        return [example_value(items, root, depth + 1, every=every) for _ in range(count)]
     if kind == "integer":
         return int(schema.get("minimum", 1))
     if kind == "number":
@@ -98,14 +107,22 @@ def sample_trajectory(harness: Harness) -> Trajectory:
     if harness.skills and harness.skill_tool is not None:
         events.append(AssistantMessage("Loading the relevant skill first."))
         events.append(SkillLoad(harness.skills[0].id))
-    for n, tool in enumerate(harness.tools):
-        args = example_value(tool.parameters, tool.parameters)
+    calls = []
+    for tool in harness.tools:
+        # the required arguments, then (when the tool has others) every one it declares: a
+        # rule that renames an optional parameter without its step fails the checks too
+        least = example_value(tool.parameters, tool.parameters)
+        most = example_value(tool.parameters, tool.parameters, every=True)
+        calls.append((tool.name, least))
+        if most != least:
+            calls.append((tool.name, most))
+    for n, (name, args) in enumerate(calls):
         call_id = f"call_{n}"
-        events.append(AssistantMessage(f"Calling {tool.name}."))
-        fire("pre_tool_use", tool.name)
-        events.append(ToolCall(call_id, tool.name, args if isinstance(args, dict) else {}))
-        events.append(ToolResult(call_id, json.dumps({"ok": True, "tool": tool.name})))
-        fire("post_tool_use", tool.name)
+        events.append(AssistantMessage(f"Calling {name}."))
+        fire("pre_tool_use", name)
+        events.append(ToolCall(call_id, name, args if isinstance(args, dict) else {}))
+        events.append(ToolResult(call_id, json.dumps({"ok": True, "tool": name})))
+        fire("post_tool_use", name)
     events.append(AssistantMessage("All done."))
     fire("stop")
     # Skill loads take call ids too: number calls the way parsing does.

@@ -339,7 +339,8 @@ def _print_table(chosen, reports, n_subjects, seeds, broken) -> None:
     for name in idle:
         console().print(
             f"note: {name} changed nothing on any of these trajectories and seeds, so its "
-            "checks tested nothing: try other trajectories (--env, --input) or parameters",
+            "checks tested nothing: try other trajectories (--env, --source, --trajectories) or "
+            "parameters (--params)",
             markup=False,
         )
     said = f" ({len(idle)} changed nothing)" if idle else ""
