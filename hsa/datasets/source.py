@@ -384,6 +384,7 @@ def _jsonl_source(
     silent: list[int] = []  # the lines of rows without an assistant turn
     left_out: list[tuple[int, str]] = []  # rows left out: their lines, and why
     unkept: Counter[str] = Counter()  # message fields not kept, and in how many messages
+    off_schema: list[int] = []  # lines of rows kept with a call its schema refuses
     size = path.stat().st_size
     if progress is not None:
         progress(0, size)
@@ -397,6 +398,7 @@ def _jsonl_source(
                 silent += [t.metadata["line"] for t in chunk.trajectories if is_silent(t)]
                 left_out += chunk.left_out
                 unkept.update(dict(chunk.unkept))
+                off_schema += chunk.off_schema
                 if harness is not None:
                     for trajectory in chunk.trajectories:
                         _check_recorded(trajectory, harness, path)
@@ -424,7 +426,7 @@ def _jsonl_source(
     if harness is not None:
         digest.update(harness.to_json().encode("utf-8"))
     given = (harness,) if harness is not None else ()
-    notes = reading_notes(renamed, silent, left_out, unkept)
+    notes = reading_notes(renamed, silent, left_out, unkept, off_schema)
     return Source(path, (spill,), (rows,), digest.hexdigest(), given, store, scratch, notes)
 
 

@@ -265,6 +265,48 @@ def test_bad_rows_name_file_line_and_path(tmp_path, row, where, reason):
     assert reason in err.value.message
 
 
+def test_rows_whose_calls_their_own_schema_refuses_are_kept_and_said(tmp_path):
+    # kept as the corpus has them (valid chat data), but never silently: a row trains on the
+    # call as written
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Find a customer.",
+            "parameters": {
+                "type": "object",
+                "properties": {"email": {"type": "string"}},
+                "required": ["email"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+    def row(arguments: dict) -> dict:
+        call = {"id": "a", "type": "function", "function": {"name": "lookup"}}
+        call["function"]["arguments"] = json.dumps(arguments)
+        messages = [
+            {"role": "user", "content": "find me"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "a", "content": "found"},
+            {"role": "assistant", "content": "done"},
+        ]
+        return {"messages": messages, "tools": [tool]}
+
+    rows = [row({"email": "a@b.c"}), row({"email": 42}), row({}), row({"email": "x", "y": 1})]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path)
+    assert len(result.trajectories) == 4
+    assert result.notes == (
+        "3 row(s) kept with a call its tool's schema refuses (as the file has it; their rows "
+        "train on it as written, and hsa rules check skips such calls): line(s) 2, 3, 4",
+    )
+    from hsa.datasets.source import open_source
+
+    assert open_source(path).notes == result.notes  # what hsa augment reads, and says
+
+
 def test_valid_rows_a_row_cannot_hold_are_left_out_and_said_and_the_rest_kept(tmp_path):
     image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
     rows = [

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hsa.errors import HsaError, ImportFormatError, first_few
+from hsa.harness.arguments import checker_of
 from hsa.harness.events import (
     AssistantMessage,
     Event,
@@ -63,6 +64,8 @@ class Chunk(NamedTuple):
     left_out: tuple[tuple[int, str], ...] = ()
     #: the message fields a row cannot hold, each with the number of messages it was in
     unkept: tuple[tuple[str, int], ...] = ()
+    #: the lines of rows kept with a call its tool's schema refuses (as the corpus has it)
+    off_schema: tuple[int, ...] = ()
 
 
 def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> ImportResult:
@@ -76,11 +79,13 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
     trajectories: list[Trajectory] = []
     left_out: list[tuple[int, str]] = []
     unkept: Counter[str] = Counter()
+    off_schema: list[int] = []
     for chunk in read_openai_jsonl(path, harness=harness):
         harnesses.extend(chunk.harnesses)
         trajectories.extend(chunk.trajectories)
         left_out.extend(chunk.left_out)
         unkept.update(dict(chunk.unkept))
+        off_schema.extend(chunk.off_schema)
     repeat = first_repeat(pa.array([t.id for t in trajectories], pa.string()))
     if repeat is not None:
         first, second = (trajectories[i] for i in repeat)
@@ -105,7 +110,7 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
         trajectories=tuple(trajectories),
         source=str(path),
         format="openai-jsonl",
-        notes=reading_notes(renamed_tools(harnesses), silent, left_out, unkept),
+        notes=reading_notes(renamed_tools(harnesses), silent, left_out, unkept, off_schema),
     )
 
 
@@ -114,12 +119,20 @@ def reading_notes(
     silent: Sequence[int],
     left_out: Sequence[tuple[int, str]],
     unkept: Mapping[str, int],
+    off_schema: Sequence[int] = (),
 ) -> tuple[str, ...]:
     """What a user reads about how a chat file was read: tool names made legal
     (``renamed``), rows without an assistant turn (``silent``, their lines), rows left out
-    (``left_out``: their lines, and why) and message fields not kept (``unkept``: how many
-    messages had each)."""
+    (``left_out``: their lines, and why), message fields not kept (``unkept``: how many
+    messages had each) and rows kept with a call their own tools' schemas refuse
+    (``off_schema``, their lines)."""
     notes = [legal_names_note(renamed), silent_note(silent)]
+    if off_schema:
+        notes.append(
+            f"{len(off_schema):,} row(s) kept with a call its tool's schema refuses (as the "
+            "file has it; their rows train on it as written, and hsa rules check skips such "
+            f"calls): line(s) {first_few([str(n) for n in off_schema], LINES_SHOWN)}"
+        )
     for reason in LEFT_OUT.values():
         lines = [line for line, why in left_out if why == reason]
         if lines:
@@ -350,6 +363,7 @@ def read_openai_jsonl(
     trajectories: list[Trajectory] = []
     left_out: list[tuple[int, str]] = []
     unkept: Counter[str] = Counter()
+    called: list[tuple[int, Harness, list[ToolCall]]] = []  # rows with calls, to check
     same_tools: dict[bytes, bool] = {}  # whether a row's own tools are the harness's, by key
     harness_tools = _functions(harness) if harness is not None else {}
     harness_prompt = system_prompt(harness).strip() if harness is not None else ""
@@ -404,6 +418,9 @@ def read_openai_jsonl(
         except _LeftOut as exc:
             left_out.append((lineno, exc.reason))
             continue
+        calls = [e for e in events if isinstance(e, ToolCall)]
+        if calls:
+            called.append((lineno, under, calls))
         extra = {k: v for k, v in row.items() if k not in ("messages", *TOOL_KEYS)}
         metadata: dict[str, Any] = {"line": lineno, "call_ids": call_ids}
         if extra:
@@ -421,13 +438,25 @@ def read_openai_jsonl(
         )
         if len(trajectories) == chunk:
             check_harnesses(found, source=str(path), lines=first_lines)
-            yield Chunk(found, trajectories, read, tuple(left_out), tuple(unkept.items()))
-            found, first_lines, trajectories, left_out = [], [], [], []
+            yield Chunk(
+                found, trajectories, read, tuple(left_out), tuple(unkept.items()), _off(called)
+            )
+            found, first_lines, trajectories, left_out, called = [], [], [], [], []
             unkept = Counter()
     if trajectories or found or left_out or unkept:
         check_harnesses(found, source=str(path), lines=first_lines)
         size = path.stat().st_size
-        yield Chunk(found, trajectories, size, tuple(left_out), tuple(unkept.items()))
+        yield Chunk(found, trajectories, size, tuple(left_out), tuple(unkept.items()), _off(called))
+
+
+def _off(called: Sequence[tuple[int, Harness, Sequence[ToolCall]]]) -> tuple[int, ...]:
+    """The lines of the rows one of whose calls its tool's schema refuses (each harness
+    checked already: its schemas compile)."""
+    return tuple(
+        line
+        for line, harness, calls in called
+        if any(checker_of(harness).problem(c.tool, c.args) for c in calls)
+    )
 
 
 def _several_groups(path: Path) -> bool:
