@@ -111,17 +111,17 @@ class Terminated(KeyboardInterrupt):
 #: main thread happens to be, that exception can land in a library that swallows it (an import
 #: pyarrow guards) or wraps it (a class being made), and the run would go on or end in
 #: another error
-_STOP: list[KeyboardInterrupt] = []
+_STOP: list[type[KeyboardInterrupt]] = []
 
 
 def request_stop(stop: KeyboardInterrupt) -> NoReturn:
     """Record that the process was asked to stop (Ctrl-C, SIGTERM) and raise ``stop``."""
-    _STOP[:] = [stop]
+    _STOP[:] = [type(stop)]
     raise stop
 
 
-def stop_requested() -> KeyboardInterrupt | None:
-    """The stop a signal asked for in this process, if any (``request_stop``)."""
+def stop_requested() -> type[KeyboardInterrupt] | None:
+    """The kind of stop a signal asked for in this process, if any (``request_stop``)."""
     return _STOP[0] if _STOP else None
 
 
@@ -129,7 +129,7 @@ def check_stop() -> None:
     """Raise the stop asked for, again: long work calls it between steps (a progress
     update), so a stop whose first exception was swallowed still stops the run."""
     if _STOP:
-        raise type(_STOP[0])()
+        raise _STOP[0]()
 
 
 def clear_stop() -> None:

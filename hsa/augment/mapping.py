@@ -256,7 +256,7 @@ def apply_steps(args: MappingABC[str, Any], steps: Sequence[Step]) -> dict[str, 
         elif step.kind == "enum":
             table = [(a, b) for a, b in step.values]
             for _, (parent, key) in list(_matches(out, step.path)):
-                parent[key] = _lookup(table, parent[key])
+                parent[key] = respelled(table, parent[key])
         elif step.kind == "drop":
             for _, (parent, key) in list(_matches(out, step.path)):
                 del parent[key]
@@ -298,7 +298,9 @@ def _rename_in_place(parent: dict, key: str, new: str) -> None:
     parent.update((new if k == key else k, v) for k, v in items)
 
 
-def _lookup(table: list[tuple[Any, Any]], value: Any) -> Any:
+def respelled(table: Sequence[tuple[Any, Any]], value: Any) -> Any:
+    """``value`` as an ``enum`` step's ``table`` (canonical -> surface pairs) respells it
+    (matched with its type: True is not 1, 1 is not 1.0), or as it is."""
     for canonical, surface in table:
         # Compare with type: True must not match 1, 1 must not match "1".
         if type(canonical) is type(value) and canonical == value:

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap, apply_steps
+from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap, apply_steps, respelled
 from hsa.augment.param_schemas import copy_json, reached
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
@@ -371,7 +371,7 @@ def _step_value(
     if step.kind == "move" and step.dst is not None:
         return step.dst + path[n:], value
     if step.kind == "enum" and n == len(path):
-        return path, next((b for a, b in step.values if _same(a, value)), value)
+        return path, respelled(step.values, value)  # as the engine respells it
     if step.kind == "drop":
         return None, value
     return path, value

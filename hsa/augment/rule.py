@@ -310,7 +310,7 @@ class Rule:
 def _outcome(rewrite: Rewrite) -> tuple[str, dict[str, Any]]:
     """What a rewrite is, to tell two apart: its harness as JSON (key order kept) and its
     mapping."""
-    return rewrite.harness.to_json(), rewrite.mapping.to_dict()
+    return rewrite.harness.to_json(keep=False), rewrite.mapping.to_dict()
 
 
 def _state(harness: Harness) -> bytes:

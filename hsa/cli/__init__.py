@@ -89,27 +89,32 @@ def main(argv: list[str] | None = None) -> None:
     SIGTERM stops a run as Ctrl-C does (``Terminated``), with exit status 143."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     clear_stop()
+    handlers = {}
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
+        handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _terminate)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            signal.signal(signal.SIGINT, _interrupt)
+            handlers[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
     try:
-        _run(argv, debug)
-    except SystemExit as done:
-        if stop_requested() is None or done.code in (130, 143):
-            raise
-        _report_stop()  # an error a stop caused, or work that ended as the stop came
-    except BaseException:
-        if stop_requested() is None or debug:
-            raise
-        _report_stop()  # a stop raised where a library wrapped it in an error of its own
-    if stop_requested() is not None:
-        _report_stop()
+        try:
+            _run(argv, debug)
+        except SystemExit as done:
+            if stop_requested() is None or done.code in (130, 143):
+                raise
+            _report_stop()  # an error a stop caused, or work that ended as the stop came
+        except BaseException:
+            if stop_requested() is None or debug:
+                raise
+            _report_stop()  # a stop raised where a library wrapped it in an error of its own
+        if stop_requested() is not None:
+            _report_stop()
+    finally:  # a process that runs main() (a test, a driver script) gets its own back
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        clear_stop()
 
 
 def _report_stop() -> NoReturn:
-    stop = stop_requested()
-    if isinstance(stop, Terminated):
+    if stop_requested() is Terminated:
         click.echo(_stopped("terminated"), err=True)
         sys.exit(143)
     click.echo(_stopped("aborted"), err=True)

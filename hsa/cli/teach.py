@@ -145,10 +145,13 @@ def teach_command(
         settings["api_key"] = (os.environ.get(api_key_env) or "").strip() or None
     with said_as_flags():
         config = TeachConfig.from_dict(settings, file=str(config_file) if config_file else None)
-    if config_file is not None:  # (an environment is built once per process: this is free)
+    built = None
+    if config_file is not None and env is None and env_seed is None and env_path is None:
         from hsa.envs.registry import from_config
 
-        from_config(config.env, config.env_options, file=str(config_file))
+        # the file's environment, its errors named at its keys; handed to the job (one
+        # process) rather than built twice (a corpus takes a second)
+        built = from_config(config.env, config.env_options, file=str(config_file))
 
     bar = progress()
     # Rich still prints a last frame when stderr is a pipe; a log wants the summary alone.
@@ -167,7 +170,8 @@ def teach_command(
         incomplete: TeachIncomplete | None
         try:
             with gc_tuned(tune_gc):
-                report = teach(config, out, progress=advance)
+                one = built if config.workers == 1 else None  # (workers build their own)
+                report = teach(config, out, env=one, progress=advance)
         except TeachIncomplete as exc:
             report, incomplete = exc.report, exc
         else:

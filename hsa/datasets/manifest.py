@@ -334,10 +334,12 @@ def refuse_strays(out: Path, manifest: Mapping[str, Any]) -> None:
     did not write them."""
     listed = {str(e.get("path")) for e in manifest.get("shards") or [] if isinstance(e, dict)}
     data = out / "data"
+    # (what data/*/*.parquet reaches, hidden files too: Polars and DuckDB read them; a
+    # .DS_Store or a Thumbs.db is no reader's row)
     found = sorted(
         p.relative_to(out).as_posix()
-        for p in (data.rglob("*") if data.is_dir() else ())
-        if not p.is_dir() and p.relative_to(out).as_posix() not in listed
+        for p in (data.glob("*/*.parquet") if data.is_dir() else ())
+        if p.is_file() and p.relative_to(out).as_posix() not in listed
     )
     if found:
         raise DatasetError(

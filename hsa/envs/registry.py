@@ -75,6 +75,13 @@ def from_config(
     corpus it cannot read, keeps it)."""
     if name not in _FACTORIES:
         raise EnvError(_unknown(name), file=file, where=f"{at}.env")
+    missing = [p for p in required(name) if p not in options]
+    if missing:  # (said as the config's keys: get names the command line's flags)
+        raise EnvError(
+            f"environment {name!r} needs option(s) {', '.join(missing)} here",
+            file=file,
+            where=f"{at}.env_options",
+        )
     try:
         return get(name, **options)
     except EnvError as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from hsa.teachers.config import (
     RAMP_MAX,
     TIMEOUT_MAX,
     TeachConfig,
+    local_model,
     public_url,
     rule_versions,
     template_kwargs_problems,
@@ -113,9 +113,7 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         refuse(typed(self), EvalError)
-        if self.policy in ("transformers", "vllm") and self.model:
-            # a local folder however spelled (``tiny/``, ``./tiny``): one model, one run
-            object.__setattr__(self, "model", os.path.normpath(self.model))
+        object.__setattr__(self, "model", local_model(self.policy, self.model))
         problems = []
         if self.policy not in POLICIES:
             problems.append(("policy", f"unknown policy {self.policy!r}: {', '.join(POLICIES)}"))

@@ -288,7 +288,7 @@ async def _evaluate(
                 answered += _tally(found, report)
             if score is not None:
                 asked = [
-                    ask(p, runner, config.model_name, settings.sampling, score, config.label)
+                    ask(p, runner, settings.model, settings.sampling, score, config.label)
                     for p in prompts
                 ]
                 instructed += _tally(

@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,13 +123,13 @@ def replacing_directory(path: str | Path, *, error: type[HsaError]) -> Iterator[
     folder is moved aside first and removed after) and the parent folder is fsynced. If
     the block raises, the staging folder is removed and ``path`` is untouched. ``OSError`` is
     raised as ``error`` naming ``path``. The caller decides whether ``path`` may be replaced.
-    The folder gets the mode ``mkdir`` gives one (the umask's), not ``mkdtemp``'s 0700.
+    The folder is made by ``mkdir`` (the umask's mode, a setgid parent's group), not with
+    ``mkdtemp``'s 0700.
     """
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        staging.chmod(0o777 & ~_umask())  # as a folder made by mkdir is, not mkdtemp's 0700
+        staging = _new_folder(path.parent, f".{path.name}.")
     except OSError as exc:
         raise error(_cannot_write(exc, path), file=str(path)) from None
     try:
@@ -156,8 +156,12 @@ def replacing_directory(path: str | Path, *, error: type[HsaError]) -> Iterator[
         raise
 
 
-def _umask() -> int:
-    """The process's umask (read by setting it and setting it back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def _new_folder(parent: Path, prefix: str) -> Path:
+    """A new folder in ``parent`` named ``prefix`` and a random suffix, made by ``mkdir``."""
+    while True:
+        folder = parent / f"{prefix}{secrets.token_hex(6)}"
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder

@@ -433,10 +433,16 @@ def _check_replaceable(harness: Harness, path: Path, beside: tuple[str, ...]) ->
     except (OSError, ValueError, HsaError):
         found = None
     held = found.get("id") if isinstance(found, Mapping) else None
+    if held is None:
+        raise HarnessError(
+            f"refusing to overwrite: its {MANIFEST} cannot be read as a harness's (so it is "
+            f"not known to hold {harness.id!r}); choose another folder or remove it",
+            file=str(path),
+        )
     if held != harness.id:
         raise HarnessError(
-            f"refusing to overwrite: it holds {'harness ' + repr(held) if held else 'a harness'}"
-            f", not {harness.id!r}; choose another folder or remove it",
+            f"refusing to overwrite: it holds harness {held!r}, not {harness.id!r}; choose "
+            "another folder or remove it",
             file=str(path),
         )
     known = {MANIFEST, TOOLS_FILE, TEMPLATE_FILE, *beside}

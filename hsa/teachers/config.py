@@ -87,6 +87,16 @@ def template_kwargs_problems(kwargs: Mapping[str, Any]) -> list[tuple[str, str]]
     ]
 
 
+#: the backends that run a model in this process from a local folder (or, vLLM, a hub name)
+LOCAL_BACKENDS = ("transformers", "vllm")
+
+
+def local_model(backend: str, model: str | None) -> str | None:
+    """``model`` as a config holds it: for a local backend, its folder however spelled
+    (``tiny/``, ``./tiny``: one model, one run) as one path."""
+    return os.path.normpath(model) if backend in LOCAL_BACKENDS and model else model
+
+
 @dataclass(frozen=True, slots=True)
 class TeachConfig:
     """A teacher job. The same names are used in YAML configs and as ``hsa teach`` flags."""
@@ -191,9 +201,7 @@ class TeachConfig:
 
     def __post_init__(self) -> None:
         refuse(typed(self), TeacherError)
-        if self.backend in ("transformers", "vllm") and self.model:
-            # a local folder however spelled (``tiny/``, ``./tiny``): one model, one run
-            object.__setattr__(self, "model", os.path.normpath(self.model))
+        object.__setattr__(self, "model", local_model(self.backend, self.model))
         problems = []
         if self.backend not in BACKENDS:
             known = ", ".join(BACKENDS)

@@ -9,27 +9,33 @@ from pathlib import Path
 from hsa.augment.planner import Variant
 from hsa.envs.base import Environment
 from hsa.teachers.backends.base import Backend
-from hsa.teachers.config import TeachConfig
+from hsa.teachers.config import LOCAL_BACKENDS, TeachConfig
 
 
 def request_model(config: TeachConfig) -> str:
     """The model name requests carry, which keys the request cache.
 
-    A local model folder (``transformers``, ``vllm``) adds a fingerprint of the files in it
-    (names, sizes, modification times: weights, config, tokenizer, chat template), so a folder
-    retrained or edited in place is asked again rather than answered with the old one's
-    replies; and the call format those backends read replies in before they are cached, so
-    a cache shared by runs reading another format answers none of them."""
+    The oracles are keyed by backend (``hsa-oracle``, ``hsa-fixed-oracle``: one's replies
+    are not the other's). A local model backend (``transformers``, ``vllm``) adds the call
+    format it reads replies in before they are cached, so a cache shared by runs that read
+    another format answers none of them; and for a local folder, a fingerprint of the files
+    in it (names, sizes, modification times: weights, config, tokenizer, chat template), so a
+    folder retrained or edited in place is asked again rather than answered with the old
+    one's replies."""
+    if config.backend in ("oracle", "fixed-oracle"):
+        return config.model or f"hsa-{config.backend}"
     name = config.model_name
-    folder = Path(name)
-    if config.backend not in ("transformers", "vllm") or not folder.is_dir():
+    if config.backend not in LOCAL_BACKENDS:
         return name
-    digest = hashlib.sha256()
-    for path in sorted(folder.iterdir()):
-        if path.is_file():
-            stat = path.stat()
-            digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return f"{name}@{digest.hexdigest()[:16]}:{config.call_format}"
+    folder = Path(name)
+    if folder.is_dir():
+        digest = hashlib.sha256()
+        for path in sorted(folder.iterdir()):
+            if path.is_file():
+                stat = path.stat()
+                digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        name = f"{name}@{digest.hexdigest()[:16]}"
+    return f"{name}:{config.call_format}"
 
 
 def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, Variant]) -> Backend:

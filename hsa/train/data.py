@@ -68,8 +68,8 @@ class TrainingRows:
 def manifest_of(data: Path) -> dict[str, Any]:
     path = data / MANIFEST
     if not data.is_dir():
-        what = "a file, not" if data.exists() else "no such folder:"
-        raise TrainError(f"{what} a dataset folder (hsa build writes one)", file=str(data))
+        what = "is a file" if data.exists() else "does not exist"
+        raise TrainError(f"{what} (expected a dataset folder, as hsa build writes)", file=str(data))
     try:
         found = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:

@@ -149,7 +149,8 @@ def train_distill(
     counts["api_rows_left_out"] = sum(p == "api" for p in rows["protocol"])
     check_prompts(len(prompts), args, settings, file)
     student, tokenizer = load_model(str(settings.model))
-    teacher, teacher_tokenizer = load_model(str(settings.teacher))
+    # (the teacher's tokenizer renders nothing: only its vocabulary is compared)
+    teacher, teacher_tokenizer = load_model(str(settings.teacher), renders=False)
     ours, theirs = tokenizer.get_vocab(), teacher_tokenizer.get_vocab()
     if ours != theirs:
         differ = len(set(ours.items()) ^ set(theirs.items()))

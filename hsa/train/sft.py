@@ -238,11 +238,12 @@ def check_model(path: str) -> None:
         )
 
 
-def load_tokenizer(path: str, *, template: str | None = None) -> Any:
+def load_tokenizer(path: str, *, template: str | None = None, renders: bool = True) -> Any:
     """The tokenizer at ``path``, which must render the rows' conversations: with its own
     chat template, or with the Jinja file ``template`` (SFT's ``chat_template_path``) when one
     is given. One with neither (a base model's, often) is refused naming the folder, rather
-    than by the trainer's setup with a traceback."""
+    than by the trainer's setup with a traceback; unless it ``renders`` nothing (a
+    distillation teacher's: only its vocabulary is read)."""
     from transformers import AutoTokenizer
 
     check_model(path)
@@ -250,7 +251,7 @@ def load_tokenizer(path: str, *, template: str | None = None) -> Any:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:
         raise TrainError(f"cannot load the model: {first_line(exc)}", file=path) from None
-    if template is None and not getattr(tokenizer, "chat_template", None):
+    if renders and template is None and not getattr(tokenizer, "chat_template", None):
         raise TrainError(
             "the tokenizer has no chat template to render the rows' conversations with "
             "(a base model's often has none): use a chat model, add a chat_template.jinja "
@@ -260,12 +261,12 @@ def load_tokenizer(path: str, *, template: str | None = None) -> Any:
     return tokenizer
 
 
-def load_model(path: str, *, template: str | None = None) -> tuple[Any, Any]:
+def load_model(path: str, *, template: str | None = None, renders: bool = True) -> tuple[Any, Any]:
     """The model and tokenizer at ``path`` (a local folder, or a hub name when online); the
     tokenizer as ``load_tokenizer`` checks it."""
     from transformers import AutoModelForCausalLM
 
-    tokenizer = load_tokenizer(path, template=template)
+    tokenizer = load_tokenizer(path, template=template, renders=renders)
     try:
         model = AutoModelForCausalLM.from_pretrained(path)
     except Exception as exc:  # a truncated download raises safetensors' own error

@@ -469,6 +469,14 @@ def test_an_optional_parameter_or_an_enum_changed_without_its_step_is_refused(ha
     respell = _editing(tool.name, lambda s: _respelled(s, "sort", table))
     with pytest.raises(RuleError, match=r"does not take 'price' at 'sort' \(its enum"):
         apply_chain(harness, [(respell, {})], seed=0)
+    # a step that respells 1.0 does not respell a call's 1, as the engine reads it
+    levels = {"type": "object", "properties": {"level": {"enum": [1, 2]}}}
+    leveled = harness.replace(tools=(*harness.tools, Tool("set_level", "Set.", levels)))
+    worded = {1: "low", 2: "high"}
+    near = [Step("enum", ("level",), values=((1.0, "low"), (2.0, "high")))]
+    near_miss = _editing("set_level", lambda s: _respelled(s, "level", worded), near)
+    with pytest.raises(RuleError, match="does not take 1 at 'level'"):
+        apply_chain(leveled, [(near_miss, {})], seed=0)
     step = Step("enum", ("sort",), values=tuple(table.items()))
     apply_chain(
         harness, [(_editing(tool.name, lambda s: _respelled(s, "sort", table), [step]), {})], seed=0

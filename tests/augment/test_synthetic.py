@@ -43,27 +43,39 @@ def test_every_fills_nested_objects_too():
 
 def test_a_rule_renaming_an_optional_parameter_unrecorded_fails_its_check_on_a_harness_alone():
     # hsa rules check --harness DIR (no trajectories) passed such a rule: the synthetic
-    # trajectory called each tool with its required arguments only
+    # trajectory called each tool with its required arguments only. The tool's schema holds a
+    # $ref, so planning's own argument check does not read it: only this call can tell.
     import dataclasses
 
     from hsa.augment import Rewrite, Rule
     from hsa.augment.suite import Job, Replay, Subject, describe, run
+    from hsa.harness import Tool
+
+    schema = {
+        "type": "object",
+        "$defs": {"page": {"type": "integer", "minimum": 1}},
+        "properties": {"customer": {"type": "string"}, "page": {"$ref": "#/$defs/page"}},
+        "required": ["customer"],
+        "additionalProperties": False,
+    }
+    harness = make_harness()
+    harness = harness.replace(tools=(*harness.tools, Tool("list_orders", "List.", schema)))
 
     def rename_page(harness, rng, params, context):
         tools = []
         for tool in harness.tools:
-            props = tool.parameters["properties"]
-            if "page" in props:
-                renamed = {("pageNumber" if k == "page" else k): v for k, v in props.items()}
+            if tool.name == "list_orders":
+                props = dict(tool.parameters["properties"])
+                props["pageNumber"] = props.pop("page")
                 tool = dataclasses.replace(
-                    tool, parameters={**tool.parameters, "properties": renamed}
+                    tool, parameters={**tool.parameters, "properties": props}
                 )
             tools.append(tool)
         return Rewrite(harness.replace(tools=tools))
 
-    harness = make_harness()
     rule = Rule("tools.rename_page", "1", rename_page, doc="Rename page, unrecorded.")
     subject = Subject(harness, sample_trajectory(harness), Replay(), "sample")
     (report,) = run([Job(rule)], [subject], seeds=(0,))
-    # (planning refuses it now; the synthetic call with every argument fails it on its own)
-    assert "fail" in report.outcomes.values() and "'page'" in describe(report)
+    assert report.outcomes["harness"] == "pass"  # planning did not see it
+    assert report.outcomes["schema"] == "fail"
+    assert "list_orders" in describe(report) and "'page' was unexpected" in describe(report)

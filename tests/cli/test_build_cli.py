@@ -105,6 +105,7 @@ def test_killed_build_resumes_to_the_same_bytes(tmp_path: Path) -> None:
         )
     assert stray.exists()  # not hsa's to delete
     stray.unlink()
+    (whole / "data" / "train" / ".DS_Store").write_bytes(b"x")  # no reader's row: left be
     assert hsa("build", str(path), "--out", str(whole)).returncode == 0
 
 
@@ -155,6 +156,18 @@ def test_a_source_the_config_names_wrongly_is_named_at_its_key(tmp_path: Path) -
     done = hsa("teach", "--config", str(teach), "--out", str(tmp_path / "t"))
     assert done.returncode == 1 and not (tmp_path / "t").exists()
     assert done.stderr.startswith(f"hsa: error: {teach}: $.env_options: environment "), done.stderr
+    # a flag's mistake is not the file's
+    flagged = hsa(
+        "teach", "--config", str(teach), "--env", "livestreem", "--out", str(tmp_path / "t")
+    )
+    assert flagged.returncode == 1 and str(teach) not in flagged.stderr, flagged.stderr
+    assert "unknown environment 'livestreem'" in flagged.stderr
+    # a corpus environment without its path: said as the config's key, not a flag
+    bfcl = config(tmp_path, source={"env": "bfcl"})
+    done = hsa("build", str(bfcl), "--out", str(tmp_path / "x"))
+    assert done.stderr.strip() == (
+        f"hsa: error: {bfcl}: $.source.env_options: environment 'bfcl' needs option(s) path here"
+    )
 
 
 HOLD = """

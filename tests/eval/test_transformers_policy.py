@@ -53,4 +53,10 @@ def test_a_local_model_retrained_in_place_is_asked_again(tmp_path):
     other = dataclasses.replace(config, call_format="json")
     assert request_model(other) != first
     openai = EvalConfig(policy="openai", base_url="http://x/v1", model="m").teach_config()
-    assert request_model(openai) == "m"
+    assert request_model(openai) == "m"  # what the server is asked for, as it is
+    # a hub name vLLM loads: the call format still keys the replies read in it
+    hub = EvalConfig(policy="vllm", model="Qwen/Qwen3-8B").teach_config()
+    assert request_model(hub) != request_model(dataclasses.replace(hub, call_format="json"))
+    # the oracles answer differently: one cache never gives one the other's replies
+    oracles = [EvalConfig(policy=p).teach_config() for p in ("oracle", "fixed-oracle")]
+    assert [request_model(c) for c in oracles] == ["hsa-oracle", "hsa-fixed-oracle"]

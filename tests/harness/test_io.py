@@ -270,8 +270,12 @@ def test_save_refuses_a_harness_folder_with_files_of_its_own_or_another_harness(
     import stat
 
     shop = tmp_path / "shop"
-    save_harness(_basic(), shop)
-    assert stat.S_IMODE(shop.stat().st_mode) == 0o777 & ~_umask()  # not mkdtemp's 0700
+    mask = os.umask(0o002)
+    try:
+        save_harness(_basic(), shop)
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(shop.stat().st_mode) == 0o775  # the umask's, not mkdtemp's 0700
     (shop / "NOTES.md").write_text("keep")
     (shop / ".git").mkdir()
     (shop / ".git" / "HEAD").write_text("ref")
@@ -289,14 +293,6 @@ def test_save_refuses_a_harness_folder_with_files_of_its_own_or_another_harness(
     (shop / "tasks.jsonl").write_text("")  # what hsa env export writes beside it
     save_harness(_basic().replace(version="3"), shop, beside=("tasks.jsonl",))
     assert load_harness(shop).version == "3"
-
-
-def _umask() -> int:
-    import os
-
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _write(tmp_path, manifest: str, files: dict[str, str] | None = None):

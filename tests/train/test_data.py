@@ -47,11 +47,11 @@ def test_load_rows_gives_conversations_and_counts(dataset):
 def test_a_folder_that_is_not_a_dataset_is_refused(tmp_path):
     with pytest.raises(TrainError, match=r"manifest\.json is missing"):
         load_rows(SftSettings(data=str(tmp_path)), seed=0)
-    with pytest.raises(TrainError, match="no such folder: a dataset folder") as missing:
+    with pytest.raises(TrainError, match=r"does not exist \(expected a dataset folder") as missing:
         load_rows(SftSettings(data=str(tmp_path / "typo")), seed=0)
     assert missing.value.file == str(tmp_path / "typo")
     (tmp_path / "rows.parquet").write_bytes(b"")
-    with pytest.raises(TrainError, match="a file, not a dataset folder"):
+    with pytest.raises(TrainError, match=r"is a file \(expected a dataset folder"):
         load_rows(SftSettings(data=str(tmp_path / "rows.parquet")), seed=0)
 
 

@@ -375,6 +375,10 @@ def test_a_model_whose_tokenizer_has_no_chat_template_is_one_line_before_trainin
     assert refused.value.file == str(bare)
     assert "no chat template" in refused.value.message
     assert not (tmp_path / "out").exists()
+    # a distillation teacher's tokenizer renders nothing: it may have none
+    from hsa.train.sft import load_model
+
+    assert load_model(str(bare), renders=False)[1].chat_template is None
 
 
 def test_a_model_whose_weights_are_cut_short_is_one_line(dataset, model, tmp_path):

@@ -16,7 +16,7 @@ from hsa.errors import ImportFormatError
 #: categories use string, dict, integer, boolean, float, array, any and tuple; the Java and
 #: JavaScript names are known too, although their top-level parameters reach a harness as
 #: strings (``language_functions``).
-TYPES: dict[str, str | None] = {
+TYPES: dict[str, str] = {
     "dict": "object",
     "object": "object",
     "float": "number",
@@ -98,9 +98,7 @@ def normalize_schema(node: Any, where: str = "$", *, parameter: bool = False) ->
     for key, value in node.items():
         at = f"{where}.{key}"
         if key == "type":
-            mapped = _type(value, at)
-            if mapped is not None:
-                out["type"] = mapped
+            out["type"] = _type(value, at)
         elif key == "optional":
             continue
         elif key == "items":
@@ -185,14 +183,17 @@ def _enum_as_meant(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _type(value: Any, where: str) -> str | list[str] | None:
+def _type(value: Any, where: str) -> str | list[str]:
     if isinstance(value, list):
-        mapped = [_type(v, where) for v in value]
-        return None if None in mapped else list(dict.fromkeys(mapped))  # type: ignore[arg-type]
+        return list(dict.fromkeys(t for v in value for t in _flat(_type(v, where))))
     if not isinstance(value, str) or value not in TYPES:
         known = ", ".join(sorted(TYPES))
         raise SchemaProblem(f"unknown BFCL type {value!r} (known: {known})", where)
     return TYPES[value]
+
+
+def _flat(kind: str | list[str]) -> list[str]:
+    return kind if isinstance(kind, list) else [kind]
 
 
 def category_language(category: str) -> str:
