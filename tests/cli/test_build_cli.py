@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from hsa.datasets.shards import sha256_file
@@ -255,48 +256,42 @@ class _KeyedEndpoint(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_an_openai_teacher_gets_its_key_from_the_environment_as_hsa_teach_does(tmp_path: Path):
+@pytest.fixture
+def keyed_teacher():
+    """The teach settings of an openai teacher served by ``_KeyedEndpoint``."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeyedEndpoint)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        teach = {"backend": "openai", "base_url": url, "model": "m", "max_retries": 0}
-        path = config(tmp_path, teach=teach)
-        args = [sys.executable, "-c", CODE, "build", str(path), "--out", str(tmp_path / "o")]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-        refused = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
-        assert refused.returncode == 1 and "refuses the API key" in refused.stderr
-        env["OPENAI_API_KEY"] = "SECRET\n"
-        sent = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    yield {"backend": "openai", "base_url": url, "model": "m", "max_retries": 0}
+    server.shutdown()
+
+
+def test_an_openai_teacher_gets_its_key_from_the_environment_as_hsa_teach_does(
+    tmp_path: Path, keyed_teacher
+):
+    path = config(tmp_path, teach=keyed_teacher)
+    args = [sys.executable, "-c", CODE, "build", str(path), "--out", str(tmp_path / "o")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    refused = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    assert refused.returncode == 1 and "refuses the API key" in refused.stderr
+    env["OPENAI_API_KEY"] = "SECRET\n"
+    sent = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    assert sent.returncode == 1 and "the key arrived" in sent.stderr, sent.stderr
+    assert "SECRET" not in sent.stderr + sent.stdout
+
+
+def test_a_key_in_the_config_file_is_sent_by_build_and_teach_alike(tmp_path: Path, keyed_teacher):
+    # hsa teach read a config file's api_key and then replaced it by the environment's
+    build = config(tmp_path, teach={**keyed_teacher, "api_key": "SECRET"})
+    alone = tmp_path / "teach.yaml"
+    alone.write_text(yaml.safe_dump({**keyed_teacher, "api_key": "SECRET", "tasks": 2}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    for command in (
+        ["build", str(build), "--out", str(tmp_path / "b")],
+        ["teach", "--config", str(alone), "--out", str(tmp_path / "t")],
+    ):
+        sent = subprocess.run(
+            [sys.executable, "-c", CODE, *command], capture_output=True, text=True, env=env
+        )
         assert sent.returncode == 1 and "the key arrived" in sent.stderr, sent.stderr
         assert "SECRET" not in sent.stderr + sent.stdout
-    finally:
-        server.shutdown()
-
-
-def test_a_key_in_the_config_file_is_sent_by_build_and_teach_alike(tmp_path: Path):
-    # hsa teach read a config file's api_key and then replaced it by the environment's
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeyedEndpoint)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        teach = {"backend": "openai", "base_url": url, "model": "m", "max_retries": 0}
-        build = config(tmp_path, teach={**teach, "api_key": "SECRET"})
-        alone = tmp_path / "teach.yaml"
-        alone.write_text(yaml.safe_dump({**teach, "api_key": "SECRET", "tasks": 2}))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-        for command in (
-            ["build", str(build), "--out", str(tmp_path / "b")],
-            ["teach", "--config", str(alone), "--out", str(tmp_path / "t")],
-        ):
-            sent = subprocess.run(
-                [sys.executable, "-c", CODE, *command],
-                capture_output=True,
-                text=True,
-                env=env,
-                check=False,
-            )
-            assert sent.returncode == 1 and "the key arrived" in sent.stderr, sent.stderr
-            assert "SECRET" not in sent.stderr + sent.stdout
-    finally:
-        server.shutdown()
