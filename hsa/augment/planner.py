@@ -256,11 +256,12 @@ def _had(harness: Harness, kind: str, name: str) -> bool:
 
 def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) -> str | None:
     """Why the calls of a used tool would not fit its rewritten parameters, or None: a
-    parameter the canonical tool requires (so every call carries it) that the mapping's steps
-    send to a top-level name the rewritten tool does not declare, or a parameter the
-    rewritten tool requires that no canonical parameter becomes (nor a step adds). Read only
-    where both schemas declare their names plainly (``_plainly_named``), so the names say it
-    all."""
+    parameter of the canonical tool (a required one, which every call carries, or an optional
+    or nested one) that the mapping's steps send to a path the rewritten tool does not
+    declare (``_paths_lost``), a parameter the rewritten tool requires that no canonical
+    parameter becomes (nor a step adds), or an enum value the steps make one the rewritten
+    enum does not hold (``_enum_lost``). Read only where both schemas declare their names
+    plainly (``_plainly_named``), so the names say it all."""
     mapping, after = rewrite.mapping, rewrite.harness
     surface: dict[str, Tool] = {}
     for found in after.tools:
@@ -274,23 +275,12 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
             continue
         if not (tool.derived(_plainly_named) and new.derived(_plainly_named)):
             continue
-        old_params, new_params = tool.parameters, new.parameters
-        paths = tool.derived(_declared_paths)
-        keys = {p[0] for p in _follow(paths, mapped, grow=True) if p}
-        declared = new_params["properties"]
-        for name in old_params.get("required") or ():
-            if name not in old_params["properties"]:
-                continue  # (a problem of the canonical tool, not of the rewrite)
-            inside = {p for p in paths if p[0] == name} | {(name,)}
-            missing = sorted({p[0] for p in _follow(inside, mapped)} - set(declared))
-            if missing:
-                return (
-                    f"tool {new.name!r} (canonical {tool.name!r}) does not declare "
-                    f"{missing[0]!r}, which the mapping makes of its required parameter "
-                    f"{name!r}: a parameter renamed without the rename in the mapping (rows "
-                    "would call it with arguments it does not take)"
-                )
-        unmet = [r for r in new_params.get("required") or () if r in declared and r not in keys]
+        why = _paths_lost(tool, new, mapped)
+        if why:
+            return why
+        declared = new.parameters["properties"]
+        keys = {p[0] for p in _follow(tool.derived(_declared_paths), mapped, grow=True) if p}
+        unmet = [r for r in new.parameters.get("required") or () if r in declared and r not in keys]
         if unmet:
             return (
                 f"tool {new.name!r} (canonical {tool.name!r}) requires {unmet[0]!r}, which no "
@@ -298,23 +288,25 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
                 "or added without the step in the mapping (rows would call it without an "
                 "argument it requires)"
             )
-        why = _optional_lost(tool, new, mapped) or _enum_lost(tool, new, mapped)
+        why = _enum_lost(tool, new, mapped)
         if why:
             return why
     return None
 
 
-def _optional_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
-    """A parameter of ``tool``, optional ones and nested ones included, that the steps send to
-    a path ``new`` does not declare (a call that carries it would carry an argument the tool
-    does not take), or None."""
+def _paths_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
+    """A parameter of ``tool`` (its required ones first, then optional and nested ones) that
+    the steps send to a path ``new`` does not declare (a call that carries it would carry an
+    argument the tool does not take), or None."""
     declared = new.derived(_declared_paths)
-    for path in sorted(tool.derived(_declared_paths)):
+    required = set(tool.parameters.get("required") or ())
+    for path in sorted(tool.derived(_declared_paths), key=lambda p: (p[0] not in required, p)):
         for end in sorted(_follow({path}, mapped)):
             if end not in declared:
+                kind = "required parameter" if path[0] in required else "parameter"
                 return (
                     f"tool {new.name!r} (canonical {tool.name!r}) does not declare "
-                    f"{_shown(end)!r}, which the mapping makes of its parameter {_shown(path)!r}:"
+                    f"{_shown(end)!r}, which the mapping makes of its {kind} {_shown(path)!r}:"
                     " a parameter renamed or dropped without the step in the mapping (rows "
                     "whose calls carry it would call the tool with an argument it does not take)"
                 )
@@ -330,12 +322,8 @@ def _enum_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
         return None
     for path, values in tool.derived(_enums_at).items():
         for value in values:
-            end: tuple[str, ...] | None = path
-            for step in () if mapped is None else mapped.steps:
-                end, value = _step_value(end, value, step)
-                if end is None:
-                    break
-            allowed = enums.get(end) if end is not None else None
+            end, value = _value_end(path, value, mapped)
+            allowed = None if end is None else enums.get(end)
             if (
                 end is not None
                 and allowed is not None
@@ -359,22 +347,21 @@ def _enums_at(tool: Tool) -> dict[tuple[str, ...], tuple[Any, ...]]:
     }
 
 
-def _step_value(
-    path: tuple[str, ...] | None, value: Any, step: Step
+def _value_end(
+    path: tuple[str, ...], value: Any, mapped: ToolMap | None
 ) -> tuple[tuple[str, ...] | None, Any]:
-    """Where a value at ``path`` goes under ``step``, and what it becomes (None: dropped)."""
-    if path is None:
-        return None, value
-    n = len(step.path)
-    if path[:n] != step.path:
-        return path, value
-    if step.kind == "move" and step.dst is not None:
-        return step.dst + path[n:], value
-    if step.kind == "enum" and n == len(path):
-        return path, respelled(step.values, value)  # as the engine respells it
-    if step.kind == "drop":
-        return None, value
-    return path, value
+    """Where a value at ``path`` ends under ``mapped``'s steps (``_step_paths``: None when
+    dropped), and what it becomes there (respelled as the engine respells it)."""
+    at: tuple[str, ...] | None = path
+    for step in () if mapped is None else mapped.steps:
+        if at is None:
+            break
+        if step.kind == "enum" and step.path == at:
+            value = respelled(step.values, value)
+        elif step.kind != "ensure":  # (an object made: no value moves)
+            ends = _step_paths({at}, step)
+            at = next(iter(ends)) if ends else None
+    return at, value
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -422,12 +422,12 @@ def save(harness: Harness, path: str | Path, *, beside: tuple[str, ...] = ()) ->
 
 
 def _check_replaceable(harness: Harness, path: Path, beside: tuple[str, ...]) -> None:
-    if not path.is_dir() or (any(path.iterdir()) and not (path / MANIFEST).is_file()):
+    if not (path / MANIFEST).is_file():
+        if path.is_dir() and not any(path.iterdir()):
+            return  # an empty folder
         raise HarnessError(
             "refusing to overwrite: it exists and is not a harness directory", file=str(path)
         )
-    if not (path / MANIFEST).is_file():
-        return  # an empty folder
     try:
         found = loads_yaml((path / MANIFEST).read_text("utf-8"), error=HarnessError)
     except (OSError, ValueError, HsaError):

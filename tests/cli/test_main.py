@@ -11,22 +11,31 @@ from hsa.errors import Terminated
 
 
 @pytest.fixture
-def failing_command():
+def probe_command():
+    """Registers ``fn`` as the command ``probe`` for one test."""
+
+    def make(fn):
+        return app.command("probe")(fn)
+
+    yield make
+    app.commands.pop("probe", None)
+
+
+@pytest.fixture
+def failing_command(probe_command):
     def make(exc: BaseException):
-        @app.command("probe-missing")
         def probe() -> None:
             raise exc
 
-        return probe
+        return probe_command(probe)
 
-    yield make
-    app.commands.pop("probe-missing", None)
+    return make
 
 
 def test_a_missing_optional_package_names_its_extra(failing_command, capsys):
     failing_command(ModuleNotFoundError("No module named 'trl'", name="trl"))
     with pytest.raises(SystemExit) as done:
-        main(["probe-missing"])
+        main(["probe"])
     assert done.value.code == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
@@ -38,28 +47,27 @@ def test_a_missing_optional_package_names_its_extra(failing_command, capsys):
 def test_another_missing_module_is_a_real_bug_and_keeps_its_traceback(failing_command):
     failing_command(ModuleNotFoundError("No module named 'hsa.nope'", name="hsa.nope"))
     with pytest.raises(ModuleNotFoundError):
-        main(["probe-missing"])
+        main(["probe"])
 
 
 @pytest.mark.parametrize(
     "exc, code, word",
     [(KeyboardInterrupt(), 130, "aborted"), (Terminated(), 143, "terminated")],
 )
-def test_an_interrupted_command_says_what_to_do_next(monkeypatch, capsys, exc, code, word):
+def test_an_interrupted_command_says_what_to_do_next(
+    monkeypatch, capsys, probe_command, exc, code, word
+):
     from hsa import cli
 
     monkeypatch.setattr(cli, "_NEXT", [])
 
-    @app.command("probe-stopped")
+    @probe_command
     def probe() -> None:
         cli.when_interrupted("rerun with --resume")
         raise exc
 
-    try:
-        with pytest.raises(SystemExit) as done:
-            main(["probe-stopped"])
-    finally:
-        app.commands.pop("probe-stopped", None)
+    with pytest.raises(SystemExit) as done:
+        main(["probe"])
     assert done.value.code == code
     assert capsys.readouterr().err.strip() == f"hsa: {word} (rerun with --resume)"
 
@@ -68,7 +76,7 @@ def test_input_nested_past_what_python_reads_is_one_line(failing_command, capsys
     # a config file thousands of levels deep fails past its reader (jsonschema, hashing)
     failing_command(RecursionError("maximum recursion depth exceeded"))
     with pytest.raises(SystemExit) as done:
-        main(["probe-missing"])
+        main(["probe"])
     assert done.value.code == 1
     assert capsys.readouterr().err.strip() == (
         "hsa: error: an input is nested too deeply to read (a JSON or YAML value thousands of "
@@ -85,14 +93,14 @@ def test_input_nested_past_what_python_reads_is_one_line(failing_command, capsys
     [(KeyboardInterrupt, 130, "aborted"), (Terminated, 143, "terminated")],
 )
 def test_a_stop_a_library_swallows_or_wraps_still_stops_the_command(
-    capsys, handled, stop, code, word
+    capsys, probe_command, handled, stop, code, word
 ):
     # Ctrl-C or SIGTERM raises where the main thread is: inside pyarrow's guarded import of
     # pandas it was swallowed (the run went on and exited 0), inside a class being made it was
     # wrapped (a traceback)
     from hsa.errors import HsaError, request_stop
 
-    @app.command("probe-stop")
+    @probe_command
     def probe() -> None:
         try:
             request_stop(stop())
@@ -102,11 +110,8 @@ def test_a_stop_a_library_swallows_or_wraps_still_stops_the_command(
             if handled == "an hsa error":
                 raise HsaError("raised AttributeError: partially initialized module") from exc
 
-    try:
-        with pytest.raises(SystemExit) as done:
-            main(["probe-stop"])
-    finally:
-        app.commands.pop("probe-stop", None)
+    with pytest.raises(SystemExit) as done:
+        main(["probe"])
     assert done.value.code == code
     assert capsys.readouterr().err.strip() == f"hsa: {word}"
     with contextlib.suppress(SystemExit):  # the next command in this process starts afresh
