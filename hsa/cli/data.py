@@ -13,16 +13,9 @@ from typing import Any
 import click
 
 from hsa.cli.flags import AUGMENT, Setting, api_key_env_option, given, said_as_flags
-from hsa.cli.output import console, error_console, progress
+from hsa.cli.output import console, progress
 
 MB = 1 << 20
-
-
-def _bars():
-    """Progress bars on a terminal; nothing in a pipe, so errors stay one line."""
-    bars = progress()
-    bars.disable = not error_console().is_terminal
-    return bars
 
 
 def read_bar(bar: Any, description: str) -> Callable[[int, int], None]:
@@ -175,7 +168,7 @@ def augment_command(
             tokenizer=None if tokenizer is None else str(tokenizer),
             **given(flags),
         )
-    with _bars() as bar:
+    with progress() as bar:
         source = open_source(
             input_path,
             harness=harnesses[0] if harnesses else None,
@@ -241,7 +234,7 @@ def build_command(
         "teacher": "teacher trajectories",
         "augment": "augment",
     }
-    with _bars() as bar:
+    with progress() as bar:
         tasks: dict[str, Any] = {}
 
         def on_stage(stage: str, done: int, total: int) -> None:

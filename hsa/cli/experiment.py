@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.progress import TaskID
 
-from hsa.cli.output import console, error_console, progress
+from hsa.cli.output import console, progress
 
 
 @click.group("experiment")
@@ -65,19 +65,14 @@ def run_command(
         from hsa.experiment.report import check_doc
 
         check_doc(doc, config.stem)
-    bar = progress()
-    lines = not error_console().is_terminal  # in a log, a line per step done instead of bars
+    bar = progress(log_every=0)  # in a log: a line per step done (`train: 2/4`)
     with bar:
         jobs: dict[str, TaskID] = {}
-        said: dict[str, int] = {}
 
         def advance(step: str, done: int, total: int) -> None:
             if step not in jobs:
                 jobs[step] = bar.add_task(step, total=total)
             bar.update(jobs[step], completed=done, total=total)
-            if lines and said.get(step) != done:
-                said[step] = done
-                error_console().print(f"{step}: {done}/{total}")
 
         summary = run(settings, out, progress=advance)
     console().print(describe(summary))

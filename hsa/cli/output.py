@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from functools import lru_cache
 from typing import Any
 
@@ -29,21 +30,54 @@ def error_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+#: seconds between two lines of a task's progress in a log
+LOG_EVERY = 10.0
+
+
 class _Progress(Progress):
     """A ``Progress`` whose updates are where a stop asked for is raised again
-    (``check_stop``): the points between steps of the work it shows."""
+    (``check_stop``): the points between steps of the work it shows.
+
+    Disabled (no terminal: a log, a batch job) it draws nothing and writes lines instead,
+    ``description: done/total``, for work that runs longer than ``log_every`` seconds: one
+    at most every ``log_every`` seconds of a task, and its last one, so a long job's log
+    shows it moving and a short one's holds only its result (or its one error line)."""
+
+    def __init__(self, *args: Any, log_every: float = LOG_EVERY, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.log_every = log_every
+        self._said: dict[Any, tuple[float, str]] = {}  # per task: when, what its last line said
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         check_stop()
         super().update(*args, **kwargs)
+        self._log(args[0] if args else kwargs["task_id"])
 
     def advance(self, *args: Any, **kwargs: Any) -> None:
         check_stop()
         super().advance(*args, **kwargs)
+        self._log(args[0] if args else kwargs["task_id"])
+
+    def _log(self, task_id: Any) -> None:
+        if not self.disable:
+            return
+        task = self._tasks[task_id]
+        if not task.completed:
+            return
+        done = f"{task.completed:,.0f}" + ("" if task.total is None else f"/{task.total:,.0f}")
+        line = f"{task.description}: {done}"
+        now = time.monotonic()
+        start = now if task.start_time is None else task.start_time
+        when, said = self._said.get(task_id, (start, ""))
+        if line == said or (now - when < self.log_every and not (said and task.finished)):
+            return
+        self._said[task_id] = (now, line)
+        self.console.print(line, markup=False, highlight=False)
 
 
-def progress() -> Progress:
-    """A progress bar for long work; it draws only on a terminal and stays quiet in pipes."""
+def progress(log_every: float = LOG_EVERY) -> Progress:
+    """A progress bar for long work: drawn on a terminal; in a pipe or a log, a line every
+    ``log_every`` seconds instead (``_Progress``)."""
     return _Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
@@ -54,6 +88,7 @@ def progress() -> Progress:
         console=error_console(),
         transient=False,
         disable=not error_console().is_terminal,
+        log_every=log_every,
     )
 
 

@@ -154,8 +154,6 @@ def teach_command(
         built = from_config(config.env, config.env_options, file=str(config_file))
 
     bar = progress()
-    # Rich still prints a last frame when stderr is a pipe; a log wants the summary alone.
-    bar.disable = not error_console().is_terminal
     with bar:
         job = bar.add_task(f"teach {config.env} ({config.teacher})", total=None)
 

@@ -1,0 +1,60 @@
+"""The CLI's progress: bars on a terminal, lines in a log."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from hsa.cli import output
+
+
+def _logged(monkeypatch, log_every: float, clock: list[float]):
+    text = io.StringIO()
+    monkeypatch.setattr(output, "error_console", lambda: Console(file=text, width=200))
+    monkeypatch.setattr(output.time, "monotonic", lambda: clock[0])
+    bar = output.progress(log_every=log_every)
+    bar.get_time = lambda: clock[0]  # type: ignore[method-assign]
+    return bar, text
+
+
+def test_a_log_gets_a_line_now_and_then_and_the_last_one(monkeypatch):
+    clock = [0.0]
+    bar, text = _logged(monkeypatch, 10, clock)
+    assert bar.disable  # not a terminal
+    with bar:
+        task = bar.add_task("augment", total=5)
+        bar.update(task, completed=1)  # at 0 s: too soon
+        clock[0] = 11.0
+        bar.update(task, completed=2)
+        clock[0] = 15.0
+        bar.advance(task)  # 4 s after the last line
+        clock[0] = 22.0
+        bar.update(task, completed=4, description="augment (40 rows)")
+        bar.update(task, completed=5)  # the last step, whenever it comes
+    assert text.getvalue().splitlines() == [
+        "augment: 2/5",
+        "augment (40 rows): 4/5",
+        "augment (40 rows): 5/5",
+    ]
+
+
+def test_a_short_job_logs_nothing_so_an_error_stays_one_line(monkeypatch):
+    clock = [0.0]
+    bar, text = _logged(monkeypatch, 10, clock)
+    with bar:
+        task = bar.add_task("read chats.jsonl (MB)", total=1)
+        clock[0] = 0.5
+        bar.update(task, completed=1)
+    assert text.getvalue() == ""
+
+
+def test_every_step_with_no_interval_and_no_total(monkeypatch):
+    clock = [0.0]
+    bar, text = _logged(monkeypatch, 0, clock)
+    with bar:
+        task = bar.add_task("teach", total=None)
+        bar.update(task, completed=0)  # nothing done yet: nothing to say
+        bar.update(task, completed=1500)
+        bar.update(task, completed=1500)  # said already
+    assert text.getvalue().splitlines() == ["teach: 1,500"]
