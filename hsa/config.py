@@ -134,6 +134,9 @@ def schema_problem(error: Any) -> tuple[list[Any], str]:
     ):  # one of several keys (a source's env or trajectories): say so, not jsonschema's dump
         keys = " and ".join(repr(o["required"][0]) for o in options)
         return list(error.absolute_path), f"set exactly one of {keys}"
+    if error.validator == "pattern" and isinstance(schema, Mapping) and schema.get("description"):
+        # the pattern's meaning in words, where the schema gives it
+        return list(error.absolute_path), f"{instance!r} is not {schema['description']}"
     return list(error.absolute_path), error.message
 
 
@@ -370,6 +373,29 @@ def loads_yaml(text: str, *, error: type[HsaError], file: str | None = None) -> 
         raise error(f"invalid YAML: {reason}", file=file, where=where) from None
     except (RecursionError, ValueError) as exc:
         refuse_unreadable(exc, error, file=file)
+
+
+class KeyGivenTwice(ValueError):
+    """A JSON object names one key twice (``keys_once``)."""
+
+    def __init__(self, key: str):
+        super().__init__(
+            f"the key {key!r} is given twice in one object (JSON readers keep only the last, "
+            "dropping the other without a word): keep one"
+        )
+
+
+def keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook`` for documents people write (a harness's tools):
+    a key given twice is refused (``KeyGivenTwice``), as ``loads_yaml`` refuses it."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise KeyGivenTwice(key)
+            seen.add(key)
+    return found
 
 
 def read_yaml(path: str | Path, *, error: type[HsaError]) -> Any:

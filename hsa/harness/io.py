@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hsa.config import loads_yaml
+from hsa.config import KeyGivenTwice, keys_once, loads_yaml
 from hsa.errors import (
     HarnessError,
     HarnessValidationError,
@@ -106,13 +106,15 @@ def _read_text(path: Path, *, max_chars: int | None = None) -> str:
 
 
 def _read_json(path: Path) -> Any:
-    text = _read_text(path)
+    text = _read_text(path).removeprefix("\ufeff")  # a byte order mark, as editors write it
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=keys_once)
     except json.JSONDecodeError as exc:
         raise HarnessError(
             f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=str(path)
         ) from None
+    except KeyGivenTwice as exc:
+        raise HarnessError(str(exc), file=str(path)) from None
     except (RecursionError, ValueError) as exc:
         refuse_unreadable(exc, HarnessError, file=str(path))
 
@@ -446,11 +448,22 @@ def _check_replaceable(harness: Harness, path: Path, beside: tuple[str, ...]) ->
             file=str(path),
         )
     known = {MANIFEST, TOOLS_FILE, TEMPLATE_FILE, *beside}
+    # the skills of the harness there: those its manifest lists (which has the last word), or
+    # every skill folder when it lists none; another skill folder is the user's (a draft)
+    listed = found.get("skills")
+    ours = (
+        set(listed)
+        if isinstance(listed, list) and all(isinstance(s, str) for s in listed)
+        else None
+    )
 
     def saved(name: str) -> bool:  # a file write_dir writes (a skill's SKILL.md among them)
         parts = name.split("/")
         return name in known or (
-            len(parts) == 3 and parts[0] == SKILLS_DIR and parts[2] == "SKILL.md"
+            len(parts) == 3
+            and parts[0] == SKILLS_DIR
+            and parts[2] == "SKILL.md"
+            and (ours is None or parts[1] in ours)
         )
 
     names = (p.relative_to(path).as_posix() for p in path.rglob("*") if not p.is_dir())

@@ -424,10 +424,12 @@ def _render(source: str, context: Mapping[str, Any], where: str) -> str:
             chunks.append(chunk)
         return "".join(chunks)
     except SecurityError as exc:
-        raise TemplateError(f"unsafe template refused by the sandbox: {exc}", where=where) from None
+        raise TemplateError(
+            f"unsafe template refused by the sandbox{_at_line(exc)}: {exc}", where=where
+        ) from None
     except jinja2.UndefinedError as exc:
         raise TemplateError(
-            f"template uses an undefined value: {exc.message}", where=where
+            f"template uses an undefined value{_at_line(exc)}: {exc.message}", where=where
         ) from None
     except TemplateError:
         raise
@@ -435,10 +437,23 @@ def _render(source: str, context: Mapping[str, Any], where: str) -> str:
         raise TemplateError("template ran out of memory", where=where) from None
     except Exception as exc:  # any other failure inside a user's template is bad input
         raise TemplateError(
-            f"template failed to render: {type(exc).__name__}: {exc}", where=where
+            f"template failed to render{_at_line(exc)}: {type(exc).__name__}: {exc}",
+            where=where,
         ) from None
     finally:
         _steps.reset(token)
+
+
+def _at_line(exc: BaseException) -> str:
+    """`` at line N``: the template's line ``exc`` was raised at (Jinja gives the frames of a
+    template's code its file name and lines), or nothing when it is not known."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return "" if line is None else f" at line {line}"
 
 
 # --- hook messages: placeholder-only templates that can be parsed back into their payload ---

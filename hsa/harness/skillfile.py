@@ -100,7 +100,15 @@ def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skil
                 f"front matter field {key!r} {problem}", file=file, where=f"line {line}"
             )
     for key, value in front.items():
-        bad = unwritable(value, f"$.{key}") if isinstance(key, str) else None
+        odd = _key_not_text(key, value)
+        if odd is not None:  # JSON (so a harness document) would write it as text
+            line = key_lines.get(str(key), 2)
+            raise HarnessError(
+                f"front matter key {odd!r} is not a string (JSON keys are): quote it",
+                file=file,
+                where=f"line {line}",
+            )
+        bad = unwritable(value, f"$.{key}")
         if bad is not None:  # .nan, .inf: YAML has them, JSON (so a harness document) not
             line = key_lines.get(key, 2)
             raise HarnessError(f"front matter {bad[0]}: {bad[1]}", file=file, where=f"line {line}")
@@ -112,6 +120,20 @@ def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skil
         content="".join(lines[end + 1 :]),
         extra=extra,
     )
+
+
+def _key_not_text(key: Any, value: Any) -> Any:
+    """The first mapping key in ``key: value`` (the key itself, or one within the value) that
+    is not a string, or None."""
+    if not isinstance(key, str):
+        return key
+    if isinstance(value, dict):
+        return next(
+            (odd for k, v in value.items() if (odd := _key_not_text(k, v)) is not None), None
+        )
+    if isinstance(value, list):
+        return next((odd for v in value if (odd := _key_not_text("", v)) is not None), None)
+    return None
 
 
 def _key_lines(node: yaml.Node | None) -> dict[str, int]:

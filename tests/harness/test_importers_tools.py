@@ -315,3 +315,17 @@ def test_json_past_what_python_reads_is_one_error_naming_the_file(tmp_path, text
     assert caught.value.file == str(path)
     with pytest.raises(HsaError, match=why):
         load_harness(path)
+
+
+def test_a_key_given_twice_is_refused_naming_the_file(tmp_path):
+    # JSON readers keep the last and drop the other: the first description and the first
+    # schema of `a` went without a word
+    path = tmp_path / "tools.json"
+    path.write_text(
+        '[{"type": "function", "function": {"name": "f", "description": "first", '
+        '"description": "second", "parameters": {"type": "object", "properties": '
+        '{"a": {"type": "string"}, "a": {"type": "integer"}}}}}]'
+    )
+    with pytest.raises(ImportFormatError, match="the key 'a' is given twice") as err:
+        import_source(path)  # (the inner object is read first)
+    assert err.value.file == str(path)

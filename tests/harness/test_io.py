@@ -295,6 +295,40 @@ def test_save_refuses_a_harness_folder_with_files_of_its_own_or_another_harness(
     assert load_harness(shop).version == "3"
 
 
+def test_save_refuses_a_skill_folder_the_manifest_does_not_list(tmp_path):
+    # a draft skill beside a saved harness is not the harness's (the manifest's list has the
+    # last word): saving over the folder deleted it
+    shop = tmp_path / "shop"
+    save_harness(_basic(), shop)
+    draft = shop / "skills" / "draft" / "SKILL.md"
+    draft.parent.mkdir()
+    draft.write_text("---\nname: draft\ndescription: Work in progress.\n---\nWIP\n")
+    with pytest.raises(HarnessError, match=r"\(skills/draft/SKILL\.md\)"):
+        save_harness(_basic().replace(version="2"), shop)
+    assert draft.is_file() and load_harness(shop) == _basic()
+    # listed, it is the harness's own and is replaced with it
+    grown = _basic().replace(skills=(*_basic().skills, Skill("draft", "Draft", "A draft.", "x")))
+    draft.unlink()
+    draft.parent.rmdir()
+    save_harness(grown, shop)
+    save_harness(_basic(), shop)
+    assert not (shop / "skills" / "draft").exists()
+
+
+def test_a_key_given_twice_in_tools_json_is_refused_and_a_byte_order_mark_read(tmp_path):
+    shop = tmp_path / "shop"
+    save_harness(_basic(), shop)
+    text = (shop / "tools.json").read_text("utf-8")
+    (shop / "tools.json").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))  # as editors save
+    assert load_harness(shop) == _basic()
+    twice = text.replace('"description": "Get an item."', '"description": "A", "description": "B"')
+    assert twice != text
+    (shop / "tools.json").write_text(twice, "utf-8")
+    with pytest.raises(HarnessError, match="the key 'description' is given twice") as err:
+        load_harness(shop)
+    assert err.value.file == str(shop / "tools.json")
+
+
 def _write(tmp_path, manifest: str, files: dict[str, str] | None = None):
     root = tmp_path / "h"
     root.mkdir(parents=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -178,7 +179,7 @@ def test_syntax_errors_name_the_line() -> None:
 
 
 def test_undefined_values_are_errors_not_blanks() -> None:
-    with pytest.raises(TemplateError, match="undefined value: 'nope' is undefined"):
+    with pytest.raises(TemplateError, match="undefined value at line 1: 'nope' is undefined"):
         render_template("{{ nope }}", {})
 
 
@@ -257,3 +258,16 @@ def test_text_without_template_syntax_renders_as_jinja_renders_it(source):
             render_template(source, {})
         return
     assert render_template(source, {}) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("Hi\n\n{{ nobody }}", "template uses an undefined value at line 3: 'nobody'"),
+        ("a\n{% for t in tools %}\n{{ t.nothing.deeper }}\n{% endfor %}", "at line 3: "),
+        ("{{ 1 // 0 }}", "template failed to render at line 1: ZeroDivisionError"),
+    ],
+)
+def test_a_render_error_names_the_templates_line(source: str, said: str) -> None:
+    with pytest.raises(TemplateError, match=re.escape(said)):
+        render_template(source, {"tools": [{"name": "x"}]})

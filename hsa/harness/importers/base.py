@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hsa.config import KeyGivenTwice, keys_once
 from hsa.errors import (
     HarnessError,
     HarnessValidationError,
@@ -193,15 +194,19 @@ def invalid_json(
     )
 
 
-def read_json(path: Path) -> Any:
-    """The JSON document at ``path``; a syntax error names its line and column."""
+def read_json(path: Path, *, once: bool = False) -> Any:
+    """The JSON document at ``path``; a syntax error names its line and column. ``once``: a
+    document people write (a tools file), where a key given twice is refused rather than
+    read as the last (``hsa.config.keys_once``)."""
     text = read_text(path)
     if not text.strip():
         raise ImportFormatError("is empty: expected a JSON document", file=str(path))
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=keys_once if once else None)
     except json.JSONDecodeError as exc:
         raise invalid_json(exc, path, exc.lineno) from None
+    except KeyGivenTwice as exc:
+        raise ImportFormatError(str(exc), file=str(path)) from None
     except (RecursionError, ValueError) as exc:
         refuse_unreadable(exc, ImportFormatError, file=str(path))
     if may_be_unwritable(text):

@@ -23,7 +23,7 @@ def import_tools(path: Path) -> ImportResult:
     tools are those the tau2 importer makes of the same file (a tau2 domain's tools.json
     imported on its own): a bound method's ``self`` is dropped (``drop_self``).
     """
-    tools, name_map = tools_from_document(read_json(path), file=str(path))
+    tools, name_map = tools_from_document(read_json(path, once=True), file=str(path))
     tools, note = drop_self(tools)
     metadata: dict[str, Any] = {"source": path.name}
     if name_map:
