@@ -54,10 +54,20 @@ def example_value(
         if isinstance(schema.get(key), list) and schema[key]:
             return example_value(schema[key][0], root, depth + 1, every=every)
     if isinstance(schema.get("allOf"), list) and schema["allOf"]:
-        merged: dict[str, Any] = {}
+        # the schema's own keywords with its parts': their properties and required names
+        # added up (a part naming a keyword the schema has, other than those, wins)
+        merged = {k: v for k, v in schema.items() if k != "allOf"}
         for part in schema["allOf"]:
-            if isinstance(part, Mapping):
-                merged.update(part)
+            if not isinstance(part, Mapping):
+                continue
+            for key, value in part.items():
+                if key == "properties" and isinstance(value, Mapping):
+                    merged[key] = {**(merged.get(key) or {}), **value}
+                elif key == "required" and isinstance(value, list):
+                    had = list(merged.get(key) or [])
+                    merged[key] = had + [name for name in value if name not in had]
+                else:
+                    merged[key] = value
         return example_value(merged, root, depth + 1, every=every)
     kind = schema.get("type")
     if isinstance(kind, list):

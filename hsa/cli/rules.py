@@ -343,5 +343,20 @@ def _print_table(chosen, reports, n_subjects, seeds, broken) -> None:
             "parameters (--params)",
             markup=False,
         )
-    said = f" ({len(idle)} changed nothing)" if idle else ""
-    console().print(f"ok: {_count(len(chosen), 'rule')} passed every check{said}")
+    # a check skipped everywhere (the trajectories' own calls fail it) tested nothing either
+    unchecked: dict[str, int] = {}  # check: the rules it tested nothing for
+    for item in chosen:
+        for check, c in (found.counts if (found := tallies.get(item.name)) else {}).items():
+            if c[SKIP] and not c[PASS] + c[FAIL]:
+                unchecked[check] = unchecked.get(check, 0) + 1
+    for check, count in sorted(unchecked.items()):
+        console().print(
+            f"note: the {check} check was skipped on every trajectory and seed for "
+            f"{_count(count, 'rule')}, so it tested nothing for them: the trajectories' own "
+            f"calls fail it on the canonical harness",
+            markup=False,
+        )
+    said = [f"{len(idle)} changed nothing"] if idle else []
+    said += [f"{check} check untested for {n}" for check, n in sorted(unchecked.items())]
+    tail = f" ({'; '.join(said)})" if said else ""
+    console().print(f"ok: {_count(len(chosen), 'rule')} passed every check{tail}")

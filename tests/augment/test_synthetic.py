@@ -79,3 +79,20 @@ def test_a_rule_renaming_an_optional_parameter_unrecorded_fails_its_check_on_a_h
     assert report.outcomes["harness"] == "pass"  # planning did not see it
     assert report.outcomes["schema"] == "fail"
     assert "list_orders" in describe(report) and "'page' was unexpected" in describe(report)
+
+
+def test_all_of_adds_to_the_schemas_own_properties_and_required_names():
+    # a top-level allOf used to replace the schema: its call was "example", then {}, invalid,
+    # and `hsa rules check --harness` skipped the schema check everywhere
+    schema = {
+        "type": "object",
+        "properties": {"room": {"type": "string"}, "nights": {"type": "integer", "minimum": 1}},
+        "required": ["room"],
+        "allOf": [{"required": ["nights"]}, {"properties": {"late": {"type": "boolean"}}}],
+    }
+    assert example_value(schema, schema) == {"room": "example", "nights": 1}
+    assert example_value(schema, schema, every=True) == {
+        "room": "example",
+        "nights": 1,
+        "late": True,
+    }

@@ -4,6 +4,7 @@ installed and checked; docs/rules.md previews re-run and compared."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -130,6 +131,27 @@ def test_check_says_a_rule_that_changed_nothing_tested_nothing():
     out = hsa("rules", "check", "--rule", "tools.rename", "--harness", str(DEMO), "--seeds", "1")
     assert out.returncode == 0 and "note:" not in out.stdout, out.stdout + out.stderr
     assert "ok: 1 rule passed every check\n" in out.stdout
+
+
+def test_check_says_a_check_skipped_everywhere_tested_nothing(tmp_path):
+    # no example value fits the pattern: the synthetic call fails the canonical schema, so the
+    # schema check is skipped on every seed, and "ok" alone said it passed
+    harness = tmp_path / "rooms"
+    harness.mkdir()
+    (harness / "harness.yaml").write_text("id: rooms\n")
+    room = {"type": "string", "pattern": "^R[0-9]+$"}
+    tool = {
+        "name": "book",
+        "description": "Book a room.",
+        "parameters": {"type": "object", "properties": {"room": room}, "required": ["room"]},
+    }
+    (harness / "tools.json").write_text(json.dumps([{"type": "function", "function": tool}]))
+    out = hsa("rules", "check", "--rule", "tools.rename", "--harness", str(harness))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "note: the schema check was skipped on every trajectory and seed for 1 rule" in (
+        out.stdout
+    )
+    assert "ok: 1 rule passed every check (schema check untested for 1)" in out.stdout
 
 
 def test_check_on_livestream_by_default():
