@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hsa.datasets import manifest as mf
 from hsa.datasets.schema import JSON_FIELDS, ROW_SCHEMA, trl_messages
-from hsa.datasets.shards import read_table
+from hsa.datasets.shards import read_table, split_name_problem
 from hsa.errors import DatasetError, first_few, first_line
 from hsa.harness.importers.write import MARKER, TRAJECTORIES
 
@@ -145,6 +145,9 @@ def to_hf(
         raise DatasetError(
             "to_hf needs the 'datasets' package: pip install 'hsa[train]'", file=str(path)
         ) from None
+    if split is not None and (why := split_name_problem(split)) is not None:
+        # (a dataset written before hsa refused such names): `datasets` refuses it
+        raise DatasetError(f"`datasets` cannot load this split: {why}", file=str(path))
     features = hf_features()
     files = shards(path, split)
     if not files:

@@ -10,6 +10,7 @@ bytes (no timestamps are written; ``created_by`` names the Arrow version).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,23 @@ WRITE_OPTIONS: dict[str, Any] = {
     "store_schema": False,
     "row_group_size": 1 << 30,
 }
+
+
+#: a split name: a folder's name that ``datasets`` takes as a split's (its own pattern is
+#: ``\w+(\.\w+)*``, and ``all`` means every split there)
+_SPLIT_NAME = re.compile(r"^(?!all$)[A-Za-z0-9_]{1,64}$")
+
+
+def split_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a split, or None."""
+    if _SPLIT_NAME.match(name):
+        return None
+    if name == "all":
+        return "split name 'all' is taken: `datasets` reads it as every split together"
+    return (
+        f"split name {name!r} must be 1-64 letters, digits and _ (a folder `datasets` loads "
+        "as a split; '-' is not one of them)"
+    )
 
 
 def part_name(index: int) -> str:

@@ -21,7 +21,6 @@ import gc
 import math
 import multiprocessing
 import os
-import re
 import shutil
 import signal
 import threading
@@ -57,7 +56,13 @@ from hsa.datasets import manifest as mf
 from hsa.datasets.card import TokenLengths, merge_stats, render_card, token_lengths
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
-from hsa.datasets.shards import part_name, sha256_file, write_atomic, write_shard
+from hsa.datasets.shards import (
+    part_name,
+    sha256_file,
+    split_name_problem,
+    write_atomic,
+    write_shard,
+)
 from hsa.datasets.source import HarnessLookup, Source, locate
 from hsa.errors import DatasetError, HsaError, PlanError, Terminated
 from hsa.harness.model import Harness
@@ -69,9 +74,6 @@ from hsa.pipelines.variants_file import PART_ROWS, VARIANTS_FILE, write_variants
 from hsa.teachers.rollout import planned_kept
 
 Progress = Callable[[int, int, int], None]  # (batches done, batches, rows written)
-_SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
 #: the most variants a trajectory is rendered under (a recipe's ``variants_per_harness`` bound)
 _MAX_VARIANTS = 100_000
 
@@ -147,8 +149,8 @@ class AugmentConfig:
             total = sum(self.splits.values())
             problems.append(("splits", f"fractions must add up to 1 (these add up to {total:g})"))
         for name in self.splits:
-            if not _SPLIT_NAME.match(name):
-                problems.append(("splits", f"split name {name!r} must match {_SPLIT_NAME.pattern}"))
+            if (why := split_name_problem(name)) is not None:
+                problems.append(("splits", why))
         if self.tokenizer is not None and not Path(self.tokenizer).is_dir():
             # checked before any row is rendered: the card, which needs it, is written last
             problems.append(("tokenizer", f"{self.tokenizer}: no such tokenizer folder"))
@@ -953,13 +955,9 @@ def _batch(
         np.array(given.to_pylist(), dtype=object),
     )
     for split in sorted(set(split_of.tolist())):
-        if not _SPLIT_NAME.match(str(split)):
+        if (why := split_name_problem(str(split))) is not None:
             file, name = where(int(np.flatnonzero(split_of == split)[0]))
-            raise DatasetError(
-                f"split {split!r} cannot name a folder (letters, digits, _ and - only)",
-                file=file,
-                where=name,
-            )
+            raise DatasetError(f"the row's {why}", file=file, where=name)
 
     # one render per split, so each shard's string pool holds only its own rows' texts
     before = dict(engine.stats.to_dict())

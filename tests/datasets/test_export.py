@@ -217,3 +217,10 @@ def test_to_hf_names_a_shard_that_changed_since_it_was_written(
     with pytest.raises(DatasetError, match=r"1 file\(s\) of this dataset changed") as caught:
         to_hf(copy, "train", cache_dir=tmp_path / "cache")
     assert str(shard.relative_to(copy)) in caught.value.message
+
+
+def test_to_hf_says_why_a_split_name_cannot_load(dataset: Path) -> None:
+    # datasets' own ValueError escaped (a dataset written when hsa took such names)
+    for name in ("held-out", "all"):
+        with pytest.raises(DatasetError, match="`datasets` cannot load this split"):
+            to_hf(dataset, name)

@@ -704,6 +704,16 @@ def test_full_collections_run_once_a_batch(tmp_path: Path, monkeypatch) -> None:
     assert gc.get_threshold() == before
 
 
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [("held-out", "'-' is not one of them"), ("all", "reads it as every split"), ("", "1-64")],
+)
+def test_a_split_name_datasets_cannot_load_is_refused(name: str, why: str) -> None:
+    # `load_dataset(DIR)` and `to_hf` failed on the dataset such a name wrote
+    with pytest.raises(HsaError, match=why):
+        AugmentConfig(splits={"train": 0.5, name: 0.5})
+
+
 def test_split_fractions_must_add_up_to_one() -> None:
     with pytest.raises(HsaError, match=r"add up to 1 \(these add up to 1\.4\)"):
         AugmentConfig(splits={"train": 0.9, "dev": 0.5})
