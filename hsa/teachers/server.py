@@ -43,6 +43,8 @@ except ImportError:
 # every ASCII digit becomes "0", so that a run of 19 digits is one substring search away
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_NUMBER = b"0" * 19
+#: the most brackets a body may open (so the deepest it may nest) to be read by orjson
+_ORJSON_MAX_OPEN = 10_000
 
 LOOPBACK = "127.0.0.1"
 MAX_BODY = 64 * 1024 * 1024
@@ -78,8 +80,15 @@ def _loads(raw: bytes) -> Any:
     Whatever orjson refuses (NaN, lone surrogates) goes to ``json``, which accepts it or raises
     its own ``ValueError``, and so does a body with a run of 19 digits or more (orjson reads
     integers past 64 bits as floats), so the result is always ``json.loads``'s. (That check
-    is a translation and a substring search: a regular expression took longer than orjson.)"""
-    if _orjson is not None and _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
+    is a translation and a substring search: a regular expression took longer than orjson.)
+    So does a body that could nest deeper than ``_ORJSON_MAX_OPEN``: older orjson releases
+    overflow the C stack on deep nesting and take the process down; ``json`` raises
+    ``RecursionError``."""
+    if (
+        _orjson is not None
+        and raw.count(b"[") + raw.count(b"{") <= _ORJSON_MAX_OPEN
+        and _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO)
+    ):
         try:
             return _orjson.loads(raw)
         except _orjson.JSONDecodeError:
@@ -249,7 +258,10 @@ class ChatServer:
             status, payload = 401, _error("invalid API key", "unauthorized")
         else:
             status, payload, extra = await self._route(request)
-        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        try:
+            body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate the request sent, echoed: escaped
+            body = json.dumps(payload, separators=(",", ":")).encode("ascii")
         return web.Response(
             body=body, status=status, headers=extra, content_type="application/json"
         )
@@ -277,18 +289,28 @@ class ChatServer:
         return await self._chat(raw)
 
     async def _chat(self, raw: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """The answer to a chat-completions body, sent ``latency_ms`` after it arrived."""
         arrived = time.monotonic()
         self.stats.requests += 1
+        answer = self._answer(raw)
+        latency = self.faults.latency_ms
+        if latency:
+            await asyncio.sleep(max(0.0, arrived + latency / 1000.0 - time.monotonic()))
+        return answer
+
+    def _answer(self, raw: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
         try:
             body = _loads(raw)
-            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-                raise ValueError("the body must be a JSON object with a messages list")
-        except ValueError as exc:
-            return self._done(None, 400, _error(f"bad request body: {exc}", "invalid_request"))
+        except (ValueError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            return self._done(None, 400, _error(f"bad request body: {reason}", "invalid_request"))
+        wrong = _shape_problem(body)
+        if wrong is not None:
+            return self._done(None, 400, _error(f"bad request body: {wrong}", "invalid_request"))
         # Faults are drawn from a hash of the body as sent (the same request always arrives as
         # the same bytes); the request-cache key, dearer to compute, only goes to the log.
         digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
-        key = request_key(body) if self._log is not None else digest
+        key = _logged_key(body) if self._log is not None else digest
         faults = self.faults
         self._seen[digest] += 1
         draw = _fraction(faults.seed, digest, self._seen[digest])
@@ -297,15 +319,13 @@ class ChatServer:
             reason = "rate limited (injected)" if status == 429 else "server error (injected)"
             headers = {"retry-after": "0"} if status == 429 else {}
             return self._done(key, status, _error(reason, "injected_fault"), headers)
-        refused: str | None = None
         try:
             message, usage = self.responder(body)
         except HsaError as exc:
-            message, usage, refused = {}, {}, str(exc)
-        if faults.latency_ms:
-            await asyncio.sleep(max(0.0, arrived + faults.latency_ms / 1000.0 - time.monotonic()))
-        if refused is not None:
-            return self._done(key, 400, _error(refused, "invalid_request"))
+            return self._done(key, 400, _error(str(exc), "invalid_request"))
+        except Exception as exc:  # the responder's own failure: said in JSON, and counted
+            reason = f"the responder failed: {type(exc).__name__}: {exc}"
+            return self._done(key, 500, _error(reason, "server_error"))
         malformed = False
         rate = faults.malformed_rate
         if rate and _fraction(faults.seed, "malformed", digest) < rate:
@@ -341,6 +361,39 @@ class ChatServer:
             self._log.write(json.dumps(entry) + "\n")
             self._log.flush()
         return status, payload, headers or {}
+
+
+def _shape_problem(body: Any) -> str | None:
+    """Why ``body`` is not a chat-completions request this server answers, or None: the
+    fields a responder reads must have their types, and what it cannot do (stream, several
+    choices) is refused rather than answered as something else."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return "the body must be a JSON object with a messages list"
+    for index, message in enumerate(body["messages"]):
+        if not isinstance(message, dict):
+            return f"messages[{index}] must be an object"
+    for name, kind, label in (
+        ("metadata", dict, "an object"),
+        ("tools", list, "a list"),
+        ("model", str, "a string"),
+    ):
+        if body.get(name) is not None and not isinstance(body[name], kind):
+            return f"{name} must be {label}"
+    if body.get("stream"):
+        return "stream: this server does not stream; send the request without it"
+    n = body.get("n")
+    if n is not None and n != 1:
+        return f"n: this server answers with one choice, got n={n!r}"
+    return None
+
+
+def _logged_key(body: Mapping[str, Any]) -> str | None:
+    """``request_key(body)`` for the log, or None for sampling settings it cannot read (the
+    answer does not depend on them, so the log must not turn them into an error)."""
+    try:
+        return request_key(body)
+    except (HsaError, TypeError, ValueError):
+        return None
 
 
 def _authorized(request: web.BaseRequest, key: str) -> bool:

@@ -95,6 +95,14 @@ def test_a_malformed_http_request_gets_400_and_no_traceback(serve, caplog, reque
         (b'{"messages": "hi"}', "the body must be a JSON object with a messages list"),
         (b"\xff\xfe{}", "bad request body"),
         (b"", "Expecting value"),
+        # these reached the responder and came back as 500s in plain text, with a traceback
+        (b'{"messages": ["a", "b"]}', "messages[0] must be an object"),
+        (b'{"messages": [], "metadata": "abc"}', "metadata must be an object"),
+        (b'{"messages": [], "model": 3}', "model must be a string"),
+        (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),  # orjson 3.8 crashed on it
+        # what it cannot do is refused, not answered as something else
+        (b'{"messages": [], "stream": true}', "this server does not stream"),
+        (b'{"messages": [], "n": 3}', "one choice, got n=3"),
     ],
 )
 def test_a_malformed_request_body_gets_a_json_400_and_no_traceback(serve, caplog, body, reason):
@@ -107,6 +115,35 @@ def test_a_malformed_request_body_gets_a_json_400_and_no_traceback(serve, caplog
     assert error["error"]["message"].startswith("bad request body: ") and reason in str(error)
     assert served.server.stats.statuses == {400: 1}
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_responder_that_fails_gets_a_json_500_counted(serve, caplog):
+    def broken(body):
+        return body["messages"][0]["nothing"], {}
+
+    served = serve(answer=broken)
+    status, error = call_http(served.port, "POST", "/v1/chat/completions", body=chat_body())
+    assert status == 500 and error["error"]["type"] == "server_error"
+    assert "the responder failed: KeyError" in error["error"]["message"]
+    assert served.server.stats.statuses == {500: 1}
+
+
+def test_a_model_name_with_a_lone_surrogate_is_echoed_escaped(serve):
+    port = serve(answer=answer).port
+    body = chat_body().replace('"model": "m"', '"model": "\\ud800"')
+    status, completion = call_http(port, "POST", "/v1/chat/completions", body=body)
+    assert status == 200 and completion["model"] == "\ud800"
+
+
+def test_the_log_does_not_change_an_answer(serve, tmp_path):
+    # request_key validates sampling the answer does not read: with --log, 500s
+    log = tmp_path / "requests.jsonl"
+    port = serve(answer=answer, log=log).port
+    for extra in ({"max_tokens": -5}, {"temperature": "hot"}):
+        body = chat_body(**extra)
+        assert call_http(port, "POST", "/v1/chat/completions", body=body)[0] == 200
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["key"], e["status"]) for e in entries] == [(None, 200), (None, 200)]
 
 
 def test_a_body_over_the_limit_gets_413(serve, monkeypatch):
@@ -214,6 +251,12 @@ def test_latency_delays_every_answer(serve):
     started = time.monotonic()
     assert call_http(port, "GET", "/v1/models")[0] == 200  # only answers wait
     assert time.monotonic() - started < 0.15
+    # refusals and injected faults are answers too
+    failing = serve(answer=answer, faults=Faults(latency_ms=150, fail_rate=1.0)).port
+    for where, body in ((port, b"{not json"), (failing, chat_body().encode())):
+        started = time.monotonic()
+        assert call_http(where, "POST", "/v1/chat/completions", body=body)[0] in (400, 429, 500)
+        assert time.monotonic() - started >= 0.15
 
 
 def test_latency_counts_the_servers_own_work_on_the_answer(serve):
