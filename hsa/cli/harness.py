@@ -43,7 +43,9 @@ def validate(path: Path) -> None:
     `file: json-path: reason`, in file order; a file that cannot be read does not hide the
     problems of the others.
     """
+    from hsa.errors import first_few
     from hsa.harness import problems
+    from hsa.harness.io import MANIFEST, unlisted_skills
 
     targets = _harness_dirs(path)
     if not targets:
@@ -53,6 +55,14 @@ def validate(path: Path) -> None:
         found.extend(problems(target))
     if found:
         raise HarnessValidationError(found)
+    for target in targets:
+        if target.is_dir() and (left := unlisted_skills(target)):
+            console().print(
+                f"note: {target}: {first_few(left)} not in {MANIFEST}'s skills list, so not "
+                "part of the harness (the list has the last word): add it there, or drop the "
+                "list to load every skill folder",
+                markup=False,
+            )
     noun = "harness" if len(targets) == 1 else "harnesses"
     console().print(f"ok: {len(targets)} {noun} valid ({path})")
 

@@ -381,6 +381,28 @@ def problems(path: str | Path) -> list[HsaError]:
     return _read(path)[1]
 
 
+def unlisted_skills(path: str | Path) -> list[str]:
+    """The skill folders of the harness directory ``path`` (``skills/<id>/SKILL.md``) that its
+    manifest's ``skills`` list leaves out: not part of the harness (the list has the last
+    word), which a user who added one may not know. Empty when the manifest lists none (every
+    folder is then loaded) or cannot be read."""
+    root = Path(path)
+    if root.name == MANIFEST:
+        root = root.parent
+    try:
+        found = loads_yaml((root / MANIFEST).read_text("utf-8"), error=HarnessError)
+    except (OSError, ValueError, HsaError):
+        return []
+    listed = found.get("skills") if isinstance(found, Mapping) else None
+    if not isinstance(listed, list) or not (root / SKILLS_DIR).is_dir():
+        return []
+    return sorted(
+        f"{SKILLS_DIR}/{p.name}"
+        for p in (root / SKILLS_DIR).iterdir()
+        if (p / "SKILL.md").is_file() and p.name not in listed
+    )
+
+
 def load(path: str | Path) -> Harness:
     """Load and validate a harness; raise ``HarnessValidationError`` listing every problem."""
     doc, found = _read(path)

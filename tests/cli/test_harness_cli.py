@@ -70,6 +70,17 @@ def test_validate_ok_and_show(tmp_path):
         assert fragment in shown.stdout
 
 
+def test_validate_names_a_skill_folder_the_manifest_leaves_out(tmp_path, capsys):
+    # the manifest's list has the last word: a skill folder added beside it was passed over
+    save_harness(shop(), tmp_path / "shop")
+    draft = tmp_path / "shop" / "skills" / "draft"
+    draft.mkdir()
+    (draft / "SKILL.md").write_text("---\nname: draft\ndescription: A draft.\n---\n")
+    done = cli(capsys, "harness", "validate", str(tmp_path / "shop"))
+    assert done.returncode == 0 and "ok: 1 harness valid" in done.stdout
+    assert "skills/draft not in harness.yaml's skills list" in done.stdout
+
+
 def test_validate_lists_every_problem_and_exits_1(tmp_path, capsys):
     root = tmp_path / "h"
     root.mkdir()
