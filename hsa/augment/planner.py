@@ -954,7 +954,9 @@ def pick(
     result.
     """
     seed = recipe.seed if seed is None else seed
-    canonical = [v for v in variants if v.is_canonical][:1]
+    # the canonical variant itself: a planned draw whose rules all changed nothing has no
+    # rules either, and is one of the others (passed over, as the augment job passes it over)
+    canonical = [v for v in variants if v.is_canonical and v == canonical_variant(v.harness)][:1]
     if harness is None:
         if not canonical:
             raise RuleError(
@@ -962,7 +964,7 @@ def pick(
                 "they hold no canonical variant, to leave out rewrites that change nothing"
             )
         harness = canonical[0].harness
-    others = [v for v in variants if not v.is_canonical]
+    others = [v for v in variants if not (canonical and v is canonical[0])]
     sight = Sight.of(events)
     unchanged = shown_key(harness, RewriteMapping(), sight, source=harness)
     contents: dict[bytes, int] = {}

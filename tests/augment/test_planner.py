@@ -284,6 +284,24 @@ def test_pick_draws_only_from_rewrites_that_change_something_once(harness):
         pick(pool, "t1", recipe)
 
 
+def test_pick_passes_over_a_planned_draw_whose_rules_all_changed_nothing(harness):
+    # such a draw has no rules, as the canonical variant has none: pick took it for the
+    # canonical one and gave it first, where the augment job passes over it
+    bare = harness.replace(hooks=())
+    recipe = Recipe(
+        (RecipeRule("hooks.wording", 0.9), RecipeRule("tools.rename", 0.5)),
+        include_canonical=False,
+        max_rules=1,
+        variants_per_harness=8,
+    )
+    recipe = dataclasses.replace(recipe, variants_per_trajectory=1)
+    planned = plan(bare, recipe)
+    assert any(not v.rules for v in planned)  # a hooks.wording draw: nothing to reword
+    for i in range(20):
+        chosen = pick(planned, f"t{i}", recipe, harness=bare)
+        assert len(chosen) == 1 and chosen[0].rules, chosen
+
+
 def _but(harness, **changes):
     """``harness`` with its first skill's body and first hook's message reworded."""
     skill, hook = harness.skills[0], harness.hooks[0]
