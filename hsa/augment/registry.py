@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import threading
 from collections.abc import Callable, Iterable
 from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass
@@ -53,8 +54,12 @@ class BrokenPlugin:
 
 
 _RULES: dict[str, Rule] = {}
-_BUILTINS_LOADED = False
+_BUILTINS_LOADED = False  # set when loading starts (so a decorator's register returns)
+_BUILTINS_READY = False  # set when they are loaded: the path without the lock after that
 _PLUGINS_LOADED = False
+#: one thread loads the rules; another that asks meanwhile waits for it rather than finding
+#: the registry empty (re-entrant: a loading module's decorators call ``register``)
+_LOADING_LOCK = threading.RLock()
 _BROKEN: dict[str, BrokenPlugin] = {}
 _LOADING: list[str] = []  # rules registered while an entry point loads, to withdraw on failure
 _PLUGIN_OF: dict[str, str] = {}  # the entry point that registered each plugin rule, by rule
@@ -133,20 +138,29 @@ def rule(
 
 
 def _load_builtins() -> None:
-    global _BUILTINS_LOADED
-    if _BUILTINS_LOADED:
+    global _BUILTINS_LOADED, _BUILTINS_READY
+    if _BUILTINS_READY:
         return
-    _BUILTINS_LOADED = True  # (first: their decorators call ``register``, which calls this)
-    try:
-        package = importlib.import_module(BUILTIN_MODULE)
-        for name in package.__all__:
-            _register_module(getattr(package, name))
-    except BaseException:
-        _BUILTINS_LOADED = False  # never left half loaded and taken as done
-        raise
+    with _LOADING_LOCK:
+        if _BUILTINS_LOADED:  # loaded, or being loaded by this thread
+            return
+        _BUILTINS_LOADED = True  # (first: their decorators call ``register``, which calls this)
+        try:
+            package = importlib.import_module(BUILTIN_MODULE)
+            for name in package.__all__:
+                _register_module(getattr(package, name))
+        except BaseException:
+            _BUILTINS_LOADED = False  # never left half loaded and taken as done
+            raise
+        _BUILTINS_READY = True
 
 
 def _load_plugins() -> None:
+    with _LOADING_LOCK:  # (not a hot path: a rule not built in, every rule, broken plugins)
+        _load_plugins_locked()
+
+
+def _load_plugins_locked() -> None:
     global _PLUGINS_LOADED
     _load_builtins()
     if _PLUGINS_LOADED:

@@ -205,3 +205,36 @@ def test_rule_applied_twice_is_refused():
     once = registry.Rule("tests.once", "1", noop, doc="Change nothing.")
     with pytest.raises(RuleError, match=r"@rule applied to the rule 'tests\.once'"):
         rule("tests.twice")(once)
+
+
+def test_threads_that_first_ask_together_all_find_the_built_in_rules(plugins, monkeypatch):
+    # the first thread marked the built-ins loaded before loading them: the others found an
+    # empty registry and were told 'skill_ids.rename' does not exist
+    import threading
+    import time
+
+    plugins()
+    monkeypatch.setattr(registry, "_RULES", {})
+    monkeypatch.setattr(registry, "_BUILTINS_LOADED", False)
+    monkeypatch.setattr(registry, "_BUILTINS_READY", False)
+    slow = registry._register_module
+
+    def register_slowly(module):
+        time.sleep(0.01)  # widen the window
+        slow(module)
+
+    monkeypatch.setattr(registry, "_register_module", register_slowly)
+    found: list[object] = []
+
+    def ask() -> None:
+        try:
+            found.append(get_rule("skill_ids.rename").name)
+        except RuleError as exc:
+            found.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert found == ["skill_ids.rename"] * 8
