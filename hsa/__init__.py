@@ -103,6 +103,19 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers; tests keep the 
     from hsa.pipelines.teach import teach
     from hsa.teachers import TeachConfig
 
+    # the areas, as attributes of hsa (``hsa.envs.get_env``): ``from . import`` re-exports
+    from . import (  # noqa: F401
+        augment,
+        datasets,
+        envs,
+        eval,
+        experiment,
+        harness,
+        pipelines,
+        teachers,
+        train,
+    )
+
 __all__ = [
     "AugmentConfig",
     "ConfigError",

@@ -110,7 +110,7 @@ def iter_trl(path: str | Path, split: str | None = None) -> Iterator[dict[str, A
         yield trl_row(row)
 
 
-def hf_features():
+def hf_features() -> datasets.Features:
     """The ``datasets.Features`` of a dataset's rows, as its card declares them to
     ``datasets.load_dataset(DIR)``: ``JSON_FIELDS`` (``tools``, tool-call ``arguments``) are
     ``Json()``, decoded into a list of tool dicts and dicts of each call's own keys."""
