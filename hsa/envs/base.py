@@ -49,16 +49,26 @@ class Task:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Task:
-        return cls(
-            id=data["id"],
-            env=data["env"],
-            turns=tuple(data.get("turns") or ()),
-            ground_truth=dict(data.get("ground_truth") or {}),
-            kind=data.get("kind", "default"),
-            split=data.get("split", "train"),
-            harness_id=data.get("harness_id"),
-            metadata=dict(data.get("metadata") or {}),
-        )
+        """The task ``to_dict`` wrote; an ``EnvError`` saying what is missing or wrong."""
+        if not isinstance(data, Mapping):
+            raise EnvError(f"a task is an object (Task.to_dict()), not a {type(data).__name__}")
+        missing = [k for k in ("id", "env") if not isinstance(data.get(k), str) or not data[k]]
+        if missing:
+            keys = " and ".join(repr(k) for k in missing)
+            raise EnvError(f"a task needs {keys}, a non-empty string")
+        try:
+            return cls(
+                id=data["id"],
+                env=data["env"],
+                turns=tuple(data.get("turns") or ()),
+                ground_truth=dict(data.get("ground_truth") or {}),
+                kind=data.get("kind", "default"),
+                split=data.get("split", "train"),
+                harness_id=data.get("harness_id"),
+                metadata=dict(data.get("metadata") or {}),
+            )
+        except (TypeError, ValueError) as exc:  # turns, ground_truth, metadata of other kinds
+            raise EnvError(f"not a task: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,12 +81,13 @@ def read_tasks(path: str | Path) -> list[Task]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            tasks.append(Task.from_dict(row))
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            tasks.append(Task.from_dict(json.loads(line)))
+        except json.JSONDecodeError as exc:
             raise EnvError(
-                f"not a task row ({type(exc).__name__}: {exc}); rows are Task.to_dict() objects",
+                f"not a task row (invalid JSON: {exc.msg}); rows are Task.to_dict() objects",
                 file=str(path),
                 where=f"line {lineno}",
             ) from None
+        except EnvError as exc:
+            raise EnvError(exc.message, file=str(path), where=f"line {lineno}") from None
     return tasks

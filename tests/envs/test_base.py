@@ -4,6 +4,7 @@ and ``solve``, ``hsa env check`` and the oracle teacher all go through it."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -86,3 +87,19 @@ def test_an_environment_without_an_oracle_says_so_everywhere():
         check(env)
     with pytest.raises(TeacherError, match=r"has no oracle .*; use --backend openai or vllm"):
         make_backend(TeachConfig(backend="oracle"), env, {})
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({}, "a task needs 'id' and 'env', a non-empty string"),
+        ({"id": "x"}, "a task needs 'env'"),
+        ({"id": 3, "env": "e"}, "a task needs 'id'"),
+        ({"id": "x", "env": "e", "ground_truth": [1]}, "not a task: "),
+        (["x"], "a task is an object"),
+    ],
+)
+def test_a_dict_that_is_not_a_task_is_an_env_error(data, said):
+    # a raw KeyError escaped the public API
+    with pytest.raises(EnvError, match=re.escape(said)):
+        Task.from_dict(data)
