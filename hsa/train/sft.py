@@ -50,9 +50,24 @@ class TrainReport:
 
 
 def last_checkpoint(out: Path) -> str | None:
-    """The newest ``checkpoint-N`` folder TRL wrote in ``out``, or None."""
-    found = [p for p in out.glob("checkpoint-*") if p.is_dir() and p.name[11:].isdigit()]
+    """The newest whole ``checkpoint-N`` folder TRL wrote in ``out``, or None. A folder
+    without a readable ``trainer_state.json`` (the file the trainer writes last) was cut short
+    by a stop while it was written, and is passed over: the trainer writes it again when its
+    step comes round."""
+    found = [p for p in _checkpoints(out) if _whole(p)]
     return str(max(found, key=lambda p: int(p.name[11:]))) if found else None
+
+
+def _checkpoints(out: Path) -> list[Path]:
+    return [p for p in out.glob("checkpoint-*") if p.is_dir() and p.name[11:].isdigit()]
+
+
+def _whole(checkpoint: Path) -> bool:
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 #: the trainer settings that decide which rows a step trains on and how many: a resumed run
@@ -107,7 +122,7 @@ def resume_point(
         raise TrainError("is a file; --out names the folder the model is written to", file=str(out))
     found = last_checkpoint(out)
     finished = (out / RESOLVED).is_file()
-    ours = found is not None or finished or (out / RUN_RECORD).is_file()
+    ours = bool(_checkpoints(out)) or finished or (out / RUN_RECORD).is_file()
     if not ours and out.is_dir() and any(out.iterdir()):
         raise TrainError(
             "holds files that are not an hsa training run (a run would write over them); "
@@ -131,7 +146,10 @@ def resume_point(
             write_atomic(out / RUN_RECORD, text.encode("utf-8"))
         return None
     if found is None:
-        raise TrainError("no checkpoint here to resume from", file=str(out))
+        cut = sorted(p.name for p in _checkpoints(out))
+        why = f" ({', '.join(cut)} cut short: stopped while it was written)" if cut else ""
+        again = "; run without --resume to start again" if cut else ""
+        raise TrainError(f"no checkpoint here to resume from{why}{again}", file=str(out))
     if identity is not None:
         _check_same_run(out, identity)
     if reached(found, max_steps) and (finished or not can_finish):

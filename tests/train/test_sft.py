@@ -392,3 +392,24 @@ def test_a_model_whose_weights_are_cut_short_is_one_line(dataset, model, tmp_pat
         train_sft(config(dataset, cut, max_steps=1), tmp_path / "out")
     assert refused.value.file == str(cut)
     assert refused.value.message.startswith("cannot load the model: ")
+
+
+def test_a_checkpoint_cut_short_by_a_stop_is_passed_over(tmp_path):
+    # a stop while TRL wrote checkpoint-2 left its weights without trainer_state.json: resume
+    # crashed on it, and a fresh start was refused for the checkpoints of an unfinished run
+    from hsa.train.sft import resume_point
+
+    whole, cut = tmp_path / "checkpoint-1", tmp_path / "checkpoint-2"
+    for folder in (whole, cut):
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"weights")
+    (whole / "trainer_state.json").write_text(json.dumps({"global_step": 1}))
+    assert resume_point(tmp_path, True, 6) == str(whole)
+    (cut / "trainer_state.json").write_text('{"global_st')  # cut short while written
+    assert resume_point(tmp_path, True, 6) == str(whole)
+    for name in ("trainer_state.json", "model.safetensors"):
+        (whole / name).unlink()
+    whole.rmdir()
+    with pytest.raises(TrainError, match=r"\(checkpoint-2 cut short.*run without --resume"):
+        resume_point(tmp_path, True, 6)
+    assert resume_point(tmp_path, False, 6) is None  # started again: it is written over
