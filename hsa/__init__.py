@@ -34,6 +34,7 @@ from __future__ import annotations
 from importlib import import_module as _import_module
 from typing import TYPE_CHECKING, Any
 
+from hsa._version import __version__
 from hsa.errors import (
     ConfigError,
     DatasetError,
@@ -51,8 +52,6 @@ from hsa.errors import (
     TemplateError,
     TrainError,
 )
-
-__version__ = "0.1.0"
 
 # name -> (package, name there); a name is imported on first use (module __getattr__).
 _LAZY: dict[str, tuple[str, str]] = {

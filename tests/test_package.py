@@ -133,7 +133,7 @@ def test_an_area_package_is_an_attribute_after_a_plain_import():
     loaded = _loaded("import hsa; hsa.datasets.iter_trl; hsa.eval", ("hsa",))
     assert "hsa.datasets" in loaded and "hsa.eval" in loaded
     assert "hsa.train" not in loaded  # each only when used
-    assert _loaded("import hsa", ("hsa",)) == ["hsa", "hsa.errors"]
+    assert _loaded("import hsa", ("hsa",)) == ["hsa", "hsa._version", "hsa.errors"]
 
 
 def test_an_unknown_name_is_an_attribute_error():

@@ -9,7 +9,7 @@ from typing import NoReturn
 
 import click
 
-from hsa import __version__
+from hsa._version import __version__
 from hsa.errors import HsaError, Terminated, clear_stop, request_stop, stop_requested
 
 

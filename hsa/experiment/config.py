@@ -46,6 +46,7 @@ from typing import Any
 from hsa.augment.recipe import Recipe
 from hsa.config import bounded, from_mapping, read_yaml, refuse, setting, settings_hash
 from hsa.errors import ExperimentError, HsaError
+from hsa.harness.model import call_format_problem
 from hsa.train.config import VIEWS
 
 #: the arms, in the order they are reported
@@ -119,6 +120,8 @@ class GpuSettings:
             problems.append(("model", "--scale gpu needs a local base model folder"))
         if self.view not in VIEWS:
             problems.append(("view", f"unknown view {self.view!r}: {', '.join(VIEWS)}"))
+        if (why := call_format_problem(self.call_format)) is not None:
+            problems.append(("call_format", why))
         refuse(problems, ExperimentError)
 
 

@@ -31,6 +31,14 @@ SECTION_KINDS = ("persona", "policy", "skills", "tools", "output_format", "custo
 CALL_FORMATS = ("hermes", "json", "python", "xml_verbose", "xml_concise")
 DOC_FORMATS = ("json", "xml", "python", "markdown", "lines")
 
+
+def call_format_problem(name: object) -> str | None:
+    """Why ``name`` is not a call format a model's replies are read in, or None."""
+    if name in CALL_FORMATS:
+        return None
+    return f"unknown call format {name!r}: {', '.join(CALL_FORMATS)}"
+
+
 HookEvent = Literal["session_start", "user_prompt_submit", "pre_tool_use", "post_tool_use", "stop"]
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from hsa import __version__
+from hsa._version import __version__
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
 from hsa.config import (
     bounded,

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 from hsa.config import bounded, from_mapping, refuse, setting, settings_hash, typed
 from hsa.envs.base import SPLITS
 from hsa.errors import HsaError, TeacherError
+from hsa.harness.model import call_format_problem
 
 if TYPE_CHECKING:
     from hsa.augment.recipe import Recipe
@@ -230,6 +231,8 @@ class TeachConfig:
         url = self.base_url if self.backend == "openai" else None
         problems += endpoint_problems(url, self.api_key_header, self.api_key)
         problems += template_kwargs_problems(self.chat_template_kwargs)
+        if (why := call_format_problem(self.call_format)) is not None:
+            problems.append(("call_format", why))
         refuse(problems, TeacherError)
 
     @property

@@ -32,6 +32,7 @@ from hsa.config import bounded, refuse, same_as, setting
 from hsa.envs.base import Environment, Task
 from hsa.errors import HsaError, TrainError
 from hsa.harness.files import write_atomic
+from hsa.harness.model import call_format_problem
 from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.backends.output import parse_output
@@ -67,6 +68,8 @@ class RlSettings:
     def __post_init__(self) -> None:
         problems = bounded(self, "variants_per_task", low=0)
         problems += bounded(self, "tasks", "max_steps_per_turn", low=1)
+        if (why := call_format_problem(self.call_format)) is not None:
+            problems.append(("call_format", why))
         refuse(problems, TrainError)
 
 

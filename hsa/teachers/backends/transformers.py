@@ -27,7 +27,7 @@ from typing import Any
 
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError, first_line
-from hsa.harness.protocols import CALL_FORMATS
+from hsa.harness.model import call_format_problem
 from hsa.teachers.backends.base import BatchingBackend, Waiting
 from hsa.teachers.backends.output import parse_output
 from hsa.teachers.config import TeachConfig
@@ -67,8 +67,8 @@ class TransformersConfig:
         problems = [] if self.model else [("model", "the transformers backend needs a model")]
         problems += bounded(self, "batch_size", "max_new_tokens", low=1)
         problems += bounded(self, "batch_wait_s", low=0)
-        if self.call_format not in CALL_FORMATS:
-            problems.append(("call_format", f"unknown call format {self.call_format!r}"))
+        if (why := call_format_problem(self.call_format)) is not None:
+            problems.append(("call_format", why))
         if not _DEVICE.fullmatch(self.device):
             problems.append(("device", f"unknown device {self.device!r}: auto, cpu, cuda, cuda:N"))
         if self.dtype not in DTYPES:

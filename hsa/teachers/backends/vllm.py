@@ -20,7 +20,7 @@ from typing import Any
 
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
-from hsa.harness.protocols import CALL_FORMATS
+from hsa.harness.model import call_format_problem
 from hsa.teachers.backends.base import BatchingBackend, Waiting, teacher_error
 from hsa.teachers.backends.output import parse_output
 from hsa.teachers.config import TeachConfig
@@ -49,8 +49,8 @@ class VLLMConfig:
 
     def __post_init__(self) -> None:
         problems = bounded(self, "batch_size", low=1) + bounded(self, "batch_wait_s", low=0)
-        if self.call_format not in CALL_FORMATS:
-            problems.append(("call_format", f"unknown call format {self.call_format!r}"))
+        if (why := call_format_problem(self.call_format)) is not None:
+            problems.append(("call_format", why))
         refuse(problems, TeacherError)
 
 
