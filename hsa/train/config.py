@@ -244,4 +244,15 @@ def prepare(
     settings = from_mapping(settings_class, section, error=TrainError, file=file, root="$.hsa")
     if getattr(settings, "model", None) is None:
         raise TrainError("no model to train: set hsa.model (or --model) to a model folder")
-    return settings, trl_args(trl_config, trl, out, file=file), file
+    args = trl_args(trl_config, trl, out, file=file)
+    if getattr(args, "use_vllm", False):
+        from trl.import_utils import is_vllm_available
+
+        if not is_vllm_available():  # TRL says so only after the models are loaded
+            raise TrainError(
+                "use_vllm needs vLLM, which is not installed here: pip install 'hsa[vllm]' "
+                "(on a machine with a CUDA GPU), or leave use_vllm out",
+                file=file,
+                where="$.use_vllm",
+            )
+    return settings, args, file

@@ -29,7 +29,7 @@ from typing import Any
 from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
 from hsa.config import bounded, refuse, same_as, setting
-from hsa.envs.base import Environment, Task
+from hsa.envs.base import SPLITS, Environment, Task
 from hsa.errors import HsaError, TrainError
 from hsa.harness.files import write_atomic
 from hsa.harness.model import call_format_problem
@@ -68,6 +68,8 @@ class RlSettings:
     def __post_init__(self) -> None:
         problems = bounded(self, "variants_per_task", low=0)
         problems += bounded(self, "tasks", "max_steps_per_turn", low=1)
+        if self.split not in SPLITS:
+            problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
         if (why := call_format_problem(self.call_format)) is not None:
             problems.append(("call_format", why))
         refuse(problems, TrainError)
@@ -323,11 +325,17 @@ class PolicyBackend(Backend):
         return ids, logprobs
 
 
+#: how an episode ends when its replies were not (all) read: no format reward then
+_UNREAD = ("format", "backend", "error")
+
+
 def rewards_of(result: Rollout) -> tuple[float, float]:
-    """``(environment, format)`` rewards of a finished episode."""
+    """``(environment, format)`` rewards of a finished episode: the format reward is 1 only
+    when every reply was read and fit the variant's schemas (an episode the backend or an
+    error cut off read nothing for certain, and earns none)."""
     score = result.verification.score or 0.0
     checks = result.verification.checks
-    well_formed = result.ended != "format" and checks.get("format", False) and checks.get("schema")
+    well_formed = result.ended not in _UNREAD and checks.get("format") and checks.get("schema")
     return float(score), 1.0 if well_formed else 0.0
 
 
@@ -498,6 +506,18 @@ def train_rl(
             file=file,
             where="$.use_vllm",
         )
+    weights = args.reward_weights
+    if weights is not None and len(weights) != 2:
+        raise TrainError(
+            f"must hold two weights (the environment's reward, then the format reward), not "
+            f"{len(weights)}",
+            file=file,
+            where="$.reward_weights",
+        )
+    try:
+        recipe_from(settings.recipe)  # read now: its errors named at the config's key
+    except HsaError as exc:
+        raise TrainError(str(exc), file=file, where="$.hsa.recipe") from None
     checkpoint = resume_point(out, resume, args.max_steps, identity=run_identity(settings, args))
     if env is None:
         env = environment_of(settings, file)

@@ -56,6 +56,20 @@ def test_the_variants_names_are_rewarded_over_the_canonical_ones(env, renamed):
     assert rewards_of(right) == (1.0, 1.0)
     environment, form = rewards_of(wrong)
     assert environment < 1.0 and form == 0.0
+    # an episode the backend cut off read no reply: no format reward (it was 1)
+    import dataclasses
+
+    for ended in ("backend", "error"):
+        assert rewards_of(dataclasses.replace(right, ended=ended))[1] == 0.0
+
+
+def test_an_unknown_call_format_is_refused_at_its_key():
+    # it trained to the end on episodes the backend ended at their first reply
+    from hsa.errors import TrainError
+    from hsa.train.rl import RlSettings
+
+    with pytest.raises(TrainError, match=r"call_format: unknown call format 'nope': hermes"):
+        RlSettings(call_format="nope")
 
 
 class Scripted:
@@ -238,6 +252,31 @@ def test_an_environment_that_cannot_be_built_names_the_config_key(tmp_path, hsa,
         train_rl(file, tmp_path / "out")
     assert refused.value.file == str(file) and refused.value.where == where
     assert said in refused.value.message and "--env-path" not in refused.value.message
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "hsa, trl_keys, where, said",
+    [
+        ({"split": "nope"}, {}, "$.hsa.split", "unknown split 'nope': train, dev, test"),
+        ({"recipe": "nope.yaml"}, {}, "$.hsa.recipe", "nope.yaml: cannot read"),
+        ({"call_format": "nope"}, {}, "$.hsa.call_format", "unknown call format 'nope'"),
+        ({}, {"reward_weights": [1.0]}, "$.reward_weights", "must hold two weights"),
+        ({}, {"use_vllm": True}, "$.use_vllm", "use_vllm needs vLLM, which is not installed"),
+    ],
+)
+def test_a_setting_it_cannot_run_is_refused_at_its_key_before_a_model_loads(
+    tmp_path, monkeypatch, hsa, trl_keys, where, said
+):
+    # each was a traceback after the model loaded (TRL's), or an error naming no key
+    import trl.import_utils as trl_imports
+
+    monkeypatch.setattr(trl_imports, "is_vllm_available", lambda *args, **kwargs: False)
+    file = _rl_config(tmp_path, **hsa)
+    with pytest.raises(TrainError) as refused:
+        train_rl(file, tmp_path / "out", trl_overrides=trl_keys)
+    assert refused.value.file == str(file) and refused.value.where == where
+    assert said in refused.value.message
     assert not (tmp_path / "out").exists()
 
 
