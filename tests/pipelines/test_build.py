@@ -49,7 +49,7 @@ SMALL = {
         (
             {"source": {"env": "livestream"}, "splits": {"tr ain": 1}},
             r"\$\.splits",
-            "does not match",
+            "'tr ain' is not a split name: 1-64 letters, digits and _",
         ),
         (
             {"source": {"env": "livestream"}, "augment": {"batch_size": 0}},
