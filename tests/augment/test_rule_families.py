@@ -573,3 +573,20 @@ def test_wrapping_leaves_alone_a_tool_whose_required_names_another_keyword_decla
             harness, [(get_rule("tools.wrap_args"), {"fraction": 1.0})], seed=seed
         )
         assert rewrite.harness.tools[0].parameters == tool.parameters
+
+
+def test_an_output_format_section_of_its_own_is_never_titled_as_calling_convention():
+    # "Reply in one short paragraph" under "## How to call tools": the title contradicted
+    # the body; only a section filled with the call instructions may take such a title
+    calls = {"How to call tools", "Calling convention", "Tool call format"}
+    harness = make_harness()
+    own = Section("format", "Output format", "Reply in one short paragraph.", "output_format")
+    filled = Section("calls", "Output format", "", "output_format")
+    seen: dict[str, set[str]] = {"own": set(), "filled": set()}
+    for sections, key in (((own,), "own"), ((filled,), "filled")):
+        changed = harness.replace(prompt=dataclasses.replace(harness.prompt, sections=sections))
+        for seed in range(40):
+            rewrite = _apply("prompt.section_titles", changed, seed)
+            seen[key].add(rewrite.harness.prompt.sections[0].title)
+    assert not seen["own"] & calls and seen["own"]
+    assert seen["filled"] & calls

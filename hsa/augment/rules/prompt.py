@@ -110,16 +110,23 @@ def placement(harness: Harness, rng: random.Random, params: dict[str, Any], cont
     return Rewrite(harness.replace(prompt=prompt, hooks=hooks))
 
 
-@rule("prompt.section_titles", version="1")
+@rule("prompt.section_titles", version="2")
 def section_titles(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Retitle prompt sections with equivalent titles from a bank ("Tools" -> "Functions")."""
+    """Retitle prompt sections with equivalent titles from a bank ("Tools" -> "Functions").
+
+    An output-format section is titled as a calling convention ("How to call tools") only when
+    it holds the protocol's call instructions (its body left empty, to be filled with them); a
+    body of its own (how to phrase replies) keeps titles about replies."""
     titles = bank("prompt.yaml")["titles"]
     sections = []
     for section in harness.prompt.sections:
         if not section.title:  # an untitled section (a verbatim system message) stays bare
             sections.append(section)
             continue
-        choices = [t for t in titles.get(section.kind, []) if t != section.title]
+        offered = list(titles.get(section.kind, []))
+        if section.kind == "output_format" and not section.body.strip():
+            offered += titles["output_format_calls"]
+        choices = [t for t in offered if t != section.title]
         title = rng.choice(choices) if choices else section.title
         sections.append(dataclasses.replace(section, title=title))
     prompt = dataclasses.replace(harness.prompt, sections=tuple(sections))

@@ -21,6 +21,13 @@ from hsa.harness.model import Harness
 
 # Sections titled like steps of a procedure depend on their order.
 _ORDERED_TITLE = re.compile(r"^\s*(?:step|phase|part|stage)?\s*\d", re.IGNORECASE)
+#: prose that points at a part of the text by where it is
+_POSITIONAL = re.compile(
+    r"\b(?:(?:section|sections|step|steps|heading|part|instructions|guidance)\s+(?:above|below)"
+    r"|(?:see|shown|described|listed|explained|covered|mentioned)\s+(?:above|below)"
+    r"|(?:previous|preceding|next|following|earlier|later)\s+(?:section|step|heading|part)s?)\b",
+    re.IGNORECASE,
+)
 
 
 def _with_contents(harness: Harness, change) -> Harness:
@@ -29,7 +36,7 @@ def _with_contents(harness: Harness, change) -> Harness:
     )
 
 
-@rule("skill_content.reorder_sections", version="2")
+@rule("skill_content.reorder_sections", version="3")
 def reorder_sections(
     harness: Harness, rng: random.Random, params: dict[str, Any], context: Context
 ):
@@ -37,12 +44,14 @@ def reorder_sections(
 
     The text before the first sibling heading stays first, and so does a document's title (a
     level-1 heading on its first line) with what follows it; sections titled like steps
-    ("Step 1", "2. Install") are left in order, as are headings inside code blocks.
+    ("Step 1", "2. Install") are left in order, as are headings inside code blocks. A skill
+    whose text points at other parts by where they are ("the section above", "see below",
+    "the next step") keeps its order: its sections are not independent.
     """
 
     def reorder(content: str) -> str:
         found = markdown.sibling_sections(content)
-        if found is None:
+        if found is None or _POSITIONAL.search(content):
             return content
         before, sections, tail = found
         titles = [s.split("\n", 1)[0].lstrip("#").strip() for s in sections]

@@ -63,7 +63,7 @@ def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
 
 @rule(
     "skill_ids.rename",
-    version="1",
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,

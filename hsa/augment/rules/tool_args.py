@@ -369,7 +369,7 @@ ENUM_STYLES = ["upper", "camel", "pascal", "kebab", "snake", "synonym"]
 
 @rule(
     "tools.enum_values",
-    version="2",
+    version="3",
     params={
         "type": "object",
         "additionalProperties": False,

@@ -115,7 +115,7 @@ def _rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
 
 @rule(
     "tools.rename",
-    version="1",
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -209,7 +209,7 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
 
 @rule(
     "tools.rename_params",
-    version="3",
+    version="4",
     params={
         "type": "object",
         "additionalProperties": False,
