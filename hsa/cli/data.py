@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +11,14 @@ from typing import Any
 
 import click
 
-from hsa.cli.flags import AUGMENT, Setting, api_key_env_option, given, said_as_flags
+from hsa.cli.flags import (
+    AUGMENT,
+    Setting,
+    api_key_env_option,
+    env_api_key,
+    given,
+    said_as_flags,
+)
 from hsa.cli.output import console, progress
 
 MB = 1 << 20
@@ -223,11 +229,12 @@ def build_command(
     if seed is not None:
         augment = dataclasses.replace(augment, seed=seed)
     config = dataclasses.replace(config, augment=augment)
-    key = (os.environ.get(api_key_env) or "").strip() or None
-    if key and config.teach.get("backend") == "openai" and "api_key" not in config.teach:
-        # an openai teacher's key, from the environment as hsa teach reads it (a config file
-        # is no place for a secret)
-        config = dataclasses.replace(config, teach={**config.teach, "api_key": key})
+    if config.teach.get("backend") == "openai":
+        # an openai teacher's key, read as hsa teach reads it (a config file is no place for
+        # a secret, but may hold one)
+        key = env_api_key(api_key_env, config.teach.get("api_key"))
+        if key is not None:
+            config = dataclasses.replace(config, teach={**config.teach, "api_key": key})
     names = {
         "read": "read trajectories (MB)",
         "tasks": "tasks",

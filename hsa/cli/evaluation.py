@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import click
 
 from hsa.cli.collector import TUNE_GC, gc_tuned
-from hsa.cli.flags import EVAL, JsonObject, Setting, api_key_env_option, given, said_as_flags
+from hsa.cli.flags import (
+    EVAL,
+    JsonObject,
+    Setting,
+    api_key_env_option,
+    env_api_key,
+    given,
+    said_as_flags,
+)
 from hsa.cli.output import console, error_console, progress
 
 
@@ -127,7 +134,7 @@ def run_command(
             settings[key] = str(settings[key])
     if settings.get("policy") != "openai":
         settings.pop("base_url", None)  # from the environment, meant for the openai policy
-    settings["api_key"] = (os.environ.get(api_key_env) or "").strip() or None
+    settings["api_key"] = env_api_key(api_key_env)
     with said_as_flags():
         config = EvalConfig.from_dict(settings)
     training = _training_recipe(train_recipe)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -113,5 +114,20 @@ api_key_env_option = click.option(
     "--api-key-env",
     default=DEFAULT_KEY_ENV,
     show_default=True,
-    help="Environment variable holding the API key (never written anywhere).",
+    help="Environment variable holding the API key (never written anywhere); named here, it "
+    "beats a config file's api_key.",
 )
+
+
+def env_api_key(api_key_env: str, file_key: object = None) -> str | None:
+    """The API key a command sends: the config file's ``file_key`` when it gives one, unless
+    ``--api-key-env`` was given on the command line (a flag, then the config) and its variable
+    holds a key; otherwise the key in that variable (``OPENAI_API_KEY`` by default)."""
+    key = (os.environ.get(api_key_env) or "").strip() or None
+    context = click.get_current_context(silent=True)
+    named = context is not None and (
+        context.get_parameter_source("api_key_env") is click.core.ParameterSource.COMMANDLINE
+    )
+    if file_key is not None and not (named and key):
+        return str(file_key)
+    return key

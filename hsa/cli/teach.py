@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from hsa.cli.flags import (
     Setting,
     Span,
     api_key_env_option,
+    env_api_key,
     given,
     said_as_flags,
 )
@@ -141,8 +141,7 @@ def teach_command(
             settings[key] = str(settings[key])
     if settings.get("backend", "oracle") != "openai":
         settings.pop("base_url", None)  # from the environment, meant for the openai backend
-    if settings.get("api_key") is None:  # a config file's key wins, as in hsa build
-        settings["api_key"] = (os.environ.get(api_key_env) or "").strip() or None
+    settings["api_key"] = env_api_key(api_key_env, settings.get("api_key"))
     with said_as_flags():
         config = TeachConfig.from_dict(settings, file=str(config_file) if config_file else None)
     built = None

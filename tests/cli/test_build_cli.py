@@ -295,3 +295,30 @@ def test_a_key_in_the_config_file_is_sent_by_build_and_teach_alike(tmp_path: Pat
         )
         assert sent.returncode == 1 and "the key arrived" in sent.stderr, sent.stderr
         assert "SECRET" not in sent.stderr + sent.stdout
+
+
+def test_an_api_key_env_named_on_the_command_line_beats_the_config_files_key(
+    tmp_path: Path, keyed_teacher
+):
+    # the file's key won over an explicit --api-key-env (a flag, then the config)
+    build = config(tmp_path, teach={**keyed_teacher, "api_key": "STALE"})
+    alone = tmp_path / "teach.yaml"
+    alone.write_text(yaml.safe_dump({**keyed_teacher, "api_key": "STALE", "tasks": 2}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["OPENAI_API_KEY"] = "WRONG"  # the default variable does not beat the file
+    env["MY_KEY"] = "SECRET"
+    for command in (
+        ["build", str(build), "--out", str(tmp_path / "b")],
+        ["teach", "--config", str(alone), "--out", str(tmp_path / "t")],
+    ):
+        for flags, expected in (
+            ([], "refuses the API key"),
+            (["--api-key-env", "MY_KEY"], "the key arrived"),
+        ):
+            sent = subprocess.run(
+                [sys.executable, "-c", CODE, *command, *flags],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
+            assert sent.returncode == 1 and expected in sent.stderr, (command, flags, sent.stderr)
