@@ -82,14 +82,25 @@ def random_token(rng: random.Random, length: int = 6) -> str:
 
 
 def synonym_name(name: str, bank: Mapping[str, Sequence[str]], rng: random.Random) -> str:
-    """``name`` with each word that has synonyms in ``bank`` replaced by one, style kept."""
+    """``name`` with each word that has synonyms in ``bank`` replaced by one, style kept; a
+    synonym holding a word the name has already (``category_type`` -> ``kind_kind``) is passed
+    over while another is left."""
     words = split_words(name)
     if not words:
         return name
-    out = []
-    for word in words:
-        choices = bank.get(word.lower())
-        out.append(rng.choice(list(choices)) if choices else word)
+    out: list[str] = []
+    for index, word in enumerate(words):
+        choices = list(bank.get(word.lower()) or ())
+        if not choices:
+            out.append(word)
+            continue
+        # the words before (as replaced) and after (as they are, or as they may become)
+        taken = {w.lower() for done in out for w in split_words(done)}
+        for later in words[index + 1 :]:
+            taken.add(later.lower())
+            taken.update(w for s in bank.get(later.lower()) or () for w in split_words(s))
+        fresh = [c for c in choices if not taken & {w.lower() for w in split_words(c)}]
+        out.append(rng.choice(fresh or choices))
     # A synonym may be several words ("look_up"): split again before styling.
     flat = [w for word in out for w in split_words(word)]
     return styled(flat, detect_style(name))

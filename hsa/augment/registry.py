@@ -57,9 +57,11 @@ _RULES: dict[str, Rule] = {}
 _BUILTINS_LOADED = False  # set when loading starts (so a decorator's register returns)
 _BUILTINS_READY = False  # set when they are loaded: the path without the lock after that
 _PLUGINS_LOADED = False
-#: one thread loads the rules; another that asks meanwhile waits for it rather than finding
-#: the registry empty (re-entrant: a loading module's decorators call ``register``)
+#: one thread loads the built-in rules; another that asks meanwhile waits for it rather than
+#: finding the registry empty (re-entrant: a loading module's decorators call ``register``)
 _LOADING_LOCK = threading.RLock()
+#: the same for the entry points' rules (re-entrant: ``ep.load()`` imports modules that register)
+_PLUGINS_LOCK = threading.RLock()
 _BROKEN: dict[str, BrokenPlugin] = {}
 _LOADING: list[str] = []  # rules registered while an entry point loads, to withdraw on failure
 _PLUGIN_OF: dict[str, str] = {}  # the entry point that registered each plugin rule, by rule
@@ -156,13 +158,16 @@ def _load_builtins() -> None:
 
 
 def _load_plugins() -> None:
-    with _LOADING_LOCK:  # (not a hot path: a rule not built in, every rule, broken plugins)
+    # the built-ins first, under their own lock: a plugin module another thread is importing
+    # meanwhile registers its rules without waiting on this thread, which would wait on that
+    # import in ep.load() (two locks Python's import deadlock check cannot see)
+    _load_builtins()
+    with _PLUGINS_LOCK:  # (not a hot path: a rule not built in, every rule, broken plugins)
         _load_plugins_locked()
 
 
 def _load_plugins_locked() -> None:
     global _PLUGINS_LOADED
-    _load_builtins()
     if _PLUGINS_LOADED:
         return
     _PLUGINS_LOADED = True

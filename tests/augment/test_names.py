@@ -137,3 +137,22 @@ def test_token_lookup_replaces_exactly_what_the_table_regex_does(text, table, te
     assert replace_identifiers(spaced, table, template=template) == (
         replace_identifiers(text, table, template=template) + spaced[len(text) :]
     )
+
+
+def test_synonyms_of_compound_names_repeat_no_word():
+    # zip_code -> postal_code_code, weather_conditions -> conditions_conditions: a synonym
+    # holding the word that follows it made nonsense names
+    from hsa.augment.banks import synonyms
+
+    bank = synonyms()
+    compounds = [
+        f"{a}_{b}"
+        for a in bank
+        for b in ("code", "number", "address", "id", "name", "time", "date", "conditions", "zone")
+        if a != b
+    ]
+    compounds += ["get_weather_conditions", "phone_number", "email_address", "total_count"]
+    for name in compounds:
+        for seed in range(6):
+            words = split_words(synonym_name(name, bank, random.Random(seed)))
+            assert len(words) == len(set(words)), (name, words)

@@ -238,3 +238,50 @@ def test_threads_that_first_ask_together_all_find_the_built_in_rules(plugins, mo
     for thread in threads:
         thread.join()
     assert found == ["skill_ids.rename"] * 8
+
+
+def test_a_plugin_imported_in_one_thread_while_another_loads_the_rules_does_not_hang(
+    plugins, monkeypatch, tmp_path
+):
+    # the thread loading the rules held one lock through ep.load(), which waited on the other
+    # thread's import of the plugin, whose @rule waited on that lock: both hung
+    import sys
+    import threading
+    import time
+
+    (tmp_path / "slowplug_rules.py").write_text(
+        textwrap.dedent(
+            '''
+            from hsa.augment import Rewrite, rule
+
+            @rule("slowplug.noop")
+            def noop(harness, rng, params, context):
+                """Change nothing."""
+                return Rewrite(harness)
+            '''
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slowplug_rules", raising=False)
+    plugins(metadata.EntryPoint(name="slowplug", value="slowplug_rules", group="hsa.rules"))
+    monkeypatch.setattr(registry, "_RULES", {})
+    monkeypatch.setattr(registry, "_BUILTINS_LOADED", False)
+    monkeypatch.setattr(registry, "_BUILTINS_READY", False)
+    slow = registry._register_module
+
+    def register_slowly(module):
+        time.sleep(0.05)
+        slow(module)
+
+    monkeypatch.setattr(registry, "_register_module", register_slowly)
+    found: list[object] = []
+    loader = threading.Thread(target=lambda: found.append(len(all_rules())), daemon=True)
+    importer = threading.Thread(target=lambda: __import__("slowplug_rules"), daemon=True)
+    loader.start()
+    time.sleep(0.1)  # while the built-ins load
+    importer.start()
+    loader.join(30)
+    importer.join(30)
+    assert not loader.is_alive() and not importer.is_alive()
+    assert found and get_rule("slowplug.noop").name == "slowplug.noop"
+    sys.modules.pop("slowplug_rules", None)
