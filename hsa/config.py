@@ -378,24 +378,33 @@ def loads_yaml(text: str, *, error: type[HsaError], file: str | None = None) -> 
 class KeyGivenTwice(ValueError):
     """A JSON object names one key twice (``keys_once``)."""
 
-    def __init__(self, key: str):
+    def __init__(self, key: str, name: object = None):
+        inside = f"the object named {name!r}" if isinstance(name, str) else "one object"
         super().__init__(
-            f"the key {key!r} is given twice in one object (JSON readers keep only the last, "
+            f"the key {key!r} is given twice in {inside} (JSON readers keep only the last, "
             "dropping the other without a word): keep one"
         )
 
 
 def keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``json.loads``'s ``object_pairs_hook`` for documents people write (a harness's tools):
-    a key given twice is refused (``KeyGivenTwice``), as ``loads_yaml`` refuses it."""
+    a key given twice is refused (``KeyGivenTwice``, naming the object by its ``name`` when
+    it has one), as ``loads_yaml`` refuses it."""
     found = dict(pairs)
     if len(found) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise KeyGivenTwice(key)
+                raise KeyGivenTwice(key, found.get("name"))
             seen.add(key)
     return found
+
+
+def loads_written_json(text: str) -> Any:
+    """A JSON document a person wrote (a tools file): a byte order mark at its start (as
+    editors save it) skipped, a key given twice refused (``keys_once``). Raises
+    ``json.JSONDecodeError`` or ``KeyGivenTwice``."""
+    return json.loads(text.removeprefix("\ufeff"), object_pairs_hook=keys_once)
 
 
 def read_yaml(path: str | Path, *, error: type[HsaError]) -> Any:

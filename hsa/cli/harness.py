@@ -56,7 +56,7 @@ def validate(path: Path) -> None:
     if found:
         raise HarnessValidationError(found)
     for target in targets:
-        if target.is_dir() and (left := unlisted_skills(target)):
+        if left := unlisted_skills(target):
             console().print(
                 f"note: {target}: {first_few(left)} not in {MANIFEST}'s skills list, so not "
                 "part of the harness (the list has the last word): add it there, or drop the "

@@ -62,7 +62,7 @@ class _Progress(Progress):
         if not self.disable:
             return
         task = self._tasks[task_id]
-        if not task.completed:
+        if not task.completed and self.log_every:  # (every step: its start too, `train: 0/4`)
             return
         done = f"{task.completed:,.0f}" + ("" if task.total is None else f"/{task.total:,.0f}")
         line = f"{task.description}: {done}"

@@ -145,14 +145,13 @@ def to_hf(
         raise DatasetError(
             "to_hf needs the 'datasets' package: pip install 'hsa[train]'", file=str(path)
         ) from None
-    if split is not None and (why := split_name_problem(split)) is not None:
-        # (a dataset written before hsa refused such names): `datasets` refuses it
-        raise DatasetError(f"`datasets` cannot load this split: {why}", file=str(path))
     features = hf_features()
     files = shards(path, split)
     if not files:
         return datasets.Dataset.from_dict({k: [] for k in features}, features=features)
-    name = split or "train"  # the Dataset's split label: the split asked for
+    # the Dataset's split label: the split asked for, unless `datasets` refuses its name (a
+    # dataset written before hsa refused such names), which only labels the rows
+    name = split if split is not None and split_name_problem(split) is None else "train"
     try:
         return datasets.load_dataset(
             "parquet",

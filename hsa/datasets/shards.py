@@ -36,21 +36,24 @@ WRITE_OPTIONS: dict[str, Any] = {
 }
 
 
-#: a split name: a folder's name that ``datasets`` takes as a split's (its own pattern is
-#: ``\w+(\.\w+)*``, and ``all`` means every split there)
-_SPLIT_NAME = re.compile(r"^(?!all$)[A-Za-z0-9_]{1,64}$")
+#: the characters of a split name: a folder's name that ``datasets`` takes as a split's (its
+#: own pattern is ``\w+(\.\w+)*``, and ``all``, in any case, means every split there)
+_SPLIT_CHARS = re.compile(r"[A-Za-z0-9_]+")
 
 
 def split_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a split, or None."""
-    if _SPLIT_NAME.match(name):
-        return None
-    if name == "all":
-        return "split name 'all' is taken: `datasets` reads it as every split together"
-    return (
-        f"split name {name!r} must be 1-64 letters, digits and _ (a folder `datasets` loads "
-        "as a split; '-' is not one of them)"
-    )
+    if name.lower() == "all":
+        return f"split name {name!r} is taken: `datasets` reads it as every split together"
+    if not 1 <= len(name) <= 64:
+        return f"split name {name!r} must be 1-64 characters long"
+    if not _SPLIT_CHARS.fullmatch(name):
+        odd = "".join(dict.fromkeys(c for c in name if not _SPLIT_CHARS.fullmatch(c)))
+        return (
+            f"split name {name!r} holds {odd!r}: only letters, digits and _ (a folder "
+            "`datasets` loads as a split)"
+        )
+    return None
 
 
 def part_name(index: int) -> str:

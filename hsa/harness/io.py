@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hsa.config import KeyGivenTwice, keys_once, loads_yaml
+from hsa.config import KeyGivenTwice, loads_written_json, loads_yaml
 from hsa.errors import (
     HarnessError,
     HarnessValidationError,
@@ -106,9 +106,8 @@ def _read_text(path: Path, *, max_chars: int | None = None) -> str:
 
 
 def _read_json(path: Path) -> Any:
-    text = _read_text(path).removeprefix("\ufeff")  # a byte order mark, as editors write it
     try:
-        return json.loads(text, object_pairs_hook=keys_once)
+        return loads_written_json(_read_text(path))
     except json.JSONDecodeError as exc:
         raise HarnessError(
             f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=str(path)
@@ -381,6 +380,15 @@ def problems(path: str | Path) -> list[HsaError]:
     return _read(path)[1]
 
 
+def _listed_skills(manifest: Any) -> set[str] | None:
+    """The skill ids a harness manifest lists, or None when it lists none (every skill folder
+    is then the harness's)."""
+    listed = manifest.get("skills") if isinstance(manifest, Mapping) else None
+    if isinstance(listed, list) and all(isinstance(s, str) for s in listed):
+        return set(listed)
+    return None
+
+
 def unlisted_skills(path: str | Path) -> list[str]:
     """The skill folders of the harness directory ``path`` (``skills/<id>/SKILL.md``) that its
     manifest's ``skills`` list leaves out: not part of the harness (the list has the last
@@ -393,8 +401,8 @@ def unlisted_skills(path: str | Path) -> list[str]:
         found = loads_yaml((root / MANIFEST).read_text("utf-8"), error=HarnessError)
     except (OSError, ValueError, HsaError):
         return []
-    listed = found.get("skills") if isinstance(found, Mapping) else None
-    if not isinstance(listed, list) or not (root / SKILLS_DIR).is_dir():
+    listed = _listed_skills(found)
+    if listed is None or not (root / SKILLS_DIR).is_dir():
         return []
     return sorted(
         f"{SKILLS_DIR}/{p.name}"
@@ -472,12 +480,7 @@ def _check_replaceable(harness: Harness, path: Path, beside: tuple[str, ...]) ->
     known = {MANIFEST, TOOLS_FILE, TEMPLATE_FILE, *beside}
     # the skills of the harness there: those its manifest lists (which has the last word), or
     # every skill folder when it lists none; another skill folder is the user's (a draft)
-    listed = found.get("skills")
-    ours = (
-        set(listed)
-        if isinstance(listed, list) and all(isinstance(s, str) for s in listed)
-        else None
-    )
+    ours = _listed_skills(found)
 
     def saved(name: str) -> bool:  # a file write_dir writes (a skill's SKILL.md among them)
         parts = name.split("/")

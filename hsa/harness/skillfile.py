@@ -99,14 +99,19 @@ def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skil
             raise HarnessError(
                 f"front matter field {key!r} {problem}", file=file, where=f"line {line}"
             )
-    for key, value in front.items():
+    # each top-level key's node, in order (a mapping's keys keep their order, none twice)
+    key_nodes = [k for k, _ in node.value] if isinstance(node, yaml.MappingNode) else []
+    for index, (key, value) in enumerate(front.items()):
         odd = _key_not_text(key, value)
         if odd is not None:  # JSON (so a harness document) would write it as text
-            line = key_lines.get(str(key), 2)
+            written = key_nodes[index] if index < len(key_nodes) else None
+            line = written.start_mark.line + 2 if written is not None else 2
+            if odd is key and isinstance(written, yaml.ScalarNode):
+                what = f"key {written.value!r} is read as {key!r}, not a string"
+            else:
+                what = f"key {odd!r} under {str(key)!r} is not a string"
             raise HarnessError(
-                f"front matter key {odd!r} is not a string (JSON keys are): quote it",
-                file=file,
-                where=f"line {line}",
+                f"front matter {what} (JSON keys are): quote it", file=file, where=f"line {line}"
             )
         bad = unwritable(value, f"$.{key}")
         if bad is not None:  # .nan, .inf: YAML has them, JSON (so a harness document) not

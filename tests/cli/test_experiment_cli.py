@@ -90,7 +90,7 @@ def test_a_tiny_experiment_runs_end_to_end_and_writes_its_summary(finished):
     # no terminal: each step's progress as lines, for a log
     said = done.stderr.splitlines()
     assert {"data: 2/2", "train: 2/2", "eval: 6/6"} <= set(said), done.stderr
-    assert said.index("train: 2/2") < said.index("eval: 1/6")
+    assert said.index("train: 0/2") < said.index("train: 2/2") < said.index("eval: 1/6")
     # both arms of a seed start from the same weights: one initial model per seed
     for arm in ("fixed", "augmented"):
         trained = yaml.safe_load((out / "runs" / f"{arm}-s0.yaml").read_text("utf-8"))

@@ -76,9 +76,10 @@ def test_validate_names_a_skill_folder_the_manifest_leaves_out(tmp_path, capsys)
     draft = tmp_path / "shop" / "skills" / "draft"
     draft.mkdir()
     (draft / "SKILL.md").write_text("---\nname: draft\ndescription: A draft.\n---\n")
-    done = cli(capsys, "harness", "validate", str(tmp_path / "shop"))
-    assert done.returncode == 0 and "ok: 1 harness valid" in done.stdout
-    assert "skills/draft not in harness.yaml's skills list" in done.stdout
+    for path in (tmp_path / "shop", tmp_path / "shop" / "harness.yaml"):
+        done = cli(capsys, "harness", "validate", str(path))
+        assert done.returncode == 0 and "ok: 1 harness valid" in done.stdout
+        assert "skills/draft not in harness.yaml's skills list" in done.stdout
 
 
 def test_validate_lists_every_problem_and_exits_1(tmp_path, capsys):

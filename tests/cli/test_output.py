@@ -54,7 +54,7 @@ def test_every_step_with_no_interval_and_no_total(monkeypatch):
     bar, text = _logged(monkeypatch, 0, clock)
     with bar:
         task = bar.add_task("teach", total=None)
-        bar.update(task, completed=0)  # nothing done yet: nothing to say
+        bar.update(task, completed=0)  # a step's start is said too (one may run for hours)
         bar.update(task, completed=1500)
         bar.update(task, completed=1500)  # said already
-    assert text.getvalue().splitlines() == ["teach: 1,500"]
+    assert text.getvalue().splitlines() == ["teach: 0", "teach: 1,500"]

@@ -103,8 +103,9 @@ def test_a_date_in_front_matter_is_kept_as_the_text_it_is_written_as(tmp_path):
         ("tags: !!set {fast, cheap}", r"a set \(!!set\) has no JSON form"),
         ("logo: !!binary aGVsbG8=", r"a binary \(!!binary\) has no JSON form"),
         # JSON would write the key as text: a round trip through a harness document changed it
-        ("1: one", r"front matter key 1 is not a string"),
-        ("metadata:\n  levels: [{2: two}]", r"front matter key 2 is not a string"),
+        ("1: one", r"front matter key '1' is read as 1, not a string"),
+        ("on: push", r"front matter key 'on' is read as True, not a string"),
+        ("metadata:\n  levels: [{2: two}]", r"front matter key 2 under 'metadata' is not a"),
     ],
 )
 def test_front_matter_no_json_value_holds_is_refused_at_its_line(front, reason):

@@ -706,7 +706,14 @@ def test_full_collections_run_once_a_batch(tmp_path: Path, monkeypatch) -> None:
 
 @pytest.mark.parametrize(
     ("name", "why"),
-    [("held-out", "'-' is not one of them"), ("all", "reads it as every split"), ("", "1-64")],
+    [
+        ("held-out", "holds '-': only letters"),
+        ("all", "reads it as every split"),
+        ("ALL", "reads it as every split"),  # datasets takes `all` in any case
+        ("", "1-64 characters"),
+        ("train\n", r"holds '\\n'"),
+        ("x" * 65, "1-64 characters"),
+    ],
 )
 def test_a_split_name_datasets_cannot_load_is_refused(name: str, why: str) -> None:
     # `load_dataset(DIR)` and `to_hf` failed on the dataset such a name wrote

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hsa.config import KeyGivenTwice, keys_once
+from hsa.config import KeyGivenTwice, loads_written_json
 from hsa.errors import (
     HarnessError,
     HarnessValidationError,
@@ -202,7 +202,7 @@ def read_json(path: Path, *, once: bool = False) -> Any:
     if not text.strip():
         raise ImportFormatError("is empty: expected a JSON document", file=str(path))
     try:
-        doc = json.loads(text, object_pairs_hook=keys_once if once else None)
+        doc = loads_written_json(text) if once else json.loads(text)
     except json.JSONDecodeError as exc:
         raise invalid_json(exc, path, exc.lineno) from None
     except KeyGivenTwice as exc:
