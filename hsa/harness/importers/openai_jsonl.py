@@ -219,16 +219,22 @@ LEFT_OUT = {
     "unlisted_tool": "a call to a tool the row's tools do not list (a variant could neither "
     "rename nor describe it)",
     "not_text": "content other than text (an image, audio, a file), which a row cannot hold",
+    "bad_arguments": "tool-call arguments that are not a JSON object (models sometimes write "
+    "them so; a call's arguments are an object in a row)",
     "unknown_skill": "a call to the skill tool that names no skill of the harness (a variant "
     "renames the skills it has)",
     "text_calls": "assistant text that writes calls in a text call format (such as Hermes' "
     "<tool_call> tags), which hsa does not read as calls (a variant would rename the tools "
     "and leave the calls as written); write such calls as tool_calls",
 }
+#: how the notes name a leading developer message's role, which a row holds as the system's
+DEVELOPER = "the developer role, read as system"
 #: the message fields a row holds (or reads: a tool message's name is its call's)
 _READ = frozenset(
     ("role", "content", "tool_calls", "tool_call_id", "function_call", "reasoning_content")
 )
+#: fields read from an assistant message besides those
+_READ_ASSISTANT = frozenset(("reasoning",))
 
 
 class _LeftOut(Exception):
@@ -385,6 +391,13 @@ def read_openai_jsonl(
         except _LeftOut as exc:
             left_out.append((lineno, exc.reason))
             continue
+        if start:  # what the leading system (or developer) message says besides its text
+            first = messages[0]
+            for key in first.keys() - _READ:
+                if not _kept(first, key):
+                    unkept[key] += 1
+            if first.get("role") == "developer":
+                unkept[DEVELOPER] += 1
         under = harness
         if harness is not None:  # the row is read under it: say what of its own is not kept
             own = _entries(_tools_doc(row, path, where))
@@ -570,8 +583,9 @@ def _group_harness(tools_doc: Any, system: str | None, path: Path, where: str) -
 
 def _text(content: Any, path: Path, where: str) -> str:
     """A message's content as text: a string, or the API's list of parts (``text`` parts, and
-    the assistant's ``refusal`` parts, which are what it said). A part of another type (an
-    image, audio, a file) leaves the row out (``_LeftOut``)."""
+    the assistant's ``refusal`` parts, which are what it said), one per line as vLLM's server
+    joins them. A part of another type (an image, audio, a file) leaves the row out
+    (``_LeftOut``)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -591,7 +605,7 @@ def _text(content: Any, path: Path, where: str) -> str:
         else:
             if other:
                 raise _LeftOut("not_text")
-            return "".join(texts)
+            return "\n".join(texts)  # as vLLM's server joins text parts into one prompt
     raise ImportFormatError(
         "content must be a string or a list of content parts (text parts, refusal parts)",
         file=str(path),
@@ -657,7 +671,8 @@ def _events(
         if not isinstance(message, Mapping):
             raise ImportFormatError("a message must be an object", file=str(path), where=at)
         role = message.get("role")
-        for key in message.keys() - _READ:
+        read = _READ | _READ_ASSISTANT if role == "assistant" else _READ
+        for key in message.keys() - read:
             if not _kept(message, key):
                 unkept[key] += 1
         if role == "user":
@@ -666,12 +681,12 @@ def _events(
             events.append(fired if fired is not None else UserMessage(text))
         elif role == "assistant":
             content = message.get("content")
-            reasoning = message.get("reasoning_content")
+            # vLLM writes `reasoning`, and `reasoning_content` as its older name
+            field = "reasoning_content" if "reasoning_content" in message else "reasoning"
+            reasoning = message.get(field)
             if reasoning is not None and not isinstance(reasoning, str):
                 raise ImportFormatError(
-                    "reasoning_content must be a string",
-                    file=str(path),
-                    where=f"{at}.reasoning_content",
+                    f"{field} must be a string", file=str(path), where=f"{at}.{field}"
                 )
             calls = message.get("tool_calls") or []
             legacy = message.get("function_call")
@@ -824,20 +839,18 @@ def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[s
         return call_id, function["name"], _narrow(args, fat, path)
     if raw in (None, ""):
         return call_id, function["name"], {}
-    try:
-        args = json.loads(raw) if isinstance(raw, str) else None
-    except json.JSONDecodeError as exc:
+    if not isinstance(raw, str):
         raise ImportFormatError(
-            f"tool-call arguments are not valid JSON: {exc.msg} (column {exc.colno}): {raw[:80]!r}",
-            file=str(path),
-            where=f"{fat}.arguments",
-        ) from None
-    if not isinstance(args, dict):
-        raise ImportFormatError(
-            "tool-call arguments must be a JSON object (as a string)",
+            "tool-call arguments must be a JSON object as a string",
             file=str(path),
             where=f"{fat}.arguments",
         )
+    try:
+        args = json.loads(raw)
+    except json.JSONDecodeError:
+        raise _LeftOut("bad_arguments") from None  # as a model wrote them: said, not refused
+    if not isinstance(args, dict):
+        raise _LeftOut("bad_arguments")
     return call_id, function["name"], _narrow(args, fat, path) if may_be_unwritable(raw) else args
 
 
