@@ -38,6 +38,8 @@ def percent(value: float | None) -> str:
 def interval(entry: Mapping[str, Any]) -> str:
     if entry.get("success") is None:
         return "–"
+    if entry.get("tasks") == 1:  # resampling one task gives its own mean: no interval
+        return f"{percent(entry['success'])} [one task]"
     return f"{percent(entry['success'])} [{percent(entry['low'])}, {percent(entry['high'])}]"
 
 
@@ -154,14 +156,18 @@ def render_report(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
             lines += [
                 f"## {name}: {title}",
                 "",
-                "| | name % [95% CI] | keys % [95% CI] | exact % [95% CI] | episodes |"
+                "| | name % [95% CI] | keys % [95% CI] | exact % [95% CI] | episodes | tasks |"
                 if steps
-                else "| | success % [95% CI] | episodes |",
-                "|---|---|---|---|---:|" if steps else "|---|---|---:|",
+                else "| | success % [95% CI] | episodes | tasks |",
+                "|---|---|---|---|---:|---:|" if steps else "|---|---|---:|---:|",
             ]
             for k, v in table.items():
                 cells = [interval(v[step]) for step in ("name", "keys")] if steps else []
-                lines.append(f"| `{k}` | {' | '.join([*cells, interval(v)])} | {v['n']:,} |")
+                tasks = v.get("tasks")
+                lines.append(
+                    f"| `{k}` | {' | '.join([*cells, interval(v)])} | {v['n']:,} | "
+                    f"{'–' if tasks is None else f'{tasks:,}'} |"
+                )
             lines.append("")
         if "exact" in entry:
             lines += [

@@ -101,6 +101,18 @@ def test_report_has_per_family_rule_and_failure_tables():
     assert "P50 12.0 ms, P95 30.5 ms" in text and "P50 80.0 ms, P95 200.0 ms" in text
 
 
+def test_a_group_of_one_task_shows_no_interval_and_each_group_its_tasks():
+    # resampling one task gives its own mean: "75.0 [75.0, 75.0]" claimed no uncertainty
+    summary = {**SUMMARY, "suites": {"variants": {**SUMMARY["suites"]["variants"]}}}
+    summary["suites"]["variants"]["by_kind"] = {
+        "out_of_stock": {**_entry(0.75, 0.75, 0.75, 4), "tasks": 1},
+        "lookup": {**_entry(0.5, 0.25, 0.75, 8), "tasks": 2},
+    }
+    text = render_report(summary, [])
+    assert "| `out_of_stock` | 75.0 [one task] | 4 | 1 |" in text
+    assert "| `lookup` | 50.0 [25.0, 75.0] | 8 | 2 |" in text
+
+
 def test_report_without_a_drop_or_a_figure():
     summary = copy.deepcopy(SUMMARY)
     del summary["drop"]
