@@ -119,7 +119,7 @@ api_key_env_option = click.option(
 )
 
 
-def env_api_key(api_key_env: str, file_key: object = None) -> str | None:
+def env_api_key(api_key_env: str, file_key: Any = None) -> Any:
     """The API key a command sends: the config file's ``file_key`` when it gives one, unless
     ``--api-key-env`` was given on the command line (a flag, then the config) and its variable
     holds a key; otherwise the key in that variable (``OPENAI_API_KEY`` by default)."""
@@ -129,5 +129,5 @@ def env_api_key(api_key_env: str, file_key: object = None) -> str | None:
         context.get_parameter_source("api_key_env") is click.core.ParameterSource.COMMANDLINE
     )
     if file_key is not None and not (named and key):
-        return str(file_key)
+        return file_key  # as the file has it: the config checks that it is a string
     return key

@@ -271,5 +271,5 @@ def _text_of(content: Any, where: str) -> str:
         return ""
     if isinstance(content, list):
         texts = [p.get("text", "") for p in content if isinstance(p, Mapping)]
-        return "".join(texts)
+        return "\n".join(texts)  # one part per line, as the chat importer (and vLLM) join them
     raise ProtocolError(f"unsupported message content {type(content).__name__}", where=where)

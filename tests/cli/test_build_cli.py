@@ -322,3 +322,14 @@ def test_an_api_key_env_named_on_the_command_line_beats_the_config_files_key(
                 env=env,
             )
             assert sent.returncode == 1 and expected in sent.stderr, (command, flags, sent.stderr)
+
+
+def test_a_config_files_api_key_that_is_no_string_is_refused(tmp_path: Path, keyed_teacher):
+    alone = tmp_path / "teach.yaml"
+    alone.write_text(yaml.safe_dump({**keyed_teacher, "api_key": ["a", "b"], "tasks": 2}))
+    done = subprocess.run(
+        [sys.executable, "-c", CODE, "teach", "--config", str(alone), "--out", str(tmp_path / "t")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "api_key: expected a string or null" in done.stderr

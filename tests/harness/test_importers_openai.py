@@ -525,7 +525,7 @@ def test_arguments_a_model_wrote_that_are_no_json_object_leave_their_row_out(tmp
     path = tmp_path / "chat.jsonl"
     good = _row({"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"})
     rows = [good]
-    for arguments in ("{'x': 1}", "null", "[1]"):
+    for arguments in ("{'x': 1}", "null", [1]):  # text, or the value itself
         call = {**CALL, "function": {"name": "echo", "arguments": arguments}}
         rows.append(
             _row({"role": "assistant", "content": None, "tool_calls": [call]}, tools=[ECHO])
@@ -559,7 +559,40 @@ def test_vllms_reasoning_field_text_parts_and_a_leading_developer_message(tmp_pa
     assert user.text == "Summarize:\nThe cat sat."  # one per line, as vLLM joins text parts
     assert answer.reasoning == "Short it is."  # vLLM's name for reasoning_content
     (note,) = [n for n in result.notes if n.startswith("message fields a row does not hold")]
-    assert "name (1 message(s))" in note and "the developer role, read as system" in note
+    assert note.endswith("not kept: name (1 message(s))")
+    assert "1 row(s) began with a developer message, read as the system prompt" in " ".join(
+        result.notes
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "reasoning", "unkept"),
+    [
+        ({"reasoning_content": None, "reasoning": "think"}, "think", False),
+        ({"reasoning_content": "A", "reasoning": "A"}, "A", False),
+        ({"reasoning_content": "A", "reasoning": "B"}, "A", True),  # said, not dropped
+    ],
+)
+def test_reasoning_is_the_first_of_its_two_names_that_is_set(tmp_path, fields, reasoning, unkept):
+    path = tmp_path / "chat.jsonl"
+    answer = {"role": "assistant", "content": "ok", **fields}
+    path.write_text(json.dumps(_row({"role": "user", "content": "hi"}, answer)) + "\n")
+    result = import_source(path)
+    assert result.trajectories[0].events[-1].reasoning == reasoning
+    assert ("reasoning (1 message(s))" in " ".join(result.notes)) is unkept
+
+
+def test_the_fields_of_a_row_left_out_are_not_counted(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    call = {**CALL, "function": {"name": "echo", "arguments": "oops"}}
+    first = {"role": "developer", "content": "Be brief.", "name": "ops"}
+    rows = [
+        _row(first, {"role": "assistant", "content": None, "tool_calls": [call]}, tools=[ECHO]),
+        _row(first, {"role": "user", "content": "hi"}),
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    notes = " ".join(import_source(path).notes)
+    assert "name (1 message(s))" in notes and "1 row(s) began with a developer message" in notes
 
 
 def test_rows_under_a_given_harness_read_skill_loads_and_hooks(tmp_path):

@@ -141,7 +141,7 @@ def reading_notes(
                 f"{first_few([str(n) for n in lines], LINES_SHOWN)}"
             )
     beyond = unkept.get(BEYOND_SKILL, 0)
-    counted = (BEYOND_SKILL, OWN_TOOLS, OWN_SYSTEM)
+    counted = (BEYOND_SKILL, OWN_TOOLS, OWN_SYSTEM, DEVELOPER)
     fields = ", ".join(
         f"{k} ({v:,} message(s))" for k, v in sorted(unkept.items()) if k not in counted
     )
@@ -152,6 +152,11 @@ def reading_notes(
             f"{beyond:,} skill load result(s) held text besides the skill (a base directory, "
             "a notice), not kept: a row shows a load's result as the harness renders it, the "
             "skill's content"
+        )
+    if unkept.get(DEVELOPER):
+        notes.append(
+            f"{unkept[DEVELOPER]:,} row(s) began with a developer message, read as the system "
+            "prompt (the harness's, which a row shows in the system role)"
         )
     for key in (OWN_TOOLS, OWN_SYSTEM):
         if unkept.get(key):
@@ -228,7 +233,7 @@ LEFT_OUT = {
     "and leave the calls as written); write such calls as tool_calls",
 }
 #: how the notes name a leading developer message's role, which a row holds as the system's
-DEVELOPER = "the developer role, read as system"
+DEVELOPER = "a developer message first"
 #: the message fields a row holds (or reads: a tool message's name is its call's)
 _READ = frozenset(
     ("role", "content", "tool_calls", "tool_call_id", "function_call", "reasoning_content")
@@ -391,13 +396,12 @@ def read_openai_jsonl(
         except _LeftOut as exc:
             left_out.append((lineno, exc.reason))
             continue
+        leading: Counter[str] = Counter()  # counted once the row is kept
         if start:  # what the leading system (or developer) message says besides its text
             first = messages[0]
-            for key in first.keys() - _READ:
-                if not _kept(first, key):
-                    unkept[key] += 1
+            leading.update(key for key in first.keys() - _READ if not _kept(first, key))
             if first.get("role") == "developer":
-                unkept[DEVELOPER] += 1
+                leading[DEVELOPER] += 1
         under = harness
         if harness is not None:  # the row is read under it: say what of its own is not kept
             own = _entries(_tools_doc(row, path, where))
@@ -427,10 +431,11 @@ def read_openai_jsonl(
                 found.append(under)
                 first_lines.append(lineno)
         try:
-            events, call_ids = _events(messages, start, under, path, where, unkept)
+            events, call_ids = _events(messages, start, under, path, where, leading)
         except _LeftOut as exc:
             left_out.append((lineno, exc.reason))
             continue
+        unkept.update(leading)
         calls = [e for e in events if isinstance(e, ToolCall)]
         if calls:
             called.append((lineno, under, calls))
@@ -681,13 +686,21 @@ def _events(
             events.append(fired if fired is not None else UserMessage(text))
         elif role == "assistant":
             content = message.get("content")
-            # vLLM writes `reasoning`, and `reasoning_content` as its older name
-            field = "reasoning_content" if "reasoning_content" in message else "reasoning"
-            reasoning = message.get(field)
-            if reasoning is not None and not isinstance(reasoning, str):
-                raise ImportFormatError(
-                    f"{field} must be a string", file=str(path), where=f"{at}.{field}"
-                )
+            # vLLM writes `reasoning`, and `reasoning_content` as its older name: the first
+            # that is set (the other, when it says something else, counted as not kept)
+            reasoning = None
+            for field in ("reasoning_content", "reasoning"):
+                value = message.get(field)
+                if value is None:
+                    continue
+                if not isinstance(value, str):
+                    raise ImportFormatError(
+                        f"{field} must be a string", file=str(path), where=f"{at}.{field}"
+                    )
+                if reasoning is None:
+                    reasoning = value
+                elif value != reasoning:
+                    unkept[field] += 1
             calls = message.get("tool_calls") or []
             legacy = message.get("function_call")
             if legacy is not None:
@@ -839,12 +852,10 @@ def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[s
         return call_id, function["name"], _narrow(args, fat, path)
     if raw in (None, ""):
         return call_id, function["name"], {}
-    if not isinstance(raw, str):
-        raise ImportFormatError(
-            "tool-call arguments must be a JSON object as a string",
-            file=str(path),
-            where=f"{fat}.arguments",
-        )
+    if not isinstance(raw, str) or not raw.strip():
+        if isinstance(raw, str):  # blank: no arguments, as ""
+            return call_id, function["name"], {}
+        raise _LeftOut("bad_arguments")  # a number, a list: no object either
     try:
         args = json.loads(raw)
     except json.JSONDecodeError:
