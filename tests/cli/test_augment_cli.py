@@ -371,7 +371,7 @@ def test_bad_input_gets_one_line(augmented, tmp_path: Path) -> None:
 
     lines = source.read_text().splitlines()
     row = json.loads(lines[0])
-    row["messages"][1]["tool_calls"][0]["function"]["arguments"] = "{not json"
+    row["messages"][1]["tool_calls"][0]["id"] = 7  # a call id must be a string
     junk = tmp_path / "junk.jsonl"
     junk.write_text(json.dumps(row) + "\n")
     failed = hsa("augment", "--input", str(junk), "--out", str(tmp_path / "q"))

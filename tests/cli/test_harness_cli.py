@@ -232,6 +232,7 @@ def test_template_injection_in_a_prompt_section(tmp_path, capsys, attack):
 
 
 def test_jsonl_row_with_arguments_that_are_not_json(tmp_path):
+    # left out with its line, the rest imported (one such row refused the whole file)
     path = tmp_path / "chat.jsonl"
     call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{'a': 1}"}}
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
@@ -240,11 +241,10 @@ def test_jsonl_row_with_arguments_that_are_not_json(tmp_path):
         {"messages": [{"role": "assistant", "tool_calls": [call]}], "tools": [tool]},
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    line = one_error(hsa("harness", "import", str(path), "--out", str(tmp_path / "o")))
-    assert line.startswith(
-        f"hsa: error: {path}: line 2: $.messages[0].tool_calls[0].function.arguments: "
-        "tool-call arguments are not valid JSON: Expecting property name"
-    )
+    done = hsa("harness", "import", str(path), "--out", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr
+    assert "1 row(s) left out: tool-call arguments that are not a JSON object" in done.stdout
+    assert "line(s) 2" in done.stdout
 
 
 def test_unknown_field_in_harness_yaml(tmp_path):
