@@ -544,6 +544,29 @@ def test_arguments_a_model_wrote_that_are_no_json_object_leave_their_row_out(tmp
     ), result.notes
 
 
+def test_a_row_with_an_openai_custom_tool_is_left_out_not_the_file(tmp_path):
+    # a valid OpenAI tool (type custom: free-form input) stopped the whole import
+    path = tmp_path / "chat.jsonl"
+    custom = {"type": "custom", "custom": {"name": "code_exec", "format": {"type": "text"}}}
+    call = {"id": "c1", "type": "custom", "custom": {"name": "code_exec", "input": "print(1)"}}
+    rows = [
+        _row(
+            {"role": "user", "content": "run"},
+            {"role": "assistant", "content": "ok"},
+            tools=[ECHO, custom],
+        ),
+        _row({"role": "assistant", "content": None, "tool_calls": [call]}),  # called, unlisted
+        _row({"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}),
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path)
+    assert [t.metadata["line"] for t in result.trajectories] == [3]
+    assert any(
+        n.startswith("2 row(s) left out: an OpenAI custom tool") and n.endswith("line(s) 1, 2")
+        for n in result.notes
+    ), result.notes
+
+
 def test_vllms_reasoning_field_text_parts_and_a_leading_developer_message(tmp_path):
     path = tmp_path / "chat.jsonl"
     parts = [{"type": "text", "text": "Summarize:"}, {"type": "text", "text": "The cat sat."}]

@@ -226,6 +226,8 @@ LEFT_OUT = {
     "not_text": "content other than text (an image, audio, a file), which a row cannot hold",
     "bad_arguments": "tool-call arguments that are not a JSON object (models sometimes write "
     "them so; a call's arguments are an object in a row)",
+    "custom_tools": "an OpenAI custom tool (type custom: free-form input, not JSON arguments), "
+    "which a harness's JSON Schema tools cannot hold",
     "unknown_skill": "a call to the skill tool that names no skill of the harness (a variant "
     "renames the skills it has)",
     "text_calls": "assistant text that writes calls in a text call format (such as Hermes' "
@@ -392,6 +394,7 @@ def read_openai_jsonl(
             )
         messages = row["messages"]
         try:
+            _no_custom_tools(row)
             system, start = _leading_system(messages, path, where)
         except _LeftOut as exc:
             left_out.append((lineno, exc.reason))
@@ -484,6 +487,7 @@ def _several_groups(path: Path) -> bool:
         if not isinstance(row, Mapping) or not isinstance(row.get("messages"), list):
             return False  # the reading pass names the line
         try:
+            _no_custom_tools(row)
             system, _ = _leading_system(row["messages"], path, f"line {lineno}")
         except _LeftOut:
             continue  # the reading pass leaves it out
@@ -528,6 +532,23 @@ def repeated_id(path: Path, traj_id: str, first_line: int, line: int) -> ImportF
 #: where a row lists its tools: ``tools``, or ``functions`` in the older function-calling
 #: form (with ``function_call`` replies and ``function`` results)
 TOOL_KEYS = ("tools", "functions")
+
+
+def _no_custom_tools(row: Mapping[str, Any]) -> None:
+    """Leave out (``_LeftOut``) a row that lists or calls an OpenAI custom tool (``type:
+    custom``): its input is free text, with no JSON Schema for a harness to hold."""
+    tools = row.get("tools")
+    listed = isinstance(tools, list) and any(
+        isinstance(t, Mapping) and t.get("type") == "custom" for t in tools
+    )
+    called = any(
+        isinstance(c, Mapping) and c.get("type") == "custom"
+        for m in row["messages"]
+        if isinstance(m, Mapping) and isinstance(m.get("tool_calls"), list)
+        for c in m["tool_calls"]
+    )
+    if listed or called:
+        raise _LeftOut("custom_tools")
 
 
 def _tools_doc(row: Mapping[str, Any], path: Path, where: str) -> Any:
