@@ -59,13 +59,15 @@ def batch_stats(
     tokens: np.ndarray,
     trajectories: int,
     unverified: int = 0,
+    verified: int = 0,
 ) -> dict[str, Any]:
     """Counters describing the rows of one split of one batch.
 
     Per-variant facts (``protocols``, ``rules``, ``canonical``) are weighted by
     ``variant_counts``; ``messages``, ``calls``, ``prompt_chars`` and ``tokens`` (estimated, see
     ``estimate_tokens``) have one entry per row; ``unverified`` rows are of trajectories whose
-    verification failed (kept when a run asks for them).
+    verification failed (kept when a run asks for them), ``verified`` rows of trajectories
+    that passed it (the others were never checked: an imported corpus).
     """
     protocol_counts: dict[str, int] = {}
     rule_counts: dict[str, int] = {}
@@ -83,6 +85,7 @@ def batch_stats(
         "rows": rows,
         "trajectories": trajectories,
         "unverified": unverified,
+        "verified": verified,
         "canonical": int(
             sum(c for c, k in zip(variant_counts.tolist(), canonical, strict=True) if k)
         ),
@@ -454,6 +457,8 @@ def render_card(
         f"| unverified trajectories left out | {manifest.get('unverified_skipped', 0):,} |",
         f"| rows of unverified trajectories (kept: `verified` false) | "
         f"{stats.get('unverified', 0):,} |",
+        f"| rows of verified trajectories (`verified` true; the rest, `verified` null, were "
+        f"never checked) | {stats.get('verified', 0):,} |",
         f"| trajectories under fewer than {asked} variants (too few change what their rows show, "
         f"or would read as calls under the others' text protocols) | {short:,} |",
         f"| canonical rows | {stats.get('canonical', 0):,} |",

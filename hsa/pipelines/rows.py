@@ -177,12 +177,18 @@ def stats(
         tokens=estimate_tokens(messages, _tools_chars(plans)[out_var]),
         trajectories=table.num_rows,
         unverified=int(_failed(table.column("verified"))[out_traj].sum()),
+        verified=int(_passed(table.column("verified"))[out_traj].sum()),
     )
 
 
 def _tools_chars(plans: Sequence[Any]) -> np.ndarray:
     """The characters of each plan's ``tools`` column (none where it is null)."""
     return np.array([len(p.tools_value or "") for p in plans], dtype=np.int64)
+
+
+def _passed(verified: pa.ChunkedArray) -> np.ndarray:
+    """Which trajectories passed verification (``verified`` true)."""
+    return pc.fill_null(verified, False).to_numpy(zero_copy_only=False).astype(bool)
 
 
 def _failed(verified: pa.ChunkedArray) -> np.ndarray:

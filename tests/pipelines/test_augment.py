@@ -182,6 +182,12 @@ def test_unverified_rows_are_left_out(tmp_path: Path, livestream_table: pa.Table
     assert manifest["unverified_rows"] == unverified
     card = (tmp_path / "all" / "README.md").read_text()
     assert f"| rows of unverified trajectories (kept: `verified` false) | {unverified:,} |" in card
+    # and the verified ones, so a card of rows never checked (null) says so
+    verified = kept.filter(pl.col("verified")).height
+    assert verified == kept.height - unverified - kept.filter(pl.col("verified").is_null()).height
+    assert (
+        f"(`verified` true; the rest, `verified` null, were never checked) | {verified:,} |" in card
+    )
 
 
 def test_splits_are_drawn_by_task_when_the_input_has_none(tmp_path: Path, livestream_table) -> None:
