@@ -515,7 +515,7 @@ def train_rl(
             where="$.reward_weights",
         )
     try:
-        recipe_from(settings.recipe)  # read now: its errors named at the config's key
+        recipe = recipe_from(settings.recipe)  # read now: its errors named at the config's key
     except HsaError as exc:
         raise TrainError(str(exc), file=file, where="$.hsa.recipe") from None
     checkpoint = resume_point(out, resume, args.max_steps, identity=run_identity(settings, args))
@@ -567,7 +567,7 @@ def train_rl(
         "command": "rl",
         "hsa": settings_dict(settings),
         "data": {"prompts": len(prompts), "episodes": rollouts.episodes},
-        "recipe": recipe_from(settings.recipe).to_dict(),
+        "recipe": recipe.to_dict(),
         "reward_by_family": report.by_family,
     }
     finish(out, trainer, tokenizer, resolved, report.rewards)

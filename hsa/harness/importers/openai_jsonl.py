@@ -535,19 +535,13 @@ TOOL_KEYS = ("tools", "functions")
 
 
 def _no_custom_tools(row: Mapping[str, Any]) -> None:
-    """Leave out (``_LeftOut``) a row that lists or calls an OpenAI custom tool (``type:
-    custom``): its input is free text, with no JSON Schema for a harness to hold."""
+    """Leave out (``_LeftOut``) a row that lists an OpenAI custom tool (``type: custom``): its
+    input is free text, with no JSON Schema for a harness to hold (a call of one is left out
+    by ``_call``)."""
     tools = row.get("tools")
-    listed = isinstance(tools, list) and any(
+    if isinstance(tools, list) and any(
         isinstance(t, Mapping) and t.get("type") == "custom" for t in tools
-    )
-    called = any(
-        isinstance(c, Mapping) and c.get("type") == "custom"
-        for m in row["messages"]
-        if isinstance(m, Mapping) and isinstance(m.get("tool_calls"), list)
-        for c in m["tool_calls"]
-    )
-    if listed or called:
+    ):
         raise _LeftOut("custom_tools")
 
 
@@ -854,6 +848,8 @@ def _kept(message: Mapping[str, Any], key: str) -> bool:
 def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[str, Any]]:
     """A call at ``where`` as (source id, name, arguments); ``fat``: the path of its function
     object (``where.function``, or ``where`` itself for the older form's function_call)."""
+    if isinstance(call, Mapping) and call.get("type") == "custom":
+        raise _LeftOut("custom_tools")  # free-form input, no arguments object
     function = call.get("function") if isinstance(call, Mapping) else None
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
         shape = (
