@@ -74,23 +74,11 @@ def _params(text: str | None) -> dict | None:
     return value
 
 
-def _first_trajectory(harness, path: Path | None):
-    if path is None:
-        return None
-    from hsa.augment.suite import subjects_from_files
-
-    subjects = subjects_from_files(harness, path)
-    if not subjects:
-        fail(f"{path}: no trajectories")
-    return subjects[0].trajectory
-
-
 @group.command("preview")
 @click.argument("rule")
 @click.option(
     "--harness",
     "harness_path",
-    required=True,
     type=click.Path(path_type=Path),
     help="Harness directory (or harness.yaml / JSON document).",
 )
@@ -99,25 +87,72 @@ def _first_trajectory(harness, path: Path | None):
 @click.option(
     "--trajectories",
     type=click.Path(path_type=Path),
-    help="Preview on the first trajectory of this file (Parquet or OpenAI JSONL); "
-    "default: a synthetic one that calls every tool.",
+    help="Preview on the first trajectory of this file: Parquet recorded under --harness, or "
+    "OpenAI chat JSONL (read under --harness when given, else under the harness derived from "
+    "its row); with --harness alone, a synthetic trajectory that calls every tool.",
+)
+@click.option(
+    "--source",
+    type=click.Path(path_type=Path),
+    help="Preview on the first task of an imported corpus (tau2 domain folder, BFCL file, ...), "
+    "under its own harness.",
+)
+@click.option(
+    "--env",
+    "env_name",
+    help="Preview on the oracle trajectory of a bundled environment's first task, under that "
+    "task's harness.",
 )
 def preview_cmd(
-    rule: str, harness_path: Path, seed: int, params_text: str | None, trajectories: Path | None
+    rule: str,
+    harness_path: Path | None,
+    seed: int,
+    params_text: str | None,
+    trajectories: Path | None,
+    source: Path | None,
+    env_name: str | None,
 ) -> None:
-    """Diff a harness and one rendered trajectory before and after RULE."""
+    """Diff a harness and one rendered trajectory before and after RULE.
+
+    Give where the harness and trajectory come from: --harness (with or without
+    --trajectories), --trajectories (OpenAI chat JSONL), --source or --env.
+    """
     from hsa.augment import get_rule
     from hsa.augment.preview import preview
-    from hsa.harness import load_harness
 
-    harness = load_harness(harness_path)
+    given = [
+        name
+        for name, value in (
+            ("--harness/--trajectories", harness_path or trajectories),
+            ("--source", source),
+            ("--env", env_name),
+        )
+        if value
+    ]
+    if len(given) != 1:
+        fail(
+            "give one of --harness (with or without --trajectories), --trajectories, --source "
+            "or --env" + (f"; got {', '.join(given)}" if given else "")
+        )
     item = get_rule(rule)
+    params = _params(params_text)
+    item.resolve_params(params or {})  # refused before any corpus is read
+    subjects = _subjects(
+        harness_path,
+        trajectories,
+        (source,) if source else (),
+        (env_name,) if env_name else (),
+        limit=1,
+    )
+    if not subjects:
+        fail(f"{trajectories or source or env_name}: no trajectories")
+    subject = subjects[0]
     result = preview(
         item,
-        harness,
+        subject.harness,
         seed=seed,
-        params=_params(params_text),
-        trajectory=_first_trajectory(harness, trajectories),
+        params=params,
+        trajectory=subject.trajectory,
     )
     out = console()
     out.print(

@@ -93,6 +93,55 @@ def test_preview_of_a_rule_with_nothing_to_change_says_so():
     ]
 
 
+def test_preview_on_an_environment_a_corpus_and_a_chat_file(external):
+    # The first task of each, under its own harness: no harness folder exported first.
+    env = hsa(
+        "rules", "preview", "tools.rename", "--env", "livestream", "--params", '{"style": "camel"}'
+    )
+    assert env.returncode == 0, env.stderr
+    assert "-- name: search_products\n+- name: searchProducts" in env.stdout
+    assert "## rendered trajectory" in env.stdout and "searchProducts(" in env.stdout
+    corpus = hsa(
+        "rules",
+        "preview",
+        "tools.rename_params",
+        "--source",
+        str(external / "tau2" / "retail"),
+        "--params",
+        '{"style": "camel"}',
+    )
+    assert corpus.returncode == 0, corpus.stderr
+    assert "-      order_id:\n" in corpus.stdout and "+      orderId:\n" in corpus.stdout
+    chat = ROOT / "examples" / "chat" / "support.jsonl"
+    first = json.loads(chat.read_text("utf-8").splitlines()[0])
+    called = first["messages"][2]["tool_calls"][0]["function"]["name"]
+    rows = hsa("rules", "preview", "tools.rename", "--trajectories", str(chat))
+    assert rows.returncode == 0, rows.stderr
+    assert f"-- name: {called}\n" in rows.stdout and f"] {called}(" in rows.stdout
+
+
+def test_preview_needs_one_place_to_read_a_harness_from(external):
+    for args in [(), ("--env", "livestream", "--harness", str(DEMO))]:
+        out = hsa("rules", "preview", "tools.rename", *args)
+        assert out.returncode == 1
+        (line,) = out.stderr.strip().splitlines()
+        assert line.startswith("hsa: error: give one of --harness (with or without --trajectories)")
+    unknown = hsa("rules", "preview", "tools.rename", "--env", "nope")
+    assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1
+    assert "nope" in unknown.stderr
+    # parameters are refused before a corpus is read
+    bad = hsa(
+        "rules",
+        "preview",
+        "tools.rename",
+        "--source",
+        str(external / "nope"),
+        "--params",
+        '{"style": 3}',
+    )
+    assert bad.returncode == 1 and "style" in bad.stderr and "nope" not in bad.stderr
+
+
 def test_check_every_rule_on_a_harness_and_a_corpus(external):
     out = hsa("rules", "check", "--harness", str(DEMO), "--seeds", "2")
     assert out.returncode == 0, out.stdout + out.stderr
