@@ -8,7 +8,6 @@ same bytes.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import shutil
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from hsa.datasets.figures import png, pyplot
+from hsa.datasets.lock import hold
 from hsa.datasets.shards import write_atomic
 
 CARD = "README.md"
@@ -199,27 +199,27 @@ Train = TypeVar("Train", bound=Callable[..., Any])
 
 
 def scratch_removed_on_failure(train: Train) -> Train:
-    """``train(config, out, ...)`` that, when it fails or is stopped, removes the scratch it
-    made under ``out`` (``HF_CACHE``: a tokenized copy of the data, hundreds of megabytes for
-    a large dataset) and the folders left empty; its checkpoints stay, to resume from, with
-    the record of what the run started with (``RUN_RECORD``)."""
+    """``train(config, out, ...)`` holding ``out``'s lock (``hsa.datasets.lock``: a second
+    run into the same folder is refused, naming the first) that, when it fails or is
+    stopped, removes the scratch it made under ``out`` (``HF_CACHE``: a tokenized copy of the
+    data, hundreds of megabytes for a large dataset) and the folders left empty; its
+    checkpoints stay, to resume from, with the record of what the run started with
+    (``RUN_RECORD``)."""
 
     @functools.wraps(train)
     def run(config: Any, out: str | Path, *args: Any, **kwargs: Any) -> Any:
         out = Path(out)
         existed = out.exists()
-        try:
-            return train(config, out, *args, **kwargs)
-        except BaseException:
-            if not out.is_dir():  # (a file given as --out is refused before anything is made)
-                raise
-            shutil.rmtree(out / HF_CACHE, ignore_errors=True)
-            if not any(out.glob("checkpoint-*")):  # nothing to resume: no record of a start
-                (out / RUN_RECORD).unlink(missing_ok=True)
-            for folder in (out / HF_CACHE.parent, *(() if existed else (out,))):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()  # only when empty
-            raise
+        if existed and not out.is_dir():
+            return train(config, out, *args, **kwargs)  # refuses the file, naming it
+        with hold(out, command="hsa " + train.__name__.replace("_", " ")):
+            try:
+                return train(config, out, *args, **kwargs)
+            except BaseException:
+                shutil.rmtree(out / HF_CACHE, ignore_errors=True)
+                if not any(out.glob("checkpoint-*")):  # nothing to resume: no record of a start
+                    (out / RUN_RECORD).unlink(missing_ok=True)
+                raise  # (releasing the lock removes the folders left empty)
 
     return cast(Train, run)
 

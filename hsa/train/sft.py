@@ -15,11 +15,12 @@ import shutil
 import socket
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hsa.datasets.lock import LOCK
 from hsa.datasets.shards import write_atomic
 from hsa.errors import TrainError, first_line
 from hsa.train.card import (
@@ -56,6 +57,15 @@ def last_checkpoint(out: Path) -> str | None:
     step comes round."""
     found = [p for p in _checkpoints(out) if _whole(p)]
     return str(max(found, key=lambda p: int(p.name[11:]))) if found else None
+
+
+def _files(out: Path) -> Iterator[Path]:
+    """The files and empty folders under ``out``."""
+    for path in out.iterdir():
+        if path.is_dir() and not path.is_symlink() and any(path.iterdir()):
+            yield from _files(path)
+        else:
+            yield path
 
 
 def _checkpoints(out: Path) -> list[Path]:
@@ -123,7 +133,7 @@ def resume_point(
     found = last_checkpoint(out)
     finished = (out / RESOLVED).is_file()
     ours = bool(_checkpoints(out)) or finished or (out / RUN_RECORD).is_file()
-    if not ours and out.is_dir() and any(out.iterdir()):
+    if not ours and out.is_dir() and any(p != out / LOCK for p in _files(out)):
         raise TrainError(
             "holds files that are not an hsa training run (a run would write over them); "
             "choose an empty or new --out",

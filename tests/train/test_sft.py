@@ -283,6 +283,20 @@ def test_a_run_never_writes_over_a_folder_of_other_files(dataset, model, tmp_pat
         train_sft(config, tmp_path / "README.md")
 
 
+def test_a_second_run_into_the_same_folder_is_refused_naming_the_first(dataset, model, tmp_path):
+    from hsa.datasets.lock import hold
+    from hsa.errors import HsaError
+
+    out = tmp_path / "out"
+    settings = config(dataset, model, max_steps=1)
+    with hold(out, command="train sft"):  # a live run (this process) writes into out
+        with pytest.raises(HsaError, match=r"another run is writing here: .*train sft"):
+            train_sft(settings, out)
+        assert sorted(p.name for p in out.rglob("*")) == [".hsa", "lock"]  # nothing else made
+    assert train_sft(settings, out).steps == 1  # free again: the run takes the folder
+    assert not (out / ".hsa" / "lock").exists() and (out / "model.safetensors").is_file()
+
+
 def test_rows_dropped_at_max_length_are_counted_out_by_kind(dataset, model, tmp_path):
     from hsa.datasets.export import to_hf
 
