@@ -55,11 +55,29 @@ def schema_problem(tool: Tool, args: Mapping[str, Any]) -> str | None:
     return _problem(tool.name, validator(tool), args)
 
 
-def _problem(name: str, checker: Validator, args: Mapping[str, Any]) -> str | None:
+#: the keywords that judge which argument names a call gives, not the values it gives them
+NAME_KEYWORDS = frozenset(
+    {
+        "required",
+        "additionalProperties",
+        "unevaluatedProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependencies",
+    }
+)
+
+
+def _problem(
+    name: str, checker: Validator, args: Mapping[str, Any], *, values: bool = True
+) -> str | None:
     instance = dict(args)
     if checker.is_valid(instance):  # the common case: skip collecting every error
         return None
-    errors = sorted(checker.iter_errors(instance), key=lambda e: list(map(str, e.path)))
+    errors = [
+        e for e in checker.iter_errors(instance) if values or str(e.validator) in NAME_KEYWORDS
+    ]
+    errors.sort(key=lambda e: list(map(str, e.path)))
     if not errors:
         return None
     first = errors[0]
@@ -77,16 +95,18 @@ class ArgumentChecker:
     def __contains__(self, tool: str) -> bool:
         return tool in self._tools
 
-    def problem(self, tool: str, args: Mapping[str, Any]) -> str | None:
+    def problem(self, tool: str, args: Mapping[str, Any], *, values: bool = True) -> str | None:
         """Why a call to ``tool`` with ``args`` is refused (unknown tool, or the first schema
-        problem with its path), or None when it is accepted."""
+        problem with its path), or None when it is accepted. Without ``values``, only the
+        argument names are judged (``NAME_KEYWORDS``: a required argument missing, one the
+        schema does not allow), not the values given them (their types, enums, ranges)."""
         checker = self._validators.get(tool)
         if checker is None:
             found = self._tools.get(tool)
             if found is None:
                 return f"unknown tool {tool!r}; available: {', '.join(sorted(self._tools))}"
             checker = self._validators[tool] = validator(found)
-        return _problem(tool, checker, args)
+        return _problem(tool, checker, args, values=values)
 
 
 def _harness_checker(harness: Harness) -> ArgumentChecker:

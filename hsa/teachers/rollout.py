@@ -296,14 +296,17 @@ class _Run:
             if not (isinstance(e, ToolCall | ToolResult) and e.call_id in self.refused)
         ]
 
-    def refusal(self, call: ToolCall) -> ToolResult | None:
+    def refusal(self, call: ToolCall, *, values: bool = True) -> ToolResult | None:
         """The error result of a call that does not fit the surface harness (an unknown tool,
         arguments its schema refuses), which a harness runtime would refuse to run; None for a
         call to run. Without it a model that wrote a canonical name the variant renamed would
-        reach the environment's canonical tool."""
+        reach the environment's canonical tool. Without ``values`` only the names are checked
+        (the tool's, the arguments'): a call the environment scores as made, never run, has its
+        values judged by the environment's own checker (BFCL's accepts strings in another case
+        than a schema's enum, or an int for a float, as its leaderboard does)."""
         if self._checker is None:
             self._checker = checker_of(self.surface)
-        problem = self._checker.problem(call.tool, call.args)
+        problem = self._checker.problem(call.tool, call.args, values=values)
         if problem is None:
             return None
         return ToolResult(call.call_id, dumps({"error": problem}), is_error=True)
@@ -354,7 +357,7 @@ class _Run:
                     ends = calls and self.env.ends_at_calls(task)
                     surface_calls = {e.call_id: e for e in surface_step if isinstance(e, ToolCall)}
                     for call in (e for e in step if isinstance(e, ToolCall)):
-                        refused = self.refusal(surface_calls[call.call_id])
+                        refused = self.refusal(surface_calls[call.call_id], values=not ends)
                         if refused is not None:
                             self.refused[call.call_id] = surface_calls[call.call_id]
                             self.events.append(refused)

@@ -31,6 +31,19 @@ def test_a_problem_names_the_tool_the_json_path_and_the_reason():
     assert "get" in checker and "put" not in checker
 
 
+def test_without_values_only_the_argument_names_are_judged():
+    checker = ArgumentChecker([GET])
+    # values a scorer of its own judges pass: a type, an enum
+    assert checker.problem("get", {"id": 1, "mode": "A"}, values=False) is None
+    assert checker.problem("get", {"id": 1, "mode": "A"}) is not None
+    # names do not: a required argument missing, one the schema does not allow, a tool
+    assert checker.problem("get", {"mode": 3}, values=False) == (
+        "invalid arguments for get: $: 'id' is a required property"
+    )
+    assert "'extra' was unexpected" in checker.problem("get", {"id": 1, "extra": 1}, values=False)
+    assert checker.problem("put", {}, values=False) == "unknown tool 'put'; available: get"
+
+
 def test_the_first_problem_is_the_first_by_path_whatever_the_order_found():
     args = {"mode": "c", "id": 1, "items": ["x"]}
     expected = "invalid arguments for get: $.id: 1 is not of type 'string'"

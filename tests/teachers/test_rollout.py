@@ -303,6 +303,39 @@ def test_a_bfcl_reply_is_scored_as_made_with_no_result_and_no_second_try(externa
     assert [e.kind for e in done.events] == ["user", *["tool_call"] * len(calls)]
 
 
+def test_a_bfcl_call_is_scored_by_bfcls_checker_not_refused_for_its_values(external, tmp_path):
+    # BFCL's checker takes strings in any case: `Fahrenheit` for the enum's `fahrenheit` is
+    # right on its leaderboard. The call reaches the scorer; the row still fails `schema`.
+    from hsa.augment.planner import canonical_variant
+    from hsa.envs.bfcl import BfclEnvironment
+
+    corpus = tmp_path / "bfcl"
+    (corpus / "possible_answer").mkdir(parents=True)
+    for name in ("BFCL_v4_live_simple.json", "possible_answer/BFCL_v4_live_simple.json"):
+        lines = (external / "bfcl" / name).read_text("utf-8").splitlines()
+        (corpus / name).write_text(next(x for x in lines if '"live_simple_4-3-0"' in x) + "\n")
+    env = BfclEnvironment.from_corpus(corpus)
+    (task,) = env.tasks()
+    harness = env.harness_for(task)
+    (tool,) = harness.tools
+
+    def answer(unit):
+        args = json.dumps({"location": "Tel Aviv, Israel", "unit": unit})
+        call = {"id": "c1", "type": "function", "function": {"name": tool.name, "arguments": args}}
+        return run(
+            spec_of(task, canonical_variant(harness)),
+            env,
+            Scripted([assistant_message(None, [call])]),
+        )
+
+    done = answer("Fahrenheit")
+    assert done.ended == "answered" and done.verification.checks["score"], done.verification
+    assert not done.verification.checks["schema"] and not done.verification.verified
+    assert not any(isinstance(e, ToolResult) for e in done.events)
+    wrong = answer("kelvin")  # a value BFCL refuses is still wrong, by BFCL's checker
+    assert not wrong.verification.checks["score"]
+
+
 def test_a_reply_cut_off_at_the_token_limit_is_rejected_however_it_reads(env, canonical, responder):
     # what a real model returns at max_tokens: text that reads as an answer, cut short
     task = env.tasks()[0]
