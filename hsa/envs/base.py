@@ -120,8 +120,9 @@ class Environment(abc.ABC):
         return True
 
     def left_out(self) -> tuple[str, ...]:
-        """What of its source the environment does not offer as tasks, and why, one sentence
-        each (an imported corpus's entries it cannot score)."""
+        """What of its source the environment does not offer as tasks, or offers otherwise
+        than written, and why, one sentence each (an imported corpus's entries it cannot
+        score; tau2 tasks that ``split_tasks.json`` puts in no split, so in test)."""
         return ()
 
     def restates(self, task: Task) -> bool:

@@ -43,12 +43,20 @@ def action_matches(action: Mapping[str, Any], name: str, args: Mapping[str, Any]
     }
 
 
+#: what gates a task's reward when its criteria do not say (``EvaluationCriteria.reward_basis``)
+DEFAULT_REWARD_BASIS = ("DB", "COMMUNICATE")
+
+
 class Tau2Environment(CorpusEnvironment):
     """One tau2 domain (retail, airline, ...): its harness, tasks and action criterion."""
 
-    def __init__(self, harnesses, tasks, outputs=None, *, domain: str = ""):
+    def __init__(
+        self, harnesses, tasks, outputs=None, *, domain: str = "", notes: Sequence[str] = ()
+    ):
         super().__init__("tau2", harnesses, tasks, outputs)
         self.domain = domain
+        #: the import's notes (``split_tasks.json`` ids of no task, tasks of no split)
+        self.notes = tuple(notes)
 
     @classmethod
     def from_corpus(cls, path: str | Path) -> Tau2Environment:
@@ -58,7 +66,10 @@ class Tau2Environment(CorpusEnvironment):
 
         result = import_source(path, format="tau2")
         tasks = [Task.from_dict(row) for row in result.tasks]
-        return cls(result.harnesses, tasks, domain=Path(path).resolve().name)
+        return cls(result.harnesses, tasks, domain=Path(path).resolve().name, notes=result.notes)
+
+    def left_out(self) -> tuple[str, ...]:
+        return self.notes
 
     def _renamed(self, task: Task) -> dict[str, str]:
         """tau2 tool name -> harness tool name (they differ only where a name was illegal)."""
@@ -90,7 +101,10 @@ class Tau2Environment(CorpusEnvironment):
     def communicate(self, task: Task) -> list[str]:
         """What the assistant must tell the user, when the task's reward counts it."""
         criteria = task.metadata.get("evaluation_criteria") or {}
-        if "COMMUNICATE" not in (criteria.get("reward_basis") or ()):
+        basis = criteria.get("reward_basis")
+        if basis is None:  # tau2's EvaluationCriteria default, the original tau-bench's
+            basis = DEFAULT_REWARD_BASIS
+        if "COMMUNICATE" not in basis:
             return []
         return [str(info) for info in criteria.get("communicate_info") or ()]
 

@@ -66,6 +66,19 @@ def test_check_a_tau2_domain(external):
     assert out.stdout.strip().endswith("solved 50/50")
 
 
+def test_a_tau2_split_file_read_otherwise_than_written_is_said(external, tmp_path):
+    domain = tmp_path / "airline"
+    shutil.copytree(external / "tau2" / "airline", domain)
+    ids = [t["id"] for t in json.loads((domain / "tasks.json").read_text("utf-8"))]
+    splits = {"train": [*ids[:20], "999"], "test": ids[20:40]}  # 10 tasks in no split
+    (domain / "split_tasks.json").write_text(json.dumps(splits), "utf-8")
+    out = hsa("env", "show", "tau2", "--path", str(domain))
+    assert out.returncode == 0, out.stderr
+    assert "tasks: 50 (test 30, train 20)" in out.stdout
+    assert "note: 1 task id(s) in split_tasks.json are not in tasks.json: 999" in out.stderr
+    assert "note: 10 task(s) are in no split of split_tasks.json, so test tasks:" in out.stderr
+
+
 def test_errors_are_one_line():
     out = hsa("env", "show", "nope")
     assert out.returncode == 1

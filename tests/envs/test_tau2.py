@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hsa.envs.tau2 import Tau2Environment, action_matches
@@ -86,3 +88,20 @@ def test_what_the_user_must_be_told_is_scored_as_tau2_scores_it(external):
     # retail's basis holds no COMMUNICATE: its communicate_info does not gate
     retail = Tau2Environment.from_corpus(external / "tau2" / "retail")
     assert not any(retail.communicate(t) for t in retail.tasks())
+
+
+def test_criteria_without_a_reward_basis_take_tau2s_default(external, tmp_path):
+    # EvaluationCriteria.reward_basis defaults to [DB, COMMUNICATE]: the user must be told
+    import shutil
+
+    domain = tmp_path / "airline"
+    shutil.copytree(external / "tau2" / "airline", domain)
+    tasks = json.loads((domain / "tasks.json").read_text("utf-8"))
+    for task in tasks:
+        task["evaluation_criteria"].pop("reward_basis", None)
+    (domain / "tasks.json").write_text(json.dumps(tasks), "utf-8")
+    env = Tau2Environment.from_corpus(domain)
+    task = next(t for t in env.tasks() if t.id == "tau2-airline-7")
+    assert env.communicate(task) == ["1628"]
+    calls = [e for e in env.solve(task).events if isinstance(e, ToolCall)]
+    assert not env.score(task, env.reset(task), calls).success
