@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hsa.envs.base import Environment, Task
-from hsa.errors import EnvError
+from hsa.errors import EnvError, first_few
 from hsa.harness.files import replacing
 from hsa.harness.io import save
 from hsa.harness.model import Harness
@@ -52,14 +52,41 @@ def export_env(
     if len(harnesses) == 1:
         written: tuple[Path, ...] = (save(harnesses[0], path, beside=(TASKS_FILE,)),)
     else:
-        if path.exists() and not path.is_dir():
-            raise EnvError(
-                "refusing to overwrite: it exists and is not a directory", file=str(path)
-            )
+        _check_replaceable(path, {h.id for h in harnesses})
         written = tuple(save(h, path / h.id) for h in harnesses)
     tasks_file = path / TASKS_FILE
     _write_lines(tasks_file, (json.dumps(t.to_dict(), ensure_ascii=False) for t in todo))
     return ExportSummary(path, written, tasks_file, len(todo))
+
+
+def _check_replaceable(path: Path, ids: set[str]) -> None:
+    """Refuse ``path`` for an export of the harnesses ``ids`` unless it is new, empty, or an
+    earlier export of them: ``tasks.jsonl`` and folders of those harnesses only (each of
+    which ``save`` checks again). Writing over another export would leave its other harness
+    folders beside a ``tasks.jsonl`` that no longer lists their tasks; over a user's own
+    files, would replace them."""
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise EnvError("refusing to overwrite: it exists and is not a directory", file=str(path))
+    entries = sorted(path.iterdir())
+    if not entries:
+        return
+    foreign = [e.name for e in entries if e.name != TASKS_FILE and not e.is_dir()]
+    others = [e.name for e in entries if e.is_dir() and e.name not in ids]
+    if foreign:
+        what = f"file(s) an export does not write ({first_few(foreign)})"
+    elif others:
+        what = f"harness folder(s) this export does not write ({first_few(others)})"
+    elif not any(e.is_dir() for e in entries):
+        what = f"a {TASKS_FILE} beside no harness folder"
+    else:
+        return
+    raise EnvError(
+        f"refusing to overwrite: it holds {what}, so it is not an earlier export of these "
+        "harnesses; choose an empty or new folder",
+        file=str(path),
+    )
 
 
 def _write_lines(path: Path, lines: Iterable[str]) -> None:

@@ -28,6 +28,35 @@ def test_export_of_a_multi_harness_corpus(tmp_path, external):
     assert [t.id for t in read_tasks(summary.tasks_file)] == [t.id for t in env.tasks()[:5]]
 
 
+def test_a_multi_harness_export_writes_over_its_own_earlier_export_only(tmp_path, external):
+    import pytest
+
+    from hsa.envs.bfcl import BfclEnvironment
+    from hsa.errors import EnvError
+
+    env = BfclEnvironment.from_corpus(external / "bfcl" / "BFCL_v4_parallel.json")
+    out = tmp_path / "bfcl"
+    export_env(env, out, env.tasks()[:5])
+    again = export_env(env, out, env.tasks()[:5])  # the same export again: replaced
+    assert len(read_tasks(again.tasks_file)) == 5
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    # another set of harnesses would leave these folders beside a tasks.jsonl not listing them
+    with pytest.raises(EnvError, match=r"harness folder\(s\) this export does not write"):
+        export_env(env, out, env.tasks()[5:8])
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "tasks.jsonl").write_text("my own\n")  # a user's file is never replaced
+    with pytest.raises(EnvError, match=r"a tasks\.jsonl beside no harness folder"):
+        export_env(env, mine, env.tasks()[:5])
+    single = tmp_path / "single"
+    export_env(LivestreamEnvironment(n_tasks=2), single)
+    with pytest.raises(EnvError, match=r"file\(s\) an export does not write \(harness.yaml"):
+        export_env(env, single, env.tasks()[:5])
+    assert (mine / "tasks.jsonl").read_text() == "my own\n"
+    assert [p.name for p in mine.iterdir()] == ["tasks.jsonl"]
+
+
 def test_check_reports_solved_counts():
     env = LivestreamEnvironment(n_tasks=16)
     seen = []
