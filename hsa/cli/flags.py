@@ -13,10 +13,11 @@ import contextlib
 import importlib
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from hsa.errors import HsaError
 
@@ -101,9 +102,21 @@ def said_as_flags() -> Iterator[None]:
         raise
 
 
-def given(flags: dict[str, Any]) -> dict[str, Any]:
-    """The flags given on the command line (None is 'not given')."""
-    return {name: value for name, value in flags.items() if value is not None}
+def given(flags: dict[str, Any], file: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The flags given on the command line (None is 'not given'). A flag's value that came
+    from an environment variable (``--base-url`` from ``OPENAI_BASE_URL``) is not one: the
+    config ``file``'s setting beats it, as the precedence reads (flag, config, environment)."""
+    ctx = click.get_current_context(silent=True)
+
+    def from_environment(name: str) -> bool:
+        return ctx is not None and ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT
+
+    return {
+        name: value
+        for name, value in flags.items()
+        if value is not None
+        and not (file and file.get(name) is not None and from_environment(name))
+    }
 
 
 #: where the API key is read from unless --api-key-env names another variable

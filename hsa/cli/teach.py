@@ -129,7 +129,7 @@ def teach_command(
     from hsa.pipelines.teach import TeachConfig, TeachIncomplete, teach
 
     settings: dict[str, Any] = _load_config_file(config_file) if config_file else {}
-    settings.update(given(flags))
+    settings.update(given(flags, settings))
     if env is not None:
         settings["env"] = env
     options = settings.get("env_options") or {}

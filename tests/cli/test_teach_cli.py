@@ -192,6 +192,35 @@ def test_an_endpoint_that_is_down_fails_the_run_and_the_rerun_retries(tmp_path):
     assert json.loads((out / "manifest.json").read_text())["verified"] == 5
 
 
+def test_a_config_files_base_url_beats_openai_base_url_and_a_flag_beats_both(tmp_path):
+    # flag, then config, then the environment: the request goes to the file's endpoint
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "teach.yaml"
+    config.write_text(
+        f"teach: {{backend: openai, base_url: 'http://127.0.0.1:{port}/v1', model: m, "
+        "tasks: 1, max_retries: 0, backoff_s: 0.01}\n"
+    )
+    env = {**environ(), "OPENAI_BASE_URL": "http://127.0.0.1:9/env/v1"}
+
+    def refused_at(*extra: str) -> str:
+        done = subprocess.run(
+            [*HSA, "teach", "--config", str(config), "--out", str(tmp_path / "o"), *extra],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stdout
+        return done.stderr
+
+    assert f"connection refused to http://127.0.0.1:{port}/v1" in refused_at()
+    flag = refused_at("--base-url", "http://127.0.0.1:9/flag/v1")
+    assert "connection refused to http://127.0.0.1:9/flag/v1" in flag
+    config.write_text(
+        "teach: {backend: openai, model: m, tasks: 1, max_retries: 0, backoff_s: 0.01}\n"
+    )
+    assert "connection refused to http://127.0.0.1:9/env/v1" in refused_at()  # else the variable
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
