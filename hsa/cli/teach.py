@@ -46,6 +46,20 @@ def _load_config_file(path: Path) -> dict[str, Any]:
     from hsa.errors import ConfigError
 
     data = read_yaml(path, error=ConfigError)
+    if isinstance(data, dict) and "source" in data:
+        # a build config: its teacher's job, the source's environment and tasks and the
+        # build's seed with it, as `hsa build` runs it
+        from hsa.pipelines.build import parse_config
+
+        config = parse_config(data, base=path.parent, file=str(path))
+        if config.source.env is None:
+            raise ConfigError(
+                "its source is recorded trajectories, which no teacher makes; give a build "
+                "config whose source is an env",
+                file=str(path),
+                where="$.source",
+            )
+        return {k: v for k, v in config.teach_settings().items() if v is not None}
     if isinstance(data, dict) and isinstance(data.get("teach"), dict):
         data = data["teach"]
     if not isinstance(data, dict):
@@ -60,8 +74,9 @@ def _load_config_file(path: Path) -> dict[str, Any]:
     "--config",
     "config_file",
     type=click.Path(path_type=Path),
-    help="YAML file of teach settings (or a build config with a 'teach:' section); "
-    "flags given on the command line override it.",
+    help="YAML file of teach settings, or a build config (its teacher's job: the 'teach:' "
+    "section with the source's environment and tasks and the build's seed); flags given on "
+    "the command line override it.",
 )
 @click.option("--env", cls=Setting, config=TEACH)
 @click.option("--env-seed", type=int, help="The environment's seed (its world and tasks).")

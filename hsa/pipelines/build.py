@@ -125,12 +125,13 @@ class SourceConfig:
             value = getattr(self, found.name)
             if value in (None, {}):
                 continue
-            try:
-                out[found.name] = _fingerprint(value) if isinstance(value, Path) else value
-            except ConfigError as exc:
-                raise ConfigError(
-                    f"{value}: {exc.message}", file=file, where=f"$.source.{found.name}"
-                ) from None
+            where = f"$.source.{found.name}"
+            if isinstance(value, Path):
+                value = _fingerprint(value, file, where)
+            elif found.name == "env_options" and isinstance(value.get("path"), str):
+                # a corpus by its content: the same path holding other data is another build
+                value = {**value, "path": _fingerprint(Path(value["path"]), file, f"{where}.path")}
+            out[found.name] = value
         return out
 
 
@@ -202,15 +203,21 @@ class BuildConfig:
             raise ConfigError("no output directory: set 'out' or pass --out", file=self.file)
         return self.out
 
-    def teach_config(self) -> TeachConfig:
-        """The teach job of an ``env`` source: each task once under its canonical harness
-        unless ``teach`` says otherwise (the augment stage draws the variants)."""
-        settings = {
+    def teach_settings(self) -> dict[str, Any]:
+        """The settings of the teach job of an ``env`` source (``hsa teach --config`` takes
+        them as its own): each task once under its canonical harness unless ``teach`` says
+        otherwise (the augment stage draws the variants), with the source's environment and
+        tasks and the build's seed."""
+        return {
             **_TEACH_DEFAULTS,
             **self.teach,
             **self.source.teach_settings(),
             "seed": self.augment.resolved()[1],
         }
+
+    def teach_config(self) -> TeachConfig:
+        """The teach job of an ``env`` source (``teach_settings``)."""
+        settings = self.teach_settings()
         try:
             config: TeachConfig = from_mapping(TeachConfig, settings, error=ConfigError)
         except HsaError as exc:
@@ -222,11 +229,14 @@ class BuildConfig:
         """The ``teach`` settings that decide what the teacher writes: not where it is served
         nor how it is asked (``base_url``, ``timeout_s``, ``max_retries``, ``concurrency``...:
         a rerun against a moved server, or with more patience, goes on with the same run)."""
-        return {
+        out = {
             k: v
             for k, v in {"backend": "oracle", **self.teach}.items()
             if k in OUTPUT_FIELDS or k in SET_OUTPUT_FIELDS
         }
+        if isinstance(out.get("recipe"), str):  # by its content: an edited recipe is another run
+            out["recipe"] = _fingerprint(Path(out["recipe"]), self.file, "$.teach.recipe")
+        return out
 
     def identity(self) -> dict[str, Any]:
         """What decides the dataset's content: the config with recipes and inputs resolved."""
@@ -250,13 +260,17 @@ _FROM_SOURCE = ("env", "env_options", "tasks", "split")
 _TEACH_DEFAULTS = {"variants_per_task": 0, "include_canonical": True}
 
 
-def _fingerprint(path: Path) -> str:
+def _fingerprint(path: Path, file: str | None = None, where: str | None = None) -> str:
+    """The content of the file or folder ``path``, as a hash; one that is not there is an
+    error at ``where`` of the config ``file`` (given), else naming ``path``."""
     if path.is_file():
         return sha256_file(path)
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file())
         text = "".join(f"{p.relative_to(path)}\0{sha256_file(p)}\n" for p in files)
         return mf.config_hash({"files": text})
+    if where is not None:
+        raise ConfigError(f"{path}: no such file or directory", file=file, where=where)
     raise ConfigError("no such file or directory", file=str(path))
 
 
@@ -279,6 +293,17 @@ def parse_config(data: Any, *, base: Path = Path(), file: str | None = None) -> 
         source = dict(data["source"])
         for key in ("trajectories", "harness"):
             source[key] = path(source.get(key))
+        # every path a config gives is relative to the config's folder, wherever it is read
+        options = source.get("env_options")
+        if isinstance(options, dict) and isinstance(options.get("path"), str):
+            source["env_options"] = {**options, "path": str(path(options["path"]))}
+        teach = dict(data.get("teach") or {})
+        for key in ("recipe", "cache"):
+            if isinstance(teach.get(key), str):
+                teach[key] = str(path(teach[key]))
+        model = teach.get("model")
+        if isinstance(model, str) and model and (local := path(model)) and local.exists():
+            teach["model"] = str(local)  # a local folder (a hub id is left as it is)
         augment = dict(data.get("augment") or {})
         augment["recipe"] = _recipe(augment.get("recipe"), path, file)
         if augment.get("tokenizer"):
@@ -290,7 +315,7 @@ def parse_config(data: Any, *, base: Path = Path(), file: str | None = None) -> 
             source=from_mapping(SourceConfig, source, error=ConfigError, root="$.source"),
             name=data.get("name") or "dataset",
             out=path(data.get("out")),
-            teach=dict(data.get("teach") or {}),
+            teach=teach,
             augment=from_mapping(AugmentConfig, augment, error=ConfigError, root="$.augment"),
             file=file,
         )

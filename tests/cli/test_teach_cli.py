@@ -192,6 +192,31 @@ def test_an_endpoint_that_is_down_fails_the_run_and_the_rerun_retries(tmp_path):
     assert json.loads((out / "manifest.json").read_text())["verified"] == 5
 
 
+def test_a_build_config_runs_its_own_teacher_job(tmp_path):
+    # the build's source (environment, tasks) and seed come with its teach section
+    config = tmp_path / "build.yaml"
+    config.write_text(
+        "source: {env: livestream, tasks: 3}\nseed: 7\nout: data\nteach: {backend: oracle}\n"
+    )
+    out = tmp_path / "t"
+    done = subprocess.run(
+        [*HSA, "teach", "--config", str(config), "--tasks", "2", "--out", str(out)],
+        capture_output=True, text=True, env=environ(), timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    job = json.loads((out / "teach.json").read_text())["config"]
+    assert (job["env"], job["tasks"], job["seed"]) == ("livestream", 2, 7)  # the flag beats it
+    assert (job["variants_per_task"], job["include_canonical"]) == (0, True)
+    recorded = tmp_path / "recorded.yaml"
+    recorded.write_text("source: {trajectories: x.jsonl}\nout: data\n")
+    refused = subprocess.run(
+        [*HSA, "teach", "--config", str(recorded), "--out", str(tmp_path / "r")],
+        capture_output=True, text=True, env=environ(), timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 1
+    assert "$.source: its source is recorded trajectories" in refused.stderr
+
+
 def test_a_config_files_base_url_beats_openai_base_url_and_a_flag_beats_both(tmp_path):
     # flag, then config, then the environment: the request goes to the file's endpoint
     with socket.socket() as probe:

@@ -244,6 +244,49 @@ def test_settings_of_how_the_teacher_is_asked_are_not_the_datasets_identity(
     assert plain == patient == named
 
 
+def test_teach_and_corpus_paths_are_the_configs_and_read_by_their_content(
+    tmp_path: Path, external
+) -> None:
+    # relative to the config's folder wherever it is read from, as every other path
+    sub = tmp_path / "sub"
+    (sub / "corpus").mkdir(parents=True)
+    corpus = sub / "corpus" / "BFCL_v4_simple_python.json"
+    lines = (external / "bfcl" / "BFCL_v4_simple_python.json").read_text("utf-8").splitlines()
+    corpus.write_text("\n".join(lines[:5]) + "\n", "utf-8")
+    (sub / "teach-recipe.yaml").write_text(yaml.safe_dump({"rules": [{"rule": "tools.rename"}]}))
+    data = {
+        "source": {"env": "bfcl", "env_options": {"path": "corpus"}, "tasks": 2},
+        "teach": {"recipe": "teach-recipe.yaml", "cache": "cache.sqlite"},
+    }
+    (sub / "build.yaml").write_text(yaml.safe_dump(data))
+    config = load_config(sub / "build.yaml")
+    assert config.source.env_options["path"] == str(sub / "corpus")
+    teach = config.teach_config()
+    assert (teach.recipe, teach.cache) == (
+        str(sub / "teach-recipe.yaml"),
+        str(sub / "cache.sqlite"),
+    )
+    (sub / "models" / "m").mkdir(parents=True)
+    data["teach"] |= {"backend": "transformers", "model": "models/m"}
+    (sub / "other.yaml").write_text(yaml.safe_dump(data))
+    assert load_config(sub / "other.yaml").teach["model"] == str(sub / "models" / "m")
+    data["teach"]["model"] = "Qwen/Qwen2.5-0.5B"  # a hub id, no folder here: as written
+    (sub / "other.yaml").write_text(yaml.safe_dump(data))
+    assert load_config(sub / "other.yaml").teach["model"] == "Qwen/Qwen2.5-0.5B"
+    before = config.identity()
+    # the same paths holding other content: another dataset, not "complete already"
+    (sub / "teach-recipe.yaml").write_text(yaml.safe_dump({"rules": [{"rule": "hooks.wording"}]}))
+    edited = load_config(sub / "build.yaml").identity()
+    assert edited["teach"]["recipe"] != before["teach"]["recipe"]
+    assert edited["source"] == before["source"]
+    corpus.write_text("\n".join(lines[5:10]) + "\n", "utf-8")
+    assert load_config(sub / "build.yaml").identity()["source"] != before["source"]
+    shutil.rmtree(sub / "corpus")
+    with pytest.raises(ConfigError, match="no such file or directory") as err:
+        load_config(sub / "build.yaml").identity()
+    assert err.value.where == "$.source.env_options.path"
+
+
 def test_recorded_input_with_nothing_to_augment(tmp_path: Path, livestream_table) -> None:
     data = {"source": {"trajectories": _recorded(tmp_path, livestream_table.slice(0, 0))}}
     with pytest.raises(HsaError, match=r"recorded\.parquet: holds no trajectories"):
