@@ -35,7 +35,9 @@ def _training_recipe(path: Path | None) -> Any:
     from hsa.errors import ConfigError
 
     data = read_yaml(path, error=ConfigError)
-    if isinstance(data, dict) and "augment" in data:
+    if (
+        isinstance(data, dict) and "source" in data
+    ):  # a build config (its recipe may be the default)
         from hsa.pipelines.build import load_config
 
         return load_config(path).augment.recipe
@@ -165,7 +167,7 @@ def run_command(
 def _summary(report: Any) -> None:
     from hsa.eval.report import interval
 
-    out = console()
+    out = console(markup=False)  # plain text: '[one task]' is no rich style tag
     summary = report.summary
     for name, entry in summary["suites"].items():
         failures = ", ".join(f"{k} {v}" for k, v in entry.get("failures", {}).items())

@@ -21,8 +21,9 @@ from hsa.errors import HsaError, check_stop
 
 
 @lru_cache(maxsize=1)
-def console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+def console(*, markup: bool = True) -> Console:
+    """Standard output; without ``markup``, text in brackets is printed as it is."""
+    return Console(highlight=False, soft_wrap=True, markup=markup)
 
 
 @lru_cache(maxsize=1)

@@ -130,6 +130,15 @@ def test_a_held_out_recipe_that_overlaps_training_is_refused_naming_the_rule(tmp
     )  # fmt: skip
     assert done.returncode == 1
     assert "overlaps the training recipe: rules[0] skill_ids.rename" in done.stderr
+    # a build config without an augment section trains on the default recipe: the same
+    plain = tmp_path / "build.yaml"
+    plain.write_text("source: {env: livestream, tasks: 2}\nout: x\n")
+    done = hsa(
+        "eval", "run", "--recipe", str(ROOT / "hsa" / "augment" / "recipes" / "default.yaml"),
+        "--train-recipe", str(plain), "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "overlaps the training recipe: rules[0] skill_ids.rename" in done.stderr
 
 
 def test_compare_of_a_folder_without_a_run_names_it(tmp_path):
@@ -146,3 +155,10 @@ def test_suites_given_in_repeated_flags_are_all_run(tmp_path):
     assert done.returncode == 0, done.stderr
     assert list(summary(out)["suites"]) == ["canonical", "variants"]
     assert pq.read_table(out / "episodes.parquet").num_rows == 5 + 5
+
+
+def test_the_summary_prints_an_interval_of_one_task_as_the_report_does(tmp_path):
+    args = ["--policy", "oracle", "--tasks", "1", "--suite", "canonical"]
+    done = hsa("eval", "run", *args, "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert "canonical: success 100.0 [one task] % over 1 episodes" in done.stdout
