@@ -254,10 +254,11 @@ def build_command(
         report = build(config, out=out, progress=on_stage)
     rows = [("config", str(config_path))]
     if report.tasks:
-        rows.append(("tasks", f"{report.tasks:,} ({report.verified:,} verified)"))
+        # (the teacher's rollouts: a task under more variants or samples is run more times)
+        rows.append(("teacher rollouts", f"{report.tasks:,} ({report.verified:,} verified)"))
     if report.restated:  # BFCL's format-sensitivity entries: augmentation varies the form
         rows.append(("tasks left out (another task asked again)", f"{report.restated:,}"))
-    if report.teacher_skipped:
+    if report.teacher_skipped and report.tasks:  # (recorded trajectories have no teacher)
         rows.append(("teacher", "skipped (done before)"))
     rows += _augment_rows(report.augment, time.monotonic() - started)
     _summary("hsa build: done", rows)
