@@ -86,10 +86,16 @@ def load_prompts(path: str | Path | None, n: int | None = None) -> list[Prompt]:
             doc = json.loads(line)
         except ValueError as exc:
             raise EvalError(f"not JSON: {exc}", file=str(path), where=f"line {number}") from None
-        missing = [k for k in ("key", "prompt", "instruction_id_list", "kwargs") if k not in doc]
-        if not isinstance(doc, dict) or missing:
+        if not isinstance(doc, dict):  # 5 or null: checked first, "in" would raise on them
             raise EvalError(
-                f"an IFEval row needs {', '.join(missing) or 'an object'}",
+                f"an IFEval row must be a JSON object, not {type(doc).__name__}",
+                file=str(path),
+                where=f"line {number}",
+            )
+        missing = [k for k in ("key", "prompt", "instruction_id_list", "kwargs") if k not in doc]
+        if missing:
+            raise EvalError(
+                f"an IFEval row needs {', '.join(missing)}",
                 file=str(path),
                 where=f"line {number}",
             )

@@ -109,3 +109,12 @@ def test_the_prompts_file_is_required_and_checked(tmp_path):
     with pytest.raises(EvalError, match="line 2"):
         load_prompts(bad)
     assert len(load_prompts(bad, 1)) == 1
+
+
+@pytest.mark.parametrize("line", ["5", "null", '"text"', "[1]"])
+def test_a_prompts_line_that_is_no_object_is_one_error_naming_the_line(tmp_path, line):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"key": 1, "prompt": "x", "instruction_id_list": [], "kwargs": []}\n' + line)
+    with pytest.raises(EvalError, match="must be a JSON object") as caught:
+        load_prompts(bad)
+    assert caught.value.file == str(bad) and caught.value.where == "line 2"
