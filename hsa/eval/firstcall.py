@@ -117,6 +117,7 @@ async def first_reply(
     problem: str | None = None
     named: str | None = None
     got: ToolCall | SkillLoad | None = None
+    calls = 0  # the calls the reply made, counted as a variants row counts them, valid or not
     try:
         surface = read_step(
             response.message, variant.harness, variant.harness.derived(protocol_view), 0
@@ -125,6 +126,7 @@ async def first_reply(
         problem, reason = "unparseable_call", str(exc)
     else:
         first = _first(surface)
+        calls = sum(isinstance(e, ToolCall) for e in surface)
         reason = "ok"
         if isinstance(first, ToolCall):
             found = checker_of(variant.harness).problem(first.tool, first.args)
@@ -142,7 +144,7 @@ async def first_reply(
     if failure is not None and response.finish_reason == "length":
         # scored as written, but a reply cut off at max_tokens explains the failure
         failure, reason = "truncated", f"cut off at the token limit: {reason}"
-    rules = [n for n, _, _ in variant.rules]
+    rules = list(episode.rules)  # drawn rules only: a recipe's base rules are every harness's
     latency = round(response.latency_s, 6)
     row = {
         "suite": "firstcall",
@@ -162,7 +164,7 @@ async def first_reply(
         "reason": reason,
         "turns": 1,
         "steps": 1,
-        "calls": 0 if got is None else 1,
+        "calls": calls,
         "tokens_in": response.usage.prompt_tokens,
         "tokens_out": response.usage.completion_tokens,
         "latency_s": latency,

@@ -178,12 +178,19 @@ def succeeded(result: Rollout) -> bool:
 
 
 def episode_row(
-    suite: str, config: str, result: Rollout, *, policy: str, group: str | None = None
+    suite: str,
+    config: str,
+    result: Rollout,
+    *,
+    policy: str,
+    group: str | None = None,
+    rules: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The row (``EPISODE_SCHEMA``) of one finished episode; ``group`` is what intervals
-    resample (the task unless given)."""
+    resample (the task unless given), ``rules`` the drawn rules it is attributed to
+    (``Episode.rules``; unless given, every rule of its variant)."""
     spec, variant = result.spec, result.spec.variant
-    rules = [name for name, _, _ in variant.rules]
+    rules = [name for name, _, _ in variant.rules] if rules is None else list(rules)
     families = sorted({family_of(r) for r in rules})
     latencies = [round(x, 6) for x in result.latencies_s]
     return {

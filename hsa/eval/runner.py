@@ -424,7 +424,12 @@ async def _run(
                 report.retry_reasons[result.detail or "no answer"] += 1
             else:
                 results[index] = episode_row(
-                    episode.suite, episode.config, result, policy=config.label, group=episode.group
+                    episode.suite,
+                    episode.config,
+                    result,
+                    policy=config.label,
+                    group=episode.group,
+                    rules=episode.rules,
                 )
                 report.episodes_s += time.monotonic() - began
                 report.succeeded += succeeded(result)

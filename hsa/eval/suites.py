@@ -34,6 +34,7 @@ from pathlib import Path
 from hsa.augment.free_text import protocol_fits
 from hsa.augment.planner import Variant, canonical_variant
 from hsa.augment.recipe import Recipe, load_recipe, loads_recipe
+from hsa.augment.registry import get as get_rule
 from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.augment.rules.protocol import with_protocol
 from hsa.augment.seeded import derive_seed
@@ -62,6 +63,9 @@ class Episode:
     config: str  # the variant's protocol label in bfcl, "canonical" or the variant id otherwise
     spec: RolloutSpec
     group: str = ""  # what intervals resample: the task, or the BFCL entry of a configured task
+    #: the drawn rules the episode is attributed to (per rule and family): a recipe's base
+    #: rules make the harness under evaluation, every episode's alike, so they are left out
+    rules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -113,6 +117,22 @@ def contexts(env: Environment, tasks: Sequence[Task], recipe: Recipe | None) -> 
         ) from None
 
 
+def drawn_rules(variant: Variant, recipe: Recipe) -> tuple[str, ...]:
+    """The rules of ``variant`` drawn from ``recipe``, its base rules left out.
+
+    Planning applies the base rules first, in the recipe's order, and records a rule only when
+    it changed something, so the base rules a variant records are the leading entries that
+    match the recipe's base in order (name and parameters); what follows was drawn.
+    """
+    applied = variant.rules
+    k = 0
+    for item in recipe.base:
+        params = get_rule(item.rule).resolve_params(item.params)
+        if k < len(applied) and applied[k][0] == item.rule and applied[k][2] == params:
+            k += 1
+    return tuple(name for name, _, _ in applied[k:])
+
+
 def _one_harness(env: Environment, suite: str) -> Harness:
     try:
         return env.harness()
@@ -155,12 +175,18 @@ def _planned(
 
 
 def canonical_episodes(
-    env: Environment, tasks: Sequence[Task], *, seed: int, recipe: Recipe | None = None
+    env: Environment,
+    tasks: Sequence[Task],
+    *,
+    seed: int,
+    recipe: Recipe | None = None,
+    suite: str = "canonical",
 ) -> list[Episode]:
-    """Each task under the environment's harness (with ``recipe``'s base rules, if any)."""
+    """Each task under the environment's harness (with ``recipe``'s base rules, if any);
+    ``suite`` names the suite in errors."""
     based = None
     if recipe is not None and recipe.base:
-        based = _planned(env, tasks, recipe, k=1, seed=seed, canonical=True, suite="canonical")
+        based = _planned(env, tasks, recipe, k=1, seed=seed, canonical=True, suite=suite)
     out = []
     for task in tasks:
         found = based[task.id] if based is not None else []  # none: the base changes nothing
@@ -170,14 +196,22 @@ def canonical_episodes(
 
 
 def variant_episodes(
-    env: Environment, tasks: Sequence[Task], recipe: Recipe, *, k: int, seed: int
+    env: Environment,
+    tasks: Sequence[Task],
+    recipe: Recipe,
+    *,
+    k: int,
+    seed: int,
+    suite: str = "variants",
 ) -> list[Episode]:
-    chosen = _planned(env, tasks, recipe, k=k, seed=seed, canonical=False, suite="variants")
+    """Each task under ``k`` variants of ``recipe``; ``suite`` names the suite in errors."""
+    chosen = _planned(env, tasks, recipe, k=k, seed=seed, canonical=False, suite=suite)
     out = []
     for task in tasks:
         for variant in chosen[task.id]:
             spec = _spec("variants", task, variant, seed)
-            out.append(Episode("variants", variant.variant_id, spec))
+            rules = drawn_rules(variant, recipe)
+            out.append(Episode("variants", variant.variant_id, spec, rules=rules))
     return out
 
 
@@ -186,7 +220,7 @@ def firstcall_episodes(
 ) -> list[Episode]:
     """Each task under its own harness and ``k`` held-out variants, for its first reply."""
     out = []
-    for episode in canonical_episodes(env, tasks, seed=seed, recipe=recipe):
+    for episode in canonical_episodes(env, tasks, seed=seed, recipe=recipe, suite="firstcall"):
         out.append(
             Episode(
                 "firstcall",
@@ -194,9 +228,9 @@ def firstcall_episodes(
                 _spec("firstcall", episode.spec.task, episode.spec.variant, seed),
             )
         )
-    for episode in variant_episodes(env, tasks, recipe, k=k, seed=seed):
+    for episode in variant_episodes(env, tasks, recipe, k=k, seed=seed, suite="firstcall"):
         spec = _spec("firstcall", episode.spec.task, episode.spec.variant, seed)
-        out.append(Episode("firstcall", episode.config, spec))
+        out.append(Episode("firstcall", episode.config, spec, rules=episode.rules))
     return out
 
 

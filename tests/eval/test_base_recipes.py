@@ -92,6 +92,7 @@ def test_variant_episodes_apply_the_base_rules_then_the_drawn_ones(livestream, t
     assert len(episodes) == 2 * len(tasks)
     for episode in episodes:
         assert _rules(episode) == [*BASE, "tools.rename"]
+        assert episode.rules == ("tools.rename",)  # attributed to the drawn rule alone
         offered = {t.name for t in episode.spec.variant.harness.tools}
         assert not offered & canonical  # every tool renamed
         used = Context.of(livestream.solve(episode.spec.task).events)
@@ -155,7 +156,8 @@ def test_firstcall_targets_are_the_names_each_harness_offers(livestream, recipe_
     by_id = {t.id: t for t in livestream.tasks("test")}
     canonical_name = {}
     for row in plain:
-        assert row["rules"] == BASE
+        # the base rules are the harness under evaluation, no held-out family
+        assert row["rules"] == row["families"] == []
         assert row["name_match"] is True and row["success"] and row["failure"] is None
         want = _first_name(livestream.solve(by_id[row["task_id"]]).events)
         assert row["target"] == want
@@ -163,7 +165,7 @@ def test_firstcall_targets_are_the_names_each_harness_offers(livestream, recipe_
     variants = {e.spec.variant.variant_id: e.spec.variant for e in plan(config, livestream)}
     tools = {t.name for t in livestream.harness().tools}
     for row in renamed:
-        assert row["rules"] == [*BASE, "tools.rename"]
+        assert row["rules"] == ["tools.rename"] and row["families"] == ["tools"]
         # the canonical policy calls canonical names, which this harness does not offer
         assert row["failure"] == "unknown_tool" and not row["name_match"] and not row["success"]
         want = canonical_name[row["task_id"]]
@@ -190,3 +192,31 @@ def test_planning_twice_gives_the_same_variants(livestream, recipe_path):
     again = [(e.config, e.spec.id) for e in plan(config, get("livestream", compact=True))]
     assert first == again and len(first) == 10 * 4
     assert len({c for c, _ in first if c != "canonical"}) > 1
+
+
+def test_base_rules_are_attributed_to_no_family(livestream, tmp_path):
+    # base: renamed parameters (tools); drawn: hooks. Per family and rule, only hooks, and
+    # the canonical episodes under the base alone are in no family
+    recipe = tmp_path / "base.yaml"
+    recipe.write_text(
+        "seed: 1\nvariants_per_harness: 8\nmin_rules: 1\nmax_rules: 1\nbase:\n"
+        "  - {rule: tools.rename_params, params: {style: camel, fraction: 1.0}}\nrules:\n"
+        "  - {rule: hooks.neutral_extra, probability: 1.0, params: {count: 3}}\n",
+        "utf-8",
+    )
+    config = EvalConfig(
+        env="livestream",
+        suites=("canonical", "variants", "firstcall"),
+        recipe=str(recipe),
+        tasks=6,
+        variants=1,
+    )
+    summary = evaluate(config, tmp_path / "run", env=livestream).summary["suites"]
+    for suite in ("variants", "firstcall"):
+        assert set(summary[suite]["by_family"]) == {"hooks"}
+        assert summary[suite]["by_family"]["hooks"]["n"] == 6
+        assert set(summary[suite]["by_rule"]) == {"hooks.neutral_extra"}
+    rows = pq.read_table(tmp_path / "run" / EPISODES).to_pylist()
+    for row in rows:
+        drawn = row["config"] != "canonical"
+        assert row["rules"] == (["hooks.neutral_extra"] if drawn else [])

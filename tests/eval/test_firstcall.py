@@ -98,3 +98,45 @@ def test_a_failed_reply_cut_off_at_the_token_limit_is_classed_truncated(livestre
     rows = pq.read_table(tmp_path / "out" / EPISODES).to_pylist()
     assert rows and {r["failure"] for r in rows} == {"truncated"}
     assert all(r["reason"].startswith("cut off at the token limit: ") for r in rows)
+
+
+def test_the_firstcall_suite_is_named_when_it_needs_one_harness(tmp_path):
+    from hsa.errors import EvalError
+    from hsa.eval.suites import firstcall_episodes, heldout_recipe
+
+    class Many:
+        name = "many"
+
+        def harness(self):
+            from hsa.errors import EnvError
+
+            raise EnvError("this environment has one harness per task")
+
+    with pytest.raises(EvalError, match="the firstcall suite needs"):
+        firstcall_episodes(Many(), [], heldout_recipe(), k=1, seed=0)
+
+
+def test_a_reply_calling_an_unknown_tool_counts_its_calls(livestream, tmp_path):
+    from hsa.teachers.backends.base import Backend, BackendStats
+    from hsa.teachers.request import ChatResponse, assistant_message
+
+    class Unknown(Backend):
+        name = "unknown"
+        stats = BackendStats()
+
+        async def chat(self, request):
+            calls = [
+                {
+                    "id": f"c{i}",
+                    "type": "function",
+                    "function": {"name": f"nope{i}", "arguments": "{}"},
+                }
+                for i in range(2)
+            ]
+            return ChatResponse(assistant_message(None, calls))
+
+    config = EvalConfig(suites=("firstcall",), tasks=3, variants=1)
+    evaluate(config, tmp_path / "out", env=livestream, backend=Unknown())
+    rows = pq.read_table(tmp_path / "out" / EPISODES).to_pylist()
+    api = [r for r in rows if r["protocol"] == "api"]
+    assert api and all(r["failure"] == "unknown_tool" and r["calls"] == 2 for r in api)
