@@ -247,12 +247,17 @@ def bfcl_protocols(harness: Harness) -> list[Protocol]:
 def bfcl_variant(harness: Harness, protocol: Protocol, config: str | None = None) -> Variant:
     """``harness`` under ``protocol`` as a variant: the same names, so the identity mapping.
     With a BFCL format-sensitivity ``config``, its system prompt is BFCL's for that
-    configuration (``hsa.eval.bfcl_prompt``)."""
+    configuration (``hsa.eval.bfcl_prompt``), followed, as BFCL's
+    ``system_prompt_pre_processing_chat_model`` puts it, by ``"\n\n"`` and the entry's own
+    system message (the importer's ``system`` section) when it has one."""
     base = canonical_variant(harness)
     changed = with_protocol(harness, protocol)
     suffix = protocol.label
     if config is not None:
         template = system_template(config)
+        own = next((s for s in harness.prompt.sections if s.id == "system"), None)
+        if own is not None and own.body:
+            template += "\n\n" + own.body  # a literal template: the entry's text verbatim
         changed = changed.replace(prompt=dataclasses.replace(changed.prompt, template=template))
         fields = config_fields(config)
         suffix += f"/{fields['prompt_fmt']}/{fields['style']}"

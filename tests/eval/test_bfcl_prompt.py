@@ -47,3 +47,34 @@ def test_markdown_experimental_and_tagged_xml_configurations(prompts):
     assert '<TOOLCALL><functions><function name="func_name1"><param name="param1"' in xml
     assert "must be one of: string, integer, float, boolean, array, dict, or tuple." in xml
     assert "Here is a list of functions in xml format that you can invoke." in xml
+
+
+def test_an_entrys_own_system_message_follows_bfcls_prompt(external):
+    # BFCL's system_prompt_pre_processing_chat_model: its prompt, "\n\n", the entry's system
+    # message, under every configuration
+    import dataclasses
+    import json
+
+    from hsa.eval.suites import bfcl_variant
+    from hsa.harness.model import Protocol
+
+    root = external / "bfcl"
+    entry = "live_multiple_125-47-1"
+    with open(root / "BFCL_v4_live_multiple.json", encoding="utf-8") as lines:
+        row = next(json.loads(line) for line in lines if f'"{entry}"' in line)
+    own = "\n\n".join(m["content"] for m in row["question"][0] if m["role"] == "system")
+    assert own
+    env = get("bfcl", path=str(root))
+    tasks = [t for t in env.tasks() if t.kind == "format_sensitivity" and t.id.endswith(entry)]
+    assert len(tasks) == 26
+    for task in tasks:
+        text = system_prompt(_configured(env, task).spec.variant.harness)
+        # the same configuration for the entry without its system message
+        harness = env.harness_for(task)
+        sections = tuple(s for s in harness.prompt.sections if s.id != "system")
+        bare = harness.replace(prompt=dataclasses.replace(harness.prompt, sections=sections))
+        found = task.metadata["format_sensitivity"]
+        protocol = Protocol.from_dict(found["protocol"])
+        alone = system_prompt(bfcl_variant(bare, protocol, found["config"]).harness)
+        assert own not in alone
+        assert text == alone + "\n\n" + own
