@@ -6,8 +6,8 @@ tags, how the functions are documented, whether the prompt is plain text or Mark
 of two wordings it uses. The texts below are BFCL's (``bfcl_eval/constants/default_prompts.py``,
 ``formulate_system_prompt`` in ``model_handler/utils.py``), kept word for word as data, quirks
 included (the plain-text template joins persona and task with no space). The functions are
-hsa's documentation of the harness's tools in the configuration's doc format, and calls are read
-by the harness protocol of the same return format and tag.
+hsa's documentation of the harness's tools in the configuration's doc format, and replies are read
+by BFCL's decoder for the configuration's return format and tag (``hsa.eval.bfcl_decode``).
 """
 
 from __future__ import annotations

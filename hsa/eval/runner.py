@@ -33,12 +33,13 @@ from hsa.datasets.lock import hold
 from hsa.datasets.shards import write_shard
 from hsa.envs.base import Environment
 from hsa.errors import EvalError, TeacherError
+from hsa.eval.bfcl_decode import BfclDecoded
 from hsa.eval.config import EvalConfig
 from hsa.eval.firstcall import first_reply
 from hsa.eval.ifeval import Prompt, Scorer, ask, ifeval_summary, load_prompts, scorer
 from hsa.eval.metrics import episode_row, episodes_table, succeeded
 from hsa.eval.report import PLOTS, REPORT
-from hsa.eval.suites import Episode, episodes, heldout_recipe, split_tasks
+from hsa.eval.suites import FORMAT_KIND, Episode, episodes, heldout_recipe, split_tasks
 from hsa.eval.summary import summarize
 from hsa.teachers.backends.base import Backend, run_async
 from hsa.teachers.cache import CachedBackend, RequestCache
@@ -395,6 +396,15 @@ async def _bounded(
     return list(await asyncio.gather(*(one(c) for c in coroutines)))
 
 
+def _reader(episode: Episode, backend: Backend) -> Backend:
+    """``backend``, its replies read as BFCL reads them for BFCL's own format-sensitivity
+    entries (``hsa.eval.bfcl_decode``), whose scores are BFCL's."""
+    if episode.suite != "bfcl" or episode.spec.task.kind != FORMAT_KIND:
+        return backend
+    protocol = episode.spec.variant.harness.protocol
+    return BfclDecoded(backend, protocol, episode.config)
+
+
 async def _run(
     chosen: list[Episode],
     env: Environment,
@@ -416,7 +426,7 @@ async def _run(
             await asyncio.sleep(start_s)
         for index, episode in todo:
             began = time.monotonic()
-            result = await rollout(episode.spec, env, backend, settings)
+            result = await rollout(episode.spec, env, _reader(episode, backend), settings)
             report.requests += result.requests
             report.cache_hits += result.cache_hits
             if result.ended == "backend":

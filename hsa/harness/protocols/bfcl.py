@@ -15,7 +15,9 @@ BFCL's format-sensitivity study (``bfcl_eval/constants/default_prompts.py`` and
 The call-format instructions say the same as BFCL's ``tool_call_with_tag`` and
 ``tool_call_no_tag`` prompts in our own words, except that tagged formats allow text before the
 block. Parsing is lenient where models are: whitespace around the body or after the closing
-tag and a Markdown code fence around the body are accepted.
+tag and a Markdown code fence around the body are accepted. It is stricter than BFCL's own
+decoder, as parsing training data back must be (text around an untagged body would be lost);
+the eval's bfcl suite reads BFCL's entries with a port of that decoder (``hsa.eval.bfcl_decode``).
 """
 
 from __future__ import annotations

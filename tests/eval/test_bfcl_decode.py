@@ -1,0 +1,132 @@
+"""BFCL's own decoding of format-sensitivity replies: the bfcl suite scores a reply on BFCL's
+entries as BFCL's decoder reads it, lenient and strict where that decoder is."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pyarrow.parquet as pq
+import pytest
+
+from hsa.envs.registry import get
+from hsa.eval.bfcl_decode import NO_CALL, Undecodable, bfcl_reply, decode
+from hsa.eval.config import EvalConfig
+from hsa.eval.runner import EPISODES, evaluate, plan
+from hsa.harness.model import Protocol
+from hsa.teachers.backends.base import Backend
+from hsa.teachers.make import make_backend
+from hsa.teachers.rollout import TASK_KEY
+
+PY = "[get_weather(city='Paris', days=3), get_time(zone='CET')]"
+JSON = '```json\n[{"function":"get_weather","parameters":{"city":"Paris","days":3}}]\n```'
+XML = (
+    '<functions><function name="get_weather"><param name="city" type="string">Paris</param>'
+    '<param name="days" type="integer">3</param></function></functions>'
+)
+WEATHER = ("get_weather", {"city": "Paris", "days": 3})
+
+
+@pytest.mark.parametrize(
+    "text, fmt, tagged, calls",
+    [
+        # text after the calls: BFCL reads the tag's first block, the JSON list, the XML
+        (f"<TOOLCALL>{PY}</TOOLCALL>\nAnything else?", "python", True, 2),
+        (JSON + "\nAnything else?", "json", False, 1),
+        (XML + "\nAnything else?", "concise_xml", False, 1),
+        # text before the calls, untagged: JSON and XML found, Python fails
+        ("Here they are:\n" + JSON, "json", False, 1),
+        ("Here they are:\n" + XML, "concise_xml", False, 1),
+        ("Here they are:\n" + PY, "python", False, None),
+        # parallel calls without brackets: the brackets are added
+        (PY[1:-1], "python", False, 2),
+        # no tag where one is asked: no call
+        (PY, "python", True, None),
+    ],
+)
+def test_replies_are_read_where_bfcl_reads_calls(text, fmt, tagged, calls):
+    if calls is None:
+        with pytest.raises(Undecodable):
+            decode(text, fmt, tagged)
+    else:
+        found = decode(text, fmt, tagged)
+        assert len(found) == calls and found[0] == WEATHER
+
+
+def test_xml_types_are_converted_by_bfcls_names_alone():
+    aliased = XML.replace('type="integer"', 'type="int"')
+    found = decode(aliased, "concise_xml", False)
+    assert found == [("get_weather", {"city": "Paris", "days": "3"})]
+    with pytest.raises(Undecodable):  # int("3.5") fails BFCL's decoder
+        decode(XML.replace(">3<", ">3.5<"), "concise_xml", False)
+
+
+def test_python_arguments_as_bfcl_resolves_them():
+    found = decode("[f(1, a=2*3, b=x, c=(1, 2), d=g(), e=-4)]", "python", False)
+    assert found == [("f", {"a": 6, "b": "x", "c": [1, 2], "d": "g()", "e": -4})]
+    with pytest.raises(Undecodable):  # BFCL's eval is not run here: no names in arithmetic
+        decode("[f(a=x*2)]", "python", False)
+
+
+def test_a_reply_is_rewritten_as_the_format_writes_what_bfcl_read():
+    protocol = Protocol("text", "json", False, "json")
+    message = bfcl_reply({"role": "assistant", "content": "Sure:\n" + JSON}, protocol, "json")
+    assert message["content"] == JSON  # what BFCL read, as the format writes it
+    # BFCL reads no call where hsa's format would (a fenced Python list reads to BFCL as
+    # ``[python[...]]``, a subscript): the rollout must read none either
+    python = Protocol("text", "python", False, "json")
+    fenced = {"role": "assistant", "content": f"```python\n{PY}\n```"}
+    assert bfcl_reply(fenced, python, "python")["content"] == NO_CALL
+    # text that is no call for either stays the model's
+    text = {"role": "assistant", "content": "I cannot help with that."}
+    assert bfcl_reply(text, python, "python") == text
+
+
+MUTATIONS = {
+    "suffix": lambda c: c + "\nLet me know if you need anything else.",
+    "prefix": lambda c: "Here are the calls:\n" + c,
+    "nobrackets": lambda c: c[1:-1] if c.startswith("[") and c.endswith("]") else c,
+    "xmlalias": lambda c: (
+        c.replace('type="integer"', 'type="int"')
+        .replace('type="float"', 'type="number"')
+        .replace('type="boolean"', 'type="bool"')
+        .replace('type="array"', 'type="list"')
+    ),
+}
+
+
+def _expected(mutation: str, config: str, text: str) -> bool:
+    """Whether BFCL scores the oracle's reply after ``mutation`` correct."""
+    untagged_python = "ret_fmt=python&tool_call_tag=False" in config
+    if mutation in ("suffix", "prefix"):
+        return not untagged_python
+    if mutation == "xmlalias":
+        return re.search(r'type="(int|number|bool|list)"', text) is None
+    return True
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_the_bfcl_suite_scores_replies_as_bfcl_does(external, tmp_path, mutation):
+    env = get("bfcl", path=str(external / "bfcl"))
+    config = EvalConfig(env="bfcl", suites=("bfcl",), tasks=4)
+    variants = {e.spec.variant.variant_id: e.spec.variant for e in plan(config, env)}
+    inner = make_backend(config.teach_config(), env, variants)
+    sent: dict[str, str] = {}
+
+    class Mutated(Backend):
+        name = "mutated"
+        stats = inner.stats
+
+        async def chat(self, request):
+            answer = await inner.chat(request)
+            text = MUTATIONS[mutation](answer.message["content"])
+            sent[request.metadata[TASK_KEY]] = text
+            return dataclasses.replace(answer, message={**answer.message, "content": text})
+
+    remote = dataclasses.replace(config, policy="openai", base_url="http://x/v1", model="m")
+    evaluate(remote, tmp_path / "run", env=env, backend=Mutated())
+    rows = pq.read_table(tmp_path / "run" / EPISODES).to_pylist()
+    assert len(rows) == 4 * 26
+    for row in rows:
+        want = _expected(mutation, row["config"], sent[row["task_id"]])
+        assert row["success"] is want, (row["task_id"], sent[row["task_id"]], row["reason"])
