@@ -5,8 +5,9 @@ For each batch it picks each trajectory's variants by hashing its id, planning o
 variants the picks visit (per harness, or per trajectory context when the recipe has
 trajectory-dependent rules; planned variants are kept for later batches), renders every
 (trajectory, variant) row with the columnar engine, assigns splits by task, and writes one
-shard per split,
-``DIR/data/{split}/part-{batch:05d}.parquet``, then the batch's completion mark. After the last
+shard per split that has rows in the batch, ``DIR/data/{split}/part-{batch:05d}.parquet``,
+then the batch's completion mark (a batch without rows is marked done with no shard; a run
+without any row is refused, as ``datasets`` cannot open a dataset without rows). After the last
 batch it writes ``variants.parquet``, the dataset card and, last, ``manifest.json``. Batch
 boundaries, picks and splits depend only on the input, the config and the seed, so a rerun --
 after a crash or not -- gives the same bytes.
@@ -630,9 +631,11 @@ def augment_locked(
             marks, totals = _batches(job, report, progress)
     finally:
         planner.close()
+    stats, engine_stats = totals["stats"], totals["engine"]
+    if not stats.get("rows", 0):
+        _refuse_no_rows(out, k, stats, marks)
     timings = report.timings
     started = time.perf_counter()
-    stats, engine_stats = totals["stats"], totals["engine"]
     count = write_variants(out / VARIANTS_FILE, list(planner.variants.values()), planner.parts)
     shutil.rmtree(_parts_folder(out), ignore_errors=True)
     shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
@@ -676,6 +679,35 @@ def augment_locked(
     timings["finish"] = time.perf_counter() - started  # variants file, card, manifest
     report.planner = {"groups": planner.group_count, "variants_planned": planner.planned}
     return _report_from_manifest(report, manifest)
+
+
+def _refuse_no_rows(
+    out: Path, k: int, stats: Mapping[str, Any], marks: Sequence[Mapping[str, Any]]
+) -> None:
+    """Refuse a run whose batches gave no row at all, saying why: a dataset without rows is
+    one ``datasets`` cannot open. Known only once every batch is planned (which variants
+    change what a trajectory shows), so it is refused then, before the variants file, the
+    card and the manifest are written; the batches' marks go too (they list no shard), so
+    the folder holds no completed batch that would keep another config out of it."""
+    shutil.rmtree(_parts_folder(out), ignore_errors=True)
+    shutil.rmtree(out / mf.STATE / "done", ignore_errors=True)
+    trajectories = stats.get("trajectories", 0)
+    unverified = sum(m.get("unverified", 0) for m in marks)
+    why = [
+        f"no row to write, so no dataset was written: none of the {trajectories:,} "
+        f"trajectories is under any of the {k} variant(s) asked (the recipe's rules change "
+        "nothing their rows show, or other protocols would read their assistant text as "
+        "calls) and canonical rows are left out (keep_canonical: false); keep canonical rows, "
+        "or use rules that change what these trajectories show"
+    ]
+    if not trajectories:
+        why = ["no row to write, so no dataset was written: no trajectory was left to augment"]
+    if unverified:
+        why.append(
+            f"({unverified:,} unverified trajectories left out; --include-unverified, "
+            "augment.include_unverified: true in a build config, augments them)"
+        )
+    raise DatasetError(" ".join(why), file=str(out))
 
 
 @dataclass(slots=True)
@@ -976,9 +1008,16 @@ def _batch(
             return where(int(members[row]))
 
         messages = engine.render(sub, sub_traj, sub_var, locate=sub_where)
-        path = out / "data" / split / part_name(batch)
-        tables.append((path, rows(sub, sub_traj, sub_var, messages, engine, split)))
-        split_stats.append(stats(sub, sub_traj, sub_var, messages, engine, split))
+        counted = stats(sub, sub_traj, sub_var, messages, engine, split)
+        if not len(sub_traj):
+            # No row of this split in this batch (its trajectories under no variant, no
+            # canonical rows): no shard, since `datasets` cannot read one without rows, and no
+            # count of the split, since the card declares a split for each one counted.
+            del counted["splits"], counted["tokens"]
+        else:
+            path = out / "data" / split / part_name(batch)
+            tables.append((path, rows(sub, sub_traj, sub_var, messages, engine, split)))
+        split_stats.append(counted)
     after = engine.stats.to_dict()
     timings["render"] += time.perf_counter() - started
     return {

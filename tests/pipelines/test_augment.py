@@ -847,3 +847,64 @@ def test_no_variant_row_shows_what_another_row_of_its_trajectory_shows(tmp_path:
     config = AugmentConfig(recipe=prompt_only, variants_per_trajectory=2, workers=1)
     report = augment(source, tmp_path / "prompt", config)
     assert report.rows == 60 and report.short == 60
+
+
+def _skills_only(**changes) -> AugmentConfig:
+    """Variants of one skill-content rule and no canonical rows: a trajectory that loads no
+    skill is under no variant, so it gives no row."""
+    only = Recipe.from_dict(
+        {
+            "variants_per_harness": 4,
+            "rules": [{"rule": "skill_content.list_style", "probability": 1.0}],
+        }
+    )
+    settings = {"keep_canonical": False, "batch_size": 8, "variants_per_trajectory": 1}
+    return AugmentConfig(recipe=only, **{**settings, **changes})
+
+
+def test_a_batch_or_split_without_rows_writes_no_shard(
+    tmp_path: Path, livestream_table: pa.Table
+) -> None:
+    import datasets
+
+    path = _write(tmp_path / "in.parquet", livestream_table)
+    out, reference = tmp_path / "out", tmp_path / "ref"
+    report = augment(open_source(path), reference, _skills_only())
+    manifest = json.loads((reference / "manifest.json").read_text())
+    # batch 0 gives no row at all, the test split none in any batch: no shard of 0 rows
+    # (`datasets` cannot read one: "BatchSize must be greater than 0"), no split of none
+    assert report.short and 0 < report.rows < 48
+    assert all(shard["rows"] > 0 for shard in manifest["shards"])
+    assert not list((reference / "data").rglob("part-00000.parquet"))
+    assert set(manifest["rows"]) == {"total", "train", "dev"} and 0 not in report.splits.values()
+    assert "split: test" not in (reference / "README.md").read_text()
+    loaded = datasets.load_dataset(str(reference), cache_dir=str(tmp_path / "cache"))
+    assert {name: len(split) for name, split in loaded.items()} == report.splits
+    assert len(to_hf(reference)) == report.rows
+    # a batch that wrote no shard is done all the same: a rerun skips it, and repairs the rest
+    augment(open_source(path), out, _skills_only())
+    (out / "manifest.json").unlink()
+    next((out / "data" / "train").glob("*.parquet")).unlink()
+    again = augment(open_source(path), out, _skills_only())
+    assert again.skipped == 6 - 1 and digests(out) == digests(reference)
+
+
+def test_a_run_that_gives_no_row_is_refused_and_leaves_no_dataset(
+    tmp_path: Path, livestream_table: pa.Table
+) -> None:
+    # the first 8 trajectories load no skill: under no variant, and no canonical rows asked
+    path = _write(tmp_path / "in.parquet", livestream_table.slice(0, 8))
+    out = tmp_path / "out"
+    with pytest.raises(
+        DatasetError,
+        match=r"out: no row to write, so no dataset was written: none of the 8 trajectories "
+        r"is under any of the 1 variant\(s\) asked .*keep_canonical: false",
+    ):
+        augment(open_source(path), out, _skills_only())
+    assert not (out / "manifest.json").exists() and not (out / "data").exists()
+    assert [p.name for p in (out / ".hsa").rglob("*.json")] == ["run.json"]  # no batch done
+    # a rerun says the same; the corrected config may use the folder
+    with pytest.raises(DatasetError, match="no row to write"):
+        augment(open_source(path), out, _skills_only())
+    report = augment(open_source(path), out, _skills_only(keep_canonical=True))
+    assert report.rows == 8 and len(to_hf(out)) == 8
