@@ -69,7 +69,8 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
     another config's run that wrote nothing (no completed batch, no teacher output: it failed
     early) is cleared instead, so a corrected config can run. Temporary files of killed runs
     are removed. A finished dataset one of whose files is missing or changed (``damaged``) is
-    unfinished again: False, and the run redoes what is not intact.
+    unfinished again: False, and the run redoes what is not intact; files under ``data/`` it
+    does not list are refused first, damaged or not (``refuse_strays``).
     """
     manifest = out / MANIFEST
     run = out / STATE / "run.json"
@@ -86,8 +87,9 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
                 "of a rule the recipe names); choose another --out or delete it",
                 file=str(out),
             )
+        # before a repair too: the run would finish over the stray, which readers then count
+        refuse_strays(out, found)
         if not damaged(out, found):
-            refuse_strays(out, found)
             return True
         # A file it lists is missing or changed: the dataset is unfinished again, and this run
         # redoes the batches whose shards are not intact (``done``), then the rest.

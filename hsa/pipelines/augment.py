@@ -636,9 +636,11 @@ def augment_locked(
         _refuse_no_rows(out, k, stats, marks)
     timings = report.timings
     started = time.perf_counter()
+    shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
+    # a shard put under data/ while the run was unfinished: readers would count its rows
+    mf.refuse_strays(out, {"shards": shards})
     count = write_variants(out / VARIANTS_FILE, list(planner.variants.values()), planner.parts)
     shutil.rmtree(_parts_folder(out), ignore_errors=True)
-    shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
     manifest = {
         "kind": mf.KIND,
         "schema_version": SCHEMA_VERSION,

@@ -908,3 +908,32 @@ def test_a_run_that_gives_no_row_is_refused_and_leaves_no_dataset(
         augment(open_source(path), out, _skills_only())
     report = augment(open_source(path), out, _skills_only(keep_canonical=True))
     assert report.rows == 8 and len(to_hf(out)) == 8
+
+
+def test_a_stray_shard_is_refused_before_a_repair_and_before_a_finish(
+    tmp_path: Path, shards: Path
+) -> None:
+    reference, out = tmp_path / "ref", tmp_path / "out"
+    augment(open_source(shards), reference, config())
+    augment(open_source(shards), out, config())
+    own = sorted((out / "data" / "train").glob("*.parquet"))
+    stray = out / "data" / "train" / "part-09999.parquet"
+    stray.write_bytes(own[0].read_bytes())
+    why = (
+        rf"{out}: 1 file\(s\) under data/ are not this dataset's \(its manifest does not list "
+        r"data/train/part-09999.parquet\)"
+    )
+    # a damaged dataset: refused as an intact one is, before anything is repaired (a repair
+    # would finish over the stray, which every reader of data/*/*.parquet counts as rows)
+    own[1].unlink()
+    with pytest.raises(DatasetError, match=why):
+        augment(open_source(shards), out, config())
+    assert (out / "manifest.json").is_file() and not own[1].exists() and stray.exists()
+    # an unfinished one: refused when it would finish, the manifest not written
+    (out / "manifest.json").unlink()
+    with pytest.raises(DatasetError, match=why):
+        augment(open_source(shards), out, config())
+    assert not (out / "manifest.json").exists() and stray.exists()
+    stray.unlink()
+    report = augment(open_source(shards), out, config())
+    assert report.skipped == 3 and digests(out) == digests(reference)
