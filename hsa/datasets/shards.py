@@ -82,20 +82,21 @@ def write_shard(path: Path, table: pa.Table) -> dict[str, Any]:
 
 def write_shard_groups(path: Path, schema: pa.Schema, groups: Iterable[pa.Table]) -> dict[str, Any]:
     """``write_shard`` for a table that comes in parts: each of ``groups`` one row group,
-    written as it comes (so the whole table is never in memory); ``write_shard`` is one."""
+    written as it comes (so the whole table is never in memory); ``write_shard`` is one.
+
+    A group without rows is not written: ``datasets`` reads a file by row groups, and one of
+    0 rows stops it ("BatchSize must be greater than 0"); a file of no rows is its schema
+    alone, which every reader takes as no rows."""
     options = {k: v for k, v in WRITE_OPTIONS.items() if k != "row_group_size"}
     rows = 0
     try:
         with files.replacing(path, error=DatasetError) as temporary:
             with pq.ParquetWriter(temporary, schema, **options) as writer:
                 size = WRITE_OPTIONS["row_group_size"]
-                written = False
                 for group in groups:
-                    writer.write_table(group, row_group_size=size)
-                    rows += group.num_rows
-                    written = True
-                if not written:  # as an empty table is written: one empty row group
-                    writer.write_table(schema.empty_table(), row_group_size=size)
+                    if group.num_rows:
+                        writer.write_table(group, row_group_size=size)
+                        rows += group.num_rows
             digest = sha256_file(temporary)
     except pa.ArrowException as exc:
         raise DatasetError(f"cannot write shard: {exc}", file=str(path)) from None
