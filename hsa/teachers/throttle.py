@@ -2,17 +2,26 @@
 
 A saturated vLLM server queues rather than refusing, so a limiter that reacts only to HTTP 429
 would keep the queue full forever. ``AdaptiveLimit`` therefore backs off on two signals: the
-share of overload answers (429) among recent answers passing a threshold, and latency rising
-well above the best recently seen. It grows the limit by about one request per round trip
-while neither signal fires (additive increase) and multiplies it by ``decrease`` when one does
-(multiplicative decrease), at most once per round trip so one burst counts once. Reacting to
-the share of 429s rather than to each one keeps a few stray refusals (which the retries absorb)
-from collapsing the limit the way packet loss collapses a TCP window.
+share of overload answers (429) among recent answers passing a threshold, and recent latency
+rising well above the job's usual latency. It grows the limit by about one request per round
+trip while neither signal fires (additive increase) and multiplies it by ``decrease`` when one
+does (multiplicative decrease), at most once per round trip so one burst counts once. Reacting
+to the share of 429s rather than to each one keeps a few stray refusals (which the retries
+absorb) from collapsing the limit the way packet loss collapses a TCP window.
+
+Latency is judged as a gradient (as Netflix's concurrency-limits judge it): a short average
+against a long one, not against the fastest answer seen. A model's latency follows the length
+of its reply (a short tool call, a long answer: ten times apart, on an idle server), so the
+fastest answer is no baseline; a server that starts queueing, though, slows every answer
+within a round trip, which moves the short average well before the long one. Both average
+the logarithm of latency (a geometric mean), so a few very long replies cannot drag either
+up by themselves.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections import deque
@@ -24,17 +33,26 @@ from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.teachers.config import TeachConfig
 
+#: latencies below this are taken as this: under a millisecond, differences are noise
+LATENCY_FLOOR_S = 0.001
+#: how much slower the baseline follows latency while the limit is below its maximum
+BELOW_MAX_DRIFT = 0.1
+#: how many of its slowest round trips a job runs before its latency is judged
+WARMUP_ROUNDS = 3
+
 
 @dataclass(frozen=True, slots=True)
 class ThrottleConfig:
     """How the limiter adapts.
 
-    ``latency_tolerance``: back off when smoothed latency exceeds this many times the baseline
-    (the lowest recent latency). ``baseline_drift``: how fast, per success, the baseline may
-    creep up towards slower answers, so a server that became permanently slower is not
-    throttled for ever. ``overload_share``: back off when more than this share of recent
-    answers (smoothed over about 1/``overload_smoothing`` answers) were 429; 0 backs off on
-    every 429.
+    ``latency_tolerance``: back off when recent latency (smoothed over about 1/``smoothing``
+    answers, and at least the answers of one round trip) exceeds this many times the baseline,
+    the usual latency (a plain mean of the first few round trips, then smoothed over about
+    1/``baseline_smoothing`` answers, ten times more while the limit is below its maximum).
+    The baseline follows a server that became permanently slower, so it is not throttled for
+    ever, but not the queueing the limit's own growth causes after a back-off.
+    ``overload_share``: back off when more than this share of recent answers (smoothed over
+    about 1/``overload_smoothing`` answers) were 429; 0 backs off on every 429.
     """
 
     min_limit: int = setting(1, help="The fewest requests kept in flight.")
@@ -42,9 +60,9 @@ class ThrottleConfig:
     latency_tolerance: float = setting(
         2.0, help="Back off when smoothed latency exceeds this many times the baseline."
     )
-    smoothing: float = setting(0.1, help="Weight of each new latency in the smoothed latency.")
-    baseline_drift: float = setting(
-        0.001, help="How fast, per success, the baseline creeps up towards slower answers."
+    smoothing: float = setting(0.05, help="Weight of each new latency in the recent latency.")
+    baseline_smoothing: float = setting(
+        0.002, help="Weight of each new latency in the baseline (the usual latency)."
     )
     overload_share: float = setting(
         0.1, help="Back off when more than this share of recent answers were 429 (0: on every 429)."
@@ -57,7 +75,7 @@ class ThrottleConfig:
         problems = bounded(self, "min_limit", low=1)
         problems += bounded(
             self,
-            *("decrease", "smoothing", "baseline_drift", "overload_smoothing"),
+            *("decrease", "smoothing", "baseline_smoothing", "overload_smoothing"),
             low=0,
             high=1,
             low_open=True,
@@ -83,10 +101,18 @@ class AdaptiveLimit:
         self.in_flight = 0
         self.decreases = {"overload": 0, "latency": 0}
         self._clock = clock
+        # natural logarithms of latencies in seconds: the usual and the recent
         self._baseline: float | None = None
         self._smoothed: float | None = None
         self._overload = 0.0  # smoothed share of 429 answers
         self._samples = 0
+        self._slowest = 0.0  # the longest latency seen while warming up, seconds
+        self._since = 0.0  # when it was seen
+        self._counted = 0  # answers seen since
+        self._granted = 0  # requests sent
+        self._restart_ticket = 0  # requests sent by then ...
+        self._early = 0  # ... and still in flight
+        self._warm = False
         self._last_decrease = float("-inf")
         self._waiters: deque[asyncio.Future] = deque()
 
@@ -94,51 +120,84 @@ class AdaptiveLimit:
     async def slot(self) -> AsyncIterator[None]:
         """Hold one unit of concurrency for the body of an ``async with``."""
         if self.in_flight < max(1, int(self.limit)) and not self._waiters:
-            self.in_flight += 1
+            ticket = self._grant()
         else:
             # Waiters are served first-come first-served; ``_dispatch`` counts the slot in.
             future = asyncio.get_running_loop().create_future()
             self._waiters.append(future)
             try:
-                await future
+                ticket = await future
             except asyncio.CancelledError:
                 if future.done() and not future.cancelled():
-                    self.in_flight -= 1  # granted, then cancelled before use
-                    self._dispatch()
+                    self._release(future.result())  # granted, then cancelled before use
                 elif future in self._waiters:
                     self._waiters.remove(future)
                 raise
         try:
             yield
         finally:
-            self.in_flight -= 1
-            self._dispatch()
+            self._release(ticket)
+
+    def _grant(self) -> int:
+        """Count one request in; its ticket (numbered in order) says when it was sent."""
+        self.in_flight += 1
+        self._granted += 1
+        return self._granted
+
+    def _release(self, ticket: int) -> None:
+        self.in_flight -= 1
+        if ticket <= self._restart_ticket and self._early > 0:
+            self._early -= 1
+        self._dispatch()
 
     def _dispatch(self) -> None:
         while self._waiters and self.in_flight < max(1, int(self.limit)):
             future = self._waiters.popleft()
             if not future.done():
-                self.in_flight += 1
-                future.set_result(None)
+                future.set_result(self._grant())
 
     def on_success(self, latency_s: float) -> None:
         """A request finished in ``latency_s``: grow the limit unless latency is rising."""
         cfg = self.config
         self._overload -= cfg.overload_smoothing * self._overload
-        if self._baseline is None or latency_s < self._baseline:
-            self._baseline = latency_s
-        else:
-            self._baseline *= 1.0 + cfg.baseline_drift
-        if self._smoothed is None:
-            self._smoothed = latency_s
-        else:
-            self._smoothed += cfg.smoothing * (latency_s - self._smoothed)
+        # below a millisecond, latency is noise, not queueing
+        sample = math.log(max(latency_s, LATENCY_FLOOR_S))
         self._samples += 1
-        # The first round of answers carries connection set-up and cold caches: judge latency
-        # only once a full window of answers has been seen.
-        warm = self._samples > self.max_limit
-        floor = 0.001  # below a millisecond, latency is noise, not queueing
-        if warm and self._smoothed > cfg.latency_tolerance * max(self._baseline, floor):
+        now = self._clock()
+        if not self._warm and latency_s > self._slowest:
+            # Until then, the answers seen came fastest first (a slow reply is still on its
+            # way while fast ones arrive, and are asked again): start the mean afresh.
+            self._slowest, self._since, self._counted = latency_s, now, 0
+            self._restart_ticket, self._early = self._granted, self.in_flight
+        self._counted += 1
+        if self._smoothed is None or self._baseline is None:
+            self._smoothed = self._baseline = sample
+        else:
+            # Recent latency averages at least a round trip of answers (1/limit of them), or
+            # the slow replies that arrive together would read as a slower server.
+            self._smoothed += min(cfg.smoothing, 1.0 / self.limit) * (sample - self._smoothed)
+            # The baseline: a plain mean until warm, then a long moving average, slower still
+            # while the limit is below its maximum after a back-off, since latency rising as
+            # the limit grows back is queueing, not a slower server, and must not be learnt.
+            weight = cfg.baseline_smoothing if self._warm else 1.0 / self._counted
+            if self._warm and self.limit < self.max_limit:
+                weight *= BELOW_MAX_DRIFT
+            self._baseline += weight * (sample - self._baseline)
+        tolerance = math.log(cfg.latency_tolerance)
+        if self._baseline - self._smoothed > tolerance:
+            # Latency is back to normal after a queue drained: the baseline, dragged up by the
+            # queueing, would otherwise let the queue grow back to twice its old depth.
+            self._baseline += cfg.smoothing * (self._smoothed - self._baseline)
+        # The first answers carry connection set-up and cold caches: judge latency only once
+        # the requests sent before the mean started are all answered (a slower one may be
+        # among them), and a full window of answers was seen over a few of the slowest round
+        # trips.
+        self._warm = self._warm or (
+            self._early == 0
+            and self._counted > self.max_limit
+            and now - self._since >= WARMUP_ROUNDS * self._slowest
+        )
+        if self._warm and self._smoothed - self._baseline > tolerance:
             self._decrease("latency")
         else:
             self._grow()
@@ -158,7 +217,7 @@ class AdaptiveLimit:
 
     def _decrease(self, why: str) -> bool:
         now = self._clock()
-        round_trip = self._smoothed or 0.0
+        round_trip = 0.0 if self._smoothed is None else math.exp(self._smoothed)
         if now - self._last_decrease < round_trip:
             return False
         self._last_decrease = now

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import statistics
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -129,3 +130,50 @@ def test_backoff_is_jittered_below_its_ceiling_and_honours_retry_after(
     floor = 0.0 if retry_after is None else min(retry_after, cap)
     assert floor <= delay <= max(ceiling, floor)
     assert delay == backoff.delay(attempt, random.Random(seed), retry_after)
+
+
+def _run_lanes(limit: AdaptiveLimit, latency, requests: int) -> list[float]:
+    """Requests kept in flight by 64 lanes through ``limit``, each taking ``latency(rng,
+    in_flight)`` seconds (really slept); the limit after each answer."""
+    rng = random.Random(1)
+    seen: list[float] = []
+
+    async def lane() -> None:
+        while len(seen) < requests:
+            async with limit.slot():
+                took = latency(rng, limit.in_flight)
+                await asyncio.sleep(took)
+                limit.on_success(took)
+                seen.append(limit.limit)
+
+    async def main() -> None:
+        await asyncio.gather(*(lane() for _ in range(64)))
+
+    asyncio.run(main())
+    return seen
+
+
+def test_latency_that_varies_by_reply_but_not_by_load_keeps_the_limit():
+    # 30% of replies ten times slower (long answers against short tool calls), and none
+    # slower for the load: an idle server, which the limiter should keep busy
+    limit = AdaptiveLimit(64)
+    seen = _run_lanes(limit, lambda rng, _: 0.03 if rng.random() < 0.3 else 0.003, 2000)
+    assert statistics.median(seen) == 64 and min(seen[: len(seen) * 9 // 10]) >= 32
+
+
+def test_latency_that_grows_with_load_backs_off():
+    # a server that takes every request at once, until another job takes most of it: then it
+    # serves 8 at a time and queues the rest, and latency grows with the requests in flight,
+    # on top of each reply's own length
+    limit = AdaptiveLimit(64)
+    answered = 0
+
+    def latency(rng: random.Random, in_flight: int) -> float:
+        nonlocal answered
+        answered += 1
+        capacity = 64 if answered < 1000 else 8
+        return rng.uniform(0.002, 0.006) * max(1.0, in_flight / capacity)
+
+    seen = _run_lanes(limit, latency, 3000)
+    assert min(seen[:900]) == 64
+    assert limit.decreases["latency"] >= 1 and statistics.median(seen[2000:]) < 32
