@@ -22,11 +22,39 @@ class ContextOverflow(TeacherError):
 
 #: how servers say a request is past the model's context window (OpenAI's
 #: context_length_exceeded, vLLM's "maximum context length", SGLang's "longer than the
-#: model's context length")
-CONTEXT_REFUSAL = re.compile(r"context[ _]length|maximum context|context window", re.IGNORECASE)
+#: model's context length", vLLM's engine's "longer than the maximum model length")
+CONTEXT_REFUSAL = re.compile(
+    r"context[ _]length|maximum context|context window|maximum model length", re.IGNORECASE
+)
 #: ... and how they say it of a setting instead (vLLM: "'max_tokens' ... is too large: 4096.
 #: This model's maximum context length is 2048 tokens"): the job's error, every request's
 SETTING_REFUSAL = re.compile(r"max_tokens|max_completion_tokens|max_new_tokens", re.IGNORECASE)
+#: the numbers of vLLM's refusal of a reply that does not fit: "'max_tokens' or
+#: 'max_completion_tokens' is too large: 1024. This model's maximum context length is 4096
+#: tokens and your request has 3100 input tokens (1024 > 4096 - 3100)."
+_REPLY_TOKENS = re.compile(r"too large: (\d+)")
+_CONTEXT_TOKENS = re.compile(r"maximum context length is (\d+)")
+_INPUT_TOKENS = re.compile(r"has (\d+) input tokens")
+
+
+def outgrew_context(message: str) -> bool:
+    """Whether a refusal's ``message`` says the conversation no longer fits the model's
+    context window (a ``ContextOverflow``), rather than that a setting does not.
+
+    A refusal naming ``max_tokens`` is the conversation's when the reply's tokens would fit
+    beside a shorter conversation, which is most of what is asked (vLLM refuses a request
+    whose input and ``max_tokens`` together pass the context, and says so of ``max_tokens``);
+    it is the setting's when ``max_tokens`` alone fills the context, or takes more of it than
+    the conversation does, or the message gives no numbers to tell."""
+    if not CONTEXT_REFUSAL.search(message):
+        return False
+    if not SETTING_REFUSAL.search(message):
+        return True
+    reply, context = _REPLY_TOKENS.search(message), _CONTEXT_TOKENS.search(message)
+    if reply is None or context is None or int(reply[1]) >= int(context[1]):
+        return False
+    given = _INPUT_TOKENS.search(message)
+    return given is None or int(given[1]) >= int(reply[1])
 
 
 @dataclass(slots=True)

@@ -39,11 +39,11 @@ import orjson
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.teachers.backends.base import (
-    CONTEXT_REFUSAL,
     SETTING_REFUSAL,
     Backend,
     BackendStats,
     ContextOverflow,
+    outgrew_context,
 )
 from hsa.teachers.config import TeachConfig, endpoint_problems, public_url
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message, dumps
@@ -298,11 +298,7 @@ def _refusal(exc: StatusError, message: str, shown: str) -> TeacherError:
     with what to check for that status; a conversation past the model's context window is a
     ``ContextOverflow``, which ends its rollout instead of the job."""
     said = f"HTTP {exc.status}: {message}"
-    if (
-        exc.status in (400, 413, 422)
-        and CONTEXT_REFUSAL.search(exc.message)
-        and not SETTING_REFUSAL.search(exc.message)
-    ):
+    if exc.status in (400, 413, 422) and outgrew_context(exc.message):
         return ContextOverflow(
             f"the conversation outgrew the model's context window ({said})", where=shown
         )
@@ -310,6 +306,8 @@ def _refusal(exc: StatusError, message: str, shown: str) -> TeacherError:
         hint = "check the API key (--api-key-env) and the header it goes in (api_key_header)"
     elif exc.status == 404:
         hint = "check --base-url and --model"
+    elif SETTING_REFUSAL.search(exc.message):
+        hint = "lower --max-tokens to what the model's context window holds"
     else:
         hint = "check --model and the request settings the endpoint takes"
     return TeacherError(f"the endpoint refused the request: {said}; {hint}", where=shown)

@@ -346,17 +346,42 @@ def test_a_conversation_past_the_context_window_ends_its_rollout_not_the_job(ser
     assert isinstance(error, ContextOverflow) and "outgrew the model's context" in str(error)
     assert b.stats.failures["http 400"] == 1 and b.stats.retries == 0
     # a setting that does not fit is the job's error, however the server words it
-    for said in (
-        "'max_tokens' or 'max_completion_tokens' is too large: 4096. This model's maximum "
-        "context length is 2048 tokens",
-        "Input validation error: `best_of` must be <= 2. Given: 4",
+    for said, hint in (
+        (
+            "'max_tokens' or 'max_completion_tokens' is too large: 4096. This model's maximum "
+            "context length is 2048 tokens",
+            "lower --max-tokens",
+        ),
+        (
+            "'max_tokens' or 'max_completion_tokens' is too large: 3000. This model's maximum "
+            "context length is 4096 tokens and your request has 1200 input tokens (3000 > "
+            "4096 - 1200).",
+            "lower --max-tokens",
+        ),
+        ("Input validation error: `best_of` must be <= 2. Given: 4", "request settings"),
     ):
 
         def refuse(body, said=said):
             raise HsaError(said)
 
         [error] = ask_all(backend(serve(answer=refuse).url), ["x"])
-        assert type(error) is TeacherError and "request settings" in str(error)
+        assert type(error) is TeacherError and hint in str(error)
+
+
+def test_a_conversation_whose_input_leaves_no_room_for_the_reply_ends_its_rollout(serve):
+    # vLLM refuses input plus max_tokens past the context in the words of max_tokens, though
+    # max_tokens fits: the conversation outgrew the window, as a rerun would find again
+    def no_room(body):
+        raise HsaError(
+            "'max_tokens' or 'max_completion_tokens' is too large: 1024. This model's maximum "
+            "context length is 4096 tokens and your request has 3100 input tokens (1024 > "
+            "4096 - 3100)."
+        )
+
+    b = backend(serve(answer=no_room).url)
+    [error] = ask_all(b, ["x"])
+    assert isinstance(error, ContextOverflow) and "outgrew the model's context" in str(error)
+    assert b.stats.retries == 0
 
 
 def test_a_refused_key_is_found_at_the_start_and_counted_per_request(serve):
