@@ -21,7 +21,13 @@ from typing import Any
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.harness.model import call_format_problem
-from hsa.teachers.backends.base import BatchingBackend, Waiting, teacher_error
+from hsa.teachers.backends.base import (
+    BatchingBackend,
+    ContextOverflow,
+    Waiting,
+    outgrew_context,
+    teacher_error,
+)
 from hsa.teachers.backends.output import parse_output
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
@@ -162,21 +168,30 @@ class VLLMBackend(BatchingBackend):
             if self.config.chat_template_kwargs:
                 kwargs["chat_template_kwargs"] = dict(self.config.chat_template_kwargs)
             self.stats.requests += len(batch.conversations)
-            try:
-                await self._answer(taken, batch.conversations, params, batch.indexes, kwargs)
-            except Exception as exc:
-                if len(batch.indexes) == 1:
-                    _fail(taken[batch.indexes[0]][1], exc)
-                    continue
-                # vLLM refuses a whole call for one request it cannot take (a prompt past the
-                # model's context): each is asked alone, so only that one fails
-                for conversation, param, index in zip(
-                    batch.conversations, params, batch.indexes, strict=True
-                ):
-                    try:
-                        await self._answer(taken, [conversation], [param], [index], kwargs)
-                    except Exception as alone:
-                        _fail(taken[index][1], alone)
+            await self._answer_parts(taken, batch.conversations, params, batch.indexes, kwargs)
+
+    async def _answer_parts(
+        self,
+        taken: list[Waiting],
+        conversations: list[list[dict[str, Any]]],
+        params: list[Any],
+        indexes: list[int],
+        kwargs: dict[str, Any],
+    ) -> None:
+        """``_answer``, or where vLLM refuses the whole call for a request it cannot take (a
+        prompt past the model's context), each half asked again: one such request among
+        ``n`` costs about ``2 log2 n`` more calls, not ``n``, and fails alone."""
+        try:
+            await self._answer(taken, conversations, params, indexes, kwargs)
+        except Exception as exc:
+            if len(indexes) == 1:
+                _fail(taken[indexes[0]][1], exc)
+                return
+            half = len(indexes) // 2
+            for part in (slice(None, half), slice(half, None)):
+                await self._answer_parts(
+                    taken, conversations[part], params[part], indexes[part], kwargs
+                )
 
     async def _answer(
         self,
@@ -201,6 +216,15 @@ class VLLMBackend(BatchingBackend):
 
 
 def _fail(future: asyncio.Future, exc: Exception) -> None:
-    """Fail one request with ``exc`` (as a ``TeacherError``)."""
-    if not future.done():
+    """Fail one request with ``exc`` (as a ``TeacherError``): a prompt past the model's
+    context (vLLM's ``ValueError``: "The decoder prompt (length 5000) is longer than the
+    maximum model length of 4096") as a ``ContextOverflow``, which ends its rollout, since
+    every rerun would send the same prompt."""
+    if future.done():
+        return
+    if not isinstance(exc, TeacherError) and outgrew_context(str(exc)):
+        future.set_exception(
+            ContextOverflow(f"the conversation outgrew the model's context window (vllm: {exc})")
+        )
+    else:
         future.set_exception(teacher_error("vllm", exc))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from hsa.errors import TeacherError
+from hsa.teachers.backends.base import ContextOverflow
 from hsa.teachers.backends.vllm import (
     VLLMBackend,
     VLLMConfig,
@@ -125,27 +126,55 @@ def test_an_engine_failure_fails_its_requests_with_a_teacher_error():
     assert isinstance(error, TeacherError) and "CUDA out of memory" in str(error)
 
 
-def test_a_request_vllm_refuses_fails_alone_not_its_whole_batch():
+def test_a_prompt_past_the_context_ends_its_rollout_alone_not_its_whole_batch():
     class Picky(FakeLLM):
         def chat(self, conversations, sampling, use_tqdm=True, tools=None, **kwargs):
             if any(c[0]["content"] == "too long" for c in conversations):
-                raise ValueError("the prompt is longer than the maximum model length")
+                self.calls.append((len(conversations), tools, use_tqdm))
+                # vLLM V1's words for a prompt past max_model_len
+                raise ValueError(
+                    "The decoder prompt (length 5000) is longer than the maximum model length "
+                    "of 4096. Make sure that `max_model_len` is no smaller than the number of "
+                    "text tokens."
+                )
             return super().chat(conversations, sampling, use_tqdm, tools, **kwargs)
 
-    backend = VLLMBackend(VLLMConfig("m", batch_size=8), llm=Picky(), sampling_cls=dict)
-    texts = ["a", "too long", "b", "c"]
+    llm = Picky()
+    backend = VLLMBackend(VLLMConfig("m", batch_size=16), llm=llm, sampling_cls=dict)
+    texts = [f"q{i}" for i in range(16)]
+    texts[5] = "too long"
 
     async def main():
         calls = (backend.chat(request(t)) for t in texts)
         return await asyncio.gather(*calls, return_exceptions=True)
 
     answers = asyncio.run(main())
-    assert [a.message["content"] for i, a in enumerate(answers) if i != 1] == [
-        "echo a",
-        "echo b",
-        "echo c",
+    assert [a.message["content"] for i, a in enumerate(answers) if i != 5] == [
+        f"echo {t}" for i, t in enumerate(texts) if i != 5
     ]
-    assert isinstance(answers[1], TeacherError) and "maximum model length" in str(answers[1])
+    # the rollout ends as context, which no rerun asks again, and its error says why
+    assert isinstance(answers[5], ContextOverflow)
+    assert "maximum model length" in str(answers[5])
+    # the call is split in halves around the prompt, not asked one request at a time
+    assert len(llm.calls) <= 9 and backend.stats.succeeded == 15
+
+
+def test_another_refusal_of_one_request_fails_it_alone_as_the_backend_s_error():
+    class Picky(FakeLLM):
+        def chat(self, conversations, sampling, use_tqdm=True, tools=None, **kwargs):
+            if any(c[0]["content"] == "bad" for c in conversations):
+                raise ValueError("bad image")
+            return super().chat(conversations, sampling, use_tqdm, tools, **kwargs)
+
+    backend = VLLMBackend(VLLMConfig("m", batch_size=8), llm=Picky(), sampling_cls=dict)
+
+    async def main():
+        calls = (backend.chat(request(t)) for t in ("a", "bad", "b"))
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    a, bad, b = asyncio.run(main())
+    assert a.message["content"] == "echo a" and b.message["content"] == "echo b"
+    assert type(bad) is TeacherError and str(bad) == "vllm: bad image"
 
 
 def test_without_vllm_the_error_says_how_to_get_it(monkeypatch):
