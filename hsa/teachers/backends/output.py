@@ -2,7 +2,10 @@
 
 An in-process model writes its answer, tool calls included, as plain text; a server would
 have parsed it. Here a leading ``<think>`` block becomes ``reasoning_content`` and, under the
-``api`` protocol, calls written in an hsa call format become ``tool_calls``.
+``api`` protocol, calls written in an hsa call format become ``tool_calls``. The block may
+lack its opening tag: models whose chat template opens it in the generation prompt
+(DeepSeek-R1's distills, QwQ, Qwen3's thinking models) write only ``</think>``, and vLLM's
+reasoning parsers take what comes before it as reasoning too.
 """
 
 from __future__ import annotations
@@ -15,20 +18,24 @@ from hsa.errors import TeacherError
 from hsa.harness.protocols import CALL_FORMATS
 from hsa.teachers.request import ChatRequest, assistant_message
 
-_THINK = re.compile(r"\A\s*<think>(.*?)</think>\s*", re.DOTALL)
+#: a leading reasoning block, its opening tag optional (the template may have written it); a
+#: closing tag after text holding another opening tag closes that one, not a block
+_THINK = re.compile(r"\A\s*(?:<think>(.*?)|((?:(?!<think>).)*?))</think>\s*", re.DOTALL)
 
 
 def parse_output(text: str, request: ChatRequest, call_format: str = "hermes") -> dict[str, Any]:
     """The assistant message for a model's raw output ``text``.
 
-    A leading ``<think>`` block becomes ``reasoning_content``. When the request carried tools
+    A leading ``<think>`` block becomes ``reasoning_content``, and so does the text before a
+    first ``</think>`` that has no opening tag. When the request carried tools
     (the ``api`` protocol), calls written in ``call_format`` become ``tool_calls`` with ids
     derived from the request, so they are stable across reruns; text the parser does not
     accept stays content, and the rollout reports it as a format failure if it holds a call.
     """
     reasoning = None
     if (match := _THINK.match(text)) is not None:
-        reasoning, text = match.group(1).strip(), text[match.end() :]
+        found = match.group(1) if match.group(1) is not None else match.group(2)
+        reasoning, text = found.strip(), text[match.end() :]
     text = text.strip()
     message = assistant_message(text)
     if request.tools:

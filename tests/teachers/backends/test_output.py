@@ -44,6 +44,23 @@ def test_reasoning_is_split_off_and_plain_text_stays_text():
     }
 
 
+def test_reasoning_whose_opening_tag_the_template_wrote_is_split_off_too():
+    # DeepSeek-R1's distills, QwQ and Qwen3's thinking models get <think> in the generation
+    # prompt and write only the closing tag
+    message = parse_output("the user wants a price\n</think>\n\nIt is $5.", request("x"))
+    assert message == {
+        "role": "assistant",
+        "content": "It is $5.",
+        "reasoning_content": "the user wants a price",
+    }
+    call = '<tool_call>\n{"name": "get_price", "arguments": {"product_id": "P1"}}\n</tool_call>'
+    message = parse_output(f"look it up\n</think>\n\n{call}", request("x", TOOLS_A))
+    assert message["reasoning_content"] == "look it up" and len(message["tool_calls"]) == 1
+    # a closing tag that closes a block opened later in the text is no leading block
+    text = "It is $5. <think>aside</think> More."
+    assert parse_output(text, request("x")) == {"role": "assistant", "content": text}
+
+
 def test_a_malformed_call_is_left_as_text_for_the_rollout_to_reject():
     text = '<tool_call>\n{"name": "get_price", "arguments": {"product_id": \n</tool_call>'
     message = parse_output(text, request("x", TOOLS_A))
