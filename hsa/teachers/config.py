@@ -49,6 +49,20 @@ OUTPUT_FIELDS = (
 #: output settings whose hash counts only when set, so that the hashes of jobs that leave them
 #: unset stay what they were before the settings existed
 SET_OUTPUT_FIELDS = ("chat_template_kwargs",)
+#: ``vllm_args`` that change how fast and in how much memory the engine runs, not which model
+#: answers: left out of a job's identity, so a job rerun with less GPU memory resumes
+VLLM_SPEED_ARGS = frozenset(
+    (
+        "gpu_memory_utilization",
+        "swap_space",
+        "cpu_offload_gb",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "enforce_eager",
+        "enable_prefix_caching",
+        "disable_log_stats",
+    )
+)
 
 
 #: the arguments hsa gives a chat template call itself (the messages, the tools, the
@@ -258,7 +272,19 @@ class TeachConfig:
         """The settings that decide what the job writes (not how fast, nor from where)."""
         public = self.public_dict()
         out = {name: public[name] for name in OUTPUT_FIELDS}
-        return out | {name: public[name] for name in SET_OUTPUT_FIELDS if public[name]}
+        out |= {name: public[name] for name in SET_OUTPUT_FIELDS if public[name]}
+        # only when set too, so jobs without them keep their hashes
+        if engine := self.engine_args():
+            out["vllm_args"] = engine
+        return out
+
+    def engine_args(self) -> dict[str, Any]:
+        """The ``vllm_args`` that decide which engine answers (a revision, a quantization, a
+        dtype, ``max_model_len``...): none but the vllm backend's, and none of those that only
+        change how fast it runs (``VLLM_SPEED_ARGS``)."""
+        if self.backend != "vllm":
+            return {}
+        return {k: self.vllm_args[k] for k in sorted(self.vllm_args) if k not in VLLM_SPEED_ARGS}
 
     def output_hash(self) -> str:
         """A hash of ``output_dict`` (with the recipe file's content, not its path) and of the

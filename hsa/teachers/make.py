@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,7 +22,9 @@ def request_model(config: TeachConfig) -> str:
     another format answers none of them; and for a local folder, a fingerprint of the files
     in it (names, sizes, modification times: weights, config, tokenizer, chat template), so a
     folder retrained or edited in place is asked again rather than answered with the old
-    one's replies."""
+    one's replies. vLLM's engine arguments that decide which engine answers (another
+    revision, quantization or dtype of the model: ``TeachConfig.engine_args``) add a hash of
+    them, so one engine's replies are never another's; without any, the name is as before."""
     if config.backend in ("oracle", "fixed-oracle"):
         return config.model or f"hsa-{config.backend}"
     name = config.model_name
@@ -35,6 +38,9 @@ def request_model(config: TeachConfig) -> str:
                 stat = path.stat()
                 digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
         name = f"{name}@{digest.hexdigest()[:16]}"
+    if engine := config.engine_args():
+        encoded = json.dumps(engine, sort_keys=True, ensure_ascii=False, default=str)
+        name = f"{name}+{hashlib.sha256(encoded.encode()).hexdigest()[:16]}"
     return f"{name}:{config.call_format}"
 
 

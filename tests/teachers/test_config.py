@@ -1,0 +1,24 @@
+"""``TeachConfig``: what decides a job's output, and so its identity."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hsa.teachers.config import TeachConfig
+
+
+def test_vllm_engine_arguments_that_pick_the_engine_are_part_of_the_job():
+    plain = TeachConfig(backend="vllm", model="Qwen/Qwen3-8B")
+    awq = dataclasses.replace(plain, vllm_args={"quantization": "awq"})
+    assert awq.output_dict()["vllm_args"] == {"quantization": "awq"}
+    assert awq.output_hash() != plain.output_hash()
+    # without engine arguments, the output and its hash are what they were before these
+    # counted, so existing outputs resume
+    assert "vllm_args" not in plain.output_dict()
+    roomy = dataclasses.replace(plain, vllm_args={"gpu_memory_utilization": 0.5})
+    assert roomy.output_hash() == plain.output_hash()
+    # another backend runs no vLLM engine: its vllm_args change nothing it writes
+    oracle = TeachConfig()
+    assert dataclasses.replace(oracle, vllm_args={"quantization": "awq"}).output_hash() == (
+        oracle.output_hash()
+    )
