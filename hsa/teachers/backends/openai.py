@@ -53,6 +53,9 @@ from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 NO_KEY = "sk-no-key"
 #: error statuses below 500 worth another attempt: timeout, conflict, rate limit
 RETRIED = (408, 409, 429)
+#: how vLLM refuses a request with ``tools`` when it was started without tool-call parsing:
+#: '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+TOOL_FLAGS_REFUSAL = re.compile(r"enable-auto-tool-choice|tool-call-parser")
 #: failures that say nothing answers at the endpoint any more (not a slow or busy one)
 GONE = ("connection refused", "connection")
 #: the shortest API key hidden from messages (real keys are tens of characters)
@@ -306,6 +309,11 @@ def _refusal(exc: StatusError, message: str, shown: str) -> TeacherError:
         hint = "check the API key (--api-key-env) and the header it goes in (api_key_header)"
     elif exc.status == 404:
         hint = "check --base-url and --model"
+    elif TOOL_FLAGS_REFUSAL.search(exc.message):
+        hint = (
+            "the server parses no tool calls: start vLLM with --enable-auto-tool-choice and the "
+            "model's --tool-call-parser (docs/vllm.md lists them), then rerun"
+        )
     elif SETTING_REFUSAL.search(exc.message):
         hint = "lower --max-tokens to what the model's context window holds"
     else:

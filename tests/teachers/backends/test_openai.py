@@ -384,6 +384,18 @@ def test_a_conversation_whose_input_leaves_no_room_for_the_reply_ends_its_rollou
     assert b.stats.retries == 0
 
 
+def test_a_vllm_server_without_tool_parsing_is_named_with_the_flags_it_needs(serve):
+    def no_parser(body):
+        raise HsaError(
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+        )
+
+    b = backend(serve(answer=no_parser).url)
+    [error] = ask_all(b, ["x"])
+    assert type(error) is TeacherError and "start vLLM with --enable-auto-tool-choice" in str(error)
+    assert b.stats.retries == 0
+
+
 def test_a_refused_key_is_found_at_the_start_and_counted_per_request(serve):
     served = serve(answer=echo, api_key="sk-SECRET-123")
     wrong = backend(served.url, api_key="sk-WRONG-456")
