@@ -2,7 +2,8 @@
 
 A saturated vLLM server queues rather than refusing, so a limiter that reacts only to HTTP 429
 would keep the queue full forever. ``AdaptiveLimit`` therefore backs off on two signals: the
-share of overload answers (429) among recent answers passing a threshold, and recent latency
+share of overload answers (429 or 503, or no answer in time) among recent answers passing a
+threshold, and recent latency
 rising well above the job's usual latency. It grows the limit by about one request per round
 trip while neither signal fires (additive increase) and multiplies it by ``decrease`` when one
 does (multiplicative decrease), at most once per round trip so one burst counts once. Reacting
@@ -203,7 +204,8 @@ class AdaptiveLimit:
             self._grow()
 
     def on_overload(self) -> None:
-        """The server refused a request as overloaded (HTTP 429)."""
+        """The server refused a request as overloaded (HTTP 429, 503) or did not answer it in
+        time."""
         cfg = self.config
         self._overload += cfg.overload_smoothing * (1.0 - self._overload)
         crowded = self._overload > cfg.overload_share or cfg.overload_share <= 0

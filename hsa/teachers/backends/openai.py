@@ -8,7 +8,8 @@ same request in three more layers (its request options, an httpx client, a trans
 those cost about 0.7 ms more CPU a request, and half a second to import, which at a few hundred
 requests a second is more than the rest of a rollout costs.
 
-Retries are hsa's, so that every attempt passes through the adaptive limiter: 429, 408, 409,
+Retries are hsa's, so that every attempt passes through the adaptive limiter (429, 503 and
+timeouts count as overload answers there, which a high share of backs off on): 429, 408, 409,
 5xx, timeouts and connection errors are retried with exponential backoff and full jitter,
 honouring ``Retry-After``; other errors (bad request, authentication, unknown model) are not
 worth retrying and fail the request at once. Each failed attempt is named by ``failure_kind``
@@ -53,6 +54,9 @@ from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 NO_KEY = "sk-no-key"
 #: error statuses below 500 worth another attempt: timeout, conflict, rate limit
 RETRIED = (408, 409, 429)
+#: statuses that say the server has more than it can take (rate limited, unavailable): the
+#: limiter backs off on a high share of them, and of timeouts
+OVERLOADED = (429, 503)
 #: how vLLM refuses a request with ``tools`` when it was started without tool-call parsing:
 #: '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 TOOL_FLAGS_REFUSAL = re.compile(r"enable-auto-tool-choice|tool-call-parser")
@@ -216,8 +220,9 @@ class OpenAIBackend(Backend):
                     if exc.status < 500 and exc.status not in RETRIED:
                         self.stats.failures[f"http {exc.status}"] += 1
                         raise _refusal(exc, self._short(exc.message), self._shown) from None
-                    if exc.status == 429:
+                    if exc.status in OVERLOADED:
                         self.limit.on_overload()
+                    if exc.status == 429:
                         detail = f"HTTP 429 (rate limited) from {self._shown}"
                     else:
                         detail = f"HTTP {exc.status} from {self._shown}: "
@@ -228,6 +233,8 @@ class OpenAIBackend(Backend):
                     detail = f"the endpoint {self._shown} answered {exc}"
                 except (OSError, TimeoutError, client_error()) as exc:
                     reason = failure_kind(exc)
+                    if reason == "timeout":  # the server has more than it can answer in time
+                        self.limit.on_overload()
                     detail = self._describe(reason, exc)
                 else:
                     latency = time.monotonic() - started

@@ -109,6 +109,15 @@ def test_timeouts_are_retried_then_reported(serve):
     assert b.stats.failures["timeout"] == 2
 
 
+def test_timeouts_back_the_concurrency_limit_off(serve):
+    # a server that cannot answer in time has more than it can take, as a 429 would say
+    served = serve(answer=echo, faults=Faults(latency_ms=400))
+    b = backend(served.url, timeout_s=0.05, max_retries=0, concurrency=8)
+    errors = ask_all(b, [f"q{i}" for i in range(10)])
+    assert all("timeout" in str(e) for e in errors)
+    assert b.limit.decreases["overload"] >= 1 and b.limit.limit <= 4
+
+
 def test_connection_errors_are_retried_then_reported():
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
