@@ -153,7 +153,9 @@ def read_step(
     reply = {k: v for k, v in message.items() if k in ("content", "tool_calls")}
     reply["role"] = "assistant"
     if reply.get("content") is None and not reply.get("tool_calls"):
-        raise StepError("an empty reply: no text and no tool call")
+        # Servers write a reply of no text and no call as ``null`` or as ``""``: both are the
+        # same empty answer (no call: right where none was due, as BFCL's irrelevance scores).
+        reply["content"] = ""
     if "reasoning_content" in message:
         reply["reasoning_content"] = message["reasoning_content"]
     try:

@@ -194,7 +194,6 @@ def _api_call(arguments: str) -> dict:
 @pytest.mark.parametrize(
     "reply, problem",
     [
-        (assistant_message(None), "an empty reply"),
         (assistant_message('<tool_call>\n{"name": "search_products"\n</tool_call>'), "markup"),
         (assistant_message('[search_products(query="lamp")'), "calls block"),
         (assistant_message('search_products(query="lamp"'), "call to 'search_products'"),
@@ -208,6 +207,16 @@ def _api_call(arguments: str) -> dict:
 def test_unreadable_replies_are_format_failures(env, canonical, reply, problem):
     result = run(spec_of(env.tasks()[0], canonical), env, Scripted([reply]))
     assert result.ended == "format" and problem in result.verification.reason
+
+
+def test_a_reply_of_null_content_is_the_same_empty_answer_as_empty_text(env, canonical):
+    # servers write a reply of no text and no call either way; neither is a format failure
+    task = env.tasks()[0]
+    none = run(spec_of(task, canonical), env, Scripted([assistant_message(None)]))
+    empty = run(spec_of(task, canonical), env, Scripted([assistant_message("")]))
+    assert none.ended == empty.ended == "answered"
+    assert none.verification == empty.verification and none.events == empty.events
+    assert none.format_failures == ()
 
 
 def test_a_conversation_past_the_context_window_is_a_truncated_rollout(env, canonical):
