@@ -62,6 +62,31 @@ def repair_prompt(problem: str) -> str:
     )
 
 
+def unreadable_reply(message: Mapping[str, Any]) -> dict[str, Any]:
+    """An unreadable reply as a repair request shows it: one assistant message of its raw
+    text, its content then each tool call as ``{"name": ..., "arguments": ...}`` with the
+    arguments exactly as the model wrote them.
+
+    Its tool calls are not sent as calls: OpenAI's API (and Azure's, DeepSeek's) refuses an
+    assistant message with calls that no tool messages answer, and vLLM refuses arguments
+    that are not JSON, as a cut-off or malformed call's are. As text the model still sees
+    what it wrote, which the repair prompt says what was wrong with.
+    """
+    parts = []
+    content = message.get("content")
+    if isinstance(content, str) and content:
+        parts.append(content)
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping):
+            parts.append(dumps(call))
+            continue
+        arguments = function.get("arguments")
+        raw = arguments if isinstance(arguments, str) else dumps(arguments)
+        parts.append(f'{{"name": {dumps(function.get("name"))}, "arguments": {raw}}}')
+    return {"role": "assistant", "content": "\n".join(parts)}
+
+
 @dataclass(frozen=True, slots=True)
 class RolloutSpec:
     """What to run: a task under a variant; ``seed`` goes into every request's sampling."""
@@ -246,39 +271,51 @@ class _Run:
         return response
 
     async def next_step(self) -> list[Event]:
-        """The model's next step in surface form; ``StepError`` if unreadable after repair."""
+        """The model's next step in surface form; ``StepError`` if unreadable after repair.
+
+        The step is marked cut (``self.cut``) when the reply it was read from hit the token
+        limit: after a repair, the repaired reply's, not the one it replaced.
+        """
         conversation = render(self.surface_events(), self.surface)
         response = await self.ask(conversation.messages, conversation.tools)
         self.steps += 1
-        if response.finish_reason == "length":
-            self.cut.append(self.steps)
+        cut = response.finish_reason == "length"
         next_call = _count_calls(self.events)
         try:
-            return read_step(response.message, self.surface, self.view, next_call)
+            step = read_step(response.message, self.surface, self.view, next_call)
         except StepError as exc:
             failure = FormatFailure(self.steps, str(exc), response.message)
             if not self.config.repair:
                 self.failures.append(failure)
+                self._mark_cut(cut)
                 raise
-        bad = {k: v for k, v in response.message.items() if k in ("role", "content", "tool_calls")}
+        else:
+            self._mark_cut(cut)
+            return step
         ask_again = {"role": "user", "content": repair_prompt(failure.problem)}
-        messages = [*conversation.messages, bad, ask_again]
+        messages = [*conversation.messages, unreadable_reply(response.message), ask_again]
         try:
             repaired = await self.ask(messages, conversation.tools)
         except TeacherError:
             self.failures.append(failure)  # the backend failed the repair: keep what it was for
+            self._mark_cut(cut)
             raise
+        again_cut = repaired.finish_reason == "length"
         try:
             step = read_step(repaired.message, self.surface, self.view, next_call)
         except StepError as again:
             self.failures.append(failure)
             again_failure = FormatFailure(self.steps, f"after repair: {again}", repaired.message)
             self.failures.append(again_failure)
+            self._mark_cut(cut or again_cut)  # either cut may be why neither reads
             raise StepError(f"{failure.problem}; after one repair turn: {again}") from None
         self.failures.append(replace(failure, repaired=True))
-        if repaired.finish_reason == "length" and self.steps not in self.cut:
-            self.cut.append(self.steps)
+        self._mark_cut(again_cut)
         return step
+
+    def _mark_cut(self, cut: bool) -> None:
+        if cut:
+            self.cut.append(self.steps)
 
     def surface_events(self) -> list[Event]:
         """The events so far as the surface shows them; a refused call as the model wrote it

@@ -130,6 +130,49 @@ def test_one_repair_turn_recovers_a_malformed_call(env, text_variants, responder
     assert list(result.events) == list(solve(env, task).events)  # the bad reply left no trace
 
 
+def test_a_repair_request_shows_the_bad_calls_as_text_that_strict_servers_accept(
+    env, canonical, responder
+):
+    # OpenAI's API refuses an assistant message whose tool calls no tool messages answer, and
+    # vLLM refuses arguments that are not JSON: the unreadable reply goes back as its text.
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    backend = Breaking(responder)
+    result = run(spec_of(task, canonical), env, backend, repair=True)
+    assert result.verification.verified, result.verification.reason
+    [failure] = result.format_failures
+    assert failure.repaired
+    repair = backend.requests[1].wire_messages()
+    bad, ask_again = repair[-2:]
+    assert ask_again["content"].startswith(REPAIR_PREFIX)
+    assert bad["role"] == "assistant" and "tool_calls" not in bad
+    [call] = failure.message["tool_calls"]
+    name, arguments = call["function"]["name"], call["function"]["arguments"]
+    assert bad["content"] == f'{{"name": "{name}", "arguments": {arguments}}}'
+    for i, message in enumerate(repair):
+        ids = [c["id"] for c in message.get("tool_calls") or ()]
+        answered = [m.get("tool_call_id") for m in repair[i + 1 : i + 1 + len(ids)]]
+        assert answered == ids, (i, message)
+
+
+def test_a_reply_cut_off_then_repaired_is_not_rejected_as_truncated(env, canonical, responder):
+    # the step is read from the repaired reply, which the token limit did not cut
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+
+    class CutOnce(Breaking):
+        async def chat(self, request: ChatRequest) -> ChatResponse:
+            response = await super().chat(request)
+            if len(self.requests) == 1:
+                return ChatResponse(response.message, finish_reason="length")
+            return response
+
+    result = run(spec_of(task, canonical), env, CutOnce(responder), repair=True)
+    assert [f.repaired for f in result.format_failures] == [True]
+    assert result.verification.verified, result.verification.reason
+    # without the repair turn the cut reply is the step's, and the reason says it was cut
+    unrepaired = run(spec_of(task, canonical), env, CutOnce(responder))
+    assert unrepaired.verification.reason.startswith("truncated: the reply at step(s) 1 ")
+
+
 def test_a_second_malformed_reply_after_repair_is_a_format_failure(env, canonical, responder):
     task = next(t for t in env.tasks() if t.kind == "single_tool")
     result = run(spec_of(task, canonical), env, Breaking(responder, broken=2), repair=True)
