@@ -291,6 +291,14 @@ def test_tagged_python_hides_tags_inside_strings() -> None:
             '<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>',
             (None, [("a", {}), ("b", {})]),
         ),
+        # a model's JSON is not escaped as ours: `<` and `>` in a value, as vLLM reads them
+        (
+            "hermes",
+            False,
+            '<tool_call>\n{"name": "f", "arguments": {"q": "price < 50", "h": "<b>x</b>"}}\n'
+            "</tool_call>",
+            (None, [("f", {"q": "price < 50", "h": "<b>x</b>"})]),
+        ),
     ],
 )
 def test_lenient_parsing(fmt: str, tag: bool, text: str, expected: Any) -> None:
@@ -329,12 +337,23 @@ def test_lenient_parsing(fmt: str, tag: bool, text: str, expected: Any) -> None:
         ("hermes", False, "<tool_call>\nnot json\n</tool_call>"),
         ("hermes", False, '<tool_call>{"arguments": {}}</tool_call>'),
         ("hermes", False, "no calls here"),
+        ("hermes", False, '<tool_call>{"name": "f"}</tool_call></tool_call>'),
         ("json", True, "<TOOLCALL>[]</TOOLCALL>"),
         ("xml_verbose", True, "</TOOLCALL>"),
     ],
 )
 def test_not_a_call_message(fmt: str, tag: bool, text: str) -> None:
     assert CALL_FORMATS[fmt].parse_calls(text, tag) is None
+
+
+@given(name=tool_names(), args=arguments())
+def test_a_hermes_block_of_unescaped_json_reads_as_its_call(name: str, args: dict) -> None:
+    # as a model writes it (vLLM's parser reads `<tool_call>(.*?)</tool_call>`): `<` and `>`
+    # as they are, only a tag would end the block
+    body = json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
+    assume("tool_call>" not in body)
+    block = f"<tool_call>\n{body}\n</tool_call>"
+    assert CALL_FORMATS["hermes"].parse_calls(block, False) == (None, [(name, args)])
 
 
 def test_a_malformed_hermes_block_before_calls_is_text() -> None:

@@ -3,7 +3,8 @@
 A message is ``text + "\\n" + block + "\\n" + block ...``, each block
 ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``. The format has its own tag, so
 ``call_tag`` does not change it. ``<``, ``>`` and ``&`` are escaped inside the JSON
-(``\\u003c``...), so a tag inside an argument value cannot end a block early.
+(``\\u003c``...), so a tag inside an argument value cannot end a block early; a block read
+back may hold any ``<`` but a tag, as models write them unescaped.
 
 Parsing reads blocks back from the end of the message (whitespace between and after blocks is
 allowed); everything before the first well-formed block is the assistant's text. A message
@@ -26,8 +27,10 @@ def json_safe(value: object, **dumps_options: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-# Anchored at the end of the (right-stripped) text; [^<]* cannot cross a tag.
-_BLOCK = re.compile(r"<tool_call>\s*([^<]*?)\s*</tool_call>\Z")
+# Anchored at the end of the (right-stripped) text. The body may hold any text but a tag, as
+# vLLM's Hermes parser reads it (``<tool_call>(.*?)</tool_call>``, across lines): a model's
+# JSON is not escaped as ours is, and ``{"q": "price < 50"}`` is a call there.
+_BLOCK = re.compile(r"<tool_call>\s*((?:(?!</?tool_call>).)*?)\s*</tool_call>\Z", re.DOTALL)
 
 
 def _format(calls: Sequence[Call], tag: bool) -> str:
