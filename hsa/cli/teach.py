@@ -205,7 +205,13 @@ def _summary(report: Any) -> None:
         f"teach: {report.total} rollouts: {ran} run, {report.skipped} already written; "
         f"this run verified {report.reasons.get('ok', 0)}, rejected {sum(rejected.values())}"
         + (f" ({detail})" if detail else "")
-        + (f"; {report.retry} need a retry (no answer from the backend)" if report.retry else "")
+        + (
+            f"; {report.retry} need a retry ("
+            + ("refused by the backend" if report.refused else "no answer from the backend")
+            + ")"
+            if report.retry
+            else ""
+        )
         + (
             f"; {report.held} finished in shards with those, written when they are"
             if report.held

@@ -47,6 +47,7 @@ from hsa.teachers.config import TeachConfig
 from hsa.teachers.make import make_backend, request_model
 from hsa.teachers.request import Sampling
 from hsa.teachers.rollout import (
+    OPENING_TOO_LONG,
     Rollout,
     RolloutConfig,
     RolloutSpec,
@@ -61,8 +62,17 @@ CACHE_FILE = "cache.sqlite"
 
 ProgressFn = Callable[[int, int, int], None]
 ShardKey = tuple[str, int]
-#: a rollout that ended this way got no answer from the backend and is run again on a rerun
+#: a rollout that ended this way got no answer from the backend (or a refusal) and is run
+#: again on a rerun
 RETRY = "backend"
+
+
+def is_refusal(reason: str) -> bool:
+    """Whether a rollout that needs a retry ended so because the backend refused its request
+    (an HTTP 4xx of ``hsa.teachers.backends.openai``: a model it does not serve, a
+    ``max_tokens`` it will not take; a task's opening past the context window): the same
+    settings get the same refusal, so the advice is to correct them, not to wait."""
+    return "refused the request" in reason or reason.startswith(OPENING_TOO_LONG)
 
 
 @dataclass(slots=True)
@@ -102,6 +112,12 @@ class TeachReport:
         return self.reasons.get(RETRY, 0)
 
     @property
+    def refused(self) -> int:
+        """Rollouts of ``retry`` whose request the backend refused (``is_refusal``): it
+        answered, with an error of the job's settings, rather than not at all."""
+        return sum(n for reason, n in self.retry_reasons.items() if is_refusal(reason))
+
+    @property
     def rollouts_per_s(self) -> float:
         """Rollouts run per second of running them (skipped rollouts do not count)."""
         ran = self.total - self.skipped
@@ -130,9 +146,26 @@ class TeachIncomplete(TeacherError):
             if report.held
             else ""
         )
+        if not report.refused:
+            what = "got no answer from the backend"
+            advice = "once it answers, rerun the same command to retry them"
+        else:
+            what = (
+                "were refused by the backend"
+                if report.refused == report.retry
+                else "got no answer from the backend or were refused by it"
+            )
+            # a folder without answers takes other settings (``forget_unstarted``)
+            answered = report.requests or report.cache_hits or report.skipped
+            advice = (
+                "once that is corrected, rerun with a new --out (this one holds "
+                "answers under these settings)"
+                if answered
+                else "once that is corrected, rerun (this --out holds no answer yet, "
+                "so it takes the corrected settings)"
+            )
         super().__init__(
-            f"{report.retry} of {ran} rollouts got no answer from the backend and were not "
-            f"written{held}: {why}; once it answers, rerun the same command to retry them",
+            f"{report.retry} of {ran} rollouts {what} and were not written{held}: {why}; {advice}",
             file=str(report.out),
         )
         self.report = report
@@ -293,7 +326,10 @@ def plan_shards(specs: list[RolloutSpec], shard_size: int) -> list[_Shard]:
 
 def check_job_file(out: Path, config: TeachConfig) -> None:
     """Refuse a directory of another job, or of something else (a built dataset, an
-    evaluation). Writes nothing: ``record_job`` does once the job's backend is up."""
+    evaluation). Call it holding ``out``'s lock: the job file of another job that wrote
+    nothing to resume is removed (``forget_unstarted``); nothing is written, ``record_job``
+    does that once the job's backend is up."""
+    forget_unstarted(out, config)
     others = {mf.MANIFEST: "a dataset", "summary.json": "an evaluation"}
     owned = (JOB_FILE, mf.MANIFEST, "data", CACHE_FILE)
     found = mf.job_folder_problem(
@@ -301,6 +337,31 @@ def check_job_file(out: Path, config: TeachConfig) -> None:
     )
     if found is not None:
         raise TeacherError(found[0], file=str(found[1]))
+
+
+def forget_unstarted(out: Path, config: TeachConfig) -> None:
+    """Remove the job file (and empty request cache) of a job with other settings that wrote
+    no row: no shard, no completion mark, no answer in its request cache. Such a job failed
+    before its first answer (a model the endpoint does not serve, a ``max_tokens`` it
+    refuses), so there is nothing to resume, and the corrected settings its error advised
+    take the folder."""
+    path = out / JOB_FILE
+    try:
+        recorded = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return  # none, or not a job file: ``check_job_file`` says what it is
+    if not isinstance(recorded, dict) or recorded.get("output_hash") in (
+        None,
+        config.output_hash(),
+    ):
+        return
+    if (out / mf.MANIFEST).exists() or mf.dataset_data(out):
+        return
+    if mf.cached_answers(out / CACHE_FILE):
+        return
+    path.unlink()
+    for name in (CACHE_FILE, *(f"{CACHE_FILE}-{end}" for end in ("wal", "shm", "journal"))):
+        (out / name).unlink(missing_ok=True)  # an empty cache, which the job file vouched for
 
 
 def record_job(out: Path, config: TeachConfig) -> None:

@@ -419,6 +419,55 @@ def test_rollouts_the_backend_did_not_answer_are_not_written_and_rerun(finished,
     assert files(out) == files(finished[0])  # as if the endpoint had never been down
 
 
+NOT_SERVED = (
+    "http://127.0.0.1:9/v1: the endpoint refused the request: HTTP 404: The model `m` does not "
+    "exist.; check --base-url and --model"
+)
+
+
+class Refusing(Unreachable):
+    """``Unreachable``, whose tasks in ``down`` are refused as an endpoint refuses a model
+    it does not serve."""
+
+    async def chat(self, request):
+        if request.metadata[TASK_KEY] in self.down:
+            raise TeacherError(NOT_SERVED)
+        return await super().chat(request)
+
+
+def test_a_job_refused_before_its_first_answer_gives_its_folder_to_the_corrected_one(tmp_path, env):
+    # a model the endpoint does not serve: the job recorded its settings, then got refused
+    out = tmp_path / "out"
+    small = {"tasks": 2, "variants_per_task": 0}
+    every = [t.id for t in env.tasks()]
+    with pytest.raises(TeachIncomplete) as failed:
+        teach(config(seed=1, **small), out, env=env, backend=Refusing(env, down=every))
+    message = str(failed.value)
+    assert "2 of 2 rollouts were refused by the backend and were not written" in message
+    assert "got no answer" not in message and "once that is corrected, rerun (" in message
+    assert failed.value.report.refused == 2 and (out / "teach.json").exists()
+    # the corrected settings, as the error advised, into the same folder
+    report = teach(config(**small), out, env=env)
+    assert (
+        report.written == 2
+        and json.loads((out / "teach.json").read_text())["config"]["seed"] == config(**small).seed
+    )
+    # a folder that holds rows of other settings is still refused
+    with pytest.raises(TeacherError, match="holds a teacher job with other settings"):
+        teach(config(seed=1, **small), out, env=env, backend=Refusing(env, down=every))
+
+
+def test_a_job_refused_after_answers_keeps_its_folder_and_says_so(tmp_path, env):
+    out = tmp_path / "out"
+    small = config(tasks=2, variants_per_task=0)
+    refusing = Refusing(env, down=[env.tasks()[1].id])
+    with pytest.raises(TeachIncomplete, match="rerun with a new --out") as failed:
+        teach(small, out, env=env, backend=refusing)
+    assert failed.value.report.refused == 1 and refusing.answered
+    with pytest.raises(TeacherError, match="holds a teacher job with other settings"):
+        teach(config(tasks=2, variants_per_task=0, seed=1), out, env=env)
+
+
 def test_a_corpus_with_a_harness_per_task_teaches_each_task_under_its_own(
     tmp_path, external
 ) -> None:
