@@ -206,6 +206,16 @@ class JobPlan:
     def skipped(self) -> int:
         return self.total - sum(len(s.specs) for s in self.pending)
 
+    def report(self) -> TeachReport:
+        """The report a run of this plan starts from: what it plans, skips and leaves out."""
+        return TeachReport(
+            out=self.out,
+            total=self.total,
+            skipped=self.skipped,
+            restated=self.restated,
+            left_out=self.env.left_out(),
+        )
+
     @property
     def verified(self) -> int:
         return sum(e["verified"] for e in self.entries.values())
@@ -508,13 +518,7 @@ async def teach_async(
     raises ``TeachIncomplete`` as ``teach`` does."""
     started = time.monotonic()
     plan = plan_job(config, out, env=env)
-    report = TeachReport(
-        out=plan.out,
-        total=plan.total,
-        skipped=plan.skipped,
-        restated=plan.restated,
-        left_out=plan.env.left_out(),
-    )
+    report = plan.report()
     if progress is not None:
         progress(report.skipped, report.total, plan.verified)
     await run_plan(plan, report, backend=backend, progress=progress)

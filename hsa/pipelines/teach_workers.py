@@ -45,7 +45,7 @@ def teach_in_workers(
     """``teach`` with the pending shards shared among ``config.workers`` processes."""
     started = time.monotonic()
     plan = plan_job(config, out)
-    report = TeachReport(out=plan.out, total=plan.total, skipped=plan.skipped)
+    report = plan.report()
     done, verified = report.skipped, plan.verified
     if progress is not None:
         progress(done, report.total, verified)
@@ -85,7 +85,7 @@ def teach_in_workers(
                     if progress is not None:
                         progress(done, report.total, verified)
                 elif kind == "report":
-                    _merge(report, payload)
+                    merge(report, payload)
                     finished += 1
                 else:
                     raise TeacherError(f"a teacher worker failed: {payload}")
@@ -144,12 +144,26 @@ def _next_message(messages: Any, processes: list) -> tuple[str, Any]:
                 ) from None
 
 
-def _merge(report: TeachReport, part: dict[str, Any]) -> None:
-    for name in ("written", "requests", "cache_hits", "retries"):
+#: what a worker's run adds to the job's report: counts, and counters by reason; the rest
+#: (what the job plans, skips and leaves out, its shards and timing) is the parent's
+ADDED = ("written", "held", "requests", "cache_hits", "retries")
+COUNTED = ("reasons", "failures", "retry_reasons")
+
+
+def totals(part: TeachReport) -> dict[str, Any]:
+    """What a worker's run added to its report, as it is sent to the parent (``merge``)."""
+    found: dict[str, Any] = {name: getattr(part, name) for name in ADDED}
+    found |= {name: dict(getattr(part, name)) for name in COUNTED}
+    found["latencies_s"] = list(part.latencies_s)
+    return found
+
+
+def merge(report: TeachReport, part: dict[str, Any]) -> None:
+    """Add a worker's ``totals`` to the job's ``report``."""
+    for name in ADDED:
         setattr(report, name, getattr(report, name) + part[name])
-    report.reasons.update(part["reasons"])
-    report.failures.update(part["failures"])
-    report.retry_reasons.update(part["retry_reasons"])
+    for name in COUNTED:
+        getattr(report, name).update(part[name])
     report.latencies_s.extend(part["latencies_s"])
 
 
@@ -170,7 +184,7 @@ def _worker(
     try:
         plan = plan_job(config, out, only=set(keys), check=False)
         plan.recorded = recorded
-        part = TeachReport(out=plan.out, total=plan.total, skipped=plan.skipped)
+        part = plan.report()
         last = [part.skipped, plan.verified]
 
         def report_progress(done: int, total: int, verified: int) -> None:
@@ -178,21 +192,7 @@ def _worker(
             last[0], last[1] = done, verified
 
         run_async(run_plan(plan, part, progress=report_progress, ready=ready.wait))
-        messages.put(
-            (
-                "report",
-                {
-                    "written": part.written,
-                    "requests": part.requests,
-                    "cache_hits": part.cache_hits,
-                    "retries": part.retries,
-                    "reasons": dict(part.reasons),
-                    "failures": dict(part.failures),
-                    "retry_reasons": dict(part.retry_reasons),
-                    "latencies_s": part.latencies_s,
-                },
-            )
-        )
+        messages.put(("report", totals(part)))
     except BaseException as exc:  # reported to the parent, which stops the job
         with contextlib.suppress(Exception):
             ready.abort()

@@ -5,7 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hsa.errors import HsaError
+from hsa.pipelines.teach import TeachConfig, TeachIncomplete, teach
 from hsa.pipelines.teach_workers import worker_shares
+from hsa.teachers.server import Faults
 
 
 @given(st.integers(0, 40), st.integers(1, 8), st.integers(1, 64))
@@ -24,3 +27,74 @@ def test_one_request_in_flight_is_one_worker():
         ([("a", 0), ("a", 2)], 2),
         ([("a", 1)], 1),
     ]
+
+
+SUMMARY = (
+    "total",
+    "skipped",
+    "written",
+    "verified",
+    "held",
+    "reasons",
+    "retry_reasons",
+    "requests",
+    "shards",
+    "restated",
+    "left_out",
+)
+
+
+def summary(run) -> dict:
+    """What the CLI prints of a job's report (its timing aside), however it ran."""
+    try:
+        report = run()
+    except TeachIncomplete as incomplete:
+        report = incomplete.report
+    return {name: getattr(report, name) for name in SUMMARY}
+
+
+def test_the_summary_counts_held_rows_the_same_for_one_worker_and_several(tmp_path):
+    # one task refused: the rows that finished in its shard are held, in either case
+    from hsa.envs.registry import get
+    from hsa.teachers.oracle import OracleResponder
+    from hsa.teachers.task_variants import VariantPool, recipe_from
+    from tests.teachers.conftest import ServedOracle
+
+    env = get("livestream")
+    down = env.turns(env.tasks()[1])[0]
+    oracle = OracleResponder(env, variants=VariantPool(env.harness(), recipe_from(None), seed=0))
+
+    def responder(body):
+        if any(m.get("content") == down for m in body["messages"]):
+            raise HsaError("The model `hsa-oracle` does not exist.")
+        return oracle(body)
+
+    served = ServedOracle(responder, Faults())
+    try:
+        settings = {
+            "backend": "openai",
+            "base_url": served.url,
+            "model": "hsa-oracle",
+            "tasks": 4,
+            "variants_per_task": 1,
+            "include_canonical": True,
+            "shard_size": 3,
+        }
+        one, two = (
+            summary(lambda w=w: teach(TeachConfig(workers=w, **settings), tmp_path / str(w)))
+            for w in (1, 2)
+        )
+    finally:
+        served.close()
+    assert one["held"] > 0 and one["retry_reasons"]
+    assert one == two
+
+
+def test_the_summary_counts_left_out_tasks_the_same_for_one_worker_and_several(tmp_path, external):
+    settings = {"env": "bfcl", "env_options": {"path": str(external / "bfcl")}, "tasks": 2}
+    one, two = (
+        summary(lambda w=w: teach(TeachConfig(workers=w, **settings), tmp_path / str(w)))
+        for w in (1, 2)
+    )
+    assert one["restated"] and one["left_out"]
+    assert one == two
