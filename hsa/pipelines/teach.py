@@ -103,7 +103,7 @@ class TeachReport:
     shards: int = 0
     #: tasks left out because they ask another task again (``Environment.restates``)
     restated: int = 0
-    #: what of its source the environment left out, and why (``Environment.left_out``)
+    #: what of its source the job left out, and why (``JobPlan.left_out``)
     left_out: tuple[str, ...] = ()
 
     @property
@@ -198,6 +198,9 @@ class JobPlan:
     entries: dict[ShardKey, dict[str, Any]]  # manifest entries of the written shards
     total: int
     restated: int = 0  # tasks left out: they ask another task again (``Environment.restates``)
+    #: what of its source the job leaves out, and why: the environment's ``left_out``, and
+    #: the tasks it cannot play (``unplayable_note``)
+    left_out: tuple[str, ...] = ()
     # the job's settings as given, which teach.json records: a worker process runs its shards
     # under a config of its own (its share of the concurrency, one worker)
     recorded: TeachConfig | None = None
@@ -213,7 +216,7 @@ class JobPlan:
             total=self.total,
             skipped=self.skipped,
             restated=self.restated,
-            left_out=self.env.left_out(),
+            left_out=self.left_out,
         )
 
     @property
@@ -406,6 +409,22 @@ def plan_job(
     every = env.tasks(config.split)
     tasks = [t for t in every if not env.restates(t)]
     restated = len(every) - len(tasks)
+    left_out = env.left_out()
+    # Where no tool runs (a corpus without tool outputs), only tasks scored on the calls as
+    # made can be played: a task that runs its calls (BFCL's web_search entries) would get an
+    # error back for every one. Those are left out and said; the rest are taught.
+    unplayable = [] if env.runs_tools else [t for t in tasks if not env.ends_at_calls(t)]
+    if unplayable:
+        tasks = [t for t in tasks if env.ends_at_calls(t)]
+        if not tasks:
+            raise TeacherError(
+                f"the {env.name} corpus records no tool outputs, so its tools cannot run: every "
+                f"call of a teacher's rollout would get an error back, and every one of its "
+                f"{len(unplayable)} tasks runs its calls (e.g. {unplayable[0].id}). Evaluate "
+                "models on it with hsa eval run instead",
+                where=f"env {config.env!r}",
+            )
+        left_out = (*left_out, unplayable_note(env, unplayable))
     if config.tasks is not None:
         tasks = tasks[: config.tasks]
     recipe = recipe_from(config.recipe) if config.variants_per_task else Recipe(rules=())
@@ -415,15 +434,6 @@ def plan_job(
     for task in tasks:
         harness = env.harness_for(task)
         by_harness.setdefault(harness.id, (harness, []))[1].append(task)
-    played = [t for t in tasks if not env.ends_at_calls(t)]
-    if not env.runs_tools and played:
-        raise TeacherError(
-            f"the {env.name} corpus records no tool outputs, so its tools cannot run: every "
-            f"call of a teacher's rollout would get an error back ({len(played)} of its "
-            f"{len(tasks)} tasks run their calls, e.g. {played[0].id}). Evaluate models on it "
-            "with hsa eval run, which scores its tasks by their actions",
-            where=f"env {config.env!r}",
-        )
     variants: dict[str, list[Variant]] = {}
     for harness, group in by_harness.values():
         variants |= task_variants(
@@ -442,7 +452,7 @@ def plan_job(
             else "the recipe draws no variants and the canonical harness is not included "
             "(--include-canonical)"
         )
-        left = "".join(f"; {note}" for note in env.left_out()) if not tasks else ""
+        left = "".join(f"; {note}" for note in left_out) if not tasks else ""
         if not tasks and restated:
             left += (
                 f"; its {restated} task(s) each ask another task again {RESTATED}, so teach "
@@ -461,7 +471,21 @@ def plan_job(
             entries[shard.key] = entry
         elif only is None or shard.key in only:
             pending.append(shard)
-    return JobPlan(config, out, env, variants, shards, pending, entries, len(specs), restated)
+    return JobPlan(
+        config, out, env, variants, shards, pending, entries, len(specs), restated, left_out
+    )
+
+
+def unplayable_note(env: Environment, tasks: list[Task]) -> str:
+    """What a job says of the ``tasks`` it left out because they run their calls, which
+    ``env`` (a corpus without tool outputs) cannot run."""
+    kinds = Counter(t.kind for t in tasks)
+    counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    return (
+        f"{counted} task(s) that run their calls (e.g. {tasks[0].id}): the {env.name} corpus "
+        "records no tool outputs, so every call of a teacher's rollout would get an error "
+        "back; evaluate models on them with hsa eval run"
+    )
 
 
 def teach(
@@ -679,7 +703,7 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
         "verified": sum(s["verified"] for s in splits.values()),
         "splits": splits,
     }
-    left_out = list(plan.env.left_out())
+    left_out = list(plan.left_out)
     if plan.restated:
         left_out.insert(0, f"{plan.restated} task(s) that ask another task again {RESTATED}")
     if left_out:

@@ -240,6 +240,42 @@ def test_a_corpus_without_tool_outputs_is_refused_before_anything_runs(tmp_path,
     with pytest.raises(TeacherError, match="records no tool outputs") as found:
         teach(config(env="tau2", tasks=2), tmp_path / "out", env=tau2)
     assert "hsa eval run" in str(found.value) and not (tmp_path / "out").exists()
+    assert "by their actions" not in str(found.value)
+
+
+def test_tasks_that_run_their_calls_on_a_corpus_without_outputs_are_left_out(tmp_path, external):
+    # BFCL's web_search entries run their searches, whose results no corpus records: they are
+    # left out and said, and the entries scored on their calls as made are taught
+    import shutil
+
+    corpus = tmp_path / "bfcl"
+    (corpus / "possible_answer").mkdir(parents=True)
+    shutil.copytree(external / "bfcl" / "multi_turn_func_doc", corpus / "multi_turn_func_doc")
+    for name in ("BFCL_v4_simple_python.json", "possible_answer/BFCL_v4_simple_python.json"):
+        lines = (external / "bfcl" / name).read_text("utf-8").splitlines()
+        (corpus / name).write_text("\n".join(lines[:2]) + "\n")
+    question = [[{"role": "user", "content": "Who won the 2024 Tour de France?"}]]
+    entry = {"id": "web_search_0", "question": question, "involved_classes": ["WebSearchAPI"]}
+    (corpus / "BFCL_v4_web_search.json").write_text(json.dumps(entry) + "\n")
+    answer = {"id": "web_search_0", "ground_truth": ["Tadej Pogacar"]}
+    (corpus / "possible_answer" / "BFCL_v4_web_search.json").write_text(json.dumps(answer) + "\n")
+
+    settings = TeachConfig(env="bfcl", env_options={"path": str(corpus)})
+    report = teach(settings, tmp_path / "out")
+    assert report.total == report.written == report.verified == 2  # the simple entries
+    (note,) = report.left_out  # the web_search entry, as BFCL plays it: with and without snippets
+    assert note.startswith(
+        "1 web_search_base, 1 web_search_no_snippet task(s) that run their calls (e.g. web_search_"
+    )
+    assert "records no tool outputs" in note and "hsa eval run" in note
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["left_out"] == [note]
+    # a corpus of such tasks alone has nothing to teach
+    for name in ("BFCL_v4_simple_python.json", "possible_answer/BFCL_v4_simple_python.json"):
+        (corpus / name).unlink()
+    with pytest.raises(TeacherError, match=r"every one of its 2 tasks runs its calls"):
+        teach(settings, tmp_path / "alone")
+    assert not (tmp_path / "alone").exists()
 
 
 def test_only_marked_shards_are_done_and_the_rest_are_written_again(tmp_path, env):
