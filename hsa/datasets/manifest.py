@@ -242,7 +242,7 @@ def partial_data(out: Path) -> list[str]:
             and STATE not in p.relative_to(source).parts
             and p.name not in _EMPTY_TEACHER_FILES
         ]
-        if kept or cached_answers(source / "cache.sqlite"):
+        if kept or _cached_answers(source / "cache.sqlite"):
             held.append(f"teacher output under {STATE}/source/")
     return held
 
@@ -270,8 +270,7 @@ _EMPTY_TEACHER_FILES = {
 }
 
 
-def cached_answers(path: Path) -> bool:
-    """Whether the request cache at ``path`` holds an answer (an unreadable one counts)."""
+def _cached_answers(path: Path) -> bool:
     if not path.is_file():
         return False
     import sqlite3

@@ -155,14 +155,13 @@ class TeachIncomplete(TeacherError):
                 if report.refused == report.retry
                 else "got no answer from the backend or were refused by it"
             )
-            # a folder without answers takes other settings (``forget_unstarted``)
-            answered = report.requests or report.cache_hits or report.skipped
+            # a folder without rows takes other settings (``unstarted``)
             advice = (
-                "once that is corrected, rerun with a new --out (this one holds "
-                "answers under these settings)"
-                if answered
-                else "once that is corrected, rerun (this --out holds no answer yet, "
-                "so it takes the corrected settings)"
+                "once that is corrected, rerun with a new --out (this one holds rows of "
+                "these settings)"
+                if report.written or report.skipped
+                else "once that is corrected, rerun (this --out holds no row yet, so it "
+                "takes the corrected settings)"
             )
         super().__init__(
             f"{report.retry} of {ran} rollouts {what} and were not written{held}: {why}; {advice}",
@@ -339,10 +338,10 @@ def plan_shards(specs: list[RolloutSpec], shard_size: int) -> list[_Shard]:
 
 def check_job_file(out: Path, config: TeachConfig) -> None:
     """Refuse a directory of another job, or of something else (a built dataset, an
-    evaluation). Call it holding ``out``'s lock: the job file of another job that wrote
-    nothing to resume is removed (``forget_unstarted``); nothing is written, ``record_job``
-    does that once the job's backend is up."""
-    forget_unstarted(out, config)
+    evaluation). Writes nothing: ``record_job`` does once the job's backend is up, over the
+    job file of another job that wrote no row (``unstarted``)."""
+    if unstarted(out, config):
+        return
     others = {mf.MANIFEST: "a dataset", "summary.json": "an evaluation"}
     owned = (JOB_FILE, mf.MANIFEST, "data", CACHE_FILE)
     found = mf.job_folder_problem(
@@ -352,35 +351,31 @@ def check_job_file(out: Path, config: TeachConfig) -> None:
         raise TeacherError(found[0], file=str(found[1]))
 
 
-def forget_unstarted(out: Path, config: TeachConfig) -> None:
-    """Remove the job file (and empty request cache) of a job with other settings that wrote
-    no row: no shard, no completion mark, no answer in its request cache. Such a job failed
-    before its first answer (a model the endpoint does not serve, a ``max_tokens`` it
-    refuses), so there is nothing to resume, and the corrected settings its error advised
-    take the folder."""
-    path = out / JOB_FILE
+def unstarted(out: Path, config: TeachConfig) -> bool:
+    """Whether ``out`` holds the job file of a job with other settings that wrote no row: no
+    shard, no completion mark, no manifest. Such a job failed before (a model the endpoint
+    does not serve, a ``max_tokens`` it refuses): no row of it would mix with this job's, so
+    the corrected settings its error advised take the folder. Its request cache stays: a
+    request's key is all of it, so an answer there only ever answers the same request."""
+    previous = _recorded_hash(out / JOB_FILE)
+    if previous is None or previous == config.output_hash():
+        return False
+    return not (out / mf.MANIFEST).exists() and not mf.dataset_data(out)
+
+
+def _recorded_hash(path: Path) -> Any:
     try:
         recorded = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
-        return  # none, or not a job file: ``check_job_file`` says what it is
-    if not isinstance(recorded, dict) or recorded.get("output_hash") in (
-        None,
-        config.output_hash(),
-    ):
-        return
-    if (out / mf.MANIFEST).exists() or mf.dataset_data(out):
-        return
-    if mf.cached_answers(out / CACHE_FILE):
-        return
-    path.unlink()
-    for name in (CACHE_FILE, *(f"{CACHE_FILE}-{end}" for end in ("wal", "shm", "journal"))):
-        (out / name).unlink(missing_ok=True)  # an empty cache, which the job file vouched for
+        return None  # none, or not a job file: ``check_job_file`` says what it is
+    return recorded.get("output_hash") if isinstance(recorded, dict) else None
 
 
 def record_job(out: Path, config: TeachConfig) -> None:
-    """Record the job's settings in its directory (once; the same for every worker)."""
+    """Record the job's settings in its directory (once; the same for every worker), over
+    those of a job that wrote no row (``check_job_file`` let this job have the folder)."""
     path = out / JOB_FILE
-    if path.exists():
+    if _recorded_hash(path) == config.output_hash():
         return
     out.mkdir(parents=True, exist_ok=True)
     document = {"config": config.public_dict(), "output_hash": config.output_hash()}

@@ -471,7 +471,7 @@ class Refusing(Unreachable):
         return await super().chat(request)
 
 
-def test_a_job_refused_before_its_first_answer_gives_its_folder_to_the_corrected_one(tmp_path, env):
+def test_a_job_refused_before_its_first_row_gives_its_folder_to_the_corrected_one(tmp_path, env):
     # a model the endpoint does not serve: the job recorded its settings, then got refused
     out = tmp_path / "out"
     small = {"tasks": 2, "variants_per_task": 0}
@@ -482,26 +482,29 @@ def test_a_job_refused_before_its_first_answer_gives_its_folder_to_the_corrected
     assert "2 of 2 rollouts were refused by the backend and were not written" in message
     assert "got no answer" not in message and "once that is corrected, rerun (" in message
     assert failed.value.report.refused == 2 and (out / "teach.json").exists()
+    # refused after some answers (a max_tokens too large for longer conversations): still
+    # no row, since the shard holds a refused rollout
+    with pytest.raises(TeachIncomplete, match="once that is corrected, rerun \\(this --out"):
+        teach(config(seed=2, **small), out, env=env, backend=Refusing(env, down=every[1:2]))
     # the corrected settings, as the error advised, into the same folder
     report = teach(config(**small), out, env=env)
-    assert (
-        report.written == 2
-        and json.loads((out / "teach.json").read_text())["config"]["seed"] == config(**small).seed
-    )
+    assert report.written == 2
+    recorded = json.loads((out / "teach.json").read_text())["config"]
+    assert recorded["seed"] == config(**small).seed
     # a folder that holds rows of other settings is still refused
     with pytest.raises(TeacherError, match="holds a teacher job with other settings"):
         teach(config(seed=1, **small), out, env=env, backend=Refusing(env, down=every))
 
 
-def test_a_job_refused_after_answers_keeps_its_folder_and_says_so(tmp_path, env):
+def test_a_job_refused_after_writing_rows_keeps_its_folder_and_says_so(tmp_path, env):
     out = tmp_path / "out"
-    small = config(tasks=2, variants_per_task=0)
+    small = {"tasks": 2, "variants_per_task": 0, "shard_size": 1}
     refusing = Refusing(env, down=[env.tasks()[1].id])
     with pytest.raises(TeachIncomplete, match="rerun with a new --out") as failed:
-        teach(small, out, env=env, backend=refusing)
-    assert failed.value.report.refused == 1 and refusing.answered
+        teach(config(**small), out, env=env, backend=refusing)
+    assert failed.value.report.refused == 1 and failed.value.report.written == 1
     with pytest.raises(TeacherError, match="holds a teacher job with other settings"):
-        teach(config(tasks=2, variants_per_task=0, seed=1), out, env=env)
+        teach(config(seed=1, **small), out, env=env)
 
 
 def test_a_corpus_with_a_harness_per_task_teaches_each_task_under_its_own(
