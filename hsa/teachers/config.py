@@ -61,6 +61,14 @@ VLLM_SPEED_ARGS = frozenset(
         "enforce_eager",
         "enable_prefix_caching",
         "disable_log_stats",
+        # where and on how many devices it runs, where it keeps weights, how it schedules
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "data_parallel_size",
+        "distributed_executor_backend",
+        "download_dir",
+        "enable_chunked_prefill",
+        "block_size",
     )
 )
 

@@ -20,7 +20,9 @@ from hsa.teachers.request import ChatRequest, assistant_message
 
 #: a leading reasoning block, its opening tag optional (the template may have written it); a
 #: closing tag after text holding another opening tag closes that one, not a block
-_THINK = re.compile(r"\A\s*(?:<think>(.*?)|((?:(?!<think>).)*?))</think>\s*", re.DOTALL)
+#: (``\s*+`` never gives back the space it took: a reply of many blank lines is read in linear
+#: time, not tried again from each of them)
+_THINK = re.compile(r"\A\s*+(?:<think>(.*?)|((?:(?!<think>).)*?))</think>\s*", re.DOTALL)
 
 
 def parse_output(text: str, request: ChatRequest, call_format: str = "hermes") -> dict[str, Any]:

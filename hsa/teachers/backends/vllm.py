@@ -180,15 +180,21 @@ class VLLMBackend(BatchingBackend):
     ) -> None:
         """``_answer``, or where vLLM refuses the whole call for a request it cannot take (a
         prompt past the model's context), each half asked again: one such request among
-        ``n`` costs about ``2 log2 n`` more calls, not ``n``, and fails alone."""
+        ``n`` costs about ``2 log2 n`` more calls, not ``n``, and fails alone. Another
+        refusal (a broken engine, a request it cannot read) is asked again one request at a
+        time, so a failing engine costs ``n`` calls, not ``2n - 1``."""
         try:
             await self._answer(taken, conversations, params, indexes, kwargs)
         except Exception as exc:
             if len(indexes) == 1:
                 _fail(taken[indexes[0]][1], exc)
                 return
-            half = len(indexes) // 2
-            for part in (slice(None, half), slice(half, None)):
+            if isinstance(exc, TeacherError) or not outgrew_context(str(exc)):
+                parts = [slice(i, i + 1) for i in range(len(indexes))]
+            else:
+                half = len(indexes) // 2
+                parts = [slice(None, half), slice(half, None)]
+            for part in parts:
                 await self._answer_parts(
                     taken, conversations[part], params[part], indexes[part], kwargs
                 )

@@ -75,3 +75,12 @@ def test_text_protocol_requests_keep_the_raw_text():
 def test_an_unknown_call_format_is_named():
     with pytest.raises(TeacherError, match="unknown call format 'nope'"):
         parse_output("x", request("x", TOOLS_A), "nope")
+
+
+def test_a_reply_of_many_blank_lines_is_read_in_linear_time():
+    import time
+
+    started = time.perf_counter()
+    message = parse_output("\n" * 40_000 + "ok", request("q"))
+    assert message["content"].strip() == "ok"
+    assert time.perf_counter() - started < 10  # a hang guard: quadratic took about 40 s

@@ -177,6 +177,24 @@ def test_another_refusal_of_one_request_fails_it_alone_as_the_backend_s_error():
     assert type(bad) is TeacherError and str(bad) == "vllm: bad image"
 
 
+def test_a_broken_engine_is_asked_once_per_request_not_in_halves():
+    class Broken(FakeLLM):
+        def chat(self, conversations, sampling, use_tqdm=True, tools=None, **kwargs):
+            self.calls.append((len(conversations), tools, use_tqdm))
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    llm = Broken()
+    backend = VLLMBackend(VLLMConfig("m", batch_size=16), llm=llm, sampling_cls=dict)
+
+    async def main():
+        calls = (backend.chat(request(f"q{i}")) for i in range(16))
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    answers = asyncio.run(main())
+    assert all(type(a) is TeacherError and "CUDA error" in str(a) for a in answers)
+    assert [n for n, _, _ in llm.calls] == [16, *[1] * 16]  # n + 1 calls, not 2n - 1
+
+
 def test_without_vllm_the_error_says_how_to_get_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm now raises ImportError
     backend = VLLMBackend(VLLMConfig("some/model"))
