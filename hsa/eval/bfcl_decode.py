@@ -61,6 +61,8 @@ def decode(text: str, return_format: str, tagged: bool) -> list[Call]:
         ((name, args),) = item.items()
         if not isinstance(name, str) or not isinstance(args, dict):
             raise Undecodable("not a list of {name: arguments}")
+        if not all(isinstance(key, str) for key in args):  # f(**{...}): BFCL's key None
+            raise Undecodable("an argument without a name")
         calls.append((name, {key: _json(value) for key, value in args.items()}))
     return calls
 
@@ -213,7 +215,9 @@ def _arithmetic(node: ast.expr) -> Any:
 
 
 def _json(value: Any) -> Any:
-    """``value`` as JSON holds it: tuples as lists (BFCL's checker compares them as lists)."""
+    """``value`` as JSON holds it: tuples as lists. (BFCL's checker takes a tuple as a list
+    only for a parameter it types ``tuple``, and fails it for an ``array`` one; hsa's schemas
+    type both ``array``, so here a tuple passes for either.)"""
     if isinstance(value, tuple | list):
         return [_json(v) for v in value]
     if isinstance(value, dict):
@@ -238,7 +242,7 @@ def bfcl_reply(message: Mapping[str, Any], protocol: Protocol, return_format: st
         try:
             out["content"] = fmt.format_calls(calls, protocol.call_tag)
             return out
-        except (HsaError, ValueError, TypeError):
+        except (HsaError, ValueError, TypeError, AttributeError):
             pass  # a name or value the format cannot write: not a call it could have meant
     elif fmt.parse_calls(text, protocol.call_tag) is None:
         return out  # read as BFCL reads it already: no call (and hsa's own failure class)

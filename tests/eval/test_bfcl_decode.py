@@ -66,6 +66,12 @@ def test_python_arguments_as_bfcl_resolves_them():
     assert found == [("f", {"a": 6, "b": "x", "c": [1, 2], "d": "g()", "e": -4})]
     with pytest.raises(Undecodable):  # BFCL's eval is not run here: no names in arithmetic
         decode("[f(a=x*2)]", "python", False)
+    for tagged, text in [
+        (False, "[f(**{'a': 1})]"),
+        (True, "<TOOLCALL>[f(**{'a': 1})]</TOOLCALL>"),
+    ]:
+        with pytest.raises(Undecodable, match="without a name"):  # BFCL's key None: a failure
+            decode(text, "python", tagged)
 
 
 def test_a_reply_is_rewritten_as_the_format_writes_what_bfcl_read():
