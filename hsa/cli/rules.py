@@ -204,7 +204,13 @@ def _subjects(harness_path, trajectories, sources, env_names, limit):
 
 def _env(name: str):
     from hsa.envs import get_env
+    from hsa.envs.registry import required
 
+    if required(name):  # (an unknown name is refused here, naming the registered ones)
+        fail(
+            f"--env {name}: the environment reads a corpus; give its file or folder with "
+            "--source PATH instead"
+        )
     return get_env(name)
 
 

@@ -49,9 +49,10 @@ def _load_config_file(path: Path) -> dict[str, Any]:
     if isinstance(data, dict) and "source" in data:
         # a build config: its teacher's job, the source's environment and tasks and the
         # build's seed with it, as `hsa build` runs it
-        from hsa.pipelines.build import parse_config
+        from hsa.pipelines.build import parse_config, teach_paths
 
-        config = parse_config(data, base=path.parent, file=str(path))
+        # (its teach section is checked as the job's settings, once the flags complete it)
+        config = parse_config({**data, "teach": {}}, base=path.parent, file=str(path))
         if config.source.env is None:
             raise ConfigError(
                 "its source is recorded trajectories, which no teacher makes; give a build "
@@ -59,7 +60,13 @@ def _load_config_file(path: Path) -> dict[str, Any]:
                 file=str(path),
                 where="$.source",
             )
-        return {k: v for k, v in config.teach_settings().items() if v is not None}
+        teach = data.get("teach") or {}
+        if not isinstance(teach, dict):
+            raise ConfigError(
+                "must be a mapping of teach settings", file=str(path), where="$.teach"
+            )
+        settings = config.teach_settings(teach_paths(teach, path.parent))
+        return {k: v for k, v in settings.items() if v is not None}
     if isinstance(data, dict) and isinstance(data.get("teach"), dict):
         data = data["teach"]
     if not isinstance(data, dict):

@@ -203,14 +203,14 @@ class BuildConfig:
             raise ConfigError("no output directory: set 'out' or pass --out", file=self.file)
         return self.out
 
-    def teach_settings(self) -> dict[str, Any]:
+    def teach_settings(self, teach: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The settings of the teach job of an ``env`` source (``hsa teach --config`` takes
-        them as its own): each task once under its canonical harness unless ``teach`` says
-        otherwise (the augment stage draws the variants), with the source's environment and
-        tasks and the build's seed."""
+        them as its own, with its ``teach`` section): each task once under its canonical
+        harness unless ``teach`` says otherwise (the augment stage draws the variants), with
+        the source's environment and tasks and the build's seed."""
         return {
             **_TEACH_DEFAULTS,
-            **self.teach,
+            **(self.teach if teach is None else teach),
             **self.source.teach_settings(),
             "seed": self.augment.resolved()[1],
         }
@@ -260,6 +260,33 @@ _FROM_SOURCE = ("env", "env_options", "tasks", "split")
 _TEACH_DEFAULTS = {"variants_per_task": 0, "include_canonical": True}
 
 
+def _absolute(value: str, base: Path) -> str:
+    """``value``, a path relative to the folder ``base`` (unless absolute), made absolute: the
+    same file is spelled the same whichever way the config was named on the command line."""
+    found = Path(value).expanduser()
+    return os.path.normpath(os.path.abspath(found if found.is_absolute() else base / found))
+
+
+#: backends whose ``model`` is weights they load, which a config may give as a local folder
+_LOCAL_MODELS = ("transformers", "vllm")
+
+
+def teach_paths(teach: Mapping[str, Any], base: Path) -> dict[str, Any]:
+    """A ``teach`` section with its paths relative to the config's folder ``base``: ``recipe``,
+    ``cache``, and the ``model`` of a backend that loads weights when such a folder is there (a
+    hub id, or the name an endpoint serves a model under, is left as written)."""
+    out = dict(teach)
+    for key in ("recipe", "cache"):
+        if isinstance(out.get(key), str):
+            out[key] = _absolute(out[key], base)
+    model = out.get("model")
+    if out.get("backend") in _LOCAL_MODELS and isinstance(model, str) and model:
+        local = _absolute(model, base)
+        if Path(local).exists():
+            out["model"] = local
+    return out
+
+
 def _fingerprint(path: Path, file: str | None = None, where: str | None = None) -> str:
     """The content of the file or folder ``path``, as a hash; one that is not there is an
     error at ``where`` of the config ``file`` (given), else naming ``path``."""
@@ -296,14 +323,8 @@ def parse_config(data: Any, *, base: Path = Path(), file: str | None = None) -> 
         # every path a config gives is relative to the config's folder, wherever it is read
         options = source.get("env_options")
         if isinstance(options, dict) and isinstance(options.get("path"), str):
-            source["env_options"] = {**options, "path": str(path(options["path"]))}
-        teach = dict(data.get("teach") or {})
-        for key in ("recipe", "cache"):
-            if isinstance(teach.get(key), str):
-                teach[key] = str(path(teach[key]))
-        model = teach.get("model")
-        if isinstance(model, str) and model and (local := path(model)) and local.exists():
-            teach["model"] = str(local)  # a local folder (a hub id is left as it is)
+            source["env_options"] = {**options, "path": _absolute(options["path"], base)}
+        teach = teach_paths(data.get("teach") or {}, base)
         augment = dict(data.get("augment") or {})
         augment["recipe"] = _recipe(augment.get("recipe"), path, file)
         if augment.get("tokenizer"):

@@ -126,6 +126,8 @@ def test_preview_needs_one_place_to_read_a_harness_from(external):
         assert out.returncode == 1
         (line,) = out.stderr.strip().splitlines()
         assert line.startswith("hsa: error: give one of --harness (with or without --trajectories)")
+    corpus = hsa("rules", "preview", "tools.rename", "--env", "bfcl")
+    assert corpus.returncode == 1 and "give its file or folder with --source PATH" in corpus.stderr
     unknown = hsa("rules", "preview", "tools.rename", "--env", "nope")
     assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1
     assert "nope" in unknown.stderr

@@ -207,6 +207,14 @@ def test_a_build_config_runs_its_own_teacher_job(tmp_path):
     job = json.loads((out / "teach.json").read_text())["config"]
     assert (job["env"], job["tasks"], job["seed"]) == ("livestream", 2, 7)  # the flag beats it
     assert (job["variants_per_task"], job["include_canonical"]) == (0, True)
+    # flags complete a build config's teach section (its base URL here)
+    config.write_text("source: {env: livestream, tasks: 1}\nout: d\nteach: {backend: openai}\n")
+    flags = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--backoff", "0.01"]
+    completed = subprocess.run(
+        [*HSA, "teach", "--config", str(config), *flags, "--out", str(tmp_path / "t2")],
+        capture_output=True, text=True, env=environ(), timeout=120,
+    )  # fmt: skip
+    assert "connection refused to http://127.0.0.1:9/v1" in completed.stderr, completed.stderr
     recorded = tmp_path / "recorded.yaml"
     recorded.write_text("source: {trajectories: x.jsonl}\nout: data\n")
     refused = subprocess.run(

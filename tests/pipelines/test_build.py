@@ -245,7 +245,7 @@ def test_settings_of_how_the_teacher_is_asked_are_not_the_datasets_identity(
 
 
 def test_teach_and_corpus_paths_are_the_configs_and_read_by_their_content(
-    tmp_path: Path, external
+    tmp_path: Path, external, monkeypatch
 ) -> None:
     # relative to the config's folder wherever it is read from, as every other path
     sub = tmp_path / "sub"
@@ -273,6 +273,16 @@ def test_teach_and_corpus_paths_are_the_configs_and_read_by_their_content(
     data["teach"]["model"] = "Qwen/Qwen2.5-0.5B"  # a hub id, no folder here: as written
     (sub / "other.yaml").write_text(yaml.safe_dump(data))
     assert load_config(sub / "other.yaml").teach["model"] == "Qwen/Qwen2.5-0.5B"
+    # an endpoint's model is the name it serves, even where a folder of that name is here
+    data["teach"] = {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "models/m"}
+    (sub / "other.yaml").write_text(yaml.safe_dump(data))
+    assert load_config(sub / "other.yaml").teach["model"] == "models/m"
+    # the same file named another way: the same paths, so the same teacher job and dataset
+    monkeypatch.chdir(tmp_path)
+    relative = load_config(Path("sub") / "build.yaml")
+    assert relative.source.env_options["path"] == str(sub / "corpus")
+    assert relative.teach_config() == config.teach_config()
+    assert relative.identity() == config.identity()
     before = config.identity()
     # the same paths holding other content: another dataset, not "complete already"
     (sub / "teach-recipe.yaml").write_text(yaml.safe_dump({"rules": [{"rule": "hooks.wording"}]}))
