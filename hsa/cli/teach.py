@@ -200,6 +200,15 @@ def teach_command(
         raise incomplete
 
 
+def _retry_why(report: Any) -> str:
+    """Why rollouts need a retry: refused by the backend, not answered, or some of each."""
+    if not report.refused:
+        return "no answer from the backend"
+    if report.refused == report.retry:
+        return "refused by the backend"
+    return f"{report.refused} refused by the backend, {report.retry - report.refused} no answer"
+
+
 def _summary(report: Any) -> None:
     from hsa.pipelines.teach import RESTATED
 
@@ -212,13 +221,7 @@ def _summary(report: Any) -> None:
         f"teach: {report.total} rollouts: {ran} run, {report.skipped} already written; "
         f"this run verified {report.reasons.get('ok', 0)}, rejected {sum(rejected.values())}"
         + (f" ({detail})" if detail else "")
-        + (
-            f"; {report.retry} need a retry ("
-            + ("refused by the backend" if report.refused else "no answer from the backend")
-            + ")"
-            if report.retry
-            else ""
-        )
+        + (f"; {report.retry} need a retry ({_retry_why(report)})" if report.retry else "")
         + (
             f"; {report.held} finished in shards with those, written when they are"
             if report.held

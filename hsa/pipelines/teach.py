@@ -157,8 +157,10 @@ class TeachIncomplete(TeacherError):
             )
             # a folder without rows takes other settings (``unstarted``)
             advice = (
-                "once that is corrected, rerun with a new --out (this one holds rows of "
-                "these settings)"
+                "once that is corrected, rerun: the same command resumes where the fix is "
+                "outside the job's settings (the server, the key, --base-url); a changed "
+                "setting (--model, --max-tokens) needs a new --out, this one holding rows of "
+                "these settings"
                 if report.written or report.skipped
                 else "once that is corrected, rerun (this --out holds no row yet, so it "
                 "takes the corrected settings)"

@@ -376,3 +376,14 @@ def test_a_terminated_teach_says_so_once_with_no_traceback(tmp_path):
     _, err = process.communicate(timeout=60)
     assert process.returncode == 143, err
     assert "hsa: terminated" in err and "Traceback" not in err
+
+
+def test_the_summary_says_how_many_retries_were_refused_and_how_many_unanswered():
+    from types import SimpleNamespace
+
+    from hsa.cli.teach import _retry_why
+
+    assert _retry_why(SimpleNamespace(retry=8, refused=0)) == "no answer from the backend"
+    assert _retry_why(SimpleNamespace(retry=8, refused=8)) == "refused by the backend"
+    mixed = _retry_why(SimpleNamespace(retry=8, refused=1))
+    assert mixed == "1 refused by the backend, 7 no answer"

@@ -500,11 +500,15 @@ def test_a_job_refused_after_writing_rows_keeps_its_folder_and_says_so(tmp_path,
     out = tmp_path / "out"
     small = {"tasks": 2, "variants_per_task": 0, "shard_size": 1}
     refusing = Refusing(env, down=[env.tasks()[1].id])
-    with pytest.raises(TeachIncomplete, match="rerun with a new --out") as failed:
+    with pytest.raises(TeachIncomplete, match=r"a changed setting .* needs a new --out") as failed:
         teach(config(**small), out, env=env, backend=refusing)
     assert failed.value.report.refused == 1 and failed.value.report.written == 1
+    assert "the same command resumes where the fix is outside" in str(failed.value)
     with pytest.raises(TeacherError, match="holds a teacher job with other settings"):
         teach(config(seed=1, **small), out, env=env)
+    # the fix outside the settings (the endpoint serves the model now): the same folder resumes
+    again = teach(config(**small), out, env=env)
+    assert (again.skipped, again.written) == (1, 1)
 
 
 def test_a_corpus_with_a_harness_per_task_teaches_each_task_under_its_own(
