@@ -311,10 +311,7 @@ def parse_config(data: Any, *, base: Path = Path(), file: str | None = None) -> 
         raise ConfigError(message, file=file, where=json_path(at))
 
     def path(value: str | None) -> Path | None:
-        if value is None:
-            return None
-        found = Path(value).expanduser()
-        return Path(os.path.normpath(found if found.is_absolute() else base / found))
+        return None if value is None else Path(_absolute(value, base))
 
     try:
         source = dict(data["source"])
