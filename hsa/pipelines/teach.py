@@ -42,6 +42,7 @@ from hsa.errors import TeacherError, first_few
 from hsa.harness.events import Trajectory
 from hsa.harness.model import Harness, compact_json
 from hsa.teachers.backends.base import Backend, latency_percentiles, run_async
+from hsa.teachers.backends.openai import REFUSED
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.make import make_backend, request_model
@@ -72,7 +73,7 @@ def is_refusal(reason: str) -> bool:
     (an HTTP 4xx of ``hsa.teachers.backends.openai``: a model it does not serve, a
     ``max_tokens`` it will not take; a task's opening past the context window): the same
     settings get the same refusal, so the advice is to correct them, not to wait."""
-    return "refused the request" in reason or reason.startswith(OPENING_TOO_LONG)
+    return REFUSED in reason or reason.startswith(OPENING_TOO_LONG)
 
 
 @dataclass(slots=True)

@@ -62,6 +62,8 @@ OVERLOADED = (429, 503)
 TOOL_FLAGS_REFUSAL = re.compile(r"enable-auto-tool-choice|tool-call-parser")
 #: failures that say nothing answers at the endpoint any more (not a slow or busy one)
 GONE = ("connection refused", "connection")
+#: how an error of a request the endpoint answered with a refusal (HTTP 4xx) begins
+REFUSED = "the endpoint refused the request"
 #: the shortest API key hidden from messages (real keys are tens of characters)
 SECRET_MIN = 8
 #: at start, how many more times to try reaching an endpoint that refuses, and for how long
@@ -325,7 +327,7 @@ def _refusal(exc: StatusError, message: str, shown: str) -> TeacherError:
         hint = "lower --max-tokens to what the model's context window holds"
     else:
         hint = "check --model and the request settings the endpoint takes"
-    return TeacherError(f"the endpoint refused the request: {said}; {hint}", where=shown)
+    return TeacherError(f"{REFUSED}: {said}; {hint}", where=shown)
 
 
 def endpoint(base_url: str, path: str) -> str:
