@@ -462,7 +462,8 @@ def render_card(
         f"| trajectories under fewer than {asked} variants (too few change what their rows show, "
         f"or would read as calls under the others' text protocols) | {short:,} |",
         f"| canonical rows | {stats.get('canonical', 0):,} |",
-        f"| variants planned | {manifest.get('variants', 0):,} |",
+        f"| variants in `variants.parquet` (each harness's canonical one included) | "
+        f"{manifest.get('variants', 0):,} |",
         f"| seed | {manifest.get('seed')} |",
         f"| messages per row (mean / p50 / p95) | {_mean(stats.get('messages', {})):.1f} / "
         f"{_percentile(stats.get('messages', {}), 50)} / "

@@ -468,7 +468,8 @@ def _check_recorded(trajectory: Trajectory, harness: Harness, path: Path) -> Non
         line = trajectory.metadata.get("line")
         raise DatasetError(
             f"recorded under harness {recorded!r}, not under the given harness "
-            f"{harness.id!r}; pass the harness it was recorded under with --harness",
+            f"{harness.id!r}; pass the harness it was recorded under with --harness "
+            "(source.harness in a build config)",
             file=str(path),
             where=f"line {line} (id {trajectory.id!r})",
         )

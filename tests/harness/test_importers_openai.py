@@ -936,8 +936,10 @@ def test_rows_read_under_a_harness_say_what_of_their_own_is_not_kept(tmp_path):
     result = import_source(path, harness=harness)
     assert len(result.trajectories) == 3
     assert result.notes == (
-        "1 row(s) had tools of their own, unlike the harness given with --harness, which their "
-        "rows show instead (not kept): check that they were recorded under it",
-        "1 row(s) had a system message of their own, unlike the harness given with --harness, "
-        "which their rows show instead (not kept): check that they were recorded under it",
+        "1 row(s) had tools of their own, unlike the harness given (--harness, or a build's "
+        "source.harness), which their rows show instead (not kept): check that they were "
+        "recorded under it",
+        "1 row(s) had a system message of their own, unlike the harness given (--harness, or a "
+        "build's source.harness), which their rows show instead (not kept): check that they "
+        "were recorded under it",
     )

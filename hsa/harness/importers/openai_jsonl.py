@@ -161,8 +161,9 @@ def reading_notes(
     for key in (OWN_TOOLS, OWN_SYSTEM):
         if unkept.get(key):
             notes.append(
-                f"{unkept[key]:,} row(s) had {key}, unlike the harness given with --harness, "
-                "which their rows show instead (not kept): check that they were recorded under it"
+                f"{unkept[key]:,} row(s) had {key}, unlike the harness given (--harness, or a "
+                "build's source.harness), which their rows show instead (not kept): check that "
+                "they were recorded under it"
             )
     return tuple(n for n in notes if n)
 
@@ -220,7 +221,7 @@ LEFT_OUT = {
     "would show a load that did not happen",
     "later_system": "a system or developer message after the first (the first becomes the "
     "harness prompt; a later one is read only as a firing of a hook of the harness given with "
-    "--harness)",
+    "--harness or a build's source.harness)",
     "unlisted_tool": "a call to a tool the row's tools do not list (a variant could neither "
     "rename nor describe it)",
     "not_text": "content other than text (an image, audio, a file), which a row cannot hold",
