@@ -259,10 +259,18 @@ class Rule:
                 "rule')",
                 where=f"rule {self.name!r}",
             )
+        try:
+            outcome = _outcome(rewrite)
+        except Exception as exc:  # parts that are not hsa's types, values that are not JSON
+            raise RuleError(
+                f"returned a Rewrite hsa cannot read ({one_line(exc)}; in {self.origin}): "
+                "return hsa.harness.Harness parts (Tool, Skill, Hook) holding JSON values",
+                where=f"rule {self.name!r}",
+            ) from exc
         again = random.Random()
         again.setstate(start)
         other = self._call(harness, again, params, context)
-        if _outcome(other) != _outcome(rewrite):
+        if _outcome(other) != outcome:
             raise RuleError(
                 f"gave two different rewrites from one seed (in {self.origin}): draw "
                 "everything from rng, never from random, the clock or the order of a set",
@@ -275,9 +283,14 @@ class Rule:
     ) -> Rewrite:
         try:
             rewrite = self.fn(harness, rng, resolved, self.sees(context))
-        except RuleError:
-            raise
-        except Exception as exc:
+        except RuleError as exc:
+            if exc.where and exc.where.startswith("rule "):
+                raise  # names a rule already (this one's parameters, another rule it ran)
+            # a RuleError of the rule's own, or of a helper it called (``restyle``,
+            # ``fresh_names``): named as any other error of the rule
+            where = f"rule {self.name!r}" + (f": {exc.where}" if exc.where else "")
+            raise RuleError(f"{exc.message} (in {self.origin})", where=where) from exc
+        except (Exception, SystemExit) as exc:  # a rule's sys.exit() must not end the command
             # Rule code is often a plugin's: whatever it raises becomes one error that names the
             # rule and where its code lives, in every command that applies rules (``--debug``
             # still shows the original traceback through the chained cause).
@@ -289,6 +302,13 @@ class Rule:
             raise RuleError(
                 f"returned {type(rewrite).__name__}, not a Rewrite", where=f"rule {self.name!r}"
             )
+        for part, kind in ((rewrite.harness, Harness), (rewrite.mapping, RewriteMapping)):
+            if not isinstance(part, kind):
+                raise RuleError(
+                    f"returned a Rewrite holding {type(part).__name__} where a {kind.__name__} "
+                    f"belongs (in {self.origin})",
+                    where=f"rule {self.name!r}",
+                )
         return rewrite
 
     @property

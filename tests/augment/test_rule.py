@@ -230,3 +230,57 @@ def test_hsa_s_own_rules_are_not_plugins():
     from hsa.augment import get_rule
 
     assert not get_rule("tools.rename").plugin
+
+
+def _plugin(name, fn):
+    """A rule whose code is not hsa's own (a plugin's): run with the strict checks."""
+    fn.__module__ = "my_rules"
+    return Rule(name, "1", fn, doc="A plugin's rule.")
+
+
+@pytest.mark.parametrize(
+    ("returned", "says"),
+    [
+        (lambda h: Rewrite({"tools": []}), "holding dict where a Harness belongs"),
+        (lambda h: Rewrite(h, {"tools": {}}), "holding dict where a RewriteMapping belongs"),
+        (
+            lambda h: Rewrite(dataclasses.replace(h, tools=[t.to_dict() for t in h.tools])),
+            "returned a Rewrite hsa cannot read",
+        ),
+        (
+            lambda h: Rewrite(
+                h.replace(
+                    tools=[
+                        dataclasses.replace(
+                            h.tools[0], parameters={**h.tools[0].parameters, "x-tags": {"a"}}
+                        ),
+                        *h.tools[1:],
+                    ]
+                )
+            ),
+            "returned a Rewrite hsa cannot read",
+        ),
+    ],
+)
+def test_a_rewrite_hsa_cannot_read_is_the_rules_error(harness, returned, says):
+    item = _plugin("tools.malformed", lambda h, r, p, c: returned(h))
+    with pytest.raises(RuleError, match=says) as caught:
+        item.apply(harness, random.Random(0))
+    assert caught.value.where == "rule 'tools.malformed'"
+
+
+def test_an_error_of_a_helper_the_rule_called_names_the_rule(harness):
+    from hsa.augment.names import restyle
+
+    item = _plugin("tools.restyled", lambda h, r, p, c: Rewrite(h, restyle("x", "Camel")))
+    with pytest.raises(RuleError, match=r"unknown naming style 'Camel'.*\(in my_rules:") as caught:
+        item.apply(harness, random.Random(0))
+    assert caught.value.where == "rule 'tools.restyled'"
+
+
+def test_a_rule_that_calls_sys_exit_is_an_error_not_the_end_of_the_command(harness):
+    def leaves(h, r, p, c):
+        raise SystemExit(3)
+
+    with pytest.raises(RuleError, match="raised SystemExit: 3"):
+        _plugin("tools.exits", leaves).apply(harness, random.Random(0))
