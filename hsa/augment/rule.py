@@ -289,7 +289,8 @@ class Rule:
             # a RuleError of the rule's own, or of a helper it called (``restyle``,
             # ``fresh_names``): named as any other error of the rule
             where = f"rule {self.name!r}" + (f": {exc.where}" if exc.where else "")
-            raise RuleError(f"{exc.message} (in {self.origin})", where=where) from exc
+            origin = f" (in {self.origin})" if self.plugin else ""
+            raise RuleError(exc.message + origin, where=where) from exc
         except (Exception, SystemExit) as exc:  # a rule's sys.exit() must not end the command
             # Rule code is often a plugin's: whatever it raises becomes one error that names the
             # rule and where its code lives, in every command that applies rules (``--debug``
