@@ -389,3 +389,19 @@ def test_the_fast_body_decoder_reads_what_json_reads(value, ascii_only):
             server_module._loads(raw)
     else:
         assert repr(server_module._loads(raw)) == expected
+
+
+@pytest.mark.parametrize("content", ["", None, "not json"])
+def test_a_tool_result_the_oracle_cannot_read_is_the_clients_400(serve, env, canonical, content):
+    port = serve().port  # the oracle
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    events = list(solve(env, task).events)
+    result = next(i for i, e in enumerate(events) if type(e).__name__ == "ToolResult")
+    conversation = render(events[: result + 1], canonical.harness)
+    messages = [dict(m) for m in conversation.messages]
+    assert messages[-1]["role"] == "tool"
+    messages[-1]["content"] = content
+    body = {"model": "hsa-oracle", "messages": messages, "tools": conversation.tools}
+    status, error = call_http(port, "POST", "/v1/chat/completions", json.dumps(body))
+    assert status == 400, error  # 500 says "retry": the same request fails the same way
+    assert "a tool result the oracle cannot read" in error["error"]["message"]

@@ -19,6 +19,7 @@ from hsa.envs.base import Environment, Task
 from hsa.envs.episode import Episode, next_call_id, run_episode
 from hsa.envs.livestream.catalog import BY_CATEGORY
 from hsa.envs.livestream.facts import dollars, show
+from hsa.errors import EnvError
 from hsa.harness.events import (
     AssistantMessage,
     Event,
@@ -107,7 +108,14 @@ def _data(result: ToolResult) -> Any:
     """The JSON of a successful result; None for an error. A result read back from a
     conversation has no error flag (chat messages carry none): the environment's error
     object (``{"error": ...}``) says it."""
-    data = json.loads(result.content)
+    try:
+        data = json.loads(result.content)
+    except ValueError:
+        raise EnvError(
+            "a tool result the oracle cannot read: not the JSON the livestream tools answer "
+            f"with ({result.content[:80]!r})",
+            where=f"tool result {result.call_id!r}",
+        ) from None
     if result.is_error or (isinstance(data, dict) and set(data) == {"error"}):
         return None
     return data
