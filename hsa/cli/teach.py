@@ -335,7 +335,7 @@ def serve_command(
     from hsa.errors import EnvError
     from hsa.teachers.oracle import OracleResponder
     from hsa.teachers.server import ChatServer, Faults
-    from hsa.teachers.task_variants import VariantPool, recipe_from
+    from hsa.teachers.task_variants import VariantPool, recipe_from, solution_context
 
     environment = get(env, **_env_options({}, env_seed, env_path))
     try:
@@ -347,7 +347,14 @@ def serve_command(
             "oracle (--policy oracle, --backend oracle)",
             where=f"--env {env}",
         ) from None
-    pool = VariantPool(harness, recipe_from(recipe), seed=seed)
+    # a job's variants, those `hsa eval` plans with a task's context (its trajectory-dependent
+    # rules) included
+    pool = VariantPool(
+        harness,
+        recipe_from(recipe),
+        seed=seed,
+        context_of=lambda task: solution_context(environment, task),
+    )
     pool.warm()
     responder = OracleResponder(environment, variants=pool)
     faults = Faults(

@@ -43,7 +43,7 @@ from hsa.errors import EnvError, EvalError
 from hsa.eval.bfcl_prompt import config_fields, system_template
 from hsa.harness.model import Harness, Protocol
 from hsa.teachers.rollout import RolloutSpec
-from hsa.teachers.task_variants import task_variants
+from hsa.teachers.task_variants import solution_context, task_variants
 
 #: BFCL v4's format-sensitivity axes: return formats, the tool-call tag, function-doc formats
 BFCL_CALL_FORMATS = ("python", "json", "xml_verbose", "xml_concise")
@@ -108,7 +108,7 @@ def contexts(env: Environment, tasks: Sequence[Task], recipe: Recipe | None) -> 
     if recipe is None or not recipe.needs:
         return [NO_CONTEXT] * len(tasks)
     try:
-        return [Context.of(env.solve(task).events) for task in tasks]
+        return [solution_context(env, task) for task in tasks]
     except EnvError as exc:
         raise EvalError(
             f"{exc.message}; the recipe's trajectory-dependent rules are planned with what the "

@@ -29,6 +29,7 @@ from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage
 from hsa.teachers.rollout import REPAIR_PREFIX, TASK_KEY, VARIANT_KEY, protocol_view
+from hsa.teachers.task_variants import VariantPool
 
 #: finds a variant by id (None when unknown)
 VariantLookup = Callable[[str], Variant | None]
@@ -66,6 +67,7 @@ class OracleResponder:
         self.env = env
         self.policy = _oracle(env) if policy is None else policy
         self._canonical: Variant | None = None
+        self._pool = variants if isinstance(variants, VariantPool) else None
         if variants is None:
             self._lookup: VariantLookup = lambda _id: None
         elif isinstance(variants, Mapping):
@@ -74,6 +76,7 @@ class OracleResponder:
             self._lookup = variants
         self.tasks = list(env.tasks() if tasks is None else tasks)
         self._by_first_turn: dict[str, list[Task]] = {}
+        self._by_task_id = {task.id: task for task in self.tasks}
         for task in self.tasks:
             turns = env.turns(task)
             if turns:
@@ -90,14 +93,22 @@ class OracleResponder:
             self._canonical = canonical_variant(self.env.harness())
         return self._canonical
 
-    def variant(self, metadata: Mapping[str, Any]) -> Variant:
+    def variant(
+        self, metadata: Mapping[str, Any], messages: Sequence[Mapping[str, Any]] = ()
+    ) -> Variant:
+        """The variant named in ``metadata`` (the canonical one when none is). A variant
+        planned with a task's context (``hsa eval``'s trajectory-dependent rules) is found
+        through the tasks the first user message of ``messages`` may begin."""
         variant_id = metadata.get(VARIANT_KEY)
         if not variant_id:
             return self.canonical
         found = self._found.get(str(variant_id))
         if found is not None:
             return found
-        found = self._lookup(str(variant_id))
+        if self._pool is not None:
+            found = self._pool.for_tasks(str(variant_id), self._maybe(messages, metadata))
+        else:
+            found = self._lookup(str(variant_id))
         if found is None and self._has_canonical(str(variant_id)):
             found = self.canonical
         if found is None:
@@ -108,6 +119,20 @@ class OracleResponder:
             )
         self._found[str(variant_id)] = found
         return found
+
+    def _maybe(
+        self, messages: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any]
+    ) -> list[Task]:
+        """The tasks a conversation may be of: the one ``metadata`` names (as hsa's rollouts
+        do), else those its first user message begins."""
+        named = self._by_task_id.get(str(metadata.get(TASK_KEY)))
+        if named is not None:
+            return [named]
+        first = next((m for m in messages if m.get("role") == "user"), None)
+        content = first.get("content") if first is not None else None
+        if isinstance(content, list):  # content parts
+            content = "".join(p.get("text") or "" for p in content if isinstance(p, Mapping))
+        return list(self._by_first_turn.get(content, ())) if isinstance(content, str) else []
 
     def _has_canonical(self, variant_id: str) -> bool:
         try:
@@ -157,9 +182,9 @@ class OracleResponder:
 
     def __call__(self, body: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
         metadata = body.get("metadata") or {}
-        variant = self.variant(metadata)
-        harness = variant.harness
         messages = list(body.get("messages") or [])
+        variant = self.variant(metadata, messages)
+        harness = variant.harness
         # A repair request ends with the unreadable reply and the request to try again: the
         # oracle answers the conversation before them, as a model that got it right would.
         if (

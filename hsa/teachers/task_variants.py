@@ -11,6 +11,8 @@ recipe and seed sent, without knowing how many it planned.
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,7 @@ from hsa.augment.planner import LazyPlan, Variant, canonical_variant, pick_order
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.augment.seeded import id_array
-from hsa.envs.base import Task
+from hsa.envs.base import Environment, Task
 from hsa.errors import TeacherError
 from hsa.harness.model import Harness
 
@@ -62,19 +64,40 @@ def task_variants(
     return out
 
 
-class VariantPool:
-    """Variants of one harness under one recipe and seed, planned as far as a lookup needs."""
+def solution_context(env: Environment, task: Task) -> Context:
+    """What ``task``'s reference solution uses: the context ``hsa eval`` plans a recipe's
+    trajectory-dependent rules (``tools.drop_unused`` and the like) with, per task."""
+    return Context.of(env.solve(task).events)
 
-    def __init__(self, harness: Harness, recipe: Recipe, *, seed: int, max_size: int = MAX_POOL):
+
+class VariantPool:
+    """Variants of one harness under one recipe and seed, planned as far as a lookup needs.
+
+    ``context_of``, when given, says what a task's trajectory uses (``solution_context``):
+    ``for_tasks`` then also finds the variants a job planned with a task's context, as
+    ``hsa eval`` plans a recipe's trajectory-dependent rules."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        recipe: Recipe,
+        *,
+        seed: int,
+        max_size: int = MAX_POOL,
+        context: Context = NO_CONTEXT,
+        context_of: Callable[[Task], Context] | None = None,
+    ):
         self.harness = harness
         self.recipe = dataclasses.replace(recipe, include_canonical=False, seed=seed)
         self.seed = seed
         self.max_size = max_size
         self.canonical = canonical_variant(harness)
-        self._lazy = LazyPlan(harness, self.recipe, seed=seed)
+        self._lazy = LazyPlan(harness, self.recipe, seed=seed, context=context)
         self._planned: list[Variant] = []
         self._by_id: dict[str, Variant] = {}
         self._unknown: set[str] = set()
+        self._context_of = context_of
+        self._by_context: dict[str, VariantPool] = {}  # by (base rules alone, context)
 
     def _plan(self, size: int) -> None:
         for index in range(len(self._planned), size):
@@ -102,4 +125,38 @@ class VariantPool:
                     return self._by_id[variant_id]
             size *= 2
         self._unknown.add(variant_id)
+        return None
+
+    def for_tasks(self, variant_id: str, tasks: Sequence[Task]) -> Variant | None:
+        """The variant ``variant_id`` (``self(variant_id)``), or else one ``hsa eval`` plans
+        otherwise: its canonical episodes under the recipe's base rules alone, and, with
+        ``context_of``, a recipe's trajectory-dependent rules planned with the context of one
+        of ``tasks`` (the tasks the request may be of)."""
+        found = self(variant_id)
+        if found is not None:
+            return found
+        recipes = [self.recipe]
+        if self.recipe.base and self.recipe.rules:
+            recipes.append(dataclasses.replace(self.recipe, rules=(), min_rules=0))
+        contexts = [NO_CONTEXT]
+        if self._context_of is not None and self.recipe.needs:
+            contexts += [self._context_of(task) for task in tasks]
+        for based, recipe in enumerate(recipes):
+            for context in contexts:
+                key = json.dumps([based, context.key()], sort_keys=True)
+                if key == json.dumps([0, NO_CONTEXT.key()], sort_keys=True):
+                    continue  # this pool
+                pool = self._by_context.get(key)
+                if pool is None:
+                    pool = VariantPool(
+                        self.harness,
+                        recipe,
+                        seed=self.seed,
+                        max_size=self.max_size,
+                        context=context,
+                    )
+                    self._by_context[key] = pool
+                found = pool(variant_id)
+                if found is not None:
+                    return found
         return None

@@ -43,3 +43,88 @@ def test_the_pool_finds_every_variant_a_job_drew(env):
             assert found is not None and found.harness == variant.harness
     assert pool("0000000000000000") is None  # planned the most it may, not found
     assert pool(pool.canonical.variant_id).is_canonical
+
+
+def test_the_pool_finds_the_variants_eval_plans_with_a_tasks_context(env):
+    """``hsa eval`` plans a recipe's trajectory-dependent rules with what each task's solution
+    uses; ``hsa serve oracle`` finds those variants through the request's task."""
+    from hsa.augment.recipe import Recipe, RecipeRule
+    from hsa.augment.rule import NO_CONTEXT
+    from hsa.envs.livestream import solve
+    from hsa.harness.render import render
+    from hsa.teachers.oracle import OracleResponder
+    from hsa.teachers.rollout import VARIANT_KEY
+    from hsa.teachers.task_variants import solution_context
+
+    recipe = Recipe(
+        rules=(
+            RecipeRule("tools.drop_unused", 1.0, {"keep": 2}),
+            RecipeRule("tools.rename", 1.0, {}),
+        ),
+        min_rules=2,
+        variants_per_harness=8,
+    )
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    context = solution_context(env, task)
+    assert context != NO_CONTEXT
+    [variant] = task_variants(
+        env.harness(),
+        [task],
+        recipe,
+        seed=1,
+        per_task=1,
+        include_canonical=False,
+        context=context,
+    )[task.id]
+    assert len(variant.harness.tools) < len(env.harness().tools)  # drop_unused ran
+    plain = VariantPool(env.harness(), recipe, seed=1)
+    assert plain.for_tasks(variant.variant_id, [task]) is None
+    pool = VariantPool(env.harness(), recipe, seed=1, context_of=lambda t: solution_context(env, t))
+    found = pool.for_tasks(variant.variant_id, [task])
+    assert found is not None and found.harness == variant.harness
+    events = list(solve(env, task).events)
+    first_step = next(
+        i for i, e in enumerate(events) if type(e).__name__ in ("AssistantMessage", "ToolCall")
+    )
+    from hsa.augment.mapping import map_events
+
+    conversation = render(map_events(events[:first_step], variant.mapping), variant.harness)
+    body = {
+        "model": "hsa-oracle",
+        "messages": conversation.messages,
+        "tools": conversation.tools,
+        "metadata": {VARIANT_KEY: variant.variant_id},
+    }
+    message, _ = OracleResponder(env, variants=pool)(body)
+    [call] = message["tool_calls"]
+    assert call["function"]["name"] in {t.name for t in variant.harness.tools}
+
+
+def test_the_pool_finds_a_variant_of_the_recipes_base_rules_alone(env):
+    """``hsa eval``'s canonical episodes under a recipe with base rules: the base alone."""
+    import dataclasses
+
+    from hsa.augment.recipe import Recipe, RecipeRule
+    from hsa.teachers.task_variants import solution_context
+
+    recipe = Recipe(
+        base=(RecipeRule("tools.drop_unused", 1.0, {"keep": 1}),),
+        rules=(RecipeRule("tools.rename", 1.0, {}),),
+        variants_per_harness=8,
+    )
+    base_only = dataclasses.replace(recipe, rules=(), min_rules=0)
+    task = env.tasks()[3]
+    [variant] = task_variants(
+        env.harness(),
+        [task],
+        base_only,
+        seed=2,
+        per_task=1,
+        include_canonical=False,
+        context=solution_context(env, task),
+    )[task.id]
+    assert [name for name, _, _ in variant.rules] == ["tools.drop_unused"]
+    pool = VariantPool(env.harness(), recipe, seed=2, context_of=lambda t: solution_context(env, t))
+    assert pool(variant.variant_id) is None
+    found = pool.for_tasks(variant.variant_id, [task])
+    assert found is not None and found.harness == variant.harness
