@@ -9,7 +9,7 @@ import sys
 import pytest
 from jsonschema.validators import Draft202012Validator
 
-from hsa.errors import ImportFormatError
+from hsa.errors import HarnessValidationError, ImportFormatError
 from hsa.harness import load_harness, system_prompt
 from hsa.harness.importers import detect_format, import_source
 from hsa.harness.validate import document_problems
@@ -103,6 +103,21 @@ def test_action_calling_an_unknown_tool_is_refused(external, tmp_path):
         import_source(src)
     assert err.value.file == str(src / "tasks.json")
     assert err.value.where == "$[0].evaluation_criteria.actions[0].name"
+
+
+def test_a_tool_whose_properties_is_no_object_is_one_error_naming_its_path(external, tmp_path):
+    src = tmp_path / "shop"
+    src.mkdir()
+    tools = json.loads((external / "tau2" / "retail" / "tools.json").read_text())
+    tools[0]["function"]["parameters"]["properties"] = "a"
+    (src / "tools.json").write_text(json.dumps(tools))
+    (src / "tasks.json").write_text("[]")
+    with pytest.raises(HarnessValidationError) as err:
+        import_source(src)
+    (problem,) = err.value.problems
+    assert problem.file == str(src)
+    assert problem.where == "harness tau2-shop: $.tools[0].parameters.properties"
+    assert problem.message == "'a' is not of type 'object'"
 
 
 @pytest.mark.parametrize(

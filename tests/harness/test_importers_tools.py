@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from hsa.errors import ImportFormatError
+from hsa.errors import HarnessValidationError, ImportFormatError
 from hsa.harness.importers import detect_format, import_source
 from hsa.harness.toolformats import (
     detect_tool_format,
@@ -191,6 +191,34 @@ def test_a_bound_methods_self_is_dropped_and_a_typed_self_kept(tmp_path):
         "dropped the untyped 'self' parameter that tools.json lists for 1 tool(s): it is the "
         "Python method receiver, never a model argument"
     ]
+
+
+@pytest.mark.parametrize(
+    ("parameters", "where", "says"),
+    [
+        ({"type": "object", "properties": "a"}, "properties", "'a' is not of type 'object'"),
+        ({"type": "object", "properties": 5}, "properties", "5 is not of type 'object'"),
+        (  # a receiver to drop beside it: the required list is not read as one
+            {"type": "object", "properties": {"self": {"title": "Self"}}, "required": 5},
+            "required",
+            "5 is not of type 'array'",
+        ),
+        (  # nor is a string split into its characters
+            {"type": "object", "properties": {"self": {"title": "Self"}}, "required": "ab"},
+            "required",
+            "'ab' is not of type 'array'",
+        ),
+    ],
+)
+def test_a_malformed_schema_is_one_error_naming_its_path(tmp_path, parameters, where, says):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps([{"name": "f", "description": "x", "parameters": parameters}]))
+    with pytest.raises(HarnessValidationError) as err:
+        import_source(path)
+    (problem,) = err.value.problems
+    assert problem.file == str(path)
+    assert problem.where == f"harness p: $.tools[0].parameters.{where}"
+    assert problem.message == says
 
 
 def test_invalid_json_names_line(tmp_path):

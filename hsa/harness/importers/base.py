@@ -136,17 +136,25 @@ def drop_self(tools: Sequence[Tool]) -> tuple[list[Tool], str | None]:
 
     Such a schema lists ``self: {"title": "Self"}`` as a required argument: it is the method's
     receiver, never shown to an agent, and no reference call passes it, so the schema would
-    reject every one. A tools file gives the same tools whichever importer reads it.
+    reject every one. A tools file gives the same tools whichever importer reads it. A schema
+    whose ``properties`` is no object, or whose ``required`` is no list, is left as it is: the
+    harness validation that follows refuses it, naming its JSON path.
     """
     out, dropped = [], 0
     for tool in tools:
-        props = dict(tool.parameters.get("properties") or {})
+        props = tool.parameters.get("properties")
+        required = tool.parameters.get("required", [])
+        if not isinstance(props, Mapping) or not isinstance(required, list):
+            out.append(tool)
+            continue
         receiver = props.get("self")
         if isinstance(receiver, Mapping) and "type" not in receiver and set(receiver) <= {"title"}:
-            del props["self"]
-            params = {**tool.parameters, "properties": props}
+            params = {
+                **tool.parameters,
+                "properties": {k: v for k, v in props.items() if k != "self"},
+            }
             if "required" in params:
-                params["required"] = [r for r in params["required"] if r != "self"]
+                params["required"] = [r for r in required if r != "self"]
             tool = replace(tool, parameters=params)
             dropped += 1
         out.append(tool)
