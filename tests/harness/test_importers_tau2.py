@@ -72,6 +72,11 @@ def test_a_domains_tools_json_on_its_own_gives_the_same_tools(external, domain, 
     (whole,) = import_source(src).harnesses
     assert alone.tools == whole.tools
     assert alone.metadata["import_notes"] == whole.metadata["import_notes"]
+    # the dropped receivers are said, as the import's notes, by both importers
+    (note,) = whole.metadata["import_notes"]
+    assert note.startswith("dropped the untyped 'self' parameter")
+    assert note in import_source(src).notes
+    assert import_source(src / "tools.json").notes == (note,)
     calculate = alone.tool("calculate")
     assert calculate is not None
     assert "self" not in calculate.parameters["properties"]
@@ -167,12 +172,14 @@ def test_tau2s_split_file_gives_each_task_its_split(external, tmp_path):
     (src / "split_tasks.json").write_text(json.dumps(splits))
     result = import_source(src)
     assert [t["split"] for t in result.tasks] == ["train", "test", "train"]
-    assert result.notes == ()
+    tool_notes = import_source(src / "tools.json").notes  # the dropped receivers
+    assert result.notes == tool_notes
     # ids that name no task, and tasks in no split, are said
     (src / "split_tasks.json").write_text(json.dumps({"train": ["0", "99"], "dev": ["1"]}))
     result = import_source(src)
     assert [t["split"] for t in result.tasks] == ["train", "dev", "test"]
     assert result.notes == (
+        *tool_notes,
         "1 task id(s) in split_tasks.json are not in tasks.json: 99",
         "1 task(s) are in no split of split_tasks.json, so test tasks: 2",
     )

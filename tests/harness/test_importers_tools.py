@@ -187,10 +187,31 @@ def test_a_bound_methods_self_is_dropped_and_a_typed_self_kept(tmp_path):
     (harness,) = import_source(path).harnesses
     assert harness.tool("search").parameters == SCHEMA
     assert harness.tool("me").parameters == typed
-    assert harness.metadata["import_notes"] == [
-        "dropped the untyped 'self' parameter that tools.json lists for 1 tool(s): it is the "
-        "Python method receiver, never a model argument"
-    ]
+    note = (
+        "dropped the untyped 'self' parameter that tools.json lists for 1 tool(s) (search): it "
+        "is the Python method receiver, never a model argument"
+    )
+    assert harness.metadata["import_notes"] == [note]
+    assert import_source(path).notes == (note,)
+
+
+def test_renamed_tools_are_said_in_the_notes_and_import_json(tmp_path):
+    path = tmp_path / "tools.json"
+    entries = [dict(BARE, name="search.flights"), dict(BARE, name="café"), BARE]
+    path.write_text(json.dumps(entries))
+    note = (
+        "2 tool name(s) are not legal in an OpenAI API request (letters, digits, _ and - only) "
+        "and were renamed: 'search.flights' -> 'search_flights', 'café' -> 'cafe'; the harness "
+        "keeps the source names in its metadata (name_map)"
+    )
+    assert import_source(path).notes == (note,)
+    code = "from hsa.cli import main; main()"
+    out = tmp_path / "out"
+    args = [sys.executable, "-c", code, "harness", "import", str(path), "--out", str(out)]
+    done = subprocess.run(args, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert note in done.stdout + done.stderr
+    assert json.loads((out / "import.json").read_text())["notes"] == [note]
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from hsa.errors import (
     HarnessValidationError,
     HsaError,
     ImportFormatError,
+    first_few,
     refuse_unreadable,
 )
 from hsa.harness.events import Trajectory
@@ -140,7 +141,8 @@ def drop_self(tools: Sequence[Tool]) -> tuple[list[Tool], str | None]:
     whose ``properties`` is no object, or whose ``required`` is no list, is left as it is: the
     harness validation that follows refuses it, naming its JSON path.
     """
-    out, dropped = [], 0
+    out: list[Tool] = []
+    dropped: list[str] = []
     for tool in tools:
         props = tool.parameters.get("properties")
         required = tool.parameters.get("required", [])
@@ -156,13 +158,27 @@ def drop_self(tools: Sequence[Tool]) -> tuple[list[Tool], str | None]:
             if "required" in params:
                 params["required"] = [r for r in required if r != "self"]
             tool = replace(tool, parameters=params)
-            dropped += 1
+            dropped.append(tool.name)
         out.append(tool)
     if not dropped:
         return out, None
     return out, (
         "dropped the untyped 'self' parameter that tools.json lists for "
-        f"{dropped} tool(s): it is the Python method receiver, never a model argument"
+        f"{len(dropped)} tool(s) ({first_few(dropped)}): it is the Python method receiver, "
+        "never a model argument"
+    )
+
+
+def renamed_note(name_map: Mapping[str, str]) -> str | None:
+    """What a user reads about the tool names an import made API-legal (``name_map``: legal
+    name -> source name, as a harness keeps it); None when none was renamed."""
+    if not name_map:
+        return None
+    pairs = [f"{source!r} -> {legal!r}" for legal, source in name_map.items()]
+    return (
+        f"{len(pairs)} tool name(s) are not legal in an OpenAI API request (letters, digits, "
+        f"_ and - only) and were renamed: {first_few(pairs)}; the harness keeps the source "
+        "names in its metadata (name_map)"
     )
 
 

@@ -16,6 +16,7 @@ from hsa.harness.importers.base import (
     literal_template,
     read_json,
     read_text,
+    renamed_note,
     task_row,
 )
 from hsa.harness.model import Harness, Prompt, Section
@@ -102,7 +103,10 @@ def import_domain(path: Path) -> ImportResult:
     )
     splits = _splits(path / SPLITS_FILE)
     tasks = _tasks(path / TASKS_FILE, domain, harness, splits)
-    notes = _split_notes(splits, [str(t["metadata"]["source_id"]) for t in tasks])
+    notes = (
+        *(n for n in (renamed_note(name_map), note) if n),
+        *_split_notes(splits, [str(t["metadata"]["source_id"]) for t in tasks]),
+    )
     return ImportResult(
         harnesses=(harness,), tasks=tuple(tasks), source=str(path), format="tau2", notes=notes
     )

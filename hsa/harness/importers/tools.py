@@ -11,6 +11,7 @@ from hsa.harness.importers.base import (
     drop_self,
     harness_id,
     read_json,
+    renamed_note,
 )
 from hsa.harness.model import Harness, Prompt
 from hsa.harness.toolformats import tools_from_document
@@ -21,10 +22,12 @@ def import_tools(path: Path) -> ImportResult:
 
     ``metadata["name_map"]`` maps each renamed tool's legal name back to its source name. The
     tools are those the tau2 importer makes of the same file (a tau2 domain's tools.json
-    imported on its own): a bound method's ``self`` is dropped (``drop_self``).
+    imported on its own): a bound method's ``self`` is dropped (``drop_self``). The result's
+    notes say which names were made legal and how many ``self`` parameters were dropped.
     """
     tools, name_map = tools_from_document(read_json(path, once=True), file=str(path))
     tools, note = drop_self(tools)
+    notes = tuple(n for n in (renamed_note(name_map), note) if n)
     metadata: dict[str, Any] = {"source": path.name}
     if name_map:
         metadata["name_map"] = name_map
@@ -36,4 +39,4 @@ def import_tools(path: Path) -> ImportResult:
         tools=tuple(tools),
         metadata=metadata,
     )
-    return ImportResult(harnesses=(harness,), source=str(path), format="tools")
+    return ImportResult(harnesses=(harness,), source=str(path), format="tools", notes=notes)
