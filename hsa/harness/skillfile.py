@@ -1,8 +1,16 @@
-"""SKILL.md files in the Agent Skills format: YAML front matter, then Markdown."""
+"""SKILL.md files in the Agent Skills format: YAML front matter, then Markdown.
+
+The specification's front-matter values are strings (``metadata`` a map of strings), and its
+reference parser reads them with strictyaml: ``version: 1.10`` is the text ``1.10``, not the
+number 1.1, and ``name: 2048`` a name. Front matter is read so, every plain scalar as the text
+written; a value of another type (a harness document's skill may hold one) is written with its
+tag, and a string that other YAML readers would type is written quoted.
+"""
 
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +42,48 @@ def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 
 
 _Dumper.add_representer(str, _str_representer)
+
+
+class _TypedScalar(yaml.ScalarNode):
+    """A front-matter scalar that is no string: written with its tag, which the front-matter
+    reader needs to read it back as what it is."""
+
+
+class _FrontMatterDumper(_Dumper):
+    def serialize_node(self, node: yaml.Node, parent: Any, index: Any) -> None:
+        if isinstance(node, _TypedScalar):  # neither tag implicit: the emitter writes it
+            self.emit(yaml.ScalarEvent(None, node.tag, (False, False), node.value))
+        else:
+            super().serialize_node(node, parent, index)
+
+
+def _typed_representer(represent: Any) -> Any:
+    def typed(dumper: yaml.SafeDumper, value: Any) -> yaml.Node:
+        node = represent(dumper, value)
+        return _TypedScalar(node.tag, node.value)
+
+    return typed
+
+
+for _type, _represent in (
+    (bool, yaml.SafeDumper.represent_bool),
+    (int, yaml.SafeDumper.represent_int),
+    (float, yaml.SafeDumper.represent_float),
+    (type(None), yaml.SafeDumper.represent_none),
+):
+    _FrontMatterDumper.add_representer(_type, _typed_representer(_represent))
+
+
+@cache
+def _front_matter_loader() -> type:
+    """``hsa.config.yaml_loader`` reading every untagged scalar as the text written (no
+    implicit types: no numbers, booleans or nulls); lists and maps stay lists and maps."""
+
+    class FrontMatter(yaml_loader()):  # type: ignore[misc]
+        pass
+
+    FrontMatter.yaml_implicit_resolvers = {}
+    return FrontMatter
 
 
 def dump_yaml(data: Any) -> str:
@@ -73,8 +123,10 @@ def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skil
         )
     source = "".join(lines[1:end])
     try:
-        front = yaml.load(source, Loader=yaml_loader())
-        node = yaml.compose(source, Loader=yaml_loader()) if isinstance(front, dict) else None
+        front = yaml.load(source, Loader=_front_matter_loader())
+        node = (
+            yaml.compose(source, Loader=_front_matter_loader()) if isinstance(front, dict) else None
+        )
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         # +2: the YAML starts on line 2 of the file, and marks count from 0.
@@ -155,7 +207,9 @@ def _key_lines(node: yaml.Node | None) -> dict[str, int]:
 def dump_skill_md(skill: Skill) -> str:
     """The SKILL.md text for ``skill``; ``parse_skill_md`` reads it back unchanged."""
     front = {"name": skill.name, "description": skill.description, **dict(skill.extra)}
-    header = dump_yaml(front)
+    header = yaml.dump(
+        front, Dumper=_FrontMatterDumper, sort_keys=False, allow_unicode=True, width=100
+    )
     return f"---\n{header}---\n{skill.content}"
 
 

@@ -7,10 +7,12 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from hsa.errors import HsaError
 from hsa.harness import load_harness, system_prompt
 from hsa.harness.importers import detect_format, import_source
+from hsa.harness.model import Skill
 from hsa.harness.skillfile import dump_skill_md, parse_skill_md
 
 
@@ -96,16 +98,44 @@ def test_a_date_in_front_matter_is_kept_as_the_text_it_is_written_as(tmp_path):
     json.dumps(skill.to_dict())
 
 
+def test_front_matter_values_are_the_text_written(tmp_path):
+    # the specification's values are strings, and its reference parser (strictyaml) reads
+    # every scalar as text: YAML 1.1 typing made 1.10 the number 1.1, 0x1A 26, off false, and
+    # refused the name 2048
+    front = "name: 2048\ndescription: d\nmetadata: {version: 1.10, build: 0x1A, flag: off}\n"
+    skill = parse_skill_md(f"---\n{front}---\nBody\n", skill_id="2048")
+    assert skill.name == "2048"
+    assert skill.extra == {"metadata": {"version": "1.10", "build": "0x1A", "flag": "off"}}
+    written = dump_skill_md(skill)
+    assert parse_skill_md(written, skill_id="2048") == skill
+    # quoted where a YAML 1.1 reader would type them, so such a reader gets the text too
+    header = written.split("---\n")[1]
+    assert yaml.safe_load(header) == {"name": "2048", "description": "d", **skill.extra}
+
+
+def test_front_matter_values_of_other_types_are_written_with_their_tag():
+    # a harness document's skill may hold them: the directory gives them back as they were
+    extra = {"version": 1, "flags": [True, None, 1.5, "1"], "meta": {"n": 2}}
+    skill = Skill("a", "a", "d", "Body\n", extra=extra)
+    written = dump_skill_md(skill)
+    assert "version: !!int '1'" in written
+    assert parse_skill_md(written, skill_id="a") == skill
+
+
 @pytest.mark.parametrize(
     ("front", "reason"),
     [
-        ("metadata:\n  score: .nan", r"\$\.metadata\.score: NaN or Infinity"),
+        # untagged, each is text (.nan, 1, on); tagged, a value of the tag's type
+        ("metadata:\n  score: !!float .nan", r"\$\.metadata\.score: NaN or Infinity"),
         ("tags: !!set {fast, cheap}", r"a set \(!!set\) has no JSON form"),
         ("logo: !!binary aGVsbG8=", r"a binary \(!!binary\) has no JSON form"),
         # JSON would write the key as text: a round trip through a harness document changed it
-        ("1: one", r"front matter key '1' is read as 1, not a string"),
-        ("on: push", r"front matter key 'on' is read as True, not a string"),
-        ("metadata:\n  levels: [{2: two}]", r"front matter key 2 under 'metadata' is not a"),
+        ("!!int 1: one", r"front matter key '1' is read as 1, not a string"),
+        ("!!bool on: push", r"front matter key 'on' is read as True, not a string"),
+        (
+            "metadata:\n  levels: [{!!int 2: two}]",
+            r"front matter key 2 under 'metadata' is not a",
+        ),
     ],
 )
 def test_front_matter_no_json_value_holds_is_refused_at_its_line(front, reason):
