@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -58,6 +59,46 @@ def test_files_a_skill_bundles_are_listed_not_dropped_silently(tmp_path):
     assert harness.metadata["bundled_files"] == {"report": ["LICENSE.txt", "reference/guide.md"]}
     (note,) = result.notes
     assert "report/LICENSE.txt, report/reference/guide.md" in note
+
+
+def _skill(root, folder: str, name: str | None = None) -> None:
+    (root / folder).mkdir(parents=True)
+    text = f"---\nname: {name or folder}\ndescription: d\n---\nBody of {folder}.\n"
+    (root / folder / "SKILL.md").write_text(text, "utf-8")
+
+
+def test_hidden_folders_are_not_skills(tmp_path):
+    root = tmp_path / "skills"
+    _skill(root, "s1")
+    _skill(root, ".hidden")
+    result = import_source(root)
+    assert [s.id for s in result.harnesses[0].skills] == ["s1"]
+    assert result.notes == ()
+
+
+@pytest.mark.parametrize("inside", ["mcp-builder/imported", "imported"])
+def test_an_import_written_inside_its_source_is_not_read_by_the_next(external, tmp_path, inside):
+    # a skill folder, and a folder of skills: a rerun gives the same import, not one that
+    # bundles (or notes as unread) the first run's output
+    root = tmp_path / "ins"
+    root.mkdir()
+    shutil.copytree(external / "agent-skills" / "mcp-builder", root / "mcp-builder")
+    src = root / "mcp-builder" if inside.startswith("mcp-builder") else root
+    out = root / inside
+    written = []
+    for _ in range(2):
+        done = hsa("harness", "import", str(src), "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        written.append([(out / f).read_bytes() for f in ("import.json", "harness.yaml")])
+    assert written[0] == written[1]
+    source = external / "agent-skills" / "mcp-builder"
+    assert import_source(src).harnesses[0].metadata["bundled_files"] == {
+        "mcp-builder": sorted(
+            p.relative_to(source).as_posix()
+            for p in source.rglob("*")
+            if p.is_file() and p.name != "SKILL.md"
+        )
+    }
 
 
 def test_front_matter_the_specification_does_not_allow_is_kept_and_said(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 from hsa.errors import ImportFormatError, first_few
 from hsa.harness.importers.base import ImportResult, api_sections, harness_id
+from hsa.harness.importers.write import MARKER
 from hsa.harness.model import Harness, Prompt, Section, Skill, Tool
 from hsa.harness.skillfile import load_skill_dir
 
@@ -28,10 +30,20 @@ SKILL_TOOL = Tool(
 
 
 def skill_folders(path: Path) -> list[Path]:
-    """The skill folders at ``path``: itself when it holds a SKILL.md, else its children that do."""
+    """The skill folders at ``path``: itself when it holds a SKILL.md, else its children that do
+    (hidden folders and earlier imports left out: ``not_read``)."""
     if (path / SKILL_FILE).is_file():
         return [path]
-    return sorted(p for p in path.iterdir() if p.is_dir() and (p / SKILL_FILE).is_file())
+    return sorted(
+        p for p in path.iterdir() if p.is_dir() and not not_read(p) and (p / SKILL_FILE).is_file()
+    )
+
+
+def not_read(folder: Path) -> bool:
+    """Whether a folder beside or inside the skills is none of theirs: a hidden one (``.git``,
+    the staging folder of an import) or an earlier ``hsa harness import`` (an ``--out`` inside
+    the source, which a second run would otherwise read as part of it)."""
+    return folder.name.startswith(".") or (folder / MARKER).is_file()
 
 
 def import_skills(path: Path) -> ImportResult:
@@ -116,9 +128,7 @@ def unread_notes(path: Path, folders: Sequence[Path]) -> list[str]:
     if folders == [path]:
         return []
     unread = sorted(
-        p.name
-        for p in path.iterdir()
-        if p.is_dir() and not p.name.startswith(".") and p not in folders
+        p.name for p in path.iterdir() if p.is_dir() and not not_read(p) and p not in folders
     )
     if not unread:
         return []
@@ -130,11 +140,17 @@ def unread_notes(path: Path, folders: Sequence[Path]) -> list[str]:
 
 def bundled_files(folder: Path) -> list[str]:
     """The files of a skill folder other than its SKILL.md (scripts, references, templates,
-    a licence), as sorted paths relative to it; hidden files and folders left out."""
-    return sorted(
-        rel.as_posix()
-        for file in folder.rglob("*")
-        if file.is_file()
-        and (rel := file.relative_to(folder)).as_posix() != SKILL_FILE
-        and not any(part.startswith(".") for part in rel.parts)
-    )
+    a licence), as sorted paths relative to it; hidden files and folders, and earlier imports
+    (``not_read``), left out. Links to folders are not followed."""
+    found: list[str] = []
+    for root, dirs, files in os.walk(folder):
+        here = Path(root)
+        dirs[:] = [d for d in dirs if not not_read(here / d)]
+        found.extend(
+            rel.as_posix()
+            for name in files
+            if not name.startswith(".")
+            and (here / name).is_file()
+            and (rel := (here / name).relative_to(folder)).as_posix() != SKILL_FILE
+        )
+    return sorted(found)
