@@ -756,6 +756,25 @@ def test_a_row_whose_skill_load_came_back_as_other_than_the_skill_is_left_out_an
     )
 
 
+def test_a_skill_load_by_its_folder_name_is_read_under_the_imported_skills(tmp_path):
+    # a folder name that was no legal id (café -> cafe): the source's rows load it by its
+    # folder's name
+    (tmp_path / "skills" / "café").mkdir(parents=True)
+    text = "---\nname: café\ndescription: Coffee.\n---\nBrew.\n"
+    (tmp_path / "skills" / "café" / "SKILL.md").write_text(text, "utf-8")
+    (harness,) = import_source(tmp_path / "skills").harnesses
+    (skill,) = harness.skills
+    load = {
+        "id": "x",
+        "type": "function",
+        "function": {"name": "load_skill", "arguments": json.dumps({"name": "café"})},
+    }
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(_skill_row(load, {"content": "Brew."})) + "\n")
+    (trajectory,) = import_source(path, harness=harness).trajectories
+    assert SkillLoad(skill.id) in trajectory.events
+
+
 def test_a_skill_of_front_matter_only_is_read_from_an_empty_result_not_from_an_error(
     tmp_path,
 ):

@@ -67,6 +67,43 @@ def _skill(root, folder: str, name: str | None = None) -> None:
     (root / folder / "SKILL.md").write_text(text, "utf-8")
 
 
+def test_a_folder_name_that_is_no_legal_id_is_renamed_and_said(tmp_path):
+    # the specification's names are any script's lower-case letters (its reference validator
+    # reads them after NFKC): valid skills, never refused, their ids made legal as tool names are
+    root = tmp_path / "skills"
+    for folder in ("café", "技能", "cafe", "s1"):
+        _skill(root, folder)
+    result = import_source(root)
+    (harness,) = result.harnesses
+    ids = {s.name: s.id for s in harness.skills}
+    assert ids["café"].startswith("cafe_") and ids["cafe"] == "cafe"  # no source name lost
+    assert ids["技能"].startswith("skill_") and ids["s1"] == "s1"
+    assert harness.metadata["skill_id_map"] == {ids["café"]: "café", ids["技能"]: "技能"}
+    assert harness.skill(ids["café"]).content == "Body of café.\n"
+    (note,) = result.notes  # the names are the specification's, and each its folder's
+    assert note.startswith("2 skill folder name(s) are not legal skill ids")
+    assert f"'café' -> '{ids['café']}', '技能' -> '{ids['技能']}'" in note
+    out = tmp_path / "out"
+    done = hsa("harness", "import", str(root), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "2 skill folder name(s)" in done.stdout + done.stderr
+    assert hsa("harness", "validate", str(out)).returncode == 0
+    assert load_harness(out) == harness
+
+
+def test_a_skill_the_harness_cannot_hold_is_refused_naming_its_skill_md(tmp_path, monkeypatch):
+    from hsa.harness.importers import skills
+
+    root = tmp_path / "skills"
+    _skill(root, "ok")
+    _skill(root, "odd")
+    monkeypatch.setattr(skills, "legal_skill_ids", lambda names: [n + " x" for n in names])
+    with pytest.raises(HsaError) as err:
+        import_source(root)
+    assert err.value.file == str(root / "odd" / "SKILL.md")
+    assert err.value.message.startswith("id: 'odd x' does not match")
+
+
 def test_hidden_folders_are_not_skills(tmp_path):
     root = tmp_path / "skills"
     _skill(root, "s1")

@@ -678,6 +678,10 @@ def _events(
     tools = {t.name for t in harness.tools}
     callable_names = tools | rename.keys()  # as the row's tools and calls spell them
     skill_tool = harness.skill_tool.name if harness.skill_tool is not None else None
+    # a skill whose folder name was no legal id is called by that name in a source's rows
+    skill_ids = {
+        source: legal for legal, source in (harness.metadata.get("skill_id_map") or {}).items()
+    }
     events: list[Event] = []
     call_ids: list[str] = []  # the source ids, in call order (repeats kept)
     # Each call gets a unique internal id (its position in call_ids) so that a reused source
@@ -758,7 +762,11 @@ def _events(
                 name = rename.get(name, name)
                 if name == skill_tool:
                     skill = args.get(harness.skill_arg or "")
-                    loaded = harness.skill(skill) if isinstance(skill, str) else None
+                    loaded = (
+                        harness.skill(skill_ids.get(skill, skill))
+                        if isinstance(skill, str)
+                        else None
+                    )
                     if loaded is None:
                         raise _LeftOut("unknown_skill")
                     answered_by_skill[call_id] = loaded

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hsa.errors import ImportFormatError, first_few
-from hsa.harness.importers.base import ImportResult, api_sections, harness_id
+from hsa.harness.importers.base import ID_PATTERN, ImportResult, api_sections, harness_id
 from hsa.harness.importers.write import MARKER
 from hsa.harness.model import Harness, Prompt, Section, Skill, Tool
 from hsa.harness.skillfile import load_skill_dir
+from hsa.harness.validate import harness_problems
 
 SKILL_FILE = "SKILL.md"
 SKILL_TOOL = Tool(
@@ -51,7 +55,9 @@ def import_skills(path: Path) -> ImportResult:
 
     Skills reach the model by progressive disclosure: the prompt lists ids and descriptions,
     and the model loads a skill's content through ``load_skill(name=...)``. The folder name is
-    the skill id; a SKILL.md with bad front matter is refused with its file and line.
+    the skill id, made legal where it is not one (``legal_skill_ids``: ``café`` -> ``cafe``),
+    and ``metadata["skill_id_map"]`` maps each such id back to its folder name. A SKILL.md with
+    bad front matter is refused with its file and line.
     """
     if not path.is_dir():
         hint = f": import {path.parent}, the skill's folder" if path.name == SKILL_FILE else ""
@@ -62,8 +68,15 @@ def import_skills(path: Path) -> ImportResult:
             "no skills here: expected a folder with SKILL.md, or folders that each hold one",
             file=str(path),
         )
-    skills = tuple(load_skill_dir(folder) for folder in folders)
+    ids = legal_skill_ids([folder.name for folder in folders])
+    skills = tuple(
+        replace(load_skill_dir(folder), id=skill_id)
+        for folder, skill_id in zip(folders, ids, strict=True)
+    )
+    id_map = {i: f.name for f, i in zip(folders, ids, strict=True) if i != f.name}
     metadata: dict[str, Any] = {"source": "agent-skills"}
+    if id_map:
+        metadata["skill_id_map"] = id_map
     bundled = {folder.name: files for folder in folders if (files := bundled_files(folder))}
     notes: tuple[str, ...] = ()
     if bundled:
@@ -74,7 +87,15 @@ def import_skills(path: Path) -> ImportResult:
             f"({first_few(paths)}), which the harness does not carry: a skill is loaded as its "
             "SKILL.md. The harness metadata lists them (bundled_files).",
         )
-    notes += tuple(spec_notes(skills)) + tuple(unread_notes(path, folders))
+    if id_map:
+        pairs = [f"{folder!r} -> {skill_id!r}" for skill_id, folder in id_map.items()]
+        notes += (
+            f"{len(pairs)} skill folder name(s) are not legal skill ids (letters, digits and "
+            f"_.:- only, a letter or digit first) and were renamed: {first_few(pairs)}; a skill "
+            "keeps its name, and the harness keeps the folder names in its metadata (skill_id_map)",
+        )
+    folder_names = dict(zip(ids, (f.name for f in folders), strict=True))
+    notes += tuple(spec_notes(skills, folder_names)) + tuple(unread_notes(path, folders))
     harness = Harness(
         id=harness_id(path.resolve().name, fallback="skills"),
         prompt=Prompt(sections=api_sections(Section(id="skills", kind="skills", title="Skills"))),
@@ -82,20 +103,88 @@ def import_skills(path: Path) -> ImportResult:
         skill_tool=SKILL_TOOL,
         metadata=metadata,
     )
+    _refuse_invalid_skills(harness, folders)
     return ImportResult(harnesses=(harness,), source=str(path), format="agent-skills", notes=notes)
 
 
-#: the Agent Skills specification's ``name``: lower-case letters, digits and single hyphens
-_SPEC_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _NAME_MAX, _DESCRIPTION_MAX = 64, 1024
 
 
-def spec_notes(skills: Sequence[Skill]) -> list[str]:
+def spec_name(name: str) -> bool:
+    """Whether ``name`` is a name the Agent Skills specification allows: lower-case letters
+    (any script's, as its reference validator reads them after NFKC: ``café``, ``技能``),
+    digits and single hyphens inside, at most 64 characters."""
+    name = unicodedata.normalize("NFKC", name)
+    return (
+        0 < len(name) <= _NAME_MAX
+        and name == name.lower()
+        and not name.startswith("-")
+        and not name.endswith("-")
+        and "--" not in name
+        and all(c.isalnum() or c == "-" for c in name)
+    )
+
+
+def legal_skill_ids(names: Sequence[str]) -> list[str]:
+    """A legal, unique skill id for each folder name in ``names`` (distinct, as folder names
+    are): a legal name is kept; in another, accents are dropped (``café`` -> ``cafe``), other
+    characters the id pattern refuses become ``_`` and leading symbols are cut; one with no
+    letter or digit left (``技能``) becomes ``skill_`` and a short hash. An id that is taken or
+    too long is cut and suffixed with a short hash, so distinct names stay distinct."""
+    taken = {n for n in names if len(n) <= _ID_MAX and ID_PATTERN.match(n)}
+    out = []
+    for name in names:
+        if name in taken:
+            out.append(name)
+            continue
+        folded = "".join(
+            c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c)
+        )
+        candidate = re.sub(r"[^A-Za-z0-9_.:-]", "_", folded).lstrip("_.:-")
+        digest = hashlib.sha1(name.encode("utf-8")).hexdigest()
+        if not re.search(r"[A-Za-z0-9]", candidate):
+            candidate = "skill_" + digest[:6]
+        if len(candidate) > _ID_MAX or candidate in taken:
+            # sha1 gives 40 digits: some suffix is free among at most len(names) ids
+            candidate = next(
+                fitted
+                for width in range(6, 41)
+                if (fitted := candidate[: _ID_MAX - width - 1] + "_" + digest[:width]) not in taken
+            )
+        taken.add(candidate)
+        out.append(candidate)
+    return out
+
+
+#: the longest skill id the harness schema allows
+_ID_MAX = 128
+
+
+def _refuse_invalid_skills(harness: Harness, folders: Sequence[Path]) -> None:
+    """Refuse a skill the harness schema does not take, naming its SKILL.md (the harness
+    document's JSON path would name no file the user has)."""
+    for problem in harness_problems(harness):
+        found = re.match(r"\$\.skills\[(\d+)\]\.?(.*)", problem.where or "")
+        if found is not None:
+            field = found.group(2)
+            raise ImportFormatError(
+                f"{field}: {problem.message}" if field else problem.message,
+                file=str(folders[int(found.group(1))] / SKILL_FILE),
+            )
+
+
+def spec_notes(skills: Sequence[Skill], folders: Mapping[str, str] | None = None) -> list[str]:
     """What a user reads about front matter the Agent Skills specification does not allow
     (kept as it is: runtimes differ in what they accept, but one that picks skills by
-    ``name`` will not show the name hsa trains on)."""
+    ``name`` will not show the name hsa trains on). ``folders``: skill id -> its folder's
+    name, where they differ."""
     notes = []
-    other = [f"{s.id} (name: {s.name})" for s in skills if s.name != s.id]
+    folder = dict(folders or {})
+    other = [
+        f"{folder.get(s.id, s.id)} (name: {s.name})"
+        for s in skills
+        if s.name != folder.get(s.id, s.id)
+    ]
     if other:
         notes.append(
             f"{len(other)} skill(s) name themselves otherwise than their folder "
@@ -108,7 +197,7 @@ def spec_notes(skills: Sequence[Skill]) -> list[str]:
     twice = [f"{name} ({', '.join(ids)})" for name, ids in named.items() if len(ids) > 1]
     if twice:
         notes.append(f"{len(twice)} name(s) are given by several skills: {first_few(twice)}")
-    bad = [s.name for s in skills if len(s.name) > _NAME_MAX or not _SPEC_NAME.match(s.name)]
+    bad = [s.name for s in skills if not spec_name(s.name)]
     if bad:
         notes.append(
             f"{len(bad)} skill name(s) are not lower-case letters, digits and single hyphens "
