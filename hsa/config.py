@@ -180,6 +180,17 @@ def typed(config: object) -> list[tuple[str, str]]:
     return problems
 
 
+def refuse_kind(
+    value: Any, kind: type, name: str, reader: str, error: type[HsaError], *, none: bool = False
+) -> None:
+    """Raise ``error`` when the argument ``name`` is not a ``kind`` (a path where a config or
+    a harness belongs, say), saying how to make one (``reader``); ``none``: None is allowed."""
+    if isinstance(value, kind) or (none and value is None):
+        return
+    article = "an" if kind.__name__[:1] in "AEIOU" else "a"
+    raise error(f"{name} must be {article} {kind.__name__}, got {value!r}; {reader}")
+
+
 def refuse(problems: list[tuple[str, str]], error: type[HsaError]) -> None:
     """Raise ``error`` for the first (field, message) problem, if any."""
     if problems:
@@ -274,7 +285,8 @@ def type_problem(value: Any, hint: Any) -> str | None:
         elif isinstance(origin, type) and origin.__module__.startswith("hsa."):
             if isinstance(value, origin):  # one of hsa's own values (a Recipe, say)
                 return None
-            wanted.append(f"a {origin.__name__}")
+            article = "an" if origin.__name__[:1] in "AEIOU" else "a"
+            wanted.append(f"{article} {origin.__name__}")
         else:
             return None  # not a kind checked here
     return " or ".join(wanted) if wanted else None

@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import importlib
 import json
+import operator
 import sys
 from collections.abc import Callable, Sequence, Set
 from collections.abc import Mapping as MappingABC
@@ -35,6 +36,7 @@ from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix64
+from hsa.config import refuse_kind
 from hsa.errors import HarnessError, HsaError, PlanError, RuleError
 from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad
 from hsa.harness.model import Harness, Protocol, Tool
@@ -689,8 +691,9 @@ class LazyPlan:
         given: Sequence[Variant] | None = None,
     ):
         """``given`` variants, when given, are the plan (nothing is planned)."""
+        _check_arguments(recipe, harness)
         self.harness, self.recipe, self.context = harness, recipe, context
-        self.seed = recipe.seed if seed is None else seed
+        self.seed = recipe.seed if seed is None else _checked_seed(seed)
         self.rules = {r.rule: get(r.rule) for r in recipe.base + recipe.rules}
         self.unchanged = content_key(harness, RewriteMapping())
         self.variants: dict[int, Variant] = dict(enumerate(given or ()))
@@ -881,6 +884,26 @@ def _plan_slot(
     )
 
 
+def _checked_seed(seed: Any) -> int:
+    """``seed`` if it is a seed (an integer, 0 or more): ``"0"`` or ``True`` would draw other
+    variants than ``0`` or ``1``, silently."""
+    try:
+        value = operator.index(seed)  # numpy's integers too, as Python's
+    except TypeError:
+        value = -1
+    if isinstance(seed, bool) or value < 0:
+        raise RuleError(f"seed must be an integer, 0 or more, got {seed!r}")
+    return value
+
+
+def _check_arguments(recipe: Any, harness: Any, *, no_harness: bool = False) -> None:
+    """Refuse a ``recipe`` or ``harness`` argument that is not one (a path, say); None for
+    the harness where ``no_harness`` allows it."""
+    refuse_kind(recipe, Recipe, "recipe", "hsa.load_recipe(path) reads one", RuleError)
+    reads = "hsa.load_harness(path) reads one"
+    refuse_kind(harness, Harness, "harness", reads, RuleError, none=no_harness)
+
+
 def pick_order(ids: pa.Array, widths: np.ndarray, seed: int) -> np.ndarray:
     """For each id, the slots ``range(width)`` in the order its picks visit them.
 
@@ -953,7 +976,12 @@ def pick(
     it. The augment job plans only the variants this visits (``LazyPlan``), with the same
     result.
     """
-    seed = recipe.seed if seed is None else seed
+    _check_arguments(recipe, harness, no_harness=True)
+    if isinstance(variants, Harness):
+        raise RuleError("variants must be a list of Variants (hsa.plan gives one), not a Harness")
+    if not isinstance(trajectory_id, str):
+        raise RuleError(f"trajectory_id must be a string, got {trajectory_id!r}")
+    seed = recipe.seed if seed is None else _checked_seed(seed)
     # the canonical variant itself: a planned draw whose rules all changed nothing has no
     # rules either, and is one of the others (passed over, as the augment job passes it over)
     canonical = [v for v in variants if v.is_canonical and v == canonical_variant(v.harness)][:1]

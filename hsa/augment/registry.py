@@ -118,6 +118,11 @@ def rule(
     The function's docstring is the rule's documentation; its first line is the summary shown
     by ``hsa rules list``.
     """
+    if not isinstance(name, str):  # ``@rule`` without its name: the function came as the name
+        raise RuleError(
+            f"@rule takes the rule's name first: @rule('family.verb'), got {name!r}",
+            where=f"rule {getattr(name, '__name__', name)!r}",
+        )
 
     def decorate(fn: RuleFn) -> Rule:
         if isinstance(fn, Rule):

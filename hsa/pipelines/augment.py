@@ -52,7 +52,7 @@ from hsa.augment.planner import (
 )
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
-from hsa.config import bounded, refuse, setting, typed
+from hsa.config import bounded, refuse, refuse_kind, setting, typed
 from hsa.datasets import manifest as mf
 from hsa.datasets.card import TokenLengths, merge_stats, render_card, token_lengths
 from hsa.datasets.lock import hold
@@ -530,7 +530,7 @@ def augment(
     harnesses: Sequence[Harness] = (),
     progress: Progress | None = None,
     settings: Mapping[str, Any] | None = None,
-    variants: Sequence[Variant] | None = None,
+    variants: Sequence[Variant] | Mapping[str, Variant] | None = None,
 ) -> AugmentReport:
     """Augment ``source`` into the dataset directory ``out`` (see the module docstring).
 
@@ -544,6 +544,16 @@ def augment(
     input with no trajectory to augment (none at all, or all unverified and left out) is
     refused before anything is written.
     """
+    refuse_kind(source, Source, "source", "hsa.open_source(path) reads one", DatasetError)
+    reads = "hsa.AugmentConfig(...) makes one"
+    refuse_kind(config, AugmentConfig, "config", reads, DatasetError)
+    if isinstance(harnesses, Harness) or not all(isinstance(h, Harness) for h in harnesses):
+        raise DatasetError(
+            f"harnesses must be a list of Harness objects (hsa.load_harness(path) reads one), "
+            f"got {harnesses!r}"
+        )
+    if isinstance(variants, Mapping):  # read_variants gives them by id
+        variants = list(variants.values())
     check_not_empty(source, config)
     check_apart(source, Path(out))
     with hold(out, command="hsa augment"):

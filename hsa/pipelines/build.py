@@ -33,9 +33,11 @@ from hsa.config import (
     from_mapping,
     read_yaml,
     refuse,
+    refuse_kind,
     schema_problem,
     setting,
     settings_of,
+    typed,
 )
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
@@ -68,6 +70,13 @@ def build_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
+def _paths(config: object, *names: str) -> None:
+    """A path setting of a config made in code may be given as a string, as in a file."""
+    for name in names:
+        if isinstance(getattr(config, name), str):
+            object.__setattr__(config, name, Path(getattr(config, name)))
+
+
 @dataclass(frozen=True, slots=True)
 class SourceConfig:
     """A build's ``source`` section: where its canonical trajectories come from.
@@ -96,6 +105,8 @@ class SourceConfig:
     )
 
     def __post_init__(self) -> None:
+        _paths(self, "trajectories", "harness")
+        refuse([(f"$.source.{name}", why) for name, why in typed(self)], ConfigError)
         problems = []
         if (self.env is None) == (self.trajectories is None):
             problems.append(("$.source", "set exactly one of 'env' and 'trajectories'"))
@@ -167,6 +178,8 @@ class BuildConfig:
     file: str | None = setting(None, help="The config file, named in errors.")
 
     def __post_init__(self) -> None:
+        _paths(self, "out")
+        refuse([(f"$.{name}", why) for name, why in typed(self)], ConfigError)
         problems = []
         if self.teach and self.source.trajectories is not None:
             problems.append(
@@ -388,6 +401,8 @@ def build(
     kept when the augment stage fails before it writes a row (a rule that raises, every
     trajectory unverified), for a rerun with a corrected ``augment`` section.
     """
+    reads = "hsa.build(hsa.load_config(path)) builds a config file"
+    refuse_kind(config, BuildConfig, "config", reads, ConfigError)
     out = config.output(out)
     identity = config.identity()
     augment_config = config.augment

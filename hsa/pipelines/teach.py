@@ -33,6 +33,7 @@ import pyarrow as pa
 from hsa.augment.planner import Variant
 from hsa.augment.recipe import Recipe
 from hsa.augment.seeded import derive_seed
+from hsa.config import refuse_kind
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
@@ -497,6 +498,7 @@ def teach(
     """Run the teacher job ``config`` into ``out``, locked (``hsa.datasets.lock``) so that a
     second job into the same folder refuses instead of sharing its shards and cache; see
     ``teach_unlocked``."""
+    refuse_kind(config, TeachConfig, "config", "hsa.TeachConfig(...) makes one", TeacherError)
     with hold(out, command="hsa teach"):
         return teach_unlocked(config, out, env=env, backend=backend, progress=progress)
 

@@ -237,7 +237,7 @@ class TeachConfig:
             # rows name their teacher backend/model: a model it never ran would be false
             problems.append(("model", f"the {self.backend} backend runs no model; leave it out"))
         problems += bounded(
-            self, "temperature", "backoff_s", "max_retries", "variants_per_task", low=0
+            self, "temperature", "backoff_s", "max_retries", "variants_per_task", "seed", low=0
         )
         problems += bounded(self, "ramp_s", low=0, high=RAMP_MAX)
         problems += bounded(self, "timeout_s", low=0, high=TIMEOUT_MAX, low_open=True)

@@ -611,3 +611,34 @@ def test_steps_with_one_effect_show_alike_and_steps_with_two_do_not(harness) -> 
     # an entry mapping a tool to itself is no change
     plain = shown_key(base, RewriteMapping(), source=base)
     assert shown_key(base, RewriteMapping(tools={"book": ToolMap("book")}), source=base) == plain
+
+
+@pytest.mark.parametrize("seed", ["0", -1, 1.5, True])
+def test_a_seed_that_is_no_seed_is_refused_not_drawn_from(harness, seed) -> None:
+    recipe = default_recipe()
+    with pytest.raises(RuleError, match="seed must be an integer, 0 or more"):
+        plan(harness, recipe, seed=seed)
+    variants = plan(harness, recipe, seed=0)
+    with pytest.raises(RuleError, match="seed must be an integer, 0 or more"):
+        pick(variants, "t1", recipe, harness=harness, seed=seed)
+
+
+def test_numpy_integers_are_seeds_as_python_integers_are(harness) -> None:
+    recipe = default_recipe()
+    ids = [v.variant_id for v in plan(harness, recipe, seed=np.int64(3))]
+    assert ids == [v.variant_id for v in plan(harness, recipe, seed=3)]
+
+
+def test_plan_and_pick_refuse_arguments_that_are_not_what_they_name(harness) -> None:
+    recipe = default_recipe()
+    variants = plan(harness, recipe, seed=0)
+    with pytest.raises(RuleError, match=r"harness must be a Harness, got 'h'; hsa.load_harness"):
+        plan("h", recipe)
+    with pytest.raises(RuleError, match=r"recipe must be a Recipe, got 'r.yaml'; hsa.load_recipe"):
+        plan(harness, "r.yaml")
+    with pytest.raises(RuleError, match="recipe must be a Recipe, got None"):
+        pick(variants, "t1", None, harness=harness)
+    with pytest.raises(RuleError, match="not a Harness"):
+        pick(harness, "t1", recipe)
+    with pytest.raises(RuleError, match="trajectory_id must be a string, got 7"):
+        pick(variants, 7, recipe, harness=harness)

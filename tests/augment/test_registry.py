@@ -285,3 +285,13 @@ def test_a_plugin_imported_in_one_thread_while_another_loads_the_rules_does_not_
     assert not loader.is_alive() and not importer.is_alive()
     assert found and get_rule("slowplug.noop").name == "slowplug.noop"
     sys.modules.pop("slowplug_rules", None)
+
+
+def test_rule_without_its_name_is_refused_at_once():
+    with pytest.raises(
+        RuleError, match=r"@rule takes the rule's name first: @rule\('family.verb'\)"
+    ):
+
+        @rule  # type: ignore[arg-type]
+        def shout(harness, rng, params, context):
+            """Shout."""

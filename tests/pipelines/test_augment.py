@@ -282,6 +282,20 @@ def test_given_variants_replace_planning(tmp_path: Path, shards: Path) -> None:
     report = augment(open_source(shards), second, config(), variants=variants)
     assert report.rows == 48 * 3
     assert {r["variant_id"] for r in iter_rows(second)} <= {v.variant_id for v in variants}
+    # read_variants gives them by id, as the docstring's example passes them
+    third = tmp_path / "third"
+    augment(open_source(shards), third, config(), variants=read_variants(first))
+    assert digests(third / "data") == digests(second / "data")
+
+
+def test_arguments_that_are_not_what_they_name_are_refused(tmp_path: Path, shards: Path) -> None:
+    with pytest.raises(DatasetError, match=r"source must be a Source, got '.*'; hsa.open_source"):
+        augment(str(shards), tmp_path / "out", config())  # type: ignore[arg-type]
+    with pytest.raises(DatasetError, match=r"config must be an AugmentConfig, got \{'seed': 1\}"):
+        augment(open_source(shards), tmp_path / "out", {"seed": 1})  # type: ignore[arg-type]
+    with pytest.raises(DatasetError, match="harnesses must be a list of Harness objects"):
+        augment(open_source(shards), tmp_path / "out", config(), harnesses=["h"])  # type: ignore[list-item]
+    assert not (tmp_path / "out").exists()
 
 
 def test_an_input_with_nothing_to_augment_is_refused(tmp_path: Path, livestream_table) -> None:

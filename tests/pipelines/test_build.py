@@ -452,3 +452,22 @@ def test_a_refused_config_leaves_the_unfinished_run_as_it_was(tmp_path: Path, mo
     report = build(load_config(write(tmp_path, patient)))
     assert report.teacher_skipped and report.augment.rows == 12 * 3
     assert build(config).augment.complete_already
+
+
+def test_a_config_made_in_code_is_checked_as_one_read_from_a_file(tmp_path: Path) -> None:
+    import dataclasses
+
+    from hsa.pipelines.build import BuildConfig
+
+    config = load_config(write(tmp_path, SMALL))
+    assert isinstance(dataclasses.replace(config, out="elsewhere").out, Path)
+    with pytest.raises(
+        ConfigError, match=r"\$\.source\.tasks: expected an integer or null, got '5'"
+    ):
+        dataclasses.replace(config.source, tasks="5")
+    with pytest.raises(ConfigError, match=r"\$\.source: expected a SourceConfig"):
+        BuildConfig(source={"env": "livestream"}, out=tmp_path / "x")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"\$\.augment: expected an AugmentConfig"):
+        BuildConfig(source=config.source, augment={"seed": 1})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"config must be a BuildConfig, got 'b.yaml'; hsa.build"):
+        build("b.yaml")  # type: ignore[arg-type]

@@ -22,3 +22,12 @@ def test_vllm_engine_arguments_that_pick_the_engine_are_part_of_the_job():
     assert dataclasses.replace(oracle, vllm_args={"quantization": "awq"}).output_hash() == (
         oracle.output_hash()
     )
+
+
+def test_a_negative_seed_is_refused_as_the_cli_refuses_it():
+    import pytest
+
+    from hsa.errors import TeacherError
+
+    with pytest.raises(TeacherError, match="seed: must not be negative, got -1"):
+        TeachConfig(tasks=2, seed=-1)
