@@ -187,8 +187,9 @@ class PolicyBackend(Backend):
 
     Each request's prompt must extend the previous one (a prefix-preserving chat template,
     as TRL's training templates are): what the environment added since the model's last reply
-    is tokenized as its own segment, so the model generates from exactly the tokens it is
-    trained on.
+    is tokenized as its own segment, from where the model stopped (its end-of-sequence
+    token), so the model generates from exactly the tokens it is trained on, and they are
+    the template's rendering of the conversation.
     """
 
     name = "policy"
@@ -220,6 +221,7 @@ class PolicyBackend(Backend):
         self.prompt_ids: list[int] | None = None
         self.segments: list[_Segment] = []
         self._shown = 0  # messages of the last request, to find what came after them
+        self._asked = 0  # characters of the last request's text, where the reply starts
 
     def chat_text(self, messages: list[dict[str, Any]], tools: Any, more: bool) -> str:
         text: str = self.tokenizer.apply_chat_template(
@@ -230,6 +232,16 @@ class PolicyBackend(Backend):
             chat_template=self.template,
         )
         return text
+
+    def _reply_end(self, before: str) -> int:
+        """Where the model's last reply ends in ``before`` (the conversation through it, as
+        the template renders it): just after the reply's last end-of-sequence token, where
+        the model stopped, when the template writes more after it (Qwen's ``<|im_end|>\n``).
+        That more belongs to the environment's text, masked, so the sequence is the
+        template's rendering, as TRL's own tool loop cuts it (``_get_tool_suffix_ids``)."""
+        eos = self.tokenizer.eos_token
+        found = before.rfind(eos, self._asked) if eos else -1
+        return len(before) if found < 0 else found + len(eos)
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -255,10 +267,11 @@ class PolicyBackend(Backend):
                 )
                 raise self.fatal
             # what fits of it: a completion never outgrows max_completion_length
-            added = self.encode(full[len(before) :])[: max(self.budget, 0)]
+            added = self.encode(full[self._reply_end(before) :])[: max(self.budget, 0)]
             self.segments.append(_Segment(added, [0.0] * len(added), False))
             self.budget -= len(added)
         self._shown = len(messages)
+        self._asked = len(full)
         started = time.monotonic()
         generate = self._generate if self.vllm is None else self._generate_vllm
         ids, logprobs = await asyncio.to_thread(generate) if self.budget > 0 else ([], [])

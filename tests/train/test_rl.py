@@ -125,6 +125,51 @@ def test_the_model_generates_from_exactly_the_tokens_it_is_trained_on(env):
     assert result.ended == "answered"
 
 
+class Recording(PolicyBackend):
+    """The policy backend, keeping each request's messages and tools as the template reads them."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.requests: list[tuple[list, list]] = []
+
+    async def chat(self, request):
+        from hsa.teachers.backends.transformers import template_messages
+
+        self.requests.append((template_messages(request), [dict(t) for t in request.tools]))
+        return await super().chat(request)
+
+
+def test_the_sequence_trained_on_is_the_chat_templates_rendering(env):
+    # the environment's text started at <|im_start|>, dropping the newline the template writes
+    # after <|im_end|>: the model trained on and generated from a context SFT never showed it
+    from trl.chat_template_utils import get_training_chat_template
+
+    canonical, task, texts, tokenizer = _scripted_search(env)
+    template = get_training_chat_template(tokenizer)
+    model = Scripted(tokenizer, texts)
+    backend = Recording(
+        model, tokenizer, template=template, temperature=1.0, budget=100_000,
+        call_format="hermes",
+    )  # fmt: skip
+    assert play(env, task, canonical, backend).ended == "answered"
+    messages, tools = backend.requests[1]
+    rendered = backend.chat_text(messages, tools, True)
+    assert "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>" in rendered
+    # the second step was generated from the template's rendering of its request, token for token
+    assert model.contexts[1] == backend.encode(rendered)
+    # the whole episode, the last reply included, is the template's rendering up to its end
+    final = [*messages, {"role": "assistant", "content": "Done."}]
+    whole = backend.chat_text(final, tools, False)
+    assert whole.endswith("Done.<|im_end|>\n")
+    assert backend.context() == backend.encode(whole.removesuffix("\n"))
+    # the model's own tokens are trained on, the template's text between them is not
+    trained = [tokenizer.decode(s.ids) for s in backend.segments if s.model]
+    assert trained == texts
+    between = backend.segments[1]
+    assert tokenizer.decode(between.ids).startswith("\n<|im_start|>user\n<tool_response>")
+    assert not between.model
+
+
 def test_prompts_are_tasks_under_variants_and_their_openings_differ(env):
     settings = RlSettings(tasks=3, variants_per_task=2, include_canonical=True)
     prompts = prompts_of(env, settings)
