@@ -179,6 +179,20 @@ def test_prompts_are_tasks_under_variants_and_their_openings_differ(env):
         assert prompt_key(prompt.row()["prompt"]) == prompt.key
 
 
+def test_a_corpus_with_a_harness_per_task_draws_each_tasks_variants_from_its_own(external):
+    # it was refused: "bfcl has 2591 harnesses, one per task (harness_for(task) gives a task's)"
+    bfcl = get("bfcl", path=str(external / "bfcl"))
+    settings = RlSettings(split="test", tasks=2, variants_per_task=1, include_canonical=True)
+    prompts = prompts_of(bfcl, settings)
+    assert len(prompts) == 4 and len({p.key for p in prompts}) == 4
+    for prompt in prompts:
+        assert prompt.variant.harness_id == bfcl.harness_for(prompt.task).id
+    canonical = [p for p in prompts if not p.variant.rules]
+    assert [p.variant.harness.id for p in canonical] == [
+        bfcl.harness_for(p.task).id for p in canonical
+    ]
+
+
 def test_a_few_grpo_steps_run_end_to_end_and_resume(env, tmp_path):
     from trl.chat_template_utils import get_training_chat_template  # noqa: F401 (TRL present)
 
