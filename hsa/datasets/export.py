@@ -152,6 +152,10 @@ def to_hf(
     # the Dataset's split label: the split asked for, unless `datasets` refuses its name (a
     # dataset written before hsa refused such names), which only labels the rows
     name = split if split is not None and split_name_problem(split) is None else "train"
+    # a shard it cannot read is logged at length (the file, both Arrow schemas, the features)
+    # before the error hsa says in one line below: quiet for this call only
+    verbosity = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     try:
         return datasets.load_dataset(
             "parquet",
@@ -168,3 +172,5 @@ def to_hf(
         cause = exc.__cause__ or exc
         first = first_line(cause)
         raise DatasetError(f"cannot read the dataset's shards: {first}", file=str(path)) from None
+    finally:
+        datasets.logging.set_verbosity(verbosity)

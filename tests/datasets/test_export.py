@@ -220,6 +220,39 @@ def test_to_hf_names_a_shard_that_changed_since_it_was_written(
     assert str(shard.relative_to(copy)) in caught.value.message
 
 
+def test_to_hf_says_a_shard_with_a_wrong_column_in_one_line(dataset: Path, tmp_path: Path) -> None:
+    # datasets logged 36 lines (the file, both Arrow schemas, the features) before hsa's error
+    import logging
+    import shutil
+
+    import datasets
+    import pyarrow.parquet as pq
+
+    copy = tmp_path / "ds"
+    shutil.copytree(dataset, copy)
+    shard = sorted((copy / "data" / "train").glob("*.parquet"))[0]
+    table = pq.read_table(shard)
+    renamed = ["msgs" if name == "messages" else name for name in table.column_names]
+    pq.write_table(table.rename_columns(renamed), shard)
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep()
+    root = datasets.logging.get_logger()
+    root.addHandler(handler)
+    before = datasets.logging.get_verbosity()
+    try:
+        with pytest.raises(DatasetError, match=r"1 file\(s\) of this dataset changed"):
+            to_hf(copy, "train", cache_dir=tmp_path / "cache")
+    finally:
+        root.removeHandler(handler)
+    assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
+    assert datasets.logging.get_verbosity() == before  # quiet for that call only
+
+
 def test_to_hf_loads_a_split_whose_name_datasets_refuses(
     tmp_path: Path, livestream_table, monkeypatch
 ) -> None:
