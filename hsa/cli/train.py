@@ -182,7 +182,12 @@ def distill_command(
     required=True,
     help="The hsa dataset whose texts the tokenizer is trained on.",
 )
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="The model folder.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The model folder: new, empty, or one this command wrote (rewritten).",
+)
 @click.option(
     "--hidden",
     type=click.IntRange(2, 1 << 16),
@@ -206,26 +211,38 @@ def tiny_model_command(data: Path, out: Path, hidden: int, layers: int) -> None:
 
     from hsa.datasets.export import to_hf
     from hsa.train.data import manifest_of
-    from hsa.train.tiny import save_tiny, texts_of
+    from hsa.train.tiny import texts_of, write_tiny, written_here
 
     if hidden % 2:
         fail(f"--hidden must be even (two attention heads share it), got {hidden}")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    # a rerun rewrites the model it wrote (its marker lists its files), never other files
+    rewrite = out.is_dir() and written_here(out)
+    if out.exists() and not (rewrite or (out.is_dir() and not any(out.iterdir()))):
         what = "a file" if not out.is_dir() else "a folder of other files"
-        fail(f"{out}: is {what}; --out names a new or empty folder for the model")
-    manifest_of(data)  # a clear error for a folder that is not a dataset
+        fail(
+            f"{out}: is {what}; --out names a new or empty folder for the model, or one this "
+            "command wrote"
+        )
+    manifest = manifest_of(data)  # a clear error for a folder that is not a dataset
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a read-only place, one of another user's
         fail(f"{out}: cannot create: {exc.strerror or exc}")
+    made_from = {
+        "data": str(data),
+        "manifest_hash": manifest.get("config_hash"),
+        "hidden": hidden,
+        "layers": layers,
+    }
     try:
         with tempfile.TemporaryDirectory() as cache:
             rows = to_hf(data, "train", cache_dir=cache)
-            save_tiny(out, texts_of(rows), hidden=hidden, layers=layers)
+            write_tiny(out, texts_of(rows), made_from, hidden=hidden, layers=layers)
     except OSError as exc:  # a full disk
         fail(f"{out}: cannot write the model: {exc.strerror or exc}")
     finally:
-        if created and not (out / "config.json").is_file():  # no model: leave no half of one
+        if created and out.is_dir() and not any(out.iterdir()):  # no model: leave no folder
             shutil.rmtree(out, ignore_errors=True)
-    console().print(f"wrote a tiny model ({hidden} hidden, {layers} layers) to {out}")
+    done = "rewrote the tiny model" if rewrite else "wrote a tiny model"
+    console().print(f"{done} ({hidden} hidden, {layers} layers) to {out}")

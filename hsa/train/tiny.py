@@ -6,15 +6,23 @@ TRL ships; ``qwen_model(tokenizer)`` is a randomly initialised ``Qwen2ForCausalL
 kilobytes large; ``save_tiny(dir, texts)`` writes both to one folder, so a path can stand in
 for a hub model id. Nothing is downloaded. ``hsa train tiny-model`` makes one from a dataset's
 texts, so every training and evaluation command can be tried on a CPU before a real model is
-fetched.
+fetched. It records what it wrote (``MARKER``), so a rerun into the same folder rewrites it
+(``write_tiny``) while a folder of other files is left alone.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+from hsa.errors import TrainError
+from hsa.harness.files import replacing_directory
+
+#: the record ``write_tiny`` leaves in a model folder: how it was made and the files it wrote
+MARKER = "hsa-tiny-model.json"
 
 #: Qwen2.5's special tokens: chat turns, padding/end of text, and the tool-call tags
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -93,6 +101,34 @@ def save_tiny(
     )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    return folder
+
+
+def written_here(folder: str | Path) -> bool:
+    """Whether ``folder`` holds only what ``write_tiny`` wrote there (its ``MARKER`` and the
+    files the marker lists), so a rerun may rewrite it."""
+    folder = Path(folder)
+    try:
+        record = json.loads((folder / MARKER).read_text("utf-8"))
+        files = {*record["files"], MARKER}
+        return all(p.name in files for p in folder.iterdir())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def write_tiny(
+    folder: str | Path, texts: Iterable[str], made_from: Mapping[str, Any], **sizes: int
+) -> Path:
+    """``save_tiny`` into ``folder``, with a ``MARKER`` recording ``made_from`` (the
+    command's inputs and sizes) and the files written; a folder already there (empty, or
+    ``written_here``: the caller decides) is replaced whole once the model is written."""
+    folder = Path(folder)
+    with replacing_directory(folder, error=TrainError) as staging:
+        save_tiny(staging, texts, **sizes)
+        files = sorted(p.name for p in staging.iterdir())
+        record = {"command": "hsa train tiny-model", **made_from, "files": files}
+        text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+        (staging / MARKER).write_text(text, "utf-8")
     return folder
 
 

@@ -99,3 +99,29 @@ def test_a_model_is_never_written_over_other_files(tmp_path):
     done = hsa("train", "tiny-model", "--data", str(data), "--out", str(under_a_file))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert f"{under_a_file}: cannot create" in done.stderr
+
+
+def test_a_rerun_rewrites_the_model_it_wrote_and_never_other_files(tmp_path):
+    # the README's tiny-model line, run twice, was refused: "is a folder of other files"
+    teach, data, out = tmp_path / "teach", tmp_path / "data", tmp_path / "tiny"
+    assert hsa("teach", "--tasks", "2", "--out", str(teach)).returncode == 0
+    assert hsa("augment", "--input", str(teach), "--out", str(data)).returncode == 0
+    command = ("train", "tiny-model", "--data", str(data), "--out", str(out))
+    assert hsa(*command).returncode == 0
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert "hsa-tiny-model.json" in first and "model.safetensors" in first
+    done = hsa(*command)
+    assert done.returncode == 0, done.stderr
+    assert f"rewrote the tiny model (32 hidden, 2 layers) to {out}" in done.stdout
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first  # the same model
+    # another size replaces it whole; the record says how it was made
+    assert hsa(*command, "--hidden", "16", "--layers", "1").returncode == 0
+    record = json.loads((out / "hsa-tiny-model.json").read_text("utf-8"))
+    assert (record["hidden"], record["layers"]) == (16, 1)
+    assert set(record["files"]) | {"hsa-tiny-model.json"} == {p.name for p in out.iterdir()}
+    assert json.loads((out / "config.json").read_text("utf-8"))["hidden_size"] == 16
+    # a file of the user's beside the model: the folder is no longer only the model's
+    (out / "notes.md").write_text("mine")
+    done = hsa(*command)
+    assert done.returncode == 1 and "--out names a new or empty folder" in done.stderr
+    assert (out / "notes.md").read_text() == "mine"
