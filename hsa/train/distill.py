@@ -121,6 +121,8 @@ def train_distill(
     import datasets
     from trl import DistillationConfig, DistillationTrainer
 
+    from hsa.train.clock import RunClock, carried
+
     started = time.monotonic()
     out = Path(out)
     settings, args, file = prepare(
@@ -136,6 +138,7 @@ def train_distill(
         if getattr(settings, name) is None:
             raise TrainError(f"set hsa.{name} (or --{name})", file=file, where=f"$.hsa.{name}")
     checkpoint = resume_point(out, resume, args.max_steps, identity=run_identity(settings, args))
+    clock = RunClock(carried(checkpoint), since=started)  # the earlier parts' time too
     manifest = manifest_of(Path(str(settings.data)))
     rows = to_hf(str(settings.data), settings.split, cache_dir=out / HF_CACHE)
     prompts, counts = cut_prompts(rows, settings.max_prompts)
@@ -167,6 +170,7 @@ def train_distill(
         args=args,
         train_dataset=datasets.Dataset.from_list(prompts),
         processing_class=tokenizer,
+        callbacks=[clock],
     )
     trainer.train(resume_from_checkpoint=checkpoint)
     report = DistillReport(out=out, steps=trainer.state.global_step, counts=counts)
@@ -181,7 +185,7 @@ def train_distill(
         "run": {
             "steps": report.steps,
             "tokens": trained_tokens(trainer.state.log_history),
-            "wall_s": round(time.monotonic() - started, 1),
+            "wall_s": round(clock.wall_s(), 1),
         },
     }
     finish(out, trainer, tokenizer, resolved, report.losses)

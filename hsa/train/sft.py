@@ -413,6 +413,8 @@ def train_sft(
     """
     from trl import SFTConfig, SFTTrainer
 
+    from hsa.train.clock import RunClock, carried
+
     started = time.monotonic()
     out = Path(out)
     settings, args, file = prepare(
@@ -430,6 +432,7 @@ def train_sft(
     )
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
+    clock = RunClock(carried(checkpoint), since=started)  # the earlier parts' time too
     check_chat_template(args.chat_template_path, file)
     load_tokenizer(settings.model, template=args.chat_template_path)  # before the data is read
     evaluate = args.eval_strategy != "no"
@@ -442,6 +445,7 @@ def train_sft(
             train_dataset=numbered(rows.train),
             eval_dataset=None if rows.eval is None else numbered(rows.eval),
             processing_class=tokenizer,
+            callbacks=[clock],
         )
     except ValueError as exc:
         raise template_error(exc, settings.model, file) from None
@@ -489,7 +493,7 @@ def train_sft(
         "run": {
             "steps": report.steps,
             "tokens": trained_tokens(trainer.state.log_history),
-            "wall_s": round(time.monotonic() - started, 1),
+            "wall_s": round(clock.wall_s(), 1),
         },
     }
     finish(out, trainer, tokenizer, resolved, report.losses, report.eval_losses)

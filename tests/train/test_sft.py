@@ -226,6 +226,29 @@ def test_a_folder_without_config_json_is_not_a_model(tmp_path):
         load_model(str(tmp_path))
 
 
+def test_the_wall_time_recorded_is_the_whole_runs_across_a_resume(dataset, model, tmp_path):
+    # hsa-train.json gave the whole run's steps and tokens but only the last part's wall_s
+    import time
+
+    out = tmp_path / "out"
+    train_sft(config(dataset, model, max_steps=2, save_strategy="steps", save_steps=1), out)
+    first = json.loads((out / "hsa-train.json").read_text("utf-8"))["run"]["wall_s"]
+    state = out / "checkpoint-2" / "trainer_state.json"
+    saved = json.loads(state.read_text("utf-8"))
+    clock = saved["stateful_callbacks"]["RunClock"]["args"]
+    assert 0 < clock["earlier"] <= first + 0.1  # the run's time when the checkpoint was written
+    clock["earlier"] = 1000.0  # as if the first part had taken that long
+    state.write_text(json.dumps(saved), "utf-8")
+    began = time.monotonic()
+    again = config(dataset, model, max_steps=3, save_strategy="steps", save_steps=1)
+    train_sft(again, out, resume=True)
+    part = time.monotonic() - began
+    run = json.loads((out / "hsa-train.json").read_text("utf-8"))["run"]
+    assert run["steps"] == 3 and 1000.0 < run["wall_s"] <= 1000.0 + part + 0.1
+    later = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text("utf-8"))
+    assert later["stateful_callbacks"]["RunClock"]["args"]["earlier"] > 1000.0
+
+
 def test_tokens_trained_add_up_across_a_resume():
     from hsa.train.sft import trained_tokens
 
