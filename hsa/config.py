@@ -188,7 +188,8 @@ def refuse_kind(
     if isinstance(value, kind) or (none and value is None):
         return
     article = "an" if kind.__name__[:1] in "AEIOU" else "a"
-    raise error(f"{name} must be {article} {kind.__name__}, got {value!r}; {reader}")
+    got = repr(value) if isinstance(value, (str, Path)) else type(value).__name__
+    raise error(f"{name} must be {article} {kind.__name__}, got {got}; {reader}")
 
 
 def refuse(problems: list[tuple[str, str]], error: type[HsaError]) -> None:

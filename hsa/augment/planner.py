@@ -955,7 +955,7 @@ def unwritable_texts(texts: Sequence[str], protocol: Protocol) -> bool:
 
 
 def pick(
-    variants: Sequence[Variant],
+    variants: Sequence[Variant] | MappingABC[str, Variant],
     trajectory_id: str,
     recipe: Recipe,
     *,
@@ -977,8 +977,13 @@ def pick(
     result.
     """
     _check_arguments(recipe, harness, no_harness=True)
-    if isinstance(variants, Harness):
-        raise RuleError("variants must be a list of Variants (hsa.plan gives one), not a Harness")
+    if isinstance(variants, MappingABC):  # read_variants gives them by id
+        variants = list(variants.values())
+    if not isinstance(variants, Sequence) or not all(isinstance(v, Variant) for v in variants):
+        raise RuleError(
+            "variants must be a list of Variants (hsa.plan gives one), got "
+            f"{type(variants).__name__}"
+        )
     if not isinstance(trajectory_id, str):
         raise RuleError(f"trajectory_id must be a string, got {trajectory_id!r}")
     seed = recipe.seed if seed is None else _checked_seed(seed)

@@ -259,14 +259,7 @@ class Rule:
                 "rule')",
                 where=f"rule {self.name!r}",
             )
-        try:
-            outcome = _outcome(rewrite)
-        except Exception as exc:  # parts that are not hsa's types, values that are not JSON
-            raise RuleError(
-                f"returned a Rewrite hsa cannot read ({one_line(exc)}; in {self.origin}): "
-                "return hsa.harness.Harness parts (Tool, Skill, Hook) holding JSON values",
-                where=f"rule {self.name!r}",
-            ) from exc
+        outcome = self._readable(rewrite)
         again = random.Random()
         again.setstate(start)
         other = self._call(harness, again, params, context)
@@ -290,7 +283,7 @@ class Rule:
             # ``fresh_names``): named as any other error of the rule
             where = f"rule {self.name!r}" + (f": {exc.where}" if exc.where else "")
             origin = f" (in {self.origin})" if self.plugin else ""
-            raise RuleError(exc.message + origin, where=where) from exc
+            raise RuleError(exc.message + origin, file=exc.file, where=where) from exc
         except (Exception, SystemExit) as exc:  # a rule's sys.exit() must not end the command
             # Rule code is often a plugin's: whatever it raises becomes one error that names the
             # rule and where its code lives, in every command that applies rules (``--debug``
@@ -312,6 +305,25 @@ class Rule:
                 )
         return rewrite
 
+    def _readable(self, rewrite: Rewrite) -> tuple[str, str]:
+        """``_outcome(rewrite)``, or one error naming the rule and the part of its rewrite
+        hsa cannot read (parts that are not hsa's types, values that are not JSON)."""
+        parts = (
+            ("harness", _harness_json, "a Harness of hsa.harness parts (Tool, Skill, Hook)"),
+            ("mapping", _mapping_json, "a RewriteMapping of ToolMaps and Steps"),
+        )
+        out = []
+        for part, read, kind in parts:
+            try:
+                out.append(read(rewrite))
+            except Exception as exc:
+                raise RuleError(
+                    f"returned a Rewrite whose {part} hsa cannot read ({one_line(exc)}; in "
+                    f"{self.origin}): return {kind} holding JSON values",
+                    where=f"rule {self.name!r}",
+                ) from exc
+        return out[0], out[1]
+
     @property
     def plugin(self) -> bool:
         """Whether the rule's code is not hsa's own (a plugin's, a test's, a notebook's)."""
@@ -328,10 +340,18 @@ class Rule:
         )
 
 
-def _outcome(rewrite: Rewrite) -> tuple[str, dict[str, Any]]:
+def _harness_json(rewrite: Rewrite) -> str:
+    return rewrite.harness.to_json(keep=False)
+
+
+def _mapping_json(rewrite: Rewrite) -> str:
+    return rewrite.mapping.to_json()
+
+
+def _outcome(rewrite: Rewrite) -> tuple[str, str]:
     """What a rewrite is, to tell two apart: its harness as JSON (key order kept) and its
-    mapping."""
-    return rewrite.harness.to_json(keep=False), rewrite.mapping.to_dict()
+    mapping as JSON."""
+    return _harness_json(rewrite), _mapping_json(rewrite)
 
 
 def _state(harness: Harness) -> bytes:

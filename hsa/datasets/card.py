@@ -400,6 +400,8 @@ def render_card(
     config = manifest.get("config", {})
     per_trajectory = manifest.get("variants_per_trajectory") or {}
     asked, short = per_trajectory.get("asked", 0), per_trajectory.get("short", 0)
+    # the canonical variants are planned, and written, for the canonical rows alone
+    included = " (each harness's canonical one included)" if stats.get("canonical") else ""
     configs = [
         "configs:",
         "  - config_name: default",
@@ -462,8 +464,7 @@ def render_card(
         f"| trajectories under fewer than {asked} variants (too few change what their rows show, "
         f"or would read as calls under the others' text protocols) | {short:,} |",
         f"| canonical rows | {stats.get('canonical', 0):,} |",
-        f"| variants in `variants.parquet` (each harness's canonical one included) | "
-        f"{manifest.get('variants', 0):,} |",
+        f"| variants in `variants.parquet`{included} | {manifest.get('variants', 0):,} |",
         f"| seed | {manifest.get('seed')} |",
         f"| messages per row (mean / p50 / p95) | {_mean(stats.get('messages', {})):.1f} / "
         f"{_percentile(stats.get('messages', {}), 50)} / "

@@ -134,7 +134,7 @@ class EvalConfig:
             object.__setattr__(self, "suites", tuple(s for s in SUITES if s in self.suites))
         if self.split not in SPLITS:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))
-        problems += bounded(self, "temperature", "max_retries", low=0)
+        problems += bounded(self, "temperature", "max_retries", "seed", low=0)
         problems += bounded(self, "ramp_s", low=0, high=RAMP_MAX)
         problems += bounded(self, "timeout_s", low=0, high=TIMEOUT_MAX, low_open=True)
         problems += bounded(self, "top_p", low=0, high=1, low_open=True)

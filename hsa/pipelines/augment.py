@@ -548,9 +548,11 @@ def augment(
     reads = "hsa.AugmentConfig(...) makes one"
     refuse_kind(config, AugmentConfig, "config", reads, DatasetError)
     if isinstance(harnesses, Harness) or not all(isinstance(h, Harness) for h in harnesses):
+        items = {type(h).__name__ for h in harnesses} if not isinstance(harnesses, Harness) else ()
         raise DatasetError(
-            f"harnesses must be a list of Harness objects (hsa.load_harness(path) reads one), "
-            f"got {harnesses!r}"
+            "harnesses must be a list of Harness objects (hsa.load_harness(path) reads one), "
+            f"got a {type(harnesses).__name__}"
+            + (f" of {', '.join(sorted(items))}" if items else "")
         )
     if isinstance(variants, Mapping):  # read_variants gives them by id
         variants = list(variants.values())

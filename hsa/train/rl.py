@@ -66,7 +66,7 @@ class RlSettings:
     call_format: str = same_as(TeachConfig, "call_format")
 
     def __post_init__(self) -> None:
-        problems = bounded(self, "variants_per_task", low=0)
+        problems = bounded(self, "variants_per_task", "seed", low=0)
         problems += bounded(self, "tasks", "max_steps_per_turn", low=1)
         if self.split not in SPLITS:
             problems.append(("split", f"unknown split {self.split!r}: {', '.join(SPLITS)}"))

@@ -634,11 +634,19 @@ def test_plan_and_pick_refuse_arguments_that_are_not_what_they_name(harness) -> 
     variants = plan(harness, recipe, seed=0)
     with pytest.raises(RuleError, match=r"harness must be a Harness, got 'h'; hsa.load_harness"):
         plan("h", recipe)
+    with pytest.raises(RuleError, match=r"harness must be a Harness, got dict; hsa.load_harness"):
+        plan(harness.to_dict(), recipe)
     with pytest.raises(RuleError, match=r"recipe must be a Recipe, got 'r.yaml'; hsa.load_recipe"):
         plan(harness, "r.yaml")
     with pytest.raises(RuleError, match="recipe must be a Recipe, got None"):
         pick(variants, "t1", None, harness=harness)
-    with pytest.raises(RuleError, match="not a Harness"):
+    with pytest.raises(RuleError, match=r"variants must be a list of Variants .*, got Harness"):
         pick(harness, "t1", recipe)
+    with pytest.raises(RuleError, match=r"variants must be a list of Variants .*, got list"):
+        pick([harness], "t1", recipe, harness=harness)
+    by_id = {v.variant_id: v for v in variants}  # as read_variants gives them
+    assert pick(by_id, "t1", recipe, harness=harness) == pick(
+        variants, "t1", recipe, harness=harness
+    )
     with pytest.raises(RuleError, match="trajectory_id must be a string, got 7"):
         pick(variants, 7, recipe, harness=harness)

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from hsa.augment import NO_CONTEXT, Context, Rewrite, RewriteMapping, Rule, ToolMap, compose
+from hsa.augment.mapping import Step
 from hsa.augment.rule import FAMILIES
 from hsa.errors import RuleError
 from hsa.harness import SkillLoad, ToolCall, UserMessage
@@ -245,7 +246,7 @@ def _plugin(name, fn):
         (lambda h: Rewrite(h, {"tools": {}}), "holding dict where a RewriteMapping belongs"),
         (
             lambda h: Rewrite(dataclasses.replace(h, tools=[t.to_dict() for t in h.tools])),
-            "returned a Rewrite hsa cannot read",
+            "returned a Rewrite whose harness hsa cannot read",
         ),
         (
             lambda h: Rewrite(
@@ -258,7 +259,20 @@ def _plugin(name, fn):
                     ]
                 )
             ),
-            "returned a Rewrite hsa cannot read",
+            "returned a Rewrite whose harness hsa cannot read",
+        ),
+        (
+            lambda h: Rewrite(
+                h,
+                RewriteMapping(
+                    tools={
+                        h.tools[0].name: ToolMap(
+                            h.tools[0].name, (Step("enum", ("a",), values=((1, {2, 3}),)),)
+                        )
+                    }
+                ),
+            ),
+            "returned a Rewrite whose mapping hsa cannot read",
         ),
     ],
 )
@@ -284,3 +298,12 @@ def test_a_rule_that_calls_sys_exit_is_an_error_not_the_end_of_the_command(harne
 
     with pytest.raises(RuleError, match="raised SystemExit: 3"):
         _plugin("tools.exits", leaves).apply(harness, random.Random(0))
+
+
+def test_a_rule_error_of_the_rules_own_keeps_the_file_it_names(harness):
+    def reads(h, r, p, c):
+        raise RuleError("a blank line", file="words.txt", where="line 3")
+
+    with pytest.raises(RuleError) as caught:
+        _plugin("tools.words", reads).apply(harness, random.Random(0))
+    assert str(caught.value).startswith("words.txt: rule 'tools.words': line 3: a blank line (in ")

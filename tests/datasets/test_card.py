@@ -79,6 +79,15 @@ def test_card_says_what_was_left_out() -> None:
     assert "The rows are `data/*/*.parquet`" in text
 
 
+def test_card_says_the_variants_file_holds_canonical_ones_only_with_canonical_rows() -> None:
+    manifest = {"seed": 0, "variants": 2, "config": {}, "config_hash": "abc", "engine": {}}
+    text, _ = render_card(stats(), manifest, "demo")
+    assert "| variants in `variants.parquet` (each harness's canonical one included) | 2 |" in text
+    without = dict(stats(), canonical=0)
+    text, _ = render_card(without, manifest, "demo")
+    assert "| variants in `variants.parquet` | 2 |" in text
+
+
 def test_card_states_token_lengths_and_the_max_length_that_keeps_rows() -> None:
     from hsa.datasets.card import TokenLengths
 

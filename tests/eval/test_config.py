@@ -66,6 +66,7 @@ def test_a_local_model_folder_however_spelled_is_one_run(spelled):
         ({"split": "nope"}, "split", "nope"),
         ({"bootstrap": 10}, "bootstrap", "at least 100"),
         ({"top_p": 0}, "top_p", "(0, 1]"),
+        ({"seed": -1}, "seed", "must not be negative"),
     ],
 )
 def test_invalid_settings_are_refused_naming_the_setting(settings, named, says):

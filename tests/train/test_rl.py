@@ -72,6 +72,14 @@ def test_an_unknown_call_format_is_refused_at_its_key():
         RlSettings(call_format="nope")
 
 
+def test_a_negative_seed_is_refused_at_its_key():
+    from hsa.errors import TrainError
+    from hsa.train.rl import RlSettings
+
+    with pytest.raises(TrainError, match=r"seed: must not be negative, got -1"):
+        RlSettings(seed=-1)
+
+
 class Scripted:
     """A stand-in causal LM that 'generates' the given texts in turn, with their scores."""
 
