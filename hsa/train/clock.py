@@ -19,17 +19,31 @@ from typing import Any
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
+#: when this process's run began (the ``since`` of the last clock given one): a clock the
+#: Trainer builds again from a checkpoint's state counts this part from there too
+_began: float | None = None
+
 
 class RunClock(TrainerCallback, ExportableState):
     """The run's wall time: ``earlier`` (the parts before this one) plus this part's, from
-    ``since`` (``time.monotonic()``; now, when not given)."""
+    ``since`` (``time.monotonic()``; when not given, when this process's run began, else
+    now)."""
 
     def __init__(self, earlier: float = 0.0, since: float | None = None) -> None:
+        global _began
+        if since is not None:
+            _began = since
         self.earlier = earlier
-        self.since = time.monotonic() if since is None else since
+        self.since = since if since is not None else (_began or time.monotonic())
 
     def wall_s(self) -> float:
         return self.earlier + time.monotonic() - self.since
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # A Trainer resumed from a checkpoint takes that checkpoint's callback states, and at
+        # each save reads this clock's entry there: one written before hsa kept the time has
+        # none, so it gets this clock's.
+        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
 
     def state(self) -> dict[str, Any]:
         # the time as an argument: a Trainer that restores callback states from a checkpoint

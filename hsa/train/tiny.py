@@ -122,13 +122,21 @@ def write_tiny(
     """``save_tiny`` into ``folder``, with a ``MARKER`` recording ``made_from`` (the
     command's inputs and sizes) and the files written; a folder already there (empty, or
     ``written_here``: the caller decides) is replaced whole once the model is written."""
-    folder = Path(folder)
-    with replacing_directory(folder, error=TrainError) as staging:
-        save_tiny(staging, texts, **sizes)
-        files = sorted(p.name for p in staging.iterdir())
+    # resolved: ``.`` has no name to stage beside, and a link is written through, not replaced
+    folder = Path(folder).resolve()
+
+    def fill(where: Path) -> None:
+        save_tiny(where, texts, **sizes)
+        files = sorted(p.name for p in where.iterdir())
         record = {"command": "hsa train tiny-model", **made_from, "files": files}
         text = json.dumps(record, indent=2, sort_keys=True) + "\n"
-        (staging / MARKER).write_text(text, "utf-8")
+        (where / MARKER).write_text(text, "utf-8")  # last: a model cut short has none
+
+    if folder.is_dir() and not any(folder.iterdir()):
+        fill(folder)  # an empty folder (the current one, say) is filled, not replaced
+    else:
+        with replacing_directory(folder, error=TrainError) as staging:
+            fill(staging)
     return folder
 
 

@@ -125,3 +125,22 @@ def test_a_rerun_rewrites_the_model_it_wrote_and_never_other_files(tmp_path):
     done = hsa(*command)
     assert done.returncode == 1 and "--out names a new or empty folder" in done.stderr
     assert (out / "notes.md").read_text() == "mine"
+
+
+def test_the_current_folder_and_a_link_to_a_model_folder_take_the_model(tmp_path):
+    teach, data = tmp_path / "teach", tmp_path / "data"
+    assert hsa("teach", "--tasks", "2", "--out", str(teach)).returncode == 0
+    assert hsa("augment", "--input", str(teach), "--out", str(data)).returncode == 0
+    here = tmp_path / "here"
+    here.mkdir()
+    done = subprocess.run(
+        [*HSA, "train", "tiny-model", "--data", str(data), "--out", "."],
+        capture_output=True, text=True, cwd=here, env=environ(), check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (here / "model.safetensors").is_file() and (here / "hsa-tiny-model.json").is_file()
+    link = tmp_path / "link"
+    link.symlink_to(here)
+    again = hsa("train", "tiny-model", "--data", str(data), "--out", str(link))
+    assert again.returncode == 0, again.stderr
+    assert link.is_symlink() and (link / "model.safetensors").is_file()

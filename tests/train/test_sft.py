@@ -450,3 +450,17 @@ def test_a_checkpoint_cut_short_by_a_stop_is_passed_over(tmp_path):
     with pytest.raises(TrainError, match=r"\(checkpoint-2 cut short.*run without --resume"):
         resume_point(tmp_path, True, 6)
     assert resume_point(tmp_path, False, 6) is None  # started again: it is written over
+
+
+def test_a_checkpoint_written_before_the_run_clock_resumes(dataset, model, tmp_path):
+    # transformers reads each stateful callback's entry of the resumed checkpoint at every save
+    out = tmp_path / "out"
+    train_sft(config(dataset, model, max_steps=2, save_strategy="steps", save_steps=1), out)
+    state = out / "checkpoint-2" / "trainer_state.json"
+    saved = json.loads(state.read_text("utf-8"))
+    del saved["stateful_callbacks"]["RunClock"]
+    state.write_text(json.dumps(saved), "utf-8")
+    again = config(dataset, model, max_steps=3, save_strategy="steps", save_steps=1)
+    train_sft(again, out, resume=True)
+    later = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text("utf-8"))
+    assert later["stateful_callbacks"]["RunClock"]["args"]["earlier"] > 0
