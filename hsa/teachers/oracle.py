@@ -124,15 +124,18 @@ class OracleResponder:
         self, messages: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any]
     ) -> list[Task]:
         """The tasks a conversation may be of: the one ``metadata`` names (as hsa's rollouts
-        do), else those its first user message begins."""
+        do), else those whose first turn is the first user message that begins a task (a
+        variant may send hook notes or its system prompt as user messages before it)."""
         named = self._by_task_id.get(str(metadata.get(TASK_KEY)))
         if named is not None:
             return [named]
-        first = next((m for m in messages if m.get("role") == "user"), None)
-        content = first.get("content") if first is not None else None
-        if isinstance(content, list):  # content parts
-            content = "".join(p.get("text") or "" for p in content if isinstance(p, Mapping))
-        return list(self._by_first_turn.get(content, ())) if isinstance(content, str) else []
+        for message in messages:
+            content = message.get("content") if message.get("role") == "user" else None
+            if isinstance(content, list):  # content parts
+                content = "".join(p.get("text") or "" for p in content if isinstance(p, Mapping))
+            if isinstance(content, str) and content in self._by_first_turn:
+                return list(self._by_first_turn[content])
+        return []
 
     def _has_canonical(self, variant_id: str) -> bool:
         try:

@@ -391,7 +391,7 @@ def test_the_fast_body_decoder_reads_what_json_reads(value, ascii_only):
         assert repr(server_module._loads(raw)) == expected
 
 
-@pytest.mark.parametrize("content", ["", None, "not json"])
+@pytest.mark.parametrize("content", ["", None, "not json", "[]", "{}", "42", '"text"'])
 def test_a_tool_result_the_oracle_cannot_read_is_the_clients_400(serve, env, canonical, content):
     port = serve().port  # the oracle
     task = next(t for t in env.tasks() if t.kind == "single_tool")

@@ -128,3 +128,25 @@ def test_the_pool_finds_a_variant_of_the_recipes_base_rules_alone(env):
     assert pool(variant.variant_id) is None
     found = pool.for_tasks(variant.variant_id, [task])
     assert found is not None and found.harness == variant.harness
+
+
+def test_without_the_task_id_a_context_variant_is_found_past_hook_notes(env):
+    """A client that sends only the variant id: the task is the first user message that
+    begins one, though the variant sends a hook note as a user message before it."""
+    from hsa.augment.recipe import Recipe, RecipeRule
+    from hsa.teachers.oracle import OracleResponder
+    from hsa.teachers.task_variants import solution_context
+
+    task = env.tasks()[0]
+    context = solution_context(env, task)
+    recipe = Recipe(
+        rules=(RecipeRule("tools.drop_unused", 1.0, {"keep": 1}),), variants_per_harness=4
+    )
+    [variant] = task_variants(
+        env.harness(), [task], recipe, seed=0, per_task=1, include_canonical=False, context=context
+    )[task.id]
+    pool = VariantPool(env.harness(), recipe, seed=0, context_of=lambda t: solution_context(env, t))
+    note = {"role": "user", "content": "<system_note>\nStream clock: 10:00\n</system_note>"}
+    first = {"role": "user", "content": env.turns(task)[0]}
+    responder = OracleResponder(env, variants=pool)
+    assert responder.variant({"hsa_variant": variant.variant_id}, [note, first]) == variant

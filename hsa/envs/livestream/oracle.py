@@ -615,6 +615,13 @@ def next_actions(task: Task, events: Sequence[Event]) -> list[Event]:
         return _number(pending.step, events)
     except _Failed as failed:
         return [AssistantMessage(f"Sorry, I couldn't look that up: {failed}")]
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        # JSON of another shape than the tools answer with (a client's own tool message)
+        raise EnvError(
+            "a tool result the oracle cannot read: not the JSON the livestream tools answer "
+            f"with ({type(exc).__name__}: {exc})",
+            where="messages",
+        ) from None
 
 
 def _answered(events: Sequence[Event]) -> bool:
