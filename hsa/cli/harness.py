@@ -160,6 +160,11 @@ def render_harness(harness: Harness) -> list[RenderableType]:
     name_map = harness.metadata.get("name_map") or {}
     if name_map:
         header.append(f"\n{len(name_map)} tool name(s) made API-legal; originals in name_map")
+    id_map = harness.metadata.get("skill_id_map") or {}
+    if id_map:
+        header.append(
+            f"\n{len(id_map)} skill folder name(s) made legal ids; originals in skill_id_map"
+        )
     out.append(header)
 
     tools = list(harness.tools) + ([harness.skill_tool] if harness.skill_tool else [])

@@ -103,26 +103,37 @@ def tool_from_entry(entry: Any, *, where: str) -> tuple[Tool, str]:
     return Tool(name=name, description=description, parameters=params, extra=extra), fmt
 
 
-def legal_name(name: str, taken: set[str]) -> str:
-    """An OpenAI/Anthropic-legal tool name for ``name`` that is not in ``taken``.
+def legal_name(
+    name: str,
+    taken: set[str],
+    *,
+    illegal: str = r"[^a-zA-Z0-9_-]",
+    longest: int = 64,
+    fallback: str = "tool_",
+    lead: str = "",
+) -> str:
+    """A legal name for ``name`` that is not in ``taken``: by default an OpenAI/Anthropic-legal
+    tool name; ``illegal`` (a character class), ``longest``, ``fallback`` and ``lead`` (the
+    characters a name may not begin with) give another kind's rules (a skill id's).
 
     Accents are dropped (``café`` -> ``cafe``), other illegal characters (dots, spaces, ...)
-    become ``_``, and a name with no letter or digit left (``天気``) becomes ``tool_`` and a
+    become ``_``, and a name with no letter or digit left (``天気``) becomes ``fallback`` and a
     short hash; over-long names are cut and suffixed with a short hash so distinct source
-    names stay distinct.
+    names stay distinct. The hash is of the name in Unicode's composed form (NFC), so a name
+    gives one legal name however its bytes compose it.
     """
+    digest = hashlib.sha1(unicodedata.normalize("NFC", name).encode("utf-8")).hexdigest()
     folded = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
-    candidate = re.sub(r"[^a-zA-Z0-9_-]", "_", folded)
+    candidate = re.sub(illegal, "_", folded).lstrip(lead)
     if not re.search(r"[a-zA-Z0-9]", candidate):
-        candidate = "tool_" + hashlib.sha1(name.encode("utf-8")).hexdigest()[:6]
-    if len(candidate) > 64 or candidate in taken:
-        digest = hashlib.sha1(name.encode("utf-8")).hexdigest()
+        candidate = fallback + digest[:6]
+    if len(candidate) > longest or candidate in taken:
         for width in range(6, 41):
             suffix = "_" + digest[:width]
-            fitted = candidate[: 64 - len(suffix)] + suffix
+            fitted = candidate[: longest - len(suffix)] + suffix
             if fitted not in taken:
                 return fitted
-        raise ImportFormatError(f"cannot find a free legal name for tool {name!r}")
+        raise ImportFormatError(f"cannot find a free legal name for {name!r}")
     return candidate
 
 

@@ -369,3 +369,13 @@ def test_a_chat_file_whose_every_row_is_left_out_imports_nothing_and_says_why(tm
     assert "holds no conversation to import" in done.stderr
     assert "1 row(s) left out: a system or developer message after the first" in done.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_show_says_which_skill_ids_were_made_legal(tmp_path, capsys):
+    root = tmp_path / "skills"
+    (root / "café").mkdir(parents=True)
+    (root / "café" / "SKILL.md").write_text("---\nname: café\ndescription: Coffee.\n---\nBrew.\n")
+    assert cli(capsys, "harness", "import", str(root), "--out", str(tmp_path / "h")).returncode == 0
+    shown = cli(capsys, "harness", "show", str(tmp_path / "h"))
+    assert shown.returncode == 0, shown.stderr
+    assert "1 skill folder name(s) made legal ids; originals in skill_id_map" in shown.stdout

@@ -105,3 +105,12 @@ def test_criteria_without_a_reward_basis_take_tau2s_default(external, tmp_path):
     assert env.communicate(task) == ["1628"]
     calls = [e for e in env.solve(task).events if isinstance(e, ToolCall)]
     assert not env.score(task, env.reset(task), calls).success
+
+
+def test_the_environment_says_what_it_left_out_of_its_tasks_not_of_its_tools(external):
+    # the import's note about the dropped `self` parameters is the import's to say
+    from hsa.harness.importers import import_source
+
+    path = external / "tau2" / "retail"
+    assert any("'self'" in n for n in import_source(path, format="tau2").notes)
+    assert not any("'self'" in n for n in Tau2Environment.from_corpus(path).left_out())

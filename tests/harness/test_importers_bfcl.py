@@ -539,7 +539,15 @@ def test_a_question_file_without_its_answers_imports_unscored_and_says_why(exter
     result = import_source(src)
     assert [t["ground_truth"] for t in result.tasks] == [{}, {}, {}]
     assert all(t["metadata"]["scored"] is False for t in result.tasks)
-    assert result.notes == (
+    assert result.notes[-1] == (
         "3 simple_python task(s) imported unscored: their question file has no "
-        "possible_answer/ file of the same name beside it, which BFCL scores them against",
+        "possible_answer/ file of the same name beside it, which BFCL scores them against"
+    )
+    # BFCL's dotted names (math.factorial) are made API-legal, and said so
+    renamed = {k: v for h in result.harnesses for k, v in h.metadata.get("name_map", {}).items()}
+    assert renamed and result.notes[:-1] == (
+        f"{len(renamed)} tool name(s) are not legal in an OpenAI API request (letters, digits, "
+        f"_ and - only, at most 64 characters) and were renamed: "
+        f"{', '.join(f'{v!r} -> {k!r}' for k, v in sorted(renamed.items()))}; the harness keeps "
+        "the source names in its metadata (name_map)",
     )

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -111,6 +112,21 @@ def test_hidden_folders_are_not_skills(tmp_path):
     result = import_source(root)
     assert [s.id for s in result.harnesses[0].skills] == ["s1"]
     assert result.notes == ()
+
+
+def test_a_skill_holding_a_file_named_import_json_is_a_skill(tmp_path):
+    # only the marker hsa harness import writes makes a folder an earlier import
+    root = tmp_path / "skills"
+    _skill(root, "json-import")
+    _skill(root, "other")
+    (root / "json-import" / "import.json").write_text('{"rows": []}')
+    (root / "json-import" / "scripts").mkdir()
+    (root / "json-import" / "scripts" / "import.json").write_text("{}")
+    result = import_source(root)
+    assert [s.id for s in result.harnesses[0].skills] == ["json-import", "other"]
+    assert result.harnesses[0].metadata["bundled_files"] == {
+        "json-import": ["import.json", "scripts/import.json"]
+    }
 
 
 @pytest.mark.parametrize("inside", ["mcp-builder/imported", "imported"])
@@ -288,3 +304,23 @@ def test_a_skill_md_file_is_sent_to_its_folder(tmp_path):
         done = hsa("harness", "import", str(skill), "--out", str(tmp_path / "o"), *extra)
         assert done.returncode == 1 and done.stderr.splitlines() == [expected]
     assert hsa("harness", "import", str(folder), "--out", str(tmp_path / "o")).returncode == 0
+
+
+def test_a_skill_imported_from_its_own_folder_as_dot_keeps_its_name(tmp_path, monkeypatch):
+    root = tmp_path / "skills"
+    _skill(root, "tea")
+    monkeypatch.chdir(root / "tea")
+    result = import_source(Path("."))
+    assert [s.id for s in result.harnesses[0].skills] == ["tea"]
+    assert "skill_id_map" not in result.harnesses[0].metadata
+
+
+def test_a_name_gives_one_legal_id_however_its_bytes_compose_it():
+    import unicodedata
+
+    from hsa.harness.importers.skills import legal_skill_ids
+
+    for name in ("스킬", "café"):
+        composed, decomposed = (unicodedata.normalize(f, name) for f in ("NFC", "NFD"))
+        assert composed != decomposed
+        assert legal_skill_ids([composed, "cafe"]) == legal_skill_ids([decomposed, "cafe"])

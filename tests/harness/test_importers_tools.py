@@ -200,9 +200,9 @@ def test_renamed_tools_are_said_in_the_notes_and_import_json(tmp_path):
     entries = [dict(BARE, name="search.flights"), dict(BARE, name="café"), BARE]
     path.write_text(json.dumps(entries))
     note = (
-        "2 tool name(s) are not legal in an OpenAI API request (letters, digits, _ and - only) "
-        "and were renamed: 'search.flights' -> 'search_flights', 'café' -> 'cafe'; the harness "
-        "keeps the source names in its metadata (name_map)"
+        "2 tool name(s) are not legal in an OpenAI API request (letters, digits, _ and - only, "
+        "at most 64 characters) and were renamed: 'search.flights' -> 'search_flights', 'café' "
+        "-> 'cafe'; the harness keeps the source names in its metadata (name_map)"
     )
     assert import_source(path).notes == (note,)
     code = "from hsa.cli import main; main()"
@@ -378,3 +378,10 @@ def test_a_key_given_twice_is_refused_naming_the_file(tmp_path):
     with pytest.raises(ImportFormatError, match="the key 'a' is given twice") as err:
         import_source(path)  # (the inner object is read first)
     assert err.value.file == str(path)
+
+
+def test_the_self_note_names_the_file_it_was_read_from(tmp_path, external):
+    path = tmp_path / "mytools.json"
+    path.write_text((external / "tau2" / "retail" / "tools.json").read_text("utf-8"))
+    [note] = import_source(path).notes
+    assert note.startswith("dropped the untyped 'self' parameter that mytools.json lists for ")

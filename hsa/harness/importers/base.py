@@ -130,7 +130,7 @@ def api_sections(*leading: Section) -> tuple[Section, ...]:
     )
 
 
-def drop_self(tools: Sequence[Tool]) -> tuple[list[Tool], str | None]:
+def drop_self(tools: Sequence[Tool], file: str = "tools.json") -> tuple[list[Tool], str | None]:
     """``tools`` without the untyped ``self`` parameter of schemas generated from bound Python
     methods (tau2-bench's ``tools.json``), and the import note saying so (None when no tool
     had one).
@@ -163,7 +163,7 @@ def drop_self(tools: Sequence[Tool]) -> tuple[list[Tool], str | None]:
     if not dropped:
         return out, None
     return out, (
-        "dropped the untyped 'self' parameter that tools.json lists for "
+        f"dropped the untyped 'self' parameter that {file} lists for "
         f"{len(dropped)} tool(s) ({first_few(dropped)}): it is the Python method receiver, "
         "never a model argument"
     )
@@ -177,8 +177,8 @@ def renamed_note(name_map: Mapping[str, str]) -> str | None:
     pairs = [f"{source!r} -> {legal!r}" for legal, source in name_map.items()]
     return (
         f"{len(pairs)} tool name(s) are not legal in an OpenAI API request (letters, digits, "
-        f"_ and - only) and were renamed: {first_few(pairs)}; the harness keeps the source "
-        "names in its metadata (name_map)"
+        f"_ and - only, at most 64 characters) and were renamed: {first_few(pairs)}; the "
+        "harness keeps the source names in its metadata (name_map)"
     )
 
 

@@ -45,7 +45,7 @@ Tool names are made API-legal (``math.factorial`` -> ``math_factorial``); each h
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from hsa.harness.importers.base import (
     harness_id,
     read_json,
     read_json_lines,
+    renamed_note,
     system_section,
     task_row,
 )
@@ -181,20 +182,28 @@ def import_bfcl(path: Path) -> ImportResult:
         source=str(path),
         format="bfcl",
         failures=tuple(job.failures),
-        notes=_notes(job.tasks),
+        notes=_notes(job.tasks, job.harnesses.values()),
     )
 
 
-def _notes(tasks: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+def _notes(tasks: Sequence[Mapping[str, Any]], harnesses: Iterable[Harness]) -> tuple[str, ...]:
+    """The unscored tasks by kind, and the tool names made legal (over every harness)."""
+    renamed: dict[str, str] = {}
+    for harness in harnesses:
+        renamed |= harness.metadata.get("name_map") or {}
     unscored: dict[str, tuple[int, str]] = {}
     for task in tasks:
         reason = task["metadata"].get("unscored_reason")
         if reason:
             count, _ = unscored.get(task["kind"], (0, reason))
             unscored[task["kind"]] = (count + 1, reason)
-    return tuple(
-        f"{count:,} {kind} task(s) imported unscored: {reason}"
-        for kind, (count, reason) in unscored.items()
+    said = renamed_note(dict(sorted(renamed.items())))
+    return (
+        *([said] if said else []),
+        *(
+            f"{count:,} {kind} task(s) imported unscored: {reason}"
+            for kind, (count, reason) in unscored.items()
+        ),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
@@ -680,7 +681,8 @@ def _events(
     skill_tool = harness.skill_tool.name if harness.skill_tool is not None else None
     # a skill whose folder name was no legal id is called by that name in a source's rows
     skill_ids = {
-        source: legal for legal, source in (harness.metadata.get("skill_id_map") or {}).items()
+        unicodedata.normalize("NFC", source): legal
+        for legal, source in (harness.metadata.get("skill_id_map") or {}).items()
     }
     events: list[Event] = []
     call_ids: list[str] = []  # the source ids, in call order (repeats kept)
@@ -763,7 +765,7 @@ def _events(
                 if name == skill_tool:
                     skill = args.get(harness.skill_arg or "")
                     loaded = (
-                        harness.skill(skill_ids.get(skill, skill))
+                        harness.skill(skill_ids.get(unicodedata.normalize("NFC", skill), skill))
                         if isinstance(skill, str)
                         else None
                     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import unicodedata
@@ -13,10 +12,11 @@ from typing import Any
 
 from hsa.errors import ImportFormatError, first_few
 from hsa.harness.importers.base import ID_PATTERN, ImportResult, api_sections, harness_id
-from hsa.harness.importers.write import MARKER
+from hsa.harness.importers.write import is_import
 from hsa.harness.model import Harness, Prompt, Section, Skill, Tool
 from hsa.harness.skillfile import load_skill_dir
-from hsa.harness.validate import harness_problems
+from hsa.harness.toolformats import legal_name
+from hsa.harness.validate import harness_problems, harness_schema
 
 SKILL_FILE = "SKILL.md"
 SKILL_TOOL = Tool(
@@ -47,7 +47,7 @@ def not_read(folder: Path) -> bool:
     """Whether a folder beside or inside the skills is none of theirs: a hidden one (``.git``,
     the staging folder of an import) or an earlier ``hsa harness import`` (an ``--out`` inside
     the source, which a second run would otherwise read as part of it)."""
-    return folder.name.startswith(".") or (folder / MARKER).is_file()
+    return folder.name.startswith(".") or is_import(folder)
 
 
 def import_skills(path: Path) -> ImportResult:
@@ -68,16 +68,21 @@ def import_skills(path: Path) -> ImportResult:
             "no skills here: expected a folder with SKILL.md, or folders that each hold one",
             file=str(path),
         )
-    ids = legal_skill_ids([folder.name for folder in folders])
+    names = [folder.resolve().name for folder in folders]  # `.`, a skill's own folder, too
+    ids = legal_skill_ids(names)
     skills = tuple(
         replace(load_skill_dir(folder), id=skill_id)
         for folder, skill_id in zip(folders, ids, strict=True)
     )
-    id_map = {i: f.name for f, i in zip(folders, ids, strict=True) if i != f.name}
+    id_map = {i: name for name, i in zip(names, ids, strict=True) if i != name}
     metadata: dict[str, Any] = {"source": "agent-skills"}
     if id_map:
         metadata["skill_id_map"] = id_map
-    bundled = {folder.name: files for folder in folders if (files := bundled_files(folder))}
+    bundled = {
+        name: files
+        for name, folder in zip(names, folders, strict=True)
+        if (files := bundled_files(folder))
+    }
     notes: tuple[str, ...] = ()
     if bundled:
         metadata["bundled_files"] = bundled
@@ -91,10 +96,11 @@ def import_skills(path: Path) -> ImportResult:
         pairs = [f"{folder!r} -> {skill_id!r}" for skill_id, folder in id_map.items()]
         notes += (
             f"{len(pairs)} skill folder name(s) are not legal skill ids (letters, digits and "
-            f"_.:- only, a letter or digit first) and were renamed: {first_few(pairs)}; a skill "
-            "keeps its name, and the harness keeps the folder names in its metadata (skill_id_map)",
+            f"_.:- only, a letter or digit first, at most {_id_rules()['maxLength']} "
+            f"characters) and were renamed: {first_few(pairs)}; a skill keeps its name, and the "
+            "harness keeps the folder names in its metadata (skill_id_map)",
         )
-    folder_names = dict(zip(ids, (f.name for f in folders), strict=True))
+    folder_names = dict(zip(ids, names, strict=True))
     notes += tuple(spec_notes(skills, folder_names)) + tuple(unread_notes(path, folders))
     harness = Harness(
         id=harness_id(path.resolve().name, fallback="skills"),
@@ -114,7 +120,7 @@ def spec_name(name: str) -> bool:
     """Whether ``name`` is a name the Agent Skills specification allows: lower-case letters
     (any script's, as its reference validator reads them after NFKC: ``café``, ``技能``),
     digits and single hyphens inside, at most 64 characters."""
-    name = unicodedata.normalize("NFKC", name)
+    name = _nfkc(name)
     return (
         0 < len(name) <= _NAME_MAX
         and name == name.lower()
@@ -127,37 +133,31 @@ def spec_name(name: str) -> bool:
 
 def legal_skill_ids(names: Sequence[str]) -> list[str]:
     """A legal, unique skill id for each folder name in ``names`` (distinct, as folder names
-    are): a legal name is kept; in another, accents are dropped (``café`` -> ``cafe``), other
-    characters the id pattern refuses become ``_`` and leading symbols are cut; one with no
-    letter or digit left (``技能``) becomes ``skill_`` and a short hash. An id that is taken or
-    too long is cut and suffixed with a short hash, so distinct names stay distinct."""
-    taken = {n for n in names if len(n) <= _ID_MAX and ID_PATTERN.match(n)}
+    are): a legal name is kept; another is made legal as tool names are (``legal_name``:
+    ``café`` -> ``cafe``, ``技能`` -> ``skill_`` and a short hash), with the id pattern's
+    characters and length, leading symbols cut."""
+    rules = _id_rules()
+    taken = {n for n in names if len(n) <= rules["maxLength"] and ID_PATTERN.match(n)}
     out = []
     for name in names:
-        if name in taken:
-            out.append(name)
-            continue
-        folded = "".join(
-            c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c)
-        )
-        candidate = re.sub(r"[^A-Za-z0-9_.:-]", "_", folded).lstrip("_.:-")
-        digest = hashlib.sha1(name.encode("utf-8")).hexdigest()
-        if not re.search(r"[A-Za-z0-9]", candidate):
-            candidate = "skill_" + digest[:6]
-        if len(candidate) > _ID_MAX or candidate in taken:
-            # sha1 gives 40 digits: some suffix is free among at most len(names) ids
-            candidate = next(
-                fitted
-                for width in range(6, 41)
-                if (fitted := candidate[: _ID_MAX - width - 1] + "_" + digest[:width]) not in taken
+        if name not in taken:
+            name = legal_name(
+                name,
+                taken,
+                illegal=r"[^A-Za-z0-9_.:-]",
+                longest=rules["maxLength"],
+                fallback="skill_",
+                lead="_.:-",
             )
-        taken.add(candidate)
-        out.append(candidate)
+            taken.add(name)
+        out.append(name)
     return out
 
 
-#: the longest skill id the harness schema allows
-_ID_MAX = 128
+def _id_rules() -> dict[str, Any]:
+    """The harness schema's rules for a skill id (its pattern and ``maxLength``)."""
+    rules: dict[str, Any] = harness_schema()["$defs"]["skill"]["properties"]["id"]
+    return rules
 
 
 def _refuse_invalid_skills(harness: Harness, folders: Sequence[Path]) -> None:
@@ -173,6 +173,10 @@ def _refuse_invalid_skills(harness: Harness, folders: Sequence[Path]) -> None:
             )
 
 
+def _nfkc(text: str) -> str:
+    return unicodedata.normalize("NFKC", text)
+
+
 def spec_notes(skills: Sequence[Skill], folders: Mapping[str, str] | None = None) -> list[str]:
     """What a user reads about front matter the Agent Skills specification does not allow
     (kept as it is: runtimes differ in what they accept, but one that picks skills by
@@ -183,7 +187,7 @@ def spec_notes(skills: Sequence[Skill], folders: Mapping[str, str] | None = None
     other = [
         f"{folder.get(s.id, s.id)} (name: {s.name})"
         for s in skills
-        if s.name != folder.get(s.id, s.id)
+        if _nfkc(s.name) != _nfkc(folder.get(s.id, s.id))  # as the reference validator
     ]
     if other:
         notes.append(

@@ -78,7 +78,7 @@ def import_domain(path: Path) -> ImportResult:
     domain = path.resolve().name
     tools_path = path / TOOLS_FILE
     tools, name_map = tools_from_document(read_json(tools_path, once=True), file=str(tools_path))
-    tools, note = drop_self(tools)
+    tools, note = drop_self(tools, TOOLS_FILE)
     sections: list[Section] = []
     policy_path = path / POLICY_FILE
     if policy_path.is_file():

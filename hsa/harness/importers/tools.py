@@ -26,7 +26,7 @@ def import_tools(path: Path) -> ImportResult:
     notes say which names were made legal and how many ``self`` parameters were dropped.
     """
     tools, name_map = tools_from_document(read_json(path, once=True), file=str(path))
-    tools, note = drop_self(tools)
+    tools, note = drop_self(tools, path.name)
     notes = tuple(n for n in (renamed_note(name_map), note) if n)
     metadata: dict[str, Any] = {"source": path.name}
     if name_map:

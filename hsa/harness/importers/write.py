@@ -44,6 +44,16 @@ def write_import(result: ImportResult, out_dir: str | Path) -> list[Path]:
     return [out / p.relative_to(staging) for p in written]
 
 
+def is_import(folder: Path) -> bool:
+    """Whether ``folder`` is what ``hsa harness import`` writes: its ``import.json`` is the
+    marker it writes (a file of that name in a skill's folder is the skill's)."""
+    try:
+        marker = json.loads((folder / MARKER).read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and {"format", "layout", "counts"} <= marker.keys()
+
+
 def _check_target(out: Path) -> None:
     if not out.exists():
         return
