@@ -43,8 +43,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hsa.augment.recipe import Recipe
-from hsa.config import bounded, from_mapping, read_yaml, refuse, setting, settings_hash
+from hsa.augment.recipe import Recipe, recipe_schema
+from hsa.config import (
+    bounded,
+    did_you_mean,
+    from_mapping,
+    read_yaml,
+    refuse,
+    setting,
+    settings_hash,
+)
 from hsa.errors import ExperimentError, HsaError
 from hsa.harness.model import call_format_problem
 from hsa.train.config import VIEWS
@@ -230,24 +238,26 @@ def parse_config(
     seeds = data.get("seeds")
     if seeds is None:  # unset (or null): the default
         seeds = [0]
+    # where the seeds came from: the command line's --seeds, or the file's
+    given = overrides.get("seeds") is not None
+    seeds_at, seeds_file = ("--seeds", None) if given else ("$.seeds", file)
     if isinstance(seeds, list) and not seeds:
-        where = "--seeds" if overrides.get("seeds") is not None else "$.seeds"
         raise ExperimentError(
             "no seed given: name one or more (each is a run of each arm)",
-            file=None if where == "--seeds" else file,
-            where=where,
+            file=seeds_file,
+            where=seeds_at,
         )
     if not isinstance(seeds, list) or not all(
         isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
     ):
         raise ExperimentError(
-            "seeds must be a list of integers, none negative", file=file, where="$.seeds"
+            "seeds must be a list of integers, none negative", file=seeds_file, where=seeds_at
         )
     if len(set(seeds)) != len(seeds):
         raise ExperimentError(
             f"seeds must differ (each seed is a run of its own): {seeds}",
-            file=file,
-            where="$.seeds",
+            file=seeds_file,
+            where=seeds_at,
         )
     if not isinstance(train.get("max_steps"), int) or train["max_steps"] < 1:
         raise ExperimentError(
@@ -256,7 +266,11 @@ def parse_config(
             file=file,
             where=f"{train_at}.max_steps",
         )
-    base = list(data.get("base") or [])
+    base = data.get("base") or []
+    if not isinstance(base, list):
+        raise ExperimentError(
+            "base must be a list of rules ({rule: NAME, params: {...}})", file=file, where="$.base"
+        )
     arms_data = data.get("arms") or {}
     if not isinstance(arms_data, Mapping) or set(arms_data) != set(ARMS):
         raise ExperimentError(
@@ -264,8 +278,17 @@ def parse_config(
         )
     arms, variants = {}, {}
     for arm in ARMS:
+        if not isinstance(arms_data[arm] or {}, Mapping):
+            raise ExperimentError("expected a mapping", file=file, where=f"$.arms.{arm}")
         spec = dict(arms_data[arm] or {})
-        variants[arm] = int(spec.pop("variants_per_trajectory", 1))
+        count = spec.pop("variants_per_trajectory", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ExperimentError(
+                f"expected an integer, 1 or more (the rows of each trajectory), got {count!r}",
+                file=file,
+                where=f"$.arms.{arm}.variants_per_trajectory",
+            )
+        variants[arm] = count
         # both arms draw the base rules as often: the same spread of compact harnesses
         spec.setdefault("variants_per_harness", 16)
         arms[arm] = _recipe(spec, base, 0, f"$.arms.{arm}", file)
@@ -291,9 +314,22 @@ def parse_config(
             close = difflib.get_close_matches("seed", [str(k) for k in spec], n=1)
             hint = f" (is {close[0]!r} meant to be 'seed'?)" if close else ""
             raise ExperimentError(f"each tier needs its own seed{hint}", file=file, where=where)
+        known = {*recipe_schema()["properties"], "held_out"}
+        for key in spec:
+            if key not in known:
+                raise ExperimentError(
+                    f"unknown setting {key!r}; {did_you_mean(str(key), known)}",
+                    file=file,
+                    where=f"{where}.{key}",
+                )
+        held_out = spec.get("held_out", False)
+        if not isinstance(held_out, bool):
+            raise ExperimentError(
+                f"expected true or false, got {held_out!r}", file=file, where=f"{where}.held_out"
+            )
         spec.setdefault("variants_per_harness", 16)
         recipe = _recipe(spec, base, seed, where, file)
-        tiers.append(Tier(name, recipe, bool(spec.get("held_out", False))))
+        tiers.append(Tier(name, recipe, held_out))
     if not tiers:
         raise ExperimentError("no tiers to evaluate", file=file, where="$.tiers")
     parallel = data.get("parallel", 2)

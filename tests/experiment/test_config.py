@@ -65,6 +65,10 @@ def test_command_line_seeds_and_steps_replace_the_configs():
     with pytest.raises(ExperimentError, match="no seed given") as caught:
         parse_config(tiny(), overrides={"seeds": []})  # --seeds ""
     assert caught.value.where == "--seeds"
+    for given, says in (([-1], "none negative"), ([2, 2], "seeds must differ")):
+        with pytest.raises(ExperimentError, match=says) as caught:
+            parse_config(tiny(), file="exp.yaml", overrides={"seeds": given})
+        assert caught.value.where == "--seeds" and caught.value.file is None
 
 
 @pytest.mark.parametrize(
@@ -99,6 +103,27 @@ def test_command_line_seeds_and_steps_replace_the_configs():
             "$.tiers.x.rules[0]",
             "tools.nope",
         ),
+        (
+            {"arms": {"fixed": {"rules": []}, "augmented": {"variants_per_trajectory": "four"}}},
+            "$.arms.augmented.variants_per_trajectory",
+            "expected an integer, 1 or more",
+        ),
+        (
+            {"arms": {"fixed": {"variants_per_trajectory": 0}, "augmented": {"rules": []}}},
+            "$.arms.fixed.variants_per_trajectory",
+            "expected an integer, 1 or more",
+        ),
+        (
+            {"tiers": {"x": {"seed": 1, "rules": [], "held_out": "false"}}},
+            "$.tiers.x.held_out",
+            "expected true or false, got 'false'",
+        ),
+        (
+            {"tiers": {"x": {"seed": 1, "rules": [], "held_ot": True}}},
+            "$.tiers.x.held_ot",
+            "unknown setting 'held_ot'; did you mean 'held_out'?",
+        ),
+        ({"base": {"rule": "tools.shuffle"}}, "$.base", "base must be a list of rules"),
     ],
 )
 def test_bad_configs_are_refused_naming_the_key(changes, where, words):
