@@ -180,18 +180,6 @@ def typed(config: object) -> list[tuple[str, str]]:
     return problems
 
 
-def refuse_kind(
-    value: Any, kind: type, name: str, reader: str, error: type[HsaError], *, none: bool = False
-) -> None:
-    """Raise ``error`` when the argument ``name`` is not a ``kind`` (a path where a config or
-    a harness belongs, say), saying how to make one (``reader``); ``none``: None is allowed."""
-    if isinstance(value, kind) or (none and value is None):
-        return
-    article = "an" if kind.__name__[:1] in "AEIOU" else "a"
-    got = repr(value) if isinstance(value, (str, Path)) else type(value).__name__
-    raise error(f"{name} must be {article} {kind.__name__}, got {got}; {reader}")
-
-
 def refuse(problems: list[tuple[str, str]], error: type[HsaError]) -> None:
     """Raise ``error`` for the first (field, message) problem, if any."""
     if problems:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import NoReturn
 
 
@@ -171,3 +172,15 @@ def first_line(exc: BaseException) -> str:
     library's error told in an hsa error's one line."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def refuse_kind(
+    value: object, kind: type, name: str, reader: str, error: type[HsaError], *, none: bool = False
+) -> None:
+    """Raise ``error`` when the argument ``name`` is not a ``kind`` (a path where a config or
+    a harness belongs, say), saying how to make one (``reader``); ``none``: None is allowed."""
+    if isinstance(value, kind) or (none and value is None):
+        return
+    article = "an" if kind.__name__[:1] in "AEIOU" else "a"
+    got = repr(value) if isinstance(value, (str, PurePath)) else type(value).__name__
+    raise error(f"{name} must be {article} {kind.__name__}, got {got}; {reader}")

@@ -36,8 +36,7 @@ from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix64
-from hsa.config import refuse_kind
-from hsa.errors import HarnessError, HsaError, PlanError, RuleError
+from hsa.errors import HarnessError, HsaError, PlanError, RuleError, refuse_kind
 from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad
 from hsa.harness.model import Harness, Protocol, Tool
 from hsa.harness.parse import call_like, reads_as_calls

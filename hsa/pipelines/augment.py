@@ -52,7 +52,7 @@ from hsa.augment.planner import (
 )
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
-from hsa.config import bounded, refuse, refuse_kind, setting, typed
+from hsa.config import bounded, refuse, setting, typed
 from hsa.datasets import manifest as mf
 from hsa.datasets.card import TokenLengths, merge_stats, render_card, token_lengths
 from hsa.datasets.lock import hold
@@ -65,7 +65,7 @@ from hsa.datasets.shards import (
     write_shard,
 )
 from hsa.datasets.source import HarnessLookup, Source, locate
-from hsa.errors import DatasetError, HsaError, PlanError, Terminated
+from hsa.errors import DatasetError, HsaError, PlanError, Terminated, refuse_kind
 from hsa.harness.model import Harness
 from hsa.harness.parse import CALL_LIKE
 from hsa.pipelines.assign import assign_splits

@@ -33,7 +33,6 @@ from hsa.config import (
     from_mapping,
     read_yaml,
     refuse,
-    refuse_kind,
     schema_problem,
     setting,
     settings_of,
@@ -44,7 +43,7 @@ from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import sha256_file
 from hsa.datasets.source import Source, open_source
-from hsa.errors import ConfigError, HsaError
+from hsa.errors import ConfigError, HsaError, refuse_kind
 from hsa.harness.jsonvalues import json_path
 from hsa.pipelines.augment import (
     AugmentConfig,

@@ -33,13 +33,12 @@ import pyarrow as pa
 from hsa.augment.planner import Variant
 from hsa.augment.recipe import Recipe
 from hsa.augment.seeded import derive_seed
-from hsa.config import refuse_kind
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
 from hsa.datasets.shards import count_true, write_shard
 from hsa.envs.base import SPLITS, Environment, Task
-from hsa.errors import TeacherError, first_few
+from hsa.errors import TeacherError, first_few, refuse_kind
 from hsa.harness.events import Trajectory
 from hsa.harness.model import Harness, compact_json
 from hsa.teachers.backends.base import Backend, latency_percentiles, run_async

@@ -232,3 +232,13 @@ def test_a_trajectory_id_used_twice_is_refused_naming_both_rows(tmp_path, livest
     with pytest.raises(DatasetError, match=r"is also the id of .*part-00000\.parquet, row 2") as e:
         open_source(folder)
     assert e.value.file == str(folder / "part-00001.parquet") and e.value.where == "row 0"
+
+
+def test_arguments_that_are_not_what_they_name_are_refused(tmp_path):
+
+    path = tmp_path / "x.jsonl"
+    path.write_text("")
+    with pytest.raises(DatasetError, match=r"harness must be a Harness, got 'h.yaml'"):
+        open_source(path, harness="h.yaml")  # type: ignore[arg-type]
+    with pytest.raises(DatasetError, match="path must be a file or folder path, got int"):
+        open_source(5)  # type: ignore[arg-type]
