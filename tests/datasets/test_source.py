@@ -235,7 +235,6 @@ def test_a_trajectory_id_used_twice_is_refused_naming_both_rows(tmp_path, livest
 
 
 def test_arguments_that_are_not_what_they_name_are_refused(tmp_path):
-
     path = tmp_path / "x.jsonl"
     path.write_text("")
     with pytest.raises(DatasetError, match=r"harness must be a Harness, got 'h.yaml'"):
