@@ -40,7 +40,7 @@ from hsa.datasets.shards import count_true, write_shard
 from hsa.envs.base import SPLITS, Environment, Task
 from hsa.errors import TeacherError, first_few, refuse_kind
 from hsa.harness.events import Trajectory
-from hsa.harness.model import Harness, compact_json
+from hsa.harness.model import compact_json
 from hsa.teachers.backends.base import Backend, latency_percentiles, run_async
 from hsa.teachers.backends.openai import REFUSED
 from hsa.teachers.cache import CachedBackend, RequestCache
@@ -56,7 +56,7 @@ from hsa.teachers.rollout import (
     rollout,
     rollout_metadata,
 )
-from hsa.teachers.task_variants import recipe_from, task_variants
+from hsa.teachers.task_variants import env_task_variants, recipe_from
 
 JOB_FILE = "teach.json"
 CACHE_FILE = "cache.sqlite"
@@ -426,22 +426,14 @@ def plan_job(
     if config.tasks is not None:
         tasks = tasks[: config.tasks]
     recipe = recipe_from(config.recipe) if config.variants_per_task else Recipe(rules=())
-    # the tasks by the harness each is played under (one, except on a corpus such as BFCL
-    # whose every entry brings its own)
-    by_harness: dict[str, tuple[Harness, list[Task]]] = {}
-    for task in tasks:
-        harness = env.harness_for(task)
-        by_harness.setdefault(harness.id, (harness, []))[1].append(task)
-    variants: dict[str, list[Variant]] = {}
-    for harness, group in by_harness.values():
-        variants |= task_variants(
-            harness,
-            group,
-            recipe,
-            seed=config.seed,
-            per_task=config.variants_per_task,
-            include_canonical=config.include_canonical,
-        )
+    variants = env_task_variants(
+        env,
+        tasks,
+        recipe,
+        seed=config.seed,
+        per_task=config.variants_per_task,
+        include_canonical=config.include_canonical,
+    )
     specs = rollout_specs(tasks, variants, samples=config.samples, seed=config.seed)
     if not specs:
         why = (

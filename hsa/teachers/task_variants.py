@@ -64,6 +64,34 @@ def task_variants(
     return out
 
 
+def env_task_variants(
+    env: Environment,
+    tasks: Sequence[Task],
+    recipe: Recipe,
+    *,
+    seed: int,
+    per_task: int,
+    include_canonical: bool,
+) -> dict[str, list[Variant]]:
+    """``task_variants`` of each task under its own harness: an imported corpus (BFCL) has a
+    harness per task, and each group of tasks under one harness draws from that harness."""
+    by_harness: dict[str, tuple[Harness, list[Task]]] = {}
+    for task in tasks:
+        harness = env.harness_for(task)
+        by_harness.setdefault(harness.id, (harness, []))[1].append(task)
+    out: dict[str, list[Variant]] = {}
+    for harness, group in by_harness.values():
+        out |= task_variants(
+            harness,
+            group,
+            recipe,
+            seed=seed,
+            per_task=per_task,
+            include_canonical=include_canonical,
+        )
+    return out
+
+
 def solution_context(env: Environment, task: Task) -> Context:
     """What ``task``'s reference solution uses: the context ``hsa eval`` plans a recipe's
     trajectory-dependent rules (``tools.drop_unused`` and the like) with, per task."""

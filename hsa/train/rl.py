@@ -32,7 +32,7 @@ from hsa.config import bounded, refuse, same_as, setting
 from hsa.envs.base import SPLITS, Environment, Task
 from hsa.errors import HsaError, TrainError
 from hsa.harness.files import write_atomic
-from hsa.harness.model import Harness, call_format_problem
+from hsa.harness.model import call_format_problem
 from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.backends.output import parse_output
@@ -40,7 +40,7 @@ from hsa.teachers.backends.transformers import template_messages
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message
 from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, opening_events, rollout
-from hsa.teachers.task_variants import recipe_from, task_variants
+from hsa.teachers.task_variants import env_task_variants, recipe_from
 from hsa.train.card import finish, scratch_removed_on_failure, settings_dict
 from hsa.train.config import prepare
 
@@ -116,23 +116,14 @@ def prompts_of(env: Environment, settings: RlSettings) -> list[Prompt]:
     tasks = env.tasks(settings.split)[: settings.tasks]
     if not tasks:
         raise TrainError(f"environment {env.name!r} has no {settings.split} tasks", where="split")
-    # an imported corpus (BFCL) has a harness per task: each group of tasks under one harness
-    # draws its variants from that harness, as ``hsa teach`` draws them
-    by_harness: dict[str, tuple[Harness, list[Task]]] = {}
-    for task in tasks:
-        harness = env.harness_for(task)
-        by_harness.setdefault(harness.id, (harness, []))[1].append(task)
-    recipe = recipe_from(settings.recipe)
-    chosen: dict[str, list[Variant]] = {}
-    for harness, group in by_harness.values():
-        chosen |= task_variants(
-            harness,
-            group,
-            recipe,
-            seed=settings.seed,
-            per_task=settings.variants_per_task,
-            include_canonical=settings.include_canonical,
-        )
+    chosen = env_task_variants(
+        env,
+        tasks,
+        recipe_from(settings.recipe),
+        seed=settings.seed,
+        per_task=settings.variants_per_task,
+        include_canonical=settings.include_canonical,
+    )
     return [Prompt(t, v, opening(env, t, v)) for t in tasks for v in chosen[t.id]]
 
 
