@@ -174,6 +174,12 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def refuse_path(value: object, error: type[HsaError], name: str = "path") -> None:
+    """Raise ``error`` when the argument ``name`` is no path (a string or a ``Path``)."""
+    if not isinstance(value, str | PurePath):
+        raise error(f"{name} must be a file or folder path, got {type(value).__name__}")
+
+
 def refuse_kind(
     value: object, kind: type, name: str, reader: str, error: type[HsaError], *, none: bool = False
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -185,3 +186,25 @@ def test_the_docstring_example_runs():
     expected = [f"{v.variant_id} {[t.name for t in v.harness.tools]}" for v in variants]
     assert out.stdout.splitlines() == expected
     assert len({line.split(" ", 1)[1] for line in expected}) > 1  # the variants differ
+
+
+DEMO = Path(__file__).parents[1] / "examples" / "rule-package" / "demo-harness"
+
+
+@pytest.mark.parametrize(
+    ("call", "says"),
+    [
+        (lambda h: hsa.render([], "h.yaml"), "harness must be a Harness, got 'h.yaml'"),
+        (lambda h: hsa.system_prompt("h.yaml"), "harness must be a Harness, got 'h.yaml'"),
+        (lambda h: hsa.save_harness("h", "out"), "harness must be a Harness, got 'h'"),
+        (lambda h: hsa.save_harness(h, 5), "path must be a file or folder path, got int"),
+        (lambda h: hsa.load_harness(123), "path must be a file or folder path, got int"),
+        (lambda h: hsa.scan_dataset(5), "path must be a file or folder path, got int"),
+        (lambda h: hsa.load_config({"out": "x"}), "path must be a file or folder path, got dict"),
+        (lambda h: hsa.build("b.yaml"), "config must be a BuildConfig, got 'b.yaml'"),
+        (lambda h: hsa.plan(h, "r.yaml"), "recipe must be a Recipe, got 'r.yaml'"),
+    ],
+)
+def test_a_notebook_users_wrong_argument_is_one_hsa_error(call, says):
+    with pytest.raises(hsa.HsaError, match=re.escape(says)):
+        call(hsa.load_harness(DEMO))

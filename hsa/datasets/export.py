@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hsa.datasets import manifest as mf
 from hsa.datasets.schema import JSON_FIELDS, ROW_SCHEMA, trl_messages
 from hsa.datasets.shards import read_table, split_name_problem
-from hsa.errors import DatasetError, first_few, first_line
+from hsa.errors import DatasetError, first_few, first_line, refuse_path
 from hsa.harness.importers.write import MARKER, TRAJECTORIES
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ def load(path: str | Path, split: str | None = None) -> pl.LazyFrame:
     """The rows of a dataset directory as a Polars ``LazyFrame`` (columns of ``ROW_SCHEMA``)."""
     import polars as pl  # here, not at the top: every command imports this module
 
+    refuse_path(path, DatasetError)
     files = shards(path, split)
     if not files:
         return pl.DataFrame(ROW_SCHEMA.empty_table()).lazy()

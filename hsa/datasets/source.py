@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from hsa.datasets.lock import process_alive
 from hsa.datasets.shards import open_parquet, sha256_file
-from hsa.errors import DatasetError, HsaError, refuse_kind
+from hsa.errors import DatasetError, HsaError, refuse_kind, refuse_path
 from hsa.harness.events import TRAJECTORY_SCHEMA, Trajectory, trajectories_to_table
 from hsa.harness.importers.openai_jsonl import first_repeat
 from hsa.harness.importers.write import MARKER, TRAJECTORIES
@@ -225,8 +225,7 @@ def open_source(
     A JSONL row that names the harness it was recorded under (``harness_id``) is read under
     ``harness`` only when that is its harness: another id is a ``DatasetError`` naming the
     line, the row and both ids, not a row silently re-labelled."""
-    if not isinstance(path, str | Path):
-        raise DatasetError(f"path must be a file or folder path, got {type(path).__name__}")
+    refuse_path(path, DatasetError)
     reads = "hsa.load_harness(path) reads one"
     refuse_kind(harness, Harness, "harness", reads, DatasetError, none=True)
     path = Path(path)

@@ -35,6 +35,8 @@ from hsa.errors import (
     ImportFormatError,
     TemplateError,
     first_few,
+    refuse_kind,
+    refuse_path,
     refuse_unreadable,
 )
 from hsa.harness.files import replacing_directory, write_atomic
@@ -413,6 +415,7 @@ def unlisted_skills(path: str | Path) -> list[str]:
 
 def load(path: str | Path) -> Harness:
     """Load and validate a harness; raise ``HarnessValidationError`` listing every problem."""
+    refuse_path(path, HarnessError)
     doc, found = _read(path)
     if found:
         raise HarnessValidationError(found)
@@ -441,6 +444,8 @@ def save(harness: Harness, path: str | Path, *, beside: tuple[str, ...] = ()) ->
     caller writes there too); a folder with files of its own (notes, a skill's scripts, a
     ``.git``) or another harness is refused, not replaced.
     """
+    refuse_kind(harness, Harness, "harness", "hsa.load_harness(path) reads one", HarnessError)
+    refuse_path(path, HarnessError)
     path = Path(path)
     if path.suffix == ".json":
         text = json.dumps(harness.to_dict(), ensure_ascii=False, indent=2) + "\n"

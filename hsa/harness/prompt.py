@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hsa.errors import ProtocolError
+from hsa.errors import HarnessError, ProtocolError, refuse_kind
 from hsa.harness.model import Harness, Section, Tool
 from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS, CallFormat
 from hsa.harness.sandbox import render_template
@@ -125,6 +125,7 @@ def system_prompt(harness: Harness) -> str:
     rewritten), not here. Render and parse ask for the prompt once per conversation, thousands
     of times under the same harness object, so the text is kept on the object once made.
     """
+    refuse_kind(harness, Harness, "harness", "hsa.load_harness(path) reads one", HarnessError)
     return harness.derived(_system_prompt)
 
 

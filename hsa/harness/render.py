@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hsa.errors import ProtocolError, TemplateError
+from hsa.errors import HarnessError, ProtocolError, TemplateError, refuse_kind
 from hsa.harness.events import (
     AssistantMessage,
     Event,
@@ -62,6 +62,7 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
     shown, so ``parse`` numbers calls ``call_0``, ``call_1``, ...; events whose ids are in that
     normal form (``normalize_call_ids``) round-trip under every protocol.
     """
+    refuse_kind(harness, Harness, "harness", "hsa.load_harness(path) reads one", HarnessError)
     api = harness.protocol.is_api
     fmt = None if api else call_format(harness)
     tag = harness.protocol.call_tag

@@ -43,7 +43,7 @@ from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import sha256_file
 from hsa.datasets.source import Source, open_source
-from hsa.errors import ConfigError, HsaError, refuse_kind
+from hsa.errors import ConfigError, HsaError, refuse_kind, refuse_path
 from hsa.harness.jsonvalues import json_path
 from hsa.pipelines.augment import (
     AugmentConfig,
@@ -370,7 +370,8 @@ def _recipe(spec: Any, path: Callable[[str], Path | None], file: str | None) -> 
 
 
 def load_config(path: str | Path) -> BuildConfig:
-    """A build config from a YAML file."""
+    """A build config from a YAML file (``parse_config`` reads one from a mapping)."""
+    refuse_path(path, ConfigError)
     path = Path(path)
     data = read_yaml(path, error=ConfigError)
     return parse_config(data, base=path.parent, file=str(path))
