@@ -171,9 +171,9 @@ class VariantPool:
             contexts += [self._context_of(task) for task in tasks]
         for based, recipe in enumerate(recipes):
             for context in contexts:
-                key = json.dumps([based, context.key()], sort_keys=True)
-                if key == json.dumps([0, NO_CONTEXT.key()], sort_keys=True):
+                if not based and context is NO_CONTEXT:
                     continue  # this pool
+                key = json.dumps([based, context.key()], sort_keys=True)
                 pool = self._by_context.get(key)
                 if pool is None:
                     pool = VariantPool(

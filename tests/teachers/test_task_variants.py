@@ -50,11 +50,9 @@ def test_the_pool_finds_the_variants_eval_plans_with_a_tasks_context(env):
     uses; ``hsa serve oracle`` finds those variants through the request's task."""
     from hsa.augment.recipe import Recipe, RecipeRule
     from hsa.augment.rule import NO_CONTEXT
-    from hsa.envs.livestream import solve
-    from hsa.harness.render import render
     from hsa.teachers.oracle import OracleResponder
-    from hsa.teachers.rollout import VARIANT_KEY
     from hsa.teachers.task_variants import solution_context
+    from tests.teachers.test_oracle import body_for, opening
 
     recipe = Recipe(
         rules=(
@@ -82,20 +80,7 @@ def test_the_pool_finds_the_variants_eval_plans_with_a_tasks_context(env):
     pool = VariantPool(env.harness(), recipe, seed=1, context_of=lambda t: solution_context(env, t))
     found = pool.for_tasks(variant.variant_id, [task])
     assert found is not None and found.harness == variant.harness
-    events = list(solve(env, task).events)
-    first_step = next(
-        i for i, e in enumerate(events) if type(e).__name__ in ("AssistantMessage", "ToolCall")
-    )
-    from hsa.augment.mapping import map_events
-
-    conversation = render(map_events(events[:first_step], variant.mapping), variant.harness)
-    body = {
-        "model": "hsa-oracle",
-        "messages": conversation.messages,
-        "tools": conversation.tools,
-        "metadata": {VARIANT_KEY: variant.variant_id},
-    }
-    message, _ = OracleResponder(env, variants=pool)(body)
+    message, _ = OracleResponder(env, variants=pool)(body_for(opening(env, task), variant))
     [call] = message["tool_calls"]
     assert call["function"]["name"] in {t.name for t in variant.harness.tools}
 
