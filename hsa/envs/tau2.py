@@ -63,15 +63,12 @@ class Tau2Environment(CorpusEnvironment):
         """Import a tau2 domain folder ``path`` (``tools.json``, ``tasks.json``,
         ``policy.md``)."""
         from hsa.harness.importers import import_source
-        from hsa.harness.importers.base import renamed_note
 
         result = import_source(path, format="tau2")
         tasks = [Task.from_dict(row) for row in result.tasks]
-        # the notes about its tasks: those about its tools were the import's to say
-        about_tools = set()
-        for harness in result.harnesses:
-            about_tools |= set(harness.metadata.get("import_notes") or ())
-            about_tools.add(renamed_note(harness.metadata.get("name_map") or {}))
+        # the notes about its tasks: those about its tools (the harness keeps them) were the
+        # import's to say
+        about_tools = {n for h in result.harnesses for n in h.metadata.get("import_notes") or ()}
         notes = [n for n in result.notes if n not in about_tools]
         return cls(result.harnesses, tasks, domain=Path(path).resolve().name, notes=notes)
 

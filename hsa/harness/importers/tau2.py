@@ -93,8 +93,9 @@ def import_domain(path: Path) -> ImportResult:
     metadata: dict[str, Any] = {"source": "tau2", "domain": domain}
     if name_map:
         metadata["name_map"] = name_map
-    if note:
-        metadata["import_notes"] = [note]
+    about_tools = [n for n in (renamed_note(name_map), note) if n]
+    if about_tools:  # what the import changed of the tools, kept with them
+        metadata["import_notes"] = about_tools
     harness = Harness(
         id=harness_id(f"tau2-{domain}"),
         prompt=Prompt(sections=api_sections(*sections)),
@@ -104,7 +105,7 @@ def import_domain(path: Path) -> ImportResult:
     splits = _splits(path / SPLITS_FILE)
     tasks = _tasks(path / TASKS_FILE, domain, harness, splits)
     notes = (
-        *(n for n in (renamed_note(name_map), note) if n),
+        *about_tools,
         *_split_notes(splits, [str(t["metadata"]["source_id"]) for t in tasks]),
     )
     return ImportResult(

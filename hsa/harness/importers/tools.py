@@ -31,8 +31,8 @@ def import_tools(path: Path) -> ImportResult:
     metadata: dict[str, Any] = {"source": path.name}
     if name_map:
         metadata["name_map"] = name_map
-    if note:
-        metadata["import_notes"] = [note]
+    if notes:  # what the import changed of the tools, kept with them
+        metadata["import_notes"] = list(notes)
     harness = Harness(
         id=harness_id(path.stem, fallback="tools"),
         prompt=Prompt(sections=api_sections()),
