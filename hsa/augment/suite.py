@@ -120,7 +120,7 @@ def subjects_from_source(
 def parquet_files(path: Path) -> list[Path] | None:
     """The Parquet files ``path`` names: itself, or a folder's shards (``hsa teach``'s
     output, say; hsa's own ``.hsa`` state aside), in name order; None when it is neither."""
-    if path.suffix == ".parquet" and not path.is_dir():
+    if path.suffix.lower() == ".parquet" and not path.is_dir():
         return [path]
     if not path.is_dir():
         return None

@@ -154,7 +154,7 @@ def augment_command(
     from hsa.harness.io import load
     from hsa.pipelines.augment import AugmentConfig, augment
 
-    jsonl = input_path.suffix == ".jsonl"
+    jsonl = input_path.suffix.lower() in (".jsonl", ".json")  # as open_source reads it
     # a chat file is read under one harness: an import folder holding one is that harness
     folders = [p for p in harness_paths if is_import(p) and not (jsonl and _one_harness(p))]
     harnesses = [load(p) for p in harness_paths if p not in folders]

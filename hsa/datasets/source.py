@@ -250,9 +250,9 @@ def open_source(
         if not files:
             raise DatasetError("no Parquet shards found", file=str(path))
         return replace(_parquet_source(path, files), notes=_left_out(path / "manifest.json"))
-    if path.suffix == ".parquet":
+    if path.suffix.lower() == ".parquet":
         return _parquet_source(path, [path])
-    if path.suffix in (".jsonl", ".json"):
+    if path.suffix.lower() in (".jsonl", ".json"):
         return _jsonl_source(path, harness, progress)
     raise DatasetError(
         "expected a directory of Parquet shards, a .parquet file or an OpenAI chat .jsonl file",

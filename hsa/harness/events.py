@@ -263,6 +263,36 @@ def trajectories_from_table(table: pa.Table) -> list[Trajectory]:
     return [Trajectory.from_row(r, where=f"row {i}") for i, r in enumerate(table.to_pylist())]
 
 
+def results_in_call_order(events: Sequence[Event]) -> tuple[list[Event], bool]:
+    """``events`` with each run of consecutive tool results in the order of the calls they
+    answer, and whether any moved.
+
+    An API answers parallel calls by call id, in any order; text protocols, and chat templates
+    that show no call ids, pair a result with its call by position. In call order both read
+    the same. (A run is broken by any other event, such as a hook firing after a result, so
+    nothing moves past one.)"""
+    position = {e.call_id: i for i, e in enumerate(events) if isinstance(e, ToolCall)}
+    out: list[Event] = []
+    run: list[ToolResult] = []
+    moved = False
+
+    def flush() -> None:
+        nonlocal moved
+        ordered = sorted(run, key=lambda r: position.get(r.call_id, len(events)))
+        moved = moved or ordered != run
+        out.extend(ordered)
+        run.clear()
+
+    for event in events:
+        if isinstance(event, ToolResult):
+            run.append(event)
+            continue
+        flush()
+        out.append(event)
+    flush()
+    return out, moved
+
+
 def normalize_call_ids(events: Sequence[Event]) -> list[Event]:
     """Rename call ids to ``call_0``, ``call_1``, ... in call order (skill loads count).
 

@@ -137,6 +137,10 @@ def legal_name(
     return candidate
 
 
+class DuplicateToolName(ImportFormatError):
+    """Two tools of one tools document share a name."""
+
+
 def tools_from_document(doc: Any, *, file: str | None = None) -> tuple[list[Tool], dict[str, str]]:
     """Tools from a tools document of any supported format, with legal, unique names.
 
@@ -167,7 +171,7 @@ def legalize(
     seen: dict[str, int] = {}
     for i, tool in enumerate(tools):
         if tool.name in seen:
-            raise ImportFormatError(
+            raise DuplicateToolName(
                 f"duplicate tool name {tool.name!r} (also at $[{seen[tool.name]}])",
                 file=file,
                 where=f"$[{i}]",

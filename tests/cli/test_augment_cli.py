@@ -379,7 +379,9 @@ def test_bad_input_gets_one_line(augmented, tmp_path: Path) -> None:
 
 
 def test_a_chat_file_without_a_harness_gets_derived_ones(tmp_path: Path) -> None:
-    source = Path(__file__).resolve().parents[2] / "examples" / "chat" / "support.jsonl"
+    # its suffix in capitals, as `hsa harness import` reads it (augment refused it)
+    source = tmp_path / "Support.JSONL"
+    shutil.copyfile(Path(__file__).resolve().parents[2] / "examples/chat/support.jsonl", source)
     out = tmp_path / "out"
     done = hsa(
         "augment", "--input", str(source), "--out", str(out), "--variants-per-trajectory", "2"

@@ -27,6 +27,7 @@ from hsa.harness.events import (
     UserMessage,
     dumps_json,
     normalize_call_ids,
+    results_in_call_order,
 )
 from hsa.harness.importers.base import (
     ImportResult,
@@ -37,12 +38,12 @@ from hsa.harness.importers.base import (
     system_section,
     task_row,
 )
-from hsa.harness.jsonvalues import may_be_unwritable, unwritable
+from hsa.harness.jsonvalues import WIDE_INTEGER, may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Prompt, Skill, Tool
 from hsa.harness.parse import call_like, match_hook, split_tool_hooks
 from hsa.harness.prompt import surface_tools, system_prompt
 from hsa.harness.protocols import CALL_FORMATS
-from hsa.harness.toolformats import tools_from_document
+from hsa.harness.toolformats import DuplicateToolName, tools_from_document
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -142,7 +143,7 @@ def reading_notes(
                 f"{first_few([str(n) for n in lines], LINES_SHOWN)}"
             )
     beyond = unkept.get(BEYOND_SKILL, 0)
-    counted = (BEYOND_SKILL, OWN_TOOLS, OWN_SYSTEM, DEVELOPER)
+    counted = (BEYOND_SKILL, OWN_TOOLS, OWN_SYSTEM, DEVELOPER, REORDERED)
     fields = ", ".join(
         f"{k} ({v:,} message(s))" for k, v in sorted(unkept.items()) if k not in counted
     )
@@ -158,6 +159,12 @@ def reading_notes(
         notes.append(
             f"{unkept[DEVELOPER]:,} row(s) began with a developer message, read as the system "
             "prompt (the harness's, which a row shows in the system role)"
+        )
+    if unkept.get(REORDERED):
+        notes.append(
+            f"{unkept[REORDERED]:,} row(s) answered parallel tool calls out of call order: their "
+            "results are put in call order (matched by tool_call_id), since text protocols and "
+            "chat templates that show no call ids pair a result with its call by position"
         )
     for key in (OWN_TOOLS, OWN_SYSTEM):
         if unkept.get(key):
@@ -175,6 +182,8 @@ BEYOND_SKILL = "text besides the skill"
 #: leading system message, are not the harness's (the harness's are what their rows show)
 OWN_TOOLS = "tools of their own"
 OWN_SYSTEM = "a system message of their own"
+#: the ``unkept`` count of rows whose tool results answered parallel calls out of call order
+REORDERED = "results out of call order"
 
 
 def _functions(harness: Harness) -> dict[str, Any]:
@@ -232,6 +241,13 @@ LEFT_OUT = {
     "which a harness's JSON Schema tools cannot hold",
     "unknown_skill": "a call to the skill tool that names no skill of the harness (a variant "
     "renames the skills it has)",
+    "wide_integer": "an integer beyond 64 bits in a call's arguments or a tool's schema, which "
+    "the datasets library's JSON reader refuses (a dataset holding it would not load for "
+    "training)",
+    "duplicate_tools": "two tools of one name in the row's tools (a call could not say which "
+    "it calls)",
+    "weight_zero": "an assistant message with weight 0 (OpenAI's fine-tuning format: not "
+    "trained on), and a row trains on every assistant turn it shows",
     "text_calls": "assistant text that writes calls in a text call format (such as Hermes' "
     "<tool_call> tags), which hsa does not read as calls (a variant would rename the tools "
     "and leave the calls as written); write such calls as tool_calls",
@@ -425,7 +441,11 @@ def read_openai_jsonl(
             key = _group_key(entries, system)
             under = groups.get(key)
             if under is None:
-                under = _group_harness(tools_doc, system, path, where)
+                try:
+                    under = _group_harness(tools_doc, system, path, where)
+                except _LeftOut as exc:
+                    left_out.append((lineno, exc.reason))
+                    continue
                 if len(under.tools) == len(entries):  # a list of tools: share repeated ones
                     if len(pool) > POOLED:
                         pool.clear()
@@ -584,8 +604,16 @@ def _leading_system(messages: Sequence[Any], path: Path, where: str) -> tuple[st
 
 
 def _group_harness(tools_doc: Any, system: str | None, path: Path, where: str) -> Harness:
+    """The harness of rows with the tools ``tools_doc`` and leading ``system`` message; the
+    row is left out (``_LeftOut``) when two of its tools share a name or a schema holds an
+    integer beyond 64 bits."""
+    bad = unwritable(tools_doc, "$") if tools_doc is not None else None
+    if bad is not None and bad[1] == WIDE_INTEGER:
+        raise _LeftOut("wide_integer")
     try:
         tools, name_map = tools_from_document(tools_doc)
+    except DuplicateToolName:
+        raise _LeftOut("duplicate_tools") from None
     except ImportFormatError as exc:
         inside = (exc.where or "$")[1:]
         raise ImportFormatError(
@@ -699,6 +727,8 @@ def _events(
             raise ImportFormatError("a message must be an object", file=str(path), where=at)
         role = message.get("role")
         read = _READ | _READ_ASSISTANT if role == "assistant" else _READ
+        if role == "assistant" and message.get("weight") == 0 and message["weight"] is not False:
+            raise _LeftOut("weight_zero")
         for key in message.keys() - read:
             if not _kept(message, key):
                 unkept[key] += 1
@@ -839,18 +869,24 @@ def _events(
                 file=str(path),
                 where=f"{at}.role",
             )
+    events, moved = results_in_call_order(events)
+    if moved:
+        unkept[REORDERED] += 1
     return normalize_call_ids(events), call_ids
 
 
 def _kept(message: Mapping[str, Any], key: str) -> bool:
     """Whether a message's field ``key`` (one ``_events`` does not read) says nothing a row
     loses: empty, a tool message's ``name`` (its call's), a ``refusal`` read as the text (when
-    there is no other), an ``is_error`` flag of a result."""
+    there is no other), an ``is_error`` flag of a result, an assistant turn's ``weight`` of 1
+    (trained on; weight 0 leaves the row out)."""
     role, value = message.get("role"), message[key]
     if value is None or value == [] or value == "":
         return True
     if key == "name":
         return role in ("tool", "function")
+    if key == "weight":  # OpenAI's fine-tuning format: 1 trains on the turn, as a row does
+        return role == "assistant" and value == 1 and value is not True
     if key == "refusal":
         return role == "assistant" and message.get("content") in (None, "")
     return key == "is_error" and role in ("tool", "function")
@@ -895,8 +931,10 @@ def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[s
 
 def _narrow(args: dict[str, Any], fat: str, path: Path) -> dict[str, Any]:
     """``args`` (of the function at ``fat``), refused when they hold a value no dataset row
-    can hold (``unwritable``)."""
+    can hold (``unwritable``); an integer beyond 64 bits, valid JSON, leaves the row out."""
     bad = unwritable(args, f"{fat}.arguments")
+    if bad is not None and bad[1] == WIDE_INTEGER:
+        raise _LeftOut("wide_integer")  # valid JSON a dataset cannot hold: said, not refused
     if bad is not None:
         raise ImportFormatError(bad[1], file=str(path), where=bad[0])
     return args
