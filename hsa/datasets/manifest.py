@@ -12,8 +12,8 @@
 
 A rerun with the same config skips every batch whose mark and shards agree, and so ends with the
 same bytes as an uninterrupted run. A directory holding another dataset, another config's partial
-data, or files hsa did not write is refused rather than mixed with; the state of a run that
-failed before writing any data does not block the next.
+data, or files hsa did not write is refused rather than mixed with; a run that stopped on an
+error (``fail``) does not block the next: another config starts over in its place.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import json
 import re
 import shlex
 import shutil
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from hsa.datasets.shards import sha256_file, write_atomic
-from hsa.errors import DatasetError, first_few
+from hsa.errors import DatasetError, HsaError, first_few
 
 MANIFEST = "manifest.json"
 STATE = ".hsa"
@@ -67,7 +67,8 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
     Call it holding ``out``'s lock (``hsa.datasets.lock``). Refuses a directory holding another
     dataset, another config's partial data, or files that are not an hsa dataset. The state of
     another config's run that wrote nothing (no completed batch, no teacher output: it failed
-    early) is cleared instead, so a corrected config can run. Temporary files of killed runs
+    early), and the rows of one that stopped on an error (``fail``), are cleared instead, so a
+    corrected config can run. Temporary files of killed runs
     are removed. A finished dataset one of whose files is missing or changed (``damaged``) is
     unfinished again: False, and the run redoes what is not intact; files under ``data/`` it
     does not list are refused first, damaged or not (``refuse_strays``).
@@ -99,16 +100,26 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
     if run.is_file():
         found = read_json(run)
         if isinstance(found, dict) and found.get("config_hash") == digest:
+            if "failed" in found:  # retried: no longer a run that stopped on an error
+                write_json(run, {"config_hash": digest, "kind": kind})
             return False
-        held = partial_data(out)
-        if held:
-            raise DatasetError(
-                f"holds the unfinished run of another config ({', '.join(held)}); rerun that "
-                "config to finish it, choose another --out, or start over with: "
-                f"rm -r {shlex.quote(str(out))}",
-                file=str(out),
-            )
-        clear_state(out)
+        if isinstance(found, dict) and found.get("failed"):
+            # another config's run that stopped on an error (a bad input row, a broken rule):
+            # its rows are not kept to be finished, since the fix is another config; the
+            # teacher's output stays (a build reuses it when its source and teacher are the same)
+            for name in (out / STATE / "done", out / "data"):
+                shutil.rmtree(name, ignore_errors=True)
+            clear_run(out)
+        else:
+            held = partial_data(out)
+            if held:
+                raise DatasetError(
+                    f"holds the unfinished run of another config ({', '.join(held)}); rerun "
+                    "that config to finish it, choose another --out, or start over with: "
+                    f"rm -r {shlex.quote(str(out))}",
+                    file=str(out),
+                )
+            clear_state(out)
     elif out.exists() and (
         not out.is_dir() or any(p.name != STATE and not _empty_tree(p) for p in out.iterdir())
     ):
@@ -280,6 +291,33 @@ def _cached_answers(path: Path) -> bool:
             return db.execute("SELECT 1 FROM responses LIMIT 1").fetchone() is not None
     except sqlite3.Error:
         return True  # unreadable: keep it rather than guess it is empty
+
+
+def fail(out: Path, reason: str) -> None:
+    """Record that the run filling ``out`` stopped on an error (``reason``), not interrupted:
+    the state of a run that wrote nothing goes, as does the claim of one that wrote only
+    teacher output; one that wrote rows is marked, so that the same config retries it and
+    another config (the fix) starts over instead of being refused (``claim``)."""
+    if not partial_data(out):
+        clear_state(out)
+    elif not dataset_data(out):
+        clear_run(out)
+    else:
+        run = out / STATE / "run.json"
+        found = read_json(run) if run.is_file() else None
+        if isinstance(found, dict):
+            write_json(run, {**found, "failed": reason})
+
+
+@contextlib.contextmanager
+def failing(out: Path) -> Iterator[None]:
+    """Around a run that has claimed ``out``: ``fail`` when it stops on an error (an
+    ``HsaError``; an interrupted run stays as it is, to be finished)."""
+    try:
+        yield
+    except HsaError as exc:
+        fail(out, str(exc))
+        raise
 
 
 def clear_run(out: Path) -> None:

@@ -629,70 +629,71 @@ def augment_locked(
     report = AugmentReport(out=out)
     if mf.claim(out, digest):
         return finished_report(out)
-    shutil.rmtree(_parts_folder(out), ignore_errors=True)  # a killed run's, never read
-    given: dict[str, list[Variant]] | None = None
-    if variants is not None:
-        given = {}
-        for variant in variants:
-            given.setdefault(variant.harness_id, []).append(variant)
-    workers = config.workers or _cores()
-    planner = _Planner(recipe, seed, Engine(), given, workers)
-    try:
-        job = _Job(source, out, config, k, seed, known, planner, report.timings)
-        with _full_collections_by_batch():
-            marks, totals = _batches(job, report, progress)
-    finally:
-        planner.close()
-    stats, engine_stats = totals["stats"], totals["engine"]
-    if not stats.get("rows", 0):
-        _refuse_no_rows(out, k, stats, marks)
-    timings = report.timings
-    started = time.perf_counter()
-    shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
-    # a shard put under data/ while the run was unfinished: readers would count its rows
-    mf.refuse_strays(out, {"shards": shards})
-    count = write_variants(out / VARIANTS_FILE, list(planner.variants.values()), planner.parts)
-    shutil.rmtree(_parts_folder(out), ignore_errors=True)
-    manifest = {
-        "kind": mf.KIND,
-        "schema_version": SCHEMA_VERSION,
-        "config": settings,
-        "config_hash": digest,
-        "seed": seed,
-        "rules": sorted(planner.rules),
-        "variants": count,
-        "rows": {"total": stats.get("rows", 0), **stats.get("splits", {})},
-        "trajectories": stats.get("trajectories", 0),
-        "unverified_skipped": sum(m.get("unverified", 0) for m in marks),
-        "unverified_rows": stats.get("unverified", 0),
-        "variants_per_trajectory": {"asked": k, "short": sum(m.get("short", 0) for m in marks)},
-        "engine": engine_stats,
-        "shards": shards,
-    }
-    if source.notes:
-        manifest["notes"] = list(source.notes)
-    manifest["rules"] = [{"name": n, "version": v} for n, v in manifest["rules"]]
-    title = str(settings.get("name") or "hsa augmented dataset")
-    if config.tokenizer:
-        by_split: dict[str, list[Path]] = {}
-        for shard in shards:
-            by_split.setdefault(Path(shard["path"]).parent.name, []).append(out / shard["path"])
-        lengths = token_lengths(by_split, config.tokenizer)
-    else:
-        lengths = TokenLengths(stats.get("tokens", {}))
-    text, plots = render_card(stats, manifest, title=title, lengths=lengths)
-    files = {}
-    for name, data in plots.items():
-        write_atomic(out / "plots" / name, data)
-        files[f"plots/{name}"] = sha256_file(out / "plots" / name)
-    write_atomic(out / "README.md", text.encode("utf-8"))
-    files["README.md"] = sha256_file(out / "README.md")
-    files[VARIANTS_FILE] = sha256_file(out / VARIANTS_FILE)
-    manifest["files"] = files
-    mf.write_json(out / mf.MANIFEST, manifest)
-    timings["finish"] = time.perf_counter() - started  # variants file, card, manifest
-    report.planner = {"groups": planner.group_count, "variants_planned": planner.planned}
-    return _report_from_manifest(report, manifest)
+    with mf.failing(out):  # a corrected input or config may run in its place
+        shutil.rmtree(_parts_folder(out), ignore_errors=True)  # a killed run's, never read
+        given: dict[str, list[Variant]] | None = None
+        if variants is not None:
+            given = {}
+            for variant in variants:
+                given.setdefault(variant.harness_id, []).append(variant)
+        workers = config.workers or _cores()
+        planner = _Planner(recipe, seed, Engine(), given, workers)
+        try:
+            job = _Job(source, out, config, k, seed, known, planner, report.timings)
+            with _full_collections_by_batch():
+                marks, totals = _batches(job, report, progress)
+        finally:
+            planner.close()
+        stats, engine_stats = totals["stats"], totals["engine"]
+        if not stats.get("rows", 0):
+            _refuse_no_rows(out, k, stats, marks)
+        timings = report.timings
+        started = time.perf_counter()
+        shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
+        # a shard put under data/ while the run was unfinished: readers would count its rows
+        mf.refuse_strays(out, {"shards": shards})
+        count = write_variants(out / VARIANTS_FILE, list(planner.variants.values()), planner.parts)
+        shutil.rmtree(_parts_folder(out), ignore_errors=True)
+        manifest = {
+            "kind": mf.KIND,
+            "schema_version": SCHEMA_VERSION,
+            "config": settings,
+            "config_hash": digest,
+            "seed": seed,
+            "rules": sorted(planner.rules),
+            "variants": count,
+            "rows": {"total": stats.get("rows", 0), **stats.get("splits", {})},
+            "trajectories": stats.get("trajectories", 0),
+            "unverified_skipped": sum(m.get("unverified", 0) for m in marks),
+            "unverified_rows": stats.get("unverified", 0),
+            "variants_per_trajectory": {"asked": k, "short": sum(m.get("short", 0) for m in marks)},
+            "engine": engine_stats,
+            "shards": shards,
+        }
+        if source.notes:
+            manifest["notes"] = list(source.notes)
+        manifest["rules"] = [{"name": n, "version": v} for n, v in manifest["rules"]]
+        title = str(settings.get("name") or "hsa augmented dataset")
+        if config.tokenizer:
+            by_split: dict[str, list[Path]] = {}
+            for shard in shards:
+                by_split.setdefault(Path(shard["path"]).parent.name, []).append(out / shard["path"])
+            lengths = token_lengths(by_split, config.tokenizer)
+        else:
+            lengths = TokenLengths(stats.get("tokens", {}))
+        text, plots = render_card(stats, manifest, title=title, lengths=lengths)
+        files = {}
+        for name, data in plots.items():
+            write_atomic(out / "plots" / name, data)
+            files[f"plots/{name}"] = sha256_file(out / "plots" / name)
+        write_atomic(out / "README.md", text.encode("utf-8"))
+        files["README.md"] = sha256_file(out / "README.md")
+        files[VARIANTS_FILE] = sha256_file(out / VARIANTS_FILE)
+        manifest["files"] = files
+        mf.write_json(out / mf.MANIFEST, manifest)
+        timings["finish"] = time.perf_counter() - started  # variants file, card, manifest
+        report.planner = {"groups": planner.group_count, "variants_planned": planner.planned}
+        return _report_from_manifest(report, manifest)
 
 
 def _refuse_no_rows(

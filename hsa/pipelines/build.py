@@ -430,18 +430,12 @@ def build(
         # a refusal of the folder (another config's data) leaves it as it is: what follows
         # clears only what this run left behind
         finished = mf.claim(out, mf.config_hash(identity))
-        try:
+        # on an error the teacher's output stays (a rerun reuses it when the source and
+        # teacher are unchanged), and a corrected config may run (``mf.fail``)
+        with mf.failing(out):
             return _build(
                 config, out, identity, augment_config, recorded, harnesses, progress, finished
             )
-        except HsaError:
-            if not mf.partial_data(out):  # failed before writing anything: nothing to
-                mf.clear_state(out)  # finish, so no run is left to look unfinished
-            elif not mf.dataset_data(out):
-                # The teacher's output stays (a rerun reuses it when the source and teacher
-                # are unchanged); this config wrote no row, so a corrected config may run.
-                mf.clear_run(out)
-            raise
 
 
 def _build(

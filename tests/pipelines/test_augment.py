@@ -373,7 +373,7 @@ def test_a_failed_run_that_wrote_nothing_does_not_block_the_next(
     out = tmp_path / "out"
     with pytest.raises(DatasetError, match="no harness 'nowhere'"):
         augment(open_source(bad), out, config())
-    assert (out / ".hsa" / "run.json").is_file()
+    assert not (out / ".hsa" / "run.json").exists()  # no run left to look unfinished
     good = _write(tmp_path / "good.parquet", livestream_table)
     report = augment(open_source(good), out, config())
     assert report.trajectories == 48 and not (out / ".hsa" / "lock").exists()
@@ -903,6 +903,30 @@ def test_a_batch_or_split_without_rows_writes_no_shard(
     assert again.skipped == 6 - 1 and digests(out) == digests(reference)
 
 
+def test_a_run_stopped_by_a_bad_row_is_retried_and_gives_way_to_the_fixed_input(
+    tmp_path: Path, livestream_table: pa.Table
+) -> None:
+    # fixing the input and rerunning was refused as "the unfinished run of another config",
+    # whose rerun could only fail again
+    rows = livestream_table.to_pylist()
+    call = next(i for i, e in enumerate(rows[40]["events"]) if e["kind"] == "tool_call")
+    rows[40]["events"][call]["args"] = "[1, 2"
+    path = _write(tmp_path / "in.parquet", rows)
+    out, clean = tmp_path / "out", tmp_path / "clean"
+    for _ in range(2):  # the same input again: retried, and stopped at the same row
+        with pytest.raises(DatasetError, match=r"row 40 .*not JSON"):
+            augment(open_source(path), out, config(workers=1))
+        assert list((out / ".hsa" / "done").glob("*.json"))  # the batches before it written
+    _write(path, livestream_table)  # fixed
+    augment(open_source(path), out, config(workers=1))
+    augment(open_source(path), clean, config(workers=1))
+    assert digests(out) == digests(clean)
+    # an interrupted run of another config is kept to be finished, as before
+    (out / "manifest.json").unlink()
+    with pytest.raises(DatasetError, match="unfinished run of another config"):
+        augment(open_source(path), out, config(seed=5))
+
+
 def test_a_run_that_gives_no_row_is_refused_and_leaves_no_dataset(
     tmp_path: Path, livestream_table: pa.Table
 ) -> None:
@@ -916,7 +940,7 @@ def test_a_run_that_gives_no_row_is_refused_and_leaves_no_dataset(
     ):
         augment(open_source(path), out, _skills_only())
     assert not (out / "manifest.json").exists() and not (out / "data").exists()
-    assert [p.name for p in (out / ".hsa").rglob("*.json")] == ["run.json"]  # no batch done
+    assert not list((out / ".hsa").rglob("*.json"))  # no batch done, no run left unfinished
     # a rerun says the same; the corrected config may use the folder
     with pytest.raises(DatasetError, match="no row to write"):
         augment(open_source(path), out, _skills_only())
