@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import PurePath
 from typing import NoReturn
 
@@ -117,8 +118,31 @@ _STOP: list[type[KeyboardInterrupt]] = []
 
 def request_stop(stop: KeyboardInterrupt) -> NoReturn:
     """Record that the process was asked to stop (Ctrl-C, SIGTERM) and raise ``stop``."""
-    _STOP[:] = [type(stop)]
+    record_stop(type(stop))
     raise stop
+
+
+def record_stop(kind: type[KeyboardInterrupt]) -> None:
+    """Record that the process was asked to stop, without raising (an event loop's signal
+    handler, which stops the run by cancelling it instead)."""
+    _STOP[:] = [kind]
+
+
+def on_sigterm(number: int, frame: object) -> None:
+    """The signal handler the CLI installs for SIGTERM: stop as on Ctrl-C (``Terminated``)."""
+    request_stop(Terminated())
+
+
+def on_sigint(number: int, frame: object) -> None:
+    """The signal handler the CLI installs for SIGINT (Ctrl-C)."""
+    request_stop(KeyboardInterrupt())
+
+
+#: the stop each of the CLI's signal handlers asks for
+STOPS: dict[Callable[[int, object], None], type[KeyboardInterrupt]] = {
+    on_sigterm: Terminated,
+    on_sigint: KeyboardInterrupt,
+}
 
 
 def stop_requested() -> type[KeyboardInterrupt] | None:

@@ -10,7 +10,7 @@ from typing import NoReturn
 import click
 
 from hsa._version import __version__
-from hsa.errors import HsaError, Terminated, clear_stop, request_stop, stop_requested
+from hsa.errors import HsaError, Terminated, clear_stop, on_sigint, on_sigterm, stop_requested
 
 
 class _Group(click.Group):
@@ -63,14 +63,6 @@ _EXTRAS = {
 }
 
 
-def _terminate(number: int, frame: object) -> None:
-    request_stop(Terminated())
-
-
-def _interrupt(number: int, frame: object) -> None:
-    request_stop(KeyboardInterrupt())
-
-
 #: what the running command says to do after it is interrupted (``when_interrupted``)
 _NEXT: list[str] = []
 
@@ -91,9 +83,9 @@ def main(argv: list[str] | None = None) -> None:
     clear_stop()
     handlers = {}
     if threading.current_thread() is threading.main_thread():
-        handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _terminate)
+        handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, on_sigterm)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            handlers[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
+            handlers[signal.SIGINT] = signal.signal(signal.SIGINT, on_sigint)
     try:
         try:
             _run(argv, debug)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import abc
 import asyncio
 import re
+import signal
+import threading
 from collections import Counter
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from hsa.errors import TeacherError
+from hsa.errors import STOPS, TeacherError, record_stop
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage
 
 
@@ -168,13 +170,45 @@ _T = TypeVar("_T")
 def run_async(main: Coroutine[Any, Any, _T]) -> _T:
     """``asyncio.run(main)``, where a stop (Ctrl-C, or SIGTERM as ``Terminated``) that ends
     the run is said once, by the command, and not again by asyncio as a traceback of each task
-    it cut short ("Task exception was never retrieved")."""
+    it cut short ("Task exception was never retrieved").
+
+    While the loop runs, the CLI's signal handlers (``hsa.errors.STOPS``) give way to the
+    loop's: a stop cancels ``main`` and is raised once it has unwound. Raised by a handler at
+    whatever line the loop was on, it could cut a task's step short inside the loop itself,
+    and the run then waited forever for that task to finish cancelling."""
+    taken = {}
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGTERM, signal.SIGINT):
+            handler = signal.getsignal(number)
+            if handler in STOPS:
+                taken[number] = handler
 
     async def quiet() -> _T:
-        asyncio.get_running_loop().set_exception_handler(_quiet_stops)
-        return await main
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(_quiet_stops)
+        task = asyncio.current_task()
+        asked: list[type[KeyboardInterrupt]] = []
 
-    return asyncio.run(quiet())
+        def stop(kind: type[KeyboardInterrupt]) -> None:
+            record_stop(kind)
+            asked.append(kind)
+            if task is not None:
+                task.cancel()
+
+        for number, handler in taken.items():
+            loop.add_signal_handler(number, stop, STOPS[handler])
+        try:
+            return await main
+        except asyncio.CancelledError:
+            if asked:
+                raise asked[0]() from None
+            raise
+
+    try:
+        return asyncio.run(quiet())
+    finally:  # the loop's close set them to the defaults
+        for number, handler in taken.items():
+            signal.signal(number, handler)
 
 
 def _quiet_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -1,0 +1,72 @@
+"""``run_async``: a stop asked for by a signal while the loop runs cancels the run, then is
+raised as the CLI's handler would raise it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+
+import pytest
+
+from hsa.errors import STOPS, Terminated, clear_stop, on_sigint, on_sigterm, stop_requested
+from hsa.teachers.backends.base import run_async
+
+
+@pytest.fixture
+def cli_handlers():
+    saved = {n: signal.getsignal(n) for n in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGINT, on_sigint)
+    yield
+    for number, handler in saved.items():
+        signal.signal(number, handler)
+    clear_stop()
+
+
+async def _busy(number: int, cleaned: list[str]) -> None:
+    async def worker(name: str) -> None:
+        try:
+            while True:
+                await asyncio.sleep(0)  # the loop stays busy: the signal lands inside it
+        except BaseException as exc:
+            cleaned.append(f"{name}: {type(exc).__name__}")
+            raise
+
+    # no handler that raises is left to run inside the loop's own code (where a stop raised
+    # between its steps could lose a task's next step, and the run wait for it forever)
+    assert signal.getsignal(number) not in STOPS
+    tasks = [asyncio.ensure_future(worker(f"w{i}")) for i in range(4)]
+    # from another thread: the handler then runs wherever the main thread is, mostly inside
+    # a worker's step or the loop's own code
+    threading.Timer(0.05, os.kill, (os.getpid(), number)).start()
+    await asyncio.gather(*tasks)
+
+
+@pytest.mark.parametrize(
+    ("number", "kind"), [(signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)]
+)
+def test_a_signal_cancels_every_task_and_raises_its_stop_after(cli_handlers, number, kind):
+    # raised by the handler at whatever line the loop was on, a stop could cut a task's step
+    # short inside the loop, and the run then waited forever for it to finish cancelling
+    cleaned: list[str] = []
+    with pytest.raises(kind) as stopped:
+        run_async(_busy(number, cleaned))
+    assert type(stopped.value) is kind and stop_requested() is kind
+    # each unwound by cancelling it, none cut short by the stop raised inside its step
+    assert sorted(cleaned) == [f"w{i}: CancelledError" for i in range(4)]
+    # the CLI's handlers are back once the loop is closed
+    assert signal.getsignal(signal.SIGTERM) is on_sigterm
+    assert signal.getsignal(signal.SIGINT) is on_sigint
+
+
+def test_a_run_without_the_clis_handlers_keeps_its_own(cli_handlers):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    async def answer() -> int:
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # not taken over
+        return 42
+
+    assert run_async(answer()) == 42
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
