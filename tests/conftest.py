@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# hsa's own rules only, in this process and the commands it runs: a rule plugin installed on the
+# machine (a broken one, one in a built-in family) is no part of what the suite tests; a test
+# of plugins names its own (registry.PLUGINS_VARIABLE)
+os.environ["HSA_PLUGINS"] = ""
 
 
 def _external() -> Path:
@@ -27,3 +34,12 @@ def _external() -> Path:
 def external() -> Path:
     """The read-only public corpora (BFCL, tau2, agent-skills)."""
     return _external()
+
+
+@pytest.fixture(scope="session")
+def refused() -> Iterator[str]:
+    """The base URL of a local port that refuses connections: bound for the session and never
+    listening (a fixed port such as 9 may have a server on some machine)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}"

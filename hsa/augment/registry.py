@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import os
 import threading
 from collections.abc import Callable, Iterable
 from collections.abc import Mapping as MappingABC
@@ -50,7 +51,7 @@ class BrokenPlugin:
         return f"entry point {ENTRY_POINT_GROUP}:{self.name}"
 
     def __str__(self) -> str:
-        return f"{self.where} = {self.value}: {self.error}"
+        return f"{self.where}{f' = {self.value}' if self.value else ''}: {self.error}"
 
 
 _RULES: dict[str, Rule] = {}
@@ -162,6 +163,19 @@ def _load_builtins() -> None:
         _BUILTINS_READY = True
 
 
+#: the environment variable that picks the installed plugins to load, by entry point name
+#: (comma-separated; empty: none); unset, every one is loaded
+PLUGINS_VARIABLE = "HSA_PLUGINS"
+
+
+def plugins_chosen() -> set[str] | None:
+    """The entry point names ``HSA_PLUGINS`` picks (None when it is unset: all of them)."""
+    value = os.environ.get(PLUGINS_VARIABLE)
+    if value is None:
+        return None
+    return {name.strip() for name in value.split(",") if name.strip()}
+
+
 def _load_plugins() -> None:
     # the built-ins first, under their own lock: a plugin module another thread is importing
     # meanwhile registers its rules without waiting on this thread, which would wait on that
@@ -176,7 +190,14 @@ def _load_plugins_locked() -> None:
     if _PLUGINS_LOADED:
         return
     _PLUGINS_LOADED = True
-    for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    chosen = plugins_chosen()
+    found = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    for name in sorted((chosen or set()) - {ep.name for ep in found}):
+        error = f"{PLUGINS_VARIABLE} names it, and no installed package has this entry point"
+        _BROKEN[name] = BrokenPlugin(name, "", error, ())
+    for ep in found:
+        if chosen is not None and ep.name not in chosen:
+            continue
         _LOADING.clear()
         try:
             _register_object(ep.load(), ep)

@@ -268,6 +268,7 @@ def plugins(monkeypatch) -> Callable[..., None]:
     }
 
     def install(*entry_points) -> None:
+        monkeypatch.delenv(registry.PLUGINS_VARIABLE, raising=False)  # every one given
         monkeypatch.setattr(registry, "_RULES", dict(builtin))
         monkeypatch.setattr(registry, "_BROKEN", {})
         monkeypatch.setattr(registry, "_PLUGIN_OF", {})

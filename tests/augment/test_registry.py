@@ -81,6 +81,21 @@ def test_entry_points_register_rules(plugins):
     assert get_rule("fake.upper").name == "fake.upper" and broken_plugins() == []
 
 
+def test_hsa_plugins_picks_the_plugins_loaded_and_says_a_missing_one(plugins, monkeypatch):
+    # a build that must use named plugins alone, or none (the suite: HSA_PLUGINS="")
+    ep = _CountingEntryPoint()
+    plugins(ep, metadata.EntryPoint(name="fake", value="fake_rules:RULES", group="hsa.rules"))
+    monkeypatch.setenv("HSA_PLUGINS", "fake, gone")
+    names = {r.name for r in all_rules()}
+    assert "fake.upper" in names and ep.loads == []  # "counted" not chosen: never imported
+    [missing] = broken_plugins()
+    assert missing.name == "gone" and "HSA_PLUGINS names it, and no installed" in missing.error
+    plugins(ep)
+    monkeypatch.setenv("HSA_PLUGINS", "")
+    assert "fake.upper" not in {r.name for r in all_rules()} and ep.loads == []
+    assert broken_plugins() == []
+
+
 @dataclass
 class _CountingEntryPoint:
     """An entry point that records every load, to prove when the registry loads plugins."""

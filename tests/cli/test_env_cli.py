@@ -11,8 +11,8 @@ import pytest
 
 
 def hsa(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    exe = shutil.which("hsa")
-    cmd = [exe, *args] if exe else [sys.executable, "-c", "from hsa.cli import main; main()", *args]
+    # this interpreter's hsa, not whichever is first on PATH
+    cmd = [sys.executable, "-c", "from hsa.cli import main; main()", *args]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=300)
 
 

@@ -88,16 +88,16 @@ def test_a_served_model_is_evaluated_and_a_rerun_asks_it_nothing(tmp_path):
             assert SECRET.encode() not in path.read_bytes(), path
 
 
-def test_a_server_that_never_answers_fails_the_run_and_writes_nothing(tmp_path):
+def test_a_server_that_never_answers_fails_the_run_and_writes_nothing(tmp_path, refused):
     out = tmp_path / "down"
     done = hsa(
-        "eval", "run", "--policy", "openai", "--base-url", "http://127.0.0.1:9/v1",
+        "eval", "run", "--policy", "openai", "--base-url", f"{refused}/v1",
         "--model", "m", "--tasks", "2", "--max-retries", "0", "--timeout", "2", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()
     assert line == (
-        "hsa: error: connection refused to http://127.0.0.1:9/v1: nothing answers there (tried "
+        f"hsa: error: connection refused to {refused}/v1: nothing answers there (tried "
         "1 time); start the server or check --base-url, then rerun"
     )
     assert not out.exists()

@@ -3,6 +3,7 @@ installed and checked; docs/rules.md previews re-run and compared."""
 
 from __future__ import annotations
 
+import configparser
 import importlib.util
 import json
 import os
@@ -28,10 +29,23 @@ def builtin_rules() -> list[str]:
 
 
 def hsa(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    exe = shutil.which("hsa")
-    cmd = [exe, *args] if exe else [sys.executable, "-c", "from hsa.cli import main; main()", *args]
-    merged = {**os.environ, **(env or {})}
+    """Run this interpreter's hsa (not whichever is first on PATH) with the rule plugins of
+    the folders ``env`` puts on PYTHONPATH, and none other installed on the machine."""
+    cmd = [sys.executable, "-c", "from hsa.cli import main; main()", *args]
+    merged = {**os.environ, **(env or {}), "HSA_PLUGINS": ",".join(_plugins(env or {}))}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=merged, cwd=ROOT)
+
+
+def _plugins(env: dict) -> list[str]:
+    """The ``hsa.rules`` entry point names of the distributions on ``env``'s PYTHONPATH."""
+    names = []
+    for folder in filter(None, env.get("PYTHONPATH", "").split(os.pathsep)):
+        for listed in sorted(Path(folder).glob("*.dist-info/entry_points.txt")):
+            parser = configparser.ConfigParser(delimiters=("=",))
+            parser.read(listed)
+            if parser.has_section("hsa.rules"):
+                names += list(parser["hsa.rules"])
+    return names
 
 
 def test_list_shows_at_least_25_rules_over_every_family():

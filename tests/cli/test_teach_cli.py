@@ -192,7 +192,7 @@ def test_an_endpoint_that_is_down_fails_the_run_and_the_rerun_retries(tmp_path):
     assert json.loads((out / "manifest.json").read_text())["verified"] == 5
 
 
-def test_a_build_config_runs_its_own_teacher_job(tmp_path):
+def test_a_build_config_runs_its_own_teacher_job(tmp_path, refused):
     # the build's source (environment, tasks) and seed come with its teach section
     config = tmp_path / "build.yaml"
     config.write_text(
@@ -209,12 +209,12 @@ def test_a_build_config_runs_its_own_teacher_job(tmp_path):
     assert (job["variants_per_task"], job["include_canonical"]) == (0, True)
     # flags complete a build config's teach section (its base URL here)
     config.write_text("source: {env: livestream, tasks: 1}\nout: d\nteach: {backend: openai}\n")
-    flags = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--backoff", "0.01"]
+    flags = ["--base-url", f"{refused}/v1", "--model", "m", "--backoff", "0.01"]
     completed = subprocess.run(
         [*HSA, "teach", "--config", str(config), *flags, "--out", str(tmp_path / "t2")],
         capture_output=True, text=True, env=environ(), timeout=120,
     )  # fmt: skip
-    assert "connection refused to http://127.0.0.1:9/v1" in completed.stderr, completed.stderr
+    assert f"connection refused to {refused}/v1" in completed.stderr, completed.stderr
     recorded = tmp_path / "recorded.yaml"
     recorded.write_text("source: {trajectories: x.jsonl}\nout: data\n")
     refused = subprocess.run(
@@ -225,17 +225,14 @@ def test_a_build_config_runs_its_own_teacher_job(tmp_path):
     assert "$.source: its source is recorded trajectories" in refused.stderr
 
 
-def test_a_config_files_base_url_beats_openai_base_url_and_a_flag_beats_both(tmp_path):
+def test_a_config_files_base_url_beats_openai_base_url_and_a_flag_beats_both(tmp_path, refused):
     # flag, then config, then the environment: the request goes to the file's endpoint
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     config = tmp_path / "teach.yaml"
     config.write_text(
-        f"teach: {{backend: openai, base_url: 'http://127.0.0.1:{port}/v1', model: m, "
+        f"teach: {{backend: openai, base_url: '{refused}/file/v1', model: m, "
         "tasks: 1, max_retries: 0, backoff_s: 0.01}\n"
     )
-    env = {**environ(), "OPENAI_BASE_URL": "http://127.0.0.1:9/env/v1"}
+    env = {**environ(), "OPENAI_BASE_URL": f"{refused}/env/v1"}
 
     def refused_at(*extra: str) -> str:
         done = subprocess.run(
@@ -245,13 +242,13 @@ def test_a_config_files_base_url_beats_openai_base_url_and_a_flag_beats_both(tmp
         assert done.returncode == 1, done.stdout
         return done.stderr
 
-    assert f"connection refused to http://127.0.0.1:{port}/v1" in refused_at()
-    flag = refused_at("--base-url", "http://127.0.0.1:9/flag/v1")
-    assert "connection refused to http://127.0.0.1:9/flag/v1" in flag
+    assert f"connection refused to {refused}/file/v1" in refused_at()
+    flag = refused_at("--base-url", f"{refused}/flag/v1")
+    assert f"connection refused to {refused}/flag/v1" in flag
     config.write_text(
         "teach: {backend: openai, model: m, tasks: 1, max_retries: 0, backoff_s: 0.01}\n"
     )
-    assert "connection refused to http://127.0.0.1:9/env/v1" in refused_at()  # else the variable
+    assert f"connection refused to {refused}/env/v1" in refused_at()  # else the variable
 
 
 @pytest.mark.parametrize(

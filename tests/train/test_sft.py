@@ -185,7 +185,14 @@ def _no_hub(*args, **kwargs):
     raise AssertionError("the hub was asked")
 
 
-def test_a_hub_name_still_goes_to_the_hub(tmp_path, monkeypatch):
+@pytest.fixture
+def public_hub(monkeypatch):
+    """The hub's settings as on a machine that sets none (HF_HUB_OFFLINE, HF_ENDPOINT)."""
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "https://huggingface.co")
+
+
+def test_a_hub_name_still_goes_to_the_hub(tmp_path, monkeypatch, public_hub):
     from hsa.train.sft import load_model
 
     monkeypatch.chdir(tmp_path)
@@ -200,7 +207,7 @@ def test_a_hub_name_still_goes_to_the_hub(tmp_path, monkeypatch):
             load_model(name)
 
 
-def test_a_hub_name_with_no_hub_to_reach_is_said_at_once(tmp_path, monkeypatch):
+def test_a_hub_name_with_no_hub_to_reach_is_said_at_once(tmp_path, monkeypatch, public_hub):
     from hsa.train.sft import load_model
 
     monkeypatch.chdir(tmp_path)
