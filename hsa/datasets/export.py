@@ -30,6 +30,8 @@ def shards(path: str | Path, split: str | None = None) -> list[Path]:
     root = Path(path)
     manifest = root / mf.MANIFEST
     if not manifest.is_file():
+        if not root.exists():
+            raise DatasetError("no such dataset directory", file=str(root))
         if (root / mf.STATE / "run.json").is_file():
             raise DatasetError(
                 "the dataset is not complete (no manifest.json): rerun the job to finish it",

@@ -238,3 +238,10 @@ def test_the_summary_says_what_the_run_left_out_or_fell_short_of(tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "under fewer than 2 variants" in shown.stdout and "3 trajectories" in shown.stdout
     assert "note" in shown.stdout and "line(s) 4" in shown.stdout
+
+
+def test_a_path_that_does_not_exist_is_said_so(tmp_path):
+    # it read "not a dataset directory: no manifest.json"
+    shown = hsa("inspect", str(tmp_path / "missing"))
+    assert shown.returncode == 1
+    assert shown.stderr.strip() == f"hsa: error: {tmp_path / 'missing'}: no such dataset directory"
