@@ -525,3 +525,37 @@ def test_arguments_declared_by_all_of_or_a_ref_are_declared():
     }
     assert undeclared(schema, {"item_name": "a", "request_tag": "t", "x-k": "v"}) == []
     assert undeclared(schema, {"item_name": "a", "other": 1}) == ["other"]
+
+
+def test_a_respelled_enum_value_an_off_schema_call_already_writes_is_skipped_not_failed():
+    # BFCL answers "horror" where the enum says "Horror": respelled to "horror", the enum's
+    # inverse gives "Horror" back, and roundtrip and replay blamed the rule for the corpus
+    def respell(harness, rng, params, context):
+        tools = [
+            dataclasses.replace(
+                t,
+                parameters={
+                    **t.parameters,
+                    "properties": {
+                        **t.parameters["properties"],
+                        "sort": {"type": "string", "enum": ["PRICE", "rating"]},
+                    },
+                },
+            )
+            if t.name == "search"
+            else t
+            for t in harness.tools
+        ]
+        steps = (Step("enum", ("sort",), values=(("price", "PRICE"),)),)
+        mapping = RewriteMapping(tools={"search": ToolMap("search", steps)})
+        return Rewrite(harness.replace(tools=tools), mapping)
+
+    events = [
+        dataclasses.replace(e, args={**e.args, "sort": "PRICE"})
+        if isinstance(e, ToolCall) and e.args.get("sort") == "price"
+        else e
+        for e in make_events()
+    ]
+    report = _run(respell, events=tuple(events))
+    assert report.outcomes["schema"] == SKIP and report.outcomes["roundtrip"] == SKIP
+    assert report.ok and not [f for f in report.failures if f.check in ("roundtrip", "replay")]

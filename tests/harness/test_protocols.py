@@ -534,3 +534,39 @@ def test_every_doc_format_handles_every_bfcl_function(doc: str, external: Path) 
     text = DOC_FORMATS[doc](tools)
     for tool in tools:
         assert tool.name in text
+
+
+@pytest.mark.parametrize("fmt", ["xml", "python", "markdown"])
+def test_a_doc_shows_every_alternative_an_optional_enum_and_a_const(fmt):
+    # only the first anyOf alternative with properties was documented (a call by iban could
+    # not be told from the prompt), an enum inside anyOf lost its values (xml, markdown), and
+    # a const was dropped
+    tool = Tool(
+        name="pay",
+        description="Pay.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "method": {
+                    "anyOf": [
+                        {"type": "object", "properties": {"card_no": {"type": "string"}}},
+                        {"$ref": "#/$defs/Bank"},
+                    ]
+                },
+                "status": {"anyOf": [{"enum": ["open_state", "closed_state"]}, {"type": "null"}]},
+                "api_version": {"type": "string", "const": "v2"},
+                "note": {"anyOf": [{"enum": ["a"]}, {"type": "string"}]},
+            },
+            "$defs": {
+                "Bank": {
+                    "type": "object",
+                    "properties": {"iban": {"type": "string"}},
+                    "required": ["iban"],
+                }
+            },
+        },
+    )
+    doc = DOC_FORMATS[fmt]([tool])
+    for shown in ("card_no", "iban", "open_state", "closed_state", "v2"):
+        assert shown in doc, (shown, doc)
+    assert 'Enum values: ["a"]' not in doc  # "note" takes any string too

@@ -97,6 +97,8 @@ def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0)
         return "Any"
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         return "Literal[" + ", ".join(repr(v) for v in schema["enum"]) + "]"
+    if "const" in schema:
+        return f"Literal[{schema['const']!r}]"
     options = schema.get("anyOf") or schema.get("oneOf")
     if isinstance(options, list) and options:
         return " | ".join(_py_type(o, root, depth + 1) for o in options)
@@ -112,11 +114,44 @@ def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0)
     return _PY_TYPES.get(str(kind), str(kind))
 
 
-def _description(schema: Mapping[str, Any]) -> str:
+def _description(schema: Mapping[str, Any], root: Mapping[str, Any]) -> str:
+    """A parameter's description, with the values it may take when they are listed."""
     text = str(schema.get("description") or "").strip()
-    if isinstance(schema.get("enum"), list):
-        text = f"{text} Enum values: {json.dumps(schema['enum'], ensure_ascii=False)}.".strip()
+    values = _values(schema, root)
+    if values is not None:
+        text = f"{text} Enum values: {json.dumps(values, ensure_ascii=False)}.".strip()
     return text
+
+
+def _values(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> list | None:
+    """The values a schema allows when it lists them: its ``enum``, its ``const``, or those of
+    its ``anyOf``/``oneOf`` alternatives when each lists its own or is ``null`` (an optional
+    enum, as Pydantic writes ``Optional[Literal[...]]``); None when any value of a type goes."""
+    schema = _resolve(schema, root)
+    if isinstance(schema.get("enum"), list):
+        return list(schema["enum"])
+    if "const" in schema:
+        return [schema["const"]]
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if not isinstance(options, list) or not options or depth > _MAX_DEPTH:
+        return None
+    values: list = []
+    seen: set[str] = set()
+    listed = False
+    for option in options:
+        option = _resolve(option, root) if isinstance(option, Mapping) else {}
+        if option.get("type") == "null" and len(option) == 1:
+            continue  # null: the type says so
+        found = _values(option, root, depth + 1)
+        if found is None:
+            return None
+        listed = True
+        for value in found:
+            key = json.dumps(value, sort_keys=True)  # 1, 1.0 and true apart
+            if key not in seen:
+                seen.add(key)
+                values.append(value)
+    return values if listed else None
 
 
 def _nested(
@@ -124,22 +159,35 @@ def _nested(
 ) -> Mapping[str, Any] | None:
     """The object schema whose properties a parameter documents below itself, if any.
 
-    That is the parameter's own object schema, or its array items', or the first alternative
-    of an ``anyOf``/``oneOf`` that has properties.
+    That is the parameter's own object schema, or its array items', or, for an
+    ``anyOf``/``oneOf``, the properties of every alternative that has some (each once, in
+    order; required where every such alternative requires it).
     """
     schema = _resolve(schema, root)
     if schema.get("properties"):
         return schema
     if depth > 2:
         return None
-    candidates = [schema.get("items")]
-    candidates += list(schema.get("anyOf") or []) + list(schema.get("oneOf") or [])
-    for candidate in candidates:
-        if isinstance(candidate, Mapping):
-            found = _nested(candidate, root, depth + 1)
-            if found is not None:
-                return found
-    return None
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        found = _nested(items, root, depth + 1)
+        if found is not None:
+            return found
+    alternatives = [
+        found
+        for option in [*(schema.get("anyOf") or []), *(schema.get("oneOf") or [])]
+        if isinstance(option, Mapping) and (found := _nested(option, root, depth + 1)) is not None
+    ]
+    if len(alternatives) <= 1:
+        return alternatives[0] if alternatives else None
+    merged: dict[str, Any] = {}
+    for alternative in alternatives:
+        for name, sub in (alternative.get("properties") or {}).items():
+            merged.setdefault(name, sub)
+    required = [
+        name for name in merged if all(name in (a.get("required") or ()) for a in alternatives)
+    ]
+    return {"type": "object", "properties": merged, "required": required}
 
 
 @register_doc_format("json")
@@ -178,7 +226,7 @@ def _xml_params(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) 
             default = json.dumps(resolved["default"], ensure_ascii=False)
             attrs += f' default="{escape_attr(default)}"'
         lines.append(f"{pad}<param {attrs}>")
-        lines.append(f"{pad}  <desc>{escape_text(_description(resolved))}</desc>")
+        lines.append(f"{pad}  <desc>{escape_text(_description(resolved, root))}</desc>")
         nested = _nested(sub, root)
         if nested is not None:
             lines.append(f"{pad}  <params>")
@@ -246,7 +294,7 @@ def _py_args(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -> 
             notes.append(f"default={resolved['default']!r}")
         elif not required:
             notes.append("optional")
-        text = _docstring_text(_description(resolved)).replace("\n", " ")
+        text = _docstring_text(_description(resolved, root)).replace("\n", " ")
         # an argument's name as the call writes it: a keyword, else the **kwargs key
         said = name if level > 2 or is_identifier(name) else _docstring_text(repr(name))
         lines.append(f"{pad}{said} ({', '.join(notes)}): {text}".rstrip())
@@ -280,7 +328,7 @@ def _md_params(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -
         notes = [_json_type(sub, root), "required" if required else "optional"]
         if "default" in resolved:
             notes.append(f"default `{json.dumps(resolved['default'], ensure_ascii=False)}`")
-        text = _description(resolved).replace("\n", " ")
+        text = _description(resolved, root).replace("\n", " ")
         lines.append(f"{pad}- `{name}` ({', '.join(notes)}){': ' + text if text else ''}")
         nested = _nested(sub, root)
         if nested is not None:
