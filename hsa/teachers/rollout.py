@@ -43,7 +43,7 @@ from hsa.harness.render import Conversation, render, tools_json
 from hsa.teachers.backends.base import Backend, ContextOverflow
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage, dumps
-from hsa.teachers.verify import Verification, call_attempt, verify
+from hsa.teachers.verify import CUT_OFF, Verification, call_attempt, verify
 
 #: how a repair request starts; the oracle recognises it to answer the original question
 REPAIR_PREFIX = "Your last reply could not be read:"
@@ -85,6 +85,12 @@ def unreadable_reply(message: Mapping[str, Any]) -> dict[str, Any]:
         raw = arguments if isinstance(arguments, str) else dumps(arguments)
         parts.append(f'{{"name": {dumps(function.get("name"))}, "arguments": {raw}}}')
     return {"role": "assistant", "content": "\n".join(parts)}
+
+
+def _cut_off(response: ChatResponse) -> str | None:
+    """The ``finish_reason`` of a reply the backend cut off (``CUT_OFF``), else None."""
+    reason = response.finish_reason
+    return reason if reason in CUT_OFF else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +248,8 @@ class _Run:
         self.events: list[Event] = []
         self.surface_calls: list[ToolCall] = []
         self.failures: list[FormatFailure] = []
-        self.cut: list[int] = []  # the steps whose reply hit the token limit
+        #: (step, finish_reason) of the steps whose reply the backend cut off (``CUT_OFF``)
+        self.cut: list[tuple[int, str]] = []
         self.requests = 0
         self.cache_hits = 0
         self.usage = Usage()
@@ -273,13 +280,14 @@ class _Run:
     async def next_step(self) -> list[Event]:
         """The model's next step in surface form; ``StepError`` if unreadable after repair.
 
-        The step is marked cut (``self.cut``) when the reply it was read from hit the token
-        limit: after a repair, the repaired reply's, not the one it replaced.
+        The step is marked cut (``self.cut``) when the reply it was read from was cut off (the
+        token limit, a content filter: ``CUT_OFF``): after a repair, the repaired reply's, not
+        the one it replaced.
         """
         conversation = render(self.surface_events(), self.surface)
         response = await self.ask(conversation.messages, conversation.tools)
         self.steps += 1
-        cut = response.finish_reason == "length"
+        cut = _cut_off(response)
         next_call = _count_calls(self.events)
         try:
             step = read_step(response.message, self.surface, self.view, next_call)
@@ -300,7 +308,7 @@ class _Run:
             self.failures.append(failure)  # the backend failed the repair: keep what it was for
             self._mark_cut(cut)
             raise
-        again_cut = repaired.finish_reason == "length"
+        again_cut = _cut_off(repaired)
         try:
             step = read_step(repaired.message, self.surface, self.view, next_call)
         except StepError as again:
@@ -313,9 +321,9 @@ class _Run:
         self._mark_cut(again_cut)
         return step
 
-    def _mark_cut(self, cut: bool) -> None:
+    def _mark_cut(self, cut: str | None) -> None:
         if cut:
-            self.cut.append(self.steps)
+            self.cut.append((self.steps, cut))
 
     def surface_events(self) -> list[Event]:
         """The events so far as the surface shows them; a refused call as the model wrote it

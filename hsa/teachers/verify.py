@@ -27,6 +27,12 @@ CHECKS = ("format", "schema", "execution", "score")
 
 _TAGS = re.compile(r"</?(tool_call|toolcall|function_call|tool_use)\b", re.IGNORECASE)
 
+#: the ``finish_reason`` values of a reply the backend cut off, and what each says
+CUT_OFF = {
+    "length": "at the token limit (finish_reason 'length'; raise max_tokens)",
+    "content_filter": "by the provider's content filter (finish_reason 'content_filter')",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Verification:
@@ -132,7 +138,7 @@ def verify(
     surface: Harness,
     canonical: Harness,
     outcome: Outcome | None,
-    cut: Sequence[int] = (),
+    cut: Sequence[tuple[int, str]] = (),
 ) -> Verification:
     """Every check of a finished rollout; ``ended`` says how the rollout stopped.
 
@@ -142,19 +148,18 @@ def verify(
     context window) or ``empty`` (the model answered nothing); ``detail`` says more.
     ``surface_events`` are the canonical events mapped to the surface (what the conversation
     shows), ``conversation`` their rendering when already made; ``surface_calls`` the calls
-    exactly as the model wrote them. ``cut``: the steps whose reply the backend cut off at the
-    token limit (``finish_reason`` "length"): such a reply may read as a step, but not the one
-    the model meant, so it fails the ``complete`` check however it reads.
+    exactly as the model wrote them. ``cut``: (step, ``finish_reason``) of the steps whose
+    reply the backend cut off (``CUT_OFF``: the token limit, a content filter): such a reply
+    may read as a step, but not the one the model meant, so it fails the ``complete`` check
+    however it reads.
     """
     checks: dict[str, bool] = {}
     reasons: list[str] = []
     checks["complete"] = not cut and ended != "context"
-    if cut:
-        steps = ", ".join(map(str, cut))
-        reasons.append(
-            f"truncated: the reply at step(s) {steps} was cut off at the token limit "
-            "(finish_reason 'length'; raise max_tokens)"
-        )
+    for finish, why in CUT_OFF.items():
+        steps = ", ".join(str(step) for step, reason in cut if reason == finish)
+        if steps:
+            reasons.append(f"truncated: the reply at step(s) {steps} was cut off {why}")
     if ended == "format":
         checks["format"] = False
         reasons.append(f"format: {detail}")

@@ -388,8 +388,13 @@ def test_a_bfcl_call_is_scored_by_bfcls_checker_not_refused_for_its_values(exter
     assert not wrong.verification.checks["score"]
 
 
-def test_a_reply_cut_off_at_the_token_limit_is_rejected_however_it_reads(env, canonical, responder):
-    # what a real model returns at max_tokens: text that reads as an answer, cut short
+@pytest.mark.parametrize(
+    ("finish", "said"),
+    [("length", "at the token limit"), ("content_filter", "by the provider's content filter")],
+)
+def test_a_reply_cut_off_is_rejected_however_it_reads(env, canonical, responder, finish, said):
+    # what a real model returns at max_tokens: text that reads as an answer, cut short; a
+    # provider's content filter cuts it the same way, and was written as a verified row
     task = env.tasks()[0]
     oracle = OracleBackend(responder)
     assert run(spec_of(task, canonical), env, oracle).verification.verified
@@ -402,7 +407,7 @@ def test_a_reply_cut_off_at_the_token_limit_is_rejected_however_it_reads(env, ca
             response = await oracle.chat(request)
             if response.message.get("tool_calls"):
                 return response
-            return ChatResponse(response.message, finish_reason="length")
+            return ChatResponse(response.message, finish_reason=finish)
 
     result = run(spec_of(task, canonical), env, CutOff())
     # the episode runs as the model wrote it (an evaluation scores it as it reads), but the
@@ -410,6 +415,7 @@ def test_a_reply_cut_off_at_the_token_limit_is_rejected_however_it_reads(env, ca
     assert result.ended == "answered" and result.verification.checks["score"]
     assert not result.verification.verified and not result.verification.checks["complete"]
     assert result.verification.reason.startswith("truncated: the reply at step(s) ")
+    assert f"was cut off {said}" in result.verification.reason
     from hsa.eval.metrics import failure_class
 
     assert failure_class(result) is None  # solved: an evaluation counts it a success
