@@ -31,7 +31,7 @@ import ssl
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,19 +282,29 @@ class OpenAIBackend(Backend):
             payload = await answer.read()
             status = answer.status
             if status >= 400:
-                wait = seconds(answer.headers.get("Retry-After"))
-                raise StatusError(status, error_message(payload), wait)
+                raise StatusError(status, error_message(payload), retry_wait(answer.headers))
         try:
-            return orjson.loads(payload)
+            found = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            pass
-        try:  # JSON orjson refuses: a lone surrogate's escape ("\ud83d", half an emoji cut
-            # off), which no UTF-8 text holds, read as U+FFFD as a UTF-8 decoder reads what
-            # is not a character
-            found = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
-            raise NotJson(status) from None
-        return _without_lone_surrogates(found)
+            try:  # JSON orjson refuses: a lone surrogate's escape ("\ud83d", half an emoji
+                # cut off), which no UTF-8 text holds, read as U+FFFD as a UTF-8 decoder reads
+                # what is not a character
+                found = _without_lone_surrogates(json.loads(payload))
+            except (ValueError, UnicodeDecodeError):
+                if payload.lstrip().startswith(b"data:"):
+                    raise TeacherError(
+                        f"the endpoint {self._shown} answered with server-sent events (a "
+                        "streamed answer), though hsa asks with stream off: set the server or "
+                        "the gateway in front of it not to stream"
+                    ) from None
+                raise NotJson(status) from None
+        if isinstance(found, dict) and "error" in found and "choices" not in found:
+            # an error in a success's clothing, as some gateways send one: its status when it
+            # gives one (502 for an upstream that failed), else a server error, retried
+            code = found["error"].get("code") if isinstance(found["error"], dict) else None
+            status = code if isinstance(code, int) and 400 <= code < 600 else 500
+            raise StatusError(status, error_message(payload), retry_wait(answer.headers))
+        return found
 
     def _short(self, text: str) -> str:
         return _short(redact(text, self.config.api_key))
@@ -383,6 +393,16 @@ def error_message(payload: bytes) -> str:
     return dumps(found)
 
 
+def retry_wait(headers: Mapping[str, str]) -> float | None:
+    """How long an answer asks the client to wait before trying again, in seconds:
+    ``retry-after-ms`` (Azure OpenAI sends it; read first, as Azure's own clients do), else
+    ``Retry-After`` in seconds; None when it says neither."""
+    milliseconds = seconds(headers.get("retry-after-ms"))
+    if milliseconds is not None:
+        return milliseconds / 1000
+    return seconds(headers.get("Retry-After"))
+
+
 def seconds(value: str | None) -> float | None:
     """A ``Retry-After`` header in seconds (None when absent or not a number of seconds)."""
     try:
@@ -421,6 +441,9 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
             for call in (message.get("tool_calls") or [])
         ]
         content, thinking = _content(message.get("content"))
+        refusal = message.get("refusal")
+        if not content and not calls and isinstance(refusal, str) and refusal:
+            content = refusal  # what the model said instead of an answer, as its text
         # vLLM's servers since early 2026 (and others) call it ``reasoning``
         reasoning = message.get("reasoning_content")
         if reasoning is None:

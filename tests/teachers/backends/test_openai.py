@@ -331,6 +331,45 @@ def test_retry_after_is_honoured_and_503_s_reason_is_reported(monkeypatch):
     assert waits == [7.0] and b.stats.failures == {"http 503": 2}
 
 
+def test_gateways_answers_an_error_in_a_200_streams_and_retry_after_ms(monkeypatch):
+    # a 200 whose body is an error lost the server's words and was not retried; a server that
+    # streams anyway was retried to the end as "not JSON"; retry-after-ms was not read
+    waits = []
+
+    async def sleep(seconds):
+        waits.append(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    completion = {"choices": [{"message": {"role": "assistant", "content": "hi"}}]}
+    upstream = b'{"error": {"message": "Upstream provider overloaded", "code": 502}}'
+    b = answering(
+        Answered(200, upstream),
+        Answered(429, b"{}", {"retry-after-ms": "3000", "Retry-After": "9"}),
+        Answered(200, json.dumps(completion).encode()),
+        backoff=Backoff(0.001, 60),
+    )
+    [answer] = ask_all(b, ["x"])
+    assert not isinstance(answer, Exception) and answer.message["content"] == "hi"
+    assert b.stats.failures == {"http 502": 1, "http 429": 1} and waits[1] == 3.0
+    [error] = ask_all(answering(Answered(200, upstream)), ["x"])
+    assert "HTTP 502 from http://127.0.0.1:9/v1: Upstream provider overloaded" in str(error)
+    refused = b'{"error": {"message": "bad model", "code": 404}}'
+    [error] = ask_all(answering(Answered(200, refused), Answered(200, refused)), ["x"])
+    assert "the endpoint refused the request: HTTP 404: bad model" in str(error)
+    streamed = b'data: {"choices": []}\n\ndata: [DONE]\n\n'
+    b = answering(Answered(200, streamed), Answered(200, streamed))
+    [error] = ask_all(b, ["x"])
+    assert "answered with server-sent events (a streamed answer)" in str(error)
+    assert b.stats.requests == 1  # the same every time: not retried
+
+
+def test_a_refusal_is_the_models_text():
+    # it was thrown away: the row's answer read "" and the reason never said why
+    body = {"choices": [{"message": {"role": "assistant", "content": None, "refusal": "No."}}]}
+    [answer] = ask_all(answering(Answered(200, json.dumps(body).encode())), ["x"])
+    assert answer.message["content"] == "No."
+
+
 def test_the_environment_s_proxy_is_used_unless_bypassed(monkeypatch):
     for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
