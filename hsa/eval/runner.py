@@ -235,8 +235,20 @@ async def _evaluate(
                 "suite needs a model",
                 where="suites",
             )
-        score = scorer()  # refused before any request when lm-eval is missing
-        prompts = load_prompts(config.ifeval_data, config.tasks)
+        # refused before any request when lm-eval or the prompts are missing: both said
+        missing: list[EvalError] = []
+        try:
+            score = scorer()
+        except EvalError as exc:
+            missing.append(exc)
+        try:
+            prompts = load_prompts(config.ifeval_data, config.tasks)
+        except EvalError as exc:
+            missing.append(exc)
+        if len(missing) == 1:
+            raise missing[0]
+        if missing:
+            raise EvalError("; and ".join(e.message for e in missing), where="suites")
     report = EvalReport(
         out=out, episodes=len(chosen) + len(prompts), plan_s=time.monotonic() - started
     )

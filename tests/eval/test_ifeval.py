@@ -93,6 +93,9 @@ def test_without_lm_eval_the_suite_is_refused_naming_it(monkeypatch, prompts, tm
     with pytest.raises(EvalError, match="pip install 'lm-eval"):
         evaluate(config, tmp_path / "run", env=get("livestream"), backend=Replies())
     assert not (tmp_path / "run" / "summary.json").exists()
+    # neither lm-eval nor the prompts: both said at once (only lm-eval was)
+    with pytest.raises(EvalError, match=r"pip install 'lm-eval.*; and .*--ifeval-data PATH"):
+        evaluate(EvalConfig(suites=("ifeval",)), tmp_path / "run", backend=Replies())
 
 
 def test_the_oracle_cannot_answer_ifeval(fake_lm_eval, prompts, tmp_path):
