@@ -58,6 +58,8 @@ _RULES: dict[str, Rule] = {}
 _BUILTINS_LOADED = False  # set when loading starts (so a decorator's register returns)
 _BUILTINS_READY = False  # set when they are loaded: the path without the lock after that
 _PLUGINS_LOADED = False
+#: the installed plugins ``HSA_PLUGINS`` left out, by entry point name
+_SKIPPED: list[str] = []
 #: one thread loads the built-in rules; another that asks meanwhile waits for it rather than
 #: finding the registry empty (re-entrant: a loading module's decorators call ``register``)
 _LOADING_LOCK = threading.RLock()
@@ -197,6 +199,7 @@ def _load_plugins_locked() -> None:
         _BROKEN[name] = BrokenPlugin(name, "", error, ())
     for ep in found:
         if chosen is not None and ep.name not in chosen:
+            _SKIPPED.append(ep.name)
             continue
         _LOADING.clear()
         try:
@@ -287,4 +290,6 @@ def get(name: str) -> Rule:
     if _BROKEN:
         failed = "; ".join(str(b) for b in broken_plugins())
         hint += f" (it may live in a plugin that failed to load: {failed})"
+    if _SKIPPED:
+        hint += f" ({PLUGINS_VARIABLE} leaves out the installed plugin(s) {', '.join(_SKIPPED)})"
     raise RuleError(f"no rule named {name!r}{hint}", where=f"rule {name!r}")

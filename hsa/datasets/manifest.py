@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.datasets.shards import sha256_file, write_atomic
-from hsa.errors import DatasetError, HsaError, first_few
+from hsa.errors import DatasetError, HsaError, first_few, stop_requested
 
 MANIFEST = "manifest.json"
 STATE = ".hsa"
@@ -103,12 +103,11 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
             if "failed" in found:  # retried: no longer a run that stopped on an error
                 write_json(run, {"config_hash": digest, "kind": kind})
             return False
-        if isinstance(found, dict) and found.get("failed"):
+        if isinstance(found, dict) and "failed" in found:
             # another config's run that stopped on an error (a bad input row, a broken rule):
             # its rows are not kept to be finished, since the fix is another config; the
             # teacher's output stays (a build reuses it when its source and teacher are the same)
-            for name in (out / STATE / "done", out / "data"):
-                shutil.rmtree(name, ignore_errors=True)
+            _discard_rows(out)
             clear_run(out)
         else:
             held = partial_data(out)
@@ -293,6 +292,24 @@ def _cached_answers(path: Path) -> bool:
         return True  # unreadable: keep it rather than guess it is empty
 
 
+def _discard_rows(out: Path) -> None:
+    """Remove the rows a run wrote into ``out``: the shards its completion marks list and any
+    other shard by hsa's name (``part-NNNNN.parquet``, a batch cut short), then the marks. A
+    file hsa did not write stays where it is (``refuse_strays`` names it at the finish)."""
+    ours = re.compile(r"part-\d{5}\.parquet")
+    shards = {p for p in (out / "data").glob("*/*.parquet") if ours.fullmatch(p.name)}
+    for path in sorted((out / STATE / "done").glob("*.json")):
+        try:
+            listed = json.loads(path.read_text("utf-8"))["shards"]
+            shards.update(out / entry["path"] for entry in listed)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a mark that is not one of ours lists nothing
+    for shard in sorted(shards):
+        if shard.resolve().is_relative_to((out / "data").resolve()):
+            shard.unlink(missing_ok=True)
+    shutil.rmtree(out / STATE / "done", ignore_errors=True)
+
+
 def fail(out: Path, reason: str) -> None:
     """Record that the run filling ``out`` stopped on an error (``reason``), not interrupted:
     the state of a run that wrote nothing goes, as does the claim of one that wrote only
@@ -316,7 +333,8 @@ def failing(out: Path) -> Iterator[None]:
     try:
         yield
     except HsaError as exc:
-        fail(out, str(exc))
+        if stop_requested() is None:  # not an error a stop caused: the run was interrupted
+            fail(out, str(exc) or type(exc).__name__)
         raise
 
 

@@ -248,7 +248,8 @@ async def _evaluate(
         if len(missing) == 1:
             raise missing[0]
         if missing:
-            raise EvalError("; and ".join(e.message for e in missing), where="suites")
+            said = [e.message if e.where == "suites" else str(e) for e in missing]
+            raise EvalError("; and ".join(said), where="suites")
     report = EvalReport(
         out=out, episodes=len(chosen) + len(prompts), plan_s=time.monotonic() - started
     )

@@ -269,26 +269,32 @@ def results_in_call_order(events: Sequence[Event]) -> tuple[list[Event], bool]:
 
     An API answers parallel calls by call id, in any order; text protocols, and chat templates
     that show no call ids, pair a result with its call by position. In call order both read
-    the same. (A run is broken by any other event, such as a hook firing after a result, so
-    nothing moves past one.)"""
+    the same. A result moves with the hook firings that follow it (a hook the result fired);
+    any other event ends the run, so nothing moves past one."""
     position = {e.call_id: i for i, e in enumerate(events) if isinstance(e, ToolCall)}
     out: list[Event] = []
-    run: list[ToolResult] = []
+    run: list[list[Event]] = []  # each result with the hook firings after it
     moved = False
+
+    def answered(unit: list[Event]) -> int:
+        first = unit[0]
+        return position.get(first.call_id, len(events)) if isinstance(first, ToolResult) else 0
 
     def flush() -> None:
         nonlocal moved
-        ordered = sorted(run, key=lambda r: position.get(r.call_id, len(events)))
+        ordered = sorted(run, key=answered)
         moved = moved or ordered != run
-        out.extend(ordered)
+        out.extend(event for unit in ordered for event in unit)
         run.clear()
 
     for event in events:
         if isinstance(event, ToolResult):
-            run.append(event)
-            continue
-        flush()
-        out.append(event)
+            run.append([event])
+        elif isinstance(event, HookFired) and run:
+            run[-1].append(event)
+        else:
+            flush()
+            out.append(event)
     flush()
     return out, moved
 

@@ -179,6 +179,12 @@ def test_a_hook_reworded_without_its_placeholder_fails_roundtrip():
 
     report = _run(drop_placeholder)
     assert _failed(report) == {"roundtrip"}
+    # a call elsewhere that its own schema refuses does not hide it (it was skipped)
+    events = list(make_events())
+    index = next(i for i, e in enumerate(events) if isinstance(e, ToolCall))
+    events[index] = dataclasses.replace(events[index], args={})
+    report = _run(drop_placeholder, events=tuple(events))
+    assert report.outcomes["schema"] == SKIP and _failed(report) == {"roundtrip"}
 
 
 def test_ambiguous_hook_messages_fail_roundtrip():

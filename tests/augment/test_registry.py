@@ -90,10 +90,15 @@ def test_hsa_plugins_picks_the_plugins_loaded_and_says_a_missing_one(plugins, mo
     assert "fake.upper" in names and ep.loads == []  # "counted" not chosen: never imported
     [missing] = broken_plugins()
     assert missing.name == "gone" and "HSA_PLUGINS names it, and no installed" in missing.error
-    plugins(ep)
+    plugins(ep, metadata.EntryPoint(name="fake", value="fake_rules:RULES", group="hsa.rules"))
     monkeypatch.setenv("HSA_PLUGINS", "")
     assert "fake.upper" not in {r.name for r in all_rules()} and ep.loads == []
     assert broken_plugins() == []
+    # a rule of a plugin it leaves out: the error says why it is not there
+    with pytest.raises(
+        RuleError, match=r"HSA_PLUGINS leaves out the installed plugin\(s\) counted, fake"
+    ):
+        get_rule("fake.upper")
 
 
 @dataclass

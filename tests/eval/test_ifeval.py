@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import types
 
@@ -96,6 +97,12 @@ def test_without_lm_eval_the_suite_is_refused_naming_it(monkeypatch, prompts, tm
     # neither lm-eval nor the prompts: both said at once (only lm-eval was)
     with pytest.raises(EvalError, match=r"pip install 'lm-eval.*; and .*--ifeval-data PATH"):
         evaluate(EvalConfig(suites=("ifeval",)), tmp_path / "run", backend=Replies())
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{oops\n")
+    with pytest.raises(EvalError, match=rf"; and {re.escape(str(bad))}: line 1: not JSON"):
+        evaluate(
+            EvalConfig(suites=("ifeval",), ifeval_data=str(bad)), tmp_path / "r", backend=Replies()
+        )
 
 
 def test_the_oracle_cannot_answer_ifeval(fake_lm_eval, prompts, tmp_path):

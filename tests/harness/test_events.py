@@ -202,3 +202,30 @@ def test_events_no_row_can_hold_are_refused_as_they_are_written() -> None:
     wide = Trajectory("t", (ToolCall("c0", "search", {"n": 2**70}),))
     with pytest.raises(HsaError, match=r"args\.n: an integer beyond 64 bits"):
         wide.to_row()
+
+
+def test_results_go_in_call_order_each_with_the_hooks_it_fired():
+    from hsa.harness.events import (
+        HookFired,
+        ToolCall,
+        ToolResult,
+        UserMessage,
+        results_in_call_order,
+    )
+
+    a, b = ToolCall("a", "f", {"city": "Paris"}), ToolCall("b", "f", {"city": "Tokyo"})
+    fired = HookFired("audit", "tool_result", {"tool": "f"})
+    events = [UserMessage("?"), a, b, ToolResult("b", "20C"), fired, ToolResult("a", "15C")]
+    ordered, moved = results_in_call_order(events)
+    assert moved and ordered == [
+        UserMessage("?"),
+        a,
+        b,
+        ToolResult("a", "15C"),
+        ToolResult("b", "20C"),
+        fired,
+    ]
+    assert results_in_call_order(ordered) == (ordered, False)
+    # any other event ends a run: nothing moves past a user turn
+    split = [a, b, ToolResult("b", "20C"), UserMessage("more"), ToolResult("a", "15C")]
+    assert results_in_call_order(split) == (split, False)

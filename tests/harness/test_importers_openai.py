@@ -590,8 +590,30 @@ def test_results_of_parallel_calls_answered_out_of_order_are_put_in_call_order(t
         "call order (matched by tool_call_id), since text protocols and chat templates that "
         "show no call ids pair a result with its call by position",
     )
+    # as a text protocol shows them, by position: Paris's call, then its result first
     text = result.harnesses[0].replace(protocol=Protocol(name="text"))
-    assert parse(render(trajectory.events, text), text) == list(trajectory.events)
+    shown = [m["content"] for m in render(trajectory.events, text).messages[-3:-1]]
+    assert "15C" in shown[0] and "20C" in shown[1], shown
+
+
+def test_a_group_of_tools_left_out_names_no_harness_and_values_are_refused_first(tmp_path):
+    # a row left out for its tools made the import's one harness "chat-1" instead of "chat";
+    # whether NaN refused the file or a wide integer left the row out hung on key order
+    good = _row({"role": "user", "content": "a"}, {"role": "assistant", "content": "b"})
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "tools": [ECHO, ECHO]}) + "\n")
+    result = import_source(path)
+    assert [h.id for h in result.harnesses] == ["chat"]
+    assert [t.harness_id for t in result.trajectories] == ["chat"]
+    for arguments in (
+        '{"n": 18446744073709551616, "x": NaN}',
+        '{"x": NaN, "n": 18446744073709551616}',
+    ):
+        call = {**CALL, "function": {"name": "echo", "arguments": arguments}}
+        row = _row({"role": "assistant", "content": None, "tool_calls": [call]}, tools=[ECHO])
+        path.write_text(json.dumps(row) + "\n")
+        with pytest.raises(ImportFormatError, match="NaN or Infinity"):
+            import_source(path)
 
 
 def test_a_row_with_an_openai_custom_tool_is_left_out_not_the_file(tmp_path):

@@ -570,3 +570,51 @@ def test_a_doc_shows_every_alternative_an_optional_enum_and_a_const(fmt):
     for shown in ("card_no", "iban", "open_state", "closed_state", "v2"):
         assert shown in doc, (shown, doc)
     assert 'Enum values: ["a"]' not in doc  # "note" takes any string too
+
+
+@pytest.mark.parametrize("fmt", ["xml", "python", "markdown", "lines"])
+def test_recursive_unions_and_trees_give_a_bounded_doc(fmt):
+    # documenting every alternative followed each recursive branch to the depth bound: a
+    # filter expression's doc never finished
+    expr = {
+        "$defs": {
+            "Expr": {
+                "anyOf": [{"$ref": "#/$defs/And"}, {"$ref": "#/$defs/Or"}, {"type": "string"}]
+            },
+            "And": {
+                "type": "object",
+                "properties": {"and": {"type": "array", "items": {"$ref": "#/$defs/Expr"}}},
+            },
+            "Or": {
+                "type": "object",
+                "properties": {"or": {"type": "array", "items": {"$ref": "#/$defs/Expr"}}},
+            },
+            "Node": {
+                "type": "object",
+                "properties": {"l": {"$ref": "#/$defs/Node"}, "r": {"$ref": "#/$defs/Node"}},
+            },
+        },
+        "type": "object",
+        "properties": {"filter": {"$ref": "#/$defs/Expr"}, "tree": {"$ref": "#/$defs/Node"}},
+    }
+    doc = DOC_FORMATS[fmt]([Tool(name="find", description="Find.", parameters=expr)])
+    assert len(doc.splitlines()) < 60 and "filter" in doc and "tree" in doc
+
+
+@pytest.mark.parametrize("fmt", ["xml", "python", "markdown"])
+def test_a_discriminator_the_alternatives_declare_differently_shows_each_value(fmt):
+    # merged by name, the first alternative's const was shown as the only value
+    def method(kind: str, field: str) -> dict:
+        return {
+            "type": "object",
+            "properties": {"kind": {"const": kind}, field: {"type": "string"}},
+            "required": ["kind", field],
+        }
+
+    params = {
+        "type": "object",
+        "properties": {"method": {"oneOf": [method("card", "card_no"), method("bank", "iban")]}},
+    }
+    doc = DOC_FORMATS[fmt]([Tool(name="pay", description="Pay.", parameters=params)])
+    assert "card" in doc and "bank" in doc and "iban" in doc
+    assert 'Enum values: ["card"].' not in doc and "Literal['card'])" not in doc

@@ -921,10 +921,36 @@ def test_a_run_stopped_by_a_bad_row_is_retried_and_gives_way_to_the_fixed_input(
     augment(open_source(path), out, config(workers=1))
     augment(open_source(path), clean, config(workers=1))
     assert digests(out) == digests(clean)
-    # an interrupted run of another config is kept to be finished, as before
-    (out / "manifest.json").unlink()
+
+    # an interrupted run is kept for its own config to finish: another config is refused
+    def interrupt(done: int, total: int, written: int) -> None:
+        if done == 2:
+            raise KeyboardInterrupt
+
+    stopped = tmp_path / "stopped"
+    with pytest.raises(KeyboardInterrupt):
+        augment(open_source(path), stopped, config(workers=1), progress=interrupt)
     with pytest.raises(DatasetError, match="unfinished run of another config"):
-        augment(open_source(path), out, config(seed=5))
+        augment(open_source(path), stopped, config(seed=5, workers=1))
+
+
+def test_a_file_hsa_did_not_write_outlives_the_failed_run_it_sat_beside(
+    tmp_path: Path, livestream_table: pa.Table
+) -> None:
+    # another config starting over removed data/ whole
+    rows = livestream_table.to_pylist()
+    call = next(i for i, e in enumerate(rows[40]["events"]) if e["kind"] == "tool_call")
+    rows[40]["events"][call]["args"] = "[1, 2"
+    path = _write(tmp_path / "in.parquet", rows)
+    out = tmp_path / "out"
+    with pytest.raises(DatasetError, match=r"row 40 .*not JSON"):
+        augment(open_source(path), out, config(workers=1))
+    mine = out / "data" / "train" / "mine.parquet"
+    _write(mine, livestream_table.slice(0, 1))
+    _write(path, livestream_table)
+    with pytest.raises(DatasetError, match=r"not this dataset's .*mine\.parquet"):
+        augment(open_source(path), out, config(workers=1))
+    assert mine.is_file()
 
 
 def test_a_run_that_gives_no_row_is_refused_and_leaves_no_dataset(

@@ -327,8 +327,9 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 def _refuse_unwritable(value: Any, path: Path, where: str) -> None:
     """Refuse ``value`` (read from ``path``) when it holds NaN, Infinity or a lone surrogate,
-    which Python's JSON reader accepts and no dataset row can hold. (Integers past 64 bits are
-    refused where they reach a row: in arguments and schemas.)"""
+    which Python's JSON reader accepts and no dataset row can hold. (Integers past 64 bits,
+    valid JSON, are checked where they reach a row: a chat row holding one in its arguments or
+    schemas is left out; a tools file holding one is refused.)"""
     bad = unwritable(value, where, wide=False)
     if bad is not None:
         raise ImportFormatError(bad[1], file=str(path), where=bad[0])

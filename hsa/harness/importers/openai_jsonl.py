@@ -516,13 +516,18 @@ def _several_groups(path: Path) -> bool:
         except ImportFormatError:
             return False
         try:
-            key = _group_key(_entries(_tools_doc(row, path, "")), system)
+            tools_doc = _tools_doc(row, path, "")
+            key = _group_key(_entries(tools_doc), system)
+            if key == first:
+                continue
+            _group_harness(tools_doc, system, path, "")  # (a group the reading pass makes)
+        except _LeftOut:
+            continue  # rows whose tools it leaves out make no group
         except ImportFormatError:
             return False
-        if first is None:
-            first = key
-        elif key != first:
+        if first is not None:
             return True
+        first = key
     return False
 
 
@@ -932,9 +937,9 @@ def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[s
 def _narrow(args: dict[str, Any], fat: str, path: Path) -> dict[str, Any]:
     """``args`` (of the function at ``fat``), refused when they hold a value no dataset row
     can hold (``unwritable``); an integer beyond 64 bits, valid JSON, leaves the row out."""
-    bad = unwritable(args, f"{fat}.arguments")
-    if bad is not None and bad[1] == WIDE_INTEGER:
-        raise _LeftOut("wide_integer")  # valid JSON a dataset cannot hold: said, not refused
+    bad = unwritable(args, f"{fat}.arguments", wide=False)  # not JSON, nor UTF-8: refused
     if bad is not None:
         raise ImportFormatError(bad[1], file=str(path), where=bad[0])
+    if unwritable(args, "") is not None:  # valid JSON a dataset cannot hold: said, not refused
+        raise _LeftOut("wide_integer")
     return args

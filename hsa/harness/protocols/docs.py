@@ -43,6 +43,19 @@ def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0)
     return merged
 
 
+def _refs(schema: Mapping[str, Any], root: Mapping[str, Any]) -> frozenset[str]:
+    """The local ``$ref``s ``_resolve`` follows from ``schema``: a doc that meets one of them
+    again below itself is documenting a recursive type, and stops there."""
+    found: set[str] = set()
+    while isinstance(ref := schema.get("$ref"), str) and ref.startswith("#") and ref not in found:
+        found.add(ref)
+        node = resolve_pointer(root, ref)
+        if not isinstance(node, Mapping):
+            break
+        schema = node
+    return frozenset(found)
+
+
 def _properties(schema: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any], bool]]:
     """(name, schema, required) of each property of an object schema."""
     props = schema.get("properties") or {}
@@ -51,21 +64,31 @@ def _properties(schema: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, A
         yield name, sub if isinstance(sub, Mapping) else {}, name in required
 
 
-def _json_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> str:
-    """A JSON Schema type in JSON Schema words: ``string``, ``array[integer]``, ``a | b``."""
+def _json_type(
+    schema: Mapping[str, Any],
+    root: Mapping[str, Any],
+    depth: int = 0,
+    seen: frozenset[str] = frozenset(),
+) -> str:
+    """A JSON Schema type in JSON Schema words: ``string``, ``array[integer]``, ``a | b``; a
+    recursive type, met again below itself, by its definition's name."""
+    refs = _refs(schema, root)
+    if refs & seen:
+        return sorted(refs & seen)[0].rsplit("/", 1)[-1] or "object"
+    seen |= refs
     schema = _resolve(schema, root)
     if depth > _MAX_DEPTH:
         return "any"
     options = schema.get("anyOf") or schema.get("oneOf")
     if isinstance(options, list) and options:
-        return " | ".join(_json_type(o, root, depth + 1) for o in options)
+        return " | ".join(_json_type(o, root, depth + 1, seen) for o in options)
     kind = schema.get("type")
     if isinstance(kind, list):
         return " | ".join(str(k) for k in kind)
     if kind == "array" and isinstance(schema.get("items"), Mapping):
-        return f"array[{_json_type(schema['items'], root, depth + 1)}]"
+        return f"array[{_json_type(schema['items'], root, depth + 1, seen)}]"
     if kind == "object" and isinstance(schema.get("additionalProperties"), Mapping):
-        return f"object[{_json_type(schema['additionalProperties'], root, depth + 1)}]"
+        return f"object[{_json_type(schema['additionalProperties'], root, depth + 1, seen)}]"
     if kind is None:
         return "object" if "properties" in schema else "any"
     return str(kind)
@@ -82,7 +105,12 @@ _PY_TYPES = {
 }
 
 
-def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> str:
+def _py_type(
+    schema: Mapping[str, Any],
+    root: Mapping[str, Any],
+    depth: int = 0,
+    seen: frozenset[str] = frozenset(),
+) -> str:
     """A JSON Schema type as a Python annotation: ``str``, ``list[int]``, ``Literal['a', 'b']``.
 
     A ``$ref`` to a definition is named after it (``#/$defs/FlightInfo`` -> ``FlightInfo``).
@@ -92,6 +120,10 @@ def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0)
         name = ref.rsplit("/", 1)[-1]
         if name.isidentifier():
             return name
+    refs = _refs(schema, root)
+    if refs & seen:
+        return "Any"  # a recursive type met again below itself
+    seen |= refs
     schema = _resolve(schema, root)
     if depth > _MAX_DEPTH:
         return "Any"
@@ -101,14 +133,14 @@ def _py_type(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0)
         return f"Literal[{schema['const']!r}]"
     options = schema.get("anyOf") or schema.get("oneOf")
     if isinstance(options, list) and options:
-        return " | ".join(_py_type(o, root, depth + 1) for o in options)
+        return " | ".join(_py_type(o, root, depth + 1, seen) for o in options)
     kind = schema.get("type")
     if isinstance(kind, list):
         return " | ".join(_PY_TYPES.get(str(k), str(k)) for k in kind)
     if kind == "array" and isinstance(schema.get("items"), Mapping):
-        return f"list[{_py_type(schema['items'], root, depth + 1)}]"
+        return f"list[{_py_type(schema['items'], root, depth + 1, seen)}]"
     if kind == "object" and isinstance(schema.get("additionalProperties"), Mapping):
-        return f"dict[str, {_py_type(schema['additionalProperties'], root, depth + 1)}]"
+        return f"dict[str, {_py_type(schema['additionalProperties'], root, depth + 1, seen)}]"
     if kind is None:
         return "dict" if "properties" in schema else "Any"
     return _PY_TYPES.get(str(kind), str(kind))
@@ -123,10 +155,19 @@ def _description(schema: Mapping[str, Any], root: Mapping[str, Any]) -> str:
     return text
 
 
-def _values(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> list | None:
+def _values(
+    schema: Mapping[str, Any],
+    root: Mapping[str, Any],
+    depth: int = 0,
+    seen: frozenset[str] = frozenset(),
+) -> list | None:
     """The values a schema allows when it lists them: its ``enum``, its ``const``, or those of
     its ``anyOf``/``oneOf`` alternatives when each lists its own or is ``null`` (an optional
     enum, as Pydantic writes ``Optional[Literal[...]]``); None when any value of a type goes."""
+    refs = _refs(schema, root)
+    if refs & seen:
+        return None  # a recursive type: not a list of values
+    seen |= refs
     schema = _resolve(schema, root)
     if isinstance(schema.get("enum"), list):
         return list(schema["enum"])
@@ -136,58 +177,70 @@ def _values(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) 
     if not isinstance(options, list) or not options or depth > _MAX_DEPTH:
         return None
     values: list = []
-    seen: set[str] = set()
+    keys: set[str] = set()
     listed = False
     for option in options:
-        option = _resolve(option, root) if isinstance(option, Mapping) else {}
-        if option.get("type") == "null" and len(option) == 1:
+        option = option if isinstance(option, Mapping) else {}
+        plain = _resolve(option, root)
+        if plain.get("type") == "null" and not {"enum", "const"} & plain.keys():
             continue  # null: the type says so
-        found = _values(option, root, depth + 1)
+        found = _values(option, root, depth + 1, seen)
         if found is None:
             return None
         listed = True
         for value in found:
             key = json.dumps(value, sort_keys=True)  # 1, 1.0 and true apart
-            if key not in seen:
-                seen.add(key)
+            if key not in keys:
+                keys.add(key)
                 values.append(value)
     return values if listed else None
 
 
 def _nested(
     schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0
-) -> Mapping[str, Any] | None:
-    """The object schema whose properties a parameter documents below itself, if any.
+) -> tuple[Mapping[str, Any] | None, frozenset[str]]:
+    """The object schema whose properties a parameter documents below itself, if any, and
+    the ``$ref``s followed to reach it.
 
     That is the parameter's own object schema, or its array items', or, for an
     ``anyOf``/``oneOf``, the properties of every alternative that has some (each once, in
-    order; required where every such alternative requires it).
+    order; required where every such alternative requires it; a property the alternatives
+    declare differently, such as a discriminator's ``const``, as an ``anyOf`` of their
+    schemas).
     """
+    refs = _refs(schema, root)
     schema = _resolve(schema, root)
     if schema.get("properties"):
-        return schema
+        return schema, refs
     if depth > 2:
-        return None
+        return None, refs
     items = schema.get("items")
     if isinstance(items, Mapping):
-        found = _nested(items, root, depth + 1)
+        found, more = _nested(items, root, depth + 1)
         if found is not None:
-            return found
-    alternatives = [
-        found
-        for option in [*(schema.get("anyOf") or []), *(schema.get("oneOf") or [])]
-        if isinstance(option, Mapping) and (found := _nested(option, root, depth + 1)) is not None
-    ]
+            return found, refs | more
+    alternatives = []
+    for option in [*(schema.get("anyOf") or []), *(schema.get("oneOf") or [])]:
+        if isinstance(option, Mapping):
+            found, more = _nested(option, root, depth + 1)
+            if found is not None:
+                alternatives.append(found)
+                refs |= more
     if len(alternatives) <= 1:
-        return alternatives[0] if alternatives else None
-    merged: dict[str, Any] = {}
+        return (alternatives[0] if alternatives else None), refs
+    declared: dict[str, dict[str, Mapping[str, Any]]] = {}
     for alternative in alternatives:
         for name, sub in (alternative.get("properties") or {}).items():
-            merged.setdefault(name, sub)
+            key = json.dumps(sub, sort_keys=True, default=str)
+            declared.setdefault(name, {}).setdefault(key, sub)
+    merged = {
+        name: next(iter(subs.values())) if len(subs) == 1 else {"anyOf": list(subs.values())}
+        for name, subs in declared.items()
+    }
     required = [
         name for name in merged if all(name in (a.get("required") or ()) for a in alternatives)
     ]
-    return {"type": "object", "properties": merged, "required": required}
+    return {"type": "object", "properties": merged, "required": required}, refs
 
 
 @register_doc_format("json")
@@ -211,7 +264,12 @@ def xml_docs(tools: Sequence[Tool]) -> str:
     return "\n\n".join(blocks)
 
 
-def _xml_params(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -> list[str]:
+def _xml_params(
+    schema: Mapping[str, Any],
+    root: Mapping[str, Any],
+    level: int,
+    seen: frozenset[str] = frozenset(),
+) -> list[str]:
     pad = "  " * level
     lines: list[str] = []
     if level > 2 * _MAX_DEPTH:
@@ -227,10 +285,10 @@ def _xml_params(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) 
             attrs += f' default="{escape_attr(default)}"'
         lines.append(f"{pad}<param {attrs}>")
         lines.append(f"{pad}  <desc>{escape_text(_description(resolved, root))}</desc>")
-        nested = _nested(sub, root)
-        if nested is not None:
+        nested, refs = _nested(sub, root)
+        if nested is not None and not refs & seen:  # (a recursive type: documented once)
             lines.append(f"{pad}  <params>")
-            lines += _xml_params(nested, root, level + 2)
+            lines += _xml_params(nested, root, level + 2, seen | refs)
             lines.append(f"{pad}  </params>")
         lines.append(f"{pad}</param>")
     return lines
@@ -282,7 +340,12 @@ def python_docs(tools: Sequence[Tool]) -> str:
     return "\n\n\n".join(blocks)
 
 
-def _py_args(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -> list[str]:
+def _py_args(
+    schema: Mapping[str, Any],
+    root: Mapping[str, Any],
+    level: int,
+    seen: frozenset[str] = frozenset(),
+) -> list[str]:
     pad = "    " * level
     lines: list[str] = []
     if level > _MAX_DEPTH:
@@ -298,9 +361,9 @@ def _py_args(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -> 
         # an argument's name as the call writes it: a keyword, else the **kwargs key
         said = name if level > 2 or is_identifier(name) else _docstring_text(repr(name))
         lines.append(f"{pad}{said} ({', '.join(notes)}): {text}".rstrip())
-        nested = _nested(sub, root)
-        if nested is not None:
-            lines += _py_args(nested, root, level + 1)
+        nested, refs = _nested(sub, root)
+        if nested is not None and not refs & seen:  # (a recursive type: documented once)
+            lines += _py_args(nested, root, level + 1, seen | refs)
     return lines
 
 
@@ -318,7 +381,12 @@ def markdown_docs(tools: Sequence[Tool]) -> str:
     return "\n\n".join(blocks)
 
 
-def _md_params(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -> list[str]:
+def _md_params(
+    schema: Mapping[str, Any],
+    root: Mapping[str, Any],
+    level: int,
+    seen: frozenset[str] = frozenset(),
+) -> list[str]:
     pad = "  " * level
     lines: list[str] = []
     if level > _MAX_DEPTH:
@@ -330,9 +398,9 @@ def _md_params(schema: Mapping[str, Any], root: Mapping[str, Any], level: int) -
             notes.append(f"default `{json.dumps(resolved['default'], ensure_ascii=False)}`")
         text = _description(resolved, root).replace("\n", " ")
         lines.append(f"{pad}- `{name}` ({', '.join(notes)}){': ' + text if text else ''}")
-        nested = _nested(sub, root)
-        if nested is not None:
-            lines += _md_params(nested, root, level + 1)
+        nested, refs = _nested(sub, root)
+        if nested is not None and not refs & seen:  # (a recursive type: documented once)
+            lines += _md_params(nested, root, level + 1, seen | refs)
     return lines
 
 

@@ -172,31 +172,40 @@ def run_async(main: Coroutine[Any, Any, _T]) -> _T:
     the run is said once, by the command, and not again by asyncio as a traceback of each task
     it cut short ("Task exception was never retrieved").
 
-    While the loop runs, the CLI's signal handlers (``hsa.errors.STOPS``) give way to the
-    loop's: a stop cancels ``main`` and is raised once it has unwound. Raised by a handler at
-    whatever line the loop was on, it could cut a task's step short inside the loop itself,
-    and the run then waited forever for that task to finish cancelling."""
+    While the loop runs, the CLI's signal handlers (``hsa.errors.STOPS``) give way to one that
+    stops the run as ``asyncio.Runner`` stops it on Ctrl-C: the first stop cancels ``main``
+    and wakes the loop, and is raised once ``main`` has unwound (or has returned anyway); a
+    second stop is raised at once, wherever the main thread is (work that never yields back
+    to the loop). Raised by the first signal at whatever line the loop was on, a stop could
+    cut a task's step short inside the loop itself, and the run then waited forever for that
+    task to finish cancelling."""
     taken = {}
     if threading.current_thread() is threading.main_thread():
         for number in (signal.SIGTERM, signal.SIGINT):
             handler = signal.getsignal(number)
             if handler in STOPS:
                 taken[number] = handler
+    asked: list[type[KeyboardInterrupt]] = []
+    running: dict[str, Any] = {}  # the loop and main's task, once they run
+
+    def stop(number: int, frame: object) -> None:
+        kind = STOPS[taken[signal.Signals(number)]]
+        record_stop(kind)
+        asked.append(kind)
+        if len(asked) > 1:
+            raise kind()
+        task = running.get("task")
+        if task is not None and not task.done():
+            task.cancel()
+            running["loop"].call_soon_threadsafe(lambda: None)  # a loop waiting in select
 
     async def quiet() -> _T:
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(_quiet_stops)
-        task = asyncio.current_task()
-        asked: list[type[KeyboardInterrupt]] = []
-
-        def stop(kind: type[KeyboardInterrupt]) -> None:
-            record_stop(kind)
-            asked.append(kind)
-            if task is not None:
-                task.cancel()
-
-        for number, handler in taken.items():
-            loop.add_signal_handler(number, stop, STOPS[handler])
+        running.update(loop=loop, task=asyncio.current_task())
+        if asked:  # asked before the loop ran
+            main.close()
+            raise asked[0]()
         try:
             return await main
         except asyncio.CancelledError:
@@ -204,11 +213,16 @@ def run_async(main: Coroutine[Any, Any, _T]) -> _T:
                 raise asked[0]() from None
             raise
 
+    for number in taken:
+        signal.signal(number, stop)
     try:
-        return asyncio.run(quiet())
-    finally:  # the loop's close set them to the defaults
+        result = asyncio.run(quiet())
+    finally:
         for number, handler in taken.items():
             signal.signal(number, handler)
+    if asked:  # main returned all the same, or the stop came as the loop closed
+        raise asked[0]()
+    return result
 
 
 def _quiet_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -291,7 +291,8 @@ class OpenAIBackend(Backend):
                 # what is not a character
                 found = _without_lone_surrogates(json.loads(payload))
             except (ValueError, UnicodeDecodeError):
-                if payload.lstrip().startswith(b"data:"):
+                streamed = answer.headers.get("Content-Type", "").startswith("text/event-stream")
+                if streamed or _SSE_START.match(payload):
                     raise TeacherError(
                         f"the endpoint {self._shown} answered with server-sent events (a "
                         "streamed answer), though hsa asks with stream off: set the server or "
@@ -301,9 +302,15 @@ class OpenAIBackend(Backend):
         if isinstance(found, dict) and "error" in found and "choices" not in found:
             # an error in a success's clothing, as some gateways send one: its status when it
             # gives one (502 for an upstream that failed), else a server error, retried
-            code = found["error"].get("code") if isinstance(found["error"], dict) else None
-            status = code if isinstance(code, int) and 400 <= code < 600 else 500
-            raise StatusError(status, error_message(payload), retry_wait(answer.headers))
+            error = found["error"]
+            code = error.get("code") if isinstance(error, dict) else None
+            code = int(code) if isinstance(code, str) and code.isdigit() else code
+            message = error_message(payload)
+            if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
+                status = code
+            else:  # OpenAI's own codes are words: a context overflow is a refused request
+                status = 400 if outgrew_context(message) else 500
+            raise StatusError(status, message, retry_wait(answer.headers))
         return found
 
     def _short(self, text: str) -> str:
@@ -479,6 +486,8 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
     )
 
 
+#: how a body of server-sent events begins: a field (data, event, id, retry) or a comment
+_SSE_START = re.compile(rb"\s*(data|event|id|retry)?:")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # left alone by json.loads, which pairs the rest
 
 

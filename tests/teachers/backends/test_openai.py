@@ -356,11 +356,28 @@ def test_gateways_answers_an_error_in_a_200_streams_and_retry_after_ms(monkeypat
     refused = b'{"error": {"message": "bad model", "code": 404}}'
     [error] = ask_all(answering(Answered(200, refused), Answered(200, refused)), ["x"])
     assert "the endpoint refused the request: HTTP 404: bad model" in str(error)
-    streamed = b'data: {"choices": []}\n\ndata: [DONE]\n\n'
-    b = answering(Answered(200, streamed), Answered(200, streamed))
-    [error] = ask_all(b, ["x"])
-    assert "answered with server-sent events (a streamed answer)" in str(error)
-    assert b.stats.requests == 1  # the same every time: not retried
+    for streamed, headers in [
+        (b'data: {"choices": []}\n\ndata: [DONE]\n\n', {}),
+        (b": keep-alive\n\nevent: chunk\n", {}),
+        (b"chunk", {"Content-Type": "text/event-stream; charset=utf-8"}),
+    ]:
+        b = answering(Answered(200, streamed, headers), Answered(200, streamed, headers))
+        [error] = ask_all(b, ["x"])
+        assert "answered with server-sent events (a streamed answer)" in str(error)
+        assert b.stats.requests == 1  # the same every time: not retried
+    # OpenAI's codes are words, a gateway's may be a status in a string
+    b = answering(
+        Answered(200, b'{"error": {"message": "busy", "code": "429"}}'), Answered(200, b"{}")
+    )
+    ask_all(b, ["x"])
+    assert b.stats.failures["http 429"] == 1
+    overflow = {
+        "message": "This model's maximum context length is 8192 tokens. However, your "
+        "messages resulted in 9000 tokens.",
+        "code": "context_length_exceeded",
+    }
+    [error] = ask_all(answering(Answered(200, json.dumps({"error": overflow}).encode())), ["x"])
+    assert isinstance(error, ContextOverflow)
 
 
 def test_a_refusal_is_the_models_text():

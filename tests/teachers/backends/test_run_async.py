@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import threading
+import time
 
 import pytest
 
@@ -70,3 +71,33 @@ def test_a_run_without_the_clis_handlers_keeps_its_own(cli_handlers):
 
     assert run_async(answer()) == 42
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_second_stop_ends_work_that_never_yields_and_a_swallowed_stop_is_still_raised(
+    cli_handlers,
+):
+    # a tool that hangs inside the loop: the first stop waits for the loop, the second does not
+    async def hung() -> str:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+        started = time.monotonic()
+        while time.monotonic() - started < 30:  # never yields
+            pass
+        return "ran to the end"
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_async(hung())
+    assert time.monotonic() - started < 20
+
+    # main that catches its cancellation and returns: the stop is raised all the same
+    async def swallows() -> str:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass
+        return "returned"
+
+    with pytest.raises(Terminated):
+        run_async(swallows())
