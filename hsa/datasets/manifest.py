@@ -296,7 +296,7 @@ def _discard_rows(out: Path) -> None:
     """Remove the rows a run wrote into ``out``: the shards its completion marks list and any
     other shard by hsa's name (``part-NNNNN.parquet``, a batch cut short), then the marks. A
     file hsa did not write stays where it is (``refuse_strays`` names it at the finish)."""
-    ours = re.compile(r"part-\d{5}\.parquet")
+    ours = re.compile(r"part-\d{5,}\.parquet")
     shards = {p for p in (out / "data").glob("*/*.parquet") if ours.fullmatch(p.name)}
     for path in sorted((out / STATE / "done").glob("*.json")):
         try:
@@ -304,8 +304,13 @@ def _discard_rows(out: Path) -> None:
             shards.update(out / entry["path"] for entry in listed)
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a mark that is not one of ours lists nothing
+    data = (out / "data").resolve()
     for shard in sorted(shards):
-        if shard.resolve().is_relative_to((out / "data").resolve()):
+        try:
+            inside = shard.resolve().is_relative_to(data) and shard.is_file()
+        except (OSError, ValueError):  # a mark edited by hand: a NUL, a loop of links
+            continue
+        if inside:
             shard.unlink(missing_ok=True)
     shutil.rmtree(out / STATE / "done", ignore_errors=True)
 

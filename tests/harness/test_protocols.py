@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -592,13 +593,31 @@ def test_recursive_unions_and_trees_give_a_bounded_doc(fmt):
             "Node": {
                 "type": "object",
                 "properties": {"l": {"$ref": "#/$defs/Node"}, "r": {"$ref": "#/$defs/Node"}},
+                "required": ["l", "r"],
+            },
+            # eight types, each a property of every other: as many paths as orderings
+            **{
+                f"T{i}": {
+                    "type": "object",
+                    "properties": {f"to{j}": {"$ref": f"#/$defs/T{j}"} for j in range(8) if j != i},
+                    "required": [f"to{j}" for j in range(8) if j != i],
+                }
+                for i in range(8)
             },
         },
         "type": "object",
-        "properties": {"filter": {"$ref": "#/$defs/Expr"}, "tree": {"$ref": "#/$defs/Node"}},
+        "properties": {
+            "filter": {"$ref": "#/$defs/Expr"},
+            "tree": {"$ref": "#/$defs/Node"},
+            "graph": {"$ref": "#/$defs/T0"},
+            "any": {"anyOf": [{"$ref": f"#/$defs/T{i}"} for i in range(8)]},
+        },
+        "required": ["tree", "graph"],
     }
+    started = time.monotonic()
     doc = DOC_FORMATS[fmt]([Tool(name="find", description="Find.", parameters=expr)])
-    assert len(doc.splitlines()) < 60 and "filter" in doc and "tree" in doc
+    assert time.monotonic() - started < 10  # (it never finished)
+    assert len(doc) < 200_000 and all(name in doc for name in ("filter", "tree", "graph"))
 
 
 @pytest.mark.parametrize("fmt", ["xml", "python", "markdown"])
@@ -618,3 +637,10 @@ def test_a_discriminator_the_alternatives_declare_differently_shows_each_value(f
     doc = DOC_FORMATS[fmt]([Tool(name="pay", description="Pay.", parameters=params)])
     assert "card" in doc and "bank" in doc and "iban" in doc
     assert 'Enum values: ["card"].' not in doc and "Literal['card'])" not in doc
+    # what the alternatives say alike of it is kept (its description was lost)
+    described = {"oneOf": [method("card", "card_no"), method("bank", "iban")]}
+    for alternative in described["oneOf"]:
+        alternative["properties"]["kind"]["description"] = "How to pay."
+    params = {"type": "object", "properties": {"method": described}}
+    doc = DOC_FORMATS[fmt]([Tool(name="pay", description="Pay.", parameters=params)])
+    assert "How to pay." in doc and "any | any" not in doc

@@ -29,6 +29,10 @@ from hsa.harness.protocols.xmlcalls import escape_attr, escape_text
 _SPLATS = ("kwargs", "kw", "other", *(f"kwargs{i}" for i in range(1, 1000)))
 # The bound keeps a recursive type (a $ref cycle through properties or items) from recursing.
 _MAX_DEPTH = 32
+#: how many nested objects one tool's doc documents below their parameters at most: types that
+#: link to each other (each a property of the others) have as many paths through them as their
+#: orderings, and a doc of them all would outgrow any prompt
+_MAX_NESTED = 64
 
 
 def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> Mapping:
@@ -68,10 +72,11 @@ def _json_type(
     schema: Mapping[str, Any],
     root: Mapping[str, Any],
     depth: int = 0,
-    seen: frozenset[str] = frozenset(),
+    seen: set[str] | None = None,
 ) -> str:
     """A JSON Schema type in JSON Schema words: ``string``, ``array[integer]``, ``a | b``; a
-    recursive type, met again below itself, by its definition's name."""
+    named type met again (a recursive one, or one the alternatives repeat), by its name."""
+    seen = set() if seen is None else seen
     refs = _refs(schema, root)
     if refs & seen:
         return sorted(refs & seen)[0].rsplit("/", 1)[-1] or "object"
@@ -81,10 +86,13 @@ def _json_type(
         return "any"
     options = schema.get("anyOf") or schema.get("oneOf")
     if isinstance(options, list) and options:
-        return " | ".join(_json_type(o, root, depth + 1, seen) for o in options)
+        return " | ".join(dict.fromkeys(_json_type(o, root, depth + 1, seen) for o in options))
     kind = schema.get("type")
     if isinstance(kind, list):
         return " | ".join(str(k) for k in kind)
+    values = [schema["const"]] if "const" in schema else schema.get("enum")
+    if kind is None and isinstance(values, list) and values:  # the values' own types
+        return " | ".join(dict.fromkeys(_JSON_WORDS.get(type(v), "any") for v in values))
     if kind == "array" and isinstance(schema.get("items"), Mapping):
         return f"array[{_json_type(schema['items'], root, depth + 1, seen)}]"
     if kind == "object" and isinstance(schema.get("additionalProperties"), Mapping):
@@ -93,6 +101,17 @@ def _json_type(
         return "object" if "properties" in schema else "any"
     return str(kind)
 
+
+#: the JSON Schema type of a JSON value, by its Python type
+_JSON_WORDS = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+    list: "array",
+    dict: "object",
+}
 
 _PY_TYPES = {
     "string": "str",
@@ -109,7 +128,7 @@ def _py_type(
     schema: Mapping[str, Any],
     root: Mapping[str, Any],
     depth: int = 0,
-    seen: frozenset[str] = frozenset(),
+    seen: set[str] | None = None,
 ) -> str:
     """A JSON Schema type as a Python annotation: ``str``, ``list[int]``, ``Literal['a', 'b']``.
 
@@ -120,9 +139,10 @@ def _py_type(
         name = ref.rsplit("/", 1)[-1]
         if name.isidentifier():
             return name
+    seen = set() if seen is None else seen
     refs = _refs(schema, root)
     if refs & seen:
-        return "Any"  # a recursive type met again below itself
+        return "Any"  # a named type met again: recursive, or repeated among alternatives
     seen |= refs
     schema = _resolve(schema, root)
     if depth > _MAX_DEPTH:
@@ -159,14 +179,15 @@ def _values(
     schema: Mapping[str, Any],
     root: Mapping[str, Any],
     depth: int = 0,
-    seen: frozenset[str] = frozenset(),
+    seen: set[str] | None = None,
 ) -> list | None:
     """The values a schema allows when it lists them: its ``enum``, its ``const``, or those of
     its ``anyOf``/``oneOf`` alternatives when each lists its own or is ``null`` (an optional
     enum, as Pydantic writes ``Optional[Literal[...]]``); None when any value of a type goes."""
+    seen = set() if seen is None else seen
     refs = _refs(schema, root)
     if refs & seen:
-        return None  # a recursive type: not a list of values
+        return []  # a named type met again: its values are counted once
     seen |= refs
     schema = _resolve(schema, root)
     if isinstance(schema.get("enum"), list):
@@ -233,14 +254,34 @@ def _nested(
         for name, sub in (alternative.get("properties") or {}).items():
             key = json.dumps(sub, sort_keys=True, default=str)
             declared.setdefault(name, {}).setdefault(key, sub)
-    merged = {
-        name: next(iter(subs.values())) if len(subs) == 1 else {"anyOf": list(subs.values())}
-        for name, subs in declared.items()
-    }
+    merged = {name: _either(list(subs.values())) for name, subs in declared.items()}
     required = [
         name for name in merged if all(name in (a.get("required") or ()) for a in alternatives)
     ]
     return {"type": "object", "properties": merged, "required": required}, refs
+
+
+def _either(schemas: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """One property the alternatives declare as ``schemas``: the schema, or an ``anyOf`` of
+    them with what they all say alike (a discriminator's description, its type)."""
+    if len(schemas) == 1:
+        return schemas[0]
+    alike = {
+        key: schemas[0][key]
+        for key in ("description", "title", "type")
+        if key in schemas[0] and all(s.get(key) == schemas[0][key] for s in schemas)
+    }
+    return {**alike, "anyOf": schemas}
+
+
+def _expands(refs: frozenset[str], seen: frozenset[str], budget: list[int]) -> bool:
+    """Whether a parameter's nested object (reached through ``refs``) is documented below
+    it: not when it is a type being documented above it (a recursive one: once), nor once
+    the doc has documented ``_MAX_NESTED`` nested objects."""
+    if refs & seen or budget[0] <= 0:
+        return False
+    budget[0] -= 1
+    return True
 
 
 @register_doc_format("json")
@@ -269,7 +310,9 @@ def _xml_params(
     root: Mapping[str, Any],
     level: int,
     seen: frozenset[str] = frozenset(),
+    budget: list[int] | None = None,
 ) -> list[str]:
+    budget = [_MAX_NESTED] if budget is None else budget
     pad = "  " * level
     lines: list[str] = []
     if level > 2 * _MAX_DEPTH:
@@ -286,9 +329,9 @@ def _xml_params(
         lines.append(f"{pad}<param {attrs}>")
         lines.append(f"{pad}  <desc>{escape_text(_description(resolved, root))}</desc>")
         nested, refs = _nested(sub, root)
-        if nested is not None and not refs & seen:  # (a recursive type: documented once)
+        if nested is not None and _expands(refs, seen, budget):
             lines.append(f"{pad}  <params>")
-            lines += _xml_params(nested, root, level + 2, seen | refs)
+            lines += _xml_params(nested, root, level + 2, seen | refs, budget)
             lines.append(f"{pad}  </params>")
         lines.append(f"{pad}</param>")
     return lines
@@ -345,7 +388,9 @@ def _py_args(
     root: Mapping[str, Any],
     level: int,
     seen: frozenset[str] = frozenset(),
+    budget: list[int] | None = None,
 ) -> list[str]:
+    budget = [_MAX_NESTED] if budget is None else budget
     pad = "    " * level
     lines: list[str] = []
     if level > _MAX_DEPTH:
@@ -362,8 +407,8 @@ def _py_args(
         said = name if level > 2 or is_identifier(name) else _docstring_text(repr(name))
         lines.append(f"{pad}{said} ({', '.join(notes)}): {text}".rstrip())
         nested, refs = _nested(sub, root)
-        if nested is not None and not refs & seen:  # (a recursive type: documented once)
-            lines += _py_args(nested, root, level + 1, seen | refs)
+        if nested is not None and _expands(refs, seen, budget):
+            lines += _py_args(nested, root, level + 1, seen | refs, budget)
     return lines
 
 
@@ -386,7 +431,9 @@ def _md_params(
     root: Mapping[str, Any],
     level: int,
     seen: frozenset[str] = frozenset(),
+    budget: list[int] | None = None,
 ) -> list[str]:
+    budget = [_MAX_NESTED] if budget is None else budget
     pad = "  " * level
     lines: list[str] = []
     if level > _MAX_DEPTH:
@@ -399,8 +446,8 @@ def _md_params(
         text = _description(resolved, root).replace("\n", " ")
         lines.append(f"{pad}- `{name}` ({', '.join(notes)}){': ' + text if text else ''}")
         nested, refs = _nested(sub, root)
-        if nested is not None and not refs & seen:  # (a recursive type: documented once)
-            lines += _md_params(nested, root, level + 1, seen | refs)
+        if nested is not None and _expands(refs, seen, budget):
+            lines += _md_params(nested, root, level + 1, seen | refs, budget)
     return lines
 
 
@@ -425,25 +472,44 @@ def _first_sentence(text: str) -> str:
     return flat if end < 0 else flat[: end + 1]
 
 
-def _line_params(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
+def _line_params(
+    schema: Mapping[str, Any],
+    root: Mapping[str, Any],
+    depth: int,
+    seen: frozenset[str] = frozenset(),
+    budget: list[int] | None = None,
+) -> str:
+    budget = [_MAX_NESTED] if budget is None else budget
     parts = []
     for name, sub, required in _properties(_resolve(schema, root)):
-        kind = _line_type(sub, root, depth, inline=required)
+        kind = _line_type(sub, root, depth, seen, budget, inline=required)
         parts.append(f"{name}{'' if required else '?'}: {kind}")
     return ", ".join(parts)
 
 
 def _line_type(
-    schema: Mapping[str, Any], root: Mapping[str, Any], depth: int, *, inline: bool = True
+    schema: Mapping[str, Any],
+    root: Mapping[str, Any],
+    depth: int,
+    seen: frozenset[str],
+    budget: list[int],
+    *,
+    inline: bool = True,
 ) -> str:
-    schema = _resolve(schema, root)
-    enum = schema.get("enum")
+    refs = _refs(schema, root)
+    plain = _resolve(schema, root)
+    enum = plain.get("enum")
     if isinstance(enum, list) and enum:
         return "|".join(v if isinstance(v, str) else json.dumps(v) for v in enum)
-    if schema.get("properties") and depth < _MAX_DEPTH:
-        return "{" + _line_params(schema, root, depth + 1) + "}" if inline else "object"
-    items = schema.get("items")
-    if schema.get("type") == "array" and isinstance(items, Mapping) and depth < _MAX_DEPTH:
-        inner = _line_type(items, root, depth + 1, inline=inline)
+    if plain.get("properties") and depth < _MAX_DEPTH:
+        if not inline:
+            return "object"
+        if refs & seen or budget[0] <= 0:  # a recursive type (or a doc grown long): its name
+            return sorted(refs)[0].rsplit("/", 1)[-1] if refs else "object"
+        budget[0] -= 1
+        return "{" + _line_params(plain, root, depth + 1, seen | refs, budget) + "}"
+    items = plain.get("items")
+    if plain.get("type") == "array" and isinstance(items, Mapping) and depth < _MAX_DEPTH:
+        inner = _line_type(items, root, depth + 1, seen | refs, budget, inline=inline)
         return f"({inner})[]" if "|" in inner else f"{inner}[]"
-    return _json_type(schema, root)
+    return _json_type(plain, root)

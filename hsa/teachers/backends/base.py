@@ -213,10 +213,18 @@ def run_async(main: Coroutine[Any, Any, _T]) -> _T:
                 raise asked[0]() from None
             raise
 
-    for number in taken:
-        signal.signal(number, stop)
     try:
+        for number in taken:
+            signal.signal(number, stop)
         result = asyncio.run(quiet())
+    except asyncio.CancelledError:
+        # a stop after main's last await: the task was cancelled as it returned
+        if asked:
+            raise asked[0]() from None
+        raise
+    except BaseException:
+        main.close()  # never awaited when the stop came before the loop ran
+        raise
     finally:
         for number, handler in taken.items():
             signal.signal(number, handler)

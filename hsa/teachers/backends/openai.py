@@ -291,7 +291,8 @@ class OpenAIBackend(Backend):
                 # what is not a character
                 found = _without_lone_surrogates(json.loads(payload))
             except (ValueError, UnicodeDecodeError):
-                streamed = answer.headers.get("Content-Type", "").startswith("text/event-stream")
+                kind = answer.headers.get("Content-Type", "").lower()
+                streamed = kind.startswith("text/event-stream")
                 if streamed or _SSE_START.match(payload):
                     raise TeacherError(
                         f"the endpoint {self._shown} answered with server-sent events (a "
@@ -304,12 +305,17 @@ class OpenAIBackend(Backend):
             # gives one (502 for an upstream that failed), else a server error, retried
             error = found["error"]
             code = error.get("code") if isinstance(error, dict) else None
-            code = int(code) if isinstance(code, str) and code.isdigit() else code
+            if isinstance(code, str) and re.fullmatch(r"[0-9]{3}", code):
+                code = int(code)
             message = error_message(payload)
             if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
                 status = code
-            else:  # OpenAI's own codes are words: a context overflow is a refused request
-                status = 400 if outgrew_context(message) else 500
+            elif outgrew_context(message) or code == "context_length_exceeded":
+                status = 400  # OpenAI's codes are words: a context overflow is refused
+                if not outgrew_context(message):
+                    message = f"context_length_exceeded: {message}"
+            else:
+                status = 500
             raise StatusError(status, message, retry_wait(answer.headers))
         return found
 

@@ -359,7 +359,7 @@ def test_gateways_answers_an_error_in_a_200_streams_and_retry_after_ms(monkeypat
     for streamed, headers in [
         (b'data: {"choices": []}\n\ndata: [DONE]\n\n', {}),
         (b": keep-alive\n\nevent: chunk\n", {}),
-        (b"chunk", {"Content-Type": "text/event-stream; charset=utf-8"}),
+        (b"chunk", {"Content-Type": "Text/Event-Stream; charset=utf-8"}),
     ]:
         b = answering(Answered(200, streamed, headers), Answered(200, streamed, headers))
         [error] = ask_all(b, ["x"])
@@ -378,6 +378,13 @@ def test_gateways_answers_an_error_in_a_200_streams_and_retry_after_ms(monkeypat
     }
     [error] = ask_all(answering(Answered(200, json.dumps({"error": overflow}).encode())), ["x"])
     assert isinstance(error, ContextOverflow)
+    worded = {"message": "Too long.", "code": "context_length_exceeded"}  # the code alone says it
+    [error] = ask_all(answering(Answered(200, json.dumps({"error": worded}).encode())), ["x"])
+    assert isinstance(error, ContextOverflow)
+    odd = '{"error": {"message": "odd", "code": "\u00b2"}}'.encode()  # a digit int() refuses
+    b = answering(Answered(200, odd), Answered(200, odd))
+    [error] = ask_all(b, ["x"])
+    assert isinstance(error, TeacherError) and b.stats.failures == {"http 500": 2}
 
 
 def test_a_refusal_is_the_models_text():

@@ -101,3 +101,15 @@ def test_a_second_stop_ends_work_that_never_yields_and_a_swallowed_stop_is_still
 
     with pytest.raises(Terminated):
         run_async(swallows())
+
+
+def test_a_stop_after_mains_last_await_is_the_stop_not_a_cancellation(cli_handlers):
+    # the task, cancelled as it returned, made asyncio.run raise CancelledError
+    async def ends() -> str:
+        await asyncio.sleep(0)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return "done"
+
+    with pytest.raises(Terminated):
+        run_async(ends())
+    assert signal.getsignal(signal.SIGTERM) is on_sigterm
