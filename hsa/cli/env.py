@@ -111,7 +111,7 @@ def show(name: str, seed: int | None, n_tasks: int | None, source: Path | None) 
         sections = ", ".join(f"{s.id} ({s.kind})" for s in harness.prompt.sections)
         out.print(f"prompt sections: {sections}", markup=False)
     else:
-        out.print(f"[bold]{name}[/bold]: {len(harnesses)} harnesses, one per task")
+        out.print(f"[bold]{name}[/bold]: {len(harnesses)} harnesses, each task under one of them")
     splits = Counter(t.split for t in tasks)
     kinds = Counter(t.kind for t in tasks)
     out.print(
@@ -162,11 +162,13 @@ def tasks(
 ) -> None:
     """Print tasks as JSON lines (Task.to_dict rows), in task order."""
     env = _load(name, seed, n_tasks, source)
-    offered = _offered(env, split, needed=False)
+    # (an asked split with no task is refused, as check and export refuse it)
+    offered = _offered(env, split, needed=split is not None)
     found = [t for t in offered if kind is None or t.kind == kind]
     if kind is not None and not found:
         kinds = sorted({t.kind for t in offered})
-        fail(f"--kind: {name} has no tasks of kind {kind!r}; its kinds: {', '.join(kinds)}")
+        there = f"its kinds: {', '.join(kinds)}" if kinds else "it offers no task here"
+        fail(f"--kind: {name} has no tasks of kind {kind!r}; {there}")
     for task in found[:limit] if limit is not None else found:
         click.echo(json.dumps(task.to_dict(), ensure_ascii=False))
 

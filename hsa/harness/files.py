@@ -124,9 +124,12 @@ def replacing_directory(path: str | Path, *, error: type[HsaError]) -> Iterator[
     the block raises, the staging folder is removed and ``path`` is untouched. ``OSError`` is
     raised as ``error`` naming ``path``. The caller decides whether ``path`` may be replaced.
     The folder is made by ``mkdir`` (the umask's mode, a setgid parent's group), not with
-    ``mkdtemp``'s 0700.
+    ``mkdtemp``'s 0700. A ``path`` that is a symbolic link is written through: the folder it
+    points to is replaced, and the link stays.
     """
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = _new_folder(path.parent, f".{path.name}.")
@@ -144,7 +147,7 @@ def replacing_directory(path: str | Path, *, error: type[HsaError]) -> Iterator[
                 trash.rename(path)
                 raise
             sync_directory(path.parent)
-            shutil.rmtree(trash)
+            shutil.rmtree(trash, ignore_errors=True)  # the new content is in place already
         else:
             staging.rename(path)
             sync_directory(path.parent)

@@ -109,3 +109,11 @@ def test_what_a_corpus_leaves_out_is_said_and_nothing_to_check_fails(external):
     )
     negative = hsa("env", "check", "livestream", "--show", "-1")
     assert negative.returncode == 2 and "'--show': -1 is not in the range x>=0" in negative.stderr
+
+
+def test_tasks_of_a_split_the_corpus_lacks_are_refused_as_check_refuses_them(external):
+    # it printed nothing and exited 0, where check and export refused the same arguments
+    source = str(external / "tau2" / "retail")
+    for command in ("tasks", "check"):
+        out = hsa("env", command, "tau2", "--path", source, "--split", "train")
+        assert out.returncode == 1 and "tau2 offers no train task here" in out.stderr

@@ -69,6 +69,20 @@ def test_a_folder_is_replaced_whole(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["h"]  # no staging or old folder left
 
 
+def test_a_folder_behind_a_link_is_replaced_and_the_link_kept(tmp_path):
+    # the link was moved aside, the new folder put in its place half-written, and the command
+    # failed on removing a link with rmtree
+    real = tmp_path / "real"
+    with files.replacing_directory(real, error=HarnessError) as staging:
+        (staging / "old.txt").write_text("0")
+    (tmp_path / "link").symlink_to(real)
+    with files.replacing_directory(tmp_path / "link", error=HarnessError) as staging:
+        (staging / "new.txt").write_text("1")
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "link").resolve() == real
+    assert [p.name for p in real.iterdir()] == ["new.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
+
+
 def test_a_failed_folder_write_keeps_the_old_folder(tmp_path):
     target = tmp_path / "h"
     target.mkdir()

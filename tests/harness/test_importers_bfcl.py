@@ -223,6 +223,36 @@ def test_a_mistyped_answer_id_is_named_beside_the_question_it_leaves_out(externa
     assert caught.value.message.endswith("(its line 4 answers 'simple_python_3x')")
 
 
+def test_an_answer_whose_values_are_no_list_is_refused_naming_them(external, tmp_path):
+    # it was imported, and `hsa env check` then crashed with a traceback
+    source = external / "bfcl"
+    src = tmp_path / "BFCL_v4_simple_python.json"
+    src.write_text((source / src.name).read_text().splitlines(True)[0])
+    answer = json.loads((source / "possible_answer" / src.name).read_text().splitlines()[0])
+    ((_, args),) = answer["ground_truth"][0].items()
+    param = next(iter(args))
+    args[param] = 10
+    (tmp_path / "possible_answer").mkdir()
+    (tmp_path / "possible_answer" / src.name).write_text(json.dumps(answer) + "\n")
+    with pytest.raises(ImportFormatError, match="must be a list, got int") as caught:
+        import_source(src)
+    assert caught.value.where.startswith("line 1: $.ground_truth[0]")
+    assert param in caught.value.where
+
+
+def test_an_entry_id_given_twice_is_refused_naming_both_lines(external, tmp_path):
+    # it was refused as "the answer calls ..., which the question does not offer"
+    source = external / "bfcl"
+    src = tmp_path / "BFCL_v4_simple_python.json"
+    lines = (source / src.name).read_text().splitlines(True)[:3]
+    lines[2] = lines[2].replace('"simple_python_2"', '"simple_python_1"')
+    src.write_text("".join(lines))
+    with pytest.raises(
+        ImportFormatError, match=r"'simple_python_1' is given twice \(also at line 2\)"
+    ):
+        import_source(src)
+
+
 def test_unknown_bfcl_type_is_refused_with_line_and_path(tmp_path):
     src = tmp_path / "BFCL_v4_simple_python.json"
     entry = {

@@ -110,6 +110,19 @@ def test_action_calling_an_unknown_tool_is_refused(external, tmp_path):
     assert err.value.where == "$[0].evaluation_criteria.actions[0].name"
 
 
+def test_a_task_id_given_twice_is_refused_naming_both(external, tmp_path):
+    # the second replaced the first wherever a task is looked up by its id
+    src = tmp_path / "shop"
+    src.mkdir()
+    (src / "tools.json").write_text((external / "tau2" / "retail" / "tools.json").read_text())
+    tasks = json.loads((external / "tau2" / "retail" / "tasks.json").read_text())[:3]
+    tasks[2] = {**tasks[2], "id": tasks[1]["id"]}
+    (src / "tasks.json").write_text(json.dumps(tasks))
+    with pytest.raises(ImportFormatError, match=r"given twice \(also at \$\[1\]\)") as err:
+        import_source(src)
+    assert err.value.where == "$[2].id"
+
+
 def test_a_tool_whose_properties_is_no_object_is_one_error_naming_its_path(external, tmp_path):
     src = tmp_path / "shop"
     src.mkdir()

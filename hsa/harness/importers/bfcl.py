@@ -69,6 +69,7 @@ from hsa.harness.importers.bfcl_schema import (
     problem_error,
     with_hint,
 )
+from hsa.harness.jsonvalues import json_path
 from hsa.harness.model import Harness, Prompt, Protocol, Tool
 from hsa.harness.toolformats import legalize
 
@@ -254,12 +255,22 @@ class _Import:
         if category == MEMORY:
             self.memory_file(path, answers)
             return
+        lines: dict[str, int] = {}  # each entry id's line in this file
         for lineno, entry in read_json_lines(path):
             where = f"line {lineno}"
             if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str):
                 raise ImportFormatError(
                     "a BFCL entry must be an object with a string id", file=str(path), where=where
                 )
+            if entry["id"] in lines or entry["id"] in self.entries:
+                earlier = f"line {lines[entry['id']]}" if entry["id"] in lines else "another file"
+                raise ImportFormatError(
+                    f"entry id {entry['id']!r} is given twice (also at {earlier}): its answer "
+                    "and its task are looked up by it",
+                    file=str(path),
+                    where=f"{where}: $.id",
+                )
+            lines[entry["id"]] = lineno
             question = entry.get("question")
             if not _is_question(question):
                 raise ImportFormatError(
@@ -722,6 +733,12 @@ def _answers(path: Path) -> dict[str, Any] | None:
             raise ImportFormatError(
                 "an answer needs ground_truth", file=str(answer_path), where=f"line {lineno}"
             )
+        if row["id"] in answers:
+            raise ImportFormatError(
+                f"answer id {row['id']!r} is given twice (also at line {answers[row['id']][2]})",
+                file=str(answer_path),
+                where=f"line {lineno}: $.id",
+            )
         answers[row["id"]] = (row["ground_truth"], answer_path, lineno)
     return answers
 
@@ -782,6 +799,20 @@ def _rename_answer(
                 where=at,
             )
         ((name, args),) = call.items()
+        if not isinstance(args, Mapping):
+            raise ImportFormatError(
+                "an expected call's parameters must be an object {param: [acceptable values]}",
+                file=str(answer_path),
+                where=at + json_path([name])[1:],
+            )
+        for param, values in args.items():
+            if not isinstance(values, list):  # BFCL's checker reads a list of values
+                raise ImportFormatError(
+                    f"the acceptable values of a parameter must be a list, got "
+                    f"{type(values).__name__}",
+                    file=str(answer_path),
+                    where=at + json_path([name, param])[1:],
+                )
         if name not in names:
             raise ImportFormatError(
                 f"the answer calls {name!r}, which the question does not offer",

@@ -171,11 +171,19 @@ def _tasks(
     rename = {source: legal for legal, source in (harness.metadata.get("name_map") or {}).items()}
     known = {t.name for t in harness.tools}
     rows = []
+    first_at: dict[str, int] = {}  # each task id's position
     for i, task in enumerate(data):
         where = f"$[{i}]"
         if not isinstance(task, Mapping) or not isinstance(task.get("id"), str | int):
             raise ImportFormatError(
                 "a task must be an object with an id", file=str(path), where=where
+            )
+        earlier = first_at.setdefault(str(task["id"]), i)
+        if earlier != i:  # a task looked up by its id would be either
+            raise ImportFormatError(
+                f"task id {task['id']!r} is given twice (also at $[{earlier}])",
+                file=str(path),
+                where=f"{where}.id",
             )
         criteria = task.get("evaluation_criteria") or {}
         if not isinstance(criteria, Mapping):
