@@ -162,8 +162,11 @@ def tasks(
 ) -> None:
     """Print tasks as JSON lines (Task.to_dict rows), in task order."""
     env = _load(name, seed, n_tasks, source)
-    # (an asked split with no task is refused, as check and export refuse it)
-    offered = _offered(env, split, needed=split is not None)
+    offered = _offered(env, split, needed=False)  # a listing may come out empty: said why
+    if not offered and not env.left_out():  # (those notes say why; else this does)
+        error_console().print(
+            f"note: {name} offers no {split + ' ' if split else ''}task here", markup=False
+        )
     found = [t for t in offered if kind is None or t.kind == kind]
     if kind is not None and not found:
         kinds = sorted({t.kind for t in offered})

@@ -296,7 +296,7 @@ def _discard_rows(out: Path) -> None:
     """Remove the rows a run wrote into ``out``: the shards its completion marks list and any
     other shard by hsa's name (``part-NNNNN.parquet``, a batch cut short), then the marks. A
     file hsa did not write stays where it is (``refuse_strays`` names it at the finish)."""
-    ours = re.compile(r"part-\d{5,}\.parquet")
+    ours = re.compile(r"part-[0-9]{5,}\.parquet")
     shards = {p for p in (out / "data").glob("*/*.parquet") if ours.fullmatch(p.name)}
     for path in sorted((out / STATE / "done").glob("*.json")):
         try:

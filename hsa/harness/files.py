@@ -129,7 +129,13 @@ def replacing_directory(path: str | Path, *, error: type[HsaError]) -> Iterator[
     """
     path = Path(path)
     if path.is_symlink():
-        path = Path(os.path.realpath(path))
+        target = Path(os.path.realpath(path))
+        if path.parent.resolve().is_relative_to(target):  # replacing it would remove the link
+            raise error(
+                f"is a link to {target}, a folder that holds it: name the folder itself",
+                file=str(path),
+            )
+        path = target
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = _new_folder(path.parent, f".{path.name}.")
@@ -139,7 +145,7 @@ def replacing_directory(path: str | Path, *, error: type[HsaError]) -> Iterator[
         yield staging
         sync_tree(staging)
         if path.exists():
-            trash = path.with_name(f".{path.name}.old-{os.getpid()}")
+            trash = path.with_name(f".{path.name}.old-{secrets.token_hex(6)}")
             path.rename(trash)
             try:
                 staging.rename(path)

@@ -81,6 +81,14 @@ def test_a_folder_behind_a_link_is_replaced_and_the_link_kept(tmp_path):
     assert (tmp_path / "link").is_symlink() and (tmp_path / "link").resolve() == real
     assert [p.name for p in real.iterdir()] == ["new.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
+    # a link to a folder that holds it: replacing the folder would remove the link
+    (real / "self").symlink_to(".")
+    with (
+        pytest.raises(HarnessError, match="a folder that holds it"),
+        files.replacing_directory(real / "self", error=HarnessError),
+    ):
+        pass
+    assert (real / "new.txt").is_file() and (real / "self").is_symlink()
 
 
 def test_a_failed_folder_write_keeps_the_old_folder(tmp_path):

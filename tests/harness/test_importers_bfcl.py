@@ -251,6 +251,16 @@ def test_an_entry_id_given_twice_is_refused_naming_both_lines(external, tmp_path
         ImportFormatError, match=r"'simple_python_1' is given twice \(also at line 2\)"
     ):
         import_source(src)
+    # a format-sensitivity list: an empty one reads the file again, which is no repeat (the
+    # folder's import failed on it); an id listed twice is refused
+    src.write_text("".join(lines[:2]))
+    sensitivity = tmp_path / "BFCL_v4_format_sensitivity.json"
+    sensitivity.write_text(json.dumps({"simple_python": []}))
+    result = import_source(tmp_path)
+    assert not result.failures and len(result.tasks) == 2
+    sensitivity.write_text(json.dumps({"simple_python": ["simple_python_0", "simple_python_0"]}))
+    [failure] = import_source(tmp_path).failures
+    assert "listed twice (also at $.simple_python[0])" in str(failure)
 
 
 def test_unknown_bfcl_type_is_refused_with_line_and_path(tmp_path):

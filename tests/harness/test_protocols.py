@@ -644,3 +644,35 @@ def test_a_discriminator_the_alternatives_declare_differently_shows_each_value(f
     params = {"type": "object", "properties": {"method": described}}
     doc = DOC_FORMATS[fmt]([Tool(name="pay", description="Pay.", parameters=params)])
     assert "How to pay." in doc and "any | any" not in doc
+
+
+@pytest.mark.parametrize("fmt", ["xml", "python", "markdown", "lines"])
+def test_a_type_repeated_among_alternatives_and_many_plain_objects_are_documented_whole(fmt):
+    # a type met a second time among alternatives was named (an undefined "A"), typed "Any"
+    # or lost its values; and the cap on nested objects cut the 65th plain object's fields
+    params = {
+        "$defs": {"A": {"type": "string", "enum": ["a", "b"]}, "my-enum": {"enum": ["x", "y"]}},
+        "type": "object",
+        "properties": {
+            "twice": {"anyOf": [{"$ref": "#/$defs/A", "enum": ["a"]}, {"$ref": "#/$defs/A"}]},
+            "mixed": {
+                "anyOf": [
+                    {"type": "array", "items": {"$ref": "#/$defs/my-enum"}},
+                    {"$ref": "#/$defs/my-enum"},
+                ]
+            },
+            **{
+                f"p{i}": {
+                    "type": "object",
+                    "properties": {f"f{i}": {"type": "string"}},
+                    "required": [f"f{i}"],
+                }
+                for i in range(70)
+            },
+        },
+        "required": [f"p{i}" for i in range(70)],
+    }
+    doc = DOC_FORMATS[fmt]([Tool(name="t", description="T.", parameters=params)])
+    assert "f69" in doc and "| A" not in doc and "| Any" not in doc
+    if fmt != "lines":
+        assert 'Enum values: ["a", "b"]' in doc

@@ -262,15 +262,7 @@ class _Import:
                 raise ImportFormatError(
                     "a BFCL entry must be an object with a string id", file=str(path), where=where
                 )
-            if entry["id"] in lines or entry["id"] in self.entries:
-                earlier = f"line {lines[entry['id']]}" if entry["id"] in lines else "another file"
-                raise ImportFormatError(
-                    f"entry id {entry['id']!r} is given twice (also at {earlier}): its answer "
-                    "and its task are looked up by it",
-                    file=str(path),
-                    where=f"{where}: $.id",
-                )
-            lines[entry["id"]] = lineno
+            _once(lines, entry["id"], lineno, path)
             question = entry.get("question")
             if not _is_question(question):
                 raise ImportFormatError(
@@ -339,12 +331,14 @@ class _Import:
         self, path: Path
     ) -> list[tuple[str, dict[str, Any], list[list[dict[str, Any]]]]]:
         out = []
+        lines: dict[str, int] = {}  # each entry id's line
         for lineno, entry in read_json_lines(path):
             where = f"line {lineno}"
             if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str):
                 raise ImportFormatError(
                     "a BFCL entry must be an object with a string id", file=str(path), where=where
                 )
+            _once(lines, entry["id"], lineno, path)
             if not _is_question(entry.get("question")):
                 raise ImportFormatError(
                     "question must be a list of turns, each a list of {role, content} messages",
@@ -590,6 +584,13 @@ class _Import:
                 # Only the entries' harnesses: their plain tasks belong to that file's import.
                 self.question_file(source, keep_tasks=False)
             for i, entry_id in enumerate(entry_ids):
+                if entry_id in entry_ids[:i]:
+                    raise ImportFormatError(
+                        f"entry {entry_id!r} is listed twice (also at "
+                        f"$.{category}[{entry_ids.index(entry_id)}])",
+                        file=str(path),
+                        where=f"$.{category}[{i}]",
+                    )
                 if entry_id not in self.entries:
                     raise ImportFormatError(
                         f"entry {entry_id!r} is not in {source.name}",
@@ -599,6 +600,19 @@ class _Import:
                 _, base = self.entries[entry_id]
                 for config in format_configs():
                     self.tasks.append(_format_task(base, config))
+
+
+def _once(lines: dict[str, int], entry_id: str, lineno: int, path: Path) -> None:
+    """Record ``entry_id``'s line in ``path``; refuse it when an earlier line has it (its
+    answer and its task are looked up by it)."""
+    if entry_id in lines:
+        raise ImportFormatError(
+            f"entry id {entry_id!r} is given twice (also at line {lines[entry_id]}): its "
+            "answer and its task are looked up by it",
+            file=str(path),
+            where=f"line {lineno}: $.id",
+        )
+    lines[entry_id] = lineno
 
 
 def format_configs() -> list[str]:

@@ -29,10 +29,13 @@ from hsa.harness.protocols.xmlcalls import escape_attr, escape_text
 _SPLATS = ("kwargs", "kw", "other", *(f"kwargs{i}" for i in range(1, 1000)))
 # The bound keeps a recursive type (a $ref cycle through properties or items) from recursing.
 _MAX_DEPTH = 32
-#: how many nested objects one tool's doc documents below their parameters at most: types that
-#: link to each other (each a property of the others) have as many paths through them as their
-#: orderings, and a doc of them all would outgrow any prompt
+#: how many named (``$ref``) types one tool's doc documents below their parameters at most:
+#: types that link to each other (each a property of the others) have as many paths through
+#: them as their orderings, and a doc of them all would outgrow any prompt (plain nested
+#: objects are all documented: their doc is as long as the schema)
 _MAX_NESTED = 64
+#: how many named (``$ref``) schemas one type string spells out at most, for the same reason
+_MAX_TYPE_NODES = 64
 
 
 def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> Mapping:
@@ -72,21 +75,27 @@ def _json_type(
     schema: Mapping[str, Any],
     root: Mapping[str, Any],
     depth: int = 0,
-    seen: set[str] | None = None,
+    seen: frozenset[str] = frozenset(),
+    budget: list[int] | None = None,
 ) -> str:
     """A JSON Schema type in JSON Schema words: ``string``, ``array[integer]``, ``a | b``; a
-    named type met again (a recursive one, or one the alternatives repeat), by its name."""
-    seen = set() if seen is None else seen
+    recursive type, met again below itself, by its name (as is any type once the string has
+    spelled ``_MAX_TYPE_NODES`` schemas: types that link to each other have as many paths
+    through them as their orderings)."""
+    budget = [_MAX_TYPE_NODES] if budget is None else budget
     refs = _refs(schema, root)
-    if refs & seen:
-        return sorted(refs & seen)[0].rsplit("/", 1)[-1] or "object"
+    if refs & seen or (refs and budget[0] <= 0):
+        return sorted(refs & seen or refs)[0].rsplit("/", 1)[-1] or "object"
+    budget[0] -= 1
     seen |= refs
     schema = _resolve(schema, root)
     if depth > _MAX_DEPTH:
         return "any"
     options = schema.get("anyOf") or schema.get("oneOf")
     if isinstance(options, list) and options:
-        return " | ".join(dict.fromkeys(_json_type(o, root, depth + 1, seen) for o in options))
+        return " | ".join(
+            dict.fromkeys(_json_type(o, root, depth + 1, seen, budget) for o in options)
+        )
     kind = schema.get("type")
     if isinstance(kind, list):
         return " | ".join(str(k) for k in kind)
@@ -94,9 +103,11 @@ def _json_type(
     if kind is None and isinstance(values, list) and values:  # the values' own types
         return " | ".join(dict.fromkeys(_JSON_WORDS.get(type(v), "any") for v in values))
     if kind == "array" and isinstance(schema.get("items"), Mapping):
-        return f"array[{_json_type(schema['items'], root, depth + 1, seen)}]"
+        return f"array[{_json_type(schema['items'], root, depth + 1, seen, budget)}]"
     if kind == "object" and isinstance(schema.get("additionalProperties"), Mapping):
-        return f"object[{_json_type(schema['additionalProperties'], root, depth + 1, seen)}]"
+        return (
+            f"object[{_json_type(schema['additionalProperties'], root, depth + 1, seen, budget)}]"
+        )
     if kind is None:
         return "object" if "properties" in schema else "any"
     return str(kind)
@@ -128,7 +139,8 @@ def _py_type(
     schema: Mapping[str, Any],
     root: Mapping[str, Any],
     depth: int = 0,
-    seen: set[str] | None = None,
+    seen: frozenset[str] = frozenset(),
+    budget: list[int] | None = None,
 ) -> str:
     """A JSON Schema type as a Python annotation: ``str``, ``list[int]``, ``Literal['a', 'b']``.
 
@@ -139,10 +151,11 @@ def _py_type(
         name = ref.rsplit("/", 1)[-1]
         if name.isidentifier():
             return name
-    seen = set() if seen is None else seen
+    budget = [_MAX_TYPE_NODES] if budget is None else budget
     refs = _refs(schema, root)
-    if refs & seen:
-        return "Any"  # a named type met again: recursive, or repeated among alternatives
+    if refs & seen or (refs and budget[0] <= 0):
+        return "Any"  # a recursive type met again below itself (or a type string grown long)
+    budget[0] -= 1
     seen |= refs
     schema = _resolve(schema, root)
     if depth > _MAX_DEPTH:
@@ -153,14 +166,18 @@ def _py_type(
         return f"Literal[{schema['const']!r}]"
     options = schema.get("anyOf") or schema.get("oneOf")
     if isinstance(options, list) and options:
-        return " | ".join(_py_type(o, root, depth + 1, seen) for o in options)
+        return " | ".join(
+            dict.fromkeys(_py_type(o, root, depth + 1, seen, budget) for o in options)
+        )
     kind = schema.get("type")
     if isinstance(kind, list):
         return " | ".join(_PY_TYPES.get(str(k), str(k)) for k in kind)
     if kind == "array" and isinstance(schema.get("items"), Mapping):
-        return f"list[{_py_type(schema['items'], root, depth + 1, seen)}]"
+        return f"list[{_py_type(schema['items'], root, depth + 1, seen, budget)}]"
     if kind == "object" and isinstance(schema.get("additionalProperties"), Mapping):
-        return f"dict[str, {_py_type(schema['additionalProperties'], root, depth + 1, seen)}]"
+        return (
+            f"dict[str, {_py_type(schema['additionalProperties'], root, depth + 1, seen, budget)}]"
+        )
     if kind is None:
         return "dict" if "properties" in schema else "Any"
     return _PY_TYPES.get(str(kind), str(kind))
@@ -179,15 +196,17 @@ def _values(
     schema: Mapping[str, Any],
     root: Mapping[str, Any],
     depth: int = 0,
-    seen: set[str] | None = None,
+    seen: frozenset[str] = frozenset(),
+    budget: list[int] | None = None,
 ) -> list | None:
     """The values a schema allows when it lists them: its ``enum``, its ``const``, or those of
     its ``anyOf``/``oneOf`` alternatives when each lists its own or is ``null`` (an optional
     enum, as Pydantic writes ``Optional[Literal[...]]``); None when any value of a type goes."""
-    seen = set() if seen is None else seen
+    budget = [_MAX_TYPE_NODES] if budget is None else budget
     refs = _refs(schema, root)
-    if refs & seen:
-        return []  # a named type met again: its values are counted once
+    if refs & seen or (refs and budget[0] <= 0):
+        return None  # a recursive type (or one past the budget): not a list of values
+    budget[0] -= 1
     seen |= refs
     schema = _resolve(schema, root)
     if isinstance(schema.get("enum"), list):
@@ -205,7 +224,7 @@ def _values(
         plain = _resolve(option, root)
         if plain.get("type") == "null" and not {"enum", "const"} & plain.keys():
             continue  # null: the type says so
-        found = _values(option, root, depth + 1, seen)
+        found = _values(option, root, depth + 1, seen, budget)
         if found is None:
             return None
         listed = True
@@ -277,7 +296,9 @@ def _either(schemas: list[Mapping[str, Any]]) -> Mapping[str, Any]:
 def _expands(refs: frozenset[str], seen: frozenset[str], budget: list[int]) -> bool:
     """Whether a parameter's nested object (reached through ``refs``) is documented below
     it: not when it is a type being documented above it (a recursive one: once), nor once
-    the doc has documented ``_MAX_NESTED`` nested objects."""
+    the doc has documented ``_MAX_NESTED`` named types (plain nested objects always are)."""
+    if not refs:
+        return True  # a plain nested object: the doc is as long as the schema
     if refs & seen or budget[0] <= 0:
         return False
     budget[0] -= 1
@@ -504,9 +525,8 @@ def _line_type(
     if plain.get("properties") and depth < _MAX_DEPTH:
         if not inline:
             return "object"
-        if refs & seen or budget[0] <= 0:  # a recursive type (or a doc grown long): its name
-            return sorted(refs)[0].rsplit("/", 1)[-1] if refs else "object"
-        budget[0] -= 1
+        if refs and not _expands(refs, seen, budget):  # recursive, or a doc grown long
+            return sorted(refs)[0].rsplit("/", 1)[-1]
         return "{" + _line_params(plain, root, depth + 1, seen | refs, budget) + "}"
     items = plain.get("items")
     if plain.get("type") == "array" and isinstance(items, Mapping) and depth < _MAX_DEPTH:
