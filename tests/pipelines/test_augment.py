@@ -903,15 +903,20 @@ def test_a_batch_or_split_without_rows_writes_no_shard(
     assert again.skipped == 6 - 1 and digests(out) == digests(reference)
 
 
+def _with_a_bad_row(path: Path, table: pa.Table) -> Path:
+    """``table`` written to ``path`` with row 40's first call's arguments not JSON."""
+    rows = table.to_pylist()
+    call = next(i for i, e in enumerate(rows[40]["events"]) if e["kind"] == "tool_call")
+    rows[40]["events"][call]["args"] = "[1, 2"
+    return _write(path, rows)
+
+
 def test_a_run_stopped_by_a_bad_row_is_retried_and_gives_way_to_the_fixed_input(
     tmp_path: Path, livestream_table: pa.Table
 ) -> None:
     # fixing the input and rerunning was refused as "the unfinished run of another config",
     # whose rerun could only fail again
-    rows = livestream_table.to_pylist()
-    call = next(i for i, e in enumerate(rows[40]["events"]) if e["kind"] == "tool_call")
-    rows[40]["events"][call]["args"] = "[1, 2"
-    path = _write(tmp_path / "in.parquet", rows)
+    path = _with_a_bad_row(tmp_path / "in.parquet", livestream_table)
     out, clean = tmp_path / "out", tmp_path / "clean"
     for _ in range(2):  # the same input again: retried, and stopped at the same row
         with pytest.raises(DatasetError, match=r"row 40 .*not JSON"):
@@ -938,10 +943,7 @@ def test_a_file_hsa_did_not_write_outlives_the_failed_run_it_sat_beside(
     tmp_path: Path, livestream_table: pa.Table
 ) -> None:
     # another config starting over removed data/ whole
-    rows = livestream_table.to_pylist()
-    call = next(i for i, e in enumerate(rows[40]["events"]) if e["kind"] == "tool_call")
-    rows[40]["events"][call]["args"] = "[1, 2"
-    path = _write(tmp_path / "in.parquet", rows)
+    path = _with_a_bad_row(tmp_path / "in.parquet", livestream_table)
     out = tmp_path / "out"
     with pytest.raises(DatasetError, match=r"row 40 .*not JSON"):
         augment(open_source(path), out, config(workers=1))
