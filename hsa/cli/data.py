@@ -150,11 +150,11 @@ def augment_command(
     the recipe.
     """
     from hsa.augment.recipe import load_recipe
-    from hsa.datasets.source import is_import, open_source, with_imported_harnesses
+    from hsa.datasets.source import is_chat_file, is_import, open_source, with_imported_harnesses
     from hsa.harness.io import load
     from hsa.pipelines.augment import AugmentConfig, augment
 
-    jsonl = input_path.suffix.lower() in (".jsonl", ".json")  # as open_source reads it
+    jsonl = is_chat_file(input_path)
     # a chat file is read under one harness: an import folder holding one is that harness
     folders = [p for p in harness_paths if is_import(p) and not (jsonl and _one_harness(p))]
     harnesses = [load(p) for p in harness_paths if p not in folders]

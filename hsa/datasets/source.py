@@ -252,12 +252,18 @@ def open_source(
         return replace(_parquet_source(path, files), notes=_left_out(path / "manifest.json"))
     if path.suffix.lower() == ".parquet":
         return _parquet_source(path, [path])
-    if path.suffix.lower() in (".jsonl", ".json"):
+    if is_chat_file(path):
         return _jsonl_source(path, harness, progress)
     raise DatasetError(
         "expected a directory of Parquet shards, a .parquet file or an OpenAI chat .jsonl file",
         file=str(path),
     )
+
+
+def is_chat_file(path: Path) -> bool:
+    """Whether ``open_source`` reads ``path`` as an OpenAI chat JSONL file (by its suffix, in
+    any case: ``.jsonl``, ``.json``)."""
+    return path.suffix.lower() in (".jsonl", ".json")
 
 
 def _left_out(manifest: Path) -> tuple[str, ...]:
