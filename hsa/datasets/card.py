@@ -12,6 +12,7 @@ byte-identical across runs.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -410,7 +411,11 @@ def render_card(
         # another dataset of the same folder name, a config of its own, never a stale cache
         f"    description: shards sha256 {data_digest(manifest.get('shards', ()))}",
         "    data_files:",
-        *[f"      - split: {s}\n        path: data/{s}/*.parquet" for s in sorted(splits)],
+        # quoted: a split named ``0``, ``null`` or ``on`` is a string to ``datasets`` too
+        *[
+            f"      - split: {json.dumps(s)}\n        path: data/{s}/*.parquet"
+            for s in sorted(splits)
+        ],
     ]
     # the columns as ``datasets`` features: JSON text columns decode into values on loading
     info = yaml.safe_dump({"dataset_info": {"features": card_features()}}, sort_keys=False)

@@ -741,6 +741,23 @@ def test_a_split_name_datasets_cannot_load_is_refused(name: str, why: str) -> No
         AugmentConfig(splits={"train": 0.5, name: 0.5})
 
 
+def test_split_names_yaml_reads_as_other_types_load_as_splits(
+    tmp_path: Path, livestream_table: pa.Table
+) -> None:
+    import datasets
+
+    # the card's front matter is YAML: unquoted, `0` was an int and `null` None to `datasets`
+    rows = livestream_table.to_pylist()
+    for row in rows:
+        row["split"] = None
+    path = _write(tmp_path / "in.parquet", rows)
+    config = AugmentConfig(variants_per_trajectory=1, splits={"0": 0.5, "null": 0.5})
+    report = augment(open_source(path), tmp_path / "out", config)
+    loaded = datasets.load_dataset(str(tmp_path / "out"), cache_dir=str(tmp_path / "cache"))
+    assert {name: len(split) for name, split in loaded.items()} == report.splits
+    assert set(report.splits) == {"0", "null"}
+
+
 def test_split_fractions_must_add_up_to_one() -> None:
     with pytest.raises(HsaError, match=r"add up to 1 \(these add up to 1\.4\)"):
         AugmentConfig(splits={"train": 0.9, "dev": 0.5})
@@ -891,7 +908,7 @@ def test_a_batch_or_split_without_rows_writes_no_shard(
     assert all(shard["rows"] > 0 for shard in manifest["shards"])
     assert not list((reference / "data").rglob("part-00000.parquet"))
     assert set(manifest["rows"]) == {"total", "train", "dev"} and 0 not in report.splits.values()
-    assert "split: test" not in (reference / "README.md").read_text()
+    assert 'split: "test"' not in (reference / "README.md").read_text()
     loaded = datasets.load_dataset(str(reference), cache_dir=str(tmp_path / "cache"))
     assert {name: len(split) for name, split in loaded.items()} == report.splits
     assert len(to_hf(reference)) == report.rows
