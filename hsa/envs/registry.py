@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -63,6 +64,10 @@ def get(name: str, **options: Any) -> Environment:
         flags = [f"--env-{m}" for m in missing if m in ("path", "seed")]
         hint = f" ({', '.join(flags)} on the command line)" if flags else ""
         raise EnvError(f"environment {name!r} needs option(s) {', '.join(missing)}{hint}")
+    if "path" in options:  # (a corpus's: a number or a list would fail deep in its import)
+        path = options["path"]
+        if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+            raise EnvError(f"path must name a corpus file or folder, got {path!r}", where="path")
     return factory(**options)
 
 
@@ -87,7 +92,8 @@ def from_config(
     except EnvError as exc:
         if exc.file is not None:
             raise
-        raise EnvError(exc.message, file=file, where=f"{at}.env_options") from None
+        option = f".{exc.where}" if exc.where and exc.where.isidentifier() else ""
+        raise EnvError(exc.message, file=file, where=f"{at}.env_options{option}") from None
 
 
 def _unknown(name: str) -> str:

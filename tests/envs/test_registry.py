@@ -7,6 +7,7 @@ import pytest
 import hsa.envs
 from hsa.envs import env_names, get_env
 from hsa.envs.livestream import LivestreamEnvironment
+from hsa.envs.registry import from_config
 from hsa.errors import EnvError
 
 
@@ -25,6 +26,15 @@ def test_bad_requests_are_one_clear_error(tmp_path):
         get_env("bfcl")
     with pytest.raises(EnvError, match="n_tasks must be a positive integer"):
         get_env("livestream", n_tasks=0)
+
+
+@pytest.mark.parametrize("env", ["bfcl", "tau2", "recorded"])
+@pytest.mark.parametrize("path", [5, ["a"], None, "", " "])
+def test_a_corpus_path_that_is_not_a_path_is_named(env: str, path) -> None:
+    # a number or a list failed deep in the import with a TypeError's traceback
+    with pytest.raises(EnvError, match="path must name a corpus file or folder") as err:
+        from_config(env, {"path": path}, file="build.yaml", at="$.source")
+    assert (err.value.file, err.value.where) == ("build.yaml", "$.source.env_options.path")
 
 
 def test_register(monkeypatch):

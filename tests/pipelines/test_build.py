@@ -297,6 +297,15 @@ def test_teach_and_corpus_paths_are_the_configs_and_read_by_their_content(
     assert err.value.where == "$.source.env_options.path"
 
 
+@pytest.mark.parametrize("path", [5, ["corpus"], "", "  "])
+def test_an_env_path_that_is_not_a_path_is_refused_at_its_key(path) -> None:
+    # `""` was the config's own folder; a number a traceback
+    config = {"source": {"env": "bfcl", "env_options": {"path": path}, "tasks": 2}}
+    with pytest.raises(ConfigError) as err:
+        parse_config(config, file="build.yaml")
+    assert (err.value.file, err.value.where) == ("build.yaml", "$.source.env_options.path")
+
+
 def test_recorded_input_with_nothing_to_augment(tmp_path: Path, livestream_table) -> None:
     data = {"source": {"trajectories": _recorded(tmp_path, livestream_table.slice(0, 0))}}
     with pytest.raises(HsaError, match=r"recorded\.parquet: holds no trajectories"):
