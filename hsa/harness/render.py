@@ -86,6 +86,8 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
         text = pending.pop("_text")
         reasoning = pending.pop("_reasoning", None)
         if pending_calls and api:
+            if text == "":  # (a turn with reasoning only: null beside calls, as without it)
+                pending["content"] = None
             pending["tool_calls"] = [
                 {
                     "id": call_id,

@@ -175,9 +175,12 @@ def test_empty_text_before_calls_matches_render(protocol: Protocol) -> None:
     harness = make_harness(protocol)
     trajectories = [Trajectory("a", tuple(events))]
     check(trajectories, [canonical_variant(harness), *planned(harness, trajectories, 0)[1:]])
+    messages = render(trajectories[0].events, harness).messages
     if not protocol.is_api:
-        messages = render(trajectories[0].events, harness).messages
         assert all(m["content"] for m in messages if m["role"] == "assistant")
+    else:  # null beside the calls, as a turn without reasoning has it (it was "")
+        reasoned = [m for m in messages if m.get("reasoning_content")]
+        assert len(reasoned) == 2 and all(m["content"] is None for m in reasoned)
 
 
 def test_matches_render_on_livestream_oracle() -> None:

@@ -90,7 +90,9 @@ def texts(
     assts = np.flatnonzero(k == ASSISTANT)
     # a text format writing calls after the text makes the content in stage 6
     later = ev.has_calls[e[assts]] & ~lay.api[assts] & ~lay.split[assts]
-    plain = assts[~later]
+    # "" beside API calls (a turn of reasoning and calls) is null, as it is without reasoning
+    empty = ev.bare[e[assts]] & lay.api[assts]
+    plain = assts[~later & ~empty]
     parts.append(Part(slot[plain], content=src.text + e[plain]))
     reasoning_null = ev.fields["reasoning"].is_null().to_numpy(zero_copy_only=False)
     reasoned = assts[~reasoning_null[e[assts]]]
