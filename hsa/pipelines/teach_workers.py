@@ -118,9 +118,23 @@ def worker_shares(
     return [(keys[i::count], whole + (i < extra)) for i in range(count)]
 
 
-def _wait_ready(ready: Any, messages: Any, processes: list) -> None:
-    """Wait at the start barrier; a worker that failed while setting up breaks it."""
+def _wait_ready(ready: Any, messages: Any, processes: list, *, poll_s: float = 0.2) -> None:
+    """Wait at the start barrier; a worker that failed while setting up breaks it, and one
+    that died (killed, or unable to start) breaks it too: the others would wait for it until
+    the timeout."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
     try:
+        # joined only once every worker waits at it: a wait that times out breaks it
+        while ready.n_waiting < ready.parties - 1 and not ready.broken:
+            dead = _dead(processes)
+            if dead is not None or time.monotonic() > deadline:
+                ready.abort()
+                raise TeacherError(
+                    f"teacher worker {dead.name} died while setting up (exit code {dead.exitcode})"
+                    if dead is not None
+                    else f"the teacher workers were not set up in {READY_TIMEOUT_S:.0f} s"
+                )
+            time.sleep(poll_s)
         ready.wait(timeout=READY_TIMEOUT_S)
     except threading.BrokenBarrierError:
         try:
@@ -137,11 +151,16 @@ def _next_message(messages: Any, processes: list) -> tuple[str, Any]:
         try:
             return messages.get(timeout=1.0)
         except queues.Empty:
-            dead = [p for p in processes if p.exitcode not in (None, 0)]
-            if dead:
+            dead = _dead(processes)
+            if dead is not None:
                 raise TeacherError(
-                    f"teacher worker {dead[0].name} died (exit code {dead[0].exitcode})"
+                    f"teacher worker {dead.name} died (exit code {dead.exitcode})"
                 ) from None
+
+
+def _dead(processes: list) -> Any:
+    """The first of ``processes`` that ended with an error, or None."""
+    return next((p for p in processes if p.exitcode not in (None, 0)), None)
 
 
 #: what a worker's run adds to the job's report: counts, and counters by reason; the rest

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import queue
+import threading
+import time
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hsa.errors import HsaError
+from hsa.errors import HsaError, TeacherError
+from hsa.pipelines import teach_workers
 from hsa.pipelines.teach import TeachConfig, TeachIncomplete, teach
 from hsa.pipelines.teach_workers import worker_shares
 from hsa.teachers.server import Faults
@@ -98,3 +106,40 @@ def test_the_summary_counts_left_out_tasks_the_same_for_one_worker_and_several(t
     )
     assert one["restated"] and one["left_out"]
     assert one == two
+
+
+def test_a_worker_that_dies_while_setting_up_ends_the_wait_at_once(monkeypatch):
+    # a worker killed (or unable to start) before the barrier: the job waited 600 s for it
+    class Process:
+        name, exitcode = "hsa-teach-1", None
+
+    alive, dead = Process(), Process()
+    ready = multiprocessing.get_context("spawn").Barrier(3)
+    waiting = threading.Thread(target=lambda: _wait_quietly(ready), daemon=True)
+    waiting.start()  # one worker set up and waiting
+    threading.Timer(0.3, lambda: setattr(dead, "exitcode", -9)).start()
+    started = time.monotonic()
+    with pytest.raises(TeacherError, match=r"hsa-teach-1 died while setting up \(exit code -9\)"):
+        teach_workers._wait_ready(ready, queue.Queue(), [alive, dead], poll_s=0.05)
+    assert time.monotonic() - started < 5
+    waiting.join(timeout=5)
+    assert ready.broken and not waiting.is_alive()  # the waiting worker is let go too
+
+
+def test_the_start_barrier_opens_once_every_worker_waits():
+    class Process:
+        name, exitcode = "hsa-teach-0", None
+
+    ready = multiprocessing.get_context("spawn").Barrier(3)
+    workers = [threading.Thread(target=ready.wait, daemon=True) for _ in range(2)]
+    workers[0].start()
+    threading.Timer(0.3, workers[1].start).start()
+    teach_workers._wait_ready(ready, queue.Queue(), [Process(), Process()], poll_s=0.05)
+    for worker in workers:
+        worker.join(timeout=5)
+    assert not any(w.is_alive() for w in workers) and not ready.broken
+
+
+def _wait_quietly(barrier) -> None:
+    with contextlib.suppress(threading.BrokenBarrierError):
+        barrier.wait()
