@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import PurePath
 from typing import NoReturn
 
@@ -160,6 +163,28 @@ def check_stop() -> None:
 def clear_stop() -> None:
     """Forget a stop asked for (a new command run in this process)."""
     _STOP.clear()
+
+
+@contextlib.contextmanager
+def stops_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back for a short step that must not be cut in two (forking
+    worker processes, writing a finished run's files); a stop that came meanwhile is raised
+    once the step is done. (Python runs signal handlers in the main thread whichever thread
+    the signal reached, so the handler is what holds it, not a signal mask; in another
+    thread nothing is held.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {n: signal.signal(n, lambda number, frame: caught.append(number)) for n in held}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if caught:
+        request_stop(Terminated() if caught[0] == signal.SIGTERM else KeyboardInterrupt())
 
 
 def first_few(names: list[str], shown: int = 3) -> str:

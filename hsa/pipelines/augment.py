@@ -24,7 +24,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -65,7 +64,7 @@ from hsa.datasets.shards import (
     write_shard,
 )
 from hsa.datasets.source import HarnessLookup, Source, locate
-from hsa.errors import DatasetError, HsaError, PlanError, Terminated, refuse_kind
+from hsa.errors import DatasetError, HsaError, PlanError, refuse_kind, stops_held
 from hsa.harness.model import Harness
 from hsa.harness.parse import CALL_LIKE
 from hsa.pipelines.assign import assign_splits
@@ -453,7 +452,7 @@ class _Planner:
             context = multiprocessing.get_context(method)
             # Ctrl-C reaches every process of the terminal's group: workers ignore it, and the
             # job, which gets it once they are up, stops them (``close``).
-            with _interrupts_held():
+            with stops_held():
                 self._pool = ProcessPoolExecutor(
                     self.workers,
                     mp_context=context,
@@ -500,26 +499,6 @@ def _worker_start(job: int) -> None:
     end_with(job)
     for number in _STOPS:
         signal.signal(number, signal.SIG_IGN)
-
-
-@contextlib.contextmanager
-def _interrupts_held() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM back while worker processes are forked, so that none is forked
-    and left unknown to the pool; one that came meanwhile stops the job once they are up. (Python
-    runs signal handlers in the main thread whichever thread the signal reached, so the
-    handler is what holds it, not a signal mask.)"""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = {n: signal.signal(n, lambda number, frame: caught.append(number)) for n in _STOPS}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-    if caught:
-        raise Terminated if caught[0] == signal.SIGTERM else KeyboardInterrupt
 
 
 def augment(

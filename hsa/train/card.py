@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 from hsa.datasets.figures import png, pyplot
 from hsa.datasets.lock import hold
 from hsa.datasets.shards import write_atomic
+from hsa.errors import stops_held
 
 CARD = "README.md"
 #: the resolved config of a run: hsa's settings, TRL's every setting, the data and recipe
@@ -181,18 +182,23 @@ def finish(
     curve: Sequence[tuple[int, float]],
     eval_curve: Sequence[tuple[int, float]] = (),
 ) -> None:
-    """Save the trained model and tokenizer, the resolved config (``RESOLVED``: ``resolved``
-    with TRL's every setting, no token) and the card; then remove the run's scratch
-    (``HF_CACHE``)."""
-    trainer.save_model(str(out))
-    tokenizer.save_pretrained(str(out))
+    """Save the trained model and tokenizer, the card and the resolved config (``RESOLVED``:
+    ``resolved`` with TRL's every setting, no token); then remove the run's scratch
+    (``HF_CACHE``).
+
+    ``RESOLVED`` marks the run finished, so it is written last, and a stop (Ctrl-C, SIGTERM)
+    waits until everything is: a stop in between left a folder that read as finished with
+    another run's card, or none, and a ``--resume`` that had nothing to resume."""
     trl = json.loads(trainer.args.to_json_string())
     trl.pop("hub_token", None)
     resolved = {**resolved, "trl": trl}
     text = json.dumps(resolved, indent=2, sort_keys=True, default=str) + "\n"
-    write_atomic(out / RESOLVED, text.encode("utf-8"))
-    write_card(out, resolved, curve, eval_curve)
-    shutil.rmtree(out / HF_CACHE, ignore_errors=True)
+    with stops_held():
+        trainer.save_model(str(out))
+        tokenizer.save_pretrained(str(out))
+        write_card(out, resolved, curve, eval_curve)
+        write_atomic(out / RESOLVED, text.encode("utf-8"))
+        shutil.rmtree(out / HF_CACHE, ignore_errors=True)
 
 
 Train = TypeVar("Train", bound=Callable[..., Any])

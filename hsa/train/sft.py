@@ -24,7 +24,9 @@ from hsa.datasets.lock import LOCK
 from hsa.datasets.shards import write_atomic
 from hsa.errors import TrainError, first_line
 from hsa.train.card import (
+    CARD,
     HF_CACHE,
+    PLOT,
     RESOLVED,
     RUN_RECORD,
     finish,
@@ -149,7 +151,9 @@ def resume_point(
         if finished:  # trained again from the start: the old run's checkpoints and record go,
             for old in out.glob("checkpoint-*"):  # so that a --resume never continues it
                 shutil.rmtree(old, ignore_errors=True)
-            (out / RESOLVED).unlink(missing_ok=True)
+            # (and its card: stopped part way, the folder would show the old run's)
+            for name in (RESOLVED, CARD, PLOT):
+                (out / name).unlink(missing_ok=True)
         if identity is not None:
             (out / RUN_RECORD).parent.mkdir(parents=True, exist_ok=True)
             text = json.dumps(identity, indent=2, sort_keys=True) + "\n"
@@ -163,8 +167,13 @@ def resume_point(
     if identity is not None:
         _check_same_run(out, identity)
     if reached(found, max_steps) and (finished or not can_finish):
+        done = (
+            "the run here is finished (its model and card are written), and its"
+            if finished
+            else "its"
+        )
         raise TrainError(
-            f"its newest checkpoint ({Path(found).name}) is at max_steps={max_steps} already: "
+            f"{done} newest checkpoint ({Path(found).name}) is at max_steps={max_steps} already: "
             "nothing to resume; raise max_steps to train further",
             file=str(out),
         )

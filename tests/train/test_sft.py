@@ -471,3 +471,44 @@ def test_a_checkpoint_written_before_the_run_clock_resumes(dataset, model, tmp_p
     train_sft(again, out, resume=True)
     later = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text("utf-8"))
     assert later["stateful_callbacks"]["RunClock"]["args"]["earlier"] > 0
+
+
+def test_a_stop_while_a_run_is_written_waits_until_it_is_whole(
+    dataset, model, tmp_path, monkeypatch
+):
+    import os
+    import signal
+
+    from hsa.errors import clear_stop
+    from hsa.train import card
+
+    # a stop after hsa-train.json (which marks a run finished) and before the card left a
+    # folder that read as finished, with no card, and a --resume with nothing to resume
+    write_card = card.write_card
+
+    def stopped_while_writing(out, *args):
+        os.kill(os.getpid(), signal.SIGINT)
+        write_card(out, *args)
+
+    monkeypatch.setattr(card, "write_card", stopped_while_writing)
+    out = tmp_path / "out"
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_sft(config(dataset, model, max_steps=1), out)
+    finally:
+        clear_stop()
+    assert (out / RESOLVED).is_file() and (out / "model.safetensors").is_file()
+    assert "![loss](loss.png)" in (out / "README.md").read_text("utf-8")
+    assert (out / "loss.png").is_file()
+
+
+def test_a_run_started_over_a_finished_one_leaves_no_card_of_it(dataset, model, tmp_path):
+    out = tmp_path / "out"
+    settings = config(dataset, model, max_steps=1, save_strategy="steps", save_steps=1)
+    train_sft(settings, out)
+    with pytest.raises(TrainError, match=r"the run here is finished .* nothing to resume"):
+        train_sft(settings, out, resume=True)
+    # started again and stopped part way: the old run's card and plot are not left to read
+    stopped(config(dataset, model, max_steps=2), out)
+    assert not (out / "README.md").exists() and not (out / "loss.png").exists()
+    assert not (out / RESOLVED).exists()
