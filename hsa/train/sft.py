@@ -221,13 +221,23 @@ def trained_tokens(log: Sequence[Mapping[str, Any]]) -> int | None:
     return None if last is None else total + last
 
 
-def template_error(exc: ValueError, model: str, file: str | None) -> TrainError:
+def template_error(
+    exc: ValueError, model: str, file: str | None, template: str | None = None
+) -> TrainError:
     """A ``TrainError`` for what TRL refused at setup: a chat template it cannot mark for
-    assistant-only loss (naming the model, and saying what to change), or a setting of the
-    config (naming the config file)."""
+    assistant-only loss (naming the config's ``chat_template_path`` when it gave the template,
+    else the model, and saying what to change), or a setting of the config (naming the config
+    file)."""
     first = first_line(exc)
     if "assistant" not in first.lower() and "template" not in first.lower():
         return TrainError(f"TRL refused the setup: {first}", file=file)
+    if template is not None:
+        return TrainError(
+            f"TRL refused the setup: {first}; the chat template {template} cannot be marked "
+            "for assistant-only loss: give a training template or set assistant_only_loss: false",
+            file=file,
+            where="$.chat_template_path",
+        )
     return TrainError(
         f"TRL refused the setup: {first}; for a chat template TRL cannot mark for "
         "assistant-only loss, set chat_template_path to a training template or "
@@ -457,7 +467,7 @@ def train_sft(
             callbacks=[clock],
         )
     except ValueError as exc:
-        raise template_error(exc, settings.model, file) from None
+        raise template_error(exc, settings.model, file, args.chat_template_path) from None
     except OSError as exc:  # a chat_template_path TRL took for a tokenizer and could not load
         if args.chat_template_path is None:
             raise

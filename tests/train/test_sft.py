@@ -512,3 +512,17 @@ def test_a_run_started_over_a_finished_one_leaves_no_card_of_it(dataset, model, 
     stopped(config(dataset, model, max_steps=2), out)
     assert not (out / "README.md").exists() and not (out / "loss.png").exists()
     assert not (out / RESOLVED).exists()
+
+
+def test_a_chat_template_path_trl_cannot_train_on_is_named_not_the_model(dataset, model, tmp_path):
+    import yaml
+
+    plain = tmp_path / "plain.jinja"
+    plain.write_text("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}")
+    settings = config(dataset, model, max_steps=1, chat_template_path=str(plain))
+    (tmp_path / "sft.yaml").write_text(yaml.safe_dump(settings))
+    with pytest.raises(TrainError, match="cannot be marked for assistant-only loss") as refused:
+        train_sft(tmp_path / "sft.yaml", tmp_path / "out")
+    # the model was blamed, and told to set the chat_template_path the config had set
+    assert refused.value.file == str(tmp_path / "sft.yaml")
+    assert refused.value.where == "$.chat_template_path" and str(plain) in refused.value.message
