@@ -64,11 +64,19 @@ def get(name: str, **options: Any) -> Environment:
         flags = [f"--env-{m}" for m in missing if m in ("path", "seed")]
         hint = f" ({', '.join(flags)} on the command line)" if flags else ""
         raise EnvError(f"environment {name!r} needs option(s) {', '.join(missing)}{hint}")
-    if "path" in options:  # (a corpus's: a number or a list would fail deep in its import)
-        path = options["path"]
-        if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
-            raise EnvError(f"path must name a corpus file or folder, got {path!r}", where="path")
+    bad = _bad_path(options)
+    if bad:
+        raise EnvError(bad)
     return factory(**options)
+
+
+def _bad_path(options: Mapping[str, Any]) -> str | None:
+    """What is wrong with a corpus ``path`` option that is not a path (a number or a list
+    would fail deep in the corpus's import), or None."""
+    path = options.get("path", "-")
+    if isinstance(path, (str, os.PathLike)) and str(path).strip():
+        return None
+    return f"path must name a corpus file or folder, got {path!r}"
 
 
 def from_config(
@@ -87,13 +95,15 @@ def from_config(
             file=file,
             where=f"{at}.env_options",
         )
+    bad = _bad_path(options)
+    if bad:
+        raise EnvError(bad, file=file, where=f"{at}.env_options.path")
     try:
         return get(name, **options)
     except EnvError as exc:
         if exc.file is not None:
             raise
-        option = f".{exc.where}" if exc.where and exc.where.isidentifier() else ""
-        raise EnvError(exc.message, file=file, where=f"{at}.env_options{option}") from None
+        raise EnvError(exc.message, file=file, where=f"{at}.env_options") from None
 
 
 def _unknown(name: str) -> str:
