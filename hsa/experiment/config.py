@@ -57,6 +57,9 @@ from hsa.errors import ExperimentError, HsaError
 from hsa.harness.model import call_format_problem
 from hsa.train.config import VIEWS
 
+#: the largest seed a run takes (TRL's ``seed`` is 0 to 2**32 - 1)
+MAX_SEED = 2**32 - 1
+
 #: the arms, in the order they are reported
 ARMS = ("fixed", "augmented")
 #: what each first reply is scored by (``hsa.eval.firstcall``)
@@ -208,6 +211,11 @@ def parse_config(
         raise ExperimentError(
             f"unknown key {unknown[0]!r}{hint}", file=file, where=f"$.{unknown[0]}"
         )
+    for key in ("arms", "model", "train", "eval", "tiers", "gpu"):
+        if data.get(key) is not None and not isinstance(data[key], Mapping):
+            raise ExperimentError(
+                f"expected a mapping, got {type(data[key]).__name__}", file=file, where=f"$.{key}"
+            )
     if overrides.get("seeds") is not None:
         data["seeds"] = list(overrides["seeds"])
     scale = overrides.get("scale") or "cpu"
@@ -225,6 +233,8 @@ def parse_config(
         section = dict(section)
         train_at, eval_data = "$.gpu.train", section.pop("eval", None)
         data["train"] = section.pop("train", None)
+        if data["train"] is not None and not isinstance(data["train"], Mapping):
+            raise ExperimentError("expected a mapping", file=file, where=train_at)
         gpu = from_mapping(GpuSettings, section, error=ExperimentError, file=file, root="$.gpu")
         data["scale"] = "gpu"  # a GPU run's folder is not a CPU run's
     train = dict(data.get("train") or {})
@@ -248,10 +258,12 @@ def parse_config(
             where=seeds_at,
         )
     if not isinstance(seeds, list) or not all(
-        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
+        isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_SEED for s in seeds
     ):
         raise ExperimentError(
-            "seeds must be a list of integers, none negative", file=seeds_file, where=seeds_at
+            f"seeds must be a list of integers from 0 to {MAX_SEED} (the seeds TRL and torch take)",
+            file=seeds_file,
+            where=seeds_at,
         )
     if len(set(seeds)) != len(seeds):
         raise ExperimentError(

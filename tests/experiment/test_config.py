@@ -65,7 +65,7 @@ def test_command_line_seeds_and_steps_replace_the_configs():
     with pytest.raises(ExperimentError, match="no seed given") as caught:
         parse_config(tiny(), overrides={"seeds": []})  # --seeds ""
     assert caught.value.where == "--seeds"
-    for given, says in (([-1], "none negative"), ([2, 2], "seeds must differ")):
+    for given, says in (([-1], "from 0 to"), ([2**32], "from 0 to"), ([2, 2], "must differ")):
         with pytest.raises(ExperimentError, match=says) as caught:
             parse_config(tiny(), file="exp.yaml", overrides={"seeds": given})
         assert caught.value.where == "--seeds" and caught.value.file is None
@@ -75,7 +75,13 @@ def test_command_line_seeds_and_steps_replace_the_configs():
     "changes, where, words",
     [
         ({"trian": {}}, "$.trian", "unknown key 'trian'; did you mean 'train'?"),
-        ({"seeds": [-1]}, "$.seeds", "none negative"),
+        ({"seeds": [-1]}, "$.seeds", "from 0 to 4294967295"),
+        # past TRL's and torch's seeds: refused after the data was built, or a traceback
+        ({"seeds": [2**32]}, "$.seeds", "from 0 to 4294967295"),
+        ({"seeds": [2**70]}, "$.seeds", "from 0 to 4294967295"),
+        ({"tiers": [{"seed": 1}]}, "$.tiers", "expected a mapping, got list"),
+        ({"train": [1]}, "$.train", "expected a mapping, got list"),
+        ({"arms": ["fixed"]}, "$.arms", "expected a mapping, got list"),
         ({"seeds": [0, 0]}, "$.seeds", "seeds must differ"),
         ({"seeds": []}, "$.seeds", "no seed given"),
         (
