@@ -85,7 +85,11 @@ def register(item: Rule) -> Rule:
     if not item.fn.__module__.startswith(BUILTIN_MODULE):
         _load_builtins()  # a rule named like a built-in is refused here, not at first use
     existing = _RULES.get(item.name)
-    if existing is not None and existing is not item:
+    if existing is item:
+        # reached again: a module that imports (re-exports) a rule registered already, a
+        # built-in one say, claims nothing (``_LOADING`` is what an entry point adds)
+        return item
+    if existing is not None:
         if existing.fn is item.fn:
             return existing  # the same rule, reached twice (e.g. by path and by entry point)
         if (

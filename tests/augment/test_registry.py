@@ -215,6 +215,51 @@ def test_a_name_two_plugins_claim_is_neither_plugins(plugins, monkeypatch):
     assert "a_dup claims it too" in str(caught.value)
 
 
+REUSE = '''
+    """Reuses the built-in tools.shuffle (imported, not redefined) inside a rule of its own."""
+    from hsa.augment import Rewrite, rule
+    from hsa.augment.rules.tool_set import shuffle
+
+
+    @rule("reuse.shuffle_twice")
+    def shuffle_twice(harness, rng, params, context):
+        """Shuffle the tools twice."""
+        once = shuffle.fn(harness, rng, shuffle.resolve_params({}), context).harness
+        return shuffle.fn(once, rng, shuffle.resolve_params({}), context)
+'''
+
+CLASH = '''
+    """Claims the name of a built-in rule."""
+    from hsa.augment import Rewrite, rule
+
+
+    @rule("tools.shuffle")
+    def shuffle(harness, rng, params, context):
+        """Change nothing."""
+        return Rewrite(harness)
+'''
+
+
+def test_a_plugin_that_imports_a_built_in_rule_does_not_claim_it(plugins, tmp_path, monkeypatch):
+    # (the importer loads first, by entry point name: it used to take the built-in's name as
+    # its own, and the clash then withdrew the built-in as a name two plugins claim)
+    (tmp_path / "reuse_rules.py").write_text(textwrap.dedent(REUSE))
+    (tmp_path / "clash_rules.py").write_text(textwrap.dedent(CLASH))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    builtin = get_rule("tools.shuffle")
+    plugins(
+        metadata.EntryPoint(name="a_reuse", value="reuse_rules", group="hsa.rules"),
+        metadata.EntryPoint(name="b_clash", value="clash_rules", group="hsa.rules"),
+    )
+    names = {r.name for r in all_rules()}
+    assert {"tools.shuffle", "reuse.shuffle_twice"} <= names
+    assert get_rule("tools.shuffle") is builtin
+    (broken,) = broken_plugins()
+    assert broken.name == "b_clash" and broken.rules == ()
+    assert broken.error.startswith("rule 'tools.shuffle': the name is already registered")
+    assert "a_reuse" not in broken.error
+
+
 def test_rule_applied_twice_is_refused():
     from hsa.augment import Rewrite, rule
 
