@@ -137,10 +137,15 @@ class Recipe:
                 f"variants_per_harness ({self.variants_per_harness}); lower it or plan more",
                 where="$.variants_per_trajectory",
             )
-        if 0 < len(self.rules) < self.min_rules:
+        # a rule of probability 0 is never drawn, not even to make up min_rules
+        drawable = sum(1 for r in self.rules if r.probability > 0)
+        if self.rules and drawable < self.min_rules:
+            zero = len(self.rules) - drawable
             raise RuleError(
-                f"min_rules ({self.min_rules}) exceeds the {len(self.rules)} rule(s) the "
-                "recipe draws from: no variant can apply that many",
+                f"min_rules ({self.min_rules}) exceeds the {drawable} rule(s) the recipe draws "
+                "from"
+                + (f" ({zero} more of probability 0 are never drawn)" if zero else "")
+                + ": no variant can apply that many",
                 where="$.min_rules",
             )
         if self.max_rules is not None and self.max_rules < self.min_rules:

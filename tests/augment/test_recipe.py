@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hsa.augment import FAMILIES, all_rules, default_recipe, get_rule, load_recipe, loads_recipe
-from hsa.augment.recipe import recipe_schema
+from hsa.augment.recipe import Recipe, RecipeRule, recipe_schema
 from hsa.errors import RuleError
 
 GOOD = """
@@ -48,6 +48,19 @@ def test_bad_recipes_name_the_place(text, where, message):
         loads_recipe(text, file="r.yaml")
     text_of = str(info.value)
     assert text_of.startswith("r.yaml: ") and where in text_of and message in text_of
+
+
+def test_min_rules_counts_only_the_rules_a_draw_can_reach():
+    # a rule of probability 0 is never drawn, not even to make up min_rules: a recipe counting
+    # it planned variants of fewer rules than min_rules, silently
+    zero, one = RecipeRule("tools.rename", 0.0), RecipeRule("tools.shuffle", 1.0)
+    with pytest.raises(RuleError, match=r"exceeds the 1 rule\(s\).*1 more of probability 0"):
+        Recipe(rules=(zero, one), variants_per_harness=2, min_rules=2)
+    with pytest.raises(RuleError, match="exceeds the 0 rule") as caught:
+        loads_recipe("rules: [{rule: tools.rename, probability: 0}]", file="r.yaml")
+    assert caught.value.where == "$.min_rules"
+    assert Recipe(rules=(zero, one), min_rules=1).min_rules == 1
+    assert Recipe(rules=(zero,), min_rules=0).rules == (zero,)
 
 
 def test_load_recipe_from_file(tmp_path):
