@@ -64,10 +64,7 @@ class RecipeRule:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"rule": self.rule, "probability": self.probability}
-        if self.params:
-            out["params"] = dict(self.params)
-        return out
+        return {"rule": self.rule, "probability": self.probability} | _params_dict(self)
 
 
 @by_fields
@@ -235,7 +232,15 @@ class Recipe:
 
 
 def _base_dict(item: RecipeRule) -> dict[str, Any]:
-    return {"rule": item.rule} | ({"params": dict(item.params)} if item.params else {})
+    return {"rule": item.rule} | _params_dict(item)
+
+
+def _params_dict(item: RecipeRule) -> dict[str, Any]:
+    # params that are not a mapping (a list, a string, None: a RecipeRule made in code) are
+    # passed on as they are, for the schema to refuse at their path
+    if not isinstance(item.params, Mapping):
+        return {"params": item.params}
+    return {"params": dict(item.params)} if item.params else {}
 
 
 def loads_recipe(text: str, *, file: str | None = None) -> Recipe:

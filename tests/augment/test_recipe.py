@@ -63,6 +63,16 @@ def test_min_rules_counts_only_the_rules_a_draw_can_reach():
     assert Recipe(rules=(zero,), min_rules=0).rules == (zero,)
 
 
+@pytest.mark.parametrize("params", [[1], "style", None])
+@pytest.mark.parametrize("key", ["rules", "base"])
+def test_params_that_are_not_a_mapping_are_one_error_at_their_path(key, params):
+    # (a TypeError or ValueError of dict(params) before)
+    item = RecipeRule("tools.rename", 1.0, params=params)
+    with pytest.raises(RuleError, match="is not of type 'object'") as caught:
+        Recipe(**{"rules": (), key: (item,)})
+    assert caught.value.where == f"$.{key}[0].params"
+
+
 def test_load_recipe_from_file(tmp_path):
     path = tmp_path / "recipe.yaml"
     path.write_text(GOOD)
