@@ -109,6 +109,18 @@ def did_you_mean(key: str, known: Iterable[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
 
 
+def first_schema_problem(errors: Iterable[Any]) -> tuple[list[Any], str] | None:
+    """``schema_problem`` of the first of a config's JSON Schema errors (None when there are
+    none): by path, and at one path an unknown key before the rest, so that a misspelt
+    required key (``rulez:``) is named with its nearest key rather than reported missing."""
+    found = min(
+        errors,
+        key=lambda e: (list(map(str, e.path)), e.validator != "additionalProperties"),
+        default=None,
+    )
+    return None if found is None else schema_problem(found)
+
+
 def schema_problem(error: Any) -> tuple[list[Any], str]:
     """The path and the message for a JSON Schema error (a ``jsonschema.ValidationError``) in
     a config file: an unknown key is named at its own path with the nearest allowed key

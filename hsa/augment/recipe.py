@@ -31,7 +31,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from hsa.config import loads_yaml, read_yaml, schema_problem
+from hsa.config import first_schema_problem, loads_yaml, read_yaml
 from hsa.errors import RuleError
 from hsa.harness.jsonvalues import json_path, unwritable
 from hsa.harness.pickling import by_fields
@@ -107,9 +107,9 @@ class Recipe:
         bad = unwritable(data, "$")  # NaN passes every bound of the schema
         if bad is not None:
             raise RuleError(bad[1], where=bad[0])
-        errors = list(_validator().iter_errors(data))
-        if errors:
-            at, message = schema_problem(min(errors, key=lambda e: list(map(str, e.path))))
+        problem = first_schema_problem(_validator().iter_errors(data))
+        if problem is not None:
+            at, message = problem
             raise RuleError(message, where="$" + json_path(at)[1:])
         self._check_counts()
         if reused:
@@ -203,9 +203,16 @@ class Recipe:
         ``root`` is the JSON path of ``data`` in its file (``$.augment.recipe`` in a build
         config), so that errors name a path of that file.
         """
-        errors = sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.path)))
-        if errors:
-            at, message = schema_problem(errors[0])
+        problem = first_schema_problem(_validator().iter_errors(data))
+        if problem is not None:
+            at, message = problem
+            if isinstance(data, Mapping) and "rules" not in data and "source" in data:
+                # (the one key a build config must have; a recipe never has it)
+                message = (
+                    "this is a build config, not a recipe (it has 'source' and no 'rules'): "
+                    "run it with `hsa build`, or give the recipe it names (augment.recipe)"
+                )
+                at = []
             raise RuleError(message, file=file, where=root + json_path(at)[1:])
 
         # (each rule's existence and parameters are checked as the recipe is made)

@@ -30,10 +30,10 @@ from hsa._version import __version__
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
 from hsa.config import (
     bounded,
+    first_schema_problem,
     from_mapping,
     read_yaml,
     refuse,
-    schema_problem,
     setting,
     settings_of,
     typed,
@@ -317,9 +317,9 @@ def parse_config(data: Any, *, base: Path = Path(), file: str | None = None) -> 
     """A build config from parsed YAML: checked against the published schema (errors name
     the JSON path), paths resolved against ``base``, the recipe loaded."""
     validator = Draft202012Validator(build_schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
-    if errors:
-        at, message = schema_problem(errors[0])
+    problem = first_schema_problem(validator.iter_errors(data))
+    if problem is not None:
+        at, message = problem
         raise ConfigError(message, file=file, where=json_path(at))
 
     def path(value: str | None) -> Path | None:

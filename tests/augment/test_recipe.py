@@ -40,6 +40,10 @@ def test_good_recipe_round_trips():
         ),
         ("rules: [{rule: tools.rename}]\nmin_rules: 2", "$.min_rules", "exceeds the 1 rule"),
         ("rules: []\nextra: 1", "$", "extra"),
+        # a misspelt required key is named, with its nearest key, not reported missing
+        ("rulez: []", "$.rulez", "unknown setting 'rulez'; did you mean 'rules'?"),
+        ("rules: [{rul: tools.rename}]", "$.rules[0].rul", "did you mean 'rule'?"),
+        ("source: {env: livestream}", "$", "this is a build config, not a recipe"),
         ("rules: [", "line", "invalid YAML"),
     ],
 )

@@ -297,6 +297,14 @@ def test_teach_and_corpus_paths_are_the_configs_and_read_by_their_content(
     assert err.value.where == "$.source.env_options.path"
 
 
+def test_a_misspelt_required_key_is_named_with_its_nearest_key() -> None:
+    # ("'source' is a required property" before, never naming the key written)
+    with pytest.raises(ConfigError) as err:
+        parse_config({"sorce": {"env": "livestream"}}, file="build.yaml")
+    assert err.value.where == "$.sorce"
+    assert err.value.message == "unknown setting 'sorce'; did you mean 'source'?"
+
+
 @pytest.mark.parametrize("path", [5, ["corpus"], "", "  "])
 def test_an_env_path_that_is_not_a_path_is_refused_at_its_key(path) -> None:
     # `""` was the config's own folder; a number a traceback
