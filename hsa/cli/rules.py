@@ -22,11 +22,13 @@ def list_rules(family: str | None) -> None:
     from hsa.augment import FAMILIES, all_rules
     from hsa.augment.registry import broken_plugins
 
-    found = [r for r in all_rules() if family is None or r.family == family]
+    every = all_rules()
+    found = [r for r in every if family is None or r.family == family]
     # A plugin that failed to load has no known family: it is listed whatever the filter.
     broken = broken_plugins()
     if not found and not broken:
-        fail(f"no rules in family {family!r}; families: {', '.join(FAMILIES)}")
+        known = dict.fromkeys([*FAMILIES, *(r.family for r in every)])  # plugins' ones too
+        fail(f"no rules in family {family!r}; families: {', '.join(known)}")
     width = max(len(n) for n in [*(r.name for r in found), *(b.name for b in broken)])
     for item in found:
         family_name = FAMILIES.get(item.family, item.family)

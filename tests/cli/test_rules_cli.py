@@ -300,6 +300,16 @@ def test_check_fails_with_exit_1_on_a_broken_rule(tmp_path):
     assert "Traceback" not in crashed.stderr
 
 
+def test_list_of_an_unknown_family_names_the_plugins_families_too(tmp_path):
+    _fake_distribution(tmp_path)
+    out = hsa("rules", "list", "--family", "nope", env={"PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 1
+    # (the built-in families alone before)
+    assert out.stderr.strip() == (
+        f"hsa: error: no rules in family 'nope'; families: {', '.join([*FAMILIES, 'broken'])}"
+    )
+
+
 def test_a_rule_that_raises_is_one_line_in_preview_and_augment(tmp_path):
     _fake_distribution(tmp_path)
     env = {"PYTHONPATH": str(tmp_path)}
