@@ -62,6 +62,9 @@ class Failure:
     check: str
     where: str
     message: str
+    #: the traceback when the rule raised, down to where its code went wrong (``hsa --debug
+    #: rules check`` prints it); kept as text, so a report holds no frames
+    trace: str = field(default="", compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.check}: {self.where}: {self.message}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,6 +241,7 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
     context = Context.of(trajectory.events)
     key = (harness.to_json(), seed) if not job.rule.needs else None
     reason: str | None
+    trace = ""
     try:
         if key is not None and key in cache:
             rewrite = cache[key]
@@ -248,16 +250,17 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
             if key is not None:
                 cache[key] = rewrite
     except RuleError as exc:
-        reason = str(exc)
+        reason, trace = str(exc), "".join(traceback.format_exception(exc))
     except Exception as exc:  # a rule that crashes fails its check; the run goes on
         reason = f"the rule raised {type(exc).__name__}: {exc}"
+        trace = "".join(traceback.format_exception(exc))
     else:
         reason = None
     if reason is not None:
         return CheckReport(
             f"{trajectory.id}@seed{seed}",
             {"harness": FAIL},
-            (Failure("harness", f"seed {seed}", reason),),
+            (Failure("harness", f"seed {seed}", reason, trace),),
             job.rule.name,
         )
     return check_rewrite(

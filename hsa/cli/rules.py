@@ -324,10 +324,11 @@ def check(
         for report in run(jobs, subjects, seeds=range(seeds)):
             reports.append(report)
             bar.advance(task)
-    _print_table(chosen, reports, len(subjects), seeds, broken)
+    debug = bool((click.get_current_context().find_root().obj or {}).get("debug"))
+    _print_table(chosen, reports, len(subjects), seeds, broken, debug=debug)
 
 
-def _print_table(chosen, reports, n_subjects, seeds, broken) -> None:
+def _print_table(chosen, reports, n_subjects, seeds, broken, *, debug: bool = False) -> None:
     from rich.table import Table
 
     from hsa.augment.checks import CHECKS, FAIL, PASS, SKIP, tally
@@ -362,9 +363,14 @@ def _print_table(chosen, reports, n_subjects, seeds, broken) -> None:
     problems = []
     if failed:
         err = error_console()
+        traces: set[str] = set()
         for name, counts in failed:
             for trajectory_id, failure in counts.failures[:3]:
                 err.print(f"{name}: {trajectory_id}: {failure}", markup=False)
+                if debug and failure.trace and failure.trace not in traces:
+                    # where the rule raised: the one-line failure names the rule, not the line
+                    traces.add(failure.trace)
+                    click.echo(failure.trace, err=True, nl=False)
         problems.append(
             f"{len(failed)} rule(s) failed a task-preservation check: "
             + ", ".join(n for n, _ in failed)

@@ -298,6 +298,22 @@ def test_check_fails_with_exit_1_on_a_broken_rule(tmp_path):
         crashed.stderr
     )
     assert "Traceback" not in crashed.stderr
+    # --debug shows where in the rule it raised, as preview, augment and build do (the CLI's
+    # own traceback alone before, ending at "rule(s) failed")
+    debugged = hsa(
+        "--debug",
+        "rules",
+        "check",
+        "--rule",
+        "broken.crash",
+        "--harness",
+        str(DEMO),
+        "--seeds",
+        "2",
+        env=env,
+    )
+    assert debugged.returncode == 1
+    assert debugged.stderr.count(f'{tmp_path / "broken_rules.py"}", line') == 1, debugged.stderr
 
 
 def test_list_of_an_unknown_family_names_the_plugins_families_too(tmp_path):
