@@ -326,6 +326,9 @@ class ChatServer:
         except Exception as exc:  # the responder's own failure: said in JSON, and counted
             reason = f"the responder failed: {type(exc).__name__}: {exc}"
             return self._done(key, 500, _error(reason, "server_error"))
+        refused = _answer_problem(body, message)
+        if refused is not None:
+            return self._done(key, 400, _error(refused, "invalid_request"))
         malformed = False
         rate = faults.malformed_rate
         if rate and _fraction(faults.seed, "malformed", digest) < rate:
@@ -384,6 +387,47 @@ def _shape_problem(body: Any) -> str | None:
     n = body.get("n")
     if n is not None and n != 1:
         return f"n: this server answers with one choice, got n={n!r}"
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = body.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            return f"{name} must be an integer, 1 or more, got {value!r}"
+    choice = body.get("tool_choice")
+    if choice is not None and choice not in ("auto", "none", "required") and _named(choice) is None:
+        return (
+            "tool_choice must be 'auto', 'none', 'required' or "
+            f"{{'type': 'function', 'function': {{'name': ...}}}}, got {choice!r}"
+        )
+    return None
+
+
+def _named(choice: Any) -> str | None:
+    """The function a ``tool_choice`` of one function names, or None."""
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        return None
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _answer_problem(body: Mapping[str, Any], message: Mapping[str, Any]) -> str | None:
+    """Why the answer ``message`` is not one the request's ``tool_choice`` allows, or None:
+    the responder answers as it would anyway, so an answer ``tool_choice`` rules out is
+    refused, never sent as if it were allowed."""
+    calls = [c.get("function", {}).get("name") for c in message.get("tool_calls") or ()]
+    choice = body.get("tool_choice")
+    named = _named(choice)
+    said = f"calls {', '.join(map(str, calls))}" if calls else "is text, with no call"
+    if (
+        (choice == "none" and calls)
+        or (choice == "required" and not calls)
+        or (named is not None and (not calls or any(c != named for c in calls)))
+    ):
+        return (
+            f"tool_choice {choice!r}: this server's answer here {said}, and it does not answer "
+            "otherwise"
+        )
     return None
 
 

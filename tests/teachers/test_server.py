@@ -103,6 +103,10 @@ def test_a_malformed_http_request_gets_400_and_no_traceback(serve, caplog, reque
         # what it cannot do is refused, not answered as something else
         (b'{"messages": [], "stream": true}', "this server does not stream"),
         (b'{"messages": [], "n": 3}', "one choice, got n=3"),
+        (b'{"messages": [], "max_tokens": -5}', "max_tokens must be an integer, 1 or more"),
+        (b'{"messages": [], "max_completion_tokens": 0}', "1 or more, got 0"),
+        (b'{"messages": [], "tool_choice": "bogus"}', "tool_choice must be 'auto', 'none'"),
+        (b'{"messages": [], "tool_choice": {"type": "function"}}', "tool_choice must be"),
     ],
 )
 def test_a_malformed_request_body_gets_a_json_400_and_no_traceback(serve, caplog, body, reason):
@@ -115,6 +119,29 @@ def test_a_malformed_request_body_gets_a_json_400_and_no_traceback(serve, caplog
     assert error["error"]["message"].startswith("bad request body: ") and reason in str(error)
     assert served.server.stats.statuses == {400: 1}
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    "responder, choice, kept",
+    [
+        (call_tool, "none", False),  # it answered with the call all the same
+        (call_tool, "auto", True),
+        (call_tool, "required", True),
+        (call_tool, {"type": "function", "function": {"name": "f"}}, True),
+        (call_tool, {"type": "function", "function": {"name": "g"}}, False),
+        (answer, "required", False),
+        (answer, "none", True),
+        (answer, {"type": "function", "function": {"name": "f"}}, False),
+    ],
+)
+def test_an_answer_its_tool_choice_rules_out_is_a_400(serve, responder, choice, kept):
+    served = serve(answer=responder)
+    body = chat_body(tool_choice=choice)
+    status, payload = call_http(served.port, "POST", "/v1/chat/completions", body=body)
+    if kept:
+        assert status == 200 and payload["choices"][0]["message"]
+    else:
+        assert status == 400 and "does not answer otherwise" in payload["error"]["message"]
 
 
 def test_a_responder_that_fails_gets_a_json_500_counted(serve, caplog):
@@ -139,7 +166,7 @@ def test_the_log_does_not_change_an_answer(serve, tmp_path):
     # request_key validates sampling the answer does not read: with --log, 500s
     log = tmp_path / "requests.jsonl"
     port = serve(answer=answer, log=log).port
-    for extra in ({"max_tokens": -5}, {"temperature": "hot"}):
+    for extra in ({"top_p": "wide"}, {"temperature": "hot"}):
         body = chat_body(**extra)
         assert call_http(port, "POST", "/v1/chat/completions", body=body)[0] == 200
     entries = [json.loads(line) for line in log.read_text().splitlines()]
