@@ -276,12 +276,13 @@ async def _evaluate(
     answered: list[dict[str, Any]] = []  # firstcall rows, in episode order
     warming: threading.Thread | None = None
     try:
-        # Nothing is written before the backend is up: a missing model or server library is a
-        # setup error that leaves the directory as it was.
+        # Nothing is written before the backend is up and the cache open: a missing model or
+        # server library, or a --cache that is a folder or not a cache, is a setup error that
+        # leaves the directory as it was (its rerun with corrected settings is no other run's).
         await inner.start()
         if backend is not None or config.policy not in IN_PROCESS or config.cache:
-            _record_start(out, config)
             cache = RequestCache(Path(config.cache) if config.cache else out / CACHE_FILE)
+            _record_start(out, config)
         runner = CachedBackend(inner, cache) if cache is not None else inner
         running = time.monotonic()
         gap = 0.0

@@ -304,6 +304,23 @@ def test_a_model_that_cannot_load_is_one_error_and_leaves_nothing(livestream, tm
     assert not out.exists()  # no cache, no folder
 
 
+@pytest.mark.parametrize("kind", ["folder", "not sqlite"])
+def test_a_bad_cache_is_one_error_and_leaves_nothing(livestream, tmp_path, kind):
+    """A --cache that cannot be opened is a setup error: no start is recorded, so the rerun
+    with the cache corrected (and other settings) is no other run's."""
+    bad = tmp_path / "bad"
+    if kind == "folder":
+        bad.mkdir()
+    else:
+        bad.write_text("my notes")
+    out = tmp_path / "run"
+    with pytest.raises(TeacherError, match="choose another --cache"):
+        evaluate(_config(tasks=1, variants=1, cache=str(bad)), out, env=livestream)
+    assert not out.exists()
+    evaluate(_config(tasks=2, variants=1), out, env=livestream)
+    assert (out / SUMMARY).is_file()
+
+
 def test_a_variants_suite_from_a_recipe_without_rules_is_refused(livestream, tmp_path):
     recipe = tmp_path / "none.yaml"
     recipe.write_text("rules: []\n")
