@@ -222,12 +222,13 @@ def compare_command(runs: tuple[Path, ...], plot: Path | None) -> None:
         compare_table,
         plot_compare,
         read_summary,
+        run_labels,
     )
 
     if plot is not None:
         check_plot_path(plot, runs)
     summaries = [read_summary(run) for run in runs]
-    rows = compare_rows(summaries, [run.name or str(run) for run in runs])
+    rows = compare_rows(summaries, run_labels(runs))
     console().print(compare_table(rows), end="", markup=False)
     if plot is not None:
         write_atomic(plot, plot_compare(rows))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -272,6 +272,25 @@ def environment(summary: Mapping[str, Any]) -> str | None:
     if not isinstance(options, Mapping) or not options:
         return str(name)
     return f"{name} ({', '.join(f'{k}={v}' for k, v in sorted(options.items()))})"
+
+
+def run_labels(runs: Sequence[str | PurePath]) -> list[str]:
+    """How the table and the plot name each compared run: the fewest trailing parts of its
+    path, as given, that no other run's path ends in (``a/run`` and ``b/run``, not ``run``
+    twice); a path given twice gets the same label."""
+    parts = [PurePath(run).parts for run in runs]
+
+    def tail(found: tuple[str, ...], k: int) -> tuple[str, ...]:
+        return found[-k:] if k < len(found) else found
+
+    labels = []
+    for run, mine in zip(runs, parts, strict=True):
+        others = [p for p in parts if p != mine]
+        k = 1
+        while k < len(mine) and any(tail(mine, k) == tail(p, k) for p in others):
+            k += 1
+        labels.append(str(PurePath(*tail(mine, k))) if mine else str(run))
+    return labels
 
 
 def compare_rows(

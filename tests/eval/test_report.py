@@ -19,6 +19,7 @@ from hsa.eval.report import (
     plot_failures,
     read_summary,
     render_report,
+    run_labels,
     write_report,
 )
 
@@ -378,3 +379,24 @@ def test_the_built_in_recipe_given_as_a_file_is_the_same_sample(tmp_path):
     assert note.startswith(
         "Note: these runs evaluate different samples (recipe built-in/mine.yaml ("
     )
+
+
+def test_run_labels_are_the_fewest_trailing_parts_that_tell_runs_apart():
+    assert run_labels(["a/run", "b/run"]) == ["a/run", "b/run"]
+    assert run_labels(["x/a/run", "y/a/run", "b/run"]) == ["x/a/run", "y/a/run", "b/run"]
+    assert run_labels(["run", "a/run", "base"]) == ["run", "a/run", "base"]
+    assert run_labels(["/abs/run", "b/run/"]) == ["abs/run", "b/run"]
+    assert run_labels(["same", "same", "."]) == ["same", "same", "."]
+
+
+def test_compare_of_runs_by_one_name_in_two_folders_tells_them_apart(tmp_path):
+    runs = []
+    for folder, summary in (("a", SUMMARY), ("b", _other())):
+        run = tmp_path / folder / "run"
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text(json.dumps(summary), "utf-8")
+        runs.append(str(run))
+    done = _compare(*runs)
+    assert done.returncode == 0, done.stderr
+    named = [line.split(" | ")[0] for line in done.stdout.splitlines()[2:4]]
+    assert named == ["| a/run", "| b/run"]
