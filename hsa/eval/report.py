@@ -257,6 +257,7 @@ _SUMMARY = {
             },
         },
         "drop": {"type": ["number", "null"], "minimum": -1, "maximum": 1},
+        "recipe": {"type": ["object", "null"]},
     },
 }
 
@@ -299,6 +300,7 @@ def compare_rows(
     """One row per run: its model, its environment, and success on canonical, on variants,
     and the drop."""
     rows = []
+    labels: dict[str, str] = {}
     for name, summary in zip(names, summaries, strict=True):
         suites = summary["suites"]
         row: dict[str, Any] = {
@@ -313,7 +315,9 @@ def compare_rows(
         config = summary.get("config")
         config = config if isinstance(config, Mapping) else {}
         row["sample"] = {key: config.get(key) for key in SAMPLE_SETTINGS}
-        row["sample"]["recipe"] = recipe_identity(config.get("recipe"))
+        # one recipe in files of several names is one sample, named as the first run names it
+        identity, label = recipe_identity(summary, config.get("recipe"))
+        row["sample"]["recipe"] = labels.setdefault(identity, label)
         rows.append(row)
     return rows
 
@@ -322,21 +326,25 @@ def compare_rows(
 SAMPLE_SETTINGS = ("split", "tasks", "seed", "task_seed", "variants", "recipe")
 
 
-def recipe_identity(path: Any) -> str:
-    """What a run's held-out recipe was, to tell runs apart: ``built-in`` for none given or a
-    file holding hsa's built-in held-out recipe, else the file's content hash (its path when it
-    cannot be read here)."""
-    from hsa.eval.suites import heldout_text
+def recipe_identity(summary: Mapping[str, Any], path: Any = None) -> tuple[str, str]:
+    """What a run's held-out recipe was, from what its summary recorded, to tell runs apart:
+    ``(identity, label)``, the label ``built-in`` for hsa's built-in held-out recipe (or
+    none), else the name of the file the run read it from (``path``, as given to the run) and
+    a hash of its content, ``NAME (HASH)``.
 
-    if path is None:
-        return "built-in"
-    try:
-        text = Path(str(path)).read_text("utf-8")
-    except OSError:
-        return str(path)
-    if text == heldout_text():
-        return "built-in"
-    return f"{Path(str(path)).name} ({hashlib.sha256(text.encode()).hexdigest()[:8]})"
+    A summary of an older hsa recorded only the path: then the path as given is all there is
+    (its file may have been edited since, or be read from another folder)."""
+    from hsa.eval.suites import heldout_recipe
+
+    if "recipe" not in summary:
+        return ("built-in", "built-in") if path is None else (f"path {path}", str(path))
+    recipe = summary["recipe"]
+    if recipe is None or recipe == heldout_recipe().to_dict():
+        return "built-in", "built-in"
+    text = json.dumps(recipe, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    name = "built-in" if path is None else Path(str(path)).name
+    return digest, f"{name} ({digest[:8]})"
 
 
 def sample_differences(rows: Sequence[Mapping[str, Any]]) -> list[str]:

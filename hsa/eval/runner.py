@@ -7,10 +7,11 @@ data. Requests go through the request cache (``OUT/cache.sqlite``, as ``hsa teac
 of a finished or interrupted run asks the model nothing it already answered.
 
 A run writes, each file atomically, ``episodes.parquet`` (one row per episode, in episode
-order: ``hsa.eval.metrics``), ``summary.json`` (``hsa.eval.summary``, with the run's settings)
-and the report (``hsa.eval.report``). An episode the backend never answered (server down,
-timeouts after every retry) says nothing about the model: then nothing is written, the run
-raises ``EvalIncomplete`` naming why, and the rerun retries those episodes.
+order: ``hsa.eval.metrics``), ``summary.json`` (``hsa.eval.summary``, with the run's settings
+and the held-out recipe's content) and the report (``hsa.eval.report``). An episode the backend
+never answered (server down, timeouts after every retry) says nothing about the model: then
+nothing is written, the run raises ``EvalIncomplete`` naming why, and the rerun retries those
+episodes.
 """
 
 from __future__ import annotations
@@ -144,16 +145,28 @@ def check_domains(config: EvalConfig, env: Environment) -> None:
 def plan(config: EvalConfig, env: Environment, training: Recipe | None = None) -> list[Episode]:
     """The run's episodes, in order."""
     check_domains(config, env)
-    recipe = None
-    if config.recipe is not None or "variants" in config.suites or "firstcall" in config.suites:
-        recipe = heldout_recipe(config.recipe)
-        check_recipe(recipe, training)
-        if "variants" in config.suites and not recipe.rules:
-            raise EvalError(
-                "the held-out recipe draws no rules, so the variants suite would have no "
-                "episodes; give a recipe with rules or leave variants out of --suite",
-                where="recipe",
-            )
+    return _laid_out(config, env, held_out(config, training))
+
+
+def held_out(config: EvalConfig, training: Recipe | None = None) -> Recipe | None:
+    """The run's held-out recipe, checked against ``training``; None when the run names none
+    and draws no variants."""
+    draws = "variants" in config.suites or "firstcall" in config.suites
+    if config.recipe is None and not draws:
+        return None
+    recipe = heldout_recipe(config.recipe)
+    check_recipe(recipe, training)
+    if "variants" in config.suites and not recipe.rules:
+        raise EvalError(
+            "the held-out recipe draws no rules, so the variants suite would have no "
+            "episodes; give a recipe with rules or leave variants out of --suite",
+            where="recipe",
+        )
+    return recipe
+
+
+def _laid_out(config: EvalConfig, env: Environment, recipe: Recipe | None) -> list[Episode]:
+    """The run's episodes, in order, their variants drawn from ``recipe``."""
     task_seed = config.seed if config.task_seed is None else config.task_seed
     tasks, configured = split_tasks(env.tasks(config.split), config.tasks, task_seed)
     if not tasks and not configured:
@@ -225,7 +238,9 @@ async def _evaluate(
         from hsa.envs.registry import get
 
         env = get(config.env, **dict(config.env_options))
-    chosen = plan(config, env, training)
+    check_domains(config, env)
+    recipe = held_out(config, training)
+    chosen = _laid_out(config, env, recipe)
     prompts: list[Prompt] = []
     score: Scorer | None = None
     if "ifeval" in config.suites:
@@ -329,6 +344,9 @@ async def _evaluate(
             "model": config.label,
             "env": config.env,
             "config": config.public_dict(),
+            # what the recipe was, not where: its file may be edited or gone when runs are
+            # compared (``hsa.eval.report.recipe_identity``)
+            "recipe": None if recipe is None else recipe.to_dict(),
             "output_hash": config.output_hash(),
         }
     )

@@ -22,6 +22,7 @@ from hsa.eval.report import (
     run_labels,
     write_report,
 )
+from hsa.eval.suites import heldout_recipe
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -363,22 +364,48 @@ def test_compare_of_runs_on_different_environments_says_so(tmp_path):
     assert "| env |" in done.stdout and "different environments" in done.stdout
 
 
-def test_the_built_in_recipe_given_as_a_file_is_the_same_sample(tmp_path):
-    from importlib import resources
-
+def test_the_built_in_recipe_given_as_a_file_is_the_same_sample():
     base, other = copy.deepcopy(SUMMARY), _other()
     base["config"] = {"split": "test", "tasks": 4, "seed": 0, "variants": 4, "recipe": None}
-    same = tmp_path / "eval-heldout.yaml"
-    same.write_text(resources.files("hsa.eval").joinpath("heldout.yaml").read_text("utf-8"))
-    other["config"] = {**base["config"], "recipe": str(same)}
+    base["recipe"] = heldout_recipe().to_dict()
+    other["config"] = {**base["config"], "recipe": "elsewhere/eval-heldout.yaml"}
+    other["recipe"] = heldout_recipe().to_dict()
     assert "Note:" not in compare_table(compare_rows([base, other], ["a", "b"]))
-    mine = tmp_path / "mine.yaml"
-    mine.write_text("rules: [{rule: tools.shuffle}]\n")
-    other["config"] = {**base["config"], "recipe": str(mine)}
+    other["config"] = {**base["config"], "recipe": "mine.yaml"}
+    other["recipe"] = {**heldout_recipe().to_dict(), "rules": [{"rule": "tools.shuffle"}]}
     note = compare_table(compare_rows([base, other], ["a", "b"])).splitlines()[-1]
     assert note.startswith(
         "Note: these runs evaluate different samples (recipe built-in/mine.yaml ("
     )
+
+
+def test_a_recipe_is_told_by_the_content_its_runs_recorded_not_by_its_file(tmp_path):
+    """One file edited between two runs is two recipes; one recipe in two files is one. The
+    file is not read at all: it may have changed since, or be relative to another folder."""
+    base, other = copy.deepcopy(SUMMARY), _other()
+    base["config"] = {"split": "test", "tasks": 4, "seed": 0, "variants": 4, "recipe": "rx.yaml"}
+    other["config"] = dict(base["config"])
+    base["recipe"] = {"seed": 1, "rules": [{"rule": "tools.shuffle", "probability": 1.0}]}
+    other["recipe"] = {"seed": 1, "rules": [{"rule": "protocol.switch", "probability": 1.0}]}
+    note = compare_table(compare_rows([base, other], ["a", "b"])).splitlines()[-1]
+    assert note.startswith("Note: these runs evaluate different samples (recipe rx.yaml (")
+    assert len(set(note.split("recipe ")[1].split(")")[0:2])) == 2
+    other["recipe"] = copy.deepcopy(base["recipe"])
+    other["config"] = {**base["config"], "recipe": "copy/of-rx.yaml"}
+    assert "Note:" not in compare_table(compare_rows([base, other], ["a", "b"]))
+
+
+def test_a_summary_of_an_older_hsa_tells_its_recipe_by_its_path():
+    base, other = copy.deepcopy(SUMMARY), _other()
+    base["config"] = {"split": "test", "tasks": 4, "seed": 0, "variants": 4, "recipe": None}
+    other["config"] = dict(base["config"])
+    assert "recipe" not in base and "recipe" not in other
+    assert "Note:" not in compare_table(compare_rows([base, other], ["a", "b"]))
+    other["config"] = {**base["config"], "recipe": "no/such/file.yaml"}
+    note = compare_table(compare_rows([base, other], ["a", "b"])).splitlines()[-1]
+    assert "(recipe built-in/no/such/file.yaml)" in note
+    base["config"] = dict(other["config"])
+    assert "Note:" not in compare_table(compare_rows([base, other], ["a", "b"]))
 
 
 def test_run_labels_are_the_fewest_trailing_parts_that_tell_runs_apart():

@@ -388,3 +388,24 @@ def test_a_cache_without_a_start_record_is_reused_and_a_foreign_summary_named(li
     evaluate(config, older, env=livestream)
     done = json.loads((older / "summary.json").read_text())
     assert done["output_hash"] == json.loads((first / "summary.json").read_text())["output_hash"]
+
+
+def test_a_recipe_file_edited_between_runs_is_two_samples_to_compare(livestream, tmp_path):
+    """The summary records the held-out recipe's content, so a file edited between two runs
+    (and read from wherever compare runs) is told apart by what each run drew from."""
+    from hsa.eval.report import compare_rows, compare_table, read_summary
+
+    recipe = tmp_path / "rx.yaml"
+    recipe.write_text(json.dumps({**PROBE, "rules": PROBE["rules"][4:]}), "utf-8")
+    config = _config(tasks=2, variants=1, recipe=str(recipe))
+    evaluate(config, tmp_path / "a", env=livestream)
+    recipe.write_text(json.dumps({**PROBE, "rules": PROBE["rules"][:4]}), "utf-8")
+    evaluate(config, tmp_path / "b", env=livestream)
+    a, b = read_summary(tmp_path / "a"), read_summary(tmp_path / "b")
+    assert a["recipe"] == Recipe.from_dict({**PROBE, "rules": PROBE["rules"][4:]}).to_dict()
+    assert a["config"]["recipe"] == b["config"]["recipe"] == str(recipe)
+    note = compare_table(compare_rows([a, b], ["a", "b"])).splitlines()[-1]
+    assert note.startswith("Note: these runs evaluate different samples (recipe rx.yaml (")
+    # the built-in recipe, unnamed, is recorded as what it is
+    built_in = evaluate(_config(tasks=2, variants=1), tmp_path / "c", env=livestream).summary
+    assert built_in["recipe"] == heldout_recipe().to_dict()
