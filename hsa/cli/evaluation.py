@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,28 +21,40 @@ from hsa.cli.flags import (
 )
 from hsa.cli.output import console, error_console, progress
 
+if TYPE_CHECKING:
+    from hsa.eval.runner import TrainingRecipe
+
 
 @click.group("eval")
 def group() -> None:
     """Evaluate models: success on the canonical harness and on held-out harness variants."""
 
 
-def _training_recipe(path: Path | None) -> Any:
-    """The recipe at ``path``: a recipe file, or a build config's ``augment.recipe``."""
+def _training_recipe(path: Path | None) -> TrainingRecipe | None:
+    """The recipe at ``path`` (a recipe file, or a build config's ``augment.recipe``) and
+    where it was read from, for errors that name its rules."""
     if path is None:
         return None
-    from hsa.augment.recipe import load_recipe
+    from hsa.augment.recipe import default_recipe, load_recipe
     from hsa.config import read_yaml
     from hsa.errors import ConfigError
+    from hsa.eval.runner import TrainingRecipe
 
     data = read_yaml(path, error=ConfigError)
-    if (
-        isinstance(data, dict) and "source" in data
-    ):  # a build config (its recipe may be the default)
-        from hsa.pipelines.build import load_config
+    if not (isinstance(data, dict) and "source" in data):
+        return TrainingRecipe(load_recipe(path), file=str(path))
+    # a build config: its recipe inline, in a file of its own (relative to the config's
+    # folder), or, with none given, the default recipe
+    from hsa.pipelines.build import load_config
 
-        return load_config(path).augment.recipe
-    return load_recipe(path)
+    recipe = load_config(path).augment.recipe or default_recipe()  # (parsing sets one)
+    spec = (data.get("augment") or {}).get("recipe")  # (the config's schema took it)
+    if spec is None:
+        return TrainingRecipe(recipe, file="hsa/augment/recipes/default.yaml")
+    if isinstance(spec, str):
+        found = os.path.normpath(path.parent / Path(spec).expanduser())
+        return TrainingRecipe(recipe, file=found)
+    return TrainingRecipe(recipe, file=str(path), root="$.augment.recipe")
 
 
 @group.command("run")

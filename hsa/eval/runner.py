@@ -17,6 +17,7 @@ episodes.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections import Counter
@@ -27,7 +28,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from hsa.augment.recipe import Recipe, overlaps
+from hsa.augment.recipe import Recipe, RecipeRule, overlaps
+from hsa.augment.registry import get as get_rule
 from hsa.datasets import manifest as mf
 from hsa.datasets.figures import pyplot
 from hsa.datasets.lock import hold
@@ -40,7 +42,14 @@ from hsa.eval.firstcall import first_reply
 from hsa.eval.ifeval import Prompt, Scorer, ask, ifeval_summary, load_prompts, scorer
 from hsa.eval.metrics import episode_row, episodes_table, succeeded
 from hsa.eval.report import PLOTS, REPORT
-from hsa.eval.suites import FORMAT_KIND, Episode, episodes, heldout_recipe, split_tasks
+from hsa.eval.suites import (
+    FORMAT_KIND,
+    HELDOUT_FILE,
+    Episode,
+    episodes,
+    heldout_recipe,
+    split_tasks,
+)
 from hsa.eval.summary import summarize
 from hsa.teachers.backends.base import Backend, run_async
 from hsa.teachers.cache import CachedBackend, RequestCache
@@ -106,18 +115,58 @@ class EvalIncomplete(TeacherError):
         self.report = report
 
 
-def check_recipe(recipe: Recipe, training: Recipe | None) -> None:
-    """Refuse a held-out recipe that draws what ``training`` draws, saying where."""
+@dataclass(frozen=True, slots=True)
+class TrainingRecipe:
+    """A training recipe the held-out recipe must not overlap, and where it was read from,
+    so that an overlap names the training rule in its file."""
+
+    recipe: Recipe
+    file: str | None = None
+    #: the recipe's JSON path in ``file``: ``$.augment.recipe`` in a build config
+    root: str = "$"
+
+
+def check_recipe(
+    recipe: Recipe, training: Recipe | TrainingRecipe | None, *, file: str | None = None
+) -> None:
+    """Refuse a held-out recipe (read from ``file``) that draws what ``training`` draws,
+    naming the first held-out rule that does and the training rule it overlaps."""
     if training is None:
         return
-    found = overlaps(recipe, training)
-    if found:
-        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        raise EvalError(
-            f"the held-out recipe overlaps the training recipe: {found[0]}{more}; an "
-            "evaluation of held-out variants must draw rules or parameters training did not",
-            where="recipe",
-        )
+    if isinstance(training, Recipe):
+        training = TrainingRecipe(training)
+    found = overlaps(recipe, training.recipe)
+    if not found:
+        return
+    i, j = _first_overlap(recipe, training.recipe)
+    mine, theirs = recipe.rules[i], training.recipe.rules[j]
+    at = f"{training.root}.rules[{j}]"
+    at = f"at {training.file}: {at}" if training.file is not None else at.removeprefix("$.")
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    raise EvalError(
+        f"the held-out recipe overlaps the training recipe: {mine.rule} {_params(mine)} "
+        f"overlaps training {at} {_params(theirs)}{more}; an evaluation of held-out variants "
+        "must draw rules or parameters training did not",
+        file=file,
+        where=f"$.rules[{i}]",
+    )
+
+
+def _first_overlap(recipe: Recipe, training: Recipe) -> tuple[int, int]:
+    """The positions of the first rule of ``recipe`` that overlaps a rule of ``training``,
+    and of that rule, as ``overlaps`` finds them: rule by rule, first to last."""
+    for i, mine in enumerate(recipe.rules):
+        alone = Recipe(rules=(mine,))
+        for j, theirs in enumerate(training.rules):
+            if theirs.rule == mine.rule and overlaps(alone, Recipe(rules=(theirs,))):
+                return i, j
+    raise AssertionError("overlaps found what no pair of rules overlaps")
+
+
+def _params(item: RecipeRule) -> str:
+    """A rule's parameters, its defaults filled in, as ``overlaps`` shows them."""
+    params = get_rule(item.rule).resolve_params(item.params)
+    return json.dumps(dict(params), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def check_domains(config: EvalConfig, env: Environment) -> None:
@@ -142,25 +191,29 @@ def check_domains(config: EvalConfig, env: Environment) -> None:
     )
 
 
-def plan(config: EvalConfig, env: Environment, training: Recipe | None = None) -> list[Episode]:
+def plan(
+    config: EvalConfig, env: Environment, training: Recipe | TrainingRecipe | None = None
+) -> list[Episode]:
     """The run's episodes, in order."""
     check_domains(config, env)
     return _laid_out(config, env, held_out(config, training))
 
 
-def held_out(config: EvalConfig, training: Recipe | None = None) -> Recipe | None:
+def held_out(config: EvalConfig, training: Recipe | TrainingRecipe | None = None) -> Recipe | None:
     """The run's held-out recipe, checked against ``training``; None when the run names none
     and draws no variants."""
     draws = "variants" in config.suites or "firstcall" in config.suites
     if config.recipe is None and not draws:
         return None
     recipe = heldout_recipe(config.recipe)
-    check_recipe(recipe, training)
+    file = HELDOUT_FILE if config.recipe is None else config.recipe
+    check_recipe(recipe, training, file=file)
     if "variants" in config.suites and not recipe.rules:
         raise EvalError(
             "the held-out recipe draws no rules, so the variants suite would have no "
             "episodes; give a recipe with rules or leave variants out of --suite",
-            where="recipe",
+            file=file,
+            where="$.rules",
         )
     return recipe
 
@@ -188,7 +241,7 @@ def evaluate(
     *,
     env: Environment | None = None,
     backend: Backend | None = None,
-    training: Recipe | None = None,
+    training: Recipe | TrainingRecipe | None = None,
     progress: ProgressFn | None = None,
 ) -> EvalReport:
     """Run ``config`` into ``out`` (locked while it runs) and return what it did.
@@ -228,7 +281,7 @@ async def _evaluate(
     out: Path,
     env: Environment | None,
     backend: Backend | None,
-    training: Recipe | None,
+    training: Recipe | TrainingRecipe | None,
     progress: ProgressFn | None,
 ) -> EvalReport:
     started = time.monotonic()

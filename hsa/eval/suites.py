@@ -53,6 +53,8 @@ BFCL_DOC_FORMATS = ("python", "xml", "json")
 FORMAT_KIND = "format_sensitivity"
 #: the built-in held-out recipe (the same as examples/eval-heldout.yaml)
 HELDOUT = "heldout.yaml"
+#: how errors name the built-in held-out recipe's file
+HELDOUT_FILE = f"hsa/eval/{HELDOUT}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,7 @@ def heldout_recipe(path: str | Path | None = None) -> Recipe:
     """The recipe at ``path``, or hsa's built-in held-out recipe."""
     if path is not None:
         return load_recipe(path)
-    return loads_recipe(heldout_text(), file=f"hsa/eval/{HELDOUT}")
+    return loads_recipe(heldout_text(), file=HELDOUT_FILE)
 
 
 def sample_tasks(tasks: Sequence[Task], n: int | None, seed: int) -> list[Task]:

@@ -123,22 +123,46 @@ def test_bad_input_is_one_clear_line(tmp_path, args, message):
 
 
 def test_a_held_out_recipe_that_overlaps_training_is_refused_naming_the_rule(tmp_path):
+    """The error names the held-out recipe's file and rule, and the training rule by its
+    file and JSON path: in a build config, under $.augment.recipe."""
     training = ROOT / "examples" / "livestream.yaml"
+    default = ROOT / "hsa" / "augment" / "recipes" / "default.yaml"
     done = hsa(
-        "eval", "run", "--recipe", str(ROOT / "hsa" / "augment" / "recipes" / "default.yaml"),
-        "--train-recipe", str(training), "--out", str(tmp_path / "out"),
+        "eval", "run", "--recipe", str(default), "--train-recipe", str(training),
+        "--out", str(tmp_path / "out"),
     )  # fmt: skip
     assert done.returncode == 1
-    assert "overlaps the training recipe: rules[0] skill_ids.rename" in done.stderr
+    assert done.stderr.startswith(
+        f"hsa: error: {default}: $.rules[0]: the held-out recipe overlaps the training recipe: "
+        f'skill_ids.rename {{"style":"any"}} overlaps training at {training}: '
+        "$.augment.recipe.rules[0] "
+    )
     # a build config without an augment section trains on the default recipe: the same
     plain = tmp_path / "build.yaml"
     plain.write_text("source: {env: livestream, tasks: 2}\nout: x\n")
     done = hsa(
-        "eval", "run", "--recipe", str(ROOT / "hsa" / "augment" / "recipes" / "default.yaml"),
-        "--train-recipe", str(plain), "--out", str(tmp_path / "out"),
+        "eval", "run", "--recipe", str(default), "--train-recipe", str(plain),
+        "--out", str(tmp_path / "out"),
     )  # fmt: skip
     assert done.returncode == 1
-    assert "overlaps the training recipe: rules[0] skill_ids.rename" in done.stderr
+    assert f"{default}: $.rules[0]: the held-out recipe overlaps the training recipe" in (
+        done.stderr
+    )
+    assert "overlaps training at hsa/augment/recipes/default.yaml: $.rules[0] " in done.stderr
+    # one whose recipe is a file of its own, relative to the config
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "mine.yaml").write_text(default.read_text("utf-8"))
+    own = tmp_path / "own.yaml"
+    own.write_text(
+        "source: {env: livestream, tasks: 2}\nout: x\naugment: {recipe: recipes/mine.yaml}\n"
+    )
+    done = hsa(
+        "eval", "run", "--recipe", str(default), "--train-recipe", str(own),
+        "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert f"overlaps training at {tmp_path / 'recipes' / 'mine.yaml'}: $.rules[0] " in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_compare_of_a_folder_without_a_run_names_it(tmp_path):

@@ -12,7 +12,7 @@ from hsa.augment.recipe import Recipe
 from hsa.envs.registry import get
 from hsa.errors import EvalError, TeacherError
 from hsa.eval.config import EvalConfig
-from hsa.eval.runner import EPISODES, SUMMARY, EvalIncomplete, evaluate, plan
+from hsa.eval.runner import EPISODES, SUMMARY, EvalIncomplete, TrainingRecipe, evaluate, plan
 from hsa.eval.suites import heldout_recipe
 from hsa.teachers.backends.base import Backend, BackendStats, ContextOverflow
 from hsa.teachers.oracle import OracleBackend, OracleResponder
@@ -324,8 +324,9 @@ def test_a_bad_cache_is_one_error_and_leaves_nothing(livestream, tmp_path, kind)
 def test_a_variants_suite_from_a_recipe_without_rules_is_refused(livestream, tmp_path):
     recipe = tmp_path / "none.yaml"
     recipe.write_text("rules: []\n")
-    with pytest.raises(EvalError, match="draws no rules, so the variants suite"):
+    with pytest.raises(EvalError, match="draws no rules, so the variants suite") as caught:
         evaluate(_config(recipe=str(recipe)), tmp_path / "run", env=livestream)
+    assert (caught.value.file, caught.value.where) == (str(recipe), "$.rules")
     assert not (tmp_path / "run").exists()
     # the canonical suite alone needs no drawn rules
     alone = _config(tasks=2, recipe=str(recipe), suites=("canonical",))
@@ -354,11 +355,34 @@ def test_a_rerun_with_the_suites_in_another_order_is_the_same_run(livestream, tm
 
 def test_a_held_out_recipe_that_overlaps_training_is_refused(livestream, probe):
     training = Recipe.from_dict(PROBE)
-    with pytest.raises(EvalError, match=r"rules\[0\] tools.rename .* overlaps training rules\[0\]"):
+    with pytest.raises(EvalError, match=r"tools.rename .* overlaps training rules\[0\]") as caught:
         plan(_config(recipe=str(probe)), livestream, training)
+    assert (caught.value.file, caught.value.where) == (str(probe), "$.rules[0]")
     wording = Recipe.from_dict({"rules": [{"rule": "hooks.wording"}]})
     assert plan(_config(tasks=2), livestream, wording)  # the built-in held-out recipe does not
     assert heldout_recipe().max_rules == 1
+
+
+def test_an_overlap_names_both_recipes_files_and_the_training_rules_path(livestream, tmp_path):
+    """The held-out rule by its file and JSON path, the training rule by its own (in a build
+    config, under $.augment.recipe), and how many more overlap."""
+    held = tmp_path / "held.yaml"
+    held.write_text(json.dumps({"rules": [{"rule": "hooks.wording"}, {"rule": "tools.shuffle"}]}))
+    training = Recipe.from_dict({"rules": [{"rule": "tools.shuffle"}, {"rule": "hooks.wording"}]})
+    where = TrainingRecipe(training, file="build.yaml", root="$.augment.recipe")
+    with pytest.raises(EvalError) as caught:
+        plan(_config(recipe=str(held)), livestream, where)
+    assert (caught.value.file, caught.value.where) == (str(held), "$.rules[0]")
+    assert "hooks.wording {} overlaps training at build.yaml: $.augment.recipe.rules[1] {}" in (
+        caught.value.message
+    )
+    assert "(and 1 more)" in caught.value.message
+    # the built-in held-out recipe is named by its file too
+    built_in = TrainingRecipe(heldout_recipe(), file="train.yaml")
+    with pytest.raises(EvalError) as caught:
+        plan(_config(tasks=2), livestream, built_in)
+    assert (caught.value.file, caught.value.where) == ("hsa/eval/heldout.yaml", "$.rules[0]")
+    assert "overlaps training at train.yaml: $.rules[0] " in caught.value.message
 
 
 def test_a_refused_call_does_not_count_for_the_environment(external, tmp_path):
