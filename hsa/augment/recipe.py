@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from jsonschema import Draft202012Validator
 
@@ -295,14 +295,25 @@ def _values(schema: Mapping[str, Any], value: Any) -> list[Any]:
     return [value]
 
 
-def overlaps(held_out: Recipe, training: Recipe) -> list[str]:
+class Overlap(NamedTuple):
+    """A rule of a held-out recipe (at ``held``) that draws what a rule of the training recipe
+    (at ``training``) draws, with both rules' parameters, their defaults filled in."""
+
+    held: int
+    training: int
+    rule: str
+    params: str  # as compact JSON, keys sorted
+    other: str
+
+
+def overlapping(held_out: Recipe, training: Recipe) -> list[Overlap]:
     """Where ``held_out`` draws what ``training`` draws: each rule of ``held_out`` that
     ``training`` also has with parameters that can take the same values (every parameter's
-    values intersect; ``null`` and ``any`` mean what the rule draws from, see ``_values``), as
-    ``rules[i] NAME {params} overlaps training rules[j] {params}``. Empty when held out."""
+    values intersect; ``null`` and ``any`` mean what the rule draws from, see ``_values``),
+    whatever the rules' probabilities. Empty when held out."""
     from hsa.augment.registry import get
 
-    found: list[str] = []
+    found: list[Overlap] = []
     for i, mine in enumerate(held_out.rules):
         rule = get(mine.rule)
         props = (rule.params or {}).get("properties") or {}
@@ -319,11 +330,17 @@ def overlaps(held_out: Recipe, training: Recipe) -> list[str]:
                 for name in sorted(set(params) | set(other))
             )
             if shared:
-                found.append(
-                    f"rules[{i}] {mine.rule} {_short(params)} overlaps training rules[{j}] "
-                    f"{_short(other)}"
-                )
+                found.append(Overlap(i, j, mine.rule, _short(params), _short(other)))
     return found
+
+
+def overlaps(held_out: Recipe, training: Recipe) -> list[str]:
+    """``overlapping``, each as ``rules[i] NAME {params} overlaps training rules[j]
+    {params}``."""
+    return [
+        f"rules[{o.held}] {o.rule} {o.params} overlaps training rules[{o.training}] {o.other}"
+        for o in overlapping(held_out, training)
+    ]
 
 
 def _short(params: Mapping[str, Any]) -> str:

@@ -301,6 +301,9 @@ def compare_rows(
     and the drop."""
     rows = []
     labels: dict[str, str] = {}
+    # beside a summary of an older hsa, which recorded the recipe's path alone, every run is
+    # told by its path (a run of the same file is not called another sample for that)
+    by_path = any("recipe" not in s for s in summaries)
     for name, summary in zip(names, summaries, strict=True):
         suites = summary["suites"]
         row: dict[str, Any] = {
@@ -316,7 +319,7 @@ def compare_rows(
         config = config if isinstance(config, Mapping) else {}
         row["sample"] = {key: config.get(key) for key in SAMPLE_SETTINGS}
         # one recipe in files of several names is one sample, named as the first run names it
-        identity, label = recipe_identity(summary, config.get("recipe"))
+        identity, label = recipe_identity({} if by_path else summary, config.get("recipe"))
         row["sample"]["recipe"] = labels.setdefault(identity, label)
         rows.append(row)
     return rows

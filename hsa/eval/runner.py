@@ -17,7 +17,6 @@ episodes.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections import Counter
@@ -28,8 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from hsa.augment.recipe import Recipe, RecipeRule, overlaps
-from hsa.augment.registry import get as get_rule
+from hsa.augment.recipe import Recipe, overlapping
 from hsa.datasets import manifest as mf
 from hsa.datasets.figures import pyplot
 from hsa.datasets.lock import hold
@@ -135,38 +133,20 @@ def check_recipe(
         return
     if isinstance(training, Recipe):
         training = TrainingRecipe(training)
-    found = overlaps(recipe, training.recipe)
+    found = overlapping(recipe, training.recipe)
     if not found:
         return
-    i, j = _first_overlap(recipe, training.recipe)
-    mine, theirs = recipe.rules[i], training.recipe.rules[j]
-    at = f"{training.root}.rules[{j}]"
+    first = found[0]
+    at = f"{training.root}.rules[{first.training}]"
     at = f"at {training.file}: {at}" if training.file is not None else at.removeprefix("$.")
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     raise EvalError(
-        f"the held-out recipe overlaps the training recipe: {mine.rule} {_params(mine)} "
-        f"overlaps training {at} {_params(theirs)}{more}; an evaluation of held-out variants "
+        f"the held-out recipe overlaps the training recipe: {first.rule} {first.params} "
+        f"overlaps training {at} {first.other}{more}; an evaluation of held-out variants "
         "must draw rules or parameters training did not",
         file=file,
-        where=f"$.rules[{i}]",
+        where=f"$.rules[{first.held}]",
     )
-
-
-def _first_overlap(recipe: Recipe, training: Recipe) -> tuple[int, int]:
-    """The positions of the first rule of ``recipe`` that overlaps a rule of ``training``,
-    and of that rule, as ``overlaps`` finds them: rule by rule, first to last."""
-    for i, mine in enumerate(recipe.rules):
-        alone = Recipe(rules=(mine,))
-        for j, theirs in enumerate(training.rules):
-            if theirs.rule == mine.rule and overlaps(alone, Recipe(rules=(theirs,))):
-                return i, j
-    raise AssertionError("overlaps found what no pair of rules overlaps")
-
-
-def _params(item: RecipeRule) -> str:
-    """A rule's parameters, its defaults filled in, as ``overlaps`` shows them."""
-    params = get_rule(item.rule).resolve_params(item.params)
-    return json.dumps(dict(params), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def check_domains(config: EvalConfig, env: Environment) -> None:

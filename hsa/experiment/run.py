@@ -141,17 +141,19 @@ def check_env(config: ExperimentConfig) -> None:
 def check_tiers(config: ExperimentConfig) -> None:
     """Refuse a held-out tier that draws what the augmented arm's recipe draws, before anything
     is built (``hsa eval`` checks it again before evaluating)."""
-    from hsa.eval.runner import check_recipe
+    from hsa.eval.runner import TrainingRecipe, check_recipe
 
+    # (a tier's and an arm's rules are their recipes' rules, one for one: base is apart)
+    training = TrainingRecipe(config.arms["augmented"], config.file, "$.arms.augmented")
     for tier in config.tiers:
         if tier.held_out:
             try:
-                check_recipe(tier.recipe, config.arms["augmented"])
+                check_recipe(tier.recipe, training)
             except HsaError as exc:
                 raise ExperimentError(
                     f"tier {tier.name!r}: {exc.message}",
                     file=config.file,
-                    where=f"$.tiers.{tier.name}",
+                    where=f"$.tiers.{tier.name}{(exc.where or '$')[1:]}",
                 ) from None
 
 

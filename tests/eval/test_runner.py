@@ -385,6 +385,20 @@ def test_an_overlap_names_both_recipes_files_and_the_training_rules_path(livestr
     assert "overlaps training at train.yaml: $.rules[0] " in caught.value.message
 
 
+@pytest.mark.parametrize("side", ["held", "training"])
+def test_an_overlapping_rule_of_probability_0_is_named_as_an_overlap(livestream, tmp_path, side):
+    # a rule never drawn still overlaps (the check is by what a recipe names); finding the
+    # pair once built one-rule recipes, which min_rules refused as never drawing a rule
+    never = {"rule": "tools.shuffle", "probability": 0.0}
+    held = [never if side == "held" else {"rule": "tools.shuffle"}, {"rule": "hooks.wording"}]
+    trained = [never if side == "training" else {"rule": "tools.shuffle"}]
+    (tmp_path / "held.yaml").write_text(json.dumps({"rules": held}))
+    training = TrainingRecipe(Recipe.from_dict({"rules": trained, "min_rules": 0}), "t.yaml")
+    with pytest.raises(EvalError, match=r"tools.shuffle {} overlaps training at t.yaml") as caught:
+        plan(_config(recipe=str(tmp_path / "held.yaml")), livestream, training)
+    assert caught.value.where == "$.rules[0]"
+
+
 def test_a_refused_call_does_not_count_for_the_environment(external, tmp_path):
     """tau2 scores actions by the calls made: a call by a name the variant does not offer is
     refused and must not count as the action it would have been."""

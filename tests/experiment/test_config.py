@@ -163,6 +163,21 @@ def test_the_shipped_held_out_tiers_draw_nothing_their_training_draws(name):
     check_tiers(config)  # raises when a held-out tier overlaps the augmented arm's recipe
 
 
+def test_a_held_out_tier_that_overlaps_names_its_rule_and_the_arms(tmp_path):
+    from hsa.experiment.run import check_tiers
+
+    data = yaml.safe_load(EXAMPLE.read_text())
+    arm = data["arms"]["augmented"]["rules"][0]
+    data["tiers"]["parts"]["rules"].append(arm)
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ExperimentError) as caught:
+        check_tiers(load_config(tmp_path / "exp.yaml"))
+    assert caught.value.where == "$.tiers.parts.rules[2]"
+    assert f"overlaps training at {tmp_path / 'exp.yaml'}: $.arms.augmented.rules[0]" in (
+        caught.value.message
+    )
+
+
 GPU = {
     "model": "models/base",
     "train": {"max_steps": 5, "bf16": True},
