@@ -22,6 +22,9 @@ _FACTORIES: dict[str, str] = {
 }
 
 
+_BUILT_IN = dict(_FACTORIES)
+
+
 def register(name: str, factory: str) -> None:
     """Register ``factory`` (``module:callable``, dotted attributes allowed) under ``name``."""
     _FACTORIES[name] = factory
@@ -64,16 +67,23 @@ def get(name: str, **options: Any) -> Environment:
         flags = [f"--env-{m}" for m in missing if m in ("path", "seed")]
         hint = f" ({', '.join(flags)} on the command line)" if flags else ""
         raise EnvError(f"environment {name!r} needs option(s) {', '.join(missing)}{hint}")
-    bad = _bad_path(options)
+    bad = _bad_path(name, options)
     if bad:
         raise EnvError(bad)
     return factory(**options)
 
 
-def _bad_path(options: Mapping[str, Any]) -> str | None:
-    """What is wrong with a corpus ``path`` option that is not a path (a number or a list
-    would fail deep in the corpus's import), or None."""
+#: hsa's environments of a corpus, whose ``path`` is one file or folder (a plugin's
+#: environment may take another kind of path: a list of files, none)
+_CORPORA = ("bfcl", "tau2", "recorded")
+
+
+def _bad_path(name: str, options: Mapping[str, Any]) -> str | None:
+    """What is wrong with the ``path`` of one of hsa's corpus environments that is not a path
+    (a number or a list would fail deep in the corpus's import), or None."""
     path = options.get("path", "-")
+    if _FACTORIES.get(name) != _BUILT_IN.get(name) or name not in _CORPORA:
+        return None
     if isinstance(path, (str, os.PathLike)) and str(path).strip():
         return None
     return f"path must name a corpus file or folder, got {path!r}"
@@ -95,7 +105,7 @@ def from_config(
             file=file,
             where=f"{at}.env_options",
         )
-    bad = _bad_path(options)
+    bad = _bad_path(name, options)
     if bad:
         raise EnvError(bad, file=file, where=f"{at}.env_options.path")
     try:

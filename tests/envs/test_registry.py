@@ -37,6 +37,18 @@ def test_a_corpus_path_that_is_not_a_path_is_named(env: str, path) -> None:
     assert (err.value.file, err.value.where) == ("build.yaml", "$.source.env_options.path")
 
 
+def test_a_plugin_environment_takes_a_path_of_its_own_kind(monkeypatch):
+    # only hsa's corpus environments need one file or folder: a plugin's may take a list
+    monkeypatch.setattr(hsa.envs.registry, "_FACTORIES", dict(hsa.envs.registry._FACTORIES))
+    hsa.envs.register_env("multi", "tests.envs.test_registry:_multi")
+    assert get_env("multi", path=["a.jsonl", "b.jsonl"]).n_tasks == 2
+    assert from_config("multi", {"path": None}, file="build.yaml").n_tasks == 1
+
+
+def _multi(path=None):
+    return LivestreamEnvironment(n_tasks=len(path) if path else 1)
+
+
 def test_register(monkeypatch):
     monkeypatch.setattr(hsa.envs.registry, "_FACTORIES", dict(hsa.envs.registry._FACTORIES))
     hsa.envs.register_env("mini", "hsa.envs.livestream.env:LivestreamEnvironment")
