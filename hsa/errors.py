@@ -169,22 +169,35 @@ def clear_stop() -> None:
 def stops_held() -> Iterator[None]:
     """Hold Ctrl-C and SIGTERM back for a short step that must not be cut in two (forking
     worker processes, writing a finished run's files); a stop that came meanwhile is raised
-    once the step is done. (Python runs signal handlers in the main thread whichever thread
-    the signal reached, so the handler is what holds it, not a signal mask; in another
-    thread nothing is held.)"""
+    once the step is done (recorded, if the step raised something else), and a second one at
+    once. A signal the process ignores stays ignored. (Python runs signal handlers in the
+    main thread whichever thread the signal reached, so the handler is what holds it, not a
+    signal mask; in another thread nothing is held.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
-    previous = {n: signal.signal(n, lambda number, frame: caught.append(number)) for n in held}
+
+    def hold(number: int, frame: object) -> None:
+        caught.append(number)
+        if len(caught) > 1:  # asked again: the step is not worth waiting for
+            request_stop(_stop_of(number))
+
+    held = [n for n in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(n) != signal.SIG_IGN]
+    previous = {n: signal.signal(n, hold) for n in held}
     try:
         yield
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+        if caught:
+            record_stop(type(_stop_of(caught[0])))
     if caught:
-        request_stop(Terminated() if caught[0] == signal.SIGTERM else KeyboardInterrupt())
+        request_stop(_stop_of(caught[0]))
+
+
+def _stop_of(number: int) -> KeyboardInterrupt:
+    return Terminated() if number == signal.SIGTERM else KeyboardInterrupt()
 
 
 def first_few(names: list[str], shown: int = 3) -> str:
