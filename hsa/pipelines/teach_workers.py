@@ -129,6 +129,12 @@ def _wait_ready(ready: Any, messages: Any, processes: list, *, poll_s: float = 0
             dead = _dead(processes)
             if dead is not None or time.monotonic() > deadline:
                 ready.abort()
+                try:  # a worker that failed says why before it ends
+                    kind, payload = messages.get(timeout=1)
+                except queues.Empty:
+                    kind, payload = "", None
+                if kind == "error":
+                    raise TeacherError(f"a teacher worker failed: {payload}")
                 raise TeacherError(
                     f"teacher worker {dead.name} died while setting up (exit code {dead.exitcode})"
                     if dead is not None

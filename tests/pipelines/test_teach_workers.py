@@ -143,3 +143,15 @@ def test_the_start_barrier_opens_once_every_worker_waits():
 def _wait_quietly(barrier) -> None:
     with contextlib.suppress(threading.BrokenBarrierError):
         barrier.wait()
+
+
+def test_a_worker_that_failed_and_ended_is_named_by_its_error():
+    # it broke the barrier, said why and ended between two looks: its error, not its exit code
+    class Process:
+        name, exitcode = "hsa-teach-0", 1
+
+    messages = queue.Queue()
+    messages.put(("error", "cannot reach http://teacher:8000: connection refused"))
+    ready = multiprocessing.get_context("spawn").Barrier(2)
+    with pytest.raises(TeacherError, match="a teacher worker failed: cannot reach http://teacher"):
+        teach_workers._wait_ready(ready, messages, [Process()], poll_s=0.05)
