@@ -159,6 +159,12 @@ def resume_point(
             text = json.dumps(identity, indent=2, sort_keys=True) + "\n"
             write_atomic(out / RUN_RECORD, text.encode("utf-8"))
         return None
+    if found is None and finished:
+        raise TrainError(
+            "the run here is finished (its model and card are written) and kept no checkpoint: "
+            "nothing to resume; run without --resume to train again",
+            file=str(out),
+        )
     if found is None:
         cut = sorted(p.name for p in _checkpoints(out))
         why = f" ({', '.join(cut)} cut short: stopped while it was written)" if cut else ""

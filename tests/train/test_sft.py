@@ -508,6 +508,11 @@ def test_a_run_started_over_a_finished_one_leaves_no_card_of_it(dataset, model, 
     train_sft(settings, out)
     with pytest.raises(TrainError, match=r"the run here is finished .* nothing to resume"):
         train_sft(settings, out, resume=True)
+    # without checkpoints (save_strategy: no; an experiment's runs), it says so too
+    plain = tmp_path / "plain"
+    train_sft(config(dataset, model, max_steps=1), plain)
+    with pytest.raises(TrainError, match=r"finished .* kept no checkpoint: nothing to resume"):
+        train_sft(config(dataset, model, max_steps=1), plain, resume=True)
     # started again and stopped part way: the old run's card and plot are not left to read
     stopped(config(dataset, model, max_steps=2), out)
     assert not (out / "README.md").exists() and not (out / "loss.png").exists()
