@@ -260,10 +260,14 @@ def load_recipe(path: str | Path) -> Recipe:
     return Recipe.from_dict(read_yaml(path, error=RuleError), file=str(path))
 
 
+#: where the default recipe lives, as errors about it name it
+DEFAULT_RECIPE_FILE = "hsa/augment/recipes/default.yaml"
+
+
 def default_recipe() -> Recipe:
     """The recipe shipped with hsa: every family enabled, moderate probabilities."""
     text = resources.files("hsa.augment").joinpath("recipes/default.yaml").read_text("utf-8")
-    return loads_recipe(text, file="hsa/augment/recipes/default.yaml")
+    return loads_recipe(text, file=DEFAULT_RECIPE_FILE)
 
 
 class _Anything:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,18 +42,12 @@ def _training_recipe(path: Path | None) -> TrainingRecipe | None:
     data = read_yaml(path, error=ConfigError)
     if not (isinstance(data, dict) and "source" in data):
         return TrainingRecipe(load_recipe(path), file=str(path))
-    # a build config: its recipe inline, in a file of its own (relative to the config's
-    # folder), or, with none given, the default recipe
-    from hsa.pipelines.build import load_config
+    # a build config: its recipe inline, in a file of its own, or the default recipe
+    from hsa.pipelines.build import load_config, recipe_source
 
     recipe = load_config(path).augment.recipe or default_recipe()  # (parsing sets one)
-    spec = (data.get("augment") or {}).get("recipe")  # (the config's schema took it)
-    if spec is None:
-        return TrainingRecipe(recipe, file="hsa/augment/recipes/default.yaml")
-    if isinstance(spec, str):
-        found = os.path.normpath(path.parent / Path(spec).expanduser())
-        return TrainingRecipe(recipe, file=found)
-    return TrainingRecipe(recipe, file=str(path), root="$.augment.recipe")
+    file, root = recipe_source(data, path)  # (the config's schema took it)
+    return TrainingRecipe(recipe, file=file, root=root)
 
 
 @group.command("run")

@@ -27,7 +27,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from hsa._version import __version__
-from hsa.augment.recipe import Recipe, default_recipe, load_recipe
+from hsa.augment.recipe import DEFAULT_RECIPE_FILE, Recipe, default_recipe, load_recipe
 from hsa.config import (
     bounded,
     first_schema_problem,
@@ -367,6 +367,17 @@ def _recipe(spec: Any, path: Callable[[str], Path | None], file: str | None) -> 
             raise ConfigError(f"no recipe file {str(found)!r}", file=file, where="$.augment.recipe")
         return load_recipe(found)
     return Recipe.from_dict(spec, file=file, root="$.augment.recipe")
+
+
+def recipe_source(data: Mapping[str, Any], config: Path) -> tuple[str, str]:
+    """Where the recipe of the build config ``data`` (read from the file ``config``) is
+    written, for errors that name its rules: ``(file, JSON path of the recipe in it)``."""
+    spec = (data.get("augment") or {}).get("recipe")
+    if spec is None:
+        return DEFAULT_RECIPE_FILE, "$"
+    if isinstance(spec, str):
+        return _absolute(spec, config.parent), "$"
+    return str(config), "$.augment.recipe"
 
 
 def load_config(path: str | Path) -> BuildConfig:
