@@ -210,7 +210,9 @@ def scratch_removed_on_failure(train: Train) -> Train:
     stopped, removes the scratch it made under ``out`` (``HF_CACHE``: a tokenized copy of the
     data, hundreds of megabytes for a large dataset) and the folders left empty; its
     checkpoints stay, to resume from, with the record of what the run started with
-    (``RUN_RECORD``)."""
+    (``RUN_RECORD``). With no checkpoint to resume from, the files it made at the top of
+    ``out`` go too (a log begun, a card TRL wrote): left, they made the folder one no run
+    would write into."""
 
     @functools.wraps(train)
     def run(config: Any, out: str | Path, *args: Any, **kwargs: Any) -> Any:
@@ -219,15 +221,23 @@ def scratch_removed_on_failure(train: Train) -> Train:
         if existed and not out.is_dir():
             return train(config, out, *args, **kwargs)  # refuses the file, naming it
         with hold(out, command="hsa " + train.__name__.replace("_", " ")):
+            before = set(_top_files(out))
             try:
                 return train(config, out, *args, **kwargs)
             except BaseException:
                 shutil.rmtree(out / HF_CACHE, ignore_errors=True)
                 if not any(out.glob("checkpoint-*")):  # nothing to resume: no record of a start
                     (out / RUN_RECORD).unlink(missing_ok=True)
+                    for made in set(_top_files(out)) - before:
+                        made.unlink(missing_ok=True)
                 raise  # (releasing the lock removes the folders left empty)
 
     return cast(Train, run)
+
+
+def _top_files(folder: Path) -> list[Path]:
+    """The files at the top of ``folder`` (none when it is not there)."""
+    return [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
 
 
 def settings_dict(settings: Any) -> dict[str, Any]:

@@ -531,3 +531,32 @@ def test_a_chat_template_path_trl_cannot_train_on_is_named_not_the_model(dataset
     # the model was blamed, and told to set the chat_template_path the config had set
     assert refused.value.file == str(tmp_path / "sft.yaml")
     assert refused.value.where == "$.chat_template_path" and str(plain) in refused.value.message
+
+
+def test_a_run_stopped_before_its_first_checkpoint_leaves_what_it_made_nowhere(
+    dataset, model, tmp_path, monkeypatch
+):
+    from trl import SFTTrainer
+
+    # a log it began (hsa train rl's rollouts) and the card TRL writes: left, the folder was
+    # "not an hsa training run" to the rerun and to --resume alike
+    def stop(self, *args, **kwargs):
+        (out / "rollouts.jsonl").write_text("{}\n")
+        (out / "README.md").write_text("# Model Card for out\n")
+        raise KeyboardInterrupt
+
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(SFTTrainer, "train", stop)
+        with pytest.raises(KeyboardInterrupt):
+            train_sft(config(dataset, model, max_steps=1), out)
+    assert not out.exists() or not any(p.is_file() for p in out.iterdir())
+    train_sft(config(dataset, model, max_steps=1), out)  # a rerun starts afresh
+    finished = (out / RESOLVED).read_bytes()
+    # a finished run's files are not this run's to remove
+    with monkeypatch.context() as patch:
+        patch.setattr(SFTTrainer, "train", stop)
+        with pytest.raises(KeyboardInterrupt):
+            train_sft(config(dataset, model, max_steps=2), out)
+    assert (out / "model.safetensors").is_file() and not (out / "rollouts.jsonl").exists()
+    assert not (out / RESOLVED).exists() or (out / RESOLVED).read_bytes() == finished
