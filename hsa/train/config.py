@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -154,7 +155,11 @@ def trl_args(
     try:
         args = trl_config(**values)
     except (TypeError, ValueError, ArithmeticError) as exc:
-        raise TrainError(f"{trl_config.__name__}: {exc}", file=file) from None
+        # TRL names the setting it refuses in its words: its key, where the config has it
+        text = str(exc)
+        named = [k for k in keys if re.search(rf"\b{re.escape(k)}\b", text)]
+        where = f"$.{min(named, key=text.index)}" if named else None
+        raise TrainError(f"{trl_config.__name__}: {exc}", file=file, where=where) from None
     if args.max_steps <= 0 and args.num_train_epochs <= 0:  # the trainer would stop at step 0
         raise TrainError(
             f"num_train_epochs {args.num_train_epochs} without max_steps trains 0 steps: set "
@@ -243,7 +248,11 @@ def prepare(
         trl.setdefault(key, value)
     settings = from_mapping(settings_class, section, error=TrainError, file=file, root="$.hsa")
     if getattr(settings, "model", None) is None:
-        raise TrainError("no model to train: set hsa.model (or --model) to a model folder")
+        raise TrainError(
+            "no model to train: set hsa.model (or --model) to a model folder",
+            file=file,
+            where="$.hsa.model",
+        )
     args = trl_args(trl_config, trl, out, file=file)
     if getattr(args, "use_vllm", False):
         from trl.import_utils import is_vllm_available

@@ -91,6 +91,11 @@ _SAME_ON_RESUME = (
     "gradient_accumulation_steps",
     "max_length",
     "packing",
+    # GRPO's: how many answers of one prompt, and how many prompts, each step learns from
+    "num_generations",
+    "generation_batch_size",
+    "steps_per_generation",
+    "max_completion_length",
 )
 
 

@@ -120,3 +120,36 @@ def test_an_epoch_count_that_trains_no_step_is_named_now(tmp_path):
             trl_args(trl_config, {"num_train_epochs": 0.0}, tmp_path, file="x.yaml")
         assert found.value.where == "$.num_train_epochs" and found.value.file == "x.yaml"
         trl_args(trl_config, {"num_train_epochs": 0.0, "max_steps": 1}, tmp_path)  # steps asked
+
+
+def test_a_setting_trl_refuses_is_named_by_the_key_its_message_names(tmp_path):
+    from trl import GRPOConfig
+
+    keys = {"per_device_train_batch_size": 2, "num_generations": 3, "max_steps": 1}
+    with pytest.raises(TrainError, match="divisible by num_generations") as found:
+        trl_args(GRPOConfig, keys, tmp_path, file="rl.yaml")
+    assert (found.value.file, found.value.where) == ("rl.yaml", "$.num_generations")
+
+
+def test_a_config_without_a_model_names_the_key(tmp_path):
+    from trl import SFTConfig
+
+    from hsa.train.config import prepare
+
+    (tmp_path / "sft.yaml").write_text(yaml.safe_dump({"hsa": {"data": "d"}, "max_steps": 1}))
+    with pytest.raises(TrainError, match="no model to train") as found:
+        prepare(tmp_path / "sft.yaml", SFTConfig, SftSettings, tmp_path / "out")
+    assert (found.value.file, found.value.where) == (str(tmp_path / "sft.yaml"), "$.hsa.model")
+
+
+def test_a_resume_keeps_grpos_batch_settings(tmp_path):
+    from trl import GRPOConfig
+
+    from hsa.train.sft import run_identity
+
+    # (a resume with other generations per prompt mixed two runs' batches in one model)
+    keys = {"per_device_train_batch_size": 4, "num_generations": 4, "max_steps": 1}
+    args = trl_args(GRPOConfig, {**keys, "max_completion_length": 32}, tmp_path)
+    trainer = run_identity(SftSettings(model="m"), args)["trainer"]
+    assert trainer["num_generations"] == 4 and trainer["max_completion_length"] == 32
+    assert {"generation_batch_size", "steps_per_generation"} <= set(trainer)
