@@ -14,6 +14,7 @@ import click
 from hsa.cli.flags import (
     AUGMENT,
     Setting,
+    UserPath,
     api_key_env_option,
     env_api_key,
     given,
@@ -106,14 +107,14 @@ def _one_harness(folder: Path) -> bool:
     "--input",
     "input_path",
     required=True,
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Canonical trajectories: a directory of Parquet shards, a .parquet file, an OpenAI "
     "chat .jsonl file, or an `hsa harness import` folder (read under its harnesses).",
 )
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="Dataset directory.")
+@click.option("--out", required=True, type=UserPath(path_type=Path), help="Dataset directory.")
 @click.option(
     "--recipe",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     cls=Setting,
     config=AUGMENT,
     metavar="RECIPE",
@@ -122,7 +123,7 @@ def _one_harness(folder: Path) -> bool:
     "--harness",
     "harness_paths",
     multiple=True,
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Harness the trajectories were recorded under (directory or JSON; repeatable), or "
     "an `hsa harness import` folder holding them all. A JSONL file without one gets "
     "harnesses derived from its rows.",
@@ -133,7 +134,7 @@ def _one_harness(folder: Path) -> bool:
 @click.option("--batch-size", type=int, cls=Setting, config=AUGMENT)
 @click.option("--include-unverified", is_flag=True, cls=Setting, config=AUGMENT)
 @click.option("--workers", type=click.IntRange(min=1), cls=Setting, config=AUGMENT)
-@click.option("--tokenizer", type=click.Path(path_type=Path), cls=Setting, config=AUGMENT)
+@click.option("--tokenizer", type=UserPath(path_type=Path), cls=Setting, config=AUGMENT)
 def augment_command(
     input_path: Path,
     out: Path,
@@ -201,9 +202,9 @@ def augment_command(
 
 
 @click.command("build")
-@click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), help="Override the config's 'out'.")
-@click.option("--tokenizer", type=click.Path(path_type=Path), cls=Setting, config=AUGMENT)
+@click.argument("config_path", metavar="CONFIG", type=UserPath(path_type=Path))
+@click.option("--out", type=UserPath(path_type=Path), help="Override the config's 'out'.")
+@click.option("--tokenizer", type=UserPath(path_type=Path), cls=Setting, config=AUGMENT)
 @click.option("--seed", type=click.IntRange(min=0), cls=Setting, config=AUGMENT)
 @api_key_env_option
 def build_command(
@@ -291,7 +292,7 @@ def _shorten(text: str | None, width: int) -> str:
 
 
 @click.command("inspect")
-@click.argument("path", metavar="DIR", type=click.Path(path_type=Path))
+@click.argument("path", metavar="DIR", type=UserPath(path_type=Path))
 @click.option(
     "-n",
     "--rows",

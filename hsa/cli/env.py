@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from hsa.cli.flags import UserPath
 from hsa.cli.output import console, error_console, fail, progress
 
 _ABOUT = {
@@ -28,7 +29,7 @@ def _env_options(fn):
     fn = click.option(
         "--path",
         "source",
-        type=click.Path(exists=True, path_type=Path),
+        type=UserPath(exists=True, path_type=Path),
         help="Corpus file or folder (bfcl, tau2, recorded).",
     )(fn)
     return fn
@@ -123,7 +124,7 @@ def show(name: str, seed: int | None, n_tasks: int | None, source: Path | None) 
 
 @group.command("export")
 @click.argument("name")
-@click.argument("dest", type=click.Path(path_type=Path))
+@click.argument("dest", type=UserPath(path_type=Path))
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), help="Only this split.")
 @_env_options
 def export(

@@ -13,6 +13,7 @@ from hsa.cli.flags import (
     EVAL,
     JsonObject,
     Setting,
+    UserPath,
     api_key_env_option,
     env_api_key,
     given,
@@ -55,7 +56,7 @@ def _training_recipe(path: Path | None) -> TrainingRecipe | None:
 @click.option("--env-seed", type=int, help="The environment's seed (its world and tasks).")
 @click.option(
     "--env-path",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Corpus file or folder of the environment (bfcl, tau2).",
 )
 @click.option(
@@ -72,13 +73,13 @@ def _training_recipe(path: Path | None) -> TrainingRecipe | None:
 @click.option("--tasks", type=int, cls=Setting, config=EVAL)
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), cls=Setting, config=EVAL)
 @click.option("--variants", type=int, cls=Setting, config=EVAL)
-@click.option("--recipe", type=click.Path(path_type=Path), cls=Setting, config=EVAL)
+@click.option("--recipe", type=UserPath(path_type=Path), cls=Setting, config=EVAL)
 @click.option(
     "--train-recipe",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="The training recipe (or build config) the held-out recipe must not overlap.",
 )
-@click.option("--ifeval-data", type=click.Path(path_type=Path), cls=Setting, config=EVAL)
+@click.option("--ifeval-data", type=UserPath(path_type=Path), cls=Setting, config=EVAL)
 @click.option("--seed", type=click.IntRange(min=0), cls=Setting, config=EVAL)
 @click.option("--task-seed", type=click.IntRange(min=0), cls=Setting, config=EVAL)
 @click.option("--concurrency", type=int, cls=Setting, config=EVAL)
@@ -94,12 +95,12 @@ def _training_recipe(path: Path | None) -> TrainingRecipe | None:
 @click.option("--call-format", cls=Setting, config=EVAL)
 @click.option("--chat-template-kwargs", type=JsonObject(), cls=Setting, config=EVAL)
 @click.option("--vllm-args", type=JsonObject(), cls=Setting, config=EVAL)
-@click.option("--cache", type=click.Path(path_type=Path), cls=Setting, config=EVAL)
+@click.option("--cache", type=UserPath(path_type=Path), cls=Setting, config=EVAL)
 @click.option("--bootstrap", type=int, cls=Setting, config=EVAL)
 @TUNE_GC
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     required=True,
     help="Run directory: episodes.parquet, summary.json, report.md and plots, request cache.",
 )
@@ -213,10 +214,10 @@ def _summary(report: Any) -> None:
 
 
 @group.command("compare")
-@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("runs", nargs=-1, required=True, type=UserPath(path_type=Path))
 @click.option(
     "--plot",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Write the comparison plot here (PNG).",
 )
 def compare_command(runs: tuple[Path, ...], plot: Path | None) -> None:

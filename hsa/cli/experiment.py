@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 from rich.progress import TaskID
 
+from hsa.cli.flags import UserPath
 from hsa.cli.output import console, progress
 
 
@@ -16,8 +17,8 @@ def group() -> None:
 
 
 @group.command("run")
-@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="The run's folder.")
+@click.argument("config", type=UserPath(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", type=UserPath(path_type=Path), required=True, help="The run's folder.")
 @click.option(
     "--seeds", default=None, help="Training seeds, comma-separated (default: the config's)."
 )
@@ -37,7 +38,7 @@ def group() -> None:
 )
 @click.option(
     "--doc",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=UserPath(dir_okay=False, path_type=Path),
     default=None,
     help="Also write the figures into this Markdown document's results section for CONFIG "
     "(named by its file's stem; with its plot and summary beside it), as docs/experiment.md "

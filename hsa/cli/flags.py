@@ -36,6 +36,17 @@ class Span(click.FloatRange):
         return number
 
 
+class UserPath(click.Path):
+    """A path, ``~`` expanded as a config file's paths are: a shell leaves it as it is in
+    ``--out=~/x`` or in quotes, and a folder named ``~`` was made here while PyArrow wrote
+    under the home folder."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, str) and value.startswith("~"):
+            value = os.path.expanduser(value)
+        return super().convert(value, param, ctx)
+
+
 class JsonObject(click.ParamType):
     """A JSON object given as text (``'{"enable_thinking": false}'``)."""
 

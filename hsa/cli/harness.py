@@ -10,6 +10,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from hsa.cli.flags import UserPath
 from hsa.cli.output import console, fail
 from hsa.errors import HarnessValidationError
 
@@ -33,7 +34,7 @@ def _harness_dirs(path: Path) -> list[Path]:
 
 
 @group.command("validate")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=UserPath(path_type=Path))
 def validate(path: Path) -> None:
     """Check a harness (directory, harness.yaml or JSON document) against the schema.
 
@@ -68,11 +69,11 @@ def validate(path: Path) -> None:
 
 
 @group.command("import")
-@click.argument("src", type=click.Path(path_type=Path))
+@click.argument("src", type=UserPath(path_type=Path))
 @click.option(
     "--out",
     required=True,
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Folder to write: the harness directory, or one sub-folder per harness.",
 )
 @click.option(
@@ -85,7 +86,7 @@ def validate(path: Path) -> None:
 @click.option(
     "--harness",
     "harness_path",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     default=None,
     help="openai-jsonl only: read every row under this harness instead of deriving one.",
 )
@@ -125,7 +126,7 @@ def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) ->
 
 
 @group.command("show")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=UserPath(path_type=Path))
 def show(path: Path) -> None:
     """Print a summary of the harness at PATH: tools, skills, hooks, protocol, prompt."""
     from hsa.harness import load_harness

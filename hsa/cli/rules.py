@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from hsa.cli.flags import UserPath
 from hsa.cli.output import console, error_console, fail, progress
 
 
@@ -81,21 +82,21 @@ def _params(text: str | None) -> dict | None:
 @click.option(
     "--harness",
     "harness_path",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Harness directory (or harness.yaml / JSON document).",
 )
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--params", "params_text", help="Rule parameters as a JSON object.")
 @click.option(
     "--trajectories",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Preview on the first trajectory of this file: Parquet recorded under --harness, or "
     "OpenAI chat JSONL (read under --harness when given, else under the harness derived from "
     "its row); with --harness alone, a synthetic trajectory that calls every tool.",
 )
 @click.option(
     "--source",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Preview on the first task of an imported corpus (tau2 domain folder, BFCL file, ...), "
     "under its own harness.",
 )
@@ -241,12 +242,12 @@ def _oracle(name: str):
 @click.option(
     "--harness",
     "harness_path",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Check on this harness (with --trajectories, else a synthetic trajectory).",
 )
 @click.option(
     "--trajectories",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Canonical Parquet recorded under --harness, or OpenAI chat JSONL (read under "
     "--harness when given, else with harnesses derived from its rows, as `hsa augment` does).",
 )
@@ -254,7 +255,7 @@ def _oracle(name: str):
     "--source",
     "sources",
     multiple=True,
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="An imported corpus (tau2 domain folder, BFCL file, ...), repeatable.",
 )
 @click.option(

@@ -14,6 +14,7 @@ from hsa.cli.flags import (
     JsonObject,
     Setting,
     Span,
+    UserPath,
     api_key_env_option,
     env_api_key,
     given,
@@ -24,7 +25,7 @@ from hsa.cli.output import console, error_console, progress
 #: ``--env-path``: the corpus an environment is read from, its ``path`` option
 env_path_option = click.option(
     "--env-path",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Corpus file or folder of the environment (tau2: a domain's folder).",
 )
 
@@ -80,7 +81,7 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 @click.option(
     "--config",
     "config_file",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="YAML file of teach settings, or a build config (its teacher's job: the 'teach:' "
     "section with the source's environment and tasks and the build's seed); flags given on "
     "the command line override it.",
@@ -103,7 +104,7 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 @click.option("--variants-per-task", type=int, cls=Setting, config=TEACH)
 @click.option("--include-canonical", is_flag=True, cls=Setting, config=TEACH)
 @click.option("--samples", type=int, cls=Setting, config=TEACH)
-@click.option("--recipe", type=click.Path(path_type=Path), cls=Setting, config=TEACH)
+@click.option("--recipe", type=UserPath(path_type=Path), cls=Setting, config=TEACH)
 @click.option("--seed", type=click.IntRange(min=0), cls=Setting, config=TEACH)
 @click.option("--concurrency", type=int, cls=Setting, config=TEACH)
 @click.option("--workers", type=int, cls=Setting, config=TEACH)
@@ -118,14 +119,14 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 @click.option("--ramp", "ramp_s", type=float, cls=Setting, config=TEACH)
 @click.option("--metadata/--no-metadata", "send_metadata", cls=Setting, config=TEACH)
 @click.option("--shard-size", type=int, cls=Setting, config=TEACH)
-@click.option("--cache", type=click.Path(path_type=Path), cls=Setting, config=TEACH)
+@click.option("--cache", type=UserPath(path_type=Path), cls=Setting, config=TEACH)
 @click.option("--call-format", cls=Setting, config=TEACH)
 @click.option("--chat-template-kwargs", type=JsonObject(), cls=Setting, config=TEACH)
 @click.option("--vllm-args", type=JsonObject(), cls=Setting, config=TEACH)
 @TUNE_GC
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     required=True,
     help="Output directory (shards, manifest, request cache).",
 )
@@ -290,7 +291,7 @@ def _summary(report: Any) -> None:
 )
 @click.option(
     "--recipe",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Recipe of the jobs whose variants this server must know (default recipe).",
 )
 @click.option(
@@ -303,7 +304,7 @@ def _summary(report: Any) -> None:
 @click.option(
     "--log",
     "log",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     help="Append one JSON line per request (key, status) to this file.",
 )
 def serve_command(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from hsa.cli.flags import UserPath
 from hsa.cli.output import console, fail
 
 
@@ -25,13 +26,13 @@ def _run_options(trl_config: str):
                 click.option(
                     "--config",
                     "config_file",
-                    type=click.Path(path_type=Path),
+                    type=UserPath(path_type=Path),
                     help=f"YAML: TRL's {trl_config} fields by their TRL names, plus an 'hsa:' "
                     "section.",
                 ),
                 click.option(
                     "--out",
-                    type=click.Path(path_type=Path),
+                    type=UserPath(path_type=Path),
                     required=True,
                     help="Checkpoints, model, card.",
                 ),
@@ -68,7 +69,7 @@ def _curve(points: list[tuple[int, float]], digits: int = 4) -> str:
 
 @group.command("sft")
 @_run_options("SFTConfig")
-@click.option("--data", type=click.Path(path_type=Path), help="The hsa dataset (hsa.data).")
+@click.option("--data", type=UserPath(path_type=Path), help="The hsa dataset (hsa.data).")
 @click.option("--model", help="A local model folder, or a hub name when online (hsa.model).")
 def sft_command(
     config_file: Path | None,
@@ -142,7 +143,7 @@ def rl_command(
 
 @group.command("distill")
 @_run_options("DistillationConfig")
-@click.option("--data", type=click.Path(path_type=Path), help="The hsa dataset (hsa.data).")
+@click.option("--data", type=UserPath(path_type=Path), help="The hsa dataset (hsa.data).")
 @click.option("--model", help="The student model folder (hsa.model).")
 @click.option("--teacher", help="The teacher model folder, same vocabulary (hsa.teacher).")
 def distill_command(
@@ -178,13 +179,13 @@ def distill_command(
 @group.command("tiny-model")
 @click.option(
     "--data",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     required=True,
     help="The hsa dataset whose texts the tokenizer is trained on.",
 )
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
+    type=UserPath(path_type=Path),
     required=True,
     help="The model folder: new, empty, or one this command wrote (rewritten).",
 )

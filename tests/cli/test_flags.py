@@ -86,3 +86,31 @@ def test_backend_and_policy_choices_are_the_backends():
     for command, name in (("teach", "backend"), ("eval run", "policy")):
         (option,) = [p for p in _command(command).params if p.name == name]
         assert tuple(option.type.choices) == BACKENDS, command  # type: ignore[attr-defined]
+
+
+def test_every_path_flag_expands_a_tilde_as_a_config_does():
+    from hsa.cli.flags import UserPath
+
+    def params(command: click.Command):
+        yield from command.params
+        for sub in getattr(command, "commands", {}).values():
+            yield from params(sub)
+
+    # click.Path left `--out=~/x` as it was: hsa made a folder named `~`, PyArrow wrote home
+    paths = [p for p in params(app) if isinstance(p.type, click.Path)]
+    assert paths and all(isinstance(p.type, UserPath) for p in paths)
+
+
+def test_a_tilde_in_out_is_the_home_folder(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "HSA_PLUGINS": ""}
+    command = [sys.executable, "-c", "from hsa.cli import main; main()"]
+    command += ["teach", "--tasks", "2", "--out=~/teach"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (home / "teach" / "teach.json").is_file() and not (tmp_path / "~").exists()
