@@ -19,7 +19,7 @@ from hsa.cli.flags import (
     given,
     said_as_flags,
 )
-from hsa.cli.output import console, error_console, progress
+from hsa.cli.output import console, error_console, library_bars_off_terminal, progress
 
 if TYPE_CHECKING:
     from hsa.eval.runner import TrainingRecipe
@@ -125,6 +125,8 @@ def run_command(
     from hsa.eval.config import EvalConfig
     from hsa.eval.runner import EvalIncomplete, evaluate
 
+    if flags.get("policy") == "transformers":
+        library_bars_off_terminal()  # (loading a model draws one)
     suites = flags.pop("suites", None) or ()
     settings = given(flags)
     if suites:  # --suite a,b and --suite a --suite b alike

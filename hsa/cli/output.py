@@ -93,6 +93,19 @@ def progress(log_every: float = LOG_EVERY) -> Progress:
     )
 
 
+def library_bars_off_terminal() -> bool:
+    """Off a terminal (a log, a pipe), turn off the progress bars ``datasets`` and
+    ``transformers`` draw (with carriage returns, garbling a log); True when off one."""
+    if error_console().is_terminal:
+        return False
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+    return True
+
+
 def fail(message: str) -> None:
     """Stop the command with one error line (printed by ``hsa.cli.main``)."""
     raise HsaError(message)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from hsa.cli.flags import UserPath
-from hsa.cli.output import console, fail
+from hsa.cli.output import console, fail, library_bars_off_terminal
 
 
 @click.group("train")
@@ -56,7 +56,9 @@ def _run_args(
     from hsa.cli import when_interrupted
 
     when_interrupted(f"rerun with --resume to continue from the newest checkpoint in {out}, if any")
-    trl = {"max_steps": max_steps} if max_steps is not None else {}
+    trl: dict = {"max_steps": max_steps} if max_steps is not None else {}
+    if library_bars_off_terminal():  # and the trainer's: it logs each step as a line then
+        trl["disable_tqdm"] = True
     return ({} if config_file is None else config_file), trl
 
 
@@ -207,6 +209,7 @@ def tiny_model_command(data: Path, out: Path, hidden: int, layers: int) -> None:
     """A tiny untrained Qwen2-shaped model and a tokenizer trained on DATA's texts, with the
     Qwen2.5 tool-calling template: a model folder to try every training and evaluation
     command on a CPU, offline. It learns nothing useful."""
+    library_bars_off_terminal()
     import shutil
     import tempfile
 

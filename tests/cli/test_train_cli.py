@@ -59,6 +59,9 @@ def test_the_readme_training_commands_run_as_written(tmp_path):
             cwd=tmp_path,
         )  # fmt: skip
         assert done.returncode == 0, f"{line}\\n{done.stderr[-2000:]}"
+        # a log, not a terminal: lines, not bars redrawn with carriage returns (TRL's,
+        # datasets', transformers')
+        assert "\r" not in done.stdout + done.stderr, line
     out = tmp_path / "out"
     for folder in ("sft-tiny", "distill-tiny", "rl-tiny"):
         assert (out / folder / "README.md").is_file() and (
