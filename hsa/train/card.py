@@ -212,7 +212,8 @@ def scratch_removed_on_failure(train: Train) -> Train:
     checkpoints stay, to resume from, with the record of what the run started with
     (``RUN_RECORD``). With no checkpoint to resume from, the files it made at the top of
     ``out`` go too (a log begun, a card TRL wrote): left, they made the folder one no run
-    would write into."""
+    would write into. With one, the card TRL wrote at it goes (a card of a model that is not
+    there)."""
 
     @functools.wraps(train)
     def run(config: Any, out: str | Path, *args: Any, **kwargs: Any) -> Any:
@@ -226,10 +227,13 @@ def scratch_removed_on_failure(train: Train) -> Train:
                 return train(config, out, *args, **kwargs)
             except BaseException:
                 shutil.rmtree(out / HF_CACHE, ignore_errors=True)
+                made = set(_top_files(out)) - before
                 if not any(out.glob("checkpoint-*")):  # nothing to resume: no record of a start
                     (out / RUN_RECORD).unlink(missing_ok=True)
-                    for made in set(_top_files(out)) - before:
-                        made.unlink(missing_ok=True)
+                else:  # what a resume reads stays; the card TRL wrote at a checkpoint goes
+                    made &= {out / CARD}
+                for path in made:
+                    path.unlink(missing_ok=True)
                 raise  # (releasing the lock removes the folders left empty)
 
     return cast(Train, run)

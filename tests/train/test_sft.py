@@ -560,3 +560,27 @@ def test_a_run_stopped_before_its_first_checkpoint_leaves_what_it_made_nowhere(
             train_sft(config(dataset, model, max_steps=2), out)
     assert (out / "model.safetensors").is_file() and not (out / "rollouts.jsonl").exists()
     assert not (out / RESOLVED).exists() or (out / RESOLVED).read_bytes() == finished
+
+
+def test_a_run_stopped_after_a_checkpoint_leaves_no_card_trl_wrote(
+    dataset, model, tmp_path, monkeypatch
+):
+    from trl import SFTTrainer
+
+    # TRL writes its card (of "a fine-tuned version of [None]") at each checkpoint: a card of
+    # a model that is not in the folder
+    save = SFTTrainer._save_checkpoint
+
+    def stop_after(self, *args, **kwargs):
+        save(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    out = tmp_path / "out"
+    settings = config(dataset, model, max_steps=2, save_strategy="steps", save_steps=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(SFTTrainer, "_save_checkpoint", stop_after)
+        with pytest.raises(KeyboardInterrupt):
+            train_sft(settings, out)
+    assert (out / "checkpoint-1").is_dir() and not (out / "README.md").exists()
+    assert train_sft(settings, out, resume=True).resumed_from.endswith("checkpoint-1")
+    assert "![loss](loss.png)" in (out / "README.md").read_text("utf-8")
