@@ -11,9 +11,9 @@ tokens; the tool results and hook messages between them are in the sequence but 
 whose weights TRL syncs from the model being trained before a batch's rollouts.
 
 Two rewards, weighted by TRL's ``reward_weights``: ``environment`` (the environment's score of
-the episode) and ``format`` (1 when every reply parsed and every call fit the variant's
-schemas). Each episode's rewards are logged with its variant's rule families
-(``OUT/rollouts.jsonl``), and the training card shows them per family.
+the episode) and ``format`` (1 when every reply parsed, none cut off at the token budget,
+and every call fit the variant's schemas). Each episode's rewards are logged with its
+variant's rule families (``OUT/rollouts.jsonl``), and the training card shows them per family.
 """
 
 from __future__ import annotations
@@ -277,6 +277,9 @@ class PolicyBackend(Backend):
         ids, logprobs = await asyncio.to_thread(generate) if self.budget > 0 else ([], [])
         self.segments.append(_Segment(ids, logprobs, True))
         self.budget -= len(ids)
+        # a reply that ran out of its tokens before its end-of-sequence token is cut off: it
+        # may read as an answer, but not the one the model meant (verify's ``complete`` check)
+        ended = bool(ids) and ids[-1] in self.stop_ids()
         text = self.tokenizer.decode(ids, skip_special_tokens=False)
         for token in (self.tokenizer.eos_token, self.tokenizer.pad_token):
             if token:
@@ -286,9 +289,19 @@ class PolicyBackend(Backend):
             message=message,
             usage=Usage(len(self.context()) - len(ids), len(ids)),
             latency_s=time.monotonic() - started,
+            finish_reason="stop" if ended else "length",
         )
         self.stats.record(response)
         return response
+
+    def stop_ids(self) -> set[int]:
+        """The tokens a reply ends on by itself: the tokenizer's end-of-sequence token (where
+        ``generate`` stops) and the model's own (``generation_config``, where vLLM stops)."""
+        found = {self.tokenizer.eos_token_id}
+        config = getattr(self.model, "generation_config", None)
+        more = getattr(config, "eos_token_id", None)
+        found.update(more if isinstance(more, list) else [more])
+        return {i for i in found if i is not None}
 
     def context(self) -> list[int]:
         return [*(self.prompt_ids or []), *(i for s in self.segments for i in s.ids)]
@@ -344,11 +357,17 @@ _UNREAD = ("format", "backend", "error")
 
 def rewards_of(result: Rollout) -> tuple[float, float]:
     """``(environment, format)`` rewards of a finished episode: the format reward is 1 only
-    when every reply was read and fit the variant's schemas (an episode the backend or an
-    error cut off read nothing for certain, and earns none)."""
+    when every reply was read, whole, and fit the variant's schemas (an episode the backend or
+    an error cut off read nothing for certain, and a reply cut off at the token budget is not
+    the one the model meant, however it reads: neither earns any)."""
     score = result.verification.score or 0.0
     checks = result.verification.checks
-    well_formed = result.ended not in _UNREAD and checks.get("format") and checks.get("schema")
+    well_formed = (
+        result.ended not in _UNREAD
+        and checks.get("complete", True)
+        and checks.get("format")
+        and checks.get("schema")
+    )
     return float(score), 1.0 if well_formed else 0.0
 
 
@@ -452,7 +471,10 @@ class HarnessRollouts:
             "variant_id": prompt.variant.variant_id,
             "families": families,
             "ended": result.ended,
-            "reason": result.verification.reason,
+            # (verify names teach's limit; a reply here is cut off at the run's own)
+            "reason": result.verification.reason.replace(
+                "raise max_tokens", "raise max_completion_length"
+            ),
             "environment": environment,
             "format": form,
         }
@@ -468,7 +490,8 @@ def environment_reward(
 
 
 def format_reward(completions: list, hsa_format: list[float], **_: Any) -> list[float | None]:
-    """1 for an episode whose every reply parsed and every call fit the variant's schemas."""
+    """1 for an episode whose every reply parsed whole and every call fit the variant's
+    schemas (``rewards_of``)."""
     return list(hsa_format)
 
 

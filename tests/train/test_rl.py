@@ -133,6 +133,31 @@ def test_the_model_generates_from_exactly_the_tokens_it_is_trained_on(env):
     assert result.ended == "answered"
 
 
+def test_a_reply_cut_off_at_the_token_budget_is_truncated_and_earns_no_format_reward(env):
+    # it read as a clean answer: "ended": "answered", format reward 1
+    from trl.chat_template_utils import get_training_chat_template
+
+    canonical, task, _, tokenizer = _scripted_search(env)
+    answer = "Done.<|im_end|>"
+    whole = len(tokenizer(answer, add_special_tokens=False)["input_ids"])
+    results = {}
+    for budget in (whole, whole - 1):  # the whole reply, then all of it but its end token
+        backend = PolicyBackend(
+            Scripted(tokenizer, [answer]),
+            tokenizer,
+            template=get_training_chat_template(tokenizer),
+            temperature=1.0,
+            budget=budget,
+            call_format="hermes",
+        )
+        results[budget] = play(env, task, canonical, backend)
+    assert rewards_of(results[whole])[1] == 1.0
+    cut = results[whole - 1]
+    assert cut.verification.checks["complete"] is False
+    assert cut.verification.reason.startswith("truncated: ")
+    assert rewards_of(cut)[1] == 0.0
+
+
 class Recording(PolicyBackend):
     """The policy backend, keeping each request's messages and tools as the template reads them."""
 
