@@ -435,21 +435,26 @@ class HarnessRollouts:
                 out["env_mask"].append([int(s.model) for s in segments for _ in s.ids])
                 out["hsa_environment"].append(environment)
                 out["hsa_format"].append(form)
-                self._record(trainer.state.global_step, found, result, environment, form)
+                # numbered as the trainer logs the step this batch trains (global_step counts
+                # the steps done); with steps_per_generation above gradient_accumulation_steps,
+                # the first of the steps the generation batch trains
+                step = trainer.state.global_step + 1
+                self._record(step, found, result, environment, form)
         finally:
             model.train(was_training)
         return out
 
     def resume(self, step: int) -> None:
         """Take up the log of a run resumed from its checkpoint at ``step``: the episodes of
-        the steps before it are kept and counted, those of later steps (played after the
-        checkpoint, by a run that then stopped) are dropped, since the steps are played again."""
+        the steps it holds (``step`` and before) are kept and counted, those of later steps
+        (played after the checkpoint, by a run that then stopped) are dropped, since the steps
+        are played again."""
         if self.log is None or not self.log.is_file():
             return
         kept = []
         for text in self.log.read_text("utf-8").splitlines():
             line = json.loads(text)
-            if line["step"] < step:
+            if line["step"] <= step:
                 kept.append(text)
                 self.episodes += 1
                 for family in line["families"] or ["canonical"]:

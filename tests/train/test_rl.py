@@ -251,19 +251,22 @@ def test_a_few_grpo_steps_run_end_to_end_and_resume(env, tmp_path):
     log = out / ROLLOUT_LOG
     lines = [json.loads(x) for x in log.read_text("utf-8").splitlines()]
     assert len(lines) == 4 and all(0.0 <= x["environment"] <= 1.0 for x in lines)
+    # the log numbers steps as the trainer's log and the card do (it said 0 and 1)
+    assert [x["step"] for x in lines] == [1, 1, 2, 2]
+    assert [step for step, _ in report.rewards] == [1, 2]
     assert report.by_family and (out / "model.safetensors").is_file()
     resolved = json.loads((out / "hsa-train.json").read_text("utf-8"))
     assert resolved["command"] == "rl" and resolved["recipe"]["rules"]
     assert (out / "README.md").is_file()
 
-    # A run stopped in step 2, after its episodes were logged and before a checkpoint: the
+    # A run stopped in step 3, after its episodes were logged and before a checkpoint: the
     # resumed run logs and counts every step once, over the whole run.
     first = log.read_text("utf-8").splitlines()
-    stopped = json.dumps({**json.loads(first[0]), "step": 2, "families": ["stopped"]})
+    stopped = json.dumps({**json.loads(first[0]), "step": 3, "families": ["stopped"]})
     log.write_text("".join(f"{line}\n" for line in [*first, stopped, stopped]), "utf-8")
     report = train_rl({**config, "max_steps": 3}, out, env=env, resume=True)
     lines = [json.loads(x) for x in log.read_text("utf-8").splitlines()]
-    assert [x["step"] for x in lines] == [0, 0, 1, 1, 2, 2]
+    assert [x["step"] for x in lines] == [1, 1, 2, 2, 3, 3]
     assert "stopped" not in report.by_family and report.episodes == 6
     resolved = json.loads((out / "hsa-train.json").read_text("utf-8"))
     assert resolved["data"]["episodes"] == 6
