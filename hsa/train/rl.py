@@ -526,7 +526,7 @@ def train_rl(
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import get_training_chat_template
 
-    from hsa.train.sft import load_model, resume_point, run_identity
+    from hsa.train.sft import load_model, reached, resume_point, run_identity
 
     started = time.monotonic()
     out = Path(out)
@@ -559,7 +559,11 @@ def train_rl(
         recipe = recipe_from(settings.recipe)  # read now: its errors named at the config's key
     except HsaError as exc:
         raise TrainError(str(exc), file=file, where="$.hsa.recipe") from None
-    checkpoint = resume_point(out, resume, args.max_steps, identity=run_identity(settings, args))
+    checkpoint = resume_point(
+        out, resume, args.max_steps, can_finish=True, identity=run_identity(settings, args)
+    )
+    # stopped after its last checkpoint, before writing its model: that checkpoint is the model
+    done = checkpoint if reached(checkpoint, args.max_steps) else None
     if env is None:
         env = environment_of(settings, file)
     try:
@@ -569,7 +573,7 @@ def train_rl(
             raise
         raise TrainError(exc.message, file=file, where=f"$.hsa.{exc.where}") from None
     check_prompts(len(prompts), args, file)
-    model, tokenizer = load_model(settings.model)
+    model, tokenizer = load_model(done or settings.model)
     tokenizer.padding_side = "left"
     import datasets
 
@@ -595,7 +599,12 @@ def train_rl(
         processing_class=tokenizer,
         rollout_func=rollouts,
     )
-    trainer.train(resume_from_checkpoint=checkpoint)
+    if done is not None:  # its episodes and rewards are in the log and the checkpoint's state
+        from transformers import TrainerState
+
+        trainer.state = TrainerState.load_from_json(str(Path(done) / "trainer_state.json"))
+    else:
+        trainer.train(resume_from_checkpoint=checkpoint)
     report = RlReport(out=out, steps=trainer.state.global_step, prompts=len(prompts))
     report.episodes = rollouts.episodes
     report.rewards = [

@@ -259,6 +259,25 @@ def test_a_few_grpo_steps_run_end_to_end_and_resume(env, tmp_path):
     assert resolved["command"] == "rl" and resolved["recipe"]["rules"]
     assert (out / "README.md").is_file()
 
+    # A run stopped after its last checkpoint, before writing its model: --resume finishes it
+    # from that checkpoint without another step (it said "nothing to resume")
+    card, finished = (out / "README.md").read_text("utf-8"), resolved
+    before = (report.by_family, log.read_text("utf-8"))
+    for name in ("model.safetensors", "hsa-train.json", "README.md", "loss.png"):
+        (out / name).unlink()
+    again = train_rl(config, out, env=env, resume=True)
+    assert (again.steps, again.episodes, again.rewards) == (2, 4, report.rewards)
+    assert (again.by_family, log.read_text("utf-8")) == before
+    assert (out / "README.md").read_text("utf-8") == card
+    from safetensors.torch import load_file
+
+    written, saved = (load_file(f / "model.safetensors") for f in (out, out / "checkpoint-2"))
+    assert written.keys() == saved.keys()
+    assert all(torch.equal(written[k], saved[k]) for k in written)
+    resolved = json.loads((out / "hsa-train.json").read_text("utf-8"))
+    assert resolved["data"] == finished["data"]
+    assert resolved["reward_by_family"] == finished["reward_by_family"]
+
     # A run stopped in step 3, after its episodes were logged and before a checkpoint: the
     # resumed run logs and counts every step once, over the whole run.
     first = log.read_text("utf-8").splitlines()
