@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -173,6 +174,52 @@ def check_prompts(prompts: int, args: Any, file: str | None) -> None:
         file=file,
         where="$.per_device_train_batch_size",
     )
+
+
+def generation_steps(args: Any) -> int:
+    """The fewest optimizer steps that train whole generation batches: GRPO plays a batch's
+    episodes once every ``steps_per_generation x num_iterations`` micro-batches and keeps them
+    in memory, not in its checkpoints."""
+    every = int(args.steps_per_generation) * int(args.num_iterations)
+    return every // math.gcd(every, int(args.gradient_accumulation_steps))
+
+
+def check_checkpoints(args: Any, file: str | None) -> None:
+    """Refuse a ``save_steps`` that puts checkpoints inside a generation batch
+    (``generation_steps``): a run resumed from one would play that batch's episodes again,
+    counting them twice and training on other episodes than the stopped run did."""
+    whole = generation_steps(args)
+    if args.save_strategy != "steps" or whole == 1:
+        return
+    save = args.save_steps
+    if save < 1 and args.max_steps > 0:  # a ratio of the run's steps, as the trainer reads it
+        save = math.ceil(args.max_steps * save)
+    if save >= 1 and int(save) % whole == 0:
+        return
+    raise TrainError(
+        f"must be a whole number of steps and a multiple of {whole}, not {args.save_steps}: "
+        f"GRPO plays a batch's episodes once every {whole} steps (steps_per_generation "
+        f"{args.steps_per_generation} x num_iterations {args.num_iterations} micro-batches, "
+        f"gradient_accumulation_steps {args.gradient_accumulation_steps} a step) and a "
+        "checkpoint between would be resumed by playing them again",
+        file=file,
+        where="$.save_steps",
+    )
+
+
+def check_resumable(checkpoint: str, args: Any) -> None:
+    """Refuse to resume from a checkpoint inside a generation batch (``generation_steps``):
+    the last one, at a ``max_steps`` that is not a multiple of it, or one an older hsa let a
+    run write."""
+    step = int(Path(checkpoint).name.rpartition("-")[2])
+    whole = generation_steps(args)
+    if step % whole:
+        raise TrainError(
+            f"{Path(checkpoint).name} is inside a generation batch (GRPO plays one every "
+            f"{whole} steps here): resuming from it would play that batch's episodes again; "
+            "resume from an earlier checkpoint (delete the later ones) or train afresh",
+            file=checkpoint,
+        )
 
 
 @dataclass(slots=True)
@@ -555,6 +602,7 @@ def train_rl(
             file=file,
             where="$.reward_weights",
         )
+    check_checkpoints(args, file)
     try:
         recipe = recipe_from(settings.recipe)  # read now: its errors named at the config's key
     except HsaError as exc:
@@ -564,6 +612,8 @@ def train_rl(
     )
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
+    if checkpoint is not None and done is None:
+        check_resumable(checkpoint, args)
     if env is None:
         env = environment_of(settings, file)
     try:

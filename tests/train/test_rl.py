@@ -377,6 +377,12 @@ def test_an_environment_that_cannot_be_built_names_the_config_key(tmp_path, hsa,
         ({"call_format": "nope"}, {}, "$.hsa.call_format", "unknown call format 'nope'"),
         ({}, {"reward_weights": [1.0]}, "$.reward_weights", "must hold two weights"),
         ({}, {"use_vllm": True}, "$.use_vllm", "use_vllm needs vLLM, which is not installed"),
+        (
+            {},
+            {"steps_per_generation": 2, "save_strategy": "steps", "save_steps": 1},
+            "$.save_steps",
+            "must be a whole number of steps and a multiple of 2, not 1",
+        ),
     ],
 )
 def test_a_setting_it_cannot_run_is_refused_at_its_key_before_a_model_loads(
@@ -409,3 +415,21 @@ def test_fewer_prompts_than_a_batch_are_refused_before_training(env, tmp_path):
         train_rl(file, tmp_path / "out", trl_overrides=trl, env=env)
     assert refused.value.where == "$.per_device_train_batch_size"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_checkpoint_inside_a_generation_batch_is_not_resumed(env, tmp_path):
+    # the resumed run played the batch's episodes again: logged and counted twice, not exact
+    file = _rl_config(tmp_path)
+    out = tmp_path / "out"
+    (out / "checkpoint-3").mkdir(parents=True)
+    (out / "checkpoint-3" / "trainer_state.json").write_text("{}")
+    trl = {"steps_per_generation": 2, "save_strategy": "steps", "save_steps": 2, "max_steps": 4}
+    with pytest.raises(TrainError, match="checkpoint-3 is inside a generation batch"):
+        train_rl(file, out, trl_overrides=trl, env=env, resume=True)
+    # GRPO's default, a batch's episodes per step (steps_per_generation unset): every step
+    from trl import GRPOConfig
+
+    from hsa.train.rl import generation_steps
+
+    args = GRPOConfig(str(out), gradient_accumulation_steps=3, bf16=False, report_to=[])
+    assert generation_steps(args) == 1
