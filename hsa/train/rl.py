@@ -125,6 +125,15 @@ def prompts_of(env: Environment, settings: RlSettings) -> list[Prompt]:
         per_task=settings.variants_per_task,
         include_canonical=settings.include_canonical,
     )
+    if not any(chosen.values()):  # (only without the canonical harness: it is always there)
+        raise TrainError(
+            f"no variant of the recipe ({settings.recipe or 'the default recipe'}) changes the "
+            f"harness of any of the {len(tasks)} {settings.split} task(s) of {env.name!r}: its "
+            "rules find nothing to rewrite there, and include_canonical is false, so there is no "
+            "prompt; use a recipe with rules this environment's harness takes, or set "
+            "hsa.include_canonical: true",
+            where="recipe",
+        )
     return [Prompt(t, v, opening(env, t, v)) for t in tasks for v in chosen[t.id]]
 
 

@@ -433,3 +433,16 @@ def test_a_checkpoint_inside_a_generation_batch_is_not_resumed(env, tmp_path):
 
     args = GRPOConfig(str(out), gradient_accumulation_steps=3, bf16=False, report_to=[])
     assert generation_steps(args) == 1
+
+
+def test_a_recipe_that_changes_no_harness_here_names_the_recipe(tmp_path, external):
+    # it was refused at $.per_device_train_batch_size: "0 prompts ... fill no batch of 1"
+    recipe = tmp_path / "skills.yaml"
+    recipe.write_text("variants_per_harness: 2\nrules:\n  - {rule: skill_ids.rename}\n")
+    bfcl = {"env": "bfcl", "env_options": {"path": str(external / "bfcl")}, "split": "test"}
+    hsa = {**bfcl, "tasks": 1, "include_canonical": False, "recipe": str(recipe)}
+    file = _rl_config(tmp_path, **hsa)
+    trl = {"num_generations": 2, "per_device_train_batch_size": 2}
+    with pytest.raises(TrainError, match="no variant of the recipe") as refused:
+        train_rl(file, tmp_path / "out", trl_overrides=trl)
+    assert refused.value.file == str(file) and refused.value.where == "$.hsa.recipe"
