@@ -211,9 +211,11 @@ def scratch_removed_on_failure(train: Train) -> Train:
     data, hundreds of megabytes for a large dataset) and the folders left empty; its
     checkpoints stay, to resume from, with the record of what the run started with
     (``RUN_RECORD``). With no checkpoint to resume from, the files it made at the top of
-    ``out`` go too (a log begun, a card TRL wrote): left, they made the folder one no run
-    would write into. With one, the card TRL wrote at it goes (a card of a model that is not
-    there)."""
+    ``out`` go too (a log begun, a card TRL wrote; a file it wrote again counts as made):
+    left, they made the folder one no run would write into; the record stays only while
+    files of an earlier run are there. With one, the card TRL wrote at it goes (a card of a
+    model that is not there). A run that wrote its ``RESOLVED`` is whole, and a stop held
+    until then (``finish``) removes nothing of it."""
 
     @functools.wraps(train)
     def run(config: Any, out: str | Path, *args: Any, **kwargs: Any) -> Any:
@@ -222,26 +224,37 @@ def scratch_removed_on_failure(train: Train) -> Train:
         if existed and not out.is_dir():
             return train(config, out, *args, **kwargs)  # refuses the file, naming it
         with hold(out, command="hsa " + train.__name__.replace("_", " ")):
-            before = set(_top_files(out))
+            before = _top_files(out)
             try:
                 return train(config, out, *args, **kwargs)
             except BaseException:
                 shutil.rmtree(out / HF_CACHE, ignore_errors=True)
-                made = set(_top_files(out)) - before
-                if not any(out.glob("checkpoint-*")):  # nothing to resume: no record of a start
-                    (out / RUN_RECORD).unlink(missing_ok=True)
-                else:  # what a resume reads stays; the card TRL wrote at a checkpoint goes
-                    made &= {out / CARD}
+                now = _top_files(out)
+                if now.get(out / RESOLVED) not in (None, before.get(out / RESOLVED)):
+                    raise  # written whole, then stopped (a stop held while it was written)
+                made = {p for p, stamp in now.items() if before.get(p) != stamp}
+                if any(out.glob("checkpoint-*")):  # what a resume reads stays
+                    made &= {out / CARD}  # (but not the card TRL wrote at a checkpoint)
                 for path in made:
                     path.unlink(missing_ok=True)
+                if not any(out.glob("checkpoint-*")) and not _top_files(out):
+                    (out / RUN_RECORD).unlink(missing_ok=True)  # nothing to resume, nothing left
                 raise  # (releasing the lock removes the folders left empty)
 
     return cast(Train, run)
 
 
-def _top_files(folder: Path) -> list[Path]:
-    """The files at the top of ``folder`` (none when it is not there)."""
-    return [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+def _top_files(folder: Path) -> dict[Path, tuple[int, int]]:
+    """The files at the top of ``folder`` (none when it is not there), each with what tells
+    a file written again from the one that was there: its inode and modification time."""
+    if not folder.is_dir():
+        return {}
+    found = {}
+    for path in folder.iterdir():
+        if path.is_file():
+            stat = path.stat()
+            found[path] = (stat.st_ino, stat.st_mtime_ns)
+    return found
 
 
 def settings_dict(settings: Any) -> dict[str, Any]:

@@ -25,7 +25,14 @@ from hsa.errors import TrainError
 from hsa.train.card import HF_CACHE, finish, scratch_removed_on_failure, settings_dict
 from hsa.train.config import prepare
 from hsa.train.data import manifest_of, recipe_of
-from hsa.train.sft import load_model, resume_point, run_identity, trained_tokens
+from hsa.train.sft import (
+    load_model,
+    reached,
+    resume_point,
+    run_identity,
+    train_or_finish,
+    trained_tokens,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +144,11 @@ def train_distill(
     for name in ("data", "teacher"):
         if getattr(settings, name) is None:
             raise TrainError(f"set hsa.{name} (or --{name})", file=file, where=f"$.hsa.{name}")
-    checkpoint = resume_point(out, resume, args.max_steps, identity=run_identity(settings, args))
+    checkpoint = resume_point(
+        out, resume, args.max_steps, can_finish=True, identity=run_identity(settings, args)
+    )
+    # stopped after its last checkpoint, before writing its model: that checkpoint is the model
+    done = checkpoint if reached(checkpoint, args.max_steps) else None
     clock = RunClock(carried(checkpoint), since=started)  # the earlier parts' time too
     manifest = manifest_of(Path(str(settings.data)))
     rows = to_hf(str(settings.data), settings.split, cache_dir=out / HF_CACHE)
@@ -151,7 +162,7 @@ def train_distill(
     counts["split_rows"] = len(rows)
     counts["api_rows_left_out"] = sum(p == "api" for p in rows["protocol"])
     check_prompts(len(prompts), args, settings, file)
-    student, tokenizer = load_model(str(settings.model))
+    student, tokenizer = load_model(done or str(settings.model))
     # (the teacher's tokenizer renders nothing: only its vocabulary is compared)
     teacher, teacher_tokenizer = load_model(str(settings.teacher), renders=False)
     ours, theirs = tokenizer.get_vocab(), teacher_tokenizer.get_vocab()
@@ -172,7 +183,7 @@ def train_distill(
         processing_class=tokenizer,
         callbacks=[clock],
     )
-    trainer.train(resume_from_checkpoint=checkpoint)
+    train_or_finish(trainer, checkpoint, done)
     report = DistillReport(out=out, steps=trainer.state.global_step, counts=counts)
     report.losses = [
         (int(e["step"]), float(e["loss"])) for e in trainer.state.log_history if "loss" in e

@@ -582,7 +582,7 @@ def train_rl(
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import get_training_chat_template
 
-    from hsa.train.sft import load_model, reached, resume_point, run_identity
+    from hsa.train.sft import load_model, reached, resume_point, run_identity, train_or_finish
 
     started = time.monotonic()
     out = Path(out)
@@ -658,12 +658,8 @@ def train_rl(
         processing_class=tokenizer,
         rollout_func=rollouts,
     )
-    if done is not None:  # its episodes and rewards are in the log and the checkpoint's state
-        from transformers import TrainerState
-
-        trainer.state = TrainerState.load_from_json(str(Path(done) / "trainer_state.json"))
-    else:
-        trainer.train(resume_from_checkpoint=checkpoint)
+    # (finished from done: its episodes and rewards are in the log and the checkpoint's state)
+    train_or_finish(trainer, checkpoint, done)
     report = RlReport(out=out, steps=trainer.state.global_step, prompts=len(prompts))
     report.episodes = rollouts.episodes
     report.rewards = [

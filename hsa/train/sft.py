@@ -212,6 +212,18 @@ def _check_same_run(out: Path, identity: Mapping[str, Any]) -> None:
         )
 
 
+def train_or_finish(trainer: Any, checkpoint: str | None, done: str | None) -> None:
+    """Train from ``checkpoint`` (None: from the start); or, with ``done`` (a checkpoint at
+    max_steps of a run stopped before it wrote its model, whose model the trainer was given),
+    take that checkpoint's trainer state and train no step."""
+    if done is None:
+        trainer.train(resume_from_checkpoint=checkpoint)
+        return
+    from transformers import TrainerState
+
+    trainer.state = TrainerState.load_from_json(str(Path(done) / "trainer_state.json"))
+
+
 def reached(checkpoint: str | None, max_steps: int) -> bool:
     """Whether ``checkpoint`` (``checkpoint-N``) holds a training's last step already."""
     return checkpoint is not None and 0 < max_steps <= int(Path(checkpoint).name[11:])
@@ -498,12 +510,7 @@ def train_sft(
             where="max_length",
         )
     check_batches(rows.counts["train"], args, file)
-    if done is not None:
-        from transformers import TrainerState
-
-        trainer.state = TrainerState.load_from_json(str(Path(done) / "trainer_state.json"))
-    else:
-        trainer.train(resume_from_checkpoint=checkpoint)
+    train_or_finish(trainer, checkpoint, done)
     report = TrainReport(out=out, steps=trainer.state.global_step, counts=rows.counts)
     report.resumed_from = checkpoint
     for entry in trainer.state.log_history:

@@ -560,6 +560,9 @@ def test_a_run_stopped_before_its_first_checkpoint_leaves_what_it_made_nowhere(
             train_sft(config(dataset, model, max_steps=2), out)
     assert (out / "model.safetensors").is_file() and not (out / "rollouts.jsonl").exists()
     assert not (out / RESOLVED).exists() or (out / RESOLVED).read_bytes() == finished
+    # the card written again over the old run's (removed as it started over) is this run's
+    assert not (out / "README.md").exists()
+    train_sft(config(dataset, model, max_steps=1), out)  # and the folder is still a run's
 
 
 def test_a_run_stopped_after_a_checkpoint_leaves_no_card_trl_wrote(
