@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from functools import lru_cache
 from typing import Any
@@ -98,11 +99,14 @@ def library_bars_off_terminal() -> bool:
     ``transformers`` draw (with carriage returns, garbling a log); True when off one."""
     if error_console().is_terminal:
         return False
-    import datasets
-    import transformers
+    with contextlib.suppress(ImportError):  # (a command that needs one says so itself)
+        import datasets
 
-    datasets.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()
+        datasets.disable_progress_bars()
+    with contextlib.suppress(ImportError):
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
     return True
 
 

@@ -20,7 +20,7 @@ from hsa.cli.flags import (
     given,
     said_as_flags,
 )
-from hsa.cli.output import console, error_console, progress
+from hsa.cli.output import console, error_console, library_bars_off_terminal, progress
 
 #: ``--env-path``: the corpus an environment is read from, its ``path`` option
 env_path_option = click.option(
@@ -164,6 +164,8 @@ def teach_command(
             settings[key] = str(settings[key])
     if settings.get("backend", "oracle") != "openai":
         settings.pop("base_url", None)  # from the environment, meant for the openai backend
+    if settings.get("backend") == "transformers":
+        library_bars_off_terminal()  # (loading a model draws one)
     settings["api_key"] = env_api_key(api_key_env, settings.get("api_key"))
     with said_as_flags():
         config = TeachConfig.from_dict(settings, file=str(config_file) if config_file else None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import click
@@ -57,9 +58,26 @@ def _run_args(
 
     when_interrupted(f"rerun with --resume to continue from the newest checkpoint in {out}, if any")
     trl: dict = {"max_steps": max_steps} if max_steps is not None else {}
-    if library_bars_off_terminal():  # and the trainer's: it logs each step as a line then
+    # off a terminal, the trainer's bar too (it logs each step as a line then), unless the
+    # config says otherwise
+    if library_bars_off_terminal() and "disable_tqdm" not in _keys(config_file):
         trl["disable_tqdm"] = True
     return ({} if config_file is None else config_file), trl
+
+
+def _keys(config_file: Path | None) -> Collection[str]:
+    """The top-level keys of a training config file (none when it cannot be read: the run
+    says why)."""
+    from hsa.config import read_yaml
+    from hsa.errors import HsaError
+
+    if config_file is None:
+        return ()
+    try:
+        data = read_yaml(config_file, error=HsaError)
+    except HsaError:
+        return ()
+    return data.keys() if isinstance(data, dict) else ()
 
 
 def _curve(points: list[tuple[int, float]], digits: int = 4) -> str:

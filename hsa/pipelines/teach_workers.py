@@ -121,35 +121,34 @@ def worker_shares(
 def _wait_ready(ready: Any, messages: Any, processes: list, *, poll_s: float = 0.2) -> None:
     """Wait at the start barrier; a worker that failed while setting up breaks it, and one
     that died (killed, or unable to start) breaks it too: the others would wait for it until
-    the timeout."""
+    the timeout. A worker that failed says why before it ends."""
     deadline = time.monotonic() + READY_TIMEOUT_S
+    dead = None
     try:
         # joined only once every worker waits at it: a wait that times out breaks it
         while ready.n_waiting < ready.parties - 1 and not ready.broken:
             dead = _dead(processes)
             if dead is not None or time.monotonic() > deadline:
                 ready.abort()
-                try:  # a worker that failed says why before it ends
-                    kind, payload = messages.get(timeout=1)
-                except queues.Empty:
-                    kind, payload = "", None
-                if kind == "error":
-                    raise TeacherError(f"a teacher worker failed: {payload}")
-                raise TeacherError(
-                    f"teacher worker {dead.name} died while setting up (exit code {dead.exitcode})"
-                    if dead is not None
-                    else f"the teacher workers were not set up in {READY_TIMEOUT_S:.0f} s"
-                )
+                raise threading.BrokenBarrierError
             time.sleep(poll_s)
         ready.wait(timeout=READY_TIMEOUT_S)
     except threading.BrokenBarrierError:
         try:
-            kind, payload = messages.get(timeout=5)
+            kind, payload = messages.get(timeout=1 if dead is not None else 5)
         except queues.Empty:
-            kind, payload = "error", "a worker stopped while setting up"
+            kind, payload = "", None
         if kind == "error":
             raise TeacherError(f"a teacher worker failed: {payload}") from None
-        raise TeacherError("a teacher worker failed while setting up") from None
+        if dead is not None:
+            raise TeacherError(
+                f"teacher worker {dead.name} died while setting up (exit code {dead.exitcode})"
+            ) from None
+        if time.monotonic() > deadline:
+            raise TeacherError(
+                f"the teacher workers were not set up in {READY_TIMEOUT_S:.0f} s"
+            ) from None
+        raise TeacherError("a teacher worker stopped while setting up") from None
 
 
 def _next_message(messages: Any, processes: list) -> tuple[str, Any]:

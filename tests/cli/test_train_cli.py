@@ -147,3 +147,18 @@ def test_the_current_folder_and_a_link_to_a_model_folder_take_the_model(tmp_path
     again = hsa("train", "tiny-model", "--data", str(data), "--out", str(link))
     assert again.returncode == 0, again.stderr
     assert link.is_symlink() and (link / "model.safetensors").is_file()
+
+
+def test_off_a_terminal_the_trainers_bar_is_off_unless_the_config_says(tmp_path):
+    from pathlib import Path
+
+    from hsa.cli.train import _run_args
+
+    said = tmp_path / "said.yaml"
+    said.write_text("disable_tqdm: false\nmax_steps: 1\n")
+    silent = tmp_path / "silent.yaml"
+    silent.write_text("max_steps: 1\n")
+    # (a forced override beat a config's own disable_tqdm: false)
+    assert "disable_tqdm" not in _run_args(said, None, Path("out"))[1]
+    assert _run_args(silent, None, Path("out"))[1] == {"disable_tqdm": True}
+    assert _run_args(None, 3, Path("out"))[1] == {"max_steps": 3, "disable_tqdm": True}
