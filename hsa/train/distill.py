@@ -30,6 +30,7 @@ from hsa.train.sft import (
     reached,
     resume_point,
     run_identity,
+    start_afresh,
     train_or_finish,
     trained_tokens,
 )
@@ -144,9 +145,8 @@ def train_distill(
     for name in ("data", "teacher"):
         if getattr(settings, name) is None:
             raise TrainError(f"set hsa.{name} (or --{name})", file=file, where=f"$.hsa.{name}")
-    checkpoint = resume_point(
-        out, resume, args.max_steps, can_finish=True, identity=run_identity(settings, args)
-    )
+    identity = run_identity(settings, args)
+    checkpoint = resume_point(out, resume, args.max_steps, can_finish=True, identity=identity)
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
     clock = RunClock(carried(checkpoint), since=started)  # the earlier parts' time too
@@ -183,6 +183,8 @@ def train_distill(
         processing_class=tokenizer,
         callbacks=[clock],
     )
+    if checkpoint is None:
+        start_afresh(out, identity)
     train_or_finish(trainer, checkpoint, done)
     report = DistillReport(out=out, steps=trainer.state.global_step, counts=counts)
     report.losses = [

@@ -205,8 +205,11 @@ def check_checkpoints(args: Any, file: str | None) -> None:
         save = math.ceil(args.max_steps * save)
     if save >= 1 and int(save) % whole == 0:
         return
+    if save >= 1 and 0 < args.max_steps <= save:
+        return  # no checkpoint before the last, at max_steps (check_resumable's)
+    shown = f"{args.save_steps}" + (f" ({save} steps)" if save != args.save_steps else "")
     raise TrainError(
-        f"must be a whole number of steps and a multiple of {whole}, not {args.save_steps}: "
+        f"must be a whole number of steps and a multiple of {whole}, not {shown}: "
         f"GRPO plays a batch's episodes once every {whole} steps (steps_per_generation "
         f"{args.steps_per_generation} x num_iterations {args.num_iterations} micro-batches, "
         f"gradient_accumulation_steps {args.gradient_accumulation_steps} a step) and a "
@@ -390,7 +393,7 @@ class PolicyBackend(Backend):
             min_p=self.sampling.get("min_p") if sample else None,
             repetition_penalty=self.sampling.get("repetition_penalty") or 1.0,
             pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=self.tokenizer.eos_token_id,
+            eos_token_id=sorted(self.stop_ids()),  # where a reply ends by itself (stop_ids)
             output_scores=True,
             return_dict_in_generate=True,
         )
@@ -507,11 +510,14 @@ class HarnessRollouts:
         are played again."""
         if self.log is None or not self.log.is_file():
             return
+        lines = [json.loads(text) for text in self.log.read_text("utf-8").splitlines()]
+        # an older hsa numbered steps from 0 (a line's step was the one before its own)
+        shift = 1 if any(line["step"] == 0 for line in lines) else 0
         kept = []
-        for text in self.log.read_text("utf-8").splitlines():
-            line = json.loads(text)
+        for line in lines:
+            line["step"] += shift
             if line["step"] <= step:
-                kept.append(text)
+                kept.append(json.dumps(line, ensure_ascii=False, sort_keys=True))  # as written
                 self.episodes += 1
                 for family in line["families"] or ["canonical"]:
                     self.by_family.setdefault(family, []).append(line["environment"])
@@ -582,7 +588,14 @@ def train_rl(
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import get_training_chat_template
 
-    from hsa.train.sft import load_model, reached, resume_point, run_identity, train_or_finish
+    from hsa.train.sft import (
+        load_model,
+        reached,
+        resume_point,
+        run_identity,
+        start_afresh,
+        train_or_finish,
+    )
 
     started = time.monotonic()
     out = Path(out)
@@ -616,9 +629,8 @@ def train_rl(
         recipe = recipe_from(settings.recipe)  # read now: its errors named at the config's key
     except HsaError as exc:
         raise TrainError(str(exc), file=file, where="$.hsa.recipe") from None
-    checkpoint = resume_point(
-        out, resume, args.max_steps, can_finish=True, identity=run_identity(settings, args)
-    )
+    identity = run_identity(settings, args)
+    checkpoint = resume_point(out, resume, args.max_steps, can_finish=True, identity=identity)
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
     if checkpoint is not None and done is None:
@@ -658,6 +670,8 @@ def train_rl(
         processing_class=tokenizer,
         rollout_func=rollouts,
     )
+    if checkpoint is None:
+        start_afresh(out, identity)
     # (finished from done: its episodes and rewards are in the log and the checkpoint's state)
     train_or_finish(trainer, checkpoint, done)
     report = RlReport(out=out, steps=trainer.state.global_step, prompts=len(prompts))

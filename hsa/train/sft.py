@@ -36,7 +36,15 @@ from hsa.train.card import (
 from hsa.train.config import SftSettings, prepare
 from hsa.train.data import TrainingRows, load_rows, manifest_of
 
-__all__ = ["RESOLVED", "TrainReport", "load_model", "resume_point", "run_identity", "train_sft"]
+__all__ = [
+    "RESOLVED",
+    "TrainReport",
+    "load_model",
+    "resume_point",
+    "run_identity",
+    "start_afresh",
+    "train_sft",
+]
 
 
 @dataclass(slots=True)
@@ -127,14 +135,14 @@ def resume_point(
     can_finish: bool = False,
     identity: Mapping[str, Any] | None = None,
 ) -> str | None:
-    """The checkpoint to resume from (``resume``), or None; a run that starts afresh over a
-    finished one removes that run's checkpoints and record first. Refuses to resume a folder without
-    a checkpoint, or from one at ``max_steps`` or past it -- the trainer would take a step
-    more than asked -- unless the run stopped before writing its model and the caller
-    ``can_finish`` it from that checkpoint (``reached``); and refuses to start afresh over
+    """The checkpoint to resume from (``resume``), or None to start afresh (``start_afresh``
+    then clears a finished run's files and records ``identity``, once the config's checks
+    have passed: this changes nothing). Refuses to resume a folder without a checkpoint, or
+    from one at ``max_steps`` or past it -- the trainer would take a step more than asked --
+    unless the run stopped before writing its model and the caller ``can_finish`` it from
+    that checkpoint, at ``max_steps`` exactly (``reached``); and refuses to start afresh over
     the checkpoints of an unfinished run. With the run's ``identity`` (``run_identity``), a
-    fresh run records it and a resumed one is refused when the run it continues started
-    with other settings."""
+    resumed run is refused when the run it continues started with other settings."""
     if out.exists() and not out.is_dir():
         raise TrainError("is a file; --out names the folder the model is written to", file=str(out))
     found = last_checkpoint(out)
@@ -153,17 +161,7 @@ def resume_point(
                 "to continue it, or choose a new --out",
                 file=str(out),
             )
-        if finished:  # trained again from the start: the old run's checkpoints and record go,
-            for old in out.glob("checkpoint-*"):  # so that a --resume never continues it
-                shutil.rmtree(old, ignore_errors=True)
-            # (and its card: stopped part way, the folder would show the old run's)
-            for name in (RESOLVED, CARD, PLOT):
-                (out / name).unlink(missing_ok=True)
-        if identity is not None:
-            (out / RUN_RECORD).parent.mkdir(parents=True, exist_ok=True)
-            text = json.dumps(identity, indent=2, sort_keys=True) + "\n"
-            write_atomic(out / RUN_RECORD, text.encode("utf-8"))
-        return None
+        return None  # (start_afresh clears the way, once the run is sure to train)
     if found is None and finished:
         raise TrainError(
             "the run here is finished (its model and card are written) and kept no checkpoint: "
@@ -177,18 +175,38 @@ def resume_point(
         raise TrainError(f"no checkpoint here to resume from{why}{again}", file=str(out))
     if identity is not None:
         _check_same_run(out, identity)
-    if reached(found, max_steps) and (finished or not can_finish):
+    # finished from its checkpoint only at max_steps exactly: one past it holds more steps
+    # than asked, and would be written as a run of max_steps
+    past = reached(found, max_steps) and int(Path(found).name[11:]) > max_steps
+    if reached(found, max_steps) and (finished or not can_finish or past):
         done = (
             "the run here is finished (its model and card are written), and its"
             if finished
             else "its"
         )
+        at = "past" if past else "at"
         raise TrainError(
-            f"{done} newest checkpoint ({Path(found).name}) is at max_steps={max_steps} already: "
-            "nothing to resume; raise max_steps to train further",
+            f"{done} newest checkpoint ({Path(found).name}) is {at} max_steps={max_steps} "
+            "already: nothing to resume; raise max_steps to train further",
             file=str(out),
         )
     return found
+
+
+def start_afresh(out: Path, identity: Mapping[str, Any] | None = None) -> None:
+    """Start a run from its first step in ``out`` (``resume_point`` said it may): a finished
+    run's checkpoints, record, card and plot there go, so that a --resume never continues it
+    and a stop part way shows none of it, and ``identity`` is recorded. Called once every
+    check of the config has passed: a config refused leaves the finished run as it was."""
+    if (out / RESOLVED).is_file():
+        for old in out.glob("checkpoint-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        for name in (RESOLVED, CARD, PLOT):
+            (out / name).unlink(missing_ok=True)
+    if identity is not None:
+        (out / RUN_RECORD).parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(identity, indent=2, sort_keys=True) + "\n"
+        write_atomic(out / RUN_RECORD, text.encode("utf-8"))
 
 
 def _check_same_run(out: Path, identity: Mapping[str, Any]) -> None:
@@ -469,9 +487,8 @@ def train_sft(
         trl_defaults={"assistant_only_loss": True},
         file=file,
     )
-    checkpoint = resume_point(
-        out, resume, args.max_steps, can_finish=True, identity=run_identity(settings, args)
-    )
+    identity = run_identity(settings, args)
+    checkpoint = resume_point(out, resume, args.max_steps, can_finish=True, identity=identity)
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
     clock = RunClock(carried(checkpoint), since=started)  # the earlier parts' time too
@@ -510,6 +527,8 @@ def train_sft(
             where="max_length",
         )
     check_batches(rows.counts["train"], args, file)
+    if checkpoint is None:
+        start_afresh(out, identity)
     train_or_finish(trainer, checkpoint, done)
     report = TrainReport(out=out, steps=trainer.state.global_step, counts=rows.counts)
     report.resumed_from = checkpoint

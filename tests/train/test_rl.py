@@ -379,7 +379,7 @@ def test_an_environment_that_cannot_be_built_names_the_config_key(tmp_path, hsa,
         ({}, {"use_vllm": True}, "$.use_vllm", "use_vllm needs vLLM, which is not installed"),
         (
             {},
-            {"steps_per_generation": 2, "save_strategy": "steps", "save_steps": 1},
+            {"steps_per_generation": 2, "save_strategy": "steps", "save_steps": 1, "max_steps": 4},
             "$.save_steps",
             "must be a whole number of steps and a multiple of 2, not 1",
         ),
@@ -446,3 +446,33 @@ def test_a_recipe_that_changes_no_harness_here_names_the_recipe(tmp_path, extern
     with pytest.raises(TrainError, match="no variant of the recipe") as refused:
         train_rl(file, tmp_path / "out", trl_overrides=trl)
     assert refused.value.file == str(file) and refused.value.where == "$.hsa.recipe"
+
+
+def test_checkpoints_are_checked_only_where_one_falls_inside_a_generation_batch(tmp_path):
+    from trl import GRPOConfig
+
+    from hsa.train.rl import check_checkpoints
+
+    def args(**keys):
+        return GRPOConfig(str(tmp_path), bf16=False, report_to=[], **keys)
+
+    # TRL's default save_steps (500) past a short run's max_steps: its only checkpoint is the
+    # last, which a --resume finishes from; it was refused as "not 500"
+    check_checkpoints(args(num_iterations=3, max_steps=3), "rl.yaml")
+    check_checkpoints(args(steps_per_generation=3, max_steps=30, save_steps=6), "rl.yaml")
+    with pytest.raises(TrainError, match=r"multiple of 3, not 0.1 \(1 steps\)") as refused:
+        check_checkpoints(args(steps_per_generation=3, max_steps=10, save_steps=0.1), "rl.yaml")
+    assert refused.value.where == "$.save_steps"
+
+
+def test_a_log_an_older_hsa_numbered_from_0_is_resumed_by_the_steps_it_holds(tmp_path):
+    from hsa.train.rl import HarnessRollouts
+
+    # its step-N lines were the episodes of step N + 1, played after checkpoint N
+    log = tmp_path / "rollouts.jsonl"
+    lines = [{"step": s, "families": ["tools"], "environment": 1.0} for s in (0, 0, 1, 1, 2, 2)]
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rollouts = HarnessRollouts(None, {}, None, None, log=log)
+    rollouts.resume(2)
+    assert rollouts.episodes == 4 and len(rollouts.by_family["tools"]) == 4
+    assert [json.loads(t)["step"] for t in log.read_text().splitlines()] == [1, 1, 2, 2]

@@ -587,3 +587,25 @@ def test_a_run_stopped_after_a_checkpoint_leaves_no_card_trl_wrote(
     assert (out / "checkpoint-1").is_dir() and not (out / "README.md").exists()
     assert train_sft(settings, out, resume=True).resumed_from.endswith("checkpoint-1")
     assert "![loss](loss.png)" in (out / "README.md").read_text("utf-8")
+
+
+def test_a_config_refused_leaves_a_finished_run_as_it_was(dataset, model, tmp_path):
+    out = tmp_path / "out"
+    train_sft(config(dataset, model, max_steps=1, save_strategy="steps", save_steps=1), out)
+    files = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    # refused after the data was read (no row left at max_length): the run's checkpoints,
+    # record and card were gone by then, the old model left beside the refused run's record
+    with pytest.raises(TrainError, match="no training row has an assistant token left"):
+        train_sft(config(dataset, model, max_steps=1, max_length=4), out)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
+
+
+def test_a_checkpoint_past_max_steps_is_not_taken_for_the_model(dataset, model, tmp_path):
+    out = tmp_path / "out"
+    settings = config(dataset, model, max_steps=2, save_strategy="steps", save_steps=1)
+    train_sft(settings, out)
+    for name in ("model.safetensors", "hsa-train.json"):
+        (out / name).unlink()
+    # a 2-step model written as a run of max_steps=1
+    with pytest.raises(TrainError, match=r"\(checkpoint-2\) is past max_steps=1"):
+        train_sft(config(dataset, model, max_steps=1, save_steps=1), out, resume=True)
