@@ -46,7 +46,8 @@ def test_a_few_distillation_steps_on_variant_prompts(text_dataset, model, tmp_pa
         "max_completion_length": 8,
         "max_steps": 2,
         "logging_steps": 1,
-        "save_strategy": "no",
+        "save_strategy": "steps",
+        "save_steps": 1,
     }  # fmt: skip
     out = tmp_path / "out"
     report = train_distill(config, out)
@@ -63,6 +64,15 @@ def test_a_few_distillation_steps_on_variant_prompts(text_dataset, model, tmp_pa
     assert api > cut_prompts(rows, 4)[1]["api_rows_left_out"]
     assert report.counts["api_rows_left_out"] == api
     assert f"{api} of the split's {len(rows)} rows are under the api protocol" in card
+    # stopped after its last checkpoint, before its model and record: --resume said "nothing
+    # to resume" and a rerun "holds the checkpoints of an unfinished run"; it finishes it
+    weights = (out / "checkpoint-2" / "model.safetensors").read_bytes()
+    for name in ("model.safetensors", "hsa-train.json", "README.md"):
+        (out / name).unlink()
+    again = train_distill(config, out, resume=True)
+    assert again.steps == 2 and again.losses == report.losses
+    assert (out / "model.safetensors").read_bytes() == weights
+    assert json.loads((out / "hsa-train.json").read_text("utf-8"))["run"]["steps"] == 2
 
 
 def test_a_teacher_is_required(text_dataset, model, tmp_path):
@@ -97,35 +107,3 @@ def test_fewer_prompts_than_a_batch_are_refused_before_training(text_dataset, mo
     )
     assert refused.value.where == "$.per_device_train_batch_size"
     assert not (tmp_path / "out").exists()  # nothing written, no untrained "distilled" model
-
-
-def test_a_run_stopped_before_it_wrote_its_model_is_finished_by_a_resume(
-    text_dataset, model, tmp_path
-):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model)
-    teacher = tmp_path / "teacher"
-    qwen_model(tokenizer, layers=3).save_pretrained(teacher)
-    tokenizer.save_pretrained(teacher)
-    config = {
-        "hsa": {"data": str(text_dataset), "model": str(model), "teacher": str(teacher),
-                "max_prompts": 4},
-        "per_device_train_batch_size": 2,
-        "max_completion_length": 8,
-        "max_steps": 2,
-        "logging_steps": 1,
-        "save_strategy": "steps",
-        "save_steps": 1,
-    }  # fmt: skip
-    out = tmp_path / "out"
-    first = train_distill(config, out)
-    weights = (out / "checkpoint-2" / "model.safetensors").read_bytes()
-    # stopped after its last checkpoint, before its model and record: --resume said "nothing
-    # to resume" and a rerun "holds the checkpoints of an unfinished run"
-    for name in ("model.safetensors", "hsa-train.json", "README.md"):
-        (out / name).unlink()
-    again = train_distill(config, out, resume=True)
-    assert again.steps == 2 and again.losses == first.losses
-    assert (out / "model.safetensors").read_bytes() == weights
-    assert json.loads((out / "hsa-train.json").read_text("utf-8"))["run"]["steps"] == 2
