@@ -508,6 +508,13 @@ def test_a_run_started_over_a_finished_one_leaves_no_card_of_it(dataset, model, 
     train_sft(settings, out)
     with pytest.raises(TrainError, match=r"the run here is finished .* nothing to resume"):
         train_sft(settings, out, resume=True)
+    # a config refused after the data was read (no row left at max_length) leaves it as it
+    # was: its checkpoints, record and card were gone by then, the old model left beside the
+    # refused run's record
+    files = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(TrainError, match="no training row has an assistant token left"):
+        train_sft(config(dataset, model, max_steps=1, max_length=4), out)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
     # without checkpoints (save_strategy: no; an experiment's runs), it says so too
     plain = tmp_path / "plain"
     train_sft(config(dataset, model, max_steps=1), plain)
@@ -587,17 +594,6 @@ def test_a_run_stopped_after_a_checkpoint_leaves_no_card_trl_wrote(
     assert (out / "checkpoint-1").is_dir() and not (out / "README.md").exists()
     assert train_sft(settings, out, resume=True).resumed_from.endswith("checkpoint-1")
     assert "![loss](loss.png)" in (out / "README.md").read_text("utf-8")
-
-
-def test_a_config_refused_leaves_a_finished_run_as_it_was(dataset, model, tmp_path):
-    out = tmp_path / "out"
-    train_sft(config(dataset, model, max_steps=1, save_strategy="steps", save_steps=1), out)
-    files = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    # refused after the data was read (no row left at max_length): the run's checkpoints,
-    # record and card were gone by then, the old model left beside the refused run's record
-    with pytest.raises(TrainError, match="no training row has an assistant token left"):
-        train_sft(config(dataset, model, max_steps=1, max_length=4), out)
-    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
 
 
 def test_a_checkpoint_past_max_steps_is_not_taken_for_the_model(dataset, model, tmp_path):
