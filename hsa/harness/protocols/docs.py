@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hsa.harness.jsonvalues import resolve_pointer
@@ -305,6 +306,41 @@ def _expands(refs: frozenset[str], seen: frozenset[str], budget: list[int]) -> b
     return True
 
 
+@dataclass(frozen=True)
+class _Param:
+    """One parameter as the XML, Python and Markdown docs document it."""
+
+    name: str
+    schema: Mapping[str, Any]  # as declared: type strings follow its ``$ref``s themselves
+    resolved: Mapping[str, Any]
+    required: bool
+    #: the properties of its object documented below it; None when it has none or they are
+    #: not documented (a recursive type met again, a doc grown long)
+    nested: list[_Param] | None
+
+
+def _params(
+    schema: Mapping[str, Any],
+    root: Mapping[str, Any],
+    depth: int = 0,
+    seen: frozenset[str] = frozenset(),
+    budget: list[int] | None = None,
+) -> list[_Param]:
+    """The parameters of an object schema, each with those it documents below itself, in the
+    order a doc prints them (which is the order the named-type budget is spent in)."""
+    budget = [_MAX_NESTED] if budget is None else budget
+    if depth > _MAX_DEPTH:
+        return []
+    params = []
+    for name, sub, required in _properties(_resolve(schema, root)):
+        nested, refs = _nested(sub, root)
+        below = None
+        if nested is not None and _expands(refs, seen, budget):
+            below = _params(nested, root, depth + 1, seen | refs, budget)
+        params.append(_Param(name, sub, _resolve(sub, root), required, below))
+    return params
+
+
 @register_doc_format("json")
 def json_docs(tools: Sequence[Tool]) -> str:
     return json.dumps([t.to_function() for t in tools], ensure_ascii=False, indent=4)
@@ -320,39 +356,28 @@ def xml_docs(tools: Sequence[Tool]) -> str:
             f"  <desc>{escape_text(tool.description)}</desc>",
             "  <params>",
         ]
-        lines += _xml_params(root, root, 2)
+        lines += _xml_params(_params(root, root), root, 2)
         lines += ["  </params>", "</function>"]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
-def _xml_params(
-    schema: Mapping[str, Any],
-    root: Mapping[str, Any],
-    level: int,
-    seen: frozenset[str] = frozenset(),
-    budget: list[int] | None = None,
-) -> list[str]:
-    budget = [_MAX_NESTED] if budget is None else budget
+def _xml_params(params: list[_Param], root: Mapping[str, Any], level: int) -> list[str]:
     pad = "  " * level
     lines: list[str] = []
-    if level > 2 * _MAX_DEPTH:
-        return lines
-    for name, sub, required in _properties(_resolve(schema, root)):
-        resolved = _resolve(sub, root)
+    for p in params:
         attrs = (
-            f'name="{escape_attr(name)}" type="{escape_attr(_json_type(sub, root))}" '
-            f'required="{"true" if required else "false"}"'
+            f'name="{escape_attr(p.name)}" type="{escape_attr(_json_type(p.schema, root))}" '
+            f'required="{"true" if p.required else "false"}"'
         )
-        if "default" in resolved:
-            default = json.dumps(resolved["default"], ensure_ascii=False)
+        if "default" in p.resolved:
+            default = json.dumps(p.resolved["default"], ensure_ascii=False)
             attrs += f' default="{escape_attr(default)}"'
         lines.append(f"{pad}<param {attrs}>")
-        lines.append(f"{pad}  <desc>{escape_text(_description(resolved, root))}</desc>")
-        nested, refs = _nested(sub, root)
-        if nested is not None and _expands(refs, seen, budget):
+        lines.append(f"{pad}  <desc>{escape_text(_description(p.resolved, root))}</desc>")
+        if p.nested is not None:
             lines.append(f"{pad}  <params>")
-            lines += _xml_params(nested, root, level + 2, seen | refs, budget)
+            lines += _xml_params(p.nested, root, level + 2)
             lines.append(f"{pad}  </params>")
         lines.append(f"{pad}</param>")
     return lines
@@ -393,7 +418,7 @@ def python_docs(tools: Sequence[Tool]) -> str:
         lines += [f"    {line}".rstrip() for line in _docstring_text(tool.description).splitlines()]
         if params:
             lines += ["", "    Args:"]
-            lines += _py_args(root, root, 2)
+            lines += _py_args(_params(root, root), root, 2)
         if others:
             spelled = ", ".join(f"{name!r}: ..." for name in others)
             text = f"Arguments that are not Python names go in {signature[-1]}: "
@@ -404,32 +429,21 @@ def python_docs(tools: Sequence[Tool]) -> str:
     return "\n\n\n".join(blocks)
 
 
-def _py_args(
-    schema: Mapping[str, Any],
-    root: Mapping[str, Any],
-    level: int,
-    seen: frozenset[str] = frozenset(),
-    budget: list[int] | None = None,
-) -> list[str]:
-    budget = [_MAX_NESTED] if budget is None else budget
+def _py_args(params: list[_Param], root: Mapping[str, Any], level: int) -> list[str]:
     pad = "    " * level
     lines: list[str] = []
-    if level > _MAX_DEPTH:
-        return lines
-    for name, sub, required in _properties(_resolve(schema, root)):
-        resolved = _resolve(sub, root)
-        notes = [_py_type(sub, root)]
-        if "default" in resolved:
-            notes.append(f"default={resolved['default']!r}")
-        elif not required:
+    for p in params:
+        notes = [_py_type(p.schema, root)]
+        if "default" in p.resolved:
+            notes.append(f"default={p.resolved['default']!r}")
+        elif not p.required:
             notes.append("optional")
-        text = _docstring_text(_description(resolved, root)).replace("\n", " ")
+        text = _docstring_text(_description(p.resolved, root)).replace("\n", " ")
         # an argument's name as the call writes it: a keyword, else the **kwargs key
-        said = name if level > 2 or is_identifier(name) else _docstring_text(repr(name))
+        said = p.name if level > 2 or is_identifier(p.name) else _docstring_text(repr(p.name))
         lines.append(f"{pad}{said} ({', '.join(notes)}): {text}".rstrip())
-        nested, refs = _nested(sub, root)
-        if nested is not None and _expands(refs, seen, budget):
-            lines += _py_args(nested, root, level + 1, seen | refs, budget)
+        if p.nested is not None:
+            lines += _py_args(p.nested, root, level + 1)
     return lines
 
 
@@ -441,34 +455,23 @@ def markdown_docs(tools: Sequence[Tool]) -> str:
         lines = [f"### {tool.name}"]
         if tool.description.strip():
             lines += ["", tool.description.strip()]
-        params = _md_params(root, root, 0)
+        params = _md_params(_params(root, root), root, 0)
         lines += ["", "Parameters:", *params] if params else ["", "Parameters: none."]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
-def _md_params(
-    schema: Mapping[str, Any],
-    root: Mapping[str, Any],
-    level: int,
-    seen: frozenset[str] = frozenset(),
-    budget: list[int] | None = None,
-) -> list[str]:
-    budget = [_MAX_NESTED] if budget is None else budget
+def _md_params(params: list[_Param], root: Mapping[str, Any], level: int) -> list[str]:
     pad = "  " * level
     lines: list[str] = []
-    if level > _MAX_DEPTH:
-        return lines
-    for name, sub, required in _properties(_resolve(schema, root)):
-        resolved = _resolve(sub, root)
-        notes = [_json_type(sub, root), "required" if required else "optional"]
-        if "default" in resolved:
-            notes.append(f"default `{json.dumps(resolved['default'], ensure_ascii=False)}`")
-        text = _description(resolved, root).replace("\n", " ")
-        lines.append(f"{pad}- `{name}` ({', '.join(notes)}){': ' + text if text else ''}")
-        nested, refs = _nested(sub, root)
-        if nested is not None and _expands(refs, seen, budget):
-            lines += _md_params(nested, root, level + 1, seen | refs, budget)
+    for p in params:
+        notes = [_json_type(p.schema, root), "required" if p.required else "optional"]
+        if "default" in p.resolved:
+            notes.append(f"default `{json.dumps(p.resolved['default'], ensure_ascii=False)}`")
+        text = _description(p.resolved, root).replace("\n", " ")
+        lines.append(f"{pad}- `{p.name}` ({', '.join(notes)}){': ' + text if text else ''}")
+        if p.nested is not None:
+            lines += _md_params(p.nested, root, level + 1)
     return lines
 
 
