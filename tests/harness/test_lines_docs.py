@@ -125,3 +125,9 @@ def test_doc_format_rule_never_draws_lines():
     drawn = {_apply("protocol.doc_format", harness, seed).protocol.doc_format for seed in range(40)}
     assert "lines" not in drawn
     assert drawn == DRAWN_DOC_FORMATS - {"json"}
+
+
+def test_enum_values_that_would_read_as_others_are_quoted():
+    values = ["a|b", "c, d", "", "1", 1, "in progress", " x", "true", "(x)", "plain"]
+    tool = {"name": "f", "parameters": params({"v": {"enum": values}}, ("v",))}
+    assert line(tool) == ('- f(v: "a|b"|"c, d"|""|"1"|1|in progress|" x"|"true"|"(x)"|plain)')

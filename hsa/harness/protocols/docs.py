@@ -16,6 +16,7 @@ doc prints the schema as stored.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,15 @@ def _refs(schema: Mapping[str, Any], root: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(found)
 
 
+def _options(schema: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A schema's ``anyOf`` (else ``oneOf``) alternatives: ``true``, which any value fits, as
+    ``{}``; ``false``, which none does, left out."""
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if not isinstance(options, list):
+        return []
+    return [o if isinstance(o, Mapping) else {} for o in options if o is not False]
+
+
 def _properties(schema: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any], bool]]:
     """(name, schema, required) of each property of an object schema."""
     props = schema.get("properties") or {}
@@ -92,8 +102,8 @@ def _json_type(
     schema = _resolve(schema, root)
     if depth > _MAX_DEPTH:
         return "any"
-    options = schema.get("anyOf") or schema.get("oneOf")
-    if isinstance(options, list) and options:
+    options = _options(schema)
+    if options:
         return " | ".join(
             dict.fromkeys(_json_type(o, root, depth + 1, seen, budget) for o in options)
         )
@@ -165,8 +175,8 @@ def _py_type(
         return "Literal[" + ", ".join(repr(v) for v in schema["enum"]) + "]"
     if "const" in schema:
         return f"Literal[{schema['const']!r}]"
-    options = schema.get("anyOf") or schema.get("oneOf")
-    if isinstance(options, list) and options:
+    options = _options(schema)
+    if options:
         return " | ".join(
             dict.fromkeys(_py_type(o, root, depth + 1, seen, budget) for o in options)
         )
@@ -214,14 +224,13 @@ def _values(
         return list(schema["enum"])
     if "const" in schema:
         return [schema["const"]]
-    options = schema.get("anyOf") or schema.get("oneOf")
-    if not isinstance(options, list) or not options or depth > _MAX_DEPTH:
+    options = _options(schema)
+    if not options or depth > _MAX_DEPTH:
         return None
     values: list = []
     keys: set[str] = set()
     listed = False
     for option in options:
-        option = option if isinstance(option, Mapping) else {}
         plain = _resolve(option, root)
         if plain.get("type") == "null" and not {"enum", "const"} & plain.keys():
             continue  # null: the type says so
@@ -438,10 +447,11 @@ def _py_args(params: list[_Param], root: Mapping[str, Any], level: int) -> list[
             notes.append(f"default={p.resolved['default']!r}")
         elif not p.required:
             notes.append("optional")
-        text = _docstring_text(_description(p.resolved, root)).replace("\n", " ")
+        text = _description(p.resolved, root).replace("\n", " ")
         # an argument's name as the call writes it: a keyword, else the **kwargs key
-        said = p.name if level > 2 or is_identifier(p.name) else _docstring_text(repr(p.name))
-        lines.append(f"{pad}{said} ({', '.join(notes)}): {text}".rstrip())
+        said = p.name if level > 2 or is_identifier(p.name) else repr(p.name)
+        line = f"{said} ({', '.join(notes)}): {text}".rstrip()
+        lines.append(f"{pad}{_docstring_text(line)}")
         if p.nested is not None:
             lines += _py_args(p.nested, root, level + 1)
     return lines
@@ -511,6 +521,32 @@ def _line_params(
     return ", ".join(parts)
 
 
+#: what a bare enum value in a ``lines`` doc may not hold: it would read as two values, or
+#: end its parameter, an object or a list (a space inside a value reads as it is)
+_LINE_BREAKS = re.compile(r"[|,(){}\[\]\t\n\r\f\v]")
+
+
+def _line_value(value: Any) -> str:
+    """An enum value as a ``lines`` doc prints it: a plain string bare, any other value (and a
+    string that would read as another value, or as more than one) as JSON."""
+    plain = (
+        isinstance(value, str)
+        and value == value.strip()
+        and value != ""
+        and not _LINE_BREAKS.search(value)
+        and not _reads_as_json(value)
+    )
+    return value if plain else json.dumps(value, ensure_ascii=False)
+
+
+def _reads_as_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _line_type(
     schema: Mapping[str, Any],
     root: Mapping[str, Any],
@@ -524,7 +560,7 @@ def _line_type(
     plain = _resolve(schema, root)
     enum = plain.get("enum")
     if isinstance(enum, list) and enum:
-        return "|".join(v if isinstance(v, str) else json.dumps(v) for v in enum)
+        return "|".join(_line_value(v) for v in enum)
     if plain.get("properties") and depth < _MAX_DEPTH:
         if not inline:
             return "object"

@@ -1,0 +1,58 @@
+"""The XML, Python and Markdown tool docs: schemas they must document as JSON Schema reads them."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from hsa.harness import Tool
+from hsa.harness.protocols import DOC_FORMATS
+
+DOCS = ("xml", "python", "markdown", "lines")
+
+
+def params(properties: dict, required: tuple[str, ...] = ()) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+@pytest.mark.parametrize("fmt", DOCS)
+def test_boolean_subschemas_are_any_value_or_none(fmt):
+    # ``true`` takes any value, ``false`` none: valid JSON Schema wherever a schema goes
+    properties = {
+        "x": {"anyOf": [True, {"type": "string"}, False]},
+        "o": {"type": "object", "properties": {"y": True}, "required": ["y"]},
+    }
+    doc = DOC_FORMATS[fmt]([Tool("t", "T.", params(properties, ("x", "o")))])
+    assert "string" in doc or "str" in doc
+    assert "any" in doc.lower()
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        {"x": {"enum": ['a"""b']}},
+        {"x": {"type": "string", "default": 'say """hi"""'}},
+        {"o": {"type": "object", "properties": {'a"""b': {"type": "string"}}}},
+        {'c"""d': {"type": "string", "description": "ends in a backslash \\"}},
+    ],
+)
+def test_python_docs_stay_python_whatever_the_schema_spells(properties):
+    doc = DOC_FORMATS["python"]([Tool("my_tool", "D.", params(properties))])
+    tree = ast.parse(doc)
+    docstring = ast.get_docstring(tree.body[0], clean=False)
+    assert docstring is not None and '"""' in docstring  # shown as it is, not cut short
+
+
+def nested(levels: int) -> dict:
+    schema: dict = {"type": "string"}
+    for i in range(levels):
+        schema = params({f"p{i}": schema}, (f"p{i}",))
+    return schema
+
+
+@pytest.mark.parametrize("fmt", ["xml", "python", "markdown"])
+def test_every_format_documents_nested_objects_to_the_same_depth(fmt):
+    doc = DOC_FORMATS[fmt]([Tool("deep", "D.", nested(40))])
+    shown = [i for i in range(40) if f'"p{i}"' in doc or f"p{i} " in doc or f"`p{i}`" in doc]
+    assert shown == list(range(40 - 33, 40))  # the outermost 33 levels
