@@ -199,6 +199,8 @@ def _value(node: ast.expr) -> Any:
 def _arithmetic(node: ast.expr) -> Any:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str):
         return node.value
+    if isinstance(node, ast.List | ast.Tuple):  # concatenated or repeated: [1] + [2], (0,) * 3
+        return _value(node)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         value = _arithmetic(node.operand)
         return -value if isinstance(node.op, ast.USub) else +value
@@ -206,12 +208,18 @@ def _arithmetic(node: ast.expr) -> Any:
         left, right = _arithmetic(node.left), _arithmetic(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > 64:
             raise Undecodable("an exponent too large to evaluate")
-        if isinstance(node.op, ast.Mult) and str in (type(left), type(right)):
-            text, times = (left, right) if isinstance(left, str) else (right, left)
-            if isinstance(times, int) and len(text) * times > 1_000_000:
-                raise Undecodable("a repeated string too long to evaluate")
+        if isinstance(node.op, ast.Mult) and _repeats(left, right) > 1_000_000:
+            raise Undecodable("a repeated sequence too long to evaluate")
         return _ARITHMETIC[type(node.op)](left, right)
     raise Undecodable("an expression BFCL evaluates with eval")
+
+
+def _repeats(left: Any, right: Any) -> int:
+    """How many items ``left * right`` makes of a string, list or tuple (0 for numbers)."""
+    seq, times = (left, right) if isinstance(left, str | list | tuple) else (right, left)
+    if isinstance(seq, str | list | tuple) and isinstance(times, int):
+        return len(seq) * times
+    return 0
 
 
 def _json(value: Any) -> Any:

@@ -66,6 +66,12 @@ def test_python_arguments_as_bfcl_resolves_them():
     assert found == [("f", {"a": 6, "b": "x", "c": [1, 2], "d": "g()", "e": -4})]
     with pytest.raises(Undecodable):  # BFCL's eval is not run here: no names in arithmetic
         decode("[f(a=x*2)]", "python", False)
+    # BFCL evals any binary operation: literal lists and tuples concatenate and repeat too
+    found = decode("[f(a=[1]+[2], b=(1, 2)+(3,), c=[0]*3, d=2*'ab')]", "python", False)
+    assert found == [("f", {"a": [1, 2], "b": [1, 2, 3], "c": [0, 0, 0], "d": "abab"})]
+    for text in ("[f(a=[1]+2)]", "[f(a=[0]*10**7)]"):  # eval's TypeError; too long to build
+        with pytest.raises(Undecodable):
+            decode(text, "python", False)
     for tagged, text in [
         (False, "[f(**{'a': 1})]"),
         (True, "<TOOLCALL>[f(**{'a': 1})]</TOOLCALL>"),
