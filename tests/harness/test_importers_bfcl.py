@@ -591,3 +591,32 @@ def test_a_question_file_without_its_answers_imports_unscored_and_says_why(exter
         f"{', '.join(f'{v!r} -> {k!r}' for k, v in sorted(renamed.items()))}; the harness keeps "
         "the source names in its metadata (name_map)",
     )
+
+
+def test_earlier_messages_in_a_single_turn_question_are_said_to_be_played_as_turns(
+    external, tmp_path
+):
+    # live_irrelevance_132-11-7: BFCL sends the whole question as one request, history included
+    src = tmp_path / "BFCL_v4_live_irrelevance.json"
+    entry = json.loads((external / "bfcl" / "BFCL_v4_live_simple.json").read_text().splitlines()[0])
+    entry["id"] = "live_irrelevance_132-11-7"
+    entry["question"] = [
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "How do I install mbox?"},
+            {"role": "assistant", "content": "Run the installer."},
+            {"role": "user", "content": "Wrong answer; open an on-call ticket."},
+        ]
+    ]
+    alone = dict(entry, id="live_irrelevance_0-0-0", question=[entry["question"][0][:2]])
+    src.write_text(json.dumps(entry) + "\n" + json.dumps(alone) + "\n")
+    result = import_source(src)
+    assert [t["turns"] for t in result.tasks] == [
+        ["How do I install mbox?", "Wrong answer; open an on-call ticket."],
+        ["How do I install mbox?"],
+    ]
+    assert result.notes[-1] == (
+        "1 single-turn task(s) hold earlier messages in their question, which BFCL sends as one "
+        "request: hsa plays each of their user messages as a turn of its own, and the recorded "
+        "assistant replies among them are not shown"
+    )

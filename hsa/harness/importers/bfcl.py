@@ -3,7 +3,11 @@
 - A question file (``BFCL_v4_<category>.json``, JSON Lines) gives one harness per entry (id =
   the entry id; its functions as tools, its system messages as a persona section) and one
   task per entry, scored against ``possible_answer/<same name>`` when that sibling exists.
-  ``irrelevance`` entries have no answers: their ground truth is "no call".
+  ``irrelevance`` entries have no answers: their ground truth is "no call". A task's turns
+  are its user messages: the few ``live_irrelevance`` questions that hold earlier messages
+  (a user's, an assistant's), which BFCL sends as one request, are played one user message a
+  turn, without the recorded assistant replies (hsa's tasks have no recorded history to
+  show); ``ImportResult.notes`` counts them.
 - A ``multi_turn_func_doc/*.json`` file gives one harness, ``bfcl-<file stem>``.
 - Multi-turn questions (``involved_classes``) use the union of their classes' API docs, in the
   order the entry lists the classes, as BFCL does (``populate_test_cases_with_predefined_
@@ -199,13 +203,31 @@ def _notes(tasks: Sequence[Mapping[str, Any]], harnesses: Iterable[Harness]) -> 
             count, _ = unscored.get(task["kind"], (0, reason))
             unscored[task["kind"]] = (count + 1, reason)
     said = renamed_note(dict(sorted(renamed.items())))
+    split = sum(1 for task in tasks if _history(task["metadata"].get("question")))
     return (
         *([said] if said else []),
         *(
             f"{count:,} {kind} task(s) imported unscored: {reason}"
             for kind, (count, reason) in unscored.items()
         ),
+        *(
+            [
+                f"{split:,} single-turn task(s) hold earlier messages in their question, which "
+                "BFCL sends as one request: hsa plays each of their user messages as a turn of "
+                "its own, and the recorded assistant replies among them are not shown"
+            ]
+            if split
+            else []
+        ),
     )
+
+
+def _history(question: Any) -> bool:
+    """Whether a single-turn question holds more than its one user message (bar system ones)."""
+    if not isinstance(question, list) or len(question) != 1 or not isinstance(question[0], list):
+        return False
+    said = [m for m in question[0] if isinstance(m, Mapping) and m.get("role") != "system"]
+    return len(said) > 1
 
 
 def _category(path: Path) -> str:
