@@ -20,6 +20,7 @@ from hsa.harness.events import (
 from hsa.harness.model import Harness, Hook, Skill, compact_json
 from hsa.harness.prompt import call_format, surface_tools, system_prompt
 from hsa.harness.protocols import join_prefix
+from hsa.harness.protocols.literals import LONG_INTEGER
 from hsa.harness.sandbox import render_message
 
 
@@ -92,7 +93,7 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
                 {
                     "id": call_id,
                     "type": "function",
-                    "function": {"name": tool, "arguments": json.dumps(args, ensure_ascii=False)},
+                    "function": {"name": tool, "arguments": _arguments_json(args, pending_at)},
                 }
                 for call_id, tool, args in pending_calls
             ]
@@ -184,6 +185,15 @@ def _fresh_id(candidate: str, taken: set[str]) -> str:
         fresh = f"{candidate}_skill{n}"
     taken.add(fresh)
     return fresh
+
+
+def _arguments_json(args: dict[str, Any], where: str) -> str:
+    try:
+        return json.dumps(args, ensure_ascii=False)
+    except ValueError:
+        raise ProtocolError(
+            f"arguments hold {LONG_INTEGER}; write it as a string", where=where
+        ) from None
 
 
 def _assistant_message(text: str, reasoning: str | None) -> dict[str, Any]:

@@ -564,6 +564,28 @@ def test_valid_rows_no_dataset_can_hold_or_train_as_written_are_left_out_not_the
     )
 
 
+def test_arguments_past_what_pythons_reader_takes_leave_the_row_out_or_refuse_it(tmp_path):
+    # an integer of more than 4,300 digits (beyond 64 bits) raised ValueError from the import
+    said = {"role": "assistant", "content": "hello"}
+    long = {**CALL, "function": {"name": "echo", "arguments": '{"n": ' + "9" * 4301 + "}"}}
+    rows = [
+        _row({"role": "user", "content": "a"}, said),
+        _row({"role": "assistant", "content": None, "tool_calls": [long]}, tools=[ECHO]),
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path)
+    assert [t.metadata["line"] for t in result.trajectories] == [1]
+    assert result.notes[0].startswith("1 row(s) left out: an integer beyond 64 bits")
+    deep = {**CALL, "function": {"name": "echo", "arguments": '{"n": ' + "[" * 5000 + "]" * 5000}}
+    deep["function"]["arguments"] += "}"
+    rows[1] = _row({"role": "assistant", "content": None, "tool_calls": [deep]}, tools=[ECHO])
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ImportFormatError, match="nested too deeply") as err:
+        import_source(path)
+    assert err.value.where == "line 2: $.messages[0].tool_calls[0].function.arguments"
+
+
 def test_results_of_parallel_calls_answered_out_of_order_are_put_in_call_order(tmp_path):
     # text protocols pair a result with its call by position: Paris's call was shown Tokyo's
     # result

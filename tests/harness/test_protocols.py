@@ -676,3 +676,41 @@ def test_a_type_repeated_among_alternatives_and_many_plain_objects_are_documente
     assert "f69" in doc and "| A" not in doc and "| Any" not in doc
     if fmt != "lines":
         assert 'Enum values: ["a", "b"]' in doc
+
+
+# --- integers past Python's digit limit -----------------------------------------------------
+
+_DIGITS = "9" * 4301  # Python reads and writes no integer of more than 4,300 digits as text
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text"),
+    [
+        ("hermes", '<tool_call>\n{"name": "f", "arguments": {"a": ' + _DIGITS + "}}\n</tool_call>"),
+        ("json", '[{"function":"f","parameters":{"a":' + _DIGITS + "}}]"),
+        ("python", f"[f(a={_DIGITS})]"),
+        ("python", "[f(a=0x" + "f" * 4000 + ")]"),  # a hex literal Python reads but cannot write
+        ("python", "[f(a=[0x" + "f" * 4000 + "])]"),
+        (
+            "xml_concise",
+            f'<functions><function name="f"><param name="a" type="integer">{_DIGITS}</param>'
+            "</function></functions>",
+        ),
+        (
+            "xml_concise",
+            f'<functions><function name="f"><param name="a" type="array">[{_DIGITS}]</param>'
+            "</function></functions>",
+        ),
+    ],
+    ids=["hermes", "json", "python", "python-hex", "python-hex-in-list", "xml-int", "xml-array"],
+)
+def test_an_integer_past_pythons_digit_limit_is_no_call(fmt: str, text: str) -> None:
+    # hermes and json raised ValueError; python read a hex literal no writer could write back
+    assert CALL_FORMATS[fmt].parse_calls(text, False) is None
+
+
+@pytest.mark.parametrize("fmt", sorted(MODEL_CALL_FORMATS))
+def test_an_integer_past_pythons_digit_limit_is_refused_when_written(fmt: str) -> None:
+    for args in ({"a": 10**5000}, {"a": [{"b": -(10**5000)}]}):
+        with pytest.raises(ProtocolError, match="more than 4,300 digits"):
+            CALL_FORMATS[fmt].format_calls([("f", args)], False)

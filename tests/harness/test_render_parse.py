@@ -420,3 +420,33 @@ def test_assistant_text_reads_as_calls_only_where_its_format_would_read_it() -> 
     # a Hermes block anywhere in the text is a call, and so is the text around it
     assert reads_as_calls('See: <tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', hermes)
     assert not reads_as_calls("See: <tool_call> not json </tool_call>", hermes)  # text
+
+
+@pytest.mark.parametrize(("fmt", "tag"), PROTOCOLS, ids=[_label(f, t) for f, t in PROTOCOLS])
+def test_an_integer_past_pythons_digit_limit_is_refused_by_render(fmt, tag) -> None:
+    protocol = Protocol("api") if fmt == "api" else Protocol("text", fmt, bool(tag))
+    events = [UserMessage("x"), ToolCall("call_0", "get_weather", {"city": 10**5000})]
+    with pytest.raises(ProtocolError, match="more than 4,300 digits") as err:
+        render(events, _harness(protocol))
+    assert err.value.where == "events[1]"
+
+
+def test_an_integer_past_pythons_digit_limit_is_refused_or_text_when_parsed() -> None:
+    from hsa.harness.parse import reads_as_calls
+
+    digits = "9" * 4301
+    api = _harness(Protocol("api"))
+    prompt = render([], api).messages[0]
+    call = {"id": "a", "function": {"name": "get_weather", "arguments": '{"city": ' + digits}}
+    call["function"]["arguments"] += "}"
+    with pytest.raises(ProtocolError, match="cannot be read: an integer of more than") as err:
+        parse([prompt, {"role": "assistant", "content": None, "tool_calls": [call]}], api)
+    assert err.value.where == "messages[1].tool_calls[0]"
+    # under a text protocol the block is no call, as any block of unreadable JSON
+    hermes = _harness(Protocol("text", "hermes"))
+    text = (
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": ' + digits + "}}\n</tool_call>"
+    )
+    messages = [render([], hermes).messages[0], {"role": "assistant", "content": text}]
+    assert parse(messages, hermes) == [AssistantMessage(text)]
+    assert not reads_as_calls(text, hermes.protocol)

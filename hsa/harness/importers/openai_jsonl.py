@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hsa.errors import HsaError, ImportFormatError, first_few
+from hsa.errors import HsaError, ImportFormatError, first_few, refuse_unreadable
 from hsa.harness.arguments import checker_of
 from hsa.harness.events import (
     AssistantMessage,
@@ -929,6 +929,10 @@ def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[s
         args = json.loads(raw)
     except json.JSONDecodeError:
         raise _LeftOut("bad_arguments") from None  # as a model wrote them: said, not refused
+    except ValueError:  # an integer of more than 4,300 digits, so beyond 64 bits too
+        raise _LeftOut("wide_integer") from None
+    except RecursionError as exc:
+        refuse_unreadable(exc, ImportFormatError, file=str(path), where=f"{fat}.arguments")
     if not isinstance(args, dict):
         raise _LeftOut("bad_arguments")
     return call_id, function["name"], _narrow(args, fat, path) if may_be_unwritable(raw) else args

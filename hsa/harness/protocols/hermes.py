@@ -18,12 +18,17 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from hsa.errors import ProtocolError
 from hsa.harness.protocols import Call, CallFormat, register_call_format, split_prefix
+from hsa.harness.protocols.literals import LONG_INTEGER
 
 
 def json_safe(value: object, **dumps_options: Any) -> str:
     """JSON text of ``value`` with ``<``, ``>`` and ``&`` escaped, so no tag can appear in it."""
-    text = json.dumps(value, ensure_ascii=False, **dumps_options)
+    try:
+        text = json.dumps(value, ensure_ascii=False, **dumps_options)
+    except ValueError:
+        raise ProtocolError(f"arguments hold {LONG_INTEGER}; write it as a string") from None
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -43,7 +48,7 @@ def _format(calls: Sequence[Call], tag: bool) -> str:
 def _call(body: str) -> Call | None:
     try:
         obj = json.loads(body)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # an integer past Python's digit limit included
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None

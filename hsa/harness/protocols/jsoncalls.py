@@ -33,7 +33,7 @@ def read_body(text: str) -> list[Call] | None:
         return None
     try:
         data = json.loads(source)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # an integer past Python's digit limit included
         return None
     items = [data] if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:

@@ -20,6 +20,8 @@ from hsa.errors import ProtocolError
 #: Python's parser refuses deeper nesting ("too many nested parentheses"), so a deeper value
 #: could be written but never read back; refuse it when writing instead.
 MAX_DEPTH = 100
+#: Python writes no integer of more than 4,300 digits as decimal text, nor reads one back
+LONG_INTEGER = "an integer of more than 4,300 digits, which Python cannot write as text"
 
 
 class NotLiteral(ValueError):
@@ -36,7 +38,7 @@ def to_literal(value: Any, *, where: str = "arguments", depth: int = 0) -> str:
     if value is None or isinstance(value, bool):
         return repr(value)
     if isinstance(value, int):
-        return repr(value)
+        return int_text(value, where)
     if isinstance(value, float):
         if math.isnan(value):
             raise ProtocolError("NaN cannot be written as a Python literal", where=where)
@@ -58,6 +60,14 @@ def to_literal(value: Any, *, where: str = "arguments", depth: int = 0) -> str:
     raise ProtocolError(f"{type(value).__name__} is not a JSON value", where=where)
 
 
+def int_text(value: int, where: str) -> str:
+    """``value`` in decimal; ``ProtocolError`` past Python's limit on digits."""
+    try:
+        return repr(value)
+    except ValueError:
+        raise ProtocolError(f"{LONG_INTEGER}; write it as a string", where=where) from None
+
+
 def parse_expression(source: str) -> ast.expr:
     """The expression ``source`` holds; ``NotLiteral`` when it does not parse."""
     try:
@@ -76,6 +86,11 @@ def from_node(node: ast.AST) -> Any:
     """
     if isinstance(node, ast.Constant):
         value = node.value
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                repr(value)  # a hex literal may exceed the digits a decimal one is refused at
+            except ValueError:
+                raise NotLiteral(LONG_INTEGER) from None
         if value is None or isinstance(value, bool | int | float | str):
             return value
         raise NotLiteral(f"{type(value).__name__} is not a JSON value")

@@ -38,7 +38,7 @@ from typing import Any
 
 from hsa.harness.protocols import Call
 from hsa.harness.protocols.bfcl import call_instructions, register_bfcl_format
-from hsa.harness.protocols.literals import NotLiteral, from_literal, to_literal
+from hsa.harness.protocols.literals import NotLiteral, from_literal, int_text, to_literal
 
 # --- escaping ------------------------------------------------------------------------------
 
@@ -90,7 +90,7 @@ def _typed(value: Any, where: str) -> tuple[str, str]:
     if isinstance(value, bool):
         return "boolean", "true" if value else "false"
     if isinstance(value, int):
-        return "integer", str(value)
+        return "integer", int_text(value, where)
     if isinstance(value, float):
         return "float", repr(value)
     if isinstance(value, list | tuple):
@@ -104,7 +104,7 @@ def _container(raw: str) -> Any:
     except NotLiteral:
         try:
             return json.loads(raw)  # models often write JSON (true, null) instead of Python
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             raise NotLiteral(f"not a Python or JSON literal: {raw[:40]!r}") from None
 
 

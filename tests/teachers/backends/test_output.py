@@ -84,3 +84,10 @@ def test_a_reply_of_many_blank_lines_is_read_in_linear_time():
     message = parse_output("\n" * 40_000 + "ok", request("q"))
     assert message["content"].strip() == "ok"
     assert time.perf_counter() - started < 10  # a hang guard: quadratic took about 40 s
+
+
+def test_a_call_holding_an_integer_past_pythons_digit_limit_stays_text():
+    text = (
+        '<tool_call>\n{"name": "get_price", "arguments": {"n": ' + "9" * 4301 + "}}\n</tool_call>"
+    )
+    assert parse_output(text, request("price?", TOOLS_A)) == {"role": "assistant", "content": text}
