@@ -18,14 +18,16 @@ from functools import lru_cache
 from hsa.augment.rule import DRAWS
 from hsa.errors import RuleError
 
+# Each ends "$(?!\n)": Python's "$" also matches before a final newline, and rule schemas
+# (JSON Schema, searched by jsonschema with Python's re) carry PARAM_NAME's pattern.
 #: OpenAI/Anthropic tool names
-TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$(?!\n)")
 #: parameter names hsa invents: valid in every call format, Python keyword syntax included
-PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$(?!\n)")
 #: skill and hook ids (the harness schema's pattern)
-ID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+ID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?!\n)")
 #: enum values: any non-empty string (they are data, only kept distinct)
-ANY_VALUE = re.compile(r"^(?s:.){1,128}$")
+ANY_VALUE = re.compile(r"^(?s:.){1,128}$(?!\n)")
 STYLES = ("snake", "camel", "pascal", "kebab", "upper")
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _WORD_SPLIT = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")

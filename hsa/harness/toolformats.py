@@ -12,7 +12,7 @@ from typing import Any
 from hsa.errors import ImportFormatError
 from hsa.harness.model import Tool
 
-API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+API_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # fullmatch: "$" would let a final "\n" by
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 #: where each format keeps a tool's argument schema
 SCHEMA_KEYS = {"openai": "parameters", "mcp": "inputSchema", "anthropic": "input_schema"}
@@ -177,11 +177,11 @@ def legalize(
                 where=f"$[{i}]",
             )
         seen[tool.name] = i
-    taken = {t.name for t in tools if API_NAME.match(t.name)}
+    taken = {t.name for t in tools if API_NAME.fullmatch(t.name)}
     out: list[Tool] = []
     name_map: dict[str, str] = {}
     for tool in tools:
-        if API_NAME.match(tool.name):
+        if API_NAME.fullmatch(tool.name):
             out.append(tool)
             continue
         legal = legal_name(tool.name, taken)

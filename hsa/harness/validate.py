@@ -192,7 +192,7 @@ TOOL_DEFINITION: dict[str, Any] = {
     "required": ["name"],
     "additionalProperties": False,
     "properties": {
-        "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+        "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$(?!\\n)"},
         "description": {"type": "string"},
         "parameters": {
             "type": "object",

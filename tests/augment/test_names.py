@@ -46,6 +46,12 @@ def test_fresh_names_are_legal_and_bounded():
     assert ID_NAME.match(fresh_names(["s"], lambda n: "_x:y", pattern=ID_NAME)["s"])
 
 
+def test_a_name_with_a_final_newline_is_not_legal():
+    # Python's "$" matches before a final newline; PARAM_NAME is also a rule schema's pattern
+    for pattern in (TOOL_NAME, PARAM_NAME, ID_NAME):
+        assert pattern.match("get_order") and not pattern.match("get_order\n")
+
+
 @settings(max_examples=50, deadline=None, derandomize=True)
 @given(
     names=st.lists(

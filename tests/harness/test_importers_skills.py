@@ -324,3 +324,10 @@ def test_a_name_gives_one_legal_id_however_its_bytes_compose_it():
         composed, decomposed = (unicodedata.normalize(f, name) for f in ("NFC", "NFD"))
         assert composed != decomposed
         assert legal_skill_ids([composed, "cafe"]) == legal_skill_ids([decomposed, "cafe"])
+
+
+def test_a_name_with_a_final_newline_is_made_legal():
+    from hsa.harness.importers.skills import legal_skill_ids
+
+    # Python's "$" matches before a final newline: "travel\n" was kept as a legal id
+    assert "\n" not in legal_skill_ids(["travel\n", "travel"])[0]

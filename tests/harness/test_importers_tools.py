@@ -143,6 +143,15 @@ def test_legal_names_never_steal_a_source_spelling():
     assert legal_name(long, set()) != legal_name(long + "y", set())
 
 
+def test_a_name_with_a_final_newline_is_not_api_legal():
+    # Python's "$" matches before a final newline: "get_order\n" was kept as a legal name
+    tools, name_map = tools_from_document(
+        [{**BARE, "name": "get_order\n"}, {**BARE, "name": "get_order"}]
+    )
+    assert tools[1].name == "get_order"
+    assert "\n" not in tools[0].name and name_map == {tools[0].name: "get_order\n"}
+
+
 def test_missing_parameters_and_type_are_filled():
     doc = [{"name": "ping", "description": "p"}, {"name": "echo", "parameters": {"properties": {}}}]
     tools, _ = tools_from_document(doc)

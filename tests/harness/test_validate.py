@@ -101,6 +101,11 @@ CASES = [
         "an integer beyond 64 bits",
     ),
     (lambda d: d.update(protocol={"name": "smoke"}), "$.protocol.name", "is not one of"),
+    # Python's "$" matches before a final newline: the patterns must not let one by
+    (lambda d: d.update(id="h\n"), "$.id", "does not match"),
+    (lambda d: d["tools"][0].update(name="get\n"), "$.tools[0].name", "does not match"),
+    (lambda d: d["skills"][0].update(id="s\n"), "$.skills[0].id", "does not match"),
+    (lambda d: d["hooks"][0].update(wrapper="note\n"), "$.hooks[0].wrapper", "does not match"),
     (lambda d: d["skill_tool"].update(name="get"), "$.skill_tool.name", "is also a tool"),
     (
         lambda d: d["skill_tool"].update(parameters={"type": "object"}),

@@ -24,7 +24,7 @@ from hsa.harness.jsonvalues import may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Section, Tool
 from hsa.harness.validate import harness_problems
 
-ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")  # fullmatch: "$" lets a final "\n" by
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +185,7 @@ def renamed_note(name_map: Mapping[str, str]) -> str | None:
 def harness_id(name: str, *, fallback: str = "harness") -> str:
     """``name`` made into a valid harness id (letters, digits, ``_.:-``; no leading symbol)."""
     cleaned = re.sub(r"[^A-Za-z0-9_.:-]+", "-", name).strip("-_.:")
-    return cleaned if cleaned and ID_PATTERN.match(cleaned) else fallback
+    return cleaned if cleaned and ID_PATTERN.fullmatch(cleaned) else fallback
 
 
 def read_text(path: Path) -> str:

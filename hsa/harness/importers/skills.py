@@ -137,7 +137,7 @@ def legal_skill_ids(names: Sequence[str]) -> list[str]:
     ``café`` -> ``cafe``, ``技能`` -> ``skill_`` and a short hash), with the id pattern's
     characters and length, leading symbols cut."""
     rules = _id_rules()
-    taken = {n for n in names if len(n) <= rules["maxLength"] and ID_PATTERN.match(n)}
+    taken = {n for n in names if len(n) <= rules["maxLength"] and ID_PATTERN.fullmatch(n)}
     out = []
     for name in names:
         if name not in taken:
