@@ -714,3 +714,15 @@ def test_an_integer_past_pythons_digit_limit_is_refused_when_written(fmt: str) -
     for args in ({"a": 10**5000}, {"a": [{"b": -(10**5000)}]}):
         with pytest.raises(ProtocolError, match="more than 4,300 digits"):
             CALL_FORMATS[fmt].format_calls([("f", args)], False)
+
+
+@pytest.mark.parametrize("fmt", ["xml_verbose", "xml_concise"])
+def test_xml_refuses_nan_and_writes_infinities_as_python_does(fmt: str) -> None:
+    # NaN was written as "nan", and the call read back as assistant text
+    with pytest.raises(ProtocolError, match="NaN") as err:
+        CALL_FORMATS[fmt].format_calls([("f", {"a": math.nan})], False)
+    assert err.value.where == "f.a"
+    args = {"a": math.inf, "b": -math.inf}
+    text = CALL_FORMATS[fmt].format_calls([("f", args)], False)
+    assert "1e999" in text and "inf" not in text
+    assert CALL_FORMATS[fmt].parse_calls(text, False) == (None, [("f", args)])

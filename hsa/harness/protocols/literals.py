@@ -41,7 +41,9 @@ def to_literal(value: Any, *, where: str = "arguments", depth: int = 0) -> str:
         return int_text(value, where)
     if isinstance(value, float):
         if math.isnan(value):
-            raise ProtocolError("NaN cannot be written as a Python literal", where=where)
+            raise ProtocolError(
+                "NaN cannot be written in a call; write it as a string or null", where=where
+            )
         if math.isinf(value):
             return "1e999" if value > 0 else "-1e999"
         return repr(value)

@@ -12,7 +12,8 @@ value:
 
 - ``type`` is ``string``, ``integer``, ``float``, ``boolean`` (``true``/``false``), ``null``
   (text ``null``), ``array`` or ``dict``; BFCL's prompt lists the same names except ``null``,
-  which its parser accepts. Arrays and dicts are Python literals, as BFCL decodes them with
+  which its parser accepts. Floats are written as Python writes them (infinities as ``1e999``;
+  NaN is refused). Arrays and dicts are Python literals, as BFCL decodes them with
   ``ast.literal_eval``.
 - Text is XML-escaped: ``&``, ``<``, ``>`` (and ``"`` in attributes) as entities; in attributes
   also tab, newline and carriage return (``&#9;`` ...) because XML parsers normalise them to
@@ -92,7 +93,7 @@ def _typed(value: Any, where: str) -> tuple[str, str]:
     if isinstance(value, int):
         return "integer", int_text(value, where)
     if isinstance(value, float):
-        return "float", repr(value)
+        return "float", to_literal(value, where=where)  # NaN refused, infinities as 1e999
     if isinstance(value, list | tuple):
         return "array", to_literal(value, where=where)
     return "dict", to_literal(value, where=where)
