@@ -726,3 +726,42 @@ def test_xml_refuses_nan_and_writes_infinities_as_python_does(fmt: str) -> None:
     text = CALL_FORMATS[fmt].format_calls([("f", args)], False)
     assert "1e999" in text and "inf" not in text
     assert CALL_FORMATS[fmt].parse_calls(text, False) == (None, [("f", args)])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[f(a={'k': 1, 'k': 2})]",  # the last value won, where f(a=1, a=2) is refused
+        "[f(a=[{'k': 1}, {'k': 1, 'k': 1}])]",
+    ],
+)
+def test_python_refuses_a_dict_key_given_twice(text: str) -> None:
+    assert CALL_FORMATS["python"].parse_calls(text, False) is None
+
+
+@pytest.mark.parametrize(
+    ("type_", "raw", "expected"),
+    [
+        ("float", "1.5", 1.5),
+        ("float", " -2 ", -2.0),
+        ("float", "1e999", math.inf),
+        ("float", "+.5E-1", 0.05),
+        ("float", "3.", 3.0),
+        ("float", "1_0", None),  # float() read 10.0
+        ("float", "١٢", None),  # Arabic-Indic digits: float() read 12.0, as integer refuses
+        ("float", "nan", None),
+        ("float", "inf", None),
+        ("float", "0x10", None),
+        ("integer", "١٢", None),
+        ("dict", '{"k": 1, "k": 2}', None),  # JSON, as models write it: a key twice as well
+        ("dict", "{'k': 1, 'k': 2}", None),
+        ("dict", '{"k": true}', {"k": True}),
+    ],
+)
+def test_xml_values_are_read_as_written(type_: str, raw: str, expected: Any) -> None:
+    text = (
+        f'<functions><function name="f"><param name="a" type="{type_}">{raw}</param>'
+        "</function></functions>"
+    )
+    found = CALL_FORMATS["xml_concise"].parse_calls(text, False)
+    assert found == (None if expected is None else (None, [("f", {"a": expected})]))

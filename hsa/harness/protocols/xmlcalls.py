@@ -31,12 +31,12 @@ wrapper, whitespace between elements, single-quoted attributes, type aliases (``
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hsa.config import keys_once
 from hsa.harness.protocols import Call
 from hsa.harness.protocols.bfcl import call_instructions, register_bfcl_format
 from hsa.harness.protocols.literals import NotLiteral, from_literal, int_text, to_literal
@@ -104,7 +104,8 @@ def _container(raw: str) -> Any:
         return from_literal(raw)
     except NotLiteral:
         try:
-            return json.loads(raw)  # models often write JSON (true, null) instead of Python
+            # models often write JSON (true, null) instead of Python
+            return json.loads(raw, object_pairs_hook=keys_once)
         except (ValueError, RecursionError):
             raise NotLiteral(f"not a Python or JSON literal: {raw[:40]!r}") from None
 
@@ -116,10 +117,10 @@ def _to_int(raw: str) -> int:
 
 
 def _to_float(raw: str) -> float:
-    value = float(raw)  # ValueError is a NotLiteral for the caller
-    if math.isnan(value):
-        raise NotLiteral("NaN is not a JSON number")
-    return value
+    # ASCII digits only, as integers: float() also takes "1_0", other scripts' digits and NaN
+    if not re.fullmatch(r"\s*[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\s*", raw):
+        raise NotLiteral(f"not a number: {raw[:40]!r}")
+    return float(raw)
 
 
 def _to_bool(raw: str) -> bool:
