@@ -284,7 +284,12 @@ def test_tagged_python_hides_tags_inside_strings() -> None:
             '<param name="s" value="a &amp; b"/></function></functions>',
             (None, [("f", {"x": 1.5, "s": "a & b"})]),
         ),
-        ("hermes", False, 'Hi<tool_call>{"name": "f"}</tool_call>  \n', ("Hi", [("f", {})])),
+        (
+            "hermes",
+            False,
+            'Hi<tool_call>{"name": "f", "arguments": {}}</tool_call>  \n',
+            ("Hi", [("f", {})]),
+        ),
         (
             "hermes",
             False,
@@ -337,6 +342,9 @@ def test_lenient_parsing(fmt: str, tag: bool, text: str, expected: Any) -> None:
         ("xml_verbose", False, "<functions><function name='f'>text</function></functions>"),
         ("hermes", False, "<tool_call>\nnot json\n</tool_call>"),
         ("hermes", False, '<tool_call>{"arguments": {}}</tool_call>'),
+        # no "arguments" (vLLM reads no call either): its parameters were dropped, a call of {}
+        ("hermes", False, '<tool_call>{"name": "f"}</tool_call>'),
+        ("hermes", False, '<tool_call>{"name": "f", "parameters": {"id": "A1"}}</tool_call>'),
         ("hermes", False, "no calls here"),
         ("hermes", False, '<tool_call>{"name": "f"}</tool_call></tool_call>'),
         ("json", True, "<TOOLCALL>[]</TOOLCALL>"),

@@ -8,7 +8,8 @@ back may hold any ``<`` but a tag, as models write them unescaped.
 
 Parsing reads blocks back from the end of the message (whitespace between and after blocks is
 allowed); everything before the first well-formed block is the assistant's text. A message
-whose last block is not a JSON call object is not a call message.
+whose last block is not a JSON call object (with its ``"arguments"`` object) is not a call
+message.
 """
 
 from __future__ import annotations
@@ -50,9 +51,11 @@ def _call(body: str) -> Call | None:
         obj = json.loads(body)
     except (ValueError, RecursionError):  # an integer past Python's digit limit included
         return None
+    # "arguments" is required, as the chat templates write it and vLLM's parser reads it: a
+    # block without it ("parameters", say) would be a call with its arguments dropped
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
-    args = obj.get("arguments", {})
+    args = obj.get("arguments")
     return (obj["name"], args) if isinstance(args, dict) else None
 
 
