@@ -37,6 +37,27 @@ def test_protocol_switch_reaches_api_and_every_text_format():
     assert {p.call_tag for p in protocols} == {True, False}
 
 
+@pytest.mark.parametrize(
+    ("name", "params"), [("protocol.call_format", {}), ("protocol.switch", {"target": "text"})]
+)
+def test_protocol_rules_draw_each_protocol_as_often(name, params):
+    # hermes with and without call_tag (a tag it ignores: one protocol, one label) was two
+    # candidates, so drawn twice as often as any other protocol
+    import random
+    from collections import Counter
+
+    harness = make_harness(Protocol("text", "json", True, "json"))
+    rule, context = get_rule(name), Context.of(make_events())
+    drawn = Counter(
+        # how calls are written (switch also draws doc formats: each call format has as many,
+        # but for the harness's own, which is left out with its own doc format)
+        rule.fn(harness, random.Random(seed), params, context).harness.protocol.label.split("/")[1]
+        for seed in range(4000)
+    )
+    del drawn["json+tag"]
+    assert len(drawn) == 8 and max(drawn.values()) < 1.25 * min(drawn.values()), drawn
+
+
 def test_protocol_switch_adds_tool_docs_where_the_prompt_has_none():
     harness = make_harness()
     bare = harness.replace(

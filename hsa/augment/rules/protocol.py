@@ -24,19 +24,21 @@ from hsa.harness.protocols import CALL_FORMATS, DRAWN_DOC_FORMATS
 
 def text_protocols(harness: Harness) -> list[Protocol]:
     """Every in-prompt protocol, fitting ``harness``'s names or not, in a stable order: each
-    call format with and without its tag, under the drawn doc formats and the harness's own."""
+    call format with and without its tag, under the drawn doc formats and the harness's own.
+    Each protocol is listed once: hermes, which has its own tag, only with ``call_tag`` set."""
     return list(_text_protocols(harness.protocol.doc_format))
 
 
 @lru_cache(maxsize=16)
 def _text_protocols(doc_format: str) -> tuple[Protocol, ...]:
     docs = sorted(DRAWN_DOC_FORMATS | {doc_format})
-    return tuple(
-        Protocol("text", call, tag, doc)
-        for call in sorted(CALL_FORMATS)
-        for tag in (True, False)
-        for doc in docs
-    )
+    found: dict[str, Protocol] = {}
+    for call in sorted(CALL_FORMATS):
+        for tag in (True, False):
+            for doc in docs:
+                protocol = Protocol("text", call, tag, doc)
+                found.setdefault(protocol.label, protocol)  # with and without a tag hermes ignores
+    return tuple(found.values())
 
 
 def with_protocol(harness: Harness, protocol: Protocol) -> Harness:
@@ -61,12 +63,13 @@ def with_protocol(harness: Harness, protocol: Protocol) -> Harness:
 
 
 def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> Rewrite:
-    """A protocol drawn evenly from the ``candidates`` that can carry ``harness``'s names,
-    other than the one it has (what the model sees: under ``api`` the text-only fields do not
-    matter). Drawn first and checked after: a call format (with or without its tag) that
-    cannot carry the names is struck out with all its doc formats and the draw repeated, so
-    a draw checks the one or two call formats it meets, not all of them, and each fitting
-    candidate is as likely as before."""
+    """A protocol drawn evenly from the ``candidates`` (each protocol listed once, as
+    ``text_protocols`` lists them) that can carry ``harness``'s names, other than the one it
+    has (what the model sees: under ``api`` the text-only fields do not matter). Drawn first
+    and checked after: a call format (with or without its tag) that cannot carry the names is
+    struck out with all its doc formats and the draw repeated, so a draw checks the one or two
+    call formats it meets, not all of them, and each fitting candidate is as likely as
+    before."""
     current = harness.protocol.label
     others = [p for p in candidates if p.label != current]
     while others:
@@ -108,23 +111,14 @@ def switch(harness: Harness, rng: random.Random, params: dict[str, Any], context
     return _pick(harness, candidates, rng)
 
 
-def _text_variants(harness: Harness, fixed: tuple[str, ...]) -> list[Protocol]:
-    if harness.protocol.is_api:
-        return []
-    current = harness.protocol
-    return [
-        p
-        for p in text_protocols(harness)
-        if all(getattr(p, f) == getattr(current, f) for f in fixed)
-    ]
-
-
 @rule("protocol.call_format", version="1")
 def call_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Change how calls are written, and whether a ``<TOOLCALL>`` tag wraps them.
 
     Text protocols only (an ``api`` harness is left as it is); the tool-doc format is kept."""
-    return _pick(harness, _text_variants(harness, ("doc_format",)), rng)
+    current = harness.protocol
+    candidates = [p for p in text_protocols(harness) if p.doc_format == current.doc_format]
+    return _pick(harness, [] if current.is_api else candidates, rng)
 
 
 @rule("protocol.doc_format", version="1")
@@ -132,4 +126,8 @@ def doc_format(harness: Harness, rng: random.Random, params: dict[str, Any], con
     """Change how tool docs are printed in the prompt: JSON, XML, Python or Markdown.
 
     Text protocols only (an ``api`` harness is left as it is); calls are written as before."""
-    return _pick(harness, _text_variants(harness, ("call_format", "call_tag")), rng)
+    current = harness.protocol
+    docs = sorted(DRAWN_DOC_FORMATS | {current.doc_format})
+    # the harness's own call_tag kept: a hermes harness may have it either way
+    candidates = [dataclasses.replace(current, doc_format=doc) for doc in docs]
+    return _pick(harness, [] if current.is_api else candidates, rng)
