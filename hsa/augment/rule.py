@@ -42,7 +42,7 @@ from hsa.harness.jsonvalues import unwritable
 from hsa.harness.model import Harness
 from hsa.harness.pickling import by_fields
 
-RULE_NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
+RULE_NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$(?!\n)")
 #: the trajectory facts a rule may ask for in ``needs``
 CONTEXT_FIELDS = ("used_tools", "used_skills")
 #: a parameter schema's keyword listing the values its ``null`` (or ``any``) draws from, so

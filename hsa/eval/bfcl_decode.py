@@ -196,11 +196,25 @@ def _value(node: ast.expr) -> Any:
     raise Undecodable(f"unsupported expression {type(node).__name__}")  # a lambda included
 
 
+#: the most a value evaluated from an argument's expression may hold (items and characters)
+_MAX_SIZE = 1_000_000
+
+
 def _arithmetic(node: ast.expr) -> Any:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str):
+    """What BFCL's ``eval`` makes of an expression of literals and operators (``2 * 3``,
+    ``[1] + [2]``, ``(0,) * 3``); a name or a call in it is ``Undecodable``, as ``eval``'s
+    ``NameError`` fails the reply, and so is a value past ``_MAX_SIZE``."""
+    if isinstance(node, ast.Constant) and (
+        node.value is None or isinstance(node.value, int | float | str)
+    ):
         return node.value
-    if isinstance(node, ast.List | ast.Tuple):  # concatenated or repeated: [1] + [2], (0,) * 3
-        return _value(node)
+    if isinstance(node, ast.List):
+        return [_arithmetic(item) for item in node.elts]
+    if isinstance(node, ast.Tuple):
+        return tuple(_arithmetic(item) for item in node.elts)
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        pairs = zip(node.keys, node.values, strict=True)
+        return {_arithmetic(k): _arithmetic(v) for k, v in pairs}  # type: ignore[arg-type]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         value = _arithmetic(node.operand)
         return -value if isinstance(node.op, ast.USub) else +value
@@ -208,18 +222,31 @@ def _arithmetic(node: ast.expr) -> Any:
         left, right = _arithmetic(node.left), _arithmetic(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > 64:
             raise Undecodable("an exponent too large to evaluate")
-        if isinstance(node.op, ast.Mult) and _repeats(left, right) > 1_000_000:
+        if isinstance(node.op, ast.Mult) and _repeated(left, right) > _MAX_SIZE:
             raise Undecodable("a repeated sequence too long to evaluate")
+        if isinstance(node.op, ast.Add) and _size(left) + _size(right) > _MAX_SIZE:
+            raise Undecodable("a concatenation too long to evaluate")
         return _ARITHMETIC[type(node.op)](left, right)
     raise Undecodable("an expression BFCL evaluates with eval")
 
 
-def _repeats(left: Any, right: Any) -> int:
-    """How many items ``left * right`` makes of a string, list or tuple (0 for numbers)."""
+def _repeated(left: Any, right: Any) -> int:
+    """The size of ``left * right`` when it repeats a string, list or tuple (0 for numbers)."""
     seq, times = (left, right) if isinstance(left, str | list | tuple) else (right, left)
     if isinstance(seq, str | list | tuple) and isinstance(times, int):
-        return len(seq) * times
+        return _size(seq) * times
     return 0
+
+
+def _size(value: Any) -> int:
+    """How many items and characters ``value`` holds, nested ones included."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list | tuple):
+        return len(value) + sum(_size(v) for v in value)
+    if isinstance(value, dict):
+        return len(value) + sum(_size(k) + _size(v) for k, v in value.items())
+    return 1
 
 
 def _json(value: Any) -> Any:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from hsa.errors import ProtocolError, unreadable
+from hsa.errors import ProtocolError, first_line, unreadable
 from hsa.harness.events import (
     AssistantMessage,
     Event,
@@ -83,7 +83,7 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
     except (TypeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"tool-call arguments are not JSON: {exc}", where=where) from None
     except (RecursionError, ValueError) as exc:  # valid JSON past what Python's reader takes
-        why = unreadable(exc)
+        why = unreadable(exc) or first_line(exc)  # (bytes that are no UTF-8 text, say)
         raise ProtocolError(f"tool-call arguments cannot be read: {why}", where=where) from None
     if not isinstance(args, dict):
         raise ProtocolError("tool-call arguments must be a JSON object", where=where)

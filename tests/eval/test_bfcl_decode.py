@@ -69,7 +69,14 @@ def test_python_arguments_as_bfcl_resolves_them():
     # BFCL evals any binary operation: literal lists and tuples concatenate and repeat too
     found = decode("[f(a=[1]+[2], b=(1, 2)+(3,), c=[0]*3, d=2*'ab')]", "python", False)
     assert found == [("f", {"a": [1, 2], "b": [1, 2, 3], "c": [0, 0, 0], "d": "abab"})]
-    for text in ("[f(a=[1]+2)]", "[f(a=[0]*10**7)]"):  # eval's TypeError; too long to build
+    for text in (
+        "[f(a=[1]+2)]",  # eval's TypeError
+        "[f(a=[x]+[1])]",  # eval's NameError: a name is no string in an expression
+        "[f(a=[g(b=1)]*2)]",
+        "[f(a=[0]*10**7)]",  # too long to build, nested or not
+        "[f(a=['a'*1000000]*1000000)]",
+        "[f(a=[[[0]*1000]*1000]*1000)]",
+    ):
         with pytest.raises(Undecodable):
             decode(text, "python", False)
     for tagged, text in [

@@ -84,7 +84,7 @@ def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> R
 
 @rule(
     "protocol.switch",
-    version="1",
+    version="2",  # 2: each protocol drawn as often (hermes was listed twice)
     params={
         "type": "object",
         "additionalProperties": False,
@@ -111,7 +111,7 @@ def switch(harness: Harness, rng: random.Random, params: dict[str, Any], context
     return _pick(harness, candidates, rng)
 
 
-@rule("protocol.call_format", version="1")
+@rule("protocol.call_format", version="2")  # 2: as switch
 def call_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Change how calls are written, and whether a ``<TOOLCALL>`` tag wraps them.
 

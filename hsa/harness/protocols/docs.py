@@ -315,7 +315,7 @@ def _expands(refs: frozenset[str], seen: frozenset[str], budget: list[int]) -> b
     return True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Param:
     """One parameter as the XML, Python and Markdown docs document it."""
 

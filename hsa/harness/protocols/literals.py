@@ -111,8 +111,6 @@ def from_node(node: ast.AST) -> Any:
             name = from_node(key)
             if not isinstance(name, str):
                 raise NotLiteral("object keys must be strings")
-            if name in out:  # as an argument given twice is refused, not the last kept
-                raise NotLiteral(f"key {name!r} given twice")
             out[name] = from_node(item)
         return out
     raise NotLiteral(f"{type(node).__name__} is not a literal")

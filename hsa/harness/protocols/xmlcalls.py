@@ -36,7 +36,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hsa.config import keys_once
 from hsa.harness.protocols import Call
 from hsa.harness.protocols.bfcl import call_instructions, register_bfcl_format
 from hsa.harness.protocols.literals import NotLiteral, from_literal, int_text, to_literal
@@ -104,8 +103,9 @@ def _container(raw: str) -> Any:
         return from_literal(raw)
     except NotLiteral:
         try:
-            # models often write JSON (true, null) instead of Python
-            return json.loads(raw, object_pairs_hook=keys_once)
+            # models often write JSON (true, null) instead of Python; no NaN or Infinity,
+            # which no format writes
+            return json.loads(raw, parse_constant=_no_constant)
         except (ValueError, RecursionError):
             raise NotLiteral(f"not a Python or JSON literal: {raw[:40]!r}") from None
 
@@ -114,6 +114,10 @@ def _to_int(raw: str) -> int:
     if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", raw):
         raise NotLiteral(f"not an integer: {raw[:40]!r}")
     return int(raw)
+
+
+def _no_constant(name: str) -> Any:
+    raise NotLiteral(f"{name} is not a JSON number")
 
 
 def _to_float(raw: str) -> float:
