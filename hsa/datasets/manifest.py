@@ -37,6 +37,8 @@ STATE = ".hsa"
 KIND = "hsa.augmented"
 #: ... or a teacher's trajectories (``hsa teach``)
 TEACHER_KIND = "hsa.teacher"
+#: the file a teacher job records its settings in, from its start (its manifest comes last)
+TEACHER_JOB = "teach.json"
 
 
 def canonical_json(value: Any) -> str:

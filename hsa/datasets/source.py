@@ -32,9 +32,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hsa.datasets import manifest as mf
 from hsa.datasets.lock import process_alive
 from hsa.datasets.shards import open_parquet, sha256_file
-from hsa.errors import DatasetError, HsaError, refuse_kind, refuse_path
+from hsa.errors import DatasetError, HsaError, first_few, refuse_kind, refuse_path
 from hsa.harness.events import TRAJECTORY_SCHEMA, Trajectory, trajectories_to_table
 from hsa.harness.importers.openai_jsonl import first_repeat
 from hsa.harness.importers.write import MARKER, TRAJECTORIES
@@ -236,7 +237,8 @@ def open_source(
     if path.name == TRAJECTORIES and (path.parent / MARKER).is_file():
         return _import_source(path.parent)
     if path.is_dir():
-        if (path / "manifest.json").is_file() and _is_augmented(path / "manifest.json"):
+        kind = _kind(path / mf.MANIFEST)
+        if kind == mf.KIND:
             raise DatasetError(
                 "this is an augmented dataset, not canonical trajectories; augment its source",
                 file=str(path),
@@ -247,9 +249,20 @@ def open_source(
             if not any(part.startswith(".") for part in p.relative_to(path).parts)
             and p.name != "variants.parquet"
         )
+        digests = None
+        if kind == mf.TEACHER_KIND:
+            digests = _teacher_shards(path, files)
+        elif (path / mf.TEACHER_JOB).is_file():
+            raise DatasetError(
+                "an unfinished hsa teach run (it has no manifest.json: it stopped before every "
+                "shard was written), whose trajectories would be read as if they were all; "
+                "rerun the same hsa teach command to finish it",
+                file=str(path),
+            )
         if not files:
             raise DatasetError("no Parquet shards found", file=str(path))
-        return replace(_parquet_source(path, files), notes=_left_out(path / "manifest.json"))
+        source = _parquet_source(path, files, digests)
+        return replace(source, notes=_left_out(path / mf.MANIFEST))
     if path.suffix.lower() == ".parquet":
         return _parquet_source(path, [path])
     if is_chat_file(path):
@@ -276,24 +289,64 @@ def _left_out(manifest: Path) -> tuple[str, ...]:
     return tuple(f"the teacher left out {entry}" for entry in found if isinstance(entry, str))
 
 
-def _is_augmented(manifest: Path) -> bool:
+def _kind(manifest: Path) -> Any:
+    """The ``kind`` a folder's manifest names (None without a readable one)."""
     try:
-        return json.loads(manifest.read_text("utf-8")).get("kind") == "hsa.augmented"
+        return json.loads(manifest.read_text("utf-8")).get("kind")
     except (OSError, ValueError, AttributeError):
-        return False
+        return None
 
 
-def _parquet_source(root: Path, files: list[Path]) -> Source:
+def _teacher_shards(root: Path, files: list[Path]) -> dict[Path, str]:
+    """The SHA-256 of each shard a finished teacher job's manifest lists, by path; a
+    ``DatasetError`` when one is missing, or when a Parquet file here is not one of them
+    (its rows would be read as the teacher's)."""
+    splits = mf.read_json(root / mf.MANIFEST).get("splits") or {}
+    listed = {
+        root / str(entry.get("path")): str(entry.get("sha256"))
+        for split in (splits.values() if isinstance(splits, dict) else ())
+        for entry in (split.get("shards") or [] if isinstance(split, dict) else [])
+        if isinstance(entry, dict)
+    }
+    missing = sorted(str(p.relative_to(root)) for p in listed if not p.is_file())
+    if missing:
+        raise DatasetError(
+            f"{len(missing)} shard(s) the teacher's manifest lists are missing "
+            f"({first_few(missing)}): rerun the hsa teach command that wrote it to restore them",
+            file=str(root),
+        )
+    strays = sorted(str(p.relative_to(root)) for p in files if p not in listed)
+    if strays:
+        raise DatasetError(
+            f"{len(strays)} Parquet file(s) here are not the teacher's (its manifest does not "
+            f"list {first_few(strays)}); move them out",
+            file=str(root),
+        )
+    return listed
+
+
+def _parquet_source(
+    root: Path, files: list[Path], digests: dict[Path, str] | None = None
+) -> Source:
+    """The trajectories of ``files``; with ``digests``, each file must hash to its own (a
+    teacher's shards as its manifest lists them)."""
     counts = []
     ids = []
     digest = hashlib.sha256()
     for file in files:
+        sha = sha256_file(file)
+        if digests is not None and digests.get(file) != sha:
+            raise DatasetError(
+                "changed since the teacher wrote it (its SHA-256 is not the one the manifest "
+                "lists): rerun the hsa teach command that wrote it to restore it",
+                file=str(file),
+            )
         handle = open_parquet(file)
         _columns(handle, file)
         counts.append(handle.metadata.num_rows)
         ids.append(handle.read(columns=["id"]).column("id"))
         name = file.name if file == root else str(file.relative_to(root))
-        digest.update(f"{name}\0{sha256_file(file)}\n".encode())
+        digest.update(f"{name}\0{sha}\n".encode())
     chunks = [chunk.cast(pa.string()) for column in ids for chunk in column.chunks]
     _refuse_repeats(files, counts, pa.chunked_array(chunks, pa.string()))
     return Source(root, tuple(files), tuple(counts), digest.hexdigest())

@@ -462,15 +462,11 @@ def _build(
     """The build in ``out``, claimed for it (``finished``: the dataset is there already)."""
     report = BuildReport(out=out)
     if finished:
+        # the finished dataset stands on its own: the teacher output it was made from is not
+        # read again (it may be gone, a copy of the folder without its dot-folders, or damaged,
+        # which matters only to a batch redone)
         report.teacher_skipped = True
-        if recorded is None and not (out / SOURCE_DIR).is_dir():
-            # the finished dataset stands without the teacher output it was made from (a
-            # copy of the folder without its dot-folders)
-            report.augment = finished_report(out)
-            report.trajectories = report.augment.trajectories
-            return report
-        src = recorded if recorded is not None else open_source(out / SOURCE_DIR)
-        report.augment = augment_locked(src, out, augment_config, settings=identity)
+        report.augment = finished_report(out)
         report.trajectories = report.augment.trajectories
         return report
     if recorded is None:

@@ -58,7 +58,7 @@ from hsa.teachers.rollout import (
 )
 from hsa.teachers.task_variants import env_task_variants, recipe_from
 
-JOB_FILE = "teach.json"
+JOB_FILE = mf.TEACHER_JOB
 CACHE_FILE = "cache.sqlite"
 
 ProgressFn = Callable[[int, int, int], None]

@@ -405,6 +405,12 @@ def test_a_finished_build_copied_without_its_run_state_is_complete_already(
 ) -> None:
     config = load_config(write(tmp_path, SMALL))
     first = build(config, out=tmp_path / "ds")
+    # the teacher output is not read again for a finished dataset: damage there is no failure
+    teacher_shard = sorted((tmp_path / "ds" / ".hsa" / "source" / "data").rglob("*.parquet"))[0]
+    teacher_shard.write_bytes(teacher_shard.read_bytes()[:100])
+    again = build(config, out=tmp_path / "ds")
+    assert again.augment.complete_already and again.augment.rows == first.augment.rows
+    assert "failed" not in json.loads((tmp_path / "ds" / ".hsa" / "run.json").read_text())
     shutil.rmtree(tmp_path / "ds" / ".hsa")  # as a copy without dot-folders leaves it
     again = build(config, out=tmp_path / "ds")
     assert again.augment.complete_already and again.augment.rows == first.augment.rows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 from hsa.datasets import conversation, open_source
 from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
 from hsa.datasets.shards import write_shard
-from hsa.errors import TeacherError
+from hsa.errors import HsaError, TeacherError
 from hsa.harness.events import Trajectory
 from hsa.harness.parse import parse
 from hsa.pipelines.teach import TeachConfig, TeachIncomplete, teach
@@ -169,6 +170,25 @@ def test_a_lost_shard_is_rewritten_from_the_cache(tmp_path, env):
     report = teach(config(cache=cache), out, env=env)
     assert report.written == rows and report.requests == 0 and report.cache_hits > 0
     assert shard.read_bytes() == kept
+
+
+def test_a_teacher_folder_is_read_as_its_manifest_lists_it(finished, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(finished[0], out)
+    assert open_source(out).total == 18
+    first, second = sorted((out / "data").rglob("*.parquet"))[:2]
+    stray = out / "data" / "train" / "extra.parquet"
+    stray.write_bytes(first.read_bytes())
+    with pytest.raises(HsaError, match=r"1 Parquet file\(s\) here are not the teacher's"):
+        open_source(out)
+    stray.unlink()
+    second.write_bytes(second.read_bytes()[:100])
+    with pytest.raises(HsaError, match="changed since the teacher wrote it") as changed:
+        open_source(out)
+    assert changed.value.file == str(second)
+    first.unlink()
+    with pytest.raises(HsaError, match=r"1 shard\(s\) the teacher's manifest lists are missing"):
+        open_source(out)
 
 
 def test_secrets_are_never_written(finished):
@@ -444,6 +464,9 @@ def test_rollouts_the_backend_did_not_answer_are_not_written_and_rerun(finished,
     assert written and all(r["verified"] for r in written)  # no backend failure as a row
     assert down not in {r["task_id"] for r in written}
     assert len(written) == report.written < 18 and not (out / "manifest.json").exists()
+    # its shards are not the job's trajectories yet: augmenting them is refused, not partial
+    with pytest.raises(HsaError, match="an unfinished hsa teach run"):
+        open_source(out)
     # verified rollouts of the failed ones' shards are held back, counted, and said
     assert report.written + report.held == report.reasons["ok"] and report.held > 0
     assert f"(nor {report.held} that finished in their shards" in str(failed.value)
