@@ -316,9 +316,12 @@ def enum_step_problems(mapping: RewriteMapping) -> list[tuple[str, str]]:
 def hook_problems(original: Harness, h2: Harness, m: RewriteMapping) -> list[tuple[str, str]]:
     """How the hooks of ``h2`` fire or act otherwise than ``original``'s (check ``hooks``)."""
     problems: list[tuple[str, str]] = []
-    # each tool of the original and its name in h2 (the skill tool follows the harnesses: a
-    # mapping leaves it out, since calls to it are skill loads)
+    # each tool of the original that h2 keeps, and its name there (a dropped tool is called
+    # nowhere, so a hook need not fire on it; the skill tool follows the harnesses: a mapping
+    # leaves it out, since calls to it are skill loads)
+    kept = {t.name for t in h2.tools}
     names = {t.name: m.tool_name(t.name) for t in original.tools}
+    names = {old: new for old, new in names.items() if new in kept}
     if original.skill_tool is not None:
         names[original.skill_tool.name] = (
             h2.skill_tool.name if h2.skill_tool is not None else original.skill_tool.name

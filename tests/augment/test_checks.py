@@ -9,7 +9,16 @@ import random
 import pytest
 from conftest import make_events, make_harness
 
-from hsa.augment import Rewrite, RewriteMapping, Rule, Step, ToolMap, apply_chain, get_rule
+from hsa.augment import (
+    Context,
+    Rewrite,
+    RewriteMapping,
+    Rule,
+    Step,
+    ToolMap,
+    apply_chain,
+    get_rule,
+)
 from hsa.augment.checks import (
     CHECKS,
     FAIL,
@@ -416,6 +425,16 @@ def test_a_hook_on_the_skill_tool_follows_its_rename():
     hook = Hook("on-load", "pre_tool_use", "add_context", "Loading.", inject="system")
     harness = harness.replace(hooks=[*harness.hooks, _matcher(hook, "load_skill")])
     report = _run(_rename({"load_skill": "fetch_skill", "get_order": "fetch_order"}), harness)
+    assert report.ok, [str(f) for f in report.failures]
+
+
+def test_a_hook_need_not_fire_on_a_tool_the_rewrite_dropped(harness, events):
+    # the audit hook matched get_order_status and get_order_history too; once they are
+    # dropped, the renamed matcher names only the tool left
+    chain = [(get_rule("tools.drop_unused"), {"fraction": 1.0}), (get_rule("tools.namespace"), {})]
+    rewrite, _ = apply_chain(harness, chain, seed=0, context=Context.of(events))
+    assert "get_order_status" not in {t.name for t in rewrite.harness.tools}
+    report = check_rewrite(harness, rewrite, events)
     assert report.ok, [str(f) for f in report.failures]
 
 
