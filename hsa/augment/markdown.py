@@ -1,4 +1,5 @@
-"""Just enough Markdown structure for skill-content rules: headings, sections, list markers.
+"""Just enough Markdown structure for the rules that reorder and restyle text: headings,
+sections, list markers, and prose that points at a part of the text by where it is.
 
 Lines inside fenced code blocks are never treated as structure, so a ``# comment`` in a code
 sample is not a heading and ``- x`` in a code sample is not a list item.
@@ -15,6 +16,19 @@ _ATX = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _BULLET = re.compile(r"^(\s*)([-*+])(\s+)(?=\S)")
 _ORDERED = re.compile(r"^(\s*)(\d{1,9})([.)])(\s+)(?=\S)")
 _BOLD = re.compile(r"^\*\*([^*].*?)\*\*\s*$")
+#: prose that points at a part of the text by where it is
+_POSITIONAL = re.compile(
+    r"\b(?:(?:section|sections|step|steps|heading|part|instructions|guidance)\s+(?:above|below)"
+    r"|(?:see|shown|described|listed|explained|covered|mentioned)\s+(?:above|below)"
+    r"|(?:previous|preceding|next|following|earlier|later)\s+(?:section|step|heading|part)s?)\b",
+    re.IGNORECASE,
+)
+
+
+def points_by_position(text: str) -> bool:
+    """Whether ``text`` points at another part by where it is ("the section above", "see
+    below", "the next step"): the parts it is in then depend on their order."""
+    return _POSITIONAL.search(text) is not None
 
 
 def code_mask(lines: list[str]) -> list[bool]:

@@ -535,6 +535,21 @@ def test_untitled_sections_stay_untitled():
         assert titled[0].title == "" and titled[1].title != "Persona"
 
 
+def test_prompt_sections_that_point_at_each_other_by_place_keep_their_order():
+    harness = make_harness()
+    sections = list(harness.prompt.sections)
+    assert any(
+        _apply("prompt.section_order", harness, s).harness.prompt.sections != tuple(sections)
+        for s in range(8)
+    )
+    sections[-1] = dataclasses.replace(
+        sections[-1], body=sections[-1].body + " Apply the policy described above."
+    )
+    pointing = harness.replace(prompt=dataclasses.replace(harness.prompt, sections=tuple(sections)))
+    for seed in range(8):
+        assert _apply("prompt.section_order", pointing, seed).harness == pointing
+
+
 def _style_of(name: str) -> str:
     if name.startswith("t_") or name.startswith("skill-"):
         return "random"

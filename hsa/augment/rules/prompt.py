@@ -6,6 +6,7 @@ import dataclasses
 import random
 from typing import Any
 
+from hsa.augment import markdown
 from hsa.augment.banks import bank
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
@@ -22,7 +23,7 @@ def _pick_other(value: str, choices: list[str], given: str, rng: random.Random) 
 
 @rule(
     "prompt.section_order",
-    version="1",
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -36,8 +37,14 @@ def _pick_other(value: str, choices: list[str], given: str, rng: random.Random) 
     },
 )
 def section_order(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Shuffle the order of the system prompt's sections (persona, policy, tools, skills, ...)."""
+    """Shuffle the order of the system prompt's sections (persona, policy, tools, skills, ...).
+
+    A prompt whose text points at a section by where it is ("the section below", "the policy
+    described above") keeps its order: its sections are not independent.
+    """
     sections = list(harness.prompt.sections)
+    if any(markdown.points_by_position(f"{s.title}\n{s.body}") for s in sections):
+        return Rewrite(harness)
     head = sections[:1] if params["keep_first"] else []
     tail = shuffled(sections[len(head) :], rng)
     prompt = dataclasses.replace(harness.prompt, sections=tuple(head + tail))

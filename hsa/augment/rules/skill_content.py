@@ -21,13 +21,6 @@ from hsa.harness.model import Harness
 
 # Sections titled like steps of a procedure depend on their order.
 _ORDERED_TITLE = re.compile(r"^\s*(?:step|phase|part|stage)?\s*\d", re.IGNORECASE)
-#: prose that points at a part of the text by where it is
-_POSITIONAL = re.compile(
-    r"\b(?:(?:section|sections|step|steps|heading|part|instructions|guidance)\s+(?:above|below)"
-    r"|(?:see|shown|described|listed|explained|covered|mentioned)\s+(?:above|below)"
-    r"|(?:previous|preceding|next|following|earlier|later)\s+(?:section|step|heading|part)s?)\b",
-    re.IGNORECASE,
-)
 
 
 def _with_contents(harness: Harness, change) -> Harness:
@@ -51,7 +44,7 @@ def reorder_sections(
 
     def reorder(content: str) -> str:
         found = markdown.sibling_sections(content)
-        if found is None or _POSITIONAL.search(content):
+        if found is None or markdown.points_by_position(content):
             return content
         before, sections, tail = found
         titles = [s.split("\n", 1)[0].lstrip("#").strip() for s in sections]
