@@ -550,6 +550,33 @@ def test_prompt_sections_that_point_at_each_other_by_place_keep_their_order():
         assert _apply("prompt.section_order", pointing, seed).harness == pointing
 
 
+def test_enum_values_keep_what_they_say():
+    values = [
+        "C++",
+        "C#",
+        "google.com",
+        "Python",
+        "cancel_order",
+        "Country",
+        "one-stop",
+        "Rock n roll",
+    ]
+    schema = {"type": "object", "properties": {"v": {"type": "string", "enum": values}}}
+    harness = make_harness().replace(tools=[Tool("pick", "Pick one.", schema)])
+    for seed in range(4):
+        upper = _apply("tools.enum_values", harness, seed, {"style": "upper"}).mapping.text
+        assert dict(upper) == {
+            "Python": "PYTHON",
+            "cancel_order": "CANCEL_ORDER",
+            "Country": "COUNTRY",
+            "one-stop": "ONE_STOP",
+            "Rock n roll": "ROCK_N_ROLL",
+        }
+        # under synonym, only the value written as a code: the others are names and phrases
+        synonym = _apply("tools.enum_values", harness, seed, {"style": "synonym"}).mapping.text
+        assert [old for old, _ in synonym] == ["cancel_order"]
+
+
 def _style_of(name: str) -> str:
     if name.startswith("t_") or name.startswith("skill-"):
         return "random"

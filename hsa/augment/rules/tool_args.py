@@ -365,11 +365,18 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
 
 
 ENUM_STYLES = ["upper", "camel", "pascal", "kebab", "snake", "synonym"]
+#: what a respelling keeps of a value: letters, digits and the separators between words
+_RESPELLABLE = re.compile(r"[A-Za-z0-9 _-]+")
+#: a value written as a code, whose words a synonym may replace: snake_case, UPPER_SNAKE or
+#: camelCase (one lower-case word too)
+_CODE = re.compile(
+    r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+"
+)
 
 
 @rule(
     "tools.enum_values",
-    version="3",
+    version="4",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -385,6 +392,13 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
     with an ``enum`` step per argument path (arrays, nested objects and shared ``$defs``
     included). ``default`` and ``examples`` follow; the property's description mentions are
     replaced token-aware.
+
+    A value is kept as it is where respelling would lose what it says: one holding anything but
+    letters, digits, spaces, ``_`` and ``-`` (``C++``, ``C#``, ``google.com``), in every style;
+    and under ``synonym``, one not written as a code (snake_case, UPPER_SNAKE, camelCase): a
+    capitalised word or phrase is a name (``Country`` the music genre, ``JavaScript``), and
+    words joined by spaces or hyphens a phrase (``one-stop``, ``Living room``), whose words a
+    synonym would change the meaning of.
     """
     bank = synonyms()
     # the string enum values of each tool's free sub-schemas, looked up without a copy
@@ -400,7 +414,7 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
     ]
     style = params["style"]
     if not isinstance(style, str) or style == "any":
-        values = [v for found in values_of for v in found]
+        values = [v for found in values_of for v in found if _RESPELLABLE.fullmatch(v)]
         style = draw_style(style, ENUM_STYLES, values, bank, rng)
     rewrites = {}
     texts: list[tuple[str, str]] = []
@@ -427,8 +441,10 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
                 continue
 
             def propose(value: str) -> str:
+                if not _RESPELLABLE.fullmatch(value):
+                    return value
                 if style == "synonym":
-                    return synonym_name(value, bank, rng)
+                    return synonym_name(value, bank, rng) if _CODE.fullmatch(value) else value
                 return restyle(value, style)
 
             table = fresh_names(strings, propose, pattern=ANY_VALUE)
