@@ -13,10 +13,16 @@ import hashlib
 import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
+from hsa.augment.param_schemas import all_property_names
 from hsa.augment.rule import DRAWS
 from hsa.errors import RuleError
+
+if TYPE_CHECKING:
+    from hsa.harness.model import Harness
 
 # Each ends "$(?!\n)": Python's "$" also matches before a final newline, and rule schemas
 # (JSON Schema, searched by jsonschema with Python's re) carry PARAM_NAME's pattern.
@@ -83,16 +89,45 @@ def random_token(rng: random.Random, length: int = 6) -> str:
     return first + "".join(rng.choice(_ALPHABET) for _ in range(length - 1))
 
 
-def synonym_name(name: str, bank: Mapping[str, Sequence[str]], rng: random.Random) -> str:
+def synonym_name(
+    name: str,
+    bank: Mapping[str, Sequence[str]],
+    rng: random.Random,
+    avoid: AbstractSet[str] = frozenset(),
+    claimed: dict[str, str] | None = None,
+) -> str:
     """``name`` with each word that has synonyms in ``bank`` replaced by one, style kept; a
     synonym holding a word the name has already (``category_type`` -> ``kind_kind``) is passed
-    over while another is left."""
+    over while another is left.
+
+    A synonym holding a word of ``avoid`` (lower case: the harness's own words, ``vocabulary``)
+    is never taken: there that word names something of its own (``item`` -> ``product`` where
+    items and products are two things). Nor is one holding a word ``claimed`` gives to another
+    word (``{synonym word: word}``, lower case, which this call adds its choices to: the names
+    of one rewrite share it, so that ``item`` and ``product`` never both become ``article``).
+    A word whose every synonym is passed over so stays as it is.
+    """
     words = split_words(name)
     if not words:
         return name
+    claimed = {} if claimed is None else claimed
+
+    def offered(word: str) -> list[str]:
+        choices = list(bank.get(word.lower()) or ())
+        if not avoid and not claimed:
+            return choices
+        own = word.lower()
+        return [
+            c
+            for c in choices
+            if not any(
+                w.lower() in avoid or claimed.get(w.lower(), own) != own for w in split_words(c)
+            )
+        ]
+
     out: list[str] = []
     for index, word in enumerate(words):
-        choices = list(bank.get(word.lower()) or ())
+        choices = offered(word)
         if not choices:
             out.append(word)
             continue
@@ -100,12 +135,25 @@ def synonym_name(name: str, bank: Mapping[str, Sequence[str]], rng: random.Rando
         taken = {w.lower() for done in out for w in split_words(done)}
         for later in words[index + 1 :]:
             taken.add(later.lower())
-            taken.update(w for s in bank.get(later.lower()) or () for w in split_words(s))
+            taken.update(w for s in offered(later) for w in split_words(s))
         fresh = [c for c in choices if not taken & {w.lower() for w in split_words(c)}]
         out.append(rng.choice(fresh or choices))
+        for w in split_words(out[-1]):
+            claimed.setdefault(w.lower(), word.lower())
     # A synonym may be several words ("look_up"): split again before styling.
     flat = [w for word in out for w in split_words(word)]
     return styled(flat, detect_style(name))
+
+
+def vocabulary(harness: Harness) -> frozenset[str]:
+    """The words of a harness's own names, lower case: its tools' names (the skill tool's
+    too), their parameters' names and its skill ids. A synonym drawn for one of its names
+    avoids them (``synonym_name``)."""
+    names = [s.id for s in harness.skills]
+    for tool in [*harness.tools, *([harness.skill_tool] if harness.skill_tool else [])]:
+        names.append(tool.name)
+        names.extend(all_property_names(dict(tool.parameters)))
+    return frozenset(w.lower() for n in names for w in split_words(n))
 
 
 def changing_styles(

@@ -30,6 +30,23 @@ def test_split_and_restyle():
     assert synonym_name("get_order", {"get": ["fetch"]}, random.Random(0)) == "fetch_order"
 
 
+def test_a_synonym_the_harness_names_something_else_with_is_passed_over():
+    bank = {"get": ["fetch", "read"], "item": ["product", "entry"], "product": ["entry", "goods"]}
+    for seed in range(8):
+        rng = random.Random(seed)
+        assert synonym_name("item_id", bank, rng, frozenset({"product"})) == "entry_id"
+        # every synonym taken: the word stays
+        assert synonym_name("item_id", bank, rng, frozenset({"product", "entry"})) == "item_id"
+        # a synonym one word of the rewrite took is not another word's
+        claimed: dict[str, str] = {}
+        assert synonym_name("item_id", bank, rng, frozenset({"product"}), claimed) == "entry_id"
+        assert synonym_name("product_id", bank, rng, frozenset({"item"}), claimed) == "goods_id"
+        # nothing passed over: the same draws as without
+        plain = synonym_name("get_item_id", bank, random.Random(seed))
+        filtered = synonym_name("get_item_id", bank, random.Random(seed), frozenset({"x"}), {})
+        assert plain == filtered
+
+
 def test_fresh_names_never_collide_even_with_prefixes():
     names = ["get_order", "get_order_status", "getOrder"]
     table = fresh_names(names, lambda n: restyle(n, "snake"), pattern=TOOL_NAME)

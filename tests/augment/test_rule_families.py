@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from hsa.augment import Context, apply_chain, apply_steps, get_rule
 from hsa.augment.checks import check_rewrite
+from hsa.augment.names import split_words
 from hsa.augment.rules.hooks import valid_positions
 from hsa.errors import RuleError
 from hsa.harness import Hook, Matcher, Protocol, Section, Tool
@@ -575,6 +576,24 @@ def test_enum_values_keep_what_they_say():
         # under synonym, only the value written as a code: the others are names and phrases
         synonym = _apply("tools.enum_values", harness, seed, {"style": "synonym"}).mapping.text
         assert [old for old, _ in synonym] == ["cancel_order"]
+
+
+def test_synonym_renames_never_swap_two_things_the_harness_keeps_apart():
+    schema = {
+        "type": "object",
+        "properties": {"item_id": {"type": "string"}, "product_id": {"type": "string"}},
+    }
+    tools = [Tool(f"get_{n}_details", f"Details of a {n}.", schema) for n in ("item", "product")]
+    harness = make_harness().replace(tools=tools)
+    for seed in range(12):
+        for name, names, noun in (
+            ("tools.rename", ("get_item_details", "get_product_details"), 1),
+            ("tools.rename_params", ("item_id", "product_id"), 0),
+        ):
+            text = dict(_apply(name, harness, seed, {"style": "synonym"}).mapping.text)
+            item, product = (split_words(text.get(n, n)) for n in names)
+            assert "product" not in item and "item" not in product, (name, seed, item, product)
+            assert item[noun] != product[noun], (name, seed, item, product)
 
 
 def _style_of(name: str) -> str:

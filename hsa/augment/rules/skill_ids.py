@@ -23,6 +23,7 @@ from hsa.augment.names import (
     restyle,
     style_param,
     synonym_name,
+    vocabulary,
 )
 from hsa.augment.param_schemas import copy_schema
 from hsa.augment.registry import rule
@@ -63,7 +64,7 @@ def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
 
 @rule(
     "skill_ids.rename",
-    version="2",
+    version="3",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -81,12 +82,15 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
     bank = synonyms()
     ids = [s.id for s in harness.skills]
     style = draw_style(params["style"], ID_STYLES, ids, bank, rng)
+    # a synonym is never a word the harness names something else with
+    avoid = vocabulary(harness) if style == "synonym" else frozenset()
+    claimed: dict[str, str] = {}  # nor one another word of this rewrite took
 
     def propose(skill_id: str) -> str:
         if style == "random":
             return f"skill-{random_token(rng)}"
         if style == "synonym":
-            return synonym_name(skill_id, bank, rng)
+            return synonym_name(skill_id, bank, rng, avoid, claimed)
         return restyle(skill_id, style)
 
     table = fresh_names([s.id for s in harness.skills], propose, pattern=ID_NAME)

@@ -25,6 +25,7 @@ from hsa.augment.names import (
     restyle,
     style_param,
     synonym_name,
+    vocabulary,
 )
 from hsa.augment.param_schemas import (
     all_property_names,
@@ -47,14 +48,17 @@ _STYLE_PARAM = style_param(
 TOOL_NAMESPACES = ["shop", "api", "svc", "tools", "mcp", "app", "ext", "core", "srv", "fn"]
 
 
-def _propose(style: str, rng: random.Random, prefix: str):
+def _propose(style: str, rng: random.Random, prefix: str, harness: Harness):
     bank = synonyms()
+    # a synonym is never a word the harness names something else with
+    avoid = vocabulary(harness) if style == "synonym" else frozenset()
+    claimed: dict[str, str] = {}  # nor one another word of this rewrite took
 
     def propose(name: str) -> str:
         if style == "random":
             return f"{prefix}{random_token(rng)}"
         if style == "synonym":
-            return synonym_name(name, bank, rng)
+            return synonym_name(name, bank, rng, avoid, claimed)
         return restyle(name, style)
 
     return propose
@@ -115,7 +119,7 @@ def _rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
 
 @rule(
     "tools.rename",
-    version="2",
+    version="3",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -156,7 +160,7 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
     others = [t.name for t in _all_tools(harness) if t.name not in targets]
     table = fresh_names(
         targets,
-        _propose(style, rng, "t_"),
+        _propose(style, rng, "t_", harness),
         taken=others,
         pattern=TOOL_NAME,
         accept=lambda n: format_accepts(harness.protocol, n),
@@ -209,7 +213,7 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
 
 @rule(
     "tools.rename_params",
-    version="4",
+    version="5",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -253,7 +257,7 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
     targets = [originals[i] for i in sorted(rng.sample(range(len(originals)), count))]
     table = fresh_names(
         targets,
-        _propose(style, rng, "p_"),
+        _propose(style, rng, "p_", harness),
         taken=taken - set(targets),
         pattern=PARAM_NAME,
         accept=lambda n: all(format_accepts(harness.protocol, t.name, [n]) for t in tools[:1]),
