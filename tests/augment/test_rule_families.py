@@ -14,7 +14,7 @@ from hsa.augment.checks import check_rewrite
 from hsa.augment.names import split_words
 from hsa.augment.rules.hooks import valid_positions
 from hsa.errors import RuleError
-from hsa.harness import Hook, Matcher, Protocol, Section, Tool
+from hsa.harness import AssistantMessage, Hook, Matcher, Protocol, Section, Tool, UserMessage
 from hsa.harness.protocols import CALL_FORMATS, DRAWN_DOC_FORMATS
 from hsa.harness.validate import harness_problems
 
@@ -138,6 +138,19 @@ def test_distractors_never_collide_nor_wake_a_matcher():
     assert _apply("tools.distractors", greedy, 0).harness.tools == greedy.tools
     skills = _apply("skill_content.distractors", harness, 0, {"count": 8}).harness.skills
     assert len({s.id for s in skills}) == len(skills) == len(harness.skills) + 8
+
+
+def test_distractors_only_where_the_trajectory_calls_tools_and_never_a_tool_it_has():
+    harness = make_harness()
+    refusal = (UserMessage("What time is it in New York?"), AssistantMessage("I cannot tell."))
+    clock = Tool("getCurrentTime", "Mine.", {"type": "object", "properties": {}})
+    timed = harness.replace(tools=[*harness.tools, clock])
+    for seed in range(10):
+        # calling no tool is the task: a bank tool might answer it
+        assert _apply("tools.distractors", harness, seed, {"count": 16}, refusal).harness == harness
+        out = _apply("tools.distractors", timed, seed, {"count": 16}).harness
+        added = {t.name for t in out.tools} - {t.name for t in timed.tools}
+        assert len(added) == 15 and not any("current_time" in n for n in added), added  # of 16
 
 
 def test_skill_id_enum_on_the_skill_tool_follows_renames_and_drops():

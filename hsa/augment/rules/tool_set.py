@@ -9,7 +9,7 @@ from typing import Any
 
 from hsa.augment.banks import distractor_tools
 from hsa.augment.free_text import format_accepts
-from hsa.augment.names import TOOL_NAME, fresh_names
+from hsa.augment.names import TOOL_NAME, fresh_names, restyle
 from hsa.augment.param_schemas import copy_schema, free_nodes
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
@@ -71,7 +71,7 @@ def reorder_properties(
 
 @rule(
     "tools.distractors",
-    version="1",
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -85,19 +85,28 @@ def reorder_properties(
             }
         },
     },
+    needs=("used_tools",),
 )
 def distractors(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
-    """Add distractor tools from hsa's bank at random positions; the task never needs them.
+    """Add distractor tools from hsa's bank at random positions; the task never needs them
+    (depends on the trajectory: needs used_tools).
 
-    Names never collide with a tool of the harness (a clash gets a ``_2`` suffix), and hook
-    matchers keep their firing: a distractor a matcher would catch is renamed until it is not.
+    A distractor is sure to be unneeded only where the trajectory calls tools: one that calls
+    none (a refusal, where whether any tool fits is the task: "what time is it in New York?"
+    with no clock among the tools) gets none, since a bank tool might answer it. A bank tool
+    named like a tool of the harness (in any case style) is the same capability, and is not
+    drawn. Hook matchers keep their firing: a distractor a matcher would catch is renamed until
+    it is not.
     """
-    pool = distractor_tools()
-    count = min(params["count"], len(pool))
-    picked = rng.sample(pool, count)
+    if not context.used_tools:
+        return Rewrite(harness)
     existing = [t.name for t in harness.tools]
     if harness.skill_tool is not None:
         existing.append(harness.skill_tool.name)
+    own = {restyle(n, "snake") for n in existing}
+    pool = [t for t in distractor_tools() if restyle(t.name, "snake") not in own]
+    count = min(params["count"], len(pool))
+    picked = rng.sample(pool, count)
     patterns = [h.matcher.tool for h in harness.hooks if h.matcher.tool is not None]
 
     def untouched(name: str) -> bool:
