@@ -15,8 +15,10 @@ honouring ``Retry-After``; other errors (bad request, authentication, unknown mo
 worth retrying and fail the request at once. Each failed attempt is named by ``failure_kind``
 from the whole chain of causes, not from the outer exception's class alone. Two waits are cut
 short: an endpoint nothing answers at when the job starts fails ``start`` within seconds, and
-once one request has run out of retries on a refused connection, the others give up at their
-first such failure (until an answer comes), rather than each waiting out its own retries.
+once one request has run out of retries on a connection that could not be made (refused, no
+such host), the others give up at their first such failure (until an answer comes), rather
+than each waiting out its own retries. A connection the server made and then broke off
+(closed mid-answer) says nothing of the others: each such request retries to its own end.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import json
 import os
 import random
 import re
+import socket
 import ssl
 import time
 import urllib.parse
@@ -60,8 +63,9 @@ OVERLOADED = (429, 503)
 #: how vLLM refuses a request with ``tools`` when it was started without tool-call parsing:
 #: '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 TOOL_FLAGS_REFUSAL = re.compile(r"enable-auto-tool-choice|tool-call-parser")
-#: failures that say nothing answers at the endpoint any more (not a slow or busy one)
-GONE = ("connection refused", "connection")
+#: failures that say nothing answers at the endpoint any more (not a slow or busy one, nor
+#: one that answered and broke the connection off mid-answer)
+GONE = ("connection refused", "no connection")
 #: how an error of a request the endpoint answered with a refusal (HTTP 4xx) begins
 REFUSED = "the endpoint refused the request"
 #: the shortest API key hidden from messages (real keys are tens of characters)
@@ -145,8 +149,8 @@ class OpenAIBackend(Backend):
         #: the endpoint as errors name it: no user info or query string, where secrets hide
         self._shown = str(public_url(config.base_url))
         self._proxy = env_proxy(self._url)
-        #: why the endpoint is taken for gone: a request ran out of retries on a refused or
-        #: failed connection, and none has been answered since
+        #: why the endpoint is taken for gone: a request ran out of retries on a connection
+        #: that could not be made, and none has been answered since
         self._gone: str | None = None
 
     async def start(self) -> None:
@@ -271,7 +275,10 @@ class OpenAIBackend(Backend):
         if kind in ("connection refused", "connection reset"):
             return f"{kind} to {url}"
         cause = _root(exc)
-        return f"connection error to {url}: {self._short(str(cause) or type(cause).__name__)}"
+        said = self._short(str(cause) or type(cause).__name__)
+        if kind == "connection lost":
+            return f"connection to {url} lost before the whole answer came: {said}"
+        return f"connection error to {url}: {said}"
 
     async def _create(self, request: ChatRequest) -> Any:
         """One attempt: the chat completion as JSON, or ``StatusError`` for an error status.
@@ -548,12 +555,17 @@ def _root(exc: BaseException) -> BaseException:
 
 def failure_kind(exc: BaseException) -> str:
     """What a request that raised ``exc`` ran into: ``connection refused``, ``connection
-    reset``, ``connection`` (any other failure to connect or to read the answer), ``timeout``
-    (the endpoint was reached but did not answer in time) or ``http NNN`` for a status error.
+    reset``, ``no connection`` (any other failure to connect: no such host, no route, the
+    connection or its TLS handshake not made in time), ``timeout`` (the endpoint was reached
+    but did not answer in time), ``connection lost`` (connected, then the connection broke off
+    before the whole answer came: a server that closed it mid-body) or ``http NNN`` for a
+    status error.
 
     The causes decide, not the outer class: clients wrap the socket's error in their own
     classes, and not always in the right one.
     """
+    import aiohttp
+
     if isinstance(exc, StatusError):
         return f"http {exc.status}"
     chain = list(_causes(exc))
@@ -563,9 +575,14 @@ def failure_kind(exc: BaseException) -> str:
             return "connection refused"
         if isinstance(cause, ConnectionResetError) or code == errno.ECONNRESET:
             return "connection reset"
+    # aiohttp before 3.10 has no class of its own for a connection not made in time
+    late: type[BaseException] = getattr(aiohttp, "ConnectionTimeoutError", socket.gaierror)
+    unconnected = (aiohttp.ClientConnectorError, socket.gaierror, late)
+    if any(isinstance(c, unconnected) for c in chain):
+        return "no connection"
     if any(isinstance(c, TimeoutError) for c in chain):
         return "timeout"
-    return "connection"
+    return "connection lost"
 
 
 def _short(text: str, limit: int = 200) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import errno
 import itertools
 import json
+import re
 import socket
 
 import aiohttp
@@ -179,7 +180,18 @@ def test_failures_are_named_by_their_causes():
     )
     assert failure_kind(aiohttp.ServerTimeoutError("slow")) == "timeout"
     assert failure_kind(TimeoutError()) == "timeout"
-    assert failure_kind(aiohttp.ServerDisconnectedError()) == "connection"
+    # a connection never made: nothing answers there
+    unknown = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    assert failure_kind(chain(aiohttp.ClientOSError(), unknown)) == "no connection"
+    assert failure_kind(aiohttp.ClientConnectorError(None, OSError(errno.EHOSTUNREACH, "no"))) == (
+        "no connection"
+    )
+    assert failure_kind(aiohttp.ConnectionTimeoutError("connect")) == "no connection"
+    # a connection made, then broken off before the whole answer came: the server answered
+    assert failure_kind(aiohttp.ServerDisconnectedError()) == "connection lost"
+    assert failure_kind(aiohttp.ClientPayloadError("Response payload is not completed")) == (
+        "connection lost"
+    )
     assert failure_kind(StatusError(503, "down")) == "http 503"
 
 
@@ -649,3 +661,50 @@ def test_once_a_request_ran_out_of_retries_on_a_gone_server_the_next_give_up_at_
     for later in (second, third):
         assert later.endswith("(gave up: another request got no answer after 3 attempts)")
     assert b.stats.failures == {"connection refused": 5}  # 3, then 1 and 1
+
+
+def test_an_answer_broken_off_mid_body_is_retried_by_every_request_to_its_own_end():
+    # one request that ran out of retries on answers the server broke off made every later
+    # request give up at its first such failure, as if nothing answered there any more
+    completion = json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"}}]})
+    cuts = {"always": 0, "once": 0}
+
+    async def reply(reader, writer):
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = re.search(rb"(?i)content-length: *([0-9]+)", head)
+        body = await reader.readexactly(int(length[1]))
+        said = "always" if b"always" in body else "once"
+        if said == "always" or cuts["once"] == 0:
+            cuts[said] += 1
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + b'{"id":')
+        else:
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(completion)}\r\n\r\n{completion}".encode()
+            )
+        await writer.drain()
+        writer.close()
+
+    async def main():
+        server = await asyncio.start_server(reply, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        b = backend(f"http://127.0.0.1:{port}/v1", max_retries=2)
+        outcomes = []
+        try:
+            for text in ("always", "once"):
+                request = ChatRequest("m", [{"role": "user", "content": text}])
+                try:
+                    outcomes.append(await b.chat(request))
+                except TeacherError as exc:
+                    outcomes.append(exc)
+        finally:
+            await b.aclose()
+            server.close()
+        return b, outcomes
+
+    b, (error, answer) = asyncio.run(main())
+    assert not isinstance(answer, Exception) and answer.message["content"] == "hi"
+    assert isinstance(error, TeacherError) and str(error).endswith("(no answer after 3 attempts)")
+    assert "lost before the whole answer came" in str(error)
+    assert answer.attempts == 2 and cuts == {"always": 3, "once": 1}
+    assert b.stats.failures == {"connection lost": 4}
