@@ -234,6 +234,9 @@ class OpenAIBackend(Backend):
                         detail = f"HTTP {exc.status} from {self._shown}: "
                         detail += self._short(exc.message)
                     reason, retry_after = f"http {exc.status}", exc.retry_after
+                except TeacherError:  # a streamed answer: the same every time, not retried
+                    self.stats.failures["streamed answer"] += 1
+                    raise
                 except NotJson as exc:
                     reason = "not JSON"
                     detail = f"the endpoint {self._shown} answered {exc}"

@@ -377,6 +377,7 @@ def test_gateways_answers_an_error_in_a_200_streams_and_retry_after_ms(monkeypat
         [error] = ask_all(b, ["x"])
         assert "answered with server-sent events (a streamed answer)" in str(error)
         assert b.stats.requests == 1  # the same every time: not retried
+        assert b.stats.failures == {"streamed answer": 1}  # said among failed attempts
     # OpenAI's codes are words, a gateway's may be a status in a string
     b = answering(
         Answered(200, b'{"error": {"message": "busy", "code": "429"}}'), Answered(200, b"{}")
