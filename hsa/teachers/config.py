@@ -342,7 +342,16 @@ def endpoint_problems(
     """What is wrong with an OpenAI-compatible endpoint's base URL (None: none to check), the
     name of the header its key goes in (``api_key_header``) and the key (never shown)."""
     problems = []
-    if base_url is not None and not base_url.startswith(("http://", "https://")):
+    if base_url is not None and any(c.isspace() for c in base_url):
+        # urlsplit keeps it, and the request goes to a path no server has ("/v1 /chat/...")
+        problems.append(
+            (
+                "base_url",
+                f"{_shown(base_url)!r} holds a space or another whitespace character, which no "
+                "URL may (percent-encode one it needs as %20): remove it",
+            )
+        )
+    elif base_url is not None and not base_url.startswith(("http://", "https://")):
         problems.append(("base_url", f"{base_url!r} is not an http:// or https:// URL"))
     elif base_url is not None and (broken := _url_problem(base_url)) is not None:
         problems.append(("base_url", broken))

@@ -258,6 +258,10 @@ def test_a_config_files_base_url_beats_openai_base_url_and_a_flag_beats_both(tmp
             ["--backend", "openai", "--out", "OUT"],
             "--base-url: the openai backend needs a base URL",
         ),
+        (
+            ["--backend", "openai", "--model", "m", "--out", "OUT", "--base-url", "http://h/v1 "],
+            "--base-url: 'http://h/v1 ' holds a space",
+        ),
         (["--env", "nowhere", "--out", "OUT"], "unknown environment 'nowhere'"),
         (["--tasks", "0", "--out", "OUT"], "tasks: must be at least 1"),
     ],
@@ -268,6 +272,7 @@ def test_bad_teach_settings_are_one_line_errors(tmp_path, args, message):
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()  # one line, no progress bar, no traceback
     assert line.startswith("hsa: error: ") and message in line
+    assert not (tmp_path / "out").exists()  # refused before the job made anything
 
 
 def test_a_busy_port_is_a_one_line_error():

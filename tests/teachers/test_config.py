@@ -31,3 +31,26 @@ def test_a_negative_seed_is_refused_as_the_cli_refuses_it():
 
     with pytest.raises(TeacherError, match="seed: must not be negative, got -1"):
         TeachConfig(tasks=2, seed=-1)
+
+
+def test_a_base_url_with_whitespace_anywhere_is_refused_before_the_job_starts():
+    import pytest
+
+    from hsa.errors import TeacherError
+    from hsa.teachers.backends.openai import OpenAIConfig
+
+    # a space at the end went to "/v1 /chat/completions", 404 from every request
+    for url in (
+        "http://127.0.0.1:8000/v1 ",
+        " http://127.0.0.1:8000/v1",
+        "http://127.0.0.1:8000/my models/v1",
+        "http://127.0.0.1:8000/v1\r",
+        "http://127.0.0.1:8000/v1\t",
+    ):
+        for make in (
+            lambda url: TeachConfig(backend="openai", base_url=url, model="m"),
+            lambda url: OpenAIConfig(base_url=url, model="m"),
+        ):
+            with pytest.raises(TeacherError, match="holds a space or another whitespace") as caught:
+                make(url)
+            assert caught.value.where == "base_url"
