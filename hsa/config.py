@@ -319,6 +319,10 @@ def settings_hash(chosen: Mapping[str, Any], files: Iterable[str] = ()) -> str:
 
 
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_FLOAT = "tag:yaml.org,2002:float"
+#: YAML 1.2's floats with an exponent that YAML 1.1 (PyYAML's rule) reads as text: no dot
+#: (1e-3, 1E5) or no sign in the exponent (1.5e3); its other floats YAML 1.1 reads as floats
+_FLOAT_12 = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$")
 
 
 @cache
@@ -326,7 +330,9 @@ def yaml_loader() -> type:
     """hsa's one YAML loader: safe (libyaml's when present: several times faster), refusing a
     key given twice in one mapping, where YAML readers silently keep the last, and reading
     dates and times as the text they are written as (``created: 2024-01-05``): every value
-    read is a JSON value, which harness documents, rows and manifests hold."""
+    read is a JSON value, which harness documents, rows and manifests hold. A number with an
+    exponent is a float as YAML 1.2 and JSON read it (``temperature: 1e-3``), not the text
+    YAML 1.1 reads it as."""
     import yaml
 
     base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -349,11 +355,19 @@ def yaml_loader() -> type:
         for first, found in base.yaml_implicit_resolvers.items()  # type: ignore[attr-defined]
     }
     UniqueKeys.yaml_implicit_resolvers = resolvers
+    yaml_12_floats(UniqueKeys)
     # a date tagged as one (!!timestamp 2024-01-05) is text too
     UniqueKeys.add_constructor(_TIMESTAMP, lambda loader, node: loader.construct_scalar(node))
     for tag in _NOT_JSON:  # values JSON has no form for: refused where they are written
         UniqueKeys.add_constructor(tag, _not_json)
     return UniqueKeys
+
+
+def yaml_12_floats(resolver: Any) -> None:
+    """Have the loader or dumper class ``resolver`` take a number with an exponent for a float
+    as YAML 1.2 does (``1e-3``): hsa's loader reads it so, and a dumper that knows it quotes a
+    string that looks so, which the loader would read back as a number."""
+    resolver.add_implicit_resolver(_FLOAT, _FLOAT_12, list("-+.0123456789"))
 
 
 #: YAML's types that no JSON value is

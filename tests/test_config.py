@@ -4,6 +4,7 @@ per setting, validated when built, read from YAML with unknown keys and wrong ty
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from hsa.config import (
     from_mapping,
     help_of,
     loads_yaml,
+    read_yaml,
     same_as,
     schema_problem,
     setting,
@@ -21,6 +23,7 @@ from hsa.config import (
 )
 from hsa.errors import ConfigError, DatasetError, EvalError, HsaError, TeacherError
 from hsa.eval.config import EvalConfig
+from hsa.harness import dump_yaml
 from hsa.pipelines.augment import AugmentConfig
 from hsa.pipelines.build import BuildConfig, SourceConfig, build_schema
 from hsa.teachers.backends.openai import OpenAIConfig
@@ -335,6 +338,40 @@ def test_yaml_reads_dates_and_times_as_the_text_they_are_written_as() -> None:
         "at": "2001-12-14t21:59:43.10-05:00",
         "tagged": "2024-01-05",
     }
+
+
+def test_yaml_reads_a_number_with_an_exponent_as_yaml_1_2_and_json_read_it(tmp_path) -> None:
+    # YAML 1.1 (PyYAML's rule) reads 1e-3 as text: a config's float setting refused it
+    config = tmp_path / "teach.yaml"
+    config.write_text("temperature: 1e-3\ntop_p: 9.5E-1\ntimeout_s: 1.2e2\nseed: 0\n")
+    teach = TeachConfig.from_dict(read_yaml(config, error=ConfigError), file=str(config))
+    assert (teach.temperature, teach.top_p, teach.timeout_s) == (0.001, 0.95, 120.0)
+    text = "a: 1E5\nb: -2e+4\nc: .5e1\nd: 1.0e+5\ne: .inf\nf: -.Inf\n"
+    assert loads_yaml(text, error=HsaError) == {
+        "a": 1e5,
+        "b": -2e4,
+        "c": 5.0,
+        "d": 1e5,
+        "e": float("inf"),
+        "f": float("-inf"),
+    }
+    assert math.isnan(loads_yaml("x: .nan", error=HsaError)["x"])
+    # what is no number stays the text it is written as
+    text = "a: '1e-3'\nb: 1.2.3\nc: 1e\nd: e5\ne: 1e3x\nf: Qwen2.5-7B\ng: 2e-3.5\n"
+    assert loads_yaml(text, error=HsaError) == {
+        "a": "1e-3",
+        "b": "1.2.3",
+        "c": "1e",
+        "d": "e5",
+        "e": "1e3x",
+        "f": "Qwen2.5-7B",
+        "g": "2e-3.5",
+    }
+    with pytest.raises(TeacherError, match="temperature: expected a finite number, got inf"):
+        TeachConfig.from_dict(loads_yaml("temperature: .inf", error=HsaError))
+    # and hsa writes a string that reads so quoted, so that it is read back as a string
+    written = {"1e3": "1E5", "b": ["-2e+4", "1.5e3"], "c": 1e-3}
+    assert loads_yaml(dump_yaml(written), error=HsaError) == written
 
 
 def _openai_teach(**settings: Any) -> TeachConfig:

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from hsa.config import yaml_loader
+from hsa.config import yaml_12_floats, yaml_loader
 from hsa.errors import HarnessError
 from hsa.harness.jsonvalues import unwritable
 from hsa.harness.model import Skill
@@ -42,6 +42,7 @@ def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 
 
 _Dumper.add_representer(str, _str_representer)
+yaml_12_floats(_Dumper)  # "1e3" written plain would be read back as a number
 
 
 class _TypedScalar(yaml.ScalarNode):
