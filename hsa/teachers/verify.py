@@ -31,6 +31,7 @@ _TAGS = re.compile(r"</?(tool_call|toolcall|function_call|tool_use)\b", re.IGNOR
 CUT_OFF = {
     "length": "at the token limit (finish_reason 'length'; raise max_tokens)",
     "content_filter": "by the provider's content filter (finish_reason 'content_filter')",
+    "repetition": "as it repeated itself (vLLM's finish_reason 'repetition')",
 }
 
 

@@ -390,7 +390,11 @@ def test_a_bfcl_call_is_scored_by_bfcls_checker_not_refused_for_its_values(exter
 
 @pytest.mark.parametrize(
     ("finish", "said"),
-    [("length", "at the token limit"), ("content_filter", "by the provider's content filter")],
+    [
+        ("length", "at the token limit"),
+        ("content_filter", "by the provider's content filter"),
+        ("repetition", "as it repeated itself"),  # vLLM's: it was written as verified too
+    ],
 )
 def test_a_reply_cut_off_is_rejected_however_it_reads(env, canonical, responder, finish, said):
     # what a real model returns at max_tokens: text that reads as an answer, cut short; a

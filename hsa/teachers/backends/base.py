@@ -22,6 +22,10 @@ class ContextOverflow(TeacherError):
     (``context``), not as a request to send again."""
 
 
+#: the ``finish_reason`` values of a reply the server stopped because it failed the request
+#: (vLLM's ``abort`` and ``error``): no answer of the model's, but a failed request, retried
+#: and never cached, as an error status would be
+SERVER_FAILED = ("abort", "error")
 #: how servers say a request is past the model's context window (OpenAI's
 #: context_length_exceeded, vLLM's "maximum context length", SGLang's "longer than the
 #: model's context length", vLLM's engine's "longer than the maximum model length")

@@ -11,7 +11,8 @@ requests a second is more than the rest of a rollout costs.
 Retries are hsa's, so that every attempt passes through the adaptive limiter (429, 503 and
 timeouts count as overload answers there, which a high share of backs off on): 429, 408, 409,
 5xx, timeouts and connection errors are retried with exponential backoff and full jitter,
-honouring ``Retry-After``; other errors (bad request, authentication, unknown model) are not
+honouring ``Retry-After``, and so is an answer the server stopped as failed (finish_reason
+``abort`` or ``error``); other errors (bad request, authentication, unknown model) are not
 worth retrying and fail the request at once. Each failed attempt is named by ``failure_kind``
 from the whole chain of causes, not from the outer exception's class alone. Two waits are cut
 short: an endpoint nothing answers at when the job starts fails ``start`` within seconds, and
@@ -43,6 +44,7 @@ import orjson
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.teachers.backends.base import (
+    SERVER_FAILED,
     SETTING_REFUSAL,
     Backend,
     BackendStats,
@@ -253,9 +255,16 @@ class OpenAIBackend(Backend):
                     except TeacherError:
                         self.stats.failures["not a chat completion"] += 1
                         raise
-                    self.stats.record(response)
                     self._gone = None
-                    return response
+                    finish = response.finish_reason
+                    if finish not in SERVER_FAILED:
+                        self.stats.record(response)
+                        return response
+                    reason = f"finish_reason {finish}"
+                    detail = (
+                        f"the endpoint {self._shown} stopped the reply with finish_reason "
+                        f"{finish!r}: it failed the request"
+                    )
             self.stats.failures[reason] += 1
             last = detail
             if self._gone is not None and reason in GONE:

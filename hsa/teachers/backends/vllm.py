@@ -22,6 +22,7 @@ from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError
 from hsa.harness.model import call_format_problem
 from hsa.teachers.backends.base import (
+    SERVER_FAILED,
     BatchingBackend,
     ContextOverflow,
     Waiting,
@@ -216,6 +217,16 @@ class VLLMBackend(BatchingBackend):
         for output, index in zip(outputs, indexes, strict=True):
             request, future = taken[index]
             response = response_from_output(output, request, self.config.call_format, latency)
+            if response.finish_reason in SERVER_FAILED:  # as the openai backend takes it
+                self.stats.failures[f"finish_reason {response.finish_reason}"] += 1
+                _fail(
+                    future,
+                    TeacherError(
+                        f"vllm stopped the reply with finish_reason "
+                        f"{response.finish_reason!r}: it failed the request"
+                    ),
+                )
+                continue
             self.stats.record(response)
             if not future.done():
                 future.set_result(response)

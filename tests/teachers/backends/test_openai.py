@@ -709,3 +709,30 @@ def test_an_answer_broken_off_mid_body_is_retried_by_every_request_to_its_own_en
     assert "lost before the whole answer came" in str(error)
     assert answer.attempts == 2 and cuts == {"always": 3, "once": 1}
     assert b.stats.failures == {"connection lost": 4}
+
+
+@pytest.mark.parametrize("finish", ["abort", "error"])
+def test_a_reply_the_server_stopped_as_failed_is_a_failed_attempt_not_an_answer(
+    monkeypatch, finish
+):
+    # vLLM ends a request it failed with finish_reason abort or error and the text so far,
+    # which was written and cached as the model's answer
+    async def sleep(seconds):
+        pass
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    stopped = {"choices": [{"message": {"content": "The price of"}, "finish_reason": finish}]}
+    whole = {"choices": [{"message": {"content": "The price is 3."}, "finish_reason": "stop"}]}
+    b = answering(
+        Answered(200, json.dumps(stopped).encode()), Answered(200, json.dumps(whole).encode())
+    )
+    [answer] = ask_all(b, ["x"])
+    assert not isinstance(answer, Exception) and answer.message["content"] == "The price is 3."
+    assert answer.attempts == 2 and b.stats.failures == {f"finish_reason {finish}": 1}
+    b = answering(*[Answered(200, json.dumps(stopped).encode())] * 2)
+    [error] = ask_all(b, ["x"])
+    assert isinstance(error, TeacherError) and str(error) == (
+        f"the endpoint http://127.0.0.1:9/v1 stopped the reply with finish_reason {finish!r}: "
+        "it failed the request (no answer after 2 attempts)"
+    )
+    assert b.stats.succeeded == 0

@@ -126,6 +126,31 @@ def test_an_engine_failure_fails_its_requests_with_a_teacher_error():
     assert isinstance(error, TeacherError) and "CUDA out of memory" in str(error)
 
 
+def test_a_reply_vllm_stopped_as_failed_fails_its_request_alone():
+    # vLLM's finish_reason abort or error: the text so far is no answer of the model's
+    class Failing(FakeLLM):
+        def chat(self, conversations, sampling, **kwargs):
+            outputs = super().chat(conversations, sampling, **kwargs)
+            for c, output in zip(conversations, outputs, strict=True):
+                if c[0]["content"] in ("abort", "error"):
+                    output.outputs[0].finish_reason = c[0]["content"]
+            return outputs
+
+    backend = VLLMBackend(VLLMConfig("m"), llm=Failing(), sampling_cls=dict)
+
+    async def main():
+        asked = (backend.chat(request(t)) for t in ("abort", "fine", "error"))
+        return await asyncio.gather(*asked, return_exceptions=True)
+
+    aborted, answer, failed = asyncio.run(main())
+    assert answer.message["content"] == "echo fine"
+    for error, finish in ((aborted, "abort"), (failed, "error")):
+        assert isinstance(error, TeacherError)
+        assert f"vllm stopped the reply with finish_reason {finish!r}" in str(error)
+    assert backend.stats.succeeded == 1
+    assert backend.stats.failures == {"finish_reason abort": 1, "finish_reason error": 1}
+
+
 def test_a_prompt_past_the_context_ends_its_rollout_alone_not_its_whole_batch():
     class Picky(FakeLLM):
         def chat(self, conversations, sampling, use_tqdm=True, tools=None, **kwargs):
