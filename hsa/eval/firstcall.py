@@ -43,6 +43,7 @@ from hsa.teachers.rollout import (
     protocol_view,
     read_step,
 )
+from hsa.teachers.verify import CUT_OFF
 
 
 def _first(events: Sequence[Event]) -> ToolCall | SkillLoad | None:
@@ -141,9 +142,10 @@ async def first_reply(
     name, keys, exact, failure = judge(want, got, problem, named)
     if failure is not None and reason == "ok":
         reason = f"{failure}: expected {_show(want)}, got {_show(got)}"
-    if failure is not None and response.finish_reason == "length":
-        # scored as written, but a reply cut off at max_tokens explains the failure
-        failure, reason = "truncated", f"cut off at the token limit: {reason}"
+    if failure is not None and response.finish_reason in CUT_OFF:
+        # scored as written, but a reply the backend cut off (max_tokens, a content filter,
+        # vLLM's repetition stop) explains the failure
+        failure, reason = "truncated", f"cut off {CUT_OFF[response.finish_reason]}: {reason}"
     rules = list(episode.rules)  # drawn rules only: a recipe's base rules are every harness's
     latency = round(response.latency_s, 6)
     row = {

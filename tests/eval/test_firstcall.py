@@ -82,7 +82,11 @@ def test_the_right_tool_with_refused_arguments_matches_the_name_only(livestream,
     assert refused and all(r["name_match"] and not r["keys_match"] for r in refused)
 
 
-def test_a_failed_reply_cut_off_at_the_token_limit_is_classed_truncated(livestream, tmp_path):
+@pytest.mark.parametrize(
+    ("finish", "said"),
+    [("length", "at the token limit"), ("repetition", "as it repeated itself")],
+)
+def test_a_failed_reply_cut_off_is_classed_truncated(livestream, tmp_path, finish, said):
     from hsa.teachers.backends.base import Backend, BackendStats
     from hsa.teachers.request import ChatResponse, assistant_message
 
@@ -91,13 +95,13 @@ def test_a_failed_reply_cut_off_at_the_token_limit_is_classed_truncated(livestre
         stats = BackendStats()
 
         async def chat(self, request):
-            return ChatResponse(assistant_message("Let me look that up for", []), "length")
+            return ChatResponse(assistant_message("Let me look that up for", []), finish)
 
     config = EvalConfig(suites=("firstcall",), tasks=3, variants=1)
     evaluate(config, tmp_path / "out", env=livestream, backend=CutOff())
     rows = pq.read_table(tmp_path / "out" / EPISODES).to_pylist()
     assert rows and {r["failure"] for r in rows} == {"truncated"}
-    assert all(r["reason"].startswith("cut off at the token limit: ") for r in rows)
+    assert all(r["reason"].startswith(f"cut off {said}") for r in rows)
 
 
 def test_the_firstcall_suite_is_named_when_it_needs_one_harness(tmp_path):
