@@ -472,6 +472,7 @@ def _show_row(row: dict[str, Any], width: int) -> None:
     """One row in a panel. Printed without soft wrapping (the console's default), so rich
     wraps long lines at word boundaries instead of cropping them at the terminal's edge."""
     from rich.panel import Panel
+    from rich.text import Text
 
     header = [
         f"split={row['split']}",
@@ -480,22 +481,25 @@ def _show_row(row: dict[str, Any], width: int) -> None:
     ]
     if row.get("verified") is not None:
         header.append("verified" if row["verified"] else f"rejected: {_reason(row)}")
-    lines = [f"[dim]{_escape('  '.join(header))}[/dim]"]
+    lines = [Text("  ".join(header), style="dim")]
     for message in row["messages"]:
-        role = message["role"]
         body = _shorten(message.get("content"), width)
-        lines.append(f"[bold cyan]{role}[/bold cyan]: {_escape(body)}")
+        lines.append(Text.assemble((message["role"], "bold cyan"), f": {body}"))
         for call in message.get("tool_calls") or []:
             fn = call["function"]
             lines.append(
-                f"  [magenta]→ {_escape(fn['name'])}[/magenta]"
-                f"({_escape(_shorten(fn['arguments'], width))})  [dim]{call['id']}[/dim]"
+                Text.assemble(
+                    (f"  → {fn['name']}", "magenta"),
+                    f"({_shorten(fn['arguments'], width)})  ",
+                    (str(call["id"]), "dim"),
+                )
             )
     tools = json.loads(row["tools"]) if row["tools"] else []
     if tools:
-        lines.append(f"[dim]tools: {', '.join(t['function']['name'] for t in tools)}[/dim]")
-    title = f"[bold]{_escape(row['id'])}[/bold]"
-    console().print(Panel("\n".join(lines), title=title, title_align="left"), soft_wrap=False)
+        names = ", ".join(t["function"]["name"] for t in tools)
+        lines.append(Text(f"tools: {names}", style="dim"))
+    title = Text(row["id"], style="bold")
+    console().print(Panel(Text("\n").join(lines), title=title, title_align="left"), soft_wrap=False)
 
 
 def _reason(row: dict[str, Any]) -> str:
@@ -508,9 +512,3 @@ def _reason(row: dict[str, Any]) -> str:
     except (ValueError, AttributeError):
         reason = None
     return str(reason) if reason else "(no reason recorded)"
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)

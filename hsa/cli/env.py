@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import click
+from rich.text import Text
 
 from hsa.cli.flags import UserPath
 from hsa.cli.output import console, error_console, fail, progress
@@ -64,7 +65,7 @@ def _offered(env, split: str | None, *, needed: bool = True) -> list:
         why = f": {'; '.join(notes)}" if notes else ""
         raise EnvError(f"{env.name} offers no {split + ' ' if split else ''}task here{why}")
     for note in notes:
-        error_console().print(f"note: {note}", markup=False)
+        error_console().print(f"note: {note}")
     return tasks
 
 
@@ -99,27 +100,33 @@ def show(name: str, seed: int | None, n_tasks: int | None, source: Path | None) 
     }
     if len(harnesses) == 1:
         harness = next(iter(harnesses.values()))
-        out.print(f"[bold]{name}[/bold]: harness {harness.id} (version {harness.version})")
+        out.print(
+            Text.assemble((name, "bold"), f": harness {harness.id} (version {harness.version})")
+        )
         tool_names = [t.name for t in harness.tools]
         if harness.skill_tool is not None:
             tool_names.append(f"{harness.skill_tool.name} (skill tool)")
-        out.print(f"tools ({len(tool_names)}): {', '.join(tool_names)}", markup=False)
+        out.print(f"tools ({len(tool_names)}): {', '.join(tool_names)}")
         out.print(f"skills ({len(harness.skills)}): {', '.join(s.id for s in harness.skills)}")
         out.print(f"hooks ({len(harness.hooks)}):")
         for hook in harness.hooks:
             where = f" [{hook.matcher.to_dict()}]" if hook.matcher.to_dict() else ""
-            out.print(f"  {hook.id}: {hook.event} -> {hook.effect}{where}", markup=False)
+            out.print(f"  {hook.id}: {hook.event} -> {hook.effect}{where}")
         sections = ", ".join(f"{s.id} ({s.kind})" for s in harness.prompt.sections)
-        out.print(f"prompt sections: {sections}", markup=False)
+        out.print(f"prompt sections: {sections}")
     else:
-        out.print(f"[bold]{name}[/bold]: {len(harnesses)} harnesses, each task under one of them")
+        out.print(
+            Text.assemble(
+                (name, "bold"), f": {len(harnesses)} harnesses, each task under one of them"
+            )
+        )
     splits = Counter(t.split for t in tasks)
     kinds = Counter(t.kind for t in tasks)
     out.print(
         f"tasks: {len(tasks)} (" + ", ".join(f"{k} {v}" for k, v in sorted(splits.items())) + ")"
     )
     for kind, count in kinds.most_common():
-        out.print(f"  {kind}: {count}", markup=False)
+        out.print(f"  {kind}: {count}")
 
 
 @group.command("export")
@@ -165,9 +172,7 @@ def tasks(
     env = _load(name, seed, n_tasks, source)
     offered = _offered(env, split, needed=False)  # a listing may come out empty: said why
     if not offered and not env.left_out():  # (those notes say why; else this does)
-        error_console().print(
-            f"note: {name} offers no {split + ' ' if split else ''}task here", markup=False
-        )
+        error_console().print(f"note: {name} offers no {split + ' ' if split else ''}task here")
     found = [t for t in offered if kind is None or t.kind == kind]
     if kind is not None and not found:
         kinds = sorted({t.kind for t in offered})
@@ -212,7 +217,7 @@ def check(
         report = run_check(env, todo, on_task=lambda _t, _o: bar.advance(job))
     err = error_console()
     for failure in report.failures[:show_failures]:
-        err.print(f"failed {failure.task_id}: {'; '.join(failure.reasons)}", markup=False)
+        err.print(f"failed {failure.task_id}: {'; '.join(failure.reasons)}")
     if len(report.failures) > show_failures:
         err.print(f"... and {len(report.failures) - show_failures} more failures")
     click.echo(f"solved {report.solved}/{report.total}")

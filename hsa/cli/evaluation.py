@@ -176,7 +176,7 @@ def run_command(
 def _summary(report: Any) -> None:
     from hsa.eval.report import interval
 
-    out = console(markup=False)  # plain text: '[one task]' is no rich style tag
+    out = console()
     summary = report.summary
     for name, entry in summary["suites"].items():
         failures = ", ".join(f"{k} {v}" for k, v in entry.get("failures", {}).items())
@@ -238,7 +238,7 @@ def compare_command(runs: tuple[Path, ...], plot: Path | None) -> None:
         check_plot_path(plot, runs)
     summaries = [read_summary(run) for run in runs]
     rows = compare_rows(summaries, run_labels(runs))
-    console().print(compare_table(rows), end="", markup=False)
+    console().print(compare_table(rows), end="")
     if plot is not None:
         write_atomic(plot, plot_compare(rows))
         console().print(f"wrote {plot}")

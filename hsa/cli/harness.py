@@ -62,7 +62,6 @@ def validate(path: Path) -> None:
                 f"note: {target}: {first_few(left)} not in {MANIFEST}'s skills list, so not "
                 "part of the harness (the list has the last word): add it there, or drop the "
                 "list to load every skill folder",
-                markup=False,
             )
     noun = "harness" if len(targets) == 1 else "harnesses"
     console().print(f"ok: {len(targets)} {noun} valid ({path})")

@@ -22,14 +22,25 @@ from hsa.errors import HsaError, check_stop
 
 
 @lru_cache(maxsize=1)
-def console(*, markup: bool = True) -> Console:
-    """Standard output; without ``markup``, text in brackets is printed as it is."""
-    return Console(highlight=False, soft_wrap=True, markup=markup)
+def console() -> Console:
+    """Standard output, printing text as it is (``plain_console``)."""
+    return plain_console()
 
 
 @lru_cache(maxsize=1)
 def error_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    """Standard error, printing text as it is (``plain_console``)."""
+    return plain_console(stderr=True)
+
+
+def plain_console(**options: Any) -> Console:
+    """A ``Console`` that prints text as it is: no markup, no highlighting.
+
+    What the CLI prints holds what users wrote (paths, names, descriptions, notes, errors),
+    where ``[/]``, ``[red]`` and ``list[str]`` are text, not style tags: read as markup, the
+    first raised ``MarkupError`` after the command's work was done, and the others vanished.
+    What is styled is a ``rich.text.Text`` (``Text.assemble((name, "bold"), ...)``)."""
+    return Console(**{"highlight": False, "soft_wrap": True, "markup": False, **options})
 
 
 #: seconds between two lines of a task's progress in a log
@@ -82,7 +93,7 @@ def progress(log_every: float = LOG_EVERY) -> Progress:
     ``log_every`` seconds instead (``_Progress``)."""
     return _Progress(
         SpinnerColumn(),
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),  # it names files, envs
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),

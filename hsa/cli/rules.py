@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import click
+from rich.text import Text
 
 from hsa.cli.flags import UserPath
-from hsa.cli.output import console, error_console, fail, progress
+from hsa.cli.output import console, error_console, fail, plain_console, progress
 
 
 @click.group("rules")
@@ -51,14 +52,14 @@ def show(rule: str) -> None:
 
     item = get_rule(rule)
     out = console()
-    out.print(f"[bold]{item.name}[/bold]  version {item.version}  family {item.family}")
+    out.print(Text.assemble((item.name, "bold"), f"  version {item.version}  family {item.family}"))
     if item.needs:
         out.print(f"depends on the trajectory: needs {', '.join(sorted(item.needs))}")
     out.print()
-    out.print(item.doc, markup=False)
+    out.print(item.doc)
     out.print()
     out.print("parameters (JSON Schema):")
-    out.print(json.dumps(item.params, indent=2, ensure_ascii=False), markup=False)
+    out.print(json.dumps(item.params, indent=2, ensure_ascii=False))
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
@@ -158,20 +159,17 @@ def preview_cmd(
         trajectory=subject.trajectory,
     )
     out = console()
-    out.print(
-        f"# {item.name} (seed {seed}, params {json.dumps(dict(result.params))})", markup=False
-    )
+    out.print(f"# {item.name} (seed {seed}, params {json.dumps(dict(result.params))})")
     if not result.harness_diff and result.rewrite.mapping.is_identity:
         out.print(
             f"\n{item.name} changes nothing on this harness with seed {seed} (a variant drawing "
             "it here would leave it out of its rules)",
-            markup=False,
         )
         return
-    out.print("\n## harness\n", markup=False)
-    out.print(result.harness_diff or "(unchanged)\n", markup=False, end="")
-    out.print("\n## rendered trajectory\n", markup=False)
-    out.print(result.conversation_diff or "(unchanged)\n", markup=False, end="")
+    out.print("\n## harness\n")
+    out.print(result.harness_diff or "(unchanged)\n", end="")
+    out.print("\n## rendered trajectory\n")
+    out.print(result.conversation_diff or "(unchanged)\n", end="")
 
 
 def _subjects(harness_path, trajectories, sources, env_names, limit):
@@ -342,24 +340,23 @@ def _print_table(chosen, reports, n_subjects, seeds, broken, *, debug: bool = Fa
     failed = []
     for item in chosen:
         counts = tallies.get(item.name)
-        row = [item.name]
+        row: list[str | Text] = [item.name]
         for check_name in CHECKS:
             c = (counts.counts.get(check_name) if counts else None) or {PASS: 0, FAIL: 0, SKIP: 0}
-            cell = f"{c[PASS]}/{c[PASS] + c[FAIL]}"
+            cell = Text(f"{c[PASS]}/{c[PASS] + c[FAIL]}")
             if c[FAIL]:
-                cell = f"[red]{cell} ({c[FAIL]} failed)[/red]"
+                cell.append(f" ({c[FAIL]} failed)")
+                cell.stylize("red")
             if c[SKIP]:
-                cell += f" [dim](+{c[SKIP]} skipped)[/dim]"
+                cell.append(f" (+{c[SKIP]} skipped)", style="dim")
             row.append(cell)
         table.add_row(*row)
         if counts and not counts.ok:
             failed.append((item.name, counts))
     out = console()
     if not out.is_terminal:
-        from rich.console import Console
-
         # In a pipe rich assumes 80 columns; a table cut to fit would hide the counts.
-        out = Console(width=200, highlight=False, color_system=None)
+        out = plain_console(width=200, color_system=None, soft_wrap=False)
     out.print(table)
     problems = []
     if failed:
@@ -367,7 +364,7 @@ def _print_table(chosen, reports, n_subjects, seeds, broken, *, debug: bool = Fa
         traces: set[str] = set()
         for name, counts in failed:
             for trajectory_id, failure in counts.failures[:3]:
-                err.print(f"{name}: {trajectory_id}: {failure}", markup=False)
+                err.print(f"{name}: {trajectory_id}: {failure}")
                 if debug and failure.trace and failure.trace not in traces:
                     # where the rule raised: the one-line failure names the rule, not the line
                     traces.add(failure.trace)
@@ -391,7 +388,6 @@ def _print_table(chosen, reports, n_subjects, seeds, broken, *, debug: bool = Fa
             f"note: {name} changed nothing on any of these trajectories and seeds, so its "
             "checks tested nothing: try other trajectories (--env, --source, --trajectories) or "
             "parameters (--params)",
-            markup=False,
         )
     # a check skipped everywhere (the trajectories' own calls fail it) tested nothing either
     unchecked: dict[str, int] = {}  # check: the rules it tested nothing for
@@ -404,7 +400,6 @@ def _print_table(chosen, reports, n_subjects, seeds, broken, *, debug: bool = Fa
             f"note: the {check} check was skipped on every trajectory and seed for "
             f"{_count(count, 'rule')}, so it tested nothing for them: the trajectories' own "
             f"calls fail it on the canonical harness",
-            markup=False,
         )
     said = [f"{len(idle)} changed nothing"] if idle else []
     said += [f"{check} check untested for {n}" for check, n in sorted(unchecked.items())]

@@ -43,6 +43,14 @@ def test_export_then_validate(tmp_path):
     assert len((tmp_path / "ls" / "tasks.jsonl").read_text().splitlines()) == 30
 
 
+def test_a_path_with_brackets_is_printed_as_it_is(tmp_path):
+    # read as rich markup, '[/]' raised MarkupError after the files were written
+    dest = tmp_path / "o[/]y [red]z"
+    out = hsa("env", "export", "livestream", str(dest), "--n-tasks", "3")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"wrote 1 harness and 3 tasks to {dest}\n"
+
+
 @pytest.mark.slow
 def test_check_solves_every_livestream_task():
     out = hsa("env", "check", "livestream")

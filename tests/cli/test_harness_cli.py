@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -11,16 +12,19 @@ from pathlib import Path
 import pytest
 
 from hsa.cli.harness import FORMATS as CLI_FORMATS
-from hsa.harness import Harness, Prompt, Section, Skill, Tool, save_harness
+from hsa.harness import Harness, Hook, Matcher, Prompt, Section, Skill, Tool, save_harness
 from hsa.harness.importers import FORMATS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def hsa(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def hsa(
+    *args: str, cwd: Path | None = None, columns: int | None = None
+) -> subprocess.CompletedProcess[str]:
     code = "from hsa.cli import main; main()"
+    env = {**os.environ, **({"COLUMNS": str(columns)} if columns else {})}
     return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, env=env
     )
 
 
@@ -379,3 +383,35 @@ def test_show_says_which_skill_ids_were_made_legal(tmp_path, capsys):
     shown = cli(capsys, "harness", "show", str(tmp_path / "h"))
     assert shown.returncode == 0, shown.stderr
     assert "1 skill folder name(s) made legal ids; originals in skill_id_map" in shown.stdout
+
+
+def test_what_users_wrote_is_printed_as_it_is_never_read_as_markup(tmp_path):
+    # rich read it as markup: '[/]' raised MarkupError after the work was done (exit 1, a
+    # traceback), '[bold red]' and 'list[str]' vanished, a matcher 'get_[a-z]+' showed 'get_+'
+    home = tmp_path / "a[/]b [red]x"
+    harness = Harness(
+        id="shop",
+        prompt=Prompt(sections=(Section("persona", "Persona", "You sell things."),)),
+        tools=(Tool("get_item", "Returns list[str] or [bold red]x [/path].", {"type": "object"}),),
+        skills=(Skill("returns", "use [/] tags", "How [i]returns[/i] work.", "Be kind.\n"),),
+        hooks=(Hook("audit", "post_tool_use", "add_context", "Logged.", Matcher("get_[a-z]+")),),
+    )
+    save_harness(harness, home / "shop")
+    done = hsa("harness", "validate", str(home / "shop"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"ok: 1 harness valid ({home / 'shop'})\n"
+    shown = hsa("harness", "show", str(home / "shop"), columns=200)
+    assert shown.returncode == 0, shown.stderr
+    for text in ("Returns list[str] or [bold red]x [/path].", "use [/] tags", "tool=get_[a-z]+"):
+        assert text in shown.stdout
+    assert "How [i]returns[/i] work." in shown.stdout
+    skills = home / "skills"
+    for folder, name in (("s1", "use [/] tags"), ("web-app", "web-app")):
+        (skills / folder).mkdir(parents=True)
+        (skills / folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: D.\n---\n")
+    (skills / "web-app" / "[slug].tsx").write_text("export default 1\n")
+    done = hsa("harness", "import", str(skills), "--out", str(home / "o"), columns=400)
+    assert done.returncode == 0, done.stderr
+    assert f"imported {skills} (agent-skills) -> {home / 'o'}" in done.stdout
+    assert "as the specification asks: use [/] tags" in done.stdout
+    assert "(web-app/[slug].tsx)" in done.stdout

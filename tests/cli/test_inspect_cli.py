@@ -245,3 +245,14 @@ def test_a_path_that_does_not_exist_is_said_so(tmp_path):
     shown = hsa("inspect", str(tmp_path / "missing"))
     assert shown.returncode == 1
     assert shown.stderr.strip() == f"hsa: error: {tmp_path / 'missing'}: no such dataset directory"
+
+
+def test_a_path_with_brackets_is_printed_as_it_is(tmp_path):
+    # read as rich markup, '[/]' raised MarkupError after hsa teach had written its rows
+    out = tmp_path / "t[/]x [red]y"
+    done = hsa("teach", "--tasks", "1", "--variants-per-task", "1", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert f"verified rows in {out} (" in done.stdout
+    shown = hsa("inspect", str(out), "-n", "1", columns=200)
+    assert shown.returncode == 0, shown.stderr
+    assert f"teacher output │ {out} │" in shown.stdout

@@ -58,3 +58,17 @@ def test_every_step_with_no_interval_and_no_total(monkeypatch):
         bar.update(task, completed=1500)
         bar.update(task, completed=1500)  # said already
     assert text.getvalue().splitlines() == ["teach: 0", "teach: 1,500"]
+
+
+def test_text_in_brackets_is_printed_as_it_is(monkeypatch, capsys):
+    # read as rich markup, '[/]' raised MarkupError and '[red]' vanished
+    text = io.StringIO()
+    terminal = Console(file=text, width=200, force_terminal=True, color_system=None)
+    monkeypatch.setattr(output, "error_console", lambda: terminal)
+    bar = output.progress()
+    assert not bar.disable
+    with bar:
+        bar.add_task("read a[/]b [red]c.jsonl (MB)", total=1)
+    assert "read a[/]b [red]c.jsonl (MB)" in text.getvalue()
+    output.console().print("wrote a[/]b [red]c")
+    assert capsys.readouterr().out == "wrote a[/]b [red]c\n"
