@@ -205,8 +205,28 @@ def _key_lines(node: yaml.Node | None) -> dict[str, int]:
     }
 
 
+def own_field_in_extra(extra: Any) -> str | None:
+    """The first key of a skill's ``extra`` that is a front-matter field the skill holds
+    itself (``name``, ``description``), or None: SKILL.md has one key for both, so saved, the
+    extra value would replace the skill's own."""
+    if not isinstance(extra, dict):
+        return None
+    return next((key for key in FRONT_MATTER_FIELDS if key in extra), None)
+
+
+def own_field_reason(key: str) -> str:
+    """Why ``extra`` may not hold the skill's own field ``key`` (``own_field_in_extra``)."""
+    return (
+        f"{key!r} is the skill's own field, which SKILL.md front matter holds under the same "
+        f"key: saved, this value would replace the skill's {key}; drop it from extra or rename it"
+    )
+
+
 def dump_skill_md(skill: Skill) -> str:
     """The SKILL.md text for ``skill``; ``parse_skill_md`` reads it back unchanged."""
+    own = own_field_in_extra(dict(skill.extra))
+    if own is not None:
+        raise HarnessError(own_field_reason(own), where=f"extra.{own} of skill {skill.id!r}")
     front = {"name": skill.name, "description": skill.description, **dict(skill.extra)}
     header = yaml.dump(
         front, Dumper=_FrontMatterDumper, sort_keys=False, allow_unicode=True, width=100

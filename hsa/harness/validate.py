@@ -18,6 +18,7 @@ from hsa.harness.jsonvalues import json_path, may_be_unwritable, resolve_pointer
 from hsa.harness.model import Harness, Tool, compact_json
 from hsa.harness.prompt import system_prompt
 from hsa.harness.sandbox import check_template, message_fields
+from hsa.harness.skillfile import own_field_in_extra, own_field_reason
 
 
 @lru_cache(maxsize=1)
@@ -337,11 +338,14 @@ def _semantic_problems(
 
     skill_ids: dict[str, int] = {}
     for i, skill in enumerate(_items(doc.get("skills"))):
-        if skill is None or broken("skills", i, "id"):
+        if skill is None:
             continue
-        if skill["id"] in skill_ids:
-            yield f"$.skills[{i}].id", f"duplicate skill id {skill['id']!r}"
-        skill_ids[skill["id"]] = i
+        if not broken("skills", i, "id"):
+            if skill["id"] in skill_ids:
+                yield f"$.skills[{i}].id", f"duplicate skill id {skill['id']!r}"
+            skill_ids[skill["id"]] = i
+        if (own := own_field_in_extra(skill.get("extra"))) is not None:
+            yield f"$.skills[{i}].extra.{own}", own_field_reason(own)
 
     hook_ids: set[str] = set()
     for i, hook in enumerate(_items(doc.get("hooks"))):

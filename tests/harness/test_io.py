@@ -230,6 +230,20 @@ def _basic() -> Harness:
     )
 
 
+def test_a_skill_whose_extra_holds_its_own_field_is_refused_not_saved_changed(tmp_path):
+    # SKILL.md has one 'name' key: saved, extra's replaced the skill's own name
+    skill = Skill("s", "real-name", "Real.", "Body.\n", {"name": "shadow", "license": "MIT"})
+    doc = {"id": "ec", "version": "1", "skills": [skill.to_dict()]}
+    (tmp_path / "ec.json").write_text(json.dumps(doc))
+    with pytest.raises(HarnessValidationError) as err:
+        load_harness(tmp_path / "ec.json")
+    [line] = str(err.value).splitlines()
+    assert line.startswith(f"{tmp_path / 'ec.json'}: $.skills[0].extra.name: 'name' is the skill")
+    with pytest.raises(HarnessError, match=r"extra\.name of skill 's'"):
+        save_harness(Harness(id="ec", skills=(skill,)), tmp_path / "ec")
+    assert not (tmp_path / "ec").exists()
+
+
 def test_directory_layout(tmp_path):
     save_harness(_basic(), tmp_path / "shop")
     names = sorted(

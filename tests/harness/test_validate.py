@@ -115,6 +115,16 @@ CASES = [
     (lambda d: d["skills"].append(dict(d["skills"][0])), "$.skills[1].id", "duplicate skill id"),
     (lambda d: d["skills"][0].update(description=" "), "$.skills[0].description", "blank"),
     (lambda d: d["skills"][0].pop("name"), "$.skills[0]", "'name' is a required property"),
+    (  # SKILL.md has one 'name' key: saved, extra's would replace the skill's own
+        lambda d: d["skills"][0].update(extra={"license": "MIT", "name": "shadow"}),
+        "$.skills[0].extra.name",
+        "'name' is the skill's own field",
+    ),
+    (
+        lambda d: d["skills"][0].update(extra={"description": "shadow"}),
+        "$.skills[0].extra.description",
+        "'description' is the skill's own field",
+    ),
     (lambda d: d["hooks"].append(dict(d["hooks"][0])), "$.hooks[1].id", "duplicate hook id"),
     (
         lambda d: d["hooks"][0].update(message="{{ a + b }}"),
