@@ -108,16 +108,22 @@ def _read_text(path: Path, *, max_chars: int | None = None) -> str:
 
 
 def _read_json(path: Path) -> Any:
+    return _parse_json(_read_text(path), file=str(path))
+
+
+def _parse_json(text: str, *, file: str | None) -> Any:
+    """JSON a person wrote (``loads_written_json``), each way it can be unreadable raised as
+    a ``HarnessError``: a key given twice, a value nested too deeply to read."""
     try:
-        return loads_written_json(_read_text(path))
+        return loads_written_json(text)
     except json.JSONDecodeError as exc:
         raise HarnessError(
-            f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=str(path)
+            f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=file
         ) from None
     except KeyGivenTwice as exc:
-        raise HarnessError(str(exc), file=str(path)) from None
+        raise HarnessError(str(exc), file=file) from None
     except (RecursionError, ValueError) as exc:
-        refuse_unreadable(exc, HarnessError, file=str(path))
+        refuse_unreadable(exc, HarnessError, file=file)
 
 
 def _read_yaml(path: Path) -> Any:
@@ -423,11 +429,9 @@ def load(path: str | Path) -> Harness:
 
 
 def loads(text: str, *, file: str | None = None) -> Harness:
-    """A harness from one JSON document (as written by ``Harness.to_json``)."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise HarnessError(f"invalid JSON: {exc.msg}", file=file) from None
+    """A harness from one JSON document (as written by ``Harness.to_json``), read as
+    ``load`` reads a JSON file."""
+    doc = _parse_json(text, file=file)
     found = document_problems(doc, file=file)
     if found:
         raise HarnessValidationError(found)

@@ -486,6 +486,22 @@ def test_loads_reports_every_problem():
     assert str(err.value).count("\n") == len(err.value.problems) - 1
 
 
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"id": "a", "id": "b"}', "the key 'id' is given twice"),  # json.loads kept 'b'
+        ('{"id": "a", "metadata": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+    ],
+    ids=["a key twice", "nested deeply"],
+)
+def test_loads_reads_a_document_as_load_reads_its_file(tmp_path, text, reason):
+    (tmp_path / "h.json").write_text(text)
+    for read in (lambda: load_harness(tmp_path / "h.json"), lambda: loads_harness(text)):
+        with pytest.raises(HarnessError, match=reason):  # not a RecursionError
+            read()
+    assert loads_harness("\ufeff" + '{"id": "a"}') == Harness(id="a")  # as editors save it
+
+
 def test_missing_path(tmp_path):
     (found,) = problems(tmp_path / "nope")
     assert found.message == "no such file or directory"
