@@ -308,6 +308,7 @@ def _semantic_problems(
             seen[name] = i
         if not broken("tools", i, "parameters"):
             yield from parameters(i, tool.get("parameters") or {})
+        yield from _unwritable(tool, "extra", f"$.tools[{i}].extra")
     skill_tool = doc.get("skill_tool")
     if not isinstance(skill_tool, Mapping):
         skill_tool = None
@@ -335,6 +336,7 @@ def _semantic_problems(
             yield from parameters(None, params)
             if not (params.get("properties") or {}):
                 yield "$.skill_tool.parameters", "the skill tool needs a parameter naming the skill"
+        yield from _unwritable(skill_tool, "extra", "$.skill_tool.extra")
 
     skill_ids: dict[str, int] = {}
     for i, skill in enumerate(_items(doc.get("skills"))):
@@ -346,6 +348,7 @@ def _semantic_problems(
             skill_ids[skill["id"]] = i
         if (own := own_field_in_extra(skill.get("extra"))) is not None:
             yield f"$.skills[{i}].extra.{own}", own_field_reason(own)
+        yield from _unwritable(skill, "extra", f"$.skills[{i}].extra")
 
     hook_ids: set[str] = set()
     for i, hook in enumerate(_items(doc.get("hooks"))):
@@ -375,6 +378,7 @@ def _semantic_problems(
                     "from the surrounding text"
                 ),
             )
+        yield from _unwritable(hook, "params", f"{where}.params")
         if broken("hooks", i, "matcher", "tool"):
             continue
         pattern = (hook.get("matcher") or {}).get("tool")
@@ -404,6 +408,19 @@ def _semantic_problems(
             check_template(prompt["template"])
         except TemplateError as exc:
             yield "$.prompt.template", exc.message
+    yield from _unwritable(doc, "metadata", "$.metadata")
+
+
+def _unwritable(part: Mapping[str, Any], key: str, where: str) -> Iterator[tuple[str, str]]:
+    """The first value in a free-form object of the document (``metadata``, a hook's
+    ``params``, an ``extra``) that JSON cannot write (``unwritable``): YAML reads ``.nan``,
+    which a harness saved as JSON would hold as ``NaN``; SKILL.md front matter refuses it
+    too. An integer beyond 64 bits is JSON, and an importer may keep one in metadata (BFCL's
+    recorded responses). (A part that is no object is the schema's problem.)"""
+    value = part.get(key)
+    bad = unwritable(value, where, wide=False) if isinstance(value, Mapping) else None
+    if bad is not None:
+        yield bad
 
 
 def _items(value: Any) -> list[Mapping[str, Any] | None]:

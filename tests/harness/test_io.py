@@ -502,6 +502,14 @@ def test_loads_reads_a_document_as_load_reads_its_file(tmp_path, text, reason):
     assert loads_harness("\ufeff" + '{"id": "a"}') == Harness(id="a")  # as editors save it
 
 
+def test_nan_in_harness_yaml_metadata_is_refused_as_in_skill_front_matter(tmp_path):
+    # accepted, it was saved as JSON's non-JSON NaN
+    root = _write(tmp_path, "id: x\nmetadata: {score: .nan}\n")
+    file, where, message = _one(problems(root))
+    assert (file, where) == (str(root / "harness.yaml"), "$.metadata.score")
+    assert message.startswith("NaN or Infinity")
+
+
 def test_missing_path(tmp_path):
     (found,) = problems(tmp_path / "nope")
     assert found.message == "no such file or directory"

@@ -126,6 +126,24 @@ CASES = [
         "'description' is the skill's own field",
     ),
     (lambda d: d["hooks"].append(dict(d["hooks"][0])), "$.hooks[1].id", "duplicate hook id"),
+    # what JSON cannot write, as SKILL.md front matter refuses it: a harness saved as JSON held NaN
+    (lambda d: d.update(metadata={"score": float("nan")}), "$.metadata.score", "NaN or Infinity"),
+    (
+        lambda d: d["hooks"][0].update(params={"set": {"limit": float("inf")}}),
+        "$.hooks[0].params.set.limit",
+        "NaN or Infinity",
+    ),
+    (lambda d: d["tools"][0].update(extra={"n": [-float("inf")]}), "$.tools[0].extra.n[0]", "NaN"),
+    (
+        lambda d: d["skills"][0].update(extra={"x": float("nan")}),
+        "$.skills[0].extra.x",
+        "NaN or Infinity",
+    ),
+    (
+        lambda d: d["skill_tool"].update(extra={"x": "\ud800"}),
+        "$.skill_tool.extra.x",
+        "a lone surrogate",
+    ),
     (
         lambda d: d["hooks"][0].update(message="{{ a + b }}"),
         "$.hooks[0].message",
@@ -159,6 +177,11 @@ CASES = [
 def test_each_problem_names_its_json_path(change, where, reason):
     found = problems_of(change)
     assert any(w == where and reason in m for w, m in found), found
+
+
+def test_an_integer_beyond_64_bits_in_metadata_is_json_and_kept():
+    # an importer may keep one there (a BFCL recorded response); NaN is what JSON cannot write
+    assert problems_of(lambda d: d.update(metadata={"n": 2**64, "r": {"x": -(2**70)}})) == []
 
 
 def test_every_problem_is_reported_not_just_the_first():
