@@ -63,6 +63,8 @@ class _Sources:
         self.tool_layout: dict[int, tuple[str, str]] = {}
         self.template: Path | None = None
         self.skills: dict[int, Path] = {}
+        # whether the manifest lists the skills, or they are the skill folders found there
+        self.skills_listed = True
 
     def locate(self, err: HsaError) -> HsaError:
         where = err.where or "$"
@@ -73,15 +75,35 @@ class _Sources:
                 rest = f".{schema_key}{rest[len('.parameters') :]}"
             inside = f"$[{index}]{prefix}{rest}" if rest else f"$[{index}]"
             return HarnessError(err.message, file=str(self.tools), where=inside)
-        if m := re.match(r"^\$\.skills\[(\d+)\](?:\.(\w+))?", where):
-            file = self.skills.get(int(m.group(1)))
-            if file is not None:
-                field = m.group(2)
-                inside = f"front matter.{field}" if field not in (None, "content") else field
-                return HarnessError(err.message, file=str(file), where=inside or None)
+        if (m := re.match(r"^\$\.skills\[(\d+)\](.*)$", where)) and (
+            file := self.skills.get(int(m.group(1)))
+        ):
+            rest = m.group(2)
+            if rest == ".id":  # an entry of the manifest's list, or a skill folder's name
+                entry = f"$.skills[{m.group(1)}]"
+                if self.skills_listed:
+                    return HarnessError(err.message, file=str(self.manifest), where=entry)
+                return HarnessError(_folder_id(err.message), file=str(file.parent))
+            # front-matter keys: name, description and each key of extra
+            rest = rest.removeprefix(".extra")
+            key = None if rest in ("", ".content") else f"front matter{rest}"
+            return HarnessError(err.message, file=str(file), where=key)
         if self.template is not None and where == "$.prompt.template":
             return HarnessError(err.message, file=str(self.template), where=None)
         return HarnessError(err.message, file=str(self.manifest), where=where)
+
+
+def _folder_id(message: str) -> str:
+    """``message``, of a skill id that is a skill folder's name, saying so."""
+    return f"{message} (a skill's id is its folder's name: rename the folder)"
+
+
+def _not_found(sources: _Sources, path: Path, where: str) -> HarnessError | None:
+    """The problem with the file at ``path`` that the manifest names at ``where`` when there is
+    none there, at the manifest's key: the key is what to correct."""
+    if path.exists():
+        return None
+    return HarnessError(f"file not found: {path}", file=str(sources.manifest), where=where)
 
 
 def _read_text(path: Path, *, max_chars: int | None = None) -> str:
@@ -178,6 +200,7 @@ def _read(path: str | Path) -> tuple[dict[str, Any], list[HsaError]]:
     # Without a manifest to read, the files found by convention are still checked.
     manifest_read = doc is not None
     doc = doc if doc is not None else {}
+    sources.skills_listed = "skills" in doc
     if manifest.name == MANIFEST:
         try:
             _by_convention(doc, root, manifest)
@@ -196,6 +219,8 @@ def _read(path: str | Path) -> tuple[dict[str, Any], list[HsaError]]:
             found.append(
                 HarnessError("must name a file", file=str(manifest), where="$.prompt.template_file")
             )
+        elif missing := _not_found(sources, root / ref, "$.prompt.template_file"):
+            found.append(missing)
         else:
             sources.template = root / ref
             try:
@@ -262,6 +287,9 @@ def _read_tools(
     from; an entry that cannot be converted is a problem in ``found``, and left out."""
     assert sources.tools is not None
     file = str(sources.tools)
+    if missing := _not_found(sources, sources.tools, "$.tools"):
+        found.append(missing)
+        return None, [], []
     try:
         data = _read_json(sources.tools)
         entries = tool_entries(data)
@@ -295,17 +323,15 @@ def _read_skills(
     index: list[int] = []
     for i, skill_id in enumerate(ids):
         # The id names a folder: the pattern (no '/', no leading '.') keeps it inside skills/.
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", skill_id):
-            found.append(
-                HarnessError(
-                    f"{skill_id!r} is not a valid skill id",
-                    file=str(sources.manifest),
-                    where=f"$.skills[{i}]",
-                )
-            )
-            continue
         folder = sources.root / SKILLS_DIR / skill_id
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", skill_id):
+            found.append(_bad_id(f"{skill_id!r} is not a valid skill id", i, folder, sources))
+            continue
         sources.skills[i] = folder / "SKILL.md"
+        missing = _not_found(sources, sources.skills[i], f"$.skills[{i}]")
+        if missing and sources.skills_listed:
+            found.append(missing)  # (a folder renamed, the list not)
+            continue
         try:
             skills.append(load_skill_dir(folder).to_dict())
         except HsaError as exc:
@@ -313,6 +339,14 @@ def _read_skills(
             continue
         index.append(i)
     return skills, index
+
+
+def _bad_id(message: str, index: int, folder: Path, sources: _Sources) -> HarnessError:
+    """A problem with the id of the skill ``index``: at its entry of the manifest's list, or
+    at its folder when the skills are the folders found there (the manifest lists none)."""
+    if sources.skills_listed:
+        return HarnessError(message, file=str(sources.manifest), where=f"$.skills[{index}]")
+    return HarnessError(_folder_id(message), file=str(folder))
 
 
 def _reindex(part: str, index: list[int], where: str, message: str) -> tuple[str, str]:

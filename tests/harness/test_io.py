@@ -405,8 +405,60 @@ def test_problems_in_a_skill_point_at_its_skill_md(tmp_path):
     file, where, message = _one(problems(root))
     assert file == str(root / "skills" / "greet" / "SKILL.md")
     assert where.startswith("line ") and "not valid YAML" in message
-    missing = _write(tmp_path / "m", "id: x\nskills: [nothere]\n")
-    assert "no SKILL.md" in _one(problems(missing))[2]
+
+
+SKILL = "---\nname: {0}\ndescription: About {0}.\n---\n"
+LONG = "a" * 130
+TOO_LONG = {f"skills/{LONG}/SKILL.md": SKILL.format("odd")}
+SPACED = {"skills/My Skill/SKILL.md": SKILL.format("odd")}
+
+
+@pytest.mark.parametrize(
+    ("manifest", "files", "file", "where", "message"),
+    [
+        ("skills: [ship, ship]", {}, "harness.yaml", "$.skills[1]", "duplicate skill id"),
+        (f"skills: [ship, {LONG}]", TOO_LONG, "harness.yaml", "$.skills[1]", "is too long"),
+        ("skills: [ship, My Skill]", SPACED, "harness.yaml", "$.skills[1]", "not a valid skill"),
+        # without a list the skills are the folders: a folder's name is the id to correct
+        ("tools: []", TOO_LONG, f"skills/{LONG}", None, "is too long (a skill's id is its"),
+        ("tools: []", SPACED, "skills/My Skill", None, "not a valid skill id (a skill's id"),
+        (
+            "skills: [ship-v2, ship-v1]",  # a folder renamed, the list not
+            {},
+            "harness.yaml",
+            "$.skills[1]",
+            "file not found: skills/ship-v1/SKILL.md",
+        ),
+        ("tools: tool.json", {}, "harness.yaml", "$.tools", "file not found: tool.json"),
+        (
+            "prompt: {template_file: p.j2}",
+            {},
+            "harness.yaml",
+            "$.prompt.template_file",
+            "file not found: p.j2",
+        ),
+    ],
+    ids=[
+        "skill listed twice",
+        "listed id too long",
+        "listed id not valid",
+        "folder name too long",
+        "folder name not valid",
+        "listed skill not there",
+        "tools file not there",
+        "template file not there",
+    ],
+)
+def test_a_problem_is_at_the_file_and_key_that_hold_it(
+    tmp_path, manifest, files, file, where, message
+):
+    # each was elsewhere: at a SKILL.md's 'front matter.id', at a key not in the file, at a
+    # missing file without the manifest's key that names it
+    skills = {f"skills/{s}/SKILL.md": SKILL.format(s) for s in ("ship", "ship-v2")}
+    root = _write(tmp_path, f"id: x\n{manifest}\n", {**skills, **files})
+    found = _one(problems(root))
+    assert found[:2] == (str(root / file), where), found
+    assert message in found[2].replace(f"{root}/", ""), found
 
 
 def test_huge_template_is_refused_before_it_is_read(tmp_path):
