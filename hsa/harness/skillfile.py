@@ -101,6 +101,12 @@ def _lines(text: str) -> list[str]:
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 
+def _delimiter(line: str) -> bool:
+    """Whether ``line`` is a front-matter delimiter: ``---``, spaces or tabs after it allowed
+    as YAML allows them after its document markers (and common front-matter readers do)."""
+    return line.rstrip(" \t\r\n") == "---"
+
+
 def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skill:
     """Parse SKILL.md text; the front matter must hold at least ``name`` and ``description``.
 
@@ -109,13 +115,13 @@ def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skil
     if text.startswith("\ufeff"):
         text = text[1:]
     lines = _lines(text)
-    if not lines or lines[0].rstrip("\r\n") != "---":
+    if not lines or not _delimiter(lines[0]):
         raise HarnessError(
             "SKILL.md must start with a '---' line opening the YAML front matter",
             file=file,
             where="line 1",
         )
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r\n") == "---"), None)
+    end = next((i for i in range(1, len(lines)) if _delimiter(lines[i])), None)
     if end is None:
         raise HarnessError(
             "the front matter opened by '---' on line 1 is never closed by a '---' line",

@@ -192,6 +192,18 @@ def test_a_date_in_front_matter_is_kept_as_the_text_it_is_written_as(tmp_path):
     json.dumps(skill.to_dict())
 
 
+@pytest.mark.parametrize("after", [" ", "\t", "  \t", " \r"])
+def test_a_delimiter_line_may_end_in_spaces_or_tabs(after):
+    # as YAML's document markers may (and common front-matter readers read them): it was
+    # 'SKILL.md must start with a '---' line', or a front matter never closed
+    text = f"---{after}\nname: a\ndescription: d.\n---{after}\nBody\n---{after}\nmore\n"
+    skill = parse_skill_md(text, skill_id="a")
+    assert (skill.name, skill.content) == ("a", f"Body\n---{after}\nmore\n")
+    assert parse_skill_md(dump_skill_md(skill), skill_id="a") == skill
+    with pytest.raises(HsaError, match="must start with a '---' line"):
+        parse_skill_md(text.replace("---", "--- x", 1), skill_id="a")
+
+
 def test_front_matter_values_are_the_text_written(tmp_path):
     # the specification's values are strings, and its reference parser (strictyaml) reads
     # every scalar as text: YAML 1.1 typing made 1.10 the number 1.1, 0x1A 26, off false, and
