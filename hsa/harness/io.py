@@ -50,6 +50,7 @@ MANIFEST = "harness.yaml"
 TOOLS_FILE = "tools.json"
 TEMPLATE_FILE = "prompt.md.j2"
 SKILLS_DIR = "skills"
+BOM = "\ufeff"
 
 
 class _Sources:
@@ -224,9 +225,11 @@ def _read(path: str | Path) -> tuple[dict[str, Any], list[HsaError]]:
         else:
             sources.template = root / ref
             try:
-                prompt["template"] = _read_text(sources.template, max_chars=MAX_TEMPLATE_CHARS)
+                text = _read_text(sources.template, max_chars=MAX_TEMPLATE_CHARS)
             except HsaError as exc:
                 found.append(exc)
+            else:  # a byte order mark (as editors save it) is no part of the prompt
+                prompt["template"] = text.removeprefix(BOM)
     skill_index: list[int] | None = None  # entry of the manifest's list each doc skill is
     skills = doc.get("skills")
     if isinstance(skills, list) and all(isinstance(s, str) for s in skills):
@@ -565,7 +568,10 @@ def write_dir(harness: Harness, root: Path) -> None:
     manifest["protocol"] = doc.pop("protocol")
     prompt = doc.pop("prompt")
     if prompt.get("template") is not None:
-        _write_text(root / TEMPLATE_FILE, prompt.pop("template"))
+        template = prompt.pop("template")
+        # a template's own leading U+FEFF would be read as a byte order mark: one before it
+        # is read as that, and the template comes back exactly
+        _write_text(root / TEMPLATE_FILE, (BOM if template.startswith(BOM) else "") + template)
         prompt = {"template_file": TEMPLATE_FILE, **prompt}
     manifest["prompt"] = prompt
     manifest["tools"] = TOOLS_FILE

@@ -12,7 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hsa.errors import HarnessError, HarnessValidationError, TemplateError
-from hsa.harness import Harness, load_harness, loads_harness, problems, save_harness
+from hsa.harness import (
+    Harness,
+    load_harness,
+    loads_harness,
+    problems,
+    save_harness,
+    system_prompt,
+)
 from hsa.harness.importers.base import literal_template
 from hsa.harness.model import Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
 from hsa.harness.sandbox import MAX_TEMPLATE_CHARS
@@ -459,6 +466,18 @@ def test_a_problem_is_at_the_file_and_key_that_hold_it(
     found = _one(problems(root))
     assert found[:2] == (str(root / file), where), found
     assert message in found[2].replace(f"{root}/", ""), found
+
+
+def test_a_byte_order_mark_is_no_part_of_the_template(tmp_path):
+    # as editors save it: it was the system prompt's first character
+    root = _write(tmp_path, "id: x\n", {"prompt.md.j2": "\ufeffYou help {{ harness_id }}.\r\n"})
+    harness = load_harness(root)
+    assert harness.prompt.template == "You help {{ harness_id }}.\r\n"
+    assert system_prompt(harness).startswith("You help x.")
+    # a template's own leading U+FEFF (made in Python) is saved and read back exactly
+    own = harness.replace(prompt=Prompt(template="\ufeff{{ harness_id }}"))
+    save_harness(own, tmp_path / "own")
+    assert load_harness(tmp_path / "own") == own
 
 
 def test_huge_template_is_refused_before_it_is_read(tmp_path):
