@@ -331,9 +331,9 @@ def _read_skills(
             found.append(_bad_id(f"{skill_id!r} is not a valid skill id", i, folder, sources))
             continue
         sources.skills[i] = folder / "SKILL.md"
-        missing = _not_found(sources, sources.skills[i], f"$.skills[{i}]")
-        if missing and sources.skills_listed:
-            found.append(missing)  # (a folder renamed, the list not)
+        listed = sources.skills_listed  # (a folder found there holds its SKILL.md)
+        if listed and (missing := _not_found(sources, sources.skills[i], f"$.skills[{i}]")):
+            found.append(missing)  # a folder renamed, the list not
             continue
         try:
             skills.append(load_skill_dir(folder).to_dict())
