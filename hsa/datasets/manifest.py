@@ -8,12 +8,19 @@
     DIR/.hsa/run.json            the config hash of the run that is filling DIR
     DIR/.hsa/done/NNNNN.json     batch NNNNN is written: its shards, their sha256 and statistics
                                  (the augment job's batches; the teach job's shards, one each)
+    DIR/.hsa/staging/{split}/    the augment job's shards while its run is unfinished, moved to
+                                 DIR/data/{split}/ at its finish (``publish``)
     DIR/.hsa/lock                the run writing into DIR now (``hsa.datasets.lock``)
 
-A rerun with the same config skips every batch whose mark and shards agree, and so ends with the
-same bytes as an uninterrupted run. A directory holding another dataset, another config's partial
-data, or files hsa did not write is refused rather than mixed with; a run that stopped on an
-error (``fail``) does not block the next: another config starts over in its place.
+A completion mark lists its shards by their place in the finished dataset
+(``data/{split}/part-NNNNN.parquet``), staged or not: the augment job keeps them out of
+``data/`` until its last batch is written, since every reader but hsa's own (``datasets``'
+``load_dataset(DIR)``, ``data/*/*.parquet`` in Polars or DuckDB) takes what is there for the
+dataset, manifest or not. A rerun with the same config skips every batch whose mark and shards
+agree, wherever they are, and so ends with the same bytes as an uninterrupted run. A directory
+holding another dataset, another config's partial data, or files hsa did not write is refused
+rather than mixed with; a run that stopped on an error (``fail``) does not block the next:
+another config starts over in its place.
 """
 
 from __future__ import annotations
@@ -21,18 +28,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import shlex
 import shutil
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from hsa.datasets.shards import sha256_file, write_atomic
 from hsa.errors import DatasetError, HsaError, first_few, stop_requested
+from hsa.harness import files
 
 MANIFEST = "manifest.json"
 STATE = ".hsa"
+#: the folder of ``STATE`` where an unfinished augment run keeps its shards (``staged``)
+STAGING = "staging"
 #: the ``kind`` of a manifest: an augmented dataset (``hsa augment``/``hsa build``) ...
 KIND = "hsa.augmented"
 #: ... or a teacher's trajectories (``hsa teach``)
@@ -269,6 +280,9 @@ def dataset_data(out: Path) -> list[str]:
     data = out / "data"
     if data.is_dir() and any(p.is_file() for p in data.rglob("*")):
         held.append("shards under data/")
+    staging = out / STATE / STAGING
+    if staging.is_dir() and any(p.is_file() for p in staging.rglob("*")):
+        held.append(f"shards under {STATE}/{STAGING}/")
     return held
 
 
@@ -295,9 +309,11 @@ def _cached_answers(path: Path) -> bool:
 
 
 def _discard_rows(out: Path) -> None:
-    """Remove the rows a run wrote into ``out``: the shards its completion marks list and any
-    other shard by hsa's name (``part-NNNNN.parquet``, a batch cut short), then the marks. A
-    file hsa did not write stays where it is (``refuse_strays`` names it at the finish)."""
+    """Remove the rows a run wrote into ``out``: its staged shards, the shards its completion
+    marks list and any other shard by hsa's name (``part-NNNNN.parquet``, a batch cut short),
+    then the marks. A file hsa did not write stays where it is (``refuse_strays`` names it at
+    the finish)."""
+    shutil.rmtree(out / STATE / STAGING, ignore_errors=True)
     ours = re.compile(r"part-[0-9]{5,}\.parquet")
     shards = {p for p in (out / "data").glob("*/*.parquet") if ours.fullmatch(p.name)}
     for path in sorted((out / STATE / "done").glob("*.json")):
@@ -353,7 +369,7 @@ def clear_run(out: Path) -> None:
 def clear_state(out: Path) -> None:
     """Remove the run state of a run that wrote no data (see ``partial_data``), lock kept."""
     state = out / STATE
-    for name in ("run.json", "done", "source"):
+    for name in ("run.json", "done", "source", STAGING):
         path = state / name
         if path.is_dir():
             shutil.rmtree(path)
@@ -419,15 +435,59 @@ def mark_path(out: Path, batch: int) -> Path:
     return out / STATE / "done" / f"{batch:05d}.json"
 
 
+def staged(out: Path, path: str) -> Path | None:
+    """Where an unfinished run keeps the shard that the finished dataset holds at ``path``
+    (``data/{split}/NAME``, as completion marks and the manifest list it):
+    ``out/.hsa/staging/{split}/NAME``; None for a path of another form."""
+    parts = Path(path).parts
+    if len(parts) != 3 or parts[0] != "data":
+        return None
+    return out / STATE / STAGING / parts[1] / parts[2]
+
+
+def placed(out: Path, path: str) -> Path:
+    """The file of the shard listed as ``path``: the staged one while there is one (``staged``;
+    ``publish`` moves it), else ``out / path``."""
+    found = staged(out, path)
+    return found if found is not None and found.exists() else out / path
+
+
+def publish(out: Path, shards: Iterable[Mapping[str, Any]]) -> None:
+    """Move the staged files of ``shards`` (entries of completion marks) to the places they
+    list under ``data/`` (renames in one file system: each is there whole or not yet), make
+    the moves durable, and remove the staging folder: what a run does once every batch is
+    written, before its variants file, card and manifest. A shard that is in place already
+    (moved by a run stopped during the moves) stays, so a rerun finishes the moves."""
+    folders = set()
+    for entry in shards:
+        source = staged(out, str(entry["path"]))
+        if source is None or not source.is_file():
+            continue
+        target = out / str(entry["path"])
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
+        except OSError as exc:
+            raise DatasetError(
+                f"cannot move the shard into place from {source}: {exc.strerror or exc}",
+                file=str(target),
+            ) from None
+        folders.add(target.parent)
+    for folder in sorted(folders):
+        files.sync_directory(folder)
+    shutil.rmtree(out / STATE / STAGING, ignore_errors=True)
+
+
 def done(out: Path, batch: int) -> dict[str, Any] | None:
-    """The completion mark of ``batch`` if it and every shard it lists are intact."""
+    """The completion mark of ``batch`` if it and every shard it lists are intact (staged or
+    in place: ``placed``)."""
     path = mark_path(out, batch)
     if not path.is_file():
         return None
     try:
         mark = json.loads(path.read_text("utf-8"))
         for entry in mark["shards"]:
-            shard = out / entry["path"]
+            shard = placed(out, entry["path"])
             if not shard.is_file() or sha256_file(shard) != entry["sha256"]:
                 return None
     except (OSError, ValueError, KeyError, TypeError):
