@@ -146,7 +146,8 @@ def augment_command(
     """Render canonical trajectories under harness variants into a Parquet dataset.
 
     Writes DIR/data/{split}/part-NNNNN.parquet, variants.parquet, README.md (the card, with
-    plots) and manifest.json. A rerun skips finished shards and ends with the same bytes.
+    plots) and manifest.json; until the last batch is written the shards wait in DIR/.hsa/, so
+    an unfinished DIR holds no rows. A rerun skips finished shards and ends with the same bytes.
     DIR is locked while the run writes: a second run into it refuses. Settings: a flag, then
     the recipe.
     """

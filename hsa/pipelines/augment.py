@@ -5,12 +5,17 @@ For each batch it picks each trajectory's variants by hashing its id, planning o
 variants the picks visit (per harness, or per trajectory context when the recipe has
 trajectory-dependent rules; planned variants are kept for later batches), renders every
 (trajectory, variant) row with the columnar engine, assigns splits by task, and writes one
-shard per split that has rows in the batch, ``DIR/data/{split}/part-{batch:05d}.parquet``,
-then the batch's completion mark (a batch without rows is marked done with no shard; a run
-without any row is refused, as ``datasets`` cannot open a dataset without rows). After the last
-batch it writes ``variants.parquet``, the dataset card and, last, ``manifest.json``. Batch
-boundaries, picks and splits depend only on the input, the config and the seed, so a rerun --
-after a crash or not -- gives the same bytes.
+shard per split that has rows in the batch, staged in the run's state folder
+(``DIR/.hsa/staging/{split}/part-{batch:05d}.parquet``), then the batch's completion mark,
+which lists the shard by its place in the finished dataset,
+``data/{split}/part-{batch:05d}.parquet`` (a batch without rows is marked done with no shard; a
+run without any row is refused, as ``datasets`` cannot open a dataset without rows). After the
+last batch it moves the staged shards into ``DIR/data/`` (``hsa.datasets.manifest.publish``),
+then writes ``variants.parquet``, the dataset card and, last, ``manifest.json``: until the
+moves, ``data/`` holds no shard of an unfinished run, which ``datasets.load_dataset(DIR)``,
+Polars or DuckDB would read as the whole dataset. Batch boundaries, picks and splits depend
+only on the input, the config and the seed, so a rerun -- after a crash or not, during the
+moves too -- gives the same bytes.
 """
 
 from __future__ import annotations
@@ -631,6 +636,7 @@ def augment_locked(
         shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
         # a shard put under data/ while the run was unfinished: readers would count its rows
         mf.refuse_strays(out, {"shards": shards})
+        mf.publish(out, shards)  # the staged shards into data/, where the manifest lists them
         count = write_variants(out / VARIANTS_FILE, list(planner.variants.values()), planner.parts)
         shutil.rmtree(_parts_folder(out), ignore_errors=True)
         manifest = {
@@ -685,6 +691,7 @@ def _refuse_no_rows(
     the folder holds no completed batch that would keep another config out of it."""
     shutil.rmtree(_parts_folder(out), ignore_errors=True)
     shutil.rmtree(out / mf.STATE / "done", ignore_errors=True)
+    shutil.rmtree(out / mf.STATE / mf.STAGING, ignore_errors=True)
     trajectories = stats.get("trajectories", 0)
     unverified = sum(m.get("unverified", 0) for m in marks)
     why = [
@@ -932,7 +939,8 @@ def _read(job: _Job, lo: int, hi: int) -> _Input:
 def _batch(
     job: _Job, batch: int, read: _Input, then: Callable[[], None] = lambda: None
 ) -> tuple[dict[str, Any], list[tuple[Path, pa.Table]]]:
-    """Render one batch: its completion mark (shards still to be listed) and its tables.
+    """Render one batch: its completion mark (shards still to be listed) and its tables, by
+    their places in the finished dataset (``_write_batch`` stages them).
     ``then`` runs once its variants are planned, before it renders (to read the next batch
     and start planning it in the workers meanwhile)."""
     out, config, planner = job.out, job.config, job.planner
@@ -1186,9 +1194,13 @@ def _write_batch(
     tables: list[tuple[Path, pa.Table]],
     timings: dict[str, float],
 ) -> None:
-    """Write a batch's shards, then its completion mark."""
+    """Write a batch's shards to their staged places (``hsa.datasets.manifest.staged``), then
+    its completion mark, which lists them by their places under ``data/`` (``tables``')."""
     started = time.perf_counter()
     for path, table in tables:
-        found["shards"].append({"path": str(path.relative_to(out)), **write_shard(path, table)})
+        listed = str(path.relative_to(out))
+        staged = mf.staged(out, listed)
+        assert staged is not None  # (``_batch`` names every shard data/{split}/NAME)
+        found["shards"].append({"path": listed, **write_shard(staged, table)})
     mf.mark(out, batch, found)
     timings["write"] += time.perf_counter() - started

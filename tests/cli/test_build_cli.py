@@ -49,6 +49,15 @@ def digests(root: Path) -> dict[str, str]:
     }
 
 
+def state(root: Path) -> dict[str, str]:
+    """The digests of the files of ``root``'s run state (``.hsa/``: run file, marks)."""
+    return {
+        str(p.relative_to(root)): sha256_file(p)
+        for p in sorted((root / ".hsa").rglob("*"))
+        if p.is_file()
+    }
+
+
 def test_killed_build_resumes_to_the_same_bytes(tmp_path: Path) -> None:
     path = config(tmp_path)
     whole, killed = tmp_path / "whole", tmp_path / "killed"
@@ -69,9 +78,14 @@ def test_killed_build_resumes_to_the_same_bytes(tmp_path: Path) -> None:
     process.wait()
     assert not (killed / "manifest.json").exists(), "the build finished before it was killed"
     assert mark.exists()
+    # the shards of the unfinished run are staged in its state folder: datasets.load_dataset,
+    # Polars and DuckDB, which read data/*/*.parquet manifest or not, find none to count
+    assert not list(killed.glob("data/**/*.parquet"))
+    assert list((killed / ".hsa" / "staging").glob("*/*.parquet"))
     # what a kill while writing leaves: temporaries, which the rerun removes
     (killed / ".hsa" / "source" / "data" / ".part-00000.parquet.999999.tmp").write_bytes(b"half")
-    split = sorted((killed / "data").iterdir())[0]  # the teacher's shards come split by split
+    # (the teacher's shards come split by split)
+    split = sorted((killed / ".hsa" / "staging").iterdir())[0]
     (split / ".part-00099.parquet.999999.tmp").write_bytes(b"half")
 
     rerun = hsa("build", str(path), "--out", str(killed))
@@ -79,6 +93,8 @@ def test_killed_build_resumes_to_the_same_bytes(tmp_path: Path) -> None:
     assert "skipped" in rerun.stdout
     assert digests(killed) == digests(whole)
     assert not list(killed.rglob("*.tmp"))
+    # the run state too: the completion marks list the shards where the manifest does
+    assert state(killed) == state(whole)
 
     again = hsa("build", str(path), "--out", str(whole))  # a finished build: nothing to do
     assert again.returncode == 0 and "complete already: nothing to do" in again.stdout

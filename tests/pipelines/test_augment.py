@@ -131,6 +131,90 @@ def test_rerun_skips_complete_shards_and_repairs_the_rest(tmp_path: Path, shards
     assert digests(out) == digests(reference)
 
 
+def everything(root: Path) -> dict[str, str]:
+    """``digests`` with the run state too (``.hsa/``: completion marks, run file)."""
+    return {str(p.relative_to(root)): sha256_file(p) for p in root.rglob("*") if p.is_file()}
+
+
+def test_an_unfinished_run_keeps_its_shards_out_of_data(tmp_path: Path, shards: Path) -> None:
+    # datasets.load_dataset(DIR), Polars and DuckDB read whatever data/*/*.parquet holds, with
+    # or without a manifest: a stopped run's shards stay in its state folder, and a rerun
+    # finishes with what an uninterrupted run writes, run state and all
+    reference, out = tmp_path / "ref", tmp_path / "out"
+    augment(open_source(shards), reference, config(workers=1))
+
+    def interrupt(done: int, total: int, written: int) -> None:
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        augment(open_source(shards), out, config(workers=1), progress=interrupt)
+    assert not (out / "manifest.json").exists()
+    assert not list(out.glob("data/**/*.parquet")), "readers would take these for the dataset"
+    staged = {p.relative_to(out / ".hsa" / "staging") for p in out.rglob("*.parquet")}
+    marks = [json.loads(p.read_text()) for p in sorted((out / ".hsa" / "done").glob("*.json"))]
+    assert len(marks) == 2 and staged
+    # the marks list the shards by their places in the finished dataset
+    listed = {Path(s["path"]) for m in marks for s in m["shards"]}
+    assert listed == {Path("data") / p for p in staged}
+    with pytest.raises(DatasetError, match="the dataset is not complete"):
+        to_hf(out)
+    report = augment(open_source(shards), out, config(workers=1))
+    assert report.skipped == 2 and not (out / ".hsa" / "staging").exists()
+    assert everything(out) == everything(reference)
+
+
+@pytest.mark.parametrize("moved", [0, 2])
+def test_a_run_stopped_while_it_moves_its_shards_into_data_finishes_on_a_rerun(
+    tmp_path: Path, shards: Path, monkeypatch, moved: int
+) -> None:
+    # stopped after `moved` shards were moved from .hsa/staging/ into data/: the rerun takes
+    # every batch as done, wherever its shards are, moves the rest, and writes the same bytes
+    import os
+
+    reference, out = tmp_path / "ref", tmp_path / "out"
+    augment(open_source(shards), reference, config(workers=1))
+    count = len(json.loads((reference / "manifest.json").read_text())["shards"])
+    assert count > moved + 1
+    real = os.replace
+    moves: list[Path] = []
+
+    def replace(source, target) -> None:
+        if Path(target).parent.parent == out / "data":  # (not a file written in place)
+            assert Path(source).parent.parent == out / ".hsa" / "staging"
+            if len(moves) == moved:
+                raise KeyboardInterrupt
+            moves.append(Path(target))
+        real(source, target)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "replace", replace)
+        with pytest.raises(KeyboardInterrupt):
+            augment(open_source(shards), out, config(workers=1))
+    assert not (out / "manifest.json").exists()
+    assert sorted(out.glob("data/*/*.parquet")) == sorted(moves)
+    assert len(list((out / ".hsa" / "staging").rglob("*.parquet"))) == count - moved
+    report = augment(open_source(shards), out, config(workers=1))
+    assert report.skipped == 3 and not (out / ".hsa" / "staging").exists()
+    assert everything(out) == everything(reference)
+
+
+def test_a_finished_dataset_with_a_damaged_shard_redoes_only_its_batch(
+    tmp_path: Path, shards: Path
+) -> None:
+    reference, out = tmp_path / "ref", tmp_path / "out"
+    augment(open_source(shards), reference, config(workers=1))
+    augment(open_source(shards), out, config(workers=1))
+    manifest = json.loads((out / "manifest.json").read_text())
+    damaged = out / manifest["shards"][-1]["path"]
+    damaged.write_bytes(damaged.read_bytes()[:-1] + b"x")
+    report = augment(open_source(shards), out, config(workers=1))
+    assert not report.complete_already and report.skipped == 2
+    assert not (out / ".hsa" / "staging").exists()
+    assert everything(out) == everything(reference)
+    assert augment(open_source(shards), out, config(workers=1)).complete_already
+
+
 def test_output_directory_holding_something_else_is_refused(tmp_path: Path, shards: Path) -> None:
     out = tmp_path / "out"
     augment(open_source(shards), out, config())
@@ -965,6 +1049,7 @@ def test_a_file_hsa_did_not_write_outlives_the_failed_run_it_sat_beside(
     with pytest.raises(DatasetError, match=r"row 40 .*not JSON"):
         augment(open_source(path), out, config(workers=1))
     mine = out / "data" / "train" / "mine.parquet"
+    mine.parent.mkdir(parents=True)  # (the failed run's shards are staged in .hsa/)
     _write(mine, livestream_table.slice(0, 1))
     _write(path, livestream_table)
     with pytest.raises(DatasetError, match=r"not this dataset's .*mine\.parquet"):

@@ -432,7 +432,10 @@ def test_a_build_whose_first_shard_could_not_be_written_runs_again(
         patched.setattr(augment_module, "write_shard", disk_full)
         with pytest.raises(DatasetError, match="No space left"):
             build(config, out=tmp_path / "ds")
-    assert (tmp_path / "ds" / "data").is_dir()  # empty folders, which hold no one's data
+    # empty folders, which hold no one's data (a run stages its shards in its state folder
+    # until it finishes: none under data/)
+    assert (tmp_path / "ds" / ".hsa" / "staging").is_dir()
+    assert not (tmp_path / "ds" / "data").exists()
     report = build(config, out=tmp_path / "ds")
     assert report.teacher_skipped and report.augment.rows
 
