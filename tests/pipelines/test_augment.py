@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -475,6 +476,26 @@ def test_partial_data_of_another_config_says_what_to_do(tmp_path: Path, shards: 
     # the temporaries of killed runs go on a rerun (here: of the config that wrote the data)
     augment(open_source(shards), out, config())
     assert not list(out.rglob("*.tmp"))
+
+
+def test_staged_shards_without_a_mark_are_another_configs_partial_data(
+    tmp_path: Path, shards: Path
+) -> None:
+    # a run killed between a batch's shards and its mark has staged shards and no mark: its
+    # work, as shards under data/ were, which another config does not clear without a word
+    out = tmp_path / "out"
+
+    def interrupt(done: int, total: int, written: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        augment(open_source(shards), out, config(workers=1), progress=interrupt)
+    shutil.rmtree(out / ".hsa" / "done")
+    assert list((out / ".hsa" / "staging").rglob("*.parquet"))
+    with pytest.raises(DatasetError, match=r"another config \(shards under \.hsa/staging/\)"):
+        augment(open_source(shards), out, config(seed=5, workers=1))
+    report = augment(open_source(shards), out, config(workers=1))
+    assert report.skipped == 0 and not (out / ".hsa" / "staging").exists()
 
 
 @pytest.mark.parametrize("which", ["families", "default"])
