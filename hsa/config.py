@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from hsa.errors import HsaError, refuse_unreadable
+from hsa.errors import HsaError, refuse_unreadable, schema_message
 
 
 def setting(
@@ -149,7 +149,7 @@ def schema_problem(error: Any) -> tuple[list[Any], str]:
     if error.validator == "pattern" and isinstance(schema, Mapping) and schema.get("description"):
         # the pattern's meaning in words, where the schema gives it
         return list(error.absolute_path), f"{instance!r} is not {schema['description']}"
-    return list(error.absolute_path), error.message
+    return list(error.absolute_path), schema_message(error)
 
 
 def bounded(

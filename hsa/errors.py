@@ -7,7 +7,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import PurePath
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 class HsaError(Exception):
@@ -227,6 +227,16 @@ def refuse_unreadable(
     if why is None:
         raise exc
     raise error(f"cannot read: {why}", file=file, where=where) from None
+
+
+def schema_message(error: Any) -> str:
+    """A jsonschema ``ValidationError``'s message, a pattern shown as people write it: ``$``
+    for the ``$(?!\\n)`` hsa's schemas end patterns with (Python's ``$``, which jsonschema
+    uses, also matches before a final newline)."""
+    if error.validator == "pattern" and isinstance(error.validator_value, str):
+        pattern = error.validator_value.replace("$(?!\\n)", "$")
+        return f"{error.instance!r} does not match {pattern!r}"
+    return str(error.message)
 
 
 def first_line(exc: BaseException) -> str:

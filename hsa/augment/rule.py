@@ -36,7 +36,7 @@ from jsonschema.exceptions import SchemaError, best_match
 
 from hsa.augment.mapping import IDENTITY, RewriteMapping
 from hsa.augment.param_schemas import copy_json
-from hsa.errors import RuleError
+from hsa.errors import RuleError, schema_message
 from hsa.harness.events import Event, SkillLoad, ToolCall
 from hsa.harness.jsonvalues import unwritable
 from hsa.harness.model import Harness
@@ -176,7 +176,7 @@ class Rule:
                 error = best_match(root.evolve(schema=sub).iter_errors(sub["default"]))
                 if error is not None:
                     raise RuleError(
-                        f"the default of {key!r} breaks its own schema: {error.message}",
+                        f"the default of {key!r} breaks its own schema: {schema_message(error)}",
                         where=f"rule {self.name!r}: params.{key}",
                     )
         if not self.doc.strip():
@@ -377,7 +377,7 @@ def _resolve(name: str, schema: MappingABC[str, Any], params: dict[str, Any]) ->
     if errors:
         err = errors[0]
         path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in err.path)
-        raise RuleError(err.message, where=f"rule {name!r}: params{path}")
+        raise RuleError(schema_message(err), where=f"rule {name!r}: params{path}")
     return given
 
 

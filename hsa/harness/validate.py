@@ -12,7 +12,14 @@ from typing import Any
 import jsonschema
 from jsonschema.validators import Draft202012Validator
 
-from hsa.errors import HarnessError, HarnessValidationError, HsaError, ProtocolError, TemplateError
+from hsa.errors import (
+    HarnessError,
+    HarnessValidationError,
+    HsaError,
+    ProtocolError,
+    TemplateError,
+    schema_message,
+)
 from hsa.harness.arguments import schema_class
 from hsa.harness.jsonvalues import json_path, may_be_unwritable, resolve_pointer, unwritable
 from hsa.harness.model import Harness, Tool, compact_json
@@ -267,11 +274,9 @@ def render_problems(harness: Harness) -> list[HsaError]:
 
 
 def _schema_reason(err: jsonschema.ValidationError) -> str:
-    if err.validator == "pattern":
-        if err.validator_value == r"\S":
-            return "must not be empty or blank"
-        return f"{err.instance!r} does not match {err.validator_value!r}"
-    return err.message
+    if err.validator == "pattern" and err.validator_value == r"\S":
+        return "must not be empty or blank"
+    return schema_message(err)
 
 
 def _semantic_problems(

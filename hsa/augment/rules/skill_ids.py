@@ -106,7 +106,7 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
         "properties": {
             "prefix": {
                 "type": ["string", "null"],
-                "pattern": "^[A-Za-z][A-Za-z0-9]{0,15}$(?!\n)",
+                "pattern": r"^[A-Za-z][A-Za-z0-9]{0,15}$(?!\n)",
                 "default": None,
                 "description": "The namespace; null draws one from a bank.",
                 DRAWS: SKILL_NAMESPACES,
