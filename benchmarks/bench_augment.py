@@ -189,12 +189,12 @@ def plan_variants(work: Path) -> tuple[Path, float]:
 
 
 def _recipe():
-    from hsa.augment import Recipe, default_recipe
+    from hsa.augment import Recipe, default_recipe, get_rule
 
     data = default_recipe().to_dict()
     # trajectory-dependent rules are planned per trajectory context: leave them out of the
     # draw so that variants are planned once per harness, as the benchmark measures
-    data["rules"] = [r for r in data["rules"] if not r["rule"].endswith("drop_unused")]
+    data["rules"] = [r for r in data["rules"] if not get_rule(r["rule"]).needs]
     data["variants_per_harness"] = VARIANTS_PER_HARNESS
     data["variants_per_trajectory"] = PER_TRAJECTORY
     return Recipe.from_dict(data)

@@ -31,6 +31,30 @@ def points_by_position(text: str) -> bool:
     return _POSITIONAL.search(text) is not None
 
 
+_BACKWARD = re.compile(r"above|previous|preceding|earlier", re.IGNORECASE)
+_SECTION = re.compile(r"section|heading", re.IGNORECASE)
+
+
+def points_outside_by_position(text: str) -> bool:
+    """Whether ``text`` points at another part by where it is (``points_by_position``) from a
+    place where that part cannot be its own: one that names a section or heading ("the
+    section below"), or another "above" in its first paragraph, "below" in its last ("the
+    options listed above", after a list of them, stays within)."""
+    gaps = list(re.finditer(r"\n[ \t]*\n", text.strip()))
+    text = text.strip()
+    first_end = gaps[0].start() if gaps else len(text)
+    last_start = gaps[-1].end() if gaps else 0
+    for match in _POSITIONAL.finditer(text):
+        if _SECTION.search(match.group(0)):
+            return True
+        if _BACKWARD.search(match.group(0)):
+            if match.start() < first_end:
+                return True
+        elif match.end() > last_start:
+            return True
+    return False
+
+
 def code_mask(lines: list[str]) -> list[bool]:
     """For each line, whether it belongs to a fenced code block (fences included)."""
     mask, fence = [], None

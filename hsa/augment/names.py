@@ -121,8 +121,9 @@ def synonym_name(
             c
             for c in choices
             if not any(
-                w.lower() in avoid or claimed.get(w.lower(), own) != own for w in split_words(c)
-            )
+                (w.lower() in avoid and w.lower() != own) or claimed.get(w.lower(), own) != own
+                for w in split_words(c)
+            )  # the word itself may stay in its synonym: date -> calendar_date
         ]
 
     out: list[str] = []

@@ -252,7 +252,7 @@ def open_source(
         digests = None
         if kind == mf.TEACHER_KIND:
             digests = _teacher_shards(path, files)
-        elif (path / mf.TEACHER_JOB).is_file():
+        elif (path / mf.TEACHER_JOB).is_file() and not (path / mf.MANIFEST).exists():
             raise DatasetError(
                 "an unfinished hsa teach run (it has no manifest.json: it stopped before every "
                 "shard was written), whose trajectories would be read as if they were all; "
@@ -297,13 +297,13 @@ def _kind(manifest: Path) -> Any:
         return None
 
 
-def _teacher_shards(root: Path, files: list[Path]) -> dict[Path, str]:
-    """The SHA-256 of each shard a finished teacher job's manifest lists, by path; a
-    ``DatasetError`` when one is missing, or when a Parquet file here is not one of them
-    (its rows would be read as the teacher's)."""
+def _teacher_shards(root: Path, files: list[Path]) -> dict[Path, str | None]:
+    """The SHA-256 of each shard a finished teacher job's manifest lists, by path (None where
+    it gives none); a ``DatasetError`` when one is missing, or when a Parquet file here is not
+    one of them (its rows would be read as the teacher's)."""
     splits = mf.read_json(root / mf.MANIFEST).get("splits") or {}
     listed = {
-        root / str(entry.get("path")): str(entry.get("sha256"))
+        root / str(entry.get("path")): entry.get("sha256")
         for split in (splits.values() if isinstance(splits, dict) else ())
         for entry in (split.get("shards") or [] if isinstance(split, dict) else [])
         if isinstance(entry, dict)
@@ -326,16 +326,16 @@ def _teacher_shards(root: Path, files: list[Path]) -> dict[Path, str]:
 
 
 def _parquet_source(
-    root: Path, files: list[Path], digests: dict[Path, str] | None = None
+    root: Path, files: list[Path], digests: dict[Path, str | None] | None = None
 ) -> Source:
-    """The trajectories of ``files``; with ``digests``, each file must hash to its own (a
-    teacher's shards as its manifest lists them)."""
+    """The trajectories of ``files``; with ``digests``, each file must hash to its own where
+    one is given (a teacher's shards as its manifest lists them)."""
     counts = []
     ids = []
     digest = hashlib.sha256()
     for file in files:
         sha = sha256_file(file)
-        if digests is not None and digests.get(file) != sha:
+        if digests is not None and digests.get(file) not in (None, sha):
             raise DatasetError(
                 "changed since the teacher wrote it (its SHA-256 is not the one the manifest "
                 "lists): rerun the hsa teach command that wrote it to restore it",

@@ -45,6 +45,13 @@ def test_a_synonym_the_harness_names_something_else_with_is_passed_over():
         plain = synonym_name("get_item_id", bank, random.Random(seed))
         filtered = synonym_name("get_item_id", bank, random.Random(seed), frozenset({"x"}), {})
         assert plain == filtered
+        # the word itself is the harness's own (vocabulary holds every word of its names) and
+        # may stay in its synonym: the same draws as without
+        dates = {"date": ["calendar_date", "day"]}
+        own = frozenset({"start", "date"})
+        assert synonym_name("start_date", dates, random.Random(seed), own, {}) == synonym_name(
+            "start_date", dates, random.Random(seed)
+        )
 
 
 def test_fresh_names_never_collide_even_with_prefixes():

@@ -562,6 +562,16 @@ def test_prompt_sections_that_point_at_each_other_by_place_keep_their_order():
     pointing = harness.replace(prompt=dataclasses.replace(harness.prompt, sections=tuple(sections)))
     for seed in range(8):
         assert _apply("prompt.section_order", pointing, seed).harness == pointing
+    # a pointer within its own section (tau2 airline's policy: "the ones listed above", after
+    # them) leaves the sections free to move
+    sections[-1] = dataclasses.replace(
+        sections[-1], body="Reasons:\n- a\n- b\n\nNo other reason than the ones listed above."
+    )
+    within = harness.replace(prompt=dataclasses.replace(harness.prompt, sections=tuple(sections)))
+    assert any(
+        _apply("prompt.section_order", within, s).harness.prompt.sections != tuple(sections)
+        for s in range(8)
+    )
 
 
 def test_enum_values_keep_what_they_say():

@@ -39,11 +39,13 @@ def _pick_other(value: str, choices: list[str], given: str, rng: random.Random) 
 def section_order(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Shuffle the order of the system prompt's sections (persona, policy, tools, skills, ...).
 
-    A prompt whose text points at a section by where it is ("the section below", "the policy
-    described above") keeps its order: its sections are not independent.
+    A prompt whose text points at another section by where it is ("the section below", "the
+    policy described above" opening a section) keeps its order: its sections are not
+    independent. A pointer within one section ("the options listed above", after them) is not
+    such a pointer.
     """
     sections = list(harness.prompt.sections)
-    if any(markdown.points_by_position(f"{s.title}\n{s.body}") for s in sections):
+    if any(markdown.points_outside_by_position(s.body) for s in sections):
         return Rewrite(harness)
     head = sections[:1] if params["keep_first"] else []
     tail = shuffled(sections[len(head) :], rng)
