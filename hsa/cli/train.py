@@ -159,6 +159,8 @@ def rl_command(
     shown.print(
         f"wrote {out} (model, rollouts.jsonl, hsa-train.json, README.md) in {report.wall_s:.1f} s"
     )
+    for note in report.left_out:
+        shown.print(f"left out: {note}")
 
 
 @group.command("distill")

@@ -56,13 +56,15 @@ from hsa.teachers.rollout import (
     rollout,
     rollout_metadata,
 )
-from hsa.teachers.task_variants import env_task_variants, recipe_from
+from hsa.teachers.task_variants import env_task_variants, recipe_from, trajectory_rules_note
 
 JOB_FILE = mf.TEACHER_JOB
 CACHE_FILE = "cache.sqlite"
 
 ProgressFn = Callable[[int, int, int], None]
 ShardKey = tuple[str, int]
+#: why a teacher's variants leave out the recipe's rules that depend on a trajectory
+UNTRAJECTORIED = "a teacher's variants are planned before there is a trajectory"
 #: a rollout that ended this way got no answer from the backend (or a refusal) and is run
 #: again on a rerun
 RETRY = "backend"
@@ -104,7 +106,7 @@ class TeachReport:
     shards: int = 0
     #: tasks left out because they ask another task again (``Environment.restates``)
     restated: int = 0
-    #: what of its source the job left out, and why (``JobPlan.left_out``)
+    #: what of its source and recipe the job left out, and why (``JobPlan.left_out``)
     left_out: tuple[str, ...] = ()
 
     @property
@@ -200,8 +202,9 @@ class JobPlan:
     entries: dict[ShardKey, dict[str, Any]]  # manifest entries of the written shards
     total: int
     restated: int = 0  # tasks left out: they ask another task again (``Environment.restates``)
-    #: what of its source the job leaves out, and why: the environment's ``left_out``, and
-    #: the tasks it cannot play (``unplayable_note``)
+    #: what of its source and recipe the job leaves out, and why: the environment's
+    #: ``left_out``, the tasks it cannot play (``unplayable_note``) and the recipe's rules
+    #: that depend on a trajectory (``trajectory_rules_note``)
     left_out: tuple[str, ...] = ()
     # the job's settings as given, which teach.json records: a worker process runs its shards
     # under a config of its own (its share of the concurrency, one worker)
@@ -449,6 +452,10 @@ def plan_job(
                 "the files of the tasks they ask"
             )
         raise TeacherError(f"the job plans no rollouts: {why}{left}", where=f"env {config.env!r}")
+    # the planner leaves out, silently, the rules that need a trajectory: said here instead
+    rules_note = trajectory_rules_note(recipe, UNTRAJECTORIED)
+    if rules_note is not None:
+        left_out = (*left_out, rules_note)
     shards = plan_shards(specs, config.shard_size)
     if check:
         check_job_file(out, config)
@@ -698,7 +705,8 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
     if plan.restated:
         left_out.insert(0, f"{plan.restated} task(s) that ask another task again {RESTATED}")
     if left_out:
-        manifest["left_out"] = left_out  # tasks of the source the job did not run, and why
+        # tasks of the source the job did not run, and rules of the recipe, and why
+        manifest["left_out"] = left_out
     # a job that had nothing to run has not recorded it yet
     record_job(plan.out, plan.recorded or config)
     mf.write_json(plan.out / mf.MANIFEST, manifest)

@@ -19,6 +19,7 @@ import numpy as np
 
 from hsa.augment.planner import LazyPlan, Variant, canonical_variant, pick_order, walk
 from hsa.augment.recipe import Recipe, default_recipe, load_recipe
+from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.augment.seeded import id_array
 from hsa.envs.base import Environment, Task
@@ -33,6 +34,25 @@ MAX_POOL = 64
 def recipe_from(path: str | Path | None) -> Recipe:
     """The recipe at ``path``, or the default recipe."""
     return default_recipe() if path is None else load_recipe(path)
+
+
+def trajectory_rules_note(recipe: Recipe, why: str) -> str | None:
+    """What a job that plans ``recipe``'s variants without a trajectory (``NO_CONTEXT``) says
+    of the rules that depend on one (their ``needs``), which the planner leaves out there;
+    ``why`` says why the job has no trajectory. None when the recipe has no such rule."""
+    drawn = recipe.base + tuple(r for r in recipe.rules if r.probability > 0)
+    names = list(dict.fromkeys(r.rule for r in drawn if get(r.rule).needs))
+    if not names:
+        return None
+    if len(names) == 1:
+        return (
+            f"the recipe's rule that depends on a trajectory ({names[0]}): {why}; it is "
+            "applied where trajectories are augmented: hsa augment, hsa build"
+        )
+    return (
+        f"the recipe's rules that depend on a trajectory ({', '.join(names)}): {why}; these "
+        "rules are applied where trajectories are augmented: hsa augment, hsa build"
+    )
 
 
 def task_variants(

@@ -29,6 +29,7 @@ from typing import Any
 
 from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
+from hsa.augment.recipe import Recipe
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.envs.base import SPLITS, Environment, Task
 from hsa.errors import HsaError, TrainError
@@ -41,11 +42,13 @@ from hsa.teachers.backends.transformers import template_messages
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message
 from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, opening_events, rollout
-from hsa.teachers.task_variants import env_task_variants, recipe_from
+from hsa.teachers.task_variants import env_task_variants, recipe_from, trajectory_rules_note
 from hsa.train.card import finish, scratch_removed_on_failure, settings_dict
 from hsa.train.config import prepare
 
 ROLLOUT_LOG = "rollouts.jsonl"
+#: why a run's variants leave out the recipe's rules that depend on a trajectory
+UNTRAJECTORIED = "an RL run's variants are planned before there is a trajectory"
 #: the message field that marks a prompt row with its task and variant
 PROMPT_KEY = "hsa_prompt"
 
@@ -135,6 +138,13 @@ def prompts_of(env: Environment, settings: RlSettings) -> list[Prompt]:
             where="recipe",
         )
     return [Prompt(t, v, opening(env, t, v)) for t in tasks for v in chosen[t.id]]
+
+
+def left_out_of(recipe: Recipe) -> tuple[str, ...]:
+    """What of ``recipe`` the run's variants leave out, and why (``prompts_of`` plans them
+    as ``hsa teach`` does, without a trajectory)."""
+    note = trajectory_rules_note(recipe, UNTRAJECTORIED)
+    return () if note is None else (note,)
 
 
 def environment_of(settings: RlSettings, file: str | None) -> Environment:
@@ -571,6 +581,8 @@ class RlReport:
     rewards: list[tuple[int, float]] = field(default_factory=list)
     by_family: dict[str, float] = field(default_factory=dict)
     wall_s: float = 0.0
+    #: what of its recipe the run left out, and why (``left_out_of``)
+    left_out: tuple[str, ...] = ()
 
 
 @scratch_removed_on_failure
@@ -676,6 +688,7 @@ def train_rl(
     train_or_finish(trainer, checkpoint, done)
     report = RlReport(out=out, steps=trainer.state.global_step, prompts=len(prompts))
     report.episodes = rollouts.episodes
+    report.left_out = left_out_of(recipe) if settings.variants_per_task else ()
     report.rewards = [
         (int(e["step"]), float(e["reward"])) for e in trainer.state.log_history if "reward" in e
     ]

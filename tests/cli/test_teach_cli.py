@@ -99,6 +99,12 @@ def test_a_thousand_rollouts_with_faults_are_all_accounted_for(tmp_path):
     assert reasons["ok"] >= 950 and reasons["format"] > 0  # the malformed calls, with reasons
     assert all(r["verified"] == (r["reason"] == "ok") for r in written)
     assert "retries:" in done.stdout and "http 429" in done.stdout and "http 500" in done.stdout
+    # the default recipe's rules that need a trajectory, which a teacher's variants leave out
+    assert (
+        "left out: the recipe's rules that depend on a trajectory (tools.distractors, "
+        "tools.drop_unused, skill_content.drop_unused): a teacher's variants are planned "
+        "before there is a trajectory;" in done.stdout
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["rows"] == 1000
     # the API key went to the server only: not to the output, the logs or the terminal
@@ -186,6 +192,7 @@ def test_an_endpoint_that_is_down_fails_the_run_and_the_rerun_retries(tmp_path):
     assert up.returncode == 0, up.stderr
     assert "0 already written; this run verified 5, rejected 0" in up.stdout
     assert "need a retry" not in up.stdout
+    assert "left out" not in up.stdout  # no variants: the recipe's rules are not drawn at all
     assert len({e["key"] for e in logged(log)}) >= 5  # the rerun asked again for every rollout
     written = rows(out)
     assert len(written) == 5 and all(r["verified"] for r in written)

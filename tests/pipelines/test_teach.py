@@ -104,6 +104,32 @@ def test_the_manifest_lists_every_shard_with_its_checksum(finished):
     assert "concurrency" not in manifest["config"]  # how fast it ran is not what it wrote
 
 
+#: what a job with the default recipe says of the rules its variants leave out
+TRAJECTORY_RULES = (
+    "the recipe's rules that depend on a trajectory (tools.distractors, tools.drop_unused, "
+    "skill_content.drop_unused): a teacher's variants are planned before there is a "
+    "trajectory; these rules are applied where trajectories are augmented: hsa augment, "
+    "hsa build"
+)
+
+
+def test_the_recipes_rules_that_need_a_trajectory_are_said_to_be_left_out(finished, tmp_path, env):
+    # a teacher plans its variants with no trajectory, so the planner leaves these rules out
+    # (a refusal must get no distractor that answers it): said, not silent
+    out, report = finished
+    assert report.left_out == (TRAJECTORY_RULES,)
+    assert json.loads((out / "manifest.json").read_text())["left_out"] == [TRAJECTORY_RULES]
+    rows = [
+        r for p in sorted((out / "data").rglob("*.parquet")) for r in pq.read_table(p).to_pylist()
+    ]
+    assert not {"tools.distractors", "tools.drop_unused"} & {n for r in rows for n in r["rules"]}
+    # and go on to the dataset made of the output (hsa build's, hsa augment's)
+    assert open_source(out).notes == (f"the teacher left out {TRAJECTORY_RULES}",)
+    # a job without variants draws no rule, so it leaves none out
+    canonical = teach(config(tasks=1, variants_per_task=0), tmp_path / "canonical", env=env)
+    assert canonical.left_out == ()
+
+
 def test_same_job_gives_the_same_bytes(finished, tmp_path, env):
     out, _ = finished
     again = tmp_path / "again"
@@ -292,13 +318,15 @@ def test_tasks_that_run_their_calls_on_a_corpus_without_outputs_are_left_out(tmp
     settings = TeachConfig(env="bfcl", env_options={"path": str(corpus)})
     report = teach(settings, tmp_path / "out")
     assert report.total == report.written == report.verified == 2  # the simple entries
-    (note,) = report.left_out  # the web_search entry, as BFCL plays it: with and without snippets
+    # the web_search entry, as BFCL plays it: with and without snippets; then the recipe's rules
+    note, rules = report.left_out
+    assert rules == TRAJECTORY_RULES
     assert note.startswith(
         "1 web_search_base, 1 web_search_no_snippet task(s) that run their calls (e.g. web_search_"
     )
     assert "records no tool outputs" in note and "hsa eval run" in note
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert manifest["left_out"] == [note]
+    assert manifest["left_out"] == [note, rules]
     # a corpus of such tasks alone has nothing to teach
     for name in ("BFCL_v4_simple_python.json", "possible_answer/BFCL_v4_simple_python.json"):
         (corpus / name).unlink()
@@ -565,13 +593,15 @@ def test_tasks_that_ask_another_again_are_left_out_and_counted(tmp_path, externa
     config = TeachConfig(env="bfcl", env_options={"path": str(external / "bfcl")}, tasks=3)
     report = teach(config, tmp_path / "out")
     assert report.restated == 5200 and report.total == 3
-    (note,) = report.left_out  # and the entries it cannot score are said, not dropped silently
+    # and the entries it cannot score are said, not dropped silently; then the recipe's rules
+    note, rules = report.left_out
     assert note.startswith("200 multi_turn_base task(s) imported unscored")
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["left_out"] == [
         "5200 task(s) that ask another task again in another form (BFCL's format-sensitivity "
         "entries: augmentation varies the form itself)",
         note,
+        rules,
     ]
     # and they go on to the dataset made of the output (hsa build's, hsa augment's)
     source = open_source(tmp_path / "out")

@@ -19,6 +19,7 @@ from hsa.train.rl import (
     ROLLOUT_LOG,
     PolicyBackend,
     RlSettings,
+    left_out_of,
     prompt_key,
     prompts_of,
     rewards_of,
@@ -446,6 +447,23 @@ def test_a_recipe_that_changes_no_harness_here_names_the_recipe(tmp_path, extern
     with pytest.raises(TrainError, match="no variant of the recipe") as refused:
         train_rl(file, tmp_path / "out", trl_overrides=trl)
     assert refused.value.file == str(file) and refused.value.where == "$.hsa.recipe"
+
+
+def test_the_recipes_rules_that_need_a_trajectory_are_said_to_be_left_out():
+    # a run plans its prompts' variants as hsa teach does, with no trajectory, so the planner
+    # leaves these rules out: the run says so (hsa train rl prints it)
+    from hsa.augment.recipe import default_recipe, loads_recipe
+
+    assert left_out_of(default_recipe()) == (
+        "the recipe's rules that depend on a trajectory (tools.distractors, tools.drop_unused, "
+        "skill_content.drop_unused): an RL run's variants are planned before there is a "
+        "trajectory; these rules are applied where trajectories are augmented: hsa augment, "
+        "hsa build",
+    )
+    one = "rules:\n  - {rule: tools.distractors}\n  - {rule: tools.drop_unused, probability: 0}\n"
+    (note,) = left_out_of(loads_recipe(one))  # (one never drawn is not left out)
+    assert note.startswith("the recipe's rule that depends on a trajectory (tools.distractors):")
+    assert left_out_of(loads_recipe("rules:\n  - {rule: tools.rename}\n")) == ()
 
 
 def test_checkpoints_are_checked_only_where_one_falls_inside_a_generation_batch(tmp_path):
