@@ -235,7 +235,10 @@ def schema_message(error: Any) -> str:
     uses, also matches before a final newline)."""
     if error.validator == "pattern" and isinstance(error.validator_value, str):
         pattern = error.validator_value.replace("$(?!\\n)", "$")
-        return f"{error.instance!r} does not match {pattern!r}"
+        said = f"{error.instance!r} does not match {pattern!r}"
+        if pattern != error.validator_value and str(error.instance).endswith("\n"):
+            said += " (a final newline is not allowed)"
+        return said
     return str(error.message)
 
 

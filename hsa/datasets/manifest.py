@@ -106,7 +106,11 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
         if not damaged(out, found):
             return True
         # A file it lists is missing or changed: the dataset is unfinished again, and this run
-        # redoes the batches whose shards are not intact (``done``), then the rest.
+        # redoes the batches whose shards are not intact (``done``), then the rest. Its shards
+        # go back to staging first, so that no reader takes the rows left for whole meanwhile
+        # (``publish`` puts them back; a stop part way leaves the manifest, and the next run
+        # moves the rest).
+        unpublish(out, found.get("shards") or [])
         (out / MANIFEST).unlink()
         write_json(run, {"config_hash": digest, "kind": kind})
     remove_temporaries(out)
@@ -476,6 +480,28 @@ def publish(out: Path, shards: Iterable[Mapping[str, Any]]) -> None:
     for folder in sorted(folders):
         files.sync_directory(folder)
     shutil.rmtree(out / STATE / STAGING, ignore_errors=True)
+
+
+def unpublish(out: Path, shards: Iterable[Mapping[str, Any]]) -> None:
+    """Move the shards a finished dataset lists from ``data/`` back to staging (``publish``
+    in reverse), durably: a dataset being repaired offers its readers no rows."""
+    folders = set()
+    for entry in shards:
+        target = staged(out, str(entry.get("path")))
+        source = out / str(entry.get("path"))
+        if target is None or not source.is_file():
+            continue
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
+        except OSError as exc:
+            raise DatasetError(
+                f"cannot move the shard back to staging for the repair: {exc.strerror or exc}",
+                file=str(source),
+            ) from None
+        folders |= {source.parent, target.parent}
+    for folder in sorted(folders):
+        files.sync_directory(folder)
 
 
 def done(out: Path, batch: int) -> dict[str, Any] | None:

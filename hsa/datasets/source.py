@@ -259,6 +259,13 @@ def open_source(
                 "rerun the same hsa teach command to finish it",
                 file=str(path),
             )
+        elif (path / mf.TEACHER_JOB).is_file():
+            raise DatasetError(
+                "not readable as an hsa teach manifest (no 'kind' of hsa.teacher), so which "
+                "shards the teacher wrote cannot be told; rerun the hsa teach command that "
+                "wrote the folder",
+                file=str(path / mf.MANIFEST),
+            )
         if not files:
             raise DatasetError("no Parquet shards found", file=str(path))
         source = _parquet_source(path, files, digests)

@@ -209,6 +209,15 @@ def test_a_finished_dataset_with_a_damaged_shard_redoes_only_its_batch(
     manifest = json.loads((out / "manifest.json").read_text())
     damaged = out / manifest["shards"][-1]["path"]
     damaged.write_bytes(damaged.read_bytes()[:-1] + b"x")
+
+    def interrupt(done: int, total: int, written: int) -> None:
+        raise KeyboardInterrupt
+
+    # a repair stopped part way offers readers no rows either: they wait in staging
+    with pytest.raises(KeyboardInterrupt):
+        augment(open_source(shards), out, config(workers=1), progress=interrupt)
+    assert not (out / "manifest.json").exists()
+    assert not list(out.glob("data/**/*.parquet")), "readers would take these for the dataset"
     report = augment(open_source(shards), out, config(workers=1))
     assert not report.complete_already and report.skipped == 2
     assert not (out / ".hsa" / "staging").exists()

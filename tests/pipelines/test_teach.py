@@ -224,6 +224,10 @@ def test_a_teacher_folder_is_read_as_its_manifest_lists_it(finished, tmp_path):
     first.unlink()
     with pytest.raises(HsaError, match=r"1 shard\(s\) the teacher's manifest lists are missing"):
         open_source(out)
+    (out / "manifest.json").write_text("{not json")  # which shards are the teacher's?
+    with pytest.raises(HsaError, match="not readable as an hsa teach manifest") as unreadable:
+        open_source(out)
+    assert unreadable.value.file == str(out / "manifest.json")
 
 
 def test_secrets_are_never_written(finished):
