@@ -75,8 +75,11 @@ def test_a_bad_row_stops_its_batch_with_one_line(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"hsa: error: {source}: row 2 (id 't2').{problem}"), lines[0]
-    # the first batch (rows 0 and 1) is written, the second is not
-    assert shards(out) and all(name == "part-00000.parquet" for name in shards(out))
+    # the first batch (rows 0 and 1) is written, kept for the rerun in the run's staging
+    # folder (no reader takes it for the dataset), and the second is not
+    staged = sorted(p.name for p in (out / ".hsa" / "staging").rglob("*.parquet"))
+    assert staged and all(name == "part-00000.parquet" for name in staged)
+    assert shards(out) == []
 
 
 def test_a_good_input_with_the_same_values_as_text_is_accepted(tmp_path: Path) -> None:
