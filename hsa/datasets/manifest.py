@@ -462,41 +462,39 @@ def publish(out: Path, shards: Iterable[Mapping[str, Any]]) -> None:
     the moves durable, and remove the staging folder: what a run does once every batch is
     written, before its variants file, card and manifest. A shard that is in place already
     (moved by a run stopped during the moves) stays, so a rerun finishes the moves."""
-    folders = set()
+    moves = []
     for entry in shards:
         source = staged(out, str(entry["path"]))
-        if source is None or not source.is_file():
-            continue
-        target = out / str(entry["path"])
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(source, target)
-        except OSError as exc:
-            raise DatasetError(
-                f"cannot move the shard into place from {source}: {exc.strerror or exc}",
-                file=str(target),
-            ) from None
-        folders.add(target.parent)
-    for folder in sorted(folders):
-        files.sync_directory(folder)
+        if source is not None:
+            moves.append((source, out / str(entry["path"])))
+    _move(moves, "into place")
     shutil.rmtree(out / STATE / STAGING, ignore_errors=True)
 
 
 def unpublish(out: Path, shards: Iterable[Mapping[str, Any]]) -> None:
     """Move the shards a finished dataset lists from ``data/`` back to staging (``publish``
     in reverse), durably: a dataset being repaired offers its readers no rows."""
-    folders = set()
+    moves = []
     for entry in shards:
         target = staged(out, str(entry.get("path")))
-        source = out / str(entry.get("path"))
-        if target is None or not source.is_file():
+        if target is not None:
+            moves.append((out / str(entry.get("path")), target))
+    _move(moves, "back to staging for the repair")
+
+
+def _move(moves: Iterable[tuple[Path, Path]], where: str) -> None:
+    """Rename each ``(source, target)`` whose source is there (in one file system: each file
+    is at one place or the other, whole), then make the renames durable."""
+    folders = set()
+    for source, target in moves:
+        if not source.is_file():
             continue
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(source, target)
         except OSError as exc:
             raise DatasetError(
-                f"cannot move the shard back to staging for the repair: {exc.strerror or exc}",
+                f"cannot move the shard {where} ({target}): {exc.strerror or exc}",
                 file=str(source),
             ) from None
         folders |= {source.parent, target.parent}
