@@ -237,7 +237,8 @@ def open_source(
     if path.name == TRAJECTORIES and (path.parent / MARKER).is_file():
         return _import_source(path.parent)
     if path.is_dir():
-        kind = _kind(path / mf.MANIFEST)
+        manifest = _manifest(path / mf.MANIFEST)  # read once: its kind, shards and notes
+        kind = manifest.get("kind")
         if kind == mf.KIND:
             raise DatasetError(
                 "this is an augmented dataset, not canonical trajectories; augment its source",
@@ -251,7 +252,7 @@ def open_source(
         )
         digests = None
         if kind == mf.TEACHER_KIND:
-            digests = _teacher_shards(path, files)
+            digests = _teacher_shards(path, files, manifest)
         elif (path / mf.TEACHER_JOB).is_file() and not (path / mf.MANIFEST).exists():
             raise DatasetError(
                 "an unfinished hsa teach run (it has no manifest.json: it stopped before every "
@@ -269,7 +270,7 @@ def open_source(
         if not files:
             raise DatasetError("no Parquet shards found", file=str(path))
         source = _parquet_source(path, files, digests)
-        return replace(source, notes=_left_out(path / mf.MANIFEST))
+        return replace(source, notes=_left_out(manifest))
     if path.suffix.lower() == ".parquet":
         return _parquet_source(path, [path])
     if is_chat_file(path):
@@ -286,29 +287,30 @@ def is_chat_file(path: Path) -> bool:
     return path.suffix.lower() in (".jsonl", ".json")
 
 
-def _left_out(manifest: Path) -> tuple[str, ...]:
-    """What the teacher job whose output holds ``manifest`` left out of its source, and why
+def _left_out(manifest: dict[str, Any]) -> tuple[str, ...]:
+    """What the teacher job whose ``manifest`` this is left out of its source, and why
     (``hsa teach`` writes it there), as notes that go on to the dataset."""
+    found = manifest.get("left_out")
+    entries = found if isinstance(found, list) else []
+    return tuple(f"the teacher left out {entry}" for entry in entries if isinstance(entry, str))
+
+
+def _manifest(path: Path) -> dict[str, Any]:
+    """A folder's manifest as a JSON object (empty without a readable one)."""
     try:
-        found = json.loads(manifest.read_text("utf-8")).get("left_out") or []
-    except (OSError, ValueError, AttributeError):
-        return ()
-    return tuple(f"the teacher left out {entry}" for entry in found if isinstance(entry, str))
+        found = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
-def _kind(manifest: Path) -> Any:
-    """The ``kind`` a folder's manifest names (None without a readable one)."""
-    try:
-        return json.loads(manifest.read_text("utf-8")).get("kind")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _teacher_shards(root: Path, files: list[Path]) -> dict[Path, str | None]:
+def _teacher_shards(
+    root: Path, files: list[Path], manifest: dict[str, Any]
+) -> dict[Path, str | None]:
     """The SHA-256 of each shard a finished teacher job's manifest lists, by path (None where
     it gives none); a ``DatasetError`` when one is missing, or when a Parquet file here is not
     one of them (its rows would be read as the teacher's)."""
-    splits = mf.read_json(root / mf.MANIFEST).get("splits") or {}
+    splits = manifest.get("splits") or {}
     listed = {
         root / str(entry.get("path")): entry.get("sha256")
         for split in (splits.values() if isinstance(splits, dict) else ())
