@@ -274,7 +274,9 @@ def fresh_names(
 
 _TEMPLATE_CODE = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})", re.DOTALL)
 _BOUNDARY = "A-Za-z0-9_-"
-_PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*$")
+#: a name that reads as a word or a phrase of words joined by hyphens ("search", "Order",
+#: "after-sales"): in free text it is a name only where the text marks it as one
+_PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*(?:-[a-z]+)*$")
 _WORD = re.compile(f"[{_BOUNDARY}]+")
 _QUOTES = "`'\""
 _SHORT = 4096
@@ -343,11 +345,11 @@ def _compiled_tokens(names: tuple[str, ...], code_only: bool) -> re.Pattern[str]
     alternation = "|".join(re.escape(n) for n in sorted(names, key=lambda n: (-len(n), n)))
     core = f"(?<![{_BOUNDARY}])(?:{alternation})(?![{_BOUNDARY}])"
     if code_only:
-        # A plain English word ("search", "Order") is an identifier only where the text marks it
-        # as code: `search`, 'search', "search", or search( ... ).
+        # A plain word or phrase ("search", "after-sales") is an identifier only where the text
+        # marks it as one: `search`, 'search', "search", (search), or search( ... ).
         core = (
             rf"(?<=`)(?:{alternation})(?=`)|(?<=')(?:{alternation})(?=')"
-            rf'|(?<=")(?:{alternation})(?=")|{core}(?=\()'
+            rf'|(?<=")(?:{alternation})(?=")|(?<=\()(?:{alternation})(?=\))|{core}(?=\()'
         )
     return re.compile(core)
 
@@ -356,8 +358,10 @@ def replace_identifiers(text: str, table: Mapping[str, str], *, template: bool =
     """``text`` with every whole-token occurrence of a key of ``table`` replaced by its value.
 
     Replacement is simultaneous (``a->b, b->a`` swaps) and token-aware: ``get_order`` is not
-    touched inside ``get_order_details``. Names that are plain English words are replaced only
-    where marked as code. File paths and URLs are left as they are: a name in
+    touched inside ``get_order_details``. Names that read as words or phrases (``search``,
+    ``after-sales``) are replaced only where the text marks them as names: in backticks or
+    quotes, alone in parentheses, or called (``search(``); "the after-sales team" keeps its
+    words. File paths and URLs are left as they are: a name in
     ``scripts/get_order.py`` names a file. With ``template=True`` the Jinja2 code in ``{{ }}``,
     ``{% %}`` and ``{# #}`` is left as it is.
     """
@@ -390,7 +394,7 @@ def replace_identifiers(text: str, table: Mapping[str, str], *, template: bool =
 def _swap_tokens(chunk: str, table: Mapping[str, str], plain: frozenset[str]) -> str:
     """``_swap_spans`` for names made only of boundary characters: such a name matches
     exactly where it is a whole token (a maximal run of them), and a plain word only where a
-    quote or backtick is on both sides or ``(`` follows."""
+    quote or backtick is on both sides, it is alone in parentheses, or ``(`` follows."""
     out, last = [], 0
     for match in _WORD.finditer(chunk):
         new = table.get(match.group())
@@ -400,7 +404,8 @@ def _swap_tokens(chunk: str, table: Mapping[str, str], plain: frozenset[str]) ->
         if match.group() in plain:
             before = chunk[start - 1] if start else ""
             after = chunk[end] if end < len(chunk) else ""
-            if not ((before and before == after and before in _QUOTES) or after == "("):
+            quoted = before and before == after and before in _QUOTES
+            if not (quoted or after == "(" or (before == "(" and after == ")")):
                 continue
         if _in_path(chunk, start, end):
             continue

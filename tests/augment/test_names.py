@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,6 +102,22 @@ def test_replacement_is_token_aware_and_simultaneous():
     assert replace_identifiers("`a` `b`", {"a": "b", "b": "a"}) == "`b` `a`"
 
 
+@pytest.mark.parametrize("pad", [0, 5000])  # a short text's token lookup; a long one's regex
+def test_a_name_that_reads_as_words_is_replaced_only_where_marked(pad):
+    # the livestream harness's skill `after-sales` and its skill's "after-sales team"
+    table = {"after-sales": "skill-x", "search": "find", "get-order": "fetch"}
+    text = (
+        " " * pad + "Returns (after-sales) go to the after-sales team; `after-sales`, "
+        "'after-sales', \"after-sales\" and after-sales() name it. (search) search(q) "
+        "(search the web) search; get-order (get-order) get-order2"
+    )
+    assert replace_identifiers(text, table) == (
+        " " * pad + "Returns (skill-x) go to the after-sales team; `skill-x`, "
+        "'skill-x', \"skill-x\" and skill-x() name it. (find) find(q) "
+        "(search the web) search; get-order (fetch) get-order2"
+    )
+
+
 def test_replacement_leaves_template_code_alone():
     text = "Use get_order. {{ get_order }} {% if get_order %}get_order{% endif %}"
     out = replace_identifiers(text, {"get_order": "fetch_order"}, template=True)
@@ -113,12 +130,12 @@ def test_replacement_leaves_file_paths_and_urls_alone():
     text = (
         "Read `{lang}/claude-api/README.md`, run scripts/data-report.py and open "
         "[the template](templates/data-report.md) or https://example.com/get_order; "
-        "then use claude-api, data-report and get_order/get_order_status."
+        "then use `claude-api`, 'data-report' and get_order/get_order_status."
     )
     assert replace_identifiers(text, table) == (
         "Read `{lang}/claude-api/README.md`, run scripts/data-report.py and open "
         "[the template](templates/data-report.md) or https://example.com/get_order; "
-        "then use claude_api, x:data-report and fetch/get_order_status."
+        "then use `claude_api`, 'x:data-report' and fetch/get_order_status."
     )
 
 

@@ -64,7 +64,7 @@ def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
 
 @rule(
     "skill_ids.rename",
-    version="3",
+    version="4",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -99,7 +99,7 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
 
 @rule(
     "skill_ids.namespace",
-    version="1",
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,

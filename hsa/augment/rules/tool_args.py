@@ -376,7 +376,7 @@ _CODE = re.compile(
 
 @rule(
     "tools.enum_values",
-    version="4",
+    version="5",
     params={
         "type": "object",
         "additionalProperties": False,

@@ -119,7 +119,7 @@ def _rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
 
 @rule(
     "tools.rename",
-    version="3",
+    version="4",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -170,7 +170,7 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
 
 @rule(
     "tools.namespace",
-    version="1",
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -213,7 +213,7 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
 
 @rule(
     "tools.rename_params",
-    version="5",
+    version="6",
     params={
         "type": "object",
         "additionalProperties": False,
