@@ -451,8 +451,10 @@ def render_card(
         "DuckDB's `json_extract` and Polars' `str.json_path_match` read them (e.g. "
         "`$[0].function.name`; Polars' `str.json_decode` needs the `dtype` to decode into, as "
         "tool lists differ from row to row). The rows are "
-        "`data/*/*.parquet` (`variants.parquet` beside `data/` holds the harness variants, "
-        "with columns of its own, so `**/*.parquet` mixes two tables).",
+        "`data/*/*.parquet` and nothing else: `variants.parquet` beside `data/` holds the "
+        "harness variants, and `.hsa/` the job's own files (an `hsa build`'s teacher "
+        "trajectories among them, with `messages` columns of their own), so `**/*.parquet` "
+        "mixes other tables with the rows.",
         "",
         *[line for note in manifest.get("notes", ()) for line in (f"Note: {note}", "")],
         "## Summary",
