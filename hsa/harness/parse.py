@@ -267,12 +267,39 @@ def _reads_as_calls(text: str, name: str, tag: bool) -> bool:
 
 
 def _text_of(content: Any, where: str) -> str:
-    """Text of a message's content: a string, None, or OpenAI content parts."""
+    """Text of a message's content: a string, None, or OpenAI content parts. A part's
+    ``text`` is a string where it has one (the API requires it of a text part): a part whose
+    text is null, a number or missing from a ``text`` part is refused, naming the part."""
     if isinstance(content, str):
         return content
     if content is None:
         return ""
     if isinstance(content, list):
-        texts = [p.get("text", "") for p in content if isinstance(p, Mapping)]
+        texts: list[str] = []
+        for index, part in enumerate(content):
+            if not isinstance(part, Mapping):
+                continue
+            if "text" not in part and part.get("type") != "text":
+                texts.append("")  # a part of another kind (an image): no text of its own
+                continue
+            text = part.get("text")
+            if not isinstance(text, str):
+                got = _json_type(text) if "text" in part else "none (a text part needs one)"
+                raise ProtocolError(
+                    f"a content part's text must be a string, got {got}",
+                    where=f"{where}.content[{index}].text",
+                )
+            texts.append(text)
         return "\n".join(texts)  # one part per line, as the chat importer (and vLLM) join them
     raise ProtocolError(f"unsupported message content {type(content).__name__}", where=where)
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of ``value``'s type, as a request body spells it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "an object" if isinstance(value, Mapping) else f"a {type(value).__name__}"

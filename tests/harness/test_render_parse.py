@@ -386,6 +386,37 @@ def test_parse_errors_name_the_message(messages, where, message) -> None:
     assert err.value.where == where
 
 
+@pytest.mark.parametrize(
+    ("part", "got"),
+    [
+        ({"type": "text", "text": None}, "got null"),
+        ({"type": "text", "text": 5}, "got a number"),
+        ({"type": "text", "text": ["a"]}, "got a list"),
+        ({"type": "text"}, "got none"),
+    ],
+)
+def test_a_content_part_whose_text_is_no_string_is_refused_naming_the_part(part, got) -> None:
+    # (it failed inside the join, a TypeError the server answered with a 500)
+    harness = _harness(Protocol("api"))
+    prompt = render([], harness).messages[0]
+    user = {"role": "user", "content": [{"type": "text", "text": "Hi"}, part]}
+    with pytest.raises(ProtocolError, match=f"text must be a string, {got}") as err:
+        parse([prompt, user], harness)
+    assert err.value.where == "messages[1].content[1].text"
+
+
+def test_content_parts_read_as_their_texts_one_per_line() -> None:
+    harness = _harness(Protocol("api"))
+    prompt = render([], harness).messages[0]
+    parts = [
+        {"type": "text", "text": "Weather"},
+        {"type": "image_url", "image_url": {"url": "x"}},  # no text of its own: an empty line
+        {"text": "in Paris?"},
+    ]
+    events = parse([prompt, {"role": "user", "content": parts}], harness)
+    assert events == [UserMessage("Weather\n\nin Paris?")]
+
+
 def test_text_protocol_refuses_api_tool_calls() -> None:
     harness = _harness(Protocol("text", "hermes"))
     prompt = render([], harness).messages[0]

@@ -432,3 +432,19 @@ def test_a_tool_result_the_oracle_cannot_read_is_the_clients_400(serve, env, can
     status, error = call_http(port, "POST", "/v1/chat/completions", json.dumps(body))
     assert status == 400, error  # 500 says "retry": the same request fails the same way
     assert "a tool result the oracle cannot read" in error["error"]["message"]
+
+
+@pytest.mark.parametrize("text", [None, 5])
+def test_a_content_part_whose_text_is_no_string_is_the_clients_400(serve, env, canonical, text):
+    port = serve().port  # the oracle
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    events = list(solve(env, task).events)
+    result = next(i for i, e in enumerate(events) if type(e).__name__ == "ToolResult")
+    conversation = render(events[: result + 1], canonical.harness)
+    messages = [dict(m) for m in conversation.messages]
+    messages[-1]["content"] = [{"type": "text", "text": text}]
+    body = {"model": "hsa-oracle", "messages": messages, "tools": conversation.tools}
+    status, error = call_http(port, "POST", "/v1/chat/completions", json.dumps(body))
+    assert status == 400, error  # it was a 500 (a TypeError), which clients retry
+    where = f"messages[{len(messages) - 1}].content[0].text"
+    assert f"{where}: a content part's text must be a string" in error["error"]["message"]
