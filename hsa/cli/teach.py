@@ -307,7 +307,9 @@ def _summary(report: Any) -> None:
     "--log",
     "log",
     type=UserPath(path_type=Path),
-    help="Append one JSON line per request (key, status) to this file.",
+    help="Append one JSON line per chat-completions request (key, status) to this file, "
+    "once its answer is sent; one never sent (the client left, or Ctrl-C) has status null "
+    'and "cut": true.',
 )
 def serve_command(
     what: str,
@@ -378,11 +380,19 @@ def serve_command(
         with contextlib.suppress(asyncio.CancelledError):
             await serving
         await server.close()
-        stats = server.stats
-        statuses = ", ".join(f"{k}: {v}" for k, v in sorted(stats.statuses.items()))
-        error_console().print(
-            f"served {stats.requests} requests ({statuses or 'none'}); "
-            f"{stats.malformed} malformed on purpose"
-        )
+        error_console().print(served_summary(server.stats))
 
     asyncio.run(run())
+
+
+def served_summary(stats: Any) -> str:
+    """What ``hsa serve`` says as it stops: its chat-completions requests by the status of
+    the answer sent, and those whose answer was never sent (cut: the client left, or Ctrl-C
+    came, while it waited)."""
+    counted = [f"{k}: {v}" for k, v in sorted(stats.statuses.items())]
+    if stats.cut:
+        counted.append(f"cut before sent: {stats.cut}")
+    return (
+        f"served {stats.requests} requests ({', '.join(counted) or 'none'}); "
+        f"{stats.malformed} malformed on purpose"
+    )

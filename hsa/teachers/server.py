@@ -11,8 +11,10 @@ again), ``malformed_rate`` of requests get their tool call broken (the same requ
 broken the same way, as a model's deterministic output would be), and every answer leaves
 ``latency_ms`` after its request was read, as a model that takes that long to answer: the
 server's own work on it (parsing, answering) is inside that time, not added to it. An
-optional JSONL log records every request's key and status; with ``api_key`` set, requests
-without that bearer token are refused (401).
+optional JSONL log records every chat-completions request's key and status once its answer
+has gone out, or with status null and ``"cut": true`` when it never did (the client left
+while it waited, or the server closed first); the stats count them so too. With
+``api_key`` set, requests without that bearer token are refused (401).
 """
 
 from __future__ import annotations
@@ -142,9 +144,27 @@ def malform(message: dict[str, Any]) -> dict[str, Any] | None:
 
 @dataclass(slots=True)
 class ServerStats:
+    """What the server answered: ``statuses`` counts the chat-completions answers sent, by
+    status; ``cut`` those never sent (the client left, or the server closed, before they
+    went out); ``malformed`` the answers sent with their tool call broken on purpose."""
+
     requests: int = 0
     statuses: Counter = field(default_factory=Counter)
     malformed: int = 0
+    cut: int = 0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Answer:
+    """An answer made, and, for a chat-completions answer (``arrived`` set), what its record
+    says once it is sent or cut: its request's ``key`` and whether it was ``malformed``."""
+
+    status: int
+    payload: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    arrived: float | None = None  # when its request was read (``time.monotonic``)
+    key: str | None = None
+    malformed: bool = False
 
 
 def _not_a_client_error(record: logging.LogRecord) -> bool:
@@ -189,6 +209,7 @@ class ChatServer:
         self._seen: Counter = Counter()  # key -> attempts, so a retry draws a new fault
         self._runner: web.ServerRunner | None = None
         self._counter = 0
+        self._unsent: set[_Answer] = set()  # chat-completions answers made, not yet recorded
 
     async def start(self) -> int:
         """Start listening; returns the port (chosen by the system when 0)."""
@@ -246,6 +267,8 @@ class ChatServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        for answer in list(self._unsent):  # cut with their connections, still waiting
+            self._record(answer, sent=False)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -254,30 +277,51 @@ class ChatServer:
         from aiohttp import web
 
         if self._api_key is not None and not _authorized(request, self._api_key):
-            extra: dict[str, str] = {}
-            status, payload = 401, _error("invalid API key", "unauthorized")
+            answer = _Answer(401, _error("invalid API key", "unauthorized"))
         else:
-            status, payload, extra = await self._route(request)
+            answer = await self._route(request)
         try:
-            body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            body = json.dumps(answer.payload, ensure_ascii=False, separators=(",", ":"))
+            encoded = body.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate the request sent, echoed: escaped
-            body = json.dumps(payload, separators=(",", ":")).encode("ascii")
-        return web.Response(
-            body=body, status=status, headers=extra, content_type="application/json"
+            encoded = json.dumps(answer.payload, separators=(",", ":")).encode("ascii")
+        response = web.Response(
+            body=encoded,
+            status=answer.status,
+            headers=answer.headers,
+            content_type="application/json",
         )
+        if answer.arrived is None:
+            return response
+        # A chat-completions answer leaves latency_ms after its request was read, and is
+        # recorded (counted, logged) once it has gone out, or as cut if it never does.
+        self._unsent.add(answer)
+        sent = False
+        try:
+            wait = answer.arrived + self.faults.latency_ms / 1000.0 - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            await response.prepare(request)
+            await response.write_eof()
+            sent = True
+        except ConnectionError:
+            pass  # the client left while it waited: aiohttp closes the connection
+        finally:  # (cancelled too: the server closing cut the connection)
+            self._record(answer, sent=sent)
+        return response
 
-    async def _route(self, request: web.BaseRequest) -> tuple[int, dict[str, Any], dict[str, str]]:
+    async def _route(self, request: web.BaseRequest) -> _Answer:
         method = request.method
         path = request.raw_path.split("?", 1)[0].rstrip("/")
         if path in ("/health", "/v1/health") and method == "GET":
-            return 200, {"status": "ok"}, {}
+            return _Answer(200, {"status": "ok"})
         if path == "/v1/models" and method == "GET":
             model = {"id": self.model, "object": "model", "owned_by": "hsa"}
-            return 200, {"object": "list", "data": [model]}, {}
+            return _Answer(200, {"object": "list", "data": [model]})
         if path != "/v1/chat/completions":
-            return 404, _error(f"no route {path}", "not_found"), {}
+            return _Answer(404, _error(f"no route {path}", "not_found"))
         if method != "POST":
-            return 405, _error("use POST", "method_not_allowed"), {}
+            return _Answer(405, _error("use POST", "method_not_allowed"))
         from aiohttp import web
 
         try:
@@ -285,28 +329,23 @@ class ChatServer:
         except web.HTTPRequestEntityTooLarge:
             self.stats.requests += 1
             reason = f"the body is larger than {MAX_BODY} bytes"
-            return self._done(None, 413, _error(reason, "invalid_request"))
-        return await self._chat(raw)
+            return _Answer(413, _error(reason, "invalid_request"), arrived=time.monotonic())
+        return self._answer(raw)
 
-    async def _chat(self, raw: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
-        """The answer to a chat-completions body, sent ``latency_ms`` after it arrived."""
+    def _answer(self, raw: bytes) -> _Answer:
+        """The answer to a chat-completions body (``_handle`` sends it ``latency_ms`` after
+        it arrived)."""
         arrived = time.monotonic()
         self.stats.requests += 1
-        answer = self._answer(raw)
-        latency = self.faults.latency_ms
-        if latency:
-            await asyncio.sleep(max(0.0, arrived + latency / 1000.0 - time.monotonic()))
-        return answer
-
-    def _answer(self, raw: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
         try:
             body = _loads(raw)
         except (ValueError, RecursionError) as exc:
-            reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
-            return self._done(None, 400, _error(f"bad request body: {reason}", "invalid_request"))
-        wrong = _shape_problem(body)
+            wrong: Any = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        else:
+            wrong = _shape_problem(body)
         if wrong is not None:
-            return self._done(None, 400, _error(f"bad request body: {wrong}", "invalid_request"))
+            refusal = _error(f"bad request body: {wrong}", "invalid_request")
+            return _Answer(400, refusal, arrived=arrived)
         # Faults are drawn from a hash of the body as sent (the same request always arrives as
         # the same bytes); the request-cache key, dearer to compute, only goes to the log.
         digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
@@ -318,24 +357,23 @@ class ChatServer:
             status = 429 if draw < faults.fail_rate / 2 else 500
             reason = "rate limited (injected)" if status == 429 else "server error (injected)"
             headers = {"retry-after": "0"} if status == 429 else {}
-            return self._done(key, status, _error(reason, "injected_fault"), headers)
+            return _Answer(status, _error(reason, "injected_fault"), headers, arrived, key)
         try:
             message, usage = self.responder(body)
         except HsaError as exc:
-            return self._done(key, 400, _error(str(exc), "invalid_request"))
+            return _Answer(400, _error(str(exc), "invalid_request"), {}, arrived, key)
         except Exception as exc:  # the responder's own failure: said in JSON, and counted
             reason = f"the responder failed: {type(exc).__name__}: {exc}"
-            return self._done(key, 500, _error(reason, "server_error"))
+            return _Answer(500, _error(reason, "server_error"), {}, arrived, key)
         refused = _answer_problem(body, message)
         if refused is not None:
-            return self._done(key, 400, _error(refused, "invalid_request"))
+            return _Answer(400, _error(refused, "invalid_request"), {}, arrived, key)
         malformed = False
         rate = faults.malformed_rate
         if rate and _fraction(faults.seed, "malformed", digest) < rate:
             broken = malform(message)
             if broken is not None:
                 message, malformed = broken, True
-                self.stats.malformed += 1
         self._counter += 1
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         usage = {**usage, "total_tokens": sum(usage.values())}
@@ -347,23 +385,29 @@ class ChatServer:
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": usage,
         }
-        return self._done(key, 200, completion, malformed=malformed)
+        return _Answer(200, completion, {}, arrived, key, malformed)
 
-    def _done(
-        self,
-        key: str | None,
-        status: int,
-        payload: dict[str, Any],
-        headers: dict[str, str] | None = None,
-        *,
-        malformed: bool = False,
-    ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        self.stats.statuses[status] += 1
+    def _record(self, answer: _Answer, *, sent: bool) -> None:
+        """Count and log a chat-completions answer once: its status when it was sent, as
+        cut (status null) when it never was."""
+        if answer not in self._unsent:
+            return
+        self._unsent.discard(answer)
+        if sent:
+            self.stats.statuses[answer.status] += 1
+            self.stats.malformed += answer.malformed
+        else:
+            self.stats.cut += 1
         if self._log is not None:
-            entry = {"key": key, "status": status, "malformed": malformed}
+            entry: dict[str, Any] = {
+                "key": answer.key,
+                "status": answer.status if sent else None,
+                "malformed": answer.malformed,
+            }
+            if not sent:
+                entry["cut"] = True
             self._log.write(json.dumps(entry) + "\n")
             self._log.flush()
-        return status, payload, headers or {}
 
 
 def _shape_problem(body: Any) -> str | None:

@@ -396,3 +396,16 @@ def test_the_summary_says_how_many_retries_were_refused_and_how_many_unanswered(
     assert _retry_why(SimpleNamespace(retry=8, refused=8)) == "refused by the backend"
     mixed = _retry_why(SimpleNamespace(retry=8, refused=1))
     assert mixed == "1 refused by the backend, 7 no answer"
+
+
+def test_serve_says_as_it_stops_which_answers_were_never_sent():
+    from hsa.cli.teach import served_summary
+    from hsa.teachers.server import ServerStats
+
+    plain = ServerStats(requests=3, statuses=Counter({200: 2, 400: 1}), malformed=1)
+    assert served_summary(plain) == "served 3 requests (200: 2, 400: 1); 1 malformed on purpose"
+    cut = ServerStats(requests=3, statuses=Counter({200: 1}), cut=2)
+    assert served_summary(cut) == (
+        "served 3 requests (200: 1, cut before sent: 2); 0 malformed on purpose"
+    )
+    assert served_summary(ServerStats()).startswith("served 0 requests (none);")

@@ -114,6 +114,17 @@ class ServedOracle:
         self.port = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
         self.url = f"http://127.0.0.1:{self.port}/v1"
 
+    def settle(self) -> None:
+        """Wait for the loop to finish what it was doing: a client can read an answer before
+        the handler that sent it has recorded it (counted, logged)."""
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), self.loop).result(10)
+
+    @property
+    def stats(self):
+        """The server's stats, settled."""
+        self.settle()
+        return self.server.stats
+
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)

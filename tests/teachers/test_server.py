@@ -117,7 +117,7 @@ def test_a_malformed_request_body_gets_a_json_400_and_no_traceback(serve, caplog
     assert status == 400 and headers["Content-Type"] == "application/json"
     assert error["error"]["type"] == "invalid_request"
     assert error["error"]["message"].startswith("bad request body: ") and reason in str(error)
-    assert served.server.stats.statuses == {400: 1}
+    assert served.stats.statuses == {400: 1}
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
@@ -152,7 +152,7 @@ def test_a_responder_that_fails_gets_a_json_500_counted(serve, caplog):
     status, error = call_http(served.port, "POST", "/v1/chat/completions", body=chat_body())
     assert status == 500 and error["error"]["type"] == "server_error"
     assert "the responder failed: KeyError" in error["error"]["message"]
-    assert served.server.stats.statuses == {500: 1}
+    assert served.stats.statuses == {500: 1}
 
 
 def test_a_model_name_with_a_lone_surrogate_is_echoed_escaped(serve):
@@ -165,10 +165,11 @@ def test_a_model_name_with_a_lone_surrogate_is_echoed_escaped(serve):
 def test_the_log_does_not_change_an_answer(serve, tmp_path):
     # request_key validates sampling the answer does not read: with --log, 500s
     log = tmp_path / "requests.jsonl"
-    port = serve(answer=answer, log=log).port
+    served = serve(answer=answer, log=log)
     for extra in ({"top_p": "wide"}, {"temperature": "hot"}):
         body = chat_body(**extra)
-        assert call_http(port, "POST", "/v1/chat/completions", body=body)[0] == 200
+        assert call_http(served.port, "POST", "/v1/chat/completions", body=body)[0] == 200
+    served.settle()
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(e["key"], e["status"]) for e in entries] == [(None, 200), (None, 200)]
 
@@ -179,6 +180,55 @@ def test_a_body_over_the_limit_gets_413(serve, monkeypatch):
     status, error = call_http(port, "POST", "/v1/chat/completions", body=chat_body("x" * 1000))
     assert status == 413 and "larger than 1000 bytes" in error["error"]["message"]
     assert call_http(port, "POST", "/v1/chat/completions", body=chat_body())[0] == 200
+
+
+def test_a_body_over_the_limit_waits_the_latency_as_every_answer_does(serve, monkeypatch):
+    monkeypatch.setattr(server_module, "MAX_BODY", 1000)
+    port = serve(answer=answer, faults=Faults(latency_ms=150)).port
+    started = time.monotonic()
+    assert call_http(port, "POST", "/v1/chat/completions", body=chat_body("x" * 1000))[0] == 413
+    assert time.monotonic() - started >= 0.15  # it was answered at once
+
+
+def raw_chat(port: int, body: bytes) -> socket.socket:
+    """A connection that has sent a chat-completions request and reads no answer yet."""
+    client = socket.create_connection(("127.0.0.1", port))
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}"
+    client.sendall(head.encode() + b"\r\n\r\n" + body)
+    return client
+
+
+def test_an_answer_the_client_left_before_is_logged_cut_not_sent(serve, tmp_path):
+    log = tmp_path / "requests.jsonl"
+    served = serve(answer=answer, faults=Faults(latency_ms=100), log=log)
+    body = chat_body().encode()
+    with raw_chat(served.port, body):  # read by the server, which waits its latency
+        deadline = time.monotonic() + 5
+        while not served.stats.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+    # the client gave up before its answer went out
+    assert call_http(served.port, "POST", "/v1/chat/completions", body=body)[0] == 200
+    deadline = time.monotonic() + 5
+    while served.stats.cut + served.stats.statuses[200] < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (served.stats.requests, served.stats.cut, served.stats.statuses) == (2, 1, {200: 1})
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["status"], e.get("cut")) for e in entries] == [(None, True), (200, None)]
+
+
+def test_an_answer_still_waiting_when_the_server_closes_is_logged_cut(serve, tmp_path, monkeypatch):
+    monkeypatch.setattr(server_module, "SHUTDOWN_GRACE_S", 0.05)
+    log = tmp_path / "requests.jsonl"
+    served = serve(answer=answer, faults=Faults(latency_ms=10_000), log=log)
+    with raw_chat(served.port, chat_body().encode()) as client:
+        deadline = time.monotonic() + 5
+        while not served.stats.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        asyncio.run_coroutine_threadsafe(served.server.close(), served.loop).result(10)
+        assert client.recv(100) == b""  # cut: no answer went out
+    assert (served.server.stats.cut, served.server.stats.statuses) == (1, {})
+    [entry] = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry == {"key": entry["key"], "status": None, "malformed": False, "cut": True}
 
 
 def test_a_request_without_the_key_gets_401(serve):
@@ -232,6 +282,7 @@ def test_the_server_logs_the_same_key_the_client_caches_under(serve, tmp_path):
             await backend.aclose()
 
     asyncio.run(main())
+    served.settle()
     [entry] = [json.loads(line) for line in log.read_text().splitlines()]
     assert entry == {"key": request.key(), "status": 200, "malformed": False}
 
@@ -315,7 +366,7 @@ def test_malformed_answers_are_drawn_per_request_and_logged(serve, tmp_path):
     first = [broken(str(i)) for i in range(40)]
     assert 8 <= sum(first) <= 32
     assert [broken(str(i)) for i in range(40)] == first  # the same request, broken the same way
-    assert served.server.stats.malformed == 2 * sum(first)
+    assert served.stats.malformed == 2 * sum(first)
     logged = [json.loads(line)["malformed"] for line in log.read_text().splitlines()]
     assert logged == first + first
 
