@@ -313,15 +313,17 @@ class ChatServer:
     async def _route(self, request: web.BaseRequest) -> _Answer:
         method = request.method
         path = request.raw_path.split("?", 1)[0].rstrip("/")
-        if path in ("/health", "/v1/health") and method == "GET":
+        if path in ("/health", "/v1/health", "/v1/models"):
+            if method not in ("GET", "HEAD"):
+                return _not_allowed(path, "GET, HEAD")
+            if path == "/v1/models":
+                model = {"id": self.model, "object": "model", "owned_by": "hsa"}
+                return _Answer(200, {"object": "list", "data": [model]})
             return _Answer(200, {"status": "ok"})
-        if path == "/v1/models" and method == "GET":
-            model = {"id": self.model, "object": "model", "owned_by": "hsa"}
-            return _Answer(200, {"object": "list", "data": [model]})
         if path != "/v1/chat/completions":
             return _Answer(404, _error(f"no route {path}", "not_found"))
         if method != "POST":
-            return _Answer(405, _error("use POST", "method_not_allowed"))
+            return _not_allowed(path, "POST")
         from aiohttp import web
 
         try:
@@ -408,6 +410,15 @@ class ChatServer:
                 entry["cut"] = True
             self._log.write(json.dumps(entry) + "\n")
             self._log.flush()
+
+
+def _not_allowed(path: str, allow: str) -> _Answer:
+    """The 405 of a route that answers other methods, saying which (``Allow``)."""
+    return _Answer(
+        405,
+        _error(f"{path} answers {allow.replace(', ', ' and ')} only", "method_not_allowed"),
+        {"Allow": allow},
+    )
 
 
 def _shape_problem(body: Any) -> str | None:

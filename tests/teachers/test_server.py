@@ -55,7 +55,17 @@ def test_routes_and_errors(serve):
     assert call_http(port, "GET", "/v1/models")[1]["data"][0]["id"] == "hsa-oracle"
     assert call_http(port, "GET", "/health") == (200, {"status": "ok"})
     assert call_http(port, "GET", "/v2/nothing")[0] == 404
-    assert call_http(port, "GET", "/v1/chat/completions")[0] == 405
+    assert call_http(port, "HEAD", "/health")[:2] == (200, None)  # as GET, without the body
+    # a route that answers other methods says which (it was a 404 "no route" for POST)
+    for method, path, allow in (
+        ("GET", "/v1/chat/completions", "POST"),
+        ("POST", "/v1/models", "GET, HEAD"),
+        ("POST", "/health", "GET, HEAD"),
+        ("DELETE", "/v1/health", "GET, HEAD"),
+    ):
+        status, error, headers = call_http(port, method, path, response_headers=True)
+        assert (status, headers["Allow"]) == (405, allow)
+        assert error["error"]["type"] == "method_not_allowed"
     status, body = call_http(port, "POST", "/v1/chat/completions", body=b"{not json")
     assert status == 400 and "bad request body" in body["error"]["message"]
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
