@@ -464,6 +464,11 @@ def _teacher_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
         ("shards", f"{len(files)}"),
         ("seed", str(manifest.get("seed"))),
     ]
+    asked = _mapping(manifest.get("variants_per_task"))  # what the job fell short of
+    if asked.get("short"):
+        summary.append(
+            (f"under fewer than {asked.get('asked')} variants", f"{_count(asked['short'])} tasks")
+        )
     if split is None and splits:
         split = sorted(splits)[0]
     return summary, mf.listed_shards(path, listed, split) if splits else []

@@ -243,6 +243,11 @@ def _summary(report: Any) -> None:
         f"wrote {report.written} rows; {report.shards} shards, {report.verified} verified rows "
         f"in {report.out} ({report.wall_s:.1f} s, {report.rollouts_per_s:.1f} rollouts/s)"
     )
+    if report.short:
+        out.print(
+            f"under fewer than {report.variants_per_task} variants: {report.short} tasks (too "
+            "few of the recipe's variants change their harness and differ from each other)"
+        )
     if report.restated:
         out.print(f"left out {report.restated} tasks that ask another task again {RESTATED}")
     for note in report.left_out:

@@ -56,7 +56,12 @@ from hsa.teachers.rollout import (
     rollout,
     rollout_metadata,
 )
-from hsa.teachers.task_variants import env_task_variants, recipe_from, trajectory_rules_note
+from hsa.teachers.task_variants import (
+    env_task_variants,
+    recipe_from,
+    short_tasks,
+    trajectory_rules_note,
+)
 
 JOB_FILE = mf.TEACHER_JOB
 CACHE_FILE = "cache.sqlite"
@@ -108,6 +113,8 @@ class TeachReport:
     restated: int = 0
     #: what of its source and recipe the job left out, and why (``JobPlan.left_out``)
     left_out: tuple[str, ...] = ()
+    variants_per_task: int = 0  # asked for
+    short: int = 0  # tasks run under fewer (``JobPlan.short``)
 
     @property
     def retry(self) -> int:
@@ -206,6 +213,9 @@ class JobPlan:
     #: ``left_out``, the tasks it cannot play (``unplayable_note``) and the recipe's rules
     #: that depend on a trajectory (``trajectory_rules_note``)
     left_out: tuple[str, ...] = ()
+    #: tasks run under fewer variants than ``variants_per_task`` asks (``short_tasks``): said
+    #: in the summary and the manifest (``variants_per_task.short``), never silently
+    short: int = 0
     # the job's settings as given, which teach.json records: a worker process runs its shards
     # under a config of its own (its share of the concurrency, one worker)
     recorded: TeachConfig | None = None
@@ -222,6 +232,8 @@ class JobPlan:
             skipped=self.skipped,
             restated=self.restated,
             left_out=self.left_out,
+            variants_per_task=self.config.variants_per_task,
+            short=self.short,
         )
 
     @property
@@ -469,7 +481,17 @@ def plan_job(
         elif only is None or shard.key in only:
             pending.append(shard)
     return JobPlan(
-        config, out, env, variants, shards, pending, entries, len(specs), restated, left_out
+        config,
+        out,
+        env,
+        variants,
+        shards,
+        pending,
+        entries,
+        len(specs),
+        restated,
+        left_out,
+        short=short_tasks(variants, config.variants_per_task),
     )
 
 
@@ -701,6 +723,8 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
         "verified": sum(s["verified"] for s in splits.values()),
         "splits": splits,
     }
+    if plan.short:  # (a job that ran every task under as many variants as asked says nothing)
+        manifest["variants_per_task"] = {"asked": config.variants_per_task, "short": plan.short}
     left_out = list(plan.left_out)
     if plan.restated:
         left_out.insert(0, f"{plan.restated} task(s) that ask another task again {RESTATED}")

@@ -157,7 +157,10 @@ class TeachConfig:
     tasks: int | None = setting(None, help="Run the first N tasks (unset: all).")
     split: str | None = setting(None, help="Only tasks of this split (unset: every split).")
     variants_per_task: int = setting(
-        1, help="Harness variants per task drawn from the recipe (0: the canonical harness only)."
+        1,
+        help="Harness variants per task drawn from the recipe (0: the canonical harness only); "
+        "a task the recipe has fewer distinct variants for runs under those, counted in the "
+        "summary and the manifest.",
     )
     include_canonical: bool = setting(
         False, help="Also run every task under the unchanged harness."

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +82,14 @@ def task_variants(
             chosen = [canonical, *chosen]
         out[task.id] = chosen
     return out
+
+
+def short_tasks(variants: Mapping[str, Sequence[Variant]], per_task: int) -> int:
+    """How many tasks ``variants`` (``task_variants``) runs under fewer than ``per_task``
+    drawn variants, the canonical harness aside: the recipe drew too few for them that change
+    the harness and differ from each other (``walk`` passes over the others)."""
+    drawn = (sum(not v.is_canonical for v in chosen) for chosen in variants.values())
+    return sum(n < per_task for n in drawn)
 
 
 def env_task_variants(

@@ -166,6 +166,18 @@ def test_a_teacher_manifest_is_read_as_far_as_it_is_well_formed(made, tmp_path):
     assert "{'total': 3}" in shown.stdout and first_row(odd)["id"] in shown.stdout
 
 
+def test_a_teacher_summary_says_how_many_tasks_ran_under_fewer_variants(made, tmp_path):
+    teach, _ = made
+    short = tmp_path / "short"
+    shutil.copytree(teach, short)
+    manifest = json.loads((short / "manifest.json").read_text())
+    manifest["variants_per_task"] = {"asked": 3, "short": 2}
+    (short / "manifest.json").write_text(json.dumps(manifest))
+    shown = hsa("inspect", str(short), "-n", "0", columns=200)
+    assert shown.returncode == 0, shown.stderr
+    assert "under fewer than 3 variants" in shown.stdout and "2 tasks" in shown.stdout
+
+
 @pytest.mark.parametrize("which", ["teacher", "dataset"])
 def test_a_manifest_that_is_not_an_object_is_a_one_line_error(made, tmp_path, which):
     copy = tmp_path / which

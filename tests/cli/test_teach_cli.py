@@ -409,3 +409,14 @@ def test_serve_says_as_it_stops_which_answers_were_never_sent():
         "served 3 requests (200: 1, cut before sent: 2); 0 malformed on purpose"
     )
     assert served_summary(ServerStats()).startswith("served 0 requests (none);")
+
+
+def test_teach_says_how_many_tasks_ran_under_fewer_variants_than_asked(capsys, tmp_path):
+    from hsa.cli.teach import _summary
+    from hsa.pipelines.teach import TeachReport
+
+    _summary(TeachReport(out=tmp_path, total=6, variants_per_task=3, short=6))
+    said = capsys.readouterr().out
+    assert "under fewer than 3 variants: 6 tasks (too few of the recipe's variants" in said
+    _summary(TeachReport(out=tmp_path, total=18, variants_per_task=3))
+    assert "under fewer than" not in capsys.readouterr().out

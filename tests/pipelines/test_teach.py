@@ -130,6 +130,24 @@ def test_the_recipes_rules_that_need_a_trajectory_are_said_to_be_left_out(finish
     assert canonical.left_out == ()
 
 
+def test_tasks_run_under_fewer_variants_than_asked_are_counted_not_silent(finished, tmp_path, env):
+    # one rule at one setting: a task has one variant of its harness, however many are asked
+    recipe = tmp_path / "one.yaml"
+    recipe.write_text(
+        "seed: 0\nvariants_per_harness: 4\nrules:\n"
+        "  - {rule: prompt.heading_style, probability: 1.0, params: {style: xml}}\n"
+    )
+    job = config(tasks=2, variants_per_task=3, include_canonical=False, recipe=str(recipe))
+    report = teach(job, tmp_path / "out", env=env)
+    assert (report.total, report.variants_per_task, report.short) == (2, 3, 2)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["variants_per_task"] == {"asked": 3, "short": 2}
+    # a job that got as many as it asked says nothing (its manifest is what it was)
+    out, report = finished
+    assert report.short == 0
+    assert "variants_per_task" not in json.loads((out / "manifest.json").read_text())
+
+
 def test_same_job_gives_the_same_bytes(finished, tmp_path, env):
     out, _ = finished
     again = tmp_path / "again"
