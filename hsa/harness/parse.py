@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from hsa.errors import ProtocolError, first_line, unreadable
+from hsa.harness.arguments import checker_of
 from hsa.harness.events import (
     AssistantMessage,
     Event,
@@ -104,6 +105,28 @@ def _api_calls(message: Mapping[str, Any], where: str) -> list[tuple[Any, str, d
     return out
 
 
+def loaded_skill(harness: Harness, name: str, args: Mapping[str, Any]) -> str | None:
+    """The skill id a call to ``name`` with ``args`` loads, or None when it loads none.
+
+    A call to the harness's skill tool loads the skill its skill argument names (a string)
+    when the tool's schema accepts the call. One the schema refuses -- no skill id (a renamed
+    argument, say), an argument the schema does not allow -- is a call like any other tool's,
+    refused where calls are judged, not a load with the rest of its arguments dropped. The call
+    ``render`` writes for a load, the skill argument alone, is always a load, whatever the
+    skill id: whether the harness has that skill is judged where the load is, so a recorded
+    trajectory parses back as it was.
+    """
+    tool, arg = harness.skill_tool, harness.skill_arg
+    if tool is None or name != tool.name or arg is None:
+        return None
+    skill_id = args.get(arg)
+    if not isinstance(skill_id, str):
+        return None
+    if len(args) == 1 or checker_of(harness).problem(name, args) is None:
+        return skill_id
+    return None
+
+
 def _messages(conversation: Any) -> Sequence[Mapping[str, Any]]:
     messages: Sequence[Mapping[str, Any]]
     if isinstance(conversation, Conversation):
@@ -137,7 +160,6 @@ def parse(
     prompt = system_prompt(harness)
     prompt_in_user = harness.prompt.placement == "user" and bool(prompt)
     skill_tool = harness.skill_tool.name if harness.skill_tool else None
-    skill_arg = harness.skill_arg
 
     events: list[Event] = []
     text: str | None
@@ -214,13 +236,11 @@ def parse(
                     )
                 call_id = call_id if call_id is not None else f"call_{counter}"
                 counter += 1
-                skill_id = None if skill_arg is None else args.get(skill_arg)
-                if name == skill_tool and isinstance(skill_id, str):
+                skill_id = loaded_skill(harness, name, args) if name == skill_tool else None
+                if skill_id is not None:
                     skill_calls.add(call_id)
                     events.append(SkillLoad(skill_id))
                 else:
-                    # a skill tool called without a skill id (a renamed argument, say) is a
-                    # call its schema refuses, as any other tool's would be, not a misread
                     events.append(ToolCall(call_id, name, args))
         elif role == "tool":
             call_id = message.get("tool_call_id")

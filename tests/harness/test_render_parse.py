@@ -320,6 +320,36 @@ def test_a_skill_tool_call_without_a_skill_id_is_a_call_its_schema_refuses() -> 
     assert problem is not None and problem.startswith("invalid arguments for load_skill")
 
 
+@pytest.mark.parametrize("protocol", [Protocol("api"), Protocol("text", "hermes")])
+def test_a_skill_tool_call_with_an_argument_its_schema_refuses_is_a_call_not_a_load(
+    protocol,
+) -> None:
+    strict = {**LOADER.parameters, "additionalProperties": False}
+    harness = _harness(protocol, skill_tool=Tool("load_skill", "Load a skill.", strict))
+    refused = [
+        ToolCall("call_0", "load_skill", {"name": "travel", "extra": 1}),
+        ToolResult("call_0", '{"error": "invalid arguments"}', is_error=True),
+    ]
+    assert parse(render(refused, harness), harness) == refused  # its error result kept
+    # the schema allows the extra argument: a load, as before
+    loose = [ToolCall("call_0", "load_skill", {"name": "travel", "extra": 1})]
+    assert parse(render(loose, _harness(protocol)), _harness(protocol)) == [SkillLoad("travel")]
+
+
+def test_a_skill_load_parses_back_as_a_load_whatever_its_tools_schema_says() -> None:
+    # render writes the skill argument alone, which this schema refuses (it requires two):
+    # a recorded load still parses back as itself
+    two = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "why": {"type": "string"}},
+        "required": ["name", "why"],
+        "additionalProperties": False,
+    }
+    harness = _harness(Protocol("api"), skill_tool=Tool("load_skill", "Load a skill.", two))
+    events = [UserMessage("Trip?"), SkillLoad("travel"), AssistantMessage("Pack light.")]
+    assert parse(render(events, harness), harness) == events
+
+
 def test_python_format_refuses_tool_names_it_cannot_write() -> None:
     # Validation refuses such a harness where it is made, naming the tool, before anything
     # renders; render, which does not validate, refuses the call it cannot write.

@@ -12,7 +12,7 @@ import pytest
 from hsa.augment.mapping import map_events
 from hsa.envs.livestream import solve
 from hsa.errors import TeacherError
-from hsa.harness.events import ToolResult
+from hsa.harness.events import SkillLoad, ToolResult
 from hsa.harness.parse import parse
 from hsa.teachers.backends.base import Backend, BackendStats, ContextOverflow
 from hsa.teachers.oracle import OracleBackend
@@ -287,6 +287,29 @@ def test_loading_a_skill_the_harness_lacks_stops_the_rollout(env, canonical):
     backend = Scripted([assistant_message(None, [call])])
     result = run(spec_of(env.tasks()[0], canonical), env, backend)
     assert result.ended == "schema" and "no-such-skill" in result.verification.reason
+
+
+def test_a_skill_load_with_an_argument_its_schema_refuses_is_refused_not_loaded(env, canonical):
+    """The skill tool's call is judged by its schema as any tool's: an extra argument under
+    ``additionalProperties: false`` gets an error result, loads nothing, and fails the schema
+    check (it used to load the skill, its extra argument dropped unseen)."""
+    skill_tool, arg = canonical.harness.skill_tool.name, canonical.harness.skill_arg
+    skill = canonical.harness.skills[0].id
+    args = json.dumps({arg: skill, "zzz_extra": 1})
+    call = {"id": "s", "type": "function", "function": {"name": skill_tool, "arguments": args}}
+    backend = Scripted([assistant_message(None, [call]), assistant_message("Done.")])
+    result = run(spec_of(env.tasks()[0], canonical), env, backend)
+    assert result.ended == "answered" and not result.verification.checks["schema"]
+    assert result.verification.checks["format"]  # the recorded conversation parses back
+    assert result.verification.reason.startswith(
+        f"schema: call_0: invalid arguments for {skill_tool}: $: Additional properties"
+    )
+    assert not any(isinstance(e, SkillLoad) for e in result.events)
+    results = [e for e in result.events if isinstance(e, ToolResult)]
+    assert len(results) == 1 and results[0].is_error
+    from hsa.eval.metrics import failure_class
+
+    assert failure_class(result) == "invalid_arguments"
 
 
 def test_a_call_by_a_name_the_variant_renamed_is_refused_not_run(env, renamed):
