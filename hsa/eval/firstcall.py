@@ -8,8 +8,11 @@ inverse mapping):
 
 - ``name``: the first call names the right tool (or loads the right skill) -- by a name the
   variant offers: a canonical name the variant renamed is an unknown tool, not a match; a
-  call to the right tool whose arguments its schema refuses matches here, and no further (a
-  call to the skill tool without a skill id loads no skill, so matches none);
+  call to the right tool whose arguments its schema refuses matches here, and no further. A
+  skill load's target is its skill, not the skill tool (as ``target`` and ``choices`` count
+  it): a call to the skill tool whose arguments its schema refuses matches when its skill
+  argument names the right skill, and none without one (``skill_id`` where the variant's
+  tool takes ``skillId``);
 - ``keys``: and with exactly the right argument names, arguments the tool's schema accepts;
 - ``exact``: and with the right values (the episode's ``success``).
 
@@ -25,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hsa.augment.mapping import map_events
+from hsa.augment.planner import Variant
 from hsa.envs.base import Environment
 from hsa.errors import EnvError, EvalError, TeacherError
 from hsa.eval.metrics import family_of
@@ -69,13 +73,17 @@ def judge(
     want: ToolCall | SkillLoad | None,
     got: ToolCall | SkillLoad | None,
     problem: str | None,
-    named: str | None = None,
+    named: str | SkillLoad | None = None,
 ) -> tuple[bool, bool, bool, str | None]:
     """``(name, keys, exact, failure class)`` of a first call ``got`` against ``want``; with a
-    ``problem``, ``named`` is the canonical tool an offered tool's refused call named (its
+    ``problem``, ``named`` is what an offered tool's refused call named, canonical: its tool,
+    or for the skill tool the load of the offered skill its skill argument names (its
     arguments did not fit: the right name all the same, not the right keys)."""
     if problem is not None:
-        name = isinstance(want, ToolCall) and named is not None and want.tool == named
+        if isinstance(want, SkillLoad):
+            name = named == want
+        else:
+            name = isinstance(want, ToolCall) and named is not None and want.tool == named
         return name, False, False, problem
     if want is None:
         ok = got is None
@@ -116,7 +124,7 @@ async def first_reply(
         return str(exc)
     want = expected(env, episode, opening)
     problem: str | None = None
-    named: str | None = None
+    named: str | SkillLoad | None = None
     got: ToolCall | SkillLoad | None = None
     calls = 0  # the calls the reply made, counted as a variants row counts them, valid or not
     try:
@@ -127,7 +135,7 @@ async def first_reply(
         problem, reason = "unparseable_call", str(exc)
     else:
         first = _first(surface)
-        calls = sum(isinstance(e, ToolCall) for e in surface)
+        calls = sum(isinstance(e, ToolCall | SkillLoad) for e in surface)
         reason = "ok"
         if isinstance(first, ToolCall):
             found = checker_of(variant.harness).problem(first.tool, first.args)
@@ -135,7 +143,7 @@ async def first_reply(
                 unknown = found.startswith("unknown tool")
                 problem, reason = ("unknown_tool" if unknown else "invalid_arguments"), found
                 if not unknown:
-                    named = variant.mapping.inverse().tool_name(first.tool)
+                    named = _named(first, variant)
         elif isinstance(first, SkillLoad) and variant.harness.skill(first.skill_id) is None:
             problem, reason = "unknown_tool", f"loads skill {first.skill_id!r}, not offered"
         got = _first(map_events(surface, variant.mapping.inverse())) if problem is None else None
@@ -178,6 +186,20 @@ async def first_reply(
         + (len(variant.harness.skills) if variant.harness.skill_tool is not None else 0),
     }
     return row, response.cached
+
+
+def _named(call: ToolCall, variant: Variant) -> str | SkillLoad | None:
+    """What an offered tool's refused ``call`` names, canonical: its tool, or for the skill
+    tool the load of the skill its skill argument names when the variant offers that skill
+    (None when it names none: the skill tool alone is no skill)."""
+    harness, inverse = variant.harness, variant.mapping.inverse()
+    if harness.skill_tool is None or call.tool != harness.skill_tool.name:
+        return inverse.tool_name(call.tool)
+    skill_id = call.args.get(harness.skill_arg or "")
+    if not isinstance(skill_id, str) or harness.skill(skill_id) is None:
+        return None
+    load = _first(map_events([SkillLoad(skill_id)], inverse))
+    return load if isinstance(load, SkillLoad) else None
 
 
 def _target(want: ToolCall | SkillLoad | None, mapping: Any) -> str | None:

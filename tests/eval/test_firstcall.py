@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -10,6 +12,8 @@ from hsa.eval.config import EvalConfig
 from hsa.eval.firstcall import judge
 from hsa.eval.runner import EPISODES, evaluate
 from hsa.harness.events import SkillLoad, ToolCall
+from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.request import ChatResponse
 from tests.eval.test_runner import PROBE
 
 
@@ -144,3 +148,92 @@ def test_a_reply_calling_an_unknown_tool_counts_its_calls(livestream, tmp_path):
     rows = pq.read_table(tmp_path / "out" / EPISODES).to_pylist()
     api = [r for r in rows if r["protocol"] == "api"]
     assert api and all(r["failure"] == "unknown_tool" and r["calls"] == 2 for r in api)
+
+
+def test_a_refused_skill_tool_call_names_the_skill_its_skill_argument_names():
+    # a skill load's target is its skill: a refused call to the skill tool matches the name
+    # when its skill argument names the right skill, and none without one
+    want = SkillLoad("ad-compliance")
+    refused = judge(want, None, "invalid_arguments", named=SkillLoad("ad-compliance"))
+    assert refused == (True, False, False, "invalid_arguments")
+    assert judge(want, None, "invalid_arguments", named=SkillLoad("other"))[0] is False
+    assert judge(want, None, "invalid_arguments", named=None)[0] is False
+    assert judge(call("search"), None, "invalid_arguments", named=want)[0] is False
+
+
+class ExtraArgument(Backend):
+    """A backend's answers with an argument the skill tool's schema refuses added to their
+    skill loads (those sent as API calls to the skill tool, by its canonical name)."""
+
+    name = "extra-argument"
+
+    def __init__(self, inner, skill_tool):
+        self.inner = inner
+        self.skill_tool = skill_tool
+        self.stats = BackendStats()
+
+    async def chat(self, request):
+        response = await self.inner.chat(request)
+        message = json.loads(json.dumps(response.message))
+        for tool_call in message.get("tool_calls") or ():
+            function = tool_call["function"]
+            if function["name"] == self.skill_tool:
+                function["arguments"] = json.dumps(
+                    {**json.loads(function["arguments"]), "zzz_extra": 1}
+                )
+        return ChatResponse(message, response.finish_reason)
+
+
+def test_a_skill_load_with_an_argument_its_schema_refuses_is_refused_in_every_suite(
+    livestream, tmp_path, monkeypatch
+):
+    # It used to load the skill, the argument dropped unseen: success, verified and an exact
+    # first call. A variant renaming the skill tool's parameter keeps its name.
+    import hsa.eval.runner as runner
+
+    made = runner.make_backend
+    skill_tool = livestream.harness().skill_tool.name
+    monkeypatch.setattr(runner, "make_backend", lambda *a: ExtraArgument(made(*a), skill_tool))
+    recipe = tmp_path / "params.yaml"
+    recipe.write_text("rules: [{rule: tools.rename_params}]\n", "utf-8")
+    suites = ("canonical", "variants", "firstcall")
+    config = EvalConfig(suites=suites, tasks=8, variants=1, recipe=str(recipe))
+    evaluate(config, tmp_path / "out", env=livestream)
+    rows = pq.read_table(tmp_path / "out" / EPISODES).to_pylist()
+    skills = {s.id for s in livestream.harness().skills}
+    loads = {r["task_id"] for r in rows if r["suite"] == "firstcall" and r["target"] in skills}
+    assert loads  # tasks whose first step loads a skill
+    for row in (r for r in rows if r["task_id"] in loads):
+        assert not row["success"] and not row["verified"], row
+        assert row["failure"] == "invalid_arguments", row
+        if row["suite"] == "firstcall":
+            assert "zzz_extra" in row["reason"]
+            # the right skill named, by the variant's skill argument: the name, not the keys
+            assert row["name_match"] and not row["keys_match"] and row["calls"] == 1
+
+
+def test_a_first_reply_loading_a_skill_counts_it_as_a_call(livestream, tmp_path):
+    config = EvalConfig(suites=("firstcall",), tasks=8, variants=1)
+    evaluate(config, tmp_path / "out", env=livestream)
+    rows = pq.read_table(tmp_path / "out" / EPISODES).to_pylist()
+    skills = {s.id for s in livestream.harness().skills}
+    loads = [r for r in rows if r["target"] in skills and not r["rules"]]
+    assert loads and all(r["success"] and r["calls"] == 1 for r in loads)
+
+
+def test_a_skill_tool_call_without_the_variants_skill_argument_names_no_skill(livestream, tmp_path):
+    # the fixed oracle writes the canonical skill argument, which the variant renamed: the
+    # skill tool alone names no skill, so no name match (a regular tool's call would match)
+    recipe = tmp_path / "params.yaml"
+    recipe.write_text("rules: [{rule: tools.rename_params}]\n", "utf-8")
+    config = EvalConfig(
+        policy="fixed-oracle", suites=("firstcall",), tasks=8, variants=1, recipe=str(recipe)
+    )
+    evaluate(config, tmp_path / "out", env=livestream)
+    rows = pq.read_table(tmp_path / "out" / EPISODES).to_pylist()
+    skills = {s.id for s in livestream.harness().skills}
+    loads = [r for r in rows if r["target"] in skills and r["rules"]]
+    assert loads and all(r["failure"] == "invalid_arguments" for r in loads)
+    assert not any(r["name_match"] for r in loads) and all(r["calls"] == 1 for r in loads)
+    tools = [r for r in rows if r["target"] not in skills and r["rules"] and r["failure"]]
+    assert tools and all(r["name_match"] for r in tools)
