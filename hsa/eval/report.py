@@ -318,6 +318,9 @@ def compare_rows(
         config = summary.get("config")
         config = config if isinstance(config, Mapping) else {}
         row["sample"] = {key: config.get(key) for key in SAMPLE_SETTINGS}
+        # unset, the task seed is --seed: runs sampling by the same seed either way sample alike
+        if config.get("task_seed") is None:
+            row["sample"]["task_seed"] = config.get("seed")
         # one recipe in files of several names is one sample, named as the first run names it
         identity, label = recipe_identity({} if by_path else summary, config.get("recipe"))
         row["sample"]["recipe"] = labels.setdefault(identity, label)
@@ -325,7 +328,8 @@ def compare_rows(
     return rows
 
 
-#: the settings that decide which tasks and variants a run evaluates
+#: the settings that decide which tasks and variants a run evaluates (``task_seed`` compared
+#: as the seed the tasks were sampled by: ``seed`` where it was unset)
 SAMPLE_SETTINGS = ("split", "tasks", "seed", "task_seed", "variants", "recipe")
 
 

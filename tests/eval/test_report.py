@@ -232,11 +232,28 @@ def test_compare_table_of_different_samples_says_so():
     other["config"] = {**base["config"], "tasks": 20, "seed": 7}
     lines = compare_table(compare_rows([base, other], ["base", "tuned"])).splitlines()
     assert lines[-1] == (
-        "Note: these runs evaluate different samples (tasks None/20; seed 0/7): their success "
-        "rates are over different tasks or variants, not comparable side by side."
+        "Note: these runs evaluate different samples (tasks None/20; seed 0/7; task_seed 0/7): "
+        "their success rates are over different tasks or variants, not comparable side by side."
     )
     same = compare_table(compare_rows([base, {**other, "config": base["config"]}], ["a", "b"]))
     assert "Note:" not in same
+
+
+def test_an_unset_task_seed_is_compared_as_the_seed_it_samples_by():
+    # unset, --task-seed samples by --seed: seed 0 with task seed 0 is the same sample
+    base, other = copy.deepcopy(SUMMARY), _other()
+    base["config"] = {"split": "test", "tasks": 20, "seed": 0, "variants": 4, "recipe": None}
+    other["config"] = {**base["config"], "task_seed": 0}
+    assert "Note:" not in compare_table(compare_rows([base, other], ["a", "b"]))
+    other["config"] = {**base["config"], "task_seed": 1}
+    assert (
+        compare_table(compare_rows([base, other], ["a", "b"]))
+        .splitlines()[-1]
+        .startswith("Note: these runs evaluate different samples (task_seed 0/1): ")
+    )
+    # other seeds (other variants), one task seed: the same tasks, other variants
+    other["config"] = {**base["config"], "seed": 7, "task_seed": 0}
+    assert "(seed 0/7)" in compare_table(compare_rows([base, other], ["a", "b"]))
 
 
 def test_read_summary_round_trips(tmp_path):
