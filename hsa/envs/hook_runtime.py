@@ -20,7 +20,9 @@ never matches events without a tool), ``turn`` an exact index, and ``every_n_tur
 turns n, 2n, 3n, ... (after every n complete turns). The payload comes from ``payload_fn``
 (``pkg.mod:fn``, called as ``fn(hook, context)``; it returns a dict of strings, or None to keep
 the hook from firing) or else from ``params["payload"]`` (default ``{}``); its fields must be
-exactly the message's placeholders so that the firing can be parsed back from the text.
+exactly the message's placeholders so that the firing can be parsed back from the text. An
+episode state that replays a recording (``RecordsPayloads``: a recorded corpus's) gives a hook
+it saw fire the payload it recorded instead, so that the replay shows what was recorded.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from hsa.envs.base import ToolOutput
 from hsa.errors import EnvError, TemplateError
@@ -65,6 +67,15 @@ class HookContext:
     output: ToolOutput | None = None
     final_text: str | None = None
     state: Any = None
+
+
+@runtime_checkable
+class RecordsPayloads(Protocol):
+    """An episode state that replays a recording and knows the payloads its hooks fired with."""
+
+    def recorded_payload(self, hook_id: str) -> Mapping[str, str] | None:
+        """The payload recorded for the hook's next firing; None when none was recorded (the
+        hook's own ``payload_fn`` or ``params`` give it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +137,15 @@ def load_payload_fn(path: str) -> PayloadFn:
 
 def payload(hook: Hook, context: HookContext) -> dict[str, str] | None:
     """The payload ``hook`` fires with in ``context``, or None when it does not fire."""
-    if hook.payload_fn is not None:
+    recorded = (
+        context.state.recorded_payload(hook.id)
+        if isinstance(context.state, RecordsPayloads)
+        else None
+    )
+    if recorded is not None:
+        raw: Any = recorded
+        source = "the recorded payload"
+    elif hook.payload_fn is not None:
         raw = load_payload_fn(hook.payload_fn)(hook, context)
         if raw is None:
             return None

@@ -4,8 +4,9 @@
 source: ``execute`` checks the arguments against the task's harness and returns the output
 recorded for an exactly matching canonical call (tool name and arguments, key order aside),
 else a structured error. BFCL and tau2 build on it with their own scoring; here it also gives
-``RecordedEnvironment``, built from OpenAI chat JSONL trajectories and scored by whether an
-episode makes the recorded calls.
+``RecordedEnvironment``, built from recorded trajectories (OpenAI chat JSONL, canonical
+Parquet) and scored by whether an episode makes the recorded calls; its hooks fire with the
+payloads the trajectory recorded.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hsa.envs.base import Environment, Outcome, Task, ToolOutput, tasks_of_split
 from hsa.envs.episode import Episode, Policy, run_episode, steps_of
 from hsa.errors import EnvError
 from hsa.harness.arguments import ArgumentChecker
-from hsa.harness.events import Event, ToolCall, ToolResult, Trajectory
+from hsa.harness.events import Event, HookFired, ToolCall, ToolResult, Trajectory
 from hsa.harness.model import Harness
 
 
@@ -32,11 +33,25 @@ def call_key(tool: str, args: Mapping[str, Any]) -> str:
 
 @dataclass(slots=True)
 class CorpusState:
-    """An episode over a corpus: its task, its harness, and how often each call was replayed."""
+    """An episode over a corpus: its task, its harness, how often each call was replayed, the
+    payloads its recording shows each hook firing with (by hook id, in order), and how often
+    each hook has fired."""
 
     task: Task
     harness: Harness
     replayed: dict[str, int] = field(default_factory=dict)
+    payloads: Mapping[str, Sequence[Mapping[str, str]]] = field(default_factory=dict)
+    fired: dict[str, int] = field(default_factory=dict)
+
+    def recorded_payload(self, hook_id: str) -> Mapping[str, str] | None:
+        """The payload of the hook's next firing, as recorded (``RecordsPayloads``): the n-th
+        firing gets the n-th recorded payload, and the last one repeats, as outputs do."""
+        recorded = self.payloads.get(hook_id)
+        if not recorded:
+            return None
+        n = self.fired.get(hook_id, 0)
+        self.fired[hook_id] = n + 1
+        return recorded[min(n, len(recorded) - 1)]
 
 
 def _error(message: str) -> ToolOutput:
@@ -162,8 +177,10 @@ def tool_calls(events: Sequence[Event]) -> list[ToolCall]:
 
 
 class RecordedEnvironment(CorpusEnvironment):
-    """Recorded chat trajectories as an environment: a task is solved when an episode makes
-    the recorded calls, in order, with the same canonical arguments."""
+    """Recorded trajectories as an environment: a task is solved when an episode makes the
+    recorded calls, in order, with the same canonical arguments. A hook the task's recording
+    shows firing fires with the payloads recorded for it (a harness may leave them to a
+    function the recording does not carry), so a replay is the recording's."""
 
     def __init__(
         self,
@@ -178,10 +195,15 @@ class RecordedEnvironment(CorpusEnvironment):
         tasks = list(tasks)
         references = {t.id: t for t in trajectories}
         outputs: dict[str, dict[str, list[ToolOutput]]] = {}
+        payloads: dict[str, dict[str, list[Mapping[str, str]]]] = {}
         for task in tasks:
             trajectory = references.get(str(task.ground_truth.get("trajectory")))
             if trajectory is None:
                 continue
+            for event in trajectory.events:
+                if isinstance(event, HookFired):
+                    by_hook = payloads.setdefault(task.id, {})
+                    by_hook.setdefault(event.hook_id, []).append(event.payload)
             by_call = {e.call_id: e for e in trajectory.events if isinstance(e, ToolResult)}
             for table in (
                 outputs.setdefault(task.id, {}),
@@ -195,10 +217,14 @@ class RecordedEnvironment(CorpusEnvironment):
                         )
         super().__init__(name, harnesses, tasks, outputs)
         self._references = references
+        self._payloads = payloads
         self._left_out = tuple(left_out)
 
     def left_out(self) -> tuple[str, ...]:
         return self._left_out
+
+    def reset(self, task: Task) -> CorpusState:
+        return CorpusState(task, self.harness_for(task), payloads=self._payloads.get(task.id, {}))
 
     @classmethod
     def from_jsonl(cls, path: str | Path, harness: Harness | None = None) -> RecordedEnvironment:

@@ -188,3 +188,43 @@ def test_a_corpus_whose_entries_are_all_unscored_says_why_nothing_is_checked(ext
     path = external / "bfcl" / "BFCL_v4_multi_turn_base.json"
     with pytest.raises(HsaError, match=r"nothing to check on: 200 multi_turn_base task\(s\)"):
         subjects_from_source(path)
+
+
+def _demo_parquet(tmp_path, keep=lambda event: True):
+    # the docs' demo harness: its hooks' payloads come from nowhere the harness records
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from hsa.augment.synthetic import sample_trajectory
+    from hsa.harness import load_harness, trajectories_to_table
+
+    demo = Path(__file__).resolve().parents[2] / "examples" / "rule-package" / "demo-harness"
+    harness = load_harness(demo)
+    trajectory = sample_trajectory(harness)
+    trajectory = dataclasses.replace(
+        trajectory, events=tuple(e for e in trajectory.events if keep(e))
+    )
+    pq.write_table(trajectories_to_table([trajectory]), tmp_path / "t.parquet")
+    return subjects_from_files(harness, tmp_path / "t.parquet")
+
+
+def test_parquet_trajectories_replay_with_the_hook_payloads_they_recorded(tmp_path):
+    from hsa.augment import get_rule
+
+    subjects = _demo_parquet(tmp_path)
+    (report,) = run([Job(get_rule("tools.shuffle"))], subjects, seeds=(0,))
+    assert report.ok, describe(report)
+    assert report.outcomes["replay"] == "pass"
+
+
+def test_a_canonical_trajectory_that_does_not_replay_skips_the_replay_check(tmp_path):
+    # without its recorded firings the demo's hooks have no payload: the canonical calls
+    # themselves do not replay, which is no evidence about the rule
+    from hsa.augment import get_rule
+    from hsa.harness import HookFired
+
+    subjects = _demo_parquet(tmp_path, keep=lambda e: not isinstance(e, HookFired))
+    (report,) = run([Job(get_rule("tools.shuffle"))], subjects, seeds=(0,))
+    assert report.ok, describe(report)
+    assert report.outcomes["replay"] == SKIP

@@ -50,3 +50,28 @@ def test_a_different_call_fails_scoring(env):
     outcome = env.score(task, env.reset(task), events)
     assert not outcome.success and outcome.reasons[0].startswith("call 1: expected")
     assert "never made" in env.score(task, env.reset(task), []).reasons[0]
+
+
+def test_hooks_fire_with_the_payloads_the_recording_shows():
+    # the demo harness's hooks name placeholders no payload of theirs fills: the replay gives
+    # them what the trajectory recorded, the n-th firing the n-th payload, the last repeating
+    from hsa.augment.synthetic import sample_trajectory
+    from hsa.envs.base import Task
+    from hsa.envs.episode import replay
+    from hsa.harness import HookFired, load_harness
+
+    harness = load_harness(EXAMPLE.parents[1] / "rule-package" / "demo-harness")
+    trajectory = sample_trajectory(harness)
+    task = Task("t", "recorded", ("hi",), {"trajectory": trajectory.id}, harness_id=harness.id)
+    env = RecordedEnvironment([harness], [task], [trajectory])
+    fired = [(e.hook_id, dict(e.payload)) for e in trajectory.events if isinstance(e, HookFired)]
+    episode = replay(env, task, trajectory.events)
+    again = [(e.hook_id, dict(e.payload)) for e in episode.events if isinstance(e, HookFired)]
+    assert again == fired
+    state = env.reset(task)
+    audit = [p for h, p in fired if h == "audit"]
+    assert [state.recorded_payload("audit") for _ in range(len(audit) + 1)] == [
+        *audit,
+        audit[-1],
+    ]
+    assert state.recorded_payload("no-such-hook") is None
