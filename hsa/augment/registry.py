@@ -68,6 +68,10 @@ _PLUGINS_LOCK = threading.RLock()
 _BROKEN: dict[str, BrokenPlugin] = {}
 _LOADING: list[str] = []  # rules registered while an entry point loads, to withdraw on failure
 _PLUGIN_OF: dict[str, str] = {}  # the entry point that registered each plugin rule, by rule
+#: the rules withdrawn (a name two plugins claim, a broken plugin's rules), and why, by rule:
+#: withdrawn for the process, since a module whose import failed runs again when imported
+#: again (another entry point of its package, ``p1x = "p1.extra"``, imports ``p1`` first)
+_WITHDRAWN: dict[str, str] = {}
 
 
 class _NameTaken(RuleError):
@@ -85,6 +89,10 @@ def register(item: Rule) -> Rule:
     if not item.fn.__module__.startswith(BUILTIN_MODULE):
         _load_builtins()  # a rule named like a built-in is refused here, not at first use
     existing = _RULES.get(item.name)
+    if existing is None and item.name in _WITHDRAWN:
+        raise RuleError(
+            f"the name is withdrawn: {_WITHDRAWN[item.name]}", where=f"rule {item.name!r}"
+        )
     if existing is item:
         # reached again: a module that imports (re-exports) a rule registered already, a
         # built-in one say, claims nothing (``_LOADING`` is what an entry point adds)
@@ -206,6 +214,7 @@ def _load_plugins_locked() -> None:
             _SKIPPED.append(ep.name)
             continue
         _LOADING.clear()
+        label = f"{ENTRY_POINT_GROUP}:{ep.name}"
         try:
             _register_object(ep.load(), ep)
         except Exception as exc:  # one broken third-party package must not take hsa down
@@ -214,6 +223,7 @@ def _load_plugins_locked() -> None:
                 own = exc.where and not exc.where.startswith("entry point ")
                 error = f"{exc.where}: {exc.message}" if own else exc.message
             withdrawn = tuple(dict.fromkeys(_LOADING))
+            why = dict.fromkeys(withdrawn, f"the plugin {ep.value!r} ({label}) failed to load")
             if isinstance(exc, _NameTaken) and exc.name in _PLUGIN_OF:
                 # Two plugins claim one name: which one a recipe means cannot be told, and the
                 # first to load (by entry point name) is no more right than the other.
@@ -221,8 +231,10 @@ def _load_plugins_locked() -> None:
                 _RULES.pop(exc.name, None)
                 withdrawn += (exc.name,)
                 error = f"{error}; entry point {ENTRY_POINT_GROUP}:{other} claims it too"
+                why[exc.name] = f"entry points {ENTRY_POINT_GROUP}:{other} and {label} claim it"
             for name in withdrawn:
                 _RULES.pop(name, None)
+            _WITHDRAWN.update(why)
             _BROKEN[ep.name] = BrokenPlugin(ep.name, ep.value, error, withdrawn)
         else:
             _PLUGIN_OF.update(dict.fromkeys(_LOADING, ep.name))

@@ -272,6 +272,7 @@ def plugins(monkeypatch) -> Callable[..., None]:
         monkeypatch.setattr(registry, "_RULES", dict(builtin))
         monkeypatch.setattr(registry, "_BROKEN", {})
         monkeypatch.setattr(registry, "_PLUGIN_OF", {})
+        monkeypatch.setattr(registry, "_WITHDRAWN", {})
         monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
         monkeypatch.setattr(registry, "_SKIPPED", [])
         monkeypatch.setattr(registry.metadata, "entry_points", lambda group: list(entry_points))

@@ -3,6 +3,7 @@ broken plugins recorded rather than raised."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -213,6 +214,56 @@ def test_a_name_two_plugins_claim_is_neither_plugins(plugins, monkeypatch):
     with pytest.raises(RuleError, match="comes from the plugin 'fake_rules:RULES'") as caught:
         get_rule("fake.upper")
     assert "a_dup claims it too" in str(caught.value)
+
+
+SHOUT = '''
+    """Registers x.shout, a name another plugin claims too."""
+    from hsa.augment import Rewrite, rule
+
+
+    @rule("x.shout")
+    def shout(harness, rng, params, context):
+        """Change nothing."""
+        return Rewrite(harness)
+'''
+
+MORE = '''
+    """A submodule of the package, with a rule of its own."""
+    from hsa.augment import Rewrite, rule
+
+
+    @rule("x.more")
+    def more(harness, rng, params, context):
+        """Change nothing."""
+        return Rewrite(harness)
+'''
+
+
+def test_a_contested_name_stays_withdrawn_when_another_entry_point_imports_its_package(
+    plugins, tmp_path, monkeypatch
+):
+    # the losing package's import failed, so importing its submodule runs its __init__ again:
+    # the name must not register then under the second entry point
+    (tmp_path / "shout_first.py").write_text(textwrap.dedent(SHOUT))
+    (tmp_path / "shout_pkg").mkdir()
+    (tmp_path / "shout_pkg" / "__init__.py").write_text(textwrap.dedent(SHOUT))
+    (tmp_path / "shout_pkg" / "extra.py").write_text(textwrap.dedent(MORE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for module in ("shout_first", "shout_pkg", "shout_pkg.extra"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    plugins(
+        metadata.EntryPoint(name="a0", value="shout_first", group="hsa.rules"),
+        metadata.EntryPoint(name="p1", value="shout_pkg", group="hsa.rules"),
+        metadata.EntryPoint(name="p1x", value="shout_pkg.extra", group="hsa.rules"),
+    )
+    assert not {"x.shout", "x.more"} & {r.name for r in all_rules()}
+    broken = {b.name: b for b in broken_plugins()}
+    assert set(broken) == {"p1", "p1x"}
+    assert broken["p1x"].error == (
+        "rule 'x.shout': the name is withdrawn: entry points hsa.rules:a0 and hsa.rules:p1 claim it"
+    )
+    with pytest.raises(RuleError, match="a0 claims it too"):
+        get_rule("x.shout")
 
 
 REUSE = '''
