@@ -22,7 +22,7 @@ import importlib
 import json
 import operator
 import sys
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -126,15 +126,19 @@ def apply_chain(
     seed: int,
     context: Context = NO_CONTEXT,
     strict: bool | None = None,
+    fired: Iterable[str] | None = None,
 ) -> tuple[Rewrite, tuple[tuple[str, str, dict[str, Any]], ...]]:
     """Apply rules in order, each with its own generator derived from ``seed`` and its position.
 
     Returns the composed rewrite and the ``(name, version, params)`` actually applied. The
     result is validated as a harness document; an invalid one is the rule's bug. ``strict``:
-    as ``Rule.run`` takes it.
+    as ``Rule.run`` takes it. ``fired``: the canonical ids of the hooks the trajectories fire
+    (``Sight.of(events).hooks``), which the rewrite must keep; None, every hook of the harness.
     """
     resolved = [(item, item.resolve_params(params)) for item, params in chain]
-    return _apply_resolved(harness, resolved, seed=seed, context=context, strict=strict)
+    return _apply_resolved(
+        harness, resolved, seed=seed, context=context, strict=strict, fired=fired
+    )
 
 
 def _apply_resolved(
@@ -144,6 +148,7 @@ def _apply_resolved(
     seed: int,
     context: Context = NO_CONTEXT,
     strict: bool | None = None,
+    fired: Iterable[str] | None = None,
 ) -> tuple[Rewrite, tuple[tuple[str, str, dict[str, Any]], ...]]:
     """``apply_chain`` with each rule's parameters resolved already (``Rule.resolve_params``)."""
     rewrite = Rewrite(harness)
@@ -179,10 +184,11 @@ def _apply_resolved(
                 raise RuleError(
                     f"produced an invalid harness: {problems[0]}", where=_rule_at(applied, index)
                 )
-    if stages and _lost(harness, rewrite, context):
+    hooks = None if fired is None else frozenset(fired)
+    if stages and _lost(harness, rewrite, context, hooks):
         # name the first rule after which it is lost
         for index, stage in enumerate(stages):
-            why = _lost(harness, stage, context, stages[index - 1] if index else None)
+            why = _lost(harness, stage, context, hooks, stages[index - 1] if index else None)
             if why:
                 raise RuleError(why, where=_rule_at(applied, index))
     return rewrite, tuple(applied)
@@ -195,17 +201,23 @@ def _rule_at(applied: Sequence[tuple[str, str, Any]], index: int) -> str:
 
 
 def _lost(
-    harness: Harness, rewrite: Rewrite, context: Context, before: Rewrite | None = None
+    harness: Harness,
+    rewrite: Rewrite,
+    context: Context,
+    fired: Set[str] | None = None,
+    before: Rewrite | None = None,
 ) -> str | None:
-    """Why ``rewrite`` loses what the trajectories use, or None: a tool they call (or a skill
-    they load) that the mapping sends to a name the variant's harness lacks, or an argument
-    of a tool they call that the mapping sends to a name the rewritten tool does not declare
-    (``_arguments_lost``). Such a rewrite's mapping and harness disagree (a rule recorded a
-    rename it did not make, or made one it did not record), and its rows would call tools
-    their own harness does not offer, or call them wrongly. Without a context every tool and
-    skill of the harness may be used: no rule that drops one ran (dropping needs to know
-    what is used). ``before``: the rewrite the last rule of ``rewrite`` was given, to tell a
-    renamed tool it dropped from a rename recorded but not made."""
+    """Why ``rewrite`` loses what the trajectories use, or None: a tool they call (a skill
+    they load, a hook that fires in them) that the mapping sends to a name the variant's
+    harness lacks, or an argument of a tool they call that the mapping sends to a name the
+    rewritten tool does not declare (``_arguments_lost``). Such a rewrite's mapping and
+    harness disagree (a rule recorded a rename it did not make, or made one it did not
+    record), and its rows would call tools their own harness does not offer, or call them
+    wrongly. Without a context every tool and skill of the harness may be used: no rule that
+    drops one ran (dropping needs to know what is used); without ``fired`` (the hooks that
+    fire, which no context holds) every hook may fire. ``before``: the rewrite the last rule
+    of ``rewrite`` was given, to tell a renamed tool it dropped from a rename recorded but
+    not made."""
     mapping, after = rewrite.mapping, rewrite.harness
     known = harness.derived(_names_called)
     used_tools = known if context.used_tools is None else context.used_tools & known
@@ -224,34 +236,52 @@ def _lost(
             for name in sorted(used)
             if mapping.skills.get(name, name) not in ids
         ]
+    if not lost and harness.hooks:
+        ids = {h.id for h in after.hooks}
+        hooks = {h.id for h in harness.hooks}
+        may_fire = hooks if fired is None else hooks & fired
+        lost = [
+            ("hook", name, mapping.hooks.get(name, name))
+            for name in sorted(may_fire)
+            if mapping.hooks.get(name, name) not in ids
+        ]
     if not lost:
         return _arguments_lost(harness, rewrite, used_tools)
     kind, name, new = lost[0]
-    use = "calls" if kind == "tool" else "loads"
+    use, does = _USES[kind]
     if new == name:
         why = (
             f"the rewritten harness has no {kind} {name!r} and the mapping gives it no other "
-            f"name: dropped while the trajectories' {use} use it, or renamed without the "
-            "rename in the mapping"
+            f"name: dropped while {use} it, or renamed without the rename in the mapping"
         )
     elif before is not None and _had(before.harness, kind, new):
         why = (
             f"the rewritten harness has no {kind} {new!r} (canonical {name!r}), which the "
-            f"harness it was given had: dropped while the trajectories' {use} use it, or "
-            "renamed without the rename in the mapping"
+            f"harness it was given had: dropped while {use} it, or renamed without the "
+            "rename in the mapping"
         )
     else:
         why = (
             f"the mapping renames {kind} {name!r} to {new!r}, which the rewritten harness does "
             "not have: a rename recorded but not made"
         )
-    return f"{why} (rows would {use[:-1]} a {kind} their harness does not offer)"
+    return f"{why} (rows would {does} a {kind} their harness does not offer)"
+
+
+#: per kind of what trajectories use: how they use it, and what their rows would do with it
+_USES = {
+    "tool": ("the trajectories' calls use", "call"),
+    "skill": ("the trajectories' loads use", "load"),
+    "hook": ("the trajectories may fire", "show the firing of"),
+}
 
 
 def _had(harness: Harness, kind: str, name: str) -> bool:
-    """Whether ``harness`` has the tool (or skill) ``name``."""
+    """Whether ``harness`` has the tool (skill, hook) ``name``."""
     if kind == "tool":
         return name in _tool_names(harness)
+    if kind == "hook":
+        return harness.hook(name) is not None
     return any(s.id == name for s in harness.skills)
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hsa.augment.mapping import map_events
-from hsa.augment.planner import apply_chain
+from hsa.augment.planner import Sight, apply_chain
 from hsa.augment.rule import Context, Rewrite, Rule
 from hsa.augment.synthetic import sample_trajectory
 from hsa.harness.events import Trajectory
@@ -75,8 +75,13 @@ def preview(
     """
     trajectory = trajectory or sample_trajectory(harness)
     resolved = rule.resolve_params(params or {})
+    events = trajectory.events
     rewrite, _ = apply_chain(
-        harness, [(rule, resolved)], seed=seed, context=Context.of(trajectory.events)
+        harness,
+        [(rule, resolved)],
+        seed=seed,
+        context=Context.of(events),
+        fired=Sight.of(events).hooks,
     )
     before = conversation_text(render(trajectory.events, harness))
     after = conversation_text(

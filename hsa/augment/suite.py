@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.augment.checks import RECORDED, CheckReport, Replay, check_rewrite
-from hsa.augment.planner import apply_chain
+from hsa.augment.planner import Sight, apply_chain
 from hsa.augment.rule import Context, Rewrite, Rule
 from hsa.envs.base import Environment, Task
 from hsa.errors import HsaError, RuleError, first_line
@@ -246,7 +246,7 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
         if key is not None and key in cache:
             rewrite = cache[key]
         else:
-            rewrite = _apply_checked(job, harness, seed, context)
+            rewrite = _apply_checked(job, harness, seed, context, Sight.of(trajectory.events))
             if key is not None:
                 cache[key] = rewrite
     except RuleError as exc:
@@ -273,13 +273,22 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
     )
 
 
-def _apply_checked(job: Job, harness: Harness, seed: int, context: Context) -> Rewrite:
+def _apply_checked(
+    job: Job, harness: Harness, seed: int, context: Context, sight: Sight
+) -> Rewrite:
     """The rule's rewrite of ``harness``, run strictly (``Rule.run``: it must leave the harness
     it is given as it was and give the same rewrite again from the same seed), on a copy: a
     rule that edits it in place leaves the harness the other seeds and rules are checked on
     as it was."""
     chain = [(job.rule, job.params or {})]
-    rewrite, _ = apply_chain(copy.deepcopy(harness), chain, seed=seed, context=context, strict=True)
+    rewrite, _ = apply_chain(
+        copy.deepcopy(harness),
+        chain,
+        seed=seed,
+        context=context,
+        strict=True,
+        fired=sight.hooks,
+    )
     return rewrite
 
 

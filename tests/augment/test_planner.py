@@ -432,6 +432,41 @@ def test_the_rule_that_lost_a_tool_is_named_not_the_chain(harness):
     assert "a rename recorded but not made" not in caught.value.message
 
 
+def test_a_hook_the_trajectories_may_fire_dropped_is_refused_naming_the_rule(harness):
+    # rows firing it would name a hook their harness lacks (augment, build and preview used
+    # to fail rendering, blaming the canonical harness and naming no rule)
+    from hsa.augment import Rewrite, Rule
+    from hsa.augment.preview import preview
+    from hsa.augment.synthetic import sample_trajectory
+
+    def drop(h, rng, params, context):
+        return Rewrite(h.replace(hooks=[k for k in h.hooks if k.id != "nudge"]))
+
+    dropper = Rule("tests.drop_hook", "1", drop, doc="Drop the nudge hook.")
+    with pytest.raises(RuleError, match="has no hook 'nudge' and the mapping") as caught:
+        apply_chain(harness, [(dropper, {})], seed=0)  # (not known which fire: any may)
+    assert caught.value.where == "rule 'tests.drop_hook'"
+    assert "rows would show the firing of a hook" in caught.value.message
+    with pytest.raises(RuleError, match="no hook 'nudge'"):
+        preview(dropper, harness, trajectory=sample_trajectory(harness))  # it fires there
+    # where the trajectories are known not to fire it, it may go
+    rewrite, _ = apply_chain(harness, [(dropper, {})], seed=0, fired={"greet", "audit"})
+    assert rewrite.harness.hook("nudge") is None
+
+    def rename(h, rng, params, context, record=True):
+        hooks = [dataclasses.replace(k, id="nudge2") if k.id == "nudge" else k for k in h.hooks]
+        mapping = RewriteMapping(hooks={"nudge": "nudge2"} if record else {})
+        return Rewrite(h.replace(hooks=hooks), mapping)
+
+    recorded = Rule("tests.rename_hook", "1", rename, doc="Rename the nudge hook.")
+    apply_chain(harness, [(recorded, {})], seed=0)  # renamed in the mapping too: fine
+    unrecorded = Rule(
+        "tests.forget_hook", "1", lambda *a: rename(*a, record=False), doc="Forget the rename."
+    )
+    with pytest.raises(RuleError, match="renamed without the rename in the mapping"):
+        apply_chain(harness, [(unrecorded, {})], seed=0)
+
+
 def _editing(tool_name: str, edit, steps=()):
     """A rule that rewrites ``tool_name``'s schema with ``edit`` (recording ``steps``)."""
     from hsa.augment import Rewrite, Rule
