@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from hsa.envs.episode import run_episode, steps_of
 from hsa.envs.hook_runtime import DENIED
+from hsa.envs.livestream.facts import has_fact
 from hsa.harness.events import AssistantMessage, SkillLoad, ToolCall
 
 
@@ -152,3 +155,41 @@ def test_unanswered_turn(env, by_template):
     steps = oracle_steps(env, task)
     outcome, _ = play(env, task, steps[:-1])
     assert f"turn {len(task.turns)} has no final answer" in reasons_of(outcome)
+
+
+@pytest.mark.parametrize(
+    "spoken",
+    [
+        "June 24th",
+        "24 June",
+        "Jun 24",
+        "Jun. 24th",
+        "the 24th of June",
+        "June 24, 2025",
+        "2025-06-24",
+    ],
+)
+def test_date_spellings_of_the_same_day(spoken):
+    assert has_fact(["2025-06-24", "June 24"], f"It arrives on {spoken}.")
+
+
+@pytest.mark.parametrize(
+    "spoken", ["June 2", "June 240", "July 24", "24 Jul", "June 4th", "June 24, 2024", "2024-06-24"]
+)
+def test_date_spellings_of_another_day(spoken):
+    assert not has_fact(["2025-06-24", "June 24"], f"It arrives on {spoken}.")
+
+
+def test_date_spelling_in_an_answer(env):
+    task = next(
+        t
+        for t in env.tasks()
+        if t.metadata["template"] == "order_status" and t.ground_truth["facts"][0] == "processing"
+    )
+    iso = task.ground_truth["facts"][1][0]
+    steps = oracle_steps(env, task)
+    assert iso in steps[-1][0].text
+    month, day = task.ground_truth["facts"][1][1].split()
+    steps[-1] = [AssistantMessage(steps[-1][0].text.replace(iso, f"{day}th {month[:3]}"))]
+    outcome, _ = play(env, task, steps)
+    assert outcome.success, outcome.reasons
