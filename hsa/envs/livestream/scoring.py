@@ -10,7 +10,15 @@ from hsa.envs.episode import final_answers
 from hsa.envs.livestream.compliance import absolute_claims
 from hsa.envs.livestream.facts import fact_label, has_fact
 from hsa.envs.livestream.state import LiveState
-from hsa.harness.events import Event, HookFired, SkillLoad, ToolCall, ToolResult
+from hsa.harness.events import (
+    AssistantMessage,
+    Event,
+    HookFired,
+    SkillLoad,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
 from hsa.harness.model import Harness
 
 
@@ -68,9 +76,8 @@ def score(task: Task, state: LiveState, events: Sequence[Event], harness: Harnes
         if turn not in answered_turns:
             reasons.append(f"turn {turn + 1} has no final answer")
     deny_hooks = {h.id for h in harness.hooks if h.effect == "deny"}
-    for turn, answer, stops in answers:
-        for claim in absolute_claims(answer.text):
-            reasons.append(f"forbidden absolute claim {claim!r} in the answer to turn {turn + 1}")
+    reasons.extend(_claims(events, deny_hooks))
+    for turn, _answer, stops in answers:
         refused = [s.hook_id for s in stops if s.hook_id in deny_hooks]
         if refused:
             reasons.append(f"the answer to turn {turn + 1} was refused by hook {refused[0]!r}")
@@ -107,6 +114,50 @@ def score(task: Task, state: LiveState, events: Sequence[Event], harness: Harnes
             if actual[key] != want:
                 reasons.append(f"final state mismatch: {key} is {actual[key]!r}, expected {want!r}")
     return Outcome(success=not reasons, reasons=tuple(reasons))
+
+
+def _claims(events: Sequence[Event], deny_hooks: set[str]) -> list[str]:
+    """Absolute claims in any text the viewer saw: answers, and text sent with calls. An answer
+    a deny stop hook refused and the model then replaced was never shown (the refusal of a
+    turn's last answer is a reason of its own)."""
+    reasons: list[str] = []
+    turn = -1
+    for i, event in enumerate(events):
+        if isinstance(event, UserMessage):
+            turn += 1
+        if not isinstance(event, AssistantMessage):
+            continue
+        claims = absolute_claims(event.text)
+        if not claims:
+            continue
+        if i + 1 < len(events) and isinstance(events[i + 1], ToolCall | SkillLoad):
+            where = f"in text sent with a call in turn {turn + 1}"
+        elif _refused(events, i, deny_hooks) and _answered_again(events, i):
+            continue
+        else:
+            where = f"in the answer to turn {turn + 1}"
+        reasons.extend(f"forbidden absolute claim {claim!r} {where}" for claim in claims)
+    return reasons
+
+
+def _refused(events: Sequence[Event], at: int, deny_hooks: set[str]) -> bool:
+    """Whether a deny stop hook fired right after the assistant text at ``at``."""
+    for event in events[at + 1 :]:
+        if not isinstance(event, HookFired):
+            return False
+        if event.event == "stop" and event.hook_id in deny_hooks:
+            return True
+    return False
+
+
+def _answered_again(events: Sequence[Event], at: int) -> bool:
+    """Whether more assistant text follows ``at`` in the same user turn."""
+    for event in events[at + 1 :]:
+        if isinstance(event, UserMessage):
+            return False
+        if isinstance(event, AssistantMessage):
+            return True
+    return False
 
 
 def _denied_calls(events: Sequence[Event], deny_hooks: set[str]) -> list[str]:

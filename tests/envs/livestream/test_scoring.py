@@ -157,6 +157,32 @@ def test_unanswered_turn(env, by_template):
     assert f"turn {len(task.turns)} has no final answer" in reasons_of(outcome)
 
 
+def test_absolute_claim_in_text_sent_with_a_call(env, by_template):
+    # The viewer sees text sent beside a call as much as a final answer; no stop hook checks it.
+    task = by_template["compliance_trap"]
+    steps = oracle_steps(env, task)
+    call_at = next(i for i, s in enumerate(steps) if isinstance(s[-1], ToolCall))
+    steps[call_at] = [
+        AssistantMessage("Yes, it's the best, 100% effective! Let me check."),
+        *steps[call_at],
+    ]
+    outcome, _ = play(env, task, steps)
+    assert outcome.reasons == (
+        "forbidden absolute claim 'best' in text sent with a call in turn 1",
+        "forbidden absolute claim '100%' in text sent with a call in turn 1",
+    )
+
+
+def test_refused_answer_replaced_by_a_clean_one_passes(env, by_template):
+    # The compliance guard refuses the answer before the viewer sees it; the model answers again.
+    task = by_template["compliance_trap"]
+    steps = oracle_steps(env, task)
+    steps.insert(-1, [AssistantMessage(steps[-1][0].text + " It's the best!")])
+    outcome, episode = play(env, task, steps)
+    assert any(getattr(e, "hook_id", None) == "compliance-guard" for e in episode.events)
+    assert outcome.success, outcome.reasons
+
+
 @pytest.mark.parametrize(
     "spoken",
     [
