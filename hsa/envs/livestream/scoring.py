@@ -10,6 +10,7 @@ from hsa.envs.episode import final_answers
 from hsa.envs.livestream.compliance import absolute_claims
 from hsa.envs.livestream.facts import fact_label, has_fact
 from hsa.envs.livestream.state import LiveState
+from hsa.envs.livestream.tools import defaults
 from hsa.harness.events import (
     AssistantMessage,
     Event,
@@ -20,6 +21,10 @@ from hsa.harness.events import (
     UserMessage,
 )
 from hsa.harness.model import Harness
+
+# Free-text arguments the tool reads without regard to case (``actions.search`` lower-cases
+# the query), so ``northloom core`` is the same call as ``Northloom Core``.
+_CASELESS: dict[str, tuple[str, ...]] = {"search_products": ("query",)}
 
 
 def args_match(expected: Any, actual: Any) -> bool:
@@ -40,6 +45,22 @@ def args_match(expected: Any, actual: Any) -> bool:
             remaining.pop(hit)
         return True
     return expected == actual
+
+
+def _as_run(harness: Harness, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's ``args`` as the tool runs them: schema defaults filled in for absent parameters
+    (leaving ``slot`` at its default ``main`` is the same pin as writing it), and caseless
+    free-text arguments lower-cased."""
+    declared = harness.tool(tool)
+    return _caseless(tool, dict(args) if declared is None else defaults(declared, dict(args)))
+
+
+def _caseless(tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(args)
+    for name in _CASELESS.get(tool, ()):
+        if isinstance(out.get(name), str):
+            out[name] = out[name].lower()
+    return out
 
 
 def _call_text(spec: Mapping[str, Any]) -> str:
@@ -88,13 +109,16 @@ def score(task: Task, state: LiveState, events: Sequence[Event], harness: Harnes
 
     for spec in truth.get("required_calls") or ():
         same_tool = [c for c in calls if c.tool == spec["tool"]]
+        # a spec leaves out what it does not care about, so only the call gets its defaults
+        want = _caseless(spec["tool"], spec.get("args") or {})
         if not same_tool:
             reasons.append(f"required tool {spec['tool']!r} never called")
-        elif not any(args_match(spec.get("args") or {}, c.args) for c in same_tool):
+        elif not any(args_match(want, _as_run(harness, c.tool, c.args)) for c in same_tool):
             reasons.append(f"required call {_call_text(spec)} never made")
     for spec in truth.get("forbidden_calls") or ():
+        want = _caseless(spec["tool"], spec.get("args") or {})
         for c in calls:
-            if c.tool == spec["tool"] and args_match(spec.get("args") or {}, c.args):
+            if c.tool == spec["tool"] and args_match(want, _as_run(harness, c.tool, c.args)):
                 reasons.append(f"forbidden call {_call_text(spec)} made ({c.call_id})")
 
     allowed = set(truth.get("product_ids") or ())

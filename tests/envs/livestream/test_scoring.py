@@ -157,6 +157,16 @@ def test_unanswered_turn(env, by_template):
     assert f"turn {len(task.turns)} has no final answer" in reasons_of(outcome)
 
 
+def _with_args(steps, tool, edit):
+    return [
+        [
+            replace(e, args=edit(e.args)) if isinstance(e, ToolCall) and e.tool == tool else e
+            for e in s
+        ]
+        for s in steps
+    ]
+
+
 def test_absolute_claim_in_text_sent_with_a_call(env, by_template):
     # The viewer sees text sent beside a call as much as a final answer; no stop hook checks it.
     task = by_template["compliance_trap"]
@@ -181,6 +191,49 @@ def test_refused_answer_replaced_by_a_clean_one_passes(env, by_template):
     outcome, episode = play(env, task, steps)
     assert any(getattr(e, "hook_id", None) == "compliance-guard" for e in episode.events)
     assert outcome.success, outcome.reasons
+
+
+def _push(env, slot):
+    return next(
+        t
+        for t in env.tasks()
+        if t.metadata["template"] == "push"
+        and t.metadata["plan"][0]["slot"] == slot
+        and t.metadata["plan"][0]["minutes"] == 5
+    )
+
+
+def test_required_call_with_arguments_left_at_their_defaults(env):
+    # pin_product's schema defaults are slot "main" and duration_s 300: the same pin.
+    task = _push(env, "main")
+    steps = _with_args(
+        oracle_steps(env, task), "pin_product", lambda a: {"product_id": a["product_id"]}
+    )
+    outcome, _ = play(env, task, steps)
+    assert outcome.success, outcome.reasons
+
+
+def test_a_default_that_differs_from_the_required_value_still_fails(env):
+    task = _push(env, "sidebar")
+    steps = _with_args(
+        oracle_steps(env, task), "pin_product", lambda a: {"product_id": a["product_id"]}
+    )
+    outcome, _ = play(env, task, steps)
+    assert "required call pin_product(" in reasons_of(outcome)
+
+
+def test_search_query_in_another_letter_case(env, by_template):
+    # search_products ignores case, so the lower-cased name finds the same products.
+    task = by_template["not_carried"]
+    steps = _with_args(
+        oracle_steps(env, task), "search_products", lambda a: {**a, "query": a["query"].lower()}
+    )
+    outcome, _ = play(env, task, steps)
+    assert outcome.success, outcome.reasons
+    # another query is still another call
+    steps = _with_args(steps, "search_products", lambda a: {**a, "query": a["query"].split()[0]})
+    outcome, _ = play(env, task, steps)
+    assert "required call search_products(" in reasons_of(outcome)
 
 
 @pytest.mark.parametrize(
