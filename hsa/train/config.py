@@ -57,7 +57,11 @@ class SftSettings:
     eval_split: str | None = setting(
         "dev", help="The split evaluated on during training (null: none)."
     )
-    max_rows: int | None = setting(None, help="Train on at most this many rows (unset: all).")
+    max_rows: int | None = setting(
+        None,
+        help="Train on at most this many rows (unset: all); with canonical_share, that share "
+        "of them canonical.",
+    )
     verified_only: bool = setting(True, help="Train only on rows whose trajectory was verified.")
     view: str = setting(
         "conversation",

@@ -101,24 +101,42 @@ def _rank(row_id: str, seed: int) -> str:
     return hashlib.sha256(f"{seed}\x00{row_id}".encode()).hexdigest()
 
 
-def mix(ids: list[str], canonical: list[bool], share: float | None, seed: int) -> list[int]:
-    """Positions of the rows to keep so that canonical rows are ``share`` of them (all when
-    None), the kept rows of the cut group chosen by a hash of ``seed`` and their id, in their
-    original order."""
+def mix(
+    ids: list[str],
+    canonical: list[bool],
+    share: float | None,
+    seed: int,
+    limit: int | None = None,
+) -> list[int]:
+    """Positions of the rows to keep, in their original order: canonical rows are ``share``
+    of them (all rows when None), at most ``limit`` rows in all. A group cut is cut by a
+    hash of ``seed`` and each row's id (``_rank``); with a ``limit``, both groups are, to
+    ``round(share * limit)`` canonical rows and the rest variants, so the share holds however
+    the dataset orders its rows (a trajectory's canonical row beside its variants). Without
+    a ``share``, the first ``limit`` rows."""
     if share is None:
-        return list(range(len(ids)))
+        return list(range(len(ids)))[:limit]
     plain = [i for i, c in enumerate(canonical) if c]
     varied = [i for i, c in enumerate(canonical) if not c]
     if share in (0.0, 1.0):
-        return plain if share == 1.0 else varied
+        kept = plain if share == 1.0 else varied
+        return kept if limit is None else sorted(_ranked(kept, ids, seed)[:limit])
     # keep n_plain / (n_plain + n_varied) == share, cutting whichever group is in excess
-    want_plain = round(share * len(varied) / (1 - share))
-    if want_plain <= len(plain):
-        plain = sorted(plain, key=lambda i: _rank(ids[i], seed))[:want_plain]
-    else:
-        want_varied = round(len(plain) * (1 - share) / share)
-        varied = sorted(varied, key=lambda i: _rank(ids[i], seed))[:want_varied]
+    want_plain, want_varied = round(share * len(varied) / (1 - share)), len(varied)
+    if want_plain > len(plain):
+        want_plain, want_varied = len(plain), round(len(plain) * (1 - share) / share)
+    if limit is not None and want_plain + want_varied > limit:
+        want_plain = min(round(share * limit), len(plain))
+        want_varied = min(limit - want_plain, len(varied))
+    if want_plain < len(plain):
+        plain = _ranked(plain, ids, seed)[:want_plain]
+    if want_varied < len(varied):
+        varied = _ranked(varied, ids, seed)[:want_varied]
     return sorted(plain + varied)
+
+
+def _ranked(positions: list[int], ids: list[str], seed: int) -> list[int]:
+    return sorted(positions, key=lambda i: _rank(ids[i], seed))
 
 
 def _split(data: Path, split: str, settings: SftSettings, seed: int, cache: Path | None) -> Any:
@@ -145,7 +163,8 @@ def load_rows(
     train = _split(data, settings.train_split, settings, seed, cache)
     if len(train) == 0:
         raise TrainError(f"the dataset has no {settings.train_split} rows", file=str(data))
-    keep = mix(train["id"], train["canonical"], settings.canonical_share, seed)
+    share, limit = settings.canonical_share, settings.max_rows
+    keep = mix(train["id"], train["canonical"], share, seed, limit)
     if not keep:
         kinds = "canonical" if all(train["canonical"]) else "variant"
         raise TrainError(
@@ -154,8 +173,6 @@ def load_rows(
             file=str(data),
             where="$.hsa.canonical_share",
         )
-    if settings.max_rows is not None:
-        keep = keep[: settings.max_rows]
     train = train.select(keep)
     counts = {"train": len(train), "canonical": int(sum(train["canonical"]))}
     counts["variants"] = counts["train"] - counts["canonical"]

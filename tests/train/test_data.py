@@ -28,11 +28,40 @@ def test_mix_keeps_the_share_without_repeating_a_row(canonical, share, seed):
     assert kept == mix(ids, canonical, share, seed)
 
 
+@given(
+    st.lists(st.booleans(), min_size=1, max_size=60),
+    st.floats(min_value=0.05, max_value=0.95),
+    st.integers(1, 30),
+    st.integers(0, 5),
+)
+def test_mix_keeps_the_share_within_max_rows(canonical, share, limit, seed):
+    # a trajectory's canonical row and its variants sit together: the first rows of the mix
+    # are not the share
+    ids = [f"r{i}" for i in range(len(canonical))]
+    kept = mix(ids, canonical, share, seed, limit)
+    whole = mix(ids, canonical, share, seed)
+    assert kept == sorted(set(kept)) and len(kept) == min(limit, len(whole))
+    plain = sum(canonical[i] for i in kept)
+    if len(kept) < len(whole) and plain and len(kept) - plain:
+        assert plain == round(share * limit)
+    assert kept == mix(ids, canonical, share, seed, limit)
+
+
 def test_mix_edges():
     ids, canonical = ["a", "b", "c"], [True, False, False]
     assert mix(ids, canonical, None, 0) == [0, 1, 2]
     assert mix(ids, canonical, 1.0, 0) == [0]
     assert mix(ids, canonical, 0.0, 0) == [1, 2]
+    assert mix(ids, canonical, None, 0, 2) == [0, 1]  # no share: the first rows
+    assert len(mix(ids, canonical, 0.0, 0, 1)) == 1
+
+
+def test_max_rows_keeps_the_canonical_share(dataset):
+    for share, limit in ((0.5, 10), (0.9, 20), (0.2, 10)):
+        settings = SftSettings(data=str(dataset), canonical_share=share, max_rows=limit)
+        counts = load_rows(settings, seed=0, evaluate=False).counts
+        assert counts["train"] == limit
+        assert counts["canonical"] == round(share * limit), (share, limit, counts)
 
 
 def test_load_rows_gives_conversations_and_counts(dataset):
@@ -58,6 +87,6 @@ def test_a_folder_that_is_not_a_dataset_is_refused(tmp_path):
 def test_a_share_the_rows_cannot_give_is_refused(dataset, monkeypatch):
     import hsa.train.data as data
 
-    monkeypatch.setattr(data, "mix", lambda ids, canonical, share, seed: [])
+    monkeypatch.setattr(data, "mix", lambda *args: [])
     with pytest.raises(TrainError, match=r"canonical_share 0\.5 leaves no row"):
         load_rows(SftSettings(data=str(dataset), canonical_share=0.5), seed=0)
