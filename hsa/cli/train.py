@@ -152,6 +152,8 @@ def rl_command(
     report = train_rl(config, out, overrides=overrides, trl_overrides=trl, resume=resume)
     families = ", ".join(f"{k} {v:.2f}" for k, v in report.by_family.items())
     shown = console()
+    if report.resumed_from:
+        shown.print(f"resumed from {report.resumed_from}")
     shown.print(
         f"rl: {report.steps} steps, {report.episodes} episodes on {report.prompts} prompts; "
         f"reward {_curve(report.rewards, 3)}; environment reward per family: {families or '–'}"
@@ -190,6 +192,8 @@ def distill_command(
     report = train_distill(config, out, overrides=overrides, trl_overrides=trl, resume=resume)
     counts = report.counts
     shown = console()
+    if report.resumed_from:
+        shown.print(f"resumed from {report.resumed_from}")
     shown.print(
         f"distill: {report.steps} steps on {counts.get('prompts', 0)} prompts "
         f"({counts.get('variant_prompts', 0)} under variants; "

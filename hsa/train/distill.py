@@ -58,6 +58,8 @@ class DistillReport:
     steps: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     losses: list[tuple[int, float]] = field(default_factory=list)
+    #: the checkpoint a --resume went on from (None: trained from the start)
+    resumed_from: str | None = None
     wall_s: float = 0.0
 
 
@@ -187,6 +189,7 @@ def train_distill(
         start_afresh(out, identity)
     train_or_finish(trainer, checkpoint, done)
     report = DistillReport(out=out, steps=trainer.state.global_step, counts=counts)
+    report.resumed_from = checkpoint
     report.losses = [
         (int(e["step"]), float(e["loss"])) for e in trainer.state.log_history if "loss" in e
     ]

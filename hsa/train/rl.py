@@ -580,6 +580,8 @@ class RlReport:
     episodes: int = 0
     rewards: list[tuple[int, float]] = field(default_factory=list)
     by_family: dict[str, float] = field(default_factory=dict)
+    #: the checkpoint a --resume went on from (None: trained from the start)
+    resumed_from: str | None = None
     wall_s: float = 0.0
     #: what of its recipe the run left out, and why (``left_out_of``)
     left_out: tuple[str, ...] = ()
@@ -688,6 +690,7 @@ def train_rl(
     train_or_finish(trainer, checkpoint, done)
     report = RlReport(out=out, steps=trainer.state.global_step, prompts=len(prompts))
     report.episodes = rollouts.episodes
+    report.resumed_from = checkpoint
     report.left_out = left_out_of(recipe) if settings.variants_per_task else ()
     report.rewards = [
         (int(e["step"]), float(e["reward"])) for e in trainer.state.log_history if "reward" in e

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from tests.cli.test_teach_cli import HSA, environ
 
 
@@ -20,6 +22,32 @@ def test_a_bad_training_config_is_one_line(tmp_path):
     assert done.returncode == 1
     assert "did you mean 'learning_rate'?" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["sft", "distill", "rl"])
+def test_a_resumed_run_says_from_which_checkpoint(command, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from hsa.cli import app
+    from hsa.train.distill import DistillReport
+    from hsa.train.rl import RlReport
+    from hsa.train.sft import TrainReport
+
+    out, checkpoint = tmp_path / "out", str(tmp_path / "out" / "checkpoint-2")
+    module, function, report = {
+        "sft": ("sft", "train_sft", TrainReport),
+        "distill": ("distill", "train_distill", DistillReport),
+        "rl": ("rl", "train_rl", RlReport),
+    }[command]
+    monkeypatch.setattr(
+        f"hsa.train.{module}.{function}",
+        lambda *args, resume, **kw: report(out=out, resumed_from=checkpoint if resume else None),
+    )
+    shown = CliRunner().invoke(app, ["train", command, "--out", str(out), "--resume"])
+    assert shown.exit_code == 0, shown.output
+    assert f"resumed from {checkpoint}" in shown.output
+    shown = CliRunner().invoke(app, ["train", command, "--out", str(out)])
+    assert "resumed from" not in shown.output
 
 
 def readme_commands() -> list[str]:

@@ -71,6 +71,7 @@ def test_a_few_distillation_steps_on_variant_prompts(text_dataset, model, tmp_pa
         (out / name).unlink()
     again = train_distill(config, out, resume=True)
     assert again.steps == 2 and again.losses == report.losses
+    assert report.resumed_from is None and again.resumed_from == str(out / "checkpoint-2")
     assert (out / "model.safetensors").read_bytes() == weights
     assert json.loads((out / "hsa-train.json").read_text("utf-8"))["run"]["steps"] == 2
 

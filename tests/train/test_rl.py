@@ -268,6 +268,7 @@ def test_a_few_grpo_steps_run_end_to_end_and_resume(env, tmp_path):
         (out / name).unlink()
     again = train_rl(config, out, env=env, resume=True)
     assert (again.steps, again.episodes, again.rewards) == (2, 4, report.rewards)
+    assert report.resumed_from is None and again.resumed_from == str(out / "checkpoint-2")
     assert (again.by_family, log.read_text("utf-8")) == before
     assert (out / "README.md").read_text("utf-8") == card
     from safetensors.torch import load_file
