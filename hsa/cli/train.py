@@ -113,14 +113,16 @@ def sft_command(
     counts = report.counts
     if report.resumed_from:
         shown.print(f"resumed from {report.resumed_from}")
+    cut = [
+        f"{counts['truncated']} of them cut short at max_length" if counts.get("truncated") else "",
+        f"{counts['dropped']} more dropped at max_length" if counts.get("dropped") else "",
+    ]
+    cut = [note for note in cut if note]
     shown.print(
         f"sft: {report.steps} steps on {counts.get('train', 0)} rows "
         f"({counts.get('canonical', 0)} canonical, {counts.get('variants', 0)} variants"
-        + (
-            f"; {counts['dropped']} more dropped at max_length, see README.md"
-            if counts.get("dropped")
-            else ""
-        )
+        + "".join(f"; {note}" for note in cut)
+        + (", see README.md" if cut else "")
         + f"); loss {_curve(report.losses)}"
     )
     shown.print(f"wrote {out} (model, hsa-train.json, README.md) in {report.wall_s:.1f} s")

@@ -125,6 +125,11 @@ def render_card(
                 )
                 + f": {data.get('dropped_because', 'they had nothing left to learn')}."
             )
+        if rows.get("truncated"):
+            lines.append(
+                f"{rows['truncated']:,} of the rows trained on were cut short: "
+                f"{data.get('truncated_because', 'part of their assistant tokens was cut off')}."
+            )
     lines += ["", "| setting | value |", "|---|---|"]
     lines += [f"| `{k}` | `{trl.get(k)}` |" for k in _SHOWN if k in trl]
     lines.append("")

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from hsa.datasets.lock import LOCK
 from hsa.datasets.shards import write_atomic
 from hsa.errors import TrainError, first_line
@@ -384,20 +387,35 @@ def kept_positions(trainer: Any, name: str) -> list[int] | None:
     return found
 
 
-def count_kept(rows: TrainingRows, trainer: Any) -> None:
+def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     """Count in ``rows.counts`` the rows TRL kept of those it was given -- ``train``,
-    ``canonical`` and ``variants`` are those trained on -- and those it dropped (``dropped``,
-    by kind; ``eval_dropped``): rows truncated to ``max_length`` with no assistant token left.
-    Long rows are cut first, so the drop can change the canonical share."""
+    ``canonical`` and ``variants`` are those trained on -- those it dropped (``dropped``, by
+    kind; ``eval_dropped``): rows truncated to ``max_length`` (``args``) with no assistant token
+    left, and of those kept, the rows cut short (``truncated``): rows that lost some of their
+    assistant tokens to the cut, a tool call cut mid-way or the final answer gone. Long rows
+    are cut first, so the drop can change the canonical share.
+
+    TRL truncates each row, or with packing (its ``bfd`` strategy) cuts each row at
+    ``max_length`` as it packs, and keeps no row's position; so the rows that reached the cut
+    are prepared again whole, as the trainer prepares them, and their labelled tokens compared."""
     counts = rows.counts
     given = len(rows.canonical)
+    prepared = trainer.train_dataset
     kept = kept_positions(trainer, "train_dataset")
-    if kept is None:
+    truncated = 0
+    if "labels" not in (prepared.column_names or ()):
+        pass  # prepared by the caller (TRL's skip_prepare_dataset): nothing TRL cut to count
+    elif args.max_length is not None and kept is not None:
+        truncated = _cut_short(trainer, rows, prepared, args.max_length)
+    elif args.max_length is not None and args.packing_strategy == "bfd":
+        kept, truncated = _cut_in_packing(trainer, rows, args.max_length)
+    if kept is None:  # packed whole (bfd_split, wrapped): no token is lost
         kept = list(range(given))
     canonical = sum(rows.canonical[i] for i in kept)
     counts["dropped"] = given - len(kept)
     counts["dropped_canonical"] = sum(rows.canonical) - canonical
     counts["dropped_variants"] = counts["dropped"] - counts["dropped_canonical"]
+    counts["truncated"] = truncated
     counts["train"], counts["canonical"] = len(kept), canonical
     counts["variants"] = len(kept) - canonical
     evaluated = kept_positions(trainer, "eval_dataset")
@@ -406,12 +424,111 @@ def count_kept(rows: TrainingRows, trainer: Any) -> None:
         counts["eval"] = len(evaluated)
 
 
+def _cut_short(trainer: Any, rows: TrainingRows, prepared: Any, max_length: int) -> int:
+    """How many of the rows TRL truncated (``prepared``, each with its position) lost
+    labelled tokens: those whose length reached ``max_length``, prepared again whole."""
+    table = prepared.with_format("arrow")
+    reached = pc.equal(pc.list_value_length(table["input_ids"]), max_length)
+    positions = pc.filter(table[POSITION], reached).to_pylist()
+    if not positions:
+        return 0
+    left = labelled_tokens(pc.filter(table["labels"], reached))
+    whole = _prepared_whole(trainer, numbered(rows.train).select(positions))
+    learned = dict(zip(whole[POSITION].to_pylist(), labelled_tokens(whole["labels"]), strict=True))
+    return sum(int(n) < learned[p] for p, n in zip(positions, left, strict=True))
+
+
+def _cut_in_packing(trainer: Any, rows: TrainingRows, max_length: int) -> tuple[list[int], int]:
+    """The positions of the rows with an assistant token left once packing cut each at
+    ``max_length`` (the others train on nothing, as if dropped), and how many of those lost
+    some: every row prepared again whole, since packing keeps no row's position."""
+    whole = _prepared_whole(trainer, numbered(rows.train))
+    learned = labelled_tokens(whole["labels"])
+    left = labelled_tokens(pc.list_slice(whole["labels"], 0, max_length))
+    positions = whole[POSITION].to_pylist()
+    kept = sorted(p for p, n in zip(positions, left, strict=True) if n > 0)
+    truncated = sum(0 < n < all_ for n, all_ in zip(left, learned, strict=True))
+    return kept, int(truncated)
+
+
+def _prepared_whole(trainer: Any, rows: Any) -> Any:
+    """``rows`` as ``trainer`` prepares its training rows -- tokenized, labelled -- but neither
+    truncated nor packed nor shuffled, in Arrow (``POSITION`` and ``labels`` columns)."""
+    import copy
+
+    whole = copy.copy(trainer.args)
+    whole.max_length, whole.packing, whole.shuffle_dataset = None, False, False
+    # TRL's own preparation, so that the tokens are exactly those it trains on
+    prepared = trainer._prepare_dataset(rows, trainer.processing_class, whole, False, None, "train")
+    return prepared.select_columns([POSITION, "labels"]).with_format("arrow")[:]
+
+
+def labelled_tokens(labels: Any) -> list[int]:
+    """How many tokens of each row carry a label (not -100, TRL's mask), of an Arrow list
+    column."""
+    import numpy as np
+
+    if isinstance(labels, pa.ChunkedArray):
+        labels = labels.combine_chunks() if labels.num_chunks else pa.array([], labels.type)
+    lengths = pc.list_value_length(labels).fill_null(0).to_numpy(zero_copy_only=False)
+    marks = pc.not_equal(labels.flatten(), -100).to_numpy(zero_copy_only=False)
+    running = np.concatenate([[0], np.cumsum(marks, dtype=np.int64)])
+    ends = np.cumsum(lengths, dtype=np.int64)
+    return (running[ends] - running[ends - lengths]).tolist()
+
+
+def has_labels(dataset: Any) -> bool:
+    """Whether any token of a prepared dataset carries a label (not -100, TRL's mask)."""
+    if "labels" not in (dataset.column_names or ()):
+        return True  # prepared by the caller (TRL's skip_prepare_dataset): not ours to judge
+    labels = dataset.with_format("arrow")["labels"]
+    return any(pc.any(pc.not_equal(chunk.flatten(), -100)).as_py() for chunk in labels.chunks)
+
+
 def dropped_because(args: Any) -> str:
     """Why TRL drops rows under ``args`` (an ``SFTConfig``), for the record and the card."""
+    if args.packing:
+        return (
+            f"longer than max_length={args.max_length} tokens, packing (strategy "
+            f"{args.packing_strategy}) cut them at it with no assistant token left to learn; "
+            "raise max_length to keep them"
+        )
     return (
         f"truncated to max_length={args.max_length} tokens (truncation_mode "
         f"{args.truncation_mode}), they had no assistant token left to learn, and TRL drops such "
         "rows; raise max_length (null: no limit) to keep them"
+    )
+
+
+def truncated_because(args: Any) -> str:
+    """Why rows trained on were cut short under ``args``, for the record and the card."""
+    how = (
+        f"packing (strategy {args.packing_strategy}) cut them at it"
+        if args.packing
+        else f"TRL truncated them (truncation_mode {args.truncation_mode})"
+    )
+    limit = "raise max_length" if args.packing else "raise max_length (null: no limit)"
+    return (
+        f"longer than max_length={args.max_length} tokens, {how}, and part of their assistant "
+        f"tokens (a tool call, the final answer) was cut off and not learned; {limit} to keep "
+        "them whole"
+    )
+
+
+def nothing_to_learn(args: Any) -> str:
+    """Why a run whose prepared rows carry no label (every token masked) is refused."""
+    if args.max_length is None:
+        return "no training token carries a label (every one masked): nothing to learn"
+    cut = (
+        f"packing (strategy {args.packing_strategy}) cuts each row at it"
+        if args.packing
+        else "TRL drops fully masked rows"
+    )
+    limit = "raise max_length" if args.packing else "set max_length (null: no limit)"
+    return (
+        f"no training row has an assistant token left after truncation to max_length="
+        f"{args.max_length} ({cut}); the dataset card gives the max_length that keeps rows "
+        f"whole: {limit}"
     )
 
 
@@ -517,15 +634,9 @@ def train_sft(
             file=file,
             where="$.chat_template_path",
         ) from None
-    count_kept(rows, trainer)
-    if len(trainer.train_dataset) == 0:  # type: ignore[arg-type]  # a Dataset, given one
-        raise TrainError(
-            f"no training row has an assistant token left after truncation to max_length="
-            f"{args.max_length} (TRL drops fully masked rows); the dataset card gives the "
-            "max_length that keeps rows whole: set max_length (null: no limit)",
-            file=file,
-            where="max_length",
-        )
+    count_kept(rows, trainer, args)
+    if rows.counts["train"] == 0 or not has_labels(trainer.train_dataset):
+        raise TrainError(nothing_to_learn(args), file=file, where="max_length")
     check_batches(rows.counts["train"], args, file)
     if checkpoint is None:
         start_afresh(out, identity)
@@ -544,6 +655,7 @@ def train_sft(
             "manifest_hash": rows.manifest_hash,
             "rows": rows.counts,
             **({"dropped_because": dropped_because(args)} if rows.counts["dropped"] else {}),
+            **({"truncated_because": truncated_because(args)} if rows.counts["truncated"] else {}),
         },
         "recipe": rows.recipe,
         "run": {

@@ -50,6 +50,26 @@ def test_a_resumed_run_says_from_which_checkpoint(command, tmp_path, monkeypatch
     assert "resumed from" not in shown.output
 
 
+def test_the_sft_summary_counts_the_rows_cut_short_and_dropped(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from hsa.cli import app
+    from hsa.train.sft import TrainReport
+
+    counts = {"train": 2, "canonical": 0, "variants": 2, "truncated": 1, "dropped": 6}
+    report = TrainReport(out=tmp_path, counts=counts)
+    monkeypatch.setattr("hsa.train.sft.train_sft", lambda *args, **kwargs: report)
+    shown = CliRunner().invoke(app, ["train", "sft", "--out", str(tmp_path)])
+    assert shown.exit_code == 0, shown.output
+    assert (
+        "on 2 rows (0 canonical, 2 variants; 1 of them cut short at max_length; 6 more "
+        "dropped at max_length, see README.md)"
+    ) in shown.output
+    counts.update(truncated=0, dropped=0)
+    shown = CliRunner().invoke(app, ["train", "sft", "--out", str(tmp_path)])
+    assert "on 2 rows (0 canonical, 2 variants); loss" in shown.output
+
+
 def readme_commands() -> list[str]:
     """The bash block of README.md's "With `hsa train`" section, line by line."""
     from pathlib import Path

@@ -360,6 +360,76 @@ def test_rows_dropped_at_max_length_are_counted_out_by_kind(dataset, model, tmp_
     assert f"{len(kept)} training rows, {sum(kept)} under the canonical harness" in card
     assert f"TRL dropped {counts['dropped']} more training rows" in card
     assert "max_length=3400" in card
+    # the rows kept lost assistant tokens to the cut too: counted, and said why
+    assert counts["truncated"] > 0 and "max_length=3400" in resolved["data"]["truncated_because"]
+    assert f"{counts['truncated']} of the rows trained on were cut short" in card
+
+
+def labelled_by_row(trainer):
+    """How many labelled tokens each row of the trainer's (unpacked) dataset has, by row."""
+    return {
+        json.dumps([row["messages"], row["tools"]], sort_keys=True): sum(
+            label != -100 for label in row["labels"]
+        )
+        for row in trainer.train_dataset
+    }
+
+
+def counted(settings, out):
+    """The row counts ``train_sft(settings, out)`` makes, caught just before it trains."""
+    import hsa.train.sft as sft
+
+    found = {}
+
+    def count(rows, trainer, args):
+        count_kept(rows, trainer, args)
+        found.update(rows.counts)
+
+    with pytest.MonkeyPatch.context() as patch:
+        count_kept = sft.count_kept
+        patch.setattr(sft, "count_kept", count)
+        stopped(settings, out)
+    return found
+
+
+def test_rows_cut_short_at_max_length_are_counted_packed_or_not(dataset, model, tmp_path):
+    # of the first 6 rows, max_length 3,400 leaves one nothing to learn and cuts the assistant
+    # turns of most others short (a tool call cut mid-way, the final answer gone)
+    settings = config(dataset, model, max_steps=1)
+    settings["hsa"]["max_rows"] = 6
+    whole = labelled_by_row(stopped(settings, tmp_path / "whole"))
+    settings["max_length"] = 3400
+    cut = labelled_by_row(stopped(settings, tmp_path / "cut"))
+    truncated = sum(n < whole[row] for row, n in cut.items())
+    assert 0 < truncated < len(cut) < len(whole)
+    counts = counted(settings, tmp_path / "out")
+    assert (counts["train"], counts["dropped"]) == (len(cut), len(whole) - len(cut))
+    assert counts["truncated"] == truncated
+    # packing cuts each row at max_length as it packs (TRL keeps no row apart): the same rows
+    # lose their assistant tokens, and are counted so, not as trained on whole
+    assert counted({**settings, "packing": True}, tmp_path / "packed") == counts
+
+
+def test_packing_that_leaves_nothing_to_learn_is_refused(dataset, model, tmp_path):
+    # every row's first assistant token lies past 1,024 tokens: packing cuts each row there,
+    # and every step would train on nothing (loss 0, grad_norm 0) and report success
+    settings = config(dataset, model, max_steps=1, max_length=1024, packing=True)
+    settings["hsa"]["max_rows"] = 4
+    with pytest.raises(TrainError, match=r"max_length=1024 \(packing \(strategy bfd\)"):
+        train_sft(settings, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_labelled_tokens_are_counted_per_row():
+    from datasets import Dataset
+
+    from hsa.train.sft import has_labels, labelled_tokens
+
+    rows = Dataset.from_dict({"labels": [[1, -100, 3], [-100], [], [5, 6]], "i": [0, 1, 2, 3]})
+    rows = rows.filter(lambda i: i != 0, input_columns="i")  # (an indices mapping, as TRL's)
+    labels = rows.with_format("arrow")["labels"]
+    assert labelled_tokens(labels) == [0, 0, 2]
+    assert has_labels(rows) and not has_labels(rows.select([0, 1]))
 
 
 def test_a_batch_no_row_fills_is_refused_before_training(dataset, model, tmp_path):
