@@ -405,8 +405,10 @@ def stale_name_problems(h2: Harness, m: RewriteMapping) -> list[tuple[str, str]]
             continue
         # the new name may hold the old one (a namespace): hide it, then look for the old
         hidden = {renamed: "\x00"}
+        # a skill id may read as a phrase ("the after-sales team"), as skill_ids.rename reads it
+        phrases = {name} if name in m.skills else set()
         masked = replace_in_harness(h2, hidden)
-        fixed = replace_in_harness(h2, {**hidden, name: renamed})
+        fixed = replace_in_harness(h2, {**hidden, name: renamed}, phrases)
         for where, text, replaced in _free_texts(masked, fixed):
             if text != replaced:
                 found.setdefault(where, []).append(name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from functools import lru_cache
 from typing import Any
 
@@ -19,63 +20,76 @@ from hsa.harness.model import Harness, Hook, Protocol, Section, Skill, Tool
 from hsa.harness.protocols import CALL_FORMATS, CallFormat
 
 
-def replace_in_schema(schema: Any, table: Mapping[str, str]) -> Any:
+def replace_in_schema(
+    schema: Any, table: Mapping[str, str], phrases: AbstractSet[str] = frozenset()
+) -> Any:
     """``schema`` with identifiers replaced in every ``description`` and ``title``: the parts
     that change are new objects, the parts that do not are shared (schemas are never changed
-    in place), so a schema that mentions none of ``table``'s keys comes back as it is."""
+    in place), so a schema that mentions none of ``table``'s keys comes back as it is.
+    ``phrases``: as ``replace_identifiers`` takes them."""
     if isinstance(schema, dict):
         out: dict[str, Any] | None = None
         for key, value in schema.items():
             new: Any
             if key in ("description", "title") and isinstance(value, str):
-                new = replace_identifiers(value, table)
+                new = replace_identifiers(value, table, phrases=phrases)
             elif key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
                 value, dict
             ):
-                new = _replace_in_values(value, table)
+                new = _replace_in_values(value, table, phrases)
             elif key in ("enum", "const", "default", "examples", "required"):
                 continue  # values and names, not prose
             else:
-                new = replace_in_schema(value, table)
+                new = replace_in_schema(value, table, phrases)
             if new is not value:
                 if out is None:
                     out = dict(schema)
                 out[key] = new
         return schema if out is None else out
     if isinstance(schema, list):
-        items = [replace_in_schema(v, table) for v in schema]
+        items = [replace_in_schema(v, table, phrases) for v in schema]
         return schema if all(a is b for a, b in zip(items, schema, strict=True)) else items
     return schema
 
 
-def _replace_in_values(schemas: dict[str, Any], table: Mapping[str, str]) -> dict[str, Any]:
+def _replace_in_values(
+    schemas: dict[str, Any], table: Mapping[str, str], phrases: AbstractSet[str]
+) -> dict[str, Any]:
     """``replace_in_schema`` of each value of a name -> schema map (itself when none changes)."""
-    out = {k: replace_in_schema(v, table) for k, v in schemas.items()}
+    out = {k: replace_in_schema(v, table, phrases) for k, v in schemas.items()}
     return schemas if all(out[k] is v for k, v in schemas.items()) else out
 
 
-def replace_in_tool(tool: Tool, table: Mapping[str, str]) -> Tool:
-    description = replace_identifiers(tool.description, table)
-    parameters = replace_in_schema(tool.parameters, table)
+def replace_in_tool(
+    tool: Tool, table: Mapping[str, str], phrases: AbstractSet[str] = frozenset()
+) -> Tool:
+    description = replace_identifiers(tool.description, table, phrases=phrases)
+    parameters = replace_in_schema(tool.parameters, table, phrases)
     if description is tool.description and parameters is tool.parameters:
         return tool
     return dataclasses.replace(tool, description=description, parameters=parameters)
 
 
-def replace_in_skills(skills: Sequence[Skill], table: Mapping[str, str]) -> list[Skill]:
+def replace_in_skills(
+    skills: Sequence[Skill], table: Mapping[str, str], phrases: AbstractSet[str] = frozenset()
+) -> list[Skill]:
     """``skills`` with every free-text occurrence of ``table``'s keys replaced, token-aware."""
     return [
         dataclasses.replace(
             s,
-            description=replace_identifiers(s.description, table),
-            content=replace_identifiers(s.content, table),
+            description=replace_identifiers(s.description, table, phrases=phrases),
+            content=replace_identifiers(s.content, table, phrases=phrases),
         )
         for s in skills
     ]
 
 
-def replace_in_harness(harness: Harness, table: Mapping[str, str]) -> Harness:
-    """``harness`` with every free-text occurrence of ``table``'s keys replaced, token-aware."""
+def replace_in_harness(
+    harness: Harness, table: Mapping[str, str], phrases: AbstractSet[str] = frozenset()
+) -> Harness:
+    """``harness`` with every free-text occurrence of ``table``'s keys replaced, token-aware.
+    ``phrases``: the keys that may read as words joined by hyphens (skill ids), as
+    ``replace_identifiers`` takes them."""
     table = {k: v for k, v in table.items() if k != v}
     if not table:
         return harness
@@ -83,8 +97,8 @@ def replace_in_harness(harness: Harness, table: Mapping[str, str]) -> Harness:
     sections = tuple(
         Section(
             id=s.id,
-            title=replace_identifiers(s.title, table),
-            body=replace_identifiers(s.body, table, template=True),
+            title=replace_identifiers(s.title, table, phrases=phrases),
+            body=replace_identifiers(s.body, table, template=True, phrases=phrases),
             kind=s.kind,
             verbatim=s.verbatim,
         )
@@ -93,19 +107,21 @@ def replace_in_harness(harness: Harness, table: Mapping[str, str]) -> Harness:
     template = (
         None
         if prompt.template is None
-        else replace_identifiers(prompt.template, table, template=True)
+        else replace_identifiers(prompt.template, table, template=True, phrases=phrases)
     )
-    skills = replace_in_skills(harness.skills, table)
+    skills = replace_in_skills(harness.skills, table, phrases)
     hooks = [
-        dataclasses.replace(h, message=replace_identifiers(h.message, table, template=True))
+        dataclasses.replace(
+            h, message=replace_identifiers(h.message, table, template=True, phrases=phrases)
+        )
         for h in harness.hooks
     ]
     return harness.replace(
         prompt=dataclasses.replace(prompt, sections=sections, template=template),
-        tools=[replace_in_tool(t, table) for t in harness.tools],
+        tools=[replace_in_tool(t, table, phrases) for t in harness.tools],
         skill_tool=None
         if harness.skill_tool is None
-        else replace_in_tool(harness.skill_tool, table),
+        else replace_in_tool(harness.skill_tool, table, phrases),
         skills=skills,
         hooks=hooks,
     )

@@ -274,9 +274,12 @@ def fresh_names(
 
 _TEMPLATE_CODE = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})", re.DOTALL)
 _BOUNDARY = "A-Za-z0-9_-"
-#: a name that reads as a word or a phrase of words joined by hyphens ("search", "Order",
-#: "after-sales"): in free text it is a name only where the text marks it as one
-_PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*(?:-[a-z]+)*$")
+#: a name that reads as a word ("search", "Order"): in free text it is a name only where the
+#: text marks it as one
+_PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*$")
+#: words joined by hyphens ("after-sales"): plain too where the caller says such a name may be
+#: a phrase (``replace_identifiers``' ``phrases``)
+_PHRASE = re.compile(r"^[A-Za-z][a-z]*(?:-[a-z]+)+$")
 _WORD = re.compile(f"[{_BOUNDARY}]+")
 _QUOTES = "`'\""
 _SHORT = 4096
@@ -354,21 +357,30 @@ def _compiled_tokens(names: tuple[str, ...], code_only: bool) -> re.Pattern[str]
     return re.compile(core)
 
 
-def replace_identifiers(text: str, table: Mapping[str, str], *, template: bool = False) -> str:
+def replace_identifiers(
+    text: str,
+    table: Mapping[str, str],
+    *,
+    template: bool = False,
+    phrases: AbstractSet[str] = frozenset(),
+) -> str:
     """``text`` with every whole-token occurrence of a key of ``table`` replaced by its value.
 
     Replacement is simultaneous (``a->b, b->a`` swaps) and token-aware: ``get_order`` is not
-    touched inside ``get_order_details``. Names that read as words or phrases (``search``,
-    ``after-sales``) are replaced only where the text marks them as names: in backticks or
-    quotes, alone in parentheses, or called (``search(``); "the after-sales team" keeps its
-    words. File paths and URLs are left as they are: a name in
+    touched inside ``get_order_details``. Names that read as words (``search``), and the names
+    in ``phrases`` that read as words joined by hyphens (``after-sales``), are replaced only
+    where the text marks them as names: in backticks or quotes, alone in parentheses, or
+    called (``search(``); "the after-sales team" keeps its words. ``phrases`` are skill ids,
+    which Agent Skills writes in kebab case: a tool renamed ``handoff-to-human`` from
+    ``handoff_to_human`` by a rule was replaced everywhere, and a later rule must go on
+    replacing it everywhere. File paths and URLs are left as they are: a name in
     ``scripts/get_order.py`` names a file. With ``template=True`` the Jinja2 code in ``{{ }}``,
     ``{% %}`` and ``{# #}`` is left as it is.
     """
     table = {k: v for k, v in table.items() if k and k != v and k in text}
     if not table:
         return text
-    plain = [n for n in table if _PLAIN_WORD.match(n)]
+    plain = [n for n in table if _PLAIN_WORD.match(n) or (n in phrases and _PHRASE.match(n))]
     if len(text) <= _SHORT and all(map(_WORD.fullmatch, table)):
         # every name is a whole token of the boundary characters: in a short text, look up its
         # tokens rather than build a regex for this table (a corpus brings a new table with
@@ -379,7 +391,8 @@ def replace_identifiers(text: str, table: Mapping[str, str], *, template: bool =
             return _swap_tokens(chunk, table, plain_set)
 
     else:
-        marked = [n for n in table if not _PLAIN_WORD.match(n)]
+        plain_set = frozenset(plain)
+        marked = [n for n in table if n not in plain_set]
         regexes = [r for r in (_token_regex(marked, False), _token_regex(plain, True)) if r]
 
         def swap(chunk: str) -> str:

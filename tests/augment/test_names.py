@@ -104,18 +104,22 @@ def test_replacement_is_token_aware_and_simultaneous():
 
 @pytest.mark.parametrize("pad", [0, 5000])  # a short text's token lookup; a long one's regex
 def test_a_name_that_reads_as_words_is_replaced_only_where_marked(pad):
-    # the livestream harness's skill `after-sales` and its skill's "after-sales team"
+    # the livestream harness's skill `after-sales` and its skill's "after-sales team"; a
+    # hyphenated name is a phrase only where the caller says it may be one (skill ids)
     table = {"after-sales": "skill-x", "search": "find", "get-order": "fetch"}
     text = (
         " " * pad + "Returns (after-sales) go to the after-sales team; `after-sales`, "
         "'after-sales', \"after-sales\" and after-sales() name it. (search) search(q) "
         "(search the web) search; get-order (get-order) get-order2"
     )
-    assert replace_identifiers(text, table) == (
+    assert replace_identifiers(text, table, phrases={"after-sales"}) == (
         " " * pad + "Returns (skill-x) go to the after-sales team; `skill-x`, "
         "'skill-x', \"skill-x\" and skill-x() name it. (find) find(q) "
-        "(search the web) search; get-order (fetch) get-order2"
+        "(search the web) search; fetch (fetch) get-order2"
     )
+    # not a phrase: replaced wherever it is a whole token, as a name a rule made hyphenated
+    # (handoff_to_human -> handoff-to-human) must go on being by the next rule
+    assert replace_identifiers("the after-sales team", table) == "the skill-x team"
 
 
 def test_replacement_leaves_template_code_alone():

@@ -105,3 +105,21 @@ def test_a_protocol_switch_draws_evenly_among_the_protocols_that_fit_the_names()
     )
     assert set(drawn) == set(fitting)  # every fitting one, none that does not fit
     assert min(drawn.values()) >= 15 and max(drawn.values()) <= 70  # 40 each, evenly
+
+
+def test_a_name_one_rule_hyphenates_is_renamed_in_prose_by_the_next():
+    # tools.rename's kebab style makes `handoff-to-human` of `handoff_to_human`, which the
+    # livestream policy names unmarked; tools.namespace must rename it there too, or the
+    # prompt names a tool the variant does not have
+    from hsa.augment.registry import get
+    from hsa.envs.livestream.harness import harness as livestream
+
+    harness = livestream()
+    chain = [
+        (get("tools.rename"), {"style": "kebab", "fraction": 1.0}),
+        (get("tools.namespace"), {"prefix": "mcp", "separator": "_"}),
+    ]
+    rewrite, _ = apply_chain(harness, chain, seed=0)
+    policy = next(s.body for s in rewrite.harness.prompt.sections if "human with" in s.body)
+    assert "human with mcp_handoff-to-human;" in " ".join(policy.split())
+    assert "handoff_to_human" not in rewrite.harness.to_json()

@@ -42,7 +42,7 @@ def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
     table = {k: v for k, v in table.items() if k != v}
     if not table:
         return Rewrite(harness)
-    renamed = replace_in_harness(harness, table)
+    renamed = replace_in_harness(harness, table, phrases=table.keys())  # ids read as phrases
     skills = [
         dataclasses.replace(
             s,
