@@ -66,7 +66,8 @@ def split_of(task_id: str) -> str:
 
 
 def make_tasks(world: World, drafts: Iterator[Draft], n_tasks: int | None = None) -> list[Task]:
-    """Number the distinct drafts into tasks; with ``n_tasks``, keep that many, kinds mixed."""
+    """Number the distinct drafts into tasks; with ``n_tasks``, keep that many, kinds and
+    templates mixed (the kept tasks have the ids and splits they have in the full set)."""
     seen: set[tuple[str, ...]] = set()
     by_kind: dict[str, list[Draft]] = {k: [] for k in KINDS}
     for draft in drafts:
@@ -76,23 +77,34 @@ def make_tasks(world: World, drafts: Iterator[Draft], n_tasks: int | None = None
         seen.add(key)
         by_kind[draft.kind].append(draft)
     ordered = [d for k in KINDS for d in by_kind[k]]
-    if n_tasks is not None and n_tasks < len(ordered):
-        # Round-robin over kinds so that a small sample still covers every kind.
-        queues = [list(by_kind[k]) for k in KINDS]
-        picked: list[Draft] = []
-        while len(picked) < n_tasks:
-            for queue in queues:
-                if queue and len(picked) < n_tasks:
-                    picked.append(queue.pop(0))
-        keep = {id(d) for d in picked}
-        ordered = [d for d in ordered if id(d) in keep]
     counters: dict[str, int] = {}
     tasks = []
     for draft in ordered:
         counters[draft.template] = counters.get(draft.template, 0) + 1
         task_id = f"livestream-s{world.seed}-{draft.template}-{counters[draft.template]:04d}"
         tasks.append(_task(task_id, draft))
+    if n_tasks is not None and n_tasks < len(tasks):
+        keep = set(_sample(tasks, n_tasks))
+        tasks = [t for t in tasks if t.id in keep]
     return tasks
+
+
+def _sample(tasks: list[Task], n_tasks: int) -> list[str]:
+    """The ids of ``n_tasks`` tasks, round-robin over kinds and, within a kind, over its
+    templates, each from the front: a small sample still covers every kind and template."""
+    by_kind: dict[str, dict[str, list[str]]] = {}
+    for t in tasks:
+        by_kind.setdefault(t.kind, {}).setdefault(t.metadata["template"], []).append(t.id)
+    kinds = [_round_robin(list(templates.values())) for templates in by_kind.values()]
+    return _round_robin(kinds)[:n_tasks]
+
+
+def _round_robin(queues: list[list[str]]) -> list[str]:
+    """The first of each queue in turn, then the second of each, and so on."""
+    out: list[str] = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        out.extend(q[i] for q in queues if i < len(q))
+    return out
 
 
 def _task(task_id: str, draft: Draft) -> Task:

@@ -6,6 +6,7 @@ from collections import Counter
 
 from hsa.envs.base import SPLITS, Task
 from hsa.envs.livestream import LivestreamEnvironment
+from hsa.envs.livestream.task_templates import TEMPLATES
 from hsa.envs.livestream.tasks import KINDS, split_of
 
 
@@ -59,6 +60,19 @@ def test_n_tasks_keeps_every_kind():
     small = LivestreamEnvironment(n_tasks=40)
     assert len(small.tasks()) == 40
     assert {t.kind for t in small.tasks()} == set(KINDS)
+
+
+def test_n_tasks_spreads_over_every_template(env):
+    full = {t.id: t for t in env.tasks()}
+    for n in (40, 50):  # 5 of each kind: every template of the largest kinds
+        small = LivestreamEnvironment(n_tasks=n).tasks()
+        assert len(small) == n
+        assert {t.metadata["template"] for t in small} == {t.__name__ for t in TEMPLATES}
+        # the same tasks, ids and splits as in the full set, in its order
+        assert all(full[t.id] == t for t in small)
+        order = list(full)
+        assert [t.id for t in small] == sorted((t.id for t in small), key=order.index)
+    assert LivestreamEnvironment(n_tasks=50).tasks() == LivestreamEnvironment(n_tasks=50).tasks()
 
 
 def test_another_seed_gives_other_tasks(env):
