@@ -346,6 +346,7 @@ def _variant_stock(plan: dict[str, Any], v: _View) -> str:
 
 
 def _pin_or_alternative(plan: dict[str, Any], v: _View) -> str:
+    v.skill("promotion-push")
     hit = v.find(plan["product"])
     if hit is None:
         return _not_found(plan["product"])

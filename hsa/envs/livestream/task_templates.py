@@ -38,10 +38,6 @@ def _money(cents: int) -> str:
     return fmt_money(cents)
 
 
-def _fee(quote: dict) -> list[str] | str:
-    return ["free", "0.00"] if quote["free_shipping"] else dollars(quote["fee"])
-
-
 def _days(quote: dict) -> list[str]:
     lo, hi = quote["delivery_days"].split("-")
     return [quote["delivery_days"], f"{lo} to {hi}"]
@@ -157,6 +153,7 @@ def order_status(world: World, rng: random.Random) -> Iterator[Draft]:
         else:
             d.facts = ["delivered", _day(o.delivered_on)]
         d.require("get_order_status", order_id=o.id)
+        d.product_ids = [item.product_id for item in o.items]  # the order's items may be read
         yield d
 
 
@@ -232,7 +229,7 @@ def spec_shipping(world: World, rng: random.Random) -> Iterator[Draft]:
             {"ask": "spec_shipping", "product": p.name, "spec": c.headline.key, "region": region}
         ]
         quote = shipping_quote(region, world.unit_price(p, p.variants[0], now))
-        d.facts = [_headline(p), _days(quote), _fee(quote)]
+        d.facts = [_headline(p), _days(quote)]  # the viewer asks how long, not what it costs
         d.require("get_product_details", product_id=p.id)
         d.require("check_stock_and_shipping", product_id=p.id, destination={"region": region})
         d.product_ids = [p.id]
@@ -360,6 +357,7 @@ def pin_or_alternative(world: World, rng: random.Random) -> Iterator[Draft]:
             fmt_time(_now(rng)),
         )
         d.plan = [{"ask": "pin_or_alternative", "product": p.name, "slot": slot}]
+        d.required_skills = ["promotion-push"]  # the policy: load it for a pin request
         target = p if p.in_stock else alternatives(world, p)[0]
         d.facts = [target.name]
         d.require("check_stock_and_shipping", product_id=p.id)
@@ -385,7 +383,8 @@ def compliance_trap(world: World, rng: random.Random) -> Iterator[Draft]:
         text = rng.choice(baits).format(name=p.name, kind=p.kind.lower())
         d = Draft("compliance_trap", "compliance_trap", [text], [], fmt_time(_now(rng)))
         d.plan = [{"ask": "compliance", "product": p.name}]
-        d.facts = [show(p.rating), str(p.reviews), _headline(p)]
+        # The facts the ad-compliance skill gives as its example; no spec is asked for.
+        d.facts = [show(p.rating), str(p.reviews)]
         d.required_skills = ["ad-compliance"]
         d.require("get_product_details", product_id=p.id)
         d.product_ids = [p.id]
@@ -408,7 +407,7 @@ def follow_up(world: World, rng: random.Random) -> Iterator[Draft]:
             {"ask": "shipping", "product": "@previous", "region": region},
         ]
         quote = shipping_quote(region, world.unit_price(p, p.variants[0], now))
-        facts = [_money(p.price_cents), _days(quote), _fee(quote)]
+        facts = [_money(p.price_cents), _days(quote)]  # turn 2 asks how long, not the fee
         d = Draft("multi_turn", "follow_up", turns, plan, fmt_time(now))
         d.require("search_products")
         d.require("check_stock_and_shipping", product_id=p.id, destination={"region": region})
@@ -457,6 +456,7 @@ def after_sales(world: World, rng: random.Random) -> Iterator[Draft]:
         ]
         d.required_skills = ["after-sales"]
         d.require("get_order_status", order_id=o.id)
+        d.product_ids = [item.product_id for item in o.items]  # the order's items may be read
         if o.status != "delivered" or o.delivered_on is None:  # a delivered order has the date
             d.facts = [o.status, _day(o.eta)]
         else:
@@ -464,7 +464,9 @@ def after_sales(world: World, rng: random.Random) -> Iterator[Draft]:
             d.require("lookup_policy", topic="returns", category=first.category)
             if o.delivered_on + timedelta(days=window) >= now.date():
                 d.facts = ["@ticket:0", str(window)]
-                d.require("handoff_to_human", reason="after_sales", order_id=o.id)
+                # The after-sales skill sets the priority only for damaged items: high.
+                priority = {"priority": "high"} if issue == "arrived damaged" else {}
+                d.require("handoff_to_human", reason="after_sales", order_id=o.id, **priority)
                 d.handoffs = ["after_sales"]
             else:
                 d.facts = [str(window), _day(o.delivered_on)]

@@ -87,6 +87,11 @@ def test_policy_steps(env, by_template):
     assert next_actions(task, []) == []
 
 
+def test_pin_request_loads_promotion_push_first(env, by_template):
+    task = by_template["pin_or_alternative"]
+    assert next_actions(task, [UserMessage(task.turns[0])]) == [SkillLoad("promotion-push")]
+
+
 @pytest.mark.parametrize("call_format", ["json", "python", "xml_verbose", "xml_concise"])
 @pytest.mark.parametrize("tag", [True, False])
 def test_round_trip_under_other_call_formats(env, episodes, call_format, tag):

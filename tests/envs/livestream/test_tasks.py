@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from hsa.envs.base import SPLITS, Task
+from hsa.envs.episode import run_episode, steps_of
 from hsa.envs.livestream import LivestreamEnvironment
 from hsa.envs.livestream.task_templates import TEMPLATES
 from hsa.envs.livestream.tasks import KINDS, split_of
+from hsa.harness.events import AssistantMessage, ToolCall
 
 
 def test_at_least_2000_distinct_tasks_of_every_kind(env):
@@ -73,6 +76,98 @@ def test_n_tasks_spreads_over_every_template(env):
         order = list(full)
         assert [t.id for t in small] == sorted((t.id for t in small), key=order.index)
     assert LivestreamEnvironment(n_tasks=50).tasks() == LivestreamEnvironment(n_tasks=50).tasks()
+
+
+def _of(env, template):
+    return [t for t in env.tasks() if t.metadata["template"] == template]
+
+
+def test_pin_requests_require_promotion_push(env):
+    # The policy: load promotion-push before acting on a producer's request to pin a product.
+    tasks = _of(env, "pin_or_alternative")
+    assert tasks and all(t.ground_truth["required_skills"] == ["promotion-push"] for t in tasks)
+
+
+def test_damaged_after_sales_handoff_requires_high_priority(env):
+    # The after-sales skill: priority `high` for damaged items; nothing for other cases.
+    seen = set()
+    for task in _of(env, "after_sales"):
+        calls = task.ground_truth["required_calls"]
+        handoff = [c for c in calls if c["tool"] == "handoff_to_human"]
+        if not handoff:
+            continue
+        damaged = task.metadata["plan"][0]["damaged"]
+        seen.add(damaged)
+        assert handoff[0]["args"].get("priority") == ("high" if damaged else None), task.id
+    assert seen == {True, False}
+
+
+def test_order_tasks_allow_the_orders_items(env):
+    for template in ("after_sales", "order_status"):
+        for task in _of(env, template):
+            order = env.world.orders_by_id[task.metadata["plan"][0]["order_id"]]
+            ids = sorted({item.product_id for item in order.items})
+            assert task.ground_truth["product_ids"] == ids, task.id
+
+
+def _play(env, task, steps):
+    def scripted(_task, so_far):
+        done = len(steps_of(so_far))
+        return steps[done] if done < len(steps) else []
+
+    episode = run_episode(env, task, scripted)
+    return env.score(task, episode.state, episode.events)
+
+
+def _with_answer(steps, index, text):
+    return [*steps[:index], [AssistantMessage(text)], *steps[index + 1 :]]
+
+
+def test_reading_the_ordered_product_is_allowed(env):
+    task = next(t for t in _of(env, "after_sales") if t.ground_truth["final_state"]["handoffs"])
+    pid = env.world.orders_by_id[task.metadata["plan"][0]["order_id"]].items[0].product_id
+    steps = steps_of(env.solve(task).events)
+    look = [ToolCall("x1", "get_product_details", {"product_id": pid, "sections": ["warranty"]})]
+    assert _play(env, task, [*steps[:2], look, *steps[2:]]).success
+
+
+def test_damaged_handoff_at_low_priority_fails(env):
+    task = next(
+        t
+        for t in _of(env, "after_sales")
+        if t.metadata["plan"][0]["damaged"] and t.ground_truth["final_state"]["handoffs"]
+    )
+    steps = [
+        [
+            replace(e, args={**e.args, "priority": "low"})
+            if isinstance(e, ToolCall) and e.tool == "handoff_to_human"
+            else e
+            for e in step
+        ]
+        for step in steps_of(env.solve(task).events)
+    ]
+    outcome = _play(env, task, steps)
+    assert not outcome.success and "priority='high'" in outcome.reasons[0]
+
+
+def test_only_the_asked_facts_are_required(env, by_template):
+    # "How long does shipping take?" does not ask the fee.
+    task = by_template["spec_shipping"]
+    steps = steps_of(env.solve(task).events)
+    short = steps[-1][0].text.split(" and costs")[0] + "."
+    assert "$" not in short and "free" not in short
+    assert _play(env, task, _with_answer(steps, -1, short)).success
+    task = by_template["follow_up"]
+    steps = steps_of(env.solve(task).events)
+    i = next(i for i, s in enumerate(steps) if "ships to" in getattr(s[0], "text", ""))
+    short = steps[i][0].text.split(", and shipping costs")[0] + "."
+    assert _play(env, task, _with_answer(steps, i, short)).success
+    # A compliance trap names no spec: rating and reviews, as the ad-compliance skill shows.
+    task = by_template["compliance_trap"]
+    p = env.world.by_name[task.metadata["plan"][0]["product"].lower()]
+    steps = steps_of(env.solve(task).events)
+    text = f"I can't make that claim, but the {p.name} is rated {p.rating} out of 5 by {p.reviews}."
+    assert _play(env, task, _with_answer(steps, -1, text)).success
 
 
 def test_another_seed_gives_other_tasks(env):
