@@ -21,8 +21,9 @@ turns n, 2n, 3n, ... (after every n complete turns). The payload comes from ``pa
 (``pkg.mod:fn``, called as ``fn(hook, context)``; it returns a dict of strings, or None to keep
 the hook from firing) or else from ``params["payload"]`` (default ``{}``); its fields must be
 exactly the message's placeholders so that the firing can be parsed back from the text. An
-episode state that replays a recording (``RecordsPayloads``: a recorded corpus's) gives a hook
-it saw fire the payload it recorded instead, so that the replay shows what was recorded.
+episode state that replays a recording (``RecordsFirings``: a recorded corpus's) says instead,
+at an event the recording holds, whether each hook it saw fire fired there and with what
+payload, so that the replay shows what was recorded.
 """
 
 from __future__ import annotations
@@ -69,12 +70,18 @@ class HookContext:
     state: Any = None
 
 
-class RecordsPayloads(Protocol):
-    """An episode state that replays a recording and knows the payloads its hooks fired with."""
+#: by hook id, the payload a recording shows the hook firing with at an event, or None where
+#: the recording shows it not firing there
+Firings = Mapping[str, Mapping[str, str] | None]
 
-    def recorded_payload(self, hook_id: str) -> Mapping[str, str] | None:
-        """The payload recorded for the hook's next firing; None when none was recorded (the
-        hook's own ``payload_fn`` or ``params`` give it)."""
+
+class RecordsFirings(Protocol):
+    """An episode state that replays a recording and knows where its hooks fired."""
+
+    def recorded_firings(self, context: HookContext) -> Firings | None:
+        """What the recording shows at the event ``context`` describes, for each hook it shows
+        firing anywhere; None when the recording does not hold this event. A hook left out
+        does what it does without a recording (its ``payload_fn`` or ``params``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +141,15 @@ def load_payload_fn(path: str) -> PayloadFn:
     return fn
 
 
-def payload(hook: Hook, context: HookContext) -> dict[str, str] | None:
-    """The payload ``hook`` fires with in ``context``, or None when it does not fire."""
-    # (an attribute look-up: isinstance of a Protocol costs tens of microseconds a firing)
-    records = getattr(context.state, "recorded_payload", None)
-    recorded = None if records is None else records(hook.id)
-    if recorded is not None:
-        raw: Any = recorded
+def payload(
+    hook: Hook, context: HookContext, recorded: Firings | None = None
+) -> dict[str, str] | None:
+    """The payload ``hook`` fires with in ``context``, or None when it does not fire;
+    ``recorded``: what a recording shows at this event (``RecordsFirings``)."""
+    if recorded is not None and hook.id in recorded:
+        raw: Any = recorded[hook.id]
+        if raw is None:
+            return None
         source = "the recorded payload"
     elif hook.payload_fn is not None:
         raw = load_payload_fn(hook.payload_fn)(hook, context)
@@ -185,6 +194,9 @@ def run_hooks(harness: Harness, event: str, context: HookContext) -> HookResult:
     if event not in HOOK_EVENTS:
         raise EnvError(f"unknown lifecycle event {event!r}; expected one of {HOOK_EVENTS}")
     context = replace(context, event=event)
+    # (an attribute look-up: isinstance of a Protocol costs tens of microseconds an event)
+    records = getattr(context.state, "recorded_firings", None)
+    recorded = None if records is None else records(context)
     fired: list[HookFired] = []
     args = None if context.args is None else dict(context.args)
     output = context.output
@@ -192,7 +204,7 @@ def run_hooks(harness: Harness, event: str, context: HookContext) -> HookResult:
         if hook.event != event or not matches(hook.matcher, context):
             continue
         _check_effect(hook)
-        values = payload(hook, context)
+        values = payload(hook, context, recorded)
         if values is None:
             continue
         fired.append(HookFired(hook.id, event, values))

@@ -5,8 +5,8 @@ source: ``execute`` checks the arguments against the task's harness and returns 
 recorded for an exactly matching canonical call (tool name and arguments, key order aside),
 else a structured error. BFCL and tau2 build on it with their own scoring; here it also gives
 ``RecordedEnvironment``, built from recorded trajectories (OpenAI chat JSONL, canonical
-Parquet) and scored by whether an episode makes the recorded calls; its hooks fire with the
-payloads the trajectory recorded.
+Parquet) and scored by whether an episode makes the recorded calls; its hooks fire where,
+and with the payloads, the trajectory recorded.
 """
 
 from __future__ import annotations
@@ -20,10 +20,20 @@ from typing import Any
 
 from hsa.envs.base import Environment, Outcome, Task, ToolOutput, tasks_of_split
 from hsa.envs.episode import Episode, Policy, run_episode, steps_of
+from hsa.envs.hook_runtime import Firings, HookContext, update_input
 from hsa.errors import EnvError
 from hsa.harness.arguments import ArgumentChecker
-from hsa.harness.events import Event, HookFired, ToolCall, ToolResult, Trajectory
-from hsa.harness.model import Harness
+from hsa.harness.events import (
+    AssistantMessage,
+    Event,
+    HookFired,
+    SkillLoad,
+    ToolCall,
+    ToolResult,
+    Trajectory,
+    UserMessage,
+)
+from hsa.harness.model import Harness, Hook
 
 
 def call_key(tool: str, args: Mapping[str, Any]) -> str:
@@ -31,27 +41,113 @@ def call_key(tool: str, args: Mapping[str, Any]) -> str:
     return json.dumps([tool, args], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+#: a lifecycle event as a recording and its replay both name it: (event, turn, what) where
+#: ``what`` is the call (``call_key``, with the arguments it ran with after ``post_tool_use``),
+#: the answer's text (``stop``), or empty (``session_start``, ``user_prompt_submit``)
+EventKey = tuple[str, int, str]
+
+
+def event_key(context: HookContext) -> EventKey:
+    """The key of the event ``context`` describes."""
+    if context.tool is not None:
+        return (context.event, context.turn, call_key(context.tool, context.args or {}))
+    if context.event == "stop":
+        return ("stop", context.turn, context.final_text or "")
+    return (context.event, context.turn, "")
+
+
 @dataclass(slots=True)
 class CorpusState:
-    """An episode over a corpus: its task, its harness, how often each call was replayed, the
-    payloads its recording shows each hook firing with (by hook id, in order), and how often
-    each hook has fired."""
+    """An episode over a corpus: its task, its harness, how often each call was replayed, what
+    its recording shows each hook doing at each event (by event, in order; ``Firings``), and
+    how often each event has come."""
 
     task: Task
     harness: Harness
     replayed: dict[str, int] = field(default_factory=dict)
-    payloads: Mapping[str, Sequence[Mapping[str, str]]] = field(default_factory=dict)
-    fired: dict[str, int] = field(default_factory=dict)
+    firings: Mapping[EventKey, Sequence[Firings]] = field(default_factory=dict)
+    seen: dict[EventKey, int] = field(default_factory=dict)
 
-    def recorded_payload(self, hook_id: str) -> Mapping[str, str] | None:
-        """The payload of the hook's next firing, as recorded (``RecordsPayloads``): the n-th
-        firing gets the n-th recorded payload, and the last one repeats, as outputs do."""
-        recorded = self.payloads.get(hook_id)
-        if not recorded:
+    def recorded_firings(self, context: HookContext) -> Firings | None:
+        """What the recording shows at this event (``RecordsFirings``): the n-th occurrence of
+        an event gets the recording's n-th; None where the recording holds no such occurrence
+        (the hooks then do what they do without a recording)."""
+        if not self.firings:
             return None
-        n = self.fired.get(hook_id, 0)
-        self.fired[hook_id] = n + 1
-        return recorded[min(n, len(recorded) - 1)]
+        key = event_key(context)
+        recorded = self.firings.get(key)
+        if recorded is None:
+            return None
+        n = self.seen.get(key, 0)
+        self.seen[key] = n + 1
+        return recorded[n] if n < len(recorded) else None
+
+
+def firings_of(
+    events: Sequence[Event], hooks: Mapping[str, Hook]
+) -> tuple[dict[EventKey, list[Firings]], dict[str, dict[str, Any]]]:
+    """What ``events`` show the hooks doing at each event they hold, and the arguments each
+    call ran with (by call id: after the ``update_input`` hooks that fired on it; none for a
+    call a hook denied, which never ran). ``hooks``: the harness's, by id, for their effects.
+
+    Firings follow what they are about (``hsa.envs.episode``'s recorded order); a
+    ``pre_tool_use`` firing written before its call instead is the next call's.
+    """
+    shown: list[tuple[EventKey, dict[str, Mapping[str, str]]]] = []
+    ran: dict[str, dict[str, Any]] = {}
+    calls = {e.call_id: e for e in events if isinstance(e, ToolCall)}
+    early: list[HookFired] = []  # pre_tool_use firings before their call
+    ahead: dict[str, list[HookFired]] = {}
+    turn, i = -1, 0
+
+    def follows(kinds: tuple[str, ...]) -> list[HookFired]:
+        nonlocal i
+        out = []
+        while i < len(events):
+            event = events[i]
+            if not isinstance(event, HookFired) or event.event not in kinds:
+                break
+            out.append(event)
+            i += 1
+        return out
+
+    def show(key: EventKey, fired: Iterable[HookFired]) -> None:
+        shown.append((key, {f.hook_id: f.payload for f in fired}))
+
+    show(("session_start", 0, ""), follows(("session_start",)))
+    while i < len(events):
+        event = events[i]
+        i += 1
+        if isinstance(event, UserMessage):
+            turn += 1
+            show(("user_prompt_submit", turn, ""), follows(("user_prompt_submit",)))
+        elif isinstance(event, AssistantMessage):
+            if i == len(events) or not isinstance(events[i], ToolCall | SkillLoad):
+                show(("stop", turn, event.text), follows(("stop",)))
+        elif isinstance(event, ToolCall):
+            ahead[event.call_id], early = early, []
+        elif isinstance(event, ToolResult) and event.call_id in calls:
+            call = calls[event.call_id]
+            fired = ahead.pop(call.call_id, []) + follows(("pre_tool_use", "post_tool_use"))
+            pre = [f for f in fired if f.event == "pre_tool_use"]
+            show(("pre_tool_use", turn, call_key(call.tool, call.args)), pre)
+            effects = [hooks[f.hook_id] for f in pre if f.hook_id in hooks]
+            if any(h.effect == "deny" for h in effects):
+                continue
+            args = dict(call.args)
+            for hook in effects:
+                if hook.effect == "update_input":
+                    args = update_input(hook, args)
+            ran[call.call_id] = args
+            post = [f for f in fired if f.event == "post_tool_use"]
+            show(("post_tool_use", turn, call_key(call.tool, args)), post)
+        elif isinstance(event, HookFired) and event.event == "pre_tool_use":
+            early.append(event)
+    seen_firing = sorted({h for _, payloads in shown for h in payloads})
+    firings: dict[EventKey, list[Firings]] = {}
+    for key, payloads in shown:
+        firings.setdefault(key, []).append({h: payloads.get(h) for h in seen_firing})
+    return firings, ran
 
 
 def _error(message: str) -> ToolOutput:
@@ -178,9 +274,15 @@ def tool_calls(events: Sequence[Event]) -> list[ToolCall]:
 
 class RecordedEnvironment(CorpusEnvironment):
     """Recorded trajectories as an environment: a task is solved when an episode makes the
-    recorded calls, in order, with the same canonical arguments. A hook the task's recording
-    shows firing fires with the payloads recorded for it (a harness may leave them to a
-    function the recording does not carry), so a replay is the recording's."""
+    recorded calls, in order, with the same canonical arguments. A recorded call's output is
+    keyed by the arguments it ran with (after the hooks that updated them).
+
+    A hook the task's recording shows firing does, at an event the recording holds (the same
+    call or answer at the same turn, the n-th time for its n-th occurrence), what the
+    recording shows: it fires with the recorded payload, or not at all (a harness may leave
+    payloads to a function the recording does not carry, or one that needs the original
+    environment's state), so a replay is the recording's. At other events, and for hooks the
+    recording never shows firing, a hook does what it does without a recording."""
 
     def __init__(
         self,
@@ -193,17 +295,17 @@ class RecordedEnvironment(CorpusEnvironment):
     ):
         """``left_out``: what of the corpus its import left out, and why."""
         tasks = list(tasks)
+        harnesses = list(harnesses)
+        hooks = {h.id: {hook.id: hook for hook in h.hooks} for h in harnesses}
         references = {t.id: t for t in trajectories}
         outputs: dict[str, dict[str, list[ToolOutput]]] = {}
-        payloads: dict[str, dict[str, list[Mapping[str, str]]]] = {}
+        firings: dict[str, dict[EventKey, list[Firings]]] = {}
         for task in tasks:
             trajectory = references.get(str(task.ground_truth.get("trajectory")))
             if trajectory is None:
                 continue
-            for event in trajectory.events:
-                if isinstance(event, HookFired):
-                    by_hook = payloads.setdefault(task.id, {})
-                    by_hook.setdefault(event.hook_id, []).append(event.payload)
+            shown, ran = firings_of(trajectory.events, hooks.get(task.harness_id or "", {}))
+            firings[task.id] = shown
             by_call = {e.call_id: e for e in trajectory.events if isinstance(e, ToolResult)}
             for table in (
                 outputs.setdefault(task.id, {}),
@@ -211,20 +313,22 @@ class RecordedEnvironment(CorpusEnvironment):
             ):
                 for call in tool_calls(trajectory.events):
                     result = by_call.get(call.call_id)
-                    if result is not None:
-                        table.setdefault(call_key(call.tool, call.args), []).append(
+                    # keyed by the arguments it ran with: a call a hook denied never ran
+                    args = ran.get(call.call_id)
+                    if result is not None and args is not None:
+                        table.setdefault(call_key(call.tool, args), []).append(
                             ToolOutput(result.content, result.is_error)
                         )
         super().__init__(name, harnesses, tasks, outputs)
         self._references = references
-        self._payloads = payloads
+        self._firings = firings
         self._left_out = tuple(left_out)
 
     def left_out(self) -> tuple[str, ...]:
         return self._left_out
 
     def reset(self, task: Task) -> CorpusState:
-        return CorpusState(task, self.harness_for(task), payloads=self._payloads.get(task.id, {}))
+        return CorpusState(task, self.harness_for(task), firings=self._firings.get(task.id, {}))
 
     @classmethod
     def from_jsonl(cls, path: str | Path, harness: Harness | None = None) -> RecordedEnvironment:
