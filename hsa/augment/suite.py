@@ -219,13 +219,14 @@ def run(
 ) -> Iterator[CheckReport]:
     """Check every job on every subject under every seed; yields one report each.
 
-    A rule that does not depend on the trajectory is applied once per harness and seed and
+    A rule that does not depend on the trajectory is applied once per harness, seed and set
+    of hooks fired (planning refuses a rewrite that drops a hook the trajectory fires) and
     reused across that harness's trajectories; one that does is applied per trajectory with
     its ``Context``. A rule that raises is reported as a failure of the ``harness`` check.
     """
     seeds = list(seeds)
     for job in jobs:
-        cache: dict[tuple[str, int], Any] = {}
+        cache: dict[tuple[str, int, tuple[str, ...]], Any] = {}
         for subject in subjects:
             for seed in seeds:
                 report = _one(job, subject, seed, cache)
@@ -239,14 +240,16 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
 
     harness, trajectory = subject.harness, subject.trajectory
     context = Context.of(trajectory.events)
-    key = (harness.to_json(), seed) if not job.rule.needs else None
+    sight = Sight.of(trajectory.events)
+    # the hooks it fires are in the key: a rewrite that drops one is refused only where it fires
+    key = (harness.to_json(), seed, sight.hooks) if not job.rule.needs else None
     reason: str | None
     trace = ""
     try:
         if key is not None and key in cache:
             rewrite = cache[key]
         else:
-            rewrite = _apply_checked(job, harness, seed, context, Sight.of(trajectory.events))
+            rewrite = _apply_checked(job, harness, seed, context, sight)
             if key is not None:
                 cache[key] = rewrite
     except RuleError as exc:

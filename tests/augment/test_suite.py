@@ -228,3 +228,34 @@ def test_a_canonical_trajectory_that_does_not_replay_skips_the_replay_check(tmp_
     (report,) = run([Job(get_rule("tools.shuffle"))], subjects, seeds=(0,))
     assert report.ok, describe(report)
     assert report.outcomes["replay"] == SKIP
+
+
+def test_a_rewrite_dropping_a_hook_is_refused_where_it_fires_whatever_the_order(harness, events):
+    # the rewrite of a rule that needs no trajectory is reused across trajectories; one that
+    # fires the dropped hook got the rewrite planned for one that does not (hooks: fail, and
+    # roundtrip's "hook 'nudge' is not in harness" naming no rule)
+    from hsa.augment import Rule
+    from hsa.augment.checks import FAIL
+    from hsa.harness import HookFired, Trajectory
+
+    def drop(h, rng, params, context):
+        return Rewrite(h.replace(hooks=[k for k in h.hooks if k.id != "nudge"]))
+
+    dropper = Job(Rule("tests.drop_hook", "1", drop, doc="Drop the nudge hook."))
+    fires = Subject(harness, Trajectory("fires", tuple(events)))
+    quiet_events = tuple(
+        e for e in events if not (isinstance(e, HookFired) and e.hook_id == "nudge")
+    )
+    quiet = Subject(harness, Trajectory("quiet", quiet_events))
+    seen = []
+    for order in ([quiet, fires], [fires, quiet]):
+        reports = {r.trajectory_id: r for r in run([dropper], order, seeds=(0,))}
+        refused = reports["fires@seed0"]
+        assert refused.outcomes == {"harness": FAIL}, describe(refused)
+        (failure,) = refused.failures
+        assert "no hook 'nudge'" in failure.message
+        assert "tests.drop_hook" in failure.message
+        # (the hooks check still fails a dropped hook where it does not fire)
+        assert reports["quiet@seed0"].outcomes["harness"] != FAIL
+        seen.append({t: describe(r) for t, r in sorted(reports.items())})
+    assert seen[0] == seen[1]
