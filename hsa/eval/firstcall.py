@@ -126,7 +126,7 @@ async def first_reply(
     problem: str | None = None
     named: str | SkillLoad | None = None
     got: ToolCall | SkillLoad | None = None
-    calls = 0  # the calls the reply made, counted as a variants row counts them, valid or not
+    calls = 0  # the calls the reply made, skill loads included as in every suite, valid or not
     try:
         surface = read_step(
             response.message, variant.harness, variant.harness.derived(protocol_view), 0

@@ -38,7 +38,7 @@ from hsa.augment.rule import FAMILIES
 from hsa.envs.hook_runtime import DENIED
 from hsa.errors import HsaError
 from hsa.harness.arguments import checker_of
-from hsa.harness.events import ToolCall, ToolResult, UserMessage
+from hsa.harness.events import CALL_KINDS, ToolCall, ToolResult, UserMessage
 from hsa.harness.parse import parse
 from hsa.teachers.rollout import Rollout
 
@@ -211,7 +211,7 @@ def episode_row(
         "reason": result.verification.reason,
         "turns": sum(isinstance(e, UserMessage) for e in result.events),
         "steps": result.requests + result.cache_hits,
-        "calls": sum(isinstance(e, ToolCall) for e in result.events),
+        "calls": sum(isinstance(e, CALL_KINDS) for e in result.events),  # skill loads too
         "tokens_in": result.usage.prompt_tokens,
         "tokens_out": result.usage.completion_tokens,
         "latency_s": round(sum(result.latencies_s), 6),

@@ -117,3 +117,21 @@ def test_an_answer_whose_conversation_does_not_parse_back_is_unparseable(livestr
     why = "format: the recorded conversation parses back differently from event 2 on"
     broken = replace(result, verification=replace(result.verification, reason=why, checks=checks))
     assert failure_class(broken) == "unparseable_call"
+
+
+def test_a_skill_load_counts_as_a_call_as_in_a_firstcall_row(livestream, canonical):
+    # a skill load is a call of the skill tool: the calls column counts it in every suite
+    from hsa.eval.metrics import episode_row
+    from hsa.harness.events import SkillLoad, ToolCall
+
+    replies = [
+        call("load_skill", skill_id="product-qa"),
+        call("search_products", query="serum"),
+        assistant_message("Here you are.", None),
+    ]
+    result = play(livestream, canonical, replies)
+    assert [type(e) for e in result.events if isinstance(e, ToolCall | SkillLoad)] == [
+        SkillLoad,
+        ToolCall,
+    ]
+    assert episode_row("canonical", "c", result, policy="scripted")["calls"] == 2
