@@ -346,24 +346,30 @@ def _variant_stock(plan: dict[str, Any], v: _View) -> str:
 
 
 def _pin_or_alternative(plan: dict[str, Any], v: _View) -> str:
+    # the promotion-push skill's steps: find it, its deals, pin it with a caption, announce
     v.skill("promotion-push")
     hit = v.find(plan["product"])
     if hit is None:
         return _not_found(plan["product"])
-    stock = v.one("check_stock_and_shipping", {"product_id": hit["product_id"]})
     target, note = hit, ""
-    if not stock["in_stock"]:
+    if not hit["in_stock"]:
         alts = _alternatives(v, hit)
         if not alts:
             return f"The {hit['name']} is sold out and I found no in-stock alternative to pin."
         target = alts[0]
         note = f"The {hit['name']} is sold out, so "
+    promos = v.one("get_promotions", {"product_id": target["product_id"]})
     slot = plan["slot"]
-    pinned = v.one("pin_product", {"product_id": target["product_id"], "slot": slot})
-    lead = (
-        f"{note}I pinned the {target['name']}" if note else f"Done: I pinned the {target['name']}"
+    pinned = v.one(
+        "pin_product",
+        {
+            "product_id": target["product_id"],
+            "slot": slot,
+            "caption": f"{target['name']} - live deal",
+        },
     )
-    return f"{lead} to the {slot} slot until {_clock(pinned['until'])}."
+    lead = f"{note}I pinned the {target['name']}" if note else f"The {target['name']} is pinned"
+    return f"{lead} to the {slot} slot until {_clock(pinned['until'])}: {_offer(promos)}!"
 
 
 def _compliance(plan: dict[str, Any], v: _View) -> str:
@@ -535,16 +541,21 @@ def _push(plan: dict[str, Any], v: _View) -> str:
             "caption": f"{hit['name']} - live deal",
         },
     )
-    sale = next((s for s in promos["flash_sales"] if s["status"] == "active"), None)
-    offer = (
-        f"${dollars(sale['sale_price'])} on flash sale until {_clock(sale['ends_at'])}"
-        if sale
-        else f"${dollars(promos['regular_price'])}"
-    )
     return (
         f"The {hit['name']} is pinned to the {plan['slot']} slot until "
-        f"{_clock(pinned['until'])}: grab it for {offer}!"
+        f"{_clock(pinned['until'])}: {_offer(promos)}!"
     )
+
+
+def _offer(promos: dict[str, Any]) -> str:
+    """The price to announce from ``get_promotions``: an active flash sale's, with its end."""
+    sale = next((s for s in promos["flash_sales"] if s["status"] == "active"), None)
+    if sale:
+        return (
+            f"grab it for ${dollars(sale['sale_price'])} on flash sale until "
+            f"{_clock(sale['ends_at'])}"
+        )
+    return f"grab it for ${dollars(promos['regular_price'])}"
 
 
 def _not_carried(plan: dict[str, Any], v: _View) -> str:

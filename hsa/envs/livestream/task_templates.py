@@ -349,18 +349,22 @@ def pin_or_alternative(world: World, rng: random.Random) -> Iterator[Draft]:
     in_stock = rng.sample([p for p in world.products if p.in_stock], 70)
     for p in sorted(sold_out + in_stock, key=lambda q: q.id):
         slot = rng.choice(catalog.SLOTS)
+        now = _now(rng)
         d = Draft(
             "out_of_stock",
             "pin_or_alternative",
             [ask.format(p.name, slot, p.kind)],
             [],
-            fmt_time(_now(rng)),
+            fmt_time(now),
         )
         d.plan = [{"ask": "pin_or_alternative", "product": p.name, "slot": slot}]
-        d.required_skills = ["promotion-push"]  # the policy: load it for a pin request
+        # the policy: load promotion-push for a pin request; its steps: the deal of what is
+        # pinned, then the name and price announced (stock: search results tell it)
+        d.required_skills = ["promotion-push"]
         target = p if p.in_stock else alternatives(world, p)[0]
-        d.facts = [target.name]
-        d.require("check_stock_and_shipping", product_id=p.id)
+        sale = world.active_sale(target.id, now)
+        d.facts = [target.name, _money(sale.sale_price_cents if sale else target.price_cents)]
+        d.require("get_promotions", product_id=target.id)
         d.require("pin_product", product_id=target.id)
         if not p.in_stock:
             d.forbid("pin_product", product_id=p.id)

@@ -100,3 +100,23 @@ def test_round_trip_under_other_call_formats(env, episodes, call_format, tag):
     for task_id in random.Random(1).sample(sorted(episodes), 40):
         events = list(episodes[task_id].events)
         assert parse(render(events, harness), harness) == events, task_id
+
+
+def test_pin_requests_follow_the_promotion_push_skill(env, episodes):
+    # the skill's steps: the deal of what is pinned (get_promotions), a caption, the name and
+    # price announced; stock is in the search results, so checking it is not required
+    pins = [t for t in env.tasks() if t.metadata["template"] == "pin_or_alternative"]
+    assert {t.ground_truth["facts"][0] != t.metadata["plan"][0]["product"] for t in pins} == {
+        True,
+        False,
+    }  # in stock and sold out
+    for task in pins:
+        truth = task.ground_truth
+        assert "check_stock_and_shipping" not in {c["tool"] for c in truth["required_calls"]}
+        events = episodes[task.id].events
+        calls = [e for e in events if isinstance(e, ToolCall)]
+        promos = [c.args["product_id"] for c in calls if c.tool == "get_promotions"]
+        (pin,) = [c for c in calls if c.tool == "pin_product"]
+        assert promos == [pin.args["product_id"]] and pin.args["caption"], task.id
+        answer = [e for e in events if isinstance(e, AssistantMessage)][-1].text
+        assert all(str(fact) in answer for fact in truth["facts"]), task.id
