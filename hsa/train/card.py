@@ -114,8 +114,10 @@ def render_card(
             + "."
         )
         if rows.get("dropped") or rows.get("eval_dropped"):
+            # packing drops no row: a row cut with nothing left to learn stays in its sequence
+            subject = "Nothing was left to learn in" if trl.get("packing") else "TRL dropped"
             lines.append(
-                f"TRL dropped {rows.get('dropped', 0):,} more training rows "
+                f"{subject} {rows.get('dropped', 0):,} more training rows "
                 f"({rows.get('dropped_canonical', 0):,} canonical, "
                 f"{rows.get('dropped_variants', 0):,} under variants)"
                 + (
