@@ -260,6 +260,10 @@ def build_command(
         rows.append(("teacher rollouts", f"{report.tasks:,} ({report.verified:,} verified)"))
     if report.restated:  # BFCL's format-sensitivity entries: augmentation varies the form
         rows.append(("tasks left out (another task asked again)", f"{report.restated:,}"))
+    if report.short:  # (the recipe has too few variants that change these tasks' harness)
+        rows.append(
+            (f"under fewer than {report.variants_per_task} variants", f"{report.short:,} tasks")
+        )
     if report.teacher_skipped and report.tasks:  # (recorded trajectories have no teacher)
         rows.append(("teacher", "skipped (done before)"))
     rows += _augment_rows(report.augment, time.monotonic() - started)

@@ -270,7 +270,7 @@ def open_source(
         if not files:
             raise DatasetError("no Parquet shards found", file=str(path))
         source = _parquet_source(path, files, digests)
-        return replace(source, notes=_left_out(manifest))
+        return replace(source, notes=_teacher_notes(manifest))
     if path.suffix.lower() == ".parquet":
         return _parquet_source(path, [path])
     if is_chat_file(path):
@@ -287,12 +287,23 @@ def is_chat_file(path: Path) -> bool:
     return path.suffix.lower() in (".jsonl", ".json")
 
 
-def _left_out(manifest: dict[str, Any]) -> tuple[str, ...]:
-    """What the teacher job whose ``manifest`` this is left out of its source, and why
-    (``hsa teach`` writes it there), as notes that go on to the dataset."""
+def _teacher_notes(manifest: dict[str, Any]) -> tuple[str, ...]:
+    """What the teacher job whose ``manifest`` this is left out of its source, and why, and
+    how many tasks it ran under fewer variants than asked (``hsa teach`` writes both there),
+    as notes that go on to the dataset."""
     found = manifest.get("left_out")
     entries = found if isinstance(found, list) else []
-    return tuple(f"the teacher left out {entry}" for entry in entries if isinstance(entry, str))
+    notes = [f"the teacher left out {entry}" for entry in entries if isinstance(entry, str)]
+    asked = manifest.get("variants_per_task")
+    asked = asked if isinstance(asked, dict) else {}
+    short = asked.get("short")
+    if isinstance(short, int) and short > 0:
+        notes.append(
+            f"the teacher ran {short} task(s) under fewer than {asked.get('asked')} harness "
+            "variants each (too few of its recipe's variants change their harness and differ "
+            "from each other)"
+        )
+    return tuple(notes)
 
 
 def _manifest(path: Path) -> dict[str, Any]:

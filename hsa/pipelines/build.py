@@ -53,7 +53,7 @@ from hsa.pipelines.augment import (
     check_not_empty,
     finished_report,
 )
-from hsa.pipelines.teach import teach
+from hsa.pipelines.teach import TeachReport, teach
 from hsa.teachers.config import OUTPUT_FIELDS, SET_OUTPUT_FIELDS, TeachConfig
 
 #: (stage, done, total): stages are "read" (bytes of a JSONL source), "tasks", "teacher",
@@ -400,6 +400,9 @@ class BuildReport:
     restated: int = 0
     #: what of its source the environment left out, and why (``Environment.left_out``)
     left_out: tuple[str, ...] = ()
+    variants_per_task: int = 0  # the teacher's, asked for
+    #: tasks the teacher ran under fewer variants than asked (``TeachReport.short``)
+    short: int = 0
 
 
 def build(
@@ -470,9 +473,10 @@ def _build(
         report.trajectories = report.augment.trajectories
         return report
     if recorded is None:
-        taught = _teach(config, out / SOURCE_DIR, progress)
-        report.tasks, report.verified, report.teacher_skipped = taught[:3]
-        report.restated, report.left_out = taught[3:]
+        taught, report.teacher_skipped = _teach(config, out / SOURCE_DIR, progress)
+        report.tasks, report.verified = taught.total, taught.verified
+        report.restated, report.left_out = taught.restated, taught.left_out
+        report.variants_per_task, report.short = taught.variants_per_task, taught.short
         src = open_source(out / SOURCE_DIR)
         check_not_empty(src, augment_config)
     else:
@@ -507,10 +511,10 @@ def _intact(target: Path) -> bool:
 
 def _teach(
     config: BuildConfig, target: Path, progress: Progress | None
-) -> tuple[int, int, bool, int, tuple[str, ...]]:
+) -> tuple[TeachReport, bool]:
     """Trajectories of the environment's tasks into ``target`` by the teach job
-    (``hsa.pipelines.teach``), verified as ``hsa teach`` verifies them; (tasks, verified,
-    skipped, tasks left out as restating others, what the environment left out)."""
+    (``hsa.pipelines.teach``), verified as ``hsa teach`` verifies them; its report (tasks,
+    verified, restated, left out, short) and whether it was done before (``done.json``)."""
     done = target / "done.json"
     teach_config = config.teach_config()
     # what decides the teacher's output: a rerun reuses it only when this is unchanged
@@ -524,8 +528,16 @@ def _teach(
     if done.is_file():
         found = mf.read_json(done)
         if found.get("identity") == ident and _intact(target):
-            tasks, verified = found.get("tasks", 0), found.get("verified", 0)
-            return tasks, verified, True, found.get("restated", 0), tuple(found.get("left_out", ()))
+            reused = TeachReport(
+                out=target,
+                total=found.get("tasks", 0),
+                verified=found.get("verified", 0),
+                restated=found.get("restated", 0),
+                left_out=tuple(found.get("left_out", ())),
+                variants_per_task=found.get("variants_per_task", 0),
+                short=found.get("short", 0),
+            )
+            return reused, True
         if found.get("identity") != ident:
             shutil.rmtree(target)  # done.json with it
         else:  # a shard went missing or changed: the teach job below redoes exactly that one
@@ -543,14 +555,14 @@ def _teach(
     if progress is not None:
         progress("tasks", 0, 1)
     result = teach(teach_config, target, progress=on_rollout)
-    mf.write_json(
-        done,
-        {
-            "tasks": result.total,
-            "verified": result.verified,
-            "restated": result.restated,
-            "left_out": list(result.left_out),
-            "identity": ident,
-        },
-    )
-    return result.total, result.verified, False, result.restated, result.left_out
+    record = {
+        "tasks": result.total,
+        "verified": result.verified,
+        "restated": result.restated,
+        "left_out": list(result.left_out),
+        "identity": ident,
+    }
+    if result.short:  # (a teacher that ran every task under as many as asked says nothing)
+        record.update(variants_per_task=result.variants_per_task, short=result.short)
+    mf.write_json(done, record)
+    return result, False

@@ -126,6 +126,28 @@ def test_killed_build_resumes_to_the_same_bytes(tmp_path: Path) -> None:
     assert hsa("build", str(path), "--out", str(whole)).returncode == 0
 
 
+def test_a_build_whose_teacher_ran_tasks_under_fewer_variants_says_so(tmp_path: Path) -> None:
+    # one rule at one setting: a task has one variant of its harness, however many are asked
+    (tmp_path / "one.yaml").write_text(
+        "seed: 0\nvariants_per_harness: 4\nrules:\n"
+        "  - {rule: prompt.heading_style, probability: 1.0, params: {style: xml}}\n"
+    )
+    teach = {"backend": "oracle", "variants_per_task": 3, "recipe": "one.yaml"}
+    short = config(tmp_path, source={"env": "livestream", "tasks": 2}, teach=teach)
+    from click.testing import CliRunner
+
+    from hsa.cli import app
+
+    # (in process, as the summary is all this checks: the stages are test_build's)
+    done = CliRunner().invoke(app, ["build", str(short), "--out", str(tmp_path / "ds")])
+    assert done.exit_code == 0, done.output
+    said = " ".join(done.output.split())
+    assert "under fewer than 3 variants │ 2 tasks" in said
+    assert "note: the teacher ran 2 task(s) under fewer than 3 harness variants each" in said
+    shown = CliRunner().invoke(app, ["inspect", str(tmp_path / "ds"), "-n", "0"])
+    assert "note │ the teacher ran 2 task(s)" in " ".join(shown.output.split())
+
+
 def test_bad_configs_and_directories_get_one_line(tmp_path: Path) -> None:
     bad = config(tmp_path, augment={"recipe": {"rules": [{"rule": "tools.teleport"}]}})
     done = hsa("build", str(bad), "--out", str(tmp_path / "x"))

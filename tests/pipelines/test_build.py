@@ -100,6 +100,9 @@ def test_a_small_build_end_to_end_and_its_rerun(tmp_path: Path) -> None:
     assert {r["teacher"] for r in rows} == {"oracle/hsa-oracle"}
     assert all(r["verified"] for r in rows)
     assert (out / "README.md").read_text().startswith("---")
+    # a teacher that ran every task under as many variants as asked says nothing
+    assert report.short == 0 and "notes" not in manifest
+    assert "short" not in json.loads((out / ".hsa" / "source" / "done.json").read_text())
     # a finished build is left as it is
     again = build(config)
     assert again.teacher_skipped and again.augment.complete_already
@@ -398,6 +401,43 @@ def test_a_rule_that_fails_after_the_teacher_leaves_its_output_for_the_corrected
     fixed = {**data, "augment": {"workers": 1, "recipe": {"rules": [{"rule": "tools.rename"}]}}}
     report = build(load_config(write(tmp_path, fixed)), out=tmp_path / "ds")
     assert report.teacher_skipped and report.augment.trajectories == 3
+
+
+def test_a_teacher_that_ran_tasks_under_fewer_variants_says_so_and_a_reuse_keeps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hsa.augment import Rule, registry
+
+    # one rule at one setting: a task has one variant of its harness, however many are asked
+    (tmp_path / "one.yaml").write_text(
+        "seed: 0\nvariants_per_harness: 4\nrules:\n"
+        "  - {rule: prompt.heading_style, probability: 1.0, params: {style: xml}}\n"
+    )
+
+    def crash(harness, rng, params, context):
+        raise ValueError("no such tool")
+
+    monkeypatch.setitem(registry._RULES, "fake.crash", Rule("fake.crash", "1", crash, doc="C."))
+    teach = {"backend": "oracle", "variants_per_task": 3, "recipe": "one.yaml"}
+    data = {
+        "source": {"env": "livestream", "tasks": 2},
+        "teach": teach,
+        "augment": {"workers": 1, "recipe": {"rules": [{"rule": "fake.crash"}]}},
+    }
+    with pytest.raises(HsaError, match=r"fake\.crash"):
+        build(load_config(write(tmp_path, data)), out=tmp_path / "ds")
+    # the corrected config reuses the teacher's output, and what it fell short of
+    fixed = {**data, "augment": {"workers": 1, "recipe": {"rules": [{"rule": "tools.rename"}]}}}
+    report = build(load_config(write(tmp_path, fixed)), out=tmp_path / "ds")
+    assert report.teacher_skipped and report.tasks == 4  # (rollouts: canonical and one variant)
+    assert (report.variants_per_task, report.short) == (3, 2)
+    note = (
+        "the teacher ran 2 task(s) under fewer than 3 harness variants each (too few of its "
+        "recipe's variants change their harness and differ from each other)"
+    )
+    assert note in json.loads((tmp_path / "ds" / "manifest.json").read_text())["notes"]
+    assert f"Note: {note}" in (tmp_path / "ds" / "README.md").read_text()
+    assert note in report.augment.notes  # (hsa build prints it)
 
 
 def test_a_finished_build_copied_without_its_run_state_is_complete_already(
