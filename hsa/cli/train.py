@@ -163,6 +163,11 @@ def rl_command(
     shown.print(
         f"wrote {out} (model, rollouts.jsonl, hsa-train.json, README.md) in {report.wall_s:.1f} s"
     )
+    if report.short:
+        shown.print(
+            f"under fewer than {report.variants_per_task} variants: {report.short} tasks (too "
+            "few of the recipe's variants change their harness and differ from each other)"
+        )
     for note in report.left_out:
         shown.print(f"left out: {note}")
 

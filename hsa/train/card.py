@@ -87,6 +87,13 @@ def render_card(
             f"{data.get('episodes', 0):,} episodes played by the model, rewarded by the "
             "environment's score and a format term."
         )
+        asked = data.get("variants_per_task") or {}
+        if asked.get("short"):
+            lines.append(
+                f"{asked['short']:,} tasks were under fewer than {asked.get('asked')} harness "
+                "variants each: too few of the recipe's variants change their harness and "
+                "differ from each other."
+            )
     elif command == "distill":
         prompts = data.get("prompts") or {}
         lines.append(

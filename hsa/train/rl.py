@@ -42,7 +42,12 @@ from hsa.teachers.backends.transformers import template_messages
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message
 from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, opening_events, rollout
-from hsa.teachers.task_variants import env_task_variants, recipe_from, trajectory_rules_note
+from hsa.teachers.task_variants import (
+    env_task_variants,
+    recipe_from,
+    short_tasks,
+    trajectory_rules_note,
+)
 from hsa.train.card import finish, scratch_removed_on_failure, settings_dict
 from hsa.train.config import prepare
 
@@ -115,8 +120,10 @@ def opening(env: Environment, task: Task, variant: Variant) -> list[dict[str, An
     return list(render(events, variant.harness).messages)
 
 
-def prompts_of(env: Environment, settings: RlSettings) -> list[Prompt]:
-    """Every prompt of the run: each task under its drawn variants (and its own harness)."""
+def prompts_of(env: Environment, settings: RlSettings) -> tuple[list[Prompt], int]:
+    """Every prompt of the run: each task under its drawn variants (and its own harness); and
+    how many tasks are under fewer variants than ``variants_per_task`` (``short_tasks``: too
+    few of the recipe's variants change their harness and differ from each other)."""
     tasks = env.tasks(settings.split)[: settings.tasks]
     if not tasks:
         raise TrainError(f"environment {env.name!r} has no {settings.split} tasks", where="split")
@@ -137,7 +144,8 @@ def prompts_of(env: Environment, settings: RlSettings) -> list[Prompt]:
             "hsa.include_canonical: true",
             where="recipe",
         )
-    return [Prompt(t, v, opening(env, t, v)) for t in tasks for v in chosen[t.id]]
+    prompts = [Prompt(t, v, opening(env, t, v)) for t in tasks for v in chosen[t.id]]
+    return prompts, short_tasks(chosen, settings.variants_per_task)
 
 
 def left_out_of(recipe: Recipe) -> tuple[str, ...]:
@@ -585,6 +593,9 @@ class RlReport:
     wall_s: float = 0.0
     #: what of its recipe the run left out, and why (``left_out_of``)
     left_out: tuple[str, ...] = ()
+    variants_per_task: int = 0  # asked for
+    #: tasks under fewer variants than asked (``prompts_of``)
+    short: int = 0
 
 
 @scratch_removed_on_failure
@@ -652,7 +663,7 @@ def train_rl(
     if env is None:
         env = environment_of(settings, file)
     try:
-        prompts = prompts_of(env, settings)
+        prompts, short = prompts_of(env, settings)
     except TrainError as exc:  # named at the config's key (hsa.split, ...)
         if exc.file is not None or not exc.where or exc.where.startswith("$"):
             raise
@@ -692,16 +703,20 @@ def train_rl(
     report.episodes = rollouts.episodes
     report.resumed_from = checkpoint
     report.left_out = left_out_of(recipe) if settings.variants_per_task else ()
+    report.variants_per_task, report.short = settings.variants_per_task, short
     report.rewards = [
         (int(e["step"]), float(e["reward"])) for e in trainer.state.log_history if "reward" in e
     ]
     report.by_family = {
         k: round(sum(v) / len(v), 6) for k, v in sorted(rollouts.by_family.items()) if v
     }
+    data: dict[str, Any] = {"prompts": len(prompts), "episodes": rollouts.episodes}
+    if short:  # (a run with every task under as many variants as asked says nothing)
+        data["variants_per_task"] = {"asked": settings.variants_per_task, "short": short}
     resolved = {
         "command": "rl",
         "hsa": settings_dict(settings),
-        "data": {"prompts": len(prompts), "episodes": rollouts.episodes},
+        "data": data,
         "recipe": recipe.to_dict(),
         "reward_by_family": report.by_family,
     }

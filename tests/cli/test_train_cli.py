@@ -70,6 +70,23 @@ def test_the_sft_summary_counts_the_rows_cut_short_and_dropped(tmp_path, monkeyp
     assert "on 2 rows (0 canonical, 2 variants); loss" in shown.output
 
 
+def test_the_rl_summary_counts_the_tasks_under_fewer_variants_than_asked(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from hsa.cli import app
+    from hsa.train.rl import RlReport
+
+    report = RlReport(out=tmp_path, variants_per_task=3, short=2)
+    monkeypatch.setattr("hsa.train.rl.train_rl", lambda *args, **kwargs: report)
+    shown = CliRunner().invoke(app, ["train", "rl", "--out", str(tmp_path)])
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.output.split())
+    assert "under fewer than 3 variants: 2 tasks (too few of the recipe's variants" in said
+    report.short = 0
+    shown = CliRunner().invoke(app, ["train", "rl", "--out", str(tmp_path)])
+    assert "under fewer than" not in shown.output
+
+
 def readme_commands() -> list[str]:
     """The bash block of README.md's "With `hsa train`" section, line by line."""
     from pathlib import Path

@@ -206,18 +206,39 @@ def test_the_sequence_trained_on_is_the_chat_templates_rendering(env):
 
 def test_prompts_are_tasks_under_variants_and_their_openings_differ(env):
     settings = RlSettings(tasks=3, variants_per_task=2, include_canonical=True)
-    prompts = prompts_of(env, settings)
-    assert len(prompts) == 9 and len({p.key for p in prompts}) == 9
+    prompts, short = prompts_of(env, settings)
+    assert len(prompts) == 9 and short == 0 and len({p.key for p in prompts}) == 9
     assert all(p.messages[-1]["role"] == "user" for p in prompts)
     for prompt in prompts:
         assert prompt_key(prompt.row()["prompt"]) == prompt.key
+
+
+def test_tasks_under_fewer_variants_than_asked_are_counted_not_silent(env, tmp_path):
+    from hsa.train.card import render_card
+
+    # one rule at one setting: a task has one variant of its harness, however many are asked
+    recipe = tmp_path / "one.yaml"
+    recipe.write_text(
+        "seed: 0\nvariants_per_harness: 4\nrules:\n"
+        "  - {rule: prompt.heading_style, probability: 1.0, params: {style: xml}}\n"
+    )
+    settings = RlSettings(tasks=2, variants_per_task=3, include_canonical=False, recipe=str(recipe))
+    prompts, short = prompts_of(env, settings)
+    assert (len(prompts), short) == (2, 2)
+    # the card says it where hsa-train.json has it (train_rl writes it only when some fell short)
+    data = {"prompts": 2, "episodes": 4, "variants_per_task": {"asked": 3, "short": 2}}
+    resolved = {"command": "rl", "hsa": {}, "trl": {}, "data": data}
+    said = "2 tasks were under fewer than 3 harness variants each: too few of the recipe's"
+    assert said in render_card(resolved, [], [], plot=False)
+    del data["variants_per_task"]
+    assert "under fewer than" not in render_card(resolved, [], [], plot=False)
 
 
 def test_a_corpus_with_a_harness_per_task_draws_each_tasks_variants_from_its_own(external):
     # it was refused: "bfcl has 2591 harnesses, one per task (harness_for(task) gives a task's)"
     bfcl = get("bfcl", path=str(external / "bfcl"))
     settings = RlSettings(split="test", tasks=2, variants_per_task=1, include_canonical=True)
-    prompts = prompts_of(bfcl, settings)
+    prompts, _ = prompts_of(bfcl, settings)
     assert len(prompts) == 4 and len({p.key for p in prompts}) == 4
     for prompt in prompts:
         assert prompt.variant.harness_id == bfcl.harness_for(prompt.task).id
