@@ -312,9 +312,9 @@ def _summary(report: Any) -> None:
     "--log",
     "log",
     type=UserPath(path_type=Path),
-    help="Append one JSON line per chat-completions request (key, status) to this file, "
-    "once its answer is sent; one never sent (the client left, or Ctrl-C) has status null "
-    'and "cut": true.',
+    help="Append one JSON line per chat-completions request (key, status, malformed) to this "
+    'file once its answer is sent whole; one cut (the client left, or Ctrl-C) has "cut": '
+    "true, and status null when nothing of it went out.",
 )
 def serve_command(
     what: str,
@@ -391,13 +391,15 @@ def serve_command(
 
 
 def served_summary(stats: Any) -> str:
-    """What ``hsa serve`` says as it stops: its chat-completions requests by the status of
-    the answer sent, and those whose answer was never sent (cut: the client left, or Ctrl-C
-    came, while it waited)."""
+    """What ``hsa serve`` says as it stops: the chat-completions requests it received, by the
+    status of the answer sent whole, and those whose answer was cut (the client left, or
+    Ctrl-C came): before any of it was sent, or while it was being sent."""
     counted = [f"{k}: {v}" for k, v in sorted(stats.statuses.items())]
     if stats.cut:
         counted.append(f"cut before sent: {stats.cut}")
+    if stats.cut_sending:
+        counted.append(f"cut while sending: {stats.cut_sending}")
     return (
-        f"served {stats.requests} requests ({', '.join(counted) or 'none'}); "
+        f"received {stats.requests} requests ({', '.join(counted) or 'none'}); "
         f"{stats.malformed} malformed on purpose"
     )

@@ -12,9 +12,10 @@ broken the same way, as a model's deterministic output would be), and every answ
 ``latency_ms`` after its request was read, as a model that takes that long to answer: the
 server's own work on it (parsing, answering) is inside that time, not added to it. An
 optional JSONL log records every chat-completions request's key and status once its answer
-has gone out, or with status null and ``"cut": true`` when it never did (the client left
-while it waited, or the server closed first); the stats count them so too. With
-``api_key`` set, requests without that bearer token are refused (401).
+has gone out whole, or with ``"cut": true`` when it did not (the client left, or the server
+closed): with its status when its status line had been written, null when nothing had; the
+stats count them so too. With ``api_key`` set, requests without that bearer token are
+refused (401).
 """
 
 from __future__ import annotations
@@ -144,14 +145,17 @@ def malform(message: dict[str, Any]) -> dict[str, Any] | None:
 
 @dataclass(slots=True)
 class ServerStats:
-    """What the server answered: ``statuses`` counts the chat-completions answers sent, by
-    status; ``cut`` those never sent (the client left, or the server closed, before they
-    went out); ``malformed`` the answers sent with their tool call broken on purpose."""
+    """What the server received and answered: ``requests`` counts the chat-completions
+    requests read; ``statuses`` their answers sent whole, by status; ``cut`` those of which
+    nothing went out (the client left, or the server closed, before their status line was
+    written); ``cut_sending`` those cut after it was, before their end; ``malformed`` the
+    answers sent whole with their tool call broken on purpose."""
 
     requests: int = 0
     statuses: Counter = field(default_factory=Counter)
     malformed: int = 0
     cut: int = 0
+    cut_sending: int = 0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -209,7 +213,8 @@ class ChatServer:
         self._seen: Counter = Counter()  # key -> attempts, so a retry draws a new fault
         self._runner: web.ServerRunner | None = None
         self._counter = 0
-        self._unsent: set[_Answer] = set()  # chat-completions answers made, not yet recorded
+        # chat-completions answers made, not yet recorded -> whether they began to go out
+        self._unsent: dict[_Answer, bool] = {}
 
     async def start(self) -> int:
         """Start listening; returns the port (chosen by the system when 0)."""
@@ -267,7 +272,7 @@ class ChatServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
-        for answer in list(self._unsent):  # cut with their connections, still waiting
+        for answer in list(self._unsent):  # cut with their connections
             self._record(answer, sent=False)
         if self._log is not None:
             self._log.close()
@@ -294,18 +299,25 @@ class ChatServer:
         if answer.arrived is None:
             return response
         # A chat-completions answer leaves latency_ms after its request was read, and is
-        # recorded (counted, logged) once it has gone out, or as cut if it never does.
-        self._unsent.add(answer)
+        # recorded (counted, logged) once it has gone out whole, or as cut if it does not.
+        self._unsent[answer] = False
         sent = False
         try:
             wait = answer.arrived + self.faults.latency_ms / 1000.0 - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                raise ConnectionResetError("the client left while its answer waited")
+            # nothing below waits before the status line is handed to the connection (before
+            # the body or with it, as aiohttp's version does): from here the answer has begun
+            # to go out, and a stop while the rest drains to a slow client cuts it sending
+            self._unsent[answer] = True
             await response.prepare(request)
             await response.write_eof()
             sent = True
         except ConnectionError:
-            pass  # the client left while it waited: aiohttp closes the connection
+            pass  # the client left: aiohttp closes the connection
         finally:  # (cancelled too: the server closing cut the connection)
             self._record(answer, sent=sent)
         return response
@@ -390,24 +402,24 @@ class ChatServer:
         return _Answer(200, completion, {}, arrived, key, malformed)
 
     def _record(self, answer: _Answer, *, sent: bool) -> None:
-        """Count and log a chat-completions answer once: its status when it was sent, as
-        cut (status null) when it never was."""
+        """Count and log a chat-completions answer once: its status (and whether it was
+        malformed) when it was sent whole; as cut when it was not, with its status when its
+        status line had gone out (cut while sending), status null when nothing had."""
         if answer not in self._unsent:
             return
-        self._unsent.discard(answer)
+        begun = self._unsent.pop(answer)
+        entry: dict[str, Any] = {"key": answer.key, "status": answer.status}
         if sent:
             self.stats.statuses[answer.status] += 1
             self.stats.malformed += answer.malformed
+            entry["malformed"] = answer.malformed
+        elif begun:
+            self.stats.cut_sending += 1
+            entry["cut"] = True
         else:
             self.stats.cut += 1
+            entry.update(status=None, cut=True)
         if self._log is not None:
-            entry: dict[str, Any] = {
-                "key": answer.key,
-                "status": answer.status if sent else None,
-                "malformed": answer.malformed,
-            }
-            if not sent:
-                entry["cut"] = True
             self._log.write(json.dumps(entry) + "\n")
             self._log.flush()
 

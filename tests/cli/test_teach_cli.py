@@ -403,12 +403,13 @@ def test_serve_says_as_it_stops_which_answers_were_never_sent():
     from hsa.teachers.server import ServerStats
 
     plain = ServerStats(requests=3, statuses=Counter({200: 2, 400: 1}), malformed=1)
-    assert served_summary(plain) == "served 3 requests (200: 2, 400: 1); 1 malformed on purpose"
-    cut = ServerStats(requests=3, statuses=Counter({200: 1}), cut=2)
+    assert served_summary(plain) == ("received 3 requests (200: 2, 400: 1); 1 malformed on purpose")
+    cut = ServerStats(requests=4, statuses=Counter({200: 1}), cut=2, cut_sending=1)
     assert served_summary(cut) == (
-        "served 3 requests (200: 1, cut before sent: 2); 0 malformed on purpose"
+        "received 4 requests (200: 1, cut before sent: 2, cut while sending: 1); "
+        "0 malformed on purpose"
     )
-    assert served_summary(ServerStats()).startswith("served 0 requests (none);")
+    assert served_summary(ServerStats()).startswith("received 0 requests (none);")
 
 
 def test_teach_says_how_many_tasks_ran_under_fewer_variants_than_asked(capsys, tmp_path):

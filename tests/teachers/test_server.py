@@ -238,7 +238,42 @@ def test_an_answer_still_waiting_when_the_server_closes_is_logged_cut(serve, tmp
         assert client.recv(100) == b""  # cut: no answer went out
     assert (served.server.stats.cut, served.server.stats.statuses) == (1, {})
     [entry] = [json.loads(line) for line in log.read_text().splitlines()]
-    assert entry == {"key": entry["key"], "status": None, "malformed": False, "cut": True}
+    assert entry == {"key": entry["key"], "status": None, "cut": True}
+
+
+def long_answer(body):
+    # more than the client's socket and the server's buffers hold: the rest waits to drain
+    # (its closing ">" is what a malformed answer loses)
+    return {"role": "assistant", "content": "x" * (8 << 20) + "<end>"}, {"prompt_tokens": 1}
+
+
+@pytest.mark.parametrize("who", ["client", "server"])
+def test_an_answer_cut_while_it_was_being_sent_is_logged_with_its_status(
+    serve, tmp_path, monkeypatch, who
+):
+    # its status line reached the client, the rest did not: it was logged status null and
+    # summed as cut before sent, as one of which nothing went out
+    monkeypatch.setattr(server_module, "SHUTDOWN_GRACE_S", 0.05)
+    log = tmp_path / "requests.jsonl"
+    served = serve(answer=long_answer, faults=Faults(malformed_rate=1.0), log=log)
+    body = chat_body().encode()
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # (set before it connects)
+    client.connect(("127.0.0.1", served.port))
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}"
+    client.sendall(head.encode() + b"\r\n\r\n" + body)
+    with client:
+        assert client.recv(12) == b"HTTP/1.1 200"  # and no more is read
+        if who == "server":
+            asyncio.run_coroutine_threadsafe(served.server.close(), served.loop).result(10)
+    deadline = time.monotonic() + 5
+    while not served.stats.cut_sending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stats = served.server.stats
+    assert (stats.requests, stats.cut_sending, stats.cut, stats.statuses) == (1, 1, 0, {})
+    assert stats.malformed == 0  # counted among answers sent whole (the log said true)
+    [entry] = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry == {"key": entry["key"], "status": 200, "cut": True}
 
 
 def test_a_request_without_the_key_gets_401(serve):
