@@ -42,8 +42,9 @@ def call_key(tool: str, args: Mapping[str, Any]) -> str:
 
 
 #: a lifecycle event as a recording and its replay both name it: (event, turn, what) where
-#: ``what`` is the call (``call_key``, with the arguments it ran with after ``post_tool_use``),
-#: the answer's text (``stop``), or empty (``session_start``, ``user_prompt_submit``)
+#: ``what`` is the call (``call_key``: the model's arguments at ``pre_tool_use``, the arguments
+#: it ran with, after ``update_input`` hooks, at ``post_tool_use``), the answer's text
+#: (``stop``), or empty (``session_start``, ``user_prompt_submit``)
 EventKey = tuple[str, int, str]
 
 
