@@ -10,6 +10,7 @@ TRL's names.
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import socket
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -454,8 +456,6 @@ def _cut_in_packing(trainer: Any, rows: TrainingRows, max_length: int) -> tuple[
 def _prepared_whole(trainer: Any, rows: Any) -> Any:
     """``rows`` as ``trainer`` prepares its training rows -- tokenized, labelled -- but neither
     truncated nor packed nor shuffled, in Arrow (``POSITION`` and ``labels`` columns)."""
-    import copy
-
     whole = copy.copy(trainer.args)
     whole.max_length, whole.packing, whole.shuffle_dataset = None, False, False
     # TRL's own preparation, so that the tokens are exactly those it trains on
@@ -466,8 +466,6 @@ def _prepared_whole(trainer: Any, rows: Any) -> Any:
 def labelled_tokens(labels: Any) -> list[int]:
     """How many tokens of each row carry a label (not -100, TRL's mask), of an Arrow list
     column."""
-    import numpy as np
-
     if isinstance(labels, pa.ChunkedArray):
         labels = labels.combine_chunks() if labels.num_chunks else pa.array([], labels.type)
     lengths = pc.list_value_length(labels).fill_null(0).to_numpy(zero_copy_only=False)
