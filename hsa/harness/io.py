@@ -43,7 +43,7 @@ from hsa.harness.files import replacing_directory, write_atomic
 from hsa.harness.model import Harness
 from hsa.harness.sandbox import MAX_TEMPLATE_CHARS
 from hsa.harness.skillfile import dump_skill_md, dump_yaml, load_skill_dir
-from hsa.harness.toolformats import SCHEMA_KEYS, tool_entries, tool_from_entry
+from hsa.harness.toolformats import ToolPlace, in_file, tool_entries, tool_from_entry
 from hsa.harness.validate import document_problems, render_problems
 
 MANIFEST = "harness.yaml"
@@ -60,8 +60,8 @@ class _Sources:
         self.root = root
         self.manifest = manifest
         self.tools: Path | None = None
-        # per tools.json entry: the path prefix of its body and the name of its schema key
-        self.tool_layout: dict[int, tuple[str, str]] = {}
+        # where in the tools file each tool of the document is
+        self.tool_places: list[ToolPlace] = []
         self.template: Path | None = None
         self.skills: dict[int, Path] = {}
         # whether the manifest lists the skills, or they are the skill folders found there
@@ -69,13 +69,9 @@ class _Sources:
 
     def locate(self, err: HsaError) -> HsaError:
         where = err.where or "$"
-        if self.tools is not None and (m := re.match(r"^\$\.tools\[(\d+)\](.*)$", where)):
-            index, rest = int(m.group(1)), m.group(2)
-            prefix, schema_key = self.tool_layout.get(index, ("", "parameters"))
-            if rest.startswith(".parameters"):
-                rest = f".{schema_key}{rest[len('.parameters') :]}"
-            inside = f"$[{index}]{prefix}{rest}" if rest else f"$[{index}]"
-            return HarnessError(err.message, file=str(self.tools), where=inside)
+        if self.tools is not None and (inside := in_file(where, err.message, self.tool_places)):
+            # the path, and any path in the message, as the tools file has them
+            return HarnessError(inside[1], file=str(self.tools), where=inside[0])
         if (m := re.match(r"^\$\.skills\[(\d+)\](.*)$", where)) and (
             file := self.skills.get(int(m.group(1)))
         ):
@@ -209,10 +205,9 @@ def _read(path: str | Path) -> tuple[dict[str, Any], list[HsaError]]:
             found.append(exc)
 
     tools_data: Any = None
-    tool_index: list[int] | None = None  # entry of tools.json that each doc tool came from
     if isinstance(doc.get("tools"), str):
         sources.tools = root / doc["tools"]
-        tools_data, doc["tools"], tool_index = _read_tools(sources, found)
+        tools_data, doc["tools"] = _read_tools(sources, found)
     prompt = doc.get("prompt")
     if isinstance(prompt, dict) and "template_file" in prompt:
         ref = prompt.pop("template_file")
@@ -240,15 +235,9 @@ def _read(path: str | Path) -> tuple[dict[str, Any], list[HsaError]]:
         checked = render_problems(Harness.from_dict(doc))
     for problem in checked:
         where, message = problem.where or "$", problem.message
-        if tool_index is not None:
-            where, message = _reindex("tools", tool_index, where, message)
         if skill_index is not None:
             where, message = _reindex("skills", skill_index, where, message)
         located = sources.locate(HarnessError(message, where=where))
-        if sources.tools is not None and located.file == str(sources.tools):
-            # a path in the message points into the same file: as that file's path
-            message = re.sub(r"\$\.tools\[(\d+)\]", r"$[\1]", located.message)
-            located = HarnessError(message, file=located.file, where=located.where)
         if manifest_read or located.file != str(manifest):
             found.append(located)
     data = {str(manifest): doc, str(sources.tools): tools_data}
@@ -283,38 +272,34 @@ def _by_convention(doc: dict[str, Any], root: Path, manifest: Path) -> None:
     prompt["template_file"] = TEMPLATE_FILE
 
 
-def _read_tools(
-    sources: _Sources, found: list[HsaError]
-) -> tuple[Any, list[dict[str, Any]], list[int]]:
-    """The tools file's data, its tools as harness-document tools and the entry each came
-    from; an entry that cannot be converted is a problem in ``found``, and left out."""
+def _read_tools(sources: _Sources, found: list[HsaError]) -> tuple[Any, list[dict[str, Any]]]:
+    """The tools file's data and its tools as harness-document tools, each one's place in the
+    file kept in ``sources``; an entry that cannot be converted is a problem in ``found``, and
+    left out."""
     assert sources.tools is not None
     file = str(sources.tools)
     if missing := _not_found(sources, sources.tools, "$.tools"):
         found.append(missing)
-        return None, [], []
+        return None, []
     try:
         data = _read_json(sources.tools)
         entries = tool_entries(data)
     except ImportFormatError as exc:
         found.append(HarnessError(exc.message, file=file, where=exc.where or "$"))
-        return None, [], []
+        return None, []
     except HsaError as exc:
         found.append(exc)
-        return None, [], []
+        return None, []
     tools: list[dict[str, Any]] = []
-    index: list[int] = []
-    for i, entry in enumerate(entries):
+    for where, entry in entries:
         try:
-            tool, fmt = tool_from_entry(entry, where=f"$[{i}]")
+            tool, place = tool_from_entry(entry, where=where)
         except ImportFormatError as exc:
             found.append(HarnessError(exc.message, file=file, where=exc.where or "$"))
             continue
-        wrapped = fmt == "openai" and "function" in entry
-        sources.tool_layout[i] = (".function" if wrapped else "", SCHEMA_KEYS[fmt])
+        sources.tool_places.append(place)
         tools.append(tool.to_dict())
-        index.append(i)
-    return data, tools, index
+    return data, tools
 
 
 def _read_skills(

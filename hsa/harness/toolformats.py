@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hsa.errors import ImportFormatError
@@ -42,22 +43,70 @@ def detect_tool_format(entry: Mapping[str, Any]) -> str:
     )
 
 
-def tool_entries(doc: Any) -> list[Mapping[str, Any]]:
-    """The list of tool entries in a tools document: a list, ``{"tools": [...]}`` (MCP's
-    ``tools/list`` result), or that result in its JSON-RPC response (``{"result": {...}}``)."""
+def tool_entries(doc: Any) -> list[tuple[str, Any]]:
+    """The tool entries of a tools document, each with its JSON path in it: a list
+    (``$[i]``), ``{"tools": [...]}`` (MCP's ``tools/list`` result: ``$.tools[i]``), that result
+    in its JSON-RPC response (``$.result.tools[i]``), or one tool object (``$``)."""
+    at = "$"
     if isinstance(doc, Mapping) and isinstance(doc.get("result"), Mapping) and "jsonrpc" in doc:
-        doc = doc["result"]
+        doc, at = doc["result"], "$.result"
     if isinstance(doc, Mapping) and isinstance(doc.get("tools"), list):
-        doc = doc["tools"]
+        doc, at = doc["tools"], f"{at}.tools"
     if isinstance(doc, Mapping) and ("name" in doc or "function" in doc):
-        doc = [doc]
+        return [(at, doc)]
     if not isinstance(doc, list):
         raise ImportFormatError('a tools document must be a list of tools or {"tools": [...]}')
-    return doc
+    return [(f"{at}[{i}]", entry) for i, entry in enumerate(doc)]
 
 
-def tool_from_entry(entry: Any, *, where: str) -> tuple[Tool, str]:
-    """Convert one tool entry to a ``Tool`` (name not yet made legal) and its detected format."""
+@dataclass(frozen=True, slots=True)
+class ToolPlace:
+    """Where a tool entry sits in its tools file, to point a problem found in the ``Tool``
+    made of it (at a harness document's ``$.tools[i]...``) at what the file holds."""
+
+    entry: str  # the entry's JSON path in the file
+    body: str  # where its name and schema are: the entry, or its ``function`` (OpenAI's wrapper)
+    format: str  # openai, mcp or anthropic
+    own_extra: frozenset[str] = frozenset()  # the keys of its own ``extra`` (hsa's tools.json)
+
+    def path(self, rest: str) -> str:
+        """The file's path of ``rest``, a path inside the tool (``.parameters.properties.x``,
+        ``.name``, ``.extra.strict``): the schema under the format's key, an ``extra`` field
+        where the entry holds it."""
+        if not rest:
+            return self.entry
+        if rest == ".parameters" or rest.startswith((".parameters.", ".parameters[")):
+            return f"{self.body}.{SCHEMA_KEYS[self.format]}{rest[len('.parameters') :]}"
+        if (field := _EXTRA_FIELD.match(rest)) is not None:
+            key = json.loads(field["quoted"]) if field["quoted"] else field["name"]
+            inside = ".extra" if key in self.own_extra else ""
+            return f"{self.body}{inside}{rest[len('.extra') :]}"
+        return f"{self.body}{rest}"
+
+
+#: ``.extra`` and the key after it, as ``hsa.harness.validate`` writes a path
+_EXTRA_FIELD = re.compile(r'\.extra(?:\.(?P<name>[^.\[]+)|\[(?P<quoted>"(?:[^"\\]|\\.)*")\])')
+_TOOL_PATH = re.compile(r"\$\.tools\[(\d+)\]")
+
+
+def in_file(where: str, message: str, places: Sequence[ToolPlace]) -> tuple[str, str] | None:
+    """``where`` and ``message`` of a problem with a harness document's tools made of a
+    tools file (``places``: where each came from), as that file's paths; None when ``where``
+    is not in a tool."""
+    found = _TOOL_PATH.match(where)
+    if found is None or int(found[1]) >= len(places):
+        return None
+
+    def entry(match: re.Match[str]) -> str:
+        k = int(match[1])
+        return places[k].entry if k < len(places) else match[0]
+
+    return places[int(found[1])].path(where[found.end() :]), _TOOL_PATH.sub(entry, message)
+
+
+def tool_from_entry(entry: Any, *, where: str) -> tuple[Tool, ToolPlace]:
+    """Convert the tool entry at ``where`` to a ``Tool`` (name not yet made legal), and where
+    its parts are in the file (its detected format among them)."""
     if not isinstance(entry, Mapping):
         raise ImportFormatError(f"expected an object, got {type(entry).__name__}", where=where)
     try:
@@ -66,7 +115,7 @@ def tool_from_entry(entry: Any, *, where: str) -> tuple[Tool, str]:
         raise ImportFormatError(exc.message, where=where) from None
     wrapped = fmt == "openai" and "function" in entry
     body = entry["function"] if wrapped else entry
-    where = f"{where}.function" if wrapped else where
+    entry_where, where = where, f"{where}.function" if wrapped else where
     schema_key = SCHEMA_KEYS[fmt]
     name = body.get("name")
     if not isinstance(name, str) or not name:
@@ -88,10 +137,11 @@ def tool_from_entry(entry: Any, *, where: str) -> tuple[Tool, str]:
         )
     # An empty schema means "no arguments", as ``Tool.from_dict`` reads it too.
     params = dict(params) if params else dict(EMPTY_PARAMETERS)
-    description = body.get("description") or body.get("title") or ""
+    said = "description" if body.get("description") else "title"
+    description = body.get(said) or ""
     if not isinstance(description, str):
         raise ImportFormatError(
-            f"description of tool {name!r} must be a string", where=f"{where}.description"
+            f"{said} of tool {name!r} must be a string", where=f"{where}.{said}"
         )
     extra = body.get("extra") or {}  # as hsa writes it in tools.json
     if not isinstance(extra, Mapping):
@@ -99,8 +149,9 @@ def tool_from_entry(entry: Any, *, where: str) -> tuple[Tool, str]:
     # the entry's other fields (OpenAI's strict, MCP's title, outputSchema, annotations,
     # Anthropic's cache_control, ...): kept aside, never shown to a model
     known = ("name", "description", schema_key, "extra")
+    place = ToolPlace(entry_where, where, fmt, frozenset(extra))
     extra = {**{k: v for k, v in body.items() if k not in known}, **extra}
-    return Tool(name=name, description=description, parameters=params, extra=extra), fmt
+    return Tool(name=name, description=description, parameters=params, extra=extra), place
 
 
 def legal_name(
@@ -148,33 +199,47 @@ def tools_from_document(doc: Any, *, file: str | None = None) -> tuple[list[Tool
     Names that are already legal are kept; the others are made legal around them, so a source
     name never loses its spelling to a renamed neighbour.
     """
+    tools, places = read_tools(doc, file=file)
+    return legalize(tools, file=file, places=places)
+
+
+def read_tools(doc: Any, *, file: str | None = None) -> tuple[list[Tool], list[ToolPlace]]:
+    """The tools of a tools document as they are named there, and where each is in it."""
     try:
         entries = tool_entries(doc)
     except ImportFormatError as exc:
         raise ImportFormatError(exc.message, file=file, where="$") from None
     parsed: list[Tool] = []
-    for i, entry in enumerate(entries):
+    places: list[ToolPlace] = []
+    for where, entry in entries:
         try:
-            tool = tool_from_entry(entry, where=f"$[{i}]")[0]
+            tool, place = tool_from_entry(entry, where=where)
         except ImportFormatError as exc:
             raise ImportFormatError(exc.message, file=file, where=exc.where) from None
         if "type" not in tool.parameters:  # tools APIs want the object type spelled out
             tool = replace(tool, parameters={"type": "object", **tool.parameters})
         parsed.append(tool)
-    return legalize(parsed, file=file)
+        places.append(place)
+    return parsed, places
 
 
 def legalize(
-    tools: Sequence[Tool], *, file: str | None = None
+    tools: Sequence[Tool],
+    *,
+    file: str | None = None,
+    places: Sequence[ToolPlace] | None = None,
 ) -> tuple[list[Tool], dict[str, str]]:
-    """``tools`` with API-legal, unique names, and ``name_map`` (legal name -> source name)."""
+    """``tools`` with API-legal, unique names, and ``name_map`` (legal name -> source name).
+    A name given twice is refused at the place of its second tool (``places``; by default
+    the tools are a list, the i-th at ``$[i]``)."""
+    at = [p.entry for p in places] if places is not None else [f"$[{i}]" for i in range(len(tools))]
     seen: dict[str, int] = {}
     for i, tool in enumerate(tools):
         if tool.name in seen:
             raise DuplicateToolName(
-                f"duplicate tool name {tool.name!r} (also at $[{seen[tool.name]}])",
+                f"duplicate tool name {tool.name!r} (also at {at[seen[tool.name]]})",
                 file=file,
-                where=f"$[{i}]",
+                where=at[i],
             )
         seen[tool.name] = i
     taken = {t.name for t in tools if API_NAME.fullmatch(t.name)}

@@ -32,8 +32,8 @@ ANTHROPIC = {"name": "search", "description": "d", "input_schema": SCHEMA}
 )
 def test_every_format_gives_the_same_tool(entry, fmt):
     assert detect_tool_format(entry) == fmt
-    tool, detected = tool_from_entry(entry, where="$[0]")
-    assert detected == fmt
+    tool, place = tool_from_entry(entry, where="$[0]")
+    assert place.format == fmt
     assert tool.to_openai() == OPENAI
 
 
@@ -247,8 +247,61 @@ def test_a_malformed_schema_is_one_error_naming_its_path(tmp_path, parameters, w
         import_source(path)
     (problem,) = err.value.problems
     assert problem.file == str(path)
-    assert problem.where == f"harness p: $.tools[0].parameters.{where}"
+    assert problem.where == f"$[0].parameters.{where}"  # the file's path, as validate gives
     assert problem.message == says
+
+
+BAD_X = {"type": "object", "properties": {"x": {"type": "int"}}}
+
+
+@pytest.mark.parametrize(
+    ("doc", "where"),
+    [
+        ([MCP, {**MCP, "name": "b", "inputSchema": BAD_X}], "$[1].inputSchema"),
+        ({"tools": [MCP, {**MCP, "name": "b", "inputSchema": BAD_X}]}, "$.tools[1].inputSchema"),
+        (  # an MCP tools/list response
+            {"jsonrpc": "2.0", "id": 1, "result": {"tools": [{**MCP, "inputSchema": BAD_X}]}},
+            "$.result.tools[0].inputSchema",
+        ),
+        ({**ANTHROPIC, "input_schema": BAD_X}, "$.input_schema"),  # one tool, on its own
+        (
+            {"tools": [{"type": "function", "function": {**BARE, "parameters": BAD_X}}]},
+            "$.tools[0].function.parameters",
+        ),
+    ],
+)
+def test_a_schema_problem_is_at_the_files_own_path_in_every_shape(tmp_path, doc, where):
+    # the import named the harness it made ("harness tools: $.tools[0].parameters..."), a
+    # document the user never wrote; the path is the file's, as hsa harness validate gives it
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(HarnessValidationError) as err:
+        import_source(path)
+    (problem,) = err.value.problems
+    assert (problem.file, problem.where) == (str(path), f"{where}.properties.x.type")
+    assert problem.message.startswith("not a valid JSON Schema: 'int' is not valid")
+
+
+@pytest.mark.parametrize(
+    ("doc", "where", "reason"),
+    [
+        ({"tools": [MCP, {"inputSchema": SCHEMA}]}, "$.tools[1]", "tool has no name"),
+        (
+            {"jsonrpc": "2.0", "result": {"tools": [MCP, {**MCP, "inputSchema": 3}]}},
+            "$.result.tools[1].inputSchema",
+            "must be a JSON Schema object",
+        ),
+        ({"tools": [MCP, MCP]}, "$.tools[1]", "duplicate tool name 'search' (also at $.tools[0])"),
+        ({**MCP, "title": 5, "description": ""}, "$.title", "title of tool 'search' must be"),
+    ],
+)
+def test_an_entry_that_cannot_be_read_is_at_the_files_own_path(tmp_path, doc, where, reason):
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ImportFormatError) as err:
+        import_source(path, format="tools")
+    assert (err.value.file, err.value.where) == (str(path), where)
+    assert reason in err.value.message
 
 
 def test_invalid_json_names_line(tmp_path):

@@ -790,3 +790,41 @@ def test_a_literal_template_renders_exactly_its_text(text):
     from hsa.harness.sandbox import render_template
 
     assert render_template(literal_template(text), {}, where="body") == text
+
+
+MCP_X = {"name": "a", "inputSchema": {"type": "object", "properties": {"x": {"type": "int"}}}}
+
+
+@pytest.mark.parametrize(
+    ("doc", "where"),
+    [
+        ([MCP_X], "$[0].inputSchema"),
+        ({"tools": [{"name": "b", "inputSchema": {}}, MCP_X]}, "$.tools[1].inputSchema"),
+        ({"jsonrpc": "2.0", "result": {"tools": [MCP_X]}}, "$.result.tools[0].inputSchema"),
+        (MCP_X, "$.inputSchema"),  # one tool, on its own
+    ],
+)
+def test_a_tools_json_problem_is_at_the_files_own_path_in_every_shape(tmp_path, doc, where):
+    # an MCP tools/list result or response, or one tool object, was reported as if the file
+    # were a list ("$[0].inputSchema...")
+    root = _write(tmp_path, "id: x\n", {"tools.json": json.dumps(doc)})
+    file, found, message = _one(problems(root))
+    assert (file, found) == (str(root / "tools.json"), f"{where}.properties.x.type")
+    assert message.startswith("not a valid JSON Schema")
+
+
+def test_paths_in_a_tools_json_message_and_its_extra_fields_are_the_files(tmp_path):
+    lone = "\\ud800"  # a lone surrogate: JSON reads it, no dataset row holds it
+    text = (
+        '{"jsonrpc": "2.0", "result": {"tools": ['
+        '{"name": "a", "inputSchema": {}}, {"name": "a", "inputSchema": {}}, '
+        f'{{"name": "b", "inputSchema": {{}}, "meta": {{"n": "{lone}"}}}}, '
+        f'{{"name": "c", "parameters": {{}}, "extra": {{"k x": "{lone}"}}}}]}}}}'
+    )
+    root = _write(tmp_path, "id: x\n", {"tools.json": text})
+    found = [(p.where, p.message.split(" (a ")[0]) for p in problems(root)]
+    assert found == [
+        ("$.result.tools[1].name", "duplicate tool name 'a' (also at $.result.tools[0])"),
+        ("$.result.tools[2].meta.n", "a lone surrogate"),
+        ('$.result.tools[3].extra["k x"]', "a lone surrogate"),
+    ]
