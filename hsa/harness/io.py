@@ -7,7 +7,7 @@ A harness directory::
                           ``prompt.template_file: prompt.md.j2``
     prompt.md.j2          the system prompt template, when the harness has one
     tools.json            tools (OpenAI, MCP or Anthropic format; saved as OpenAI)
-    skills/<id>/SKILL.md  one Agent Skill per folder
+    skills/<id>/SKILL.md  one Agent Skill per folder, named by its id (hidden folders skipped)
 
 ``prompt.md.j2``, ``tools.json`` and ``skills/`` are found by convention: each is loaded even
 when ``harness.yaml`` does not reference it (skills in folder-name order). A manifest that names
@@ -91,8 +91,21 @@ class _Sources:
 
 
 def _folder_id(message: str) -> str:
-    """``message``, of a skill id that is a skill folder's name, saying so."""
-    return f"{message} (a skill's id is its folder's name: rename the folder)"
+    """``message``, of a skill id that is a skill folder's name, saying so and what to do.
+
+    The loader does not rename: a skill's id is what trajectories load it by, and what a
+    save writes its folder as, so an id other than the folder's name would not survive a
+    load and save. ``hsa harness import`` makes legal ids of any folder names (and keeps
+    them in ``skill_id_map``), for a harness of its own.
+    """
+    return f"{message} (a skill's id is its folder's name: {_ID_RULE}; rename the folder{_IMPORT})"
+
+
+_ID_RULE = "letters, digits and _.:- only, a letter or digit first"
+_IMPORT = (
+    ", or import the skills folder with `hsa harness import`, which gives each skill a legal "
+    "id and keeps the folder's name in skill_id_map"
+)
 
 
 def _not_found(sources: _Sources, path: Path, where: str) -> HarnessError | None:
@@ -253,7 +266,7 @@ def _by_convention(doc: dict[str, Any], root: Path, manifest: Path) -> None:
     if "tools" not in doc and (root / TOOLS_FILE).is_file():
         doc["tools"] = TOOLS_FILE
     if "skills" not in doc and (root / SKILLS_DIR).is_dir():
-        found = sorted(p.name for p in (root / SKILLS_DIR).iterdir() if (p / "SKILL.md").is_file())
+        found = sorted(p.name for p in _skill_folders(root))
         if found:
             doc["skills"] = found
     if not (root / TEMPLATE_FILE).is_file():
@@ -270,6 +283,17 @@ def _by_convention(doc: dict[str, Any], root: Path, manifest: Path) -> None:
             where="$.prompt.template",
         )
     prompt["template_file"] = TEMPLATE_FILE
+
+
+def _skill_folders(root: Path) -> list[Path]:
+    """The skill folders of the harness directory ``root``: those under ``skills/`` that hold a
+    SKILL.md, hidden ones left out (a ``.old-skill`` put aside, ``.git``), as ``hsa harness
+    import`` of a skills folder leaves them out."""
+    return [
+        p
+        for p in (root / SKILLS_DIR).iterdir()
+        if not p.name.startswith(".") and (p / "SKILL.md").is_file()
+    ]
 
 
 def _read_tools(sources: _Sources, found: list[HsaError]) -> tuple[Any, list[dict[str, Any]]]:
@@ -333,6 +357,7 @@ def _bad_id(message: str, index: int, folder: Path, sources: _Sources) -> Harnes
     """A problem with the id of the skill ``index``: at its entry of the manifest's list, or
     at its folder when the skills are the folders found there (the manifest lists none)."""
     if sources.skills_listed:
+        message += f" ({_ID_RULE}; the id names its folder in {SKILLS_DIR}/: rename both{_IMPORT})"
         return HarnessError(message, file=str(sources.manifest), where=f"$.skills[{index}]")
     return HarnessError(_folder_id(message), file=str(folder))
 
@@ -434,11 +459,7 @@ def unlisted_skills(path: str | Path) -> list[str]:
     listed = _listed_skills(found)
     if listed is None or not (root / SKILLS_DIR).is_dir():
         return []
-    return sorted(
-        f"{SKILLS_DIR}/{p.name}"
-        for p in (root / SKILLS_DIR).iterdir()
-        if (p / "SKILL.md").is_file() and p.name not in listed
-    )
+    return sorted(f"{SKILLS_DIR}/{p.name}" for p in _skill_folders(root) if p.name not in listed)
 
 
 def load(path: str | Path) -> Harness:
@@ -510,7 +531,8 @@ def _check_replaceable(harness: Harness, path: Path, beside: tuple[str, ...]) ->
         )
     known = {MANIFEST, TOOLS_FILE, TEMPLATE_FILE, *beside}
     # the skills of the harness there: those its manifest lists (which has the last word), or
-    # every skill folder when it lists none; another skill folder is the user's (a draft)
+    # every skill folder when it lists none (hidden ones are not read); another skill folder
+    # is the user's (a draft, one put aside)
     ours = _listed_skills(found)
 
     def saved(name: str) -> bool:  # a file write_dir writes (a skill's SKILL.md among them)
@@ -519,7 +541,7 @@ def _check_replaceable(harness: Harness, path: Path, beside: tuple[str, ...]) ->
             len(parts) == 3
             and parts[0] == SKILLS_DIR
             and parts[2] == "SKILL.md"
-            and (ours is None or parts[1] in ours)
+            and (parts[1] in ours if ours is not None else not parts[1].startswith("."))
         )
 
     names = (p.relative_to(path).as_posix() for p in path.rglob("*") if not p.is_dir())

@@ -21,6 +21,7 @@ from hsa.harness import (
     system_prompt,
 )
 from hsa.harness.importers.base import literal_template
+from hsa.harness.io import unlisted_skills
 from hsa.harness.model import Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
 from hsa.harness.sandbox import MAX_TEMPLATE_CHARS
 
@@ -828,3 +829,43 @@ def test_paths_in_a_tools_json_message_and_its_extra_fields_are_the_files(tmp_pa
         ("$.result.tools[2].meta.n", "a lone surrogate"),
         ('$.result.tools[3].extra["k x"]', "a lone surrogate"),
     ]
+
+
+def _skill(folder: Path, name: str) -> None:
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: D.\n---\nBody\n")
+
+
+def test_a_hidden_skill_folder_is_not_read_and_not_replaced(tmp_path):
+    # skills/.old-refund made the harness invalid ("rename the folder"), while hsa harness
+    # import of the skills folder leaves hidden folders out
+    root = _write(tmp_path, "id: x\n")
+    _skill(root / "skills" / "refund", "refund")
+    _skill(root / "skills" / ".old-refund", "old-refund")
+    assert problems(root) == []
+    harness = load_harness(root)
+    assert [s.id for s in harness.skills] == ["refund"]
+    assert unlisted_skills(root) == []
+    (root / "harness.yaml").write_text("id: x\nskills: [refund]\n")
+    assert unlisted_skills(root) == []
+    (root / "harness.yaml").write_text("id: x\n")
+    # not the harness's, so a save over the folder would delete what it does not hold
+    with pytest.raises(HarnessError, match=r"\(skills/\.old-refund/SKILL\.md\)"):
+        save_harness(harness.replace(version="2"), root)
+    assert (root / "skills" / ".old-refund" / "SKILL.md").is_file()
+
+
+def test_a_skill_folder_name_that_is_no_id_says_how_to_get_one(tmp_path):
+    # the Agent Skills spec allows lower-case letters of any script; a skill id does not, and
+    # the loader keeps id and folder name one (a save writes the folder from the id)
+    root = _write(tmp_path, "id: x\n")
+    folder = root / "skills" / "données-clients"
+    _skill(folder, "données-clients")
+    file, where, message = _one(problems(root))
+    assert (file, where) == (str(folder), None)
+    assert message.startswith("'données-clients' is not a valid skill id (a skill's id is its")
+    assert "rename the folder, or import the skills folder with `hsa harness import`" in message
+    (root / "harness.yaml").write_text("id: x\nskills: [données-clients]\n")
+    file, where, message = _one(problems(root))
+    assert (file, where) == (str(root / "harness.yaml"), "$.skills[0]")
+    assert "rename both, or import the skills folder with `hsa harness import`" in message
