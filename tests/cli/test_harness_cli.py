@@ -202,7 +202,7 @@ def test_ref_cycle(tmp_path):
     path.write_text(json.dumps([{"name": "walk", "input_schema": params}]))
     line = one_error(hsa("harness", "import", str(path), "--out", str(tmp_path / "p")))
     assert line == (
-        f"hsa: error: {path}: harness tools: $.tools[0].parameters: $ref cycle: "
+        f"hsa: error: {path}: $[0].input_schema: $ref cycle: "
         "#/$defs/A -> #/$defs/A (each refers to the same value as the next, so checking a "
         "value against it would never end)"
     )
