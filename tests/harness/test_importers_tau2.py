@@ -214,3 +214,66 @@ def test_a_folder_of_domains_imports_each(external):
     assert [h.id for h in result.harnesses] == ["tau2-airline", "tau2-retail"]
     one = {d: import_source(root / d) for d in ("airline", "retail")}
     assert result.tasks == one["airline"].tasks + one["retail"].tasks
+
+
+def test_tasks_whose_reward_hsa_cannot_check_are_imported_unscored(external, tmp_path):
+    src = tmp_path / "shop"
+    src.mkdir()
+    (src / "tools.json").write_text((external / "tau2" / "retail" / "tools.json").read_text())
+    tasks = [
+        {
+            "id": "1",
+            "evaluation_criteria": {
+                "env_assertions": [{"env_type": "assistant", "func_name": "f", "arguments": {}}],
+                "reward_basis": ["DB", "ENV_ASSERTION"],
+            },
+        },
+        {"id": "2", "initial_state": {"message_history": [{"role": "user", "content": "hi"}]}},
+        {"id": "3", "initial_state": {}, "evaluation_criteria": {"reward_basis": ["DB"]}},
+    ]
+    (src / "tasks.json").write_text(json.dumps(tasks))
+    result = import_source(src)
+    scored = [t["metadata"].get("scored", True) for t in result.tasks]
+    assert scored == [False, False, True]
+    assert "ENV_ASSERTION" in result.tasks[0]["metadata"]["unscored_reason"]
+    assert "initial_state" in result.tasks[1]["metadata"]["unscored_reason"]
+    assert [n.split(":")[0] for n in result.notes[1:]] == [
+        "1 task(s) imported unscored (1)",
+        "1 task(s) imported unscored (2)",
+    ]
+    for bad, where, says in [
+        (
+            {"evaluation_criteria": {"reward_basis": ["DB", "STATE"]}},
+            "evaluation_criteria.reward_basis",
+            "must be a list of DB",
+        ),
+        (
+            {"evaluation_criteria": {"reward_basis": "DB"}},
+            "evaluation_criteria.reward_basis",
+            "must be a list of DB",
+        ),
+        ({"initial_state": ["x"]}, "initial_state", "must be an object"),
+    ]:
+        (src / "tasks.json").write_text(json.dumps([{"id": "1", **bad}]))
+        with pytest.raises(ImportFormatError, match=says) as err:
+            import_source(src)
+        assert err.value.where == f"$[0].{where}"
+
+
+def test_tau2s_own_data_folder_is_refused_saying_how_to_write_its_tools_json(tmp_path):
+    # tau2-bench ships tasks.json and policy.md, its tools as Python code: no tools.json
+    domains = tmp_path / "domains"
+    for name in ("airline", "retail"):
+        (domains / name).mkdir(parents=True)
+        (domains / name / "tasks.json").write_text("[]")
+    for path, which in [
+        (domains / "retail", "it has"),
+        (domains, "its folders airline, retail have"),
+    ]:
+        with pytest.raises(ImportFormatError) as err:
+            import_source(path, format="tau2")
+        assert err.value.file == str(path)
+        says = err.value.message
+        assert f"{which} tasks.json without tools.json: tau2-bench ships its tools as" in says
+        assert "t.openai_schema for t in get_environment().get_tools()" in says
+        assert "\n" not in says

@@ -1,4 +1,12 @@
-"""Import a tau2-bench domain folder: tools with ``$defs``/``$ref``, the policy, the tasks."""
+"""Import a tau2-bench domain folder: tools with ``$defs``/``$ref``, the policy, the tasks.
+
+A domain folder holds ``tools.json``, ``tasks.json`` and ``policy.md`` (and ``split_tasks.json``
+where tau2 splits its tasks), as the shared corpus's ``tau2/`` does. tau2-bench itself keeps a
+domain's tools as Python code (``src/tau2/domains/<domain>/tools.py``) and ships no
+``tools.json``: its data folder (``data/tau2/domains/<domain>/``) imports once the OpenAI
+schemas of those tools (each tool's ``openai_schema``, as a JSON list) are written beside
+``tasks.json`` (``EXPORT_TOOLS``).
+"""
 
 from __future__ import annotations
 
@@ -27,6 +35,24 @@ POLICY_FILE = "policy.md"
 TASKS_FILE = "tasks.json"
 #: tau2's train/test split of a domain's tasks (upstream, beside tasks.json)
 SPLITS_FILE = "split_tasks.json"
+#: how a user writes a domain's tools.json with tau2-bench installed (run in the domain's
+#: folder, DOMAIN its name)
+EXPORT_TOOLS = (
+    "python -c 'import json; from tau2.domains.DOMAIN.environment import get_environment; "
+    'json.dump([t.openai_schema for t in get_environment().get_tools()], open("tools.json", '
+    '"w"), indent=1)\''
+)
+#: ``reward_basis`` values (tau2's ``RewardType``)
+REWARD_TYPES = ("DB", "ENV_ASSERTION", "NL_ASSERTION", "ACTION", "COMMUNICATE")
+#: why a task is imported unscored (``metadata["unscored_reason"]``): what its reward needs
+#: that hsa cannot check
+UNSCORED = {
+    "env_assertion": "their reward_basis holds ENV_ASSERTION: tau2 checks their env_assertions "
+    "by running its domain's Python functions on the final database, which hsa does not have",
+    "initial_state": "they start from an initial_state (initialization_data, "
+    "initialization_actions or message_history) that tau2 applies before the episode; hsa "
+    "has no database to apply it to and plays each task from one opening message",
+}
 
 
 def is_domain(path: Path) -> bool:
@@ -35,7 +61,7 @@ def is_domain(path: Path) -> bool:
 
 def domains(path: Path) -> list[Path]:
     """The tau2 domains at ``path``: itself when it is one, else its sub-folders that are
-    (tau2's ``data/tau2/domains/``, say), in name order."""
+    (the shared corpus's ``tau2/``, say), in name order."""
     if is_domain(path):
         return [path]
     if not path.is_dir():
@@ -43,15 +69,36 @@ def domains(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if is_domain(p))
 
 
+def not_a_domain(path: Path) -> ImportFormatError:
+    """The error for a folder that is no tau2 domain and holds none: where ``tasks.json`` is
+    there without ``tools.json`` (tau2-bench's own data folders), how to write it."""
+    expected = f"expected {TOOLS_FILE} and {TASKS_FILE} (and {POLICY_FILE})"
+    folders = [path, *(sorted(p for p in path.iterdir() if p.is_dir()) if path.is_dir() else ())]
+    bare = [p for p in folders if (p / TASKS_FILE).is_file() and not (p / TOOLS_FILE).is_file()]
+    if not bare:
+        return ImportFormatError(
+            f"not a tau2 domain folder: {expected}, or folders that each hold them",
+            file=str(path),
+        )
+    if bare[0] == path:
+        which = "it has"
+    else:
+        which = f"its folder{'s' if bare[1:] else ''} {first_few([p.name for p in bare])} "
+        which += "have" if bare[1:] else "has"
+    return ImportFormatError(
+        f"not a tau2 domain folder: {expected}, and {which} {TASKS_FILE} without "
+        f"{TOOLS_FILE}: tau2-bench ships its tools as Python code, not as {TOOLS_FILE}; write "
+        "their OpenAI schemas beside tasks.json with tau2-bench installed, as "
+        f"{EXPORT_TOOLS.replace('DOMAIN', bare[0].name)}",
+        file=str(path),
+    )
+
+
 def import_tau2(path: Path) -> ImportResult:
     """Every domain at ``path`` (``domains``): a harness and its tasks each."""
     found = domains(path)
     if not found:
-        raise ImportFormatError(
-            f"not a tau2 domain folder: expected {TOOLS_FILE} and {TASKS_FILE} (and "
-            f"{POLICY_FILE}), or folders that each hold them",
-            file=str(path),
-        )
+        raise not_a_domain(path)
     results = [import_domain(domain) for domain in found]
     return ImportResult(
         harnesses=tuple(h for r in results for h in r.harnesses),
@@ -68,13 +115,12 @@ def import_domain(path: Path) -> ImportResult:
     The policy becomes a prompt section of kind ``policy``. Each task's ground truth is
     ``{"actions": [...]}``, the reference tool calls exactly as ``evaluation_criteria.actions``
     lists them; the user scenario and the other evaluation criteria are kept in its metadata
-    (tau2 users are simulated from instructions, so a task has no fixed user turns).
+    (tau2 users are simulated from instructions, so a task has no fixed user turns). A task
+    whose reward needs what hsa cannot check (``UNSCORED``) is imported with
+    ``metadata["scored"]`` false and ``metadata["unscored_reason"]``, and the notes count them.
     """
     if not is_domain(path):
-        raise ImportFormatError(
-            f"not a tau2 domain folder: expected {TOOLS_FILE} and {TASKS_FILE} (and {POLICY_FILE})",
-            file=str(path),
-        )
+        raise not_a_domain(path)
     domain = path.resolve().name
     tools_path = path / TOOLS_FILE
     tools, name_map = tools_from_document(read_json(tools_path, once=True), file=str(tools_path))
@@ -107,6 +153,7 @@ def import_domain(path: Path) -> ImportResult:
     notes = (
         *about_tools,
         *_split_notes(splits, [str(t["metadata"]["source_id"]) for t in tasks]),
+        *_unscored_notes(tasks),
     )
     return ImportResult(
         harnesses=(harness,), tasks=tuple(tasks), source=str(path), format="tau2", notes=notes
@@ -230,9 +277,26 @@ def _tasks(
                     file=str(path),
                     where=f"{at}.compare_args",
                 )
+        basis = criteria.get("reward_basis")
+        if basis is not None and (
+            not isinstance(basis, list) or not all(b in REWARD_TYPES for b in basis)
+        ):
+            raise ImportFormatError(
+                f"reward_basis must be a list of {', '.join(REWARD_TYPES)}, or null (DB and "
+                "COMMUNICATE)",
+                file=str(path),
+                where=f"{where}.evaluation_criteria.reward_basis",
+            )
         metadata: dict[str, Any] = {"source_id": str(task["id"])}
         metadata.update({k: v for k, v in task.items() if k not in ("id", "evaluation_criteria")})
         metadata["evaluation_criteria"] = {k: v for k, v in criteria.items() if k != "actions"}
+        if not isinstance(task.get("initial_state") or {}, Mapping):
+            raise ImportFormatError(
+                "must be an object", file=str(path), where=f"{where}.initial_state"
+            )
+        unscored = _unscored(task, criteria)
+        if unscored:
+            metadata.update(scored=False, unscored_reason=UNSCORED[unscored])
         rows.append(
             task_row(
                 id=f"tau2-{domain}-{task['id']}",
@@ -246,3 +310,25 @@ def _tasks(
             )
         )
     return rows
+
+
+def _unscored(task: Mapping[str, Any], criteria: Mapping[str, Any]) -> str | None:
+    """Which of ``UNSCORED`` keeps ``task`` from being scored, or None."""
+    if "ENV_ASSERTION" in (criteria.get("reward_basis") or ()) and criteria.get("env_assertions"):
+        return "env_assertion"
+    if any((task.get("initial_state") or {}).values()):
+        return "initial_state"
+    return None
+
+
+def _unscored_notes(tasks: list[dict[str, Any]]) -> tuple[str, ...]:
+    """What a user reads about the tasks imported unscored: how many, why, which."""
+    ids: dict[str, list[str]] = {}
+    for task in tasks:
+        reason = task["metadata"].get("unscored_reason")
+        if reason:
+            ids.setdefault(reason, []).append(str(task["metadata"]["source_id"]))
+    return tuple(
+        f"{len(which)} task(s) imported unscored ({first_few(which, 20)}): {reason}"
+        for reason, which in ids.items()
+    )
