@@ -1,19 +1,37 @@
-"""tau2-bench as an environment: imported domain tasks, scored by tau2's action criterion.
+"""tau2-bench as an environment: imported domain tasks, scored by tau2's criteria as far as
+hsa can check them.
 
-A task is solved when every reference action (``evaluation_criteria.actions``) is matched by
-some tool call of the episode, in any order, as tau2's ``ActionEvaluator`` checks it: same tool
-name, and equal values for the action's ``compare_args`` (all of the call's arguments when the
-action gives none; no argument at all when it gives an empty list), compared as they are (an
-array sent as a JSON string is not the array); and, for a task whose ``reward_basis`` holds
-``COMMUNICATE`` (airline's), when the assistant told the user each of its
-``communicate_info`` strings, as tau2's ``CommunicateEvaluator`` checks it. Tasks without
-either are solved by any episode.
+A task's ``reward_basis`` (``DB`` and ``COMMUNICATE``, tau2's default, when its criteria give none)
+says what gates it, and hsa checks:
+
+- ``DB`` or ``ACTION``: every reference action (``evaluation_criteria.actions``) is matched by
+  some tool call of the episode, in any order, as tau2's ``ActionEvaluator`` checks it: same
+  tool name, and equal values for the action's ``compare_args`` (no argument at all when it
+  gives an empty list), compared as they are (an array sent as a JSON string is not the
+  array). Where an action gives no ``compare_args``, tau2's ``ACTION`` rule compares the
+  call's own arguments, so a call that leaves arguments out matches; that rule is kept for a
+  basis of ``ACTION`` without ``DB``. ``DB`` is tau2's final database, which hsa approximates
+  by the reference actions, so there a call must make the same write: every argument either
+  side gives, equal (one the call leaves out or adds is a difference; tau2 would replay the
+  action's own arguments, and its tools refuse an argument they do not take).
+- ``COMMUNICATE``: the assistant told the user each of the task's ``communicate_info``
+  strings, as tau2's ``CommunicateEvaluator`` checks it.
+
+A task whose basis holds neither is solved by any episode. A call the environment refused
+(arguments its harness's schema refuses, an unknown tool) did nothing and matches no action;
+tau2's ``ACTION`` rule reads the calls whatever their results, so this is stricter there.
 
 This is not tau2's reward. The corpus holds tool schemas and reference calls, not tau2's tools
 and databases, so tools run only where an output was recorded (other calls get an error), and
-the database state tau2 compares (``DB``) is approximated by the reference actions: an extra
-write, a write the database refused and the order of writes are not seen. Retail's natural-
-language assertions (``NL_ASSERTION``, an LLM judge) are not judged.
+the database state tau2 compares is approximated by the reference actions, which errs both
+ways. An extra write, a write tau2's database would refuse and the order of writes are not
+seen; and a reference write that leaves tau2's final database as it was is still required, so
+an agent that rightly leaves it out fails where tau2 gives reward 1: one tau2's own tools
+refuse (retail tasks 64, whose action 64_6 exchanges items of an order not delivered, and 105,
+whose action 106_0 is an exchange its gift card cannot pay for), or one a later write undoes
+(retail task 22 changes the user's address and changes it back). Natural-language assertions
+(``NL_ASSERTION``, an LLM judge) are not judged. Tasks hsa cannot score at all (``ENV_ASSERTION``
+in the basis, an ``initial_state`` to set up) are left out, and ``left_out`` says so.
 """
 
 from __future__ import annotations
@@ -25,19 +43,31 @@ from typing import Any
 
 from hsa.envs.base import Outcome, Task
 from hsa.envs.episode import Episode
-from hsa.envs.recorded import CorpusEnvironment, CorpusState, tool_calls
+from hsa.envs.recorded import CorpusEnvironment, CorpusState, call_key, tool_calls
+from hsa.harness.arguments import ArgumentChecker
 from hsa.harness.events import AssistantMessage, Event, ToolCall
+from hsa.harness.model import Harness
 
 
-def action_matches(action: Mapping[str, Any], name: str, args: Mapping[str, Any]) -> bool:
-    """tau2's ``Action.compare_with_tool_call``, on a call's canonical name and arguments."""
+def action_matches(
+    action: Mapping[str, Any], name: str, args: Mapping[str, Any], *, same_write: bool = False
+) -> bool:
+    """tau2's ``Action.compare_with_tool_call``, on a call's canonical name and arguments.
+
+    With ``same_write`` (the ``DB`` approximation), an action without ``compare_args`` compares
+    every argument the action or the call gives, not only the call's."""
     if action.get("name") != name:
         return False
+    expected = action.get("arguments") or {}
     compare = action.get("compare_args")
-    keys = list(args) if compare is None else list(compare)
+    if compare is not None:
+        keys = set(compare)
+    elif same_write:
+        keys = set(args) | set(expected)
+    else:
+        keys = set(args)
     if not keys:
         return True
-    expected = action.get("arguments") or {}
     return {k: v for k, v in args.items() if k in keys} == {
         k: v for k, v in expected.items() if k in keys
     }
@@ -45,6 +75,19 @@ def action_matches(action: Mapping[str, Any], name: str, args: Mapping[str, Any]
 
 #: what gates a task's reward when its criteria do not say (``EvaluationCriteria.reward_basis``)
 DEFAULT_REWARD_BASIS = ("DB", "COMMUNICATE")
+
+
+def reward_basis(task: Task) -> tuple[str, ...]:
+    """What gates ``task``'s reward in tau2: its criteria's ``reward_basis``, or tau2's
+    default (the original tau-bench's)."""
+    criteria = task.metadata.get("evaluation_criteria") or {}
+    basis = criteria.get("reward_basis")
+    return DEFAULT_REWARD_BASIS if basis is None else tuple(basis)
+
+
+def _checker(harness: Harness) -> ArgumentChecker:
+    """The checker ``execute`` judges a call's arguments with."""
+    return ArgumentChecker(harness.tools)
 
 
 class Tau2Environment(CorpusEnvironment):
@@ -55,7 +98,8 @@ class Tau2Environment(CorpusEnvironment):
     ):
         super().__init__("tau2", harnesses, tasks, outputs)
         self.domain = domain
-        #: the import's notes (``split_tasks.json`` ids of no task, tasks of no split)
+        #: the import's notes (``split_tasks.json`` ids of no task, tasks of no split, tasks
+        #: it could not score)
         self.notes = tuple(notes)
 
     @classmethod
@@ -65,7 +109,12 @@ class Tau2Environment(CorpusEnvironment):
         from hsa.harness.importers import import_source
 
         result = import_source(path, format="tau2")
-        tasks = [Task.from_dict(row) for row in result.tasks]
+        # the tasks the import marked unscored (its notes say which and why) are left out
+        tasks = [
+            Task.from_dict(row)
+            for row in result.tasks
+            if row["metadata"].get("scored", True) is not False
+        ]
         # the notes about its tasks: those about its tools (the harness keeps them) were the
         # import's to say
         about_tools = {n for h in result.harnesses for n in h.metadata.get("import_notes") or ()}
@@ -102,15 +151,28 @@ class Tau2Environment(CorpusEnvironment):
             return instructions
         return super().opening(task)
 
+    def required(self, task: Task) -> list[dict[str, Any]]:
+        """The reference actions the score requires: all of them when the task's reward
+        basis holds ``DB`` (approximated by them) or ``ACTION``, else none."""
+        if not {"DB", "ACTION"} & set(reward_basis(task)):
+            return []
+        return self.actions(task)
+
     def communicate(self, task: Task) -> list[str]:
         """What the assistant must tell the user, when the task's reward counts it."""
-        criteria = task.metadata.get("evaluation_criteria") or {}
-        basis = criteria.get("reward_basis")
-        if basis is None:  # tau2's EvaluationCriteria default, the original tau-bench's
-            basis = DEFAULT_REWARD_BASIS
-        if "COMMUNICATE" not in basis:
+        if "COMMUNICATE" not in reward_basis(task):
             return []
+        criteria = task.metadata.get("evaluation_criteria") or {}
         return [str(info) for info in criteria.get("communicate_info") or ()]
+
+    def refused(self, task: Task, call: ToolCall) -> bool:
+        """Whether ``execute`` refused ``call``: no output recorded for it, and arguments the
+        task's harness's schema refuses (or a tool it does not have)."""
+        harness = self.harness_for(task)
+        key = call_key(call.tool, call.args)
+        if self._outputs.get(task.id, {}).get(key) or self._outputs.get(harness.id, {}).get(key):
+            return False
+        return harness.derived(_checker).problem(call.tool, call.args) is not None
 
     def reference_steps(self, task: Task) -> list[list[Event]]:
         steps: list[list[Event]] = [
@@ -123,10 +185,14 @@ class Tau2Environment(CorpusEnvironment):
         return steps
 
     def score(self, task: Task, state: CorpusState, events: Sequence[Event]) -> Outcome:
-        calls = tool_calls(events)
+        calls = [c for c in tool_calls(events) if not self.refused(task, c)]
+        same_write = "DB" in reward_basis(task)
+        required = self.required(task)
         reasons = []
-        for action in self.actions(task):
-            if not any(action_matches(action, c.tool, c.args) for c in calls):
+        for action in required:
+            if not any(
+                action_matches(action, c.tool, c.args, same_write=same_write) for c in calls
+            ):
                 args = json.dumps(action.get("arguments") or {}, ensure_ascii=False)
                 reasons.append(
                     f"action {action.get('action_id', '?')} {action['name']} {args} was not "
@@ -138,7 +204,7 @@ class Tau2Environment(CorpusEnvironment):
         for info in told:
             if not any(info.lower() in text for text in said):
                 reasons.append(f"the user was not told {info!r}")
-        total = len(self.actions(task)) + len(told)
+        total = len(required) + len(told)
         score = 1.0 if not total else (total - len(reasons)) / total
         return Outcome(success=not reasons, reasons=tuple(reasons), score=score)
 

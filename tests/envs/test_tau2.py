@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
+from hsa.envs.episode import run_episode
 from hsa.envs.tau2 import Tau2Environment, action_matches
-from hsa.harness.events import AssistantMessage, ToolCall
+from hsa.harness.events import AssistantMessage, ToolCall, ToolResult
 
 
 def test_action_criterion():
@@ -29,6 +31,17 @@ def test_action_criterion():
     as_json = {"name": "f", "arguments": {"payload": '{"a": 1, "b": [1, 2]}'}}
     assert action_matches(as_json, "f", {"payload": '{"a": 1, "b": [1, 2]}'})
     assert not action_matches(as_json, "f", {"payload": '{"b":[1,2],"a":1}'})
+    # DB's approximation: the same write, every argument either side gives equal; a call
+    # that leaves one out, or adds one, is another write
+    assert action_matches(
+        action, "get_order", {"order_id": "#W1", "verbose": True}, same_write=True
+    )
+    assert not action_matches(action, "get_order", {"order_id": "#W1"}, same_write=True)
+    assert not action_matches(action, "get_order", {}, same_write=True)
+    extra = {"order_id": "#W1", "verbose": True, "note": "x"}
+    assert not action_matches(action, "get_order", extra, same_write=True)
+    # compare_args still say which arguments count
+    assert action_matches(subset, "get_order", {"order_id": "#W1"}, same_write=True)
 
 
 def perturb(env, task):
@@ -114,3 +127,115 @@ def test_the_environment_says_what_it_left_out_of_its_tasks_not_of_its_tools(ext
     path = external / "tau2" / "retail"
     assert any("'self'" in n for n in import_source(path, format="tau2").notes)
     assert not any("'self'" in n for n in Tau2Environment.from_corpus(path).left_out())
+
+
+def reference_with(env, task, change):
+    """The reference calls, each call's arguments changed by ``change``."""
+    return [
+        ToolCall(f"call_{i}", a["name"], change(dict(a["arguments"])))
+        for i, a in enumerate(env.actions(task))
+    ]
+
+
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_calls_the_environment_refuses_perform_no_action(external, domain):
+    # each reference tool called with no arguments, or one required argument left out, is
+    # refused by the environment and did nothing: it solved every task before
+    env = Tau2Environment.from_corpus(external / "tau2" / domain)
+    with_actions = [t for t in env.tasks() if env.actions(t)]
+    for task in with_actions:
+        told = [AssistantMessage(" ".join(env.communicate(task)))]
+        empty = reference_with(env, task, lambda args: {})
+        assert not env.score(task, env.reset(task), [*empty, *told]).success, task.id
+        short = reference_with(env, task, lambda args: dict(list(args.items())[1:]))
+        assert not env.score(task, env.reset(task), [*short, *told]).success, task.id
+
+
+def test_a_refused_call_in_a_played_episode_counts_for_nothing(external):
+    env = Tau2Environment.from_corpus(external / "tau2" / "retail")
+    task = next(t for t in env.tasks() if len(env.actions(t)) == 1)
+    (action,) = env.actions(task)
+    steps = iter([[ToolCall("call_0", action["name"], {})], [AssistantMessage("Done.")]])
+    episode = run_episode(env, replace(task, turns=env.turns(task)), lambda *_: next(steps, []))
+    result = next(e for e in episode.events if isinstance(e, ToolResult))
+    assert result.is_error and "invalid arguments" in result.content
+    outcome = env.score(task, episode.state, episode.events)
+    assert not outcome.success and "was not performed" in outcome.reasons[0]
+    # an argument the tool does not take: another write than the reference's under DB
+    extra = reference_with(env, task, lambda args: {**args, "note": "x"})
+    assert not env.score(task, env.reset(task), extra).success
+
+
+def domain_of(tmp_path, tasks):
+    """A tau2 domain folder: one tool, ``lookup(id, verbose=False)``, and ``tasks``."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look a record up.",
+            "parameters": {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, "verbose": {"type": "boolean"}},
+                "required": ["id"],
+            },
+        },
+    }
+    domain = tmp_path / "shop"
+    domain.mkdir()
+    (domain / "tools.json").write_text(json.dumps([tool]), "utf-8")
+    (domain / "tasks.json").write_text(json.dumps(tasks), "utf-8")
+    return Tau2Environment.from_corpus(domain)
+
+
+def test_the_reward_basis_says_what_is_scored(tmp_path):
+    action = {"action_id": "a", "name": "lookup", "arguments": {"id": "1", "verbose": True}}
+
+    def task(task_id, basis):
+        criteria = {"actions": [action], "communicate_info": ["42"], "reward_basis": basis}
+        return {"id": task_id, "evaluation_criteria": criteria}
+
+    env = domain_of(
+        tmp_path, [task("db", ["DB"]), task("action", ["ACTION"]), task("told", ["COMMUNICATE"])]
+    )
+    db, action_only, told_only = env.tasks()
+    short = [ToolCall("call_0", "lookup", {"id": "1"})]  # verbose left out
+    # DB: the reference write, every argument; ACTION: tau2's rule, the call's own arguments
+    assert not env.score(db, env.reset(db), short).success
+    assert env.score(action_only, env.reset(action_only), short).success
+    # though not a call the environment refused (the required id left out): it did nothing
+    refused = [ToolCall("call_0", "lookup", {"verbose": True})]
+    assert not env.score(action_only, env.reset(action_only), refused).success
+    # COMMUNICATE alone: tau2 gives reward 1 when the user was told, whatever the calls
+    assert env.score(told_only, env.reset(told_only), [AssistantMessage("It is 42.")]).success
+    assert env.score(told_only, env.reset(told_only), [AssistantMessage("I can't.")]).reasons == (
+        "the user was not told '42'",
+    )
+
+
+def test_tasks_whose_reward_hsa_cannot_check_are_left_out_and_said(tmp_path):
+    asserted = {
+        "id": "asserted",
+        "evaluation_criteria": {
+            "env_assertions": [{"env_type": "assistant", "func_name": "assert_x", "arguments": {}}],
+            "reward_basis": ["ENV_ASSERTION"],
+        },
+    }
+    set_up = {
+        "id": "set-up",
+        "initial_state": {
+            "initialization_actions": [
+                {"env_type": "assistant", "func_name": "lookup", "arguments": {"id": "1"}}
+            ]
+        },
+        "evaluation_criteria": {"communicate_info": ["42"], "reward_basis": ["COMMUNICATE"]},
+    }
+    # an empty initial_state, or ENV_ASSERTION with no assertion to run, needs nothing
+    plain = {"id": "plain", "initial_state": {"initialization_actions": None}}
+    trivial = {"id": "trivial", "evaluation_criteria": {"reward_basis": ["ENV_ASSERTION"]}}
+    env = domain_of(tmp_path, [asserted, set_up, plain, trivial])
+    assert [t.id for t in env.tasks()] == ["tau2-shop-plain", "tau2-shop-trivial"]
+    env_assertion, initial_state = env.left_out()
+    assert env_assertion.startswith("1 task(s) imported unscored (asserted): ")
+    assert "ENV_ASSERTION" in env_assertion
+    assert initial_state.startswith("1 task(s) imported unscored (set-up): ")
+    assert "initial_state" in initial_state
