@@ -12,12 +12,12 @@ property names and enums alone, because no ``RewriteMapping`` step could follow 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass
 from typing import Any
 
-from hsa.augment.mapping import EACH, ArgPath, Step
+from hsa.augment.mapping import EACH, ArgPath, Step, apply_steps
 from hsa.harness.jsonvalues import child, pointer_key, resolve_pointer
 
 #: keywords holding sub-schemas that apply to the same value: a list or a map of them (the
@@ -41,6 +41,12 @@ _MAX_DEPTH = 64
 _RARE = frozenset((*_SAME_MANY, *_SAME_ONE, *_PINNED_ONE, *_PINNED_MANY, "contains"))
 #: the JSON types ``copy_json`` shares as they are: none is a mapping, list or tuple
 _SCALARS = frozenset((str, int, float, bool, type(None)))
+#: keywords whose value is an instance of the schema that holds it, and those whose items are
+_INSTANCE_ONE = ("default", "const")
+_INSTANCE_MANY = ("examples", "enum")
+_INSTANCE_KEYS = frozenset((*_INSTANCE_ONE, *_INSTANCE_MANY))
+#: what ``map_instance_values`` puts where a value sits, to see where the steps take it
+_PROBE = "\ue000hsa:probe"
 
 
 def copy_schema(schema: MappingABC[str, Any]) -> dict[str, Any]:
@@ -185,7 +191,8 @@ def rename_properties(
     Returns the new schema (``required``, ``dependentRequired`` and ``dependentSchemas``
     renamed along; ``$defs`` keep their names, so only a ``$ref`` through a renamed property
     changes) and the ``move`` steps, parents before children, that take canonical arguments to
-    the new names.
+    the new names. The values sub-schemas hold (``default``, ``const``, ``examples``,
+    ``enum``) are renamed by the same steps, as calls are.
     """
     out = copy_schema(schema)
     walked = list(reached(out))
@@ -223,11 +230,93 @@ def rename_properties(
                 visit(node[key], spath, depth + 1, refs)
 
     visit(out, (), 0, frozenset())
+    if steps:
+        map_instance_values(free_nodes(out, walked), steps)
     for node in free:  # renaming keys makes new property maps; the nodes stay the same
         _rename_keys(node, table)
     for node, ref in refs:
         node["$ref"] = ref
     return out, tuple(steps)
+
+
+def map_instance_values(
+    nodes: list[tuple[dict[str, Any], list[ArgPath]]], steps: Sequence[Step]
+) -> None:
+    """Rewrite in place the values that sub-schemas hold as instances of themselves
+    (``default``, ``const``, each of ``examples`` and ``enum``) as ``apply_steps`` rewrites
+    the argument values at their path: so an object's ``default`` follows its properties'
+    renames, and an array's its items' enum respellings. ``nodes``: ``free_nodes`` of the
+    schema (a pinned sub-schema's values are at no path a step reaches); a sub-schema at
+    several paths is read at its first."""
+    # moves only carry a value elsewhere: a scalar changes under an enum step alone
+    scalars_too = any(step.kind == "enum" for step in steps)
+    moves = any(step.kind == "move" for step in steps)
+    for node, paths in nodes:
+        if not paths or node.keys().isdisjoint(_INSTANCE_KEYS):
+            continue
+        path = paths[0]
+        moved = _moved(path, steps) if moves else path
+        if moved is None:
+            continue  # the steps drop what is there
+        for key in _INSTANCE_ONE:
+            if key in node and (scalars_too or type(node[key]) not in _SCALARS):
+                node[key] = _mapped(node[key], path, moved, steps)
+        for key in _INSTANCE_MANY:
+            if isinstance(node.get(key), list):
+                node[key] = [
+                    _mapped(v, path, moved, steps) if scalars_too or type(v) not in _SCALARS else v
+                    for v in node[key]
+                ]
+
+
+def _mapped(value: Any, path: ArgPath, moved: ArgPath, steps: Sequence[Step]) -> Any:
+    """``value`` as ``steps`` rewrite an argument value at ``path``, which they move to
+    ``moved``: placed alone in a call, rewritten, and read back there."""
+    if not path and not isinstance(value, dict):
+        return value  # arguments are an object: steps apply to none other
+    return _at(apply_steps(_placed(path, value), steps), moved, value)
+
+
+def _moved(path: ArgPath, steps: Sequence[Step]) -> ArgPath | None:
+    """Where ``steps`` take the argument value at ``path``: a probe placed there, looked up."""
+    return _located(apply_steps(_placed(path, _PROBE), steps)) if path else path
+
+
+def _at(out: Any, path: ArgPath, missing: Any) -> Any:
+    """The value at ``path`` in ``out`` (which ``_placed`` built, so an array holds one item),
+    or ``missing`` (an empty object the steps pruned)."""
+    for key in path:
+        if key == EACH and isinstance(out, list) and out:
+            out = out[0]
+        elif isinstance(out, dict) and key in out:
+            out = out[key]
+        else:
+            return missing
+    return out
+
+
+def _placed(path: ArgPath, value: Any) -> Any:
+    """An argument object holding ``value`` at ``path``, alone (an array of it at ``"[]"``)."""
+    for key in reversed(path):
+        value = [value] if key == EACH else {key: value}
+    return value
+
+
+def _located(node: Any, path: ArgPath = ()) -> ArgPath | None:
+    """The path of ``_PROBE`` in ``node`` (lists holding one item: ``"[]"``)."""
+    if node == _PROBE:
+        return path
+    if isinstance(node, dict):
+        children = list(node.items())
+    elif isinstance(node, list):
+        children = [(EACH, v) for v in node]
+    else:
+        return None
+    for key, sub in children:
+        found = _located(sub, (*path, key))
+        if found is not None:
+            return found
+    return None
 
 
 def _rename_keys(node: dict[str, Any], table: MappingABC[str, str]) -> None:

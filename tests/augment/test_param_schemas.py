@@ -133,3 +133,50 @@ def test_copy_json_is_the_copy_it_was_before_its_fast_path(value):
     assert _shape(copied) == _shape(_copy_by_isinstance(value))
     # every object and array is new: a rule may change the copy in place
     assert set(_containers(copied)).isdisjoint(_containers(value))
+
+
+def test_renames_reach_the_values_schemas_hold_as_the_steps_reach_calls():
+    speed = {"type": "string", "enum": ["standard", "express"]}
+    ship = {
+        "type": "object",
+        "properties": {"speed": speed},
+        "additionalProperties": False,
+        "default": {"speed": "standard"},
+        "examples": [{"speed": "express"}],
+    }
+    schema = {
+        "type": "object",
+        "properties": {
+            "ship": ship,
+            "legs": {"type": "array", "items": {"$ref": "#/$defs/Leg"}, "default": [{"ship": {}}]},
+            "maybe": {
+                "anyOf": [
+                    {"properties": {"ship": ship}, "default": {"ship": {"speed": "express"}}},
+                    {"type": "null"},
+                ],
+                "default": {"ship": {}},
+            },
+            "fixed": {
+                "properties": {"ship": {}},
+                "const": {"ship": {"speed": "express"}},
+                "enum": [{"speed": 1}],
+            },
+            "free": {"type": "object", "additionalProperties": ship, "default": {"speed": "x"}},
+        },
+        "$defs": {"Leg": {"type": "object", "properties": {"ship": ship}, "default": {"ship": {}}}},
+    }
+    new, _ = rename_properties(schema, {"speed": "pace", "ship": "send"})
+    props = new["properties"]
+    assert props["send"]["default"] == {"pace": "standard"}
+    assert props["send"]["examples"] == [{"pace": "express"}]
+    assert props["legs"]["default"] == [{"send": {}}]
+    assert new["$defs"]["Leg"]["default"] == {"send": {}}
+    # only the keys the schema declares where the value sits are renamed
+    assert props["fixed"]["const"] == {"send": {"speed": "express"}}
+    assert props["fixed"]["enum"] == [{"speed": 1}]
+    # additionalProperties' values are at no path: their names stay, and so do its values
+    assert props["free"]["default"] == {"speed": "x"}
+    assert props["free"]["additionalProperties"]["properties"] == {"speed": speed}
+    assert props["maybe"]["anyOf"][0]["default"] == {"send": {"pace": "express"}}
+    assert props["maybe"]["default"] == {"send": {}}
+    assert ship["default"] == {"speed": "standard"}  # the input is left as it was
