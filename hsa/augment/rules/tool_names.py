@@ -213,7 +213,7 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
 
 @rule(
     "tools.rename_params",
-    version="6",
+    version="7",
     params={
         "type": "object",
         "additionalProperties": False,
