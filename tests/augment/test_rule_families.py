@@ -444,6 +444,76 @@ def test_renames_reach_conditional_parts_and_pointers_into_properties():
     assert renamed["properties"]["WorkAddress"] == {"$ref": "#/properties/HomeAddress"}
 
 
+_HOLDING_DEFAULTS = {
+    "type": "object",
+    "properties": {
+        "include": {
+            "type": "array",
+            "description": "Reasons to include, e.g. wrong_size.",
+            "items": {"$ref": "#/$defs/Reason"},
+            "default": ["wrong_size"],
+            "examples": [["damaged", "wrong_size"]],
+        },
+        "reason": {"$ref": "#/$defs/Reason", "description": "Either `damaged` or wrong_size."},
+        "ship": {
+            "type": "object",
+            "properties": {"speed": {"type": "string", "enum": ["same_day", "next_day"]}},
+            "additionalProperties": False,
+            "default": {"speed": "same_day"},
+        },
+        "maybe": {
+            "anyOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "properties": {"why": {"$ref": "#/$defs/Reason"}},
+                    "default": {"why": "damaged"},
+                },
+            ],
+        },
+    },
+    "$defs": {"Reason": {"type": "string", "enum": ["wrong_size", "damaged"]}},
+}
+
+
+def _invalid_defaults(schema):
+    """Each ``default`` and example of ``schema``'s sub-schemas that its sub-schema refuses."""
+    from jsonschema import Draft202012Validator
+
+    from hsa.augment.param_schemas import reached
+
+    found = []
+    for r in reached(schema):
+        check = Draft202012Validator({**r.node, "$defs": schema.get("$defs", {})})
+        for value in [r.node.get("default", None), *r.node.get("examples", [])]:
+            if value is not None and not check.is_valid(value):
+                found.append((r.path, value))
+    return found
+
+
+def test_enum_respellings_reach_the_defaults_and_descriptions_that_hold_them():
+    harness = make_harness().replace(tools=[Tool("act", "Act.", _HOLDING_DEFAULTS)])
+    rewrite = _apply("tools.enum_values", harness, 0, {"style": "upper"})
+    schema = rewrite.harness.tools[0].parameters
+    assert _invalid_defaults(schema) == []
+    props = schema["properties"]
+    assert props["include"]["default"] == ["WRONG_SIZE"]
+    assert props["include"]["examples"] == [["DAMAGED", "WRONG_SIZE"]]
+    assert props["include"]["description"] == "Reasons to include, e.g. WRONG_SIZE."
+    assert props["reason"]["description"] == "Either `DAMAGED` or WRONG_SIZE."
+    assert props["ship"]["default"] == {"speed": "SAME_DAY"}
+    assert props["maybe"]["anyOf"][1]["default"] == {"why": "DAMAGED"}
+
+
+def test_parameter_renames_reach_the_defaults_that_hold_them():
+    harness = make_harness().replace(tools=[Tool("act", "Act.", _HOLDING_DEFAULTS)])
+    rewrite = _apply("tools.rename_params", harness, 0, {"style": "pascal"})
+    schema = rewrite.harness.tools[0].parameters
+    assert _invalid_defaults(schema) == []
+    assert schema["properties"]["Ship"]["default"] == {"Speed": "same_day"}
+    assert schema["properties"]["Maybe"]["anyOf"][1]["default"] == {"Why": "damaged"}
+
+
 def test_a_recursive_type_keeps_its_names_and_the_rest_is_renamed():
     schema, _ = _ENTANGLED["recursive_type"]
     params = {"fraction": 1.0, "style": "pascal"}

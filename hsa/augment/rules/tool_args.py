@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hsa.augment.banks import synonyms
-from hsa.augment.mapping import RewriteMapping, Step, ToolMap
+from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap
 from hsa.augment.names import (
     ANY_VALUE,
     PARAM_NAME,
@@ -30,6 +30,7 @@ from hsa.augment.param_schemas import (
     all_property_names,
     copy_schema,
     free_nodes,
+    map_instance_values,
     reached,
     refs_outside_defs,
 )
@@ -376,7 +377,7 @@ _CODE = re.compile(
 
 @rule(
     "tools.enum_values",
-    version="5",
+    version="6",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -390,8 +391,10 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
 
     The one rule that rewrites argument values: only values of an ``enum`` the schema declares,
     with an ``enum`` step per argument path (arrays, nested objects and shared ``$defs``
-    included). ``default`` and ``examples`` follow; the property's description mentions are
-    replaced token-aware.
+    included). The ``default``, ``const`` and ``examples`` that hold them follow, as the steps
+    map calls (an array's default, an object's, a ``$ref``'s beside it); mentions in the
+    description of the property, or of the array whose items they are, are replaced
+    token-aware.
 
     A value is kept as it is where respelling would lose what it says: one holding anything but
     letters, digits, spaces, ``_`` and ``-`` (``C++``, ``C#``, ``google.com``), in every style;
@@ -451,19 +454,19 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
             table = {k: v for k, v in table.items() if k != v}
             if not table:
                 continue
-            node["enum"] = [table.get(v, v) if isinstance(v, str) else v for v in declared]
-            if isinstance(node.get("default"), str):
-                node["default"] = table.get(node["default"], node["default"])
-            if isinstance(node.get("examples"), list):
-                node["examples"] = [
-                    table.get(v, v) if isinstance(v, str) else v for v in node["examples"]
-                ]
-            if isinstance(node.get("description"), str):
-                node["description"] = replace_identifiers(node["description"], table)
+            # the description of the property holding these values (a $ref to them beside
+            # it), and of the array holding them as items
+            described = [*paths, *(_owner(p) for p in paths if p[-1] == EACH)]
+            owners = {id(n): n for p in described for n in at_path.get(p, ())}
+            for owner in owners.values():
+                if isinstance(owner.get("description"), str):
+                    owner["description"] = replace_identifiers(owner["description"], table)
             pairs = tuple(table.items())
             steps += [Step("enum", path, values=pairs) for path in paths]
             texts.extend(p for p in pairs if p not in texts)
         if steps:
+            # the enums themselves, and every default, const and example that holds them
+            map_instance_values(nodes, steps)
             rewrites[tool.name] = (schema, tuple(steps))
     return _rewrite_tools(harness, rewrites, tuple(texts))
 
@@ -479,6 +482,13 @@ _ANNOTATIONS = {
     "readOnly",
     "writeOnly",
 }
+
+
+def _owner(path: tuple[str, ...]) -> tuple[str, ...]:
+    """The path of the property whose (nested) arrays hold the items at ``path``."""
+    while path and path[-1] == EACH:
+        path = path[:-1]
+    return path
 
 
 def _annotation_only(node: dict[str, Any]) -> bool:
