@@ -1056,3 +1056,30 @@ def test_rows_read_under_a_harness_say_what_of_their_own_is_not_kept(tmp_path):
         "build's source.harness), which their rows show instead (not kept): check that they "
         "were recorded under it",
     )
+
+
+def test_a_row_left_out_under_a_given_harness_is_not_counted_as_its_own(tmp_path):
+    # a row left out was said twice: left out, and as having tools and a system message of
+    # its own; and its call to a tool the given harness lacks read as one its row lacks
+    from hsa.envs import get_env
+    from hsa.harness import render
+
+    env = get_env("livestream")
+    harness = env.harness()
+    rendered = render(env.solve(env.tasks()[0]).trajectory.events, harness)
+    mine = {"messages": list(rendered.messages), "tools": list(rendered.tools)}
+    call = {**CALL, "function": {"name": "echo", "arguments": "{}"}}
+    other = _row(
+        {"role": "system", "content": "Another prompt."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        tools=[ECHO],
+    )
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [mine, other]))
+    result = import_source(path, harness=harness)
+    assert [t.metadata["line"] for t in result.trajectories] == [1]
+    assert result.notes == (
+        "1 row(s) left out: a call to a tool the harness does not list (the harness given with "
+        "--harness or a build's source.harness, which every row is read under: a variant could "
+        "neither rename nor describe it): line(s) 2",
+    )

@@ -234,6 +234,9 @@ LEFT_OUT = {
     "--harness or a build's source.harness)",
     "unlisted_tool": "a call to a tool the row's tools do not list (a variant could neither "
     "rename nor describe it)",
+    "unlisted_by_harness": "a call to a tool the harness does not list (the harness given with "
+    "--harness or a build's source.harness, which every row is read under: a variant could "
+    "neither rename nor describe it)",
     "not_text": "content other than text (an image, audio, a file), which a row cannot hold",
     "bad_arguments": "tool-call arguments that are not a JSON object (models sometimes write "
     "them so; a call's arguments are an object in a row)",
@@ -432,9 +435,9 @@ def read_openai_jsonl(
                 if same is None:  # once per distinct tool list
                     same = same_tools[key] = _same_tools(own, harness_tools)
                 if not same:
-                    unkept[OWN_TOOLS] += 1
+                    leading[OWN_TOOLS] += 1
             if system is not None and system.strip() != harness_prompt:
-                unkept[OWN_SYSTEM] += 1
+                leading[OWN_SYSTEM] += 1
         if under is None:
             tools_doc = _tools_doc(row, path, where)
             entries = _entries(tools_doc)
@@ -456,7 +459,8 @@ def read_openai_jsonl(
                 found.append(under)
                 first_lines.append(lineno)
         try:
-            events, call_ids = _events(messages, start, under, path, where, leading)
+            given = harness is not None
+            events, call_ids = _events(messages, start, under, path, where, leading, given=given)
         except _LeftOut as exc:
             left_out.append((lineno, exc.reason))
             continue
@@ -707,7 +711,12 @@ def _events(
     path: Path,
     where: str,
     unkept: Counter[str],
+    *,
+    given: bool = False,
 ) -> tuple[list[Event], list[str]]:
+    """A row's ``messages`` from ``start`` (past its leading system message) as events under
+    ``harness``, and the source's call ids in call order; ``given``: whether ``harness`` is
+    the one given to read every row under (not the row's own tools)."""
     rename = {source: legal for legal, source in (harness.metadata.get("name_map") or {}).items()}
     tools = {t.name for t in harness.tools}
     callable_names = tools | rename.keys()  # as the row's tools and calls spell them
@@ -809,7 +818,7 @@ def _events(
                     answered_by_skill[call_id] = loaded
                     events.append(SkillLoad(loaded.id))
                 elif name not in tools:
-                    raise _LeftOut("unlisted_tool")
+                    raise _LeftOut("unlisted_by_harness" if given else "unlisted_tool")
                 else:
                     events.append(ToolCall(call_id, name, args))
         elif role in ("tool", "function"):
