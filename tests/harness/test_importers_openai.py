@@ -196,9 +196,7 @@ ECHO = {"type": "function", "function": {"name": "echo", "parameters": {"type": 
                 reason,
             )
             for arguments, reason in [
-                ('{"n": NaN}', "NaN or Infinity"),
-                ('{"n": -Infinity}', "NaN or Infinity"),
-                ('{"n": 1e309}', "NaN or Infinity"),  # read as an infinity
+                # (NaN, Infinity and 1e309 leave their row out: a model wrote them)
                 ('{"n": "\\ud800"}', "a lone surrogate"),
             ]
         ),
@@ -620,22 +618,33 @@ def test_results_of_parallel_calls_answered_out_of_order_are_put_in_call_order(t
 
 def test_a_group_of_tools_left_out_names_no_harness_and_values_are_refused_first(tmp_path):
     # a row left out for its tools made the import's one harness "chat-1" instead of "chat";
-    # whether NaN refused the file or a wide integer left the row out hung on key order
+    # whether NaN refused the file or a wide integer left the row out hung on key order (NaN,
+    # not JSON, now leaves the row out too, and what a row is left out for hangs on no order)
     good = _row({"role": "user", "content": "a"}, {"role": "assistant", "content": "b"})
     path = tmp_path / "chat.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "tools": [ECHO, ECHO]}) + "\n")
     result = import_source(path)
     assert [h.id for h in result.harnesses] == ["chat"]
     assert [t.harness_id for t in result.trajectories] == ["chat"]
-    for arguments in (
-        '{"n": 18446744073709551616, "x": NaN}',
-        '{"x": NaN, "n": 18446744073709551616}',
-    ):
-        call = {**CALL, "function": {"name": "echo", "arguments": arguments}}
-        row = _row({"role": "assistant", "content": None, "tool_calls": [call]}, tools=[ECHO])
-        path.write_text(json.dumps(row) + "\n")
-        with pytest.raises(ImportFormatError, match="NaN or Infinity"):
-            import_source(path)
+    wide, surrogate = "18446744073709551616", '"\\ud800"'
+    for values, outcome in [
+        ((wide, "NaN"), "left out: tool-call arguments that are not a JSON object"),
+        (("1e400", "NaN"), "left out: tool-call arguments that are not a JSON object"),
+        ((wide, "1e400"), "left out: a number past a double's range"),
+        ((surrogate, "NaN"), "left out: tool-call arguments that are not a JSON object"),
+        ((surrogate, "1e400"), "a lone surrogate"),
+        ((surrogate, wide), "a lone surrogate"),
+    ]:
+        for first, second in (values, values[::-1]):
+            arguments = f'{{"a": {first}, "b": {second}}}'
+            call = {**CALL, "function": {"name": "echo", "arguments": arguments}}
+            row = _row({"role": "assistant", "content": None, "tool_calls": [call]}, tools=[ECHO])
+            path.write_text(json.dumps(row) + "\n")
+            if outcome.startswith("left out"):
+                assert import_source(path).notes[0].startswith(f"1 row(s) {outcome}")
+            else:
+                with pytest.raises(ImportFormatError, match=outcome):
+                    import_source(path)
 
 
 def test_a_row_with_an_openai_custom_tool_is_left_out_not_the_file(tmp_path):
@@ -1082,4 +1091,30 @@ def test_a_row_left_out_under_a_given_harness_is_not_counted_as_its_own(tmp_path
         "1 row(s) left out: a call to a tool the harness does not list (the harness given with "
         "--harness or a build's source.harness, which every row is read under: a variant could "
         "neither rename nor describe it): line(s) 2",
+    )
+
+
+def test_nan_infinity_or_a_number_past_a_double_in_arguments_text_leaves_the_row_out(tmp_path):
+    # Python's reader took them, and the file was refused as holding what no row can hold,
+    # though other arguments a model wrote that are not JSON leave their row out
+    said = {"role": "assistant", "content": "hello"}
+    rows = [_row({"role": "user", "content": "a"}, said)]
+    for arguments in ('{"x": NaN}', '{"x": [-Infinity]}', '{"x": 1e400}', '{"x": -1E+999}'):
+        call = {**CALL, "function": {"name": "echo", "arguments": arguments}}
+        rows.append(
+            _row({"role": "assistant", "content": None, "tool_calls": [call]}, tools=[ECHO])
+        )
+    small = {**CALL, "function": {"name": "echo", "arguments": '{"x": 1e-400, "y": 2.5e300}'}}
+    rows.append(_row({"role": "assistant", "content": None, "tool_calls": [small]}, tools=[ECHO]))
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path)
+    assert [t.metadata["line"] for t in result.trajectories] == [1, 6]
+    assert result.trajectories[1].events[0].args == {"x": 0.0, "y": 2.5e300}
+    assert result.notes == (
+        "2 row(s) left out: tool-call arguments that are not a JSON object (models sometimes "
+        "write them so; a call's arguments are an object in a row): line(s) 2, 3",
+        "2 row(s) left out: a number past a double's range in a call's arguments (valid JSON, "
+        "such as 1e400, that JSON readers read as an infinity, which no dataset row can hold): "
+        "line(s) 4, 5",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import unicodedata
 from collections import Counter
@@ -247,6 +248,8 @@ LEFT_OUT = {
     "wide_integer": "an integer beyond 64 bits in a call's arguments or a tool's schema, which "
     "the datasets library's JSON reader refuses (a dataset holding it would not load for "
     "training)",
+    "huge_number": "a number past a double's range in a call's arguments (valid JSON, such as "
+    "1e400, that JSON readers read as an infinity, which no dataset row can hold)",
     "duplicate_tools": "two tools of one name in the row's tools (a call could not say which "
     "it calls)",
     "weight_zero": "an assistant message with weight 0 (OpenAI's fine-tuning format: not "
@@ -934,8 +937,13 @@ def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[s
         if isinstance(raw, str):  # blank: no arguments, as ""
             return call_id, function["name"], {}
         raise _LeftOut("bad_arguments")  # a number, a list: no object either
+    numbers = _Numbers()
+    suspect = may_be_unwritable(raw)  # (a quick look: NaN, 1e400, 20 digits are rare)
+    hooks: dict[str, Any] = (
+        {"parse_constant": _no_constant, "parse_float": numbers.read} if suspect else {}
+    )
     try:
-        args = json.loads(raw)
+        args = json.loads(raw, **hooks)
     except json.JSONDecodeError:
         raise _LeftOut("bad_arguments") from None  # as a model wrote them: said, not refused
     except ValueError:  # an integer of more than 4,300 digits, so beyond 64 bits too
@@ -944,15 +952,46 @@ def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[s
         refuse_unreadable(exc, ImportFormatError, file=str(path), where=f"{fat}.arguments")
     if not isinstance(args, dict):
         raise _LeftOut("bad_arguments")
-    return call_id, function["name"], _narrow(args, fat, path) if may_be_unwritable(raw) else args
+    if not suspect:
+        return call_id, function["name"], args
+    return call_id, function["name"], _narrow(args, fat, path, past_double=numbers.past)
 
 
-def _narrow(args: dict[str, Any], fat: str, path: Path) -> dict[str, Any]:
+def _no_constant(text: str) -> float:
+    """NaN or an infinity in a call's arguments text: Python's reader takes them, JSON has
+    none, so the arguments are no JSON object (the row is left out, as for other text a model
+    wrote that is not JSON, whatever else the text holds)."""
+    raise _LeftOut("bad_arguments")
+
+
+class _Numbers:
+    """The numbers of a call's arguments text as they are read, with whether one was past a
+    double's range (``1e400``: valid JSON, read as an infinity; read as 0 here, the row being
+    left out once nothing refuses the file)."""
+
+    def __init__(self) -> None:
+        self.past = False
+
+    def read(self, text: str) -> float:
+        value = float(text)
+        if math.isinf(value):
+            self.past = True
+            return 0.0
+        return value
+
+
+def _narrow(
+    args: dict[str, Any], fat: str, path: Path, *, past_double: bool = False
+) -> dict[str, Any]:
     """``args`` (of the function at ``fat``), refused when they hold a value no dataset row
-    can hold (``unwritable``); an integer beyond 64 bits, valid JSON, leaves the row out."""
+    can hold (``unwritable``); valid JSON a dataset cannot hold leaves the row out: a number
+    past a double's range (``past_double``: the text held one) or an integer beyond 64 bits.
+    Whatever the order of the keys, a refusal comes first, then a number past a double."""
     bad = unwritable(args, f"{fat}.arguments", wide=False)  # not JSON, nor UTF-8: refused
     if bad is not None:
         raise ImportFormatError(bad[1], file=str(path), where=bad[0])
-    if unwritable(args, "") is not None:  # valid JSON a dataset cannot hold: said, not refused
+    if past_double:
+        raise _LeftOut("huge_number")
+    if unwritable(args, "") is not None:
         raise _LeftOut("wide_integer")
     return args
