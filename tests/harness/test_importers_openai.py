@@ -1067,6 +1067,39 @@ def test_rows_read_under_a_harness_say_what_of_their_own_is_not_kept(tmp_path):
     )
 
 
+def test_an_id_made_for_a_row_without_one_is_never_an_id_another_row_writes(tmp_path):
+    # a row without an id was named chat-<line>, and a row that wrote that id (before it or
+    # after it) had the valid file refused as using one id twice
+    from hsa.datasets import open_source
+    from hsa.harness.importers.openai_jsonl import read_openai_jsonl
+
+    said = _row({"role": "user", "content": "a"}, {"role": "assistant", "content": "b"})
+    path = tmp_path / "chat.jsonl"
+    for order in ([None, "chat-1"], ["chat-2", None], ["chat-2-2", "chat-2", None]):
+        path.write_text("".join(json.dumps({**said, "id": i} if i else said) + "\n" for i in order))
+        ids = [t.id for t in import_source(path).trajectories]
+        assert sorted(ids) == sorted({*ids}) and set(ids) >= {i for i in order if i}, ids
+    assert ids == ["chat-2-2", "chat-2", "chat-3"]  # no clash: the id it always had
+    rows = [said, {**said, "id": "chat-1-2"}, said, {**said, "id": "chat-1"}]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    path.write_text(text.replace('"chat-1"', '"\\u0063hat-1"'))  # written with an escape too
+    result = import_source(path)
+    assert [t.id for t in result.trajectories] == ["chat-1-3", "chat-1-2", "chat-3", "chat-1"]
+    assert result.notes == (
+        "1 row(s) without an id of their own are named <file>-<line>-2 (or -3, ...), not "
+        "<file>-<line>: another line of the file writes that id",
+    )
+    assert open_source(path).notes == result.notes  # what hsa augment reads
+    for chunk in (1, 3):  # read a chunk at a time, the ids are the file's alone
+        chunks = read_openai_jsonl(path, chunk=chunk, numbered=True)
+        assert [t.id for c in chunks for t in c.trajectories] == [
+            "chat-1-3",
+            "chat-1-2",
+            "chat-3",
+            "chat-1",
+        ]
+
+
 def test_a_row_left_out_under_a_given_harness_is_not_counted_as_its_own(tmp_path):
     # a row left out was said twice: left out, and as having tools and a system message of
     # its own; and its call to a tool the given harness lacks read as one its row lacks

@@ -38,6 +38,7 @@ from hsa.harness.importers.base import (
     read_json_lines,
     system_section,
     task_row,
+    text_lines,
 )
 from hsa.harness.jsonvalues import WIDE_INTEGER, may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Prompt, Skill, Tool
@@ -76,7 +77,8 @@ def import_openai_jsonl(path: Path, *, harness: Harness | None = None) -> Import
     (``read_openai_jsonl``, collected).
 
     Each row also yields a task (``env: jsonl``) whose turns are the row's user messages and
-    whose reference is the trajectory. Two rows with one id are refused, naming both lines.
+    whose reference is the trajectory. Two rows that write one id are refused, naming both
+    lines (an id made for a row without one is no id a row writes: ``read_openai_jsonl``).
     """
     harnesses: list[Harness] = [] if harness is None else [harness]
     trajectories: list[Trajectory] = []
@@ -144,7 +146,7 @@ def reading_notes(
                 f"{first_few([str(n) for n in lines], LINES_SHOWN)}"
             )
     beyond = unkept.get(BEYOND_SKILL, 0)
-    counted = (BEYOND_SKILL, OWN_TOOLS, OWN_SYSTEM, DEVELOPER, REORDERED)
+    counted = (BEYOND_SKILL, OWN_TOOLS, OWN_SYSTEM, DEVELOPER, REORDERED, MOVED_ID)
     fields = ", ".join(
         f"{k} ({v:,} message(s))" for k, v in sorted(unkept.items()) if k not in counted
     )
@@ -167,6 +169,12 @@ def reading_notes(
             "results are put in call order (matched by tool_call_id), since text protocols and "
             "chat templates that show no call ids pair a result with its call by position"
         )
+    if unkept.get(MOVED_ID):
+        notes.append(
+            f"{unkept[MOVED_ID]:,} row(s) without an id of their own are named "
+            "<file>-<line>-2 (or -3, ...), not <file>-<line>: another line of the file writes "
+            "that id"
+        )
     for key in (OWN_TOOLS, OWN_SYSTEM):
         if unkept.get(key):
             notes.append(
@@ -185,6 +193,8 @@ OWN_TOOLS = "tools of their own"
 OWN_SYSTEM = "a system message of their own"
 #: the ``unkept`` count of rows whose tool results answered parallel calls out of call order
 REORDERED = "results out of call order"
+#: the ``unkept`` count of rows without an id whose made id another row writes (moved aside)
+MOVED_ID = "a made id another row writes"
 
 
 def _functions(harness: Harness) -> dict[str, Any]:
@@ -387,8 +397,12 @@ def read_openai_jsonl(
     kept in ``metadata["call_ids"]``. A source may reuse an id on a later turn (tau-bench's
     gpt-4o trajectories do, and the OpenAI API accepts them): a ``tool`` message answers the
     latest call with its id. Refused, naming the line: a ``tool`` message whose id matches no
-    earlier call, or one whose id two calls of the same assistant message share. Row ids are
-    not checked for repeats here (``first_repeat`` does, over a whole file's ids).
+    earlier call, or one whose id two calls of the same assistant message share.
+
+    A row's id is its ``id``; a row without one is named ``<stem>-<line>`` (``_made_id``), or
+    ``<stem>-<line>-2`` (``-3``, ...) where a line of the file writes that id: a made id never
+    is one a row writes, wherever in the file it is. Ids rows write are not checked for
+    repeats here (``first_repeat`` does, over a whole file's ids).
     """
     stem = harness_id(path.stem, fallback="chat")
     groups = {} if groups is None else groups
@@ -404,6 +418,7 @@ def read_openai_jsonl(
     same_tools: dict[bytes, bool] = {}  # whether a row's own tools are the harness's, by key
     harness_tools = _functions(harness) if harness is not None else {}
     harness_prompt = system_prompt(harness).strip() if harness is not None else ""
+    written: frozenset[str] | None = None  # the ids rows write that a made id could be
     read = 0
 
     def at(offset: int) -> None:
@@ -475,7 +490,14 @@ def read_openai_jsonl(
         metadata: dict[str, Any] = {"line": lineno, "call_ids": call_ids}
         if extra:
             metadata["row"] = extra
-        traj_id = extra["id"] if isinstance(extra.get("id"), str) else f"{stem}-{lineno}"
+        if isinstance(extra.get("id"), str):
+            traj_id = extra["id"]
+        else:
+            if written is None:  # read once, when a row first needs an id made for it
+                written = _written_ids(path, stem)
+            traj_id = _made_id(stem, lineno, written)
+            if traj_id != f"{stem}-{lineno}":
+                unkept[MOVED_ID] += 1
         trajectories.append(
             Trajectory(
                 id=traj_id,
@@ -497,6 +519,47 @@ def read_openai_jsonl(
         check_harnesses(found, source=str(path), lines=first_lines)
         size = path.stat().st_size
         yield Chunk(found, trajectories, size, tuple(left_out), tuple(unkept.items()), _off(called))
+
+
+def _written_ids(path: Path, stem: str) -> frozenset[str]:
+    """The ids the rows of ``path`` write that ``_made_id`` could make (``<stem>-<line>``,
+    ``<stem>-<line>-<n>``), whatever the row: a quick look at each line, and only a line that
+    could hold one is parsed (one holding the stem and a dash, or an escape of an ASCII
+    character: an id may be written with escapes)."""
+    prefix = f"{stem}-"
+    made = re.compile(re.escape(prefix) + r"[0-9]+(-[0-9]+)?")  # the line, and a number of its own
+    found: set[str] = set()
+    try:
+        for _, line in text_lines(path):
+            if prefix not in line and not ("\\u00" in line and _ASCII_ESCAPE.search(line)):
+                continue
+            try:
+                row = json.loads(line)
+            except (ValueError, RecursionError):
+                continue  # the reading pass names the line
+            written = row.get("id") if isinstance(row, dict) else None
+            if isinstance(written, str) and made.fullmatch(written):
+                found.add(written)
+    except ImportFormatError:
+        pass  # a line not UTF-8: the reading pass refuses it (at it or at a line before)
+    return frozenset(found)
+
+
+#: a JSON escape of an ASCII character (``\u0063``: ``c``)
+_ASCII_ESCAPE = re.compile(r"\\u00[0-7]")
+
+
+def _made_id(stem: str, line: int, written: frozenset[str]) -> str:
+    """The id of the row on ``line``, which writes none: ``<stem>-<line>``, or where a row
+    writes that (``written``: ``_written_ids``), the first of ``<stem>-<line>-2``, ``-3``, ...
+    that none writes. Made ids differ from each other (each holds its line) and from every
+    written id, and a file where no row writes one keeps the ids it always had."""
+    made = f"{stem}-{line}"
+    n = 1
+    while made in written:
+        n += 1
+        made = f"{stem}-{line}-{n}"
+    return made
 
 
 def _off(called: Sequence[tuple[int, Harness, Sequence[ToolCall]]]) -> tuple[int, ...]:
