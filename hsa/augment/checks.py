@@ -2,7 +2,9 @@
 
 For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
 
-- ``harness``: ``h'`` is a valid harness document;
+- ``harness``: ``h'`` is a valid harness document, and under a text protocol its system
+  prompt shows the tool docs and the call instructions (where ``h``'s did, or ``h`` is under
+  ``api``);
 - ``schema`` (a): every surface call in ``map_events(e, m)`` names a tool of ``h'`` and its
   arguments validate against that tool's schema (JSON Schema 2020-12, local ``$ref``s
   resolved), which still declares every argument the call passes (where the original schema
@@ -41,6 +43,7 @@ from hsa.augment.free_text import replace_in_harness
 from hsa.augment.mapping import RewriteMapping, ToolMap, apply_steps, map_events
 from hsa.augment.param_schemas import reached
 from hsa.augment.rule import Rewrite
+from hsa.augment.rules.protocol import unshown
 from hsa.augment.rules.tool_names import ALLOWED_TOOLS
 from hsa.envs.base import Environment, Task
 from hsa.envs.hook_runtime import HookContext, matches
@@ -601,6 +604,32 @@ def _typed(value: Any) -> Any:
     return [type(value).__name__, value]
 
 
+# --- harness ---
+
+
+_UNSHOWN = {
+    "tools": "the tool docs, so the model does not see its tools",
+    "output_format": "the call instructions, so the model is not told how to write calls",
+}
+
+
+def prompt_problems(original: Harness, h2: Harness) -> list[tuple[str, str]]:
+    """What a model under ``h2``'s text protocol needs and its system prompt does not show
+    (check ``harness``): the tool docs, the call instructions (a prompt template that leaves
+    out its sections shows neither). What ``original``'s own text-protocol prompt does not
+    show either is its author's choice, not the rule's."""
+    try:
+        missing = unshown(h2)
+        if missing and not original.protocol.is_api:
+            missing = [kind for kind in missing if kind not in unshown(original)]
+    except HsaError:  # a prompt that does not render fails the roundtrip check
+        return []
+    return [
+        ("system prompt", f"under {h2.protocol.label} it does not show {_UNSHOWN[kind]}")
+        for kind in missing
+    ]
+
+
 # --- all checks ---
 
 
@@ -641,7 +670,7 @@ def check_rewrite(
         if not skip:  # a skipped check's problems are the canonical trajectory's, not the rule's
             failures.extend(Failure(check, where, msg) for where, msg in problems)
 
-    record("harness", list(_harness_problems(h2.to_json())))
+    record("harness", [*_harness_problems(h2.to_json()), *prompt_problems(original, h2)])
 
     surface = map_events(events, m)
     baseline_calls = call_problems(original, events)

@@ -31,7 +31,7 @@ from hsa.augment.checks import (
     value_problems,
 )
 from hsa.envs import Environment, Outcome, Task, ToolOutput
-from hsa.harness import Hook, ToolCall, ToolResult, UserMessage
+from hsa.harness import Hook, Protocol, ToolCall, ToolResult, UserMessage
 
 
 def _run(rule_fn, harness=None, events=None, replay=None):
@@ -584,3 +584,31 @@ def test_a_respelled_enum_value_an_off_schema_call_already_writes_is_skipped_not
     report = _run(respell, events=tuple(events))
     assert report.outcomes["schema"] == SKIP and report.outcomes["roundtrip"] == SKIP
     assert report.ok and not [f for f in report.failures if f.check in ("roundtrip", "replay")]
+
+
+def _text_prompt_hiding(harness, template):
+    """``harness`` under a text protocol, its prompt a template over some sections only."""
+    sections = tuple(s for s in harness.prompt.sections if s.kind not in ("tools", "output_format"))
+    prompt = dataclasses.replace(harness.prompt, sections=sections, template=template)
+    return harness.replace(protocol=Protocol("text", "json", False, "xml"), prompt=prompt)
+
+
+def test_a_text_protocol_whose_prompt_shows_no_tool_docs_or_call_format_is_caught(harness, events):
+    def switch_only(h, rng, params, context):  # what protocol.switch did under a template
+        return Rewrite(_text_prompt_hiding(h, "{{ body }}"))
+
+    report = _run(switch_only, harness, events)
+    assert _failed(report) == {"harness"}
+    assert [f.message for f in report.failures] == [
+        "under text/json/xml-docs it does not show the tool docs, so the model does not see "
+        "its tools",
+        "under text/json/xml-docs it does not show the call instructions, so the model is not "
+        "told how to write calls",
+    ]
+
+
+def test_a_text_prompt_that_hid_the_tools_before_the_rewrite_is_not_blamed_on_it(harness, events):
+    original = _text_prompt_hiding(harness, "{{ body }}")
+    rewrite, _ = apply_chain(original, [(get_rule("tools.rename"), {})], seed=0)
+    report = check_rewrite(original, rewrite, events)
+    assert report.outcomes["harness"] == PASS

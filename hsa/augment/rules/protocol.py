@@ -5,7 +5,9 @@ Candidates come from the registered formats (``hsa.harness.protocols``), so a fo
 there is drawn here without change; a format that cannot carry the harness's tool or
 parameter names (Python call syntax and ``kebab-case``, say) is never drawn. Switching to a
 text protocol adds the prompt sections that show tool docs and call instructions when the
-prompt has none, since otherwise the model would not see its tools.
+system prompt does not show them, since otherwise the model would not see its tools; a
+protocol whose docs or instructions the prompt still does not show (a ``prompt.template``
+that leaves out its sections) is never drawn either.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from hsa.augment.free_text import protocol_fits
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
 from hsa.harness.model import Harness, Protocol, Section
+from hsa.harness.prompt import call_instructions, system_prompt, tool_docs
 from hsa.harness.protocols import CALL_FORMATS, DRAWN_DOC_FORMATS
 
 
@@ -42,24 +45,42 @@ def _text_protocols(doc_format: str) -> tuple[Protocol, ...]:
 
 
 def with_protocol(harness: Harness, protocol: Protocol) -> Harness:
-    """``harness`` under ``protocol``, with tool-doc and call-format sections when text needs
-    them and the prompt has no section of that kind."""
-    prompt = harness.prompt
-    if not protocol.is_api and prompt.template is None:
-        kinds = {s.kind for s in prompt.sections}
-        ids = {s.id for s in prompt.sections}
-        extra = []
-        for kind, title in (("tools", "Tools"), ("output_format", "Output format")):
-            if kind in kinds:
-                continue
-            section_id, n = kind, 1
-            while section_id in ids:
-                n += 1
-                section_id = f"{kind}_{n}"
-            ids.add(section_id)
-            extra.append(Section(section_id, title, "", kind))
-        prompt = dataclasses.replace(prompt, sections=(*prompt.sections, *extra))
-    return harness.replace(protocol=protocol, prompt=prompt)
+    """``harness`` under ``protocol``: under a text protocol, with a tools section and an
+    output-format section for the tool docs and call instructions its system prompt does not
+    show yet. A prompt template that leaves out its sections may still not show them
+    (``unshown`` says)."""
+    changed = harness.replace(protocol=protocol)
+    missing = unshown(changed)
+    if not missing:
+        return changed
+    prompt = changed.prompt
+    ids = {s.id for s in prompt.sections}
+    extra = []
+    for kind in missing:
+        section_id, n = kind, 1
+        while section_id in ids:
+            n += 1
+            section_id = f"{kind}_{n}"
+        ids.add(section_id)
+        extra.append(Section(section_id, _TITLES[kind], "", kind))
+    prompt = dataclasses.replace(prompt, sections=(*prompt.sections, *extra))
+    return changed.replace(prompt=prompt)
+
+
+#: the section kinds that show what a text protocol needs, with the titles they are added under
+_TITLES = {"tools": "Tools", "output_format": "Output format"}
+
+
+def unshown(harness: Harness) -> list[str]:
+    """What the system prompt of a text-protocol ``harness`` does not show of what the model
+    needs to call its tools, named by the section kinds that show it: ``tools`` for the tool
+    docs, ``output_format`` for the call instructions (none under ``api``). Shown means the
+    text is in the prompt as generated (a template may filter or reword it, not seen here)."""
+    if harness.protocol.is_api:
+        return []
+    text = system_prompt(harness)
+    needed = {"tools": tool_docs(harness), "output_format": call_instructions(harness)}
+    return [kind for kind, shown in needed.items() if shown.strip() not in text]
 
 
 def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> Rewrite:
@@ -69,22 +90,29 @@ def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> R
     and checked after: a call format (with or without its tag) that cannot carry the names is
     struck out with all its doc formats and the draw repeated, so a draw checks the one or two
     call formats it meets, not all of them, and each fitting candidate is as likely as
-    before."""
+    before. A text protocol whose tool docs or call instructions the system prompt would not
+    show, even with the sections ``with_protocol`` adds, is struck out alone."""
     current = harness.protocol.label
     others = [p for p in candidates if p.label != current]
     while others:
         choice = rng.choice(others)
         # whether names fit depends on how calls are written, not on how docs are printed
-        if choice.is_api or protocol_fits(harness, choice):
-            return Rewrite(with_protocol(harness, choice))
-        writes = (choice.call_format, choice.call_tag)
-        others = [p for p in others if p.is_api or (p.call_format, p.call_tag) != writes]
+        if not choice.is_api and not protocol_fits(harness, choice):
+            writes = (choice.call_format, choice.call_tag)
+            others = [p for p in others if p.is_api or (p.call_format, p.call_tag) != writes]
+            continue
+        changed = with_protocol(harness, choice)
+        if not unshown(changed):
+            return Rewrite(changed)
+        others.remove(choice)  # a template that leaves out the sections showing docs or calls
     return Rewrite(harness)
 
 
 @rule(
     "protocol.switch",
-    version="2",  # 2: each protocol drawn as often (hermes was listed twice)
+    # 2: each protocol drawn as often (hermes was listed twice); 3: tool docs and call
+    # instructions added under a prompt template too, and never a protocol the prompt hides
+    version="3",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -102,7 +130,10 @@ def switch(harness: Harness, rng: random.Random, params: dict[str, Any], context
 
     ``api``: tools in the request's tools field, calls in ``tool_calls``. In-prompt: calls as
     Hermes ``<tool_call>`` JSON, BFCL JSON, Python, verbose or concise XML, with or without a
-    ``<TOOLCALL>`` tag, and tool docs printed as JSON, XML, Python or Markdown."""
+    ``<TOOLCALL>`` tag, and tool docs printed as JSON, XML, Python or Markdown. A text
+    protocol brings a ``tools`` and an ``output_format`` section for the tool docs and call
+    instructions the system prompt does not show yet, and is never drawn where the prompt
+    would still not show them (a ``prompt.template`` that leaves out its sections)."""
     candidates: list[Protocol] = []
     if params["target"] in ("any", "api"):
         candidates.append(Protocol())
@@ -111,21 +142,25 @@ def switch(harness: Harness, rng: random.Random, params: dict[str, Any], context
     return _pick(harness, candidates, rng)
 
 
-@rule("protocol.call_format", version="2")  # 2: as switch
+@rule("protocol.call_format", version="3")  # 2, 3: as switch
 def call_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Change how calls are written, and whether a ``<TOOLCALL>`` tag wraps them.
 
-    Text protocols only (an ``api`` harness is left as it is); the tool-doc format is kept."""
+    Text protocols only (an ``api`` harness is left as it is); the tool-doc format is kept.
+    Prompt sections are added, and protocols the prompt would hide passed over, as
+    ``protocol.switch`` does."""
     current = harness.protocol
     candidates = [p for p in text_protocols(harness) if p.doc_format == current.doc_format]
     return _pick(harness, [] if current.is_api else candidates, rng)
 
 
-@rule("protocol.doc_format", version="1")
+@rule("protocol.doc_format", version="2")  # 2: as switch's 3
 def doc_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Change how tool docs are printed in the prompt: JSON, XML, Python or Markdown.
 
-    Text protocols only (an ``api`` harness is left as it is); calls are written as before."""
+    Text protocols only (an ``api`` harness is left as it is); calls are written as before.
+    Prompt sections are added, and protocols the prompt would hide passed over, as
+    ``protocol.switch`` does."""
     current = harness.protocol
     docs = sorted(DRAWN_DOC_FORMATS | {current.doc_format})
     # the harness's own call_tag kept: a hermes harness may have it either way

@@ -1,0 +1,93 @@
+"""Protocol rules under a prompt template: a text protocol is drawn only where the system
+prompt shows its tool docs and call instructions, with sections added as they need."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hsa.augment import apply_chain, get_rule
+from hsa.augment.rules.protocol import unshown, with_protocol
+from hsa.harness import Protocol
+from hsa.harness.model import Harness, Prompt, Section, Tool
+from hsa.harness.prompt import call_instructions, system_prompt, tool_docs
+
+TEXT = Protocol("text", "json", False, "xml")
+API = Protocol()
+
+
+def _harness(template: str | None, protocol: Protocol = API) -> Harness:
+    order = Tool(
+        "get_order",
+        "Look up an order.",
+        {
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}},
+            "required": ["order_id"],
+        },
+    )
+    persona = Section("persona", "Persona", "You are a shop assistant.", "persona")
+    prompt = Prompt(sections=(persona,), template=template)
+    return Harness(id="shop", protocol=protocol, prompt=prompt, tools=(order,))
+
+
+def _switch(harness: Harness, seed: int, target: str = "any") -> Harness:
+    chain = [(get_rule("protocol.switch"), {"target": target})]
+    return apply_chain(harness, chain, seed=seed)[0].harness
+
+
+def _shows_everything(harness: Harness) -> bool:
+    text = system_prompt(harness)
+    return tool_docs(harness) in text and call_instructions(harness) in text
+
+
+@pytest.mark.parametrize("template", [None, "{{ body }}", "{{ sections | join('\\n\\n') }}"])
+def test_a_switch_to_text_shows_the_tools_whether_or_not_the_prompt_has_a_template(template):
+    harness = _harness(template)
+    for seed in range(4):
+        variant = _switch(harness, seed, "text")
+        assert not variant.protocol.is_api
+        assert _shows_everything(variant) and unshown(variant) == []
+        assert {s.kind for s in variant.prompt.sections} == {"persona", "tools", "output_format"}
+
+
+def test_a_template_that_shows_the_tool_docs_itself_gets_only_the_call_instructions_added():
+    harness = with_protocol(_harness("{{ body }}\n\n# Functions\n{{ tool_docs }}"), TEXT)
+    assert [s.kind for s in harness.prompt.sections] == ["persona", "output_format"]
+    assert system_prompt(harness).count(tool_docs(harness)) == 1
+    assert _shows_everything(harness)
+
+
+@pytest.mark.parametrize("target", ["text", "any"])
+def test_a_template_that_leaves_out_its_sections_is_never_switched_to_text(target):
+    harness = _harness("You are a shop assistant.")
+    assert unshown(with_protocol(harness, TEXT)) == ["tools", "output_format"]
+    for seed in range(4):
+        assert _switch(harness, seed, target).to_json() == harness.to_json()  # nothing to pick
+
+
+def test_a_switch_away_from_a_text_protocol_the_template_hides_goes_to_api():
+    harness = _harness("You are a shop assistant.", TEXT)
+    assert _switch(harness, 0).protocol.is_api
+
+
+@pytest.mark.parametrize("name", ["protocol.call_format", "protocol.doc_format"])
+def test_call_and_doc_format_changes_show_the_tools_under_a_body_template(name):
+    harness = _harness("{{ body }}", TEXT)
+    for seed in range(4):
+        variant = apply_chain(harness, [(get_rule(name), {})], seed=seed)[0].harness
+        assert variant.protocol != harness.protocol
+        assert _shows_everything(variant)
+
+
+def test_sections_added_for_a_text_protocol_take_ids_not_yet_used():
+    harness = _harness(None)
+    taken = Section("tools", "Notes", "Be brief.", "policy")  # an id, not the kind
+    prompt = dataclasses.replace(harness.prompt, sections=(*harness.prompt.sections, taken))
+    changed = with_protocol(harness.replace(prompt=prompt), TEXT)
+    assert [(s.id, s.kind) for s in changed.prompt.sections][-2:] == [
+        ("tools_2", "tools"),
+        ("output_format", "output_format"),
+    ]
+    assert _shows_everything(changed)
