@@ -1,8 +1,11 @@
 """Just enough Markdown structure for the rules that reorder and restyle text: headings,
 sections, list markers, and prose that points at a part of the text by where it is.
 
-Lines inside fenced code blocks are never treated as structure, so a ``# comment`` in a code
-sample is not a heading and ``- x`` in a code sample is not a list item.
+Lines inside code blocks (fenced, or indented) are never treated as structure, so a
+``# comment`` in a code sample is not a heading and ``- x`` in a code sample is not a list
+item; neither is a thematic break (``* * *``, ``- - -``). The rules that restyle keep what
+the text says as CommonMark reads it: a heading restyled as underlined (setext) or bold text
+stands apart from the line before it, where it would otherwise join that line's paragraph.
 """
 
 from __future__ import annotations
@@ -11,8 +14,14 @@ import itertools
 import re
 from dataclasses import dataclass
 
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
-_ATX = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+# any indentation: a list item's fence is indented as its text is
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
+# a closing run of #s is one after a space ("## C#" is titled "C#")
+_ATX = re.compile(r"^(#{1,6})[ \t]+(.+?)(?:[ \t]+(#+))?[ \t]*\r?$")
+_THEMATIC = re.compile(r"^[ \t]*([-*_])(?:[ \t]*\1){2,}[ \t]*\r?$")
+#: what a heading's title must not begin with to be written as a paragraph line (setext): it
+#: would read as a list item, quote, heading, fence, HTML or table there (or be a rule)
+_BLOCK_START = re.compile(r"^(?:[-*+](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|[>#<|=`~])")
 _BULLET = re.compile(r"^(\s*)([-*+])(\s+)(?=\S)")
 _ORDERED = re.compile(r"^(\s*)(\d{1,9})([.)])(\s+)(?=\S)")
 _BOLD = re.compile(r"^\*\*([^*].*?)\*\*\s*$")
@@ -56,20 +65,67 @@ def points_outside_by_position(text: str) -> bool:
 
 
 def code_mask(lines: list[str]) -> list[bool]:
-    """For each line, whether it belongs to a fenced code block (fences included)."""
-    mask, fence = [], None
+    """For each line, whether it is code: in a fenced block (fences included; one closes at a
+    fence of its character at least as long, with nothing after it) or in an indented one
+    (four spaces in, where no paragraph goes on and outside a list, whose items indent their
+    own text)."""
+    return _scan(lines)[0]
+
+
+def _item_mask(lines: list[str]) -> list[bool]:
+    """For each line, whether it begins a list item: a marker outside code, and not a line of
+    a paragraph (one indented four spaces, or numbered from other than 1, cannot begin a
+    list there) nor a thematic break."""
+    return _scan(lines)[1]
+
+
+def _scan(lines: list[str]) -> tuple[list[bool], list[bool]]:
+    code: list[bool] = []
+    items: list[bool] = []
+    fence = ""  # the open fence
+    indented = in_list = paragraph = False
     for line in lines:
+        blank, indent = not line.strip(), _indent(line)
+        items.append(False)
+        if fence:
+            code.append(True)
+            match = _FENCE.match(line)
+            if match and match.group(1).startswith(fence) and not match.group(2).strip():
+                fence = ""
+            continue
+        if indented and not blank and indent < 4:
+            indented = False
+        if indented or (not blank and not paragraph and not in_list and indent >= 4):
+            indented = True
+            code.append(True)
+            continue
         match = _FENCE.match(line)
-        if fence is None and match:
+        if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
             fence = match.group(1)
-            mask.append(True)
-        elif fence is not None:
-            mask.append(True)
-            if line.strip().startswith(fence):
-                fence = None
-        else:
-            mask.append(False)
-    return mask
+            code.append(True)
+            paragraph = False
+            in_list = in_list and indent > 0  # not the text of an item
+            continue
+        code.append(False)
+        heading = _ATX.match(line) is not None
+        thematic = _THEMATIC.match(line) is not None
+        marker = None if thematic else (_BULLET.match(line) or _ORDERED.match(line))
+        if marker is not None and (
+            in_list
+            or (indent < 4 and not (paragraph and marker.re is _ORDERED and int(marker[2]) != 1))
+        ):
+            items[-1] = in_list = True
+        elif thematic:
+            in_list = False
+        elif not blank and indent == 0 and (not paragraph or heading or line[0] == ">"):
+            in_list = False  # a paragraph, heading or quote after the list
+        paragraph = not (blank or heading or thematic)
+    return code, items
+
+
+def _indent(line: str) -> int:
+    expanded = line.expandtabs(4)
+    return len(expanded) - len(expanded.lstrip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +176,14 @@ def sibling_sections(text: str) -> tuple[str, list[str], str] | None:
 def restyle_headings(text: str, style: str) -> str:
     """Headings written as ``atx`` (``## T``), ``closed`` (``## T ##``), ``bold`` or ``setext``.
 
-    ``setext`` underlines levels 1 and 2 and leaves deeper headings in ATX form.
+    ``setext`` underlines levels 1 and 2 and leaves deeper headings in ATX form, and those whose
+    title would read as something else on a line of its own (``1. Install``, a list item). An
+    underlined or bold heading is parted by a blank line from a line of text before it (and a
+    bold one from a line after it), which it would otherwise join.
     """
     lines = text.split("\n")
     mask = code_mask(lines)
-    out = []
+    out: list[str] = []
     for i, line in enumerate(lines):
         m = None if mask[i] else _ATX.match(line)
         if m is None:
@@ -132,11 +191,17 @@ def restyle_headings(text: str, style: str) -> str:
             continue
         level, title = len(m.group(1)), m.group(2)
         end = "\r" if line.endswith("\r") else ""  # a CRLF document's lines stay CRLF
+        stands_alone = not (_BLOCK_START.match(title) or _THEMATIC.match(title))
+        setext = style == "setext" and level <= 2 and stands_alone
+        if (setext or style == "bold") and out and out[-1].strip():
+            out.append(end)
         if style == "closed":
             out.append(f"{'#' * level} {title} {'#' * level}{end}")
         elif style == "bold":
             out.append(f"**{title}**{end}")
-        elif style == "setext" and level <= 2:
+            if i + 1 < len(lines) and lines[i + 1].strip():
+                out.append(end)
+        elif setext:
             out.append(title + end)
             out.append(("=" if level == 1 else "-") * max(3, len(title)) + end)
         else:
@@ -150,7 +215,7 @@ def heading_style_of(text: str) -> str:
         for ln, code in zip(text.split("\n"), code_mask(text.split("\n")), strict=True)
         if not code
     ]
-    if any(_ATX.match(ln) and ln.rstrip().endswith("#") for ln in lines):
+    if any((m := _ATX.match(ln)) and m.group(3) for ln in lines):
         return "closed"
     if any(_ATX.match(ln) for ln in lines):
         return "atx"
@@ -163,10 +228,10 @@ def restyle_lists(text: str, bullet: str, ordered: str) -> str:
     """Unordered items marked with ``bullet`` (``-``, ``*``, ``+``) and ordered ones as
     ``1.`` or ``1)`` (``ordered``), outside code blocks."""
     lines = text.split("\n")
-    mask = code_mask(lines)
+    items = _item_mask(lines)
     out = []
     for i, line in enumerate(lines):
-        if mask[i]:
+        if not items[i]:
             out.append(line)
             continue
         line = _BULLET.sub(lambda m: f"{m.group(1)}{bullet}{m.group(3)}", line, count=1)
@@ -180,10 +245,10 @@ def restyle_lists(text: str, bullet: str, ordered: str) -> str:
 def list_markers(text: str) -> tuple[set[str], set[str]]:
     """The bullet and ordered markers ``text`` uses outside code blocks."""
     lines = text.split("\n")
-    mask = code_mask(lines)
+    items = _item_mask(lines)
     bullets, ordered = set(), set()
     for i, line in enumerate(lines):
-        if mask[i]:
+        if not items[i]:
             continue
         if m := _BULLET.match(line):
             bullets.add(m.group(2))

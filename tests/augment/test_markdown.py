@@ -59,3 +59,58 @@ def test_sections_that_point_at_each_other_keep_their_order(pointer):
         assert _content("skill_content.reorder_sections", content, seed) == content
     plain = content.replace(pointer, "then act")
     assert any(_content("skill_content.reorder_sections", plain, s) != plain for s in range(8))
+
+
+def test_thematic_breaks_are_not_list_items():
+    text = "Part one.\n\n* * *\n\nPart two.\n\n- - -\n\n- a\n"
+    assert markdown.restyle_lists(text, "+", ".") == text.replace("- a", "+ a")
+    assert markdown.list_markers(text) == ({"-"}, set())
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Read this first.\n## Checks\n- a\n", "Read this first.\n\nChecks\n------\n- a\n"),
+        ("- item\n## Next\n", "- item\n\nNext\n----\n"),
+        ("# Top\n## Sub\n", "Top\n===\n\nSub\n---\n"),
+        ("Intro.\r\n## Checks\r\n", "Intro.\r\n\r\nChecks\r\n------\r\n"),
+    ],
+)
+def test_a_setext_heading_does_not_join_the_line_before_it(text, expected):
+    # without the blank line, CommonMark reads the line before as part of the heading
+    assert markdown.restyle_headings(text, "setext") == expected
+
+
+def test_a_bold_heading_stays_a_paragraph_of_its_own():
+    text = "Read this first.\n## Checks\nRun them.\n"
+    assert (
+        markdown.restyle_headings(text, "bold") == "Read this first.\n\n**Checks**\n\nRun them.\n"
+    )
+
+
+@pytest.mark.parametrize("title", ["1. Install", "- odd", "> quoted", "***"])
+def test_a_title_that_would_read_as_something_else_underlined_stays_atx(title):
+    assert markdown.restyle_headings(f"## {title}\n\nText.\n", "setext") == f"## {title}\n\nText.\n"
+
+
+def test_a_heading_ending_in_a_hash_keeps_it():
+    assert markdown.restyle_headings("## Using C#\n", "setext") == "Using C#\n--------\n"
+    assert markdown.restyle_headings("## Using C#\n", "closed") == "## Using C# ##\n"
+    assert markdown.heading_style_of("## Using C#\n") == "atx"
+    assert markdown.heading_style_of("## Using C# ##\n") == "closed"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "````md\n```python\n- x\n```\n- y\n````\n",  # a longer fence holds a shorter one
+        "```\n```python\n- x\n```\n",  # a fence with an info string opens, never closes
+        "- Run:\n\n    ```yaml\n    - x\n    ```\n",  # an item's fence is indented with it
+        "Run:\n\n    - x\n    1. y\n",  # indented code
+        "The total is\n2. Then more.\n",  # a paragraph's line: only 1 begins a list there
+        "Text\n    - not an item\n",  # a paragraph's indented line
+    ],
+)
+def test_code_and_paragraph_text_keep_their_markers(text):
+    expected = text.replace("- Run:", "+ Run:")  # the one list item among them
+    assert markdown.restyle_lists(text, "+", ")") == expected

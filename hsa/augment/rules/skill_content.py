@@ -29,7 +29,7 @@ def _with_contents(harness: Harness, change) -> Harness:
     )
 
 
-@rule("skill_content.reorder_sections", version="3")
+@rule("skill_content.reorder_sections", version="4")  # 4: code blocks found as CommonMark does
 def reorder_sections(
     harness: Harness, rng: random.Random, params: dict[str, Any], context: Context
 ):
@@ -60,7 +60,7 @@ def reorder_sections(
 
 @rule(
     "skill_content.list_style",
-    version="1",
+    version="2",  # 2: thematic breaks, indented code and paragraph text left alone
     params={
         "type": "object",
         "additionalProperties": False,
@@ -88,7 +88,7 @@ def list_style(harness: Harness, rng: random.Random, params: dict[str, Any], con
 
 @rule(
     "skill_content.heading_style",
-    version="2",
+    version="3",  # 3: a setext or bold heading parted from the text before it; "C#" kept
     params={
         "type": "object",
         "additionalProperties": False,
