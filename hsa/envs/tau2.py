@@ -30,8 +30,9 @@ an agent that rightly leaves it out fails where tau2 gives reward 1: one tau2's 
 refuse (retail tasks 64, whose action 64_6 exchanges items of an order not delivered, and 105,
 whose action 106_0 is an exchange its gift card cannot pay for), or one a later write undoes
 (retail task 22 changes the user's address and changes it back). Natural-language assertions
-(``NL_ASSERTION``, an LLM judge) are not judged. Tasks hsa cannot score at all (``ENV_ASSERTION``
-in the basis, an ``initial_state`` to set up) are left out, and ``left_out`` says so.
+(``NL_ASSERTION``, an LLM judge) are not judged. Tasks hsa cannot score at all
+(``ENV_ASSERTION`` in the basis, ``NL_ASSERTION`` alone, an ``initial_state`` to set up) are
+left out, and ``left_out`` says so.
 """
 
 from __future__ import annotations

@@ -230,16 +230,23 @@ def test_tasks_whose_reward_hsa_cannot_check_are_imported_unscored(external, tmp
         },
         {"id": "2", "initial_state": {"message_history": [{"role": "user", "content": "hi"}]}},
         {"id": "3", "initial_state": {}, "evaluation_criteria": {"reward_basis": ["DB"]}},
-    ]
+        # an LLM judge's assertions alone: nothing hsa checks
+        {"id": "4", "evaluation_criteria": {"reward_basis": ["NL_ASSERTION"],
+                                            "nl_assertions": ["The agent was polite."]}},
+        {"id": "5", "evaluation_criteria": {"reward_basis": ["DB", "NL_ASSERTION"],
+                                            "nl_assertions": ["The agent was polite."]}},
+    ]  # fmt: skip
     (src / "tasks.json").write_text(json.dumps(tasks))
     result = import_source(src)
     scored = [t["metadata"].get("scored", True) for t in result.tasks]
-    assert scored == [False, False, True]
+    assert scored == [False, False, True, False, True]
     assert "ENV_ASSERTION" in result.tasks[0]["metadata"]["unscored_reason"]
     assert "initial_state" in result.tasks[1]["metadata"]["unscored_reason"]
+    assert "LLM" in result.tasks[3]["metadata"]["unscored_reason"]
     assert [n.split(":")[0] for n in result.notes[1:]] == [
         "1 task(s) imported unscored (1)",
         "1 task(s) imported unscored (2)",
+        "1 task(s) imported unscored (4)",
     ]
     for bad, where, says in [
         (

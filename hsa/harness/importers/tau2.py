@@ -49,6 +49,8 @@ REWARD_TYPES = ("DB", "ENV_ASSERTION", "NL_ASSERTION", "ACTION", "COMMUNICATE")
 UNSCORED = {
     "env_assertion": "their reward_basis holds ENV_ASSERTION: tau2 checks their env_assertions "
     "by running its domain's Python functions on the final database, which hsa does not have",
+    "nl_assertion": "their reward_basis holds NL_ASSERTION and nothing else hsa checks (DB, "
+    "ACTION or COMMUNICATE): tau2 judges their nl_assertions with an LLM, which hsa does not",
     "initial_state": "they start from an initial_state (initialization_data, "
     "initialization_actions or message_history) that tau2 applies before the episode; hsa "
     "has no database to apply it to and plays each task from one opening message",
@@ -316,6 +318,14 @@ def _unscored(task: Mapping[str, Any], criteria: Mapping[str, Any]) -> str | Non
     """Which of ``UNSCORED`` keeps ``task`` from being scored, or None."""
     if "ENV_ASSERTION" in (criteria.get("reward_basis") or ()) and criteria.get("env_assertions"):
         return "env_assertion"
+    basis = criteria.get("reward_basis")
+    if (
+        basis is not None
+        and "NL_ASSERTION" in basis
+        and criteria.get("nl_assertions")
+        and not {"DB", "ACTION", "COMMUNICATE"} & set(basis)
+    ):
+        return "nl_assertion"
     if any((task.get("initial_state") or {}).values()):
         return "initial_state"
     return None
