@@ -23,7 +23,7 @@ from hsa.harness.jsonvalues import unwritable
 from hsa.harness.model import Harness, Hook, Protocol
 from hsa.harness.prompt import call_format, system_prompt
 from hsa.harness.protocols import CALL_FORMATS
-from hsa.harness.render import Conversation
+from hsa.harness.render import Conversation, refuse_unwritable
 from hsa.harness.sandbox import parse_message
 
 
@@ -227,13 +227,7 @@ def parse(
             if reasoning is not None or text or (text is not None and not raw_calls):
                 events.append(AssistantMessage(text or "", reasoning))
             for call_id, name, args in raw_calls:
-                bad = unwritable(args, "$")
-                if bad is not None:  # NaN, 1e400, ...: lenient JSON readers take them
-                    raise ProtocolError(
-                        f"tool-call arguments of {name!r} hold a value JSON cannot write: "
-                        f"{bad[0]}: {bad[1]}",
-                        where=where,
-                    )
+                refuse_unwritable(name, args, where)  # NaN, 1e400: lenient readers take them
                 call_id = call_id if call_id is not None else f"call_{counter}"
                 counter += 1
                 skill_id = loaded_skill(harness, name, args) if name == skill_tool else None

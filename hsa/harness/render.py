@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,10 +17,10 @@ from hsa.harness.events import (
     ToolResult,
     UserMessage,
 )
+from hsa.harness.jsonvalues import may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Hook, Skill, compact_json
 from hsa.harness.prompt import call_format, surface_tools, system_prompt
 from hsa.harness.protocols import join_prefix
-from hsa.harness.protocols.literals import LONG_INTEGER
 from hsa.harness.sandbox import render_message
 
 
@@ -93,7 +93,7 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
                 {
                     "id": call_id,
                     "type": "function",
-                    "function": {"name": tool, "arguments": _arguments_json(args, pending_at)},
+                    "function": {"name": tool, "arguments": json.dumps(args, ensure_ascii=False)},
                 }
                 for call_id, tool, args in pending_calls
             ]
@@ -120,6 +120,7 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
             if pending is None:
                 pending, pending_at = {"role": "assistant", "content": None, "_text": None}, where
             if isinstance(event, ToolCall):
+                refuse_unwritable(event.tool, event.args, where)
                 pending_calls.append((event.call_id, event.tool, dict(event.args)))
             else:
                 call_id = _fresh_id(f"call_{counter}", taken_ids)
@@ -187,13 +188,24 @@ def _fresh_id(candidate: str, taken: set[str]) -> str:
     return fresh
 
 
-def _arguments_json(args: dict[str, Any], where: str) -> str:
-    try:
-        return json.dumps(args, ensure_ascii=False)
-    except ValueError:
+def refuse_unwritable(tool: str, args: Mapping[str, Any], where: str) -> None:
+    """Raise ``ProtocolError`` when the arguments of a call to ``tool`` hold a value no dataset
+    row can hold (``hsa.harness.jsonvalues.unwritable``: NaN, an integer beyond 64 bits, ...).
+
+    ``render`` refuses to write such a call and ``parse`` to read one, so what one writes the
+    other reads back.
+    """
+    try:  # a quick look first: the walk that finds the path costs several times a render
+        if not may_be_unwritable(json.dumps(args)):  # (surrogates escaped, as it looks for)
+            return
+    except (TypeError, ValueError):  # no JSON at all, or an integer past Python's digit limit
+        pass
+    bad = unwritable(args, "$")
+    if bad is not None:
         raise ProtocolError(
-            f"arguments hold {LONG_INTEGER}; write it as a string", where=where
-        ) from None
+            f"tool-call arguments of {tool!r} hold a value JSON cannot write: {bad[0]}: {bad[1]}",
+            where=where,
+        )
 
 
 def _assistant_message(text: str, reasoning: str | None) -> dict[str, Any]:

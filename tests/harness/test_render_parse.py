@@ -15,6 +15,7 @@ it away and nothing else. ``test_ambiguous_cases_are_rare`` keeps that exclusion
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -484,12 +485,30 @@ def test_assistant_text_reads_as_calls_only_where_its_format_would_read_it() -> 
 
 
 @pytest.mark.parametrize(("fmt", "tag"), PROTOCOLS, ids=[_label(f, t) for f, t in PROTOCOLS])
-def test_an_integer_past_pythons_digit_limit_is_refused_by_render(fmt, tag) -> None:
+@pytest.mark.parametrize(
+    ("value", "path", "why"),
+    [
+        (10**5000, "$.city", "an integer beyond 64 bits"),  # past Python's digit limit too
+        (2**64, "$.city", "an integer beyond 64 bits"),
+        ({"n": [-(2**63) - 1]}, "$.city.n[0]", "an integer beyond 64 bits"),
+        (float("inf"), "$.city", "NaN or Infinity"),
+        ([float("nan")], "$.city[0]", "NaN or Infinity"),
+        ("Berlin \ud83d", "$.city", "a lone surrogate"),
+    ],
+    ids=["digits", "wide", "wide-nested", "inf", "nan", "surrogate"],
+)
+def test_render_refuses_the_values_parse_refuses(fmt, tag, value, path, why) -> None:
+    # render wrote them ("Infinity" as api arguments, which is not JSON; the digits of 2**64),
+    # and parse then refused what render had written
     protocol = Protocol("api") if fmt == "api" else Protocol("text", fmt, bool(tag))
-    events = [UserMessage("x"), ToolCall("call_0", "get_weather", {"city": 10**5000})]
-    with pytest.raises(ProtocolError, match="more than 4,300 digits") as err:
+    events = [UserMessage("x"), ToolCall("call_0", "get_weather", {"city": value})]
+    with pytest.raises(ProtocolError, match=f"'get_weather' .*: {re.escape(path)}: {why}") as err:
         render(events, _harness(protocol))
     assert err.value.where == "events[1]"
+    # the values at the edges round-trip
+    edges = {"city": [2**64 - 1, -(2**63), 1.7976931348623157e308, 5e-324, "\U0001f600"]}
+    events = [UserMessage("x"), ToolCall("call_0", "get_weather", edges)]
+    assert parse(render(events, _harness(protocol)), _harness(protocol)) == events
 
 
 def test_an_integer_past_pythons_digit_limit_is_refused_or_text_when_parsed() -> None:
