@@ -349,6 +349,14 @@ def test_lenient_parsing(fmt: str, tag: bool, text: str, expected: Any) -> None:
         ("hermes", False, '<tool_call>{"name": "f"}</tool_call></tool_call>'),
         ("json", True, "<TOOLCALL>[]</TOOLCALL>"),
         ("xml_verbose", True, "</TOOLCALL>"),
+        # a key given twice in a call or its arguments: which was meant cannot be told (the
+        # last value was taken, and a second "name" called another tool)
+        ("hermes", False, '<tool_call>{"name": "f", "arguments": {}, "name": "g"}</tool_call>'),
+        ("hermes", False, '<tool_call>{"name": "f", "arguments": {"a": 5, "a": 500}}</tool_call>'),
+        ("hermes", False, '<tool_call>{"name": "f", "arguments": {}, "arguments": {}}</tool_call>'),
+        ("json", False, '[{"function": "f", "function": "g", "parameters": {}}]'),
+        ("json", False, '[{"function": "f", "parameters": {"a": 5, "a": 500}}]'),
+        ("json", True, '<TOOLCALL>{"function": "f", "parameters": {"a": 5, "a": 5}}</TOOLCALL>'),
     ],
 )
 def test_not_a_call_message(fmt: str, tag: bool, text: str) -> None:
@@ -737,12 +745,15 @@ def test_xml_refuses_nan_and_writes_infinities_as_python_does(fmt: str) -> None:
 
 
 def test_a_dict_key_given_twice_keeps_its_last_value_as_python_and_json_readers_do() -> None:
-    # (an argument given twice is refused: Python itself refuses f(a=1, a=2))
-    assert CALL_FORMATS["python"].parse_calls("[f(a={'k': 1, 'k': 2})]", False) == (
-        None,
-        [("f", {"a": {"k": 2}})],
-    )
+    # (an argument given twice is refused: Python itself refuses f(a=1, a=2), and every
+    # format follows it, test_not_a_call_message)
+    expected = (None, [("f", {"a": {"k": 2}})])
+    assert CALL_FORMATS["python"].parse_calls("[f(a={'k': 1, 'k': 2})]", False) == expected
     assert CALL_FORMATS["python"].parse_calls("[f(a=1, a=2)]", False) is None
+    hermes = '<tool_call>{"name": "f", "arguments": {"a": {"k": 1, "k": 2}}}</tool_call>'
+    assert CALL_FORMATS["hermes"].parse_calls(hermes, False) == expected
+    body = '[{"function": "f", "parameters": {"a": {"k": 1, "k": 2}}}]'
+    assert CALL_FORMATS["json"].parse_calls(body, False) == expected
 
 
 @pytest.mark.parametrize(

@@ -511,6 +511,23 @@ def test_render_refuses_the_values_parse_refuses(fmt, tag, value, path, why) -> 
     assert parse(render(events, _harness(protocol)), _harness(protocol)) == events
 
 
+def test_api_arguments_that_give_a_key_twice_are_refused() -> None:
+    # json.loads kept the last value silently; the text formats refuse an argument given twice
+    api = _harness(Protocol("api"))
+    prompt = render([], api).messages[0]
+
+    def reply(arguments: str) -> list[dict]:
+        call = {"id": "a", "function": {"name": "get_weather", "arguments": arguments}}
+        return [prompt, {"role": "assistant", "content": None, "tool_calls": [call]}]
+
+    with pytest.raises(ProtocolError, match="arguments give 'city' twice") as err:
+        parse(reply('{"city": "Oslo", "days": 2, "city": "Rome"}'), api)
+    assert err.value.where == "messages[1].tool_calls[0]"
+    # a key repeated inside a value keeps its last value, as in every format
+    [call] = parse(reply('{"city": {"k": 1, "k": 2}}'), api)
+    assert call == ToolCall("a", "get_weather", {"city": {"k": 2}})
+
+
 def test_an_integer_past_pythons_digit_limit_is_refused_or_text_when_parsed() -> None:
     from hsa.harness.parse import reads_as_calls
 

@@ -9,7 +9,9 @@ back may hold any ``<`` but a tag, as models write them unescaped.
 Parsing reads blocks back from the end of the message (whitespace between and after blocks is
 allowed); everything before the first well-formed block is the assistant's text. A message
 whose last block is not a JSON call object (with its ``"arguments"`` object) is not a call
-message.
+message, nor is one that gives a key of that object or of its arguments twice
+(``{"amount": 5, "amount": 500}``): which was meant cannot be told, and the Python and XML
+formats refuse an argument given twice too (``read_json``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,35 @@ def json_safe(value: object, **dumps_options: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def read_json(text: str) -> tuple[Any, dict[int, str]]:
+    """``json.loads(text)``, and the objects in it that give a key twice: ``id(obj)`` -> the
+    first such key (the object keeps the key's last value, as ``json.loads`` does).
+
+    A call format refuses a call whose own object or arguments object repeats a key: an
+    argument given twice, as Python refuses ``f(a=1, a=2)`` and the XML formats a repeated
+    ``<param>``. A key repeated inside an argument's value keeps its last value, as Python's
+    ``{"k": 1, "k": 2}`` does. Raises what ``json.loads`` raises.
+    """
+    repeated: dict[int, str] = {}
+    # held until the value is read, so that no object in it takes the id of one noted here
+    # and then dropped (a value the key's later value replaced)
+    noted: list[dict[str, Any]] = []
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) < len(pairs):
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    repeated[id(obj)] = key
+                    noted.append(obj)
+                    break
+                seen.add(key)
+        return obj
+
+    return json.loads(text, object_pairs_hook=hook), repeated
+
+
 # Anchored at the end of the (right-stripped) text. The body may hold any text but a tag, as
 # vLLM's Hermes parser reads it (``<tool_call>(.*?)</tool_call>``, across lines): a model's
 # JSON is not escaped as ours is, and ``{"q": "price < 50"}`` is a call there.
@@ -48,7 +79,7 @@ def _format(calls: Sequence[Call], tag: bool) -> str:
 
 def _call(body: str) -> Call | None:
     try:
-        obj = json.loads(body)
+        obj, repeated = read_json(body)
     except (ValueError, RecursionError):  # an integer past Python's digit limit included
         return None
     # "arguments" is required, as the chat templates write it and vLLM's parser reads it: a
@@ -56,7 +87,9 @@ def _call(body: str) -> Call | None:
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
     args = obj.get("arguments")
-    return (obj["name"], args) if isinstance(args, dict) else None
+    if not isinstance(args, dict) or id(obj) in repeated or id(args) in repeated:
+        return None
+    return obj["name"], args
 
 
 def _parse(text: str, tag: bool) -> tuple[str | None, list[Call]] | None:

@@ -8,17 +8,17 @@ Written exactly as BFCL's prompt shows it::
 
 ``<``, ``>`` and ``&`` are escaped inside the JSON (``\\u003c``...), so argument values holding
 tags cannot end a ``<TOOLCALL>`` block. Parsing accepts the list with or without the fence, and
-a single object for a single call.
+a single object for a single call. An item or parameters object that gives a key twice is no
+call (``hermes.read_json``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from hsa.harness.protocols import Call
 from hsa.harness.protocols.bfcl import call_instructions, register_bfcl_format
-from hsa.harness.protocols.hermes import json_safe
+from hsa.harness.protocols.hermes import json_safe, read_json
 from hsa.harness.protocols.literals import strip_fence
 
 
@@ -32,7 +32,7 @@ def read_body(text: str) -> list[Call] | None:
     if not source.startswith(("[", "{")):
         return None
     try:
-        data = json.loads(source)
+        data, repeated = read_json(source)
     except (ValueError, RecursionError):  # an integer past Python's digit limit included
         return None
     items = [data] if isinstance(data, dict) else data
@@ -43,7 +43,7 @@ def read_body(text: str) -> list[Call] | None:
         if not isinstance(item, dict) or not isinstance(item.get("function"), str):
             return None
         params = item.get("parameters", {})
-        if not isinstance(params, dict):
+        if not isinstance(params, dict) or id(item) in repeated or id(params) in repeated:
             return None
         calls.append((item["function"], params))
     return calls
