@@ -7,7 +7,9 @@ Events are recorded in the order ``hsa.envs.episode`` documents (so they round-t
 render and parse), hooks run on the environment's canonical harness (a variant rewords and
 renames them on the surface only), and call ids are ``call_<n>`` under every protocol.
 
-A message that does not parse is a format failure: the rollout ends there, or, with
+A message that does not parse, or whose text holds a call that did not, is a format failure
+(a reply whose text holds a call block before the calls read at its end: that call would be
+lost): the rollout ends there, or, with
 ``repair``, the model is shown its message and the problem once and asked again (the failed
 message stays out of the trajectory and is recorded in the rollout's metadata). Every rollout
 ends verified or with a reason; none raises for a model's mistake or a backend outage.
@@ -179,7 +181,9 @@ def read_step(
     """The surface events of one model message, call ids numbered from ``next_call``.
 
     ``view`` is ``protocol_view(harness)``. Raises ``StepError`` when the message does not
-    parse, parses to nothing, or is text that holds a call the format could not read.
+    parse, parses to nothing, or holds text that holds a call the format could not read,
+    whether or not calls follow it (every format writes a turn's calls at the end of its
+    message, so a call block followed by more text is one the model wrote out of format).
     """
     reply = {k: v for k, v in message.items() if k in ("content", "tool_calls")}
     reply["role"] = "assistant"
@@ -195,11 +199,16 @@ def read_step(
         raise StepError(exc.message) from None
     if not step:
         raise StepError("an empty reply: no text and no tool call")
-    if not any(isinstance(e, ToolCall | SkillLoad) for e in step):
-        text = step[0].text if isinstance(step[0], AssistantMessage) else ""
-        problem = call_attempt(text, harness)
-        if problem is not None:
-            raise StepError(f"the reply {problem}")
+    text = step[0].text if isinstance(step[0], AssistantMessage) else ""
+    problem = call_attempt(text, harness)
+    if problem is not None:
+        if any(isinstance(e, ToolCall | SkillLoad) for e in step):
+            # a call in the text (a block, then text, then the calls read at the end) would
+            # never run, and nothing would say so
+            raise StepError(
+                f"the text before the reply's calls {problem} (every call goes at the end)"
+            )
+        raise StepError(f"the reply {problem}")
     out: list[Event] = []
     for event in step:
         if isinstance(event, ToolCall):

@@ -12,12 +12,21 @@ import pytest
 from hsa.augment.mapping import map_events
 from hsa.envs.livestream import solve
 from hsa.errors import TeacherError
-from hsa.harness.events import SkillLoad, ToolResult
+from hsa.harness.events import AssistantMessage, SkillLoad, ToolCall, ToolResult
+from hsa.harness.model import Protocol
 from hsa.harness.parse import parse
 from hsa.teachers.backends.base import Backend, BackendStats, ContextOverflow
 from hsa.teachers.oracle import OracleBackend
 from hsa.teachers.request import ChatRequest, ChatResponse, assistant_message
-from hsa.teachers.rollout import REPAIR_PREFIX, RolloutConfig, RolloutSpec, rollout
+from hsa.teachers.rollout import (
+    REPAIR_PREFIX,
+    RolloutConfig,
+    RolloutSpec,
+    StepError,
+    protocol_view,
+    read_step,
+    rollout,
+)
 from hsa.teachers.server import malform
 
 
@@ -250,6 +259,49 @@ def _api_call(arguments: str) -> dict:
 def test_unreadable_replies_are_format_failures(env, canonical, reply, problem):
     result = run(spec_of(env.tasks()[0], canonical), env, Scripted([reply]))
     assert result.ended == "format" and problem in result.verification.reason
+
+
+def _hermes(query: str) -> str:
+    body = json.dumps({"name": "search_products", "arguments": {"query": query}})
+    return f"<tool_call>\n{body}\n</tool_call>"
+
+
+# a call block, text, then the calls read at the end: the first call was kept as text and
+# never ran, and no format failure was recorded
+INTERLEAVED = [
+    (Protocol("text", "hermes"), f"First.\n{_hermes('lamp')}\n", f"Then.\n{_hermes('desk')}"),
+    (
+        Protocol("text", "python", True),
+        "First: <TOOLCALL>[search_products(query='lamp')]</TOOLCALL>\n",
+        "Then.\n<TOOLCALL>[search_products(query='desk')]</TOOLCALL>",
+    ),
+]
+
+
+@pytest.mark.parametrize(("protocol", "first", "then"), INTERLEAVED, ids=["hermes", "python+tag"])
+def test_a_call_block_before_more_text_is_a_format_failure_not_a_lost_call(
+    env, protocol, first, then
+):
+    harness = env.harness().replace(protocol=protocol)
+    view = protocol_view(harness)
+    with pytest.raises(StepError, match="the text before the reply's calls holds tool-call markup"):
+        read_step(assistant_message(first + then), harness, view, 0)
+    # text before the calls at the end, as every format writes a turn, is a step
+    assert read_step(assistant_message(then), harness, view, 3) == [
+        AssistantMessage("Then."),
+        ToolCall("call_3", "search_products", {"query": "desk"}),
+    ]
+
+
+def test_a_call_left_in_the_text_beside_api_calls_ends_the_rollout_as_a_format_failure(
+    env, canonical
+):
+    # what parse_output makes of interleaved Hermes blocks (the vllm and transformers backends)
+    reply = _api_call('{"query": "desk"}')
+    reply["content"] = f"First.\n{_hermes('lamp')}\nThen."
+    result = run(spec_of(env.tasks()[0], canonical), env, Scripted([reply]))
+    assert result.ended == "format"
+    assert "the text before the reply's calls" in result.verification.reason
 
 
 def test_a_reply_of_null_content_is_the_same_empty_answer_as_empty_text(env, canonical):

@@ -6,8 +6,11 @@ A message is ``text + "\\n" + block + "\\n" + block ...``, each block
 (``\\u003c``...), so a tag inside an argument value cannot end a block early; a block read
 back may hold any ``<`` but a tag, as models write them unescaped.
 
-Parsing reads blocks back from the end of the message (whitespace between and after blocks is
-allowed); everything before the first well-formed block is the assistant's text. A message
+Parsing reads the run of blocks at the end of the message (whitespace between and after
+blocks is allowed); everything before it is the assistant's text, a block followed by other
+text included: render writes calls only at the end, so text quoting a block reads back as
+written (a model's reply holding such a block is a format failure in a rollout,
+``hsa.teachers.rollout.read_step``, not a call left unrun). A message
 whose last block is not a JSON call object (with its ``"arguments"`` object) is not a call
 message, nor is one that gives a key of that object or of its arguments twice
 (``{"amount": 5, "amount": 500}``): which was meant cannot be told, and the Python and XML
