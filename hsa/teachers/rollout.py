@@ -45,7 +45,13 @@ from hsa.harness.render import Conversation, render, tools_json
 from hsa.teachers.backends.base import Backend, ContextOverflow
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage, dumps
-from hsa.teachers.verify import CUT_OFF, Verification, call_attempt, verify
+from hsa.teachers.verify import (
+    CUT_OFF,
+    Verification,
+    call_attempt,
+    holds_call_markup,
+    verify,
+)
 
 #: how a repair request starts; the oracle recognises it to answer the original question
 REPAIR_PREFIX = "Your last reply could not be read:"
@@ -200,15 +206,19 @@ def read_step(
     if not step:
         raise StepError("an empty reply: no text and no tool call")
     text = step[0].text if isinstance(step[0], AssistantMessage) else ""
-    problem = call_attempt(text, harness)
-    if problem is not None:
-        if any(isinstance(e, ToolCall | SkillLoad) for e in step):
-            # a call in the text (a block, then text, then the calls read at the end) would
-            # never run, and nothing would say so
+    if any(isinstance(e, ToolCall | SkillLoad) for e in step):
+        # a call block in the text (a block, then text, then the calls read at the end)
+        # would never run, and nothing would say so; other text beside calls (a reasoning
+        # model's thoughts naming a tool) is the model's to write
+        if holds_call_markup(text):
             raise StepError(
-                f"the text before the reply's calls {problem} (every call goes at the end)"
+                "the text before the reply's calls holds tool-call markup that does not "
+                "parse as a call (every call goes at the end)"
             )
-        raise StepError(f"the reply {problem}")
+    else:
+        problem = call_attempt(text, harness)
+        if problem is not None:
+            raise StepError(f"the reply {problem}")
     out: list[Event] = []
     for event in step:
         if isinstance(event, ToolCall):

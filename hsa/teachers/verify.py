@@ -53,13 +53,18 @@ class Verification:
         }
 
 
+def holds_call_markup(text: str) -> bool:
+    """Whether ``text`` holds a tool-call tag (``<tool_call>``, ``<TOOLCALL>``, ...)."""
+    return _TAGS.search(text) is not None
+
+
 def call_attempt(text: str, harness: Harness) -> str | None:
     """Why ``text`` (assistant text that parsed as no call) looks like a failed tool call.
 
     A message that parsed as plain text but holds call markup or starts like a calls block
     naming a tool is a malformed call, not a final answer. Returns None for ordinary text.
     """
-    if _TAGS.search(text):
+    if holds_call_markup(text):
         return "holds tool-call markup that does not parse as a call"
     body = text.lstrip()
     if body.startswith("```"):  # a calls block in a Markdown code fence

@@ -304,6 +304,14 @@ def test_a_call_left_in_the_text_beside_api_calls_ends_the_rollout_as_a_format_f
     assert "the text before the reply's calls" in result.verification.reason
 
 
+def test_thoughts_that_name_a_tool_beside_api_calls_are_no_format_failure(env, canonical):
+    # a reasoning model served without a reasoning parser: its thoughts stay in the content
+    reply = _api_call('{"query": "desk"}')
+    reply["content"] = "<think>I should call search_products for a desk.</think>"
+    result = run(spec_of(env.tasks()[0], canonical), env, Scripted([reply]))
+    assert result.format_failures == () and result.ended != "format"
+
+
 def test_a_reply_of_null_content_is_the_same_empty_answer_as_empty_text(env, canonical):
     # servers write a reply of no text and no call either way; neither is a format failure
     task = env.tasks()[0]
