@@ -13,7 +13,8 @@ says what gates it, and hsa checks:
   basis of ``ACTION`` without ``DB``. ``DB`` is tau2's final database, which hsa approximates
   by the reference actions, so there a call must make the same write: every argument either
   side gives, equal (one the call leaves out or adds is a difference; tau2 would replay the
-  action's own arguments, and its tools refuse an argument they do not take).
+  action's own arguments, and its tools refuse an argument they do not take), where an
+  argument left out counts as its default in the tool's schema (the value tau2's tool writes).
 - ``COMMUNICATE``: the assistant told the user each of the task's ``communicate_info``
   strings, as tau2's ``CommunicateEvaluator`` checks it.
 
@@ -25,7 +26,10 @@ This is not tau2's reward. The corpus holds tool schemas and reference calls, no
 and databases, so tools run only where an output was recorded (other calls get an error), and
 the database state tau2 compares is approximated by the reference actions, which errs both
 ways. An extra write, a write tau2's database would refuse and the order of writes are not
-seen; and a reference write that leaves tau2's final database as it was is still required, so
+seen. Arguments are compared as written, so a list in another order than the reference's
+is another write, though some of tau2's tools store a list sorted (retail's item ids of an
+exchange or a return), where the agent's order gives tau2 the same database and reward 1. And
+a reference write that leaves tau2's final database as it was is still required, so
 an agent that rightly leaves it out fails where tau2 gives reward 1: one tau2's own tools
 refuse (retail tasks 64, whose action 64_6 exchanges items of an order not delivered, and 105,
 whose action 106_0 is an exchange its gift card cannot pay for), or one a later write undoes
@@ -47,19 +51,28 @@ from hsa.envs.episode import Episode
 from hsa.envs.recorded import CorpusEnvironment, CorpusState, call_key, tool_calls
 from hsa.harness.arguments import ArgumentChecker
 from hsa.harness.events import AssistantMessage, Event, ToolCall
-from hsa.harness.model import Harness
+from hsa.harness.model import Harness, Tool
 
 
 def action_matches(
-    action: Mapping[str, Any], name: str, args: Mapping[str, Any], *, same_write: bool = False
+    action: Mapping[str, Any],
+    name: str,
+    args: Mapping[str, Any],
+    *,
+    same_write: bool = False,
+    defaults: Mapping[str, Any] | None = None,
 ) -> bool:
     """tau2's ``Action.compare_with_tool_call``, on a call's canonical name and arguments.
 
     With ``same_write`` (the ``DB`` approximation), an action without ``compare_args`` compares
-    every argument the action or the call gives, not only the call's."""
+    every argument the action or the call gives, not only the call's, and an argument either
+    side leaves out counts as its ``defaults`` value where the tool's schema gives one (tau2's
+    tool makes the same write: Python fills the default)."""
     if action.get("name") != name:
         return False
     expected = action.get("arguments") or {}
+    if same_write and defaults:
+        args, expected = {**defaults, **args}, {**defaults, **expected}
     compare = action.get("compare_args")
     if compare is not None:
         keys = set(compare)
@@ -84,6 +97,16 @@ def reward_basis(task: Task) -> tuple[str, ...]:
     criteria = task.metadata.get("evaluation_criteria") or {}
     basis = criteria.get("reward_basis")
     return DEFAULT_REWARD_BASIS if basis is None else tuple(basis)
+
+
+def schema_defaults(tool: Tool) -> dict[str, Any]:
+    """The ``default`` of each of ``tool``'s arguments whose schema gives one."""
+    properties = tool.parameters.get("properties")
+    if not isinstance(properties, Mapping):
+        return {}
+    return {
+        k: p["default"] for k, p in properties.items() if isinstance(p, Mapping) and "default" in p
+    }
 
 
 def _checker(harness: Harness) -> ArgumentChecker:
@@ -189,10 +212,15 @@ class Tau2Environment(CorpusEnvironment):
         calls = [c for c in tool_calls(events) if not self.refused(task, c)]
         same_write = "DB" in reward_basis(task)
         required = self.required(task)
+        harness = self.harness_for(task)
         reasons = []
         for action in required:
+            # the reference's name is the harness's (``actions``), so is its tool's schema
+            tool = harness.tool(action["name"])
+            defaults = tool.derived(schema_defaults) if tool is not None else None
             if not any(
-                action_matches(action, c.tool, c.args, same_write=same_write) for c in calls
+                action_matches(action, c.tool, c.args, same_write=same_write, defaults=defaults)
+                for c in calls
             ):
                 args = json.dumps(action.get("arguments") or {}, ensure_ascii=False)
                 reasons.append(

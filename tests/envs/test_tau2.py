@@ -42,6 +42,17 @@ def test_action_criterion():
     assert not action_matches(action, "get_order", extra, same_write=True)
     # compare_args still say which arguments count
     assert action_matches(subset, "get_order", {"order_id": "#W1"}, same_write=True)
+    # an argument left out is its schema's default, which tau2's tool writes (Python fills it)
+    quiet = {"name": "get_order", "arguments": {"order_id": "#W1", "verbose": False}}
+    default = {"verbose": False}
+    assert action_matches(
+        quiet, "get_order", {"order_id": "#W1"}, same_write=True, defaults=default
+    )
+    bare = {"name": "get_order", "arguments": {"order_id": "#W1"}}
+    called = {"order_id": "#W1", "verbose": False}
+    assert action_matches(bare, "get_order", called, same_write=True, defaults=default)
+    loud = {"order_id": "#W1", "verbose": True}
+    assert not action_matches(bare, "get_order", loud, same_write=True, defaults=default)
 
 
 def perturb(env, task):
@@ -166,16 +177,17 @@ def test_a_refused_call_in_a_played_episode_counts_for_nothing(external):
     assert not env.score(task, env.reset(task), extra).success
 
 
-def domain_of(tmp_path, tasks):
-    """A tau2 domain folder: one tool, ``lookup(id, verbose=False)``, and ``tasks``."""
+def domain_of(tmp_path, tasks, *, name="lookup", verbose=None):
+    """A tau2 domain folder: one tool, ``lookup(id, verbose)`` (``name``, and ``verbose``'s
+    schema), and ``tasks``."""
     tool = {
         "type": "function",
         "function": {
-            "name": "lookup",
+            "name": name,
             "description": "Look a record up.",
             "parameters": {
                 "type": "object",
-                "properties": {"id": {"type": "string"}, "verbose": {"type": "boolean"}},
+                "properties": {"id": {"type": "string"}, "verbose": verbose or {"type": "boolean"}},
                 "required": ["id"],
             },
         },
@@ -210,6 +222,26 @@ def test_the_reward_basis_says_what_is_scored(tmp_path):
     assert env.score(told_only, env.reset(told_only), [AssistantMessage("I can't.")]).reasons == (
         "the user was not told '42'",
     )
+
+
+@pytest.mark.parametrize("name", ["lookup", "look.up"])
+def test_under_db_an_argument_left_out_writes_its_schema_default(tmp_path, name):
+    def task(task_id, arguments):
+        action = {"action_id": "a", "name": name, "arguments": arguments}
+        return {"id": task_id, "evaluation_criteria": {"actions": [action], "reward_basis": ["DB"]}}
+
+    verbose = {"type": "boolean", "default": False}
+    tasks = [task("given", {"id": "1", "verbose": False}), task("left", {"id": "1"})]
+    env = domain_of(tmp_path, tasks, name=name, verbose=verbose)
+    given, left = env.tasks()
+    tool = env.harness_for(given).tools[0].name
+    assert tool == name.replace(".", "_")  # "look.up" is renamed to a legal name
+    bare, at_default = {"id": "1"}, {"id": "1", "verbose": False}
+    # tau2's tool makes the same write either way: Python fills the default
+    assert env.score(given, env.reset(given), [ToolCall("c", tool, bare)]).success
+    assert env.score(left, env.reset(left), [ToolCall("c", tool, at_default)]).success
+    loud = [ToolCall("c", tool, {"id": "1", "verbose": True})]
+    assert not env.score(left, env.reset(left), loud).success
 
 
 def test_tasks_whose_reward_hsa_cannot_check_are_left_out_and_said(tmp_path):
