@@ -166,11 +166,19 @@ def run_command(
             with gc_tuned(tune_gc):
                 report = evaluate(config, out, training=training, progress=advance)
         except EvalIncomplete as exc:
+            _left_out(exc.report)
             error_console().print(
                 f"requests: {exc.report.requests} answered, cache hits: {exc.report.cache_hits}"
             )
             raise
+    _left_out(report)
     _summary(report)
+
+
+def _left_out(report: Any) -> None:
+    """Say on stderr what of its corpus the environment left out of the run, and why."""
+    for note in report.left_out:
+        error_console().print(f"left out: {note}")
 
 
 def _summary(report: Any) -> None:

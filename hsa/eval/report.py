@@ -137,6 +137,14 @@ def render_report(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
             "",
             f"Drop from canonical to held-out variants: **{percent(summary['drop'])}** points.",
         ]
+    if summary.get("left_out"):
+        lines += [
+            "",
+            "What of its corpus the environment left out of its tasks (so of these figures), "
+            "or offers otherwise than written:",
+            "",
+        ]
+        lines += [f"- {note}" for note in summary["left_out"]]
     lines.append("")
     for plot in plots:
         lines += [f"![{plot}]({plot})", ""]

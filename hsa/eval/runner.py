@@ -7,8 +7,9 @@ data. Requests go through the request cache (``OUT/cache.sqlite``, as ``hsa teac
 of a finished or interrupted run asks the model nothing it already answered.
 
 A run writes, each file atomically, ``episodes.parquet`` (one row per episode, in episode
-order: ``hsa.eval.metrics``), ``summary.json`` (``hsa.eval.summary``, with the run's settings
-and the held-out recipe's content) and the report (``hsa.eval.report``). An episode the backend
+order: ``hsa.eval.metrics``), ``summary.json`` (``hsa.eval.summary``, with the run's settings,
+the held-out recipe's content and, under ``left_out``, the environment's notes on the tasks of
+its corpus it left out, and why) and the report (``hsa.eval.report``). An episode the backend
 never answered (server down, timeouts after every retry) says nothing about the model: then
 nothing is written, the run raises ``EvalIncomplete`` naming why, and the rerun retries those
 episodes.
@@ -90,6 +91,9 @@ class EvalReport:
     #: score (model calls, rendering, parsing, environment steps, hooks, scoring)
     episodes_s: float = 0.0
     summary: dict[str, Any] = field(default_factory=dict)
+    #: what of its corpus the environment left out of the tasks evaluated, and why
+    #: (``Environment.left_out``: tau2's and BFCL's tasks hsa cannot score)
+    left_out: tuple[str, ...] = ()
 
 
 class EvalIncomplete(TeacherError):
@@ -203,7 +207,9 @@ def _laid_out(config: EvalConfig, env: Environment, recipe: Recipe | None) -> li
     task_seed = config.seed if config.task_seed is None else config.task_seed
     tasks, configured = split_tasks(env.tasks(config.split), config.tasks, task_seed)
     if not tasks and not configured:
-        raise EvalError(f"environment {env.name!r} has no {config.split} tasks", where="split")
+        notes = env.left_out()
+        why = f": {'; '.join(notes)}" if notes else ""
+        raise EvalError(f"environment {env.name!r} has no {config.split} tasks{why}", where="split")
     return episodes(
         env,
         tasks,
@@ -299,7 +305,11 @@ async def _evaluate(
             said = [e.message if e.where == "suites" else str(e) for e in missing]
             raise EvalError("; and ".join(said), where="suites")
     report = EvalReport(
-        out=out, episodes=len(chosen) + len(prompts), plan_s=time.monotonic() - started
+        out=out,
+        episodes=len(chosen) + len(prompts),
+        plan_s=time.monotonic() - started,
+        # the environment's notes where its tasks are evaluated (not by ifeval alone)
+        left_out=env.left_out() if chosen else (),
     )
     variants = {e.spec.variant.variant_id: e.spec.variant for e in chosen}
     inner = backend if backend is not None else make_backend(config.teach_config(), env, variants)
@@ -383,6 +393,8 @@ async def _evaluate(
             "output_hash": config.output_hash(),
         }
     )
+    if report.left_out:  # the tasks the figures leave out, as the CLI says them
+        summary["left_out"] = list(report.left_out)
     writing = time.monotonic()
     _record_start(out, config)
     write_run(out, rows, summary)

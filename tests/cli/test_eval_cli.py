@@ -12,6 +12,7 @@ import pytest
 from hsa.augment.recipe import load_recipe
 from hsa.eval.suites import heldout_recipe
 from tests.cli.test_teach_cli import HSA, SECRET, environ, oracle_server
+from tests.eval.test_runner import ASSERTED, SCORED, tau2_domain
 
 ROOT = Path(__file__).resolve().parents[2]
 HELDOUT = ROOT / "examples" / "eval-heldout.yaml"
@@ -101,6 +102,18 @@ def test_a_server_that_never_answers_fails_the_run_and_writes_nothing(tmp_path, 
         "1 time); start the server or check --base-url, then rerun"
     )
     assert not out.exists()
+
+
+def test_the_tasks_an_environment_left_out_are_said_on_stderr(tmp_path):
+    domain = tau2_domain(tmp_path, [SCORED, ASSERTED])
+    out = tmp_path / "out"
+    args = ("--env", "tau2", "--env-path", str(domain), "--suite", "canonical", "--out", str(out))
+    done = hsa("eval", "run", *args)
+    assert done.returncode == 0, done.stderr
+    assert "over 1 episodes (1 tasks)" in done.stdout
+    note = "1 task(s) imported unscored (asserted): their reward_basis holds ENV_ASSERTION"
+    assert f"left out: {note}" in done.stderr
+    assert summary(out)["left_out"][0].startswith(note)
 
 
 @pytest.mark.parametrize(

@@ -139,6 +139,9 @@ def test_bfcl_reference_answers_score_everything_in_every_configuration(external
     assert all(c["success"] == 1.0 for c in bfcl["by_config"].values())
     assert bfcl["format_sensitivity"]["max_delta"] == 0.0
     assert summary["suites"]["canonical"]["success"] == 1.0
+    # the multi-turn entries BFCL cannot score here are left out, and the summary says so
+    (note,) = summary["left_out"]
+    assert note.startswith("200 multi_turn_base task(s) imported unscored: ")
 
 
 def test_a_format_brittle_model_shows_the_drop_on_bfcl(external, tmp_path):
@@ -157,6 +160,61 @@ def test_tau2_tasks_are_played_from_their_opening_and_scored_by_actions(external
     summary = evaluate(_config(env="tau2", tasks=8, variants=2), tmp_path / "run", env=env).summary
     assert summary["suites"]["canonical"]["success"] == 1.0
     assert summary["suites"]["variants"]["success"] == 1.0
+
+
+def tau2_domain(tmp_path, tasks):
+    """A tau2 domain folder of one tool, ``lookup(id)``, and ``tasks``."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look a record up.",
+            "parameters": {"type": "object", "properties": {"id": {"type": "string"}}},
+        },
+    }
+    domain = tmp_path / "shop"
+    domain.mkdir()
+    (domain / "tools.json").write_text(json.dumps([tool]), "utf-8")
+    (domain / "tasks.json").write_text(json.dumps(tasks), "utf-8")
+    return domain
+
+
+#: a tau2 task hsa can score, and one it cannot (an assertion of tau2's Python to run)
+SCORED = {
+    "id": "scored",
+    "evaluation_criteria": {
+        "actions": [{"action_id": "a", "name": "lookup", "arguments": {"id": "1"}}],
+        "reward_basis": ["DB"],
+    },
+}
+ASSERTED = {
+    "id": "asserted",
+    "evaluation_criteria": {
+        "env_assertions": [{"env_type": "assistant", "func_name": "assert_x", "arguments": {}}],
+        "reward_basis": ["ENV_ASSERTION"],
+    },
+}
+
+
+def test_the_tasks_an_environment_left_out_are_said_in_the_summary_and_report(tmp_path):
+    domain = tau2_domain(tmp_path, [SCORED, ASSERTED])
+    config = _config(env="tau2", env_options={"path": str(domain)}, suites=("canonical",))
+    report = evaluate(config, tmp_path / "run")
+    (note,) = report.left_out
+    assert note.startswith("1 task(s) imported unscored (asserted): ")
+    assert report.summary["suites"]["canonical"]["tasks"] == 1
+    assert report.summary["left_out"] == [note]
+    assert f"\n- {note}\n" in (tmp_path / "run" / "report.md").read_text("utf-8")
+
+
+def test_an_environment_whose_tasks_are_all_left_out_says_why_it_has_none(tmp_path):
+    domain = tau2_domain(tmp_path, [ASSERTED])
+    config = _config(env="tau2", env_options={"path": str(domain)}, suites=("canonical",))
+    with pytest.raises(EvalError) as caught:
+        evaluate(config, tmp_path / "run")
+    assert caught.value.message.startswith(
+        "environment 'tau2' has no test tasks: 1 task(s) imported unscored (asserted): "
+    )
 
 
 class Down(Backend):
