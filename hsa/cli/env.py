@@ -14,7 +14,7 @@ from hsa.cli.output import console, error_console, fail, progress
 _ABOUT = {
     "livestream": "bundled live-commerce shop: seeded catalogue, 12 tools, 6 skills, 6 hooks",
     "bfcl": "Berkeley Function Calling Leaderboard entries scored by their possible answers",
-    "tau2": "a tau2-bench domain scored by its reference actions",
+    "tau2": "a tau2-bench domain scored by its reward basis, as far as hsa can check it",
     "recorded": "OpenAI chat JSONL trajectories replayed as an environment",
 }
 
