@@ -16,6 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 # of plugins names its own (registry.PLUGINS_VARIABLE)
 os.environ["HSA_PLUGINS"] = ""
 
+# one math thread per process: the suite runs on two worker processes (pytest-xdist) on two
+# cores, and torch's default of a thread per core in each made their training tests contend
+# (tests/train/test_sft.py: 144 s at the default, 59 s at one thread); the commands the tests
+# run inherit it. A setting the caller made is kept.
+for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
 
 def _external() -> Path:
     override = os.environ.get("HSA_EXTERNAL")
