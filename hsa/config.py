@@ -319,6 +319,7 @@ def settings_hash(chosen: Mapping[str, Any], files: Iterable[str] = ()) -> str:
 
 
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_MERGE = "tag:yaml.org,2002:merge"
 _FLOAT = "tag:yaml.org,2002:float"
 #: YAML 1.2's floats with an exponent that YAML 1.1 (PyYAML's rule) reads as text: no dot
 #: (1e-3, 1E5) or no sign in the exponent (1.5e3); its other floats YAML 1.1 reads as floats
@@ -332,7 +333,8 @@ def yaml_loader() -> type:
     dates and times as the text they are written as (``created: 2024-01-05``): every value
     read is a JSON value, which harness documents, rows and manifests hold. A number with an
     exponent is a float as YAML 1.2 and JSON read it (``temperature: 1e-3``), not the text
-    YAML 1.1 reads it as."""
+    YAML 1.1 reads it as. Merge keys (``<<: *defaults``) merge as ``yaml.safe_load`` merges
+    them: a key of the mapping's own overrides a merged one."""
     import yaml
 
     base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -341,6 +343,10 @@ def yaml_loader() -> type:
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: set[Any] = set()
             for key_node, _ in node.value:
+                if key_node.tag == _MERGE:
+                    # ``<<: *defaults``: the mapping's own keys override the merged ones, as
+                    # YAML's merge keys say (the parent merges them); no key given twice
+                    continue
                 key = self.construct_object(key_node, deep=deep)
                 if isinstance(key, typing.Hashable) and key in seen:
                     raise yaml.constructor.ConstructorError(

@@ -374,6 +374,29 @@ def test_yaml_reads_a_number_with_an_exponent_as_yaml_1_2_and_json_read_it(tmp_p
     assert loads_yaml(dump_yaml(written), error=HsaError) == written
 
 
+def test_yaml_reads_merge_keys_and_still_refuses_a_key_given_twice() -> None:
+    # a mapping merged in (``<<: *anchor``) was refused: its tag had no constructor
+    text = (
+        "rules: [&common {rule: tools.rename, probability: 0.3}, "
+        "{<<: *common, rule: tools.namespace}]\n"
+    )
+    assert loads_yaml(text, error=HsaError) == {
+        "rules": [
+            {"rule": "tools.rename", "probability": 0.3},
+            {"rule": "tools.namespace", "probability": 0.3},
+        ]
+    }
+    # several merged, the mapping's own key first whatever its place: YAML's merge
+    text = "a: &a {p: 1, q: 1}\nb: &b {q: 2, r: 2}\nc: {p: 3, <<: [*a, *b]}\n"
+    assert loads_yaml(text, error=HsaError)["c"] == {"p": 3, "q": 1, "r": 2}
+    for twice in ("a: &a {p: 1}\nb: {<<: *a, q: 1, q: 2}\n", "a: &a {p: 1, p: 2}\nb: {<<: *a}\n"):
+        with pytest.raises(ConfigError, match=r"the key '[pq]' is given twice"):
+            loads_yaml(twice, error=ConfigError)
+    with pytest.raises(ConfigError, match="expected a mapping or list of mappings") as err:
+        loads_yaml("a: {<<: 5}\n", error=ConfigError)
+    assert err.value.where == "line 1"
+
+
 def _openai_teach(**settings: Any) -> TeachConfig:
     return TeachConfig(backend="openai", **settings)
 
