@@ -300,14 +300,26 @@ def teach_paths(teach: Mapping[str, Any], base: Path) -> dict[str, Any]:
 
 
 def _fingerprint(path: Path, file: str | None = None, where: str | None = None) -> str:
-    """The content of the file or folder ``path``, as a hash; one that is not there is an
-    error at ``where`` of the config ``file`` (given), else naming ``path``."""
-    if path.is_file():
-        return sha256_file(path)
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file())
-        text = "".join(f"{p.relative_to(path)}\0{sha256_file(p)}\n" for p in files)
-        return mf.config_hash({"files": text})
+    """The content of the file or folder ``path``, as a hash; one that is not there, or a file
+    in it that cannot be read, is an error at ``where`` of the config ``file`` (given), else
+    naming ``path``."""
+    reading = path
+    try:
+        if path.is_file():
+            return sha256_file(path)
+        if path.is_dir():
+            lines = []
+            for reading in sorted(p for p in path.rglob("*") if p.is_file()):
+                lines.append(f"{reading.relative_to(path)}\0{sha256_file(reading)}\n")
+            return mf.config_hash({"files": "".join(lines)})
+    except OSError as exc:
+        why = f"cannot read {reading}: {exc.strerror or exc}"
+        if isinstance(exc, FileNotFoundError) and reading != path:
+            why += f" (it went while {path} was read: is another job writing there?)"
+        why += "; the build identifies its input by the content of every file in it"
+        if where is None:
+            raise ConfigError(why, file=str(path)) from None
+        raise ConfigError(why, file=file, where=where) from None
     if where is not None:
         raise ConfigError(f"{path}: no such file or directory", file=file, where=where)
     raise ConfigError("no such file or directory", file=str(path))
@@ -418,11 +430,19 @@ def build(
     reads = "hsa.build(hsa.load_config(path)) builds a config file"
     refuse_kind(config, BuildConfig, "config", reads, ConfigError)
     out = config.output(out)
-    identity = config.identity()
     augment_config = config.augment
     source = config.source
     harnesses = []
     recorded = None
+    if source.env is not None:
+        from hsa.envs.registry import from_config
+
+        # the teacher records the environment's harnesses (its options may change them)
+        env = from_config(source.env, source.env_options, file=config.file, at="$.source")
+        harnesses.extend(env.harnesses())
+    # once the environment has checked its options (one it does not take is refused before a
+    # folder it names is read whole to hash it)
+    identity = config.identity()
     if source.trajectories is not None:
         harness = None
         if source.harness is not None:
@@ -434,12 +454,6 @@ def build(
         recorded = open_source(source.trajectories, harness=harness, progress=on_read)
         check_not_empty(recorded, augment_config)
         check_apart(recorded, out)
-    elif source.env is not None:
-        from hsa.envs.registry import from_config
-
-        # the teacher records the environment's harnesses (its options may change them)
-        env = from_config(source.env, source.env_options, file=config.file, at="$.source")
-        harnesses.extend(env.harnesses())
     with hold(out, command="hsa build"):  # (it removes the folders it made, left empty)
         # a refusal of the folder (another config's data) leaves it as it is: what follows
         # clears only what this run left behind

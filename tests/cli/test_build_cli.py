@@ -209,6 +209,25 @@ def test_a_source_the_config_names_wrongly_is_named_at_its_key(tmp_path: Path) -
     )
 
 
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux's /proc/self/mem")
+def test_a_corpus_folder_with_a_file_that_cannot_be_read_gets_one_line(
+    tmp_path: Path, external: Path
+) -> None:
+    # (a traceback: OSError from hashing the folder to identify the dataset)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    lines = (external / "bfcl" / "BFCL_v4_simple_python.json").read_text("utf-8").splitlines()
+    (corpus / "BFCL_v4_simple_python.json").write_text("\n".join(lines[:3]) + "\n", "utf-8")
+    (corpus / "mem").symlink_to("/proc/self/mem")  # listed as a file; every read fails
+    path = config(tmp_path, source={"env": "bfcl", "env_options": {"path": "corpus"}})
+    done = hsa("build", str(path), "--out", str(tmp_path / "x"))
+    assert done.returncode == 1 and not (tmp_path / "x").exists()
+    assert done.stderr.strip() == (
+        f"hsa: error: {path}: $.source.env_options.path: cannot read {corpus / 'mem'}: "
+        "Input/output error; the build identifies its input by the content of every file in it"
+    )
+
+
 HOLD = """
 import sys, time
 from hsa.datasets.lock import hold

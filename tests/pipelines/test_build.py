@@ -300,6 +300,71 @@ def test_teach_and_corpus_paths_are_the_configs_and_read_by_their_content(
     assert err.value.where == "$.source.env_options.path"
 
 
+UNREADABLE = Path("/proc/self/mem")  # listed as a file, and every read of it fails (EIO)
+
+
+@pytest.mark.skipif(not UNREADABLE.exists(), reason="needs Linux's /proc/self/mem")
+@pytest.mark.parametrize(
+    ("source", "where"),
+    [
+        ({"env": "bfcl", "env_options": {"path": "corpus"}}, "$.source.env_options.path"),
+        ({"trajectories": "corpus"}, "$.source.trajectories"),
+    ],
+)
+def test_a_source_folder_with_a_file_that_cannot_be_read_is_one_error_at_its_key(
+    tmp_path: Path, source, where: str
+) -> None:
+    # (an OSError from hashing the folder, a traceback from hsa build)
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.json").write_text("{}")
+    (tmp_path / "corpus" / "mem").symlink_to(UNREADABLE)
+    config = load_config(write(tmp_path, {"source": source, "out": "o"}))
+    with pytest.raises(ConfigError, match=r"cannot read .*corpus/mem: Input/output error") as err:
+        config.identity()
+    assert (err.value.file, err.value.where) == (str(tmp_path / "build.yaml"), where)
+
+
+def test_a_file_gone_from_a_source_folder_while_it_is_hashed_is_one_error(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import sys
+
+    build_module = sys.modules["hsa.pipelines.build"]
+    (tmp_path / "corpus").mkdir()
+    for name in ("a.json", "b.json"):
+        (tmp_path / "corpus" / name).write_text("{}")
+    real = build_module.sha256_file
+
+    def another_job_removes(path: Path) -> str:
+        path.unlink()  # between the listing and the hashing
+        return real(path)
+
+    monkeypatch.setattr(build_module, "sha256_file", another_job_removes)
+    config = load_config(write(tmp_path, {"source": {"trajectories": "corpus"}, "out": "o"}))
+    with pytest.raises(ConfigError, match="is another job writing there") as err:
+        config.identity()
+    assert err.value.where == "$.source.trajectories"
+    assert f"cannot read {tmp_path / 'corpus' / 'a.json'}: No such file" in err.value.message
+
+
+def test_env_options_are_checked_before_a_folder_they_name_is_hashed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # livestream takes no path: said before the folder was read whole (or failed to be)
+    import sys
+
+    def read(*args, **kwargs):
+        raise AssertionError("the folder was read before the options were checked")
+
+    monkeypatch.setattr(sys.modules["hsa.pipelines.build"], "_fingerprint", read)
+    (tmp_path / "corpus").mkdir()
+    data = {"source": {"env": "livestream", "env_options": {"path": "corpus"}}, "out": "o"}
+    with pytest.raises(HsaError, match=r"takes no option\(s\) 'path'") as err:
+        build(load_config(write(tmp_path, data)))
+    assert err.value.where == "$.source.env_options"
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_misspelt_required_key_is_named_with_its_nearest_key() -> None:
     # ("'source' is a required property" before, never naming the key written)
     with pytest.raises(ConfigError) as err:
