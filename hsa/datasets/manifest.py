@@ -459,8 +459,8 @@ def placed(out: Path, path: str) -> Path:
 def publish(out: Path, shards: Iterable[Mapping[str, Any]]) -> None:
     """Move the staged files of ``shards`` (entries of completion marks) to the places they
     list under ``data/`` (renames in one file system: each is there whole or not yet), make
-    the moves durable, and remove the staging folder: what a run does once every batch is
-    written, before its variants file, card and manifest. A shard that is in place already
+    the moves durable, and remove the staging folder: what a run does once every batch, its
+    variants file and its card are written, just before its manifest. A shard in place already
     (moved by a run stopped during the moves) stays, so a rerun finishes the moves."""
     moves = []
     for entry in shards:

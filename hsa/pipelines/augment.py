@@ -10,12 +10,13 @@ shard per split that has rows in the batch, staged in the run's state folder
 which lists the shard by its place in the finished dataset,
 ``data/{split}/part-{batch:05d}.parquet`` (a batch without rows is marked done with no shard; a
 run without any row is refused, as ``datasets`` cannot open a dataset without rows). After the
-last batch it moves the staged shards into ``DIR/data/`` (``hsa.datasets.manifest.publish``),
-then writes ``variants.parquet``, the dataset card and, last, ``manifest.json``: until the
-moves, ``data/`` holds no shard of an unfinished run, which ``datasets.load_dataset(DIR)``,
-Polars or DuckDB would read as the whole dataset. Batch boundaries, picks and splits depend
-only on the input, the config and the seed, so a rerun -- after a crash or not, during the
-moves too -- gives the same bytes.
+last batch it writes ``variants.parquet`` and the dataset card (its token counts read from the
+staged shards), then moves the staged shards into ``DIR/data/``
+(``hsa.datasets.manifest.publish``) and at once writes ``manifest.json``, a Ctrl-C held off
+meanwhile: until the moves, ``data/`` holds no shard of an unfinished run, which
+``datasets.load_dataset(DIR)``, Polars or DuckDB would read as the whole dataset. Batch
+boundaries, picks and splits depend only on the input, the config and the seed, so a rerun --
+after a crash or not, during the moves too -- gives the same bytes.
 """
 
 from __future__ import annotations
@@ -636,7 +637,6 @@ def augment_locked(
         shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
         # a shard put under data/ while the run was unfinished: readers would count its rows
         mf.refuse_strays(out, {"shards": shards})
-        mf.publish(out, shards)  # the staged shards into data/, where the manifest lists them
         count = write_variants(out / VARIANTS_FILE, list(planner.variants.values()), planner.parts)
         shutil.rmtree(_parts_folder(out), ignore_errors=True)
         manifest = {
@@ -662,7 +662,9 @@ def augment_locked(
         if config.tokenizer:
             by_split: dict[str, list[Path]] = {}
             for shard in shards:
-                by_split.setdefault(Path(shard["path"]).parent.name, []).append(out / shard["path"])
+                # (staged still, or in place when an earlier run stopped during the moves)
+                found = mf.placed(out, shard["path"])
+                by_split.setdefault(Path(shard["path"]).parent.name, []).append(found)
             lengths = token_lengths(by_split, config.tokenizer)
         else:
             lengths = TokenLengths(stats.get("tokens", {}))
@@ -675,7 +677,12 @@ def augment_locked(
         files["README.md"] = sha256_file(out / "README.md")
         files[VARIANTS_FILE] = sha256_file(out / VARIANTS_FILE)
         manifest["files"] = files
-        mf.write_json(out / mf.MANIFEST, manifest)
+        # Only now, every other file written, do the rows go into data/, the manifest right
+        # after them: a run stopped before (Ctrl-C while the card counts tokens) leaves no row
+        # where readers look, and a stop during these two waits for them.
+        with stops_held():
+            mf.publish(out, shards)  # the staged shards into data/, where the manifest lists them
+            mf.write_json(out / mf.MANIFEST, manifest)
         timings["finish"] = time.perf_counter() - started  # variants file, card, manifest
         report.planner = {"groups": planner.group_count, "variants_planned": planner.planned}
         return _report_from_manifest(report, manifest)

@@ -34,7 +34,7 @@ from hsa.datasets.schema import chat_messages
 from hsa.datasets.shards import sha256_file
 from hsa.datasets.source import INPUT_SCHEMA
 from hsa.envs import get_env
-from hsa.errors import DatasetError, HsaError, RuleError
+from hsa.errors import DatasetError, HsaError, RuleError, clear_stop
 from hsa.harness import Trajectory, render
 from hsa.pipelines import AugmentConfig, augment, read_variants
 from tests.datasets.conftest import recipe
@@ -198,6 +198,70 @@ def test_a_run_stopped_while_it_moves_its_shards_into_data_finishes_on_a_rerun(
     report = augment(open_source(shards), out, config(workers=1))
     assert report.skipped == 3 and not (out / ".hsa" / "staging").exists()
     assert everything(out) == everything(reference)
+
+
+def test_a_run_stopped_in_its_finish_offers_no_rows_and_a_rerun_ends_the_same(
+    tmp_path: Path, shards: Path, monkeypatch
+) -> None:
+    # Ctrl-C while the finish writes the variants file or the card (its token counts are slow
+    # with a tokenizer) left every row in data/ with no manifest: datasets.load_dataset(DIR)
+    # took them for the dataset
+    from hsa.datasets.card import TokenLengths
+
+    module = sys.modules["hsa.pipelines.augment"]
+    (tmp_path / "tok").mkdir()
+    settings = config(workers=1, tokenizer=str(tmp_path / "tok"))
+    read: list[Path] = []
+
+    def counted(files, tokenizer: str) -> TokenLengths:  # (a tokenizer counting rows)
+        read.extend(f for split in files.values() for f in split)
+        rows = {s: {"7": sum(pq.read_metadata(f).num_rows for f in files[s])} for s in files}
+        return TokenLengths(rows, tokenizer)
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "token_lengths", counted)
+    reference, out = tmp_path / "ref", tmp_path / "out"
+    augment(open_source(shards), reference, settings)
+    for stage in ("write_variants", "token_lengths", "render_card"):  # each stop, rerun
+        with monkeypatch.context() as patched:
+            patched.setattr(module, stage, stop)
+            with pytest.raises(KeyboardInterrupt):
+                augment(open_source(shards), out, settings)
+        assert not (out / "manifest.json").exists(), stage
+        assert not list(out.glob("data/**/*.parquet")), f"{stage}: readers take these for rows"
+        assert list((out / ".hsa" / "staging").rglob("*.parquet"))
+    read.clear()
+    report = augment(open_source(shards), out, settings)
+    assert report.skipped == 3 and not (out / ".hsa" / "staging").exists()
+    # the tokens were counted in the shards where they were staged, before they moved
+    assert read and all(f.parent.parent == out / ".hsa" / "staging" for f in read)
+    assert everything(out) == everything(reference)
+
+
+def test_a_ctrl_c_while_the_shards_move_into_data_waits_for_the_manifest(
+    tmp_path: Path, shards: Path, monkeypatch
+) -> None:
+    import os
+    import signal
+
+    reference, out = tmp_path / "ref", tmp_path / "out"
+    augment(open_source(shards), reference, config(workers=1))
+    real = os.replace
+
+    def replace(source, target) -> None:
+        if Path(target).parent.parent == out / "data" and not list(out.glob("data/*/*")):
+            os.kill(os.getpid(), signal.SIGINT)  # at the first move
+        real(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            augment(open_source(shards), out, config(workers=1))
+    finally:
+        clear_stop()  # (recorded for the process, as a Ctrl-C of the CLI's is)
+    assert everything(out) == everything(reference)  # the manifest with its rows
 
 
 def test_a_finished_dataset_with_a_damaged_shard_redoes_only_its_batch(
