@@ -14,6 +14,7 @@ and a rerun after a crash ends with the same bytes as an uninterrupted build.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -240,12 +241,20 @@ class BuildConfig:
     def teach_identity(self) -> dict[str, Any]:
         """The ``teach`` settings that decide what the teacher writes: not where it is served
         nor how it is asked (``base_url``, ``timeout_s``, ``max_retries``, ``concurrency``...:
-        a rerun against a moved server, or with more patience, goes on with the same run)."""
-        out = {
-            k: v
-            for k, v in {"backend": "oracle", **self.teach}.items()
-            if k in OUTPUT_FIELDS or k in SET_OUTPUT_FIELDS
-        }
+        a rerun against a moved server, or with more patience, goes on with the same run).
+
+        The backend, then each setting the section writes as the teacher reads it, unless at
+        its default (``temperature: 0.0`` is the dataset that leaving it out is; a section
+        that writes no default keeps the identity it has always had)."""
+        read = from_mapping(TeachConfig, {**_TEACH_DEFAULTS, **self.teach}, error=ConfigError)
+        resolved = read.output_dict()
+        defaults = _teach_defaults()
+        out = {"backend": read.backend}
+        for key in self.teach:
+            if key in OUTPUT_FIELDS or key in SET_OUTPUT_FIELDS:
+                value = resolved.get(key, defaults[key])  # (unset ones are left out of it)
+                if key != "backend" and value != defaults[key]:
+                    out[key] = value
         if isinstance(out.get("recipe"), str):  # by its content: an edited recipe is another run
             out["recipe"] = _fingerprint(Path(out["recipe"]), self.file, "$.teach.recipe")
         return out
@@ -270,6 +279,17 @@ class BuildConfig:
 _FROM_SOURCE = ("env", "env_options", "tasks", "split")
 #: what a build asks the teacher for unless its ``teach`` section says otherwise
 _TEACH_DEFAULTS = {"variants_per_task": 0, "include_canonical": True}
+
+
+def _teach_defaults() -> dict[str, Any]:
+    """What a build's teacher takes for each setting its ``teach`` section leaves out."""
+    out = {}
+    for found in dataclasses.fields(TeachConfig):
+        if found.default is not dataclasses.MISSING:
+            out[found.name] = found.default
+        elif found.default_factory is not dataclasses.MISSING:
+            out[found.name] = found.default_factory()
+    return {**out, **_TEACH_DEFAULTS}
 
 
 def _absolute(value: str, base: Path) -> str:

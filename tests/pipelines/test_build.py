@@ -103,9 +103,11 @@ def test_a_small_build_end_to_end_and_its_rerun(tmp_path: Path) -> None:
     # a teacher that ran every task under as many variants as asked says nothing
     assert report.short == 0 and "notes" not in manifest
     assert "short" not in json.loads((out / ".hsa" / "source" / "done.json").read_text())
-    # a finished build is left as it is
+    # a finished build is left as it is, its teacher's defaults written out or not
     again = build(config)
     assert again.teacher_skipped and again.augment.complete_already
+    spelt = {**SMALL, "teach": {"backend": "oracle", "temperature": 0.0, "samples": 1}}
+    assert build(load_config(write(tmp_path, spelt))).augment.complete_already
     # another config into the same directory is refused
     other = load_config(write(tmp_path, {**SMALL, "seed": 2}))
     with pytest.raises(Exception, match="holds another dataset"):
@@ -245,6 +247,37 @@ def test_settings_of_how_the_teacher_is_asked_are_not_the_datasets_identity(
     patient = load_config(write(tmp_path, {**base, "teach": {"timeout_s": 5}})).identity()
     named = load_config(write(tmp_path, {**base, "teach": {"backend": "oracle"}})).identity()
     assert plain == patient == named
+
+
+def test_a_teacher_setting_written_at_its_default_is_the_same_dataset(tmp_path: Path) -> None:
+    # (temperature: 0.0 written out was "another dataset" of byte-identical data)
+    base = {"source": {"env": "livestream", "tasks": 2}}
+
+    def identity(teach) -> dict:
+        return load_config(write(tmp_path, {**base, "teach": teach})).identity()
+
+    plain = load_config(write(tmp_path, base)).identity()
+    defaults = [
+        {"backend": "oracle", "temperature": 0.0},
+        {"temperature": 0, "top_p": 1, "max_tokens": 1024, "repair": False, "recipe": None},
+        # a build's own: each task once, under its canonical harness
+        {"variants_per_task": 0, "include_canonical": True, "chat_template_kwargs": {}},
+    ]
+    for teach in defaults:
+        assert identity(teach) == plain, teach
+    others = [{"samples": 2}, {"max_tokens": None}, {"variants_per_task": 1}, {"temperature": 1}]
+    for teach in others:
+        assert identity(teach) != plain, teach
+    # a section that writes no default keeps the identity it always had: what it writes
+    served = {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    written = {**served, "temperature": 0.7, "max_tokens": None, "timeout_s": 5}
+    assert identity(written)["teach"] == {
+        "backend": "openai",
+        "model": "m",
+        "temperature": 0.7,
+        "max_tokens": None,
+    }
+    assert plain["teach"] == {"backend": "oracle"}
 
 
 def test_teach_and_corpus_paths_are_the_configs_and_read_by_their_content(
