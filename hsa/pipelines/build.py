@@ -245,7 +245,8 @@ class BuildConfig:
 
         The backend, then each setting the section writes as the teacher reads it, unless at
         its default (``temperature: 0.0`` is the dataset that leaving it out is; a section
-        that writes no default keeps the identity it has always had)."""
+        that writes no default keeps the identity it has always had), and the ``vllm_args``
+        that decide which engine answers (``TeachConfig.engine_args``), when there are any."""
         read = from_mapping(TeachConfig, {**_TEACH_DEFAULTS, **self.teach}, error=ConfigError)
         resolved = read.output_dict()
         defaults = _teach_defaults()
@@ -255,6 +256,8 @@ class BuildConfig:
                 value = resolved.get(key, defaults[key])  # (unset ones are left out of it)
                 if key != "backend" and value != defaults[key]:
                     out[key] = value
+        if "vllm_args" in resolved:
+            out["vllm_args"] = resolved["vllm_args"]
         if isinstance(out.get("recipe"), str):  # by its content: an edited recipe is another run
             out["recipe"] = _fingerprint(Path(out["recipe"]), self.file, "$.teach.recipe")
         return out

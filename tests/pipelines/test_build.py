@@ -280,6 +280,21 @@ def test_a_teacher_setting_written_at_its_default_is_the_same_dataset(tmp_path: 
     assert plain["teach"] == {"backend": "oracle"}
 
 
+def test_the_vllm_args_that_choose_the_engine_are_the_datasets_identity(tmp_path: Path) -> None:
+    # another revision answered the teacher's rows: the same identity reused its output
+    def identity(**vllm_args) -> dict:
+        teach = {"backend": "vllm", "model": "org/model", "vllm_args": vllm_args}
+        data = {"source": {"env": "livestream", "tasks": 2}, "teach": teach}
+        return load_config(write(tmp_path, data)).identity()
+
+    plain = identity()
+    assert "vllm_args" not in plain["teach"]  # (as before the engine's arguments counted)
+    assert identity(revision="a") != identity(revision="b") != plain
+    # how fast and in how much memory it runs decides nothing written
+    assert identity(gpu_memory_utilization=0.5, enforce_eager=True) == plain
+    assert identity(revision="a", max_num_seqs=8) == identity(revision="a")
+
+
 def test_teach_and_corpus_paths_are_the_configs_and_read_by_their_content(
     tmp_path: Path, external, monkeypatch
 ) -> None:
