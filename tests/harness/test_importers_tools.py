@@ -175,6 +175,15 @@ def test_missing_parameters_and_type_are_filled():
             "$[1]",
             "a built-in tool of its provider (type 'text_editor_20250124'",
         ),
+        # other shapes of file: each problem at the file's own path
+        ({"tools": [MCP, {"inputSchema": SCHEMA}]}, "$.tools[1]", "tool has no name"),
+        (
+            {"jsonrpc": "2.0", "result": {"tools": [MCP, {**MCP, "inputSchema": 3}]}},
+            "$.result.tools[1].inputSchema",
+            "must be a JSON Schema object",
+        ),
+        ({"tools": [MCP, MCP]}, "$.tools[1]", "duplicate tool name 'search' (also at $.tools[0])"),
+        ({**MCP, "title": 5, "description": ""}, "$.title", "title of tool 'search' must be"),
     ],
 )
 def test_malformed_tools_are_refused_with_their_path(tmp_path, doc, where, reason):
@@ -280,28 +289,6 @@ def test_a_schema_problem_is_at_the_files_own_path_in_every_shape(tmp_path, doc,
     (problem,) = err.value.problems
     assert (problem.file, problem.where) == (str(path), f"{where}.properties.x.type")
     assert problem.message.startswith("not a valid JSON Schema: 'int' is not valid")
-
-
-@pytest.mark.parametrize(
-    ("doc", "where", "reason"),
-    [
-        ({"tools": [MCP, {"inputSchema": SCHEMA}]}, "$.tools[1]", "tool has no name"),
-        (
-            {"jsonrpc": "2.0", "result": {"tools": [MCP, {**MCP, "inputSchema": 3}]}},
-            "$.result.tools[1].inputSchema",
-            "must be a JSON Schema object",
-        ),
-        ({"tools": [MCP, MCP]}, "$.tools[1]", "duplicate tool name 'search' (also at $.tools[0])"),
-        ({**MCP, "title": 5, "description": ""}, "$.title", "title of tool 'search' must be"),
-    ],
-)
-def test_an_entry_that_cannot_be_read_is_at_the_files_own_path(tmp_path, doc, where, reason):
-    path = tmp_path / "tools.json"
-    path.write_text(json.dumps(doc))
-    with pytest.raises(ImportFormatError) as err:
-        import_source(path, format="tools")
-    assert (err.value.file, err.value.where) == (str(path), where)
-    assert reason in err.value.message
 
 
 def test_invalid_json_names_line(tmp_path):
