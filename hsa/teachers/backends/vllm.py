@@ -5,8 +5,10 @@ requests sharing a tools list, since ``tools`` is one argument for the whole cal
 a worker thread so the event loop keeps feeding the next batch. The model writes tool calls
 as text; under the ``api`` protocol they are parsed with hsa's call-format parsers into
 ``tool_calls`` (``output.parse_output``), under text protocols the rollout parses them with
-the harness's own format. vllm is imported only when the first batch runs; without it the
-backend says how to get it. For a vLLM *server*, use the ``openai`` backend (see docs/vllm.md).
+the harness's own format; either way the text keeps the model's special tokens, which may be
+its tool-call tags (``sampling_params``). vllm is imported only when the first batch runs;
+without it the backend says how to get it. For a vLLM *server*, use the ``openai`` backend
+(see docs/vllm.md).
 """
 
 from __future__ import annotations
@@ -72,12 +74,23 @@ class Batch:
 
 
 def sampling_params(sampling: Sampling) -> dict[str, Any]:
-    """Keyword arguments for ``vllm.SamplingParams``: ``max_tokens`` always, since vLLM's
-    default when it is left out is 16 tokens, and None is its "up to the context length"."""
+    """Keyword arguments for ``vllm.SamplingParams``.
+
+    ``max_tokens`` always, since vLLM's default when it is left out is 16 tokens, and None is
+    its "up to the context length". Special tokens are kept in the text (vLLM drops them by
+    default): some models mark their tool-call tags (``<tool_call>``) special, and without
+    them every call, under the ``api`` protocol or a text one, reads as a format failure.
+    vLLM's hermes parser keeps them for the same reason. The stop token that ends an answer
+    stays out of the text, as vLLM leaves it out unless ``include_stop_str_in_output``; with
+    no spaces put between special tokens, the text is the tokenizer's plain decoding, as the
+    ``transformers`` backend's is.
+    """
     out: dict[str, Any] = {
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
         "max_tokens": sampling.max_tokens,
+        "skip_special_tokens": False,
+        "spaces_between_special_tokens": False,
     }
     if sampling.seed is not None:
         out["seed"] = sampling.seed

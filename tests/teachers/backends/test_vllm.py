@@ -37,6 +37,8 @@ def test_sampling_params_map_to_vllm_names():
         "temperature": 0.7,
         "top_p": 0.95,
         "max_tokens": 128,
+        "skip_special_tokens": False,
+        "spaces_between_special_tokens": False,
         "seed": 11,
     }
     # left out, vLLM's SamplingParams stops at 16 tokens; None is its "no limit"
@@ -110,6 +112,38 @@ def test_concurrent_requests_are_batched_and_answered_in_order():
     assert len(llm.calls) < 12  # ...and requests shared calls
     assert all(use_tqdm is False for _, _, use_tqdm in llm.calls)
     assert backend.stats.requests == 12 and backend.stats.succeeded == 12
+
+
+class SpecialTagsLLM:
+    """Stands in for ``vllm.LLM`` serving a model whose tool-call tags are special tokens:
+    the text is decoded as vLLM decodes it, special tokens dropped unless the sampling
+    parameters keep them (vLLM's default drops them), the stop token left out."""
+
+    TOKENS = (
+        ("<tool_call>", True),
+        ('\n{"name": "get_price", "arguments": {"id": "P1"}}\n', False),
+        ("</tool_call>", True),
+    )
+
+    def chat(self, conversations, sampling, use_tqdm=True, tools=None, **kwargs):
+        outputs = []
+        for params in sampling:
+            keep = not params.get("skip_special_tokens", True)
+            text = "".join(t for t, special in self.TOKENS if keep or not special)
+            outputs.append(FakeOutput([FakeCompletion(text, [1, 2, 3, 0])]))
+        return outputs
+
+
+@pytest.mark.parametrize("tools", [TOOLS_A, ()], ids=["api", "text-protocol"])
+def test_tool_call_tags_the_model_marks_special_reach_the_parser(tools):
+    backend = VLLMBackend(VLLMConfig("m"), llm=SpecialTagsLLM(), sampling_cls=dict)
+    response = asyncio.run(backend.chat(request("price?", tools)))
+    if tools:  # parsed into tool_calls with the backend's call format
+        [call] = response.message["tool_calls"]
+        assert call["function"]["name"] == "get_price"
+    else:  # left for the harness's own format to parse: the tags must be in the text
+        assert response.message["content"].startswith("<tool_call>\n")
+        assert response.message["content"].endswith("\n</tool_call>")
 
 
 def test_an_engine_failure_fails_its_requests_with_a_teacher_error():
