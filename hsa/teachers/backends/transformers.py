@@ -9,9 +9,11 @@ parsed as the vllm backend parses it (``output.parse_output``).
 Only the request decides how tokens are chosen: greedy at temperature 0, otherwise each
 request is sampled with its own generator, seeded by its ``seed`` (or, unset, by its key),
 so an answer does not depend on which requests shared its batch. The checkpoint's own
-sampling defaults (a ``generation_config.json`` with ``repetition_penalty``, ``top_k``...) are
-not applied. torch and transformers are imported when the model loads. This backend is for
-small models, CPUs and checkpoints vLLM cannot run; for throughput on a GPU use ``vllm``.
+decoding settings (a ``generation_config.json`` with ``repetition_penalty``,
+``no_repeat_ngram_size``, ``num_beams``, ``bad_words_ids``...) are not applied; only its
+end-of-sequence tokens are. torch and transformers are imported when the model loads. This
+backend is for small models, CPUs and checkpoints vLLM cannot run; for throughput on a GPU
+use ``vllm``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -196,6 +199,34 @@ def eos_ids(model: Any, tokenizer: Any) -> list[int]:
     return ids
 
 
+@contextmanager
+def _without_checkpoint_settings(model: Any) -> Iterator[None]:
+    """The model with a blank generation config, but for its special tokens, while the
+    block runs.
+
+    ``generate`` fills every setting its ``generation_config`` leaves unset from the model's
+    own (the checkpoint's ``generation_config.json``), and a setting whose neutral value is
+    None (``bad_words_ids``, ``suppress_tokens``, ``min_new_tokens``) cannot be set in it to
+    keep the checkpoint's out: so the model's is swapped for a blank one, and put back after.
+    Batches of one backend run one at a time, so no other call sees the swap.
+    """
+    from transformers import GenerationConfig
+
+    saved = getattr(model, "generation_config", None)
+    if saved is None:
+        yield
+        return
+    model.generation_config = GenerationConfig(
+        bos_token_id=saved.bos_token_id,
+        eos_token_id=saved.eos_token_id,
+        pad_token_id=saved.pad_token_id,
+    )
+    try:
+        yield
+    finally:
+        model.generation_config = saved
+
+
 def generate(
     model: Any, tokenizer: Any, batch: Batch, chat_template_kwargs: Mapping[str, Any]
 ) -> list[Completion]:
@@ -223,14 +254,13 @@ def generate(
     config = GenerationConfig(
         max_new_tokens=batch.max_new_tokens,
         do_sample=False,  # sampled rows are drawn by SeededSampler
-        repetition_penalty=1.0,  # not the checkpoint's: the request decides
         eos_token_id=stops,
         pad_token_id=pad,
     )
     processors = LogitsProcessorList()
     if any(s.temperature > 0 for s in batch.sampling):
         processors.append(SeededSampler(batch.sampling, batch.seeds))
-    with torch.inference_mode():
+    with torch.inference_mode(), _without_checkpoint_settings(model):
         output = model.generate(
             input_ids=input_ids,
             attention_mask=attention_mask,

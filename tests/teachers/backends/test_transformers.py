@@ -98,6 +98,24 @@ def test_sampled_requests_are_drawn_with_their_seed(model_path):
     assert (one.message, one.usage) != (other.message, other.usage)
 
 
+def test_the_checkpoint_s_decoding_settings_do_not_shape_the_answer(tmp_path, model_path):
+    import shutil
+
+    plain = TransformersBackend(TransformersConfig(str(model_path)))
+    # greedy, the tiny model says one token over and over (its padding, left out of the text)
+    [expected] = answer_all(plain, [request("What is the price of P1?")])
+    shaped = tmp_path / "shaped"
+    shutil.copytree(model_path, shaped)
+    config = json.loads((shaped / "generation_config.json").read_text())
+    # saved with the checkpoint: no token twice, and never the padding
+    config |= {"no_repeat_ngram_size": 1, "suppress_tokens": [config["pad_token_id"]]}
+    (shaped / "generation_config.json").write_text(json.dumps(config))
+    backend = TransformersBackend(TransformersConfig(str(shaped)))
+    [answer] = answer_all(backend, [request("What is the price of P1?")])
+    assert answer.message == expected.message and answer.usage == expected.usage
+    assert backend._model.generation_config.no_repeat_ngram_size == 1  # the model's, put back
+
+
 def test_each_row_is_drawn_from_its_own_generator_whatever_its_batch():
     import torch
 
