@@ -29,7 +29,10 @@ _BOLD = re.compile(r"^\*\*([^*].*?)\*\*\s*$")
 _POSITIONAL = re.compile(
     r"\b(?:(?:section|sections|step|steps|heading|part|instructions|guidance)\s+(?:above|below)"
     r"|(?:see|shown|described|listed|explained|covered|mentioned)\s+(?:above|below)"
-    r"|(?:previous|preceding|next|following|earlier|later)\s+(?:section|step|heading|part)s?)\b",
+    r"|(?:previous|preceding|next|following|earlier|later)\s+(?:section|step|heading|part)s?"
+    r"|(?:above|below)\s+(?:section|step|heading|part)s?"
+    r"|see\b[^.\n]{0,60}?\b(?:above|below))\b"
+    r"|\((?:above|below)\)",
     re.IGNORECASE,
 )
 

@@ -48,7 +48,16 @@ def test_a_crlf_document_stays_crlf(style):
 
 @pytest.mark.parametrize(
     "pointer",
-    ["see the `## Act` section above", "Follow the guidance described below.", "the next step"],
+    [
+        "see the `## Act` section above",
+        "Follow the guidance described below.",
+        "the next step",
+        # the Agent Skills' frontend-design, web-artifacts-builder and webapp-testing
+        "See the below section on acting for more guidance",
+        "See **Act** below for guidance",
+        "treat as dynamic (below)",
+        "\n\n```\n└─ Fails → Treat as dynamic (below)\n```\n\nThen",
+    ],
 )
 def test_sections_that_point_at_each_other_keep_their_order(pointer):
     # "see the section above" came before that section in 4 of 6 variants
@@ -59,6 +68,19 @@ def test_sections_that_point_at_each_other_keep_their_order(pointer):
         assert _content("skill_content.reorder_sections", content, seed) == content
     plain = content.replace(pointer, "then act")
     assert any(_content("skill_content.reorder_sections", plain, s) != plain for s in range(8))
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "Match one of the above.",
+        "/* Canvas on top, controls below */",
+        "Look below the fold.",
+        "See the logs. The table sits below.",
+    ],
+)
+def test_prose_that_only_says_above_or_below_does_not_point_at_a_part(prose):
+    assert not markdown.points_by_position(prose)
 
 
 def test_thematic_breaks_are_not_list_items():

@@ -642,6 +642,11 @@ def test_prompt_sections_that_point_at_each_other_by_place_keep_their_order():
         _apply("prompt.section_order", within, s).harness.prompt.sections != tuple(sections)
         for s in range(8)
     )
+    # "see ... below" with words between, ending a section, points at one after it
+    sections[0] = dataclasses.replace(sections[0], body="Be kind. See **Policy** below.")
+    below = harness.replace(prompt=dataclasses.replace(harness.prompt, sections=tuple(sections)))
+    for seed in range(8):
+        assert _apply("prompt.section_order", below, seed).harness == below
 
 
 def test_enum_values_keep_what_they_say():

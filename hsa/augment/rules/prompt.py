@@ -23,7 +23,7 @@ def _pick_other(value: str, choices: list[str], given: str, rng: random.Random) 
 
 @rule(
     "prompt.section_order",
-    version="2",
+    version="3",  # 3: "see X below", "the below section", "(below)" point by place too
     params={
         "type": "object",
         "additionalProperties": False,

@@ -29,7 +29,10 @@ def _with_contents(harness: Harness, change) -> Harness:
     )
 
 
-@rule("skill_content.reorder_sections", version="4")  # 4: code blocks found as CommonMark does
+@rule(
+    "skill_content.reorder_sections",
+    version="5",  # 5: "see X below", "the below section", "(below)" point by place too
+)
 def reorder_sections(
     harness: Harness, rng: random.Random, params: dict[str, Any], context: Context
 ):
@@ -39,7 +42,8 @@ def reorder_sections(
     level-1 heading on its first line) with what follows it; sections titled like steps
     ("Step 1", "2. Install") are left in order, as are headings inside code blocks. A skill
     whose text points at other parts by where they are ("the section above", "see below",
-    "the next step") keeps its order: its sections are not independent.
+    "see **Setup** below", "(below)", "the next step"), code blocks included, keeps its order:
+    its sections are not independent.
     """
 
     def reorder(content: str) -> str:
