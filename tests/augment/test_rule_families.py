@@ -15,6 +15,7 @@ from hsa.augment.names import split_words
 from hsa.augment.rules.hooks import valid_positions
 from hsa.errors import RuleError
 from hsa.harness import AssistantMessage, Hook, Matcher, Protocol, Section, Tool, UserMessage
+from hsa.harness.importers.skills import spec_name
 from hsa.harness.protocols import CALL_FORMATS, DRAWN_DOC_FORMATS
 from hsa.harness.validate import harness_problems
 
@@ -170,6 +171,42 @@ def test_skill_id_enum_on_the_skill_tool_follows_renames_and_drops():
         enum = rewrite.harness.skill_tool.parameters["properties"]["skill_id"]["enum"]
         assert enum == [s.id for s in rewrite.harness.skills], name
         assert check_rewrite(harness, rewrite, events).ok
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("skill_ids.rename", {"style": "pascal"}),
+        ("skill_ids.rename", {"style": "snake"}),
+        ("skill_ids.rename", {"style": "random"}),
+        ("skill_ids.namespace", {"prefix": "acme", "separator": ":"}),
+        ("skill_ids.namespace", {"prefix": "core", "separator": "_"}),
+    ],
+)
+def test_renamed_skills_keep_spec_names_and_their_skill_keyed_metadata(name, params):
+    # AlgorithmicArt, core_algorithmic-art, acme:FrontendDesign were written as SKILL.md
+    # names, which the Agent Skills specification (and hsa's importer) does not take
+    harness = make_harness()
+    harness = harness.replace(
+        metadata={
+            "source": "agent-skills",
+            "bundled_files": {"returns": ["LICENSE.txt"], "shipping": ["rates.csv"]},
+            "skill_id_map": {"returns": "Returns!"},
+        }
+    )
+    rewrite = _apply(name, harness, 0, params)
+    table = {s.id: rewrite.mapping.skills.get(s.id, s.id) for s in harness.skills}
+    out = rewrite.harness
+    assert all(spec_name(s.name) for s in out.skills), [s.name for s in out.skills]
+    assert len({s.name for s in out.skills}) == len(out.skills)
+    if name == "skill_ids.namespace":  # the namespace stays in the name
+        assert all(s.name.startswith(params["prefix"] + "-") for s in out.skills)
+    assert out.metadata["bundled_files"] == {
+        table["returns"]: ["LICENSE.txt"],
+        table["shipping"]: ["rates.csv"],
+    }
+    assert out.metadata["skill_id_map"] == {table["returns"]: "Returns!"}
+    assert out.metadata["source"] == "agent-skills"
 
 
 def test_tool_renames_keep_hook_matchers_firing_on_the_same_tools():

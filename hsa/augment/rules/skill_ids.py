@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
+from collections.abc import Mapping, Set
 from typing import Any
 
 from hsa.augment.banks import synonyms
@@ -28,6 +30,7 @@ from hsa.augment.names import (
 from hsa.augment.param_schemas import copy_schema
 from hsa.augment.registry import rule
 from hsa.augment.rule import DRAWS, Context, Rewrite
+from hsa.harness.importers.skills import spec_name
 from hsa.harness.model import Harness
 
 ID_STYLES = ["random", "snake", "camel", "pascal", "kebab", "synonym"]
@@ -37,18 +40,53 @@ SKILL_NAMESPACES = ["acme", "team", "org", "plugin", "local", "shared", "core", 
 SKILL_SEPARATORS = [":", ".", "-", "_"]
 
 
+#: the importer's metadata keyed by skill id: the files a skill's folder bundles, and the
+#: folder name of a skill whose id was made legal
+SKILL_KEYED_METADATA = ("bundled_files", "skill_id_map")
+
+
+def spec_name_for(skill_id: str, taken: Set[str]) -> str | None:
+    """A name the Agent Skills specification allows for a skill renamed ``skill_id``: the id
+    itself where it is one, else its lower-case letters and digits joined by single hyphens
+    (``acme:FrontendDesign`` -> ``acme-frontenddesign``); None where that is no legal name
+    or is in ``taken``."""
+    if spec_name(skill_id):
+        return None if skill_id in taken else skill_id
+    name = re.sub(r"[^a-z0-9]+", "-", skill_id.lower()).strip("-")[:64].rstrip("-")
+    return name if spec_name(name) and name not in taken else None
+
+
+def _names(harness: Harness, table: dict[str, str]) -> dict[str, str]:
+    """Skill id -> its name after a rename: a skill named by its id is named by its new one
+    (``spec_name_for``), and keeps its name where the new one has no spec-legal form."""
+    names = {s.id: s.name for s in harness.skills}
+    for skill in harness.skills:
+        if skill.id in table and skill.name == skill.id:
+            taken = {n for i, n in names.items() if i != skill.id}
+            names[skill.id] = spec_name_for(table[skill.id], taken) or skill.name
+    return names
+
+
+def _rekeyed(metadata: Mapping[str, Any], table: dict[str, str]) -> dict[str, Any]:
+    """``metadata`` with its skill-keyed entries (``SKILL_KEYED_METADATA``) keyed by the new
+    skill ids."""
+    out = dict(metadata)
+    for key in SKILL_KEYED_METADATA:
+        value = out.get(key)
+        if isinstance(value, dict):
+            out[key] = {table.get(k, k): v for k, v in value.items()}
+    return out
+
+
 def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
     """Apply a skill-id table everywhere a skill id lives."""
     table = {k: v for k, v in table.items() if k != v}
     if not table:
         return Rewrite(harness)
     renamed = replace_in_harness(harness, table, phrases=table.keys())  # ids read as phrases
+    names = _names(harness, table)
     skills = [
-        dataclasses.replace(
-            s,
-            id=table.get(s.id, s.id),
-            name=table.get(s.id, s.id) if s.name == s.id else s.name,
-        )
+        dataclasses.replace(s, id=table.get(s.id, s.id), name=names.get(s.id, s.name))
         for s in renamed.skills
     ]
     skill_tool = renamed.skill_tool
@@ -59,12 +97,15 @@ def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
             arg["enum"] = [table.get(v, v) if isinstance(v, str) else v for v in arg["enum"]]
         skill_tool = dataclasses.replace(skill_tool, parameters=schema)
     mapping = RewriteMapping(skills=table, text=tuple(table.items()))
-    return Rewrite(renamed.replace(skills=skills, skill_tool=skill_tool), mapping)
+    out = renamed.replace(
+        skills=skills, skill_tool=skill_tool, metadata=_rekeyed(renamed.metadata, table)
+    )
+    return Rewrite(out, mapping)
 
 
 @rule(
     "skill_ids.rename",
-    version="4",
+    version="5",  # 5: front-matter names the Agent Skills spec allows; bundled_files re-keyed
     params={
         "type": "object",
         "additionalProperties": False,
@@ -99,7 +140,7 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
 
 @rule(
     "skill_ids.namespace",
-    version="2",
+    version="3",  # 3: front-matter names the Agent Skills spec allows; bundled_files re-keyed
     params={
         "type": "object",
         "additionalProperties": False,
