@@ -50,37 +50,53 @@ def with_protocol(harness: Harness, protocol: Protocol) -> Harness:
     show yet. A prompt template that leaves out its sections may still not show them
     (``unshown`` says)."""
     changed = harness.replace(protocol=protocol)
-    missing = unshown(changed)
-    if not missing:
-        return changed
-    prompt = changed.prompt
+    return _with_sections(changed, unshown(changed))
+
+
+def _with_sections(harness: Harness, kinds: list[str]) -> Harness:
+    """``harness`` with an empty section of each of ``kinds`` added at the end of its prompt
+    (filled with the generated text), under its ``_TITLES`` title and an id not yet used."""
+    if not kinds:
+        return harness
+    prompt = harness.prompt
     ids = {s.id for s in prompt.sections}
     extra = []
-    for kind in missing:
+    for kind in kinds:
         section_id, n = kind, 1
         while section_id in ids:
             n += 1
             section_id = f"{kind}_{n}"
         ids.add(section_id)
         extra.append(Section(section_id, _TITLES[kind], "", kind))
-    prompt = dataclasses.replace(prompt, sections=(*prompt.sections, *extra))
-    return changed.replace(prompt=prompt)
+    return harness.replace(prompt=dataclasses.replace(prompt, sections=(*prompt.sections, *extra)))
 
 
 #: the section kinds that show what a text protocol needs, with the titles they are added under
 _TITLES = {"tools": "Tools", "output_format": "Output format"}
+
+#: what a section of each of those kinds shows when its body is empty
+_GENERATED = {"tools": tool_docs, "output_format": call_instructions}
 
 
 def unshown(harness: Harness) -> list[str]:
     """What the system prompt of a text-protocol ``harness`` does not show of what the model
     needs to call its tools, named by the section kinds that show it: ``tools`` for the tool
     docs, ``output_format`` for the call instructions (none under ``api``). Shown means the
-    text is in the prompt as generated (a template may filter or reword it, not seen here)."""
+    text is in the prompt as generated (a template may filter or reword it, not seen here).
+    A prompt that does not render raises."""
     if harness.protocol.is_api:
         return []
     text = system_prompt(harness)
-    needed = {"tools": tool_docs(harness), "output_format": call_instructions(harness)}
-    return [kind for kind, shown in needed.items() if shown.strip() not in text]
+    prompt = harness.prompt
+    # Without a template, an empty section of a kind is filled with that very text (stripped,
+    # or whole when verbatim), so it is shown; the text need not be made and looked for (this
+    # runs for every protocol a rule draws).
+    filled = {s.kind for s in prompt.sections if not s.body} if prompt.template is None else set()
+    return [
+        kind
+        for kind, generate in _GENERATED.items()
+        if kind not in filled and generate(harness).strip() not in text
+    ]
 
 
 def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> Rewrite:
@@ -101,9 +117,14 @@ def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> R
             writes = (choice.call_format, choice.call_tag)
             others = [p for p in others if p.is_api or (p.call_format, p.call_tag) != writes]
             continue
-        changed = with_protocol(harness, choice)
-        if not unshown(changed):
+        changed = harness.replace(protocol=choice)
+        missing = unshown(changed)
+        if not missing:
             return Rewrite(changed)
+        added = _with_sections(changed, missing)
+        still = unshown(added)
+        if not still:
+            return Rewrite(added)
         others.remove(choice)  # a template that leaves out the sections showing docs or calls
     return Rewrite(harness)
 

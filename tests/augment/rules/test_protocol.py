@@ -9,6 +9,7 @@ import pytest
 
 from hsa.augment import apply_chain, get_rule
 from hsa.augment.rules.protocol import unshown, with_protocol
+from hsa.errors import TemplateError
 from hsa.harness import Protocol
 from hsa.harness.model import Harness, Prompt, Section, Tool
 from hsa.harness.prompt import call_instructions, system_prompt, tool_docs
@@ -91,3 +92,39 @@ def test_sections_added_for_a_text_protocol_take_ids_not_yet_used():
         ("output_format", "output_format"),
     ]
     assert _shows_everything(changed)
+
+
+def _unshown_by_search(harness: Harness) -> list[str]:
+    """``unshown`` as it reads: each text looked for in the prompt as rendered."""
+    text = system_prompt(harness)
+    needed = {"tools": tool_docs(harness), "output_format": call_instructions(harness)}
+    return [kind for kind, shown in needed.items() if shown.strip() not in text]
+
+
+@pytest.mark.parametrize("style", ["markdown", "xml", "plain"])
+@pytest.mark.parametrize("template", [None, "{{ body }}", "{{ sections[0] }}"])
+@pytest.mark.parametrize(
+    "bodies",
+    [("", ""), ("", "Write calls as JSON."), ("{{ tool_docs | upper }}", ""), ("x", "y")],
+)
+@pytest.mark.parametrize("verbatim", [False, True])
+def test_unshown_finds_what_the_prompt_shows_as_a_search_of_it_would(
+    style, template, bodies, verbatim
+):
+    harness = _harness(template, TEXT)
+    tools = Section("tools", "Tools", bodies[0], "tools", verbatim)
+    calls = Section("output_format", "", bodies[1], "output_format", verbatim)
+    prompt = dataclasses.replace(
+        harness.prompt, heading_style=style, sections=(*harness.prompt.sections, tools, calls)
+    )
+    harness = harness.replace(prompt=prompt)
+    assert unshown(harness) == _unshown_by_search(harness)
+
+
+def test_unshown_raises_for_a_prompt_that_does_not_render_whatever_its_sections_show():
+    harness = _harness(None, TEXT)
+    broken = Section("policy", "Policy", "{{ missing.field }}", "policy")
+    shown = (Section("tools", "Tools", "", "tools"), Section("calls", "", "", "output_format"))
+    prompt = dataclasses.replace(harness.prompt, sections=(broken, *shown))
+    with pytest.raises(TemplateError):
+        unshown(harness.replace(prompt=prompt))
