@@ -7,7 +7,10 @@ parameter names (Python call syntax and ``kebab-case``, say) is never drawn. Swi
 text protocol adds the prompt sections that show tool docs and call instructions when the
 system prompt does not show them, since otherwise the model would not see its tools; a
 protocol whose docs or instructions the prompt still does not show (a ``prompt.template``
-that leaves out its sections) is never drawn either.
+that leaves out its sections) is never drawn either, unless the prompt of the text-protocol
+harness rewritten did not show them before (a template that rewords them, say): what it
+leaves out is its author's choice, as check ``harness`` takes it, and no section is added for
+it that the prompt would not show.
 """
 
 from __future__ import annotations
@@ -106,10 +109,13 @@ def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> R
     and checked after: a call format (with or without its tag) that cannot carry the names is
     struck out with all its doc formats and the draw repeated, so a draw checks the one or two
     call formats it meets, not all of them, and each fitting candidate is as likely as
-    before. A text protocol whose tool docs or call instructions the system prompt would not
-    show, even with the sections ``with_protocol`` adds, is struck out alone."""
+    before. A text protocol whose system prompt would not show the tool docs or call
+    instructions, even with the sections ``with_protocol`` adds, is struck out alone, unless
+    the prompt of a text-protocol ``harness`` did not show them either (its author's choice,
+    as check ``harness`` takes it)."""
     current = harness.protocol.label
     others = [p for p in candidates if p.label != current]
+    excused: set[str] | None = None  # what harness's own prompt does not show, once needed
     while others:
         choice = rng.choice(others)
         # whether names fit depends on how calls are written, not on how docs are printed
@@ -125,6 +131,17 @@ def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> R
         still = unshown(added)
         if not still:
             return Rewrite(added)
+        if excused is None:
+            excused = set(unshown(harness))
+        if set(still) <= excused:
+            # the prompt does not show what it did not show before (a template that rewords
+            # or leaves out its sections): only the added sections it shows are kept
+            shown = [kind for kind in missing if kind not in still]
+            if shown == missing:
+                return Rewrite(added)
+            kept = _with_sections(changed, shown)
+            if set(unshown(kept)) <= excused:
+                return Rewrite(kept)
         others.remove(choice)  # a template that leaves out the sections showing docs or calls
     return Rewrite(harness)
 
@@ -154,7 +171,8 @@ def switch(harness: Harness, rng: random.Random, params: dict[str, Any], context
     ``<TOOLCALL>`` tag, and tool docs printed as JSON, XML, Python or Markdown. A text
     protocol brings a ``tools`` and an ``output_format`` section for the tool docs and call
     instructions the system prompt does not show yet, and is never drawn where the prompt
-    would still not show them (a ``prompt.template`` that leaves out its sections)."""
+    would still not show them (a ``prompt.template`` that leaves out its sections), unless a
+    text-protocol harness's prompt did not show them before either."""
     candidates: list[Protocol] = []
     if params["target"] in ("any", "api"):
         candidates.append(Protocol())

@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from hsa.augment import apply_chain, get_rule
+from hsa.augment.checks import prompt_problems
 from hsa.augment.rules.protocol import unshown, with_protocol
 from hsa.errors import TemplateError
 from hsa.harness import Protocol
@@ -68,9 +69,48 @@ def test_a_template_that_leaves_out_its_sections_is_never_switched_to_text(targe
         assert _switch(harness, seed, target).to_json() == harness.to_json()  # nothing to pick
 
 
-def test_a_switch_away_from_a_text_protocol_the_template_hides_goes_to_api():
+def test_a_text_protocol_the_template_hid_already_may_switch_to_any_protocol():
+    # what the original prompt did not show is its author's choice, as check harness takes it;
+    # no section is added that the template would hide too
     harness = _harness("You are a shop assistant.", TEXT)
-    assert _switch(harness, 0).protocol.is_api
+    drawn = {_switch(harness, seed).protocol for seed in range(8)}
+    assert len(drawn - {API}) >= 2
+    for seed in range(8):
+        variant = _switch(harness, seed)
+        assert variant.prompt == harness.prompt and prompt_problems(harness, variant) == []
+
+
+def _reworded(protocol: Protocol) -> Harness:
+    """A harness whose template rewords its sections: under a text protocol, the Markdown
+    tool docs are not in the prompt as generated, the call instructions are."""
+    tools = Section("tools", "Tools", "", "tools")
+    calls = Section("output_format", "Output format", "", "output_format")
+    harness = _harness('{{ body | replace("Parameters:", "Arguments:") }}', protocol)
+    prompt = dataclasses.replace(harness.prompt, sections=(*harness.prompt.sections, tools, calls))
+    return harness.replace(prompt=prompt)
+
+
+def test_a_call_format_change_under_a_template_that_rewords_the_tool_docs():
+    harness = _reworded(Protocol("text", "python", True, "markdown"))
+    assert unshown(harness) == ["tools"]
+    drawn = set()
+    for seed in range(8):
+        variant = apply_chain(harness, [(get_rule("protocol.call_format"), {})], seed=seed)[0]
+        variant = variant.harness
+        drawn.add(variant.protocol)
+        # the new call instructions shown, the docs (reworded) not shown twice
+        assert variant.prompt == harness.prompt and unshown(variant) == ["tools"]
+        assert call_instructions(variant) in system_prompt(variant)
+        assert prompt_problems(harness, variant) == []
+    assert harness.protocol not in drawn and len(drawn) >= 3
+
+
+def test_a_template_that_rewords_the_tool_docs_is_not_switched_to_from_api():
+    # under api the original shows no docs to excuse: Markdown docs are never drawn
+    harness = _reworded(API)
+    for seed in range(8):
+        variant = _switch(harness, seed, "text")
+        assert variant.protocol.doc_format != "markdown" and unshown(variant) == []
 
 
 @pytest.mark.parametrize("name", ["protocol.call_format", "protocol.doc_format"])
