@@ -551,6 +551,49 @@ def test_parameter_renames_reach_the_defaults_that_hold_them():
     assert schema["properties"]["Maybe"]["anyOf"][1]["default"] == {"Why": "damaged"}
 
 
+_SHIP_TO = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "address": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "geo": {
+                    "type": "object",
+                    "properties": {"lat": {"type": "number"}},
+                    "default": {"lat": 48.9},
+                },
+            },
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["name", "address"],
+    "additionalProperties": False,
+    "default": {"name": "Ann", "address": {"city": "Paris"}},
+    "examples": [{"name": "Bo", "address": {"city": "Rome", "geo": {"lat": 41.9}}}],
+}
+
+
+@pytest.mark.parametrize("join", ["_", "__", "camel"])
+def test_flattening_reaches_the_defaults_that_hold_the_object(join):
+    harness = make_harness().replace(tools=[Tool("ship", "Ship.", _SHIP_TO)])
+    rewrite = _apply("tools.flatten_args", harness, 0, {"join": join})
+    schema = rewrite.harness.tools[0].parameters
+    assert _invalid_defaults(schema) == []
+    city, geo = {
+        "_": ("address_city", "address_geo"),
+        "__": ("address__city", "address__geo"),
+        "camel": ("addressCity", "addressGeo"),
+    }[join]
+    assert schema["default"] == {"name": "Ann", city: "Paris"}
+    assert schema["examples"] == [{"name": "Bo", city: "Rome", geo: {"lat": 41.9}}]
+    assert schema["properties"][geo]["default"] == {"lat": 48.9}
+    inverse = rewrite.mapping.inverse().tools["ship"].steps
+    assert apply_steps(schema["default"], inverse) == _SHIP_TO["default"]
+
+
 def test_a_recursive_type_keeps_its_names_and_the_rest_is_renamed():
     schema, _ = _ENTANGLED["recursive_type"]
     params = {"fraction": 1.0, "style": "pascal"}

@@ -288,7 +288,7 @@ def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
 
 @rule(
     "tools.flatten_args",
-    version="3",
+    version="4",  # 4: the defaults, consts and examples that hold the object are flattened too
     params={
         "type": "object",
         "additionalProperties": False,
@@ -305,10 +305,11 @@ def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
 def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Flatten a required object parameter into top-level ones (``address_city``).
 
-    The object's required fields become required top-level parameters. Only objects whose
-    flattening is exact are touched (required, named properties, no combinators), so the
-    inverse rebuilds the object, an empty one included; not one an ``update_input`` hook sets
-    or removes by name.
+    The object's required fields become required top-level parameters; a ``default``,
+    ``const``, ``examples`` or ``enum`` value that holds the object is flattened as calls are.
+    Only objects whose flattening is exact are touched (required, named properties, no
+    combinators), so the inverse rebuilds the object, an empty one included; not one an
+    ``update_input`` hook sets or removes by name.
     """
     join = params["join"] if params["join"] != "any" else rng.choice(["_", "__", "camel"])
 
@@ -338,6 +339,10 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
             taken=all_property_names(schema) | set(inner),
             pattern=PARAM_NAME,
         )
+        steps = [Step("move", (key, f), (names[f],)) for f in inner]
+        steps.append(Step("prune", (key,)))
+        # the values the schema holds (an arguments object's default) are flattened as calls
+        map_instance_values(free_nodes(schema), steps)
         hint = sub.get("description") or props[key].get("description")
         new_props: dict[str, Any] = {}
         for k, v in props.items():
@@ -359,8 +364,6 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
                 required.append(k)
         schema["properties"] = new_props
         schema["required"] = required
-        steps = [Step("move", (key, f), (names[f],)) for f in inner]
-        steps.append(Step("prune", (key,)))
         rewrites[tool.name] = (schema, tuple(steps))
     return _rewrite_tools(harness, rewrites)
 
