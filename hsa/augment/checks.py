@@ -17,6 +17,11 @@ For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
 - ``names``: no free text of ``h'`` (prompt, descriptions, skill contents, hook messages) still
   names a tool or skill by a canonical name the rewrite renamed, where ``replace_in_harness``
   would have replaced it;
+- ``skills``: every skill of ``h`` is in ``h'`` (under its mapped id) and says what it said:
+  its content, read as blocks whatever their markup (``skill_blocks``) with the mapping's
+  declared text replacements read as one name, is the same but for the order of its parts
+  between headings; its description holds the original's text. A skill may be missing only
+  where ``h`` has a skill tool and ``e`` never loads it;
 - ``roundtrip`` (b): ``parse(render(map_events(e, m), h'), h') == map_events(e, m)``, and the
   inverse mapping gives ``e`` back;
 - ``replay`` (c): the calls recovered from the surface conversation, mapped back with
@@ -33,6 +38,7 @@ blamed on the rule.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
@@ -55,7 +61,7 @@ from hsa.harness.parse import parse
 from hsa.harness.render import render
 from hsa.harness.validate import declared_properties, document_problems, pattern_matches
 
-CHECKS = ("harness", "schema", "values", "hooks", "names", "roundtrip", "replay")
+CHECKS = ("harness", "schema", "values", "hooks", "names", "skills", "roundtrip", "replay")
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 
@@ -427,17 +433,22 @@ def stale_name_problems(h2: Harness, m: RewriteMapping) -> list[tuple[str, str]]
 
 #: the hooks and names problems of recent rewrites: they depend on the harnesses alone, and
 #: one rewrite is checked on many trajectories
-_HARNESS_LEVEL: OrderedDict[str, tuple[list, list]] = OrderedDict()
+_HARNESS_LEVEL: OrderedDict[str, tuple[list, list, tuple]] = OrderedDict()
 
 
 def _harness_level(
     original: Harness, h2: Harness, m: RewriteMapping
-) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """``(hook_problems, stale_name_problems)`` of a rewrite, remembered for the last few."""
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], tuple[list[tuple[str, str]], list[str]]]:
+    """``(hook_problems, stale_name_problems, skill_problems)`` of a rewrite, remembered for
+    the last few."""
     key = "\0".join((original.to_json(), h2.to_json(), json.dumps(m.to_dict(), sort_keys=True)))
     found = _HARNESS_LEVEL.get(key)
     if found is None:
-        found = _HARNESS_LEVEL[key] = (hook_problems(original, h2, m), stale_name_problems(h2, m))
+        found = _HARNESS_LEVEL[key] = (
+            hook_problems(original, h2, m),
+            stale_name_problems(h2, m),
+            skill_problems(original, h2, m),
+        )
         while len(_HARNESS_LEVEL) > 64:
             _HARNESS_LEVEL.popitem(last=False)
     return found
@@ -461,6 +472,190 @@ def _free_texts(a: Harness, b: Harness) -> Iterable[tuple[str, str, str]]:
         )
     for hx, hy in zip(a.hooks, b.hooks, strict=True):
         yield f"hook {hx.id!r}", hx.message, hy.message
+
+
+# --- skills ---
+
+#: a fence opens a code block at any indentation (a list item's is indented as its text);
+#: one closes at a fence of its character at least as long, with nothing after it
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
+_ATX = re.compile(r"^#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?$")
+_BOLD = re.compile(r"^\*\*(.+)\*\*$")
+_UNDERLINE = re.compile(r"^(?:=+|-+)$")
+_THEMATIC = re.compile(r"^([-*_])(?:[ \t]*\1){2,}$")
+_MARKER = re.compile(r"^(?:[-*+]|(\d{1,9})[.)])[ \t]+(?=\S)")
+_NAME_BOUNDARY = "A-Za-z0-9_-"  # as hsa.augment.names reads a whole token
+
+#: one block of a skill's Markdown as the skills check reads it: ``("heading", title)``,
+#: ``("text", line)`` with its markup and spacing taken out, or ``("code", lines)`` verbatim
+Block = tuple[str, str]
+
+
+def skill_blocks(content: str) -> tuple[tuple[Block, ...], ...]:
+    """``content`` as what it says, whatever its markup: its parts from one heading to the
+    next (any level, and ATX, closed, setext or bold alike), each the blocks it holds in
+    order. A text line loses its list marker (an ordered item keeps its number), indentation
+    and spacing; a blank line, a thematic break and a setext underline are markup; fenced code
+    is kept byte for byte (only a CRLF line end read as LF)."""
+    parts: list[list[Block]] = [[]]
+    lines = content.split("\n")
+    fence = ""
+    code: list[str] = []
+    previous = ""  # the line before, stripped ("" when blank or code)
+    for raw in lines:
+        line = raw.removesuffix("\r")
+        if fence:
+            code.append(line)
+            match = _FENCE.match(line)
+            if match and match.group(1).startswith(fence) and not match.group(2).strip():
+                parts[-1].append(("code", "\n".join(code)))
+                fence, code = "", []
+            continue
+        match = _FENCE.match(line)
+        if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
+            fence, code, previous = match.group(1), [line], ""
+            continue
+        text = " ".join(line.split())
+        if not text:
+            previous = ""
+            continue
+        if previous and _UNDERLINE.match(text) and parts[-1][-1:] == [("text", previous)]:
+            parts[-1].pop()  # a setext heading: the line above is its title
+            parts.append([("heading", previous)])
+            previous = ""
+            continue
+        if _THEMATIC.match(text):
+            previous = ""
+            continue
+        title = _ATX.match(text) or _BOLD.match(text)
+        if title is not None:
+            parts.append([("heading", title.group(1).strip())])
+            previous = ""
+            continue
+        marker = _MARKER.match(text)
+        if marker is not None:
+            number = marker.group(1)
+            text = (f"{number}. " if number else "") + text[marker.end() :]
+        parts[-1].append(("text", text))
+        previous = text
+    if fence:  # a fence left open runs to the end of the text
+        parts[-1].append(("code", "\n".join(code)))
+    return tuple(tuple(part) for part in parts if part)
+
+
+def _rename_mask(m: RewriteMapping) -> Callable[[str], str]:
+    """A function that writes every name the mapping's text replacements (``m.text``) turn
+    into one another as one of them, wherever it stands as a whole token: text that differs
+    only by declared renames (applied or, where a rule leaves a word alone, not) reads the
+    same through it, both ways of a swap and every step of a chain too."""
+    parent: dict[str, str] = {}
+
+    def root(name: str) -> str:
+        while parent.setdefault(name, name) != name:
+            name = parent[name]
+        return name
+
+    for old, new in m.text:
+        if old and new and old != new:
+            parent[root(old)] = root(new)
+    if not parent:
+        return _unmasked
+    shown = {name: root(name) for name in parent}
+    return _mask_with(tuple(sorted(shown.items())))
+
+
+def _unmasked(text: str) -> str:
+    return text
+
+
+@lru_cache(maxsize=256)
+def _mask_with(shown: tuple[tuple[str, str], ...]) -> Callable[[str], str]:
+    table = dict(shown)
+    alternation = "|".join(re.escape(n) for n in sorted(table, key=lambda n: (-len(n), n)))
+    regex = re.compile(f"(?<![{_NAME_BOUNDARY}])(?:{alternation})(?![{_NAME_BOUNDARY}])")
+    return lambda text: regex.sub(lambda found: table[found.group()], text)
+
+
+@lru_cache(maxsize=1024)
+def _blocks_of(content: str, mask: Callable[[str], str]) -> Counter:
+    # the original's skills are read again for every rewrite of them (the mask is cached
+    # per rename table, so it is a fair key)
+    return Counter(skill_blocks(mask(content)))
+
+
+def _first_of(parts: Counter, others: Counter) -> str:
+    """The first block of ``parts`` that ``others`` has nowhere, or the first part's title."""
+    held = {block for part in others for block in part}
+    for part in parts:
+        for kind, text in part:
+            if (kind, text) not in held:
+                return f"{kind} {_clip(text)!r}"
+    first = next(iter(parts))
+    return f"the part that begins {_clip(first[0][1])!r}, its blocks in another order"
+
+
+def _clip(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def skill_problems(
+    original: Harness, h2: Harness, m: RewriteMapping
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """``(problems, missing)`` for check ``skills``: the skills of ``original`` whose content
+    ``h2`` changed other than by markup (``skill_blocks``), by reordering its parts or by the
+    mapping's declared renames, or whose description no longer holds the original's text;
+    and the ids of those ``h2`` does not have (under their mapped ids), for the trajectory to
+    judge."""
+    problems: list[tuple[str, str]] = []
+    missing: list[str] = []
+    mask: Callable[[str], str] | None = None  # made when a skill changed
+    now_by_id = {s.id: s for s in h2.skills}
+    for skill in original.skills:
+        new = now_by_id.get(m.skills.get(skill.id, skill.id))
+        if new is None:
+            missing.append(skill.id)
+            continue
+        if new.content == skill.content and new.description == skill.description:
+            continue  # (most rules touch no skill)
+        if mask is None:
+            mask = _rename_mask(m)
+        where = f"skill {skill.id!r}"
+        if new.content != skill.content:
+            before, after = _blocks_of(skill.content, mask), _blocks_of(new.content, mask)
+            if before != after:
+                lost, added = before - after, after - before
+                if lost:
+                    problems.append((where, f"its content lost {_first_of(lost, after)}"))
+                else:
+                    problems.append((where, f"its content gained {_first_of(added, before)}"))
+        said = " ".join(mask(skill.description).split())
+        if said and new.description != skill.description:
+            now = " ".join(mask(new.description).split())
+            if said not in now and said[:1].lower() + said[1:] not in now:
+                problems.append((where, f"its description no longer says {_clip(said)!r}"))
+    return problems, missing
+
+
+def dropped_skill_problems(
+    original: Harness, missing: Sequence[str], events: Sequence[Event]
+) -> list[tuple[str, str]]:
+    """The skills a rewrite dropped (``missing``) that it may not: one the trajectory loads,
+    or any where ``original`` has no skill tool (every skill is then shown in full, and a
+    trajectory may follow one without loading it)."""
+    loaded = {e.skill_id for e in events if isinstance(e, SkillLoad)}
+    out = []
+    for skill_id in missing:
+        if skill_id in loaded:
+            out.append((f"skill {skill_id!r}", "dropped, and the trajectory loads it"))
+        elif original.skill_tool is None:
+            out.append(
+                (
+                    f"skill {skill_id!r}",
+                    "dropped from a harness without a skill tool, which shows every skill in "
+                    "full (a trajectory may follow it without loading it)",
+                )
+            )
+    return out
 
 
 def _only_at(a: Sequence[Event], b: Sequence[Event], at: Set[int]) -> bool:
@@ -681,9 +876,10 @@ def check_rewrite(
     record("schema", [(f"event {i}", msg) for i, msg in found], skip=bool(off_schema))
     values = [(f"event {i}", msg) for i, msg in value_problems(original, h2, m, events)]
     record("values", enum_step_problems(m) + values)
-    hooks, names = _harness_level(original, h2, m)
+    hooks, names, (skills, missing) = _harness_level(original, h2, m)
     record("hooks", hooks)
     record("names", names)
+    record("skills", [*skills, *dropped_skill_problems(original, missing, events)])
 
     recovered: list[Event] | None = None
     try:

@@ -27,11 +27,12 @@ from hsa.augment.checks import (
     Replay,
     check_rewrite,
     enum_step_problems,
+    skill_blocks,
     tally,
     value_problems,
 )
 from hsa.envs import Environment, Outcome, Task, ToolOutput
-from hsa.harness import Hook, Protocol, ToolCall, ToolResult, UserMessage
+from hsa.harness import Hook, Protocol, SkillLoad, ToolCall, ToolResult, UserMessage
 
 
 def _run(rule_fn, harness=None, events=None, replay=None):
@@ -612,3 +613,143 @@ def test_a_text_prompt_that_hid_the_tools_before_the_rewrite_is_not_blamed_on_it
     rewrite, _ = apply_chain(original, [(get_rule("tools.rename"), {})], seed=0)
     report = check_rewrite(original, rewrite, events)
     assert report.outcomes["harness"] == PASS
+
+
+# --- skills ---
+
+
+def _with_skills(change):
+    """A rule that rewrites each skill of the harness with ``change(skill)``."""
+
+    def rule(harness, rng, params, context):
+        return Rewrite(harness.replace(skills=[change(s) for s in harness.skills]))
+
+    return rule
+
+
+def _skill_failures(report) -> list[str]:
+    return [str(f) for f in report.failures if f.check == "skills"]
+
+
+def test_a_rule_that_erases_every_skills_content_is_caught():
+    report = _run(_with_skills(lambda s: dataclasses.replace(s, content="Reply OK.")))
+    assert _failed(report) == {"skills"}
+    assert _skill_failures(report) == [
+        "skills: skill 'returns-policy': its content lost heading 'Returns'",
+        "skills: skill 'returns': its content lost text 'See the returns-policy skill.'",
+        "skills: skill 'shipping': its content lost heading 'Shipping'",
+    ]
+
+
+def test_a_line_slipped_into_a_code_block_is_caught():
+    def mangle(skill):
+        content = skill.content.replace("```\n", "```\nrm -rf\n", 1)
+        return dataclasses.replace(skill, content=content)
+
+    report = _run(_with_skills(mangle))
+    assert _skill_failures(report) == [
+        "skills: skill 'returns-policy': its content lost code "
+        "'```\\n# not a heading\\n- not a list\\n```'"
+    ]
+
+
+def test_steps_put_in_another_order_within_a_section_are_caught():
+    def swap_steps(skill):
+        content = skill.content.replace("1. Call `return_order_items`.\n2. Confirm.", "2. Confirm.")
+        content = content.replace("## Notes", "## Notes\n\n1. Call `return_order_items`.")
+        return dataclasses.replace(skill, content=content)
+
+    report = _run(_with_skills(swap_steps))
+    assert _skill_failures(report) == [
+        "skills: skill 'returns-policy': its content lost the part that begins 'Act', its "
+        "blocks in another order"
+    ]
+
+
+def test_a_skill_description_that_loses_its_text_is_caught():
+    report = _run(_with_skills(lambda s: dataclasses.replace(s, description="A skill.")))
+    assert _skill_failures(report)[0] == (
+        "skills: skill 'returns-policy': its description no longer says "
+        "'How to handle a return request.'"
+    )
+
+
+def test_a_rename_the_mapping_does_not_declare_is_a_change_of_content():
+    def undeclared_rename(harness, rng, params, context):
+        renamed = rename_tools_of(harness)
+        return Rewrite(renamed.harness, dataclasses.replace(renamed.mapping, text=()))
+
+    report = _run(undeclared_rename)
+    assert _skill_failures(report) == [
+        "skills: skill 'returns-policy': its content lost text 'Call `get_order` first.'"
+    ]
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [
+        [("skill_content.heading_style", {"style": "setext"})],
+        [("skill_content.heading_style", {"style": "bold"}), ("skill_content.list_style", {})],
+        [("skill_content.reorder_sections", {}), ("skill_content.heading_style", {})],
+        [("skill_ids.rename", {}), ("tools.rename", {}), ("skill_ids.namespace", {})],
+        [("tools.rename_params", {}), ("skill_content.descriptions", {})],
+        [("skill_content.drop_unused", {}), ("skill_content.distractors", {})],
+    ],
+)
+def test_markup_section_order_declared_renames_and_unused_skills_keep_what_skills_say(
+    harness, events, chain
+):
+    rules = [(get_rule(name), params) for name, params in chain]
+    for seed in range(4):
+        rewrite, _ = apply_chain(harness, rules, seed=seed, context=Context.of(events))
+        assert rewrite.harness.skills != harness.skills
+        report = check_rewrite(harness, rewrite, events)
+        assert report.outcomes["skills"] == PASS, _skill_failures(report)
+
+
+def test_a_swap_of_two_names_and_a_word_left_alone_read_as_the_same_text():
+    harness = make_harness()
+    skill = dataclasses.replace(
+        harness.skills[1], content="Use `get_order` before `search`; search the catalogue."
+    )
+    harness = harness.replace(skills=[harness.skills[0], skill, harness.skills[2]])
+    report = _run(_rename({"get_order": "search", "search": "get_order"}), harness)
+    assert report.outcomes["skills"] == PASS, _skill_failures(report)
+
+
+def test_only_a_skill_the_trajectory_never_loads_may_be_dropped(events):
+    def drop(skill_id):
+        def rule(harness, rng, params, context):
+            return Rewrite(harness.replace(skills=[s for s in harness.skills if s.id != skill_id]))
+
+        return rule
+
+    assert _run(drop("shipping")).outcomes["skills"] == PASS
+    assert _skill_failures(_run(drop("returns-policy"))) == [
+        "skills: skill 'returns-policy': dropped, and the trajectory loads it"
+    ]
+    # without a skill tool every skill is shown in full: a trajectory follows one unloaded
+    unloaded = [e for e in events if not isinstance(e, SkillLoad)]
+    report = _run(drop("shipping"), make_harness().replace(skill_tool=None), tuple(unloaded))
+    assert _skill_failures(report) == [
+        "skills: skill 'shipping': dropped from a harness without a skill tool, which shows "
+        "every skill in full (a trajectory may follow it without loading it)"
+    ]
+
+
+def test_skill_blocks_read_markup_alike_and_code_verbatim():
+    atx = "# T\n\nIntro.\n\n## A\n\n- one\n-   two  words\n1. x\n\n```sh\n  a  b\n```\n"
+    setext = "T\n=\n\nIntro.\n\nA\n---\n* one\n* two words\n\n1) x\n```sh\n  a  b\n```"
+    bold = "**T**\n\nIntro.\n\n**A**\n\n+ one\n+ two words\n\n1. x\n\n```sh\n  a  b\n```\n\n* * *\n"
+    expected = (
+        (("heading", "T"), ("text", "Intro.")),
+        (
+            ("heading", "A"),
+            ("text", "one"),
+            ("text", "two words"),
+            ("text", "1. x"),
+            ("code", "```sh\n  a  b\n```"),
+        ),
+    )
+    assert skill_blocks(atx) == skill_blocks(setext) == skill_blocks(bold) == expected
+    assert skill_blocks(atx.replace("  a  b", " a b")) != expected
