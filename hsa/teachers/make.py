@@ -9,6 +9,8 @@ from pathlib import Path
 
 from hsa.augment.planner import Variant
 from hsa.envs.base import Environment
+from hsa.teachers.backends import transformers as transformers_backend
+from hsa.teachers.backends import vllm as vllm_backend
 from hsa.teachers.backends.base import Backend
 from hsa.teachers.config import LOCAL_BACKENDS, TeachConfig
 
@@ -24,7 +26,10 @@ def request_model(config: TeachConfig) -> str:
     folder retrained or edited in place is asked again rather than answered with the old
     one's replies. vLLM's engine arguments that decide which engine answers (another
     revision, quantization or dtype of the model: ``TeachConfig.engine_args``) add a hash of
-    them, so one engine's replies are never another's; without any, the name is as before."""
+    them, so one engine's replies are never another's. Last comes the version of how the
+    backend decodes (its ``DECODE_VERSION``): a change to how it turns a request into text
+    (special tokens kept, the checkpoint's generation config left out) is asked again rather
+    than answered with what the old decoding said."""
     if config.backend in ("oracle", "fixed-oracle"):
         return config.model or f"hsa-{config.backend}"
     name = config.model_name
@@ -41,7 +46,12 @@ def request_model(config: TeachConfig) -> str:
     if engine := config.engine_args():
         encoded = json.dumps(engine, sort_keys=True, ensure_ascii=False, default=str)
         name = f"{name}+{hashlib.sha256(encoded.encode()).hexdigest()[:16]}"
-    return f"{name}:{config.call_format}"
+    return f"{name}:{config.call_format}:decode-{decode_version(config.backend)}"
+
+
+def decode_version(backend: str) -> int:
+    """The ``DECODE_VERSION`` of the local backend ``backend`` (``LOCAL_BACKENDS``)."""
+    return {"transformers": transformers_backend, "vllm": vllm_backend}[backend].DECODE_VERSION
 
 
 def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, Variant]) -> Backend:

@@ -35,6 +35,12 @@ from hsa.teachers.backends.output import parse_output
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
 
+#: the version of how this backend turns a request into answer text, part of the cache key
+#: of its requests (``make.request_model``): another version answers the same request
+#: otherwise, so a cache never serves one version's replies to another
+#: (2: special tokens kept in the text, ``sampling_params``)
+DECODE_VERSION = 2
+
 
 @dataclass(frozen=True, slots=True)
 class VLLMConfig:
