@@ -298,14 +298,18 @@ class TeachConfig:
         return {k: self.vllm_args[k] for k in sorted(self.vllm_args) if k not in VLLM_SPEED_ARGS}
 
     def output_hash(self) -> str:
-        """A hash of ``output_dict`` (with the recipe file's content, not its path) and of the
-        version of variant planning (another plans other variants from the same recipe)."""
+        """A hash of ``output_dict`` (with the recipe file's content, not its path), of the
+        version of variant planning (another plans other variants from the same recipe) and,
+        for a local backend, of how it decodes (another answers the same request otherwise)."""
         from hsa.augment.planner import PLAN_VERSION
         from hsa.augment.recipe import default_recipe, load_recipe
+        from hsa.teachers.make import decode_version
 
         recipe = self.recipe
         versions = rule_versions(lambda: load_recipe(recipe) if recipe else default_recipe())
         chosen = {**self.output_dict(), "planner": PLAN_VERSION, "rule_versions": versions}
+        if self.backend in LOCAL_BACKENDS:  # (only there: other jobs keep their hashes)
+            chosen["decode_version"] = decode_version(self.backend)
         return settings_hash(chosen, files=("recipe",))
 
     @classmethod

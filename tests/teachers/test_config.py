@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
+from hsa.teachers.backends import transformers, vllm
 from hsa.teachers.config import TeachConfig
 
 
@@ -54,3 +57,14 @@ def test_a_base_url_with_whitespace_anywhere_is_refused_before_the_job_starts():
             with pytest.raises(TeacherError, match="holds a space or another whitespace") as caught:
                 make(url)
             assert caught.value.where == "base_url"
+
+
+@pytest.mark.parametrize(("backend", "module"), [("vllm", vllm), ("transformers", transformers)])
+def test_how_a_local_backend_decodes_is_part_of_the_job(monkeypatch, backend, module):
+    local = TeachConfig(backend=backend, model="tiny")
+    served = TeachConfig(backend="openai", base_url="http://x/v1", model="tiny")
+    before = local.output_hash(), served.output_hash(), TeachConfig().output_hash()
+    # rows its old decoding wrote are another job's: a rerun into their folder is refused
+    monkeypatch.setattr(module, "DECODE_VERSION", module.DECODE_VERSION + 1)
+    assert local.output_hash() != before[0]
+    assert (served.output_hash(), TeachConfig().output_hash()) == before[1:]
