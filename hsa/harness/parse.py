@@ -23,7 +23,7 @@ from hsa.harness.jsonvalues import unwritable
 from hsa.harness.model import Harness, Hook, Protocol
 from hsa.harness.prompt import call_format, system_prompt
 from hsa.harness.protocols import CALL_FORMATS
-from hsa.harness.protocols.hermes import read_json
+from hsa.harness.protocols.hermes import RepeatedKeys, read_json
 from hsa.harness.render import Conversation, refuse_unwritable
 from hsa.harness.sandbox import parse_message
 
@@ -81,7 +81,7 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
     if isinstance(raw, Mapping):
         return dict(raw)
     try:
-        args, repeated = read_json(raw) if raw not in (None, "") else ({}, {})
+        args, repeated = read_json(raw) if raw not in (None, "") else ({}, RepeatedKeys())
     except (TypeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"tool-call arguments are not JSON: {exc}", where=where) from None
     except (RecursionError, ValueError) as exc:  # valid JSON past what Python's reader takes
@@ -89,8 +89,9 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
         raise ProtocolError(f"tool-call arguments cannot be read: {why}", where=where) from None
     if not isinstance(args, dict):
         raise ProtocolError("tool-call arguments must be a JSON object", where=where)
-    if id(args) in repeated:  # which value was meant cannot be told (the text formats agree)
-        raise ProtocolError(f"tool-call arguments give {repeated[id(args)]!r} twice", where=where)
+    twice = repeated.of(args)
+    if twice is not None:  # which value was meant cannot be told (the text formats agree)
+        raise ProtocolError(f"tool-call arguments give {twice!r} twice", where=where)
     return args
 
 

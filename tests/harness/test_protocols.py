@@ -357,6 +357,7 @@ def test_lenient_parsing(fmt: str, tag: bool, text: str, expected: Any) -> None:
         ("json", False, '[{"function": "f", "function": "g", "parameters": {}}]'),
         ("json", False, '[{"function": "f", "parameters": {"a": 5, "a": 500}}]'),
         ("json", True, '<TOOLCALL>{"function": "f", "parameters": {"a": 5, "a": 5}}</TOOLCALL>'),
+        ("json", False, '[{"function": "f", "parameters": {"": 1, "": 2}}]'),
     ],
 )
 def test_not_a_call_message(fmt: str, tag: bool, text: str) -> None:
@@ -754,6 +755,47 @@ def test_a_dict_key_given_twice_keeps_its_last_value_as_python_and_json_readers_
     assert CALL_FORMATS["hermes"].parse_calls(hermes, False) == expected
     body = '[{"function": "f", "parameters": {"a": {"k": 1, "k": 2}}}]'
     assert CALL_FORMATS["json"].parse_calls(body, False) == expected
+
+
+_REPLACED = '{"v": {"w": {"k": 1, "k": 2}, "w": 3}}'  # the repeating object is dropped in reading
+_KEPT = {"v": {"w": 3}}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text", "expected"),
+    [
+        # a fresh {} for the second call's missing parameters took the id of the dropped
+        # object, and the message "gave a key twice": no call
+        (
+            "json",
+            f'[{{"function": "g", "parameters": {_REPLACED}}}, {{"function": "f"}}]',
+            [("g", _KEPT), ("f", {})],
+        ),
+        (
+            "json",
+            f'[{{"function": "g", "parameters": {_REPLACED}}}, {{"function": "f"}}, '
+            '{"function": "h", "parameters": {}}, {"function": "i"}]',
+            [("g", _KEPT), ("f", {}), ("h", {}), ("i", {})],
+        ),
+        (
+            "json",
+            '[{"function": "g", "parameters": {"a": {"b": {"c": {"k": 1, "k": 2}, '
+            '"c": {"k": {"j": 1, "j": 2}}}, "b": []}}}, {"function": "f"}, {"function": "h"}]',
+            [("g", {"a": {"b": []}}), ("f", {}), ("h", {})],
+        ),
+        ("json", f'{{"function": "g", "parameters": {_REPLACED}}}', [("g", _KEPT)]),
+        (
+            "hermes",
+            f'<tool_call>{{"name": "g", "arguments": {_REPLACED}}}</tool_call>\n'
+            '<tool_call>{"name": "f", "arguments": {}}</tool_call>',
+            [("g", _KEPT), ("f", {})],
+        ),
+    ],
+)
+def test_a_key_repeated_inside_a_replaced_value_leaves_every_call_whole(
+    fmt: str, text: str, expected: list[tuple[str, dict[str, Any]]]
+) -> None:
+    assert CALL_FORMATS[fmt].parse_calls(text, False) == (None, expected)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from hsa.errors import ProtocolError
@@ -38,19 +39,34 @@ def json_safe(value: object, **dumps_options: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def read_json(text: str) -> tuple[Any, dict[int, str]]:
-    """``json.loads(text)``, and the objects in it that give a key twice: ``id(obj)`` -> the
-    first such key (the object keeps the key's last value, as ``json.loads`` does).
+@dataclass(frozen=True, slots=True)
+class RepeatedKeys:
+    """The objects of one ``read_json`` value that give a key twice, each with the first key it
+    repeats. It holds the objects (a value that a later one of its key replaced included), so
+    while it is kept no other object can take the ``id`` of one of them."""
+
+    _found: dict[int, tuple[dict[str, Any], str]] = field(default_factory=dict)
+
+    def of(self, obj: object) -> str | None:
+        """The first key that ``obj`` gives twice; None when it gives none."""
+        found = self._found.get(id(obj))
+        return found[1] if found is not None and found[0] is obj else None
+
+    def any_of(self, *objs: object) -> bool:
+        """Whether one of ``objs`` gives a key twice."""
+        return any(self.of(obj) is not None for obj in objs)
+
+
+def read_json(text: str, **loads_options: Any) -> tuple[Any, RepeatedKeys]:
+    """``json.loads(text, **loads_options)``, and the objects in it that give a key twice (each
+    keeps the key's last value, as ``json.loads`` does).
 
     A call format refuses a call whose own object or arguments object repeats a key: an
     argument given twice, as Python refuses ``f(a=1, a=2)`` and the XML formats a repeated
     ``<param>``. A key repeated inside an argument's value keeps its last value, as Python's
     ``{"k": 1, "k": 2}`` does. Raises what ``json.loads`` raises.
     """
-    repeated: dict[int, str] = {}
-    # held until the value is read, so that no object in it takes the id of one noted here
-    # and then dropped (a value the key's later value replaced)
-    noted: list[dict[str, Any]] = []
+    repeated = RepeatedKeys()
 
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(pairs)
@@ -58,13 +74,12 @@ def read_json(text: str) -> tuple[Any, dict[int, str]]:
             seen: set[str] = set()
             for key, _ in pairs:
                 if key in seen:
-                    repeated[id(obj)] = key
-                    noted.append(obj)
+                    repeated._found[id(obj)] = (obj, key)
                     break
                 seen.add(key)
         return obj
 
-    return json.loads(text, object_pairs_hook=hook), repeated
+    return json.loads(text, object_pairs_hook=hook, **loads_options), repeated
 
 
 # Anchored at the end of the (right-stripped) text. The body may hold any text but a tag, as
@@ -90,7 +105,7 @@ def _call(body: str) -> Call | None:
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
     args = obj.get("arguments")
-    if not isinstance(args, dict) or id(obj) in repeated or id(args) in repeated:
+    if not isinstance(args, dict) or repeated.any_of(obj, args):
         return None
     return obj["name"], args
 

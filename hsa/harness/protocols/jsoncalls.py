@@ -43,7 +43,7 @@ def read_body(text: str) -> list[Call] | None:
         if not isinstance(item, dict) or not isinstance(item.get("function"), str):
             return None
         params = item.get("parameters", {})
-        if not isinstance(params, dict) or id(item) in repeated or id(params) in repeated:
+        if not isinstance(params, dict) or repeated.any_of(item, params):
             return None
         calls.append((item["function"], params))
     return calls
