@@ -1151,3 +1151,31 @@ def test_nan_infinity_or_a_number_past_a_double_in_arguments_text_leaves_the_row
         "such as 1e400, that JSON readers read as an infinity, which no dataset row can hold): "
         "line(s) 4, 5",
     )
+
+
+def test_arguments_text_that_gives_a_key_twice_leaves_the_row_out(tmp_path):
+    # json.loads kept the last value silently ({"limit": 3, "limit": 5} imported as 5), while
+    # parse refuses such api arguments; a key repeated inside a value keeps its last value
+    rows = []
+    for arguments in (
+        '{"limit": 3, "limit": 5}',
+        '{"limit": 3, "x": NaN, "limit": 5}',  # no JSON object: said as such, whatever the order
+        '{"limit": "\\ud800", "limit": 5}',  # (the surrogate is no value of the row's)
+        '{"limit": 5, "limit": "\\ud800"}',
+        '{"limit": {"k": 1, "k": 2}, "q": {"k": {"j": 1, "j": 2}, "k": 3}}',
+    ):
+        call = {**CALL, "function": {"name": "echo", "arguments": arguments}}
+        rows.append(
+            _row({"role": "assistant", "content": None, "tool_calls": [call]}, tools=[ECHO])
+        )
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path)
+    assert [t.metadata["line"] for t in result.trajectories] == [5]
+    assert result.trajectories[0].events[0].args == {"limit": {"k": 2}, "q": {"k": 3}}
+    assert result.notes == (
+        "1 row(s) left out: tool-call arguments that are not a JSON object (models sometimes "
+        "write them so; a call's arguments are an object in a row): line(s) 2",
+        "3 row(s) left out: tool-call arguments that give a key twice (which value the model "
+        "meant cannot be told; hsa's parse refuses such a call): line(s) 1, 3, 4",
+    )

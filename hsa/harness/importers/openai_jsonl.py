@@ -45,6 +45,7 @@ from hsa.harness.model import Harness, Prompt, Skill, Tool
 from hsa.harness.parse import call_like, match_hook, split_tool_hooks
 from hsa.harness.prompt import surface_tools, system_prompt
 from hsa.harness.protocols import CALL_FORMATS
+from hsa.harness.protocols.hermes import read_json
 from hsa.harness.toolformats import DuplicateToolName, tools_from_document
 
 SYSTEM_ROLES = ("system", "developer")
@@ -251,6 +252,8 @@ LEFT_OUT = {
     "not_text": "content other than text (an image, audio, a file), which a row cannot hold",
     "bad_arguments": "tool-call arguments that are not a JSON object (models sometimes write "
     "them so; a call's arguments are an object in a row)",
+    "repeated_argument": "tool-call arguments that give a key twice (which value the model "
+    "meant cannot be told; hsa's parse refuses such a call)",
     "custom_tools": "an OpenAI custom tool (type custom: free-form input, not JSON arguments), "
     "which a harness's JSON Schema tools cannot hold",
     "unknown_skill": "a call to the skill tool that names no skill of the harness (a variant "
@@ -1006,7 +1009,7 @@ def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[s
         {"parse_constant": _no_constant, "parse_float": numbers.read} if suspect else {}
     )
     try:
-        args = json.loads(raw, **hooks)
+        args, repeated = read_json(raw, **hooks)
     except json.JSONDecodeError:
         raise _LeftOut("bad_arguments") from None  # as a model wrote them: said, not refused
     except ValueError:  # an integer of more than 4,300 digits, so beyond 64 bits too
@@ -1015,6 +1018,8 @@ def _call(call: Any, path: Path, where: str, fat: str) -> tuple[str, str, dict[s
         refuse_unreadable(exc, ImportFormatError, file=str(path), where=f"{fat}.arguments")
     if not isinstance(args, dict):
         raise _LeftOut("bad_arguments")
+    if repeated.of(args) is not None:  # as parse refuses them: which was meant is not known
+        raise _LeftOut("repeated_argument")
     if not suspect:
         return call_id, function["name"], args
     return call_id, function["name"], _narrow(args, fat, path, past_double=numbers.past)
