@@ -216,6 +216,18 @@ def test_an_environment_whose_tasks_are_all_left_out_says_why_it_has_none(tmp_pa
         "environment 'tau2' has no test tasks: 1 task(s) imported unscored (asserted): "
     )
 
+    # a split left empty by the source, not by what was left out: the notes are no cause
+    # ("has no train tasks: 1 task(s) imported unscored" read as the reason)
+    (tmp_path / "other").mkdir()
+    domain = tau2_domain(tmp_path / "other", [SCORED, ASSERTED])
+    config = _config(env="tau2", env_options={"path": str(domain)}, split="train")
+    with pytest.raises(EvalError) as caught:
+        evaluate(config, tmp_path / "run")
+    assert caught.value.message.startswith(
+        "environment 'tau2' has no train tasks (it has 1 test task(s); also left out: 1 task(s) "
+        "imported unscored (asserted): "
+    )
+
 
 class Down(Backend):
     name = "down"
