@@ -76,7 +76,8 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
 
     pending: dict[str, Any] | None = None  # the assistant message that calls may still join
     pending_at = ""  # where the pending message's first event is, for errors
-    pending_calls: list[tuple[str, str, dict[str, Any]]] = []  # (call_id, tool, args)
+    # (call_id, tool, args, their JSON text under api when a call wrote it already)
+    pending_calls: list[tuple[str, str, dict[str, Any], str | None]] = []
     skill_results: list[dict[str, Any]] = []
     counter = 0
 
@@ -93,13 +94,18 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
                 {
                     "id": call_id,
                     "type": "function",
-                    "function": {"name": tool, "arguments": json.dumps(args, ensure_ascii=False)},
+                    "function": {
+                        "name": tool,
+                        "arguments": json.dumps(args, ensure_ascii=False)
+                        if written is None
+                        else written,
+                    },
                 }
-                for call_id, tool, args in pending_calls
+                for call_id, tool, args, written in pending_calls
             ]
         elif pending_calls and fmt is not None:  # fmt is None only under the api protocol
             try:
-                block = fmt.format_calls([(tool, args) for _, tool, args in pending_calls], tag)
+                block = fmt.format_calls([(tool, args) for _, tool, args, _ in pending_calls], tag)
             except ProtocolError as exc:
                 raise ProtocolError(exc.message, file=exc.file, where=pending_at) from None
             if text == "":  # "" before calls is no text, as chat templates read it
@@ -120,12 +126,14 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
             if pending is None:
                 pending, pending_at = {"role": "assistant", "content": None, "_text": None}, where
             if isinstance(event, ToolCall):
-                refuse_unwritable(event.tool, event.args, where)
-                pending_calls.append((event.call_id, event.tool, dict(event.args)))
+                args = dict(event.args)
+                written = _json_text(args, ensure_ascii=False) if api else None
+                refuse_unwritable(event.tool, args, where, written=written)
+                pending_calls.append((event.call_id, event.tool, args, written))
             else:
                 call_id = _fresh_id(f"call_{counter}", taken_ids)
                 tool, args, skill = _skill_call(harness, event, where)
-                pending_calls.append((call_id, tool, args))
+                pending_calls.append((call_id, tool, args, None))
                 skill_results.append(
                     {"role": "tool", "tool_call_id": call_id, "content": skill.content}
                 )
@@ -188,24 +196,35 @@ def _fresh_id(candidate: str, taken: set[str]) -> str:
     return fresh
 
 
-def refuse_unwritable(tool: str, args: Mapping[str, Any], where: str) -> None:
+def refuse_unwritable(
+    tool: str, args: Mapping[str, Any], where: str, *, written: str | None = None
+) -> None:
     """Raise ``ProtocolError`` when the arguments of a call to ``tool`` hold a value no dataset
     row can hold (``hsa.harness.jsonvalues.unwritable``: NaN, an integer beyond 64 bits, ...).
 
     ``render`` refuses to write such a call and ``parse`` to read one, so what one writes the
-    other reads back.
+    other reads back. ``written``: ``args`` as ``json.dumps`` wrote them already (the api's
+    arguments text), looked at instead of writing them again.
     """
-    try:  # a quick look first: the walk that finds the path costs several times a render
-        if not may_be_unwritable(json.dumps(args)):  # (surrogates escaped, as it looks for)
-            return
-    except (TypeError, ValueError):  # no JSON at all, or an integer past Python's digit limit
-        pass
+    # a quick look first: the walk that finds the path costs several times a render
+    text = written if written is not None else _json_text(args, ensure_ascii=True)  # (faster)
+    if text is not None and not may_be_unwritable(text):
+        return
     bad = unwritable(args, "$")
     if bad is not None:
         raise ProtocolError(
             f"tool-call arguments of {tool!r} hold a value JSON cannot write: {bad[0]}: {bad[1]}",
             where=where,
         )
+
+
+def _json_text(args: Mapping[str, Any], *, ensure_ascii: bool) -> str | None:
+    """``json.dumps(args)``; None when no JSON holds them (no JSON value, or an integer past
+    Python's digit limit: raised again where they are written, if nothing refuses them)."""
+    try:
+        return json.dumps(args, ensure_ascii=ensure_ascii)
+    except (TypeError, ValueError):
+        return None
 
 
 def _assistant_message(text: str, reasoning: str | None) -> dict[str, Any]:

@@ -507,6 +507,8 @@ def test_render_refuses_the_values_parse_refuses(fmt, tag, value, path, why) -> 
     assert err.value.where == "events[1]"
     # the values at the edges round-trip
     edges = {"city": [2**64 - 1, -(2**63), 1.7976931348623157e308, 5e-324, "\U0001f600"]}
+    # and what only looks like a refused value in JSON text (render looks at the text first)
+    edges["looks"] = ["NaN", "-Infinity", "\\ud800", "1e400", "\u0661" * 19, 1e300, 2**63 - 1]
     events = [UserMessage("x"), ToolCall("call_0", "get_weather", edges)]
     assert parse(render(events, _harness(protocol)), _harness(protocol)) == events
 
