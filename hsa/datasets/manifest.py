@@ -10,17 +10,21 @@
                                  (the augment job's batches; the teach job's shards, one each)
     DIR/.hsa/staging/{split}/    the augment job's shards while its run is unfinished, moved to
                                  DIR/data/{split}/ at its finish (``publish``)
+    DIR/.hsa/staging/top-level/  the card, variants file and plots of its finish, moved to DIR/
+                                 with the shards
     DIR/.hsa/lock                the run writing into DIR now (``hsa.datasets.lock``)
 
 A completion mark lists its shards by their place in the finished dataset
 (``data/{split}/part-NNNNN.parquet``), staged or not: the augment job keeps them out of
 ``data/`` until its last batch is written, since every reader but hsa's own (``datasets``'
 ``load_dataset(DIR)``, ``data/*/*.parquet`` in Polars or DuckDB) takes what is there for the
-dataset, manifest or not. A rerun with the same config skips every batch whose mark and shards
-agree, wherever they are, and so ends with the same bytes as an uninterrupted run. A directory
-holding another dataset, another config's partial data, or files hsa did not write is refused
-rather than mixed with; a run that stopped on an error (``fail``) does not block the next:
-another config starts over in its place.
+dataset, manifest or not; and the other files of its finish out of ``DIR`` until they move
+together (``load_dataset(DIR)`` serves a lone ``variants.parquet``, or the plots, as rows). A
+rerun with the same config skips every batch whose mark and shards agree, wherever they are,
+and so ends with the same bytes as an uninterrupted run. A directory holding another dataset,
+another config's partial data, or files hsa did not write is refused rather than mixed with; a
+run that stopped on an error (``fail``) does not block the next: another config starts over in
+its place.
 """
 
 from __future__ import annotations
@@ -37,13 +41,16 @@ from pathlib import Path
 from typing import Any
 
 from hsa.datasets.shards import sha256_file, write_atomic
-from hsa.errors import DatasetError, HsaError, first_few, stop_requested
+from hsa.errors import DatasetError, HsaError, first_few, stop_requested, stops_held
 from hsa.harness import files
 
 MANIFEST = "manifest.json"
 STATE = ".hsa"
 #: the folder of ``STATE`` where an unfinished augment run keeps its shards (``staged``)
 STAGING = "staging"
+#: the folder of ``STAGING`` where it writes the files of the top of the dataset (card,
+#: variants file, plots: ``staged_file``) until they move there; not a split's name
+TOP = "top-level"
 #: the ``kind`` of a manifest: an augmented dataset (``hsa augment``/``hsa build``) ...
 KIND = "hsa.augmented"
 #: ... or a teacher's trajectories (``hsa teach``)
@@ -107,12 +114,13 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
             return True
         # A file it lists is missing or changed: the dataset is unfinished again, and this run
         # redoes the batches whose shards are not intact (``done``), then the rest. Its shards
-        # go back to staging first, so that no reader takes the rows left for whole meanwhile
-        # (``publish`` puts them back; a stop part way leaves the manifest, and the next run
-        # moves the rest).
-        unpublish(out, found.get("shards") or [])
-        (out / MANIFEST).unlink()
-        write_json(run, {"config_hash": digest, "kind": kind})
+        # and its other files go back to staging first, so that no reader takes the rows left
+        # (or a lone variants file) for the dataset meanwhile (``publish`` puts them back; a
+        # stop part way leaves the manifest, and the next run moves the rest).
+        with stops_held():
+            unpublish(out, found.get("shards") or [], found.get("files") or {})
+            (out / MANIFEST).unlink()
+            write_json(run, {"config_hash": digest, "kind": kind})
     remove_temporaries(out)
     if run.is_file():
         found = read_json(run)
@@ -285,7 +293,9 @@ def dataset_data(out: Path) -> list[str]:
     if data.is_dir() and any(p.is_file() for p in data.rglob("*")):
         held.append("shards under data/")
     staging = out / STATE / STAGING
-    if staging.is_dir() and any(p.is_file() for p in staging.rglob("*")):
+    if staging.is_dir() and any(
+        p.is_file() and p.relative_to(staging).parts[0] != TOP for p in staging.rglob("*")
+    ):
         held.append(f"shards under {STATE}/{STAGING}/")
     return held
 
@@ -449,6 +459,17 @@ def staged(out: Path, path: str) -> Path | None:
     return out / STATE / STAGING / parts[1] / parts[2]
 
 
+def staged_file(out: Path, name: str) -> Path | None:
+    """Where an unfinished run keeps the file that the finished dataset holds at ``name``, one
+    of the files of its top (``README.md``, ``variants.parquet``, ``plots/NAME``, as a
+    manifest's ``files`` lists them): ``out/.hsa/staging/top-level/NAME``; None for a name
+    that leaves the folder (``..``, an absolute path)."""
+    parts = Path(name).parts
+    if not parts or Path(name).is_absolute() or any(p in ("", ".", "..") for p in parts):
+        return None
+    return out / STATE / STAGING / TOP / name
+
+
 def placed(out: Path, path: str) -> Path:
     """The file of the shard listed as ``path``: the staged one while there is one (``staged``;
     ``publish`` moves it), else ``out / path``."""
@@ -456,13 +477,19 @@ def placed(out: Path, path: str) -> Path:
     return found if found is not None and found.exists() else out / path
 
 
-def publish(out: Path, shards: Iterable[Mapping[str, Any]]) -> None:
-    """Move the staged files of ``shards`` (entries of completion marks) to the places they
-    list under ``data/`` (renames in one file system: each is there whole or not yet), make
-    the moves durable, and remove the staging folder: what a run does once every batch, its
-    variants file and its card are written, just before its manifest. A shard in place already
-    (moved by a run stopped during the moves) stays, so a rerun finishes the moves."""
+def publish(out: Path, shards: Iterable[Mapping[str, Any]], files: Iterable[str] = ()) -> None:
+    """Move the staged ``files`` (``staged_file``) to the top of ``out``, the card first, then
+    the staged files of ``shards`` (entries of completion marks) to the places they list under
+    ``data/`` (renames in one file system: each is there whole or not yet), make the moves
+    durable, and remove the staging folder: what a run does once every batch, its variants
+    file and its card are written, just before its manifest. From the card on, ``datasets``
+    reads the files its configs name (``data/``), not a lone variants file or plot. A file in
+    place already (moved by a run stopped during the moves) stays, so a rerun finishes them."""
     moves = []
+    for name in sorted(files, key=lambda n: (n != "README.md", n)):
+        source = staged_file(out, name)
+        if source is not None:
+            moves.append((source, out / name))
     for entry in shards:
         source = staged(out, str(entry["path"]))
         if source is not None:
@@ -471,14 +498,19 @@ def publish(out: Path, shards: Iterable[Mapping[str, Any]]) -> None:
     shutil.rmtree(out / STATE / STAGING, ignore_errors=True)
 
 
-def unpublish(out: Path, shards: Iterable[Mapping[str, Any]]) -> None:
-    """Move the shards a finished dataset lists from ``data/`` back to staging (``publish``
-    in reverse), durably: a dataset being repaired offers its readers no rows."""
+def unpublish(out: Path, shards: Iterable[Mapping[str, Any]], files: Iterable[str] = ()) -> None:
+    """Move the shards a finished dataset lists from ``data/`` back to staging, then its other
+    ``files`` (``publish`` in reverse), durably: a dataset being repaired offers its readers no
+    rows, nor its variants file for rows."""
     moves = []
     for entry in shards:
         target = staged(out, str(entry.get("path")))
         if target is not None:
             moves.append((out / str(entry.get("path")), target))
+    for name in sorted(map(str, files), key=lambda n: (n == "README.md", n)):
+        target = staged_file(out, name)
+        if target is not None:
+            moves.append((out / name, target))
     _move(moves, "back to staging for the repair")
 
 
@@ -494,7 +526,7 @@ def _move(moves: Iterable[tuple[Path, Path]], where: str) -> None:
             os.replace(source, target)
         except OSError as exc:
             raise DatasetError(
-                f"cannot move the shard {where} ({target}): {exc.strerror or exc}",
+                f"cannot move the file {where} ({target}): {exc.strerror or exc}",
                 file=str(source),
             ) from None
         folders |= {source.parent, target.parent}

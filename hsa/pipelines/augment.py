@@ -10,13 +10,15 @@ shard per split that has rows in the batch, staged in the run's state folder
 which lists the shard by its place in the finished dataset,
 ``data/{split}/part-{batch:05d}.parquet`` (a batch without rows is marked done with no shard; a
 run without any row is refused, as ``datasets`` cannot open a dataset without rows). After the
-last batch it writes ``variants.parquet`` and the dataset card (its token counts read from the
-staged shards), then moves the staged shards into ``DIR/data/``
+last batch it writes ``variants.parquet``, the plots and the dataset card (its token counts
+read from the staged shards) into staging too (``.hsa/staging/top-level/``), then moves them to
+``DIR`` (the card first) and the staged shards into ``DIR/data/``
 (``hsa.datasets.manifest.publish``) and at once writes ``manifest.json``, a Ctrl-C held off
-meanwhile: until the moves, ``data/`` holds no shard of an unfinished run, which
-``datasets.load_dataset(DIR)``, Polars or DuckDB would read as the whole dataset. Batch
-boundaries, picks and splits depend only on the input, the config and the seed, so a rerun --
-after a crash or not, during the moves too -- gives the same bytes.
+meanwhile: until the moves, ``DIR`` holds no file of an unfinished run, which
+``datasets.load_dataset(DIR)``, Polars or DuckDB would read as the whole dataset (a lone
+``variants.parquet`` too, as a split ``train``; from the card on, ``datasets`` reads only
+``data/``). Batch boundaries, picks and splits depend only on the input, the config and the
+seed, so a rerun -- after a crash or not, during the moves too -- gives the same bytes.
 """
 
 from __future__ import annotations
@@ -637,7 +639,10 @@ def augment_locked(
         shards = sorted((s for m in marks for s in m["shards"]), key=lambda s: s["path"])
         # a shard put under data/ while the run was unfinished: readers would count its rows
         mf.refuse_strays(out, {"shards": shards})
-        count = write_variants(out / VARIANTS_FILE, list(planner.variants.values()), planner.parts)
+        # The files of the top of the dataset are staged too, and move with the shards:
+        # datasets.load_dataset(DIR) serves a lone variants.parquet (or the plots) as rows
+        top = out / mf.STATE / mf.STAGING / mf.TOP
+        count = write_variants(top / VARIANTS_FILE, list(planner.variants.values()), planner.parts)
         shutil.rmtree(_parts_folder(out), ignore_errors=True)
         manifest = {
             "kind": mf.KIND,
@@ -671,17 +676,17 @@ def augment_locked(
         text, plots = render_card(stats, manifest, title=title, lengths=lengths)
         files = {}
         for name, data in plots.items():
-            write_atomic(out / "plots" / name, data)
-            files[f"plots/{name}"] = sha256_file(out / "plots" / name)
-        write_atomic(out / "README.md", text.encode("utf-8"))
-        files["README.md"] = sha256_file(out / "README.md")
-        files[VARIANTS_FILE] = sha256_file(out / VARIANTS_FILE)
+            write_atomic(top / "plots" / name, data)
+            files[f"plots/{name}"] = sha256_file(top / "plots" / name)
+        write_atomic(top / "README.md", text.encode("utf-8"))
+        files["README.md"] = sha256_file(top / "README.md")
+        files[VARIANTS_FILE] = sha256_file(top / VARIANTS_FILE)
         manifest["files"] = files
-        # Only now, every other file written, do the rows go into data/, the manifest right
-        # after them: a run stopped before (Ctrl-C while the card counts tokens) leaves no row
-        # where readers look, and a stop during these two waits for them.
+        # Only now, every file written, do they move where readers look (the card first, the
+        # rows into data/ last), the manifest right after them: a run stopped before (Ctrl-C
+        # while the card counts tokens) leaves nothing there, and a stop during these waits.
         with stops_held():
-            mf.publish(out, shards)  # the staged shards into data/, where the manifest lists them
+            mf.publish(out, shards, files)  # to the places the manifest lists them at
             mf.write_json(out / mf.MANIFEST, manifest)
         timings["finish"] = time.perf_counter() - started  # variants file, card, manifest
         report.planner = {"groups": planner.group_count, "variants_planned": planner.planned}

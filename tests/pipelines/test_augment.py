@@ -30,6 +30,7 @@ from hsa.augment import (
     plan,
 )
 from hsa.datasets import iter_rows, open_source, scan_dataset, to_hf
+from hsa.datasets import manifest as mf
 from hsa.datasets.schema import chat_messages
 from hsa.datasets.shards import sha256_file
 from hsa.datasets.source import INPUT_SCHEMA
@@ -137,6 +138,18 @@ def everything(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): sha256_file(p) for p in root.rglob("*") if p.is_file()}
 
 
+def assert_no_rows(out: Path, cache: Path) -> None:
+    """``datasets.load_dataset(out)`` refuses ``out``, or offers no row."""
+    import datasets
+
+    try:
+        loaded = datasets.load_dataset(str(out), cache_dir=str(cache))
+    except (FileNotFoundError, ValueError) as exc:  # (DataFilesNotFoundError, EmptyDataset...)
+        assert "data" in str(exc).lower(), exc
+        return
+    assert not sum(split.num_rows for split in loaded.values()), (out, loaded)
+
+
 def test_an_unfinished_run_keeps_its_shards_out_of_data(tmp_path: Path, shards: Path) -> None:
     # datasets.load_dataset(DIR), Polars and DuckDB read whatever data/*/*.parquet holds, with
     # or without a manifest: a stopped run's shards stay in its state folder, and a rerun
@@ -194,6 +207,9 @@ def test_a_run_stopped_while_it_moves_its_shards_into_data_finishes_on_a_rerun(
             augment(open_source(shards), out, config(workers=1))
     assert not (out / "manifest.json").exists()
     assert sorted(out.glob("data/*/*.parquet")) == sorted(moves)
+    if not moved:  # the card moved first: datasets reads data/, where nothing is yet
+        assert (out / "README.md").is_file() and (out / "variants.parquet").is_file()
+        assert_no_rows(out, tmp_path / "cache")
     assert len(list((out / ".hsa" / "staging").rglob("*.parquet"))) == count - moved
     report = augment(open_source(shards), out, config(workers=1))
     assert report.skipped == 3 and not (out / ".hsa" / "staging").exists()
@@ -221,17 +237,32 @@ def test_a_run_stopped_in_its_finish_offers_no_rows_and_a_rerun_ends_the_same(
     def stop(*args, **kwargs):
         raise KeyboardInterrupt
 
+    written = module.write_atomic
+
+    def write_atomic(path: Path, data: bytes) -> None:  # (stops after the card, the last file)
+        written(path, data)
+        if path.name == "README.md":
+            raise KeyboardInterrupt
+
+    def stop_moving(*args, **kwargs):
+        raise KeyboardInterrupt
+
     monkeypatch.setattr(module, "token_lengths", counted)
     reference, out = tmp_path / "ref", tmp_path / "out"
     augment(open_source(shards), reference, settings)
-    for stage in ("write_variants", "token_lengths", "render_card"):  # each stop, rerun
+    stops = {"write_variants": stop, "token_lengths": stop, "render_card": stop}
+    stops |= {"write_atomic": write_atomic, "publish": stop_moving}
+    for stage, stopping in stops.items():  # each stop, rerun
         with monkeypatch.context() as patched:
-            patched.setattr(module, stage, stop)
+            patched.setattr(mf if stage == "publish" else module, stage, stopping)
             with pytest.raises(KeyboardInterrupt):
                 augment(open_source(shards), out, settings)
         assert not (out / "manifest.json").exists(), stage
         assert not list(out.glob("data/**/*.parquet")), f"{stage}: readers take these for rows"
         assert list((out / ".hsa" / "staging").rglob("*.parquet"))
+        # nor any other file the finish writes (variants.parquet, the plots: load_dataset
+        # served either as a split of its own); the card alone points it at data/, not there
+        assert_no_rows(out, tmp_path / f"cache-{stage}")
     read.clear()
     report = augment(open_source(shards), out, settings)
     assert report.skipped == 3 and not (out / ".hsa" / "staging").exists()
@@ -273,6 +304,7 @@ def test_a_finished_dataset_with_a_damaged_shard_redoes_only_its_batch(
     manifest = json.loads((out / "manifest.json").read_text())
     damaged = out / manifest["shards"][-1]["path"]
     damaged.write_bytes(damaged.read_bytes()[:-1] + b"x")
+    (out / "README.md").unlink()  # (and the card: the variants file was left alone at the top)
 
     def interrupt(done: int, total: int, written: int) -> None:
         raise KeyboardInterrupt
@@ -282,6 +314,7 @@ def test_a_finished_dataset_with_a_damaged_shard_redoes_only_its_batch(
         augment(open_source(shards), out, config(workers=1), progress=interrupt)
     assert not (out / "manifest.json").exists()
     assert not list(out.glob("data/**/*.parquet")), "readers would take these for the dataset"
+    assert_no_rows(out, tmp_path / "cache")
     report = augment(open_source(shards), out, config(workers=1))
     assert not report.complete_already and report.skipped == 2
     assert not (out / ".hsa" / "staging").exists()
