@@ -334,27 +334,43 @@ def yaml_loader() -> type:
     read is a JSON value, which harness documents, rows and manifests hold. A number with an
     exponent is a float as YAML 1.2 and JSON read it (``temperature: 1e-3``), not the text
     YAML 1.1 reads it as. Merge keys (``<<: *defaults``) merge as ``yaml.safe_load`` merges
-    them: a key of the mapping's own overrides a merged one."""
+    them: a key of the mapping's own overrides a merged one; a key given twice in a merged
+    mapping, or ``<<`` given twice, is refused too."""
     import yaml
 
     base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
     class UniqueKeys(base):
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            self.refuse_twice(node, deep, set())
+            return super().construct_mapping(node, deep=deep)
+
+        def refuse_twice(self, node: Any, deep: bool, checking: set[int]) -> None:
+            """Refuse a key given twice in ``node`` or in a mapping it merges (``<<: *a``,
+            ``<<: [*a, *b]``, at any depth): a mapping written only inside a merge is never
+            constructed on its own, and merging keeps the last of two silently. A mapping's
+            own keys override merged ones, as YAML's merge keys say; ``<<`` is itself a key
+            given once."""
+            checking.add(id(node))  # (``&a {<<: *a}`` merges itself)
             seen: set[Any] = set()
-            for key_node, _ in node.value:
+            merges = False
+            for key_node, value_node in node.value:
                 if key_node.tag == _MERGE:
-                    # ``<<: *defaults``: the mapping's own keys override the merged ones, as
-                    # YAML's merge keys say (the parent merges them); no key given twice
-                    continue
-                key = self.construct_object(key_node, deep=deep)
-                if isinstance(key, typing.Hashable) and key in seen:
+                    key, twice = "<<", merges
+                    merges = True
+                    merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else []
+                    for each in [value_node, *merged]:
+                        if isinstance(each, yaml.MappingNode) and id(each) not in checking:
+                            self.refuse_twice(each, deep, checking)
+                else:
+                    key = self.construct_object(key_node, deep=deep)
+                    twice = isinstance(key, typing.Hashable) and key in seen
+                    if isinstance(key, typing.Hashable):
+                        seen.add(key)
+                if twice:
                     raise yaml.constructor.ConstructorError(
                         None, None, f"the key {key!r} is given twice", key_node.start_mark
                     )
-                if isinstance(key, typing.Hashable):
-                    seen.add(key)
-            return super().construct_mapping(node, deep=deep)
 
     resolvers = {
         first: [(tag, pattern) for tag, pattern in found if tag != _TIMESTAMP]

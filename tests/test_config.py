@@ -392,6 +392,21 @@ def test_yaml_reads_merge_keys_and_still_refuses_a_key_given_twice() -> None:
     for twice in ("a: &a {p: 1}\nb: {<<: *a, q: 1, q: 2}\n", "a: &a {p: 1, p: 2}\nb: {<<: *a}\n"):
         with pytest.raises(ConfigError, match=r"the key '[pq]' is given twice"):
             loads_yaml(twice, error=ConfigError)
+    # twice in a mapping written only where it is merged (never read on its own), at any
+    # depth: merging kept the last (probability: 0.9) without a word
+    merged_twice = {
+        "rules: [{<<: &common {rule: tools.rename, probability: 0.3, probability: 0.9}}, "
+        "{<<: *common, rule: tools.namespace}]\n": "probability",
+        "b: {<<: &a {p: 1, p: 2}}\n": "p",
+        "b: {<<: [&a {p: 1, p: 2}]}\n": "p",
+        "b: {<<: [{q: 1}, &a {p: 1, p: 2}]}\n": "p",
+        "a: &a {<<: {p: 1, p: 2}}\n": "p",
+        "a: &a {p: 1}\nb: &b {q: 1}\nc: {<<: *a, <<: *b}\n": "<<",
+    }
+    for twice, key in merged_twice.items():
+        with pytest.raises(ConfigError, match=f"the key '{key}' is given twice"):
+            loads_yaml(twice, error=ConfigError)
+    assert loads_yaml("a: &a {<<: *a, p: 1}\n", error=ConfigError) == {"a": {"p": 1}}
     with pytest.raises(ConfigError, match="expected a mapping or list of mappings") as err:
         loads_yaml("a: {<<: 5}\n", error=ConfigError)
     assert err.value.where == "line 1"
