@@ -458,8 +458,14 @@ def build(
     harnesses = []
     recorded = None
     if source.env is not None:
-        from hsa.envs.registry import from_config
+        from hsa.envs.registry import from_config, names, required
 
+        corpus = source.env_options.get("path")
+        takes_corpus = source.env in names() and "path" in required(source.env)
+        if takes_corpus and isinstance(corpus, str) and not Path(corpus).exists():
+            # said at the config's key, as hashing it would (the environment names the path alone)
+            where = "$.source.env_options.path"
+            raise ConfigError(f"{corpus}: no such file or directory", file=config.file, where=where)
         # the teacher records the environment's harnesses (its options may change them)
         env = from_config(source.env, source.env_options, file=config.file, at="$.source")
         harnesses.extend(env.harnesses())

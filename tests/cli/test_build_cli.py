@@ -184,6 +184,10 @@ def test_a_source_the_config_names_wrongly_is_named_at_its_key(tmp_path: Path) -
             {"trajectories": "nothere.jsonl"},
             f"$.source.trajectories: {tmp_path / 'nothere.jsonl'}: no such file or directory",
         ),
+        (  # (the environment's own error named the path alone)
+            {"env": "bfcl", "env_options": {"path": "nothere"}},
+            f"$.source.env_options.path: {tmp_path / 'nothere'}: no such file or directory",
+        ),
     ]
     for source, said in cases:
         path = config(tmp_path, source=source)
