@@ -138,9 +138,10 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
             held = partial_data(out)
             if held:
                 raise DatasetError(
-                    f"holds the unfinished run of another config ({', '.join(held)}); rerun "
-                    "that config to finish it, choose another --out, or start over with: "
-                    f"rm -r {shlex.quote(str(out))}",
+                    f"holds the unfinished run of another config ({', '.join(held)}): other "
+                    "settings, or this config under another version of hsa or of a rule the "
+                    "recipe names; rerun that config, with that version, to finish it, choose "
+                    f"another --out, or start over with: rm -r {shlex.quote(str(out))}",
                     file=str(out),
                 )
             clear_state(out)
