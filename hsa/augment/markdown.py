@@ -25,13 +25,21 @@ _BLOCK_START = re.compile(r"^(?:[-*+](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|[>#<|=`~
 _BULLET = re.compile(r"^(\s*)([-*+])(\s+)(?=\S)")
 _ORDERED = re.compile(r"^(\s*)(\d{1,9})([.)])(\s+)(?=\S)")
 _BOLD = re.compile(r"^\*\*([^*].*?)\*\*\s*$")
+#: "see X below": a few words between, none opening a clause ("see whether it falls below"),
+#: and the "below" ends them ("see the table below." or "... below for more"; never "see it
+#: drop below 5" nor "see the ads below the fold")
+_CLAUSE = r"(?:whether|if|how|that|when|what|which|why|where|who|once|until|unless|because|while)"
+_SEE_PART = (
+    rf"see(?:\s+(?!{_CLAUSE}\b)[^\s.]+){{0,8}}?\s+(?:above|below)"
+    r"(?=[ \t]*(?:[.,;:!?)\]|*_\"'\u2013\u2014]|\r?\n|$)|[ \t]+(?:for|to)\b)"
+)
 #: prose that points at a part of the text by where it is
 _POSITIONAL = re.compile(
     r"\b(?:(?:section|sections|step|steps|heading|part|instructions|guidance)\s+(?:above|below)"
     r"|(?:see|shown|described|listed|explained|covered|mentioned)\s+(?:above|below)"
     r"|(?:previous|preceding|next|following|earlier|later)\s+(?:section|step|heading|part)s?"
     r"|(?:above|below)\s+(?:section|step|heading|part)s?"
-    r"|see\b[^.\n]{0,60}?\b(?:above|below))\b"
+    rf"|{_SEE_PART})\b"
     r"|\((?:above|below)\)",
     re.IGNORECASE,
 )
@@ -43,8 +51,18 @@ def points_by_position(text: str) -> bool:
     return _POSITIONAL.search(text) is not None
 
 
+_PLACE = re.compile(r"\b(?:above|below)\b", re.IGNORECASE)
 _BACKWARD = re.compile(r"above|previous|preceding|earlier", re.IGNORECASE)
 _SECTION = re.compile(r"section|heading", re.IGNORECASE)
+
+
+def _points_back(pointer: str) -> bool:
+    """Whether a pointer (a match of ``_POSITIONAL``) points at an earlier part: by its last
+    "above" or "below" where it has one ("see the earlier rules below" points ahead)."""
+    places = _PLACE.findall(pointer)
+    if places:
+        return places[-1].lower() == "above"
+    return _BACKWARD.search(pointer) is not None
 
 
 def points_outside_by_position(text: str) -> bool:
@@ -59,7 +77,7 @@ def points_outside_by_position(text: str) -> bool:
     for match in _POSITIONAL.finditer(text):
         if _SECTION.search(match.group(0)):
             return True
-        if _BACKWARD.search(match.group(0)):
+        if _points_back(match.group(0)):
             if match.start() < first_end:
                 return True
         elif match.end() > last_start:

@@ -57,6 +57,8 @@ def test_a_crlf_document_stays_crlf(style):
         "See **Act** below for guidance",
         "treat as dynamic (below)",
         "\n\n```\n└─ Fails → Treat as dynamic (below)\n```\n\nThen",
+        "See Step 2 below",
+        "see the steps below to act",
     ],
 )
 def test_sections_that_point_at_each_other_keep_their_order(pointer):
@@ -77,10 +79,22 @@ def test_sections_that_point_at_each_other_keep_their_order(pointer):
         "/* Canvas on top, controls below */",
         "Look below the fold.",
         "See the logs. The table sits below.",
+        # "see ... below" as a clause, or with a "below" that goes on, points at no part
+        "Check to see whether the stock falls below 5 before you order.",
+        "Wait and see if the price goes above 100.",
+        "You will see it drop below 5.",
+        "See the ads below the fold.",
     ],
 )
 def test_prose_that_only_says_above_or_below_does_not_point_at_a_part(prose):
     assert not markdown.points_by_position(prose)
+
+
+def test_a_pointer_points_back_or_ahead_by_its_last_above_or_below():
+    # "earlier" made "see the earlier rules below" point back, at a part before its section
+    assert markdown.points_outside_by_position("Be kind.\n\nSee the earlier rules below.")
+    assert not markdown.points_outside_by_position("See the earlier rules below.\n\nBe kind.")
+    assert markdown.points_outside_by_position("See the later rules above.\n\nBe kind.")
 
 
 def test_thematic_breaks_are_not_list_items():

@@ -722,11 +722,24 @@ def test_prompt_sections_that_point_at_each_other_by_place_keep_their_order():
         _apply("prompt.section_order", within, s).harness.prompt.sections != tuple(sections)
         for s in range(8)
     )
-    # "see ... below" with words between, ending a section, points at one after it
-    sections[0] = dataclasses.replace(sections[0], body="Be kind. See **Policy** below.")
-    below = harness.replace(prompt=dataclasses.replace(harness.prompt, sections=tuple(sections)))
-    for seed in range(8):
-        assert _apply("prompt.section_order", below, seed).harness == below
+    # "see ... below" with words between, ending a section, points at one after it ("earlier"
+    # read as pointing back, which only an opening paragraph can do outside its section)
+    for body in ("Be kind. See **Policy** below.", "Be kind.\n\nSee the earlier rules below."):
+        sections[0] = dataclasses.replace(sections[0], body=body)
+        below = harness.replace(
+            prompt=dataclasses.replace(harness.prompt, sections=tuple(sections))
+        )
+        for seed in range(8):
+            assert _apply("prompt.section_order", below, seed).harness == below
+    # prose that says "see" and "below" pointing at no part leaves them free to move
+    sections[0] = dataclasses.replace(
+        sections[0], body="Check to see whether the stock falls below 5 before you order."
+    )
+    prose = harness.replace(prompt=dataclasses.replace(harness.prompt, sections=tuple(sections)))
+    assert any(
+        _apply("prompt.section_order", prose, s).harness.prompt.sections != tuple(sections)
+        for s in range(8)
+    )
 
 
 def test_enum_values_keep_what_they_say():
