@@ -13,6 +13,7 @@ from hsa.augment import Context, apply_chain, apply_steps, get_rule
 from hsa.augment.checks import check_rewrite
 from hsa.augment.names import split_words
 from hsa.augment.rules.hooks import valid_positions
+from hsa.augment.rules.skill_ids import rename_skills
 from hsa.errors import RuleError
 from hsa.harness import AssistantMessage, Hook, Matcher, Protocol, Section, Tool, UserMessage
 from hsa.harness.importers.skills import spec_name
@@ -207,6 +208,52 @@ def test_renamed_skills_keep_spec_names_and_their_skill_keyed_metadata(name, par
     }
     assert out.metadata["skill_id_map"] == {table["returns"]: "Returns!"}
     assert out.metadata["source"] == "agent-skills"
+
+
+def test_bundled_files_of_a_folder_whose_name_was_made_legal_follow_its_new_id():
+    # the importer keys bundled_files by folder name: `my skill/` is the skill `my_skill`
+    harness = make_harness()
+    first, *rest = harness.skills
+    harness = harness.replace(
+        skills=[dataclasses.replace(first, id="my_skill", name="my-skill"), *rest],
+        metadata={
+            "bundled_files": {"my skill": ["LICENSE.txt"], "shipping": ["rates.csv"]},
+            "skill_id_map": {"my_skill": "my skill"},
+        },
+    )
+    params = {"prefix": "org", "separator": ":"}
+    once = _apply("skill_ids.namespace", harness, 0, params).harness
+    assert once.metadata == {
+        "bundled_files": {"org:my_skill": ["LICENSE.txt"], "org:shipping": ["rates.csv"]},
+        "skill_id_map": {"org:my_skill": "my skill"},
+    }
+    twice = _apply("skill_ids.namespace", once, 0, {"prefix": "acme", "separator": "."})
+    assert twice.harness.metadata["bundled_files"] == {
+        "acme.org:my_skill": ["LICENSE.txt"],
+        "acme.org:shipping": ["rates.csv"],
+    }
+
+
+def test_renamed_skills_take_the_names_their_new_ids_leave_free():
+    harness = make_harness()
+    a, b, *rest = harness.skills
+
+    def names(ids: list[str], table: dict[str, str]) -> list[tuple[str, str]]:
+        pair = [dataclasses.replace(s, id=i, name=i) for s, i in zip((a, b), ids, strict=True)]
+        out = rename_skills(harness.replace(skills=[*pair, *rest]), table).harness
+        return [(s.id, s.name) for s in out.skills[:2]]
+
+    # a swap: each skill is named after its own new id, not the other's
+    assert names(["alpha", "beta"], {"alpha": "beta", "beta": "alpha"}) == [
+        ("beta", "beta"),
+        ("alpha", "alpha"),
+    ]
+    # two new ids with one spec-legal form: the second is suffixed, never its old id
+    table = {"returns_policy": "acme:returns_policy", "returns-policy": "acme:returns-policy"}
+    assert names(["returns_policy", "returns-policy"], table) == [
+        ("acme:returns_policy", "acme-returns-policy"),
+        ("acme:returns-policy", "acme-returns-policy-2"),
+    ]
 
 
 def test_tool_renames_keep_hook_matchers_firing_on_the_same_tools():

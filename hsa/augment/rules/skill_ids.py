@@ -40,41 +40,65 @@ SKILL_NAMESPACES = ["acme", "team", "org", "plugin", "local", "shared", "core", 
 SKILL_SEPARATORS = [":", ".", "-", "_"]
 
 
-#: the importer's metadata keyed by skill id: the files a skill's folder bundles, and the
-#: folder name of a skill whose id was made legal
-SKILL_KEYED_METADATA = ("bundled_files", "skill_id_map")
-
-
 def spec_name_for(skill_id: str, taken: Set[str]) -> str | None:
-    """A name the Agent Skills specification allows for a skill renamed ``skill_id``: the id
-    itself where it is one, else its lower-case letters and digits joined by single hyphens
-    (``acme:FrontendDesign`` -> ``acme-frontenddesign``); None where that is no legal name
-    or is in ``taken``."""
+    """A name the Agent Skills specification allows for a skill renamed ``skill_id``, none in
+    ``taken``: the id itself where it is one, else its lower-case letters and digits joined by
+    single hyphens (``acme:FrontendDesign`` -> ``acme-frontenddesign``), with ``-2``, ``-3``...
+    after it where that is taken; None where the id has no such form."""
+    name = _spec_form(skill_id)
+    return None if name is None else _unused(name, taken)
+
+
+def _spec_form(skill_id: str) -> str | None:
     if spec_name(skill_id):
-        return None if skill_id in taken else skill_id
+        return skill_id
     name = re.sub(r"[^a-z0-9]+", "-", skill_id.lower()).strip("-")[:64].rstrip("-")
-    return name if spec_name(name) and name not in taken else None
+    return name if spec_name(name) else None
+
+
+def _unused(name: str, taken: Set[str]) -> str:
+    fresh, n = name, 2
+    while fresh in taken:
+        suffix = f"-{n}"
+        fresh, n = name[: 64 - len(suffix)].rstrip("-") + suffix, n + 1
+    return fresh
 
 
 def _names(harness: Harness, table: dict[str, str]) -> dict[str, str]:
     """Skill id -> its name after a rename: a skill named by its id is named by its new one
-    (``spec_name_for``), and keeps its name where the new one has no spec-legal form."""
+    (``spec_name_for``), apart from every other name after the rename (those that stay, and
+    those given before it), and keeps its name where the new id has no spec-legal form."""
     names = {s.id: s.name for s in harness.skills}
-    for skill in harness.skills:
-        if skill.id in table and skill.name == skill.id:
-            taken = {n for i, n in names.items() if i != skill.id}
-            names[skill.id] = spec_name_for(table[skill.id], taken) or skill.name
+    forms = {
+        s.id: form
+        for s in harness.skills
+        if s.id in table and s.name == s.id and (form := _spec_form(table[s.id])) is not None
+    }
+    taken = {name for skill_id, name in names.items() if skill_id not in forms}
+    for skill_id, form in forms.items():
+        names[skill_id] = _unused(form, taken)
+        taken.add(names[skill_id])
     return names
 
 
 def _rekeyed(metadata: Mapping[str, Any], table: dict[str, str]) -> dict[str, Any]:
-    """``metadata`` with its skill-keyed entries (``SKILL_KEYED_METADATA``) keyed by the new
-    skill ids."""
+    """``metadata`` with the entries an import keys by skill keyed by the new skill ids:
+    ``skill_id_map`` (id -> the folder name it was made from, where that was no legal id) and
+    ``bundled_files`` (by folder name, which is the id but in ``skill_id_map``; by id once
+    renamed)."""
     out = dict(metadata)
-    for key in SKILL_KEYED_METADATA:
-        value = out.get(key)
-        if isinstance(value, dict):
-            out[key] = {table.get(k, k): v for k, v in value.items()}
+    id_map = out.get("skill_id_map")
+    folders: dict[str, str] = {}  # folder name -> the new id of the id it was made
+    if isinstance(id_map, dict):
+        folders = {
+            f: table.get(i, i)
+            for i, f in id_map.items()
+            if isinstance(i, str) and isinstance(f, str)
+        }
+        out["skill_id_map"] = {table.get(k, k): v for k, v in id_map.items()}
+    bundled = out.get("bundled_files")
+    if isinstance(bundled, dict):
+        out["bundled_files"] = {folders.get(k, table.get(k, k)): v for k, v in bundled.items()}
     return out
 
 
