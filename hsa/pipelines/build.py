@@ -55,7 +55,8 @@ from hsa.pipelines.augment import (
     finished_report,
 )
 from hsa.pipelines.teach import TeachReport, teach
-from hsa.teachers.config import OUTPUT_FIELDS, SET_OUTPUT_FIELDS, TeachConfig
+from hsa.teachers.config import LOCAL_BACKENDS, OUTPUT_FIELDS, SET_OUTPUT_FIELDS, TeachConfig
+from hsa.teachers.make import decode_version
 
 #: (stage, done, total): stages are "read" (bytes of a JSONL source), "tasks", "teacher",
 #: "augment"
@@ -246,7 +247,8 @@ class BuildConfig:
         The backend, then each setting the section writes as the teacher reads it, unless at
         its default (``temperature: 0.0`` is the dataset that leaving it out is; a section
         that writes no default keeps the identity it has always had), and the ``vllm_args``
-        that decide which engine answers (``TeachConfig.engine_args``), when there are any."""
+        that decide which engine answers (``TeachConfig.engine_args``), when there are any, and a
+        local backend's ``decode_version`` (how it turns tokens into text)."""
         read = from_mapping(TeachConfig, {**_TEACH_DEFAULTS, **self.teach}, error=ConfigError)
         resolved = read.output_dict()
         defaults = _teach_defaults()
@@ -258,6 +260,8 @@ class BuildConfig:
                     out[key] = value
         if "vllm_args" in resolved:
             out["vllm_args"] = resolved["vllm_args"]
+        if read.backend in LOCAL_BACKENDS:  # how it decodes (other builds keep their identity)
+            out["decode_version"] = decode_version(read.backend)
         if isinstance(out.get("recipe"), str):  # by its content: an edited recipe is another run
             out["recipe"] = _fingerprint(Path(out["recipe"]), self.file, "$.teach.recipe")
         return out

@@ -91,7 +91,8 @@ def test_a_good_input_with_the_same_values_as_text_is_accepted(tmp_path: Path) -
 
 
 def test_a_chat_file_value_no_row_can_hold_is_refused_naming_its_line(tmp_path: Path) -> None:
-    # NaN (the Python call format could not write it either) is refused as the file is read
+    # NaN in the row's JSON (the Python call format could not write it either) is refused as
+    # the file is read; in a call's arguments text it leaves that row out (test_importers_openai)
     harness = make_harness(Protocol("text", "python", False, "json"))
     (tmp_path / "harness.json").write_text(harness.to_json())
     call = {"id": "c1", "type": "function", "function": {"name": "search"}}
@@ -103,7 +104,7 @@ def test_a_chat_file_value_no_row_can_hold_is_refused_naming_its_line(tmp_path: 
         ]
     }
     lines = []
-    for arguments in ('{"query": "mug"}', '{"query": NaN}'):
+    for arguments in ({"query": "mug"}, {"query": float("nan")}):
         call["function"]["arguments"] = arguments
         lines.append(json.dumps(good))
     source = tmp_path / "chats.jsonl"

@@ -14,6 +14,7 @@ from hsa.datasets import iter_rows
 from hsa.errors import ConfigError, DatasetError, HsaError
 from hsa.pipelines import build, load_config, parse_config
 from hsa.pipelines.build import build_schema
+from hsa.teachers.make import decode_version
 
 
 def write(tmp_path: Path, data) -> Path:
@@ -293,6 +294,8 @@ def test_the_vllm_args_that_choose_the_engine_are_the_datasets_identity(tmp_path
     # how fast and in how much memory it runs decides nothing written
     assert identity(gpu_memory_utilization=0.5, enforce_eager=True) == plain
     assert identity(revision="a", max_num_seqs=8) == identity(revision="a")
+    # how the local backend decodes its answers is the dataset's too (teachers.make)
+    assert plain["teach"]["decode_version"] == decode_version("vllm")
 
 
 def test_teach_and_corpus_paths_are_the_configs_and_read_by_their_content(
