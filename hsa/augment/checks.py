@@ -47,6 +47,7 @@ from typing import Any
 
 from hsa.augment.free_text import replace_in_harness
 from hsa.augment.mapping import RewriteMapping, ToolMap, apply_steps, map_events
+from hsa.augment.markdown import skill_blocks
 from hsa.augment.param_schemas import reached
 from hsa.augment.rule import Rewrite
 from hsa.augment.rules.protocol import unshown
@@ -476,71 +477,7 @@ def _free_texts(a: Harness, b: Harness) -> Iterable[tuple[str, str, str]]:
 
 # --- skills ---
 
-#: a fence opens a code block at any indentation (a list item's is indented as its text);
-#: one closes at a fence of its character at least as long, with nothing after it
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
-_ATX = re.compile(r"^#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?$")
-_BOLD = re.compile(r"^\*\*(.+)\*\*$")
-_UNDERLINE = re.compile(r"^(?:=+|-+)$")
-_THEMATIC = re.compile(r"^([-*_])(?:[ \t]*\1){2,}$")
-_MARKER = re.compile(r"^(?:[-*+]|(\d{1,9})[.)])[ \t]+(?=\S)")
 _NAME_BOUNDARY = "A-Za-z0-9_-"  # as hsa.augment.names reads a whole token
-
-#: one block of a skill's Markdown as the skills check reads it: ``("heading", title)``,
-#: ``("text", line)`` with its markup and spacing taken out, or ``("code", lines)`` verbatim
-Block = tuple[str, str]
-
-
-def skill_blocks(content: str) -> tuple[tuple[Block, ...], ...]:
-    """``content`` as what it says, whatever its markup: its parts from one heading to the
-    next (any level, and ATX, closed, setext or bold alike), each the blocks it holds in
-    order. A text line loses its list marker (an ordered item keeps its number), indentation
-    and spacing; a blank line, a thematic break and a setext underline are markup; fenced code
-    is kept byte for byte (only a CRLF line end read as LF)."""
-    parts: list[list[Block]] = [[]]
-    lines = content.split("\n")
-    fence = ""
-    code: list[str] = []
-    previous = ""  # the line before, stripped ("" when blank or code)
-    for raw in lines:
-        line = raw.removesuffix("\r")
-        if fence:
-            code.append(line)
-            match = _FENCE.match(line)
-            if match and match.group(1).startswith(fence) and not match.group(2).strip():
-                parts[-1].append(("code", "\n".join(code)))
-                fence, code = "", []
-            continue
-        match = _FENCE.match(line)
-        if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
-            fence, code, previous = match.group(1), [line], ""
-            continue
-        text = " ".join(line.split())
-        if not text:
-            previous = ""
-            continue
-        if previous and _UNDERLINE.match(text) and parts[-1][-1:] == [("text", previous)]:
-            parts[-1].pop()  # a setext heading: the line above is its title
-            parts.append([("heading", previous)])
-            previous = ""
-            continue
-        if _THEMATIC.match(text):
-            previous = ""
-            continue
-        title = _ATX.match(text) or _BOLD.match(text)
-        if title is not None:
-            parts.append([("heading", title.group(1).strip())])
-            previous = ""
-            continue
-        marker = _MARKER.match(text)
-        if marker is not None:
-            number = marker.group(1)
-            text = (f"{number}. " if number else "") + text[marker.end() :]
-        parts[-1].append(("text", text))
-        previous = text
-    if fence:  # a fence left open runs to the end of the text
-        parts[-1].append(("code", "\n".join(code)))
-    return tuple(tuple(part) for part in parts if part)
 
 
 def _rename_mask(m: RewriteMapping) -> Callable[[str], str]:

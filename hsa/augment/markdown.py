@@ -276,3 +276,69 @@ def list_markers(text: str) -> tuple[set[str], set[str]]:
         if m := _ORDERED.match(line):
             ordered.add(m.group(3))
     return bullets, ordered
+
+
+# --- what a skill says, whatever its markup (the skills check of hsa.augment.checks) ---
+
+#: on a line with its spacing collapsed: an ATX heading's title, a whole-line bold title, a
+#: setext underline, a list marker (an ordered item's number kept)
+_ATX_TITLE = re.compile(r"^#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?$")
+_BOLD_TITLE = re.compile(r"^\*\*(.+)\*\*$")
+_UNDERLINE = re.compile(r"^(?:=+|-+)$")
+_MARKER = re.compile(r"^(?:[-*+]|(\d{1,9})[.)])[ \t]+(?=\S)")
+
+#: one block of a skill's Markdown as the skills check reads it: ``("heading", title)``,
+#: ``("text", line)`` with its markup and spacing taken out, or ``("code", lines)`` verbatim
+Block = tuple[str, str]
+
+
+def skill_blocks(content: str) -> tuple[tuple[Block, ...], ...]:
+    """``content`` as what it says, whatever its markup: its parts from one heading to the
+    next (any level, and ATX, closed, setext or bold alike), each the blocks it holds in
+    order. A text line loses its list marker (an ordered item keeps its number), indentation
+    and spacing; a blank line, a thematic break and a setext underline are markup; fenced code
+    is kept byte for byte (only a CRLF line end read as LF)."""
+    parts: list[list[Block]] = [[]]
+    lines = content.split("\n")
+    fence = ""
+    code: list[str] = []
+    previous = ""  # the line before, stripped ("" when blank or code)
+    for raw in lines:
+        line = raw.removesuffix("\r")
+        if fence:
+            code.append(line)
+            match = _FENCE.match(line)
+            if match and match.group(1).startswith(fence) and not match.group(2).strip():
+                parts[-1].append(("code", "\n".join(code)))
+                fence, code = "", []
+            continue
+        match = _FENCE.match(line)
+        if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
+            fence, code, previous = match.group(1), [line], ""
+            continue
+        text = " ".join(line.split())
+        if not text:
+            previous = ""
+            continue
+        if previous and _UNDERLINE.match(text) and parts[-1][-1:] == [("text", previous)]:
+            parts[-1].pop()  # a setext heading: the line above is its title
+            parts.append([("heading", previous)])
+            previous = ""
+            continue
+        if _THEMATIC.match(text):
+            previous = ""
+            continue
+        title = _ATX_TITLE.match(text) or _BOLD_TITLE.match(text)
+        if title is not None:
+            parts.append([("heading", title.group(1).strip())])
+            previous = ""
+            continue
+        marker = _MARKER.match(text)
+        if marker is not None:
+            number = marker.group(1)
+            text = (f"{number}. " if number else "") + text[marker.end() :]
+        parts[-1].append(("text", text))
+        previous = text
+    if fence:  # a fence left open runs to the end of the text
+        parts[-1].append(("code", "\n".join(code)))
+    return tuple(tuple(part) for part in parts if part)

@@ -27,7 +27,6 @@ from hsa.augment.checks import (
     Replay,
     check_rewrite,
     enum_step_problems,
-    skill_blocks,
     tally,
     value_problems,
 )
@@ -735,21 +734,3 @@ def test_only_a_skill_the_trajectory_never_loads_may_be_dropped(events):
         "skills: skill 'shipping': dropped from a harness without a skill tool, which shows "
         "every skill in full (a trajectory may follow it without loading it)"
     ]
-
-
-def test_skill_blocks_read_markup_alike_and_code_verbatim():
-    atx = "# T\n\nIntro.\n\n## A\n\n- one\n-   two  words\n1. x\n\n```sh\n  a  b\n```\n"
-    setext = "T\n=\n\nIntro.\n\nA\n---\n* one\n* two words\n\n1) x\n```sh\n  a  b\n```"
-    bold = "**T**\n\nIntro.\n\n**A**\n\n+ one\n+ two words\n\n1. x\n\n```sh\n  a  b\n```\n\n* * *\n"
-    expected = (
-        (("heading", "T"), ("text", "Intro.")),
-        (
-            ("heading", "A"),
-            ("text", "one"),
-            ("text", "two words"),
-            ("text", "1. x"),
-            ("code", "```sh\n  a  b\n```"),
-        ),
-    )
-    assert skill_blocks(atx) == skill_blocks(setext) == skill_blocks(bold) == expected
-    assert skill_blocks(atx.replace("  a  b", " a b")) != expected

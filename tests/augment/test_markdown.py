@@ -150,3 +150,26 @@ def test_a_heading_ending_in_a_hash_keeps_it():
 def test_code_and_paragraph_text_keep_their_markers(text):
     expected = text.replace("- Run:", "+ Run:")  # the one list item among them
     assert markdown.restyle_lists(text, "+", ")") == expected
+
+
+def test_skill_blocks_read_markup_alike_and_code_verbatim():
+    atx = "# T\n\nIntro.\n\n## A\n\n- one\n-   two  words\n1. x\n\n```sh\n  a  b\n```\n"
+    setext = "T\n=\n\nIntro.\n\nA\n---\n* one\n* two words\n\n1) x\n```sh\n  a  b\n```"
+    bold = "**T**\n\nIntro.\n\n**A**\n\n+ one\n+ two words\n\n1. x\n\n```sh\n  a  b\n```\n\n* * *\n"
+    expected = (
+        (("heading", "T"), ("text", "Intro.")),
+        (
+            ("heading", "A"),
+            ("text", "one"),
+            ("text", "two words"),
+            ("text", "1. x"),
+            ("code", "```sh\n  a  b\n```"),
+        ),
+    )
+    assert (
+        markdown.skill_blocks(atx)
+        == markdown.skill_blocks(setext)
+        == markdown.skill_blocks(bold)
+        == expected
+    )
+    assert markdown.skill_blocks(atx.replace("  a  b", " a b")) != expected
