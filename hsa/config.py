@@ -342,7 +342,12 @@ def yaml_loader() -> type:
 
     class UniqueKeys(base):
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            self.refuse_twice(node, deep, set())
+            # a mapping is checked once, as written: constructing it flattens its merges into
+            # it in place (its own keys beside the merged ones it overrides), and a chain of
+            # merges (``leaf: {<<: *mid}``, ``mid`` overriding what it merged) meets it again
+            checked = self.__dict__.setdefault("_checked", set())
+            if id(node) not in checked:
+                self.refuse_twice(node, deep, checked)
             return super().construct_mapping(node, deep=deep)
 
         def refuse_twice(self, node: Any, deep: bool, checking: set[int]) -> None:
@@ -351,7 +356,7 @@ def yaml_loader() -> type:
             constructed on its own, and merging keeps the last of two silently. A mapping's
             own keys override merged ones, as YAML's merge keys say; ``<<`` is itself a key
             given once."""
-            checking.add(id(node))  # (``&a {<<: *a}`` merges itself)
+            checking.add(id(node))  # (``&a {<<: *a}`` merges itself; checked once a load)
             seen: set[Any] = set()
             merges = False
             for key_node, value_node in node.value:
