@@ -26,12 +26,14 @@ _BULLET = re.compile(r"^(\s*)([-*+])(\s+)(?=\S)")
 _ORDERED = re.compile(r"^(\s*)(\d{1,9})([.)])(\s+)(?=\S)")
 _BOLD = re.compile(r"^\*\*([^*].*?)\*\*\s*$")
 #: "see X below": a few words between, none opening a clause ("see whether it falls below"),
-#: and the "below" ends them ("see the table below." or "... below for more"; never "see it
-#: drop below 5" nor "see the ads below the fold")
+#: and the "below" no preposition with an object ("see the table below and copy it"; never
+#: "see it drop below 5" nor "see the ads below the fold")
 _CLAUSE = r"(?:whether|if|how|that|when|what|which|why|where|who|once|until|unless|because|while)"
 _SEE_PART = (
     rf"see(?:\s+(?!{_CLAUSE}\b)[^\s.]+){{0,8}}?\s+(?:above|below)"
-    r"(?=[ \t]*(?:[.,;:!?)\]|*_\"'\u2013\u2014]|\r?\n|$)|[ \t]+(?:for|to)\b)"
+    # ... and ends the phrase: "below" is no preposition with an object ("below 5", "below the
+    # fold"); what follows it otherwise ("below and copy it", "below (refunds)") may be anything
+    r"(?![ \t]*[\d$]|[ \t]+(?:the|a|an|zero|this|that|these|those|its|their|your|our)\b)"
 )
 #: prose that points at a part of the text by where it is
 _POSITIONAL = re.compile(

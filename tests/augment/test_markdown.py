@@ -59,6 +59,10 @@ def test_a_crlf_document_stays_crlf(style):
         "\n\n```\n└─ Fails → Treat as dynamic (below)\n```\n\nThen",
         "See Step 2 below",
         "see the steps below to act",
+        # "below" with no object, whatever follows it
+        "See the example below and copy its format",
+        "see the checklist below before you answer",
+        "See the examples below (they cover refunds)",
     ],
 )
 def test_sections_that_point_at_each_other_keep_their_order(pointer):
