@@ -232,6 +232,11 @@ def test_bundled_files_of_a_folder_whose_name_was_made_legal_follow_its_new_id()
         "acme.org:my_skill": ["LICENSE.txt"],
         "acme.org:shipping": ["rates.csv"],
     }
+    # a skill the rename leaves keeps its folder's key
+    from hsa.augment.rules.skill_ids import rename_skills
+
+    other = rename_skills(harness, {"shipping": "acme:shipping"}).harness.metadata
+    assert other["bundled_files"] == {"my skill": ["LICENSE.txt"], "acme:shipping": ["rates.csv"]}
 
 
 def test_renamed_skills_take_the_names_their_new_ids_leave_free():

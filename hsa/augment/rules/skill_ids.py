@@ -90,10 +90,8 @@ def _rekeyed(metadata: Mapping[str, Any], table: dict[str, str]) -> dict[str, An
     id_map = out.get("skill_id_map")
     folders: dict[str, str] = {}  # folder name -> the new id of the id it was made
     if isinstance(id_map, dict):
-        folders = {
-            f: table.get(i, i)
-            for i, f in id_map.items()
-            if isinstance(i, str) and isinstance(f, str)
+        folders = {  # (only those renamed: a skill the rule leaves keeps its folder's key)
+            f: table[i] for i, f in id_map.items() if isinstance(f, str) and i in table
         }
         out["skill_id_map"] = {table.get(k, k): v for k, v in id_map.items()}
     bundled = out.get("bundled_files")
