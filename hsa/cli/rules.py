@@ -293,7 +293,8 @@ def check(
     its input as it was and gives the same rewrite again (harness); every call validates
     against the new schemas (schema); argument values are unchanged except declared enum
     respellings (values); every hook fires and acts as before, on the renamed tools (hooks);
-    no text still names a renamed tool or skill (names); parse(render) under the new harness
+    no text still names a renamed tool or skill (names); every skill says what it said,
+    whatever its markup, its parts in any order (skills); parse(render) under the new harness
     gives the events back and the inverse mapping gives the canonical ones (roundtrip);
     replaying the inverse-mapped calls gives the same results and score (replay).
     """
