@@ -213,7 +213,21 @@ def test_a_source_the_config_names_wrongly_is_named_at_its_key(tmp_path: Path) -
     )
 
 
-@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux's /proc/self/mem")
+#: ``hsa`` with every read of a file called ``mem`` failing, as one on a failing disk or a
+#: device (/proc/self/mem) does, wherever the test runs
+FAILING_READS = """
+import errno, sys, hsa.pipelines.build
+build = sys.modules["hsa.pipelines.build"]  # (the package's `build` is the function)
+real = build.sha256_file
+def failing(path):
+    if path.name == "mem":
+        raise OSError(errno.EIO, "Input/output error", str(path))
+    return real(path)
+build.sha256_file = failing
+from hsa.cli import main; main()
+"""
+
+
 def test_a_corpus_folder_with_a_file_that_cannot_be_read_gets_one_line(
     tmp_path: Path, external: Path
 ) -> None:
@@ -222,9 +236,12 @@ def test_a_corpus_folder_with_a_file_that_cannot_be_read_gets_one_line(
     corpus.mkdir()
     lines = (external / "bfcl" / "BFCL_v4_simple_python.json").read_text("utf-8").splitlines()
     (corpus / "BFCL_v4_simple_python.json").write_text("\n".join(lines[:3]) + "\n", "utf-8")
-    (corpus / "mem").symlink_to("/proc/self/mem")  # listed as a file; every read fails
+    (corpus / "mem").write_text("x")
     path = config(tmp_path, source={"env": "bfcl", "env_options": {"path": "corpus"}})
-    done = hsa("build", str(path), "--out", str(tmp_path / "x"))
+    done = subprocess.run(
+        [sys.executable, "-c", FAILING_READS, "build", str(path), "--out", str(tmp_path / "x")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
     assert done.returncode == 1 and not (tmp_path / "x").exists()
     assert done.stderr.strip() == (
         f"hsa: error: {path}: $.source.env_options.path: cannot read {corpus / 'mem'}: "

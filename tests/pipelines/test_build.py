@@ -351,10 +351,23 @@ def test_teach_and_corpus_paths_are_the_configs_and_read_by_their_content(
     assert err.value.where == "$.source.env_options.path"
 
 
-UNREADABLE = Path("/proc/self/mem")  # listed as a file, and every read of it fails (EIO)
+def _unreadable(monkeypatch, name: str) -> None:
+    """Every read of a file called ``name`` fails, as one on a failing disk or a device
+    (/proc/self/mem) does: EIO from the build's one content hash."""
+    import errno
+    import sys
+
+    build_module = sys.modules["hsa.pipelines.build"]
+    real = build_module.sha256_file
+
+    def failing(path: Path) -> str:
+        if path.name == name:
+            raise OSError(errno.EIO, "Input/output error", str(path))
+        return real(path)
+
+    monkeypatch.setattr(build_module, "sha256_file", failing)
 
 
-@pytest.mark.skipif(not UNREADABLE.exists(), reason="needs Linux's /proc/self/mem")
 @pytest.mark.parametrize(
     ("source", "where"),
     [
@@ -363,12 +376,13 @@ UNREADABLE = Path("/proc/self/mem")  # listed as a file, and every read of it fa
     ],
 )
 def test_a_source_folder_with_a_file_that_cannot_be_read_is_one_error_at_its_key(
-    tmp_path: Path, source, where: str
+    tmp_path: Path, source, where: str, monkeypatch
 ) -> None:
     # (an OSError from hashing the folder, a traceback from hsa build)
     (tmp_path / "corpus").mkdir()
-    (tmp_path / "corpus" / "a.json").write_text("{}")
-    (tmp_path / "corpus" / "mem").symlink_to(UNREADABLE)
+    for name in ("a.json", "mem"):
+        (tmp_path / "corpus" / name).write_text("{}")
+    _unreadable(monkeypatch, "mem")
     config = load_config(write(tmp_path, {"source": source, "out": "o"}))
     with pytest.raises(ConfigError, match=r"cannot read .*corpus/mem: Input/output error") as err:
         config.identity()
