@@ -215,17 +215,29 @@ class CorpusEnvironment(Environment):
     def reset(self, task: Task) -> CorpusState:
         return CorpusState(task, self.harness_for(task))
 
+    def _recorded(self, task: Task, harness: Harness, key: str) -> Any:
+        """The outputs recorded for the call ``key`` in ``task`` (or in any task of
+        ``harness``); empty when none were."""
+        return self._outputs.get(task.id, {}).get(key) or self._outputs.get(harness.id, {}).get(key)
+
+    def refusal(
+        self, task: Task, harness: Harness, tool: str, args: Mapping[str, Any]
+    ) -> str | None:
+        """Why ``execute`` refuses the call: no output was recorded for it and its arguments
+        are ones ``harness``'s schema refuses (or its tool is unknown); None when it runs."""
+        if self._recorded(task, harness, call_key(tool, args)):
+            return None
+        checker = self._checkers.get(harness.id)
+        if checker is None:
+            checker = self._checkers[harness.id] = ArgumentChecker(harness.tools)
+        return checker.problem(tool, args)
+
     def execute(self, state: CorpusState, tool: str, args: Mapping[str, Any]) -> ToolOutput:
         harness = state.harness
         key = call_key(tool, args)
-        recorded = self._outputs.get(state.task.id, {}).get(key) or self._outputs.get(
-            harness.id, {}
-        ).get(key)
+        recorded = self._recorded(state.task, harness, key)
         if not recorded:
-            checker = self._checkers.get(harness.id)
-            if checker is None:
-                checker = self._checkers[harness.id] = ArgumentChecker(harness.tools)
-            problem = checker.problem(tool, args)
+            problem = self.refusal(state.task, harness, tool, args)
             if problem is not None:
                 return _error(problem)
             return _error(

@@ -48,10 +48,9 @@ from typing import Any
 
 from hsa.envs.base import Outcome, Task
 from hsa.envs.episode import Episode
-from hsa.envs.recorded import CorpusEnvironment, CorpusState, call_key, tool_calls
-from hsa.harness.arguments import ArgumentChecker
+from hsa.envs.recorded import CorpusEnvironment, CorpusState, tool_calls
 from hsa.harness.events import AssistantMessage, Event, ToolCall
-from hsa.harness.model import Harness, Tool
+from hsa.harness.model import Tool
 
 
 def action_matches(
@@ -107,11 +106,6 @@ def schema_defaults(tool: Tool) -> dict[str, Any]:
     return {
         k: p["default"] for k, p in properties.items() if isinstance(p, Mapping) and "default" in p
     }
-
-
-def _checker(harness: Harness) -> ArgumentChecker:
-    """The checker ``execute`` judges a call's arguments with."""
-    return ArgumentChecker(harness.tools)
 
 
 class Tau2Environment(CorpusEnvironment):
@@ -190,13 +184,8 @@ class Tau2Environment(CorpusEnvironment):
         return [str(info) for info in criteria.get("communicate_info") or ()]
 
     def refused(self, task: Task, call: ToolCall) -> bool:
-        """Whether ``execute`` refused ``call``: no output recorded for it, and arguments the
-        task's harness's schema refuses (or a tool it does not have)."""
-        harness = self.harness_for(task)
-        key = call_key(call.tool, call.args)
-        if self._outputs.get(task.id, {}).get(key) or self._outputs.get(harness.id, {}).get(key):
-            return False
-        return harness.derived(_checker).problem(call.tool, call.args) is not None
+        """Whether ``execute`` refused ``call`` (``CorpusEnvironment.refusal``)."""
+        return self.refusal(task, self.harness_for(task), call.tool, call.args) is not None
 
     def reference_steps(self, task: Task) -> list[list[Event]]:
         steps: list[list[Event]] = [
