@@ -277,10 +277,11 @@ def test_tau2s_own_data_folder_is_refused_saying_how_to_write_its_tools_json(tmp
         (domains / "retail", "it has"),
         (domains, "its folders airline, retail have"),
     ]:
-        with pytest.raises(ImportFormatError) as err:
-            import_source(path, format="tau2")
-        assert err.value.file == str(path)
-        says = err.value.message
-        assert f"{which} tasks.json without tools.json: tau2-bench ships its tools as" in says
-        assert "t.openai_schema for t in get_environment().get_tools()" in says
-        assert "\n" not in says
+        for fmt in ("tau2", None):  # told, or told apart from its layout
+            with pytest.raises(ImportFormatError) as err:
+                import_source(path, format=fmt)
+            assert err.value.file == str(path)
+            says = err.value.message
+            assert f"{which} tasks.json without tools.json: tau2-bench ships its tools as" in says
+            assert "t.openai_schema for t in get_environment().get_tools()" in says
+            assert "\n" not in says

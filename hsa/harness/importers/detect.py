@@ -9,7 +9,7 @@ from hsa.errors import ImportFormatError, first_few
 from hsa.harness.importers.base import invalid_json, read_text, text_lines
 from hsa.harness.importers.bfcl import DOC_DIR, QUESTION_FILE, is_bfcl_dir
 from hsa.harness.importers.skills import SKILL_FILE, skill_folders
-from hsa.harness.importers.tau2 import domains
+from hsa.harness.importers.tau2 import TASKS_FILE, domains, not_a_domain
 from hsa.harness.toolformats import SCHEMA_KEYS
 
 FORMATS = ("tools", "agent-skills", "bfcl", "tau2", "openai-jsonl")
@@ -27,6 +27,8 @@ def detect_format(src: str | Path) -> str:
             return "tau2"
         if is_bfcl_dir(path):
             return "bfcl"
+        if _tasks_without_tools(path):
+            raise not_a_domain(path)  # tau2-bench's own data folder: how to write tools.json
         raise ImportFormatError(
             "cannot tell the format of this folder: expected Agent Skills (folders with "
             "SKILL.md), tau2 domains (tools.json + tasks.json) or BFCL files (BFCL_v4_*.json, "
@@ -92,6 +94,13 @@ def detect_format(src: str | Path) -> str:
 
 #: fields of some tool definition (OpenAI, MCP, Anthropic), even one the tools importer refuses
 _TOOL_KEYS = frozenset(("name", "function", *SCHEMA_KEYS.values()))
+
+
+def _tasks_without_tools(path: Path) -> bool:
+    """Whether ``path`` or a folder in it holds tau2's ``tasks.json`` (and no tools file)."""
+    return (path / TASKS_FILE).is_file() or any(
+        (sub / TASKS_FILE).is_file() for sub in path.iterdir() if sub.is_dir()
+    )
 
 
 def _first_lines(path: Path) -> tuple[str | None, bool]:
