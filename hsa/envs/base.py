@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -124,6 +125,19 @@ class Environment(abc.ABC):
         than written, and why, one sentence each (an imported corpus's entries it cannot
         score; tau2 tasks that ``split_tasks.json`` puts in no split, so in test)."""
         return ()
+
+    def no_tasks(self, split: str | None) -> str:
+        """Why the environment offers no ``split`` tasks (None: no tasks at all), for an
+        error: its notes (``left_out``) when it offers none at all, since they say why; else
+        the splits it has tasks in, the notes said but as no cause."""
+        notes = "; ".join(self.left_out())
+        said = f"environment {self.name!r} has no {split + ' ' if split else ''}tasks"
+        found = Counter(task.split for task in self.tasks())
+        if not found:
+            return f"{said}: {notes}" if notes else said
+        has = ", ".join(f"{found[name]:,} {name}" for name in SPLITS if name in found)
+        also = f"; also left out: {notes}" if notes else ""
+        return f"{said} (it has {has} task(s){also})"
 
     def restates(self, task: Task) -> bool:
         """Whether ``task`` asks another task of this environment again in another form (BFCL's

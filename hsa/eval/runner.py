@@ -33,7 +33,7 @@ from hsa.datasets import manifest as mf
 from hsa.datasets.figures import pyplot
 from hsa.datasets.lock import hold
 from hsa.datasets.shards import write_shard
-from hsa.envs.base import SPLITS, Environment
+from hsa.envs.base import Environment
 from hsa.errors import EvalError, TeacherError
 from hsa.eval.bfcl_decode import BfclDecoded
 from hsa.eval.config import EvalConfig
@@ -207,7 +207,7 @@ def _laid_out(config: EvalConfig, env: Environment, recipe: Recipe | None) -> li
     task_seed = config.seed if config.task_seed is None else config.task_seed
     tasks, configured = split_tasks(env.tasks(config.split), config.tasks, task_seed)
     if not tasks and not configured:
-        raise EvalError(_no_tasks(env, config.split), where="split")
+        raise EvalError(env.no_tasks(config.split), where="split")
     return episodes(
         env,
         tasks,
@@ -217,19 +217,6 @@ def _laid_out(config: EvalConfig, env: Environment, recipe: Recipe | None) -> li
         seed=config.seed,
         configured=configured,
     )
-
-
-def _no_tasks(env: Environment, split: str) -> str:
-    """Why ``env`` offers no ``split`` tasks: its notes when it offers none at all (they say
-    why), else the splits it has tasks in (its notes are said, but as no cause)."""
-    notes = "; ".join(env.left_out())
-    said = f"environment {env.name!r} has no {split} tasks"
-    found = Counter(task.split for task in env.tasks())
-    if not found:
-        return f"{said}: {notes}" if notes else said
-    has = ", ".join(f"{found[name]:,} {name}" for name in SPLITS if name in found)
-    also = f"; also left out: {notes}" if notes else ""
-    return f"{said} (it has {has} task(s){also})"
 
 
 def evaluate(

@@ -458,7 +458,9 @@ def plan_job(
             "(--include-canonical)"
         )
         left = "".join(f"; {note}" for note in left_out) if not tasks else ""
-        if not tasks and restated:
+        if not every:  # where it has tasks, if anywhere, and why not here
+            why, left = env.no_tasks(config.split), ""
+        elif not tasks and restated:
             left += (
                 f"; its {restated} task(s) each ask another task again {RESTATED}, so teach "
                 "the files of the tasks they ask"

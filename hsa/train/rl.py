@@ -126,7 +126,7 @@ def prompts_of(env: Environment, settings: RlSettings) -> tuple[list[Prompt], in
     few of the recipe's variants change their harness and differ from each other)."""
     tasks = env.tasks(settings.split)[: settings.tasks]
     if not tasks:
-        raise TrainError(f"environment {env.name!r} has no {settings.split} tasks", where="split")
+        raise TrainError(env.no_tasks(settings.split), where="split")
     chosen = env_task_variants(
         env,
         tasks,

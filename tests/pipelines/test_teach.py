@@ -629,7 +629,7 @@ def test_tasks_that_ask_another_again_are_left_out_and_counted(tmp_path, externa
     source = open_source(tmp_path / "out")
     assert source.notes == tuple(f"the teacher left out {n}" for n in manifest["left_out"])
     only = TeachConfig(env="bfcl", env_options={"path": str(external / "bfcl" / MULTI_TURN)})
-    with pytest.raises(TeacherError, match="has no tasks; 200 multi_turn_base task"):
+    with pytest.raises(TeacherError, match="has no tasks: 200 multi_turn_base task"):
         teach(only, tmp_path / "multi")
 
 
