@@ -149,7 +149,9 @@ class Environment(abc.ABC):
     def ends_at_calls(self, task: Task) -> bool:
         """Whether ``task`` is over once the model has made its calls: they are scored as
         made and never run. BFCL's call-scored categories judge the model's first reply, so
-        a call there gets no result and no second try."""
+        a call there gets no result and no second try. ``score`` then sees every call the
+        model made: one its harness refused (the teachers' rollout) under a name no tool has,
+        so it counts as a call and matches none."""
         return False
 
     @abc.abstractmethod

@@ -243,6 +243,14 @@ def opening_events(env: Environment, task: Task) -> list[Event]:
     return events
 
 
+def _unmatched(call: ToolCall) -> ToolCall:
+    """``call``, one the harness refused, as the model wrote it but under a name no tool can
+    have (a tool's name is API-legal: ``[a-zA-Z0-9_-]``), so that it counts as a call and
+    matches none. Mapped back to canonical names it could match: a model that writes the
+    canonical name of a tool its variant renamed names a tool the surface lacks."""
+    return ToolCall(call.call_id, f"{call.tool} (refused)", call.args)
+
+
 def _count_calls(events: Sequence[Event]) -> int:
     return sum(isinstance(e, ToolCall | SkillLoad) for e in events)
 
@@ -353,14 +361,21 @@ class _Run:
         return [self.refused.get(e.call_id, e) if isinstance(e, ToolCall) else e for e in events]
 
     def scored_events(self) -> list[Event]:
-        """The canonical events the environment scores: refused calls never reached it."""
+        """The canonical events the environment scores. A refused call never reached it, so
+        it is left out, with its error result -- unless the task is scored on the calls as
+        made (``Environment.ends_at_calls``): there every call the model made counts, as
+        BFCL's checker counts them, and a refused one is kept as ``_unmatched`` (a call too
+        many, a call where none was due, never a right one)."""
         if not self.refused:
             return self.events
-        return [
-            e
-            for e in self.events
-            if not (isinstance(e, ToolCall | ToolResult) and e.call_id in self.refused)
-        ]
+        kept = self.env.ends_at_calls(self.spec.task)
+        out: list[Event] = []
+        for event in self.events:
+            if not isinstance(event, ToolCall | ToolResult) or event.call_id not in self.refused:
+                out.append(event)
+            elif kept and isinstance(event, ToolCall):
+                out.append(_unmatched(self.refused[event.call_id]))
+        return out
 
     def refusal(self, call: ToolCall, *, values: bool = True) -> ToolResult | None:
         """The error result of a call that does not fit the surface harness (an unknown tool,

@@ -149,3 +149,50 @@ def test_the_bfcl_suite_scores_replies_as_bfcl_does(external, tmp_path, mutation
     for row in rows:
         want = _expected(mutation, row["config"], sent[row["task_id"]])
         assert row["success"] is want, (row["task_id"], sent[row["task_id"]], row["reason"])
+
+
+def test_a_refused_call_in_a_bfcl_reply_counts_against_the_entry(external, tmp_path):
+    # BFCL's checker counts every call it decodes: the right call and one to a function the
+    # entry does not offer are the wrong number of calls, though the harness refuses the second
+    import asyncio
+
+    from hsa.eval.bfcl_decode import BfclDecoded
+    from hsa.eval.metrics import succeeded
+    from hsa.teachers.backends.base import BackendStats
+    from hsa.teachers.request import ChatResponse
+    from hsa.teachers.rollout import RolloutConfig, rollout
+
+    corpus = tmp_path / "bfcl"
+    (corpus / "possible_answer").mkdir(parents=True)
+    for name in ("BFCL_v4_simple_python.json", "possible_answer/BFCL_v4_simple_python.json"):
+        lines = (external / "bfcl" / name).read_text("utf-8").splitlines()
+        (corpus / name).write_text(next(x for x in lines if '"simple_python_94"' in x) + "\n")
+    (corpus / "BFCL_v4_format_sensitivity.json").write_text(
+        '{"simple_python": ["simple_python_94"]}'
+    )
+    env = get("bfcl", path=str(corpus))
+    untagged = "ret_fmt=python&tool_call_tag=False&"
+    episodes = [
+        e for e in plan(EvalConfig(env="bfcl", suites=("bfcl",)), env) if untagged in e.config
+    ]
+    info = "{'name': 'John Doe', 'email': 'johndoe@email.com'}"
+    gold = f"update_user_info(user_id=43523, update_info={info})"
+
+    class Replying(Backend):
+        name = "replying"
+        stats = BackendStats()
+
+        def __init__(self, text: str):
+            self.text = text
+
+        async def chat(self, request):
+            return ChatResponse({"role": "assistant", "content": self.text})
+
+    assert episodes
+    for text, solved in [(f"[{gold}]", True), (f"[{gold}, no_such_tool(a=1)]", False)]:
+        for episode in episodes:  # the backend as the eval runner wraps it for this suite
+            protocol = episode.spec.variant.harness.protocol
+            backend = BfclDecoded(Replying(text), protocol, episode.config)
+            done = asyncio.run(rollout(episode.spec, env, backend, RolloutConfig()))
+            assert succeeded(done) is solved, (episode.config, done.verification)
+    assert done.verification.reason.startswith("schema: call_1: unknown tool 'no_such_tool'")

@@ -471,6 +471,102 @@ def test_a_bfcl_call_is_scored_by_bfcls_checker_not_refused_for_its_values(exter
     assert not wrong.verification.checks["score"]
 
 
+def _bfcl_entries(external, tmp_path, category: str, *entries: str):
+    """A BFCL corpus of ``entries`` of ``category`` (with their possible answers, if any)."""
+    from hsa.envs.bfcl import BfclEnvironment
+
+    corpus = tmp_path / "bfcl"
+    (corpus / "possible_answer").mkdir(parents=True, exist_ok=True)
+    for name in (f"BFCL_v4_{category}.json", f"possible_answer/BFCL_v4_{category}.json"):
+        if not (external / "bfcl" / name).exists():
+            continue  # irrelevance has no possible answers: no call is the answer
+        lines = (external / "bfcl" / name).read_text("utf-8").splitlines()
+        kept = [x for x in lines if any(f'"{e}"' in x for e in entries)]
+        (corpus / name).write_text("".join(x + "\n" for x in kept), "utf-8")
+    return BfclEnvironment.from_corpus(corpus)
+
+
+def _api(*calls: tuple[str, dict]) -> dict:
+    return assistant_message(
+        None,
+        [
+            {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            for i, (n, a) in enumerate(calls)
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("category", "entry", "extra"),
+    [
+        # a call to no offered tool is one call too many for BFCL's checker
+        ("simple_python", "simple_python_0", ("no_such_tool", {})),
+        # and so is one that leaves out a required argument (BFCL: no possible answer fits it)
+        ("parallel", "parallel_0", ("spotify_play", {})),
+    ],
+)
+def test_a_bfcl_call_the_harness_refuses_still_counts_as_a_call_made(
+    external, tmp_path, category, entry, extra
+):
+    # The harness refuses the extra call, but BFCL scores every call the model made: the gold
+    # calls and one more are the wrong count, not a solved entry.
+    from hsa.augment.planner import canonical_variant
+    from hsa.envs.bfcl import reference_calls
+
+    env = _bfcl_entries(external, tmp_path, category, entry)
+    (task,) = env.tasks()
+    gold = [(c.tool, dict(c.args)) for c in reference_calls(task, env.tools(task))]
+    spec = spec_of(task, canonical_variant(env.harness_for(task)))
+    assert run(spec, env, Scripted([_api(*gold)])).verification.verified
+    done = run(spec, env, Scripted([_api(*gold, extra)]))
+    assert done.ended == "answered" and not done.verification.checks["score"]
+    assert done.verification.reason.startswith("schema: call_")
+    assert done.verification.score == 0.0
+    from hsa.eval.metrics import failure_class, succeeded
+
+    assert not succeeded(done) and failure_class(done) in ("unknown_tool", "invalid_arguments")
+
+
+def test_a_bfcl_irrelevance_entry_fails_with_a_call_the_harness_refuses(external, tmp_path):
+    # BFCL fails an irrelevance entry whose reply decodes to any call, to a tool it offers or not
+    from hsa.augment.planner import canonical_variant
+
+    env = _bfcl_entries(external, tmp_path, "irrelevance", "irrelevance_0")
+    (task,) = env.tasks()
+    spec = spec_of(task, canonical_variant(env.harness_for(task)))
+    assert run(spec, env, Scripted([assistant_message("None fits.")])).verification.verified
+    done = run(spec, env, Scripted([_api(("no_such_tool", {}))]))
+    assert done.ended == "answered" and not done.verification.checks["score"]
+    from hsa.eval.metrics import succeeded
+
+    assert not succeeded(done)
+
+
+def test_a_bfcl_call_by_the_canonical_name_of_a_renamed_tool_matches_nothing(external, tmp_path):
+    # Under a variant that renamed the tool, its canonical name is unknown on the surface: the
+    # call is refused, and mapped back it would name the canonical tool. It still matches no
+    # possible answer, as BFCL, which sees the name as written, would have it.
+    from hsa.augment import get_rule
+    from hsa.augment.planner import Variant, apply_chain
+    from hsa.envs.bfcl import reference_calls
+
+    env = _bfcl_entries(external, tmp_path, "simple_python", "simple_python_0")
+    (task,) = env.tasks()
+    ((tool, args),) = [(c.tool, dict(c.args)) for c in reference_calls(task, env.tools(task))]
+    harness = env.harness_for(task)
+    rewrite, applied = apply_chain(
+        harness, [(get_rule("tools.rename"), {"style": "camel"})], seed=0
+    )
+    variant = Variant("camel", harness.id, applied, rewrite.harness, rewrite.mapping)
+    surface = variant.mapping.tool_name(tool)
+    assert surface != tool
+    spec = spec_of(task, variant)
+    assert run(spec, env, Scripted([_api((surface, args))])).verification.verified
+    done = run(spec, env, Scripted([_api((tool, args))]))
+    assert done.ended == "answered" and not done.verification.checks["score"]
+    assert done.verification.reason.startswith(f"schema: call_0: unknown tool {tool!r}")
+
+
 @pytest.mark.parametrize(
     ("finish", "said"),
     [
