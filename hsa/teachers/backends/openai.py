@@ -25,6 +25,8 @@ than each waiting out its own retries. A connection the server made and then bro
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import errno
 import json
 import os
@@ -425,18 +427,29 @@ def error_message(payload: bytes) -> str:
     return dumps(found)
 
 
-def retry_wait(headers: Mapping[str, str]) -> float | None:
+def retry_wait(headers: Mapping[str, str], now: float | None = None) -> float | None:
     """How long an answer asks the client to wait before trying again, in seconds:
     ``retry-after-ms`` (Azure OpenAI sends it; read first, as Azure's own clients do), else
-    ``Retry-After`` in seconds; None when it says neither."""
+    ``Retry-After`` in seconds or as an HTTP date (RFC 9110 allows both: the wait is until
+    then, from ``now``, the clock's time when None); None when it says neither."""
     milliseconds = seconds(headers.get("retry-after-ms"))
     if milliseconds is not None:
         return milliseconds / 1000
-    return seconds(headers.get("Retry-After"))
+    value = headers.get("Retry-After")
+    wait = seconds(value)
+    if wait is not None or value is None:
+        return wait
+    try:
+        until = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None  # neither a number nor a date
+    if until.tzinfo is None:  # "-0000": a time in UTC, said without saying where
+        until = until.replace(tzinfo=datetime.UTC)
+    return max(0.0, until.timestamp() - (time.time() if now is None else now))
 
 
 def seconds(value: str | None) -> float | None:
-    """A ``Retry-After`` header in seconds (None when absent or not a number of seconds)."""
+    """A number of seconds from a header (None when absent or not a number)."""
     try:
         return None if value is None else max(0.0, float(value))
     except ValueError:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import errno
 import itertools
 import json
 import re
 import socket
+import time
 
 import aiohttp
 import pytest
@@ -22,6 +24,7 @@ from hsa.teachers.backends.openai import (
     error_message,
     failure_kind,
     redact,
+    retry_wait,
     seconds,
 )
 from hsa.teachers.request import ChatRequest, Sampling
@@ -341,6 +344,30 @@ def test_retry_after_is_honoured_and_503_s_reason_is_reported(monkeypatch):
         error
     )
     assert waits == [7.0] and b.stats.failures == {"http 503": 2}
+
+
+def test_a_retry_after_given_as_a_date_is_waited_for(monkeypatch):
+    # RFC 9110 lets Retry-After be an HTTP date; it was read as no wait at all, so a gateway
+    # that sends dates had every retry spent within a second
+    at = email.utils.formatdate(1_000_000_000, usegmt=True)
+    assert retry_wait({"Retry-After": at}, now=1_000_000_000 - 12.5) == 12.5
+    assert retry_wait({"Retry-After": at}, now=1_000_000_000 + 60) == 0.0  # gone by: at once
+    assert retry_wait({"Retry-After": at.replace("GMT", "-0000")}, now=999_999_999) == 1.0
+    for unreadable in ("Wed, 21 Oct", "soon", ""):
+        assert retry_wait({"Retry-After": unreadable}) is None
+    waits = []
+
+    async def sleep(seconds):
+        waits.append(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    down = b'{"error": {"message": "slow down"}}'
+    ahead = email.utils.formatdate(time.time() + 20, usegmt=True)
+    b = answering(
+        Answered(429, down, {"Retry-After": ahead}), Answered(429, down), backoff=Backoff(0.001, 60)
+    )
+    ask_all(b, ["x"])
+    assert 18 < waits[0] <= 20
 
 
 def test_gateways_answers_an_error_in_a_200_streams_and_retry_after_ms(monkeypatch):
