@@ -4,7 +4,8 @@
 
     DIR/manifest.json            written last: schema version, config and its hash, seed, rule
                                  versions, row counts, every file's sha256 -- the mark of a
-                                 complete dataset
+                                 complete dataset, its keys and counts checked against the
+                                 shards before they are read (``check_finished``)
     DIR/.hsa/run.json            the config hash of the run that is filling DIR
     DIR/.hsa/done/NNNNN.json     batch NNNNN is written: its shards, their sha256 and statistics
                                  (the augment job's batches; the teach job's shards, one each)
@@ -89,9 +90,11 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
     another config's run that wrote nothing (no completed batch, no teacher output: it failed
     early), and the rows of one that stopped on an error (``fail``), are cleared instead, so a
     corrected config can run. Temporary files of killed runs
-    are removed. A finished dataset one of whose files is missing or changed (``damaged``) is
-    unfinished again: False, and the run redoes what is not intact; files under ``data/`` it
-    does not list are refused first, damaged or not (``refuse_strays``).
+    are removed. A finished dataset one of whose files is missing or changed (``damaged``), or
+    whose manifest is not as hsa wrote it (``check_finished``: a key of the wrong type, a count
+    the shards disagree with), is unfinished again: False, and the run redoes what is not
+    intact and writes the manifest again; files under ``data/`` it does not list are refused
+    first, damaged or not (``refuse_strays``).
     """
     manifest = out / MANIFEST
     run = out / STATE / "run.json"
@@ -109,16 +112,28 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
                 file=str(out),
             )
         # before a repair too: the run would finish over the stray, which readers then count
-        refuse_strays(out, found)
-        if not damaged(out, found):
+        # (a list of shards that is not one lists none: the run's finish refuses the strays)
+        if isinstance(found.get("shards"), list):
+            refuse_strays(out, found)
+        try:
+            check_finished(out, found, kind)
+        except DatasetError:
+            pass  # a file it lists is missing or changed, or the manifest itself is
+        else:
             return True
-        # A file it lists is missing or changed: the dataset is unfinished again, and this run
-        # redoes the batches whose shards are not intact (``done``), then the rest. Its shards
-        # and its other files go back to staging first, so that no reader takes the rows left
-        # (or a lone variants file) for the dataset meanwhile (``publish`` puts them back; a
-        # stop part way leaves the manifest, and the next run moves the rest).
+        # The dataset is unfinished again, and this run redoes the batches whose shards are
+        # not intact (``done``), then the rest, and writes the manifest again from their
+        # completion marks. Its shards and its other files go back to staging first, so that
+        # no reader takes the rows left (or a lone variants file) for the dataset meanwhile
+        # (``publish`` puts them back; a stop part way leaves the manifest, and the next run
+        # moves the rest).
+        listed = found.get("files")
         with stops_held():
-            unpublish(out, found.get("shards") or [], found.get("files") or {})
+            unpublish(
+                out,
+                _entries(found.get("shards")),
+                listed if isinstance(listed, dict) else TOP_FILES,
+            )
             (out / MANIFEST).unlink()
             write_json(run, {"config_hash": digest, "kind": kind})
     remove_temporaries(out)
@@ -154,6 +169,13 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
         )
     write_json(run, {"config_hash": digest, "kind": kind})
     return False
+
+
+def _entries(shards: Any) -> list[dict[str, Any]]:
+    """The entries of a manifest's list of shards that name a file (all, as hsa writes it)."""
+    if not isinstance(shards, list):
+        return []
+    return [e for e in shards if isinstance(e, dict) and isinstance(e.get("path"), str)]
 
 
 def _empty_tree(path: Path) -> bool:
@@ -415,10 +437,20 @@ def check_intact(out: Path, manifest: Mapping[str, Any]) -> None:
     holds files under ``data/`` it did not write (``refuse_strays``)."""
     broken = damaged(out, manifest)
     if broken:
+        missing = [name for name in broken if not (out / name).is_file()]
+        changed = [name for name in broken if name not in missing]
+        said = []
+        if missing:
+            said.append(
+                f"{len(missing)} file(s) of this dataset are missing ({first_few(missing)})"
+            )
+        if changed:
+            said.append(
+                f"{len(changed)} file(s) of this dataset changed since it was written "
+                f"({first_few(changed)})"
+            )
         raise DatasetError(
-            f"{len(broken)} file(s) of this dataset changed since it was written "
-            f"({first_few(broken)}): rerun the job that wrote it to repair them",
-            file=str(out),
+            f"{'; '.join(said)}: rerun the job that wrote it to repair them", file=str(out)
         )
     refuse_strays(out, manifest)
 
@@ -444,6 +476,264 @@ def refuse_strays(out: Path, manifest: Mapping[str, Any]) -> None:
             "move them out",
             file=str(out),
         )
+
+
+#: the files beside the shards that an augmented dataset's manifest lists in ``files``, with
+#: their SHA-256, as every such dataset has them (its card's plots are listed there too)
+CARD = "README.md"
+VARIANTS = "variants.parquet"
+TOP_FILES = (CARD, VARIANTS)
+
+
+def check_finished(out: Path, manifest: Any, kind: str = KIND) -> None:
+    """Refuse the manifest of the finished dataset at ``out`` (of ``kind``; ``TEACHER_KIND``:
+    ``hsa teach`` output) when it is not as hsa wrote it: a ``DatasetError`` naming
+    ``manifest.json`` and the key that has the wrong type, is missing (an augmented dataset's
+    ``files`` among them) or gives a count the shards disagree with.
+
+    Its readers (``hsa inspect``, a rerun's "already complete" summary) take its numbers as
+    they are, so they are checked against what the shards hold: each shard's rows against its
+    Parquet footer (footers only: no row is read), the rows of each split and in all against
+    their sums, a teacher's verified rows against its shards' entries, and an augmented
+    dataset's ``variants`` against its variants file's footer. An augmented dataset's files
+    are checked first (``check_intact``), so that the footers read are the ones written. A
+    rerun of the job that wrote the dataset writes its manifest again (``claim``; ``hsa
+    teach`` writes its manifest at the end of every run)."""
+    check = _Check(out / MANIFEST, kind)
+    if not isinstance(manifest, dict):
+        raise check.refuse("$", f"expected a JSON object, found {_shown(manifest)}")
+    if manifest.get("kind") != kind:
+        raise check.refuse("$.kind", f"expected {kind!r}, found {_shown(manifest.get('kind'))}")
+    other = TEACHER_KIND if kind == KIND else KIND
+    if _KEY[other] in manifest and _KEY[kind] not in manifest:  # a kind edited into the other
+        raise check.refuse(
+            "$.kind",
+            f"says {kind!r}, but the manifest lists its shards in {_KEY[other]!r}, as one of "
+            f"kind {other!r} does",
+            fix="rerun the job that wrote it to write it again",
+        )
+    if kind == TEACHER_KIND:
+        _check_teacher(out, manifest, check)
+    else:
+        _check_augmented(out, manifest, check)
+
+
+#: the key that lists the shards in a manifest of each kind
+_KEY = {KIND: "shards", TEACHER_KIND: "splits"}
+
+
+class _Check:
+    """Reads the keys of a manifest (``manifest.json``) for ``check_finished``: each of the
+    type it should have, or a ``DatasetError`` at its JSON path."""
+
+    def __init__(self, path: Path, kind: str):
+        self.path = path
+        self.fix = (
+            "rerun the hsa teach command that wrote it to write it again"
+            if kind == TEACHER_KIND
+            else "rerun the job that wrote the dataset to write it again"
+        )
+
+    def refuse(self, where: str, what: str, *, fix: str | None = None) -> DatasetError:
+        return DatasetError(
+            f"{what}; the manifest was edited or damaged: {fix or self.fix}",
+            file=str(self.path),
+            where=where,
+        )
+
+    def value(self, found: Mapping[str, Any], key: str, at: str, kind: type, what: str) -> Any:
+        """``found[key]`` (at the JSON path ``at``) when it is a ``kind`` (``what``)."""
+        if key not in found:
+            raise self.refuse(_path(at, key), f"missing: expected {what}")
+        value = found[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise self.refuse(_path(at, key), f"expected {what}, found {_shown(value)}")
+        return value
+
+    def count(self, found: Mapping[str, Any], key: str, at: str = "$") -> int:
+        value = self.value(found, key, at, int, "a count (a whole number)")
+        if value < 0:
+            raise self.refuse(_path(at, key), f"expected a count (0 or more), found {value}")
+        return int(value)
+
+    def counts(self, found: Mapping[str, Any], at: str, keys: tuple[str, ...] = ()) -> None:
+        """``keys`` of ``found``, and any other it has, counts."""
+        for key in [*keys, *(k for k in found if k not in keys)]:
+            self.count(found, key, at)
+
+    def optional(self, found: Mapping[str, Any], key: str, kind: type, what: str) -> Any:
+        """``found[key]`` of the top of the manifest when it is there (a manifest of an
+        earlier version of hsa may not have it), else None."""
+        return self.value(found, key, "$", kind, what) if key in found else None
+
+    def texts(self, found: Any, at: str) -> None:
+        for i, item in enumerate(found or ()):
+            if not isinstance(item, str):
+                raise self.refuse(f"{at}[{i}]", f"expected text, found {_shown(item)}")
+
+    def shards(self, found: Mapping[str, Any], at: str, keys: tuple[str, ...]) -> list[dict]:
+        """The list of shard entries at ``found["shards"]``: ``path`` and ``sha256`` text,
+        ``keys`` counts."""
+        listed = self.value(found, "shards", at, list, "a list of shards")
+        for i, entry in enumerate(listed):
+            where = f"{_path(at, 'shards')}[{i}]"
+            if not isinstance(entry, dict):
+                raise self.refuse(where, f'expected {{"path": ...}}, found {_shown(entry)}')
+            for key in ("path", "sha256"):
+                self.value(entry, key, where, str, "text")
+            for key in keys:
+                self.count(entry, key, where)
+        return listed
+
+
+def _path(at: str, key: str) -> str:
+    """The JSON path of ``key`` in the object at ``at``."""
+    return (
+        f"{at}.{key}"
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key)
+        else f"{at}[{json.dumps(key)}]"
+    )
+
+
+def _shown(value: Any) -> str:
+    """``value`` as its JSON, cut short, with what it is."""
+    kinds = {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}
+    what = kinds.get(type(value), "a number")
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return what if value is None else f"{what} ({text if len(text) <= 40 else text[:37] + '...'})"
+
+
+def _footer_rows(path: Path) -> int:
+    """The rows of the Parquet file at ``path``, as its footer says (no row is read)."""
+    from hsa.datasets.shards import open_parquet
+
+    with open_parquet(path) as found:
+        return int(found.metadata.num_rows)
+
+
+def _check_augmented(out: Path, manifest: dict[str, Any], check: _Check) -> None:
+    check.value(manifest, "config_hash", "$", str, "text")
+    check.value(manifest, "seed", "$", int, "a whole number")
+    check.count(manifest, "trajectories")
+    check.count(manifest, "variants")
+    for key in ("schema_version", "unverified_skipped", "unverified_rows"):
+        if key in manifest:
+            check.count(manifest, key)
+    check.optional(manifest, "config", dict, "an object")
+    for i, rule in enumerate(check.optional(manifest, "rules", list, "a list") or ()):
+        if not isinstance(rule, dict):
+            raise check.refuse(f"$.rules[{i}]", f"expected an object, found {_shown(rule)}")
+        for key in ("name", "version"):
+            check.value(rule, key, f"$.rules[{i}]", str, "text")
+    asked = check.optional(manifest, "variants_per_trajectory", dict, "an object")
+    if asked is not None:
+        check.counts(asked, "$.variants_per_trajectory", ("asked", "short"))
+    check.counts(check.optional(manifest, "engine", dict, "an object") or {}, "$.engine")
+    check.texts(check.optional(manifest, "notes", list, "a list"), "$.notes")
+    rows = check.value(manifest, "rows", "$", dict, "an object of rows per split and in all")
+    check.counts(rows, "$.rows", ("total",))
+    files = check.value(manifest, "files", "$", dict, "an object of files and their SHA-256")
+    for name in TOP_FILES:
+        if name not in files:
+            raise check.refuse("$.files", f"does not list {name}, which every dataset has")
+    for name in files:
+        check.value(files, name, "$.files", str, "a SHA-256")
+    shards = check.shards(manifest, "$", ("rows",))
+    check_intact(out, manifest)
+    held: dict[str, int] = {}
+    for i, entry in enumerate(shards):
+        rows_in = _footer_rows(out / entry["path"])
+        if entry["rows"] != rows_in:
+            raise check.refuse(
+                f"$.shards[{i}].rows",
+                f"says {entry['rows']:,} rows, but {entry['path']} holds {rows_in:,} (its "
+                "Parquet footer)",
+            )
+        split = Path(entry["path"]).parent.name
+        held[split] = held.get(split, 0) + rows_in
+    for split in sorted({*held, *rows} - {"total"}):
+        if rows.get(split, 0) != held.get(split, 0):
+            raise check.refuse(
+                _path("$.rows", split),
+                f"{_says(rows, split)}, but the shards of split {split!r} hold "
+                f"{held.get(split, 0):,} (their Parquet footers)",
+            )
+    if rows["total"] != sum(held.values()):
+        raise check.refuse(
+            "$.rows.total",
+            f"says {rows['total']:,} rows, but the shards hold {sum(held.values()):,} (their "
+            "Parquet footers)",
+        )
+    variants = _footer_rows(out / VARIANTS)
+    if manifest["variants"] != variants:
+        raise check.refuse(
+            "$.variants",
+            f"says {manifest['variants']:,} variants, but {VARIANTS} holds {variants:,} (its "
+            "Parquet footer)",
+        )
+
+
+def _says(rows: Mapping[str, Any], split: str) -> str:
+    return f"says {rows[split]:,} rows" if split in rows else "missing"
+
+
+#: what a teacher manifest's counts count
+_ROWS = {"rows": "rows", "verified": "verified rows"}
+
+
+def _check_teacher(out: Path, manifest: dict[str, Any], check: _Check) -> None:
+    check.value(manifest, "config_hash", "$", str, "text")
+    check.value(manifest, "seed", "$", int, "a whole number")
+    check.value(manifest, "teacher", "$", str, "text")
+    rows = check.count(manifest, "rows")
+    verified = check.count(manifest, "verified")
+    if "schema_version" in manifest:
+        check.count(manifest, "schema_version")
+    check.optional(manifest, "config", dict, "an object")
+    versions = check.optional(manifest, "rule_versions", dict, "an object") or {}
+    for name in versions:
+        check.value(versions, name, "$.rule_versions", str, "text")
+    asked = check.optional(manifest, "variants_per_task", dict, "an object")
+    if asked is not None:
+        check.counts(asked, "$.variants_per_task", ("asked", "short"))
+    check.texts(check.optional(manifest, "left_out", list, "a list"), "$.left_out")
+    splits = check.value(manifest, "splits", "$", dict, "an object of splits")
+    totals = {"rows": 0, "verified": 0}
+    for name, split in splits.items():
+        at = _path("$.splits", name)
+        if not isinstance(split, dict):
+            raise check.refuse(at, f"expected an object, found {_shown(split)}")
+        sums = {key: check.count(split, key, at) for key in totals}
+        held = {key: 0 for key in totals}
+        for i, entry in enumerate(check.shards(split, at, ("rows", "verified"))):
+            where = f"{at}.shards[{i}]"
+            rows_in = _footer_rows(out / entry["path"])
+            if entry["rows"] != rows_in:
+                raise check.refuse(
+                    f"{where}.rows",
+                    f"says {entry['rows']:,} rows, but {entry['path']} holds {rows_in:,} (its "
+                    "Parquet footer)",
+                )
+            if entry["verified"] > rows_in:
+                raise check.refuse(
+                    f"{where}.verified",
+                    f"says {entry['verified']:,} verified rows of {rows_in:,}",
+                )
+            held["rows"] += rows_in
+            held["verified"] += entry["verified"]
+        for key in totals:
+            if sums[key] != held[key]:
+                raise check.refuse(
+                    f"{at}.{key}",
+                    f"says {sums[key]:,} {_ROWS[key]}, but its shards hold {held[key]:,}",
+                )
+            totals[key] += held[key]
+    for key, found in (("rows", rows), ("verified", verified)):
+        if found != totals[key]:
+            raise check.refuse(
+                f"$.{key}",
+                f"says {found:,} {_ROWS[key]}, but the splits' shards hold {totals[key]:,}",
+            )
 
 
 def mark_path(out: Path, batch: int) -> Path:

@@ -322,6 +322,36 @@ def test_a_finished_dataset_with_a_damaged_shard_redoes_only_its_batch(
     assert augment(open_source(shards), out, config(workers=1)).complete_already
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: (m["rows"].update(train=999, total=5), m.update(trajectories=7)),
+        lambda m: (m.update(rows=[1], variants=None, seed=[1]), m.pop("files")),
+    ],
+    ids=["counts", "types and no files"],
+)
+def test_a_finished_dataset_whose_manifest_was_edited_is_written_again(
+    tmp_path: Path, shards: Path, change
+) -> None:
+    # its rerun said "complete already" with the edited numbers, and kept them
+    out = tmp_path / "out"
+    first = augment(open_source(shards), out, config(workers=1))
+    written = everything(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    change(manifest)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    report = augment(open_source(shards), out, config(workers=1))
+    assert not report.complete_already and report.skipped == 3  # every batch's shards kept
+    assert (report.rows, report.splits, report.trajectories, report.variants) == (
+        first.rows,
+        first.splits,
+        first.trajectories,
+        first.variants,
+    )
+    assert everything(out) == written
+    assert augment(open_source(shards), out, config(workers=1)).complete_already
+
+
 def test_output_directory_holding_something_else_is_refused(tmp_path: Path, shards: Path) -> None:
     out = tmp_path / "out"
     augment(open_source(shards), out, config())

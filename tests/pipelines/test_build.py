@@ -586,6 +586,25 @@ def test_a_finished_build_copied_without_its_run_state_is_complete_already(
     assert again.augment.complete_already and again.augment.rows == first.augment.rows
 
 
+def test_a_finished_build_whose_manifest_was_edited_is_written_again(tmp_path: Path) -> None:
+    # its rerun said "complete already" with the edited numbers, and kept them
+    config = load_config(write(tmp_path, SMALL))
+    first = build(config, out=tmp_path / "ds")
+    path = tmp_path / "ds" / "manifest.json"
+    written = path.read_bytes()
+    manifest = json.loads(written)
+    manifest["rows"].update(train=999, total=5)
+    manifest["trajectories"] = 7
+    path.write_text(json.dumps(manifest))
+    again = build(config, out=tmp_path / "ds")
+    assert again.teacher_skipped and not again.augment.complete_already
+    assert (again.augment.rows, again.augment.trajectories) == (
+        first.augment.rows,
+        first.augment.trajectories,
+    )
+    assert path.read_bytes() == written
+
+
 def test_a_build_whose_first_shard_could_not_be_written_runs_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

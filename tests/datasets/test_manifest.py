@@ -1,0 +1,248 @@
+"""A finished dataset's manifest checked against its shards (``check_finished``), for both
+kinds, and what a rerun's claim of a folder does with one that disagrees (it repairs it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from hsa.datasets import manifest as mf
+from hsa.datasets.shards import sha256_file, write_shard
+from hsa.errors import DatasetError
+
+#: rows per split of the small datasets below
+ROWS = {"dev": 2, "train": 3}
+
+
+def table(rows: int) -> pa.Table:
+    return pa.table({"id": [f"r{i}" for i in range(rows)]})
+
+
+def read(out: Path) -> dict[str, Any]:
+    return json.loads((out / mf.MANIFEST).read_text("utf-8"))
+
+
+def edit(out: Path, change: Callable[[dict[str, Any]], Any]) -> None:
+    manifest = read(out)
+    change(manifest)
+    (out / mf.MANIFEST).write_text(json.dumps(manifest), "utf-8")
+
+
+@pytest.fixture
+def augmented(tmp_path: Path) -> Path:
+    """A finished augmented dataset, as the augment job lays it out: two splits' shards, a
+    variants file of 4 variants, a card."""
+    out = tmp_path / "augmented"
+    shards = []
+    for split, rows in ROWS.items():
+        path = f"data/{split}/part-00000.parquet"
+        shards.append({"path": path, **write_shard(out / path, table(rows))})
+    write_shard(out / "variants.parquet", table(4))
+    (out / "README.md").write_text("# a card\n", "utf-8")
+    files = {name: sha256_file(out / name) for name in ("README.md", "variants.parquet")}
+    mf.write_json(
+        out / mf.MANIFEST,
+        {
+            "kind": mf.KIND,
+            "schema_version": 2,
+            "config": {"seed": 0},
+            "config_hash": mf.config_hash({"seed": 0}),
+            "seed": 0,
+            "rules": [{"name": "tools.rename", "version": "4"}],
+            "variants": 4,
+            "rows": {"total": sum(ROWS.values()), **ROWS},
+            "trajectories": 2,
+            "unverified_skipped": 0,
+            "unverified_rows": 0,
+            "variants_per_trajectory": {"asked": 2, "short": 0},
+            "engine": {"rows": 5, "rows_exact": 0},
+            "notes": ["a note"],
+            "shards": shards,
+            "files": files,
+        },
+    )
+    return out
+
+
+@pytest.fixture
+def taught(tmp_path: Path) -> Path:
+    """Finished ``hsa teach`` output: two splits of one shard each, one row rejected."""
+    out = tmp_path / "taught"
+    splits = {}
+    for split, rows in ROWS.items():
+        path = f"data/{split}/part-00000.parquet"
+        entry = {"path": path, "verified": rows - 1, **write_shard(out / path, table(rows))}
+        splits[split] = {"rows": rows, "verified": rows - 1, "shards": [entry]}
+    mf.write_json(
+        out / mf.MANIFEST,
+        {
+            "kind": mf.TEACHER_KIND,
+            "schema_version": 2,
+            "config": {},
+            "config_hash": "ff35d772",
+            "seed": 0,
+            "teacher": "oracle/hsa-oracle",
+            "rule_versions": {"tools.rename": "4"},
+            "rows": sum(ROWS.values()),
+            "verified": sum(ROWS.values()) - 2,
+            "splits": splits,
+            "left_out": ["a note"],
+        },
+    )
+    return out
+
+
+def test_manifests_as_written_are_taken(augmented: Path, taught: Path) -> None:
+    mf.check_finished(augmented, read(augmented))
+    mf.check_finished(taught, read(taught), mf.TEACHER_KIND)
+
+
+def _drop(key: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda m: m.pop(key)
+
+
+def _rows(m: dict[str, Any]) -> None:  # QA's repro: every number changed
+    m["rows"].update(train=999, total=5)
+    m["trajectories"] = 7
+
+
+AUGMENTED_EDITS = {
+    "rows of a split": (lambda m: m["rows"].update(train=999), "$.rows.train"),
+    "rows in all": (lambda m: m["rows"].update(total=4), "$.rows.total"),
+    "every count": (_rows, "$.rows.train"),
+    "a split without shards": (lambda m: m["rows"].update(test=1), "$.rows.test"),
+    "a split left out": (lambda m: m["rows"].pop("dev"), "$.rows.dev"),
+    "rows a list": (lambda m: m.update(rows=[1, 2]), "$.rows"),
+    "rows in all missing": (lambda m: m["rows"].pop("total"), "$.rows.total"),
+    "rows of a split as text": (lambda m: m["rows"].update(dev="2"), "$.rows.dev"),
+    "a shard's rows": (lambda m: m["shards"][1].update(rows=4), "$.shards[1].rows"),
+    "shards not a list": (lambda m: m.update(shards=5), "$.shards"),
+    "a shard without its path": (lambda m: m["shards"][0].pop("path"), "$.shards[0].path"),
+    "trajectories as text": (lambda m: m.update(trajectories="abc"), "$.trajectories"),
+    "trajectories below 0": (lambda m: m.update(trajectories=-1), "$.trajectories"),
+    "trajectories true": (lambda m: m.update(trajectories=True), "$.trajectories"),
+    "variants null": (lambda m: m.update(variants=None), "$.variants"),
+    "variants miscounted": (lambda m: m.update(variants=5), "$.variants"),
+    "seed a list": (lambda m: m.update(seed=[1]), "$.seed"),
+    "no files": (_drop("files"), "$.files"),
+    "files without the card": (lambda m: m["files"].pop("README.md"), "$.files"),
+    "files a list": (lambda m: m.update(files=["README.md"]), "$.files"),
+    "no trajectories": (_drop("trajectories"), "$.trajectories"),
+    "a rule without its version": (lambda m: m["rules"][0].pop("version"), "$.rules[0].version"),
+    "engine counts as text": (lambda m: m["engine"].update(rows="5"), "$.engine.rows"),
+    "short null": (
+        lambda m: m["variants_per_trajectory"].update(short=None),
+        "$.variants_per_trajectory.short",
+    ),
+    "a note a number": (lambda m: m["notes"].append(3), "$.notes[1]"),
+    "kind a teacher's": (lambda m: m.update(kind=mf.TEACHER_KIND), "$.kind"),
+}
+
+
+@pytest.mark.parametrize("name", AUGMENTED_EDITS)
+def test_an_edited_augmented_manifest_is_refused_naming_the_key(augmented: Path, name: str):
+    change, where = AUGMENTED_EDITS[name]
+    edit(augmented, change)
+    with pytest.raises(DatasetError) as raised:
+        mf.check_finished(augmented, read(augmented))
+    assert raised.value.file == str(augmented / mf.MANIFEST)
+    assert raised.value.where == where
+    assert "rerun the job that wrote" in raised.value.message
+
+
+def test_a_kind_edited_into_the_other_is_said_so(augmented: Path, taught: Path) -> None:
+    """``hsa inspect`` reads a manifest as its ``kind`` says: the other kind's keys are
+    named, not the first key that kind lacks."""
+    edit(augmented, lambda m: m.update(kind=mf.TEACHER_KIND))
+    with pytest.raises(DatasetError, match="lists its shards in 'shards'") as raised:
+        mf.check_finished(augmented, read(augmented), mf.TEACHER_KIND)
+    assert raised.value.where == "$.kind"
+    edit(taught, lambda m: m.update(kind=mf.KIND))
+    with pytest.raises(DatasetError, match="lists its shards in 'splits'"):
+        mf.check_finished(taught, read(taught))
+
+
+def test_the_counts_are_the_shards_own(augmented: Path) -> None:
+    edit(augmented, lambda m: m["rows"].update(train=999))
+    with pytest.raises(DatasetError) as raised:
+        mf.check_finished(augmented, read(augmented))
+    assert "says 999 rows, but the shards of split 'train' hold 3" in raised.value.message
+
+
+def test_a_changed_shard_is_named_before_counts_are_read(augmented: Path) -> None:
+    shard = augmented / "data/train/part-00000.parquet"
+    shard.write_bytes(shard.read_bytes()[:-5])  # its footer cut: counts cannot be read
+    with pytest.raises(DatasetError, match=r"changed since it was written \(data/train/"):
+        mf.check_finished(augmented, read(augmented))
+
+
+TEACHER_EDITS = {
+    "rows": (lambda m: m.update(rows=99), "$.rows"),
+    "verified": (lambda m: m.update(verified=5), "$.verified"),
+    "rows a dataset's": (lambda m: m.update(rows={"total": 5}), "$.rows"),
+    "verified null": (lambda m: m.update(verified=None), "$.verified"),
+    "rows of a split": (lambda m: m["splits"]["dev"].update(rows=3), "$.splits.dev.rows"),
+    "verified of a split": (
+        lambda m: m["splits"]["dev"].update(verified=0),
+        "$.splits.dev.verified",
+    ),
+    "a shard's rows": (
+        lambda m: m["splits"]["train"]["shards"][0].update(rows=4),
+        "$.splits.train.shards[0].rows",
+    ),
+    "more verified than rows": (
+        lambda m: m["splits"]["train"]["shards"][0].update(verified=4),
+        "$.splits.train.shards[0].verified",
+    ),
+    "a split a number": (lambda m: m["splits"].update(dev=7), "$.splits.dev"),
+    "no splits": (_drop("splits"), "$.splits"),
+    "seed a list": (lambda m: m.update(seed=[1]), "$.seed"),
+    "teacher a number": (lambda m: m.update(teacher=1), "$.teacher"),
+    "rule versions a list": (lambda m: m.update(rule_versions=["a"]), "$.rule_versions"),
+    "kind a dataset's": (lambda m: m.update(kind=mf.KIND), "$.kind"),
+}
+
+
+@pytest.mark.parametrize("name", TEACHER_EDITS)
+def test_an_edited_teacher_manifest_is_refused_naming_the_key(taught: Path, name: str):
+    change, where = TEACHER_EDITS[name]
+    edit(taught, change)
+    with pytest.raises(DatasetError) as raised:
+        mf.check_finished(taught, read(taught), mf.TEACHER_KIND)
+    assert raised.value.file == str(taught / mf.MANIFEST)
+    assert raised.value.where == where
+
+
+def test_a_missing_teacher_shard_is_named(taught: Path) -> None:
+    (taught / "data/dev/part-00000.parquet").unlink()
+    with pytest.raises(DatasetError) as raised:
+        mf.check_finished(taught, read(taught), mf.TEACHER_KIND)
+    assert raised.value.file == str(taught / "data/dev/part-00000.parquet")
+
+
+def test_a_claim_takes_a_dataset_as_written_for_finished(augmented: Path) -> None:
+    assert mf.claim(augmented, read(augmented)["config_hash"])
+
+
+@pytest.mark.parametrize("name", ["every count", "rows a list", "no files", "shards not a list"])
+def test_a_claim_of_an_edited_manifest_makes_the_run_write_it_again(augmented: Path, name: str):
+    """As for a changed shard: the dataset is unfinished again, its files wait in staging
+    (no reader takes them for the dataset meanwhile), and the run writes its manifest again
+    from the completion marks (the augment job's tests compare the bytes)."""
+    digest = read(augmented)["config_hash"]
+    change, _ = AUGMENTED_EDITS[name]
+    edit(augmented, change)
+    assert not mf.claim(augmented, digest)
+    assert not (augmented / mf.MANIFEST).exists()
+    assert json.loads((augmented / ".hsa/run.json").read_text())["config_hash"] == digest
+    if name != "shards not a list":  # (which lists none to move: in place, the marks find them)
+        assert not list(augmented.glob("data/*/*.parquet"))
+        assert (augmented / ".hsa/staging/train/part-00000.parquet").is_file()
+    # the card goes too, listed or not: it names data/ to `datasets`
+    assert not (augmented / "README.md").exists()
+    assert (augmented / ".hsa/staging/top-level/README.md").is_file()
