@@ -316,7 +316,11 @@ def _shorten(text: str | None, width: int) -> str:
     help="Characters shown per message.",
 )
 def inspect_command(path: Path, count: int, split: str | None, width: int) -> None:
-    """Summarise a dataset or `hsa teach` output directory and show rows rendered readably."""
+    """Summarise a dataset or `hsa teach` output directory and show rows rendered readably.
+
+    The summary's counts are its manifest.json's, checked against the shards (their Parquet
+    footers): a manifest that disagrees, or whose keys are not as hsa wrote them, is refused
+    naming the key; rerunning the job that wrote the folder writes it again."""
     if _is_teacher_output(path):
         summary, files = _teacher_summary(path, split)
         _summary("hsa inspect: teacher output", summary)
@@ -360,13 +364,6 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _listed(shards: Any) -> list[dict[str, Any]]:
-    """The entries of a manifest's list of shards that name a file."""
-    if not isinstance(shards, list):
-        return []
-    return [e for e in shards if isinstance(e, dict) and isinstance(e.get("path"), str)]
-
-
 def _dataset_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str]], list[Path]]:
     """The summary of an augmented dataset, and the shards of the split whose rows are shown."""
     from hsa.datasets import manifest as mf
@@ -376,15 +373,14 @@ def _dataset_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
     manifest: Any = {}
     if (path / mf.MANIFEST).is_file():  # without one, shards() says what is missing
         manifest = mf.read_json(path / mf.MANIFEST)
-        listed = manifest.get("shards") if isinstance(manifest, dict) else None
-        if not isinstance(listed, list) or _listed(listed) != listed:
+        if not isinstance(manifest, dict):
             raise DatasetError(
-                "not a dataset manifest: expected a JSON object whose 'shards' lists "
-                '{"path": ...} entries',
-                file=str(path / mf.MANIFEST),
+                "not a dataset manifest: expected a JSON object", file=str(path / mf.MANIFEST)
             )
+        if manifest.get("kind") == mf.KIND:  # (shards() names any other kind)
+            # its files intact, its keys of their types, its counts the shards' own
+            mf.check_finished(path, manifest)
     files = shards(path)
-    mf.check_intact(path, manifest)
     rules = manifest.get("rules")
     rows = _mapping(manifest.get("rows"))
     engine = _mapping(manifest.get("engine"))
@@ -442,14 +438,9 @@ def _teacher_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
     manifest = mf.read_json(path / mf.MANIFEST)
     if not isinstance(manifest, dict):
         raise TeacherError("not a manifest: expected a JSON object", file=str(path / mf.MANIFEST))
-    # the manifest read as far as it is well formed, so that a summary never fails on it
-    splits = {
-        name: {**entry, "shards": _listed(entry.get("shards"))}
-        for name, entry in _mapping(manifest.get("splits")).items()
-        if isinstance(entry, dict)
-    }
-    listed = {"splits": splits}
-    files = mf.listed_shards(path, listed)
+    mf.check_finished(path, manifest, mf.TEACHER_KIND)  # its keys and counts, as written
+    splits = manifest["splits"]
+    files = mf.listed_shards(path, manifest)
     reasons: Counter = Counter()
     for file in files:
         for reason in read_table(file, columns=["reason"]).column("reason").to_pylist():
@@ -475,7 +466,7 @@ def _teacher_summary(path: Path, split: str | None) -> tuple[list[tuple[str, str
         )
     if split is None and splits:
         split = sorted(splits)[0]
-    return summary, mf.listed_shards(path, listed, split) if splits else []
+    return summary, mf.listed_shards(path, manifest, split) if splits else []
 
 
 def _show_row(row: dict[str, Any], width: int) -> None:

@@ -147,23 +147,65 @@ def test_a_dataset_folder_that_also_holds_a_teach_json_is_shown_as_the_dataset(m
     assert "source trajectories" in shown.stdout and first_row(both)["id"] in shown.stdout
 
 
-def test_a_teacher_manifest_is_read_as_far_as_it_is_well_formed(made, tmp_path):
+def test_a_teacher_manifest_not_as_written_is_refused_naming_the_key(made, tmp_path):
+    # it was read as far as it was well formed, its numbers printed as they were, exit 0
     teach, _ = made
     odd = tmp_path / "odd"
     shutil.copytree(teach, odd)
     manifest = json.loads((odd / "manifest.json").read_text())
-    [shard] = manifest["splits"]["train"]["shards"]
-    manifest.update(
-        rows={"total": 3},  # a dataset's way of counting
-        verified=None,
-        rule_versions=["a"],
-        splits={"train": {"rows": "3", "shards": [shard, 5, {"rows": 1}]}, "dev": 7},
-    )
+    manifest["rows"] = 99  # (the keys of the wrong type: tests/datasets/test_manifest.py)
     (odd / "manifest.json").write_text(json.dumps(manifest))
     shown = hsa("inspect", str(odd), "-n", "1")
-    assert shown.returncode == 0, shown.stderr
-    assert "Traceback" not in shown.stderr and "teacher output" in shown.stdout
-    assert "{'total': 3}" in shown.stdout and first_row(odd)["id"] in shown.stdout
+    assert shown.returncode == 1 and shown.stdout == "" and "Traceback" not in shown.stderr
+    [line] = shown.stderr.strip().splitlines()
+    assert line.startswith(
+        f"hsa: error: {odd / 'manifest.json'}: $.rows: says 99 rows, but the splits' shards hold 3;"
+    )
+    assert line.endswith("rerun the hsa teach command that wrote it to write it again")
+
+
+#: hand edits of a dataset's manifest.json, each printed as it was, with exit 0 (these and
+#: the others: tests/datasets/test_manifest.py)
+EDITS = {
+    "counts": (
+        lambda m: (m["rows"].update(train=999, total=5), m.update(trajectories=7)),
+        "$.rows.train: says 999 rows, but the shards of split 'train' hold 9",
+    ),
+    "rows a list": (lambda m: m.update(rows=[1]), "$.rows: expected an object"),
+    "kind a teacher's": (lambda m: m.update(kind="hsa.teacher"), "$.kind: says 'hsa.teacher'"),
+    "no files": (lambda m: m.pop("files"), "$.files: missing"),
+}
+
+
+@pytest.mark.parametrize("name", EDITS)
+def test_a_dataset_manifest_not_as_written_is_refused_naming_the_key(made, tmp_path, name):
+    change, said = EDITS[name]
+    odd = tmp_path / "odd"
+    shutil.copytree(made[1], odd)
+    manifest = json.loads((odd / "manifest.json").read_text())
+    change(manifest)
+    (odd / "manifest.json").write_text(json.dumps(manifest))
+    shown = hsa("inspect", str(odd), "-n", "0")
+    assert shown.returncode == 1 and shown.stdout == "" and "Traceback" not in shown.stderr
+    [line] = shown.stderr.strip().splitlines()
+    assert line.startswith(f"hsa: error: {odd / 'manifest.json'}: {said}")
+    assert "the manifest was edited or damaged: rerun the job that wrote" in line
+
+
+def test_a_rerun_writes_an_edited_manifest_again(made, tmp_path):
+    # it said "already complete" with the edited numbers, and left the manifest as edited
+    teach, dataset = made
+    odd = tmp_path / "odd"
+    shutil.copytree(dataset, odd)
+    manifest = json.loads((odd / "manifest.json").read_text())
+    manifest["rows"].update(train=999, total=5)
+    manifest["trajectories"] = 7
+    (odd / "manifest.json").write_text(json.dumps(manifest))
+    done = hsa("augment", "--input", str(teach), "--out", str(odd), columns=200)
+    assert done.returncode == 0, done.stderr
+    assert "already complete" not in done.stdout and "999" not in done.stdout
+    for name in ("manifest.json", "README.md", "variants.parquet"):
+        assert (odd / name).read_bytes() == (dataset / name).read_bytes(), name
 
 
 def test_a_teacher_summary_says_how_many_tasks_ran_under_fewer_variants(made, tmp_path):
