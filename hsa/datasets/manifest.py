@@ -707,7 +707,14 @@ def _check_teacher(out: Path, manifest: dict[str, Any], check: _Check) -> None:
         held = {key: 0 for key in totals}
         for i, entry in enumerate(check.shards(split, at, ("rows", "verified"))):
             where = f"{at}.shards[{i}]"
-            rows_in = _footer_rows(out / entry["path"])
+            shard = out / entry["path"]
+            if shard.is_file() and sha256_file(shard) != entry["sha256"]:
+                raise DatasetError(
+                    "changed since the teacher wrote it (its SHA-256 is not the one the "
+                    "manifest lists): rerun the hsa teach job, which writes it again",
+                    file=str(shard),
+                )
+            rows_in = _footer_rows(shard)
             if entry["rows"] != rows_in:
                 raise check.refuse(
                     f"{where}.rows",

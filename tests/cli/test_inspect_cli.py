@@ -162,6 +162,15 @@ def test_a_teacher_manifest_not_as_written_is_refused_naming_the_key(made, tmp_p
         f"hsa: error: {odd / 'manifest.json'}: $.rows: says 99 rows, but the splits' shards hold 3;"
     )
     assert line.endswith("rerun the hsa teach command that wrote it to write it again")
+    # a shard changed since (its rows as many): its numbers were printed beside the others'
+    changed = tmp_path / "changed"
+    shutil.copytree(teach, changed)
+    [shard, *_] = sorted((changed / "data").glob("*/*.parquet"))
+    pq.write_table(pq.read_table(shard), shard, compression="gzip")
+    shown = hsa("inspect", str(changed), "-n", "1")
+    assert shown.returncode == 1 and shown.stdout == "" and "Traceback" not in shown.stderr
+    [line] = shown.stderr.strip().splitlines()
+    assert line.startswith(f"hsa: error: {shard}: changed since the teacher wrote it")
 
 
 #: hand edits of a dataset's manifest.json, each printed as it was, with exit 0 (these and
