@@ -15,6 +15,17 @@ def hsa(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*HSA, *args], capture_output=True, text=True, env=environ(), timeout=600)
 
 
+@pytest.fixture(scope="module")
+def taught(tmp_path_factory):
+    """``hsa teach`` on 2 tasks and its augmented dataset: (teach, data), built once for the
+    tests that only read them (tiny-model reads its --data and writes only its --out)."""
+    root = tmp_path_factory.mktemp("taught")
+    teach, data = root / "teach", root / "data"
+    assert hsa("teach", "--tasks", "2", "--out", str(teach)).returncode == 0
+    assert hsa("augment", "--input", str(teach), "--out", str(data)).returncode == 0
+    return teach, data
+
+
 def test_a_bad_training_config_is_one_line(tmp_path):
     config = tmp_path / "sft.yaml"
     config.write_text("learning_rat: 0.1\n", "utf-8")
@@ -139,9 +150,8 @@ def test_the_readme_training_commands_run_as_written(tmp_path):
     assert set(summary["suites"]) == {"canonical", "variants"}
 
 
-def test_teacher_output_is_refused_with_the_command_that_makes_a_dataset_of_it(tmp_path):
-    teach = tmp_path / "teach"
-    assert hsa("teach", "--tasks", "2", "--out", str(teach)).returncode == 0
+def test_teacher_output_is_refused_with_the_command_that_makes_a_dataset_of_it(taught, tmp_path):
+    teach, _ = taught
     done = hsa("train", "tiny-model", "--data", str(teach), "--out", str(tmp_path / "tiny"))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     [line] = done.stderr.strip().splitlines()
@@ -149,7 +159,7 @@ def test_teacher_output_is_refused_with_the_command_that_makes_a_dataset_of_it(t
     assert not (tmp_path / "tiny").exists()
 
 
-def test_a_model_is_never_written_over_other_files(tmp_path):
+def test_a_model_is_never_written_over_other_files(taught, tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "README.md").write_text("my notes")
@@ -160,20 +170,16 @@ def test_a_model_is_never_written_over_other_files(tmp_path):
         assert "--out names a new or empty folder" in done.stderr
     assert (mine / "README.md").read_text() == "my notes"
     # a folder that cannot be made is one error
-    teach, data = tmp_path / "teach", tmp_path / "data"
-    assert hsa("teach", "--tasks", "2", "--out", str(teach)).returncode == 0
-    assert hsa("augment", "--input", str(teach), "--out", str(data)).returncode == 0
+    _, data = taught
     under_a_file = tmp_path / "notes.yaml" / "m"
     done = hsa("train", "tiny-model", "--data", str(data), "--out", str(under_a_file))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert f"{under_a_file}: cannot create" in done.stderr
 
 
-def test_a_rerun_rewrites_the_model_it_wrote_and_never_other_files(tmp_path):
+def test_a_rerun_rewrites_the_model_it_wrote_and_never_other_files(taught, tmp_path):
     # the README's tiny-model line, run twice, was refused: "is a folder of other files"
-    teach, data, out = tmp_path / "teach", tmp_path / "data", tmp_path / "tiny"
-    assert hsa("teach", "--tasks", "2", "--out", str(teach)).returncode == 0
-    assert hsa("augment", "--input", str(teach), "--out", str(data)).returncode == 0
+    (_, data), out = taught, tmp_path / "tiny"
     command = ("train", "tiny-model", "--data", str(data), "--out", str(out))
     assert hsa(*command).returncode == 0
     first = {p.name: p.read_bytes() for p in out.iterdir()}
@@ -195,10 +201,8 @@ def test_a_rerun_rewrites_the_model_it_wrote_and_never_other_files(tmp_path):
     assert (out / "notes.md").read_text() == "mine"
 
 
-def test_the_current_folder_and_a_link_to_a_model_folder_take_the_model(tmp_path):
-    teach, data = tmp_path / "teach", tmp_path / "data"
-    assert hsa("teach", "--tasks", "2", "--out", str(teach)).returncode == 0
-    assert hsa("augment", "--input", str(teach), "--out", str(data)).returncode == 0
+def test_the_current_folder_and_a_link_to_a_model_folder_take_the_model(taught, tmp_path):
+    _, data = taught
     here = tmp_path / "here"
     here.mkdir()
     done = subprocess.run(
