@@ -133,6 +133,20 @@ def test_rerun_skips_complete_shards_and_repairs_the_rest(tmp_path: Path, shards
     assert digests(out) == digests(reference)
 
 
+@pytest.fixture
+def charts_as_their_data(monkeypatch) -> None:
+    """The dataset card's charts written as the text of what they plot, not drawn: for the
+    tests of which rows and variants a run writes, which compare whole datasets as bytes many
+    times over. The same data still gives the same bytes and other data other bytes, without
+    matplotlib's second or so a chart; that a chart's PNG is the same bytes every time is
+    test_same_input_recipe_and_seed_give_the_same_bytes's."""
+
+    def as_text(panels) -> str:
+        return repr([(title, sorted(hist.items()), bucket) for title, hist, bucket in panels])
+
+    monkeypatch.setattr("hsa.datasets.card._plot", lambda panels: as_text(panels).encode())
+
+
 def everything(root: Path) -> dict[str, str]:
     """``digests`` with the run state too (``.hsa/``: completion marks, run file)."""
     return {str(p.relative_to(root)): sha256_file(p) for p in root.rglob("*") if p.is_file()}
@@ -817,7 +831,9 @@ def test_only_the_variants_picks_visit_are_planned(tmp_path: Path) -> None:
     assert 2 * groups <= report.planner["variants_planned"] < 4 * groups
 
 
-def test_a_run_that_lets_its_variants_go_writes_the_same_bytes(tmp_path: Path, monkeypatch) -> None:
+def test_a_run_that_lets_its_variants_go_writes_the_same_bytes(
+    tmp_path: Path, monkeypatch, charts_as_their_data
+) -> None:
     # Every conversation its own harness: a run holds at most HELD_VARIANTS planned variants,
     # writes the ones it used to a part and lets them go; the variants file merges the parts.
     job = sys.modules["hsa.pipelines.augment"]  # the module (the package exports the function)
@@ -855,7 +871,9 @@ def test_a_run_that_lets_its_variants_go_writes_the_same_bytes(tmp_path: Path, m
     assert digests(out) == digests(tmp_path / "held")
 
 
-def test_batches_planned_ahead_in_workers_give_the_same_bytes(tmp_path: Path, monkeypatch) -> None:
+def test_batches_planned_ahead_in_workers_give_the_same_bytes(
+    tmp_path: Path, monkeypatch, charts_as_their_data
+) -> None:
     # With worker processes, each batch's next is read and sent to the workers to plan while
     # it renders; what it plans is kept when the run lets its variants go (HELD_VARIANTS).
     job = sys.modules["hsa.pipelines.augment"]  # the module (the package exports the function)
