@@ -113,7 +113,9 @@ def test_same_input_recipe_and_seed_give_the_same_bytes(tmp_path: Path, shards: 
     assert digests(tmp_path / "c") != first
 
 
-def test_rerun_skips_complete_shards_and_repairs_the_rest(tmp_path: Path, shards: Path) -> None:
+def test_rerun_skips_complete_shards_and_repairs_the_rest(
+    tmp_path: Path, shards: Path, charts_as_their_data
+) -> None:
     reference = tmp_path / "ref"
     augment(open_source(shards), reference, config())
     out = tmp_path / "out"
@@ -310,7 +312,7 @@ def test_a_ctrl_c_while_the_shards_move_into_data_waits_for_the_manifest(
 
 
 def test_a_finished_dataset_with_a_damaged_shard_redoes_only_its_batch(
-    tmp_path: Path, shards: Path
+    tmp_path: Path, shards: Path, charts_as_their_data
 ) -> None:
     reference, out = tmp_path / "ref", tmp_path / "out"
     augment(open_source(shards), reference, config(workers=1))
@@ -509,7 +511,9 @@ def test_bad_recipe_names_the_rule(tmp_path: Path) -> None:
         load_recipe(params)
 
 
-def test_given_variants_replace_planning(tmp_path: Path, shards: Path) -> None:
+def test_given_variants_replace_planning(
+    tmp_path: Path, shards: Path, charts_as_their_data
+) -> None:
     first = tmp_path / "first"
     augment(open_source(shards), first, config())
     variants = list(read_variants(first).values())
@@ -571,7 +575,9 @@ def test_rows_of_another_harness_are_refused(tmp_path: Path, shards: Path) -> No
     assert same.trajectories == 48
 
 
-def test_more_variants_than_the_recipe_plans(tmp_path: Path, shards: Path) -> None:
+def test_more_variants_than_the_recipe_plans(
+    tmp_path: Path, shards: Path, charts_as_their_data
+) -> None:
     # the recipe plans 6 per harness; 9 asked: 9 planned, none silently dropped
     report = augment(open_source(shards), tmp_path / "out", config(variants_per_trajectory=9))
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
@@ -728,7 +734,7 @@ def test_assistant_text_that_reads_as_calls_is_never_written_under_that_protocol
 
 
 def test_any_number_of_workers_gives_the_same_bytes(
-    tmp_path: Path, shards: Path, monkeypatch
+    tmp_path: Path, shards: Path, monkeypatch, charts_as_their_data
 ) -> None:
     from hsa.augment import registry
     from hsa.augment.rule import Rewrite
@@ -1045,7 +1051,7 @@ def test_an_output_inside_the_input_folder_is_refused(shards: Path) -> None:
 
 
 def test_the_recipes_include_canonical_decides_unless_a_setting_does(
-    tmp_path: Path, shards: Path
+    tmp_path: Path, shards: Path, charts_as_their_data
 ) -> None:
     # one config pattern: a flag or config, then the recipe, then the command's default (yes)
     def canonical_rows(name: str, include: bool | None, keep: bool | None) -> int:
@@ -1153,7 +1159,7 @@ def _skills_only(**changes) -> AugmentConfig:
 
 
 def test_a_batch_or_split_without_rows_writes_no_shard(
-    tmp_path: Path, livestream_table: pa.Table
+    tmp_path: Path, livestream_table: pa.Table, charts_as_their_data
 ) -> None:
     import datasets
 
@@ -1188,7 +1194,7 @@ def _with_a_bad_row(path: Path, table: pa.Table) -> Path:
 
 
 def test_a_run_stopped_by_a_bad_row_is_retried_and_gives_way_to_the_fixed_input(
-    tmp_path: Path, livestream_table: pa.Table
+    tmp_path: Path, livestream_table: pa.Table, charts_as_their_data
 ) -> None:
     # fixing the input and rerunning was refused as "the unfinished run of another config",
     # whose rerun could only fail again
@@ -1254,7 +1260,7 @@ def test_a_run_that_gives_no_row_is_refused_and_leaves_no_dataset(
 
 
 def test_a_stray_shard_is_refused_before_a_repair_and_before_a_finish(
-    tmp_path: Path, shards: Path
+    tmp_path: Path, shards: Path, charts_as_their_data
 ) -> None:
     reference, out = tmp_path / "ref", tmp_path / "out"
     augment(open_source(shards), reference, config())
