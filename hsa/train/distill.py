@@ -166,7 +166,7 @@ def train_distill(
     check_prompts(len(prompts), args, settings, file)
     student, tokenizer = load_model(done or str(settings.model))
     # (the teacher's tokenizer renders nothing: only its vocabulary is compared)
-    teacher, teacher_tokenizer = load_model(str(settings.teacher), renders=False)
+    teacher, teacher_tokenizer = load_model(str(settings.teacher), renders=False, key="teacher")
     ours, theirs = tokenizer.get_vocab(), teacher_tokenizer.get_vocab()
     if ours != theirs:
         differ = len(set(ours.items()) ^ set(theirs.items()))

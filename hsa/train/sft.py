@@ -331,19 +331,61 @@ def check_model(path: str) -> None:
         )
 
 
-def load_tokenizer(path: str, *, template: str | None = None, renders: bool = True) -> Any:
+#: a text every tokenizer a model was trained with writes as tokens of its vocabulary
+PROBE = "Hello, world: 42"
+
+#: the files a model folder's tokenizer is saved in (one of them, at least)
+TOKENIZER_FILES = ("tokenizer*", "vocab*", "merges.txt", "*.model", "tekken.json")
+
+
+def no_tokenizer(path: str, key: str) -> TrainError:
+    """The error for a model folder without its tokenizer (set as ``key``: ``model``,
+    ``teacher``)."""
+    return TrainError(
+        f"no tokenizer here (hsa.{key}, --{key}): a model folder needs its tokenizer's files "
+        "beside config.json (tokenizer.json, tokenizer_config.json, its vocabulary), or "
+        "transformers stands in a tokenizer with no vocabulary that writes every text as no "
+        "token; copy them from the model the weights came from",
+        file=path,
+    )
+
+
+def has_tokenizer_files(path: str) -> bool:
+    """Whether ``path`` holds a tokenizer's files, or is not a local folder (a hub name)."""
+    local = Path(path)
+    return not local.is_dir() or any(any(local.glob(name)) for name in TOKENIZER_FILES)
+
+
+def check_tokenizer(tokenizer: Any, path: str, key: str) -> None:
+    """Refuse the tokenizer transformers 5 makes for a folder without tokenizer files: its
+    ``AutoTokenizer`` then builds the model type's tokenizer class with its default, empty
+    vocabulary (Qwen2's: ``<|endoftext|>`` alone, no merges), which writes every text as no
+    token (or, with an unknown token, as that token alone), so a trainer would meet rows with
+    nothing to learn and blame the chat template or ``max_length``."""
+    ids = tokenizer(PROBE, add_special_tokens=False)["input_ids"]
+    if len(tokenizer) <= 1 or set(ids) <= set(tokenizer.all_special_ids):
+        raise no_tokenizer(path, key)
+
+
+def load_tokenizer(
+    path: str, *, template: str | None = None, renders: bool = True, key: str = "model"
+) -> Any:
     """The tokenizer at ``path``, which must render the rows' conversations: with its own
     chat template, or with the Jinja file ``template`` (SFT's ``chat_template_path``) when one
     is given. One with neither (a base model's, often) is refused naming the folder, rather
     than by the trainer's setup with a traceback; unless it ``renders`` nothing (a
-    distillation teacher's: only its vocabulary is read)."""
+    distillation teacher's: only its vocabulary is read). A folder with no tokenizer at all
+    is refused (``check_tokenizer``), naming the setting ``key`` that gave it."""
     from transformers import AutoTokenizer
 
     check_model(path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:
+        if not has_tokenizer_files(path):  # a tokenizer class with no default to build
+            raise no_tokenizer(path, key) from None
         raise TrainError(f"cannot load the model: {first_line(exc)}", file=path) from None
+    check_tokenizer(tokenizer, path, key)
     if renders and template is None and not getattr(tokenizer, "chat_template", None):
         raise TrainError(
             "the tokenizer has no chat template to render the rows' conversations with "
@@ -354,12 +396,14 @@ def load_tokenizer(path: str, *, template: str | None = None, renders: bool = Tr
     return tokenizer
 
 
-def load_model(path: str, *, template: str | None = None, renders: bool = True) -> tuple[Any, Any]:
+def load_model(
+    path: str, *, template: str | None = None, renders: bool = True, key: str = "model"
+) -> tuple[Any, Any]:
     """The model and tokenizer at ``path`` (a local folder, or a hub name when online); the
     tokenizer as ``load_tokenizer`` checks it."""
     from transformers import AutoModelForCausalLM
 
-    tokenizer = load_tokenizer(path, template=template, renders=renders)
+    tokenizer = load_tokenizer(path, template=template, renders=renders, key=key)
     try:
         model = AutoModelForCausalLM.from_pretrained(path)
     except Exception as exc:  # a truncated download raises safetensors' own error

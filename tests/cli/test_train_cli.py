@@ -159,6 +159,19 @@ def test_teacher_output_is_refused_with_the_command_that_makes_a_dataset_of_it(t
     assert not (tmp_path / "tiny").exists()
 
 
+def test_a_model_folder_without_its_tokenizer_is_one_line(tmp_path):
+    # (rl reads no dataset: the quickest command that loads a model's tokenizer)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    out = tmp_path / "out"
+    done = hsa("train", "rl", "--env", "livestream", "--model", str(bare), "--out", str(out))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert f"{bare}: no tokenizer here (hsa.model, --model)" in line
+    assert not out.exists()
+
+
 def test_a_model_is_never_written_over_other_files(taught, tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()

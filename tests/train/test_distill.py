@@ -92,6 +92,23 @@ def test_a_teacher_with_another_vocabulary_is_refused(text_dataset, model, tmp_p
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("role", ["model", "teacher"])
+def test_a_student_or_teacher_without_its_tokenizer_is_refused_naming_it(
+    text_dataset, model, tmp_path, role
+):
+    from tests.train.test_sft import without_tokenizer
+
+    # transformers stands in an empty tokenizer: the vocabularies were compared (or, both
+    # empty, matched) and TRL failed on prompts of no token, naming neither folder
+    bare = without_tokenizer(model, tmp_path / "bare")
+    hsa = {"data": str(text_dataset), "model": str(model), "teacher": str(model), role: str(bare)}
+    with pytest.raises(TrainError) as refused:
+        train_distill({"hsa": hsa, "max_steps": 1}, tmp_path / "out")
+    assert refused.value.file == str(bare)
+    assert refused.value.message.startswith(f"no tokenizer here (hsa.{role}, --{role})")
+    assert not (tmp_path / "out").exists()
+
+
 def test_fewer_prompts_than_a_batch_are_refused_before_training(text_dataset, model, tmp_path):
     config = {
         "hsa": {"data": str(text_dataset), "model": str(model), "teacher": str(model),

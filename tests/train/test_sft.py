@@ -10,6 +10,7 @@ import pytest
 from hsa.errors import TrainError
 from hsa.train.card import HF_CACHE
 from hsa.train.sft import RESOLVED, train_sft
+from tests.tinymodels import qwen_template
 
 DOUBLE_ENCODED = re.compile(r'"arguments":\s*"')
 
@@ -493,6 +494,45 @@ def test_a_model_whose_tokenizer_has_no_chat_template_is_one_line_before_trainin
     from hsa.train.sft import load_model
 
     assert load_model(str(bare), renders=False)[1].chat_template is None
+
+
+def without_tokenizer(model, folder):
+    """A copy of ``model``'s folder with its weights, configs and chat template but no
+    tokenizer files."""
+    import shutil
+
+    folder.mkdir()
+    for name in ("config.json", "generation_config.json", "model.safetensors"):
+        shutil.copy(model / name, folder / name)
+    (folder / "chat_template.jinja").write_text(qwen_template())
+    return folder
+
+
+@pytest.mark.parametrize("assistant_only_loss", [True, False])
+def test_a_model_folder_without_its_tokenizer_is_one_line_naming_it(
+    dataset, model, tmp_path, assistant_only_loss
+):
+    # transformers 5 makes an empty tokenizer for it (every text no token): TRL then blamed
+    # the chat template's {% generation %} markers, or hsa max_length
+    bare = without_tokenizer(model, tmp_path / "bare")
+    settings = config(dataset, bare, max_steps=1, assistant_only_loss=assistant_only_loss)
+    with pytest.raises(TrainError) as refused:
+        train_sft(settings, tmp_path / "out")
+    assert refused.value.file == str(bare)
+    assert refused.value.message.startswith("no tokenizer here (hsa.model, --model)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_model_type_whose_tokenizer_has_no_default_says_no_tokenizer_too(tmp_path):
+    from hsa.train.sft import load_tokenizer
+
+    # Llama's tokenizer class cannot be built empty here: transformers raises instead
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(TrainError) as refused:
+        load_tokenizer(str(folder))
+    assert refused.value.message.startswith("no tokenizer here (hsa.model, --model)")
 
 
 def test_a_model_whose_weights_are_cut_short_is_one_line(dataset, model, tmp_path):
