@@ -118,9 +118,21 @@ def sft_command(
         f"{counts['dropped']} more dropped at max_length" if counts.get("dropped") else "",
     ]
     cut = [note for note in cut if note]
+    checked = [
+        f"{counts['verified']} verified" if counts.get("verified") else "",
+        f"{counts['never_checked']} never checked by a teacher"
+        if counts.get("never_checked")
+        else "",
+        f"{counts['unverified']} unverified" if counts.get("unverified") else "",
+        f"{counts['unverified_left_out']} unverified left out"
+        if counts.get("unverified_left_out")
+        else "",
+    ]
+    checked = [note for note in checked if note]
     shown.print(
         f"sft: {report.steps} steps on {counts.get('train', 0)} rows "
         f"({counts.get('canonical', 0)} canonical, {counts.get('variants', 0)} variants"
+        + (f"; {', '.join(checked)}" if checked else "")
         + "".join(f"; {note}" for note in cut)
         + (", see README.md" if cut else "")
         + f"); loss {_curve(report.losses)}"

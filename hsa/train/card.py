@@ -69,6 +69,31 @@ def plot_losses(
     return png(fig)
 
 
+def verification_line(rows: dict[str, Any]) -> str:
+    """What the card says of the verification of the rows trained on (an SFT run's
+    ``rows`` counts), and of those ``verified_only`` left out; empty for a run that counted
+    none (one recorded before these counts)."""
+    if "never_checked" not in rows:
+        return ""
+    parts = [
+        f"{rows.get('verified', 0):,} are of trajectories a teacher verified",
+        f"{rows.get('never_checked', 0):,} of trajectories no teacher checked (`verified` "
+        "null: a recorded source, augmented as it is)",
+    ]
+    if rows.get("unverified"):
+        parts.append(
+            f"{rows['unverified']:,} of trajectories a teacher marked unverified "
+            "(`verified_only` false)"
+        )
+    line = "Of the training rows, " + ", ".join(parts) + "."
+    if rows.get("unverified_left_out"):
+        line += (
+            f" {rows['unverified_left_out']:,} rows of trajectories a teacher marked "
+            "unverified were left out (`verified_only`)."
+        )
+    return line
+
+
 def render_card(
     resolved: Mapping[str, Any],
     losses: Sequence[tuple[int, float]],
@@ -120,6 +145,9 @@ def render_card(
             + (f"; {rows['eval']:,} evaluation rows" if "eval" in rows else "")
             + "."
         )
+        checked = verification_line(rows)
+        if checked:
+            lines.append(checked)
         if rows.get("dropped") or rows.get("eval_dropped"):
             # packing drops no row: a row cut with nothing left to learn stays in its sequence
             subject = "Nothing was left to learn in" if trl.get("packing") else "TRL dropped"

@@ -62,7 +62,12 @@ class SftSettings:
         help="Train on at most this many rows (unset: all); with canonical_share, that share "
         "of them canonical.",
     )
-    verified_only: bool = setting(True, help="Train only on rows whose trajectory was verified.")
+    verified_only: bool = setting(
+        True,
+        help="Leave out rows whose trajectory a teacher marked unverified (verified false); "
+        "rows no teacher checked (verified null: a recorded source) are kept, and counted in "
+        "the run's summary.",
+    )
     view: str = setting(
         "conversation",
         help="What of each row is trained on: conversation (the whole row) or firstcall (the "

@@ -37,15 +37,23 @@ def first_call(messages: list[dict[str, Any]]) -> tuple[list[dict], list[dict]] 
 
 def _firstcall_view(rows: Any) -> Any:
     def cut(batch: dict[str, list]) -> dict[str, list]:
-        out: dict[str, list] = {"prompt": [], "completion": [], "tools": [], "canonical": []}
-        rows = zip(batch["messages"], batch["tools"], batch["canonical"], strict=True)
-        for messages, tools, canonical in rows:
+        out: dict[str, list] = {
+            "prompt": [],
+            "completion": [],
+            "tools": [],
+            "canonical": [],
+            "verified": [],
+        }
+        verified = batch.get("verified") or [None] * len(batch["messages"])
+        rows = zip(batch["messages"], batch["tools"], batch["canonical"], verified, strict=True)
+        for messages, tools, canonical, checked in rows:
             found = first_call(messages)
             if found is not None:
                 out["prompt"].append(found[0])
                 out["completion"].append(found[1])
                 out["tools"].append(tools)
                 out["canonical"].append(canonical)
+                out["verified"].append(checked)
         return out
 
     return rows.map(cut, batched=True, remove_columns=rows.column_names)
@@ -55,7 +63,8 @@ def _firstcall_view(rows: Any) -> Any:
 class TrainingRows:
     """The rows of a run and what they are: counts by kind, and the dataset's identity.
     ``canonical`` says of each training row, in order, whether it is under the canonical
-    harness (to count the rows TRL keeps)."""
+    harness, and ``verified`` its trajectory's verification (true, false, or None: never
+    checked), to count the rows TRL keeps."""
 
     train: Any  # datasets.Dataset
     eval: Any | None
@@ -63,6 +72,7 @@ class TrainingRows:
     manifest_hash: str | None
     recipe: Any | None
     canonical: tuple[bool, ...] = ()
+    verified: tuple[bool | None, ...] = ()
 
 
 def manifest_of(data: Path) -> dict[str, Any]:
@@ -139,11 +149,30 @@ def _ranked(positions: list[int], ids: list[str], seed: int) -> list[int]:
     return sorted(positions, key=lambda i: _rank(ids[i], seed))
 
 
-def _split(data: Path, split: str, settings: SftSettings, seed: int, cache: Path | None) -> Any:
+def _split(data: Path, split: str, settings: SftSettings, cache: Path | None) -> tuple[Any, int]:
+    """The rows of ``split``, and how many of them ``verified_only`` left out: rows whose
+    trajectory a teacher marked unverified (``verified`` false). A row no teacher checked
+    (``verified`` null: a recorded corpus, augmented as it is) has nothing to fail, and is
+    kept, as ``hsa augment`` keeps it without ``--include-unverified``."""
     rows = to_hf(data, split, cache_dir=cache)
-    if settings.verified_only and "verified" in rows.column_names:
-        rows = rows.filter(lambda v: v is not False, input_columns="verified")
-    return rows
+    if not settings.verified_only or "verified" not in rows.column_names:
+        return rows, 0
+    kept = rows.filter(lambda v: v is not False, input_columns="verified")
+    return kept, len(rows) - len(kept)
+
+
+def verification_counts(
+    verified: tuple[bool | None, ...], kept: list[int] | None = None
+) -> dict[str, int]:
+    """How many of the rows (those at ``kept``; all when None) are of trajectories a teacher
+    verified (``verified``), marked unverified (``unverified``: trained on with
+    ``verified_only`` false) or never checked (``never_checked``: ``verified`` null)."""
+    flags = verified if kept is None else [verified[i] for i in kept]
+    return {
+        "verified": sum(f is True for f in flags),
+        "unverified": sum(f is False for f in flags),
+        "never_checked": sum(f is None for f in flags),
+    }
 
 
 def _view(rows: Any, view: str) -> Any:
@@ -160,7 +189,7 @@ def load_rows(
         raise TrainError("no data to train on: set hsa.data (or --data) to an hsa dataset")
     data = Path(settings.data)
     manifest = manifest_of(data)
-    train = _split(data, settings.train_split, settings, seed, cache)
+    train, left_out = _split(data, settings.train_split, settings, cache)
     if len(train) == 0:
         raise TrainError(f"the dataset has no {settings.train_split} rows", file=str(data))
     share, limit = settings.canonical_share, settings.max_rows
@@ -188,9 +217,12 @@ def load_rows(
         )
     evaluated = None
     if settings.eval_split is not None and evaluate:
-        evaluated = _view(_split(data, settings.eval_split, settings, seed, cache), settings.view)
+        evaluated = _view(_split(data, settings.eval_split, settings, cache)[0], settings.view)
         counts["eval"] = len(evaluated)
         evaluated = evaluated.select_columns(columns) if len(evaluated) else None
+    verified = tuple(train["verified"] if "verified" in train.column_names else [None] * len(train))
+    counts.update(verification_counts(verified))
+    counts["unverified_left_out"] = left_out
     recipe = recipe_of(manifest)
     return TrainingRows(
         train=train.select_columns(columns),
@@ -199,4 +231,5 @@ def load_rows(
         manifest_hash=manifest.get("config_hash"),
         recipe=recipe,
         canonical=tuple(bool(c) for c in train["canonical"]),
+        verified=verified,
     )

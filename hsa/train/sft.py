@@ -39,7 +39,7 @@ from hsa.train.card import (
     settings_dict,
 )
 from hsa.train.config import SftSettings, prepare
-from hsa.train.data import TrainingRows, load_rows, manifest_of
+from hsa.train.data import TrainingRows, load_rows, manifest_of, verification_counts
 
 __all__ = [
     "RESOLVED",
@@ -435,11 +435,12 @@ def kept_positions(trainer: Any, name: str) -> list[int] | None:
 
 def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     """Count in ``rows.counts`` the rows TRL kept of those it was given -- ``train``,
-    ``canonical`` and ``variants`` are those trained on -- those it dropped (``dropped``, by
-    kind; ``eval_dropped``): rows truncated to ``max_length`` (``args``) with no assistant token
-    left, and of those kept, the rows cut short (``truncated``): rows that lost some of their
-    assistant tokens to the cut, a tool call cut mid-way or the final answer gone. Long rows
-    are cut first, so the drop can change the canonical share.
+    ``canonical``, ``variants`` and the verification counts (``verification_counts``) are those
+    trained on -- those it dropped (``dropped``, by kind; ``eval_dropped``): rows truncated to
+    ``max_length`` (``args``) with no assistant token left, and of those kept, the rows cut
+    short (``truncated``): rows that lost some of their assistant tokens to the cut, a tool
+    call cut mid-way or the final answer gone. Long rows are cut first, so the drop can change
+    the canonical share.
 
     TRL truncates each row, or with packing (its ``bfd`` strategy) cuts each row at
     ``max_length`` as it packs, and keeps no row's position; so the rows that reached the cut
@@ -464,6 +465,7 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     counts["truncated"] = truncated
     counts["train"], counts["canonical"] = len(kept), canonical
     counts["variants"] = len(kept) - canonical
+    counts.update(verification_counts(rows.verified, kept))
     evaluated = kept_positions(trainer, "eval_dataset")
     if evaluated is not None and "eval" in counts:
         counts["eval_dropped"] = counts["eval"] - len(evaluated)

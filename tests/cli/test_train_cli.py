@@ -81,6 +81,27 @@ def test_the_sft_summary_counts_the_rows_cut_short_and_dropped(tmp_path, monkeyp
     assert "on 2 rows (0 canonical, 2 variants); loss" in shown.output
 
 
+def test_the_sft_summary_counts_the_rows_by_verification(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from hsa.cli import app
+    from hsa.train.sft import TrainReport
+
+    # a recorded corpus: no teacher checked its rows, and the summary says so
+    counts = {"train": 4, "canonical": 1, "variants": 3, "verified": 0, "never_checked": 4}
+    report = TrainReport(out=tmp_path, counts=counts)
+    monkeypatch.setattr("hsa.train.sft.train_sft", lambda *args, **kwargs: report)
+    shown = CliRunner().invoke(app, ["train", "sft", "--out", str(tmp_path)])
+    assert shown.exit_code == 0, shown.output
+    assert "on 4 rows (1 canonical, 3 variants; 4 never checked by a teacher); loss" in shown.output
+    counts.update(verified=3, never_checked=0, unverified=1, unverified_left_out=0)
+    shown = CliRunner().invoke(app, ["train", "sft", "--out", str(tmp_path)])
+    assert "(1 canonical, 3 variants; 3 verified, 1 unverified); loss" in shown.output
+    counts.update(verified=4, unverified=0, unverified_left_out=2)
+    shown = CliRunner().invoke(app, ["train", "sft", "--out", str(tmp_path)])
+    assert "(1 canonical, 3 variants; 4 verified, 2 unverified left out); loss" in shown.output
+
+
 def test_the_rl_summary_counts_the_tasks_under_fewer_variants_than_asked(tmp_path, monkeypatch):
     from click.testing import CliRunner
 

@@ -21,3 +21,23 @@ def test_rows_dropped_are_said_as_dropped_only_where_trl_drops_them(packing, sub
     card = render_card(resolved, [], [], plot=False)
     assert f"{subject} " in card and "2 more training rows" in card
     assert ("TRL dropped" in card) is not packing
+
+
+def test_the_rows_trained_on_are_said_by_verification():
+    rows = {"train": 5, "canonical": 5, "verified": 2, "never_checked": 3, "unverified": 0}
+    resolved = {
+        "command": "sft",
+        "hsa": {"model": "tiny", "data": "out/ds"},
+        "trl": {},
+        "data": {"rows": {**rows, "unverified_left_out": 4}, "manifest_hash": "abc"},
+    }
+    card = render_card(resolved, [], [], plot=False)
+    assert (
+        "Of the training rows, 2 are of trajectories a teacher verified, 3 of trajectories no "
+        "teacher checked (`verified` null: a recorded source, augmented as it is). 4 rows of "
+        "trajectories a teacher marked unverified were left out (`verified_only`)."
+    ) in card
+    resolved["data"]["rows"] = {**rows, "unverified": 1, "verified": 1}
+    assert "1 of trajectories a teacher marked unverified (`verified_only` false)" in render_card(
+        resolved, [], [], plot=False
+    )

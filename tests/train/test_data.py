@@ -90,3 +90,27 @@ def test_a_share_the_rows_cannot_give_is_refused(dataset, monkeypatch):
     monkeypatch.setattr(data, "mix", lambda *args: [])
     with pytest.raises(TrainError, match=r"canonical_share 0\.5 leaves no row"):
         load_rows(SftSettings(data=str(dataset), canonical_share=0.5), seed=0)
+
+
+@pytest.mark.parametrize("view", ["conversation", "firstcall"])
+@pytest.mark.parametrize("verified_only", [True, False])
+def test_rows_are_counted_by_verification_and_only_those_marked_unverified_left_out(
+    dataset, monkeypatch, tmp_path, view, verified_only
+):
+    # verified null is a row no teacher checked (a recorded corpus, augmented as it is): it
+    # has nothing to fail, so verified_only keeps it, as hsa augment does, and counts it
+    import hsa.train.data as data
+    from hsa.datasets.export import to_hf
+
+    rows = to_hf(dataset, "train", cache_dir=tmp_path / "hf")
+    flags = [(True, False, None)[i % 3] for i in range(len(rows))]
+    mixed = rows.remove_columns("verified").add_column("verified", flags)
+    monkeypatch.setattr(data, "to_hf", lambda *args, **kwargs: mixed)
+    settings = SftSettings(data=str(dataset), verified_only=verified_only, view=view)
+    counts = load_rows(settings, seed=0, evaluate=False).counts
+    marked = flags.count(False)
+    assert counts["verified"] == flags.count(True)
+    assert counts["never_checked"] == flags.count(None)
+    assert counts["unverified"] == (0 if verified_only else marked)
+    assert counts["unverified_left_out"] == (marked if verified_only else 0)
+    assert counts["train"] == len(rows) - counts["unverified_left_out"]

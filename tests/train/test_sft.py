@@ -354,6 +354,8 @@ def test_rows_dropped_at_max_length_are_counted_out_by_kind(dataset, model, tmp_
     assert counts["dropped"] == len(rows) - len(kept)
     assert counts["dropped_canonical"] == sum(r["canonical"] for r in rows) - sum(kept)
     assert counts["dropped_canonical"] + counts["dropped_variants"] == counts["dropped"]
+    # the rows trained on by verification: the oracle's, every one verified
+    assert (counts["verified"], counts["never_checked"]) == (len(kept), 0)
     resolved = json.loads((out / RESOLVED).read_text("utf-8"))
     assert resolved["data"]["rows"] == counts
     assert "max_length=3400" in resolved["data"]["dropped_because"]
