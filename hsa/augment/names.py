@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from hsa.augment.param_schemas import all_property_names
-from hsa.augment.rule import DRAWS
+from hsa.augment.rule import CANDIDATES, DRAWS
 from hsa.errors import RuleError
 
 if TYPE_CHECKING:
@@ -189,6 +189,7 @@ def style_param(styles: Sequence[str], description: str) -> dict[str, object]:
         "default": "any",
         "description": f"{description} A list draws one of the styles it names per rewrite.",
         DRAWS: list(styles),
+        CANDIDATES: True,
     }
 
 

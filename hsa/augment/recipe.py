@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from itertools import product
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -280,23 +281,80 @@ class _Anything:
 
 
 def _values(schema: Mapping[str, Any], value: Any) -> list[Any]:
-    """The values a parameter set to ``value`` can take. ``null`` and ``any`` stand for what
-    the rule draws from: the values its schema lists under ``DRAWS``, else (``any``) every
-    other value of its enum, else anything at all; a list, for a parameter that draws, the
-    values it lists."""
-    from hsa.augment.rule import DRAWS
+    """The values a parameter set to ``value`` can take, as the rule applies them. ``null``
+    and ``any`` stand for what the rule draws from: the values its schema lists under
+    ``DRAWS``, else (``any``) every other value of its enum, else anything at all; a list, for
+    a parameter whose schema marks it ``CANDIDATES`` (or that draws), the values it lists. Each
+    is then read through the schema's ``MEANS``: the values the rule may apply it as."""
+    from hsa.augment.rule import CANDIDATES, DRAWS, MEANS
 
-    if isinstance(value, list) and isinstance(schema.get(DRAWS), list):
-        return list(value)  # a list of what the rule draws from: one of them
-    if value is None or value == "any":
-        drawn = schema.get(DRAWS)
-        if isinstance(drawn, list):
-            return list(drawn)
+    drawn = schema.get(DRAWS)
+    if isinstance(value, list) and (schema.get(CANDIDATES) is True or isinstance(drawn, list)):
+        values = list(value)  # candidates the rule draws from: one of them
+    elif value is None or value == "any":
         choices = schema.get("enum")
-        if value == "any" and isinstance(choices, list):
-            return [c for c in choices if c != "any"]
-        return [_Anything()]
-    return [value]
+        if isinstance(drawn, list):
+            values = list(drawn)
+        elif value == "any" and isinstance(choices, list):
+            values = [c for c in choices if c != "any"]
+        else:
+            values = [_Anything()]
+    else:
+        values = [value]
+    means = schema.get(MEANS)
+    if not isinstance(means, Mapping):
+        return values
+    out: list[Any] = []
+    for v in values:
+        applied = means.get(v) if isinstance(v, str) else None
+        out.extend(applied if isinstance(applied, list) else [v])
+    return out
+
+
+def _common(schema: Mapping[str, Any], mine: Any, theirs: Any) -> list[Any]:
+    """The values a parameter set to ``mine`` can take that one set to ``theirs`` can too."""
+    others = _values(schema, theirs)
+    out: list[Any] = []
+    for v in _values(schema, mine):
+        if isinstance(v, _Anything):
+            out.extend(others)
+        elif v in others:
+            out.append(v)
+    return out
+
+
+def _meet(props: Mapping[str, Any], mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
+    """Whether a rule's parameters ``mine`` and ``theirs`` (resolved) can take the same values:
+    every parameter's values intersect, apart from one whose schema's ``WHEN`` says it is
+    ignored under values the parameters it names take on both sides."""
+    from hsa.augment.rule import WHEN
+
+    names = sorted(set(mine) | set(theirs))
+    schemas: dict[str, Mapping[str, Any]] = {}
+    for name in names:
+        schema = props.get(name)
+        schemas[name] = schema if isinstance(schema, Mapping) else {}
+    shared = {n: _common(schemas[n], mine.get(n), theirs.get(n)) for n in names}
+    when = {n: w for n in names if isinstance(w := schemas[n].get(WHEN), Mapping)}
+    deciding = sorted({d for w in when.values() for d in w if d in shared and d not in when})
+    if any(not shared[n] for n in names if n not in when):
+        return False
+    for values in product(*(shared[d] for d in deciding)):
+        taken = dict(zip(deciding, values, strict=True))
+        if all(shared[n] or not _matters(w, taken) for n, w in when.items()):
+            return True
+    return False
+
+
+def _matters(when: Mapping[str, Any], taken: Mapping[str, Any]) -> bool:
+    """Whether a parameter whose ``WHEN`` is ``when`` matters with the parameters it names
+    set to ``taken``; not where one of them may be anything (it may take another value)."""
+    for name, allowed in when.items():
+        if name not in taken or not isinstance(allowed, list):
+            continue
+        if isinstance(taken[name], _Anything) or taken[name] not in allowed:
+            return False
+    return True
 
 
 class Overlap(NamedTuple):
@@ -313,8 +371,9 @@ class Overlap(NamedTuple):
 def overlapping(held_out: Recipe, training: Recipe) -> list[Overlap]:
     """Where ``held_out`` draws what ``training`` draws: each rule of ``held_out`` that
     ``training`` also has with parameters that can take the same values (every parameter's
-    values intersect; ``null`` and ``any`` mean what the rule draws from, see ``_values``),
-    whatever the rules' probabilities. Empty when held out."""
+    values intersect, as the rule applies them: ``null`` and ``any`` mean what the rule draws
+    from, a list of candidates each of them, see ``_values``; one the others leave ignored
+    meets any, see ``_meet``), whatever the rules' probabilities. Empty when held out."""
     from hsa.augment.registry import get
 
     found: list[Overlap] = []
@@ -326,14 +385,7 @@ def overlapping(held_out: Recipe, training: Recipe) -> list[Overlap]:
             if theirs.rule != mine.rule:
                 continue
             other = rule.resolve_params(theirs.params)
-            shared = all(
-                any(
-                    v in _values(props.get(name) or {}, other.get(name))
-                    for v in _values(props.get(name) or {}, params.get(name))
-                )
-                for name in sorted(set(params) | set(other))
-            )
-            if shared:
+            if _meet(props, params, other):
                 found.append(Overlap(i, j, mine.rule, _short(params), _short(other)))
     return found
 

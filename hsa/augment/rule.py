@@ -48,6 +48,15 @@ CONTEXT_FIELDS = ("used_tools", "used_skills")
 #: a parameter schema's keyword listing the values its ``null`` (or ``any``) draws from, so
 #: that a recipe can be checked for what it can produce (``hsa.augment.recipe.overlaps``)
 DRAWS = "x-hsa-draws"
+#: a list parameter's keyword (``true``): the list is candidates the rule draws one from per
+#: use (a name per tool), so two lists that share a member can draw the same value
+CANDIDATES = "x-hsa-candidates"
+#: a parameter's keyword mapping a value to the values the rule may apply it as: ``{"/":
+#: [":"]}`` for one written as another, ``{"-": ["-", "_"]}`` for one the harness may refuse
+MEANS = "x-hsa-means"
+#: a parameter's keyword mapping other parameters to the values under which this one matters:
+#: ``{"placement": ["user"]}``; under any other value of theirs it is ignored
+WHEN = "x-hsa-when"
 #: families of the built-in rules, in the order ``hsa rules list`` shows them
 FAMILIES = {
     "skill_ids": "skill identifiers",

@@ -178,6 +178,30 @@ def test_a_held_out_recipe_that_overlaps_training_is_refused_naming_the_rule(tmp
     assert not (tmp_path / "out").exists()
 
 
+def test_a_held_out_recipe_overlapping_training_as_the_rules_apply_it_is_refused(tmp_path):
+    """skill_ids.namespace writes '/' as ':', and tools.add_optional draws one of its names:
+    both draw what examples/livestream.yaml's training recipe draws."""
+    training = ROOT / "examples" / "livestream.yaml"
+    held = tmp_path / "held.yaml"
+    held.write_text(
+        "rules:\n"
+        "  - {rule: tools.add_optional, params: {names: [audit_id, trace_id], fraction: 0.5}}\n"
+        "  - {rule: skill_ids.namespace, params: {prefix: acme, separator: /}}\n"
+    )
+    done = hsa(
+        "eval", "run", "--recipe", str(held), "--train-recipe", str(training),
+        "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(
+        f"hsa: error: {held}: $.rules[0]: the held-out recipe overlaps the training recipe: "
+        'tools.add_optional {"fraction":0.5,"names":["audit_id","trace_id"]} overlaps training '
+        f"at {training}: $.augment.recipe.rules[8] "
+    )
+    assert "(and 1 more)" in done.stderr  # skill_ids.namespace, its '/' written as ':'
+    assert not (tmp_path / "out").exists()
+
+
 def test_compare_of_a_folder_without_a_run_names_it(tmp_path):
     done = hsa("eval", "compare", str(tmp_path))
     assert done.returncode == 1 and str(tmp_path) in done.stderr

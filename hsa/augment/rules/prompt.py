@@ -9,7 +9,7 @@ from typing import Any
 from hsa.augment import markdown
 from hsa.augment.banks import bank
 from hsa.augment.registry import rule
-from hsa.augment.rule import Context, Rewrite
+from hsa.augment.rule import WHEN, Context, Rewrite
 from hsa.augment.seeded import shuffled
 from hsa.harness.model import HEADING_STYLES, Harness
 
@@ -94,6 +94,7 @@ def heading_style(harness: Harness, rng: random.Random, params: dict[str, Any], 
                     "When the prompt moves to the user message, move system-position hooks to "
                     "user messages too (a model without a system role sees no system messages)."
                 ),
+                WHEN: {"placement": ["user"]},
             },
         },
     },

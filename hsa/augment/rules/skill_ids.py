@@ -29,7 +29,7 @@ from hsa.augment.names import (
 )
 from hsa.augment.param_schemas import copy_schema
 from hsa.augment.registry import rule
-from hsa.augment.rule import DRAWS, Context, Rewrite
+from hsa.augment.rule import DRAWS, MEANS, Context, Rewrite
 from hsa.harness.importers.skills import spec_name
 from hsa.harness.model import Harness
 
@@ -179,6 +179,7 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
                 "default": "any",
                 "description": "Between namespace and id ('/' is written as ':').",
                 DRAWS: SKILL_SEPARATORS,
+                MEANS: {"/": [":"]},
             },
         },
     },

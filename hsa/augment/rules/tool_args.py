@@ -35,7 +35,7 @@ from hsa.augment.param_schemas import (
     refs_outside_defs,
 )
 from hsa.augment.registry import rule
-from hsa.augment.rule import DRAWS, Context, Rewrite
+from hsa.augment.rule import CANDIDATES, DRAWS, Context, Rewrite
 from hsa.harness.jsonvalues import resolve_pointer
 from hsa.harness.model import Harness, Tool
 
@@ -94,7 +94,8 @@ def _rewrite_tools(
                 "items": {"type": "string", "pattern": PARAM_NAME.pattern},
                 "minItems": 1,
                 "default": list(NEUTRAL_PARAMS),
-                "description": "Candidate names of the inserted parameter.",
+                "description": "Candidate names of the inserted parameter (one drawn per tool).",
+                CANDIDATES: True,
             },
         },
     },

@@ -34,7 +34,7 @@ from hsa.augment.param_schemas import (
     rename_properties,
 )
 from hsa.augment.registry import rule
-from hsa.augment.rule import DRAWS, Context, Rewrite
+from hsa.augment.rule import DRAWS, MEANS, Context, Rewrite
 from hsa.harness.model import Harness, Hook, Skill, Tool
 
 NAME_STYLES = ["random", "snake", "camel", "pascal", "kebab", "synonym"]
@@ -43,6 +43,10 @@ _STYLE_PARAM = style_param(
     "How new names are made: a random token, a case style (snake_case, camelCase, PascalCase, "
     "kebab-case), synonyms from hsa's bank, or 'any' to draw one per rewrite.",
 )
+#: ``kebab`` where a name takes no dash is ``snake`` (``_draw_style``): tool names under a call
+#: format that cannot write one, parameter names always
+_TOOL_STYLE = {**_STYLE_PARAM, MEANS: {"kebab": ["kebab", "snake"]}}
+_PARAM_STYLE = {**_STYLE_PARAM, MEANS: {"kebab": ["snake"]}}
 
 #: the namespaces ``tools.namespace`` draws from
 TOOL_NAMESPACES = ["shop", "api", "svc", "tools", "mcp", "app", "ext", "core", "srv", "fn"]
@@ -124,7 +128,7 @@ def _rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "style": _STYLE_PARAM,
+            "style": _TOOL_STYLE,
             "fraction": {
                 "type": "number",
                 "minimum": 0,
@@ -186,6 +190,7 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
                 "enum": ["_", "__", "-", "any"],
                 "default": "any",
                 "description": "Between namespace and name ('-' only where the format allows).",
+                MEANS: {"-": ["-", "_"]},  # '_' where the format cannot write a dash
             },
         },
     },
@@ -218,7 +223,7 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "style": _STYLE_PARAM,
+            "style": _PARAM_STYLE,
             "fraction": {
                 "type": "number",
                 "minimum": 0,
