@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,12 @@ os.environ["HSA_PLUGINS"] = ""
 # run inherit it. A setting the caller made is kept.
 for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
+
+# Ctrl-C as a terminal gives it: a suite started as a background job of a script (``cmd &``)
+# gets SIGINT ignored, which its commands inherit, and hsa keeps a signal ignored (as it
+# should), so the tests of what a Ctrl-C does would fail there and pass in a terminal
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _external() -> Path:
