@@ -14,10 +14,13 @@ command that needs one of its rules (or a name no loaded rule has) fails, and sa
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import inspect
+import io
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from collections.abc import Mapping as MappingABC
@@ -146,6 +149,12 @@ def rule(
                 "name (@rule once)",
                 where=f"rule {name!r}",
             )
+        if params is not None and not isinstance(params, MappingABC):
+            raise RuleError(
+                f"params must be a JSON Schema (a dict), got {type(params).__name__} "
+                f"{params!r:.80}",
+                where=f"rule {name!r}",
+            )
         built = Rule(
             name=name,
             version=str(version),
@@ -216,9 +225,11 @@ def _load_plugins_locked() -> None:
         _LOADING.clear()
         label = f"{ENTRY_POINT_GROUP}:{ep.name}"
         try:
-            _register_object(ep.load(), ep)
-        except Exception as exc:  # one broken third-party package must not take hsa down
-            error = one_line(exc)
+            _register_object(_load_entry_point(ep), ep)
+        except (Exception, SystemExit) as exc:  # one broken package must not take hsa down
+            # (a module that calls sys.exit() or an argparse parser's parse_args() when
+            # imported would otherwise end the command, with its status and no word why)
+            error = str(exc) if isinstance(exc, _ExitAtImport) else one_line(exc)
             if isinstance(exc, RuleError):  # named by the rule at fault, not the entry point
                 own = exc.where and not exc.where.startswith("entry point ")
                 error = f"{exc.where}: {exc.message}" if own else exc.message
@@ -240,6 +251,37 @@ def _load_plugins_locked() -> None:
             _PLUGIN_OF.update(dict.fromkeys(_LOADING, ep.name))
         finally:
             _LOADING.clear()
+
+
+class _ExitAtImport(SystemExit):
+    """A plugin's ``SystemExit`` at import, with what it wrote to stderr before exiting."""
+
+    def __init__(self, code: Any, output: str):
+        super().__init__(code)
+        self.output = output
+
+    def __str__(self) -> str:
+        said = " ".join(self.output.split())
+        said = said if len(said) <= 200 else said[:197] + "..."
+        return f"SystemExit: {self.code} while importing" + (f" (it wrote: {said})" if said else "")
+
+
+def _load_entry_point(ep: metadata.EntryPoint) -> Any:
+    """``ep.load()``, holding back what the import writes to stderr until it is known not to
+    exit: a plugin that exits at import (argparse's usage line, say) would otherwise print
+    its own program's error as if it were hsa's. What an import writes that does not exit (a
+    warning, a traceback's prelude) is written on."""
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(held):
+            loaded = ep.load()
+    except SystemExit as exc:
+        raise _ExitAtImport(exc.code, held.getvalue()) from exc
+    except BaseException:
+        sys.stderr.write(held.getvalue())
+        raise
+    sys.stderr.write(held.getvalue())
+    return loaded
 
 
 def _register_object(obj: Any, ep: metadata.EntryPoint) -> None:

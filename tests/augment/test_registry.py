@@ -411,3 +411,46 @@ def test_rule_without_its_name_is_refused_at_once():
         @rule  # type: ignore[arg-type]
         def shout(harness, rng, params, context):
             """Shout."""
+
+
+EXITS = {
+    "exits_rules": "import sys\nsys.exit(0)\n",
+    "argparse_rules": "import argparse\nargparse.ArgumentParser(prog='acme').parse_args(['-x'])\n",
+    "interrupted_rules": "raise KeyboardInterrupt\n",
+}
+
+
+def test_a_plugin_that_exits_at_import_is_broken_and_the_command_goes_on(
+    plugins, tmp_path, monkeypatch, capsys
+):
+    for module, text in EXITS.items():
+        (tmp_path / f"{module}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugins(
+        metadata.EntryPoint(name="argp", value="argparse_rules", group="hsa.rules"),
+        metadata.EntryPoint(name="exits", value="exits_rules", group="hsa.rules"),
+    )
+    assert "tools.rename" in {r.name for r in all_rules()}
+    argp, exits = broken_plugins()
+    assert exits.error == "SystemExit: 0 while importing"
+    # argparse's usage line is the plugin's, told as its error and not printed as if hsa's
+    assert argp.error.startswith("SystemExit: 2 while importing (it wrote: usage: acme")
+    assert "unrecognized arguments: -x" in argp.error
+    assert capsys.readouterr().err == ""
+    # a Ctrl-C while a plugin loads still stops the command
+    plugins(metadata.EntryPoint(name="int", value="interrupted_rules", group="hsa.rules"))
+    with pytest.raises(KeyboardInterrupt):
+        all_rules()
+    for module in EXITS:
+        sys.modules.pop(module, None)
+
+
+def test_params_that_are_not_a_schema_are_refused_naming_the_rule():
+    with pytest.raises(RuleError, match="params must be a JSON Schema") as caught:
+
+        @rule("acme.strparams", params="share")  # type: ignore[arg-type]
+        def strparams(harness, rng, params, context):
+            """Params given as a string by mistake."""
+            return Rewrite(harness)
+
+    assert caught.value.where == "rule 'acme.strparams'"
