@@ -29,8 +29,9 @@ class Preview:
 
 
 def harness_text(harness: Harness) -> str:
-    """A harness as the YAML document a reader diffs."""
-    return dump_yaml(harness.to_dict())
+    """A harness as the YAML document a reader diffs: a sub-schema two tools share is
+    written out at each (an alias would show as a change where there is none)."""
+    return dump_yaml(harness.to_dict(), aliases=False)
 
 
 def conversation_text(conversation: Conversation) -> str:

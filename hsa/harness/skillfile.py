@@ -87,12 +87,24 @@ def _front_matter_loader() -> type:
     return FrontMatter
 
 
-def dump_yaml(data: Any) -> str:
+class _PlainDumper(_Dumper):
+    """``_Dumper`` writing a value that occurs twice (one dict two tools share) in full at
+    each place, never as an anchor (``&id001``) and its aliases (``*id001``)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_yaml(data: Any, *, aliases: bool = True) -> str:
     """YAML the way hsa writes it: key order kept, Unicode as is, multi-line strings as blocks.
 
     Always the pure-Python emitter, so that the bytes written never depend on libyaml.
+    ``aliases=False`` writes a value reached twice in full each time, as a text to read or
+    diff needs (``hsa rules preview``: an alias is no change); files keep the default, so the
+    bytes written stay as they were.
     """
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    dumper = _Dumper if aliases else _PlainDumper
+    return yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, width=100)
 
 
 def _lines(text: str) -> list[str]:
