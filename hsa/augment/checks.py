@@ -2,9 +2,10 @@
 
 For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
 
-- ``harness``: ``h'`` is a valid harness document, and under a text protocol its system
-  prompt shows the tool docs and the call instructions (where ``h``'s did, or ``h`` is under
-  ``api``);
+- ``harness``: ``h'`` is a valid harness document, every parameter name it brings is legal
+  in every call format (``PARAM_NAME``, no Python keyword), and under a text protocol its
+  system prompt shows the tool docs and the call instructions (where ``h``'s did, or ``h`` is
+  under ``api``);
 - ``schema`` (a): every surface call in ``map_events(e, m)`` names a tool of ``h'`` and its
   arguments validate against that tool's schema (JSON Schema 2020-12, local ``$ref``s
   resolved), which still declares every argument the call passes (where the original schema
@@ -38,6 +39,7 @@ blamed on the rule.
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
@@ -48,7 +50,8 @@ from typing import Any
 from hsa.augment.free_text import replace_in_harness
 from hsa.augment.mapping import RewriteMapping, ToolMap, apply_steps, map_events
 from hsa.augment.markdown import skill_blocks
-from hsa.augment.param_schemas import reached
+from hsa.augment.names import PARAM_NAME
+from hsa.augment.param_schemas import all_property_names, reached
 from hsa.augment.rule import Rewrite
 from hsa.augment.rules.protocol import unshown
 from hsa.augment.rules.tool_names import ALLOWED_TOOLS
@@ -762,6 +765,30 @@ def prompt_problems(original: Harness, h2: Harness) -> list[tuple[str, str]]:
     ]
 
 
+def param_name_problems(original: Harness, h2: Harness) -> list[tuple[str, str]]:
+    """The parameter names ``h2`` brings that are not legal in every call format (check
+    ``harness``): a property name no tool of ``original`` has must match ``PARAM_NAME`` and
+    not be a Python keyword (a call written as Python passes arguments by keyword). Names
+    ``original`` has already are its corpus's, not the rule's, and pass whatever they are."""
+    had: set[str] = set()
+    for tool in original.tools:
+        had |= all_property_names(dict(tool.parameters))
+    problems = []
+    for tool in h2.tools:
+        for name in sorted(all_property_names(dict(tool.parameters)) - had):
+            if keyword.iskeyword(name):
+                why = "a Python keyword, which a call written as Python cannot pass"
+            elif not PARAM_NAME.match(name):
+                why = (
+                    "not legal in every call format: letters, digits and _, not starting "
+                    "with a digit, at most 64"
+                )
+            else:
+                continue
+            problems.append((f"tool {tool.name!r}", f"parameter {name!r} is {why}"))
+    return problems
+
+
 # --- all checks ---
 
 
@@ -802,7 +829,14 @@ def check_rewrite(
         if not skip:  # a skipped check's problems are the canonical trajectory's, not the rule's
             failures.extend(Failure(check, where, msg) for where, msg in problems)
 
-    record("harness", [*_harness_problems(h2.to_json()), *prompt_problems(original, h2)])
+    record(
+        "harness",
+        [
+            *_harness_problems(h2.to_json()),
+            *prompt_problems(original, h2),
+            *param_name_problems(original, h2),
+        ],
+    )
 
     surface = map_events(events, m)
     baseline_calls = call_problems(original, events)

@@ -10,6 +10,7 @@ is a prefix or substring of another. Identifiers in free text are replaced by
 from __future__ import annotations
 
 import hashlib
+import keyword
 import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 #: OpenAI/Anthropic tool names
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$(?!\n)")
 #: parameter names hsa invents: valid in every call format, Python keyword syntax included
+#: (``fresh_names`` also keeps them off Python's keywords)
 PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$(?!\n)")
 #: skill and hook ids (the harness schema's pattern)
 ID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?!\n)")
@@ -240,8 +242,9 @@ def fresh_names(
 
     ``propose`` suggests a name; it is made to match ``pattern`` and to pass ``accept`` (e.g.
     "parses back in the harness's call format"), and suffixed ``_2``, ``_3``, ... when it would
-    equal another original, another new name or anything in ``taken``. A name that would stay
-    the same is kept only if no other original claims it first.
+    equal another original, another new name or anything in ``taken``, or (for ``PARAM_NAME``)
+    be a Python keyword (``from``: a call written as Python passes arguments by keyword). A
+    name that would stay the same is kept only if no other original claims it first.
     """
     limit = 64 if pattern is not ID_NAME else 128
     taken = set(taken)
@@ -260,6 +263,7 @@ def fresh_names(
             or candidate in taken
             or (candidate in blocked and candidate != original)
             or not pattern.match(candidate)
+            or (pattern is PARAM_NAME and candidate != original and keyword.iskeyword(candidate))
         ):
             n += 1
             suffix = f"_{n}"

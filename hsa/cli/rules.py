@@ -289,8 +289,9 @@ def check(
 ) -> None:
     """Prove rules task-preserving: a table of rule x check with counts; exit 1 on any failure.
 
-    Checks, per rule, seed and trajectory: the rewritten harness is valid, and the rule left
-    its input as it was and gives the same rewrite again (harness); every call validates
+    Checks, per rule, seed and trajectory: the rewritten harness is valid, the parameter
+    names it brings legal in every call format, and the rule left its input as it was and
+    gives the same rewrite again (harness); every call validates
     against the new schemas (schema); argument values are unchanged except declared enum
     respellings (values); every hook fires and acts as before, on the renamed tools (hooks);
     no text still names a renamed tool or skill (names); every skill says what it said,

@@ -734,3 +734,41 @@ def test_only_a_skill_the_trajectory_never_loads_may_be_dropped(events):
         "skills: skill 'shipping': dropped from a harness without a skill tool, which shows "
         "every skill in full (a trajectory may follow it without loading it)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("new", "says"),
+    [
+        ("order id", "is not legal in every call format"),
+        ("order_id-x", "is not legal in every call format"),
+        ("class", "is a Python keyword"),
+    ],
+)
+def test_a_parameter_name_not_legal_in_every_call_format_fails_the_harness_check(new, says):
+    def rename(harness, rng, params, context):
+        from hsa.augment.param_schemas import rename_properties
+
+        tools, maps = [], {}
+        for tool in harness.tools:
+            if "order_id" not in tool.parameters.get("properties", {}):
+                tools.append(tool)
+                continue
+            schema, steps = rename_properties(tool.parameters, {"order_id": new})
+            tools.append(dataclasses.replace(tool, parameters=schema))
+            maps[tool.name] = ToolMap(tool.name, steps)
+        return Rewrite(harness.replace(tools=tools), RewriteMapping(tools=maps))
+
+    report = _run(rename)
+    assert _failed(report) == {"harness"}
+    said = f"harness: tool 'get_order': parameter {new!r} {says}"
+    assert any(str(f).startswith(said) for f in report.failures)
+
+
+def test_an_odd_parameter_name_the_canonical_harness_has_is_not_the_rules():
+    harness = make_harness()
+    odd = {"type": "object", "properties": {"order id": {"type": "string"}}}
+    harness = harness.replace(
+        tools=[dataclasses.replace(harness.tools[0], parameters=odd), *harness.tools[1:]]
+    )
+    report = _run(lambda h, rng, params, context: Rewrite(h), harness=harness)
+    assert report.outcomes["harness"] == PASS

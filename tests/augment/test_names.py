@@ -207,3 +207,10 @@ def test_synonyms_of_compound_names_repeat_no_word():
         for seed in range(6):
             words = split_words(synonym_name(name, bank, random.Random(seed)))
             assert len(words) == len(set(words)), (name, words)
+
+
+def test_fresh_parameter_names_are_never_python_keywords_but_a_kept_one_stays():
+    # a synonym of "source": a call written as Python cannot pass it
+    assert fresh_names(["source"], lambda n: "from", pattern=PARAM_NAME) == {"source": "from_2"}
+    # a corpus's own name is not the rule's to change
+    assert fresh_names(["from"], lambda n: n, pattern=PARAM_NAME) == {"from": "from"}

@@ -218,7 +218,7 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
 
 @rule(
     "tools.rename_params",
-    version="7",
+    version="8",  # 8: never renames a parameter to a Python keyword (a synonym "from")
     params={
         "type": "object",
         "additionalProperties": False,
