@@ -246,8 +246,11 @@ class Rule:
         applies it: it leaves the harness it was given as it was (that harness is the canonical
         one or a variant others share, with values derived from it kept: an edit in place
         would change rows it never made), and it gives the same rewrite when run again from
-        the same state of ``rng`` (a draw from ``random``, the clock or a set's order would
-        give one variant id two contents). ``hsa rules check`` checks hsa's own rules so too.
+        the same state of ``rng`` (a draw from ``random`` or the clock would give one variant
+        id two contents). ``hsa rules check`` checks hsa's own rules so too. The order of a
+        set of strings and ``hash()`` of one are the same twice in one process, so this does
+        not catch a choice made by them; ``hsa rules check`` applies a plugin's rule again in
+        another process, under another ``PYTHONHASHSEED``, for that (``hsa.augment.suite``).
         """
         missing = [n for n in sorted(self.needs) if not context.has(n)]
         if missing:
@@ -275,7 +278,7 @@ class Rule:
         if _outcome(other) != outcome:
             raise RuleError(
                 f"gave two different rewrites from one seed (in {self.origin}): draw "
-                "everything from rng, never from random, the clock or the order of a set",
+                "everything from rng, never from random, the clock, a set's order or hash()",
                 where=f"rule {self.name!r}",
             )
         return rewrite

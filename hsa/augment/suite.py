@@ -12,6 +12,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
+import pickle
+import subprocess
+import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +24,7 @@ from typing import Any
 
 from hsa.augment.checks import RECORDED, CheckReport, Replay, check_rewrite
 from hsa.augment.planner import Sight, apply_chain
-from hsa.augment.rule import Context, Rewrite, Rule
+from hsa.augment.rule import Context, Rewrite, Rule, _outcome, one_line
 from hsa.envs.base import Environment, Task
 from hsa.errors import HsaError, RuleError, first_line
 from hsa.harness.events import Trajectory, UserMessage
@@ -216,6 +220,7 @@ def run(
     *,
     seeds: Iterable[int] = (0, 1, 2),
     on_report: Callable[[CheckReport], None] | None = None,
+    across_processes: bool = False,
 ) -> Iterator[CheckReport]:
     """Check every job on every subject under every seed; yields one report each.
 
@@ -223,19 +228,42 @@ def run(
     of hooks fired (planning refuses a rewrite that drops a hook the trajectory fires) and
     reused across that harness's trajectories; one that does is applied per trajectory with
     its ``Context``. A rule that raises is reported as a failure of the ``harness`` check.
+
+    ``across_processes``: a rule that is not hsa's own is also applied again in another
+    Python process, under another ``PYTHONHASHSEED`` (``hsa rules check``): a rewrite that
+    depends on the order of a set of strings or on ``hash()`` is the same twice in one
+    process and differs in the next, giving one variant id two contents. A rewrite that
+    differs there fails the ``harness`` check; that rule's reports come when it is done.
     """
     seeds = list(seeds)
     for job in jobs:
-        cache: dict[tuple[str, int, tuple[str, ...]], Any] = {}
+        cache: dict[tuple, Any] = {}
+        applied: list[_Applied] | None = [] if across_processes and job.rule.plugin else None
+        held: list[tuple[CheckReport, int | None]] = []
         for subject in subjects:
             for seed in seeds:
-                report = _one(job, subject, seed, cache)
+                report, case = _one(job, subject, seed, cache, applied)
+                if applied is not None:
+                    held.append((report, case))
+                    continue
+                if on_report is not None:
+                    on_report(report)
+                yield report
+        if applied is not None:
+            differs = _differs_elsewhere(job, applied)
+            for report, case in held:
+                if case is not None and case in differs:
+                    report = _failed_elsewhere(report, applied[case].seed, differs[case])
                 if on_report is not None:
                     on_report(report)
                 yield report
 
 
-def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
+def _one(
+    job: Job, subject: Subject, seed: int, cache: dict, applied: list[_Applied] | None = None
+) -> tuple[CheckReport, int | None]:
+    """The report of one subject and seed, and the index in ``applied`` of the application
+    it checked (when ``applied`` records them)."""
     from hsa.augment.checks import FAIL, Failure
 
     harness, trajectory = subject.harness, subject.trajectory
@@ -245,13 +273,17 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
     key = (harness.to_json(), seed, sight.hooks) if not job.rule.needs else None
     reason: str | None
     trace = ""
+    case: int | None = None
     try:
         if key is not None and key in cache:
-            rewrite = cache[key]
+            rewrite, case = cache[key]
         else:
-            rewrite = _apply_checked(job, harness, seed, context, sight)
+            rewrite = _apply_checked(job, harness, seed, context, sight.hooks)
+            if applied is not None:
+                case = len(applied)
+                applied.append(_Applied(harness, seed, context, sight.hooks, _outcome(rewrite)))
             if key is not None:
-                cache[key] = rewrite
+                cache[key] = (rewrite, case)
     except RuleError as exc:
         reason, trace = str(exc), "".join(traceback.format_exception(exc))
     except Exception as exc:  # a rule that crashes fails its check; the run goes on
@@ -260,13 +292,14 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
     else:
         reason = None
     if reason is not None:
-        return CheckReport(
+        failed = CheckReport(
             f"{trajectory.id}@seed{seed}",
             {"harness": FAIL},
             (Failure("harness", f"seed {seed}", reason, trace),),
             job.rule.name,
         )
-    return check_rewrite(
+        return failed, None
+    report = check_rewrite(
         harness,
         rewrite,
         trajectory.events,
@@ -274,10 +307,11 @@ def _one(job: Job, subject: Subject, seed: int, cache: dict) -> CheckReport:
         trajectory_id=f"{trajectory.id}@seed{seed}",
         label=job.rule.name,
     )
+    return report, case
 
 
 def _apply_checked(
-    job: Job, harness: Harness, seed: int, context: Context, sight: Sight
+    job: Job, harness: Harness, seed: int, context: Context, fired: Iterable[str]
 ) -> Rewrite:
     """The rule's rewrite of ``harness``, run strictly (``Rule.run``: it must leave the harness
     it is given as it was and give the same rewrite again from the same seed), on a copy: a
@@ -290,9 +324,113 @@ def _apply_checked(
         seed=seed,
         context=context,
         strict=True,
-        fired=sight.hooks,
+        fired=fired,
     )
     return rewrite
+
+
+# --- the same rewrite in another process ---
+
+
+@dataclass(frozen=True, slots=True)
+class _Applied:
+    """One application of a rule: what it was given, and what it gave (``_outcome``)."""
+
+    harness: Harness
+    seed: int
+    context: Context
+    fired: tuple[str, ...]
+    outcome: tuple[str, str]
+
+
+#: how long the other process may take over one rule's applications
+ELSEWHERE_TIMEOUT_S = 600
+
+
+def _differs_elsewhere(job: Job, applied: Sequence[_Applied]) -> dict[int, str]:
+    """The applications of ``applied`` that give another rewrite (or an error) in another
+    Python process, under another ``PYTHONHASHSEED``, by index, with what differed. One
+    process for all of a rule's applications. A rule the other process cannot find (one
+    defined in ``__main__``, a notebook's) is not checked there: no evidence either way."""
+    if not applied:
+        return {}
+    module = job.rule.fn.__module__
+    if module == "__main__":
+        return {}
+    ours = os.environ.get("PYTHONHASHSEED")
+    other = "2" if ours == "1" else "1"
+    # the plugins load there as here: the same HSA_PLUGINS and entry points, and the same
+    # import path (a plugin importable here from the current folder is there too)
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": other,
+        "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path),
+    }
+    given = pickle.dumps(
+        (job.rule.name, module, dict(job.params or {}), [_given(a) for a in applied]), 5
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "from hsa.augment.suite import _elsewhere; _elsewhere()"],
+            input=given,
+            capture_output=True,
+            env=env,
+            timeout=ELSEWHERE_TIMEOUT_S,
+            check=False,
+        )
+        outcomes = json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        outcomes = None
+    if not isinstance(outcomes, list) or len(outcomes) != len(applied):
+        return {}  # the rule could not be run there (not importable by name): not checked
+    where = f"another process (PYTHONHASHSEED={other})"
+    out = {}
+    for i, (mine, theirs) in enumerate(zip(applied, outcomes, strict=True)):
+        if isinstance(theirs, str):
+            out[i] = f"raised in {where}, not here: {theirs}"
+        elif tuple(theirs) != mine.outcome:
+            out[i] = f"gave another rewrite in {where} from the same seed"
+    return out
+
+
+def _given(item: _Applied) -> tuple:
+    return (item.harness, item.seed, item.context, item.fired)
+
+
+def _failed_elsewhere(report: CheckReport, seed: int, why: str) -> CheckReport:
+    from hsa.augment.checks import FAIL, Failure
+
+    message = (
+        f"{why}: the rewrite differs across processes (set order or hash()), so one variant "
+        "id would hold two contents; iterate sorted(...), never a set's order or hash() "
+        "(docs/rules.md, 'Check it')"
+    )
+    failure = Failure("harness", f"seed {seed}", message)
+    return dataclasses.replace(
+        report,
+        outcomes={**report.outcomes, "harness": FAIL},
+        failures=(failure, *report.failures),
+    )
+
+
+def _elsewhere() -> None:
+    """The other process of ``_differs_elsewhere``: read the rule and its applications from
+    stdin (pickled), apply each as ``run`` does and write what each gave (``_outcome``, or
+    the error) to stdout as JSON."""
+    import importlib
+
+    from hsa.augment.registry import get
+
+    name, module, params, given = pickle.load(sys.stdin.buffer)
+    importlib.import_module(module)  # (a test's or a script's rules register on import)
+    job = Job(get(name), params)
+    out: list[Any] = []
+    for harness, seed, context, fired in given:
+        try:
+            out.append(_outcome(_apply_checked(job, harness, seed, context, fired)))
+        except Exception as exc:
+            out.append(one_line(exc))
+    sys.stdout.write(json.dumps(out))
 
 
 def describe(report: CheckReport) -> str:

@@ -291,7 +291,8 @@ def check(
 
     Checks, per rule, seed and trajectory: the rewritten harness is valid, the parameter
     names it brings legal in every call format, and the rule left its input as it was and
-    gives the same rewrite again (harness); every call validates
+    gives the same rewrite again, a plugin's rule in another process too (harness); every
+    call validates
     against the new schemas (schema); argument values are unchanged except declared enum
     respellings (values); every hook fires and acts as before, on the renamed tools (hooks);
     no text still names a renamed tool or skill (names); every skill says what it said,
@@ -322,7 +323,7 @@ def check(
     reports = []
     with progress() as bar:
         task = bar.add_task("checking", total=total)
-        for report in run(jobs, subjects, seeds=range(seeds)):
+        for report in run(jobs, subjects, seeds=range(seeds), across_processes=True):
             reports.append(report)
             bar.advance(task)
     debug = bool((click.get_current_context().find_root().obj or {}).get("debug"))

@@ -259,3 +259,45 @@ def test_a_rewrite_dropping_a_hook_is_refused_where_it_fires_whatever_the_order(
         assert reports["quiet@seed0"].outcomes["harness"] != FAIL
         seen.append({t: describe(r) for t, r in sorted(reports.items())})
     assert seen[0] == seen[1]
+
+
+SET_ORDER = '''
+import dataclasses
+
+from hsa.augment import Rewrite, rule
+
+
+@rule("hashy.set_order")
+def set_order(harness, rng, params, context):
+    """Append the harness's words in a set's order (string hashes) to each description."""
+    said = " ".join({w for t in harness.tools for w in t.description.split()})
+    tools = [dataclasses.replace(t, description=t.description + said) for t in harness.tools]
+    return Rewrite(harness.replace(tools=tools))
+'''
+
+
+def test_a_rule_choosing_by_a_sets_order_fails_in_another_process(plugins, tmp_path, monkeypatch):
+    # the same twice in one process (string hashes are salted per process): only another
+    # process, under another PYTHONHASHSEED, tells it; one process for all of a rule's cases
+    import sys
+
+    from conftest import make_events, make_harness
+
+    from hsa.augment import get_rule
+    from hsa.harness import Trajectory
+
+    (tmp_path / "hashy_rules.py").write_text(SET_ORDER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("HSA_PLUGINS", "")
+    import hashy_rules  # noqa: F401
+
+    subject = Subject(make_harness(), Trajectory("t", tuple(make_events())), Replay(), "test")
+    jobs = [Job(get_rule("hashy.set_order"))]
+    assert all(r.ok for r in run(jobs, [subject], seeds=(0, 1)))
+    reports = list(run(jobs, [subject], seeds=(0, 1), across_processes=True))
+    assert len(reports) == 2
+    for report in reports:
+        assert report.outcomes["harness"] == "fail"
+        assert "differs across processes (set order or hash())" in describe(report)
+        assert "gave another rewrite in another process (PYTHONHASHSEED=" in describe(report)
+    sys.modules.pop("hashy_rules", None)
