@@ -378,7 +378,9 @@ def _differs_elsewhere(job: Job, applied: Sequence[_Applied]) -> dict[int, str]:
             timeout=ELSEWHERE_TIMEOUT_S,
             check=False,
         )
-        outcomes = json.loads(done.stdout) if done.returncode == 0 else None
+        # (the last line: what the rule printed there comes before it)
+        said = done.stdout.splitlines()
+        outcomes = json.loads(said[-1]) if done.returncode == 0 and said else None
     except (OSError, subprocess.TimeoutExpired, ValueError):
         outcomes = None
     if not isinstance(outcomes, list) or len(outcomes) != len(applied):
@@ -430,7 +432,7 @@ def _elsewhere() -> None:
             out.append(_outcome(_apply_checked(job, harness, seed, context, fired)))
         except Exception as exc:
             out.append(one_line(exc))
-    sys.stdout.write(json.dumps(out))
+    sys.stdout.write("\n" + json.dumps(out) + "\n")
 
 
 def describe(report: CheckReport) -> str:
