@@ -215,6 +215,7 @@ class ChatServer:
         self._counter = 0
         # chat-completions answers made, not yet recorded -> whether they began to go out
         self._unsent: dict[_Answer, bool] = {}
+        self._created = int(time.time())  # /v1/models' ``created``: when this server began
 
     async def start(self) -> int:
         """Start listening; returns the port (chosen by the system when 0)."""
@@ -329,7 +330,12 @@ class ChatServer:
             if method not in ("GET", "HEAD"):
                 return _not_allowed(path, "GET, HEAD")
             if path == "/v1/models":
-                model = {"id": self.model, "object": "model", "owned_by": "hsa"}
+                model = {
+                    "id": self.model,
+                    "object": "model",
+                    "created": self._created,
+                    "owned_by": "hsa",
+                }
                 return _Answer(200, {"object": "list", "data": [model]})
             return _Answer(200, {"status": "ok"})
         if path != "/v1/chat/completions":

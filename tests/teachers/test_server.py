@@ -544,3 +544,13 @@ def test_a_content_part_whose_text_is_no_string_is_the_clients_400(serve, env, c
     assert status == 400, error  # it was a 500 (a TypeError), which clients retry
     where = f"messages[{len(messages) - 1}].content[0].text"
     assert f"{where}: a content part's text must be a string" in error["error"]["message"]
+
+
+def test_models_lists_the_model_with_its_creation_time(serve):
+    # openai.types.Model requires created: the official client's models.list() failed
+    port = serve(answer=answer).port
+    started = int(time.time())
+    [model] = call_http(port, "GET", "/v1/models")[1]["data"]
+    assert set(model) == {"id", "object", "created", "owned_by"}
+    assert isinstance(model["created"], int) and abs(model["created"] - started) < 60
+    assert call_http(port, "GET", "/v1/models")[1]["data"] == [model]  # the same each time
