@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant, canonical_variant
 from hsa.envs.base import Environment, Task
@@ -31,6 +33,8 @@ from hsa.teachers.request import ChatRequest, ChatResponse, Usage
 from hsa.teachers.rollout import REPAIR_PREFIX, TASK_KEY, VARIANT_KEY, protocol_view
 from hsa.teachers.task_variants import VariantPool
 
+#: how many tool lists' token counts a responder keeps (a job sends one per variant)
+_TOOLS_KEPT = 1024
 #: finds a variant by id (None when unknown)
 VariantLookup = Callable[[str], Variant | None]
 
@@ -39,6 +43,16 @@ def _tokens(value: Any) -> int:
     """A rough token count (4 characters a token): the oracle has no tokenizer."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return max(1, len(text) // 4)
+
+
+def _tools_key(tools: Any) -> bytes | str:
+    """A request's tools as a key to their token count: their JSON, through orjson (several
+    times faster than ``json``, and a request's tools are most of its body), or ``json``'s for
+    what orjson does not write (an integer past 64 bits)."""
+    try:
+        return orjson.dumps(tools)
+    except orjson.JSONEncodeError:
+        return json.dumps(tools, ensure_ascii=False)
 
 
 def _oracle(env: Environment) -> Policy:
@@ -83,7 +97,7 @@ class OracleResponder:
                 self._by_first_turn.setdefault(turns[0], []).append(task)
         self._session_start: dict[str, tuple[HookFired, ...]] = {}
         self._found: dict[str, Variant] = {}
-        self._tools_tokens: dict[str, int] = {}
+        self._tools_tokens: dict[bytes | str, int] = {}  # by the tools' JSON (``_tools_key``)
         self._canonicals: dict[str, Variant] = {}  # by harness id: what a fixed oracle writes
 
     @property
@@ -204,15 +218,26 @@ class OracleResponder:
         if not step:
             step = [AssistantMessage("")]
         message = self._message(step, surface, self.writes_as(task, variant))
-        tools_tokens = self._tools_tokens.get(variant.variant_id)
-        if tools_tokens is None:
-            tools = body.get("tools") or []
-            tools_tokens = self._tools_tokens[variant.variant_id] = _tokens(tools) if tools else 0
         usage = {
-            "prompt_tokens": sum(_tokens(m.get("content") or "") for m in messages) + tools_tokens,
+            "prompt_tokens": sum(_tokens(m.get("content") or "") for m in messages)
+            + self._count_tools(body.get("tools") or []),
             "completion_tokens": _tokens(message),
         }
         return message, usage
+
+    def _count_tools(self, tools: list[Any]) -> int:
+        """The tokens of the tools a request lists (its own: requests of one variant may send
+        others), kept by their JSON: counting them anew each request cost more than the rest
+        of the answer."""
+        if not tools:
+            return 0
+        key = _tools_key(tools)
+        found = self._tools_tokens.get(key)
+        if found is None:
+            if len(self._tools_tokens) >= _TOOLS_KEPT:  # a server sent ever other tools
+                self._tools_tokens.clear()
+            found = self._tools_tokens[key] = _tokens(tools)
+        return found
 
     def writes_as(self, task: Task, variant: Variant) -> Variant:
         """The variant whose names and call format the reply is written in: the one it read."""

@@ -12,7 +12,7 @@ from hsa.augment.mapping import map_events
 from hsa.envs.livestream import next_actions, solve
 from hsa.errors import TeacherError
 from hsa.harness.render import render
-from hsa.teachers.oracle import OracleBackend
+from hsa.teachers.oracle import OracleBackend, OracleResponder, _tokens
 from hsa.teachers.request import ChatRequest
 from hsa.teachers.rollout import TASK_KEY, VARIANT_KEY, repair_prompt
 
@@ -114,3 +114,17 @@ def test_the_in_process_backend_wraps_the_responder(env, canonical, responder):
     bad = ChatRequest("hsa-oracle", [{"role": "user", "content": "hello?"}])
     with pytest.raises(TeacherError, match="the oracle cannot answer"):
         asyncio.run(backend.chat(bad))
+
+
+def test_prompt_tokens_count_the_tools_each_request_sends(env, canonical, variants):
+    # kept per variant, the first request's tools were counted for every later one
+    responder = OracleResponder(env, next_actions, variants=variants)  # nothing counted yet
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    body = body_for(opening(env, task), canonical)
+    [call] = responder(body)[0]["tool_calls"]
+    called = next(t for t in body["tools"] if t["function"]["name"] == call["function"]["name"])
+    fewer = {**body, "tools": [called]}
+    full, few = responder(body)[1]["prompt_tokens"], responder(fewer)[1]["prompt_tokens"]
+    messages = full - _tokens(body["tools"])
+    assert few == messages + _tokens([called]) < full
+    assert responder(body)[1]["prompt_tokens"] == full  # each its own, whichever came first
