@@ -291,7 +291,8 @@ def _summary(report: Any) -> None:
     type=Span(0, 1),
     default=0.0,
     show_default=True,
-    help="Share of requests whose tool call comes back malformed.",
+    help="Share of requests whose tool call comes back malformed (an answer with no call, "
+    "one to the user, is never touched).",
 )
 @click.option(
     "--fault-seed", type=int, default=0, show_default=True, help="Seed of the fault draws."

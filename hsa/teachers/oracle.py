@@ -26,7 +26,7 @@ from hsa.envs.episode import Policy
 from hsa.envs.hook_runtime import HookContext, run_hooks
 from hsa.errors import EnvError, HsaError, TeacherError
 from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad, ToolCall, UserMessage
-from hsa.harness.parse import parse
+from hsa.harness.parse import parse, reads_as_calls
 from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage
@@ -238,6 +238,19 @@ class OracleResponder:
                 self._tools_tokens.clear()
             found = self._tools_tokens[key] = _tokens(tools)
         return found
+
+    def calls_in_text(self, body: Mapping[str, Any], message: Mapping[str, Any]) -> bool:
+        """Whether ``message``, this responder's answer to ``body``, holds calls in its text as
+        the client reads it, under the protocol of the variant the request names: only a text
+        protocol's can (what ``hsa serve``'s malformed answers may break; an answer to the
+        user is left whole)."""
+        content = message.get("content")
+        if not isinstance(content, str) or not content:
+            return False
+        metadata = body.get("metadata") or {}
+        variant = self.variant(metadata, list(body.get("messages") or []))
+        protocol = variant.harness.protocol
+        return not protocol.is_api and reads_as_calls(content, protocol)
 
     def writes_as(self, task: Task, variant: Variant) -> Variant:
         """The variant whose names and call format the reply is written in: the one it read."""

@@ -7,8 +7,9 @@ HTTP gets aiohttp's plain-text 400.
 What answers is a ``Responder``: a function from the request body to an assistant message.
 Faults are decided by hashing the request, so a run is reproducible whatever the order of
 arrival: ``fail_rate`` of attempts get HTTP 429 or 500 (half each; a retried request draws
-again), ``malformed_rate`` of requests get their tool call broken (the same request is always
-broken the same way, as a model's deterministic output would be), and every answer leaves
+again), ``malformed_rate`` of requests whose answer holds a tool call get that call broken (the
+same request is always broken the same way, as a model's deterministic output would be; an
+answer of text alone is never touched), and every answer leaves
 ``latency_ms`` after its request was read, as a model that takes that long to answer: the
 server's own work on it (parsing, answering) is inside that time, not added to it. An
 optional JSONL log records every chat-completions request's key and status once its answer
@@ -55,8 +56,13 @@ MAX_HEADERS = 100
 #: seconds a closing server gives the answers in flight before it cuts their connections
 SHUTDOWN_GRACE_S = 1.0
 
-#: body -> (assistant message, usage dict); raises HsaError for a request it cannot answer
+#: body -> (assistant message, usage dict); raises HsaError for a request it cannot answer.
+#: A responder that may write calls in an answer's text (a text protocol's, which only it can
+#: read) has a ``calls_in_text(body, message)`` method saying whether an answer does: the server
+#: breaks only answers that hold a call, in ``tool_calls`` or, where that says so, in the text.
 Responder = Callable[[Mapping[str, Any]], tuple[dict[str, Any], dict[str, int]]]
+#: (body, assistant message) -> whether the message's text holds a call
+CallsInText = Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +132,9 @@ def malform(message: dict[str, Any]) -> dict[str, Any] | None:
     """``message`` with its first tool call broken, or None when it has no call to break.
 
     API calls get arguments that are not JSON; a text call loses its last closing bracket or
-    tag end (``}``, ``)``, ``]`` or ``>``), which no call format parses.
+    tag end (``}``, ``)``, ``]`` or ``>``), which no call format parses. A message without
+    ``tool_calls`` is taken for a text call: the caller knows that its text holds one (a plain
+    answer would lose a character, and still read as an answer).
     """
     calls = message.get("tool_calls")
     if calls:
@@ -215,6 +223,7 @@ class ChatServer:
         self._counter = 0
         # chat-completions answers made, not yet recorded -> whether they began to go out
         self._unsent: dict[_Answer, bool] = {}
+        self._calls_in_text: CallsInText | None = getattr(responder, "calls_in_text", None)
         self._created = int(time.time())  # /v1/models' ``created``: when this server began
 
     async def start(self) -> int:
@@ -390,7 +399,11 @@ class ChatServer:
             return _Answer(400, _error(refused, "invalid_request"), {}, arrived, key)
         malformed = False
         rate = faults.malformed_rate
-        if rate and _fraction(faults.seed, "malformed", digest) < rate:
+        if (
+            rate
+            and _fraction(faults.seed, "malformed", digest) < rate
+            and self._holds_call(body, message)
+        ):
             broken = malform(message)
             if broken is not None:
                 message, malformed = broken, True
@@ -406,6 +419,17 @@ class ChatServer:
             "usage": usage,
         }
         return _Answer(200, completion, {}, arrived, key, malformed)
+
+    def _holds_call(self, body: Mapping[str, Any], message: Mapping[str, Any]) -> bool:
+        """Whether the answer ``message`` holds a call to break: in ``tool_calls``, or in its
+        text where the responder says so (a final answer, or an ``api`` answer's text, is
+        the user's to read, and stays whole)."""
+        if message.get("tool_calls"):
+            return True
+        content = message.get("content")
+        if not isinstance(content, str) or not content or self._calls_in_text is None:
+            return False
+        return self._calls_in_text(body, message)
 
     def _record(self, answer: _Answer, *, sent: bool) -> None:
         """Count and log a chat-completions answer once: its status (and whether it was

@@ -11,6 +11,7 @@ import pytest
 from hsa.augment.mapping import map_events
 from hsa.envs.livestream import next_actions, solve
 from hsa.errors import TeacherError
+from hsa.harness.events import AssistantMessage
 from hsa.harness.render import render
 from hsa.teachers.oracle import OracleBackend, OracleResponder, _tokens
 from hsa.teachers.request import ChatRequest
@@ -128,3 +129,19 @@ def test_prompt_tokens_count_the_tools_each_request_sends(env, canonical, varian
     messages = full - _tokens(body["tools"])
     assert few == messages + _tokens([called]) < full
     assert responder(body)[1]["prompt_tokens"] == full  # each its own, whichever came first
+
+
+def test_calls_in_text_are_those_a_text_protocols_reader_finds(
+    env, canonical, text_variants, responder
+):
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    events = list(solve(env, task).events)
+    final = max(i for i, e in enumerate(events) if isinstance(e, AssistantMessage))
+    for variant in (canonical, *text_variants):
+        call_body, answer_body = (
+            body_for(opening(env, task), variant),
+            body_for(events[:final], variant),
+        )
+        call, answer = responder(call_body)[0], responder(answer_body)[0]
+        assert not responder.calls_in_text(answer_body, answer)
+        assert responder.calls_in_text(call_body, call) is (not variant.harness.protocol.is_api)

@@ -36,6 +36,10 @@ def call_tool(body):
     return message, {"prompt_tokens": 1, "completion_tokens": 1}
 
 
+#: the tool ``call_tool`` calls, which a request must list for its answer to call it
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+
+
 def call_http(port, method, path, body=None, headers=None, *, response_headers=False):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     connection.request(method, path, body=body, headers=headers or {})
@@ -243,8 +247,15 @@ def test_an_answer_still_waiting_when_the_server_closes_is_logged_cut(serve, tmp
 
 def long_answer(body):
     # more than the client's socket and the server's buffers hold: the rest waits to drain
-    # (its closing ">" is what a malformed answer loses)
     return {"role": "assistant", "content": "x" * (8 << 20) + "<end>"}, {"prompt_tokens": 1}
+
+
+def long_call(body):
+    # as long, a call (what a malformed answer breaks)
+    message, usage = call_tool(body)
+    arguments = json.dumps({"a": "x" * (8 << 20)})
+    call = dict(message["tool_calls"][0], function={"name": "f", "arguments": arguments})
+    return dict(message, tool_calls=[call]), usage
 
 
 @pytest.mark.parametrize("who", ["client", "server"])
@@ -255,8 +266,8 @@ def test_an_answer_cut_while_it_was_being_sent_is_logged_with_its_status(
     # summed as cut before sent, as one of which nothing went out
     monkeypatch.setattr(server_module, "SHUTDOWN_GRACE_S", 0.05)
     log = tmp_path / "requests.jsonl"
-    served = serve(answer=long_answer, faults=Faults(malformed_rate=1.0), log=log)
-    body = chat_body().encode()
+    served = serve(answer=long_call, faults=Faults(malformed_rate=1.0), log=log)
+    body = chat_body(tools=TOOLS).encode()
     client = socket.socket()
     client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # (set before it connects)
     client.connect(("127.0.0.1", served.port))
@@ -544,6 +555,60 @@ def test_a_content_part_whose_text_is_no_string_is_the_clients_400(serve, env, c
     assert status == 400, error  # it was a 500 (a TypeError), which clients retry
     where = f"messages[{len(messages) - 1}].content[0].text"
     assert f"{where}: a content part's text must be a string" in error["error"]["message"]
+
+
+def oracle_body(events, variant):
+    conversation = render(map_events(events, variant.mapping), variant.harness)
+    return {
+        "model": "hsa-oracle",
+        "messages": conversation.messages,
+        "tools": conversation.tools,
+        "metadata": {VARIANT_KEY: variant.variant_id},
+    }
+
+
+def test_a_malformed_rate_breaks_calls_and_never_an_answers_text(
+    serve, env, canonical, text_variants, tmp_path
+):
+    # a final answer with a closing bracket lost it, and was kept as a verified answer
+    log = tmp_path / "requests.jsonl"
+    served = serve(faults=Faults(malformed_rate=1.0), log=log)
+    task, events, final = next(
+        (t, events, i)
+        for t in env.tasks()
+        for events in [list(solve(env, t).events)]
+        for i, e in enumerate(events)
+        if type(e).__name__ == "AssistantMessage" and any(c in e.text for c in "})]>")
+    )
+    first_call = next(i for i, e in enumerate(events) if type(e).__name__ == "ToolCall")
+    for variant in (canonical, text_variants[0]):
+        said = map_events([events[final]], variant.mapping)[0].text
+        body = oracle_body(events[:final], variant)
+        status, completion = call_http(
+            served.port, "POST", "/v1/chat/completions", json.dumps(body)
+        )
+        assert status == 200 and completion["choices"][0]["message"]["content"] == said, task.id
+        body = oracle_body(events[:first_call], variant)
+        status, completion = call_http(
+            served.port, "POST", "/v1/chat/completions", json.dumps(body)
+        )
+        message = completion["choices"][0]["message"]
+        if variant is canonical:
+            with pytest.raises(ValueError):
+                json.loads(message["tool_calls"][0]["function"]["arguments"])
+        else:
+            read = parse(
+                [{"role": "assistant", "content": message["content"]}], _bare(variant.harness)
+            )
+            assert [type(e).__name__ for e in read] == ["AssistantMessage"]
+    assert served.stats.malformed == 2  # (settled: the last answer is logged)
+    logged = [json.loads(line)["malformed"] for line in log.read_text().splitlines()]
+    assert logged == [False, True, False, True]
+    # a responder that cannot say which text holds a call has its text left alone
+    plain = serve(answer=long_answer, faults=Faults(malformed_rate=1.0))
+    status, completion = call_http(plain.port, "POST", "/v1/chat/completions", chat_body())
+    assert completion["choices"][0]["message"]["content"].endswith("<end>")
+    assert plain.stats.malformed == 0
 
 
 def test_models_lists_the_model_with_its_creation_time(serve):
