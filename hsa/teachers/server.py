@@ -509,13 +509,27 @@ def _named(choice: Any) -> str | None:
 
 
 def _answer_problem(body: Mapping[str, Any], message: Mapping[str, Any]) -> str | None:
-    """Why the answer ``message`` is not one the request's ``tool_choice`` allows, or None:
-    the responder answers as it would anyway, so an answer ``tool_choice`` rules out is
-    refused, never sent as if it were allowed."""
+    """Why the answer ``message`` is not one the request's ``tool_choice`` and ``tools``
+    allow, or None: the responder answers as it would anyway, so an answer they rule out is
+    refused, never sent as if it were allowed. Without tools ``tool_choice`` is ``none``, as
+    OpenAI's API has it, and an answer's ``tool_calls`` call only tools the request lists.
+    (A text protocol's calls, in the answer's text, are against tools its prompt lists.)"""
     calls = [c.get("function", {}).get("name") for c in message.get("tool_calls") or ()]
+    offered = _tool_names(body.get("tools") or ())
+    said = f"calls {', '.join(map(str, calls))}" if calls else "is text, with no call"
+    if calls and not offered:
+        return (
+            f"the request lists no tools (so tool_choice is 'none'): this server's answer here "
+            f"{said}, and it does not answer otherwise; send the tools"
+        )
+    unlisted = [c for c in calls if c not in offered]
+    if unlisted:
+        return (
+            f"this server's answer here {said}, and the request's tools do not list "
+            f"{', '.join(map(str, dict.fromkeys(unlisted)))}; it does not answer otherwise"
+        )
     choice = body.get("tool_choice")
     named = _named(choice)
-    said = f"calls {', '.join(map(str, calls))}" if calls else "is text, with no call"
     if (
         (choice == "none" and calls)
         or (choice == "required" and not calls)
@@ -526,6 +540,17 @@ def _answer_problem(body: Mapping[str, Any], message: Mapping[str, Any]) -> str 
             "otherwise"
         )
     return None
+
+
+def _tool_names(tools: Any) -> set[str]:
+    """The function names ``tools`` (a request's, OpenAI-style) lists."""
+    names = set()
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if isinstance(name, str):
+            names.add(name)
+    return names
 
 
 def _logged_key(body: Mapping[str, Any]) -> str | None:

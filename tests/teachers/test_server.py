@@ -150,7 +150,7 @@ def test_a_malformed_request_body_gets_a_json_400_and_no_traceback(serve, caplog
 )
 def test_an_answer_its_tool_choice_rules_out_is_a_400(serve, responder, choice, kept):
     served = serve(answer=responder)
-    body = chat_body(tool_choice=choice)
+    body = chat_body(tool_choice=choice, tools=TOOLS)
     status, payload = call_http(served.port, "POST", "/v1/chat/completions", body=body)
     if kept:
         assert status == 200 and payload["choices"][0]["message"]
@@ -411,7 +411,8 @@ def test_malformed_answers_are_drawn_per_request_and_logged(serve, tmp_path):
     served = serve(answer=call_tool, faults=Faults(malformed_rate=0.5, seed=2), log=log)
 
     def broken(i):
-        status, completion = call_http(served.port, "POST", "/v1/chat/completions", chat_body(i))
+        body = chat_body(i, tools=TOOLS)
+        status, completion = call_http(served.port, "POST", "/v1/chat/completions", body)
         assert status == 200 and completion["choices"][0]["finish_reason"] == "tool_calls"
         arguments = completion["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
         try:
@@ -609,6 +610,43 @@ def test_a_malformed_rate_breaks_calls_and_never_an_answers_text(
     status, completion = call_http(plain.port, "POST", "/v1/chat/completions", chat_body())
     assert completion["choices"][0]["message"]["content"].endswith("<end>")
     assert plain.stats.malformed == 0
+
+
+@pytest.mark.parametrize("tools", [None, [], [{"type": "function", "function": {"name": "g"}}]])
+def test_an_answer_calling_a_tool_the_request_does_not_list_is_a_400(serve, tools):
+    # OpenAI's API never answers with a call to a tool the request does not list; without
+    # tools tool_choice is "none"
+    served = serve(answer=call_tool)
+    body = chat_body(**({} if tools is None else {"tools": tools}))
+    status, error = call_http(served.port, "POST", "/v1/chat/completions", body)
+    assert status == 400 and "does not answer otherwise" in error["error"]["message"]
+    assert ("lists no tools" in error["error"]["message"]) is (not tools)
+    assert call_http(served.port, "POST", "/v1/chat/completions", chat_body(tools=TOOLS))[0] == 200
+
+
+def test_the_oracle_answers_a_text_protocol_without_tools_but_not_the_api(
+    serve, env, canonical, text_variants
+):
+    port = serve().port
+    task = next(t for t in env.tasks() if t.kind == "single_tool")
+    events = list(solve(env, task).events)
+    first_call = next(i for i, e in enumerate(events) if type(e).__name__ == "ToolCall")
+    body = oracle_body(events[:first_call], canonical)
+    assert call_http(port, "POST", "/v1/chat/completions", json.dumps(body))[0] == 200
+    for tools in (
+        [],
+        [t for t in body["tools"] if t["function"]["name"] != events[first_call].tool],
+    ):
+        status, _ = call_http(
+            port, "POST", "/v1/chat/completions", json.dumps({**body, "tools": tools})
+        )
+        assert status == 400
+    for variant in text_variants:  # their tools are in the prompt: the request lists none
+        body = oracle_body(events[:first_call], variant)
+        assert "tools" not in body or not body["tools"]
+        body.pop("tools")
+        status, completion = call_http(port, "POST", "/v1/chat/completions", json.dumps(body))
+        assert status == 200 and completion["choices"][0]["message"]["content"]
 
 
 def test_models_lists_the_model_with_its_creation_time(serve):

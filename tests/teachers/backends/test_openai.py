@@ -32,6 +32,8 @@ from hsa.teachers.server import Faults
 from hsa.teachers.throttle import Backoff
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+#: the tool ``echo`` calls, which a request must list for its answer to call it
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
 
 
 def echo(body):
@@ -61,7 +63,7 @@ def ask_all(b: OpenAIBackend, texts: list[str]):
         try:
             return await asyncio.gather(
                 *(
-                    b.chat(ChatRequest("m", [{"role": "user", "content": t}], sampling=Sampling()))
+                    b.chat(ChatRequest("m", [{"role": "user", "content": t}], TOOLS, Sampling()))
                     for t in texts
                 ),
                 return_exceptions=True,
@@ -568,7 +570,9 @@ def test_metadata_is_sent_unless_turned_off(serve):
         return echo(body)
 
     served = serve(answer=answer)
-    request = ChatRequest("m", [{"role": "user", "content": "x"}], metadata={"hsa_variant": "v"})
+    request = ChatRequest(
+        "m", [{"role": "user", "content": "x"}], TOOLS, metadata={"hsa_variant": "v"}
+    )
     for send in (True, False):
         b = backend(served.url, send_metadata=send)
 
