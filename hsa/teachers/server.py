@@ -375,6 +375,11 @@ class ChatServer:
         if wrong is not None:
             refusal = _error(f"bad request body: {wrong}", "invalid_request")
             return _Answer(400, refusal, arrived=arrived)
+        unanswered = _pairing_problem(body)
+        if unanswered is not None:
+            param, reason = unanswered
+            refusal = _error(f"{param}: {reason}", "invalid_request", param=param)
+            return _Answer(400, refusal, arrived=arrived)
         # Faults are drawn from a hash of the body as sent (the same request always arrives as
         # the same bytes); the request-cache key, dearer to compute, only goes to the log.
         digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
@@ -499,6 +504,75 @@ def _shape_problem(body: Any) -> str | None:
     return None
 
 
+def _pairing_problem(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Where (``messages[i]``) and why the request's tool messages do not answer its tool
+    calls as OpenAI's API requires, or None: every tool message answers a call of the last
+    assistant message with ``tool_calls``, once, and each of that message's calls is answered
+    before the next assistant message (or the end). Results the oracle could not match to a
+    call are ignored by it, and it would make the same call again, forever.
+
+    It holds where calls go as ``tool_calls`` (a request with ``tools``, or a conversation
+    holding ``tool_calls``). A text protocol's conversation, with the calls in the assistant's
+    text and no tools listed, is the responder's to read. A hook's note may stand between the
+    results of one message's calls (hsa places a post-tool-use hook's system or user message
+    after the result it follows), where OpenAI's API wants the results together.
+    """
+    messages = body["messages"]
+    api = bool(body.get("tools")) or any(
+        m.get("role") == "assistant" and m.get("tool_calls") for m in messages
+    )
+    if not api:
+        return None
+    calls_at: int | None = None  # the last assistant message with tool_calls
+    waiting: dict[str, None] = {}  # its call ids not answered yet, in order
+    answered: set[str] = set()
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "assistant":
+            if waiting:
+                return _unanswered(calls_at, waiting)
+            calls = message.get("tool_calls") or []
+            calls_at, answered = None, set()
+            if not isinstance(calls, list):
+                continue  # the responder refuses it, saying why
+            calls_at = index if calls else None
+            for number, call in enumerate(calls):
+                call_id = call.get("id") if isinstance(call, Mapping) else None
+                if not isinstance(call_id, str) or not call_id:
+                    return f"messages[{index}].tool_calls[{number}]", "a tool call needs an id"
+                waiting[call_id] = None
+        elif role == "tool":
+            where = f"messages[{index}]"
+            call_id = message.get("tool_call_id")
+            if calls_at is None:
+                return where, (
+                    "messages with role 'tool' must be a response to a preceding message with "
+                    "'tool_calls'"
+                )
+            if not isinstance(call_id, str):
+                return where, "a tool message needs a tool_call_id string"
+            if call_id in answered:
+                return where, f"tool_call_id {call_id!r} of messages[{calls_at}] is answered twice"
+            if call_id not in waiting:
+                return where, (
+                    f"tool_call_id {call_id!r} is not among the tool calls of messages[{calls_at}] "
+                    f"({', '.join(sorted(set(answered) | set(waiting)))}): a tool message must "
+                    "answer a call of the preceding assistant message with 'tool_calls'"
+                )
+            del waiting[call_id]
+            answered.add(call_id)
+    if waiting:
+        return _unanswered(calls_at, waiting)
+    return None
+
+
+def _unanswered(at: int | None, waiting: Mapping[str, None]) -> tuple[str, str]:
+    return f"messages[{at}]", (
+        "an assistant message with 'tool_calls' must be followed by tool messages responding "
+        f"to each 'tool_call_id'; not answered: {', '.join(waiting)}"
+    )
+
+
 def _named(choice: Any) -> str | None:
     """The function a ``tool_choice`` of one function names, or None."""
     if not isinstance(choice, dict) or choice.get("type") != "function":
@@ -567,5 +641,9 @@ def _authorized(request: web.BaseRequest, key: str) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), key)
 
 
-def _error(message: str, kind: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "code": kind}}
+def _error(message: str, kind: str, *, param: str | None = None) -> dict[str, Any]:
+    """An OpenAI-style error body; ``param`` names the part of the request at fault."""
+    error = {"message": message, "type": kind, "code": kind}
+    if param is not None:
+        error["param"] = param
+    return {"error": error}

@@ -612,6 +612,110 @@ def test_a_malformed_rate_breaks_calls_and_never_an_answers_text(
     assert plain.stats.malformed == 0
 
 
+def calls_of(*ids, name="f"):
+    calls = [
+        {"id": i, "type": "function", "function": {"name": name, "arguments": "{}"}} for i in ids
+    ]
+    return {"role": "assistant", "content": None, "tool_calls": calls}
+
+
+def result(call_id):
+    return {"role": "tool", "tool_call_id": call_id, "content": "{}"}
+
+
+USER = {"role": "user", "content": "hi"}
+
+
+@pytest.mark.parametrize(
+    "messages, param, said",
+    [
+        # a result under an id no call has: the oracle ignored it, and called again forever
+        (
+            [USER, calls_of("a"), result("WRONG")],
+            "messages[2]",
+            "'WRONG' is not among the tool calls of messages[1] (a)",
+        ),
+        (
+            [USER, calls_of("a", "b"), result("a"), USER],
+            "messages[1]",
+            "responding to each 'tool_call_id'; not answered: b",
+        ),
+        ([USER, calls_of("a"), calls_of("b"), result("b")], "messages[1]", "not answered: a"),
+        ([USER, calls_of("a")], "messages[1]", "not answered: a"),
+        (
+            [USER, result("a")],
+            "messages[1]",
+            "must be a response to a preceding message with 'tool_calls'",
+        ),
+        (
+            [USER, calls_of("a"), result("a"), {"role": "assistant", "content": "x"}, result("a")],
+            "messages[4]",
+            "preceding message with 'tool_calls'",
+        ),
+        (
+            [USER, calls_of("a"), result("a"), result("a")],
+            "messages[3]",
+            "'a' of messages[1] is answered twice",
+        ),
+        (
+            [USER, calls_of("a"), {"role": "tool", "content": "{}"}],
+            "messages[2]",
+            "needs a tool_call_id string",
+        ),
+        (
+            [
+                USER,
+                {**calls_of("a"), "tool_calls": [{"type": "function", "function": {"name": "f"}}]},
+            ],
+            "messages[1].tool_calls[0]",
+            "needs an id",
+        ),
+    ],
+)
+def test_tool_messages_must_answer_the_calls_before_them(serve, messages, param, said):
+    served = serve(answer=answer)
+    body = json.dumps({"model": "m", "messages": messages, "tools": TOOLS})
+    status, error = call_http(served.port, "POST", "/v1/chat/completions", body)
+    assert status == 400 and error["error"]["param"] == param, error
+    assert error["error"]["message"].startswith(f"{param}: ") and said in error["error"]["message"]
+    assert error["error"]["type"] == "invalid_request"
+
+
+@pytest.mark.parametrize(
+    "messages, tools",
+    [
+        ([USER, calls_of("a", "b"), result("b"), result("a"), USER], TOOLS),
+        # hsa puts a post-tool-use hook's note after the result it follows, parallel calls too
+        (
+            [
+                USER,
+                calls_of("a", "b"),
+                result("a"),
+                {"role": "user", "content": "<note>x</note>"},
+                result("b"),
+            ],
+            TOOLS,
+        ),
+        # a text protocol: the calls are in the text, its results tool messages, no tools sent
+        (
+            [
+                USER,
+                {
+                    "role": "assistant",
+                    "content": '<tool_call>{"name": "f", "arguments": {}}</tool_call>',
+                },
+                result("call_0"),
+            ],
+            None,
+        ),
+    ],
+)
+def test_tool_messages_that_answer_their_calls_are_taken(serve, messages, tools):
+    served = serve(answer=answer)
+    body = {"model": "m", "messages": messages, **({"tools": tools} if tools else {})}
+    assert call_http(served.port, "POST", "/v1/chat/completions", json.dumps(body))[0] == 200
+
+
 @pytest.mark.parametrize("tools", [None, [], [{"type": "function", "function": {"name": "g"}}]])
 def test_an_answer_calling_a_tool_the_request_does_not_list_is_a_400(serve, tools):
     # OpenAI's API never answers with a call to a tool the request does not list; without
