@@ -664,6 +664,7 @@ def _check_augmented(out: Path, manifest: dict[str, Any], check: _Check) -> None
             f"says {rows['total']:,} rows, but the shards hold {sum(held.values()):,} (their "
             "Parquet footers)",
         )
+    _check_against_marks(out, manifest, shards, check)
     variants = _footer_rows(out / VARIANTS)
     if manifest["variants"] != variants:
         raise check.refuse(
@@ -671,6 +672,45 @@ def _check_augmented(out: Path, manifest: dict[str, Any], check: _Check) -> None
             f"says {manifest['variants']:,} variants, but {VARIANTS} holds {variants:,} (its "
             "Parquet footer)",
         )
+
+
+def _check_against_marks(
+    out: Path, manifest: dict[str, Any], shards: list[dict[str, Any]], check: _Check
+) -> None:
+    """The counts no footer holds (trajectories read, unverified ones skipped, trajectories
+    under fewer variants than asked) against the sums of the batches' completion marks,
+    which the run summed into the manifest: where the marks are all there (they list the
+    manifest's shards, and read as hsa writes them), else there is nothing to hold them to."""
+    marks = []
+    for path in sorted((out / STATE / "done").glob("*.json")):
+        try:
+            mark = json.loads(path.read_text("utf-8"))
+            listed = [entry["path"] for entry in mark["shards"]]
+            counts = (mark["stats"]["trajectories"], mark["unverified"], mark["short"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # a mark that is not one of ours: the rerun redoes its batch
+        if not all(type(n) is int for n in counts):
+            return
+        marks.append((listed, counts))
+    if sorted(p for listed, _ in marks for p in listed) != sorted(e["path"] for e in shards):
+        return  # marks missing or of other shards (a rerun finds that itself)
+    said = {
+        "$.trajectories": (manifest["trajectories"], "trajectories read"),
+        "$.unverified_skipped": (manifest.get("unverified_skipped"), "unverified ones skipped"),
+        "$.variants_per_trajectory.short": (
+            (manifest.get("variants_per_trajectory") or {}).get("short"),
+            "trajectories under fewer variants than asked",
+        ),
+    }
+    for (where, (found, what)), summed in zip(
+        said.items(), (sum(c[i] for _, c in marks) for i in range(3)), strict=True
+    ):
+        if found is not None and found != summed:
+            raise check.refuse(
+                where,
+                f"says {found:,} {what}, but the batches' completion marks "
+                f"({STATE}/done/) count {summed:,}",
+            )
 
 
 def _says(rows: Mapping[str, Any], split: str) -> str:

@@ -155,6 +155,37 @@ def test_an_edited_augmented_manifest_is_refused_naming_the_key(augmented: Path,
     assert "rerun the job that wrote" in raised.value.message
 
 
+def _marks(out: Path) -> None:
+    """The batches' completion marks, as the augment job writes them: one batch a split."""
+    for batch, entry in enumerate(read(out)["shards"]):
+        mark = {"batch": batch, "shards": [entry], "stats": {"trajectories": 1}}
+        mf.write_json(mf.mark_path(out, batch), {**mark, "unverified": batch, "short": 1})
+    edit(
+        out,
+        lambda m: m.update(unverified_skipped=1) or m["variants_per_trajectory"].update(short=2),
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (lambda m: m.update(trajectories=7), "$.trajectories"),
+        (lambda m: m.update(unverified_skipped=0), "$.unverified_skipped"),
+        (lambda m: m["variants_per_trajectory"].update(short=0), "$.variants_per_trajectory.short"),
+    ],
+)
+def test_counts_no_footer_holds_are_the_completion_marks_sums(augmented: Path, change, where):
+    # trajectories edited alone was printed as it was, since only rows were held to footers
+    _marks(augmented)
+    mf.check_finished(augmented, read(augmented))  # as written
+    edit(augmented, change)
+    with pytest.raises(DatasetError, match="completion marks") as raised:
+        mf.check_finished(augmented, read(augmented))
+    assert raised.value.where == where
+    mf.mark_path(augmented, 1).unlink()  # marks not all there: nothing to hold them to
+    mf.check_finished(augmented, read(augmented))
+
+
 def test_a_kind_edited_into_the_other_is_said_so(augmented: Path, taught: Path) -> None:
     """``hsa inspect`` reads a manifest as its ``kind`` says: the other kind's keys are
     named, not the first key that kind lacks."""
