@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from hsa.datasets.lock import LOCK
 from hsa.datasets.shards import write_atomic
 from hsa.errors import TrainError, first_line
+from hsa.harness.tokenizers import has_tokenizer_files, missing_tokenizer, tokenizer_problem
 from hsa.train.card import (
     CARD,
     HF_CACHE,
@@ -331,40 +332,10 @@ def check_model(path: str) -> None:
         )
 
 
-#: a text every tokenizer a model was trained with writes as tokens of its vocabulary
-PROBE = "Hello, world: 42"
-
-#: the files a model folder's tokenizer is saved in (one of them, at least)
-TOKENIZER_FILES = ("tokenizer*", "vocab*", "merges.txt", "*.model", "tekken.json")
-
-
 def no_tokenizer(path: str, key: str) -> TrainError:
     """The error for a model folder without its tokenizer (set as ``key``: ``model``,
     ``teacher``)."""
-    return TrainError(
-        f"no tokenizer here (hsa.{key}, --{key}): a model folder needs its tokenizer's files "
-        "beside config.json (tokenizer.json, tokenizer_config.json, its vocabulary), or "
-        "transformers stands in a tokenizer with no vocabulary that writes every text as no "
-        "token; copy them from the model the weights came from",
-        file=path,
-    )
-
-
-def has_tokenizer_files(path: str) -> bool:
-    """Whether ``path`` holds a tokenizer's files, or is not a local folder (a hub name)."""
-    local = Path(path)
-    return not local.is_dir() or any(any(local.glob(name)) for name in TOKENIZER_FILES)
-
-
-def check_tokenizer(tokenizer: Any, path: str, key: str) -> None:
-    """Refuse the tokenizer transformers 5 makes for a folder without tokenizer files: its
-    ``AutoTokenizer`` then builds the model type's tokenizer class with its default, empty
-    vocabulary (Qwen2's: ``<|endoftext|>`` alone, no merges), which writes every text as no
-    token (or, with an unknown token, as that token alone), so a trainer would meet rows with
-    nothing to learn and blame the chat template or ``max_length``."""
-    ids = tokenizer(PROBE, add_special_tokens=False)["input_ids"]
-    if len(tokenizer) <= 1 or set(ids) <= set(tokenizer.all_special_ids):
-        raise no_tokenizer(path, key)
+    return TrainError(missing_tokenizer(f"hsa.{key}, --{key}"), file=path)
 
 
 def load_tokenizer(
@@ -375,7 +346,7 @@ def load_tokenizer(
     is given. One with neither (a base model's, often) is refused naming the folder, rather
     than by the trainer's setup with a traceback; unless it ``renders`` nothing (a
     distillation teacher's: only its vocabulary is read). A folder with no tokenizer at all
-    is refused (``check_tokenizer``), naming the setting ``key`` that gave it."""
+    is refused (``tokenizer_problem``), naming the setting ``key`` that gave it."""
     from transformers import AutoTokenizer
 
     check_model(path)
@@ -385,7 +356,9 @@ def load_tokenizer(
         if not has_tokenizer_files(path):  # a tokenizer class with no default to build
             raise no_tokenizer(path, key) from None
         raise TrainError(f"cannot load the model: {first_line(exc)}", file=path) from None
-    check_tokenizer(tokenizer, path, key)
+    problem = tokenizer_problem(tokenizer, path, f"hsa.{key}, --{key}")
+    if problem is not None:
+        raise TrainError(problem, file=path)
     if renders and template is None and not getattr(tokenizer, "chat_template", None):
         raise TrainError(
             "the tokenizer has no chat template to render the rows' conversations with "
