@@ -271,17 +271,57 @@ def _load_entry_point(ep: metadata.EntryPoint) -> Any:
     exit: a plugin that exits at import (argparse's usage line, say) would otherwise print
     its own program's error as if it were hsa's. What an import writes that does not exit (a
     warning, a traceback's prelude) is written on."""
-    held = io.StringIO()
+    real = sys.stderr
+    held = _HeldStderr(real)
     try:
         with contextlib.redirect_stderr(held):
             loaded = ep.load()
     except SystemExit as exc:
-        raise _ExitAtImport(exc.code, held.getvalue()) from exc
+        raise _ExitAtImport(exc.code, held.release()) from exc
     except BaseException:
-        sys.stderr.write(held.getvalue())
+        _write_on(real, held.release())
         raise
-    sys.stderr.write(held.getvalue())
+    _write_on(real, held.release())
     return loaded
+
+
+class _HeldStderr:
+    """``sys.stderr`` while a plugin imports: holds what is written until ``release``, then
+    passes every write on to the stderr it stood in for. A logging handler the plugin makes
+    at import (``logging.StreamHandler()``, ``logging.basicConfig()``) keeps this object, and
+    its later output must still reach the terminal."""
+
+    def __init__(self, real: Any):
+        self._real = real
+        self._held: io.StringIO | None = io.StringIO()
+
+    def release(self) -> str:
+        """Stop holding; what was written meanwhile."""
+        held, self._held = self._held, None
+        return held.getvalue() if held is not None else ""
+
+    def write(self, text: str) -> int:
+        if self._held is not None:
+            return self._held.write(text)
+        if self._real is None:  # (no stderr: pythonw, a daemon) what is written is lost
+            return len(text)
+        return int(self._real.write(text))
+
+    def flush(self) -> None:
+        if self._held is None and self._real is not None:
+            self._real.flush()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno, ...
+        return getattr(self._real, name)
+
+
+def _write_on(stream: Any, text: str) -> None:
+    """Write what an import wrote to ``stream``, if anything and if there is one: a closed or
+    missing stderr (``2>&-``) does not make a plugin that loaded fine a broken one."""
+    if not text or stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        stream.write(text)
 
 
 def _register_object(obj: Any, ep: metadata.EntryPoint) -> None:

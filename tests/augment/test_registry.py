@@ -454,3 +454,65 @@ def test_params_that_are_not_a_schema_are_refused_naming_the_rule():
             return Rewrite(harness)
 
     assert caught.value.where == "rule 'acme.strparams'"
+
+
+LOGS_AT_IMPORT = """
+import logging
+
+from hsa.augment import Rewrite, rule
+
+log = logging.getLogger("acme.logs")
+log.addHandler(logging.StreamHandler())  # made at import: it keeps the sys.stderr of then
+
+
+@rule("acme.logs")
+def logs(harness, rng, params, context):
+    \"\"\"Log a warning and change nothing.\"\"\"
+    log.warning("acme.logs: looked")
+    return Rewrite(harness)
+"""
+
+
+def test_a_handler_a_plugin_makes_at_import_still_writes_to_stderr(
+    plugins, tmp_path, monkeypatch, capsys
+):
+    # stderr is held while the plugin imports (in case it exits); what holds it must pass
+    # later writes on, or every log line of the plugin vanishes
+    (tmp_path / "logs_rules.py").write_text(LOGS_AT_IMPORT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugins(metadata.EntryPoint(name="logs", value="logs_rules", group="hsa.rules"))
+    try:
+        found = get_rule("acme.logs")
+        assert broken_plugins() == []
+        handler = sys.modules["logs_rules"].log.handlers[0]
+        assert handler.stream.isatty() == sys.stderr.isatty()  # attributes are the real one's
+        handler.stream.flush()
+        found.fn(None, None, {}, None)
+        assert capsys.readouterr().err == "acme.logs: looked\n"
+    finally:
+        sys.modules.pop("logs_rules", None)
+
+
+@pytest.mark.parametrize("stderr", ["none", "closed"])
+def test_a_plugin_loads_when_stderr_is_missing_or_closed(plugins, tmp_path, monkeypatch, stderr):
+    # hsa run with 2>&- (sys.stderr None) or a stderr closed under it: a plugin that wrote
+    # nothing at import loads, and one that wrote something loads too, its words lost
+    import io
+
+    (tmp_path / "quiet_rules.py").write_text(textwrap.dedent(SHOUT).replace("x.", "quiet."))
+    loud = "import sys\nprint('loading', file=sys.stderr)\n" + textwrap.dedent(SHOUT)
+    (tmp_path / "loud_rules.py").write_text(loud.replace("x.", "loud."))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    closed = io.StringIO()
+    closed.close()
+    monkeypatch.setattr(sys, "stderr", None if stderr == "none" else closed)
+    plugins(
+        metadata.EntryPoint(name="quiet", value="quiet_rules", group="hsa.rules"),
+        metadata.EntryPoint(name="loud", value="loud_rules", group="hsa.rules"),
+    )
+    try:
+        assert {"quiet.shout", "loud.shout"} <= {r.name for r in all_rules()}
+        assert broken_plugins() == []
+    finally:
+        sys.modules.pop("quiet_rules", None)
+        sys.modules.pop("loud_rules", None)
