@@ -233,7 +233,9 @@ def run(
     Python process, under another ``PYTHONHASHSEED`` (``hsa rules check``): a rewrite that
     depends on the order of a set of strings or on ``hash()`` is the same twice in one
     process and differs in the next, giving one variant id two contents. A rewrite that
-    differs there fails the ``harness`` check; that rule's reports come when it is done.
+    differs there fails the ``harness`` check, and so does every application of a rule the
+    other process gave no answer for (``not checked in another process: ...``): unchecked
+    is not passed. That rule's reports come when it is done.
     """
     seeds = list(seeds)
     for job in jobs:
@@ -250,9 +252,11 @@ def run(
                     on_report(report)
                 yield report
         if applied is not None:
-            differs = _differs_elsewhere(job, applied)
+            differs, unchecked = _differs_elsewhere(job, applied)
             for report, case in held:
-                if case is not None and case in differs:
+                if case is not None and unchecked is not None:
+                    report = _unchecked_elsewhere(report, applied[case].seed, unchecked)
+                elif case is not None and case in differs:
                     report = _failed_elsewhere(report, applied[case].seed, differs[case])
                 if on_report is not None:
                     on_report(report)
@@ -347,52 +351,79 @@ class _Applied:
 ELSEWHERE_TIMEOUT_S = 600
 
 
-def _differs_elsewhere(job: Job, applied: Sequence[_Applied]) -> dict[int, str]:
+def _differs_elsewhere(job: Job, applied: Sequence[_Applied]) -> tuple[dict[int, str], str | None]:
     """The applications of ``applied`` that give another rewrite (or an error) in another
-    Python process, under another ``PYTHONHASHSEED``, by index, with what differed. One
-    process for all of a rule's applications. A rule the other process cannot find (one
-    defined in ``__main__``, a notebook's) is not checked there: no evidence either way."""
-    if not applied:
-        return {}
-    module = job.rule.fn.__module__
-    if module == "__main__":
-        return {}
+    Python process, under another ``PYTHONHASHSEED``, by index, with what differed; and why
+    none could be compared there, when the other process gave no answer (it could not load
+    the rule, exited with an error or without an answer, or ran past ``ELSEWHERE_TIMEOUT_S``).
+    One process for all of a rule's applications. A rule the other process cannot find by
+    name (one defined in ``__main__``, a notebook's) is not run there."""
+    if not applied or job.rule.fn.__module__ == "__main__":
+        return {}, None
     ours = os.environ.get("PYTHONHASHSEED")
     other = "2" if ours == "1" else "1"
-    # the plugins load there as here: the same HSA_PLUGINS and entry points, and the same
-    # import path (a plugin importable here from the current folder is there too)
-    env = {
-        **os.environ,
-        "PYTHONHASHSEED": other,
-        "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path),
-    }
-    given = pickle.dumps(
-        (job.rule.name, module, dict(job.params or {}), [_given(a) for a in applied]), 5
-    )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", "from hsa.augment.suite import _elsewhere; _elsewhere()"],
-            input=given,
-            capture_output=True,
-            env=env,
-            timeout=ELSEWHERE_TIMEOUT_S,
-            check=False,
-        )
-        # (the last line: what the rule printed there comes before it)
-        said = done.stdout.splitlines()
-        outcomes = json.loads(said[-1]) if done.returncode == 0 and said else None
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        outcomes = None
-    if not isinstance(outcomes, list) or len(outcomes) != len(applied):
-        return {}  # the rule could not be run there (not importable by name): not checked
     where = f"another process (PYTHONHASHSEED={other})"
+    outcomes = _outcomes_elsewhere(job, applied, other)
+    if isinstance(outcomes, str):
+        return {}, f"not checked in {where}: {outcomes}"
     out = {}
     for i, (mine, theirs) in enumerate(zip(applied, outcomes, strict=True)):
         if isinstance(theirs, str):
             out[i] = f"raised in {where}, not here: {theirs}"
         elif tuple(theirs) != mine.outcome:
             out[i] = f"gave another rewrite in {where} from the same seed"
-    return out
+    return out, None
+
+
+def _outcomes_elsewhere(job: Job, applied: Sequence[_Applied], hash_seed: str) -> list | str:
+    """What each application gave in another process (``_elsewhere``), or why there is no
+    answer. The answer comes back in a file of its own: what the rule, its module or an
+    ``atexit`` hook prints there cannot be taken for it or hide it."""
+    import tempfile
+
+    # the plugins load there as here: the same HSA_PLUGINS and entry points, and the same
+    # import path (a plugin importable here from the current folder is there too)
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": hash_seed,
+        "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path),
+    }
+    module = job.rule.fn.__module__
+    with tempfile.TemporaryDirectory(prefix="hsa-elsewhere-") as folder:
+        answer = Path(folder) / "answer.json"
+        code = "from hsa.augment.suite import _elsewhere; _elsewhere()"
+        try:
+            given = pickle.dumps(
+                (job.rule.name, module, dict(job.params or {}), [_given(a) for a in applied]), 5
+            )
+            done = subprocess.run(
+                [sys.executable, "-c", code, str(answer)],
+                input=given,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env,
+                timeout=ELSEWHERE_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return f"it gave no answer in {ELSEWHERE_TIMEOUT_S} s"
+        except Exception as exc:  # a harness that cannot be pickled, no interpreter to start
+            return f"it could not be started: {one_line(exc)}"
+        try:
+            said = json.loads(answer.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            said = None
+    if done.returncode != 0:
+        last = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"it exited with status {done.returncode}" + (f": {last[-1]}" if last else "")
+    if isinstance(said, dict) and isinstance(said.get("error"), str):
+        return f"it could not load the rule: {said['error']}"
+    outcomes = said.get("outcomes") if isinstance(said, dict) else None
+    if not isinstance(outcomes, list):
+        return "it exited without an answer"
+    if len(outcomes) != len(applied):
+        return f"it gave {len(outcomes)} answers for {len(applied)} applications"
+    return outcomes
 
 
 def _given(item: _Applied) -> tuple:
@@ -400,13 +431,25 @@ def _given(item: _Applied) -> tuple:
 
 
 def _failed_elsewhere(report: CheckReport, seed: int, why: str) -> CheckReport:
-    from hsa.augment.checks import FAIL, Failure
-
     message = (
         f"{why}: the rewrite differs across processes (set order or hash()), so one variant "
         "id would hold two contents; iterate sorted(...), never a set's order or hash() "
         "(docs/rules.md, 'Check it')"
     )
+    return _fail_harness(report, seed, message)
+
+
+def _unchecked_elsewhere(report: CheckReport, seed: int, why: str) -> CheckReport:
+    message = (
+        f"{why}, so whether the rewrite is the same across processes (set order or hash()) "
+        "is not known, and an unchecked rule does not pass (docs/rules.md, 'Check it')"
+    )
+    return _fail_harness(report, seed, message)
+
+
+def _fail_harness(report: CheckReport, seed: int, message: str) -> CheckReport:
+    from hsa.augment.checks import FAIL, Failure
+
     failure = Failure("harness", f"seed {seed}", message)
     return dataclasses.replace(
         report,
@@ -418,21 +461,27 @@ def _failed_elsewhere(report: CheckReport, seed: int, why: str) -> CheckReport:
 def _elsewhere() -> None:
     """The other process of ``_differs_elsewhere``: read the rule and its applications from
     stdin (pickled), apply each as ``run`` does and write what each gave (``_outcome``, or
-    the error) to stdout as JSON."""
+    the error) as JSON to the file named by its one argument: ``{"outcomes": [...]}``, or
+    ``{"error": ...}`` when the rule cannot be loaded."""
     import importlib
 
     from hsa.augment.registry import get
 
-    name, module, params, given = pickle.load(sys.stdin.buffer)
-    importlib.import_module(module)  # (a test's or a script's rules register on import)
-    job = Job(get(name), params)
+    answer = Path(sys.argv[1])
+    try:
+        name, module, params, given = pickle.load(sys.stdin.buffer)
+        importlib.import_module(module)  # (a test's or a script's rules register on import)
+        job = Job(get(name), params)
+    except Exception as exc:
+        answer.write_text(json.dumps({"error": one_line(exc)}), encoding="utf-8")
+        return
     out: list[Any] = []
     for harness, seed, context, fired in given:
         try:
             out.append(_outcome(_apply_checked(job, harness, seed, context, fired)))
         except Exception as exc:
             out.append(one_line(exc))
-    sys.stdout.write("\n" + json.dumps(out) + "\n")
+    answer.write_text(json.dumps({"outcomes": out}), encoding="utf-8")
 
 
 def describe(report: CheckReport) -> str:

@@ -301,3 +301,65 @@ def test_a_rule_choosing_by_a_sets_order_fails_in_another_process(plugins, tmp_p
         assert "differs across processes (set order or hash())" in describe(report)
         assert "gave another rewrite in another process (PYTHONHASHSEED=" in describe(report)
     sys.modules.pop("hashy_rules", None)
+
+
+def _hashy(tmp_path, monkeypatch, module: str, text: str) -> list:
+    """The reports of ``run(across_processes=True)`` for the rule ``text`` defines (as
+    ``hashy.set_order``) in ``module``, on one trajectory and seeds 0 and 1."""
+    import sys
+
+    from conftest import make_events, make_harness
+
+    from hsa.augment import get_rule
+    from hsa.harness import Trajectory
+
+    (tmp_path / f"{module}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("HSA_PLUGINS", "")
+    try:
+        __import__(module)
+        subject = Subject(make_harness(), Trajectory("t", tuple(make_events())), Replay(), "test")
+        jobs = [Job(get_rule("hashy.set_order"))]
+        return list(run(jobs, [subject], seeds=(0, 1), across_processes=True))
+    finally:
+        sys.modules.pop(module, None)
+
+
+def test_what_the_other_process_prints_at_exit_does_not_hide_its_answer(
+    plugins, tmp_path, monkeypatch
+):
+    # the answer has its own channel: a line printed after it (atexit) is not taken for it
+    head = "import atexit, sys\nif sys.argv[0] == '-c':  # the other process\n"
+    text = head + "    atexit.register(print, 'done.')\n" + SET_ORDER
+    reports = _hashy(tmp_path, monkeypatch, "hashy_atexit_rules", text)
+    assert [r.outcomes["harness"] for r in reports] == ["fail", "fail"]
+    assert "differs across processes (set order or hash())" in describe(reports[0])
+
+
+STEADY = SET_ORDER.replace("{w for", "sorted({w for").replace("split()})", "split()}))")
+
+
+@pytest.mark.parametrize(
+    ("there", "says"),
+    [
+        ("sys.exit(3)", "it exited with status 3"),
+        ("os._exit(0)", "it exited without an answer"),
+        ("raise ImportError('only here')", "it could not load the rule: ImportError: only here"),
+        ("time.sleep(30)", "it gave no answer in 0.1 s"),
+    ],
+)
+def test_a_rule_the_other_process_gives_no_answer_for_fails_unchecked(
+    plugins, tmp_path, monkeypatch, there, says
+):
+    # a rule that cannot be compared there does not pass as if it had been
+    from hsa.augment import suite
+
+    if "sleep" in there:
+        monkeypatch.setattr(suite, "ELSEWHERE_TIMEOUT_S", 0.1)
+    head = f"import os, sys, time\nif sys.argv[0] == '-c':  # the other process\n    {there}\n"
+    reports = _hashy(tmp_path, monkeypatch, "hashy_gone_rules", head + STEADY)
+    assert [r.outcomes["harness"] for r in reports] == ["fail", "fail"]
+    for seed, report in enumerate(reports):
+        said = describe(report)
+        assert f"harness: seed {seed}: not checked in another process (PYTHONHASHSEED=" in said
+        assert says in said and "an unchecked rule does not pass" in said
