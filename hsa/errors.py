@@ -232,13 +232,16 @@ def refuse_unreadable(
 def schema_message(error: Any) -> str:
     """A jsonschema ``ValidationError``'s message, a pattern shown as people write it: ``$``
     for the ``$(?!\\n)`` hsa's schemas end patterns with (Python's ``$``, which jsonschema
-    uses, also matches before a final newline)."""
+    uses, also matches before a final newline), and a ``not`` by its subschema's ``title``."""
     if error.validator == "pattern" and isinstance(error.validator_value, str):
         pattern = error.validator_value.replace("$(?!\\n)", "$")
         said = f"{error.instance!r} does not match {pattern!r}"
         if pattern != error.validator_value and str(error.instance).endswith("\n"):
             said += " (a final newline is not allowed)"
         return said
+    refused = error.validator_value
+    if error.validator == "not" and isinstance(refused, dict) and "title" in refused:
+        return f"{error.instance!r} is {refused['title']}"  # (not the list it is refused from)
     return str(error.message)
 
 

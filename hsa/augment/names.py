@@ -32,6 +32,13 @@ TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$(?!\n)")
 #: parameter names hsa invents: valid in every call format, Python keyword syntax included
 #: (``fresh_names`` also keeps them off Python's keywords)
 PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$(?!\n)")
+#: what a rule's parameter schema adds (``"not": ...``) to ``PARAM_NAME``'s pattern where a
+#: recipe gives a parameter name: no Python keyword (``from``, ``class``); soft keywords
+#: (``match``, ``type``) are names. The title is what the refusal says.
+NOT_A_KEYWORD = {
+    "enum": list(keyword.kwlist),
+    "title": "a Python keyword, which a call written as Python cannot pass",
+}
 #: skill and hook ids (the harness schema's pattern)
 ID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?!\n)")
 #: enum values: any non-empty string (they are data, only kept distinct)

@@ -121,3 +121,26 @@ def test_a_recipe_made_in_code_names_rules_that_exist_with_finite_numbers():
     assert hash(Recipe(rules=(RecipeRule("tools.rename"),))) == hash(
         Recipe(rules=(RecipeRule("tools.rename"),))
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "name"),
+    [
+        ("{rule: tools.add_optional, params: {names: [id, from]}}", "params.names[1]", "from"),
+        ("{rule: tools.wrap_args, params: {wrapper: class}}", "params.wrapper", "class"),
+    ],
+)
+def test_a_parameter_name_a_recipe_gives_is_refused_when_a_python_keyword(text, where, name):
+    # the rule would bring a parameter a call written as Python cannot pass, and fail the
+    # harness check of hsa rules check: refused where the recipe says it
+    with pytest.raises(RuleError) as info:
+        loads_recipe(f"rules: [{text}]", file="r.yaml")
+    assert str(info.value) == (
+        f"r.yaml: $.rules[0]: rule '{text.split(',')[0][7:]}': {where}: {name!r} is a Python "
+        "keyword, which a call written as Python cannot pass"
+    )
+
+
+def test_a_soft_keyword_is_a_parameter_name_a_recipe_may_give():
+    loads_recipe("rules: [{rule: tools.add_optional, params: {names: [match, type, case, _]}}]")
+    loads_recipe("rules: [{rule: tools.wrap_args, params: {wrapper: match}}]")

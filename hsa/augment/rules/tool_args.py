@@ -18,6 +18,7 @@ from hsa.augment.banks import synonyms
 from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap
 from hsa.augment.names import (
     ANY_VALUE,
+    NOT_A_KEYWORD,
     PARAM_NAME,
     draw_style,
     fresh_names,
@@ -91,7 +92,7 @@ def _rewrite_tools(
             "fraction": _FRACTION,
             "names": {
                 "type": "array",
-                "items": {"type": "string", "pattern": PARAM_NAME.pattern},
+                "items": {"type": "string", "pattern": PARAM_NAME.pattern, "not": NOT_A_KEYWORD},
                 "minItems": 1,
                 "default": list(NEUTRAL_PARAMS),
                 "description": "Candidate names of the inserted parameter (one drawn per tool).",
@@ -142,6 +143,7 @@ _OBJECT_LEVEL = ("$defs", "definitions", "$schema", "$id", "id", "type")  # id: 
             "wrapper": {
                 "type": ["string", "null"],
                 "pattern": PARAM_NAME.pattern,
+                "not": NOT_A_KEYWORD,
                 "default": None,
                 "description": "Name of the wrapping object; null draws one from a bank.",
                 DRAWS: WRAPPERS,
