@@ -253,11 +253,43 @@ def reached(checkpoint: str | None, max_steps: int) -> bool:
     return checkpoint is not None and 0 < max_steps <= int(Path(checkpoint).name[11:])
 
 
+def count_tokens(trainer: Any) -> None:
+    """Have ``trainer`` (an ``SFTTrainer``) keep the count of the tokens it trains on in its
+    state (``num_input_tokens_seen``), which each checkpoint saves and a resumed run goes on
+    from, so the count holds across ``--resume``s. It counts what TRL's ``num_tokens`` does,
+    every token of each row (prompt and completion alike): the attention mask's sum; a
+    padding-free batch (``packing`` by ``bfd``) has no mask and no padding, and TRL counts its
+    every position. Set over the config's ``include_num_input_tokens_seen``: hsa's ``tokens``
+    are this count."""
+    padding_free = bool(getattr(trainer, "padding_free", False))
+    trainer.args.include_num_input_tokens_seen = "all" if padding_free else "non_padding"
+
+
+def run_tokens(trainer: Any, checkpoint: str | None) -> int | None:
+    """The tokens a run trained on (``count_tokens``), over all its parts. A run resumed from
+    ``checkpoint`` written by an older hsa, which kept no count there, gets the sum of TRL's
+    logged counts (``trained_tokens``): short by the steps between a part's last log and the
+    checkpoint the next part resumed from."""
+    if checkpoint is not None and not _counted(checkpoint):
+        return trained_tokens(trainer.state.log_history)
+    return int(trainer.state.num_input_tokens_seen)
+
+
+def _counted(checkpoint: str) -> bool:
+    """Whether ``checkpoint``'s trainer state holds the run's token count (``count_tokens``)."""
+    try:
+        state = json.loads((Path(checkpoint) / "trainer_state.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return bool(state.get("num_input_tokens_seen"))
+
+
 def trained_tokens(log: Sequence[Mapping[str, Any]]) -> int | None:
-    """The tokens of the batches a run trained on (every token of each row, prompt and
-    completion alike, not only those the loss is on), from TRL's logged running count
-    (``num_tokens``, the attention mask's sum), which starts again from zero when a run
-    resumes: the sum of each stretch's last count."""
+    """The tokens of the batches a run trained on from TRL's logged running count
+    (``num_tokens``). ``SFTTrainer``'s starts again from zero when a run resumes: the sum of
+    each stretch's last count (the steps after a stretch's last log are not in it).
+    ``DistillationTrainer``'s is the trainer state's, which a resumed run goes on from: it
+    never falls, and its last is the run's."""
     total, last = 0, None
     for entry in log:
         if "num_tokens" in entry:
@@ -652,6 +684,7 @@ def train_sft(
             where="$.chat_template_path",
         ) from None
     count_kept(rows, trainer, args)
+    count_tokens(trainer)
     if rows.counts["train"] == 0 or not has_labels(trainer.train_dataset):
         raise TrainError(nothing_to_learn(args), file=file, where="max_length")
     check_batches(rows.counts["train"], args, file)
@@ -677,7 +710,7 @@ def train_sft(
         "recipe": rows.recipe,
         "run": {
             "steps": report.steps,
-            "tokens": trained_tokens(trainer.state.log_history),
+            "tokens": run_tokens(trainer, checkpoint),
             "wall_s": round(clock.wall_s(), 1),
         },
     }

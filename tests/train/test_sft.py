@@ -272,6 +272,41 @@ def test_tokens_trained_add_up_across_a_resume():
     assert trained_tokens([{"loss": 1.0}]) is None
 
 
+def test_tokens_are_exact_across_a_stop_between_logs(dataset, model, tmp_path, monkeypatch):
+    from trl import SFTTrainer
+
+    from hsa.train.sft import trained_tokens
+
+    # the tokens were TRL's logged counts, summed: the steps between the last log and the
+    # checkpoint resumed from were in none of them (a stop before the first log: all of them)
+    whole = tmp_path / "whole"
+    batches = {"per_device_train_batch_size": 2}  # rows of two lengths: a batch with padding
+    settings = config(dataset, model, max_steps=2, save_strategy="steps", save_steps=2, **batches)
+    settings["hsa"]["max_rows"] = 4
+    train_sft(settings, whole)
+    tokens = json.loads((whole / RESOLVED).read_text("utf-8"))["run"]["tokens"]
+    state = json.loads((whole / "checkpoint-2" / "trainer_state.json").read_text("utf-8"))
+    assert tokens == trained_tokens(state["log_history"]) > 0  # TRL's count, as before
+
+    save = SFTTrainer._save_checkpoint
+
+    def stop_after(self, *args, **kwargs):
+        save(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    out = tmp_path / "out"
+    settings = config(
+        dataset, model, max_steps=2, logging_steps=3, save_strategy="steps", save_steps=1, **batches
+    )
+    settings["hsa"]["max_rows"] = 4
+    with monkeypatch.context() as patch:
+        patch.setattr(SFTTrainer, "_save_checkpoint", stop_after)
+        with pytest.raises(KeyboardInterrupt):
+            train_sft(settings, out)
+    assert train_sft(settings, out, resume=True).resumed_from.endswith("checkpoint-1")
+    assert json.loads((out / RESOLVED).read_text("utf-8"))["run"]["tokens"] == tokens
+
+
 def test_evaluation_rows_are_loaded_only_when_the_trainer_evaluates(dataset, model, tmp_path):
     def evaluated(**trl):
         settings = config(dataset, model, max_steps=1, **trl)
@@ -572,17 +607,23 @@ def test_a_checkpoint_cut_short_by_a_stop_is_passed_over(tmp_path):
 
 
 def test_a_checkpoint_written_before_the_run_clock_resumes(dataset, model, tmp_path):
+    from hsa.train.sft import trained_tokens
+
     # transformers reads each stateful callback's entry of the resumed checkpoint at every save
     out = tmp_path / "out"
     train_sft(config(dataset, model, max_steps=2, save_strategy="steps", save_steps=1), out)
     state = out / "checkpoint-2" / "trainer_state.json"
     saved = json.loads(state.read_text("utf-8"))
     del saved["stateful_callbacks"]["RunClock"]
+    saved["num_input_tokens_seen"] = 0  # nor the token count
     state.write_text(json.dumps(saved), "utf-8")
     again = config(dataset, model, max_steps=3, save_strategy="steps", save_steps=1)
     train_sft(again, out, resume=True)
     later = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text("utf-8"))
     assert later["stateful_callbacks"]["RunClock"]["args"]["earlier"] > 0
+    # its tokens are TRL's logged counts, summed, not this part's count alone
+    tokens = json.loads((out / RESOLVED).read_text("utf-8"))["run"]["tokens"]
+    assert tokens == trained_tokens(later["log_history"]) > later["num_input_tokens_seen"]
 
 
 def test_a_stop_while_a_run_is_written_waits_until_it_is_whole(
