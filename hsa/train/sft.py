@@ -265,18 +265,23 @@ def count_tokens(trainer: Any) -> None:
     trainer.args.include_num_input_tokens_seen = "all" if padding_free else "non_padding"
 
 
-def run_tokens(trainer: Any, checkpoint: str | None) -> int | None:
-    """The tokens a run trained on (``count_tokens``), over all its parts. A run resumed from
-    ``checkpoint`` written by an older hsa, which kept no count there, gets the sum of TRL's
-    logged counts (``trained_tokens``): short by the steps between a part's last log and the
+def run_tokens(trainer: Any, counted: bool) -> int | None:
+    """The tokens a run trained on (``count_tokens``), over all its parts. A run that is not
+    ``counted`` from its first step (``counted_from_start``) gets the sum of TRL's logged
+    counts (``trained_tokens``): short by the steps between a part's last log and the
     checkpoint the next part resumed from."""
-    if checkpoint is not None and not _counted(checkpoint):
+    if not counted:
         return trained_tokens(trainer.state.log_history)
     return int(trainer.state.num_input_tokens_seen)
 
 
-def _counted(checkpoint: str) -> bool:
-    """Whether ``checkpoint``'s trainer state holds the run's token count (``count_tokens``)."""
+def counted_from_start(checkpoint: str | None) -> bool:
+    """Whether a run resumed from ``checkpoint`` (None: started afresh) has the trainer's
+    count of its every token (``count_tokens``): a checkpoint of an older hsa kept none (0 in
+    its trainer state). Read before the run trains, which may remove that checkpoint
+    (``save_total_limit``)."""
+    if checkpoint is None:
+        return True
     try:
         state = json.loads((Path(checkpoint) / "trainer_state.json").read_text("utf-8"))
     except (OSError, ValueError):
@@ -690,6 +695,7 @@ def train_sft(
     check_batches(rows.counts["train"], args, file)
     if checkpoint is None:
         start_afresh(out, identity)
+    counted = counted_from_start(checkpoint)
     train_or_finish(trainer, checkpoint, done)
     report = TrainReport(out=out, steps=trainer.state.global_step, counts=rows.counts)
     report.resumed_from = checkpoint
@@ -710,7 +716,7 @@ def train_sft(
         "recipe": rows.recipe,
         "run": {
             "steps": report.steps,
-            "tokens": run_tokens(trainer, checkpoint),
+            "tokens": run_tokens(trainer, counted),
             "wall_s": round(clock.wall_s(), 1),
         },
     }

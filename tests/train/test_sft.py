@@ -299,6 +299,7 @@ def test_tokens_are_exact_across_a_stop_between_logs(dataset, model, tmp_path, m
         dataset, model, max_steps=2, logging_steps=3, save_strategy="steps", save_steps=1, **batches
     )
     settings["hsa"]["max_rows"] = 4
+    settings["save_total_limit"] = 1  # (the checkpoint resumed from is gone at the end)
     with monkeypatch.context() as patch:
         patch.setattr(SFTTrainer, "_save_checkpoint", stop_after)
         with pytest.raises(KeyboardInterrupt):
