@@ -301,11 +301,16 @@ class _HeldStderr:
         return held.getvalue() if held is not None else ""
 
     def write(self, text: str) -> int:
-        if self._held is not None:
-            return self._held.write(text)
+        held = self._held  # (read once: another thread may release it meanwhile)
+        if held is not None:
+            return held.write(text)
         if self._real is None:  # (no stderr: pythonw, a daemon) what is written is lost
             return len(text)
         return int(self._real.write(text))
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> None:
         if self._held is None and self._real is not None:

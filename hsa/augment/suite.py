@@ -347,15 +347,18 @@ class _Applied:
     outcome: tuple[str, str]
 
 
-#: how long the other process may take over one rule's applications
+#: how long the other process may take over one rule's applications: this, and
+#: ``ELSEWHERE_EACH_S`` more for each (an application takes milliseconds: a run of hours
+#: here is given its hours there)
 ELSEWHERE_TIMEOUT_S = 600
+ELSEWHERE_EACH_S = 0.05
 
 
 def _differs_elsewhere(job: Job, applied: Sequence[_Applied]) -> tuple[dict[int, str], str | None]:
     """The applications of ``applied`` that give another rewrite (or an error) in another
     Python process, under another ``PYTHONHASHSEED``, by index, with what differed; and why
     none could be compared there, when the other process gave no answer (it could not load
-    the rule, exited with an error or without an answer, or ran past ``ELSEWHERE_TIMEOUT_S``).
+    the rule, exited with an error or without an answer, or ran past its time limit).
     One process for all of a rule's applications. A rule the other process cannot find by
     name (one defined in ``__main__``, a notebook's) is not run there."""
     if not applied or job.rule.fn.__module__ == "__main__":
@@ -389,6 +392,7 @@ def _outcomes_elsewhere(job: Job, applied: Sequence[_Applied], hash_seed: str) -
         "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path),
     }
     module = job.rule.fn.__module__
+    limit = ELSEWHERE_TIMEOUT_S + ELSEWHERE_EACH_S * len(applied)
     with tempfile.TemporaryDirectory(prefix="hsa-elsewhere-") as folder:
         answer = Path(folder) / "answer.json"
         code = "from hsa.augment.suite import _elsewhere; _elsewhere()"
@@ -402,11 +406,11 @@ def _outcomes_elsewhere(job: Job, applied: Sequence[_Applied], hash_seed: str) -
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 env=env,
-                timeout=ELSEWHERE_TIMEOUT_S,
+                timeout=limit,
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return f"it gave no answer in {ELSEWHERE_TIMEOUT_S} s"
+            return f"it gave no answer in {limit:g} s"
         except Exception as exc:  # a harness that cannot be pickled, no interpreter to start
             return f"it could not be started: {one_line(exc)}"
         try:
@@ -470,10 +474,18 @@ def _elsewhere() -> None:
     answer = Path(sys.argv[1])
     try:
         name, module, params, given = pickle.load(sys.stdin.buffer)
-        importlib.import_module(module)  # (a test's or a script's rules register on import)
-        job = Job(get(name), params)
     except Exception as exc:
         answer.write_text(json.dumps({"error": one_line(exc)}), encoding="utf-8")
+        return
+    imported: Exception | None = None
+    try:  # a test's or a script's rules register on import; a plugin's, by its entry point
+        importlib.import_module(module)
+    except Exception as exc:  # (a module with no importable name: run_path's, exec's)
+        imported = exc
+    try:
+        job = Job(get(name), params)
+    except Exception as exc:
+        answer.write_text(json.dumps({"error": one_line(imported or exc)}), encoding="utf-8")
         return
     out: list[Any] = []
     for harness, seed, context, fired in given:

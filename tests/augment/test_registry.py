@@ -414,7 +414,7 @@ def test_rule_without_its_name_is_refused_at_once():
 
 
 EXITS = {
-    "exits_rules": "import sys\nsys.exit(0)\n",
+    "exits_rules": "import sys\nsys.stderr.writelines(['bye', '!'])\nsys.exit(0)\n",
     "argparse_rules": "import argparse\nargparse.ArgumentParser(prog='acme').parse_args(['-x'])\n",
     "interrupted_rules": "raise KeyboardInterrupt\n",
 }
@@ -432,7 +432,7 @@ def test_a_plugin_that_exits_at_import_is_broken_and_the_command_goes_on(
     )
     assert "tools.rename" in {r.name for r in all_rules()}
     argp, exits = broken_plugins()
-    assert exits.error == "SystemExit: 0 while importing"
+    assert exits.error == "SystemExit: 0 while importing (it wrote: bye!)"
     # argparse's usage line is the plugin's, told as its error and not printed as if hsa's
     assert argp.error.startswith("SystemExit: 2 while importing (it wrote: usage: acme")
     assert "unrecognized arguments: -x" in argp.error

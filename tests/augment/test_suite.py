@@ -356,6 +356,7 @@ def test_a_rule_the_other_process_gives_no_answer_for_fails_unchecked(
 
     if "sleep" in there:
         monkeypatch.setattr(suite, "ELSEWHERE_TIMEOUT_S", 0.1)
+        monkeypatch.setattr(suite, "ELSEWHERE_EACH_S", 0.0)
     head = f"import os, sys, time\nif sys.argv[0] == '-c':  # the other process\n    {there}\n"
     reports = _hashy(tmp_path, monkeypatch, "hashy_gone_rules", head + STEADY)
     assert [r.outcomes["harness"] for r in reports] == ["fail", "fail"]
@@ -363,3 +364,39 @@ def test_a_rule_the_other_process_gives_no_answer_for_fails_unchecked(
         said = describe(report)
         assert f"harness: seed {seed}: not checked in another process (PYTHONHASHSEED=" in said
         assert says in said and "an unchecked rule does not pass" in said
+
+
+def test_a_plugin_rule_whose_module_has_no_importable_name_is_checked_there(
+    plugins, tmp_path, monkeypatch
+):
+    # a plugin that runs its rule files with runpy.run_path gives its rules the module name
+    # '<run_path>': the other process could not import it, and the rule failed "unchecked"
+    # though its entry point loads it there
+    import sys
+
+    from conftest import make_events, make_harness
+
+    from hsa.augment import get_rule
+    from hsa.harness import Trajectory
+
+    package = tmp_path / "dynplug"
+    package.mkdir()
+    (package / "steady.py").write_text(STEADY)
+    (package / "__init__.py").write_text(
+        "import os, runpy\nrunpy.run_path(os.path.join(os.path.dirname(__file__), 'steady.py'))\n"
+    )
+    info = tmp_path / "dynplug-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dynplug\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text("[hsa.rules]\ndyn = dynplug\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("HSA_PLUGINS", "dyn")
+    try:
+        __import__("dynplug")
+        assert get_rule("hashy.set_order").fn.__module__ == "<run_path>"
+        subject = Subject(make_harness(), Trajectory("t", tuple(make_events())), Replay(), "test")
+        jobs = [Job(get_rule("hashy.set_order"))]
+        reports = list(run(jobs, [subject], seeds=(0, 1), across_processes=True))
+    finally:
+        sys.modules.pop("dynplug", None)
+    assert [r.outcomes["harness"] for r in reports] == ["pass", "pass"], describe(reports[0])
