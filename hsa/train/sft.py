@@ -260,33 +260,23 @@ def count_tokens(trainer: Any) -> None:
     every token of each row (prompt and completion alike): the attention mask's sum; a
     padding-free batch (``packing`` by ``bfd``) has no mask and no padding, and TRL counts its
     every position. Set over the config's ``include_num_input_tokens_seen``: hsa's ``tokens``
-    are this count."""
+    are this count. A run resumed from a checkpoint of an older hsa, which kept no count,
+    starts from the sum of TRL's logged counts up to it (``trained_tokens``; short by the
+    steps between a part's last log and the checkpoint the next part resumed from), and its
+    own checkpoints carry that on, so a later part resumed from one of them counts it too."""
+    from transformers import TrainerCallback
+
     padding_free = bool(getattr(trainer, "padding_free", False))
     trainer.args.include_num_input_tokens_seen = "all" if padding_free else "non_padding"
 
+    class FromLoggedCounts(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step and not state.num_input_tokens_seen:
+                state.num_input_tokens_seen = trained_tokens(state.log_history) or 0
+                # (the tokens/s transformers logs count this part's own tokens)
+                trainer._initial_num_input_tokens_seen = state.num_input_tokens_seen
 
-def run_tokens(trainer: Any, counted: bool) -> int | None:
-    """The tokens a run trained on (``count_tokens``), over all its parts. A run that is not
-    ``counted`` from its first step (``counted_from_start``) gets the sum of TRL's logged
-    counts (``trained_tokens``): short by the steps between a part's last log and the
-    checkpoint the next part resumed from."""
-    if not counted:
-        return trained_tokens(trainer.state.log_history)
-    return int(trainer.state.num_input_tokens_seen)
-
-
-def counted_from_start(checkpoint: str | None) -> bool:
-    """Whether a run resumed from ``checkpoint`` (None: started afresh) has the trainer's
-    count of its every token (``count_tokens``): a checkpoint of an older hsa kept none (0 in
-    its trainer state). Read before the run trains, which may remove that checkpoint
-    (``save_total_limit``)."""
-    if checkpoint is None:
-        return True
-    try:
-        state = json.loads((Path(checkpoint) / "trainer_state.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        return False
-    return bool(state.get("num_input_tokens_seen"))
+    trainer.add_callback(FromLoggedCounts())
 
 
 def trained_tokens(log: Sequence[Mapping[str, Any]]) -> int | None:
@@ -695,7 +685,6 @@ def train_sft(
     check_batches(rows.counts["train"], args, file)
     if checkpoint is None:
         start_afresh(out, identity)
-    counted = counted_from_start(checkpoint)
     train_or_finish(trainer, checkpoint, done)
     report = TrainReport(out=out, steps=trainer.state.global_step, counts=rows.counts)
     report.resumed_from = checkpoint
@@ -716,7 +705,7 @@ def train_sft(
         "recipe": rows.recipe,
         "run": {
             "steps": report.steps,
-            "tokens": run_tokens(trainer, counted),
+            "tokens": int(trainer.state.num_input_tokens_seen),
             "wall_s": round(clock.wall_s(), 1),
         },
     }

@@ -622,9 +622,20 @@ def test_a_checkpoint_written_before_the_run_clock_resumes(dataset, model, tmp_p
     train_sft(again, out, resume=True)
     later = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text("utf-8"))
     assert later["stateful_callbacks"]["RunClock"]["args"]["earlier"] > 0
-    # its tokens are TRL's logged counts, summed, not this part's count alone
+    # its tokens go on from TRL's logged counts up to the checkpoint, summed, not from 0
     tokens = json.loads((out / RESOLVED).read_text("utf-8"))["run"]["tokens"]
-    assert tokens == trained_tokens(later["log_history"]) > later["num_input_tokens_seen"]
+    logged = trained_tokens(saved["log_history"])
+    assert tokens == later["num_input_tokens_seen"] > logged > 0
+    # and a third part goes on from the second's checkpoint, the first part in it: it had
+    # only the second part's count, which read as counted from the start
+    last = config(dataset, model, max_steps=4, save_strategy="steps", save_steps=1)
+    train_sft(last, out, resume=True)
+    final = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text("utf-8"))
+    assert (
+        json.loads((out / RESOLVED).read_text("utf-8"))["run"]["tokens"]
+        == (final["num_input_tokens_seen"])
+    )
+    assert final["num_input_tokens_seen"] > tokens  # (it fell to the last two parts' count)
 
 
 def test_a_stop_while_a_run_is_written_waits_until_it_is_whole(
