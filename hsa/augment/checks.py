@@ -23,8 +23,9 @@ For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
   declared text replacements read as one name, is the same but for the order of its parts
   between headings; its description holds the original's text. A skill may be missing only
   where ``h`` has a skill tool and ``e`` never loads it;
-- ``roundtrip`` (b): ``parse(render(map_events(e, m), h'), h') == map_events(e, m)``, and the
-  inverse mapping gives ``e`` back;
+- ``roundtrip`` (b): ``parse(render(map_events(e, m), h'), h') == map_events(e, m)`` (in the
+  order render shows the events: ``as_shown``, a hook's note among the results of one
+  message's calls after the last of them), and the inverse mapping gives ``e`` back;
 - ``replay`` (c): the calls recovered from the surface conversation, mapped back with
   ``m.inverse()``, give the same tool results and the same score. With an ``Environment`` and
   its ``Task`` the calls are executed and scored; without one (imported corpora with recorded
@@ -62,7 +63,7 @@ from hsa.harness.arguments import checker_of, schema_problem
 from hsa.harness.events import Event, SkillLoad, ToolCall, ToolResult, normalize_call_ids
 from hsa.harness.model import Harness, Hook, Tool
 from hsa.harness.parse import parse
-from hsa.harness.render import render
+from hsa.harness.render import as_shown, render, shown_order
 from hsa.harness.validate import declared_properties, document_problems, pattern_matches
 
 CHECKS = ("harness", "schema", "values", "hooks", "names", "skills", "roundtrip", "replay")
@@ -854,18 +855,24 @@ def check_rewrite(
 
     recovered: list[Event] | None = None
     try:
-        baseline_ok = _same(roundtrip(events, original), events)
+        baseline_ok = _same(roundtrip(events, original), as_shown(events, original))
     except HsaError:
         baseline_ok = False
     try:
         parsed = roundtrip(surface, h2)
         recovered = map_events(parsed, m.inverse())
         rt: list[tuple[str, str]] = []
-        if not _same(parsed, surface):
-            rt.append(("parse(render)", _first_difference(parsed, surface)))
-        elif not _same(recovered, events):
-            rt.append(("inverse mapping", _first_difference(recovered, events)))
-        there = _only_at(parsed, surface, off_schema) and _only_at(recovered, events, off_schema)
+        # read back in the order render shows them (notes moved only among results, so the
+        # calls, and the indices in off_schema, stay where they are)
+        order = shown_order(surface, h2)
+        shown, shown_events = [surface[i] for i in order], [events[i] for i in order]
+        if not _same(parsed, shown):
+            rt.append(("parse(render)", _first_difference(parsed, shown)))
+        elif not _same(recovered, shown_events):
+            rt.append(("inverse mapping", _first_difference(recovered, shown_events)))
+        there = _only_at(parsed, shown, off_schema) and _only_at(
+            recovered, shown_events, off_schema
+        )
         record("roundtrip", rt, skip=(not baseline_ok or there) and bool(rt))
     except HsaError as exc:
         record("roundtrip", [("render/parse", str(exc))], skip=not baseline_ok)

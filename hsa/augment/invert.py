@@ -21,7 +21,9 @@ def invert(row: Mapping[str, Any] | Conversation, variant: Variant) -> list[Even
     ``api`` and as ``call_0``, ``call_1``, ... under text protocols, so trajectories with
     normal-form ids (``normalize_call_ids``) come back exactly. Argument values and their types
     come back exactly; a key the mapping moved comes back last in its object, since a move
-    appends its value at the destination both ways.
+    appends its value at the destination both ways. Events come back in the order the row
+    shows them (``render.shown_order``: a hook's note fired among the results of one
+    message's calls after the last of them).
     """
     if isinstance(row, Conversation):
         conversation = row

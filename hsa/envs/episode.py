@@ -15,7 +15,9 @@ Recorded order, which ``render``/``parse`` round-trip under every protocol::
                     final:     AssistantMessage, HookFired(stop)*
 
 A hook firing about a call follows the call's result so that a ``tool_result`` injection
-attaches to that result. A stop hook that denies the answer makes the policy answer again.
+attaches to that result. A firing with a message of its own (``inject`` system or user) among
+the results of parallel calls is shown after the last of them (``render.shown_order``), so
+``parse`` reads it back there. A stop hook that denies the answer makes the policy answer again.
 """
 
 from __future__ import annotations

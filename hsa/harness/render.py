@@ -23,7 +23,6 @@ from hsa.harness.prompt import call_format, surface_tools, system_prompt
 from hsa.harness.protocols import join_prefix
 from hsa.harness.sandbox import render_message
 
-
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """OpenAI chat ``messages`` (tool-call arguments as JSON strings) plus the ``tools`` list."""
@@ -62,6 +61,12 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
     before it (a system message when there is none). Under a text protocol call ids are not
     shown, so ``parse`` numbers calls ``call_0``, ``call_1``, ...; events whose ids are in that
     normal form (``normalize_call_ids``) round-trip under every protocol.
+
+    A hook that shows a message of its own (``inject`` system or user, or tool_result with no
+    tool message to join) while results of the calls before it are still to come waits until
+    after the last of them (and the hooks joining it), in firing order: the results of one
+    assistant message's calls come together, as OpenAI's API and chat templates require.
+    ``shown_order`` gives the order of the events as shown, which ``parse`` reads back.
     """
     refuse_kind(harness, Harness, "harness", "hsa.load_harness(path) reads one", HarnessError)
     api = harness.protocol.is_api
@@ -120,7 +125,8 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
         messages.extend(skill_results)
         pending, pending_calls, skill_results = None, [], []
 
-    for index, event in enumerate(events):
+    for index in shown_order(events, harness):
+        event = events[index]
         where = f"events[{index}]"
         if isinstance(event, ToolCall | SkillLoad):
             if pending is None:
@@ -167,6 +173,65 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
     if prompt_in_user:  # no user message to carry the prompt
         messages.insert(0, {"role": "user", "content": prompt})
     return Conversation(messages, api_tools(harness) if api else [])
+
+
+def shown_order(events: Sequence[Event], harness: Harness) -> list[int]:
+    """The indices of ``events`` in the order ``render`` shows them under ``harness``.
+
+    Events keep their order but in a run of tool results and hook firings: there a firing
+    that shows a message of its own (``inject`` system or user, or tool_result where the
+    message before it, as fired, is no tool message) before the run's last result moves to
+    after that result and the firings joining it, the moved ones in firing order. A note
+    between the results of one message's calls is a conversation OpenAI's API refuses (and
+    chat templates that group the results split). An unknown hook stays where it is (render
+    refuses it there). ``parse(render(events))`` reads the events back in this order.
+    """
+    order: list[int] = []
+    last_tool = False  # whether the last message, as fired, is a tool message
+    group_skill = False  # the current run of calls loads a skill (its result ends it)
+    index, n = 0, len(events)
+    while index < n:
+        event = events[index]
+        if not isinstance(event, ToolResult | HookFired):
+            group_skill = isinstance(event, ToolCall | SkillLoad) and (
+                group_skill or isinstance(event, SkillLoad)
+            )
+            last_tool = group_skill
+            order.append(index)
+            index += 1
+            continue
+        end = index
+        while end < n and isinstance(events[end], ToolResult | HookFired):
+            end += 1
+        last = max((i for i in range(index, end) if isinstance(events[i], ToolResult)), default=-1)
+        held: list[int] = []
+        for i in range(index, end):
+            fired = events[i]
+            if not isinstance(fired, HookFired):  # a tool result
+                last_tool = True
+                order.append(i)
+                continue
+            hook = harness.hook(fired.hook_id)
+            if hook is None or (hook.inject == "tool_result" and last_tool):
+                order.append(i)  # it joins the tool message before it (or render refuses it)
+                continue
+            last_tool = False
+            if i < last:
+                held.append(i)
+            else:
+                order.extend(held)
+                held = []
+                order.append(i)
+        order.extend(held)
+        group_skill = False
+        index = end
+    return order
+
+
+def as_shown(events: Sequence[Event], harness: Harness) -> list[Event]:
+    """``events`` in the order ``render`` shows them under ``harness`` (``shown_order``):
+    what ``parse`` reads back from the conversation."""
+    return [events[i] for i in shown_order(events, harness)]
 
 
 def api_tools(harness: Harness) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from hsa.harness.arguments import checker_of
 from hsa.harness.events import Event, HookFired, ToolCall, ToolResult
 from hsa.harness.model import Harness
 from hsa.harness.parse import parse
-from hsa.harness.render import Conversation, render
+from hsa.harness.render import Conversation, as_shown, render
 
 CHECKS = ("format", "schema", "execution", "score")
 
@@ -114,7 +114,9 @@ def execution_problems(events: Sequence[Event], canonical: Harness) -> list[str]
 def round_trip_problem(
     surface_events: Sequence[Event], harness: Harness, conversation: Conversation | None = None
 ) -> str | None:
-    """Why the surface events would not survive ``render`` then ``parse``, or None.
+    """Why the surface events would not survive ``render`` then ``parse``, or None: they come
+    back in the order render shows them (``as_shown``: a hook's note among the results of one
+    message's calls after the last of them).
 
     ``conversation``, when given, is ``render(surface_events, harness)`` already made.
     """
@@ -124,10 +126,11 @@ def round_trip_problem(
         back = parse(conversation, harness)
     except HsaError as exc:
         return f"the recorded conversation does not parse: {exc}"
-    if list(back) != list(surface_events):
+    shown = as_shown(surface_events, harness)
+    if list(back) != shown:
         index = next(
-            (i for i, (a, b) in enumerate(zip(back, surface_events, strict=False)) if a != b),
-            min(len(back), len(surface_events)),
+            (i for i, (a, b) in enumerate(zip(back, shown, strict=False)) if a != b),
+            min(len(back), len(shown)),
         )
         return f"the recorded conversation parses back differently from event {index} on"
     return None

@@ -196,6 +196,22 @@ def test_a_hook_reworded_without_its_placeholder_fails_roundtrip():
     assert report.outcomes["schema"] == SKIP and _failed(report) == {"roundtrip"}
 
 
+def test_a_hook_moved_to_a_note_among_parallel_results_passes_roundtrip():
+    # render shows a note fired among the results of one message's calls after the last of
+    # them; parse reads it back there, which is no failure of the rule that moved the hook
+    def to_system(harness, rng, params, context):
+        hooks = [
+            dataclasses.replace(h, inject="system") if h.id == "audit" else h for h in harness.hooks
+        ]
+        return Rewrite(harness.replace(hooks=hooks))
+
+    events = list(make_events())
+    audit = events[8]
+    events[13:15] = [events[13], audit, events[14]]  # after the first of two parallel results
+    report = _run(to_system, events=tuple(events))
+    assert report.ok and report.outcomes == dict.fromkeys(CHECKS, PASS), report.failures
+
+
 def test_ambiguous_hook_messages_fail_roundtrip():
     def catch_all(harness, rng, params, context):
         extra = Hook("catch", "session_start", "add_context", "{{ anything }}", inject="system")

@@ -166,6 +166,48 @@ def test_matches_render_on_every_protocol(protocol: Protocol) -> None:
     assert engine.stats.rows_exact == 0
 
 
+def with_notes_among_results() -> tuple:
+    """``make_events`` with hooks fired among the results of its two parallel calls (call_3,
+    call_4): before the first, after it (twice), and after the last."""
+    events = list(make_events())
+    audit = events[8]
+    greet = replace(events[0], payload={"tier": "silver"})
+    events[13:15] = [audit, events[13], audit, greet, events[14], audit, greet]
+    return tuple(events)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.label)
+def test_notes_among_parallel_results_match_render(protocol: Protocol) -> None:
+    # a note fired among the results of one message's calls is shown after the last of them
+    # (OpenAI's API refuses one between them), in the engine as in render; the audit hook
+    # as each variant injects it
+    harness = make_harness(protocol)
+    events = with_notes_among_results()
+    trajectories = [Trajectory("a", events), Trajectory("b", make_events())]
+    variants = [canonical_variant(harness)] + [
+        canonical_variant(
+            harness.replace(
+                hooks=tuple(
+                    h if h.id != "audit" else replace(h, inject=inject) for h in harness.hooks
+                )
+            )
+        )
+        for inject in ("system", "user")
+    ]
+    variants += planned(harness, trajectories, 0)[1:]
+    engine = check(trajectories, variants)
+    assert engine.stats.rows_exact == 0
+    for variant in variants[:3]:
+        messages = render(events, variant.harness).messages
+        roles = [m["role"] for m in messages]
+        results = [i for i, r in enumerate(roles) if r == "tool" and i > roles.index("tool") + 2]
+        # the two parallel results stand together, the notes after them in firing order
+        last = results[-1]
+        assert results[-2:] == [last - 1, last], roles
+        silver = [i for i, m in enumerate(messages) if "silver" in (m["content"] or "")]
+        assert len(silver) == 2 and silver[0] > last, roles
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.label)
 def test_empty_text_before_calls_matches_render(protocol: Protocol) -> None:
     # reasoning and no text before calls (and before a skill load): one message with the calls

@@ -27,7 +27,7 @@ from hsa.augment.engine.call_styles import _text_style, style_of
 from hsa.augment.engine.calls import blocks, call_lists, call_texts
 from hsa.augment.engine.events import KINDS, explode
 from hsa.augment.engine.hook_texts import hooks
-from hsa.augment.engine.layout import entries, hook_sites, lay_out
+from hsa.augment.engine.layout import entries, hook_sites, lay_out, place_notes
 from hsa.augment.engine.texts import sources, texts
 from hsa.augment.mapping import RewriteMapping, Step, ToolMap
 from hsa.augment.planner import Variant
@@ -149,6 +149,7 @@ def trace() -> tuple[str, rec.Records]:
         f"{sites.inject.tolist()} (2: tool_result)",
         "",
     ]
+    ent, sites = place_notes(batch, ent, sites)  # (no note among results here: as it was)
     lay = lay_out(batch, ent, sites, out_traj, out_variant)
     out += _table(
         f"3. lay_out: per_row {lay.per_row.tolist()}, row_start {lay.row_start.tolist()}, "

@@ -14,6 +14,7 @@ it away and nothing else. ``test_ambiguous_cases_are_rare`` keeps that exclusion
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -42,6 +43,7 @@ from hsa.harness import (
     render,
 )
 from hsa.harness.model import CALL_FORMATS
+from hsa.harness.render import as_shown, shown_order
 from tests.harness.strategies import (
     ambiguity,
     events,
@@ -87,11 +89,14 @@ def test_parse_inverts_render(fmt: str, tag: bool | None, data: st.DataObject) -
     )
     assume(ambiguity(evs, harness) is None)
     conversation = render(evs, harness)
-    assert same_events(parse(conversation, harness), evs)
+    # hook notes fired among the results of one message's calls are shown after the last
+    shown = as_shown(evs, harness)
+    assert same_events(parse(conversation, harness), shown)
     # The conversation is plain JSON and parses the same from its stored form.
     stored = json.loads(json.dumps(conversation.to_dict(), ensure_ascii=False))
-    assert same_events(parse(stored, harness), evs)
+    assert same_events(parse(stored, harness), shown)
     assert render(evs, harness) == conversation  # deterministic
+    assert render(shown, harness) == conversation
 
 
 @settings(max_examples=200, derandomize=True, deadline=None)
@@ -101,7 +106,7 @@ def test_parse_inverts_render_with_random_harness_parts(data: st.DataObject) -> 
     harness = data.draw(harnesses(rich=True))
     evs = data.draw(events(harness, normalized=not harness.protocol.is_api))
     assume(ambiguity(evs, harness) is None)
-    assert same_events(parse(render(evs, harness), harness), evs)
+    assert same_events(parse(render(evs, harness), harness), as_shown(evs, harness))
 
 
 @settings(max_examples=25, derandomize=True, deadline=None)
@@ -272,6 +277,89 @@ def test_hook_after_skill_load_attaches_to_the_skill_result() -> None:
         conversation = render(events, harness)
         assert conversation.messages[-1]["content"].startswith("Pack light.\n<system-reminder>")
         assert parse(conversation, harness) == events
+
+
+NOTE = Hook(
+    id="note",
+    event="post_tool_use",
+    effect="add_context",
+    message="Ran {{ tool }}.",
+    inject="system",
+    wrapper="note",
+)
+
+
+def _parallel(*hooks: HookFired) -> list:
+    """Two parallel calls, ``hooks`` fired after the first result."""
+    return [
+        UserMessage("Weather in Paris and Rome?"),
+        ToolCall("call_0", "get_weather", {"city": "Paris"}),
+        ToolCall("call_1", "get_weather", {"city": "Rome"}),
+        ToolResult("call_0", "sunny"),
+        *hooks,
+        ToolResult("call_1", "rainy"),
+        AssistantMessage("Sunny, then rainy."),
+    ]
+
+
+@pytest.mark.parametrize("inject", ["system", "user"])
+@pytest.mark.parametrize("protocol", [Protocol("api"), Protocol("text", "hermes")])
+def test_a_note_among_parallel_results_comes_after_the_last(inject, protocol) -> None:
+    # OpenAI's API refuses a system or user message between the tool messages answering one
+    # assistant message's calls (HTTP 400), and chat templates that group results split
+    harness = _harness(protocol, hooks=(dataclasses.replace(NOTE, inject=inject),))
+    fired = HookFired("note", "post_tool_use", {"tool": "get_weather"})
+    messages = render(_parallel(fired), harness).messages
+    roles = [m["role"] for m in messages]
+    assert roles == ["system", "user", "assistant", "tool", "tool", inject, "assistant"]
+    assert messages[4]["content"] == "rainy" and messages[5]["content"].startswith("<note>")
+    # read back, the note follows the last result: the events as shown
+    shown = [*_parallel(), fired]
+    shown.insert(-1, shown.pop())
+    assert parse(messages, harness) == shown == as_shown(_parallel(fired), harness)
+    assert render(shown, harness).messages == messages
+
+
+def test_notes_wait_in_firing_order_and_tool_result_hooks_still_join() -> None:
+    harness = _harness(
+        Protocol("api"),
+        hooks=(REMINDER, NOTE, dataclasses.replace(NOTE, id="n2", message="Also {{ tool }}.")),
+    )
+    note = HookFired("note", "post_tool_use", {"tool": "a"})
+    note2 = HookFired("n2", "post_tool_use", {"tool": "b"})
+    joins = HookFired("remind", "post_tool_use", {"tool": "get_weather"})
+    # the reminder joins the first result; the notes wait for the last result and the
+    # reminder joining it, in the order they fired; a note after the last result stays
+    events = _parallel(joins, note, note2)
+    events[-1:-1] = [joins, HookFired("note", "post_tool_use", {"tool": "get_weather"})]
+    messages = render(events, harness).messages
+    assert [m["role"] for m in messages[3:]] == [
+        "tool",
+        "tool",
+        "system",
+        "system",
+        "system",
+        "assistant",
+    ]
+    assert messages[3]["content"].startswith("sunny\n<system-reminder>")
+    assert messages[4]["content"].startswith("rainy\n<system-reminder>")
+    assert [m["content"].split("\n")[1] for m in messages[5:8]] == [
+        "Ran a.",
+        "Also b.",
+        "Ran get_weather.",
+    ]
+    assert shown_order(events, harness) == [0, 1, 2, 3, 4, 7, 8, 5, 6, 9, 10]
+    assert parse(messages, harness) == as_shown(events, harness)
+
+
+def test_a_note_after_the_last_result_or_between_turns_stays() -> None:
+    harness = _harness(Protocol("api"), hooks=(NOTE,))
+    note = HookFired("note", "post_tool_use", {"tool": "get_weather"})
+    after = [*_parallel(), note]
+    after.insert(-1, after.pop())  # after the last result
+    alone = [*TURN[:4], ToolResult("call_1", "sunny"), note, UserMessage("more"), note]
+    for evs in (after, alone, [note, UserMessage("x"), note]):
+        assert shown_order(evs, harness) == list(range(len(evs)))
 
 
 def test_tool_hooks_sharing_a_wrapper_split_in_order() -> None:

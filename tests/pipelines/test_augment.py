@@ -37,6 +37,7 @@ from hsa.datasets.source import INPUT_SCHEMA
 from hsa.envs import get_env
 from hsa.errors import DatasetError, HsaError, RuleError, clear_stop
 from hsa.harness import Trajectory, render
+from hsa.harness.render import shown_order
 from hsa.pipelines import AugmentConfig, augment, read_variants
 from tests.datasets.conftest import recipe
 
@@ -94,8 +95,10 @@ def test_layout_manifest_and_rows(tmp_path: Path, shards: Path, livestream_table
         assert row["canonical"] == (not variant.rules)
         assert row["teacher"] == "oracle/hsa-oracle" and row["verified"] is True
         assert row["harness_id"] == harness.id
-        # the canonical events come back from every row
-        assert invert(row, variant) == list(source.events)
+        # the canonical events come back from every row (in the order the row shows them: a
+        # hook's note among the results of parallel calls after the last of them)
+        shown = shown_order(map_events(source.events, variant.mapping), variant.harness)
+        assert invert(row, variant) == [source.events[i] for i in shown]
         # splits are by task: a task never straddles two
         assert splits.setdefault(row["task_id"], row["split"]) == row["split"]
         assert row["split"] == livestream_table.to_pylist()[0]["split"] or row["split"]

@@ -9,6 +9,7 @@ import pytest
 from hsa.envs.base import Outcome
 from hsa.harness.events import AssistantMessage, HookFired, ToolCall, ToolResult, UserMessage
 from hsa.harness.model import Harness, Tool
+from hsa.harness.sandbox import message_fields
 from hsa.teachers.verify import (
     call_attempt,
     execution_problems,
@@ -105,6 +106,24 @@ def test_round_trip_problem_spots_events_the_conversation_cannot_carry(env):
     bad = [UserMessage("hi"), AssistantMessage("a"), UserMessage(hook_text)]
     problem = round_trip_problem(bad, harness)
     assert problem is not None and "parses back differently" in problem
+
+
+def test_a_note_among_parallel_results_round_trips_where_render_shows_it(env):
+    # render shows a note fired after the first of two parallel results after the second
+    harness = env.harness()
+    hook = next(h for h in harness.hooks if h.inject in ("system", "user"))
+    fired = HookFired(hook.id, hook.event, {f: "x" for f in message_fields(hook.message)})
+    tool = harness.tools[0].name
+    events = [
+        UserMessage("hi"),
+        ToolCall("call_0", tool, {}),
+        ToolCall("call_1", tool, {}),
+        ToolResult("call_0", "a"),
+        fired,
+        ToolResult("call_1", "b"),
+        AssistantMessage("done"),
+    ]
+    assert round_trip_problem(events, harness) is None
 
 
 def _verify(env, *, ended="answered", detail=None, calls=(), events=(), outcome=None):

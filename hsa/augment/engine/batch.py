@@ -6,6 +6,8 @@ message fields it sets, by slot). No stage writes another's output.
 
 1. ``layout.entries``: one entry per (output row, event);
 2. ``layout.hook_sites``: which entries are hook firings and where each variant puts them;
+   ``layout.place_notes`` moves a hook's own message fired among the results of one
+   message's calls after the last of them, as ``render`` shows it;
 3. ``layout.lay_out``: how many messages each entry makes, every message's slot and role;
 4. ``texts.texts``: prompt, user, assistant and tool-result messages (canonical strings);
 5. ``calls.call_texts``: every call's surface name, id and text; skill-result messages;
@@ -30,7 +32,7 @@ from hsa.augment.engine import records as rec
 from hsa.augment.engine.calls import blocks, call_lists, call_texts
 from hsa.augment.engine.events import Events
 from hsa.augment.engine.hook_texts import hooks
-from hsa.augment.engine.layout import entries, hook_sites, lay_out
+from hsa.augment.engine.layout import entries, hook_sites, lay_out, place_notes
 from hsa.augment.engine.plans import VariantPlan
 from hsa.augment.engine.records import first_seen
 from hsa.augment.engine.template_fill import Leaves, TemplateBook, fill
@@ -98,6 +100,7 @@ def render_batch(
         return rec.Records.empty(batch.text, batch.aux), {}
     ent = entries(batch.ev, out_traj, out_variant)
     sites = hook_sites(batch, ent)
+    ent, sites = place_notes(batch, ent, sites)
     lay = lay_out(batch, ent, sites, out_traj, out_variant)
     src = sources(batch, out_variant)
     parts = texts(batch, src, ent, lay, out_variant)

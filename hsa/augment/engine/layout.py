@@ -116,6 +116,68 @@ def hook_sites(batch: Batch, ent: Entries) -> HookSites:
     return HookSites(at, code, names, plans, inject)
 
 
+def _joining(ent: Entries, case: np.ndarray) -> np.ndarray:
+    """Per entry, whether it is a tool_result hook joining the tool message before it.
+
+    Hooks joining are transparent, so each looks back to the last entry with a fixed role in
+    the same row: it joins where that one's last message is a tool message."""
+    m = len(ent)
+    merged = np.zeros(m, dtype=bool)
+    to_result = np.flatnonzero(case == _TO_RESULT)
+    if len(to_result):
+        last_role = _LAST_ROLE[case]
+        fixed = np.where(last_role >= 0, np.arange(m, dtype=np.int64), -1)
+        last = np.maximum.accumulate(fixed)
+        before = np.where(to_result > 0, last[to_result - 1], -1)
+        in_row = before >= ent.row_start[ent.row[to_result]]
+        joins = in_row & (last_role[before] == rec.TOOL)
+        merged[to_result[joins]] = True
+    return merged
+
+
+def place_notes(batch: Batch, ent: Entries, hooks: HookSites) -> tuple[Entries, HookSites]:
+    """Stage 2b: the entries in the order ``render`` shows them (``shown_order``).
+
+    In a run of tool results and hook firings, a firing that makes a message of its own (as
+    fired: not a tool_result hook joining a tool message) before the run's last result moves
+    to after that result and the hooks joining it, the moved ones in firing order. Entries
+    only move inside a row, and no call moves, so the later stages see a row as ``render``
+    walks it."""
+    k = ent.kind
+    m = len(ent)
+    hook = k == HOOK
+    if not hook.any():
+        return ent, hooks
+    idx = np.arange(m, dtype=np.int64)
+    run = (k == RESULT) | hook
+    # a run starts at a result or firing after another kind of entry, or at a row's start
+    before = np.concatenate(([False], run[:-1]))
+    firsts = ent.row_start[:-1]
+    before[firsts[firsts < m]] = False
+    run_id = np.cumsum(run & ~before) - 1
+    is_result = k == RESULT
+    last = np.full(max(int(run_id[-1]) + 1, 1), -1, dtype=np.int64)
+    np.maximum.at(last, run_id[is_result], idx[is_result])
+    case = k * 3 + batch.ev.head[ent.event] + hooks.inject
+    joins = _joining(ent, case)
+    moves = hook & ~joins & run & (idx < last[run_id])
+    if not moves.any():
+        return ent, hooks
+    # after the run's last result and the hooks joining it (they never cross a row)
+    after = np.where(joins, m, idx)
+    next_other = np.minimum.accumulate(after[::-1])[::-1]
+    anchor_of = np.append(next_other, m)[last[run_id[moves]] + 1] - 1
+    key = 2 * idx
+    key[moves] = 2 * anchor_of + 1
+    order = np.argsort(key, kind="stable")
+    code = np.full(m, -1, dtype=np.int64)
+    code[hooks.at] = hooks.code
+    moved = Entries(ent.row[order], ent.event[order], ent.variant[order], k[order], ent.row_start)
+    at = np.flatnonzero(moved.kind == HOOK)
+    sites = HookSites(at, code[order][at], hooks.names, hooks.plans, hooks.inject[order])
+    return moved, sites
+
+
 @dataclass(frozen=True, slots=True)
 class Layout:
     """Stage 3: every message of the batch, by slot.
@@ -153,7 +215,6 @@ def lay_out(
     prefix_ok = np.array([p.style.api or p.style.allows_prefix for p in plans])
     sysmsg_of = np.array([p.system_message for p in plans])
     in_user_of = np.array([p.prompt_in_user for p in plans])
-    m = len(ent)
     e, v, k = ent.event, ent.variant, ent.kind
     api = api_of[v]
     head = ev.head[e]
@@ -163,20 +224,10 @@ def lay_out(
     case = k * 3 + head + hooks.inject
     n_msg = _MESSAGES[case] + split
     last_role = _LAST_ROLE[case]
-    # A tool_result hook joins the tool message just before it; hooks joining are
-    # transparent, so look back to the last entry with a fixed role in the same row.
-    merged = np.zeros(m, dtype=bool)
-    to_result = np.flatnonzero(case == _TO_RESULT)
-    if len(to_result):
-        fixed = np.where(last_role >= 0, np.arange(m, dtype=np.int64), -1)
-        last = np.maximum.accumulate(fixed)
-        before = np.where(to_result > 0, last[to_result - 1], -1)
-        in_row = before >= ent.row_start[ent.row[to_result]]
-        joins = in_row & (last_role[before] == rec.TOOL)
-        merged[to_result[joins]] = True
-        alone = to_result[~joins]
-        n_msg[alone] = 1
-        last_role[alone] = rec.SYSTEM
+    merged = _joining(ent, case)
+    alone = (case == _TO_RESULT) & ~merged
+    n_msg[alone] = 1
+    last_role[alone] = rec.SYSTEM
 
     # slots: each row's prompt message, if any, then its entries' messages in order
     has_user = np.bincount(ev.traj[ev.kind == USER], minlength=len(ev.start) - 1) > 0
