@@ -196,9 +196,10 @@ class EvalConfig:
 
     def output_hash(self) -> str:
         """A hash of the settings that decide the scores (with the recipe file's content) and
-        of the version of variant planning."""
+        of the versions of variant planning and of rendering."""
         from hsa.augment.planner import PLAN_VERSION
         from hsa.eval.suites import heldout_recipe
+        from hsa.harness.render import RENDER_VERSION
 
         public = self.public_dict()
         chosen = {name: public[name] for name in _OUTPUT_FIELDS}
@@ -207,6 +208,7 @@ class EvalConfig:
         if self.chat_template_kwargs:  # (likewise)
             chosen["chat_template_kwargs"] = public["chat_template_kwargs"]
         chosen["planner"] = PLAN_VERSION
+        chosen["render"] = RENDER_VERSION
         chosen["rule_versions"] = rule_versions(lambda: heldout_recipe(self.recipe))
         return settings_hash(chosen, files=("recipe", "ifeval_data"))
 

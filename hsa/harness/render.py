@@ -23,6 +23,13 @@ from hsa.harness.prompt import call_format, surface_tools, system_prompt
 from hsa.harness.protocols import join_prefix
 from hsa.harness.sandbox import render_message
 
+#: the version of what ``render`` (and the engine, which equals it) shows for given events
+#: under a given harness; the jobs whose output it shapes (augment, teach, eval) record it, so
+#: a rerun into output written under another refuses instead of mixing or reusing its rows
+#: (2: a hook's note fired among the results of one message's calls shows after the last)
+RENDER_VERSION = 2
+
+
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """OpenAI chat ``messages`` (tool-call arguments as JSON strings) plus the ``tools`` list."""

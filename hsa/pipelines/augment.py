@@ -75,6 +75,7 @@ from hsa.datasets.source import HarnessLookup, Source, locate
 from hsa.errors import DatasetError, HsaError, PlanError, refuse_kind, stops_held
 from hsa.harness.model import Harness
 from hsa.harness.parse import CALL_LIKE
+from hsa.harness.render import RENDER_VERSION
 from hsa.pipelines.assign import assign_splits
 from hsa.pipelines.orphans import end_with
 from hsa.pipelines.rows import rows, sights_of, stats, used_by
@@ -194,6 +195,7 @@ class AugmentConfig:
         return {
             "planner": PLAN_VERSION,
             "pick": PICK_VERSION,
+            "render": RENDER_VERSION,
             "recipe": recorded,
             "rule_versions": recipe.versions,
             "seed": seed,

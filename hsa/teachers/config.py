@@ -299,15 +299,22 @@ class TeachConfig:
 
     def output_hash(self) -> str:
         """A hash of ``output_dict`` (with the recipe file's content, not its path), of the
-        version of variant planning (another plans other variants from the same recipe) and,
+        versions of variant planning (another plans other variants from the same recipe) and
+        of rendering (another shows the same events otherwise) and,
         for a local backend, of how it decodes (another answers the same request otherwise)."""
         from hsa.augment.planner import PLAN_VERSION
         from hsa.augment.recipe import default_recipe, load_recipe
+        from hsa.harness.render import RENDER_VERSION
         from hsa.teachers.make import decode_version
 
         recipe = self.recipe
         versions = rule_versions(lambda: load_recipe(recipe) if recipe else default_recipe())
-        chosen = {**self.output_dict(), "planner": PLAN_VERSION, "rule_versions": versions}
+        chosen = {
+            **self.output_dict(),
+            "planner": PLAN_VERSION,
+            "render": RENDER_VERSION,
+            "rule_versions": versions,
+        }
         if self.backend in LOCAL_BACKENDS:  # (only there: other jobs keep their hashes)
             chosen["decode_version"] = decode_version(self.backend)
         return settings_hash(chosen, files=("recipe",))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 import pytest
 
@@ -68,3 +69,19 @@ def test_how_a_local_backend_decodes_is_part_of_the_job(monkeypatch, backend, mo
     monkeypatch.setattr(module, "DECODE_VERSION", module.DECODE_VERSION + 1)
     assert local.output_hash() != before[0]
     assert (served.output_hash(), TeachConfig().output_hash()) == before[1:]
+
+
+def test_how_render_shows_events_is_part_of_every_job(monkeypatch):
+    # rows rendered under another version of render (where a hook's note among parallel
+    # results stood) are another job's: teach, eval and augment record the version
+    from hsa.eval.config import EvalConfig
+    from hsa.pipelines.augment import AugmentConfig
+
+    rendering = importlib.import_module("hsa.harness.render")  # (the package's is the function)
+
+    jobs = [TeachConfig(), TeachConfig(backend="openai", base_url="http://x/v1", model="m")]
+    before = [job.output_hash() for job in jobs], EvalConfig().output_hash()
+    assert AugmentConfig().to_dict()["render"] == rendering.RENDER_VERSION
+    monkeypatch.setattr(rendering, "RENDER_VERSION", rendering.RENDER_VERSION + 1)
+    after = [job.output_hash() for job in jobs], EvalConfig().output_hash()
+    assert after[0][0] != before[0][0] and after[0][1] != before[0][1] and after[1] != before[1]
