@@ -508,14 +508,15 @@ def _pairing_problem(body: Mapping[str, Any]) -> tuple[str, str] | None:
     """Where (``messages[i]``) and why the request's tool messages do not answer its tool
     calls as OpenAI's API requires, or None: every tool message answers a call of the last
     assistant message with ``tool_calls``, once, and each of that message's calls is answered
-    before the next assistant message (or the end). Results the oracle could not match to a
-    call are ignored by it, and it would make the same call again, forever.
+    right after it, before any message of another role (the end too). Results the oracle
+    could not match to a call are ignored by it, and it would make the same call again,
+    forever.
 
     It holds where calls go as ``tool_calls`` (a request with ``tools``, or a conversation
     holding ``tool_calls``). A text protocol's conversation, with the calls in the assistant's
-    text and no tools listed, is the responder's to read. A hook's note may stand between the
-    results of one message's calls (hsa places a post-tool-use hook's system or user message
-    after the result it follows), where OpenAI's API wants the results together.
+    text and no tools listed, is the responder's to read. A hook's note (a system or user
+    message) between the results of one message's calls is refused as OpenAI's API refuses
+    it: hsa's render shows it after the last of them.
     """
     messages = body["messages"]
     api = bool(body.get("tools")) or any(
@@ -528,9 +529,9 @@ def _pairing_problem(body: Mapping[str, Any]) -> tuple[str, str] | None:
     answered: set[str] = set()
     for index, message in enumerate(messages):
         role = message.get("role")
+        if role != "tool" and waiting:
+            return _unanswered(calls_at, waiting)
         if role == "assistant":
-            if waiting:
-                return _unanswered(calls_at, waiting)
             calls = message.get("tool_calls") or []
             calls_at, answered = None, set()
             if not isinstance(calls, list):

@@ -641,6 +641,29 @@ USER = {"role": "user", "content": "hi"}
             "responding to each 'tool_call_id'; not answered: b",
         ),
         ([USER, calls_of("a"), calls_of("b"), result("b")], "messages[1]", "not answered: a"),
+        # a hook's note between the results of one message's calls, as OpenAI's API refuses
+        # it (hsa's render shows it after the last result)
+        (
+            [
+                USER,
+                calls_of("a", "b"),
+                result("a"),
+                {"role": "system", "content": "x"},
+                result("b"),
+            ],
+            "messages[1]",
+            "responding to each 'tool_call_id'; not answered: b",
+        ),
+        (
+            [USER, calls_of("a", "b"), result("a"), {"role": "user", "content": "x"}, result("b")],
+            "messages[1]",
+            "not answered: b",
+        ),
+        (
+            [USER, calls_of("a"), {"role": "system", "content": "x"}, result("a")],
+            "messages[1]",
+            "not answered: a",
+        ),
         ([USER, calls_of("a")], "messages[1]", "not answered: a"),
         (
             [USER, result("a")],
@@ -685,14 +708,14 @@ def test_tool_messages_must_answer_the_calls_before_them(serve, messages, param,
     "messages, tools",
     [
         ([USER, calls_of("a", "b"), result("b"), result("a"), USER], TOOLS),
-        # hsa puts a post-tool-use hook's note after the result it follows, parallel calls too
+        # a hook's note after the last result, where hsa's render shows it
         (
             [
                 USER,
                 calls_of("a", "b"),
                 result("a"),
-                {"role": "user", "content": "<note>x</note>"},
                 result("b"),
+                {"role": "system", "content": "<note>x</note>"},
             ],
             TOOLS,
         ),
