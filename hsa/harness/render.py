@@ -190,8 +190,11 @@ def shown_order(events: Sequence[Event], harness: Harness) -> list[int]:
     message before it, as fired, is no tool message) before the run's last result moves to
     after that result and the firings joining it, the moved ones in firing order. A note
     between the results of one message's calls is a conversation OpenAI's API refuses (and
-    chat templates that group the results split). An unknown hook stays where it is (render
-    refuses it there). ``parse(render(events))`` reads the events back in this order.
+    chat templates that group the results split). Placed there, a moved note shows as it
+    would have been shown had it fired there: a tool_result hook's joins the last result (a
+    tool message now precedes it), the others' are messages of their own. An unknown hook
+    stays where it is (render refuses it there). ``parse(render(events))`` reads the events
+    back in this order.
     """
     order: list[int] = []
     last_tool = False  # whether the last message, as fired, is a tool message

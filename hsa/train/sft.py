@@ -246,6 +246,7 @@ def train_or_finish(trainer: Any, checkpoint: str | None, done: str | None) -> N
     from transformers import TrainerState
 
     trainer.state = TrainerState.load_from_json(str(Path(done) / "trainer_state.json"))
+    seed_token_count(trainer.state)  # (no training: on_train_begin does not run)
 
 
 def reached(checkpoint: str | None, max_steps: int) -> bool:
@@ -271,12 +272,20 @@ def count_tokens(trainer: Any) -> None:
 
     class FromLoggedCounts(TrainerCallback):
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if state.global_step and not state.num_input_tokens_seen:
-                state.num_input_tokens_seen = trained_tokens(state.log_history) or 0
+            if seed_token_count(state):
                 # (the tokens/s transformers logs count this part's own tokens)
                 trainer._initial_num_input_tokens_seen = state.num_input_tokens_seen
 
     trainer.add_callback(FromLoggedCounts())
+
+
+def seed_token_count(state: Any) -> bool:
+    """Start the token count of a trainer ``state`` read from an older hsa's checkpoint (which
+    kept none) from TRL's logged counts up to it (``trained_tokens``); whether it did."""
+    if not state.global_step or state.num_input_tokens_seen:
+        return False
+    state.num_input_tokens_seen = trained_tokens(state.log_history) or 0
+    return True
 
 
 def trained_tokens(log: Sequence[Mapping[str, Any]]) -> int | None:

@@ -303,6 +303,11 @@ def test_a_rule_choosing_by_a_sets_order_fails_in_another_process(plugins, tmp_p
     sys.modules.pop("hashy_rules", None)
 
 
+#: how a plugin module tells it runs in the other process: started with the answer file's
+#: path as its one argument (a pytest-xdist worker is a ``python -c`` process too)
+THERE = "sys.argv[1:] and sys.argv[1].endswith('answer.json')"
+
+
 def _hashy(tmp_path, monkeypatch, module: str, text: str) -> list:
     """The reports of ``run(across_processes=True)`` for the rule ``text`` defines (as
     ``hashy.set_order``) in ``module``, on one trajectory and seeds 0 and 1."""
@@ -329,7 +334,7 @@ def test_what_the_other_process_prints_at_exit_does_not_hide_its_answer(
     plugins, tmp_path, monkeypatch
 ):
     # the answer has its own channel: a line printed after it (atexit) is not taken for it
-    head = "import atexit, sys\nif sys.argv[0] == '-c':  # the other process\n"
+    head = f"import atexit, sys\nif {THERE}:  # the other process\n"
     text = head + "    atexit.register(print, 'done.')\n" + SET_ORDER
     reports = _hashy(tmp_path, monkeypatch, "hashy_atexit_rules", text)
     assert [r.outcomes["harness"] for r in reports] == ["fail", "fail"]
@@ -357,7 +362,7 @@ def test_a_rule_the_other_process_gives_no_answer_for_fails_unchecked(
     if "sleep" in there:
         monkeypatch.setattr(suite, "ELSEWHERE_TIMEOUT_S", 0.1)
         monkeypatch.setattr(suite, "ELSEWHERE_EACH_S", 0.0)
-    head = f"import os, sys, time\nif sys.argv[0] == '-c':  # the other process\n    {there}\n"
+    head = f"import os, sys, time\nif {THERE}:  # the other process\n    {there}\n"
     reports = _hashy(tmp_path, monkeypatch, "hashy_gone_rules", head + STEADY)
     assert [r.outcomes["harness"] for r in reports] == ["fail", "fail"]
     for seed, report in enumerate(reports):

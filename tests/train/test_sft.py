@@ -638,6 +638,25 @@ def test_a_checkpoint_written_before_the_run_clock_resumes(dataset, model, tmp_p
     assert final["num_input_tokens_seen"] > tokens  # (it fell to the last two parts' count)
 
 
+def test_a_run_finished_from_an_older_checkpoint_counts_its_logged_tokens(dataset, model, tmp_path):
+    # a checkpoint at max_steps whose model was never written is finished without training:
+    # its count, which an older hsa did not keep, was taken as it was (0 tokens)
+    from hsa.train.sft import trained_tokens
+
+    out = tmp_path / "out"
+    run = config(dataset, model, max_steps=2, save_strategy="steps", save_steps=1)
+    train_sft(run, out)
+    state = out / "checkpoint-2" / "trainer_state.json"
+    saved = json.loads(state.read_text("utf-8"))
+    saved["num_input_tokens_seen"] = 0
+    state.write_text(json.dumps(saved), "utf-8")
+    for name in ("model.safetensors", RESOLVED):
+        (out / name).unlink()
+    train_sft(run, out, resume=True)
+    tokens = json.loads((out / RESOLVED).read_text("utf-8"))["run"]["tokens"]
+    assert tokens == trained_tokens(saved["log_history"]) > 0
+
+
 def test_a_stop_while_a_run_is_written_waits_until_it_is_whole(
     dataset, model, tmp_path, monkeypatch
 ):
