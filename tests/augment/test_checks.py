@@ -571,25 +571,28 @@ def test_arguments_declared_by_all_of_or_a_ref_are_declared():
 def test_a_respelled_enum_value_an_off_schema_call_already_writes_is_skipped_not_failed():
     # BFCL answers "horror" where the enum says "Horror": respelled to "horror", the enum's
     # inverse gives "Horror" back, and roundtrip and replay blamed the rule for the corpus
-    def respell(harness, rng, params, context):
-        tools = [
-            dataclasses.replace(
-                t,
-                parameters={
-                    **t.parameters,
-                    "properties": {
-                        **t.parameters["properties"],
-                        "sort": {"type": "string", "enum": ["PRICE", "rating"]},
-                    },
-                },
-            )
-            if t.name == "search"
-            else t
-            for t in harness.tools
+    events = [
+        dataclasses.replace(e, args={**e.args, "sort": "PRICE"})
+        if isinstance(e, ToolCall) and e.args.get("sort") == "price"
+        else e
+        for e in make_events()
+    ]
+    report = _run(_respell, events=tuple(events))
+    assert report.outcomes["schema"] == SKIP and report.outcomes["roundtrip"] == SKIP
+    assert report.ok and not [f for f in report.failures if f.check in ("roundtrip", "replay")]
+
+
+def test_an_off_schema_call_is_skipped_by_replay_where_a_note_moved_too():
+    # the replay check compared parse's events (in the order render shows them) with the
+    # events in firing order, so a moved note made the off-schema call's difference look
+    # like more than it, and replay failed the rule for the corpus's call
+    def respell_and_move(harness, rng, params, context):
+        rewrite = Rule("tools.respell", "1", _respell, doc="Respell.").apply(harness, rng)
+        hooks = [
+            dataclasses.replace(h, inject="system") if h.id == "audit" else h
+            for h in rewrite.harness.hooks
         ]
-        steps = (Step("enum", ("sort",), values=(("price", "PRICE"),)),)
-        mapping = RewriteMapping(tools={"search": ToolMap("search", steps)})
-        return Rewrite(harness.replace(tools=tools), mapping)
+        return Rewrite(rewrite.harness.replace(hooks=hooks), rewrite.mapping)
 
     events = [
         dataclasses.replace(e, args={**e.args, "sort": "PRICE"})
@@ -597,9 +600,33 @@ def test_a_respelled_enum_value_an_off_schema_call_already_writes_is_skipped_not
         else e
         for e in make_events()
     ]
-    report = _run(respell, events=tuple(events))
-    assert report.outcomes["schema"] == SKIP and report.outcomes["roundtrip"] == SKIP
-    assert report.ok and not [f for f in report.failures if f.check in ("roundtrip", "replay")]
+    events[13:15] = [events[13], events[8], events[14]]  # a note among parallel results
+    report = _run(respell_and_move, events=tuple(events))
+    assert report.outcomes["schema"] == SKIP
+    assert report.ok and not [f for f in report.failures if f.check == "replay"], report.failures
+
+
+def _respell(harness, rng, params, context):
+    """``search``'s sort enum respelled: price -> PRICE."""
+    tools = [
+        dataclasses.replace(
+            t,
+            parameters={
+                **t.parameters,
+                "properties": {
+                    **t.parameters["properties"],
+                    "sort": {"type": "string", "enum": ["PRICE", "rating"]},
+                },
+            },
+        )
+        if t.name == "search"
+        else t
+        for t in harness.tools
+    ]
+    steps = (Step("enum", ("sort",), values=(("price", "PRICE"),)),)
+    return Rewrite(
+        harness.replace(tools=tools), RewriteMapping(tools={"search": ToolMap("search", steps)})
+    )
 
 
 def _text_prompt_hiding(harness, template):
