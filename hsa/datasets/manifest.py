@@ -721,6 +721,15 @@ def _says(rows: Mapping[str, Any], split: str) -> str:
 _ROWS = {"rows": "rows", "verified": "verified rows"}
 
 
+def changed_teacher_shard(shard: Path) -> DatasetError:
+    """The error for a teacher's shard whose SHA-256 is not the one its manifest lists."""
+    return DatasetError(
+        "changed since the teacher wrote it (its SHA-256 is not the one the manifest lists): "
+        "rerun the hsa teach command that wrote it to restore it",
+        file=str(shard),
+    )
+
+
 def _check_teacher(out: Path, manifest: dict[str, Any], check: _Check) -> None:
     check.value(manifest, "config_hash", "$", str, "text")
     check.value(manifest, "seed", "$", int, "a whole number")
@@ -749,11 +758,7 @@ def _check_teacher(out: Path, manifest: dict[str, Any], check: _Check) -> None:
             where = f"{at}.shards[{i}]"
             shard = out / entry["path"]
             if shard.is_file() and sha256_file(shard) != entry["sha256"]:
-                raise DatasetError(
-                    "changed since the teacher wrote it (its SHA-256 is not the one the "
-                    "manifest lists): rerun the hsa teach job, which writes it again",
-                    file=str(shard),
-                )
+                raise changed_teacher_shard(shard)
             rows_in = _footer_rows(shard)
             if entry["rows"] != rows_in:
                 raise check.refuse(

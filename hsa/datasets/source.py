@@ -356,11 +356,7 @@ def _parquet_source(
     for file in files:
         sha = sha256_file(file)
         if digests is not None and digests.get(file) not in (None, sha):
-            raise DatasetError(
-                "changed since the teacher wrote it (its SHA-256 is not the one the manifest "
-                "lists): rerun the hsa teach command that wrote it to restore it",
-                file=str(file),
-            )
+            raise mf.changed_teacher_shard(file)
         handle = open_parquet(file)
         _columns(handle, file)
         counts.append(handle.metadata.num_rows)
