@@ -368,12 +368,6 @@ def check_model(path: str) -> None:
         )
 
 
-def no_tokenizer(path: str, key: str) -> TrainError:
-    """The error for a model folder without its tokenizer (set as ``key``: ``model``,
-    ``teacher``)."""
-    return TrainError(missing_tokenizer(f"hsa.{key}, --{key}"), file=path)
-
-
 def load_tokenizer(
     path: str, *, template: str | None = None, renders: bool = True, key: str = "model"
 ) -> Any:
@@ -386,13 +380,14 @@ def load_tokenizer(
     from transformers import AutoTokenizer
 
     check_model(path)
+    setting = f"hsa.{key}, --{key}"  # (said in the refusal of a folder without one)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:
         if not has_tokenizer_files(path):  # a tokenizer class with no default to build
-            raise no_tokenizer(path, key) from None
+            raise TrainError(missing_tokenizer(setting), file=path) from None
         raise TrainError(f"cannot load the model: {first_line(exc)}", file=path) from None
-    problem = tokenizer_problem(tokenizer, path, f"hsa.{key}, --{key}")
+    problem = tokenizer_problem(tokenizer, path, setting)
     if problem is not None:
         raise TrainError(problem, file=path)
     if renders and template is None and not getattr(tokenizer, "chat_template", None):
