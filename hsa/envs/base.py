@@ -82,7 +82,9 @@ class ToolOutput:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """A scored episode: ``success`` and, when it failed, every reason why."""
+    """A scored episode: ``success`` and, when it failed, every reason why. ``score`` is its
+    reward (``hsa train rl``'s environment reward): unless given, 1.0 when it succeeded and 0.0
+    when not, as the benchmarks hsa imports reward an episode, with no partial credit."""
 
     success: bool
     reasons: tuple[str, ...] = ()

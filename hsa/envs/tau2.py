@@ -22,7 +22,11 @@ A task whose basis holds neither is solved by any episode. A call the environmen
 (arguments its harness's schema refuses, an unknown tool) did nothing and matches no action;
 tau2's ``ACTION`` rule reads the calls whatever their results, so this is stricter there.
 
-This is not tau2's reward. The corpus holds tool schemas and reference calls, not tau2's tools
+The episode's ``score`` combines these checks as tau2's reward combines its components (the
+product of 1s and 0s): 1 when every check passes, else 0, so an episode that made all but one of
+the writes scores 0, not a share.
+
+Still, it is not tau2's reward. The corpus holds tool schemas and reference calls, not tau2's tools
 and databases, so tools run only where an output was recorded (other calls get an error), and
 the database state tau2 compares is approximated by the reference actions, which errs both
 ways. An extra write, a write tau2's database would refuse and the order of writes are not
@@ -222,9 +226,9 @@ class Tau2Environment(CorpusEnvironment):
         for info in told:
             if not any(info.lower() in text for text in said):
                 reasons.append(f"the user was not told {info!r}")
-        total = len(required) + len(told)
-        score = 1.0 if not total else (total - len(reasons)) / total
-        return Outcome(success=not reasons, reasons=tuple(reasons), score=score)
+        # the score is Outcome's, 1 or 0 as tau2's reward: the product of its basis's components,
+        # each 1 or 0, with no credit for the actions or strings that passed
+        return Outcome(success=not reasons, reasons=tuple(reasons))
 
 
 def solve(env: CorpusEnvironment, task: Task) -> Episode:

@@ -85,7 +85,7 @@ def test_reference_actions_solve_and_perturbed_ones_fail(external, domain):
         assert outcome.success, (task.id, outcome.reasons)
         assert episode.events[0].text  # an opening from the user scenario
         broken = env.score(task, env.reset(task), perturb(env, task))
-        assert not broken.success and broken.score < 1.0, task.id
+        assert not broken.success and broken.score == 0.0, task.id
         assert "was not performed" in broken.reasons[0]
 
 
@@ -222,6 +222,23 @@ def test_the_reward_basis_says_what_is_scored(tmp_path):
     assert env.score(told_only, env.reset(told_only), [AssistantMessage("I can't.")]).reasons == (
         "the user was not told '42'",
     )
+
+
+def test_an_episode_scores_as_tau2_rewards_it_all_or_nothing(tmp_path):
+    actions = [
+        {"action_id": str(i), "name": "lookup", "arguments": {"id": str(i)}} for i in range(4)
+    ]
+    criteria = {"actions": actions, "communicate_info": ["42"]}  # DB and COMMUNICATE
+    env = domain_of(tmp_path, [{"id": "t", "evaluation_criteria": criteria}])
+    (task,) = env.tasks()
+    calls = [ToolCall(f"call_{i}", "lookup", a["arguments"]) for i, a in enumerate(actions)]
+    told = AssistantMessage("It is 42.")
+    assert env.score(task, env.reset(task), [*calls, told]).score == 1.0
+    # tau2's reward is the product of its basis's 0/1 components: four writes of five checks
+    # made is reward 0, not 0.8, and so is every write made with the user not told
+    for events in ([*calls[:3], told], calls):
+        outcome = env.score(task, env.reset(task), events)
+        assert (outcome.success, outcome.score, len(outcome.reasons)) == (False, 0.0, 1)
 
 
 @pytest.mark.parametrize("name", ["lookup", "look.up"])
