@@ -175,6 +175,25 @@ def test_an_action_tau2_would_not_read_as_the_agents_is_refused_naming_it(
     assert says in err.value.message
 
 
+@pytest.mark.parametrize("told", ["1628", ["1628", 1628], {"amount": "1628"}])
+def test_a_communicate_info_that_is_not_a_list_of_strings_is_refused(external, tmp_path, told):
+    # tau2's EvaluationCriteria.communicate_info is Optional[list[str]]: a string was read as
+    # its characters, so an answer holding 1, 6, 2 and 8 anywhere solved the task
+    src = tmp_path / "shop"
+    src.mkdir()
+    (src / "tools.json").write_text((external / "tau2" / "retail" / "tools.json").read_text())
+    tasks = [
+        {"id": "1", "evaluation_criteria": {"communicate_info": None}},
+        {"id": "2", "evaluation_criteria": {"communicate_info": ["1628"]}},
+        {"id": "3", "evaluation_criteria": {"communicate_info": told}},
+    ]
+    (src / "tasks.json").write_text(json.dumps(tasks))
+    with pytest.raises(ImportFormatError, match="must be a list of strings") as err:
+        import_source(src)
+    assert err.value.file == str(src / "tasks.json")
+    assert err.value.where == "$[2].evaluation_criteria.communicate_info"
+
+
 def test_tau2s_split_file_gives_each_task_its_split(external, tmp_path):
     src = tmp_path / "shop"
     src.mkdir()

@@ -289,6 +289,18 @@ def _tasks(
                 file=str(path),
                 where=f"{where}.evaluation_criteria.reward_basis",
             )
+        told = criteria.get("communicate_info")
+        if told is not None and (
+            not isinstance(told, list) or not all(isinstance(t, str) for t in told)
+        ):
+            # tau2's EvaluationCriteria.communicate_info is Optional[list[str]]: a string
+            # would be read as its characters, each one a thing the user must be told
+            raise ImportFormatError(
+                "communicate_info must be a list of strings (what the user must be told), or "
+                "null (nothing)",
+                file=str(path),
+                where=f"{where}.evaluation_criteria.communicate_info",
+            )
         metadata: dict[str, Any] = {"source_id": str(task["id"])}
         metadata.update({k: v for k, v in task.items() if k not in ("id", "evaluation_criteria")})
         metadata["evaluation_criteria"] = {k: v for k, v in criteria.items() if k != "actions"}
