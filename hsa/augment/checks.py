@@ -25,7 +25,8 @@ For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
   where ``h`` has a skill tool and ``e`` never loads it;
 - ``roundtrip`` (b): ``parse(render(map_events(e, m), h'), h') == map_events(e, m)`` (in the
   order render shows the events: ``as_shown``, a hook's note among the results of one
-  message's calls after the last of them), and the inverse mapping gives ``e`` back;
+  message's calls after the last of them), and the inverse mapping gives ``e`` back; events
+  are compared as the rows that store them, arguments as JSON text (key order is data);
 - ``replay`` (c): the calls recovered from the surface conversation, mapped back with
   ``m.inverse()``, give the same tool results and the same score. With an ``Environment`` and
   its ``Task`` the calls are executed and scored; without one (imported corpora with recorded
@@ -61,7 +62,14 @@ from hsa.envs.base import Environment, Task
 from hsa.envs.hook_runtime import HookContext, matches
 from hsa.errors import HsaError
 from hsa.harness.arguments import checker_of, schema_problem
-from hsa.harness.events import Event, SkillLoad, ToolCall, ToolResult, normalize_call_ids
+from hsa.harness.events import (
+    Event,
+    SkillLoad,
+    ToolCall,
+    ToolResult,
+    event_to_row,
+    normalize_call_ids,
+)
 from hsa.harness.model import Harness, Hook, Tool
 from hsa.harness.parse import parse
 from hsa.harness.render import as_shown, render, shown_order
@@ -607,21 +615,35 @@ def _only_at(a: Sequence[Event], b: Sequence[Event], at: Set[int]) -> bool:
     if not at or len(a) != len(b):
         return False
     calls = {e.call_id for i, e in enumerate(b) if i in at and isinstance(e, ToolCall)}
+    texts_a, texts_b = _texts(a), _texts(b)
     return all(
         i in at or (isinstance(y, ToolResult) and y.call_id in calls)
-        for i, (x, y) in enumerate(zip(a, b, strict=True))
-        if x != y
+        for i, y in enumerate(b)
+        if texts_a[i] != texts_b[i]
     )
 
 
 def _same(a: Sequence[Event], b: Sequence[Event]) -> bool:
-    return normalize_call_ids(a) == normalize_call_ids(b)
+    return _texts(normalize_call_ids(a)) == _texts(normalize_call_ids(b))
+
+
+def _texts(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """Events as the rows that store them, arguments as JSON text: key order is data (``==``
+    on the events would take ``{"a": 1, "b": 2}`` for ``{"b": 2, "a": 1}``, and 1 for
+    ``True``)."""
+    return [event_to_row(e) for e in events]
 
 
 def _first_difference(a: Sequence[Event], b: Sequence[Event]) -> str:
     a, b = normalize_call_ids(a), normalize_call_ids(b)
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
+    for i, (x, y, tx, ty) in enumerate(zip(a, b, _texts(a), _texts(b), strict=False)):
+        if tx != ty:
+            if x == y:  # equal as dicts: the same but for the order of keys (or a type)
+                field = next(k for k in ty if tx[k] != ty[k])
+                return (
+                    f"event {i}: {field} {tx[field]} where {ty[field]} was expected (the same "
+                    "but for the order of keys, which is data, or a value's type)"
+                )
             return f"event {i}: expected {y!r}, got {x!r}"
     return f"expected {len(b)} events, got {len(a)}"
 

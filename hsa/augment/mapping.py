@@ -5,7 +5,9 @@ names, argument structure (a sequence of ``Step``s per tool: moves of subtrees b
 enum value renames, optional-parameter insertions, object creation/removal), skill ids and hook
 ids. Rules produce mappings and never touch trajectories; the engine applies them in bulk.
 Mappings compose (``a.then(b)``) and invert (``m.inverse()``): applying a mapping and then its
-inverse gives back the canonical events exactly.
+inverse gives back the canonical events exactly, the order of argument keys included (rows
+store arguments as JSON text), but where the surface keeps no trace of that order
+(``apply_steps`` says where).
 
 Argument paths are tuples of keys in the *instance* (not the schema); ``"[]"`` stands for every
 item of an array, and source and destination of a move carry the same number of ``"[]"``.
@@ -41,7 +43,8 @@ _INVERSE_KIND = {
 class Step:
     """One argument rewrite.
 
-    - ``move``: move the value at ``path`` to ``dst`` (absent values are left alone);
+    - ``move``: move the value at ``path`` to ``dst`` (absent values are left alone), where
+      its neighbours in the input were (``apply_steps``);
     - ``enum``: replace values at ``path`` by ``values`` (pairs canonical -> surface);
     - ``add``: a surface-only optional argument at ``path`` (nothing to do going forward);
     - ``drop``: remove the value at ``path`` (the inverse of ``add``);
@@ -239,8 +242,30 @@ def _place(root: dict, path: ArgPath, indexes: Sequence[int], value: Any) -> Non
 
 
 def apply_steps(args: MappingABC[str, Any], steps: Sequence[Step]) -> dict[str, Any]:
-    """``args`` rewritten by ``steps`` (a deep copy; the input is not modified)."""
+    """``args`` rewritten by ``steps`` (a deep copy; the input is not modified).
+
+    Key order is data, and steps keep it: a value moved elsewhere takes the place its
+    surroundings had in the input, not the end of its new object. Each object's keys end in
+    the order of the input's values they hold, by the first of them in document order (a
+    scalar, or a container left empty), and an object made empty (``ensure``) stays last. So
+    a wrap puts the wrapper where the wrapped arguments were, in their order, and a flatten
+    puts the fields where the object was; the inverse steps put them back, which makes
+    mapping and then inverse-mapping give back the input's JSON text exactly, key order
+    included, wherever the moved keys were next to each other (arguments a schema does not
+    declare left between wrapped ones, and an empty object flattened away before other
+    keys, leave no trace of where they were on the surface).
+    """
     out = json.loads(json.dumps(args))  # deep copy, JSON types only
+    if not any(step.kind == "move" and not _is_rename(step.path, step.dst or ()) for step in steps):
+        _apply(out, steps)  # renames keep each key's place themselves: nothing to reorder
+        return out
+    anchors: dict[int, tuple[float, Any]] = {}
+    boxed = _boxed(out, anchors, [0])
+    _apply(boxed, steps)
+    return _settled(boxed, anchors)[1]
+
+
+def _apply(out: dict[str, Any], steps: Sequence[Step]) -> None:
     for step in steps:
         if step.kind == "move":
             dst = step.dst or ()
@@ -256,7 +281,7 @@ def apply_steps(args: MappingABC[str, Any], steps: Sequence[Step]) -> dict[str, 
         elif step.kind == "enum":
             table = [(a, b) for a, b in step.values]
             for _, (parent, key) in list(_matches(out, step.path)):
-                parent[key] = respelled(table, parent[key])
+                parent[key] = _respelled_at(table, parent[key])
         elif step.kind == "drop":
             for _, (parent, key) in list(_matches(out, step.path)):
                 del parent[key]
@@ -273,7 +298,74 @@ def apply_steps(args: MappingABC[str, Any], steps: Sequence[Step]) -> dict[str, 
             )
             for parent in parents:
                 parent.setdefault(key, {})
-    return out
+
+
+@dataclass(slots=True)
+class _Leaf:
+    """A scalar of the input (or a value an ``enum`` step respelled) and its place in the
+    input's document order, while ``apply_steps`` moves it."""
+
+    anchor: float
+    value: Any
+
+
+_LAST = float("inf")  # the anchor of an object the steps made, holding nothing of the input
+
+
+def _boxed(node: Any, anchors: dict[int, tuple[float, Any]], counter: list[int]) -> Any:
+    """``node`` with its scalars boxed as ``_Leaf``s numbered in document order; the number
+    of each container (kept for those left empty) goes into ``anchors`` by id, with the
+    container, which keeps the id from going to one the steps make."""
+    at = counter[0]
+    counter[0] += 1
+    if isinstance(node, dict):
+        anchors[id(node)] = (at, node)
+        for key, value in node.items():
+            node[key] = _boxed(value, anchors, counter)
+        return node
+    if isinstance(node, list):
+        anchors[id(node)] = (at, node)
+        node[:] = [_boxed(value, anchors, counter) for value in node]
+        return node
+    return _Leaf(at, node)
+
+
+def _settled(node: Any, anchors: dict[int, tuple[float, Any]]) -> tuple[float, Any]:
+    """``node`` unboxed, each object's keys in the order of their anchors, and its anchor:
+    its first value's in document order (a container's own where it holds none)."""
+    if isinstance(node, _Leaf):
+        return node.anchor, node.value
+    if isinstance(node, dict):
+        items = [(key, *_settled(value, anchors)) for key, value in node.items()]
+        items.sort(key=lambda item: item[1])  # stable: ties (objects made empty) keep order
+        first = items[0][1] if items else anchors.get(id(node), (_LAST,))[0]
+        return first, {key: value for key, _, value in items}
+    if isinstance(node, list):
+        settled = [_settled(value, anchors) for value in node]
+        first = min((a for a, _ in settled), default=anchors.get(id(node), (_LAST,))[0])
+        return first, [value for _, value in settled]
+    return _LAST, node
+
+
+def _respelled_at(table: Sequence[tuple[Any, Any]], node: Any) -> Any:
+    """``respelled`` of a value as ``apply_steps`` holds it (boxed or not)."""
+    if isinstance(node, _Leaf):
+        return _Leaf(node.anchor, respelled(table, node.value))
+    if not isinstance(node, dict | list) or not any(isinstance(a, dict | list) for a, _ in table):
+        return respelled(table, node)
+    plain = _unboxed(node)  # an enum of objects or arrays (no rule makes one)
+    new = respelled(table, plain)
+    return node if new is plain else _Leaf(_settled(node, {})[0], new)
+
+
+def _unboxed(node: Any) -> Any:
+    if isinstance(node, _Leaf):
+        return node.value
+    if isinstance(node, dict):
+        return {key: _unboxed(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_unboxed(value) for value in node]
+    return node
 
 
 def _is_rename(src: ArgPath, dst: ArgPath) -> bool:

@@ -351,6 +351,32 @@ def _counter():
     return harness, env, task, events
 
 
+def test_a_mapping_that_loses_the_order_of_arguments_fails_the_round_trip():
+    from hsa.harness import Harness, Tool
+
+    schema = {
+        "type": "object",
+        "properties": {"customer": {"type": "string"}, "page": {"type": "integer"}},
+        "required": ["customer"],
+    }
+    harness = Harness(id="h", tools=(Tool("history", "Past orders.", schema),))
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.wrap_args"), {})], seed=0)
+    call = ToolCall("call_0", "history", {"customer": "ana", "page": 2})
+    in_order = (UserMessage("orders?"), call)
+    assert check_rewrite(harness, rewrite, in_order).outcomes["roundtrip"] == PASS
+    # a key the schema does not declare, between wrapped ones: the wrapper holds both wrapped
+    # keys, so the inverse gives them back next to each other ({"customer", "page", "note"}),
+    # equal as a dict but not as the row's JSON text
+    args = {"customer": "ana", "note": "x", "page": 2}
+    report = check_rewrite(harness, rewrite, (in_order[0], ToolCall("call_0", "history", args)))
+    assert report.outcomes["roundtrip"] == FAIL
+    (failure,) = [f for f in report.failures if f.check == "roundtrip"]
+    assert failure.where == "inverse mapping"
+    assert 'args {"customer":"ana","page":2,"note":"x"} where {"customer":"ana","note":"x"' in (
+        failure.message
+    )
+
+
 def test_replay_through_an_environment():
     harness, env, task, events = _counter()
     rewrite, _ = apply_chain(harness, [(get_rule("tools.wrap_args"), {})], seed=0)

@@ -115,3 +115,115 @@ def test_enum_values_compare_with_their_type():
 def test_identity_leaves_events_alone():
     events = [ToolCall("call_0", "t", {"a": 1})]
     assert IDENTITY.is_identity and map_events(events, IDENTITY) == events
+
+
+# --- key order: what the built-in rules' steps do to calls drawn from their schemas ---
+
+ORDER_NAMES = ["city", "q", "limit", "address", "mode", "x_y", "page", "zip"]
+ORDER_ENUMS = [["fast", "slow"], ["low", "high"], ["on", "off", "auto"]]
+ORDER_RULES = ["tools.wrap_args", "tools.flatten_args", "tools.rename_params", "tools.enum_values"]
+
+
+def _order_schema(draw, depth: int) -> dict:
+    """An object schema: scalar, enum, array and (down to ``depth``) object properties."""
+    props: dict = {}
+    for name in draw(st.lists(st.sampled_from(ORDER_NAMES), min_size=1, max_size=4, unique=True)):
+        kinds = ["string", "integer", "enum", "array", "object"]
+        kind = draw(st.sampled_from(kinds if depth else kinds[:-1]))
+        if kind == "enum":
+            props[name] = {"type": "string", "enum": draw(st.sampled_from(ORDER_ENUMS))}
+        elif kind == "array":
+            props[name] = {"type": "array", "items": {"type": "string"}}
+        elif kind == "object":
+            props[name] = _order_schema(draw, depth - 1)
+        else:
+            props[name] = {"type": kind}
+    required = [k for k in props if draw(st.booleans())]
+    return {"type": "object", "properties": props, "required": required}
+
+
+def _order_value(draw, schema: dict):
+    """A value of ``schema`` with its keys in a drawn order; an object holds one key at least
+    (an empty object flattened away leaves no trace of its place: see the test below)."""
+    if "enum" in schema:
+        return draw(st.sampled_from(schema["enum"]))
+    kind = schema["type"]
+    if kind == "string":
+        return draw(st.sampled_from(["", "a", "é😀"]))
+    if kind == "integer":
+        return draw(st.integers(-3, 3))
+    if kind == "array":
+        return draw(st.lists(st.sampled_from(["x", "y"]), max_size=2))
+    props = schema["properties"]
+    keys = [k for k in props if k in schema["required"] or draw(st.booleans())] or list(props)[:1]
+    keys = draw(st.permutations(keys))
+    return {k: _order_value(draw, props[k]) for k in keys}
+
+
+@st.composite
+def rule_chains(draw):
+    """A harness of one drawn tool, a chain of the argument rules, a seed, and calls."""
+    from hsa.harness import Harness, Tool
+
+    schema = _order_schema(draw, 2)
+    harness = Harness(id="h", tools=(Tool("t", "A tool.", schema),))
+    chain = draw(st.lists(st.sampled_from(ORDER_RULES), min_size=1, max_size=3))
+    calls = [_order_value(draw, schema) for _ in range(3)]
+    # keys the schema does not declare, before or after the declared ones (left where they
+    # are; between wrapped arguments they would leave no trace of their place)
+    calls.append({"zz_extra": 1, **calls[0]})
+    calls.append({**calls[1], "zz_extra": [True]})
+    return harness, chain, draw(st.integers(0, 2**16)), calls
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(rule_chains())
+def test_the_argument_rules_round_trip_key_order_exactly(case):
+    from hsa.augment import apply_chain, get_rule
+
+    harness, chain, seed, calls = case
+    rewrite, _ = apply_chain(harness, [(get_rule(name), {}) for name in chain], seed=seed)
+    mapping = rewrite.mapping
+    events = [ToolCall(f"call_{i}", "t", args) for i, args in enumerate(calls)]
+    surface = map_events(events, mapping)
+    back = map_events(surface, mapping.inverse())
+    for event, there, got in zip(events, surface, back, strict=True):
+        assert json.dumps(got.args) == json.dumps(event.args), (chain, there.args)
+
+
+def test_a_wrap_keeps_the_order_of_the_calls_arguments_both_ways():
+    steps = (
+        Step("ensure", ("w",)),
+        *(Step("move", (k,), ("w", k)) for k in ("a", "b", "c")),  # the schema's order
+    )
+    inverse = tuple(s.inverse() for s in reversed(steps))
+    for args in ({"a": 1, "b": 2, "c": 3}, {"c": 3, "a": 1}, {"x": 0, "b": 2, "a": 1, "y": 9}):
+        surface = apply_steps(args, steps)
+        # the wrapper where the arguments were, holding them in the call's order
+        assert list(surface) == [k for k in ("x", "w", "y") if k in surface]
+        assert list(surface["w"]) == [k for k in args if k in "abc"]
+        assert json.dumps(apply_steps(surface, inverse)) == json.dumps(args)
+
+
+def test_a_flatten_puts_the_fields_where_the_object_was_and_back():
+    steps = (
+        Step("move", ("o", "f"), ("o_f",)),
+        Step("move", ("o", "g"), ("o_g",)),
+        Step("prune", ("o",)),
+    )
+    inverse = tuple(s.inverse() for s in reversed(steps))
+    for args in (
+        {"x": 1, "o": {"g": 2, "f": 3}, "y": 4},
+        {"o": {"f": 1, "z": 0, "g": 2}, "y": 4},  # a key the object's schema does not declare
+        {"o": {"f": 1, "g": 2, "z": 0}},
+    ):
+        surface = apply_steps(args, steps)
+        assert json.dumps(apply_steps(surface, inverse)) == json.dumps(args)
+    assert list(apply_steps({"x": 1, "o": {"g": 2, "f": 3}, "y": 4}, steps)) == [
+        "x",
+        "o_g",
+        "o_f",
+        "y",
+    ]
+    # what leaves no trace: an empty object flattened away comes back last
+    assert list(apply_steps(apply_steps({"o": {}, "y": 4}, steps), inverse)) == ["y", "o"]

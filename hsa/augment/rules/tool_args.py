@@ -134,7 +134,7 @@ _OBJECT_LEVEL = ("$defs", "definitions", "$schema", "$id", "id", "type")  # id: 
 
 @rule(
     "tools.wrap_args",
-    version="3",
+    version="4",  # 4: the wrapper goes where the arguments were, which keep their order
     params={
         "type": "object",
         "additionalProperties": False,
@@ -291,7 +291,8 @@ def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
 
 @rule(
     "tools.flatten_args",
-    version="4",  # 4: the defaults, consts and examples that hold the object are flattened too
+    version="5",  # 5: the fields go where the object was, in its order (4: defaults and
+    # the like that hold the object are flattened too)
     params={
         "type": "object",
         "additionalProperties": False,
