@@ -11,7 +11,8 @@ For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
   resolved), which still declares every argument the call passes (where the original schema
   declared the canonical call's); every skill load names a skill of ``h'``;
 - ``values``: argument values are data and stay as they are, except values respelled from an
-  ``enum`` the original schema declares into one the new schema declares, one-to-one;
+  ``enum`` the original schema declares into one the new schema declares, one-to-one (and a
+  value of the new one, off the original's, respelled back: ``mapping.one_to_one``);
 - ``hooks``: every hook of ``h`` is in ``h'`` (under its mapped id) with the same event,
   effect and payload function, and its matcher selects exactly the renamed tools
   (and turns) it selected before; a hook ``h'`` adds may only add context;
@@ -286,8 +287,11 @@ def value_problems(
             if not found:
                 out.append((i, f"argument at {list(path)} appeared from nowhere: {value!r}"))
                 continue
-            if _typed_in(before, old_enums) and _typed_in(value, _enum_values(new_tool, path)):
+            new_enums = _enum_values(new_tool, path)
+            if _typed_in(before, old_enums) and _typed_in(value, new_enums):
                 continue
+            if _typed_in(before, new_enums) and _typed_in(value, old_enums):
+                continue  # a surface spelling off the old enum, respelled back (one_to_one)
             out.append(
                 (
                     i,

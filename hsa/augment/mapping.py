@@ -45,7 +45,8 @@ class Step:
 
     - ``move``: move the value at ``path`` to ``dst`` (absent values are left alone), where
       its neighbours in the input were (``apply_steps``);
-    - ``enum``: replace values at ``path`` by ``values`` (pairs canonical -> surface);
+    - ``enum``: replace values at ``path`` by ``values`` (pairs canonical -> surface; a rule
+      closes them with ``one_to_one``);
     - ``add``: a surface-only optional argument at ``path`` (nothing to do going forward);
     - ``drop``: remove the value at ``path`` (the inverse of ``add``);
     - ``prune``: remove the object at ``path`` if it is empty; ``ensure``: create it if absent.
@@ -398,6 +399,39 @@ def respelled(table: Sequence[tuple[Any, Any]], value: Any) -> Any:
         if type(canonical) is type(value) and canonical == value:
             return surface
     return value
+
+
+def one_to_one(pairs: Sequence[tuple[Any, Any]]) -> tuple[tuple[Any, Any], ...]:
+    """An ``enum`` step's ``pairs`` (canonical -> surface, one-to-one) closed into a
+    permutation of the values they name: each surface value that is no canonical one is
+    respelled back to the canonical value that starts its chain (``fast -> FAST`` gains
+    ``FAST -> fast``). A call holding a surface spelling off its canonical enum (a model's
+    ``FAST`` where the enum says ``fast``) then stays off the surface enum, and reads back as
+    itself: without the closing pairs it would stay ``FAST``, valid on the surface, and read
+    back as ``fast``. Pairs that are not one-to-one, or hold values that cannot be told
+    apart by hashing, are returned as they are."""
+    try:
+        forward = {_typed(a): b for a, b in pairs}
+        canonical = set(forward)
+        surface = {_typed(b) for _, b in pairs}
+    except TypeError:  # an object or array value
+        return tuple(pairs)
+    if len(forward) != len(pairs) or len(surface) != len(pairs):
+        return tuple(pairs)
+    closing = []
+    for start, first in pairs:
+        if _typed(start) in surface:
+            continue  # inside a chain: it starts none
+        end = first
+        while _typed(end) in canonical:
+            end = forward[_typed(end)]
+        closing.append((end, start))
+    return (*pairs, *closing)
+
+
+def _typed(value: Any) -> tuple[type, Any]:
+    """``value`` as ``respelled`` compares it: with its type."""
+    return type(value), value
 
 
 def map_events(events: Sequence[Event], mapping: RewriteMapping) -> list[Event]:

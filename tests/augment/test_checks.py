@@ -377,6 +377,23 @@ def test_a_mapping_that_loses_the_order_of_arguments_fails_the_round_trip():
     )
 
 
+def test_a_surface_spelling_off_the_enum_respelled_back_is_no_value_change():
+    from hsa.harness import Harness, Tool
+
+    schema = {
+        "type": "object",
+        "properties": {"speed": {"type": "string", "enum": ["fast", "slow"]}},
+        "required": ["speed"],
+    }
+    harness = Harness(id="h", tools=(Tool("ship", "Ship.", schema),))
+    rule = get_rule("tools.enum_values")
+    rewrite, _ = apply_chain(harness, [(rule, {"style": "upper"})], seed=0)
+    # a teacher's mistake: the surface spelling, off the canonical enum
+    events = (UserMessage("ship"), ToolCall("call_0", "ship", {"speed": "FAST"}))
+    report = check_rewrite(harness, rewrite, events)
+    assert report.outcomes["values"] == PASS and report.outcomes["roundtrip"] != FAIL
+
+
 def test_replay_through_an_environment():
     harness, env, task, events = _counter()
     rewrite, _ = apply_chain(harness, [(get_rule("tools.wrap_args"), {})], seed=0)

@@ -144,9 +144,10 @@ def _order_schema(draw, depth: int) -> dict:
 
 def _order_value(draw, schema: dict):
     """A value of ``schema`` with its keys in a drawn order; an object holds one key at least
-    (an empty object flattened away leaves no trace of its place: see the test below)."""
+    (an empty object flattened away leaves no trace of its place: see the test below), and an
+    enum's value may be one of another enum's spellings (a teacher's mistake)."""
     if "enum" in schema:
-        return draw(st.sampled_from(schema["enum"]))
+        return draw(st.sampled_from([*schema["enum"], *(v.upper() for v in schema["enum"])]))
     kind = schema["type"]
     if kind == "string":
         return draw(st.sampled_from(["", "a", "é😀"]))
@@ -227,3 +228,17 @@ def test_a_flatten_puts_the_fields_where_the_object_was_and_back():
     ]
     # what leaves no trace: an empty object flattened away comes back last
     assert list(apply_steps(apply_steps({"o": {}, "y": 4}, steps), inverse)) == ["y", "o"]
+
+
+def test_an_enum_respelling_keeps_a_surface_spelling_apart_from_the_value_it_respells():
+    from hsa.augment.mapping import one_to_one
+
+    pairs = one_to_one((("fast", "FAST"), ("slow", "SLOW")))
+    assert pairs == (("fast", "FAST"), ("slow", "SLOW"), ("FAST", "fast"), ("SLOW", "slow"))
+    # a chain (a value respelled into another value's spelling) closes into one cycle
+    assert one_to_one((("a", "b"), ("b", "c"))) == (("a", "b"), ("b", "c"), ("c", "a"))
+    mapping = RewriteMapping(tools={"ship": ToolMap("ship", (Step("enum", ("s",), values=pairs),))})
+    for value, shown in (("fast", "FAST"), ("FAST", "fast"), ("Fast", "Fast")):
+        surface = map_events([ToolCall("call_0", "ship", {"s": value})], mapping)
+        assert surface[0].args == {"s": shown}
+        assert map_events(surface, mapping.inverse())[0].args == {"s": value}

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hsa.augment.banks import synonyms
-from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap
+from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap, one_to_one
 from hsa.augment.names import (
     ANY_VALUE,
     NOT_A_KEYWORD,
@@ -384,7 +384,7 @@ _CODE = re.compile(
 
 @rule(
     "tools.enum_values",
-    version="6",
+    version="7",  # 7: a surface spelling off the canonical enum is respelled back (one_to_one)
     params={
         "type": "object",
         "additionalProperties": False,
@@ -469,7 +469,10 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
                 if isinstance(owner.get("description"), str):
                     owner["description"] = replace_identifiers(owner["description"], table)
             pairs = tuple(table.items())
-            steps += [Step("enum", path, values=pairs) for path in paths]
+            # closed, so a call's value off the enum that is a surface spelling cannot read
+            # back as the value it respells (one_to_one)
+            closed = one_to_one(pairs)
+            steps += [Step("enum", path, values=closed) for path in paths]
             texts.extend(p for p in pairs if p not in texts)
         if steps:
             # the enums themselves, and every default, const and example that holds them
