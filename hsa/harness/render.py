@@ -67,7 +67,11 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
     injection position: a system message, a user message, or appended to the tool result just
     before it (a system message when there is none). Under a text protocol call ids are not
     shown, so ``parse`` numbers calls ``call_0``, ``call_1``, ...; events whose ids are in that
-    normal form (``normalize_call_ids``) round-trip under every protocol.
+    normal form (``normalize_call_ids``) round-trip under every protocol, but for assistant
+    text that reads as calls under a text protocol (``parse.reads_as_calls``: ``print(x=1)``
+    under an untagged python format, which has no escape). Such text is written as it is and
+    parses back as calls (or fails to parse); callers that need the round trip pass over it,
+    as the augment picker passes over such a variant for the trajectory.
 
     A hook that shows a message of its own (``inject`` system or user, or tool_result with no
     tool message to join) while results of the calls before it are still to come waits until
