@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from hsa.errors import ProtocolError, first_line, unreadable
+from hsa.errors import ProtocolError, TemplateError, first_line, unreadable
 from hsa.harness.arguments import checker_of
 from hsa.harness.events import (
     AssistantMessage,
@@ -24,8 +25,8 @@ from hsa.harness.model import Harness, Hook, Protocol
 from hsa.harness.prompt import call_format, system_prompt
 from hsa.harness.protocols import CALL_FORMATS
 from hsa.harness.protocols.hermes import RepeatedKeys, read_json
-from hsa.harness.render import Conversation, refuse_unwritable
-from hsa.harness.sandbox import parse_message
+from hsa.harness.render import Conversation, refuse_unwritable, wrap
+from hsa.harness.sandbox import message_fields, parse_message, render_message
 
 
 def _unwrap(hook: Hook, text: str) -> str | None:
@@ -37,8 +38,30 @@ def _unwrap(hook: Hook, text: str) -> str | None:
     return None
 
 
-def match_hook(harness: Harness, text: str, positions: Sequence[str]) -> HookFired | None:
-    """The hook firing whose rendered message is exactly ``text``, if any."""
+#: the injection positions of the hooks ``parse`` reads a message shown as each kind as: a
+#: system message, a user message, a note appended to a tool message (a system message may
+#: be any hook's: a tool_result hook's with no tool message to join, or a user hook's as
+#: imported chats show some)
+READ_AS: dict[str, tuple[str, ...]] = {
+    "system": ("system", "tool_result", "user"),
+    "user": ("user",),
+    "tool_result": ("tool_result",),
+}
+#: the kinds of message (``READ_AS``'s keys) a hook injected at each position shows as
+_SHOWN_AS = {"system": ("system",), "user": ("user",), "tool_result": ("tool_result", "system")}
+
+
+def match_hook(
+    harness: Harness, text: str, positions: Sequence[str], *, where: str | None = None
+) -> HookFired | None:
+    """The hook firing whose rendered message is exactly ``text``, if any.
+
+    Raises ``ProtocolError`` (at ``where``) when ``text`` reads as the messages of two hooks
+    injected at ``positions``: which of them fired cannot be told, and neither is a guess
+    (validation refuses hooks whose every message reads alike, ``alike_hooks``; this is a
+    payload that makes one hook's message read as another's).
+    """
+    found: HookFired | None = None
     for hook in harness.hooks:
         if hook.inject not in positions:
             continue
@@ -46,12 +69,66 @@ def match_hook(harness: Harness, text: str, positions: Sequence[str]) -> HookFir
         if inner is None:
             continue
         payload = parse_message(hook.message, inner)
-        if payload is not None:
-            return HookFired(hook.id, hook.event, payload)
+        if payload is None:
+            continue
+        if found is not None:
+            raise ProtocolError(
+                f"the message reads as a firing of hook {found.hook_id!r} and as one of hook "
+                f"{hook.id!r}: which fired cannot be told",
+                where=where,
+            )
+        found = HookFired(hook.id, hook.event, payload)
+    return found
+
+
+def alike_hooks(hooks: Sequence[Hook]) -> tuple[int, int] | None:
+    """The positions ``(i, j)`` of two hooks where every message hook ``j`` can show reads as
+    a message of hook ``i`` too (the same message in the same wrapper, say, or one inside the
+    other's bare placeholder), so ``parse`` could never tell its firings from hook ``i``'s;
+    None when there are none. Hooks whose message is no hook message are passed over.
+
+    Exact and cheap: hook ``j``'s message is rendered with a character no message holds in
+    each field; hook ``i`` reads that text only where its placeholders take those characters,
+    and then they take any payload of ``j`` in their place. What the hooks show is looked at
+    once (the variants of a harness share most of their hooks).
+    """
+    kept = [
+        (j, hook)
+        for j, hook in enumerate(hooks)
+        if isinstance(hook.message, str) and isinstance(hook.wrapper, str | None)
+    ]
+    found = _alike_shown(tuple((str(h.inject), h.wrapper, h.message) for _, h in kept))
+    return None if found is None else (kept[found[0]][0], kept[found[1]][0])
+
+
+@lru_cache(maxsize=1024)
+def _alike_shown(hooks: tuple[tuple[str, str | None, str], ...]) -> tuple[int, int] | None:
+    """``alike_hooks`` of hooks given as ``(inject, wrapper, message)``."""
+    used = {c for _, _, message in hooks for c in message}
+    shown: list[tuple[int, Hook, str]] = []
+    for j, (inject, wrapper, message) in enumerate(hooks):
+        try:
+            fields = message_fields(message)
+        except TemplateError:
+            continue
+        marks = (chr(k) for k in itertools.count(0xE000) if chr(k) not in used)  # (private use)
+        hook = Hook("", "stop", "add_context", message, inject=inject, wrapper=wrapper)
+        payload = dict(zip(fields, marks, strict=False))
+        shown.append((j, hook, wrap(hook, render_message(message, payload))))
+    for j, hook, text in reversed(shown):  # (two hooks alike: named at the later)
+        kinds = _SHOWN_AS.get(hook.inject, ())
+        for i, other, _ in shown:
+            if i == j or not any(other.inject in READ_AS[k] for k in kinds):
+                continue
+            inner = _unwrap(other, text)
+            if inner is not None and parse_message(other.message, inner) is not None:
+                return i, j
     return None
 
 
-def split_tool_hooks(harness: Harness, content: str) -> tuple[str, list[HookFired]]:
+def split_tool_hooks(
+    harness: Harness, content: str, *, where: str | None = None
+) -> tuple[str, list[HookFired]]:
     """A tool message's content without the hook messages render appended to it, and those hooks.
 
     Hooks injected at ``tool_result`` are appended as ``"\n<wrapper>\n...\n</wrapper>"``. They
@@ -68,7 +145,7 @@ def split_tool_hooks(harness: Harness, content: str) -> tuple[str, list[HookFire
             for m in re.finditer(re.escape(f"\n<{w}>\n"), content)
         ]
         for start in sorted(starts, reverse=True):
-            fired = match_hook(harness, content[start + 1 :], ("tool_result",))
+            fired = match_hook(harness, content[start + 1 :], READ_AS["tool_result"], where=where)
             if fired is not None:
                 found.append(fired)
                 content = content[:start]
@@ -188,7 +265,7 @@ def parse(
         role = message.get("role")
         content = message.get("content")
         if role == "system":
-            fired = match_hook(harness, _text_of(content, where), ("system", "tool_result", "user"))
+            fired = match_hook(harness, _text_of(content, where), READ_AS["system"], where=where)
             if fired is None:
                 raise ProtocolError(
                     "a system message that is not a hook of this harness", where=where
@@ -204,7 +281,7 @@ def parse(
                     prompt_in_user = False
                     events.append(UserMessage(text[len(prompt) + 2 :]))
                     continue
-            fired = match_hook(harness, text, ("user",))
+            fired = match_hook(harness, text, READ_AS["user"], where=where)
             events.append(fired if fired is not None else UserMessage(text))
         elif role == "assistant":
             reasoning = message.get("reasoning_content")
@@ -244,7 +321,7 @@ def parse(
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str):
                 raise ProtocolError("a tool message needs a tool_call_id string", where=where)
-            body, hooks = split_tool_hooks(harness, _text_of(content, where))
+            body, hooks = split_tool_hooks(harness, _text_of(content, where), where=where)
             if call_id not in skill_calls:  # a skill's content is the skill, not an event
                 events.append(ToolResult(call_id, body, bool(message.get("is_error", False))))
             events.extend(hooks)

@@ -22,7 +22,8 @@ from hsa.errors import (
 )
 from hsa.harness.arguments import schema_class
 from hsa.harness.jsonvalues import json_path, may_be_unwritable, resolve_pointer, unwritable
-from hsa.harness.model import Harness, Tool, compact_json
+from hsa.harness.model import Harness, Hook, Tool, compact_json
+from hsa.harness.parse import alike_hooks
 from hsa.harness.prompt import system_prompt
 from hsa.harness.sandbox import check_template, message_fields
 from hsa.harness.skillfile import own_field_in_extra, own_field_reason
@@ -356,6 +357,7 @@ def _semantic_problems(
         yield from _unwritable(skill, "extra", f"$.skills[{i}].extra")
 
     hook_ids: set[str] = set()
+    shown: list[tuple[int, Hook]] = []  # the hooks whose messages can be read
     for i, hook in enumerate(_items(doc.get("hooks"))):
         if hook is None:
             continue
@@ -363,6 +365,8 @@ def _semantic_problems(
         if not broken("hooks", i, "id"):
             if hook["id"] in hook_ids:
                 yield f"{where}.id", f"duplicate hook id {hook['id']!r}"
+            elif not any(broken("hooks", i, key) for key in ("message", "inject", "wrapper")):
+                shown.append((i, _shown_hook(hook)))  # (a second of one id: reported already)
             hook_ids.add(hook["id"])
         if not broken("hooks", i, "message"):
             try:
@@ -392,6 +396,17 @@ def _semantic_problems(
                 re.compile(pattern)
             except re.error as exc:
                 yield f"{where}.matcher.tool", f"invalid regular expression: {exc}"
+    alike = alike_hooks([hook for _, hook in shown])
+    if alike is not None:
+        (i, first), (j, second) = shown[alike[0]], shown[alike[1]]
+        yield (
+            f"$.hooks[{j}]",
+            (
+                f"every message hook {second.id!r} shows reads as a message of hook "
+                f"{first.id!r} ($.hooks[{i}]) too, so a conversation cannot tell which of them "
+                "fired; give one a wording, wrapper or position of its own"
+            ),
+        )
 
     prompt = doc.get("prompt")
     prompt = prompt if isinstance(prompt, Mapping) else {}
@@ -414,6 +429,20 @@ def _semantic_problems(
         except TemplateError as exc:
             yield "$.prompt.template", exc.message
     yield from _unwritable(doc, "metadata", "$.metadata")
+
+
+def _shown_hook(hook: Mapping[str, Any]) -> Hook:
+    """What of a hook document shows its messages (``alike_hooks`` reads): id, position,
+    wrapper and message."""
+    wrapper = hook.get("wrapper")
+    return Hook(
+        hook["id"],
+        "stop",
+        "add_context",
+        hook.get("message", ""),
+        inject=hook.get("inject", "system"),
+        wrapper=wrapper if isinstance(wrapper, str) else None,
+    )
 
 
 def _unwritable(part: Mapping[str, Any], key: str, where: str) -> Iterator[tuple[str, str]]:

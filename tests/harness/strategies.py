@@ -36,6 +36,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from hsa.errors import ProtocolError
 from hsa.harness import (
     AssistantMessage,
     Event,
@@ -55,7 +56,7 @@ from hsa.harness import (
 )
 from hsa.harness.events import events_to_rows
 from hsa.harness.model import CALL_FORMATS, DOC_FORMATS, HOOK_EFFECTS, HOOK_EVENTS
-from hsa.harness.parse import match_hook, split_tool_hooks
+from hsa.harness.parse import alike_hooks, match_hook, split_tool_hooks
 from hsa.harness.prompt import call_format, system_prompt
 from hsa.harness.protocols import CALL_FORMATS as FORMATS
 from hsa.harness.protocols import join_prefix
@@ -335,7 +336,8 @@ def hooks(draw: st.DrawFn) -> list[Hook]:
     """Zero to four hooks at every injection position, with and without wrappers where allowed.
 
     Most messages start with a distinct literal, as real hooks do; some are bare placeholders,
-    which can make firings indistinguishable (``ambiguity`` reports those).
+    which can make firings indistinguishable (``ambiguity`` reports those), or every message of
+    one hook read as another's (``harnesses`` draws no such hooks: validation refuses them).
     """
     count = draw(st.integers(0, 4))
     wrappers = draw(st.lists(st.sampled_from(_WRAPPERS), min_size=count, max_size=count))
@@ -538,7 +540,15 @@ _POOL_TOOLS = {
     )
     for python in (False, True)
 }
-_POOL_HOOKS = st.lists(st.sampled_from(HOOK_POOL), max_size=4, unique_by=_id)
+
+
+def _told_apart(hook_list: Sequence[Hook]) -> bool:
+    """Whether no hook's every message reads as another's (``alike_hooks``: validation refuses
+    such hooks; a bare placeholder in the system position reads every system message)."""
+    return alike_hooks(hook_list) is None
+
+
+_POOL_HOOKS = st.lists(st.sampled_from(HOOK_POOL), max_size=4, unique_by=_id).filter(_told_apart)
 _POOL_SKILLS = st.lists(st.sampled_from(SKILL_POOL), max_size=3, unique_by=_id)
 _POOL_PROMPT = st.sampled_from(PROMPT_POOL)
 _POOL_ID = st.sampled_from(("demo", "bfcl.simple", "h-1"))
@@ -566,7 +576,7 @@ def harnesses(
     python = not protocol.is_api and protocol.call_format == "python"
     if rich:
         tool_list = draw(tools(python=python))
-        hook_list = draw(hooks())
+        hook_list = draw(hooks().filter(_told_apart))
         prompt = draw(prompts())
         skill_ids = draw(st.lists(_IDS, max_size=3, unique=True))
         skills = [Skill(sid, sid, "About " + draw(texts()), draw(texts(48))) for sid in skill_ids]
@@ -743,7 +753,16 @@ def ambiguity(events: Sequence[Event], harness: Harness) -> str | None:
       differently, or a later hook's wrapper line);
     - under ``placement: user``, a user-position hook before the first user message whose text
       starts with the system prompt.
+
+    A text that reads as two hooks' firings (``match_hook`` refuses it) is one of these too.
     """
+    try:
+        return _ambiguity(events, harness)
+    except ProtocolError as exc:
+        return exc.message
+
+
+def _ambiguity(events: Sequence[Event], harness: Harness) -> str | None:
     api = harness.protocol.is_api
     fmt = None if api else call_format(harness)
     tag = harness.protocol.call_tag

@@ -1179,3 +1179,38 @@ def test_arguments_text_that_gives_a_key_twice_leaves_the_row_out(tmp_path):
         "3 row(s) left out: tool-call arguments that give a key twice (which value the model "
         "meant cannot be told; hsa's parse refuses such a call): line(s) 1, 3, 4",
     )
+
+
+def test_a_message_that_reads_as_two_hooks_is_refused_naming_the_row(tmp_path):
+    def hook(hook_id, message, inject="system", wrapper=None):
+        return Hook(hook_id, "stop", "add_context", message, inject=inject, wrapper=wrapper)
+
+    # told apart by their wording, but "Error: rm denied" reads as both: neither is a guess
+    harness = Harness(
+        id="agent",
+        tools=(Tool("echo"),),
+        hooks=(
+            hook("deny", "{{ tool }} denied"),
+            hook("error", "Error: {{ what }}"),
+            hook("late", "{{ call }} late", "tool_result", "note"),
+            hook("logged", "Logged {{ call }}", "tool_result", "note"),
+        ),
+    )
+    save_harness(harness, tmp_path / "agent")
+    said = {"role": "user", "content": "hi"}
+    rows = [
+        _row(said, {"role": "system", "content": "Error: disk full"}),
+        _row(said, {"role": "system", "content": "Error: rm denied"}),
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ImportFormatError, match="hook 'deny' and as one of hook 'error'") as err:
+        import_source(path, harness=harness)
+    assert (err.value.file, err.value.where) == (str(path), "line 2: $.messages[1]")
+    note = "<note>\nLogged c1 late\n</note>"
+    tool = {"role": "tool", "tool_call_id": "c1", "content": '{"ok": 1}\n' + note}
+    called = {"role": "assistant", "content": None, "tool_calls": [CALL]}
+    path.write_text(json.dumps(_row(said, called, tool)) + "\n")
+    with pytest.raises(ImportFormatError, match="'late' and as one of hook 'logged'") as err:
+        import_source(path, harness=harness)
+    assert err.value.where == "line 1: $.messages[2]"

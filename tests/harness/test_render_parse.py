@@ -452,6 +452,84 @@ def test_python_format_refuses_tool_names_it_cannot_write() -> None:
     assert err.value.where == "events[0]"
 
 
+def _hook(hook_id: str, message: str, inject: str = "system", wrapper: str | None = None) -> Hook:
+    return Hook(hook_id, "stop", "add_context", message, inject=inject, wrapper=wrapper)
+
+
+WELCOME = _hook("welcome", "Note: {{ text }}")
+GOODBYE = _hook("goodbye", "Note: {{ text }}")
+
+
+def test_a_message_two_hooks_read_is_refused_naming_both() -> None:
+    # built in code (validation refuses them): parse must not guess the first hook
+    harness = _harness(Protocol("api"), hooks=(WELCOME, GOODBYE))
+    events = [
+        UserMessage("hi"),
+        AssistantMessage("Hello!"),
+        HookFired("goodbye", "stop", {"text": "bye"}),
+    ]
+    with pytest.raises(ProtocolError, match="hook 'welcome' and as one of hook 'goodbye'") as err:
+        parse(render(events, harness), harness)
+    assert err.value.where == "messages[3]"
+    # appended to a tool result: the note's tool message is named
+    tool = [_hook(h.id, h.message, "tool_result", "note") for h in (WELCOME, GOODBYE)]
+    harness = _harness(Protocol("api"), hooks=tuple(tool))
+    events = [*TURN[3:5], HookFired("goodbye", "stop", {"text": "bye"})]
+    with pytest.raises(ProtocolError, match="'welcome' and as one of hook 'goodbye'") as err:
+        parse(render(events, harness), harness)
+    assert err.value.where == "messages[2]"
+
+
+def test_hooks_whose_messages_differ_parse_back_whatever_their_order() -> None:
+    # a payload may make one hook's message read as another's ("Error: rm denied" reads as
+    # both); the messages each shows otherwise parse back as its own
+    deny, error = _hook("deny", "{{ tool }} denied"), _hook("error", "Error: {{ what }}")
+    for hooks in ((deny, error), (error, deny)):
+        harness = _harness(Protocol("api"), hooks=hooks)
+        events = [UserMessage("x"), HookFired("deny", "stop", {"tool": "rm"})]
+        events.append(HookFired("error", "stop", {"what": "disk full"}))
+        assert parse(render(events, harness), harness) == events
+        both = [UserMessage("x"), HookFired("error", "stop", {"what": "rm denied"})]
+        with pytest.raises(ProtocolError, match="which fired cannot be told"):
+            parse(render(both, harness), harness)
+
+
+@pytest.mark.parametrize(
+    ("hooks", "alike"),
+    [
+        ((WELCOME, GOODBYE), (0, 1)),  # the same message in the same place
+        ((_hook("a", "{{ x }}"), _hook("b", "Stop now.")), (0, 1)),  # a bare placeholder
+        ((_hook("a", "Stop {{ x }}."), _hook("b", "Stop {{ y }} and {{ y }}.")), (0, 1)),
+        ((_hook("b", "Note: {{ x }} (final)"), WELCOME), (1, 0)),  # one inside the other
+        (
+            (_hook("a", "{{ x }}", "user", "note"), _hook("b", "{{ y }}", "tool_result", "note")),
+            (0, 1),
+        ),  # a tool_result note with no tool message to join is a system message
+        ((_hook("a", "{{ x }}", wrapper="w"), _hook("b", "{{ x }}", "tool_result", "w")), (0, 1)),
+        # a repeated field's messages are some of two fields' (not the other way round)
+        (
+            (_hook("a", "Stop {{ x }} and {{ y }}."), _hook("b", "Stop {{ x }} and {{ x }}.")),
+            (0, 1),
+        ),
+        ((WELCOME, _hook("b", "Note: {{ text }}!")), (0, 1)),  # "Note: x!" reads as both
+        # parse reads a system message as a user hook's too
+        ((_hook("a", "{{ x }}", "system", "note"), _hook("b", "{{ y }}", "user", "note")), (1, 0)),
+        # told apart: by wrapper, by place (a system hook's message is no user message), by
+        # wording, or only by a payload of their own
+        ((WELCOME, _hook("goodbye", "Note: {{ text }}", wrapper="note")), None),
+        ((_hook("a", "Note: {{ text }}."), _hook("b", "Note: {{ text }}!")), None),
+        ((_hook("a", "{{ x }}", "user", "note"), _hook("b", "{{ y }}")), None),
+        ((_hook("a", "{{ tool }} denied"), _hook("b", "Error: {{ what }}")), None),
+        # a character no message holds stands for each field (this one's a literal here)
+        ((_hook("a", "Note: \ue000"), _hook("b", "Note: {{ x }}")), (1, 0)),
+    ],
+)
+def test_alike_hooks(hooks, alike) -> None:
+    from hsa.harness.parse import alike_hooks
+
+    assert alike_hooks(hooks) == alike
+
+
 def test_unknown_hook_names_the_event() -> None:
     with pytest.raises(ProtocolError, match="hook 'nope' is not in harness") as err:
         render([UserMessage("x"), HookFired("nope", "stop", {})], _harness(Protocol("api")))

@@ -126,6 +126,17 @@ CASES = [
         "'description' is the skill's own field",
     ),
     (lambda d: d["hooks"].append(dict(d["hooks"][0])), "$.hooks[1].id", "duplicate hook id"),
+    # two hooks whose messages read alike: parsing a conversation could not tell which fired
+    (
+        lambda d: d["hooks"].append({**d["hooks"][0], "id": "k2", "event": "stop"}),
+        "$.hooks[1]",
+        "every message hook 'k2' shows reads as a message of hook 'k' ($.hooks[0]) too",
+    ),
+    (
+        lambda d: d["hooks"].insert(0, {**d["hooks"][0], "id": "all", "message": "{{ x }}"}),
+        "$.hooks[1]",
+        "every message hook 'k' shows reads as a message of hook 'all' ($.hooks[0]) too",
+    ),
     # what JSON cannot write, as SKILL.md front matter refuses it: a harness saved as JSON held NaN
     (lambda d: d.update(metadata={"score": float("nan")}), "$.metadata.score", "NaN or Infinity"),
     (
@@ -177,6 +188,23 @@ CASES = [
 def test_each_problem_names_its_json_path(change, where, reason):
     found = problems_of(change)
     assert any(w == where and reason in m for w, m in found), found
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"wrapper": "other"},
+        {"message": "Careful with {{ tool }}!"},
+        {"inject": "user", "message": "Careful: {{ tool }}."},
+        {"id": "k", "message": "{{ x }}"},  # a second hook of one id: reported as that alone
+    ],
+)
+def test_hooks_told_apart_by_wrapper_or_wording_are_valid(change):
+    def add(doc):
+        doc["hooks"].append({**doc["hooks"][0], "id": "k2", **change})
+
+    found = problems_of(add)
+    assert found == ([("$.hooks[1].id", "duplicate hook id 'k'")] if "id" in change else [])
 
 
 def test_an_integer_beyond_64_bits_in_metadata_is_json_and_kept():

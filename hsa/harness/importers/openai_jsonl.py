@@ -16,11 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hsa.errors import HsaError, ImportFormatError, first_few, refuse_unreadable
+from hsa.errors import HsaError, ImportFormatError, ProtocolError, first_few, refuse_unreadable
 from hsa.harness.arguments import checker_of
 from hsa.harness.events import (
     AssistantMessage,
     Event,
+    HookFired,
     SkillLoad,
     ToolCall,
     ToolResult,
@@ -42,7 +43,7 @@ from hsa.harness.importers.base import (
 )
 from hsa.harness.jsonvalues import WIDE_INTEGER, may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Prompt, Skill, Tool
-from hsa.harness.parse import call_like, match_hook, split_tool_hooks
+from hsa.harness.parse import READ_AS, call_like, match_hook, split_tool_hooks
 from hsa.harness.prompt import surface_tools, system_prompt
 from hsa.harness.protocols import CALL_FORMATS
 from hsa.harness.protocols.hermes import read_json
@@ -773,6 +774,25 @@ def _calls_in_text(text: str, tools: set[str]) -> bool:
     return False
 
 
+def _hook_of(
+    harness: Harness, text: str, positions: Sequence[str], path: Path, at: str
+) -> HookFired | None:
+    """``match_hook``; a message that reads as two hooks' firings is an error of the file at
+    ``at`` (which hook fired cannot be told, and a guess would be a wrong row)."""
+    try:
+        return match_hook(harness, text, positions)
+    except ProtocolError as exc:
+        raise ImportFormatError(exc.message, file=str(path), where=at) from None
+
+
+def _tool_hooks(harness: Harness, content: str, path: Path, at: str) -> tuple[str, list[HookFired]]:
+    """``split_tool_hooks``, a note that reads as two hooks' an error of the file at ``at``."""
+    try:
+        return split_tool_hooks(harness, content)
+    except ProtocolError as exc:
+        raise ImportFormatError(exc.message, file=str(path), where=at) from None
+
+
 def _events(
     messages: Sequence[Any],
     start: int,
@@ -817,7 +837,7 @@ def _events(
                 unkept[key] += 1
         if role == "user":
             text = _text(message.get("content"), path, f"{at}.content")
-            fired = match_hook(harness, text, ("user",)) if harness.hooks else None
+            fired = _hook_of(harness, text, READ_AS["user"], path, at) if harness.hooks else None
             events.append(fired if fired is not None else UserMessage(text))
         elif role == "assistant":
             content = message.get("content")
@@ -925,7 +945,7 @@ def _events(
             # hooks of the harness injected into the result (appended in their wrappers, as
             # the harness renders them) are firings of those hooks, after the result
             content, fired_after = (
-                split_tool_hooks(harness, content) if harness.hooks else (content, [])
+                _tool_hooks(harness, content, path, at) if harness.hooks else (content, [])
             )
             if answered in answered_by_skill:
                 # the skill's content, shown by the harness when it renders the load; a result
@@ -941,7 +961,7 @@ def _events(
             events.extend(fired_after)
         elif role in SYSTEM_ROLES:
             text = _text(message.get("content"), path, f"{at}.content")
-            fired = match_hook(harness, text, ("system", "tool_result", "user"))
+            fired = _hook_of(harness, text, READ_AS["system"], path, at)
             if fired is None:
                 raise _LeftOut("later_system")
             events.append(fired)
