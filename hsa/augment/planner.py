@@ -39,7 +39,7 @@ from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix
 from hsa.errors import HarnessError, HsaError, PlanError, RuleError, refuse_kind
 from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad
 from hsa.harness.model import Harness, Protocol, Tool
-from hsa.harness.parse import call_like, reads_as_calls
+from hsa.harness.parse import alike_hooks, call_like, reads_as_calls
 from hsa.harness.pickling import by_fields
 from hsa.harness.prompt import system_prompt
 from hsa.harness.render import tools_json
@@ -48,7 +48,8 @@ from hsa.harness.validate import harness_problems
 _REDRAWS = 4  # attempts at a variant that changes something
 #: the version of how variants are planned and picked: the same recipe and seed give other
 #: variants under another version, so a dataset records it and a rerun under another refuses
-PLAN_VERSION = 4
+#: (5: a draw that makes two hooks' messages read alike is drawn again, ``HooksAlike``)
+PLAN_VERSION = 5
 #: the version of how the augment job picks each trajectory's variants among the planned ones
 #: (2: passing over those its rows would show as the canonical one, or as one already taken,
 #: shows them: ``shown_key``), recorded by the datasets it writes
@@ -169,6 +170,9 @@ def _apply_resolved(
         rewrite = rewrite.then(step)
         applied.append((item.name, item.version, resolved))
         stages.append(rewrite)
+    if stages and _alike(rewrite.harness) is not None and harness.derived(_alike) is None:
+        index = next(k for k, stage in enumerate(stages) if _alike(stage.harness) is not None)
+        raise HooksAlike(stages[index].harness, where=_rule_at(applied, index))
     # Validating once at the end keeps planning cheap; only when the result is invalid are the
     # intermediate harnesses checked, to name the first rule that broke it.
     if stages and harness_problems(rewrite.harness):
@@ -192,6 +196,26 @@ def _apply_resolved(
             if why:
                 raise RuleError(why, where=_rule_at(applied, index))
     return rewrite, tuple(applied)
+
+
+class HooksAlike(RuleError):
+    """Rules made two hooks' messages read alike (``alike_hooks``): a conversation under the
+    rewritten harness could not tell which of them fired. A draw of rules that does is no
+    variant; the planner draws again."""
+
+    def __init__(self, harness: Harness, *, where: str):
+        i, j = _alike(harness) or (0, 0)
+        first, second = harness.hooks[i].id, harness.hooks[j].id
+        super().__init__(
+            f"made every message hook {second!r} shows read as a message of hook {first!r} "
+            "too: a conversation could not tell which of them fired",
+            where=where,
+        )
+
+
+def _alike(harness: Harness) -> tuple[int, int] | None:
+    """``alike_hooks`` of ``harness``'s hooks (cheap: a render and a match per pair)."""
+    return alike_hooks(harness.hooks) if len(harness.hooks) > 1 else None
 
 
 def _rule_at(applied: Sequence[tuple[str, str, Any]], index: int) -> str:
@@ -698,8 +722,9 @@ def plan_variant(
     """Variant ``index`` of ``harness`` under ``recipe``, independent of the other variants.
 
     A draw whose rewrite changes nothing is drawn again (up to a few times; the last draw is
-    kept, and the picker passes over it). Two variants may still be equal; the picker never
-    gives one trajectory both.
+    kept, and the picker passes over it); so is one that makes two hooks' messages read alike
+    (``HooksAlike``), kept at the last as the harness unchanged. Two variants may still be
+    equal; the picker never gives one trajectory both.
     """
     return LazyPlan(harness, recipe, seed=seed, context=context).variant(index)
 
@@ -893,7 +918,10 @@ def _plan_slot(
         chosen = _draw(spec.recipe, generator("draw", variant_seed), eligible)
         base = [r for r in spec.recipe.base if r.rule in eligible]
         chain = [resolve(r) for r in base + chosen]
-        rewrite, applied = _apply_resolved(harness, chain, seed=variant_seed, context=context)
+        try:
+            rewrite, applied = _apply_resolved(harness, chain, seed=variant_seed, context=context)
+        except HooksAlike:  # no variant: drawn again, the harness as it is at the last
+            rewrite, applied = Rewrite(harness), ()
         mapping_json = rewrite.mapping.to_json()
         key = _digest(rewrite.harness.to_json(keep=keep), mapping_json)  # content_key
         if key != unchanged:

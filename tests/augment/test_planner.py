@@ -685,3 +685,31 @@ def test_plan_and_pick_refuse_arguments_that_are_not_what_they_name(harness) -> 
     )
     with pytest.raises(RuleError, match="trajectory_id must be a string, got 7"):
         pick(variants, 7, recipe, harness=harness)
+
+
+def test_a_draw_that_makes_two_hooks_read_alike_is_drawn_again(harness):
+    # told apart by their wrappers alone: hooks.wrapper may give both one tag, and then no
+    # conversation could tell their firings apart (parse refuses such a message)
+    from hsa.harness import Hook
+    from hsa.harness.parse import alike_hooks
+
+    twins = tuple(
+        Hook(hook_id, "stop", "add_context", "Note: {{ text }}", wrapper=tag)
+        for hook_id, tag in (("a", "first"), ("b", "second"))
+    )
+    h = harness.replace(hooks=twins)
+    wrapper = get_rule("hooks.wrapper")
+    refused = []
+    for seed in range(40):
+        try:
+            apply_chain(h, [(wrapper, {"allow_none": False})], seed=seed)
+        except RuleError as exc:
+            refused.append(exc)
+    assert refused  # (about one draw in eight)
+    assert refused[0].where == "rule 'hooks.wrapper'"
+    assert "every message hook 'b' shows read as a message of hook 'a'" in refused[0].message
+    recipe = Recipe((RecipeRule("hooks.wrapper", 1.0, {"allow_none": False}),))
+    recipe = dataclasses.replace(recipe, variants_per_harness=40, include_canonical=False)
+    variants = plan(h, recipe, seed=0)
+    assert all(alike_hooks(v.harness.hooks) is None for v in variants)
+    assert not any(v.is_canonical for v in variants)  # drawn again, not given up
