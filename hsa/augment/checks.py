@@ -65,6 +65,7 @@ from hsa.errors import HsaError
 from hsa.harness.arguments import checker_of, schema_problem
 from hsa.harness.events import (
     Event,
+    HookFired,
     SkillLoad,
     ToolCall,
     ToolResult,
@@ -634,8 +635,13 @@ def _same(a: Sequence[Event], b: Sequence[Event]) -> bool:
 def _texts(events: Sequence[Event]) -> list[dict[str, Any]]:
     """Events as the rows that store them, arguments as JSON text: key order is data (``==``
     on the events would take ``{"a": 1, "b": 2}`` for ``{"b": 2, "a": 1}``, and 1 for
-    ``True``)."""
-    return [event_to_row(e) for e in events]
+    ``True``). A hook's payload is compared by its values (JSON text with sorted keys): the
+    message shows no order of its own, and parse gives the placeholders in template order."""
+    rows = [event_to_row(e) for e in events]
+    for event, row in zip(events, rows, strict=True):
+        if isinstance(event, HookFired):
+            row["payload"] = json.dumps(event.payload, sort_keys=True, ensure_ascii=False)
+    return rows
 
 
 def _first_difference(a: Sequence[Event], b: Sequence[Event]) -> str:

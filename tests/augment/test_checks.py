@@ -212,6 +212,21 @@ def test_a_hook_moved_to_a_note_among_parallel_results_passes_roundtrip():
     assert report.ok and report.outcomes == dict.fromkeys(CHECKS, PASS), report.failures
 
 
+def test_a_hook_payload_in_another_key_order_than_its_message_still_checks_roundtrip(
+    harness,
+):
+    # a message shows no order of a payload's keys (parse gives them in template order), so
+    # a payload written in another order is no difference that turns the check into a skip
+    events = list(make_events())
+    index = next(i for i, e in enumerate(events) if getattr(e, "hook_id", None) == "audit")
+    payload = events[index].payload
+    assert len(payload) > 1
+    events[index] = dataclasses.replace(events[index], payload=dict(reversed(payload.items())))
+    rewrite, _ = apply_chain(harness, [(get_rule("tools.rename_params"), {})], seed=3)
+    report = check_rewrite(harness, rewrite, tuple(events))
+    assert report.outcomes["roundtrip"] == PASS, report.failures
+
+
 def test_ambiguous_hook_messages_fail_roundtrip():
     def catch_all(harness, rng, params, context):
         extra = Hook("catch", "session_start", "add_context", "{{ anything }}", inject="system")
