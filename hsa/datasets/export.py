@@ -30,25 +30,7 @@ def shards(path: str | Path, split: str | None = None) -> list[Path]:
     root = Path(path)
     manifest = root / mf.MANIFEST
     if not manifest.is_file():
-        if not root.exists():
-            raise DatasetError("no such dataset directory", file=str(root))
-        if (root / mf.STATE / "run.json").is_file():
-            raise DatasetError(
-                "the dataset is not complete (no manifest.json): rerun the job to finish it",
-                file=str(root),
-            )
-        hint = ""
-        if (root / MARKER).is_file() and (root / TRAJECTORIES).is_file():
-            hint = (
-                "; it is an `hsa harness import` folder: `hsa augment --input` it to make a dataset"
-            )
-        elif (root / MARKER).is_file():
-            hint = (
-                "; it is an `hsa harness import` folder of tasks and harnesses, with no "
-                "conversations to augment: `hsa build` with an `env:` source solves the tasks "
-                "and augments them, and `hsa eval run` evaluates a model on them"
-            )
-        raise DatasetError(f"not a dataset directory: no manifest.json{hint}", file=str(root))
+        raise no_manifest(root)
     found_manifest = mf.read_json(manifest)
     kind = found_manifest.get("kind") if isinstance(found_manifest, dict) else None
     if kind == mf.TEACHER_KIND:
@@ -60,7 +42,7 @@ def shards(path: str | Path, split: str | None = None) -> list[Path]:
         )
     if kind != mf.KIND:
         raise DatasetError(f"not an hsa dataset (manifest kind {kind!r})", file=str(root))
-    entries = found_manifest.get("shards", [])
+    entries = mf.shard_entries(root, found_manifest)
     found = [root / e["path"] for e in entries]
     missing = [e["path"] for e in entries if not (root / e["path"]).is_file()]
     if missing:
@@ -78,6 +60,29 @@ def shards(path: str | Path, split: str | None = None) -> list[Path]:
                 file=str(root),
             )
     return found
+
+
+def no_manifest(root: Path) -> DatasetError:
+    """Why the folder ``root``, which has no manifest, is no dataset to read: not there, a
+    dataset whose job has not finished (it has the job's state), an ``hsa harness import``
+    folder, or another folder."""
+    if not root.exists():
+        return DatasetError("no such dataset directory", file=str(root))
+    if (root / mf.STATE / "run.json").is_file():
+        return DatasetError(
+            "the dataset is not complete (no manifest.json): rerun the job to finish it",
+            file=str(root),
+        )
+    hint = ""
+    if (root / MARKER).is_file() and (root / TRAJECTORIES).is_file():
+        hint = "; it is an `hsa harness import` folder: `hsa augment --input` it to make a dataset"
+    elif (root / MARKER).is_file():
+        hint = (
+            "; it is an `hsa harness import` folder of tasks and harnesses, with no "
+            "conversations to augment: `hsa build` with an `env:` source solves the tasks "
+            "and augments them, and `hsa eval run` evaluates a model on them"
+        )
+    return DatasetError(f"not a dataset directory: no manifest.json{hint}", file=str(root))
 
 
 def load(path: str | Path, split: str | None = None) -> pl.LazyFrame:

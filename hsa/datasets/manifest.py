@@ -522,6 +522,14 @@ def check_finished(out: Path, manifest: Any, kind: str = KIND) -> None:
 _KEY = {KIND: "shards", TEACHER_KIND: "splits"}
 
 
+def shard_entries(out: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The shard entries of the finished dataset's ``manifest`` at ``out``, each checked as
+    ``check_finished`` checks them (``path`` and ``sha256`` text, ``rows`` a count; a
+    ``DatasetError`` at the JSON path of the first that is not), but no file read: for
+    readers of its rows, which need the shards' paths and not the whole check."""
+    return _Check(out / MANIFEST, KIND).shards(manifest, "$", ("rows",))
+
+
 class _Check:
     """Reads the keys of a manifest (``manifest.json``) for ``check_finished``: each of the
     type it should have, or a ``DatasetError`` at its JSON path."""

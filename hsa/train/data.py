@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hsa.datasets.export import to_hf
+from hsa.datasets.export import no_manifest, to_hf
 from hsa.datasets.manifest import MANIFEST, TEACHER_KIND
 from hsa.errors import TrainError
 from hsa.train.config import SftSettings
@@ -82,11 +82,8 @@ def manifest_of(data: Path) -> dict[str, Any]:
         raise TrainError(f"{what} (expected a dataset folder, as hsa build writes)", file=str(data))
     try:
         found = json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
-        raise TrainError(
-            "not an hsa dataset (manifest.json is missing); build one with hsa build",
-            file=str(data),
-        ) from None
+    except FileNotFoundError:  # (a dataset whose job has not finished, among others)
+        raise no_manifest(data) from None
     except (OSError, ValueError) as exc:
         raise TrainError(f"cannot read the manifest: {exc}", file=str(path)) from None
     if not isinstance(found, dict):

@@ -220,6 +220,32 @@ def test_to_hf_names_a_shard_that_changed_since_it_was_written(
     assert str(shard.relative_to(copy)) in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("edit", "where", "said"),
+    [
+        (lambda m: m.update(shards=None), "$.shards", "expected a list of shards, found null"),
+        (lambda m: m["shards"][0].update(path=None), "$.shards[0].path", "expected text"),
+        (lambda m: m["shards"].insert(0, 7), "$.shards[0]", 'expected {"path": ...}'),
+    ],
+)
+def test_reading_a_manifest_with_a_damaged_shard_list_names_the_key(
+    dataset: Path, tmp_path: Path, edit, where: str, said: str
+) -> None:
+    # hsa train read it unchecked: a TypeError traceback, where hsa inspect named the key
+    import shutil
+
+    copy = tmp_path / "ds"
+    shutil.copytree(dataset, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    edit(manifest)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    for read in (scan_dataset, lambda p: to_hf(p, "train", cache_dir=tmp_path / "cache")):
+        with pytest.raises(DatasetError, match="the manifest was edited or damaged") as caught:
+            read(copy)
+        assert (caught.value.where, caught.value.file) == (where, str(copy / "manifest.json"))
+        assert said in caught.value.message
+
+
 def test_to_hf_says_a_shard_with_a_wrong_column_in_one_line(dataset: Path, tmp_path: Path) -> None:
     # datasets logged 36 lines (the file, both Arrow schemas, the features) before hsa's error
     import logging

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hsa.errors import TrainError
+from hsa.errors import DatasetError, TrainError
 from hsa.train.config import SftSettings
 from hsa.train.data import load_rows, mix
 
@@ -74,7 +74,13 @@ def test_load_rows_gives_conversations_and_counts(dataset):
 
 
 def test_a_folder_that_is_not_a_dataset_is_refused(tmp_path):
-    with pytest.raises(TrainError, match=r"manifest\.json is missing"):
+    with pytest.raises(DatasetError, match=r"not a dataset directory: no manifest\.json"):
+        load_rows(SftSettings(data=str(tmp_path)), seed=0)
+    # a build stopped before its manifest: not complete, as hsa inspect says (it read "not an
+    # hsa dataset; build one with hsa build")
+    (tmp_path / ".hsa").mkdir()
+    (tmp_path / ".hsa" / "run.json").write_text("{}")
+    with pytest.raises(DatasetError, match=r"not complete \(no manifest\.json\): rerun the job"):
         load_rows(SftSettings(data=str(tmp_path)), seed=0)
     with pytest.raises(TrainError, match=r"does not exist \(expected a dataset folder") as missing:
         load_rows(SftSettings(data=str(tmp_path / "typo")), seed=0)
