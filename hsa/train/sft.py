@@ -459,7 +459,7 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     elif args.max_length is not None and kept is not None:
         truncated = _cut_short(trainer, rows, prepared, args.max_length)
     elif args.max_length is not None and args.packing_strategy == "bfd":
-        kept, truncated = _cut_in_packing(trainer, rows, args.max_length)
+        kept, truncated = _cut_in_packing(trainer, rows.train, args.max_length)
     if kept is None:  # packed whole (bfd_split, wrapped): no token is lost
         kept = list(range(given))
     canonical = sum(rows.canonical[i] for i in kept)
@@ -471,6 +471,11 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     counts["variants"] = len(kept) - canonical
     counts.update(verification_counts(rows.verified, kept))
     evaluated = kept_positions(trainer, "eval_dataset")
+    packed = trainer.eval_dataset
+    if evaluated is None and packed is not None and "labels" in (packed.column_names or ()):
+        # packed too (eval_packing): cut as the training rows are, or packed whole
+        cut = args.max_length is not None and args.packing_strategy == "bfd"
+        evaluated = _cut_in_packing(trainer, rows.eval, args.max_length)[0] if cut else None
     if evaluated is not None and "eval" in counts:
         counts["eval_dropped"] = counts["eval"] - len(evaluated)
         counts["eval"] = len(evaluated)
@@ -490,11 +495,12 @@ def _cut_short(trainer: Any, rows: TrainingRows, prepared: Any, max_length: int)
     return sum(int(n) < learned[p] for p, n in zip(positions, left, strict=True))
 
 
-def _cut_in_packing(trainer: Any, rows: TrainingRows, max_length: int) -> tuple[list[int], int]:
-    """The positions of the rows with an assistant token left once packing cut each at
-    ``max_length`` (the others train on nothing, as if dropped), and how many of those lost
-    some: every row prepared again whole, since packing keeps no row's position."""
-    whole = _prepared_whole(trainer, numbered(rows.train))
+def _cut_in_packing(trainer: Any, rows: Any, max_length: int) -> tuple[list[int], int]:
+    """The positions of the ``rows`` (training or evaluation rows, a ``datasets.Dataset``)
+    with an assistant token left once packing cut each at ``max_length`` (the others train
+    on nothing, as if dropped), and how many of those lost some: every row prepared again
+    whole, since packing keeps no row's position."""
+    whole = _prepared_whole(trainer, numbered(rows))
     learned = labelled_tokens(whole["labels"])
     left = labelled_tokens(pc.list_slice(whole["labels"], 0, max_length))
     positions = whole[POSITION].to_pylist()

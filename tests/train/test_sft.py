@@ -449,6 +449,17 @@ def test_rows_cut_short_at_max_length_are_counted_packed_or_not(dataset, model, 
     assert counted({**settings, "packing": True}, tmp_path / "packed") == counts
 
 
+def test_evaluation_rows_left_nothing_to_learn_are_counted_packed_or_not(dataset, model, tmp_path):
+    # TRL packs the evaluation rows too, cutting each at max_length: those left with no
+    # assistant token were counted as evaluated, as they were when packing was off
+    settings = config(dataset, model, max_steps=1, max_length=3300, eval_strategy="steps")
+    settings["hsa"].update(max_rows=6, eval_split="dev")
+    counts = counted(settings, tmp_path / "out")
+    assert counts["eval_dropped"] > 0 and counts["eval"] > 0
+    packed = counted({**settings, "packing": True}, tmp_path / "packed")
+    assert (packed["eval"], packed["eval_dropped"]) == (counts["eval"], counts["eval_dropped"])
+
+
 def test_packing_that_leaves_nothing_to_learn_is_refused(dataset, model, tmp_path):
     # every row's first assistant token lies past 1,024 tokens: packing cuts each row there,
     # and every step would train on nothing (loss 0, grad_norm 0) and report success
