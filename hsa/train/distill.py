@@ -31,6 +31,7 @@ from hsa.train.sft import (
     resume_point,
     run_identity,
     start_afresh,
+    starting_model,
     train_or_finish,
     trained_tokens,
 )
@@ -147,7 +148,7 @@ def train_distill(
     for name in ("data", "teacher"):
         if getattr(settings, name) is None:
             raise TrainError(f"set hsa.{name} (or --{name})", file=file, where=f"$.hsa.{name}")
-    identity = run_identity(settings, args)
+    identity = run_identity("distill", settings, args)
     checkpoint = resume_point(out, resume, args.max_steps, can_finish=True, identity=identity)
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
@@ -164,7 +165,7 @@ def train_distill(
     counts["split_rows"] = len(rows)
     counts["api_rows_left_out"] = sum(p == "api" for p in rows["protocol"])
     check_prompts(len(prompts), args, settings, file)
-    student, tokenizer = load_model(done or str(settings.model))
+    student, tokenizer = load_model(starting_model(checkpoint, settings.model))
     # (the teacher's tokenizer renders nothing: only its vocabulary is compared)
     teacher, teacher_tokenizer = load_model(str(settings.teacher), renders=False, key="teacher")
     ours, theirs = tokenizer.get_vocab(), teacher_tokenizer.get_vocab()

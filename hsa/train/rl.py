@@ -619,6 +619,7 @@ def train_rl(
         resume_point,
         run_identity,
         start_afresh,
+        starting_model,
         train_or_finish,
     )
 
@@ -654,7 +655,7 @@ def train_rl(
         recipe = recipe_from(settings.recipe)  # read now: its errors named at the config's key
     except HsaError as exc:
         raise TrainError(str(exc), file=file, where="$.hsa.recipe") from None
-    identity = run_identity(settings, args)
+    identity = run_identity("rl", settings, args)
     checkpoint = resume_point(out, resume, args.max_steps, can_finish=True, identity=identity)
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
@@ -669,7 +670,7 @@ def train_rl(
             raise
         raise TrainError(exc.message, file=file, where=f"$.hsa.{exc.where}") from None
     check_prompts(len(prompts), args, file)
-    model, tokenizer = load_model(done or settings.model)
+    model, tokenizer = load_model(starting_model(checkpoint, settings.model))
     tokenizer.padding_side = "left"
     import datasets
 

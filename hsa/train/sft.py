@@ -49,6 +49,7 @@ __all__ = [
     "resume_point",
     "run_identity",
     "start_afresh",
+    "starting_model",
     "train_sft",
 ]
 
@@ -103,22 +104,33 @@ _SAME_ON_RESUME = (
     "data_seed",
     "per_device_train_batch_size",
     "gradient_accumulation_steps",
+    "dataloader_drop_last",
+    # the order of the rows: shuffled by TRL as it prepares them, then drawn by the sampler
+    "shuffle_dataset",
+    "train_sampling_strategy",
+    # what a resumed run does with the batches its checkpoint trained on (skips them, or not)
+    "ignore_data_skip",
+    # which rows are cut, dropped, or packed together
     "max_length",
+    "truncation_mode",
     "packing",
+    "packing_strategy",
     # GRPO's: how many answers of one prompt, and how many prompts, each step learns from
     "num_generations",
     "generation_batch_size",
     "steps_per_generation",
     "max_completion_length",
+    "num_iterations",
 )
 
 
-def run_identity(settings: Any, args: Any) -> dict[str, Any]:
-    """What a resumed run must share with the run it continues: the ``hsa:`` settings (which
-    rows, the teacher), the dataset itself by its manifest's config hash (wherever it lies:
-    a copied or moved dataset is the same one, a dataset rebuilt at the same path another)
-    and the trainer settings that order and cut the rows. Not the starting model's path: the
-    checkpoint holds the weights a resumed run goes on from. A local teacher folder counts
+def run_identity(command: str, settings: Any, args: Any) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues: the ``command`` that trains it
+    (``sft``, ``distill``, ``rl``), the ``hsa:`` settings (which rows, the teacher), the
+    dataset itself by its manifest's config hash (wherever it lies: a copied or moved dataset
+    is the same one, a dataset rebuilt at the same path another) and the trainer settings that
+    order and cut the rows. Not the starting model's path: the checkpoint holds the model and
+    tokenizer a resumed run goes on from (``starting_model``). A local teacher folder counts
     by its full path, however it was written."""
     chosen = settings_dict(settings)
     data = chosen.pop("data", None)
@@ -129,7 +141,7 @@ def run_identity(settings: Any, args: Any) -> dict[str, Any]:
     if data is not None:  # (a missing or broken manifest is refused here, naming it)
         chosen["dataset"] = manifest_of(Path(str(data))).get("config_hash")
     trainer = {k: getattr(args, k) for k in _SAME_ON_RESUME if hasattr(args, k)}
-    text = json.dumps({"hsa": chosen, "trainer": trainer}, default=str)
+    text = json.dumps({"command": command, "hsa": chosen, "trainer": trainer}, default=str)
     return json.loads(text)  # as the record reads back, to compare with it
 
 
@@ -216,24 +228,55 @@ def start_afresh(out: Path, identity: Mapping[str, Any] | None = None) -> None:
 
 
 def _check_same_run(out: Path, identity: Mapping[str, Any]) -> None:
-    """Refuse to resume a run that started with other settings (``run_identity``); a run
-    without a record (an older hsa's) is resumed as it is."""
+    """Refuse to resume a run that started with other settings (``run_identity``): another
+    command, or a setting with another value or set on one side only. A run without a record
+    (an older hsa's) is resumed as it is; one whose record does not name its command (an
+    older hsa's too) is refused: nothing says which trainer wrote its checkpoints."""
     try:
         started = json.loads((out / RUN_RECORD).read_text("utf-8"))
     except (OSError, ValueError):
         return
-    changed = [
-        f"{section}.{key}: {started.get(section, {}).get(key)!r} then, {value!r} now"
-        for section, values in identity.items()
-        for key, value in values.items()
-        if started.get(section, {}).get(key, value) != value
-    ]
+    if not isinstance(started, dict) or "command" not in started:
+        raise TrainError(
+            "--resume continues a run whose record (.hsa/training.json, written by an older "
+            "hsa) does not say which command trained it, so it cannot be compared: finish it "
+            "with the hsa that started it, or train afresh into another --out",
+            file=str(out),
+        )
+    if started["command"] != identity["command"]:
+        raise TrainError(
+            f"--resume continues a run of hsa train {started['command']}, not of hsa train "
+            f"{identity['command']}: resume it with hsa train {started['command']}, or train "
+            "afresh into another --out",
+            file=str(out),
+        )
+    changed = []
+    for section, values in identity.items():
+        if section == "command":
+            continue
+        then = started.get(section)
+        then = then if isinstance(then, dict) else {}
+        for key in sorted({*then, *values}):
+            if key not in then:
+                changed.append(f"{section}.{key}: not recorded then, {values[key]!r} now")
+            elif key not in values:
+                changed.append(f"{section}.{key}: {then[key]!r} then, not set now")
+            elif then[key] != values[key]:
+                changed.append(f"{section}.{key}: {then[key]!r} then, {values[key]!r} now")
     if changed:
         raise TrainError(
             f"--resume continues a run that started with other settings ({'; '.join(changed)}): "
             "resume with the settings it started with, or train afresh into another --out",
             file=str(out),
         )
+
+
+def starting_model(checkpoint: str | None, model: Any) -> str:
+    """The model folder a run loads its model and tokenizer from: ``model`` (``hsa.model``),
+    or for a resumed run the ``checkpoint`` it goes on from, which holds both as the run
+    trained them (the trainer saves its tokenizer in every checkpoint); ``hsa.model`` is not
+    read then: a model of another shape or vocabulary never meets the checkpoint's weights."""
+    return checkpoint if checkpoint is not None else str(model)
 
 
 def train_or_finish(trainer: Any, checkpoint: str | None, done: str | None) -> None:
@@ -658,16 +701,17 @@ def train_sft(
         trl_defaults={"assistant_only_loss": True},
         file=file,
     )
-    identity = run_identity(settings, args)
+    identity = run_identity("sft", settings, args)
     checkpoint = resume_point(out, resume, args.max_steps, can_finish=True, identity=identity)
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None
     clock = RunClock(carried(checkpoint), since=started)  # the earlier parts' time too
+    start = starting_model(checkpoint, settings.model)
     check_chat_template(args.chat_template_path, file)
-    load_tokenizer(settings.model, template=args.chat_template_path)  # before the data is read
+    load_tokenizer(start, template=args.chat_template_path)  # before the data is read
     evaluate = args.eval_strategy != "no"
     rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE, evaluate=evaluate)
-    model, tokenizer = load_model(done or settings.model, template=args.chat_template_path)
+    model, tokenizer = load_model(start, template=args.chat_template_path)
     try:
         trainer = SFTTrainer(
             model=model,
@@ -678,7 +722,7 @@ def train_sft(
             callbacks=[clock],
         )
     except ValueError as exc:
-        raise template_error(exc, settings.model, file, args.chat_template_path) from None
+        raise template_error(exc, start, file, args.chat_template_path) from None
     except OSError as exc:  # a chat_template_path TRL took for a tokenizer and could not load
         if args.chat_template_path is None:
             raise

@@ -150,6 +150,28 @@ def test_a_resume_keeps_grpos_batch_settings(tmp_path):
     # (a resume with other generations per prompt mixed two runs' batches in one model)
     keys = {"per_device_train_batch_size": 4, "num_generations": 4, "max_steps": 1}
     args = trl_args(GRPOConfig, {**keys, "max_completion_length": 32}, tmp_path)
-    trainer = run_identity(SftSettings(model="m"), args)["trainer"]
+    identity = run_identity("rl", SftSettings(model="m"), args)
+    trainer = identity["trainer"]
+    assert identity["command"] == "rl"
     assert trainer["num_generations"] == 4 and trainer["max_completion_length"] == 32
-    assert {"generation_batch_size", "steps_per_generation"} <= set(trainer)
+    assert {"generation_batch_size", "steps_per_generation", "num_iterations"} <= set(trainer)
+
+
+def test_a_resume_keeps_the_settings_that_order_and_cut_the_rows(tmp_path):
+    from trl import DistillationConfig, SFTConfig
+
+    from hsa.train.sft import run_identity
+
+    # (a resume that shuffled, sampled or packed the rows otherwise mixed two orders in one run)
+    ordered = {
+        "shuffle_dataset",
+        "train_sampling_strategy",
+        "dataloader_drop_last",
+        "ignore_data_skip",
+    }
+    args = trl_args(SFTConfig, {"max_steps": 1}, tmp_path)
+    identity = run_identity("sft", SftSettings(model="m"), args)
+    assert identity["command"] == "sft"
+    assert ordered | {"packing_strategy", "truncation_mode"} <= set(identity["trainer"])
+    args = trl_args(DistillationConfig, {"max_steps": 1}, tmp_path)
+    assert ordered <= set(run_identity("distill", SftSettings(model="m"), args)["trainer"])

@@ -618,6 +618,50 @@ def test_a_checkpoint_cut_short_by_a_stop_is_passed_over(tmp_path):
     assert resume_point(tmp_path, False, 6) is None  # started again: it is written over
 
 
+def test_a_resume_is_refused_for_another_command_or_a_setting_on_one_side_only(tmp_path):
+    # an sft --resume continued a distill run (steps 1-4 distilled, 5-6 SFT): the record named
+    # no command, and a key missing from it was taken as unchanged
+    from hsa.train.card import RUN_RECORD
+    from hsa.train.sft import resume_point, start_afresh
+
+    (tmp_path / "checkpoint-1").mkdir()
+    (tmp_path / "checkpoint-1" / "trainer_state.json").write_text(json.dumps({"global_step": 1}))
+    distill = {"command": "distill", "hsa": {"teacher": "t"}, "trainer": {"seed": 3}}
+    start_afresh(tmp_path, distill)
+    assert resume_point(tmp_path, True, 6, identity=distill) == str(tmp_path / "checkpoint-1")
+    sft = {"command": "sft", "hsa": {"max_rows": None}, "trainer": {"seed": 3}}
+    with pytest.raises(TrainError, match=r"a run of hsa train distill, not of hsa train sft"):
+        resume_point(tmp_path, True, 6, identity=sft)
+    one_side = {"command": "distill", "hsa": {}, "trainer": {"seed": 3, "shuffle_dataset": True}}
+    with pytest.raises(TrainError, match="other settings") as refused:
+        resume_point(tmp_path, True, 6, identity=one_side)
+    assert "hsa.teacher: 't' then, not set now" in refused.value.message
+    assert "trainer.shuffle_dataset: not recorded then, True now" in refused.value.message
+    # an older hsa's record, which names no command: refused, saying so
+    (tmp_path / RUN_RECORD).write_text(json.dumps({"hsa": {}, "trainer": {"seed": 3}}))
+    with pytest.raises(TrainError, match=r"does not say which command trained it"):
+        resume_point(tmp_path, True, 6, identity=distill)
+
+
+def test_a_resume_goes_on_from_the_checkpoints_model_and_tokenizer(dataset, model, tmp_path):
+    # hsa.model was loaded on a resume, and only the weights taken from the checkpoint: a
+    # model of another vocabulary trained on silently under its own tokenizer, one of another
+    # shape crashed with torch's size mismatch
+    from tests.tinymodels import save_tiny
+
+    out = tmp_path / "out"
+    first = config(dataset, model, max_steps=1, save_strategy="steps", save_steps=1)
+    first["hsa"]["max_rows"] = 4
+    train_sft(first, out)
+    tokenizer = (out / "checkpoint-1" / "tokenizer.json").read_bytes()
+    other = save_tiny(tmp_path / "other", ["another vocabulary"] * 8, hidden=16, vocab_size=300)
+    again = config(dataset, other, max_steps=2, save_strategy="steps", save_steps=1)
+    again["hsa"]["max_rows"] = 4
+    assert train_sft(again, out, resume=True).steps == 2
+    assert (out / "tokenizer.json").read_bytes() == tokenizer
+    assert json.loads((out / "config.json").read_text())["hidden_size"] == 32
+
+
 def test_a_checkpoint_written_before_the_run_clock_resumes(dataset, model, tmp_path):
     from hsa.train.sft import trained_tokens
 
