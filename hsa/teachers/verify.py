@@ -154,7 +154,8 @@ def verify(
     ``ended`` is ``answered`` (every user turn got a final answer), ``format`` (a model
     message did not parse and was not repaired), ``step_limit``, ``backend`` (no answer from
     the backend), ``context`` (the endpoint refused the conversation as past the model's
-    context window) or ``empty`` (the model answered nothing); ``detail`` says more.
+    context window), ``empty`` (the model answered nothing) or ``schema`` (it loaded a skill
+    the harness lacks); ``detail`` says more.
     ``surface_events`` are the canonical events mapped to the surface (what the conversation
     shows), ``conversation`` their rendering when already made; ``surface_calls`` the calls
     exactly as the model wrote them. ``cut``: (step, ``finish_reason``) of the steps whose
@@ -178,7 +179,8 @@ def verify(
         if problem is not None:
             reasons.append(f"format: {problem}")
     schema = schema_problems(surface_calls, surface)
-    checks["schema"] = not schema
+    # a skill load the harness lacks ends the rollout (``schema``) before it is a surface call
+    checks["schema"] = not schema and ended != "schema"
     if schema:
         reasons.append(f"schema: {schema[0]}" + (f" (+{len(schema) - 1} more)" * (len(schema) > 1)))
     execution = execution_problems(canonical_events, canonical)

@@ -643,12 +643,25 @@ def train_rl(
             where="$.use_vllm",
         )
     weights = args.reward_weights
-    if weights is not None and len(weights) != 2:
+    if weights is not None and (
+        not isinstance(weights, list | tuple)
+        or len(weights) != 2
+        or not all(isinstance(w, int | float) and not isinstance(w, bool) for w in weights)
+    ):
         raise TrainError(
-            f"must hold two weights (the environment's reward, then the format reward), not "
-            f"{len(weights)}",
+            "must be a list of two numbers (the environment's reward's weight, then the format "
+            f"reward's), not {json.dumps(weights, default=str)}",
             file=file,
             where="$.reward_weights",
+        )
+    if args.eval_strategy != "no":
+        strategy = getattr(args.eval_strategy, "value", args.eval_strategy)
+        raise TrainError(
+            f"is {strategy!r}, but hsa train rl evaluates nothing during training (its "
+            "episodes are its data; evaluate the model with hsa eval run): leave "
+            "eval_strategy out or set it to 'no'",
+            file=file,
+            where="$.eval_strategy",
         )
     check_checkpoints(args, file)
     try:

@@ -164,3 +164,13 @@ def test_how_the_rollout_ended_comes_first(env):
     bad_call = ToolCall("call_0", "search_products", {"query": 1})
     schema = _verify(env, calls=[bad_call], outcome=Outcome(False, ("wrong",)))
     assert schema.reason.startswith("schema: call_0") and not schema.checks["score"]
+
+
+def test_a_skill_load_the_harness_lacks_fails_the_schema_check(env):
+    # the rollout ends (``schema``) before the load is a surface call: its check said True,
+    # so hsa train rl gave such an episode the format reward
+    lacked = _verify(
+        env, ended="schema", detail="loads skill 'nope', which the harness lacks", outcome=None
+    )
+    assert not lacked.verified and lacked.reason.startswith("schema: loads skill 'nope'")
+    assert lacked.checks["schema"] is False
