@@ -9,23 +9,24 @@
     DIR/.hsa/run.json            the config hash of the run that is filling DIR
     DIR/.hsa/done/NNNNN.json     batch NNNNN is written: its shards, their sha256 and statistics
                                  (the augment job's batches; the teach job's shards, one each)
-    DIR/.hsa/staging/{split}/    the augment job's shards while its run is unfinished, moved to
-                                 DIR/data/{split}/ at its finish (``publish``)
+    DIR/.hsa/staging/data/       the augment job's shards while its run is unfinished
+                                 ({split}/NAME), moved to DIR/data/ at its finish, in one
+                                 rename (``publish``)
     DIR/.hsa/staging/top-level/  the card, variants file and plots of its finish, moved to DIR/
-                                 with the shards
+                                 before the shards
     DIR/.hsa/lock                the run writing into DIR now (``hsa.datasets.lock``)
 
 A completion mark lists its shards by their place in the finished dataset
 (``data/{split}/part-NNNNN.parquet``), staged or not: the augment job keeps them out of
-``data/`` until its last batch is written, since every reader but hsa's own (``datasets``'
-``load_dataset(DIR)``, ``data/*/*.parquet`` in Polars or DuckDB) takes what is there for the
-dataset, manifest or not; and the other files of its finish out of ``DIR`` until they move
-together (``load_dataset(DIR)`` serves a lone ``variants.parquet``, or the plots, as rows). A
-rerun with the same config skips every batch whose mark and shards agree, wherever they are,
-and so ends with the same bytes as an uninterrupted run. A directory holding another dataset,
-another config's partial data, or files hsa did not write is refused rather than mixed with; a
-run that stopped on an error (``fail``) does not block the next: another config starts over in
-its place.
+``data/`` until its last batch is written, and then moves them there all at once, since every
+reader but hsa's own (``datasets``' ``load_dataset(DIR)``, ``data/*/*.parquet`` in Polars or
+DuckDB) takes what is there for the dataset, manifest or not; and the other files of its
+finish out of ``DIR`` until they move together (``load_dataset(DIR)`` serves a lone
+``variants.parquet``, or the plots, as rows). A rerun with the same config skips every batch
+whose mark and shards agree, wherever they are, and so ends with the same bytes as an
+uninterrupted run. A directory holding another dataset, another config's partial data, or files
+hsa did not write is refused rather than mixed with; a run that stopped on an error (``fail``)
+does not block the next: another config starts over in its place.
 """
 
 from __future__ import annotations
@@ -50,8 +51,14 @@ STATE = ".hsa"
 #: the folder of ``STATE`` where an unfinished augment run keeps its shards (``staged``)
 STAGING = "staging"
 #: the folder of ``STAGING`` where it writes the files of the top of the dataset (card,
-#: variants file, plots: ``staged_file``) until they move there; not a split's name
+#: variants file, plots: ``staged_file``) until they move there
 TOP = "top-level"
+#: the folder a dataset's shards are read from, and the folder of ``STAGING`` that an
+#: unfinished augment run fills in its place (``staged``), moved there whole (``publish``)
+DATA = "data"
+#: the folder of ``STAGING`` where a ``data/`` folder waits while its files join the staged
+#: one (``_take_back``)
+ASIDE = "data-aside"
 #: the ``kind`` of a manifest: an augmented dataset (``hsa augment``/``hsa build``) ...
 KIND = "hsa.augmented"
 #: ... or a teacher's trajectories (``hsa teach``)
@@ -134,8 +141,9 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
                 _entries(found.get("shards")),
                 listed if isinstance(listed, dict) else TOP_FILES,
             )
-            (out / MANIFEST).unlink()
+            # (the run's claim first: stopped between the two, the folder is still its own)
             write_json(run, {"config_hash": digest, "kind": kind})
+            (out / MANIFEST).unlink()
     remove_temporaries(out)
     if run.is_file():
         found = read_json(run)
@@ -803,11 +811,12 @@ def mark_path(out: Path, batch: int) -> Path:
 def staged(out: Path, path: str) -> Path | None:
     """Where an unfinished run keeps the shard that the finished dataset holds at ``path``
     (``data/{split}/NAME``, as completion marks and the manifest list it):
-    ``out/.hsa/staging/{split}/NAME``; None for a path of another form."""
+    ``out/.hsa/staging/data/{split}/NAME``, in a copy of the ``data/`` folder that ``publish``
+    moves whole; None for a path of another form."""
     parts = Path(path).parts
-    if len(parts) != 3 or parts[0] != "data":
+    if len(parts) != 3 or parts[0] != DATA:
         return None
-    return out / STATE / STAGING / parts[1] / parts[2]
+    return out / STATE / STAGING / path
 
 
 def staged_file(out: Path, name: str) -> Path | None:
@@ -828,36 +837,39 @@ def placed(out: Path, path: str) -> Path:
     return found if found is not None and found.exists() else out / path
 
 
-def publish(out: Path, shards: Iterable[Mapping[str, Any]], files: Iterable[str] = ()) -> None:
+def publish(out: Path, files: Iterable[str] = ()) -> None:
     """Move the staged ``files`` (``staged_file``) to the top of ``out``, the card first, then
-    the staged files of ``shards`` (entries of completion marks) to the places they list under
-    ``data/`` (renames in one file system: each is there whole or not yet), make the moves
-    durable, and remove the staging folder: what a run does once every batch, its variants
-    file and its card are written, just before its manifest. From the card on, ``datasets``
-    reads the files its configs name (``data/``), not a lone variants file or plot. A file in
-    place already (moved by a run stopped during the moves) stays, so a rerun finishes them."""
+    the staged ``data/`` folder, which holds the staged shards at the places their completion
+    marks list (``staged``), into place in one rename, so readers find all of its rows or
+    none; make the moves durable, and remove the staging folder: what a run does once every
+    batch, its variants file and its card are written, just before its manifest. From the
+    card on, ``datasets`` reads the files its configs name (``data/``),
+    not a lone variants file or plot. A file in place already (moved by a run stopped during
+    the moves) stays, so a rerun finishes them; a ``data/`` in place already stays too, or,
+    when the rerun redid a shard of it, joins the staged one first (out of readers' sight)."""
+    tree = out / STATE / STAGING / DATA
+    if tree.is_dir():
+        _take_back(out)
     moves = []
     for name in sorted(files, key=lambda n: (n != "README.md", n)):
         source = staged_file(out, name)
         if source is not None:
             moves.append((source, out / name))
-    for entry in shards:
-        source = staged(out, str(entry["path"]))
-        if source is not None:
-            moves.append((source, out / str(entry["path"])))
+    moves.append((tree, out / DATA))
     _move(moves, "into place")
     shutil.rmtree(out / STATE / STAGING, ignore_errors=True)
 
 
-def unpublish(out: Path, shards: Iterable[Mapping[str, Any]], files: Iterable[str] = ()) -> None:
-    """Move the shards a finished dataset lists from ``data/`` back to staging, then its other
-    ``files`` (``publish`` in reverse), durably: a dataset being repaired offers its readers no
-    rows, nor its variants file for rows."""
+def unpublish(out: Path, shards: Collection[Any], files: Iterable[str] = ()) -> None:
+    """Move a finished dataset's ``data/`` folder back to staging in one rename, then its
+    other ``files`` (``publish`` in reverse, the card last), durably: a dataset being
+    repaired offers its readers all of its rows until that rename and none from then on,
+    nor its variants file for rows. ``data/`` holds the ``shards`` its manifest lists and no
+    other (``refuse_strays``); where the manifest lists none (its list edited: no stray was
+    refused), ``data/`` stays, and the run's finish names any stray there."""
+    if shards:
+        _take_back(out)
     moves = []
-    for entry in shards:
-        target = staged(out, str(entry.get("path")))
-        if target is not None:
-            moves.append((out / str(entry.get("path")), target))
     for name in sorted(map(str, files), key=lambda n: (n == "README.md", n)):
         target = staged_file(out, name)
         if target is not None:
@@ -865,19 +877,45 @@ def unpublish(out: Path, shards: Iterable[Mapping[str, Any]], files: Iterable[st
     _move(moves, "back to staging for the repair")
 
 
+def _take_back(out: Path) -> None:
+    """Move the folder ``out/data/`` to its staged copy (``staged``) in one rename; where that
+    copy is there already (a run stopped once its ``data/`` had moved, whose rerun redid a
+    shard), ``data/`` goes aside into staging in one rename, and its files the copy lacks join
+    it there: either way it leaves readers' sight whole."""
+    data, tree = out / DATA, out / STATE / STAGING / DATA
+    if not data.is_dir():
+        return
+    if not tree.exists():
+        _move([(data, tree)], "back to staging")
+        return
+    aside = out / STATE / STAGING / ASIDE
+    shutil.rmtree(aside, ignore_errors=True)  # (what a run stopped here left: done again)
+    _move([(data, aside)], "back to staging")
+    _move(
+        [
+            (path, tree / path.relative_to(aside))
+            for path in sorted(aside.rglob("*"))
+            if path.is_file() and not (tree / path.relative_to(aside)).exists()
+        ],
+        "back to staging",
+    )
+    shutil.rmtree(aside, ignore_errors=True)
+
+
 def _move(moves: Iterable[tuple[Path, Path]], where: str) -> None:
-    """Rename each ``(source, target)`` whose source is there (in one file system: each file
-    is at one place or the other, whole), then make the renames durable."""
+    """Rename each ``(source, target)`` whose source is there, a file or a folder (in one
+    file system: each is at one place or the other, whole), then make the renames durable."""
     folders = set()
     for source, target in moves:
-        if not source.is_file():
+        if not (source.is_file() or source.is_dir()):
             continue
+        what = "folder" if source.is_dir() else "file"
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(source, target)
         except OSError as exc:
             raise DatasetError(
-                f"cannot move the file {where} ({target}): {exc.strerror or exc}",
+                f"cannot move the {what} {where} ({target}): {exc.strerror or exc}",
                 file=str(source),
             ) from None
         folders |= {source.parent, target.parent}

@@ -6,13 +6,13 @@ variants the picks visit (per harness, or per trajectory context when the recipe
 trajectory-dependent rules; planned variants are kept for later batches), renders every
 (trajectory, variant) row with the columnar engine, assigns splits by task, and writes one
 shard per split that has rows in the batch, staged in the run's state folder
-(``DIR/.hsa/staging/{split}/part-{batch:05d}.parquet``), then the batch's completion mark,
+(``DIR/.hsa/staging/data/{split}/part-{batch:05d}.parquet``), then the batch's completion mark,
 which lists the shard by its place in the finished dataset,
 ``data/{split}/part-{batch:05d}.parquet`` (a batch without rows is marked done with no shard; a
 run without any row is refused, as ``datasets`` cannot open a dataset without rows). After the
 last batch it writes ``variants.parquet``, the plots and the dataset card (its token counts
 read from the staged shards) into staging too (``.hsa/staging/top-level/``), then moves them to
-``DIR`` (the card first) and the staged shards into ``DIR/data/``
+``DIR`` (the card first) and the staged ``data/`` folder to ``DIR/data/`` in one rename
 (``hsa.datasets.manifest.publish``) and at once writes ``manifest.json``, a Ctrl-C held off
 meanwhile: until the moves, ``DIR`` holds no file of an unfinished run, which
 ``datasets.load_dataset(DIR)``, Polars or DuckDB would read as the whole dataset (a lone
@@ -688,7 +688,7 @@ def augment_locked(
         # rows into data/ last), the manifest right after them: a run stopped before (Ctrl-C
         # while the card counts tokens) leaves nothing there, and a stop during these waits.
         with stops_held():
-            mf.publish(out, shards, files)  # to the places the manifest lists them at
+            mf.publish(out, files)  # to the places the manifest lists them at
             mf.write_json(out / mf.MANIFEST, manifest)
         timings["finish"] = time.perf_counter() - started  # variants file, card, manifest
         report.planner = {"groups": planner.group_count, "variants_planned": planner.planned}

@@ -81,11 +81,11 @@ def test_killed_build_resumes_to_the_same_bytes(tmp_path: Path) -> None:
     # the shards of the unfinished run are staged in its state folder: datasets.load_dataset,
     # Polars and DuckDB, which read data/*/*.parquet manifest or not, find none to count
     assert not list(killed.glob("data/**/*.parquet"))
-    assert list((killed / ".hsa" / "staging").glob("*/*.parquet"))
+    assert list((killed / ".hsa" / "staging" / "data").glob("*/*.parquet"))
     # what a kill while writing leaves: temporaries, which the rerun removes
     (killed / ".hsa" / "source" / "data" / ".part-00000.parquet.999999.tmp").write_bytes(b"half")
     # (the teacher's shards come split by split)
-    split = sorted((killed / ".hsa" / "staging").iterdir())[0]
+    split = sorted((killed / ".hsa" / "staging" / "data").iterdir())[0]
     (split / ".part-00099.parquet.999999.tmp").write_bytes(b"half")
 
     rerun = hsa("build", str(path), "--out", str(killed))

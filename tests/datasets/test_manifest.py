@@ -273,7 +273,129 @@ def test_a_claim_of_an_edited_manifest_makes_the_run_write_it_again(augmented: P
     assert json.loads((augmented / ".hsa/run.json").read_text())["config_hash"] == digest
     if name != "shards not a list":  # (which lists none to move: in place, the marks find them)
         assert not list(augmented.glob("data/*/*.parquet"))
-        assert (augmented / ".hsa/staging/train/part-00000.parquet").is_file()
+        assert (augmented / ".hsa/staging/data/train/part-00000.parquet").is_file()
     # the card goes too, listed or not: it names data/ to `datasets`
     assert not (augmented / "README.md").exists()
     assert (augmented / ".hsa/staging/top-level/README.md").is_file()
+
+
+# -- moving a finished run's files where readers look, and back for a repair
+
+
+def rows_in_data(out: Path, shards: str = "data/*/*.parquet") -> int:
+    """The rows readers of ``data/*/*.parquet`` find (Polars, DuckDB, the card's configs)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(f).num_rows for f in out.glob(shards))
+
+
+def staged_run(out: Path) -> list[str]:
+    """A run's finish written, nothing moved yet: two shards a split, a card, a variants
+    file, a plot in staging. Its files (as a manifest lists them)."""
+    for split, rows in ROWS.items():
+        for part in range(2):
+            staged = mf.staged(out, f"data/{split}/part-{part:05d}.parquet")
+            assert staged is not None
+            write_shard(staged, table(rows))
+    files = ["README.md", "plots/chart.png", "variants.parquet"]
+    for name in files:
+        staged = mf.staged_file(out, name)
+        assert staged is not None
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        staged.write_bytes(name.encode())
+    return files
+
+
+def stopping_after(count: int, monkeypatch) -> list[str]:
+    """Make ``os.replace`` stop the process (as a kill would, or a Ctrl-C) once it has made
+    ``count`` renames; the targets of those it made."""
+    import os
+
+    real, made = os.replace, []
+
+    def replace(source, target) -> None:
+        if len(made) == count:
+            raise KeyboardInterrupt
+        made.append(Path(target).name)
+        real(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    return made
+
+
+def test_a_publish_stopped_at_any_rename_offers_readers_every_row_or_none(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # The shards moved into data/ one at a time: a kill part way left readers some of them,
+    # and no manifest to say so. Now data/ moves whole, after the card, and a rerun of the
+    # publish (a rerun of the run) finishes the moves.
+    total = 2 * sum(ROWS.values())
+    count = 0
+    while True:
+        out = tmp_path / f"out-{count}"
+        files = staged_run(out)
+        with monkeypatch.context() as patched:
+            made = stopping_after(count, patched)
+            try:
+                mf.publish(out, files)
+            except KeyboardInterrupt:
+                pass
+            else:
+                break
+        assert rows_in_data(out) in (0, total), f"stopped after {made}"
+        assert rows_in_data(out) == 0 or made[-1] == "data"  # (the last move)
+        mf.publish(out, files)
+        assert rows_in_data(out) == total and not (out / mf.STATE / mf.STAGING).exists()
+        assert all((out / name).read_bytes() == name.encode() for name in files)
+        count += 1
+    assert made == ["README.md", "chart.png", "variants.parquet", "data"] and count == 4
+
+
+def test_a_repair_stopped_at_any_rename_offers_readers_every_row_or_none(
+    tmp_path: Path, augmented: Path, monkeypatch
+) -> None:
+    # The shards of a finished dataset being repaired went back to staging one at a time, its
+    # manifest kept: a kill part way left a manifest saying 5 rows beside some of them.
+    import shutil
+
+    digest, total = read(augmented)["config_hash"], sum(ROWS.values())
+    (augmented / "README.md").write_text("# an edited card\n", "utf-8")  # (to be redone)
+    count = 0
+    while True:
+        out = tmp_path / f"out-{count}"
+        shutil.copytree(augmented, out)
+        with monkeypatch.context() as patched:
+            made = stopping_after(count, patched)
+            try:
+                mf.claim(out, digest)
+            except KeyboardInterrupt:
+                pass
+            else:
+                break
+        assert (out / mf.MANIFEST).is_file()  # (it goes last)
+        assert rows_in_data(out) in (0, total), f"stopped after {made}"
+        assert not mf.claim(out, digest)  # the rerun: the rest goes to staging
+        assert rows_in_data(out) == 0 and not (out / mf.MANIFEST).exists()
+        assert not (out / "README.md").exists() and not (out / "variants.parquet").exists()
+        assert rows_in_data(out, f"{mf.STATE}/{mf.STAGING}/**/part-*.parquet") == total
+        count += 1
+    assert made[:1] == ["data"] and count > 1
+
+
+def test_a_data_folder_in_place_joins_the_staged_one_before_it_moves(tmp_path: Path) -> None:
+    # a run stopped once its data/ had moved, a shard of which was then damaged: the rerun
+    # redid that shard in staging; data/ leaves readers' sight whole, and comes back complete
+    out = tmp_path / "out"
+    files = staged_run(out)
+    mf.publish(out, [])  # (stopped just after data/ moved)
+    (out / "data/dev/part-00001.parquet").write_bytes(b"damaged")
+    redone = mf.staged(out, "data/dev/part-00001.parquet")
+    assert redone is not None
+    write_shard(redone, table(ROWS["dev"]))
+    mf.publish(out, files)
+    assert rows_in_data(out) == 2 * sum(ROWS.values())
+    assert (
+        sorted(p.name for p in out.glob("data/*/*"))
+        == ["part-00000.parquet"] * 2 + ["part-00001.parquet"] * 2
+    )
+    assert not (out / mf.STATE / mf.STAGING).exists()

@@ -187,9 +187,10 @@ def test_an_unfinished_run_keeps_its_shards_out_of_data(tmp_path: Path, shards: 
     staged = {p.relative_to(out / ".hsa" / "staging") for p in out.rglob("*.parquet")}
     marks = [json.loads(p.read_text()) for p in sorted((out / ".hsa" / "done").glob("*.json"))]
     assert len(marks) == 2 and staged
-    # the marks list the shards by their places in the finished dataset
+    # the marks list the shards by their places in the finished dataset, where they wait in
+    # staging (a copy of data/, moved there whole)
     listed = {Path(s["path"]) for m in marks for s in m["shards"]}
-    assert listed == {Path("data") / p for p in staged}
+    assert listed == staged
     with pytest.raises(DatasetError, match="the dataset is not complete"):
         to_hf(out)
     report = augment(open_source(shards), out, config(workers=1))
@@ -197,41 +198,66 @@ def test_an_unfinished_run_keeps_its_shards_out_of_data(tmp_path: Path, shards: 
     assert everything(out) == everything(reference)
 
 
-@pytest.mark.parametrize("moved", [0, 2])
-def test_a_run_stopped_while_it_moves_its_shards_into_data_finishes_on_a_rerun(
-    tmp_path: Path, shards: Path, monkeypatch, moved: int
+def test_a_run_stopped_at_any_move_of_its_finish_offers_all_rows_or_none(
+    tmp_path: Path, shards: Path, monkeypatch, charts_as_their_data
 ) -> None:
-    # stopped after `moved` shards were moved from .hsa/staging/ into data/: the rerun takes
-    # every batch as done, wherever its shards are, moves the rest, and writes the same bytes
+    # stopped (killed) after each of the finish's renames in turn: readers of data/*/*.parquet
+    # (Polars, DuckDB, datasets) find every row or none, never some of the shards; the rerun
+    # takes every batch as done, wherever its shards are, moves the rest, and writes the same
+    # bytes. (The shards moved into data/ one at a time: a kill left some of them there.)
     import os
 
-    reference, out = tmp_path / "ref", tmp_path / "out"
+    reference, ready = tmp_path / "ref", tmp_path / "ready"
     augment(open_source(shards), reference, config(workers=1))
-    count = len(json.loads((reference / "manifest.json").read_text())["shards"])
-    assert count > moved + 1
-    real = os.replace
+    total = json.loads((reference / "manifest.json").read_text())["rows"]["total"]
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:  # every file written, none moved yet
+        patched.setattr(mf, "publish", stop)
+        with pytest.raises(KeyboardInterrupt):
+            augment(open_source(shards), ready, config(workers=1))
+    real, publish = os.replace, mf.publish
     moves: list[Path] = []
 
-    def replace(source, target) -> None:
-        if Path(target).parent.parent == out / "data":  # (not a file written in place)
-            assert Path(source).parent.parent == out / ".hsa" / "staging"
-            if len(moves) == moved:
+    def stopped_after(count: int):
+        def replace(source, target) -> None:
+            if len(moves) == count:
                 raise KeyboardInterrupt
-            moves.append(Path(target))
-        real(source, target)
+            moves.append(Path(target).relative_to(out))
+            real(source, target)
 
-    with monkeypatch.context() as patched:
-        patched.setattr(os, "replace", replace)
-        with pytest.raises(KeyboardInterrupt):
-            augment(open_source(shards), out, config(workers=1))
-    assert not (out / "manifest.json").exists()
-    assert sorted(out.glob("data/*/*.parquet")) == sorted(moves)
-    if not moved:  # the card moved first: datasets reads data/, where nothing is yet
-        assert (out / "README.md").is_file() and (out / "variants.parquet").is_file()
-        assert_no_rows(out, tmp_path / "cache")
-    assert len(list((out / ".hsa" / "staging").rglob("*.parquet"))) == count - moved
-    report = augment(open_source(shards), out, config(workers=1))
-    assert report.skipped == 3 and not (out / ".hsa" / "staging").exists()
+        def publishing(*args, **kwargs) -> None:  # (the finish's renames, not its writes)
+            with monkeypatch.context() as patched:
+                patched.setattr(os, "replace", replace)
+                publish(*args, **kwargs)
+
+        return publishing
+
+    count = 0
+    while True:
+        out = tmp_path / f"out-{count}"
+        shutil.copytree(ready, out)
+        moves.clear()
+        with monkeypatch.context() as patched:
+            patched.setattr(mf, "publish", stopped_after(count))
+            try:
+                augment(open_source(shards), out, config(workers=1))
+            except KeyboardInterrupt:
+                pass
+            else:
+                break  # every move made
+        assert not (out / "manifest.json").exists()
+        held = sum(pq.read_metadata(f).num_rows for f in out.glob("data/*/*.parquet"))
+        assert held in (0, total), f"stopped after {moves}: readers find {held} of {total} rows"
+        if not held:
+            assert_no_rows(out, tmp_path / f"cache-{count}")
+        report = augment(open_source(shards), out, config(workers=1))
+        assert report.skipped == 3 and not (out / ".hsa" / "staging").exists()
+        assert everything(out) == everything(reference)
+        count += 1
+    assert moves[0] == Path("README.md") and moves[-1] == Path("data") and count == len(moves)
     assert everything(out) == everything(reference)
 
 
@@ -286,11 +312,11 @@ def test_a_run_stopped_in_its_finish_offers_no_rows_and_a_rerun_ends_the_same(
     report = augment(open_source(shards), out, settings)
     assert report.skipped == 3 and not (out / ".hsa" / "staging").exists()
     # the tokens were counted in the shards where they were staged, before they moved
-    assert read and all(f.parent.parent == out / ".hsa" / "staging" for f in read)
+    assert read and all(f.parent.parent == out / ".hsa" / "staging" / "data" for f in read)
     assert everything(out) == everything(reference)
 
 
-def test_a_ctrl_c_while_the_shards_move_into_data_waits_for_the_manifest(
+def test_a_ctrl_c_as_the_shards_move_into_data_waits_for_the_manifest(
     tmp_path: Path, shards: Path, monkeypatch
 ) -> None:
     import os
@@ -301,8 +327,8 @@ def test_a_ctrl_c_while_the_shards_move_into_data_waits_for_the_manifest(
     real = os.replace
 
     def replace(source, target) -> None:
-        if Path(target).parent.parent == out / "data" and not list(out.glob("data/*/*")):
-            os.kill(os.getpid(), signal.SIGINT)  # at the first move
+        if Path(target) == out / "data":
+            os.kill(os.getpid(), signal.SIGINT)  # as the shards move
         real(source, target)
 
     monkeypatch.setattr(os, "replace", replace)
