@@ -165,6 +165,21 @@ def clear_stop() -> None:
     _STOP.clear()
 
 
+def quiet_stops(previous: Callable[[Any], object]) -> Callable[[Any], None]:
+    """A ``sys.unraisablehook`` that says nothing of a stop's exception Python could not raise
+    (the signal came while a weakref callback or a ``__del__`` ran, in a garbage collection:
+    ``Exception ignored in ...`` and a traceback), once the stop is recorded: the run stops at
+    its next step (``check_stop``) and says so in one line. Any other goes to ``previous``."""
+
+    def hook(unraisable: Any) -> None:
+        kind = unraisable.exc_type
+        if isinstance(kind, type) and issubclass(kind, KeyboardInterrupt) and _STOP:
+            return
+        previous(unraisable)
+
+    return hook
+
+
 @contextlib.contextmanager
 def stops_held() -> Iterator[None]:
     """Hold Ctrl-C and SIGTERM back for a short step that must not be cut in two (forking

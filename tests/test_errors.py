@@ -1,4 +1,5 @@
-"""Stops held back for a step that must not be cut in two (``stops_held``)."""
+"""Stops held back for a step that must not be cut in two (``stops_held``), and a stop's
+exception Python could not raise said nothing of (``quiet_stops``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ import signal
 
 import pytest
 
-from hsa.errors import Terminated, clear_stop, on_sigint, on_sigterm, stop_requested, stops_held
+from hsa.errors import (
+    Terminated,
+    clear_stop,
+    on_sigint,
+    on_sigterm,
+    quiet_stops,
+    stop_requested,
+    stops_held,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -57,3 +66,35 @@ def test_an_ignored_signal_stays_ignored():
     with stops_held():
         os.kill(os.getpid(), signal.SIGINT)
     assert stop_requested() is None and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def unraisable(exc: BaseException) -> object:
+    """What Python hands ``sys.unraisablehook`` for ``exc`` raised where it cannot be."""
+    import types
+
+    return types.SimpleNamespace(
+        exc_type=type(exc), exc_value=exc, exc_traceback=None, err_msg=None, object=None
+    )
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, Terminated])
+def test_a_stop_python_could_not_raise_is_said_nothing_of(stop):
+    # Ctrl-C in a weakref callback during a garbage collection: the handler recorded the stop
+    # and raised, and Python printed "Exception ignored in: <function WeakKeyDictionary...
+    # remove>" and a traceback (the run then stopped at its next step, with one line)
+    said = []
+    hook = quiet_stops(said.append)
+    with pytest.raises(stop):
+        (on_sigint if stop is KeyboardInterrupt else on_sigterm)(0, None)
+    hook(unraisable(stop()))
+    assert said == []
+
+
+def test_any_other_exception_python_could_not_raise_goes_to_the_hook_before():
+    said = []
+    hook = quiet_stops(said.append)
+    error = unraisable(ValueError("a bug in a __del__"))
+    hook(error)
+    interrupt = unraisable(KeyboardInterrupt())  # (no stop recorded: not one of the CLI's)
+    hook(interrupt)
+    assert said == [error, interrupt]

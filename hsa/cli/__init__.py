@@ -10,7 +10,15 @@ from typing import NoReturn
 import click
 
 from hsa._version import __version__
-from hsa.errors import HsaError, Terminated, clear_stop, on_sigint, on_sigterm, stop_requested
+from hsa.errors import (
+    HsaError,
+    Terminated,
+    clear_stop,
+    on_sigint,
+    on_sigterm,
+    quiet_stops,
+    stop_requested,
+)
 
 
 class _Group(click.Group):
@@ -78,9 +86,12 @@ def _stopped(word: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run ``hsa`` and report ``HsaError`` as one line per problem, exit 1.
-    SIGTERM stops a run as Ctrl-C does (``Terminated``), with exit status 143."""
+    SIGTERM stops a run as Ctrl-C does (``Terminated``), with exit status 143; a stop's
+    exception Python could not raise (``quiet_stops``) prints no traceback."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     clear_stop()
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = quiet_stops(unraisable)
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, on_sigterm)
@@ -102,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:  # a process that runs main() (a test, a driver script) gets its own back
         for number, handler in handlers.items():
             signal.signal(number, handler)
+        sys.unraisablehook = unraisable
         clear_stop()
 
 

@@ -48,8 +48,9 @@ LOG_EVERY = 10.0
 
 
 class _Progress(Progress):
-    """A ``Progress`` whose updates are where a stop asked for is raised again
-    (``check_stop``): the points between steps of the work it shows.
+    """A ``Progress`` whose updates, and its end, are where a stop asked for is raised again
+    (``check_stop``): the points between steps of the work it shows, and the point before the
+    command says it is done (a stop recorded, its exception swallowed, is no "done").
 
     Disabled (no terminal: a log, a batch job) it draws nothing and writes lines instead,
     ``description: done/total``, for work that runs longer than ``log_every`` seconds: one
@@ -60,6 +61,11 @@ class _Progress(Progress):
         super().__init__(*args, **kwargs)
         self.log_every = log_every
         self._said: dict[Any, tuple[float, str]] = {}  # per task: when, what its last line said
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        if exc[0] is None:  # the work it showed is done: the command is, unless it was stopped
+            check_stop()
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         check_stop()

@@ -136,3 +136,44 @@ def test_a_progress_update_raises_a_stop_that_was_swallowed():
             bar.advance(task)
     finally:
         clear_stop()
+
+
+@pytest.mark.parametrize("where", ["a weakref callback", "a library"])
+def test_a_stop_whose_exception_was_lost_ends_the_command_without_done(
+    capsys, monkeypatch, probe_command, where
+):
+    # Ctrl-C near a build's end, in a weakref callback during a garbage collection: Python
+    # printed "Exception ignored in: <function WeakKeyDictionary...remove>" and a traceback,
+    # the build went on to print "hsa build: done" and its summary, then "hsa: aborted" (130)
+    import gc
+    import sys
+    import weakref
+
+    from hsa.cli.output import progress
+    from hsa.errors import on_sigint
+
+    class Held:
+        pass
+
+    @probe_command
+    def probe() -> None:
+        with progress() as bar:
+            bar.add_task("work", total=1)
+            if where == "a library":
+                with contextlib.suppress(KeyboardInterrupt):
+                    on_sigint(0, None)
+            else:
+                held = Held()
+                watch = weakref.ref(held, lambda _: on_sigint(0, None))
+                del held
+                gc.collect()
+                assert watch() is None
+        print("hsa probe: done")
+
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # (Python's, not pytest's)
+    with pytest.raises(SystemExit) as done:
+        main(["probe"])
+    said = capsys.readouterr()
+    assert done.value.code == 130
+    assert "done" not in said.out
+    assert said.err.strip() == "hsa: aborted"
