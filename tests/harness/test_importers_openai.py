@@ -381,8 +381,15 @@ def test_a_tool_that_breaks_the_harness_schema_names_the_line_that_brought_it(tm
         import_source(path)
     (problem,) = err.value.problems
     assert problem.file == str(path)
-    assert problem.where == "line 3 (harness chat-2): $.tools[0].parameters.required"
+    # the path the line holds (the harness document's would be $.tools[0].parameters...)
+    assert problem.where == "line 3 (harness chat-2): $.tools[0].function.parameters.required"
     assert "'id' is not in properties" in problem.message
+    # the older form lists its tools under "functions", unwrapped
+    path.write_text(json.dumps({**rows[0], "tools": [], "functions": [broken["function"]]}))
+    with pytest.raises(HarnessValidationError) as err:
+        import_source(path)
+    (problem,) = err.value.problems
+    assert problem.where == "line 1 (harness chat): $.functions[0].parameters.required"
 
 
 def test_a_line_holds_unescaped_unicode_line_separators_and_crlf(tmp_path):

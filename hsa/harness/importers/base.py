@@ -22,6 +22,7 @@ from hsa.errors import (
 from hsa.harness.events import Trajectory
 from hsa.harness.jsonvalues import may_be_unwritable, unwritable
 from hsa.harness.model import Harness, Section, Tool
+from hsa.harness.toolformats import ToolPlace, in_file
 from hsa.harness.validate import harness_problems
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")  # fullmatch: "$" lets a final "\n" by
@@ -348,11 +349,17 @@ def _one_document(path: Path, limit: int = 64 << 20) -> bool:
 
 
 def check_harnesses(
-    harnesses: Sequence[Harness], *, source: str, lines: Sequence[int] | None = None
+    harnesses: Sequence[Harness],
+    *,
+    source: str,
+    lines: Sequence[int] | None = None,
+    places: Sequence[Sequence[ToolPlace]] | None = None,
 ) -> None:
     """Raise ``HarnessValidationError`` if an imported harness breaks the harness schema;
     ``lines``, when given, are the lines of ``source`` the harnesses were first met on (each
-    problem names its line)."""
+    problem names its line); ``places``, when given, where each harness's tools are in that
+    line (a problem with a tool is named at the path the line holds, ``$.tools[0].function``,
+    not the harness document's)."""
     found: list[HsaError] = []
     seen: set[str] = set()
     for index, harness in enumerate(harnesses):
@@ -362,9 +369,11 @@ def check_harnesses(
         at = f"harness {harness.id}"
         if lines is not None:
             at = f"line {lines[index]} (harness {harness.id})"
-        found.extend(
-            HarnessError(p.message, file=source, where=f"{at}: {p.where}")
-            for p in harness_problems(harness)
-        )
+        for problem in harness_problems(harness):
+            where, message = problem.where, problem.message
+            if places is not None:
+                inside = in_file(where or "$", message, places[index])
+                where, message = inside if inside is not None else (where, message)
+            found.append(HarnessError(message, file=source, where=f"{at}: {where}"))
     if found:
         raise HarnessValidationError(found)

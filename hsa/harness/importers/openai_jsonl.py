@@ -9,6 +9,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -47,7 +48,13 @@ from hsa.harness.parse import READ_AS, call_like, match_hook, split_tool_hooks
 from hsa.harness.prompt import surface_tools, system_prompt
 from hsa.harness.protocols import CALL_FORMATS
 from hsa.harness.protocols.hermes import read_json
-from hsa.harness.toolformats import DuplicateToolName, tools_from_document
+from hsa.harness.toolformats import (
+    DuplicateToolName,
+    ToolPlace,
+    legalize,
+    read_tools,
+    tools_from_document,
+)
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -415,6 +422,7 @@ def read_openai_jsonl(
     pool: dict[tuple[str, str], Tool] = {}  # one Tool object per distinct tool, shared
     found: list[Harness] = []
     first_lines: list[int] = []  # the line each harness of ``found`` was first met on
+    found_places: list[list[ToolPlace]] = []  # where the tools of each are in its first row
     trajectories: list[Trajectory] = []
     left_out: list[tuple[int, str]] = []
     unkept: Counter[str] = Counter()
@@ -467,7 +475,7 @@ def read_openai_jsonl(
             under = groups.get(key)
             if under is None:
                 try:
-                    under = _group_harness(tools_doc, system, path, where)
+                    under, places = _group_harness(tools_doc, system, path, where, _tools_key(row))
                 except _LeftOut as exc:
                     left_out.append((lineno, exc.reason))
                     continue
@@ -480,6 +488,7 @@ def read_openai_jsonl(
                 groups[key] = under
                 found.append(under)
                 first_lines.append(lineno)
+                found_places.append(places)
         try:
             given = harness is not None
             events, call_ids = _events(messages, start, under, path, where, leading, given=given)
@@ -513,14 +522,15 @@ def read_openai_jsonl(
             )
         )
         if len(trajectories) == chunk:
-            check_harnesses(found, source=str(path), lines=first_lines)
+            check_harnesses(found, source=str(path), lines=first_lines, places=found_places)
             yield Chunk(
                 found, trajectories, read, tuple(left_out), tuple(unkept.items()), _off(called)
             )
-            found, first_lines, trajectories, left_out, called = [], [], [], [], []
+            found, first_lines, found_places = [], [], []
+            trajectories, left_out, called = [], [], []
             unkept = Counter()
     if trajectories or found or left_out or unkept:
-        check_harnesses(found, source=str(path), lines=first_lines)
+        check_harnesses(found, source=str(path), lines=first_lines, places=found_places)
         size = path.stat().st_size
         yield Chunk(found, trajectories, size, tuple(left_out), tuple(unkept.items()), _off(called))
 
@@ -594,7 +604,7 @@ def _several_groups(path: Path) -> bool:
             key = _group_key(_entries(tools_doc), system)
             if key == first:
                 continue
-            _group_harness(tools_doc, system, path, "")  # (a group the reading pass makes)
+            _group_harness(tools_doc, system, path, "", _tools_key(row))  # (as the reading pass)
         except _LeftOut:
             continue  # rows whose tools it leaves out make no group
         except ImportFormatError:
@@ -682,32 +692,45 @@ def _leading_system(messages: Sequence[Any], path: Path, where: str) -> tuple[st
     return None, 0
 
 
-def _group_harness(tools_doc: Any, system: str | None, path: Path, where: str) -> Harness:
-    """The harness of rows with the tools ``tools_doc`` and leading ``system`` message; the
-    row is left out (``_LeftOut``) when two of its tools share a name or a schema holds an
-    integer beyond 64 bits."""
+def _tools_key(row: Mapping[str, Any]) -> str:
+    """The key a row lists its tools under (``_tools_doc``): ``tools``, or ``functions``."""
+    return "functions" if not row.get("tools") and row.get("functions") else "tools"
+
+
+def _group_harness(
+    tools_doc: Any, system: str | None, path: Path, where: str, key: str = "tools"
+) -> tuple[Harness, list[ToolPlace]]:
+    """The harness of rows with the tools ``tools_doc`` (listed under ``key``) and leading
+    ``system`` message, and where each of its tools is in a row (``$.tools[0].function``:
+    a problem with one is said there); the row is left out (``_LeftOut``) when two of its
+    tools share a name or a schema holds an integer beyond 64 bits."""
     bad = unwritable(tools_doc, "$") if tools_doc is not None else None
     if bad is not None and bad[1] == WIDE_INTEGER:
         raise _LeftOut("wide_integer")
     try:
-        tools, name_map = tools_from_document(tools_doc)
+        tools, places = read_tools(tools_doc)
+        tools, name_map = legalize(tools, places=places)
     except DuplicateToolName:
         raise _LeftOut("duplicate_tools") from None
     except ImportFormatError as exc:
         inside = (exc.where or "$")[1:]
         raise ImportFormatError(
-            exc.message, file=str(path), where=f"{where}: $.tools{inside}"
+            exc.message, file=str(path), where=f"{where}: $.{key}{inside}"
         ) from None
+    in_row = [
+        replace(p, entry=f"$.{key}{p.entry[1:]}", body=f"$.{key}{p.body[1:]}") for p in places
+    ]
     leading = (system_section(system),) if system else ()
     metadata: dict[str, Any] = {"source": path.name}
     if name_map:
         metadata["name_map"] = name_map
-    return Harness(
+    harness = Harness(
         id="pending",  # named by read_openai_jsonl
         prompt=Prompt(sections=api_sections(*leading)),
         tools=tuple(tools),
         metadata=metadata,
     )
+    return harness, in_row
 
 
 def _text(content: Any, path: Path, where: str) -> str:
