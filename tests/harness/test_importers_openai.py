@@ -328,6 +328,64 @@ def test_calls_written_as_text_leave_the_row_out_and_are_said(tmp_path):
     assert "line(s) 1, 2, 3, 10, 11, 12, 13, 14" in notes
 
 
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def test_calls_to_a_listed_tool_in_other_corpora_s_shapes_leave_the_row_out(tmp_path):
+    # calls written as text in shapes hsa has no format for: a variant would rename the tool
+    # and leave the call as written, so the row is left out like a Hermes-tagged one
+    call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    written = [
+        '<functioncall> {"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}',
+        '<functioncall> {"name": "get_weather", "arguments": \'{"city": "Paris"}\'}',
+        call,
+        'Sure. {"name": "get_weather", "parameters": {"city": "Paris"}}',
+        f"[TOOL_CALLS] [{call}]",
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}',
+        f"Let me check.\n```json\n{call}\n```",
+        '<function=get_weather>{"city": "Paris"}</function>',
+        f"[{call}, {call}]",
+        '{"arguments": {"city": "Paris"}, "name": "get_weather"}',
+        '{"action": "get_weather", "action_input": {"city": "Paris"}}',
+        "Thought: I need the weather.\nAction: get_weather\nAction Input: Paris",
+        "Action: get_weather[Paris]",
+    ]
+    kept = [  # prose that names the tool, other tools' calls, a tool's definition
+        "I used get_weather and it says sunny {as always}.",
+        "Call get_weather with the city, e.g. {city}.",
+        'The tool {"name": "get_weather", "description": "w", "parameters": {"type": "object"}}',
+        '{"name": "get_weather", "parameters": {"type": "object", "properties": {}}}',
+        '{"name": "other_tool", "arguments": {"city": "Paris"}}',
+        "<function=other_tool>{}</function>",
+        "Action: get_weather is what I took.",
+        'My name is {"name": "get_weather"} and no arguments.',
+    ]
+    rows = [
+        _row(
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": text},
+            tools=[WEATHER],
+        )
+        for text in written + kept
+    ]
+    # with no tools listed, such JSON is text (no listed tool to call)
+    rows.append(_row({"role": "user", "content": "q"}, {"role": "assistant", "content": call}))
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path)
+    lines = [t.metadata["line"] for t in result.trajectories]
+    assert lines == list(range(len(written) + 1, len(rows) + 1))
+    notes = "\n".join(result.notes)
+    left = f"{len(written)} row(s) left out: assistant text that writes calls in a text call"
+    assert left in notes
+
+
 def test_a_refusal_is_what_the_assistant_said(tmp_path):
     from hsa.harness import AssistantMessage
 

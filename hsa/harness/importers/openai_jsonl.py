@@ -276,8 +276,10 @@ LEFT_OUT = {
     "weight_zero": "an assistant message with weight 0 (OpenAI's fine-tuning format: not "
     "trained on), and a row trains on every assistant turn it shows",
     "text_calls": "assistant text that writes calls in a text call format (such as Hermes' "
-    "<tool_call> tags), which hsa does not read as calls (a variant would rename the tools "
-    "and leave the calls as written); write such calls as tool_calls",
+    "<tool_call> tags, or a listed tool's call as Glaive's <functioncall> JSON, Llama's "
+    "<function=NAME>, Mistral's [TOOL_CALLS] or a ReAct Action line write it), which hsa does "
+    "not read as calls (a variant would rename the tools and leave the calls as written); "
+    "write such calls as tool_calls",
 }
 #: how the notes name a leading developer message's role, which a row holds as the system's
 DEVELOPER = "a developer message first"
@@ -779,7 +781,10 @@ def _calls_in_text(text: str, tools: set[str]) -> bool:
     """Whether assistant ``text`` writes calls in some text call format: calls to one of
     ``tools``, or any calls in tags (Hermes' ``<tool_call>``, ``<TOOLCALL>``), as corpora that
     list their tools in the system prompt write them (a quick look first: most text looks
-    like no format's calls)."""
+    like no format's calls). Calls to one of ``tools`` in the shapes other corpora write
+    (``_foreign_calls``) count too, wherever in the text."""
+    if tools and _foreign_calls(text, tools):
+        return True
     if not call_like(text):
         return False
     if _TAGGED_CALLS.search(text):  # parsed or not (a Python-dict body, arguments as a string)
@@ -794,6 +799,88 @@ def _calls_in_text(text: str, tools: set[str]) -> bool:
                 continue
             if tag or key == "hermes" or any(name in tools for name, _ in parsed[1]):
                 return True
+    return False
+
+
+#: the shapes of a call to a tool written in text that are no hsa format, each with the
+#: tool's name as its one group that matched: an object that names the tool, then its
+#: arguments, in either quotes (Glaive writes ``"arguments": '{...}'``, which no JSON reader
+#: reads); Llama 3.1's ``<function=NAME>``; Mistral's ``[TOOL_CALLS]NAME[ARGS]``; a ReAct
+#: ``Action: NAME`` line (``Action: NAME[input]`` too)
+_FOREIGN_CALL = re.compile(
+    r"""\{\s*["']name["']\s*:\s*["']([^"'\\]+)["']\s*,\s*["']arguments["']\s*:"""
+    r"|<function=([^>\s]+)>"
+    r"|\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*\[ARGS\]"
+    r"|^[ \t]*Action[ \t]*:[ \t]*`?([^\s`\[(]+)`?[ \t]*(?:$|[\[(])",
+    re.MULTILINE,
+)
+
+
+def _is_call(item: dict[str, Any], tools: set[str]) -> bool:
+    """Whether a JSON object read from assistant text calls one of ``tools``: its ``name``
+    with ``arguments`` (OpenAI's, Glaive's, Mistral's) or ``parameters`` (Llama 3.1's), or
+    its ``action`` with ``action_input`` (LangChain's JSON agent). A tool's definition
+    (``name``, ``description``, ``parameters`` a schema) calls nothing."""
+    name = item.get("name")
+    if isinstance(name, str) and name in tools:
+        if "arguments" in item:
+            return True
+        if "parameters" in item:
+            schema = item["parameters"]
+            return "description" not in item and not (
+                isinstance(schema, dict) and "properties" in schema
+            )
+    action = item.get("action")
+    return isinstance(action, str) and action in tools and "action_input" in item
+
+
+def _foreign_calls(text: str, tools: set[str]) -> bool:
+    """Whether assistant ``text`` writes a call to one of ``tools`` in a shape other corpora
+    write, anywhere in it (after ``<functioncall>`` as Glaive does, ``[TOOL_CALLS]`` as
+    Mistral does, in a code fence, in prose): a JSON object (or one in a list) whose ``name``
+    is the tool's with ``arguments`` or ``parameters`` beside it, a ``<function=NAME>``
+    tag, a ReAct ``Action: NAME`` line. Text that only names a tool is no call. Cheap for
+    most text: it is searched only when it holds one of those shapes' marks and a tool's
+    name, and JSON is read only where an object with a key may start."""
+    if "{" not in text and "<function=" not in text and "Action" not in text:
+        return False
+    if not any(name in text for name in tools):
+        return False
+    for found in _FOREIGN_CALL.finditer(text):
+        if next(g for g in found.groups() if g is not None) in tools:
+            return True
+    if "{" not in text:
+        return False
+    decoder = json.JSONDecoder()
+    start = _OBJECT_START.search(text)
+    while start is not None:
+        try:
+            value, end = decoder.raw_decode(text, start.start())
+        except (ValueError, RecursionError):
+            start = _OBJECT_START.search(text, start.start() + 1)
+            continue
+        if _holds_call(value, tools):
+            return True
+        start = _OBJECT_START.search(text, end)  # (the objects inside were looked at)
+    return False
+
+
+#: where a JSON object with a key may start (a call has two)
+_OBJECT_START = re.compile(r'\{\s*"')
+
+
+def _holds_call(value: Any, tools: set[str]) -> bool:
+    """Whether a JSON value read from assistant text is, or holds at any depth, an object
+    calling one of ``tools`` (``_is_call``)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if _is_call(item, tools):
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 
