@@ -386,6 +386,33 @@ def test_calls_to_a_listed_tool_in_other_corpora_s_shapes_leave_the_row_out(tmp_
     assert left in notes
 
 
+def test_an_assistant_s_text_then_its_calls_in_a_message_of_their_own_are_said(tmp_path):
+    # the row shows them as one assistant message (hsa's events hold a turn's text and its
+    # calls as one turn): counted in the notes, not done silently
+    text = {"role": "assistant", "content": "Let me check."}
+    calls = {"role": "assistant", "content": None, "tool_calls": [CALL]}
+    result_ = {"role": "tool", "tool_call_id": "c1", "content": "1"}
+    rows = [
+        _row({"role": "user", "content": "q"}, text, calls, result_, tools=[ECHO]),
+        _row({"role": "user", "content": "q"}, text, text, tools=[ECHO]),  # two texts: as read
+        _row(  # text and calls in one message
+            {"role": "user", "content": "q"},
+            {**calls, "content": "Let me check."},
+            result_,
+            tools=[ECHO],
+        ),
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path)
+    assert len(result.trajectories) == 3
+    assert result.notes == (
+        "1 row(s) had an assistant message of text followed by one of tool calls alone: their "
+        "rows show the two as one assistant message (the text, then the calls), since hsa's "
+        "events hold a turn's text and its calls as one turn",
+    )
+
+
 def test_a_refusal_is_what_the_assistant_said(tmp_path):
     from hsa.harness import AssistantMessage
 

@@ -155,7 +155,7 @@ def reading_notes(
                 f"{first_few([str(n) for n in lines], LINES_SHOWN)}"
             )
     beyond = unkept.get(BEYOND_SKILL, 0)
-    counted = (BEYOND_SKILL, OWN_TOOLS, OWN_SYSTEM, DEVELOPER, REORDERED, MOVED_ID)
+    counted = (BEYOND_SKILL, OWN_TOOLS, OWN_SYSTEM, DEVELOPER, REORDERED, MOVED_ID, JOINED)
     fields = ", ".join(
         f"{k} ({v:,} message(s))" for k, v in sorted(unkept.items()) if k not in counted
     )
@@ -177,6 +177,12 @@ def reading_notes(
             f"{unkept[REORDERED]:,} row(s) answered parallel tool calls out of call order: their "
             "results are put in call order (matched by tool_call_id), since text protocols and "
             "chat templates that show no call ids pair a result with its call by position"
+        )
+    if unkept.get(JOINED):
+        notes.append(
+            f"{unkept[JOINED]:,} row(s) had an assistant message of text followed by one of tool "
+            "calls alone: their rows show the two as one assistant message (the text, then the "
+            "calls), since hsa's events hold a turn's text and its calls as one turn"
         )
     if unkept.get(MOVED_ID):
         notes.append(
@@ -204,6 +210,8 @@ OWN_SYSTEM = "a system message of their own"
 REORDERED = "results out of call order"
 #: the ``unkept`` count of rows without an id whose made id another row writes (moved aside)
 MOVED_ID = "a made id another row writes"
+#: the ``unkept`` count of rows where an assistant's text and its calls came as two messages
+JOINED = "text and calls in two messages"
 
 
 def _functions(harness: Harness) -> dict[str, Any]:
@@ -933,8 +941,11 @@ def _events(
     latest: dict[str, tuple[str | None, int]] = {}
     answered_by_skill: dict[str, Skill] = {}  # call id -> the skill it loads
     function_call: tuple[str, str] | None = None  # the older form's call (id, name) to answer
+    text_only = False  # whether the message before was an assistant's text, with no calls
+    joined = False  # whether an assistant's calls came in a message of their own after its text
     for k in range(start, len(messages)):
         message = messages[k]
+        after_text, text_only = text_only, False
         at = f"{where}: $.messages[{k}]"
         if not isinstance(message, Mapping):
             raise ImportFormatError("a message must be an object", file=str(path), where=at)
@@ -951,6 +962,7 @@ def _events(
             events.append(fired if fired is not None else UserMessage(text))
         elif role == "assistant":
             content = message.get("content")
+            said = False  # whether the message gave an AssistantMessage
             # vLLM writes `reasoning`, and `reasoning_content` as its older name: the first
             # that is set (the other, when it says something else, counted as not kept)
             reasoning = None
@@ -991,6 +1003,7 @@ def _events(
                 # under a text protocol otherwise)
                 if text or reasoning is not None or not calls:
                     events.append(AssistantMessage(text, reasoning))
+                    said = True
             if not isinstance(calls, list):
                 raise ImportFormatError(
                     "tool_calls must be a list", file=str(path), where=f"{at}.tool_calls"
@@ -1020,6 +1033,9 @@ def _events(
                     raise _LeftOut("unlisted_by_harness" if given else "unlisted_tool")
                 else:
                     events.append(ToolCall(call_id, name, args))
+            # calls after the text of the message before are that turn's: one message
+            joined = joined or bool(calls and after_text and not said)
+            text_only = said and not calls
         elif role in ("tool", "function"):
             reply_to = message.get("tool_call_id")
             if role == "function":  # the older form: the result of the last function_call
@@ -1082,6 +1098,8 @@ def _events(
                 file=str(path),
                 where=f"{at}.role",
             )
+    if joined:
+        unkept[JOINED] += 1
     events, moved = results_in_call_order(events)
     if moved:
         unkept[REORDERED] += 1
