@@ -413,6 +413,23 @@ def test_an_assistant_s_text_then_its_calls_in_a_message_of_their_own_are_said(t
     )
 
 
+def test_an_audio_reply_leaves_the_row_out_and_an_empty_id_is_no_id(tmp_path):
+    spoken = {"role": "assistant", "content": None, "audio": {"id": "audio_abc123"}}
+    rows = [
+        _row({"role": "user", "content": "Say hi"}, spoken),
+        {**_row({"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}), "id": ""},
+        {**_row({"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}), "id": ""},
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path)
+    assert [t.id for t in result.trajectories] == ["chat-2", "chat-3"]
+    assert result.notes == (
+        "1 row(s) left out: content other than text (an image, audio, a file), which a row "
+        "cannot hold: line(s) 1",
+    )
+
+
 def test_a_refusal_is_what_the_assistant_said(tmp_path):
     from hsa.harness import AssistantMessage
 

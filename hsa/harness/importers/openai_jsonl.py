@@ -513,7 +513,7 @@ def read_openai_jsonl(
         metadata: dict[str, Any] = {"line": lineno, "call_ids": call_ids}
         if extra:
             metadata["row"] = extra
-        if isinstance(extra.get("id"), str):
+        if isinstance(extra.get("id"), str) and extra["id"]:  # "" is no id
             traj_id = extra["id"]
         else:
             if written is None:  # read once, when a row first needs an id made for it
@@ -953,6 +953,8 @@ def _events(
         read = _READ | _READ_ASSISTANT if role == "assistant" else _READ
         if role == "assistant" and message.get("weight") == 0 and message["weight"] is not False:
             raise _LeftOut("weight_zero")
+        if role == "assistant" and message.get("audio"):  # a spoken reply, not text
+            raise _LeftOut("not_text")
         for key in message.keys() - read:
             if not _kept(message, key):
                 unkept[key] += 1
