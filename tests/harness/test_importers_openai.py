@@ -1290,11 +1290,12 @@ def test_arguments_text_that_gives_a_key_twice_leaves_the_row_out(tmp_path):
     )
 
 
-def test_a_message_that_reads_as_two_hooks_is_refused_naming_the_row(tmp_path):
+def test_a_message_that_reads_as_two_hooks_leaves_its_row_out_and_is_said(tmp_path):
     def hook(hook_id, message, inject="system", wrapper=None):
         return Hook(hook_id, "stop", "add_context", message, inject=inject, wrapper=wrapper)
 
-    # told apart by their wording, but "Error: rm denied" reads as both: neither is a guess
+    # told apart by their wording, but "Error: rm denied" reads as both: neither is a guess,
+    # and one such row (its payload's doing) does not cost the file's other rows
     harness = Harness(
         id="agent",
         tools=(Tool("echo"),),
@@ -1307,19 +1308,20 @@ def test_a_message_that_reads_as_two_hooks_is_refused_naming_the_row(tmp_path):
     )
     save_harness(harness, tmp_path / "agent")
     said = {"role": "user", "content": "hi"}
-    rows = [
-        _row(said, {"role": "system", "content": "Error: disk full"}),
-        _row(said, {"role": "system", "content": "Error: rm denied"}),
-    ]
-    path = tmp_path / "rows.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(ImportFormatError, match="hook 'deny' and as one of hook 'error'") as err:
-        import_source(path, harness=harness)
-    assert (err.value.file, err.value.where) == (str(path), "line 2: $.messages[1]")
     note = "<note>\nLogged c1 late\n</note>"
     tool = {"role": "tool", "tool_call_id": "c1", "content": '{"ok": 1}\n' + note}
     called = {"role": "assistant", "content": None, "tool_calls": [CALL]}
-    path.write_text(json.dumps(_row(said, called, tool)) + "\n")
-    with pytest.raises(ImportFormatError, match="'late' and as one of hook 'logged'") as err:
-        import_source(path, harness=harness)
-    assert err.value.where == "line 1: $.messages[2]"
+    rows = [
+        _row(said, {"role": "system", "content": "Error: disk full"}),
+        _row(said, {"role": "system", "content": "Error: rm denied"}),
+        _row(said, called, tool),
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path, harness=harness)
+    assert [t.metadata["line"] for t in result.trajectories] == [1]
+    fired = [e for e in result.trajectories[0].events if isinstance(e, HookFired)]
+    assert [(e.hook_id, e.payload) for e in fired] == [("error", {"what": "disk full"})]
+    notes = "\n".join(result.notes)
+    assert "2 row(s) left out: a message that reads as the firings of two hooks" in notes
+    assert "line(s) 2, 3" in notes

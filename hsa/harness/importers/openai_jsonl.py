@@ -281,6 +281,9 @@ LEFT_OUT = {
     "1e400, that JSON readers read as an infinity, which no dataset row can hold)",
     "duplicate_tools": "two tools of one name in the row's tools (a call could not say which "
     "it calls)",
+    "hooks_alike": "a message that reads as the firings of two hooks of the harness (given with "
+    "--harness or a build's source.harness; the payload makes their wordings meet), so which "
+    "of them fired cannot be told",
     "weight_zero": "an assistant message with weight 0 (OpenAI's fine-tuning format: not "
     "trained on), and a row trains on every assistant turn it shows",
     "text_calls": "assistant text that writes calls in a text call format (such as Hermes' "
@@ -892,23 +895,21 @@ def _holds_call(value: Any, tools: set[str]) -> bool:
     return False
 
 
-def _hook_of(
-    harness: Harness, text: str, positions: Sequence[str], path: Path, at: str
-) -> HookFired | None:
-    """``match_hook``; a message that reads as two hooks' firings is an error of the file at
-    ``at`` (which hook fired cannot be told, and a guess would be a wrong row)."""
+def _hook_of(harness: Harness, text: str, positions: Sequence[str]) -> HookFired | None:
+    """``match_hook``; a message that reads as two hooks' firings leaves its row out (which
+    hook fired cannot be told, and a guess would be a wrong row)."""
     try:
         return match_hook(harness, text, positions)
-    except ProtocolError as exc:
-        raise ImportFormatError(exc.message, file=str(path), where=at) from None
+    except ProtocolError:
+        raise _LeftOut("hooks_alike") from None
 
 
-def _tool_hooks(harness: Harness, content: str, path: Path, at: str) -> tuple[str, list[HookFired]]:
-    """``split_tool_hooks``, a note that reads as two hooks' an error of the file at ``at``."""
+def _tool_hooks(harness: Harness, content: str) -> tuple[str, list[HookFired]]:
+    """``split_tool_hooks``; a note that reads as two hooks' leaves its row out."""
     try:
         return split_tool_hooks(harness, content)
-    except ProtocolError as exc:
-        raise ImportFormatError(exc.message, file=str(path), where=at) from None
+    except ProtocolError:
+        raise _LeftOut("hooks_alike") from None
 
 
 def _events(
@@ -960,7 +961,7 @@ def _events(
                 unkept[key] += 1
         if role == "user":
             text = _text(message.get("content"), path, f"{at}.content")
-            fired = _hook_of(harness, text, READ_AS["user"], path, at) if harness.hooks else None
+            fired = _hook_of(harness, text, READ_AS["user"]) if harness.hooks else None
             events.append(fired if fired is not None else UserMessage(text))
         elif role == "assistant":
             content = message.get("content")
@@ -1072,9 +1073,7 @@ def _events(
             content = _text(message.get("content"), path, f"{at}.content")
             # hooks of the harness injected into the result (appended in their wrappers, as
             # the harness renders them) are firings of those hooks, after the result
-            content, fired_after = (
-                _tool_hooks(harness, content, path, at) if harness.hooks else (content, [])
-            )
+            content, fired_after = _tool_hooks(harness, content) if harness.hooks else (content, [])
             if answered in answered_by_skill:
                 # the skill's content, shown by the harness when it renders the load; a result
                 # that is not the skill (a failed load) cannot be shown so: the row is left out
@@ -1089,7 +1088,7 @@ def _events(
             events.extend(fired_after)
         elif role in SYSTEM_ROLES:
             text = _text(message.get("content"), path, f"{at}.content")
-            fired = _hook_of(harness, text, READ_AS["system"], path, at)
+            fired = _hook_of(harness, text, READ_AS["system"])
             if fired is None:
                 raise _LeftOut("later_system")
             events.append(fired)
