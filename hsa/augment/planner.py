@@ -48,8 +48,10 @@ from hsa.harness.validate import harness_problems
 _REDRAWS = 4  # attempts at a variant that changes something
 #: the version of how variants are planned and picked: the same recipe and seed give other
 #: variants under another version, so a dataset records it and a rerun under another refuses
-#: (5: a draw that makes two hooks' messages read alike is drawn again, ``HooksAlike``)
-PLAN_VERSION = 5
+#: (5: a draw that makes two hooks' messages read alike is drawn again, ``HooksAlike``; 6: a
+#: tool_result hook's joined to its tool message reads as no user or system hook's, so a draw
+#: giving it their wording and wrapper is kept)
+PLAN_VERSION = 6
 #: the version of how the augment job picks each trajectory's variants among the planned ones
 #: (2: passing over those its rows would show as the canonical one, or as one already taken,
 #: shows them: ``shown_key``), recorded by the datasets it writes

@@ -47,7 +47,9 @@ READ_AS: dict[str, tuple[str, ...]] = {
     "user": ("user",),
     "tool_result": ("tool_result",),
 }
-#: the kinds of message (``READ_AS``'s keys) a hook injected at each position shows as
+#: the kinds of message (``READ_AS``'s keys) a hook injected at each position shows as: a
+#: tool_result hook's joins the tool message before it (as an episode's firings about a call
+#: do), or is a system message where there is none
 _SHOWN_AS = {"system": ("system",), "user": ("user",), "tool_result": ("tool_result", "system")}
 
 
@@ -87,6 +89,12 @@ def alike_hooks(hooks: Sequence[Hook]) -> tuple[int, int] | None:
     other's bare placeholder), so ``parse`` could never tell its firings from hook ``i``'s;
     None when there are none. Hooks whose message is no hook message are passed over.
 
+    Every message, wherever it is shown (``_SHOWN_AS``, read as ``READ_AS``): a tool_result
+    hook's joined to a tool message reads as no system or user hook's, so no tool_result
+    hook's every message reads as one of theirs (a message it shows as a system message, with
+    no tool message to join, may: ``match_hook`` refuses that one); a system message reads as
+    any hook's, so a system hook's every message may read as a user or tool_result hook's.
+
     Exact and cheap: hook ``j``'s message is rendered with a character no message holds in
     each field; hook ``i`` reads that text only where its placeholders take those characters,
     and then they take any payload of ``j`` in their place. What the hooks show is looked at
@@ -118,7 +126,7 @@ def _alike_shown(hooks: tuple[tuple[str, str | None, str], ...]) -> tuple[int, i
     for j, hook, text in reversed(shown):  # (two hooks alike: named at the later)
         kinds = _SHOWN_AS.get(hook.inject, ())
         for i, other, _ in shown:
-            if i == j or not any(other.inject in READ_AS[k] for k in kinds):
+            if i == j or not kinds or not all(other.inject in READ_AS[k] for k in kinds):
                 continue
             inner = _unwrap(other, text)
             if inner is not None and parse_message(other.message, inner) is not None:

@@ -28,6 +28,7 @@ from hsa.harness import (
     Harness,
     Hook,
     HookFired,
+    Matcher,
     Prompt,
     Protocol,
     Section,
@@ -44,6 +45,7 @@ from hsa.harness import (
 )
 from hsa.harness.model import CALL_FORMATS
 from hsa.harness.render import as_shown, shown_order
+from hsa.harness.validate import harness_problems
 from tests.harness.strategies import (
     ambiguity,
     events,
@@ -501,11 +503,18 @@ def test_hooks_whose_messages_differ_parse_back_whatever_their_order() -> None:
         ((_hook("a", "{{ x }}"), _hook("b", "Stop now.")), (0, 1)),  # a bare placeholder
         ((_hook("a", "Stop {{ x }}."), _hook("b", "Stop {{ y }} and {{ y }}.")), (0, 1)),
         ((_hook("b", "Note: {{ x }} (final)"), WELCOME), (1, 0)),  # one inside the other
+        # a tool_result note joins its tool message, which no user or system hook's reads as
+        # (with no tool message to join it is a system message: match_hook refuses that one)
         (
             (_hook("a", "{{ x }}", "user", "note"), _hook("b", "{{ y }}", "tool_result", "note")),
+            None,
+        ),
+        # ... but every system message reads as a tool_result hook's too
+        ((_hook("a", "{{ x }}", wrapper="w"), _hook("b", "{{ x }}", "tool_result", "w")), (1, 0)),
+        (
+            (_hook("a", "{{ x }}", "tool_result", "w"), _hook("b", "{{ y }}", "tool_result", "w")),
             (0, 1),
-        ),  # a tool_result note with no tool message to join is a system message
-        ((_hook("a", "{{ x }}", wrapper="w"), _hook("b", "{{ x }}", "tool_result", "w")), (0, 1)),
+        ),
         # a repeated field's messages are some of two fields' (not the other way round)
         (
             (_hook("a", "Stop {{ x }} and {{ y }}."), _hook("b", "Stop {{ x }} and {{ x }}.")),
@@ -528,6 +537,62 @@ def test_alike_hooks(hooks, alike) -> None:
     from hsa.harness.parse import alike_hooks
 
     assert alike_hooks(hooks) == alike
+
+
+def _claude_code(first: Hook) -> Harness:
+    """Claude Code's shape: ``first`` and a PostToolUse hook adding context to the tool
+    result, both "{{ context }}" in one system-reminder wrapper."""
+    post = Hook(
+        "post-tool-context",
+        "post_tool_use",
+        "add_context",
+        "{{ context }}",
+        matcher=Matcher(tool="get_weather"),
+        inject="tool_result",
+        wrapper="system-reminder",
+    )
+    return _harness(Protocol("api"), hooks=(first, post))
+
+
+def test_a_user_hook_and_a_tool_result_hook_in_one_wrapper_are_told_apart() -> None:
+    # UserPromptSubmit + PostToolUse: the tool hook's note joins its tool message, which no
+    # user hook's reads as, so the harness is valid and its conversations round-trip
+    prompt = Hook(
+        "prompt-context",
+        "user_prompt_submit",
+        "add_context",
+        "{{ context }}",
+        inject="user",
+        wrapper="system-reminder",
+    )
+    harness = _claude_code(prompt)
+    assert harness_problems(harness) == []
+    events = [
+        UserMessage("weather?"),
+        HookFired("prompt-context", "user_prompt_submit", {"context": "cwd is /repo"}),
+        ToolCall("call_0", "get_weather", {"city": "Oslo"}),
+        ToolResult("call_0", "rain"),
+        HookFired("post-tool-context", "post_tool_use", {"context": "cached"}),
+        AssistantMessage("Rain."),
+    ]
+    assert parse(render(events, harness), harness) == events
+
+
+def test_a_system_hook_and_a_tool_result_hook_in_one_wrapper_are_alike() -> None:
+    # SessionStart + PostToolUse: every system message reads as a tool_result hook's too
+    session = Hook(
+        "session-context",
+        "session_start",
+        "add_context",
+        "{{ context }}",
+        wrapper="system-reminder",
+    )
+    problems = [str(p) for p in harness_problems(_claude_code(session))]
+    assert problems == [
+        "$.hooks[0]: every message hook 'session-context' shows reads as a message of hook "
+        "'post-tool-context' ($.hooks[1]) too, so a conversation cannot tell which of them "
+        "fired; give one a wording, wrapper or position of its own"
+    ]
 
 
 def test_unknown_hook_names_the_event() -> None:
