@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.augment.checks import RECORDED, CheckReport, Replay, check_rewrite
-from hsa.augment.planner import Sight, apply_chain
+from hsa.augment.planner import HooksAlike, Sight, apply_chain
 from hsa.augment.rule import Context, Rewrite, Rule, _outcome, one_line
 from hsa.envs.base import Environment, Task
 from hsa.errors import HsaError, RuleError, first_line
@@ -227,7 +227,8 @@ def run(
     A rule that does not depend on the trajectory is applied once per harness, seed and set
     of hooks fired (planning refuses a rewrite that drops a hook the trajectory fires) and
     reused across that harness's trajectories; one that does is applied per trajectory with
-    its ``Context``. A rule that raises is reported as a failure of the ``harness`` check.
+    its ``Context``. A rule that raises is reported as a failure of the ``harness`` check;
+    a draw that planning gives up (``HooksAlike``) is checked as one that changes nothing.
 
     ``across_processes``: a rule that is not hsa's own is also applied again in another
     Python process, under another ``PYTHONHASHSEED`` (``hsa rules check``): a rewrite that
@@ -320,16 +321,15 @@ def _apply_checked(
     """The rule's rewrite of ``harness``, run strictly (``Rule.run``: it must leave the harness
     it is given as it was and give the same rewrite again from the same seed), on a copy: a
     rule that edits it in place leaves the harness the other seeds and rules are checked on
-    as it was."""
+    as it was. A draw that makes two hooks' messages read alike (``HooksAlike``) is given up
+    as planning gives it up (it draws again): the harness unchanged, a rewrite that changes
+    nothing."""
     chain = [(job.rule, job.params or {})]
-    rewrite, _ = apply_chain(
-        copy.deepcopy(harness),
-        chain,
-        seed=seed,
-        context=context,
-        strict=True,
-        fired=fired,
-    )
+    given = copy.deepcopy(harness)
+    try:
+        rewrite, _ = apply_chain(given, chain, seed=seed, context=context, strict=True, fired=fired)
+    except HooksAlike:
+        return Rewrite(given)
     return rewrite
 
 

@@ -182,6 +182,25 @@ def test_a_rewrite_whose_mapping_and_harness_disagree_is_refused_as_it_is_planne
     )
 
 
+def test_a_draw_planning_gives_up_is_checked_as_one_that_changes_nothing(harness, events):
+    # hooks.wrapper may give two hooks told apart by their wrappers alone one tag: planning
+    # draws again (HooksAlike), so the check must not fail the rule for that draw
+    from hsa.augment import get_rule
+    from hsa.harness import Hook, Trajectory
+
+    twins = tuple(
+        Hook(hook_id, "stop", "add_context", "Note: {{ text }}", wrapper=tag)
+        for hook_id, tag in (("a", "first"), ("b", "second"))
+    )
+    subject = Subject(harness.replace(hooks=(*harness.hooks, *twins)), Trajectory("t", events))
+    job = Job(get_rule("hooks.wrapper"), {"allow_none": False})
+    reports = list(run([job], [subject], seeds=range(4)))
+    assert all(r.ok for r in reports), "\n".join(describe(r) for r in reports if not r.ok)
+    given_up = [r.trajectory_id for r in reports if not r.changed]
+    assert given_up == ["t@seed0", "t@seed2"]  # (the draws that make them alike)
+    assert all(set(r.outcomes.values()) == {"pass"} for r in reports if not r.changed)
+
+
 def test_a_corpus_whose_entries_are_all_unscored_says_why_nothing_is_checked(external):
     from hsa.errors import HsaError
 
