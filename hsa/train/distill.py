@@ -187,7 +187,7 @@ def train_distill(
         callbacks=[clock],
     )
     if checkpoint is None:
-        start_afresh(out, identity)
+        start_afresh(out, identity, settings.model)
     train_or_finish(trainer, checkpoint, done)
     report = DistillReport(out=out, steps=trainer.state.global_step, counts=counts)
     report.resumed_from = checkpoint

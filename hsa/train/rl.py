@@ -616,6 +616,7 @@ def train_rl(
     from hsa.train.sft import (
         load_model,
         reached,
+        recorded_base,
         resume_point,
         run_identity,
         start_afresh,
@@ -684,6 +685,10 @@ def train_rl(
         raise TrainError(exc.message, file=file, where=f"$.hsa.{exc.where}") from None
     check_prompts(len(prompts), args, file)
     model, tokenizer = load_model(starting_model(checkpoint, settings.model))
+    if checkpoint is not None and args.beta != 0.0:
+        # TRL builds the KL reference from the policy's path, here the checkpoint: the run's
+        # reference is the model it started from, as in a run never stopped
+        model.config._name_or_path = recorded_base(out) or str(settings.model)
     tokenizer.padding_side = "left"
     import datasets
 
@@ -710,7 +715,7 @@ def train_rl(
         rollout_func=rollouts,
     )
     if checkpoint is None:
-        start_afresh(out, identity)
+        start_afresh(out, identity, settings.model)
     # (finished from done: its episodes and rewards are in the log and the checkpoint's state)
     train_or_finish(trainer, checkpoint, done)
     report = RlReport(out=out, steps=trainer.state.global_step, prompts=len(prompts))

@@ -211,11 +211,13 @@ def resume_point(
     return found
 
 
-def start_afresh(out: Path, identity: Mapping[str, Any] | None = None) -> None:
+def start_afresh(out: Path, identity: Mapping[str, Any] | None = None, base: Any = None) -> None:
     """Start a run from its first step in ``out`` (``resume_point`` said it may): a finished
     run's checkpoints, record, card and plot there go, so that a --resume never continues it
-    and a stop part way shows none of it, and ``identity`` is recorded. Called once every
-    check of the config has passed: a config refused leaves the finished run as it was."""
+    and a stop part way shows none of it, and ``identity`` is recorded, with the ``base``
+    model the run started from (``recorded_base``; kept, not compared: a resumed run goes on
+    from its checkpoint). Called once every check of the config has passed: a config refused
+    leaves the finished run as it was."""
     if (out / RESOLVED).is_file():
         for old in out.glob("checkpoint-*"):
             shutil.rmtree(old, ignore_errors=True)
@@ -223,8 +225,22 @@ def start_afresh(out: Path, identity: Mapping[str, Any] | None = None) -> None:
             (out / name).unlink(missing_ok=True)
     if identity is not None:
         (out / RUN_RECORD).parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(identity, indent=2, sort_keys=True) + "\n"
+        record = dict(identity)
+        if base is not None:
+            local = Path(str(base))
+            record["base"] = str(local.resolve()) if local.exists() else str(base)
+        text = json.dumps(record, indent=2, sort_keys=True) + "\n"
         write_atomic(out / RUN_RECORD, text.encode("utf-8"))
+
+
+def recorded_base(out: Path) -> str | None:
+    """The model a run in ``out`` started from, as ``start_afresh`` recorded it (None: a
+    record without it, or none)."""
+    try:
+        base = json.loads((out / RUN_RECORD).read_text("utf-8")).get("base")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return base if isinstance(base, str) else None
 
 
 def _check_same_run(out: Path, identity: Mapping[str, Any]) -> None:
@@ -738,7 +754,7 @@ def train_sft(
         raise TrainError(nothing_to_learn(args), file=file, where="max_length")
     check_batches(rows.counts["train"], args, file)
     if checkpoint is None:
-        start_afresh(out, identity)
+        start_afresh(out, identity, settings.model)
     train_or_finish(trainer, checkpoint, done)
     report = TrainReport(out=out, steps=trainer.state.global_step, counts=rows.counts)
     report.resumed_from = checkpoint

@@ -314,6 +314,50 @@ def test_a_few_grpo_steps_run_end_to_end_and_resume(env, tmp_path):
     assert resolved["data"]["episodes"] == 6
 
 
+def test_a_resumed_run_keeps_the_model_it_started_from_as_its_kl_reference(
+    env, tmp_path, monkeypatch
+):
+    # the policy now loads from the checkpoint, whose path TRL built the reference from: the
+    # KL penalty of a resumed run measured against the policy at the checkpoint
+    from trl import GRPOTrainer
+
+    tokenizer = qwen_tokenizer([t.turns[0] for t in env.tasks("train")[:20]])
+    model_dir = tmp_path / "model"
+    qwen_model(tokenizer).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    config = {
+        "hsa": {"model": str(model_dir), "tasks": 2, "variants_per_task": 0,
+                "max_steps_per_turn": 1},
+        "num_generations": 2, "per_device_train_batch_size": 2, "max_completion_length": 4,
+        "max_steps": 1, "save_strategy": "steps", "save_steps": 1, "beta": 0.04,
+    }  # fmt: skip
+    out = tmp_path / "rl"
+    train_rl(config, out, env=env)
+    (out / "model.safetensors").unlink()
+    caught = {}
+
+    class Caught(Exception):
+        pass
+
+    def train(self, *args, **kwargs):
+        caught["trainer"] = self
+        raise Caught
+
+    monkeypatch.setattr(GRPOTrainer, "train", train)
+    with pytest.raises(Caught):
+        train_rl({**config, "max_steps": 2}, out, env=env, resume=True)
+    trainer = caught["trainer"]
+    assert trainer.ref_model.config._name_or_path == str(model_dir.resolve())
+    from safetensors.torch import load_file
+
+    policy = load_file(out / "checkpoint-1" / "model.safetensors")
+    assert all(
+        torch.equal(p, policy[k]) for k, p in trainer.model.state_dict().items() if k in policy
+    )
+    saved = (out / "checkpoint-1" / "config.json").read_text("utf-8")
+    assert "_name_or_path" not in saved  # (transformers writes no path into config.json)
+
+
 class FakeVLLM:
     """TRL's VLLMGeneration as the rollouts call it: token prompts in, completions and each
     token's top logprobs out."""
