@@ -355,6 +355,9 @@ def test_calls_to_a_listed_tool_in_other_corpora_s_shapes_leave_the_row_out(tmp_
         '{"action": "get_weather", "action_input": {"city": "Paris"}}',
         "Thought: I need the weather.\nAction: get_weather\nAction Input: Paris",
         "Action: get_weather[Paris]",
+        "Thought: I need the weather.\r\nAction: get_weather\r\nAction Input: Paris",
+        "Thought 1: I need the weather.\nAction 1: get_weather[Paris]",
+        "  Action: `get_weather`\nObservation: sunny",
     ]
     kept = [  # prose that names the tool, other tools' calls, a tool's definition
         "I used get_weather and it says sunny {as always}.",
@@ -364,6 +367,8 @@ def test_calls_to_a_listed_tool_in_other_corpora_s_shapes_leave_the_row_out(tmp_
         '{"name": "other_tool", "arguments": {"city": "Paris"}}',
         "<function=other_tool>{}</function>",
         "Action: get_weather is what I took.",
+        "Here is what I recommend.\nAction: get_weather\nReason: it is quick.",
+        "Thought: no.\nThe Action: get_weather[Paris] line is what an agent writes.",
         'My name is {"name": "get_weather"} and no arguments.',
     ]
     rows = [
@@ -384,6 +389,32 @@ def test_calls_to_a_listed_tool_in_other_corpora_s_shapes_leave_the_row_out(tmp_
     notes = "\n".join(result.notes)
     left = f"{len(written)} row(s) left out: assistant text that writes calls in a text call"
     assert left in notes
+
+
+def test_text_is_read_as_json_only_where_an_object_names_a_listed_tool(monkeypatch):
+    # a reading that fails costs the text's length: reading at every object made a text of
+    # many (a code fence of dict literals, with a tool called python) quadratic to look at
+    from hsa.harness.importers.openai_jsonl import _calls_in_text
+
+    reads: list[int] = []
+
+    class Counting(json.JSONDecoder):
+        def raw_decode(self, s: str, idx: int = 0) -> tuple[object, int]:
+            reads.append(idx)
+            return super().raw_decode(s, idx)
+
+    monkeypatch.setattr(json, "JSONDecoder", Counting)
+    tools = {"python", "get_weather"}
+    fence = "\n".join(f'c{i} = {{"name": "x{i}", "value": {{"v": "python"}}}}' for i in range(2000))
+    assert not _calls_in_text(f"```python\n{fence}\n```", tools)
+    assert reads == []
+    tool = '{"name": "get_weather", "description": "w", "parameters": {"type": "object"}}'
+    call = '{"arguments": {"city": "Paris"}, "name": "get_weather"}'
+    assert _calls_in_text(f"The tools: [{tool}, {tool}]\nThen {call}", tools)
+    assert len(reads) == 3  # each definition, then the call (from its opening brace)
+    reads.clear()
+    assert not _calls_in_text(" ".join([tool] * 500), tools)
+    assert len(reads) < 50  # bounded, however many objects name a listed tool
 
 
 def test_an_assistant_s_text_then_its_calls_in_a_message_of_their_own_are_said(tmp_path):

@@ -813,18 +813,43 @@ def _calls_in_text(text: str, tools: set[str]) -> bool:
     return False
 
 
-#: the shapes of a call to a tool written in text that are no hsa format, each with the
-#: tool's name as its one group that matched: an object that names the tool, then its
-#: arguments, in either quotes (Glaive writes ``"arguments": '{...}'``, which no JSON reader
-#: reads); Llama 3.1's ``<function=NAME>``; Mistral's ``[TOOL_CALLS]NAME[ARGS]``; a ReAct
-#: ``Action: NAME`` line (``Action: NAME[input]`` too)
-_FOREIGN_CALL = re.compile(
-    r"""\{\s*["']name["']\s*:\s*["']([^"'\\]+)["']\s*,\s*["']arguments["']\s*:"""
-    r"|<function=([^>\s]+)>"
-    r"|\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*\[ARGS\]"
-    r"|^[ \t]*Action[ \t]*:[ \t]*`?([^\s`\[(]+)`?[ \t]*(?:$|[\[(])",
-    re.MULTILINE,
+#: the marks of a call to a tool written in text that is no hsa format, each found by a
+#: search for its literal start and the tool's name as group 1: Llama 3.1's
+#: ``<function=NAME>``; Mistral's ``[TOOL_CALLS]NAME[ARGS]``; a ReAct ``Action: NAME`` line
+#: (``Action 1: NAME``, as HotpotQA's numbered steps write it), with its input right after
+#: the name (``[...]``, ``(...)``, group 2) or none (a line's end)
+_FUNCTION_TAG = re.compile(r"<function=([^>\s]+)>")
+_MISTRAL_CALL = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*\[ARGS\]")
+_REACT_ACTION = re.compile(
+    r"Action[ \t]*\d*[ \t]*:[ \t]*`?([^\s`\[(]+)`?[ \t]*([\[(]|\r?$)", re.MULTILINE
 )
+
+#: a line that shows a ReAct agent's steps besides ``Action:`` (a line that alone may be
+#: prose: "Action: search" heading a piece of advice)
+_REACT_STEP = re.compile(
+    r"^[ \t]*(?:Action[ \t]+Input|Thought|Observation)[ \t]*\d*[ \t]*:", re.MULTILINE
+)
+
+#: the keys that name what a JSON call calls (``name``; LangChain's ``action``), in either
+#: quotes (from after the opening quote, looked at apart: a search that starts with a
+#: literal is fast), with the name as group 1
+_NAME_KEYS = (
+    re.compile(r"""name["']\s*:\s*["']([^"'\\]+)["']"""),
+    re.compile(r"""action["']\s*:\s*["']([^"'\\]+)["']"""),
+)
+
+#: what follows a tool's name in Glaive's call, whose ``"arguments": '{...}'`` no JSON
+#: reader reads
+_ARGUMENTS_NEXT = re.compile(r"""\s*,\s*["']arguments["']\s*:""")
+
+#: a brace of a JSON object (one in a string is counted too: a guess that a failed reading
+#: undoes)
+_BRACE = re.compile(r"[{}]")
+
+#: the most JSON objects read in one text: a reading that fails costs up to the text's
+#: length (its error counts the lines before it), so a text of many objects that name a
+#: listed tool (a list of the tools' definitions) is read in linear time
+_MOST_READS = 32
 
 
 def _is_call(item: dict[str, Any], tools: set[str]) -> bool:
@@ -850,34 +875,77 @@ def _foreign_calls(text: str, tools: set[str]) -> bool:
     write, anywhere in it (after ``<functioncall>`` as Glaive does, ``[TOOL_CALLS]`` as
     Mistral does, in a code fence, in prose): a JSON object (or one in a list) whose ``name``
     is the tool's with ``arguments`` or ``parameters`` beside it, a ``<function=NAME>``
-    tag, a ReAct ``Action: NAME`` line. Text that only names a tool is no call. Cheap for
-    most text: it is searched only when it holds one of those shapes' marks and a tool's
-    name, and JSON is read only where an object with a key may start."""
-    if "{" not in text and "<function=" not in text and "Action" not in text:
-        return False
-    if not any(name in text for name in tools):
-        return False
-    for found in _FOREIGN_CALL.finditer(text):
-        if next(g for g in found.groups() if g is not None) in tools:
-            return True
-    if "{" not in text:
-        return False
-    decoder = json.JSONDecoder()
-    start = _OBJECT_START.search(text)
-    while start is not None:
-        try:
-            value, end = decoder.raw_decode(text, start.start())
-        except (ValueError, RecursionError):
-            start = _OBJECT_START.search(text, start.start() + 1)
+    tag, a ReAct ``Action: NAME`` line in text that shows ReAct's steps (an ``Action
+    Input:``, ``Thought:`` or ``Observation:`` line, or the input right after the name).
+    Text that only names a tool is no call. Linear in the text: each mark is a search, and
+    JSON is read only where an object names a listed tool under its ``name`` key."""
+    if "<function=" in text and any(f[1] in tools for f in _FUNCTION_TAG.finditer(text)):
+        return True
+    if "[TOOL_CALLS]" in text and any(f[1] in tools for f in _MISTRAL_CALL.finditer(text)):
+        return True
+    if "Action" in text and _react_call(text, tools):
+        return True
+    return "{" in text and _json_calls(text, tools)
+
+
+def _react_call(text: str, tools: set[str]) -> bool:
+    """Whether ``text`` holds a ReAct ``Action: NAME`` line (``_REACT_ACTION``) calling one
+    of ``tools``, with its input after the name or ReAct's other steps in the text."""
+    for found in _REACT_ACTION.finditer(text):
+        if found[1] not in tools:
             continue
-        if _holds_call(value, tools):
+        start = found.start()
+        while start and text[start - 1] in " \t":
+            start -= 1
+        if start and text[start - 1] != "\n":
+            continue  # not at a line's start
+        if found[2] in ("[", "(") or _REACT_STEP.search(text):
             return True
-        start = _OBJECT_START.search(text, end)  # (the objects inside were looked at)
     return False
 
 
-#: where a JSON object with a key may start (a call has two)
-_OBJECT_START = re.compile(r'\{\s*"')
+def _json_calls(text: str, tools: set[str]) -> bool:
+    """Whether ``text`` holds a JSON object calling one of ``tools`` (``_holds_call``), or
+    Glaive's call: each object read is the innermost one open (by its braces) at a ``name``
+    (or ``action``) key that names a listed tool, at most ``_MOST_READS`` of them."""
+    named = [
+        found
+        for key in _NAME_KEYS
+        for found in key.finditer(text)
+        if found[1] in tools and found.start() and text[found.start() - 1] in "\"'"
+    ]
+    named.sort(key=lambda found: found.start())
+    decoder = json.JSONDecoder()
+    braces = _BRACE.finditer(text)
+    brace = next(braces, None)
+    opened: list[int] = []  # the braces opened before ``brace`` and not closed yet
+    read_to = 0  # the end of the last object read: a key before it was looked at
+    reads = 0
+    for found in named:
+        key_at = found.start() - 1  # (its opening quote)
+        if key_at < read_to:
+            continue
+        if found.re is _NAME_KEYS[0] and _ARGUMENTS_NEXT.match(text, found.end()):
+            return True  # (Glaive's, whatever its arguments' quotes)
+        while brace is not None and brace.start() < key_at:
+            if brace[0] == "{":
+                opened.append(brace.start())
+            elif opened:
+                opened.pop()
+            brace = next(braces, None)
+        if not opened:
+            continue
+        if reads == _MOST_READS:
+            return False
+        reads += 1
+        try:
+            value, end = decoder.raw_decode(text, opened[-1])
+        except (ValueError, RecursionError):
+            continue
+        if _holds_call(value, tools):
+            return True
+        read_to = end
+    return False
 
 
 def _holds_call(value: Any, tools: set[str]) -> bool:
