@@ -448,17 +448,30 @@ def test_an_audio_reply_leaves_the_row_out_and_an_empty_id_is_no_id(tmp_path):
     spoken = {"role": "assistant", "content": None, "audio": {"id": "audio_abc123"}}
     rows = [
         _row({"role": "user", "content": "Say hi"}, spoken),
+        _row({"role": "user", "content": "Say hi"}, {**spoken, "content": ""}),
         {**_row({"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}), "id": ""},
         {**_row({"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}), "id": ""},
     ]
     path = tmp_path / "chat.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = import_source(path)
-    assert [t.id for t in result.trajectories] == ["chat-2", "chat-3"]
+    assert [t.id for t in result.trajectories] == ["chat-3", "chat-4"]
     assert result.notes == (
-        "1 row(s) left out: content other than text (an image, audio, a file), which a row "
-        "cannot hold: line(s) 1",
+        "2 row(s) left out: content other than text (an image, audio, a file), which a row "
+        "cannot hold: line(s) 1, 2",
     )
+
+
+def test_an_assistant_s_text_with_audio_beside_it_is_kept_as_its_text(tmp_path):
+    from hsa.harness import AssistantMessage
+
+    # the text is the reply (audio is a rendering of it): a field not kept, said in the notes
+    said = {"role": "assistant", "content": "Hi!", "audio": {"id": "audio_abc123"}}
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps(_row({"role": "user", "content": "Say hi"}, said)) + "\n")
+    result = import_source(path)
+    assert result.trajectories[0].events[-1] == AssistantMessage("Hi!")
+    assert result.notes == ("message fields a row does not hold, not kept: audio (1 message(s))",)
 
 
 def test_a_refusal_is_what_the_assistant_said(tmp_path):

@@ -1022,8 +1022,8 @@ def _events(
         read = _READ | _READ_ASSISTANT if role == "assistant" else _READ
         if role == "assistant" and message.get("weight") == 0 and message["weight"] is not False:
             raise _LeftOut("weight_zero")
-        if role == "assistant" and message.get("audio"):  # a spoken reply, not text
-            raise _LeftOut("not_text")
+        if role == "assistant" and message.get("audio") and not message.get("content"):
+            raise _LeftOut("not_text")  # a spoken reply (with text, audio is a field not kept)
         for key in message.keys() - read:
             if not _kept(message, key):
                 unkept[key] += 1
