@@ -353,13 +353,14 @@ def check_harnesses(
     *,
     source: str,
     lines: Sequence[int] | None = None,
-    places: Sequence[Sequence[ToolPlace]] | None = None,
+    places: Sequence[Callable[[], Sequence[ToolPlace]]] | None = None,
 ) -> None:
     """Raise ``HarnessValidationError`` if an imported harness breaks the harness schema;
     ``lines``, when given, are the lines of ``source`` the harnesses were first met on (each
-    problem names its line); ``places``, when given, where each harness's tools are in that
-    line (a problem with a tool is named at the path the line holds, ``$.tools[0].function``,
-    not the harness document's)."""
+    problem names its line); ``places``, when given, make where each harness's tools are in
+    that line (a problem with a tool is named at the path the line holds,
+    ``$.tools[0].function``, not the harness document's), called only for a harness with a
+    problem."""
     found: list[HsaError] = []
     seen: set[str] = set()
     for index, harness in enumerate(harnesses):
@@ -369,10 +370,12 @@ def check_harnesses(
         at = f"harness {harness.id}"
         if lines is not None:
             at = f"line {lines[index]} (harness {harness.id})"
+        in_line: Sequence[ToolPlace] | None = None  # made once, at its first problem
         for problem in harness_problems(harness):
             where, message = problem.where, problem.message
             if places is not None:
-                inside = in_file(where or "$", message, places[index])
+                in_line = places[index]() if in_line is None else in_line
+                inside = in_file(where or "$", message, in_line)
                 where, message = inside if inside is not None else (where, message)
             found.append(HarnessError(message, file=source, where=f"{at}: {where}"))
     if found:

@@ -8,8 +8,9 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -435,7 +436,7 @@ def read_openai_jsonl(
     pool: dict[tuple[str, str], Tool] = {}  # one Tool object per distinct tool, shared
     found: list[Harness] = []
     first_lines: list[int] = []  # the line each harness of ``found`` was first met on
-    found_places: list[list[ToolPlace]] = []  # where the tools of each are in its first row
+    found_places: list[Callable[[], list[ToolPlace]]] = []  # where each's tools are in its row
     trajectories: list[Trajectory] = []
     left_out: list[tuple[int, str]] = []
     unkept: Counter[str] = Counter()
@@ -487,8 +488,9 @@ def read_openai_jsonl(
             key = _group_key(entries, system)
             under = groups.get(key)
             if under is None:
+                tools_key = _tools_key(row)
                 try:
-                    under, places = _group_harness(tools_doc, system, path, where, _tools_key(row))
+                    under, places = _group_harness(tools_doc, system, path, where, tools_key)
                 except _LeftOut as exc:
                     left_out.append((lineno, exc.reason))
                     continue
@@ -501,7 +503,7 @@ def read_openai_jsonl(
                 groups[key] = under
                 found.append(under)
                 first_lines.append(lineno)
-                found_places.append(places)
+                found_places.append(partial(_in_row, places, tools_key))
         try:
             given = harness is not None
             events, call_ids = _events(messages, start, under, path, where, leading, given=given)
@@ -714,9 +716,9 @@ def _group_harness(
     tools_doc: Any, system: str | None, path: Path, where: str, key: str = "tools"
 ) -> tuple[Harness, list[ToolPlace]]:
     """The harness of rows with the tools ``tools_doc`` (listed under ``key``) and leading
-    ``system`` message, and where each of its tools is in a row (``$.tools[0].function``:
-    a problem with one is said there); the row is left out (``_LeftOut``) when two of its
-    tools share a name or a schema holds an integer beyond 64 bits."""
+    ``system`` message, and where each of its tools is in ``tools_doc`` (``_in_row``: in a
+    row); the row is left out (``_LeftOut``) when two of its tools share a name or a schema
+    holds an integer beyond 64 bits."""
     bad = unwritable(tools_doc, "$") if tools_doc is not None else None
     if bad is not None and bad[1] == WIDE_INTEGER:
         raise _LeftOut("wide_integer")
@@ -730,9 +732,6 @@ def _group_harness(
         raise ImportFormatError(
             exc.message, file=str(path), where=f"{where}: $.{key}{inside}"
         ) from None
-    in_row = [
-        replace(p, entry=f"$.{key}{p.entry[1:]}", body=f"$.{key}{p.body[1:]}") for p in places
-    ]
     leading = (system_section(system),) if system else ()
     metadata: dict[str, Any] = {"source": path.name}
     if name_map:
@@ -743,7 +742,14 @@ def _group_harness(
         tools=tuple(tools),
         metadata=metadata,
     )
-    return harness, in_row
+    return harness, places
+
+
+def _in_row(places: Sequence[ToolPlace], key: str) -> list[ToolPlace]:
+    """Where tools at ``places`` in a tools document are in a row that lists them under
+    ``key`` (``$.tools[0].function``: a problem with one is said there); made only when a
+    problem is found (most harnesses have none)."""
+    return [replace(p, entry=f"$.{key}{p.entry[1:]}", body=f"$.{key}{p.body[1:]}") for p in places]
 
 
 def _text(content: Any, path: Path, where: str) -> str:
