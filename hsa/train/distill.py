@@ -22,12 +22,13 @@ from typing import Any
 from hsa.config import bounded, refuse, setting
 from hsa.datasets.export import to_hf
 from hsa.errors import TrainError
-from hsa.train.card import HF_CACHE, finish, scratch_removed_on_failure, settings_dict
+from hsa.train.card import HF_CACHE, finish, scratch_removed_on_failure
 from hsa.train.config import prepare
 from hsa.train.data import manifest_of, recipe_of
 from hsa.train.sft import (
     load_model,
     reached,
+    resolved_settings,
     resume_point,
     run_identity,
     start_afresh,
@@ -196,7 +197,7 @@ def train_distill(
     ]
     resolved = {
         "command": "distill",
-        "hsa": settings_dict(settings),
+        "hsa": resolved_settings(settings, out, checkpoint),
         "data": {"manifest_hash": manifest.get("config_hash"), "prompts": counts},
         "recipe": recipe_of(manifest),
         "run": {

@@ -48,7 +48,7 @@ from hsa.teachers.task_variants import (
     short_tasks,
     trajectory_rules_note,
 )
-from hsa.train.card import finish, scratch_removed_on_failure, settings_dict
+from hsa.train.card import finish, scratch_removed_on_failure
 from hsa.train.config import prepare
 
 ROLLOUT_LOG = "rollouts.jsonl"
@@ -617,6 +617,7 @@ def train_rl(
         load_model,
         reached,
         recorded_base,
+        resolved_settings,
         resume_point,
         run_identity,
         start_afresh,
@@ -647,11 +648,14 @@ def train_rl(
     if weights is not None and (
         not isinstance(weights, list | tuple)
         or len(weights) != 2
-        or not all(isinstance(w, int | float) and not isinstance(w, bool) for w in weights)
+        or not all(
+            isinstance(w, int | float) and not isinstance(w, bool) and math.isfinite(w)
+            for w in weights
+        )
     ):
         raise TrainError(
-            "must be a list of two numbers (the environment's reward's weight, then the format "
-            f"reward's), not {json.dumps(weights, default=str)}",
+            "must be a list of two finite numbers (the environment's reward's weight, then the "
+            f"format reward's), not {json.dumps(weights, default=str)}",
             file=file,
             where="$.reward_weights",
         )
@@ -734,7 +738,7 @@ def train_rl(
         data["variants_per_task"] = {"asked": settings.variants_per_task, "short": short}
     resolved = {
         "command": "rl",
-        "hsa": settings_dict(settings),
+        "hsa": resolved_settings(settings, out, checkpoint),
         "data": data,
         "recipe": recipe.to_dict(),
         "reward_by_family": report.by_family,

@@ -226,21 +226,34 @@ def start_afresh(out: Path, identity: Mapping[str, Any] | None = None, base: Any
     if identity is not None:
         (out / RUN_RECORD).parent.mkdir(parents=True, exist_ok=True)
         record = dict(identity)
-        if base is not None:
+        if base is not None:  # as given (what the card names) and where it lies (to load it)
             local = Path(str(base))
-            record["base"] = str(local.resolve()) if local.exists() else str(base)
+            record["base"] = str(base)
+            record["base_path"] = str(local.resolve()) if local.exists() else str(base)
         text = json.dumps(record, indent=2, sort_keys=True) + "\n"
         write_atomic(out / RUN_RECORD, text.encode("utf-8"))
 
 
-def recorded_base(out: Path) -> str | None:
-    """The model a run in ``out`` started from, as ``start_afresh`` recorded it (None: a
-    record without it, or none)."""
+def recorded_base(out: Path, key: str = "base_path") -> str | None:
+    """The model a run in ``out`` started from, as ``start_afresh`` recorded it: its full
+    path (``base_path``), or ``base`` as the config gave it (None: a record without it, or
+    none)."""
     try:
-        base = json.loads((out / RUN_RECORD).read_text("utf-8")).get("base")
+        base = json.loads((out / RUN_RECORD).read_text("utf-8")).get(key)
     except (OSError, ValueError, AttributeError):
         return None
     return base if isinstance(base, str) else None
+
+
+def resolved_settings(settings: Any, out: Path, checkpoint: str | None) -> dict[str, Any]:
+    """The ``hsa:`` settings a finished run records and its card shows: a resumed run's
+    ``model`` is the one it started from (``recorded_base``), which it went on from through
+    its checkpoints, not the ``hsa.model`` of the resuming command, which is not read."""
+    chosen = settings_dict(settings)
+    started = recorded_base(out, "base") if checkpoint is not None else None
+    if started is not None and "model" in chosen:
+        chosen["model"] = started
+    return chosen
 
 
 def _check_same_run(out: Path, identity: Mapping[str, Any]) -> None:
@@ -765,7 +778,7 @@ def train_sft(
             report.eval_losses.append((int(entry["step"]), float(entry["eval_loss"])))
     resolved = {
         "command": "sft",
-        "hsa": settings_dict(settings),
+        "hsa": resolved_settings(settings, out, checkpoint),
         "data": {
             "manifest_hash": rows.manifest_hash,
             "rows": rows.counts,

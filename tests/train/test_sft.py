@@ -660,6 +660,9 @@ def test_a_resume_goes_on_from_the_checkpoints_model_and_tokenizer(dataset, mode
     assert train_sft(again, out, resume=True).steps == 2
     assert (out / "tokenizer.json").read_bytes() == tokenizer
     assert json.loads((out / "config.json").read_text())["hidden_size"] == 32
+    # the record and the card name the model the run started from, not the one never read
+    assert json.loads((out / "hsa-train.json").read_text())["hsa"]["model"] == str(model)
+    assert str(other) not in (out / "README.md").read_text()
 
 
 def test_a_checkpoint_written_before_the_run_clock_resumes(dataset, model, tmp_path):
