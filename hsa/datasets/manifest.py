@@ -324,9 +324,11 @@ def dataset_data(out: Path) -> list[str]:
     if data.is_dir() and any(p.is_file() for p in data.rglob("*")):
         held.append("shards under data/")
     staging = out / STATE / STAGING
-    if staging.is_dir() and any(
-        p.is_file() and p.relative_to(staging).parts[0] != TOP for p in staging.rglob("*")
-    ):
+    if any(
+        p.is_file() and _ours(p.relative_to(staging / folder))
+        for folder in (DATA, ASIDE)
+        for p in (staging / folder).rglob("*")
+    ):  # (not a file of a user's that a repair moved there with data/: no shard)
         held.append(f"shards under {STATE}/{STAGING}/")
     return held
 
@@ -357,8 +359,8 @@ def _discard_rows(out: Path) -> None:
     """Remove the rows a run wrote into ``out``: its staged shards, the shards its completion
     marks list and any other shard by hsa's name (``part-NNNNN.parquet``, a batch cut short),
     then the marks. A file hsa did not write stays where it is (``refuse_strays`` names it at
-    the finish)."""
-    shutil.rmtree(out / STATE / STAGING, ignore_errors=True)
+    the finish); one a repair moved into staging with ``data/`` goes back there."""
+    discard_staging(out)
     ours = re.compile(r"part-[0-9]{5,}\.parquet")
     shards = {p for p in (out / "data").glob("*/*.parquet") if ours.fullmatch(p.name)}
     for path in sorted((out / STATE / "done").glob("*.json")):
@@ -414,7 +416,8 @@ def clear_run(out: Path) -> None:
 def clear_state(out: Path) -> None:
     """Remove the run state of a run that wrote no data (see ``partial_data``), lock kept."""
     state = out / STATE
-    for name in ("run.json", "done", "source", STAGING):
+    discard_staging(out)  # (files hsa did not write back to data/)
+    for name in ("run.json", "done", "source"):
         path = state / name
         if path.is_dir():
             shutil.rmtree(path)
@@ -857,7 +860,7 @@ def publish(out: Path, files: Iterable[str] = ()) -> None:
             moves.append((source, out / name))
     moves.append((tree, out / DATA))
     _move(moves, "into place")
-    shutil.rmtree(out / STATE / STAGING, ignore_errors=True)
+    discard_staging(out)
 
 
 def unpublish(out: Path, shards: Collection[Any], files: Iterable[str] = ()) -> None:
@@ -865,8 +868,10 @@ def unpublish(out: Path, shards: Collection[Any], files: Iterable[str] = ()) -> 
     other ``files`` (``publish`` in reverse, the card last), durably: a dataset being
     repaired offers its readers all of its rows until that rename and none from then on,
     nor its variants file for rows. ``data/`` holds the ``shards`` its manifest lists and no
-    other (``refuse_strays``); where the manifest lists none (its list edited: no stray was
-    refused), ``data/`` stays, and the run's finish names any stray there."""
+    other (``refuse_strays``), and may hold files hsa did not write (a user's notes), which
+    move with it and come back with it (or alone, ``discard_staging``); where the manifest
+    lists none (its list edited: no stray was refused), ``data/`` stays, and the run's
+    finish names any stray there."""
     if shards:
         _take_back(out)
     moves = []
@@ -883,23 +888,68 @@ def _take_back(out: Path) -> None:
     shard), ``data/`` goes aside into staging in one rename, and its files the copy lacks join
     it there: either way it leaves readers' sight whole."""
     data, tree = out / DATA, out / STATE / STAGING / DATA
+    aside = out / STATE / STAGING / ASIDE
+    _join(aside, tree)  # (what a run stopped here left, its shards redone meanwhile)
     if not data.is_dir():
         return
     if not tree.exists():
         _move([(data, tree)], "back to staging")
         return
-    aside = out / STATE / STAGING / ASIDE
-    shutil.rmtree(aside, ignore_errors=True)  # (what a run stopped here left: done again)
     _move([(data, aside)], "back to staging")
-    _move(
-        [
-            (path, tree / path.relative_to(aside))
-            for path in sorted(aside.rglob("*"))
-            if path.is_file() and not (tree / path.relative_to(aside)).exists()
-        ],
-        "back to staging",
-    )
-    shutil.rmtree(aside, ignore_errors=True)
+    _join(aside, tree)
+
+
+def _join(folder: Path, tree: Path, *, ours: bool = True) -> None:
+    """Move the files of ``folder`` that ``tree`` lacks into it, at their relative paths
+    (only those hsa did not write when not ``ours``), and remove ``folder``: the rest are
+    hsa's shards that ``tree`` holds as redone. A file hsa did not write (``_ours``) that
+    ``tree`` holds too, with other bytes, is refused rather than lost."""
+    if not folder.is_dir():
+        return
+    moves = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = path.relative_to(folder)
+        target = tree / relative
+        if _ours(relative):
+            if ours and not target.exists():
+                moves.append((path, target))
+        elif not target.exists():
+            moves.append((path, target))
+        elif not _same_bytes(path, target):
+            raise DatasetError(
+                f"was not written by hsa, and {target} differs from it: keep one of the two "
+                "and remove the other, then rerun",
+                file=str(path),
+            )
+    _move(moves, f"to {tree}")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+#: the name of a shard hsa writes into a ``data/`` folder as ``{split}/NAME`` (or of a
+#: killed run's temporary of one)
+_SHARD = re.compile(r"\.?part-[0-9]{5,}\.parquet(\.[0-9]+\.tmp)?")
+
+
+def _ours(path: Path) -> bool:
+    """Whether ``path``, relative to a ``data/`` folder, is a shard hsa writes there."""
+    return len(path.parts) == 2 and _SHARD.fullmatch(path.name) is not None
+
+
+def _same_bytes(one: Path, other: Path) -> bool:
+    try:
+        return other.is_file() and sha256_file(one) == sha256_file(other)
+    except OSError:
+        return False
+
+
+def discard_staging(out: Path) -> None:
+    """Remove the staging folder of the run filling ``out`` (``STAGING``: its shards, the
+    files of its finish), but not the files hsa did not write that a repair moved there with
+    ``data/`` (``unpublish``): those go back to ``out/data/``, at their places there."""
+    staging = out / STATE / STAGING
+    for folder in (ASIDE, DATA):
+        _join(staging / folder, out / DATA, ours=False)
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def _move(moves: Iterable[tuple[Path, Path]], where: str) -> None:

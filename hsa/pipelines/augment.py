@@ -705,7 +705,7 @@ def _refuse_no_rows(
     the folder holds no completed batch that would keep another config out of it."""
     shutil.rmtree(_parts_folder(out), ignore_errors=True)
     shutil.rmtree(out / mf.STATE / "done", ignore_errors=True)
-    shutil.rmtree(out / mf.STATE / mf.STAGING, ignore_errors=True)
+    mf.discard_staging(out)  # (a file hsa did not write goes back to data/)
     trajectories = stats.get("trajectories", 0)
     unverified = sum(m.get("unverified", 0) for m in marks)
     why = [

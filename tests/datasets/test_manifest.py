@@ -382,6 +382,59 @@ def test_a_repair_stopped_at_any_rename_offers_readers_every_row_or_none(
     assert made[:1] == ["data"] and count > 1
 
 
+def test_a_file_hsa_did_not_write_in_data_outlives_a_failed_repair(
+    tmp_path: Path, augmented: Path
+) -> None:
+    # A repair moves data/ to staging whole, a user's notes with it; the repair stopped on an
+    # error, and another config's run, in its place, removed the staging folder: the notes too
+    digest = read(augmented)["config_hash"]
+    (augmented / "data" / "NOTES.md").write_text("notes\n", "utf-8")
+    (augmented / "data" / "train" / "notes.txt").write_text("more\n", "utf-8")
+    (augmented / "data" / "train" / "part-00000.parquet").unlink()
+    assert not mf.claim(augmented, digest)  # the repair: data/ goes to staging whole
+    assert not (augmented / "data").exists()
+    mf.fail(augmented, "a rule broke")
+    # the staged shard, the marks of the run, its state: gone; the notes: back in data/
+    assert not mf.claim(augmented, mf.config_hash({"seed": 1}))
+    assert (augmented / "data" / "NOTES.md").read_text("utf-8") == "notes\n"
+    assert (augmented / "data" / "train" / "notes.txt").read_text("utf-8") == "more\n"
+    assert not list(augmented.glob("data/*/part-*.parquet"))
+    assert not (augmented / mf.STATE / mf.STAGING).exists()
+
+
+@pytest.mark.parametrize("how", ["clear_state", "discard_staging", "publish"])
+def test_a_file_hsa_did_not_write_in_staging_goes_back_to_data(tmp_path: Path, how: str):
+    # what removes the staging folder keeps what a repair moved there that hsa did not write,
+    # from data/ as from the folder data/ waits in aside (a run stopped while they join)
+    out = tmp_path / "out"
+    files = staged_run(out)
+    staging = out / mf.STATE / mf.STAGING
+    (staging / "data" / "NOTES.md").write_text("notes\n", "utf-8")
+    (staging / mf.ASIDE / "dev").mkdir(parents=True)
+    (staging / mf.ASIDE / "dev" / "notes.txt").write_text("more\n", "utf-8")
+    (staging / mf.ASIDE / "dev" / "part-00001.parquet").write_bytes(b"a shard redone since")
+    if how == "publish":
+        mf.publish(out, files)
+        assert rows_in_data(out) == 2 * sum(ROWS.values())
+    else:
+        getattr(mf, how)(out)
+        assert not list(out.glob("data/*/*.parquet"))
+    assert (out / "data" / "NOTES.md").read_text("utf-8") == "notes\n"
+    assert (out / "data" / "dev" / "notes.txt").read_text("utf-8") == "more\n"
+    assert not staging.exists()
+
+
+def test_a_file_hsa_did_not_write_is_refused_rather_than_lost_to_another(tmp_path: Path):
+    out = tmp_path / "out"
+    staged_run(out)
+    (out / mf.STATE / mf.STAGING / "data" / "NOTES.md").write_text("notes\n", "utf-8")
+    (out / "data").mkdir()
+    (out / "data" / "NOTES.md").write_text("other notes\n", "utf-8")
+    with pytest.raises(DatasetError, match=r"NOTES\.md.*not written by hsa.*keep one"):
+        mf.discard_staging(out)
+    assert (out / mf.STATE / mf.STAGING / "data" / "NOTES.md").is_file()
+
+
 def test_a_data_folder_in_place_joins_the_staged_one_before_it_moves(tmp_path: Path) -> None:
     # a run stopped once its data/ had moved, a shard of which was then damaged: the rerun
     # redid that shard in staging; data/ leaves readers' sight whole, and comes back complete

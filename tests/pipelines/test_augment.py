@@ -316,6 +316,31 @@ def test_a_run_stopped_in_its_finish_offers_no_rows_and_a_rerun_ends_the_same(
     assert everything(out) == everything(reference)
 
 
+def test_a_file_of_yours_under_data_outlives_a_repair_that_failed(
+    tmp_path: Path, shards: Path, monkeypatch
+) -> None:
+    # a repair moves data/ to staging whole, a user's notes with it; it stopped on an error,
+    # and another config's run in the folder removed the staging folder, the notes with it
+    module = sys.modules["hsa.pipelines.augment"]
+    out = tmp_path / "out"
+    augment(open_source(shards), out, config(workers=1))
+    (out / "data" / "NOTES.md").write_text("notes\n", "utf-8")
+    sorted(out.glob("data/train/*.parquet"))[-1].unlink()
+
+    def broken(*args, **kwargs):
+        raise DatasetError("a card that cannot be written")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(module, "render_card", broken)
+        with pytest.raises(DatasetError, match="a card that cannot be written"):
+            augment(open_source(shards), out, config(workers=1))
+    assert "failed" in json.loads((out / ".hsa" / "run.json").read_text())
+    assert not (out / "data").exists()  # (the notes wait in staging, with the shards)
+    augment(open_source(shards), out, config(seed=1, workers=1))
+    assert (out / "data" / "NOTES.md").read_text("utf-8") == "notes\n"
+    assert (out / "manifest.json").is_file()
+
+
 def test_a_ctrl_c_as_the_shards_move_into_data_waits_for_the_manifest(
     tmp_path: Path, shards: Path, monkeypatch
 ) -> None:
