@@ -133,7 +133,7 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
         # completion marks. Its shards and its other files go back to staging first, so that
         # no reader takes the rows left (or a lone variants file) for the dataset meanwhile
         # (``publish`` puts them back; a stop part way leaves the manifest, and the next run
-        # moves the rest).
+        # moves the rest, or, once the manifest is gone, the card, which its finish replaces).
         listed = found.get("files")
         with stops_held():
             unpublish(
@@ -144,6 +144,10 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
             # (the run's claim first: stopped between the two, the folder is still its own)
             write_json(run, {"config_hash": digest, "kind": kind})
             (out / MANIFEST).unlink()
+            # the card last, listed or not: until it goes, `datasets` reads the files its
+            # configs name (data/, gone: an error), not the manifest, alone at the top, as a
+            # row; a run stopped before it moved replaces it at its finish (``publish``)
+            _move([(out / CARD, out / STATE / STAGING / TOP / CARD)], "back to staging")
     remove_temporaries(out)
     if run.is_file():
         found = read_json(run)
@@ -865,19 +869,20 @@ def publish(out: Path, files: Iterable[str] = ()) -> None:
 
 def unpublish(out: Path, shards: Collection[Any], files: Iterable[str] = ()) -> None:
     """Move a finished dataset's ``data/`` folder back to staging in one rename, then its
-    other ``files`` (``publish`` in reverse, the card last), durably: a dataset being
-    repaired offers its readers all of its rows until that rename and none from then on,
-    nor its variants file for rows. ``data/`` holds the ``shards`` its manifest lists and no
-    other (``refuse_strays``), and may hold files hsa did not write (a user's notes), which
-    move with it and come back with it (or alone, ``discard_staging``); where the manifest
-    lists none (its list edited: no stray was refused), ``data/`` stays, and the run's
-    finish names any stray there."""
+    other ``files`` but the card (``publish`` in reverse), durably: a dataset being repaired
+    offers its readers all of its rows until that rename and none from then on, nor its
+    variants file for rows. The card stays: ``claim`` moves it once the manifest is gone
+    (with the card there, ``datasets`` reads ``data/`` alone, not the manifest). ``data/``
+    holds the ``shards`` its manifest lists and no other (``refuse_strays``), and may hold
+    files hsa did not write (a user's notes), which move with it and come back with it (or
+    alone, ``discard_staging``); where the manifest lists none (its list edited: no stray
+    was refused), ``data/`` stays, and the run's finish names any stray there."""
     if shards:
         _take_back(out)
     moves = []
-    for name in sorted(map(str, files), key=lambda n: (n == "README.md", n)):
+    for name in sorted(map(str, files)):
         target = staged_file(out, name)
-        if target is not None:
+        if target is not None and name != CARD:
             moves.append((out / name, target))
     _move(moves, "back to staging for the repair")
 

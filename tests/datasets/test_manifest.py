@@ -351,15 +351,40 @@ def test_a_publish_stopped_at_any_rename_offers_readers_every_row_or_none(
     assert made == ["README.md", "chart.png", "variants.parquet", "data"] and count == 4
 
 
+#: a card as the augment job writes it, as far as ``datasets`` reads it: its configs name the
+#: shards under data/ (``datasets`` reads what they name, and nothing else at the top)
+CARD = "".join(
+    [
+        "---\nconfigs:\n  - config_name: default\n    data_files:\n",
+        *(f"      - split: {s}\n        path: data/{s}/*.parquet\n" for s in sorted(ROWS)),
+        "---\n# an edited card\n",
+    ]
+)
+
+
+def rows_loaded(out: Path, cache: Path) -> int:
+    """The rows ``datasets.load_dataset(out)`` offers: 0 where it refuses the folder."""
+    import datasets
+
+    try:
+        loaded = datasets.load_dataset(str(out), cache_dir=str(cache))
+    except (FileNotFoundError, ValueError) as exc:  # (DataFilesNotFoundError, EmptyDataset...)
+        assert "data" in str(exc).lower(), exc
+        return 0
+    return sum(split.num_rows for split in loaded.values())
+
+
 def test_a_repair_stopped_at_any_rename_offers_readers_every_row_or_none(
     tmp_path: Path, augmented: Path, monkeypatch
 ) -> None:
     # The shards of a finished dataset being repaired went back to staging one at a time, its
-    # manifest kept: a kill part way left a manifest saying 5 rows beside some of them.
+    # manifest kept: a kill part way left a manifest saying 5 rows beside some of them. And
+    # the card went to staging before the manifest went: stopped between the two, datasets
+    # read the manifest, alone at the top, as a dataset of one row.
     import shutil
 
     digest, total = read(augmented)["config_hash"], sum(ROWS.values())
-    (augmented / "README.md").write_text("# an edited card\n", "utf-8")  # (to be redone)
+    (augmented / "README.md").write_text(CARD, "utf-8")  # (edited: to be redone)
     count = 0
     while True:
         out = tmp_path / f"out-{count}"
@@ -372,14 +397,20 @@ def test_a_repair_stopped_at_any_rename_offers_readers_every_row_or_none(
                 pass
             else:
                 break
-        assert (out / mf.MANIFEST).is_file()  # (it goes last)
         assert rows_in_data(out) in (0, total), f"stopped after {made}"
+        assert rows_loaded(out, tmp_path / f"cache-{count}") in (0, total), made
+        # the manifest goes after the rows, the card after the manifest
+        assert (out / mf.MANIFEST).is_file() or not rows_in_data(out)
+        assert (out / "README.md").is_file(), made
         assert not mf.claim(out, digest)  # the rerun: the rest goes to staging
         assert rows_in_data(out) == 0 and not (out / mf.MANIFEST).exists()
-        assert not (out / "README.md").exists() and not (out / "variants.parquet").exists()
+        assert not (out / "variants.parquet").exists()
+        # (stopped once the manifest had gone, the card stays: the run's finish replaces it)
+        assert (out / "README.md").exists() == (made[-1:] == ["run.json"])
         assert rows_in_data(out, f"{mf.STATE}/{mf.STAGING}/**/part-*.parquet") == total
         count += 1
-    assert made[:1] == ["data"] and count > 1
+    assert made == ["data", "variants.parquet", "run.json", "README.md"] and count == 4
+    assert rows_loaded(out, tmp_path / "cache") == 0
 
 
 def test_a_file_hsa_did_not_write_in_data_outlives_a_failed_repair(
