@@ -428,6 +428,24 @@ class PolicyBackend(Backend):
         return ids, logprobs
 
 
+def kl_reference(started: str | None, model: Any, file: str | None) -> str:
+    """Where a resumed run's KL reference (the model it started from) is loaded from: where
+    it lay when the run started (``started``, the record's ``base_path``), or else where
+    ``hsa.model`` says it lies now (a folder moved, another mount); a hub name as it was."""
+    for place in (started, str(model)):
+        if place is not None and Path(place).is_dir():
+            return place
+    if started is not None and not Path(started).is_absolute():
+        return started  # a hub name
+    raise TrainError(
+        f"a resumed run with a KL penalty (beta) needs the model it started from as its "
+        f"reference, and it is no longer at {started or model!r}, nor at hsa.model "
+        f"{str(model)!r}: point hsa.model (--model) at it",
+        file=file,
+        where="$.hsa.model",
+    )
+
+
 #: how an episode ends when its replies were not (all) read: no format reward then
 _UNREAD = ("format", "backend", "error")
 
@@ -692,7 +710,7 @@ def train_rl(
     if checkpoint is not None and args.beta != 0.0:
         # TRL builds the KL reference from the policy's path, here the checkpoint: the run's
         # reference is the model it started from, as in a run never stopped
-        model.config._name_or_path = recorded_base(out) or str(settings.model)
+        model.config._name_or_path = kl_reference(recorded_base(out), settings.model, file)
     tokenizer.padding_side = "left"
     import datasets
 

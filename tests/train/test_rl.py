@@ -19,6 +19,7 @@ from hsa.train.rl import (
     ROLLOUT_LOG,
     PolicyBackend,
     RlSettings,
+    kl_reference,
     left_out_of,
     prompt_key,
     prompts_of,
@@ -356,6 +357,19 @@ def test_a_resumed_run_keeps_the_model_it_started_from_as_its_kl_reference(
     )
     saved = (out / "checkpoint-1" / "config.json").read_text("utf-8")
     assert "_name_or_path" not in saved  # (transformers writes no path into config.json)
+
+
+def test_a_resumed_runs_kl_reference_is_found_where_the_model_lies_now(tmp_path):
+    # the model a run started from, moved since: hsa.model says where (it was TRL's OSError)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    gone = str(tmp_path / "gone")
+    assert kl_reference(str(moved), "elsewhere", None) == str(moved)
+    assert kl_reference(gone, str(moved), None) == str(moved)
+    assert kl_reference("Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B", None) == "Qwen/Qwen2.5-0.5B"
+    with pytest.raises(TrainError, match="no longer at") as refused:
+        kl_reference(gone, str(tmp_path / "nowhere"), "rl.yaml")
+    assert (refused.value.file, refused.value.where) == ("rl.yaml", "$.hsa.model")
 
 
 class FakeVLLM:
