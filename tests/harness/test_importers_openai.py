@@ -337,10 +337,26 @@ WEATHER = {
 }
 
 
+PYTHON = {
+    "type": "function",
+    "function": {
+        "name": "python",
+        "parameters": {"type": "object", "properties": {"code": {"type": "string"}}},
+    },
+}
+
+
 def test_calls_to_a_listed_tool_in_other_corpora_s_shapes_leave_the_row_out(tmp_path):
     # calls written as text in shapes hsa has no format for: a variant would rename the tool
     # and leave the call as written, so the row is left out like a Hermes-tagged one
     call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    definition = '{"name": "get_weather", "description": "w", "parameters": {"type": "object"}}'
+    definitions = ", ".join([definition] * 40)
+    after_definitions = [
+        '{"arguments": {"city": "Paris"}, "name": "get_weather"}',
+        '{"name": "get_weather", "arguments": \'{"city": "Paris"}\'}',
+        '{"name": "get_weather", "parameters": {"city": "Paris"}}',
+    ]
     written = [
         '<functioncall> {"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}',
         '<functioncall> {"name": "get_weather", "arguments": \'{"city": "Paris"}\'}',
@@ -358,6 +374,16 @@ def test_calls_to_a_listed_tool_in_other_corpora_s_shapes_leave_the_row_out(tmp_
         "Thought: I need the weather.\r\nAction: get_weather\r\nAction Input: Paris",
         "Thought 1: I need the weather.\nAction 1: get_weather[Paris]",
         "  Action: `get_weather`\nObservation: sunny",
+        # arguments first whose strings hold a brace with no match: the braces are counted
+        # outside strings, and a failed reading tries the enclosing brace
+        '{"arguments": {"q": "a } b"}, "name": "get_weather"}',
+        '{"arguments": {"code": "if x {"}, "name": "python"}',
+        '{"arguments": {"code": "d = {1: 2}\\nprint(d[1])}"}, "name": "python"}',
+        '{"action_input": {"q": "}"}, "action": "get_weather"}',
+        'He said "it is {"name": "get_weather", "parameters": {"city": "Paris"}}',
+        # after many tools' definitions (each read once, none a failed reading)
+        *(f"{definitions} {call}" for call in after_definitions),
+        *(f"[{definitions}, {call}]" for call in after_definitions),
     ]
     kept = [  # prose that names the tool, other tools' calls, a tool's definition
         "I used get_weather and it says sunny {as always}.",
@@ -375,7 +401,7 @@ def test_calls_to_a_listed_tool_in_other_corpora_s_shapes_leave_the_row_out(tmp_
         _row(
             {"role": "user", "content": "Weather in Paris?"},
             {"role": "assistant", "content": text},
-            tools=[WEATHER],
+            tools=[WEATHER, PYTHON],
         )
         for text in written + kept
     ]
@@ -413,8 +439,19 @@ def test_text_is_read_as_json_only_where_an_object_names_a_listed_tool(monkeypat
     assert _calls_in_text(f"The tools: [{tool}, {tool}]\nThen {call}", tools)
     assert len(reads) == 3  # each definition, then the call (from its opening brace)
     reads.clear()
-    assert not _calls_in_text(" ".join([tool] * 500), tools)
-    assert len(reads) < 50  # bounded, however many objects name a listed tool
+    text = " ".join([tool] * 500)
+    assert not _calls_in_text(text, tools)
+    # each definition read once, none read again: linear, however many name a listed tool
+    assert sorted(set(reads)) == [i * (len(tool) + 1) for i in range(500)]
+    assert len(reads) <= 501  # (and a call format's own look at the text's start)
+    reads.clear()
+    broken = tool.replace('"object"', "")  # a reading that fails costs the text's length
+    assert not _calls_in_text(" ".join([broken] * 500), tools)
+    assert len(reads) < 50  # bounded, however many fail
+    reads.clear()
+    glaive = '{"name": "get_weather", "arguments": \'{"city": "Paris"}\'}'
+    assert _calls_in_text(" ".join([broken] * 500) + f" {glaive}", tools)
+    assert len(reads) < 50  # Glaive's shape needs no reading
 
 
 def test_an_assistant_s_text_then_its_calls_in_a_message_of_their_own_are_said(tmp_path):

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import replace
 from functools import partial
+from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -848,13 +849,15 @@ _NAME_KEYS = (
 #: reader reads
 _ARGUMENTS_NEXT = re.compile(r"""\s*,\s*["']arguments["']\s*:""")
 
-#: a brace of a JSON object (one in a string is counted too: a guess that a failed reading
-#: undoes)
-_BRACE = re.compile(r"[{}]")
+#: what the braces are counted by: a brace, a double quote (a JSON string's end), an
+#: escaped character (no string's end) and a line's end (no JSON string goes past one, so a
+#: stray quote in prose counts for its line only)
+_MARK = re.compile(r'\\.|["{}\n]')
 
-#: the most JSON objects read in one text: a reading that fails costs up to the text's
-#: length (its error counts the lines before it), so a text of many objects that name a
-#: listed tool (a list of the tools' definitions) is read in linear time
+#: the most JSON reads in one text that fail or may overlap another (a brace read again
+#: as an enclosing one): a failed reading costs up to the text's length (its error counts
+#: the lines before it), while the reads that succeed at a brace past those read before
+#: never overlap, so a text of many objects that name a listed tool is read in linear time
 _MOST_READS = 32
 
 
@@ -912,8 +915,12 @@ def _react_call(text: str, tools: set[str]) -> bool:
 
 def _json_calls(text: str, tools: set[str]) -> bool:
     """Whether ``text`` holds a JSON object calling one of ``tools`` (``_holds_call``), or
-    Glaive's call: each object read is the innermost one open (by its braces) at a ``name``
-    (or ``action``) key that names a listed tool, at most ``_MOST_READS`` of them."""
+    Glaive's call, which needs no reading. At a ``name`` (or ``action``) key that names a
+    listed tool the object read is the innermost one open there, by braces outside JSON
+    strings; where that reading fails or ends before the key, the next enclosing brace is
+    read, then the innermost brace counting every one (a stray quote in the line). A read
+    that fails or may overlap another counts toward ``_MOST_READS``; past those, only the
+    keys' Glaive shape is looked for."""
     named = [
         found
         for key in _NAME_KEYS
@@ -922,35 +929,54 @@ def _json_calls(text: str, tools: set[str]) -> bool:
     ]
     named.sort(key=lambda found: found.start())
     decoder = json.JSONDecoder()
-    braces = _BRACE.finditer(text)
-    brace = next(braces, None)
-    opened: list[int] = []  # the braces opened before ``brace`` and not closed yet
-    read_to = 0  # the end of the last object read: a key before it was looked at
-    reads = 0
+    marks = _MARK.finditer(text)
+    mark = next(marks, None)
+    opened: list[int] = []  # the braces opened before ``mark`` and not closed, outside strings
+    loose: list[int] = []  # the same, counting the braces in strings too
+    quoted = False  # whether ``mark`` is in a JSON string
+    read_to = 0  # the end of the objects read: a key before it was looked at
+    dear = 0  # the reads that failed or may overlap another
     for found in named:
         key_at = found.start() - 1  # (its opening quote)
         if key_at < read_to:
             continue
         if found.re is _NAME_KEYS[0] and _ARGUMENTS_NEXT.match(text, found.end()):
             return True  # (Glaive's, whatever its arguments' quotes)
-        while brace is not None and brace.start() < key_at:
-            if brace[0] == "{":
-                opened.append(brace.start())
-            elif opened:
-                opened.pop()
-            brace = next(braces, None)
-        if not opened:
-            continue
-        if reads == _MOST_READS:
-            return False
-        reads += 1
-        try:
-            value, end = decoder.raw_decode(text, opened[-1])
-        except (ValueError, RecursionError):
-            continue
-        if _holds_call(value, tools):
-            return True
-        read_to = end
+        while mark is not None and mark.start() < key_at:
+            sign = mark[0]
+            if sign == '"':
+                quoted = not quoted
+            elif sign == "\n":
+                quoted = False
+            elif sign == "{":
+                loose.append(mark.start())
+                if not quoted:
+                    opened.append(mark.start())
+            elif sign == "}":
+                if loose:
+                    loose.pop()
+                if opened and not quoted:
+                    opened.pop()
+            mark = next(marks, None)
+        tried: set[int] = set()
+        for start in chain(reversed(opened), loose[-1:]):
+            if start in tried:
+                continue
+            if dear == _MOST_READS:
+                break  # (the keys left are looked at for Glaive's shape only)
+            cheap = not tried and start >= read_to  # (read past all read before)
+            dear += not cheap
+            tried.add(start)
+            try:
+                value, end = decoder.raw_decode(text, start)
+            except (ValueError, RecursionError):
+                dear += cheap
+                continue
+            if _holds_call(value, tools):
+                return True
+            read_to = max(read_to, end)
+            if end > key_at:
+                break  # the object that holds the key calls nothing
     return False
 
 
