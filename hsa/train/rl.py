@@ -428,6 +428,16 @@ class PolicyBackend(Backend):
         return ids, logprobs
 
 
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is a finite number (an integer past a double's range is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def kl_reference(started: str | None, model: Any, file: str | None) -> str:
     """Where a resumed run's KL reference (the model it started from) is loaded from: where
     it lay when the run started (``started``, the record's ``base_path``), or else where
@@ -666,10 +676,7 @@ def train_rl(
     if weights is not None and (
         not isinstance(weights, list | tuple)
         or len(weights) != 2
-        or not all(
-            isinstance(w, int | float) and not isinstance(w, bool) and math.isfinite(w)
-            for w in weights
-        )
+        or not all(_finite(w) for w in weights)
     ):
         raise TrainError(
             "must be a list of two finite numbers (the environment's reward's weight, then the "

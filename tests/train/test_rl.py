@@ -460,6 +460,7 @@ def test_an_environment_that_cannot_be_built_names_the_config_key(tmp_path, hsa,
         ({}, {"reward_weights": "12"}, "$.reward_weights", 'not "12"'),
         ({}, {"reward_weights": [1.0, "x"]}, "$.reward_weights", 'not [1.0, "x"]'),
         ({}, {"reward_weights": [float("nan"), 1.0]}, "$.reward_weights", "not [NaN, 1.0]"),
+        ({}, {"reward_weights": [10**400, 1.0]}, "$.reward_weights", "two finite numbers"),
         (
             {},
             {"eval_strategy": "steps", "eval_steps": 1},
