@@ -119,16 +119,15 @@ def sft_command(
     ]
     cut = [note for note in cut if note]
     checked = [
-        f"{counts['verified']} verified" if counts.get("verified") else "",
-        f"{counts['never_checked']} never checked by a teacher"
-        if counts.get("never_checked")
-        else "",
-        f"{counts['unverified']} unverified" if counts.get("unverified") else "",
-        f"{counts['unverified_left_out']} unverified left out"
-        if counts.get("unverified_left_out")
-        else "",
+        f"{counts[key]} {label}"
+        for key, label in (
+            ("verified", "verified"),
+            ("never_checked", "never checked by a teacher"),
+            ("unverified", "unverified"),
+            ("unverified_left_out", "unverified left out"),
+        )
+        if counts.get(key)
     ]
-    checked = [note for note in checked if note]
     shown.print(
         f"sft: {report.steps} steps on {counts.get('train', 0)} rows "
         f"({counts.get('canonical', 0)} canonical, {counts.get('variants', 0)} variants"

@@ -28,7 +28,7 @@ from hsa.datasets.figures import png, pyplot
 from hsa.datasets.manifest import config_hash
 from hsa.datasets.schema import card_features
 from hsa.errors import DatasetError
-from hsa.harness.tokenizers import has_tokenizer_files, missing_tokenizer, tokenizer_problem
+from hsa.harness.tokenizers import load_failure, tokenizer_problem
 
 PLOTS = "plots"
 PROMPT_BUCKET = 500  # characters per bar of the prompt-length histogram
@@ -262,9 +262,8 @@ def _tokenizer_counter(path: str):
             file=path,
         ) from None
     except (OSError, ValueError) as exc:
-        if not has_tokenizer_files(path):  # a tokenizer class with no default to build
-            raise DatasetError(missing_tokenizer(), file=path) from None
-        raise DatasetError(f"cannot load a tokenizer from it: {exc}", file=path) from None
+        said = f"cannot load a tokenizer from it: {exc}"
+        raise DatasetError(load_failure(path, said), file=path) from None
     problem = tokenizer_problem(tokenizer, path)
     if problem is not None:
         raise DatasetError(problem, file=path)

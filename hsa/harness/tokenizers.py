@@ -40,6 +40,12 @@ def tokenizer_problem(tokenizer: Any, path: str | Path, setting: str = "") -> st
     return f"its tokenizer writes {PROBE!r} as {written}, so it would read every text as nothing"
 
 
+def load_failure(path: str | Path, said: str, setting: str = "") -> str:
+    """Why loading a tokenizer from ``path`` failed: ``missing_tokenizer`` where the folder has
+    no tokenizer files (a tokenizer class with no default to build), else ``said``."""
+    return said if has_tokenizer_files(path) else missing_tokenizer(setting)
+
+
 def missing_tokenizer(setting: str = "") -> str:
     """Why a folder without tokenizer files gives no tokenizer (``tokenizer_problem``)."""
     given = f" ({setting})" if setting else ""

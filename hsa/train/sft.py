@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from hsa.datasets.lock import LOCK
 from hsa.datasets.shards import write_atomic
 from hsa.errors import TrainError, first_line
-from hsa.harness.tokenizers import has_tokenizer_files, missing_tokenizer, tokenizer_problem
+from hsa.harness.tokenizers import load_failure, tokenizer_problem
 from hsa.train.card import (
     CARD,
     HF_CACHE,
@@ -456,9 +456,8 @@ def load_tokenizer(
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:
-        if not has_tokenizer_files(path):  # a tokenizer class with no default to build
-            raise TrainError(missing_tokenizer(setting), file=path) from None
-        raise TrainError(f"cannot load the model: {first_line(exc)}", file=path) from None
+        said = f"cannot load the model: {first_line(exc)}"
+        raise TrainError(load_failure(path, said, setting), file=path) from None
     problem = tokenizer_problem(tokenizer, path, setting)
     if problem is not None:
         raise TrainError(problem, file=path)
@@ -526,11 +525,13 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     prepared = trainer.train_dataset
     kept = kept_positions(trainer, "train_dataset")
     truncated = 0
+    # bfd packing cuts each row at max_length (bfd_split and wrapped lose no token)
+    packs_cut = args.max_length is not None and args.packing_strategy == "bfd"
     if "labels" not in (prepared.column_names or ()):
         pass  # prepared by the caller (TRL's skip_prepare_dataset): nothing TRL cut to count
     elif args.max_length is not None and kept is not None:
         truncated = _cut_short(trainer, rows, prepared, args.max_length)
-    elif args.max_length is not None and args.packing_strategy == "bfd":
+    elif packs_cut:
         kept, truncated = _cut_in_packing(trainer, rows.train, args.max_length)
     if kept is None:  # packed whole (bfd_split, wrapped): no token is lost
         kept = list(range(given))
@@ -546,8 +547,7 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     packed = trainer.eval_dataset
     if evaluated is None and packed is not None and "labels" in (packed.column_names or ()):
         # packed too (eval_packing): cut as the training rows are, or packed whole
-        cut = args.max_length is not None and args.packing_strategy == "bfd"
-        evaluated = _cut_in_packing(trainer, rows.eval, args.max_length)[0] if cut else None
+        evaluated = _cut_in_packing(trainer, rows.eval, args.max_length)[0] if packs_cut else None
     if evaluated is not None and "eval" in counts:
         counts["eval_dropped"] = counts["eval"] - len(evaluated)
         counts["eval"] = len(evaluated)

@@ -31,7 +31,7 @@ from typing import Any
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError, first_line
 from hsa.harness.model import call_format_problem
-from hsa.harness.tokenizers import has_tokenizer_files, missing_tokenizer, tokenizer_problem
+from hsa.harness.tokenizers import load_failure, tokenizer_problem
 from hsa.teachers.backends.base import BatchingBackend, Waiting
 from hsa.teachers.backends.output import parse_output
 from hsa.teachers.config import TeachConfig
@@ -333,9 +333,8 @@ def load_model(config: TransformersConfig) -> tuple[Any, Any]:
             folder, dtype=config.dtype, device_map=device, local_files_only=True
         )
     except Exception as exc:  # a truncated download raises safetensors' own error
-        if not has_tokenizer_files(folder):  # a tokenizer class with no default to build
-            raise TeacherError(missing_tokenizer(), file=str(folder)) from None
-        raise TeacherError(f"cannot load the model: {first_line(exc)}", file=str(folder)) from None
+        said = f"cannot load the model: {first_line(exc)}"
+        raise TeacherError(load_failure(folder, said), file=str(folder)) from None
     problem = tokenizer_problem(tokenizer, folder)
     if problem is not None:
         raise TeacherError(problem, file=str(folder))
