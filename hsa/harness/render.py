@@ -200,6 +200,8 @@ def shown_order(events: Sequence[Event], harness: Harness) -> list[int]:
     stays where it is (render refuses it there). ``parse(render(events))`` reads the events
     back in this order.
     """
+    if not harness.hooks:  # nothing moves: every firing is unknown and stays where it is
+        return list(range(len(events)))
     order: list[int] = []
     last_tool = False  # whether the last message, as fired, is a tool message
     group_skill = False  # the current run of calls loads a skill (its result ends it)

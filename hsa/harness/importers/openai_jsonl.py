@@ -680,7 +680,7 @@ def _tools_doc(row: Mapping[str, Any], path: Path, where: str) -> Any:
             file=str(path),
             where=f"{where}: $.functions",
         )
-    return row.get("tools") or row.get("functions") or []
+    return row.get(_tools_key(row)) or []
 
 
 def _entries(tools_doc: Any) -> list[str]:
@@ -900,6 +900,7 @@ def _foreign_calls(text: str, tools: set[str]) -> bool:
 def _react_call(text: str, tools: set[str]) -> bool:
     """Whether ``text`` holds a ReAct ``Action: NAME`` line (``_REACT_ACTION``) calling one
     of ``tools``, with its input after the name or ReAct's other steps in the text."""
+    steps: bool | None = None  # whether the text holds ReAct's other steps, once looked for
     for found in _REACT_ACTION.finditer(text):
         if found[1] not in tools:
             continue
@@ -908,7 +909,11 @@ def _react_call(text: str, tools: set[str]) -> bool:
             start -= 1
         if start and text[start - 1] != "\n":
             continue  # not at a line's start
-        if found[2] in ("[", "(") or _REACT_STEP.search(text):
+        if found[2] in ("[", "("):
+            return True
+        if steps is None:
+            steps = _REACT_STEP.search(text) is not None
+        if steps:
             return True
     return False
 
@@ -927,6 +932,8 @@ def _json_calls(text: str, tools: set[str]) -> bool:
         for found in key.finditer(text)
         if found[1] in tools and found.start() and text[found.start() - 1] in "\"'"
     ]
+    if not named:
+        return False
     named.sort(key=lambda found: found.start())
     decoder = json.JSONDecoder()
     marks = _MARK.finditer(text)
