@@ -115,6 +115,10 @@ class Environment(abc.ABC):
 
     #: registry name, e.g. ``livestream``
     name: str = ""
+    #: the version of ``score``: bumped when the same episode would score otherwise, so the
+    #: teacher jobs and evaluations of an older one are not resumed into (it is part of their
+    #: output hash from version 2 on)
+    score_version: int = 1
 
     @property
     def runs_tools(self) -> bool:

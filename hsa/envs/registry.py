@@ -78,6 +78,21 @@ def get(name: str, **options: Any) -> Environment:
 _CORPORA = ("bfcl", "tau2", "recorded")
 
 
+def score_version(name: str) -> int:
+    """The ``score_version`` of environment ``name``, without building it: that of the class
+    its factory is (or is a method of); 1 for a name not registered or a factory that does not
+    import (the job says what is wrong when it builds the environment) or is of another kind."""
+    if name not in _FACTORIES:
+        return 1
+    try:
+        factory: Any = _resolve(name)
+    except (ImportError, AttributeError):  # (a plugin's: building it says what is wrong)
+        return 1
+    owner = getattr(factory, "__self__", factory)  # a classmethod's class
+    version = getattr(owner, "score_version", 1) if isinstance(owner, type) else 1
+    return version if isinstance(version, int) else 1
+
+
 def _bad_path(name: str, options: Mapping[str, Any]) -> str | None:
     """What is wrong with the ``path`` of one of hsa's corpus environments that is not a path
     (a number or a list would fail deep in the corpus's import), or None."""

@@ -115,6 +115,9 @@ def schema_defaults(tool: Tool) -> dict[str, Any]:
 class Tau2Environment(CorpusEnvironment):
     """One tau2 domain (retail, airline, ...): its harness, tasks and action criterion."""
 
+    #: 2: the score is tau2's 0/1 reward (it was a share of the criteria met)
+    score_version = 2
+
     def __init__(
         self, harnesses, tasks, outputs=None, *, domain: str = "", notes: Sequence[str] = ()
     ):

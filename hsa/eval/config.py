@@ -10,6 +10,7 @@ from typing import Any
 
 from hsa.config import bounded, from_mapping, refuse, same_as, setting, settings_hash, typed
 from hsa.envs.base import SPLITS
+from hsa.envs.registry import score_version
 from hsa.errors import EvalError
 from hsa.teachers.config import (
     BACKENDS,
@@ -196,7 +197,7 @@ class EvalConfig:
 
     def output_hash(self) -> str:
         """A hash of the settings that decide the scores (with the recipe file's content) and
-        of the versions of variant planning and of rendering."""
+        of the versions of variant planning, of rendering and of the environment's scoring."""
         from hsa.augment.planner import PLAN_VERSION
         from hsa.eval.suites import heldout_recipe
         from hsa.harness.render import RENDER_VERSION
@@ -207,6 +208,8 @@ class EvalConfig:
             chosen["task_seed"] = self.task_seed
         if self.chat_template_kwargs:  # (likewise)
             chosen["chat_template_kwargs"] = public["chat_template_kwargs"]
+        if (scoring := score_version(self.env)) != 1:  # (past 1 only: older hashes kept)
+            chosen["score_version"] = scoring
         chosen["planner"] = PLAN_VERSION
         chosen["render"] = RENDER_VERSION
         chosen["rule_versions"] = rule_versions(lambda: heldout_recipe(self.recipe))

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hsa.config import bounded, from_mapping, refuse, setting, settings_hash, typed
 from hsa.envs.base import SPLITS
+from hsa.envs.registry import score_version
 from hsa.errors import HsaError, TeacherError
 from hsa.harness.model import call_format_problem
 
@@ -300,8 +301,9 @@ class TeachConfig:
     def output_hash(self) -> str:
         """A hash of ``output_dict`` (with the recipe file's content, not its path), of the
         versions of variant planning (another plans other variants from the same recipe) and
-        of rendering (another shows the same events otherwise) and,
-        for a local backend, of how it decodes (another answers the same request otherwise)."""
+        of rendering (another shows the same events otherwise), of the environment's scoring
+        (another scores the same episode otherwise) and, for a local backend, of how it
+        decodes (another answers the same request otherwise)."""
         from hsa.augment.planner import PLAN_VERSION
         from hsa.augment.recipe import default_recipe, load_recipe
         from hsa.harness.render import RENDER_VERSION
@@ -315,6 +317,8 @@ class TeachConfig:
             "render": RENDER_VERSION,
             "rule_versions": versions,
         }
+        if (scoring := score_version(self.env)) != 1:  # (past 1 only: older hashes kept)
+            chosen["score_version"] = scoring
         if self.backend in LOCAL_BACKENDS:  # (only there: other jobs keep their hashes)
             chosen["decode_version"] = decode_version(self.backend)
         return settings_hash(chosen, files=("recipe",))

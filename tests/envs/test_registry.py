@@ -54,3 +54,14 @@ def test_register(monkeypatch):
     hsa.envs.register_env("mini", "hsa.envs.livestream.env:LivestreamEnvironment")
     assert "mini" in env_names()
     assert isinstance(get_env("mini", n_tasks=3), LivestreamEnvironment)
+
+
+def test_score_version_is_read_without_building_the_environment(monkeypatch):
+    from hsa.envs import registry
+    from hsa.envs.tau2 import Tau2Environment
+
+    assert registry.score_version("tau2") == Tau2Environment.score_version == 2
+    assert registry.score_version("livestream") == 1
+    assert registry.score_version("no-such-env") == 1
+    monkeypatch.setitem(registry._FACTORIES, "broken", "no_such_module_hsa:Env")
+    assert registry.score_version("broken") == 1  # (building it says what is wrong)

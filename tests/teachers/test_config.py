@@ -85,3 +85,21 @@ def test_how_render_shows_events_is_part_of_every_job(monkeypatch):
     monkeypatch.setattr(rendering, "RENDER_VERSION", rendering.RENDER_VERSION + 1)
     after = [job.output_hash() for job in jobs], EvalConfig().output_hash()
     assert after[0][0] != before[0][0] and after[0][1] != before[0][1] and after[1] != before[1]
+
+
+def test_how_the_environment_scores_is_part_of_every_job(monkeypatch):
+    # rows an older tau2 scored (a share of its criteria, not its 0/1 reward) are another
+    # job's: a teacher job or an evaluation of them is not resumed into
+    from hsa.envs.livestream import LivestreamEnvironment
+    from hsa.envs.tau2 import Tau2Environment
+    from hsa.eval.config import EvalConfig
+
+    tau2 = {"env": "tau2", "env_options": {"path": "retail"}}
+    jobs = [TeachConfig(**tau2), EvalConfig(**tau2), TeachConfig(), EvalConfig()]
+    before = [job.output_hash() for job in jobs]
+    monkeypatch.setattr(Tau2Environment, "score_version", 1)  # as before the version counted
+    older = [job.output_hash() for job in jobs]
+    assert older[0] != before[0] and older[1] != before[1] and older[2:] == before[2:]
+    # livestream's first version leaves the hashes of its jobs as they were; a second not
+    monkeypatch.setattr(LivestreamEnvironment, "score_version", 2)
+    assert all(job.output_hash() != old for job, old in zip(jobs[2:], older[2:], strict=True))
