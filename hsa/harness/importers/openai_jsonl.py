@@ -822,11 +822,12 @@ def _calls_in_text(text: str, tools: set[str]) -> bool:
 
 #: the marks of a call to a tool written in text that is no hsa format, each found by a
 #: search for its literal start and the tool's name as group 1: Llama 3.1's
-#: ``<function=NAME>``; Mistral's ``[TOOL_CALLS]NAME[ARGS]``; a ReAct ``Action: NAME`` line
+#: ``<function=NAME>``; Mistral's ``[TOOL_CALLS]NAME[ARGS]{...}`` or ``[TOOL_CALLS]NAME{...}``
+#: (v11+ tokenizers' calls, as vLLM's Mistral parser reads them); a ReAct ``Action: NAME`` line
 #: (``Action 1: NAME``, as HotpotQA's numbered steps write it), with its input right after
 #: the name (``[...]``, ``(...)``, group 2) or none (a line's end)
 _FUNCTION_TAG = re.compile(r"<function=([^>\s]+)>")
-_MISTRAL_CALL = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*\[ARGS\]")
+_MISTRAL_CALL = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*(?:\[ARGS\]|\{)")
 _REACT_ACTION = re.compile(
     r"Action[ \t]*\d*[ \t]*:[ \t]*`?([^\s`\[(]+)`?[ \t]*([\[(]|\r?$)", re.MULTILINE
 )
