@@ -472,13 +472,19 @@ def load_tokenizer(
 
 
 def load_model(
-    path: str, *, template: str | None = None, renders: bool = True, key: str = "model"
+    path: str,
+    *,
+    template: str | None = None,
+    renders: bool = True,
+    key: str = "model",
+    tokenizer: Any = None,
 ) -> tuple[Any, Any]:
     """The model and tokenizer at ``path`` (a local folder, or a hub name when online); the
-    tokenizer as ``load_tokenizer`` checks it."""
+    tokenizer as ``load_tokenizer`` checks it, unless ``tokenizer`` is one it returned."""
     from transformers import AutoModelForCausalLM
 
-    tokenizer = load_tokenizer(path, template=template, renders=renders, key=key)
+    if tokenizer is None:
+        tokenizer = load_tokenizer(path, template=template, renders=renders, key=key)
     try:
         model = AutoModelForCausalLM.from_pretrained(path)
     except Exception as exc:  # a truncated download raises safetensors' own error
@@ -737,10 +743,10 @@ def train_sft(
     clock = RunClock(carried(checkpoint), since=started)  # the earlier parts' time too
     start = starting_model(checkpoint, settings.model)
     check_chat_template(args.chat_template_path, file)
-    load_tokenizer(start, template=args.chat_template_path)  # before the data is read
+    tokenizer = load_tokenizer(start, template=args.chat_template_path)  # before the data
     evaluate = args.eval_strategy != "no"
     rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE, evaluate=evaluate)
-    model, tokenizer = load_model(start, template=args.chat_template_path)
+    model, tokenizer = load_model(start, tokenizer=tokenizer)
     try:
         trainer = SFTTrainer(
             model=model,
