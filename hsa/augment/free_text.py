@@ -157,8 +157,10 @@ def remap_matchers(hooks: Iterable[Hook], names: Iterable[str], table: Mapping[s
 def format_accepts(protocol: Protocol, tool: str, params: Iterable[str] = ()) -> bool:
     """Whether calls to ``tool`` with arguments named ``params`` survive ``protocol``'s format.
 
-    Asked of the call format itself (write a call, read it back), so formats registered later
-    (Python call syntax, XML) are covered without hsa.augment knowing their rules.
+    Asked of the call format itself (its ``plain_names``, then a call written and read back),
+    so formats registered later (Python call syntax, XML) are covered without hsa.augment
+    knowing their rules. Python call syntax can write any argument name (``**{'from': 1}``),
+    but other readers cannot read that, so it does not take such a name.
     """
     if protocol.is_api:
         return True
@@ -172,6 +174,8 @@ def format_accepts(protocol: Protocol, tool: str, params: Iterable[str] = ()) ->
 def _accepts(fmt: CallFormat, tag: bool, tool: str, params: tuple[str, ...]) -> bool:
     # once per distinct (format, tag, tool name, parameter names): a tool recurs across
     # variants, protocols that differ only in their doc format, and conversations
+    if fmt.plain_names is not None and not fmt.plain_names(tool, params):
+        return False
     args = {p: 1 for p in params}
     try:
         text = fmt.format_calls([(tool, args)], tag)

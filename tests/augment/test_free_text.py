@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hsa.augment.free_text import replace_in_schema, replace_in_tool
+from hsa.augment.free_text import format_accepts, replace_in_schema, replace_in_tool
 from hsa.augment.names import replace_identifiers
-from hsa.harness.model import Tool
+from hsa.harness.model import Protocol, Tool
 
 NAMES = ["get_order", "sku", "order_id", "find"]
 prose = st.lists(st.sampled_from([*NAMES, "the", "`find`", "get_order_details", ",", "."])).map(
@@ -91,3 +91,13 @@ def test_a_tool_that_mentions_no_name_is_the_same_tool() -> None:
         Tool("t", "Calls `find` first.", {"type": "object", "properties": {}}), {"find": "seek"}
     )
     assert renamed.description == "Calls `seek` first."
+
+
+def test_python_calls_do_not_take_an_argument_name_they_would_write_as_a_splat() -> None:
+    # hsa reads its own **{'from': 1} back, but vLLM's pythonic parser and BFCL's decoder do not
+    python = Protocol("text", "python", False, "json")
+    assert format_accepts(python, "search_mail", ["query", "limit"])
+    for name in ("from", "max-results", "class", "__debug__", "\ufb01"):
+        assert not format_accepts(python, "search_mail", ["query", name]), name
+        assert format_accepts(Protocol("text", "hermes", True, "json"), "search_mail", [name])
+        assert format_accepts(Protocol("text", "json", True, "json"), "search_mail", [name])

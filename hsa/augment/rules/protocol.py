@@ -3,7 +3,8 @@ its ``<TOOLCALL>`` tag) and the tool-doc format.
 
 Candidates come from the registered formats (``hsa.harness.protocols``), so a format added
 there is drawn here without change; a format that cannot carry the harness's tool or
-parameter names (Python call syntax and ``kebab-case``, say) is never drawn. Switching to a
+parameter names (Python call syntax and ``kebab-case`` or ``from``, say: hsa would write such an
+argument as ``**{...}``, which other readers misread) is never drawn. Switching to a
 text protocol adds the prompt sections that show tool docs and call instructions when the
 system prompt does not show them, since otherwise the model would not see its tools; a
 protocol whose docs or instructions the prompt still does not show (a ``prompt.template``
@@ -149,8 +150,9 @@ def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> R
 @rule(
     "protocol.switch",
     # 2: each protocol drawn as often (hermes was listed twice); 3: tool docs and call
-    # instructions added under a prompt template too, and never a protocol the prompt hides
-    version="3",
+    # instructions added under a prompt template too, and never a protocol the prompt hides;
+    # 4: python calls never drawn for a parameter that is not a Python identifier (``from``)
+    version="4",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -181,7 +183,7 @@ def switch(harness: Harness, rng: random.Random, params: dict[str, Any], context
     return _pick(harness, candidates, rng)
 
 
-@rule("protocol.call_format", version="3")  # 2, 3: as switch
+@rule("protocol.call_format", version="4")  # 2, 3, 4: as switch
 def call_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Change how calls are written, and whether a ``<TOOLCALL>`` tag wraps them.
 
@@ -193,7 +195,7 @@ def call_format(harness: Harness, rng: random.Random, params: dict[str, Any], co
     return _pick(harness, [] if current.is_api else candidates, rng)
 
 
-@rule("protocol.doc_format", version="2")  # 2: as switch's 3
+@rule("protocol.doc_format", version="3")  # 2, 3: as switch's 3, 4
 def doc_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Change how tool docs are printed in the prompt: JSON, XML, Python or Markdown.
 

@@ -43,6 +43,10 @@ class CallFormat:
     instructions: Callable[[bool], str]
     #: whether assistant text can share a message with calls (tagged formats can)
     allows_prefix: Callable[[bool], bool]
+    #: whether calls to a tool named so, with arguments named so, are written in the format's
+    #: plain syntax, which other readers (vLLM's parsers, BFCL's decoder) read as hsa does;
+    #: None: always. ``parse_calls`` may read back more than that.
+    plain_names: Callable[[str, Sequence[str]], bool] | None = None
 
 
 def join_prefix(prefix: str | None, calls_text: str) -> str:

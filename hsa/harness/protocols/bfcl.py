@@ -35,12 +35,14 @@ def register_bfcl_format(
     write_body: Callable[[Sequence[Call], bool], str],
     read_body: Callable[[str], list[Call] | None],
     instructions: Callable[[bool], str],
+    plain_names: Callable[[str, Sequence[str]], bool] | None = None,
 ) -> CallFormat:
     """Register a BFCL-style format from its body writer and reader.
 
     ``write_body(calls, tagged)`` must not put ``<`` in the body when ``tagged`` except in its
     own markup (never ``<TOOLCALL>``); ``read_body(body)`` returns the calls, or None when the
-    body is not a non-empty list of calls in the format.
+    body is not a non-empty list of calls in the format. ``plain_names``: as ``CallFormat``
+    takes it.
     """
 
     def format_calls(calls: Sequence[Call], tag: bool) -> str:
@@ -67,6 +69,7 @@ def register_bfcl_format(
             parse_calls=parse_calls,
             instructions=instructions,
             allows_prefix=lambda tag: tag,
+            plain_names=plain_names,
         )
     )
 

@@ -3,9 +3,14 @@
 Values are Python literals (``literals.py``), so every JSON value round-trips, strings with
 quotes, newlines and any Unicode included. An argument whose name is not a Python identifier (or
 is a keyword, or changes under NFKC normalisation, which Python applies to identifiers) is passed
-as ``**{'name': value}``, keeping argument order. Tool names must be Python identifiers, dotted
-paths allowed (``math.factorial``); others cannot be written in this format and render refuses
-them. Inside a ``<TOOLCALL>`` tag ``<`` is written ``\\x3c`` in string literals.
+as ``**{'name': value}``, keeping argument order, so any call (one a harness names this format
+for, or a recorded call with an argument its tool does not declare) is written and read back.
+But vLLM's ``pythonic`` parser reads a splat as an argument named ``null`` and BFCL's decoder
+refuses it, so a tool with such a parameter does not fit this format (``plain_names``): the
+protocol rules and BFCL's format-sensitivity suite never choose it for one. Tool names must be
+Python identifiers, dotted paths allowed (``math.factorial``); others cannot be written in this
+format and render refuses them. Inside a ``<TOOLCALL>`` tag ``<`` is written ``\\x3c`` in string
+literals.
 
 Parsing uses ``ast``, never ``eval``: a bare call without the brackets and a Markdown code fence
 are accepted; positional arguments, names and expressions are not calls in this format.
@@ -38,8 +43,18 @@ def is_identifier(name: str) -> bool:
     )
 
 
+def _is_function(name: str) -> bool:
+    return bool(name) and all(is_identifier(part) for part in name.split("."))
+
+
+def plain_names(tool: str, params: Sequence[str]) -> bool:
+    """Whether calls to ``tool`` with arguments named ``params`` are written without a
+    ``**{...}`` splat, as every reader of this format reads them."""
+    return _is_function(tool) and all(is_identifier(p) for p in params)
+
+
 def _function(name: str) -> str:
-    if name and all(is_identifier(part) for part in name.split(".")):
+    if _is_function(name):
         return name
     raise ProtocolError(
         f"tool name {name!r} is not a Python identifier, so the python call format cannot "
@@ -125,4 +140,5 @@ register_bfcl_format(
         "Write argument values as Python literals (strings quoted, True, False, None, lists, "
         "dicts).",
     ),
+    plain_names,
 )

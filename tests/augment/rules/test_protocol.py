@@ -168,3 +168,20 @@ def test_unshown_raises_for_a_prompt_that_does_not_render_whatever_its_sections_
     prompt = dataclasses.replace(harness.prompt, sections=(broken, *shown))
     with pytest.raises(TemplateError):
         unshown(harness.replace(prompt=prompt))
+
+
+@pytest.mark.parametrize("param", ["from", "max-results", "class"])
+@pytest.mark.parametrize("name", ["protocol.switch", "protocol.call_format"])
+def test_python_calls_are_never_drawn_for_a_parameter_python_would_splat(name, param):
+    # hsa writes such an argument as **{'from': ...}: vLLM's pythonic parser reads it as an
+    # argument named "null", BFCL's decoder refuses it
+    search = Tool(
+        "search_mail",
+        "Search mail.",
+        {"type": "object", "properties": {"query": {"type": "string"}, param: {"type": "string"}}},
+    )
+    harness = dataclasses.replace(_harness(None, TEXT), tools=(search,))
+    chain = [(get_rule(name), {"target": "text"} if name == "protocol.switch" else {})]
+    drawn = {apply_chain(harness, chain, seed=seed)[0].harness.protocol for seed in range(60)}
+    assert len({p.call_format for p in drawn}) > 2
+    assert "python" not in {p.call_format for p in drawn}
