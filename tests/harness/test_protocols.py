@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -18,7 +19,7 @@ from hsa.errors import ProtocolError
 from hsa.harness import Tool
 from hsa.harness.model import CALL_FORMATS as MODEL_CALL_FORMATS
 from hsa.harness.model import DOC_FORMATS as MODEL_DOC_FORMATS
-from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS, join_prefix
+from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS, join_prefix, split_prefix
 from hsa.harness.protocols.literals import from_literal, to_literal
 from tests.harness.strategies import arguments, json_values, texts, tool_names
 
@@ -381,6 +382,55 @@ def test_a_malformed_hermes_block_before_calls_is_text() -> None:
         "<tool_call>\nnot json\n</tool_call>",
         [("f", {})],
     )
+
+
+_HERMES_BLOCK = re.compile(r"<tool_call>\s*((?:(?!</?tool_call>).)*?)\s*</tool_call>\Z", re.DOTALL)
+
+
+def _hermes_reference(text: str) -> tuple[str | None, list] | None:
+    """hermes' parse as it was written first: one anchored regex search per block."""
+    calls: list = []
+    rest = text
+    while (match := _HERMES_BLOCK.search(rest.rstrip())) is not None:
+        block = f"<tool_call>{match.group(1)}</tool_call>"
+        parsed = CALL_FORMATS["hermes"].parse_calls(block, False)
+        if parsed is None:
+            if not calls:
+                return None
+            break
+        calls.extend(parsed[1])
+        rest = rest[: match.start()]
+    return split_prefix(rest, calls[::-1])
+
+
+_HERMES_PIECES = (
+    "<tool_call>",
+    "</tool_call>",
+    "tool_call>",
+    " ",
+    "\n",
+    "\u00a0",
+    "x",
+    "<",
+    '{"name": "f", "arguments": {}}',
+    '{"name": "g", "arguments": {"q": "<b>"}}',
+    '{"name": "g", "arguments": "{}"}',
+)
+
+
+@settings(max_examples=500)
+@given(st.lists(st.sampled_from(_HERMES_PIECES), max_size=12).map("".join))
+def test_hermes_parse_reads_what_one_regex_search_per_block_read(text: str) -> None:
+    assert CALL_FORMATS["hermes"].parse_calls(text, False) == _hermes_reference(text)
+
+
+def test_hermes_parse_is_linear_in_the_number_of_blocks() -> None:
+    # one search over the rest of the text per block took 44 s for these 4,000 blocks
+    text = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>\n' * 4000
+    started = time.monotonic()
+    parsed = CALL_FORMATS["hermes"].parse_calls(text, False)
+    assert time.monotonic() - started < 1  # about 0.05 s
+    assert parsed == (None, [("f", {})] * 4000)
 
 
 # --- the real BFCL corpus -------------------------------------------------------------------------

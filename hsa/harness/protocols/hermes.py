@@ -20,7 +20,6 @@ formats refuse an argument given twice too (``read_json``).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,10 +81,7 @@ def read_json(text: str, **loads_options: Any) -> tuple[Any, RepeatedKeys]:
     return json.loads(text, object_pairs_hook=hook, **loads_options), repeated
 
 
-# Anchored at the end of the (right-stripped) text. The body may hold any text but a tag, as
-# vLLM's Hermes parser reads it (``<tool_call>(.*?)</tool_call>``, across lines): a model's
-# JSON is not escaped as ours is, and ``{"q": "price < 50"}`` is a call there.
-_BLOCK = re.compile(r"<tool_call>\s*((?:(?!</?tool_call>).)*?)\s*</tool_call>\Z", re.DOTALL)
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 
 
 def _format(calls: Sequence[Call], tag: bool) -> str:
@@ -110,18 +106,34 @@ def _call(body: str) -> Call | None:
     return obj["name"], args
 
 
+def _end_of_text(text: str, end: int) -> int:
+    """Where ``text[:end].rstrip()`` ends, found without copying the text."""
+    while end and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
 def _parse(text: str, tag: bool) -> tuple[str | None, list[Call]] | None:
+    """The run of blocks at the end of ``text``, read from the last one back in one pass.
+
+    A block's body may hold any text but a tag, as vLLM's Hermes parser reads it
+    (``<tool_call>(.*?)</tool_call>``, across lines): a model's JSON is not escaped as ours is,
+    and ``{"q": "price < 50"}`` is a call there. So a block ends at the last closing tag and
+    starts at the last opening tag before it.
+    """
     calls: list[Call] = []
-    rest = text
-    while (match := _BLOCK.search(rest.rstrip())) is not None:
-        call = _call(match.group(1))
+    first = end = _end_of_text(text, len(text))
+    while text.endswith(_CLOSE, 0, end):
+        close = end - len(_CLOSE)
+        start = text.rfind(_OPEN, 0, close)
+        if start == -1 or text.find(_CLOSE, start, close) != -1:
+            break
+        call = _call(text[start + len(_OPEN) : close].strip())
         if call is None:
-            if not calls:
-                return None
             break  # a malformed block before well-formed ones is the assistant's text
         calls.append(call)
-        rest = rest[: match.start()]
-    return split_prefix(rest, calls[::-1])
+        first, end = start, _end_of_text(text, start)
+    return split_prefix(text[:first], calls[::-1])
 
 
 register_call_format(
