@@ -433,6 +433,56 @@ def test_hermes_parse_is_linear_in_the_number_of_blocks() -> None:
     assert parsed == (None, [("f", {})] * 4000)
 
 
+_PARIS = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # generation stopped right after the JSON, before the closing tag
+        (f"<tool_call>\n{_PARIS}\n", (None, [("get_weather", {"city": "Paris"})])),
+        (
+            f"Checking.\n<tool_call>\n{_PARIS}\n</tool_call>\n<tool_call>\n"
+            '{"name": "get_weather", "arguments": {"city": "Rome"}}',
+            ("Checking.", [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Rome"})]),
+        ),
+        # the arguments object written as a JSON string
+        (
+            '<tool_call>\n{"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}'
+            "\n</tool_call>",
+            (None, [("get_weather", {"city": "Paris"})]),
+        ),
+        # a malformed block before the calls is the assistant's text, as in training text
+        (
+            f"<tool_call>not json</tool_call>\n<tool_call>{_PARIS}",
+            ("<tool_call>not json</tool_call>", [("get_weather", {"city": "Paris"})]),
+        ),
+    ],
+)
+def test_a_hermes_reply_is_read_as_vllms_parser_reads_it_and_training_text_is_not(
+    text: str, expected: Any
+) -> None:
+    hermes = CALL_FORMATS["hermes"]
+    assert hermes.parse_reply is not None
+    assert hermes.parse_reply(text, False) == expected
+    assert hermes.parse_calls(text, False) is None  # a row's text must round-trip
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',  # cut off in the JSON
+        f"<tool_call>\n{_PARIS}\n</tool_",  # cut off in the closing tag
+        f"<tool_call>\n{_PARIS}\n</tool_call>\nand then some text",
+        '<tool_call>{"name": "f", "arguments": "[1, 2]"}</tool_call>',  # not an object
+        '<tool_call>{"name": "f", "arguments": "{\\"a\\": 1, \\"a\\": 2}"}</tool_call>',
+        '<tool_call>{"name": "f", "arguments": "not json"}</tool_call>',
+    ],
+)
+def test_a_hermes_reply_that_is_no_call_even_to_vllm_is_none(text: str) -> None:
+    assert CALL_FORMATS["hermes"].parse_reply(text, False) is None  # type: ignore[misc]
+
+
 # --- the real BFCL corpus -------------------------------------------------------------------------
 
 

@@ -43,6 +43,10 @@ class CallFormat:
     instructions: Callable[[bool], str]
     #: whether assistant text can share a message with calls (tagged formats can)
     allows_prefix: Callable[[bool], bool]
+    #: ``parse_calls`` for a model's reply that no server parsed (``hsa.teachers.backends.
+    #: output``), as lenient as the server's own parser for the format; None: ``parse_calls``.
+    #: Harness and training text is always read with ``parse_calls``, which must round-trip.
+    parse_reply: Callable[[str, bool], tuple[str | None, list[Call]] | None] | None = None
     #: whether calls to a tool named so, with arguments named so, are written in the format's
     #: plain syntax, which other readers (vLLM's parsers, BFCL's decoder) read as hsa does;
     #: None: always. ``parse_calls`` may read back more than that.

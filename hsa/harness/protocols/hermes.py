@@ -12,7 +12,9 @@ text included: render writes calls only at the end, so text quoting a block read
 written (a model's reply holding such a block is a format failure in a rollout,
 ``hsa.teachers.rollout.read_step``, not a call left unrun). A message
 whose last block is not a JSON call object (with its ``"arguments"`` object) is not a call
-message, nor is one that gives a key of that object or of its arguments twice
+message (a model's reply that no server parsed is read as vLLM's parser reads it, with
+``parse_reply``: its last block may lack the closing tag, and ``"arguments"`` may be a JSON
+string holding the object), nor is one that gives a key of that object or of its arguments twice
 (``{"amount": 5, "amount": 500}``): which was meant cannot be told, and the Python and XML
 formats refuse an argument given twice too (``read_json``).
 """
@@ -91,7 +93,7 @@ def _format(calls: Sequence[Call], tag: bool) -> str:
     )
 
 
-def _call(body: str) -> Call | None:
+def _call(body: str, lenient: bool = False) -> Call | None:
     try:
         obj, repeated = read_json(body)
     except (ValueError, RecursionError):  # an integer past Python's digit limit included
@@ -101,6 +103,14 @@ def _call(body: str) -> Call | None:
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
     args = obj.get("arguments")
+    if lenient and isinstance(args, str):
+        # a model's arguments as a JSON string, which vLLM's parser decodes
+        try:
+            args, inner = read_json(args)
+        except (ValueError, RecursionError):
+            return None
+        if inner.any_of(args):
+            return None
     if not isinstance(args, dict) or repeated.any_of(obj, args):
         return None
     return obj["name"], args
@@ -113,22 +123,31 @@ def _end_of_text(text: str, end: int) -> int:
     return end
 
 
-def _parse(text: str, tag: bool) -> tuple[str | None, list[Call]] | None:
+def _blocks(text: str, lenient: bool) -> tuple[str | None, list[Call]] | None:
     """The run of blocks at the end of ``text``, read from the last one back in one pass.
 
     A block's body may hold any text but a tag, as vLLM's Hermes parser reads it
     (``<tool_call>(.*?)</tool_call>``, across lines): a model's JSON is not escaped as ours is,
     and ``{"q": "price < 50"}`` is a call there. So a block ends at the last closing tag and
-    starts at the last opening tag before it.
+    starts at the last opening tag before it. ``lenient``: the last block may also lack its
+    closing tag (vLLM's ``<tool_call>(.*)``), and ``"arguments"`` may be a JSON string.
     """
     calls: list[Call] = []
     first = end = _end_of_text(text, len(text))
+    if lenient and not text.endswith(_CLOSE, 0, end):
+        start = text.rfind(_OPEN, 0, end)
+        if start != -1 and text.find(_CLOSE, start, end) == -1:
+            call = _call(text[start + len(_OPEN) : end].strip(), lenient)
+            if call is None:
+                return None
+            calls.append(call)
+            first, end = start, _end_of_text(text, start)
     while text.endswith(_CLOSE, 0, end):
         close = end - len(_CLOSE)
         start = text.rfind(_OPEN, 0, close)
         if start == -1 or text.find(_CLOSE, start, close) != -1:
             break
-        call = _call(text[start + len(_OPEN) : close].strip())
+        call = _call(text[start + len(_OPEN) : close].strip(), lenient)
         if call is None:
             break  # a malformed block before well-formed ones is the assistant's text
         calls.append(call)
@@ -136,11 +155,23 @@ def _parse(text: str, tag: bool) -> tuple[str | None, list[Call]] | None:
     return split_prefix(text[:first], calls[::-1])
 
 
+def _parse(text: str, tag: bool) -> tuple[str | None, list[Call]] | None:
+    return _blocks(text, lenient=False)
+
+
+def parse_reply(text: str, tag: bool) -> tuple[str | None, list[Call]] | None:
+    """``parse_calls`` for a model's reply, read as vLLM's Hermes parser reads it: its last
+    block may lack the closing tag (generation stopped right after the JSON) and
+    ``"arguments"`` may be the arguments object written as a JSON string."""
+    return _blocks(text, lenient=True)
+
+
 register_call_format(
     CallFormat(
         name="hermes",
         format_calls=_format,
         parse_calls=_parse,
+        parse_reply=parse_reply,
         instructions=lambda tag: (
             "To call a tool, end your reply with one <tool_call></tool_call> block per call, "
             'each holding a JSON object {"name": <tool name>, "arguments": <arguments object>}.'

@@ -31,7 +31,9 @@ def parse_output(text: str, request: ChatRequest, call_format: str = "hermes") -
     A leading ``<think>`` block becomes ``reasoning_content``, and so does the text before a
     first ``</think>`` that has no opening tag. When the request carried tools
     (the ``api`` protocol), calls written in ``call_format`` become ``tool_calls`` with ids
-    derived from the request, so they are stable across reruns; text the parser does not
+    derived from the request, so they are stable across reruns. Calls are read as the
+    format's server-side parser reads them (``CallFormat.parse_reply``: a Hermes reply's last
+    block may lack its closing tag, its arguments may be a JSON string); text the parser does not
     accept stays content, and the rollout reports it as a format failure if it holds a call.
     """
     reasoning = None
@@ -46,7 +48,7 @@ def parse_output(text: str, request: ChatRequest, call_format: str = "hermes") -
             raise TeacherError(
                 f"unknown call format {call_format!r}; known: {', '.join(sorted(CALL_FORMATS))}"
             )
-        parsed = fmt.parse_calls(text, False)
+        parsed = (fmt.parse_reply or fmt.parse_calls)(text, False)
         if parsed is not None:
             prefix, calls = parsed
             stem = request.key()[:12]

@@ -91,3 +91,22 @@ def test_a_call_holding_an_integer_past_pythons_digit_limit_stays_text():
         '<tool_call>\n{"name": "get_price", "arguments": {"n": ' + "9" * 4301 + "}}\n</tool_call>"
     )
     assert parse_output(text, request("price?", TOOLS_A)) == {"role": "assistant", "content": text}
+
+
+def test_hermes_calls_are_read_as_vllms_parser_reads_them():
+    # generation stopped before the last closing tag; arguments written as a JSON string
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    r = request("weather?", tools)
+    paris = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    rome = '{"name": "get_weather", "arguments": "{\\"city\\": \\"Rome\\"}"}'
+    for text, cities in [
+        (f"<tool_call>\n{paris}\n", ["Paris"]),
+        (f"<tool_call>\n{paris}\n</tool_call>\n<tool_call>\n{rome}", ["Paris", "Rome"]),
+        (f"<tool_call>\n{rome}\n</tool_call>", ["Rome"]),
+    ]:
+        message = parse_output(text, r)
+        assert message["content"] is None, text
+        calls = [json.loads(c["function"]["arguments"]) for c in message["tool_calls"]]
+        assert calls == [{"city": city} for city in cities]
+    cut = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa'
+    assert parse_output(cut, r) == {"role": "assistant", "content": cut}
