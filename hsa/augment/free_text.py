@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from hsa.augment.names import replace_identifiers
+from hsa.augment.param_schemas import reached
 from hsa.errors import HsaError
 from hsa.harness.model import Harness, Hook, Protocol, Section, Skill, Tool
 from hsa.harness.protocols import CALL_FORMATS, CallFormat
@@ -188,7 +189,19 @@ def _accepts(fmt: CallFormat, tag: bool, tool: str, params: tuple[str, ...]) -> 
 def harness_names(harness: Harness) -> list[tuple[str, list[str]]]:
     """Each surface tool (skill tool included) with its top-level parameter names."""
     tools = [*harness.tools, *([harness.skill_tool] if harness.skill_tool else [])]
-    return [(t.name, list((t.parameters.get("properties") or {}).keys())) for t in tools]
+    return [(t.name, t.derived(argument_names)) for t in tools]
+
+
+def argument_names(tool: Tool) -> list[str]:
+    """The names a call to ``tool`` can give its arguments: the properties of its parameters'
+    root and of what describes the same object (``allOf``, ``anyOf``, ``oneOf``, a ``$ref``),
+    in first-seen order."""
+    names: dict[str, None] = {}
+    for found in reached(dict(tool.parameters)):
+        if found.path == ():
+            for key in found.node.get("properties") or {}:
+                names.setdefault(key, None)
+    return list(names)
 
 
 def protocol_fits(harness: Harness, protocol: Protocol) -> bool:

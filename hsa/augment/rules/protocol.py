@@ -117,11 +117,17 @@ def _pick(harness: Harness, candidates: list[Protocol], rng: random.Random) -> R
     current = harness.protocol.label
     others = [p for p in candidates if p.label != current]
     excused: set[str] | None = None  # what harness's own prompt does not show, once needed
+    # whether names fit depends on how calls are written, not on how docs are printed: calls
+    # written as the harness writes them are not struck out (its author's choice)
+    own = (
+        None
+        if harness.protocol.is_api
+        else (harness.protocol.call_format, harness.protocol.call_tag)
+    )
     while others:
         choice = rng.choice(others)
-        # whether names fit depends on how calls are written, not on how docs are printed
-        if not choice.is_api and not protocol_fits(harness, choice):
-            writes = (choice.call_format, choice.call_tag)
+        writes = (choice.call_format, choice.call_tag)
+        if not choice.is_api and writes != own and not protocol_fits(harness, choice):
             others = [p for p in others if p.is_api or (p.call_format, p.call_tag) != writes]
             continue
         changed = harness.replace(protocol=choice)
@@ -195,7 +201,8 @@ def call_format(harness: Harness, rng: random.Random, params: dict[str, Any], co
     return _pick(harness, [] if current.is_api else candidates, rng)
 
 
-@rule("protocol.doc_format", version="3")  # 2, 3: as switch's 3, 4
+@rule("protocol.doc_format", version="3")  # 2: as switch's 3; 3: the fit of names checked
+# (as switch's 4) for other call formats only, a harness's own never struck out
 def doc_format(harness: Harness, rng: random.Random, params: dict[str, Any], context: Context):
     """Change how tool docs are printed in the prompt: JSON, XML, Python or Markdown.
 

@@ -49,7 +49,9 @@ def _is_function(name: str) -> bool:
 
 def plain_names(tool: str, params: Sequence[str]) -> bool:
     """Whether calls to ``tool`` with arguments named ``params`` are written without a
-    ``**{...}`` splat, as every reader of this format reads them."""
+    ``**{...}`` splat, which BFCL's decoder refuses and vLLM's pythonic parser misreads (its
+    names must also start with an ASCII letter, ``[a-zA-Z]``, and be undotted: a name that
+    does not is read as no call there, as BFCL's own dotted and ``_from`` names are)."""
     return _is_function(tool) and all(is_identifier(p) for p in params)
 
 

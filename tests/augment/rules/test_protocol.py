@@ -185,3 +185,37 @@ def test_python_calls_are_never_drawn_for_a_parameter_python_would_splat(name, p
     drawn = {apply_chain(harness, chain, seed=seed)[0].harness.protocol for seed in range(60)}
     assert len({p.call_format for p in drawn}) > 2
     assert "python" not in {p.call_format for p in drawn}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"allOf": [{"properties": {"from": {"type": "string"}}}]},
+        {"$ref": "#/$defs/a", "$defs": {"a": {"properties": {"from": {"type": "string"}}}}},
+        {"anyOf": [{"properties": {"from": {"type": "string"}}}, {"required": ["q"]}]},
+    ],
+)
+def test_an_argument_named_through_allof_ref_or_anyof_keeps_python_calls_out_too(schema):
+    search = Tool("search_mail", "Search mail.", {"type": "object", **schema})
+    harness = dataclasses.replace(_harness(None, TEXT), tools=(search,))
+    chain = [(get_rule("protocol.switch"), {"target": "text"})]
+    drawn = {apply_chain(harness, chain, seed=seed)[0].harness.protocol for seed in range(60)}
+    assert len({p.call_format for p in drawn}) > 2
+    assert "python" not in {p.call_format for p in drawn}
+
+
+def test_doc_format_varies_a_python_harness_it_would_not_switch_to():
+    # how docs are printed does not change how calls are written: a harness whose author
+    # chose python calls for a parameter named ``from`` still gets other doc formats
+    search = Tool(
+        "search_mail",
+        "Search mail.",
+        {"type": "object", "properties": {"from": {"type": "string"}}},
+    )
+    harness = dataclasses.replace(
+        _harness(None, TEXT), tools=(search,), protocol=Protocol("text", "python", False, "json")
+    )
+    chain = [(get_rule("protocol.doc_format"), {})]
+    drawn = {apply_chain(harness, chain, seed=seed)[0].harness.protocol for seed in range(20)}
+    assert {p.call_format for p in drawn} == {"python"}
+    assert len({p.doc_format for p in drawn}) > 2
