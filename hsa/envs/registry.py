@@ -86,7 +86,7 @@ def score_version(name: str) -> int:
         return 1
     try:
         factory: Any = _resolve(name)
-    except (ImportError, AttributeError):  # (a plugin's: building it says what is wrong)
+    except Exception:  # a plugin's that does not import: building it says what is wrong
         return 1
     owner = getattr(factory, "__self__", factory)  # a classmethod's class
     version = getattr(owner, "score_version", 1) if isinstance(owner, type) else 1

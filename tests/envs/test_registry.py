@@ -65,3 +65,14 @@ def test_score_version_is_read_without_building_the_environment(monkeypatch):
     assert registry.score_version("no-such-env") == 1
     monkeypatch.setitem(registry._FACTORIES, "broken", "no_such_module_hsa:Env")
     assert registry.score_version("broken") == 1  # (building it says what is wrong)
+
+
+def test_score_version_of_a_plugin_that_fails_to_import_is_1(monkeypatch, tmp_path):
+    # a module that raises as it imports: the hash of a job is made, building the
+    # environment says what is wrong
+    from hsa.envs import registry
+
+    (tmp_path / "hsa_broken_plugin_env.py").write_text("raise RuntimeError('no')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry._FACTORIES, "broken", "hsa_broken_plugin_env:Env")
+    assert registry.score_version("broken") == 1
