@@ -21,7 +21,9 @@ import difflib
 import hashlib
 import json
 import math
+import os
 import re
+import time
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -307,15 +309,55 @@ def _is_union(hint: Any) -> bool:
 
 def settings_hash(chosen: Mapping[str, Any], files: Iterable[str] = ()) -> str:
     """A hash of the settings ``chosen``, the settings named in ``files`` (paths) taken by
-    their file's content rather than their path, so a moved recipe is the same job and an
-    edited one another. An unreadable file is hashed by its path (reported when loaded)."""
+    their file's content rather than their path (``content_hash``), so a moved recipe is the
+    same job and an edited one another. An unreadable file is hashed by its path (reported
+    when loaded)."""
     chosen = dict(chosen)
     for name in files:
         if chosen.get(name) is not None:
             with contextlib.suppress(OSError):
-                chosen[name] = hashlib.sha256(Path(chosen[name]).read_bytes()).hexdigest()
+                chosen[name] = content_hash(Path(chosen[name]))
     text = json.dumps(chosen, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def content_hash(path: Path) -> str:
+    """The content of the file or folder ``path`` as a hash, whatever the path it is named by:
+    a file's SHA-256; a folder's, that of the name (relative to it) and SHA-256 of every file
+    in it, at any depth. ``OSError`` (``FileNotFoundError`` when it is not there, with the
+    name of the file that could not be read). Each file is read once per process while its
+    size and times stay the same, so that hashing a job's settings again is cheap."""
+    if path.is_file():
+        return _file_hash(path)
+    if path.is_dir():
+        lines = [
+            f"{file.relative_to(path)}\0{_file_hash(file)}\n"
+            for file in sorted(p for p in path.rglob("*") if p.is_file())
+        ]
+        text = json.dumps({"files": "".join(lines)}, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    raise FileNotFoundError(2, "No such file or directory", str(path))
+
+
+#: file hashes by what ``os.stat`` says of the file (device, inode, size, times)
+_FILE_HASHES: dict[tuple[int, ...], str] = {}
+#: how long after its last change a file's hash is kept: file times tick coarsely (a few
+#: milliseconds), so a file rewritten at once to the same size can keep its times
+_SETTLED_NS = 2_000_000_000
+
+
+def _file_hash(path: Path) -> str:
+    with open(path, "rb") as fh:
+        found = os.fstat(fh.fileno())
+        key = (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+        if (known := _FILE_HASHES.get(key)) is not None:
+            return known
+        digest = hashlib.sha256()
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    if time.time_ns() - max(found.st_mtime_ns, found.st_ctime_ns) > _SETTLED_NS:
+        _FILE_HASHES[key] = digest.hexdigest()
+    return digest.hexdigest()
 
 
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"

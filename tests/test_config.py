@@ -430,3 +430,23 @@ def test_yaml_past_what_python_reads_is_one_error() -> None:
     with pytest.raises(ConfigError, match="4,300 digits") as caught:
         loads_yaml("seed: 1" + "0" * 5000, error=ConfigError, file="c.yaml")
     assert caught.value.file == "c.yaml"
+
+
+def test_content_hash_is_the_content_of_a_file_or_of_every_file_of_a_folder(tmp_path):
+    import hashlib
+
+    from hsa.config import content_hash
+
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "a.json").write_bytes(b"{}")
+    (tmp_path / "d" / "sub" / "b.json").write_bytes(b"[]")
+    assert content_hash(tmp_path / "d" / "a.json") == hashlib.sha256(b"{}").hexdigest()
+    folder = content_hash(tmp_path / "d")
+    (tmp_path / "d" / "sub" / "b.json").write_bytes(b"[1]")
+    assert content_hash(tmp_path / "d") != folder
+    (tmp_path / "d" / "sub" / "b.json").write_bytes(b"[]")
+    assert content_hash(tmp_path / "d") == folder
+    (tmp_path / "d" / "sub" / "b.json").rename(tmp_path / "d" / "sub" / "c.json")
+    assert content_hash(tmp_path / "d") != folder  # (a file's name is part of it)
+    with pytest.raises(FileNotFoundError):
+        content_hash(tmp_path / "missing")

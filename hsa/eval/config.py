@@ -17,6 +17,7 @@ from hsa.teachers.config import (
     RAMP_MAX,
     TIMEOUT_MAX,
     TeachConfig,
+    corpus_identity,
     local_model,
     public_url,
     rule_versions,
@@ -196,14 +197,16 @@ class EvalConfig:
         return json.loads(json.dumps(out, default=str))
 
     def output_hash(self) -> str:
-        """A hash of the settings that decide the scores (with the recipe file's content) and
-        of the versions of variant planning, of rendering and of the environment's scoring."""
+        """A hash of the settings that decide the scores (with the content of the recipe file
+        and of the corpus ``env_options.path`` names: ``corpus_identity``) and of the versions of
+        variant planning, of rendering and of the environment's scoring."""
         from hsa.augment.planner import PLAN_VERSION
         from hsa.eval.suites import heldout_recipe
         from hsa.harness.render import RENDER_VERSION
 
         public = self.public_dict()
         chosen = {name: public[name] for name in _OUTPUT_FIELDS}
+        chosen["env_options"] = corpus_identity(public["env_options"])
         if self.task_seed is not None:  # (unset, it leaves the hash as it was before it)
             chosen["task_seed"] = self.task_seed
         if self.chat_template_kwargs:  # (likewise)

@@ -31,6 +31,7 @@ from hsa._version import __version__
 from hsa.augment.recipe import DEFAULT_RECIPE_FILE, Recipe, default_recipe, load_recipe
 from hsa.config import (
     bounded,
+    content_hash,
     first_schema_problem,
     from_mapping,
     read_yaml,
@@ -42,7 +43,6 @@ from hsa.config import (
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
-from hsa.datasets.shards import sha256_file
 from hsa.datasets.source import Source, open_source
 from hsa.errors import ConfigError, HsaError, refuse_kind, refuse_path
 from hsa.harness.jsonvalues import json_path
@@ -327,19 +327,17 @@ def teach_paths(teach: Mapping[str, Any], base: Path) -> dict[str, Any]:
 
 
 def _fingerprint(path: Path, file: str | None = None, where: str | None = None) -> str:
-    """The content of the file or folder ``path``, as a hash; one that is not there, or a file
-    in it that cannot be read, is an error at ``where`` of the config ``file`` (given), else
-    naming ``path``."""
-    reading = path
+    """The content of the file or folder ``path``, as a hash (``content_hash``); one that is
+    not there, or a file in it that cannot be read, is an error at ``where`` of the config
+    ``file`` (given), else naming ``path``."""
+    if not path.exists():
+        if where is not None:
+            raise ConfigError(f"{path}: no such file or directory", file=file, where=where)
+        raise ConfigError("no such file or directory", file=str(path))
     try:
-        if path.is_file():
-            return sha256_file(path)
-        if path.is_dir():
-            lines = []
-            for reading in sorted(p for p in path.rglob("*") if p.is_file()):
-                lines.append(f"{reading.relative_to(path)}\0{sha256_file(reading)}\n")
-            return mf.config_hash({"files": "".join(lines)})
+        return content_hash(path)
     except OSError as exc:
+        reading = Path(exc.filename) if exc.filename else path
         why = f"cannot read {reading}: {exc.strerror or exc}"
         if isinstance(exc, FileNotFoundError) and reading != path:
             why += f" (it went while {path} was read: is another job writing there?)"
@@ -347,9 +345,6 @@ def _fingerprint(path: Path, file: str | None = None, where: str | None = None) 
         if where is None:
             raise ConfigError(why, file=str(path)) from None
         raise ConfigError(why, file=file, where=where) from None
-    if where is not None:
-        raise ConfigError(f"{path}: no such file or directory", file=file, where=where)
-    raise ConfigError("no such file or directory", file=str(path))
 
 
 def parse_config(data: Any, *, base: Path = Path(), file: str | None = None) -> BuildConfig:

@@ -7,10 +7,19 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from hsa.config import bounded, from_mapping, refuse, setting, settings_hash, typed
+from hsa.config import (
+    bounded,
+    content_hash,
+    from_mapping,
+    refuse,
+    setting,
+    settings_hash,
+    typed,
+)
 from hsa.envs.base import SPLITS
 from hsa.envs.registry import score_version
 from hsa.errors import HsaError, TeacherError
@@ -281,7 +290,8 @@ class TeachConfig:
         return out
 
     def output_dict(self) -> dict[str, Any]:
-        """The settings that decide what the job writes (not how fast, nor from where)."""
+        """The settings that decide what the job writes (not how fast, nor from which
+        server), files as named (``output_hash`` takes the recipe's and corpus's content)."""
         public = self.public_dict()
         out = {name: public[name] for name in OUTPUT_FIELDS}
         out |= {name: public[name] for name in SET_OUTPUT_FIELDS if public[name]}
@@ -299,11 +309,12 @@ class TeachConfig:
         return {k: self.vllm_args[k] for k in sorted(self.vllm_args) if k not in VLLM_SPEED_ARGS}
 
     def output_hash(self) -> str:
-        """A hash of ``output_dict`` (with the recipe file's content, not its path), of the
-        versions of variant planning (another plans other variants from the same recipe) and
-        of rendering (another shows the same events otherwise), of the environment's scoring
-        (another scores the same episode otherwise) and, for a local backend, of how it
-        decodes (another answers the same request otherwise)."""
+        """A hash of ``output_dict`` (with the content of the recipe file and of the corpus
+        ``env_options.path`` names, not their paths: ``corpus_identity``), of the versions of
+        variant planning (another plans other variants from the same recipe) and of rendering
+        (another shows the same events otherwise), of the environment's scoring (another
+        scores the same episode otherwise) and, for a local backend, of how it decodes
+        (another answers the same request otherwise)."""
         from hsa.augment.planner import PLAN_VERSION
         from hsa.augment.recipe import default_recipe, load_recipe
         from hsa.harness.render import RENDER_VERSION
@@ -313,6 +324,7 @@ class TeachConfig:
         versions = rule_versions(lambda: load_recipe(recipe) if recipe else default_recipe())
         chosen = {
             **self.output_dict(),
+            "env_options": corpus_identity(self.env_options),
             "planner": PLAN_VERSION,
             "render": RENDER_VERSION,
             "rule_versions": versions,
@@ -328,6 +340,20 @@ class TeachConfig:
         """A config from a mapping (a YAML ``teach:`` section), unknown keys refused."""
         config: TeachConfig = from_mapping(cls, data, error=TeacherError, file=file)
         return config
+
+
+def corpus_identity(options: Mapping[str, Any]) -> dict[str, Any]:
+    """An environment's ``options`` as an output hash takes them: the corpus ``path`` by its
+    content (``content_hash``), so that an edited corpus is another job and one corpus named
+    two ways (relative, absolute) is one. A path that cannot be read is kept as written (the
+    job says why when it loads the environment); options without a path are as they are."""
+    path = options.get("path")
+    if not isinstance(path, str | os.PathLike):
+        return dict(options)
+    try:
+        return {**options, "path": content_hash(Path(path))}
+    except OSError:
+        return dict(options)
 
 
 def rule_versions(recipe: Callable[[], Recipe]) -> dict[str, str] | None:

@@ -355,17 +355,17 @@ def _unreadable(monkeypatch, name: str) -> None:
     """Every read of a file called ``name`` fails, as one on a failing disk or a device
     (/proc/self/mem) does: EIO from the build's one content hash."""
     import errno
-    import sys
 
-    build_module = sys.modules["hsa.pipelines.build"]
-    real = build_module.sha256_file
+    import hsa.config
+
+    real = hsa.config._file_hash
 
     def failing(path: Path) -> str:
         if path.name == name:
             raise OSError(errno.EIO, "Input/output error", str(path))
         return real(path)
 
-    monkeypatch.setattr(build_module, "sha256_file", failing)
+    monkeypatch.setattr(hsa.config, "_file_hash", failing)
 
 
 @pytest.mark.parametrize(
@@ -392,19 +392,18 @@ def test_a_source_folder_with_a_file_that_cannot_be_read_is_one_error_at_its_key
 def test_a_file_gone_from_a_source_folder_while_it_is_hashed_is_one_error(
     tmp_path: Path, monkeypatch
 ) -> None:
-    import sys
+    import hsa.config
 
-    build_module = sys.modules["hsa.pipelines.build"]
     (tmp_path / "corpus").mkdir()
     for name in ("a.json", "b.json"):
         (tmp_path / "corpus" / name).write_text("{}")
-    real = build_module.sha256_file
+    real = hsa.config._file_hash
 
     def another_job_removes(path: Path) -> str:
         path.unlink()  # between the listing and the hashing
         return real(path)
 
-    monkeypatch.setattr(build_module, "sha256_file", another_job_removes)
+    monkeypatch.setattr(hsa.config, "_file_hash", another_job_removes)
     config = load_config(write(tmp_path, {"source": {"trajectories": "corpus"}, "out": "o"}))
     with pytest.raises(ConfigError, match="is another job writing there") as err:
         config.identity()

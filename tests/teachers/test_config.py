@@ -103,3 +103,28 @@ def test_how_the_environment_scores_is_part_of_every_job(monkeypatch):
     # livestream's first version leaves the hashes of its jobs as they were; a second not
     monkeypatch.setattr(LivestreamEnvironment, "score_version", 2)
     assert all(job.output_hash() != old for job, old in zip(jobs[2:], older[2:], strict=True))
+
+
+def test_the_corpus_is_part_of_a_job_by_its_content_not_by_how_its_path_is_written(
+    tmp_path, monkeypatch
+):
+    # (the path string was hashed: an edited corpus resumed with the old rows, and one corpus
+    # named relative and absolute was two jobs, each refusing the other's folder)
+    from hsa.eval.config import EvalConfig
+
+    corpus = tmp_path / "bf" / "BFCL_v4_simple.json"
+    corpus.parent.mkdir()
+    corpus.write_text('{"id": "a", "question": "one?"}\n', "utf-8")
+    monkeypatch.chdir(tmp_path)
+    for config in (TeachConfig, EvalConfig):
+        for path in (corpus, corpus.parent):  # a file, or a folder
+            absolute = config(env="bfcl", env_options={"path": str(path)})
+            relative = config(env="bfcl", env_options={"path": str(path.relative_to(tmp_path))})
+            before = absolute.output_hash()
+            assert relative.output_hash() == before
+            assert absolute.public_dict()["env_options"]["path"] == str(path)  # (as given)
+            corpus.write_text('{"id": "a", "question": "two?"}\n', "utf-8")  # same size
+            assert absolute.output_hash() != before
+            assert relative.output_hash() == absolute.output_hash()
+            corpus.write_text('{"id": "a", "question": "one?"}\n', "utf-8")
+            assert absolute.output_hash() == before
