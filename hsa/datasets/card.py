@@ -6,8 +6,9 @@ reading the shards again. Token lengths per row are estimated from characters at
 ``CHARS_PER_TOKEN`` the same way; when a local tokenizer is given they are counted at card time
 instead, from the written shards (``token_lengths``: its chat template applied to ``messages``
 and ``tools``, as TRL does), so resuming and batching need not know about tokenizers. Plots
-are drawn with matplotlib's Agg backend and saved without metadata, which makes them
-byte-identical across runs.
+are drawn under matplotlib's defaults on its Agg backend (``hsa.datasets.figures``: no user
+matplotlibrc applies) and saved without metadata, which makes them byte-identical across runs
+and machines.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
-from hsa.datasets.figures import png, pyplot
+from hsa.datasets.figures import drawn, png, pyplot
 from hsa.datasets.manifest import config_hash
 from hsa.datasets.schema import card_features
 from hsa.errors import DatasetError
@@ -137,6 +138,7 @@ def _table(title: str, counts: Mapping[str, int], total: int, label: str) -> lis
     return [*lines, ""]
 
 
+@drawn
 def _plot(panels: list[tuple[str, Mapping[str, int], int | None]]) -> bytes:
     """Bar charts side by side, one per ``(title, histogram, bucket)``: a numeric histogram's
     keys are its buckets' starts, each ``bucket`` wide (1: one bar per value, centred on it),

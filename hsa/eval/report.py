@@ -1,10 +1,11 @@
 """The run's report (``report.md`` with plots) and the side-by-side comparison of runs.
 
-Plots are drawn with matplotlib's Agg backend and saved without metadata, so the same figures
-give the same bytes: success on the canonical harness against held-out variants, robustness
-per rule family (bars with their 95% intervals), failure classes, and the latency CDF per model
-call. ``compare`` reads the ``summary.json`` of several runs and gives HAT's table -- model x
-canonical x variants x drop -- and a plot of it.
+Plots are drawn under matplotlib's defaults on its Agg backend (``hsa.datasets.figures``: no
+user matplotlibrc applies) and saved without metadata, so the same figures give the same bytes:
+success on the canonical harness against held-out variants, robustness per rule family (bars
+with their 95% intervals), failure classes, and the latency CDF per model call. ``compare``
+reads the ``summary.json`` of several runs and gives HAT's table -- model x canonical x
+variants x drop -- and a plot of it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from hsa.datasets.figures import png, pyplot
+from hsa.datasets.figures import drawn, png, pyplot
 from hsa.datasets.shards import write_atomic
 from hsa.errors import EvalError
 from hsa.harness.files import blocked
@@ -55,6 +56,7 @@ def _bars(ax, entries: Mapping[str, Mapping[str, Any]], color: str, title: str) 
     ax.tick_params(axis="y", labelsize=8)
 
 
+@drawn
 def plot_success(summary: Mapping[str, Any]) -> bytes:
     """Success per suite, and per rule family in the variants suite (in a run without it,
     the firstcall suite's name match per rule family), with intervals."""
@@ -74,6 +76,7 @@ def plot_success(summary: Mapping[str, Any]) -> bytes:
     return png(fig)
 
 
+@drawn
 def plot_failures(summary: Mapping[str, Any]) -> bytes | None:
     """Failure classes per suite, stacked; None when nothing failed."""
     suites = summary["suites"]
@@ -95,6 +98,7 @@ def plot_failures(summary: Mapping[str, Any]) -> bytes | None:
     return png(fig)
 
 
+@drawn
 def plot_latency(rows: Sequence[Mapping[str, Any]]) -> bytes | None:
     """The CDF of latency per model call, per suite; None when no call was timed."""
     suites: dict[str, list[float]] = {}
@@ -454,6 +458,7 @@ def check_plot_path(path: Path, runs: Sequence[Path] = ()) -> None:
         raise EvalError("the plot is a PNG: give a file name ending in .png", file=str(path))
 
 
+@drawn
 def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:
     """Grouped bars: per run, success on canonical and on held-out variants, with intervals."""
     plt = pyplot()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hsa.datasets.figures import png, pyplot
+from hsa.datasets.figures import drawn, png, pyplot
 from hsa.errors import ExperimentError
 from hsa.experiment.config import ARMS, METRICS, OFFERED
 from hsa.harness.files import write_atomic
@@ -85,6 +85,7 @@ def tier_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@drawn
 def plot(summary: dict[str, Any]) -> bytes:
     """Name accuracy per tier, one bar per arm, with 95% intervals."""
     plt = pyplot()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from hsa.datasets.figures import png, pyplot
+from hsa.datasets.figures import drawn, png, pyplot
 from hsa.datasets.lock import hold
 from hsa.datasets.shards import write_atomic
 from hsa.errors import stops_held
@@ -43,6 +43,7 @@ _SHOWN = (
 )
 
 
+@drawn
 def plot_losses(
     losses: Sequence[tuple[int, float]],
     eval_losses: Sequence[tuple[int, float]],
