@@ -410,17 +410,26 @@ def _import_source(folder: Path) -> Source:
             file=str(folder),
         )
     source = with_imported_harnesses(_parquet_source(folder, [trajectories]), folder)
-    try:  # what the import said about how it read its source (names made legal, ...)
+    return replace(source, notes=_import_notes(folder))
+
+
+def _import_notes(folder: Path) -> tuple[str, ...]:
+    """What the import folder's ``import.json`` says about how it read its source (names made
+    legal, ...): notes that go on to the dataset."""
+    try:
         notes = json.loads((folder / MARKER).read_text("utf-8")).get("notes") or []
     except (OSError, ValueError, AttributeError):
         notes = []
-    return replace(source, notes=tuple(str(n) for n in notes))
+    return tuple(str(n) for n in notes)
 
 
 def with_imported_harnesses(source: Source, folder: Path) -> Source:
     """``source`` read under the harnesses of the ``hsa harness import`` folder ``folder``
     (each row names its harness). The harnesses are input too: their files go into the
-    fingerprint, so a rerun over a re-imported folder is another input."""
+    fingerprint, so a rerun over a re-imported folder is another input. Of ``import.json``,
+    a record of the import, only the notes do, which go on to the dataset: not the source's
+    path as it was typed (one file imported as ``./a.jsonl`` and as ``/home/me/a.jsonl`` is
+    one input), nor the counts the files themselves hold."""
     if source.scratch is not None:
         raise DatasetError(
             "a chat JSONL file brings its own harnesses (or is read under one --harness); an "
@@ -429,7 +438,12 @@ def with_imported_harnesses(source: Source, folder: Path) -> Source:
         )
     digest = hashlib.sha256(source.fingerprint.encode())
     for file in sorted(p for p in folder.rglob("*") if p.is_file() and p not in source.files):
-        digest.update(f"{file.relative_to(folder)}\0{sha256_file(file)}\n".encode())
+        if file == folder / MARKER:
+            notes = mf.canonical_json(list(_import_notes(folder))).encode("utf-8")
+            found = hashlib.sha256(notes).hexdigest()
+        else:
+            found = sha256_file(file)
+        digest.update(f"{file.relative_to(folder)}\0{found}\n".encode())
     return replace(source, fingerprint=digest.hexdigest(), store=ImportedHarnesses(folder))
 
 

@@ -188,6 +188,26 @@ def test_an_import_folder_is_read_under_its_harness_folders(tmp_path, shops):
     assert open_source(tmp_path / "imported").fingerprint != before  # harnesses are input too
 
 
+def test_an_import_is_one_input_however_its_source_was_named(tmp_path, monkeypatch):
+    # (import.json records the source as typed, and went into the fingerprint whole: one
+    # file imported as ./chats.jsonl and as /abs/chats.jsonl gave two datasets)
+    path = _chats(tmp_path / "chats.jsonl", 6, shops=2)
+    write_import(import_source(path), tmp_path / "absolute")
+    monkeypatch.chdir(tmp_path)
+    write_import(import_source("chats.jsonl"), tmp_path / "relative")
+    markers = [
+        json.loads((tmp_path / f / "import.json").read_text()) for f in ("absolute", "relative")
+    ]
+    assert markers[0]["source"] != markers[1]["source"]  # (the record keeps what was typed)
+    fingerprint = open_source(tmp_path / "absolute").fingerprint
+    assert open_source(tmp_path / "relative").fingerprint == fingerprint
+    # its notes go on to the dataset: they are input
+    markers[1]["notes"] = ["another note"]
+    (tmp_path / "relative" / "import.json").write_text(json.dumps(markers[1]))
+    source = open_source(tmp_path / "relative")
+    assert source.notes == ("another note",) and source.fingerprint != fingerprint
+
+
 def test_an_import_without_trajectories_says_so(external, tmp_path):
     bfcl = external / "bfcl" / "BFCL_v4_simple_python.json"
     write_import(import_source(bfcl), tmp_path / "imported")
