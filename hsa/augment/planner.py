@@ -38,7 +38,7 @@ from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix64
 from hsa.errors import HarnessError, HsaError, PlanError, RuleError, refuse_kind
 from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad
-from hsa.harness.model import Harness, Protocol, Tool
+from hsa.harness.model import Harness, Protocol, Section, Tool
 from hsa.harness.parse import alike_hooks, call_like, reads_as_calls
 from hsa.harness.pickling import by_fields
 from hsa.harness.prompt import system_prompt
@@ -50,8 +50,10 @@ _REDRAWS = 4  # attempts at a variant that changes something
 #: variants under another version, so a dataset records it and a rerun under another refuses
 #: (5: a draw that makes two hooks' messages read alike is drawn again, ``HooksAlike``; 6: a
 #: tool_result hook's joined to its tool message reads as no user or system hook's, so a draw
-#: giving it their wording and wrapper is kept)
-PLAN_VERSION = 6
+#: giving it their wording and wrapper is kept; 7: a rule whose changes no row under the
+#: variant can show, as skills of a harness that neither lists nor loads them, is left out
+#: of it: ``_unshown_steps``)
+PLAN_VERSION = 7
 #: the version of how the augment job picks each trajectory's variants among the planned ones
 #: (2: passing over those its rows would show as the canonical one, or as one already taken,
 #: shows them: ``shown_key``), recorded by the datasets it writes
@@ -134,7 +136,9 @@ def apply_chain(
     """Apply rules in order, each with its own generator derived from ``seed`` and its position.
 
     Returns the composed rewrite and the ``(name, version, params)`` actually applied. The
-    result is validated as a harness document; an invalid one is the rule's bug. ``strict``:
+    result is validated as a harness document; an invalid one is the rule's bug. A rule that
+    changes only what no row shows is applied here (planning leaves it out: ``shown``, as
+    ``_apply_resolved`` takes it). ``strict``:
     as ``Rule.run`` takes it. ``fired``: the canonical ids of the hooks the trajectories fire
     (``Sight.of(events).hooks``), which the rewrite must keep; None, every hook of the harness.
     """
@@ -152,26 +156,24 @@ def _apply_resolved(
     context: Context = NO_CONTEXT,
     strict: bool | None = None,
     fired: Iterable[str] | None = None,
+    shown: bool = False,
 ) -> tuple[Rewrite, tuple[tuple[str, str, dict[str, Any]], ...]]:
-    """``apply_chain`` with each rule's parameters resolved already (``Rule.resolve_params``)."""
-    rewrite = Rewrite(harness)
-    applied: list[tuple[str, str, dict[str, Any]]] = []
-    stages: list[Rewrite] = []  # the rewrite after each rule applied
-    for position, (item, resolved) in enumerate(chain):
-        rng = generator("rule", seed, position, item.name)
-        # the rule gets a copy of what is recorded, in case it changes its parameters
-        step = item.run(
-            rewrite.harness,
-            rng,
-            copy_json(resolved),
-            context_through(context, rewrite.mapping),
-            strict=strict,
-        )
-        if step.mapping.is_identity and _unchanged(rewrite.harness, step.harness):
-            continue  # it found nothing to change here: not a rule of this variant
-        rewrite = rewrite.then(step)
-        applied.append((item.name, item.version, resolved))
-        stages.append(rewrite)
+    """``apply_chain`` with each rule's parameters resolved already (``Rule.resolve_params``).
+
+    ``shown`` (planning): a rule whose changes no row under the result can show
+    (``_unshown_steps``: skills of a harness that neither lists nor loads them, titles of
+    sections that render empty or under XML headings, ...) is left out as one that changed
+    nothing, and the rules after it are applied again without it."""
+    run = _Run(harness)
+    skip: set[int] = set()
+    while True:
+        run.apply(chain, skip, seed=seed, context=context, strict=strict)
+        hidden = _unshown_steps(run.rewrite.harness, run.steps) if shown and run.steps else ()
+        if not hidden:
+            break
+        skip.update(hidden)
+        run.back_to(min(hidden))
+    rewrite, applied, stages = run.rewrite, run.applied, run.stages
     if stages and _alike(rewrite.harness) is not None and harness.derived(_alike) is None:
         index = next(k for k, stage in enumerate(stages) if _alike(stage.harness) is not None)
         raise HooksAlike(stages[index].harness, where=_rule_at(applied, index))
@@ -198,6 +200,70 @@ def _apply_resolved(
             if why:
                 raise RuleError(why, where=_rule_at(applied, index))
     return rewrite, tuple(applied)
+
+
+class _Step(NamedTuple):
+    """A rule of a chain that changed something: its position in the chain, the harness it
+    was given, its own rewrite of it, and the fields of the harness it changed."""
+
+    position: int
+    before: Harness
+    step: Rewrite
+    fields: tuple[str, ...]
+
+
+class _Run:
+    """A chain being applied to ``harness``: the rewrite so far, the rules that changed
+    something (``applied``), the rewrite after each of them (``stages``) and their own
+    rewrites (``steps``)."""
+
+    def __init__(self, harness: Harness):
+        self.harness = harness
+        self.rewrite = Rewrite(harness)
+        self.applied: list[tuple[str, str, dict[str, Any]]] = []
+        self.stages: list[Rewrite] = []
+        self.steps: list[_Step] = []
+        self.next = 0  # the position in the chain to go on from
+
+    def apply(
+        self,
+        chain: Sequence[tuple[Rule, dict[str, Any]]],
+        skip: Set[int],
+        *,
+        seed: int,
+        context: Context,
+        strict: bool | None,
+    ) -> None:
+        """Apply the rules of ``chain`` from ``self.next`` on, but those at ``skip``."""
+        for position in range(self.next, len(chain)):
+            if position in skip:
+                continue
+            item, resolved = chain[position]
+            rng = generator("rule", seed, position, item.name)
+            before = self.rewrite.harness
+            # the rule gets a copy of what is recorded, in case it changes its parameters
+            step = item.run(
+                before,
+                rng,
+                copy_json(resolved),
+                context_through(context, self.rewrite.mapping),
+                strict=strict,
+            )
+            fields = _changed(before, step.harness)
+            if step.mapping.is_identity and not fields:
+                continue  # it found nothing to change here: not a rule of this variant
+            self.rewrite = self.rewrite.then(step)
+            self.applied.append((item.name, item.version, resolved))
+            self.stages.append(self.rewrite)
+            self.steps.append(_Step(position, before, step, fields))
+        self.next = len(chain)
+
+    def back_to(self, position: int) -> None:
+        """Undo the rules applied from ``position`` of the chain on, to apply them again."""
+        keep = sum(1 for s in self.steps if s.position < position)
+        del self.applied[keep:], self.stages[keep:], self.steps[keep:]
+        self.rewrite = self.stages[-1] if self.stages else Rewrite(self.harness)
+        self.next = position
 
 
 class HooksAlike(RuleError):
@@ -499,13 +565,128 @@ def _names_of_tools(harness: Harness) -> frozenset[str]:
 _HARNESS_FIELDS = tuple(f.name for f in dataclasses.fields(Harness) if f.compare)
 
 
-def _unchanged(before: Harness, after: Harness) -> bool:
-    """Whether ``after`` is ``before`` as it was: the same object, or equal field by field (a
-    rule with nothing to change often rebuilds the harness from the same parts). Cheaper than
-    comparing the JSON documents: parts a rule left alone are the same objects."""
-    return after is before or all(
-        getattr(after, name) == getattr(before, name) for name in _HARNESS_FIELDS
+def _changed(before: Harness, after: Harness) -> tuple[str, ...]:
+    """The fields in which ``after`` is not ``before`` as it was (none: the same object, or
+    equal field by field: a rule with nothing to change often rebuilds the harness from the
+    same parts). Cheaper than comparing the JSON documents: parts a rule left alone are the
+    same objects."""
+    if after is before:
+        return ()
+    return tuple(
+        name
+        for name in _HARNESS_FIELDS
+        if (a := getattr(after, name)) is not (b := getattr(before, name)) and a != b
     )
+
+
+def _unshown_steps(harness: Harness, steps: Sequence[_Step]) -> list[int]:
+    """The positions of the ``steps`` whose changes no row under ``harness`` (the chain's
+    result) can show, whatever its trajectory does: what a step changed is in parts of
+    ``harness`` no row shows (``_Shows``), so the rows under the chain without it are the same
+    (the rules after it read none of those parts). Decided without rendering, by exact rules
+    of what the prompt shows; a change they cannot rule out counts as shown."""
+    return [s.position for s in steps if not _shows_step(s, harness)]
+
+
+def _shows_step(step: _Step, harness: Harness) -> bool:
+    """Whether a row under ``harness`` can show what ``step`` changed."""
+    mapping = step.step.mapping
+    if not all(t.name == k and not t.steps for k, t in mapping.tools.items()):
+        return True
+    if not all(k == v for k, v in mapping.hooks.items()):
+        return True
+    if harness.skill_tool is not None and not all(k == v for k, v in mapping.skills.items()):
+        return True  # a load names the skill (without a skill tool no row loads one)
+    before, after = step.before, step.step.harness
+    for name in step.fields:
+        if name == "metadata":
+            continue  # importer lineage, which no row shows
+        if name == "protocol":  # (under ``api`` the text protocols' fields show nothing)
+            if before.protocol.to_dict() != after.protocol.to_dict():
+                return True
+        elif name == "skills":
+            if _skills_view(before, harness) != _skills_view(after, harness):
+                return True
+        elif name == "prompt":
+            shows = harness.derived(_shows)
+            if _prompt_view(before, shows) != _prompt_view(after, shows):
+                return True
+        else:  # tools, the skill tool, hooks (any may fire), the id and version
+            return True
+    return False
+
+
+class _Shows(NamedTuple):
+    """What of a harness's prompt its rows may show: the ids of the sections whose bodies may
+    render (``_renders``), whether their headings show titles (not under ``xml``), whether one
+    of them has a title, whether the prompt may be non-empty, and whether it may show skills
+    (the catalogue in a ``skills`` section, or a body or template naming ``skills``)."""
+
+    rendered: frozenset[str]
+    titles: bool
+    titled: bool
+    prompt: bool
+    skills: bool
+
+
+def _shows(harness: Harness) -> _Shows:
+    """``_Shows`` of ``harness`` (once per harness: ``Harness.derived``)."""
+    prompt = harness.prompt
+    shown = [s for s in prompt.sections if _renders(s, harness)]
+    template = prompt.template or ""
+    return _Shows(
+        rendered=frozenset(s.id for s in shown),
+        titles=prompt.heading_style != "xml",
+        titled=any(s.title for s in shown),
+        prompt=bool(shown) or bool(template),
+        skills=any((s.kind == "skills" and not s.body) or "skills" in s.body for s in shown)
+        or "skills" in template,
+    )
+
+
+def _renders(section: Section, harness: Harness) -> bool:
+    """Whether ``section`` of ``harness`` may render a body (``hsa.harness.prompt``: a section
+    whose body renders empty is left out, heading and all). No only where that is certain: a
+    blank body (kept only when verbatim), an empty body of no generated kind, or of a kind
+    whose generated text is empty (tool docs and call instructions under ``api``, the
+    catalogue of no skills)."""
+    if section.body:
+        return section.verbatim or bool(section.body.strip())
+    if section.kind == "skills":
+        return bool(harness.skills)
+    if section.kind in ("tools", "output_format"):
+        return not harness.protocol.is_api
+    return False
+
+
+def _prompt_view(harness: Harness, shows: _Shows) -> tuple[Any, ...]:
+    """What rows under a harness that shows ``shows`` show of ``harness``'s prompt: the
+    sections that render there (titles under headings that show them), in order, how they are
+    headed (Markdown and plain alike where none has a title), the template, and where the
+    prompt goes, unless it is empty."""
+    prompt = harness.prompt
+    sections = tuple(
+        (s.id, s.kind, s.body, s.verbatim, s.title if shows.titles else None)
+        for s in prompt.sections
+        if s.id in shows.rendered
+    )
+    style: str | None = prompt.heading_style
+    if not sections:
+        style = None
+    elif style != "xml" and not shows.titled:
+        style = "untitled"
+    return (sections, style, prompt.template, prompt.placement if shows.prompt else None)
+
+
+def _skills_view(harness: Harness, final: Harness) -> Any:
+    """What rows under ``final`` show of ``harness``'s skills: all of each where its prompt
+    may show them, their contents by id where only its skill tool loads them, none where
+    neither."""
+    if final.derived(_shows).skills:
+        return [s.to_dict() for s in harness.skills]
+    if final.skill_tool is not None:
+        return {s.id: s.content for s in harness.skills}
+    return None
 
 
 def content_key(harness: Harness, mapping: RewriteMapping) -> bytes:
@@ -723,10 +904,10 @@ def plan_variant(
 ) -> Variant:
     """Variant ``index`` of ``harness`` under ``recipe``, independent of the other variants.
 
-    A draw whose rewrite changes nothing is drawn again (up to a few times; the last draw is
-    kept, and the picker passes over it); so is one that makes two hooks' messages read alike
-    (``HooksAlike``), kept at the last as the harness unchanged. Two variants may still be
-    equal; the picker never gives one trajectory both.
+    A draw whose rewrite changes nothing a row can show is drawn again (up to a few times;
+    the last draw is kept, and the picker passes over it); so is one that makes two hooks'
+    messages read alike (``HooksAlike``), kept at the last as the harness unchanged. Two
+    variants may still be equal; the picker never gives one trajectory both.
     """
     return LazyPlan(harness, recipe, seed=seed, context=context).variant(index)
 
@@ -921,7 +1102,9 @@ def _plan_slot(
         base = [r for r in spec.recipe.base if r.rule in eligible]
         chain = [resolve(r) for r in base + chosen]
         try:
-            rewrite, applied = _apply_resolved(harness, chain, seed=variant_seed, context=context)
+            rewrite, applied = _apply_resolved(
+                harness, chain, seed=variant_seed, context=context, shown=True
+            )
         except HooksAlike:  # no variant: drawn again, the harness as it is at the last
             rewrite, applied = Rewrite(harness), ()
         mapping_json = rewrite.mapping.to_json()
