@@ -58,7 +58,7 @@ from hsa.augment.names import PARAM_NAME
 from hsa.augment.param_schemas import all_property_names, reached
 from hsa.augment.rule import Rewrite
 from hsa.augment.rules.protocol import unshown
-from hsa.augment.rules.tool_names import ALLOWED_TOOLS
+from hsa.augment.rules.tool_names import ALLOWED_TOOLS, allowed_tool_names
 from hsa.envs.base import Environment, Task
 from hsa.envs.hook_runtime import HookContext, matches
 from hsa.errors import HsaError
@@ -442,9 +442,8 @@ def stale_name_problems(h2: Harness, m: RewriteMapping) -> list[tuple[str, str]]
                 found.setdefault(where, []).append(name)
     for skill in h2.skills:
         for key in ALLOWED_TOOLS:
-            value = skill.extra.get(key)
-            listed = value.replace(",", " ").split() if isinstance(value, str) else value
-            stale = sorted({v for v in listed or () if isinstance(v, str) and v in table})
+            listed = allowed_tool_names(skill.extra.get(key))
+            stale = sorted({v for v in listed if v in table})
             if stale:
                 found.setdefault(f"skill {skill.id!r} {key}", []).extend(stale)
     return [(where, f"still names {', '.join(names)}, renamed") for where, names in found.items()]

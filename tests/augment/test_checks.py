@@ -563,6 +563,23 @@ def test_an_old_name_a_new_tool_took_is_stale_and_so_is_allowed_tools():
     ]
 
 
+def test_an_allowed_tools_entry_with_a_pattern_on_an_old_name_is_stale():
+    def stale(harness, rng, params, context):
+        renamed = rename_tools_of(harness)
+        skills = [
+            dataclasses.replace(s, extra={"allowed-tools": "fetch_order get_order(git add:*)"})
+            if s.id == "shipping"
+            else s
+            for s in renamed.harness.skills
+        ]
+        return Rewrite(renamed.harness.replace(skills=skills), renamed.mapping)
+
+    report = _run(stale)
+    assert [str(f) for f in report.failures if f.check == "names"] == [
+        "names: skill 'shipping' allowed-tools: still names get_order, renamed",
+    ]
+
+
 def test_a_skipped_check_lists_no_failure_of_the_rule():
     harness = make_harness()
     broken = [*make_events()]

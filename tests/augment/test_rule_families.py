@@ -740,6 +740,25 @@ def test_tool_renames_follow_into_allowed_tools_of_skills():
     assert skills[1].extra["allowed-tools"] == ["getOrderStatus"]
 
 
+def test_tool_renames_follow_the_name_of_an_allowed_tools_entry_with_a_pattern():
+    # the spec's own example: Bash(git:*) allows a command of the Bash tool
+    harness = make_harness()
+    first, *rest = harness.skills
+    value = "get_order(x:*) get_order(git add:*), search get_order_status(y)"
+    skill = dataclasses.replace(first, extra={"allowed-tools": value})
+    listed = dataclasses.replace(rest[0], extra={"allowed-tools": ["get_order(x y:*)"]})
+    harness = harness.replace(skills=[skill, listed, *rest[1:]])
+    for name, params in (("tools.rename", {"style": "camel"}), ("tools.namespace", {})):
+        rewrite = _apply(name, harness, 0, params)
+        new = rewrite.mapping.tool_name
+        skills = rewrite.harness.skills
+        assert skills[0].extra["allowed-tools"] == (
+            f"{new('get_order')}(x:*) {new('get_order')}(git add:*), {new('search')} "
+            f"{new('get_order_status')}(y)"
+        )
+        assert skills[1].extra["allowed-tools"] == [f"{new('get_order')}(x y:*)"]
+
+
 def test_untitled_sections_stay_untitled():
     harness = make_harness()
     bare = Section("system", "", "Verbatim system message.", "persona")

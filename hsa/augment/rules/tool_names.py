@@ -107,23 +107,39 @@ def rename_tools(harness: Harness, table: dict[str, str]) -> Rewrite:
 
 
 ALLOWED_TOOLS = ("allowed-tools", "allowed_tools")
+#: an entry of ``allowed-tools``: a tool's name, alone or with what it may run there
+#: (``Read``, ``Bash(git:*)``, ``Bash(git add:*)``); entries are separated by spaces or commas
+_ALLOWED_ENTRY = re.compile(r"([^\s,()]+)(\([^)]*(?:\)|$))?")
+
+
+def allowed_tool_names(value: object) -> list[str]:
+    """The tool names an ``allowed-tools`` value (a string or a list of entries) lists."""
+    entries = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    return [m.group(1) for v in entries if isinstance(v, str) for m in _ALLOWED_ENTRY.finditer(v)]
+
+
+def _rename_entries(value: str, table: dict[str, str]) -> str:
+    return _ALLOWED_ENTRY.sub(
+        lambda m: table.get(m.group(1), m.group(1)) + (m.group(2) or ""), value
+    )
 
 
 def _rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
-    """Agent Skills name the tools a skill may use in ``allowed-tools``: they follow a rename."""
+    """Agent Skills name the tools a skill may use in ``allowed-tools``: they follow a rename,
+    the name at the start of each entry (``Bash`` of ``Bash(git:*)``) only."""
     extra = dict(skill.extra)
     for key in ALLOWED_TOOLS:
         value = extra.get(key)
-        if isinstance(value, str):  # names separated by spaces or commas, each exact
-            extra[key] = re.sub(r"[^\s,]+", lambda m: table.get(m.group(0), m.group(0)), value)
+        if isinstance(value, str):
+            extra[key] = _rename_entries(value, table)
         elif isinstance(value, list):
-            extra[key] = [table.get(v, v) if isinstance(v, str) else v for v in value]
+            extra[key] = [_rename_entries(v, table) if isinstance(v, str) else v for v in value]
     return dataclasses.replace(skill, extra=extra) if extra != dict(skill.extra) else skill
 
 
 @rule(
     "tools.rename",
-    version="4",
+    version="5",  # 5: renames Bash of a skill's allowed-tools entry Bash(git:*)
     params={
         "type": "object",
         "additionalProperties": False,
@@ -174,7 +190,7 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
 
 @rule(
     "tools.namespace",
-    version="2",
+    version="3",  # 3: renames Bash of a skill's allowed-tools entry Bash(git:*)
     params={
         "type": "object",
         "additionalProperties": False,
