@@ -295,15 +295,43 @@ _PHRASE = re.compile(r"^[A-Za-z][a-z]*(?:-[a-z]+)+$")
 _WORD = re.compile(f"[{_BOUNDARY}]+")
 _QUOTES = "`'\""
 _SHORT = 4096
+#: the extensions that make a bare ``name.ext`` a file name (``data_export.rb``, ``go.mod``,
+#: ``out.tar.gz``) or a host (``claude.ai``); what follows the dot of ``math.sqrt``,
+#: ``page.goto`` or ``client.messages.create`` is none of them, and neither are extensions
+#: that are as often attributes or methods (``log``: ``console.log``; ``map``, ``env``, ``db``,
+#: ``key``, ``sum``, ``out``, ``bin``, ``net``, ``cmd``, ``fs``, ``ex``, ``properties``). One
+#: that is called is a method all the same (``response.json()``).
+_EXTENSION_GROUPS = (
+    # code and build files
+    "py pyi pyx ipynb js mjs cjs jsx ts mts cts tsx vue svelte astro rb erb go mod rs java kt kts"
+    " scala sbt gradle groovy swift c h cc cpp cxx hpp hh cs php pl pm lua jl dart exs erl clj"
+    " cljs elm hs ml nim zig sol ps1 psm1 bat sh bash zsh fish wasm sql graphql gql proto"
+    " j2 jinja jinja2 tmpl mustache hbs ejs",
+    # data and configuration
+    "json jsonl ndjson json5 yaml yml toml ini cfg conf plist lock xml xsd csv tsv"
+    " parquet arrow avro orc feather h5 hdf5 npy npz pkl pickle sqlite sqlite3 pem crt",
+    # documents and pages
+    "md markdown mdx rst adoc txt tex bib pdf doc docx odt rtf xls xlsx ods ppt pptx odp"
+    " epub html htm xhtml css scss sass less svg",
+    # images, sound, video, fonts
+    "png jpg jpeg gif webp bmp ico icns tif tiff heic avif psd ai eps mp3 wav ogg flac m4a aac"
+    " mp4 mov avi mkv webm ttf otf woff woff2",
+    # archives and packages (``.skill``: a packaged Agent Skill)
+    "zip tar gz tgz bz2 xz zst 7z rar jar war whl egg deb rpm dmg apk skill",
+    # hosts named without a scheme (and ``ai``, above)
+    "com org io dev",
+)
+FILE_EXTENSIONS = frozenset(" ".join(_EXTENSION_GROUPS).split())
 #: a file path or URL in prose: a name in it names a file or folder (a skill's own
 #: ``scripts/data-report.py``, ``{lang}/claude-api/README.md``), not a tool or skill
 _PATH = re.compile(
     r"https?://\S+"
     r"|(?:[\w.{}~:@-]+/)+[\w{}~:@-]+\.[A-Za-z0-9]{1,8}"
     r"|(?:[\w.{}~:@-]+/)+"  # a folder: its name and a slash
-    r"|[\w-]+\.(?:py|md|sh|txt|json|jsonl|yaml|yml|toml|js|ts|html|css|csv|xml|sql|pdf|docx"
-    r"|xlsx|pptx|png|jpg|jpeg|svg|ipynb)"
+    rf"|[\w-]+(?:\.[\w-]+)*\.(?i:{'|'.join(sorted(FILE_EXTENSIONS))})"
 )
+#: a line number (and column) after a file name: ``data_export.yaml:3``, ``app.py:10:4``
+_LINE_NUMBER = re.compile(r"(?::\d+)+$")
 _PATH_PUNCTUATION = frozenset("_.{}~:@/\\-")
 #: what ends the word around a name (for URLs and e-mail addresses, which run past paths)
 _WORD_END = frozenset(" \t\n\r\"'`<>()[]")
@@ -316,9 +344,10 @@ _URL_OR_MAIL = re.compile(r"[A-Za-z][\w+.-]*://|[\w.+-]@[\w-]+\.\w")
 def _in_path(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` (a name found in it) names a file, a folder or a place: it
     is part of a URL or an e-mail address, of an absolute, home or relative path
-    (``/usr/bin/x``, ``~/x``, ``./x``, ``C:\\x``), or of a relative path to a file or folder
-    (``scripts/x.py``, ``{lang}/x/``). A slash command (``/x``) and alternatives (``x/y``) are
-    prose."""
+    (``/usr/bin/x``, ``~/x``, ``./x``, ``C:\\x``), of a relative path to a file or folder
+    (``scripts/x.py``, ``{lang}/x/``), or of a file name (``x.rb``, ``x.tar.gz``, ``x.yaml:3``)
+    or host (``x.ai``). A slash command (``/x``), alternatives (``x/y``) and an attribute
+    (``x.get``) are prose."""
     before = text[start - 1] if start else " "
     after = text[end : end + 2]
     if before not in _BEFORE_PLACE and not (
@@ -339,11 +368,13 @@ def _in_path(text: str, start: int, end: int) -> bool:
         left -= 1
     while right < len(text) and (text[right].isalnum() or text[right] in _PATH_PUNCTUATION):
         right += 1
-    token = text[left:right].rstrip(".:")
+    token = _LINE_NUMBER.sub("", text[left:right].rstrip(".:")).rstrip(".:")
     if "\\" in token or token.startswith(("./", "../", "~/")):
         return True
     if token.startswith("/") and "/" in token[1:]:
         return True
+    if text[right : right + 1] == "(" and "/" not in token:
+        return False  # a method called: ``response.json()``, ``mutex.lock()``
     return _PATH.fullmatch(token) is not None
 
 
@@ -386,8 +417,10 @@ def replace_identifiers(
     which Agent Skills writes in kebab case: a tool renamed ``handoff-to-human`` from
     ``handoff_to_human`` by a rule was replaced everywhere, and a later rule must go on
     replacing it everywhere. File paths and URLs are left as they are: a name in
-    ``scripts/get_order.py`` names a file. With ``template=True`` the Jinja2 code in ``{{ }}``,
-    ``{% %}`` and ``{# #}`` is left as it is.
+    ``scripts/get_order.py`` names a file, and so does one in ``get_order.rb`` or
+    ``get_order.yaml:3`` (a file name has an extension of ``FILE_EXTENSIONS``; ``get_order.get``
+    and ``get_order.json()`` are code that uses the name). With ``template=True`` the Jinja2
+    code in ``{{ }}``, ``{% %}`` and ``{# #}`` is left as it is.
     """
     table = {k: v for k, v in table.items() if k and k != v and k in text}
     if not table:

@@ -143,6 +143,25 @@ def test_replacement_leaves_file_paths_and_urls_alone():
     )
 
 
+def test_replacement_leaves_file_names_alone_and_renames_attributes_and_calls():
+    # a skill's bundled data_export.rb names a file whatever its extension, and so does a
+    # location in it (data_export.yaml:3); data_export.get and data_export.json() use the name
+    table = {"data_export": "dataExport", "claude": "Claude_x"}
+    kept = [
+        "ruby data_export.rb",
+        "node data_export.mjs",
+        "data_export.yaml:3.",
+        "data_export.py:10:2",
+        "`data_export.tar.gz`",
+        "data_export.go and data_export.TSX",
+        "open claude.ai",
+    ]
+    for text in kept:
+        assert replace_identifiers(text, table) == text
+    code = "data_export.get(x), data_export.json() and data_export.sqrt"
+    assert replace_identifiers(code, table) == code.replace("data_export", "dataExport")
+
+
 def test_replacement_leaves_places_alone_and_renames_commands_and_alternatives():
     table = {"get_order": "fetch", "order_id": "id"}
     kept = [

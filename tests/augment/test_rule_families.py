@@ -174,6 +174,20 @@ def test_skill_id_enum_on_the_skill_tool_follows_renames_and_drops():
         assert check_rewrite(harness, rewrite, events).ok
 
 
+def test_a_renamed_skill_keeps_the_names_of_its_bundled_files_in_its_content():
+    harness = make_harness()
+    first, *rest = harness.skills
+    content = (
+        "Run `ruby data_export.rb` or `node data_export.mjs`; settings at data_export.yaml:3; "
+        "ship data_export.tar.gz. Then load `data_export`."
+    )
+    skill = dataclasses.replace(first, id="data_export", content=content)
+    harness = harness.replace(skills=[skill, *rest])
+    rewrite = _apply("skill_ids.rename", harness, 0, {"style": "camel"})
+    assert rewrite.mapping.skills["data_export"] == "dataExport"
+    assert rewrite.harness.skills[0].content == content.replace("`data_export`", "`dataExport`")
+
+
 @pytest.mark.parametrize(
     ("name", "params"),
     [

@@ -127,7 +127,9 @@ def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
 
 @rule(
     "skill_ids.rename",
-    version="5",  # 5: front-matter names the Agent Skills spec allows; bundled_files re-keyed
+    # 5: front-matter names the Agent Skills spec allows; bundled_files re-keyed
+    # 6: file names in prose (data_export.rb, out.tar.gz, x.yaml:3) keep a renamed id's spelling
+    version="6",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -162,7 +164,9 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
 
 @rule(
     "skill_ids.namespace",
-    version="3",  # 3: front-matter names the Agent Skills spec allows; bundled_files re-keyed
+    # 3: front-matter names the Agent Skills spec allows; bundled_files re-keyed
+    # 4: file names in prose (data_export.rb, out.tar.gz, x.yaml:3) keep a renamed id's spelling
+    version="4",
     params={
         "type": "object",
         "additionalProperties": False,

@@ -384,7 +384,9 @@ _CODE = re.compile(
 
 @rule(
     "tools.enum_values",
-    version="7",  # 7: a surface spelling off the canonical enum is respelled back (one_to_one)
+    # 7: a surface spelling off the canonical enum is respelled back (one_to_one)
+    # 8: file names in descriptions (value.rb, value.yaml:3) keep the value's spelling
+    version="8",
     params={
         "type": "object",
         "additionalProperties": False,

@@ -139,7 +139,9 @@ def _rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
 
 @rule(
     "tools.rename",
-    version="5",  # 5: renames Bash of a skill's allowed-tools entry Bash(git:*)
+    # 5: renames Bash of a skill's allowed-tools entry Bash(git:*); file names in prose
+    # (get_order.rb, get_order.yaml:3) keep the name
+    version="5",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -190,7 +192,9 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
 
 @rule(
     "tools.namespace",
-    version="3",  # 3: renames Bash of a skill's allowed-tools entry Bash(git:*)
+    # 3: renames Bash of a skill's allowed-tools entry Bash(git:*); file names in prose
+    # (get_order.rb, get_order.yaml:3) keep the name
+    version="3",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -234,7 +238,9 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
 
 @rule(
     "tools.rename_params",
-    version="8",  # 8: never renames a parameter to a Python keyword (a synonym "from")
+    # 8: never renames a parameter to a Python keyword (a synonym "from")
+    # 9: file names in prose (order_id.rb, order_id.yaml:3) keep the name
+    version="9",
     params={
         "type": "object",
         "additionalProperties": False,
