@@ -22,8 +22,9 @@ _THEMATIC = re.compile(r"^[ \t]*([-*_])(?:[ \t]*\1){2,}[ \t]*\r?$")
 #: what a heading's title must not begin with to be written as a paragraph line (setext): it
 #: would read as a list item, quote, heading, fence, HTML or table there (or be a rule)
 _BLOCK_START = re.compile(r"^(?:[-*+](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|[>#<|=`~])")
-_BULLET = re.compile(r"^(\s*)([-*+])(\s+)(?=\S)")
-_ORDERED = re.compile(r"^(\s*)(\d{1,9})([.)])(\s+)(?=\S)")
+# a marker before the item's text, or ending the line (an empty item)
+_BULLET = re.compile(r"^(\s*)([-*+])(\s+(?=\S)|[ \t]*(?=\r?$))")
+_ORDERED = re.compile(r"^(\s*)(\d{1,9})([.)])(\s+(?=\S)|[ \t]*(?=\r?$))")
 _BOLD = re.compile(r"^\*\*([^*].*?)\*\*\s*$")
 #: "see X below": a few words between, none opening a clause ("see whether it falls below"),
 #: and the "below" no preposition with an object ("see the table below and copy it"; never
@@ -107,9 +108,17 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool]]:
     items: list[bool] = []
     fence = ""  # the open fence
     indented = in_list = paragraph = False
+    text_at = 0  # the column the last item's text begins at
+    bare = False  # the line before was an empty item
+    item_text = False  # the paragraph going on is an item's text (not one after its list)
     for line in lines:
         blank, indent = not line.strip(), _indent(line)
         items.append(False)
+        if bare and (blank or (indent < text_at and not (indent < 4 and _starts_item(line)))):
+            # an item begins with at most one blank line, and holds no paragraph that a line
+            # left of its text could go on: either ends it, and the list
+            in_list = False
+        bare = False
         if fence:
             code.append(True)
             match = _FENCE.match(line)
@@ -133,17 +142,35 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool]]:
         heading = _ATX.match(line) is not None
         thematic = _THEMATIC.match(line) is not None
         marker = None if thematic else (_BULLET.match(line) or _ORDERED.match(line))
+        empty = marker is not None and not line[marker.end() :].strip()
+        if empty and paragraph and not (in_list and item_text and indent < text_at):
+            # an empty item cannot interrupt a paragraph ("-" under one underlines it as a
+            # heading); under an item's text, one left of that text is the list's next item
+            marker = None
+            heading = line.strip() == "-"
         if marker is not None and (
             in_list
             or (indent < 4 and not (paragraph and marker.re is _ORDERED and int(marker[2]) != 1))
         ):
             items[-1] = in_list = True
+            # an empty item's text goes one past its marker, whatever spaces end the line
+            end = marker.start(marker.lastindex or 0) if empty else marker.end()
+            text_at = len(line[:end].expandtabs(4)) + empty
+            bare = empty
+            paragraph = item_text = not empty
+            continue
         elif thematic:
             in_list = False
         elif not blank and indent == 0 and (not paragraph or heading or line[0] == ">"):
             in_list = False  # a paragraph, heading or quote after the list
+        if not paragraph and not blank:  # a paragraph begins: in the item where indented
+            item_text = in_list and indent >= text_at
         paragraph = not (blank or heading or thematic)
     return code, items
+
+
+def _starts_item(line: str) -> bool:
+    return not _THEMATIC.match(line) and bool(_BULLET.match(line) or _ORDERED.match(line))
 
 
 def _indent(line: str) -> int:
@@ -287,7 +314,7 @@ def list_markers(text: str) -> tuple[set[str], set[str]]:
 _ATX_TITLE = re.compile(r"^#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?$")
 _BOLD_TITLE = re.compile(r"^\*\*(.+)\*\*$")
 _UNDERLINE = re.compile(r"^(?:=+|-+)$")
-_MARKER = re.compile(r"^(?:[-*+]|(\d{1,9})[.)])[ \t]+(?=\S)")
+_MARKER = re.compile(r"^(?:[-*+]|(\d{1,9})[.)])(?:[ \t]+(?=\S)|$)")
 
 #: one block of a skill's Markdown as the skills check reads it: ``("heading", title)``,
 #: ``("text", line)`` with its markup and spacing taken out, or ``("code", lines)`` verbatim

@@ -156,6 +156,33 @@ def test_code_and_paragraph_text_keep_their_markers(text):
     assert markdown.restyle_lists(text, "+", ")") == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # an empty item is an item of its list, first, between or last (CommonMark reads
+        # "-" then "* first" as two lists)
+        ("Steps:\n\n-\n- first\n- second\n", "Steps:\n\n+\n+ first\n+ second\n"),
+        ("- a\n-\n- b\n", "+ a\n+\n+ b\n"),
+        ("- a\nlazy text\n- \r\n", "+ a\nlazy text\n+ \r\n"),
+        ("1. a\n2.\n3. c\n", "1) a\n2)\n3) c\n"),
+        # but cannot interrupt a paragraph: a "-" under one underlines it, and after that
+        # heading a fence indented four spaces is code
+        ("Text\n-\n    ```\n- x\n", "Text\n-\n    ```\n+ x\n"),
+        ("Text\n*\n1.\n", "Text\n*\n1.\n"),
+        ("- a\n  b\n  -\n", "+ a\n  b\n  -\n"),
+        # nor hold a line after a blank one: this is indented code after the list
+        ("-\n\n    - x\n", "+\n\n    - x\n"),
+    ],
+)
+def test_an_empty_item_is_restyled_with_its_list(text, expected):
+    assert markdown.restyle_lists(text, "+", ")") == expected
+
+
+def test_skill_blocks_read_an_empty_item_alike_under_any_marker():
+    assert markdown.skill_blocks("-\n- a\n") == markdown.skill_blocks("*\n* a\n")
+    assert markdown.skill_blocks("-\n- a\n") == ((("text", ""), ("text", "a")),)
+
+
 def test_skill_blocks_read_markup_alike_and_code_verbatim():
     atx = "# T\n\nIntro.\n\n## A\n\n- one\n-   two  words\n1. x\n\n```sh\n  a  b\n```\n"
     setext = "T\n=\n\nIntro.\n\nA\n---\n* one\n* two words\n\n1) x\n```sh\n  a  b\n```"

@@ -31,7 +31,9 @@ def _with_contents(harness: Harness, change) -> Harness:
 
 @rule(
     "skill_content.reorder_sections",
-    version="5",  # 5: "see X below", "the below section", "(below)" point by place too
+    # 5: "see X below", "the below section", "(below)" point by place too
+    # 6: a "-" under a paragraph underlines a heading, so a fence indented 4 after it is code
+    version="6",
 )
 def reorder_sections(
     harness: Harness, rng: random.Random, params: dict[str, Any], context: Context
@@ -64,7 +66,9 @@ def reorder_sections(
 
 @rule(
     "skill_content.list_style",
-    version="2",  # 2: thematic breaks, indented code and paragraph text left alone
+    # 2: thematic breaks, indented code and paragraph text left alone
+    # 3: an empty item ("-" alone on its line) is restyled with the rest of its list
+    version="3",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -92,7 +96,9 @@ def list_style(harness: Harness, rng: random.Random, params: dict[str, Any], con
 
 @rule(
     "skill_content.heading_style",
-    version="3",  # 3: a setext or bold heading parted from the text before it; "C#" kept
+    # 3: a setext or bold heading parted from the text before it; "C#" kept
+    # 4: a "-" under a paragraph underlines a heading, so a fence indented 4 after it is code
+    version="4",
     params={
         "type": "object",
         "additionalProperties": False,
