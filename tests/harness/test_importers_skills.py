@@ -92,6 +92,28 @@ def test_a_folder_name_that_is_no_legal_id_is_renamed_and_said(tmp_path):
     assert load_harness(out) == harness
 
 
+def test_a_skill_text_that_names_a_renamed_folder_names_the_id_it_is_loaded_by(tmp_path):
+    root = tmp_path / "skills"
+    _skill(root, "données-clients")
+    _skill(root, "技能")
+    (root / "reports").mkdir()
+    (root / "reports" / "SKILL.md").write_text(
+        "---\nname: reports\ndescription: Load `données-clients` first.\n---\n"
+        "Always load 'données-clients', then `技能`; the données-clients team and 这个技能 are "
+        "words, and données-clients.csv a file.\n",
+        "utf-8",
+    )
+    (harness,) = import_source(root).harnesses
+    ids = {s.name: s.id for s in harness.skills}
+    assert ids["données-clients"] == "donnees-clients"
+    reports = harness.skill("reports")
+    assert reports.description == "Load `donnees-clients` first."
+    assert reports.content == (
+        f"Always load 'donnees-clients', then `{ids['技能']}`; the données-clients team and "
+        "这个技能 are words, and données-clients.csv a file.\n"
+    )
+
+
 def test_a_skill_the_harness_cannot_hold_is_refused_naming_its_skill_md(tmp_path, monkeypatch):
     from hsa.harness.importers import skills
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.errors import ImportFormatError, first_few
+from hsa.harness.identifiers import replace_identifiers
 from hsa.harness.importers.base import ID_PATTERN, ImportResult, api_sections, harness_id
 from hsa.harness.importers.write import is_import
 from hsa.harness.model import Harness, Prompt, Section, Skill, Tool
@@ -70,11 +71,14 @@ def import_skills(path: Path) -> ImportResult:
         )
     names = [folder.resolve().name for folder in folders]  # `.`, a skill's own folder, too
     ids = legal_skill_ids(names)
+    id_map = {i: name for name, i in zip(names, ids, strict=True) if i != name}
+    # a skill's text that names another by its folder names it by the id it is loaded by, as
+    # skill_ids.rename replaces a renamed id (where marked, as a name that reads as words)
+    renamed = {name: i for i, name in id_map.items()}
     skills = tuple(
-        replace(load_skill_dir(folder), id=skill_id)
+        _named_by_id(replace(load_skill_dir(folder), id=skill_id), renamed)
         for folder, skill_id in zip(folders, ids, strict=True)
     )
-    id_map = {i: name for name, i in zip(names, ids, strict=True) if i != name}
     metadata: dict[str, Any] = {"source": "agent-skills"}
     if id_map:
         metadata["skill_id_map"] = id_map
@@ -97,8 +101,9 @@ def import_skills(path: Path) -> ImportResult:
         notes += (
             f"{len(pairs)} skill folder name(s) are not legal skill ids (letters, digits and "
             f"_.:- only, a letter or digit first, at most {_id_rules()['maxLength']} "
-            f"characters) and were renamed: {first_few(pairs)}; a skill keeps its name, and the "
-            "harness keeps the folder names in its metadata (skill_id_map)",
+            f"characters) and were renamed: {first_few(pairs)}; a skill keeps its name, a "
+            "skill text that names one in backticks or quotes names its id, and the harness "
+            "keeps the folder names in its metadata (skill_id_map)",
         )
     folder_names = dict(zip(ids, names, strict=True))
     notes += tuple(spec_notes(skills, folder_names)) + tuple(unread_notes(path, folders))
@@ -111,6 +116,16 @@ def import_skills(path: Path) -> ImportResult:
     )
     _refuse_invalid_skills(harness, folders)
     return ImportResult(harnesses=(harness,), source=str(path), format="agent-skills", notes=notes)
+
+
+def _named_by_id(skill: Skill, renamed: dict[str, str]) -> Skill:
+    if not renamed:
+        return skill
+    return replace(
+        skill,
+        description=replace_identifiers(skill.description, renamed, phrases=renamed.keys()),
+        content=replace_identifiers(skill.content, renamed, phrases=renamed.keys()),
+    )
 
 
 _NAME_MAX, _DESCRIPTION_MAX = 64, 1024
