@@ -4,7 +4,9 @@ The specification's front-matter values are strings (``metadata`` a map of strin
 reference parser reads them with strictyaml: ``version: 1.10`` is the text ``1.10``, not the
 number 1.1, and ``name: 2048`` a name. Front matter is read so, every plain scalar as the text
 written; a value of another type (a harness document's skill may hold one) is written with its
-tag, and a string that other YAML readers would type is written quoted.
+tag. A string that other YAML readers would type is written as the source wrote it: plain where
+it was plain (``user-invocable: false``, ``license:``, a ``PlainText``), which such a reader
+takes for the boolean or null the source meant to it, else quoted (``version: "1.10"``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,18 @@ _Dumper.add_representer(str, _str_representer)
 yaml_12_floats(_Dumper)  # "1e3" written plain would be read back as a number
 
 
+class PlainText(str):
+    """Front-matter text the source wrote as a plain scalar that YAML readers other than the
+    specification's type (``true``, ``1.10``, ``~``, nothing): written back plain, so that it
+    means to every reader what the source meant. Equal to the text itself."""
+
+    __slots__ = ()
+
+
+class _PlainScalar(yaml.ScalarNode):
+    """A ``PlainText``'s node: written plain, though the dumper resolves it to another type."""
+
+
 class _TypedScalar(yaml.ScalarNode):
     """A front-matter scalar that is no string: written with its tag, which the front-matter
     reader needs to read it back as what it is."""
@@ -54,6 +68,8 @@ class _FrontMatterDumper(_Dumper):
     def serialize_node(self, node: yaml.Node, parent: Any, index: Any) -> None:
         if isinstance(node, _TypedScalar):  # neither tag implicit: the emitter writes it
             self.emit(yaml.ScalarEvent(None, node.tag, (False, False), node.value))
+        elif isinstance(node, _PlainScalar):  # the plain tag implicit: written plain
+            self.emit(yaml.ScalarEvent(None, node.tag, (True, False), node.value))
         else:
             super().serialize_node(node, parent, index)
 
@@ -75,6 +91,24 @@ for _type, _represent in (
     _FrontMatterDumper.add_representer(_type, _typed_representer(_represent))
 
 
+def _plain_representer(dumper: yaml.SafeDumper, value: PlainText) -> yaml.Node:
+    return _PlainScalar("tag:yaml.org,2002:str", str(value))
+
+
+_FrontMatterDumper.add_representer(PlainText, _plain_representer)
+
+
+class _Typing(yaml.resolver.BaseResolver):
+    """The types ``_FrontMatterDumper`` resolves a plain scalar to."""
+
+    yaml_implicit_resolvers = _FrontMatterDumper.yaml_implicit_resolvers
+
+
+def _typed_elsewhere(text: str) -> bool:
+    """Whether YAML readers other than the front matter's take plain ``text`` for no string."""
+    return _Typing().resolve(yaml.ScalarNode, text, (True, False)) != "tag:yaml.org,2002:str"
+
+
 @cache
 def _front_matter_loader() -> type:
     """``hsa.config.yaml_loader`` reading every untagged scalar as the text written (no
@@ -84,6 +118,13 @@ def _front_matter_loader() -> type:
         pass
 
     FrontMatter.yaml_implicit_resolvers = {}
+
+    def text(loader: Any, node: yaml.ScalarNode) -> str:
+        value = loader.construct_scalar(node)
+        plain = not node.style  # None, or "" from libyaml
+        return PlainText(value) if plain and _typed_elsewhere(value) else value
+
+    FrontMatter.add_constructor("tag:yaml.org,2002:str", text)
     return FrontMatter
 
 

@@ -236,9 +236,31 @@ def test_front_matter_values_are_the_text_written(tmp_path):
     assert skill.extra == {"metadata": {"version": "1.10", "build": "0x1A", "flag": "off"}}
     written = dump_skill_md(skill)
     assert parse_skill_md(written, skill_id="2048") == skill
-    # quoted where a YAML 1.1 reader would type them, so such a reader gets the text too
+    # written plain as they were, so a YAML 1.1 reader reads what it read in the source
     header = written.split("---\n")[1]
-    assert yaml.safe_load(header) == {"name": "2048", "description": "d", **skill.extra}
+    assert yaml.safe_load(header) == yaml.safe_load(front)
+
+
+def test_front_matter_written_plain_is_written_back_plain_and_quoted_quoted():
+    # Claude Code reads disable-model-invocation as a boolean: 'false' quoted would be text,
+    # which such a reader takes for true; empty license and metadata are null to it
+    front = (
+        "name: deploy\ndescription: d\ndisable-model-invocation: true\nuser-invocable: false\n"
+        "allowed-tools: ~\nlicense:\nmetadata:\n  version: '1.10'\n  q: \"true\"\n"
+        "  tags: [on, 'off', null]\n"
+    )
+    skill = parse_skill_md(f"---\n{front}---\nBody\n", skill_id="deploy")
+    assert skill.extra["user-invocable"] == "false" and skill.extra["license"] == ""
+    written = dump_skill_md(skill)
+    assert written == (
+        "---\nname: deploy\ndescription: d\ndisable-model-invocation: true\n"
+        "user-invocable: false\nallowed-tools: ~\nlicense:\nmetadata:\n  version: '1.10'\n"
+        "  q: 'true'\n  tags:\n  - on\n  - 'off'\n  - null\n---\nBody\n"
+    )
+    assert parse_skill_md(written, skill_id="deploy") == skill
+    assert yaml.safe_load(written.split("---\n")[1]) == yaml.safe_load(front)
+    # text from elsewhere (a harness document) is quoted where another reader would type it
+    assert "flag: 'off'" in dump_skill_md(Skill("a", "a", "d", "", extra={"flag": "off"}))
 
 
 def test_front_matter_values_of_other_types_are_written_with_their_tag():
