@@ -58,7 +58,7 @@ from hsa.augment.names import PARAM_NAME
 from hsa.augment.param_schemas import all_property_names, reached
 from hsa.augment.rule import Rewrite
 from hsa.augment.rules.protocol import unshown
-from hsa.augment.rules.tool_names import ALLOWED_TOOLS, allowed_tool_names
+from hsa.augment.rules.tool_names import ALLOWED_TOOLS, allowed_tool_names, rename_allowed_tools
 from hsa.envs.base import Environment, Task
 from hsa.envs.hook_runtime import HookContext, matches
 from hsa.errors import HsaError
@@ -72,7 +72,8 @@ from hsa.harness.events import (
     event_to_row,
     normalize_call_ids,
 )
-from hsa.harness.model import Harness, Hook, Tool
+from hsa.harness.identifiers import in_path
+from hsa.harness.model import Harness, Hook, Skill, Tool
 from hsa.harness.parse import parse
 from hsa.harness.render import as_shown, render, shown_order
 from hsa.harness.validate import declared_properties, document_problems, pattern_matches
@@ -527,7 +528,15 @@ def _mask_with(shown: tuple[tuple[str, str], ...]) -> Callable[[str], str]:
     table = dict(shown)
     alternation = "|".join(re.escape(n) for n in sorted(table, key=lambda n: (-len(n), n)))
     regex = re.compile(f"(?<![{_NAME_BOUNDARY}])(?:{alternation})(?![{_NAME_BOUNDARY}])")
-    return lambda text: regex.sub(lambda found: table[found.group()], text)
+
+    def shown_as(found: re.Match[str]) -> str:
+        # a name in a path, file name or URL names a file or place, which no rename
+        # replaces (``replace_identifiers``): one renamed there is a change
+        if in_path(found.string, found.start(), found.end()):
+            return found.group()
+        return table[found.group()]
+
+    return lambda text: regex.sub(shown_as, text)
 
 
 @lru_cache(maxsize=1024)
@@ -563,13 +572,22 @@ def skill_problems(
     problems: list[tuple[str, str]] = []
     missing: list[str] = []
     mask: Callable[[str], str] | None = None  # made when a skill changed
+    # the tools renamed (the skill tool too), which a skill's allowed-tools follows
+    tool_names = {old: tool.name for old, tool in m.tools.items() if tool.name != old}
+    loader, loader_now = original.skill_tool, h2.skill_tool
+    if loader is not None and loader_now is not None and loader.name != loader_now.name:
+        tool_names[loader.name] = loader_now.name
     now_by_id = {s.id: s for s in h2.skills}
     for skill in original.skills:
         new = now_by_id.get(m.skills.get(skill.id, skill.id))
         if new is None:
             missing.append(skill.id)
             continue
-        if new.content == skill.content and new.description == skill.description:
+        if (new.content, new.description, new.extra) == (
+            skill.content,
+            skill.description,
+            skill.extra,
+        ):
             continue  # (most rules touch no skill)
         if mask is None:
             mask = _rename_mask(m)
@@ -582,12 +600,31 @@ def skill_problems(
                     problems.append((where, f"its content lost {_first_of(lost, after)}"))
                 else:
                     problems.append((where, f"its content gained {_first_of(added, before)}"))
+        changed = _front_matter_change(skill, new, tool_names)
+        if changed is not None:
+            problems.append((where, changed))
         said = " ".join(mask(skill.description).split())
         if said and new.description != skill.description:
             now = " ".join(mask(new.description).split())
             if said not in now and said[:1].lower() + said[1:] not in now:
                 problems.append((where, f"its description no longer says {_clip(said)!r}"))
     return problems, missing
+
+
+def _front_matter_change(skill: Skill, new: Skill, tool_names: dict[str, str]) -> str | None:
+    """How ``new``'s other front matter (``extra``: license, allowed-tools, metadata, ...)
+    differs from ``skill``'s, its allowed-tools renamed with the tools, or None."""
+    expected = rename_allowed_tools(skill, tool_names).extra
+    if new.extra == expected:
+        return None
+    for key in (*expected, *(k for k in new.extra if k not in expected)):
+        if key not in new.extra:
+            return f"its front matter lost {key!r}"
+        if key not in expected:
+            return f"its front matter gained {key!r}"
+        if new.extra[key] != expected[key]:
+            return f"its front matter {key!r} changed: {_clip(repr(new.extra[key]))}"
+    return None
 
 
 def dropped_skill_problems(

@@ -96,6 +96,12 @@ def code_mask(lines: list[str]) -> list[bool]:
     return _scan(lines)[0]
 
 
+def _indented_code_mask(lines: list[str]) -> list[bool]:
+    """For each line, whether it is in an indented code block (``code_mask``'s, fences
+    apart)."""
+    return _scan(lines)[2]
+
+
 def _item_mask(lines: list[str]) -> list[bool]:
     """For each line, whether it begins a list item: a marker outside code, and not a line of
     a paragraph (one indented four spaces, or numbered from other than 1, cannot begin a
@@ -103,9 +109,10 @@ def _item_mask(lines: list[str]) -> list[bool]:
     return _scan(lines)[1]
 
 
-def _scan(lines: list[str]) -> tuple[list[bool], list[bool]]:
+def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
     code: list[bool] = []
     items: list[bool] = []
+    indented_code: list[bool] = []
     fence = ""  # the open fence
     indented = in_list = paragraph = False
     text_at = 0  # the column the last item's text begins at
@@ -114,6 +121,7 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool]]:
     for line in lines:
         blank, indent = not line.strip(), _indent(line)
         items.append(False)
+        indented_code.append(False)
         if bare and (blank or (indent < text_at and not (indent < 4 and _starts_item(line)))):
             # an item begins with at most one blank line, and holds no paragraph that a line
             # left of its text could go on: either ends it, and the list
@@ -128,7 +136,7 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool]]:
         if indented and not blank and indent < 4:
             indented = False
         if indented or (not blank and not paragraph and not in_list and indent >= 4):
-            indented = True
+            indented = indented_code[-1] = True
             code.append(True)
             continue
         match = _FENCE.match(line)
@@ -166,7 +174,7 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool]]:
         if not paragraph and not blank:  # a paragraph begins: in the item where indented
             item_text = in_list and indent >= text_at
         paragraph = not (blank or heading or thematic)
-    return code, items
+    return code, items, indented_code
 
 
 def _starts_item(line: str) -> bool:
@@ -325,15 +333,31 @@ def skill_blocks(content: str) -> tuple[tuple[Block, ...], ...]:
     """``content`` as what it says, whatever its markup: its parts from one heading to the
     next (any level, and ATX, closed, setext or bold alike), each the blocks it holds in
     order. A text line loses its list marker (an ordered item keeps its number), indentation
-    and spacing; a blank line, a thematic break and a setext underline are markup; fenced code
-    is kept byte for byte (only a CRLF line end read as LF)."""
+    and spacing; a blank line, a thematic break and a setext underline are markup; code,
+    fenced or indented, is kept byte for byte (only a CRLF line end read as LF, and the blank
+    lines that end an indented block left out, as CommonMark leaves them)."""
     parts: list[list[Block]] = [[]]
     lines = content.split("\n")
+    indented = _indented_code_mask(lines)
     fence = ""
     code: list[str] = []
     previous = ""  # the line before, stripped ("" when blank or code)
-    for raw in lines:
+    block: list[str] = []  # the indented code block going on
+
+    def end_block() -> None:
+        while block and not block[-1].strip():
+            block.pop()
+        if block:
+            parts[-1].append(("code", "\n".join(block)))
+        block.clear()
+
+    for i, raw in enumerate(lines):
         line = raw.removesuffix("\r")
+        if not fence and indented[i]:
+            block.append(line)
+            previous = ""
+            continue
+        end_block()
         if fence:
             code.append(line)
             match = _FENCE.match(line)
@@ -368,6 +392,7 @@ def skill_blocks(content: str) -> tuple[tuple[Block, ...], ...]:
             text = (f"{number}. " if number else "") + text[marker.end() :]
         parts[-1].append(("text", text))
         previous = text
+    end_block()
     if fence:  # a fence left open runs to the end of the text
         parts[-1].append(("code", "\n".join(code)))
     return tuple(tuple(part) for part in parts if part)

@@ -67,13 +67,13 @@ _LINE_NUMBER = re.compile(r"(?::\d+)+$")
 _PATH_PUNCTUATION = frozenset("_.{}~:@/\\-")
 #: what ends the word around a name (for URLs and e-mail addresses, which run past paths)
 _WORD_END = frozenset(" \t\n\r\"'`<>()[]")
-#: the characters next to a name that may make it part of a place (``_in_path``)
+#: the characters next to a name that may make it part of a place (``in_path``)
 _BEFORE_PLACE = frozenset("/\\~@:.=&?#%")
 _AFTER_PLACE = frozenset("/\\@:?#=&")
 _URL_OR_MAIL = re.compile(r"[A-Za-z][\w+.-]*://|[\w.+-]@[\w-]+\.\w")
 
 
-def _in_path(text: str, start: int, end: int) -> bool:
+def in_path(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` (a name found in it) names a file, a folder or a place: it
     is part of a URL or an e-mail address, of an absolute, home or relative path
     (``/usr/bin/x``, ``~/x``, ``./x``, ``C:\\x``), of a relative path to a file or folder
@@ -204,7 +204,7 @@ def _swap_tokens(chunk: str, table: Mapping[str, str], plain: frozenset[str]) ->
             quoted = before and before == after and before in _QUOTES
             if not (quoted or after == "(" or (before == "(" and after == ")")):
                 continue
-        if _in_path(chunk, start, end):
+        if in_path(chunk, start, end):
             continue
         out.append(chunk[last:start])
         out.append(new)
@@ -220,7 +220,7 @@ def _swap_spans(chunk: str, table: Mapping[str, str], regexes: list[re.Pattern[s
     spans.sort()
     out, last = [], 0
     for start, end in spans:
-        if start < last or _in_path(chunk, start, end):
+        if start < last or in_path(chunk, start, end):
             continue
         out.append(chunk[last:start])
         out.append(table[chunk[start:end]])

@@ -770,6 +770,65 @@ def test_a_line_slipped_into_a_code_block_is_caught():
     ]
 
 
+def _one_skill(content: str, **extra):
+    harness = make_harness()
+    skill = dataclasses.replace(harness.skills[1], content=content, extra=extra)
+    return harness.replace(skills=[harness.skills[0], skill, harness.skills[2]])
+
+
+def test_indented_code_re_indented_is_caught_and_markup_around_it_is_not():
+    harness = _one_skill("Example:\n\n    def f():\n        return 1\n\n## Next\n\nText.\n")
+
+    def reindent(skill):
+        return dataclasses.replace(
+            skill, content=skill.content.replace("        return", "    return")
+        )
+
+    report = _run(_with_skills(reindent), harness)
+    assert _skill_failures(report) == [
+        "skills: skill 'returns': its content lost code '    def f():\\n        return 1'"
+    ]
+    # the blank line a bold heading brings after the block is no part of it
+    bold = _run(
+        _with_skills(
+            lambda s: dataclasses.replace(
+                s, content=s.content.replace("\n\n## Next\n\n", "\n\n\n**Next**\n\n")
+            )
+        ),
+        harness,
+    )
+    assert bold.outcomes["skills"] == PASS, _skill_failures(bold)
+
+
+def test_front_matter_dropped_or_changed_is_caught():
+    extra = {"license": "MIT", "allowed-tools": "get_order(x:*) search", "metadata": {"v": "1"}}
+    harness = _one_skill("Body.\n", **extra)
+    dropped = _run(_with_skills(lambda s: dataclasses.replace(s, extra={})), harness)
+    assert _skill_failures(dropped) == ["skills: skill 'returns': its front matter lost 'license'"]
+    # a tool rename carries allowed-tools with it: that is no change
+    renamed = _run(_rename({"get_order": "fetch_order"}), harness)
+    assert renamed.outcomes["skills"] == PASS, _skill_failures(renamed)
+
+
+def test_a_declared_rename_inside_a_path_is_a_change_of_content():
+    harness = _one_skill("Run scripts/get_order/run.py, then `get_order` and get_order.rb.\n")
+
+    def into_paths(harness, rng, params, context):
+        renamed = rename_tools_of(harness)
+        skills = [
+            dataclasses.replace(s, content=s.content.replace("get_order", "fetch_order"))
+            for s in renamed.harness.skills
+        ]
+        return Rewrite(renamed.harness.replace(skills=skills), renamed.mapping)
+
+    assert _run(_rename({"get_order": "fetch_order"}), harness).outcomes["skills"] == PASS
+    assert _skill_failures(_run(into_paths, harness)) == [
+        # (the text as the check reads it: a declared rename shows as its new name)
+        "skills: skill 'returns': its content lost text 'Run scripts/get_order/run.py, then "
+        "`fetch_order` and get_order.rb.'"
+    ]
+
+
 def test_steps_put_in_another_order_within_a_section_are_caught():
     def swap_steps(skill):
         content = skill.content.replace("1. Call `return_order_items`.\n2. Confirm.", "2. Confirm.")

@@ -204,3 +204,13 @@ def test_skill_blocks_read_markup_alike_and_code_verbatim():
         == expected
     )
     assert markdown.skill_blocks(atx.replace("  a  b", " a b")) != expected
+
+
+def test_skill_blocks_keep_indented_code_verbatim_without_its_trailing_blank_lines():
+    text = "Example:\n\n    def f():\n\n        return 1\n\n\n## Next\n"
+    assert markdown.skill_blocks(text)[0] == (
+        ("text", "Example:"),
+        ("code", "    def f():\n\n        return 1"),
+    )
+    # a list item's indented text is text
+    assert markdown.skill_blocks("- a\n\n    more\n") == ((("text", "a"), ("text", "more")),)

@@ -89,7 +89,7 @@ def rename_tools(harness: Harness, table: dict[str, str]) -> Rewrite:
     if not table:
         return Rewrite(harness)
     hooks = remap_matchers(harness.hooks, [t.name for t in _all_tools(harness)], table)
-    skills = [_rename_allowed_tools(s, table) for s in harness.skills]
+    skills = [rename_allowed_tools(s, table) for s in harness.skills]
     renamed = replace_in_harness(harness.replace(hooks=hooks, skills=skills), table)
     # a tool the table leaves alone stays the same object, and keeps what was derived from it
     # (its JSON, its validation)
@@ -124,7 +124,7 @@ def _rename_entries(value: str, table: dict[str, str]) -> str:
     )
 
 
-def _rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
+def rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
     """Agent Skills name the tools a skill may use in ``allowed-tools``: they follow a rename,
     the name at the start of each entry (``Bash`` of ``Bash(git:*)``) only."""
     extra = dict(skill.extra)
