@@ -321,22 +321,67 @@ def settings_hash(chosen: Mapping[str, Any], files: Iterable[str] = ()) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def content_hash(path: Path) -> str:
+def content_hash(path: Path, *, stand_ins: Mapping[str, bytes] | None = None) -> str:
     """The content of the file or folder ``path`` as a hash, whatever the path it is named by:
-    a file's SHA-256; a folder's, that of the name (relative to it) and SHA-256 of every file
-    in it, at any depth. ``OSError`` (``FileNotFoundError`` when it is not there, with the
+    a file's SHA-256; a folder's, ``files_hash`` of its files (``folder_files``) by their
+    names relative to it. ``OSError`` (``FileNotFoundError`` when it is not there, with the
     name of the file that could not be read). Each file is read once per process while its
     size and times stay the same, so that hashing a job's settings again is cheap."""
     if path.is_file():
-        return _file_hash(path)
+        return files_hash({"": path})
     if path.is_dir():
-        lines = [
-            f"{file.relative_to(path)}\0{_file_hash(file)}\n"
-            for file in sorted(p for p in path.rglob("*") if p.is_file())
-        ]
-        text = json.dumps({"files": "".join(lines)}, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        files = {file.relative_to(path).as_posix(): file for file in folder_files(path)}
+        return files_hash(files, stand_ins=stand_ins)
     raise FileNotFoundError(2, "No such file or directory", str(path))
+
+
+def files_hash(files: Mapping[str, Path], *, stand_ins: Mapping[str, bytes] | None = None) -> str:
+    """A hash of the files ``files`` gives by name (their paths relative to a folder, say):
+    each name and its file's SHA-256, in path order; one file under the empty name, its
+    SHA-256 alone. ``stand_ins`` gives the bytes hashed in place of the file of that name
+    (what of a record is input: an import's ``import.json`` by its notes)."""
+    if set(files) == {""}:  # one file, whose name says nothing: its content alone
+        return _file_hash(files[""])
+    stand_ins = stand_ins or {}
+    lines = []
+    for name in sorted(files, key=lambda name: name.split("/")):  # (as paths sort)
+        if name in stand_ins:
+            found = hashlib.sha256(stand_ins[name]).hexdigest()
+        else:
+            found = _file_hash(files[name])
+        lines.append(f"{name}\0{found}\n")
+    text = json.dumps({"files": "".join(lines)}, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+#: the folder an hsa job keeps its state in (``hsa.datasets.manifest.STATE``): a folder that
+#: holds one is a job's output
+JOB_STATE = ".hsa"
+
+
+def folder_files(folder: Path) -> list[Path]:
+    """The files under ``folder`` at any depth, through folders that are links too, in path
+    order; not hidden entries (``.git``, an editor's swap file, ``.DS_Store``, an hsa job's
+    ``.hsa``) nor the folders of hsa jobs (holding a ``.hsa``: a teach job or an evaluation
+    whose ``--out`` is inside), which are no one's input. A link back to a folder it is in
+    is not followed."""
+    out: list[Path] = []
+
+    def walk(here: Path, above: frozenset[tuple[int, int]]) -> None:
+        found = here.stat()
+        if (found.st_dev, found.st_ino) in above:
+            return
+        if above and (here / JOB_STATE).is_dir():
+            return
+        above |= {(found.st_dev, found.st_ino)}
+        for entry in sorted(p for p in here.iterdir() if not p.name.startswith(".")):
+            if entry.is_dir():
+                walk(entry, above)
+            elif entry.is_file():
+                out.append(entry)
+
+    walk(folder, frozenset())
+    return sorted(out)
 
 
 #: file hashes by what ``os.stat`` says of the file (device, inode, size, times)

@@ -450,3 +450,39 @@ def test_content_hash_is_the_content_of_a_file_or_of_every_file_of_a_folder(tmp_
     assert content_hash(tmp_path / "d") != folder  # (a file's name is part of it)
     with pytest.raises(FileNotFoundError):
         content_hash(tmp_path / "missing")
+
+
+def test_a_folder_s_content_leaves_out_hidden_entries_and_the_output_of_hsa_jobs(tmp_path):
+    # (an editor's swap file, .DS_Store, a job's .hsa/lock or its --out inside the folder
+    # changed the hash of the folder it was in)
+    import hashlib
+
+    from hsa.config import content_hash, files_hash, folder_files
+
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "a.json").write_bytes(b"{}")
+    (tmp_path / "d" / "sub" / "b.json").write_bytes(b"[]")
+    folder = content_hash(tmp_path / "d")
+    for name in (".DS_Store", ".a.json.swp", "sub/.hidden", ".git/config", ".hsa/lock"):
+        (tmp_path / "d" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "d" / name).write_bytes(b"x")
+    (tmp_path / "d" / "run" / ".hsa").mkdir(parents=True)  # a job's --out
+    (tmp_path / "d" / "run" / "teach.json").write_bytes(b"{}")
+    assert content_hash(tmp_path / "d") == folder
+    assert [p.name for p in folder_files(tmp_path / "d")] == ["a.json", "b.json"]
+    # a linked folder is read through (a link back up is not followed)
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "c.json").write_bytes(b"1")
+    (tmp_path / "d" / "linked").symlink_to(tmp_path / "shared")
+    (tmp_path / "d" / "sub" / "up").symlink_to(tmp_path / "d")
+    assert [p.name for p in folder_files(tmp_path / "d")] == ["a.json", "c.json", "b.json"]
+    linked = content_hash(tmp_path / "d")
+    (tmp_path / "shared" / "c.json").write_bytes(b"2")
+    assert content_hash(tmp_path / "d") != linked
+    # one file under the empty name is its content alone; under a name, its name counts too
+    file = tmp_path / "d" / "a.json"
+    assert files_hash({"": file}) == hashlib.sha256(b"{}").hexdigest() == content_hash(file)
+    assert files_hash({"x.json": file}) != files_hash({"y.json": file})
+    assert files_hash({"x.json": file}, stand_ins={"x.json": b"[]"}) == files_hash(
+        {"x.json": tmp_path / "d" / "sub" / "b.json"}
+    )
