@@ -6,8 +6,10 @@ import abc
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hsa.config import folder_files
 from hsa.errors import EnvError
 from hsa.harness.events import Event
 from hsa.harness.importers.base import SPLITS as SPLITS  # re-exported: a Task's split
@@ -119,6 +121,19 @@ class Environment(abc.ABC):
     #: teacher jobs and evaluations of an older one are not resumed into (it is part of their
     #: output hash from version 2 on)
     score_version: int = 1
+
+    @classmethod
+    def corpus_files(cls, path: Path) -> dict[str, Path]:
+        """The files the environment reads of its corpus at ``path`` (its ``path`` option), by
+        the names a job's output hash takes them by (``hsa.envs.registry.corpus_hash``), so
+        that an edit of one is another job and a file it does not read (a job's ``--out``
+        inside the folder) is not. By default: a file, by its content alone (the name ``""``);
+        a folder, its files by their paths relative to it (``hsa.config.folder_files``: not
+        hidden entries, nor the folders of hsa jobs). An environment that reads files beside
+        its corpus, only some of a folder's, or takes meaning from a name says which."""
+        if path.is_dir():
+            return {file.relative_to(path).as_posix(): file for file in folder_files(path)}
+        return {"": path}
 
     @property
     def runs_tools(self) -> bool:

@@ -20,7 +20,7 @@ from hsa.envs.episode import Episode
 from hsa.envs.recorded import CorpusEnvironment, CorpusState, tool_calls
 from hsa.errors import ImportFormatError
 from hsa.harness.events import AssistantMessage, Event, ToolCall
-from hsa.harness.importers.bfcl import FORMAT_SENSITIVITY
+from hsa.harness.importers.bfcl import FORMAT_SENSITIVITY, read_files
 
 #: Source types of a Java/JavaScript harness: ``(language, {tool: {param: declared type}})``.
 Source = tuple[str, Mapping[str, Mapping[str, Mapping[str, str]]]]
@@ -168,6 +168,11 @@ class BfclEnvironment(CorpusEnvironment):
         env = cls([h for h in result.harnesses if h.id in used], tasks)
         env.notes = tuple(n for n in result.notes if "unscored" in n)
         return env
+
+    @classmethod
+    def corpus_files(cls, path: Path) -> dict[str, Path]:
+        # a question file's answers and API docs beside it, by names that keep its category
+        return read_files(path)
 
     def left_out(self) -> tuple[str, ...]:
         return self.notes

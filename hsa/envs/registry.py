@@ -7,8 +7,10 @@ import importlib
 import inspect
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+from hsa.config import files_hash
 from hsa.envs.base import Environment
 from hsa.errors import EnvError
 
@@ -82,15 +84,36 @@ def score_version(name: str) -> int:
     """The ``score_version`` of environment ``name``, without building it: that of the class
     its factory is (or is a method of); 1 for a name not registered or a factory that does not
     import (the job says what is wrong when it builds the environment) or is of another kind."""
+    version = getattr(_class_of(name), "score_version", 1)
+    return version if isinstance(version, int) else 1
+
+
+def corpus_hash(name: str, path: Path) -> str:
+    """The content of environment ``name``'s corpus at ``path`` as a hash, whatever the path
+    it is named by: the files it reads, by name and content (``Environment.corpus_files`` of
+    the class ``score_version`` finds, without building it; the default's for a name not
+    registered or of another kind). ``OSError`` (``FileNotFoundError`` when ``path`` is not
+    there, with the name of the file that could not be read)."""
+    if not path.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    owner = _class_of(name)
+    if not issubclass(owner, Environment):
+        owner = Environment
+    return files_hash(owner.corpus_files(path))
+
+
+def _class_of(name: str) -> type:
+    """The class environment ``name``'s factory is (or is a method of); ``Environment`` when
+    it is not registered, or does not import (building it says what is wrong), or is no
+    class's."""
     if name not in _FACTORIES:
-        return 1
+        return Environment
     try:
         factory: Any = _resolve(name)
     except Exception:  # a plugin's that does not import: building it says what is wrong
-        return 1
+        return Environment
     owner = getattr(factory, "__self__", factory)  # a classmethod's class
-    version = getattr(owner, "score_version", 1) if isinstance(owner, type) else 1
-    return version if isinstance(version, int) else 1
+    return owner if isinstance(owner, type) else Environment
 
 
 def _bad_path(name: str, options: Mapping[str, Any]) -> str | None:

@@ -54,6 +54,7 @@ from hsa.envs.base import Outcome, Task
 from hsa.envs.episode import Episode
 from hsa.envs.recorded import CorpusEnvironment, CorpusState, tool_calls
 from hsa.harness.events import AssistantMessage, Event, ToolCall
+from hsa.harness.importers.tau2 import read_files
 from hsa.harness.model import Tool
 
 
@@ -145,6 +146,11 @@ class Tau2Environment(CorpusEnvironment):
         about_tools = {n for h in result.harnesses for n in h.metadata.get("import_notes") or ()}
         notes = [n for n in result.notes if n not in about_tools]
         return cls(result.harnesses, tasks, domain=Path(path).resolve().name, notes=notes)
+
+    @classmethod
+    def corpus_files(cls, path: Path) -> dict[str, Path]:
+        # only the files of its domains, by names that hold the domains' folders' names
+        return read_files(path)
 
     def left_out(self) -> tuple[str, ...]:
         return self.notes

@@ -206,7 +206,7 @@ class EvalConfig:
 
         public = self.public_dict()
         chosen = {name: public[name] for name in _OUTPUT_FIELDS}
-        chosen["env_options"] = corpus_identity(public["env_options"])
+        chosen["env_options"] = corpus_identity(self.env, public["env_options"])
         if self.task_seed is not None:  # (unset, it leaves the hash as it was before it)
             chosen["task_seed"] = self.task_seed
         if self.chat_template_kwargs:  # (likewise)

@@ -11,17 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from hsa.config import (
-    bounded,
-    content_hash,
-    from_mapping,
-    refuse,
-    setting,
-    settings_hash,
-    typed,
-)
+from hsa.config import bounded, from_mapping, refuse, setting, settings_hash, typed
 from hsa.envs.base import SPLITS
-from hsa.envs.registry import score_version
+from hsa.envs.registry import corpus_hash, score_version
 from hsa.errors import HsaError, TeacherError
 from hsa.harness.model import call_format_problem
 
@@ -324,7 +316,7 @@ class TeachConfig:
         versions = rule_versions(lambda: load_recipe(recipe) if recipe else default_recipe())
         chosen = {
             **self.output_dict(),
-            "env_options": corpus_identity(self.env_options),
+            "env_options": corpus_identity(self.env, self.env_options),
             "planner": PLAN_VERSION,
             "render": RENDER_VERSION,
             "rule_versions": versions,
@@ -342,16 +334,18 @@ class TeachConfig:
         return config
 
 
-def corpus_identity(options: Mapping[str, Any]) -> dict[str, Any]:
-    """An environment's ``options`` as an output hash takes them: the corpus ``path`` by its
-    content (``content_hash``), so that an edited corpus is another job and one corpus named
-    two ways (relative, absolute) is one. A path that cannot be read is kept as written (the
-    job says why when it loads the environment); options without a path are as they are."""
+def corpus_identity(env: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Environment ``env``'s ``options`` as an output hash takes them: the corpus ``path`` by
+    the content of the files the environment reads of it (``corpus_hash``), so that an edited
+    corpus is another job, one corpus named two ways (relative, absolute) is one, and a job
+    writing into a folder inside it (its ``--out``) does not change it. A path that cannot
+    be read is kept as written (the job says why when it loads the environment); options
+    without a path are as they are."""
     path = options.get("path")
     if not isinstance(path, str | os.PathLike):
         return dict(options)
     try:
-        return {**options, "path": content_hash(Path(path))}
+        return {**options, "path": corpus_hash(env, Path(path))}
     except OSError:
         return dict(options)
 

@@ -76,3 +76,31 @@ def test_score_version_of_a_plugin_that_fails_to_import_is_1(monkeypatch, tmp_pa
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(registry._FACTORIES, "broken", "hsa_broken_plugin_env:Env")
     assert registry.score_version("broken") == 1
+
+
+def test_a_corpus_is_hashed_by_the_files_its_environment_reads_without_building_it(
+    monkeypatch, tmp_path
+):
+    from hsa.config import content_hash
+    from hsa.envs import registry
+
+    for name in ("airline", "copy"):  # one domain's files under two folder names
+        (tmp_path / "tau2" / name).mkdir(parents=True)
+        for file in ("tools.json", "tasks.json"):
+            (tmp_path / "tau2" / name / file).write_text("[]")
+    (tmp_path / "tau2" / "airline" / "notes.txt").write_text("not read")
+    airline = registry.corpus_hash("tau2", tmp_path / "tau2" / "airline")
+    (tmp_path / "tau2" / "airline" / "notes.txt").write_text("still not read")
+    assert registry.corpus_hash("tau2", tmp_path / "tau2" / "airline") == airline
+    # the folder's name is the domain's, which names its harness and tasks
+    assert registry.corpus_hash("tau2", tmp_path / "tau2" / "copy") != airline
+    monkeypatch.chdir(tmp_path / "tau2" / "airline")
+    assert registry.corpus_hash("tau2", tmp_path / "tau2" / "airline" / ".") == airline
+    # a plugin's (or a name not registered, or one that does not import): the file by its
+    # content, the folder's files
+    monkeypatch.setitem(registry._FACTORIES, "broken", "no_such_module_hsa:Env")
+    for name in ("broken", "no-such-env", "recorded"):
+        for path in (tmp_path / "tau2" / "copy", tmp_path / "tau2" / "copy" / "tools.json"):
+            assert registry.corpus_hash(name, path) == content_hash(path)
+    with pytest.raises(FileNotFoundError):
+        registry.corpus_hash("bfcl", tmp_path / "missing")

@@ -357,6 +357,20 @@ def test_tasks_that_run_their_calls_on_a_corpus_without_outputs_are_left_out(tmp
     assert not (tmp_path / "alone").exists()
 
 
+def test_a_job_whose_out_is_inside_its_corpus_folder_resumes(tmp_path, external):
+    # (the corpus's every file was its identity: the job's own output inside the folder made
+    # the rerun another job, refused: "this directory holds a teacher job with other settings")
+    corpus = tmp_path / "bfD"
+    (corpus / "possible_answer").mkdir(parents=True)
+    for name in ("BFCL_v4_simple_python.json", "possible_answer/BFCL_v4_simple_python.json"):
+        lines = (external / "bfcl" / name).read_text("utf-8").splitlines()
+        (corpus / name).write_text("\n".join(lines[:2]) + "\n")
+    settings = TeachConfig(env="bfcl", env_options={"path": str(corpus)})
+    assert teach(settings, corpus / "run1").written == 2
+    again = teach(settings, corpus / "run1")
+    assert (again.skipped, again.written) == (2, 0)
+
+
 def test_only_marked_shards_are_done_and_the_rest_are_written_again(tmp_path, env):
     """A shard is done when its completion mark lists it with its sha256 and the file matches:
     a foreign file, a half-written one and one without its mark are all written again."""

@@ -128,3 +128,99 @@ def test_the_corpus_is_part_of_a_job_by_its_content_not_by_how_its_path_is_writt
             assert relative.output_hash() == absolute.output_hash()
             corpus.write_text('{"id": "a", "question": "one?"}\n', "utf-8")
             assert absolute.output_hash() == before
+
+
+def _bfcl_corpus(folder, category="simple"):
+    """A BFCL data folder with one question file, its answers and an API doc."""
+    (folder / "possible_answer").mkdir(parents=True)
+    (folder / "multi_turn_func_doc").mkdir()
+    question = folder / f"BFCL_v4_{category}.json"
+    question.write_text('{"id": "a", "question": "one?"}\n', "utf-8")
+    (folder / "possible_answer" / question.name).write_text('{"id": "a"}\n', "utf-8")
+    (folder / "multi_turn_func_doc" / "math_api.json").write_text('{"name": "f"}\n', "utf-8")
+    return question
+
+
+def _tau2_domain(folder):
+    folder.mkdir(parents=True)
+    for name in ("tools.json", "tasks.json", "policy.md"):
+        (folder / name).write_text("[]", "utf-8")
+    return folder
+
+
+def test_a_job_writing_into_its_corpus_folder_is_the_same_job_before_and_after(
+    tmp_path, monkeypatch
+):
+    # (every file under the corpus folder was hashed: a teach or eval job whose --out was
+    # inside changed its own output_hash by writing there, and its rerun was refused as
+    # another job's; an editor's swap file or .DS_Store did too)
+    from hsa.eval.config import EvalConfig
+
+    _bfcl_corpus(tmp_path / "bfD")
+    _tau2_domain(tmp_path / "airline")
+    monkeypatch.chdir(tmp_path / "airline")
+    jobs = [
+        (config(env="bfcl", env_options={"path": str(tmp_path / "bfD")}), tmp_path / "bfD")
+        for config in (TeachConfig, EvalConfig)
+    ] + [
+        (config(env="tau2", env_options={"path": "."}), tmp_path / "airline")
+        for config in (
+            TeachConfig,
+            EvalConfig,
+        )
+    ]
+    before = [job.output_hash() for job, _ in jobs]
+    for _, corpus in jobs:
+        out = corpus / "run1"  # what a job writes into its --out
+        (out / ".hsa" / "done").mkdir(parents=True, exist_ok=True)
+        (out / ".hsa" / "lock").write_text("1", "utf-8")
+        (out / "data" / "train").mkdir(parents=True, exist_ok=True)
+        for name in ("teach.json", "summary.json", "cache.sqlite", "data/train/s.parquet"):
+            (out / name).write_text("x", "utf-8")
+        for name in (".DS_Store", ".tasks.json.swp"):
+            (corpus / name).write_text("x", "utf-8")
+        (corpus / ".hsa").mkdir(exist_ok=True)
+        (corpus / ".hsa" / "lock").write_text("1", "utf-8")
+    assert [job.output_hash() for job, _ in jobs] == before
+    (tmp_path / "airline" / "policy.md").write_text("be kind", "utf-8")  # a file it reads
+    assert [job.output_hash() for job, _ in jobs][2:] != before[2:]
+
+
+def test_a_bfcl_question_file_is_its_job_with_its_answers_its_api_docs_and_its_category(
+    tmp_path,
+):
+    # (only the question file was hashed: a job over it resumed with the old rows after its
+    # possible_answer file was edited, though the importer reads that and scores by it)
+    from hsa.eval.config import EvalConfig
+
+    question = _bfcl_corpus(tmp_path / "bfA")
+    answers = tmp_path / "bfA" / "possible_answer" / question.name
+    for config in (TeachConfig, EvalConfig):
+        job = config(env="bfcl", env_options={"path": str(question)})
+        before = job.output_hash()
+        answers.write_text('{"id": "b"}\n', "utf-8")  # (same size)
+        assert job.output_hash() != before
+        answers.write_text('{"id": "a"}\n', "utf-8")
+        assert job.output_hash() == before
+        doc = tmp_path / "bfA" / "multi_turn_func_doc" / "math_api.json"
+        doc.write_text('{"name": "g"}\n', "utf-8")
+        assert job.output_hash() != before
+        doc.write_text('{"name": "f"}\n', "utf-8")
+        # the same bytes as another category are scored otherwise
+        other = _bfcl_corpus(tmp_path / config.__name__, category="irrelevance")
+        assert config(env="bfcl", env_options={"path": str(other)}).output_hash() != before
+
+
+def test_a_bfcl_corpus_reads_its_answers_through_a_linked_folder(tmp_path):
+    # (rglob does not descend into a linked folder: its answers were not in the hash)
+    question = _bfcl_corpus(tmp_path / "real")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / question.name).write_bytes(question.read_bytes())
+    (linked / "possible_answer").symlink_to(tmp_path / "real" / "possible_answer")
+    for path in (linked, linked / question.name):
+        job = TeachConfig(env="bfcl", env_options={"path": str(path)})
+        before = job.output_hash()
+        (tmp_path / "real" / "possible_answer" / question.name).write_text('{"id": "c"}\n')
+        assert job.output_hash() != before
+        (tmp_path / "real" / "possible_answer" / question.name).write_text('{"id": "a"}\n')

@@ -191,6 +191,42 @@ def import_bfcl(path: Path) -> ImportResult:
     )
 
 
+def read_files(path: Path) -> dict[str, Path]:
+    """The files ``import_bfcl(path)`` reads, by their paths relative to the BFCL data folder
+    (that of the question files), so the names say what each is: a question file, named by
+    its category; its ``possible_answer/`` file; the API docs (``multi_turn_func_doc/``,
+    which multi-turn, web_search and memory entries use: all of them, whichever classes the
+    entries name); the memory prerequisites of the memory questions. A format-sensitivity
+    file reads the question files beside it too, and the folder all of these."""
+    if path.is_dir() and path.name == DOC_DIR:
+        root, files = path.parent, sorted(p for p in path.glob("*.json") if p.is_file())
+    elif path.is_dir():
+        root, files = path, _with_answers(path, _question_files(path))
+    elif path.parent.name == DOC_DIR:
+        root, files = path.parent.parent, [path]
+    else:
+        root = path.parent
+        questions = [path]
+        if _category(path) == FORMAT_SENSITIVITY:  # it imports the files of the entries it names
+            questions += _question_files(root)
+        files = _with_answers(root, questions)
+    return {file.relative_to(root).as_posix(): file for file in files}
+
+
+def _question_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if QUESTION_FILE.match(p.name))
+
+
+def _with_answers(root: Path, questions: list[Path]) -> list[Path]:
+    """The question files ``questions`` of the data folder ``root``, their answer files and
+    the API docs and memory prerequisites they may use (those there)."""
+    files = [*questions, *(root / ANSWER_DIR / q.name for q in questions)]
+    files += sorted((root / DOC_DIR).glob("*.json")) if (root / DOC_DIR).is_dir() else []
+    if any(_category(q) == MEMORY for q in questions) and (root / PREREQ_DIR).is_dir():
+        files += sorted((root / PREREQ_DIR).glob("*.json"))
+    return [file for file in files if file.is_file()]
+
+
 def _notes(tasks: Sequence[Mapping[str, Any]], harnesses: Iterable[Harness]) -> tuple[str, ...]:
     """The unscored tasks by kind, and the tool names made legal (over every harness)."""
     renamed: dict[str, str] = {}
