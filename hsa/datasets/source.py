@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hsa.config import content_hash, files_hash, folder_files
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import process_alive
 from hsa.datasets.shards import open_parquet, sha256_file
@@ -425,26 +426,40 @@ def _import_notes(folder: Path) -> tuple[str, ...]:
 
 def with_imported_harnesses(source: Source, folder: Path) -> Source:
     """``source`` read under the harnesses of the ``hsa harness import`` folder ``folder``
-    (each row names its harness). The harnesses are input too: their files go into the
-    fingerprint, so a rerun over a re-imported folder is another input. Of ``import.json``,
-    a record of the import, only the notes do, which go on to the dataset: not the source's
-    path as it was typed (one file imported as ``./a.jsonl`` and as ``/home/me/a.jsonl`` is
-    one input), nor the counts the files themselves hold."""
+    (each row names its harness). The harnesses are input too: the folder's other files go
+    into the fingerprint as ``input_hash`` takes them, so a rerun over a re-imported folder
+    is another input, and one file imported as ``./a.jsonl`` and as ``/home/me/a.jsonl`` one."""
     if source.scratch is not None:
         raise DatasetError(
             "a chat JSONL file brings its own harnesses (or is read under one --harness); an "
             "import folder's harnesses are for trajectories a teacher recorded",
             file=str(folder),
         )
-    digest = hashlib.sha256(source.fingerprint.encode())
-    for file in sorted(p for p in folder.rglob("*") if p.is_file() and p not in source.files):
-        if file == folder / MARKER:
-            notes = mf.canonical_json(list(_import_notes(folder))).encode("utf-8")
-            found = hashlib.sha256(notes).hexdigest()
-        else:
-            found = sha256_file(file)
-        digest.update(f"{file.relative_to(folder)}\0{found}\n".encode())
+    files = {
+        file.relative_to(folder).as_posix(): file
+        for file in folder_files(folder)
+        if file not in source.files
+    }
+    harnesses = files_hash(files, stand_ins=_import_record(folder))
+    digest = hashlib.sha256(f"{source.fingerprint}\0{harnesses}".encode())
     return replace(source, fingerprint=digest.hexdigest(), store=ImportedHarnesses(folder))
+
+
+def input_hash(path: Path) -> str:
+    """The content of the input file or folder ``path`` as a hash (``content_hash``), that
+    of an ``hsa harness import`` folder with its ``import.json`` by what of it is input
+    (``_import_record``). ``OSError`` as ``content_hash``."""
+    return content_hash(path, stand_ins=_import_record(path))
+
+
+def _import_record(folder: Path) -> dict[str, bytes]:
+    """What of the import folder ``folder``'s ``import.json``, a record of the import, is
+    input: its notes, which go on to the dataset; not the source's path as it was typed (one
+    file imported as ``./a.jsonl`` and as ``/home/me/a.jsonl`` is one input), nor the counts
+    the files themselves hold. Nothing for a path that is no import folder."""
+    if not is_import(folder):
+        return {}
+    return {MARKER: mf.canonical_json(list(_import_notes(folder))).encode("utf-8")}
 
 
 def is_import(folder: Path) -> bool:

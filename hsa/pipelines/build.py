@@ -43,7 +43,8 @@ from hsa.config import (
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
-from hsa.datasets.source import Source, open_source
+from hsa.datasets.source import Source, input_hash, open_source
+from hsa.envs.registry import corpus_hash
 from hsa.errors import ConfigError, HsaError, refuse_kind, refuse_path
 from hsa.harness.jsonvalues import json_path
 from hsa.pipelines.augment import (
@@ -138,11 +139,14 @@ class SourceConfig:
             if value in (None, {}):
                 continue
             where = f"$.source.{found.name}"
-            if isinstance(value, Path):
-                value = _fingerprint(value, file, where)
+            if isinstance(value, Path):  # (an import folder's import.json by its notes)
+                value = _fingerprint(value, file, where, hashing=input_hash)
             elif found.name == "env_options" and isinstance(value.get("path"), str):
-                # a corpus by its content: the same path holding other data is another build
-                value = {**value, "path": _fingerprint(Path(value["path"]), file, f"{where}.path")}
+                # a corpus by the content of what the environment reads of it, as a teach
+                # job's: the same path holding other data is another build
+                corpus = partial(corpus_hash, str(self.env))
+                path = _fingerprint(Path(value["path"]), file, f"{where}.path", hashing=corpus)
+                value = {**value, "path": path}
             out[found.name] = value
         return out
 
@@ -326,22 +330,28 @@ def teach_paths(teach: Mapping[str, Any], base: Path) -> dict[str, Any]:
     return out
 
 
-def _fingerprint(path: Path, file: str | None = None, where: str | None = None) -> str:
-    """The content of the file or folder ``path``, as a hash (``content_hash``); one that is
-    not there, or a file in it that cannot be read, is an error at ``where`` of the config
-    ``file`` (given), else naming ``path``."""
+def _fingerprint(
+    path: Path,
+    file: str | None = None,
+    where: str | None = None,
+    *,
+    hashing: Callable[[Path], str] = content_hash,
+) -> str:
+    """The content of the file or folder ``path``, as a hash (``hashing``: ``content_hash``
+    unless given); one that is not there, or a file in it that cannot be read, is an error at
+    ``where`` of the config ``file`` (given), else naming ``path``."""
     if not path.exists():
         if where is not None:
             raise ConfigError(f"{path}: no such file or directory", file=file, where=where)
         raise ConfigError("no such file or directory", file=str(path))
     try:
-        return content_hash(path)
+        return hashing(path)
     except OSError as exc:
         reading = Path(exc.filename) if exc.filename else path
         why = f"cannot read {reading}: {exc.strerror or exc}"
         if isinstance(exc, FileNotFoundError) and reading != path:
             why += f" (it went while {path} was read: is another job writing there?)"
-        why += "; the build identifies its input by the content of every file in it"
+        why += "; the build identifies its input by the content of the files it reads"
         if where is None:
             raise ConfigError(why, file=str(path)) from None
         raise ConfigError(why, file=file, where=where) from None

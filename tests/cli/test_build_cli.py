@@ -213,17 +213,16 @@ def test_a_source_the_config_names_wrongly_is_named_at_its_key(tmp_path: Path) -
     )
 
 
-#: ``hsa`` with every read of a file called ``mem`` failing, as one on a failing disk or a
-#: device (/proc/self/mem) does, wherever the test runs
+#: ``hsa`` with every read of a file called ``BFCL_v4_mem.json`` failing, as one on a failing
+#: disk or a device (/proc/self/mem) does, wherever the test runs
 FAILING_READS = """
-import errno, sys, hsa.pipelines.build
-build = sys.modules["hsa.pipelines.build"]  # (the package's `build` is the function)
-real = build.sha256_file
+import errno, hsa.config
+real = hsa.config._file_hash  # (the one content hash: a build's input, a job's corpus)
 def failing(path):
-    if path.name == "mem":
+    if path.name == "BFCL_v4_mem.json":
         raise OSError(errno.EIO, "Input/output error", str(path))
     return real(path)
-build.sha256_file = failing
+hsa.config._file_hash = failing
 from hsa.cli import main; main()
 """
 
@@ -236,7 +235,7 @@ def test_a_corpus_folder_with_a_file_that_cannot_be_read_gets_one_line(
     corpus.mkdir()
     lines = (external / "bfcl" / "BFCL_v4_simple_python.json").read_text("utf-8").splitlines()
     (corpus / "BFCL_v4_simple_python.json").write_text("\n".join(lines[:3]) + "\n", "utf-8")
-    (corpus / "mem").write_text("x")
+    (corpus / "BFCL_v4_mem.json").write_text(lines[3] + "\n", "utf-8")  # (read, then hashed)
     path = config(tmp_path, source={"env": "bfcl", "env_options": {"path": "corpus"}})
     done = subprocess.run(
         [sys.executable, "-c", FAILING_READS, "build", str(path), "--out", str(tmp_path / "x")],
@@ -244,8 +243,9 @@ def test_a_corpus_folder_with_a_file_that_cannot_be_read_gets_one_line(
     )  # fmt: skip
     assert done.returncode == 1 and not (tmp_path / "x").exists()
     assert done.stderr.strip() == (
-        f"hsa: error: {path}: $.source.env_options.path: cannot read {corpus / 'mem'}: "
-        "Input/output error; the build identifies its input by the content of every file in it"
+        f"hsa: error: {path}: $.source.env_options.path: cannot read "
+        f"{corpus / 'BFCL_v4_mem.json'}: Input/output error; the build identifies its input by "
+        "the content of the files it reads"
     )
 
 

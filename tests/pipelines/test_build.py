@@ -378,13 +378,15 @@ def _unreadable(monkeypatch, name: str) -> None:
 def test_a_source_folder_with_a_file_that_cannot_be_read_is_one_error_at_its_key(
     tmp_path: Path, source, where: str, monkeypatch
 ) -> None:
-    # (an OSError from hashing the folder, a traceback from hsa build)
+    # (an OSError from hashing the folder, a traceback from hsa build; a file BFCL reads)
     (tmp_path / "corpus").mkdir()
-    for name in ("a.json", "mem"):
+    for name in ("a.json", "BFCL_v4_mem.json"):
         (tmp_path / "corpus" / name).write_text("{}")
-    _unreadable(monkeypatch, "mem")
+    _unreadable(monkeypatch, "BFCL_v4_mem.json")
     config = load_config(write(tmp_path, {"source": source, "out": "o"}))
-    with pytest.raises(ConfigError, match=r"cannot read .*corpus/mem: Input/output error") as err:
+    with pytest.raises(ConfigError, match=r"cannot read .*corpus/BFCL_v4_mem.json: Input/output"):
+        config.identity()
+    with pytest.raises(ConfigError) as err:
         config.identity()
     assert (err.value.file, err.value.where) == (str(tmp_path / "build.yaml"), where)
 
@@ -688,3 +690,43 @@ def test_a_config_made_in_code_is_checked_as_one_read_from_a_file(tmp_path: Path
         BuildConfig(source=config.source, augment={"seed": 1})  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"config must be a BuildConfig, got 'b.yaml'; hsa.build"):
         build("b.yaml")  # type: ignore[arg-type]
+
+
+def test_a_build_from_an_import_is_one_build_however_its_source_was_named(tmp_path, monkeypatch):
+    # (import.json, which records the source as typed, was hashed whole: one chat file
+    # imported as /abs/chat.jsonl and as chat.jsonl gave two identities, manifests and cards)
+    from hsa.harness.importers import import_source
+    from hsa.harness.importers.write import write_import
+
+    chat = tmp_path / "chat.jsonl"
+    said = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello."}]
+    chat.write_text(json.dumps({"messages": said}) + "\n")
+    write_import(import_source(chat), tmp_path / "absolute")
+    monkeypatch.chdir(tmp_path)
+    write_import(import_source("chat.jsonl"), tmp_path / "relative")
+
+    def identity(folder: str):
+        config = load_config(write(tmp_path, {"source": {"trajectories": folder}, "out": "o"}))
+        return config.identity()["source"]
+
+    assert identity("absolute") == identity("relative")
+    marker = json.loads((tmp_path / "relative" / "import.json").read_text())
+    marker["notes"] = ["another note"]  # its notes go on to the dataset: they are input
+    (tmp_path / "relative" / "import.json").write_text(json.dumps(marker))
+    assert identity("absolute") != identity("relative")
+
+
+def test_a_bfcl_question_file_is_a_build_s_input_with_its_answers(tmp_path):
+    # (only the question file was hashed, though the environment scores by its answers)
+    (tmp_path / "bf" / "possible_answer").mkdir(parents=True)
+    (tmp_path / "bf" / "BFCL_v4_simple.json").write_text('{"id": "a"}\n')
+    answers = tmp_path / "bf" / "possible_answer" / "BFCL_v4_simple.json"
+    answers.write_text('{"id": "a"}\n')
+    source = {"env": "bfcl", "env_options": {"path": "bf/BFCL_v4_simple.json"}}
+    config = load_config(write(tmp_path, {"source": source, "out": "o"}))
+    before = config.identity()
+    answers.write_text('{"id": "b"}\n')
+    assert config.identity() != before
+    (tmp_path / "bf" / "out" / ".hsa").mkdir(parents=True)  # another job's output beside it
+    answers.write_text('{"id": "a"}\n')
+    assert config.identity() == before
