@@ -41,7 +41,7 @@ from typing import Any
 from hsa.errors import ExperimentError, HsaError
 from hsa.experiment.config import ARMS, ExperimentConfig
 from hsa.experiment.results import write_results
-from hsa.harness.files import write_atomic
+from hsa.harness.files import blocked, write_atomic
 from hsa.harness.io import dump_yaml
 
 #: checkpoints a training writes over its steps (an interrupted one resumes from the newest)
@@ -68,13 +68,17 @@ def _quiet_libraries() -> None:
 
 def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quiet) -> dict:
     """Run ``config`` into ``out`` and return the summary (also ``out/summary.json``)."""
+    out = Path(out)
+    check_out(out)
     _quiet_libraries()
     check_env(config)
     check_training(config)
     check_tiers(config)
     check_gpu(config)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExperimentError(f"cannot create: {exc.strerror or exc}", file=str(out)) from None
     marker = out / "experiment.json"
     try:
         found = json.loads(marker.read_text("utf-8")) if marker.exists() else None
@@ -112,6 +116,14 @@ def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quie
     walls["eval"] = time.monotonic() - mark
     walls["total"] = time.monotonic() - started
     return write_results(config, out, data, runs, evals, walls, resumed=resumed)
+
+
+def check_out(out: Path) -> None:
+    """Refuse an output folder that a file stands in the way of, as ``hsa build`` does, before
+    anything is built."""
+    found = blocked(out / "experiment.json")
+    if found is not None:
+        raise ExperimentError("is a file, where the output folder should be", file=str(found))
 
 
 def check_training(config: ExperimentConfig) -> None:

@@ -210,6 +210,16 @@ def test_a_folder_holding_something_else_is_refused(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
 
+def test_an_output_folder_that_is_a_file_is_one_line(tmp_path):
+    config = write(tmp_path / "tiny.yaml", TINY)
+    (tmp_path / "notadir").write_text("")
+    done = hsa("experiment", "run", str(config), "--out", str(tmp_path / "notadir" / "sub"))
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"hsa: error: {tmp_path / 'notadir'}: is a file, where the output folder should be"
+    ]
+
+
 def test_the_gpu_scale_refuses_a_missing_base_model_before_anything_runs(tmp_path):
     gpu = {"model": str(tmp_path / "no-model"), "train": {"max_steps": 2}}
     config = write(tmp_path / "gpu.yaml", {**TINY, "gpu": gpu})
