@@ -161,6 +161,15 @@ def trl_args(
                 file=file,
                 where=f"$.{key}",
             )
+    # TRL reads any max_steps below 1 as "train num_train_epochs": only its default -1 says so
+    steps = values.get("max_steps", -1)
+    if "max_steps" in fields and steps != -1 and not _number_at_least(steps, 1):
+        raise TrainError(
+            f"{trl_config.__name__}: max_steps must be a number of at least 1 (or -1, TRL's "
+            f"default: train num_train_epochs instead), got {steps!r}",
+            file=file,
+            where="$.max_steps",
+        )
     try:
         args = trl_config(**values)
     except (TypeError, ValueError, ArithmeticError) as exc:

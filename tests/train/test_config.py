@@ -56,6 +56,21 @@ def test_a_trl_value_torch_or_trl_would_fail_on_later_is_named_now(tmp_path, key
     assert found.value.where == f"$.{key}"
 
 
+@pytest.mark.parametrize("trainer", ["SFTConfig", "GRPOConfig", "DistillationConfig"])
+def test_max_steps_is_at_least_1_or_trls_default_minus_1_in_every_trainer(tmp_path, trainer):
+    # -5 trained num_train_epochs silently (TRL reads max_steps <= 0 as unset); --max-steps
+    # refuses it
+    import trl
+
+    trl_config = getattr(trl, trainer)
+    for value in (-5, -2, 0):
+        with pytest.raises(TrainError, match=rf"max_steps must be .*, got {value}$") as found:
+            trl_args(trl_config, {"max_steps": value}, tmp_path, file="x.yaml")
+        assert found.value.where == "$.max_steps" and found.value.file == "x.yaml"
+    assert trl_args(trl_config, {"max_steps": -1}, tmp_path).max_steps == -1
+    assert trl_args(trl_config, {"max_steps": 3}, tmp_path).max_steps == 3
+
+
 def test_every_hsa_setting_has_help_and_is_checked():
     assert all(f.metadata.get("help") for f in settings_of(SftSettings))
     with pytest.raises(TrainError, match="canonical_share"):
