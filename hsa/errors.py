@@ -54,6 +54,11 @@ class ImportFormatError(HsaError):
     """A source corpus or file could not be imported."""
 
 
+class UnknownFormatError(ImportFormatError):
+    """A source's format could not be told from it; the caller says how to name one (``hsa
+    harness import``'s ``--format``)."""
+
+
 class ProtocolError(HsaError):
     """A conversation could not be rendered or parsed under a harness's protocol."""
 

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from hsa.cli.flags import UserPath
 from hsa.cli.output import console, fail
-from hsa.errors import HarnessValidationError
+from hsa.errors import HarnessValidationError, UnknownFormatError
 
 if TYPE_CHECKING:  # hsa.harness loads pyarrow: `hsa --help` should not wait for it
     from hsa.harness.model import Harness, Tool
@@ -101,7 +101,12 @@ def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) ->
     from hsa.harness.importers import import_source, write_import
 
     harness = load_harness(harness_path) if harness_path is not None else None
-    result = import_source(src, format=fmt, harness=harness)
+    try:
+        result = import_source(src, format=fmt, harness=harness)
+    except UnknownFormatError as exc:  # detection failed: name the format instead
+        raise UnknownFormatError(
+            f"{exc.message}; pass --format", file=exc.file, where=exc.where
+        ) from None
     counts = result.counts()
     if result.failures and not any(counts.values()):  # nothing imported: nothing to write
         lines = [str(e) for e in result.failures]

@@ -274,7 +274,7 @@ def test_undetectable_source_and_bad_options(tmp_path, capsys):
     line = one_error(
         cli(capsys, "harness", "import", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))
     )
-    assert "cannot tell the format" in line and "--format" in line
+    assert "cannot tell the format" in line and line.endswith("; pass --format")
     rows = tmp_path / "rows.json"  # chat rows as one JSON array, not JSON Lines
     rows.write_text(json.dumps([{"messages": [{"role": "user", "content": "hi"}]}] * 2))
     line = one_error(cli(capsys, "harness", "import", str(rows), "--out", str(tmp_path / "o")))

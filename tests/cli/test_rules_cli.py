@@ -503,6 +503,24 @@ def yaml_dump(data) -> str:
     return yaml.safe_dump(data)
 
 
+def test_a_source_of_unknown_format_is_one_line_without_harness_imports_advice(tmp_path, capsys):
+    # it said "pass --format", a flag hsa rules does not have
+    from tests.cli.test_harness_cli import cli, one_error
+
+    (tmp_path / "empty").mkdir()
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"a": 1}\n{"b": 2}\n')
+    for args in (
+        ["preview", "tools.rename", "--source"],
+        ["check", "--rule", "tools.rename", "--source"],
+        ["check", "--rule", "tools.rename", "--trajectories"],
+    ):
+        for src in (tmp_path / "empty", rows):
+            line = one_error(cli(capsys, "rules", *args, str(src)))
+            assert line.startswith(f"hsa: error: {src}: cannot tell the format of this ")
+            assert "--format" not in line
+
+
 def test_parquet_trajectories_need_a_harness(tmp_path):
     out = hsa("rules", "check", "--trajectories", str(tmp_path / "t.parquet"))
     assert out.returncode == 1 and "(Parquet) needs --harness" in out.stderr

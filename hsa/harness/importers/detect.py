@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hsa.errors import ImportFormatError, first_few
+from hsa.errors import ImportFormatError, UnknownFormatError, first_few
 from hsa.harness.importers.base import invalid_json, read_text, text_lines
 from hsa.harness.importers.bfcl import DOC_DIR, QUESTION_FILE, is_bfcl_dir
 from hsa.harness.importers.skills import SKILL_FILE, skill_folders
@@ -16,7 +16,11 @@ FORMATS = ("tools", "agent-skills", "bfcl", "tau2", "openai-jsonl")
 
 
 def detect_format(src: str | Path) -> str:
-    """The format of ``src``: one of ``FORMATS``; ``ImportFormatError`` when it cannot tell."""
+    """The format of ``src``: one of ``FORMATS``.
+
+    ``UnknownFormatError`` when it cannot tell, saying what it expected but not how to name
+    the format: that is the caller's to add (``hsa harness import``: ``--format``).
+    Other ``ImportFormatError``s when ``src`` is missing, empty or not JSON."""
     path = Path(src)
     if not path.exists():
         raise ImportFormatError("no such file or directory", file=str(path))
@@ -29,10 +33,10 @@ def detect_format(src: str | Path) -> str:
             return "bfcl"
         if _tasks_without_tools(path):
             raise not_a_domain(path)  # tau2-bench's own data folder: how to write tools.json
-        raise ImportFormatError(
+        raise UnknownFormatError(
             "cannot tell the format of this folder: expected Agent Skills (folders with "
             "SKILL.md), tau2 domains (tools.json + tasks.json) or BFCL files (BFCL_v4_*.json, "
-            f"{DOC_DIR}/); pass --format",
+            f"{DOC_DIR}/)",
             file=str(path),
         )
     if path.name == SKILL_FILE:  # not JSON: the skills importer says what to import instead
@@ -120,8 +124,8 @@ def _record_format(record: object, path: Path) -> str:
             return "openai-jsonl"
         if "question" in record or "involved_classes" in record:
             return "bfcl"
-    raise ImportFormatError(
+    raise UnknownFormatError(
         "cannot tell the format of this JSON Lines file: expected OpenAI chat rows "
-        '({"messages": [...]}) or BFCL entries ({"id", "question", "function"}); pass --format',
+        '({"messages": [...]}) or BFCL entries ({"id", "question", "function"})',
         file=str(path),
     )
