@@ -53,20 +53,29 @@ def _load(name: str, seed: int | None, n_tasks: int | None, source: Path | None)
     return get_env(name, **options)
 
 
-def _offered(env, split: str | None, *, needed: bool = True) -> list:
-    """``env``'s tasks (of ``split``), after saying on stderr what of its corpus it leaves out
-    and why (BFCL's unscored entries); when ``needed``, none at all is an error naming that
-    reason."""
+def _offered(env, split: str | None, source: Path | None, *, needed: bool = True) -> list:
+    """``env``'s tasks (of ``split``), after saying on stderr what of its corpus (``source``)
+    it leaves out and why (BFCL's unscored entries); when ``needed``, none at all is an error
+    naming the corpus and that reason."""
     tasks = env.tasks(split)
     notes = env.left_out()
     if not tasks and needed:
-        from hsa.errors import EnvError
-
-        why = f": {'; '.join(notes)}" if notes else ""
-        raise EnvError(f"{env.name} offers no {split + ' ' if split else ''}task here{why}")
+        raise _none_offered(env, split, source)
     for note in notes:
         error_console().print(f"note: {note}")
     return tasks
+
+
+def _none_offered(env, split: str | None, source: Path | None):
+    """The error for ``env`` offering no task (of ``split``): its corpus and why."""
+    from hsa.errors import EnvError
+
+    notes = env.left_out()
+    why = f": {'; '.join(notes)}" if notes else ""
+    return EnvError(
+        f"{env.name} offers no {split + ' ' if split else ''}task here{why}",
+        file=None if source is None else str(source),
+    )
 
 
 @click.group("env")
@@ -93,7 +102,7 @@ def show(name: str, seed: int | None, n_tasks: int | None, source: Path | None) 
     from collections import Counter
 
     env = _load(name, seed, n_tasks, source)
-    tasks = _offered(env, None)
+    tasks = _offered(env, None, source)
     out = console()
     harnesses = {env.harness_for(t).id: env.harness_for(t) for t in tasks} or {
         env.harness().id: env.harness()
@@ -146,7 +155,7 @@ def export(
     from hsa.envs.export import export_env
 
     env = _load(name, seed, n_tasks, source)
-    summary = export_env(env, dest, _offered(env, split))
+    summary = export_env(env, dest, _offered(env, split, source))
     noun = "harness" if len(summary.harnesses) == 1 else "harnesses"
     console().print(
         f"wrote {len(summary.harnesses)} {noun} and {summary.tasks} tasks to {summary.path}"
@@ -168,9 +177,17 @@ def tasks(
     n_tasks: int | None,
     source: Path | None,
 ) -> None:
-    """Print tasks as JSON lines (Task.to_dict rows), in task order."""
+    """Print tasks as JSON lines (Task.to_dict rows), in task order.
+
+    A --split without tasks, or a corpus whose every entry is left out, lists nothing and says
+    why on stderr; a corpus with no task at all (an empty file) is refused, as check refuses it.
+    """
     env = _load(name, seed, n_tasks, source)
-    offered = _offered(env, split, needed=False)  # a listing may come out empty: said why
+    if not env.tasks() and not env.left_out():
+        # a corpus with no task at all (an empty file) is refused, as check, show and export
+        # refuse it; a listing that --split or the corpus's left-out entries empty says why
+        raise _none_offered(env, None, source)
+    offered = _offered(env, split, source, needed=False)
     if not offered and not env.left_out():  # (those notes say why; else this does)
         error_console().print(f"note: {name} offers no {split + ' ' if split else ''}task here")
     found = [t for t in offered if kind is None or t.kind == kind]
@@ -209,7 +226,7 @@ def check(
     from hsa.envs.reference_check import check as run_check
 
     env = _load(name, seed, n_tasks, source)
-    todo = _offered(env, split)
+    todo = _offered(env, split, source)
     if limit is not None:
         todo = todo[:limit]
     with progress() as bar:

@@ -95,7 +95,9 @@ def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) ->
     Writes harness directories, tasks.jsonl and (when SRC records conversations, as chat
     JSONL does) trajectories.parquet under OUT, which `hsa augment --input OUT` reads. BFCL
     gives tasks, which `hsa teach` and `hsa build` solve; tau2's (no tool outputs recorded)
-    are for `hsa eval run`. OUT is replaced only if it is empty or holds an earlier import.
+    are for `hsa eval run`. OUT is replaced only if it is empty or holds an earlier import. A
+    SRC that holds nothing to import (no harness, task or conversation: an empty BFCL file) is
+    refused.
     """
     from hsa.harness import load_harness
     from hsa.harness.importers import import_source, write_import
@@ -113,6 +115,8 @@ def import_(src: Path, out: Path, fmt: str | None, harness_path: Path | None) ->
         fail("\n".join([*lines, f"nothing imported: every file of {src} failed"]))
     if result.format == "openai-jsonl" and not result.trajectories:  # every row left out
         fail("\n".join([f"{src}: holds no conversation to import", *result.notes]))
+    if not any(counts.values()):  # an empty BFCL file, say: no harness, task or trajectory
+        fail("\n".join([f"{src}: holds nothing to import as {result.format}", *result.notes]))
     write_import(result, out)
     table = Table(title=f"imported {src} ({result.format}) -> {out}")
     for key in counts:

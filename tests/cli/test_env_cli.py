@@ -107,7 +107,7 @@ def test_what_a_corpus_leaves_out_is_said_and_nothing_to_check_fails(external):
             continue
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert done.stderr.strip().splitlines() == [
-            "hsa: error: bfcl offers no task here: 200 multi_turn_base task(s) imported "
+            f"hsa: error: {multi}: bfcl offers no task here: 200 multi_turn_base task(s) imported "
             "unscored: BFCL scores multi-turn entries by executing its Python API backends and "
             "comparing their state and results turn by turn; hsa does not have those backends"
         ]
@@ -127,3 +127,14 @@ def test_tasks_of_a_split_the_corpus_lacks_say_so(external):
     assert listed.stderr == "note: tau2 offers no train task here\n"
     checked = hsa("env", "check", "tau2", "--path", source, "--split", "train")
     assert checked.returncode == 1 and "tau2 offers no train task here" in checked.stderr
+
+
+def test_a_corpus_with_no_task_at_all_is_refused_by_tasks_as_by_check(tmp_path, capsys):
+    # env tasks said "note: bfcl offers no task here" and exited 0 on an empty BFCL file
+    from tests.cli.test_harness_cli import cli, one_error
+
+    empty = tmp_path / "BFCL_v4_simple_python.json"
+    empty.write_text("")
+    for args in (["tasks"], ["tasks", "--split", "test"], ["check"], ["show"]):
+        line = one_error(cli(capsys, "env", *args, "bfcl", "--path", str(empty)))
+        assert line == f"hsa: error: {empty}: bfcl offers no task here"

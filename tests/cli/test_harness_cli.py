@@ -286,6 +286,27 @@ def test_undetectable_source_and_bad_options(tmp_path, capsys):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
+def test_a_source_that_holds_nothing_to_import_is_refused_in_every_format(tmp_path, capsys):
+    # an empty BFCL file imported nothing and exited 0, with a table of zeros
+    blank = tmp_path / "BFCL_v4_blank.json"
+    blank.write_text("\n  \n")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "BFCL_v4_simple_python.json").write_text("")
+    out = tmp_path / "o"
+    for src in (blank, tmp_path / "folder"):
+        for given in ([], ["--format", "bfcl"]):
+            done = cli(capsys, "harness", "import", str(src), *given, "--out", str(out))
+            assert one_error(done) == f"hsa: error: {src}: holds nothing to import as bfcl"
+            assert not out.exists()
+    # a harness of skills and no task is something
+    skill = tmp_path / "skills" / "greet"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: greet\ndescription: Say hi.\n---\nHi.\n")
+    done = cli(capsys, "harness", "import", str(tmp_path / "skills"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "import.json").read_text())["counts"]["skills"] == 1
+
+
 def test_validate_checks_a_prompt_md_j2_that_harness_yaml_does_not_name(tmp_path, capsys):
     root = tmp_path / "h"
     root.mkdir()
