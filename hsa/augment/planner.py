@@ -52,7 +52,8 @@ _REDRAWS = 4  # attempts at a variant that changes something
 #: tool_result hook's joined to its tool message reads as no user or system hook's, so a draw
 #: giving it their wording and wrapper is kept; 7: a rule whose changes no row under the
 #: variant can show, as skills of a harness that neither lists nor loads them, is left out
-#: of it: ``_unshown_steps``)
+#: of it: ``_unshown_steps``; and each rule's generator is seeded by its position among the
+#: rules applied before it, not among those drawn, so one variant id names one harness)
 PLAN_VERSION = 7
 #: the version of how the augment job picks each trajectory's variants among the planned ones
 #: (2: passing over those its rows would show as the canonical one, or as one already taken,
@@ -67,7 +68,9 @@ class Variant:
 
     ``rules`` holds ``(name, version, params)`` with the parameters the rule ran with (defaults
     filled in). ``variant_id`` is a stable hash of the harness id and version, the rules, their
-    parameters, the variant's seed and, for trajectory-dependent rules, the context.
+    parameters, the variant's seed and, for trajectory-dependent rules, the context: what
+    makes the variant's harness (``apply_chain`` of its rules from its seed gives it again),
+    so one id names one harness, whatever else its draw held that changed nothing.
     """
 
     variant_id: str
@@ -133,7 +136,8 @@ def apply_chain(
     strict: bool | None = None,
     fired: Iterable[str] | None = None,
 ) -> tuple[Rewrite, tuple[tuple[str, str, dict[str, Any]], ...]]:
-    """Apply rules in order, each with its own generator derived from ``seed`` and its position.
+    """Apply rules in order, each with its own generator derived from ``seed`` and its position
+    among the rules applied before it (those that found nothing to change not counted).
 
     Returns the composed rewrite and the ``(name, version, params)`` actually applied. The
     result is validated as a harness document; an invalid one is the rule's bug. A rule that
@@ -239,7 +243,10 @@ class _Run:
             if position in skip:
                 continue
             item, resolved = chain[position]
-            rng = generator("rule", seed, position, item.name)
+            # seeded by its place among the rules applied before it, not in the chain: a
+            # variant's harness is then its harness's, rules' and seed's alone, whatever else
+            # was drawn and found nothing to change (its id names one harness)
+            rng = generator("rule", seed, len(self.applied), item.name)
             before = self.rewrite.harness
             # the rule gets a copy of what is recorded, in case it changes its parameters
             step = item.run(

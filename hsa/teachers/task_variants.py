@@ -187,7 +187,8 @@ class VariantPool:
         """The variant ``variant_id`` (``self(variant_id)``), or else one ``hsa eval`` plans
         otherwise: its canonical episodes under the recipe's base rules alone, and, with
         ``context_of``, a recipe's trajectory-dependent rules planned with the context of one
-        of ``tasks`` (the tasks the request may be of)."""
+        of ``tasks`` (the tasks the request may be of). An id names one harness wherever it
+        was planned (``Variant``), so the first of these that has it has the one sent."""
         found = self(variant_id)
         if found is not None:
             return found

@@ -135,3 +135,30 @@ def test_without_the_task_id_a_context_variant_is_found_past_hook_notes(env):
     first = {"role": "user", "content": env.turns(task)[0]}
     responder = OracleResponder(env, variants=pool)
     assert responder.variant({"hsa_variant": variant.variant_id}, [note, first]) == variant
+
+
+def test_an_id_the_pool_finds_names_the_harness_eval_planned(env):
+    """``hsa eval`` plans with a task's context, where tools.distractors may add nothing (a
+    solution that calls no tool, as some of tau2's); ``hsa serve oracle`` looks the id up
+    without the context first: the variant it finds is the one eval sent, not another
+    harness under the same id."""
+    from hsa.augment.recipe import Recipe, RecipeRule
+    from hsa.augment.rule import Context
+
+    recipe = Recipe(
+        rules=(
+            RecipeRule("tools.distractors", 0.5),
+            RecipeRule("tools.rename", 0.5),
+            RecipeRule("tools.shuffle", 0.5),
+        ),
+        variants_per_harness=8,
+    )
+    refusal = Context(frozenset(), frozenset())
+    task = env.tasks()[0]
+    planned = task_variants(
+        env.harness(), [task], recipe, seed=0, per_task=8, include_canonical=False, context=refusal
+    )[task.id]
+    pool = VariantPool(env.harness(), recipe, seed=0, context_of=lambda t: refusal)
+    for variant in planned:
+        found = pool.for_tasks(variant.variant_id, [task])
+        assert found is not None and found.key() == variant.key(), variant
