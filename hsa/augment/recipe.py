@@ -6,15 +6,24 @@ A recipe is YAML validated by the JSON Schema shipped as ``hsa/augment/schema/re
     variants_per_harness: 8      # variants planned per harness
     variants_per_trajectory: 2   # of which each trajectory is rendered under this many
     include_canonical: false     # also the unchanged harness (unset: augment's default, yes)
-    min_rules: 1                 # a variant applies at least this many rules
+    min_rules: 1                 # a variant draws at least this many rules (default 1)
     max_rules: null              # ... and at most this many
     base:                        # applied to every variant first, never drawn or counted
       - rule: tools.drop_unused
         params: {keep: 3}
     rules:                       # applied in this order when drawn
       - rule: tools.rename
-        probability: 0.5
+        probability: 0.5         # the chance it is drawn (default 1)
         params: {style: synonym}
+
+A variant draws each rule with its ``probability``; when that gives fewer than ``min_rules``,
+more are drawn, weighted by probability, and past ``max_rules`` some are let go. A rule
+drawn that changes nothing a row can show (a protocol's doc format under ``api``, hooks of
+a harness without hooks) is then left out of the variant, so a variant may apply fewer than
+``min_rules`` (never more than ``max_rules``); a draw whose rules all change nothing is drawn
+again, a few times. A rule's ``probability`` is therefore not the share of variants that
+apply it: the top-up and the redraws raise it, the rules that change nothing lower the
+others' counts. ``variants.parquet`` and each row's ``rules`` list what was applied.
 
 ``default_recipe()`` enables every built-in family.
 """
@@ -81,6 +90,7 @@ class Recipe:
     #: augment`` / ``hsa build`` follow it when their ``keep_canonical`` is unset; None:
     #: unset (their default: yes)
     include_canonical: bool | None = None
+    #: rules drawn at least (see the module docstring: applied may be fewer)
     min_rules: int = 1
     max_rules: int | None = None
     #: rules applied to every variant before the drawn ones (a compact harness, say): not

@@ -97,6 +97,18 @@ def test_default_recipe_enables_every_family_and_only_known_rules():
     assert recipe_schema()["$schema"].endswith("2020-12/schema")
 
 
+def test_the_schema_states_the_defaults_a_recipe_reads():
+    # a recipe without min_rules draws at least one rule: the schema says so, and that
+    # min_rules counts draws, not the rules a variant applies
+    schema = recipe_schema()["properties"]
+    plain = loads_recipe("rules: [{rule: tools.rename}]")
+    assert schema["min_rules"]["default"] == plain.min_rules == 1
+    assert schema["max_rules"]["default"] is plain.max_rules is None
+    rule = schema["rules"]["items"]["properties"]["probability"]
+    assert rule["default"] == plain.rules[0].probability == 1.0
+    assert "draws at least" in schema["min_rules"]["description"]
+
+
 def test_a_recipe_made_in_code_names_rules_that_exist_with_finite_numbers():
     from hsa.augment.recipe import Recipe, RecipeRule
 
