@@ -23,6 +23,7 @@ from hsa.harness import (
 from hsa.harness.importers.base import literal_template
 from hsa.harness.io import unlisted_skills
 from hsa.harness.model import Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
+from hsa.harness.parse import alike_hooks
 from hsa.harness.sandbox import MAX_TEMPLATE_CHARS
 
 # --- a harness strategy of our own: every field, with text that stresses YAML and SKILL.md ---
@@ -125,6 +126,12 @@ def hooks(draw, hook_id):
     )
 
 
+def _told_apart(hook_list: tuple[Hook, ...]) -> bool:
+    """Whether no hook's every message reads as another's (validation refuses such hooks: two
+    bare placeholders in the system position, say)."""
+    return alike_hooks(hook_list) is None
+
+
 @st.composite
 def harnesses(draw) -> Harness:
     tool_names = draw(
@@ -189,7 +196,7 @@ def harnesses(draw) -> Harness:
         ),
         tools=tuple(tool_list),
         skills=tuple(skills),
-        hooks=tuple(draw(hooks(h)) for h in hook_ids),
+        hooks=draw(st.tuples(*(hooks(h) for h in hook_ids)).filter(_told_apart)),
         skill_tool=skill_tool,
         metadata=draw(st.dictionaries(ident, json_value, max_size=3)),
     )
