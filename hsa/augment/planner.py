@@ -588,10 +588,15 @@ def _changed(before: Harness, after: Harness) -> tuple[str, ...]:
 
 def _unshown_steps(harness: Harness, steps: Sequence[_Step]) -> list[int]:
     """The positions of the ``steps`` whose changes no row under ``harness`` (the chain's
-    result) can show, whatever its trajectory does: what a step changed is in parts of
-    ``harness`` no row shows (``_Shows``), so the rows under the chain without it are the same
-    (the rules after it read none of those parts). Decided without rendering, by exact rules
-    of what the prompt shows; a change they cannot rule out counts as shown."""
+    result) can show, whatever its trajectory does: what a step itself changed is in parts of
+    ``harness`` no row shows (``_Shows``). A step whose changes a later one overwrites (a
+    ``protocol.switch`` then a ``protocol.doc_format``) is not among them. The rules after a
+    step left out are applied again without it and judged again (``_apply_resolved``): they
+    may read the parts it changed (``tools.rename_params`` draws otherwise with distractor
+    skills present, ``prompt.section_titles`` draws titles in section order), so the variant
+    is the chain without it, not the chain's result less its changes. Decided without
+    rendering, by exact rules of what the prompt shows; a change they cannot rule out counts
+    as shown."""
     return [s.position for s in steps if not _shows_step(s, harness)]
 
 
@@ -1071,6 +1076,7 @@ def plan_slots(
     whole harness as JSON, hashed). ``keep``: keep each variant harness's JSON on it."""
     harness, context, rules = spec.harness, spec.context, spec.rules
     eligible = {name for name, r in rules.items() if all(context.has(n) for n in r.needs)}
+    eligible -= _never_shown(harness, rules)
     if unchanged is None:
         unchanged = content_key(harness, RewriteMapping())
     # each recipe rule's parameters resolved once, when first drawn, for every variant here
@@ -1091,6 +1097,41 @@ def plan_slots(
                 exc.message, harness_id=harness.id, file=exc.file, where=exc.where
             ) from exc
     return out
+
+
+#: the modules of the built-in rules whose only changes are to a harness's skills (and its
+#: skill tool's enum of them): ``_never_shown``
+_SKILL_MODULES = ("hsa.augment.rules.skill_content", "hsa.augment.rules.skill_ids")
+
+
+def _never_shown(harness: Harness, rules: MappingABC[str, Rule]) -> frozenset[str]:
+    """The rules no variant of ``harness`` under ``rules`` can show a change of, whatever is
+    drawn with them: planning would leave each out of every variant it is drawn into
+    (``_unshown_steps``), so it is taken out of the rules drawn from, as a rule whose
+    ``needs`` the context lacks is (its draw still made, so the others' draws do not shift;
+    the top-up to ``min_rules`` and ``max_rules``' pick are among the rules left).
+
+    Only the exact case, and only where every rule is built in (a rule of one's own may add a
+    skill tool or a skills section): the built-in skill rules on a harness with no skill tool
+    whose prompt has no skills section and names ``skills`` in no body or template. No rule
+    adds a skill tool or a skills section, and none changes the Jinja code of a body or
+    template (renames leave ``{{ }}``, ``{% %}`` and ``{# #}`` as they are), so no row under
+    any variant shows skills: ``skill_content.*`` changes nothing else. ``skill_ids.*``
+    rewrites text where skill ids are named, so it is taken out only where the harness has
+    no skill either (the only rule adding skills, ``skill_content.distractors``, being out
+    too), where it finds nothing to change."""
+    prompt = harness.prompt
+    if (
+        harness.skill_tool is not None
+        or "skills" in (prompt.template or "")
+        or any(s.kind == "skills" or "skills" in s.body for s in prompt.sections)
+        or any(not r.fn.__module__.startswith("hsa.augment.rules.") for r in rules.values())
+    ):
+        return frozenset()
+    out = {n for n, r in rules.items() if r.fn.__module__ == _SKILL_MODULES[0]}
+    if not harness.skills:
+        out |= {n for n, r in rules.items() if r.fn.__module__ == _SKILL_MODULES[1]}
+    return frozenset(out)
 
 
 def _plan_slot(

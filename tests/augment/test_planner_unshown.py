@@ -111,3 +111,35 @@ def test_a_draw_whose_rules_show_nothing_is_drawn_again(chat):
         else:  # the last of the draws, kept as the harness unchanged
             assert variant.harness == chat
     assert any(v.rules for v in plan(chat, recipe, seed=1))
+
+
+def test_skill_rules_no_variant_can_show_are_not_drawn(chat):
+    # as a rule whose needs the context lacks (tools.drop_unused, planned without a context):
+    # its draw made, but not kept, topped up to min_rules or counted by max_rules
+    def recipe(skills: str, ids: str) -> Recipe:
+        names = [skills, "tools.rename", "tools.shuffle", ids, "tools.reorder_properties"]
+        rules = tuple(RecipeRule(name, 0.3) for name in names)
+        return Recipe(rules, variants_per_harness=16, min_rules=2, max_rules=2)
+
+    planned = plan(chat, recipe("skill_content.distractors", "skill_ids.rename"), seed=3)
+    ineligible = plan(chat, recipe("tools.drop_unused", "tools.drop_unused"), seed=3)
+    assert [v.variant_id for v in planned] == [v.variant_id for v in ineligible]
+    assert all(len(v.rules) == 2 for v in planned)  # no draw's rule left out as unshown
+
+
+def test_skill_rules_are_drawn_where_a_rule_of_ones_own_may_show_skills(chat, monkeypatch):
+    import dataclasses
+
+    from hsa.augment import Rewrite, registry
+
+    monkeypatch.setattr(registry, "_RULES", dict(registry._RULES))
+
+    @registry.rule("tests.catalogue", version="1")
+    def catalogue(h, rng, params, context):
+        """List the skills (a skills section) after the rules before it."""
+        listed = Section("skills", "Skills", "", "skills")
+        return Rewrite(h.replace(prompt=dataclasses.replace(h.prompt, sections=(listed,))))
+
+    recipe = _recipe(("skill_content.distractors", {}), ("tests.catalogue", {}))
+    for variant in plan(chat, recipe, seed=0):
+        assert _names(variant) == ["skill_content.distractors", "tests.catalogue"]
