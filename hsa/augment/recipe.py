@@ -20,10 +20,11 @@ A variant draws each rule with its ``probability``; when that gives fewer than `
 more are drawn, weighted by probability, and past ``max_rules`` some are let go. A rule
 drawn that changes nothing a row can show (a protocol's doc format under ``api``, hooks of
 a harness without hooks) is then left out of the variant, so a variant may apply fewer than
-``min_rules`` (never more than ``max_rules``); a draw whose rules all change nothing is drawn
-again, a few times. A rule's ``probability`` is therefore not the share of variants that
-apply it: the top-up and the redraws raise it, the rules that change nothing lower the
-others' counts. ``variants.parquet`` and each row's ``rules`` list what was applied.
+``min_rules`` (never more than ``max_rules``; ``base`` rules come on top); a draw whose
+rules all change nothing is drawn again, a few times. A rule's ``probability`` is therefore
+not the share of variants that apply it: the top-up and the redraws raise it, the rules that
+change nothing lower the others' counts. ``variants.parquet`` and each row's ``rules`` list
+what was applied.
 
 ``default_recipe()`` enables every built-in family.
 """
