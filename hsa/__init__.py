@@ -51,6 +51,7 @@ from hsa.errors import (
     TeacherError,
     TemplateError,
     TrainError,
+    UnknownFormatError,
 )
 
 # name -> (package, name there); a name is imported on first use (module __getattr__).
@@ -136,6 +137,7 @@ __all__ = [
     "TeacherError",
     "TemplateError",
     "TrainError",
+    "UnknownFormatError",
     "__version__",
     "augment_trajectories",
     "build",
