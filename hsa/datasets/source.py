@@ -245,12 +245,7 @@ def open_source(
                 "this is an augmented dataset, not canonical trajectories; augment its source",
                 file=str(path),
             )
-        files = sorted(
-            p
-            for p in path.rglob("*.parquet")
-            if not any(part.startswith(".") for part in p.relative_to(path).parts)
-            and p.name != "variants.parquet"
-        )
+        files = _shards(path)
         digests = None
         if kind == mf.TEACHER_KIND:
             digests = _teacher_shards(path, files, manifest)
@@ -279,6 +274,18 @@ def open_source(
     raise DatasetError(
         "expected a directory of Parquet shards, a .parquet file or an OpenAI chat .jsonl file",
         file=str(path),
+    )
+
+
+def _shards(folder: Path) -> list[Path]:
+    """The Parquet files ``open_source`` reads of the folder ``folder``, at any depth, in path
+    order: not hidden ones, nor those in hidden folders, nor an augmented dataset's
+    ``variants.parquet``."""
+    return sorted(
+        p
+        for p in folder.rglob("*.parquet")
+        if not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        and p.name != "variants.parquet"
     )
 
 
@@ -427,7 +434,7 @@ def _import_notes(folder: Path) -> tuple[str, ...]:
 def with_imported_harnesses(source: Source, folder: Path) -> Source:
     """``source`` read under the harnesses of the ``hsa harness import`` folder ``folder``
     (each row names its harness). The harnesses are input too: the folder's other files go
-    into the fingerprint as ``input_hash`` takes them, so a rerun over a re-imported folder
+    into the fingerprint as ``harness_hash`` takes them, so a rerun over a re-imported folder
     is another input, and one file imported as ``./a.jsonl`` and as ``/home/me/a.jsonl`` one."""
     if source.scratch is not None:
         raise DatasetError(
@@ -446,7 +453,24 @@ def with_imported_harnesses(source: Source, folder: Path) -> Source:
 
 
 def input_hash(path: Path) -> str:
-    """The content of the input file or folder ``path`` as a hash (``content_hash``), that
+    """The content of the trajectories at ``path`` as a hash, by the files ``open_source``
+    reads of them, whatever the path they are named by: an ``hsa harness import`` folder (or
+    its ``trajectories.parquet``, read with it) as ``harness_hash`` takes it; another folder,
+    its Parquet shards (at any depth: those in the folders of teach jobs inside it too) and
+    its ``manifest.json``, by their paths relative to it; a file, its content. ``OSError``
+    as ``content_hash``."""
+    if path.name == TRAJECTORIES and (path.parent / MARKER).is_file():
+        path = path.parent
+    if not path.is_dir() or is_import(path):
+        return harness_hash(path)
+    files = _shards(path)
+    if (path / mf.MANIFEST).is_file():  # (a teach job's: its notes go on to the dataset)
+        files.append(path / mf.MANIFEST)
+    return files_hash({file.relative_to(path).as_posix(): file for file in files})
+
+
+def harness_hash(path: Path) -> str:
+    """The content of the harness file or folder ``path`` as a hash (``content_hash``), that
     of an ``hsa harness import`` folder with its ``import.json`` by what of it is input
     (``_import_record``). ``OSError`` as ``content_hash``."""
     return content_hash(path, stand_ins=_import_record(path))

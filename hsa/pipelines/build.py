@@ -43,7 +43,7 @@ from hsa.config import (
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
-from hsa.datasets.source import Source, input_hash, open_source
+from hsa.datasets.source import Source, harness_hash, input_hash, open_source
 from hsa.envs.registry import corpus_hash
 from hsa.errors import ConfigError, HsaError, refuse_kind, refuse_path
 from hsa.harness.jsonvalues import json_path
@@ -139,8 +139,9 @@ class SourceConfig:
             if value in (None, {}):
                 continue
             where = f"$.source.{found.name}"
-            if isinstance(value, Path):  # (an import folder's import.json by its notes)
-                value = _fingerprint(value, file, where, hashing=input_hash)
+            if isinstance(value, Path):  # by what is read of it (an import.json, its notes)
+                hashing = input_hash if found.name == "trajectories" else harness_hash
+                value = _fingerprint(value, file, where, hashing=hashing)
             elif found.name == "env_options" and isinstance(value.get("path"), str):
                 # a corpus by the content of what the environment reads of it, as a teach
                 # job's: the same path holding other data is another build

@@ -369,22 +369,26 @@ def _unreadable(monkeypatch, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("source", "where"),
+    ("source", "where", "name"),
     [
-        ({"env": "bfcl", "env_options": {"path": "corpus"}}, "$.source.env_options.path"),
-        ({"trajectories": "corpus"}, "$.source.trajectories"),
+        (
+            {"env": "bfcl", "env_options": {"path": "corpus"}},
+            "$.source.env_options.path",
+            "BFCL_v4_mem.json",
+        ),
+        ({"trajectories": "corpus"}, "$.source.trajectories", "mem.parquet"),
     ],
 )
 def test_a_source_folder_with_a_file_that_cannot_be_read_is_one_error_at_its_key(
-    tmp_path: Path, source, where: str, monkeypatch
+    tmp_path: Path, source, where: str, name: str, monkeypatch
 ) -> None:
-    # (an OSError from hashing the folder, a traceback from hsa build; a file BFCL reads)
+    # (an OSError from hashing the folder, a traceback from hsa build; a file the source reads)
     (tmp_path / "corpus").mkdir()
-    for name in ("a.json", "BFCL_v4_mem.json"):
-        (tmp_path / "corpus" / name).write_text("{}")
-    _unreadable(monkeypatch, "BFCL_v4_mem.json")
+    for written in ("a.json", name):
+        (tmp_path / "corpus" / written).write_text("{}")
+    _unreadable(monkeypatch, name)
     config = load_config(write(tmp_path, {"source": source, "out": "o"}))
-    with pytest.raises(ConfigError, match=r"cannot read .*corpus/BFCL_v4_mem.json: Input/output"):
+    with pytest.raises(ConfigError, match=rf"cannot read .*corpus/{name}: Input/output"):
         config.identity()
     with pytest.raises(ConfigError) as err:
         config.identity()
@@ -397,7 +401,7 @@ def test_a_file_gone_from_a_source_folder_while_it_is_hashed_is_one_error(
     import hsa.config
 
     (tmp_path / "corpus").mkdir()
-    for name in ("a.json", "b.json"):
+    for name in ("a.parquet", "b.parquet"):
         (tmp_path / "corpus" / name).write_text("{}")
     real = hsa.config._file_hash
 
@@ -410,7 +414,7 @@ def test_a_file_gone_from_a_source_folder_while_it_is_hashed_is_one_error(
     with pytest.raises(ConfigError, match="is another job writing there") as err:
         config.identity()
     assert err.value.where == "$.source.trajectories"
-    assert f"cannot read {tmp_path / 'corpus' / 'a.json'}: No such file" in err.value.message
+    assert f"cannot read {tmp_path / 'corpus' / 'a.parquet'}: No such file" in err.value.message
 
 
 def test_env_options_are_checked_before_a_folder_they_name_is_hashed(
@@ -730,3 +734,54 @@ def test_a_bfcl_question_file_is_a_build_s_input_with_its_answers(tmp_path):
     (tmp_path / "bf" / "out" / ".hsa").mkdir(parents=True)  # another job's output beside it
     answers.write_text('{"id": "a"}\n')
     assert config.identity() == before
+
+
+def test_a_folder_of_teach_runs_is_a_build_s_input_by_every_shard_read_of_it(
+    tmp_path: Path, livestream_table
+) -> None:
+    # (the folders of teach jobs inside it were left out of its hash, though their shards are
+    # read: a run redone in place left the build "complete already" on the old rows)
+    import pyarrow.parquet as pq
+
+    from hsa.datasets.source import open_source
+
+    run = tmp_path / "runs" / "t1"
+    (run / ".hsa").mkdir(parents=True)
+    pq.write_table(livestream_table.slice(0, 3), run / "train-00000.parquet")
+    config = load_config(write(tmp_path, {"source": {"trajectories": "runs"}, "out": "o"}))
+    before = config.identity()
+    pq.write_table(livestream_table.slice(0, 6), run / "train-00000.parquet")
+    assert open_source(tmp_path / "runs").total == 6
+    assert config.identity() != before
+    # what it does not read is no input; its manifest (a teach job's notes) is
+    before = config.identity()
+    (run / "cache.sqlite").write_text("x")
+    (run / ".hsa" / "job.json").write_text("{}")
+    (tmp_path / "runs" / "notes.txt").write_text("x")
+    assert config.identity() == before
+    (tmp_path / "runs" / "manifest.json").write_text("{}")
+    assert config.identity() != before
+
+
+def test_an_import_s_trajectories_file_is_a_build_s_input_with_its_harnesses(
+    tmp_path: Path,
+) -> None:
+    # (only trajectories.parquet was hashed, though the import's harnesses are read with it:
+    # an edited harness left the build "complete already" under the old one)
+    from hsa.harness.importers import import_source
+    from hsa.harness.importers.write import write_import
+
+    chat = tmp_path / "chat.jsonl"
+    said = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello."}]
+    chat.write_text(json.dumps({"messages": said}) + "\n")
+    write_import(import_source(chat), tmp_path / "imp")
+
+    def identity(trajectories: str):
+        data = {"source": {"trajectories": trajectories}, "out": "o"}
+        return load_config(write(tmp_path, data)).identity()["source"]
+
+    before = identity("imp/trajectories.parquet")
+    with (tmp_path / "imp" / "harness.yaml").open("a") as harness:
+        harness.write("# edited\n")
+    assert identity("imp/trajectories.parquet") != before
+    assert identity("imp/trajectories.parquet") == identity("imp")  # (one input, read one way)
