@@ -20,6 +20,7 @@ from hsa.harness.importers.bfcl import (
     HELDOUT_TURN,
     format_configs,
     format_protocol,
+    read_files,
 )
 from hsa.harness.importers.bfcl_schema import SchemaProblem, normalize_schema, parse_python_call
 from hsa.harness.toolformats import API_NAME
@@ -620,3 +621,42 @@ def test_earlier_messages_in_a_single_turn_question_are_said_to_be_played_as_tur
         "request: hsa plays each of their user messages as a turn of its own, and the recorded "
         "assistant replies among them are not shown"
     )
+
+
+def test_a_format_sensitivity_file_reads_the_question_files_of_the_categories_it_names(
+    tmp_path, external
+):
+    # (read_files counted every question file beside it: an edit of one it does not name,
+    # BFCL_v4_irrelevance.json, made a job over it another)
+    from hsa.envs.registry import corpus_hash
+
+    root = tmp_path / "bf"
+    (root / "possible_answer").mkdir(parents=True)
+    for name in ("BFCL_v4_simple_python.json", "possible_answer/BFCL_v4_simple_python.json"):
+        lines = (external / "bfcl" / name).read_text("utf-8").splitlines(True)
+        (root / name).write_text("".join(lines[:2]), "utf-8")
+    irrelevance = root / "BFCL_v4_irrelevance.json"
+    irrelevance.write_text((external / "bfcl" / irrelevance.name).read_text().splitlines()[0])
+    sensitivity = root / "BFCL_v4_format_sensitivity.json"
+    sensitivity.write_text(json.dumps({"simple_python": ["simple_python_0"]}), "utf-8")
+    files = read_files(sensitivity)
+    assert sorted(files) == [
+        "BFCL_v4_format_sensitivity.json",
+        "BFCL_v4_simple_python.json",
+        "possible_answer/BFCL_v4_simple_python.json",
+    ]
+    # the files it names are all the importer reads of the folder
+    alone = tmp_path / "alone"
+    for name, file in files.items():
+        (alone / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(file, alone / name)
+    assert import_source(alone / sensitivity.name).tasks == import_source(sensitivity).tasks
+    before = corpus_hash("bfcl", sensitivity)
+    irrelevance.write_text("{}\n", "utf-8")
+    assert corpus_hash("bfcl", sensitivity) == before
+    with (root / "possible_answer" / "BFCL_v4_simple_python.json").open("a") as answers:
+        answers.write("\n")
+    assert corpus_hash("bfcl", sensitivity) != before
+    # a file naming no categories (its import fails) counts by itself
+    sensitivity.write_text("[]", "utf-8")
+    assert sorted(read_files(sensitivity)) == ["BFCL_v4_format_sensitivity.json"]

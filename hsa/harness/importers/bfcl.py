@@ -197,7 +197,8 @@ def read_files(path: Path) -> dict[str, Path]:
     its category; its ``possible_answer/`` file; the API docs (``multi_turn_func_doc/``,
     which multi-turn, web_search and memory entries use: all of them, whichever classes the
     entries name); the memory prerequisites of the memory questions. A format-sensitivity
-    file reads the question files beside it too, and the folder all of these."""
+    file reads the question files of the categories it names too, and the folder all of
+    these."""
     if path.is_dir() and path.name == DOC_DIR:
         root, files = path.parent, sorted(p for p in path.glob("*.json") if p.is_file())
     elif path.is_dir():
@@ -208,9 +209,26 @@ def read_files(path: Path) -> dict[str, Path]:
         root = path.parent
         questions = [path]
         if _category(path) == FORMAT_SENSITIVITY:  # it imports the files of the entries it names
-            questions += _question_files(root)
+            questions += _named_files(path)
         files = _with_answers(root, questions)
     return {file.relative_to(root).as_posix(): file for file in files}
+
+
+def _named_files(path: Path) -> list[Path]:
+    """The question files of the categories the format-sensitivity file ``path`` names, as
+    ``_Import.format_sensitivity`` finds them (those there); none when it names none (its
+    import fails)."""
+    try:
+        ids = read_json(path)
+    except HsaError:
+        return []
+    named = set()
+    for category in ids if isinstance(ids, Mapping) else ():
+        try:
+            named.add(path.with_name(path.name.replace(FORMAT_SENSITIVITY, category)))
+        except ValueError:  # (a category that names no file: its import fails)
+            continue
+    return sorted(p for p in named if p != path)
 
 
 def _question_files(folder: Path) -> list[Path]:
