@@ -304,3 +304,28 @@ def test_tau2s_own_data_folder_is_refused_saying_how_to_write_its_tools_json(tmp
             assert f"{which} tasks.json without tools.json: tau2-bench ships its tools as" in says
             assert "t.openai_schema for t in get_environment().get_tools()" in says
             assert "\n" not in says
+
+
+def test_a_folder_of_tau2_domains_reads_as_its_domains_whatever_its_own_name(external, tmp_path):
+    # (read_files named its files {folder}/{domain}/...: a copy of the folder under another
+    # name was another corpus, though its harnesses and tasks are the same)
+    import shutil
+
+    from hsa.envs.registry import corpus_hash
+    from hsa.harness.importers.tau2 import read_files
+
+    shop = tmp_path / "t2" / "shop"
+    shop.mkdir(parents=True)
+    (shop / "tools.json").write_text((external / "tau2" / "retail" / "tools.json").read_text())
+    (shop / "tasks.json").write_text(json.dumps([{"id": str(i)} for i in range(2)]))
+    shutil.copytree(tmp_path / "t2", tmp_path / "t2copy")
+    original, copy = import_source(tmp_path / "t2"), import_source(tmp_path / "t2copy")
+    assert (copy.harnesses, copy.tasks) == (original.harnesses, original.tasks)
+    assert sorted(read_files(tmp_path / "t2")) == ["shop/tasks.json", "shop/tools.json"]
+    assert read_files(tmp_path / "t2").keys() == read_files(shop).keys()
+    assert corpus_hash("tau2", tmp_path / "t2copy") == corpus_hash("tau2", tmp_path / "t2")
+    # a linked folder of the same domain's name is read too: counted, not in its place
+    (tmp_path / "t2" / "z").symlink_to(tmp_path / "t2copy" / "shop")
+    before = corpus_hash("tau2", tmp_path / "t2")
+    (shop / "tasks.json").write_text("[]")
+    assert corpus_hash("tau2", tmp_path / "t2") != before

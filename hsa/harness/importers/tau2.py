@@ -99,15 +99,17 @@ def not_a_domain(path: Path) -> ImportFormatError:
 def read_files(path: Path) -> dict[str, Path]:
     """The files ``import_tau2(path)`` reads (each domain's ``tools.json``, ``tasks.json``,
     and its ``policy.md`` and ``split_tasks.json`` where there), by names that hold the name
-    of their domain's folder, which names its harness and tasks: ``airline/tasks.json`` for
-    a domain folder, ``tau2/airline/tasks.json`` for a folder of domains."""
-    top = path.resolve().name
+    of their domain's folder, which names its harness and tasks: ``airline/tasks.json``, for
+    a domain folder and for a folder of domains alike (whose own name names nothing)."""
     out = {}
     for domain in domains(path):
         name = domain.resolve().name
         for file in (domain / n for n in (TOOLS_FILE, TASKS_FILE, POLICY_FILE, SPLITS_FILE)):
+            key = f"{name}/{file.name}"
+            if key in out:  # (two folders, one a link, of one domain's name: both are read)
+                key = f"{domain.name}/{key}"
             if file.is_file():
-                out[f"{name if domain == path else f'{top}/{name}'}/{file.name}"] = file
+                out[key] = file
     return out
 
 
