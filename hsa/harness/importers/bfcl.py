@@ -642,7 +642,14 @@ class _Import:
                 where="$",
             )
         for category, entry_ids in ids.items():
-            source = path.with_name(path.name.replace(FORMAT_SENSITIVITY, category))
+            name = path.name.replace(FORMAT_SENSITIVITY, category)
+            if "/" in category or "\0" in category:
+                raise ImportFormatError(
+                    f"{category!r} names no category (no file {name!r} can hold its entries)",
+                    file=str(path),
+                    where=f"$.{category}",
+                )
+            source = path.with_name(name)
             if source in self.failed:
                 raise ImportFormatError(
                     f"the entries of {category!r} are in {source.name}, which could not be "
