@@ -15,15 +15,11 @@ from functools import lru_cache
 _TEMPLATE_CODE = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})", re.DOTALL)
 _BOUNDARY = "A-Za-z0-9_-"
 #: a name that reads as a word ("search", "Order"): in free text it is a name only where the
-#: text marks it as one
+#: text marks it as one (as is any name of ``replace_identifiers``' ``marked``)
 _PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*$")
 #: words joined by hyphens ("after-sales"): plain too where the caller says such a name may be
 #: a phrase (``replace_identifiers``' ``phrases``)
 _PHRASE = re.compile(r"^[A-Za-z][a-z]*(?:-[a-z]+)+$")
-#: words of any script, joined by hyphens or spaces: a folder name an import made a legal skill
-#: id of (``données-clients``, ``技能``, ``my skill``) reads as words where it is not ASCII or
-#: holds a space (a legal id never does)
-_ANY_PHRASE = re.compile(r"^[^\W\d_]+(?:[- ][^\W\d_]+)*$")
 _WORD = re.compile(f"[{_BOUNDARY}]+")
 _QUOTES = "`'\""
 _SHORT = 4096
@@ -138,18 +134,20 @@ def replace_identifiers(
     *,
     template: bool = False,
     phrases: AbstractSet[str] = frozenset(),
+    marked: AbstractSet[str] = frozenset(),
 ) -> str:
     """``text`` with every whole-token occurrence of a key of ``table`` replaced by its value.
 
     Replacement is simultaneous (``a->b, b->a`` swaps) and token-aware: ``get_order`` is not
     touched inside ``get_order_details``. Names that read as words (``search``), and the names
-    in ``phrases`` that read as words joined by hyphens (``after-sales``; or by spaces, or
-    words of another script: ``données-clients``, ``技能``), are replaced only where the text
-    marks them as names: in backticks or quotes, alone in parentheses, or called
-    (``search(``); "the after-sales team" keeps its words. ``phrases`` are skill ids,
-    which Agent Skills writes in kebab case: a tool renamed ``handoff-to-human`` from
-    ``handoff_to_human`` by a rule was replaced everywhere, and a later rule must go on
-    replacing it everywhere. File paths and URLs are left as they are: a name in
+    in ``phrases`` that read as words joined by hyphens (``after-sales``), and every name in
+    ``marked``, are replaced only where the text marks them as names: in backticks or quotes,
+    alone in parentheses, or called (``search(``); "the after-sales team" keeps its words.
+    ``phrases`` are skill ids, which Agent Skills writes in kebab case: a tool renamed
+    ``handoff-to-human`` from ``handoff_to_human`` by a rule was replaced everywhere, and a
+    later rule must go on replacing it everywhere. ``marked`` are names that may be anything a
+    folder is named (``données-clients``, ``技能``, ``c++``, ``-draft``): prose that spells
+    one unmarked ("write c++ code") is prose. File paths and URLs are left as they are: a name in
     ``scripts/get_order.py`` names a file, and so does one in ``get_order.rb`` or
     ``get_order.yaml:3`` (a file name has an extension of ``FILE_EXTENSIONS``; ``get_order.get``
     and ``get_order.json()`` are code that uses the name). With ``template=True`` the Jinja2
@@ -158,7 +156,11 @@ def replace_identifiers(
     table = {k: v for k, v in table.items() if k and k != v and k in text}
     if not table:
         return text
-    plain = [n for n in table if _PLAIN_WORD.match(n) or (n in phrases and _reads_as_words(n))]
+    plain = [
+        n
+        for n in table
+        if n in marked or _PLAIN_WORD.match(n) or (n in phrases and _PHRASE.match(n))
+    ]
     if len(text) <= _SHORT and all(map(_WORD.fullmatch, table)):
         # every name is a whole token of the boundary characters: in a short text, look up its
         # tokens rather than build a regex for this table (a corpus brings a new table with
@@ -170,8 +172,8 @@ def replace_identifiers(
 
     else:
         plain_set = frozenset(plain)
-        marked = [n for n in table if n not in plain_set]
-        regexes = [r for r in (_token_regex(marked, False), _token_regex(plain, True)) if r]
+        anywhere = [n for n in table if n not in plain_set]
+        regexes = [r for r in (_token_regex(anywhere, False), _token_regex(plain, True)) if r]
 
         def swap(chunk: str) -> str:
             return _swap_spans(chunk, table, regexes)
@@ -180,12 +182,6 @@ def replace_identifiers(
         return swap(text)
     parts = _TEMPLATE_CODE.split(text)
     return "".join(part if i % 2 else swap(part) for i, part in enumerate(parts))
-
-
-def _reads_as_words(phrase: str) -> bool:
-    if _PHRASE.match(phrase):
-        return True
-    return (not phrase.isascii() or " " in phrase) and _ANY_PHRASE.match(phrase) is not None
 
 
 def _swap_tokens(chunk: str, table: Mapping[str, str], plain: frozenset[str]) -> str:

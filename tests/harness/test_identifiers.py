@@ -40,6 +40,17 @@ def test_a_name_that_reads_as_words_is_replaced_only_where_marked(pad):
     assert replace_identifiers("the after-sales team", table) == "the skill-x team"
 
 
+@pytest.mark.parametrize("pad", [0, 5000])
+def test_a_marked_name_is_replaced_only_where_marked_whatever_it_reads_as(pad):
+    # folder names an import made legal ids of: `c++` and `_old` read as no words, yet "c++
+    # code" is prose; only the names in ``marked`` are so read (c_sharp is a name everywhere)
+    table = {"c++": "c__", "_old": "old", "données": "donnees", "c_sharp": "cs"}
+    text = " " * pad + "c++ code, `c++`, 'c++', _old and \"_old\"; données (données) c_sharp"
+    assert replace_identifiers(text, table, marked={"c++", "_old", "données"}) == (
+        " " * pad + "c++ code, `c__`, 'c__', _old and \"old\"; données (donnees) cs"
+    )
+
+
 def test_replacement_leaves_template_code_alone():
     text = "Use get_order. {{ get_order }} {% if get_order %}get_order{% endif %}"
     out = replace_identifiers(text, {"get_order": "fetch_order"}, template=True)

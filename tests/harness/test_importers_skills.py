@@ -114,6 +114,35 @@ def test_a_skill_text_that_names_a_renamed_folder_names_the_id_it_is_loaded_by(t
     )
 
 
+def test_a_renamed_folder_that_prose_spells_is_renamed_only_where_marked(tmp_path):
+    # `c++` is no word of letters, but "write c++ code" is prose all the same: the import says
+    # a text names the id where it names the folder in backticks or quotes, and only there
+    root = tmp_path / "skills"
+    for folder in ("c++", "-draft"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "SKILL.md").write_text(
+            f"---\nname: {folder.strip('-')}\ndescription: d\n---\n"
+            "Write c++ code with c++ templates; a -draft is no `-draft`.\n",
+            "utf-8",
+        )
+    (root / "other").mkdir()
+    (root / "other" / "SKILL.md").write_text(
+        "---\nname: other\ndescription: For c++ code load the `c++` skill.\n---\n"
+        "Load 'c++' or \"-draft\"; c++ and -draft are words.\n",
+        "utf-8",
+    )
+    (harness,) = import_source(root).harnesses
+    ids = {folder: i for i, folder in harness.metadata["skill_id_map"].items()}
+    cpp, draft = ids["c++"], ids["-draft"]
+    assert cpp != "c++" and draft != "-draft"
+    other = harness.skill("other")
+    assert other.description == f"For c++ code load the `{cpp}` skill."
+    assert other.content == f"Load '{cpp}' or \"{draft}\"; c++ and -draft are words.\n"
+    assert harness.skill(cpp).content == (
+        f"Write c++ code with c++ templates; a -draft is no `{draft}`.\n"
+    )
+
+
 def test_a_skill_the_harness_cannot_hold_is_refused_naming_its_skill_md(tmp_path, monkeypatch):
     from hsa.harness.importers import skills
 

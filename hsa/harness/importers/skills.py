@@ -73,7 +73,8 @@ def import_skills(path: Path) -> ImportResult:
     ids = legal_skill_ids(names)
     id_map = {i: name for name, i in zip(names, ids, strict=True) if i != name}
     # a skill's text that names another by its folder names it by the id it is loaded by, as
-    # skill_ids.rename replaces a renamed id (where marked, as a name that reads as words)
+    # skill_ids.rename replaces a renamed id, but only where marked: a folder name that is no
+    # legal id may be anything (`données-clients`, `c++`), and prose spells it too
     renamed = {name: i for i, name in id_map.items()}
     skills = tuple(
         _named_by_id(replace(load_skill_dir(folder), id=skill_id), renamed)
@@ -123,8 +124,8 @@ def _named_by_id(skill: Skill, renamed: dict[str, str]) -> Skill:
         return skill
     return replace(
         skill,
-        description=replace_identifiers(skill.description, renamed, phrases=renamed.keys()),
-        content=replace_identifiers(skill.content, renamed, phrases=renamed.keys()),
+        description=replace_identifiers(skill.description, renamed, marked=renamed.keys()),
+        content=replace_identifiers(skill.content, renamed, marked=renamed.keys()),
     )
 
 
