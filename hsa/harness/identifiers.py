@@ -60,6 +60,9 @@ _PATH = re.compile(
 )
 #: a line number (and column) after a file name: ``data_export.yaml:3``, ``app.py:10:4``
 _LINE_NUMBER = re.compile(r"(?::\d+)+$")
+#: ... or in parentheses, as pdb and compilers write it: ``data_export.py(3)``, ``app.cs(10,4)``;
+#: any other ``(`` after a name is a call
+_LINE_IN_PARENS = re.compile(r"\(\d+(?:, ?\d+)?\)")
 _PATH_PUNCTUATION = frozenset("_.{}~:@/\\-")
 #: what ends the word around a name (for URLs and e-mail addresses, which run past paths)
 _WORD_END = frozenset(" \t\n\r\"'`<>()[]")
@@ -73,9 +76,9 @@ def in_path(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` (a name found in it) names a file, a folder or a place: it
     is part of a URL or an e-mail address, of an absolute, home or relative path
     (``/usr/bin/x``, ``~/x``, ``./x``, ``C:\\x``), of a relative path to a file or folder
-    (``scripts/x.py``, ``{lang}/x/``), or of a file name (``x.rb``, ``x.tar.gz``, ``x.yaml:3``)
-    or host (``x.ai``). A slash command (``/x``), alternatives (``x/y``) and an attribute
-    (``x.get``) are prose."""
+    (``scripts/x.py``, ``{lang}/x/``), or of a file name (``x.rb``, ``x.tar.gz``, ``x.yaml:3``,
+    ``x.py(3)``) or host (``x.ai``). A slash command (``/x``), alternatives (``x/y``), an
+    attribute (``x.get``) and a call (``x.json()``) are prose."""
     before = text[start - 1] if start else " "
     after = text[end : end + 2]
     if before not in _BEFORE_PLACE and not (
@@ -101,7 +104,8 @@ def in_path(text: str, start: int, end: int) -> bool:
         return True
     if token.startswith("/") and "/" in token[1:]:
         return True
-    if text[right : right + 1] == "(" and "/" not in token:
+    called = text[right : right + 1] == "(" and not _LINE_IN_PARENS.match(text, right)
+    if called and "/" not in token:
         return False  # a method called: ``response.json()``, ``mutex.lock()``
     return _PATH.fullmatch(token) is not None
 

@@ -81,13 +81,15 @@ def test_replacement_leaves_file_names_alone_and_renames_attributes_and_calls():
         "node data_export.mjs",
         "data_export.yaml:3.",
         "data_export.py:10:2",
+        "data_export.py(3)",  # a line as pdb writes it, and a compiler (line, column)
+        "data_export.cs(10,4): error",
         "`data_export.tar.gz`",
         "data_export.go and data_export.TSX",
         "open claude.ai",
     ]
     for text in kept:
         assert replace_identifiers(text, table) == text
-    code = "data_export.get(x), data_export.json() and data_export.sqrt"
+    code = "data_export.get(x), data_export.json(), data_export.py(x) and data_export.sqrt"
     assert replace_identifiers(code, table) == code.replace("data_export", "dataExport")
 
 
