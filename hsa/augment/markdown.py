@@ -25,6 +25,8 @@ _BLOCK_START = re.compile(r"^(?:[-*+](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|[>#<|=`~
 # a marker before the item's text, or ending the line (an empty item)
 _BULLET = re.compile(r"^(\s*)([-*+])(\s+(?=\S)|[ \t]*(?=\r?$))")
 _ORDERED = re.compile(r"^(\s*)(\d{1,9})([.)])(\s+(?=\S)|[ \t]*(?=\r?$))")
+#: a block quote's line with text in it (nested quotes alike)
+_QUOTE = re.compile(r"^(?:>[ \t]*)+[^>\s]")
 _BOLD = re.compile(r"^\*\*([^*].*?)\*\*\s*$")
 #: "see X below": a few words between, none opening a clause ("see whether it falls below"),
 #: and the "below" no preposition with an object ("see the table below and copy it"; never
@@ -91,8 +93,8 @@ def points_outside_by_position(text: str) -> bool:
 def code_mask(lines: list[str]) -> list[bool]:
     """For each line, whether it is code: in a fenced block (fences included; one closes at a
     fence of its character at least as long, with nothing after it) or in an indented one
-    (four spaces in, where no paragraph goes on and outside a list, whose items indent their
-    own text)."""
+    (four spaces in, where no paragraph goes on and outside the items of a list, which indent
+    their own text)."""
     return _scan(lines)[0]
 
 
@@ -116,17 +118,31 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
     fence = ""  # the open fence
     indented = in_list = paragraph = False
     text_at = 0  # the column the last item's text begins at
+    open_items: list[int] = []  # the text columns of the items the last one is in, and its own
     bare = False  # the line before was an empty item
+    outer_at = 0  # ... the text column of the item that empty item is in (0: none)
     item_text = False  # the paragraph going on is an item's text (not one after its list)
+    quoted = False  # the paragraph going on is a block quote's
     for line in lines:
         blank, indent = not line.strip(), _indent(line)
         items.append(False)
         indented_code.append(False)
-        if bare and (blank or (indent < text_at and not (indent < 4 and _starts_item(line)))):
+        if bare and (
+            blank or (indent < text_at and not (indent - outer_at < 4 and _starts_item(line)))
+        ):
             # an item begins with at most one blank line, and holds no paragraph that a line
-            # left of its text could go on: either ends it, and the list
-            in_list = False
+            # left of its text could go on: either ends it (a line that begins an item less
+            # than four columns right of the text of the item around it begins the next one),
+            # and the list unless an item around it goes on
+            open_items.pop()
+            if outer_at and (blank or indent >= outer_at):
+                text_at = outer_at
+            else:
+                in_list = False
         bare = False
+        # the text column of the item a line here is in (0: none); four columns right of it,
+        # a line that begins no paragraph is code
+        around = max((c for c in open_items if c <= indent), default=0) if in_list else 0
         if fence:
             code.append(True)
             match = _FENCE.match(line)
@@ -135,8 +151,9 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
             continue
         if indented and not blank and indent < 4:
             indented = False
-        if indented or (not blank and not paragraph and not in_list and indent >= 4):
+        if indented or (not blank and not paragraph and not around and indent >= 4):
             indented = indented_code[-1] = True
+            in_list = False
             code.append(True)
             continue
         match = _FENCE.match(line)
@@ -151,29 +168,58 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
         thematic = _THEMATIC.match(line) is not None
         marker = None if thematic else (_BULLET.match(line) or _ORDERED.match(line))
         empty = marker is not None and not line[marker.end() :].strip()
-        if empty and paragraph and not (in_list and item_text and indent < text_at):
-            # an empty item cannot interrupt a paragraph ("-" under one underlines it as a
-            # heading); under an item's text, one left of that text is the list's next item
-            marker = None
-            heading = line.strip() == "-"
-        if marker is not None and (
-            in_list
-            or (indent < 4 and not (paragraph and marker.re is _ORDERED and int(marker[2]) != 1))
+        if (
+            empty
+            and paragraph
+            and not (quoted and indent - around < 4)
+            and not (in_list and item_text and indent < text_at)
         ):
+            # an empty item cannot interrupt a paragraph ("-" under one, at most three spaces
+            # in, underlines it as a heading; four in, it is the paragraph's text); under an
+            # item's text, one left of that text is the list's next item, and under a block
+            # quote's an item all the same (an underline is never a lazy line of a quote)
+            marker = None
+            heading = line.strip() == "-" and indent - (text_at if in_list and item_text else 0) < 4
+        if (
+            marker is not None
+            and indent - around < 4
+            and (
+                in_list
+                or not (paragraph and not quoted and marker.re is _ORDERED and int(marker[2]) != 1)
+            )
+        ):
+            if not in_list:
+                open_items.clear()
+            while open_items and open_items[-1] > indent:
+                open_items.pop()  # items this one is not in
             items[-1] = in_list = True
             # an empty item's text goes one past its marker, whatever spaces end the line
             end = marker.start(marker.lastindex or 0) if empty else marker.end()
             text_at = len(line[:end].expandtabs(4)) + empty
+            outer_at = open_items[-1] if open_items else 0
+            open_items.append(text_at)
             bare = empty
             paragraph = item_text = not empty
+            quoted = _QUOTE.match(line[marker.end() :]) is not None
             continue
+        elif in_list and not paragraph and not blank and indent - around >= 4:
+            continue  # code in an item (which no rule here reads)
         elif thematic:
             in_list = False
         elif not blank and indent == 0 and (not paragraph or heading or line[0] == ">"):
             in_list = False  # a paragraph, heading or quote after the list
-        if not paragraph and not blank:  # a paragraph begins: in the item where indented
-            item_text = in_list and indent >= text_at
-        paragraph = not (blank or heading or thematic)
+        if not paragraph and not blank:  # a block begins: in the items its indent is in
+            while open_items and open_items[-1] > indent:
+                open_items.pop()
+            in_list = in_list and bool(open_items)
+            item_text = in_list
+            text_at = open_items[-1] if open_items else text_at
+        quote = indent - around < 4 and line.lstrip()[:1] == ">"
+        if quote and _QUOTE.match(line.lstrip()) is None:
+            heading = True  # an empty quote line holds no paragraph, and ends the one before
+        ends = blank or heading or thematic
+        quoted = not ends and ((quoted and paragraph) or quote)
+        paragraph = not ends
     return code, items, indented_code
 
 

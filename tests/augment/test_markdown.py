@@ -5,9 +5,16 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hsa.augment import get_rule, markdown
 from hsa.harness import Harness, Skill
+
+try:
+    from markdown_it import MarkdownIt
+except ImportError:  # rich's dependency, not hsa's: the reference renderer where installed
+    MarkdownIt = None  # type: ignore[assignment,misc]
 
 GUIDE = "# Guide\n\nIntro.\n\n# Process\n\nDo.\n\n# Reference\n\nRead.\n"
 
@@ -172,10 +179,41 @@ def test_code_and_paragraph_text_keep_their_markers(text):
         ("- a\n  b\n  -\n", "+ a\n  b\n  -\n"),
         # nor hold a line after a blank one: this is indented code after the list
         ("-\n\n    - x\n", "+\n\n    - x\n"),
+        # a "-" four spaces in is a paragraph's text, never its underline
+        ("Keep the\n    -\n1.\n", "Keep the\n    -\n1.\n"),
+        # a nested list's items are placed against the text of the item around them
+        ("- a\n    - x\n    -\n    - b\n", "+ a\n    + x\n    +\n    + b\n"),
+        ("-\n  -\n\n    - b\n", "+\n  +\n\n    + b\n"),
+        # an underline is never a lazy line of a block quote: "-" under one is an item
+        ("> q\n-\n- \n", "> q\n+\n+ \n"),
+        ("> note\n-\n- a", "> note\n+\n+ a"),
+        ("- > q\n    -\n  - a\n", "+ > q\n    +\n  + a\n"),
     ],
 )
 def test_an_empty_item_is_restyled_with_its_list(text, expected):
     assert markdown.restyle_lists(text, "+", ")") == expected
+
+
+#: lines that lists, empty items, paragraphs, quotes and code are made of, written with one
+#: bullet and one ordered marker (lists only their markers tell apart become one on purpose)
+_LINES = [
+    *("- a", "-", "-   ", "-\tx", "\t- t", "  - a", "  -", "    -", "    - b", "      - d"),
+    *("1.", "1. c", "2. a", "3. z", "Text", "  text", "    text", "", " "),
+    *("> q", ">", "> - a", "- > q", "```", "## H", "---"),
+]
+
+
+@pytest.mark.skipif(MarkdownIt is None, reason="markdown-it-py is not installed")
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_LINES), min_size=1, max_size=6).map("\n".join),
+    st.sampled_from(["*", "+"]),
+)
+def test_restyled_lists_render_as_the_original(text, bullet):
+    # CommonMark (markdown-it, as a reference) reads the restyled text as it read the original
+    assert MarkdownIt is not None
+    render = MarkdownIt("commonmark").render
+    assert render(markdown.restyle_lists(text, bullet, ")")) == render(text)
 
 
 def test_skill_blocks_read_an_empty_item_alike_under_any_marker():
