@@ -564,15 +564,26 @@ def test_format_sensitivity_over_a_failed_file_fails_with_its_own_reason(tmp_pat
     assert result.tasks == () and result.harnesses == ()
 
 
-@pytest.mark.parametrize("category", ["a/b", "a\0b"])
-def test_a_format_sensitivity_category_no_file_can_be_named_for_is_one_error(tmp_path, category):
-    # its entries' file is BFCL_v4_<category>.json beside it: a name that is no file name
-    # (Path.with_name raised ValueError, a traceback)
+@pytest.mark.parametrize(
+    ("file", "category"),
+    [
+        ("BFCL_v4_format_sensitivity.json", "a/b"),
+        ("BFCL_v4_format_sensitivity.json", "a\0b"),
+        ("format_sensitivity", ""),
+        ("format_sensitivity", "."),
+    ],
+)
+def test_a_format_sensitivity_category_no_file_can_be_named_for_is_one_error(
+    tmp_path, file, category
+):
+    # its entries' file is the file's name with the category in it: a name that is no file
+    # name (Path.with_name raised ValueError, a traceback)
     root = tmp_path / "bfcl"
     root.mkdir()
-    (root / "BFCL_v4_format_sensitivity.json").write_text(json.dumps({category: ["x_0"]}))
-    (failure,) = import_source(root).failures
-    assert failure.where == f"$.{category}" and "names no category" in failure.message
+    (root / file).write_text(json.dumps({category: ["x_0"]}))
+    with pytest.raises(ImportFormatError, match="names no category") as raised:
+        import_source(root / file, format="bfcl")
+    assert raised.value.where == f"$.{category}"
 
 
 def test_live_relevance_is_imported_unscored(external, tmp_path):

@@ -643,13 +643,16 @@ class _Import:
             )
         for category, entry_ids in ids.items():
             name = path.name.replace(FORMAT_SENSITIVITY, category)
-            if "/" in category or "\0" in category:
+            try:
+                if "\0" in name:  # (a path with a NUL is refused only once it is opened)
+                    raise ValueError(name)
+                source = path.with_name(name)
+            except ValueError:
                 raise ImportFormatError(
                     f"{category!r} names no category (no file {name!r} can hold its entries)",
                     file=str(path),
                     where=f"$.{category}",
-                )
-            source = path.with_name(name)
+                ) from None
             if source in self.failed:
                 raise ImportFormatError(
                     f"the entries of {category!r} are in {source.name}, which could not be "
