@@ -116,6 +116,7 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
     items: list[bool] = []
     indented_code: list[bool] = []
     fence = ""  # the open fence
+    fence_at = 0  # ... the text column of the item whose line opened it (0: none)
     indented = in_list = paragraph = False
     text_at = 0  # the column the last item's text begins at
     open_items: list[int] = []  # the text columns of the items the last one is in, and its own
@@ -143,6 +144,8 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
         # the text column of the item a line here is in (0: none); four columns right of it,
         # a line that begins no paragraph is code
         around = max((c for c in open_items if c <= indent), default=0) if in_list else 0
+        if fence and fence_at and not blank and indent < fence_at:
+            fence = ""  # the item whose line opened it ends, and the fence with it
         if fence:
             code.append(True)
             match = _FENCE.match(line)
@@ -158,7 +161,7 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
             continue
         match = _FENCE.match(line)
         if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
-            fence = match.group(1)
+            fence, fence_at = match.group(1), 0
             code.append(True)
             paragraph = False
             in_list = in_list and indent > 0  # not the text of an item
@@ -193,14 +196,21 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
             while open_items and open_items[-1] > indent:
                 open_items.pop()  # items this one is not in
             items[-1] = in_list = True
-            # an empty item's text goes one past its marker, whatever spaces end the line
-            end = marker.start(marker.lastindex or 0) if empty else marker.end()
-            text_at = len(line[:end].expandtabs(4)) + empty
+            # an empty item's text goes one past its marker, whatever spaces end the line, and
+            # so does the text of one whose marker five or more spaces follow (they are code)
+            spaces = len(line[: marker.start(marker.lastindex or 0)].expandtabs(4))
+            end = len(line[: marker.end()].expandtabs(4))
+            coded = not empty and end - spaces >= 5  # its first line is code, no paragraph
+            text_at = spaces + 1 if empty or coded else end
             outer_at = open_items[-1] if open_items else 0
             open_items.append(text_at)
             bare = empty
-            paragraph = item_text = not empty
+            paragraph = item_text = not empty and not coded
             quoted = _QUOTE.match(line[marker.end() :]) is not None
+            opened = _FENCE.match(line[marker.end() :])  # a fence opened on the item's line
+            if opened and not (opened.group(1)[0] == "`" and "`" in opened.group(2)):
+                fence, fence_at = opened.group(1), text_at
+                paragraph = item_text = False
             continue
         elif in_list and not paragraph and not blank and indent - around >= 4:
             continue  # code in an item (which no rule here reads)
@@ -208,13 +218,14 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
             in_list = False
         elif not blank and indent == 0 and (not paragraph or heading or line[0] == ">"):
             in_list = False  # a paragraph, heading or quote after the list
-        if not paragraph and not blank:  # a block begins: in the items its indent is in
+        quote = indent - around < 4 and line.lstrip()[:1] == ">"
+        if (not paragraph or quote) and not blank:
+            # a block begins (a quote interrupts a paragraph): in the items its indent is in
             while open_items and open_items[-1] > indent:
                 open_items.pop()
             in_list = in_list and bool(open_items)
             item_text = in_list
             text_at = open_items[-1] if open_items else text_at
-        quote = indent - around < 4 and line.lstrip()[:1] == ">"
         if quote and _QUOTE.match(line.lstrip()) is None:
             heading = True  # an empty quote line holds no paragraph, and ends the one before
         ends = blank or heading or thematic

@@ -188,6 +188,13 @@ def test_code_and_paragraph_text_keep_their_markers(text):
         ("> q\n-\n- \n", "> q\n+\n+ \n"),
         ("> note\n-\n- a", "> note\n+\n+ a"),
         ("- > q\n    -\n  - a\n", "+ > q\n    +\n  + a\n"),
+        # a quote left of an item's text ends the list: a "-" under it is the quote's text
+        ("1. Quote:\n  > q\n    -\n", "1) Quote:\n  > q\n    -\n"),
+        # a fence opened on an item's line holds code, until the item ends
+        ("- ```\n  > q\n  -\n  ```\n", "+ ```\n  > q\n  -\n  ```\n"),
+        ("- ```\n- a\n", "+ ```\n+ a\n"),
+        # five spaces after a marker: the item's text is one past it, and its first line code
+        ("1.     a\n    -\n   -", "1)     a\n    +\n   +"),
     ],
 )
 def test_an_empty_item_is_restyled_with_its_list(text, expected):
