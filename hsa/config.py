@@ -330,8 +330,7 @@ def content_hash(path: Path, *, stand_ins: Mapping[str, bytes] | None = None) ->
     if path.is_file():
         return files_hash({"": path})
     if path.is_dir():
-        files = {file.relative_to(path).as_posix(): file for file in folder_files(path)}
-        return files_hash(files, stand_ins=stand_ins)
+        return files_hash(named_files(path), stand_ins=stand_ins)
     raise FileNotFoundError(2, "No such file or directory", str(path))
 
 
@@ -382,6 +381,13 @@ def folder_files(folder: Path) -> list[Path]:
 
     walk(folder, frozenset())
     return sorted(out)
+
+
+def named_files(folder: Path, files: Iterable[Path] | None = None) -> dict[str, Path]:
+    """``files`` under ``folder`` (None: ``folder_files``) by their paths relative to it, as
+    ``files_hash`` takes them."""
+    found = folder_files(folder) if files is None else files
+    return {file.relative_to(folder).as_posix(): file for file in found}
 
 
 #: file hashes by what ``os.stat`` says of the file (device, inode, size, times)

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hsa.config import content_hash, files_hash, folder_files
+from hsa.config import content_hash, files_hash, folder_files, named_files
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import process_alive
 from hsa.datasets.shards import open_parquet, sha256_file
@@ -442,11 +442,7 @@ def with_imported_harnesses(source: Source, folder: Path) -> Source:
             "import folder's harnesses are for trajectories a teacher recorded",
             file=str(folder),
         )
-    files = {
-        file.relative_to(folder).as_posix(): file
-        for file in folder_files(folder)
-        if file not in source.files
-    }
+    files = named_files(folder, [f for f in folder_files(folder) if f not in source.files])
     harnesses = files_hash(files, stand_ins=_import_record(folder))
     digest = hashlib.sha256(f"{source.fingerprint}\0{harnesses}".encode())
     return replace(source, fingerprint=digest.hexdigest(), store=ImportedHarnesses(folder))
@@ -466,7 +462,7 @@ def input_hash(path: Path) -> str:
     files = _shards(path)
     if (path / mf.MANIFEST).is_file():  # (a teach job's: its notes go on to the dataset)
         files.append(path / mf.MANIFEST)
-    return files_hash({file.relative_to(path).as_posix(): file for file in files})
+    return files_hash(named_files(path, files))
 
 
 def harness_hash(path: Path) -> str:

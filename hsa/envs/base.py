@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hsa.config import folder_files
+from hsa.config import named_files
 from hsa.errors import EnvError
 from hsa.harness.events import Event
 from hsa.harness.importers.base import SPLITS as SPLITS  # re-exported: a Task's split
@@ -132,7 +132,7 @@ class Environment(abc.ABC):
         hidden entries, nor the folders of hsa jobs). An environment that reads files beside
         its corpus, only some of a folder's, or takes meaning from a name says which."""
         if path.is_dir():
-            return {file.relative_to(path).as_posix(): file for file in folder_files(path)}
+            return named_files(path)
         return {"": path}
 
     @property

@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hsa.config import named_files
 from hsa.errors import HsaError, ImportFormatError
 from hsa.harness.importers.base import (
     ImportResult,
@@ -211,7 +212,7 @@ def read_files(path: Path) -> dict[str, Path]:
         if _category(path) == FORMAT_SENSITIVITY:  # it imports the files of the entries it names
             questions += _named_files(path)
         files = _with_answers(root, questions)
-    return {file.relative_to(root).as_posix(): file for file in files}
+    return named_files(root, files)
 
 
 def _named_files(path: Path) -> list[Path]:
