@@ -7,14 +7,10 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt  # the CommonMark reference renderer (a dev dependency)
 
 from hsa.augment import get_rule, markdown
 from hsa.harness import Harness, Skill
-
-try:
-    from markdown_it import MarkdownIt
-except ImportError:  # rich's dependency, not hsa's: the reference renderer where installed
-    MarkdownIt = None  # type: ignore[assignment,misc]
 
 GUIDE = "# Guide\n\nIntro.\n\n# Process\n\nDo.\n\n# Reference\n\nRead.\n"
 
@@ -210,7 +206,6 @@ _LINES = [
 ]
 
 
-@pytest.mark.skipif(MarkdownIt is None, reason="markdown-it-py is not installed")
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.sampled_from(_LINES), min_size=1, max_size=6).map("\n".join),
@@ -218,7 +213,6 @@ _LINES = [
 )
 def test_restyled_lists_render_as_the_original(text, bullet):
     # CommonMark (markdown-it, as a reference) reads the restyled text as it read the original
-    assert MarkdownIt is not None
     render = MarkdownIt("commonmark").render
     assert render(markdown.restyle_lists(text, bullet, ")")) == render(text)
 
