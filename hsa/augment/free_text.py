@@ -14,9 +14,9 @@ from collections.abc import Set as AbstractSet
 from functools import lru_cache
 from typing import Any
 
-from hsa.augment.names import replace_identifiers
 from hsa.augment.param_schemas import reached
 from hsa.errors import HsaError
+from hsa.harness.identifiers import replace_identifiers
 from hsa.harness.model import Harness, Hook, Protocol, Section, Skill, Tool
 from hsa.harness.protocols import CALL_FORMATS, CallFormat
 

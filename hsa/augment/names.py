@@ -4,7 +4,8 @@ Every name a rule invents goes through ``fresh_names``: it is made legal for its
 parameter, skill id, hook id), kept within the length limit, and never equal to another name
 of the same kind, old or new — so two tools can never end up with one name, even when one name
 is a prefix or substring of another. Identifiers in free text are replaced by
-``replace_identifiers``, whole tokens only and all at once, never by naive ``str.replace``.
+``hsa.harness.identifiers.replace_identifiers``, whole tokens only and all at once, never by
+naive ``str.replace``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from typing import TYPE_CHECKING
 from hsa.augment.param_schemas import all_property_names
 from hsa.augment.rule import CANDIDATES, DRAWS
 from hsa.errors import RuleError
-from hsa.harness.identifiers import FILE_EXTENSIONS as FILE_EXTENSIONS
-from hsa.harness.identifiers import replace_identifiers as replace_identifiers
 
 if TYPE_CHECKING:
     from hsa.harness.model import Harness

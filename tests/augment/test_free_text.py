@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hsa.augment.free_text import format_accepts, replace_in_schema, replace_in_tool
-from hsa.augment.names import replace_identifiers
+from hsa.harness.identifiers import replace_identifiers
 from hsa.harness.model import Protocol, Tool
 
 NAMES = ["get_order", "sku", "order_id", "find"]

@@ -22,7 +22,6 @@ from hsa.augment.names import (
     PARAM_NAME,
     draw_style,
     fresh_names,
-    replace_identifiers,
     restyle,
     style_param,
     synonym_name,
@@ -37,6 +36,7 @@ from hsa.augment.param_schemas import (
 )
 from hsa.augment.registry import rule
 from hsa.augment.rule import CANDIDATES, DRAWS, Context, Rewrite
+from hsa.harness.identifiers import replace_identifiers
 from hsa.harness.jsonvalues import resolve_pointer
 from hsa.harness.model import Harness, Tool
 
