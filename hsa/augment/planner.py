@@ -956,11 +956,14 @@ class LazyPlan:
         self._alike: dict[bytes, list[_Shown]] = {}
         self._plain: set[Sight] = set()  # the sights the unchanged harness is in _alike for
         self._classes = 0
+        self._slots: _Slots | None = None  # made on the first variant planned here
 
     def variant(self, index: int) -> Variant:
         found = self.variants.get(index)
         if found is None:
-            found = plan_slots(self.spec(), [index], unchanged=self.unchanged)[0]
+            if self._slots is None:
+                self._slots = _Slots(self.spec())
+            found = self._slots.plan([index], unchanged=self.unchanged)[0]
             self.variants[index] = found
         return found
 
@@ -1074,29 +1077,47 @@ def plan_slots(
     """Variants ``indexes`` of ``spec`` (each on its own: see ``plan_variant``). ``unchanged``:
     the content key of ``spec.harness`` as it is, when the caller has it already (it is the
     whole harness as JSON, hashed). ``keep``: keep each variant harness's JSON on it."""
-    harness, context, rules = spec.harness, spec.context, spec.rules
-    eligible = {name for name, r in rules.items() if all(context.has(n) for n in r.needs)}
-    eligible -= _never_shown(harness, rules)
-    if unchanged is None:
-        unchanged = content_key(harness, RewriteMapping())
-    # each recipe rule's parameters resolved once, when first drawn, for every variant here
-    resolved: dict[int, tuple[Rule, dict[str, Any]]] = {}
+    return _Slots(spec).plan(indexes, unchanged=unchanged, keep=keep)
 
-    def resolve(item: RecipeRule) -> tuple[Rule, dict[str, Any]]:
-        if id(item) not in resolved:
-            found = rules[item.rule]
-            resolved[id(item)] = (found, found.resolve_params(item.params))
-        return resolved[id(item)]
 
-    out = []
-    for index in indexes:
-        try:
-            out.append(_plan_slot(spec, index, eligible, resolve, unchanged, keep))
-        except HsaError as exc:
-            raise PlanError(
-                exc.message, harness_id=harness.id, file=exc.file, where=exc.where
-            ) from exc
-    return out
+class _Slots:
+    """What planning any variant of ``spec`` starts from, made once for all of them: the
+    rules that may be drawn (``eligible``) and each recipe rule's parameters, resolved when
+    first drawn."""
+
+    def __init__(self, spec: PlanSpec):
+        harness, context, rules = spec.harness, spec.context, spec.rules
+        self.spec = spec
+        self.eligible = {n for n, r in rules.items() if all(context.has(k) for k in r.needs)}
+        self.eligible -= _never_shown(harness, rules)
+        self.resolved: dict[int, tuple[Rule, dict[str, Any]]] = {}
+
+    def resolve(self, item: RecipeRule) -> tuple[Rule, dict[str, Any]]:
+        # keyed by the recipe rule's id: the recipe (which holds it) lives as long as spec
+        found = self.resolved.get(id(item))
+        if found is None:
+            rule = self.spec.rules[item.rule]
+            found = self.resolved[id(item)] = (rule, rule.resolve_params(item.params))
+        return found
+
+    def plan(
+        self, indexes: Sequence[int], *, unchanged: bytes | None = None, keep: bool = False
+    ) -> list[Variant]:
+        """``plan_slots`` of this spec."""
+        harness = self.spec.harness
+        if unchanged is None:
+            unchanged = content_key(harness, RewriteMapping())
+        out = []
+        for index in indexes:
+            try:
+                out.append(
+                    _plan_slot(self.spec, index, self.eligible, self.resolve, unchanged, keep)
+                )
+            except HsaError as exc:
+                raise PlanError(
+                    exc.message, harness_id=harness.id, file=exc.file, where=exc.where
+                ) from exc
+        return out
 
 
 #: the modules of the built-in rules whose only changes are to a harness's skills (and its
