@@ -29,7 +29,7 @@ from typing import Any
 from hsa.errors import HarnessError, ProtocolError, refuse_kind
 from hsa.harness.model import Harness, Section, Tool
 from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS, CallFormat
-from hsa.harness.sandbox import render_template
+from hsa.harness.sandbox import MAX_OUTPUT_CHARS, MAX_VALUE_SIZE, render_template
 
 
 def surface_tools(harness: Harness) -> list[Tool]:
@@ -118,6 +118,21 @@ def format_section(section: Section, body: str, style: str) -> str:
     return f"## {section.title}\n\n{body}"
 
 
+#: the longest text ``{{ name }}`` prints in the sandbox, which refuses a longer one
+_MAX_GENERATED = min(MAX_OUTPUT_CHARS, MAX_VALUE_SIZE)
+
+
+def _generated(name: str, context: dict[str, Any], where: str) -> str:
+    """The body of an empty section of an ``_AUTO_BODIES`` kind: what ``{{ name }}`` renders
+    to, the generated text itself, taken without the template engine (every section of such
+    a prompt would otherwise run one); a text the sandbox refuses is rendered, to raise as
+    it does."""
+    text = context[name]
+    if len(text) > _MAX_GENERATED:
+        return render_template("{{ " + name + " }}", context, where=where)
+    return text
+
+
 def system_prompt(harness: Harness) -> str:
     """The full system prompt text of ``harness``.
 
@@ -133,10 +148,11 @@ def _system_prompt(harness: Harness) -> str:
     context = _context(harness)
     formatted: list[str] = []
     for i, section in enumerate(harness.prompt.sections):
-        source = section.body or (
-            "{{ " + _AUTO_BODIES[section.kind] + " }}" if section.kind in _AUTO_BODIES else ""
-        )
-        body = render_template(source, context, where=f"$.prompt.sections[{i}].body")
+        where = f"$.prompt.sections[{i}].body"
+        if section.body or section.kind not in _AUTO_BODIES:
+            body = render_template(section.body, context, where=where)
+        else:
+            body = _generated(_AUTO_BODIES[section.kind], context, where)
         if not section.verbatim:
             body = body.strip()
         if body:

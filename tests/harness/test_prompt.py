@@ -123,6 +123,60 @@ def test_auto_sections_under_a_text_protocol() -> None:
     )
 
 
+@pytest.mark.parametrize("doc_format", sorted(DOC_FORMATS))
+@pytest.mark.parametrize("verbatim", [False, True])
+def test_an_auto_section_shows_what_its_template_renders(doc_format: str, verbatim: bool) -> None:
+    # an empty auto section's body is taken without the template engine: the same text as
+    # the section whose body is ``{{ tool_docs }}`` (and so on), odd characters included
+    odd = Tool(
+        "odd",
+        "  {{ not a template }}\r\nends with a blank line\n\n",
+        {"type": "object", "properties": {"x\r": {"type": "string", "description": " {% x %} "}}},
+    )
+    protocol = Protocol("text", "python", call_tag=True, doc_format=doc_format)
+    for style in ("markdown", "xml", "plain"):
+        auto = tuple(
+            Section(s.id, s.title, "", s.kind, verbatim=verbatim) for s in (*SECTIONS, *AUTO)
+        )
+        spelled = tuple(
+            Section(
+                s.id,
+                s.title,
+                "{{ " + hsa.harness.prompt._AUTO_BODIES[s.kind] + " }}"
+                if s.kind in hsa.harness.prompt._AUTO_BODIES
+                else s.body,
+                s.kind,
+                verbatim=verbatim,
+            )
+            for s in auto
+        )
+        for proto in (API, protocol):
+            changes = {"tools": (TOOL, odd), "skills": (SKILL,), "skill_tool": LOADER}
+            a = _harness(Prompt(auto, heading_style=style), proto).replace(**changes)
+            b = _harness(Prompt(spelled, heading_style=style), proto).replace(**changes)
+            assert system_prompt(a) == system_prompt(b)
+
+
+def test_an_auto_section_too_long_for_the_sandbox_is_refused_as_its_template_is() -> None:
+    from hsa.harness.sandbox import MAX_OUTPUT_CHARS
+
+    protocol = Protocol("text", "json", doc_format="markdown")
+    long = Tool("long", "x" * MAX_OUTPUT_CHARS)
+    auto = Prompt((Section("tools", "Tools", "", "tools"),))
+    spelled = Prompt((Section("tools", "Tools", "{{ tool_docs }}", "tools"),))
+    errors = []
+    for prompt in (auto, spelled):
+        with pytest.raises(TemplateError) as err:
+            system_prompt(_harness(prompt, protocol).replace(tools=(long,)))
+        errors.append((str(err.value), err.value.where))
+    assert errors[0] == errors[1]
+    assert errors[0][1] == "$.prompt.sections[0].body"
+    # a text just within the cap is shown
+    fits = Tool("f", "x" * (MAX_OUTPUT_CHARS - len("### f\n\n\n\nParameters: none.")))
+    shown = system_prompt(_harness(auto, protocol).replace(tools=(fits,)))
+    assert len(shown) == MAX_OUTPUT_CHARS + len("## Tools\n\n")
+
+
 def test_a_skill_description_of_several_lines_is_one_line_of_the_catalogue() -> None:
     # a SKILL.md description may be a YAML block (`>` keeps a final newline, `|` its lines)
     folded = Skill("travel", "travel", "Plan trips\nand pack.\n", "Pack light.")
