@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import ast
+import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hsa.harness import Tool
 from hsa.harness.protocols import DOC_FORMATS
+from tests.harness.strategies import json_values, texts, tools
 
 DOCS = ("xml", "python", "markdown", "lines")
 
@@ -56,3 +60,34 @@ def test_every_format_documents_nested_objects_to_the_same_depth(fmt):
     doc = DOC_FORMATS[fmt]([Tool("deep", "D.", nested(40))])
     shown = [i for i in range(40) if f'"p{i}"' in doc or f"p{i} " in doc or f"`p{i}`" in doc]
     assert shown == list(range(40 - 33, 40))  # the outermost 33 levels
+
+
+@given(tools(), st.lists(json_values(), max_size=3), texts())
+def test_json_docs_are_the_tools_as_one_indented_json_list(drawn, values, text):
+    # written tool by tool (each made once per tool object): the same text as the whole list
+    odd = Tool("odd", text + "\u2028\n", {"type": "object", "properties": {}, "examples": values})
+    for listed in ([], drawn, [*drawn, odd], [odd, odd]):
+        expected = json.dumps([t.to_function() for t in listed], ensure_ascii=False, indent=4)
+        assert DOC_FORMATS["json"](listed) == expected
+
+
+@pytest.mark.parametrize("fmt", sorted(DOC_FORMATS))
+@given(drawn=tools())
+def test_a_doc_is_the_same_made_anew_or_kept_on_its_tools(fmt, drawn):
+    # each tool's part is kept on the tool object: a doc made again from the same objects or
+    # from equal copies reads the same, and a tool that differs in a field it shows gets its own
+    doc = DOC_FORMATS[fmt]
+    first = doc(drawn)
+    assert doc(drawn) == first
+    assert doc([Tool(t.name, t.description, t.parameters) for t in drawn]) == first
+    tool = drawn[0]
+    for changed in (
+        Tool(tool.name + "_2", tool.description, tool.parameters),
+        Tool(tool.name, tool.description + " More.", tool.parameters),
+        Tool(tool.name, tool.description, {"type": "object", "properties": {"zz9": {}}}),
+    ):
+        again = doc([changed, *drawn[1:]])
+        assert again != first
+        assert again == doc(
+            [Tool(t.name, t.description, t.parameters) for t in [changed, *drawn[1:]]]
+        )

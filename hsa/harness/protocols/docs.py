@@ -350,25 +350,40 @@ def _params(
     return params
 
 
+# Each doc is its tools' blocks joined: a block is made once per tool object (``Tool.derived``,
+# keyed by the module-level function that makes it), as the variants of a harness share the
+# tools a rewrite left alone and a rule draws several protocols for one harness.
+
+
 @register_doc_format("json")
 def json_docs(tools: Sequence[Tool]) -> str:
-    return json.dumps([t.to_function() for t in tools], ensure_ascii=False, indent=4)
+    # ``json.dumps(tools, indent=4)``: a list's items indented one level, whose lines are
+    # their own indented JSON shifted by four spaces (JSON text holds no raw newline but those)
+    if not tools:
+        return "[]"
+    return "[\n" + ",\n".join([t.derived(_json_block) for t in tools]) + "\n]"
+
+
+def _json_block(tool: Tool) -> str:
+    text = json.dumps(tool.to_function(), ensure_ascii=False, indent=4)
+    return "    " + text.replace("\n", "\n    ")
 
 
 @register_doc_format("xml")
 def xml_docs(tools: Sequence[Tool]) -> str:
-    blocks = []
-    for tool in tools:
-        root = tool.parameters
-        lines = [
-            f'<function name="{escape_attr(tool.name)}">',
-            f"  <desc>{escape_text(tool.description)}</desc>",
-            "  <params>",
-        ]
-        lines += _xml_params(_params(root, root), root, 2)
-        lines += ["  </params>", "</function>"]
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+    return "\n\n".join([t.derived(_xml_block) for t in tools])
+
+
+def _xml_block(tool: Tool) -> str:
+    root = tool.parameters
+    lines = [
+        f'<function name="{escape_attr(tool.name)}">',
+        f"  <desc>{escape_text(tool.description)}</desc>",
+        "  <params>",
+    ]
+    lines += _xml_params(_params(root, root), root, 2)
+    lines += ["  </params>", "</function>"]
+    return "\n".join(lines)
 
 
 def _xml_params(params: list[_Param], root: Mapping[str, Any], level: int) -> list[str]:
@@ -399,43 +414,42 @@ def _docstring_text(text: str) -> str:
 
 @register_doc_format("python")
 def python_docs(tools: Sequence[Tool]) -> str:
-    blocks = []
-    for tool in tools:
-        root = tool.parameters
-        params = list(_properties(_resolve(root, root)))
-        signature = []
-        for name, sub, required in params:
-            if not is_identifier(name):
-                continue  # a keyword argument it cannot be: in **kwargs (below)
-            annotation = _py_type(sub, root)
-            resolved = _resolve(sub, root)
-            if "default" in resolved:
-                signature.append(f"{name}: {annotation} = {resolved['default']!r}")
-            elif required:
-                signature.append(f"{name}: {annotation}")
-            else:
-                optional = (
-                    annotation if "None" in annotation.split(" | ") else f"{annotation} | None"
-                )
-                signature.append(f"{name}: {optional} = None")
-        star = "*, " if signature else ""
-        others = [name for name, _, _ in params if not is_identifier(name)]
-        if others:  # named unlike every parameter
-            taken = {name for name, _, _ in params}
-            signature.append("**" + next(n for n in _SPLATS if n not in taken))
-        lines = [f"def {tool.name}({star}{', '.join(signature)}):", '    """']
-        lines += [f"    {line}".rstrip() for line in _docstring_text(tool.description).splitlines()]
-        if params:
-            lines += ["", "    Args:"]
-            lines += _py_args(_params(root, root), root, 2)
-        if others:
-            spelled = ", ".join(f"{name!r}: ..." for name in others)
-            text = f"Arguments that are not Python names go in {signature[-1]}: "
-            text += f"{tool.name}(**{{{spelled}}})."
-            lines += ["", f"    {_docstring_text(text)}"]
-        lines.append('    """')
-        blocks.append("\n".join(lines))
-    return "\n\n\n".join(blocks)
+    return "\n\n\n".join([t.derived(_python_block) for t in tools])
+
+
+def _python_block(tool: Tool) -> str:
+    root = tool.parameters
+    params = list(_properties(_resolve(root, root)))
+    signature = []
+    for name, sub, required in params:
+        if not is_identifier(name):
+            continue  # a keyword argument it cannot be: in **kwargs (below)
+        annotation = _py_type(sub, root)
+        resolved = _resolve(sub, root)
+        if "default" in resolved:
+            signature.append(f"{name}: {annotation} = {resolved['default']!r}")
+        elif required:
+            signature.append(f"{name}: {annotation}")
+        else:
+            optional = annotation if "None" in annotation.split(" | ") else f"{annotation} | None"
+            signature.append(f"{name}: {optional} = None")
+    star = "*, " if signature else ""
+    others = [name for name, _, _ in params if not is_identifier(name)]
+    if others:  # named unlike every parameter
+        taken = {name for name, _, _ in params}
+        signature.append("**" + next(n for n in _SPLATS if n not in taken))
+    lines = [f"def {tool.name}({star}{', '.join(signature)}):", '    """']
+    lines += [f"    {line}".rstrip() for line in _docstring_text(tool.description).splitlines()]
+    if params:
+        lines += ["", "    Args:"]
+        lines += _py_args(_params(root, root), root, 2)
+    if others:
+        spelled = ", ".join(f"{name!r}: ..." for name in others)
+        text = f"Arguments that are not Python names go in {signature[-1]}: "
+        text += f"{tool.name}(**{{{spelled}}})."
+        lines += ["", f"    {_docstring_text(text)}"]
+    lines.append('    """')
+    return "\n".join(lines)
 
 
 def _py_args(params: list[_Param], root: Mapping[str, Any], level: int) -> list[str]:
@@ -459,16 +473,17 @@ def _py_args(params: list[_Param], root: Mapping[str, Any], level: int) -> list[
 
 @register_doc_format("markdown")
 def markdown_docs(tools: Sequence[Tool]) -> str:
-    blocks = []
-    for tool in tools:
-        root = tool.parameters
-        lines = [f"### {tool.name}"]
-        if tool.description.strip():
-            lines += ["", tool.description.strip()]
-        params = _md_params(_params(root, root), root, 0)
-        lines += ["", "Parameters:", *params] if params else ["", "Parameters: none."]
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+    return "\n\n".join([t.derived(_markdown_block) for t in tools])
+
+
+def _markdown_block(tool: Tool) -> str:
+    root = tool.parameters
+    lines = [f"### {tool.name}"]
+    if tool.description.strip():
+        lines += ["", tool.description.strip()]
+    params = _md_params(_params(root, root), root, 0)
+    lines += ["", "Parameters:", *params] if params else ["", "Parameters: none."]
+    return "\n".join(lines)
 
 
 def _md_params(params: list[_Param], root: Mapping[str, Any], level: int) -> list[str]:
@@ -491,13 +506,14 @@ def lines_docs(tools: Sequence[Tool]) -> str:
     as ``a|b``, a required object's properties inline as ``{...}`` (an optional object is
     ``object``), arrays as ``type[]``; parameter descriptions and defaults are left out, so
     prompts stay short (compact harnesses for small models)."""
-    out = []
-    for tool in tools:
-        root = tool.parameters
-        summary = _first_sentence(tool.description)
-        params = _line_params(root, root, 0)
-        out.append(f"- {tool.name}({params})" + (f": {summary}" if summary else ""))
-    return "\n".join(out)
+    return "\n".join([t.derived(_lines_entry) for t in tools])
+
+
+def _lines_entry(tool: Tool) -> str:
+    root = tool.parameters
+    summary = _first_sentence(tool.description)
+    params = _line_params(root, root, 0)
+    return f"- {tool.name}({params})" + (f": {summary}" if summary else "")
 
 
 def _first_sentence(text: str) -> str:
