@@ -147,7 +147,7 @@ def _schema_errors(
                 found.extend((["tools", index, *e.absolute_path], e) for e in errors)
             continue
         try:
-            text = json.dumps(value, ensure_ascii=False)
+            text = compact_json(value)
         except (TypeError, ValueError):  # not JSON: validated as it is
             errors = tuple(_property_validator(key).iter_errors(value))
         else:
@@ -248,7 +248,7 @@ def _tool_document_errors(tool: Mapping[str, Any]) -> tuple[jsonschema.Validatio
     """The schema errors of one tool of a document (paths relative to the tool)."""
     if tool_plainly_valid(tool):
         return ()
-    return _tool_errors(json.dumps(tool, ensure_ascii=False))
+    return _tool_errors(compact_json(tool))
 
 
 def _tool_object_errors(tool: Tool) -> tuple[jsonschema.ValidationError, ...]:
@@ -559,12 +559,20 @@ def plainly_valid(schema: Any) -> bool:
     (about 3 ms a tool) and dominates validating thousands of imported tools. False means
     "not sure": the caller runs the full meta-schema check.
     """
-    if isinstance(schema, bool):
-        return True
-    if not isinstance(schema, Mapping):
-        return False
+    # (a dict, the type of every object a schema read from JSON holds, and a single type name
+    # are tested first: planning reads every sub-schema of every new schema here, and the
+    # abstract ``Mapping`` test costs more than the rest of a typical node's checks)
+    if type(schema) is not dict:
+        if isinstance(schema, bool):
+            return True
+        if not isinstance(schema, Mapping):
+            return False
     for key, value in schema.items():
         if key == "type":
+            if type(value) is str:
+                if value not in _SIMPLE_TYPES:
+                    return False
+                continue
             types = value if isinstance(value, list) else [value]
             if not types or len(set(map(str, types))) != len(types):
                 return False
@@ -572,6 +580,11 @@ def plainly_valid(schema: Any) -> bool:
                 return False
         elif key in _STRING_KEYS:
             if not isinstance(value, str):
+                return False
+        elif key in _SCHEMA_MAP_KEYS:
+            if type(value) is not dict and not isinstance(value, Mapping):
+                return False
+            if not all(map(plainly_valid, value.values())):
                 return False
         elif key == "pattern":  # the meta-schema asserts format "regex" here
             try:
@@ -591,9 +604,6 @@ def plainly_valid(schema: Any) -> bool:
                 return False
         elif key == "enum":
             if not isinstance(value, list):
-                return False
-        elif key in _SCHEMA_MAP_KEYS:
-            if not isinstance(value, Mapping) or not all(map(plainly_valid, value.values())):
                 return False
         elif key in _SCHEMA_KEYS:
             if not plainly_valid(value):
