@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
+#: a path part written after a dot (``$.tools``); others are written quoted (``$["a b"]``)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 
 def json_path(parts: Any) -> str:
     """Render a jsonschema-style path (``deque(['tools', 0, 'name'])``) as ``$.tools[0].name``."""
@@ -23,7 +26,7 @@ def json_path(parts: Any) -> str:
     for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
+        elif _NAME.fullmatch(str(part)):
             out += f".{part}"
         else:
             out += f"[{json.dumps(str(part), ensure_ascii=False)}]"
@@ -72,25 +75,41 @@ def unwritable(value: Any, where: str, *, wide: bool = True) -> tuple[str, str] 
     """``(path, reason)`` of the first value in the JSON value ``value`` (at ``where``) that
     no dataset row can hold as it is: NaN or Infinity, a string or key with a lone surrogate,
     and with ``wide`` an integer outside 64 bits. None when there is none."""
-    if isinstance(value, str):
-        return (where, LONE_SURROGATE) if _lone_surrogate(value) else None
-    if isinstance(value, float):
-        return None if math.isfinite(value) else (where, NOT_FINITE)
-    if isinstance(value, int) and not isinstance(value, bool):
-        inside = _INT_RANGE[0] <= value <= _INT_RANGE[1]
-        return (where, WIDE_INTEGER) if wide and not inside else None
-    if isinstance(value, Mapping):
+    found = _unwritable_at(value, wide)
+    if found is None:
+        return None
+    parts, reason = found
+    return where + json_path(reversed(parts))[1:], reason
+
+
+def _unwritable_at(value: Any, wide: bool) -> tuple[list[Any], str] | None:
+    """``unwritable``'s find with the parts of its path (keys, indexes), innermost first:
+    planning looks at every variant's metadata, and the path is written only for a find."""
+    # (the JSON types by their exact type first: the abstract Mapping test is the slow one)
+    kind = type(value)
+    if kind is str:
+        return ([], LONE_SURROGATE) if _lone_surrogate(value) else None
+    if kind is not dict and kind is not list:
+        if isinstance(value, str):
+            return ([], LONE_SURROGATE) if _lone_surrogate(value) else None
+        if isinstance(value, float):
+            return None if math.isfinite(value) else ([], NOT_FINITE)
+        if isinstance(value, int) and not isinstance(value, bool):
+            inside = _INT_RANGE[0] <= value <= _INT_RANGE[1]
+            return ([], WIDE_INTEGER) if wide and not inside else None
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
         for key, item in value.items():
-            at = where + json_path([key])[1:]
             if isinstance(key, str) and _lone_surrogate(key):
-                return at, LONE_SURROGATE
-            found = unwritable(item, at, wide=wide)
+                return [key], LONE_SURROGATE
+            found = _unwritable_at(item, wide)
             if found is not None:
+                found[0].append(key)
                 return found
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            found = unwritable(item, f"{where}[{i}]", wide=wide)
+            found = _unwritable_at(item, wide)
             if found is not None:
+                found[0].append(i)
                 return found
     return None
 

@@ -42,10 +42,9 @@ def document_problems(doc: Any, *, file: str | None = None) -> list[HsaError]:
 
 
 def harness_problems(harness: Harness, *, file: str | None = None) -> list[HsaError]:
-    """``document_problems(harness.to_dict())``, with what each tool contributes (its schema
-    errors, its parameters' problems) found once per tool object (``Tool.derived``): the
-    variants of a harness share the tools their rewrites left alone, so a variant's
-    validation checks again only the tools that changed."""
+    """``document_problems(harness.to_dict())``, with each tool's parameters' problems found
+    once per tool object (``Tool.derived``) and looked up by its parameters' JSON
+    (``Tool.parameters_json``), which planning writes once per tool object anyway."""
     return _problems(harness.to_dict(), file, harness)
 
 
@@ -53,7 +52,7 @@ def _problems(doc: Any, file: str | None, harness: Harness | None) -> list[HsaEr
     """``document_problems``; ``harness``, when given, is the harness ``doc`` was made from."""
     problems: list[HsaError] = []
     at: list[tuple[Any, ...]] = []  # the path of each schema problem
-    for path, err in _schema_errors(doc, harness):
+    for path, err in _schema_errors(doc):
         if err.validator == "additionalProperties" and isinstance(err.instance, Mapping):
             # One line per unknown field, at the field itself, with the fields that are allowed.
             schema = err.schema if isinstance(err.schema, Mapping) else {}
@@ -115,18 +114,16 @@ def _tool_validator() -> Draft202012Validator:
     return Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/tool"})
 
 
-def _schema_errors(
-    doc: Any, harness: Harness | None = None
-) -> list[tuple[list[Any], jsonschema.ValidationError]]:
+def _schema_errors(doc: Any) -> list[tuple[list[Any], jsonschema.ValidationError]]:
     """Schema errors of ``doc`` with their paths, sorted by path.
 
     A document's properties are checked one by one, each once per distinct value
-    (``_property_errors``), and each tool on its own, once per distinct tool: the variants of a
-    harness, and the conversations of a corpus, share most of their parts. The root schema
-    constrains nothing across properties (its keywords are ``type``, ``required``,
+    (``_property_errors``), and each tool on its own, by hand when it is plainly valid
+    (``tool_plainly_valid``) and else once per distinct tool: the variants of a harness, and
+    the conversations of a corpus, share most of their parts. The root schema constrains
+    nothing across properties (its keywords are ``type``, ``required``,
     ``additionalProperties`` and ``properties``), so this finds exactly the errors of
-    validating the whole document. With the ``harness`` the document was made from, each tool's
-    errors are kept on the tool.
+    validating the whole document.
     """
     if not isinstance(doc, Mapping):
         return [(list(e.absolute_path), e) for e in _validator().iter_errors(doc)]
@@ -140,11 +137,8 @@ def _schema_errors(
         tools = value if key == "tools" and isinstance(value, list) else None
         if tools is not None and all(isinstance(t, Mapping) for t in tools):
             for index, tool in enumerate(tools):
-                if harness is not None:
-                    errors = harness.tools[index].derived(_tool_object_errors)
-                else:
-                    errors = _tool_document_errors(tool)
-                found.extend((["tools", index, *e.absolute_path], e) for e in errors)
+                if errors := _tool_document_errors(tool):
+                    found.extend((["tools", index, *e.absolute_path], e) for e in errors)
             continue
         try:
             text = compact_json(value)
@@ -152,7 +146,8 @@ def _schema_errors(
             errors = tuple(_property_validator(key).iter_errors(value))
         else:
             errors = _property_errors(key, text)
-        found.extend(([key, *e.absolute_path], e) for e in errors)
+        if errors:
+            found.extend(([key, *e.absolute_path], e) for e in errors)
     return sorted(found, key=lambda item: list(map(str, item[0])))
 
 
@@ -251,10 +246,6 @@ def _tool_document_errors(tool: Mapping[str, Any]) -> tuple[jsonschema.Validatio
     return _tool_errors(compact_json(tool))
 
 
-def _tool_object_errors(tool: Tool) -> tuple[jsonschema.ValidationError, ...]:
-    return _tool_document_errors(tool.to_dict())
-
-
 def _tool_object_problems(tool: Tool) -> tuple[tuple[str, str], ...]:
     """The problems of ``tool``'s parameters schema, at paths relative to it, looked up by
     the JSON the tool's document is made of (``Tool.parameters_json``)."""
@@ -288,24 +279,26 @@ def _semantic_problems(
     have schema problems: those are not read here."""
     broken = broken or _Broken(())
 
-    def parameters(index: int | None, schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    def parameters(index: int | None, schema: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
         if harness is None:
             found: Iterable[tuple[str, str]] = _parameter_problems_at(schema)
         else:
             tool = harness.skill_tool if index is None else harness.tools[index]
             found = tool.derived(_tool_object_problems)  # type: ignore[union-attr]
+        if not found:  # (the common case: no path written)
+            return ()
         where = "$.skill_tool.parameters" if index is None else f"$.tools[{index}].parameters"
         return ((where + sub, reason) for sub, reason in found)
 
     tools = _items(doc.get("tools"))
     seen: dict[str, int] = {}
-    named: list[tuple[str, str]] = []  # (where, name) of every well-formed name
+    named: list[tuple[int | None, str]] = []  # (tool index, name) of every well-formed name
     for i, tool in enumerate(tools):
         if tool is None:
             continue
         if not broken("tools", i, "name"):
             name = tool["name"]
-            named.append((f"$.tools[{i}].name", name))
+            named.append((i, name))
             if name in seen:
                 yield (
                     f"$.tools[{i}].name",
@@ -314,7 +307,8 @@ def _semantic_problems(
             seen[name] = i
         if not broken("tools", i, "parameters"):
             yield from parameters(i, tool.get("parameters") or {})
-        yield from _unwritable(tool, "extra", f"$.tools[{i}].extra")
+        if "extra" in tool:
+            yield from _unwritable(tool, "extra", f"$.tools[{i}].extra")
     skill_tool = doc.get("skill_tool")
     if not isinstance(skill_tool, Mapping):
         skill_tool = None
@@ -324,11 +318,11 @@ def _semantic_problems(
         from hsa.harness.protocols.pycalls import is_identifier
 
         if skill_tool and not broken("skill_tool", "name"):
-            named.append(("$.skill_tool.name", skill_tool["name"]))
-        for where, name in named:
+            named.append((None, skill_tool["name"]))
+        for index, name in named:
             if not is_identifier(name):
                 yield (
-                    where,
+                    "$.skill_tool.name" if index is None else f"$.tools[{index}].name",
                     (
                         f"{name!r} cannot be written in the python call format; use a name that "
                         "is a Python identifier or another call format"
@@ -462,7 +456,7 @@ def _items(value: Any) -> list[Mapping[str, Any] | None]:
     not an object (a schema problem); a part that is not a list has none."""
     if not isinstance(value, list):
         return []
-    return [item if isinstance(item, Mapping) else None for item in value]
+    return [item if type(item) is dict or isinstance(item, Mapping) else None for item in value]
 
 
 def _parameter_problems_at(schema: Mapping[str, Any]) -> Iterable[tuple[str, str]]:

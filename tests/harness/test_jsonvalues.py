@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hsa.harness.jsonvalues import UNWRITABLE_TEXT, WIDE_TEXT, may_be_unwritable, unwritable
+from hsa.harness.jsonvalues import (
+    _INT_RANGE,
+    LONE_SURROGATE,
+    NOT_FINITE,
+    UNWRITABLE_TEXT,
+    WIDE_INTEGER,
+    WIDE_TEXT,
+    json_path,
+    may_be_unwritable,
+    unwritable,
+)
 
 #: the reference the quick look is proven against: the patterns PyArrow's kernels use (RE2's
 #: ASCII ``\d``), or a surrogate itself (``json.dumps(ensure_ascii=False)`` writes one so)
@@ -95,3 +108,68 @@ def test_a_value_unwritable_finds_is_suspect_however_it_is_written(value: Any) -
     if unwritable(value, "$") is not None:
         assert may_be_unwritable(json.dumps(value))
         assert may_be_unwritable(json.dumps(value, ensure_ascii=False))
+
+
+def _reference_unwritable(value: Any, where: str, wide: bool) -> tuple[str, str] | None:
+    """``unwritable`` as the plain walk writes it: each path written on the way down."""
+    if isinstance(value, str):
+        return (where, LONE_SURROGATE) if _surrogate(value) else None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (where, NOT_FINITE)
+    if isinstance(value, int) and not isinstance(value, bool):
+        inside = _INT_RANGE[0] <= value <= _INT_RANGE[1]
+        return (where, WIDE_INTEGER) if wide and not inside else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            at = where + json_path([key])[1:]
+            if isinstance(key, str) and _surrogate(key):
+                return at, LONE_SURROGATE
+            found = _reference_unwritable(item, at, wide)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _reference_unwritable(item, f"{where}[{i}]", wide)
+            if found is not None:
+                return found
+    return None
+
+
+def _surrogate(text: str) -> bool:
+    return any("\ud800" <= c <= "\udfff" for c in text)
+
+
+class _Text(str):
+    pass
+
+
+class _Items(list[Any]):
+    pass
+
+
+def _any_values() -> st.SearchStrategy[Any]:
+    """JSON values and what else may stand in a value: tuples, subclasses, non-string keys."""
+    keys = st.one_of(
+        st.sampled_from(["a", "a b", "_x", "1a", "\ud800", "b\udfff"]),
+        st.integers(-2, 2),
+        st.booleans(),
+        st.none(),
+    )
+    return st.recursive(
+        st.one_of(_values(), st.text(max_size=3).map(_Text)),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3),
+            st.lists(inner, max_size=3).map(tuple),
+            st.lists(inner, max_size=3).map(_Items),
+            st.dictionaries(keys, inner, max_size=3),
+            st.dictionaries(keys, inner, max_size=3).map(MappingProxyType),
+        ),
+        max_leaves=10,
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(_any_values(), st.booleans(), st.sampled_from(["$", "$.metadata", ""]))
+def test_unwritable_finds_what_the_plain_walk_finds(value: Any, wide: bool, where: str) -> None:
+    # the walk writes the path only for what it finds, by exact type first: the same find
+    assert unwritable(value, where, wide=wide) == _reference_unwritable(value, where, wide)

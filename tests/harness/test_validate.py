@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -393,6 +394,42 @@ def test_plainly_valid_never_accepts_an_invalid_schema(schema):
         Draft202012Validator.check_schema(schema)  # raises when the fast path was wrong
 
 
+class _Object(Mapping[str, Any]):
+    """A mapping that is no dict, so ``plainly_valid`` reads it by its abstract type."""
+
+    def __init__(self, items: dict[str, Any]):
+        self._items = items
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class _Name(str):
+    """A string that is no str, so ``plainly_valid`` reads a type name by the general path."""
+
+
+def _abstract(schema: Any) -> Any:
+    """``schema`` with every object a ``_Object`` and every string a ``_Name``."""
+    if isinstance(schema, dict):
+        return _Object({key: _abstract(value) for key, value in schema.items()})
+    if isinstance(schema, list):
+        return [_abstract(value) for value in schema]
+    return _Name(schema) if isinstance(schema, str) else schema
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(schema=schemas)
+def test_plainly_valid_reads_dicts_and_type_names_as_any_mapping_and_string(schema):
+    # the fast paths for a dict and a single type name give the general path's verdict
+    assert plainly_valid(schema) == plainly_valid(_abstract(schema))
+
+
 def test_plainly_valid_accepts_common_schemas_and_defers_on_others():
     assert plainly_valid(TOOL["parameters"])
     assert plainly_valid(schema_with(A={"type": ["string", "null"], "enum": ["a", None]}))
@@ -536,6 +573,36 @@ def test_a_harness_has_the_problems_of_its_document(count) -> None:
 
 
 TOOL_OBJECT = Tool.from_dict(TOOL)
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        ({"name": "get it"}, "$.tools[0].name"),
+        ({"description": 1}, "$.tools[0].description"),
+        (
+            {"parameters": {**TOOL["parameters"], "required": ["id", "q"]}},
+            "$.tools[0].parameters.required",
+        ),
+        (
+            {"parameters": {"type": "object", "properties": {"id": {"default": float("nan")}}}},
+            "$.tools[0].parameters.properties.id.default",
+        ),
+        ({"extra": {"x": float("inf")}}, "$.tools[0].extra.x"),
+    ],
+)
+def test_tools_that_differ_in_one_field_are_each_found_as_they_are(change, where) -> None:
+    # what is found once per distinct tool or schema (by hand, by its JSON, on the tool) never
+    # answers for a tool that differs from one checked before: before and after it, the valid
+    # tool has no problems, and the changed one has its own
+    changed = Tool.from_dict({**TOOL, **change})
+    for _ in range(2):
+        assert harness_problems(Harness("h", tools=(TOOL_OBJECT,))) == []
+        found = [p.where for p in harness_problems(Harness("h", tools=(changed,)))]
+        expected = [p.where for p in document_problems({"id": "h", "tools": [{**TOOL, **change}]})]
+        assert found == expected
+        assert found[0] == where
+        assert document_problems({"id": "h", "tools": [TOOL]}) == []
 
 
 @settings(max_examples=100, deadline=None)
