@@ -39,6 +39,11 @@ _KEYED = ("propertyNames", "patternProperties")
 _MAX_DEPTH = 64
 #: the keywords ``_walk`` looks under besides ``$ref``, ``properties`` and ``items``
 _RARE = frozenset((*_SAME_MANY, *_SAME_ONE, *_PINNED_ONE, *_PINNED_MANY, "contains"))
+#: every keyword ``_walk`` looks under: a schema with none of them is a leaf
+_WALKED = frozenset((*_RARE, "$ref", "properties", "items"))
+#: the keywords of sub-schemas of the same value, and all that ``rename_properties`` visits
+_SAME = frozenset((*_SAME_MANY, *_SAME_ONE))
+_VISITED = frozenset((*_SAME, "$ref", "properties", "items", "contains"))
 #: the JSON types ``copy_json`` shares as they are: none is a mapping, list or tuple
 _SCALARS = frozenset((str, int, float, bool, type(None)))
 #: keywords whose value is an instance of the schema that holds it, and those whose items are
@@ -112,16 +117,23 @@ def _walk(
             _walk(root, resolve_pointer(root, ref), None, deeper, refs, out)
     props = node.get("properties")
     if isinstance(props, dict):
+        leaves = deeper <= _MAX_DEPTH
         for key, sub in props.items():
-            _walk(root, sub, None if path is None else (*path, key), deeper, refs, out)
+            at = None if path is None else (*path, key)
+            if leaves and type(sub) is dict and _WALKED.isdisjoint(sub):
+                out.append(Reached(sub, at))  # what _walk does of a leaf, without the call
+            else:
+                _walk(root, sub, at, deeper, refs, out)
     items = node.get("items")
-    # items after prefixItems (or a tuple) describe only the later elements: no path says which
-    each = None if path is None or "prefixItems" in node else (*path, EACH)
-    if isinstance(items, dict):
-        _walk(root, items, each, deeper, refs, out)
     contains = node.get("contains")  # some element: a schema of the elements' path too
-    if isinstance(contains, dict):
-        _walk(root, contains, each, deeper, refs, out)
+    if isinstance(items, dict) or isinstance(contains, dict):
+        # items after prefixItems (or a tuple) describe only the later elements: no path
+        # says which
+        each = None if path is None or "prefixItems" in node else (*path, EACH)
+        if isinstance(items, dict):
+            _walk(root, items, each, deeper, refs, out)
+        if isinstance(contains, dict):
+            _walk(root, contains, each, deeper, refs, out)
     if _RARE.isdisjoint(node) and not isinstance(items, list):
         return  # most nodes: nothing below but properties and items
     for key in _SAME_MANY:
@@ -156,18 +168,18 @@ def free_nodes(
     (``walked``: ``reached(schema)``, when the caller has it). A path that a pinned sub-schema
     describes too is left alone as a whole: a rewrite of the other schemas there would part
     them from the one that keeps its names."""
-    paths: dict[int, list[ArgPath | None]] = {}
-    nodes: dict[int, dict[str, Any]] = {}
+    found: dict[int, tuple[dict[str, Any], list[ArgPath | None]]] = {}
     for r in reached(schema) if walked is None else walked:
-        key = id(r.node)
-        nodes.setdefault(key, r.node)
-        bucket = paths.setdefault(key, [])
-        if r.path not in bucket:
-            bucket.append(r.path)
-    stuck = {p for ps in paths.values() if None in ps for p in ps if p is not None}
+        entry = found.get(id(r.node))
+        if entry is None:
+            found[id(r.node)] = (r.node, [r.path])
+        elif r.path not in entry[1]:
+            entry[1].append(r.path)
+    stuck = {p for _, ps in found.values() if None in ps for p in ps if p is not None}
+    # (a node kept has no None among its paths)
     return [
-        (nodes[k], [p for p in ps if p is not None])
-        for k, ps in paths.items()
+        (node, ps)  # type: ignore[misc]
+        for node, ps in found.values()
         if None not in ps and stuck.isdisjoint(ps)
     ]
 
@@ -179,8 +191,15 @@ def renamable_nodes(
     at a path where a schema constrains the names by pattern (``propertyNames``,
     ``patternProperties``), which a new name might break or newly match."""
     walked = list(reached(schema)) if walked is None else walked
+    return _renamable(walked, free_nodes(schema, walked))
+
+
+def _renamable(
+    walked: list[Reached], free: list[tuple[dict[str, Any], list[ArgPath]]]
+) -> list[dict[str, Any]]:
+    """``renamable_nodes`` of a schema ``walked``, whose ``free_nodes`` are ``free``."""
     keyed = {r.path for r in walked if r.path is not None and any(k in r.node for k in _KEYED)}
-    return [node for node, paths in free_nodes(schema, walked) if keyed.isdisjoint(paths)]
+    return [node for node, paths in free if keyed.isdisjoint(paths)]
 
 
 def rename_properties(
@@ -196,7 +215,8 @@ def rename_properties(
     """
     out = copy_schema(schema)
     walked = list(reached(out))
-    free = renamable_nodes(out, walked)
+    nodes = free_nodes(out, walked)
+    free = _renamable(walked, nodes)
     renamable = {id(node) for node in free}
     refs = _renamed_refs(out, walked, renamable, table)
     steps: list[Step] = []
@@ -218,10 +238,13 @@ def rename_properties(
                     if step not in seen:
                         seen.add(step)
                         steps.append(step)
-                visit(sub, (*spath, new), depth + 1, refs)
+                if type(sub) is not dict or not _VISITED.isdisjoint(sub):  # (else: a leaf)
+                    visit(sub, (*spath, new), depth + 1, refs)
         for key in ("items", "contains"):  # (pinned beside prefixItems: not renamable)
             if isinstance(node.get(key), dict):
                 visit(node[key], (*spath, EACH), depth + 1, refs)
+        if _SAME.isdisjoint(node):
+            return
         for key in _SAME_MANY:
             for sub in _schemas(node.get(key)):
                 visit(sub, spath, depth + 1, refs)
@@ -231,7 +254,7 @@ def rename_properties(
 
     visit(out, (), 0, frozenset())
     if steps:
-        map_instance_values(free_nodes(out, walked), steps)
+        map_instance_values(nodes, steps)
     for node in free:  # renaming keys makes new property maps; the nodes stay the same
         _rename_keys(node, table)
     for node, ref in refs:

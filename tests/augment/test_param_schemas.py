@@ -180,3 +180,83 @@ def test_renames_reach_the_values_schemas_hold_as_the_steps_reach_calls():
     assert props["maybe"]["anyOf"][0]["default"] == {"send": {"pace": "express"}}
     assert props["maybe"]["default"] == {"send": {}}
     assert ship["default"] == {"speed": "standard"}  # the input is left as it was
+
+
+def _reference_walk(root: Any, node: Any, path: Any, depth: int, refs: Any, out: list) -> None:
+    """``reached``'s walk as it was before it appended leaves without a call: the reference
+    its fast path must match."""
+    from hsa.augment.param_schemas import _PINNED_MANY, _PINNED_ONE, _SAME_MANY, _SAME_ONE
+    from hsa.augment.param_schemas import _schemas as schemas
+    from hsa.harness.jsonvalues import resolve_pointer
+
+    if not isinstance(node, dict) or depth > 64:
+        return
+    out.append((id(node), path))
+    deeper = depth + 1
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#"):
+        if ref not in refs:
+            _reference_walk(root, resolve_pointer(root, ref), path, deeper, refs | {ref}, out)
+        elif path is not None:
+            _reference_walk(root, resolve_pointer(root, ref), None, deeper, refs, out)
+    props = node.get("properties")
+    if isinstance(props, dict):
+        for key, sub in props.items():
+            at = None if path is None else (*path, key)
+            _reference_walk(root, sub, at, deeper, refs, out)
+    items = node.get("items")
+    each = None if path is None or "prefixItems" in node else (*path, "[]")
+    if isinstance(items, dict):
+        _reference_walk(root, items, each, deeper, refs, out)
+    if isinstance(node.get("contains"), dict):
+        _reference_walk(root, node["contains"], each, deeper, refs, out)
+    for key in _SAME_MANY:
+        for sub in schemas(node.get(key)):
+            _reference_walk(root, sub, path, deeper, refs, out)
+    for key in _SAME_ONE:
+        if key in node:
+            _reference_walk(root, node[key], path, deeper, refs, out)
+    for key in _PINNED_ONE:
+        if key in node:
+            _reference_walk(root, node[key], None, deeper, refs, out)
+    tuple_items = items if isinstance(items, list) else []
+    for sub in [*tuple_items, *(s for k in _PINNED_MANY for s in schemas(node.get(k)))]:
+        _reference_walk(root, sub, None, deeper, refs, out)
+
+
+_LEAVES = st.one_of(
+    st.fixed_dictionaries({"type": st.sampled_from(["string", "integer"])}),
+    st.fixed_dictionaries({"enum": st.lists(st.text(max_size=2), max_size=2)}).map(OrderedDict),
+    st.sampled_from([{"$ref": "#/$defs/D"}, {"$ref": "#"}, {}, "not a schema"]),
+)
+_SCHEMAS = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.dictionaries(st.sampled_from("abc"), inner, max_size=3).map(
+            lambda p: {"type": "object", "properties": p}
+        ),
+        st.builds(lambda i: {"type": "array", "items": i}, inner),
+        st.builds(lambda i, c: {"items": i, "contains": c, "prefixItems": [c]}, inner, inner),
+        st.builds(lambda a, b: {"anyOf": [a, b], "not": a}, inner, inner),
+        st.builds(lambda a: {"additionalProperties": a, "properties": {"x": a}}, inner),
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SCHEMAS, _SCHEMAS)
+def test_reached_and_free_nodes_match_the_plain_walk(body, definition):
+    schema = {"type": "object", "properties": {"p": body}, "$defs": {"D": definition}}
+    expected: list = []
+    _reference_walk(schema, schema, (), 0, frozenset(), expected)
+    walked = list(reached(schema))
+    assert [(id(r.node), r.path) for r in walked] == expected
+    # free_nodes: every node reached with none of its paths pinned, nor at a pinned path
+    paths: dict[int, list] = {}
+    for key, path in expected:
+        if path not in paths.setdefault(key, []):
+            paths[key].append(path)
+    stuck = {p for ps in paths.values() if None in ps for p in ps if p is not None}
+    free = [(k, ps) for k, ps in paths.items() if None not in ps and stuck.isdisjoint(ps)]
+    assert [(id(node), ps) for node, ps in free_nodes(schema, walked)] == free

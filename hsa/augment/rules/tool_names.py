@@ -271,10 +271,12 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
     tools = _all_tools(harness)
     names: dict[str, None] = {}
     taken: set[str] = set()
+    names_of: list[list[str]] = []  # of each of ``tools``
     for tool in tools:
         schema = dict(tool.parameters)
         walked = list(reached(schema))
-        names.update(dict.fromkeys(property_names(schema, walked)))
+        names_of.append(property_names(schema, walked))
+        names.update(dict.fromkeys(names_of[-1]))
         taken |= all_property_names(schema, walked)
     if not names:
         return Rewrite(harness)
@@ -315,9 +317,9 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
     # a front-matter field), and stays as written.
     own = set()
     if harness.skill_tool is not None:
-        own = set(property_names(dict(harness.skill_tool.parameters))) & prose.keys()
-        for tool in harness.tools:
-            own -= set(property_names(dict(tool.parameters)))
+        own = set(names_of[-1]) & prose.keys()  # the skill tool is the last of ``tools``
+        for found in names_of[:-1]:
+            own -= set(found)
     if own:
         kept = {k: v for k, v in prose.items() if k not in own}
         renamed = renamed.replace(skills=replace_in_skills(harness.skills, kept))
