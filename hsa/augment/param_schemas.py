@@ -17,7 +17,7 @@ from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass
 from typing import Any
 
-from hsa.augment.mapping import EACH, ArgPath, Step, apply_steps
+from hsa.augment.mapping import EACH, ArgPath, Step, apply_steps, respelled
 from hsa.harness.jsonvalues import child, pointer_key, resolve_pointer
 
 #: keywords holding sub-schemas that apply to the same value: a list or a map of them (the
@@ -35,7 +35,7 @@ _PINNED_ONE = (
 )
 _PINNED_MANY = ("patternProperties", "prefixItems")
 #: keywords that constrain an object's property names by pattern: its keys are not renamed
-_KEYED = ("propertyNames", "patternProperties")
+_KEYED = ("propertyNames", "patternProperties")  # (spelled out in ``_renamable``)
 _MAX_DEPTH = 64
 #: the keywords ``_walk`` looks under besides ``$ref``, ``properties`` and ``items``
 _RARE = frozenset((*_SAME_MANY, *_SAME_ONE, *_PINNED_ONE, *_PINNED_MANY, "contains"))
@@ -198,7 +198,11 @@ def _renamable(
     walked: list[Reached], free: list[tuple[dict[str, Any], list[ArgPath]]]
 ) -> list[dict[str, Any]]:
     """``renamable_nodes`` of a schema ``walked``, whose ``free_nodes`` are ``free``."""
-    keyed = {r.path for r in walked if r.path is not None and any(k in r.node for k in _KEYED)}
+    keyed = {
+        r.path
+        for r in walked
+        if r.path is not None and ("propertyNames" in r.node or "patternProperties" in r.node)
+    }
     return [node for node, paths in free if keyed.isdisjoint(paths)]
 
 
@@ -256,7 +260,8 @@ def rename_properties(
     if steps:
         map_instance_values(nodes, steps)
     for node in free:  # renaming keys makes new property maps; the nodes stay the same
-        _rename_keys(node, table)
+        if not _NAMING.isdisjoint(node):
+            _rename_keys(node, table)
     for node, ref in refs:
         node["$ref"] = ref
     return out, tuple(steps)
@@ -297,7 +302,21 @@ def _mapped(value: Any, path: ArgPath, moved: ArgPath, steps: Sequence[Step]) ->
     ``moved``: placed alone in a call, rewritten, and read back there."""
     if not path and not isinstance(value, dict):
         return value  # arguments are an object: steps apply to none other
+    if type(value) in _SCALARS and all(
+        step.kind == "enum" and (step.path == path or not _above(step.path, path)) for step in steps
+    ):
+        # what apply_steps does here, without placing the value: an enum step at its path
+        # respells it, the others (below it, or elsewhere) find nothing there
+        for step in steps:
+            if step.path == path:
+                value = respelled(step.values, value)
+        return value
     return _at(apply_steps(_placed(path, value), steps), moved, value)
+
+
+def _above(path: ArgPath, below: ArgPath) -> bool:
+    """Whether ``path`` leads to where ``below`` is (and is not it)."""
+    return len(path) < len(below) and below[: len(path)] == path
 
 
 def _moved(path: ArgPath, steps: Sequence[Step]) -> ArgPath | None:
@@ -340,6 +359,12 @@ def _located(node: Any, path: ArgPath = ()) -> ArgPath | None:
         if found is not None:
             return found
     return None
+
+
+#: the keywords whose names ``_rename_keys`` renames
+_NAMING = frozenset(
+    ("properties", "required", "dependentRequired", "dependentSchemas", "dependencies")
+)
 
 
 def _rename_keys(node: dict[str, Any], table: MappingABC[str, str]) -> None:

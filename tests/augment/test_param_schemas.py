@@ -260,3 +260,38 @@ def test_reached_and_free_nodes_match_the_plain_walk(body, definition):
     stuck = {p for ps in paths.values() if None in ps for p in ps if p is not None}
     free = [(k, ps) for k, ps in paths.items() if None not in ps and stuck.isdisjoint(ps)]
     assert [(id(node), ps) for node, ps in free_nodes(schema, walked)] == free
+
+
+_PATHS = st.lists(st.sampled_from(["a", "b", "[]"]), min_size=0, max_size=3).map(tuple)
+_ENUM_VALUES = st.one_of(json_scalars(), st.just({"a": 1}), st.just([1]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    json_scalars(),
+    _PATHS,
+    st.lists(
+        st.builds(
+            lambda path, pairs: Step("enum", path, values=tuple(pairs)),
+            _PATHS,
+            st.lists(st.tuples(_ENUM_VALUES, _ENUM_VALUES), max_size=3),
+        ),
+        max_size=3,
+    ),
+)
+def test_enum_steps_map_a_scalar_as_apply_steps_does(value, path, steps):
+    from hsa.augment.param_schemas import _at, _mapped, _placed
+
+    expected = _at(apply_steps(_placed(path, value), steps), path, value) if path else value
+    got = _mapped(value, path, path, steps)
+    assert (type(got), got) == (type(expected), expected) or (got != got and expected != expected)
+
+
+def test_an_enum_step_above_a_scalar_maps_it_as_apply_steps_does():
+    from hsa.augment.param_schemas import _at, _mapped, _placed
+
+    steps = [Step("enum", ("a",), values=(({"b": "x"}, {"b": "y"}),))]
+    for value in ("x", "z"):
+        path = ("a", "b")
+        expected = _at(apply_steps(_placed(path, value), steps), path, value)
+        assert _mapped(value, path, path, steps) == expected
