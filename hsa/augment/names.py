@@ -218,12 +218,18 @@ def draw_style(
     return rng.choice(changing_styles(names, pool, bank))
 
 
+#: what ``_fit`` replaces by ``_``: anything an identifier never holds, and dots and colons
+#: in names that take none (compiled once: names are fitted for every rename)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
+_DOTS = re.compile(r"[.:]")
+
+
 def _fit(candidate: str, pattern: re.Pattern[str], limit: int) -> str:
     if pattern is ANY_VALUE:
         return candidate[:limit] or "_"
-    cleaned = re.sub(r"[^A-Za-z0-9_.:-]", "_", candidate)
+    cleaned = _UNSAFE.sub("_", candidate)
     if pattern is PARAM_NAME or pattern is TOOL_NAME:
-        cleaned = re.sub(r"[.:]", "_", cleaned)
+        cleaned = _DOTS.sub("_", cleaned)
     if pattern is PARAM_NAME:
         cleaned = cleaned.replace("-", "_")
         if cleaned[:1].isdigit():

@@ -130,7 +130,9 @@ def _walk(
         # items after prefixItems (or a tuple) describe only the later elements: no path
         # says which
         each = None if path is None or "prefixItems" in node else (*path, EACH)
-        if isinstance(items, dict):
+        if type(items) is dict and deeper <= _MAX_DEPTH and _WALKED.isdisjoint(items):
+            out.append(Reached(items, each))  # a leaf, as for properties
+        elif isinstance(items, dict):
             _walk(root, items, each, deeper, refs, out)
         if isinstance(contains, dict):
             _walk(root, contains, each, deeper, refs, out)

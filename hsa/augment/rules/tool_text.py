@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -25,10 +24,10 @@ def fill(template: str, text: str, name: str) -> str:
     )
 
 
-def _reword(text: str, name: str, templates: Sequence[str], rng: random.Random) -> str:
+def _reword(text: str, name: str, templates: tuple[str, ...], rng: random.Random) -> str:
     if not text.strip():
         return text
-    return rng.choice(_rewordings(text, name, tuple(templates)))
+    return rng.choice(_rewordings(text, name, templates))
 
 
 @lru_cache(maxsize=1 << 15)
@@ -61,6 +60,7 @@ def descriptions(harness: Harness, rng: random.Random, params: dict[str, Any], c
     lost; only its framing changes ("Use this tool to ...", "Purpose: ...").
     """
     templates = bank("descriptions.yaml")
+    for_parameter, for_tool = tuple(templates["parameter"]), tuple(templates["tool"])
     tools = []
     for tool in harness.tools:
         schema = copy_schema(tool.parameters)
@@ -68,13 +68,11 @@ def descriptions(harness: Harness, rng: random.Random, params: dict[str, Any], c
             for node, _paths in free_nodes(schema):
                 for key, sub in (node.get("properties") or {}).items():
                     if isinstance(sub, dict) and isinstance(sub.get("description"), str):
-                        sub["description"] = _reword(
-                            sub["description"], key, templates["parameter"], rng
-                        )
+                        sub["description"] = _reword(sub["description"], key, for_parameter, rng)
         tools.append(
             dataclasses.replace(
                 tool,
-                description=_reword(tool.description, tool.name, templates["tool"], rng),
+                description=_reword(tool.description, tool.name, for_tool, rng),
                 parameters=schema,
             )
         )
