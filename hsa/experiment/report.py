@@ -20,6 +20,11 @@ def _pct(cell: dict[str, Any]) -> str:
     return f"{cell['value']:.1%} [{low:.1%}, {high:.1%}]"
 
 
+def share(value: float | None) -> str:
+    """A share as a percentage, or ``n/a`` for a tier with no episodes."""
+    return "n/a" if value is None else f"{value:.1%}"
+
+
 def _diff(cell: dict[str, Any]) -> str:
     if cell["value"] is None:
         return "n/a"
@@ -50,7 +55,7 @@ def seed_table(summary: dict[str, Any]) -> str:
             fixed = block["arms"]["fixed"]["tiers"][tier]["name"]["value"]
             augmented = block["arms"]["augmented"]["tiers"][tier]["name"]["value"]
             lines.append(
-                f"| {seed} | {tier} | {fixed:.1%} | {augmented:.1%} | {_diff(diff['name'])} |"
+                f"| {seed} | {tier} | {share(fixed)} | {share(augmented)} | {_diff(diff['name'])} |"
             )
     return "\n".join(lines)
 
@@ -63,7 +68,7 @@ def choice_table(summary: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for tier, about in summary["tiers"].items():
-        chance = "n/a" if about["chance"] is None else f"{about['chance']:.1%}"
+        chance = share(about["chance"])
         cells = [_pct(summary["arms"][arm]["tiers"][tier]["name"]) for arm in ARMS]
         cells += [_pct(summary["arms"][arm]["tiers"][tier][OFFERED]) for arm in ARMS]
         lines.append(f"| {tier} | {chance} | " + " | ".join(cells) + " |")
@@ -76,7 +81,7 @@ def tier_table(summary: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for tier, about in summary["tiers"].items():
-        seen = "n/a" if about["gold_seen"] is None else f"{about['gold_seen']:.1%}"
+        seen = share(about["gold_seen"])
         rules = ", ".join(about["rules"]) or "(base rules only)"
         lines.append(
             f"| {tier} | {about['seed']} | {rules} | {'yes' if about['held_out'] else 'no'} | "

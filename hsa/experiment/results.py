@@ -2,12 +2,13 @@
 95% bootstrap intervals over tasks, and the paired difference (augmented - fixed) over the same
 tasks and variants; per seed and over all seeds (each task's value averaged over the seeds).
 
-A tier's episodes are its variant episodes (the ``canonical`` tier, whose recipe draws no
-rules, has its base-rules-only episodes). ``gold_seen`` is the share of a tier's episodes whose
-expected name (the tool or skill id the first call must name, under the episode's harness)
-occurs whole in the augmented arm's training rows. ``offered`` is the share of first replies
-that name a tool or skill the harness offers, right or wrong (a model that reads the list at
-all), and ``chance`` the name accuracy of a uniform pick among what the harness offers.
+A tier's episodes are its variant episodes; a tier whose recipe draws no rules (``canonical``
+in the shipped configs) has its base-rules-only episodes, whatever its name. ``gold_seen`` is
+the share of a tier's episodes whose expected name (the tool or skill id the first call must
+name, under the episode's harness) occurs whole in the augmented arm's training rows.
+``offered`` is the share of first replies that name a tool or skill the harness offers, right
+or wrong (a model that reads the list at all), and ``chance`` the name accuracy of a uniform
+pick among what the harness offers.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pyarrow.parquet as pq
 
 from hsa.errors import ExperimentError
 from hsa.eval.summary import bootstrap_mean
-from hsa.experiment.config import ARMS, METRICS, OFFERED, ExperimentConfig
+from hsa.experiment.config import ARMS, METRICS, OFFERED, ExperimentConfig, Tier
 from hsa.harness.files import write_atomic
 
 RESAMPLES = 2000
@@ -32,11 +33,12 @@ _NAMED_OFFERED = {"wrong_tool", "invalid_arguments", "wrong_arguments"}
 _WORD = re.compile(r"[A-Za-z0-9_.:-]+")
 
 
-def tier_rows(folder: Path, tier: str) -> list[dict[str, Any]]:
-    """The episodes of one evaluation that count for ``tier``."""
+def tier_rows(folder: Path, tier: Tier) -> list[dict[str, Any]]:
+    """The episodes of one evaluation that count for ``tier``: its variants, or for a recipe
+    that draws no rules (whatever the tier's name) its base-rules-only episodes."""
     rows = pq.read_table(folder / "episodes.parquet").to_pylist()
     rows = [r for r in rows if r["suite"] == "firstcall"]
-    if tier == "canonical":
+    if not tier.recipe.rules:
         return [r for r in rows if r["config"] == "canonical"]
     return [r for r in rows if r["config"] != "canonical"]
 
@@ -124,10 +126,11 @@ def write_results(
     from hsa.train.card import RESOLVED
 
     tiers = [t.name for t in config.tiers]
+    tier_of = {t.name: t for t in config.tiers}
     scores: dict[tuple[str, int, str], dict[str, dict[str, float]]] = {}
     rows_of: dict[str, list[dict[str, Any]]] = {}
     for (arm, seed, name), folder in evals.items():
-        rows = tier_rows(folder, name)
+        rows = tier_rows(folder, tier_of[name])
         scores[(arm, seed, name)] = {m: per_task(rows, m) for m in (*METRICS, OFFERED)}
         rows_of.setdefault(name, rows)
     summary: dict[str, Any] = {"config_hash": config.hash(), "seeds": list(config.seeds)}

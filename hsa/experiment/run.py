@@ -40,6 +40,7 @@ from typing import Any
 
 from hsa.errors import ExperimentError, HsaError
 from hsa.experiment.config import ARMS, ExperimentConfig
+from hsa.experiment.report import share
 from hsa.experiment.results import write_results
 from hsa.harness.files import blocked, write_atomic
 from hsa.harness.io import dump_yaml
@@ -483,5 +484,9 @@ def describe(summary: dict[str, Any]) -> str:
     for tier, diff in summary["difference"].items():
         fixed = summary["arms"]["fixed"]["tiers"][tier]["name"]["value"]
         augmented = summary["arms"]["augmented"]["tiers"][tier]["name"]["value"]
-        parts.append(f"{tier} {fixed:.1%} -> {augmented:.1%} ({diff['name']['value']:+.2f})")
+        change = diff["name"]["value"]
+        parts.append(
+            f"{tier} {share(fixed)} -> {share(augmented)} "
+            f"({'n/a' if change is None else f'{change:+.2f}'})"
+        )
     return "name accuracy, fixed -> augmented: " + "; ".join(parts)

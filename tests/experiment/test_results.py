@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from hsa.augment.recipe import Recipe
+from hsa.experiment.config import Tier
 from hsa.experiment.report import seed_table, table
-from hsa.experiment.results import figures, per_task
+from hsa.experiment.results import figures, per_task, tier_rows
+from hsa.experiment.run import describe
 
 TASKS = [f"t{i}" for i in range(40)]
 
@@ -88,3 +93,29 @@ def test_offered_counts_replies_naming_anything_the_harness_offers():
         row("c", False, "wrong_final_answer"),
     ]
     assert per_task(rows, "offered") == {"a": 1.0, "b": 0.0, "c": 0.5}
+
+
+def tier(name, rules):
+    recipe = Recipe.from_dict({"seed": 1, "min_rules": 1 if rules else 0, "rules": rules})
+    return Tier(name, recipe, held_out=False)
+
+
+def test_a_tiers_episodes_follow_its_recipe_not_its_name(tmp_path):
+    # an evaluation holds each task under the base rules alone ("canonical") and, for a recipe
+    # that draws rules, under its variants too
+    configs = ["canonical", "canonical", "v1", "v2"]
+    rows = [{"suite": "firstcall", "config": c, "task_id": f"t{i}"} for i, c in enumerate(configs)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "episodes.parquet")
+    renames = [{"rule": "tools.rename"}]
+    for name in ("canonical", "baseline"):
+        drawn = tier_rows(tmp_path, tier(name, renames))
+        assert [r["config"] for r in drawn] == ["v1", "v2"]
+        plain = tier_rows(tmp_path, tier(name, []))
+        assert [r["config"] for r in plain] == ["canonical", "canonical"]
+
+
+def test_a_tier_without_episodes_reads_n_a_not_a_crash():
+    empty = {"name": {}, "keys": {}, "exact": {}, "offered": {}}
+    found = figures({(arm, 0, "x"): empty for arm in ("fixed", "augmented")}, [0], ["x"])
+    assert "| 0 | x | n/a | n/a | n/a |" in seed_table(found)
+    assert describe(found) == "name accuracy, fixed -> augmented: x n/a -> n/a (n/a)"
