@@ -160,7 +160,7 @@ def results(summary: dict[str, Any], plot_path: str) -> str:
         "",
         (
             "Wall time of this invocation, which went on from an earlier one's work (the runs' "
-            "own times are in the table above, a resumed training's from its resumption): "
+            "own times are in the table above, a resumed training's over all its parts): "
             if summary.get("resumed")
             else "Wall time: "
         )

@@ -84,3 +84,6 @@ def test_a_resumed_runs_wall_times_say_they_are_its_own():
     assert "\nWall time: data " in results(found, "p.png")
     resumed = results({**found, "resumed": True}, "p.png")
     assert "Wall time of this invocation, which went on from an earlier one's work" in resumed
+    # a resumed training's own time is carried over all its parts (hsa.train.clock)
+    assert "a resumed training's over all its parts" in resumed
+    assert "from its resumption" not in resumed
