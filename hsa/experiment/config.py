@@ -11,7 +11,8 @@ arms:                        # the data of each arm: a recipe's drawn rules (bas
 model: {hidden: 96, layers: 4, vocab_size: 1500, heads: 2, kv_heads: 1}
 train: {max_steps: 500, ...} # TRL's SFTConfig keys, as `hsa train sft` reads them
 eval: {tasks: null, variants: 2, max_tokens: 64}
-tiers:                       # each its own recipe and seed (base added)
+tiers:                       # each its own recipe and seed (base added), named by a plain
+                             # file name (its recipe file and evaluation folder)
   canonical: {seed: 101, rules: []}
   styles: {seed: 102, rules: augmented}     # the augmented arm's rules, drawn anew
   parts: {seed: 103, held_out: true, rules: [...]}
@@ -38,6 +39,7 @@ tier's own seed (new draws of the same styles).
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,6 +181,25 @@ class ExperimentConfig:
         return settings_hash(self.raw)
 
 
+#: a tier's name: the name of its recipe file and evaluation folder, and a Markdown table cell
+_TIER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _tier_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot name a tier (a key of ``tiers``), or ``None``."""
+    if not isinstance(name, str):
+        return (
+            f"a tier's name must be a string, got {type(name).__name__} {name!r} (YAML reads "
+            "unquoted numbers, yes/no, on/off and true/false so: quote the name)"
+        )
+    if not _TIER_NAME.fullmatch(name):
+        return (
+            f"a tier's name must be one plain file name, {name!r} is not: letters, digits, "
+            "'_', '.' and '-', starting with a letter or digit"
+        )
+    return None
+
+
 def _recipe(
     data: Any, base: list[Any], seed: int, where: str, file: str | None, **extra: Any
 ) -> Recipe:
@@ -307,6 +328,8 @@ def parse_config(
     tiers = []
     for name, spec in (data.get("tiers") or {}).items():
         where = f"$.tiers.{name}"
+        if (why := _tier_name_problem(name)) is not None:
+            raise ExperimentError(why, file=file, where=where)
         if not isinstance(spec, Mapping):
             raise ExperimentError("expected a mapping", file=file, where=where)
         spec = dict(spec)

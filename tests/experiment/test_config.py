@@ -130,6 +130,22 @@ def test_command_line_seeds_and_steps_replace_the_configs():
             "unknown setting 'held_ot'; did you mean 'held_out'?",
         ),
         ({"base": {"rule": "tools.shuffle"}}, "$.base", "base must be a list of rules"),
+        # a tier's name is a file and folder name of the run: one plain path component
+        (
+            {"tiers": {"../../../esc": {"seed": 1, "rules": []}}},
+            "$.tiers.../../../esc",
+            "a tier's name must be one plain file name",
+        ),
+        ({"tiers": {"a/b": {"seed": 1, "rules": []}}}, "$.tiers.a/b", "one plain file name"),
+        ({"tiers": {"..": {"seed": 1, "rules": []}}}, "$.tiers...", "one plain file name"),
+        ({"tiers": {"": {"seed": 1, "rules": []}}}, "$.tiers.", "one plain file name"),
+        # keys YAML reads as numbers or booleans (`7:`, `yes:`)
+        ({"tiers": {7: {"seed": 1, "rules": []}}}, "$.tiers.7", "a tier's name must be a string"),
+        (
+            {"tiers": {"canonical": {"seed": 1, "rules": []}, True: {"seed": 2, "rules": []}}},
+            "$.tiers.True",
+            "a tier's name must be a string",
+        ),
     ],
 )
 def test_bad_configs_are_refused_naming_the_key(changes, where, words):
