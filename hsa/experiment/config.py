@@ -304,6 +304,8 @@ def parse_config(
         raise ExperimentError(
             "base must be a list of rules ({rule: NAME, params: {...}})", file=file, where="$.base"
         )
+    # checked once here, so that a bad base rule is named where the file has it ($.base[i])
+    _recipe({"rules": [], "min_rules": 0}, base, 0, "$", file)
     arms_data = data.get("arms") or {}
     if not isinstance(arms_data, Mapping) or set(arms_data) != set(ARMS):
         raise ExperimentError(
@@ -368,8 +370,12 @@ def parse_config(
     if not tiers:
         raise ExperimentError("no tiers to evaluate", file=file, where="$.tiers")
     parallel = data.get("parallel", 2)
-    if not isinstance(parallel, int) or parallel < 1:
-        raise ExperimentError("parallel must be 1 or more", file=file, where="$.parallel")
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise ExperimentError(
+            f"parallel must be an integer, 1 or more (trainings at a time), got {parallel!r}",
+            file=file,
+            where="$.parallel",
+        )
     unread = ("gpu",) if gpu is None else ("model", "eval")  # the other scale's sections
     if gpu is not None:
         parallel = 1  # one GPU: one training at a time

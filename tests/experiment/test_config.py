@@ -146,6 +146,14 @@ def test_command_line_seeds_and_steps_replace_the_configs():
             "$.tiers.True",
             "a tier's name must be a string",
         ),
+        # the base rules are the file's $.base, not each arm's
+        (
+            {"base": [{"rule": "tools.drop_unused"}, {"rule": "nope.x"}]},
+            "$.base[1]",
+            "no rule named 'nope.x'",
+        ),
+        ({"parallel": True}, "$.parallel", "an integer, 1 or more (trainings at a time), got True"),
+        ({"parallel": 0}, "$.parallel", "an integer, 1 or more (trainings at a time), got 0"),
     ],
 )
 def test_bad_configs_are_refused_naming_the_key(changes, where, words):
