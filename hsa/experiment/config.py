@@ -185,13 +185,24 @@ class ExperimentConfig:
 _TIER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-def _tier_name_problem(name: Any) -> str | None:
+def _non_string_key(value: Any, where: str) -> tuple[str, Any] | None:
+    """The first key in ``value`` (at ``where``) that is not a string, and where its mapping
+    is: the config's hash is its JSON text, whose keys are strings."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return where, key
+            if (found := _non_string_key(item, f"{where}.{key}")) is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            if (found := _non_string_key(item, f"{where}[{i}]")) is not None:
+                return found
+    return None
+
+
+def _tier_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a tier (a key of ``tiers``), or ``None``."""
-    if not isinstance(name, str):
-        return (
-            f"a tier's name must be a string, got {type(name).__name__} {name!r} (YAML reads "
-            "unquoted numbers, yes/no, on/off and true/false so: quote the name)"
-        )
     if not _TIER_NAME.fullmatch(name):
         return (
             f"a tier's name must be one plain file name, {name!r} is not: letters, digits, "
@@ -222,6 +233,15 @@ def parse_config(
     if not isinstance(data, Mapping):
         raise ExperimentError("expected a mapping", file=file, where="$")
     data = dict(data)
+    if (found := _non_string_key(data, "$")) is not None:
+        at, key = found
+        what = "a tier's name" if at == "$.tiers" else "a key"
+        raise ExperimentError(
+            f"{what} must be a string, got {type(key).__name__} {key!r} (YAML reads unquoted "
+            "numbers, yes/no, on/off and true/false so: quote it)",
+            file=file,
+            where=f"{at}.{key}",
+        )
     overrides = overrides or {}
     known = {"seeds", "env", "env_options", "base", "arms", "model", "train", "eval", "tiers"}
     known |= {"parallel", "gpu"}

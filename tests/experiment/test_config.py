@@ -164,6 +164,22 @@ def test_bad_configs_are_refused_naming_the_key(changes, where, words):
     assert words in str(found.value)
 
 
+@pytest.mark.parametrize(
+    "changes, where",
+    [
+        ({1: 2, "x": 3}, "$.1"),
+        ({"env_options": {"compact": True, 2: 3}}, "$.env_options.2"),
+        ({"train": {"max_steps": 2, True: 1}}, "$.train.True"),
+        ({"gpu": {"engine_args": {4: 1}}}, "$.gpu.engine_args.4"),
+    ],
+)
+def test_a_key_yaml_reads_as_a_number_or_boolean_is_refused_naming_it(changes, where):
+    # (the config's hash is its JSON text, which cannot sort mixed keys: a traceback)
+    with pytest.raises(ExperimentError, match="a key must be a string, got") as found:
+        parse_config({**TINY, **changes}, file="exp.yaml")
+    assert found.value.where == where
+
+
 def test_a_missing_or_broken_file_is_one_error(tmp_path):
     with pytest.raises(ExperimentError, match="cannot read"):
         load_config(tmp_path / "none.yaml")
