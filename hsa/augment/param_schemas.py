@@ -304,15 +304,16 @@ def _mapped(value: Any, path: ArgPath, moved: ArgPath, steps: Sequence[Step]) ->
     ``moved``: placed alone in a call, rewritten, and read back there."""
     if not path and not isinstance(value, dict):
         return value  # arguments are an object: steps apply to none other
-    if type(value) in _SCALARS and all(
-        step.kind == "enum" and (step.path == path or not _above(step.path, path)) for step in steps
-    ):
-        # what apply_steps does here, without placing the value: an enum step at its path
-        # respells it, the others (below it, or elsewhere) find nothing there
-        for step in steps:
-            if step.path == path:
-                value = respelled(step.values, value)
-        return value
+    if type(value) in _SCALARS:
+        # (a step's path may be any sequence, as apply_steps takes it: a plugin's list)
+        at = [tuple(step.path) if step.kind == "enum" else None for step in steps]
+        if all(p is not None and (p == path or not _above(p, path)) for p in at):
+            # what apply_steps does here, without placing the value: an enum step at its
+            # path respells it, the others (below it, or elsewhere) find nothing there
+            for step, p in zip(steps, at, strict=True):
+                if p == path:
+                    value = respelled(step.values, value)
+            return value
     return _at(apply_steps(_placed(path, value), steps), moved, value)
 
 

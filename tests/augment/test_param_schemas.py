@@ -18,6 +18,7 @@ from hsa.augment.mapping import Step
 from hsa.augment.param_schemas import (
     copy_json,
     free_nodes,
+    map_instance_values,
     property_names,
     reached,
     rename_properties,
@@ -295,3 +296,16 @@ def test_an_enum_step_above_a_scalar_maps_it_as_apply_steps_does():
         path = ("a", "b")
         expected = _at(apply_steps(_placed(path, value), steps), path, value)
         assert _mapped(value, path, path, steps) == expected
+
+
+def test_an_enum_step_whose_path_is_a_list_respells_the_schema_as_calls():
+    # a plugin's Step may carry its path as a list, as apply_steps takes it: the schema's
+    # enum and default are respelled as the calls are
+    schema = {
+        "type": "object",
+        "properties": {"color": {"enum": ["red", "blue"], "default": "red"}},
+    }
+    steps = [Step("enum", ["color"], values=(("red", "RED"), ("blue", "BLUE")))]  # type: ignore[arg-type]
+    map_instance_values(free_nodes(schema), steps)
+    assert schema["properties"]["color"] == {"enum": ["RED", "BLUE"], "default": "RED"}
+    assert apply_steps({"color": "red"}, steps) == {"color": "RED"}
