@@ -128,7 +128,7 @@ def _generated(name: str, context: dict[str, Any], where: str) -> str:
     a prompt would otherwise run one); a text the sandbox refuses is rendered, to raise as
     it does."""
     text = context[name]
-    if len(text) > _MAX_GENERATED:
+    if type(text) is not str or len(text) > _MAX_GENERATED:
         return render_template("{{ " + name + " }}", context, where=where)
     return text
 
@@ -150,7 +150,7 @@ def _system_prompt(harness: Harness) -> str:
     for i, section in enumerate(harness.prompt.sections):
         where = f"$.prompt.sections[{i}].body"
         if section.body or section.kind not in _AUTO_BODIES:
-            body = render_template(section.body, context, where=where)
+            body = render_template(section.body or "", context, where=where)
         else:
             body = _generated(_AUTO_BODIES[section.kind], context, where)
         if not section.verbatim:

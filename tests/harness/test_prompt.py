@@ -315,3 +315,10 @@ def test_the_prompt_imports_neither_loading_nor_validation() -> None:
     graph = grimp.build_graph("hsa", cache_dir=None)
     for module in ("hsa.harness.io", "hsa.harness.validate"):
         assert not graph.chain_exists(importer="hsa.harness.prompt", imported=module), module
+
+
+def test_a_section_whose_body_is_none_renders_empty_as_before() -> None:
+    # a harness made in code (Harness.from_dict does not validate): an empty body of a kind
+    # with no generated text renders nothing, whether "" or None
+    harness = Harness("h", prompt=Prompt(sections=(Section("x", "X", None, "custom"),)))  # type: ignore[arg-type]
+    assert system_prompt(harness) == ""
