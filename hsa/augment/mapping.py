@@ -258,15 +258,16 @@ def apply_steps(args: MappingABC[str, Any], steps: Sequence[Step]) -> dict[str, 
     """
     out = json.loads(json.dumps(args))  # deep copy, JSON types only
     if not any(step.kind == "move" and not _is_rename(step.path, step.dst or ()) for step in steps):
-        _apply(out, steps)  # renames keep each key's place themselves: nothing to reorder
+        _apply(out, steps, boxed=False)  # renames keep each key's place: nothing to reorder
         return out
     anchors: dict[int, tuple[float, Any]] = {}
     boxed = _boxed(out, anchors, [0])
-    _apply(boxed, steps)
+    _apply(boxed, steps, boxed=True)
     return _settled(boxed, anchors)[1]
 
 
-def _apply(out: dict[str, Any], steps: Sequence[Step]) -> None:
+def _apply(out: dict[str, Any], steps: Sequence[Step], *, boxed: bool) -> None:
+    """``steps`` applied to ``out`` in place; ``boxed``: its scalars are ``_Leaf``s."""
     for step in steps:
         if step.kind == "move":
             dst = step.dst or ()
@@ -282,7 +283,7 @@ def _apply(out: dict[str, Any], steps: Sequence[Step]) -> None:
         elif step.kind == "enum":
             table = [(a, b) for a, b in step.values]
             for _, (parent, key) in list(_matches(out, step.path)):
-                parent[key] = _respelled_at(table, parent[key])
+                parent[key] = _respelled_at(table, parent[key], boxed)
         elif step.kind == "drop":
             for _, (parent, key) in list(_matches(out, step.path)):
                 del parent[key]
@@ -348,15 +349,18 @@ def _settled(node: Any, anchors: dict[int, tuple[float, Any]]) -> tuple[float, A
     return _LAST, node
 
 
-def _respelled_at(table: Sequence[tuple[Any, Any]], node: Any) -> Any:
-    """``respelled`` of a value as ``apply_steps`` holds it (boxed or not)."""
+def _respelled_at(table: Sequence[tuple[Any, Any]], node: Any, boxed: bool) -> Any:
+    """``respelled`` of a value as ``apply_steps`` holds it (``boxed``: as a ``_Leaf``, a
+    container of them, or a value an earlier step respelled)."""
     if isinstance(node, _Leaf):
         return _Leaf(node.anchor, respelled(table, node.value))
     if not isinstance(node, dict | list) or not any(isinstance(a, dict | list) for a, _ in table):
         return respelled(table, node)
     plain = _unboxed(node)  # an enum of objects or arrays (no rule makes one)
     new = respelled(table, plain)
-    return node if new is plain else _Leaf(_settled(node, {})[0], new)
+    if new is plain:
+        return node
+    return _Leaf(_settled(node, {})[0], new) if boxed else new
 
 
 def _unboxed(node: Any) -> Any:

@@ -242,3 +242,15 @@ def test_an_enum_respelling_keeps_a_surface_spelling_apart_from_the_value_it_res
         surface = map_events([ToolCall("call_0", "ship", {"s": value})], mapping)
         assert surface[0].args == {"s": shown}
         assert map_events(surface, mapping.inverse())[0].args == {"s": value}
+
+
+def test_an_enum_value_respelled_to_an_object_and_then_again_is_a_plain_value():
+    # an enum of objects (JSON Schema allows one): two steps at one path, the second
+    # respelling what the first made, with and without a move among the steps
+    steps = [
+        Step("enum", ("a",), values=((False, {"a": 1}),)),
+        Step("enum", ("a",), values=(({"a": 1}, None),)),
+    ]
+    assert apply_steps({"a": False}, steps) == {"a": None}
+    moved = [*steps, Step("move", ("a",), dst=("w", "a"))]
+    assert apply_steps({"a": False, "b": 1}, moved) == {"w": {"a": None}, "b": 1}
