@@ -15,6 +15,7 @@ item of an array, and source and destination of a move carry the same number of 
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator, Sequence
 from collections.abc import Mapping as MappingABC
@@ -261,13 +262,14 @@ def apply_steps(args: MappingABC[str, Any], steps: Sequence[Step]) -> dict[str, 
         _apply(out, steps, boxed=False)  # renames keep each key's place: nothing to reorder
         return out
     anchors: dict[int, tuple[float, Any]] = {}
-    boxed = _boxed(out, anchors, [0])
-    _apply(boxed, steps, boxed=True)
-    return _settled(boxed, anchors)[1]
+    tree = _boxed(out, anchors, [0])
+    _apply(tree, steps, boxed=True)
+    return _settled(tree, anchors)[1]
 
 
 def _apply(out: dict[str, Any], steps: Sequence[Step], *, boxed: bool) -> None:
     """``steps`` applied to ``out`` in place; ``boxed``: its scalars are ``_Leaf``s."""
+    respell = _respelled_at if boxed else respelled
     for step in steps:
         if step.kind == "move":
             dst = step.dst or ()
@@ -283,7 +285,7 @@ def _apply(out: dict[str, Any], steps: Sequence[Step], *, boxed: bool) -> None:
         elif step.kind == "enum":
             table = [(a, b) for a, b in step.values]
             for _, (parent, key) in list(_matches(out, step.path)):
-                parent[key] = _respelled_at(table, parent[key], boxed)
+                parent[key] = respell(table, parent[key])
         elif step.kind == "drop":
             for _, (parent, key) in list(_matches(out, step.path)):
                 del parent[key]
@@ -349,18 +351,15 @@ def _settled(node: Any, anchors: dict[int, tuple[float, Any]]) -> tuple[float, A
     return _LAST, node
 
 
-def _respelled_at(table: Sequence[tuple[Any, Any]], node: Any, boxed: bool) -> Any:
-    """``respelled`` of a value as ``apply_steps`` holds it (``boxed``: as a ``_Leaf``, a
-    container of them, or a value an earlier step respelled)."""
+def _respelled_at(table: Sequence[tuple[Any, Any]], node: Any) -> Any:
+    """``respelled`` of a value as ``apply_steps`` holds it boxed (``_boxed``)."""
     if isinstance(node, _Leaf):
         return _Leaf(node.anchor, respelled(table, node.value))
     if not isinstance(node, dict | list) or not any(isinstance(a, dict | list) for a, _ in table):
         return respelled(table, node)
     plain = _unboxed(node)  # an enum of objects or arrays (no rule makes one)
     new = respelled(table, plain)
-    if new is plain:
-        return node
-    return _Leaf(_settled(node, {})[0], new) if boxed else new
+    return node if new is plain else _Leaf(_settled(node, {})[0], new)
 
 
 def _unboxed(node: Any) -> Any:
@@ -401,7 +400,8 @@ def respelled(table: Sequence[tuple[Any, Any]], value: Any) -> Any:
     for canonical, surface in table:
         # Compare with type: True must not match 1, 1 must not match "1".
         if type(canonical) is type(value) and canonical == value:
-            return surface
+            # (an object or array of the table's is copied: steps after may change it)
+            return copy.deepcopy(surface) if isinstance(surface, dict | list) else surface
     return value
 
 

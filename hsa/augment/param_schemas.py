@@ -35,7 +35,7 @@ _PINNED_ONE = (
 )
 _PINNED_MANY = ("patternProperties", "prefixItems")
 #: keywords that constrain an object's property names by pattern: its keys are not renamed
-_KEYED = ("propertyNames", "patternProperties")  # (spelled out in ``_renamable``)
+_KEYED = frozenset(("propertyNames", "patternProperties"))
 _MAX_DEPTH = 64
 #: the keywords ``_walk`` looks under besides ``$ref``, ``properties`` and ``items``
 _RARE = frozenset((*_SAME_MANY, *_SAME_ONE, *_PINNED_ONE, *_PINNED_MANY, "contains"))
@@ -200,11 +200,7 @@ def _renamable(
     walked: list[Reached], free: list[tuple[dict[str, Any], list[ArgPath]]]
 ) -> list[dict[str, Any]]:
     """``renamable_nodes`` of a schema ``walked``, whose ``free_nodes`` are ``free``."""
-    keyed = {
-        r.path
-        for r in walked
-        if r.path is not None and ("propertyNames" in r.node or "patternProperties" in r.node)
-    }
+    keyed = {r.path for r in walked if r.path is not None and not _KEYED.isdisjoint(r.node)}
     return [node for node, paths in free if keyed.isdisjoint(paths)]
 
 
@@ -307,9 +303,10 @@ def _mapped(value: Any, path: ArgPath, moved: ArgPath, steps: Sequence[Step]) ->
     if type(value) in _SCALARS:
         # (a step's path may be any sequence, as apply_steps takes it: a plugin's list)
         at = [tuple(step.path) if step.kind == "enum" else None for step in steps]
-        if all(p is not None and (p == path or not _above(p, path)) for p in at):
+        if all(p is not None and (p == path or not _related(p, path)) for p in at):
             # what apply_steps does here, without placing the value: an enum step at its
-            # path respells it, the others (below it, or elsewhere) find nothing there
+            # path respells it, one elsewhere finds nothing there (one above or below it
+            # might: a value an enum step respelled may be an object, or in one)
             for step, p in zip(steps, at, strict=True):
                 if p == path:
                     value = respelled(step.values, value)
@@ -317,9 +314,10 @@ def _mapped(value: Any, path: ArgPath, moved: ArgPath, steps: Sequence[Step]) ->
     return _at(apply_steps(_placed(path, value), steps), moved, value)
 
 
-def _above(path: ArgPath, below: ArgPath) -> bool:
-    """Whether ``path`` leads to where ``below`` is (and is not it)."""
-    return len(path) < len(below) and below[: len(path)] == path
+def _related(a: ArgPath, b: ArgPath) -> bool:
+    """Whether one of two other paths leads to where the other is."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
 
 
 def _moved(path: ArgPath, steps: Sequence[Step]) -> ArgPath | None:

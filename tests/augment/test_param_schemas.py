@@ -3,6 +3,7 @@ sub-schemas; renaming with required lists and move steps that the mapping can fo
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -264,7 +265,12 @@ def test_reached_and_free_nodes_match_the_plain_walk(body, definition):
 
 
 _PATHS = st.lists(st.sampled_from(["a", "b", "[]"]), min_size=0, max_size=3).map(tuple)
-_ENUM_VALUES = st.one_of(json_scalars(), st.just({"a": 1}), st.just([1]))
+# (objects and arrays drawn anew each time: a respelled one ends up in the output)
+_ENUM_VALUES = st.one_of(
+    json_scalars(),
+    st.fixed_dictionaries({"a": st.sampled_from([1, True, "x"])}),
+    st.lists(st.just(1), min_size=1, max_size=1),
+)
 
 
 @settings(max_examples=500, deadline=None)
@@ -283,9 +289,25 @@ _ENUM_VALUES = st.one_of(json_scalars(), st.just({"a": 1}), st.just([1]))
 def test_enum_steps_map_a_scalar_as_apply_steps_does(value, path, steps):
     from hsa.augment.param_schemas import _at, _mapped, _placed
 
+    # each side gets its own steps, so that neither sees what the other did to them
+    mine = copy.deepcopy(steps)
     expected = _at(apply_steps(_placed(path, value), steps), path, value) if path else value
-    got = _mapped(value, path, path, steps)
+    got = _mapped(value, path, path, mine)
     assert (type(got), got) == (type(expected), expected) or (got != got and expected != expected)
+    assert steps == mine  # apply_steps leaves the steps' tables as they were
+
+
+def test_an_enum_step_below_a_scalar_respelled_to_an_object_maps_it_as_apply_steps_does():
+    from hsa.augment.param_schemas import _at, _mapped, _placed
+
+    def steps() -> list[Step]:  # the scalar becomes an object whose "b" the second respells
+        return [
+            Step("enum", ("a",), values=((False, {"b": 1}),)),
+            Step("enum", ("a", "b"), values=((1, 2),)),
+        ]
+
+    assert _mapped(False, ("a",), ("a",), steps()) == {"b": 2}
+    assert _at(apply_steps(_placed(("a",), False), steps()), ("a",), False) == {"b": 2}
 
 
 def test_an_enum_step_above_a_scalar_maps_it_as_apply_steps_does():
