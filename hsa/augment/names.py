@@ -218,8 +218,9 @@ def draw_style(
     return rng.choice(changing_styles(names, pool, bank))
 
 
-#: what ``_fit`` replaces by ``_``: anything an identifier never holds, and dots and colons
-#: in names that take none (compiled once: names are fitted for every rename)
+#: what ``_fit`` replaces by ``_``: ``_UNSAFE``, all but letters, digits and ``_ . : -``;
+#: ``_DOTS``, dots and colons, in names that take none (compiled once: names are fitted for
+#: every rename)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
 _DOTS = re.compile(r"[.:]")
 

@@ -245,7 +245,7 @@ def parse_config(
         what = "a tier's name" if at == "$.tiers" else "a key"
         raise ExperimentError(
             f"{what} must be a string, got {type(key).__name__} {key!r} (YAML reads unquoted "
-            "numbers, yes/no, on/off and true/false so: quote it)",
+            "numbers, yes/no, on/off, true/false and null/~ so: quote it)",
             file=file,
             where=f"{at}.{key}",
         )
@@ -319,7 +319,8 @@ def parse_config(
             file=seeds_file,
             where=seeds_at,
         )
-    if not isinstance(train.get("max_steps"), int) or train["max_steps"] < 1:
+    steps = train.get("max_steps")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise ExperimentError(
             "train.max_steps must be a positive number of steps: an experiment is "
             "step-capped, never time-capped",
@@ -331,7 +332,8 @@ def parse_config(
         raise ExperimentError(
             "base must be a list of rules ({rule: NAME, params: {...}})", file=file, where="$.base"
         )
-    # checked once here, so that a bad base rule is named where the file has it ($.base[i])
+    # checked first on their own, so that a bad base rule is named where the file has it
+    # ($.base[i]), not under the first arm whose recipe holds it
     _recipe({"rules": [], "min_rules": 0}, base, 0, "$", file)
     arms_data = data.get("arms") or {}
     if not isinstance(arms_data, Mapping) or set(arms_data) != set(ARMS):

@@ -347,3 +347,9 @@ def test_another_experiments_record_alone_does_not_block_a_folder(tmp_path, monk
     (out / "experiment.json").write_text('{"config_hash": "another"}')
     with pytest.raises(ExperimentError, match="holds another experiment"):
         running.run(parse_config(tiny()), out)
+
+
+def test_max_steps_true_is_refused_as_every_boolean_for_an_integer():
+    with pytest.raises(ExperimentError, match="max_steps") as found:
+        parse_config({**TINY, "train": {"max_steps": True}}, file="exp.yaml")
+    assert found.value.where == "$.train.max_steps"

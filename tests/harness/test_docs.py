@@ -83,7 +83,7 @@ def test_a_doc_is_the_same_made_anew_or_kept_on_its_tools(fmt, drawn):
     tool = drawn[0]
     for changed in (
         Tool(tool.name + "_2", tool.description, tool.parameters),
-        Tool(tool.name, tool.description + " More.", tool.parameters),
+        Tool(tool.name, "Zq9. " + tool.description, tool.parameters),  # (lines: 1st sentence)
         Tool(tool.name, tool.description, {"type": "object", "properties": {"zz9": {}}}),
     ):
         again = doc([changed, *drawn[1:]])
