@@ -44,6 +44,10 @@ _WALKED = frozenset((*_RARE, "$ref", "properties", "items"))
 #: the keywords of sub-schemas of the same value, and all that ``rename_properties`` visits
 _SAME = frozenset((*_SAME_MANY, *_SAME_ONE))
 _VISITED = frozenset((*_SAME, "$ref", "properties", "items", "contains"))
+#: the keywords whose names ``_rename_keys`` renames
+_NAMING = frozenset(
+    ("properties", "required", "dependentRequired", "dependentSchemas", "dependencies")
+)
 #: the JSON types ``copy_json`` shares as they are: none is a mapping, list or tuple
 _SCALARS = frozenset((str, int, float, bool, type(None)))
 #: keywords whose value is an instance of the schema that holds it, and those whose items are
@@ -315,7 +319,7 @@ def _mapped(value: Any, path: ArgPath, moved: ArgPath, steps: Sequence[Step]) ->
 
 
 def _related(a: ArgPath, b: ArgPath) -> bool:
-    """Whether one of two other paths leads to where the other is."""
+    """Whether ``a`` and ``b`` are one path, or one of them leads to where the other is."""
     n = min(len(a), len(b))
     return a[:n] == b[:n]
 
@@ -360,12 +364,6 @@ def _located(node: Any, path: ArgPath = ()) -> ArgPath | None:
         if found is not None:
             return found
     return None
-
-
-#: the keywords whose names ``_rename_keys`` renames
-_NAMING = frozenset(
-    ("properties", "required", "dependentRequired", "dependentSchemas", "dependencies")
-)
 
 
 def _rename_keys(node: dict[str, Any], table: MappingABC[str, str]) -> None:
