@@ -328,7 +328,7 @@ def content_hash(path: Path, *, stand_ins: Mapping[str, bytes] | None = None) ->
     name of the file that could not be read). Each file is read once per process while its
     size and times stay the same, so that hashing a job's settings again is cheap."""
     if path.is_file():
-        return files_hash({"": path})
+        return file_hash(path)
     if path.is_dir():
         return files_hash(named_files(path), stand_ins=stand_ins)
     raise FileNotFoundError(2, "No such file or directory", str(path))
@@ -340,14 +340,14 @@ def files_hash(files: Mapping[str, Path], *, stand_ins: Mapping[str, bytes] | No
     SHA-256 alone. ``stand_ins`` gives the bytes hashed in place of the file of that name
     (what of a record is input: an import's ``import.json`` by its notes)."""
     if set(files) == {""}:  # one file, whose name says nothing: its content alone
-        return _file_hash(files[""])
+        return file_hash(files[""])
     stand_ins = stand_ins or {}
     lines = []
     for name in sorted(files, key=lambda name: name.split("/")):  # (as paths sort)
         if name in stand_ins:
             found = hashlib.sha256(stand_ins[name]).hexdigest()
         else:
-            found = _file_hash(files[name])
+            found = file_hash(files[name])
         lines.append(f"{name}\0{found}\n")
     text = json.dumps({"files": "".join(lines)}, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -397,7 +397,9 @@ _FILE_HASHES: dict[tuple[int, ...], str] = {}
 _SETTLED_NS = 2_000_000_000
 
 
-def _file_hash(path: Path) -> str:
+def file_hash(path: Path) -> str:
+    """The SHA-256 of the file ``path`` (hex), read once per process while its size and times
+    stay the same (``content_hash``); ``OSError`` as ``open`` raises it."""
     with open(path, "rb") as fh:
         found = os.fstat(fh.fileno())
         key = (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)

@@ -495,7 +495,7 @@ def _free_texts(a: Harness, b: Harness) -> Iterable[tuple[str, str, str]]:
 
 # --- skills ---
 
-_NAME_BOUNDARY = "A-Za-z0-9_-"  # as hsa.augment.names reads a whole token
+_NAME_BOUNDARY = "A-Za-z0-9_-"  # as hsa.harness.identifiers reads a whole token
 
 
 def _rename_mask(m: RewriteMapping) -> Callable[[str], str]:

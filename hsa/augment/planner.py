@@ -1120,11 +1120,6 @@ class _Slots:
         return out
 
 
-#: the modules of the built-in rules whose only changes are to a harness's skills (and its
-#: skill tool's enum of them): ``_never_shown``
-_SKILL_MODULES = ("hsa.augment.rules.skill_content", "hsa.augment.rules.skill_ids")
-
-
 def _never_shown(harness: Harness, rules: MappingABC[str, Rule]) -> frozenset[str]:
     """The rules no variant of ``harness`` under ``rules`` can show a change of, whatever is
     drawn with them: planning would leave each out of every variant it is drawn into
@@ -1146,12 +1141,14 @@ def _never_shown(harness: Harness, rules: MappingABC[str, Rule]) -> frozenset[st
         harness.skill_tool is not None
         or "skills" in (prompt.template or "")
         or any(s.kind == "skills" or "skills" in s.body for s in prompt.sections)
-        or any(not r.fn.__module__.startswith("hsa.augment.rules.") for r in rules.values())
+        or any(r.plugin for r in rules.values())
     ):
         return frozenset()
-    out = {n for n, r in rules.items() if r.fn.__module__ == _SKILL_MODULES[0]}
+    # (the built-in rules of these families change only a harness's skills and its skill
+    # tool's enum of them)
+    out = {n for n, r in rules.items() if r.family == "skill_content"}
     if not harness.skills:
-        out |= {n for n, r in rules.items() if r.fn.__module__ == _SKILL_MODULES[1]}
+        out |= {n for n, r in rules.items() if r.family == "skill_ids"}
     return frozenset(out)
 
 

@@ -32,10 +32,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hsa.config import content_hash, files_hash, folder_files, named_files
+from hsa.config import content_hash, file_hash, files_hash, folder_files, named_files
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import process_alive
-from hsa.datasets.shards import open_parquet, sha256_file
+from hsa.datasets.shards import open_parquet
 from hsa.errors import DatasetError, HsaError, first_few, refuse_kind, refuse_path
 from hsa.harness.events import TRAJECTORY_SCHEMA, Trajectory, trajectories_to_table
 from hsa.harness.importers.openai_jsonl import first_repeat
@@ -362,7 +362,7 @@ def _parquet_source(
     ids = []
     digest = hashlib.sha256()
     for file in files:
-        sha = sha256_file(file)
+        sha = file_hash(file)  # (read already for the job's identity, as a rule)
         if digests is not None and digests.get(file) not in (None, sha):
             raise mf.changed_teacher_shard(file)
         handle = open_parquet(file)
@@ -549,7 +549,7 @@ def _jsonl_source(
             store.close()
         scratch.cleanup()
         raise DatasetError(exc.message, file=exc.file or str(path), where=exc.where) from None
-    digest = hashlib.sha256(f"{path.name}\0{sha256_file(path)}\n".encode())
+    digest = hashlib.sha256(f"{path.name}\0{file_hash(path)}\n".encode())
     if harness is not None:
         digest.update(harness.to_json().encode("utf-8"))
     given = (harness,) if harness is not None else ()

@@ -334,7 +334,7 @@ def parse_config(
         )
     # checked first on their own, so that a bad base rule is named where the file has it
     # ($.base[i]), not under the first arm whose recipe holds it
-    _recipe({"rules": [], "min_rules": 0}, base, 0, "$", file)
+    _recipe({"rules": []}, base, 0, "$", file)
     arms_data = data.get("arms") or {}
     if not isinstance(arms_data, Mapping) or set(arms_data) != set(ARMS):
         raise ExperimentError(

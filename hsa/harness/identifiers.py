@@ -165,17 +165,16 @@ def replace_identifiers(
         for n in table
         if n in marked or _PLAIN_WORD.match(n) or (n in phrases and _PHRASE.match(n))
     ]
+    plain_set = frozenset(plain)
     if len(text) <= _SHORT and all(map(_WORD.fullmatch, table)):
         # every name is a whole token of the boundary characters: in a short text, look up its
         # tokens rather than build a regex for this table (a corpus brings a new table with
         # each conversation; a long prompt is searched faster by the table's regex)
-        plain_set = frozenset(plain)
 
         def swap(chunk: str) -> str:
             return _swap_tokens(chunk, table, plain_set)
 
     else:
-        plain_set = frozenset(plain)
         anywhere = [n for n in table if n not in plain_set]
         regexes = [r for r in (_token_regex(anywhere, False), _token_regex(plain, True)) if r]
 

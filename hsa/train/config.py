@@ -161,7 +161,8 @@ def trl_args(
                 file=file,
                 where=f"$.{key}",
             )
-    # TRL reads any max_steps below 1 as "train num_train_epochs": only its default -1 says so
+    # transformers trains by num_train_epochs for a negative max_steps, and not by epochs for
+    # 0: only -1, its default, says "train num_train_epochs"
     steps = values.get("max_steps", -1)
     if "max_steps" in fields and steps != -1 and not _number_at_least(steps, 1):
         raise TrainError(

@@ -217,12 +217,12 @@ def test_a_source_the_config_names_wrongly_is_named_at_its_key(tmp_path: Path) -
 #: disk or a device (/proc/self/mem) does, wherever the test runs
 FAILING_READS = """
 import errno, hsa.config
-real = hsa.config._file_hash  # (the one content hash: a build's input, a job's corpus)
+real = hsa.config.file_hash  # (the one content hash: a build's input, a job's corpus)
 def failing(path):
     if path.name == "BFCL_v4_mem.json":
         raise OSError(errno.EIO, "Input/output error", str(path))
     return real(path)
-hsa.config._file_hash = failing
+hsa.config.file_hash = failing
 from hsa.cli import main; main()
 """
 

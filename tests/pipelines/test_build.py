@@ -358,14 +358,14 @@ def _unreadable(monkeypatch, name: str) -> None:
 
     import hsa.config
 
-    real = hsa.config._file_hash
+    real = hsa.config.file_hash
 
     def failing(path: Path) -> str:
         if path.name == name:
             raise OSError(errno.EIO, "Input/output error", str(path))
         return real(path)
 
-    monkeypatch.setattr(hsa.config, "_file_hash", failing)
+    monkeypatch.setattr(hsa.config, "file_hash", failing)
 
 
 @pytest.mark.parametrize(
@@ -403,13 +403,13 @@ def test_a_file_gone_from_a_source_folder_while_it_is_hashed_is_one_error(
     (tmp_path / "corpus").mkdir()
     for name in ("a.parquet", "b.parquet"):
         (tmp_path / "corpus" / name).write_text("{}")
-    real = hsa.config._file_hash
+    real = hsa.config.file_hash
 
     def another_job_removes(path: Path) -> str:
         path.unlink()  # between the listing and the hashing
         return real(path)
 
-    monkeypatch.setattr(hsa.config, "_file_hash", another_job_removes)
+    monkeypatch.setattr(hsa.config, "file_hash", another_job_removes)
     config = load_config(write(tmp_path, {"source": {"trajectories": "corpus"}, "out": "o"}))
     with pytest.raises(ConfigError, match="is another job writing there") as err:
         config.identity()

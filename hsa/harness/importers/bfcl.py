@@ -157,7 +157,7 @@ def import_bfcl(path: Path) -> ImportResult:
             for doc in sorted(path.glob("*.json")):
                 job.isolated(doc, job.doc_harness)
         else:
-            questions = sorted(p for p in path.iterdir() if QUESTION_FILE.match(p.name))
+            questions = _question_files(path)
             if not questions and not (path / DOC_DIR).is_dir():
                 raise ImportFormatError(
                     "no BFCL question file here (BFCL_v4_*.json, as the gorilla repository's "
