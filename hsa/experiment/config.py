@@ -208,6 +208,16 @@ def _non_string_key(
     return None
 
 
+def _integer(value: Any) -> bool:
+    """Whether ``value`` is an integer as YAML writes one (``true`` is a bool, not 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count(value: Any) -> bool:
+    """Whether ``value`` is an integer, 1 or more (of steps, rows, trainings at a time)."""
+    return _integer(value) and value >= 1
+
+
 def _tier_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a tier (a key of ``tiers``), or ``None``."""
     if not _TIER_NAME.fullmatch(name):
@@ -305,9 +315,7 @@ def parse_config(
             file=seeds_file,
             where=seeds_at,
         )
-    if not isinstance(seeds, list) or not all(
-        isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_SEED for s in seeds
-    ):
+    if not isinstance(seeds, list) or not all(_integer(s) and 0 <= s <= MAX_SEED for s in seeds):
         raise ExperimentError(
             f"seeds must be a list of integers from 0 to {MAX_SEED} (the seeds TRL and torch take)",
             file=seeds_file,
@@ -320,7 +328,7 @@ def parse_config(
             where=seeds_at,
         )
     steps = train.get("max_steps")
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+    if not _count(steps):
         raise ExperimentError(
             "train.max_steps must be a positive number of steps: an experiment is "
             "step-capped, never time-capped",
@@ -346,7 +354,7 @@ def parse_config(
             raise ExperimentError("expected a mapping", file=file, where=f"$.arms.{arm}")
         spec = dict(arms_data[arm] or {})
         count = spec.pop("variants_per_trajectory", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        if not _count(count):
             raise ExperimentError(
                 f"expected an integer, 1 or more (the rows of each trajectory), got {count!r}",
                 file=file,
@@ -399,7 +407,7 @@ def parse_config(
     if not tiers:
         raise ExperimentError("no tiers to evaluate", file=file, where="$.tiers")
     parallel = data.get("parallel", 2)
-    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+    if not _count(parallel):
         raise ExperimentError(
             f"parallel must be an integer, 1 or more (trainings at a time), got {parallel!r}",
             file=file,
