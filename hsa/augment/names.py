@@ -19,6 +19,7 @@ from collections.abc import Set as AbstractSet
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from hsa.augment.banks import synonyms
 from hsa.augment.param_schemas import all_property_names
 from hsa.augment.rule import CANDIDATES, DRAWS
 from hsa.errors import RuleError
@@ -165,6 +166,25 @@ def vocabulary(harness: Harness) -> frozenset[str]:
         names.append(tool.name)
         names.extend(all_property_names(dict(tool.parameters)))
     return frozenset(w.lower() for n in names for w in split_words(n))
+
+
+def proposer(style: str, rng: random.Random, prefix: str, harness: Harness) -> Callable[[str], str]:
+    """A new name for an old one in ``style`` (for ``fresh_names``): ``prefix`` and a random
+    token for ``random``, ``synonym_name`` (avoiding the harness's ``vocabulary`` and the
+    words the names proposed before it took) for ``synonym``, else the name restyled."""
+    bank = synonyms()
+    # a synonym is never a word the harness names something else with
+    avoid = vocabulary(harness) if style == "synonym" else frozenset()
+    claimed: dict[str, str] = {}  # nor one another word of this rewrite took
+
+    def propose(name: str) -> str:
+        if style == "random":
+            return f"{prefix}{random_token(rng)}"
+        if style == "synonym":
+            return synonym_name(name, bank, rng, avoid, claimed)
+        return restyle(name, style)
+
+    return propose
 
 
 def changing_styles(

@@ -21,11 +21,8 @@ from hsa.augment.names import (
     ID_NAME,
     draw_style,
     fresh_names,
-    random_token,
-    restyle,
+    proposer,
     style_param,
-    synonym_name,
-    vocabulary,
 )
 from hsa.augment.param_schemas import copy_schema
 from hsa.augment.registry import rule
@@ -144,20 +141,9 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
     New ids match the harness schema's id pattern, are unique, and never equal another skill's
     id, old or new (``returns`` and ``returns-policy`` stay apart).
     """
-    bank = synonyms()
     ids = [s.id for s in harness.skills]
-    style = draw_style(params["style"], ID_STYLES, ids, bank, rng)
-    # a synonym is never a word the harness names something else with
-    avoid = vocabulary(harness) if style == "synonym" else frozenset()
-    claimed: dict[str, str] = {}  # nor one another word of this rewrite took
-
-    def propose(skill_id: str) -> str:
-        if style == "random":
-            return f"skill-{random_token(rng)}"
-        if style == "synonym":
-            return synonym_name(skill_id, bank, rng, avoid, claimed)
-        return restyle(skill_id, style)
-
+    style = draw_style(params["style"], ID_STYLES, ids, synonyms(), rng)
+    propose = proposer(style, rng, "skill-", harness)
     table = fresh_names([s.id for s in harness.skills], propose, pattern=ID_NAME)
     return rename_skills(harness, table)
 

@@ -21,11 +21,8 @@ from hsa.augment.names import (
     TOOL_NAME,
     draw_style,
     fresh_names,
-    random_token,
-    restyle,
+    proposer,
     style_param,
-    synonym_name,
-    vocabulary,
 )
 from hsa.augment.param_schemas import (
     all_property_names,
@@ -50,22 +47,6 @@ _PARAM_STYLE = {**_STYLE_PARAM, MEANS: {"kebab": ["snake"]}}
 
 #: the namespaces ``tools.namespace`` draws from
 TOOL_NAMESPACES = ["shop", "api", "svc", "tools", "mcp", "app", "ext", "core", "srv", "fn"]
-
-
-def _propose(style: str, rng: random.Random, prefix: str, harness: Harness):
-    bank = synonyms()
-    # a synonym is never a word the harness names something else with
-    avoid = vocabulary(harness) if style == "synonym" else frozenset()
-    claimed: dict[str, str] = {}  # nor one another word of this rewrite took
-
-    def propose(name: str) -> str:
-        if style == "random":
-            return f"{prefix}{random_token(rng)}"
-        if style == "synonym":
-            return synonym_name(name, bank, rng, avoid, claimed)
-        return restyle(name, style)
-
-    return propose
 
 
 def _draw_style(params: dict[str, Any], rng: random.Random, kebab: bool, names: list[str]) -> str:
@@ -182,7 +163,7 @@ def rename(harness: Harness, rng: random.Random, params: dict[str, Any], context
     others = [t.name for t in _all_tools(harness) if t.name not in targets]
     table = fresh_names(
         targets,
-        _propose(style, rng, "t_", harness),
+        proposer(style, rng, "t_", harness),
         taken=others,
         pattern=TOOL_NAME,
         accept=lambda n: format_accepts(harness.protocol, n),
@@ -286,7 +267,7 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
     targets = [originals[i] for i in sorted(rng.sample(range(len(originals)), count))]
     table = fresh_names(
         targets,
-        _propose(style, rng, "p_", harness),
+        proposer(style, rng, "p_", harness),
         taken=taken - set(targets),
         pattern=PARAM_NAME,
         accept=lambda n: all(format_accepts(harness.protocol, t.name, [n]) for t in tools[:1]),
