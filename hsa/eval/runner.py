@@ -52,8 +52,7 @@ from hsa.eval.suites import (
 from hsa.eval.summary import summarize
 from hsa.teachers.backends.base import Backend, run_async
 from hsa.teachers.cache import CachedBackend, RequestCache
-from hsa.teachers.make import make_backend, request_model
-from hsa.teachers.request import Sampling
+from hsa.teachers.make import make_backend, rollout_config
 from hsa.teachers.rollout import OPENING_TOO_LONG, RolloutConfig, planned_kept, rollout
 
 EPISODES = "episodes.parquet"
@@ -312,17 +311,7 @@ async def _evaluate(
     variants = {e.spec.variant.variant_id: e.spec.variant for e in chosen}
     inner = backend if backend is not None else make_backend(config.teach_config(), env, variants)
     cache = None
-    settings = RolloutConfig(
-        model=request_model(config.teach_config()),
-        sampling=Sampling(
-            config.temperature,
-            config.top_p,
-            config.max_tokens,
-            chat_template_kwargs=config.chat_template_kwargs,
-        ),
-        max_steps_per_turn=config.max_steps_per_turn,
-        repair=config.repair,
-    )
+    settings = rollout_config(config.teach_config())
     firsts = [e for e in chosen if e.suite == "firstcall"]
     chosen = [e for e in chosen if e.suite != "firstcall"]
     # each episode's row, made as it finishes: the rollout (its messages) is dropped at once,

@@ -45,8 +45,7 @@ from hsa.teachers.backends.base import Backend, latency_percentiles, run_async
 from hsa.teachers.backends.openai import REFUSED
 from hsa.teachers.cache import CachedBackend, RequestCache
 from hsa.teachers.config import TeachConfig
-from hsa.teachers.make import make_backend, request_model
-from hsa.teachers.request import Sampling
+from hsa.teachers.make import make_backend, rollout_config
 from hsa.teachers.rollout import (
     OPENING_TOO_LONG,
     Rollout,
@@ -592,17 +591,7 @@ async def run_plan(
     config = plan.config
     by_id = {v.variant_id: v for vs in plan.variants.values() for v in vs}
     inner = backend if backend is not None else make_backend(config, plan.env, by_id)
-    rollout_config = RolloutConfig(
-        model=request_model(config),
-        sampling=Sampling(
-            config.temperature,
-            config.top_p,
-            config.max_tokens,
-            chat_template_kwargs=config.chat_template_kwargs,
-        ),
-        max_steps_per_turn=config.max_steps_per_turn,
-        repair=config.repair,
-    )
+    settings = rollout_config(config)
     cache = None
     running_since = time.monotonic()
     try:
@@ -620,7 +609,7 @@ async def run_plan(
             await asyncio.to_thread(ready)
         running_since = time.monotonic()
         with planned_kept():
-            await _run(plan, cached, rollout_config, report, progress)
+            await _run(plan, cached, settings, report, progress)
     finally:
         report.run_s = time.monotonic() - running_since
         if backend is None:

@@ -13,6 +13,24 @@ from hsa.teachers.backends import transformers as transformers_backend
 from hsa.teachers.backends import vllm as vllm_backend
 from hsa.teachers.backends.base import Backend
 from hsa.teachers.config import LOCAL_BACKENDS, TeachConfig
+from hsa.teachers.request import Sampling
+from hsa.teachers.rollout import RolloutConfig
+
+
+def rollout_config(config: TeachConfig) -> RolloutConfig:
+    """How ``config``'s rollouts run: the model name requests carry (``request_model``), its
+    sampling, step limit and repair turn."""
+    return RolloutConfig(
+        model=request_model(config),
+        sampling=Sampling(
+            config.temperature,
+            config.top_p,
+            config.max_tokens,
+            chat_template_kwargs=config.chat_template_kwargs,
+        ),
+        max_steps_per_turn=config.max_steps_per_turn,
+        repair=config.repair,
+    )
 
 
 def request_model(config: TeachConfig) -> str:
