@@ -219,13 +219,21 @@ class Trajectory:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def to_row(self) -> dict[str, Any]:
+        """The row of ``TRAJECTORY_SCHEMA``; ``HsaError`` when its events (``events_to_rows``)
+        or its metadata hold a value no row can hold (in metadata, NaN, Infinity or a lone
+        surrogate: the row could never be read back)."""
+        events = events_to_rows(self.events)
+        metadata = dict(self.metadata)
+        bad = unwritable(metadata, "metadata", wide=False)
+        if bad is not None:
+            raise HsaError(f"{bad[0]}: {bad[1]}", where=f"trajectory {self.id!r}")
         return {
             "id": self.id,
             "task_id": self.task_id,
             "harness_id": self.harness_id,
             "source": self.source,
-            "events": events_to_rows(self.events),
-            "metadata": dumps_json(dict(self.metadata)),
+            "events": events,
+            "metadata": dumps_json(metadata),
         }
 
     @classmethod

@@ -478,7 +478,14 @@ def loads(text: str, *, file: str | None = None) -> Harness:
     found = document_problems(doc, file=file)
     if found:
         raise HarnessValidationError(found)
-    return Harness.from_dict(doc)
+    harness = Harness.from_dict(doc)
+    # as ``load``: a template that cannot render (an undefined value) is a problem too
+    rendered: list[HsaError] = [
+        HarnessError(p.message, file=file, where=p.where) for p in render_problems(harness)
+    ]
+    if rendered:
+        raise HarnessValidationError(rendered)
+    return harness
 
 
 def save(harness: Harness, path: str | Path, *, beside: tuple[str, ...] = ()) -> Path:

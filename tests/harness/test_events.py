@@ -204,6 +204,17 @@ def test_events_no_row_can_hold_are_refused_as_they_are_written() -> None:
         wide.to_row()
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("-inf"), "\ud800"])
+def test_metadata_no_row_can_hold_is_refused_naming_the_trajectory(value) -> None:
+    # written, NaN became the non-JSON text NaN and a lone surrogate failed in the encoder
+    trajectory = Trajectory("t7", (UserMessage("hi"),), metadata={"run": {"score": value}})
+    with pytest.raises(HsaError, match=r"metadata\.run\.score: ") as caught:
+        trajectories_to_table([trajectory])
+    assert caught.value.where == "trajectory 't7'"
+    wide = Trajectory("t8", (UserMessage("hi"),), metadata={"n": 2**70})  # JSON text holds it
+    assert trajectories_from_table(trajectories_to_table([wide]))[0].metadata == {"n": 2**70}
+
+
 def test_results_go_in_call_order_each_with_the_hooks_it_fired():
     from hsa.harness.events import (
         HookFired,

@@ -570,8 +570,13 @@ def test_loads_reports_every_problem():
     [
         ('{"id": "a", "id": "b"}', "the key 'id' is given twice"),  # json.loads kept 'b'
         ('{"id": "a", "metadata": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        (
+            '{"id": "a", "prompt": {"sections": [{"id": "s", "kind": "custom", '
+            '"body": "Hello {{ x }}"}]}}',
+            "'x' is undefined",
+        ),
     ],
-    ids=["a key twice", "nested deeply"],
+    ids=["a key twice", "nested deeply", "a template that cannot render"],
 )
 def test_loads_reads_a_document_as_load_reads_its_file(tmp_path, text, reason):
     (tmp_path / "h.json").write_text(text)
