@@ -643,6 +643,7 @@ def train_rl(
 
     from hsa.train.sft import (
         load_model,
+        load_tokenizer,
         reached,
         recorded_base,
         resolved_settings,
@@ -652,6 +653,7 @@ def train_rl(
         starting_model,
         train_or_finish,
     )
+    from hsa.train.templates import check_renders_tools
 
     started = time.monotonic()
     out = Path(out)
@@ -713,7 +715,15 @@ def train_rl(
             raise
         raise TrainError(exc.message, file=file, where=f"$.hsa.{exc.where}") from None
     check_prompts(len(prompts), args, file)
-    model, tokenizer = load_model(starting_model(checkpoint, settings.model))
+    start = starting_model(checkpoint, settings.model)
+    tokenizer = load_tokenizer(start)
+    # the template the episodes are rendered with (PolicyBackend), checked before the model
+    # loads: a variant under the api protocol renders its calls and tools through it
+    template = get_training_chat_template(tokenizer)
+    if any(p.variant.harness.protocol.is_api for p in prompts):
+        swapped = "the training template TRL swaps in for " if template is not None else ""
+        check_renders_tools(tokenizer, template, named=f"{swapped}its chat template", file=start)
+    model, tokenizer = load_model(start, tokenizer=tokenizer)
     if checkpoint is not None and args.beta != 0.0:
         # TRL builds the KL reference from the policy's path, here the checkpoint: the run's
         # reference is the model it started from, as in a run never stopped
@@ -728,7 +738,7 @@ def train_rl(
         env,
         {p.key: p for p in prompts},
         settings,
-        get_training_chat_template(tokenizer),
+        template,
         log,
     )
     if checkpoint is None:

@@ -41,6 +41,7 @@ from hsa.train.card import (
 )
 from hsa.train.config import SftSettings, prepare
 from hsa.train.data import TrainingRows, load_rows, manifest_of, verification_counts
+from hsa.train.templates import carries_api_calls, check_renders_tools, sft_template
 
 __all__ = [
     "RESOLVED",
@@ -687,6 +688,29 @@ def check_chat_template(path: str | None, file: str | None) -> None:
         )
 
 
+def check_api_template(
+    rows: TrainingRows, tokenizer: Any, args: Any, model: str, file: str | None
+) -> None:
+    """Refuse a chat template that would train ``rows`` under the api protocol (calls in
+    ``tool_calls``, schemas in ``tools``) as empty call turns (``check_renders_tools``): the
+    one the trainer renders with (``sft_template``), named as the config's
+    ``chat_template_path`` when it gave it, else as the ``model`` folder's. Rows with no call
+    or tool beside their text (in-prompt protocols) need no such template."""
+    if not any(r is not None and carries_api_calls(r) for r in (rows.train, rows.eval)):
+        return
+    try:
+        probe, template = sft_template(tokenizer, args, file)
+    except ValueError as exc:  # TRL cannot make a training template of it (as at its setup)
+        raise template_error(exc, model, file, args.chat_template_path) from None
+    swapped = "the training template TRL swaps in for " if template is not None else ""
+    path = args.chat_template_path
+    if path is not None:
+        named = f"{swapped}the chat template {path}"
+        check_renders_tools(probe, template, named=named, file=file, where="$.chat_template_path")
+    else:
+        check_renders_tools(probe, template, named=f"{swapped}its chat template", file=model)
+
+
 def check_batches(rows: int, args: Any, file: str | None) -> None:
     """Refuse a run whose ``rows`` fill no batch (``dataloader_drop_last`` drops a batch short
     of ``per_device_train_batch_size`` rows on each process): it would train 0 steps and write
@@ -746,6 +770,7 @@ def train_sft(
     tokenizer = load_tokenizer(start, template=args.chat_template_path)  # before the data
     evaluate = args.eval_strategy != "no"
     rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE, evaluate=evaluate)
+    check_api_template(rows, tokenizer, args, start, file)  # before the model is loaded
     model, tokenizer = load_model(start, tokenizer=tokenizer)
     try:
         trainer = SFTTrainer(

@@ -26,7 +26,7 @@ from hsa.train.rl import (
     rewards_of,
     train_rl,
 )
-from tests.tinymodels import qwen_model, qwen_tokenizer
+from tests.tinymodels import NO_TOOLS_TEMPLATE, qwen_model, qwen_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -488,6 +488,39 @@ def test_a_setting_it_cannot_run_is_refused_at_its_key_before_a_model_loads(
         train_rl(file, tmp_path / "out", trl_overrides=trl_keys)
     assert refused.value.file == str(file) and refused.value.where == where
     assert said in refused.value.message
+    assert not (tmp_path / "out").exists()
+
+
+def _no_model(*args, **kwargs):
+    raise AssertionError("the model was loaded")
+
+
+@pytest.mark.parametrize("protocol", ["api", "text"])
+def test_a_template_that_drops_api_calls_is_refused_for_api_variants_before_the_model_loads(
+    env, tmp_path, monkeypatch, protocol
+):
+    import yaml
+
+    tokenizer = qwen_tokenizer([t.turns[0] for t in env.tasks("train")[:5]], vocab_size=300)
+    tokenizer.chat_template = NO_TOOLS_TEMPLATE
+    tokenizer.save_pretrained(tmp_path / "model")
+    qwen_model(tokenizer).config.save_pretrained(tmp_path / "model")  # (never loaded)
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", _no_model)
+    hsa = {"model": str(tmp_path / "model"), "tasks": 2, "variants_per_task": 0}
+    if protocol == "text":  # every prompt under a text protocol: calls and tool docs in the text
+        recipe = {"rules": [{"rule": "protocol.switch", "probability": 1.0,
+                             "params": {"target": "text"}}]}  # fmt: skip
+        (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+        hsa.update(recipe=str(tmp_path / "recipe.yaml"), variants_per_task=1)
+        hsa["include_canonical"] = False
+    settings = {"hsa": hsa, "num_generations": 2, "per_device_train_batch_size": 2}
+    with pytest.raises(TrainError) as refused:
+        train_rl({**settings, "max_steps": 1, "save_strategy": "no"}, tmp_path / "out", env=env)
+    if protocol == "text":  # not refused: it went on to load the model
+        assert refused.value.message == "cannot load the model: the model was loaded"
+        return
+    assert refused.value.file == str(tmp_path / "model")
+    assert refused.value.message.startswith("its chat template drops the called tool's name")
     assert not (tmp_path / "out").exists()
 
 

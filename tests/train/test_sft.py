@@ -10,7 +10,7 @@ import pytest
 from hsa.errors import TrainError
 from hsa.train.card import HF_CACHE
 from hsa.train.sft import RESOLVED, train_sft
-from tests.tinymodels import qwen_template
+from tests.tinymodels import NO_TOOLS_TEMPLATE, qwen_template
 
 DOUBLE_ENCODED = re.compile(r'"arguments":\s*"')
 
@@ -780,6 +780,72 @@ def test_a_chat_template_path_trl_cannot_train_on_is_named_not_the_model(dataset
     # the model was blamed, and told to set the chat_template_path the config had set
     assert refused.value.file == str(tmp_path / "sft.yaml")
     assert refused.value.where == "$.chat_template_path" and str(plain) in refused.value.message
+
+
+def without_tools(model, folder):
+    """A copy of ``model``'s folder whose chat template ignores tools and tool calls."""
+    import shutil
+
+    shutil.copytree(model, folder)
+    (folder / "chat_template.jinja").write_text(NO_TOOLS_TEMPLATE)
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    tokenizer_config.pop("chat_template", None)
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    return folder
+
+
+def _no_model(*args, **kwargs):
+    raise AssertionError("the model was loaded")
+
+
+@pytest.mark.parametrize("view", ["firstcall", "conversation"])
+def test_a_template_that_drops_the_rows_api_calls_is_refused_before_the_model_loads(
+    dataset, model, tmp_path, monkeypatch, view
+):
+    # it trained on "<|im_end|>" alone as each row's call, and showed no tool schema
+    bare = without_tools(model, tmp_path / "no-tools")
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", _no_model)
+    settings = config(dataset, bare, max_steps=1)
+    settings["hsa"].update(view=view, max_rows=2)
+    with pytest.raises(TrainError) as refused:
+        train_sft(settings, tmp_path / "out")
+    assert refused.value.file == str(bare)
+    assert refused.value.message.startswith(
+        "its chat template drops the called tool's name, the argument's name, the argument's "
+        "value and the tool schema's name"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_chat_template_path_that_drops_api_calls_is_named_not_the_model(
+    dataset, model, tmp_path, monkeypatch
+):
+    import yaml
+
+    template = tmp_path / "no-tools.jinja"
+    template.write_text(NO_TOOLS_TEMPLATE)
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", _no_model)
+    file = tmp_path / "sft.yaml"
+    file.write_text(yaml.safe_dump(config(dataset, model, chat_template_path=str(template))))
+    with pytest.raises(TrainError) as refused:
+        train_sft(file, tmp_path / "out")
+    assert refused.value.file == str(file) and refused.value.where == "$.chat_template_path"
+    assert refused.value.message.startswith(f"the chat template {template} drops")
+    # and a model whose template drops them trains with a chat_template_path that renders them
+    bare = without_tools(model, tmp_path / "no-tools")
+    monkeypatch.undo()
+    settings = config(dataset, bare, max_steps=1, chat_template_path=str(model))
+    settings["hsa"]["max_rows"] = 2
+    trainer = stopped(settings, tmp_path / "fixed")
+    assert "<tool_call>" in trainer.processing_class.decode(trainer.train_dataset[0]["input_ids"])
+
+
+def test_rows_with_their_calls_in_the_text_need_no_tool_template(text_dataset, model, tmp_path):
+    bare = without_tools(model, tmp_path / "no-tools")
+    settings = config(text_dataset, bare, max_steps=1)
+    settings["hsa"].update(canonical_share=0.0, max_rows=2)  # the text-protocol variants alone
+    trainer = stopped(settings, tmp_path / "out")
+    assert len(trainer.train_dataset) == 2
 
 
 def test_a_run_stopped_before_its_first_checkpoint_leaves_what_it_made_nowhere(
