@@ -84,6 +84,9 @@ class Variant:
     content: bytes = field(default=b"", compare=False, repr=False)
     #: ``mapping.to_json()`` when planning made it (empty: made when asked)
     mapping_text: str = field(default="", compare=False, repr=False)
+    #: the draws of its slot planning dropped because the harness's prompt did not render
+    #: under their rules (``PromptUnrendered``), each as the line saying why
+    dropped: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __hash__(self) -> int:
         return hash(self.variant_id)  # equal variants have one id
@@ -167,7 +170,8 @@ def _apply_resolved(
     ``shown`` (planning): a rule whose changes no row under the result can show
     (``_unshown_steps``: skills of a harness that neither lists nor loads them, titles of
     sections that render empty or under XML headings, ...) is left out as one that changed
-    nothing, and the rules after it are applied again without it."""
+    nothing, and the rules after it are applied again without it; and a result whose prompt
+    does not render, where the harness's does, raises ``PromptUnrendered``."""
     run = _Run(harness)
     skip: set[int] = set()
     while True:
@@ -203,7 +207,25 @@ def _apply_resolved(
             why = _lost(harness, stage, context, hooks, stages[index - 1] if index else None)
             if why:
                 raise RuleError(why, where=_rule_at(applied, index))
+    if shown and stages:
+        # Rendered here, kept on the harness (``system_prompt``): the job renders every
+        # variant's prompt anyway, so planning does it first at no cost.
+        failed = _render_failure(rewrite.harness)
+        if failed is not None and _render_failure(harness) is None:
+            index = len(stages) - 1  # the rule after which it no longer renders
+            while index and _render_failure(stages[index - 1].harness) is not None:
+                index -= 1
+            raise PromptUnrendered(harness, failed, where=_rule_at(applied, index))
     return rewrite, tuple(applied)
+
+
+def _render_failure(harness: Harness) -> HsaError | None:
+    """Why ``harness``'s system prompt does not render, or None (it renders, and is kept)."""
+    try:
+        system_prompt(harness)
+    except HsaError as exc:
+        return exc
+    return None
 
 
 class _Step(NamedTuple):
@@ -285,6 +307,20 @@ class HooksAlike(RuleError):
             f"made every message hook {second!r} shows read as a message of hook {first!r} "
             "too: a conversation could not tell which of them fired",
             where=where,
+        )
+
+
+class PromptUnrendered(RuleError):
+    """Rules made the system prompt of a harness whose prompt renders fail to render (a
+    template that indexes ``sections``, of which a section rendered empty is left out, or
+    that names a tool renamed): no row under the rewritten harness could be written. A draw
+    of rules that does is no variant; the planner draws again (planning only: the prompt of
+    a rule's rewrite is otherwise rendered where it is used)."""
+
+    def __init__(self, harness: Harness, error: HsaError, *, where: str):
+        why = str(error).rstrip(".")
+        super().__init__(
+            f"made the prompt of harness {harness.id!r} fail to render: {why}", where=where
         )
 
 
@@ -899,11 +935,29 @@ def plan(
     (``index`` counted from 0 after it): planned on its own, so
     planning a few of them (what the augment job does, ``LazyPlan``) gives the same variants as
     planning all. Rules whose ``needs`` the context does not provide are not applied (plan
-    with ``context=Context.of(events)`` to include them).
+    with ``context=Context.of(events)`` to include them). ``PlanError`` where no variant
+    changes the harness because every draw that did broke its prompt (``plan_variant``).
     """
     lazy = LazyPlan(harness, recipe, seed=seed, context=context)
     out = [lazy.variant(index) for index in range(recipe.variants_per_harness)]
+    if all(v.key() == lazy.unchanged for v in out):
+        _refuse_unrendered(harness, out)
     return [canonical_variant(harness), *out] if recipe.include_canonical else out
+
+
+def _refuse_unrendered(harness: Harness, variants: Iterable[Variant]) -> None:
+    """Refuse the plan ``variants`` of ``harness``, none of which changes it, where draws were
+    dropped for breaking its prompt (``PromptUnrendered``): every draw that changed it did,
+    so the recipe gives the harness no variant, and a job would write no row of it but the
+    canonical one, saying nothing."""
+    dropped = [why for variant in variants for why in variant.dropped]
+    if dropped:
+        raise PlanError(
+            f"{dropped[0]}; every draw of rules that changed it did ({len(dropped)} dropped), "
+            "so the recipe gives it no variant: leave the rule out of the recipe, or write the "
+            "template so that it renders under it",
+            harness_id=harness.id,
+        )
 
 
 def plan_variant(
@@ -918,8 +972,9 @@ def plan_variant(
 
     A draw whose rewrite changes nothing a row can show is drawn again (up to a few times;
     the last draw is kept, and the picker passes over it); so is one that makes two hooks'
-    messages read alike (``HooksAlike``), kept at the last as the harness unchanged. Two
-    variants may still be equal; the picker never gives one trajectory both.
+    messages read alike (``HooksAlike``) or the harness's prompt fail to render
+    (``PromptUnrendered``, listed in ``Variant.dropped``), kept at the last as the harness
+    unchanged. Two variants may still be equal; the picker never gives one trajectory both.
     """
     return LazyPlan(harness, recipe, seed=seed, context=context).variant(index)
 
@@ -982,6 +1037,8 @@ class LazyPlan:
             self._content[index] = (
                 -1 if key == self.unchanged else self._keys.setdefault(key, len(self._keys))
             )
+            if not self._keys and len(self._content) == self.width:
+                _refuse_unrendered(self.harness, list(self.variants.values()))
         return self._content[index]
 
     def shown(self, index: int, sight: Sight) -> int:
@@ -1162,6 +1219,7 @@ def _plan_slot(
 ) -> Variant:
     """Variant ``index`` of ``spec`` (``plan_slots``)."""
     harness, context, rules = spec.harness, spec.context, spec.rules
+    dropped: list[str] = []
     for attempt in range(_REDRAWS):
         variant_seed = derive_seed("variant", spec.seed, harness.id, index, attempt)
         chosen = _draw(spec.recipe, generator("draw", variant_seed), eligible)
@@ -1172,6 +1230,9 @@ def _plan_slot(
                 harness, chain, seed=variant_seed, context=context, shown=True
             )
         except HooksAlike:  # no variant: drawn again, the harness as it is at the last
+            rewrite, applied = Rewrite(harness), ()
+        except PromptUnrendered as exc:  # the same, counted (``LazyPlan.content`` tells)
+            dropped.append(str(exc))
             rewrite, applied = Rewrite(harness), ()
         mapping_json = rewrite.mapping.to_json()
         key = _digest(rewrite.harness.to_json(keep=keep), mapping_json)  # content_key
@@ -1189,6 +1250,7 @@ def _plan_slot(
         index,
         key,
         mapping_json,
+        tuple(dropped),
     )
 
 

@@ -317,7 +317,9 @@ class _Planner:
         #: ... (sizes fall along the list)
         self.sized: list[tuple[int, Path]] = []
         self.written = 0  # parts written so far (merged ones included): their names
-        self.released = {"groups": 0, "planned": 0}
+        self.released = {"groups": 0, "planned": 0, "dropped": 0}
+        #: why the first draw dropped was (``Variant.dropped``), for the report's note
+        self.first_dropped = ""
         self.rules: set[tuple[str, str]] = set()  # (name, version) of every rule applied
         #: chunks planning in the workers, ahead of the batch that will use them (``ahead``)
         self._ahead: list[tuple[list[tuple[LazyPlan, list[int]]], Future]] = []
@@ -328,6 +330,20 @@ class _Planner:
         return self.released["planned"] + sum(
             len(g.variants) for g in self.groups.values() if not g.given
         )
+
+    @property
+    def dropped(self) -> int:
+        """Draws of rules planning dropped so far because the harness's prompt did not render
+        under them (``Variant.dropped``)."""
+        return self.released["dropped"] + sum(self._dropped(g) for g in self.groups.values())
+
+    def _dropped(self, group: LazyPlan) -> int:
+        count = 0
+        for variant in group.variants.values():
+            if variant.dropped:
+                count += len(variant.dropped)
+                self.first_dropped = self.first_dropped or variant.dropped[0]
+        return count
 
     @property
     def group_count(self) -> int:
@@ -367,6 +383,7 @@ class _Planner:
         self.released = {  # the kept plans are counted with the groups after them
             "groups": self.group_count - len(held),
             "planned": self.planned - sum(len(g.variants) for g in held.values() if not g.given),
+            "dropped": self.dropped - sum(self._dropped(g) for g in held.values()),
         }
         self.groups = held
         self.indexes.clear()
@@ -692,7 +709,23 @@ def augment_locked(
             mf.write_json(out / mf.MANIFEST, manifest)
         timings["finish"] = time.perf_counter() - started  # variants file, card, manifest
         report.planner = {"groups": planner.group_count, "variants_planned": planner.planned}
-        return _report_from_manifest(report, manifest)
+        dropped = planner.dropped
+        if dropped:
+            report.planner["draws_dropped_unrendered"] = dropped
+        _report_from_manifest(report, manifest)
+        if dropped:  # (not in the manifest: a resumed run plans only what it has left)
+            report.notes = (*report.notes, _dropped_note(dropped, planner.first_dropped))
+        return report
+
+
+def _dropped_note(count: int, first: str) -> str:
+    """The note of a job whose planning dropped ``count`` draws of rules for a prompt that did
+    not render under them (``first`` the first one's why)."""
+    draws = "draw of rules was" if count == 1 else "draws of rules were"
+    return (
+        f"{count:,} {draws} dropped, and drawn again, as the harness's prompt did not render "
+        f"under them: {first}"
+    )
 
 
 def _refuse_no_rows(

@@ -24,8 +24,9 @@ from hsa.augment import (
 from hsa.augment.mapping import IDENTITY, RewriteMapping
 from hsa.augment.param_schemas import copy_schema
 from hsa.augment.planner import LazyPlan, Variant, canonical_variant, pick_order, plan_variant, walk
-from hsa.errors import RuleError
-from hsa.harness import Tool
+from hsa.errors import PlanError, RuleError
+from hsa.harness import Protocol, Tool
+from hsa.harness.prompt import system_prompt
 
 
 def test_plan_is_deterministic_and_ids_are_stable(harness, events):
@@ -714,3 +715,56 @@ def test_a_draw_that_makes_two_hooks_read_alike_is_drawn_again(harness):
     variants = plan(h, recipe, seed=0)
     assert all(alike_hooks(v.harness.hooks) is None for v in variants)
     assert not any(v.is_canonical for v in variants)  # drawn again, not given up
+
+
+def _by_position(harness, template="{{ sections[0] }}\n\n{{ sections[4] }}"):
+    # a text-protocol prompt whose template takes its fifth section (the output format):
+    # under api the tools and output format sections render empty and are left out
+    prompt = dataclasses.replace(harness.prompt, template=template)
+    return harness.replace(protocol=Protocol("text", doc_format="json"), prompt=prompt)
+
+
+def test_a_draw_under_which_the_prompt_does_not_render_is_drawn_again(harness):
+    h = _by_position(harness)
+    assert system_prompt(h)  # (renders as it is)
+    to_api = RecipeRule("protocol.switch", 0.5, {"target": "api"})
+    recipe = Recipe(
+        (RecipeRule("tools.rename", 0.5, {"style": "camel"}), to_api),
+        variants_per_harness=8,
+        include_canonical=False,
+    )
+    variants = plan(h, recipe, seed=0)
+    dropped = [why for v in variants for why in v.dropped]
+    assert dropped  # (about one draw in two)
+    assert dropped[0].startswith("rule 'protocol.switch'")  # (after tools.rename, when drawn)
+    assert "harness 'acme-support' fail to render: $.prompt.template: " in dropped[0]
+    assert "no element 4" in dropped[0]
+    assert sum(bool(v.rules) for v in variants) >= 6  # drawn again, not given up
+    for variant in variants:
+        assert not variant.harness.protocol.is_api
+        assert system_prompt(variant.harness)
+        assert variant == plan_variant(h, recipe, variant.index, seed=0)
+
+
+def test_a_plan_no_draw_of_which_renders_the_prompt_is_refused(harness):
+    h = _by_position(harness)
+    to_api = RecipeRule("protocol.switch", 1.0, {"target": "api"})
+    for recipe in (
+        Recipe((to_api,), variants_per_harness=3),
+        Recipe((RecipeRule("tools.rename", 0.5),), base=(to_api,), variants_per_harness=3),
+    ):
+        with pytest.raises(PlanError) as caught:
+            plan(h, recipe, seed=0)
+        assert caught.value.harness_id == "acme-support"
+        assert caught.value.message.startswith(
+            "rule 'protocol.switch': made the prompt of harness 'acme-support' fail to render: "
+            "$.prompt.template: template uses an undefined value at line 3: list object has no "
+            "element 4; every draw of rules that changed it did (12 dropped)"
+        )
+
+
+def test_a_prompt_that_does_not_render_unchanged_is_not_the_rules_doing(harness):
+    h = _by_position(harness, "{{ sections[9] }}")  # (a harness made in code, unvalidated)
+    recipe = Recipe((RecipeRule("protocol.switch", 1.0, {"target": "api"}),))
+    variants = plan(h, recipe, seed=0)
+    assert all(v.rules and not v.dropped for v in variants[1:])  # left to fail where used

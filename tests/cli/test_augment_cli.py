@@ -658,3 +658,52 @@ def test_ctrl_c_with_planning_workers_ends_the_run_at_once_in_one_line(
     with pytest.raises(ProcessLookupError):  # nothing of the run's group is left
         os.killpg(run.pid, 0)
     assert not (tmp_path / "out" / ".hsa" / "lock").exists() and not list(scratch.iterdir())
+
+
+def test_a_rule_that_breaks_a_valid_prompt_template_names_itself_in_one_line(
+    tmp_path: Path,
+) -> None:
+    # the demo harness under a text protocol, its template taking the output format section
+    # by position: protocol.switch to api leaves that section empty, and out of `sections`
+    from hsa import load_harness
+    from hsa.harness.prompt import system_prompt
+
+    harness = tmp_path / "h"
+    shutil.copytree(
+        Path(__file__).parents[2] / "examples" / "rule-package" / "demo-harness", harness
+    )
+    document = yaml.safe_load((harness / "harness.yaml").read_text())
+    document["protocol"] = {"name": "text", "call_format": "hermes", "doc_format": "json"}
+    document["prompt"]["template"] = "{{ sections[0] }}\n\n{{ sections[4] }}"
+    (harness / "harness.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    call = {"name": "get_order", "arguments": json.dumps({"order_id": "#W1"})}
+    messages = [
+        {"role": "system", "content": system_prompt(load_harness(harness))},  # (valid)
+        {"role": "user", "content": "Where is order #W1?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": call}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": '{"status": "shipped"}'},
+        {"role": "assistant", "content": "It has shipped."},
+    ]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "r0", "messages": messages}) + "\n")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        "variants_per_harness: 4\nrules:\n"
+        "  - {rule: protocol.switch, probability: 1.0, params: {target: api}}\n"
+    )
+    out = tmp_path / "out"
+    args = ["--input", str(rows), "--harness", str(harness), "--recipe", str(recipe)]
+    refused = hsa("augment", *args, "--out", str(out))
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 1 and len(lines) == 1, refused.stderr
+    assert lines[0].startswith(
+        f"hsa: error: {rows}: row 0 (id 'r0'): planning the variants of its harness: rule "
+        "'protocol.switch': made the prompt of harness 'acme-demo' fail to render: "
+        "$.prompt.template: template uses an undefined value at line 3: list object has no "
+        "element 4; every draw of rules that changed it did (16 dropped)"
+    )
+    assert not (out / "data").exists()

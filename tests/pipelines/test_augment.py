@@ -860,6 +860,65 @@ def _conversations(path: Path, count: int, shops: int | None = None) -> Path:
     return path
 
 
+def _by_position(tmp_path: Path):
+    """The demo harness under a text protocol, its prompt template taking its fifth section
+    (the output format: under api it renders empty, as the tool docs do, and is left out of
+    ``sections``), and a chat file of four conversations recorded under it."""
+    from hsa.harness import Protocol, load_harness
+    from hsa.harness.prompt import system_prompt
+
+    demo = load_harness(Path(__file__).parents[2] / "examples" / "rule-package" / "demo-harness")
+    prompt = dataclasses.replace(demo.prompt, template="{{ sections[0] }}\n\n{{ sections[4] }}")
+    harness = demo.replace(protocol=Protocol("text"), prompt=prompt)
+    chats = tmp_path / "chats.jsonl"
+    with chats.open("w") as handle:
+        for i in range(4):
+            call = {"name": "get_order", "arguments": json.dumps({"order_id": f"#W{i}"})}
+            messages = [
+                {"role": "system", "content": system_prompt(harness)},
+                {"role": "user", "content": f"Where is order #W{i}?"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": call}],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": '{"status": "shipped"}'},
+                {"role": "assistant", "content": "It has shipped."},
+            ]
+            handle.write(json.dumps({"id": f"r{i}", "messages": messages}) + "\n")
+    return harness, chats
+
+
+def test_draws_under_which_the_prompt_does_not_render_are_dropped_and_counted(
+    tmp_path: Path,
+) -> None:
+    harness, chats = _by_position(tmp_path)
+    to_api = RecipeRule("protocol.switch", 0.5, {"target": "api"})
+    drawn = Recipe((RecipeRule("tools.rename", 0.5), to_api), variants_per_harness=4)
+    config = AugmentConfig(recipe=drawn, variants_per_trajectory=2, workers=1)
+    report = augment(open_source(chats, harness=harness), tmp_path / "out", config)
+    assert report.rows == 4 * 3 and report.planner["draws_dropped_unrendered"] == 1
+    assert report.notes == (
+        "1 draw of rules was dropped, and drawn again, as the harness's prompt did "
+        "not render under them: rule 'protocol.switch': made the prompt of harness "
+        "'acme-demo' fail to render: $.prompt.template: template uses an undefined value at "
+        "line 3: list object has no element 4",
+    )
+    assert all(v.harness.protocol.name == "text" for v in read_variants(tmp_path / "out").values())
+
+    always = Recipe((dataclasses.replace(to_api, probability=1.0),), variants_per_harness=4)
+    with pytest.raises(DatasetError) as caught:
+        augment(open_source(chats, harness=harness), tmp_path / "o2", AugmentConfig(recipe=always))
+    assert str(caught.value) == (
+        f"{chats}: row 0 (id 'r0'): planning the variants of its harness: rule "
+        "'protocol.switch': made the prompt of harness 'acme-demo' fail to render: "
+        "$.prompt.template: template uses an undefined value at line 3: list object has no "
+        "element 4; every draw of rules that changed it did (16 dropped), so the recipe gives "
+        "it no variant: leave the rule out of the recipe, or write the template so that it "
+        "renders under it"
+    )
+
+
 @pytest.mark.parametrize("many", [False, True])
 def test_each_rows_sight_is_what_its_events_load_and_fire(livestream_table, many) -> None:
     # by bit masks over the batch's distinct skill and hook ids, or row by row past 63
