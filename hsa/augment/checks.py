@@ -3,9 +3,9 @@
 For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
 
 - ``harness``: ``h'`` is a valid harness document, every parameter name it brings is legal
-  in every call format (``PARAM_NAME``, no Python keyword), and under a text protocol its
-  system prompt shows the tool docs and the call instructions (where ``h``'s did, or ``h`` is
-  under ``api``);
+  in every call format (``PARAM_NAME``, no Python keyword), its system prompt renders (where
+  ``h``'s does), and under a text protocol it shows the tool docs and the call instructions
+  (where ``h``'s did, or ``h`` is under ``api``);
 - ``schema`` (a): every surface call in ``map_events(e, m)`` names a tool of ``h'`` and its
   arguments validate against that tool's schema (JSON Schema 2020-12, local ``$ref``s
   resolved), which still declares every argument the call passes (where the original schema
@@ -75,6 +75,7 @@ from hsa.harness.events import (
 from hsa.harness.identifiers import in_path
 from hsa.harness.model import Harness, Hook, Skill, Tool
 from hsa.harness.parse import parse
+from hsa.harness.prompt import system_prompt
 from hsa.harness.render import as_shown, render, shown_order
 from hsa.harness.validate import declared_properties, document_problems, pattern_matches
 
@@ -819,15 +820,25 @@ _UNSHOWN = {
 
 
 def prompt_problems(original: Harness, h2: Harness) -> list[tuple[str, str]]:
-    """What a model under ``h2``'s text protocol needs and its system prompt does not show
-    (check ``harness``): the tool docs, the call instructions (a prompt template that leaves
-    out its sections shows neither). What ``original``'s own text-protocol prompt does not
-    show either is its author's choice, not the rule's."""
+    """What is wrong with ``h2``'s system prompt (check ``harness``): it does not render where
+    ``original``'s does (planning drops such a draw: ``PromptUnrendered``), or it does not
+    show what a model under ``h2``'s text protocol needs: the tool docs, the call
+    instructions (a prompt template that leaves out its sections shows neither). What
+    ``original``'s own prompt does not render or show either is its author's choice, not the
+    rule's."""
+    try:
+        system_prompt(h2)
+    except HsaError as exc:
+        try:
+            system_prompt(original)
+        except HsaError:
+            return []
+        return [("system prompt", f"does not render, where the original's does: {exc}")]
     try:
         missing = unshown(h2)
         if missing and not original.protocol.is_api:
             missing = [kind for kind in missing if kind not in unshown(original)]
-    except HsaError:  # a prompt that does not render fails the roundtrip check
+    except HsaError:  # (the original's prompt does not render)
         return []
     return [
         ("system prompt", f"under {h2.protocol.label} it does not show {_UNSHOWN[kind]}")

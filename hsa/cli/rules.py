@@ -289,16 +289,15 @@ def check(
 ) -> None:
     """Prove rules task-preserving: a table of rule x check with counts; exit 1 on any failure.
 
-    Checks, per rule, seed and trajectory: the rewritten harness is valid, the parameter
-    names it brings legal in every call format, and the rule left its input as it was and
-    gives the same rewrite again, a plugin's rule in another process too (harness); every
-    call validates
-    against the new schemas (schema); argument values are unchanged except declared enum
-    respellings (values); every hook fires and acts as before, on the renamed tools (hooks);
-    no text still names a renamed tool or skill (names); every skill says what it said,
-    whatever its markup, its parts in any order (skills); parse(render) under the new harness
-    gives the events back and the inverse mapping gives the canonical ones, the order of
-    argument keys included (roundtrip);
+    Checks, per rule, seed and trajectory: the rewritten harness is valid, its prompt
+    renders, the parameter names it brings legal in every call format, and the rule left its
+    input as it was and gives the same rewrite again, a plugin's rule in another process too
+    (harness); every call validates against the new schemas (schema); argument values are
+    unchanged except declared enum respellings (values); every hook fires and acts as
+    before, on the renamed tools (hooks); no text still names a renamed tool or skill
+    (names); every skill says what it said, whatever its markup, its parts in any order
+    (skills); parse(render) under the new harness gives the events back and the inverse
+    mapping gives the canonical ones, the order of argument keys included (roundtrip);
     replaying the inverse-mapped calls gives the same results and score (replay).
     """
     from hsa.augment import all_rules, get_rule

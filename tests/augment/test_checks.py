@@ -732,6 +732,22 @@ def test_a_text_prompt_that_hid_the_tools_before_the_rewrite_is_not_blamed_on_it
     assert report.outcomes["harness"] == PASS
 
 
+def test_a_rewrite_whose_prompt_does_not_render_fails_the_harness_check(harness, events):
+    # planning drops such a draw (PromptUnrendered): the check says why the rule loses it
+    prompt = dataclasses.replace(harness.prompt, template="{{ sections[0] }}\n{{ sections[4] }}")
+    original = harness.replace(protocol=Protocol("text"), prompt=prompt)
+    rewrite, _ = apply_chain(original, [(get_rule("protocol.switch"), {"target": "api"})], seed=0)
+    report = check_rewrite(original, rewrite, events)
+    assert report.outcomes["harness"] == FAIL
+    assert [str(f) for f in report.failures if f.check == "harness"] == [
+        "harness: system prompt: does not render, where the original's does: $.prompt.template: "
+        "template uses an undefined value at line 2: list object has no element 4"
+    ]
+    broken = original.replace(prompt=dataclasses.replace(prompt, template="{{ sections[9] }}"))
+    rewrite, _ = apply_chain(broken, [(get_rule("protocol.switch"), {"target": "api"})], seed=0)
+    assert check_rewrite(broken, rewrite, events).outcomes["harness"] == PASS  # (not the rule's)
+
+
 # --- skills ---
 
 
