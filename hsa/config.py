@@ -29,7 +29,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hsa.errors import HsaError, refuse_unreadable, schema_message
 
@@ -416,6 +416,10 @@ def file_hash(path: Path) -> str:
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _MERGE = "tag:yaml.org,2002:merge"
 _FLOAT = "tag:yaml.org,2002:float"
+#: how many values the aliases of one YAML document may stand for in all, each alias counting
+#: every value of its anchor (aliases in it counted so too): a few hundred bytes of aliases of
+#: aliases (an "alias bomb") stand for billions, which every walk of the value read goes through
+YAML_ALIASED_VALUES = 1_000_000
 #: YAML 1.2's floats with an exponent that YAML 1.1 (PyYAML's rule) reads as text: no dot
 #: (1e-3, 1E5) or no sign in the exponent (1.5e3); its other floats YAML 1.1 reads as floats
 _FLOAT_12 = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$")
@@ -430,12 +434,24 @@ def yaml_loader() -> type:
     exponent is a float as YAML 1.2 and JSON read it (``temperature: 1e-3``), not the text
     YAML 1.1 reads it as. Merge keys (``<<: *defaults``) merge as ``yaml.safe_load`` merges
     them: a key of the mapping's own overrides a merged one; a key given twice in a merged
-    mapping, or ``<<`` given twice, is refused too."""
+    mapping, or ``<<`` given twice, is refused too. An alias inside its own anchor (a value
+    holding itself) is refused, and so are aliases standing for more than
+    ``YAML_ALIASED_VALUES`` values in all (``count_aliased``)."""
     import yaml
 
     base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
     class UniqueKeys(base):
+        def __init__(self, stream: Any) -> None:
+            super().__init__(stream)
+            self._source = stream
+
+        def get_single_node(self) -> Any:
+            # (a text without "&" has no anchor, so no alias: the common case parses once)
+            if not isinstance(self._source, str) or "&" in self._source:
+                count_aliased(yaml.parse(self._source, Loader=base))
+            return super().get_single_node()
+
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             # a mapping is checked once, as written: constructing it flattens its merges into
             # it in place (its own keys beside the merged ones it overrides), and a chain of
@@ -451,7 +467,7 @@ def yaml_loader() -> type:
             constructed on its own, and merging keeps the last of two silently. A mapping's
             own keys override merged ones, as YAML's merge keys say; ``<<`` is itself a key
             given once."""
-            checking.add(id(node))  # (``&a {<<: *a}`` merges itself; checked once a load)
+            checking.add(id(node))  # (a mapping merged in several places: checked once)
             seen: set[Any] = set()
             merges = False
             for key_node, value_node in node.value:
@@ -483,6 +499,57 @@ def yaml_loader() -> type:
     for tag in _NOT_JSON:  # values JSON has no form for: refused where they are written
         UniqueKeys.add_constructor(tag, _not_json)
     return UniqueKeys
+
+
+def count_aliased(events: Iterable[Any]) -> int:
+    """How many values the aliases among a YAML document's parse ``events`` stand for, each
+    counting every value of its anchor (aliases in it included: what the value read holds,
+    a value reached through two aliases counted twice). Raises ``ComposerError`` at the alias
+    that takes the count past ``YAML_ALIASED_VALUES``, or at one inside its own anchor."""
+    import yaml
+
+    sizes: dict[str, int] = {}  # the values of each anchor closed so far
+    open_: list[tuple[str | None, int]] = []  # each collection not closed: anchor, count before
+    reached = aliased = 0
+    for event in events:
+        if isinstance(event, yaml.AliasEvent):
+            name = str(event.anchor)
+            size = sizes.get(name)
+            if size is None and any(anchor == name for anchor, _ in open_):
+                _refuse_alias(
+                    f"the alias *{name} is inside its own anchor &{name} (a value cannot hold "
+                    "itself)",
+                    event,
+                )
+            if size is None:
+                continue  # an undefined alias: the composer's error
+            reached += size
+            aliased += size
+            if aliased > YAML_ALIASED_VALUES:
+                _refuse_alias(
+                    f"the alias *{name} takes the values aliases repeat past "
+                    f"{YAML_ALIASED_VALUES:,} (an alias repeats every value of its anchor, those "
+                    "of the aliases in it included: an alias bomb?); use fewer aliases",
+                    event,
+                )
+        elif isinstance(event, yaml.ScalarEvent):
+            reached += 1
+            if event.anchor is not None:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            open_.append((event.anchor, reached))
+            reached += 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, before = open_.pop()
+            if anchor is not None:
+                sizes[anchor] = reached - before
+    return aliased
+
+
+def _refuse_alias(problem: str, alias: Any) -> NoReturn:
+    import yaml
+
+    raise yaml.composer.ComposerError(None, None, problem, alias.start_mark)
 
 
 def yaml_12_floats(resolver: Any) -> None:
@@ -549,11 +616,12 @@ def keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
-def loads_written_json(text: str) -> Any:
-    """A JSON document a person wrote (a tools file): a byte order mark at its start (as
-    editors save it) skipped, a key given twice refused (``keys_once``). Raises
+def loads_written_json(text: str, **options: Any) -> Any:
+    """A JSON document a person wrote (a tools file, a command line's JSON option): a byte
+    order mark at its start (as editors save it) skipped, a key given twice refused
+    (``keys_once``); ``options``: ``json.loads``'s others (``parse_constant``). Raises
     ``json.JSONDecodeError`` or ``KeyGivenTwice``."""
-    return json.loads(text.removeprefix("\ufeff"), object_pairs_hook=keys_once)
+    return json.loads(text.removeprefix("\ufeff"), object_pairs_hook=keys_once, **options)
 
 
 def read_yaml(path: str | Path, *, error: type[HsaError]) -> Any:

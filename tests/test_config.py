@@ -407,7 +407,6 @@ def test_yaml_reads_merge_keys_and_still_refuses_a_key_given_twice() -> None:
     for twice, key in merged_twice.items():
         with pytest.raises(ConfigError, match=f"the key '{key}' is given twice"):
             loads_yaml(twice, error=ConfigError)
-    assert loads_yaml("a: &a {<<: *a, p: 1}\n", error=ConfigError) == {"a": {"p": 1}}
     # a chain of merges whose middle overrides what it merged is YAML's, and no key twice: read
     # as PyYAML reads it (which of the two a leaf gets differs between PyYAML 6.0.3 and 6.0.4)
     for chain in (
@@ -418,6 +417,63 @@ def test_yaml_reads_merge_keys_and_still_refuses_a_key_given_twice() -> None:
     with pytest.raises(ConfigError, match="expected a mapping or list of mappings") as err:
         loads_yaml("a: {<<: 5}\n", error=ConfigError)
     assert err.value.where == "line 1"
+
+
+def alias_bomb(levels: int, indent: str = "") -> str:
+    """YAML whose line ``i + 1`` holds ``a{i}``: nine aliases of ``a{i-1}`` (9**levels values)."""
+    lines = [f"a0: &a0 [{', '.join(['lol'] * 9)}]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "".join(f"{indent}{line}\n" for line in lines)
+
+
+def test_yaml_aliases_standing_for_too_many_values_are_refused_at_the_alias() -> None:
+    # a 7-level bomb (1,443 bytes of harness.yaml) read as shared lists, then every walk of
+    # the value read went through its 4.8 million values: 13 s and 572 MB (10 levels: 19 GB)
+    with pytest.raises(ConfigError, match=r"the alias \*a5 takes the values aliases repeat") as err:
+        loads_yaml(alias_bomb(7), error=ConfigError, file="h.yaml")
+    assert (err.value.file, err.value.where) == ("h.yaml", "line 7")
+    assert "past 1,000,000" in err.value.message
+
+
+def test_yaml_aliases_are_counted_as_often_as_they_are_reached(monkeypatch) -> None:
+    from hsa import config
+
+    def count(text: str) -> int:
+        return config.count_aliased(yaml.parse(text, Loader=yaml.SafeLoader))
+
+    assert count("a: 1\nb: [1, {c: 2}]\n") == 0
+    # each alias of a: the list, 1, the mapping, c and 2
+    assert count("a: &a [1, {c: 2}]\nb: *a\nc: [*a, *a]\n") == 3 * 5
+    assert count("a: &a [x]\nb: &b [*a, *a]\nc: [*b, *b]\n") == 2 * 2 + 2 * (1 + 2 * 2)
+    assert count("d: &d {p: 1}\ne: {<<: *d, q: 2}\n") == 3
+    sizes = [10]  # a0's list and its nine values; then each list and its nine aliases
+    for _ in range(5):
+        sizes.append(1 + 9 * sizes[-1])
+    assert count(alias_bomb(6)) == 9 * sum(sizes[:-1]) == 672_588
+    # up to the cap read, one value past it refused
+    text = "a: &a [x, y]\nb: [*a, *a, *a]\n"  # 9 values repeated
+    monkeypatch.setattr(config, "YAML_ALIASED_VALUES", 9)
+    assert loads_yaml(text, error=ConfigError)["b"] == [["x", "y"]] * 3
+    monkeypatch.setattr(config, "YAML_ALIASED_VALUES", 8)
+    with pytest.raises(ConfigError, match=r"the alias \*a takes .* past 8 ") as err:
+        loads_yaml(text, error=ConfigError)
+    assert err.value.where == "line 2"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &a [1, *a]\n",
+        "a: &a\n  b: [1]\n  c: *a\n",
+        "a: &a {<<: *a, p: 1}\n",  # a mapping merged into itself
+        "a: &a {p: 1, q: {<<: [*a]}}\n",
+    ],
+)
+def test_a_yaml_alias_inside_its_own_anchor_is_refused_at_its_line(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"the alias \*a is inside its own anchor &a") as err:
+        loads_yaml("x: 1\n" + text, error=ConfigError, file="c.yaml")
+    line = 2 + next(i for i, each in enumerate(text.splitlines()) if "*a" in each)
+    assert (err.value.file, err.value.where) == ("c.yaml", f"line {line}")
 
 
 def _openai_teach(**settings: Any) -> TeachConfig:

@@ -185,25 +185,19 @@ class ExperimentConfig:
 _TIER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-def _non_string_key(
-    value: Any, where: str, inside: frozenset[int] = frozenset()
-) -> tuple[str, Any] | None:
+def _non_string_key(value: Any, where: str) -> tuple[str, Any] | None:
     """The first key in ``value`` (at ``where``) that is not a string, and where its mapping
-    is: the config's hash is its JSON text, whose keys are strings. A value that holds itself
-    (a YAML alias inside its own anchor) is not looked into again: the checks after this one
-    name it (``inside``: the containers ``value`` is in)."""
-    if id(value) in inside:
-        return None
+    is: the config's hash is its JSON text, whose keys are strings. (A value that holds
+    itself, a YAML alias inside its own anchor, is refused where the file is read.)"""
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
                 return where, key
-            found = _non_string_key(item, f"{where}.{key}", inside | {id(value)})
-            if found is not None:
+            if (found := _non_string_key(item, f"{where}.{key}")) is not None:
                 return found
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            if (found := _non_string_key(item, f"{where}[{i}]", inside | {id(value)})) is not None:
+            if (found := _non_string_key(item, f"{where}[{i}]")) is not None:
                 return found
     return None
 

@@ -191,6 +191,19 @@ def test_skill_md_with_broken_yaml(tmp_path):
     assert "front matter is not valid YAML" in line
 
 
+def test_yaml_aliases_standing_for_too_many_values_are_one_error(tmp_path, capsys):
+    # 1,443 bytes of harness.yaml held 4.8 million values (13 s, 572 MB; 10 levels: 19 GB)
+    save_harness(shop(), tmp_path / "shop")
+    manifest = tmp_path / "shop" / "harness.yaml"
+    lines = ["a0: &a0 [" + ", ".join(["lol"] * 9) + "]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 7)]
+    text = manifest.read_text() + "metadata:\n" + "".join(f"  {line}\n" for line in lines)
+    manifest.write_text(text)
+    line = one_error(cli(capsys, "harness", "validate", str(tmp_path / "shop")))
+    at = text.count("\n")  # the last, a6's: its aliases of a5 take it past the cap
+    assert line.startswith(f"hsa: error: {manifest}: line {at}: invalid YAML: the alias *a5 ")
+
+
 def test_ref_cycle(tmp_path):
     # a list of itself is a recursive type, and valid; a schema that is itself is not
     params = {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}},

@@ -180,14 +180,16 @@ def test_a_key_yaml_reads_as_a_number_or_boolean_is_refused_naming_it(changes, w
     assert found.value.where == where
 
 
-def test_a_list_that_holds_itself_is_named_by_the_check_of_its_key(tmp_path):
-    # a YAML alias inside its own anchor: the key check does not loop, the seeds check names it
+def test_a_list_that_holds_itself_is_refused_naming_the_file_and_line_of_its_alias(tmp_path):
+    # a YAML alias inside its own anchor: refused as the file is read (the key check, walking
+    # the value, would loop), naming the alias's line
     path = tmp_path / "exp.yaml"
     text = yaml.safe_dump({k: v for k, v in TINY.items() if k != "seeds"})
-    path.write_text("seeds: &s [0, *s]\n" + text)
-    with pytest.raises(ExperimentError) as found:
+    path.write_text(text + "seeds: &s [0, *s]\n")
+    with pytest.raises(ExperimentError, match=r"the alias \*s is inside its own anchor") as found:
         load_config(path)
-    assert found.value.where == "$.seeds" and found.value.file == str(path)
+    where = f"line {text.count(chr(10)) + 1}"
+    assert found.value.where == where and found.value.file == str(path)
 
 
 def test_a_missing_or_broken_file_is_one_error(tmp_path):

@@ -315,6 +315,7 @@ def test_front_matter_values_of_other_types_are_written_with_their_tag():
             "metadata:\n  levels: [{!!int 2: two}]",
             r"front matter key 2 under 'metadata' is not a",
         ),
+        ("metadata: &m {tags: [a, *m]}", r"the alias \*m is inside its own anchor &m"),
     ],
 )
 def test_front_matter_no_json_value_holds_is_refused_at_its_line(front, reason):
@@ -322,6 +323,16 @@ def test_front_matter_no_json_value_holds_is_refused_at_its_line(front, reason):
     with pytest.raises(HsaError, match=reason) as err:
         parse_skill_md(text, skill_id="a", file="SKILL.md")
     assert err.value.where == "line 4"
+
+
+def test_front_matter_aliases_standing_for_too_many_values_are_refused_at_the_alias():
+    # nine aliases of nine aliases ... (7 levels, 4.8 million values) in a few hundred bytes
+    lines = ["a0: &a0 [" + ", ".join(["lol"] * 9) + "]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 7)]
+    text = "---\nname: a\ndescription: d.\n" + "\n".join(lines) + "\n---\nBody\n"
+    with pytest.raises(HsaError, match=r"the alias \*a5 takes the values aliases repeat") as err:
+        parse_skill_md(text, skill_id="a", file="SKILL.md")
+    assert err.value.where == "line 10"
 
 
 def test_cli_import_then_validate_round_trips(external, tmp_path):
