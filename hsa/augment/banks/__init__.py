@@ -11,15 +11,17 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
+from hsa.config import loads_yaml
+from hsa.errors import HsaError
 from hsa.harness.model import Skill, Tool
 
 
 @cache
 def _read(name: str) -> Any:
     text = resources.files("hsa.augment.banks").joinpath(name).read_text("utf-8")
-    return json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
+    if name.endswith(".json"):
+        return json.loads(text)
+    return loads_yaml(text, error=HsaError, file=name)
 
 
 @cache
