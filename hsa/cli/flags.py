@@ -48,20 +48,23 @@ class UserPath(click.Path):
 
 
 class JsonObject(click.ParamType):
-    """A JSON object given as text (``'{"enable_thinking": false}'``)."""
+    """A JSON object given as text (``'{"enable_thinking": false}'``); a key given twice is
+    refused (JSON readers keep the last without a word)."""
 
     name = "JSON"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         if isinstance(value, dict):
             return value
-        import json
+        from hsa.config import KeyGivenTwice, loads_written_json
 
         def refuse(text: str) -> Any:
             raise ValueError(text)
 
         try:
-            found = json.loads(value, parse_constant=refuse)
+            found = loads_written_json(value, parse_constant=refuse)
+        except KeyGivenTwice as exc:
+            self.fail(str(exc), param, ctx)
         except (RecursionError, ValueError) as exc:
             from hsa.errors import unreadable
 

@@ -69,10 +69,17 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 def _params(text: str | None) -> dict | None:
     if text is None:
         return None
+    from hsa.config import KeyGivenTwice, loads_written_json
+    from hsa.errors import unreadable
+
     try:
-        value = json.loads(text)
+        value = loads_written_json(text)  # a key given twice refused, not the last kept
     except json.JSONDecodeError as exc:
         fail(f"--params: not JSON: {exc.msg}")
+    except KeyGivenTwice as exc:
+        fail(f"--params: {exc}")
+    except (RecursionError, ValueError) as exc:
+        fail(f"--params: {unreadable(exc) or exc}")
     if not isinstance(value, dict):
         fail("--params: must be a JSON object")
     return value

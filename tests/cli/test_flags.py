@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from hsa.cli import app
-from hsa.cli.flags import Setting
+from hsa.cli.flags import JsonObject, Setting
 from hsa.config import cli_help, default_of, settings_of
 
 COMMANDS = ["augment", "build", "teach", "eval run"]
@@ -114,3 +114,13 @@ def test_a_tilde_in_out_is_the_home_folder(tmp_path, monkeypatch):
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (home / "teach" / "teach.json").is_file() and not (tmp_path / "~").exists()
+
+
+def test_a_json_flag_refuses_a_key_given_twice_naming_the_flag():
+    # '{"a": 1, "a": 2}' was {"a": 2}: the first value dropped without a word
+    flag = click.Option(["--chat-template-kwargs"], type=JsonObject())
+    assert JsonObject().convert('{"a": 1, "b": {"a": 2}}', flag, None) == {"a": 1, "b": {"a": 2}}
+    for text in ('{"a": 1, "a": 2}', '{"b": {"a": 1, "a": 1}}'):
+        with pytest.raises(click.BadParameter, match="the key 'a' is given twice") as err:
+            JsonObject().convert(text, flag, None)
+        assert "'--chat-template-kwargs'" in err.value.format_message()

@@ -241,6 +241,28 @@ def test_check_refuses_invalid_params_up_front():
     assert preview.returncode == 1 and preview.stderr == out.stderr
 
 
+def test_params_giving_a_key_twice_are_refused_naming_the_option():
+    # '{"fraction": 1, "fraction": 0}' previewed and checked fraction 0, the 1 dropped unsaid
+    twice = '{"style": "camel", "fraction": 1, "fraction": 0}'
+    check = hsa("rules", "check", "--rule", "tools.rename", "--params", twice, "--limit", "1")
+    preview = hsa("rules", "preview", "tools.rename", "--harness", str(DEMO), "--params", twice)
+    for out in (check, preview):
+        assert out.returncode == 1 and out.stdout == ""
+        assert out.stderr.splitlines() == [
+            "hsa: error: --params: the key 'fraction' is given twice in one object (JSON readers "
+            "keep only the last, dropping the other without a word): keep one"
+        ]
+
+
+def test_params_past_what_python_reads_are_one_line():
+    # an integer of 5,000 digits was a ValueError's traceback
+    from hsa.cli.rules import _params
+    from hsa.errors import HsaError
+
+    with pytest.raises(HsaError, match=r"^--params: an integer of more than 4,300 digits"):
+        _params('{"fraction": 1' + "0" * 5000 + "}")
+
+
 BROKEN = '''
     """Deliberately broken rules, found through an hsa.rules entry point."""
     import dataclasses
