@@ -32,7 +32,7 @@ from hsa.augment.planner import Variant
 from hsa.augment.recipe import Recipe
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.envs.base import SPLITS, Environment, Task
-from hsa.errors import HsaError, TrainError
+from hsa.errors import HsaError, TrainError, first_line
 from hsa.harness.files import write_atomic
 from hsa.harness.model import call_format_problem
 from hsa.harness.render import render
@@ -719,7 +719,15 @@ def train_rl(
     tokenizer = load_tokenizer(start)
     # the template the episodes are rendered with (PolicyBackend), checked before the model
     # loads: a variant under the api protocol renders its calls and tools through it
-    template = get_training_chat_template(tokenizer)
+    try:
+        template = get_training_chat_template(tokenizer)
+    except ValueError as exc:  # neither marked for training nor one TRL knows how to mark
+        raise TrainError(
+            f"its chat template is no training template and TRL cannot make one of it "
+            f"({first_line(exc)}): give the model a prefix-preserving chat template with "
+            "{% generation %} markers",
+            file=start,
+        ) from None
     if any(p.variant.harness.protocol.is_api for p in prompts):
         swapped = "the training template TRL swaps in for " if template is not None else ""
         check_renders_tools(tokenizer, template, named=f"{swapped}its chat template", file=start)

@@ -619,3 +619,22 @@ def test_a_log_an_older_hsa_numbered_from_0_is_resumed_by_the_steps_it_holds(tmp
     rollouts.resume(2)
     assert rollouts.episodes == 4 and len(rollouts.by_family["tools"]) == 4
     assert [json.loads(t)["step"] for t in log.read_text().splitlines()] == [1, 1, 2, 2]
+
+
+def test_a_template_trl_cannot_make_a_training_template_of_is_one_error(env, tmp_path, monkeypatch):
+    # no {% generation %} markers and not one of the templates TRL patches: TRL raises
+    # ValueError, which reached the user as a traceback
+    tokenizer = qwen_tokenizer([t.turns[0] for t in env.tasks("train")[:5]], vocab_size=300)
+    tokenizer.chat_template = NO_TOOLS_TEMPLATE.replace("{% generation %}", "").replace(
+        "{% endgeneration %}", ""
+    )
+    tokenizer.save_pretrained(tmp_path / "model")
+    qwen_model(tokenizer).config.save_pretrained(tmp_path / "model")  # (never loaded)
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", _no_model)
+    hsa = {"model": str(tmp_path / "model"), "tasks": 2, "variants_per_task": 0}
+    settings = {"hsa": hsa, "num_generations": 2, "per_device_train_batch_size": 2}
+    with pytest.raises(TrainError) as refused:
+        train_rl({**settings, "max_steps": 1, "save_strategy": "no"}, tmp_path / "out", env=env)
+    assert refused.value.file == str(tmp_path / "model")
+    assert "training template" in refused.value.message
+    assert not (tmp_path / "out").exists()
