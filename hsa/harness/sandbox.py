@@ -14,6 +14,9 @@ Templates come from harness files, which may be untrusted. Jinja2's
 - work: loop iterations and calls together are at most ``MAX_STEPS`` per render, so nested loops
   and recursive macros cannot spin; ``range`` yields at most ``MAX_RANGE`` items.
 
+Text without template syntax (``_plain``: a corpus's system message) is no template: it is not
+compiled and renders as itself, so none of these caps applies to it, whatever its length.
+
 Amplifying operations are never folded at compile time (Jinja would otherwise evaluate
 ``'x' * 10**9`` while compiling): ``*``, ``**``, ``+`` and ``%`` are intercepted operators,
 ``~`` is compiled to a checked call and filters are marked to run only at render time.
@@ -377,14 +380,17 @@ def _compile(source: str) -> jinja2.Template:
 
 
 def check_template(source: str, *, where: str = "template") -> None:
-    """Raise ``TemplateError`` unless ``source`` is a size-capped, syntactically valid template."""
+    """Raise ``TemplateError`` unless ``source`` is a size-capped, syntactically valid template.
+
+    Text without template syntax (``_plain``) is never compiled, so its length is not capped:
+    a corpus's long system message is data, read and written whatever its length."""
+    if _plain(source):
+        return
     if len(source) > MAX_TEMPLATE_CHARS:
         raise TemplateError(
             f"template is {len(source):,} characters; the limit is {MAX_TEMPLATE_CHARS:,}",
             where=where,
         )
-    if _plain(source):
-        return
     try:
         _compile(source)
     except jinja2.TemplateSyntaxError as exc:
@@ -401,13 +407,18 @@ def _plain(source: str) -> bool:
 def render_template(source: str, context: Mapping[str, Any], *, where: str = "template") -> str:
     """Render ``source`` in the capped sandbox; unsafe access or oversize output is an error.
 
-    Text only (``_plain``, and no ``\r`` for Jinja to turn into ``\n``) renders as itself
-    without a compiled template: a corpus whose every conversation has its own system message
-    would otherwise compile each one, the cache of compiled templates never hit."""
+    Text only (``_plain``) renders as itself, its line breaks made ``\n`` as Jinja makes
+    them, without a compiled template and whatever its length: a corpus whose every
+    conversation has its own system message would otherwise compile each one, the cache of
+    compiled templates never hit."""
     check_template(source, where=where)
-    if _plain(source) and "\r" not in source:
-        return source
+    if _plain(source):
+        return _LINE_BREAK.sub("\n", source) if "\r" in source else source
     return _render(source, context, where)
+
+
+#: a line break as Jinja's lexer reads one (``jinja2.lexer.newline_re``)
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def _render(source: str, context: Mapping[str, Any], where: str) -> str:

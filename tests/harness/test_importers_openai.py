@@ -26,6 +26,7 @@ from hsa.harness import (
 from hsa.harness.importers import detect_format, import_source, write_import
 from hsa.harness.model import Hook, Protocol, Skill, Tool
 from hsa.harness.parse import parse
+from hsa.harness.prompt import system_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "chat" / "support.jsonl"
@@ -1408,3 +1409,28 @@ def test_a_message_that_reads_as_two_hooks_leaves_its_row_out_and_is_said(tmp_pa
     notes = "\n".join(result.notes)
     assert "2 row(s) left out: a message that reads as the firings of two hooks" in notes
     assert "line(s) 2, 3" in notes
+
+
+def test_a_system_message_over_the_template_limit_is_kept_or_its_row_left_out(tmp_path):
+    # one row's 1.2M-character system message stopped the whole import ("template is
+    # 1,222,000 characters; the limit is 1,000,000"): text without template syntax is no
+    # template and is kept whatever its length; one that must be written as a template
+    # (CRLF, or '{{' in it) and is over the limit leaves its row out, not the file
+    plain = "Policy line about orders. " * 47_000
+    crlf = "Policy line about orders.\r\n" * 47_000
+    chat = ({"role": "user", "content": "hi"}, {"role": "assistant", "content": "done"})
+    rows = [
+        _row({"role": "system", "content": plain}, *chat),
+        _row({"role": "system", "content": crlf}, *chat),
+        _row({"role": "system", "content": "small"}, *chat),
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_source(path)
+    assert [t.metadata["line"] for t in result.trajectories] == [1, 3]
+    assert system_prompt(result.harnesses[0]) == plain
+    assert any(
+        n.startswith("1 row(s) left out: a system message that, as a prompt section")
+        and n.endswith("line(s) 2")
+        for n in result.notes
+    ), result.notes

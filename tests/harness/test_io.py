@@ -502,7 +502,7 @@ def test_huge_template_is_refused_before_it_is_read(tmp_path):
 
 def test_template_over_the_cap_but_under_the_read_limit(tmp_path):
     root = _write(tmp_path, "id: x\nprompt:\n  template_file: prompt.md.j2\n")
-    (root / "prompt.md.j2").write_text("y" * (MAX_TEMPLATE_CHARS + 1))
+    (root / "prompt.md.j2").write_text("{{ harness_id }}" + "y" * MAX_TEMPLATE_CHARS)
     file, _, message = _one(problems(root))
     assert file == str(root / "prompt.md.j2") and "limit" in message
 

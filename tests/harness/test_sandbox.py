@@ -172,6 +172,15 @@ def test_output_just_under_the_cap_renders() -> None:
     assert len(render_template("{{ 'x' * n }}", {"n": MAX_OUTPUT_CHARS})) == MAX_OUTPUT_CHARS
 
 
+def test_text_without_template_syntax_is_no_template_whatever_its_length() -> None:
+    # a corpus's 1.2M-character system message was refused as a template over the limit
+    text = "Policy line about orders.\r\n" * 100_000  # over the source and output caps
+    assert len(text) > MAX_OUTPUT_CHARS > MAX_TEMPLATE_CHARS
+    check_template(text)
+    assert render_template(text, {}) == text.replace("\r\n", "\n")  # as Jinja reads lines
+    assert render_template("a\rb\r\n", {}) == "a\nb\n"
+
+
 def test_syntax_errors_name_the_line() -> None:
     with pytest.raises(TemplateError, match=r"syntax error at line 2: .*endfor") as err:
         check_template("ok\n{% for x in y %}", where="$.prompt.template")

@@ -178,7 +178,7 @@ CASES = [
         "template syntax error",
     ),
     (
-        lambda d: d["prompt"].update(template="x" * 1_000_001),
+        lambda d: d["prompt"].update(template="{{ harness_id }}" + "x" * 1_000_000),
         "$.prompt.template",
         "the limit is 1,000,000",
     ),

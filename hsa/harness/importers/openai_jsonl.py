@@ -19,7 +19,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hsa.errors import HsaError, ImportFormatError, ProtocolError, first_few, refuse_unreadable
+from hsa.errors import (
+    HsaError,
+    ImportFormatError,
+    ProtocolError,
+    TemplateError,
+    first_few,
+    refuse_unreadable,
+)
 from hsa.harness.arguments import checker_of
 from hsa.harness.events import (
     AssistantMessage,
@@ -50,6 +57,7 @@ from hsa.harness.parse import READ_AS, call_like, match_hook, split_tool_hooks
 from hsa.harness.prompt import surface_tools, system_prompt
 from hsa.harness.protocols import CALL_FORMATS
 from hsa.harness.protocols.hermes import read_json
+from hsa.harness.sandbox import MAX_TEMPLATE_CHARS, check_template
 from hsa.harness.toolformats import (
     DuplicateToolName,
     ToolPlace,
@@ -283,6 +291,10 @@ LEFT_OUT = {
     "1e400, that JSON readers read as an infinity, which no dataset row can hold)",
     "duplicate_tools": "two tools of one name in the row's tools (a call could not say which "
     "it calls)",
+    "long_system": "a system message that, as a prompt section (its '{{', '{%', '{#' and "
+    f"carriage returns written as template expressions), is over {MAX_TEMPLATE_CHARS:,} "
+    "characters, the limit of a prompt template (a system message without them is never "
+    "refused for its length)",
     "hooks_alike": "a message that reads as the firings of two hooks of the harness (given with "
     "--harness or a build's source.harness; the payload makes their wordings meet), so which "
     "of them fired cannot be told",
@@ -718,8 +730,8 @@ def _group_harness(
 ) -> tuple[Harness, list[ToolPlace]]:
     """The harness of rows with the tools ``tools_doc`` (listed under ``key``) and leading
     ``system`` message, and where each of its tools is in ``tools_doc`` (``_in_row``: in a
-    row); the row is left out (``_LeftOut``) when two of its tools share a name or a schema
-    holds an integer beyond 64 bits."""
+    row); the row is left out (``_LeftOut``) when two of its tools share a name, a schema
+    holds an integer beyond 64 bits or the system message is too long a template."""
     bad = unwritable(tools_doc, "$") if tools_doc is not None else None
     if bad is not None and bad[1] == WIDE_INTEGER:
         raise _LeftOut("wide_integer")
@@ -734,6 +746,11 @@ def _group_harness(
             exc.message, file=str(path), where=f"{where}: $.{key}{inside}"
         ) from None
     leading = (system_section(system),) if system else ()
+    if leading:
+        try:
+            check_template(leading[0].body)
+        except TemplateError:  # (a literal template is valid: only its length is refused)
+            raise _LeftOut("long_system") from None
     metadata: dict[str, Any] = {"source": path.name}
     if name_map:
         metadata["name_map"] = name_map
