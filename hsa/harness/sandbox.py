@@ -11,11 +11,25 @@ Templates come from harness files, which may be untrusted. Jinja2's
   elements of a list or dict counted with repeats, shared references included): ``*``, ``+``,
   ``~``, ``%``, ``**``, ``str.format``, string methods and filters check their inputs before
   they run and their results after; widths and precisions are at most ``MAX_WIDTH``;
-- work: loop iterations and calls together are at most ``MAX_STEPS`` per render, so nested loops
-  and recursive macros cannot spin; ``range`` yields at most ``MAX_RANGE`` items.
+- steps: loop iterations and calls together are at most ``MAX_STEPS`` per render, so nested
+  loops and recursive macros cannot spin; ``range`` yields at most ``MAX_RANGE`` items;
+- work: at most ``MAX_WORK`` units per render (deterministic, no clock). Each filter, test,
+  method call, ``*``, ``+``, ``%``, ``**``, ``~``, slice, comparison and printed value costs
+  the size of the values it reads and makes (every measure of a value is charged: a character
+  1 unit, an element of a list or dict ``ITEM_WORK``), and each loop iteration, loop filter
+  and macro call costs ``ITEM_WORK`` for each template node it runs: neither a few costly
+  operations (sorting a list of a million items) nor many cheap ones in loops keep a render
+  going for more than seconds;
+- memory: the values a render makes (the results of ``*``, ``+``, ``~``, ``%``, ``**``,
+  ``str.format``, filters, methods and slices) add up to at most ``MAX_MADE`` characters or
+  items, kept or not, so many large values cannot pile up.
 
-Text without template syntax (``_plain``: a corpus's system message) is no template: it is not
-compiled and renders as itself, so none of these caps applies to it, whatever its length.
+Building and printing the largest output allowed (``{{ 'x' * 2000000 }}``) takes a fifth of
+``MAX_WORK``; the templates of the
+bundled harnesses, the examples and the imported corpora (Agent Skills, tau2, BFCL, chat
+files) take far less. Text without template syntax (``_plain``: a corpus's system message) is
+no template: it is not compiled and renders as itself, so none of these caps applies to it,
+whatever its length.
 
 Amplifying operations are never folded at compile time (Jinja would otherwise evaluate
 ``'x' * 10**9`` while compiling): ``*``, ``**``, ``+`` and ``%`` are intercepted operators,
@@ -34,6 +48,7 @@ from typing import Any
 
 import jinja2
 from jinja2 import nodes
+from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter, SecurityError
 from jinja2.utils import pass_context
 from jinja2.visitor import NodeTransformer
@@ -48,25 +63,82 @@ MAX_STEPS = 100_000
 MAX_RANGE = 10_000
 #: integers above this many bits are refused (their decimal form is also too long to print)
 MAX_INT_BITS = 100_000
+#: units of work (sizes read and made, template nodes run) one render may do
+MAX_WORK = 10 * MAX_VALUE_SIZE
+#: units of work an element of a list or dict, or a template node run, costs (Python code runs
+#: per element or node; per character, C code does), where a character costs 1
+ITEM_WORK = 10
+#: characters or items of the values one render may make, in all
+MAX_MADE = 5 * MAX_VALUE_SIZE
 
-_steps: ContextVar[list[int] | None] = ContextVar("hsa_template_steps", default=None)
+
+class _Budget:
+    """What the render under way has spent of its steps, work and values made."""
+
+    __slots__ = ("made", "steps", "work")
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.work = 0
+        self.made = 0
+
+
+_budget: ContextVar[_Budget | None] = ContextVar("hsa_template_budget", default=None)
 
 
 def _step(count: int = 1) -> None:
-    counter = _steps.get()
-    if counter is None:
+    budget = _budget.get()
+    if budget is None:
         return
-    counter[0] += count
-    if counter[0] > MAX_STEPS:
+    budget.steps += count
+    if budget.steps > MAX_STEPS:
         raise SecurityError(
             f"the template did more than {MAX_STEPS:,} loop iterations and calls; "
             "simplify its loops or macros"
         )
 
 
+def _work(units: int) -> None:
+    budget = _budget.get()
+    if budget is None:
+        return
+    budget.work += units
+    if budget.work > MAX_WORK:
+        raise SecurityError(
+            f"the template did more than {MAX_WORK:,} units of work (the sizes of the values "
+            "its operations read and make, and the template it runs in loops and macros); "
+            "simplify what it computes"
+        )
+
+
+def _made(value: Any, *inputs: Any) -> None:
+    """Count ``value``, the result of an operation, against the render's values made (unless
+    it is one of the operation's ``inputs``, given back: nothing new)."""
+    for given in inputs:
+        if value is given:
+            return
+    size = _size(value)
+    budget = _budget.get()
+    if budget is None:
+        return
+    budget.made += size
+    if budget.made > MAX_MADE:
+        raise SecurityError(
+            f"the template made values of more than {MAX_MADE:,} characters or items in all; "
+            "simplify what it computes"
+        )
+
+
+_TEXT = {str}
+
+
 def _size(value: Any, limit: int = MAX_VALUE_SIZE) -> int:
-    """Size of ``value`` (see the module docstring), raising once it passes ``limit``."""
+    """Size of ``value`` (see the module docstring), raising once it passes ``limit``; the
+    size measured is charged to the render's work, each element of a list or dict as
+    ``ITEM_WORK`` (a filter or method runs Python code per element: ``sort``'s key,
+    ``map``, ``select``; per character, it runs C)."""
     total = 0
+    items = 0  # elements of lists and dicts, among ``total``
     stack = [value]
     while stack:
         item = stack.pop()
@@ -74,10 +146,16 @@ def _size(value: Any, limit: int = MAX_VALUE_SIZE) -> int:
             total += len(item)
         elif isinstance(item, list | tuple | set | frozenset):
             total += len(item) + 1
-            if total <= limit:
+            items += len(item) + 1
+            if total > limit:
+                pass
+            elif len(item) > 64 and set(map(type, item)) <= _TEXT:  # measured in C
+                total += sum(map(len, item))
+            else:
                 stack.extend(item)
         elif isinstance(item, Mapping):
             total += len(item) + 1
+            items += len(item) + 1
             if total <= limit:
                 stack.extend(item.keys())
                 stack.extend(item.values())
@@ -86,7 +164,9 @@ def _size(value: Any, limit: int = MAX_VALUE_SIZE) -> int:
         else:
             total += 1
         if total > limit:
+            _work(total + (ITEM_WORK - 1) * items)
             raise SecurityError(f"a value would exceed {limit:,} characters or items")
+    _work(total + (ITEM_WORK - 1) * items)
     return total
 
 
@@ -148,6 +228,7 @@ class _CappedFormatter(SandboxedFormatter):
             if number:
                 _check_width(int(number))
         text = super().format_field(value, format_spec)
+        _work(len(text))
         self._written += len(text)
         if self._written > MAX_VALUE_SIZE:
             raise SecurityError(f"formatting would exceed {MAX_VALUE_SIZE:,} characters")
@@ -235,7 +316,8 @@ _FILTER_CHECKS: dict[str, Callable[[tuple, dict], tuple]] = {
 
 
 def _guard_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` with its inputs and result checked, and marked to never run at compile time."""
+    """``fn`` with its inputs and result checked and charged, and marked to never run at
+    compile time."""
     # What Jinja would pass first (``pass_context`` and friends set ``jinja_pass_arg``).
     passes = getattr(getattr(fn, "jinja_pass_arg", None), "name", None)
     check = _FILTER_CHECKS.get(name)
@@ -247,6 +329,7 @@ def _guard_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         if args:
             args = (_materialize(args[0]), *args[1:])
             _size(args[0])
+            _charge_arguments(args[1:], kwargs)
             if check is not None:
                 args = check(args, kwargs)
         if passes == "context":
@@ -256,10 +339,40 @@ def _guard_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         elif passes == "environment":
             args = (context.environment, *args)
         result = fn(*args, **kwargs)
-        _size(result)
+        _made(result, *args)
         return result
 
     return guarded
+
+
+def _guard_test(fn: Any) -> Callable[..., Any]:
+    """Test ``fn`` with its inputs charged (``x is in big_list`` reads all of it), and marked
+    to never run at compile time. Its value is not materialized: ``is sequence`` must see a
+    generator as one."""
+    passes = getattr(getattr(fn, "jinja_pass_arg", None), "name", None)
+
+    @pass_context
+    @functools.wraps(fn)
+    def guarded(context: jinja2.runtime.Context, *args: Any, **kwargs: Any) -> Any:
+        _charge_arguments(args, kwargs)
+        if passes == "context":
+            args = (context, *args)
+        elif passes == "eval_context":
+            args = (context.eval_ctx, *args)
+        elif passes == "environment":
+            args = (context.environment, *args)
+        return fn(*args, **kwargs)
+
+    return guarded
+
+
+def _charge_arguments(args: tuple, kwargs: dict) -> None:
+    """Charge the sizes of an operation's arguments to the render's work (each value is
+    capped where it is made)."""
+    for arg in args:
+        _size(arg, MAX_WORK)
+    for arg in kwargs.values():
+        _size(arg, MAX_WORK)
 
 
 def _checked_range(*args: int) -> range:
@@ -270,9 +383,13 @@ def _checked_range(*args: int) -> range:
 
 
 def _finalize(value: Any) -> Any:
-    """Applied to every ``{{ expression }}`` before it is printed."""
+    """Applied to every ``{{ expression }}`` before it is printed (its size is charged)."""
     _size(value)
     return value
+
+
+#: the values whose methods read them (and their arguments) in full, at worst
+_VALUES = (str, bytes, list, tuple, dict, set, frozenset)
 
 
 class _CappedEnvironment(ImmutableSandboxedEnvironment):
@@ -300,13 +417,31 @@ class _CappedEnvironment(ImmutableSandboxedEnvironment):
                 _size((left, right))
         elif operator == "%" and isinstance(left, str):
             _check_printf(left, right)
-        return super().call_binop(context, operator, left, right)
+        result = super().call_binop(context, operator, left, right)
+        _made(result, left, right)
+        return result
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        owner = getattr(__obj, "__self__", None)
+        if owner is __self:  # an ``hsa_`` check of this module's
+            kwargs.pop("_loop_vars", None)  # (what Jinja passes a call, for context functions)
+            kwargs.pop("_block_vars", None)
+            return __obj(*args, **kwargs)
         _step()
+        if isinstance(owner, _VALUES):  # a method of a value reads it and its arguments
+            _size(owner, MAX_WORK)
+            _charge_arguments(args, kwargs)
+        elif isinstance(__obj, LoopContext) and args:  # ``loop(children)``, recursive
+            args = (__self.hsa_loop(args[0]), *args[1:])
         args = _check_str_method(__obj, args, kwargs)
         result = super().call(__context, __obj, *args, **kwargs)
-        _size(result)
+        _made(result, owner)
+        return result
+
+    def hsa_slice(self, obj: Any, start: Any, stop: Any, step: Any) -> Any:
+        """``obj[start:stop:step]``, a copy, counted as made."""
+        result = obj[start:stop:step]
+        _made(result, obj)
         return result
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
@@ -339,23 +474,81 @@ class _CappedEnvironment(ImmutableSandboxedEnvironment):
         texts = [p if isinstance(p, str) else str(p) for p in parts]
         if sum(map(len, texts)) > MAX_VALUE_SIZE:
             raise SecurityError(f"concatenation would exceed {MAX_VALUE_SIZE:,} characters")
-        return "".join(texts)
+        result = "".join(texts)
+        _made(result)
+        return result
+
+    def hsa_charge(self, units: int, value: Any = None) -> Any:
+        """``value``, once ``units`` of work (the template nodes about to run) are charged."""
+        _work(units)
+        return value
+
+    def hsa_operand(self, value: Any) -> Any:
+        """``value``, a comparison's operand, once its size is charged (``==`` and ``in`` may
+        read all of it)."""
+        _size(value, MAX_WORK)
+        return value
+
+
+def _env_call(name: str, args: list[Any], lineno: int | None) -> nodes.Call:
+    call = nodes.Call(nodes.EnvironmentAttribute(name), args, [], None, None)
+    call.set_lineno(lineno or 1)
+    return call
+
+
+def _nodes(node: nodes.Node) -> int:
+    """The number of template nodes in ``node``'s tree."""
+    return 1 + sum(1 for _ in node.find_all(nodes.Node))
+
+
+def _charged(body: list[nodes.Node], lineno: int | None) -> list[nodes.Node]:
+    """``body`` with a first statement that charges its size (the nodes it runs, at most)."""
+    size = sum(_nodes(node) for node in body)
+    charge = nodes.ExprStmt(_env_call("hsa_charge", [nodes.Const(size * ITEM_WORK)], lineno))
+    return [charge.set_lineno(lineno or 1), *body]
 
 
 class _GuardLoopsAndConcat(NodeTransformer):
-    """Route every loop's iterable and every ``~`` through the environment's checked versions."""
+    """Route every loop's iterable, every ``~`` and every comparison's operands through the
+    environment's checked versions, and charge each loop iteration, loop filter and macro
+    call the template it runs."""
 
     def visit_For(self, node: nodes.For) -> nodes.Node:
         self.generic_visit(node)
-        node.iter = nodes.Call(
-            nodes.EnvironmentAttribute("hsa_loop"), [node.iter], [], None, None
-        ).set_lineno(node.lineno)
+        node.iter = _env_call("hsa_loop", [node.iter], node.lineno)
+        node.body = _charged(node.body, node.lineno)
+        if node.test is not None:
+            cost = nodes.Const(_nodes(node.test) * ITEM_WORK)
+            node.test = _env_call("hsa_charge", [cost, node.test], node.lineno)
+        return node
+
+    def visit_Macro(self, node: nodes.Macro) -> nodes.Node:
+        self.generic_visit(node)
+        node.body = _charged(node.body, node.lineno)
+        return node
+
+    def visit_CallBlock(self, node: nodes.CallBlock) -> nodes.Node:
+        self.generic_visit(node)
+        node.body = _charged(node.body, node.lineno)
+        return node
+
+    def visit_Compare(self, node: nodes.Compare) -> nodes.Node:
+        self.generic_visit(node)
+        node.expr = _env_call("hsa_operand", [node.expr], node.lineno)
+        for operand in node.ops:
+            operand.expr = _env_call("hsa_operand", [operand.expr], node.lineno)
         return node
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
-        call = nodes.Call(nodes.EnvironmentAttribute("hsa_concat"), node.nodes, [], None, None)
-        return call.set_lineno(node.lineno)
+        return _env_call("hsa_concat", node.nodes, node.lineno)
+
+    def visit_Getitem(self, node: nodes.Getitem) -> nodes.Node:
+        self.generic_visit(node)
+        if not isinstance(node.arg, nodes.Slice) or node.ctx != "load":
+            return node
+        bounds = [b or nodes.Const(None) for b in (node.arg.start, node.arg.stop, node.arg.step)]
+        return _env_call("hsa_slice", [node.node, *bounds], node.lineno)
 
 
 @lru_cache(maxsize=1)
@@ -369,6 +562,7 @@ def _environment() -> _CappedEnvironment:
     env.globals["range"] = _checked_range
     env.globals.pop("lipsum", None)  # lorem ipsum has no place in a prompt, and n is unbounded
     env.filters = {name: _guard_filter(name, fn) for name, fn in env.filters.items()}
+    env.tests = {name: _guard_test(test) for name, test in env.tests.items()}
     return env
 
 
@@ -422,7 +616,7 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def _render(source: str, context: Mapping[str, Any], where: str) -> str:
-    token = _steps.set([0])
+    token = _budget.set(_Budget())
     try:
         chunks = []
         size = 0
@@ -452,7 +646,7 @@ def _render(source: str, context: Mapping[str, Any], where: str) -> str:
             where=where,
         ) from None
     finally:
-        _steps.reset(token)
+        _budget.reset(token)
 
 
 def _at_line(exc: BaseException) -> str:

@@ -142,6 +142,38 @@ BOMBS = [
     ("{% set s = 'x' * 1000000 %}{{ s.join(['a', 'b', 'c']) }}", "join would exceed"),
     ("{% set s = '\\n' * 100000 %}{{ s | indent(100) }}", "indent would exceed"),
     ("{{ lipsum(10**6) }}", "lipsum"),
+    # each step and value under its cap, but together hours of work or gigabytes of memory
+    (
+        "{% set L = ('ba' * 499999) | list %}{% for i in range(10000) %}"
+        "{% if (L | sort) | length > 1 %}{% endif %}{% endfor %}",
+        "units of work",
+    ),
+    (
+        "{% set L = ('ba' * 499999) | list %}{% set M = L | list %}{% for i in range(10000) %}"
+        "{% if L == M %}{% endif %}{% endfor %}",
+        "units of work",
+    ),
+    (
+        "{% set L = ('ba' * 499999) | list %}{% for i in range(10000) %}"
+        "{% if 'z' is in L %}{% endif %}{% endfor %}",
+        "units of work",
+    ),
+    (
+        "{% set s = 'ba' * 999999 %}{% for i in range(10000) %}"
+        "{% if s.count('z') %}{% endif %}{% endfor %}",
+        "units of work",
+    ),
+    (
+        "{% for i in range(10000) %}{% for j in range(10) %}"
+        + "{% if i == j %}{% endif %}" * 30
+        + "{% endfor %}{% endfor %}",
+        "units of work",
+    ),
+    ("".join(f"{{% set a{i} = 'x' * 1999999 %}}" for i in range(20)), "made values of more"),
+    (
+        "{% set s = 'x' * 1999999 %}" + "".join(f"{{% set a{i} = s[1:] %}}" for i in range(20)),
+        "made values of more",
+    ),
 ]
 
 
@@ -170,6 +202,19 @@ def test_a_template_of_50_megabytes_is_refused_before_parsing() -> None:
 
 def test_output_just_under_the_cap_renders() -> None:
     assert len(render_template("{{ 'x' * n }}", {"n": MAX_OUTPUT_CHARS})) == MAX_OUTPUT_CHARS
+
+
+def test_ordinary_loops_and_filters_over_thousands_of_items_stay_within_the_work_cap() -> None:
+    text = "{% for i in range(10000) %}{% if i % 1000 == 0 %}{{ i }},{% endif %}{% endfor %}"
+    assert render_template(text, {}) == "0,1000,2000,3000,4000,5000,6000,7000,8000,9000,"
+    joined = render_template("{{ range(10000) | map('string') | join(',') }}", {})
+    assert joined.endswith(",9999")
+    tools = [{"name": f"t{i}", "description": "d" * 500} for i in range(200)]
+    docs = (
+        "{% for t in tools | sort(attribute='name') %}"
+        "{{ t.name }}: {{ t.description | trim }}\n{% endfor %}"
+    )
+    assert render_template(docs, {"tools": tools}).count("\n") == 200
 
 
 def test_text_without_template_syntax_is_no_template_whatever_its_length() -> None:
