@@ -1,11 +1,13 @@
 """Just enough Markdown structure for the rules that reorder and restyle text: headings,
 sections, list markers, and prose that points at a part of the text by where it is.
 
-Lines inside code blocks (fenced, or indented) are never treated as structure, so a
-``# comment`` in a code sample is not a heading and ``- x`` in a code sample is not a list
-item; neither is a thematic break (``* * *``, ``- - -``). The rules that restyle keep what
-the text says as CommonMark reads it: a heading restyled as underlined (setext) or bold text
-stands apart from the line before it, where it would otherwise join that line's paragraph.
+Lines inside code blocks (fenced, or indented) and raw HTML blocks (``<!-- ... -->``,
+``<div>`` up to a blank line: CommonMark's seven kinds) are never treated as structure, so a
+``# comment`` in a code sample is not a heading, ``- x`` in a code sample is not a list item,
+and a section commented out stays inside its comment; nor is a thematic break (``* * *``,
+``- - -``) a list item. The rules that restyle keep what the text says as CommonMark reads
+it: a heading restyled as underlined (setext) or bold text stands apart from the line before
+it, where it would otherwise join that line's paragraph.
 """
 
 from __future__ import annotations
@@ -14,10 +16,41 @@ import itertools
 import re
 from dataclasses import dataclass
 
-# any indentation: a list item's fence is indented as its text is
+# any indentation: a list item's fence is indented as its text is (``_Opaque`` checks it)
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
+#: the tags whose line begins an HTML block of CommonMark's sixth kind
+_BLOCK_TAGS = (
+    "address|article|aside|base|basefont|blockquote|body|caption|center|col|colgroup|dd|details"
+    "|dialog|dir|div|dl|dt|fieldset|figcaption|figure|footer|form|frame|frameset|h[1-6]|head"
+    "|header|hr|html|iframe|legend|li|link|main|menu|menuitem|nav|noframes|ol|optgroup|option|p"
+    "|param|search|section|summary|table|tbody|td|tfoot|th|thead|title|tr|track|ul"
+)
+#: CommonMark's HTML blocks by how their first line begins (at most three spaces in), each
+#: with what the line that ends it holds (that line, the first included, is the block's last)
+#: or None where the block ends before a blank line
+_HTML_BLOCKS: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = (
+    (
+        re.compile(r"<(?:pre|script|style|textarea)(?=[ \t>]|\r?$)", re.IGNORECASE),
+        re.compile(r"</(?:pre|script|style|textarea)>", re.IGNORECASE),
+    ),
+    (re.compile(r"<!--"), re.compile(r"-->")),
+    (re.compile(r"<\?"), re.compile(r"\?>")),
+    (re.compile(r"<![A-Za-z]"), re.compile(r">")),
+    (re.compile(r"<!\[CDATA\["), re.compile(r"\]\]>")),
+    (re.compile(rf"</?(?:{_BLOCK_TAGS})(?=[ \t]|/?>|\r?$)", re.IGNORECASE), None),
+)
+_ATTRIBUTE = (
+    r"\s+[A-Za-z_:][A-Za-z0-9_.:-]*"  # a name, and maybe a value: unquoted or quoted
+    r"(?:\s*=\s*(?:[^\"'=<>`\x00-\x20]+|'[^']*'|\"[^\"]*\"))?"
+)
+#: the seventh kind: a line of one whole open or closing tag, which ends before a blank line
+#: and cannot interrupt a paragraph
+_TAG_LINE = re.compile(
+    rf"(?:<[A-Za-z][A-Za-z0-9-]*(?:{_ATTRIBUTE})*\s*/?>|</[A-Za-z][A-Za-z0-9-]*\s*>)\s*$"
+)
 # a closing run of #s is one after a space ("## C#" is titled "C#")
 _ATX = re.compile(r"^(#{1,6})[ \t]+(.+?)(?:[ \t]+(#+))?[ \t]*\r?$")
+_EQUALS = re.compile(r"^[ \t]*=+[ \t]*\r?$")
 _THEMATIC = re.compile(r"^[ \t]*([-*_])(?:[ \t]*\1){2,}[ \t]*\r?$")
 #: what a heading's title must not begin with to be written as a paragraph line (setext): it
 #: would read as a list item, quote, heading, fence, HTML or table there (or be a rule)
@@ -91,32 +124,103 @@ def points_outside_by_position(text: str) -> bool:
 
 
 def code_mask(lines: list[str]) -> list[bool]:
-    """For each line, whether it is code: in a fenced block (fences included; one closes at a
-    fence of its character at least as long, with nothing after it) or in an indented one
-    (four spaces in, where no paragraph goes on and outside the items of a list, which indent
-    their own text)."""
-    return _scan(lines)[0]
-
-
-def _indented_code_mask(lines: list[str]) -> list[bool]:
-    """For each line, whether it is in an indented code block (``code_mask``'s, fences
-    apart)."""
-    return _scan(lines)[2]
+    """For each line, whether it is code or raw HTML: in a fenced block (fences included; one
+    closes at a fence of its character at least as long, at most three spaces right of the
+    text it is in, with nothing after it), an indented one (four spaces in, where no paragraph
+    goes on and outside the items of a list, which indent their own text), or an HTML block
+    (CommonMark's: ``<!--`` to ``-->``, ``<script>``, ``<pre>``, ``<style>`` or
+    ``<textarea>`` to its closing tag, ``<?`` to ``?>``, ``<!X`` to ``>``, ``<![CDATA[`` to
+    ``]]>``, and a block-level tag such as ``<div>``, or a line of one whole tag where no
+    paragraph goes on, to a blank line)."""
+    return [bool(kind) for kind in _scan(lines).kinds]
 
 
 def _item_mask(lines: list[str]) -> list[bool]:
     """For each line, whether it begins a list item: a marker outside code, and not a line of
     a paragraph (one indented four spaces, or numbered from other than 1, cannot begin a
     list there) nor a thematic break."""
-    return _scan(lines)[1]
+    return _scan(lines).items
 
 
-def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
-    code: list[bool] = []
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """How ``_scan`` reads the lines of a text, each line's entry in each list."""
+
+    #: the kind of block of code or raw HTML the line is in: ``fenced``, ``indented`` or
+    #: ``html`` ("": none, the line is text or structure)
+    kinds: list[str]
+    #: whether the line is the first of its block of code or raw HTML
+    firsts: list[bool]
+    #: whether the line begins a list item
+    items: list[bool]
+    #: whether the line, left of the text of the list item a fenced or HTML block is open in,
+    #: ends that block (a blank line before it would be in the block: it ends no item)
+    cuts: list[bool]
+
+
+@dataclass(frozen=True, slots=True)
+class _Opaque:
+    """A fenced code block or a raw HTML block going on: lines that are never structure."""
+
+    #: the text column of the list item it is in (0: none): a line left of that ends both
+    at: int
+    #: a fenced block's opening run of backticks or tildes ("": raw HTML)
+    fence: str = ""
+    #: what an HTML block's last line holds (None: it ends before a blank line)
+    end: re.Pattern[str] | None = None
+
+    @property
+    def kind(self) -> str:
+        return "fenced" if self.fence else "html"
+
+    def holds(self, blank: bool, indent: int) -> bool:
+        """Whether a line that comes while the block is open is in it (its last line too)."""
+        if self.at and not blank and indent < self.at:
+            return False  # the item ends, and the block with it
+        return not (blank and not self.fence and self.end is None)
+
+    def ends_at(self, line: str, indent: int) -> bool:
+        """Whether ``line``, in the block, is its last: for a fenced block, a fence of its
+        character at least as long with nothing after it, at most three columns right of the
+        text it is in (CommonMark's closing fence; one further in is code)."""
+        if self.fence:
+            match = _FENCE.match(line)
+            return (
+                match is not None
+                and indent - self.at < 4
+                and match.group(1).startswith(self.fence)
+                and not match.group(2).strip()
+            )
+        return self.end is not None and self.end.search(line) is not None
+
+
+def _opens(text: str, paragraph: bool, at: int) -> _Opaque | None:
+    """The fenced code or raw HTML block that ``text`` (a line less its indentation, or an item's
+    text after its marker) begins in a list item whose text is at column ``at`` (0: none), if
+    it begins one. Where a paragraph goes on, an HTML line of one whole tag (CommonMark's
+    seventh kind) is that paragraph's text."""
+    fence = _FENCE.match(text)
+    if fence is not None:
+        # an info string never holds a backtick (that line is inline code)
+        if fence.group(1)[0] == "`" and "`" in fence.group(2):
+            return None
+        return _Opaque(at, fence=fence.group(1))
+    if not text.startswith("<"):
+        return None
+    for start, end in _HTML_BLOCKS:
+        if start.match(text):
+            return _Opaque(at, end=end)
+    if not paragraph and _TAG_LINE.match(text):
+        return _Opaque(at)
+    return None
+
+
+def _scan(lines: list[str]) -> _Reading:
+    kinds: list[str] = []
+    firsts: list[bool] = []
     items: list[bool] = []
-    indented_code: list[bool] = []
-    fence = ""  # the open fence
-    fence_at = 0  # ... the text column of the item whose line opened it (0: none)
+    cuts: list[bool] = []
+    block: _Opaque | None = None  # the fenced code or raw HTML block going on
     indented = in_list = paragraph = False
     text_at = 0  # the column the last item's text begins at
     open_items: list[int] = []  # the text columns of the items the last one is in, and its own
@@ -127,7 +231,9 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
     for line in lines:
         blank, indent = not line.strip(), _indent(line)
         items.append(False)
-        indented_code.append(False)
+        kinds.append("")
+        firsts.append(False)
+        cuts.append(False)
         if bare and (
             blank or (indent < text_at and not (indent - outer_at < 4 and _starts_item(line)))
         ):
@@ -144,30 +250,38 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
         # the text column of the item a line here is in (0: none); four columns right of it,
         # a line that begins no paragraph is code
         around = max((c for c in open_items if c <= indent), default=0) if in_list else 0
-        if fence and fence_at and not blank and indent < fence_at:
-            fence = ""  # the item whose line opened it ends, and the fence with it
-        if fence:
-            code.append(True)
-            match = _FENCE.match(line)
-            if match and match.group(1).startswith(fence) and not match.group(2).strip():
-                fence = ""
+        if block is not None and not block.holds(blank, indent):
+            cuts[-1] = not blank
+            block = None
+        if block is not None:
+            kinds[-1] = block.kind
+            if block.ends_at(line, indent):
+                block = None
             continue
         if indented and not blank and indent < 4:
             indented = False
         if indented or (not blank and not paragraph and not around and indent >= 4):
-            indented = indented_code[-1] = True
+            firsts[-1] = not indented
+            indented = True
+            kinds[-1] = "indented"
             in_list = False
-            code.append(True)
             continue
-        match = _FENCE.match(line)
-        if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
-            fence, fence_at = match.group(1), 0
-            code.append(True)
+        opened = _opens(line.lstrip(), paragraph, around) if indent - around < 4 else None
+        if opened is not None:
+            kinds[-1], firsts[-1] = opened.kind, True
+            # an HTML block may end on its first line (a fence cannot: its own fence is no
+            # closing one)
+            block = opened if opened.fence or not opened.ends_at(line, indent) else None
             paragraph = False
-            in_list = in_list and indent > 0  # not the text of an item
+            in_list = in_list and around > 0  # in an item, or after the list
             continue
-        code.append(False)
-        heading = _ATX.match(line) is not None
+        heading = _ATX.match(line) is not None or (
+            # a "=" underline (under an item's text, in that text; never a quote's lazy line)
+            paragraph
+            and not quoted
+            and _EQUALS.match(line) is not None
+            and 0 <= indent - (text_at if in_list and item_text else 0) < 4
+        )
         thematic = _THEMATIC.match(line) is not None
         marker = None if thematic else (_BULLET.match(line) or _ORDERED.match(line))
         empty = marker is not None and not line[marker.end() :].strip()
@@ -205,12 +319,17 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
             outer_at = open_items[-1] if open_items else 0
             open_items.append(text_at)
             bare = empty
-            paragraph = item_text = not empty and not coded
-            quoted = _QUOTE.match(line[marker.end() :]) is not None
-            opened = _FENCE.match(line[marker.end() :])  # a fence opened on the item's line
-            if opened and not (opened.group(1)[0] == "`" and "`" in opened.group(2)):
-                fence, fence_at = opened.group(1), text_at
+            text = line[marker.end() :]
+            # its text is a paragraph, unless a heading or a thematic break
+            ruled = _ATX.match(text) is not None or _THEMATIC.match(text) is not None
+            paragraph = item_text = not empty and not coded and not ruled
+            quoted = _QUOTE.match(text) is not None
+            # a fenced or HTML block opened on the item's line (the line stays the item's)
+            opened = None if empty or coded else _opens(text, False, text_at)
+            if opened is not None:
                 paragraph = item_text = False
+                if opened.fence or not opened.ends_at(text, indent):
+                    block = opened
             continue
         elif in_list and not paragraph and not blank and indent - around >= 4:
             continue  # code in an item (which no rule here reads)
@@ -231,7 +350,7 @@ def _scan(lines: list[str]) -> tuple[list[bool], list[bool], list[bool]]:
         ends = blank or heading or thematic
         quoted = not ends and ((quoted and paragraph) or quote)
         paragraph = not ends
-    return code, items, indented_code
+    return _Reading(kinds, firsts, items, cuts)
 
 
 def _starts_item(line: str) -> bool:
@@ -297,10 +416,10 @@ def restyle_headings(text: str, style: str) -> str:
     bold one from a line after it), which it would otherwise join.
     """
     lines = text.split("\n")
-    mask = code_mask(lines)
+    reading = _scan(lines)
     out: list[str] = []
     for i, line in enumerate(lines):
-        m = None if mask[i] else _ATX.match(line)
+        m = None if reading.kinds[i] else _ATX.match(line)
         if m is None:
             out.append(line)
             continue
@@ -308,7 +427,7 @@ def restyle_headings(text: str, style: str) -> str:
         end = "\r" if line.endswith("\r") else ""  # a CRLF document's lines stay CRLF
         stands_alone = not (_BLOCK_START.match(title) or _THEMATIC.match(title))
         setext = style == "setext" and level <= 2 and stands_alone
-        if (setext or style == "bold") and out and out[-1].strip():
+        if (setext or style == "bold") and out and out[-1].strip() and not reading.cuts[i]:
             out.append(end)
         if style == "closed":
             out.append(f"{'#' * level} {title} {'#' * level}{end}")
@@ -391,40 +510,34 @@ def skill_blocks(content: str) -> tuple[tuple[Block, ...], ...]:
     next (any level, and ATX, closed, setext or bold alike), each the blocks it holds in
     order. A text line loses its list marker (an ordered item keeps its number), indentation
     and spacing; a blank line, a thematic break and a setext underline are markup; code,
-    fenced or indented, is kept byte for byte (only a CRLF line end read as LF, and the blank
-    lines that end an indented block left out, as CommonMark leaves them)."""
+    fenced or indented, and raw HTML (a comment too) are kept byte for byte, one block each
+    (only a CRLF line end read as LF, and the blank lines that end an indented block left
+    out, as CommonMark leaves them)."""
     parts: list[list[Block]] = [[]]
     lines = content.split("\n")
-    indented = _indented_code_mask(lines)
-    fence = ""
-    code: list[str] = []
+    reading = _scan(lines)
     previous = ""  # the line before, stripped ("" when blank or code)
-    block: list[str] = []  # the indented code block going on
+    block: list[str] = []  # the block of code or raw HTML going on
+    kind = ""  # ... its kind
 
     def end_block() -> None:
-        while block and not block[-1].strip():
-            block.pop()
+        if kind == "indented":
+            while block and not block[-1].strip():
+                block.pop()
         if block:
             parts[-1].append(("code", "\n".join(block)))
         block.clear()
 
     for i, raw in enumerate(lines):
         line = raw.removesuffix("\r")
-        if not fence and indented[i]:
+        if reading.kinds[i] and not reading.firsts[i]:
             block.append(line)
-            previous = ""
             continue
         end_block()
-        if fence:
-            code.append(line)
-            match = _FENCE.match(line)
-            if match and match.group(1).startswith(fence) and not match.group(2).strip():
-                parts[-1].append(("code", "\n".join(code)))
-                fence, code = "", []
-            continue
-        match = _FENCE.match(line)
-        if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
-            fence, code, previous = match.group(1), [line], ""
+        kind = reading.kinds[i]
+        if kind:
+            block.append(line)
+            previous = ""
             continue
         text = " ".join(line.split())
         if not text:
@@ -450,6 +563,4 @@ def skill_blocks(content: str) -> tuple[tuple[Block, ...], ...]:
         parts[-1].append(("text", text))
         previous = text
     end_block()
-    if fence:  # a fence left open runs to the end of the text
-        parts[-1].append(("code", "\n".join(code)))
     return tuple(tuple(part) for part in parts if part)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
@@ -203,6 +204,7 @@ _LINES = [
     *("- a", "-", "-   ", "-\tx", "\t- t", "  - a", "  -", "    -", "    - b", "      - d"),
     *("1.", "1. c", "2. a", "3. z", "Text", "  text", "    text", "", " "),
     *("> q", ">", "> - a", "- > q", "```", "## H", "---"),
+    *("<div>", "<!--", "-->", "- <!--", "<span>", "    ```", "===", "- # h"),
 ]
 
 
@@ -253,3 +255,161 @@ def test_skill_blocks_keep_indented_code_verbatim_without_its_trailing_blank_lin
     )
     # a list item's indented text is text
     assert markdown.skill_blocks("- a\n\n    more\n") == ((("text", "a"), ("text", "more")),)
+
+
+# --- raw HTML blocks (CommonMark's seven kinds) hold no structure ---
+
+#: the QA report's skill: a section commented out (a heading, in a comment, is none)
+COMMENTED = """# Refunds
+
+## Check the order
+
+Look the order up first.
+
+<!-- TODO: re-enable once the API is back
+## Call the legacy API
+
+Use legacy_refund for orders before 2020.
+-->
+
+## Refund
+
+Issue the refund.
+"""
+#: what reorder_sections made of it when it read the comment's heading as a section's
+LEAKED = """# Refunds
+
+## Call the legacy API
+
+Use legacy_refund for orders before 2020.
+-->
+
+## Refund
+
+Issue the refund.
+
+## Check the order
+
+Look the order up first.
+
+<!-- TODO: re-enable once the API is back
+"""
+
+
+def test_a_section_commented_out_stays_in_its_comment():
+    assert [h.title for h in markdown.headings(COMMENTED)] == [
+        "Refunds",
+        "Check the order",
+        "Refund",
+    ]
+    _, sections, _ = markdown.sibling_sections(COMMENTED)
+    assert sections == [
+        "## Check the order\n\nLook the order up first.\n\n<!-- TODO: re-enable once the API is"
+        " back\n## Call the legacy API\n\nUse legacy_refund for orders before 2020.\n-->",
+        "## Refund\n\nIssue the refund.",
+    ]
+    comment = COMMENTED[COMMENTED.index("<!--") : COMMENTED.index("-->") + 3]
+    for seed in range(6):
+        assert comment in _content("skill_content.reorder_sections", COMMENTED, seed)
+
+
+def test_skill_blocks_keep_raw_html_verbatim_so_a_section_taken_out_of_a_comment_shows():
+    assert markdown.skill_blocks(COMMENTED)[1] == (
+        ("heading", "Check the order"),
+        ("text", "Look the order up first."),
+        (
+            "code",
+            "<!-- TODO: re-enable once the API is back\n## Call the legacy API\n\n"
+            "Use legacy_refund for orders before 2020.\n-->",
+        ),
+    )
+    # the skills check compares the parts in any order: these are not the same
+    assert Counter(markdown.skill_blocks(LEAKED)) != Counter(markdown.skill_blocks(COMMENTED))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # kinds 1 to 5 run to the line that ends them, blank lines and all
+        ("<!--\n- a\n\n- b\n-->\n- c\n", "<!--\n- a\n\n- b\n-->\n* c\n"),
+        ("<!-- one line -->\n- a\n", "<!-- one line -->\n* a\n"),
+        ("<script>\n- a\n\n- b\n</SCRIPT>\n- c\n", "<script>\n- a\n\n- b\n</SCRIPT>\n* c\n"),
+        ("<pre>\n- a\n\n</pre>\n- c\n", "<pre>\n- a\n\n</pre>\n* c\n"),
+        ("<style\n- a\n</style>\n- c\n", "<style\n- a\n</style>\n* c\n"),
+        ("<textarea>\n- a\n</textarea>\n- c\n", "<textarea>\n- a\n</textarea>\n* c\n"),
+        ("<?php\n- a\n\n?>\n- c\n", "<?php\n- a\n\n?>\n* c\n"),
+        ("<!DOCTYPE\n- a\n>\n- c\n", "<!DOCTYPE\n- a\n>\n* c\n"),
+        ("<![CDATA[\n- a\n\n]]>\n- c\n", "<![CDATA[\n- a\n\n]]>\n* c\n"),
+        # kinds 6 and 7 run to a blank line, and interrupt a paragraph (7 does not)
+        ("<div>\n- a\n\n- b\n", "<div>\n- a\n\n* b\n"),
+        ("Text\n<DIV class=x>\n- a\n", "Text\n<DIV class=x>\n- a\n"),
+        ('<a href="x">\n- a\n\n- b\n', '<a href="x">\n- a\n\n* b\n'),
+        ("Text\n<span>\n- a\n", "Text\n<span>\n* a\n"),
+        ("<span> text\n- a\n", "<span> text\n* a\n"),  # no tag alone on its line: a paragraph
+        # at most three spaces in (four: code, or a paragraph's text)
+        ("   <!--\n- a\n-->\n", "   <!--\n- a\n-->\n"),
+        ("    <!--\n- a\n", "    <!--\n* a\n"),
+        ("Text\n    <div>\n- a\n", "Text\n    <div>\n* a\n"),
+        # in a list item, opened on its line or under it, until the item ends
+        ("- <!--\n  - a\n  -->\n- b\n", "* <!--\n  - a\n  -->\n* b\n"),
+        ("- x\n  <div>\n  - a\n- b\n", "* x\n  <div>\n  - a\n* b\n"),
+        ("- <div>\n- b\n", "* <div>\n* b\n"),
+        # a heading's or an underlined title's line is no paragraph: a tag line after it is HTML
+        ("- # h\n<span>\n- a\n", "* # h\n<span>\n- a\n"),
+        ("Title\n===\n<span>\n- a\n", "Title\n===\n<span>\n- a\n"),
+    ],
+)
+def test_lists_in_raw_html_are_left_alone(text, expected):
+    assert markdown.restyle_lists(text, "*", ".") == expected
+
+
+def test_headings_in_raw_html_are_left_alone():
+    text = "<div>\n## A\n\n## B\n<!--\n## C\n-->\n"
+    assert [h.title for h in markdown.headings(text)] == ["B"]
+    assert markdown.restyle_headings(text, "closed") == text.replace("## B", "## B ##")
+
+
+# --- a fence closes only at a fence at most three spaces in (CommonMark) ---
+
+#: the QA report's: a fence indented four spaces inside a code sample closes nothing
+FENCED = '## Usage\n\n```python\nEXAMPLE = """\n    ```\n"""\n# Step 1: parse\n- item = 1\n```\n'
+
+
+def test_a_fence_indented_four_spaces_closes_nothing():
+    assert markdown.code_mask(FENCED.split("\n")) == [False, False, *[True] * 7, False]
+    assert markdown.restyle_lists(FENCED, "*", ")") == FENCED
+    for style in ("setext", "bold", "closed"):
+        assert markdown.restyle_headings(FENCED, style).endswith(FENCED[FENCED.index("```") :])
+    assert markdown.skill_blocks(FENCED) == (
+        (
+            ("heading", "Usage"),
+            ("code", FENCED[FENCED.index("```") :].rstrip("\n")),
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # in a list item, three spaces right of its text at most
+        ("- a\n\n  ```\n  x\n     ```\n- b\n", "* a\n\n  ```\n  x\n     ```\n* b\n"),
+        (
+            "- a\n\n  ```\n      ```\n  - x\n  ```\n- b\n",
+            "* a\n\n  ```\n      ```\n  - x\n  ```\n* b\n",
+        ),
+        # a fence four spaces right of an item's text opens none (it is code)
+        ("- a\n\n      ```\n  - x\n", "* a\n\n      ```\n  * x\n"),
+        # nor one that goes on a paragraph
+        ("Text\n    ```\n- a\n", "Text\n    ```\n* a\n"),
+        # one opened under an item's text ends with the item
+        ("- a\n\n  ```\n  - x\n- b\n", "* a\n\n  ```\n  - x\n* b\n"),
+    ],
+)
+def test_a_fence_closes_and_opens_at_most_three_spaces_right_of_its_text(text, expected):
+    assert markdown.restyle_lists(text, "*", ".") == expected
+
+
+def test_a_heading_that_ends_an_items_fence_puts_no_blank_line_into_it():
+    # the blank line that parts an underlined heading from a paragraph would be code there
+    assert markdown.restyle_headings("- ```\n## H\n", "setext") == "- ```\nH\n---\n"
+    assert markdown.restyle_headings("- <!--\n## H\n", "bold") == "- <!--\n**H**\n"

@@ -33,7 +33,9 @@ def _with_contents(harness: Harness, change) -> Harness:
     "skill_content.reorder_sections",
     # 5: "see X below", "the below section", "(below)" point by place too
     # 6: a "-" under a paragraph underlines a heading, so a fence indented 4 after it is code
-    version="6",
+    # 7: a heading in a raw HTML block (a section commented out) is none; a fence indented 4
+    # closes none
+    version="7",
 )
 def reorder_sections(
     harness: Harness, rng: random.Random, params: dict[str, Any], context: Context
@@ -68,7 +70,9 @@ def reorder_sections(
     "skill_content.list_style",
     # 2: thematic breaks, indented code and paragraph text left alone
     # 3: an empty item ("-" alone on its line) is restyled with the rest of its list
-    version="3",
+    # 4: items in a raw HTML block are none; a fence indented 4 closes none (the code after
+    # it stays code)
+    version="4",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -98,7 +102,9 @@ def list_style(harness: Harness, rng: random.Random, params: dict[str, Any], con
     "skill_content.heading_style",
     # 3: a setext or bold heading parted from the text before it; "C#" kept
     # 4: a "-" under a paragraph underlines a heading, so a fence indented 4 after it is code
-    version="4",
+    # 5: headings in a raw HTML block are none; a fence indented 4 closes none; no blank line
+    # put into a fence that a heading ends by ending its list item
+    version="5",
     params={
         "type": "object",
         "additionalProperties": False,
