@@ -74,11 +74,14 @@ def styled(words: Sequence[str], style: str) -> str:
 
 
 def detect_style(name: str) -> str:
-    """The style ``name`` is written in (snake when it cannot tell)."""
+    """The style ``name`` is written in (snake when it cannot tell): ``upper`` when all its
+    letters are capitals, one word or more (``CANCEL``, ``EXCHANGE_ITEM``)."""
     if "-" in name:
         return "kebab"
+    if name.isupper():
+        return "upper"
     if "_" in name:
-        return "upper" if name.isupper() else "snake"
+        return "snake"
     if name[:1].isupper():
         return "pascal"
     if any(c.isupper() for c in name):
@@ -107,9 +110,10 @@ def synonym_name(
     avoid: AbstractSet[str] = frozenset(),
     claimed: dict[str, str] | None = None,
 ) -> str:
-    """``name`` with each word that has synonyms in ``bank`` replaced by one, style kept; a
-    synonym holding a word the name has already (``category_type`` -> ``kind_kind``) is passed
-    over while another is left.
+    """``name`` with each word that has synonyms in ``bank`` replaced by one, style kept
+    (``detect_style``); a name none of whose words is replaced comes back as it is. A synonym
+    holding a word the name has already (``category_type`` -> ``kind_kind``) is passed over
+    while another is left.
 
     A synonym holding a word of ``avoid`` (lower case: the harness's own words, ``vocabulary``)
     is never taken: there that word names something of its own (``item`` -> ``product`` where
@@ -152,6 +156,8 @@ def synonym_name(
         out.append(rng.choice(fresh or choices))
         for w in split_words(out[-1]):
             claimed.setdefault(w.lower(), word.lower())
+    if all(new.lower() == old.lower() for new, old in zip(out, words, strict=True)):
+        return name  # nothing to restyle it for ("getHTTPOrder" stays, not "getHttpOrder")
     # A synonym may be several words ("look_up"): split again before styling.
     flat = [w for word in out for w in split_words(word)]
     return styled(flat, detect_style(name))

@@ -10,12 +10,15 @@ from hypothesis import strategies as st
 from hsa.augment.names import (
     ID_NAME,
     PARAM_NAME,
+    STYLES,
     TOOL_NAME,
     changing_styles,
+    detect_style,
     fresh_names,
     random_token,
     restyle,
     split_words,
+    styled,
     synonym_name,
 )
 
@@ -124,3 +127,44 @@ def test_fresh_parameter_names_are_never_python_keywords_but_a_kept_one_stays():
     assert fresh_names(["source"], lambda n: "from", pattern=PARAM_NAME) == {"source": "from_2"}
     # a corpus's own name is not the rule's to change
     assert fresh_names(["from"], lambda n: n, pattern=PARAM_NAME) == {"from": "from"}
+
+
+def test_a_name_all_in_capitals_is_upper_case_one_word_or_more():
+    assert [detect_style(n) for n in ("CANCEL", "EXCHANGE_ITEM", "HTTP2", "X")] == ["upper"] * 4
+    assert [detect_style(n) for n in ("Cancel", "HTTPServer", "cancel", "getHTTP")] == [
+        "pascal",
+        "pascal",
+        "snake",
+        "camel",
+    ]
+
+
+#: words as ``styled`` joins them and ``split_words`` splits them again: two letters at least
+#: (``styled(["a", "b"], "pascal")`` is "AB", all capitals), no digits ("v2" splits in two)
+_WORDS = st.lists(st.from_regex(r"[a-z]{2,6}", fullmatch=True), min_size=1, max_size=4)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(words=_WORDS, style=st.sampled_from(STYLES))
+def test_detect_style_reads_back_the_style_a_name_is_written_in(words, style):
+    name = styled(words, style)
+    # one word in camel or kebab case is written as in snake case: it reads as snake
+    ambiguous = len(words) == 1 and style in ("camel", "kebab")
+    assert detect_style(name) == ("snake" if ambiguous else style)
+    assert restyle(name, detect_style(name)) == name
+
+
+def test_a_synonym_keeps_an_upper_name_upper():
+    bank = {"cancel": ["void"], "exchange": ["replace"], "item": ["article"]}
+    rng = random.Random(0)
+    assert synonym_name("CANCEL", bank, rng) == "VOID"
+    assert synonym_name("EXCHANGE_ITEM", bank, rng) == "REPLACE_ARTICLE"
+    assert synonym_name("cancelItem", bank, rng) == "voidArticle"
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(name=st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,15}", fullmatch=True))
+def test_a_name_none_of_whose_words_has_a_synonym_comes_back_as_it_is(name):
+    # "REFUND" stays, not "Refund"; "getHTTPOrder" stays, not "getHttpOrder"
+    assert synonym_name(name, {}, random.Random(0)) == name
+    assert synonym_name(name, {"zzzz": ["yyyy"]}, random.Random(0)) == name

@@ -854,6 +854,17 @@ def test_enum_values_keep_what_they_say():
         assert [old for old, _ in synonym] == ["cancel_order"]
 
 
+def test_a_synonym_keeps_upper_enum_values_upper_and_one_with_none_as_it_is():
+    values = ["CANCEL", "REFUND", "EXCHANGE_ITEM"]
+    schema = {"type": "object", "properties": {"action": {"type": "string", "enum": values}}}
+    harness = make_harness().replace(tools=[Tool("resolve", "Resolve.", schema)])
+    for seed in range(4):
+        text = dict(_apply("tools.enum_values", harness, seed, {"style": "synonym"}).mapping.text)
+        assert "REFUND" not in text  # no synonym in the bank: not recased to "Refund"
+        assert set(text) == {"CANCEL", "EXCHANGE_ITEM"}
+        assert all(new.isupper() and new != old for old, new in text.items()), text
+
+
 def test_synonym_renames_never_swap_two_things_the_harness_keeps_apart():
     schema = {
         "type": "object",

@@ -126,7 +126,8 @@ def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
     "skill_ids.rename",
     # 5: front-matter names the Agent Skills spec allows; bundled_files re-keyed
     # 6: file names in prose (data_export.rb, out.tar.gz, x.yaml:3) keep a renamed id's spelling
-    version="6",
+    # 7: a synonym keeps an UPPER id upper; an id with no synonym stays as it is
+    version="7",
     params={
         "type": "object",
         "additionalProperties": False,

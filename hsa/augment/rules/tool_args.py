@@ -386,7 +386,8 @@ _CODE = re.compile(
     "tools.enum_values",
     # 7: a surface spelling off the canonical enum is respelled back (one_to_one)
     # 8: file names in descriptions (value.rb, value.yaml:3) keep the value's spelling
-    version="8",
+    # 9: a synonym keeps an UPPER value upper (CANCEL -> VOID); one with no synonym stays
+    version="9",
     params={
         "type": "object",
         "additionalProperties": False,

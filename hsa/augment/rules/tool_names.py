@@ -122,7 +122,8 @@ def rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
     "tools.rename",
     # 5: renames Bash of a skill's allowed-tools entry Bash(git:*); file names in prose
     # (get_order.rb, get_order.yaml:3) keep the name
-    version="5",
+    # 6: a synonym keeps an UPPER name upper; a name with no synonym stays as it is
+    version="6",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -221,7 +222,8 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
     "tools.rename_params",
     # 8: never renames a parameter to a Python keyword (a synonym "from")
     # 9: file names in prose (order_id.rb, order_id.yaml:3) keep the name
-    version="9",
+    # 10: a synonym keeps an UPPER name upper; a name with no synonym stays as it is
+    version="10",
     params={
         "type": "object",
         "additionalProperties": False,
