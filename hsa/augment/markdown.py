@@ -156,6 +156,8 @@ class _Reading:
     #: whether the line, left of the text of the list item a fenced or HTML block is open in,
     #: ends that block (a blank line before it would be in the block: it ends no item)
     cuts: list[bool]
+    #: whether a fenced or HTML block is open at the end of the text (it runs to the end)
+    open_at_end: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,7 +352,7 @@ def _scan(lines: list[str]) -> _Reading:
         ends = blank or heading or thematic
         quoted = not ends and ((quoted and paragraph) or quote)
         paragraph = not ends
-    return _Reading(kinds, firsts, items, cuts)
+    return _Reading(kinds, firsts, items, cuts, block is not None)
 
 
 def _starts_item(line: str) -> bool:
@@ -384,11 +386,15 @@ def sibling_sections(text: str) -> tuple[str, list[str], str] | None:
     """``(before, sections, after)`` for the shallowest heading level that occurs twice or more.
 
     The sections are the runs of lines from each such heading to the next one; ``before`` is
-    what precedes the first. Returns None when there are no siblings, or when a shallower
-    heading follows them (they would not share one parent).
+    what precedes the first. Returns None when there are no siblings, when a shallower
+    heading follows them (they would not share one parent), or when the text ends in a fenced
+    or HTML block left open (``<!--`` with no ``-->``): its section, moved, would take in the
+    sections after it.
     """
-    found = headings(text)
     lines = text.split("\n")
+    if _scan(lines).open_at_end:
+        return None
+    found = headings(text)
     if found and found[0].level == 1 and not any(ln.strip() for ln in lines[: found[0].line]):
         found = found[1:]  # the document's title, with what follows it, stays first
     levels = sorted({h.level for h in found})

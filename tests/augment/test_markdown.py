@@ -413,3 +413,12 @@ def test_a_heading_that_ends_an_items_fence_puts_no_blank_line_into_it():
     # the blank line that parts an underlined heading from a paragraph would be code there
     assert markdown.restyle_headings("- ```\n## H\n", "setext") == "- ```\nH\n---\n"
     assert markdown.restyle_headings("- <!--\n## H\n", "bold") == "- <!--\n**H**\n"
+
+
+@pytest.mark.parametrize("block", ["<!-- not closed\n## C\n", "```\ncode\n"])
+def test_sections_stay_in_order_when_the_text_ends_in_a_block_left_open(block):
+    # moved before another, the section holding it would take that one in
+    text = "## A\n\ntext\n\n## B\n\n" + block
+    assert markdown.sibling_sections(text) is None
+    for seed in range(4):
+        assert _content("skill_content.reorder_sections", text, seed) == text

@@ -34,7 +34,7 @@ def _with_contents(harness: Harness, change) -> Harness:
     # 5: "see X below", "the below section", "(below)" point by place too
     # 6: a "-" under a paragraph underlines a heading, so a fence indented 4 after it is code
     # 7: a heading in a raw HTML block (a section commented out) is none; a fence indented 4
-    # closes none
+    # closes none; a text ending in a block left open keeps its order
     version="7",
 )
 def reorder_sections(
