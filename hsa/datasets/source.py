@@ -11,6 +11,11 @@ it is; an input with a ``reason`` but no ``verification`` gets ``{"reason": ...}
 column has that one meaning whatever the input. Files are taken in sorted path order, so the
 same input always gives the same rows in the same order. A column of the wrong type, a null
 id or an unreadable file is a ``DatasetError`` naming the file and the row.
+
+The fingerprint is of the bytes the rows come from: a file is hashed before it is read, and
+checked again once read (a JSONL file when its scratch is written, a Parquet file whenever
+``read`` reads rows of it; ``file_hash`` reads it again only when its size or times changed);
+a file changed in between is a ``DatasetError`` (``changed_while_read``).
 """
 
 from __future__ import annotations
@@ -72,6 +77,9 @@ class Source:
     scratch: tempfile.TemporaryDirectory | None = None
     #: what a user should know about how the input was read (tool names made legal)
     notes: tuple[str, ...] = ()
+    #: the SHA-256 of each of ``files`` the fingerprint was taken of (none for a JSONL file's
+    #: scratch, which this run wrote): ``read`` checks the rows it read came from them
+    hashes: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -103,21 +111,42 @@ class Source:
     def read(self, start: int, stop: int) -> tuple[pa.Table, list[tuple[str, int, int]]]:
         """Rows ``[start, stop)``, and where they come from: ``(file, first row in that file,
         rows)`` per input file touched, in order (for error messages; a JSONL file's rows are
-        its rows, not its scratch file's)."""
+        its rows, not its scratch file's). A file whose content is no longer the one the
+        fingerprint was taken of is a ``DatasetError`` (``changed_while_read``): its rows would
+        not be the input's the run is identified by."""
         if self.scratch is not None:
             return _read_rows(self.files[0], start, stop), [(str(self.path), start, stop - start)]
         parts: list[pa.Table] = []
         origins: list[tuple[str, int, int]] = []
         offset = 0
-        for path, count in zip(self.files, self.counts, strict=True):
+        for i, (path, count) in enumerate(zip(self.files, self.counts, strict=True)):
             lo, hi = max(start, offset), min(stop, offset + count)
             if lo < hi:
                 parts.append(_read_rows(path, lo - offset, hi - offset))
                 origins.append((str(path), lo - offset, hi - lo))
+                if self.hashes:  # checked after the read: the rows came from what was hashed
+                    check_unchanged(path, self.hashes[i])
             offset += count
         if not parts:
             return INPUT_SCHEMA.empty_table(), []
         return pa.concat_tables(parts), origins
+
+
+def check_unchanged(path: Path, sha: str) -> None:
+    """Refuse the file ``path`` when its content is no longer the one that hashed to ``sha``
+    (``file_hash``: a file whose size and times stay the same is not read again)."""
+    try:
+        unchanged = file_hash(path) == sha
+    except OSError:
+        unchanged = False
+    if not unchanged:
+        raise changed_while_read(path)
+
+
+def changed_while_read(path: Path | str) -> DatasetError:
+    """The error for an input file that changed while a run read it: the rows read and the
+    hash the run (and a rerun's "already complete") goes by would be of different content."""
+    return DatasetError("changed while this run read it; run again", file=str(path))
 
 
 def _false(column: pa.ChunkedArray) -> int:
@@ -360,9 +389,11 @@ def _parquet_source(
     one is given (a teacher's shards as its manifest lists them)."""
     counts = []
     ids = []
+    hashes = []
     digest = hashlib.sha256()
     for file in files:
         sha = file_hash(file)  # (read already for the job's identity, as a rule)
+        hashes.append(sha)
         if digests is not None and digests.get(file) not in (None, sha):
             raise mf.changed_teacher_shard(file)
         handle = open_parquet(file)
@@ -373,7 +404,7 @@ def _parquet_source(
         digest.update(f"{name}\0{sha}\n".encode())
     chunks = [chunk.cast(pa.string()) for column in ids for chunk in column.chunks]
     _refuse_repeats(files, counts, pa.chunked_array(chunks, pa.string()))
-    return Source(root, tuple(files), tuple(counts), digest.hexdigest())
+    return Source(root, tuple(files), tuple(counts), digest.hexdigest(), hashes=tuple(hashes))
 
 
 def _refuse_repeats(files: list[Path], counts: list[int], ids: pa.ChunkedArray) -> None:
@@ -516,6 +547,13 @@ def _jsonl_source(
     if progress is not None:
         progress(0, size)
     try:
+        # hashed before it is read and checked after: the rows are of the content hashed
+        sha = file_hash(path)
+    except OSError as exc:  # (as the reader says it)
+        scratch.cleanup()
+        why = "file not found" if isinstance(exc, FileNotFoundError) else f"cannot read: {exc}"
+        raise DatasetError(why, file=str(path)) from None
+    try:
         # Groups are numbered as they come (no first pass over the file to learn whether there
         # are several); a lone group gets its plain name afterwards (``_lone_group``).
         chunks = read_openai_jsonl(path, harness=harness, groups=store, numbered=True)
@@ -544,12 +582,13 @@ def _jsonl_source(
             lines = pq.read_table(spill, columns=["metadata"]).column("metadata").take(repeat)
             first, second = (json.loads(text)["line"] for text in lines.to_pylist())
             raise repeated_id(path, ids[repeat[1]].as_py(), first, second)
+        check_unchanged(path, sha)
     except HsaError as exc:
         if store is not None:
             store.close()
         scratch.cleanup()
         raise DatasetError(exc.message, file=exc.file or str(path), where=exc.where) from None
-    digest = hashlib.sha256(f"{path.name}\0{file_hash(path)}\n".encode())
+    digest = hashlib.sha256(f"{path.name}\0{sha}\n".encode())
     if harness is not None:
         digest.update(harness.to_json().encode("utf-8"))
     given = (harness,) if harness is not None else ()

@@ -707,3 +707,37 @@ def test_a_rule_that_breaks_a_valid_prompt_template_names_itself_in_one_line(
         "element 4; every draw of rules that changed it did (16 dropped)"
     )
     assert not (out / "data").exists()
+
+
+#: ``hsa`` whose JSONL reader replaces the file it read (by the one named after it) once done
+CHANGING = """
+import os, sys
+from hsa.harness.importers import openai_jsonl
+from hsa.cli import main
+read, replacement = openai_jsonl.read_openai_jsonl, sys.argv.pop(1)
+def then_changed(path, **kwargs):
+    yield from read(path, **kwargs)
+    os.replace(replacement, path)
+openai_jsonl.read_openai_jsonl = then_changed
+main()
+"""
+
+
+def test_a_jsonl_input_changed_while_read_fails_in_one_line_leaving_nothing(
+    augmented, tmp_path: Path
+) -> None:
+    source, _, root = augmented
+    lines = source.read_text().splitlines(keepends=True)
+    chats, edited = tmp_path / "chats.jsonl", tmp_path / "edited.jsonl"
+    chats.write_text("".join(lines[:2]))
+    edited.write_text("".join(lines[:3]))
+    out = tmp_path / "o"
+    args = ["augment", "--input", str(chats), "--out", str(out), "--harness"]
+    args += [str(root / "harness.json"), "--variants-per-trajectory", "1"]
+    changed = subprocess.run(
+        [sys.executable, "-c", CHANGING, str(edited), *args], capture_output=True, text=True
+    )
+    said = changed.stderr.strip().splitlines()
+    assert changed.returncode == 1 and len(said) == 1, changed.stderr
+    assert said[0].endswith(f"{chats}: changed while this run read it; run again")
+    assert not out.exists()  # nothing a rerun could take as done: it reads the file anew

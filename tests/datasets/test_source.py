@@ -261,3 +261,36 @@ def test_arguments_that_are_not_what_they_name_are_refused(tmp_path):
         open_source(path, harness="h.yaml")  # type: ignore[arg-type]
     with pytest.raises(DatasetError, match="path must be a file or folder path, got int"):
         open_source(5)  # type: ignore[arg-type]
+
+
+def test_a_jsonl_file_changed_while_read_is_refused_not_hashed_after(tmp_path, monkeypatch):
+    # the file changes once its rows are read, before the run would hash it: the rows read and
+    # the fingerprint would be of different content (a rerun took the new one as done)
+    path = _chats(tmp_path / "chats.jsonl", 6, shops=2)
+    read = openai_jsonl.read_openai_jsonl
+
+    def then_changed(*args, **kwargs):
+        yield from read(*args, **kwargs)
+        _chats(tmp_path / "new.jsonl", 7, shops=2).replace(path)
+
+    monkeypatch.setattr(openai_jsonl, "read_openai_jsonl", then_changed)
+    scratch = set(os.listdir(tempfile.gettempdir()))
+    with pytest.raises(DatasetError, match="changed while this run read it; run again") as exc:
+        open_source(path)
+    assert exc.value.file == str(path)
+    assert set(os.listdir(tempfile.gettempdir())) <= scratch  # its scratch went
+    monkeypatch.setattr(openai_jsonl, "read_openai_jsonl", read)
+    assert open_source(path).total == 7  # read again: the new content, by its own hash
+
+
+def test_a_parquet_shard_changed_after_it_was_hashed_is_refused_when_read(shards):
+    source = open_source(shards)
+    second = sorted(shards.glob("*.parquet"))[1]
+    assert source.read(0, 30)[0].num_rows == 30  # both shards, as hashed
+    table = pq.read_table(second)
+    edited = table.set_column(0, "id", pa.array([f"edited-{i}" for i in range(table.num_rows)]))
+    pq.write_table(edited, second)
+    assert source.read(0, 24)[0].num_rows == 24  # the first shard's rows only: as hashed
+    with pytest.raises(DatasetError, match="changed while this run read it") as exc:
+        source.read(20, 30)
+    assert exc.value.file == str(second)

@@ -33,7 +33,7 @@ from hsa.datasets import iter_rows, open_source, scan_dataset, to_hf
 from hsa.datasets import manifest as mf
 from hsa.datasets.schema import chat_messages
 from hsa.datasets.shards import sha256_file
-from hsa.datasets.source import INPUT_SCHEMA
+from hsa.datasets.source import INPUT_SCHEMA, Source
 from hsa.envs import get_env
 from hsa.errors import DatasetError, HsaError, RuleError, clear_stop
 from hsa.harness import Trajectory, render
@@ -672,6 +672,44 @@ def test_a_failed_run_that_wrote_nothing_does_not_block_the_next(
     good = _write(tmp_path / "good.parquet", livestream_table)
     report = augment(open_source(good), out, config())
     assert report.trajectories == 48 and not (out / ".hsa" / "lock").exists()
+
+
+def test_a_shard_changed_during_a_run_fails_it_and_a_rerun_redoes_it_from_the_new_content(
+    tmp_path: Path, shards: Path, monkeypatch, charts_as_their_data
+) -> None:
+    reference = tmp_path / "ref"
+    augment(open_source(shards), reference, config(workers=1))
+    second = sorted(shards.glob("*.parquet"))[1]
+    original = second.read_bytes()
+    table = pq.read_table(second)
+    ids = pa.array([f"edited-{i}" for i in range(table.num_rows)])
+    edited = table.set_column(table.schema.get_field_index("id"), "id", ids)
+    read = Source.read
+
+    def changing(self, start, stop):  # the shard is replaced once the first batch is read
+        found = read(self, start, stop)
+        if start == 0:
+            pq.write_table(edited, second)
+        return found
+
+    for out in (tmp_path / "new", tmp_path / "restored"):
+        second.write_bytes(original)
+        with monkeypatch.context() as patched:
+            patched.setattr(Source, "read", changing)
+            with pytest.raises(DatasetError, match="changed while this run read it") as exc:
+                augment(open_source(shards), out, config(workers=1))
+        assert exc.value.file == str(second) and not (out / "manifest.json").exists()
+        if out.name == "restored":  # the shard as it was: as a run never disturbed
+            second.write_bytes(original)
+        source = open_source(shards)
+        report = augment(source, out, config(workers=1))
+        # (restored: the batch read before the change, as hashed, is kept)
+        assert not report.complete_already and report.skipped == (out.name == "restored")
+        found = mf.read_json(out / "manifest.json")["config"]["input"]["fingerprint"]
+        assert found == source.fingerprint
+    assert digests(tmp_path / "restored") == digests(reference)
+    new = pl.read_parquet(tmp_path / "new" / "data" / "*" / "*.parquet")["source_id"]
+    assert new.str.starts_with("edited-").sum() > 0  # the rows are the new content's
 
 
 def test_partial_data_of_another_config_says_what_to_do(tmp_path: Path, shards: Path) -> None:
