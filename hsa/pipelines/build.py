@@ -43,7 +43,13 @@ from hsa.config import (
 from hsa.datasets import manifest as mf
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
-from hsa.datasets.source import Source, harness_hash, input_hash, open_source
+from hsa.datasets.source import (
+    Source,
+    changed_while_read,
+    harness_hash,
+    input_hash,
+    open_source,
+)
 from hsa.envs.registry import corpus_hash
 from hsa.errors import ConfigError, HsaError, refuse_kind, refuse_path
 from hsa.harness.jsonvalues import json_path
@@ -493,6 +499,9 @@ def build(
         recorded = open_source(source.trajectories, harness=harness, progress=on_read)
         check_not_empty(recorded, augment_config)
         check_apart(recorded, out)
+        # the identity was taken before they were read: rows of other content than it was
+        # taken of would go into a dataset (and a rerun's "already complete") by its hash
+        _refuse_changed(source, identity["source"], config.file)
     with hold(out, command="hsa build"):  # (it removes the folders it made, left empty)
         # a refusal of the folder (another config's data) leaves it as it is: what follows
         # clears only what this run left behind
@@ -503,6 +512,16 @@ def build(
             return _build(
                 config, out, identity, augment_config, recorded, harnesses, progress, finished
             )
+
+
+def _refuse_changed(source: SourceConfig, taken: Mapping[str, Any], file: str | None) -> None:
+    """Refuse recorded trajectories (or their harness) whose content is no longer the one the
+    build's identity ``taken`` (``SourceConfig.identity``) was taken of."""
+    again = source.identity(file)
+    for name in ("trajectories", "harness"):
+        path = getattr(source, name)
+        if path is not None and again.get(name) != taken.get(name):
+            raise changed_while_read(path)
 
 
 def _build(

@@ -197,6 +197,34 @@ def _recorded(tmp_path: Path, table, name: str = "recorded.parquet") -> str:
     return name
 
 
+def test_recorded_trajectories_changed_after_the_identity_was_taken_are_refused(
+    tmp_path: Path, livestream_table, monkeypatch
+) -> None:
+    import importlib
+
+    import pyarrow.parquet as pq
+
+    build_module = importlib.import_module("hsa.pipelines.build")  # (not hsa.pipelines.build())
+    data = {
+        "source": {"trajectories": _recorded(tmp_path, livestream_table.slice(0, 4))},
+        "augment": {"variants_per_trajectory": 1},
+    }
+    config = load_config(write(tmp_path, data))
+    opened = build_module.open_source
+
+    def changed_first(path, **kwargs):  # between the build's identity and its read
+        pq.write_table(livestream_table.slice(0, 5), path)
+        return opened(path, **kwargs)
+
+    monkeypatch.setattr(build_module, "open_source", changed_first)
+    with pytest.raises(DatasetError, match="changed while this run read it; run again") as exc:
+        build(config, out=tmp_path / "ds")
+    assert exc.value.file == str(tmp_path / "recorded.parquet")
+    assert not (tmp_path / "ds" / ".hsa" / "run.json").exists()  # nothing claimed
+    monkeypatch.undo()
+    assert build(load_config(write(tmp_path, data)), out=tmp_path / "ds").trajectories == 5
+
+
 def test_the_recipe_seed_is_kept_unless_the_config_sets_one(
     tmp_path: Path, livestream_table
 ) -> None:
