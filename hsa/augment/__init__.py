@@ -7,7 +7,15 @@ to canonical events (the engine does it in bulk).
 """
 
 from hsa.augment.invert import invert as invert
-from hsa.augment.mapping import IDENTITY, RewriteMapping, Step, ToolMap, apply_steps, map_events
+from hsa.augment.mapping import (
+    IDENTITY,
+    ArgumentClash,
+    RewriteMapping,
+    Step,
+    ToolMap,
+    apply_steps,
+    map_events,
+)
 from hsa.augment.planner import Variant, apply_chain, canonical_variant, pick, plan
 from hsa.augment.recipe import Recipe, RecipeRule, default_recipe, load_recipe, loads_recipe
 from hsa.augment.registry import ENTRY_POINT_GROUP, all_rules, rule
@@ -20,6 +28,7 @@ __all__ = [
     "FAMILIES",
     "IDENTITY",
     "NO_CONTEXT",
+    "ArgumentClash",
     "Context",
     "Recipe",
     "RecipeRule",

@@ -52,7 +52,7 @@ from functools import lru_cache
 from typing import Any
 
 from hsa.augment.free_text import replace_in_harness
-from hsa.augment.mapping import RewriteMapping, ToolMap, apply_steps, map_events
+from hsa.augment.mapping import ArgumentClash, RewriteMapping, ToolMap, apply_steps, map_events
 from hsa.augment.markdown import skill_blocks
 from hsa.augment.names import PARAM_NAME
 from hsa.augment.param_schemas import all_property_names, reached
@@ -919,7 +919,18 @@ def check_rewrite(
         ],
     )
 
-    surface = map_events(events, m)
+    try:
+        surface = map_events(events, m)
+    except ArgumentClash as exc:
+        # the mapping would overwrite an argument a call carries: no surface to check
+        record("values", [(exc.where or "mapping", exc.message)])
+        for check in ("schema", "roundtrip", "replay"):
+            record(check, [], skip=True)
+        hooks, names, (skills, missing) = _harness_level(original, h2, m)
+        record("hooks", hooks)
+        record("names", names)
+        record("skills", [*skills, *dropped_skill_problems(original, missing, events)])
+        return CheckReport(trajectory_id, outcomes, tuple(failures), label, True)
     baseline_calls = call_problems(original, events)
     found = call_problems(h2, surface) or declared_problems(original, h2, events, surface)
     # a canonical call its own schema refuses (as corpora hold some: BFCL's "horror" for the

@@ -223,23 +223,55 @@ def _matches(node: Any, path: ArgPath, prefix: tuple = ()) -> Iterator[tuple[tup
         yield prefix, (node, head)
 
 
-def _place(root: dict, path: ArgPath, indexes: Sequence[int], value: Any) -> None:
+class ArgumentClash(RuleError):
+    """A step would put a value where the call holds one already (an argument its schema does
+    not declare, named as a parameter a rule made): the value there would be lost, and the
+    inverse steps could not give the call back."""
+
+
+def _clash(step: Step, at: Sequence[Any]) -> ArgumentClash:
+    shown = ".".join(str(k) for k in at)
+    what = {
+        "move": f"moving {'.'.join(step.path)} to {'.'.join(step.dst or ())}",
+        "ensure": f"making the object {'.'.join(step.path)}",
+        "add": f"adding the parameter {'.'.join(step.path)}",
+    }[step.kind]
+    return ArgumentClash(
+        f"{what} would overwrite the call's value at {shown!r}, an argument the schema does "
+        "not declare, and lose it (a rule that makes a parameter must miss the names calls "
+        "use: hsa.augment.Context.arguments)",
+        where=f"arguments.{shown}",
+    )
+
+
+def _place(root: dict, step: Step, indexes: Sequence[int], value: Any) -> None:
+    """Put ``value`` at ``step.dst`` (with ``indexes`` for its ``[]``), making the objects on
+    the way; an ``ArgumentClash`` where a value is in the way."""
+    path = step.dst or ()
     node: Any = root
     idx = iter(indexes)
+    at: list[Any] = []
     for position, key in enumerate(path):
         last = position == len(path) - 1
         if key == EACH:
             i = next(idx)
+            at.append(i)
             if last:
                 node[i] = value
                 return
             node = node[i]
             continue
+        at.append(key)
+        if not isinstance(node, dict) or (last and key in node):
+            raise _clash(step, at if isinstance(node, dict) else at[:-1])
         if last:
             node[key] = value
             return
-        if key not in node or not isinstance(node[key], dict | list):
-            node[key] = {} if path[position + 1] != EACH else []
+        want = dict if path[position + 1] != EACH else list
+        if key not in node:
+            node[key] = want()
+        elif not isinstance(node[key], want):
+            raise _clash(step, at)
         node = node[key]
 
 
@@ -256,6 +288,10 @@ def apply_steps(args: MappingABC[str, Any], steps: Sequence[Step]) -> dict[str, 
     included, wherever the moved keys were next to each other (arguments a schema does not
     declare left between wrapped ones, and an empty object flattened away before other
     keys, leave no trace of where they were on the surface).
+
+    A step that would overwrite a value the call holds (a move onto a key it has, an
+    ``ensure`` or a path through a key holding no object, an ``add`` where it has a value)
+    raises ``ArgumentClash``, naming the path: the value would be lost, silently.
     """
     out = json.loads(json.dumps(args))  # deep copy, JSON types only
     if not any(step.kind == "move" and not _is_rename(step.path, step.dst or ()) for step in steps):
@@ -281,7 +317,7 @@ def _apply(out: dict[str, Any], steps: Sequence[Step], *, boxed: bool) -> None:
                     continue
                 value = parent[key]
                 del parent[key]
-                _place(out, dst, indexes, value)
+                _place(out, step, indexes, value)
         elif step.kind == "enum":
             table = [(a, b) for a, b in step.values]
             for _, (parent, key) in list(_matches(out, step.path)):
@@ -296,12 +332,27 @@ def _apply(out: dict[str, Any], steps: Sequence[Step], *, boxed: bool) -> None:
         elif step.kind == "ensure":
             parent_path, key = step.path[:-1], step.path[-1]
             parents = (
-                [out]
+                [((), out)]
                 if not parent_path
-                else [p[k] for _, (p, k) in _matches(out, parent_path) if isinstance(p[k], dict)]
+                else [
+                    (i, p[k]) for i, (p, k) in _matches(out, parent_path) if isinstance(p[k], dict)
+                ]
             )
-            for parent in parents:
-                parent.setdefault(key, {})
+            for indexes, parent in parents:
+                if not isinstance(parent.setdefault(key, {}), dict):
+                    raise _clash(step, _concrete(step.path, indexes))
+        elif step.kind == "add":
+            # nothing to do going forward, but a value there would read as the new
+            # parameter's, and the inverse (``drop``) would remove it
+            found = list(_matches(out, step.path))
+            if found:
+                raise _clash(step, _concrete(step.path, found[0][0]))
+
+
+def _concrete(path: ArgPath, indexes: Sequence[int]) -> list[Any]:
+    """``path`` with its ``[]`` replaced by ``indexes``."""
+    idx = iter(indexes)
+    return [next(idx) if key == EACH else key for key in path]
 
 
 @dataclass(slots=True)
@@ -447,7 +498,12 @@ def map_events(events: Sequence[Event], mapping: RewriteMapping) -> list[Event]:
         if isinstance(event, ToolCall):
             tool = mapping.tools.get(event.tool)
             if tool is not None:
-                event = ToolCall(event.call_id, tool.name, apply_steps(event.args, tool.steps))
+                try:
+                    args = apply_steps(event.args, tool.steps)
+                except ArgumentClash as exc:
+                    where = f"tool {event.tool!r} (call {event.call_id!r}): {exc.where}"
+                    raise ArgumentClash(exc.message, where=where) from None
+                event = ToolCall(event.call_id, tool.name, args)
         elif isinstance(event, SkillLoad):
             event = SkillLoad(mapping.skills.get(event.skill_id, event.skill_id))
         elif isinstance(event, HookFired):

@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from hsa.augment.mapping import map_events
+from hsa.augment.mapping import ArgumentClash, map_events
 from hsa.augment.planner import Variant
 from hsa.envs.base import Environment
 from hsa.errors import EnvError, EvalError, TeacherError
@@ -146,7 +146,11 @@ async def first_reply(
                     named = _named(first, variant)
         elif isinstance(first, SkillLoad) and variant.harness.skill(first.skill_id) is None:
             problem, reason = "unknown_tool", f"loads skill {first.skill_id!r}, not offered"
-        got = _first(map_events(surface, variant.mapping.inverse())) if problem is None else None
+        if problem is None:
+            try:
+                got = _first(map_events(surface, variant.mapping.inverse()))
+            except ArgumentClash as exc:  # an undeclared argument where the inverse puts one
+                problem, reason = "invalid_arguments", f"{exc.where}: {exc.message}"
     name, keys, exact, failure = judge(want, got, problem, named)
     if failure is not None and reason == "ok":
         reason = f"{failure}: expected {_show(want)}, got {_show(got)}"

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hsa.augment.mapping import map_events
+from hsa.augment.mapping import ArgumentClash, map_events
 from hsa.augment.planner import Variant
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.envs.base import Environment, Outcome, Task
@@ -420,7 +420,12 @@ class _Run:
                 except TeacherError as exc:
                     return "backend", str(exc), state
                 self.surface_calls.extend(e for e in surface_step if isinstance(e, ToolCall))
-                step = map_events(surface_step, self.inverse)
+                try:
+                    step = map_events(surface_step, self.inverse)
+                except ArgumentClash as exc:
+                    # a surface argument the schema does not declare, where the inverse puts
+                    # a parameter: the call reads back as no canonical one
+                    return "schema", f"{exc.where}: {exc.message}", state
                 # Checked on the surface: a canonical id the variant renamed is unknown there.
                 unknown = next(
                     (

@@ -456,7 +456,7 @@ def test_replay_through_an_environment():
                     "add",
                     (
                         Step("move", ("by",), ("step",)),
-                        Step("add", ("step",)),
+                        Step("drop", ("step",)),
                     ),
                 )
             }
@@ -465,6 +465,18 @@ def test_replay_through_an_environment():
     report = check_rewrite(harness, lossy, events, replay=Replay(env, task))
     assert report.outcomes["replay"] == FAIL
     assert any("score" in f.message or "result" in f.message for f in report.failures)
+    # a parameter added where a call holds a value: refused when mapped, a failure here
+    clash = Rewrite(
+        sneaky,
+        RewriteMapping(
+            tools={
+                "add": ToolMap("add", (Step("move", ("by",), ("step",)), Step("add", ("step",))))
+            }
+        ),
+    )
+    report = check_rewrite(harness, clash, events, replay=Replay(env, task))
+    assert report.outcomes["values"] == FAIL and report.outcomes["replay"] == SKIP
+    assert any("would overwrite the call's value at 'step'" in f.message for f in report.failures)
 
 
 def test_tally_counts_per_label(harness, events):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hsa.augment.mapping import (
     EACH,
     IDENTITY,
+    ArgumentClash,
     RewriteMapping,
     Step,
     ToolMap,
@@ -254,3 +256,57 @@ def test_an_enum_value_respelled_to_an_object_and_then_again_is_a_plain_value():
     assert apply_steps({"a": False}, steps) == {"a": None}
     moved = [*steps, Step("move", ("a",), dst=("w", "a"))]
     assert apply_steps({"a": False, "b": 1}, moved) == {"w": {"a": None}, "b": 1}
+
+
+@pytest.mark.parametrize(
+    ("steps", "args", "at"),
+    [
+        # a wrap into a name the call holds a scalar under
+        (
+            (Step("ensure", ("args",)), Step("move", ("city",), ("args", "city"))),
+            {"args": 7},
+            "args",
+        ),
+        # a move (a rename, a flatten) onto a key the call has
+        ((Step("move", ("city",), ("town",)),), {"town": "Lyon"}, "town"),
+        ((Step("move", ("a", "city"), ("a_city",)),), {"a": {"city": 2}, "a_city": 1}, "a_city"),
+        # a path through a key that holds no object
+        ((Step("move", ("city",), ("w", "city")),), {"w": [1]}, "w"),
+        # a parameter added where the call has a value: the inverse would drop it
+        ((Step("add", ("trace_id",)),), {"trace_id": "abc"}, "trace_id"),
+        ((Step("move", ("xs", EACH, "a"), ("xs", EACH, "b")),), {"xs": [{"b": 0}]}, "xs.0.b"),
+    ],
+)
+def test_a_step_that_would_overwrite_a_value_is_refused(steps, args, at):
+    call = {"city": "Paris", **args} if "xs" not in args else {"xs": [{"a": 1, "b": 0}]}
+    mapping = RewriteMapping(tools={"t": ToolMap("u", steps)})
+    with pytest.raises(ArgumentClash) as caught:
+        map_events([ToolCall("call_0", "t", call)], mapping)
+    assert caught.value.where == f"tool 't' (call 'call_0'): arguments.{at}"
+    assert "would overwrite the call's value" in caught.value.message
+
+
+def test_a_wrap_into_an_object_the_call_has_merges_and_round_trips():
+    steps = (Step("ensure", ("w",)), Step("move", ("city",), ("w", "city")))
+    mapping = RewriteMapping(tools={"t": ToolMap("t", steps)})
+    events = [ToolCall("call_0", "t", {"city": "Paris", "w": {"x": 1}})]
+    surface = map_events(events, mapping)
+    assert surface[0].args == {"w": {"x": 1, "city": "Paris"}}
+    assert map_events(surface, mapping.inverse()) == events
+
+
+@settings(max_examples=150, derandomize=True)
+@given(st.data())
+def test_no_step_loses_a_value_silently(data):
+    args, steps = data.draw(args_and_steps())
+    made = sorted({k for s in steps for k in (*s.path, *(s.dst or ())) if k.startswith("n_")})
+    if made:  # the call also holds, undeclared, names the steps make
+        extra = data.draw(st.lists(st.sampled_from(made), unique=True, min_size=1))
+        args = {**args, **{k: data.draw(SCALARS) for k in extra}}
+    mapping = RewriteMapping(tools={"t": ToolMap("u", steps)})
+    events = [ToolCall("call_0", "t", args)]
+    try:
+        surface = map_events(events, mapping)
+    except ArgumentClash:
+        return  # refused, not lost
+    assert map_events(surface, mapping.inverse()) == events

@@ -31,7 +31,7 @@ from hsa.augment.engine.records import Part, distinct, exclusive, first_seen, ru
 from hsa.augment.engine.template_fill import Leaves
 from hsa.augment.engine.templates import Template, derive
 from hsa.augment.engine.texts import Sources
-from hsa.augment.mapping import apply_steps
+from hsa.augment.mapping import ArgumentClash, apply_steps
 from hsa.errors import HsaError, ProtocolError
 
 if TYPE_CHECKING:
@@ -181,6 +181,10 @@ def _tool_calls(
             )
         except ProtocolError as exc:
             raise batch.fail(exc, int(ev.owner[e[first_row]])) from None
+        except ArgumentClash as exc:
+            raise batch.fail(
+                _clashed(exc, plan, tool_names[tool_code[call_index[tat[j]]]]), int(e[first_row])
+            ) from None
     tid = tid_of[tinverse]
     ok = sc.ok[call_index] & (tid >= 0) & ~leaves.exotic_items()[call_index]
     out = np.full(len(rows), -1, dtype=np.int64)
@@ -192,13 +196,17 @@ def _tool_calls(
         for j in slow.tolist():
             plan, tp = class_keys[cls[j]]
             raw = args[int(call_index[j])].as_py()
-            texts.append(exact_call(batch, plan, tp, raw, int(e[rows[j]])))
+            tool = tool_names[tool_code[call_index[j]]]
+            texts.append(exact_call(batch, plan, tp, raw, int(e[rows[j]]), tool))
         out[slow] = batch.aux.add(texts) + np.arange(len(slow))
     return out, names, {"calls_exact": len(slow), "python_values": leaves.python_values}
 
 
-def exact_call(batch: Batch, plan: VariantPlan, tp: ToolPlan, raw: str | None, event: int) -> str:
-    """One call's text through the reference (``apply_steps`` and the format)."""
+def exact_call(
+    batch: Batch, plan: VariantPlan, tp: ToolPlan, raw: str | None, event: int, tool: str
+) -> str:
+    """One call's text through the reference (``apply_steps`` and the format); ``tool``: the
+    canonical name, for an error."""
     try:
         value = json.loads(raw) if raw else {}
     except (ValueError, RecursionError) as exc:
@@ -209,6 +217,17 @@ def exact_call(batch: Batch, plan: VariantPlan, tp: ToolPlan, raw: str | None, e
         return plan.style.one(tp.name, apply_steps(value, tp.steps))
     except ProtocolError as exc:
         raise batch.fail(exc, int(batch.ev.owner[event])) from None
+    except ArgumentClash as exc:
+        raise batch.fail(_clashed(exc, plan, tool), event) from None
+
+
+def _clashed(exc: ArgumentClash, plan: VariantPlan, tool: str) -> HsaError:
+    """``exc`` naming the variant and the tool whose call it is about."""
+    rules = [name for name, _, _ in plan.variant.rules]
+    return HsaError(
+        f"under variant {plan.variant.variant_id} (rules {rules}), tool {tool!r}: "
+        f"{exc.where}: {exc.message}"
+    )
 
 
 def call_lists(
