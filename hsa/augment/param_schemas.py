@@ -318,6 +318,11 @@ def _mapped(value: Any, path: ArgPath, moved: ArgPath, steps: Sequence[Step]) ->
     return _at(apply_steps(_placed(path, value), steps), moved, value)
 
 
+def moved_path(path: ArgPath, steps: Sequence[Step]) -> ArgPath | None:
+    """Where ``steps`` take the argument value at ``path`` (None: they drop it)."""
+    return _moved(path, steps)
+
+
 def _related(a: ArgPath, b: ArgPath) -> bool:
     """Whether ``a`` and ``b`` are one path, or one of them leads to where the other is."""
     n = min(len(a), len(b))

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from hsa.augment import arguments as undeclared
 from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap, apply_steps, respelled
 from hsa.augment.param_schemas import copy_json, reached
 from hsa.augment.recipe import Recipe, RecipeRule
@@ -121,12 +122,17 @@ class Variant:
 
 
 def context_through(context: Context, mapping: RewriteMapping) -> Context:
-    """``context`` with canonical names turned into ``mapping``'s surface names."""
+    """``context`` with canonical names turned into ``mapping``'s surface names (and the
+    undeclared arguments' paths into where its steps take them)."""
     tools = context.used_tools
     skills = context.used_skills
+    arguments = context.arguments
     return Context(
         None if tools is None else frozenset(mapping.tool_name(t) for t in tools),
         None if skills is None else frozenset(mapping.skills.get(s, s) for s in skills),
+        arguments
+        if not arguments or mapping.is_identity
+        else undeclared.through(arguments, mapping),
     )
 
 
@@ -381,7 +387,8 @@ def _lost(
             if mapping.hooks.get(name, name) not in ids
         ]
     if not lost:
-        return _arguments_lost(harness, rewrite, used_tools)
+        found = _arguments_lost(harness, rewrite, used_tools)
+        return found or undeclared.clash(context.arguments, mapping)
     kind, name, new = lost[0]
     use, does = _USES[kind]
     if new == name:
@@ -1217,8 +1224,62 @@ def _plan_slot(
     unchanged: bytes,
     keep: bool,
 ) -> Variant:
-    """Variant ``index`` of ``spec`` (``plan_slots``)."""
+    """Variant ``index`` of ``spec`` (``plan_slots``).
+
+    Planned without the context's undeclared ``arguments`` first, then, where it has any,
+    with them: where they change the rewrite (a rule would have made a parameter one of them
+    names), that rewrite is the variant, its id naming them; elsewhere the variant is the one
+    every trajectory of the harness gets."""
     harness, context, rules = spec.harness, spec.context, spec.rules
+    plain = context.without_arguments()
+    drawn = _drawn(spec, index, eligible, resolve, unchanged, keep, plain)
+    uses = any(rules[n].needs for n, _, _ in drawn.applied)
+    ctx = plain.key() if uses else None
+    if context.arguments:
+        other = _drawn(spec, index, eligible, resolve, unchanged, keep, context)
+        if other.key != drawn.key:
+            drawn = other
+            uses = any(rules[n].needs for n, _, _ in drawn.applied)
+            ctx = context.key() if uses else {"arguments": context.key()["arguments"]}
+    vid = variant_id(harness, drawn.applied, drawn.seed, ctx)
+    return Variant(
+        vid,
+        harness.id,
+        drawn.applied,
+        drawn.rewrite.harness,
+        drawn.rewrite.mapping,
+        drawn.seed,
+        index,
+        drawn.key,
+        drawn.mapping_json,
+        drawn.dropped,
+    )
+
+
+class _Drawn(NamedTuple):
+    """A slot's rewrite (``_drawn``): the rules applied, its seed, content key and mapping
+    JSON, and why the draws before it were dropped (``PromptUnrendered``)."""
+
+    rewrite: Rewrite
+    applied: tuple[tuple[str, str, dict[str, Any]], ...]
+    seed: int
+    key: bytes
+    mapping_json: str
+    dropped: tuple[str, ...]
+
+
+def _drawn(
+    spec: PlanSpec,
+    index: int,
+    eligible: set[str],
+    resolve: Callable[[RecipeRule], tuple[Rule, dict[str, Any]]],
+    unchanged: bytes,
+    keep: bool,
+    context: Context,
+) -> _Drawn:
+    """The rewrite of slot ``index`` under ``context``: drawn again while it changes nothing
+    (``plan_variant``)."""
+    harness = spec.harness
     dropped: list[str] = []
     for attempt in range(_REDRAWS):
         variant_seed = derive_seed("variant", spec.seed, harness.id, index, attempt)
@@ -1238,20 +1299,7 @@ def _plan_slot(
         key = _digest(rewrite.harness.to_json(keep=keep), mapping_json)  # content_key
         if key != unchanged:
             break
-    uses = any(rules[n].needs for n, _, _ in applied)
-    vid = variant_id(harness, applied, variant_seed, context.key() if uses else None)
-    return Variant(
-        vid,
-        harness.id,
-        applied,
-        rewrite.harness,
-        rewrite.mapping,
-        variant_seed,
-        index,
-        key,
-        mapping_json,
-        tuple(dropped),
-    )
+    return _Drawn(rewrite, applied, variant_seed, key, mapping_json, tuple(dropped))
 
 
 def _checked_seed(seed: Any) -> int:

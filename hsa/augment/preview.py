@@ -81,7 +81,7 @@ def preview(
         harness,
         [(rule, resolved)],
         seed=seed,
-        context=Context.of(events),
+        context=Context.of(events, harness),
         fired=Sight.of(events).hooks,
     )
     before = conversation_text(render(trajectory.events, harness))

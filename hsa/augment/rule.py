@@ -3,8 +3,10 @@
 A rule looks at a harness, a seeded ``random.Random`` and its parameters, and returns a
 ``Rewrite``: the new harness plus the ``RewriteMapping`` from canonical to surface identifiers.
 Rules never see trajectories; a rule that depends on what a trajectory uses (drop the tools it never
-calls) says so in ``needs`` and reads the used sets from ``Context``. A chain of rewrites is a
-rewrite (``Rewrite.then``, ``compose``).
+calls) says so in ``needs`` and reads the used sets from ``Context``. A rule that makes a parameter
+name also misses the arguments the calls use that their schema does not declare
+(``Context.arguments``, given to every rule where known). A chain of rewrites is a rewrite
+(``Rewrite.then``, ``compose``).
 
 Writing one::
 
@@ -34,6 +36,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 
+from hsa.augment import arguments as undeclared
 from hsa.augment.mapping import IDENTITY, RewriteMapping
 from hsa.augment.param_schemas import copy_json
 from hsa.errors import RuleError, schema_message
@@ -75,22 +78,35 @@ class Context:
     """What a trajectory uses, for rules that declare a need for it (``None`` = not known).
 
     Names are canonical: tool names as called in canonical ``tool_call`` events, skill ids as
-    loaded in ``skill_load`` events.
+    loaded in ``skill_load`` events. ``arguments``: per tool, the argument paths its calls use
+    that its schema does not declare (``hsa.augment.arguments``), which every rule that makes
+    a parameter name misses; no rule needs it (``()`` or ``None``: none known), and every rule
+    is given it.
     """
 
     used_tools: frozenset[str] | None = None
     used_skills: frozenset[str] | None = None
+    arguments: undeclared.Arguments | None = None
 
     def has(self, need: str) -> bool:
         return getattr(self, need) is not None
 
-    def key(self) -> dict[str, list[str]]:
-        """The known fields as sorted lists, for hashing into a variant id."""
-        return {n: sorted(getattr(self, n)) for n in CONTEXT_FIELDS if self.has(n)}
+    def key(self) -> dict[str, Any]:
+        """The known fields as sorted lists, for hashing into a variant id (``arguments``
+        where there are any)."""
+        out: dict[str, Any] = {n: sorted(getattr(self, n)) for n in CONTEXT_FIELDS if self.has(n)}
+        if self.arguments:
+            out["arguments"] = undeclared.to_json(self.arguments)
+        return out
+
+    def without_arguments(self) -> Context:
+        return self if self.arguments is None else Context(self.used_tools, self.used_skills)
 
     @classmethod
-    def of(cls, events: Iterable[Event]) -> Context:
-        """The context of one canonical trajectory."""
+    def of(cls, events: Iterable[Event], harness: Harness | None = None) -> Context:
+        """The context of one canonical trajectory; with its canonical ``harness``, the
+        arguments its calls use that their schemas do not declare too."""
+        events = list(events)
         tools: set[str] = set()
         skills: set[str] = set()
         for event in events:
@@ -98,17 +114,22 @@ class Context:
                 tools.add(event.tool)
             elif isinstance(event, SkillLoad):
                 skills.add(event.skill_id)
-        return cls(frozenset(tools), frozenset(skills))
+        arguments = None if harness is None else undeclared.of_calls(harness, events)
+        return cls(frozenset(tools), frozenset(skills), arguments)
 
     @classmethod
     def union(cls, contexts: Iterable[Context]) -> Context:
         """What any of several trajectories uses: safe for all of them at once."""
         tools: set[str] = set()
         skills: set[str] = set()
+        known: list[undeclared.Arguments] = []
         for c in contexts:
             tools |= c.used_tools or set()
             skills |= c.used_skills or set()
-        return cls(frozenset(tools), frozenset(skills))
+            if c.arguments is not None:
+                known.append(c.arguments)
+        arguments = undeclared.merged(known) if known else None
+        return cls(frozenset(tools), frozenset(skills), arguments)
 
 
 NO_CONTEXT = Context()
@@ -344,12 +365,12 @@ class Rule:
     def sees(self, context: Context) -> Context:
         """What of ``context`` the rule is given: the fields it declares in ``needs`` (the
         others are ``None``, as when no trajectory is known), so that a rule reads the same
-        wherever it runs, ``hsa rules check`` with its trajectories included."""
+        wherever it runs, ``hsa rules check`` with its trajectories included; and the
+        undeclared ``arguments``, which every rule that makes a parameter name must miss."""
         if all(name in self.needs or not context.has(name) for name in CONTEXT_FIELDS):
             return context
-        return Context(
-            **{n: getattr(context, n) if n in self.needs else None for n in CONTEXT_FIELDS}
-        )
+        kept = {n: getattr(context, n) if n in self.needs else None for n in CONTEXT_FIELDS}
+        return Context(**kept, arguments=context.arguments)
 
 
 def _harness_json(rewrite: Rewrite) -> str:

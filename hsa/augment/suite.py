@@ -272,10 +272,12 @@ def _one(
     from hsa.augment.checks import FAIL, Failure
 
     harness, trajectory = subject.harness, subject.trajectory
-    context = Context.of(trajectory.events)
+    context = Context.of(trajectory.events, harness)
     sight = Sight.of(trajectory.events)
-    # the hooks it fires are in the key: a rewrite that drops one is refused only where it fires
-    key = (harness.to_json(), seed, sight.hooks) if not job.rule.needs else None
+    # the hooks it fires are in the key: a rewrite that drops one is refused only where it
+    # fires; and the arguments its calls use that their schemas do not declare, which the
+    # rule's new names miss
+    key = (harness.to_json(), seed, sight.hooks, context.arguments) if not job.rule.needs else None
     reason: str | None
     trace = ""
     case: int | None = None

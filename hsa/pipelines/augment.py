@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hsa.augment import arguments as undeclared
 from hsa.augment.engine import Engine
 from hsa.augment.engine.plans import prepare
 from hsa.augment.planner import (
@@ -78,7 +79,7 @@ from hsa.harness.parse import CALL_LIKE
 from hsa.harness.render import RENDER_VERSION
 from hsa.pipelines.assign import assign_splits
 from hsa.pipelines.orphans import end_with
-from hsa.pipelines.rows import rows, sights_of, stats, used_by
+from hsa.pipelines.rows import rows, sights_of, stats, undeclared_by, used_by
 from hsa.pipelines.variants_file import PART_ROWS, VARIANTS_FILE, write_variants
 from hsa.teachers.rollout import planned_kept
 
@@ -407,14 +408,27 @@ class _Planner:
             self.canonical[harness.id] = self._add(canonical_variant(harness))
         return self.canonical[harness.id]
 
-    def group(self, harness: Harness, tools: tuple[str, ...], skills: tuple[str, ...]) -> LazyPlan:
+    def group(
+        self,
+        harness: Harness,
+        tools: tuple[str, ...],
+        skills: tuple[str, ...],
+        arguments: undeclared.Arguments = (),
+    ) -> LazyPlan:
+        """The plan of ``harness``'s trajectories that use ``tools`` and ``skills`` (where the
+        recipe needs them) and call with the undeclared ``arguments``."""
         key = (harness.id, tools, skills) if self.needs else (harness.id,)
+        if arguments and self.given is None:
+            key = (*key, arguments)
         if key not in self.groups:
             if self.given is not None:
                 given = list(self.given.get(harness.id, ()))
                 found = LazyPlan(harness, self.recipe, seed=self.seed, given=given)
             else:
-                context = Context(frozenset(tools), frozenset(skills)) if self.needs else NO_CONTEXT
+                if self.needs:
+                    context = Context(frozenset(tools), frozenset(skills), arguments or None)
+                else:
+                    context = Context(arguments=arguments) if arguments else NO_CONTEXT
                 found = LazyPlan(harness, self.recipe, seed=self.seed, context=context)
             self.groups[key] = found
         return self.groups[key]
@@ -844,11 +858,12 @@ def _batches(
     pairs: list[tuple[LazyPlan, int]] = []
     for batch in earlier:
         found = mf.done(out, batch) or {}
-        for harness_id, tools, skills, slots in found.get("contexts", []):
+        for harness_id, tools, skills, *more, slots in found.get("contexts", []):
             harness = known.get(harness_id)
             if harness is not None:
                 planner.canonical_of(harness) if config.keeps_canonical else None
-                group = planner.group(harness, tuple(tools), tuple(skills))
+                arguments = undeclared.from_json(more[0]) if more else ()
+                group = planner.group(harness, tuple(tools), tuple(skills), arguments)
                 pairs.extend((group, slot) for slot in slots)
         planner.prefetch(pairs)
         for group, slot in pairs:
@@ -900,7 +915,8 @@ class _Input:
     harness_of: dict[str | None, Harness]
     groups: list[LazyPlan]
     group_rows: np.ndarray  # row -> index into ``groups``
-    group_keys: dict[tuple, int]  # (harness id, used tools, used skills) -> index into groups
+    # (harness id, used tools, used skills[, undeclared arguments]) -> index into groups
+    group_keys: dict[tuple, int]
     sights: list[Sight]  # the distinct sights of the rows
     sight_rows: np.ndarray  # row -> index into ``sights``
     order: np.ndarray | None = None  # each row's pick order (``pick_order``), once made
@@ -971,12 +987,17 @@ def _read(job: _Job, lo: int, hi: int) -> _Input:
         tools, skills = used_by(table)
     else:
         tools = skills = [()] * n
+    # the arguments calls use that their schemas do not declare, which no rule may name a
+    # parameter it makes (most rows have none: their groups are as without them)
+    arguments = undeclared_by(table, [harness_of[h] for h in harness_ids])
     for row in range(n):
-        key = (harness_ids[row], tools[row], skills[row])
+        key: tuple = (harness_ids[row], tools[row], skills[row])
+        if arguments[row]:
+            key = (*key, arguments[row])
         if key not in found.group_keys:
             found.group_keys[key] = len(found.groups)
             found.groups.append(
-                planner.group(harness_of[harness_ids[row]], tools[row], skills[row])
+                planner.group(harness_of[harness_ids[row]], tools[row], skills[row], arguments[row])
             )
         found.group_rows[row] = found.group_keys[key]
     job.timings["plan"] += time.perf_counter() - started
@@ -1009,8 +1030,7 @@ def _batch(
         )
     except HsaError as exc:
         raise _planning_failed(exc, read) from exc
-    # what a rerun plans again for the variants file
-    contexts = [[*key, sorted(taken.get(groups[g], ()))] for key, g in read.group_keys.items()]
+    contexts = _contexts(planner, read, taken)
     short = int((chosen[:, k - 1] < 0).sum()) if k and n else 0
     if config.keeps_canonical:
         canonical = [planner.canonical_of(harness_of[h]) for h in harness_ids]
@@ -1220,6 +1240,33 @@ def _pick(
         contents[rows, at] = content[ok]
         count[rows] += 1
     return chosen, taken
+
+
+def _contexts(planner: _Planner, read: _Input, taken: Mapping[LazyPlan, set[int]]) -> list[list]:
+    """What a rerun plans again for the variants file: per (harness, tools, skills) the slots
+    the rows took, then, where rows' undeclared arguments changed a slot's variant
+    (``hsa.augment.planner._plan_slot``), those slots with the arguments. A slot they left as
+    it is goes with the others: it is planned so without them."""
+    slots: dict[tuple, set[int]] = {}
+    argued: dict[tuple, list[tuple[Any, list[int]]]] = {}
+    for key, g in read.group_keys.items():
+        group, mine = read.groups[g], taken.get(read.groups[g], set())
+        plain = slots.setdefault(key[:3], set())
+        if len(key) == 3:
+            plain |= mine
+            continue
+        other = planner.group(read.harness_of[key[0]], key[1], key[2])
+        changed = [
+            s for s in sorted(mine) if group.variant(s).variant_id != other.variant(s).variant_id
+        ]
+        plain.update(mine.difference(changed))
+        if changed:
+            argued.setdefault(key[:3], []).append((undeclared.to_json(key[3]), changed))
+    out: list[list] = []
+    for key, found in slots.items():
+        out.append([*key, sorted(found)])
+        out.extend([*key, arguments, changed] for arguments, changed in argued.get(key, ()))
+    return out
 
 
 def _planning_failed(exc: HsaError, read: _Input) -> DatasetError:

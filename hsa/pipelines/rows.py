@@ -10,11 +10,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hsa.augment import arguments as undeclared
 from hsa.augment.engine import Engine
 from hsa.augment.engine.records import unique_dictionary
 from hsa.augment.planner import Sight, Variant
 from hsa.datasets.card import batch_stats, estimate_tokens
 from hsa.datasets.schema import ROW_SCHEMA
+from hsa.harness.model import Harness
 
 
 def used_by(table: pa.Table) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
@@ -22,6 +24,26 @@ def used_by(table: pa.Table) -> tuple[list[tuple[str, ...]], list[tuple[str, ...
     found = _ids(table, (("tool_call", "tool"), ("skill_load", "skill_id")))
     tools, skills = (_per_row(table.num_rows, *kind) for kind in found)
     return tools, skills
+
+
+def undeclared_by(table: pa.Table, harnesses: Sequence[Harness]) -> list[undeclared.Arguments]:
+    """Each trajectory's undeclared arguments (``hsa.augment.arguments``) under its canonical
+    harness (``harnesses``, one a row): ``()`` for most."""
+    n = table.num_rows
+    events = table.column("events").combine_chunks()
+    offsets = events.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = events.flatten()
+    children = dict(zip([f.name for f in flat.type], flat.flatten(), strict=True))
+    row = np.repeat(np.arange(n), np.diff(offsets))
+    sel = pa.array(np.flatnonzero(pc.equal(children["kind"], "tool_call").fill_null(False)))
+    calls: list[list[tuple[str, str | None]]] = [[] for _ in range(n)]
+    tools = children["tool"].take(sel).to_pylist()
+    texts = children["args"].take(sel).to_pylist()
+    for r, tool, text in zip(row[sel.to_numpy()].tolist(), tools, texts, strict=True):
+        calls[r].append((tool, text))
+    return [
+        undeclared.of_texts(harnesses[r], found) if found else () for r, found in enumerate(calls)
+    ]
 
 
 def sights_of(table: pa.Table) -> tuple[list[Sight], np.ndarray]:

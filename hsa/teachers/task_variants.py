@@ -122,8 +122,10 @@ def env_task_variants(
 
 def solution_context(env: Environment, task: Task) -> Context:
     """What ``task``'s reference solution uses: the context ``hsa eval`` plans a recipe's
-    trajectory-dependent rules (``tools.drop_unused`` and the like) with, per task."""
-    return Context.of(env.solve(task).events)
+    trajectory-dependent rules (``tools.drop_unused`` and the like) with, per task (with the
+    arguments its calls use that their schemas do not declare, which no rule's new parameter
+    may be named)."""
+    return Context.of(env.solve(task).events, env.harness_for(task))
 
 
 class VariantPool:

@@ -116,3 +116,20 @@ def test_one_variant_id_names_one_harness(shape, names, probability, min_rules, 
         (plan(harness, padded, seed=seed, context=refusal), refusal),
     ]
     _one_harness_per_id(harness, plans)
+
+
+def test_undeclared_arguments_change_a_variant_and_its_id_only_where_a_rule_names_them():
+    from hsa.harness.model import Tool
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    harness = Harness(id="h", tools=(Tool("lookup", "Look up.", schema),))
+    recipe = Recipe(
+        rules=(RecipeRule("tools.wrap_args", 1.0, {"wrapper": "args"}),), variants_per_harness=1
+    )
+    plain = plan(harness, recipe, seed=0)[0]
+    elsewhere = Context(arguments=(("lookup", (("note",),)),))
+    assert plan(harness, recipe, seed=0, context=elsewhere)[0] == plain  # same id and harness
+    clash = Context(arguments=(("lookup", (("args",),)),))
+    other = plan(harness, recipe, seed=0, context=clash)[0]
+    assert other.variant_id != plain.variant_id
+    assert list(other.harness.tools[0].parameters["properties"]) == ["args_2"]

@@ -741,3 +741,51 @@ def test_a_jsonl_input_changed_while_read_fails_in_one_line_leaving_nothing(
     assert changed.returncode == 1 and len(said) == 1, changed.stderr
     assert said[0].endswith(f"{chats}: changed while this run read it; run again")
     assert not out.exists()  # nothing a rerun could take as done: it reads the file anew
+
+
+def test_an_argument_the_schema_does_not_declare_is_never_a_rules_new_parameter(
+    tmp_path: Path,
+) -> None:
+    # the QA repro: a call's `args`, undeclared, and a recipe wrapping into `args`
+    call = {"id": "c1", "type": "function"}
+    call["function"] = {"name": "lookup", "arguments": json.dumps({"city": "Paris", "args": 7})}
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    chat = {
+        "messages": [
+            {"role": "user", "content": "Look up Paris."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+            {"role": "assistant", "content": "It is sunny."},
+        ],
+        "tools": [
+            {"type": "function", "function": {"name": "lookup", "parameters": schema}},
+        ],
+    }
+    source = tmp_path / "chat.jsonl"
+    source.write_text(json.dumps(chat) + "\n")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "seed": 0,
+                "variants_per_harness": 2,
+                "variants_per_trajectory": 1,
+                "min_rules": 1,
+                "rules": [
+                    {"rule": "tools.wrap_args", "probability": 1, "params": {"wrapper": "args"}}
+                ],
+            }
+        )
+    )
+    out = tmp_path / "out"
+    done = hsa("augment", "--input", str(source), "--out", str(out), "--recipe", str(recipe))
+    assert done.returncode == 0, done.stderr
+    rows = list(iter_rows(out))
+    variants = read_variants(out)
+    imported = {t.id: t for t in import_source(source).trajectories}
+    wrapped = [r for r in rows if r["rules"]]
+    assert wrapped
+    for row in rows:
+        calls = [c for m in row["messages"] for c in m.get("tool_calls") or ()]
+        assert json.loads(calls[0]["function"]["arguments"])["args"] == 7
+        assert invert(row, variants[row["variant_id"]]) == list(imported[row["source_id"]].events)

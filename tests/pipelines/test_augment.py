@@ -1437,3 +1437,56 @@ def test_a_stray_shard_is_refused_before_a_repair_and_before_a_finish(
     stray.unlink()
     report = augment(open_source(shards), out, config())
     assert report.skipped == 3 and digests(out) == digests(reference)
+
+
+def test_rows_with_undeclared_arguments_keep_them_and_a_rerun_plans_them_the_same(
+    tmp_path: Path, charts_as_their_data
+) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": schema}}]
+    lines = []
+    for i in range(6):
+        args = {
+            "city": f"c{i}",
+            **({"args": i} if i % 2 else {}),
+            **({"note": "x"} if i == 4 else {}),
+        }
+        call = {"id": "c1", "type": "function"}
+        call["function"] = {"name": "lookup", "arguments": json.dumps(args)}
+        messages = [
+            {"role": "user", "content": f"Look up {i}."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            {"role": "assistant", "content": "Done."},
+        ]
+        lines.append(json.dumps({"id": f"t{i}", "messages": messages, "tools": tools}))
+    source = tmp_path / "chat.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    wrap = RecipeRule("tools.wrap_args", 1.0, {"wrapper": "args"})
+    settings = AugmentConfig(
+        recipe=Recipe(rules=(wrap,), variants_per_harness=2, min_rules=1),
+        variants_per_trajectory=1,
+        batch_size=2,
+        workers=1,
+    )
+    reference = tmp_path / "ref"
+    augment(open_source(source), reference, settings)
+    wrapped = 0
+    for row in iter_rows(reference):
+        calls = [c for m in row["messages"] for c in m.get("tool_calls") or ()]
+        call = json.loads(calls[0]["function"]["arguments"])
+        number = int(row["source_id"][1:])
+        wrapped += bool(row["rules"])
+        if number % 2:  # its own `args`, never the wrapper
+            assert call["args"] == number
+    assert wrapped == 6
+    marks = [json.loads(p.read_text()) for p in sorted((reference / ".hsa/done").iterdir())]
+    argued = [c for m in marks for c in m["contexts"] if len(c) == 5]
+    assert argued and all(c[3] == [["lookup", [["args"]]]] for c in argued)
+    # a rerun replans the batches done before from their marks: the same bytes
+    out = tmp_path / "out"
+    augment(open_source(source), out, settings)
+    (out / "manifest.json").unlink()
+    next((out / "data").rglob("*.parquet")).unlink()
+    augment(open_source(source), out, settings)
+    assert everything(out) == everything(reference)

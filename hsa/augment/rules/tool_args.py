@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from hsa.augment import arguments as undeclared
 from hsa.augment.banks import synonyms
 from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap, one_to_one
 from hsa.augment.names import (
@@ -84,7 +85,7 @@ def _rewrite_tools(
 
 @rule(
     "tools.add_optional",
-    version="1",
+    version="2",  # 2: misses the arguments calls use that the schema does not declare
     params={
         "type": "object",
         "additionalProperties": False,
@@ -105,7 +106,8 @@ def add_optional(harness: Harness, rng: random.Random, params: dict[str, Any], c
     """Insert a neutral optional parameter (a trace id, a note) into tools' schemas.
 
     It is never required and never changes what a call does; a call that sets it is mapped
-    back by dropping it.
+    back by dropping it. Its name is none the calls use as an argument the schema does not
+    declare (``Context.arguments``).
     """
     rewrites: dict[str, tuple[dict, tuple[Step, ...]]] = {}
     chosen = _choose(list(harness.tools), params["fraction"], rng)
@@ -113,7 +115,7 @@ def add_optional(harness: Harness, rng: random.Random, params: dict[str, Any], c
         if tool.name not in chosen:
             continue
         schema = copy_schema(tool.parameters)
-        taken = all_property_names(schema)
+        taken = all_property_names(schema) | undeclared.top_names(context.arguments, tool.name)
         wanted = rng.choice(params["names"])
         name = fresh_names([wanted], lambda n: n, taken=taken, pattern=PARAM_NAME)[wanted]
         description = NEUTRAL_PARAMS.get(wanted, "Optional; does not change the result.")
@@ -134,7 +136,9 @@ _OBJECT_LEVEL = ("$defs", "definitions", "$schema", "$id", "id", "type")  # id: 
 
 @rule(
     "tools.wrap_args",
-    version="4",  # 4: the wrapper goes where the arguments were, which keep their order
+    # 4: the wrapper goes where the arguments were, which keep their order
+    # 5: misses the arguments calls use that the schema does not declare
+    version="5",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -156,7 +160,9 @@ def wrap_args(harness: Harness, rng: random.Random, params: dict[str, Any], cont
 
     ``$defs`` stay at the schema root so every ``$ref`` still resolves; the object-level
     constraints (``required``, ``additionalProperties``, ...) move inside the wrapper. A tool
-    whose arguments an ``update_input`` hook sets or removes by name is left alone.
+    whose arguments an ``update_input`` hook sets or removes by name is left alone. The
+    wrapper's name is none the calls use as an argument the schema does not declare
+    (``Context.arguments``): those stay beside it.
     """
     # a $ref into the arguments (#/properties/...) would point elsewhere once they are
     # wrapped, and arguments the schema does not declare would stay outside the wrapper
@@ -175,9 +181,8 @@ def wrap_args(harness: Harness, rng: random.Random, params: dict[str, Any], cont
             continue
         schema = copy_schema(tool.parameters)
         wanted = params["wrapper"] or rng.choice(WRAPPERS)
-        name = fresh_names(
-            [wanted], lambda n: n, taken=all_property_names(schema), pattern=PARAM_NAME
-        )[wanted]
+        taken = all_property_names(schema) | undeclared.top_names(context.arguments, tool.name)
+        name = fresh_names([wanted], lambda n: n, taken=taken, pattern=PARAM_NAME)[wanted]
         inner = {k: v for k, v in schema.items() if k not in _OBJECT_LEVEL}
         inner["type"] = "object"
         outer = {k: v for k, v in schema.items() if k in _OBJECT_LEVEL and k != "type"}
@@ -291,8 +296,9 @@ def _flattenable(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
 
 @rule(
     "tools.flatten_args",
-    version="5",  # 5: the fields go where the object was, in its order (4: defaults and
-    # the like that hold the object are flattened too)
+    version="6",  # 6: misses the arguments calls use that the schema does not declare
+    # (5: the fields go where the object was, in its order; 4: defaults and the like that
+    # hold the object are flattened too)
     params={
         "type": "object",
         "additionalProperties": False,
@@ -313,7 +319,8 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
     ``const``, ``examples`` or ``enum`` value that holds the object is flattened as calls are.
     Only objects whose flattening is exact are touched (required, named properties, no
     combinators), so the inverse rebuilds the object, an empty one included; not one an
-    ``update_input`` hook sets or removes by name.
+    ``update_input`` hook sets or removes by name. The joined names are none the calls use as
+    an argument the schema does not declare (``Context.arguments``).
     """
     join = params["join"] if params["join"] != "any" else rng.choice(["_", "__", "camel"])
 
@@ -340,7 +347,9 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
         names = fresh_names(
             inner,
             functools.partial(joined, key),
-            taken=all_property_names(schema) | set(inner),
+            taken=all_property_names(schema)
+            | set(inner)
+            | undeclared.top_names(context.arguments, tool.name),
             pattern=PARAM_NAME,
         )
         steps = [Step("move", (key, f), (names[f],)) for f in inner]

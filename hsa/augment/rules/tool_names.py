@@ -8,6 +8,7 @@ import random
 import re
 from typing import Any
 
+from hsa.augment import arguments as undeclared
 from hsa.augment.banks import synonyms
 from hsa.augment.free_text import (
     format_accepts,
@@ -223,7 +224,8 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
     # 8: never renames a parameter to a Python keyword (a synonym "from")
     # 9: file names in prose (order_id.rb, order_id.yaml:3) keep the name
     # 10: a synonym keeps an UPPER name upper; a name with no synonym stays as it is
-    version="10",
+    # 11: misses the arguments calls use that the schema does not declare
+    version="11",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -249,7 +251,8 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
     property follows it. Sub-schemas that no argument path can reach (``prefixItems``,
     ``patternProperties``, a recursive type, ...) keep their names, and so do objects whose
     names a pattern constrains. The skill tool's parameter is renamed too; skill loads need no
-    mapping.
+    mapping. No new name is one the calls use as an argument the schema does not declare
+    (``Context.arguments``, of any tool, anywhere: the table is the harness's).
     """
     tools = _all_tools(harness)
     names: dict[str, None] = {}
@@ -270,7 +273,9 @@ def rename_params(harness: Harness, rng: random.Random, params: dict[str, Any], 
     table = fresh_names(
         targets,
         proposer(style, rng, "p_", harness),
-        taken=taken - set(targets),
+        # (a target's own name, an undeclared argument of another tool, is blocked for the
+        # other targets all the same: fresh_names never gives one another's original)
+        taken=(taken | undeclared.all_names(context.arguments)) - set(targets),
         pattern=PARAM_NAME,
         accept=lambda n: all(format_accepts(harness.protocol, t.name, [n]) for t in tools[:1]),
     )
