@@ -125,10 +125,15 @@ def _create(path: Path, holder: dict[str, Any]) -> bool:
     except OSError as exc:  # a read-only folder, one of another user's
         raise DatasetError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
     try:
-        os.write(fd, (json.dumps(holder, sort_keys=True) + "\n").encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            os.write(fd, (json.dumps(holder, sort_keys=True) + "\n").encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:  # a full disk: no empty lock is left to refuse the rerun
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise DatasetError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
     return True
 
 
@@ -212,16 +217,26 @@ def hold(folder: str | Path, *, command: str | None = None) -> Iterator[None]:
     folder the block created and left empty (a run refused before it wrote anything) is
     removed with the lock, and so are the parents made for it that are left empty."""
     created = _missing(Path(folder))
-    token = acquire(folder, command=command)
+    try:
+        token = acquire(folder, command=command)
+    except DatasetError:  # refused, or the lock could not be written (a full disk)
+        _remove_empty([lock_path(folder).parent, *created])
+        raise
     try:
         yield
     finally:
         release(folder, token)
-        for path in created:  # the folder first, then the parents made for it
-            try:
-                path.rmdir()
-            except OSError:
-                break
+        _remove_empty(created)
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` in turn (a folder first, then its parents) up to the first that is
+    not empty or not there."""
+    for path in folders:
+        try:
+            path.rmdir()
+        except OSError:
+            break
 
 
 def _missing(folder: Path) -> list[Path]:

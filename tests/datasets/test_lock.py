@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -209,3 +210,22 @@ def test_a_file_where_the_output_folder_should_be_is_named(tmp_path: Path) -> No
         with pytest.raises(DatasetError, match="is a file, where the output folder") as caught:
             acquire(out)
         assert caught.value.file == str(tmp_path / "afile")
+
+
+@pytest.mark.parametrize("call", ["write", "fsync"])
+def test_a_full_disk_while_the_lock_is_written_leaves_no_lock(
+    tmp_path: Path, monkeypatch, call: str
+) -> None:
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(os, call, full)
+        with pytest.raises(DatasetError, match="cannot write: No space left on") as err, hold(out):
+            pass
+    assert err.value.file == str(lock_path(out))
+    assert not out.exists()  # nor the folders made for it: the rerun finds nothing in its way
+    with hold(out):
+        assert lock_path(out).exists()
+
