@@ -170,6 +170,9 @@ def acquire(folder: str | Path, *, command: str | None = None) -> str:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        link = files.dangling(path.parent)
+        if link is not None:  # the OS says "File exists"
+            raise DatasetError(files.dangling_message(link), file=str(link)) from None
         raise DatasetError(f"cannot create: {exc.strerror or exc}", file=str(path.parent)) from None
     token = uuid.uuid4().hex
     holder = {

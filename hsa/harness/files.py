@@ -83,10 +83,31 @@ def blocked(path: str | Path) -> Path | None:
     return None
 
 
+def dangling(path: str | Path) -> Path | None:
+    """The symbolic link to a path that does not exist that ``path`` is or lies under (so a
+    folder cannot be made there: the OS says "File exists"), or None."""
+    for found in (Path(path), *Path(path).parents):
+        if found.is_symlink() and not found.exists():
+            return found
+    return None
+
+
+def dangling_message(link: Path) -> str:
+    """What to say of ``link``, a symbolic link to a path that does not exist."""
+    try:
+        target = os.readlink(link)
+    except OSError:  # removed meanwhile
+        return "is a symbolic link to a path that does not exist"
+    return f"is a symbolic link to a path that does not exist ({target})"
+
+
 def _cannot_write(exc: OSError, path: Path) -> str:
     found = blocked(path)
     if found is not None:  # the OS says "File exists" or "Not a directory": say which file
         return f"cannot write: {found} is not a directory"
+    link = dangling(path.parent)
+    if link is not None:  # the OS says "File exists" here too
+        return f"cannot write: {link} {dangling_message(link)}"
     return f"cannot write: {exc.strerror or exc}"
 
 

@@ -229,3 +229,15 @@ def test_a_full_disk_while_the_lock_is_written_leaves_no_lock(
     with hold(out):
         assert lock_path(out).exists()
 
+
+def test_a_dangling_symbolic_link_as_the_output_folder_is_named(tmp_path: Path) -> None:
+    (tmp_path / "dangling").symlink_to("nowhere/x")
+    for out in (tmp_path / "dangling", tmp_path / "dangling" / "sub"):
+        with pytest.raises(DatasetError) as caught, hold(out):
+            pass
+        assert caught.value.file == str(tmp_path / "dangling")
+        assert caught.value.message == (
+            "is a symbolic link to a path that does not exist (nowhere/x)"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling"]
+    assert (tmp_path / "dangling").is_symlink()

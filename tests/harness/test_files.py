@@ -57,6 +57,16 @@ def test_an_os_error_is_the_callers_error_naming_the_file(tmp_path):
         files.write_atomic(blocker / "deeper" / "a.txt", b"x", error=EnvError)
 
 
+def test_a_dangling_symbolic_link_on_the_way_is_named(tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to("nowhere/x")
+    with pytest.raises(EnvError) as caught:
+        files.write_atomic(link / "deeper" / "a.txt", b"x", error=EnvError)
+    assert caught.value.message == (
+        f"cannot write: {link} is a symbolic link to a path that does not exist (nowhere/x)"
+    )
+
+
 def test_a_folder_is_replaced_whole(tmp_path):
     target = tmp_path / "h"
     with files.replacing_directory(target, error=HarnessError) as staging:
