@@ -9,7 +9,9 @@ the JSON text columns as ``json`` features, which decode into tool dicts and arg
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -173,6 +175,10 @@ def to_hf(
             cache_dir=None if cache_dir is None else str(cache_dir),
         )
     except datasets.exceptions.DatasetGenerationError as exc:
+        cache = Path(datasets.config.HF_DATASETS_CACHE if cache_dir is None else cache_dir)
+        full = cache_error(exc, cache)
+        if full is not None:  # the rows' cache, not the input: a full disk, a quota
+            raise full from None
         # a shard it could not read: one that changed since it was written, named; checked
         # only now, since reading every shard's bytes again costs what loading them does
         root = Path(path)
@@ -182,3 +188,44 @@ def to_hf(
         raise DatasetError(f"cannot read the dataset's shards: {first}", file=str(path)) from None
     finally:
         datasets.logging.set_verbosity(verbosity)
+
+
+#: what an ``OSError`` says of a file that cannot be written (read, it would not say so)
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS})
+
+
+def cache_error(exc: BaseException, cache: Path) -> DatasetError | None:
+    """The error to raise for ``exc`` when it is ``datasets`` failing to write its Arrow cache
+    of the rows (loaded, filtered or tokenized) in ``cache``, naming it; None otherwise."""
+    found = _write_error(exc, cache)
+    if found is None:
+        return None
+    said = found.strerror or first_line(found)
+    return DatasetError(f"cannot write the rows' cache: {said}", file=str(cache))
+
+
+def _write_error(exc: BaseException, cache: Path) -> OSError | None:
+    """The ``OSError`` behind ``exc`` (it, its causes and contexts) that says a file in
+    ``cache`` could not be written, or None: a full disk, a file size limit, a quota, a
+    read-only file system, or no permission where the cache folder cannot be written (a
+    permission error elsewhere is one of reading a shard)."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        if isinstance(found, OSError):
+            if found.errno in _WRITE_ERRORS:
+                return found
+            if found.errno == errno.EACCES and not _writable(cache):
+                return found
+        found = found.__cause__ or found.__context__
+    return None
+
+
+def _writable(folder: Path) -> bool:
+    """Whether ``folder`` (or, when it is not there yet, the nearest parent that is) can be
+    written in."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            return os.access(path, os.W_OK | os.X_OK)
+    return True

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hsa.datasets.export import cache_error
 from hsa.datasets.lock import LOCK
 from hsa.datasets.shards import write_atomic
 from hsa.errors import TrainError, first_line
@@ -769,7 +770,13 @@ def train_sft(
     check_chat_template(args.chat_template_path, file)
     tokenizer = load_tokenizer(start, template=args.chat_template_path)  # before the data
     evaluate = args.eval_strategy != "no"
-    rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE, evaluate=evaluate)
+    try:
+        rows = load_rows(settings, seed=args.seed, cache=out / HF_CACHE, evaluate=evaluate)
+    except OSError as exc:
+        full = cache_error(exc, out / HF_CACHE)  # the rows filtered on a full disk
+        if full is None:
+            raise
+        raise full from None
     check_api_template(rows, tokenizer, args, start, file)  # before the model is loaded
     model, tokenizer = load_model(start, tokenizer=tokenizer)
     try:
@@ -783,9 +790,13 @@ def train_sft(
         )
     except ValueError as exc:
         raise template_error(exc, start, file, args.chat_template_path) from None
-    except OSError as exc:  # a chat_template_path TRL took for a tokenizer and could not load
+    except OSError as exc:
+        full = cache_error(exc, out / HF_CACHE)  # the rows tokenized on a full disk
+        if full is not None:
+            raise full from None
         if args.chat_template_path is None:
             raise
+        # a chat_template_path TRL took for a tokenizer and could not load
         first = first_line(exc)
         raise TrainError(
             f"cannot load a chat template from {args.chat_template_path!r}: {first}",

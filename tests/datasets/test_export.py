@@ -3,8 +3,10 @@ tools rendering the rows through a tokenizer built here, offline."""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
+import os
 from pathlib import Path
 
 import polars as pl
@@ -297,3 +299,38 @@ def test_to_hf_loads_a_split_whose_name_datasets_refuses(
     augment(open_source(tmp_path / "in.parquet"), tmp_path / "old", settings)
     rows = to_hf(tmp_path / "old", "held-out", cache_dir=tmp_path / "cache")
     assert len(rows) == len(list(iter_rows(tmp_path / "old", "held-out"))) > 0
+
+
+def _failing_cache_writes(monkeypatch, code: int) -> None:
+    """``datasets`` failing to write its Arrow cache with ``code``, as on a full disk."""
+    from datasets.arrow_writer import ArrowWriter
+
+    def fail(self, *args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(ArrowWriter, "write_table", fail)
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS])
+def test_to_hf_blames_the_cache_it_cannot_write_not_the_input(
+    dataset: Path, tmp_path: Path, monkeypatch, code: int
+) -> None:
+    # hsa train sft on a full disk said "out/ref: cannot read the dataset's shards"
+    _failing_cache_writes(monkeypatch, code)
+    with pytest.raises(DatasetError) as caught:
+        to_hf(dataset, "train", cache_dir=tmp_path / "cache")
+    assert caught.value.file == str(tmp_path / "cache")
+    assert caught.value.message == f"cannot write the rows' cache: {os.strerror(code)}"
+
+
+def test_a_permission_error_blames_the_cache_only_where_it_cannot_be_written(
+    dataset: Path, tmp_path: Path, monkeypatch
+) -> None:
+    _failing_cache_writes(monkeypatch, errno.EACCES)
+    with pytest.raises(DatasetError, match="cannot read the dataset's shards") as caught:
+        to_hf(dataset, "train", cache_dir=tmp_path / "cache")
+    assert caught.value.file == str(dataset)  # the cache can be written: a shard it could not read
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # (root may write anywhere)
+    with pytest.raises(DatasetError, match="cannot write the rows' cache: Permission") as caught:
+        to_hf(dataset, "train", cache_dir=tmp_path / "cache")
+    assert caught.value.file == str(tmp_path / "cache")

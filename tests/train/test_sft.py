@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 
 import pytest
 
-from hsa.errors import TrainError
+from hsa.errors import DatasetError, TrainError
 from hsa.train.card import HF_CACHE
 from hsa.train.sft import RESOLVED, train_sft
 from tests.tinymodels import NO_TOOLS_TEMPLATE, qwen_template
@@ -913,3 +914,21 @@ def test_a_checkpoint_past_max_steps_is_not_taken_for_the_model(dataset, model, 
     # a 2-step model written as a run of max_steps=1
     with pytest.raises(TrainError, match=r"\(checkpoint-2\) is past max_steps=1"):
         train_sft(config(dataset, model, max_steps=1, save_steps=1), out, resume=True)
+
+
+@pytest.mark.parametrize("step", ["filter", "map"])  # the rows kept, the rows tokenized
+def test_a_full_disk_while_the_rows_are_cached_names_the_cache_not_the_data(
+    dataset, model, tmp_path, monkeypatch, step
+):
+    # a traceback (or, while loading, "cannot read the dataset's shards" of the input)
+    import datasets
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(datasets.Dataset, step, full)
+    with pytest.raises(DatasetError) as caught:
+        train_sft(config(dataset, model, max_steps=1), tmp_path / "out")
+    assert caught.value.file == str(tmp_path / "out" / HF_CACHE)
+    assert caught.value.message == "cannot write the rows' cache: No space left on device"
+    assert not (tmp_path / "out").exists()
