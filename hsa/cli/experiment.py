@@ -50,7 +50,8 @@ def run_command(
     """Run the experiment CONFIG into OUT: data (hsa build), training (hsa train sft, both arms
     from the same initial weights, same steps), evaluation (hsa eval's firstcall suite on each
     held-out tier); writes OUT/summary.json and OUT/report.md with its plot. A rerun finishes
-    what an interrupted one left."""
+    what an interrupted one left. OUT is locked while the run writes: a second run into it
+    refuses."""
     from hsa.errors import ExperimentError
     from hsa.experiment.config import load_config
     from hsa.experiment.run import describe, run

@@ -38,6 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from hsa.datasets.lock import hold, lock_path
 from hsa.errors import ExperimentError, HsaError
 from hsa.experiment.config import ARMS, ExperimentConfig
 from hsa.experiment.report import share
@@ -68,29 +69,36 @@ def _quiet_libraries() -> None:
 
 
 def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quiet) -> dict:
-    """Run ``config`` into ``out`` and return the summary (also ``out/summary.json``)."""
+    """Run ``config`` into ``out`` and return the summary (also ``out/summary.json``).
+
+    ``out`` is locked for the whole run (``hsa.datasets.lock``): a second run into it is
+    refused at once, naming the first, rather than both building and training the same files.
+    """
     out = Path(out)
     check_out(out)
+    # (it removes the folders it made, left empty: a config refused below leaves none)
+    with hold(out, command="hsa experiment run"):
+        return _run(config, out, progress)
+
+
+def _run(config: ExperimentConfig, out: Path, progress: Progress) -> dict:
     _quiet_libraries()
     check_env(config)
     check_training(config)
     check_tiers(config)
     check_gpu(config)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ExperimentError(f"cannot create: {exc.strerror or exc}", file=str(out)) from None
     marker = out / "experiment.json"
     try:
         found = json.loads(marker.read_text("utf-8")) if marker.exists() else None
     except ValueError:
         raise ExperimentError("not an experiment's record (not JSON)", file=str(marker)) from None
-    if found is None and any(out.iterdir()):
+    contents = _contents(out)
+    if found is None and contents:
         raise ExperimentError(
             "is not empty and holds no experiment; use a new folder", file=str(out)
         )
     # another experiment's record alone (it failed before writing anything) does not block
-    blocking = any(p != marker for p in out.iterdir())
+    blocking = any(p != marker for p in contents)
     if found is not None and found.get("config_hash") != config.hash() and blocking:
         raise ExperimentError(
             "holds another experiment (its config differs); use a new folder",
@@ -117,6 +125,18 @@ def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quie
     walls["eval"] = time.monotonic() - mark
     walls["total"] = time.monotonic() - started
     return write_results(config, out, data, runs, evals, walls, resumed=resumed)
+
+
+def _contents(out: Path) -> list[Path]:
+    """What ``out`` holds, but for the folder of this run's own lock when it holds nothing
+    else."""
+    lock = lock_path(out)
+    found = []
+    for path in out.iterdir():
+        if path == lock.parent and [p.name for p in path.iterdir()] == [lock.name]:
+            continue
+        found.append(path)
+    return found
 
 
 def check_out(out: Path) -> None:

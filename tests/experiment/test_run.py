@@ -1,8 +1,13 @@
 """The experiment run: its child processes stopped with the run, never started after it stops;
-an output folder it cannot make refused before anything runs."""
+an output folder it cannot make refused before anything runs; its folder locked while it runs."""
 
 from __future__ import annotations
 
+import importlib
+import json
+import os
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -10,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from hsa.errors import ExperimentError
+from hsa.datasets.lock import hold as hold_lock
+from hsa.datasets.lock import lock_path
+from hsa.errors import DatasetError, ExperimentError
 from hsa.experiment.config import load_config
 from hsa.experiment.run import Children, run
 
@@ -47,3 +54,39 @@ def test_an_output_folder_a_file_stands_in_for_is_refused_naming_the_file(tmp_pa
             run(load_config(EXAMPLE), out)
         assert found.value.file == str(blocking)
     assert blocking.read_text() == ""
+
+
+def test_a_second_run_into_the_same_folder_is_refused_at_once(tmp_path):
+    # both ran: the second wrote init-s0.partial over the first's and its rename was a traceback
+    out = tmp_path / "out"
+    held = lock_path(out)
+    held.parent.mkdir(parents=True)
+    holder = {"pid": os.getpid(), "host": socket.gethostname(), "started": "x", "token": "t"}
+    held.write_text(json.dumps({**holder, "command": "hsa experiment run"}))
+    with pytest.raises(DatasetError, match=r"another run is writing here: .*hsa experiment run"):
+        run(load_config(EXAMPLE), out)
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [".hsa", ".hsa/lock"]
+
+
+def test_the_run_holds_its_folder_and_takes_over_the_lock_of_one_killed(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    held = lock_path(out)
+    held.parent.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    held.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "token": "t"}))
+    seen = {}
+
+    def steps(config, folder, progress):
+        # what the inner steps lock (data/<arm>, runs/<arm>-s<seed>, eval/...) is another file
+        with hold_lock(folder / "data" / "fixed"):
+            seen["inner"] = lock_path(folder / "data" / "fixed").exists()
+        seen["holder"] = json.loads(held.read_text())
+        return {}
+
+    # (the package's `run` is the function)
+    monkeypatch.setattr(importlib.import_module("hsa.experiment.run"), "_run", steps)
+    run(load_config(EXAMPLE), out)
+    assert seen["inner"] and seen["holder"]["pid"] == os.getpid()
+    assert seen["holder"]["command"] == "hsa experiment run"
+    assert not held.exists() and not held.parent.exists()  # released when the run ends
