@@ -11,7 +11,8 @@ folder itself and only after reading it again there, so two runs that both found
 cannot both get in (the second finds the first one's live lock when it re-reads). The kernel
 releases that ``flock`` when its holder dies, so a run killed while taking over never leaves
 the folder stuck; and the takeover leaves no file behind. A holder that has ended but is not
-reaped yet (a zombie) is dead.
+reaped yet (a zombie) is dead. A lock file that cannot be written (a full disk) is removed
+before the error is raised: left empty, it would refuse the rerun until it is old.
 """
 
 from __future__ import annotations
