@@ -20,7 +20,7 @@ from hsa.harness import Tool
 from hsa.harness.model import CALL_FORMATS as MODEL_CALL_FORMATS
 from hsa.harness.model import DOC_FORMATS as MODEL_DOC_FORMATS
 from hsa.harness.protocols import CALL_FORMATS, DOC_FORMATS, join_prefix, split_prefix
-from hsa.harness.protocols.literals import from_literal, to_literal
+from hsa.harness.protocols.literals import MAX_DEPTH, from_literal, nesting, to_literal
 from tests.harness.strategies import arguments, json_values, texts, tool_names
 
 BFCL_FORMATS = ("json", "python", "xml_verbose", "xml_concise")
@@ -145,6 +145,30 @@ def test_python_literal_edge_values() -> None:
         for _ in range(150):
             nested = [nested]
         to_literal(nested)
+
+
+@pytest.mark.parametrize("name", sorted(CALL_FORMATS))
+@pytest.mark.parametrize("inner", [1, [], {"k": []}])
+def test_a_call_format_writes_arguments_as_deep_as_its_max_depth_says(name, inner) -> None:
+    # the augment picker passes over a variant whose format cannot write a trajectory's
+    # arguments (``CallFormat.max_depth``, by ``nesting``), so the two must agree
+    fmt = CALL_FORMATS[name]
+    for depth in (MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1):
+        value: Any = inner
+        while nesting(value) < depth:
+            value = [value] if nesting(value) % 2 else {"a": value}
+        assert nesting(value) == depth
+        call = [("f", {"x": value})]
+        if fmt.max_depth is not None and depth > fmt.max_depth:
+            with pytest.raises(ProtocolError, match="nests deeper"):
+                fmt.format_calls(call, False)
+        else:
+            assert fmt.parse_calls(fmt.format_calls(call, True), True) == (None, call)
+    assert {n for n, f in CALL_FORMATS.items() if f.max_depth} == {
+        "python",
+        "xml_verbose",
+        "xml_concise",
+    }
 
 
 # --- BFCL compatibility: BFCL's own decoding reads what we write ------------------------------

@@ -51,6 +51,9 @@ class CallFormat:
     #: plain syntax, which other readers (vLLM's parsers, BFCL's decoder) read as hsa does;
     #: None: always. ``parse_calls`` may read back more than that.
     plain_names: Callable[[str, Sequence[str]], bool] | None = None
+    #: how deep an argument value may nest (``literals.nesting``) for ``format_calls`` to
+    #: write it: Python literals hold ``literals.MAX_DEPTH`` levels; None: as deep as JSON reads
+    max_depth: int | None = None
 
 
 def join_prefix(prefix: str | None, calls_text: str) -> str:

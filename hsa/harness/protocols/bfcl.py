@@ -36,13 +36,14 @@ def register_bfcl_format(
     read_body: Callable[[str], list[Call] | None],
     instructions: Callable[[bool], str],
     plain_names: Callable[[str, Sequence[str]], bool] | None = None,
+    max_depth: int | None = None,
 ) -> CallFormat:
     """Register a BFCL-style format from its body writer and reader.
 
     ``write_body(calls, tagged)`` must not put ``<`` in the body when ``tagged`` except in its
     own markup (never ``<TOOLCALL>``); ``read_body(body)`` returns the calls, or None when the
-    body is not a non-empty list of calls in the format. ``plain_names``: as ``CallFormat``
-    takes it.
+    body is not a non-empty list of calls in the format. ``plain_names`` and ``max_depth``: as
+    ``CallFormat`` takes them.
     """
 
     def format_calls(calls: Sequence[Call], tag: bool) -> str:
@@ -70,6 +71,7 @@ def register_bfcl_format(
             instructions=instructions,
             allows_prefix=lambda tag: tag,
             plain_names=plain_names,
+            max_depth=max_depth,
         )
     )
 

@@ -62,6 +62,24 @@ def to_literal(value: Any, *, where: str = "arguments", depth: int = 0) -> str:
     raise ProtocolError(f"{type(value).__name__} is not a JSON value", where=where)
 
 
+def nesting(value: Any) -> int:
+    """How deep ``value`` (a JSON value) nests: 0 for a scalar or an empty list or object, else
+    one more than its deepest item. ``to_literal`` writes it where this is ``MAX_DEPTH`` or
+    less. Level by level, not recursively: JSON's reader takes deeper values than Python's
+    recursion limit."""
+    level, depth = [value], 0
+    while True:
+        level = [
+            item
+            for v in level
+            if isinstance(v, list | tuple | Mapping)
+            for item in (v.values() if isinstance(v, Mapping) else v)
+        ]
+        if not level:
+            return depth
+        depth += 1
+
+
 def int_text(value: int, where: str) -> str:
     """``value`` in decimal; ``ProtocolError`` past Python's limit on digits."""
     try:

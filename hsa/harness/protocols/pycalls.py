@@ -28,7 +28,13 @@ from typing import Any
 from hsa.errors import ProtocolError
 from hsa.harness.protocols import Call
 from hsa.harness.protocols.bfcl import call_instructions, register_bfcl_format
-from hsa.harness.protocols.literals import NotLiteral, from_node, parse_expression, strip_fence
+from hsa.harness.protocols.literals import (
+    MAX_DEPTH,
+    NotLiteral,
+    from_node,
+    parse_expression,
+    strip_fence,
+)
 from hsa.harness.protocols.literals import to_literal as _to_literal
 
 
@@ -143,4 +149,5 @@ register_bfcl_format(
         "dicts).",
     ),
     plain_names,
+    max_depth=MAX_DEPTH,
 )

@@ -38,7 +38,13 @@ from typing import Any
 
 from hsa.harness.protocols import Call
 from hsa.harness.protocols.bfcl import call_instructions, register_bfcl_format
-from hsa.harness.protocols.literals import NotLiteral, from_literal, int_text, to_literal
+from hsa.harness.protocols.literals import (
+    MAX_DEPTH,
+    NotLiteral,
+    from_literal,
+    int_text,
+    to_literal,
+)
 
 # --- escaping ------------------------------------------------------------------------------
 
@@ -308,6 +314,7 @@ register_bfcl_format(
         tag,
         _TYPES_NOTE,
     ),
+    max_depth=MAX_DEPTH,
 )
 register_bfcl_format(
     "xml_concise",
@@ -321,4 +328,5 @@ register_bfcl_format(
         tag,
         _TYPES_NOTE,
     ),
+    max_depth=MAX_DEPTH,
 )
