@@ -38,11 +38,13 @@ from hsa.augment.registry import get
 from hsa.augment.rule import NO_CONTEXT, Context, Rewrite, Rule
 from hsa.augment.seeded import derive_seed, fnv1a, generator, id_array, splitmix64
 from hsa.errors import HarnessError, HsaError, PlanError, RuleError, refuse_kind
-from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad
-from hsa.harness.model import Harness, Protocol, Section, Tool
+from hsa.harness.events import AssistantMessage, Event, HookFired, SkillLoad, ToolCall
+from hsa.harness.model import Harness, Section, Tool
 from hsa.harness.parse import alike_hooks, call_like, reads_as_calls
 from hsa.harness.pickling import by_fields
 from hsa.harness.prompt import system_prompt
+from hsa.harness.protocols import CALL_FORMATS
+from hsa.harness.protocols.literals import nesting
 from hsa.harness.render import tools_json
 from hsa.harness.validate import harness_problems
 
@@ -1359,17 +1361,75 @@ def walk(order: np.ndarray, content: Callable[[int], int], k: int) -> list[int]:
     return taken
 
 
-def call_like_texts(events: Sequence[Event]) -> tuple[str, ...]:
-    """The assistant texts of ``events`` that a text protocol may read as calls (a quick
-    look: ``unwritable_texts`` tells)."""
-    return tuple(e.text for e in events if isinstance(e, AssistantMessage) and call_like(e.text))
+@dataclass(frozen=True, slots=True)
+class Hazard:
+    """What of a trajectory some text protocol may be unable to write (``cannot_write``
+    tells): its assistant texts that may read as calls (``call_like``) and its calls whose
+    argument values nest deeper than ``deep_args``."""
+
+    texts: tuple[str, ...] = ()
+    calls: tuple[ToolCall, ...] = ()
 
 
-def unwritable_texts(texts: Sequence[str], protocol: Protocol) -> bool:
-    """Whether a trajectory with assistant ``texts`` cannot be written under ``protocol``:
-    one of them would read as calls there (``reads_as_calls``), so the picker passes over
-    such a variant for it."""
-    return any(reads_as_calls(text, protocol) for text in texts)
+#: the levels a variant may move an argument value down that the picker foresees
+#: (``tools.wrap_args`` moves one level): a call nesting within this many levels of a call
+#: format's ``max_depth`` is mapped under each variant to see whether it still fits
+MOVED_DOWN = 4
+
+
+def deep_args() -> int | None:
+    """The nesting (``args_depth``) past which a call's arguments may not fit some call
+    format once a variant moves them: the least ``CallFormat.max_depth`` (the Python-literal
+    formats') less ``MOVED_DOWN``; None when every format writes any value. Such arguments
+    have more brackets than this in their JSON text, and twice as many characters: the quick
+    look that leaves the others unread."""
+    limits = [f.max_depth for f in CALL_FORMATS.values() if f.max_depth is not None]
+    return min(limits) - MOVED_DOWN if limits else None
+
+
+def args_depth(args: MappingABC[str, Any]) -> int:
+    """How deep the values of a call's ``args`` nest (``nesting``)."""
+    return max((nesting(v) for v in args.values()), default=0)
+
+
+def hazard_of(events: Sequence[Event]) -> Hazard | None:
+    """The ``Hazard`` of ``events``; None when they hold none (most trajectories)."""
+    deep = deep_args()
+    texts = tuple(e.text for e in events if isinstance(e, AssistantMessage) and call_like(e.text))
+    calls = tuple(
+        e
+        for e in events
+        if deep is not None and isinstance(e, ToolCall) and args_depth(e.args) > deep
+    )
+    return Hazard(texts, calls) if texts or calls else None
+
+
+def cannot_write(hazard: Hazard | None, harness: Harness, mapping: RewriteMapping) -> bool:
+    """Whether a trajectory with ``hazard`` cannot be written under the rewrite ``(harness,
+    mapping)``, so the picker passes over such a variant for it: one of its assistant texts
+    would read as calls under the harness's text protocol (``reads_as_calls``), or a call's
+    arguments, as ``mapping`` writes them, nest deeper than its call format writes
+    (``CallFormat.max_depth``: Python's parser refuses deeper literals)."""
+    protocol = harness.protocol
+    if hazard is None or protocol.is_api:
+        return False
+    fmt = CALL_FORMATS.get(protocol.call_format)
+    limit = fmt.max_depth if fmt is not None else None
+    if limit is not None and any(_deeper(c, mapping, limit) for c in hazard.calls):
+        return True
+    return any(reads_as_calls(text, protocol) for text in hazard.texts)
+
+
+def _deeper(call: ToolCall, mapping: RewriteMapping, limit: int) -> bool:
+    """Whether ``call``'s arguments, as ``mapping`` writes them, nest deeper than ``limit``."""
+    tool = mapping.tools.get(call.tool)
+    args = call.args
+    if tool is not None and tool.steps:
+        try:
+            args = apply_steps(args, tool.steps)
+        except RecursionError:  # hundreds of levels deep: far past any limit
+            return True
+    return args_depth(args) > limit
 
 
 def pick(
@@ -1388,8 +1448,9 @@ def pick(
     taken unless its rows would show the same as under the canonical harness or as under a
     variant already taken (``shown_key``: a rewrite of a skill the trajectory's ``events``
     never load, of a hook that never fires in them, or of a prompt that renders empty, shows
-    nothing), or unless the ``events`` hold assistant text its text protocol would read as
-    calls (``reads_as_calls``). ``harness`` is the harness ``variants`` were planned from; it may
+    nothing), or unless its protocol cannot write the ``events`` (``cannot_write``: assistant
+    text its text protocol would read as calls, an argument nested deeper than its call format
+    writes). ``harness`` is the harness ``variants`` were planned from; it may
     be left out when they hold its canonical variant (``include_canonical``), which carries
     it. The augment job plans only the variants this visits (``LazyPlan``), with the same
     result.
@@ -1420,12 +1481,12 @@ def pick(
     unchanged = shown_key(harness, RewriteMapping(), sight, source=harness)
     contents: dict[bytes, int] = {}
 
-    texts = call_like_texts(events)
+    hazard = hazard_of(events)
 
     def content(slot: int) -> int:
         variant = others[slot]
         key = shown_key(variant.harness, variant.mapping, sight, source=harness)
-        if key == unchanged or unwritable_texts(texts, variant.harness.protocol):
+        if key == unchanged or cannot_write(hazard, variant.harness, variant.mapping):
             return -1
         return contents.setdefault(key, len(contents))
 

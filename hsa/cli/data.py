@@ -86,7 +86,8 @@ def _augment_rows(report: Any, seconds: float) -> list[tuple[str, str]]:
             (
                 f"under fewer than {report.variants_per_trajectory} variants",
                 f"{report.short:,} trajectories (too few variants change what their rows show, "
-                "or the others' text protocols would read their assistant text as calls)",
+                "or the others' text protocols cannot write them: assistant text read as "
+                "calls, arguments too deep for Python literals)",
             ),
         )
     if report.timings:  # a run that did the work (not one that found it complete)

@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import json
 import math
 import multiprocessing
 import os
@@ -49,14 +50,17 @@ from hsa.augment.engine.plans import prepare
 from hsa.augment.planner import (
     PICK_VERSION,
     PLAN_VERSION,
+    Hazard,
     LazyPlan,
     PlanSpec,
     Sight,
     Variant,
+    args_depth,
+    cannot_write,
     canonical_variant,
+    deep_args,
     pick_order,
     plan_slots,
-    unwritable_texts,
 )
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
@@ -74,6 +78,7 @@ from hsa.datasets.shards import (
 )
 from hsa.datasets.source import HarnessLookup, Source, locate
 from hsa.errors import DatasetError, HsaError, PlanError, refuse_kind, stops_held
+from hsa.harness.events import ToolCall
 from hsa.harness.model import Harness
 from hsa.harness.parse import CALL_LIKE
 from hsa.harness.render import RENDER_VERSION
@@ -758,8 +763,9 @@ def _refuse_no_rows(
     why = [
         f"no row to write, so no dataset was written: none of the {trajectories:,} "
         f"trajectories is under any of the {k} variant(s) asked (the recipe's rules change "
-        "nothing their rows show, or other protocols would read their assistant text as "
-        "calls) and canonical rows are left out (keep_canonical: false); keep canonical rows, "
+        "nothing their rows show, or other protocols cannot write them: assistant text read "
+        "as calls, arguments too deep for Python literals) and canonical rows are left out "
+        "(keep_canonical: false); keep canonical rows, "
         "or use rules that change what these trajectories show"
     ]
     if not trajectories:
@@ -1018,7 +1024,7 @@ def _batch(
     n = table.num_rows
     started = time.perf_counter()
     try:
-        suspects = _call_like_texts(table)
+        suspects = _hazards(table)
         chosen, taken = _pick(
             read.slot_order(seed),
             groups,
@@ -1157,23 +1163,50 @@ def _first_pairs(
     return [(groups[p // width], p % width) for p in pairs.tolist()]
 
 
-def _call_like_texts(table: pa.Table) -> dict[int, tuple[str, ...]]:
-    """Row -> its assistant texts that a text protocol may read as calls (``call_like``):
-    rarely any, so found by PyArrow's regex over the column and checked in Python."""
+def _hazards(table: pa.Table) -> dict[int, Hazard]:
+    """Row -> what of it some text protocol may be unable to write (``hazard_of``): rarely
+    anything, so found by PyArrow over the columns (a regex over assistant texts, the length
+    and brackets of arguments' JSON text) and checked in Python."""
     events = table.column("events").combine_chunks()
     lengths = pc.list_value_length(events).fill_null(0).to_numpy(zero_copy_only=False)
     flat = pc.list_flatten(events)
+    owners = np.repeat(np.arange(table.num_rows), lengths)
     texts = flat.field("text")
     hit = pc.and_(
         pc.equal(flat.field("kind"), "assistant"), pc.match_substring_regex(texts, CALL_LIKE)
     ).fill_null(False)
-    found: dict[int, tuple[str, ...]] = {}
+    said: dict[int, tuple[str, ...]] = {}
     at = np.flatnonzero(hit.to_numpy(zero_copy_only=False))
-    if len(at):
-        owners = np.repeat(np.arange(table.num_rows), lengths)[at]
-        for row, text in zip(owners.tolist(), texts.take(pa.array(at)).to_pylist(), strict=True):
-            found[row] = (*found.get(row, ()), text)
-    return found
+    for row, text in zip(owners[at].tolist(), texts.take(pa.array(at)).to_pylist(), strict=True):
+        said[row] = (*said.get(row, ()), text)
+    deep_calls: dict[int, tuple[ToolCall, ...]] = {}
+    deep = deep_args()
+    if deep is not None:
+        # arguments nesting past ``deep`` have their brackets and their own in the text
+        args = flat.field("args")
+        brackets = deep + 2
+        long = pc.greater_equal(pc.binary_length(args), 2 * brackets).fill_null(False)
+        at = np.flatnonzero(long.to_numpy(zero_copy_only=False))
+        if len(at):
+            some = args.take(pa.array(at))
+            count = pc.add(pc.count_substring(some, "["), pc.count_substring(some, "{"))
+            at = at[count.to_numpy(zero_copy_only=False) >= brackets]
+        taken = pa.array(at, pa.int64())
+        found = zip(
+            owners[at].tolist(),
+            flat.field("call_id").take(taken).to_pylist(),
+            flat.field("tool").take(taken).to_pylist(),
+            args.take(taken).to_pylist(),
+            strict=True,
+        )
+        for row, call_id, tool, text in found:
+            value = json.loads(text)
+            if args_depth(value) > deep:
+                deep_calls[row] = (*deep_calls.get(row, ()), ToolCall(call_id, tool, value))
+    return {
+        row: Hazard(said.get(row, ()), deep_calls.get(row, ()))
+        for row in sorted(said.keys() | deep_calls.keys())
+    }
 
 
 def _pick(
@@ -1183,7 +1216,7 @@ def _pick(
     k: int,
     planner: _Planner,
     seen: tuple[list[Sight], np.ndarray],
-    suspects: Mapping[int, tuple[str, ...]] | None = None,
+    suspects: Mapping[int, Hazard] | None = None,
 ) -> tuple[np.ndarray, dict[LazyPlan, set[int]]]:
     """Each row's ``k`` variants as engine indexes (-1 where fewer differ), picked as
     ``hsa.augment.planner.pick`` picks them, in each row's ``order`` over its group's slots
@@ -1192,9 +1225,9 @@ def _pick(
     All rows advance one step of their ``pick_order`` at a time: the distinct (group, slot)
     pairs of a step are planned once, and rows take a slot unless the rows would show it as
     the unchanged harness or as one they already took (``LazyPlan.shown`` with the row's
-    sight: ``seen`` holds the distinct sights and each row's index into them), or unless the
-    row's assistant text would read as calls under its protocol (``suspects``: row -> its
-    texts that may). Also returns, per group, the slots taken.
+    sight: ``seen`` holds the distinct sights and each row's index into them), or unless its
+    protocol cannot write the row (``cannot_write``; ``suspects``: row -> its ``Hazard``,
+    for the rows that have one). Also returns, per group, the slots taken.
     """
     n = len(order)
     chosen = np.full((n, k), -1, dtype=np.int64)
@@ -1224,11 +1257,11 @@ def _pick(
         content = found[inverse]
         ok = (content >= 0) & ~(contents[rows] == content[:, None]).any(axis=1)
         for j in np.flatnonzero(ok).tolist() if suspects else ():
-            texts = suspects.get(int(rows[j])) if suspects else None
-            if texts:
+            hazard = suspects.get(int(rows[j])) if suspects else None
+            if hazard is not None:
                 pair = int(uniq[inverse[j]]) // kinds
                 variant = groups[pair // width].variant(pair % width)
-                ok[j] = not unwritable_texts(texts, variant.harness.protocol)
+                ok[j] = not cannot_write(hazard, variant.harness, variant.mapping)
         index = np.full(len(uniq), -1, dtype=np.int64)
         for u in np.unique(inverse[ok]).tolist():
             pair = int(uniq[u]) // kinds

@@ -23,10 +23,20 @@ from hsa.augment import (
 )
 from hsa.augment.mapping import IDENTITY, RewriteMapping
 from hsa.augment.param_schemas import copy_schema
-from hsa.augment.planner import LazyPlan, Variant, canonical_variant, pick_order, plan_variant, walk
-from hsa.errors import PlanError, RuleError
-from hsa.harness import Protocol, Tool
+from hsa.augment.planner import (
+    MOVED_DOWN,
+    LazyPlan,
+    Variant,
+    canonical_variant,
+    hazard_of,
+    pick_order,
+    plan_variant,
+    walk,
+)
+from hsa.errors import PlanError, ProtocolError, RuleError
+from hsa.harness import Protocol, Tool, ToolCall, render
 from hsa.harness.prompt import system_prompt
+from hsa.harness.protocols.literals import MAX_DEPTH
 
 
 def test_plan_is_deterministic_and_ids_are_stable(harness, events):
@@ -768,3 +778,52 @@ def test_a_prompt_that_does_not_render_unchanged_is_not_the_rules_doing(harness)
     recipe = Recipe((RecipeRule("protocol.switch", 1.0, {"target": "api"}),))
     variants = plan(h, recipe, seed=0)
     assert all(v.rules and not v.dropped for v in variants[1:])  # left to fail where used
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [150, MAX_DEPTH + 1, MAX_DEPTH, MAX_DEPTH - MOVED_DOWN])
+def test_pick_passes_over_a_call_format_that_cannot_write_the_arguments(
+    harness, events, depth
+) -> None:
+    # Python literals nest at most MAX_DEPTH levels (Python's parser refuses deeper): a
+    # trajectory with deeper arguments, as a variant's mapping writes them (tools.wrap_args
+    # moves them a level down), gets its other variants, never one that cannot render it
+    at = next(i for i, e in enumerate(events) if isinstance(e, ToolCall))
+    deep = list(events)
+    key = next(iter(events[at].args))  # a declared argument, which wrap_args moves
+    deep[at] = dataclasses.replace(events[at], args={**events[at].args, key: _nested(depth)})
+    rules = (
+        RecipeRule("protocol.switch", 1.0, {"target": "text"}),
+        RecipeRule("tools.wrap_args", 0.5, {"fraction": 1.0}),
+    )
+    recipe = Recipe(rules=rules, variants_per_harness=24, min_rules=1)
+    recipe = dataclasses.replace(recipe, variants_per_trajectory=6)
+    planned = plan(harness, recipe, context=Context.of(events))
+
+    def renders(variant: Variant) -> bool:
+        try:
+            render(map_events(deep, variant.mapping), variant.harness)
+        except ProtocolError:
+            return False
+        return True
+
+    unwritable = {v.variant_id for v in planned if not renders(v)}
+    assert bool(unwritable) == (depth >= MAX_DEPTH)  # (MAX_DEPTH: once wrapped)
+    literal = set()
+    for i in range(6):
+        chosen = pick(planned, f"t{i}", recipe, harness=harness, events=deep)
+        assert chosen and not {v.variant_id for v in chosen} & unwritable
+        formats = {v.harness.protocol.call_format for v in chosen if not v.harness.protocol.is_api}
+        literal |= formats & {"python", "xml_verbose", "xml_concise"}
+        if depth == MAX_DEPTH - MOVED_DOWN:
+            assert hazard_of(deep) is None  # most trajectories: nothing to look at
+            assert chosen == pick(planned, f"t{i}", recipe, harness=harness, events=events)
+    assert bool(literal) == (depth <= MAX_DEPTH)  # the variants that fit it are taken
+    passed_over = [pick(planned, f"t{i}", recipe, harness=harness) for i in range(6)]
+    assert any({v.variant_id for v in p} & unwritable for p in passed_over) or not unwritable

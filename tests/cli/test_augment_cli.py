@@ -395,6 +395,48 @@ def test_a_chat_file_without_a_harness_gets_derived_ones(tmp_path: Path) -> None
         assert invert(row, variants[row["variant_id"]]) == list(imported[row["source_id"]].events)
 
 
+def test_a_row_whose_arguments_python_literals_cannot_hold_gets_its_other_variants(
+    tmp_path: Path,
+) -> None:
+    # an argument nested 150 levels deep imports, but the python and XML call formats cannot
+    # write it: a variant drawing one of them stopped the whole run, the valid rows lost too
+    nested: object = 1
+    for _ in range(150):
+        nested = [nested]
+    tool = {"type": "function", "function": {"name": "f", "description": "d", "parameters": {}}}
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": ""}}
+    call["function"]["arguments"] = json.dumps({"x": nested})
+    deep = {
+        "id": "deeparg",
+        "messages": [
+            {"role": "user", "content": "do"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            {"role": "assistant", "content": "done"},
+        ],
+        "tools": [tool],
+    }
+    source = tmp_path / "mix.jsonl"
+    chat = Path(__file__).resolve().parents[2] / "examples" / "chat" / "support.jsonl"
+    source.write_text(chat.read_text() + json.dumps(deep) + "\n")
+    out = tmp_path / "out"
+    done = hsa(
+        "augment", "--input", str(source), "--out", str(out), "--variants-per-trajectory", "8"
+    )
+    assert done.returncode == 0, done.stderr
+    variants = read_variants(out)
+    formats: dict[str, list[str | None]] = {}
+    for row in iter_rows(out):
+        protocol = variants[row["variant_id"]].harness.protocol
+        shown = None if protocol.is_api else protocol.call_format
+        formats.setdefault(row["source_id"], []).append(shown)
+    literal = {"python", "xml_verbose", "xml_concise"}
+    assert len(formats) == 17 and len(formats["deeparg"]) > 1  # the canonical and others
+    assert not set(formats["deeparg"]) & literal
+    assert any(set(f) & literal for f in formats.values())
+    assert "under fewer than 8 variants" in done.stdout
+
+
 def test_an_import_folder_augments_under_its_own_harnesses(tmp_path: Path) -> None:
     # `hsa harness import` then `hsa augment --input` that folder: the same rows as augmenting
     # the chat file itself, with no --harness per harness folder.

@@ -825,6 +825,51 @@ def test_assistant_text_that_reads_as_calls_is_never_written_under_that_protocol
     assert passed_over  # some trajectories would have been written under such a protocol
 
 
+def test_arguments_nested_too_deep_for_python_literals_skip_those_formats_alone(
+    tmp_path: Path, livestream_table: pa.Table
+) -> None:
+    # Python literals nest at most MAX_DEPTH levels (Python's parser refuses deeper): the
+    # python and XML call formats cannot write such an argument, which stopped the whole job.
+    # The picker passes over those variants for the trajectory alone, as plan then pick
+    # predicts, and counts it short when it gets fewer.
+    from hsa.harness.protocols.literals import MAX_DEPTH
+
+    depths = {0: 150, 1: MAX_DEPTH + 1, 2: MAX_DEPTH}
+    rows = livestream_table.to_pylist()[:8]
+    for i, depth in depths.items():
+        nested: object = 1
+        for _ in range(depth):
+            nested = [nested]
+        call = next(e for e in rows[i]["events"] if e["kind"] == "tool_call")
+        call["args"] = json.dumps({**json.loads(call["args"]), "x": nested})
+    table = pa.Table.from_pylist(rows, schema=livestream_table.schema)
+    pq.write_table(table, tmp_path / "in.parquet")
+    switch = RecipeRule("protocol.switch", 1.0, {"target": "text"})
+    chosen = Recipe(rules=(switch,), variants_per_harness=12, min_rules=1)
+    out = tmp_path / "out"
+    config = AugmentConfig(recipe=chosen, variants_per_trajectory=6, workers=1)
+    report = augment(open_source(tmp_path / "in.parquet"), out, config)
+    variants = read_variants(out)
+    written: dict[str, list[str]] = {}
+    for row in iter_rows(out):
+        written.setdefault(row["source_id"], []).append(row["variant_id"])
+    assert len(written) == len(rows)  # every trajectory, the deep ones too
+    literal = {"python", "xml_verbose", "xml_concise"}
+    harness = get_env("livestream").harness()
+    planning = dataclasses.replace(chosen, variants_per_harness=12)
+    drawing = dataclasses.replace(planning, variants_per_trajectory=6)
+    short = 0
+    for i, row in enumerate(rows):
+        events = Trajectory.from_row(row).events
+        planned = [canonical_variant(harness), *plan(harness, drawing, context=Context.of(events))]
+        predicted = pick(planned, row["id"], drawing, events=events)
+        assert sorted(written[row["id"]]) == sorted(v.variant_id for v in predicted)
+        formats = {variants[v].harness.protocol.call_format for v in written[row["id"]]}
+        assert bool(formats & literal) == (i not in (0, 1)), (i, formats)
+        short += len(predicted) < 7
+    assert 0 < short <= report.short
+
+
 def test_any_number_of_workers_gives_the_same_bytes(
     tmp_path: Path, shards: Path, monkeypatch, charts_as_their_data
 ) -> None:
