@@ -304,7 +304,9 @@ def check(
     before, on the renamed tools (hooks); no text still names a renamed tool or skill
     (names); every skill says what it said, whatever its markup, its parts in any order
     (skills); parse(render) under the new harness gives the events back and the inverse
-    mapping gives the canonical ones, the order of argument keys included (roundtrip);
+    mapping gives the canonical ones, the order of argument keys included (roundtrip;
+    skipped under a protocol that cannot write the trajectory, which hsa augment never
+    renders it under: an argument too deep for Python literals);
     replaying the inverse-mapped calls gives the same results and score (replay).
     """
     from hsa.augment import all_rules, get_rule

@@ -977,3 +977,22 @@ def test_an_odd_parameter_name_the_canonical_harness_has_is_not_the_rules():
     )
     report = _run(lambda h, rng, params, context: Rewrite(h), harness=harness)
     assert report.outcomes["harness"] == PASS
+
+
+@pytest.mark.parametrize("call_format", ["python", "json"])
+def test_a_round_trip_the_protocol_cannot_write_is_skipped_not_failed(call_format) -> None:
+    # Python literals nest at most 100 levels: hsa augment never writes this trajectory in the
+    # python call format, so its round trip there says nothing of the rule (hsa rules check
+    # failed protocol.switch on it); the JSON format writes it, and round-trips it
+    from hsa.harness import Harness, Tool
+
+    nested: object = 1
+    for _ in range(150):
+        nested = [nested]
+    schema = {"type": "object", "properties": {"x": {"type": "array"}}}
+    harness = Harness(id="h", tools=(Tool("f", "d", schema),))
+    events = (UserMessage("do"), ToolCall("call_0", "f", {"x": nested}))
+    text = harness.replace(protocol=Protocol("text", call_format, True, "json"))
+    report = check_rewrite(harness, Rewrite(text), events)
+    assert report.outcomes["roundtrip"] == (SKIP if call_format == "python" else PASS)
+    assert report.outcomes["replay"] == PASS
