@@ -126,11 +126,13 @@ def _walk(
             at = None if path is None else (*path, key)
             if leaves and type(sub) is dict and _WALKED.isdisjoint(sub):
                 out.append(Reached(sub, at))  # what _walk does of a leaf, without the call
+            elif type(sub) is bool:
+                out.append(Reached(object_schema(sub), at))  # a declared name all the same
             else:
                 _walk(root, sub, at, deeper, refs, out)
     items = node.get("items")
     contains = node.get("contains")  # some element: a schema of the elements' path too
-    if isinstance(items, dict) or isinstance(contains, dict):
+    if isinstance(items, dict | bool) or isinstance(contains, dict):
         # items after prefixItems (or a tuple) describe only the later elements: no path
         # says which
         each = None if path is None or "prefixItems" in node else (*path, EACH)
@@ -138,6 +140,8 @@ def _walk(
             out.append(Reached(items, each))  # a leaf, as for properties
         elif isinstance(items, dict):
             _walk(root, items, each, deeper, refs, out)
+        elif type(items) is bool:
+            out.append(Reached(object_schema(items), each))
         if isinstance(contains, dict):
             _walk(root, contains, each, deeper, refs, out)
     if _RARE.isdisjoint(node) and not isinstance(items, list):
@@ -155,6 +159,13 @@ def _walk(
     tuple_items = items if isinstance(items, list) else []
     for sub in [*tuple_items, *(s for k in _PINNED_MANY for s in _schemas(node.get(k)))]:
         _walk(root, sub, None, deeper, refs, out)
+
+
+def object_schema(schema: bool) -> dict[str, Any]:
+    """A new object schema meaning what the boolean one does (``true``: any value, ``false``:
+    none): ``reached`` gives one where a property or items are declared by a boolean, so
+    the path is declared as any other (a rewrite of it changes nothing in the schema)."""
+    return {} if schema else {"not": {}}
 
 
 def _schemas(value: Any) -> list[Any]:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from hsa.augment import Context, apply_chain, apply_steps, get_rule
 from hsa.augment.checks import check_rewrite
+from hsa.augment.mapping import ToolMap
 from hsa.augment.names import split_words
 from hsa.augment.rules.hooks import valid_positions
 from hsa.augment.rules.skill_ids import rename_skills
@@ -959,3 +960,92 @@ def test_an_output_format_section_of_its_own_is_never_titled_as_calling_conventi
             seen[key].add(rewrite.harness.prompt.sections[0].title)
     assert not seen["own"] & calls and seen["own"]
     assert seen["filled"] & calls
+
+
+_BOOL_NAMES = ["city", "opts", "tags", "mode", "zip"]
+
+
+def _bool_schema(draw, depth: int):
+    """An object schema whose sub-schemas may be booleans (``true``: any value, ``false``:
+    none), as properties, array items and ``additionalProperties``."""
+    props: dict = {}
+    for name in draw(st.lists(st.sampled_from(_BOOL_NAMES), min_size=1, max_size=3, unique=True)):
+        kind = draw(
+            st.sampled_from(["true", "false", "enum", "array", "object"][: 5 if depth else 4])
+        )
+        if kind in ("true", "false"):
+            props[name] = kind == "true"
+        elif kind == "enum":
+            props[name] = {"type": "string", "enum": ["by_mail", "in_store"]}
+        elif kind == "array":
+            props[name] = {
+                "type": "array",
+                "items": draw(st.sampled_from([True, {"type": "string"}])),
+            }
+        else:
+            props[name] = _bool_schema(draw, depth - 1)
+    schema = {"type": "object", "properties": props}
+    schema["required"] = [k for k in props if props[k] is not False and draw(st.booleans())]
+    if draw(st.booleans()):
+        schema["additionalProperties"] = draw(st.booleans())
+    return schema
+
+
+def _bool_value(schema):
+    """A value ``schema`` accepts (a property whose schema is ``false`` left out)."""
+    if schema is True:
+        return 1
+    if "enum" in schema:
+        return schema["enum"][0]
+    if schema["type"] == "array":
+        return ["x"]
+    return {k: _bool_value(s) for k, s in schema["properties"].items() if s is not False}
+
+
+#: the rules that rewrite a tool's parameter schema or read through it
+_SCHEMA_RULES = [
+    "tools.add_optional",
+    "tools.descriptions",
+    "tools.enum_values",
+    "tools.flatten_args",
+    "tools.rename",
+    "tools.rename_params",
+    "tools.reorder_properties",
+    "tools.wrap_args",
+]
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(schema=st.composite(lambda draw: _bool_schema(draw, 2))(), seed=st.integers(0, 20))
+def test_tool_schema_rules_take_boolean_sub_schemas(schema, seed):
+    from hsa.harness.arguments import schema_class
+
+    harness = make_harness().replace(tools=[Tool("act", "Act.", schema)])
+    args = _bool_value(schema)
+    validator = schema_class(schema)
+    assert validator(schema).is_valid(args)
+    for name in _SCHEMA_RULES:
+        rewrite, _ = apply_chain(harness, [(get_rule(name), {})], seed=seed)
+        tool = rewrite.mapping.tools.get("act", ToolMap("act"))
+        rewritten = next(t.parameters for t in rewrite.harness.tools if t.name == tool.name)
+        validator.check_schema(dict(rewritten))
+        surface = apply_steps(args, tool.steps)
+        assert validator(dict(rewritten)).is_valid(surface), (name, rewritten, surface)
+        back = rewrite.mapping.inverse().tools.get(tool.name, ToolMap(tool.name)).steps
+        assert apply_steps(surface, back) == args
+
+
+def test_flattening_keeps_a_field_whose_schema_is_a_boolean_as_the_object_it_means():
+    schema = {
+        "type": "object",
+        "properties": {"opts": {"type": "object", "properties": {"a": True, "b": False}}},
+        "required": ["opts"],
+    }
+    harness = make_harness().replace(tools=[Tool("act", "Act.", schema)])
+    rewrite = _apply("tools.flatten_args", harness, params={"join": "_"})
+    props = rewrite.harness.tools[-1].parameters["properties"]
+    assert props == {
+        "opts_a": {"description": "Field 'a' of opts."},
+        "opts_b": {"not": {}, "description": "Field 'b' of opts."},
+    }
+

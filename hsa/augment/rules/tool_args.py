@@ -32,6 +32,7 @@ from hsa.augment.param_schemas import (
     copy_schema,
     free_nodes,
     map_instance_values,
+    object_schema,
     reached,
     refs_outside_defs,
 )
@@ -363,7 +364,8 @@ def flatten_args(harness: Harness, rng: random.Random, params: dict[str, Any], c
                 new_props[k] = v
                 continue
             for field, fschema in sub["properties"].items():
-                fschema = dict(fschema)
+                # a boolean schema as the object it stands for, to hold the note
+                fschema = dict(fschema) if isinstance(fschema, dict) else object_schema(fschema)
                 note = f"Field {field!r} of {key}" + (f" ({hint})" if hint else "") + "."
                 fschema["description"] = (
                     f"{fschema['description']} {note}" if fschema.get("description") else note
