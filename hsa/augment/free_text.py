@@ -28,6 +28,13 @@ def replace_in_schema(
     that change are new objects, the parts that do not are shared (schemas are never changed
     in place), so a schema that mentions none of ``table``'s keys comes back as it is.
     ``phrases``: as ``replace_identifiers`` takes them."""
+    try:
+        return _replaced(schema, table, phrases)
+    except RecursionError:  # nested deeper than the recursion takes: the same, level by level
+        return _replaced_by_levels(schema, table, phrases)
+
+
+def _replaced(schema: Any, table: Mapping[str, str], phrases: AbstractSet[str]) -> Any:
     if isinstance(schema, dict):
         out: dict[str, Any] | None = None
         for key, value in schema.items():
@@ -41,14 +48,14 @@ def replace_in_schema(
             elif key in ("enum", "const", "default", "examples", "required"):
                 continue  # values and names, not prose
             else:
-                new = replace_in_schema(value, table, phrases)
+                new = _replaced(value, table, phrases)
             if new is not value:
                 if out is None:
                     out = dict(schema)
                 out[key] = new
         return schema if out is None else out
     if isinstance(schema, list):
-        items = [replace_in_schema(v, table, phrases) for v in schema]
+        items = [_replaced(v, table, phrases) for v in schema]
         return schema if all(a is b for a, b in zip(items, schema, strict=True)) else items
     return schema
 
@@ -57,8 +64,63 @@ def _replace_in_values(
     schemas: dict[str, Any], table: Mapping[str, str], phrases: AbstractSet[str]
 ) -> dict[str, Any]:
     """``replace_in_schema`` of each value of a name -> schema map (itself when none changes)."""
-    out = {k: replace_in_schema(v, table, phrases) for k, v in schemas.items()}
+    out = {k: _replaced(v, table, phrases) for k, v in schemas.items()}
     return schemas if all(out[k] is v for k, v in schemas.items()) else out
+
+
+#: the keywords whose value maps names to schemas, and those ``replace_in_schema`` keeps
+_NAMED_SCHEMAS = ("properties", "$defs", "definitions", "patternProperties")
+_KEPT = ("enum", "const", "default", "examples", "required")
+
+
+def _replaced_by_levels(schema: Any, table: Mapping[str, str], phrases: AbstractSet[str]) -> Any:
+    """``_replaced(schema, ...)`` without recursion: each part after the parts it holds."""
+    done: dict[tuple[int, bool], Any] = {}  # by a part's id, and whether it maps names
+
+    def parts(node: Any, named: bool) -> list[tuple[Any, bool]]:
+        if named:
+            return [(v, False) for v in node.values()]
+        if isinstance(node, list):
+            return [(v, False) for v in node]
+        if not isinstance(node, dict):
+            return []
+        return [
+            (v, k in _NAMED_SCHEMAS and isinstance(v, dict))
+            for k, v in node.items()
+            if k not in _KEPT and not (k in ("description", "title") and isinstance(v, str))
+        ]
+
+    todo: list[tuple[Any, bool, bool]] = [(schema, False, False)]
+    while todo:
+        node, named, ready = todo.pop()
+        if (id(node), named) in done:
+            continue
+        if not ready:
+            todo.append((node, named, True))
+            todo.extend((part, inner, False) for part, inner in parts(node, named))
+            continue
+        new: Any = node
+        if named:
+            out = {k: done[id(v), False] for k, v in node.items()}
+            new = node if all(out[k] is v for k, v in node.items()) else out
+        elif isinstance(node, list):
+            items = [done[id(v), False] for v in node]
+            new = node if all(a is b for a, b in zip(items, node, strict=True)) else items
+        elif isinstance(node, dict):
+            changed: dict[str, Any] | None = None
+            for key, value in node.items():
+                if key in ("description", "title") and isinstance(value, str):
+                    got = replace_identifiers(value, table, phrases=phrases)
+                elif key in _KEPT:
+                    continue
+                else:
+                    got = done[id(value), key in _NAMED_SCHEMAS and isinstance(value, dict)]
+                if got is not value:
+                    changed = dict(node) if changed is None else changed
+                    changed[key] = got
+            new = node if changed is None else changed
+        done[id(node), named] = new
+    return done[id(schema), False]
 
 
 def replace_in_tool(

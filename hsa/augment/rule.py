@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import io
 import json
 import pickle
 import random
@@ -391,7 +392,20 @@ def _state(harness: Harness) -> bytes:
     """The harness's fields as pickled bytes, without the values derived from it: equal
     before and after a rule ran unless the rule changed what it was given."""
     fields = tuple(getattr(harness, f.name) for f in dataclasses.fields(harness) if f.init)
-    return pickle.dumps(fields, 5)
+    try:
+        return pickle.dumps(fields, 5)
+    except RecursionError:  # a schema nested deeper than pickle recurses: written as JSON
+        tools = [*harness.tools, *([harness.skill_tool] if harness.skill_tool else [])]
+        deep = {id(part) for t in tools for part in (t.parameters, t.extra) if type(part) is dict}
+        out = io.BytesIO()
+        pickler = pickle.Pickler(out, 5)
+
+        def as_json(obj: Any) -> str | None:
+            return json.dumps(obj) if id(obj) in deep else None
+
+        pickler.persistent_id = as_json  # type: ignore[method-assign]
+        pickler.dump(fields)
+        return out.getvalue()
 
 
 def _resolve(name: str, schema: MappingABC[str, Any], params: dict[str, Any]) -> dict[str, Any]:

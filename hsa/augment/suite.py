@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.augment.checks import RECORDED, CheckReport, Replay, check_rewrite
+from hsa.augment.param_schemas import copy_json
 from hsa.augment.planner import HooksAlike, Sight, apply_chain
 from hsa.augment.rule import Context, Rewrite, Rule, _outcome, one_line
 from hsa.envs.base import Environment, Task
@@ -327,12 +328,23 @@ def _apply_checked(
     as planning gives it up (it draws again): the harness unchanged, a rewrite that changes
     nothing."""
     chain = [(job.rule, job.params or {})]
-    given = copy.deepcopy(harness)
+    given = _copied(harness)
     try:
         rewrite, _ = apply_chain(given, chain, seed=seed, context=context, strict=True, fired=fired)
     except HooksAlike:
         return Rewrite(given)
     return rewrite
+
+
+def _copied(harness: Harness) -> Harness:
+    """A deep copy of ``harness``; its tools' schemas copied level by level where they nest
+    deeper than ``copy.deepcopy`` recurses (a schema the importer took)."""
+    try:
+        return copy.deepcopy(harness)
+    except RecursionError:
+        tools = [*harness.tools, *([harness.skill_tool] if harness.skill_tool else [])]
+        deep = [part for t in tools for part in (t.parameters, t.extra) if type(part) is dict]
+        return copy.deepcopy(harness, {id(part): copy_json(part) for part in deep})
 
 
 # --- the same rewrite in another process ---

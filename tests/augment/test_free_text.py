@@ -83,6 +83,45 @@ def test_prose_is_rewritten_and_what_is_left_is_shared(schema: dict, table: dict
             assert part == _expected(part, table)
 
 
+#: schemas whose parts a name -> schema map or a kept keyword holds in unusual places too
+_ODD = st.recursive(
+    st.one_of(leaf, st.sampled_from([True, 1, "find", None])),
+    lambda inner: st.one_of(
+        schemas,
+        st.lists(inner, max_size=2),
+        st.dictionaries(
+            st.sampled_from(["properties", "$defs", "description", "enum", "not", "find"]),
+            inner,
+            max_size=3,
+        ),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(_ODD, tables)
+def test_a_schema_past_the_recursion_is_rewritten_as_one_within_it(schema, table) -> None:
+    from hsa.augment.free_text import _replaced, _replaced_by_levels
+
+    out = _replaced(schema, table, frozenset())
+    by_levels = _replaced_by_levels(schema, table, frozenset())
+    assert json.dumps(by_levels) == json.dumps(out)
+    # the same parts of the input shared, the same made anew
+    given = {id(o) for o in _objects(schema)}
+    assert {id(o) for o in _objects(by_levels)} & given == {id(o) for o in _objects(out)} & given
+
+
+def test_a_schema_nested_past_the_recursion_limit_is_rewritten() -> None:
+    schema: dict = {"type": "string", "description": "Calls `find` first."}
+    for _ in range(1500):
+        schema = {"type": "object", "properties": {"a": schema}}
+    out = replace_in_schema(schema, {"find": "search"})
+    for _ in range(1500):
+        out = out["properties"]["a"]
+    assert out == {"type": "string", "description": "Calls `search` first."}
+
+
 def test_a_tool_that_mentions_no_name_is_the_same_tool() -> None:
     tool = Tool("lookup", "Look an item up.", {"type": "object", "properties": {}})
     assert replace_in_tool(tool, {"find": "search"}) is tool

@@ -137,6 +137,27 @@ def test_copy_json_is_the_copy_it_was_before_its_fast_path(value):
     assert set(_containers(copied)).isdisjoint(_containers(value))
 
 
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(_CODE_VALUES)
+def test_copy_json_past_the_recursion_is_the_copy_within_it(value):
+    from hsa.augment.param_schemas import _copied_by_levels
+
+    copied = _copied_by_levels(value)
+    assert _shape(copied) == _shape(copy_json(value))
+    assert set(_containers(copied)).isdisjoint(_containers(value))
+
+
+def test_copy_json_copies_a_schema_nested_past_the_recursion_limit():
+    schema: dict = {"type": "string"}
+    for _ in range(1500):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    copied = copy_json(schema)
+    for _ in range(1500):  # (== would recurse as deep)
+        assert copied is not schema and copied.keys() == schema.keys()
+        copied, schema = copied["properties"]["a"], schema["properties"]["a"]
+    assert copied == schema == {"type": "string"}
+
+
 def test_renames_reach_the_values_schemas_hold_as_the_steps_reach_calls():
     speed = {"type": "string", "enum": ["standard", "express"]}
     ship = {

@@ -1049,3 +1049,28 @@ def test_flattening_keeps_a_field_whose_schema_is_a_boolean_as_the_object_it_mea
         "opts_b": {"not": {}, "description": "Field 'b' of opts."},
     }
 
+
+def _nested(depth: int) -> dict:
+    """A tool's parameters whose ``x`` nests objects ``depth`` levels deep."""
+    schema: dict = {"type": "string", "enum": ["by_mail", "in_store"]}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    return {"type": "object", "properties": {"x": schema}, "required": ["x"]}
+
+
+def test_wrapping_leaves_alone_a_tool_whose_deepest_parts_it_would_take_past_the_walks():
+    for depth, wrapped in ((62, True), (63, False), (200, False)):
+        harness = make_harness().replace(tools=[Tool("act", "Act.", _nested(depth))])
+        for seed in range(3):
+            rewrite = _apply("tools.wrap_args", harness, seed)
+            assert ("act" in rewrite.mapping.tools) is wrapped, (depth, seed)
+
+
+@pytest.mark.parametrize("name", _SCHEMA_RULES)
+def test_tool_schema_rules_take_a_schema_nested_as_deep_as_the_importer_reads(name):
+    # (the importer reads JSON about 990 levels deep: 490 levels of properties)
+    harness = make_harness().replace(tools=[Tool("act", "Act.", _nested(450))])
+    rewrite, _ = apply_chain(
+        harness, [(get_rule(name), {})], seed=0, context=Context.of(make_events()), strict=True
+    )
+    assert rewrite.harness.tools

@@ -424,3 +424,30 @@ def test_a_plugin_rule_whose_module_has_no_importable_name_is_checked_there(
     finally:
         sys.modules.pop("dynplug", None)
     assert [r.outcomes["harness"] for r in reports] == ["pass", "pass"], describe(reports[0])
+
+
+def test_a_schema_nested_past_the_recursion_is_checked_and_an_edit_of_it_caught():
+    from conftest import make_events, make_harness
+
+    from hsa.augment import Rule, get_rule
+    from hsa.harness import Tool, Trajectory
+
+    deep: dict = {"type": "string"}
+    for _ in range(450):  # as deep as the importer reads
+        deep = {"type": "object", "properties": {"a": deep}}
+    harness = make_harness()
+    harness = harness.replace(tools=[*harness.tools, Tool("deep", "Deep.", deep)])
+    subject = Subject(harness, Trajectory("t", tuple(make_events())), Replay(), "test")
+    (report,) = run([Job(get_rule("tools.descriptions"))], [subject], seeds=(0,))
+    assert report.outcomes["harness"] == "pass", describe(report)
+
+    def mutate(harness, rng, params, context):
+        node = harness.tools[-1].parameters
+        while "properties" in node:
+            node = node["properties"]["a"]
+        node["description"] = "MUTATED"
+        return Rewrite(harness)
+
+    rule = Rule("broken.rule", "1", mutate, doc="A deliberately broken rule.")
+    (report,) = run([Job(rule)], [subject], seeds=(0,))
+    assert "changed the harness it was given in place" in describe(report)

@@ -161,9 +161,10 @@ def wrap_args(harness: Harness, rng: random.Random, params: dict[str, Any], cont
 
     ``$defs`` stay at the schema root so every ``$ref`` still resolves; the object-level
     constraints (``required``, ``additionalProperties``, ...) move inside the wrapper. A tool
-    whose arguments an ``update_input`` hook sets or removes by name is left alone. The
-    wrapper's name is none the calls use as an argument the schema does not declare
-    (``Context.arguments``): those stay beside it.
+    whose arguments an ``update_input`` hook sets or removes by name is left alone, and so is
+    one nested so deep (60-odd levels) that the walks of schemas would not reach its deepest
+    parts once wrapped. The wrapper's name is none the calls use as an argument the schema
+    does not declare (``Context.arguments``): those stay beside it.
     """
     # a $ref into the arguments (#/properties/...) would point elsewhere once they are
     # wrapped, and arguments the schema does not declare would stay outside the wrapper
@@ -193,6 +194,8 @@ def wrap_args(harness: Harness, rng: random.Random, params: dict[str, Any], cont
             "required": [name],
             **outer,
         }
+        if len(list(reached(outer))) != len(list(reached(schema))) + 1:
+            continue  # so deep that the rules' walks would not reach its deepest parts wrapped
         steps = [Step("ensure", (name,))]
         steps += [Step("move", (key,), (name, key)) for key in schema.get("properties") or {}]
         rewrites[tool.name] = (outer, tuple(steps))
