@@ -448,12 +448,51 @@ def _rename_in_place(parent: dict, key: str, new: str) -> None:
 def respelled(table: Sequence[tuple[Any, Any]], value: Any) -> Any:
     """``value`` as an ``enum`` step's ``table`` (canonical -> surface pairs) respells it
     (matched with its type: True is not 1, 1 is not 1.0), or as it is."""
+    surface = respelling(table, value, value)
+    # (an object or array of the table's is copied: steps after may change it)
+    return copy.deepcopy(surface) if isinstance(surface, dict | list) else surface
+
+
+def respelling(table: Sequence[tuple[Any, Any]], value: Any, missing: Any) -> Any:
+    """The surface value of the first pair of ``table`` whose canonical value is ``value``,
+    compared with its type (True must not match 1, 1 must not match "1" nor 1.0), or
+    ``missing``. A long table (a tuple: a step's) is looked up through an index made once
+    (an enum of thousands of values is respelled value by value)."""
+    if (
+        type(table) is tuple
+        and len(table) >= _INDEXED
+        and type(value) in _HASHED
+        and value == value
+    ):
+        # a scalar (NaN aside, which equals nothing) matches only a scalar of its type: all
+        # of the table's are in the index, the first of equal ones kept
+        return _index(table).get((type(value), value), missing)
     for canonical, surface in table:
-        # Compare with type: True must not match 1, 1 must not match "1".
         if type(canonical) is type(value) and canonical == value:
-            # (an object or array of the table's is copied: steps after may change it)
-            return copy.deepcopy(surface) if isinstance(surface, dict | list) else surface
-    return value
+            return surface
+    return missing
+
+
+#: how long a table is for ``respelling`` to index it, and the types it indexes
+_INDEXED = 64
+_HASHED = frozenset((str, int, float, bool, type(None)))
+#: the indexes of the tables ``respelling`` looked up last, by the table's ``id`` (the entry
+#: holds the table, so no other takes its ``id`` while it is there)
+_INDEXES: dict[int, tuple[Sequence[tuple[Any, Any]], dict[tuple[type, Any], Any]]] = {}
+
+
+def _index(table: Sequence[tuple[Any, Any]]) -> dict[tuple[type, Any], Any]:
+    entry = _INDEXES.get(id(table))
+    if entry is not None and entry[0] is table:
+        return entry[1]
+    index: dict[tuple[type, Any], Any] = {}
+    for canonical, surface in table:
+        if type(canonical) in _HASHED and canonical == canonical:
+            index.setdefault((type(canonical), canonical), surface)
+    if len(_INDEXES) >= 64:
+        _INDEXES.clear()
+    _INDEXES[id(table)] = (table, index)
+    return index
 
 
 def one_to_one(pairs: Sequence[tuple[Any, Any]]) -> tuple[tuple[Any, Any], ...]:

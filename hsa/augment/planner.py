@@ -495,15 +495,16 @@ def _enum_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
     enums = new.derived(_enums_at)
     if not enums:
         return None
+    held: dict[tuple[str, ...], set[tuple[bool, Any]]] = {}
     for path, values in tool.derived(_enums_at).items():
         for value in values:
             end, value = _value_end(path, value, mapped)
             allowed = None if end is None else enums.get(end)
-            if (
-                end is not None
-                and allowed is not None
-                and not any(_same(value, a) for a in allowed)
-            ):
+            if end is None or allowed is None:
+                continue
+            if end not in held:
+                held[end] = _keys(allowed)
+            if not _holds(held[end], allowed, value):
                 return (
                     f"tool {new.name!r} (canonical {tool.name!r}) does not take {value!r} at "
                     f"{_shown(end)!r} (its enum: {list(allowed)!r}), which the mapping makes of "
@@ -542,6 +543,25 @@ def _value_end(
 def _same(a: Any, b: Any) -> bool:
     """JSON equality: ``1 == 1.0``, but ``True`` is not ``1``."""
     return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+#: the values ``_keys`` indexes: hashed as ``_same`` compares them
+_KEYED = frozenset((str, int, float, bool, type(None)))
+
+
+def _keys(values: tuple[Any, ...]) -> set[tuple[bool, Any]]:
+    """The scalars of ``values`` as ``_holds`` looks them up: ``1`` and ``1.0`` hash alike,
+    and ``True`` is told from ``1`` by the flag beside it."""
+    return {(type(v) is bool, v) for v in values if type(v) in _KEYED and v == v}
+
+
+def _holds(keys: set[tuple[bool, Any]], values: tuple[Any, ...], value: Any) -> bool:
+    """Whether ``values`` (of which ``keys`` are ``_keys``) hold one ``_same`` as ``value``:
+    a scalar by its key (a scalar is the same as no object or array, nor NaN as anything),
+    the rest one by one (an enum of thousands of values is checked value by value)."""
+    if type(value) in _KEYED:
+        return value == value and (type(value) is bool, value) in keys
+    return any(_same(value, v) for v in values)
 
 
 def _shown(path: tuple[str, ...]) -> str:

@@ -310,3 +310,34 @@ def test_no_step_loses_a_value_silently(data):
     except ArgumentClash:
         return  # refused, not lost
     assert map_events(surface, mapping.inverse()) == events
+
+
+# --- long enum tables: looked up through an index, as the pairs are scanned ---
+
+_ENUM_VALUES = st.one_of(
+    st.sampled_from([0, 1, 1.0, -0.0, True, False, None, "1", "a", float("nan")]),
+    st.integers(-3, 3),
+    st.dictionaries(st.sampled_from("ab"), st.sampled_from([1, 1.0, True]), max_size=1),
+    st.lists(st.sampled_from([1, True]), max_size=1),
+)
+
+
+def _scanned(table, value):
+    for canonical, surface in table:
+        if type(canonical) is type(value) and canonical == value:
+            return surface
+    return value
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(
+    pairs=st.lists(st.tuples(_ENUM_VALUES, st.integers()), max_size=8),
+    padding=st.integers(0, 80),
+    value=_ENUM_VALUES,
+)
+def test_a_long_enum_table_respells_as_its_pairs_scanned_in_order(pairs, padding, value):
+    from hsa.augment.mapping import respelling
+
+    table = (*pairs, *((f"pad{i}", i) for i in range(padding)))
+    assert repr(respelling(table, value, value)) == repr(_scanned(table, value))
+    assert repr(respelling(list(table), value, value)) == repr(_scanned(table, value))

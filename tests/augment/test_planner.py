@@ -827,3 +827,18 @@ def test_pick_passes_over_a_call_format_that_cannot_write_the_arguments(
     assert bool(literal) == (depth <= MAX_DEPTH)  # the variants that fit it are taken
     passed_over = [pick(planned, f"t{i}", recipe, harness=harness) for i in range(6)]
     assert any({v.variant_id for v in p} & unwritable for p in passed_over) or not unwritable
+
+
+_ENUM_VALUES = st.one_of(
+    st.sampled_from([0, 1, 1.0, -0.0, True, False, None, "1", "a", float("nan")]),
+    st.dictionaries(st.sampled_from("ab"), st.sampled_from([1, 1.0, True]), max_size=1),
+    st.lists(st.sampled_from([1, True]), max_size=1),
+)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(allowed=st.lists(_ENUM_VALUES, max_size=6).map(tuple), value=_ENUM_VALUES)
+def test_an_enum_holds_a_value_by_its_index_as_by_json_equality(allowed, value):
+    from hsa.augment.planner import _holds, _keys, _same
+
+    assert _holds(_keys(allowed), allowed, value) == any(_same(value, a) for a in allowed)

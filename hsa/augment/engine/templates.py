@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from hsa.augment.engine.jsontext import FLOAT, INT, STRING
-from hsa.augment.mapping import Step, apply_steps
+from hsa.augment.mapping import Step, apply_steps, respelling
 from hsa.harness.protocols.hermes import json_safe
 from hsa.harness.protocols.xmlcalls import escape_attr, escape_text
 
@@ -234,7 +234,4 @@ def fill(template: Template, leaves: Sequence[Any]) -> str:
 
 def lookup(table: Sequence[tuple[Any, Any]], value: Any) -> Any:
     """An enum table applied to one value, with ``apply_steps``' type-strict comparison."""
-    for canonical, surface in table:
-        if type(canonical) is type(value) and canonical == value:
-            return surface
-    return value
+    return respelling(table, value, value)

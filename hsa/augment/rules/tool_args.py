@@ -444,7 +444,7 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
         values = [v for found in values_of for v in found if _RESPELLABLE.fullmatch(v)]
         style = draw_style(style, ENUM_STYLES, values, bank, rng)
     rewrites = {}
-    texts: list[tuple[str, str]] = []
+    texts: dict[tuple[str, str], None] = {}  # (a set in order: an enum may be long)
     for tool, found in zip(harness.tools, values_of, strict=True):
         if not found:
             continue  # nothing to respell: the tool stays as it is
@@ -490,7 +490,7 @@ def enum_values(harness: Harness, rng: random.Random, params: dict[str, Any], co
             # back as the value it respells (one_to_one)
             closed = one_to_one(pairs)
             steps += [Step("enum", path, values=closed) for path in paths]
-            texts.extend(p for p in pairs if p not in texts)
+            texts.update(dict.fromkeys(pairs))
         if steps:
             # the enums themselves, and every default, const and example that holds them
             map_instance_values(nodes, steps)
