@@ -443,7 +443,7 @@ class _Planner:
         to pay for it; whatever is not planned here is planned on first use, the same way."""
         self._settle()
         for chunk, future in self._submit(pairs):
-            _fill(chunk, future.result())
+            _take(chunk, future)
 
     def ahead(self, pairs: Sequence[tuple[LazyPlan, int]]) -> None:
         """Start planning the variants ``pairs`` name in the workers and return at once: a
@@ -455,7 +455,7 @@ class _Planner:
         """Take what the workers planned ahead (raising what planning raised)."""
         ahead, self._ahead = self._ahead, []
         for chunk, future in ahead:
-            _fill(chunk, future.result())
+            _take(chunk, future)
 
     def _submit(
         self, pairs: Sequence[tuple[LazyPlan, int]]
@@ -1142,6 +1142,16 @@ def _plan_chunk(chunk: list[tuple[PlanSpec, list[int]]]) -> list[list[Variant]]:
         for variant in variants:
             prepare(variant.harness)
     return planned
+
+
+def _take(chunk: list[tuple[LazyPlan, list[int]]], future: Future) -> None:
+    """Fill ``chunk`` with what a worker planned for it; a harness nested too deep to pickle
+    to or from a worker process is left to be planned here on first use, the same way."""
+    try:
+        planned = future.result()
+    except RecursionError:
+        return
+    _fill(chunk, planned)
 
 
 def _fill(chunk: list[tuple[LazyPlan, list[int]]], planned: list[list[Variant]]) -> None:

@@ -1535,3 +1535,31 @@ def test_rows_with_undeclared_arguments_keep_them_and_a_rerun_plans_them_the_sam
     next((out / "data").rglob("*.parquet")).unlink()
     augment(open_source(source), out, settings)
     assert everything(out) == everything(reference)
+
+
+def test_a_harness_too_deep_to_pickle_to_a_worker_is_planned_in_the_job(tmp_path: Path) -> None:
+    # a tool schema nested 250 levels (the importer reads up to about 500): pickling it to a
+    # worker process raised RecursionError, reported as "an input is nested too deeply"
+    schema: dict = {"type": "string"}
+    value: object = "v"
+    for _ in range(250):
+        schema, value = {"type": "object", "properties": {"a": schema}}, {"a": value}
+    tool = {"name": "f", "description": "d", "parameters": {"type": "object"}}
+    tool["parameters"]["properties"] = {"x": schema}
+    call = {"id": "c1", "type": "function"}
+    call["function"] = {"name": "f", "arguments": json.dumps({"x": value})}
+    messages = [
+        {"role": "user", "content": "do"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        {"role": "assistant", "content": "done"},
+    ]  # fmt: skip
+    rows = [{"id": f"r{i}", "messages": messages, "tools": [{"type": "function", "function": tool}]}
+            for i in range(3)]  # fmt: skip
+    source = tmp_path / "deep.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    one = AugmentConfig(variants_per_trajectory=8, workers=1)
+    single = augment(open_source(source), tmp_path / "w1", one)
+    double = augment(open_source(source), tmp_path / "w2", dataclasses.replace(one, workers=2))
+    assert digests(tmp_path / "w2") == digests(tmp_path / "w1")
+    assert double.rows == single.rows > 3
