@@ -514,9 +514,20 @@ def test_a_chat_template_path_that_is_not_there_is_one_line_before_training(
 def test_a_chat_template_hub_name_that_cannot_load_is_one_line(
     dataset, model, tmp_path, monkeypatch
 ):
+    from transformers import AutoTokenizer
+
     def offline(*args, **kwargs):
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
 
+    local = AutoTokenizer.from_pretrained
+
+    def tokenizer_offline(name, *args, **kwargs):  # (the hub is never asked: no network)
+        if str(name) == "someorg/template":
+            offline()
+        return local(name, *args, **kwargs)
+
+    # hsa loads the template to check it renders calls, before TRL clones it
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", tokenizer_offline)
     monkeypatch.setattr("trl.trainer.sft_trainer.clone_chat_template", offline)
     settings = config(dataset, model, max_steps=1, chat_template_path="someorg/template")
     settings["hsa"]["max_rows"] = 2
