@@ -994,8 +994,12 @@ def _read(job: _Job, lo: int, hi: int) -> _Input:
     else:
         tools = skills = [()] * n
     # the arguments calls use that their schemas do not declare, which no rule may name a
-    # parameter it makes (most rows have none: their groups are as without them)
-    arguments = undeclared_by(table, [harness_of[h] for h in harness_ids])
+    # parameter it makes (most rows have none: their groups are as without them); variants
+    # given ready-made were planned whatever the calls hold
+    if planner.given is None:
+        arguments = undeclared_by(table, [harness_of[h] for h in harness_ids])
+    else:
+        arguments = [()] * n
     for row in range(n):
         key: tuple = (harness_ids[row], tools[row], skills[row])
         if arguments[row]:
