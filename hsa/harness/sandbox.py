@@ -315,6 +315,11 @@ _FILTER_CHECKS: dict[str, Callable[[tuple, dict], tuple]] = {
 }
 
 
+#: filters whose work does not grow with their input (a list's length, its first item): not
+#: charged its size, so ``tools | length`` in a loop over the tools costs what it does
+_SIZE_BLIND = frozenset({"length", "count", "first", "last", "default", "d"})
+
+
 def _guard_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` with its inputs and result checked and charged, and marked to never run at
     compile time."""
@@ -328,7 +333,8 @@ def _guard_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         _step()
         if args:
             args = (_materialize(args[0]), *args[1:])
-            _size(args[0])
+            if name not in _SIZE_BLIND:
+                _size(args[0])
             _charge_arguments(args[1:], kwargs)
             if check is not None:
                 args = check(args, kwargs)

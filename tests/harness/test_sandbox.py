@@ -215,6 +215,11 @@ def test_ordinary_loops_and_filters_over_thousands_of_items_stay_within_the_work
         "{{ t.name }}: {{ t.description | trim }}\n{% endfor %}"
     )
     assert render_template(docs, {"tools": tools}).count("\n") == 200
+    # the list's length in a loop over it: charged as its length, not its size each time
+    tools = [{"name": f"tool_{i}", "description": "d" * 200, "parameters": {"a": 1}}
+             for i in range(300)]  # fmt: skip
+    counted = "{% for t in tools %}{{ loop.index }}/{{ tools | length }} {{ t.name }}\n{% endfor %}"
+    assert render_template(counted, {"tools": tools}).endswith("300/300 tool_299\n")
 
 
 def test_text_without_template_syntax_is_no_template_whatever_its_length() -> None:
