@@ -600,8 +600,13 @@ def check_template(source: str, *, where: str = "template") -> None:
 
 
 def _plain(source: str) -> bool:
-    """Whether ``source`` is text only: no ``{`` opens an expression, statement or comment."""
-    return "{" not in source
+    """Whether ``source`` is text only: no ``{{``, ``{%`` or ``{#`` opens an expression,
+    statement or comment (a lone ``{``, as in a JSON example, is text to Jinja too)."""
+    return "{" not in source or _OPENS.search(source) is None
+
+
+#: what opens an expression, statement or comment in Jinja's default syntax
+_OPENS = re.compile(r"\{[{%#]")
 
 
 def render_template(source: str, context: Mapping[str, Any], *, where: str = "template") -> str:

@@ -229,6 +229,10 @@ def test_text_without_template_syntax_is_no_template_whatever_its_length() -> No
     check_template(text)
     assert render_template(text, {}) == text.replace("\r\n", "\n")  # as Jinja reads lines
     assert render_template("a\rb\r\n", {}) == "a\nb\n"
+    # a lone brace (a JSON example) opens nothing in Jinja: still text, whatever its length
+    example = 'Answer as JSON like {"a": 1}. ' + "x" * MAX_TEMPLATE_CHARS
+    check_template(example)
+    assert render_template(example, {}) == example
 
 
 def test_syntax_errors_name_the_line() -> None:
