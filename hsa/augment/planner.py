@@ -90,6 +90,9 @@ class Variant:
     #: the draws of its slot planning dropped because the harness's prompt did not render
     #: under their rules (``PromptUnrendered``), each as the line saying why
     dropped: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    #: whether the undeclared arguments of its context changed it (``_plan_slot``): planned
+    #: without them, its slot's variant would be another
+    argued: bool = field(default=False, compare=False, repr=False)
 
     def __hash__(self) -> int:
         return hash(self.variant_id)  # equal variants have one id
@@ -1257,10 +1260,11 @@ def _plan_slot(
     drawn = _drawn(spec, index, eligible, resolve, unchanged, keep, plain)
     uses = any(rules[n].needs for n, _, _ in drawn.applied)
     ctx = plain.key() if uses else None
+    argued = False
     if context.arguments:
         other = _drawn(spec, index, eligible, resolve, unchanged, keep, context)
         if other.key != drawn.key:
-            drawn = other
+            drawn, argued = other, True
             uses = any(rules[n].needs for n, _, _ in drawn.applied)
             ctx = context.key() if uses else {"arguments": context.key()["arguments"]}
     vid = variant_id(harness, drawn.applied, drawn.seed, ctx)
@@ -1275,6 +1279,7 @@ def _plan_slot(
         drawn.key,
         drawn.mapping_json,
         drawn.dropped,
+        argued,
     )
 
 

@@ -1040,7 +1040,7 @@ def _batch(
         )
     except HsaError as exc:
         raise _planning_failed(exc, read) from exc
-    contexts = _contexts(planner, read, taken)
+    contexts = _contexts(read, taken)
     short = int((chosen[:, k - 1] < 0).sum()) if k and n else 0
     if config.keeps_canonical:
         canonical = [planner.canonical_of(harness_of[h]) for h in harness_ids]
@@ -1289,7 +1289,7 @@ def _pick(
     return chosen, taken
 
 
-def _contexts(planner: _Planner, read: _Input, taken: Mapping[LazyPlan, set[int]]) -> list[list]:
+def _contexts(read: _Input, taken: Mapping[LazyPlan, set[int]]) -> list[list]:
     """What a rerun plans again for the variants file: per (harness, tools, skills) the slots
     the rows took, then, where rows' undeclared arguments changed a slot's variant
     (``hsa.augment.planner._plan_slot``), those slots with the arguments. A slot they left as
@@ -1302,10 +1302,7 @@ def _contexts(planner: _Planner, read: _Input, taken: Mapping[LazyPlan, set[int]
         if len(key) == 3:
             plain |= mine
             continue
-        other = planner.group(read.harness_of[key[0]], key[1], key[2])
-        changed = [
-            s for s in sorted(mine) if group.variant(s).variant_id != other.variant(s).variant_id
-        ]
+        changed = [s for s in sorted(mine) if group.variant(s).argued]
         plain.update(mine.difference(changed))
         if changed:
             argued.setdefault(key[:3], []).append((undeclared.to_json(key[3]), changed))

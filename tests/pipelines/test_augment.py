@@ -943,10 +943,11 @@ def _conversations(path: Path, count: int, shops: int | None = None) -> Path:
     return path
 
 
-def _by_position(tmp_path: Path):
+def _by_position(tmp_path: Path, **undeclared):
     """The demo harness under a text protocol, its prompt template taking its fifth section
     (the output format: under api it renders empty, as the tool docs do, and is left out of
-    ``sections``), and a chat file of four conversations recorded under it."""
+    ``sections``), and a chat file of four conversations recorded under it (their calls with
+    the ``undeclared`` arguments besides the order id)."""
     from hsa.harness import Protocol, load_harness
     from hsa.harness.prompt import system_prompt
 
@@ -956,7 +957,8 @@ def _by_position(tmp_path: Path):
     chats = tmp_path / "chats.jsonl"
     with chats.open("w") as handle:
         for i in range(4):
-            call = {"name": "get_order", "arguments": json.dumps({"order_id": f"#W{i}"})}
+            arguments = json.dumps({"order_id": f"#W{i}", **undeclared})
+            call = {"name": "get_order", "arguments": arguments}
             messages = [
                 {"role": "system", "content": system_prompt(harness)},
                 {"role": "user", "content": f"Where is order #W{i}?"},
@@ -1000,6 +1002,22 @@ def test_draws_under_which_the_prompt_does_not_render_are_dropped_and_counted(
         "it no variant: leave the rule out of the recipe, or write the template so that it "
         "renders under it"
     )
+
+
+def test_undeclared_arguments_that_change_no_variant_change_no_count(tmp_path: Path) -> None:
+    # rows whose calls hold an argument no rule here would name a parameter: planned with it,
+    # their variants are the plain ones, and the job counted the plain group planned again
+    to_api = RecipeRule("protocol.switch", 0.5, {"target": "api"})
+    drawn = Recipe((RecipeRule("tools.rename", 0.5), to_api), variants_per_harness=4)
+    config = AugmentConfig(recipe=drawn, variants_per_trajectory=2, workers=1)
+    reports = []
+    for name, extra in (("plain", {}), ("argued", {"zz_undeclared": 1})):
+        (tmp_path / name).mkdir()
+        harness, chats = _by_position(tmp_path / name, **extra)
+        reports.append(augment(open_source(chats, harness=harness), tmp_path / name / "o", config))
+    plain, argued = reports
+    assert argued.rows == plain.rows == 12
+    assert argued.planner == plain.planner
 
 
 @pytest.mark.parametrize("many", [False, True])
