@@ -448,9 +448,14 @@ def _rename_in_place(parent: dict, key: str, new: str) -> None:
 def respelled(table: Sequence[tuple[Any, Any]], value: Any) -> Any:
     """``value`` as an ``enum`` step's ``table`` (canonical -> surface pairs) respells it
     (matched with its type: True is not 1, 1 is not 1.0), or as it is."""
-    surface = respelling(table, value, value)
+    surface = respelling(table, value, _MISSING)
+    if surface is _MISSING:
+        return value  # (itself: a value no pair respells stays the object it was)
     # (an object or array of the table's is copied: steps after may change it)
     return copy.deepcopy(surface) if isinstance(surface, dict | list) else surface
+
+
+_MISSING = object()
 
 
 def respelling(table: Sequence[tuple[Any, Any]], value: Any, missing: Any) -> Any:

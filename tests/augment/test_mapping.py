@@ -341,3 +341,19 @@ def test_a_long_enum_table_respells_as_its_pairs_scanned_in_order(pairs, padding
     table = (*pairs, *((f"pad{i}", i) for i in range(padding)))
     assert repr(respelling(table, value, value)) == repr(_scanned(table, value))
     assert repr(respelling(list(table), value, value)) == repr(_scanned(table, value))
+
+
+def test_a_value_no_enum_pair_respells_keeps_its_place_among_its_neighbours() -> None:
+    # an array no pair matches was given back as a copy, which apply_steps put back at the
+    # end of the call's keys: the engine's rows (which keep the order) no longer equaled it
+    steps = [
+        Step("enum", ("limit",), values=(("celsius", "Celsius"), ("fahrenheit", "Fahrenheit"))),
+        Step("ensure", ("params",)),
+        Step("move", ("limit",), ("params", "limit")),
+    ]
+    args = {"limit": [], "city": None}
+    assert list(apply_steps(args, steps)) == ["params", "city"]
+    assert apply_steps({"limit": "celsius", "city": None}, steps[:1]) == {
+        "limit": "Celsius",
+        "city": None,
+    }
