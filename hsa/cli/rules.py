@@ -306,7 +306,8 @@ def check(
     (skills); parse(render) under the new harness gives the events back and the inverse
     mapping gives the canonical ones, the order of argument keys included (roundtrip;
     skipped under a protocol that cannot write the trajectory, which hsa augment never
-    renders it under: an argument too deep for Python literals);
+    renders it under: assistant text it would read as calls, an argument too deep for Python
+    literals);
     replaying the inverse-mapped calls gives the same results and score (replay).
     """
     from hsa.augment import all_rules, get_rule
