@@ -374,10 +374,14 @@ class Heading:
 def headings(text: str) -> list[Heading]:
     """ATX headings (``## Title``) outside code blocks."""
     lines = text.split("\n")
-    mask = code_mask(lines)
+    return _headings(lines, _scan(lines))
+
+
+def _headings(lines: list[str], reading: _Reading) -> list[Heading]:
+    """``headings`` of ``lines`` as ``_scan`` read them."""
     out = []
     for i, line in enumerate(lines):
-        if not mask[i] and (m := _ATX.match(line)):
+        if not reading.kinds[i] and (m := _ATX.match(line)):
             out.append(Heading(i, len(m.group(1)), m.group(2)))
     return out
 
@@ -392,9 +396,10 @@ def sibling_sections(text: str) -> tuple[str, list[str], str] | None:
     sections after it.
     """
     lines = text.split("\n")
-    if _scan(lines).open_at_end:
+    reading = _scan(lines)
+    if reading.open_at_end:
         return None
-    found = headings(text)
+    found = _headings(lines, reading)
     if found and found[0].level == 1 and not any(ln.strip() for ln in lines[: found[0].line]):
         found = found[1:]  # the document's title, with what follows it, stays first
     levels = sorted({h.level for h in found})
