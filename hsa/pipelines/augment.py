@@ -926,11 +926,17 @@ class _Input:
     sights: list[Sight]  # the distinct sights of the rows
     sight_rows: np.ndarray  # row -> index into ``sights``
     order: np.ndarray | None = None  # each row's pick order (``pick_order``), once made
+    jsonl: bool = False  # read from a JSONL file, whose rows are named by their lines
 
     def where(self, row: int) -> tuple[str | None, str]:
-        """The file and line of ``table``'s row ``row``, for an error."""
-        file, line = locate(self.origins, int(self.original[row]))
-        return file, f"row {line} (id {self.table.column('id')[row].as_py()!r})"
+        """The file and row (a JSONL file's line, as its read errors name it) of ``table``'s
+        row ``row``, for an error."""
+        file, at = locate(self.origins, int(self.original[row]))
+        name = repr(self.table.column("id")[row].as_py())
+        if self.jsonl:  # (its metadata is the reader's, so it is a JSON object)
+            line = json.loads(self.table.column("metadata")[row].as_py()).get("line")
+            return file, f"line {line} (id {name})"
+        return file, f"row {at} (id {name})"
 
     def slot_order(self, seed: int) -> np.ndarray:
         """Each row's order over its group's variant slots (``pick_order``), made once: for
@@ -973,6 +979,7 @@ def _read(job: _Job, lo: int, hi: int) -> _Input:
         harness_of,
         groups=[],
         group_rows=rows_of,
+        jsonl=source.scratch is not None,
         group_keys={},
         sights=[],
         sight_rows=np.zeros(n, dtype=np.int64),

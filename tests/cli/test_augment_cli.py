@@ -731,7 +731,8 @@ def test_a_rule_that_breaks_a_valid_prompt_template_names_itself_in_one_line(
         {"role": "assistant", "content": "It has shipped."},
     ]
     rows = tmp_path / "rows.jsonl"
-    rows.write_text(json.dumps({"id": "r0", "messages": messages}) + "\n")
+    # after a blank line: the row is named by its line, as the reader's own errors name rows
+    rows.write_text("\n" + json.dumps({"id": "r0", "messages": messages}) + "\n")
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(
         "variants_per_harness: 4\nrules:\n"
@@ -743,7 +744,7 @@ def test_a_rule_that_breaks_a_valid_prompt_template_names_itself_in_one_line(
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode == 1 and len(lines) == 1, refused.stderr
     assert lines[0].startswith(
-        f"hsa: error: {rows}: row 0 (id 'r0'): planning the variants of its harness: rule "
+        f"hsa: error: {rows}: line 2 (id 'r0'): planning the variants of its harness: rule "
         "'protocol.switch': made the prompt of harness 'acme-demo' fail to render: "
         "$.prompt.template: template uses an undefined value at line 3: list object has no "
         "element 4; every draw of rules that changed it did (16 dropped)"

@@ -374,7 +374,7 @@ def test_a_rule_that_raises_is_one_line_in_preview_and_augment(tmp_path):
     chats = ROOT / "examples" / "chat" / "support.jsonl"
     assert augmented.stderr.strip().splitlines()[-1] == expected.replace(
         "error: rule 'broken.crash': ",
-        f"error: {chats}: row 0 (id 'support-0001'): planning the variants of its harness: "
+        f"error: {chats}: line 1 (id 'support-0001'): planning the variants of its harness: "
         "rule 'broken.crash': ",
     )
     assert "Traceback" not in augmented.stderr

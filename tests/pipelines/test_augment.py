@@ -995,7 +995,7 @@ def test_draws_under_which_the_prompt_does_not_render_are_dropped_and_counted(
     with pytest.raises(DatasetError) as caught:
         augment(open_source(chats, harness=harness), tmp_path / "o2", AugmentConfig(recipe=always))
     assert str(caught.value) == (
-        f"{chats}: row 0 (id 'r0'): planning the variants of its harness: rule "
+        f"{chats}: line 1 (id 'r0'): planning the variants of its harness: rule "
         "'protocol.switch': made the prompt of harness 'acme-demo' fail to render: "
         "$.prompt.template: template uses an undefined value at line 3: list object has no "
         "element 4; every draw of rules that changed it did (16 dropped), so the recipe gives "
@@ -1164,7 +1164,7 @@ def test_a_rule_that_fails_in_a_batch_planned_ahead_fails_that_batch(
         assert len(list((out / ".hsa" / "done").glob("*.json"))) == 2  # batches 0 and 1
     assert errors[1] == errors[2]
     # named by the input's row whose harness it was planning, and the rule
-    assert errors[2].startswith(f"{source}: row 30 (id 'conv-30'): planning the variants of its ")
+    assert errors[2].startswith(f"{source}: line 31 (id 'conv-30'): planning the variants of its ")
     assert "rule 'tools.fail_on_shop_30': raised ValueError: shop 30 is closed" in errors[2]
 
 
