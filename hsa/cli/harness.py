@@ -12,7 +12,7 @@ from rich.text import Text
 
 from hsa.cli.flags import UserPath
 from hsa.cli.output import console, fail
-from hsa.errors import HarnessValidationError, UnknownFormatError
+from hsa.errors import HarnessValidationError, HsaError, UnknownFormatError
 
 if TYPE_CHECKING:  # hsa.harness loads pyarrow: `hsa --help` should not wait for it
     from hsa.harness.model import Harness, Tool
@@ -40,7 +40,10 @@ def validate(path: Path) -> None:
 
     PATH may also be a directory holding several harness directories, as written by
     `hsa harness import`; each is checked. The system prompt is rendered once in the sandbox,
-    so unsafe or broken templates are reported too. Every problem is printed as
+    so unsafe or broken templates are reported too, and hooks are checked as an episode runs
+    them (each effect at an event it applies to, each `payload_fn` importable, each static
+    payload with exactly its message's fields; a hook with no payload of its own may replay
+    recorded ones). Every problem is printed as
     `file: json-path: reason`, in file order; a file that cannot be read does not hide the
     problems of the others.
     """
@@ -53,7 +56,7 @@ def validate(path: Path) -> None:
         fail(f"{path}: no harness.yaml found")
     found = []
     for target in targets:
-        found.extend(problems(target))
+        found.extend(problems(target) or _hook_problems(target))
     if found:
         raise HarnessValidationError(found)
     for target in targets:
@@ -65,6 +68,20 @@ def validate(path: Path) -> None:
             )
     noun = "harness" if len(targets) == 1 else "harnesses"
     console().print(f"ok: {len(targets)} {noun} valid ({path})")
+
+
+def _hook_problems(target: Path) -> list[HsaError]:
+    """The problems that would stop the hooks of the (valid) harness at ``target`` when an
+    episode runs them (``hsa.envs.hook_runtime.hook_problems``; a hook without a payload may
+    have recorded ones), named by its file."""
+    from hsa.envs.hook_runtime import hook_problems
+    from hsa.harness import load_harness
+
+    file = target / "harness.yaml" if target.is_dir() else target
+    return [
+        HsaError(p.message, file=str(file), where=p.where)
+        for p in hook_problems(load_harness(target), recorded=True)
+    ]
 
 
 @group.command("import")

@@ -261,9 +261,11 @@ def _without(value: Any, keys: set[str]) -> Any:
     return value
 
 
-def hook_problems(harness: Harness) -> list[EnvError]:
+def hook_problems(harness: Harness, *, recorded: bool = False) -> list[EnvError]:
     """Problems that would make a hook fail at run time: effect/event mismatches, payload
-    functions that cannot be imported, static payloads that do not fit the message."""
+    functions that cannot be imported, static payloads that do not fit the message. With
+    ``recorded``, a hook with neither a payload function nor ``params.payload`` is not one:
+    its payloads may come from recordings (a corpus's, which ``hsa augment`` replays)."""
     problems: list[EnvError] = []
     for i, hook in enumerate(harness.hooks):
         where = f"$.hooks[{i}]"
@@ -271,7 +273,7 @@ def hook_problems(harness: Harness) -> list[EnvError]:
             _check_effect(hook)
             if hook.payload_fn is not None:
                 load_payload_fn(hook.payload_fn)
-            else:
+            elif not recorded or "payload" in hook.params:
                 payload(hook, HookContext(event=hook.event))
         except EnvError as exc:
             problems.append(EnvError(exc.message, file=harness.id, where=where))

@@ -127,6 +127,32 @@ def test_validate_prints_every_problem_of_every_file_in_file_order(tmp_path, cap
     ]
 
 
+def test_validate_checks_hooks_as_an_episode_runs_them(tmp_path, capsys):
+    # each a harness the schema takes that an episode would stop at; a hook without a payload
+    # of its own ("replayed") is not one: its payloads may be recorded ones
+    hooks = (
+        Hook("replayed", "post_tool_use", "add_context", "Logged {{ call }}."),
+        Hook("late-deny", "post_tool_use", "deny", "No."),
+        Hook("lost", "pre_tool_use", "add_context", "Fn {{ a }}.", payload_fn="no_such_mod:fn"),
+        Hook("off", "stop", "add_context", "Says {{ a }}.", params={"payload": {"b": "1"}}),
+    )
+    save_harness(shop().replace(hooks=hooks), tmp_path / "shop")
+    done = cli(capsys, "harness", "validate", str(tmp_path / "shop"))
+    file = tmp_path / "shop" / "harness.yaml"
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        f"hsa: error: {file}: $.hooks[1]: hook 'late-deny': effect 'deny' does not apply at "
+        "'post_tool_use'; use it at pre_tool_use or stop",
+        f"hsa: error: {file}: $.hooks[2]: payload_fn 'no_such_mod:fn': cannot import "
+        "'no_such_mod': No module named 'no_such_mod'",
+        f"hsa: error: {file}: $.hooks[3]: hook 'off': params.payload gives fields ['b'] but the "
+        "message has placeholders ['a']; they must be the same",
+    ]
+    save_harness(shop().replace(hooks=hooks[:1]), tmp_path / "fine")
+    done = cli(capsys, "harness", "validate", str(tmp_path / "fine"))
+    assert done.returncode == 0, done.stderr
+
+
 def test_validate_a_folder_of_harnesses(tmp_path, capsys):
     save_harness(shop(), tmp_path / "all" / "a")
     save_harness(shop().replace(id="b"), tmp_path / "all" / "b")
