@@ -586,6 +586,9 @@ def loads_yaml(text: str, *, error: type[HsaError], file: str | None = None) -> 
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else None
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context, at = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and at is not None:  # ("found duplicate anchor 'a'; first occurrence")
+            reason = f"{context} at line {at.line + 1}, {reason}"
         raise error(f"invalid YAML: {reason}", file=file, where=where) from None
     except (RecursionError, ValueError) as exc:
         refuse_unreadable(exc, error, file=file)

@@ -476,6 +476,22 @@ def test_a_yaml_alias_inside_its_own_anchor_is_refused_at_its_line(text: str) ->
     assert (err.value.file, err.value.where) == ("c.yaml", f"line {line}")
 
 
+@pytest.mark.parametrize(
+    ("text", "where", "reason"),
+    [
+        ("a: &x 1\nb: &x 2\n", "line 2", "found duplicate anchor"),
+        ("x: 1\na: [1, 2\n", "line 3", "while parsing a flow sequence at line 2, "),
+    ],
+)
+def test_a_yaml_error_says_what_it_was_reading_where(text: str, where: str, reason: str) -> None:
+    # (PyYAML's problem alone is "second occurrence" for an anchor given twice)
+    with pytest.raises(ConfigError) as err:
+        loads_yaml(text, error=ConfigError, file="c.yaml")
+    assert err.value.where == where and err.value.message.startswith(f"invalid YAML: {reason}")
+    if "anchor" in text:
+        assert err.value.message.endswith("first occurrence at line 1, second occurrence")
+
+
 def _openai_teach(**settings: Any) -> TeachConfig:
     return TeachConfig(backend="openai", **settings)
 
