@@ -72,6 +72,9 @@ TOOL_FLAGS_REFUSAL = re.compile(r"enable-auto-tool-choice|tool-call-parser")
 GONE = ("connection refused", "no connection")
 #: how an error of a request the endpoint answered with a refusal (HTTP 4xx) begins
 REFUSED = "the endpoint refused the request"
+#: the ``finish_reason`` values of a reply that called tools (``function_call``: OpenAI's
+#: older shape of one call, ``message.function_call``)
+CALLED = ("tool_calls", "function_call")
 #: the shortest API key hidden from messages (real keys are tens of characters)
 SECRET_MIN = 8
 #: at start, how many more times to try reaching an endpoint that refuses, and for how long
@@ -470,7 +473,12 @@ def _body(request: ChatRequest, send_metadata: bool) -> bytes:
 
 
 def _response(completion: Any, latency: float, attempts: int, where: str) -> ChatResponse:
-    """The ``ChatResponse`` of a chat-completions JSON body."""
+    """The ``ChatResponse`` of a chat-completions JSON body.
+
+    Its calls are the message's ``tool_calls``, else its ``function_call`` (OpenAI's older
+    shape) as one call. A reply that says it called tools (finish_reason ``tool_calls`` or
+    ``function_call``) but holds no call is an answer hsa cannot read (a ``TeacherError``,
+    counted as ``not a chat completion``), never the model's final answer of no text."""
     try:
         choice = completion["choices"][0]
         message = choice["message"]
@@ -485,6 +493,11 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
             }
             for call in (message.get("tool_calls") or [])
         ]
+        legacy = message.get("function_call")
+        if not calls and legacy is not None:
+            # OpenAI's older shape of one call (``functions``, deprecated; its API and types
+            # still have it, and servers and gateways written to it answer so)
+            calls = [_function_call(legacy)]
         content, thinking = _content(message.get("content"))
         refusal = message.get("refusal")
         if not content and not calls and isinstance(refusal, str) and refusal:
@@ -498,6 +511,10 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
         finish = choice.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
             raise TypeError("finish_reason is not a string")
+        if finish in CALLED and not calls:
+            # a reply the server says called a tool: read as no call, it would be a final
+            # answer of no text (an abstention, right wherever none was due)
+            raise ValueError(f"finish_reason {finish!r} with no tool call")
         usage = Usage.from_dict(completion.get("usage"))
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         if isinstance(exc, KeyError):
@@ -522,6 +539,16 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
         latency_s=latency,
         attempts=attempts,
     )
+
+
+def _function_call(legacy: Mapping[str, Any]) -> dict[str, Any]:
+    """The tool call of a message's ``function_call`` (OpenAI's older shape: a name and JSON
+    arguments, no id)."""
+    return {
+        "id": "",
+        "type": "function",
+        "function": {"name": legacy["name"], "arguments": legacy.get("arguments") or ""},
+    }
 
 
 #: how a body of server-sent events begins: a field (data, event, id, retry) or a comment

@@ -436,6 +436,35 @@ def test_a_refusal_is_the_models_text():
     assert answer.message["content"] == "No."
 
 
+def test_a_call_in_openai_s_older_shape_is_a_call():
+    # read as no call, it was a final answer of no text: BFCL's irrelevance verified it as
+    # the model's abstention
+    legacy = {"name": "f", "arguments": '{"a": 1}'}
+    message = {"role": "assistant", "content": None, "function_call": legacy}
+    body = {"choices": [{"message": message, "finish_reason": "function_call"}]}
+    [answer] = ask_all(answering(Answered(200, json.dumps(body).encode())), ["x"])
+    assert answer.message["tool_calls"] == [{"id": "", "type": "function", "function": legacy}]
+    assert answer.finish_reason == "function_call"
+
+
+@pytest.mark.parametrize(
+    ("finish", "message"),
+    [
+        ("tool_calls", {"content": None, "tool_calls": []}),
+        ("tool_calls", {"content": "Let me look."}),
+        ("function_call", {"content": None}),
+    ],
+)
+def test_a_reply_that_says_it_called_tools_but_holds_none_is_not_an_answer(finish, message):
+    # it was a final answer of no text (or of its text), never said to be anything else
+    body = {"choices": [{"message": {"role": "assistant", **message}, "finish_reason": finish}]}
+    b = answering(Answered(200, json.dumps(body).encode()))
+    [error] = ask_all(b, ["x"])
+    assert isinstance(error, TeacherError)
+    assert f"not a chat completion (finish_reason {finish!r} with no tool call)" in str(error)
+    assert b.stats.failures == {"not a chat completion": 1}
+
+
 def test_the_environment_s_proxy_is_used_unless_bypassed(monkeypatch):
     for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
