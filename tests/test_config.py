@@ -77,6 +77,8 @@ def test_every_config_is_frozen_with_help_per_setting_and_validates_itself(confi
         (OpenAIConfig, "max_retries", "max_retries"),
         (OpenAIConfig, "send_metadata", "send_metadata"),
         (OpenAIConfig, "api_key_header", "api_key_header"),
+        (OpenAIConfig, "max_tokens_field", "max_tokens_field"),
+        (EvalConfig, "max_tokens_field", "max_tokens_field"),
         (EvalConfig, "api_key_header", "api_key_header"),
         (VLLMConfig, "call_format", "call_format"),
         (Backoff, "base_s", "backoff_s"),
@@ -190,6 +192,7 @@ def test_from_mapping_accepts_what_fits_and_reports_validation_in_its_own_error(
         (TeachConfig, {"timeout_s": 0}, TeacherError, "timeout_s"),
         (TeachConfig, {"backoff_s": -1}, TeacherError, "backoff_s"),
         (TeachConfig, {"api_key_header": "api key"}, TeacherError, "api_key_header"),
+        (TeachConfig, {"max_tokens_field": "max_new_tokens"}, TeacherError, "max_tokens_field"),
         (TeachConfig, {"model": "gpt-x"}, TeacherError, "model"),  # the oracle runs none
         # an argument of the template call itself, not a template variable
         (

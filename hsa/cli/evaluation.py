@@ -88,6 +88,12 @@ def _training_recipe(path: Path | None) -> TrainingRecipe | None:
 @click.option("--temperature", type=float, cls=Setting, config=EVAL)
 @click.option("--top-p", type=float, cls=Setting, config=EVAL)
 @click.option("--max-tokens", type=int, cls=Setting, config=EVAL)
+@click.option(
+    "--max-tokens-field",
+    type=click.Choice(["max_tokens", "max_completion_tokens"]),
+    cls=Setting,
+    config=EVAL,
+)
 @click.option("--timeout", "timeout_s", type=float, cls=Setting, config=EVAL)
 @click.option("--max-retries", type=int, cls=Setting, config=EVAL)
 @click.option("--ramp", "ramp_s", type=float, cls=Setting, config=EVAL)

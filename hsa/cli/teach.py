@@ -113,6 +113,12 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 @click.option("--temperature", type=float, cls=Setting, config=TEACH)
 @click.option("--top-p", type=float, cls=Setting, config=TEACH)
 @click.option("--max-tokens", type=int, cls=Setting, config=TEACH)
+@click.option(
+    "--max-tokens-field",
+    type=click.Choice(["max_tokens", "max_completion_tokens"]),
+    cls=Setting,
+    config=TEACH,
+)
 @click.option("--timeout", "timeout_s", type=float, cls=Setting, config=TEACH)
 @click.option("--max-retries", type=int, cls=Setting, config=TEACH)
 @click.option("--backoff", "backoff_s", type=float, cls=Setting, config=TEACH)

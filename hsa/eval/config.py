@@ -19,6 +19,7 @@ from hsa.teachers.config import (
     TeachConfig,
     corpus_identity,
     local_model,
+    max_tokens_field_problems,
     public_url,
     rule_versions,
     template_kwargs_problems,
@@ -102,6 +103,7 @@ class EvalConfig:
     temperature: float = same_as(TeachConfig, "temperature")
     top_p: float = same_as(TeachConfig, "top_p")
     max_tokens: int | None = same_as(TeachConfig, "max_tokens")
+    max_tokens_field: str = same_as(TeachConfig, "max_tokens_field")
     timeout_s: float = same_as(TeachConfig, "timeout_s")
     max_retries: int = same_as(TeachConfig, "max_retries")
     send_metadata: bool = same_as(TeachConfig, "send_metadata")
@@ -145,6 +147,7 @@ class EvalConfig:
         )
         problems += bounded(self, "bootstrap", low=100)
         problems += template_kwargs_problems(self.chat_template_kwargs)
+        problems += max_tokens_field_problems(self.max_tokens_field)
         if self.policy in ("oracle", "fixed-oracle") and self.model:
             # reports name the model under test policy/model: a model it never ran would be false
             problems.append(("model", f"the {self.policy} policy runs no model; leave it out"))
@@ -176,6 +179,7 @@ class EvalConfig:
             temperature=self.temperature,
             top_p=self.top_p,
             max_tokens=self.max_tokens,
+            max_tokens_field=self.max_tokens_field,
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
             send_metadata=self.send_metadata,

@@ -24,6 +24,8 @@ ORACLE_MODEL = "hsa-oracle"
 #: the backends a job can name (``hsa.teachers.make.make_backend`` builds them)
 BACKENDS = ("oracle", "fixed-oracle", "openai", "vllm", "transformers")
 
+#: the request fields an OpenAI-compatible endpoint takes the reply's token limit in
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 #: the longest ramp and request timeout a job takes, seconds (an hour, a day): past them a
 #: typo (1e300) would wait forever
 RAMP_MAX, TIMEOUT_MAX = 3600.0, 86400.0
@@ -191,6 +193,12 @@ class TeachConfig:
     max_tokens: int | None = setting(
         1024, help="Tokens per model answer (null in a config file: no limit)."
     )
+    max_tokens_field: str = setting(
+        "max_tokens",
+        help="The request field the openai backend sends --max-tokens in: max_tokens (most "
+        "servers) or max_completion_tokens, its newer name (OpenAI's reasoning models refuse "
+        "max_tokens; vLLM's server takes either).",
+    )
     timeout_s: float = setting(120.0, help="Request timeout, seconds.")
     max_retries: int = setting(8, help="Retries of a failed request.")
     backoff_s: float = setting(
@@ -258,6 +266,7 @@ class TeachConfig:
         url = self.base_url if self.backend == "openai" else None
         problems += endpoint_problems(url, self.api_key_header, self.api_key)
         problems += template_kwargs_problems(self.chat_template_kwargs)
+        problems += max_tokens_field_problems(self.max_tokens_field)
         if (why := call_format_problem(self.call_format)) is not None:
             problems.append(("call_format", why))
         refuse(problems, TeacherError)
@@ -357,6 +366,13 @@ def rule_versions(recipe: Callable[[], Recipe]) -> dict[str, str] | None:
         return recipe().versions
     except HsaError:
         return None
+
+
+def max_tokens_field_problems(field: str) -> list[tuple[str, str]]:
+    """A ``max_tokens_field`` that is none of ``MAX_TOKENS_FIELDS``."""
+    if field in MAX_TOKENS_FIELDS:
+        return []
+    return [("max_tokens_field", f"{field!r} is neither of {', '.join(MAX_TOKENS_FIELDS)}")]
 
 
 def public_url(url: str | None) -> str | None:

@@ -97,6 +97,7 @@ def make_backend(config: TeachConfig, env: Environment, variants: Mapping[str, V
                 backoff=Backoff(base_s=config.backoff_s),
                 seed=config.seed,
                 send_metadata=config.send_metadata,
+                max_tokens_field=config.max_tokens_field,
             )
         )
     if config.backend == "transformers":

@@ -113,7 +113,9 @@ def _fraction(*parts: object) -> float:
 
 
 def request_key(body: Mapping[str, Any]) -> str:
-    """The request-cache key of a chat-completions body (the same hash the client computes)."""
+    """The request-cache key of a chat-completions body (the same hash the client computes:
+    its token limit under either name, ``max_tokens`` or ``max_completion_tokens``)."""
+    limit = body.get("max_tokens")
     return ChatRequest(
         model=str(body.get("model", "")),
         messages=body.get("messages") or [],
@@ -121,7 +123,7 @@ def request_key(body: Mapping[str, Any]) -> str:
         sampling=Sampling(
             temperature=body.get("temperature", 1.0),
             top_p=body.get("top_p", 1.0),
-            max_tokens=body.get("max_tokens"),
+            max_tokens=body.get("max_completion_tokens") if limit is None else limit,
             seed=body.get("seed"),
             chat_template_kwargs=body.get("chat_template_kwargs") or {},
         ),

@@ -51,6 +51,17 @@ def test_chat_template_arguments_reach_the_key_and_the_body_only_when_given():
     assert request_key(body) == request(sampling=thinking).key()
 
 
+def test_the_token_limit_goes_in_the_field_asked_for_and_keys_the_request_alike():
+    from hsa.teachers.backends.openai import _body
+    from hsa.teachers.server import request_key
+
+    limited = request(sampling=Sampling(seed=3, max_tokens=64))
+    sent = json.loads(_body(limited, False, "max_completion_tokens"))
+    assert sent["max_completion_tokens"] == 64 and "max_tokens" not in sent
+    assert list(sent) == list(json.loads(_body(limited, False)))[:2] + list(sent)[2:]
+    assert request_key(sent) == limited.key()  # one limit under either name: one answer
+
+
 def test_wire_messages_drop_hsa_only_fields():
     messages = [
         {"role": "tool", "tool_call_id": "call_0", "content": "x", "is_error": True},

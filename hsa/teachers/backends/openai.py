@@ -53,7 +53,13 @@ from hsa.teachers.backends.base import (
     ContextOverflow,
     outgrew_context,
 )
-from hsa.teachers.config import TeachConfig, endpoint_problems, public_url
+from hsa.teachers.config import (
+    MAX_TOKENS_FIELDS,
+    TeachConfig,
+    endpoint_problems,
+    max_tokens_field_problems,
+    public_url,
+)
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message, dumps
 from hsa.teachers.throttle import AdaptiveLimit, Backoff, ThrottleConfig
 
@@ -67,6 +73,9 @@ OVERLOADED = (429, 503)
 #: how vLLM refuses a request with ``tools`` when it was started without tool-call parsing:
 #: '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 TOOL_FLAGS_REFUSAL = re.compile(r"enable-auto-tool-choice|tool-call-parser")
+#: how OpenAI refuses a request field the model does not take: "Unsupported parameter:
+#: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+UNSUPPORTED_FIELD = re.compile(r"unsupported parameter:?\s*'([^']+)'", re.IGNORECASE)
 #: failures that say nothing answers at the endpoint any more (not a slow or busy one, nor
 #: one that answered and broke the connection off mid-answer)
 GONE = ("connection refused", "no connection")
@@ -89,9 +98,12 @@ class OpenAIConfig:
     ``api_key`` is held only in memory: it is never written to a manifest, a log or a shard
     and is hidden from ``repr``. ``send_metadata`` sends the request's metadata (the variant
     id, which ``hsa serve oracle`` needs); api.openai.com refuses metadata unless completions
-    are stored, so turn it off there. ``timeout_s`` bounds each attempt, from sending the
-    request to the last byte of its answer. A proxy named by ``HTTPS_PROXY``/``HTTP_PROXY``
-    (and not bypassed by ``NO_PROXY``) is used, as the official client would.
+    are stored, so turn it off there. ``max_tokens_field`` is the field the reply's token
+    limit goes in: OpenAI's reasoning models refuse ``max_tokens`` and take
+    ``max_completion_tokens``, its newer name, which vLLM's server takes too. ``timeout_s``
+    bounds each attempt, from sending the request to the last byte of its answer. A proxy
+    named by ``HTTPS_PROXY``/``HTTP_PROXY`` (and not bypassed by ``NO_PROXY``) is used, as the
+    official client would.
     """
 
     base_url: str = setting(help="The endpoint, e.g. http://127.0.0.1:8000/v1.")
@@ -107,12 +119,14 @@ class OpenAIConfig:
     )
     seed: int = setting(0, help="Seed of the retry jitter.")
     send_metadata: bool = same_as(TeachConfig, "send_metadata")
+    max_tokens_field: str = same_as(TeachConfig, "max_tokens_field")
 
     def __post_init__(self) -> None:
         problems = bounded(self, "concurrency", low=1)
         problems += bounded(self, "timeout_s", low=0, low_open=True)
         problems += bounded(self, "max_retries", low=0)
         problems += endpoint_problems(self.base_url, self.api_key_header, self.api_key)
+        problems += max_tokens_field_problems(self.max_tokens_field)
         refuse(problems, TeacherError)
 
     def key_headers(self) -> dict[str, str]:
@@ -301,7 +315,7 @@ class OpenAIBackend(Backend):
         """One attempt: the chat completion as JSON, or ``StatusError`` for an error status.
         Timeouts and connection errors are raised as aiohttp raises them."""
         session = self._open()
-        body = _body(request, self.config.send_metadata)
+        body = _body(request, self.config.send_metadata, self.config.max_tokens_field)
         async with session.post(self._url, data=body, proxy=self._proxy) as answer:
             payload = await answer.read()
             status = answer.status
@@ -370,11 +384,28 @@ def _refusal(exc: StatusError, message: str, shown: str) -> TeacherError:
             "the server parses no tool calls: start vLLM with --enable-auto-tool-choice and the "
             "model's --tool-call-parser (docs/vllm.md lists them), then rerun"
         )
-    elif SETTING_REFUSAL.search(exc.message):
+    elif (unsupported := UNSUPPORTED_FIELD.search(exc.message)) is not None:
+        hint = _unsupported_hint(unsupported[1])
+    elif SETTING_REFUSAL.search(exc.message):  # (a limit too large for the context window)
         hint = "lower --max-tokens to what the model's context window holds"
     else:
         hint = "check --model and the request settings the endpoint takes"
     return TeacherError(f"{REFUSED}: {said}; {hint}", where=shown)
+
+
+def _unsupported_hint(field: str) -> str:
+    """What to do about a request field ``field`` the endpoint does not take."""
+    if field in MAX_TOKENS_FIELDS:
+        other = next(f for f in MAX_TOKENS_FIELDS if f != field)
+        return (
+            f"send the token limit as {other} instead (--max-tokens-field {other}, or "
+            f"max_tokens_field: {other} in a config file)"
+        )
+    if field == "metadata":
+        return "turn metadata off (--no-metadata)"
+    if field == "chat_template_kwargs":
+        return "leave chat_template_kwargs unset for this endpoint"
+    return "check --model and the request settings the endpoint takes"
 
 
 def endpoint(base_url: str, path: str) -> str:
@@ -459,12 +490,17 @@ def seconds(value: str | None) -> float | None:
         return None
 
 
-def _body(request: ChatRequest, send_metadata: bool) -> bytes:
-    """The JSON body of ``request``: ``model``, ``messages``, the sampling parameters, then
-    ``tools`` and ``metadata`` when there are any, encoded compactly and put together from the
-    request's parts, which the cache key has encoded already."""
+def _body(request: ChatRequest, send_metadata: bool, max_tokens_field: str = "max_tokens") -> bytes:
+    """The JSON body of ``request``: ``model``, ``messages``, the sampling parameters (the
+    token limit under the name ``max_tokens_field``), then ``tools`` and ``metadata`` when
+    there are any, encoded compactly and put together from the request's parts, which the
+    cache key has encoded already (a limit is the same limit under either name: the key
+    keeps ``max_tokens``)."""
     parts = [f'"model":{dumps(request.model)}', f'"messages":{request.messages_json()}']
-    parts.extend(f"{dumps(k)}:{dumps(v)}" for k, v in request.sampling.to_dict().items())
+    parts.extend(
+        f"{dumps(max_tokens_field if k == 'max_tokens' else k)}:{dumps(v)}"
+        for k, v in request.sampling.to_dict().items()
+    )
     if request.tools:
         parts.append(f'"tools":{request.encoded_tools()}')
     if request.metadata and send_metadata:

@@ -539,6 +539,28 @@ def test_a_vllm_server_without_tool_parsing_is_named_with_the_flags_it_needs(ser
     assert b.stats.retries == 0
 
 
+def test_a_token_limit_field_the_model_does_not_take_is_named_with_the_one_it_takes(serve):
+    # OpenAI's reasoning models refuse max_tokens: the advice was to lower it, which the model
+    # refuses all the same
+    def new_name_only(body):
+        if "max_tokens" in body:
+            raise HsaError(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                "'max_completion_tokens' instead."
+            )
+        assert body["max_completion_tokens"] == 1024
+        return echo(body)
+
+    served = serve(answer=new_name_only)
+    b = backend(served.url)
+    [error] = ask_all(b, ["x"])
+    assert type(error) is TeacherError and "lower --max-tokens" not in str(error)
+    assert "send the token limit as max_completion_tokens instead (--max-tokens-field" in str(error)
+    assert b.stats.retries == 0
+    [answer] = ask_all(backend(served.url, max_tokens_field="max_completion_tokens"), ["x"])
+    assert answer.message["tool_calls"][0]["function"]["arguments"] == '{"said": "x"}'
+
+
 def test_a_refused_key_is_found_at_the_start_and_counted_per_request(serve):
     served = serve(answer=echo, api_key="sk-SECRET-123")
     wrong = backend(served.url, api_key="sk-WRONG-456")
