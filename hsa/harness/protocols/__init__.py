@@ -44,7 +44,8 @@ class CallFormat:
     #: whether assistant text can share a message with calls (tagged formats can)
     allows_prefix: Callable[[bool], bool]
     #: ``parse_calls`` for a model's reply that no server parsed (``hsa.teachers.backends.
-    #: output``), as lenient as the server's own parser for the format; None: ``parse_calls``.
+    #: output``), more lenient, close to the server's own parser for the format but not the
+    #: same (the format's module says where they differ); None: ``parse_calls``.
     #: Harness and training text is always read with ``parse_calls``, which must round-trip.
     parse_reply: Callable[[str, bool], tuple[str | None, list[Call]] | None] | None = None
     #: whether calls to a tool named so, with arguments named so, are written in the format's

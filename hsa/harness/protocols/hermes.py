@@ -12,11 +12,28 @@ text included: render writes calls only at the end, so text quoting a block read
 written (a model's reply holding such a block is a format failure in a rollout,
 ``hsa.teachers.rollout.read_step``, not a call left unrun). A message
 whose last block is not a JSON call object (with its ``"arguments"`` object) is not a call
-message (a model's reply that no server parsed is read as vLLM's parser reads it, with
-``parse_reply``: its last block may lack the closing tag, and ``"arguments"`` may be a JSON
-string holding the object), nor is one that gives a key of that object or of its arguments twice
+message, nor is one that gives a key of that object or of its arguments twice
 (``{"amount": 5, "amount": 500}``): which was meant cannot be told, and the Python and XML
 formats refuse an argument given twice too (``read_json``).
+
+A model's reply that no server parsed (the ``vllm`` and ``transformers`` backends' under the
+``api`` protocol, ``hsa train rl``'s policy's) is read with ``parse_reply``, a little more
+leniently: its last block may lack the closing tag (generation stopped right after the JSON),
+as vLLM's hermes parser reads it too, and ``"arguments"`` may be the object written as a JSON
+string, the call the model plainly meant. That is not how ``vllm serve --tool-call-parser
+hermes`` reads the same reply (vLLM 0.34's ``tool_parsers/hermes_tool_parser.py``), which
+
+- does not decode string arguments: its call carries them on as a JSON string
+  (``json.dumps`` of the string), which the ``openai`` backend reads as a format failure
+  ("tool-call arguments must be a JSON object"), as a client reading arguments as an object
+  would fail on it;
+- reads every block wherever it is, keeping the text before the first as the reply's text
+  and dropping what follows: a block followed by text is a call there, and a format failure
+  here (the text after it would be lost without a word);
+- keeps the last value of a key given twice: a call there, none here.
+
+So one reply can be a call in process and a format failure against the server, or the other
+way round; docs/vllm.md says so to users.
 """
 
 from __future__ import annotations
@@ -104,7 +121,8 @@ def _call(body: str, lenient: bool = False) -> Call | None:
         return None
     args = obj.get("arguments")
     if lenient and isinstance(args, str):
-        # a model's arguments as a JSON string, which vLLM's parser decodes
+        # a model's arguments as a JSON string: the object it meant (vLLM's server parser
+        # passes the string on undecoded, a format failure through the openai backend)
         try:
             args, inner = read_json(args)
         except (ValueError, RecursionError):
@@ -130,7 +148,8 @@ def _blocks(text: str, lenient: bool) -> tuple[str | None, list[Call]] | None:
     (``<tool_call>(.*?)</tool_call>``, across lines): a model's JSON is not escaped as ours is,
     and ``{"q": "price < 50"}`` is a call there. So a block ends at the last closing tag and
     starts at the last opening tag before it. ``lenient``: the last block may also lack its
-    closing tag (vLLM's ``<tool_call>(.*)``), and ``"arguments"`` may be a JSON string.
+    closing tag (vLLM's ``<tool_call>(.*)``), and ``"arguments"`` may be a JSON string (which
+    vLLM does not decode).
     """
     calls: list[Call] = []
     first = end = _end_of_text(text, len(text))
@@ -160,9 +179,10 @@ def _parse(text: str, tag: bool) -> tuple[str | None, list[Call]] | None:
 
 
 def parse_reply(text: str, tag: bool) -> tuple[str | None, list[Call]] | None:
-    """``parse_calls`` for a model's reply, read as vLLM's Hermes parser reads it: its last
-    block may lack the closing tag (generation stopped right after the JSON) and
-    ``"arguments"`` may be the arguments object written as a JSON string."""
+    """``parse_calls`` for a model's reply that no server parsed: its last block may lack the
+    closing tag (generation stopped right after the JSON), as vLLM's Hermes parser reads it,
+    and ``"arguments"`` may be the arguments object written as a JSON string, which vLLM's
+    parser does not decode (the module's docstring says where the two readings differ)."""
     return _blocks(text, lenient=True)
 
 

@@ -31,10 +31,11 @@ def parse_output(text: str, request: ChatRequest, call_format: str = "hermes") -
     A leading ``<think>`` block becomes ``reasoning_content``, and so does the text before a
     first ``</think>`` that has no opening tag. When the request carried tools
     (the ``api`` protocol), calls written in ``call_format`` become ``tool_calls`` with ids
-    derived from the request, so they are stable across reruns. Calls are read as the
-    format's server-side parser reads them (``CallFormat.parse_reply``: a Hermes reply's last
-    block may lack its closing tag, its arguments may be a JSON string); text the parser does not
-    accept stays content, and the rollout reports it as a format failure if it holds a call.
+    derived from the request, so they are stable across reruns. Calls are read with the
+    format's ``CallFormat.parse_reply`` (a Hermes reply's last block may lack its closing tag,
+    its arguments may be a JSON string: close to vLLM's server-side parser, not the same, as
+    ``hsa.harness.protocols.hermes`` and docs/vllm.md say); text the parser does not accept
+    stays content, and the rollout reports it as a format failure if it holds a call.
     """
     reasoning = None
     if (match := _THINK.match(text)) is not None:

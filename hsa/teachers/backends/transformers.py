@@ -41,7 +41,8 @@ from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
 #: of its requests (``make.request_model``): another version answers the same request
 #: otherwise, so a cache never serves one version's replies to another
 #: (2: the checkpoint's generation_config.json no longer shapes the answer; 3: a hermes reply
-#: read as vLLM's hermes parser reads it, ``CallFormat.parse_reply``)
+#: read with ``CallFormat.parse_reply``, its last block's closing tag optional as in vLLM's
+#: parser)
 DECODE_VERSION = 3
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")

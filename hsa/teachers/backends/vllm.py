@@ -38,8 +38,8 @@ from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage
 #: the version of how this backend turns a request into answer text, part of the cache key
 #: of its requests (``make.request_model``): another version answers the same request
 #: otherwise, so a cache never serves one version's replies to another
-#: (2: special tokens kept in the text, ``sampling_params``; 3: a hermes reply read as vLLM's
-#: hermes parser reads it, ``CallFormat.parse_reply``)
+#: (2: special tokens kept in the text, ``sampling_params``; 3: a hermes reply read with
+#: ``CallFormat.parse_reply``, its last block's closing tag optional as in vLLM's parser)
 DECODE_VERSION = 3
 
 
