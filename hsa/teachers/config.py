@@ -372,7 +372,7 @@ def max_tokens_field_problems(field: str) -> list[tuple[str, str]]:
     """A ``max_tokens_field`` that is none of ``MAX_TOKENS_FIELDS``."""
     if field in MAX_TOKENS_FIELDS:
         return []
-    return [("max_tokens_field", f"{field!r} is neither of {', '.join(MAX_TOKENS_FIELDS)}")]
+    return [("max_tokens_field", f"{field!r} is neither max_tokens nor max_completion_tokens")]
 
 
 def public_url(url: str | None) -> str | None:
