@@ -31,6 +31,7 @@ from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage
 from hsa.teachers.rollout import REPAIR_PREFIX, TASK_KEY, VARIANT_KEY, protocol_view
+from hsa.teachers.surface_hooks import added_hooks
 from hsa.teachers.task_variants import VariantPool
 
 #: how many tool lists' token counts a responder keeps (a job sends one per variant)
@@ -178,8 +179,12 @@ class OracleResponder:
         ]
         if len(candidates) > 1:
             first_user = next(i for i, e in enumerate(events) if isinstance(e, UserMessage))
-            opening = tuple(e for e in events[:first_user] if isinstance(e, HookFired))
-            candidates = [t for t in candidates if self._opening(t) == opening] or candidates
+            opening = [e for e in events[:first_user] if isinstance(e, HookFired)]
+            candidates = [
+                t
+                for t in candidates
+                if self._opening(t) == _canonical_firings(opening, t, self.env)
+            ] or candidates
         if len(candidates) > 1:
             hinted = [t for t in candidates if t.id == metadata.get(TASK_KEY)]
             candidates = hinted or candidates
@@ -212,8 +217,13 @@ class OracleResponder:
         ):
             messages = messages[:-2]
         surface = parse(messages, harness)
-        events = map_events(surface, variant.mapping.inverse())
+        inverse = variant.mapping.inverse()
+        events = map_events(surface, inverse)
         task = self.task(events, metadata)
+        added = {h.id for h in added_hooks(self.env.harness_for(task), variant)}
+        if added:  # the variant's own hooks: no canonical event, nothing the policy reads
+            surface = [e for e in surface if not (isinstance(e, HookFired) and e.hook_id in added)]
+            events = map_events(surface, inverse)
         step = list(self.policy(task, events))
         if not step:
             step = [AssistantMessage("")]
@@ -284,6 +294,15 @@ class OracleResponder:
         if reply.get("content") is None and not reply.get("tool_calls"):
             reply["content"] = ""
         return reply
+
+
+def _canonical_firings(
+    firings: Sequence[HookFired], task: Task, env: Environment
+) -> tuple[HookFired, ...]:
+    """``firings`` (canonical ids) of the hooks ``task``'s harness has: not those a variant
+    adds (``added_hooks``), which ``OracleResponder._opening`` does not play."""
+    harness = env.harness_for(task)
+    return tuple(e for e in firings if harness.hook(e.hook_id) is not None)
 
 
 class FixedOracleResponder(OracleResponder):

@@ -5,7 +5,9 @@ backend, parses its message under the same harness, maps the calls back to canon
 with the variant's inverse mapping, runs the hooks and executes the calls in the environment.
 Events are recorded in the order ``hsa.envs.episode`` documents (so they round-trip through
 render and parse), hooks run on the environment's canonical harness (a variant rewords and
-renames them on the surface only), and call ids are ``call_<n>`` under every protocol.
+renames them on the surface only; the hooks a variant adds fire on the surface alone, and the
+canonical events leave them out: ``hsa.teachers.surface_hooks``), and call ids are
+``call_<n>`` under every protocol.
 
 A message that does not parse, or whose text holds a call that did not, is a format failure
 (a reply whose text holds a call block before the calls read at its end: that call would be
@@ -26,7 +28,7 @@ from typing import Any
 from hsa.augment.mapping import ArgumentClash, map_events
 from hsa.augment.planner import Variant
 from hsa.config import bounded, refuse, same_as, setting
-from hsa.envs.base import Environment, Outcome, Task
+from hsa.envs.base import Environment, Outcome, Task, ToolOutput
 from hsa.envs.episode import call_tool
 from hsa.envs.hook_runtime import HookContext, run_hooks
 from hsa.errors import HsaError, TeacherError
@@ -34,6 +36,7 @@ from hsa.harness.arguments import ArgumentChecker, checker_of
 from hsa.harness.events import (
     AssistantMessage,
     Event,
+    HookFired,
     SkillLoad,
     ToolCall,
     ToolResult,
@@ -45,6 +48,7 @@ from hsa.harness.render import Conversation, render, tools_json
 from hsa.teachers.backends.base import Backend, ContextOverflow
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage, dumps
+from hsa.teachers.surface_hooks import SurfaceHooks
 from hsa.teachers.verify import (
     CUT_OFF,
     Verification,
@@ -232,14 +236,30 @@ def read_step(
 def opening_events(env: Environment, task: Task) -> list[Event]:
     """The canonical events before the model's first reply to ``task``: the session-start
     hook firings, the first user turn and its prompt-submit firings, as the rollout plays them."""
+    return _opening(env, task, SurfaceHooks())
+
+
+def surface_opening(
+    env: Environment, task: Task, variant: Variant
+) -> tuple[list[Event], list[Event]]:
+    """The canonical events before the model's first reply to ``task`` under ``variant``
+    (``opening_events``), and the surface events its first request shows: those under the
+    variant's names, with the firings of the hooks the variant adds, as the rollout plays them."""
+    added = SurfaceHooks.of(env.harness_for(task), variant)
+    events = _opening(env, task, added)
+    return events, added.among(map_events(events, variant.mapping))
+
+
+def _opening(env: Environment, task: Task, added: SurfaceHooks) -> list[Event]:
     canonical = env.harness_for(task)
     state = env.reset(task)
-    events: list[Event] = list(
-        run_hooks(canonical, "session_start", HookContext("session_start", state=state)).fired
-    )
+    context = HookContext("session_start", state=state)
+    events: list[Event] = list(run_hooks(canonical, "session_start", context).fired)
+    added.fire("session_start", context, len(events))
     events.append(UserMessage(env.turns(task)[0]))
     context = HookContext("user_prompt_submit", 0, state=state)
     events.extend(run_hooks(canonical, "user_prompt_submit", context).fired)
+    added.fire("user_prompt_submit", context, len(events))
     return events
 
 
@@ -285,6 +305,8 @@ class _Run:
         self.steps = 0
         self._checker: ArgumentChecker | None = None
         self.refused: dict[str, ToolCall] = {}  # call id -> the refused call as the model wrote it
+        #: the firings of the hooks the variant adds (``play`` finds them)
+        self.added = SurfaceHooks()
 
     async def ask(self, messages: list[dict[str, Any]], tools: list[Any]) -> ChatResponse:
         """Ask the backend for the next message after ``messages``, with ``tools``: the
@@ -353,12 +375,15 @@ class _Run:
             self.cut.append((self.steps, cut))
 
     def surface_events(self) -> list[Event]:
-        """The events so far as the surface shows them; a refused call as the model wrote it
-        (mapping its name back and forth could turn it into another tool's)."""
+        """The events so far as the surface shows them: a refused call as the model wrote it
+        (mapping its name back and forth could turn it into another tool's), and the firings
+        of the hooks the variant adds among them."""
         events = map_events(self.events, self.mapping)
-        if not self.refused:
-            return events
-        return [self.refused.get(e.call_id, e) if isinstance(e, ToolCall) else e for e in events]
+        if self.refused:
+            events = [
+                self.refused.get(e.call_id, e) if isinstance(e, ToolCall) else e for e in events
+            ]
+        return self.added.among(events)
 
     def scored_events(self) -> list[Event]:
         """The canonical events the environment scores. A refused call never reached it, so
@@ -392,19 +417,48 @@ class _Run:
             return None
         return ToolResult(call.call_id, dumps({"error": problem}), is_error=True)
 
+    def fire(self, harness_event: str, context: HookContext) -> bool:
+        """Run the canonical hooks of ``harness_event``, then, unless one denied, the ones the
+        variant adds; whether one denied."""
+        result = run_hooks(self.canonical, harness_event, context)
+        self.events.extend(result.fired)
+        if not result.denied:
+            self.added.fire(harness_event, context, len(self.events))
+        return result.denied
+
+    def call(self, state: Any, call: ToolCall, surface: ToolCall, turn: int) -> None:
+        """Run ``call`` (``surface``: as the model made it) with its hooks (``call_tool``),
+        the ones the variant adds after the canonical ones of each event, shown the call as
+        the model made it and the result as the model sees it."""
+        events = call_tool(self.env, state, self.canonical, call, turn=turn)
+        if not self.added:
+            self.events.extend(events)
+            return
+        result, *fired = events
+        assert isinstance(result, ToolResult)
+        pre = [e for e in fired if isinstance(e, HookFired) and e.event == "pre_tool_use"]
+        self.events.append(result)
+        self.events.extend(pre)
+        last = self.canonical.hook(pre[-1].hook_id) if pre else None
+        if last is not None and last.effect == "deny":  # later hooks of the event do not run
+            return
+        context = HookContext(
+            "pre_tool_use", turn, tool=surface.tool, args=surface.args, state=state
+        )
+        self.added.fire("pre_tool_use", context, len(self.events))
+        self.events.extend(fired[len(pre) :])
+        output = ToolOutput(result.content, result.is_error)
+        context = replace(context, event="post_tool_use", output=output)
+        self.added.fire("post_tool_use", context, len(self.events))
+
     async def play(self) -> tuple[str, str | None, Any]:
-        task, canonical = self.spec.task, self.canonical
+        task = self.spec.task
+        self.added = SurfaceHooks.of(self.canonical, self.spec.variant)
         state = self.env.reset(task)
-        start = run_hooks(canonical, "session_start", HookContext("session_start", state=state))
-        self.events.extend(start.fired)
+        self.fire("session_start", HookContext("session_start", state=state))
         for turn, text in enumerate(self.env.turns(task)):
             self.events.append(UserMessage(text))
-            submitted = run_hooks(
-                canonical,
-                "user_prompt_submit",
-                HookContext("user_prompt_submit", turn, state=state),
-            )
-            self.events.extend(submitted.fired)
+            self.fire("user_prompt_submit", HookContext("user_prompt_submit", turn, state=state))
             answered = False
             for _ in range(self.config.max_steps_per_turn):
                 try:
@@ -449,18 +503,12 @@ class _Run:
                             self.events.append(refused)
                             continue
                         if not ends:
-                            self.events.extend(
-                                call_tool(self.env, state, canonical, call, turn=turn)
-                            )
+                            self.call(state, call, surface_calls[call.call_id], turn)
                     if ends:  # scored as made: no result, no second try
                         return "answered", None, state
                     continue
                 final = step[0].text if isinstance(step[0], AssistantMessage) else ""
-                stop = run_hooks(
-                    canonical, "stop", HookContext("stop", turn, final_text=final, state=state)
-                )
-                self.events.extend(stop.fired)
-                if not stop.denied:
+                if not self.fire("stop", HookContext("stop", turn, final_text=final, state=state)):
                     answered = True
                     break
             if not answered:

@@ -15,7 +15,8 @@ from hsa.harness.events import AssistantMessage
 from hsa.harness.render import render
 from hsa.teachers.oracle import OracleBackend, OracleResponder, _tokens
 from hsa.teachers.request import ChatRequest
-from hsa.teachers.rollout import TASK_KEY, VARIANT_KEY, repair_prompt
+from hsa.teachers.rollout import TASK_KEY, VARIANT_KEY, repair_prompt, surface_opening
+from tests.teachers.conftest import make_variant
 
 
 def body_for(events, variant, **metadata):
@@ -145,3 +146,25 @@ def test_calls_in_text_are_those_a_text_protocols_reader_finds(
         call, answer = responder(call_body)[0], responder(answer_body)[0]
         assert not responder.calls_in_text(answer_body, answer)
         assert responder.calls_in_text(call_body, call) is (not variant.harness.protocol.is_api)
+
+
+def test_the_hooks_a_variant_adds_are_read_past_as_no_canonical_event(env, canonical):
+    """Under ``hooks.neutral_extra`` the opening shows the variant's own notes: the oracle
+    still tells tasks of the same turns apart by their session start, and answers as it
+    answers the canonical conversation."""
+    variant = make_variant(env.harness(), [("hooks.neutral_extra", {"count": 5})])
+    responder = OracleResponder(env, next_actions, variants={variant.variant_id: variant})
+    groups = collections.defaultdict(list)
+    for task in env.tasks():
+        groups[task.turns].append(task)
+    twins = next(g for g in groups.values() if len(g) > 1)
+    for task in twins:
+        events, shown = surface_opening(env, task, variant)
+        assert len(shown) > len(events)
+        conversation = render(shown, variant.harness)
+        body = {
+            "messages": conversation.messages,
+            "tools": conversation.tools,
+            "metadata": {VARIANT_KEY: variant.variant_id},
+        }
+        assert responder(body)[0] == responder(body_for(events, canonical))[0], task.id

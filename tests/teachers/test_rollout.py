@@ -4,19 +4,24 @@ and backend outages end a rollout with a reason, never an exception."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+from collections import Counter
 from collections.abc import Sequence
+from itertools import pairwise
 
 import pytest
 
 from hsa.augment.mapping import map_events
-from hsa.envs.livestream import solve
+from hsa.augment.planner import canonical_variant
+from hsa.envs.livestream import next_actions, solve
 from hsa.errors import TeacherError
-from hsa.harness.events import AssistantMessage, SkillLoad, ToolCall, ToolResult
-from hsa.harness.model import Protocol
+from hsa.harness.events import AssistantMessage, HookFired, SkillLoad, ToolCall, ToolResult
+from hsa.harness.model import HOOK_EVENTS, Hook, Protocol
 from hsa.harness.parse import parse
+from hsa.harness.render import as_shown, hook_text
 from hsa.teachers.backends.base import Backend, BackendStats, ContextOverflow
-from hsa.teachers.oracle import OracleBackend
+from hsa.teachers.oracle import OracleBackend, OracleResponder
 from hsa.teachers.request import ChatRequest, ChatResponse, assistant_message
 from hsa.teachers.rollout import (
     REPAIR_PREFIX,
@@ -28,6 +33,7 @@ from hsa.teachers.rollout import (
     rollout,
 )
 from hsa.teachers.server import malform
+from tests.teachers.conftest import make_variant
 
 
 def one_task_per_kind(env):
@@ -602,3 +608,93 @@ def test_a_reply_cut_off_is_rejected_however_it_reads(env, canonical, responder,
     from hsa.eval.metrics import failure_class
 
     assert failure_class(result) is None  # solved: an evaluation counts it a success
+
+
+def test_hooks_a_variant_adds_fire_on_the_surface_and_stay_out_of_the_canonical_events(env):
+    """``hooks.neutral_extra``'s hooks fire in the episode (in the requests, on the rows'
+    conversation) in the variant's wording, after the canonical hooks of their event and not
+    after a denial, while the canonical events are the solution's."""
+    harness = env.harness()
+    variant = make_variant(harness, [("hooks.neutral_extra", {"count": 5})])
+    added = {h.id: h for h in variant.harness.hooks if harness.hook(h.id) is None}
+    assert {h.event for h in added.values()} == set(HOOK_EVENTS)
+    responder = OracleResponder(env, next_actions, variants={variant.variant_id: variant})
+    backend = Breaking(responder, broken=0)
+    for task in one_task_per_kind(env):
+        result = run(spec_of(task, variant), env, backend)
+        assert result.verification.verified, (task.id, result.verification.reason)
+        assert list(result.events) == list(solve(env, task).events), task.id
+        shown = parse(result.conversation, variant.harness)
+        fired = [e for e in shown if isinstance(e, HookFired) and e.hook_id in added]
+        rest = [e for e in shown if not (isinstance(e, HookFired) and e.hook_id in added)]
+        assert rest == as_shown(result.events, harness), task.id
+        denied = [
+            e
+            for e in result.events
+            if isinstance(e, HookFired) and harness.hook(e.hook_id).effect == "deny"
+        ]
+        results = [e for e in result.events if isinstance(e, ToolResult)]
+        runs = len(results) - sum(e.event == "pre_tool_use" for e in denied)
+        events = [*result.events, None]
+        answers = sum(
+            isinstance(e, AssistantMessage) and not isinstance(after, ToolCall | SkillLoad)
+            for e, after in pairwise(events)
+        )
+        want = {
+            "session_start": 1,
+            "user_prompt_submit": len(task.turns),
+            "pre_tool_use": runs,
+            "post_tool_use": runs,
+            "stop": answers - sum(e.event == "stop" for e in denied),
+        }
+        assert Counter(e.event for e in fired) == {k: v for k, v in want.items() if v}, task.id
+        for event in fired:  # shown as hsa augment renders the variant's hooks
+            text = hook_text(variant.harness, event)[1]
+            assert any(m.get("content") == text for m in result.conversation.messages)
+    first = backend.requests[0].messages  # the opening the model is sent shows them too
+    for hook in added.values():
+        if hook.event in ("session_start", "user_prompt_submit"):
+            assert any(hook.message in (m.get("content") or "") for m in first)
+
+
+def test_a_hook_a_variant_adds_that_would_do_more_than_add_context_ends_the_rollout(env):
+    harness = env.harness()
+    denying = Hook(id="extra-deny", event="stop", effect="deny", message="No.", wrapper="x")
+    variant = make_variant(harness, [])
+    variant = dataclasses.replace(
+        variant, harness=harness.replace(hooks=[*harness.hooks, denying]), rules=(("r", "1", {}),)
+    )
+    result = run(spec_of(env.tasks()[0], variant), env, Scripted([assistant_message("Hi.")]))
+    assert result.ended == "error" and not result.verification.verified
+    assert "hook 'extra-deny'" in result.detail and "may only add context" in result.detail
+
+
+def test_hooks_a_variant_adds_do_not_fire_after_a_canonical_hook_denied(env):
+    """As later hooks of an event after a denial: no added pre- or post-tool-use firing for a
+    denied call, no added stop firing for a refused answer; the canonical events as before."""
+    harness = env.harness()
+    variant = make_variant(harness, [("hooks.neutral_extra", {"count": 5})])
+    added = {h.id: h.event for h in variant.harness.hooks if harness.hook(h.id) is None}
+    task = env.tasks()[0]
+    sold_out = next(p.id for p in env.reset(task).world.products if p.stock == 0)
+    pin = {
+        "id": "x",
+        "type": "function",
+        "function": {"name": "pin_product", "arguments": json.dumps({"product_id": sold_out})},
+    }
+    replies = [
+        assistant_message(None, [pin]),
+        assistant_message("It is the best, guaranteed."),
+        assistant_message("Sorry, that one is sold out."),
+    ]
+    result = run(spec_of(task, variant), env, Scripted(replies))
+    canonical = run(spec_of(task, canonical_variant(harness)), env, Scripted(replies))
+    assert result.events == canonical.events
+    fired = [e.hook_id for e in result.events if isinstance(e, HookFired)]
+    assert {"no-sold-out-pin", "compliance-guard"} <= set(fired)
+    shown = parse(result.conversation, variant.harness)
+    events = Counter(
+        added[e.hook_id] for e in shown if isinstance(e, HookFired) and e.hook_id in added
+    )
+    assert events == {"session_start": 1, "user_prompt_submit": 1, "stop": 1}
+    assert isinstance(shown[-1], HookFired) and added.get(shown[-1].hook_id) == "stop"
