@@ -43,9 +43,9 @@ from hsa.teachers.rollout import (
     VARIANT_KEY,
     RolloutConfig,
     StepError,
-    opening_events,
     protocol_view,
     read_step,
+    surface_opening,
 )
 from hsa.teachers.verify import CUT_OFF
 
@@ -109,8 +109,8 @@ async def first_reply(
     the backend gave no answer."""
     spec = episode.spec
     variant = spec.variant
-    opening = opening_events(env, spec.task)
-    conversation = render(map_events(opening, variant.mapping), variant.harness)
+    opening, shown = surface_opening(env, spec.task, variant)
+    conversation = render(shown, variant.harness)
     request = ChatRequest(
         settings.model,
         conversation.messages,

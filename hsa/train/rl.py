@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
 from hsa.augment.recipe import Recipe
 from hsa.config import bounded, refuse, same_as, setting
@@ -41,7 +40,7 @@ from hsa.teachers.backends.output import parse_output
 from hsa.teachers.backends.transformers import template_messages
 from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message
-from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, opening_events, rollout
+from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout, surface_opening
 from hsa.teachers.task_variants import (
     env_task_variants,
     recipe_from,
@@ -116,8 +115,7 @@ def prompt_key(messages: Sequence[Mapping[str, Any]]) -> str | None:
 
 def opening(env: Environment, task: Task, variant: Variant) -> list[dict[str, Any]]:
     """The messages the first request of ``task`` under ``variant`` carries (no tools)."""
-    events = map_events(opening_events(env, task), variant.mapping)
-    return list(render(events, variant.harness).messages)
+    return list(render(surface_opening(env, task, variant)[1], variant.harness).messages)
 
 
 def prompts_of(env: Environment, settings: RlSettings) -> tuple[list[Prompt], int]:

@@ -7,6 +7,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from hsa.augment.planner import canonical_variant
 from hsa.envs.registry import get
 from hsa.eval.config import EvalConfig
 from hsa.eval.firstcall import judge
@@ -237,3 +238,36 @@ def test_a_skill_tool_call_without_the_variants_skill_argument_names_no_skill(li
     assert not any(r["name_match"] for r in loads) and all(r["calls"] == 1 for r in loads)
     tools = [r for r in rows if r["target"] not in skills and r["rules"] and r["failure"]]
     assert tools and all(r["name_match"] for r in tools)
+
+
+def test_the_first_request_under_a_variant_shows_the_hooks_it_adds(livestream, tmp_path):
+    """``hooks.neutral_extra``'s session-start and prompt-submit notes are in the opening the
+    model is asked to answer, as the rollout of the variants suite sends it."""
+    from hsa.teachers.backends.base import Backend, BackendStats
+    from hsa.teachers.request import ChatResponse, assistant_message
+
+    asked = []
+
+    class Recording(Backend):
+        name = "recording"
+        stats = BackendStats()
+
+        async def chat(self, request):
+            asked.append(request)
+            return ChatResponse(assistant_message("Hello.", []))
+
+    recipe = tmp_path / "neutral.yaml"
+    recipe.write_text(
+        "seed: 3\nvariants_per_harness: 4\nmin_rules: 1\nmax_rules: 1\nrules:\n"
+        "  - {rule: hooks.neutral_extra, probability: 1.0, params: {count: 5}}\n",
+        "utf-8",
+    )
+    config = EvalConfig(suites=("firstcall",), tasks=2, variants=1, recipe=str(recipe))
+    evaluate(config, tmp_path / "out", env=livestream, backend=Recording())
+    canonical = canonical_variant(livestream.harness()).variant_id
+    drawn = [r for r in asked if r.metadata["hsa_variant"] != canonical]
+    assert len(drawn) == 2 and len(asked) > len(drawn)
+    for request in asked:
+        text = "\n".join(m.get("content") or "" for m in request.messages)
+        notes = ("Session started.", "Read the whole request before acting.")
+        assert all((note in text) == (request in drawn) for note in notes), request.metadata

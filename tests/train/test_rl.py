@@ -21,6 +21,7 @@ from hsa.train.rl import (
     RlSettings,
     kl_reference,
     left_out_of,
+    opening,
     prompt_key,
     prompts_of,
     rewards_of,
@@ -638,3 +639,19 @@ def test_a_template_trl_cannot_make_a_training_template_of_is_one_error(env, tmp
     assert refused.value.file == str(tmp_path / "model")
     assert "training template" in refused.value.message
     assert not (tmp_path / "out").exists()
+
+
+def test_a_prompts_opening_shows_the_hooks_its_variant_adds(env):
+    """The prompt TRL is given opens as the rollout's first request does: with the notes
+    ``hooks.neutral_extra`` adds at the session start and the first user turn."""
+    harness = env.harness()
+    chain = [(get_rule("hooks.neutral_extra"), {"count": 5})]
+    rewrite, applied = apply_chain(harness, chain, seed=0)
+    variant = Variant(
+        variant_id(harness, applied, 0, None), harness.id, applied, rewrite.harness, rewrite.mapping
+    )
+    task = env.tasks()[0]
+    messages = opening(env, task, variant)
+    text = "\n".join(m["content"] for m in messages)
+    assert "Session started." in text and "Read the whole request before acting." in text
+    assert len(messages) > len(opening(env, task, canonical_variant(harness)))
