@@ -128,9 +128,8 @@ async def first_reply(
     got: ToolCall | SkillLoad | None = None
     calls = 0  # the calls the reply made, skill loads included as in every suite, valid or not
     try:
-        surface = read_step(
-            response.message, variant.harness, variant.harness.derived(protocol_view), 0
-        )
+        view = variant.harness.derived(protocol_view)
+        surface = read_step(response.message, variant.harness, view, 0, response.finish_reason)
     except StepError as exc:
         problem, reason = "unparseable_call", str(exc)
     else:

@@ -50,6 +50,7 @@ from hsa.teachers.config import TeachConfig
 from hsa.teachers.request import ChatRequest, ChatResponse, Sampling, Usage, dumps
 from hsa.teachers.surface_hooks import SurfaceHooks
 from hsa.teachers.verify import (
+    CALLED,
     CUT_OFF,
     Verification,
     call_attempt,
@@ -186,14 +187,20 @@ def protocol_view(harness: Harness) -> Harness:
 
 
 def read_step(
-    message: Mapping[str, Any], harness: Harness, view: Harness, next_call: int
+    message: Mapping[str, Any],
+    harness: Harness,
+    view: Harness,
+    next_call: int,
+    finish_reason: str | None = None,
 ) -> list[Event]:
     """The surface events of one model message, call ids numbered from ``next_call``.
 
     ``view`` is ``protocol_view(harness)``. Raises ``StepError`` when the message does not
     parse, parses to nothing, or holds text that holds a call the format could not read,
     whether or not calls follow it (every format writes a turn's calls at the end of its
-    message, so a call block followed by more text is one the model wrote out of format).
+    message, so a call block followed by more text is one the model wrote out of format), or
+    when its ``finish_reason`` says it called tools and it holds no call (read as no call, it
+    would be a final answer: an abstention, right wherever none was due).
     """
     reply = {k: v for k, v in message.items() if k in ("content", "tool_calls")}
     reply["role"] = "assistant"
@@ -210,7 +217,13 @@ def read_step(
     if not step:
         raise StepError("an empty reply: no text and no tool call")
     text = step[0].text if isinstance(step[0], AssistantMessage) else ""
-    if any(isinstance(e, ToolCall | SkillLoad) for e in step):
+    called = any(isinstance(e, ToolCall | SkillLoad) for e in step)
+    if finish_reason in CALLED and not called:
+        raise StepError(
+            f"the reply's finish_reason {finish_reason!r} says it called a tool, "
+            "but it holds no call"
+        )
+    if called:
         # a call block in the text (a block, then text, then the calls read at the end)
         # would never run, and nothing would say so; other text beside calls (a reasoning
         # model's thoughts naming a tool) is the model's to write
@@ -339,7 +352,9 @@ class _Run:
         cut = _cut_off(response)
         next_call = _count_calls(self.events)
         try:
-            step = read_step(response.message, self.surface, self.view, next_call)
+            step = read_step(
+                response.message, self.surface, self.view, next_call, response.finish_reason
+            )
         except StepError as exc:
             failure = FormatFailure(self.steps, str(exc), response.message)
             if not self.config.repair:
@@ -359,7 +374,9 @@ class _Run:
             raise
         again_cut = _cut_off(repaired)
         try:
-            step = read_step(repaired.message, self.surface, self.view, next_call)
+            step = read_step(
+                repaired.message, self.surface, self.view, next_call, repaired.finish_reason
+            )
         except StepError as again:
             self.failures.append(failure)
             again_failure = FormatFailure(self.steps, f"after repair: {again}", repaired.message)

@@ -27,6 +27,9 @@ CHECKS = ("format", "schema", "execution", "score")
 
 _TAGS = re.compile(r"</?(tool_call|toolcall|function_call|tool_use)\b", re.IGNORECASE)
 
+#: the ``finish_reason`` values of a reply that called tools (``function_call``: OpenAI's
+#: older shape of one call, ``message.function_call``)
+CALLED = ("tool_calls", "function_call")
 #: the ``finish_reason`` values of a reply the backend cut off, and what each says
 CUT_OFF = {
     "length": "at the token limit (finish_reason 'length'; raise max_tokens)",

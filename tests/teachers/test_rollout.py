@@ -299,6 +299,25 @@ def test_a_call_block_before_more_text_is_a_format_failure_not_a_lost_call(
     ]
 
 
+class CalledNone(Scripted):
+    """Answers with the given messages, each said to have called tools (``finish_reason``)."""
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        answer = await super().chat(request)
+        return ChatResponse(answer.message, finish_reason="tool_calls")
+
+
+@pytest.mark.parametrize("content", [None, "", "Let me look."])
+def test_a_reply_said_to_call_tools_that_holds_none_is_a_format_failure(env, canonical, content):
+    # read as no call, it was a final answer (an abstention BFCL's irrelevance verified)
+    reply = {"role": "assistant", "content": content, "tool_calls": []}
+    result = run(spec_of(env.tasks()[0], canonical), env, CalledNone([reply]))
+    assert result.ended == "format"
+    assert "finish_reason 'tool_calls' says it called a tool, but it holds no call" in (
+        result.verification.reason
+    )
+
+
 def test_a_call_left_in_the_text_beside_api_calls_ends_the_rollout_as_a_format_failure(
     env, canonical
 ):

@@ -81,9 +81,6 @@ UNSUPPORTED_FIELD = re.compile(r"unsupported parameter:?\s*'([^']+)'", re.IGNORE
 GONE = ("connection refused", "no connection")
 #: how an error of a request the endpoint answered with a refusal (HTTP 4xx) begins
 REFUSED = "the endpoint refused the request"
-#: the ``finish_reason`` values of a reply that called tools (``function_call``: OpenAI's
-#: older shape of one call, ``message.function_call``)
-CALLED = ("tool_calls", "function_call")
 #: the shortest API key hidden from messages (real keys are tens of characters)
 SECRET_MIN = 8
 #: at start, how many more times to try reaching an endpoint that refuses, and for how long
@@ -513,8 +510,9 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
 
     Its calls are the message's ``tool_calls``, else its ``function_call`` (OpenAI's older
     shape) as one call. A reply that says it called tools (finish_reason ``tool_calls`` or
-    ``function_call``) but holds no call is an answer hsa cannot read (a ``TeacherError``,
-    counted as ``not a chat completion``), never the model's final answer of no text."""
+    ``function_call``) but holds no call keeps its finish_reason: reading the step, the
+    rollout takes it for the model's format failure (``read_step``), never for a final answer
+    of no text."""
     try:
         choice = completion["choices"][0]
         message = choice["message"]
@@ -547,10 +545,6 @@ def _response(completion: Any, latency: float, attempts: int, where: str) -> Cha
         finish = choice.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
             raise TypeError("finish_reason is not a string")
-        if finish in CALLED and not calls:
-            # a reply the server says called a tool: read as no call, it would be a final
-            # answer of no text (an abstention, right wherever none was due)
-            raise ValueError(f"finish_reason {finish!r} with no tool call")
         usage = Usage.from_dict(completion.get("usage"))
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         if isinstance(exc, KeyError):
