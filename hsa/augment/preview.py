@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from hsa.augment.mapping import map_events
-from hsa.augment.planner import Sight, apply_chain
+from hsa.augment.planner import PromptUnrendered, Sight, apply_chain
 from hsa.augment.rule import Context, Rewrite, Rule
 from hsa.augment.synthetic import sample_trajectory
+from hsa.errors import TemplateError
 from hsa.harness.events import Trajectory
 from hsa.harness.io import dump_yaml
 from hsa.harness.model import Harness
@@ -85,9 +86,12 @@ def preview(
         fired=Sight.of(events).hooks,
     )
     before = conversation_text(render(trajectory.events, harness))
-    after = conversation_text(
-        render(map_events(trajectory.events, rewrite.mapping), rewrite.harness)
-    )
+    try:
+        after = conversation_text(
+            render(map_events(trajectory.events, rewrite.mapping), rewrite.harness)
+        )
+    except TemplateError as exc:  # (the prompt renders under ``harness``: the rule's doing)
+        raise PromptUnrendered(harness, exc, where=f"rule {rule.name!r}") from None
     return Preview(
         rewrite,
         resolved,
