@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -108,6 +109,17 @@ def test_action_calling_an_unknown_tool_is_refused(external, tmp_path):
         import_source(src)
     assert err.value.file == str(src / "tasks.json")
     assert err.value.where == "$[0].evaluation_criteria.actions[0].name"
+
+
+def test_a_policy_with_windows_line_endings_reads_as_tau2_reads_it(external, tmp_path):
+    # tau2-bench opens policy.md in text mode: its agents see LF wherever the file has CRLF
+    plain = import_source(external / "tau2" / "airline").harnesses[0]
+    src = tmp_path / "airline"
+    shutil.copytree(external / "tau2" / "airline", src)
+    policy = src / "policy.md"
+    policy.write_bytes(policy.read_bytes().replace(b"\n", b"\r\n"))
+    crlf = import_source(src).harnesses[0]
+    assert system_prompt(crlf) == system_prompt(plain) and "\r" not in system_prompt(crlf)
 
 
 def test_a_task_id_given_twice_is_refused_naming_both(external, tmp_path):

@@ -152,7 +152,8 @@ def import_domain(path: Path) -> ImportResult:
                 id="policy",
                 kind="policy",
                 title="Policy",
-                body=literal_template(read_text(policy_path)),
+                # tau2-bench opens it in text mode: its agents read CRLF and CR as LF
+                body=literal_template(_newlines(read_text(policy_path))),
             )
         )
     metadata: dict[str, Any] = {"source": "tau2", "domain": domain}
@@ -371,3 +372,9 @@ def _unscored_notes(tasks: list[dict[str, Any]]) -> tuple[str, ...]:
         f"{len(which)} task(s) imported unscored ({first_few(which, 20)}): {reason}"
         for reason, which in ids.items()
     )
+
+
+def _newlines(text: str) -> str:
+    """``text`` with its CRLF and lone CR line endings read as LF, as Python's text mode
+    reads them."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
