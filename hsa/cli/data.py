@@ -178,6 +178,7 @@ def augment_command(
             **given(flags),
         )
     with progress() as bar:
+        opening = time.perf_counter()
         source = open_source(
             input_path,
             harness=harnesses[0] if harnesses else None,
@@ -185,6 +186,7 @@ def augment_command(
         )
         if folders:
             source = with_imported_harnesses(source, folders[0])
+        opened = time.perf_counter() - opening  # (a JSONL file is read into scratch here)
         task = bar.add_task("augment", total=None)
 
         def on_batch(done: int, total: int, rows: int) -> None:
@@ -197,6 +199,8 @@ def augment_command(
             harnesses=harnesses if not jsonl else [],
             progress=on_batch,
         )
+    if report.timings:  # the input as opened counts as read, as its batches do
+        report.timings["read"] = report.timings.get("read", 0.0) + opened
     title = "hsa augment: already complete" if report.complete_already else "hsa augment"
     _summary(title, _augment_rows(report, time.monotonic() - started))
     for note in (*report.notes, *_card_kept(report, config.tokenizer)):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -784,6 +786,36 @@ def test_a_jsonl_input_changed_while_read_fails_in_one_line_leaving_nothing(
     assert changed.returncode == 1 and len(said) == 1, changed.stderr
     assert said[0].endswith(f"{chats}: changed while this run read it; run again")
     assert not out.exists()  # nothing a rerun could take as done: it reads the file anew
+
+
+#: ``hsa`` whose JSONL reader takes a second longer to read the file into scratch
+SLOW_READ = """
+import time
+from hsa.harness.importers import openai_jsonl
+from hsa.cli import main
+read = openai_jsonl.read_openai_jsonl
+def slowly(path, **kwargs):
+    time.sleep(1.0)
+    yield from read(path, **kwargs)
+openai_jsonl.read_openai_jsonl = slowly
+main()
+"""
+
+
+def test_the_summary_counts_reading_a_jsonl_input_as_read(augmented, tmp_path: Path) -> None:
+    # the file is read into scratch before the batches: the summary's parts left it out
+    source, _, root = augmented
+    args = ["augment", "--input", str(source), "--out", str(tmp_path / "o"), "--harness"]
+    args += [str(root / "harness.json"), "--variants-per-trajectory", "1"]
+    done = subprocess.run(
+        [sys.executable, "-c", SLOW_READ, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr
+    read = re.search(r"of which\W+read (\d+\.\d) s", done.stdout)
+    assert read is not None and float(read.group(1)) >= 1.0, done.stdout
 
 
 def test_an_argument_the_schema_does_not_declare_is_never_a_rules_new_parameter(
