@@ -272,7 +272,8 @@ class Rule:
         id two contents). ``hsa rules check`` checks hsa's own rules so too. The order of a
         set of strings and ``hash()`` of one are the same twice in one process, so this does
         not catch a choice made by them; ``hsa rules check`` applies a plugin's rule again in
-        another process, under another ``PYTHONHASHSEED``, for that (``hsa.augment.suite``).
+        other processes, under eight other ``PYTHONHASHSEED`` values, for that
+        (``hsa.augment.suite``).
         """
         missing = [n for n in sorted(self.needs) if not context.has(n)]
         if missing:

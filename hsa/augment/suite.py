@@ -231,13 +231,13 @@ def run(
     its ``Context``. A rule that raises is reported as a failure of the ``harness`` check;
     a draw that planning gives up (``HooksAlike``) is checked as one that changes nothing.
 
-    ``across_processes``: a rule that is not hsa's own is also applied again in another
-    Python process, under another ``PYTHONHASHSEED`` (``hsa rules check``): a rewrite that
-    depends on the order of a set of strings or on ``hash()`` is the same twice in one
+    ``across_processes``: a rule that is not hsa's own is also applied again in other Python
+    processes, one under each of ``ELSEWHERE_HASH_SEEDS`` (``hsa rules check``): a rewrite
+    that depends on the order of a set of strings or on ``hash()`` is the same twice in one
     process and differs in the next, giving one variant id two contents. A rewrite that
-    differs there fails the ``harness`` check, and so does every application of a rule the
-    other process gave no answer for (``not checked in another process: ...``): unchecked
-    is not passed. That rule's reports come when it is done.
+    differs in one of them fails the ``harness`` check, and so does every other application
+    of a rule one of them gave no answer for (``not checked in another process: ...``):
+    unchecked is not passed. That rule's reports come when it is done.
     """
     seeds = list(seeds)
     for job in jobs:
@@ -256,10 +256,10 @@ def run(
         if applied is not None:
             differs, unchecked = _differs_elsewhere(job, applied)
             for report, case in held:
-                if case is not None and unchecked is not None:
-                    report = _unchecked_elsewhere(report, applied[case].seed, unchecked)
-                elif case is not None and case in differs:
+                if case is not None and case in differs:
                     report = _failed_elsewhere(report, applied[case].seed, differs[case])
+                elif case is not None and unchecked is not None:
+                    report = _unchecked_elsewhere(report, applied[case].seed, unchecked)
                 if on_report is not None:
                     on_report(report)
                 yield report
@@ -347,7 +347,7 @@ def _copied(harness: Harness) -> Harness:
         return copy.deepcopy(harness, {id(part): copy_json(part) for part in deep})
 
 
-# --- the same rewrite in another process ---
+# --- the same rewrite in other processes ---
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,86 +361,141 @@ class _Applied:
     outcome: tuple[str, str]
 
 
-#: how long the other process may take over one rule's applications: this, and
+#: the ``PYTHONHASHSEED`` of each other process a plugin's rule is applied again in (but this
+#: process's own). A set of two or three short strings often orders alike under two seeds:
+#: with one other process, a rule choosing by such a set's order passed about half the time.
+#: These eight (picked so that no pair or triple of a list of common tool names orders alike
+#: under all of them) order about 1 pair of random short strings in 170 alike, and a rule
+#: choosing by it passes only where this process's order is that one too.
+ELSEWHERE_HASH_SEEDS = ("50", "53", "326", "237", "51", "52", "54", "55")
+
+#: how long the other processes may take over one rule's applications: this, and
 #: ``ELSEWHERE_EACH_S`` more for each (an application takes milliseconds: a run of hours
-#: here is given its hours there)
+#: here is given its hours there), times the processes each CPU runs (they run side by side)
 ELSEWHERE_TIMEOUT_S = 600
 ELSEWHERE_EACH_S = 0.05
 
 
 def _differs_elsewhere(job: Job, applied: Sequence[_Applied]) -> tuple[dict[int, str], str | None]:
     """The applications of ``applied`` that give another rewrite (or an error) in another
-    Python process, under another ``PYTHONHASHSEED``, by index, with what differed; and why
-    none could be compared there, when the other process gave no answer (it could not load
-    the rule, exited with an error or without an answer, or ran past its time limit).
-    One process for all of a rule's applications. A rule the other process cannot find by
-    name (one defined in ``__main__``, a notebook's) is not run there."""
+    Python process, under another ``PYTHONHASHSEED``, by index, with what differed (in the
+    first process it differed in); and why some could not be compared, when another
+    process gave no answer (it could not load the rule, exited with an error or without an
+    answer, or ran past its time limit). One process for all of a rule's applications under
+    each of ``ELSEWHERE_HASH_SEEDS`` (but this process's own), run side by side. A rule the
+    other processes cannot find by name (one defined in ``__main__``, a notebook's) is not
+    run there."""
     if not applied or job.rule.fn.__module__ == "__main__":
         return {}, None
     ours = os.environ.get("PYTHONHASHSEED")
-    other = "2" if ours == "1" else "1"
-    where = f"another process (PYTHONHASHSEED={other})"
-    outcomes = _outcomes_elsewhere(job, applied, other)
-    if isinstance(outcomes, str):
-        return {}, f"not checked in {where}: {outcomes}"
-    out = {}
-    for i, (mine, theirs) in enumerate(zip(applied, outcomes, strict=True)):
-        if isinstance(theirs, str):
-            out[i] = f"raised in {where}, not here: {theirs}"
-        elif tuple(theirs) != mine.outcome:
-            out[i] = f"gave another rewrite in {where} from the same seed"
-    return out, None
+    others = [seed for seed in ELSEWHERE_HASH_SEEDS if seed != ours]
+    out: dict[int, str] = {}
+    unchecked = None
+    for other, outcomes in zip(others, _outcomes_elsewhere(job, applied, others), strict=True):
+        where = f"another process (PYTHONHASHSEED={other})"
+        if isinstance(outcomes, str):
+            unchecked = unchecked or f"not checked in {where}: {outcomes}"
+            continue
+        for i, (mine, theirs) in enumerate(zip(applied, outcomes, strict=True)):
+            if i in out:
+                continue
+            if isinstance(theirs, str):
+                out[i] = f"raised in {where}, not here: {theirs}"
+            elif tuple(theirs) != mine.outcome:
+                out[i] = f"gave another rewrite in {where} from the same seed"
+    return out, unchecked
 
 
-def _outcomes_elsewhere(job: Job, applied: Sequence[_Applied], hash_seed: str) -> list | str:
-    """What each application gave in another process (``_elsewhere``), or why there is no
-    answer. The answer comes back in a file of its own: what the rule, its module or an
-    ``atexit`` hook prints there cannot be taken for it or hide it."""
+def _outcomes_elsewhere(
+    job: Job, applied: Sequence[_Applied], hash_seeds: Sequence[str]
+) -> list[list | str]:
+    """What each application gave in another process (``_elsewhere``) under each of
+    ``hash_seeds``, or why that process gave no answer. The processes run side by side,
+    each given the applications from one file; each answer comes back in a file of its
+    own: what the rule, its module or an ``atexit`` hook prints there cannot be taken for
+    it or hide it."""
     import tempfile
+    import time
 
     # the plugins load there as here: the same HSA_PLUGINS and entry points, and the same
     # import path (a plugin importable here from the current folder is there too)
-    env = {
-        **os.environ,
-        "PYTHONHASHSEED": hash_seed,
-        "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path),
-    }
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
     module = job.rule.fn.__module__
-    limit = ELSEWHERE_TIMEOUT_S + ELSEWHERE_EACH_S * len(applied)
-    with tempfile.TemporaryDirectory(prefix="hsa-elsewhere-") as folder:
-        answer = Path(folder) / "answer.json"
-        code = "from hsa.augment.suite import _elsewhere; _elsewhere()"
+    rounds = -(-len(hash_seeds) // (os.cpu_count() or 1))
+    limit = ELSEWHERE_TIMEOUT_S + ELSEWHERE_EACH_S * len(applied) * rounds
+    code = "from hsa.augment.suite import _elsewhere; _elsewhere()"
+    with tempfile.TemporaryDirectory(prefix="hsa-elsewhere-") as name:
+        folder = Path(name)
+        started: list[subprocess.Popen | str] = []
         try:
             given = pickle.dumps(
                 (job.rule.name, module, dict(job.params or {}), [_given(a) for a in applied]), 5
             )
-            done = subprocess.run(
-                [sys.executable, "-c", code, str(answer)],
-                input=given,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                env=env,
-                timeout=limit,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return f"it gave no answer in {limit:g} s"
-        except Exception as exc:  # a harness that cannot be pickled, no interpreter to start
-            return f"it could not be started: {one_line(exc)}"
+            (folder / "given.pickle").write_bytes(given)
+        except Exception as exc:  # a harness that cannot be pickled
+            return [f"it could not be started: {one_line(exc)}"] * len(hash_seeds)
         try:
-            said = json.loads(answer.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            said = None
-    if done.returncode != 0:
-        last = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        return f"it exited with status {done.returncode}" + (f": {last[-1]}" if last else "")
+            for i, hash_seed in enumerate(hash_seeds):
+                started.append(_start(code, folder, i, {**env, "PYTHONHASHSEED": hash_seed}))
+            deadline = time.monotonic() + limit
+            return [
+                _answer(one, folder, i, deadline, limit, len(applied))
+                for i, one in enumerate(started)
+            ]
+        finally:
+            for one in started:
+                if not isinstance(one, str):
+                    one.kill()  # (one that ran past the time limit; the others are done)
+                    one.wait()
+
+
+def _start(code: str, folder: Path, i: int, env: dict[str, str]) -> subprocess.Popen | str:
+    """The ``i``-th other process of ``_outcomes_elsewhere``, started on the applications in
+    ``folder``, or why it could not be."""
+    try:
+        with (
+            open(folder / "given.pickle", "rb") as given,
+            open(folder / f"stderr{i}", "wb") as errors,
+        ):
+            return subprocess.Popen(
+                [sys.executable, "-c", code, str(folder / f"{i}-answer.json")],
+                stdin=given,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                env=env,
+            )
+    except Exception as exc:  # no interpreter to start
+        return f"it could not be started: {one_line(exc)}"
+
+
+def _answer(
+    process: subprocess.Popen | str, folder: Path, i: int, deadline: float, limit: float, n: int
+) -> list | str:
+    """What the ``i``-th other process of ``_outcomes_elsewhere`` gave, or why there is no
+    answer."""
+    import time
+
+    if isinstance(process, str):
+        return process
+    try:
+        process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return f"it gave no answer in {limit:g} s"
+    try:
+        said = json.loads((folder / f"{i}-answer.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        said = None
+    if process.returncode != 0:
+        errors = (folder / f"stderr{i}").read_bytes()
+        last = errors.decode("utf-8", "replace").strip().splitlines()
+        return f"it exited with status {process.returncode}" + (f": {last[-1]}" if last else "")
     if isinstance(said, dict) and isinstance(said.get("error"), str):
         return f"it could not load the rule: {said['error']}"
     outcomes = said.get("outcomes") if isinstance(said, dict) else None
     if not isinstance(outcomes, list):
         return "it exited without an answer"
-    if len(outcomes) != len(applied):
-        return f"it gave {len(outcomes)} answers for {len(applied)} applications"
+    if len(outcomes) != n:
+        return f"it gave {len(outcomes)} answers for {n} applications"
     return outcomes
 
 

@@ -298,12 +298,12 @@ def check(
 
     Checks, per rule, seed and trajectory: the rewritten harness is valid, its prompt
     renders, the parameter names it brings legal in every call format, and the rule left its
-    input as it was and gives the same rewrite again, a plugin's rule in another process too
-    (harness); every call validates against the new schemas (schema); argument values are
-    unchanged except declared enum respellings (values); every hook fires and acts as
-    before, on the renamed tools (hooks); no text still names a renamed tool or skill
-    (names); every skill says what it said, whatever its markup, its parts in any order
-    (skills); parse(render) under the new harness gives the events back and the inverse
+    input as it was and gives the same rewrite again, a plugin's rule in other processes too,
+    under other hash seeds (harness); every call validates against the new schemas (schema);
+    argument values are unchanged except declared enum respellings (values); every hook
+    fires and acts as before, on the renamed tools (hooks); no text still names a renamed
+    tool or skill (names); every skill says what it said, whatever its markup, its parts in
+    any order (skills); parse(render) under the new harness gives the events back and the inverse
     mapping gives the canonical ones, the order of argument keys included (roundtrip;
     skipped under a protocol that cannot write the trajectory, which hsa augment never
     renders it under: assistant text it would read as calls, an argument too deep for Python

@@ -295,7 +295,20 @@ def set_order(harness, rng, params, context):
 '''
 
 
-def test_a_rule_choosing_by_a_sets_order_fails_in_another_process(plugins, tmp_path, monkeypatch):
+@pytest.fixture
+def one_other_process(monkeypatch):
+    """The check across processes in one other process (not this one's hash seed), as it was
+    before it took several: for the tests of what happens to that process's answer, each
+    other process costs an interpreter start and hsa's import."""
+    from hsa.augment import suite
+
+    ours = __import__("os").environ.get("PYTHONHASHSEED")
+    monkeypatch.setattr(suite, "ELSEWHERE_HASH_SEEDS", ("2",) if ours == "1" else ("1",))
+
+
+def test_a_rule_choosing_by_a_sets_order_fails_in_another_process(
+    plugins, tmp_path, monkeypatch, one_other_process
+):
     # the same twice in one process (string hashes are salted per process): only another
     # process, under another PYTHONHASHSEED, tells it; one process for all of a rule's cases
     import sys
@@ -320,6 +333,76 @@ def test_a_rule_choosing_by_a_sets_order_fails_in_another_process(plugins, tmp_p
         assert "differs across processes (set order or hash())" in describe(report)
         assert "gave another rewrite in another process (PYTHONHASHSEED=" in describe(report)
     sys.modules.pop("hashy_rules", None)
+
+
+#: a rule whose rewrite depends on the process's hash seed as a set of two names' order does:
+#: one way under some seeds, the other under the rest (here: by the seed's parity)
+SEED_PARITY = '''
+import os
+
+from hsa.augment import Rewrite, rule
+
+
+@rule("hashy.set_order")
+def set_order(harness, rng, params, context):
+    """The tools reversed where the hash seed is even."""
+    even = int(os.environ.get("PYTHONHASHSEED") or 0) % 2 == 0
+    return Rewrite(harness.replace(tools=harness.tools[::-1] if even else list(harness.tools)))
+'''
+
+
+def test_a_set_order_that_agrees_with_one_other_process_fails_in_the_next(
+    plugins, tmp_path, monkeypatch
+):
+    # a set of two or three names often orders alike under two hash seeds: this process's
+    # (3) and the one other process's (1) agreed, and the rule passed; the check runs the
+    # rule under several seeds, which do not all agree with this one
+    from hsa.augment import suite
+
+    monkeypatch.setenv("PYTHONHASHSEED", "3")  # what the rule reads as this process's seed
+    monkeypatch.setattr(suite, "ELSEWHERE_HASH_SEEDS", ("1", "4"))  # (two processes suffice)
+    reports = _hashy(tmp_path, monkeypatch, "hashy_parity_rules", SEED_PARITY)
+    assert [r.outcomes["harness"] for r in reports] == ["fail", "fail"]
+    for report in reports:
+        assert "differs across processes (set order or hash())" in describe(report)
+
+
+#: sets of two or three tool names: the demo harness's, each pair of them, and a few more
+FEW_NAMES = [
+    ["get_order", "return_items", "search_products"],
+    ["get_order", "return_items"],
+    ["get_order", "search_products"],
+    ["return_items", "search_products"],
+    ["lookup_customer", "get_order"],
+    ["cancel_order", "track_shipment"],
+    ["read", "write"],
+    ["ls", "cd"],
+]
+
+
+def test_the_other_processes_order_each_set_of_two_or_three_names_more_than_one_way():
+    # whatever order this process gives such a set, one of them gives another: a rule that
+    # chooses by it fails, under any PYTHONHASHSEED here
+    import os
+    import subprocess
+    import sys
+
+    from hsa.augment.suite import ELSEWHERE_HASH_SEEDS
+
+    code = f"print([list(set(names)) for names in {FEW_NAMES!r}])"
+    seen = [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ELSEWHERE_HASH_SEEDS
+    ]
+    orders = [{repr(eval(out)[i]) for out in seen} for i in range(len(FEW_NAMES))]
+    alike = [names for names, found in zip(FEW_NAMES, orders, strict=True) if len(found) == 1]
+    assert not alike
 
 
 #: how a plugin module tells it runs in the other process: started with the answer file's
@@ -350,7 +433,7 @@ def _hashy(tmp_path, monkeypatch, module: str, text: str) -> list:
 
 
 def test_what_the_other_process_prints_at_exit_does_not_hide_its_answer(
-    plugins, tmp_path, monkeypatch
+    plugins, tmp_path, monkeypatch, one_other_process
 ):
     # the answer has its own channel: a line printed after it (atexit) is not taken for it
     head = f"import atexit, sys\nif {THERE}:  # the other process\n"
@@ -373,7 +456,7 @@ STEADY = SET_ORDER.replace("{w for", "sorted({w for").replace("split()})", "spli
     ],
 )
 def test_a_rule_the_other_process_gives_no_answer_for_fails_unchecked(
-    plugins, tmp_path, monkeypatch, there, says
+    plugins, tmp_path, monkeypatch, there, says, one_other_process
 ):
     # a rule that cannot be compared there does not pass as if it had been
     from hsa.augment import suite
@@ -391,7 +474,7 @@ def test_a_rule_the_other_process_gives_no_answer_for_fails_unchecked(
 
 
 def test_a_plugin_rule_whose_module_has_no_importable_name_is_checked_there(
-    plugins, tmp_path, monkeypatch
+    plugins, tmp_path, monkeypatch, one_other_process
 ):
     # a plugin that runs its rule files with runpy.run_path gives its rules the module name
     # '<run_path>': the other process could not import it, and the rule failed "unchecked"
