@@ -35,7 +35,8 @@ def invert(row: Mapping[str, Any] | Conversation, variant: Variant) -> list[Even
                 where=f"row {row.get('id')!r}",
             )
         conversation = Conversation([_message(m) for m in row["messages"]])
-    return map_events(parse(conversation, variant.harness), variant.mapping.inverse())
+    surface = parse(conversation, variant.harness)
+    return map_events(surface, variant.mapping.inverse(), variant.harness)
 
 
 def _message(message: Mapping[str, Any]) -> dict[str, Any]:

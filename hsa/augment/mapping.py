@@ -24,6 +24,7 @@ from typing import Any
 
 from hsa.errors import RuleError
 from hsa.harness.events import Event, HookFired, SkillLoad, ToolCall
+from hsa.harness.model import Harness
 from hsa.harness.pickling import by_fields
 
 ArgPath = tuple[str, ...]
@@ -224,24 +225,82 @@ def _matches(node: Any, path: ArgPath, prefix: tuple = ()) -> Iterator[tuple[tup
 
 
 class ArgumentClash(RuleError):
-    """A step would put a value where the call holds one already (an argument its schema does
-    not declare, named as a parameter a rule made): the value there would be lost, and the
-    inverse steps could not give the call back."""
+    """A step would put a value where the call holds one already (a parameter its schema
+    declares, or an argument it does not declare, named as a parameter a rule made): the
+    value there would be lost, and the inverse steps could not give the call back.
+
+    Raised where the schema is not at hand, it names both; ``against(schema)`` says which."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        where: str | None = None,
+        step: Step | None = None,
+        at: Sequence[Any] = (),
+    ):
+        super().__init__(message, where=where)
+        self.step, self.at = step, tuple(at)
+
+    def against(self, schema: Any) -> ArgumentClash:
+        """This clash as ``schema`` (the parameters of the call's tool) tells it: a parameter
+        it declares is in the way, or an argument it does not declare."""
+        if self.step is None:
+            return self
+        return _clash(self.step, self.at, _declares(schema, self.at), where=self.where)
 
 
-def _clash(step: Step, at: Sequence[Any]) -> ArgumentClash:
+def _clash(
+    step: Step, at: Sequence[Any], declared: bool | None = None, *, where: str | None = None
+) -> ArgumentClash:
+    """``declared``: whether the schema declares what is at ``at`` (None: not known here)."""
     shown = ".".join(str(k) for k in at)
     what = {
         "move": f"moving {'.'.join(step.path)} to {'.'.join(step.dst or ())}",
         "ensure": f"making the object {'.'.join(step.path)}",
         "add": f"adding the parameter {'.'.join(step.path)}",
     }[step.kind]
-    return ArgumentClash(
-        f"{what} would overwrite the call's value at {shown!r}, an argument the schema does "
-        "not declare, and lose it (a rule that makes a parameter must miss the names calls "
-        "use: hsa.augment.Context.arguments)",
-        where=f"arguments.{shown}",
-    )
+    if declared:
+        said = (
+            f"{what} would overwrite the call's value at {shown!r}, a parameter the schema "
+            "declares, and lose it (a rule must not move a value onto another parameter's, "
+            "nor make a parameter where one is: move that one away first, or choose a name "
+            "the schema does not use)"
+        )
+    elif declared is None:
+        said = (
+            f"{what} would overwrite the call's value at {shown!r} and lose it (a rule must "
+            "not move a value onto another parameter's, and a parameter it makes must miss "
+            "the names calls use that their schema does not declare: "
+            "hsa.augment.Context.arguments)"
+        )
+    else:
+        said = (
+            f"{what} would overwrite the call's value at {shown!r}, an argument the schema "
+            "does not declare, and lose it (a rule that makes a parameter must miss the "
+            "names calls use: hsa.augment.Context.arguments)"
+        )
+    return ArgumentClash(said, where=where or f"arguments.{shown}", step=step, at=at)
+
+
+def _declares(schema: Any, at: Sequence[Any]) -> bool | None:
+    """Whether the parameters ``schema`` declare the argument at ``at`` (keys, and indexes
+    into arrays); None where the schema cannot tell (a ``$ref``, ``anyOf`` and the like)."""
+    node = schema
+    for key in at:
+        if not isinstance(node, dict):
+            return None
+        if isinstance(key, int):
+            node = node.get("items")
+            continue
+        properties = node.get("properties")
+        if isinstance(properties, dict) and key in properties:
+            node = properties[key]
+        elif any(k in node for k in ("$ref", "anyOf", "oneOf", "allOf", "if")):
+            return None
+        else:
+            return False
+    return True
 
 
 def _place(root: dict, step: Step, indexes: Sequence[int], value: Any) -> None:
@@ -533,8 +592,13 @@ def _typed(value: Any) -> tuple[type, Any]:
     return type(value), value
 
 
-def map_events(events: Sequence[Event], mapping: RewriteMapping) -> list[Event]:
-    """Events with canonical identifiers replaced by ``mapping``'s surface identifiers."""
+def map_events(
+    events: Sequence[Event], mapping: RewriteMapping, harness: Harness | None = None
+) -> list[Event]:
+    """Events with canonical identifiers replaced by ``mapping``'s surface identifiers.
+
+    ``harness``: the one the events' calls are under, whose schemas an ``ArgumentClash``
+    is said against (``ArgumentClash.against``); without it, it names both causes."""
     if mapping.is_identity:
         return list(events)
     out: list[Event] = []
@@ -545,6 +609,9 @@ def map_events(events: Sequence[Event], mapping: RewriteMapping) -> list[Event]:
                 try:
                     args = apply_steps(event.args, tool.steps)
                 except ArgumentClash as exc:
+                    found = harness.tool(event.tool) if harness is not None else None
+                    if found is not None:
+                        exc = exc.against(found.parameters)
                     where = f"tool {event.tool!r} (call {event.call_id!r}): {exc.where}"
                     raise ArgumentClash(exc.message, where=where) from None
                 event = ToolCall(event.call_id, tool.name, args)

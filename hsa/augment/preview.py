@@ -88,7 +88,7 @@ def preview(
     before = conversation_text(render(trajectory.events, harness))
     try:
         after = conversation_text(
-            render(map_events(trajectory.events, rewrite.mapping), rewrite.harness)
+            render(map_events(trajectory.events, rewrite.mapping, harness), rewrite.harness)
         )
     except TemplateError as exc:  # (the prompt renders under ``harness``: the rule's doing)
         raise PromptUnrendered(harness, exc, where=f"rule {rule.name!r}") from None

@@ -147,7 +147,7 @@ async def first_reply(
             problem, reason = "unknown_tool", f"loads skill {first.skill_id!r}, not offered"
         if problem is None:
             try:
-                got = _first(map_events(surface, variant.mapping.inverse()))
+                got = _first(map_events(surface, variant.mapping.inverse(), variant.harness))
             except ArgumentClash as exc:  # an undeclared argument where the inverse puts one
                 problem, reason = "invalid_arguments", f"{exc.where}: {exc.message}"
     name, keys, exact, failure = judge(want, got, problem, named)

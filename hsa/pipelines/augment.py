@@ -356,11 +356,11 @@ class _Planner:
         """(harness, context) groups planned so far (a group let go and met again counts again)."""
         return self.released["groups"] + len(self.groups)
 
-    def _add(self, variant: Variant) -> int:
+    def _add(self, variant: Variant, harness: Harness) -> int:
         if variant.variant_id not in self.variants:
             self.variants[variant.variant_id] = variant
             self.rules.update((name, version) for name, version, _ in variant.rules)
-        return self.engine.add(variant)
+        return self.engine.add(variant, harness)
 
     def release(self, folder: Path, keep: Sequence[LazyPlan] = ()) -> None:
         """Write the variants used so far to a variants file in ``folder`` and let go of
@@ -410,7 +410,7 @@ class _Planner:
 
     def canonical_of(self, harness: Harness) -> int:
         if harness.id not in self.canonical:
-            self.canonical[harness.id] = self._add(canonical_variant(harness))
+            self.canonical[harness.id] = self._add(canonical_variant(harness), harness)
         return self.canonical[harness.id]
 
     def group(
@@ -531,7 +531,7 @@ class _Planner:
         """The engine index of variant ``slot`` of ``group``, registering it on first use."""
         key = (id(group), slot)
         if key not in self.indexes:
-            self.indexes[key] = self._add(group.variant(slot))
+            self.indexes[key] = self._add(group.variant(slot), group.harness)
         return self.indexes[key]
 
 

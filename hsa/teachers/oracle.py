@@ -218,12 +218,12 @@ class OracleResponder:
             messages = messages[:-2]
         surface = parse(messages, harness)
         inverse = variant.mapping.inverse()
-        events = map_events(surface, inverse)
+        events = map_events(surface, inverse, harness)
         task = self.task(events, metadata)
         added = {h.id for h in added_hooks(self.env.harness_for(task), variant)}
         if added:  # the variant's own hooks: no canonical event, nothing the policy reads
             surface = [e for e in surface if not (isinstance(e, HookFired) and e.hook_id in added)]
-            events = map_events(surface, inverse)
+            events = map_events(surface, inverse, harness)
         step = list(self.policy(task, events))
         if not step:
             step = [AssistantMessage("")]

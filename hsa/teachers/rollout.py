@@ -395,7 +395,7 @@ class _Run:
         """The events so far as the surface shows them: a refused call as the model wrote it
         (mapping its name back and forth could turn it into another tool's), and the firings
         of the hooks the variant adds among them."""
-        events = map_events(self.events, self.mapping)
+        events = map_events(self.events, self.mapping, self.canonical)
         if self.refused:
             events = [
                 self.refused.get(e.call_id, e) if isinstance(e, ToolCall) else e for e in events
@@ -492,7 +492,7 @@ class _Run:
                     return "backend", str(exc), state
                 self.surface_calls.extend(e for e in surface_step if isinstance(e, ToolCall))
                 try:
-                    step = map_events(surface_step, self.inverse)
+                    step = map_events(surface_step, self.inverse, self.surface)
                 except ArgumentClash as exc:
                     # a surface argument the schema does not declare, where the inverse puts
                     # a parameter: the call reads back as no canonical one

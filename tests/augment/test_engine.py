@@ -314,6 +314,31 @@ def test_bad_arguments_name_the_row() -> None:
         engine.render(table, np.array([0]), np.array([0]))
 
 
+def test_a_move_onto_a_declared_parameter_is_said_so_by_the_engine() -> None:
+    # hsa augment said "an argument the schema does not declare" of a parameter it declares
+    from hsa.harness import Tool
+
+    names = {"first_name": {"type": "string"}, "last_name": {"type": "string"}}
+    harness = make_harness().replace(
+        tools=[Tool("find_user", "Find.", {"type": "object", "properties": names})]
+    )
+    steps = (Step("move", ("first_name",), ("last_name",)),)
+    variant = replace(
+        canonical_variant(harness),
+        variant_id="onto",
+        mapping=RewriteMapping(tools={"find_user": ToolMap("find_user", steps)}),
+    )
+    call = ToolCall("call_0", "find_user", {"first_name": "Yusuf", "last_name": "Rossi"})
+    table = trajectories_to_table([Trajectory("t", (UserMessage("hi"), call))])
+    engine = Engine()
+    engine.add(variant, harness)
+    with pytest.raises(DatasetError) as caught:
+        engine.render(table, np.array([0]), np.array([0]))
+    said = str(caught.value)
+    assert "at 'last_name', a parameter the schema declares" in said, said
+    assert "does not declare" not in said and "Context.arguments" not in said
+
+
 def test_unknown_hook_and_skill_name_the_row() -> None:
     harness = make_harness()
     engine = Engine([canonical_variant(harness)])

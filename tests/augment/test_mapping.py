@@ -286,6 +286,48 @@ def test_a_step_that_would_overwrite_a_value_is_refused(steps, args, at):
     assert "would overwrite the call's value" in caught.value.message
 
 
+def _find_user(extra: dict | None = None):
+    from hsa.harness import Harness, Tool
+
+    names = {"first_name": {"type": "string"}, "last_name": {"type": "string"}}
+    schema = {"type": "object", "properties": names, **(extra or {})}
+    return Harness(id="h", tools=[Tool("find_user", "Find a user.", schema)])
+
+
+def test_a_move_onto_a_declared_parameter_is_not_said_to_be_undeclared():
+    # the clash named an argument "the schema does not declare" and sent the author to
+    # Context.arguments, where the parameter in the way was the schema's own
+    onto = RewriteMapping(
+        tools={"find_user": ToolMap("find_user", (Step("move", ("first_name",), ("last_name",)),))}
+    )
+    call = ToolCall("c1", "find_user", {"first_name": "Yusuf", "last_name": "Rossi"})
+    with pytest.raises(ArgumentClash) as caught:
+        map_events([call], onto, _find_user())
+    said = caught.value.message
+    assert "at 'last_name', a parameter the schema declares" in said
+    assert "does not declare" not in said and "Context.arguments" not in said
+    assert caught.value.where == "tool 'find_user' (call 'c1'): arguments.last_name"
+
+
+def test_a_clash_with_an_undeclared_argument_says_so_and_without_a_schema_names_both():
+    made = RewriteMapping(
+        tools={"find_user": ToolMap("find_user", (Step("move", ("first_name",), ("name",)),))}
+    )
+    call = ToolCall("c1", "find_user", {"first_name": "Yusuf", "name": "Y. Rossi"})
+    with pytest.raises(ArgumentClash) as caught:
+        map_events([call], made, _find_user())
+    said = caught.value.message
+    assert "at 'name', an argument the schema does not declare" in said
+    assert "hsa.augment.Context.arguments" in said
+    # a schema that cannot tell (a combinator), and no schema at all: neither is claimed
+    for harness in (_find_user({"anyOf": [{"required": ["name"]}]}), None):
+        with pytest.raises(ArgumentClash) as caught:
+            map_events([call], made, harness)
+        said = caught.value.message
+        assert "schema declares" not in said and "does not declare, and" not in said
+        assert "onto another parameter's" in said and "Context.arguments" in said
+
+
 def test_a_wrap_into_an_object_the_call_has_merges_and_round_trips():
     steps = (Step("ensure", ("w",)), Step("move", ("city",), ("w", "city")))
     mapping = RewriteMapping(tools={"t": ToolMap("t", steps)})

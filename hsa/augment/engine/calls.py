@@ -222,7 +222,11 @@ def exact_call(
 
 
 def _clashed(exc: ArgumentClash, plan: VariantPlan, tool: str) -> HsaError:
-    """``exc`` naming the variant and the tool whose call it is about."""
+    """``exc`` naming the variant and the tool whose call it is about, said against that
+    tool's schema where the plan knows it."""
+    found = plan.canonical.tool(tool) if plan.canonical is not None else None
+    if found is not None:
+        exc = exc.against(found.parameters)
     rules = [name for name, _, _ in plan.variant.rules]
     return HsaError(
         f"under variant {plan.variant.variant_id} (rules {rules}), tool {tool!r}: "

@@ -44,6 +44,7 @@ from hsa.augment.mapping import map_events
 from hsa.augment.planner import Variant
 from hsa.errors import DatasetError, HsaError
 from hsa.harness.events import Trajectory
+from hsa.harness.model import Harness
 from hsa.harness.render import render
 
 
@@ -80,9 +81,10 @@ class Engine:
         for variant in variants:
             self.add(variant)
 
-    def add(self, variant: Variant) -> int:
-        """Make ``variant`` available to render under; returns its index."""
-        self.plans.append(VariantPlan.of(len(self.plans), variant))
+    def add(self, variant: Variant, canonical: Harness | None = None) -> int:
+        """Make ``variant`` available to render under; returns its index. ``canonical``: the
+        harness the trajectories rendered under it are under, where known (for errors)."""
+        self.plans.append(VariantPlan.of(len(self.plans), variant, canonical))
         return len(self.plans) - 1
 
     # --- per-variant columns -------------------------------------------------------------
@@ -205,7 +207,7 @@ class Engine:
                 raise DatasetError(exc.message, file=file, where=exc.where) from None
             plan = self.plans[v]
             try:
-                events = map_events(trajectory.events, plan.variant.mapping)
+                events = map_events(trajectory.events, plan.variant.mapping, plan.canonical)
                 convs.append(render(events, plan.variant.harness))
             except HsaError as exc:
                 # render names the event ("events[3]"), not the row

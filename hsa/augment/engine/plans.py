@@ -69,12 +69,15 @@ class VariantPlan:
     system_message: bool
     tools_json: str
     protocol: str
+    #: the harness the trajectories are under, where known: an ``ArgumentClash`` is said
+    #: against its schemas (a parameter in the way, or an argument they do not declare)
+    canonical: Harness | None = None
     _tools: dict[str, ToolPlan] = field(default_factory=dict)
     _skills: dict[str, SkillPlan] = field(default_factory=dict)
     _hooks: dict[str, HookPlan] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, index: int, variant: Variant) -> VariantPlan:
+    def of(cls, index: int, variant: Variant, canonical: Harness | None = None) -> VariantPlan:
         harness = variant.harness
         prompt = system_prompt(harness)
         in_user = harness.prompt.placement == "user" and bool(prompt)
@@ -87,6 +90,7 @@ class VariantPlan:
             system_message=bool(prompt) and not in_user,
             tools_json=harness.derived(tools_json),
             protocol=harness.protocol.label,
+            canonical=canonical,
         )
 
     @property
