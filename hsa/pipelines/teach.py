@@ -215,9 +215,6 @@ class JobPlan:
     #: tasks run under fewer variants than ``variants_per_task`` asks (``short_tasks``): said
     #: in the summary and the manifest (``variants_per_task.short``), never silently
     short: int = 0
-    # the job's settings as given, which teach.json records: a worker process runs its shards
-    # under a config of its own (its share of the concurrency, one worker)
-    recorded: TeachConfig | None = None
 
     @property
     def skipped(self) -> int:
@@ -380,23 +377,32 @@ def unstarted(out: Path, config: TeachConfig) -> bool:
     return not (out / mf.MANIFEST).exists() and not mf.dataset_data(out)
 
 
-def _recorded_hash(path: Path) -> Any:
+def _recorded(path: Path) -> Any:
     try:
-        recorded = json.loads(path.read_text("utf-8"))
+        return json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return None  # none, or not a job file: ``check_job_file`` says what it is
+
+
+def _recorded_hash(path: Path) -> Any:
+    recorded = _recorded(path)
     return recorded.get("output_hash") if isinstance(recorded, dict) else None
 
 
 def record_job(out: Path, config: TeachConfig) -> None:
-    """Record the job's settings in its directory (once; the same for every worker), over
-    those of a job that wrote no row (``check_job_file`` let this job have the folder)."""
+    """Record the job's settings in its directory, over those of a job that wrote no row
+    (``check_job_file`` let this job have the folder): the settings that decide what it
+    writes (``TeachConfig.output_dict``), as the manifest does, so that a job run with other
+    workers, concurrency, timeouts or server, or resumed under them, writes the same file
+    (a rerun under a recipe or corpus named by another path, the same content, records that
+    path, as its manifest does). Written only when it differs: the same for every worker."""
     path = out / JOB_FILE
-    if _recorded_hash(path) == config.output_hash():
+    document = {"config": config.output_dict(), "output_hash": config.output_hash()}
+    document = json.loads(json.dumps(document, default=str))
+    if _recorded(path) == document:
         return
     out.mkdir(parents=True, exist_ok=True)
-    document = {"config": config.public_dict(), "output_hash": config.output_hash()}
-    mf.write_json(path, json.loads(json.dumps(document, default=str)))
+    mf.write_json(path, document)
 
 
 def plan_job(
@@ -598,7 +604,7 @@ async def run_plan(
         # Nothing is written before the backend is up: a missing model or server library
         # is a setup error that leaves the directory as it was.
         await inner.start()
-        record_job(plan.out, plan.recorded or config)
+        record_job(plan.out, config)
         # The in-process oracle answers about as fast as a cache lookup and always the same
         # way: unless asked for (--cache), a request cache would only cost (measured: 1.5 s of
         # the main build's 14 s teacher stage), never save.
@@ -723,5 +729,5 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
         # tasks of the source the job did not run, and rules of the recipe, and why
         manifest["left_out"] = left_out
     # a job that had nothing to run has not recorded it yet
-    record_job(plan.out, plan.recorded or config)
+    record_job(plan.out, config)
     mf.write_json(plan.out / mf.MANIFEST, manifest)

@@ -59,7 +59,6 @@ def teach_in_workers(
                 target=_worker,
                 args=(
                     dataclasses.replace(config, concurrency=share, workers=1),
-                    config,
                     str(plan.out),
                     keys,
                     messages,
@@ -193,7 +192,6 @@ def merge(report: TeachReport, part: dict[str, Any]) -> None:
 
 def _worker(
     config: TeachConfig,
-    recorded: TeachConfig,
     out: str,
     keys: list[ShardKey],
     messages: Any,
@@ -201,13 +199,11 @@ def _worker(
     job: int,
 ) -> None:
     """One worker process: run the shards ``keys`` under ``config`` (its share of the job's
-    concurrency); report progress, then totals or an error. The job's own settings,
-    ``recorded``, are what teach.json holds. It ends with the job's process ``job``
-    (``orphans``)."""
+    concurrency); report progress, then totals or an error. It ends with the job's process
+    ``job`` (``orphans``)."""
     end_with(job)
     try:
         plan = plan_job(config, out, only=set(keys), check=False)
-        plan.recorded = recorded
         part = plan.report()
         last = [part.skipped, plan.verified]
 
