@@ -9,24 +9,24 @@
     DIR/.hsa/run.json            the config hash of the run that is filling DIR
     DIR/.hsa/done/NNNNN.json     batch NNNNN is written: its shards, their sha256 and statistics
                                  (the augment job's batches; the teach job's shards, one each)
-    DIR/.hsa/staging/data/       the augment job's shards while its run is unfinished
-                                 ({split}/NAME), moved to DIR/data/ at its finish, in one
-                                 rename (``publish``)
+    DIR/.hsa/staging/data/       the shards of an augment or teach job while its run is
+                                 unfinished ({split}/NAME), moved to DIR/data/ at its finish,
+                                 in one rename (``publish``)
     DIR/.hsa/staging/top-level/  the card, variants file and plots of its finish, moved to DIR/
                                  before the shards
     DIR/.hsa/lock                the run writing into DIR now (``hsa.datasets.lock``)
 
 A completion mark lists its shards by their place in the finished dataset
-(``data/{split}/part-NNNNN.parquet``), staged or not: the augment job keeps them out of
-``data/`` until its last batch is written, and then moves them there all at once, since every
-reader but hsa's own (``datasets``' ``load_dataset(DIR)``, ``data/*/*.parquet`` in Polars or
-DuckDB) takes what is there for the dataset, manifest or not; and the other files of its
-finish out of ``DIR`` until they move together (``load_dataset(DIR)`` serves a lone
-``variants.parquet``, or the plots, as rows). A rerun with the same config skips every batch
-whose mark and shards agree, wherever they are, and so ends with the same bytes as an
-uninterrupted run. A directory holding another dataset, another config's partial data, or files
-hsa did not write is refused rather than mixed with; a run that stopped on an error (``fail``)
-does not block the next: another config starts over in its place.
+(``data/{split}/part-NNNNN.parquet``), staged or not: the augment and teach jobs keep them out
+of ``data/`` until their last batch is written, and then move them there all at once, since
+every reader but hsa's own (``datasets``' ``load_dataset(DIR)``, ``data/*/*.parquet`` in Polars
+or DuckDB) takes what is there for the dataset, manifest or not; the augment job keeps the
+other files of its finish out of ``DIR`` too, until they move together (``load_dataset(DIR)``
+serves a lone ``variants.parquet``, or the plots, as rows). A rerun with the same config skips
+every batch whose mark and shards agree, wherever they are, and so ends with the same bytes as
+an uninterrupted run. A directory holding another dataset, another config's partial data, or
+files hsa did not write is refused rather than mixed with; a run that stopped on an error
+(``fail``) does not block the next: another config starts over in its place.
 """
 
 from __future__ import annotations
@@ -48,13 +48,15 @@ from hsa.harness import files
 
 MANIFEST = "manifest.json"
 STATE = ".hsa"
-#: the folder of ``STATE`` where an unfinished augment run keeps its shards (``staged``)
+#: the folder of ``STATE`` where an unfinished augment or teach run keeps its shards
+#: (``staged``)
 STAGING = "staging"
 #: the folder of ``STAGING`` where it writes the files of the top of the dataset (card,
 #: variants file, plots: ``staged_file``) until they move there
 TOP = "top-level"
 #: the folder a dataset's shards are read from, and the folder of ``STAGING`` that an
-#: unfinished augment run fills in its place (``staged``), moved there whole (``publish``)
+#: unfinished augment or teach run fills in its place (``staged``), moved there whole
+#: (``publish``)
 DATA = "data"
 #: the folder of ``STAGING`` where a ``data/`` folder waits while its files join the staged
 #: one (``_take_back``)
@@ -312,7 +314,8 @@ def partial_data(out: Path) -> list[str]:
             and STATE not in p.relative_to(source).parts
             and p.name not in _EMPTY_TEACHER_FILES
         ]
-        if kept or _cached_answers(source / "cache.sqlite"):
+        # (the teacher's shards are staged under its own state folder until it finishes)
+        if kept or _staged_shards(source) or _cached_answers(source / "cache.sqlite"):
             held.append(f"teacher output under {STATE}/source/")
     return held
 
@@ -327,14 +330,20 @@ def dataset_data(out: Path) -> list[str]:
     data = out / "data"
     if data.is_dir() and any(p.is_file() for p in data.rglob("*")):
         held.append("shards under data/")
+    if _staged_shards(out):
+        held.append(f"shards under {STATE}/{STAGING}/")
+    return held
+
+
+def _staged_shards(out: Path) -> bool:
+    """Whether the staging folder of ``out`` holds a shard hsa wrote (not a file of a user's
+    that a repair moved there with ``data/``)."""
     staging = out / STATE / STAGING
-    if any(
+    return any(
         p.is_file() and _ours(p.relative_to(staging / folder))
         for folder in (DATA, ASIDE)
         for p in (staging / folder).rglob("*")
-    ):  # (not a file of a user's that a repair moved there with data/: no shard)
-        held.append(f"shards under {STATE}/{STAGING}/")
-    return held
+    )
 
 
 #: what a teacher job writes before its first answer: settings, and an empty request cache

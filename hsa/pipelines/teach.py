@@ -3,11 +3,15 @@
 The job is a list of rollouts in a fixed order (task, variant, sample), cut per split into
 shards of ``shard_size``. Rollouts run concurrently; a shard is written, atomically, once all
 its rollouts are done, with rows in job order, so the output does not depend on timing, and
-then its completion mark (``.hsa/done/``, as the augment job marks its batches). A rerun skips
-exactly the shards whose marks match their files and asks the request cache before the
-backend: a finished job makes no request, an interrupted one repeats none that had finished,
-and a killed one ends with the same bytes as an uninterrupted one. With ``workers`` > 1
-the pending shards are shared among processes (``hsa.pipelines.teach_workers``).
+then its completion mark (``.hsa/done/``, as the augment job marks its batches). Shards are
+staged as the augment job stages its own (``OUT/.hsa/staging/data/{split}/part-NNNNN.parquet``,
+``hsa.datasets.manifest.staged``) and move to ``OUT/data/`` in one rename once every shard is
+written, just before the manifest (``hsa.datasets.manifest.publish``): a stopped job's folder
+offers ``datasets.load_dataset``, Polars or DuckDB no rows, rather than some taken for all. A
+rerun skips exactly the shards whose marks match their files and asks the request cache before
+the backend: a finished job makes no request, an interrupted one repeats none that had
+finished, and a killed one ends with the same bytes as an uninterrupted one. With ``workers``
+> 1 the pending shards are shared among processes (``hsa.pipelines.teach_workers``).
 
 Only the model's outcomes are final: verified, or rejected for format, schema, execution,
 score or the step limit. A rollout the backend could not answer (refused or reset connection,
@@ -38,7 +42,7 @@ from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
 from hsa.datasets.shards import count_true, write_shard
 from hsa.envs.base import SPLITS, Environment, Task
-from hsa.errors import TeacherError, first_few, refuse_kind
+from hsa.errors import TeacherError, first_few, refuse_kind, stops_held
 from hsa.harness.events import Trajectory
 from hsa.harness.model import compact_json
 from hsa.teachers.backends.base import Backend, latency_percentiles, run_async
@@ -276,13 +280,16 @@ def row(result: Rollout, *, teacher: str) -> dict[str, Any]:
 
 def write_rows(root: Path, shard: _Shard, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Write a shard of teacher rows with the one shard writer (``hsa.datasets.shards``:
-    atomic, fsynced, pinned options, so equal rows give equal bytes), then its completion mark
-    (``hsa.datasets.manifest``); returns its manifest entry."""
-    path = shard_path(root, shard.split, shard.index)
+    atomic, fsynced, pinned options, so equal rows give equal bytes) to its staged place
+    (``hsa.datasets.manifest.staged``), then its completion mark, which lists it by its place
+    under ``data/`` (``hsa.datasets.manifest``); returns its manifest entry."""
+    listed = shard_path(root, shard.split, shard.index).relative_to(root).as_posix()
+    staged = mf.staged(root, listed)
+    assert staged is not None  # (``shard_path`` names every shard data/{split}/NAME)
     table = pa.Table.from_pylist(rows, schema=TEACHER_SCHEMA)
-    written = write_shard(path, table)
+    written = write_shard(staged, table)
     entry = {
-        "path": path.relative_to(root).as_posix(),
+        "path": listed,
         "rows": written["rows"],
         "verified": count_true(table.column("verified")),
         "sha256": written["sha256"],
@@ -295,9 +302,10 @@ def write_rows(root: Path, shard: _Shard, rows: list[dict[str, Any]]) -> dict[st
 def done_entry(root: Path, shard: _Shard) -> dict[str, Any] | None:
     """The manifest entry of a shard an earlier run finished, or None.
 
-    A shard is finished when its completion mark lists it with its sha256 and the file matches
-    (``hsa.datasets.manifest.done``): a half-written file, one hsa did not write or one without
-    its mark is written again. A mark listing other rollouts than the job plans is refused.
+    A shard is finished when its completion mark lists it with its sha256 and the file matches,
+    staged or in place (``hsa.datasets.manifest.done``): a half-written file, one hsa did not
+    write or one without its mark is written again. A mark listing other rollouts than the job
+    plans is refused.
     """
     found = mf.done(root, shard.batch)
     if found is None:
@@ -730,4 +738,9 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
         manifest["left_out"] = left_out
     # a job that had nothing to run has not recorded it yet
     record_job(plan.out, config)
-    mf.write_json(plan.out / mf.MANIFEST, manifest)
+    # Only now do the shards move where readers look, all at once, the manifest right after
+    # them, a stop held off meanwhile: every reader but hsa's (``load_dataset(DIR)``, Polars,
+    # DuckDB) takes what data/ holds for the whole output, manifest or not.
+    with stops_held():
+        mf.publish(plan.out)
+        mf.write_json(plan.out / mf.MANIFEST, manifest)

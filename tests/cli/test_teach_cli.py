@@ -126,14 +126,16 @@ def test_sigkill_then_rerun_repeats_no_finished_request(tmp_path):
             env=environ(),
         )
         deadline = time.monotonic() + 120
-        while not list((out / "data").rglob("*.parquet")) and time.monotonic() < deadline:
+        staged = out / ".hsa" / "staging" / "data"  # (data/ only once every shard is written)
+        while not list(staged.rglob("*.parquet")) and time.monotonic() < deadline:
             time.sleep(0.05)
         running.send_signal(signal.SIGKILL)
         running.wait(timeout=30)
         assert running.returncode == -signal.SIGKILL
         finished_before = cached_keys(out)
-        shards_before = len(list((out / "data").rglob("*.parquet")))
+        shards_before = len(list(staged.rglob("*.parquet")))
         assert finished_before and 0 < shards_before < 10  # killed mid-way
+        assert not (out / "data").exists()
         sent_before = len(logged(log))
 
         resumed = teach(url, out, *job, "--concurrency", "64")

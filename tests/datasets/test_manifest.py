@@ -483,3 +483,16 @@ def test_a_data_folder_in_place_joins_the_staged_one_before_it_moves(tmp_path: P
         == ["part-00000.parquet"] * 2 + ["part-00001.parquet"] * 2
     )
     assert not (out / mf.STATE / mf.STAGING).exists()
+
+
+def test_a_builds_staged_teacher_shards_are_its_partial_data(tmp_path: Path) -> None:
+    # a build killed during its teacher stage: the teacher's shards are staged under its own
+    # state folder, and still keep another config out (its rows would be lost to it)
+    out = tmp_path / "out"
+    source = out / mf.STATE / "source"
+    mf.write_json(source / mf.TEACHER_JOB, {"config": {}, "output_hash": "ff"})
+    assert mf.partial_data(out) == []
+    staged = mf.staged(source, "data/train/part-00000.parquet")
+    assert staged is not None
+    write_shard(staged, table(2))
+    assert mf.partial_data(out) == [f"teacher output under {mf.STATE}/source/"]

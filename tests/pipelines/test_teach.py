@@ -438,8 +438,12 @@ def test_a_killed_job_resumes_to_the_same_bytes(tmp_path):
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     assert mark.exists() and not (killed / "manifest.json").exists(), "not killed mid-run"
+    # its shards are staged: readers of data/ (load_dataset, Polars) find no rows to take
+    # for the whole output
+    staged = killed / ".hsa" / "staging" / "data" / "train"
+    assert not (killed / "data").exists() and len(list(staged.glob("*.parquet"))) >= 4
     # what a kill while writing leaves: a temporary file, which the rerun removes
-    (killed / "data" / "train" / ".part-00099.parquet.999999.tmp").write_bytes(b"half")
+    (staged / ".part-00099.parquet.999999.tmp").write_bytes(b"half")
 
     rerun = subprocess.run([*hsa, *job, "--out", str(killed)], capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr
@@ -543,7 +547,10 @@ def test_rollouts_the_backend_did_not_answer_are_not_written_and_rerun(finished,
     assert report.retry == 3 and report.reasons["ok"] == 15
     assert report.retry_reasons == {REFUSED: 3}
     assert "connection refused to http://127.0.0.1:9/v1" in str(failed.value)
-    written = [r for p in (out / "data").rglob("*.parquet") for r in pq.read_table(p).to_pylist()]
+    # the shards written are staged, out of readers' sight, until the job is finished
+    assert not (out / "data").exists()
+    staged = (out / ".hsa" / "staging" / "data").rglob("*.parquet")
+    written = [r for p in staged for r in pq.read_table(p).to_pylist()]
     assert written and all(r["verified"] for r in written)  # no backend failure as a row
     assert down not in {r["task_id"] for r in written}
     assert len(written) == report.written < 18 and not (out / "manifest.json").exists()
@@ -559,6 +566,7 @@ def test_rollouts_the_backend_did_not_answer_are_not_written_and_rerun(finished,
     assert rerun.retry == 0 and rerun.skipped == report.written
     assert set(healthy.answered) == {down}  # the others' answers came from the cache
     assert files(out) == files(finished[0])  # as if the endpoint had never been down
+    assert not (out / ".hsa" / "staging").exists()
 
 
 NOT_SERVED = (
