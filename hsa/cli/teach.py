@@ -151,11 +151,11 @@ def teach_command(
     Writes canonical trajectory shards to OUT/data/{split}/part-NNNNN.parquet with a manifest;
     every rollout is kept, verified or with the reason it was rejected. The shards are staged in
     OUT/.hsa/staging/ and move to OUT/data/ together, the manifest right after, once the job is
-    finished, so a stopped job's folder offers other readers no rows. Rerunning the same command
-    resumes: finished shards are skipped and answered requests come from the cache, so a
-    finished job makes no request at all. Rollouts the backend did not answer (endpoint down,
-    timeouts, a refused key) are not written: the command exits 1 saying why, and a rerun sends
-    exactly those again.
+    finished, so a stopped job's folder holds no shard where other readers look: it is complete
+    once OUT/manifest.json exists. Rerunning the same command resumes: finished shards are
+    skipped and answered requests come from the cache, so a finished job makes no request at
+    all. Rollouts the backend did not answer (endpoint down, timeouts, a refused key) are not
+    written: the command exits 1 saying why, and a rerun sends exactly those again.
     """
     from hsa.pipelines.teach import TeachConfig, TeachIncomplete, teach
 

@@ -7,7 +7,8 @@ then its completion mark (``.hsa/done/``, as the augment job marks its batches).
 staged as the augment job stages its own (``OUT/.hsa/staging/data/{split}/part-NNNNN.parquet``,
 ``hsa.datasets.manifest.staged``) and move to ``OUT/data/`` in one rename once every shard is
 written, just before the manifest (``hsa.datasets.manifest.publish``): a stopped job's folder
-offers ``datasets.load_dataset``, Polars or DuckDB no rows, rather than some taken for all. A
+offers ``datasets.load_dataset``, Polars or DuckDB none of its rows, rather than some taken for
+all (``load_dataset`` reads a lone ``teach.json`` as a row of settings, no trajectory). A
 rerun skips exactly the shards whose marks match their files and asks the request cache before
 the backend: a finished job makes no request, an interrupted one repeats none that had
 finished, and a killed one ends with the same bytes as an uninterrupted one. With ``workers``
