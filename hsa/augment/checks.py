@@ -551,15 +551,21 @@ def _blocks_of(content: str, mask: Callable[[str], str]) -> Counter:
     return Counter(skill_blocks(mask(content)))
 
 
-def _first_of(parts: Counter, others: Counter) -> str:
-    """The first block of ``parts`` that ``others`` has nowhere, or the first part's title."""
-    held = {block for part in others for block in part}
-    for part in parts:
-        for kind, text in part:
-            if (kind, text) not in held:
-                return f"{kind} {_clip(text)!r}"
-    first = next(iter(parts))
-    return f"the part that begins {_clip(first[0][1])!r}, its blocks in another order"
+def _content_change(before: Counter, after: Counter) -> str:
+    """How a skill's content (its parts, ``_blocks_of``) changed: the first block it lost (of
+    the parts it no longer has), else the first it gained (of its new parts), else the first
+    part whose blocks stand in another order."""
+    had = Counter(block for part in before.elements() for block in part)
+    has = Counter(block for part in after.elements() for block in part)
+    lost, added = before - after, after - before
+    for parts, more, fewer, what in ((lost, had, has, "lost"), (added, has, had, "gained")):
+        for part in parts:
+            for kind, text in part:
+                if more[(kind, text)] > fewer[(kind, text)]:
+                    again = " once more" if fewer[(kind, text)] else ""
+                    return f"{what} {kind} {_clip(text)!r}{again}"
+    first = next(iter(lost or added))
+    return f"lost the part that begins {_clip(first[0][1])!r}, its blocks in another order"
 
 
 def _clip(text: str, width: int = 80) -> str:
@@ -600,11 +606,7 @@ def skill_problems(
         if new.content != skill.content:
             before, after = _blocks_of(skill.content, mask), _blocks_of(new.content, mask)
             if before != after:
-                lost, added = before - after, after - before
-                if lost:
-                    problems.append((where, f"its content lost {_first_of(lost, after)}"))
-                else:
-                    problems.append((where, f"its content gained {_first_of(added, before)}"))
+                problems.append((where, f"its content {_content_change(before, after)}"))
         changed = _front_matter_change(skill, new, tool_names)
         if changed is not None:
             problems.append((where, changed))
