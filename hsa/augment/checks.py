@@ -12,13 +12,17 @@ For a rewrite ``(h', m)`` of harness ``h`` and canonical events ``e``:
   declared the canonical call's); every skill load names a skill of ``h'``;
 - ``values``: argument values are data and stay as they are, except values respelled from an
   ``enum`` the original schema declares into one the new schema declares, one-to-one (and a
-  value of the new one, off the original's, respelled back: ``mapping.one_to_one``);
+  value of the new one, off the original's, respelled back: ``mapping.one_to_one``), never
+  into another value of the original enum; no value moves onto another canonical parameter
+  that the new schema declares as the original did (a swap of two values);
 - ``hooks``: every hook of ``h`` is in ``h'`` (under its mapped id) with the same event,
   effect and payload function, and its matcher selects exactly the renamed tools
   (and turns) it selected before; a hook ``h'`` adds may only add context;
 - ``names``: no free text of ``h'`` (prompt, descriptions, skill contents, hook messages) still
   names a tool or skill by a canonical name the rewrite renamed, where ``replace_in_harness``
-  would have replaced it;
+  would have replaced it; no tool of ``h'``, under the name the mapping gives a canonical
+  tool, has another canonical tool's description and parameters instead of its own (a swap
+  of names the mapping does not record);
 - ``skills``: every skill of ``h`` is in ``h'`` (under its mapped id) and says what it said:
   its content, read as blocks whatever their markup (``skill_blocks``) with the mapping's
   declared text replacements read as one name, is the same but for the order of its parts
@@ -59,7 +63,7 @@ from hsa.augment.mapping import ArgumentClash, RewriteMapping, ToolMap, apply_st
 from hsa.augment.markdown import skill_blocks
 from hsa.augment.names import PARAM_NAME
 from hsa.augment.param_schemas import all_property_names, reached
-from hsa.augment.planner import cannot_write, hazard_of
+from hsa.augment.planner import cannot_write, hazard_of, swapped_with
 from hsa.augment.rule import Rewrite
 from hsa.augment.rules.protocol import unshown
 from hsa.augment.rules.tool_names import ALLOWED_TOOLS, allowed_tool_names, rename_allowed_tools
@@ -287,12 +291,31 @@ def value_problems(
         old_tool = original.tool(event.tool)
         new_tool = rewritten.tool(tool_map.name)
         old_enums = _enum_values(old_tool)
+        moves = any(s.kind == "move" for s in shape_only)
+        origins = _origins(event.args, shape_only) if moves else {}
+        if moves and old_tool is not None and new_tool is not None:
+            out += [(i, why) for why in _carried_problems(old_tool, new_tool, surface, origins)]
         for path, value in _leaves(surface):
             found, before = _get(expected, path)
             if found and type(before) is type(value) and before == value:
                 continue
             if not found:
                 out.append((i, f"argument at {list(path)} appeared from nowhere: {value!r}"))
+                continue
+            # a respelling into another value of the same canonical enum says something else
+            at = origins.get(path, path)
+            if _typed_in(value, _enum_values(old_tool, at)) and _typed_in(
+                before, _enum_values(old_tool, at)
+            ):
+                out.append(
+                    (
+                        i,
+                        f"argument value at {list(path)} of tool {tool_map.name!r} respelled from "
+                        f"{before!r} to {value!r}, another value of the same enum: the call "
+                        "would say something else (a respelling takes a spelling no value of "
+                        "the enum has)",
+                    )
+                )
                 continue
             new_enums = _enum_values(new_tool, path)
             if _typed_in(before, old_enums) and _typed_in(value, new_enums):
@@ -314,6 +337,73 @@ def value_problems(
         for key in sorted((after_leaves - before_leaves).keys()):
             out.append((i, f"argument value {json.loads(key)[1]!r} appeared from nowhere"))
     return out
+
+
+#: what each value of a call is replaced with to follow it through the steps (every scalar
+#: is, so any string in the result is a tag)
+_TAG = "origin:"
+
+
+def _origins(args: Mapping[str, Any], steps: Sequence[Any]) -> dict[tuple, tuple]:
+    """Where the steps move each scalar value of ``args``: its path in the result -> its path
+    in ``args`` (each value tagged with its path, then moved as calls are)."""
+    paths: list[tuple] = []
+
+    def tagged(value: Any, path: tuple) -> Any:
+        if isinstance(value, dict):
+            return {k: tagged(v, (*path, k)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [tagged(v, (*path, n)) for n, v in enumerate(value)]
+        paths.append(path)
+        return f"{_TAG}{len(paths) - 1}"
+
+    moved = apply_steps(tagged(dict(args), ()), steps)
+    return {
+        at: paths[int(tag[len(_TAG) :])]
+        for at, tag in _leaves(moved)
+        if isinstance(tag, str) and tag.startswith(_TAG)
+    }
+
+
+def _carried_problems(
+    old: Tool, new: Tool, surface: Mapping[str, Any], origins: Mapping[tuple, tuple]
+) -> list[str]:
+    """The parameters of ``new`` that carry another canonical parameter's value while their
+    schema is the one they had in ``old`` (a value moved onto a parameter the rewrite left as it
+    was, as a swap of two values is): the call puts the value under the other parameter's
+    description. One reason per parameter."""
+    out: list[str] = []
+    seen: set[tuple] = set()
+    for at, origin in origins.items():
+        if at == origin:
+            continue
+        # the parameter where the paths part (a whole nested object moved shows once)
+        k = next(n for n in range(max(len(at), len(origin))) if at[n : n + 1] != origin[n : n + 1])
+        there, came = at[: k + 1], origin[: k + 1]
+        if there in seen:
+            continue
+        kept = _schemas_at(old, there)
+        if not kept or kept != _schemas_at(new, there) or kept == _schemas_at(old, came):
+            continue
+        seen.add(there)
+        _, value = _get(surface, at)
+        said = next((s["description"] for s in kept if isinstance(s.get("description"), str)), "")
+        described = f" ({_clip(said)!r})" if said else ""
+        out.append(
+            f"argument value {value!r} of canonical {list(came)} moved to {list(there)} of tool "
+            f"{new.name!r}, whose schema there is the original's{described}: a parameter the "
+            "rewrite kept now carries another one's value (values were swapped, not names)"
+        )
+    return out
+
+
+def _schemas_at(tool: Tool, path: tuple) -> list[Any]:
+    """The sub-schemas of ``tool``'s parameters at the argument path ``path``."""
+    return [
+        r.node
+        for r in reached(dict(tool.parameters))
+        if r.path is not None and _path_matches(r.path, path)
+    ]
 
 
 def enum_step_problems(mapping: RewriteMapping) -> list[tuple[str, str]]:
@@ -455,6 +545,36 @@ def stale_name_problems(h2: Harness, m: RewriteMapping) -> list[tuple[str, str]]
     return [(where, f"still names {', '.join(names)}, renamed") for where, names in found.items()]
 
 
+def swapped_tool_problems(
+    original: Harness, h2: Harness, m: RewriteMapping
+) -> list[tuple[str, str]]:
+    """The tools of ``original`` whose surface tool (under the name the mapping gives it) has
+    the description and parameters of another canonical tool, not its own (check ``names``;
+    ``planner.swapped_with``): names swapped without the renames in the mapping, so a call
+    reaches a tool that says it does something else."""
+    surface: dict[str, Tool] = {}
+    for tool in h2.tools:
+        surface.setdefault(tool.name, tool)
+    out = []
+    for tool in original.tools:
+        new = surface.get(m.tool_name(tool.name))
+        other = None if new is None or new is tool else swapped_with(original, tool, new)
+        if new is None or other is None:
+            continue
+        name = (
+            repr(new.name) if new.name == tool.name else f"{new.name!r} (canonical {tool.name!r})"
+        )
+        out.append(
+            (
+                f"tool {name}",
+                f"has the description and parameters of canonical tool {other!r} "
+                f"({_clip(new.description)!r}), not its own: tools swapped without the "
+                "renames in the mapping (its calls would reach a tool that does something else)",
+            )
+        )
+    return out
+
+
 #: the hooks and names problems of recent rewrites: they depend on the harnesses alone, and
 #: one rewrite is checked on many trajectories
 _HARNESS_LEVEL: OrderedDict[str, tuple[list, list, tuple]] = OrderedDict()
@@ -470,7 +590,7 @@ def _harness_level(
     if found is None:
         found = _HARNESS_LEVEL[key] = (
             hook_problems(original, h2, m),
-            stale_name_problems(h2, m),
+            [*stale_name_problems(h2, m), *swapped_tool_problems(original, h2, m)],
             skill_problems(original, h2, m),
         )
         while len(_HARNESS_LEVEL) > 64:

@@ -355,15 +355,16 @@ def _lost(
 ) -> str | None:
     """Why ``rewrite`` loses what the trajectories use, or None: a tool they call (a skill
     they load, a hook that fires in them) that the mapping sends to a name the variant's
-    harness lacks, or an argument of a tool they call that the mapping sends to a name the
-    rewritten tool does not declare (``_arguments_lost``). Such a rewrite's mapping and
-    harness disagree (a rule recorded a rename it did not make, or made one it did not
-    record), and its rows would call tools their own harness does not offer, or call them
-    wrongly. Without a context every tool and skill of the harness may be used: no rule that
-    drops one ran (dropping needs to know what is used); without ``fired`` (the hooks that
-    fire, which no context holds) every hook may fire. ``before``: the rewrite the last rule
-    of ``rewrite`` was given, to tell a renamed tool it dropped from a rename recorded but
-    not made."""
+    harness lacks, a tool they call whose surface tool is another canonical tool's
+    (``_tool_swapped``), or an argument of a tool they call that the mapping sends to a name
+    the rewritten tool does not declare, or swaps with another (``_arguments_lost``). Such a
+    rewrite's mapping and harness disagree (a rule recorded a rename it did not make, or made
+    one it did not record), and its rows would call tools their own harness does not offer,
+    or call them wrongly. Without a context every tool and skill of the harness may be used:
+    no rule that drops one ran (dropping needs to know what is used); without ``fired`` (the
+    hooks that fire, which no context holds) every hook may fire. ``before``: the rewrite the
+    last rule of ``rewrite`` was given, to tell a renamed tool it dropped from a rename
+    recorded but not made."""
     mapping, after = rewrite.mapping, rewrite.harness
     known = harness.derived(_names_called)
     used_tools = known if context.used_tools is None else context.used_tools & known
@@ -392,7 +393,8 @@ def _lost(
             if mapping.hooks.get(name, name) not in ids
         ]
     if not lost:
-        found = _arguments_lost(harness, rewrite, used_tools)
+        found = _tool_swapped(harness, rewrite, used_tools)
+        found = found or _arguments_lost(harness, rewrite, used_tools)
         return found or undeclared.clash(context.arguments, mapping)
     kind, name, new = lost[0]
     use, does = _USES[kind]
@@ -432,14 +434,56 @@ def _had(harness: Harness, kind: str, name: str) -> bool:
     return any(s.id == name for s in harness.skills)
 
 
+def _tool_swapped(harness: Harness, rewrite: Rewrite, used: frozenset[str]) -> str | None:
+    """Why a tool the trajectories call would reach another tool, or None: its surface tool
+    (under the name the mapping gives it) has the description and parameters of another
+    canonical tool, not its own (names swapped without the renames in the mapping)."""
+    mapping, after = rewrite.mapping, rewrite.harness
+    surface: dict[str, Tool] = {}
+    for found in after.tools:
+        surface.setdefault(found.name, found)
+    for tool in harness.tools:
+        new = surface.get(mapping.tool_name(tool.name)) if tool.name in used else None
+        if new is None or new is tool:
+            continue
+        other = swapped_with(harness, tool, new)
+        if other is not None:
+            return (
+                f"tool {new.name!r} (canonical {tool.name!r}) has the description and "
+                f"parameters of canonical tool {other!r}, not its own: tools swapped without "
+                "the renames in the mapping (rows would call a tool that does something else)"
+            )
+    return None
+
+
+def swapped_with(harness: Harness, tool: Tool, new: Tool) -> str | None:
+    """The canonical tool of ``harness`` other than ``tool`` whose description and parameters
+    ``new`` (``tool``'s surface tool) has, where they are not ``tool``'s own, or None."""
+    # (looked up by description first: most rewritten tools say what no other tool says)
+    others = harness.derived(_tools_by_description).get(new.description, ())
+    others = [other for other in others if other.name != tool.name]
+    if not others or (new.description == tool.description and new.parameters == tool.parameters):
+        return None
+    return next((other.name for other in others if other.parameters == new.parameters), None)
+
+
+def _tools_by_description(harness: Harness) -> dict[str, list[Tool]]:
+    out: dict[str, list[Tool]] = {}
+    for tool in harness.tools:
+        out.setdefault(tool.description, []).append(tool)
+    return out
+
+
 def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) -> str | None:
     """Why the calls of a used tool would not fit its rewritten parameters, or None: a
     parameter of the canonical tool (a required one, which every call carries, or an optional
     or nested one) that the mapping's steps send to a path the rewritten tool does not
-    declare (``_paths_lost``), a parameter the rewritten tool requires that no canonical
+    declare (``_paths_lost``) or onto another canonical parameter the rewritten tool declares
+    as it was (``_carried_lost``), a parameter the rewritten tool requires that no canonical
     parameter becomes (nor a step adds), or an enum value the steps make one the rewritten
     enum does not hold (``_enum_lost``). Read only where both schemas declare their names
-    plainly (``_plainly_named``), so the names say it all."""
+    plainly (``_plainly_named``), so the names say it all; but an enum value respelled into
+    another value of its own enum (``_enum_swapped``) is found whatever the schemas."""
     mapping, after = rewrite.mapping, rewrite.harness
     surface: dict[str, Tool] = {}
     for found in after.tools:
@@ -451,9 +495,13 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
         new = surface.get(mapping.tool_name(tool.name))
         if new is None or (new is tool and mapped is None):
             continue
+        if mapped is not None and any(step.kind == "enum" for step in mapped.steps):
+            why = _enum_swapped(tool, new, mapped)
+            if why:
+                return why
         if not (tool.derived(_plainly_named) and new.derived(_plainly_named)):
             continue
-        why = _paths_lost(tool, new, mapped)
+        why = _paths_lost(tool, new, mapped) or _carried_lost(tool, new, mapped)
         if why:
             return why
         declared = new.parameters["properties"]
@@ -491,6 +539,48 @@ def _paths_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
     return None
 
 
+def _carried_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
+    """A parameter of ``tool`` that the steps move onto another canonical parameter which
+    ``new`` declares with the schema ``tool`` gave it (a swap of two values: the value then
+    reads under the other parameter's description), or None."""
+    if mapped is None:
+        return None
+    # a value lands on a canonical parameter's place where a move's destination (or an object
+    # on its way) is one: most moves (renames, wraps, flattens) make only new names
+    declared = tool.derived(_declared_paths)
+    targets = [s.dst for s in mapped.steps if s.kind == "move" and s.dst is not None]
+    if not any(dst[:n] in declared for dst in targets for n in range(1, len(dst) + 1)):
+        return None
+    before, after = tool.derived(_schemas_at), new.derived(_schemas_at)
+    for path in sorted(before):
+        for end in sorted(_follow({path}, mapped)):
+            if end == path:
+                continue
+            # the parameters where the paths part (a nested object moved whole is one move)
+            k = next(
+                n for n in range(max(len(end), len(path))) if end[n : n + 1] != path[n : n + 1]
+            )
+            there, came = end[: k + 1], path[: k + 1]
+            kept = before.get(there)
+            if kept is not None and after.get(there) == kept and before.get(came) != kept:
+                return (
+                    f"tool {new.name!r} (canonical {tool.name!r}) declares {_shown(there)!r} "
+                    f"as the canonical tool did, and the mapping moves the canonical "
+                    f"{_shown(came)!r} there: values swapped, not names (rows would pass a "
+                    f"value under another parameter's description)"
+                )
+    return None
+
+
+def _schemas_at(tool: Tool) -> dict[tuple[str, ...], Any]:
+    """The sub-schema at each argument path ``tool``'s parameters declare, once per tool."""
+    out: dict[tuple[str, ...], Any] = {}
+    for r in reached(dict(tool.parameters)):
+        if r.path:
+            out.setdefault(r.path, r.node)
+    return out
+
+
 def _enum_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
     """A value of an ``enum`` of ``tool`` that the steps (moves, respellings) make a value the
     ``enum`` of ``new`` at its path does not hold (a call with it would break the rewritten
@@ -513,6 +603,28 @@ def _enum_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
                     f"{_shown(end)!r} (its enum: {list(allowed)!r}), which the mapping makes of "
                     f"the canonical value at {_shown(path)!r}: an enum respelled without the "
                     "step in the mapping (rows would call the tool with a value it refuses)"
+                )
+    return None
+
+
+def _enum_swapped(tool: Tool, new: Tool, mapped: ToolMap) -> str | None:
+    """A value of an ``enum`` of ``tool`` that the steps respell into another value of the
+    same ``enum`` (a call with it would say something else: ``damaged`` sent as
+    ``wrong_size``), or None. Read through ``$ref``s and combinators too: only the canonical
+    enum and the steps matter."""
+    for path, values in tool.derived(_enums_at).items():
+        own: set[tuple[bool, Any]] | None = None  # (made when a value is respelled)
+        for canonical in values:
+            end, value = _value_end(path, canonical, mapped)
+            if end is None or _same(value, canonical):
+                continue
+            own = _keys(values) if own is None else own
+            if _holds(own, values, value):
+                return (
+                    f"tool {new.name!r} (canonical {tool.name!r}) gets {value!r} at "
+                    f"{_shown(end)!r} for the canonical {canonical!r}, another value of the "
+                    f"enum at {_shown(path)!r}: an enum respelled into its own values (rows "
+                    "would call the tool with a value that says something else)"
                 )
     return None
 

@@ -300,14 +300,15 @@ def check(
     renders, the parameter names it brings legal in every call format, and the rule left its
     input as it was and gives the same rewrite again, a plugin's rule in other processes too,
     under other hash seeds (harness); every call validates against the new schemas (schema);
-    argument values are unchanged except declared enum respellings (values); every hook
+    argument values are unchanged except declared enum respellings, never into another value
+    of the same enum, nor moved onto a parameter that kept its schema (values); every hook
     fires and acts as before, on the renamed tools (hooks); no text still names a renamed
-    tool or skill (names); every skill says what it said, whatever its markup, its parts in
-    any order (skills); parse(render) under the new harness gives the events back and the inverse
-    mapping gives the canonical ones, the order of argument keys included (roundtrip;
-    skipped under a protocol that cannot write the trajectory, which hsa augment never
-    renders it under: assistant text it would read as calls, an argument too deep for Python
-    literals);
+    tool or skill, and no tool bears another tool's description and parameters (names);
+    every skill says what it said, whatever its markup, its parts in any order (skills);
+    parse(render) under the new harness gives the events back and the inverse mapping gives
+    the canonical ones, the order of argument keys included (roundtrip; skipped under a
+    protocol that cannot write the trajectory, which hsa augment never renders it under:
+    assistant text it would read as calls, an argument too deep for Python literals);
     replaying the inverse-mapped calls gives the same results and score (replay).
     """
     from hsa.augment import all_rules, get_rule

@@ -169,6 +169,96 @@ def test_declared_enum_respelling_is_allowed_but_not_elsewhere(harness, events):
     assert problems and "'#W1'" in problems[0][1]
 
 
+def test_two_tools_names_swapped_without_the_mapping_are_caught():
+    # get_order and get_order_status take the same argument: calls still validate, and
+    # get_order now reads as a status lookup (QA's get_user that deletes the user)
+    def swap_names(harness, rng, params, context):
+        names = {"get_order": "get_order_status", "get_order_status": "get_order"}
+        tools = [dataclasses.replace(t, name=names.get(t.name, t.name)) for t in harness.tools]
+        return Rewrite(harness.replace(tools=tools))  # no mapping: calls keep their names
+
+    report = _run(swap_names)
+    assert _failed(report) == {"names"}
+    assert str(report.failures[0]) == (
+        "names: tool 'get_order': has the description and parameters of canonical tool "
+        "'get_order_status' ('Get only the shipping status of an order (cheaper than "
+        "`get_order`).'), not its own: tools swapped without the renames in the mapping (its "
+        "calls would reach a tool that does something else)"
+    )
+    # the same swap with its renames in the mapping moves the calls with the tools
+    swapped = _run(_rename({"get_order": "get_order_status", "get_order_status": "get_order"}))
+    assert swapped.ok, [str(f) for f in swapped.failures]
+
+
+def _find_user(mapping_steps, properties=None):
+    """A harness with one tool, ``find_user(first_name, last_name)``, its call, and a rule that
+    keeps the harness and maps the call by ``mapping_steps`` (with ``properties`` the
+    rewritten tool's, when given)."""
+    from hsa.harness import Harness, Tool
+
+    def schema(props):
+        return {"type": "object", "properties": props, "required": list(props)}
+
+    names = {
+        "first_name": {"type": "string", "description": "The customer's first name."},
+        "last_name": {"type": "string", "description": "The customer's last name."},
+    }
+    harness = Harness(id="h", tools=(Tool("find_user", "Find a user.", schema(names)),))
+    call = {"first_name": "Yusuf", "last_name": "Rossi"}
+    events = (UserMessage("I'm Yusuf Rossi."), ToolCall("call_0", "find_user", call))
+
+    def rule(h, rng, params, context):
+        tool = h.tools[0]
+        if properties is not None:
+            tool = dataclasses.replace(tool, parameters=schema(properties))
+        mapping = RewriteMapping(tools={"find_user": ToolMap("find_user", mapping_steps)})
+        return Rewrite(h.replace(tools=(tool,)), mapping)
+
+    return harness, events, rule
+
+
+def test_values_swapped_between_two_parameters_that_keep_their_schemas_are_caught():
+    steps = (
+        Step("move", ("first_name",), ("tmp",)),
+        Step("move", ("last_name",), ("first_name",)),
+        Step("move", ("tmp",), ("last_name",)),
+    )
+    harness, events, swap = _find_user(steps)
+    report = _run(swap, harness, events)
+    assert _failed(report) == {"values"}
+    assert [f.message for f in report.failures] == [
+        "argument value 'Yusuf' of canonical ['first_name'] moved to ['last_name'] of tool "
+        "'find_user', whose schema there is the original's (\"The customer's last name.\"): a "
+        "parameter the rewrite kept now carries another one's value (values were swapped, not "
+        "names)",
+        "argument value 'Rossi' of canonical ['last_name'] moved to ['first_name'] of tool "
+        "'find_user', whose schema there is the original's (\"The customer's first name.\"): a "
+        "parameter the rewrite kept now carries another one's value (values were swapped, not "
+        "names)",
+    ]
+    # names swapped with their schemas: each value keeps its description
+    first, last = harness.tools[0].parameters["properties"].values()
+    harness, events, renamed = _find_user(steps, {"last_name": first, "first_name": last})
+    assert _run(renamed, harness, events).ok
+
+
+def test_an_enum_respelled_into_another_value_of_the_same_enum_is_caught():
+    # damaged <-> wrong_size: the enum and the schema stay, the call now says wrong_size
+    def respell(harness, rng, params, context):
+        pairs = (("damaged", "wrong_size"), ("wrong_size", "damaged"))
+        steps = (Step("enum", ("reason",), values=pairs),)
+        mapping = RewriteMapping(tools={"return_order_items": ToolMap("return_order_items", steps)})
+        return Rewrite(harness, mapping)
+
+    report = _run(respell)
+    assert _failed(report) == {"values"}
+    assert [f.message for f in report.failures] == [
+        "argument value at ['reason'] of tool 'return_order_items' respelled from 'damaged' to "
+        "'wrong_size', another value of the same enum: the call would say something else (a "
+        "respelling takes a spelling no value of the enum has)"
+    ]
+
+
 def test_a_lossy_mapping_fails_roundtrip_and_replay():
     def drop_limit(harness, rng, params, context):
         steps = (Step("drop", ("sort",)),)  # forward drop: the inverse cannot bring it back

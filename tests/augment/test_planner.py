@@ -548,6 +548,57 @@ def test_an_optional_parameter_or_an_enum_changed_without_its_step_is_refused(ha
     )
 
 
+def test_a_swap_of_tools_parameter_values_or_enum_values_is_refused(harness):
+    # every call still validates, and says something else: a call to get_order reaching a
+    # tool described as the status lookup, a value under another parameter's description, a
+    # sort by rating for a sort by price (QA's swap.* rules)
+    from hsa.augment import Rewrite, Rule
+    from hsa.augment.mapping import Step
+
+    def swap_names(h, rng, params, context):
+        names = {"get_order": "get_order_status", "get_order_status": "get_order"}
+        return Rewrite(
+            h.replace(
+                tools=[dataclasses.replace(t, name=names.get(t.name, t.name)) for t in h.tools]
+            )
+        )
+
+    tools = Rule("tests.swap_tools", "1", swap_names, doc="Swap two tools' names.")
+    with pytest.raises(
+        RuleError,
+        match="has the description and parameters of canonical tool 'get_order_status', not its",
+    ) as caught:
+        apply_chain(harness, [(tools, {})], seed=0)
+    assert caught.value.where == "rule 'tests.swap_tools'"
+    # the same swap, recorded in the mapping (its text renamed too): the calls move with it
+    from hsa.augment.rules.tool_names import rename_tools
+
+    table = {"get_order": "get_order_status", "get_order_status": "get_order"}
+    recorded = Rule("tests.swap", "1", lambda h, *a: rename_tools(h, table), doc="Swap them.")
+    apply_chain(harness, [(recorded, {})], seed=0)
+
+    moves = [
+        Step("move", ("customer",), ("tmp",)),
+        Step("move", ("page",), ("customer",)),
+        Step("move", ("tmp",), ("page",)),
+    ]
+    values = _editing("get_order_history", lambda s: s, moves)
+    with pytest.raises(RuleError, match="declares 'page' as the canonical tool did, and the "):
+        apply_chain(harness, [(values, {})], seed=0)
+    swapped = Step("enum", ("sort",), values=(("price", "rating"), ("rating", "price")))
+    enum = _editing("search", lambda s: s, [swapped])
+    with pytest.raises(
+        RuleError,
+        match="gets 'rating' at 'sort' for the canonical 'price', another value of the enum",
+    ):
+        apply_chain(harness, [(enum, {})], seed=0)
+    # read through $refs too (return_order_items' items are a $ref: its names are not read)
+    pairs = (("damaged", "wrong_size"), ("wrong_size", "damaged"))
+    reason = _editing("return_order_items", lambda s: s, [Step("enum", ("reason",), values=pairs)])
+    with pytest.raises(RuleError, match="gets 'wrong_size' at 'reason' for the canonical 'damag"):
+        apply_chain(harness, [(reason, {})], seed=0)
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), hide=st.sampled_from(["", "skills", "hooks", "both"]))
 def test_variants_a_trajectory_shows_alike_render_it_alike(seed, hide) -> None:
