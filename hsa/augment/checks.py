@@ -1046,7 +1046,7 @@ def check_rewrite(
     )
 
     try:
-        surface = map_events(events, m)
+        surface = map_events(events, m, original)
     except ArgumentClash as exc:
         # the mapping would overwrite an argument a call carries: no surface to check
         record("values", [(exc.where or "mapping", exc.message)])

@@ -31,7 +31,16 @@ from hsa.augment.checks import (
     value_problems,
 )
 from hsa.envs import Environment, Outcome, Task, ToolOutput
-from hsa.harness import Hook, Protocol, SkillLoad, ToolCall, ToolResult, UserMessage
+from hsa.harness import (
+    Harness,
+    Hook,
+    Protocol,
+    SkillLoad,
+    Tool,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
 
 
 def _run(rule_fn, harness=None, events=None, replay=None):
@@ -1107,3 +1116,21 @@ def test_a_round_trip_the_protocol_cannot_write_is_skipped_not_failed(call_forma
     report = check_rewrite(harness, Rewrite(text), events)
     assert report.outcomes["roundtrip"] == (SKIP if call_format == "python" else PASS)
     assert report.outcomes["replay"] == PASS
+
+
+def test_a_move_onto_a_declared_parameter_is_named_as_one():
+    # the check said the value in the way was an argument the schema does not declare
+    schema = {"type": "string"}
+    parameters = {"type": "object", "properties": {"first_name": schema, "last_name": schema}}
+    harness = Harness(id="users", tools=(Tool("find_user", "Find a user.", parameters),))
+    events = [
+        UserMessage("Find Yusuf Rossi."),
+        ToolCall("c1", "find_user", {"first_name": "Yusuf", "last_name": "Rossi"}),
+    ]
+    onto = ToolMap("find_user", (Step("move", ("first_name",), ("last_name",)),))
+    report = check_rewrite(
+        harness, Rewrite(harness, RewriteMapping(tools={"find_user": onto})), events
+    )
+    assert report.outcomes["values"] == FAIL
+    [said] = [f.message for f in report.failures if f.check == "values"]
+    assert "at 'last_name', a parameter the schema declares" in said
