@@ -33,9 +33,11 @@ import multiprocessing
 import os
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,7 +85,7 @@ from hsa.harness.model import Harness
 from hsa.harness.parse import CALL_LIKE
 from hsa.harness.render import RENDER_VERSION
 from hsa.pipelines.assign import assign_splits
-from hsa.pipelines.orphans import end_with
+from hsa.pipelines.orphans import dead, end_with, ending
 from hsa.pipelines.rows import rows, sights_of, stats, undeclared_by, used_by
 from hsa.pipelines.variants_file import PART_ROWS, VARIANTS_FILE, write_variants
 from hsa.teachers.rollout import planned_kept
@@ -443,7 +445,7 @@ class _Planner:
         to pay for it; whatever is not planned here is planned on first use, the same way."""
         self._settle()
         for chunk, future in self._submit(pairs):
-            _take(chunk, future)
+            self._take(chunk, future)
 
     def ahead(self, pairs: Sequence[tuple[LazyPlan, int]]) -> None:
         """Start planning the variants ``pairs`` name in the workers and return at once: a
@@ -455,7 +457,25 @@ class _Planner:
         """Take what the workers planned ahead (raising what planning raised)."""
         ahead, self._ahead = self._ahead, []
         for chunk, future in ahead:
-            _take(chunk, future)
+            self._take(chunk, future)
+
+    def _take(self, chunk: list[tuple[LazyPlan, list[int]]], future: Future) -> None:
+        """Fill ``chunk`` with what a worker planned for it; a harness nested too deep to
+        pickle to or from a worker process is left to be planned here on first use, the same
+        way. It looks for a dead worker as it waits (a chunk given to a pool as a worker died
+        may never be answered)."""
+        with self._watched():
+            while True:
+                try:
+                    planned = future.result(timeout=_POLL_S)
+                except TimeoutError:
+                    if dead(self._started()) is not None:
+                        raise BrokenProcessPool from None
+                    continue
+                except RecursionError:
+                    return
+                break
+        _fill(chunk, planned)
 
     def _submit(
         self, pairs: Sequence[tuple[LazyPlan, int]]
@@ -469,7 +489,8 @@ class _Planner:
         count = sum(map(len, missing.values()))
         if self.workers < 2 or count < 4 * self.workers:
             return []
-        pool = self._workers(next(iter(missing)))
+        with self._watched():  # (a worker that dies as the pool starts)
+            pool = self._workers(next(iter(missing)))
         if pool is None:
             return []
         # Chunks of whole groups, several per worker, in a fixed order.
@@ -479,9 +500,31 @@ class _Planner:
             if sum(len(s) for _, s in chunks[-1]) >= size:
                 chunks.append([])
             chunks[-1].append((group, slots))
-        return [
-            (chunk, pool.submit(_plan_chunk, [(g.spec(), s) for g, s in chunk])) for chunk in chunks
-        ]
+        with self._watched():
+            return [
+                (chunk, pool.submit(_plan_chunk, [(g.spec(), s) for g, s in chunk]))
+                for chunk in chunks
+            ]
+
+    @contextlib.contextmanager
+    def _watched(self) -> Iterator[None]:
+        """Around work given to the workers or taken from them: a worker that died (killed,
+        out of memory) broke the pool, and the job stops with an error that says so, the
+        other workers ended (``close``)."""
+        try:
+            yield
+        except BrokenProcessPool:
+            died = dead(self._started())
+            self.close()
+            how = f"{died.pid} died ({ending(died)}" if died is not None else "died (killed"
+            raise _WorkerDied(
+                f"planning worker process {how}; out of memory?); the batches written so far "
+                "are kept: run the same command again to resume"
+            ) from None
+
+    def _started(self) -> list[multiprocessing.process.BaseProcess]:
+        """The pool's worker processes (``ProcessPoolExecutor`` does not say which they are)."""
+        return list((getattr(self._pool, "_processes", None) or {}).values())
 
     def _workers(self, sample: LazyPlan) -> ProcessPoolExecutor | None:
         if self._pool is None:
@@ -521,11 +564,32 @@ class _Planner:
         would then wait forever for the rest. It waits for the pool to wind down: a pool left
         winding down as the interpreter exits races the pool's exit hook, which then prints a
         traceback (``OSError: Bad file descriptor`` from its wakeup pipe) after ``hsa:
-        aborted``; the chunks in hand take a second or two."""
+        aborted``; the chunks in hand take a second or two.
+
+        Once a worker has died, or a stop (Ctrl-C, SIGTERM) comes while it waits, it kills
+        the others instead: a pool a worker died in stops the rest with SIGTERM, which they
+        ignore (``_worker_start``), and would wait for them forever, holding the interpreter's
+        exit too."""
         self._ahead = []
+        workers = self._started()
         pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        if pool is None:
+            return
+        # what shutdown(wait=True) would join (typeshed has its type wrong), and the pipe the
+        # workers answer on, which shutdown(wait=False) lets go of
+        manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
+        answers = getattr(pool, "_result_queue", None)
+        pool.shutdown(wait=False, cancel_futures=True)
+        try:
+            while manager is not None and manager.is_alive():
+                if dead(workers) is not None:
+                    _kill(workers, answers)
+                manager.join(timeout=_POLL_S)
+        except BaseException:  # a stop: the chunks in hand are not worth waiting for
+            _kill(workers, answers)
+            if manager is not None:
+                manager.join(timeout=5.0)
+            raise
 
     def index(self, group: LazyPlan, slot: int) -> int:
         """The engine index of variant ``slot`` of ``group``, registering it on first use."""
@@ -535,8 +599,32 @@ class _Planner:
         return self.indexes[key]
 
 
+#: how often a wait on the planning workers looks for one that died (``_Planner._take``, ``close``)
+_POLL_S = 0.2
+
 #: the signals a run stops on (``hsa.cli``: Ctrl-C, and SIGTERM as ``Terminated``)
 _STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _kill(workers: Sequence[multiprocessing.process.BaseProcess], answers: Any) -> None:
+    """Kill the planning ``workers`` still running (SIGTERM they ignore), then close this
+    process's end for writing of the pipe they answer on, ``answers``: an answer a killed
+    worker cut short would otherwise hold the pool's reader waiting for the rest forever
+    (once no process holds that end, it reads the end of the file instead)."""
+    for worker in workers:
+        if worker.exitcode is None:
+            with contextlib.suppress(OSError):
+                worker.kill()
+    for worker in workers:
+        worker.join(timeout=5.0)
+    writer = getattr(answers, "_writer", None)
+    if writer is not None:
+        writer.close()
+
+
+class _WorkerDied(DatasetError):
+    """A planning worker process died (killed, out of memory): the run stops, its batches
+    written are kept, and a rerun resumes it. Not a failure of the batch being planned."""
 
 
 def _worker_start(job: int) -> None:
@@ -1045,6 +1133,8 @@ def _batch(
             (read.sights, read.sight_rows),
             suspects,
         )
+    except _WorkerDied:
+        raise  # not the batch's failure
     except HsaError as exc:
         raise _planning_failed(exc, read) from exc
     contexts = _contexts(read, taken)
@@ -1153,16 +1243,6 @@ def _plan_chunk(chunk: list[tuple[PlanSpec, list[int]]]) -> list[list[Variant]]:
         for variant in variants:
             prepare(variant.harness)
     return planned
-
-
-def _take(chunk: list[tuple[LazyPlan, list[int]]], future: Future) -> None:
-    """Fill ``chunk`` with what a worker planned for it; a harness nested too deep to pickle
-    to or from a worker process is left to be planned here on first use, the same way."""
-    try:
-        planned = future.result()
-    except RecursionError:
-        return
-    _fill(chunk, planned)
 
 
 def _fill(chunk: list[tuple[LazyPlan, list[int]]], planned: list[list[Variant]]) -> None:

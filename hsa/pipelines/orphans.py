@@ -1,9 +1,12 @@
-"""Worker processes end with the job that started them.
+"""Worker processes end with the job that started them, and the job with a worker that died.
 
 A job killed outright (SIGKILL, the out-of-memory killer) cannot stop its workers, which
 ignore Ctrl-C and SIGTERM (the job's to handle) and would go on: planning for nobody, or
 writing shards beside the rerun that takes the folder over. On Linux the kernel kills a worker
 whose parent dies (``PR_SET_PDEATHSIG``); elsewhere a worker outlives it, as before.
+
+A worker killed outright leaves its share of the job undone: the job looks for one (``dead``)
+while it waits on them, and stops with an error that says how it ended (``ending``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import ctypes
 import os
 import signal
 import sys
+from collections.abc import Iterable
+from multiprocessing.process import BaseProcess
 
 _PR_SET_PDEATHSIG = 1
 
@@ -29,3 +34,20 @@ def end_with(parent: int) -> None:
         return
     if os.getppid() != parent:
         os._exit(1)
+
+
+def dead(processes: Iterable[BaseProcess]) -> BaseProcess | None:
+    """The first of ``processes`` that ended with an error (an exception, or a signal: killed,
+    out of memory), or None."""
+    return next((p for p in processes if p.exitcode not in (None, 0)), None)
+
+
+def ending(process: BaseProcess) -> str:
+    """How ``process``, ended, ended: ``killed by SIGKILL`` or ``exit code 1``."""
+    code = process.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.errors import HsaError, TeacherError
-from hsa.pipelines.orphans import end_with
+from hsa.pipelines import orphans
 from hsa.pipelines.teach import (
     ProgressFn,
     ShardKey,
@@ -126,7 +126,7 @@ def _wait_ready(ready: Any, messages: Any, processes: list, *, poll_s: float = 0
     try:
         # joined only once every worker waits at it: a wait that times out breaks it
         while ready.n_waiting < ready.parties - 1 and not ready.broken:
-            dead = _dead(processes)
+            dead = orphans.dead(processes)
             if dead is not None or time.monotonic() > deadline:
                 ready.abort()
                 raise threading.BrokenBarrierError
@@ -155,16 +155,11 @@ def _next_message(messages: Any, processes: list) -> tuple[str, Any]:
         try:
             return messages.get(timeout=1.0)
         except queues.Empty:
-            dead = _dead(processes)
+            dead = orphans.dead(processes)
             if dead is not None:
                 raise TeacherError(
                     f"teacher worker {dead.name} died (exit code {dead.exitcode})"
                 ) from None
-
-
-def _dead(processes: list) -> Any:
-    """The first of ``processes`` that ended with an error, or None."""
-    return next((p for p in processes if p.exitcode not in (None, 0)), None)
 
 
 #: what a worker's run adds to the job's report: counts, and counters by reason; the rest
@@ -201,7 +196,7 @@ def _worker(
     """One worker process: run the shards ``keys`` under ``config`` (its share of the job's
     concurrency); report progress, then totals or an error. It ends with the job's process
     ``job`` (``orphans``)."""
-    end_with(job)
+    orphans.end_with(job)
     try:
         plan = plan_job(config, out, only=set(keys), check=False)
         part = plan.report()

@@ -6,7 +6,11 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+import os
+import re
 import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -1581,3 +1585,81 @@ def test_a_harness_too_deep_to_pickle_to_a_worker_is_planned_in_the_job(tmp_path
     double = augment(open_source(source), tmp_path / "w2", dataclasses.replace(one, workers=2))
     assert digests(tmp_path / "w2") == digests(tmp_path / "w1")
     assert double.rows == single.rows > 3
+
+
+#: an augment run in batches of 5 with two planning workers, one of which dies (SIGKILL, as the
+#: out-of-memory killer sends) at its first chunk once the first batch is marked done (the
+#: fourth batch's, at the latest, sent as the third renders, after the first batch's shards are
+#: written), while the other plans a chunk whose answer is larger than a pipe holds (and, with
+#: a fifth argument, after it wrote the start of an answer it cuts short): the run's error, on
+#: one line
+_DYING = """
+import os, signal, struct, sys, time
+from pathlib import Path
+from hsa.datasets import open_source
+from hsa.errors import HsaError
+from hsa.pipelines import AugmentConfig, augment
+
+job = sys.modules["hsa.pipelines.augment"]
+plan_chunk, out, died, busy = job._plan_chunk, Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+
+def dying(chunk):  # in a forked worker
+    if not (out / ".hsa" / "done" / "00000.json").exists():
+        return plan_chunk(chunk)
+    try:
+        os.close(os.open(died, os.O_CREAT | os.O_EXCL))  # the first worker here
+    except FileExistsError:  # the other: still planning as the pool finds the first dead
+        busy.touch()
+        time.sleep(1.0)
+        return [["x" * 1_000_000] * len(slots) for _, slots in chunk]
+    deadline = time.monotonic() + 10
+    while not busy.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if len(sys.argv) > 5:
+        frame = sys._getframe()
+        while frame.f_code.co_name != "_process_worker":  # the pool's, which answers
+            frame = frame.f_back
+        answers = frame.f_locals["result_queue"]._writer
+        os.write(answers.fileno(), struct.pack("!i", 1000) + bytes(10))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+job._plan_chunk = dying
+config = AugmentConfig(variants_per_trajectory=2, batch_size=5, workers=2)
+try:
+    augment(open_source(sys.argv[1]), out, config)
+except HsaError as exc:
+    sys.exit(f"error: {exc}")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers plan the patch")
+@pytest.mark.parametrize("cut", [False, True], ids=["killed", "killed-answering"])
+def test_a_planning_worker_killed_stops_the_run_which_a_rerun_resumes(
+    tmp_path: Path, charts_as_their_data, cut: bool
+) -> None:
+    # A pool a worker died in waited forever for the other (it ignores the SIGTERM the pool
+    # sends), and so did the interpreter's exit, past Ctrl-C and SIGTERM too. An answer cut
+    # short held the pool's reader, which then never found the worker dead.
+    source = _conversations(tmp_path / "chats.jsonl", 20)  # groups to plan in every batch
+    out = tmp_path / "out"
+    run = subprocess.Popen(
+        [sys.executable, "-c", _DYING, source, out, tmp_path / "d", tmp_path / "b", *["cut"] * cut],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _, said = run.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.communicate()
+        pytest.fail("the run did not end after its planning worker died")
+    assert run.returncode == 1
+    assert re.fullmatch(
+        r"error: planning worker process \d+ died \(killed by SIGKILL; out of memory\?\); the "
+        r"batches written so far are kept: run the same command again to resume\n",
+        said,
+    ), said
+    one = AugmentConfig(variants_per_trajectory=2, batch_size=5, workers=1)
+    resumed = augment(open_source(source), out, one)  # (resumed to the same bytes: see above)
+    assert resumed.skipped >= 1 and resumed.rows == 20 * 3  # the batches written were kept
