@@ -28,6 +28,7 @@ import json
 import pickle
 import random
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Mapping as MappingABC
 from dataclasses import dataclass, field
@@ -211,7 +212,13 @@ class Rule:
                         where=f"rule {self.name!r}: params.{key}",
                     )
         if not self.doc.strip():
-            raise RuleError("a rule needs a docstring", where=f"rule {self.name!r}")
+            why = "a rule needs a docstring"
+            if sys.flags.optimize >= 2:  # (hsa's own rules too: the cause is not the rule's)
+                why += (
+                    ", and python -OO (PYTHONOPTIMIZE=2) strips every docstring: run hsa "
+                    "without it (-O keeps them)"
+                )
+            raise RuleError(why, where=f"rule {self.name!r}")
         object.__setattr__(self, "params_text", _schema_text(self.params))
 
     @property

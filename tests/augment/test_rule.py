@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -307,3 +310,12 @@ def test_a_rule_error_of_the_rules_own_keeps_the_file_it_names(harness):
     with pytest.raises(RuleError) as caught:
         _plugin("tools.words", reads).apply(harness, random.Random(0))
     assert str(caught.value).startswith("words.txt: rule 'tools.words': line 3: a blank line (in ")
+
+
+def test_docstrings_stripped_by_python_oo_are_named_as_the_cause():
+    # every rule, hsa's own too, was refused as one "needs a docstring", blamed on the recipe
+    code = "from hsa.cli import main; main(['rules', 'list'])"
+    env = {**os.environ, "PYTHONOPTIMIZE": "2"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "python -OO (PYTHONOPTIMIZE=2) strips every docstring" in done.stderr
