@@ -135,6 +135,10 @@ def load_payload_fn(path: str) -> PayloadFn:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise EnvError(f"payload_fn {path!r}: cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # the module itself raised as it ran (a SyntaxError too)
+        raise EnvError(
+            f"payload_fn {path!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from None
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise EnvError(f"payload_fn {path!r}: {module_name} has no function {attr!r}")

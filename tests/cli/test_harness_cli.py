@@ -127,7 +127,7 @@ def test_validate_prints_every_problem_of_every_file_in_file_order(tmp_path, cap
     ]
 
 
-def test_validate_checks_hooks_as_an_episode_runs_them(tmp_path, capsys):
+def test_validate_checks_hooks_as_an_episode_runs_them(tmp_path, capsys, monkeypatch):
     # each a harness the schema takes that an episode would stop at; a hook without a payload
     # of its own ("replayed") is not one: its payloads may be recorded ones
     hooks = (
@@ -147,6 +147,16 @@ def test_validate_checks_hooks_as_an_episode_runs_them(tmp_path, capsys):
         "'no_such_mod': No module named 'no_such_mod'",
         f"hsa: error: {file}: $.hooks[3]: hook 'off': params.payload gives fields ['b'] but the "
         "message has placeholders ['a']; they must be the same",
+    ]
+    # a payload module that raises as it is imported is one such problem, not a traceback
+    (tmp_path / "raising_payloads.py").write_text("raise RuntimeError('boom at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    raising = Hook("x", "stop", "add_context", "X {{ a }}.", payload_fn="raising_payloads:fn")
+    save_harness(shop().replace(hooks=(raising,)), tmp_path / "raising")
+    done = cli(capsys, "harness", "validate", str(tmp_path / "raising"))
+    assert done.returncode == 1 and done.stderr.splitlines() == [
+        f"hsa: error: {tmp_path / 'raising' / 'harness.yaml'}: $.hooks[0]: payload_fn "
+        "'raising_payloads:fn': importing 'raising_payloads' raised RuntimeError: boom at import"
     ]
     save_harness(shop().replace(hooks=hooks[:1]), tmp_path / "fine")
     done = cli(capsys, "harness", "validate", str(tmp_path / "fine"))
