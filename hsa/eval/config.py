@@ -17,6 +17,7 @@ from hsa.teachers.config import (
     RAMP_MAX,
     TIMEOUT_MAX,
     TeachConfig,
+    added_hooks_version,
     corpus_identity,
     local_model,
     max_tokens_field_problems,
@@ -220,6 +221,7 @@ class EvalConfig:
         chosen["planner"] = PLAN_VERSION
         chosen["render"] = RENDER_VERSION
         chosen["rule_versions"] = rule_versions(lambda: heldout_recipe(self.recipe))
+        chosen |= added_hooks_version(chosen["rule_versions"])
         return settings_hash(chosen, files=("recipe", "ifeval_data"))
 
     @classmethod

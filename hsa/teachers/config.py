@@ -330,6 +330,8 @@ class TeachConfig:
             "render": RENDER_VERSION,
             "rule_versions": versions,
         }
+        if self.variants_per_task:  # (the canonical harness adds no hook)
+            chosen |= added_hooks_version(versions)
         if (scoring := score_version(self.env)) != 1:  # (past 1 only: older hashes kept)
             chosen["score_version"] = scoring
         if self.backend in LOCAL_BACKENDS:  # (only there: other jobs keep their hashes)
@@ -357,6 +359,19 @@ def corpus_identity(env: str, options: Mapping[str, Any]) -> dict[str, Any]:
         return {**options, "path": corpus_hash(env, Path(path))}
     except OSError:
         return dict(options)
+
+
+#: the rules that add hooks to a variant's harness; episodes fire them on the surface since
+#: hook version 2 (``hsa.teachers.surface_hooks``; before, no row or request showed them)
+ADDS_HOOKS = frozenset({"hooks.neutral_extra"})
+
+
+def added_hooks_version(versions: Mapping[str, str] | None) -> dict[str, int]:
+    """``{"added_hooks": 2}`` for the output hash of a job whose recipe (its rules'
+    ``versions``) draws a rule that adds hooks, so that a job of the code before (which
+    showed none of them) is not resumed with rows of this one; empty for every other job,
+    which keeps its hash."""
+    return {"added_hooks": 2} if versions and ADDS_HOOKS & versions.keys() else {}
 
 
 def rule_versions(recipe: Callable[[], Recipe]) -> dict[str, str] | None:

@@ -224,3 +224,32 @@ def test_a_bfcl_corpus_reads_its_answers_through_a_linked_folder(tmp_path):
         (tmp_path / "real" / "possible_answer" / question.name).write_text('{"id": "c"}\n')
         assert job.output_hash() != before
         (tmp_path / "real" / "possible_answer" / question.name).write_text('{"id": "a"}\n')
+
+
+@pytest.mark.parametrize(
+    ("rule", "variants", "changed"),
+    [
+        ("hooks.neutral_extra", 1, True),
+        ("hooks.neutral_extra", 0, False),  # (no variant: no hook added)
+        ("hooks.wording", 1, False),
+    ],
+)
+def test_a_job_whose_variants_may_add_hooks_is_identified_with_their_showing(
+    tmp_path, monkeypatch, rule, variants, changed
+):
+    # episodes fire the hooks a variant adds since they are shown: a teach or eval job of
+    # the code before (which showed none) is not resumed with rows of this one
+    from hsa.eval.config import EvalConfig
+    from hsa.teachers import config
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"rules:\n  - {{rule: {rule}, probability: 1.0}}\n")
+    jobs = (
+        TeachConfig(recipe=str(recipe), variants_per_task=variants),
+        EvalConfig(recipe=str(recipe)),
+    )
+    now = [job.output_hash() for job in jobs]
+    monkeypatch.setattr(config, "ADDS_HOOKS", frozenset())
+    before = [job.output_hash() for job in jobs]
+    assert (now[0] != before[0]) is changed
+    assert (now[1] != before[1]) is (rule == "hooks.neutral_extra")
