@@ -212,10 +212,12 @@ def _apply_resolved(
                     f"produced an invalid harness: {problems[0]}", where=_rule_at(applied, index)
                 )
     hooks = None if fired is None else frozenset(fired)
-    if stages and _lost(harness, rewrite, context, hooks):
+    swaps = _enum_swaps(harness, run.steps, stages, context)
+    if stages and (any(swaps) or _lost(harness, rewrite, context, hooks)):
         # name the first rule after which it is lost
         for index, stage in enumerate(stages):
             why = _lost(harness, stage, context, hooks, stages[index - 1] if index else None)
+            why = why or swaps[index]
             if why:
                 raise RuleError(why, where=_rule_at(applied, index))
     if shown and stages:
@@ -357,14 +359,15 @@ def _lost(
     they load, a hook that fires in them) that the mapping sends to a name the variant's
     harness lacks, a tool they call whose surface tool is another canonical tool's
     (``_tool_swapped``), or an argument of a tool they call that the mapping sends to a name
-    the rewritten tool does not declare, or swaps with another (``_arguments_lost``). Such a
-    rewrite's mapping and harness disagree (a rule recorded a rename it did not make, or made
-    one it did not record), and its rows would call tools their own harness does not offer,
-    or call them wrongly. Without a context every tool and skill of the harness may be used:
-    no rule that drops one ran (dropping needs to know what is used); without ``fired`` (the
-    hooks that fire, which no context holds) every hook may fire. ``before``: the rewrite the
-    last rule of ``rewrite`` was given, to tell a renamed tool it dropped from a rename
-    recorded but not made."""
+    the rewritten tool does not declare, or swaps with another (``_arguments_lost``; an enum
+    value respelled into another value of its enum is each rule's own doing, read rule by
+    rule: ``_enum_swaps``). Such a rewrite's mapping and harness disagree (a rule recorded a
+    rename it did not make, or made one it did not record), and its rows would call tools
+    their own harness does not offer, or call them wrongly. Without a context every tool and
+    skill of the harness may be used: no rule that drops one ran (dropping needs to know what
+    is used); without ``fired`` (the hooks that fire, which no context holds) every hook may
+    fire. ``before``: the rewrite the last rule of ``rewrite`` was given, to tell a renamed
+    tool it dropped from a rename recorded but not made."""
     mapping, after = rewrite.mapping, rewrite.harness
     known = harness.derived(_names_called)
     used_tools = known if context.used_tools is None else context.used_tools & known
@@ -482,8 +485,7 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
     as it was (``_carried_lost``), a parameter the rewritten tool requires that no canonical
     parameter becomes (nor a step adds), or an enum value the steps make one the rewritten
     enum does not hold (``_enum_lost``). Read only where both schemas declare their names
-    plainly (``_plainly_named``), so the names say it all; but an enum value respelled into
-    another value of its own enum (``_enum_swapped``) is found whatever the schemas."""
+    plainly (``_plainly_named``), so the names say it all."""
     mapping, after = rewrite.mapping, rewrite.harness
     surface: dict[str, Tool] = {}
     for found in after.tools:
@@ -495,10 +497,6 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
         new = surface.get(mapping.tool_name(tool.name))
         if new is None or (new is tool and mapped is None):
             continue
-        if mapped is not None and any(step.kind == "enum" for step in mapped.steps):
-            why = _enum_swapped(tool, new, mapped)
-            if why:
-                return why
         if not (tool.derived(_plainly_named) and new.derived(_plainly_named)):
             continue
         why = _paths_lost(tool, new, mapped) or _carried_lost(tool, new, mapped)
@@ -607,24 +605,68 @@ def _enum_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
     return None
 
 
-def _enum_swapped(tool: Tool, new: Tool, mapped: ToolMap) -> str | None:
+def _enum_swaps(
+    harness: Harness, steps: Sequence[_Step], stages: Sequence[Rewrite], context: Context
+) -> list[str | None]:
+    """For each rule of a chain that changed something (``steps``, the rewrite after each in
+    ``stages``): why it respells a value of an ``enum`` of a tool the trajectories call into
+    another value of that enum (``_enum_swapped``), or None. Each rule is read against the
+    harness it was given, not the canonical one: rules that respell one after another
+    (``tools.enum_values`` twice) each keep clear only of the spellings of the enum they are
+    given, so a later one may take a spelling another canonical value had (``AA``, ``Aa``,
+    ``aa`` made ``AA``, ``AA_2``, ``AA_3``, then ``aa``, ``aa_2``, ``aa_3``): a respelling
+    the mapping records, not a swap. Cheap where a rule's mapping has no enum steps."""
+    out: list[str | None] = [None] * len(steps)
+    called: frozenset[str] | None = None  # (the canonical tools the trajectories call)
+    for index, step in enumerate(steps):
+        mapping = step.step.mapping
+        respelled = {n for n, m in mapping.tools.items() if any(s.kind == "enum" for s in m.steps)}
+        if not respelled:
+            continue
+        if called is None:
+            known = harness.derived(_names_called)
+            called = known if context.used_tools is None else context.used_tools & known
+        # the tools called, by their names in the harness the rule was given
+        before = stages[index - 1].mapping if index else None
+        given = {n if before is None else before.tool_name(n): n for n in called}
+        surface: dict[str, Tool] = {}
+        for found in step.step.harness.tools:
+            surface.setdefault(found.name, found)
+        for tool in step.before.tools:
+            canonical = given.get(tool.name) if tool.name in respelled else None
+            new = None if canonical is None else surface.get(mapping.tool_name(tool.name))
+            if canonical is None or new is None:
+                continue
+            out[index] = _enum_swapped(tool, new, mapping.tools[tool.name], canonical, not index)
+            if out[index]:
+                break
+    return out
+
+
+def _enum_swapped(
+    tool: Tool, new: Tool, mapped: ToolMap, canonical_name: str, first: bool
+) -> str | None:
     """A value of an ``enum`` of ``tool`` that the steps respell into another value of the
     same ``enum`` (a call with it would say something else: ``damaged`` sent as
-    ``wrong_size``), or None. Read through ``$ref``s and combinators too: only the canonical
-    enum and the steps matter."""
+    ``wrong_size``), or None. Read through ``$ref``s and combinators too: only ``tool``'s
+    enum and the steps matter. ``canonical_name``: ``tool``'s canonical name; ``first``:
+    whether the steps are the first rule's (``tool`` and its enum are then the canonical
+    ones)."""
     for path, values in tool.derived(_enums_at).items():
         own: set[tuple[bool, Any]] | None = None  # (made when a value is respelled)
-        for canonical in values:
-            end, value = _value_end(path, canonical, mapped)
-            if end is None or _same(value, canonical):
+        for was in values:
+            end, value = _value_end(path, was, mapped)
+            if end is None or _same(value, was):
                 continue
             own = _keys(values) if own is None else own
             if _holds(own, values, value):
+                of = f"the canonical {was!r}" if first else f"{was!r}"
+                enum = "enum" if first else "enum the rule was given"
                 return (
-                    f"tool {new.name!r} (canonical {tool.name!r}) gets {value!r} at "
-                    f"{_shown(end)!r} for the canonical {canonical!r}, another value of the "
-                    f"enum at {_shown(path)!r}: an enum respelled into its own values (rows "
-                    "would call the tool with a value that says something else)"
+                    f"tool {new.name!r} (canonical {canonical_name!r}) gets {value!r} at "
+                    f"{_shown(end)!r} for {of}, another value of the {enum} at "
+                    f"{_shown(path)!r}: an enum respelled into its own values (rows would call "
+                    "the tool with a value that says something else)"
                 )
     return None
 

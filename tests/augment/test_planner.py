@@ -599,6 +599,51 @@ def test_a_swap_of_tools_parameter_values_or_enum_values_is_refused(harness):
         apply_chain(harness, [(reason, {})], seed=0)
 
 
+def test_enum_values_twice_may_take_a_spelling_another_canonical_value_had(harness):
+    # BFCL's calculate_genotype_frequency: style upper makes AA, AA_2, AA_3 (clear of the enum
+    # it is given), then snake makes aa, aa_2, aa_3, so the canonical 'AA' ends as 'aa', the
+    # canonical 'aa''s spelling: each rule's respelling, recorded, not a swap; it was refused,
+    # which stopped `hsa augment`. A swap is read against the enum its rule was given.
+    from hsa.augment.mapping import Step, apply_steps
+
+    schema = {"type": "string", "enum": ["AA", "Aa", "aa"]}
+    params = {"type": "object", "properties": {"genotype": schema}, "required": ["genotype"]}
+    tool = Tool("calculate_genotype_frequency", "Frequency of a genotype.", params)
+    h = harness.replace(tools=(*harness.tools, tool))
+    enum = get_rule("tools.enum_values")
+    rewrite, applied = apply_chain(
+        h, [(enum, {"style": "upper"}), (enum, {"style": "snake"})], seed=0
+    )
+    assert [name for name, _, _ in applied] == ["tools.enum_values"] * 2
+    new = rewrite.harness.tool("calculate_genotype_frequency")
+    assert new.parameters["properties"]["genotype"]["enum"] == ["aa", "aa_2", "aa_3"]
+    steps = rewrite.mapping.tools["calculate_genotype_frequency"].steps
+    assert [apply_steps({"genotype": v}, steps)["genotype"] for v in schema["enum"]] == [
+        "aa",
+        "aa_2",
+        "aa_3",
+    ]
+    twice = Recipe(
+        (
+            RecipeRule("tools.enum_values", 1.0, {"style": "upper"}),
+            RecipeRule("tools.enum_values", 1.0, {"style": "snake"}),
+        ),
+        variants_per_harness=2,
+        min_rules=2,
+        max_rules=2,
+    )
+    for variant in plan(h, twice, seed=0):
+        assert [name for name, _, _ in variant.rules] == ["tools.enum_values"] * 2
+    # a rule that swaps two values of the enum it was given is still refused, and named
+    pairs = (("AA", "AA_2"), ("AA_2", "AA"))
+    swap = _editing(tool.name, lambda s: s, [Step("enum", ("genotype",), values=pairs)])
+    with pytest.raises(
+        RuleError, match="gets 'AA_2' at 'genotype' for 'AA', another value of the enum the rule"
+    ) as caught:
+        apply_chain(h, [(enum, {"style": "upper"}), (swap, {})], seed=0)
+    assert caught.value.where == "rule 'tests.edit' (after ['tools.enum_values'])"
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), hide=st.sampled_from(["", "skills", "hooks", "both"]))
 def test_variants_a_trajectory_shows_alike_render_it_alike(seed, hide) -> None:
