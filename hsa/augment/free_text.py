@@ -233,7 +233,7 @@ def format_accepts(protocol: Protocol, tool: str, params: Iterable[str] = ()) ->
     return _accepts(fmt, protocol.call_tag, tool, tuple(params))
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=8192)
 def _accepts(fmt: CallFormat, tag: bool, tool: str, params: tuple[str, ...]) -> bool:
     # once per distinct (format, tag, tool name, parameter names): a tool recurs across
     # variants, protocols that differ only in their doc format, and conversations

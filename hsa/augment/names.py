@@ -89,7 +89,7 @@ def detect_style(name: str) -> str:
     return "snake"
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=8192)
 def restyle(name: str, style: str) -> str:
     """``name`` written in ``style``; a name with no words is kept. Once per distinct pair:
     drawing a style restyles every name of a harness in every style, and names recur across

@@ -30,7 +30,9 @@ def _reword(text: str, name: str, templates: tuple[str, ...], rng: random.Random
     return rng.choice(_rewordings(text, name, templates))
 
 
-@lru_cache(maxsize=1 << 15)
+# A few thousand: a tool's variants reword it one after another, and a many-harness corpus's
+# descriptions are mostly its own: at ~1.4 KB an entry, 32,768 held some 45 MB once full.
+@lru_cache(maxsize=4096)
 def _rewordings(text: str, name: str, templates: tuple[str, ...]) -> tuple[str, ...]:
     """``text`` filled into each template that changes it (into each, when none does): made
     once per distinct description, which a corpus's conversations repeat with their tools."""
