@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterable
+from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 
 _PR_SET_PDEATHSIG = 1
@@ -38,8 +39,20 @@ def end_with(parent: int) -> None:
 
 def dead(processes: Iterable[BaseProcess]) -> BaseProcess | None:
     """The first of ``processes`` that ended with an error (an exception, or a signal: killed,
-    out of memory), or None."""
+    out of memory), or None.
+
+    A process whose end its sentinel already shows is waited for, briefly: the kernel closes
+    a dying process's files (the sentinel's pipe, which is how a pool sees it die) a moment
+    before it gives its exit code, and a worker found dead by its pool read as alive here."""
+    processes = list(processes)
+    running = [p for p in processes if p.exitcode is None]
+    for sentinel in wait([p.sentinel for p in running], timeout=0) if running else ():
+        next(p for p in running if p.sentinel == sentinel).join(timeout=_REAPED_S)
     return next((p for p in processes if p.exitcode not in (None, 0)), None)
+
+
+#: how long ``dead`` waits for the exit code of a process whose sentinel shows it ended
+_REAPED_S = 2.0
 
 
 def ending(process: BaseProcess) -> str:

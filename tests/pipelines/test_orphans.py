@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from hsa.datasets.lock import process_alive
+from hsa.pipelines.orphans import dead, ending
 
 JOB = """
 import os, sys, time
@@ -38,3 +40,45 @@ def test_planning_workers_end_with_a_job_killed_outright() -> None:
     finally:
         job.kill()
         job.wait()
+
+
+class _Dying:
+    """A process the way ``dead`` sees one in the moment its pool found it dead: its sentinel
+    (a pipe whose other end the kernel closed) says it ended, and its exit code is not known
+    until it is joined (reaped)."""
+
+    def __init__(self) -> None:
+        self.sentinel, end = os.pipe()
+        os.close(end)
+        self.joined = False
+
+    @property
+    def exitcode(self) -> int | None:
+        return -signal.SIGKILL if self.joined else None
+
+    def join(self, timeout: float | None = None) -> None:
+        self.joined = True
+
+
+def test_a_process_its_sentinel_shows_ended_is_found_dead_before_it_is_reaped() -> None:
+    # CI saw "planning worker process died (killed; ...)" without the worker or its signal:
+    # the pool had seen the worker's end on its sentinel, and its exit code was not there yet.
+    dying = _Dying()
+    try:
+        found = dead([dying])  # type: ignore[list-item]
+        assert found is dying
+        assert ending(dying) == "killed by SIGKILL"  # type: ignore[arg-type]
+    finally:
+        os.close(dying.sentinel)
+
+
+def test_a_running_process_is_not_found_dead() -> None:
+    read, write = os.pipe()
+    try:
+        running = _Dying()
+        os.close(running.sentinel)
+        running.sentinel = read
+        assert dead([running]) is None and not running.joined  # type: ignore[list-item]
+    finally:
+        os.close(read)
+        os.close(write)
