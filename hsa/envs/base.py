@@ -175,6 +175,14 @@ class Environment(abc.ABC):
         so it counts as a call and matches none."""
         return False
 
+    def unparsed_is_no_call(self, task: Task) -> bool:
+        """Whether on ``task`` a reply that does not parse is scored as no call, as the
+        benchmark's own decoder reads it: BFCL's irrelevance entries, where a reply it cannot
+        decode (arguments not JSON, or not an object) is no call, so the entry passes. The
+        rollout still ends there as a format failure, which the teacher never verifies; the
+        evaluation counts it solved when ``score`` says so (``hsa.eval.metrics.succeeded``)."""
+        return False
+
     @abc.abstractmethod
     def harness(self) -> Harness:
         """The canonical harness of this environment."""

@@ -143,6 +143,9 @@ def answer_defects(
 class BfclEnvironment(CorpusEnvironment):
     """BFCL's scored categories: AST checker for calls, answer checker for web_search."""
 
+    #: 2: an irrelevance entry ending at a reply that does not parse succeeds, as no call
+    #: (``unparsed_is_no_call``; it was an ``unparseable_call`` failure)
+    score_version = 2
     #: the import's notes on the entries it could not score (left out here)
     notes: tuple[str, ...] = ()
 
@@ -184,6 +187,12 @@ class BfclEnvironment(CorpusEnvironment):
     def ends_at_calls(self, task: Task) -> bool:
         # BFCL scores a call-scored entry on the model's first reply: its calls are not run
         return "calls" in task.ground_truth
+
+    def unparsed_is_no_call(self, task: Task) -> bool:
+        # BFCL's relevance scoring (``_evaluate_single_relevance_entry``) counts a reply that
+        # ``decode_ast`` cannot decode, or decodes to nothing, as no call: an irrelevance entry
+        # (no call expected) passes with it
+        return task.ground_truth.get("calls") == []
 
     def category(self, task: Task) -> str:
         return str(task.metadata.get("category") or task.kind)

@@ -1,7 +1,8 @@
 """What one episode measured: success, why it failed, turns, tokens and latency, as a row.
 
-``success`` is the environment's score of the episode (the model reached a final answer and
-the environment scores it solved), whatever happened on the way; ``verified`` is the teacher's
+``success`` is the environment's score of the episode (the model reached a final answer, or
+a reply the environment scores as no call, and the environment scores it solved), whatever
+happened on the way; ``verified`` is the teacher's
 stricter verdict (every call also validated and ran). A failed episode gets one failure class,
 read from its checks and its calls, not from the words of its reason (which names how it
 ended: a step limit hides the unknown tool called at every step). The first that applies, in
@@ -173,8 +174,11 @@ def _score_class(reason: str, result: Rollout) -> str:
 
 
 def succeeded(result: Rollout) -> bool:
-    """Whether the environment scores the episode solved (every turn answered)."""
-    return result.ended == "answered" and bool(result.verification.checks.get("score"))
+    """Whether the environment scores the episode solved: every turn answered, or, where a
+    reply that does not parse is scored as no call (``Rollout.unparsed_as_no_call``: BFCL's
+    irrelevance entries), ended at one."""
+    over = result.ended == "answered" or result.unparsed_as_no_call
+    return over and bool(result.verification.checks.get("score"))
 
 
 def episode_row(

@@ -165,6 +165,10 @@ class Rollout:
     format_failures: tuple[FormatFailure, ...] = ()
     #: each answer's latency, in order (a cached answer keeps its original request's)
     latencies_s: tuple[float, ...] = ()
+    #: whether it ended at a reply that did not parse (``format``) on a task where such a reply
+    #: is scored as no call (``Environment.unparsed_is_no_call``): its events hold no call
+    #: from that reply, and its score is of them
+    unparsed_as_no_call: bool = False
 
 
 class StepError(Exception):
@@ -583,6 +587,7 @@ async def rollout(
         latency_s=run.latency,
         format_failures=tuple(run.failures),
         latencies_s=tuple(run.latencies),
+        unparsed_as_no_call=ended == "format" and env.unparsed_is_no_call(spec.task),
     )
 
 

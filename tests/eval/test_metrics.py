@@ -12,7 +12,7 @@ import pytest
 from hsa.augment import get_rule
 from hsa.augment.planner import Variant, apply_chain, canonical_variant, variant_id
 from hsa.envs.registry import get
-from hsa.eval.metrics import failure_class
+from hsa.eval.metrics import episode_row, failure_class, succeeded
 from hsa.teachers.backends.base import Backend, BackendStats
 from hsa.teachers.request import ChatRequest, ChatResponse, assistant_message
 from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout
@@ -135,3 +135,49 @@ def test_a_skill_load_counts_as_a_call_as_in_a_firstcall_row(livestream, canonic
         ToolCall,
     ]
     assert episode_row("canonical", "c", result, policy="scripted")["calls"] == 2
+
+
+def _bfcl_entry(external, tmp_path, category: str, entry: str):
+    """A BFCL environment of one entry of ``category`` (with its possible answer, if any)."""
+    from hsa.envs.bfcl import BfclEnvironment
+
+    corpus = tmp_path / category
+    (corpus / "possible_answer").mkdir(parents=True)
+    for name in (f"BFCL_v4_{category}.json", f"possible_answer/BFCL_v4_{category}.json"):
+        source = external / "bfcl" / name
+        if source.exists():  # irrelevance has no possible answers: no call is the answer
+            kept = [x for x in source.read_text("utf-8").splitlines() if f'"{entry}"' in x]
+            (corpus / name).write_text("".join(x + "\n" for x in kept), "utf-8")
+    return BfclEnvironment.from_corpus(corpus)
+
+
+def _bad_call(env, arguments: str) -> Rollout:
+    """The rollout of ``env``'s one task whose reply calls its one tool with ``arguments``."""
+    (task,) = env.tasks()
+    variant = canonical_variant(env.harness_for(task))
+    (tool,) = variant.harness.tools
+    function = {"name": tool.name, "arguments": arguments}
+    reply = assistant_message(None, [{"id": "c", "type": "function", "function": function}])
+    return asyncio.run(
+        rollout(RolloutSpec("t", task, variant), env, Scripted([reply]), RolloutConfig())
+    )
+
+
+@pytest.mark.parametrize("arguments", ['{"x": ', "[1]", '"text"'])
+def test_a_call_that_does_not_decode_is_no_call_on_a_bfcl_irrelevance_entry(
+    external, tmp_path, arguments
+):
+    """BFCL counts a reply its decoder cannot decode (arguments not JSON, or JSON that is not
+    an object) as no call, so an irrelevance entry passes; the teacher still refuses it."""
+    result = _bad_call(_bfcl_entry(external, tmp_path, "irrelevance", "irrelevance_0"), arguments)
+    assert result.ended == "format" and not result.verification.verified
+    assert result.verification.reason.startswith("format: ")
+    assert succeeded(result) and failure_class(result) is None
+    row = episode_row("canonical", "c", result, policy="scripted")
+    assert row["success"] and row["failure"] is None and row["score"] == 1.0
+
+
+def test_a_call_that_does_not_decode_fails_a_bfcl_entry_that_wants_a_call(external, tmp_path):
+    env = _bfcl_entry(external, tmp_path, "simple_python", "simple_python_0")
+    result = _bad_call(env, '{"x": ')
+    assert result.ended == "format" and failure_class(result) == "unparseable_call"
