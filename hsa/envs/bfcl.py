@@ -144,8 +144,9 @@ class BfclEnvironment(CorpusEnvironment):
     """BFCL's scored categories: AST checker for calls, answer checker for web_search."""
 
     #: 2: an irrelevance entry ending at a reply that does not parse succeeds, as no call
-    #: (``unparsed_is_no_call``; it was an ``unparseable_call`` failure)
-    score_version = 2
+    #: (``unparsed_is_no_call``; it was an ``unparseable_call`` failure); 3: a Java/JavaScript
+    #: number with one final newline (``"3\n"``) reads as the number, as in BFCL
+    score_version = 3
     #: the import's notes on the entries it could not score (left out here)
     notes: tuple[str, ...] = ()
 

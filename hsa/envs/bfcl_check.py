@@ -16,7 +16,8 @@ Re-implemented from the rules of BFCL's ``bfcl_eval/eval_checker/ast_eval/ast_ch
 - Java and JavaScript arguments are strings of source code: each must be a string, is read
   back with the parameter's declared type (``java_value``, ``js_value``, following BFCL's
   ``type_convertor``), and is then checked like a Python value of the matching type. Text
-  that does not read as the declared type stays a string, as in BFCL;
+  that does not read as the declared type stays a string, as in BFCL (a number may end in one
+  newline, which BFCL's patterns let pass);
 - ``web_search`` (and memory) answers are text: an acceptable answer must appear, as whole
   words, in the final message once both are standardized (``check_answer``, BFCL's
   ``agentic_checker``).
@@ -157,15 +158,27 @@ def _items_ok(value: Sequence[Any], item_type: type | None, candidates: Sequence
     return False
 
 
+def _numeral(pattern: re.Pattern[str], text: str) -> str | None:
+    """``text`` less one final newline when the rest is all ``pattern``, else None: BFCL's
+    type converters test ``re.match(r"^...$", text)``, whose ``$`` also matches before a
+    final newline, then read ``"3\\n"`` as 3."""
+    body = text.removesuffix("\n")
+    return body if pattern.fullmatch(body) else None
+
+
 def _java_scalar(text: str, kind: str) -> Any:
     if kind in ("byte", "short", "integer"):
-        return int(text) if _INT.fullmatch(text) else text
+        body = _numeral(_INT, text)
+        return text if body is None else int(body)
     if kind == "float":
-        return float(text[:-1]) if _JAVA_FLOAT.fullmatch(text) else text
+        body = _numeral(_JAVA_FLOAT, text)
+        return text if body is None else float(body[:-1])
     if kind == "double":
-        return float(text) if _JAVA_DOUBLE.fullmatch(text) else text
+        body = _numeral(_JAVA_DOUBLE, text)
+        return text if body is None else float(body)
     if kind == "long":
-        return int(text[:-1]) if _JAVA_LONG.fullmatch(text) else text
+        body = _numeral(_JAVA_LONG, text)
+        return text if body is None else int(body[:-1])
     if kind == "boolean":
         return text == "true" if text in ("true", "false") else text
     # BFCL's char pattern can never match, so a char stays its source text; so do String/any.
@@ -287,10 +300,13 @@ def js_value(text: str, kind: str, item: str | None = None) -> Any:
         quoted = len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'"
         return text[1:-1] if quoted else text
     if kind == "integer":
-        return int(text) if _INT.fullmatch(text) else text
+        body = _numeral(_INT, text)
+        return text if body is None else int(body)
     if kind == "float":
-        return float(text) if _JS_FLOAT.fullmatch(text) else text
+        body = _numeral(_JS_FLOAT, text)
+        return text if body is None else float(body)
     if kind == "Bigint":
+        # BFCL's reader matches "3n\n" too, then fails to read it (``int("3n")``): a string
         return int(text[:-1]) if re.fullmatch(r"-?\d+n", text) else text
     if kind == "Boolean":
         return text == "true" if text in ("true", "false") else text

@@ -262,6 +262,35 @@ def test_javascript_arguments_read_as_bfcl_reads_them(text, kind, item, value):
     assert read == value and type(read) is type(value)
 
 
+@pytest.mark.parametrize(
+    ("text", "language", "kind", "value"),
+    [  # BFCL's ``re.match(r"^...$")``: its ``$`` also matches before one final newline
+        ("3\n", "java", "integer", 3),
+        ("-3\n", "java", "byte", -3),
+        ("3\n", "java", "short", 3),
+        ("1.5f\n", "java", "float", 1.5),
+        ("2.5\n", "java", "double", 2.5),
+        ("7L\n", "java", "long", 7),
+        ("3\n", "javascript", "integer", 3),
+        ("2.5\n", "javascript", "float", 2.5),
+        # but not before two, nor after leading space: those stay the text, as in BFCL
+        ("3\n\n", "java", "integer", "3\n\n"),
+        (" 3", "java", "integer", " 3"),
+        ("3 ", "java", "integer", "3 "),
+        ("1.5f\n\n", "java", "float", "1.5f\n\n"),
+        ("7L\n\n", "java", "long", "7L\n\n"),
+        ("3\n\n", "javascript", "integer", "3\n\n"),
+        (" 2.5", "javascript", "float", " 2.5"),
+        ("3\r\n", "javascript", "integer", "3\r\n"),
+        # BFCL's Bigint reader matches "3n\n", then fails to read it: it stays the text here
+        ("3n\n", "javascript", "Bigint", "3n\n"),
+    ],
+)
+def test_a_number_with_one_final_newline_reads_as_bfcl_reads_it(text, language, kind, value):
+    read = (java_value if language == "java" else js_value)(text, kind)
+    assert read == value and type(read) is type(value)
+
+
 def test_java_and_javascript_references_are_source_text_and_solve(v4_env):
     tasks = {t.id: t for t in v4_env.tasks()}
     assert {t.kind for t in tasks.values()} == {

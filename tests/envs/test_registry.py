@@ -61,7 +61,7 @@ def test_score_version_is_read_without_building_the_environment(monkeypatch):
     from hsa.envs.tau2 import Tau2Environment
 
     assert registry.score_version("tau2") == Tau2Environment.score_version == 2
-    assert registry.score_version("bfcl") == 2  # (an irrelevance entry's reply read as no call)
+    assert registry.score_version("bfcl") == 3
     assert registry.score_version("livestream") == 1
     assert registry.score_version("no-such-env") == 1
     monkeypatch.setitem(registry._FACTORIES, "broken", "no_such_module_hsa:Env")
