@@ -7,7 +7,8 @@ A harness directory::
                           ``prompt.template_file: prompt.md.j2``
     prompt.md.j2          the system prompt template, when the harness has one
     tools.json            tools (OpenAI, MCP or Anthropic format; saved as OpenAI)
-    skills/<id>/SKILL.md  one Agent Skill per folder, named by its id (hidden folders skipped)
+    skills/<id>/SKILL.md  one Agent Skill per folder, named by its id (hidden folders skipped;
+                          read from ``skill.md`` where there is no SKILL.md; saved as SKILL.md)
 
 ``prompt.md.j2``, ``tools.json`` and ``skills/`` are found by convention: each is loaded even
 when ``harness.yaml`` does not reference it (skills in folder-name order). A manifest that names
@@ -42,7 +43,7 @@ from hsa.errors import (
 from hsa.harness.files import replacing_directory, write_atomic
 from hsa.harness.model import Harness
 from hsa.harness.sandbox import MAX_TEMPLATE_CHARS
-from hsa.harness.skillfile import dump_skill_md, dump_yaml, load_skill_dir
+from hsa.harness.skillfile import SKILL_FILES, dump_skill_md, dump_yaml, load_skill_dir, skill_file
 from hsa.harness.toolformats import ToolPlace, in_file, tool_entries, tool_from_entry
 from hsa.harness.validate import document_problems, render_problems
 
@@ -287,12 +288,12 @@ def _by_convention(doc: dict[str, Any], root: Path, manifest: Path) -> None:
 
 def _skill_folders(root: Path) -> list[Path]:
     """The skill folders of the harness directory ``root``: those under ``skills/`` that hold a
-    SKILL.md, hidden ones left out (a ``.old-skill`` put aside, ``.git``), as ``hsa harness
-    import`` of a skills folder leaves them out."""
+    skill file (``skill_file``), hidden ones left out (a ``.old-skill`` put aside, ``.git``),
+    as ``hsa harness import`` of a skills folder leaves them out."""
     return [
         p
         for p in (root / SKILLS_DIR).iterdir()
-        if not p.name.startswith(".") and (p / "SKILL.md").is_file()
+        if not p.name.startswith(".") and skill_file(p) is not None
     ]
 
 
@@ -339,8 +340,8 @@ def _read_skills(
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", skill_id):
             found.append(_bad_id(f"{skill_id!r} is not a valid skill id", i, folder, sources))
             continue
-        sources.skills[i] = folder / "SKILL.md"
-        listed = sources.skills_listed  # (a folder found there holds its SKILL.md)
+        sources.skills[i] = skill_file(folder) or folder / SKILL_FILES[0]
+        listed = sources.skills_listed  # (a folder found there holds its skill file)
         if listed and (missing := _not_found(sources, sources.skills[i], f"$.skills[{i}]")):
             found.append(missing)  # a folder renamed, the list not
             continue

@@ -24,6 +24,9 @@ from hsa.harness.jsonvalues import unwritable
 from hsa.harness.model import Skill
 
 FRONT_MATTER_FIELDS = ("name", "description")
+#: the names a skill folder's file is read by, the one preferred first: the specification's
+#: SKILL.md, and skill.md, which its reference parser (skills-ref's ``find_skill_md``) accepts
+SKILL_FILES = ("SKILL.md", "skill.md")
 # YAML counts these as line breaks; PyYAML's emitter writes them raw inside quoted scalars and
 # reads them back folded into spaces, so strings holding one are written double-quoted, where
 # they are escaped (\N, \L, \P).
@@ -293,12 +296,22 @@ def dump_skill_md(skill: Skill) -> str:
     return f"---\n{header}---\n{skill.content}"
 
 
+def skill_file(folder: Path) -> Path | None:
+    """The file ``folder`` holds its skill in: its SKILL.md, else its skill.md (``SKILL_FILES``),
+    else None."""
+    for name in SKILL_FILES:
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
 def load_skill_dir(path: str | Path) -> Skill:
-    """Load an Agent Skills folder (``<id>/SKILL.md``); the folder name is the skill id."""
+    """Load an Agent Skills folder (``<id>/SKILL.md``, or ``skill.md``: ``skill_file``); the
+    folder name is the skill id."""
     path = Path(path)
-    file = path / "SKILL.md"
-    if not file.is_file():
-        raise HarnessError("no SKILL.md in the skill folder", file=str(path))
+    file = skill_file(path)
+    if file is None:
+        raise HarnessError("no SKILL.md (nor skill.md) in the skill folder", file=str(path))
     try:
         text = file.read_bytes().decode("utf-8")  # exact: keeps "\r" in the content
     except (OSError, UnicodeDecodeError) as exc:

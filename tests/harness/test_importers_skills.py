@@ -62,6 +62,51 @@ def test_files_a_skill_bundles_are_listed_not_dropped_silently(tmp_path):
     assert "report/LICENSE.txt, report/reference/guide.md" in note
 
 
+def test_a_skill_file_spelled_in_lower_case_is_read_where_there_is_no_skill_md(tmp_path):
+    # the reference parser (skills-ref's find_skill_md) prefers SKILL.md and accepts skill.md
+    root = tmp_path / "skills"
+    (root / "lower" / "reference").mkdir(parents=True)
+    (root / "lower" / "skill.md").write_text("---\nname: lower\ndescription: d\n---\nLow.\n")
+    (root / "lower" / "reference" / "skill.md").write_text("a reference")
+    _skill(root, "upper")
+    assert detect_format(root) == detect_format(root / "lower") == "agent-skills"
+    assert detect_format(root / "lower" / "skill.md") == "agent-skills"
+    result = import_source(root)
+    (harness,) = result.harnesses
+    assert [(s.id, s.content) for s in harness.skills] == [
+        ("lower", "Low.\n"),
+        ("upper", "Body of upper.\n"),
+    ]
+    # the file read is no bundled file; one deeper is
+    assert harness.metadata["bundled_files"] == {"lower": ["reference/skill.md"]}
+    assert not any("hold no SKILL.md" in note for note in result.notes)
+    (alone,) = import_source(root / "lower").harnesses
+    assert [s.content for s in alone.skills] == ["Low.\n"]
+    with pytest.raises(HsaError, match=r"import .*lower, the skill's folder"):
+        import_source(root / "lower" / "skill.md")
+
+
+def test_skill_md_is_read_before_skill_md_in_lower_case_which_is_then_bundled(tmp_path):
+    folder = tmp_path / "both"
+    _skill(tmp_path, "both")
+    (folder / "skill.md").write_text("---\nname: both\ndescription: d\n---\nLower.\n")
+    if len(list(folder.iterdir())) == 1:
+        pytest.skip("the file system folds case: one folder cannot hold both")
+    result = import_source(folder)
+    (harness,) = result.harnesses
+    assert [s.content for s in harness.skills] == ["Body of both.\n"]
+    assert harness.metadata["bundled_files"] == {"both": ["skill.md"]}
+
+
+def test_a_lower_case_skill_file_with_bad_front_matter_is_refused_naming_it(tmp_path):
+    root = tmp_path / "skills"
+    (root / "lower").mkdir(parents=True)
+    (root / "lower" / "skill.md").write_text("---\nname: lower\n---\nBody\n")
+    with pytest.raises(HsaError) as refused:
+        import_source(root)
+    assert refused.value.file == str(root / "lower" / "skill.md")
+
+
 def _skill(root, folder: str, name: str | None = None) -> None:
     (root / folder).mkdir(parents=True)
     text = f"---\nname: {name or folder}\ndescription: d\n---\nBody of {folder}.\n"
@@ -218,8 +263,8 @@ def test_front_matter_the_specification_does_not_allow_is_kept_and_said(tmp_path
     skill("b", "other-name")
     skill("Upper", "Upper")
     skill("wordy", "wordy", "x" * 1025)
-    (root / "lower").mkdir()
-    (root / "lower" / "skill.md").write_text("---\nname: lower\ndescription: d\n---\n")
+    (root / "mixed").mkdir()  # neither SKILL.md nor skill.md: no skill
+    (root / "mixed" / "Skill.md").write_text("---\nname: mixed\ndescription: d\n---\n")
     result = import_source(root)
     (harness,) = result.harnesses
     assert [s.id for s in harness.skills] == ["Upper", "b", "folder-a", "report", "wordy"]
@@ -229,7 +274,8 @@ def test_front_matter_the_specification_does_not_allow_is_kept_and_said(tmp_path
     assert "1 name(s) are given by several skills: other-name (b, folder-a)" in notes
     assert "single hyphens of at most 64 characters, as the specification asks: Upper" in notes
     assert "run past the specification's 1,024 characters: wordy" in notes
-    assert "1 folder(s) hold no SKILL.md and were not read as skills: lower" in notes
+    assert "1 folder(s) hold no SKILL.md and were not read as skills: mixed" in notes
+    assert "spelled so or all in lower case" in notes
     assert len(result.notes) == 5
 
 

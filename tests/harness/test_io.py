@@ -867,6 +867,21 @@ def test_a_hidden_skill_folder_is_not_read_and_not_replaced(tmp_path):
     assert (root / "skills" / ".old-refund" / "SKILL.md").is_file()
 
 
+def test_a_skill_folder_of_a_harness_directory_may_spell_its_file_skill_md(tmp_path):
+    # as hsa harness import of a skills folder reads it (the Agent Skills reference parser's)
+    root = _write(tmp_path, "id: x\n")
+    _skill(root / "skills" / "refund", "refund")
+    (root / "skills" / "refund" / "SKILL.md").rename(root / "skills" / "refund" / "skill.md")
+    assert problems(root) == []
+    assert [s.id for s in load_harness(root).skills] == ["refund"]
+    (root / "harness.yaml").write_text("id: x\nskills: [refund]\n")
+    assert [s.id for s in load_harness(root).skills] == ["refund"]
+    saved = tmp_path / "saved"
+    save_harness(load_harness(root), saved)
+    assert (saved / "skills" / "refund" / "SKILL.md").is_file()
+    assert load_harness(saved) == load_harness(root)
+
+
 def test_a_skill_folder_name_that_is_no_id_says_how_to_get_one(tmp_path):
     # the Agent Skills spec allows lower-case letters of any script; a skill id does not, and
     # the loader keeps id and folder name one (a save writes the folder from the id)

@@ -8,8 +8,9 @@ from pathlib import Path
 from hsa.errors import ImportFormatError, UnknownFormatError, first_few
 from hsa.harness.importers.base import invalid_json, read_text, text_lines
 from hsa.harness.importers.bfcl import DOC_DIR, QUESTION_FILE, is_bfcl_dir
-from hsa.harness.importers.skills import SKILL_FILE, skill_folders
+from hsa.harness.importers.skills import skill_folders
 from hsa.harness.importers.tau2 import TASKS_FILE, domains, not_a_domain
+from hsa.harness.skillfile import SKILL_FILES
 from hsa.harness.toolformats import SCHEMA_KEYS
 
 FORMATS = ("tools", "agent-skills", "bfcl", "tau2", "openai-jsonl")
@@ -39,7 +40,7 @@ def detect_format(src: str | Path) -> str:
             f"{DOC_DIR}/)",
             file=str(path),
         )
-    if path.name == SKILL_FILE:  # not JSON: the skills importer says what to import instead
+    if path.name in SKILL_FILES:  # not JSON: the skills importer says what to import instead
         return "agent-skills"
     if QUESTION_FILE.match(path.name) or path.parent.name == DOC_DIR:
         return "bfcl"

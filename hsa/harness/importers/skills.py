@@ -15,11 +15,10 @@ from hsa.harness.identifiers import replace_identifiers
 from hsa.harness.importers.base import ID_PATTERN, ImportResult, api_sections, harness_id
 from hsa.harness.importers.write import is_import
 from hsa.harness.model import Harness, Prompt, Section, Skill, Tool
-from hsa.harness.skillfile import load_skill_dir
+from hsa.harness.skillfile import SKILL_FILES, load_skill_dir, skill_file
 from hsa.harness.toolformats import legal_name
 from hsa.harness.validate import harness_problems, harness_schema
 
-SKILL_FILE = "SKILL.md"
 SKILL_TOOL = Tool(
     name="load_skill",
     description=(
@@ -35,12 +34,12 @@ SKILL_TOOL = Tool(
 
 
 def skill_folders(path: Path) -> list[Path]:
-    """The skill folders at ``path``: itself when it holds a SKILL.md, else its children that do
-    (hidden folders and earlier imports left out: ``not_read``)."""
-    if (path / SKILL_FILE).is_file():
+    """The skill folders at ``path``: itself when it holds a skill file (``skill_file``), else
+    its children that do (hidden folders and earlier imports left out: ``not_read``)."""
+    if skill_file(path) is not None:
         return [path]
     return sorted(
-        p for p in path.iterdir() if p.is_dir() and not not_read(p) and (p / SKILL_FILE).is_file()
+        p for p in path.iterdir() if p.is_dir() and not not_read(p) and skill_file(p) is not None
     )
 
 
@@ -61,12 +60,13 @@ def import_skills(path: Path) -> ImportResult:
     bad front matter is refused with its file and line.
     """
     if not path.is_dir():
-        hint = f": import {path.parent}, the skill's folder" if path.name == SKILL_FILE else ""
+        hint = f": import {path.parent}, the skill's folder" if path.name in SKILL_FILES else ""
         raise ImportFormatError(f"Agent Skills are imported from a folder{hint}", file=str(path))
     folders = skill_folders(path)
     if not folders:
         raise ImportFormatError(
-            "no skills here: expected a folder with SKILL.md, or folders that each hold one",
+            "no skills here: expected a folder with SKILL.md (or skill.md), or folders that "
+            "each hold one",
             file=str(path),
         )
     names = [folder.resolve().name for folder in folders]  # `.`, a skill's own folder, too
@@ -185,7 +185,7 @@ def _refuse_invalid_skills(harness: Harness, folders: Sequence[Path]) -> None:
             field = found.group(2)
             raise ImportFormatError(
                 f"{field}: {problem.message}" if field else problem.message,
-                file=str(folders[int(found.group(1))] / SKILL_FILE),
+                file=str(skill_file(folders[int(found.group(1))])),
             )
 
 
@@ -233,7 +233,7 @@ def spec_notes(skills: Sequence[Skill], folders: Mapping[str, str] | None = None
 
 
 def unread_notes(path: Path, folders: Sequence[Path]) -> list[str]:
-    """What a user reads about the folders beside the skills that hold no ``SKILL.md``."""
+    """What a user reads about the folders beside the skills that hold no skill file."""
     if folders == [path]:
         return []
     unread = sorted(
@@ -242,24 +242,25 @@ def unread_notes(path: Path, folders: Sequence[Path]) -> list[str]:
     if not unread:
         return []
     return [
-        f"{len(unread)} folder(s) hold no {SKILL_FILE} and were not read as skills: "
-        f"{first_few(unread)} (a skill is a folder with a {SKILL_FILE}, spelled so, at its top)"
+        f"{len(unread)} folder(s) hold no SKILL.md and were not read as skills: "
+        f"{first_few(unread)} (a skill is a folder with a SKILL.md at its top, spelled so or "
+        "all in lower case)"
     ]
 
 
 def bundled_files(folder: Path) -> list[str]:
-    """The files of a skill folder other than its SKILL.md (scripts, references, templates,
-    a licence), as sorted paths relative to it; hidden files and folders, and earlier imports
-    (``not_read``), left out. Links to folders are not followed."""
+    """The files of a skill folder other than the skill file read (``skill_file``: scripts,
+    references, templates, a licence, a skill.md beside a SKILL.md), as sorted paths relative
+    to it; hidden files and folders, and earlier imports (``not_read``), left out. Links to
+    folders are not followed."""
+    read = skill_file(folder)
     found: list[str] = []
     for root, dirs, files in os.walk(folder):
         here = Path(root)
         dirs[:] = [d for d in dirs if not not_read(here / d)]
         found.extend(
-            rel.as_posix()
+            (here / name).relative_to(folder).as_posix()
             for name in files
-            if not name.startswith(".")
-            and (here / name).is_file()
-            and (rel := (here / name).relative_to(folder)).as_posix() != SKILL_FILE
+            if not name.startswith(".") and (here / name).is_file() and here / name != read
         )
     return sorted(found)
