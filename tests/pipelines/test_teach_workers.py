@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import queue
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given
@@ -108,12 +110,28 @@ def test_the_summary_counts_left_out_tasks_the_same_for_one_worker_and_several(t
     assert one == two
 
 
-def test_a_worker_that_dies_while_setting_up_ends_the_wait_at_once(monkeypatch):
-    # a worker killed (or unable to start) before the barrier: the job waited 600 s for it
-    class Process:
-        name, exitcode = "hsa-teach-1", None
+class _Process:
+    """A worker process as ``_wait_ready`` sees one: a name, an exit code once one is set, and
+    a sentinel that shows no end (the read end of a pipe whose other end stays open)."""
 
-    alive, dead = Process(), Process()
+    def __init__(self, name: str, pipes: list[int]) -> None:
+        self.name, self.exitcode = name, None
+        self.sentinel, end = os.pipe()
+        pipes.extend((self.sentinel, end))
+
+
+@pytest.fixture
+def pipes() -> Iterator[list[int]]:
+    """The file descriptors of the ``_Process`` sentinels a test made, closed after it."""
+    made: list[int] = []
+    yield made
+    for fd in made:
+        os.close(fd)
+
+
+def test_a_worker_that_dies_while_setting_up_ends_the_wait_at_once(pipes):
+    # a worker killed (or unable to start) before the barrier: the job waited 600 s for it
+    alive, dead = _Process("hsa-teach-1", pipes), _Process("hsa-teach-1", pipes)
     ready = multiprocessing.get_context("spawn").Barrier(3)
     waiting = threading.Thread(target=lambda: _wait_quietly(ready), daemon=True)
     waiting.start()  # one worker set up and waiting
@@ -126,15 +144,13 @@ def test_a_worker_that_dies_while_setting_up_ends_the_wait_at_once(monkeypatch):
     assert ready.broken and not waiting.is_alive()  # the waiting worker is let go too
 
 
-def test_the_start_barrier_opens_once_every_worker_waits():
-    class Process:
-        name, exitcode = "hsa-teach-0", None
-
+def test_the_start_barrier_opens_once_every_worker_waits(pipes):
     ready = multiprocessing.get_context("spawn").Barrier(3)
     workers = [threading.Thread(target=ready.wait, daemon=True) for _ in range(2)]
     workers[0].start()
     threading.Timer(0.3, workers[1].start).start()
-    teach_workers._wait_ready(ready, queue.Queue(), [Process(), Process()], poll_s=0.05)
+    processes = [_Process("hsa-teach-0", pipes) for _ in range(2)]
+    teach_workers._wait_ready(ready, queue.Queue(), processes, poll_s=0.05)
     for worker in workers:
         worker.join(timeout=5)
     assert not any(w.is_alive() for w in workers) and not ready.broken
