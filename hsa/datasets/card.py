@@ -5,10 +5,10 @@ completion mark, and summed (``merge_stats``), so a resumed run describes every 
 reading the shards again. Token lengths per row are estimated from characters at
 ``CHARS_PER_TOKEN`` the same way; when a local tokenizer is given they are counted at card time
 instead, from the written shards (``token_lengths``: its chat template applied to ``messages``
-and ``tools``, as TRL does), so resuming and batching need not know about tokenizers. Plots
-are drawn under matplotlib's defaults on its Agg backend (``hsa.datasets.figures``: no user
-matplotlibrc applies) and saved without metadata, which makes them byte-identical across runs
-and machines.
+and ``tools``, as TRL does; a tokenizer without one is refused), so resuming and batching need
+not know about tokenizers. Plots are drawn under matplotlib's defaults on its Agg backend
+(``hsa.datasets.figures``: no user matplotlibrc applies) and saved without metadata, which
+makes them byte-identical across runs and machines.
 """
 
 from __future__ import annotations
@@ -247,13 +247,16 @@ def token_lengths(files: Mapping[str, Sequence[Path]], tokenizer: str) -> TokenL
     return TokenLengths(out, tokenizer)
 
 
-def _tokenizer_counter(path: str):
-    """Tokens per row counted with the tokenizer at ``path``: its chat template applied to
-    ``messages`` and ``tools`` when it has one, else the message contents joined."""
-    import json
+def counting_tokenizer(path: str) -> Any:
+    """The tokenizer at ``path`` the card counts tokens per row with: one with a chat template.
 
-    from hsa.datasets.schema import trl_messages
-
+    The rows are conversations, and a row's length is that of its conversation as the chat
+    template renders it, calls and tools included. A tokenizer without a template renders no
+    conversation: transformers refuses ``apply_chat_template`` with it, so TRL's
+    ``SFTTrainer`` cannot train these rows with it either. ``hsa build`` and ``hsa augment``
+    load it before anything is written, so that a tokenizer refused here stops no job after
+    its rows are rendered.
+    """
     try:
         from transformers import AutoTokenizer
 
@@ -269,21 +272,34 @@ def _tokenizer_counter(path: str):
     problem = tokenizer_problem(tokenizer, path)
     if problem is not None:
         raise DatasetError(problem, file=path)
+    if not getattr(tokenizer, "chat_template", None):
+        raise DatasetError(
+            "the tokenizer has no chat template (a base model's often has none), so it renders "
+            "no conversation: TRL's SFTTrainer cannot train these rows with it, and the card "
+            "counts each row's tokens as the template renders it; give the tokenizer of the "
+            "chat model you will train (--tokenizer, augment.tokenizer in a build config), or "
+            "add a chat_template.jinja to the folder",
+            file=path,
+        )
+    return tokenizer
+
+
+def _tokenizer_counter(path: str):
+    """Tokens per row counted with the tokenizer at ``path`` (``counting_tokenizer``): its
+    chat template applied to ``messages`` and ``tools``, as TRL applies it."""
+    from hsa.datasets.schema import trl_messages
+
+    tokenizer = counting_tokenizer(path)
 
     def count(table) -> np.ndarray:
-        texts = []
-        for messages, tools in zip(
-            table.column("messages").to_pylist(), table.column("tools").to_pylist(), strict=True
-        ):
-            chat = trl_messages(messages)
-            if tokenizer.chat_template:
-                texts.append(
-                    tokenizer.apply_chat_template(
-                        chat, tools=json.loads(tools) if tools else None, tokenize=False
-                    )
-                )
-            else:
-                texts.append("\n".join(m.get("content") or "" for m in chat) + (tools or ""))
+        texts = [
+            tokenizer.apply_chat_template(
+                trl_messages(messages), tools=json.loads(tools) if tools else None, tokenize=False
+            )
+            for messages, tools in zip(
+                table.column("messages").to_pylist(), table.column("tools").to_pylist(), strict=True
+            )
+        ]
         ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
         return np.array([len(x) for x in ids], dtype=np.int64)
 

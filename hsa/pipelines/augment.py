@@ -68,7 +68,13 @@ from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
 from hsa.config import bounded, refuse, setting, typed
 from hsa.datasets import manifest as mf
-from hsa.datasets.card import TokenLengths, merge_stats, render_card, token_lengths
+from hsa.datasets.card import (
+    TokenLengths,
+    counting_tokenizer,
+    merge_stats,
+    render_card,
+    token_lengths,
+)
 from hsa.datasets.lock import hold
 from hsa.datasets.schema import SCHEMA_VERSION
 from hsa.datasets.shards import (
@@ -139,7 +145,8 @@ class AugmentConfig:
     tokenizer: str | None = setting(
         None,
         help="A local tokenizer folder the card counts tokens per row with, its chat template "
-        "applied (unset: an estimate from characters). It describes the rows without changing "
+        "applied, as TRL applies it (unset: an estimate from characters); one without a chat "
+        "template is refused when the job starts. It describes the rows without changing "
         "them, so it is not part of the dataset's identity.",
     )
 
@@ -654,8 +661,9 @@ def augment(
     read with ``read_variants``): every trajectory draws from its harness's variants.
 
     ``out`` is locked for the run (``hsa.datasets.lock``): a second run into it refuses. An
-    input with no trajectory to augment (none at all, or all unverified and left out) is
-    refused before anything is written.
+    input with no trajectory to augment (none at all, or all unverified and left out), and a
+    tokenizer the card cannot count with (``check_tokenizer``), are refused before anything
+    is written.
     """
     refuse_kind(source, Source, "source", "hsa.open_source(path) reads one", DatasetError)
     reads = "hsa.AugmentConfig(...) makes one"
@@ -671,6 +679,7 @@ def augment(
         variants = list(variants.values())
     check_not_empty(source, config)
     check_apart(source, Path(out))
+    check_tokenizer(config)
     with hold(out, command="hsa augment"):
         return augment_locked(
             source,
@@ -693,6 +702,13 @@ def check_apart(source: Source, out: Path) -> None:
             "--out outside it",
             file=str(out),
         )
+
+
+def check_tokenizer(config: AugmentConfig) -> None:
+    """Refuse a ``tokenizer`` the card cannot count tokens with (``counting_tokenizer``) when
+    the job starts: the card is written last, after every row."""
+    if config.tokenizer is not None:
+        counting_tokenizer(config.tokenizer)
 
 
 def check_not_empty(source: Source, config: AugmentConfig) -> None:

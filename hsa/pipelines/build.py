@@ -59,6 +59,7 @@ from hsa.pipelines.augment import (
     augment_locked,
     check_apart,
     check_not_empty,
+    check_tokenizer,
     finished_report,
 )
 from hsa.pipelines.teach import TeachReport, teach
@@ -462,7 +463,8 @@ def build(
     """Run the build ``config`` into ``out`` (default: the config's ``out``).
 
     ``out`` is locked while the build runs (``hsa.datasets.lock``). Recorded trajectories
-    with nothing to augment are refused before anything is written. A teacher's output is
+    with nothing to augment, and a tokenizer the card cannot count with (``check_tokenizer``),
+    are refused before anything is written. A teacher's output is
     kept when the augment stage fails before it writes a row (a rule that raises, every
     trajectory unverified), for a rerun with a corrected ``augment`` section.
     """
@@ -470,6 +472,7 @@ def build(
     refuse_kind(config, BuildConfig, "config", reads, ConfigError)
     out = config.output(out)
     augment_config = config.augment
+    check_tokenizer(augment_config)  # (the card, which counts with it, is written last)
     source = config.source
     harnesses = []
     recorded = None

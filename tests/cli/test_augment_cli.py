@@ -617,6 +617,30 @@ def test_the_card_counts_tokens_with_a_given_tokenizer(augmented, tmp_path: Path
     assert "counted with the tokenizer `tok`" in (plain / "README.md").read_text()
 
 
+def test_a_tokenizer_without_a_chat_template_is_refused_before_anything_is_written(
+    augmented, tmp_path: Path
+) -> None:
+    # the card counted such a tokenizer's tokens of the message contents alone (no calls), under
+    # a label saying its chat template was applied; TRL cannot train the rows with it at all
+    from tests.tinymodels import qwen_tokenizer
+
+    source, _, root = augmented
+    folder = tmp_path / "base"
+    tokenizer = qwen_tokenizer([source.read_text()])
+    tokenizer.chat_template = None
+    tokenizer.save_pretrained(folder)
+    out = tmp_path / "out"
+    done = hsa(
+        "augment",
+        *("--input", str(source), "--harness", str(root / "harness.json")),
+        *("--out", str(out), "--tokenizer", str(folder)),
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"hsa: error: {folder}: the tokenizer has no chat template")
+    assert "SFTTrainer cannot train these rows" in lines[0] and not out.exists()
+
+
 def _chat_row(i: int) -> dict:
     name = f"find_item_{i % 997}"  # many distinct harnesses: planning goes to the workers
     arguments = json.dumps({"q": f"x{i}", "mode": "fast"})

@@ -411,3 +411,22 @@ def test_a_config_files_api_key_that_is_no_string_is_refused(tmp_path: Path, key
         text=True,
     )
     assert done.returncode == 1 and "api_key: expected a string or null" in done.stderr
+
+
+def test_a_tokenizer_without_a_chat_template_is_refused_before_the_teacher_runs(
+    tmp_path: Path,
+) -> None:
+    # the card, which counts with it, is written last: the teacher ran, every shard was
+    # written, and the card then counted message contents alone under "its chat template"
+    from tests.tinymodels import qwen_tokenizer
+
+    folder = tmp_path / "base"
+    tokenizer = qwen_tokenizer(["find the weather in Paris, then book a table"])
+    tokenizer.chat_template = None
+    tokenizer.save_pretrained(folder)
+    out = tmp_path / "out"
+    done = hsa("build", str(config(tmp_path)), "--out", str(out), "--tokenizer", str(folder))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"hsa: error: {folder}: the tokenizer has no chat template")
+    assert not out.exists()

@@ -173,3 +173,22 @@ def test_the_card_names_no_teacher_for_recorded_trajectories() -> None:
     taught = {**config, "source": {"env": "livestream"}}
     text, _ = render_card(stats(), {**manifest, "config": taught}, "demo")
     assert '"teach": {' in text
+
+
+def test_a_tokenizer_without_a_chat_template_is_refused_naming_it(tmp_path) -> None:
+    # it renders no conversation, so TRL cannot train the rows with it: the card counted the
+    # message contents joined instead (an API row's calls, its training target, left out) and
+    # still said "its chat template applied, as TRL does"
+    from hsa.datasets.card import TokenLengths, token_lengths
+    from hsa.errors import DatasetError
+    from tests.tinymodels import qwen_tokenizer
+
+    chat, base = tmp_path / "chat", tmp_path / "base"
+    tokenizer = qwen_tokenizer(["find the weather in Paris, then book a table"])
+    tokenizer.save_pretrained(chat)
+    tokenizer.chat_template = None
+    tokenizer.save_pretrained(base)
+    assert token_lengths({}, str(chat)) == TokenLengths({}, str(chat))
+    with pytest.raises(DatasetError, match="has no chat template") as caught:
+        token_lengths({}, str(base))
+    assert caught.value.file == str(base) and "SFTTrainer cannot train" in caught.value.message

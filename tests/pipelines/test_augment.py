@@ -272,9 +272,10 @@ def test_a_run_stopped_in_its_finish_offers_no_rows_and_a_rerun_ends_the_same(
     # with a tokenizer) left every row in data/ with no manifest: datasets.load_dataset(DIR)
     # took them for the dataset
     from hsa.datasets.card import TokenLengths
+    from tests.tinymodels import qwen_tokenizer
 
     module = sys.modules["hsa.pipelines.augment"]
-    (tmp_path / "tok").mkdir()
+    qwen_tokenizer(["Q1 done 1"]).save_pretrained(tmp_path / "tok")  # (checked when a run starts)
     settings = config(workers=1, tokenizer=str(tmp_path / "tok"))
     read: list[Path] = []
 
