@@ -127,6 +127,7 @@ async def first_reply(
     named: str | SkillLoad | None = None
     got: ToolCall | SkillLoad | None = None
     calls = 0  # the calls the reply made, skill loads included as in every suite, valid or not
+    offered = False  # whether its first call names a tool or skill the harness offers
     try:
         view = variant.harness.derived(protocol_view)
         surface = read_step(response.message, variant.harness, view, 0, response.finish_reason)
@@ -138,13 +139,15 @@ async def first_reply(
         reason = "ok"
         if isinstance(first, ToolCall):
             found = checker_of(variant.harness).problem(first.tool, first.args)
+            offered = found is None or not found.startswith("unknown tool")
             if found is not None:
-                unknown = found.startswith("unknown tool")
-                problem, reason = ("unknown_tool" if unknown else "invalid_arguments"), found
-                if not unknown:
+                problem, reason = ("invalid_arguments" if offered else "unknown_tool"), found
+                if offered:
                     named = _named(first, variant)
-        elif isinstance(first, SkillLoad) and variant.harness.skill(first.skill_id) is None:
-            problem, reason = "unknown_tool", f"loads skill {first.skill_id!r}, not offered"
+        elif isinstance(first, SkillLoad):
+            offered = variant.harness.skill(first.skill_id) is not None
+            if not offered:
+                problem, reason = "unknown_tool", f"loads skill {first.skill_id!r}, not offered"
         if problem is None:
             try:
                 got = _first(map_events(surface, variant.mapping.inverse(), variant.harness))
@@ -184,6 +187,7 @@ async def first_reply(
         "call_latencies_s": [latency],
         "name_match": name,
         "keys_match": keys,
+        "offered": name or offered,
         "target": _target(want, variant.mapping),
         "choices": len(variant.harness.tools)
         + (len(variant.harness.skills) if variant.harness.skill_tool is not None else 0),

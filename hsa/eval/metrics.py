@@ -83,6 +83,10 @@ EPISODE_SCHEMA = pa.schema(
         # the firstcall suite's partial matches (``hsa.eval.firstcall``); null elsewhere
         ("name_match", pa.bool_()),
         ("keys_match", pa.bool_()),
+        # whether the first reply names a tool or skill the harness offers, right or wrong, or
+        # rightly calls none (firstcall only): a reply cut off is classed ``truncated`` whatever
+        # it named, so this is not read from ``failure``
+        ("offered", pa.bool_()),
         # the name the expected first call has under the episode's harness (firstcall only)
         ("target", pa.string()),
         # how many first calls the harness offers: its tools, and its skills when it loads them
@@ -222,6 +226,7 @@ def episode_row(
         "call_latencies_s": latencies,
         "name_match": None,
         "keys_match": None,
+        "offered": None,
         "target": None,
         "choices": None,
     }

@@ -7,7 +7,8 @@ in the shipped configs) has its base-rules-only episodes, whatever its name. ``g
 the share of a tier's episodes whose expected name (the tool or skill id the first call must
 name, under the episode's harness) occurs whole in the augmented arm's training rows.
 ``offered`` is the share of first replies that name a tool or skill the harness offers, right
-or wrong (a model that reads the list at all), and ``chance`` the name accuracy of a uniform
+or wrong (a model that reads the list at all; the episodes' ``offered`` column, what a reply
+named, a reply cut off at ``max_tokens`` too), and ``chance`` the name accuracy of a uniform
 pick among what the harness offers.
 """
 
@@ -27,33 +28,33 @@ from hsa.experiment.config import ARMS, METRICS, OFFERED, ExperimentConfig, Tier
 from hsa.harness.files import write_atomic
 
 RESAMPLES = 2000
-_COLUMNS = {"name": "name_match", "keys": "keys_match", "exact": "success"}
-#: failures of a reply that named an offered tool or skill (the wrong one, or wrong arguments)
-_NAMED_OFFERED = {"wrong_tool", "invalid_arguments", "wrong_arguments"}
+_COLUMNS = {"name": "name_match", "keys": "keys_match", "exact": "success", OFFERED: "offered"}
 _WORD = re.compile(r"[A-Za-z0-9_.:-]+")
 
 
 def tier_rows(folder: Path, tier: Tier) -> list[dict[str, Any]]:
     """The episodes of one evaluation that count for ``tier``: its variants, or for a recipe
     that draws no rules (whatever the tier's name) its base-rules-only episodes."""
-    rows = pq.read_table(folder / "episodes.parquet").to_pylist()
-    rows = [r for r in rows if r["suite"] == "firstcall"]
+    path = folder / "episodes.parquet"
+    table = pq.read_table(path)
+    if "offered" not in table.column_names:
+        raise ExperimentError(
+            "has no 'offered' column: an earlier hsa evaluated this (it read `offered` from "
+            "the failure class, which says nothing of a reply cut off); delete the folder and "
+            "rerun the experiment to evaluate it again",
+            file=str(path),
+        )
+    rows = [r for r in table.to_pylist() if r["suite"] == "firstcall"]
     if not tier.recipe.rules:
         return [r for r in rows if r["config"] == "canonical"]
     return [r for r in rows if r["config"] != "canonical"]
-
-
-def _hit(row: dict[str, Any], metric: str) -> bool:
-    if metric == OFFERED:
-        return bool(row["name_match"]) or row["failure"] in _NAMED_OFFERED
-    return bool(row[_COLUMNS[metric]])
 
 
 def per_task(rows: list[dict[str, Any]], metric: str) -> dict[str, float]:
     """Each task's mean of ``metric`` (or ``offered``) over its episodes."""
     sums: dict[str, list[float]] = {}
     for row in rows:
-        sums.setdefault(row["task_id"], []).append(1.0 if _hit(row, metric) else 0.0)
+        sums.setdefault(row["task_id"], []).append(1.0 if row[_COLUMNS[metric]] else 0.0)
     return {task: sum(v) / len(v) for task, v in sorted(sums.items())}
 
 

@@ -109,6 +109,29 @@ def test_a_failed_reply_cut_off_is_classed_truncated(livestream, tmp_path, finis
     assert all(r["reason"].startswith(f"cut off {said}") for r in rows)
 
 
+@pytest.mark.parametrize("offers", [True, False])
+def test_a_reply_cut_off_is_offered_by_what_it_named(livestream, tmp_path, offers):
+    # a reply cut off is classed truncated whatever it named, and the experiment read
+    # `offered` from the class: one naming an offered tool counted as naming nothing
+    from hsa.teachers.request import assistant_message
+
+    class CutOffCall(Backend):
+        name = "cut-off-call"
+        stats = BackendStats()
+
+        async def chat(self, request):
+            tool = request.tools[-1]["function"]["name"] if offers else "nope"
+            call = {"id": "c0", "type": "function", "function": {"name": tool, "arguments": "{}"}}
+            return ChatResponse(assistant_message(None, [call]), "length")
+
+    config = EvalConfig(suites=("firstcall",), tasks=6, variants=1)
+    evaluate(config, tmp_path / "out", env=livestream, backend=CutOffCall())
+    rows = pq.read_table(tmp_path / "out" / EPISODES).to_pylist()
+    api = [r for r in rows if r["protocol"] == "api" and not r["success"]]
+    assert api and {r["failure"] for r in api} == {"truncated"}
+    assert all(r["offered"] is offers for r in api)
+
+
 def test_the_firstcall_suite_is_named_when_it_needs_one_harness(tmp_path):
     from hsa.errors import EvalError
     from hsa.eval.suites import firstcall_episodes, heldout_recipe

@@ -45,6 +45,7 @@ def row(**fields) -> dict:
         "call_latencies_s": [0.25],
         "name_match": None,
         "keys_match": None,
+        "offered": None,
         "target": None,
         "choices": None,
     }

@@ -81,15 +81,17 @@ def test_the_tables_show_every_tier_and_metric():
 
 
 def test_offered_counts_replies_naming_anything_the_harness_offers():
-    def row(task, name, failure):
-        return {"task_id": task, "name_match": name, "failure": failure}
+    # read from what the reply named, not its class: a reply cut off at max_tokens is classed
+    # truncated whatever it named, and counted as naming nothing offered
+    def row(task, offered, failure):
+        return {"task_id": task, "name_match": False, "offered": offered, "failure": failure}
 
     rows = [
-        row("a", True, None),
-        row("a", False, "wrong_tool"),
+        row("a", True, "wrong_tool"),
+        row("a", True, "truncated"),
         row("b", False, "unknown_tool"),
-        row("b", False, "unparseable_call"),
-        row("c", False, "invalid_arguments"),
+        row("b", False, "truncated"),
+        row("c", True, "invalid_arguments"),
         row("c", False, "wrong_final_answer"),
     ]
     assert per_task(rows, "offered") == {"a": 1.0, "b": 0.0, "c": 0.5}
@@ -104,7 +106,10 @@ def test_a_tiers_episodes_follow_its_recipe_not_its_name(tmp_path):
     # an evaluation holds each task under the base rules alone ("canonical") and, for a recipe
     # that draws rules, under its variants too
     configs = ["canonical", "canonical", "v1", "v2"]
-    rows = [{"suite": "firstcall", "config": c, "task_id": f"t{i}"} for i, c in enumerate(configs)]
+    rows = [
+        {"suite": "firstcall", "config": c, "task_id": f"t{i}", "offered": True}
+        for i, c in enumerate(configs)
+    ]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "episodes.parquet")
     renames = [{"rule": "tools.rename"}]
     for name in ("canonical", "baseline"):
@@ -112,6 +117,16 @@ def test_a_tiers_episodes_follow_its_recipe_not_its_name(tmp_path):
         assert [r["config"] for r in drawn] == ["v1", "v2"]
         plain = tier_rows(tmp_path, tier(name, []))
         assert [r["config"] for r in plain] == ["canonical", "canonical"]
+
+
+def test_episodes_an_earlier_hsa_wrote_without_offered_are_refused_naming_the_file(tmp_path):
+    from hsa.errors import ExperimentError
+
+    rows = [{"suite": "firstcall", "config": "canonical", "task_id": "t0", "failure": None}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "episodes.parquet")
+    with pytest.raises(ExperimentError, match="no 'offered' column") as caught:
+        tier_rows(tmp_path, tier("canonical", []))
+    assert caught.value.file == str(tmp_path / "episodes.parquet")
 
 
 def test_a_tier_without_episodes_reads_n_a_not_a_crash():
