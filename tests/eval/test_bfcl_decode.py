@@ -4,6 +4,7 @@ entries as BFCL's decoder reads it, lenient and strict where that decoder is."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
 import pyarrow.parquet as pq
@@ -51,6 +52,20 @@ def test_replies_are_read_where_bfcl_reads_calls(text, fmt, tagged, calls):
     else:
         found = decode(text, fmt, tagged)
         assert len(found) == calls and found[0] == WEATHER
+
+
+def test_a_json_call_whose_arguments_hold_a_list_of_objects_is_no_call_as_bfcl_reads_it():
+    # BFCL's regex ends its match at the first `]` after a `}`, that list's end: the JSON it
+    # cuts out does not load (simple_python_96's right answer, which the oracle loses in the
+    # json configurations, docs/eval.md)
+    def reply(conditions):
+        call = {"function": "query", "parameters": {"table": "user", "conditions": conditions}}
+        return f"[{json.dumps(call)}]"
+
+    assert decode(reply([{"field": "age", "value": "25"}]), "json", False) == []
+    assert decode(reply(["age > 25"]), "json", False) == [
+        ("query", {"table": "user", "conditions": ["age > 25"]})
+    ]
 
 
 def test_xml_types_are_converted_by_bfcls_names_alone():
