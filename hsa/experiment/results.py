@@ -40,8 +40,8 @@ def tier_rows(folder: Path, tier: Tier) -> list[dict[str, Any]]:
     if "offered" not in table.column_names:
         raise ExperimentError(
             "has no 'offered' column: an earlier hsa evaluated this (it read `offered` from "
-            "the failure class, which says nothing of a reply cut off); delete the folder and "
-            "rerun the experiment to evaluate it again",
+            f"the failure class, which says nothing of a reply cut off); delete {folder} and "
+            "rerun the experiment: it evaluates that model again and keeps what it trained",
             file=str(path),
         )
     rows = [r for r in table.to_pylist() if r["suite"] == "firstcall"]
