@@ -168,6 +168,12 @@ def render_card(
                 f"{rows['truncated']:,} of the rows trained on were cut short: "
                 f"{data.get('truncated_because', 'part of their assistant tokens was cut off')}."
             )
+        if rows.get("reasoning_not_trained"):
+            lines.append(
+                f"{rows['reasoning_not_trained']:,} of the rows trained on carry reasoning "
+                "(`reasoning_content`) that was not trained on: "
+                f"{data.get('reasoning_not_trained_because', 'the chat template renders none')}."
+            )
     lines += ["", "| setting | value |", "|---|---|"]
     lines += [f"| `{k}` | `{trl.get(k)}` |" for k in _SHOWN if k in trl]
     lines.append("")

@@ -21,6 +21,7 @@ from hsa.datasets.export import no_manifest, to_hf
 from hsa.datasets.manifest import MANIFEST, TEACHER_KIND
 from hsa.errors import TrainError
 from hsa.train.config import SftSettings
+from hsa.train.templates import reasoning_rows
 
 #: the columns TRL's conversational SFT reads, per view; the others are lineage, dropped
 COLUMNS = {"conversation": ("messages", "tools"), "firstcall": ("prompt", "completion", "tools")}
@@ -63,8 +64,9 @@ def _firstcall_view(rows: Any) -> Any:
 class TrainingRows:
     """The rows of a run and what they are: counts by kind, and the dataset's identity.
     ``canonical`` says of each training row, in order, whether it is under the canonical
-    harness, and ``verified`` its trajectory's verification (true, false, or None: never
-    checked), to count the rows TRL keeps."""
+    harness, ``verified`` its trajectory's verification (true, false, or None: never
+    checked), and ``reasoning`` whether a message of it carries reasoning
+    (``reasoning_content``), to count the rows TRL keeps."""
 
     train: Any  # datasets.Dataset
     eval: Any | None
@@ -73,6 +75,7 @@ class TrainingRows:
     recipe: Any | None
     canonical: tuple[bool, ...] = ()
     verified: tuple[bool | None, ...] = ()
+    reasoning: tuple[bool, ...] = ()
 
 
 def manifest_of(data: Path) -> dict[str, Any]:
@@ -221,12 +224,14 @@ def load_rows(
     counts.update(verification_counts(verified))
     counts["unverified_left_out"] = left_out
     recipe = recipe_of(manifest)
+    trained = train.select_columns(columns)
     return TrainingRows(
-        train=train.select_columns(columns),
+        train=trained,
         eval=evaluated,
         counts=counts,
         manifest_hash=manifest.get("config_hash"),
         recipe=recipe,
         canonical=tuple(bool(c) for c in train["canonical"]),
         verified=verified,
+        reasoning=reasoning_rows(trained),
     )

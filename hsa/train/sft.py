@@ -42,7 +42,12 @@ from hsa.train.card import (
 )
 from hsa.train.config import SftSettings, prepare
 from hsa.train.data import TrainingRows, load_rows, manifest_of, verification_counts
-from hsa.train.templates import carries_api_calls, check_renders_tools, sft_template
+from hsa.train.templates import (
+    carries_api_calls,
+    check_renders_tools,
+    drops_reasoning,
+    sft_template,
+)
 
 __all__ = [
     "RESOLVED",
@@ -523,7 +528,7 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     ``max_length`` (``args``) with no assistant token left, and of those kept, the rows cut
     short (``truncated``): rows that lost some of their assistant tokens to the cut, a tool
     call cut mid-way or the final answer gone. Long rows are cut first, so the drop can change
-    the canonical share.
+    the canonical share. ``reasoning`` counts the rows trained on that carry reasoning.
 
     TRL truncates each row, or with packing (its ``bfd`` strategy) cuts each row at
     ``max_length`` as it packs, and keeps no row's position; so the rows that reached the cut
@@ -551,6 +556,9 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     counts["train"], counts["canonical"] = len(kept), canonical
     counts["variants"] = len(kept) - canonical
     counts.update(verification_counts(rows.verified, kept))
+    reasoned = sum(rows.reasoning[i] for i in kept)
+    if reasoned:
+        counts["reasoning"] = reasoned
     evaluated = kept_positions(trainer, "eval_dataset")
     packed = trainer.eval_dataset
     if evaluated is None and packed is not None and "labels" in (packed.column_names or ()):
@@ -689,27 +697,40 @@ def check_chat_template(path: str | None, file: str | None) -> None:
         )
 
 
-def check_api_template(
+def check_template(
     rows: TrainingRows, tokenizer: Any, args: Any, model: str, file: str | None
-) -> None:
-    """Refuse a chat template that would train ``rows`` under the api protocol (calls in
-    ``tool_calls``, schemas in ``tools``) as empty call turns (``check_renders_tools``): the
-    one the trainer renders with (``sft_template``), named as the config's
-    ``chat_template_path`` when it gave it, else as the ``model`` folder's. Rows with no call
-    or tool beside their text (in-prompt protocols) need no such template."""
-    if not any(r is not None and carries_api_calls(r) for r in (rows.train, rows.eval)):
-        return
+) -> str | None:
+    """Probe the chat template the trainer renders ``rows`` with (``sft_template``), named as
+    the config's ``chat_template_path`` when it gave it, else as the ``model`` folder's.
+    Refuse one that would train the rows under the api protocol (calls in ``tool_calls``,
+    schemas in ``tools``) as empty call turns (``check_renders_tools``); rows with no call or
+    tool beside their text (in-prompt protocols) need no such template. Return what it loses
+    of the training rows' reasoning (``drops_reasoning``), said for the record, or None: a
+    model trained on the answers without their reasoning is a choice, not a fault."""
+    api = any(r is not None and carries_api_calls(r) for r in (rows.train, rows.eval))
+    if not api and not any(rows.reasoning):
+        return None
     try:
         probe, template = sft_template(tokenizer, args, file)
     except ValueError as exc:  # TRL cannot make a training template of it (as at its setup)
         raise template_error(exc, model, file, args.chat_template_path) from None
     swapped = "the training template TRL swaps in for " if template is not None else ""
     path = args.chat_template_path
-    if path is not None:
+    if api and path is not None:
         named = f"{swapped}the chat template {path}"
         check_renders_tools(probe, template, named=named, file=file, where="$.chat_template_path")
-    else:
+    elif api:
         check_renders_tools(probe, template, named=f"{swapped}its chat template", file=model)
+    lost = drops_reasoning(probe, template) if any(rows.reasoning) else None
+    if lost is None:
+        return None
+    whose = f"the chat template {path}" if path is not None else f"the chat template of {model}"
+    return (
+        f"{swapped}{whose} {lost} (rendering a probe: two exchanges, each assistant turn with its "
+        "reasoning), so the rows' reasoning is not trained on, only the answers around it; "
+        "to train on it, set chat_template_path to a template that renders reasoning_content "
+        "in every assistant turn (TRL's qwen3_training.jinja, for one)"
+    )
 
 
 def check_batches(rows: int, args: Any, file: str | None) -> None:
@@ -777,7 +798,7 @@ def train_sft(
         if full is None:
             raise
         raise full from None
-    check_api_template(rows, tokenizer, args, start, file)  # before the model is loaded
+    reasoning_lost = check_template(rows, tokenizer, args, start, file)  # before the model loads
     model, tokenizer = load_model(start, tokenizer=tokenizer)
     try:
         trainer = SFTTrainer(
@@ -804,6 +825,8 @@ def train_sft(
             where="$.chat_template_path",
         ) from None
     count_kept(rows, trainer, args)
+    if reasoning_lost is not None and rows.counts.get("reasoning"):
+        rows.counts["reasoning_not_trained"] = rows.counts["reasoning"]
     count_tokens(trainer)
     if rows.counts["train"] == 0 or not has_labels(trainer.train_dataset):
         raise TrainError(nothing_to_learn(args), file=file, where="max_length")
@@ -826,6 +849,11 @@ def train_sft(
             "rows": rows.counts,
             **({"dropped_because": dropped_because(args)} if rows.counts["dropped"] else {}),
             **({"truncated_because": truncated_because(args)} if rows.counts["truncated"] else {}),
+            **(
+                {"reasoning_not_trained_because": reasoning_lost}
+                if rows.counts.get("reasoning_not_trained")
+                else {}
+            ),
         },
         "recipe": rows.recipe,
         "run": {

@@ -1,4 +1,5 @@
-"""Whether the chat template a run renders its rows with keeps their API tool calls and tools.
+"""Whether the chat template a run renders its rows with keeps their API tool calls, tools and
+reasoning.
 
 Rows under the ``api`` protocol carry each call in an assistant message's ``tool_calls`` and
 the tool schemas in ``tools``, beside the text. A chat template that reads only ``content``
@@ -8,6 +9,13 @@ renders a probe conversation -- a user turn, then a call with one argument, unde
 schema -- through the template the trainer will use, and refuses one whose rendering lost
 any of them, before the model is loaded. Rows under the in-prompt protocols write their
 calls and tool docs in the text, and need no such template.
+
+Assistant turns may carry their reasoning in ``reasoning_content``, beside the text. Many
+templates print none of it (Qwen2.5's, and TRL's training variant of it), some only in the turns
+after the last user message (Qwen3's own): the rows then train on their answers without the
+reasoning. That is a legitimate way to train, so ``drops_reasoning`` says what a template loses
+(a probe conversation of two exchanges, each turn with its reasoning) rather than refusing it,
+and the run counts the rows it concerns (``reasoning_rows``).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -55,6 +64,15 @@ _PROBE_MESSAGES = [
         ],
     },
 ]
+#: the reasoning of the probe's two assistant turns: one before the last user message, one after
+PROBE_EARLIER_REASONING = "hsa_probe_earlier_reasoning"
+PROBE_LAST_REASONING = "hsa_probe_last_reasoning"
+_REASONING_PROBE = [
+    {"role": "user", "content": "Ask me."},
+    {"role": "assistant", "content": "Asked.", "reasoning_content": PROBE_EARLIER_REASONING},
+    {"role": "user", "content": "Answer me."},
+    {"role": "assistant", "content": "Answered.", "reasoning_content": PROBE_LAST_REASONING},
+]
 _PARTS = (
     (PROBE_CALL, "the called tool's name"),
     (PROBE_KEY, "the argument's name"),
@@ -76,6 +94,35 @@ def carries_api_calls(rows: Any) -> bool:
             if any(found(chunk) for chunk in batch.column(name).chunks):
                 return True
     return False
+
+
+def reasoning_rows(rows: Any) -> tuple[bool, ...]:
+    """Whether each of ``rows`` (TRL's conversational rows, as ``carries_api_calls`` reads them)
+    has a message with reasoning (a ``reasoning_content`` that is not empty). Read in Arrow, a
+    batch at a time."""
+    names = [n for n in ("messages", "prompt", "completion") if n in rows.column_names]
+    found: list[bool] = []
+    for batch in rows.select_columns(names).with_format("arrow").iter(batch_size=4096):
+        reasoned = np.zeros(batch.num_rows, dtype=bool)
+        for name in names:
+            reasoned |= _reasoned(batch.column(name).combine_chunks())
+        found.extend(reasoned.tolist())
+    return tuple(found)
+
+
+def _reasoned(messages: pa.Array) -> np.ndarray:
+    rows = len(messages)
+    flat = pc.list_flatten(messages)
+    if not pa.types.is_struct(flat.type) or flat.type.get_field_index("reasoning_content") < 0:
+        return np.zeros(rows, dtype=bool)
+    reasoning = pc.struct_field(flat, "reasoning_content")
+    if pa.types.is_null(reasoning.type):  # (no row of the batch has any)
+        return np.zeros(rows, dtype=bool)
+    lengths = pc.utf8_length(reasoning).fill_null(0)
+    said = pc.greater(lengths, 0).to_numpy(zero_copy_only=False)
+    sizes = pc.list_value_length(messages).fill_null(0).to_numpy(zero_copy_only=False)
+    row_of = np.repeat(np.arange(rows), sizes)
+    return np.bincount(row_of[said], minlength=rows) > 0
 
 
 def _has_tools(chunk: pa.Array) -> bool:
@@ -136,6 +183,26 @@ def check_renders_tools(
         file=file,
         where=where,
     )
+
+
+def drops_reasoning(tokenizer: Any, template: str | None) -> str | None:
+    """What a chat template loses of the assistant turns' reasoning (``reasoning_content``):
+    that of every turn, or of those before the last user message; None when it renders both
+    of the probe's. ``template`` is the one the trainer passes to ``apply_chat_template``
+    (None: ``tokenizer``'s own)."""
+    try:
+        rendered = tokenizer.apply_chat_template(
+            copy.deepcopy(_REASONING_PROBE), chat_template=template, tokenize=False
+        )
+    except Exception as exc:  # a Jinja error, a template that raises on reasoning_content
+        return f"cannot render an assistant turn with its reasoning ({first_line(exc)})"
+    earlier, last = PROBE_EARLIER_REASONING in rendered, PROBE_LAST_REASONING in rendered
+    if earlier and last:
+        return None
+    if earlier or last:
+        turns = "before" if last else "after"
+        return f"renders no reasoning_content in the assistant turns {turns} the last user message"
+    return "renders no reasoning_content"
 
 
 def sft_template(tokenizer: Any, args: Any, file: str | None) -> tuple[Any, str | None]:

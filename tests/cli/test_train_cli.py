@@ -81,6 +81,26 @@ def test_the_sft_summary_counts_the_rows_cut_short_and_dropped(tmp_path, monkeyp
     assert "on 2 rows (0 canonical, 2 variants); loss" in shown.output
 
 
+def test_the_sft_run_warns_of_reasoning_its_chat_template_does_not_render(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from hsa.cli import app
+    from hsa.train.sft import TrainReport
+
+    counts = {"train": 4, "canonical": 4, "variants": 0, "reasoning": 2}
+    report = TrainReport(out=tmp_path, counts=counts)
+    monkeypatch.setattr("hsa.train.sft.train_sft", lambda *args, **kwargs: report)
+    shown = CliRunner().invoke(app, ["train", "sft", "--out", str(tmp_path)])
+    assert shown.exit_code == 0, shown.output
+    assert "warning" not in shown.output  # rendered, and trained on
+    counts["reasoning_not_trained"] = 2
+    shown = CliRunner().invoke(app, ["train", "sft", "--out", str(tmp_path)])
+    assert (
+        "warning: 2 of the rows trained on carry reasoning (reasoning_content) that the chat "
+        "template does not render: trained on without it, see README.md"
+    ) in shown.output
+
+
 def test_the_sft_summary_counts_the_rows_by_verification(tmp_path, monkeypatch):
     from click.testing import CliRunner
 

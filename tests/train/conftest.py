@@ -70,3 +70,17 @@ def text_dataset(tmp_path_factory) -> Path:
     )
     build(config)
     return out
+
+
+@pytest.fixture(scope="session")
+def chat_dataset(tmp_path_factory) -> Path:
+    """``examples/chat/support.jsonl`` augmented, every row a training row: conversation
+    support-0010's assistant turns carry their reasoning (``reasoning_content``)."""
+    from hsa.datasets.source import open_source
+    from hsa.pipelines.augment import AugmentConfig, augment
+
+    chat = Path(__file__).resolve().parents[2] / "examples" / "chat" / "support.jsonl"
+    out = tmp_path_factory.mktemp("train-chat") / "data"
+    config = AugmentConfig(variants_per_trajectory=1, splits={"train": 1.0}, workers=1)
+    augment(open_source(chat), out, config)
+    return out

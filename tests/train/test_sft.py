@@ -943,3 +943,42 @@ def test_a_full_disk_while_the_rows_are_cached_names_the_cache_not_the_data(
     assert caught.value.file == str(tmp_path / "out" / HF_CACHE)
     assert caught.value.message == "cannot write the rows' cache: No space left on device"
     assert not (tmp_path / "out").exists()
+
+
+def test_reasoning_the_chat_template_does_not_render_is_counted_and_said(
+    chat_dataset, model, tmp_path
+):
+    from importlib import resources
+
+    from hsa.datasets.export import to_hf
+
+    rows = to_hf(chat_dataset, "train", cache_dir=tmp_path / "hf").filter(
+        lambda c: c, input_columns="canonical"
+    )
+    reasoned = sum(any(m["reasoning_content"] for m in r["messages"]) for r in rows)
+    assert reasoned > 0
+    settings = config(chat_dataset, model, max_steps=1)
+    settings["hsa"]["canonical_share"] = 1.0
+    # TRL's Qwen2.5 template (the tiny model's) and its training variant print no reasoning:
+    # the rows trained on their answers alone, and the run said nothing
+    out = tmp_path / "out"
+    counts = train_sft(settings, out).counts
+    assert counts["reasoning"] == counts["reasoning_not_trained"] == reasoned
+    resolved = json.loads((out / RESOLVED).read_text("utf-8"))
+    assert resolved["data"]["rows"]["reasoning_not_trained"] == reasoned
+    because = resolved["data"]["reasoning_not_trained_because"]
+    assert because.startswith(
+        f"the training template TRL swaps in for the chat template of {model} renders no "
+        "reasoning_content"
+    )
+    card = (out / "README.md").read_text("utf-8")
+    assert f"{reasoned} of the rows trained on carry reasoning (`reasoning_content`)" in card
+    # a template that renders it trains on it, and says nothing
+    qwen3 = resources.files("trl").joinpath("chat_templates/qwen3_training.jinja")
+    settings["chat_template_path"] = str(qwen3)
+    trainer = stopped(settings, tmp_path / "qwen3")
+    learned = [trainer.processing_class.decode(r["input_ids"]) for r in trainer.train_dataset]
+    said = [m["reasoning_content"] for r in rows for m in r["messages"] if m["reasoning_content"]]
+    assert all(any(text in shown for shown in learned) for text in said)
+    counts = train_sft(settings, tmp_path / "qwen3-run").counts
+    assert counts["reasoning"] == reasoned and "reasoning_not_trained" not in counts

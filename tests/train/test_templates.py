@@ -1,4 +1,4 @@
-"""The probe of a chat template's tool calls and tools, and which rows need it."""
+"""The probe of a chat template's tool calls, tools and reasoning, and which rows need it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ import pytest
 from hsa.datasets.export import to_hf
 from hsa.errors import TrainError
 from hsa.train.data import COLUMNS, _firstcall_view
-from hsa.train.templates import carries_api_calls, check_renders_tools, sft_template
+from hsa.train.templates import (
+    carries_api_calls,
+    check_renders_tools,
+    drops_reasoning,
+    reasoning_rows,
+    sft_template,
+)
 from tests.tinymodels import NO_TOOLS_TEMPLATE, qwen_tokenizer
 
 #: calls rendered, as Qwen's template writes them, but no tool schema anywhere
@@ -106,3 +112,49 @@ def test_rows_with_calls_or_tools_beside_their_text_carry_api_calls(text_dataset
     assert carries_api_calls(calls)
     mixed = datasets.concatenate_datasets([text.select_columns(["messages", "tools"]), calls])
     assert carries_api_calls(mixed)
+
+
+@pytest.mark.parametrize(
+    "name, lost",
+    [
+        ("qwen2_5.jinja", "renders no reasoning_content"),
+        ("qwen2_5_training.jinja", "renders no reasoning_content"),
+        # Qwen3's own shows the reasoning of the turns after the last user message alone
+        (
+            "qwen3.jinja",
+            "renders no reasoning_content in the assistant turns before the last user message",
+        ),
+        ("qwen3_training.jinja", None),
+    ],
+)
+def test_what_a_template_loses_of_the_reasoning_is_said(tokenizer, name, lost):
+    from importlib import resources
+
+    template = resources.files("trl").joinpath(f"chat_templates/{name}").read_text("utf-8")
+    assert drops_reasoning(tokenizer, template) == lost
+
+
+def test_rows_with_reasoning_are_told_apart_in_either_view():
+    import datasets
+
+    def message(role, content, reasoning=None):
+        return {"role": role, "content": content, "reasoning_content": reasoning}
+
+    rows = datasets.Dataset.from_dict(
+        {
+            "messages": [
+                [message("user", "a"), message("assistant", "b", "because")],
+                [message("user", "a"), message("assistant", "b", "")],
+                [message("user", "a"), message("assistant", "b")],
+                [],
+            ]
+        }
+    )
+    assert reasoning_rows(rows) == (True, False, False, False)
+    cut = datasets.Dataset.from_dict(
+        {
+            "prompt": [[message("user", "a")]] * 2,
+            "completion": [[message("assistant", "b")], [message("assistant", "b", "so")]],
+        }
+    )
+    assert reasoning_rows(cut) == (False, True)
