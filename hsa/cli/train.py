@@ -115,6 +115,7 @@ def sft_command(
         shown.print(f"resumed from {report.resumed_from}")
     cut = [
         f"{counts['truncated']} of them cut short at max_length" if counts.get("truncated") else "",
+        f"{counts['split']} of them split into pieces at max_length" if counts.get("split") else "",
         f"{counts['dropped']} more dropped at max_length" if counts.get("dropped") else "",
     ]
     cut = [note for note in cut if note]

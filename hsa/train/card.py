@@ -168,6 +168,11 @@ def render_card(
                 f"{rows['truncated']:,} of the rows trained on were cut short: "
                 f"{data.get('truncated_because', 'part of their assistant tokens was cut off')}."
             )
+        if rows.get("split"):
+            lines.append(
+                f"{rows['split']:,} of the rows trained on were split into pieces trained apart: "
+                f"{data.get('split_because', 'packing split them at max_length')}."
+            )
         if rows.get("reasoning_not_trained"):
             lines.append(
                 f"{rows['reasoning_not_trained']:,} of the rows trained on carry reasoning "

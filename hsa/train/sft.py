@@ -527,8 +527,10 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     trained on -- those it dropped (``dropped``, by kind; ``eval_dropped``): rows truncated to
     ``max_length`` (``args``) with no assistant token left, and of those kept, the rows cut
     short (``truncated``): rows that lost some of their assistant tokens to the cut, a tool
-    call cut mid-way or the final answer gone. Long rows are cut first, so the drop can change
-    the canonical share. ``reasoning`` counts the rows trained on that carry reasoning.
+    call cut mid-way or the final answer gone, or (``truncation_mode`` keep_end) their start;
+    and with packing that loses no token (``bfd_split``, ``wrapped``), the rows split into
+    pieces trained apart (``split``). Long rows are cut first, so the drop can change the
+    canonical share. ``reasoning`` counts the rows trained on that carry reasoning.
 
     TRL truncates each row, or with packing (its ``bfd`` strategy) cuts each row at
     ``max_length`` as it packs, and keeps no row's position; so the rows that reached the cut
@@ -537,15 +539,18 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     given = len(rows.canonical)
     prepared = trainer.train_dataset
     kept = kept_positions(trainer, "train_dataset")
-    truncated = 0
-    # bfd packing cuts each row at max_length (bfd_split and wrapped lose no token)
+    truncated = split = 0
+    # bfd packing cuts each row at max_length; bfd_split and wrapped lose no token, but split
+    # rows into pieces trained apart
     packs_cut = args.max_length is not None and args.packing_strategy == "bfd"
     if "labels" not in (prepared.column_names or ()):
         pass  # prepared by the caller (TRL's skip_prepare_dataset): nothing TRL cut to count
     elif args.max_length is not None and kept is not None:
-        truncated = _cut_short(trainer, rows, prepared, args.max_length)
+        truncated = _cut_short(trainer, rows, prepared, args)
     elif packs_cut:
         kept, truncated = _cut_in_packing(trainer, rows.train, args.max_length)
+    elif args.packing and args.max_length is not None:
+        split = _split_in_packing(trainer, rows.train, args)
     if kept is None:  # packed whole (bfd_split, wrapped): no token is lost
         kept = list(range(given))
     canonical = sum(rows.canonical[i] for i in kept)
@@ -553,6 +558,8 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     counts["dropped_canonical"] = sum(rows.canonical) - canonical
     counts["dropped_variants"] = counts["dropped"] - counts["dropped_canonical"]
     counts["truncated"] = truncated
+    if split:
+        counts["split"] = split
     counts["train"], counts["canonical"] = len(kept), canonical
     counts["variants"] = len(kept) - canonical
     counts.update(verification_counts(rows.verified, kept))
@@ -569,16 +576,23 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
         counts["eval"] = len(evaluated)
 
 
-def _cut_short(trainer: Any, rows: TrainingRows, prepared: Any, max_length: int) -> int:
-    """How many of the rows TRL truncated (``prepared``, each with its position) lost
-    labelled tokens: those whose length reached ``max_length``, prepared again whole."""
+def _cut_short(trainer: Any, rows: TrainingRows, prepared: Any, args: Any) -> int:
+    """How many of the rows TRL truncated (``prepared``, each with its position) to
+    ``args.max_length`` were cut short: those whose length reached it, prepared again whole,
+    that lost labelled tokens; or, truncated from their start (``truncation_mode``
+    keep_end), that were longer: their system prompt, tools and first user turn went, and
+    the assistant tokens left were learned without them."""
     table = prepared.with_format("arrow")
-    reached = pc.equal(pc.list_value_length(table["input_ids"]), max_length)
+    reached = pc.equal(pc.list_value_length(table["input_ids"]), args.max_length)
     positions = pc.filter(table[POSITION], reached).to_pylist()
     if not positions:
         return 0
-    left = labelled_tokens(pc.filter(table["labels"], reached))
     whole = _prepared_whole(trainer, numbered(rows.train).select(positions))
+    if args.truncation_mode == "keep_end":
+        return int(
+            pc.sum(pc.greater(pc.list_value_length(whole["labels"]), args.max_length)).as_py()
+        )
+    left = labelled_tokens(pc.filter(table["labels"], reached))
     learned = dict(zip(whole[POSITION].to_pylist(), labelled_tokens(whole["labels"]), strict=True))
     return sum(int(n) < learned[p] for p, n in zip(positions, left, strict=True))
 
@@ -595,6 +609,44 @@ def _cut_in_packing(trainer: Any, rows: Any, max_length: int) -> tuple[list[int]
     kept = sorted(p for p, n in zip(positions, left, strict=True) if n > 0)
     truncated = sum(0 < n < all_ for n, all_ in zip(left, learned, strict=True))
     return kept, int(truncated)
+
+
+def _split_in_packing(trainer: Any, rows: Any, args: Any) -> int:
+    """How many of ``rows`` (a ``datasets.Dataset``) packing that loses no token (strategy
+    ``bfd_split``: a row longer than ``max_length`` in pieces; ``wrapped``: rows end to end,
+    cut every ``max_length`` tokens) split into pieces trained apart, with assistant tokens
+    in a piece that holds none of the row's start (its system prompt, tools, the user's
+    request). TRL keeps no row's position as it packs, so the rows are prepared again whole,
+    each token standing for its place among them, and packed by TRL's ``pack_dataset`` as
+    the trainer packed them (shuffled first, by its seed, when it shuffles)."""
+    from datasets import Dataset
+    from datasets.table import InMemoryTable
+    from trl.data_utils import pack_dataset
+
+    labels = _prepared_whole(trainer, numbered(rows))["labels"].combine_chunks()
+    starts = labels.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    starts -= starts[0]
+    places = pa.LargeListArray.from_arrays(pa.array(starts), pa.array(np.arange(starts[-1])))
+    flat = pa.LargeListArray.from_arrays(pa.array(starts), labels.flatten())
+    table = InMemoryTable(pa.table({"input_ids": places, "labels": flat}))
+    whole = Dataset(table)
+    if args.shuffle_dataset:
+        whole = whole.shuffle(seed=args.seed)
+    kwargs = {"num_proc": args.dataset_num_proc}
+    packed = pack_dataset(whole, args.max_length, args.packing_strategy, kwargs)
+    packed = packed.with_format("arrow")[:]
+    place = pc.list_flatten(packed["input_ids"]).to_numpy()
+    learned = pc.not_equal(pc.list_flatten(packed["labels"]), -100).to_numpy()
+    if "seq_lengths" in packed.column_names:  # bfd_split: each piece apart
+        pieces = pc.list_flatten(packed["seq_lengths"]).to_numpy()
+    else:  # wrapped: each pack one sequence
+        pieces = pc.list_value_length(packed["input_ids"]).to_numpy()
+    piece_of = np.repeat(np.arange(len(pieces)), pieces)
+    piece_at = np.empty(starts[-1], dtype=np.int64)
+    piece_at[place] = piece_of
+    row_of = np.searchsorted(starts, place, side="right") - 1
+    apart = (piece_at[starts[row_of]] != piece_of) & learned
+    return len(np.unique(row_of[apart]))
 
 
 def _prepared_whole(trainer: Any, rows: Any) -> Any:
@@ -644,6 +696,15 @@ def dropped_because(args: Any) -> str:
 
 def truncated_because(args: Any) -> str:
     """Why rows trained on were cut short under ``args``, for the record and the card."""
+    if not args.packing and args.truncation_mode == "keep_end":
+        return (
+            f"longer than max_length={args.max_length} tokens, TRL truncated them from their "
+            "start (truncation_mode keep_end), so their system prompt, tools and first user "
+            "turn were cut off (with any assistant tokens before the cut), and the assistant "
+            "tokens left were learned without them in view; set truncation_mode: keep_start "
+            "(keep_end is deprecated in TRL) or raise max_length (null: no limit) to keep them "
+            "whole"
+        )
     how = (
         f"packing (strategy {args.packing_strategy}) cut them at it"
         if args.packing
@@ -654,6 +715,23 @@ def truncated_because(args: Any) -> str:
         f"longer than max_length={args.max_length} tokens, {how}, and part of their assistant "
         f"tokens (a tool call, the final answer) was cut off and not learned; {limit} to keep "
         "them whole"
+    )
+
+
+def split_because(args: Any) -> str:
+    """Why rows trained on were split into pieces under ``args`` (packing that loses no
+    token), for the record and the card."""
+    how = (
+        f"longer than max_length={args.max_length} tokens, packing (strategy bfd_split) split "
+        "them into pieces of at most max_length, each trained as a sequence of its own"
+        if args.packing_strategy == "bfd_split"
+        else f"packing (strategy wrapped) put the rows end to end and cut them every "
+        f"max_length={args.max_length} tokens, these across a cut"
+    )
+    return (
+        f"{how}: the assistant tokens of a later piece were learned with none of the row's "
+        "start (its system prompt, tools, the user's request) in view; raise max_length, or "
+        "use packing_strategy bfd (which keeps each row's start, and cuts what does not fit)"
     )
 
 
@@ -849,6 +927,7 @@ def train_sft(
             "rows": rows.counts,
             **({"dropped_because": dropped_because(args)} if rows.counts["dropped"] else {}),
             **({"truncated_because": truncated_because(args)} if rows.counts["truncated"] else {}),
+            **({"split_because": split_because(args)} if rows.counts.get("split") else {}),
             **(
                 {"reasoning_not_trained_because": reasoning_lost}
                 if rows.counts.get("reasoning_not_trained")

@@ -79,6 +79,13 @@ def test_the_sft_summary_counts_the_rows_cut_short_and_dropped(tmp_path, monkeyp
     counts.update(truncated=0, dropped=0)
     shown = CliRunner().invoke(app, ["train", "sft", "--out", str(tmp_path)])
     assert "on 2 rows (0 canonical, 2 variants); loss" in shown.output
+    # packing that loses no token (bfd_split, wrapped) splits rows into pieces trained apart
+    counts.update(split=1)
+    shown = CliRunner().invoke(app, ["train", "sft", "--out", str(tmp_path)])
+    assert (
+        "on 2 rows (0 canonical, 2 variants; 1 of them split into pieces at max_length, see "
+        "README.md)"
+    ) in shown.output
 
 
 def test_the_sft_run_warns_of_reasoning_its_chat_template_does_not_render(tmp_path, monkeypatch):

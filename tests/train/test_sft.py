@@ -982,3 +982,59 @@ def test_reasoning_the_chat_template_does_not_render_is_counted_and_said(
     assert all(any(text in shown for shown in learned) for text in said)
     counts = train_sft(settings, tmp_path / "qwen3-run").counts
     assert counts["reasoning"] == reasoned and "reasoning_not_trained" not in counts
+
+
+def starts_mid_row(tokenizer, ids):
+    """Whether a sequence (a row TRL truncated, a piece of one packing split) lacks its row's
+    start: every rendered row opens with the system turn (Qwen's template adds its default)."""
+    return not tokenizer.decode(ids[:3]).startswith("<|im_start|>system")
+
+
+def test_rows_cut_from_their_start_are_counted_truncated(dataset, model, tmp_path):
+    # keep_end keeps every assistant token of these rows (their first lies past 2,600 tokens)
+    # but cuts their system prompt and tools: trained on without them, and counted as whole
+    settings = config(dataset, model, max_steps=1, max_length=3300, truncation_mode="keep_end")
+    settings["hsa"]["max_rows"] = 4
+    trainer = stopped(settings, tmp_path / "probe")
+    tokenizer = trainer.processing_class
+    cut = sum(starts_mid_row(tokenizer, row["input_ids"]) for row in trainer.train_dataset)
+    assert 0 < cut <= len(trainer.train_dataset)
+    out = tmp_path / "out"
+    counts = train_sft(settings, out).counts
+    assert counts["truncated"] == cut and counts["dropped"] == 0
+    resolved = json.loads((out / RESOLVED).read_text("utf-8"))
+    assert "truncation_mode keep_end" in resolved["data"]["truncated_because"]
+    assert "system prompt, tools and first user turn" in resolved["data"]["truncated_because"]
+
+
+@pytest.mark.parametrize("strategy", ["bfd_split", "wrapped"])
+def test_rows_packing_splits_into_pieces_trained_apart_are_counted(
+    dataset, model, tmp_path, strategy
+):
+    # bfd_split puts a row longer than max_length in pieces trained as sequences of their own
+    # (wrapped cuts rows end to end): a later piece's assistant tokens were learned with no
+    # system prompt, tools or user request in view, and the rows were counted as whole
+    settings = config(dataset, model, max_steps=1, max_length=3300, packing=True)
+    settings.update(packing_strategy=strategy, per_device_train_batch_size=2)
+    settings["hsa"]["max_rows"] = 4
+    out = tmp_path / "out"
+    counts = train_sft(settings, out).counts
+    assert (counts["train"], counts["dropped"], counts["truncated"]) == (4, 0, 0)
+    assert counts["split"] > 0
+    if strategy == "bfd_split":
+        # rows of 2,600 to 5,000 tokens: at most two pieces each, so one later piece a row
+        trainer = stopped(settings, tmp_path / "probe")
+        tokenizer = trainer.processing_class
+        apart = 0
+        for pack in trainer.train_dataset:
+            at = 0
+            for length in pack["seq_lengths"]:
+                ids, labels = pack["input_ids"][at : at + length], pack["labels"][at : at + length]
+                at += length
+                learned = any(label != -100 for label in labels)
+                apart += learned and starts_mid_row(tokenizer, ids)
+        assert counts["split"] == apart
+    resolved = json.loads((out / RESOLVED).read_text("utf-8"))
+    assert f"strategy {strategy}" in resolved["data"]["split_because"]
+    card = (out / "README.md").read_text("utf-8")
+    assert f"{counts['split']} of the rows trained on were split into pieces trained apart" in card
