@@ -126,11 +126,15 @@ def test_sft_trainer_trains_on_rows_of_every_protocol(hf, tokenizer, tmp_path: P
     assert losses and all(math.isfinite(x) for x in losses)
 
 
+def readme_section() -> str:
+    """README.md's "Train with TRL" section."""
+    text = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+    return text.split("## Train with TRL", 1)[1].split("\n## ", 1)[0]
+
+
 def readme_snippet() -> str:
     """The Python block of README.md's "Train with TRL" section, as a user copies it."""
-    text = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
-    section = text.split("## Train with TRL", 1)[1].split("\n## ", 1)[0]
-    return section.split("```python\n", 1)[1].split("```", 1)[0]
+    return readme_section().split("```python\n", 1)[1].split("```", 1)[0]
 
 
 def test_readme_snippet_trains(dataset: Path, hf, tmp_path: Path, monkeypatch) -> None:
@@ -155,6 +159,12 @@ def test_readme_snippet_trains(dataset: Path, hf, tmp_path: Path, monkeypatch) -
     scope: dict = {}
     exec(compile(snippet, "README.md", "exec"), scope)
     assert scope["trainer"].state.global_step == 2
+    # TRL's assistant_only_loss is off: the loss is on every token, the system prompt and the
+    # tool results too, which the README says beside the snippet (hsa train sft masks them)
+    prepared = scope["trainer"].train_dataset.select(range(4))
+    assert all(row["labels"] == row["input_ids"] for row in prepared)
+    section = readme_section()
+    assert "this trains on every token" in section and "`assistant_only_loss=True`" in section
 
 
 def test_a_rebuild_in_the_same_folder_loads_its_own_rows_not_a_cached_build(
