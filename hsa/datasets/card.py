@@ -195,9 +195,10 @@ class TokenLengths:
 
 def estimate_tokens(messages: pa.Array, tools_chars: np.ndarray) -> np.ndarray:
     """Tokens per row estimated at ``CHARS_PER_TOKEN`` from the characters a chat template
-    prints: message contents and reasoning, call names and arguments, plus ``tools_chars`` (the
-    length of each row's tools JSON); and ``MESSAGE_TOKENS`` a message and ``CALL_TOKENS`` a
-    call for the template's own markers."""
+    may print: message contents and reasoning, call names and arguments, plus ``tools_chars``
+    (the length of each row's tools JSON); and ``MESSAGE_TOKENS`` a message and ``CALL_TOKENS``
+    a call for the template's own markers. Reasoning is counted though many templates print
+    none of it (Qwen2.5's): no template is at hand here, and the estimate errs long."""
     if isinstance(messages, pa.ChunkedArray):
         messages = messages.combine_chunks()
     rows = len(messages)
@@ -315,10 +316,11 @@ def _length_lines(lengths: TokenLengths) -> list[str]:
         "applied to `messages` and `tools`, as TRL does)"
         if lengths.tokenizer
         else f"estimated at {CHARS_PER_TOKEN} characters per token from the characters a chat "
-        f"template prints, plus {MESSAGE_TOKENS} tokens a message and {CALL_TOKENS} a call for "
-        "its markers; a template's own text (a tools preamble, a default system prompt) is not "
-        "counted, so leave some headroom, or pass `--tokenizer PATH` to `hsa build` or `hsa "
-        "augment` to count them"
+        "template may print (the reasoning in `reasoning_content` included, which many templates, "
+        f"Qwen2.5's among them, do not print), plus {MESSAGE_TOKENS} tokens a message and "
+        f"{CALL_TOKENS} a call for its markers; a template's own text (a tools preamble, a "
+        "default system prompt) is not counted, so leave some headroom, or pass `--tokenizer "
+        "PATH` to `hsa build` or `hsa augment` to count them"
     )
     lines = [
         "## Token lengths",

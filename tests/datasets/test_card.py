@@ -98,6 +98,8 @@ def test_card_states_token_lengths_and_the_max_length_that_keeps_rows() -> None:
     assert "| test | 1 | 900 | 900 | 900 |" in text
     assert "**8,000** for 95% of rows, **8,000** for all of them" in text
     assert "characters per token" in text
+    # the estimate counts reasoning whether or not the template prints it, and says so
+    assert "the reasoning in `reasoning_content` included, which many templates" in text
     assert "4 of 5 rows (80%) lose their end" in text
     short = TokenLengths({"train": hist(100, 200)}, tokenizer="/models/tiny")
     text, _ = render_card(stats(), manifest, "demo", lengths=short)
