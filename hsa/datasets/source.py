@@ -251,7 +251,9 @@ def open_source(
     """The trajectories at ``path``: a directory of Parquet shards, a Parquet file, or an
     OpenAI chat JSONL file (read under ``harness``, or with harnesses derived from its rows).
     A JSONL file is read into scratch first, telling ``progress(bytes read, file size)`` as
-    it goes.
+    it goes. The folder of an hsa job, the one given or one inside it, is checked alike
+    (``_job_shards``): an unfinished teach run's, one whose shards are not those its manifest
+    lists, or an augmented dataset's is a ``DatasetError`` naming it, not rows left out.
 
     A JSONL row that names the harness it was recorded under (``harness_id``) is read under
     ``harness`` only when that is its harness: another id is a ``DatasetError`` naming the
@@ -267,35 +269,14 @@ def open_source(
     if path.name == TRAJECTORIES and (path.parent / MARKER).is_file():
         return _import_source(path.parent)
     if path.is_dir():
-        manifest = _manifest(path / mf.MANIFEST)  # read once: its kind, shards and notes
-        kind = manifest.get("kind")
-        if kind == mf.KIND:
-            raise DatasetError(
-                "this is an augmented dataset, not canonical trajectories; augment its source",
-                file=str(path),
-            )
         files = _shards(path)
-        digests = None
-        if kind == mf.TEACHER_KIND:
-            digests = _teacher_shards(path, files, manifest)
-        elif (path / mf.TEACHER_JOB).is_file() and not (path / mf.MANIFEST).exists():
-            raise DatasetError(
-                "an unfinished hsa teach run (it has no manifest.json: it stopped before every "
-                "shard was written), whose trajectories would be read as if they were all; "
-                "rerun the same hsa teach command to finish it",
-                file=str(path),
-            )
-        elif (path / mf.TEACHER_JOB).is_file():
-            raise DatasetError(
-                "not readable as an hsa teach manifest (no 'kind' of hsa.teacher), so which "
-                "shards the teacher wrote cannot be told; rerun the hsa teach command that "
-                "wrote the folder",
-                file=str(path / mf.MANIFEST),
-            )
+        digests: dict[Path, str | None] = {}
+        for folder in _job_folders(path):
+            digests |= _job_shards(folder, [f for f in files if f.is_relative_to(folder)])
         if not files:
             raise DatasetError("no Parquet shards found", file=str(path))
         source = _parquet_source(path, files, digests)
-        return replace(source, notes=_teacher_notes(manifest))
+        return replace(source, notes=_teacher_notes(_manifest(path / mf.MANIFEST)))
     if path.suffix.lower() == ".parquet":
         return _parquet_source(path, [path])
     if is_chat_file(path):
@@ -310,12 +291,59 @@ def _shards(folder: Path) -> list[Path]:
     """The Parquet files ``open_source`` reads of the folder ``folder``, at any depth, in path
     order: not hidden ones, nor those in hidden folders, nor an augmented dataset's
     ``variants.parquet``."""
+    return [p for p in _visible(folder, "*.parquet") if p.name != "variants.parquet"]
+
+
+def _job_folders(folder: Path) -> list[Path]:
+    """The folders of hsa jobs whose shards ``open_source`` would read of the folder
+    ``folder`` (itself or one inside it: those holding a manifest or a teach job's
+    ``teach.json``), in path order, so the one above comes first."""
+    marks = [*_visible(folder, mf.MANIFEST), *_visible(folder, mf.TEACHER_JOB)]
+    return sorted({mark.parent for mark in marks})
+
+
+def _visible(folder: Path, pattern: str) -> list[Path]:
+    """The files under ``folder`` at any depth whose names match ``pattern``, in path order:
+    not hidden ones, nor those in hidden folders (an hsa job's ``.hsa``, where an unfinished
+    one stages its shards)."""
     return sorted(
         p
-        for p in folder.rglob("*.parquet")
+        for p in folder.rglob(pattern)
         if not any(part.startswith(".") for part in p.relative_to(folder).parts)
-        and p.name != "variants.parquet"
     )
+
+
+def _job_shards(folder: Path, files: list[Path]) -> dict[Path, str | None]:
+    """The SHA-256 each of ``files`` (the Parquet files read of the job folder ``folder``)
+    must have, by path, as ``_teacher_shards`` gives them (none where the folder is no
+    teacher's); a ``DatasetError`` when the folder's shards are not all trajectories to read:
+    an augmented dataset's, or an hsa teach run's that is unfinished or whose manifest
+    cannot be read. The same checks for the folder given as the input and for one inside it,
+    named either way."""
+    manifest = _manifest(folder / mf.MANIFEST)  # read once: its kind and shards
+    kind = manifest.get("kind")
+    if kind == mf.KIND:
+        raise DatasetError(
+            "this is an augmented dataset, not canonical trajectories; augment its source",
+            file=str(folder),
+        )
+    if kind == mf.TEACHER_KIND:
+        return _teacher_shards(folder, files, manifest)
+    if (folder / mf.TEACHER_JOB).is_file() and not (folder / mf.MANIFEST).exists():
+        raise DatasetError(
+            "an unfinished hsa teach run (it has no manifest.json: it stopped before every "
+            "shard was written), whose trajectories would be read as if they were all; "
+            "rerun the same hsa teach command to finish it",
+            file=str(folder),
+        )
+    if (folder / mf.TEACHER_JOB).is_file():
+        raise DatasetError(
+            "not readable as an hsa teach manifest (no 'kind' of hsa.teacher), so which "
+            "shards the teacher wrote cannot be told; rerun the hsa teach command that "
+            "wrote the folder",
+            file=str(folder / mf.MANIFEST),
+        )
+    return {}
 
 
 def is_chat_file(path: Path) -> bool:

@@ -515,6 +515,19 @@ def test_a_teachers_rows_augment_under_an_import_folders_harnesses(
     assert len({r["source_id"] for r in rows}) == 4 and len(rows) == 4 * 3
 
 
+def test_a_teach_folder_with_a_lost_shard_inside_the_input_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    parent = tmp_path / "runs"
+    taught = parent / "t1"
+    assert hsa("teach", "--backend", "oracle", "--tasks", "4", "--out", str(taught)).returncode == 0
+    sorted((taught / "data").rglob("*.parquet"))[0].unlink()
+    done = hsa("augment", "--input", str(parent), "--out", str(tmp_path / "out"))
+    assert done.returncode == 1 and not (tmp_path / "out").exists()
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"hsa: error: {taught}: 1 shard(s) the teacher")
+
+
 def _files(root: Path) -> dict[str, str]:
     return {
         str(f.relative_to(root)): hashlib.sha256(f.read_bytes()).hexdigest()

@@ -1,12 +1,15 @@
 """Trajectory readers: the teacher's ``verification`` carried as lineage, one meaning throughout;
-a JSONL file read a chunk at a time into scratch on disk."""
+a JSONL file read a chunk at a time into scratch on disk; the hsa job folders inside a folder
+checked as each is when given alone."""
 
 from __future__ import annotations
 
 import gc
 import json
 import os
+import shutil
 import tempfile
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -14,10 +17,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hsa.datasets import manifest as mf
 from hsa.datasets.source import INPUT_SCHEMA, HarnessStore, conform, open_source
 from hsa.errors import DatasetError, ImportFormatError
 from hsa.harness.events import trajectories_to_table
 from hsa.harness.importers import import_source, openai_jsonl, write_import
+from hsa.pipelines import AugmentConfig, augment
+from hsa.pipelines.teach import teach
+from hsa.teachers.config import TeachConfig
+from tests.datasets.conftest import recipe
 
 
 def test_verification_is_carried_as_it_is(livestream_table):
@@ -294,3 +302,89 @@ def test_a_parquet_shard_changed_after_it_was_hashed_is_refused_when_read(shards
     with pytest.raises(DatasetError, match="changed while this run read it") as exc:
         source.read(20, 30)
     assert exc.value.file == str(second)
+
+
+@pytest.fixture(scope="module")
+def taught(tmp_path_factory) -> Path:
+    """A finished ``hsa teach`` folder: livestream oracle trajectories of six tasks."""
+    out = tmp_path_factory.mktemp("taught") / "out"
+    teach(TeachConfig(tasks=6, variants_per_task=2, shard_size=5), out)
+    return out
+
+
+def _unfinished(folder: Path) -> None:
+    """Make the teach folder ``folder`` one whose run stopped before its end: its shards
+    staged under ``.hsa/``, no manifest."""
+    staging = folder / mf.STATE / mf.STAGING
+    staging.mkdir(parents=True)
+    (folder / mf.DATA).rename(staging / mf.DATA)
+    (folder / mf.MANIFEST).unlink()
+
+
+def _lost_shard(folder: Path) -> None:
+    sorted((folder / mf.DATA).rglob("*.parquet"))[1].unlink()
+
+
+def _stray(folder: Path) -> None:
+    first = sorted((folder / mf.DATA).rglob("*.parquet"))[0]
+    shutil.copyfile(first, first.with_name("extra.parquet"))
+
+
+def _changed_shard(folder: Path) -> None:
+    shard = sorted((folder / mf.DATA).rglob("*.parquet"))[1]
+    shard.write_bytes(shard.read_bytes()[:100])
+
+
+@pytest.mark.parametrize(
+    ("damage", "refusal"),
+    [
+        (_unfinished, "an unfinished hsa teach run"),
+        (_lost_shard, r"1 shard\(s\) the teacher's manifest lists are missing"),
+        (_stray, r"1 Parquet file\(s\) here are not the teacher's"),
+        (_changed_shard, "changed since the teacher wrote it"),
+    ],
+)
+def test_a_teach_folder_inside_the_input_is_checked_as_one_given_alone(
+    tmp_path, taught, shards, damage, refusal
+):
+    parent = tmp_path / "parent"
+    shutil.copytree(shards, parent / "plain")
+    shutil.copytree(taught, parent / "finished")
+    damaged = parent / "runs" / "damaged"
+    shutil.copytree(taught, damaged)
+    damage(damaged)
+    for input_path in (damaged, parent):
+        with pytest.raises(DatasetError, match=refusal) as exc:
+            open_source(input_path)
+        assert Path(exc.value.file).is_relative_to(damaged)  # named, not its rows left out
+
+
+def test_a_finished_teach_folder_inside_the_input_is_read_with_the_others(tmp_path, taught, shards):
+    parent = tmp_path / "parent"
+    shutil.copytree(shards, parent / "plain")
+    shutil.copytree(taught, parent / "taught")
+    alone, plain = open_source(taught), open_source(shards)
+    source = open_source(parent)
+    assert source.files == tuple(
+        [*(parent / "plain" / f.name for f in plain.files)]
+        + [parent / "taught" / f.relative_to(taught) for f in alone.files]
+    )
+    rows, _ = source.read(0, source.total)
+    assert rows == pa.concat_tables([plain.read(0, plain.total)[0], alone.read(0, alone.total)[0]])
+
+
+def test_an_augmented_dataset_inside_the_input_is_refused_unless_unfinished(tmp_path, shards):
+    parent = tmp_path / "parent"
+    shutil.copytree(shards, parent / "plain")
+    out = parent / "augmented"
+    augment(open_source(shards), out, AugmentConfig(recipe=recipe(), batch_size=16))
+    for input_path in (out, parent):
+        with pytest.raises(DatasetError, match="this is an augmented dataset") as exc:
+            open_source(input_path)
+        assert exc.value.file == str(out)
+    # one whose run has not finished keeps its shards in .hsa/, out of sight: none is read
+    manifest = mf.read_json(out / mf.MANIFEST)
+    mf.unpublish(out, mf.shard_entries(out, manifest), manifest["files"])
+    (out / mf.MANIFEST).unlink()
+    assert list((out / mf.STATE).rglob("part-*.parquet"))
+    assert open_source(parent).files == open_source(parent / "plain").files
