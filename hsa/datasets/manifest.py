@@ -116,8 +116,8 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
         if found.get("config_hash") != digest:
             raise DatasetError(
                 f"holds another dataset (config hash {str(found.get('config_hash'))[:12]}, "
-                f"this run's is {digest[:12]}: other settings, or another version of hsa or "
-                "of a rule the recipe names); choose another --out or delete it",
+                f"this run's is {digest[:12]}: other input content, other settings, or another "
+                "version of hsa or of a rule the recipe names); choose another --out or delete it",
                 file=str(out),
             )
         # before a repair too: the run would finish over the stray, which readers then count
@@ -168,9 +168,10 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
             if held:
                 raise DatasetError(
                     f"holds the unfinished run of another config ({', '.join(held)}): other "
-                    "settings, or this config under another version of hsa or of a rule the "
-                    "recipe names; rerun that config, with that version, to finish it, choose "
-                    f"another --out, or start over with: rm -r {shlex.quote(str(out))}",
+                    "input content, other settings, or this config under another version of "
+                    "hsa or of a rule the recipe names; rerun that config, on that input with "
+                    "that version, to finish it, choose another --out, or start over with: "
+                    f"rm -r {shlex.quote(str(out))}",
                     file=str(out),
                 )
             clear_state(out)
@@ -252,8 +253,8 @@ def job_folder_problem(
         )
     if previous != digest:
         return (
-            f"this directory holds {kind} with other settings (or made by another version of "
-            "hsa or of the rules it draws); use a new --out",
+            f"this directory holds {kind} with other input content or other settings (or made "
+            "by another version of hsa or of the rules it draws); use a new --out",
             path,
         )
     return None

@@ -443,6 +443,22 @@ def test_output_directory_holding_something_else_is_refused(tmp_path: Path, shar
         augment(open_source(shards), out, config(seed=5))
 
 
+def test_a_rerun_over_an_edited_input_is_refused_naming_its_content(
+    tmp_path: Path, shards: Path
+) -> None:
+    # the input counts by its content: an edited row makes another dataset, and the refusal
+    # said "other settings, or another version of hsa", not what the user had changed
+    out = tmp_path / "out"
+    augment(open_source(shards), out, config())
+    shard = sorted(shards.glob("*.parquet"))[1]
+    pq.write_table(pq.read_table(shard).slice(1), shard)
+    with pytest.raises(DatasetError, match=r"holds another dataset .*: other input content, "):
+        augment(open_source(shards), out, config())
+    (out / "manifest.json").unlink()
+    with pytest.raises(DatasetError, match=r"another config .*: other input content, "):
+        augment(open_source(shards), out, config())
+
+
 def test_a_rule_whose_version_changed_makes_another_dataset(
     tmp_path: Path, shards: Path, monkeypatch
 ) -> None:

@@ -29,6 +29,8 @@ from hsa.teachers.rollout import TASK_KEY
 from tests.fakes import Unloadable
 
 SECRET = "sk-test-SECRET-do-not-write"
+#: the refusal of a folder of another teacher job: the input (a corpus) counts by its content
+OTHER_JOB = "holds a teacher job with other input content or other settings"
 
 
 def config(**changes) -> TeachConfig:
@@ -268,7 +270,7 @@ def test_secrets_are_never_written(finished):
 
 def test_a_directory_of_another_job_is_refused(finished, env):
     out, _ = finished
-    with pytest.raises(TeacherError, match="holds a teacher job with other settings"):
+    with pytest.raises(TeacherError, match=OTHER_JOB):
         teach(config(variants_per_task=1), out, env=env)
 
 
@@ -611,7 +613,7 @@ def test_a_job_refused_before_its_first_row_gives_its_folder_to_the_corrected_on
     recorded = json.loads((out / "teach.json").read_text())["config"]
     assert recorded["seed"] == config(**small).seed
     # a folder that holds rows of other settings is still refused
-    with pytest.raises(TeacherError, match="holds a teacher job with other settings"):
+    with pytest.raises(TeacherError, match=OTHER_JOB):
         teach(config(seed=1, **small), out, env=env, backend=Refusing(env, down=every))
 
 
@@ -623,7 +625,7 @@ def test_a_job_refused_after_writing_rows_keeps_its_folder_and_says_so(tmp_path,
         teach(config(**small), out, env=env, backend=refusing)
     assert failed.value.report.refused == 1 and failed.value.report.written == 1
     assert "the same command resumes where the fix is outside" in str(failed.value)
-    with pytest.raises(TeacherError, match="holds a teacher job with other settings"):
+    with pytest.raises(TeacherError, match=OTHER_JOB):
         teach(config(seed=1, **small), out, env=env)
     # the fix outside the settings (the endpoint serves the model now): the same folder resumes
     again = teach(config(**small), out, env=env)
