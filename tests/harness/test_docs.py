@@ -91,3 +91,59 @@ def test_a_doc_is_the_same_made_anew_or_kept_on_its_tools(fmt, drawn):
         assert again == doc(
             [Tool(t.name, t.description, t.parameters) for t in [changed, *drawn[1:]]]
         )
+
+
+# BFCL simple_python_277's museum_info, as imported: an array of enums
+MUSEUM_INFO = params(
+    {
+        "museum": {"type": "string", "description": "The name of the museum."},
+        "information": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["opening_hours", "ticket_price", "address"]},
+            "description": "The type of information needed from the museum.",
+            "default": "all",
+        },
+    },
+    ("museum",),
+)
+
+
+@pytest.mark.parametrize("fmt", ["xml", "python", "markdown"])
+def test_an_array_of_enums_shows_the_values_its_items_may_take(fmt):
+    # only ``array[string]`` was shown: any string looked allowed
+    doc = DOC_FORMATS[fmt]([Tool("museum_info", "Museum info.", MUSEUM_INFO)])
+    assert (
+        'The type of information needed from the museum. Items: Enum values: ["opening_hours", '
+        '"ticket_price", "address"].'
+    ) in doc
+
+
+@pytest.mark.parametrize("fmt", ["xml", "python", "markdown"])
+def test_an_arrays_items_show_their_own_description_and_values_at_every_level(fmt):
+    # BFCL irrelevance_128's user_responses: the items' description was dropped
+    properties = {
+        "user_responses": {
+            "type": "array",
+            "items": {"type": "integer", "description": "A response on a scale of 1-5"},
+        },
+        "grid": {
+            "type": "array",
+            "items": {"type": "array", "items": {"$ref": "#/$defs/Cell"}},
+        },
+        "tree": {"$ref": "#/$defs/Tree"},
+    }
+    schema = {
+        **params(properties),
+        "$defs": {
+            "Cell": {"enum": ["x", "o"]},
+            "Tree": {
+                "type": "array",
+                "description": "Branches.",
+                "items": {"$ref": "#/$defs/Tree"},
+            },
+        },
+    }
+    doc = DOC_FORMATS[fmt]([Tool("t", "T.", schema)])
+    assert "Items: A response on a scale of 1-5" in doc
+    assert 'Items: Items: Enum values: ["x", "o"].' in doc
+    assert "Branches. Items: Branches." in doc and "Items: Branches. Items:" not in doc

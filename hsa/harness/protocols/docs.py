@@ -7,7 +7,10 @@ JSON list indented by four spaces; ``<function name>`` elements with ``<desc>`` 
 ``name (type[, default=...]): description`` lines, nested for object properties. The XML is
 escaped (BFCL's is not); the Python doc is a real signature with keyword-only, typed
 parameters (those whose names are not Python names go in ``**kwargs``, as calls pass them).
-``markdown`` is a heading per tool and a nested bullet list of parameters.
+``markdown`` is a heading per tool and a nested bullet list of parameters. In all three a
+parameter's description is followed by what else its schema says of its values, as BFCL adds
+``Enum values: [...]``: the values it may take, then, after ``Items:``, the same of its
+array's items.
 
 Local ``$ref``s (``#/$defs/...``) are resolved for the XML, Python and Markdown docs; the JSON
 doc prints the schema as stored.
@@ -194,13 +197,25 @@ def _py_type(
     return _PY_TYPES.get(str(kind), str(kind))
 
 
-def _description(schema: Mapping[str, Any], root: Mapping[str, Any]) -> str:
-    """A parameter's description, with the values it may take when they are listed."""
-    text = str(schema.get("description") or "").strip()
-    values = _values(schema, root)
+def _description(
+    schema: Mapping[str, Any], root: Mapping[str, Any], seen: frozenset[str] = frozenset()
+) -> str:
+    """A parameter's description, with the values it may take when they are listed, and then
+    what its array's items say of themselves after ``Items:`` (their description and values:
+    an array of enums takes only those values, which its type, ``array[string]``, does not
+    say); a recursive type's items, met again below themselves, once."""
+    refs = _refs(schema, root)
+    plain = _resolve(schema, root)
+    notes = [str(plain.get("description") or "").strip()]
+    values = _values(plain, root)
     if values is not None:
-        text = f"{text} Enum values: {json.dumps(values, ensure_ascii=False)}.".strip()
-    return text
+        notes.append(f"Enum values: {json.dumps(values, ensure_ascii=False)}.")
+    items = plain.get("items")
+    if isinstance(items, Mapping) and not refs & seen:
+        about = _description(items, root, seen | refs)
+        if about:
+            notes.append(f"Items: {about}")
+    return " ".join(note for note in notes if note)
 
 
 def _values(
@@ -398,7 +413,7 @@ def _xml_params(params: list[_Param], root: Mapping[str, Any], level: int) -> li
             default = json.dumps(p.resolved["default"], ensure_ascii=False)
             attrs += f' default="{escape_attr(default)}"'
         lines.append(f"{pad}<param {attrs}>")
-        lines.append(f"{pad}  <desc>{escape_text(_description(p.resolved, root))}</desc>")
+        lines.append(f"{pad}  <desc>{escape_text(_description(p.schema, root))}</desc>")
         if p.nested is not None:
             lines.append(f"{pad}  <params>")
             lines += _xml_params(p.nested, root, level + 2)
@@ -461,7 +476,7 @@ def _py_args(params: list[_Param], root: Mapping[str, Any], level: int) -> list[
             notes.append(f"default={p.resolved['default']!r}")
         elif not p.required:
             notes.append("optional")
-        text = _description(p.resolved, root).replace("\n", " ")
+        text = _description(p.schema, root).replace("\n", " ")
         # an argument's name as the call writes it: a keyword, else the **kwargs key
         said = p.name if level > 2 or is_identifier(p.name) else repr(p.name)
         line = f"{said} ({', '.join(notes)}): {text}".rstrip()
@@ -493,7 +508,7 @@ def _md_params(params: list[_Param], root: Mapping[str, Any], level: int) -> lis
         notes = [_json_type(p.schema, root), "required" if p.required else "optional"]
         if "default" in p.resolved:
             notes.append(f"default `{json.dumps(p.resolved['default'], ensure_ascii=False)}`")
-        text = _description(p.resolved, root).replace("\n", " ")
+        text = _description(p.schema, root).replace("\n", " ")
         lines.append(f"{pad}- `{p.name}` ({', '.join(notes)}){': ' + text if text else ''}")
         if p.nested is not None:
             lines += _md_params(p.nested, root, level + 1)
