@@ -147,3 +147,35 @@ def test_an_arrays_items_show_their_own_description_and_values_at_every_level(fm
     assert "Items: A response on a scale of 1-5" in doc
     assert 'Items: Items: Enum values: ["x", "o"].' in doc
     assert "Branches. Items: Branches." in doc and "Items: Branches. Items:" not in doc
+
+
+@pytest.mark.parametrize("fmt", ["xml", "python", "markdown"])
+def test_every_bound_a_schema_sets_is_shown_in_json_schemas_words(fmt):
+    # maximum, format, minItems/maxItems and the string bounds were dropped: BFCL
+    # multiple_113's fee (maximum 400), every float the BFCL importer marks with a format
+    properties = {
+        "fee": {"type": "integer", "description": "Hourly fee charged by lawyer", "maximum": 400},
+        "weight": {"type": "number", "description": "Weight in kg.", "format": "float"},
+        "ratio": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "step": {"type": "number", "minimum": 0, "multipleOf": 0.5},
+        "code": {"type": "string", "minLength": 2, "maxLength": 3, "pattern": "^[A-Z]+$"},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": True},
+        # BFCL irrelevance_128 puts the array's bounds on its items: shown where they stand
+        "user_responses": {
+            "type": "array",
+            "items": {"type": "integer", "description": "A response.", "minItems": 5},
+        },
+    }
+    doc = DOC_FORMATS[fmt]([Tool("t", "T.", params(properties, ("fee",)))])
+    if fmt == "xml":
+        doc = doc.replace("&quot;", '"')
+    for shown in (
+        'Hourly fee charged by lawyer Constraints: {"maximum": 400}.',
+        'Weight in kg. Constraints: {"format": "float"}.',
+        'Constraints: {"exclusiveMinimum": 0, "exclusiveMaximum": 1}.',
+        'Constraints: {"multipleOf": 0.5, "minimum": 0}.',
+        'Constraints: {"minLength": 2, "maxLength": 3, "pattern": "^[A-Z]+$"}.',
+        'Constraints: {"minItems": 1, "uniqueItems": true}.',
+        'Items: A response. Constraints: {"minItems": 5}.',
+    ):
+        assert shown in doc, (shown, doc)

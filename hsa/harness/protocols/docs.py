@@ -9,7 +9,8 @@ escaped (BFCL's is not); the Python doc is a real signature with keyword-only, t
 parameters (those whose names are not Python names go in ``**kwargs``, as calls pass them).
 ``markdown`` is a heading per tool and a nested bullet list of parameters. In all three a
 parameter's description is followed by what else its schema says of its values, as BFCL adds
-``Enum values: [...]``: the values it may take, then, after ``Items:``, the same of its
+``Enum values: [...]``: the values it may take, the bounds its schema sets
+(``Constraints: {...}``, in JSON Schema's words), then, after ``Items:``, the same of its
 array's items.
 
 Local ``$ref``s (``#/$defs/...``) are resolved for the XML, Python and Markdown docs; the JSON
@@ -197,11 +198,32 @@ def _py_type(
     return _PY_TYPES.get(str(kind), str(kind))
 
 
+#: the keywords that bound a value beyond its type and listed values, which a doc shows as
+#: the schema spells them (``format`` too: BFCL's importer writes its ``float`` type so)
+_CONSTRAINTS = (
+    "multipleOf",
+    "minimum",
+    "exclusiveMinimum",
+    "maximum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+)
+
+
 def _description(
     schema: Mapping[str, Any], root: Mapping[str, Any], seen: frozenset[str] = frozenset()
 ) -> str:
-    """A parameter's description, with the values it may take when they are listed, and then
-    what its array's items say of themselves after ``Items:`` (their description and values:
+    """A parameter's description, with the values it may take when they are listed and the
+    bounds its schema sets (``Constraints: {"maximum": 400}``), and then what its array's
+    items say of themselves after ``Items:`` (their description, values and bounds:
     an array of enums takes only those values, which its type, ``array[string]``, does not
     say); a recursive type's items, met again below themselves, once."""
     refs = _refs(schema, root)
@@ -210,6 +232,9 @@ def _description(
     values = _values(plain, root)
     if values is not None:
         notes.append(f"Enum values: {json.dumps(values, ensure_ascii=False)}.")
+    bounds = {key: plain[key] for key in _CONSTRAINTS if key in plain}
+    if bounds:
+        notes.append(f"Constraints: {json.dumps(bounds, ensure_ascii=False)}.")
     items = plain.get("items")
     if isinstance(items, Mapping) and not refs & seen:
         about = _description(items, root, seen | refs)
