@@ -179,3 +179,29 @@ def test_every_bound_a_schema_sets_is_shown_in_json_schemas_words(fmt):
         'Items: A response. Constraints: {"minItems": 5}.',
     ):
         assert shown in doc, (shown, doc)
+
+
+def test_a_required_parameter_with_a_default_reads_as_required_in_python():
+    # BFCL simple_python_255: `include_contributions: bool = False` read as omittable, and the
+    # validator refuses a call without it
+    schema = params(
+        {
+            "papal_name": {"type": "string", "description": "The papal name of the Pope."},
+            "include_contributions": {
+                "type": "boolean",
+                "default": False,
+                "description": "Include main contributions of the Pope in the response if true.",
+            },
+            "language": {"type": "string", "default": "en"},
+        },
+        ("papal_name", "include_contributions"),
+    )
+    doc = DOC_FORMATS["python"]([Tool("religious_history_get_papal_biography", "Bio.", schema)])
+    signature = ast.parse(doc).body[0]
+    assert isinstance(signature, ast.FunctionDef)
+    names = [a.arg for a in signature.args.kwonlyargs]
+    defaults = dict(zip(names, signature.args.kw_defaults, strict=True))
+    assert defaults["include_contributions"] is None  # no default: it must be passed
+    assert isinstance(defaults["language"], ast.Constant)  # an optional one keeps its own
+    assert "include_contributions (bool, required, default=False): Include main" in doc
+    assert "language (str, default='en'):" in doc

@@ -6,7 +6,9 @@ JSON list indented by four spaces; ``<function name>`` elements with ``<desc>`` 
 ``<param name type required [default]>`` elements; and Python functions whose docstrings list
 ``name (type[, default=...]): description`` lines, nested for object properties. The XML is
 escaped (BFCL's is not); the Python doc is a real signature with keyword-only, typed
-parameters (those whose names are not Python names go in ``**kwargs``, as calls pass them).
+parameters (those whose names are not Python names go in ``**kwargs``, as calls pass them),
+where only an optional parameter has a default (a required one's default is noted in the
+docstring, ``(bool, required, default=False)``: a call that leaves it out is refused).
 ``markdown`` is a heading per tool and a nested bullet list of parameters. In all three a
 parameter's description is followed by what else its schema says of its values, as BFCL adds
 ``Enum values: [...]``: the values it may take, the bounds its schema sets
@@ -466,10 +468,10 @@ def _python_block(tool: Tool) -> str:
             continue  # a keyword argument it cannot be: in **kwargs (below)
         annotation = _py_type(sub, root)
         resolved = _resolve(sub, root)
-        if "default" in resolved:
-            signature.append(f"{name}: {annotation} = {resolved['default']!r}")
-        elif required:
+        if required:  # a default too: the call must still pass it
             signature.append(f"{name}: {annotation}")
+        elif "default" in resolved:
+            signature.append(f"{name}: {annotation} = {resolved['default']!r}")
         else:
             optional = annotation if "None" in annotation.split(" | ") else f"{annotation} | None"
             signature.append(f"{name}: {optional} = None")
@@ -498,6 +500,8 @@ def _py_args(params: list[_Param], root: Mapping[str, Any], level: int) -> list[
     for p in params:
         notes = [_py_type(p.schema, root)]
         if "default" in p.resolved:
+            if p.required:  # passed all the same: a default alone reads as optional
+                notes.append("required")
             notes.append(f"default={p.resolved['default']!r}")
         elif not p.required:
             notes.append("optional")
