@@ -205,3 +205,22 @@ def test_a_required_parameter_with_a_default_reads_as_required_in_python():
     assert isinstance(defaults["language"], ast.Constant)  # an optional one keeps its own
     assert "include_contributions (bool, required, default=False): Include main" in doc
     assert "language (str, default='en'):" in doc
+
+
+def test_an_optional_parameter_without_a_default_does_not_claim_none_is_a_value():
+    # BFCL irrelevance_1's math_sum: `decimal_places: int | None = None`, and a call passing
+    # None is refused (904 parameters); `...` says "may be left out" as stubs write it
+    schema = params(
+        {
+            "numbers": {"type": "array", "items": {"type": "number"}},
+            "decimal_places": {"type": "integer", "description": "Decimal places."},
+            "note": {"type": ["string", "null"]},
+        },
+        ("numbers",),
+    )
+    doc = DOC_FORMATS["python"]([Tool("math_sum", "Sum.", schema)])
+    assert doc.startswith(
+        "def math_sum(*, numbers: list[float], decimal_places: int = ..., note: str | None = ...):"
+    )
+    assert "decimal_places (int, optional): Decimal places." in doc
+    ast.parse(doc)

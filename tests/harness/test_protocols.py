@@ -627,7 +627,7 @@ def test_python_docs_pass_names_that_are_not_python_names_in_kwargs_as_calls_do(
     properties = {"kwargs": {"type": "string"}, "__debug__": {"type": "string"}}
     text = DOC_FORMATS["python"]([Tool("f", "F.", {"type": "object", "properties": properties})])
     compile(text, "<doc>", "exec")
-    assert "def f(*, kwargs: str | None = None, **kw):" in text
+    assert "def f(*, kwargs: str = ..., **kw):" in text
     call = CALL_FORMATS["python"].format_calls([("f", {"kwargs": 1, "__debug__": 2})], False)
     assert call == "[f(kwargs=1, **{'__debug__': 2})]"
     compile(call, "<call>", "eval")
@@ -649,8 +649,8 @@ def test_python_docs_types_defaults_and_enums() -> None:
         },
     )
     assert DOC_FORMATS["python"]([tool]) == (
-        "def convert(*, value: float, unit: Literal['c', 'f'] = 'c', tags: list[str] | None = "
-        "None, extra: int | None = None):\n"
+        "def convert(*, value: float, unit: Literal['c', 'f'] = 'c', tags: list[str] = ..., "
+        "extra: int | None = ...):\n"
         '    """\n'
         '    Convert \\"\\"\\"units\\"\\"\\".\n'
         "\n"

@@ -8,7 +8,8 @@ JSON list indented by four spaces; ``<function name>`` elements with ``<desc>`` 
 escaped (BFCL's is not); the Python doc is a real signature with keyword-only, typed
 parameters (those whose names are not Python names go in ``**kwargs``, as calls pass them),
 where only an optional parameter has a default (a required one's default is noted in the
-docstring, ``(bool, required, default=False)``: a call that leaves it out is refused).
+docstring, ``(bool, required, default=False)``: a call that leaves it out is refused), and one
+whose schema gives none has ``= ...`` (``= None`` would say None is a value it takes).
 ``markdown`` is a heading per tool and a nested bullet list of parameters. In all three a
 parameter's description is followed by what else its schema says of its values, as BFCL adds
 ``Enum values: [...]``: the values it may take, the bounds its schema sets
@@ -472,9 +473,8 @@ def _python_block(tool: Tool) -> str:
             signature.append(f"{name}: {annotation}")
         elif "default" in resolved:
             signature.append(f"{name}: {annotation} = {resolved['default']!r}")
-        else:
-            optional = annotation if "None" in annotation.split(" | ") else f"{annotation} | None"
-            signature.append(f"{name}: {optional} = None")
+        else:  # ``...``, as stubs write a default they leave unsaid: None only if the type says
+            signature.append(f"{name}: {annotation} = ...")
     star = "*, " if signature else ""
     others = [name for name, _, _ in params if not is_identifier(name)]
     if others:  # named unlike every parameter
