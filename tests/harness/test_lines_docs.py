@@ -131,3 +131,32 @@ def test_enum_values_that_would_read_as_others_are_quoted():
     values = ["a|b", "c, d", "", "1", 1, "in progress", " x", "true", "(x)", "plain"]
     tool = {"name": "f", "parameters": params({"v": {"enum": values}}, ("v",))}
     assert line(tool) == ('- f(v: "a|b"|"c, d"|""|"1"|1|in progress|" x"|"true"|"(x)"|plain)')
+
+
+def test_objects_inside_alternatives_are_unwrapped_as_the_other_docs_do():
+    # tau2 airline's book_reservation: items of anyOf [$ref FlightInfo, any object] printed
+    # as object[], dropping the fields the call must pass
+    flight_info = params({"flight_number": {"type": "string"}, "date": {"type": "string"}})
+    flight_info["required"] = ["flight_number", "date"]
+    any_object = {"additionalProperties": True, "type": "object"}
+    tool = {
+        "name": "book_reservation",
+        "parameters": {
+            **params(
+                {
+                    "flights": {
+                        "type": "array",
+                        "items": {"anyOf": [{"$ref": "#/$defs/FlightInfo"}, any_object]},
+                    },
+                    "when": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/FlightInfo"}]},
+                    "later": {"anyOf": [{"$ref": "#/$defs/FlightInfo"}, {"type": "null"}]},
+                },
+                ("flights", "when"),
+            ),
+            "$defs": {"FlightInfo": flight_info},
+        },
+    }
+    assert line(tool) == (
+        "- book_reservation(flights: {flight_number: string, date: string}[], "
+        "when: string | {flight_number: string, date: string}, later?: object | null)"
+    )

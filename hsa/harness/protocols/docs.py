@@ -547,9 +547,10 @@ def _md_params(params: list[_Param], root: Mapping[str, Any], level: int) -> lis
 @register_doc_format("lines", drawn=False)
 def lines_docs(tools: Sequence[Tool]) -> str:
     """One line per tool, ``name(param: type, optional?: type): first sentence``: enum values
-    as ``a|b``, a required object's properties inline as ``{...}`` (an optional object is
-    ``object``), arrays as ``type[]``; parameter descriptions and defaults are left out, so
-    prompts stay short (compact harnesses for small models)."""
+    as ``a|b``, a required object's properties inline as ``{...}`` (those of its object
+    alternatives too; an optional object is ``object``), arrays as ``type[]``; parameter
+    descriptions and defaults are left out, so prompts stay short (compact harnesses for small
+    models)."""
     return "\n".join([t.derived(_lines_entry) for t in tools])
 
 
@@ -616,19 +617,29 @@ def _line_type(
     *,
     inline: bool = True,
 ) -> str:
+    """A parameter's type in a ``lines`` doc: its object, its own or that of its object
+    alternatives (``_nested``, as the other docs document it: tau2's ``anyOf: [{$ref:
+    FlightInfo}, {type: object}]``), written ``{...}`` in place of the word ``object``."""
     refs = _refs(schema, root)
     plain = _resolve(schema, root)
     enum = plain.get("enum")
     if isinstance(enum, list) and enum:
         return "|".join(_line_value(v) for v in enum)
-    if plain.get("properties") and depth < _MAX_DEPTH:
-        if not inline:
-            return "object"
-        if refs and not _expands(refs, seen, budget):  # recursive, or a doc grown long
-            return sorted(refs)[0].rsplit("/", 1)[-1]
-        return "{" + _line_params(plain, root, depth + 1, seen | refs, budget) + "}"
     items = plain.get("items")
-    if plain.get("type") == "array" and isinstance(items, Mapping) and depth < _MAX_DEPTH:
+    if (
+        plain.get("type") == "array"
+        and isinstance(items, Mapping)
+        and not plain.get("properties")
+        and depth < _MAX_DEPTH
+    ):
         inner = _line_type(items, root, depth + 1, seen | refs, budget, inline=inline)
         return f"({inner})[]" if "|" in inner else f"{inner}[]"
-    return _json_type(plain, root)
+    kinds = _json_type(plain, root).split(" | ")
+    nested, refs = _nested(schema, root)
+    if nested is None or "object" not in kinds or depth >= _MAX_DEPTH or not inline:
+        return " | ".join(kinds)
+    if refs and not _expands(refs, seen, budget):  # recursive, or a doc grown long
+        braces = sorted(refs)[0].rsplit("/", 1)[-1]
+    else:
+        braces = "{" + _line_params(nested, root, depth + 1, seen | refs, budget) + "}"
+    return " | ".join(braces if kind == "object" else kind for kind in kinds)
