@@ -43,9 +43,11 @@ from hsa.train.card import (
 from hsa.train.config import SftSettings, prepare
 from hsa.train.data import TrainingRows, load_rows, manifest_of, verification_counts
 from hsa.train.templates import (
+    ReasoningLoss,
     carries_api_calls,
     check_renders_tools,
     drops_reasoning,
+    reasoning_rows,
     sft_template,
 )
 
@@ -521,7 +523,7 @@ def kept_positions(trainer: Any, name: str) -> list[int] | None:
     return found
 
 
-def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
+def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> list[int]:
     """Count in ``rows.counts`` the rows TRL kept of those it was given -- ``train``,
     ``canonical``, ``variants`` and the verification counts (``verification_counts``) are those
     trained on -- those it dropped (``dropped``, by kind; ``eval_dropped``): rows truncated to
@@ -530,7 +532,8 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     call cut mid-way or the final answer gone, or (``truncation_mode`` keep_end) their start;
     and with packing that loses no token (``bfd_split``, ``wrapped``), the rows split into
     pieces trained apart (``split``). Long rows are cut first, so the drop can change the
-    canonical share. ``reasoning`` counts the rows trained on that carry reasoning.
+    canonical share. ``reasoning`` counts the rows trained on that carry reasoning. Returns the
+    positions of the rows trained on, in ``rows.train``.
 
     TRL truncates each row, or with packing (its ``bfd`` strategy) cuts each row at
     ``max_length`` as it packs, and keeps no row's position; so the rows that reached the cut
@@ -574,6 +577,7 @@ def count_kept(rows: TrainingRows, trainer: Any, args: Any) -> None:
     if evaluated is not None and "eval" in counts:
         counts["eval_dropped"] = counts["eval"] - len(evaluated)
         counts["eval"] = len(evaluated)
+    return kept
 
 
 def _cut_short(trainer: Any, rows: TrainingRows, prepared: Any, args: Any) -> int:
@@ -777,13 +781,13 @@ def check_chat_template(path: str | None, file: str | None) -> None:
 
 def check_template(
     rows: TrainingRows, tokenizer: Any, args: Any, model: str, file: str | None
-) -> str | None:
+) -> ReasoningLoss | None:
     """Probe the chat template the trainer renders ``rows`` with (``sft_template``), named as
     the config's ``chat_template_path`` when it gave it, else as the ``model`` folder's.
     Refuse one that would train the rows under the api protocol (calls in ``tool_calls``,
     schemas in ``tools``) as empty call turns (``check_renders_tools``); rows with no call or
     tool beside their text (in-prompt protocols) need no such template. Return what it loses
-    of the training rows' reasoning (``drops_reasoning``), said for the record, or None: a
+    of the training rows' reasoning (``drops_reasoning``, said for the record), or None: a
     model trained on the answers without their reasoning is a choice, not a fault."""
     api = any(r is not None and carries_api_calls(r) for r in (rows.train, rows.eval))
     if not api and not any(rows.reasoning):
@@ -803,11 +807,12 @@ def check_template(
     if lost is None:
         return None
     whose = f"the chat template {path}" if path is not None else f"the chat template of {model}"
-    return (
-        f"{swapped}{whose} {lost} (rendering a probe: two exchanges, each assistant turn with its "
-        "reasoning), so the rows' reasoning is not trained on, only the answers around it; "
-        "to train on it, set chat_template_path to a template that renders reasoning_content "
-        "in every assistant turn (TRL's qwen3_training.jinja, for one)"
+    return ReasoningLoss(
+        lost.turns,
+        f"{swapped}{whose} {lost.said} (rendering a probe: two exchanges, each assistant turn "
+        "with its reasoning), so the reasoning of those turns is not trained on, only the answers "
+        "around it; to train on it, set chat_template_path to a template that renders "
+        "reasoning_content in every assistant turn (TRL's qwen3_training.jinja, for one)",
     )
 
 
@@ -902,9 +907,12 @@ def train_sft(
             file=file,
             where="$.chat_template_path",
         ) from None
-    count_kept(rows, trainer, args)
-    if reasoning_lost is not None and rows.counts.get("reasoning"):
-        rows.counts["reasoning_not_trained"] = rows.counts["reasoning"]
+    kept = count_kept(rows, trainer, args)
+    if reasoning_lost is not None:
+        lost = reasoning_rows(rows.train, reasoning_lost.turns)
+        not_trained = sum(lost[i] for i in kept)
+        if not_trained:
+            rows.counts["reasoning_not_trained"] = not_trained
     count_tokens(trainer)
     if rows.counts["train"] == 0 or not has_labels(trainer.train_dataset):
         raise TrainError(nothing_to_learn(args), file=file, where="max_length")
@@ -929,8 +937,8 @@ def train_sft(
             **({"truncated_because": truncated_because(args)} if rows.counts["truncated"] else {}),
             **({"split_because": split_because(args)} if rows.counts.get("split") else {}),
             **(
-                {"reasoning_not_trained_because": reasoning_lost}
-                if rows.counts.get("reasoning_not_trained")
+                {"reasoning_not_trained_because": reasoning_lost.said}
+                if reasoning_lost is not None and rows.counts.get("reasoning_not_trained")
                 else {}
             ),
         },

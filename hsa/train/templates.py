@@ -15,13 +15,15 @@ templates print none of it (Qwen2.5's, and TRL's training variant of it), some o
 after the last user message (Qwen3's own): the rows then train on their answers without the
 reasoning. That is a legitimate way to train, so ``drops_reasoning`` says what a template loses
 (a probe conversation of two exchanges, each turn with its reasoning) rather than refusing it,
-and the run counts the rows it concerns (``reasoning_rows``).
+and the run counts the rows it concerns (``reasoning_rows``): with Qwen3's own, only those
+with reasoning in a turn before their last user message.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -73,6 +75,9 @@ _REASONING_PROBE = [
     {"role": "user", "content": "Answer me."},
     {"role": "assistant", "content": "Answered.", "reasoning_content": PROBE_LAST_REASONING},
 ]
+#: the assistant turns whose reasoning is meant: every one's, or those before or after the
+#: conversation's last user message
+Turns = Literal["every", "before", "after"]
 _PARTS = (
     (PROBE_CALL, "the called tool's name"),
     (PROBE_KEY, "the argument's name"),
@@ -96,33 +101,50 @@ def carries_api_calls(rows: Any) -> bool:
     return False
 
 
-def reasoning_rows(rows: Any) -> tuple[bool, ...]:
+def reasoning_rows(rows: Any, turns: Turns = "every") -> tuple[bool, ...]:
     """Whether each of ``rows`` (TRL's conversational rows, as ``carries_api_calls`` reads them)
-    has a message with reasoning (a ``reasoning_content`` that is not empty). Read in Arrow, a
-    batch at a time."""
+    has a message with reasoning (a ``reasoning_content`` that is not empty) among ``turns``:
+    any message, or those before or after its last user message (``prompt`` then
+    ``completion`` read as one conversation). Read in Arrow, a batch at a time."""
     names = [n for n in ("messages", "prompt", "completion") if n in rows.column_names]
     found: list[bool] = []
     for batch in rows.select_columns(names).with_format("arrow").iter(batch_size=4096):
-        reasoned = np.zeros(batch.num_rows, dtype=bool)
-        for name in names:
-            reasoned |= _reasoned(batch.column(name).combine_chunks())
-        found.extend(reasoned.tolist())
+        columns = [_reasoning_by_message(batch.column(n).combine_chunks()) for n in names]
+        row_of = np.concatenate([c[0] for c in columns])
+        # a message's place in its conversation: its column's rank, then its position in it
+        place = np.concatenate([c[1] + (rank << 32) for rank, c in enumerate(columns)])
+        said = np.concatenate([c[2] for c in columns])
+        if turns != "every":
+            last_user = np.full(batch.num_rows, -1, dtype=np.int64)
+            users = np.concatenate([c[3] for c in columns])
+            np.maximum.at(last_user, row_of[users], place[users])
+            before = place < last_user[row_of]
+            said &= before if turns == "before" else ~before
+        found.extend((np.bincount(row_of[said], minlength=batch.num_rows) > 0).tolist())
     return tuple(found)
 
 
-def _reasoned(messages: pa.Array) -> np.ndarray:
-    rows = len(messages)
-    flat = pc.list_flatten(messages)
-    if not pa.types.is_struct(flat.type) or flat.type.get_field_index("reasoning_content") < 0:
-        return np.zeros(rows, dtype=bool)
-    reasoning = pc.struct_field(flat, "reasoning_content")
-    if pa.types.is_null(reasoning.type):  # (no row of the batch has any)
-        return np.zeros(rows, dtype=bool)
-    lengths = pc.utf8_length(reasoning).fill_null(0)
-    said = pc.greater(lengths, 0).to_numpy(zero_copy_only=False)
+def _reasoning_by_message(
+    messages: pa.Array,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Of each message in ``messages`` (a list of them per row): its row, its position in the
+    row, whether it has reasoning, and whether it is a user message."""
     sizes = pc.list_value_length(messages).fill_null(0).to_numpy(zero_copy_only=False)
-    row_of = np.repeat(np.arange(rows), sizes)
-    return np.bincount(row_of[said], minlength=rows) > 0
+    row_of = np.repeat(np.arange(len(messages)), sizes)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    position = np.arange(len(row_of), dtype=np.int64) - np.repeat(starts, sizes)
+    flat = pc.list_flatten(messages)
+    said = np.zeros(len(row_of), dtype=bool)
+    user = np.zeros(len(row_of), dtype=bool)
+    if pa.types.is_struct(flat.type) and flat.type.get_field_index("role") >= 0:
+        user = pc.equal(pc.struct_field(flat, "role"), "user").fill_null(False)
+        user = user.to_numpy(zero_copy_only=False)
+    if pa.types.is_struct(flat.type) and flat.type.get_field_index("reasoning_content") >= 0:
+        reasoning = pc.struct_field(flat, "reasoning_content")
+        if not pa.types.is_null(reasoning.type):  # (no row of the batch has any)
+            lengths = pc.utf8_length(reasoning).fill_null(0)
+            said = pc.greater(lengths, 0).to_numpy(zero_copy_only=False)
+    return row_of, position, said, user
 
 
 def _has_tools(chunk: pa.Array) -> bool:
@@ -185,24 +207,35 @@ def check_renders_tools(
     )
 
 
-def drops_reasoning(tokenizer: Any, template: str | None) -> str | None:
+@dataclass(frozen=True, slots=True)
+class ReasoningLoss:
+    """The assistant turns whose reasoning a chat template does not render (``turns``, the
+    rows to count with ``reasoning_rows``), and ``said``: the same in words."""
+
+    turns: Turns
+    said: str
+
+
+def drops_reasoning(tokenizer: Any, template: str | None) -> ReasoningLoss | None:
     """What a chat template loses of the assistant turns' reasoning (``reasoning_content``):
-    that of every turn, or of those before the last user message; None when it renders both
-    of the probe's. ``template`` is the one the trainer passes to ``apply_chat_template``
-    (None: ``tokenizer``'s own)."""
+    that of every turn, or of those before (or after) the last user message; None when it
+    renders both of the probe's. ``template`` is the one the trainer passes to
+    ``apply_chat_template`` (None: ``tokenizer``'s own)."""
     try:
         rendered = tokenizer.apply_chat_template(
             copy.deepcopy(_REASONING_PROBE), chat_template=template, tokenize=False
         )
     except Exception as exc:  # a Jinja error, a template that raises on reasoning_content
-        return f"cannot render an assistant turn with its reasoning ({first_line(exc)})"
+        said = f"cannot render an assistant turn with its reasoning ({first_line(exc)})"
+        return ReasoningLoss("every", said)
     earlier, last = PROBE_EARLIER_REASONING in rendered, PROBE_LAST_REASONING in rendered
     if earlier and last:
         return None
     if earlier or last:
-        turns = "before" if last else "after"
-        return f"renders no reasoning_content in the assistant turns {turns} the last user message"
-    return "renders no reasoning_content"
+        turns: Turns = "before" if last else "after"
+        said = f"renders no reasoning_content in the assistant turns {turns} the last user message"
+        return ReasoningLoss(turns, said)
+    return ReasoningLoss("every", "renders no reasoning_content")
 
 
 def sft_template(tokenizer: Any, args: Any, file: str | None) -> tuple[Any, str | None]:

@@ -422,8 +422,9 @@ def counted(settings, out):
     found = {}
 
     def count(rows, trainer, args):
-        count_kept(rows, trainer, args)
+        kept = count_kept(rows, trainer, args)
         found.update(rows.counts)
+        return kept
 
     with pytest.MonkeyPatch.context() as patch:
         count_kept = sft.count_kept
@@ -981,6 +982,12 @@ def test_reasoning_the_chat_template_does_not_render_is_counted_and_said(
     said = [m["reasoning_content"] for r in rows for m in r["messages"] if m["reasoning_content"]]
     assert all(any(text in shown for shown in learned) for text in said)
     counts = train_sft(settings, tmp_path / "qwen3-run").counts
+    assert counts["reasoning"] == reasoned and "reasoning_not_trained" not in counts
+    # Qwen3's own renders the reasoning after the last user message: support-0010's, its one
+    # user message before it, is trained on (trained with every token: no template swapped in)
+    settings["chat_template_path"] = str(qwen3.parent / "qwen3.jinja")
+    settings["assistant_only_loss"] = False
+    counts = train_sft(settings, tmp_path / "qwen3-own").counts
     assert counts["reasoning"] == reasoned and "reasoning_not_trained" not in counts
 
 

@@ -131,7 +131,8 @@ def test_what_a_template_loses_of_the_reasoning_is_said(tokenizer, name, lost):
     from importlib import resources
 
     template = resources.files("trl").joinpath(f"chat_templates/{name}").read_text("utf-8")
-    assert drops_reasoning(tokenizer, template) == lost
+    found = drops_reasoning(tokenizer, template)
+    assert (found and found.said) == lost
 
 
 def test_rows_with_reasoning_are_told_apart_in_either_view():
@@ -158,3 +159,41 @@ def test_rows_with_reasoning_are_told_apart_in_either_view():
         }
     )
     assert reasoning_rows(cut) == (False, True)
+
+
+def test_rows_with_reasoning_before_or_after_their_last_user_message_are_told_apart():
+    import datasets
+
+    def message(role, content, reasoning=None):
+        return {"role": role, "content": content, "reasoning_content": reasoning}
+
+    rows = datasets.Dataset.from_dict(
+        {
+            "messages": [
+                [message("user", "a"), message("assistant", "b", "late")],
+                [message("user", "a"), message("assistant", "b", "early"), message("user", "c")],
+                [
+                    message("user", "a"),
+                    message("assistant", "b", "early"),
+                    message("user", "c"),
+                    message("assistant", "d", "late"),
+                ],
+                [message("user", "a"), message("assistant", "b")],
+            ]
+        }
+    )
+    assert reasoning_rows(rows) == (True, True, True, False)
+    assert reasoning_rows(rows, "before") == (False, True, True, False)
+    assert reasoning_rows(rows, "after") == (True, False, True, False)
+    # a firstcall row's prompt and completion are one conversation
+    cut = datasets.Dataset.from_dict(
+        {
+            "prompt": [[message("user", "a")], [message("user", "a")]],
+            "completion": [
+                [message("assistant", "b", "late")],
+                [message("assistant", "b", "early"), message("user", "c")],
+            ],
+        }
+    )
+    assert reasoning_rows(cut, "before") == (False, True)
+    assert reasoning_rows(cut, "after") == (True, False)
