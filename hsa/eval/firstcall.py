@@ -24,7 +24,7 @@ experiment of the HAT study measures exactly this.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hsa.augment.mapping import ArgumentClash, map_events
@@ -35,6 +35,7 @@ from hsa.eval.metrics import family_of
 from hsa.eval.suites import Episode
 from hsa.harness.arguments import checker_of
 from hsa.harness.events import Event, SkillLoad, ToolCall
+from hsa.harness.model import Harness
 from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend
 from hsa.teachers.request import ChatRequest
@@ -133,6 +134,7 @@ async def first_reply(
         surface = read_step(response.message, variant.harness, view, 0, response.finish_reason)
     except StepError as exc:
         problem, reason = "unparseable_call", str(exc)
+        offered = _names_offered_tool(response.message, variant.harness)
     else:
         first = _first(surface)
         calls = sum(isinstance(e, ToolCall | SkillLoad) for e in surface)
@@ -193,6 +195,18 @@ async def first_reply(
         + (len(variant.harness.skills) if variant.harness.skill_tool is not None else 0),
     }
     return row, response.cached
+
+
+def _names_offered_tool(message: Mapping[str, Any], harness: Harness) -> bool:
+    """Whether a reply that does not parse names a tool ``harness`` offers in its first API
+    call (``tool_calls``): a reply cut off at ``max_tokens`` most often stops inside the
+    arguments, its name written whole. A call written in the text (in-prompt protocols) is
+    not taken apart unparsed: it names nothing here."""
+    calls = message.get("tool_calls")
+    first = calls[0] if isinstance(calls, list) and calls else None
+    function = first.get("function") if isinstance(first, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    return isinstance(name, str) and harness.tool(name) is not None
 
 
 def _named(call: ToolCall, variant: Variant) -> str | SkillLoad | None:

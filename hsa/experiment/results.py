@@ -8,8 +8,9 @@ the share of a tier's episodes whose expected name (the tool or skill id the fir
 name, under the episode's harness) occurs whole in the augmented arm's training rows.
 ``offered`` is the share of first replies that name a tool or skill the harness offers, right
 or wrong (a model that reads the list at all; the episodes' ``offered`` column, what a reply
-named, a reply cut off at ``max_tokens`` too), and ``chance`` the name accuracy of a uniform
-pick among what the harness offers.
+named, a reply cut off at ``max_tokens`` too: an API call by its name even when its arguments
+were cut, an in-prompt call that does not parse by nothing), and ``chance`` the name accuracy
+of a uniform pick among what the harness offers.
 """
 
 from __future__ import annotations

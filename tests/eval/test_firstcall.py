@@ -110,9 +110,11 @@ def test_a_failed_reply_cut_off_is_classed_truncated(livestream, tmp_path, finis
 
 
 @pytest.mark.parametrize("offers", [True, False])
-def test_a_reply_cut_off_is_offered_by_what_it_named(livestream, tmp_path, offers):
+@pytest.mark.parametrize("arguments", ["{}", '{"order_id": "NW-1'])  # whole, or cut mid-way
+def test_a_reply_cut_off_is_offered_by_what_it_named(livestream, tmp_path, offers, arguments):
     # a reply cut off is classed truncated whatever it named, and the experiment read
-    # `offered` from the class: one naming an offered tool counted as naming nothing
+    # `offered` from the class: one naming an offered tool counted as naming nothing; and a
+    # reply cut inside its arguments, which does not parse, was offered nothing
     from hsa.teachers.request import assistant_message
 
     class CutOffCall(Backend):
@@ -121,7 +123,8 @@ def test_a_reply_cut_off_is_offered_by_what_it_named(livestream, tmp_path, offer
 
         async def chat(self, request):
             tool = request.tools[-1]["function"]["name"] if offers else "nope"
-            call = {"id": "c0", "type": "function", "function": {"name": tool, "arguments": "{}"}}
+            function = {"name": tool, "arguments": arguments}
+            call = {"id": "c0", "type": "function", "function": function}
             return ChatResponse(assistant_message(None, [call]), "length")
 
     config = EvalConfig(suites=("firstcall",), tasks=6, variants=1)
