@@ -16,7 +16,9 @@ inverse mapping):
 - ``keys``: and with exactly the right argument names, arguments the tool's schema accepts;
 - ``exact``: and with the right values (the episode's ``success``).
 
-A task whose oracle answers without a call is matched by a reply without a call. Cheap enough
+A task whose oracle answers without a call is matched by a reply without a call, and on a task
+where the environment scores a reply that does not parse as no call
+(``Environment.unparsed_is_no_call``: BFCL's irrelevance entries), by such a reply. Cheap enough
 for models too small to finish an episode, and the same for any model: the small-model
 experiment of the HAT study measures exactly this.
 """
@@ -129,12 +131,16 @@ async def first_reply(
     got: ToolCall | SkillLoad | None = None
     calls = 0  # the calls the reply made, skill loads included as in every suite, valid or not
     offered = False  # whether its first call names a tool or skill the harness offers
+    parsed = True
     try:
         view = variant.harness.derived(protocol_view)
         surface = read_step(response.message, variant.harness, view, 0, response.finish_reason)
     except StepError as exc:
-        problem, reason = "unparseable_call", str(exc)
-        offered = _names_offered_tool(response.message, variant.harness)
+        parsed, reason = False, str(exc)
+        # no call where the benchmark's decoder reads it as none (BFCL's irrelevance entries)
+        if not env.unparsed_is_no_call(spec.task):
+            problem = "unparseable_call"
+            offered = _names_offered_tool(response.message, variant.harness)
     else:
         first = _first(surface)
         calls = sum(isinstance(e, ToolCall | SkillLoad) for e in surface)
@@ -177,7 +183,7 @@ async def first_reply(
         "policy": policy,
         "success": exact,
         "score": (name + keys + exact) / 3,
-        "verified": exact,
+        "verified": exact and parsed,  # (as a rollout that ends at it is never verified)
         "failure": failure,
         "reason": reason,
         "turns": 1,

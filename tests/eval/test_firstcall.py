@@ -297,3 +297,30 @@ def test_the_first_request_under_a_variant_shows_the_hooks_it_adds(livestream, t
         text = "\n".join(m.get("content") or "" for m in request.messages)
         notes = ("Session started.", "Read the whole request before acting.")
         assert all((note in text) == (request in drawn) for note in notes), request.metadata
+
+
+def test_a_reply_that_does_not_parse_is_no_call_on_a_bfcl_irrelevance_entry(external, tmp_path):
+    # BFCL reads a call whose arguments do not decode as no call, so the irrelevance entry
+    # passes: the canonical suite said so, the firstcall suite failed it as unparseable_call
+    from hsa.teachers.request import assistant_message
+    from tests.eval.test_metrics import _bfcl_entry
+
+    env = _bfcl_entry(external, tmp_path, "irrelevance", "irrelevance_0")
+
+    class CutArguments(Backend):
+        name = "cut-arguments"
+        stats = BackendStats()
+
+        async def chat(self, request):
+            function = {"name": request.tools[0]["function"]["name"], "arguments": '{"x": '}
+            call = {"id": "c0", "type": "function", "function": function}
+            return ChatResponse(assistant_message(None, [call]), "tool_calls")
+
+    config = EvalConfig(env="bfcl", suites=("canonical", "firstcall"), variants=1)
+    evaluate(config, tmp_path / "out", env=env, backend=CutArguments())
+    rows = pq.read_table(tmp_path / "out" / EPISODES).to_pylist()
+    assert {r["suite"] for r in rows} == {"canonical", "firstcall"}
+    assert all(r["success"] and r["failure"] is None for r in rows)
+    firstcall = [r for r in rows if r["suite"] == "firstcall"]
+    assert all(r["name_match"] and r["offered"] and r["calls"] == 0 for r in firstcall)
+    assert not any(r["verified"] for r in rows)  # it did not parse
