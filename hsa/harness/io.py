@@ -543,13 +543,15 @@ def _check_replaceable(harness: Harness, path: Path, beside: tuple[str, ...]) ->
     # is the user's (a draft, one put aside)
     ours = _listed_skills(found)
 
-    def saved(name: str) -> bool:  # a file write_dir writes (a skill's SKILL.md among them)
+    def saved(name: str) -> bool:
+        # a file write_dir writes, or a skill's file it replaces with a SKILL.md: the one the
+        # loader read the skill from (``skill_file``: a skill.md beside a SKILL.md is not)
         parts = name.split("/")
         return name in known or (
             len(parts) == 3
             and parts[0] == SKILLS_DIR
-            and parts[2] == "SKILL.md"
             and (parts[1] in ours if ours is not None else not parts[1].startswith("."))
+            and skill_file(path / SKILLS_DIR / parts[1]) == path / name
         )
 
     names = (p.relative_to(path).as_posix() for p in path.rglob("*") if not p.is_dir())

@@ -880,6 +880,16 @@ def test_a_skill_folder_of_a_harness_directory_may_spell_its_file_skill_md(tmp_p
     save_harness(load_harness(root), saved)
     assert (saved / "skills" / "refund" / "SKILL.md").is_file()
     assert load_harness(saved) == load_harness(root)
+    # saved back in place: its skill.md is the skill's file, replaced by a SKILL.md alone
+    loaded = load_harness(root)
+    save_harness(loaded.replace(version="2"), root)
+    assert sorted(p.name for p in (root / "skills" / "refund").iterdir()) == ["SKILL.md"]
+    assert load_harness(root) == loaded.replace(version="2")
+    # a skill.md beside a SKILL.md is no file of the skill's (the loader reads the SKILL.md)
+    (root / "skills" / "refund" / "skill.md").write_text("a draft\n")
+    with pytest.raises(HarnessError, match=r"\(skills/refund/skill\.md\)"):
+        save_harness(loaded, root)
+    assert (root / "skills" / "refund" / "skill.md").is_file()
 
 
 def test_a_skill_folder_name_that_is_no_id_says_how_to_get_one(tmp_path):
