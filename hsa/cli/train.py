@@ -224,12 +224,6 @@ def distill_command(
         f"({counts.get('variant_prompts', 0)} under variants; "
         f"{counts.get('api_rows_left_out', 0)} api rows left out); loss {_curve(report.losses)}"
     )
-    if counts.get("reasoning_not_trained"):
-        shown.print(
-            f"warning: {counts['reasoning_not_trained']} of the rows trained on carry reasoning "
-            "(reasoning_content) that the chat template does not render: trained on without it, "
-            "see README.md"
-        )
     shown.print(f"wrote {out} (model, hsa-train.json, README.md) in {report.wall_s:.1f} s")
 
 
