@@ -29,7 +29,7 @@ from hsa.datasets.figures import drawn, png, pyplot
 from hsa.datasets.manifest import config_hash
 from hsa.datasets.schema import card_features
 from hsa.errors import DatasetError
-from hsa.harness.tokenizers import load_failure, tokenizer_problem
+from hsa.harness.tokenizers import chat_template_problem, load_failure, tokenizer_problem
 
 PLOTS = "plots"
 PROMPT_BUCKET = 500  # characters per bar of the prompt-length histogram
@@ -273,15 +273,9 @@ def counting_tokenizer(path: str) -> Any:
     problem = tokenizer_problem(tokenizer, path)
     if problem is not None:
         raise DatasetError(problem, file=path)
-    if not getattr(tokenizer, "chat_template", None):
-        raise DatasetError(
-            "the tokenizer has no chat template (a base model's often has none), so it renders "
-            "no conversation: TRL's SFTTrainer cannot train these rows with it, and the card "
-            "counts each row's tokens as the template renders it; give the tokenizer of the "
-            "chat model you will train (--tokenizer, augment.tokenizer in a build config), or "
-            "add a chat_template.jinja to the folder",
-            file=path,
-        )
+    problem = chat_template_problem(tokenizer, "--tokenizer, augment.tokenizer in a build config")
+    if problem is not None:
+        raise DatasetError(problem, file=path)
     return tokenizer
 
 

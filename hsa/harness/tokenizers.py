@@ -1,5 +1,6 @@
-"""Whether a model folder's tokenizer is one: a check every layer that loads a tokenizer
-from a folder makes (training, the transformers teacher, the dataset card's token counts).
+"""Whether a model folder's tokenizer is one, and renders conversations: checks every layer
+that loads a tokenizer from a folder makes (training, the transformers teacher, the dataset
+card's token counts).
 
 transformers 5's ``AutoTokenizer`` does not fail on a folder without tokenizer files: it
 builds the model type's tokenizer class with its default, empty vocabulary (Qwen2's:
@@ -38,6 +39,29 @@ def tokenizer_problem(tokenizer: Any, path: str | Path, setting: str = "") -> st
         return missing_tokenizer(setting)
     written = "special or unknown tokens only" if ids else "no token"
     return f"its tokenizer writes {PROBE!r} as {written}, so it would read every text as nothing"
+
+
+def chat_template_problem(
+    tokenizer: Any, setting: str = "", template_setting: str = ""
+) -> str | None:
+    """Why ``tokenizer`` renders no conversation (None when it has a chat template): without
+    one, transformers refuses ``apply_chat_template``, so no row can be trained on (TRL),
+    counted or answered with it. Said in the reason: ``setting``, what gave the tokenizer
+    (``--tokenizer``), and ``template_setting``, one that gives a template of its own."""
+    if getattr(tokenizer, "chat_template", None):
+        return None
+    given = f" ({setting})" if setting else ""
+    fixes = [
+        f"give the tokenizer of a chat model{given}",
+        "add a chat_template.jinja to its folder",
+    ]
+    if template_setting:
+        fixes.append(f"set {template_setting} to a Jinja template")
+    shown = ", ".join(fixes[:-1]) + f"{',' if len(fixes) > 2 else ''} or {fixes[-1]}"
+    return (
+        "the tokenizer has no chat template (a base model's often has none), so it renders no "
+        f"conversation: {shown}"
+    )
 
 
 def load_failure(path: str | Path, said: str, setting: str = "") -> str:

@@ -29,7 +29,7 @@ from hsa.datasets.export import cache_error
 from hsa.datasets.lock import LOCK
 from hsa.datasets.shards import write_atomic
 from hsa.errors import TrainError, first_line
-from hsa.harness.tokenizers import load_failure, tokenizer_problem
+from hsa.harness.tokenizers import chat_template_problem, load_failure, tokenizer_problem
 from hsa.train.card import (
     CARD,
     HF_CACHE,
@@ -470,13 +470,10 @@ def load_tokenizer(
     problem = tokenizer_problem(tokenizer, path, setting)
     if problem is not None:
         raise TrainError(problem, file=path)
-    if renders and template is None and not getattr(tokenizer, "chat_template", None):
-        raise TrainError(
-            "the tokenizer has no chat template to render the rows' conversations with "
-            "(a base model's often has none): use a chat model, add a chat_template.jinja "
-            "to the folder, or (hsa train sft) set chat_template_path to a Jinja template",
-            file=path,
-        )
+    if renders and template is None:
+        problem = chat_template_problem(tokenizer, setting, "chat_template_path (hsa train sft)")
+        if problem is not None:
+            raise TrainError(problem, file=path)
     return tokenizer
 
 

@@ -80,3 +80,34 @@ def test_the_cards_token_counts_refuse_a_folder_without_a_tokenizer(bare: Path):
     assert refused.value.file == str(bare)
     assert refused.value.message.startswith("no tokenizer here: ")
     assert json.loads((bare / "config.json").read_text())["model_type"] == "qwen2"
+
+
+def test_a_tokenizer_without_a_chat_template_is_refused_in_one_sentence_everywhere(
+    tiny: Path, tmp_path: Path
+):
+    # the card and the trainer refused it in two wordings, the transformers teacher in a third
+    from hsa.datasets.card import token_lengths
+    from hsa.errors import TrainError
+    from hsa.teachers.backends.transformers import TransformersConfig, load_model
+    from hsa.train.sft import load_tokenizer
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny, base)
+    (base / "chat_template.jinja").unlink(missing_ok=True)
+    config = json.loads((base / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (base / "tokenizer_config.json").write_text(json.dumps(config))
+    said = (
+        "the tokenizer has no chat template (a base model's often has none), so it renders no "
+        "conversation: give the tokenizer of a chat model"
+    )
+    with pytest.raises(DatasetError) as card:
+        token_lengths({}, str(base))
+    with pytest.raises(TeacherError) as teacher:
+        load_model(TransformersConfig(str(base), device="cpu"))
+    with pytest.raises(TrainError) as trainer:
+        load_tokenizer(str(base))
+    refusals = (card.value, teacher.value, trainer.value)
+    assert all(r.file == str(base) and r.message.startswith(said) for r in refusals)
+    assert "(--tokenizer, augment.tokenizer in a build config)" in card.value.message
+    assert "(hsa.model, --model)" in trainer.value.message

@@ -550,7 +550,10 @@ def test_a_model_whose_tokenizer_has_no_chat_template_is_one_line_before_trainin
     with pytest.raises(TrainError) as refused:
         train_sft(config(dataset, bare, max_steps=1), tmp_path / "out")
     assert refused.value.file == str(bare)
-    assert "no chat template" in refused.value.message
+    assert refused.value.message.startswith("the tokenizer has no chat template")
+    assert refused.value.message.endswith(
+        "or set chat_template_path (hsa train sft) to a Jinja template"
+    )
     assert not (tmp_path / "out").exists()
     # a distillation teacher's tokenizer renders nothing: it may have none
     from hsa.train.sft import load_model

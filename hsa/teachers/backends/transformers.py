@@ -31,7 +31,7 @@ from typing import Any
 from hsa.config import bounded, refuse, same_as, setting
 from hsa.errors import TeacherError, first_line
 from hsa.harness.model import call_format_problem
-from hsa.harness.tokenizers import load_failure, tokenizer_problem
+from hsa.harness.tokenizers import chat_template_problem, load_failure, tokenizer_problem
 from hsa.teachers.backends.base import BatchingBackend, Waiting
 from hsa.teachers.backends.output import parse_output
 from hsa.teachers.config import TeachConfig
@@ -340,8 +340,9 @@ def load_model(config: TransformersConfig) -> tuple[Any, Any]:
     problem = tokenizer_problem(tokenizer, folder)
     if problem is not None:
         raise TeacherError(problem, file=str(folder))
-    if not tokenizer.chat_template:
-        raise TeacherError("the tokenizer has no chat template", file=str(folder))
+    problem = chat_template_problem(tokenizer)
+    if problem is not None:
+        raise TeacherError(problem, file=str(folder))
     model.eval()
     return model, tokenizer
 
