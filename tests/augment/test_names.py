@@ -122,6 +122,20 @@ def test_synonyms_of_compound_names_repeat_no_word():
             assert len(words) == len(set(words)), (name, words)
 
 
+def test_a_word_whose_meaning_depends_on_the_api_keeps_its_name():
+    # BFCL's array_sort(list, order) became array_sort(browse, purchase), calculate_derivative's
+    # x_value an x_amount, and a financial stock_ticker an inventory_ticker
+    from hsa.augment.banks import synonyms
+
+    bank = synonyms()
+    names = ["order", "list", "x_value", "stock_ticker", "product_of_primes", "check_in"]
+    names += ["book_name", "start", "end", "return", "set", "show_list", "file_lawsuit"]
+    names += ["area", "level", "format", "event", "ticket", "game", "note", "add", "play"]
+    for name in names:
+        for seed in range(6):
+            assert synonym_name(name, bank, random.Random(seed)) == name
+
+
 def test_fresh_parameter_names_are_never_python_keywords_but_a_kept_one_stays():
     # a synonym of "source": a call written as Python cannot pass it
     assert fresh_names(["source"], lambda n: "from", pattern=PARAM_NAME) == {"source": "from_2"}

@@ -856,13 +856,13 @@ def test_enum_values_keep_what_they_say():
 
 
 def test_a_synonym_keeps_upper_enum_values_upper_and_one_with_none_as_it_is():
-    values = ["CANCEL", "REFUND", "EXCHANGE_ITEM"]
+    values = ["CANCEL", "REFUND", "CANCEL_FLIGHT"]
     schema = {"type": "object", "properties": {"action": {"type": "string", "enum": values}}}
     harness = make_harness().replace(tools=[Tool("resolve", "Resolve.", schema)])
     for seed in range(4):
         text = dict(_apply("tools.enum_values", harness, seed, {"style": "synonym"}).mapping.text)
         assert "REFUND" not in text  # no synonym in the bank: not recased to "Refund"
-        assert set(text) == {"CANCEL", "EXCHANGE_ITEM"}
+        assert set(text) == {"CANCEL", "CANCEL_FLIGHT"}
         assert all(new.isupper() and new != old for old, new in text.items()), text
 
 

@@ -97,8 +97,8 @@ def test_the_first_call_the_harness_refused_decides_its_class(livestream, canoni
 def test_a_name_the_variant_renamed_is_an_unknown_tool_at_the_step_limit(livestream, renamed):
     """The canonical events hold the refused call mapped back, which maps forward to a tool
     the variant offers: the class comes from the call as the model wrote it."""
-    assert renamed.mapping.tool_name("search_products") != "search_products"
-    result = play(livestream, renamed, [call("search_products", query="lamp")])
+    assert renamed.mapping.tool_name("get_product_details") != "get_product_details"
+    result = play(livestream, renamed, [call("get_product_details", product_id="lamp")])
     assert result.ended == "step_limit"
     assert failure_class(result) == "unknown_tool"
 

@@ -68,10 +68,11 @@ def make_variant(harness, chain, *, seed=0, protocol: Protocol | None = None) ->
 
 @pytest.fixture(scope="session")
 def renamed(env) -> Variant:
-    """Tools and parameters renamed, under the api protocol."""
+    """Tools and parameters renamed, under the api protocol: every tool (camel case changes
+    each of livestream's names; synonyms leave those with no word in the bank as they are)."""
     return make_variant(
         env.harness(),
-        [("tools.rename", {"style": "synonym"}), ("tools.rename_params", {"fraction": 1.0})],
+        [("tools.rename", {"style": "camel"}), ("tools.rename_params", {"fraction": 1.0})],
     )
 
 

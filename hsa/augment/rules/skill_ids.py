@@ -127,7 +127,8 @@ def rename_skills(harness: Harness, table: dict[str, str]) -> Rewrite:
     # 5: front-matter names the Agent Skills spec allows; bundled_files re-keyed
     # 6: file names in prose (data_export.rb, out.tar.gz, x.yaml:3) keep a renamed id's spelling
     # 7: a synonym keeps an UPPER id upper; an id with no synonym stays as it is
-    version="7",
+    # 8: the synonym bank holds no word whose meaning depends on the API (order, list, stock)
+    version="8",
     params={
         "type": "object",
         "additionalProperties": False,

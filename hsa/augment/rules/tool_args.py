@@ -401,7 +401,8 @@ _CODE = re.compile(
     # 7: a surface spelling off the canonical enum is respelled back (one_to_one)
     # 8: file names in descriptions (value.rb, value.yaml:3) keep the value's spelling
     # 9: a synonym keeps an UPPER value upper (CANCEL -> VOID); one with no synonym stays
-    version="9",
+    # 10: the synonym bank holds no word whose meaning depends on the API (order, list, stock)
+    version="10",
     params={
         "type": "object",
         "additionalProperties": False,

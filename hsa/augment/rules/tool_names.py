@@ -124,7 +124,8 @@ def rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
     # 5: renames Bash of a skill's allowed-tools entry Bash(git:*); file names in prose
     # (get_order.rb, get_order.yaml:3) keep the name
     # 6: a synonym keeps an UPPER name upper; a name with no synonym stays as it is
-    version="6",
+    # 7: the synonym bank holds no word whose meaning depends on the API (order, list, stock)
+    version="7",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -225,7 +226,8 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
     # 9: file names in prose (order_id.rb, order_id.yaml:3) keep the name
     # 10: a synonym keeps an UPPER name upper; a name with no synonym stays as it is
     # 11: misses the arguments calls use that the schema does not declare
-    version="11",
+    # 12: the synonym bank holds no word whose meaning depends on the API (order, list, stock)
+    version="12",
     params={
         "type": "object",
         "additionalProperties": False,
