@@ -55,6 +55,22 @@ def split_words(name: str) -> list[str]:
     return _WORD_SPLIT.findall(name)
 
 
+@lru_cache(maxsize=8192)
+def word_form(word: str) -> str:
+    """``word`` lower case and singular (``Items`` -> item, ``entries`` -> entry, ``addresses``
+    -> address), by the regular English plurals: the form two names' words are compared in, so
+    that a plural is the same word as its singular. Irregular plurals keep their spelling, and
+    a word that only looks plural is cut alike in both its forms (``news`` -> new)."""
+    lower = word.lower()
+    if len(lower) > 4 and lower.endswith("ies"):
+        return lower[:-3] + "y"
+    if lower.endswith("es") and lower[:-2].endswith(("ss", "sh", "ch", "x", "z")):
+        return lower[:-2]
+    if len(lower) > 3 and lower.endswith("s") and not lower.endswith(("ss", "us", "is")):
+        return lower[:-1]
+    return lower
+
+
 def styled(words: Sequence[str], style: str) -> str:
     """Join ``words`` in ``style`` (snake, camel, pascal, kebab, upper)."""
     lower = [w.lower() for w in words if w]
@@ -115,12 +131,13 @@ def synonym_name(
     holding a word the name has already (``category_type`` -> ``kind_kind``) is passed over
     while another is left.
 
-    A synonym holding a word of ``avoid`` (lower case: the harness's own words, ``vocabulary``)
-    is never taken: there that word names something of its own (``item`` -> ``product`` where
-    items and products are two things). Nor is one holding a word ``claimed`` gives to another
-    word (``{synonym word: word}``, lower case, which this call adds its choices to: the names
-    of one rewrite share it, so that ``item`` and ``product`` never both become ``article``).
-    A word whose every synonym is passed over so stays as it is.
+    A synonym holding a word of ``avoid`` (in its ``word_form``: the harness's own words,
+    ``vocabulary``) in any form is never taken: there that word names something of its own
+    (``items`` -> ``products`` where items and products are two things). Nor is one holding a
+    word ``claimed`` gives to another word (``{synonym word: word}``, both in their
+    ``word_form``, which this call adds its choices to: the names of one rewrite share it, so
+    that ``items`` and ``product`` never become ``articles`` and ``article``). A word whose
+    every synonym is passed over so stays as it is.
     """
     words = split_words(name)
     if not words:
@@ -131,13 +148,13 @@ def synonym_name(
         choices = list(bank.get(word.lower()) or ())
         if not avoid and not claimed:
             return choices
-        own = word.lower()
+        own = word_form(word)
         return [
             c
             for c in choices
             if not any(
-                (w.lower() in avoid and w.lower() != own) or claimed.get(w.lower(), own) != own
-                for w in split_words(c)
+                (form in avoid and form != own) or claimed.get(form, own) != own
+                for form in map(word_form, split_words(c))
             )  # the word itself may stay in its synonym: date -> calendar_date
         ]
 
@@ -155,7 +172,7 @@ def synonym_name(
         fresh = [c for c in choices if not taken & {w.lower() for w in split_words(c)}]
         out.append(rng.choice(fresh or choices))
         for w in split_words(out[-1]):
-            claimed.setdefault(w.lower(), word.lower())
+            claimed.setdefault(word_form(w), word_form(word))
     if all(new.lower() == old.lower() for new, old in zip(out, words, strict=True)):
         return name  # nothing to restyle it for ("getHTTPOrder" stays, not "getHttpOrder")
     # A synonym may be several words ("look_up"): split again before styling.
@@ -164,14 +181,14 @@ def synonym_name(
 
 
 def vocabulary(harness: Harness) -> frozenset[str]:
-    """The words of a harness's own names, lower case: its tools' names (the skill tool's
-    too), their parameters' names and its skill ids. A synonym drawn for one of its names
-    avoids them (``synonym_name``)."""
+    """The words of a harness's own names, each in its ``word_form``: its tools' names (the
+    skill tool's too), their parameters' names and its skill ids. A synonym drawn for one of
+    its names avoids them in any form (``synonym_name``)."""
     names = [s.id for s in harness.skills]
     for tool in [*harness.tools, *([harness.skill_tool] if harness.skill_tool else [])]:
         names.append(tool.name)
         names.extend(all_property_names(dict(tool.parameters)))
-    return frozenset(w.lower() for n in names for w in split_words(n))
+    return frozenset(word_form(w) for n in names for w in split_words(n))
 
 
 def proposer(style: str, rng: random.Random, prefix: str, harness: Harness) -> Callable[[str], str]:

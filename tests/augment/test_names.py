@@ -20,6 +20,7 @@ from hsa.augment.names import (
     split_words,
     styled,
     synonym_name,
+    word_form,
 )
 
 
@@ -54,6 +55,26 @@ def test_a_synonym_the_harness_names_something_else_with_is_passed_over():
         assert synonym_name("start_date", dates, random.Random(seed), own, {}) == synonym_name(
             "start_date", dates, random.Random(seed)
         )
+
+
+def test_a_synonym_is_passed_over_in_any_form_the_harness_or_the_rewrite_has_it_in():
+    # tau2 retail: items became products beside its product tools (133 of 200 seeds), and
+    # items and product became articles and article (53 of 200): words compared exactly
+    bank = {"items": ["products", "entries"], "product": ["article"], "item": ["articles"]}
+    retail = frozenset({"modify", "order", "item", "product", "detail"})
+    for seed in range(12):
+        rng = random.Random(seed)
+        assert synonym_name("order_items", bank, rng, retail) == "order_entries"
+        claimed: dict[str, str] = {}
+        assert synonym_name("get_product", bank, rng, retail - {"item"}, claimed) == "get_article"
+        assert synonym_name("item", bank, rng, retail - {"product"}, claimed) == "item"
+    assert [word_form(w) for w in ("Items", "entries", "addresses", "boxes", "status")] == [
+        "item",
+        "entry",
+        "address",
+        "box",
+        "status",
+    ]
 
 
 def test_fresh_names_never_collide_even_with_prefixes():

@@ -57,7 +57,7 @@ def test_variant_records_rules_with_resolved_params(harness):
     recipe = Recipe((RecipeRule("tools.rename", 1.0, {"style": "camel"}),), variants_per_harness=1)
     (variant,) = plan(harness, recipe, seed=0)
     assert variant.rules == (
-        ("tools.rename", "7", {"style": "camel", "fraction": 1.0, "skill_tool": True}),
+        ("tools.rename", "8", {"style": "camel", "fraction": 1.0, "skill_tool": True}),
     )
     assert variant.harness.tool("getOrder") is not None
     assert variant.mapping.tool_name("get_order") == "getOrder"

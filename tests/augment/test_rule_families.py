@@ -884,6 +884,16 @@ def test_synonym_renames_never_swap_two_things_the_harness_keeps_apart():
             assert item[noun] != product[noun], (name, seed, item, product)
 
 
+def test_synonym_renames_pass_over_a_word_the_harness_has_in_another_form():
+    # movies -> films beside a tool of the harness's own about a film: two things, one word
+    film = {"type": "object", "properties": {"film_id": {"type": "string"}}}
+    tools = [Tool("find_movies", "Find movies.", {}), Tool("rate_film", "Rate a film.", film)]
+    harness = make_harness().replace(tools=tools)
+    for seed in range(12):
+        text = dict(_apply("tools.rename", harness, seed, {"style": "synonym"}).mapping.text)
+        assert "films" not in split_words(text.get("find_movies", "find_movies")), (seed, text)
+
+
 def _style_of(name: str) -> str:
     if name.startswith("t_") or name.startswith("skill-"):
         return "random"

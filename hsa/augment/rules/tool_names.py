@@ -125,7 +125,8 @@ def rename_allowed_tools(skill: Skill, table: dict[str, str]) -> Skill:
     # (get_order.rb, get_order.yaml:3) keep the name
     # 6: a synonym keeps an UPPER name upper; a name with no synonym stays as it is
     # 7: the synonym bank holds no word whose meaning depends on the API (order, list, stock)
-    version="7",
+    # 8: a synonym the harness or the rewrite has in another form (films, film) is passed over
+    version="8",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -227,7 +228,8 @@ def namespace(harness: Harness, rng: random.Random, params: dict[str, Any], cont
     # 10: a synonym keeps an UPPER name upper; a name with no synonym stays as it is
     # 11: misses the arguments calls use that the schema does not declare
     # 12: the synonym bank holds no word whose meaning depends on the API (order, list, stock)
-    version="12",
+    # 13: a synonym the harness or the rewrite has in another form (films, film) is passed over
+    version="13",
     params={
         "type": "object",
         "additionalProperties": False,
