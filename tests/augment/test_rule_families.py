@@ -153,7 +153,21 @@ def test_distractors_only_where_the_trajectory_calls_tools_and_never_a_tool_it_h
         assert _apply("tools.distractors", harness, seed, {"count": 16}, refusal).harness == harness
         out = _apply("tools.distractors", timed, seed, {"count": 16}).harness
         added = {t.name for t in out.tools} - {t.name for t in timed.tools}
-        assert len(added) == 15 and not any("current_time" in n for n in added), added  # of 16
+        # of 16: neither the clock nor search_web, whose name holds the harness's search
+        assert len(added) == 14 and not any("current_time" in n for n in added), added
+
+
+def test_a_distractor_whose_name_holds_a_harness_tools_words_is_not_drawn():
+    # BFCL multiple_67, "Translate Hello to French" with a tool named translate, got the bank's
+    # translate_text: only a name the same in another case style was kept out
+    harness = make_harness()
+    empty = {"type": "object", "properties": {}}
+    for own in ("translate", "Texts_Translate", "getStockQuotes", "recipe_unit_conversion"):
+        mine = harness.replace(tools=[*harness.tools, Tool(own, "Mine.", empty)])
+        for seed in range(6):
+            out = _apply("tools.distractors", mine, seed, {"count": 16}).harness
+            added = {t.name for t in out.tools} - {t.name for t in mine.tools}
+            assert len(added) == 14, (own, added)  # of 16: nor search_web, beside search
 
 
 def test_skill_id_enum_on_the_skill_tool_follows_renames_and_drops():

@@ -9,7 +9,7 @@ from typing import Any
 
 from hsa.augment.banks import distractor_tools
 from hsa.augment.free_text import format_accepts
-from hsa.augment.names import TOOL_NAME, fresh_names, restyle
+from hsa.augment.names import TOOL_NAME, fresh_names, split_words, word_form
 from hsa.augment.param_schemas import copy_schema, free_nodes
 from hsa.augment.registry import rule
 from hsa.augment.rule import Context, Rewrite
@@ -69,9 +69,37 @@ def reorder_properties(
     return Rewrite(harness.replace(tools=[reorder(t) for t in harness.tools]))
 
 
+def named_alike(name: str, other: str) -> bool:
+    """Whether one of two tool names holds every word of the other, in any case style, singular
+    and plural alike, and a word alike with its kin (``translate_text`` and ``translate``,
+    ``getStockQuotes`` and ``get_stock_quote``, ``convert_units`` and
+    ``recipe_unit_conversion``): tools so named do the same job. It errs towards alike
+    (``getCurrency`` and ``get_current_time``): a distractor left out costs a variant little,
+    one that can do the task's job makes a wrong row."""
+    words, others = ([word_form(w) for w in split_words(n)] for n in (name, other))
+
+    def held(these: list[str], those: list[str]) -> bool:
+        return all(any(_kin(w, o) for o in those) for w in these)
+
+    return bool(words and others) and (held(words, others) or held(others, words))
+
+
+def _kin(word: str, other: str) -> bool:
+    """Whether two words (``word_form``s) share their root: the same word, or one beginning of
+    five letters at least that leaves two letters of the shorter at most (``convert`` and
+    ``conversion``, ``translate`` and ``translator``; never ``get`` and ``generate``)."""
+    shorter = min(len(word), len(other))
+    pairs = enumerate(zip(word, other, strict=False))  # to the shorter's end
+    common = next((i for i, (a, b) in pairs if a != b), shorter)
+    return word == other or common >= max(5, shorter - 2)
+
+
 @rule(
     "tools.distractors",
-    version="2",
+    # 3: a bank tool whose name holds every word of a harness tool's, or the reverse, is not
+    # drawn (translate_text beside translate, convert_units beside recipe_unit_conversion),
+    # not only one named alike in another case style
+    version="3",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -94,17 +122,16 @@ def distractors(harness: Harness, rng: random.Random, params: dict[str, Any], co
     A distractor is sure to be unneeded only where the trajectory calls tools: one that calls
     none (a refusal, where whether any tool fits is the task: "what time is it in New York?"
     with no clock among the tools) gets none, since a bank tool might answer it. A bank tool
-    named like a tool of the harness (in any case style) is the same capability, and is not
-    drawn. Hook matchers keep their firing: a distractor a matcher would catch is renamed until
-    it is not.
+    named like a tool of the harness (``named_alike``: ``translate_text`` beside ``translate``)
+    is the same capability, and is not drawn. Hook matchers keep their firing: a distractor a
+    matcher would catch is renamed until it is not.
     """
     if not context.used_tools:
         return Rewrite(harness)
     existing = [t.name for t in harness.tools]
     if harness.skill_tool is not None:
         existing.append(harness.skill_tool.name)
-    own = {restyle(n, "snake") for n in existing}
-    pool = [t for t in distractor_tools() if restyle(t.name, "snake") not in own]
+    pool = [t for t in distractor_tools() if not any(named_alike(t.name, own) for own in existing)]
     count = min(params["count"], len(pool))
     picked = rng.sample(pool, count)
     patterns = [h.matcher.tool for h in harness.hooks if h.matcher.tool is not None]
