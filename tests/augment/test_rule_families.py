@@ -170,6 +170,16 @@ def test_a_distractor_whose_name_holds_a_harness_tools_words_is_not_drawn():
             assert len(added) == 14, (own, added)  # of 16: nor search_web, beside search
 
 
+def test_reworded_tool_descriptions_read_whatever_word_they_start_with():
+    # "Use this tool to {lower}" read "Use this tool to this function serves as a calculator."
+    for text in ("This function serves as a calculator.", "Retrieves the weather.", "Get it."):
+        tools = [Tool("calc", text, {"type": "object", "properties": {}})]
+        harness = make_harness().replace(tools=tools)
+        for seed in range(16):
+            (tool,) = _apply("tools.descriptions", harness, seed).harness.tools
+            assert text in tool.description and " to " + text[:1].lower() not in tool.description
+
+
 def test_skill_id_enum_on_the_skill_tool_follows_renames_and_drops():
     harness = make_harness()
     tool = harness.skill_tool

@@ -16,12 +16,8 @@ from hsa.harness.model import Harness
 
 def fill(template: str, text: str, name: str) -> str:
     """A bank template filled in; plain ``str.replace`` so braces in ``text`` are safe."""
-    lower = text[:1].lower() + text[1:]
-    out = template.replace("{name}", "\0name\0").replace("{lower}", "\0lower\0")
-    out = out.replace("{text}", "\0text\0")
-    return (
-        out.replace("\0name\0", name).replace("\0lower\0", lower).replace("\0text\0", text).strip()
-    )
+    out = template.replace("{name}", "\0name\0").replace("{text}", "\0text\0")
+    return out.replace("\0name\0", name).replace("\0text\0", text).strip()
 
 
 def _reword(text: str, name: str, templates: tuple[str, ...], rng: random.Random) -> str:
@@ -42,7 +38,8 @@ def _rewordings(text: str, name: str, templates: tuple[str, ...]) -> tuple[str, 
 
 @rule(
     "tools.descriptions",
-    version="1",
+    # 2: no "Use this tool to {lower}", which read "Use this tool to this function serves as..."
+    version="2",
     params={
         "type": "object",
         "additionalProperties": False,
@@ -59,7 +56,7 @@ def descriptions(harness: Harness, rng: random.Random, params: dict[str, Any], c
     """Reword tool (and parameter) descriptions with templates from a bank.
 
     Every template keeps the original description whole, so no information the task needs is
-    lost; only its framing changes ("Use this tool to ...", "Purpose: ...").
+    lost; only its framing changes ("What this tool does: ...", "Purpose: ...").
     """
     templates = bank("descriptions.yaml")
     for_parameter, for_tool = tuple(templates["parameter"]), tuple(templates["tool"])
