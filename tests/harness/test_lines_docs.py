@@ -160,3 +160,30 @@ def test_objects_inside_alternatives_are_unwrapped_as_the_other_docs_do():
         "- book_reservation(flights: {flight_number: string, date: string}[], "
         "when: string | {flight_number: string, date: string}, later?: object | null)"
     )
+
+
+def test_an_object_of_its_own_is_written_inline_whatever_else_it_says():
+    # "id or name" as anyOf of required sets, and a map of strings, printed as any and
+    # object[string] once alternatives were read first
+    either = params({"id": {"type": "string"}, "name": {"type": "string"}})
+    either["anyOf"] = [{"required": ["id"]}, {"required": ["name"]}]
+    mapping = {**params({"x": {"type": "string"}}), "additionalProperties": {"type": "string"}}
+    tool = {
+        "name": "f",
+        "parameters": params(
+            {"q": either, "qs": {"type": "array", "items": either}, "o": mapping},
+            ("q", "qs", "o"),
+        ),
+    }
+    assert line(tool) == (
+        "- f(q: {id?: string, name?: string}, qs: {id?: string, name?: string}[], o: {x?: string})"
+    )
+
+
+def test_an_array_alternatives_items_are_not_the_object_alternatives_fields():
+    # anyOf [an object with id, an array of objects with sku] read {id?, sku?}: sku belongs to
+    # the array's items, and id is required
+    one = {**params({"id": {"type": "string"}}), "required": ["id"]}
+    many = {"type": "array", "items": {**params({"sku": {"type": "string"}}), "required": ["sku"]}}
+    tool = {"name": "f", "parameters": params({"target": {"anyOf": [one, many]}}, ("target",))}
+    assert line(tool) == "- f(target: {id: string} | array[object])"

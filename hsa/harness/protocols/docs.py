@@ -617,29 +617,47 @@ def _line_type(
     *,
     inline: bool = True,
 ) -> str:
-    """A parameter's type in a ``lines`` doc: its object, its own or that of its object
-    alternatives (``_nested``, as the other docs document it: tau2's ``anyOf: [{$ref:
-    FlightInfo}, {type: object}]``), written ``{...}`` in place of the word ``object``."""
+    """A parameter's type in a ``lines`` doc: an object, its own or that of its object
+    alternatives (tau2's ``anyOf: [{$ref: FlightInfo}, {type: object}]``, merged as the other
+    docs merge them: ``_nested``), written ``{...}`` in place of the word ``object``."""
     refs = _refs(schema, root)
     plain = _resolve(schema, root)
     enum = plain.get("enum")
     if isinstance(enum, list) and enum:
         return "|".join(_line_value(v) for v in enum)
+    if plain.get("properties") and depth < _MAX_DEPTH:  # an object of its own, whatever else
+        # it says (anyOf of required sets, additionalProperties)
+        return _line_object(plain, refs, root, depth, seen, budget, inline=inline)
     items = plain.get("items")
-    if (
-        plain.get("type") == "array"
-        and isinstance(items, Mapping)
-        and not plain.get("properties")
-        and depth < _MAX_DEPTH
-    ):
+    if plain.get("type") == "array" and isinstance(items, Mapping) and depth < _MAX_DEPTH:
         inner = _line_type(items, root, depth + 1, seen | refs, budget, inline=inline)
         return f"({inner})[]" if "|" in inner else f"{inner}[]"
     kinds = _json_type(plain, root).split(" | ")
-    nested, refs = _nested(schema, root)
-    if nested is None or "object" not in kinds or depth >= _MAX_DEPTH or not inline:
+    # the object alternatives' fields: an array alternative's items are not the object's
+    objects = [
+        o for o in _options(plain) if not isinstance(_resolve(o, root).get("items"), Mapping)
+    ]
+    nested, refs = _nested({"anyOf": objects}, root)
+    if nested is None or "object" not in kinds or depth >= _MAX_DEPTH:
         return " | ".join(kinds)
-    if refs and not _expands(refs, seen, budget):  # recursive, or a doc grown long
-        braces = sorted(refs)[0].rsplit("/", 1)[-1]
-    else:
-        braces = "{" + _line_params(nested, root, depth + 1, seen | refs, budget) + "}"
+    braces = _line_object(nested, refs, root, depth, seen, budget, inline=inline)
     return " | ".join(braces if kind == "object" else kind for kind in kinds)
+
+
+def _line_object(
+    schema: Mapping[str, Any],
+    refs: frozenset[str],
+    root: Mapping[str, Any],
+    depth: int,
+    seen: frozenset[str],
+    budget: list[int],
+    *,
+    inline: bool,
+) -> str:
+    """An object in a ``lines`` doc: ``{field: type, ...}``, the word ``object`` where it is
+    not written inline, its type's name where it is recursive or the doc has grown long."""
+    if not inline:
+        return "object"
+    if refs and not _expands(refs, seen, budget):
+        return sorted(refs)[0].rsplit("/", 1)[-1]
+    return "{" + _line_params(schema, root, depth + 1, seen | refs, budget) + "}"
