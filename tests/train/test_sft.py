@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -1048,3 +1049,37 @@ def test_rows_packing_splits_into_pieces_trained_apart_are_counted(
     assert f"strategy {strategy}" in resolved["data"]["split_because"]
     card = (out / "README.md").read_text("utf-8")
     assert f"{counts['split']} of the rows trained on were split into pieces trained apart" in card
+
+
+def test_reasoning_before_the_last_user_message_is_counted_where_the_template_drops_only_it(
+    model, tmp_path
+):
+    # Qwen3's own template prints reasoning only after the last user message: a row whose
+    # reasoning comes before a later user message loses it, and only such a row is counted
+    from importlib import resources
+
+    from hsa.datasets.source import open_source
+    from hsa.pipelines.augment import AugmentConfig, augment
+
+    support = Path(__file__).resolve().parents[2] / "examples" / "chat" / "support.jsonl"
+    rows = [json.loads(line) for line in support.read_text("utf-8").splitlines()]
+    reasoned = next(r for r in rows if r["id"] == "support-0010")
+    later = {**reasoned, "id": "support-0010-more"}
+    later["messages"] = [
+        *reasoned["messages"],
+        {"role": "user", "content": "Thanks. And the refund?"},
+        {"role": "assistant", "content": "It goes back to your original payment method."},
+    ]
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text("".join(json.dumps(r) + "\n" for r in (reasoned, later)), "utf-8")
+    data = tmp_path / "data"
+    augment(open_source(chat), data, AugmentConfig(splits={"train": 1.0}, workers=1))
+    settings = config(data, model, max_steps=1, assistant_only_loss=False)
+    settings["hsa"]["canonical_share"] = 1.0
+    qwen3 = resources.files("trl").joinpath("chat_templates/qwen3.jinja")
+    settings["chat_template_path"] = str(qwen3)
+    out = tmp_path / "out"
+    counts = train_sft(settings, out).counts
+    assert counts["reasoning"] == 2 and counts["reasoning_not_trained"] == 1
+    because = json.loads((out / RESOLVED).read_text("utf-8"))["data"]
+    assert "before the last user message" in because["reasoning_not_trained_because"]
