@@ -111,3 +111,4 @@ def test_a_tokenizer_without_a_chat_template_is_refused_in_one_sentence_everywhe
     assert all(r.file == str(base) and r.message.startswith(said) for r in refusals)
     assert "(--tokenizer, augment.tokenizer in a build config)" in card.value.message
     assert "(hsa.model, --model)" in trainer.value.message
+    assert "give the tokenizer of a chat model (model, --model)" in teacher.value.message

@@ -331,18 +331,22 @@ def load_model(config: TransformersConfig) -> tuple[Any, Any]:
         raise TeacherError(f"device {device!r}, but torch sees no CUDA GPU; use device cpu")
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except Exception as exc:
+        said = f"cannot load the model: {first_line(exc)}"
+        raise TeacherError(load_failure(folder, said), file=str(folder)) from None
+    # the tokenizer is checked before the weights load: a base model's are refused at once
+    problem = tokenizer_problem(tokenizer, folder) or chat_template_problem(
+        tokenizer, "model, --model"
+    )
+    if problem is not None:
+        raise TeacherError(problem, file=str(folder))
+    try:
         model = AutoModelForCausalLM.from_pretrained(
             folder, dtype=config.dtype, device_map=device, local_files_only=True
         )
     except Exception as exc:  # a truncated download raises safetensors' own error
         said = f"cannot load the model: {first_line(exc)}"
         raise TeacherError(load_failure(folder, said), file=str(folder)) from None
-    problem = tokenizer_problem(tokenizer, folder)
-    if problem is not None:
-        raise TeacherError(problem, file=str(folder))
-    problem = chat_template_problem(tokenizer)
-    if problem is not None:
-        raise TeacherError(problem, file=str(folder))
     model.eval()
     return model, tokenizer
 
