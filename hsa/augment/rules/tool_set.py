@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import re
 from typing import Any
@@ -76,22 +77,38 @@ def named_alike(name: str, other: str) -> bool:
     ``recipe_unit_conversion``): tools so named do the same job. It errs towards alike
     (``getCurrency`` and ``get_current_time``): a distractor left out costs a variant little,
     one that can do the task's job makes a wrong row."""
-    words, others = ([word_form(w) for w in split_words(n)] for n in (name, other))
+    (words, keys), (others, other_keys) = _name_words(name), _name_words(other)
 
-    def held(these: list[str], those: list[str]) -> bool:
+    def held(these: tuple[str, ...], those: tuple[str, ...]) -> bool:
         return all(any(_kin(w, o) for o in those) for w in these)
 
-    return bool(words and others) and (held(words, others) or held(others, words))
+    # kin words begin alike (their first five letters, or the whole of a shorter word): a
+    # name whose beginnings are not all among the other's holds none of it
+    return bool(words and others) and (
+        (keys <= other_keys and held(words, others)) or (other_keys <= keys and held(others, words))
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_words(name: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The words of a tool name in their ``word_form``, and their beginnings (``_kin``): every
+    bank tool's are asked for once per variant the rule draws."""
+    words = tuple(word_form(w) for w in split_words(name))
+    return words, frozenset(w[:_KIN] for w in words)
+
+
+#: how many first letters two kin words share at least (``_kin``)
+_KIN = 5
 
 
 def _kin(word: str, other: str) -> bool:
     """Whether two words (``word_form``s) share their root: the same word, or one beginning of
     five letters at least that leaves two letters of the shorter at most (``convert`` and
     ``conversion``, ``translate`` and ``translator``; never ``get`` and ``generate``)."""
-    shorter = min(len(word), len(other))
-    pairs = enumerate(zip(word, other, strict=False))  # to the shorter's end
-    common = next((i for i, (a, b) in pairs if a != b), shorter)
-    return word == other or common >= max(5, shorter - 2)
+    common = max(_KIN, min(len(word), len(other)) - 2)
+    return word == other or (
+        common <= min(len(word), len(other)) and word[:common] == other[:common]
+    )
 
 
 @rule(
