@@ -637,10 +637,10 @@ def _line_type(
     objects = [
         o for o in _options(plain) if not isinstance(_resolve(o, root).get("items"), Mapping)
     ]
-    nested, refs = _nested({"anyOf": objects}, root)
+    nested, more = _nested({"anyOf": objects}, root)
     if nested is None or "object" not in kinds or depth >= _MAX_DEPTH:
         return " | ".join(kinds)
-    braces = _line_object(nested, refs, root, depth, seen, budget, inline=inline)
+    braces = _line_object(nested, refs | more, root, depth, seen, budget, inline=inline)
     return " | ".join(braces if kind == "object" else kind for kind in kinds)
 
 
