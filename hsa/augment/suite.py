@@ -505,9 +505,9 @@ def _given(item: _Applied) -> tuple:
 
 def _failed_elsewhere(report: CheckReport, seed: int, why: str) -> CheckReport:
     message = (
-        f"{why}: the rewrite differs across processes (set order or hash()), so one variant "
-        "id would hold two contents; iterate sorted(...), never a set's order or hash() "
-        "(docs/rules.md, 'Check it')"
+        f"{why}: the rewrite differs across processes, so one variant id would hold two "
+        "contents; draw everything from rng, never from random or the clock, and iterate "
+        "sorted(...), never a set's order or hash() (docs/rules.md, 'Check it')"
     )
     return _fail_harness(report, seed, message)
 

@@ -393,10 +393,13 @@ def _print_table(chosen, reports, n_subjects, seeds, broken, *, debug: bool = Fa
             f"{_count(len(broken), 'plugin')} failed to load; their rules were not checked: "
             + "; ".join(str(b) for b in broken)
         )
-    if problems:
-        fail("\n".join(problems))
-    # a rule that changed nothing anywhere passed checks that tested nothing: say so
-    idle = [item.name for item in chosen if (found := tallies.get(item.name)) and not found.changed]
+    # a rule that changed nothing anywhere passed checks that tested nothing: say so, beside
+    # another rule's failure too
+    idle = [
+        item.name
+        for item in chosen
+        if (found := tallies.get(item.name)) and found.ok and not found.changed
+    ]
     for name in idle:
         console().print(
             f"note: {name} changed nothing on any of these trajectories and seeds, so its "
@@ -415,6 +418,8 @@ def _print_table(chosen, reports, n_subjects, seeds, broken, *, debug: bool = Fa
             f"{_count(count, 'rule')}, so it tested nothing for them: the trajectories' own "
             f"calls fail it on the canonical harness",
         )
+    if problems:
+        fail("\n".join(problems))
     said = [f"{len(idle)} changed nothing"] if idle else []
     said += [f"{check} check untested for {n}" for check, n in sorted(unchecked.items())]
     tail = f" ({'; '.join(said)})" if said else ""

@@ -292,6 +292,19 @@ def _fake_distribution(root: Path) -> None:
     (info / "entry_points.txt").write_text("[hsa.rules]\nbroken = broken_rules\n")
 
 
+def test_a_rule_that_changed_nothing_is_said_beside_another_rules_failure(tmp_path):
+    # the note came after the failure's exit, so a rule that tested nothing showed passed
+    _fake_distribution(tmp_path)
+    out = hsa(
+        "rules", "check", "--rule", "tools.flatten_args", "--rule", "broken.rename_tool_only",
+        "--harness", str(DEMO), "--seeds", "1", env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert "note: tools.flatten_args changed nothing on any of these trajectories" in out.stdout
+    assert "note: broken.rename_tool_only" not in out.stdout  # (its failure is said)
+    assert "failed a task-preservation check: broken.rename_tool_only" in out.stderr
+
+
 def test_check_fails_with_exit_1_on_a_broken_rule(tmp_path):
     _fake_distribution(tmp_path)
     env = {"PYTHONPATH": str(tmp_path)}
