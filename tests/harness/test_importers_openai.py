@@ -457,6 +457,26 @@ def test_text_is_read_as_json_only_where_an_object_names_a_listed_tool(monkeypat
     assert len(reads) < 50  # Glaive's shape needs no reading
 
 
+def test_react_marks_are_found_in_one_pass_over_spaces(tmp_path):
+    # "Action" then 60,000 spaces took 18 s to import: `Action[ \t]*\d*[ \t]*:` tried every
+    # split of the spaces between its two runs (quadratic; 300,000 spaces, hours). Run apart,
+    # so that a quadratic pattern fails at the time limit rather than holding the suite
+    from hsa.harness.importers.openai_jsonl import _calls_in_text
+
+    tools = {"get_weather"}
+    assert _calls_in_text("Action 2 :\tget_weather[Paris]", tools)
+    assert _calls_in_text("Thought 3 : hm\nAction\t:  get_weather", tools)
+    assert not _calls_in_text("Action 2 3: get_weather[Paris]", tools)
+    probe = (
+        "from hsa.harness.importers.openai_jsonl import _calls_in_text as f\n"
+        "s = ' ' * 300_000\n"
+        "assert not f('Action' + s + 'x', {'x'})\n"
+        "assert not f('Action' + s + 'Input' + s + 'x', {'x'})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
 def test_an_assistant_s_text_then_its_calls_in_a_message_of_their_own_are_said(tmp_path):
     # the row shows them as one assistant message (hsa's events hold a turn's text and its
     # calls as one turn): counted in the notes, not done silently

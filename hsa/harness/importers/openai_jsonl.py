@@ -846,13 +846,13 @@ def _calls_in_text(text: str, tools: set[str]) -> bool:
 _FUNCTION_TAG = re.compile(r"<function=([^>\s]+)>")
 _MISTRAL_CALL = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*(?:\[ARGS\]|\{)")
 _REACT_ACTION = re.compile(
-    r"Action[ \t]*\d*[ \t]*:[ \t]*`?([^\s`\[(]+)`?[ \t]*([\[(]|\r?$)", re.MULTILINE
+    r"Action[ \t]*(?:\d+[ \t]*)?:[ \t]*`?([^\s`\[(]+)`?[ \t]*([\[(]|\r?$)", re.MULTILINE
 )
 
 #: a line that shows a ReAct agent's steps besides ``Action:`` (a line that alone may be
 #: prose: "Action: search" heading a piece of advice)
 _REACT_STEP = re.compile(
-    r"^[ \t]*(?:Action[ \t]+Input|Thought|Observation)[ \t]*\d*[ \t]*:", re.MULTILINE
+    r"^[ \t]*(?:Action[ \t]+Input|Thought|Observation)[ \t]*(?:\d+[ \t]*)?:", re.MULTILINE
 )
 
 #: the keys that name what a JSON call calls (``name``; LangChain's ``action``), in either
