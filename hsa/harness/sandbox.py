@@ -597,6 +597,12 @@ def check_template(source: str, *, where: str = "template") -> None:
         raise TemplateError(
             f"template syntax error at line {exc.lineno}: {exc.message}", where=where
         ) from None
+    except RecursionError:  # Jinja parses and compiles by recursion: ((((...)))) runs out
+        raise TemplateError(
+            "template nested too deeply to compile (brackets, blocks or expressions inside "
+            "each other)",
+            where=where,
+        ) from None
 
 
 def _plain(source: str) -> bool:

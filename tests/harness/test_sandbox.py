@@ -241,6 +241,15 @@ def test_syntax_errors_name_the_line() -> None:
     assert err.value.where == "$.prompt.template"
 
 
+def test_a_template_nested_too_deeply_to_compile_is_named() -> None:
+    # 208 bytes of brackets ran Jinja's parser out of stack: the CLI said "a JSON or YAML value
+    # thousands of levels deep" and named no file
+    source = "{{ " + "(" * 1000 + "1" + ")" * 1000 + " }}"
+    with pytest.raises(TemplateError, match="nested too deeply to compile") as err:
+        check_template(source, where="prompt.md.j2")
+    assert err.value.where == "prompt.md.j2"
+
+
 def test_undefined_values_are_errors_not_blanks() -> None:
     with pytest.raises(TemplateError, match="undefined value at line 1: 'nope' is undefined"):
         render_template("{{ nope }}", {})
