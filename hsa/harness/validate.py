@@ -21,7 +21,13 @@ from hsa.errors import (
     schema_message,
 )
 from hsa.harness.arguments import schema_class
-from hsa.harness.jsonvalues import json_path, may_be_unwritable, resolve_pointer, unwritable
+from hsa.harness.jsonvalues import (
+    json_path,
+    may_be_unwritable,
+    pointer_key,
+    resolve_pointer,
+    unwritable,
+)
 from hsa.harness.model import Harness, Hook, Tool, compact_json
 from hsa.harness.parse import alike_hooks
 from hsa.harness.prompt import system_prompt
@@ -614,11 +620,23 @@ def ref_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """Unresolvable local ``$ref``s, and ``$ref`` cycles that never reach into a value (in
     ``schema``, at paths relative to it). A recursive type (a tree whose nodes hold nodes)
     is a cycle through ``properties`` or ``items``, and valid; a cycle of references to the
-    same value (``A`` is ``allOf: [B]``, ``B`` is ``A``) would never end being checked."""
-    edges: dict[str, set[str]] = {}  # owner -> the references it makes to the same value
+    same value (``A`` is ``allOf: [B]``, ``B`` is ``A``; a property that is ``$ref`` to
+    itself) would never end being checked.
 
-    def walk(node: Any, path: str, owner: str, same: bool) -> Iterator[tuple[str, str]]:
+    Each node a reference names owns the references it makes to the same value, as do the
+    schema and the ``$defs`` entries; a node named by a reference, reached from its owner
+    through the same value, is a reference of that owner's too."""
+    named = {_ref_key(ref) for ref in _local_refs(schema)}
+    edges: dict[str, set[str]] = {}  # owner -> the owners its value is checked against
+
+    def walk(
+        node: Any, path: str, key: tuple[str, ...], owner: str, same: bool
+    ) -> Iterator[tuple[str, str]]:
         if isinstance(node, Mapping):
+            if key in named and _label(key) != owner:
+                if same:
+                    edges.setdefault(owner, set()).add(_label(key))
+                owner, same = _label(key), True
             ref = node.get("$ref")
             if isinstance(ref, str):
                 if not ref.startswith("#"):
@@ -626,19 +644,20 @@ def ref_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                 elif resolve_pointer(schema, ref) is None:
                     yield path, f"$ref {ref!r} does not resolve"
                 elif same:
-                    edges.setdefault(owner, set()).add(ref)
-            for key, value in node.items():
-                child = f"{path}.{key}" if _plain(key) else f"{path}[{json.dumps(str(key))}]"
+                    edges.setdefault(owner, set()).add(_label(_ref_key(ref)))
+            for name, value in node.items():
+                child = f"{path}.{name}" if _plain(name) else f"{path}[{json.dumps(str(name))}]"
+                at = (*key, str(name))
                 # A node directly under $defs/definitions owns the references inside it.
                 if path in (".$defs", ".definitions"):
-                    yield from walk(value, child, f"#/{path[1:]}/{key}", True)
+                    yield from walk(value, child, at, _label(at), True)
                 else:
-                    yield from walk(value, child, owner, same and key in _SAME_VALUE)
+                    yield from walk(value, child, at, owner, same and name in _SAME_VALUE)
         elif isinstance(node, list):
             for i, value in enumerate(node):
-                yield from walk(value, f"{path}[{i}]", owner, same)
+                yield from walk(value, f"{path}[{i}]", (*key, str(i)), owner, same)
 
-    yield from walk(schema, "", "#", True)
+    yield from walk(schema, "", (), "#", True)
     cycle = _find_cycle(edges)
     if cycle:
         yield (
@@ -648,6 +667,29 @@ def ref_problems(schema: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                 "next, so checking a value against it would never end)"
             ),
         )
+
+
+def _local_refs(node: Any) -> Iterator[str]:
+    """Every local ``$ref`` string in ``node``, at any depth."""
+    if isinstance(node, Mapping):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            yield ref
+        for value in node.values():
+            yield from _local_refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _local_refs(value)
+
+
+def _ref_key(ref: str) -> tuple[str, ...]:
+    """The keys the local pointer ``ref`` names, in order (as ``resolve_pointer`` reads it)."""
+    return tuple(pointer_key(raw) for raw in ref.lstrip("#").split("/")[1:])
+
+
+def _label(key: tuple[str, ...]) -> str:
+    """The pointer to the node at ``key``, as a cycle names it (``#/$defs/A``)."""
+    return "#" + "".join("/" + k.replace("~", "~0").replace("/", "~1") for k in key)
 
 
 #: keywords whose sub-schemas apply to the value itself, not to a part of it

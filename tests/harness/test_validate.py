@@ -311,6 +311,29 @@ def schema_with(**defs):
             schema_with(A={"allOf": [{"$ref": "#/$defs/B"}]}, B={"not": {"$ref": "#/$defs/A"}}),
             ["$ref cycle: #/$defs/A -> #/$defs/B -> #/$defs/A"],
         ),
+        # references to nodes outside $defs: a property that is itself, two that are each
+        # other, and an alternative that is its own schema (validate said ok; checking a
+        # call then ran out of stack)
+        (
+            {"properties": {"a": {"$ref": "#/properties/a"}}},
+            ["$ref cycle: #/properties/a -> #/properties/a"],
+        ),
+        (
+            {"properties": {"a": {"$ref": "#/properties/b"}, "b": {"$ref": "#/properties/a"}}},
+            ["$ref cycle: #/properties/a -> #/properties/b -> #/properties/a"],
+        ),
+        (
+            {"properties": {"a": {"anyOf": [{"$ref": "#/properties/a"}, {"type": "null"}]}}},
+            ["$ref cycle: #/properties/a -> #/properties/a"],
+        ),
+        (
+            {"properties": {"a": {"$ref": "#/properties/b"}, "b": {"type": "string"}}},
+            [],
+        ),
+        (
+            {"properties": {"a": {"type": "array", "items": {"$ref": "#/properties/a"}}}},
+            [],
+        ),
         # recursive types: a cycle through a part of the value (a property, an item) is valid
         (schema_with(A={"properties": {"b": {"$ref": "#/$defs/B"}}}, B={"$ref": "#/$defs/A"}), []),
         (schema_with(A={"type": "array", "items": {"$ref": "#/$defs/A"}}), []),
