@@ -60,8 +60,9 @@ _REDRAWS = 4  # attempts at a variant that changes something
 PLAN_VERSION = 7
 #: the version of how the augment job picks each trajectory's variants among the planned ones
 #: (2: passing over those its rows would show as the canonical one, or as one already taken,
-#: shows them: ``shown_key``), recorded by the datasets it writes
-PICK_VERSION = 2
+#: shows them: ``shown_key``; 3: a mapping entry for a tool the variant dropped shows
+#: nothing), recorded by the datasets it writes
+PICK_VERSION = 3
 
 
 @by_fields
@@ -967,12 +968,12 @@ def shown_key(
     skills the trajectory loads and hooks that fire in it as the variant has them. Two
     variants with the same key render its rows the same, so a rewrite of what they never show
     (the body of a skill never loaded, a hook that never fires, the sections of a prompt that
-    renders empty) is no change for it. ``source`` is the harness the variant was rewritten
-    from: what its argument steps do is judged on arguments drawn from its tools (without
-    it, by the steps as they are). ``steps=False`` leaves out what argument steps do
-    (the tools' surface names kept): a cheaper key that equal keys also have. A prompt that
-    does not render gives the whole ``content_key``: it fails where the variant is
-    rendered."""
+    renders empty, a tool a later rule dropped) is no change for it. ``source`` is the
+    harness the variant was rewritten from: what its argument steps do is judged on arguments
+    drawn from its tools (without it, by the steps as they are). ``steps=False`` leaves out
+    what argument steps do (the tools' surface names kept): a cheaper key that equal keys
+    also have. A prompt that does not render gives the whole ``content_key``: it fails where
+    the variant is rendered."""
     try:
         prompt = system_prompt(harness)
     except HsaError:
@@ -990,13 +991,17 @@ def shown_key(
     # a load shows the skill tool's name and the parameter naming the skill (the first one:
     # the order of its properties counts, which sorted JSON would lose)
     loader = harness.skill_tool if sight.skills else None
+    # a mapping entry shows nothing when it maps a tool to itself, or maps it to a tool the
+    # variant does not have (rewritten, then dropped by a later rule): no row calls that
+    # tool, or planning would have refused the variant (``_lost``)
+    tools = _tool_names(harness)
     shown = [
         harness.prompt.placement if prompt else None,
         harness.protocol.to_dict(),
         {
             name: _shown_map(source, name, found) if steps else found.name
             for name, found in mapping.tools.items()
-            if found.name != name or found.steps  # (an entry mapping a tool to itself)
+            if (found.name != name or found.steps) and found.name in tools
         },
         skills,
         None if loader is None else [loader.name, harness.skill_arg],

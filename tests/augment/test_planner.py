@@ -756,6 +756,39 @@ def test_steps_with_one_effect_show_alike_and_steps_with_two_do_not(harness) -> 
     assert shown_key(base, RewriteMapping(tools={"book": ToolMap("book")}), source=base) == plain
 
 
+def test_a_mapping_entry_for_a_tool_the_variant_dropped_shows_nothing(harness, events) -> None:
+    # tools.add_optional then tools.drop_unused: the parameter added to a tool the variant no
+    # longer has is in its mapping, but no row can show it (none calls the tool, which
+    # planning sees to: ``_lost``), so pick takes one of the two variants, not both
+    from hsa.augment.mapping import Step, ToolMap
+    from hsa.augment.planner import Sight, shown_key
+
+    assert "cancel_order" not in Context.of(events).used_tools
+    dropped = harness.replace(tools=tuple(t for t in harness.tools if t.name != "cancel_order"))
+    added = ToolMap("cancel_order", (Step("add", ("client_note",)),))
+    noted = RewriteMapping(tools={"cancel_order": added})
+    sight = Sight.of(events)
+    for steps in (True, False):
+        plain = shown_key(dropped, IDENTITY, sight, source=harness, steps=steps)
+        assert shown_key(dropped, noted, sight, source=harness, steps=steps) == plain
+    # the same entry counts where the variant keeps the tool
+    kept = shown_key(harness, noted, sight, source=harness)
+    assert kept != shown_key(harness, IDENTITY, sight, source=harness)
+
+    recipe = dataclasses.replace(default_recipe(), variants_per_trajectory=2)
+    both = [
+        Variant("a" * 16, harness.id, (("tools.drop_unused", "2", {}),), dropped, IDENTITY),
+        Variant(
+            "b" * 16,
+            harness.id,
+            (("tools.add_optional", "2", {}), ("tools.drop_unused", "2", {})),
+            dropped,
+            noted,
+        ),
+    ]
+    assert len(pick(both, "t1", recipe, harness=harness, events=events)) == 1
+
+
 @pytest.mark.parametrize("seed", ["0", -1, 1.5, True])
 def test_a_seed_that_is_no_seed_is_refused_not_drawn_from(harness, seed) -> None:
     recipe = default_recipe()
