@@ -26,6 +26,18 @@ class HsaError(Exception):
     def __str__(self) -> str:
         return ": ".join(part for part in (self.file, self.where, self.message) if part)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled (an error raised in a worker process) as its args and attributes, and
+        # rebuilt without calling ``__init__`` again: a subclass's ``__init__`` takes what
+        # it made the message of (a report, a harness), not the message that
+        # ``Exception.__reduce__`` would hand it (a ProcessPoolExecutor then broke on it)
+        return (_unpickled, (type(self), self.args), self.__dict__)
+
+
+def _unpickled(cls: type[HsaError], args: tuple[Any, ...]) -> HsaError:
+    """An error of ``cls`` with ``args`` and no attributes yet (``HsaError.__reduce__``)."""
+    return cls.__new__(cls, *args)
+
 
 class HarnessError(HsaError):
     """A harness document, directory or component is invalid."""
@@ -41,9 +53,6 @@ class HarnessValidationError(HarnessError):
 
     def __str__(self) -> str:
         return "\n".join(str(p) for p in self.problems)
-
-    def __reduce__(self):  # pickled with its problems (an error raised in a worker process)
-        return (type(self), (self.problems,))
 
 
 class TemplateError(HsaError):

@@ -1,14 +1,24 @@
-"""Stops held back for a step that must not be cut in two (``stops_held``), and a stop's
-exception Python could not raise said nothing of (``quiet_stops``)."""
+"""Stops held back for a step that must not be cut in two (``stops_held``), a stop's
+exception Python could not raise said nothing of (``quiet_stops``), and errors that cross a
+process boundary whole (pickled)."""
 
 from __future__ import annotations
 
 import os
+import pickle
 import signal
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
+from hsa.augment.mapping import ArgumentClash, Step
+from hsa.augment.planner import HooksAlike, PromptUnrendered
+from hsa.augment.registry import _NameTaken
 from hsa.errors import (
+    HarnessValidationError,
+    HsaError,
+    PlanError,
     Terminated,
     clear_stop,
     on_sigint,
@@ -17,6 +27,9 @@ from hsa.errors import (
     stop_requested,
     stops_held,
 )
+from hsa.eval.runner import EvalIncomplete, EvalReport
+from hsa.harness import Harness, Hook
+from hsa.pipelines.teach import TeachIncomplete, TeachReport
 
 
 @pytest.fixture(autouse=True)
@@ -98,3 +111,48 @@ def test_any_other_exception_python_could_not_raise_goes_to_the_hook_before():
     interrupt = unraisable(KeyboardInterrupt())  # (no stop recorded: not one of the CLI's)
     hook(interrupt)
     assert said == [error, interrupt]
+
+
+_HARNESS = Harness("acme", hooks=(Hook("a", "stop", "add_context", "Note: {{ text }}"),))
+
+
+#: one of each error whose ``__init__`` takes other than the message (a report, a harness)
+BUILT_OTHERWISE = [
+    HsaError("bad row", file="x.jsonl", where="row 3"),
+    HarnessValidationError([HsaError("no id", file="h.yaml", where="$.id"), HsaError("dup")]),
+    PlanError("rule failed", harness_id="acme", where="rule 'tools.rename'"),
+    ArgumentClash("clash", where="rule 'args.move'", step=Step("add", ("a",)), at=("a",)),
+    _NameTaken("taken", name="tools.rename"),
+    HooksAlike(_HARNESS, where="rule 'hooks.wrapper'"),
+    PromptUnrendered(_HARNESS, HsaError("no element 4"), where="rule 'protocol.switch'"),
+    TeachIncomplete(
+        TeachReport(
+            out=Path("out/x"),
+            total=5,
+            written=3,
+            reasons=Counter(backend=2),
+            retry_reasons=Counter(t=2),
+        )
+    ),
+    EvalIncomplete(EvalReport(out=Path("out/e"), episodes=4, retry=1, retry_reasons=Counter(t=1))),
+]
+
+
+@pytest.mark.parametrize("error", BUILT_OTHERWISE, ids=lambda e: type(e).__name__)
+def test_an_error_unpickles_as_it_was(error):
+    # raised in a worker process, it is pickled to the parent: a failed rebuild there broke
+    # the whole pool (BrokenProcessPool) instead of raising the error
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error) and str(copy) == str(error) and copy.args == error.args
+    assert pickle.dumps(copy) == pickle.dumps(error)  # every attribute, as it was
+
+
+def test_every_error_built_otherwise_is_pickled_above():
+    # of the errors loaded: this module imports each module that defines one today
+    def below(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from below(sub)
+
+    own_init = {c for c in below(HsaError) if "__init__" in vars(c)}
+    assert own_init <= {type(e) for e in BUILT_OTHERWISE}
