@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ from hsa.datasets.shards import write_shard
 from hsa.errors import HsaError, TeacherError
 from hsa.harness.events import Trajectory
 from hsa.harness.parse import parse
-from hsa.pipelines.teach import TeachConfig, TeachIncomplete, teach
+from hsa.pipelines.teach import TeachConfig, TeachIncomplete, TeachReport, teach
 from hsa.teachers.backends.base import Backend
 from hsa.teachers.config import public_url
 from hsa.teachers.oracle import OracleBackend, OracleResponder
@@ -156,6 +157,21 @@ def test_same_job_gives_the_same_bytes(finished, tmp_path, env):
     teach(config(concurrency=3), again, env=env)  # other concurrency, other timing
     # every shard, the manifest and the job file, byte for byte
     assert files(out) == files(again)
+
+
+def test_a_job_called_while_an_event_loop_runs_writes_the_same_bytes(finished, tmp_path, env):
+    # as in a notebook's cell, where ipykernel's loop runs: asyncio.run refused to start
+    # the job's own loop there (RuntimeError), so hsa.teach and hsa.build failed
+    out, _ = finished
+    called = tmp_path / "called"
+    progress: list[tuple[int, int, int]] = []
+
+    async def cell() -> TeachReport:
+        return teach(config(), called, env=env, progress=lambda *a: progress.append(a))
+
+    assert asyncio.run(cell()).written == 18
+    assert files(out) == files(called)
+    assert progress[-1] == (18, 18, 18)  # told as it ran, to the end
 
 
 def test_a_job_resumed_under_other_speed_settings_ends_with_the_same_bytes(finished, tmp_path, env):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
 import re
 import signal
 import threading
@@ -182,7 +185,13 @@ def run_async(main: Coroutine[Any, Any, _T]) -> _T:
     second stop is raised at once, wherever the main thread is (work that never yields back
     to the loop). Raised by the first signal at whatever line the loop was on, a stop could
     cut a task's step short inside the loop itself, and the run then waited forever for that
-    task to finish cancelling."""
+    task to finish cancelling.
+
+    Called where an event loop runs already (a notebook's cell, under ipykernel's loop), where
+    ``asyncio.run`` refuses to start another, it runs ``main`` on a thread of its own and
+    waits for it (``_run_beside``): a job's progress callbacks are then called on that thread."""
+    if _loop_running():
+        return _run_beside(main)
     taken = {}
     if threading.current_thread() is threading.main_thread():
         for number in (signal.SIGTERM, signal.SIGINT):
@@ -235,6 +244,62 @@ def run_async(main: Coroutine[Any, Any, _T]) -> _T:
     if asked:  # main returned all the same, or the stop came as the loop closed
         raise asked[0]()
     return result
+
+
+def _loop_running() -> bool:
+    """Whether an event loop runs in this thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _run_beside(main: Coroutine[Any, Any, _T]) -> _T:
+    """``run_async(main)`` on a new thread, for a caller whose thread runs an event loop: the
+    caller waits for it, with the caller's context variables, as ``asyncio.run``'s task would
+    have them, and is given its result or its exception. A stop raised in the caller while it
+    waits (Ctrl-C, which ipykernel raises in a cell as ``KeyboardInterrupt``) cancels ``main``
+    and is raised once ``main`` has unwound (or has returned anyway); a second stop is raised
+    at once, leaving the thread to finish unwinding."""
+    done: concurrent.futures.Future[_T] = concurrent.futures.Future()
+    running: dict[str, Any] = {}  # the loop and main's task, once they run
+    stopped = threading.Event()
+
+    async def watched() -> _T:
+        running.update(loop=asyncio.get_running_loop(), task=asyncio.current_task())
+        if stopped.is_set():  # stopped before the loop ran
+            main.close()
+            raise asyncio.CancelledError
+        return await main
+
+    def run() -> None:
+        try:
+            done.set_result(run_async(watched()))
+        except BaseException as exc:  # the caller's to raise
+            done.set_exception(exc)
+
+    worker = threading.Thread(
+        target=contextvars.copy_context().run, args=(run,), name="hsa run_async", daemon=True
+    )
+    worker.start()
+    try:
+        _wait(done)
+    except BaseException:
+        stopped.set()
+        if "loop" in running:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                running["loop"].call_soon_threadsafe(running["task"].cancel)
+        _wait(done)
+        raise
+    return done.result()
+
+
+def _wait(done: concurrent.futures.Future[Any]) -> None:
+    # in short waits, so that Ctrl-C reaches the caller on every platform (on Windows, a
+    # wait on a lock without a timeout is not interrupted by it)
+    while not done.done():
+        concurrent.futures.wait([done], timeout=0.25)
 
 
 def _quiet_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

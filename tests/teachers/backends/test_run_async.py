@@ -1,9 +1,11 @@
 """``run_async``: a stop asked for by a signal while the loop runs cancels the run, then is
-raised as the CLI's handler would raise it."""
+raised as the CLI's handler would raise it; called where a loop runs already (a notebook's
+cell), it runs on a thread of its own, and a stop while it waits does the same."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import signal
 import threading
@@ -11,7 +13,15 @@ import time
 
 import pytest
 
-from hsa.errors import STOPS, Terminated, clear_stop, on_sigint, on_sigterm, stop_requested
+from hsa.errors import (
+    STOPS,
+    TeacherError,
+    Terminated,
+    clear_stop,
+    on_sigint,
+    on_sigterm,
+    stop_requested,
+)
 from hsa.teachers.backends.base import run_async
 
 
@@ -113,3 +123,57 @@ def test_a_stop_after_mains_last_await_is_the_stop_not_a_cancellation(cli_handle
     with pytest.raises(Terminated):
         run_async(ends())
     assert signal.getsignal(signal.SIGTERM) is on_sigterm
+
+
+_SEEN = contextvars.ContextVar("seen", default="nothing")
+
+
+def test_called_where_a_loop_runs_it_gives_the_result_or_the_error():
+    # a notebook's cell runs under ipykernel's loop: asyncio.run refused to start one there
+    async def answer() -> tuple[str, bool]:
+        return _SEEN.get(), threading.current_thread() is threading.main_thread()
+
+    async def fails() -> None:
+        raise TeacherError("the endpoint said no")
+
+    async def cell() -> tuple[str, bool]:
+        _SEEN.set("the caller's")
+        with pytest.raises(TeacherError, match="the endpoint said no"):
+            run_async(fails())
+        return run_async(answer())
+
+    assert asyncio.run(cell()) == ("the caller's", False)
+
+
+def test_a_stop_while_called_where_a_loop_runs_cancels_the_run_and_is_raised_after(cli_handlers):
+    cleaned: list[str] = []
+    release = threading.Event()
+
+    async def work(stubborn: bool) -> str:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cleaned.append("cancelled")
+            while stubborn and not release.is_set():  # cleaning up for long
+                await asyncio.sleep(0.01)
+            raise
+        return "ran to the end"
+
+    async def cell(stops: int, stubborn: bool) -> str:
+        # as ipykernel has it while a cell runs: Ctrl-C raises where the main thread is
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for number in range(stops):
+            threading.Timer(0.3 * (number + 1), os.kill, (os.getpid(), signal.SIGINT)).start()
+        return run_async(work(stubborn))
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(cell(1, stubborn=False))
+    assert cleaned == ["cancelled"] and time.monotonic() - started < 20  # unwound before
+    # a second stop does not wait for a run that takes long to unwind
+    cleaned.clear()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(cell(2, stubborn=True))
+    assert cleaned == ["cancelled"] and time.monotonic() - started < 20
+    release.set()
