@@ -35,7 +35,7 @@ from hsa.errors import HsaError, TrainError, first_line
 from hsa.harness.files import write_atomic
 from hsa.harness.model import call_format_problem
 from hsa.harness.render import render
-from hsa.teachers.backends.base import Backend, BackendStats
+from hsa.teachers.backends.base import Backend, BackendStats, run_async
 from hsa.teachers.backends.output import parse_output
 from hsa.teachers.backends.transformers import template_messages
 from hsa.teachers.config import TeachConfig
@@ -517,7 +517,7 @@ class HarnessRollouts:
                 self.episodes += 1
                 spec = RolloutSpec(f"rl/{self.episodes}", found.task, found.variant)
                 config = RolloutConfig(max_steps_per_turn=self.settings.max_steps_per_turn)
-                result = asyncio.run(rollout(spec, self.env, backend, config))
+                result = run_async(rollout(spec, self.env, backend, config))
                 if backend.fatal is not None:
                     raise backend.fatal
                 environment, form = rewards_of(result)
