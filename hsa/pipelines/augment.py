@@ -90,7 +90,7 @@ from hsa.harness.events import ToolCall
 from hsa.harness.model import Harness
 from hsa.harness.parse import CALL_LIKE
 from hsa.harness.render import RENDER_VERSION
-from hsa.pipelines.assign import assign_splits
+from hsa.pipelines.assign import SPLIT_VERSION, assign_splits
 from hsa.pipelines.orphans import dead, end_with, ending
 from hsa.pipelines.rows import rows, sights_of, stats, undeclared_by, used_by
 from hsa.pipelines.variants_file import PART_ROWS, VARIANTS_FILE, write_variants
@@ -218,6 +218,7 @@ class AugmentConfig:
             "keep_canonical": self.keeps_canonical,
             "batch_size": self.batch_size,
             "splits": dict(self.splits),
+            "split_draw": SPLIT_VERSION,
             "include_unverified": self.include_unverified,
         }
 
