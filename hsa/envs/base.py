@@ -121,6 +121,10 @@ class Environment(abc.ABC):
     #: teacher jobs and evaluations of an older one are not resumed into (it is part of their
     #: output hash from version 2 on)
     score_version: int = 1
+    #: the version of ``tasks``: bumped when the same options give other tasks (other turns,
+    #: ground truth or splits), so the teacher jobs, builds and evaluations of older ones are
+    #: not resumed into (it is part of their hashes from version 2 on)
+    task_version: int = 1
 
     @classmethod
     def corpus_files(cls, path: Path) -> dict[str, Path]:

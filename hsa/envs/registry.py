@@ -88,6 +88,13 @@ def score_version(name: str) -> int:
     return version if isinstance(version, int) else 1
 
 
+def task_version(name: str) -> int:
+    """The ``task_version`` of environment ``name``, found as ``score_version`` is (1 where
+    that finds no version)."""
+    version = getattr(_class_of(name), "task_version", 1)
+    return version if isinstance(version, int) else 1
+
+
 def corpus_hash(name: str, path: Path) -> str:
     """The content of environment ``name``'s corpus at ``path`` as a hash, whatever the path
     it is named by: the files it reads, by name and content (``Environment.corpus_files`` of

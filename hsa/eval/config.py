@@ -10,7 +10,7 @@ from typing import Any
 
 from hsa.config import bounded, from_mapping, refuse, same_as, setting, settings_hash, typed
 from hsa.envs.base import SPLITS
-from hsa.envs.registry import score_version
+from hsa.envs.registry import score_version, task_version
 from hsa.errors import EvalError
 from hsa.teachers.config import (
     BACKENDS,
@@ -204,7 +204,7 @@ class EvalConfig:
     def output_hash(self) -> str:
         """A hash of the settings that decide the scores (with the content of the recipe file
         and of the corpus ``env_options.path`` names: ``corpus_identity``) and of the versions of
-        variant planning, of rendering and of the environment's scoring."""
+        variant planning, of rendering and of the environment's tasks and scoring."""
         from hsa.augment.planner import PLAN_VERSION
         from hsa.eval.suites import heldout_recipe
         from hsa.harness.render import RENDER_VERSION
@@ -218,6 +218,8 @@ class EvalConfig:
             chosen["chat_template_kwargs"] = public["chat_template_kwargs"]
         if (scoring := score_version(self.env)) != 1:  # (past 1 only: older hashes kept)
             chosen["score_version"] = scoring
+        if (tasks := task_version(self.env)) != 1:  # (likewise)
+            chosen["task_version"] = tasks
         chosen["planner"] = PLAN_VERSION
         chosen["render"] = RENDER_VERSION
         chosen["rule_versions"] = rule_versions(lambda: heldout_recipe(self.recipe))

@@ -50,7 +50,7 @@ from hsa.datasets.source import (
     input_hash,
     open_source,
 )
-from hsa.envs.registry import corpus_hash
+from hsa.envs.registry import corpus_hash, task_version
 from hsa.errors import ConfigError, HsaError, refuse_kind, refuse_path
 from hsa.harness.jsonvalues import json_path
 from hsa.pipelines.augment import (
@@ -139,7 +139,9 @@ class SourceConfig:
 
     def identity(self, file: str | None = None) -> dict[str, Any]:
         """The settings that are set, input files by their content (one that is not there is
-        an error at its key of the config ``file``)."""
+        an error at its key of the config ``file``), and the environment's ``task_version``
+        past 1 (other tasks from the same settings are another build, and another teacher
+        run: the teacher's output is reused by this identity)."""
         out: dict[str, Any] = {}
         for found in settings_of(SourceConfig):
             value = getattr(self, found.name)
@@ -156,6 +158,8 @@ class SourceConfig:
                 path = _fingerprint(Path(value["path"]), file, f"{where}.path", hashing=corpus)
                 value = {**value, "path": path}
             out[found.name] = value
+        if self.env is not None and (tasks := task_version(self.env)) != 1:
+            out["task_version"] = tasks
         return out
 
 

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hsa.config import bounded, from_mapping, refuse, setting, settings_hash, typed
 from hsa.envs.base import SPLITS
-from hsa.envs.registry import corpus_hash, score_version
+from hsa.envs.registry import corpus_hash, score_version, task_version
 from hsa.errors import HsaError, TeacherError
 from hsa.harness.model import call_format_problem
 
@@ -313,9 +313,9 @@ class TeachConfig:
         """A hash of ``output_dict`` (with the content of the recipe file and of the corpus
         ``env_options.path`` names, not their paths: ``corpus_identity``), of the versions of
         variant planning (another plans other variants from the same recipe) and of rendering
-        (another shows the same events otherwise), of the environment's scoring (another
-        scores the same episode otherwise) and, for a local backend, of how it decodes
-        (another answers the same request otherwise)."""
+        (another shows the same events otherwise), of the environment's tasks and scoring
+        (another gives other tasks, or scores the same episode otherwise) and, for a local
+        backend, of how it decodes (another answers the same request otherwise)."""
         from hsa.augment.planner import PLAN_VERSION
         from hsa.augment.recipe import default_recipe, load_recipe
         from hsa.harness.render import RENDER_VERSION
@@ -334,6 +334,8 @@ class TeachConfig:
             chosen |= added_hooks_version(versions)
         if (scoring := score_version(self.env)) != 1:  # (past 1 only: older hashes kept)
             chosen["score_version"] = scoring
+        if (tasks := task_version(self.env)) != 1:  # (likewise)
+            chosen["task_version"] = tasks
         if self.backend in LOCAL_BACKENDS:  # (only there: other jobs keep their hashes)
             chosen["decode_version"] = decode_version(self.backend)
         return settings_hash(chosen, files=("recipe",))

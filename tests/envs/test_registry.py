@@ -105,3 +105,13 @@ def test_a_corpus_is_hashed_by_the_files_its_environment_reads_without_building_
             assert registry.corpus_hash(name, path) == content_hash(path)
     with pytest.raises(FileNotFoundError):
         registry.corpus_hash("bfcl", tmp_path / "missing")
+
+
+def test_task_version_is_read_as_score_version_is(monkeypatch):
+    from hsa.envs import registry
+
+    assert registry.task_version("livestream") == LivestreamEnvironment.task_version == 2
+    assert registry.task_version("tau2") == 1
+    assert registry.task_version("no-such-env") == 1
+    monkeypatch.setitem(registry._FACTORIES, "broken", "no_such_module_hsa:Env")
+    assert registry.task_version("broken") == 1

@@ -7,6 +7,7 @@ import importlib
 
 import pytest
 
+from hsa.datasets.manifest import config_hash
 from hsa.teachers.backends import transformers, vllm
 from hsa.teachers.config import TeachConfig
 
@@ -103,6 +104,25 @@ def test_how_the_environment_scores_is_part_of_every_job(monkeypatch):
     # livestream's first version leaves the hashes of its jobs as they were; a second not
     monkeypatch.setattr(LivestreamEnvironment, "score_version", 2)
     assert all(job.output_hash() != old for job, old in zip(jobs[2:], older[2:], strict=True))
+
+
+def test_the_environments_tasks_are_part_of_every_job_and_build(monkeypatch):
+    # livestream's tasks are split by the request they open with from version 2 (they were by
+    # id, and a held-out task opened a train one): the teacher jobs, evaluations and builds of
+    # the older splits are not resumed into, nor their teacher's output reused
+    from hsa.envs.livestream import LivestreamEnvironment
+    from hsa.eval.config import EvalConfig
+    from hsa.pipelines.build import SourceConfig
+
+    def hashes() -> list[str]:
+        source = SourceConfig(env="livestream").identity()
+        return [TeachConfig().output_hash(), EvalConfig().output_hash(), config_hash(source)]
+
+    now = hashes()
+    monkeypatch.setattr(LivestreamEnvironment, "task_version", 1)  # as before it counted
+    older = hashes()
+    assert all(a != b for a, b in zip(now, older, strict=True))
+    assert SourceConfig(env="livestream").identity() == {"env": "livestream"}
 
 
 def test_the_corpus_is_part_of_a_job_by_its_content_not_by_how_its_path_is_written(

@@ -33,6 +33,9 @@ class LivestreamEnvironment(Environment):
     """
 
     name = "livestream"
+    #: 2: a task's split is drawn from the intent of its first turn (``tasks.split_group``), not
+    #: from its id, so a follow-up and the task it opens with are no longer apart
+    task_version = 2
 
     def __init__(self, seed: int = 0, n_tasks: int | None = None, compact: bool = False):
         if not isinstance(seed, int) or isinstance(seed, bool):

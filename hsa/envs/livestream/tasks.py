@@ -1,13 +1,19 @@
-"""Livestream tasks: drafts from the templates, made distinct, given ids and split by task.
+"""Livestream tasks: drafts from the templates, made distinct, given ids and split by request.
 
 Each task's ``metadata`` holds ``now`` (the stream time the episode starts at), ``template``
 and ``plan``: the request as a structured intent, one entry per user turn (what a reader of
 the viewer's message understands; every value an answer states still has to come from tools).
+
+A task's split is drawn from the intent of its first turn, not from its id: tasks that open
+with the same request (a follow-up opens with a price task word for word; a template words
+one request several ways, or asks it at several stream times) are one source task, and share
+a split, so no held-out task is a train task or the start of one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,9 +60,15 @@ class Draft:
         self.forbidden_calls.append({"tool": tool, "args": args})
 
 
-def split_of(task_id: str) -> str:
-    """The split a task belongs to, from a hash of its id (stable across runs and seeds)."""
-    bucket = int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) % 100
+def split_group(plan: list[dict[str, Any]]) -> str:
+    """What a task's split is drawn from: the intent of its first turn, as sorted JSON."""
+    return json.dumps(plan[0], sort_keys=True)
+
+
+def split_of(group: str) -> str:
+    """The split of the tasks of ``group`` (``split_group``), from a hash of it: stable across
+    runs and seeds, and whatever other tasks there are."""
+    bucket = int(hashlib.sha256(group.encode()).hexdigest()[:8], 16) % 100
     edge = 0
     for name, weight in zip(SPLITS, SPLIT_WEIGHTS, strict=True):
         edge += weight
@@ -119,7 +131,7 @@ def _task(task_id: str, draft: Draft) -> Task:
         id=task_id,
         env="livestream",
         kind=draft.kind,
-        split=split_of(task_id),
+        split=split_of(split_group(draft.plan)),
         harness_id="livestream",
         turns=tuple(draft.turns),
         ground_truth={

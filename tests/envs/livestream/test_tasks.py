@@ -1,4 +1,4 @@
-"""Tasks: 2,000+ distinct, every kind, deterministic, split by task."""
+"""Tasks: 2,000+ distinct, every kind, deterministic, split by the request they open with."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hsa.envs.base import SPLITS, Task
 from hsa.envs.episode import run_episode, steps_of
 from hsa.envs.livestream import LivestreamEnvironment
 from hsa.envs.livestream.task_templates import TEMPLATES
-from hsa.envs.livestream.tasks import KINDS, split_of
+from hsa.envs.livestream.tasks import KINDS, split_group, split_of
 from hsa.harness.events import AssistantMessage, ToolCall
 
 
@@ -50,8 +50,32 @@ def test_deterministic_and_splits_by_task(env):
     counts = Counter(t.split for t in env.tasks())
     assert set(counts) == set(SPLITS)
     assert 0.7 < counts["train"] / len(env.tasks()) < 0.9
-    assert all(t.split == split_of(t.id) for t in env.tasks())
+    assert all(t.split == split_of(split_group(t.metadata["plan"])) for t in env.tasks())
     assert sum(len(env.tasks(s)) for s in SPLITS) == len(env.tasks())
+
+
+def test_tasks_that_open_alike_share_a_split(env):
+    # a follow-up opens with another template's whole task (the price ask), and paraphrases of
+    # one request are drafted apart: a held-out task must never be the start of a train task
+    first_turns: dict[str, set[str]] = {}
+    openings: dict[tuple[str, ...], set[str]] = {}
+    for task in env.tasks():
+        first_turns.setdefault(" ".join(task.turns[0].casefold().split()), set()).add(task.split)
+        for end in range(1, len(task.turns) + 1):
+            openings.setdefault(task.turns[:end], set()).add(task.split)
+    assert all(len(splits) == 1 for splits in first_turns.values())
+    assert all(len(splits) == 1 for splits in openings.values())
+    by_id = {t.id.removeprefix("livestream-s0-"): t for t in env.tasks()}
+    assert by_id["follow_up-0080"].turns[0] == by_id["price-0028"].turns[0]  # the QA's find
+    assert by_id["follow_up-0080"].split == by_id["price-0028"].split
+
+
+def test_a_split_depends_on_the_task_alone():
+    # a subset, or another seed's set, keeps each task's split: the group is the task's own
+    assert split_group([{"ask": "price", "product": "Kettle"}, {"ask": "shipping"}]) == (
+        split_group([{"product": "Kettle", "ask": "price"}])
+    )
+    assert split_of("a") == split_of("a") and {split_of(str(i)) for i in range(100)} == set(SPLITS)
 
 
 def test_tasks_round_trip_as_rows(env):
