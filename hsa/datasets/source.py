@@ -512,10 +512,13 @@ def input_hash(path: Path) -> str:
     reads of them, whatever the path they are named by: an ``hsa harness import`` folder (or
     its ``trajectories.parquet``, read with it) as ``harness_hash`` takes it; another folder,
     its Parquet shards (at any depth: those in the folders of teach jobs inside it too) and
-    its ``manifest.json``, by their paths relative to it; a file, its content. ``OSError``
-    as ``content_hash``."""
+    its ``manifest.json``, by their paths relative to it; a chat JSONL file, its content
+    with its name, as its fingerprint takes them (``chat_fingerprint``); another file, its
+    content. ``OSError`` as ``content_hash``."""
     if path.name == TRAJECTORIES and (path.parent / MARKER).is_file():
         path = path.parent
+    if path.is_file() and is_chat_file(path):
+        return chat_fingerprint(path, file_hash(path))
     if not path.is_dir() or is_import(path):
         return harness_hash(path)
     files = _shards(path)
@@ -616,12 +619,21 @@ def _jsonl_source(
             store.close()
         scratch.cleanup()
         raise DatasetError(exc.message, file=exc.file or str(path), where=exc.where) from None
+    fingerprint = chat_fingerprint(path, sha, harness)
+    given = (harness,) if harness is not None else ()
+    notes = reading_notes(renamed, silent, left_out, unkept, off_schema)
+    return Source(path, (spill,), (rows,), fingerprint, given, store, scratch, notes)
+
+
+def chat_fingerprint(path: Path, sha: str, harness: Harness | None = None) -> str:
+    """The fingerprint of the chat JSONL file ``path`` whose SHA-256 is ``sha``, read under
+    ``harness`` (given) or with the harnesses its rows bring: its name counts with its content,
+    as those harnesses are named after it (``support-1``) and their variants drawn under
+    their ids, so a copy under another name gives other rows."""
     digest = hashlib.sha256(f"{path.name}\0{sha}\n".encode())
     if harness is not None:
         digest.update(harness.to_json().encode("utf-8"))
-    given = (harness,) if harness is not None else ()
-    notes = reading_notes(renamed, silent, left_out, unkept, off_schema)
-    return Source(path, (spill,), (rows,), digest.hexdigest(), given, store, scratch, notes)
+    return digest.hexdigest()
 
 
 #: the name a JSONL source's scratch folder starts with, before its process id

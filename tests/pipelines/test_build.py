@@ -813,3 +813,24 @@ def test_an_import_s_trajectories_file_is_a_build_s_input_with_its_harnesses(
         harness.write("# edited\n")
     assert identity("imp/trajectories.parquet") != before
     assert identity("imp/trajectories.parquet") == identity("imp")  # (one input, read one way)
+
+
+def test_a_chat_file_is_a_build_s_input_by_its_content_and_its_name(tmp_path: Path) -> None:
+    # (only its content was hashed, though its harnesses are named after it: a copy under
+    # another name, whose rows are other-1's, not support-1's, left the build "complete
+    # already" on the old rows)
+    from hsa.datasets.source import open_source
+
+    said = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello."}]
+    (tmp_path / "copy").mkdir()
+    for name in ("support.jsonl", "other.jsonl", "copy/support.jsonl"):
+        (tmp_path / name).write_text(json.dumps({"messages": said}) + "\n")
+
+    def identity(trajectories: str):
+        data = {"source": {"trajectories": trajectories}, "out": "o"}
+        return load_config(write(tmp_path, data)).identity()["source"]
+
+    assert identity("other.jsonl") != identity("support.jsonl")
+    assert identity("copy/support.jsonl") == identity("support.jsonl")  # (named alike: one input)
+    fingerprint = open_source(tmp_path / "support.jsonl").fingerprint
+    assert identity("support.jsonl")["trajectories"] == fingerprint  # (as hsa augment's)
