@@ -2,3 +2,9 @@
 it import it from here, not from ``hsa`` itself, whose type-checking imports reach every area."""
 
 __version__ = "0.1.0"
+
+
+def made_by() -> dict[str, str]:
+    """What a job records of the hsa that ran it: ``{"hsa": "0.1.0"}``, the top of every
+    manifest (``hsa teach``, ``hsa augment``, ``hsa build``), a build's identity too."""
+    return {"hsa": __version__}

@@ -46,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hsa._version import made_by
 from hsa.augment import arguments as undeclared
 from hsa.augment.engine import Engine
 from hsa.augment.engine.plans import prepare
@@ -790,6 +791,10 @@ def augment_locked(
         manifest = {
             "kind": mf.KIND,
             "schema_version": SCHEMA_VERSION,
+            # the hsa that wrote it, outside its hash: what decides the rows is in ``settings``
+            # by its own versions (planner, render, rules), so a dataset keeps its identity
+            # across hsa's releases (``hsa build``'s identity names its hsa: ``BuildConfig``)
+            **made_by(),
             "config": settings,
             "config_hash": digest,
             "seed": seed,

@@ -27,7 +27,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from hsa._version import __version__
+from hsa._version import made_by
 from hsa.augment.recipe import DEFAULT_RECIPE_FILE, Recipe, default_recipe, load_recipe
 from hsa.config import (
     bounded,
@@ -287,7 +287,7 @@ class BuildConfig:
         return {
             "kind": mf.KIND,
             "schema_version": SCHEMA_VERSION,
-            "hsa": __version__,
+            **made_by(),
             "name": self.name,
             "source": self.source.identity(self.file),
             # (the oracle's default for recorded trajectories too, which no teacher makes: as

@@ -35,6 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from hsa._version import made_by
 from hsa.augment.planner import Variant
 from hsa.augment.recipe import Recipe
 from hsa.augment.seeded import derive_seed
@@ -720,6 +721,9 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
     manifest = {
         "schema_version": SCHEMA_VERSION,
         "kind": mf.TEACHER_KIND,
+        # the hsa that wrote it, outside its hash: the job is identified by the versions of
+        # what decides its rows (``output_hash``), so a newer hsa goes on with its rows
+        **made_by(),
         "config": config.output_dict(),
         "config_hash": config.output_hash(),
         "seed": config.seed,

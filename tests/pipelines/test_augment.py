@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from hsa._version import __version__
 from hsa.augment import (
     NO_CONTEXT,
     Context,
@@ -441,6 +442,19 @@ def test_output_directory_holding_something_else_is_refused(tmp_path: Path, shar
     (out / "manifest.json").unlink()
     with pytest.raises(DatasetError, match="unfinished run of another config"):
         augment(open_source(shards), out, config(seed=5))
+
+
+def test_the_manifest_records_the_hsa_that_wrote_it_outside_the_dataset_s_identity(
+    tmp_path: Path, shards: Path, monkeypatch
+) -> None:
+    # (hsa build's manifest recorded its version, hsa augment's none; a dataset is identified
+    # by the versions of what decides its rows: planner, render, rules)
+    out = tmp_path / "out"
+    augment(open_source(shards), out, config())
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["hsa"] == __version__ and "hsa" not in manifest["config"]
+    monkeypatch.setattr("hsa._version.__version__", "99.0")
+    assert augment(open_source(shards), out, config()).complete_already
 
 
 def test_a_rerun_over_an_edited_input_is_refused_naming_its_content(

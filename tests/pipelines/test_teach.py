@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from hsa._version import __version__
 from hsa.datasets import conversation, open_source
 from hsa.datasets.schema import SCHEMA_VERSION, TEACHER_SCHEMA
 from hsa.datasets.shards import write_shard
@@ -188,6 +189,24 @@ def test_a_job_resumed_under_other_speed_settings_ends_with_the_same_bytes(finis
     assert files(out) == files(finished[0])
     recorded = json.loads((out / "teach.json").read_text())["config"]
     assert not {"workers", "concurrency", "timeout_s", "max_tokens_field"} & set(recorded)
+
+
+def test_the_manifest_records_the_hsa_that_wrote_it_outside_the_job_s_identity(
+    finished, tmp_path, env, monkeypatch
+):
+    # (hsa build's manifest recorded its version, hsa teach's none: a rebuild could not tell
+    # which hsa had made the trajectories; the job is identified by the versions of what
+    # decides its rows, so a newer hsa goes on with its rows, and records itself)
+    out, _ = finished
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["hsa"] == __version__ and "hsa" not in manifest["config"]
+    again = tmp_path / "again"
+    shutil.copytree(out, again)
+    monkeypatch.setattr("hsa._version.__version__", "99.0")
+    report = teach(config(), again, env=env)
+    assert report.skipped == report.total and report.requests == 0
+    rewritten = json.loads((again / "manifest.json").read_text())
+    assert rewritten["hsa"] == "99.0" and rewritten["config_hash"] == manifest["config_hash"]
 
 
 def test_shards_are_written_by_the_one_shard_writer(finished, tmp_path):
