@@ -352,6 +352,20 @@ def is_chat_file(path: Path) -> bool:
     return path.suffix.lower() in (".jsonl", ".json")
 
 
+def teacher_corpus(shard: str | Path) -> str | None:
+    """The corpus (``env_options.path``, as its job recorded it) of the hsa teach job whose
+    folder holds the file ``shard``; None when none holds it, or its job read no corpus."""
+    for folder in Path(shard).parents:
+        manifest = _manifest(folder / mf.MANIFEST)
+        if manifest:  # the nearest manifest is the job's that wrote the shard
+            config = manifest.get("config")
+            options = config.get("env_options") if isinstance(config, dict) else None
+            path = options.get("path") if isinstance(options, dict) else None
+            teacher = manifest.get("kind") == mf.TEACHER_KIND
+            return path if teacher and isinstance(path, str) else None
+    return None
+
+
 def _teacher_notes(manifest: dict[str, Any]) -> tuple[str, ...]:
     """What the teacher job whose ``manifest`` this is left out of its source, and why, and
     how many tasks it ran under fewer variants than asked (``hsa teach`` writes both there),

@@ -31,6 +31,7 @@ import json
 import math
 import multiprocessing
 import os
+import shlex
 import shutil
 import signal
 import threading
@@ -85,7 +86,7 @@ from hsa.datasets.shards import (
     write_atomic,
     write_shard,
 )
-from hsa.datasets.source import HarnessLookup, Source, locate
+from hsa.datasets.source import HarnessLookup, Source, locate, teacher_corpus
 from hsa.errors import DatasetError, HsaError, PlanError, refuse_kind, stops_held
 from hsa.harness.events import ToolCall
 from hsa.harness.model import Harness
@@ -279,17 +280,22 @@ class Harnesses:
                 found = self.by_id[harness_id] = get(harness_id).harness()
         return found
 
-    def missing(self, harness_id: str | None) -> str:
-        """Why a row recorded under ``harness_id`` has no harness, and what to do."""
+    def missing(self, harness_id: str | None, corpus: str | None = None) -> str:
+        """Why a row recorded under ``harness_id`` has no harness, and what to do: for a row
+        a teacher recorded from the corpus ``corpus`` (``teacher_corpus``), the command that
+        imports that corpus's harnesses, one per entry (BFCL's)."""
         if self.given and harness_id:
             given = ", ".join(repr(h) for h in self.given)
             return (
                 f"recorded under harness {harness_id!r}, not under the given harness "
                 f"{given}; pass the harness it was recorded under with --harness"
             )
+        imports = "`hsa harness import` writes of its corpus"
+        if corpus is not None:
+            imports = f"`hsa harness import {shlex.quote(corpus)} --out FOLDER` writes"
         return (
-            f"no harness {harness_id!r} for this trajectory: pass it with --harness "
-            "(a harness directory or JSON file)"
+            f"no harness {harness_id!r} for this trajectory: pass it with --harness (a harness "
+            f"directory or JSON file, or the folder {imports})"
         )
 
 
@@ -1099,7 +1105,8 @@ def _read(job: _Job, lo: int, hi: int) -> _Input:
             harness = known.get(hid)
             if harness is None:
                 file, name = found.where(row)
-                raise DatasetError(known.missing(hid), file=file, where=name)
+                corpus = teacher_corpus(file) if file else None
+                raise DatasetError(known.missing(hid, corpus), file=file, where=name)
             harness_of[hid] = harness
 
     # candidates per trajectory: the planned variants of its (harness, context) group

@@ -507,6 +507,13 @@ def test_a_teachers_rows_augment_under_an_import_folders_harnesses(
     taught, imported = tmp_path / "taught", tmp_path / "imported"
     args = ["--env", "bfcl", "--env-path", str(corpus), "--backend", "oracle", "--tasks", "4"]
     assert hsa("teach", *args, "--out", str(taught)).returncode == 0
+    # without them, the refusal says how to get them (it named a harness directory or JSON
+    # file only, though there is one harness per entry)
+    refused = hsa("augment", "--input", str(taught), "--out", str(tmp_path / "none"))
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 1 and len(lines) == 1, refused.stderr
+    assert "no harness 'parallel_0' for this trajectory: pass it with --harness" in lines[0]
+    assert f"`hsa harness import {corpus} --out FOLDER`" in lines[0]
     assert hsa("harness", "import", str(corpus), "--out", str(imported)).returncode == 0
     out = tmp_path / "out"
     done = hsa("augment", "--input", str(taught), "--harness", str(imported), "--out", str(out))

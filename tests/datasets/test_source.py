@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hsa.datasets import manifest as mf
-from hsa.datasets.source import INPUT_SCHEMA, HarnessStore, conform, open_source
+from hsa.datasets.source import INPUT_SCHEMA, HarnessStore, conform, open_source, teacher_corpus
 from hsa.errors import DatasetError, ImportFormatError
 from hsa.harness.events import trajectories_to_table
 from hsa.harness.importers import import_source, openai_jsonl, write_import
@@ -388,3 +388,14 @@ def test_an_augmented_dataset_inside_the_input_is_refused_unless_unfinished(tmp_
     (out / mf.MANIFEST).unlink()
     assert list((out / mf.STATE).rglob("part-*.parquet"))
     assert open_source(parent).files == open_source(parent / "plain").files
+
+
+def test_a_teacher_s_corpus_is_that_of_the_job_whose_folder_holds_the_shard(tmp_path):
+    shard = tmp_path / "job" / "data" / "train" / "part-00000.parquet"
+    shard.parent.mkdir(parents=True)
+    assert teacher_corpus(shard) is None
+    taught = {"kind": "hsa.teacher", "config": {"env": "bfcl", "env_options": {"path": "b.json"}}}
+    (tmp_path / "job" / "manifest.json").write_text(json.dumps(taught))
+    assert teacher_corpus(shard) == "b.json"
+    (tmp_path / "job" / "data" / "manifest.json").write_text('{"kind": "hsa.augmented"}')
+    assert teacher_corpus(shard) is None  # (the nearest manifest is the job's that wrote it)

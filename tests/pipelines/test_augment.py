@@ -582,8 +582,12 @@ def test_bad_input_names_the_file_and_row(tmp_path: Path, livestream_table: pa.T
     unknown = _write(
         tmp_path / "h.parquet", pa.Table.from_pylist(rows, schema=livestream_table.schema)
     )
-    with pytest.raises(DatasetError, match=r"h\.parquet: row 2 .*no harness 'nowhere'"):
+    with pytest.raises(DatasetError, match=r"h\.parquet: row 2 .*no harness 'nowhere'") as err:
         augment(open_source(unknown), tmp_path / "o4", config())
+    assert err.value.message.endswith(
+        "(a harness directory or JSON file, or the folder `hsa harness import` writes of its "
+        "corpus)"
+    )
     # nothing half-written is marked complete
     for name in ("o1", "o2", "o3", "o4"):
         assert not (tmp_path / name / "manifest.json").exists()
