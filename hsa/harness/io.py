@@ -13,7 +13,8 @@ A harness directory::
 ``prompt.md.j2``, ``tools.json`` and ``skills/`` are found by convention: each is loaded even
 when ``harness.yaml`` does not reference it (skills in folder-name order). A manifest that names
 another file or lists skills keeps the last word; one that sets ``prompt.template`` inline
-beside a ``prompt.md.j2`` is refused, since one of the two would be ignored.
+beside a ``prompt.md.j2`` is refused, since one of the two would be ignored. Every file is the
+folder's own: one that is no regular file inside it (``_unreadable``) is refused, unread.
 
 Each file is read on its own: a file, a tools.json entry or a skill that cannot be read is a
 problem, and the rest of the harness is still read and checked, so ``problems`` lists every
@@ -110,34 +111,62 @@ _IMPORT = (
 
 
 def _not_found(sources: _Sources, path: Path, where: str) -> HarnessError | None:
-    """The problem with the file at ``path`` that the manifest names at ``where`` when there is
-    none there, at the manifest's key: the key is what to correct."""
-    if path.exists():
-        return None
-    return HarnessError(f"file not found: {path}", file=str(sources.manifest), where=where)
+    """The problem with the file at ``path`` that the manifest names at ``where``, at the
+    manifest's key (the key is what to correct): ``_unreadable``'s, or none there."""
+    if not path.exists():
+        return HarnessError(f"file not found: {path}", file=str(sources.manifest), where=where)
+    if problem := _unreadable(sources, path):
+        return HarnessError(problem, file=str(sources.manifest), where=where)
+    return None
+
+
+def _unreadable(sources: _Sources, path: Path) -> str | None:
+    """Why the existing file at ``path`` is none a harness may read, or None.
+
+    A harness is a folder sent in by others and built without a person reading it: it reads
+    only its own files, so an absolute path, a ``..`` or a symbolic link leading out of the
+    folder (to ``/etc/passwd``, to ``/dev/zero``) is refused, as is anything but a regular
+    file (a folder, a FIFO that would wait for a writer forever).
+    """
+    if not path.resolve().is_relative_to(sources.root.resolve()):
+        return (
+            f"{path} is outside the harness folder {sources.root}: a harness reads only its "
+            "own files (no absolute path, '..' or symbolic link leading out); copy the file in"
+        )
+    if not path.is_file():
+        return f"not a regular file: {path}"
+    return None
 
 
 def _read_text(path: Path, *, max_chars: int | None = None) -> str:
-    if max_chars is not None:
-        try:
-            size = path.stat().st_size
-        except OSError:
-            size = 0
-        # UTF-8 takes at most 4 bytes a character: anything larger is over the cap for sure,
-        # and is refused before it is read into memory.
-        if size > 4 * max_chars:
-            raise TemplateError(
-                f"template file is {size:,} bytes; the limit is {max_chars:,} characters",
-                file=str(path),
-            )
+    """The text of ``path``; with ``max_chars``, refused as a ``TemplateError`` when it is
+    surely over that many characters, without reading more than that could take."""
     try:
         # Bytes, then decode: text mode would turn "\r\n" and "\r" into "\n", and prompt
         # templates and skill contents must come back exactly as they were saved.
-        return path.read_bytes().decode("utf-8")
+        data = path.read_bytes() if max_chars is None else _read_capped(path, max_chars)
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise HarnessError("file not found", file=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise HarnessError(f"cannot read: {exc}", file=str(path)) from None
+
+
+def _read_capped(path: Path, max_chars: int) -> bytes:
+    """The bytes of ``path``, refused when they are surely over ``max_chars`` characters
+    (UTF-8 takes at most 4 bytes a character): by the file's size before anything is read,
+    and, for a file whose size says 0 (a device, a ``/proc`` file), once one byte too many is."""
+    cap = 4 * max_chars
+    size = path.stat().st_size
+    if size <= cap:
+        with path.open("rb") as fh:
+            data = fh.read(cap + 1)
+        if len(data) <= cap:
+            return data
+    what = f"{size:,} bytes" if size > cap else f"over {cap:,} bytes"
+    raise TemplateError(
+        f"template file is {what}; the limit is {max_chars:,} characters", file=str(path)
+    )
 
 
 def _read_json(path: Path) -> Any:
@@ -340,10 +369,13 @@ def _read_skills(
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]*", skill_id):
             found.append(_bad_id(f"{skill_id!r} is not a valid skill id", i, folder, sources))
             continue
-        sources.skills[i] = skill_file(folder) or folder / SKILL_FILES[0]
-        listed = sources.skills_listed  # (a folder found there holds its skill file)
-        if listed and (missing := _not_found(sources, sources.skills[i], f"$.skills[{i}]")):
-            found.append(missing)  # a folder renamed, the list not
+        sources.skills[i] = file = skill_file(folder) or folder / SKILL_FILES[0]
+        if sources.skills_listed:
+            if missing := _not_found(sources, file, f"$.skills[{i}]"):
+                found.append(missing)  # a folder renamed, the list not; or a link out
+                continue
+        elif problem := _unreadable(sources, file):  # a folder found there holds its file
+            found.append(HarnessError(problem, file=str(file)))
             continue
         try:
             skills.append(load_skill_dir(folder).to_dict())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import string
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from hsa.harness import (
     system_prompt,
 )
 from hsa.harness.importers.base import literal_template
-from hsa.harness.io import unlisted_skills
+from hsa.harness.io import _read_text, unlisted_skills
 from hsa.harness.model import Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
 from hsa.harness.parse import alike_hooks
 from hsa.harness.sandbox import MAX_TEMPLATE_CHARS
@@ -505,6 +506,88 @@ def test_template_over_the_cap_but_under_the_read_limit(tmp_path):
     (root / "prompt.md.j2").write_text("{{ harness_id }}" + "y" * MAX_TEMPLATE_CHARS)
     file, _, message = _one(problems(root))
     assert file == str(root / "prompt.md.j2") and "limit" in message
+
+
+def _outside(tmp_path) -> Path:
+    """A file beside the harness folder ``h``: none of the harness's."""
+    (tmp_path / "secret.txt").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    return tmp_path / "secret.txt"
+
+
+@pytest.mark.parametrize(
+    ("manifest", "where"),
+    [
+        ("prompt: {{template_file: {absolute}}}", "$.prompt.template_file"),
+        ("prompt: {{template_file: ../secret.txt}}", "$.prompt.template_file"),
+        ("prompt: {{template_file: link.j2}}", "$.prompt.template_file"),
+        ("tools: {absolute}", "$.tools"),
+        ("tools: ../secret.txt", "$.tools"),
+        ("tools: link.j2", "$.tools"),
+        ("skills: [out]", "$.skills[0]"),
+    ],
+    ids=[
+        "absolute",
+        "dot-dot",
+        "symlink",
+        "tools absolute",
+        "tools dot-dot",
+        "tools symlink",
+        "skill symlink",
+    ],
+)
+def test_a_file_outside_the_harness_folder_is_refused(tmp_path, manifest, where):
+    # harness.yaml could name any file on the host: /etc/passwd was read into the system
+    # prompt of every row built from the harness
+    secret = _outside(tmp_path)
+    root = _write(tmp_path, "id: x\n" + manifest.format(absolute=secret) + "\n")
+    (root / "link.j2").symlink_to(secret)
+    if "skills" in manifest:
+        (root / "skills" / "out").mkdir(parents=True)
+        (root / "skills" / "out" / "SKILL.md").symlink_to(secret)
+    file, found_where, message = _one(problems(root))
+    assert (file, found_where) == (str(root / "harness.yaml"), where)
+    assert "outside the harness folder" in message and "root:x" not in message
+
+
+def test_a_skill_folder_found_there_that_leads_outside_is_refused(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "SKILL.md").write_text(SKILL.format("elsewhere"))
+    root = _write(tmp_path, "id: x\n")
+    (root / "skills").mkdir()
+    (root / "skills" / "stolen").symlink_to(tmp_path / "elsewhere")
+    file, where, message = _one(problems(root))
+    assert (file, where) == (str(root / "skills" / "stolen" / "SKILL.md"), None)
+    assert "outside the harness folder" in message
+
+
+def test_a_link_inside_the_harness_folder_is_read(tmp_path):
+    root = _write(tmp_path, "id: x\nprompt: {template_file: p.j2}\n", {"real.j2": "Hi."})
+    (root / "p.j2").symlink_to("real.j2")
+    assert load_harness(root).prompt.template == "Hi."
+
+
+@pytest.mark.parametrize("key", ["prompt: {template_file: dev.j2}", "tools: dev.j2"])
+def test_a_device_is_refused_not_read(tmp_path, key):
+    # /dev/zero has no end and a size of 0: it was read until memory ran out
+    root = _write(tmp_path, f"id: x\n{key}\n")
+    (root / "dev.j2").symlink_to("/dev/zero")
+    file, _, message = _one(problems(root))
+    assert file == str(root / "harness.yaml") and "outside the harness folder" in message
+
+
+def test_a_folder_or_fifo_named_as_a_file_is_refused(tmp_path):
+    root = _write(tmp_path, "id: x\nprompt: {template_file: p.j2}\ntools: t.json\n")
+    (root / "p.j2").mkdir()
+    os.mkfifo(root / "t.json")  # reading it would wait for a writer forever
+    found = [(p.where, p.message) for p in problems(root)]
+    assert [w for w, _ in found] == ["$.prompt.template_file", "$.tools"]
+    assert all("not a regular file" in m for _, m in found), found
+
+
+def test_the_template_read_stops_past_the_cap_whatever_the_size_says():
+    # a device (or a /proc file) says its size is 0: the read itself must stop
+    with pytest.raises(TemplateError, match="the limit is 10 characters"):
+        _read_text(Path("/dev/zero"), max_chars=10)
 
 
 INJECTIONS = [
