@@ -132,6 +132,20 @@ def test_reimport_replaces_an_earlier_import_but_nothing_else(example, tmp_path)
     assert (other / "notes.txt").read_text() == "keep me"
 
 
+@pytest.mark.parametrize(
+    "marker", ['{"imports": ["a", "b"]}', "not JSON", '["format", "layout", "counts"]']
+)
+def test_a_file_named_import_json_is_no_earlier_import(example, tmp_path, marker):
+    # any import.json let the folder be replaced: a project's main.py and src/ were deleted
+    mine = tmp_path / "mine"
+    (mine / "src").mkdir(parents=True)
+    (mine / "import.json").write_text(marker)
+    (mine / "src" / "notes.txt").write_text("keep me")
+    with pytest.raises(ImportFormatError, match="refusing to overwrite"):
+        write_import(example, mine)
+    assert (mine / "src" / "notes.txt").read_text() == "keep me"
+
+
 def _row(*messages, tools=None) -> dict:
     return {"messages": list(messages), "tools": tools or []}
 

@@ -25,8 +25,9 @@ def write_import(result: ImportResult, out_dir: str | Path) -> list[Path]:
     One harness: ``out_dir`` is that harness's directory. Several: ``out_dir/<harness-id>/``
     each. Tasks go to ``out_dir/tasks.jsonl``, trajectories to ``out_dir/trajectories.parquet``
     and a summary to ``out_dir/import.json``, which marks the folder as an import: an existing
-    ``out_dir`` is replaced only if it is empty or holds an earlier import. Everything is
-    written into a staging folder beside ``out_dir`` and renamed into place.
+    ``out_dir`` is replaced only if it is empty or holds an earlier import (``is_import``: the
+    record hsa writes, not any file of that name). Everything is written into a staging
+    folder beside ``out_dir`` and renamed into place.
     """
     out = Path(out_dir)
     _check_target(out)
@@ -61,7 +62,7 @@ def _check_target(out: Path) -> None:
         raise ImportFormatError(
             "refusing to overwrite: it exists and is not a folder", file=str(out)
         )
-    if any(out.iterdir()) and not (out / MARKER).is_file():
+    if any(out.iterdir()) and not is_import(out):  # hsa's own record, not any import.json
         raise ImportFormatError(
             "refusing to overwrite: the folder is not empty and is not an earlier "
             "`hsa harness import`; choose another --out or remove it",
