@@ -420,6 +420,9 @@ _FLOAT = "tag:yaml.org,2002:float"
 #: every value of its anchor (aliases in it counted so too): a few hundred bytes of aliases of
 #: aliases (an "alias bomb") stand for billions, which every walk of the value read goes through
 YAML_ALIASED_VALUES = 1_000_000
+#: how deeply YAML collections may nest, as deeply as Python reads JSON (its recursion limit):
+#: libyaml's composer recurses in C, and 50,000 levels overflow its stack (SIGSEGV, no message)
+YAML_MAX_DEPTH = 1000
 #: YAML 1.2's floats with an exponent that YAML 1.1 (PyYAML's rule) reads as text: no dot
 #: (1e-3, 1E5) or no sign in the exponent (1.5e3); its other floats YAML 1.1 reads as floats
 _FLOAT_12 = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$")
@@ -436,7 +439,8 @@ def yaml_loader() -> type:
     them: a key of the mapping's own overrides a merged one; a key given twice in a merged
     mapping, or ``<<`` given twice, is refused too. An alias inside its own anchor (a value
     holding itself) is refused, and so are aliases standing for more than
-    ``YAML_ALIASED_VALUES`` values in all (``count_aliased``)."""
+    ``YAML_ALIASED_VALUES`` values in all (``count_aliased``), and collections nested more
+    than ``YAML_MAX_DEPTH`` deep (``refuse_deep``)."""
     import yaml
 
     base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -447,6 +451,8 @@ def yaml_loader() -> type:
             self._source = stream
 
         def get_single_node(self) -> Any:
+            if isinstance(self._source, str) and could_nest(self._source) > YAML_MAX_DEPTH:
+                refuse_deep(yaml.parse(self._source, Loader=base))
             # (a text without "&" has no anchor, so no alias: the common case parses once)
             if not isinstance(self._source, str) or "&" in self._source:
                 count_aliased(yaml.parse(self._source, Loader=base))
@@ -499,6 +505,35 @@ def yaml_loader() -> type:
     for tag in _NOT_JSON:  # values JSON has no form for: refused where they are written
         UniqueKeys.add_constructor(tag, _not_json)
     return UniqueKeys
+
+
+def could_nest(text: str) -> int:
+    """How deeply the YAML ``text`` can nest at most, told cheaply, so that only a text that
+    could be too deep is parsed for ``refuse_deep``: each flow collection opens with a ``[``
+    or ``{``, and each block one with more indentation or a ``- ``/``? `` before it, or (a
+    sequence as a mapping's value) at its mapping's indentation."""
+    flow = text.count("[") + text.count("{")
+    lead = max((len(line) - len(line.lstrip(" \t-?")) for line in text.splitlines()), default=0)
+    return flow + 2 * lead + 2
+
+
+def refuse_deep(events: Iterable[Any]) -> None:
+    """Raise ``ComposerError`` at the collection of a YAML document's parse ``events`` that
+    nests past ``YAML_MAX_DEPTH``: libyaml's parser keeps its own stack, its composer would
+    overflow the C one."""
+    import yaml
+
+    depth = 0
+    for event in events:
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > YAML_MAX_DEPTH:
+                at: Any = event.start_mark  # (libyaml's Mark, read as PyYAML's)
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {YAML_MAX_DEPTH:,} levels deep", at
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def count_aliased(events: Iterable[Any]) -> int:

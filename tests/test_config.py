@@ -422,6 +422,28 @@ def test_yaml_reads_merge_keys_and_still_refuses_a_key_given_twice() -> None:
     assert err.value.where == "line 1"
 
 
+@pytest.mark.parametrize(
+    "nested",
+    ["[" * 999 + "]" * 999, "{a: " * 999 + "}" * 999],
+    ids=["flow sequences", "flow mappings"],
+)
+def test_yaml_nested_too_deeply_is_refused_at_its_line(nested) -> None:
+    # libyaml's composer recurses in C: 50,000 levels overflowed the stack (SIGSEGV, no word)
+    text = f"a: 1\nb:\n  c: {nested}\n"
+    with pytest.raises(ConfigError, match="nested more than 1,000 levels deep") as err:
+        loads_yaml(text, error=ConfigError, file="h.yaml")
+    assert (err.value.file, err.value.where) == ("h.yaml", "line 3")
+    within = "a: 1\nb:\n  c: " + "[" * 998 + "]" * 998 + "\n"  # 1,000 levels with b's and the top
+    assert loads_yaml(within, error=ConfigError)["a"] == 1
+
+
+def test_yaml_block_nesting_counts_too() -> None:
+    text = "".join(f"{'  ' * i}k:\n" for i in range(1100))
+    with pytest.raises(ConfigError, match="nested more than 1,000 levels deep") as err:
+        loads_yaml(text, error=ConfigError)
+    assert err.value.where == "line 1001"
+
+
 def alias_bomb(levels: int, indent: str = "") -> str:
     """YAML whose line ``i + 1`` holds ``a{i}``: nine aliases of ``a{i-1}`` (9**levels values)."""
     lines = [f"a0: &a0 [{', '.join(['lol'] * 9)}]"]

@@ -308,6 +308,25 @@ def test_unknown_field_in_harness_yaml(tmp_path):
     assert line.startswith(f"hsa: error: {manifest}: $.owner: unknown field 'owner'")
 
 
+@pytest.mark.parametrize("file", ["harness.yaml", "skills/s/SKILL.md"])
+def test_validate_refuses_yaml_nested_too_deeply(tmp_path, file):
+    # 50,000 nested '[' overflowed libyaml's C stack: the process died with SIGSEGV, no message
+    deep = "[" * 50_000 + "]" * 50_000
+    manifest = "id: h\nversion: '1'\nprotocol: {name: api}\n"
+    files = {
+        "harness.yaml": manifest + (f"metadata: {deep}\n" if file == "harness.yaml" else ""),
+        "skills/s/SKILL.md": f"---\nname: s\ndescription: d\nx: {deep}\n---\nbody\n",
+    }
+    if file == "harness.yaml":
+        del files["skills/s/SKILL.md"]
+    for name, text in files.items():
+        (tmp_path / "h" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "h" / name).write_text(text)
+    line = one_error(hsa("harness", "validate", str(tmp_path / "h")))
+    assert line.startswith(f"hsa: error: {tmp_path / 'h' / file}: line ")
+    assert "nested more than 1,000 levels deep" in line
+
+
 def test_import_refuses_to_overwrite_other_folders(tmp_path, capsys):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "mine.txt").write_text("x")
