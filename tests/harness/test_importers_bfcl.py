@@ -241,6 +241,18 @@ def test_an_answer_whose_values_are_no_list_is_refused_naming_them(external, tmp
     assert param in caught.value.where
 
 
+def test_an_entry_id_too_long_for_a_folder_is_refused_naming_its_line(external, tmp_path):
+    # its harness folder could not be written: "out: cannot write: File name too long", naming
+    # the --out folder, not the entry
+    src = tmp_path / "BFCL_v4_simple_python.json"
+    lines = (external / "bfcl" / src.name).read_text().splitlines(True)[:3]
+    lines[1] = lines[1].replace('"simple_python_1"', '"simple_python_' + "x" * 300 + '"')
+    src.write_text("".join(lines))
+    with pytest.raises(ImportFormatError, match="is 314 characters; a harness id") as caught:
+        import_source(src)
+    assert (caught.value.file, caught.value.where) == (str(src), "line 2: $.id")
+
+
 def test_an_entry_id_given_twice_is_refused_naming_both_lines(external, tmp_path):
     # it was refused as "the answer calls ..., which the question does not offer"
     source = external / "bfcl"

@@ -811,11 +811,30 @@ def _entry_harness(entry: Mapping[str, Any], path: Path, where: str, category: s
         metadata["language"] = language
         metadata["source_types"] = {renamed[k]: v for k, v in source_types.items() if k in renamed}
     return Harness(
-        id=harness_id(entry["id"]),
+        id=_entry_harness_id(entry["id"], path, where),
         prompt=Prompt(sections=api_sections(*leading)),
         tools=tuple(legal),
         metadata=metadata,
     )
+
+
+#: the longest entry id a harness is named by: as long as a skill id may be (a harness folder
+#: and a skill folder are named by their ids), far under a file name's 255 bytes; BFCL's own
+#: ids are at most 30 characters
+_ID_MAX = 128
+
+
+def _entry_harness_id(entry_id: str, path: Path, where: str) -> str:
+    """The id of the harness of the entry ``entry_id``: the entry's id (``harness_id``), which
+    its folder is named by; refused when too long for a folder's name."""
+    if len(entry_id) > _ID_MAX:
+        raise ImportFormatError(
+            f"entry id {entry_id[:40]!r}... is {len(entry_id):,} characters; a harness id, which "
+            f"names the harness's folder, is at most {_ID_MAX}",
+            file=str(path),
+            where=f"{where}: $.id",
+        )
+    return harness_id(entry_id)
 
 
 def _answers(path: Path) -> dict[str, Any] | None:
