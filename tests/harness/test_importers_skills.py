@@ -113,6 +113,31 @@ def _skill(root, folder: str, name: str | None = None) -> None:
     (root / folder / "SKILL.md").write_text(text, "utf-8")
 
 
+def test_a_linked_skill_folder_is_named_by_its_own_name(tmp_path):
+    # it was named by the link's target: `alias -> b` beside b was refused as "duplicate
+    # skill id 'b'"
+    root = tmp_path / "skills"
+    _skill(root, "b")
+    (root / "alias").symlink_to("b")
+    (harness,) = import_source(root).harnesses
+    assert [s.id for s in harness.skills] == ["alias", "b"]
+    assert import_source(root / "alias").harnesses[0].skills[0].id == "alias"
+
+
+@pytest.mark.parametrize("link", ["stolen", "b/SKILL.md"])
+def test_a_skill_that_leads_outside_the_source_folder_is_refused(tmp_path, link):
+    # `skills/stolen -> elsewhere/mcp-builder` imported a folder that no one sent in, named
+    # mcp-builder
+    _skill(tmp_path / "elsewhere", "mcp-builder")
+    root = tmp_path / "skills"
+    (root / "b").mkdir(parents=True)
+    target = tmp_path / "elsewhere" / "mcp-builder"
+    (root / link).symlink_to(target if link == "stolen" else target / "SKILL.md")
+    with pytest.raises(HsaError, match="outside the skills folder") as refused:
+        import_source(root)
+    assert refused.value.file == str(root / link.split("/")[0])
+
+
 def test_a_folder_name_that_is_no_legal_id_is_renamed_and_said(tmp_path):
     # the specification's names are any script's lower-case letters (its reference validator
     # reads them after NFKC): valid skills, never refused, their ids made legal as tool names are

@@ -56,8 +56,9 @@ def import_skills(path: Path) -> ImportResult:
     Skills reach the model by progressive disclosure: the prompt lists ids and descriptions,
     and the model loads a skill's content through ``load_skill(name=...)``. The folder name is
     the skill id, made legal where it is not one (``legal_skill_ids``: ``café`` -> ``cafe``),
-    and ``metadata["skill_id_map"]`` maps each such id back to its folder name. A SKILL.md with
-    bad front matter is refused with its file and line.
+    and ``metadata["skill_id_map"]`` maps each such id back to its folder name; a folder that
+    is a symbolic link is named by its own name, and refused when it leads outside ``path``
+    (``_refuse_outside``). A SKILL.md with bad front matter is refused with its file and line.
     """
     if not path.is_dir():
         hint = f": import {path.parent}, the skill's folder" if path.name in SKILL_FILES else ""
@@ -69,7 +70,9 @@ def import_skills(path: Path) -> ImportResult:
             "each hold one",
             file=str(path),
         )
-    names = [folder.resolve().name for folder in folders]  # `.`, a skill's own folder, too
+    _refuse_outside(path, folders)
+    # each folder's own name, `.` (a skill's own folder) too; not a link's target's
+    names = [Path(os.path.abspath(folder)).name for folder in folders]
     ids = legal_skill_ids(names)
     id_map = {i: name for name, i in zip(names, ids, strict=True) if i != name}
     # a skill's text that names another by its folder names it by the id it is loaded by, as
@@ -109,7 +112,7 @@ def import_skills(path: Path) -> ImportResult:
     folder_names = dict(zip(ids, names, strict=True))
     notes += tuple(spec_notes(skills, folder_names)) + tuple(unread_notes(path, folders))
     harness = Harness(
-        id=harness_id(path.resolve().name, fallback="skills"),
+        id=harness_id(Path(os.path.abspath(path)).name, fallback="skills"),
         prompt=Prompt(sections=api_sections(Section(id="skills", kind="skills", title="Skills"))),
         skills=skills,
         skill_tool=SKILL_TOOL,
@@ -117,6 +120,22 @@ def import_skills(path: Path) -> ImportResult:
     )
     _refuse_invalid_skills(harness, folders)
     return ImportResult(harnesses=(harness,), source=str(path), format="agent-skills", notes=notes)
+
+
+def _refuse_outside(path: Path, folders: Sequence[Path]) -> None:
+    """Refuse a skill whose file leads outside ``path`` (a symbolic link, of its folder or of
+    its SKILL.md): an import reads only the folder it is given, as a harness reads only its
+    own files; a link inside it is read."""
+    root = path.resolve()
+    for folder in folders:
+        file = skill_file(folder)
+        if file is not None and not file.resolve().is_relative_to(root):
+            raise ImportFormatError(
+                f"its {file.name} is outside the skills folder {path} (a symbolic link leads "
+                f"to {file.resolve()}): an import reads only the folder it is given; copy the "
+                "skill in",
+                file=str(folder),
+            )
 
 
 def _named_by_id(skill: Skill, renamed: dict[str, str]) -> Skill:
