@@ -61,7 +61,7 @@ from typing import Any
 from hsa.augment.free_text import replace_in_harness
 from hsa.augment.mapping import ArgumentClash, RewriteMapping, ToolMap, apply_steps, map_events
 from hsa.augment.markdown import skill_blocks
-from hsa.augment.names import PARAM_NAME
+from hsa.augment.names import PARAM_NAME, style_key
 from hsa.augment.param_schemas import all_property_names, reached
 from hsa.augment.planner import cannot_write, hazard_of, swapped_with
 from hsa.augment.rule import Rewrite
@@ -302,21 +302,26 @@ def value_problems(
             if not found:
                 out.append((i, f"argument at {list(path)} appeared from nowhere: {value!r}"))
                 continue
-            # a respelling into another value of the same canonical enum says something else
+            # a respelling into another value of the same canonical enum says something else,
+            # in that value's spelling or in another style (a swap hidden by a change of case)
             at = origins.get(path, path)
-            if _typed_in(value, _enum_values(old_tool, at)) and _typed_in(
-                before, _enum_values(old_tool, at)
-            ):
-                out.append(
-                    (
-                        i,
-                        f"argument value at {list(path)} of tool {tool_map.name!r} respelled from "
-                        f"{before!r} to {value!r}, another value of the same enum: the call "
-                        "would say something else (a respelling takes a spelling no value of "
-                        "the enum has)",
-                    )
+            canonical = _enum_values(old_tool, at)
+            if _typed_in(before, canonical):
+                other = (
+                    value if _typed_in(value, canonical) else _restyled(before, value, canonical)
                 )
-                continue
+                if other is not None:
+                    styled = "" if other == value else f" ({other!r}) in another style"
+                    out.append(
+                        (
+                            i,
+                            f"argument value at {list(path)} of tool {tool_map.name!r} respelled "
+                            f"from {before!r} to {value!r}, another value of the same enum"
+                            f"{styled}: the call would say something else (a respelling takes "
+                            "a spelling no value of the enum has)",
+                        )
+                    )
+                    continue
             new_enums = _enum_values(new_tool, path)
             if _typed_in(before, old_enums) and _typed_in(value, new_enums):
                 continue
@@ -337,6 +342,17 @@ def value_problems(
         for key in sorted((after_leaves - before_leaves).keys()):
             out.append((i, f"argument value {json.loads(key)[1]!r} appeared from nowhere"))
     return out
+
+
+def _restyled(before: Any, value: Any, values: Sequence[Any]) -> str | None:
+    """The value of ``values`` other than ``before`` that ``value`` spells in another style
+    (``BUSINESS`` for ``business``, where ``before`` is ``economy``), or None."""
+    if not (isinstance(before, str) and isinstance(value, str)):
+        return None
+    key = style_key(value)
+    if key == style_key(before):
+        return None  # a respelling of ``before`` itself
+    return next((v for v in values if isinstance(v, str) and style_key(v) == key), None)
 
 
 #: what each value of a call is replaced with to follow it through the steps (every scalar

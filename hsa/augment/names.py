@@ -105,6 +105,15 @@ def detect_style(name: str) -> str:
     return "snake"
 
 
+def style_key(name: str) -> str:
+    """``name`` with its style left out: its words lower case, joined by ``_`` (``name`` itself
+    where it has none). Two spellings of one name have one key (``wrong_size``,
+    ``WRONG_SIZE``, ``WrongSize``, ``wrong-size``), so a respelling can be told from a swap
+    hidden by a change of case (``economy`` -> ``BUSINESS``, where ``business`` is a value
+    too)."""
+    return restyle(name, "snake")
+
+
 @lru_cache(maxsize=8192)
 def restyle(name: str, style: str) -> str:
     """``name`` written in ``style``; a name with no words is kept. Once per distinct pair:

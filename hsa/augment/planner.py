@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from hsa.augment import arguments as undeclared
 from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap, apply_steps, respelled
+from hsa.augment.names import style_key
 from hsa.augment.param_schemas import copy_json, reached
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
@@ -649,27 +650,44 @@ def _enum_swapped(
 ) -> str | None:
     """A value of an ``enum`` of ``tool`` that the steps respell into another value of the
     same ``enum`` (a call with it would say something else: ``damaged`` sent as
-    ``wrong_size``), or None. Read through ``$ref``s and combinators too: only ``tool``'s
-    enum and the steps matter. ``canonical_name``: ``tool``'s canonical name; ``first``:
-    whether the steps are the first rule's (``tool`` and its enum are then the canonical
-    ones)."""
+    ``wrong_size``), or into another value in another style (``WRONG_SIZE``: a swap hidden
+    by a change of case, ``style_key``), or None. Read through ``$ref``s and combinators
+    too: only ``tool``'s enum and the steps matter. ``canonical_name``: ``tool``'s canonical
+    name; ``first``: whether the steps are the first rule's (``tool`` and its enum are then
+    the canonical ones)."""
     for path, values in tool.derived(_enums_at).items():
         own: set[tuple[bool, Any]] | None = None  # (made when a value is respelled)
+        styles: dict[str, str] | None = None  # (the same)
         for was in values:
             end, value = _value_end(path, was, mapped)
             if end is None or _same(value, was):
                 continue
             own = _keys(values) if own is None else own
-            if _holds(own, values, value):
+            other = value if _holds(own, values, value) else None
+            if other is None and isinstance(value, str) and isinstance(was, str):
+                styles = _style_keys(values) if styles is None else styles
+                key = style_key(value)
+                other = styles.get(key) if key != style_key(was) else None
+            if other is not None:
                 of = f"the canonical {was!r}" if first else f"{was!r}"
                 enum = "enum" if first else "enum the rule was given"
+                styled = "" if other == value else f" ({other!r}) in another style"
                 return (
                     f"tool {new.name!r} (canonical {canonical_name!r}) gets {value!r} at "
                     f"{_shown(end)!r} for {of}, another value of the {enum} at "
-                    f"{_shown(path)!r}: an enum respelled into its own values (rows would call "
-                    "the tool with a value that says something else)"
+                    f"{_shown(path)!r}{styled}: an enum respelled into its own values (rows "
+                    "would call the tool with a value that says something else)"
                 )
     return None
+
+
+def _style_keys(values: tuple[Any, ...]) -> dict[str, str]:
+    """The string ``values`` by their ``style_key`` (the first of those that share one)."""
+    out: dict[str, str] = {}
+    for value in values:
+        if isinstance(value, str):
+            out.setdefault(style_key(value), value)
+    return out
 
 
 def _enums_at(tool: Tool) -> dict[tuple[str, ...], tuple[Any, ...]]:

@@ -30,6 +30,7 @@ from hsa.augment.checks import (
     tally,
     value_problems,
 )
+from hsa.augment.param_schemas import copy_schema
 from hsa.envs import Environment, Outcome, Task, ToolOutput
 from hsa.harness import (
     Harness,
@@ -266,6 +267,37 @@ def test_an_enum_respelled_into_another_value_of_the_same_enum_is_caught():
         "'wrong_size', another value of the same enum: the call would say something else (a "
         "respelling takes a spelling no value of the enum has)"
     ]
+
+
+def test_an_enum_respelled_into_another_value_in_another_style_is_caught():
+    # QA's mut.enum_case_swap_open: damaged -> WRONG_SIZE, wrong_size -> DAMAGED, the enum
+    # respelled so: every call validates and says the other value, in capitals
+    def respell(harness, rng, params, context):
+        table = {"damaged": "WRONG_SIZE", "wrong_size": "DAMAGED"}
+        schema = copy_schema(harness.tool("return_order_items").parameters)
+        node = schema["properties"]["reason"]
+        node["enum"] = [table.get(v, v) for v in node["enum"]]
+        steps = (Step("enum", ("reason",), values=tuple(table.items())),)
+        mapping = RewriteMapping(tools={"return_order_items": ToolMap("return_order_items", steps)})
+        tools = [
+            dataclasses.replace(t, parameters=schema) if t.name == "return_order_items" else t
+            for t in harness.tools
+        ]
+        return Rewrite(harness.replace(tools=tools), mapping)
+
+    report = _run(respell)
+    assert _failed(report) == {"values"}
+    assert [f.message for f in report.failures] == [
+        "argument value at ['reason'] of tool 'return_order_items' respelled from 'damaged' to "
+        "'WRONG_SIZE', another value of the same enum ('wrong_size') in another style: the call "
+        "would say something else (a respelling takes a spelling no value of the enum has)"
+    ]
+
+    # a respelling into the value's own words in another style says the same
+    def restyle(harness, rng, params, context):
+        return get_rule("tools.enum_values").apply(harness, rng, {"style": "upper"}, context)
+
+    assert "values" not in _failed(_run(restyle))
 
 
 def test_a_lossy_mapping_fails_roundtrip_and_replay():

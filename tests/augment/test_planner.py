@@ -599,6 +599,33 @@ def test_a_swap_of_tools_parameter_values_or_enum_values_is_refused(harness):
         apply_chain(harness, [(reason, {})], seed=0)
 
 
+def test_an_enum_swap_hidden_by_a_change_of_case_is_refused(harness):
+    # QA's mut.enum_case_swap_open: price -> RATING, rating -> PRICE, the enum respelled so and
+    # the steps recorded: every call validates, and a sort by price asks for one by rating
+    from hsa.augment.mapping import Step
+
+    table = {"price": "RATING", "rating": "PRICE"}
+    step = Step("enum", ("sort",), values=tuple(table.items()))
+    swap = _editing("search", lambda s: _respelled(s, "sort", table), [step])
+    with pytest.raises(
+        RuleError,
+        match="gets 'RATING' at 'sort' for the canonical 'price', another value of the enum at "
+        "'sort' \\('rating'\\) in another style",
+    ):
+        apply_chain(harness, [(swap, {})], seed=0)
+    # through a $ref too, in any style (WrongSize is wrong_size)
+    pairs = (("damaged", "WrongSize"), ("wrong_size", "Damaged"))
+    reason = _editing("return_order_items", lambda s: s, [Step("enum", ("reason",), values=pairs)])
+    with pytest.raises(RuleError, match="gets 'WrongSize' at 'reason' for the canonical 'damag"):
+        apply_chain(harness, [(reason, {})], seed=0)
+    # each value in its own words, in another style, is a respelling
+    table = {"price": "PRICE", "rating": "Rating"}
+    step = Step("enum", ("sort",), values=tuple(table.items()))
+    apply_chain(
+        harness, [(_editing("search", lambda s: _respelled(s, "sort", table), [step]), {})], seed=0
+    )
+
+
 def test_enum_values_twice_may_take_a_spelling_another_canonical_value_had(harness):
     # BFCL's calculate_genotype_frequency: style upper makes AA, AA_2, AA_3 (clear of the enum
     # it is given), then snake makes aa, aa_2, aa_3, so the canonical 'AA' ends as 'aa', the
