@@ -522,14 +522,22 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
 
 def _paths_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
     """A parameter of ``tool`` (its required ones first, then optional and nested ones) that
-    the steps send to a path ``new`` does not declare (a call that carries it would carry an
-    argument the tool does not take), or None."""
+    the steps drop (``_dropped``: a call that carries it would lose its value) or send to a
+    path ``new`` does not declare (it would carry an argument the tool does not take), or
+    None."""
     declared = new.derived(_declared_paths)
     required = set(tool.parameters.get("required") or ())
     for path in sorted(tool.derived(_declared_paths), key=lambda p: (p[0] not in required, p)):
+        kind = "required parameter" if path[0] in required else "parameter"
+        if _dropped(path, mapped):
+            return (
+                f"tool {new.name!r} (canonical {tool.name!r}): the mapping drops its {kind} "
+                f"{_shown(path)!r}, a value the trajectories' calls give (rows whose calls "
+                "carry it would lose it; a drop is the inverse of an add, for a value only "
+                "the surface has)"
+            )
         for end in sorted(_follow({path}, mapped)):
             if end not in declared:
-                kind = "required parameter" if path[0] in required else "parameter"
                 return (
                     f"tool {new.name!r} (canonical {tool.name!r}) does not declare "
                     f"{_shown(end)!r}, which the mapping makes of its {kind} {_shown(path)!r}:"
@@ -537,6 +545,20 @@ def _paths_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
                     "whose calls carry it would call the tool with an argument it does not take)"
                 )
     return None
+
+
+def _dropped(path: tuple[str, ...], mapped: ToolMap | None) -> bool:
+    """Whether ``mapped``'s steps drop the value at ``path`` (where it is on the way: a
+    ``drop`` step at it or at an object holding it). A ``prune`` loses nothing: it removes an
+    object only when it is empty, its values moved out."""
+    paths: Set[tuple[str, ...]] = {path}
+    for step in () if mapped is None else mapped.steps:
+        n = len(step.path)
+        if step.kind == "drop" and any(p[:n] == step.path for p in paths):
+            return True
+        if step.kind not in ("ensure", "prune"):
+            paths = _step_paths(paths, step)
+    return False
 
 
 def _carried_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:

@@ -599,6 +599,45 @@ def test_a_swap_of_tools_parameter_values_or_enum_values_is_refused(harness):
         apply_chain(harness, [(reason, {})], seed=0)
 
 
+def test_a_parameter_dropped_by_a_step_is_refused(harness):
+    # QA's mut.drop_value_step: the schema loses query and the mapping records a drop of it;
+    # every call validates and searches for nothing (made without the step, it was refused)
+    from hsa.augment.mapping import Step
+
+    def without(name):
+        def edit(schema):
+            del schema["properties"][name]
+            schema["required"] = [r for r in schema.get("required", ()) if r != name]
+            return schema
+
+        return edit
+
+    query = _editing("search", without("query"), [Step("drop", ("query",))])
+    with pytest.raises(
+        RuleError,
+        match="tool 'search' \\(canonical 'search'\\): the mapping drops its required parameter "
+        "'query', a value",
+    ) as caught:
+        apply_chain(harness, [(query, {})], seed=0)
+    assert caught.value.where == "rule 'tests.edit'"
+    limit = _editing("search", without("limit"), [Step("drop", ("limit",))])
+    with pytest.raises(RuleError, match="the mapping drops its parameter 'limit'"):
+        apply_chain(harness, [(limit, {})], seed=0)
+
+    # a value moved out of an object the steps then prune is not dropped (a flatten)
+    def wrap(schema):
+        limit = schema["properties"].pop("limit")
+        schema["properties"]["paging"] = {"type": "object", "properties": {"limit": limit}}
+        return schema
+
+    steps = [Step("ensure", ("paging",)), Step("move", ("limit",), ("paging", "limit"))]
+    nested = apply_chain(harness, [(_editing("search", wrap, steps), {})], seed=0)[0].harness
+    flat = harness.tool("search").parameters
+    flatten = [Step("move", ("paging", "limit"), ("limit",)), Step("prune", ("paging",))]
+    unwrapped = _editing("search", lambda s: copy_schema(flat), flatten)
+    apply_chain(nested, [(unwrapped, {})], seed=0)
+
+
 def test_an_enum_swap_hidden_by_a_change_of_case_is_refused(harness):
     # QA's mut.enum_case_swap_open: price -> RATING, rating -> PRICE, the enum respelled so and
     # the steps recorded: every call validates, and a sort by price asks for one by rating
