@@ -63,7 +63,7 @@ from hsa.augment.mapping import ArgumentClash, RewriteMapping, ToolMap, apply_st
 from hsa.augment.markdown import skill_blocks
 from hsa.augment.names import PARAM_NAME, style_key
 from hsa.augment.param_schemas import all_property_names, reached
-from hsa.augment.planner import cannot_write, hazard_of, swapped_with
+from hsa.augment.planner import cannot_write, hazard_of, swapped_parameter, swapped_with
 from hsa.augment.rule import Rewrite
 from hsa.augment.rules.protocol import unshown
 from hsa.augment.rules.tool_names import ALLOWED_TOOLS, allowed_tool_names, rename_allowed_tools
@@ -574,20 +574,36 @@ def swapped_tool_problems(
     out = []
     for tool in original.tools:
         new = surface.get(m.tool_name(tool.name))
-        other = None if new is None or new is tool else swapped_with(original, tool, new)
-        if new is None or other is None:
+        if new is None or new is tool:
             continue
         name = (
             repr(new.name) if new.name == tool.name else f"{new.name!r} (canonical {tool.name!r})"
         )
-        out.append(
-            (
-                f"tool {name}",
-                f"has the description and parameters of canonical tool {other!r} "
-                f"({_clip(new.description)!r}), not its own: tools swapped without the "
-                "renames in the mapping (its calls would reach a tool that does something else)",
+        other = swapped_with(original, tool, new)
+        if other is not None:
+            out.append(
+                (
+                    f"tool {name}",
+                    f"has the description and parameters of canonical tool {other!r} "
+                    f"({_clip(new.description)!r}), not its own: tools swapped without the "
+                    "renames in the mapping (its calls would reach a tool that does something "
+                    "else)",
+                )
             )
-        )
+            continue
+        swapped = swapped_parameter(tool, new, m.tools.get(tool.name))
+        if swapped is not None:
+            path, end, other_path = swapped
+            said = [s.get("description") for s in _schemas_at(tool, other_path)]
+            out.append(
+                (
+                    f"tool {name} parameter {list(end)}",
+                    f"has the schema of canonical {list(other_path)} ({_clip(str(said[0]))!r}), "
+                    f"not that of canonical {list(path)}, which the mapping puts there: two "
+                    "parameters' schemas swapped, names kept (a call's value would read "
+                    "under another parameter's description)",
+                )
+            )
     return out
 
 

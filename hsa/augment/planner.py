@@ -504,6 +504,16 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
         why = _paths_lost(tool, new, mapped) or _carried_lost(tool, new, mapped)
         if why:
             return why
+        swapped = swapped_parameter(tool, new, mapped)
+        if swapped is not None:
+            path, end, other = swapped
+            return (
+                f"tool {new.name!r} (canonical {tool.name!r}) declares {_shown(end)!r}, which "
+                f"the mapping makes of the canonical {_shown(path)!r}, as the canonical tool "
+                f"declared {_shown(other)!r}, not as it declared {_shown(path)!r}: two "
+                "parameters' schemas swapped, names kept (rows would pass a value under "
+                "another parameter's description)"
+            )
         declared = new.parameters["properties"]
         keys = {p[0] for p in _follow(tool.derived(_declared_paths), mapped, grow=True) if p}
         unmet = [r for r in new.parameters.get("required") or () if r in declared and r not in keys]
@@ -592,6 +602,41 @@ def _carried_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
                     f"value under another parameter's description)"
                 )
     return None
+
+
+def swapped_parameter(
+    tool: Tool, new: Tool, mapped: ToolMap | None
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None:
+    """A parameter of ``tool`` whose place in ``new`` (where the steps send it) has the schema,
+    description included, of another parameter of ``tool`` beside it, not its own: two
+    parameters' schemas swapped with their names kept (``origin`` described as the airport the
+    flight goes to), so a value reads under the other's description. As ``(path, its place in
+    new, the other's path)``, or None. Parameters declared alike are not told apart; read
+    where both schemas declare their names plainly (``_plainly_named``)."""
+    if new is tool or not (tool.derived(_plainly_named) and new.derived(_plainly_named)):
+        return None
+    before, after = tool.derived(_schemas_at), new.derived(_schemas_at)
+    described = tool.derived(_paths_by_description)
+    for path, schema in before.items():
+        for end in sorted(_follow({path}, mapped)):
+            now = after.get(end)
+            said = now.get("description") if isinstance(now, dict) else None
+            if not isinstance(said, str) or now == schema:
+                continue
+            for other in described.get((path[:-1], said), ()):
+                if other != path and before[other] == now:
+                    return path, end, other
+    return None
+
+
+def _paths_by_description(tool: Tool) -> dict[tuple[Any, ...], list[tuple[str, ...]]]:
+    """The argument paths of ``tool`` by their parent's path and their description."""
+    out: dict[tuple[Any, ...], list[tuple[str, ...]]] = {}
+    for path, schema in tool.derived(_schemas_at).items():
+        said = schema.get("description") if isinstance(schema, dict) else None
+        if isinstance(said, str):
+            out.setdefault((path[:-1], said), []).append(path)
+    return out
 
 
 def _schemas_at(tool: Tool) -> dict[tuple[str, ...], Any]:

@@ -252,6 +252,22 @@ def test_values_swapped_between_two_parameters_that_keep_their_schemas_are_caugh
     assert _run(renamed, harness, events).ok
 
 
+def test_two_parameters_schemas_swapped_with_their_names_kept_are_caught():
+    # QA's mut.swap_param_schemas: no steps, every call validates, and the first name is sent
+    # under the description of the last
+    harness, _, _ = _find_user(())
+    first, last = harness.tools[0].parameters["properties"].values()
+    harness, events, swap = _find_user((), {"first_name": last, "last_name": first})
+    report = _run(swap, harness, events)
+    assert _failed(report) == {"names"}
+    assert [str(f) for f in report.failures] == [
+        "names: tool 'find_user' parameter ['first_name']: has the schema of canonical "
+        "['last_name'] (\"The customer's last name.\"), not that of canonical ['first_name'], "
+        "which the mapping puts there: two parameters' schemas swapped, names kept (a call's "
+        "value would read under another parameter's description)"
+    ]
+
+
 def test_an_enum_respelled_into_another_value_of_the_same_enum_is_caught():
     # damaged <-> wrong_size: the enum and the schema stay, the call now says wrong_size
     def respell(harness, rng, params, context):

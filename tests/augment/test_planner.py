@@ -638,6 +638,51 @@ def test_a_parameter_dropped_by_a_step_is_refused(harness):
     apply_chain(nested, [(unwrapped, {})], seed=0)
 
 
+def test_two_parameters_schemas_swapped_with_their_names_kept_are_refused(harness):
+    # QA's mut.swap_param_schemas: origin and destination trade schemas, keys in place, no
+    # steps: every call validates, and {"origin": "SFO"} reads as where the flight goes
+    from hsa.augment.mapping import Step
+
+    def place(text):
+        return {"type": "string", "description": text}
+
+    props = {
+        "origin": place("The airport the flight leaves from."),
+        "destination": place("The airport the flight goes to."),
+        "via": place("The airport the flight goes to."),  # (declared as destination is)
+    }
+    schema = {"type": "object", "properties": props, "required": ["origin", "destination"]}
+    h = harness.replace(tools=(*harness.tools, Tool("book", "Book a flight.", schema)))
+
+    def swapped(a, b):
+        def edit(s):
+            p = s["properties"]
+            p[a], p[b] = p[b], p[a]
+            return s
+
+        return edit
+
+    swap = _editing("book", swapped("origin", "destination"))
+    with pytest.raises(
+        RuleError,
+        match="tool 'book' \\(canonical 'book'\\) declares 'origin', which the mapping makes of "
+        "the canonical 'origin', as the canonical tool declared 'destination', not as it",
+    ):
+        apply_chain(h, [(swap, {})], seed=0)
+    # two parameters declared alike may trade places: nothing reads otherwise
+    apply_chain(h, [(_editing("book", swapped("destination", "via")), {})], seed=0)
+    # the names swapped with their schemas, the steps recorded: each value keeps its own
+    moves = [
+        Step("move", ("origin",), ("tmp",)),
+        Step("move", ("destination",), ("origin",)),
+        Step("move", ("tmp",), ("destination",)),
+    ]
+    apply_chain(h, [(_editing("book", swapped("origin", "destination"), moves), {})], seed=0)
+    # a description rewritten is no swap
+    reworded = _editing("book", lambda s: {**s, "properties": {**props, "origin": place("From.")}})
+    apply_chain(h, [(reworded, {})], seed=0)
+
+
 def test_an_enum_swap_hidden_by_a_change_of_case_is_refused(harness):
     # QA's mut.enum_case_swap_open: price -> RATING, rating -> PRICE, the enum respelled so and
     # the steps recorded: every call validates, and a sort by price asks for one by rating
