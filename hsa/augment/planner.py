@@ -928,7 +928,7 @@ def _shows_step(step: _Step, harness: Harness) -> bool:
             if _skills_view(before, harness) != _skills_view(after, harness):
                 return True
         elif name == "prompt":
-            shows = harness.derived(_shows)
+            shows = _shows_of_step(before, after, harness)
             if _prompt_view(before, shows) != _prompt_view(after, shows):
                 return True
         else:  # tools, the skill tool, hooks (any may fire), the id and version
@@ -962,6 +962,17 @@ def _shows(harness: Harness) -> _Shows:
         skills=any((s.kind == "skills" and not s.body) or "skills" in s.body for s in shown)
         or "skills" in template,
     )
+
+
+def _shows_of_step(before: Harness, after: Harness, harness: Harness) -> _Shows:
+    """``_Shows`` of ``harness`` (the chain's result) for a step from ``before`` to ``after``:
+    with the sections the step deleted, where they would render in ``harness`` (a section
+    deleted shows by its absence; ``harness`` lacks it, so its own ``_Shows`` never holds
+    it)."""
+    shows = harness.derived(_shows)
+    kept = {s.id for s in (*after.prompt.sections, *harness.prompt.sections)}
+    gone = {s.id for s in before.prompt.sections if s.id not in kept and _renders(s, harness)}
+    return shows._replace(rendered=shows.rendered | gone) if gone else shows
 
 
 def _renders(section: Section, harness: Harness) -> bool:

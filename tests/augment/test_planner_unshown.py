@@ -143,3 +143,36 @@ def test_skill_rules_are_drawn_where_a_rule_of_ones_own_may_show_skills(chat, mo
     recipe = _recipe(("skill_content.distractors", {}), ("tests.catalogue", {}))
     for variant in plan(chat, recipe, seed=0):
         assert _names(variant) == ["skill_content.distractors", "tests.catalogue"]
+
+
+def test_a_rule_that_deletes_a_section_is_a_rewrite(chat, monkeypatch):
+    # QA's mut.drop_policy: the section is not in the variant's prompt, so a view of the
+    # sections it renders saw no change, and planning left the rule out
+    import dataclasses
+
+    from hsa.augment import Rewrite, registry
+
+    monkeypatch.setattr(registry, "_RULES", dict(registry._RULES))
+
+    @registry.rule("tests.drop_policy", version="1")
+    def drop_policy(h, rng, params, context):
+        """Delete the policy section."""
+        kept = tuple(s for s in h.prompt.sections if s.kind != "policy")
+        return Rewrite(h.replace(prompt=dataclasses.replace(h.prompt, sections=kept)))
+
+    @registry.rule("tests.drop_tools", version="1")
+    def drop_tools(h, rng, params, context):
+        """Delete the tools section."""
+        kept = tuple(s for s in h.prompt.sections if s.kind != "tools")
+        return Rewrite(h.replace(prompt=dataclasses.replace(h.prompt, sections=kept)))
+
+    policy = Section("policy", "Policy", "Refunds need a receipt.", "policy")
+    titled = chat.replace(prompt=Prompt((*chat.prompt.sections, policy)))
+    for variant in plan(titled, _recipe(("tests.drop_policy", {}), ("tools.rename", {})), seed=0):
+        assert _names(variant) == ["tests.drop_policy", "tools.rename"]
+        assert "Refunds" not in system_prompt(variant.harness)
+    # a section that renders nothing (Tools, under api) deleted is still no rewrite
+    tools = Section("tools", "Tools", "", "tools")
+    bare = chat.replace(prompt=Prompt((chat.prompt.sections[0], tools)))
+    for variant in plan(bare, _recipe(("tests.drop_tools", {}), ("tools.rename", {})), seed=0):
+        assert _names(variant) == ["tools.rename"]
