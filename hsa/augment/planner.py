@@ -830,8 +830,9 @@ def _plainly_named(tool: Tool) -> bool:
 
 def _declared_paths(tool: Tool) -> frozenset[tuple[str, ...]]:
     """The argument paths ``tool``'s parameters declare (``EACH`` for an array's items),
-    nested ones included, once per tool object."""
-    return frozenset(r.path for r in reached(dict(tool.parameters)) if r.path)
+    nested ones included, once per tool object (the paths of ``_schemas_at``: one walk of the
+    schema for both)."""
+    return frozenset(tool.derived(_schemas_at))
 
 
 def _step_paths(paths: Set[tuple[str, ...]], step: Step) -> Set[tuple[str, ...]]:
