@@ -400,6 +400,7 @@ def _lost(
     if not lost:
         found = _tool_swapped(harness, rewrite, used_tools)
         found = found or _arguments_lost(harness, rewrite, used_tools)
+        found = found or _loads_refused(harness, rewrite, context)
         return found or undeclared.clash(context.arguments, mapping)
     kind, name, new = lost[0]
     use, does = _USES[kind]
@@ -437,6 +438,38 @@ def _had(harness: Harness, kind: str, name: str) -> bool:
     if kind == "hook":
         return harness.hook(name) is not None
     return any(s.id == name for s in harness.skills)
+
+
+def _loads_refused(harness: Harness, rewrite: Rewrite, context: Context) -> str | None:
+    """Why a skill the trajectories load would be loaded with an id the rewritten skill tool's
+    ``enum`` does not hold (where the canonical one held the canonical id), or None: a skill
+    renamed without its skill tool's enum."""
+    after = rewrite.harness
+    allowed = _skill_ids_taken(after)
+    if allowed is None or after.skill_tool is None:
+        return None
+    taken = _skill_ids_taken(harness)
+    skills = {s.id for s in harness.skills}
+    used = skills if context.used_skills is None else context.used_skills & skills
+    for name in sorted(used):
+        new = rewrite.mapping.skills.get(name, name)
+        if new not in allowed and (taken is None or name in taken):
+            return (
+                f"skill tool {after.skill_tool.name!r} does not take {new!r} (its enum: "
+                f"{sorted(allowed)!r}), which the mapping makes of the canonical skill "
+                f"{name!r}: a skill renamed without its skill tool's enum (rows would load it "
+                "with a value the skill tool refuses)"
+            )
+    return None
+
+
+def _skill_ids_taken(harness: Harness) -> set[str] | None:
+    """The skill ids ``harness``'s skill tool's ``enum`` holds, or None where it has none."""
+    arg = harness.skill_arg
+    props = None if harness.skill_tool is None else harness.skill_tool.parameters.get("properties")
+    node = props.get(arg) if isinstance(props, MappingABC) and arg is not None else None
+    ids = node.get("enum") if isinstance(node, MappingABC) else None
+    return {v for v in ids if isinstance(v, str)} if isinstance(ids, list) else None
 
 
 def _tool_swapped(harness: Harness, rewrite: Rewrite, used: frozenset[str]) -> str | None:
@@ -524,10 +557,89 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
                 "or added without the step in the mapping (rows would call it without an "
                 "argument it requires)"
             )
-        why = _enum_lost(tool, new, mapped)
+        carried = _carried(tool, mapped)
+        required = new.parameters.get("required") or ()
+        loose = [r for r in required if r in declared and r in keys and r not in carried]
+        if loose:
+            return (
+                f"tool {new.name!r} (canonical {tool.name!r}) requires {loose[0]!r}, which the "
+                "mapping makes of a parameter the canonical tool's calls may leave out: an "
+                "optional parameter made required (rows whose calls leave it out would call "
+                "the tool without an argument it requires)"
+            )
+        why = _enum_lost(tool, new, mapped) or _type_lost(tool, new, mapped)
         if why:
             return why
     return None
+
+
+def _carried(tool: Tool, mapped: ToolMap | None) -> set[str]:
+    """The top-level names every call of ``tool`` carries under ``mapped``'s steps: those its
+    required parameters (required all the way down, nested ones too) become, and the objects
+    the steps ensure."""
+    return {p[0] for p in _follow(tool.derived(_always_paths), mapped, grow=True) if p}
+
+
+def _always_paths(tool: Tool) -> frozenset[tuple[str, ...]]:
+    """The argument paths every valid call of ``tool`` carries: a required parameter, and a
+    required property of an object every call carries, once per tool."""
+    out: set[tuple[str, ...]] = set()
+    schemas: list[tuple[tuple[str, ...], Any]] = [((), tool.parameters)]
+    while schemas:
+        at, schema = schemas.pop()
+        props = schema.get("properties")
+        for name in schema.get("required") or ():
+            out.add((*at, name))
+            sub = props.get(name) if isinstance(props, MappingABC) else None
+            if isinstance(sub, MappingABC):
+                schemas.append(((*at, name), sub))
+    return frozenset(out)
+
+
+def _type_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
+    """A parameter of ``tool`` whose place in ``new`` (where the steps put it) declares a
+    ``type`` its canonical type does not fit in (``string`` made ``integer``), or an ``enum``
+    where it had none: a call with a value the canonical schema took would break the
+    rewritten one. An enum of the canonical tool is ``_enum_lost``'s to read (its values may
+    be respelled into another type)."""
+    before, after = tool.derived(_schemas_at), new.derived(_schemas_at)
+    for path, schema in before.items():
+        if not isinstance(schema, MappingABC) or "enum" in schema or "const" in schema:
+            continue
+        for end in sorted(_follow({path}, mapped)):
+            now = after.get(end)
+            if not isinstance(now, MappingABC) or now is schema:
+                continue
+            was, kind = schema.get("type"), now.get("type")
+            if was is not None and kind is not None and was != kind and not _fits(was, kind):
+                said = f"type {kind!r} where the canonical one is {was!r}"
+            elif "enum" in now:
+                said = "an enum where the canonical one had none"
+            else:
+                continue
+            return (
+                f"tool {new.name!r} (canonical {tool.name!r}) declares {_shown(end)!r}, which "
+                f"the mapping makes of the canonical {_shown(path)!r}, with {said}: a "
+                "parameter's type changed (rows would call the tool with a value it refuses)"
+            )
+    return None
+
+
+def _type_names(kind: Any) -> set[str] | None:
+    """The names a ``type`` keyword lists, or None where it is not one or a list of them."""
+    names = kind if isinstance(kind, list) else [kind]
+    return set(names) if all(isinstance(n, str) for n in names) else None
+
+
+def _fits(was: Any, now: Any) -> bool:
+    """Whether every value of JSON Schema ``type`` ``was`` is of ``type`` ``now`` (a type
+    that is no name nor list of names fits only itself)."""
+    old, new = _type_names(was), _type_names(now)
+    if old is None or new is None:
+        return was == now
+    if "number" in new:
+        new.add("integer")
+    return old <= new
 
 
 def _paths_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:

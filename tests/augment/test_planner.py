@@ -638,6 +638,60 @@ def test_a_parameter_dropped_by_a_step_is_refused(harness):
     apply_chain(nested, [(unwrapped, {})], seed=0)
 
 
+def test_a_schema_the_canonical_calls_no_longer_fit_is_refused(harness):
+    # QA's mut.optional_to_required, mut.type_change, mut.rename_skill_no_text: hsa augment
+    # wrote rows whose calls (or loads) their own tool's schema refuses
+    from hsa.augment import Rewrite, Rule
+
+    def required(schema):
+        schema["required"] = list(schema["properties"])
+        return schema
+
+    with pytest.raises(RuleError, match="requires 'limit', which the mapping makes of a param"):
+        apply_chain(harness, [(_editing("search", required), {})], seed=0)
+
+    def typed(name, kind):
+        def edit(schema):
+            schema["properties"][name]["type"] = kind
+            return schema
+
+        return edit
+
+    with pytest.raises(
+        RuleError,
+        match="declares 'query', which the mapping makes of the canonical 'query', "
+        "with type 'integer' where the canonical one is 'string'",
+    ):
+        apply_chain(harness, [(_editing("search", typed("query", "integer")), {})], seed=0)
+    apply_chain(harness, [(_editing("search", typed("limit", "number")), {})], seed=0)
+
+    def closed(schema):
+        schema["properties"]["query"]["enum"] = ["shoes"]
+        return schema
+
+    with pytest.raises(RuleError, match="with an enum where the canonical one had none"):
+        apply_chain(harness, [(_editing("search", closed), {})], seed=0)
+    # a required object the steps make (tools.wrap_args) is carried by every call
+    apply_chain(harness, [(get_rule("tools.wrap_args"), {})], seed=0)
+    # a skill renamed, its mapping recorded, its skill tool's enum left as it was
+    skill_id = {"type": "string", "enum": [s.id for s in harness.skills]}
+    loader = dataclasses.replace(
+        harness.skill_tool,
+        parameters={**harness.skill_tool.parameters, "properties": {"skill_id": skill_id}},
+    )
+    listed = harness.replace(skill_tool=loader)
+
+    def rename(h, rng, params, context):
+        table = {s.id: f"{s.id}-x" for s in h.skills}
+        skills = [dataclasses.replace(s, id=table[s.id]) for s in h.skills]
+        return Rewrite(h.replace(skills=skills), RewriteMapping(skills=table))
+
+    stale = Rule("tests.rename_skills", "1", rename, doc="Rename skills, not the enum.")
+    with pytest.raises(RuleError, match="skill tool 'load_skill' does not take '"):
+        apply_chain(listed, [(stale, {})], seed=0)
+    apply_chain(listed, [(get_rule("skill_ids.rename"), {})], seed=0)
+
+
 def test_two_parameters_schemas_swapped_with_their_names_kept_are_refused(harness):
     # QA's mut.swap_param_schemas: origin and destination trade schemas, keys in place, no
     # steps: every call validates, and {"origin": "SFO"} reads as where the flight goes
