@@ -42,6 +42,8 @@ MESSAGE_TOKENS = 5
 CALL_TOKENS = 8
 #: TRL's ``SFTConfig.max_length`` default: longer rows are cut (their end is lost)
 TRL_DEFAULT_MAX_LENGTH = 1024
+#: a bar chart of a card's plots: its title, its histogram and its buckets' width (``_plot``)
+Panel = tuple[str, Mapping[str, int], int | None]
 
 
 def _count_array(values: np.ndarray) -> dict[str, int]:
@@ -132,14 +134,29 @@ def _mean(hist: Mapping[str, int]) -> float:
 
 
 def _table(title: str, counts: Mapping[str, int], total: int, label: str) -> list[str]:
+    """A table of rows per key, largest first; none when there are no keys."""
+    if not counts:
+        return []
     lines = [f"### {title}", "", f"| {label} | rows | share |", "|---|---:|---:|"]
     for key, value in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         lines.append(f"| `{key}` | {value:,} | {value / total:.1%} |")
     return [*lines, ""]
 
 
+def _rule_tables(stats: Mapping[str, Any], total: int) -> list[str]:
+    """The tables of rows per rule family and per rule, or the line saying that no rule
+    changed any row."""
+    families, rules = stats.get("families", {}), stats.get("rules", {})
+    if not families and stats.get("rows"):
+        return ["Canonical rows only: no rules applied.", ""]
+    return [
+        *_table("Rule families", families, total, "family"),
+        *_table("Rules", rules, total, "rule"),
+    ]
+
+
 @drawn
-def _plot(panels: list[tuple[str, Mapping[str, int], int | None]]) -> bytes:
+def _plot(panels: list[Panel]) -> bytes:
     """Bar charts side by side, one per ``(title, histogram, bucket)``: a numeric histogram's
     keys are its buckets' starts, each ``bucket`` wide (1: one bar per value, centred on it),
     and a bucket of None makes a categorical chart, largest first."""
@@ -392,25 +409,28 @@ def render_card(
     lengths = lengths or TokenLengths({})
     unit = "tokens" if lengths.tokenizer else f"est. tokens, {CHARS_PER_TOKEN} chars each"
     hist, bucket = _length_hist(lengths)
+    figures: dict[str, list[Panel]] = {
+        "distributions.png": [
+            (f"tokens per row ({unit})", hist, bucket),
+            ("messages per row", stats.get("messages", {}), 1),
+            ("tool calls per row", stats.get("calls", {}), 1),
+            (
+                f"system prompt length (chars, {PROMPT_BUCKET}s)",
+                stats.get("prompt_chars", {}),
+                PROMPT_BUCKET,
+            ),
+        ],
+        "composition.png": [
+            ("rows per protocol", stats.get("protocols", {}), None),
+            ("rows per rule family", stats.get("families", {}), None),
+        ],
+    }
+    # an empty histogram is no panel (its axes would be ticks around nothing), and a figure
+    # of none is no plot
     plots = {
-        "distributions.png": _plot(
-            [
-                *([(f"tokens per row ({unit})", hist, bucket)] if hist else []),
-                ("messages per row", stats.get("messages", {}), 1),
-                ("tool calls per row", stats.get("calls", {}), 1),
-                (
-                    f"system prompt length (chars, {PROMPT_BUCKET}s)",
-                    stats.get("prompt_chars", {}),
-                    PROMPT_BUCKET,
-                ),
-            ],
-        ),
-        "composition.png": _plot(
-            [
-                ("rows per protocol", stats.get("protocols", {}), None),
-                ("rows per rule family", stats.get("families", {}), None),
-            ],
-        ),
+        name: _plot(shown)
+        for name, panels in figures.items()
+        if (shown := [panel for panel in panels if panel[1]])
     }
     prompt_total = stats.get("prompt_chars_total")
     prompt_mean = (
@@ -487,8 +507,14 @@ def render_card(
         f"{stats.get('unverified', 0):,} |",
         f"| rows of verified trajectories (`verified` true; the rest, `verified` null, were "
         f"never checked) | {stats.get('verified', 0):,} |",
-        f"| trajectories under fewer than {asked} variants (too few change what their rows show, "
-        f"or would read as calls under the others' text protocols) | {short:,} |",
+        *(
+            [
+                f"| trajectories under fewer than {asked} variants (too few change what their rows "
+                f"show, or would read as calls under the others' text protocols) | {short:,} |"
+            ]
+            if asked
+            else []
+        ),
         f"| canonical rows | {stats.get('canonical', 0):,} |",
         f"| variants in `variants.parquet`{included} | {manifest.get('variants', 0):,} |",
         f"| seed | {manifest.get('seed')} |",
@@ -499,15 +525,11 @@ def render_card(
         f"{max((float(k) for k in stats.get('calls', {}) or {'0': 0}), default=0):.0f} |",
         f"| system prompt chars (mean) | {prompt_mean:.0f} |",
         "",
-        "![distributions](plots/distributions.png)",
-        "",
-        "![composition](plots/composition.png)",
-        "",
+        *[line for name in plots for line in (f"![{Path(name).stem}]({PLOTS}/{name})", "")],
         *_length_lines(lengths),
         *_table("Splits", splits, rows, "split"),
         *_table("Protocols", stats.get("protocols", {}), rows, "protocol"),
-        *_table("Rule families", stats.get("families", {}), rows, "family"),
-        *_table("Rules", stats.get("rules", {}), rows, "rule"),
+        *_rule_tables(stats, rows),
         "## Engine",
         "",
         "Rows rendered column-wise by the engine; the exact (per-row reference) path took "

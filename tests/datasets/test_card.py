@@ -134,6 +134,44 @@ def test_plot_axes_of_counts_have_integer_ticks(figures) -> None:
                 assert all(float(t).is_integer() for t in ticks), ax.get_title()
 
 
+def canonical_only():
+    """The statistics of a dataset of canonical rows alone (``--variants-per-trajectory 0``)."""
+    return batch_stats(
+        split="train",
+        variant_counts=np.array([3]),
+        protocols=["api"],
+        rules=[()],
+        canonical=[True],
+        messages=np.array([4, 4, 6]),
+        calls=np.array([1, 1, 2]),
+        prompt_chars=np.array([900, 900, 1200]),
+        tokens=np.array([300, 300, 400]),
+        trajectories=3,
+    )
+
+
+def titles(figures) -> list[str]:
+    return [ax.get_title() for figure in figures for ax in figure.axes]
+
+
+def test_a_card_without_variants_leaves_out_empty_panels_and_tables(figures) -> None:
+    # an empty "rows per rule family" panel had ticks -0 -0 0 0 0, header-only tables of rule
+    # families and rules followed, and the summary said "under fewer than 0 variants"
+    manifest = {"seed": 0, "variants": 1, "config": {}, "config_hash": "abc", "engine": {}}
+    manifest["variants_per_trajectory"] = {"asked": 0, "short": 0}
+    text, plots = render_card(canonical_only(), manifest, "demo")
+    assert "rows per protocol" in titles(figures) and "rows per rule family" not in titles(figures)
+    assert "### Rule families" not in text and "### Rules" not in text
+    assert text.count("Canonical rows only: no rules applied.") == 1
+    assert "fewer than" not in text
+    assert set(plots) == {"distributions.png", "composition.png"}
+    # a card of no rows draws no empty plot, and shows none
+    figures.clear()
+    text, plots = render_card(merge_stats([]), manifest, "demo")
+    assert plots == {} and not figures and "![" not in text
+    assert "### Protocols" not in text and "Canonical rows only" not in text
+
+
 def test_estimated_tokens_count_the_characters_a_template_prints() -> None:
     import pyarrow as pa
 
