@@ -42,6 +42,12 @@ MESSAGE_TOKENS = 5
 CALL_TOKENS = 8
 #: TRL's ``SFTConfig.max_length`` default: longer rows are cut (their end is lost)
 TRL_DEFAULT_MAX_LENGTH = 1024
+#: the most bars a categorical chart draws (the smallest beyond them are one bar, "N others")
+MAX_BARS = 40
+#: the most characters of a bar's label (longer ones end in an ellipsis; tables say them whole)
+LABEL_CHARS = 36
+#: inches of figure height per bar of a categorical chart, so its labels never overlap
+BAR_INCHES = 0.18
 #: a bar chart of a card's plots: its title, its histogram and its buckets' width (``_plot``)
 Panel = tuple[str, Mapping[str, int], int | None]
 
@@ -159,20 +165,19 @@ def _rule_tables(stats: Mapping[str, Any], total: int) -> list[str]:
 def _plot(panels: list[Panel]) -> bytes:
     """Bar charts side by side, one per ``(title, histogram, bucket)``: a numeric histogram's
     keys are its buckets' starts, each ``bucket`` wide (1: one bar per value, centred on it),
-    and a bucket of None makes a categorical chart, largest first."""
+    and a bucket of None makes a categorical chart, largest first (``_largest``), its labels
+    shortened (``_short``) and the figure ``BAR_INCHES`` high a bar."""
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     plt = pyplot()
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), dpi=100)
+    bars = max((min(len(h), MAX_BARS) for _, h, b in panels if b is None), default=0)
+    height = max(3.6, 1.2 + BAR_INCHES * bars)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), height), dpi=100)
     axes = np.atleast_1d(axes)
     for ax, (title, hist, bucket) in zip(axes, panels, strict=True):
         numeric = bucket is not None
-        items = (
-            sorted(hist.items(), key=lambda kv: float(kv[0]))
-            if numeric
-            else sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))
-        )
+        items = sorted(hist.items(), key=lambda kv: float(kv[0])) if numeric else _largest(hist)
         labels = [k for k, _ in items]
         values = [v for _, v in items]
         if bucket is not None:
@@ -185,7 +190,9 @@ def _plot(panels: list[Panel]) -> bytes:
                 ax.set_xlim(min(starts) - bucket, max(starts) + 2 * bucket)
             ax.tick_params(axis="x", labelsize=7)
         else:
-            ax.barh(labels[::-1], values[::-1], color="#55a868")
+            # by position: two labels shortened alike stay two bars
+            ax.barh(range(len(values)), values[::-1], color="#55a868")
+            ax.set_yticks(range(len(labels)), [_short(k) for k in labels[::-1]])
             ax.tick_params(axis="y", labelsize=7)
         # counts and lengths are whole numbers: never a tick at 2.5 rows; few enough ticks
         # that five-digit counts do not run into each other
@@ -196,6 +203,21 @@ def _plot(panels: list[Panel]) -> bytes:
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("" if not numeric else "rows")
     return png(fig)
+
+
+def _largest(hist: Mapping[str, int]) -> list[tuple[str, int]]:
+    """A categorical histogram's items, largest first, at most ``MAX_BARS``: the smallest
+    beyond them summed into one last item, ``N others``."""
+    items = sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))
+    if len(items) <= MAX_BARS:
+        return items
+    rest = items[MAX_BARS - 1 :]
+    return [*items[: MAX_BARS - 1], (f"{len(rest)} others", sum(v for _, v in rest))]
+
+
+def _short(label: str) -> str:
+    """``label`` in at most ``LABEL_CHARS`` characters, cut with an ellipsis."""
+    return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)

@@ -172,6 +172,34 @@ def test_a_card_without_variants_leaves_out_empty_panels_and_tables(figures) -> 
     assert "### Protocols" not in text and "Canonical rows only" not in text
 
 
+def test_composition_grows_with_its_categories_and_shortens_long_names(figures) -> None:
+    # with a fixed height of 3.6 in, 37 protocols' labels ran into each other, and one plugin's
+    # long family name squeezed the bars into a sliver
+    from hsa.datasets.card import LABEL_CHARS, MAX_BARS
+
+    manifest = {"seed": 0, "variants": 2, "config": {}, "config_hash": "abc", "engine": {}}
+    long = "a_plugin_family_" + "x" * 60
+    many = {f"text/protocol_{i:02d}": 100 - i for i in range(37)}
+    text, _ = render_card(
+        dict(stats(), protocols=many, families={long: 4, "tools": 1}), manifest, "d"
+    )
+    (composition,) = [f for f in figures if "rows per protocol" in titles([f])]
+    assert composition.get_size_inches()[1] >= 0.18 * 37
+    labels = {t.get_text() for ax in composition.axes for t in ax.get_yticklabels()}
+    assert all(len(label) <= LABEL_CHARS for label in labels)
+    assert long[: LABEL_CHARS - 1] + "…" in labels and "text/protocol_36" in labels
+    assert f"| `{long}` | 4 |" in text  # the table keeps the whole name
+    # more categories than the figure has room for: the smallest are one bar
+    figures.clear()
+    more = {f"text/protocol_{i:03d}": 1000 - i for i in range(MAX_BARS + 10)}
+    render_card(dict(stats(), protocols=more), manifest, "d")
+    (composition,) = [f for f in figures if "rows per protocol" in titles([f])]
+    protocol = next(ax for ax in composition.axes if ax.get_title() == "rows per protocol")
+    labels = [t.get_text() for t in protocol.get_yticklabels()]
+    assert len(labels) == MAX_BARS and labels[0] == "11 others"
+    assert protocol.patches[0].get_width() == sum(1000 - i for i in range(39, 50))
+
+
 def test_estimated_tokens_count_the_characters_a_template_prints() -> None:
     import pyarrow as pa
 
