@@ -66,3 +66,19 @@ def refused() -> Iterator[str]:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         yield f"http://127.0.0.1:{held.getsockname()[1]}"
+
+
+@pytest.fixture
+def figures(monkeypatch) -> list:
+    """The matplotlib figures the card saves, as they are drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    found: list = []
+    save = Figure.savefig
+    monkeypatch.setattr(
+        Figure, "savefig", lambda self, *a, **k: (found.append(self), save(self, *a, **k))[1]
+    )
+    return found

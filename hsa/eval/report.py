@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
@@ -44,14 +45,16 @@ def interval(entry: Mapping[str, Any]) -> str:
     return f"{percent(entry['success'])} [{percent(entry['low'])}, {percent(entry['high'])}]"
 
 
-def _bars(ax, entries: Mapping[str, Mapping[str, Any]], color: str, title: str) -> None:
+def _bars(
+    ax, entries: Mapping[str, Mapping[str, Any]], color: str, title: str, label: str = "success %"
+) -> None:
     labels = [k for k, v in entries.items() if v.get("success") is not None]
     values = [100 * entries[k]["success"] for k in labels]
     low = [100 * (entries[k]["success"] - entries[k]["low"]) for k in labels]
     high = [100 * (entries[k]["high"] - entries[k]["success"]) for k in labels]
     ax.barh(labels[::-1], values[::-1], xerr=[low[::-1], high[::-1]], color=color, capsize=3)
     ax.set_xlim(0, 100)
-    ax.set_xlabel("success %")
+    ax.set_xlabel(label)
     ax.set_title(title, fontsize=10)
     ax.tick_params(axis="y", labelsize=8)
 
@@ -63,16 +66,16 @@ def plot_success(summary: Mapping[str, Any]) -> bytes:
     plt = pyplot()
     suites = summary["suites"]
     families = (suites.get("variants") or {}).get("by_family") or {}
-    title = "held-out variants: success per rule family"
+    title, label = "held-out variants: success per rule family", "success %"
     if not families:
         first = (suites.get("firstcall") or {}).get("by_family") or {}
         families = {k: v["name"] for k, v in first.items() if "name" in v}
-        title = "first call: right name per rule family"
+        title, label = "first call: right name per rule family", "right name %"
     panels = 2 if families else 1
     fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 3.4), dpi=100, squeeze=False)
     _bars(axes[0][0], suites, _BLUE, "success per suite")
     if families:
-        _bars(axes[0][1], families, _ORANGE, title)
+        _bars(axes[0][1], families, _ORANGE, title, label)
     return png(fig)
 
 
@@ -94,7 +97,7 @@ def plot_failures(summary: Mapping[str, Any]) -> bytes | None:
         left = [a + b for a, b in zip(left, counts, strict=True)]
     ax.set_xlabel("failed episodes")
     ax.set_title("failure classes", fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the bars, on none
     return png(fig)
 
 
@@ -370,10 +373,15 @@ def sample_differences(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """``setting a/b`` for each setting of ``SAMPLE_SETTINGS`` the compared runs differ in."""
     out = []
     for key in SAMPLE_SETTINGS:
-        values = list(dict.fromkeys(str(r.get("sample", {}).get(key)) for r in rows))
+        values = list(dict.fromkeys(_setting(key, r.get("sample", {}).get(key)) for r in rows))
         if len(values) > 1:
             out.append(f"{key} {'/'.join(values)}")
     return out
+
+
+def _setting(key: str, value: Any) -> str:
+    """A sample setting as a note says it: ``tasks`` unset is all of them."""
+    return "all" if key == "tasks" and value is None else str(value)
 
 
 def environments(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -482,7 +490,9 @@ def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:
             errors[1].append(100 * (entry["high"] - entry["success"]))
         label = "first call (name)" if suite == "firstcall" else suite
         ax.bar(xs, values, width, yerr=errors, color=color, capsize=3, label=label)
-    ax.set_xticks(range(len(rows)), [r["run"] for r in rows], fontsize=8)
+    # long names wrapped, to the width of a group of bars (they ran into each other)
+    names = [textwrap.fill(r["run"], 22) for r in rows]
+    ax.set_xticks(range(len(rows)), names, fontsize=8)
     ax.set_ylim(0, 105)
     ax.set_ylabel("success %")
     title = "canonical vs held-out harness variants"
@@ -491,5 +501,6 @@ def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:
     elif sample_differences(rows):
         title += "\n(runs on different samples: not comparable)"
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(series))
+    # beside the axes: below them, it covered the run names of more than one line
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     return png(fig)

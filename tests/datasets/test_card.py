@@ -106,22 +106,6 @@ def test_card_states_token_lengths_and_the_max_length_that_keeps_rows() -> None:
     assert "counted with the tokenizer `tiny`" in text and "Warning" not in text
 
 
-@pytest.fixture
-def figures(monkeypatch) -> list:
-    """The matplotlib figures the card saves, as they are drawn."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    found: list = []
-    save = Figure.savefig
-    monkeypatch.setattr(
-        Figure, "savefig", lambda self, *a, **k: (found.append(self), save(self, *a, **k))[1]
-    )
-    return found
-
-
 def test_plot_axes_of_counts_have_integer_ticks(figures) -> None:
     from hsa.datasets.card import TokenLengths
 

@@ -17,7 +17,9 @@ from hsa.eval.report import (
     compare_rows,
     compare_table,
     environment,
+    plot_compare,
     plot_failures,
+    plot_success,
     read_summary,
     render_report,
     run_labels,
@@ -174,6 +176,33 @@ def test_plot_failures_is_a_png_when_something_failed():
     assert plot_failures(SUMMARY).startswith(PNG_MAGIC)
 
 
+def _outside(figure) -> None:
+    """Assert that ``figure``'s legend lies outside its axes (covering none of its bars) and
+    covers none of its tick labels."""
+    (ax,) = figure.axes
+    legend, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= box.x1 or legend.y1 <= box.y0, (legend, box)
+    for label in [*ax.get_xticklabels(), *ax.get_yticklabels()]:
+        assert not legend.overlaps(label.get_window_extent()), label.get_text()
+
+
+def test_the_failures_legend_covers_no_bar(figures):
+    # (it was inside the axes, lower right, over the bottom bar's data)
+    plot_failures(SUMMARY)
+    _outside(figures[0])
+
+
+def test_the_first_call_panel_says_it_plots_the_right_name(figures):
+    # (it plotted the name-match rate under an axis labelled "success %")
+    first = {"firstcall": {**_entry(0.3, 0.2, 0.4, 30), "name": _entry(0.8, 0.7, 0.9, 30)}}
+    first["firstcall"]["by_family"] = {
+        "tools": {**_entry(0.3, 0.2, 0.4, 30), "name": _entry(0.8, 0.7, 0.9, 30)}
+    }
+    plot_success({"suites": first})
+    suites, families = figures[0].axes
+    assert suites.get_xlabel() == "success %" and families.get_xlabel() == "right name %"
+
+
 # compare
 
 
@@ -232,7 +261,7 @@ def test_compare_table_of_different_samples_says_so():
     other["config"] = {**base["config"], "tasks": 20, "seed": 7}
     lines = compare_table(compare_rows([base, other], ["base", "tuned"])).splitlines()
     assert lines[-1] == (
-        "Note: these runs evaluate different samples (tasks None/20; seed 0/7; task_seed 0/7): "
+        "Note: these runs evaluate different samples (tasks all/20; seed 0/7; task_seed 0/7): "
         "their success rates are over different tasks or variants, not comparable side by side."
     )
     same = compare_table(compare_rows([base, {**other, "config": base["config"]}], ["a", "b"]))
@@ -254,6 +283,17 @@ def test_an_unset_task_seed_is_compared_as_the_seed_it_samples_by():
     # other seeds (other variants), one task seed: the same tasks, other variants
     other["config"] = {**base["config"], "seed": 7, "task_seed": 0}
     assert "(seed 0/7)" in compare_table(compare_rows([base, other], ["a", "b"]))
+
+
+def test_the_compare_plot_wraps_long_run_names_and_its_legend_covers_none(figures):
+    # (names of ~30 characters ran into each other under the bars)
+    names = ["qwen2.5-0.5b-instruct-sft-augmented-seed0", "qwen2.5-0.5b-instruct-sft-fixed-only"]
+    plot_compare(compare_rows([SUMMARY, _other()], names))
+    (ax,) = figures[0].axes
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert [label.replace("\n", "") for label in labels] == names
+    assert all(len(line) <= 22 for label in labels for line in label.split("\n"))
+    _outside(figures[0])
 
 
 def test_read_summary_round_trips(tmp_path):
