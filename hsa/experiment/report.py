@@ -92,22 +92,29 @@ def tier_table(summary: dict[str, Any]) -> str:
 
 @drawn
 def plot(summary: dict[str, Any]) -> bytes:
-    """Name accuracy per tier, one bar per arm, with 95% intervals."""
+    """Name accuracy per tier, one bar per arm, with 95% intervals; a tier with no episodes
+    (``n/a`` in the tables) has no bars: ``n/a`` where they would be."""
     plt = pyplot()
     tiers = list(summary["difference"])
-    fig, ax = plt.subplots(figsize=(1.6 * len(tiers) + 2, 3.6))
+    # wide enough for the title with one tier
+    fig, ax = plt.subplots(figsize=(max(1.6 * len(tiers) + 2, 5.5), 3.6))
     width = 0.38
     for i, arm in enumerate(ARMS):
         cells = [summary["arms"][arm]["tiers"][t]["name"] for t in tiers]
-        values = [c["value"] or 0.0 for c in cells]
-        low = [v - (c["ci"][0] or 0.0) for v, c in zip(values, cells, strict=True)]
-        high = [(c["ci"][1] or 0.0) - v for v, c in zip(values, cells, strict=True)]
-        xs = [x + (i - 0.5) * width for x in range(len(tiers))]
+        shown = [(x, c) for x, c in enumerate(cells) if c["value"] is not None]
+        values = [c["value"] for _, c in shown]
+        low = [v - (c["ci"][0] or 0.0) for v, (_, c) in zip(values, shown, strict=True)]
+        high = [(c["ci"][1] or 0.0) - v for v, (_, c) in zip(values, shown, strict=True)]
+        xs = [x + (i - 0.5) * width for x, _ in shown]
         ax.bar(xs, values, width, yerr=[low, high], capsize=3, label=arm)
+        for x, cell in enumerate(cells):
+            if cell["value"] is None:  # not a bar of 0
+                ax.text(x + (i - 0.5) * width, 0.02, "n/a", ha="center", fontsize=8)
     ax.set_xticks(range(len(tiers)), tiers)
+    ax.set_xlim(-0.6, len(tiers) - 0.4)  # every tier's place, one with no bars too
     ax.set_ylim(0, 1)
     ax.set_ylabel("first-call name accuracy")
-    ax.set_title("fixed vs augmented training, per held-out tier (95% CI)")
+    ax.set_title("fixed vs augmented training, per tier (95% CI)")
     ax.legend()
     fig.tight_layout()
     return png(fig)
