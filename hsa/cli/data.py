@@ -49,7 +49,7 @@ def _summary(title: str, rows: list[tuple[str, str]]) -> None:
 
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
-    table.add_column(justify="right")
+    table.add_column(justify="right", overflow="fold")  # a long path folds, not cut
     for key, value in rows:
         table.add_row(key, value)
     console().print(table)

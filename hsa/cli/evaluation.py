@@ -165,7 +165,8 @@ def run_command(
                 job,
                 completed=done,
                 total=total,
-                description=f"eval {config.label} on {config.env}: {succeeded} succeeded",
+                # (not "...: N succeeded": a log line adds ": done/total" after it)
+                description=f"eval {config.label} on {config.env} ({succeeded:,} succeeded)",
             )
 
         try:

@@ -17,6 +17,8 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Column, Table
+from rich.text import Text
 
 from hsa.errors import HsaError, check_stop
 
@@ -94,16 +96,47 @@ class _Progress(Progress):
         self.console.print(line, markup=False, highlight=False)
 
 
+class _Description(TextColumn):
+    """A task's description, the one column that gives way on a narrow terminal: cut with an
+    ellipsis, never wrapped (the others, counts and times, are never cut)."""
+
+    def render(self, task: Any) -> Text:
+        text = super().render(task)
+        text.no_wrap, text.overflow = True, "ellipsis"
+        return text
+
+
+#: the narrowest terminal a progress line draws its bar on (narrower, the bar gives way)
+BAR_COLUMNS = 100
+
+
+class _Bars(_Progress):
+    """A ``_Progress`` whose bar gives way on a terminal narrower than ``BAR_COLUMNS``."""
+
+    def make_tasks_table(self, tasks: Any) -> Table:
+        columns = self.columns
+        # (``live``, and so ``console``, is not there yet when ``Live`` first draws)
+        if hasattr(self, "live") and self.console.width < BAR_COLUMNS:
+            self.columns = tuple(c for c in columns if not isinstance(c, BarColumn))
+        try:
+            return super().make_tasks_table(tasks)
+        finally:
+            self.columns = columns  # (a terminal made wider draws it again)
+
+
 def progress(log_every: float = LOG_EVERY) -> Progress:
     """A progress bar for long work: drawn on a terminal; in a pipe or a log, a line every
-    ``log_every`` seconds instead (``_Progress``)."""
-    return _Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}", style="bold", markup=False),  # it names files, envs
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
+    ``log_every`` seconds instead (``_Progress``). On a narrow terminal the description is cut
+    first, then the bar left out: the done/total count and the times are never cut."""
+    fixed = Column(no_wrap=True)  # (a Table cuts every column alike where the rest cannot give)
+    return _Bars(
+        SpinnerColumn(table_column=fixed),
+        # it names files and envs, so is no markup; the one column a Table may narrow
+        _Description("{task.description}", style="bold", markup=False, table_column=Column()),
+        BarColumn(table_column=fixed),
+        MofNCompleteColumn(table_column=fixed),
+        TimeElapsedColumn(table_column=fixed),
+        TimeRemainingColumn(table_column=fixed),
         console=error_console(),
         transient=False,
         disable=not error_console().is_terminal,

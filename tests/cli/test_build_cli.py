@@ -430,3 +430,19 @@ def test_a_tokenizer_without_a_chat_template_is_refused_before_the_teacher_runs(
     assert done.returncode == 1 and len(lines) == 1, done.stderr
     assert lines[0].startswith(f"hsa: error: {folder}: the tokenizer has no chat template")
     assert not out.exists()
+
+
+def test_a_summary_folds_a_long_path_rather_than_cut_it(monkeypatch):
+    # (on 40 columns the build's summary said "config │ /work/main/exam…")
+    import io
+
+    from rich.console import Console
+
+    from hsa.cli import data
+
+    text = io.StringIO()
+    monkeypatch.setattr(data, "console", lambda: Console(file=text, width=40))
+    path = "/work/main/examples/configs/a-long-build-config-name.yaml"
+    data._summary("hsa build: done", [("config", path)])
+    cells = [line.split("│")[2].strip() for line in text.getvalue().splitlines() if "│" in line]
+    assert "".join(cells) == path

@@ -72,3 +72,23 @@ def test_text_in_brackets_is_printed_as_it_is(monkeypatch, capsys):
     assert "read a[/]b [red]c.jsonl (MB)" in text.getvalue()
     output.console().print("wrote a[/]b [red]c")
     assert capsys.readouterr().out == "wrote a[/]b [red]c\n"
+
+
+def _screen(monkeypatch, width: int, description: str, total: int) -> str:
+    """The line a finished bar leaves on a terminal ``width`` columns wide."""
+    text = io.StringIO()
+    terminal = Console(file=text, width=width, force_terminal=True, color_system=None)
+    monkeypatch.setattr(output, "error_console", lambda: terminal)
+    with output.progress() as bar:
+        bar.update(bar.add_task(description, total=total), completed=total)
+    return text.getvalue().rsplit("\x1b[2K", 1)[-1].splitlines()[0]
+
+
+def test_the_count_is_never_cut_the_description_gives_way(monkeypatch):
+    # (at 80 columns an eval ended "15…  0…  0:0…": its 150/150 and times cut)
+    said = "eval fixed-oracle on livestream (111 succeeded)"
+    for width in (120, 80, 40):
+        line = _screen(monkeypatch, width, said, 150)
+        assert line.endswith(" 150/150 0:00:00 0:00:00"), (width, line)
+        assert ("━" in line) == (width >= output.BAR_COLUMNS)  # then the bar gives way
+        assert (said in line) == (width >= 80) and ("…" in line) == (width < 80)
