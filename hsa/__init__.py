@@ -174,4 +174,4 @@ if not TYPE_CHECKING:  # hidden from type checkers, which would take any name as
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | set(_AREAS))

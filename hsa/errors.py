@@ -26,6 +26,9 @@ class HsaError(Exception):
     def __str__(self) -> str:
         return ": ".join(part for part in (self.file, self.where, self.message) if part)
 
+    def __repr__(self) -> str:  # with the file and place ``str`` gives (a notebook shows this)
+        return f"{type(self).__name__}({str(self)!r})"
+
     def __reduce__(self) -> tuple[Any, ...]:
         # pickled (an error raised in a worker process) as its args and attributes, and
         # rebuilt without calling ``__init__`` again: a subclass's ``__init__`` takes what

@@ -1,6 +1,6 @@
-"""Stops held back for a step that must not be cut in two (``stops_held``), a stop's
-exception Python could not raise said nothing of (``quiet_stops``), and errors that cross a
-process boundary whole (pickled)."""
+"""An error's repr, stops held back for a step that must not be cut in two (``stops_held``), a
+stop's exception Python could not raise said nothing of (``quiet_stops``), and errors that cross
+a process boundary whole (pickled)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from hsa.augment.mapping import ArgumentClash, Step
 from hsa.augment.planner import HooksAlike, PromptUnrendered
 from hsa.augment.registry import _NameTaken
 from hsa.errors import (
+    DatasetError,
     HarnessValidationError,
     HsaError,
     PlanError,
@@ -30,6 +31,17 @@ from hsa.errors import (
 from hsa.eval.runner import EvalIncomplete, EvalReport
 from hsa.harness import Harness, Hook
 from hsa.pipelines.teach import TeachIncomplete, TeachReport
+
+
+def test_an_errors_repr_keeps_its_file_and_place():
+    # what a notebook shows for `err`, or for a list of errors
+    err = DatasetError("no such file", file="out/a.parquet", where="row 3")
+    assert repr(err) == "DatasetError('out/a.parquet: row 3: no such file')"
+    assert repr(HsaError("bad")) == "HsaError('bad')"
+    problems = [HsaError("3 is not of type 'string'", file="h.json", where="$.id")]
+    assert repr(HarnessValidationError(problems)) == (
+        "HarnessValidationError(\"h.json: $.id: 3 is not of type 'string'\")"
+    )
 
 
 @pytest.fixture(autouse=True)

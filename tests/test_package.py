@@ -137,6 +137,16 @@ def test_an_area_package_is_an_attribute_after_a_plain_import():
     assert _loaded("import hsa", ("hsa",)) == ["hsa", "hsa._version", "hsa.errors"]
 
 
+def test_dir_lists_the_area_packages_without_importing_them():
+    # a notebook's completion of `hsa.` offers `hsa.datasets`, as the README writes it
+    assert _loaded("import hsa; assert 'datasets' in dir(hsa)", ("hsa",)) == [
+        "hsa",
+        "hsa._version",
+        "hsa.errors",
+    ]
+    assert {"harness", "datasets", "pipelines", "eval", "experiment"} <= set(dir(hsa))
+
+
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="module 'hsa' has no attribute 'Mapping'"):
         hsa.Mapping  # noqa: B018
