@@ -213,6 +213,13 @@ DEMO = Path(__file__).parents[1] / "examples" / "rule-package" / "demo-harness"
         (lambda h: hsa.load_config({"out": "x"}), "path must be a file or folder path, got dict"),
         (lambda h: hsa.build("b.yaml"), "config must be a BuildConfig, got 'b.yaml'"),
         (lambda h: hsa.plan(h, "r.yaml"), "recipe must be a Recipe, got 'r.yaml'"),
+        (lambda h: hsa.render(None, h), "events must be a Sequence, got NoneType"),
+        (lambda h: hsa.parse(None, h), "conversation must be a Sequence, got NoneType"),
+        (
+            lambda h: hsa.plan(hsa.Harness(id="x", tools=["a"]), hsa.default_recipe()),
+            "tools[0] must be a Tool, got 'a'",
+        ),
+        (lambda h: hsa.system_prompt(h.replace(tools=["a"])), "tools[0] must be a Tool, got 'a'"),
     ],
 )
 def test_a_notebook_users_wrong_argument_is_one_hsa_error(call, says):

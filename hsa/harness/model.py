@@ -14,10 +14,11 @@ import dataclasses
 import hashlib
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from hsa.errors import HarnessError, refuse_kind
 from hsa.harness.pickling import by_fields
 
 _T = TypeVar("_T")
@@ -370,6 +371,16 @@ class Harness:
         default_factory=dict, init=False, repr=False, compare=False
     )
 
+    def __post_init__(self) -> None:
+        """Refuse a part of the wrong kind (``tools=["get"]``, a tool's name for the tool) where
+        the harness is made: everything that reads a harness takes its parts for what they
+        are, and would fail far from here, in an ``AttributeError``."""
+        for where, parts, kind in _parts(self):
+            if not all(isinstance(part, kind) for part in parts):
+                index = next(i for i, part in enumerate(parts) if not isinstance(part, kind))
+                reader = f"hsa.harness.{kind.__name__}(...) makes one"
+                refuse_kind(parts[index], kind, where.format(index), reader, HarnessError)
+
     def derived(self, compute: Callable[[Harness], _T]) -> _T:
         """``compute(self)``, computed on first use and kept on this object.
 
@@ -386,7 +397,7 @@ class Harness:
     def replace(self, **changes: Any) -> Harness:
         """A copy with ``changes`` applied (lists are converted to tuples)."""
         for key in ("tools", "skills", "hooks"):
-            if key in changes:
+            if isinstance(changes.get(key), Iterable):  # (what is not, the copy refuses)
                 changes[key] = tuple(changes[key])
         return dataclasses.replace(self, **changes)
 
@@ -486,6 +497,34 @@ class Harness:
             skill_tool=None if skill_tool is None else Tool.from_dict(skill_tool),
             metadata=dict(data.get("metadata") or {}),
         )
+
+
+def _parts(harness: Harness) -> Iterator[tuple[str, Sequence[object], type]]:
+    """The parts of ``harness`` that are objects of this module, kind by kind: where they are
+    (``{}`` for a part's index), the parts and their kind. The parts inside a part are read
+    once the caller has found it of its kind (it raises at the first that is not)."""
+    yield "protocol", (harness.protocol,), Protocol
+    yield "prompt", (harness.prompt,), Prompt
+    yield (
+        "prompt.sections[{}]",
+        _listed(harness.prompt.sections, "prompt.sections", Section),
+        Section,
+    )
+    yield "tools[{}]", _listed(harness.tools, "tools", Tool), Tool
+    yield "skills[{}]", _listed(harness.skills, "skills", Skill), Skill
+    hooks = _listed(harness.hooks, "hooks", Hook)
+    yield "hooks[{}]", hooks, Hook
+    yield "hooks[{}].matcher", [hook.matcher for hook in hooks], Matcher
+    if harness.skill_tool is not None:
+        yield "skill_tool", (harness.skill_tool,), Tool
+
+
+def _listed(parts: object, name: str, kind: type) -> tuple[Any, ...] | list[Any]:
+    """``parts`` if it is a tuple (or a list), or raise ``HarnessError`` naming it."""
+    if not isinstance(parts, tuple | list):
+        got = type(parts).__name__
+        raise HarnessError(f"{name} must be a tuple of {kind.__name__}s, got {got}")
+    return parts
 
 
 def _with_derived(values: tuple[Any, ...], texts: dict[Callable[..., Any], str]) -> Harness:

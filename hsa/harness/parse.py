@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from hsa.errors import ProtocolError, TemplateError, first_line, unreadable
+from hsa.errors import ProtocolError, TemplateError, first_line, refuse_kind, unreadable
 from hsa.harness.arguments import checker_of
 from hsa.harness.events import (
     AssistantMessage,
@@ -226,6 +226,8 @@ def _messages(conversation: Any) -> Sequence[Mapping[str, Any]]:
             raise ProtocolError("a conversation needs a list of messages", where="messages")
         messages = found
     else:
+        reads = "pass a Conversation, a {'messages': [...]} record or a list of messages"
+        refuse_kind(conversation, Sequence, "conversation", reads, ProtocolError)
         messages = list(conversation)
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):

@@ -80,6 +80,8 @@ def render(events: Sequence[Event], harness: Harness) -> Conversation:
     ``shown_order`` gives the order of the events as shown, which ``parse`` reads back.
     """
     refuse_kind(harness, Harness, "harness", "hsa.load_harness(path) reads one", HarnessError)
+    reads = "pass a list of events (hsa.parse(conversation, harness) reads one)"
+    refuse_kind(events, Sequence, "events", reads, ProtocolError)
     api = harness.protocol.is_api
     fmt = None if api else call_format(harness)
     tag = harness.protocol.call_tag

@@ -247,9 +247,9 @@ def _plugin(name, fn):
     [
         (lambda h: Rewrite({"tools": []}), "holding dict where a Harness belongs"),
         (lambda h: Rewrite(h, {"tools": {}}), "holding dict where a RewriteMapping belongs"),
-        (
+        (  # (the harness refuses the part where the rule makes it)
             lambda h: Rewrite(dataclasses.replace(h, tools=[t.to_dict() for t in h.tools])),
-            "returned a Rewrite whose harness hsa cannot read",
+            r"raised HarnessError: tools\[0\] must be a Tool, got dict",
         ),
         (
             lambda h: Rewrite(

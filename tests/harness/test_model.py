@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hsa.errors import HarnessError
 from hsa.harness import Harness, Hook, Matcher, Prompt, Protocol, Section, Skill, Tool
 from hsa.harness.model import _json_document, compact_json
 from hsa.harness.prompt import _system_prompt, system_prompt
@@ -118,6 +120,31 @@ def test_replace_makes_tuples_and_objects_are_frozen():
         harness.id = "other"  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         harness.tools[0].name = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("parts", "says"),
+    [
+        ({"tools": ["get"]}, "tools[0] must be a Tool, got 'get'; hsa.harness.Tool(...) makes one"),
+        ({"tools": None}, "tools must be a tuple of Tools, got NoneType"),
+        ({"skills": [Tool("get")]}, "skills[0] must be a Skill, got Tool"),
+        ({"hooks": [{"id": "h"}]}, "hooks[0] must be a Hook, got dict"),
+        ({"skill_tool": "load_skill"}, "skill_tool must be a Tool, got 'load_skill'"),
+        ({"protocol": "api"}, "protocol must be a Protocol, got 'api'"),
+        ({"prompt": Prompt(sections=("Persona",))}, "prompt.sections[0] must be a Section"),
+        (
+            {"hooks": [dataclasses.replace(full().hooks[0], matcher={"tool": "get"})]},
+            "hooks[0].matcher must be a Matcher, got dict",
+        ),
+    ],
+)
+def test_a_part_of_the_wrong_kind_is_refused_when_the_harness_is_made(parts, says):
+    # (a harness made in code with a tool's name for its tool failed later, wherever it was
+    # read first, as an AttributeError: planning, rendering, its system prompt)
+    with pytest.raises(HarnessError, match=re.escape(says)):
+        Harness(id="x", **parts)
+    with pytest.raises(HarnessError, match=re.escape(says)):
+        full().replace(**parts)
 
 
 def test_tool_openai_form():

@@ -668,6 +668,19 @@ def test_a_content_part_whose_text_is_no_string_is_refused_naming_the_part(part,
     assert err.value.where == "messages[1].content[1].text"
 
 
+@pytest.mark.parametrize("events", [None, 5, {"role": "user"}, (e for e in [])])
+def test_events_that_are_no_list_are_refused(events) -> None:
+    # (a TypeError or KeyError from inside render)
+    with pytest.raises(ProtocolError, match=r"events must be a Sequence, got \w+; pass a list"):
+        render(events, _harness(Protocol("api")))
+
+
+@pytest.mark.parametrize("conversation", [None, 5])
+def test_a_conversation_that_is_no_list_is_refused(conversation) -> None:
+    with pytest.raises(ProtocolError, match=r"conversation must be a Sequence, got \w+; pass"):
+        parse(conversation, _harness(Protocol("api")))
+
+
 def test_content_parts_read_as_their_texts_one_per_line() -> None:
     harness = _harness(Protocol("api"))
     prompt = render([], harness).messages[0]
