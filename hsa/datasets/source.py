@@ -63,7 +63,9 @@ INPUT_SCHEMA = pa.schema([*TRAJECTORY_SCHEMA, *LINEAGE])
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Input rows (see the module docstring); ``harnesses`` come with an imported file."""
+    """Input rows (see the module docstring); ``harnesses``: the harness ``open_source`` was
+    given, which a JSONL file is read under, and a Parquet input's rows as under one given
+    to ``augment``."""
 
     path: Path
     files: tuple[Path, ...]
@@ -257,11 +259,20 @@ def open_source(
 
     A JSONL row that names the harness it was recorded under (``harness_id``) is read under
     ``harness`` only when that is its harness: another id is a ``DatasetError`` naming the
-    line, the row and both ids, not a row silently re-labelled."""
+    line, the row and both ids, not a row silently re-labelled. Parquet rows are read under
+    ``harness`` as under a harness given to ``augment`` (its ``harnesses``, the CLI's
+    ``--harness``): the dataset records it alike."""
     refuse_path(path, DatasetError)
     reads = "hsa.load_harness(path) reads one"
     refuse_kind(harness, Harness, "harness", reads, DatasetError, none=True)
-    path = Path(path)
+    source = _open(Path(path), harness, progress)
+    return source if harness is None else replace(source, harnesses=(harness,))
+
+
+def _open(
+    path: Path, harness: Harness | None, progress: Callable[[int, int], None] | None
+) -> Source:
+    """``open_source``'s source of ``path``; ``harness`` reads a JSONL file only."""
     if not path.exists():
         raise DatasetError("no such file or directory", file=str(path))
     if is_import(path):

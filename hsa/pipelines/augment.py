@@ -288,14 +288,15 @@ class Harnesses:
             given = ", ".join(repr(h) for h in self.given)
             return (
                 f"recorded under harness {harness_id!r}, not under the given harness "
-                f"{given}; pass the harness it was recorded under with --harness"
+                f"{given}; pass the harness it was recorded under with --harness "
+                "(harnesses= in Python)"
             )
         imports = "`hsa harness import` writes of its corpus"
         if corpus is not None:
             imports = f"`hsa harness import {shlex.quote(corpus)} --out FOLDER` writes"
         return (
             f"no harness {harness_id!r} for this trajectory: pass it with --harness (a harness "
-            f"directory or JSON file, or the folder {imports})"
+            f"directory or JSON file, or the folder {imports}; harnesses= in Python)"
         )
 
 
@@ -751,13 +752,17 @@ def augment_locked(
     """``augment`` for a caller that holds ``out``'s lock and has checked the input."""
     out = Path(out)
     recipe, seed, k = config.resolved()
-    known = Harnesses([*harnesses, *source.harnesses], source.store)
+    # the harness the source was opened with is one given (once, if given both ways), but
+    # for a JSONL file's: the source's fingerprint holds that one
+    all_given = [*harnesses, *(h for h in source.harnesses if h not in harnesses)]
+    recorded = harnesses if source.scratch is not None else all_given
+    known = Harnesses(all_given, source.store)
     if settings is None:
         settings = {
             "kind": mf.KIND,
             "schema_version": SCHEMA_VERSION,
             "input": {"fingerprint": source.fingerprint, "trajectories": source.total},
-            "harnesses": sorted(f"{h.id}:{mf.config_hash(h.to_dict())}" for h in harnesses),
+            "harnesses": sorted(f"{h.id}:{mf.config_hash(h.to_dict())}" for h in recorded),
             **config.to_dict(),
         }
         if variants is not None:

@@ -668,6 +668,32 @@ def test_rows_of_another_harness_are_refused(tmp_path: Path, shards: Path) -> No
     assert same.trajectories == 48
 
 
+def test_a_harness_given_to_open_source_is_as_one_given_to_augment(
+    tmp_path: Path, livestream_table: pa.Table
+) -> None:
+    # open_source(parquet, harness=h) dropped h: rows of a harness no environment bundles were
+    # refused, and a livestream harness was left out of the dataset's identity
+    acme = get_env("livestream").harness().replace(id="acme")
+    rows = livestream_table.slice(0, 6)
+    rows = rows.set_column(
+        rows.schema.get_field_index("harness_id"), "harness_id", pa.array(["acme"] * 6)
+    )
+    path = _write(tmp_path / "acme.parquet", rows)
+    assert open_source(path, harness=acme).harnesses == (acme,)
+    with pytest.raises(DatasetError, match=r"no harness 'acme' .*--harness .*harnesses= in Python"):
+        augment(open_source(path), tmp_path / "none", config())
+    augment(open_source(path, harness=acme), tmp_path / "opened", config())
+    augment(open_source(path), tmp_path / "given", config(), harnesses=[acme])
+    augment(open_source(path, harness=acme), tmp_path / "both", config(), harnesses=[acme])
+    found = {
+        name: json.loads((tmp_path / name / "manifest.json").read_text())
+        for name in ("opened", "given", "both")
+    }
+    assert found["opened"]["config"]["harnesses"] == [f"acme:{mf.config_hash(acme.to_dict())}"]
+    assert found["opened"] == found["given"] == found["both"]
+    assert digests(tmp_path / "opened" / "data") == digests(tmp_path / "given" / "data")
+
+
 def test_more_variants_than_the_recipe_plans(
     tmp_path: Path, shards: Path, charts_as_their_data
 ) -> None:
