@@ -95,7 +95,8 @@ def load(path: str | Path, split: str | None = None) -> pl.LazyFrame:
     files = shards(path, split)
     if not files:
         return pl.DataFrame(ROW_SCHEMA.empty_table()).lazy()
-    return pl.scan_parquet([str(f) for f in files])
+    # absolute: the frame reads them when collected, maybe after a change of directory
+    return pl.scan_parquet([str(f.absolute()) for f in files])
 
 
 def iter_rows(path: str | Path, split: str | None = None) -> Iterator[dict[str, Any]]:

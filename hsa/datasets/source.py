@@ -82,6 +82,13 @@ class Source:
     #: the SHA-256 of each of ``files`` the fingerprint was taken of (none for a JSONL file's
     #: scratch, which this run wrote): ``read`` checks the rows it read came from them
     hashes: tuple[str, ...] = ()
+    #: the working directory a relative ``path`` was given in (``reached``); None for an
+    #: absolute one
+    base: Path | None = None
+
+    def at(self, path: Path) -> Path:
+        """``path`` (this source's or one of its files, named as given) where it is read."""
+        return reached(path, self.base)
 
     @property
     def total(self) -> int:
@@ -92,7 +99,7 @@ class Source:
         verified). Reads that one column only."""
         count = 0
         for path in self.files:
-            handle = open_parquet(path)
+            handle = open_parquet(self.at(path))
             if "verified" not in handle.schema_arrow.names:
                 continue
             try:
@@ -124,14 +131,34 @@ class Source:
         for i, (path, count) in enumerate(zip(self.files, self.counts, strict=True)):
             lo, hi = max(start, offset), min(stop, offset + count)
             if lo < hi:
-                parts.append(_read_rows(path, lo - offset, hi - offset))
+                parts.append(_read_rows(self.at(path), lo - offset, hi - offset))
                 origins.append((str(path), lo - offset, hi - lo))
                 if self.hashes:  # checked after the read: the rows came from what was hashed
-                    check_unchanged(path, self.hashes[i])
+                    check_unchanged(self.at(path), self.hashes[i])
             offset += count
         if not parts:
             return INPUT_SCHEMA.empty_table(), []
         return pa.concat_tables(parts), origins
+
+
+def reached(path: Path, base: Path | None) -> Path:
+    """``path``, given in the working directory ``base`` (None: given absolute), as this
+    process reaches it now: as given while the process is still there, so that what names it
+    (an error message) names it as it was given; else from ``base`` (a notebook's ``%cd``
+    since it was given)."""
+    if base is None or path.is_absolute():
+        return path
+    try:
+        moved = Path.cwd() != base
+    except OSError:  # (the working directory was removed)
+        moved = True
+    return base / path if moved else path
+
+
+def given_in(path: Path) -> Path | None:
+    """The working directory a relative ``path`` is given in (``reached``); None for an
+    absolute one."""
+    return None if path.is_absolute() else Path.cwd()
 
 
 def check_unchanged(path: Path, sha: str) -> None:
@@ -265,7 +292,8 @@ def open_source(
     refuse_path(path, DatasetError)
     reads = "hsa.load_harness(path) reads one"
     refuse_kind(harness, Harness, "harness", reads, DatasetError, none=True)
-    source = _open(Path(path), harness, progress)
+    path = Path(path)
+    source = replace(_open(path, harness, progress), base=given_in(path))
     return source if harness is None else replace(source, harnesses=(harness,))
 
 
@@ -721,6 +749,7 @@ class ImportedHarnesses:
 
     def __init__(self, folder: Path):
         self.folder = folder
+        self.base = given_in(folder)  # (loaded from there after a change of directory)
         self._by_id: OrderedDict[str, Harness | None] = OrderedDict()
 
     def by_id(self, harness_id: str) -> Harness | None:
@@ -729,10 +758,11 @@ class ImportedHarnesses:
         return self._by_id[harness_id]
 
     def _load(self, harness_id: str) -> Harness | None:
-        if not (self.folder / harness_id).is_dir() or Path(harness_id).name != harness_id:
-            alone = load(self.folder) if (self.folder / MANIFEST).is_file() else None
+        folder = reached(self.folder, self.base)
+        if not (folder / harness_id).is_dir() or Path(harness_id).name != harness_id:
+            alone = load(folder) if (folder / MANIFEST).is_file() else None
             return alone if alone is not None and alone.id == harness_id else None
-        return load(self.folder / harness_id)
+        return load(folder / harness_id)
 
 
 class HarnessStore(MutableMapping[bytes, Harness]):

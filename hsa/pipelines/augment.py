@@ -704,7 +704,7 @@ def augment(
 def check_apart(source: Source, out: Path) -> None:
     """Refuse an output folder inside the input folder (or the input itself): the dataset's
     shards would be read as input by the next run."""
-    where = source.path.resolve()
+    where = source.at(source.path).resolve()
     if where.is_dir() and out.resolve().is_relative_to(where):
         raise DatasetError(
             f"is inside the input {source.path}: its shards would be read as input; choose an "

@@ -86,6 +86,16 @@ def test_load_is_a_lazy_frame(dataset: Path) -> None:
         scan_dataset(dataset / "data")
 
 
+def test_a_frame_scanned_by_a_relative_path_reads_after_a_change_of_directory(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (a notebook's %cd between scan_dataset and collect: the shards were looked up there)
+    monkeypatch.chdir(dataset.parent)
+    frame = scan_dataset(dataset.name)
+    monkeypatch.chdir(dataset.parent.parent)
+    assert frame.collect().height == scan_dataset(dataset).collect().height
+
+
 def test_trl_rows_render_through_a_chat_template_with_tools(dataset: Path) -> None:
     rows = list(iter_trl(dataset))
     texts = [m["content"] or "" for r in rows for m in r["messages"]]

@@ -262,6 +262,39 @@ def test_a_trajectory_id_used_twice_is_refused_naming_both_rows(tmp_path, livest
     assert e.value.file == str(folder / "part-00001.parquet") and e.value.where == "row 0"
 
 
+def test_a_source_opened_by_a_relative_path_reads_after_a_change_of_directory(
+    tmp_path, livestream_table, monkeypatch
+):
+    # (a notebook's %cd between open_source and augment: the files were looked up there)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pq.write_table(livestream_table.slice(0, 3), folder / "part-00000.parquet")
+    pq.write_table(livestream_table.slice(3, 2), folder / "part-00001.parquet")
+    monkeypatch.chdir(tmp_path)
+    source = open_source("in")
+    absolute = open_source(folder)
+    monkeypatch.chdir(folder)  # where "in" is no more
+    rows, origins = source.read(0, 5)
+    assert rows.equals(absolute.read(0, 5)[0])
+    assert source.unverified() == absolute.unverified()
+    # named as given: what a message or the dataset says of the input is as before
+    assert source.path == Path("in") and source.fingerprint == absolute.fingerprint
+    assert origins == [("in/part-00000.parquet", 0, 3), ("in/part-00001.parquet", 0, 2)]
+    report = augment(source, tmp_path / "out", AugmentConfig(recipe=recipe(), workers=1))
+    assert report.trajectories == 5
+
+
+def test_an_import_folder_opened_by_a_relative_path_loads_its_harnesses_after_a_change_of_directory(
+    tmp_path, monkeypatch
+):
+    write_import(import_source(_chats(tmp_path / "chats.jsonl", 4, shops=2)), tmp_path / "imp")
+    monkeypatch.chdir(tmp_path)
+    source = open_source("imp")
+    monkeypatch.chdir(tmp_path / "imp")
+    assert source.read(0, 4)[0].num_rows == 4
+    assert [source.store.by_id(f"chats-{i}").id for i in (1, 2)] == ["chats-1", "chats-2"]
+
+
 def test_arguments_that_are_not_what_they_name_are_refused(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_text("")
