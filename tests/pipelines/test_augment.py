@@ -586,7 +586,7 @@ def test_bad_input_names_the_file_and_row(tmp_path: Path, livestream_table: pa.T
         augment(open_source(unknown), tmp_path / "o4", config())
     assert err.value.message.endswith(
         "(a harness directory or JSON file, or the folder `hsa harness import` writes of its "
-        "corpus)"
+        "corpus; harnesses= in Python)"
     )
     # nothing half-written is marked complete
     for name in ("o1", "o2", "o3", "o4"):
