@@ -70,7 +70,10 @@ def match_hook(
         inner = _unwrap(hook, text)
         if inner is None:
             continue
-        payload = parse_message(hook.message, inner)
+        try:
+            payload = parse_message(hook.message, inner)
+        except TemplateError as exc:  # (a placeholder used twice, and a text built against it)
+            raise ProtocolError(f"hook {hook.id!r}: {exc.message}", where=where) from None
         if payload is None:
             continue
         if found is not None:

@@ -725,19 +725,114 @@ def message_fields(source: str) -> tuple[str, ...]:
     return tuple(fields)
 
 
+#: candidate splits ``parse_message`` may try for a message whose placeholder repeats (the
+#: value its first use takes must be found again at the next): a search in the order a regex
+#: with backreferences tries them, which can take time exponential in the placeholders
+MAX_MATCH_TRIES = 100_000
+
+
 @lru_cache(maxsize=512)
-def _message_regex(source: str) -> re.Pattern[str]:
-    parts: list[str] = []
-    seen: set[str] = set()
+def message_pattern(source: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """What ``match_message`` reads of a hook message: its leading literal text, then each
+    placeholder with the literal text that follows it (the last one's is the message's end)."""
+    head = ""
+    fields: list[tuple[str, str]] = []
     for is_field, text in _message_parts(source):
-        if not is_field:
-            parts.append(re.escape(text))
-        elif text in seen:
-            parts.append(f"(?P={text})")
+        if is_field:
+            fields.append((text, ""))
+        elif fields:
+            fields[-1] = (fields[-1][0], fields[-1][1] + text)
         else:
-            seen.add(text)
-            parts.append(f"(?P<{text}>.*?)")
-    return re.compile("".join(parts), re.DOTALL)
+            head += text
+    return head, tuple(fields)
+
+
+def match_message(
+    pattern: tuple[str, tuple[tuple[str, str], ...]], text: str
+) -> dict[str, str] | None:
+    """The payload a hook message's ``pattern`` (``message_pattern``) reads in ``text``, or None.
+
+    Each placeholder takes the shortest text the rest of the message can follow (the split a
+    regex of lazy groups finds, first placeholder first), found in one pass of ``str.find``
+    over ``text`` per literal; a placeholder used twice takes the same text both times, which
+    needs a search (at most ``MAX_MATCH_TRIES`` splits, then ``TemplateError``).
+    """
+    head, fields = pattern
+    if not fields:
+        return {} if text == head else None
+    tail = fields[-1][1]
+    end = len(text) - len(tail)
+    if end < len(head) or not text.startswith(head) or not text.endswith(tail):
+        return None
+    payload = _leftmost(fields, text, len(head), end)
+    names = [name for name, _ in fields]
+    if payload is None or len(set(names)) == len(names):
+        return payload
+    return _search(fields, text, len(head), end)
+
+
+def _leftmost(fields: tuple[tuple[str, str], ...], text: str, pos: int, end: int) -> dict | None:
+    """``text[pos:end]`` split at the first place each literal follows (the last field takes
+    what is left): the shortest value for each field in turn, a placeholder used twice read as
+    two (so None here means no split, repeats or not)."""
+    payload: dict[str, str] = {}
+    for name, literal in fields[:-1]:
+        found = text.find(literal, pos, end)
+        if found < 0:
+            return None
+        payload.setdefault(name, text[pos:found])
+        pos = found + len(literal)
+    payload.setdefault(fields[-1][0], text[pos:end])
+    return payload
+
+
+def _search(
+    fields: tuple[tuple[str, str], ...], text: str, pos: int, end: int
+) -> dict[str, str] | None:
+    """``match_message`` of ``text[pos:end]`` where a placeholder is used twice: the splits
+    tried in a regex's order (each first use shortest first, backtracking), without recursion
+    (a message may hold thousands of placeholders)."""
+    tries = MAX_MATCH_TRIES
+    bound: dict[str, str] = {}  # in order of first use
+    choices: list[tuple[int, int, int]] = []  # each first use bound: (k, its start, its end)
+    k = 0
+    while True:
+        name, literal = fields[k]
+        last = k == len(fields) - 1
+        if name not in bound and last:
+            bound[name] = text[pos:end]
+            return bound
+        if name in bound:
+            value = bound[name]
+            fits = text[pos:end] == value if last else text.startswith(value + literal, pos, end)
+            if fits and last:
+                return bound
+            found = pos + len(value) if fits else -1
+        else:
+            found = text.find(literal, pos, end)
+            if found >= 0:
+                choices.append((k, pos, found))
+                bound[name] = text[pos:found]
+        while found < 0:  # back to the latest first use with a longer value left to try
+            if not choices:
+                return None
+            k, pos, found = choices.pop()
+            name, literal = fields[k]
+            while bound.popitem()[0] != name:
+                pass
+            found = text.find(literal, found + 1, end)
+            if found >= 0:
+                choices.append((k, pos, found))
+                bound[name] = text[pos:found]
+        tries -= 1
+        if tries < 0:
+            raise TemplateError(
+                f"a text of {len(text):,} characters could not be matched in "
+                f"{MAX_MATCH_TRIES:,} tries (a placeholder of the message is used twice); "
+                "use each placeholder once",
+                where="message",
+            )
+        k, pos = k + 1, found + len(literal)
 
 
 def render_message(source: str, payload: Mapping[str, str]) -> str:
@@ -749,6 +844,6 @@ def render_message(source: str, payload: Mapping[str, str]) -> str:
 
 
 def parse_message(source: str, text: str) -> dict[str, str] | None:
-    """The payload that renders ``source`` to ``text``, or None when ``text`` does not match."""
-    match = _message_regex(source).fullmatch(text)
-    return None if match is None else match.groupdict()
+    """The payload that renders ``source`` to ``text``, or None when ``text`` does not match
+    (``match_message``)."""
+    return match_message(message_pattern(source), text)

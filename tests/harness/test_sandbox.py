@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -13,6 +15,7 @@ from hsa.errors import TemplateError
 from hsa.harness.sandbox import (
     MAX_OUTPUT_CHARS,
     MAX_TEMPLATE_CHARS,
+    _message_parts,
     check_template,
     message_fields,
     parse_message,
@@ -316,6 +319,76 @@ def test_parse_message_inverts_render_message(data: st.DataObject) -> None:
     pieces = [p for p in literals.split("\0") if p]
     if not any(piece in value for piece in pieces for value in payload.values()):
         assert parsed == payload
+
+
+def _regex_parse(source: str, text: str) -> dict[str, str] | None:
+    """``parse_message`` as it was: a regex of lazy groups, a placeholder used again as a
+    backreference (its backtracking took O(n^k) on a text of n spaces and k placeholders)."""
+    parts = []
+    for is_field, text_ in _message_parts(source):
+        if not is_field:
+            parts.append(re.escape(text_))
+        elif f"(?P<{text_}>" in "".join(parts):
+            parts.append(f"(?P={text_})")
+        else:
+            parts.append(f"(?P<{text_}>.*?)")
+    match = re.compile("".join(parts), re.DOTALL).fullmatch(text)
+    return None if match is None else match.groupdict()
+
+
+_SMALL = st.text(alphabet="ab.", min_size=1, max_size=2)
+
+
+@st.composite
+def _small_messages(draw: st.DrawFn) -> str:
+    """A hook message over few characters, its placeholders often used twice."""
+    parts = [draw(_SMALL)] if draw(st.booleans()) else []
+    for name in draw(st.lists(st.sampled_from("xyz"), max_size=4)):
+        if parts and parts[-1].startswith("{{"):
+            parts.append(draw(_SMALL))
+        parts.append("{{ " + name + " }}")
+    if draw(st.booleans()) and (not parts or parts[-1].startswith("{{")):
+        parts.append(draw(_SMALL))
+    return "".join(parts) or draw(_SMALL)
+
+
+@settings(max_examples=500, derandomize=True, deadline=None)
+@given(source=_small_messages(), text=st.text(alphabet="ab.", max_size=10))
+def test_parse_message_splits_as_the_regex_did(source: str, text: str) -> None:
+    assert parse_message(source, text) == _regex_parse(source, text)
+
+
+def test_parse_message_takes_one_pass_over_a_text_of_spaces() -> None:
+    # five placeholders between spaces and a user message of 200 spaces took 87 s to import:
+    # the regex of lazy groups tried every split of the spaces (O(n^5)). Run apart, so that a
+    # pattern with backtracking fails at the time limit rather than holding the suite
+    probe = (
+        "from hsa.harness.sandbox import parse_message as p\n"
+        "s = ' ' * 100_000\n"
+        "assert p('{{ a }} {{ b }} {{ c }} {{ d }} {{ e }}.', s) is None\n"
+        "assert p('{{ a }} {{ b }} {{ c }} {{ d }} {{ e }}.', s + '.')['e'] == ' ' * 99_996\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_repeated_placeholder_bounds_the_search() -> None:
+    # a placeholder used twice is a backreference: no one pass finds the split, and the search
+    # is refused past MAX_MATCH_TRIES rather than spinning
+    source = "{{ a }} {{ b }} {{ c }} {{ d }} {{ a }}."
+    assert parse_message(source, "y 1 2 3 y.") == {"a": "y", "b": "1", "c": "2", "d": "3"}
+    probe = (
+        "from hsa.errors import TemplateError\n"
+        "from hsa.harness.sandbox import parse_message as p\n"
+        "try:\n"
+        f"    p({source!r}, 'y' + ' ' * 300 + 'z.')\n"
+        "except TemplateError as e:\n"
+        "    assert 'could not be matched in 100,000 tries' in str(e), e\n"
+        "else:\n"
+        "    raise AssertionError('no error')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 @settings(max_examples=300, deadline=None)
