@@ -26,7 +26,13 @@ from hsa.harness.prompt import call_format, system_prompt
 from hsa.harness.protocols import CALL_FORMATS
 from hsa.harness.protocols.hermes import RepeatedKeys, read_json
 from hsa.harness.render import Conversation, refuse_unwritable, wrap
-from hsa.harness.sandbox import message_fields, parse_message, render_message
+from hsa.harness.sandbox import (
+    match_message,
+    message_fields,
+    message_pattern,
+    parse_message,
+    render_message,
+)
 
 
 def _unwrap(hook: Hook, text: str) -> str | None:
@@ -116,7 +122,7 @@ def alike_hooks(hooks: Sequence[Hook]) -> tuple[int, int] | None:
 def _alike_shown(hooks: tuple[tuple[str, str | None, str], ...]) -> tuple[int, int] | None:
     """``alike_hooks`` of hooks given as ``(inject, wrapper, message)``."""
     used = {c for _, _, message in hooks for c in message}
-    shown: list[tuple[int, Hook, str]] = []
+    shown: list[tuple[int, Hook, str, Any]] = []
     for j, (inject, wrapper, message) in enumerate(hooks):
         try:
             fields = message_fields(message)
@@ -125,14 +131,34 @@ def _alike_shown(hooks: tuple[tuple[str, str | None, str], ...]) -> tuple[int, i
         marks = (chr(k) for k in itertools.count(0xE000) if chr(k) not in used)  # (private use)
         hook = Hook("", "stop", "add_context", message, inject=inject, wrapper=wrapper)
         payload = dict(zip(fields, marks, strict=False))
-        shown.append((j, hook, wrap(hook, render_message(message, payload))))
-    for j, hook, text in reversed(shown):  # (two hooks alike: named at the later)
+        text = wrap(hook, render_message(message, payload))
+        shown.append((j, hook, text, message_pattern(message)))
+    # each message parsed once, above: more distinct messages than the sandbox's caches hold
+    # made each pair of the loop below parse two again. Grouped by wrapper, then by the text
+    # the message starts with, so that each text is matched only by the hooks that can read it
+    # (one dictionary look-up per length of that text, not one match per hook)
+    readers: dict[str | None, dict[str, list[tuple[int, Hook, Any]]]] = {}
+    for position, (_, hook, _, pattern) in enumerate(shown):
+        by_head = readers.setdefault(hook.wrapper, {})
+        by_head.setdefault(pattern[0], []).append((position, hook, pattern))
+    lengths = {wrapper: {len(head) for head in by_head} for wrapper, by_head in readers.items()}
+    for j, hook, text, _ in reversed(shown):  # (two hooks alike: named at the later)
         kinds = _SHOWN_AS.get(hook.inject, ())
-        for i, other, _ in shown:
-            if i == j or not kinds or not all(other.inject in READ_AS[k] for k in kinds):
+        if not kinds:
+            continue
+        candidates: list[tuple[int, Hook, Any]] = []
+        for wrapper, by_head in readers.items():
+            inner = _unwrap(next(iter(by_head.values()))[0][1], text)
+            if inner is None:
+                continue
+            for length in lengths[wrapper]:
+                candidates += by_head.get(inner[:length], ())
+        for position, other, pattern in sorted(candidates, key=lambda c: c[0]):
+            i = shown[position][0]
+            if i == j or not all(other.inject in READ_AS[k] for k in kinds):
                 continue
             inner = _unwrap(other, text)
-            if inner is not None and parse_message(other.message, inner) is not None:
+            if inner is not None and match_message(pattern, inner) is not None:
                 return i, j
     return None
 

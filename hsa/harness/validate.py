@@ -166,6 +166,10 @@ def _root_validator() -> Draft202012Validator:
     return Draft202012Validator(root)
 
 
+#: hooks a harness may have: validation compares every pair of them (``alike_hooks``), and a
+#: real harness has tens
+MAX_HOOKS = 500
+
 #: the root schema's keywords ``_root_plainly_valid`` reads by hand (a test holds the
 #: published schema to them): the others are annotations, and ``properties`` are all ``true``
 ROOT_KEYWORDS = frozenset(("type", "required", "additionalProperties", "properties"))
@@ -396,7 +400,16 @@ def _semantic_problems(
                 re.compile(pattern)
             except re.error as exc:
                 yield f"{where}.matcher.tool", f"invalid regular expression: {exc}"
-    alike = alike_hooks([hook for _, hook in shown])
+    hooks = _items(doc.get("hooks"))
+    if len(hooks) > MAX_HOOKS:  # (every pair is compared: refused before that)
+        yield (
+            "$.hooks",
+            f"{len(hooks):,} hooks; a harness may have at most {MAX_HOOKS:,} (each pair of hooks "
+            "is compared to tell their messages apart)",
+        )
+        alike = None
+    else:
+        alike = alike_hooks([hook for _, hook in shown])
     if alike is not None:
         (i, first), (j, second) = shown[alike[0]], shown[alike[1]]
         yield (

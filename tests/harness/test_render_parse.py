@@ -15,14 +15,17 @@ it away and nothing else. ``test_ambiguous_cases_are_rare`` keeps that exclusion
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hsa.errors import HarnessValidationError, ProtocolError
+from hsa.errors import HarnessValidationError, ProtocolError, TemplateError
 from hsa.harness import (
     AssistantMessage,
     Harness,
@@ -44,7 +47,7 @@ from hsa.harness import (
     render,
 )
 from hsa.harness.model import CALL_FORMATS
-from hsa.harness.render import as_shown, shown_order
+from hsa.harness.render import as_shown, shown_order, wrap
 from hsa.harness.validate import harness_problems
 from tests.harness.strategies import (
     ambiguity,
@@ -54,6 +57,7 @@ from tests.harness.strategies import (
     protocols,
     same_events,
 )
+from tests.harness.strategies import hooks as hook_lists
 
 # Hermes has its own <tool_call> tag and ignores call_tag (test_protocols checks that), so it
 # runs once; every BFCL format runs with and without <TOOLCALL>.
@@ -537,6 +541,55 @@ def test_alike_hooks(hooks, alike) -> None:
     from hsa.harness.parse import alike_hooks
 
     assert alike_hooks(hooks) == alike
+
+
+def _alike_pairwise(hooks: list[Hook]) -> tuple[int, int] | None:
+    """``alike_hooks`` as it was: every pair of messages matched, the later hook first."""
+    from hsa.harness.parse import _SHOWN_AS, READ_AS, _unwrap
+    from hsa.harness.sandbox import message_fields, parse_message, render_message
+
+    used = {c for hook in hooks for c in hook.message}
+    shown = []
+    for j, hook in enumerate(hooks):
+        try:
+            fields = message_fields(hook.message)
+        except TemplateError:
+            continue
+        marks = (chr(k) for k in itertools.count(0xE000) if chr(k) not in used)
+        payload = dict(zip(fields, marks, strict=False))
+        shown.append((j, hook, wrap(hook, render_message(hook.message, payload))))
+    for j, hook, text in reversed(shown):
+        kinds = _SHOWN_AS.get(hook.inject, ())
+        for i, other, _ in shown:
+            if i == j or not kinds or not all(other.inject in READ_AS[k] for k in kinds):
+                continue
+            inner = _unwrap(other, text)
+            if inner is not None and parse_message(other.message, inner) is not None:
+                return i, j
+    return None
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(drawn=hook_lists())
+def test_alike_hooks_finds_what_comparing_every_pair_finds(drawn: list[Hook]) -> None:
+    from hsa.harness.parse import alike_hooks
+
+    assert alike_hooks(drawn) == _alike_pairwise(drawn)
+
+
+def test_alike_hooks_parses_each_message_once() -> None:
+    # with more distinct messages than the sandbox's caches of 512 hold, each pair parsed two
+    # messages again: 600 hooks took past 300 s. Run apart, so that a regression fails at the
+    # time limit rather than holding the suite
+    probe = (
+        "from hsa.harness.model import Hook\n"
+        "from hsa.harness.parse import alike_hooks\n"
+        "hooks = [Hook(f'h{i}', 'session_start', 'add_context',\n"
+        "              f'note {i} {{{{ a }}}} x {{{{ b }}}} y') for i in range(600)]\n"
+        "assert alike_hooks(hooks) is None\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 def _claude_code(first: Hook) -> Harness:

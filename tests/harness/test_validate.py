@@ -191,6 +191,30 @@ def test_each_problem_names_its_json_path(change, where, reason):
     assert any(w == where and reason in m for w, m in found), found
 
 
+def test_more_hooks_than_a_harness_may_have_are_refused_before_every_pair_is_compared():
+    # 600 hooks kept `hsa harness validate` past 300 s (each pair compared, and each message
+    # parsed again per pair once the sandbox's caches of 512 thrashed)
+    from hsa.harness.validate import MAX_HOOKS
+
+    def hooks(count: int):
+        def change(doc):
+            doc["hooks"] = [
+                {**doc["hooks"][0], "id": f"k{i}", "message": f"Note {i}: {{{{ tool }}}}."}
+                for i in range(count)
+            ]
+
+        return change
+
+    assert problems_of(hooks(MAX_HOOKS)) == []
+    assert problems_of(hooks(MAX_HOOKS + 1)) == [
+        (
+            "$.hooks",
+            f"{MAX_HOOKS + 1:,} hooks; a harness may have at most {MAX_HOOKS:,} (each pair of "
+            "hooks is compared to tell their messages apart)",
+        )
+    ]
+
+
 @pytest.mark.parametrize(
     "change",
     [
