@@ -7,10 +7,11 @@ Templates come from harness files, which may be untrusted. Jinja2's
 
 - source: at most ``MAX_TEMPLATE_CHARS`` characters;
 - output: at most ``MAX_OUTPUT_CHARS`` characters, checked as it streams;
-- values: no operation may build a value larger than ``MAX_VALUE_SIZE`` (string length, or
-  elements of a list or dict counted with repeats, shared references included): ``*``, ``+``,
-  ``~``, ``%``, ``**``, ``str.format``, string methods and filters check their inputs before
-  they run and their results after; widths and precisions are at most ``MAX_WIDTH``;
+- values: no operation may build a value larger than ``MAX_VALUE_SIZE`` (string or bytes
+  length, or elements of a list or dict counted with repeats, shared references included):
+  ``*``, ``+``, ``~``, ``%``, ``**``, ``str.format``, string methods, ``int.to_bytes`` and
+  filters check their inputs before they run and their results after; widths and precisions
+  are at most ``MAX_WIDTH``; of the methods of bytes (a prompt is text) only ``decode`` runs;
 - steps: loop iterations and calls together are at most ``MAX_STEPS`` per render, so nested
   loops and recursive macros cannot spin; ``range`` yields at most ``MAX_RANGE`` items;
 - work: at most ``MAX_WORK`` units per render (deterministic, no clock). Each filter, test,
@@ -142,7 +143,7 @@ def _size(value: Any, limit: int = MAX_VALUE_SIZE) -> int:
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, str | bytes):
+        if isinstance(item, str | bytes | bytearray):
             total += len(item)
         elif isinstance(item, list | tuple | set | frozenset):
             total += len(item) + 1
@@ -163,8 +164,7 @@ def _size(value: Any, limit: int = MAX_VALUE_SIZE) -> int:
             total += item.bit_length() // 3 + 1
         else:
             total += 1
-        if total > limit:
-            _work(total + (ITEM_WORK - 1) * items)
+        if total > limit:  # (the cap hit is the value's, whatever the work came to)
             raise SecurityError(f"a value would exceed {limit:,} characters or items")
     _work(total + (ITEM_WORK - 1) * items)
     return total
@@ -238,12 +238,19 @@ class _CappedFormatter(SandboxedFormatter):
 _STR_WIDTH_METHODS = {"center", "ljust", "rjust", "zfill"}
 
 
-def _check_str_method(method: Any, args: tuple, kwargs: dict) -> tuple:
-    """Refuse string-method calls whose result would be too large; returns the arguments."""
+def _check_method(method: Any, args: tuple, kwargs: dict) -> tuple:
+    """Refuse method calls whose result would be too large, before they run; returns the
+    arguments. Bytes have no place in a prompt: of their methods only ``decode`` runs."""
     owner = getattr(method, "__self__", None)
+    name = getattr(method, "__name__", "")
+    if isinstance(owner, bytes | bytearray) and name != "decode":
+        raise SecurityError(f"bytes.{name} is not allowed in templates (a prompt is text)")
+    if isinstance(owner, int) and name == "to_bytes":
+        length = args[0] if args else kwargs.get("length", 1)
+        if isinstance(length, int) and length > MAX_VALUE_SIZE:
+            raise SecurityError(f"to_bytes would exceed {MAX_VALUE_SIZE:,} bytes")
     if not isinstance(owner, str):
         return args
-    name = getattr(method, "__name__", "")
     if name in _STR_WIDTH_METHODS and args:
         _check_width(args[0])
     elif name == "expandtabs":
@@ -256,12 +263,28 @@ def _check_str_method(method: Any, args: tuple, kwargs: dict) -> tuple:
         hits = owner.count(old) if old else len(owner) + 1
         if len(owner) + hits * _size(new) > MAX_VALUE_SIZE:
             raise SecurityError("replace would exceed the template size limit")
+    elif name == "translate" and args:
+        _check_translate(owner, args[0])
     elif name == "join" and args:
         items = _materialize(args[0])
         if _size(items) + len(owner) * len(items) > MAX_VALUE_SIZE:
             raise SecurityError("join would exceed the template size limit")
         args = (items, *args[1:])
     return args
+
+
+def _check_translate(text: str, table: Any) -> None:
+    """Refuse ``text.translate(table)`` when each character made the longest replacement
+    would be too long."""
+    if isinstance(table, Mapping):
+        values: Any = table.values()
+    elif isinstance(table, str | list | tuple):
+        values = table
+    else:
+        raise SecurityError("translate takes a dict, list or string as its table in templates")
+    longest = max((len(v) for v in values if isinstance(v, str)), default=1)
+    if len(text) * max(longest, 1) > MAX_VALUE_SIZE:
+        raise SecurityError(f"translate would exceed {MAX_VALUE_SIZE:,} characters")
 
 
 def _check_join_filter(args: tuple, kwargs: dict) -> tuple:
@@ -396,6 +419,8 @@ def _finalize(value: Any) -> Any:
 
 #: the values whose methods read them (and their arguments) in full, at worst
 _VALUES = (str, bytes, list, tuple, dict, set, frozenset)
+#: the values ``*`` repeats and ``+`` joins: their sizes are checked before either runs
+_SEQUENCES = (str, bytes, bytearray, list, tuple)
 
 
 class _CappedEnvironment(ImmutableSandboxedEnvironment):
@@ -406,7 +431,7 @@ class _CappedEnvironment(ImmutableSandboxedEnvironment):
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
             for seq, times in ((left, right), (right, left)):
-                repeats = isinstance(times, int) and isinstance(seq, str | list | tuple)
+                repeats = isinstance(times, int) and isinstance(seq, _SEQUENCES)
                 if repeats and times > 0 and _size(seq) * times > MAX_VALUE_SIZE:
                     raise SecurityError(
                         f"repetition would exceed {MAX_VALUE_SIZE:,} characters or items"
@@ -419,10 +444,12 @@ class _CappedEnvironment(ImmutableSandboxedEnvironment):
             if ints and abs(left) > 1 and right > 0 and right * left.bit_length() > MAX_INT_BITS:
                 raise SecurityError(f"the power would exceed {MAX_INT_BITS:,} bits")
         elif operator == "+":
-            if isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
+            if isinstance(left, _SEQUENCES) and isinstance(right, _SEQUENCES):
                 _size((left, right))
         elif operator == "%" and isinstance(left, str):
             _check_printf(left, right)
+        elif operator == "%" and isinstance(left, bytes | bytearray):
+            _check_printf(left.decode("latin-1"), right)
         result = super().call_binop(context, operator, left, right)
         _made(result, left, right)
         return result
@@ -439,7 +466,7 @@ class _CappedEnvironment(ImmutableSandboxedEnvironment):
             _charge_arguments(args, kwargs)
         elif isinstance(__obj, LoopContext) and args:  # ``loop(children)``, recursive
             args = (__self.hsa_loop(args[0]), *args[1:])
-        args = _check_str_method(__obj, args, kwargs)
+        args = _check_method(__obj, args, kwargs)
         result = super().call(__context, __obj, *args, **kwargs)
         _made(result, owner)
         return result

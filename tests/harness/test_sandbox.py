@@ -145,6 +145,20 @@ BOMBS = [
     ("{% set s = 'x' * 1000000 %}{{ s.join(['a', 'b', 'c']) }}", "join would exceed"),
     ("{% set s = '\\n' * 100000 %}{{ s | indent(100) }}", "indent would exceed"),
     ("{{ lipsum(10**6) }}", "lipsum"),
+    # bytes and int methods: 'x'.encode() * 10**9 made a gigabyte before it was refused (as
+    # "units of work"), and '%0999999999d'.encode() % 1 ran the host out of memory
+    ("{{ 'x'.encode() * 10**9 }}", "repetition would exceed 2,000,000 characters or items"),
+    ("{{ '%0999999999d'.encode() % 1 }}", "width 999,999,999 is over"),
+    ("{{ (1).to_bytes(10**9, 'big') }}", "to_bytes would exceed 2,000,000 bytes"),
+    ("{{ (1).to_bytes(length=10**9, byteorder='big') }}", "to_bytes would exceed"),
+    ("{{ 'x'.encode().ljust(10**8) }}", "bytes.ljust is not allowed in templates"),
+    ("{{ 'x'.encode().join(['a'.encode()] * 1000) }}", "bytes.join is not allowed"),
+    ("{{ ('a' * 1000000).translate({97: 'x' * 1000000}) }}", "translate would exceed 2,000,000"),
+    ("{{ 'a'.translate(none) }}", "translate takes a dict, list or string"),
+    (
+        "{% set s = 'x' * 1000000 %}{{ s.encode() + (s * 2).encode() }}",
+        "a value would exceed 2,000,000 characters or items",
+    ),
     # each step and value under its cap, but together hours of work or gigabytes of memory
     (
         "{% set L = ('ba' * 499999) | list %}{% for i in range(10000) %}"
@@ -178,6 +192,12 @@ BOMBS = [
         "made values of more",
     ),
 ]
+
+
+def test_bytes_decode_and_small_translations_render() -> None:
+    assert render_template("{{ 'x'.encode().decode() }}{{ 'abc'.translate({97: 'xy'}) }}", {}) == (
+        "xxybc"
+    )
 
 
 @pytest.mark.parametrize(("source", "reason"), BOMBS)
