@@ -451,7 +451,10 @@ def yaml_loader() -> type:
             self._source = stream
 
         def get_single_node(self) -> Any:
-            if isinstance(self._source, str) and could_nest(self._source) > YAML_MAX_DEPTH:
+            # each collection a text opens takes a character of it at least, so only a text
+            # longer than the limit can nest past it (a count of brackets and indentation
+            # missed ``? a\n: - - - ...``): that one is parsed for its depth first
+            if isinstance(self._source, str) and len(self._source) > YAML_MAX_DEPTH:
                 refuse_deep(yaml.parse(self._source, Loader=base))
             # (a text without "&" has no anchor, so no alias: the common case parses once)
             if not isinstance(self._source, str) or "&" in self._source:
@@ -505,16 +508,6 @@ def yaml_loader() -> type:
     for tag in _NOT_JSON:  # values JSON has no form for: refused where they are written
         UniqueKeys.add_constructor(tag, _not_json)
     return UniqueKeys
-
-
-def could_nest(text: str) -> int:
-    """How deeply the YAML ``text`` can nest at most, told cheaply, so that only a text that
-    could be too deep is parsed for ``refuse_deep``: each flow collection opens with a ``[``
-    or ``{``, and each block one with more indentation or a ``- ``/``? `` before it, or (a
-    sequence as a mapping's value) at its mapping's indentation."""
-    flow = text.count("[") + text.count("{")
-    lead = max((len(line) - len(line.lstrip(" \t-?")) for line in text.splitlines()), default=0)
-    return flow + 2 * lead + 2
 
 
 def refuse_deep(events: Iterable[Any]) -> None:

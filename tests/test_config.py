@@ -442,6 +442,10 @@ def test_yaml_block_nesting_counts_too() -> None:
     with pytest.raises(ConfigError, match="nested more than 1,000 levels deep") as err:
         loads_yaml(text, error=ConfigError)
     assert err.value.where == "line 1001"
+    # an explicit key's value, a sequence of sequences on one line: no bracket and no
+    # indentation told its depth, and 50,000 levels overflowed the stack again
+    with pytest.raises(ConfigError, match="nested more than 1,000 levels deep"):
+        loads_yaml("id: acme\n? deep\n: " + "- " * 50_000 + "x\n", error=ConfigError)
 
 
 def alias_bomb(levels: int, indent: str = "") -> str:
