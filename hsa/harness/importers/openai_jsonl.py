@@ -841,12 +841,12 @@ def _calls_in_text(text: str, tools: set[str]) -> bool:
 #: search for its literal start and the tool's name as group 1: Llama 3.1's
 #: ``<function=NAME>``; Mistral's ``[TOOL_CALLS]NAME[ARGS]{...}`` or ``[TOOL_CALLS]NAME{...}``
 #: (v11+ tokenizers' calls, as vLLM's Mistral parser reads them); a ReAct ``Action: NAME`` line
-#: (``Action 1: NAME``, as HotpotQA's numbered steps write it), with its input right after
-#: the name (``[...]``, ``(...)``, group 2) or none (a line's end)
+#: (``Action 1: NAME``, as HotpotQA's numbered steps write it) at a line's start, with its
+#: input right after the name (``[...]``, ``(...)``, group 2) or none (a line's end)
 _FUNCTION_TAG = re.compile(r"<function=([^>\s]+)>")
 _MISTRAL_CALL = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.-]*)\s*(?:\[ARGS\]|\{)")
 _REACT_ACTION = re.compile(
-    r"Action[ \t]*(?:\d+[ \t]*)?:[ \t]*`?([^\s`\[(]+)`?[ \t]*([\[(]|\r?$)", re.MULTILINE
+    r"^[ \t]*Action[ \t]*(?:\d+[ \t]*)?:[ \t]*`?([^\s`\[(]+)`?[ \t]*([\[(]|\r?$)", re.MULTILINE
 )
 
 #: a line that shows a ReAct agent's steps besides ``Action:`` (a line that alone may be
@@ -922,11 +922,6 @@ def _react_call(text: str, tools: set[str]) -> bool:
     for found in _REACT_ACTION.finditer(text):
         if found[1] not in tools:
             continue
-        start = found.start()
-        while start and text[start - 1] in " \t":
-            start -= 1
-        if start and text[start - 1] != "\n":
-            continue  # not at a line's start
         if found[2] in ("[", "("):
             return True
         if steps is None:
