@@ -248,9 +248,14 @@ def test_an_entry_id_too_long_for_a_folder_is_refused_naming_its_line(external, 
     lines = (external / "bfcl" / src.name).read_text().splitlines(True)[:3]
     lines[1] = lines[1].replace('"simple_python_1"', '"simple_python_' + "x" * 300 + '"')
     src.write_text("".join(lines))
-    with pytest.raises(ImportFormatError, match="is 314 characters; a harness id") as caught:
+    with pytest.raises(ImportFormatError, match="harness id of 314 characters; a") as caught:
         import_source(src)
     assert (caught.value.file, caught.value.where) == (str(src), "line 2: $.id")
+    # what is measured is the id the folder gets: a long id of characters a folder's name
+    # cannot hold makes a short one
+    lines[1] = lines[1].replace('"simple_python_' + "x" * 300, '"simple_python_' + "#" * 300)
+    src.write_text("".join(lines))
+    assert len(import_source(src).harnesses) == 3
 
 
 def test_an_entry_id_given_twice_is_refused_naming_both_lines(external, tmp_path):

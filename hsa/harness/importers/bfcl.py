@@ -827,14 +827,15 @@ _ID_MAX = 128
 def _entry_harness_id(entry_id: str, path: Path, where: str) -> str:
     """The id of the harness of the entry ``entry_id``: the entry's id (``harness_id``), which
     its folder is named by; refused when too long for a folder's name."""
-    if len(entry_id) > _ID_MAX:
+    made = harness_id(entry_id)
+    if len(made) > _ID_MAX:
         raise ImportFormatError(
-            f"entry id {entry_id[:40]!r}... is {len(entry_id):,} characters; a harness id, which "
-            f"names the harness's folder, is at most {_ID_MAX}",
+            f"entry id {entry_id[:40]!r}... makes a harness id of {len(made):,} characters; a "
+            f"harness id, which names the harness's folder, is at most {_ID_MAX}",
             file=str(path),
             where=f"{where}: $.id",
         )
-    return harness_id(entry_id)
+    return made
 
 
 def _answers(path: Path) -> dict[str, Any] | None:
