@@ -61,7 +61,11 @@ class Draft:
 
 
 def split_group(plan: list[dict[str, Any]]) -> str:
-    """What a task's split is drawn from: the intent of its first turn, as sorted JSON."""
+    """What a task's split is drawn from: the intent of its first turn, as sorted JSON, so tasks
+    that open with one request (a follow-up and the question it starts with; one request in
+    other words) are never apart. Its cost: a template whose tasks all open with one request
+    is one group, in one split. Engagement's 72 tasks (one greeting, in three wordings, at 72
+    stream times) are all train, so no dev or test task needs the viewer-engagement skill."""
     return json.dumps(plan[0], sort_keys=True)
 
 

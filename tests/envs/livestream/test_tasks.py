@@ -68,6 +68,8 @@ def test_tasks_that_open_alike_share_a_split(env):
     by_id = {t.id.removeprefix("livestream-s0-"): t for t in env.tasks()}
     assert by_id["follow_up-0080"].turns[0] == by_id["price-0028"].turns[0]  # the QA's find
     assert by_id["follow_up-0080"].split == by_id["price-0028"].split
+    # the cost split_group's docstring states: one request at 72 stream times is one group
+    assert {t.split for t in env.tasks() if t.metadata["template"] == "engagement"} == {"train"}
 
 
 def test_a_split_depends_on_the_task_alone():
