@@ -44,7 +44,7 @@ from hsa.datasets.shards import open_parquet
 from hsa.errors import DatasetError, HsaError, first_few, refuse_kind, refuse_path
 from hsa.harness.events import TRAJECTORY_SCHEMA, Trajectory, trajectories_to_table
 from hsa.harness.importers.openai_jsonl import first_repeat
-from hsa.harness.importers.write import MARKER, TRAJECTORIES
+from hsa.harness.importers.write import MARKER, TRAJECTORIES, is_import
 from hsa.harness.io import MANIFEST, load
 from hsa.harness.model import Harness
 
@@ -305,7 +305,7 @@ def _open(
         raise DatasetError("no such file or directory", file=str(path))
     if is_import(path):
         return _import_source(path)
-    if path.name == TRAJECTORIES and (path.parent / MARKER).is_file():
+    if path.name == TRAJECTORIES and is_import(path.parent):
         return _import_source(path.parent)
     if path.is_dir():
         files = _shards(path)
@@ -568,7 +568,7 @@ def input_hash(path: Path) -> str:
     its ``manifest.json``, by their paths relative to it; a chat JSONL file, its content
     with its name, as its fingerprint takes them (``chat_fingerprint``); another file, its
     content. ``OSError`` as ``content_hash``."""
-    if path.name == TRAJECTORIES and (path.parent / MARKER).is_file():
+    if path.name == TRAJECTORIES and is_import(path.parent):
         path = path.parent
     if path.is_file() and is_chat_file(path):
         return chat_fingerprint(path, file_hash(path))
@@ -595,11 +595,6 @@ def _import_record(folder: Path) -> dict[str, bytes]:
     if not is_import(folder):
         return {}
     return {MARKER: mf.canonical_json(list(_import_notes(folder))).encode("utf-8")}
-
-
-def is_import(folder: Path) -> bool:
-    """Whether ``folder`` is an ``hsa harness import`` folder."""
-    return (folder / MARKER).is_file()
 
 
 def _jsonl_source(
