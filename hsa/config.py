@@ -603,6 +603,15 @@ def _not_json(loader: Any, node: Any) -> Any:
     )
 
 
+def yaml_problem(exc: Exception) -> str:
+    """What PyYAML's error ``exc`` says is wrong, in a line: libyaml's own bound on nesting
+    (PyYAML 6.0.4's, as deep as ``refuse_deep``'s) said as ``refuse_deep`` says it."""
+    reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if reason == "exceeded maximum nesting depth":
+        return f"nested more than {YAML_MAX_DEPTH:,} levels deep"
+    return reason
+
+
 def loads_yaml(text: str, *, error: type[HsaError], file: str | None = None) -> Any:
     """``text`` parsed as YAML (a key given twice in a mapping refused); a syntax error raised
     as ``error`` naming the line."""
@@ -613,9 +622,10 @@ def loads_yaml(text: str, *, error: type[HsaError], file: str | None = None) -> 
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else None
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        reason = yaml_problem(exc)
         context, at = getattr(exc, "context", None), getattr(exc, "context_mark", None)
-        if context and at is not None:  # ("found duplicate anchor 'a'; first occurrence")
+        # ("found duplicate anchor 'a'; first occurrence"; not beside hsa's own wording)
+        if context and at is not None and reason == getattr(exc, "problem", None):
             reason = f"{context} at line {at.line + 1}, {reason}"
         raise error(f"invalid YAML: {reason}", file=file, where=where) from None
     except (RecursionError, ValueError) as exc:

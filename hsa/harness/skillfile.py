@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from hsa.config import yaml_12_floats, yaml_loader
+from hsa.config import yaml_12_floats, yaml_loader, yaml_problem
 from hsa.errors import HarnessError
 from hsa.harness.jsonvalues import unwritable
 from hsa.harness.model import Skill
@@ -194,9 +194,8 @@ def parse_skill_md(text: str, *, skill_id: str, file: str | None = None) -> Skil
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         # +2: the YAML starts on line 2 of the file, and marks count from 0.
         line = mark.line + 2 if mark is not None else 2
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise HarnessError(
-            f"front matter is not valid YAML: {reason}", file=file, where=f"line {line}"
+            f"front matter is not valid YAML: {yaml_problem(exc)}", file=file, where=f"line {line}"
         ) from None
     if not isinstance(front, dict):
         raise HarnessError(
