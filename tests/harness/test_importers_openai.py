@@ -27,6 +27,7 @@ from hsa.harness.importers import detect_format, import_source, write_import
 from hsa.harness.model import Hook, Protocol, Skill, Tool
 from hsa.harness.parse import parse
 from hsa.harness.prompt import system_prompt
+from tests.apart import runs_apart
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "chat" / "support.jsonl"
@@ -489,8 +490,7 @@ def test_react_marks_are_found_in_one_pass_over_spaces(tmp_path):
         # each line tried once: a match tried at every 'Action' of a line rescanned the line
         "assert not f('Action:a' * 40_000 + ' x', {'a'})\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    runs_apart(probe)
 
 
 def test_an_assistant_s_text_then_its_calls_in_a_message_of_their_own_are_said(tmp_path):

@@ -18,8 +18,6 @@ import dataclasses
 import itertools
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -49,6 +47,7 @@ from hsa.harness import (
 from hsa.harness.model import CALL_FORMATS
 from hsa.harness.render import as_shown, shown_order, wrap
 from hsa.harness.validate import harness_problems
+from tests.apart import runs_apart
 from tests.harness.strategies import (
     ambiguity,
     events,
@@ -588,8 +587,7 @@ def test_alike_hooks_parses_each_message_once() -> None:
         "              f'note {i} {{{{ a }}}} x {{{{ b }}}} y') for i in range(600)]\n"
         "assert alike_hooks(hooks) is None\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    runs_apart(probe, timeout=120)
 
 
 def _claude_code(first: Hook) -> Harness:

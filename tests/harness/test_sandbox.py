@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 
 import pytest
@@ -22,6 +20,7 @@ from hsa.harness.sandbox import (
     render_message,
     render_template,
 )
+from tests.apart import runs_apart
 from tests.harness.strategies import hook_messages, texts
 
 CONTEXT = {"user": {"name": "Ada"}, "items": [3, 1, 2], "text": "hello"}
@@ -390,8 +389,7 @@ def test_parse_message_takes_one_pass_over_a_text_of_spaces() -> None:
         "assert p('{{ a }} {{ b }} {{ c }} {{ d }} {{ e }}.', s) is None\n"
         "assert p('{{ a }} {{ b }} {{ c }} {{ d }} {{ e }}.', s + '.')['e'] == ' ' * 99_996\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    runs_apart(probe)
 
 
 def test_a_repeated_placeholder_bounds_the_search() -> None:
@@ -409,8 +407,7 @@ def test_a_repeated_placeholder_bounds_the_search() -> None:
         "else:\n"
         "    raise AssertionError('no error')\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    runs_apart(probe)
 
 
 @settings(max_examples=300, deadline=None)
