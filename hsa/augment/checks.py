@@ -61,7 +61,7 @@ from typing import Any
 from hsa.augment.free_text import replace_in_harness
 from hsa.augment.mapping import ArgumentClash, RewriteMapping, ToolMap, apply_steps, map_events
 from hsa.augment.markdown import skill_blocks
-from hsa.augment.names import PARAM_NAME, style_key
+from hsa.augment.names import PARAM_NAME, restyled_into
 from hsa.augment.param_schemas import all_property_names, reached
 from hsa.augment.planner import cannot_write, hazard_of, swapped_parameter, swapped_with
 from hsa.augment.rule import Rewrite
@@ -346,13 +346,10 @@ def value_problems(
 
 def _restyled(before: Any, value: Any, values: Sequence[Any]) -> str | None:
     """The value of ``values`` other than ``before`` that ``value`` spells in another style
-    (``BUSINESS`` for ``business``, where ``before`` is ``economy``), or None."""
+    (``restyled_into``), or None."""
     if not (isinstance(before, str) and isinstance(value, str)):
         return None
-    key = style_key(value)
-    if key == style_key(before):
-        return None  # a respelling of ``before`` itself
-    return next((v for v in values if isinstance(v, str) and style_key(v) == key), None)
+    return restyled_into(before, value, values)
 
 
 #: what each value of a call is replaced with to follow it through the steps (every scalar

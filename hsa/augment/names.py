@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hsa.augment.banks import synonyms
 from hsa.augment.param_schemas import all_property_names
@@ -112,6 +112,16 @@ def style_key(name: str) -> str:
     hidden by a change of case (``economy`` -> ``BUSINESS``, where ``business`` is a value
     too)."""
     return restyle(name, "snake")
+
+
+def restyled_into(was: str, value: str, values: Iterable[Any]) -> str | None:
+    """The first string of ``values`` that ``value`` spells in another style (``business`` for
+    ``BUSINESS``, where ``value`` respells ``was``, ``economy``: a swap hidden by a change of
+    case), or None; None too where ``value`` is ``was`` itself in another style."""
+    key = style_key(value)
+    if key == style_key(was):
+        return None
+    return next((v for v in values if isinstance(v, str) and style_key(v) == key), None)
 
 
 @lru_cache(maxsize=8192)

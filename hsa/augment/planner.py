@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from hsa.augment import arguments as undeclared
 from hsa.augment.mapping import EACH, RewriteMapping, Step, ToolMap, apply_steps, respelled
-from hsa.augment.names import style_key
+from hsa.augment.names import restyled_into
 from hsa.augment.param_schemas import copy_json, reached
 from hsa.augment.recipe import Recipe, RecipeRule
 from hsa.augment.registry import get
@@ -830,13 +830,12 @@ def _enum_swapped(
     """A value of an ``enum`` of ``tool`` that the steps respell into another value of the
     same ``enum`` (a call with it would say something else: ``damaged`` sent as
     ``wrong_size``), or into another value in another style (``WRONG_SIZE``: a swap hidden
-    by a change of case, ``style_key``), or None. Read through ``$ref``s and combinators
+    by a change of case, ``restyled_into``), or None. Read through ``$ref``s and combinators
     too: only ``tool``'s enum and the steps matter. ``canonical_name``: ``tool``'s canonical
     name; ``first``: whether the steps are the first rule's (``tool`` and its enum are then
     the canonical ones)."""
     for path, values in tool.derived(_enums_at).items():
         own: set[tuple[bool, Any]] | None = None  # (made when a value is respelled)
-        styles: dict[str, str] | None = None  # (the same)
         for was in values:
             end, value = _value_end(path, was, mapped)
             if end is None or _same(value, was):
@@ -844,9 +843,7 @@ def _enum_swapped(
             own = _keys(values) if own is None else own
             other = value if _holds(own, values, value) else None
             if other is None and isinstance(value, str) and isinstance(was, str):
-                styles = _style_keys(values) if styles is None else styles
-                key = style_key(value)
-                other = styles.get(key) if key != style_key(was) else None
+                other = restyled_into(was, value, values)
             if other is not None:
                 of = f"the canonical {was!r}" if first else f"{was!r}"
                 enum = "enum" if first else "enum the rule was given"
@@ -858,15 +855,6 @@ def _enum_swapped(
                     "would call the tool with a value that says something else)"
                 )
     return None
-
-
-def _style_keys(values: tuple[Any, ...]) -> dict[str, str]:
-    """The string ``values`` by their ``style_key`` (the first of those that share one)."""
-    out: dict[str, str] = {}
-    for value in values:
-        if isinstance(value, str):
-            out.setdefault(style_key(value), value)
-    return out
 
 
 def _enums_at(tool: Tool) -> dict[tuple[str, ...], tuple[Any, ...]]:
