@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,13 @@ os.environ["HSA_PLUGINS"] = ""
 # run inherit it. A setting the caller made is kept.
 for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
+
+# bytecode written, as Python does by default: where the environment says not to
+# (PYTHONDONTWRITEBYTECODE, which some CI images set), every `hsa` command the tests start
+# compiled the package again (about 0.4 s each; tests/cli/test_augment_cli.py took 84 s with
+# it set, 71 s without), and the workers rewrote the test modules' asserts again each run
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Ctrl-C as a terminal gives it: a suite started as a background job of a script (``cmd &``)
 # gets SIGINT ignored, which its commands inherit, and hsa keeps a signal ignored (as it
