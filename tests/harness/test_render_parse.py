@@ -81,7 +81,8 @@ def _protocol_strategy(fmt: str, tag: bool | None) -> st.SearchStrategy[Protocol
     ids=[f"{f}{'' if t is None else '+tag' if t else '-tag'}" for f, t in PROTOCOLS],
 )
 @settings(
-    max_examples=500,
+    # 300 fixed examples a protocol, 3,600 in all (500 took 73 s of the suite's two workers)
+    max_examples=300,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -74,12 +74,12 @@ def test_the_loss_covers_exactly_the_assistant_turns(dataset, model, tmp_path):
 
 def test_overfitting_a_handful_of_rows_drives_the_loss_down(dataset, model, tmp_path):
     settings = config(
-        dataset, model, max_steps=40, learning_rate=3e-3, lr_scheduler_type="constant"
+        dataset, model, max_steps=20, learning_rate=1e-2, lr_scheduler_type="constant"
     )
     settings["hsa"]["max_rows"] = 2
     report = train_sft(settings, tmp_path / "out")
     losses = [loss for _, loss in report.losses]
-    assert report.steps == 40 and len(losses) == 40
+    assert report.steps == 20 and len(losses) == 20
     assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5, losses
 
 
