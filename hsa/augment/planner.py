@@ -517,10 +517,12 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
     parameter of the canonical tool (a required one, which every call carries, or an optional
     or nested one) that the mapping's steps send to a path the rewritten tool does not
     declare (``_paths_lost``) or onto another canonical parameter the rewritten tool declares
-    as it was (``_carried_lost``), a parameter the rewritten tool requires that no canonical
-    parameter becomes (nor a step adds), or an enum value the steps make one the rewritten
-    enum does not hold (``_enum_lost``). Read only where both schemas declare their names
-    plainly (``_plainly_named``), so the names say it all."""
+    as it was (``_carried_lost``), a name an object of the rewritten tool requires that no
+    canonical parameter becomes or one its calls may leave out (``_required_lost``), an enum
+    value the steps make one the rewritten enum does not hold (``_enum_lost``), or a type or
+    bound narrowed (``_type_lost``, ``_bound_lost``). Read only where both schemas declare
+    their names plainly (``_plainly_named``), so the names say it all; elsewhere only a drop
+    of a top-level name (``_top_dropped``)."""
     mapping, after = rewrite.mapping, rewrite.harness
     surface: dict[str, Tool] = {}
     for found in after.tools:
@@ -533,6 +535,10 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
         if new is None or (new is tool and mapped is None):
             continue
         if not (tool.derived(_plainly_named) and new.derived(_plainly_named)):
+            # a drop needs no walk of the schema: its top-level names are the calls' own
+            why = _top_dropped(tool, new, mapped)
+            if why:
+                return why
             continue
         why = _paths_lost(tool, new, mapped) or _carried_lost(tool, new, mapped)
         if why:
@@ -547,37 +553,83 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
                 "parameters' schemas swapped, names kept (rows would pass a value under "
                 "another parameter's description)"
             )
-        declared = new.parameters["properties"]
-        keys = {p[0] for p in _follow(tool.derived(_declared_paths), mapped, grow=True) if p}
-        unmet = [r for r in new.parameters.get("required") or () if r in declared and r not in keys]
-        if unmet:
-            return (
-                f"tool {new.name!r} (canonical {tool.name!r}) requires {unmet[0]!r}, which no "
-                "parameter of the canonical tool becomes under the mapping: a parameter renamed "
-                "or added without the step in the mapping (rows would call it without an "
-                "argument it requires)"
-            )
-        carried = _carried(tool, mapped)
-        required = new.parameters.get("required") or ()
-        loose = [r for r in required if r in declared and r in keys and r not in carried]
-        if loose:
-            return (
-                f"tool {new.name!r} (canonical {tool.name!r}) requires {loose[0]!r}, which the "
-                "mapping makes of a parameter the canonical tool's calls may leave out: an "
-                "optional parameter made required (rows whose calls leave it out would call "
-                "the tool without an argument it requires)"
-            )
-        why = _enum_lost(tool, new, mapped) or _type_lost(tool, new, mapped)
+        why = _required_lost(tool, new, mapped)
+        why = why or _enum_lost(tool, new, mapped) or _type_lost(tool, new, mapped)
+        why = why or _bound_lost(tool, new, mapped)
         if why:
             return why
     return None
 
 
-def _carried(tool: Tool, mapped: ToolMap | None) -> set[str]:
-    """The top-level names every call of ``tool`` carries under ``mapped``'s steps: those its
-    required parameters (required all the way down, nested ones too) become, and the objects
-    the steps ensure."""
-    return {p[0] for p in _follow(tool.derived(_always_paths), mapped, grow=True) if p}
+def _required_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
+    """A name an object of ``new`` requires (the top-level one first, then nested ones, by
+    path) that no parameter of ``tool`` becomes under ``mapped``'s steps (nor an object they
+    ensure), or that one becomes which the canonical calls may leave out where they carry
+    that object (an optional parameter made required: at the top, one not every call carries;
+    inside an object, one not required where it came from, or moved out of another object),
+    or None."""
+    keys = _follow(tool.derived(_declared_paths), mapped, grow=True)
+    carried = _follow(tool.derived(_always_paths), mapped, grow=True)
+    for at, names in sorted(new.derived(_required_at).items(), key=lambda kv: (len(kv[0]), kv)):
+        for name in names:
+            path = (*at, name)
+            if not _under(path, keys):
+                return (
+                    f"tool {new.name!r} (canonical {tool.name!r}) requires {_shown(path)!r}, "
+                    "which no parameter of the canonical tool becomes under the mapping: a "
+                    "parameter renamed or added without the step in the mapping (rows would "
+                    "call it without an argument it requires)"
+                )
+            if not _under(path, carried) and not _kept_with(tool, mapped, at, path):
+                return (
+                    f"tool {new.name!r} (canonical {tool.name!r}) requires {_shown(path)!r}, "
+                    "which the mapping makes of a parameter the canonical tool's calls may "
+                    "leave out: an optional parameter made required (rows whose calls leave it "
+                    "out would call the tool without an argument it requires)"
+                )
+    return None
+
+
+def _under(path: tuple[str, ...], paths: Set[tuple[str, ...]]) -> bool:
+    """Whether ``paths`` hold ``path`` or a path inside it."""
+    n = len(path)
+    return any(p[:n] == path for p in paths)
+
+
+def _kept_with(
+    tool: Tool, mapped: ToolMap | None, at: tuple[str, ...], path: tuple[str, ...]
+) -> bool:
+    """Whether ``path`` (inside the object at ``at`` of the rewritten tool) is what a
+    parameter of ``tool`` becomes that its own object requires, that object becoming the one
+    at ``at``: every call carrying the object carries it (a nested object renamed or moved
+    whole keeps its ``required``). Never at the top (``at`` ``()``), where only what every
+    call carries is."""
+    if not at:
+        return False
+    for required in tool.derived(_required_paths):
+        if at in _follow({required[:-1]}, mapped) and _under(path, _follow({required}, mapped)):
+            return True
+    return False
+
+
+def _required_at(tool: Tool) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """The names each object of ``tool``'s parameters requires (and declares), by the
+    object's argument path (``()`` the top), once per tool."""
+    out: dict[tuple[str, ...], tuple[str, ...]] = {}
+    schemas = [((), tool.parameters), *tool.derived(_schemas_at).items()]
+    for at, schema in schemas:
+        props = schema.get("properties") if isinstance(schema, MappingABC) else None
+        names = schema.get("required") if isinstance(props, MappingABC) else None
+        if isinstance(props, MappingABC) and isinstance(names, list):
+            found = tuple(n for n in names if isinstance(n, str) and n in props)
+            if found:
+                out[at] = found
+    return out
+
+
+def _required_paths(tool: Tool) -> frozenset[tuple[str, ...]]:
+    """The argument paths of ``tool`` that their own object requires (``_required_at``)."""
+    return frozenset((*at, n) for at, names in tool.derived(_required_at).items() for n in names)
 
 
 def _always_paths(tool: Tool) -> frozenset[tuple[str, ...]]:
@@ -625,6 +677,51 @@ def _type_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
     return None
 
 
+#: keywords that bound a value from below, and from above: a bound moved outward only widens
+_LOWER = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
+_UPPER = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
+#: keywords that narrow a value otherwise: any change of one may refuse a value it took
+_NARROWING = ("pattern", "format", "multipleOf", "const", "uniqueItems")
+_BOUNDS = frozenset((*_LOWER, *_UPPER, *_NARROWING))
+
+
+def _bound_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
+    """A parameter of ``tool`` whose place in ``new`` (where the steps put it) bounds its
+    values where the canonical schema did not, or more narrowly (a ``minimum`` added or
+    raised, a ``pattern`` added or changed), or None: a value a canonical call gave may break
+    the rewritten schema. No built-in rule changes these keywords."""
+    before, after = tool.derived(_schemas_at), new.derived(_schemas_at)
+    for path, schema in before.items():
+        if not isinstance(schema, MappingABC):
+            continue
+        for end in sorted(_follow({path}, mapped)):
+            now = after.get(end)
+            if not isinstance(now, MappingABC) or now is schema:
+                continue
+            found = _BOUNDS.intersection(now)
+            for key in (*_LOWER, *_UPPER, *_NARROWING) if found else ():
+                if key not in found or (key in schema and _same(now[key], schema[key])):
+                    continue
+                if key in schema and _wider(key, schema[key], now[key]):
+                    continue
+                was = repr(schema[key]) if key in schema else "none"
+                return (
+                    f"tool {new.name!r} (canonical {tool.name!r}) declares {_shown(end)!r}, "
+                    f"which the mapping makes of the canonical {_shown(path)!r}, with {key} "
+                    f"{now[key]!r} where the canonical one has {was}: a parameter's values "
+                    "narrowed (rows would call the tool with a value it may refuse)"
+                )
+    return None
+
+
+def _wider(key: str, was: Any, now: Any) -> bool:
+    """Whether bound ``key`` at ``now`` takes every value it took at ``was``."""
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (was, now))
+    if not numbers:
+        return False
+    return now <= was if key in _LOWER else key in _UPPER and now >= was
+
+
 def _type_names(kind: Any) -> set[str] | None:
     """The names a ``type`` keyword lists, or None where it is not one or a list of them."""
     names = kind if isinstance(kind, list) else [kind]
@@ -652,12 +749,7 @@ def _paths_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
     for path in sorted(tool.derived(_declared_paths), key=lambda p: (p[0] not in required, p)):
         kind = "required parameter" if path[0] in required else "parameter"
         if _dropped(path, mapped):
-            return (
-                f"tool {new.name!r} (canonical {tool.name!r}): the mapping drops its {kind} "
-                f"{_shown(path)!r}, a value the trajectories' calls give (rows whose calls "
-                "carry it would lose it; a drop is the inverse of an add, for a value only "
-                "the surface has)"
-            )
+            return _drop_said(tool, new, path, kind)
         for end in sorted(_follow({path}, mapped)):
             if end not in declared:
                 return (
@@ -667,6 +759,30 @@ def _paths_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
                     "whose calls carry it would call the tool with an argument it does not take)"
                 )
     return None
+
+
+def _top_dropped(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
+    """A top-level parameter of ``tool`` (its required ones first) that the steps drop, or
+    None: read from the names its parameters list (``properties`` and ``required``), so of a
+    tool whose schema ``_plainly_named`` does not read too (``$ref``, combinators)."""
+    params = tool.parameters
+    props = params.get("properties")
+    listed = params.get("required")
+    required = {r for r in listed if isinstance(r, str)} if isinstance(listed, list) else set()
+    names = required | (set(props) if isinstance(props, MappingABC) else set())
+    for name in sorted(names, key=lambda n: (n not in required, n)):
+        if _dropped((name,), mapped):
+            kind = "required parameter" if name in required else "parameter"
+            return _drop_said(tool, new, (name,), kind)
+    return None
+
+
+def _drop_said(tool: Tool, new: Tool, path: tuple[str, ...], kind: str) -> str:
+    return (
+        f"tool {new.name!r} (canonical {tool.name!r}): the mapping drops its {kind} "
+        f"{_shown(path)!r}, a value the trajectories' calls give (rows whose calls carry it "
+        "would lose it; a drop is the inverse of an add, for a value only the surface has)"
+    )
 
 
 def _dropped(path: tuple[str, ...], mapped: ToolMap | None) -> bool:

@@ -638,6 +638,126 @@ def test_a_parameter_dropped_by_a_step_is_refused(harness):
     apply_chain(nested, [(unwrapped, {})], seed=0)
 
 
+def test_a_parameter_dropped_from_a_schema_with_refs_is_refused(harness):
+    # review of 6c1ded8: a tool reading a part through $ref got no argument check at all, not
+    # even of a drop step on a name its properties list
+    from hsa.augment.mapping import Step
+
+    assert "$ref" in str(harness.tool("return_order_items").parameters)
+
+    def without(name):
+        def edit(schema):
+            del schema["properties"][name]
+            schema["required"] = [r for r in schema["required"] if r != name]
+            return schema
+
+        return edit
+
+    reason = _editing("return_order_items", without("reason"), [Step("drop", ("reason",))])
+    with pytest.raises(RuleError, match="the mapping drops its parameter 'reason', a value"):
+        apply_chain(harness, [(reason, {})], seed=0)
+    items = _editing("return_order_items", without("items"), [Step("drop", ("items",))])
+    with pytest.raises(RuleError, match="drops its required parameter 'items'"):
+        apply_chain(harness, [(items, {})], seed=0)
+
+
+def _with_filters(harness):
+    """``harness`` whose ``search`` takes an optional object ``filters`` requiring ``price``."""
+    filters = {
+        "type": "object",
+        "properties": {"brand": {"type": "string"}, "price": {"type": "integer"}},
+        "required": ["price"],
+    }
+
+    def add(tool):
+        props = {**tool.parameters["properties"], "filters": filters}
+        return dataclasses.replace(tool, parameters={**tool.parameters, "properties": props})
+
+    return harness.replace(tools=tuple(add(t) if t.name == "search" else t for t in harness.tools))
+
+
+def test_a_nested_parameter_made_required_is_refused(harness):
+    # review of 6c1ded8: planning read only the top-level required, so a nested optional
+    # property made required (livestream's filters.price_range) passed
+    from hsa.augment.mapping import Step
+
+    nested = _with_filters(harness)
+
+    def requiring(name, declare=False):
+        def edit(schema):
+            inner = schema["properties"]["filters"]
+            if declare:
+                inner["properties"][name] = {"type": "string"}
+            inner["required"].append(name)
+            return schema
+
+        return edit
+
+    with pytest.raises(
+        RuleError,
+        match=r"requires 'filters\.brand', which the mapping makes of a parameter the canonical "
+        "tool's calls may leave out",
+    ):
+        apply_chain(nested, [(_editing("search", requiring("brand")), {})], seed=0)
+    with pytest.raises(RuleError, match=r"requires 'filters\.color', which no parameter"):
+        apply_chain(nested, [(_editing("search", requiring("color", True)), {})], seed=0)
+    # the object renamed whole keeps what it requires: a call carrying it carries its price
+    moved = [Step("move", ("filters",), ("where",))]
+    apply_chain(
+        nested, [(_editing("search", lambda s: _renamed(s, "filters", "where"), moved), {})], seed=0
+    )
+    # an optional parameter wrapped into an object every call carries, which requires it
+
+    def wrapped(name):
+        def edit(schema):
+            inner = {"type": "object", "properties": {name: schema["properties"].pop(name)}}
+            schema["properties"]["paging"] = {**inner, "required": [name]}
+            schema["required"] = [r for r in schema["required"] if r != name] + ["paging"]
+            return schema
+
+        return edit
+
+    def wrap(name):
+        steps = [Step("ensure", ("paging",)), Step("move", (name,), ("paging", name))]
+        return _editing("search", wrapped(name), steps)
+
+    with pytest.raises(RuleError, match=r"requires 'paging\.limit', which the mapping makes of a"):
+        apply_chain(harness, [(wrap("limit"), {})], seed=0)
+    apply_chain(harness, [(wrap("query"), {})], seed=0)  # (every call carries the query)
+
+
+def _bound(schema):
+    """``schema`` (``search``'s) with ``limit`` at least 1."""
+    out = copy_schema(schema)
+    out["properties"]["limit"]["minimum"] = 1
+    return out
+
+
+def test_a_bound_added_to_a_parameter_is_refused(harness):
+    # review of 6c1ded8: a minimum or a pattern added passed planning, and rows whose calls
+    # give a value outside it were written
+    def bounded(key, value, name="limit"):
+        def edit(schema):
+            schema["properties"][name][key] = value
+            return schema
+
+        return _editing("search", edit)
+
+    with pytest.raises(RuleError, match="with minimum 5 where the canonical one has none"):
+        apply_chain(harness, [(bounded("minimum", 5), {})], seed=0)
+    with pytest.raises(RuleError, match=r"with pattern '\^a' where the canonical one has none"):
+        apply_chain(harness, [(bounded("pattern", "^a", "query"), {})], seed=0)
+    low = harness.replace(
+        tools=tuple(
+            dataclasses.replace(t, parameters=_bound(t.parameters)) if t.name == "search" else t
+            for t in harness.tools
+        )
+    )
+    with pytest.raises(RuleError, match="with minimum 2 where the canonical one has 1: a para"):
+        apply_chain(low, [(bounded("minimum", 2), {})], seed=0)
+    apply_chain(low, [(bounded("minimum", 0), {})], seed=0)  # (a bound moved outward widens)
+
+
 def test_a_schema_the_canonical_calls_no_longer_fit_is_refused(harness):
     # QA's mut.optional_to_required, mut.type_change, mut.rename_skill_no_text: hsa augment
     # wrote rows whose calls (or loads) their own tool's schema refuses
