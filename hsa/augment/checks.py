@@ -590,14 +590,15 @@ def swapped_tool_problems(
             continue
         swapped = swapped_parameter(tool, new, m.tools.get(tool.name))
         if swapped is not None:
-            path, end, other_path = swapped
+            path, end, other_path, whole = swapped
             said = [s.get("description") for s in _schemas_at(tool, other_path)]
+            what = "schema" if whole else "description"
             out.append(
                 (
                     f"tool {name} parameter {list(end)}",
-                    f"has the schema of canonical {list(other_path)} ({_clip(str(said[0]))!r}), "
+                    f"has the {what} of canonical {list(other_path)} ({_clip(str(said[0]))!r}), "
                     f"not that of canonical {list(path)}, which the mapping puts there: two "
-                    "parameters' schemas swapped, names kept (a call's value would read "
+                    f"parameters' {what}s swapped, names kept (a call's value would read "
                     "under another parameter's description)",
                 )
             )

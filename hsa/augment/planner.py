@@ -545,12 +545,13 @@ def _arguments_lost(harness: Harness, rewrite: Rewrite, used: frozenset[str]) ->
             return why
         swapped = swapped_parameter(tool, new, mapped)
         if swapped is not None:
-            path, end, other = swapped
+            path, end, other, whole = swapped
+            verb, what = ("declare", "schemas") if whole else ("describe", "descriptions")
             return (
-                f"tool {new.name!r} (canonical {tool.name!r}) declares {_shown(end)!r}, which "
+                f"tool {new.name!r} (canonical {tool.name!r}) {verb}s {_shown(end)!r}, which "
                 f"the mapping makes of the canonical {_shown(path)!r}, as the canonical tool "
-                f"declared {_shown(other)!r}, not as it declared {_shown(path)!r}: two "
-                "parameters' schemas swapped, names kept (rows would pass a value under "
+                f"{verb}d {_shown(other)!r}, not as it {verb}d {_shown(path)!r}: two "
+                f"parameters' {what} swapped, names kept (rows would pass a value under "
                 "another parameter's description)"
             )
         why = _required_lost(tool, new, mapped)
@@ -832,29 +833,43 @@ def _carried_lost(tool: Tool, new: Tool, mapped: ToolMap | None) -> str | None:
     return None
 
 
-def swapped_parameter(
-    tool: Tool, new: Tool, mapped: ToolMap | None
-) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None:
+class Swap(NamedTuple):
+    """A parameter of a tool (``path``) whose place in the rewritten tool (``end``) has the
+    schema of another canonical parameter beside it (``other``), or only its description
+    (``whole`` False)."""
+
+    path: tuple[str, ...]
+    end: tuple[str, ...]
+    other: tuple[str, ...]
+    whole: bool
+
+
+def swapped_parameter(tool: Tool, new: Tool, mapped: ToolMap | None) -> Swap | None:
     """A parameter of ``tool`` whose place in ``new`` (where the steps send it) has the schema,
     description included, of another parameter of ``tool`` beside it, not its own: two
     parameters' schemas swapped with their names kept (``origin`` described as the airport the
-    flight goes to), so a value reads under the other's description. As ``(path, its place in
-    new, the other's path)``, or None. Parameters declared alike are not told apart; read
+    flight goes to), so a value reads under the other's description. Failing that, one whose
+    place has another's description, not its own, where the schemas differ otherwise (two
+    descriptions swapped). Parameters declared (described) alike are not told apart; read
     where both schemas declare their names plainly (``_plainly_named``)."""
     if new is tool or not (tool.derived(_plainly_named) and new.derived(_plainly_named)):
         return None
     before, after = tool.derived(_schemas_at), new.derived(_schemas_at)
     described = tool.derived(_paths_by_description)
+    told: Swap | None = None
     for path, schema in before.items():
         for end in sorted(_follow({path}, mapped)):
             now = after.get(end)
             said = now.get("description") if isinstance(now, dict) else None
             if not isinstance(said, str) or now == schema:
                 continue
+            own = schema.get("description") if isinstance(schema, dict) else None
             for other in described.get((path[:-1], said), ()):
                 if other != path and before[other] == now:
-                    return path, end, other
-    return None
+                    return Swap(path, end, other, True)
+                if other != path and told is None and said and said != own:
+                    told = Swap(path, end, other, False)
+    return told
 
 
 def _paths_by_description(tool: Tool) -> dict[tuple[Any, ...], list[tuple[str, ...]]]:

@@ -268,6 +268,25 @@ def test_two_parameters_schemas_swapped_with_their_names_kept_are_caught():
     ]
 
 
+def test_two_parameters_descriptions_swapped_with_their_schemas_otherwise_kept_are_caught():
+    # review of 6c1ded8: only whole schemas swapped were found
+    harness, _, _ = _find_user(())
+    first, last = harness.tools[0].parameters["properties"].values()
+    swapped = {  # (each with an example: no schema is the other's whole)
+        "first_name": {**first, "description": last["description"], "examples": ["Yusuf"]},
+        "last_name": {**last, "description": first["description"], "examples": ["Rossi"]},
+    }
+    harness, events, swap = _find_user((), swapped)
+    report = _run(swap, harness, events)
+    assert _failed(report) == {"names"}
+    assert [str(f) for f in report.failures] == [
+        "names: tool 'find_user' parameter ['first_name']: has the description of canonical "
+        "['last_name'] (\"The customer's last name.\"), not that of canonical ['first_name'], "
+        "which the mapping puts there: two parameters' descriptions swapped, names kept (a "
+        "call's value would read under another parameter's description)"
+    ]
+
+
 def test_an_enum_respelled_into_another_value_of_the_same_enum_is_caught():
     # damaged <-> wrong_size: the enum and the schema stay, the call now says wrong_size
     def respell(harness, rng, params, context):

@@ -855,6 +855,28 @@ def test_two_parameters_schemas_swapped_with_their_names_kept_are_refused(harnes
     # a description rewritten is no swap
     reworded = _editing("book", lambda s: {**s, "properties": {**props, "origin": place("From.")}})
     apply_chain(h, [(reworded, {})], seed=0)
+    # two descriptions swapped where the schemas differ otherwise (review of 6c1ded8: no check
+    # found it)
+    typed = {"origin": props["origin"], "destination": {**props["destination"], "minLength": 3}}
+    other = h.replace(
+        tools=(*harness.tools, Tool("book", "Book a flight.", {**schema, "properties": typed}))
+    )
+
+    def descriptions(s):
+        p = s["properties"]
+        p["origin"]["description"], p["destination"]["description"] = (
+            p["destination"]["description"],
+            p["origin"]["description"],
+        )
+        return s
+
+    with pytest.raises(
+        RuleError,
+        match="describes 'origin', which the mapping makes of the canonical 'origin', as the "
+        "canonical tool described 'destination', not as it described 'origin': two parameters' "
+        "descriptions swapped",
+    ):
+        apply_chain(other, [(_editing("book", descriptions), {})], seed=0)
 
 
 def test_an_enum_swap_hidden_by_a_change_of_case_is_refused(harness):
