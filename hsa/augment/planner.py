@@ -720,7 +720,9 @@ def _wider(key: str, was: Any, now: Any) -> bool:
     numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (was, now))
     if not numbers:
         return False
-    return now <= was if key in _LOWER else key in _UPPER and now >= was
+    if key in _LOWER:
+        return now <= was
+    return key in _UPPER and now >= was
 
 
 def _type_names(kind: Any) -> set[str] | None:
