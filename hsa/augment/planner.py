@@ -57,8 +57,10 @@ _REDRAWS = 4  # attempts at a variant that changes something
 #: giving it their wording and wrapper is kept; 7: a rule whose changes no row under the
 #: variant can show, as skills of a harness that neither lists nor loads them, is left out
 #: of it: ``_unshown_steps``; and each rule's generator is seeded by its position among the
-#: rules applied before it, not among those drawn, so one variant id names one harness)
-PLAN_VERSION = 7
+#: rules applied before it, not among those drawn, so one variant id names one harness; 8:
+#: a rule whose changes are all to tools a later rule drops is left out too, as
+#: ``tools.add_optional`` on tools ``tools.drop_unused`` then drops: ``_shows_tools``)
+PLAN_VERSION = 8
 #: the version of how the augment job picks each trajectory's variants among the planned ones
 #: (2: passing over those its rows would show as the canonical one, or as one already taken,
 #: shows them: ``shown_key``; 3: a mapping entry for a tool the variant dropped shows
@@ -1138,15 +1140,20 @@ def _unshown_steps(harness: Harness, steps: Sequence[_Step]) -> list[int]:
     skills present, ``prompt.section_titles`` draws titles in section order), so the variant
     is the chain without it, not the chain's result less its changes. Decided without
     rendering, by exact rules of what the prompt shows; a change they cannot rule out counts
-    as shown."""
-    return [s.position for s in steps if not _shows_step(s, harness)]
+    as shown. A change to tools a later step drops shows nothing (``tools.add_optional`` on
+    tools ``tools.drop_unused`` then drops): no row calls them (``_lost``)."""
+    return [s.position for k, s in enumerate(steps) if not _shows_step(s, steps[k + 1 :], harness)]
 
 
-def _shows_step(step: _Step, harness: Harness) -> bool:
-    """Whether a row under ``harness`` can show what ``step`` changed."""
+def _shows_step(step: _Step, later: Sequence[_Step], harness: Harness) -> bool:
+    """Whether a row under ``harness`` can show what ``step`` changed; ``later``: the steps
+    after it, which say what each tool it changed is called in ``harness``, if it is there."""
     mapping = step.step.mapping
-    if not all(t.name == k and not t.steps for k, t in mapping.tools.items()):
-        return True
+    if any(
+        (t.name != k or t.steps) and _final_tool(t.name, later, harness) is not None
+        for k, t in mapping.tools.items()
+    ):
+        return True  # a tool renamed, or its arguments rewritten, that the variant still has
     if not all(k == v for k, v in mapping.hooks.items()):
         return True
     if harness.skill_tool is not None and not all(k == v for k, v in mapping.skills.items()):
@@ -1165,9 +1172,37 @@ def _shows_step(step: _Step, harness: Harness) -> bool:
             shows = _shows_of_step(before, after, harness)
             if _prompt_view(before, shows) != _prompt_view(after, shows):
                 return True
-        else:  # tools, the skill tool, hooks (any may fire), the id and version
+        elif name == "tools":
+            if _shows_tools(step, later, harness):
+                return True
+        else:  # the skill tool, hooks (any may fire), the id and version
             return True
     return False
+
+
+def _final_tool(name: str, later: Sequence[_Step], harness: Harness) -> str | None:
+    """The name in ``harness`` (the chain's result) of the tool called ``name`` before the
+    ``later`` steps, each renaming it by its own mapping; None where ``harness`` has no tool
+    of that name (a later step dropped it)."""
+    for step in later:
+        name = step.step.mapping.tool_name(name)
+    return name if name in _tool_names(harness) else None
+
+
+def _shows_tools(step: _Step, later: Sequence[_Step], harness: Harness) -> bool:
+    """Whether a row under ``harness`` can show what ``step`` did to the tools: it removed
+    one (a rename its mapping records is no removal), or the tools that ``harness`` still has
+    (``_final_tool``) are not, in order, as they were before it (one added, changed, renamed
+    or moved). A change only to tools a later step drops shows nothing."""
+    mapping = step.step.mapping
+    after = step.step.harness.tools
+    kept = {t.name for t in after}
+    if any(mapping.tool_name(t.name) not in kept for t in step.before.tools):
+        return True
+    # each tool under its name in ``harness``, before the step and after it
+    was = [(_final_tool(mapping.tool_name(t.name), later, harness), t) for t in step.before.tools]
+    now = [(_final_tool(t.name, later, harness), t) for t in after]
+    return [p for p in was if p[0] is not None] != [p for p in now if p[0] is not None]
 
 
 class _Shows(NamedTuple):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from hsa.augment import Recipe, RecipeRule, apply_chain, get_rule, plan
+from hsa.augment import Recipe, RecipeRule, Rewrite, apply_chain, get_rule, plan
+from hsa.augment.mapping import RewriteMapping, Step, ToolMap
+from hsa.augment.rule import Context
 from hsa.harness.model import Prompt, Section
 from hsa.harness.prompt import surface_tools, system_prompt
 
@@ -128,9 +132,7 @@ def test_skill_rules_no_variant_can_show_are_not_drawn(chat):
 
 
 def test_skill_rules_are_drawn_where_a_rule_of_ones_own_may_show_skills(chat, monkeypatch):
-    import dataclasses
-
-    from hsa.augment import Rewrite, registry
+    from hsa.augment import registry
 
     monkeypatch.setattr(registry, "_RULES", dict(registry._RULES))
 
@@ -148,9 +150,7 @@ def test_skill_rules_are_drawn_where_a_rule_of_ones_own_may_show_skills(chat, mo
 def test_a_rule_that_deletes_a_section_is_a_rewrite(chat, monkeypatch):
     # QA's mut.drop_policy: the section is not in the variant's prompt, so a view of the
     # sections it renders saw no change, and planning left the rule out
-    import dataclasses
-
-    from hsa.augment import Rewrite, registry
+    from hsa.augment import registry
 
     monkeypatch.setattr(registry, "_RULES", dict(registry._RULES))
 
@@ -176,3 +176,143 @@ def test_a_rule_that_deletes_a_section_is_a_rewrite(chat, monkeypatch):
     bare = chat.replace(prompt=Prompt((chat.prompt.sections[0], tools)))
     for variant in plan(bare, _recipe(("tests.drop_tools", {}), ("tools.rename", {})), seed=0):
         assert _names(variant) == ["tools.rename"]
+
+
+@pytest.fixture
+def two_tools(chat):
+    """``chat`` with a tool its trajectory calls (get_order) and one it never calls."""
+    kept = tuple(t for t in chat.tools if t.name in ("get_order", "cancel_order"))
+    return chat.replace(tools=kept)
+
+
+#: a trajectory that calls get_order alone
+CALLS_GET_ORDER = Context(used_tools=frozenset({"get_order"}))
+
+
+def _note(h, names) -> Rewrite:
+    """``h`` with an optional ``client_note`` parameter added to the tools ``names``, recorded
+    as ``tools.add_optional`` records it (an "add" step)."""
+    tools, mapped = [], {}
+    for tool in h.tools:
+        if tool.name in names:
+            properties = {
+                **tool.parameters.get("properties", {}),
+                "client_note": {"type": "string"},
+            }
+            tool = dataclasses.replace(
+                tool, parameters={**tool.parameters, "properties": properties}
+            )
+            mapped[tool.name] = ToolMap(tool.name, (Step("add", ("client_note",)),))
+        tools.append(tool)
+    return Rewrite(h.replace(tools=tuple(tools)), RewriteMapping(tools=mapped))
+
+
+@pytest.fixture
+def note_rules(monkeypatch):
+    """Rules that add a parameter to the tools the trajectory never calls, or to all."""
+    from hsa.augment import registry
+
+    monkeypatch.setattr(registry, "_RULES", dict(registry._RULES))
+
+    @registry.rule("tests.note_unused", version="1", needs=("used_tools",))
+    def note_unused(h, rng, params, context):
+        """Add a client_note parameter to the tools the trajectory never calls."""
+        return _note(h, {t.name for t in h.tools} - context.used_tools)
+
+    @registry.rule("tests.note_all", version="1")
+    def note_all(h, rng, params, context):
+        """Add a client_note parameter to every tool."""
+        return _note(h, {t.name for t in h.tools})
+
+
+def test_a_change_only_to_tools_a_later_rule_drops_is_no_rewrite(two_tools, note_rules):
+    # the parameter goes to cancel_order, which drop_unused then drops: no row shows it
+    recipe = _recipe(("tests.note_unused", {}), ("tools.drop_unused", {"keep": 0}))
+    for variant in plan(two_tools, recipe, seed=0, context=CALLS_GET_ORDER):
+        assert _names(variant) == ["tools.drop_unused"]
+        assert [t.name for t in variant.harness.tools] == ["get_order"]
+        assert variant.mapping.tools == {}
+    # where the tool stays (keep: 1), the change shows
+    kept = _recipe(("tests.note_unused", {}), ("tools.drop_unused", {"keep": 1}))
+    for variant in plan(two_tools, kept, seed=0, context=CALLS_GET_ORDER):
+        assert _names(variant) == ["tests.note_unused"]  # drop_unused found nothing to drop
+    # and a change to the tool the trajectory calls shows, the dropped tool's aside
+    noted = _recipe(("tests.note_all", {}), ("tools.drop_unused", {"keep": 0}))
+    for variant in plan(two_tools, noted, seed=0, context=CALLS_GET_ORDER):
+        assert _names(variant) == ["tests.note_all", "tools.drop_unused"]
+        assert "client_note" in variant.harness.tools[0].parameters["properties"]
+
+
+def test_add_optional_is_named_where_a_tool_it_changed_is_kept(two_tools):
+    # it adds a parameter to one of the two tools, drawn: named where that is get_order
+    recipe = Recipe(
+        (
+            RecipeRule("tools.add_optional", 1.0, {"fraction": 0.5}),
+            RecipeRule("tools.drop_unused", 1.0, {"keep": 0}),
+        ),
+        variants_per_harness=8,
+    )
+    named = set()
+    for variant in plan(two_tools, recipe, seed=0, context=CALLS_GET_ORDER):
+        (tool,) = variant.harness.tools
+        added = set(tool.parameters["properties"]) - set(
+            two_tools.tools[0].parameters["properties"]
+        )
+        assert ("tools.add_optional" in _names(variant)) == bool(added)
+        named.add(bool(added))
+    assert named == {True, False}  # both draws made
+
+
+def test_a_shuffle_is_named_where_the_tools_a_variant_keeps_moved(chat):
+    # a shuffle that moves only cancel_order, which drop_unused then drops, shows nothing; one
+    # that swaps the two tools kept shows
+    three = chat.replace(
+        tools=tuple(
+            t for t in chat.tools if t.name in ("get_order", "get_order_status", "cancel_order")
+        )
+    )
+    calls_two = Context(used_tools=frozenset({"get_order", "get_order_status"}))
+    recipe = _recipe(("tools.shuffle", {}), ("tools.drop_unused", {"keep": 0}))
+    recipe = dataclasses.replace(recipe, variants_per_harness=8)
+    named = set()
+    for variant in plan(three, recipe, seed=0, context=calls_two):
+        order = [t.name for t in variant.harness.tools]
+        moved = order != ["get_order", "get_order_status"]
+        expected = ["tools.shuffle", "tools.drop_unused"] if moved else ["tools.drop_unused"]
+        assert _names(variant) == expected
+        named.add(moved)
+    assert named == {True, False}  # both draws made
+
+
+def test_a_rename_of_a_dropped_tool_shows_in_the_kept_tools_that_name_it(chat):
+    # get_order's description names return_order_items: renaming that tool rewrites it there,
+    # which shows though drop_unused then drops the tool renamed
+    two = chat.replace(
+        tools=tuple(t for t in chat.tools if t.name in ("get_order", "return_order_items"))
+    )
+    assert "return_order_items" in two.tools[0].description
+    recipe = Recipe(
+        (
+            RecipeRule("tools.rename", 1.0, {"fraction": 0.5, "style": "camel"}),
+            RecipeRule("tools.drop_unused", 1.0, {"keep": 0}),
+        ),
+        variants_per_harness=8,
+    )
+    renamed = set()
+    for variant in plan(two, recipe, seed=0, context=CALLS_GET_ORDER):
+        assert _names(variant) == ["tools.rename", "tools.drop_unused"]
+        renamed.add(variant.harness.tools[0].name)
+    assert "get_order" in renamed  # return_order_items was the one renamed, in some
+    # where no kept tool names it, its rename shows nothing
+    unnamed = two.replace(
+        tools=(dataclasses.replace(two.tools[0], description="Get an order."), two.tools[1])
+    )
+    kept = set()
+    for variant in plan(unnamed, recipe, seed=0, context=CALLS_GET_ORDER):
+        (tool,) = variant.harness.tools
+        if tool.name == "get_order":  # return_order_items renamed, then dropped
+            assert _names(variant) == ["tools.drop_unused"]
+        else:
+            assert _names(variant) == ["tools.rename", "tools.drop_unused"]
+        kept.add(tool.name)
+    assert kept == {"get_order", "getOrder"}  # both draws made
