@@ -59,7 +59,12 @@ _REDRAWS = 4  # attempts at a variant that changes something
 #: of it: ``_unshown_steps``; and each rule's generator is seeded by its position among the
 #: rules applied before it, not among those drawn, so one variant id names one harness; 8:
 #: a rule whose changes are all to tools a later rule drops is left out too, as
-#: ``tools.add_optional`` on tools ``tools.drop_unused`` then drops: ``_shows_tools``)
+#: ``tools.add_optional`` on tools ``tools.drop_unused`` then drops: ``_shows_tools``; and
+#: draws planning now refuses that 7 took, which a rule of one's own may make: an enum swap
+#: hidden by a case change, a drop step, two parameters' schemas or descriptions swapped, a
+#: section deletion taken for no change, nested required names, bounds narrowed. A refusal
+#: that changes what any recipe draws is a new version: a dataset of the old one would
+#: otherwise be taken for finished, or resumed with both in it)
 PLAN_VERSION = 8
 #: the version of how the augment job picks each trajectory's variants among the planned ones
 #: (2: passing over those its rows would show as the canonical one, or as one already taken,
