@@ -339,6 +339,9 @@ def compare_rows(
         # one recipe in files of several names is one sample, named as the first run names it
         identity, label = recipe_identity({} if by_path else summary, config.get("recipe"))
         row["sample"]["recipe"] = labels.setdefault(identity, label)
+        # the environment's splits, which its config does not say (a summary of an older hsa,
+        # without it, was of version 1)
+        row["sample"]["task_version"] = summary.get("task_version", 1)
         rows.append(row)
     return rows
 
@@ -346,6 +349,9 @@ def compare_rows(
 #: the settings that decide which tasks and variants a run evaluates (``task_seed`` compared
 #: as the seed the tasks were sampled by: ``seed`` where it was unset)
 SAMPLE_SETTINGS = ("split", "tasks", "seed", "task_seed", "variants", "recipe")
+#: what a row's sample is compared by: the settings, and the version of the environment's
+#: tasks (which tasks its splits hold) from the summary
+_SAMPLE = (*SAMPLE_SETTINGS, "task_version")
 
 
 def recipe_identity(summary: Mapping[str, Any], path: Any = None) -> tuple[str, str]:
@@ -370,9 +376,10 @@ def recipe_identity(summary: Mapping[str, Any], path: Any = None) -> tuple[str, 
 
 
 def sample_differences(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """``setting a/b`` for each setting of ``SAMPLE_SETTINGS`` the compared runs differ in."""
+    """``setting a/b`` for each setting of ``SAMPLE_SETTINGS``, and the environment's
+    ``task_version``, that the compared runs differ in."""
     out = []
-    for key in SAMPLE_SETTINGS:
+    for key in _SAMPLE:
         values = list(dict.fromkeys(_setting(key, r.get("sample", {}).get(key)) for r in rows))
         if len(values) > 1:
             out.append(f"{key} {'/'.join(values)}")

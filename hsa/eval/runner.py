@@ -373,6 +373,9 @@ async def _evaluate(
         {
             "model": config.label,
             "env": config.env,
+            # which tasks the environment's splits hold: runs of other versions evaluate
+            # other tasks, whatever their configs (``hsa.eval.report.sample_differences``)
+            "task_version": env.task_version,
             "config": config.public_dict(),
             # what the recipe was, not where: its file may be edited or gone when runs are
             # compared (``hsa.eval.report.recipe_identity``)

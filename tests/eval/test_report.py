@@ -268,6 +268,22 @@ def test_compare_table_of_different_samples_says_so():
     assert "Note:" not in same
 
 
+def test_runs_of_other_task_versions_are_different_samples():
+    # the same config, but the environment's splits changed between the runs (a summary of an
+    # older hsa, without task_version, was of version 1)
+    base, other = copy.deepcopy(SUMMARY), _other()
+    base["config"] = {"split": "test", "tasks": None, "seed": 0, "variants": 4, "recipe": None}
+    other["config"] = dict(base["config"])
+    other["task_version"] = 2
+    lines = compare_table(compare_rows([base, other], ["old", "new"])).splitlines()
+    assert lines[-1] == (
+        "Note: these runs evaluate different samples (task_version 1/2): "
+        "their success rates are over different tasks or variants, not comparable side by side."
+    )
+    for pair in ([{**base, "task_version": 1}, base], [{**base, "task_version": 2}, other]):
+        assert "Note:" not in compare_table(compare_rows(pair, ["a", "b"]))
+
+
 def test_an_unset_task_seed_is_compared_as_the_seed_it_samples_by():
     # unset, --task-seed samples by --seed: seed 0 with task seed 0 is the same sample
     base, other = copy.deepcopy(SUMMARY), _other()

@@ -498,6 +498,13 @@ def test_a_cache_without_a_start_record_is_reused_and_a_foreign_summary_named(li
     assert done["output_hash"] == json.loads((first / "summary.json").read_text())["output_hash"]
 
 
+def test_the_summary_records_the_environments_task_version(livestream, tmp_path):
+    """Which tasks the splits hold is not in the config: the summary says it, for compare."""
+    summary = evaluate(_config(tasks=2, variants=1), tmp_path / "a", env=livestream).summary
+    assert summary["task_version"] == livestream.task_version == 2
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["task_version"] == 2
+
+
 def test_a_recipe_file_edited_between_runs_is_two_samples_to_compare(livestream, tmp_path):
     """The summary records the held-out recipe's content, so a file edited between two runs
     (and read from wherever compare runs) is told apart by what each run drew from."""
