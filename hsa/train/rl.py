@@ -146,6 +146,22 @@ def prompts_of(env: Environment, settings: RlSettings) -> tuple[list[Prompt], in
     return prompts, short_tasks(chosen, settings.variants_per_task)
 
 
+def run_versions(settings: RlSettings) -> dict[str, int]:
+    """The versions of hsa's code that decide a run's prompts and rewards, for a ``--resume``
+    to compare (``hsa.train.sft.run_identity``): the environment's tasks (which tasks its
+    splits hold) and scoring, and variant planning where the run draws variants."""
+    from hsa.augment.planner import PLAN_VERSION
+    from hsa.envs.registry import score_version, task_version
+
+    found = {
+        "task_version": task_version(settings.env),
+        "score_version": score_version(settings.env),
+    }
+    if settings.variants_per_task:
+        found["planner"] = PLAN_VERSION
+    return found
+
+
 def left_out_of(recipe: Recipe) -> tuple[str, ...]:
     """What of ``recipe`` the run's variants leave out, and why (``prompts_of`` plans them
     as ``hsa teach`` does, without a trajectory)."""
@@ -698,7 +714,7 @@ def train_rl(
         recipe = recipe_from(settings.recipe)  # read now: its errors named at the config's key
     except HsaError as exc:
         raise TrainError(str(exc), file=file, where="$.hsa.recipe") from None
-    identity = run_identity("rl", settings, args)
+    identity = run_identity("rl", settings, args, run_versions(settings))
     checkpoint = resume_point(out, resume, args.max_steps, can_finish=True, identity=identity)
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None

@@ -133,14 +133,18 @@ _SAME_ON_RESUME = (
 )
 
 
-def run_identity(command: str, settings: Any, args: Any) -> dict[str, Any]:
+def run_identity(
+    command: str, settings: Any, args: Any, versions: Mapping[str, int] | None = None
+) -> dict[str, Any]:
     """What a resumed run must share with the run it continues: the ``command`` that trains it
     (``sft``, ``distill``, ``rl``), the ``hsa:`` settings (which rows, the teacher), the
     dataset itself by its manifest's config hash (wherever it lies: a copied or moved dataset
     is the same one, a dataset rebuilt at the same path another) and the trainer settings that
-    order and cut the rows. Not the starting model's path: the checkpoint holds the model and
-    tokenizer a resumed run goes on from (``starting_model``). A local teacher folder counts
-    by its full path, however it was written."""
+    order and cut the rows; and the ``versions`` of hsa's code that decide what the run draws
+    where no dataset fixes it (``hsa train rl``'s tasks and variants: ``rl.run_versions``).
+    Not the starting model's path: the checkpoint holds the model and tokenizer a resumed run
+    goes on from (``starting_model``). A local teacher folder counts by its full path, however
+    it was written."""
     chosen = settings_dict(settings)
     data = chosen.pop("data", None)
     chosen.pop("model", None)
@@ -150,7 +154,10 @@ def run_identity(command: str, settings: Any, args: Any) -> dict[str, Any]:
     if data is not None:  # (a missing or broken manifest is refused here, naming it)
         chosen["dataset"] = manifest_of(Path(str(data))).get("config_hash")
     trainer = {k: getattr(args, k) for k in _SAME_ON_RESUME if hasattr(args, k)}
-    text = json.dumps({"command": command, "hsa": chosen, "trainer": trainer}, default=str)
+    found: dict[str, Any] = {"command": command, "hsa": chosen, "trainer": trainer}
+    if versions is not None:
+        found["versions"] = dict(versions)
+    text = json.dumps(found, default=str)
     return json.loads(text)  # as the record reads back, to compare with it
 
 
@@ -288,12 +295,14 @@ def _check_same_run(out: Path, identity: Mapping[str, Any]) -> None:
             "afresh into another --out",
             file=str(out),
         )
-    changed = []
+    changed: list[str] = []
+    redrawn = False
     for section, values in identity.items():
         if section == "command":
             continue
         then = started.get(section)
         then = then if isinstance(then, dict) else {}
+        before = len(changed)
         for key in sorted({*then, *values}):
             if key not in then:
                 changed.append(f"{section}.{key}: not recorded then, {values[key]!r} now")
@@ -301,6 +310,17 @@ def _check_same_run(out: Path, identity: Mapping[str, Any]) -> None:
                 changed.append(f"{section}.{key}: {then[key]!r} then, not set now")
             elif then[key] != values[key]:
                 changed.append(f"{section}.{key}: {then[key]!r} then, {values[key]!r} now")
+        redrawn = redrawn or (section == "versions" and len(changed) > before)
+    if redrawn:  # the same settings would not give the same prompts: this hsa draws others
+        # (a record of an older hsa says no versions: which tasks it drew is not known)
+        raise TrainError(
+            f"--resume continues a run that started under other versions of the environment's "
+            f"tasks or scoring or of variant planning, or did not record them "
+            f"({'; '.join(changed)}): it could train on other tasks, variants or rewards after "
+            "its checkpoint than before; finish it with the hsa that started it, or train "
+            "afresh into another --out",
+            file=str(out),
+        )
     if changed:
         raise TrainError(
             f"--resume continues a run that started with other settings ({'; '.join(changed)}): "

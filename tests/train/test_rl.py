@@ -10,7 +10,13 @@ import pytest
 import torch
 
 from hsa.augment import get_rule
-from hsa.augment.planner import Variant, apply_chain, canonical_variant, variant_id
+from hsa.augment.planner import (
+    PLAN_VERSION,
+    Variant,
+    apply_chain,
+    canonical_variant,
+    variant_id,
+)
 from hsa.envs.registry import get
 from hsa.errors import TrainError
 from hsa.teachers.oracle import FixedOracleResponder, OracleBackend, OracleResponder
@@ -568,6 +574,48 @@ def test_a_checkpoint_inside_a_generation_batch_is_not_resumed(env, tmp_path):
 
     args = GRPOConfig(str(out), gradient_accumulation_steps=3, bf16=False, report_to=[])
     assert generation_steps(args) == 1
+
+
+def test_a_resume_under_other_task_or_planning_versions_is_refused(env, tmp_path):
+    """A run killed under other splits (or variant planning) and resumed under this hsa drew
+    other tasks after its checkpoint than before (price-0005, then price-0004), and said
+    nothing: its record keeps the versions, and a resume compares them."""
+    from trl import GRPOConfig
+
+    from hsa.train.card import RUN_RECORD
+    from hsa.train.config import prepare
+    from hsa.train.rl import run_versions
+    from hsa.train.sft import resume_point, run_identity
+
+    file = _rl_config(tmp_path, tasks=4)
+    trl = {"max_steps": 8, "save_strategy": "steps", "save_steps": 1}
+    out = tmp_path / "out"
+    settings, args, _ = prepare(file, GRPOConfig, RlSettings, out, trl_overrides=trl)
+    identity = run_identity("rl", settings, args, run_versions(settings))
+    assert identity["versions"] == {"task_version": 2, "score_version": 1, "planner": PLAN_VERSION}
+    (out / "checkpoint-1").mkdir(parents=True)
+    (out / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    record = out / RUN_RECORD
+    record.parent.mkdir()
+    record.write_text(json.dumps(identity))
+    assert resume_point(out, True, 8, identity=identity) == str(out / "checkpoint-1")
+
+    older = {k: v for k, v in identity.items() if k != "versions"}  # an older hsa's record
+    old_splits = {**identity, "versions": {**identity["versions"], "task_version": 1}}
+    for then, said in (
+        (older, "(versions.planner: not recorded then, 8 now; versions.score_version: "),
+        (old_splits, "(versions.task_version: 1 then, 2 now): it could train on other tasks"),
+    ):
+        record.write_text(json.dumps(then))
+        with pytest.raises(TrainError) as refused:
+            train_rl(file, out, trl_overrides=trl, env=env, resume=True)
+        assert said in refused.value.message and refused.value.file == str(out)
+        assert refused.value.message.endswith(
+            "finish it with the hsa that started it, or train afresh into another --out"
+        )
+    # a run that draws no variants does not depend on planning
+    canonical = RlSettings(variants_per_task=0)
+    assert run_versions(canonical) == {"task_version": 2, "score_version": 1}
 
 
 def test_a_recipe_that_changes_no_harness_here_names_the_recipe(tmp_path, external):
