@@ -19,6 +19,10 @@ evaluated with the ``vllm`` policy: one engine per model, kept for all its tiers
 Every step skips what a previous run finished (a build's manifest, a training's resolved
 config, an evaluation's summary), so a rerun after a failure redoes only what failed; a
 training stopped part way resumes from its newest checkpoint (one every tenth of its steps).
+What was made from a dataset that is not there any more (one deleted and built again, under a
+newer hsa say) is made again, and what was made from that: initial weights whose record names
+other datasets (or none), with the trainings of their seed; a training whose data is another
+dataset's, with its evaluations.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.datasets.lock import hold, lock_path
-from hsa.errors import ExperimentError, HsaError
+from hsa.errors import DatasetError, ExperimentError, HsaError
 from hsa.experiment.config import ARMS, ExperimentConfig
 from hsa.experiment.report import share
 from hsa.experiment.results import write_results
@@ -241,10 +245,54 @@ def build_data(config: ExperimentConfig, out: Path, progress: Progress) -> dict[
             },
         }
         target = out / "data" / arm
-        build(parse_config(spec, file=f"arms.{arm}"), out=target)
+        try:
+            build(parse_config(spec, file=f"arms.{arm}"), out=target)
+        except DatasetError as exc:
+            if exc.file != str(target) or not exc.message.endswith(_BUILD_ADVICE):
+                raise
+            raise ExperimentError(
+                f"{exc.message.removesuffix(_BUILD_ADVICE)}; delete {target} and run the "
+                "experiment again (it builds that arm's data again, and redoes the initial "
+                "weights, trainings and evaluations made from the old), or run it into a new "
+                "--out",
+                file=str(target),
+            ) from None
         folders[arm] = target
     progress("data", len(ARMS), len(ARMS))
     return folders
+
+
+#: how ``hsa build`` says what to do with a folder of another dataset, which an experiment
+#: says in its own terms
+_BUILD_ADVICE = "; choose another --out or delete it"
+#: what initial weights were made from (``initial_model``), in their folder
+INIT_RECORD = "hsa-init.json"
+
+
+def data_hashes(data: dict[str, Path]) -> dict[str, str | None]:
+    """Each arm's dataset by its manifest's config hash (what a training records as its
+    ``manifest_hash``)."""
+    hashes = {}
+    for arm, folder in data.items():
+        manifest = json.loads((folder / "manifest.json").read_text("utf-8"))
+        hashes[arm] = manifest.get("config_hash")
+    return hashes
+
+
+def _remove(*folders: Path) -> None:
+    for folder in folders:
+        if folder.is_dir():
+            shutil.rmtree(folder)
+
+
+def _made_from(out: Path, seed: int) -> None:
+    """Remove what was made from the initial weights of ``seed``: its trainings (and their
+    config and log) and their evaluations."""
+    for arm in ARMS:
+        run = out / "runs" / f"{arm}-s{seed}"
+        _remove(run, out / "eval" / run.name)
+        for suffix in (".yaml", ".log"):
+            run.with_name(run.name + suffix).unlink(missing_ok=True)
 
 
 @lru_cache(maxsize=4)
@@ -266,10 +314,23 @@ def initial_model(config: ExperimentConfig, out: Path, data: dict[str, Path], se
     from hsa.train.tiny import save_tiny
 
     folder = out / f"init-s{seed}"
-    if (folder / "config.json").exists() and (folder / "tokenizer.json").exists():
+    # the tokenizer is trained on both arms' rows: weights made from other datasets (or by an
+    # hsa that recorded none) are made again, and the trainings that started from them redone
+    made_from = {"data": data_hashes(data)}
+    record = folder / INIT_RECORD
+    try:
+        found = json.loads(record.read_text("utf-8"))
+    except (OSError, ValueError):
+        found = None
+    whole = all((folder / name).exists() for name in ("config.json", "tokenizer.json"))
+    if found == made_from and whole:
         return folder
+    if folder.exists():
+        _made_from(out, seed)  # first: a stop part way leaves nothing stale behind
+        _remove(folder)
     texts = [t for arm in ARMS for t in _first_call_texts(data[arm])]
     partial = folder.with_name(folder.name + ".partial")
+    _remove(partial)
     save_tiny(
         partial,
         texts,
@@ -280,6 +341,7 @@ def initial_model(config: ExperimentConfig, out: Path, data: dict[str, Path], se
         heads=config.model.heads,
         kv_heads=config.model.kv_heads,
     )
+    write_atomic(partial / INIT_RECORD, json.dumps(made_from) + "\n", error=ExperimentError)
     partial.rename(folder)
     return folder
 
@@ -349,7 +411,13 @@ def train_all(
 
     jobs = [(arm, seed) for seed in config.seeds for arm in ARMS]
     runs = {job: out / "runs" / f"{job[0]}-s{job[1]}" for job in jobs}
+    hashes = data_hashes(data)
+    for job in jobs:  # trained on a dataset that is not the arm's now: trained again
+        if trained_on(runs[job]) not in (None, hashes[job[0]]):
+            _remove(runs[job])
     todo = [job for job in jobs if not (runs[job] / RESOLVED).exists()]
+    for arm, seed in todo:  # the evaluations of a model trained now are of another model
+        _remove(out / "eval" / f"{arm}-s{seed}")
     done = len(jobs) - len(todo)
     progress("train", done, len(jobs))
 
@@ -401,6 +469,26 @@ def train_all(
     if failures:
         raise ExperimentError("training failed: " + "; ".join(failures), file=str(out / "runs"))
     return runs
+
+
+def trained_on(run: Path) -> str | None:
+    """The dataset a training in ``run`` was on, by its manifest's config hash: a finished
+    one's (``hsa-train.json``), or what a training stopped part way recorded as it started;
+    None when it says none (nothing trained there yet)."""
+    from hsa.train.card import RESOLVED, RUN_RECORD
+
+    for path, keys in (
+        (run / RESOLVED, ("data", "manifest_hash")),
+        (run / RUN_RECORD, ("hsa", "dataset")),
+    ):
+        try:
+            found = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            continue
+        for key in keys:
+            found = found.get(key) if isinstance(found, dict) else None
+        return str(found) if found is not None else None
+    return None
 
 
 def eval_config(config: ExperimentConfig, model: Path, recipe: Path, seed: int) -> Any:

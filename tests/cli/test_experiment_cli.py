@@ -149,6 +149,57 @@ def test_a_training_stopped_part_way_resumes_from_its_checkpoint(finished, tmp_p
 
 
 @pytest.mark.slow
+def test_a_training_on_a_dataset_not_there_now_is_redone_with_its_evaluations(finished, tmp_path):
+    # data/fixed deleted and built again by a newer hsa (other splits): the training on the
+    # old dataset, and its evaluations, were kept and reported beside the new dataset's hash
+    root, config, _ = finished
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)
+    resolved = out / "runs" / "fixed-s0" / "hsa-train.json"
+    trained = json.loads(resolved.read_text("utf-8"))
+    trained["data"]["manifest_hash"] = "40cad805" * 8  # the deleted dataset's
+    resolved.write_text(json.dumps(trained), "utf-8")
+    kept = out / "runs" / "augmented-s0" / "model.safetensors"
+    evaluated = out / "eval" / "fixed-s0" / "canonical" / "summary.json"
+    other = out / "eval" / "augmented-s0" / "canonical" / "summary.json"
+    stamps = {p: p.stat().st_mtime_ns for p in (kept, evaluated, other)}
+    (out / "summary.json").unlink()
+
+    done = hsa("experiment", "run", str(config), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text("utf-8"))
+    fixed = summary["data"]["fixed"]["config_hash"]
+    assert summary["training"]["fixed-s0"]["manifest_hash"] == fixed
+    assert json.loads(resolved.read_text("utf-8"))["data"]["manifest_hash"] == fixed
+    assert evaluated.stat().st_mtime_ns != stamps[evaluated]  # the retrained model's
+    assert all(p.stat().st_mtime_ns == stamps[p] for p in (kept, other))  # (its own data)
+
+
+@pytest.mark.slow
+def test_initial_weights_of_other_datasets_are_made_again_and_their_trainings_dropped(
+    finished, tmp_path
+):
+    from hsa.experiment.config import load_config
+    from hsa.experiment.run import INIT_RECORD, initial_model
+
+    root, config, _ = finished
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)
+    data = {arm: out / "data" / arm for arm in ("fixed", "augmented")}
+    record = out / "init-s0" / INIT_RECORD
+    made_from = json.loads(record.read_text("utf-8"))
+    assert set(made_from["data"]) == set(data)
+    assert initial_model(load_config(config), out, data, 0) == out / "init-s0"
+    assert (out / "runs" / "fixed-s0").is_dir()  # (the same datasets: nothing redone)
+    record.write_text(json.dumps({"data": {**made_from["data"], "fixed": "40cad805"}}))
+    assert initial_model(load_config(config), out, data, 0) == out / "init-s0"
+    assert json.loads(record.read_text("utf-8")) == made_from
+    for arm in ("fixed", "augmented"):  # started from the old weights: trained again
+        assert not (out / "runs" / f"{arm}-s0").exists()
+        assert not (out / "eval" / f"{arm}-s0").exists()
+
+
+@pytest.mark.slow
 def test_another_experiment_in_the_same_folder_is_refused(finished):
     root, _, _ = finished
     other = write(root / "other.yaml", {**TINY, "seeds": [5]})
