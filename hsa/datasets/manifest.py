@@ -91,6 +91,11 @@ def read_json(path: Path) -> Any:
         raise DatasetError(f"cannot read: {exc}", file=str(path)) from None
 
 
+#: what to do with a folder that holds another dataset, as a refusal ends (``hsa experiment``
+#: says it in its own terms: it matches this)
+ANOTHER_DATASET = "choose another --out or delete it"
+
+
 def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
     """Make ``out`` this run's directory; True when it already holds the finished dataset.
 
@@ -117,7 +122,7 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
             raise DatasetError(
                 f"holds another dataset (config hash {str(found.get('config_hash'))[:12]}, "
                 f"this run's is {digest[:12]}: other input content, other settings, or another "
-                "version of hsa or of a rule the recipe names); choose another --out or delete it",
+                f"version of hsa or of a rule the recipe names); {ANOTHER_DATASET}",
                 file=str(out),
             )
         # before a repair too: the run would finish over the stray, which readers then count

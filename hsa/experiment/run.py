@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.datasets.lock import hold, lock_path
+from hsa.datasets.manifest import ANOTHER_DATASET
 from hsa.errors import DatasetError, ExperimentError, HsaError
 from hsa.experiment.config import ARMS, ExperimentConfig
 from hsa.experiment.report import share
@@ -264,7 +265,7 @@ def build_data(config: ExperimentConfig, out: Path, progress: Progress) -> dict[
 
 #: how ``hsa build`` says what to do with a folder of another dataset, which an experiment
 #: says in its own terms
-_BUILD_ADVICE = "; choose another --out or delete it"
+_BUILD_ADVICE = f"; {ANOTHER_DATASET}"
 #: what initial weights were made from (``initial_model``), in their folder
 INIT_RECORD = "hsa-init.json"
 

@@ -90,3 +90,22 @@ def test_the_run_holds_its_folder_and_takes_over_the_lock_of_one_killed(tmp_path
     assert seen["inner"] and seen["holder"]["pid"] == os.getpid()
     assert seen["holder"]["command"] == "hsa experiment run"
     assert not held.exists() and not held.parent.exists()  # released when the run ends
+
+
+def test_a_data_folder_of_another_dataset_is_refused_in_the_experiments_terms(tmp_path):
+    # the build's own advice ("choose another --out or delete it") named an --out the
+    # experiment's user never gave
+    from hsa.experiment.run import build_data
+
+    config = load_config(EXAMPLE)
+    target = tmp_path / "data" / "fixed"
+    target.mkdir(parents=True)
+    (target / "manifest.json").write_text(
+        json.dumps({"kind": "hsa.augmented", "config_hash": "40cad805" * 8}), "utf-8"
+    )
+    with pytest.raises(ExperimentError) as caught:
+        build_data(config, tmp_path, lambda *_: None)
+    assert caught.value.file == str(target)
+    assert caught.value.message.startswith("holds another dataset (config hash 40cad80540ca")
+    assert f"; delete {target} and run the experiment again" in caught.value.message
+    assert "choose another --out or delete it" not in caught.value.message
