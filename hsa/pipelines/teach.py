@@ -307,19 +307,19 @@ def done_entry(root: Path, shard: _Shard) -> dict[str, Any] | None:
     A shard is finished when its completion mark lists it with its sha256 and the file matches,
     staged or in place (``hsa.datasets.manifest.done``): a half-written file, one hsa did not
     write or one without its mark is written again. A mark listing other rollouts than the job
-    plans is refused.
+    plans is refused, naming the shard's file where it is (staged or in place).
     """
     found = mf.done(root, shard.batch)
     if found is None:
         return None
-    path = shard_path(root, shard.split, shard.index)
+    planned = shard_path(root, shard.split, shard.index).relative_to(root).as_posix()
     listed = found.get("shards") or [{}]
-    if found.get("ids") != _ids_digest(shard) or listed[0].get("path") != (
-        path.relative_to(root).as_posix()
-    ):
+    if found.get("ids") != _ids_digest(shard) or listed[0].get("path") != planned:
+        # named where the file is: staged (``mf.placed``) until the job's last shard is written
+        at = listed[0].get("path")
         raise TeacherError(
             "this shard's completion mark lists other rollouts than the job plans; use a new --out",
-            file=str(path),
+            file=str(mf.placed(root, at if isinstance(at, str) else planned)),
         )
     return dict(listed[0])
 

@@ -444,8 +444,25 @@ def test_a_mark_listing_other_rollouts_is_refused(tmp_path, env):
     mark = sorted((out / ".hsa" / "done").glob("*.json"))[0]
     found = json.loads(mark.read_text())
     mark.write_text(json.dumps({**found, "ids": "0" * 64}))
-    with pytest.raises(TeacherError, match="lists other rollouts than the job plans"):
+    with pytest.raises(TeacherError, match="lists other rollouts than the job plans") as refused:
         teach(small, out, env=env)
+    assert refused.value.file == str(out / "data" / "train" / "part-00000.parquet")
+
+
+def test_a_mark_listing_other_rollouts_names_the_shard_where_it_is_staged(tmp_path, env):
+    # an unfinished job's shards wait in .hsa/staging/: the refusal named the data/ path, where
+    # no file was
+    out = tmp_path / "out"
+    small = config(tasks=2, variants_per_task=0, include_canonical=False, shard_size=1)
+    with pytest.raises(TeachIncomplete):
+        teach(small, out, env=env, backend=Unreachable(env, down=[env.tasks()[1].id]))
+    mark = sorted((out / ".hsa" / "done").glob("*.json"))[0]
+    found = json.loads(mark.read_text())
+    mark.write_text(json.dumps({**found, "ids": "0" * 64}))
+    with pytest.raises(TeacherError, match="lists other rollouts than the job plans") as refused:
+        teach(small, out, env=env, backend=Unreachable(env))
+    staged = out / ".hsa" / "staging" / found["shards"][0]["path"]
+    assert refused.value.file == str(staged) and staged.is_file()
 
 
 def test_a_killed_job_resumes_to_the_same_bytes(tmp_path):
