@@ -728,6 +728,11 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
         "config_hash": config.output_hash(),
         "seed": config.seed,
         "teacher": config.teacher,
+        # the version of the environment's tasks and splits its rows were taught under (every
+        # job records it, 1 too; a manifest without it is of version 1): ``hsa augment``
+        # refuses rows of another version than the environment's now, whose splits are not
+        # today's
+        "task_version": plan.env.task_version,
         "rule_versions": dict(sorted(rules.items())),
         "rows": sum(s["rows"] for s in splits.values()),
         "verified": sum(s["verified"] for s in splits.values()),
@@ -745,7 +750,16 @@ def finish(plan: JobPlan, report: TeachReport) -> None:
     record_job(plan.out, config)
     # Only now do the shards move where readers look, all at once, the manifest right after
     # them, a stop held off meanwhile: every reader but hsa's (``load_dataset(DIR)``, Polars,
-    # DuckDB) takes what data/ holds for the whole output, manifest or not.
+    # DuckDB) takes what data/ holds for the whole output, manifest or not. A rerun that
+    # wrote no shard leaves a finished job's manifest as it is: rewritten, it would say that
+    # the rows were made by this hsa (``"hsa"``), which did not make them.
     with stops_held():
         mf.publish(plan.out)
-        mf.write_json(plan.out / mf.MANIFEST, manifest)
+        if plan.pending or not _finished(plan.out):
+            mf.write_json(plan.out / mf.MANIFEST, manifest)
+
+
+def _finished(out: Path) -> bool:
+    """Whether ``out`` holds the manifest of a finished teacher job (readable, of its kind)."""
+    found = _recorded(out / mf.MANIFEST)
+    return isinstance(found, dict) and found.get("kind") == mf.TEACHER_KIND

@@ -205,8 +205,22 @@ def test_the_manifest_records_the_hsa_that_wrote_it_outside_the_job_s_identity(
     monkeypatch.setattr("hsa._version.__version__", "99.0")
     report = teach(config(), again, env=env)
     assert report.skipped == report.total and report.requests == 0
+    # a rerun that wrote nothing leaves the manifest as it was: it rewrote it, relabelling
+    # the old rows as the newer hsa's
+    assert (again / "manifest.json").read_bytes() == (out / "manifest.json").read_bytes()
+    # one that writes a shard writes the manifest, and records itself
+    next((again / "data").rglob("*.parquet")).unlink()
+    assert teach(config(), again, env=env).written > 0
     rewritten = json.loads((again / "manifest.json").read_text())
     assert rewritten["hsa"] == "99.0" and rewritten["config_hash"] == manifest["config_hash"]
+
+
+def test_the_manifest_records_the_version_of_the_environment_s_tasks(finished, env):
+    # (livestream's splits changed with its task_version 2: the manifest says which
+    # assignment its rows' splits are of, so that hsa augment can refuse an older one)
+    out, _ = finished
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["task_version"] == env.task_version == 2
 
 
 def test_shards_are_written_by_the_one_shard_writer(finished, tmp_path):
