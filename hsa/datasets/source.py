@@ -405,6 +405,56 @@ def teacher_corpus(shard: str | Path) -> str | None:
     return None
 
 
+def teacher_jobs(source: Source) -> list[tuple[Path, dict[str, Any]]]:
+    """The hsa teach jobs whose shards ``source`` reads, as (folder, manifest), in path order:
+    for a folder, those in it (itself or folders inside it); for a Parquet file, the job whose
+    folder holds it (the nearest manifest, as ``teacher_corpus`` finds it); none for a chat
+    JSONL file or an import folder."""
+    if source.scratch is not None:
+        return []
+    path = source.at(source.path)
+    if path.is_dir():
+        found = ((folder, _manifest(folder / mf.MANIFEST)) for folder in _job_folders(path))
+        return [(f, m) for f, m in found if m.get("kind") == mf.TEACHER_KIND]
+    for folder in path.parents:
+        manifest = _manifest(folder / mf.MANIFEST)
+        if manifest:
+            return [(folder, manifest)] if manifest.get("kind") == mf.TEACHER_KIND else []
+    return []
+
+
+def task_splits(source: Source) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """Every row's ``task_id`` and ``split`` (null where a file has no such column), and the
+    row each file starts at, read column by column (not the rows' other columns)."""
+    tasks: list[pa.Array] = []
+    splits: list[pa.Array] = []
+    for path, count in zip(source.files, source.counts, strict=True):
+        handle = open_parquet(source.at(path))
+        there = [n for n in ("task_id", "split") if n in handle.schema_arrow.names]
+        try:
+            table = handle.read(columns=there)
+        except (OSError, pa.ArrowException) as exc:
+            raise DatasetError(
+                f"cannot read Parquet data ({exc}); the file may be truncated or corrupt",
+                file=str(path),
+            ) from None
+        for name, into in (("task_id", tasks), ("split", splits)):
+            if name not in there:
+                into.append(pa.nulls(count, pa.string()))
+                continue
+            try:
+                into.append(_combined(table.column(name)).cast(pa.string()))
+            except (pa.ArrowException, ValueError):
+                raise DatasetError(
+                    f"column {name!r} is {table.column(name).type}, expected string",
+                    file=str(path),
+                ) from None
+    starts = np.cumsum([0, *source.counts])
+    if not tasks:
+        return pa.array([], pa.string()), pa.array([], pa.string()), starts
+    return pa.concat_arrays(tasks), pa.concat_arrays(splits), starts
+
+
 def _teacher_notes(manifest: dict[str, Any]) -> tuple[str, ...]:
     """What the teacher job whose ``manifest`` this is left out of its source, and why, and
     how many tasks it ran under fewer variants than asked (``hsa teach`` writes both there),

@@ -93,6 +93,7 @@ from hsa.harness.model import Harness
 from hsa.harness.parse import CALL_LIKE
 from hsa.harness.render import RENDER_VERSION
 from hsa.pipelines.assign import SPLIT_VERSION, assign_splits
+from hsa.pipelines.leaks import check_splits
 from hsa.pipelines.orphans import dead, end_with, ending
 from hsa.pipelines.rows import rows, sights_of, stats, undeclared_by, used_by
 from hsa.pipelines.variants_file import PART_ROWS, VARIANTS_FILE, write_variants
@@ -670,9 +671,10 @@ def augment(
     read with ``read_variants``): every trajectory draws from its harness's variants.
 
     ``out`` is locked for the run (``hsa.datasets.lock``): a second run into it refuses. An
-    input with no trajectory to augment (none at all, or all unverified and left out), and a
-    tokenizer the card cannot count with (``check_tokenizer``), are refused before anything
-    is written.
+    input with no trajectory to augment (none at all, or all unverified and left out), one
+    whose splits would leak (``hsa.pipelines.leaks``: teacher output of an environment's older
+    tasks, a task in two splits), and a tokenizer the card cannot count with
+    (``check_tokenizer``), are refused before anything is written.
     """
     refuse_kind(source, Source, "source", "hsa.open_source(path) reads one", DatasetError)
     reads = "hsa.AugmentConfig(...) makes one"
@@ -687,6 +689,7 @@ def augment(
     if isinstance(variants, Mapping):  # read_variants gives them by id
         variants = list(variants.values())
     check_not_empty(source, config)
+    check_splits(source)
     check_apart(source, Path(out))
     check_tokenizer(config)
     with hold(out, command="hsa augment"):

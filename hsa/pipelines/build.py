@@ -62,6 +62,7 @@ from hsa.pipelines.augment import (
     check_tokenizer,
     finished_report,
 )
+from hsa.pipelines.leaks import check_splits
 from hsa.pipelines.teach import TeachReport, teach
 from hsa.teachers.config import LOCAL_BACKENDS, OUTPUT_FIELDS, SET_OUTPUT_FIELDS, TeachConfig
 from hsa.teachers.make import decode_version
@@ -467,8 +468,9 @@ def build(
     """Run the build ``config`` into ``out`` (default: the config's ``out``).
 
     ``out`` is locked while the build runs (``hsa.datasets.lock``). Recorded trajectories
-    with nothing to augment, and a tokenizer the card cannot count with (``check_tokenizer``),
-    are refused before anything is written. A teacher's output is
+    with nothing to augment or whose splits would leak (``hsa.pipelines.leaks``), and a
+    tokenizer the card cannot count with (``check_tokenizer``), are refused before anything
+    is written. A teacher's output is
     kept when the augment stage fails before it writes a row (a rule that raises, every
     trajectory unverified), for a rerun with a corrected ``augment`` section.
     """
@@ -505,6 +507,7 @@ def build(
         on_read = None if progress is None else partial(progress, "read")
         recorded = open_source(source.trajectories, harness=harness, progress=on_read)
         check_not_empty(recorded, augment_config)
+        check_splits(recorded)
         check_apart(recorded, out)
         # the identity was taken before they were read: rows of other content than it was
         # taken of would go into a dataset (and a rerun's "already complete") by its hash
@@ -558,6 +561,7 @@ def _build(
         report.variants_per_task, report.short = taught.variants_per_task, taught.short
         src = open_source(out / SOURCE_DIR)
         check_not_empty(src, augment_config)
+        check_splits(src)
     else:
         src = recorded
 

@@ -535,6 +535,57 @@ def test_a_teach_folder_with_a_lost_shard_inside_the_input_is_refused_in_one_lin
     assert len(lines) == 1 and lines[0].startswith(f"hsa: error: {taught}: 1 shard(s) the teacher")
 
 
+def test_teacher_output_of_older_splits_beside_today_s_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    # (an older hsa's livestream output, of the splits before task version 2, beside today's:
+    # augmented into one dataset with 960 tasks in two splits, exit 0)
+    mixed = tmp_path / "mixin"
+    teach = ("teach", "--env", "livestream", "--backend", "oracle", "--tasks", "30", "--out")
+    assert hsa(*teach, str(mixed / "old")).returncode == 0
+    assert hsa(*teach, str(mixed / "new"), "--seed", "7").returncode == 0
+    # two of today's jobs side by side are one input: their tasks' splits agree
+    done = hsa("augment", "--input", str(mixed), "--out", str(tmp_path / "today"))
+    assert done.returncode == 0, done.stderr
+    manifest = mixed / "old" / "manifest.json"
+    found = json.loads(manifest.read_text())
+    found.pop("task_version", None)  # as an hsa before the change wrote it
+    manifest.write_text(json.dumps(found))
+    for given in (mixed, mixed / "old"):
+        done = hsa("augment", "--input", str(given), "--out", str(tmp_path / "out"))
+        assert done.returncode == 1 and not (tmp_path / "out").exists()
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        assert lines[0].startswith(f"hsa: error: {mixed / 'old'}: teacher output of livestream ")
+        assert "teach again with this hsa" in lines[0]
+
+
+def test_a_task_in_two_splits_is_refused_in_one_line(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    taught = tmp_path / "taught"
+    assert hsa("teach", "--backend", "oracle", "--tasks", "6", "--out", str(taught)).returncode == 0
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    shard = next((taught / "data" / "train").glob("*.parquet"))
+    table = pq.read_table(shard)
+    pq.write_table(table, folder / "a.parquet")
+    # the same task's rows again, as another job's in another split
+    moved = table.slice(0, 1).to_pylist()
+    moved[0].update(id=f"{moved[0]['id']}-again", split="test")
+    pq.write_table(pa.Table.from_pylist(moved, schema=table.schema), folder / "b.parquet")
+    done = hsa("augment", "--input", str(folder), "--out", str(tmp_path / "out"))
+    assert done.returncode == 1 and not (tmp_path / "out").exists()
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    task = table.column("task_id")[0].as_py()
+    assert lines[0].startswith(
+        f"hsa: error: {folder / 'b.parquet'}: row 0: task {task!r} has rows in split 'test' "
+        f"here and in split 'train' ({folder / 'a.parquet'}, row 0): "
+    )
+
+
 def _files(root: Path) -> dict[str, str]:
     return {
         str(f.relative_to(root)): hashlib.sha256(f.read_bytes()).hexdigest()

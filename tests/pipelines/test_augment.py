@@ -44,6 +44,7 @@ from hsa.errors import DatasetError, HsaError, RuleError, clear_stop
 from hsa.harness import Trajectory, render
 from hsa.harness.render import shown_order
 from hsa.pipelines import AugmentConfig, augment, read_variants
+from hsa.pipelines.leaks import check_one_split_per_task, check_task_versions
 from tests.datasets.conftest import recipe
 
 
@@ -529,6 +530,65 @@ def test_splits_are_drawn_by_task_when_the_input_has_none(tmp_path: Path, livest
         splits.setdefault(row["task_id"], set()).add(row["split"])
     assert all(len(s) == 1 for s in splits.values())
     assert {s for v in splits.values() for s in v} == {"train", "test"}
+
+
+def test_a_task_with_rows_in_two_splits_is_refused_naming_it(
+    tmp_path: Path, livestream_table: pa.Table
+) -> None:
+    # (two teacher jobs of other splits side by side gave a dataset with a task in dev and in
+    # train, nothing said)
+    rows = livestream_table.to_pylist()
+    folder = tmp_path / "in"
+    folder.mkdir()
+    first = _write(folder / "a.parquet", rows[:10])
+    moved = [
+        {**row, "id": f"{row['id']}-again", "split": "dev" if row["split"] != "dev" else "train"}
+        for row in rows[3:5]
+    ]
+    second = _write(folder / "b.parquet", moved)
+    with pytest.raises(DatasetError) as refused:
+        augment(open_source(folder), tmp_path / "out", config())
+    assert (refused.value.file, refused.value.where) == (str(second), "row 0")
+    task, split, other = rows[3]["task_id"], moved[0]["split"], rows[3]["split"]
+    assert f"task {task!r} has rows in split {split!r} here and in split {other!r}" in str(
+        refused.value
+    )
+    assert f"({first}, row 3)" in str(refused.value)
+    assert not (tmp_path / "out").exists()
+    # rows without a split (drawn by task) or without a task id are not compared
+    check_one_split_per_task(open_source(first))
+    _write(second, [{**row, "split": None} for row in moved])
+    check_one_split_per_task(open_source(folder))
+    _write(second, [{**row, "task_id": None} for row in moved])
+    check_one_split_per_task(open_source(folder))
+
+
+def test_teacher_output_of_older_tasks_than_its_environment_s_is_refused(
+    tmp_path: Path, env
+) -> None:
+    # (teacher output of livestream's splits before task version 2 kept its splits: tasks
+    # held out today were trained on)
+    from hsa.pipelines.teach import TeachConfig, teach
+
+    taught = tmp_path / "taught"
+    teach(TeachConfig(tasks=4, variants_per_task=0, include_canonical=True), taught, env=env)
+    manifest = json.loads((taught / "manifest.json").read_text())
+    assert manifest["task_version"] == 2
+    check_task_versions(open_source(taught))  # today's
+    for recorded in (None, 1, 3):  # none recorded: an hsa before the change, version 1
+        older = {k: v for k, v in manifest.items() if k != "task_version"}
+        if recorded is not None:
+            older["task_version"] = recorded
+        (taught / "manifest.json").write_text(json.dumps(older))
+        for given in (taught, tmp_path):  # the teacher's folder, or one holding it
+            with pytest.raises(DatasetError, match="teach again with this hsa") as refused:
+                augment(open_source(given), tmp_path / "out", config())
+            assert refused.value.file == str(taught)
+            assert f"livestream task version {recorded or 1}" in str(refused.value)
+    shard = next((taught / "data").rglob("*.parquet"))  # one of its shards, given alone
+    with pytest.raises(DatasetError, match="teach again with this hsa"):
+        check_task_versions(open_source(shard))
+    assert not (tmp_path / "out").exists()
 
 
 def _write(path: Path, table: pa.Table | list) -> Path:
