@@ -68,6 +68,7 @@ from hsa.augment.planner import (
 )
 from hsa.augment.recipe import Recipe, default_recipe
 from hsa.augment.rule import NO_CONTEXT, Context
+from hsa.collect import no_full_passes
 from hsa.config import bounded, refuse, setting, typed
 from hsa.datasets import manifest as mf
 from hsa.datasets.card import (
@@ -785,7 +786,12 @@ def augment_locked(
         planner = _Planner(recipe, seed, Engine(), given, workers)
         try:
             job = _Job(source, out, config, k, seed, known, planner, report.timings)
-            with _full_collections_by_batch():
+            # the collector's automatic passes over the young generations only, a full one
+            # after each batch (``_batches``): a run holds a batch or two of planned
+            # variants, hundreds of thousands of schema dicts, and every automatic full pass
+            # walked them all (23 passes took 15.6 s of a 52 s run of 10,000 conversations);
+            # garbage in cycles is found after its batch, so memory stays bounded
+            with no_full_passes():
                 marks, totals = _batches(job, report, progress)
         finally:
             planner.close()
@@ -967,7 +973,7 @@ def _batches(
                 started = time.perf_counter()
                 kept = ahead.get(batch + 1)
                 planner.release(_parts_folder(out), kept.groups if kept else ())
-                gc.collect()  # once a batch (see ``_full_collections_by_batch``)
+                gc.collect()  # once a batch (see ``no_full_passes`` in ``augment_locked``)
                 timings["plan"] += time.perf_counter() - started
             else:
                 report.skipped += 1
@@ -1242,27 +1248,6 @@ def _batch(
         "short": short,
         "contexts": contexts,
     }, tables
-
-
-@contextlib.contextmanager
-def _full_collections_by_batch() -> Iterator[None]:
-    """The batch loop with the garbage collector's automatic passes over the young
-    generations only; ``_batches`` runs one full pass after each batch.
-
-    A run holds a batch or two of planned variants, hundreds of thousands of schema dicts,
-    and every automatic full pass walked them all: 23 passes took 15.6 s of a 52 s run of
-    10,000 conversations. Garbage without cycles is freed as always, by reference counts,
-    and garbage in cycles is found after its batch, so memory stays bounded."""
-    first, second, third = gc.get_threshold()
-    gc.set_threshold(first, second, _NEVER)
-    try:
-        yield
-    finally:
-        gc.set_threshold(first, second, third)
-
-
-#: a threshold of young-generation passes no run reaches (a full pass is never automatic)
-_NEVER = 1 << 30
 
 
 def _cores() -> int:

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from hsa import collect
 from hsa._version import __version__
 from hsa.augment import (
     NO_CONTEXT,
@@ -1319,7 +1320,7 @@ def test_full_collections_run_once_a_batch(tmp_path: Path, monkeypatch) -> None:
         augment(open_source(source), tmp_path / "out", settings)
     finally:
         gc.callbacks.remove(count)
-    assert len(during) == 5 and all(t == (*before[:2], job._NEVER) for t in during)
+    assert len(during) == 5 and all(t == (*before[:2], collect._NEVER) for t in during)
     assert len(full) >= 5  # one after each of the five batches
     assert gc.get_threshold() == before
     monkeypatch.setattr(job, "_batches", lambda *a: 1 / 0)
