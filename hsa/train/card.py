@@ -8,10 +8,11 @@ same bytes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -256,6 +257,33 @@ def finish(
 
 
 Train = TypeVar("Train", bound=Callable[..., Any])
+
+
+@contextlib.contextmanager
+def caller_rngs_kept() -> Iterator[None]:
+    """Put back the process's random number generators as they were, when the training inside
+    returns or raises: Python's ``random``, numpy's global one, torch's CPU one and, where
+    there is CUDA, torch's on every GPU. The trainer seeds them all from its ``seed`` (TRL and
+    transformers call ``set_seed``), so a sweep drawing its next learning rate with
+    ``random.random()`` drew the same one after every run. The training itself is as
+    reproducible as before: it seeds itself inside, and is put back only after."""
+    import random
+
+    import numpy as np
+    import torch
+
+    python = random.getstate()
+    numpy = np.random.get_state()
+    cpu = torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    try:
+        yield
+    finally:
+        random.setstate(python)
+        np.random.set_state(numpy)
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 def scratch_removed_on_failure(train: Train) -> Train:

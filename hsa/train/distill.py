@@ -22,7 +22,7 @@ from typing import Any
 from hsa.config import bounded, refuse, setting
 from hsa.datasets.export import to_hf
 from hsa.errors import TrainError
-from hsa.train.card import HF_CACHE, finish, scratch_removed_on_failure
+from hsa.train.card import HF_CACHE, caller_rngs_kept, finish, scratch_removed_on_failure
 from hsa.train.config import prepare
 from hsa.train.data import manifest_of, recipe_of
 from hsa.train.sft import (
@@ -118,6 +118,7 @@ def _plain(message: dict[str, Any]) -> dict[str, Any]:
     return {"role": message["role"], "content": message.get("content") or ""}
 
 
+@caller_rngs_kept()
 @scratch_removed_on_failure
 def train_distill(
     config: Any,

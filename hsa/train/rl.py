@@ -47,7 +47,7 @@ from hsa.teachers.task_variants import (
     short_tasks,
     trajectory_rules_note,
 )
-from hsa.train.card import finish, scratch_removed_on_failure
+from hsa.train.card import caller_rngs_kept, finish, scratch_removed_on_failure
 from hsa.train.config import prepare
 
 ROLLOUT_LOG = "rollouts.jsonl"
@@ -640,6 +640,7 @@ class RlReport:
     short: int = 0
 
 
+@caller_rngs_kept()
 @scratch_removed_on_failure
 def train_rl(
     config: Any,

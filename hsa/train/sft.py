@@ -36,6 +36,7 @@ from hsa.train.card import (
     PLOT,
     RESOLVED,
     RUN_RECORD,
+    caller_rngs_kept,
     finish,
     scratch_removed_on_failure,
     settings_dict,
@@ -848,6 +849,7 @@ def check_batches(rows: int, args: Any, file: str | None) -> None:
         )
 
 
+@caller_rngs_kept()
 @scratch_removed_on_failure
 def train_sft(
     config: Any,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import errno
 import json
+import random
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from hsa.errors import DatasetError, TrainError
 from hsa.train.card import HF_CACHE
@@ -81,6 +84,21 @@ def test_overfitting_a_handful_of_rows_drives_the_loss_down(dataset, model, tmp_
     losses = [loss for _, loss in report.losses]
     assert report.steps == 20 and len(losses) == 20
     assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5, losses
+
+
+def test_a_run_leaves_the_callers_rng_where_it_was(dataset, model, tmp_path):
+    # a sweep drawing each run's learning rate drew the same one after every run: the trainer
+    # seeded the process's generators from its seed (42), and they stayed so
+    random.seed(7)
+    np.random.seed(7)
+    torch.manual_seed(7)
+    first = (random.random(), np.random.random(), torch.rand(1).item())
+    random.seed(7)
+    np.random.seed(7)
+    torch.manual_seed(7)
+    train_sft(config(dataset, model, max_steps=1), tmp_path / "out")
+    assert (random.random(), np.random.random(), torch.rand(1).item()) == first
+    assert torch.initial_seed() == 7
 
 
 def test_a_run_writes_the_model_the_resolved_config_and_a_card(dataset, model, tmp_path):
