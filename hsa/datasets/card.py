@@ -6,7 +6,7 @@ reading the shards again. Token lengths per row are estimated from characters at
 ``CHARS_PER_TOKEN`` the same way; when a local tokenizer is given they are counted at card time
 instead, from the written shards (``token_lengths``: its chat template applied to ``messages``
 and ``tools``, as TRL does; a tokenizer without one is refused), so resuming and batching need
-not know about tokenizers. Plots are drawn under matplotlib's defaults on its Agg backend
+not know about tokenizers. Plots are drawn under matplotlib's defaults on its Agg canvas
 (``hsa.datasets.figures``: no user matplotlibrc applies) and saved without metadata, which
 makes them byte-identical across runs and machines.
 """
@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
-from hsa.datasets.figures import drawn, png, pyplot
+from hsa.datasets.figures import drawn, figure, png
 from hsa.datasets.manifest import config_hash
 from hsa.datasets.schema import card_features
 from hsa.errors import DatasetError
@@ -169,11 +169,10 @@ def _plot(panels: list[Panel]) -> bytes:
     shortened (``_short``) and the figure ``BAR_INCHES`` high a bar."""
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-    plt = pyplot()
-
     bars = max((min(len(h), MAX_BARS) for _, h, b in panels if b is None), default=0)
     height = max(3.6, 1.2 + BAR_INCHES * bars)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), height), dpi=100)
+    fig = figure(figsize=(5 * len(panels), height), dpi=100)
+    axes = fig.subplots(1, len(panels))
     axes = np.atleast_1d(axes)
     for ax, (title, hist, bucket) in zip(axes, panels, strict=True):
         numeric = bucket is not None

@@ -1,6 +1,6 @@
 """The run's report (``report.md`` with plots) and the side-by-side comparison of runs.
 
-Plots are drawn under matplotlib's defaults on its Agg backend (``hsa.datasets.figures``: no
+Plots are drawn under matplotlib's defaults on its Agg canvas (``hsa.datasets.figures``: no
 user matplotlibrc applies) and saved without metadata, so the same figures give the same bytes:
 success on the canonical harness against held-out variants, robustness per rule family (bars
 with their 95% intervals), failure classes, and the latency CDF per model call. ``compare``
@@ -20,7 +20,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from hsa.datasets.figures import drawn, png, pyplot
+from hsa.datasets.figures import drawn, figure, png
 from hsa.datasets.shards import write_atomic
 from hsa.errors import EvalError
 from hsa.harness.files import blocked
@@ -63,7 +63,6 @@ def _bars(
 def plot_success(summary: Mapping[str, Any]) -> bytes:
     """Success per suite, and per rule family in the variants suite (in a run without it,
     the firstcall suite's name match per rule family), with intervals."""
-    plt = pyplot()
     suites = summary["suites"]
     families = (suites.get("variants") or {}).get("by_family") or {}
     title, label = "held-out variants: success per rule family", "success %"
@@ -72,7 +71,8 @@ def plot_success(summary: Mapping[str, Any]) -> bytes:
         families = {k: v["name"] for k, v in first.items() if "name" in v}
         title, label = "first call: right name per rule family", "right name %"
     panels = 2 if families else 1
-    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 3.4), dpi=100, squeeze=False)
+    fig = figure(figsize=(5.5 * panels, 3.4), dpi=100)
+    axes = fig.subplots(1, panels, squeeze=False)
     _bars(axes[0][0], suites, _BLUE, "success per suite")
     if families:
         _bars(axes[0][1], families, _ORANGE, title, label)
@@ -86,11 +86,13 @@ def plot_failures(summary: Mapping[str, Any]) -> bytes | None:
     classes = sorted({c for s in suites.values() for c in s.get("failures", {})})
     if not classes:
         return None
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 3.2), dpi=100)
+    from matplotlib import colormaps
+
+    fig = figure(figsize=(6.5, 3.2), dpi=100)
+    ax = fig.subplots()
     names = list(suites)
     left = [0] * len(names)
-    cmap = plt.get_cmap("tab10")
+    cmap = colormaps["tab10"]
     for i, name in enumerate(classes):
         counts = [suites[s].get("failures", {}).get(name, 0) for s in names]
         ax.barh(names[::-1], counts[::-1], left=left[::-1], color=cmap(i % 10), label=name)
@@ -109,8 +111,8 @@ def plot_latency(rows: Sequence[Mapping[str, Any]]) -> bytes | None:
         suites.setdefault(row["suite"], []).extend(row["call_latencies_s"])
     if not any(suites.values()):
         return None
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 3.2), dpi=100)
+    fig = figure(figsize=(5.5, 3.2), dpi=100)
+    ax = fig.subplots()
     for name, values in suites.items():
         if values:
             ordered = sorted(1000 * v for v in values)
@@ -476,8 +478,8 @@ def check_plot_path(path: Path, runs: Sequence[Path] = ()) -> None:
 @drawn
 def plot_compare(rows: Sequence[Mapping[str, Any]]) -> bytes:
     """Grouped bars: per run, success on canonical and on held-out variants, with intervals."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(rows), 3.4), dpi=100)
+    fig = figure(figsize=(1.8 + 1.6 * len(rows), 3.4), dpi=100)
+    ax = fig.subplots()
     series = [("canonical", _BLUE), ("variants", _ORANGE)]
     if any(r.get("firstcall") for r in rows):
         series.append(("firstcall", _GREEN))

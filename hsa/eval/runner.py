@@ -29,8 +29,8 @@ from typing import Any
 import pyarrow as pa
 
 from hsa.augment.recipe import Recipe, overlapping
+from hsa.datasets import figures
 from hsa.datasets import manifest as mf
-from hsa.datasets.figures import pyplot
 from hsa.datasets.lock import hold
 from hsa.datasets.shards import write_shard
 from hsa.envs.base import Environment
@@ -398,7 +398,7 @@ def _report_imports() -> None:
     """Import what writing the results imports: the plotting library, and pandas (when it is
     installed), which pyarrow imports the first time it converts Python values, as the
     episodes table does."""
-    pyplot()
+    figures.load()
     pa.array([0])
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hsa.datasets.figures import drawn, png, pyplot
+from hsa.datasets.figures import drawn, figure, png
 from hsa.errors import ExperimentError
 from hsa.experiment.config import ARMS, METRICS, OFFERED
 from hsa.harness.files import write_atomic
@@ -94,10 +94,10 @@ def tier_table(summary: dict[str, Any]) -> str:
 def plot(summary: dict[str, Any]) -> bytes:
     """Name accuracy per tier, one bar per arm, with 95% intervals; a tier with no episodes
     (``n/a`` in the tables) has no bars: ``n/a`` where they would be."""
-    plt = pyplot()
     tiers = list(summary["difference"])
     # wide enough for the title with one tier
-    fig, ax = plt.subplots(figsize=(max(1.6 * len(tiers) + 2, 5.5), 3.6))
+    fig = figure(figsize=(max(1.6 * len(tiers) + 2, 5.5), 3.6))
+    ax = fig.subplots()
     width = 0.38
     for i, arm in enumerate(ARMS):
         cells = [summary["arms"][arm]["tiers"][t]["name"] for t in tiers]

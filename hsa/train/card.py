@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from hsa.datasets.figures import drawn, png, pyplot
+from hsa.datasets.figures import drawn, figure, png
 from hsa.datasets.lock import hold
 from hsa.datasets.shards import write_atomic
 from hsa.errors import stops_held
@@ -53,7 +53,8 @@ def plot_losses(
     """The training (and evaluation) loss (or reward) per step; None without any logged."""
     if not losses and not eval_losses:
         return None
-    fig, ax = pyplot().subplots(figsize=(6, 3.4), dpi=100)
+    fig = figure(figsize=(6, 3.4), dpi=100)
+    ax = fig.subplots()
     if losses:
         ax.plot([s for s, _ in losses], [v for _, v in losses], label="train", color="#4c72b0")
     if eval_losses:
