@@ -36,7 +36,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -64,13 +64,23 @@ def _quiet(_: str, __: int, ___: int) -> None:
     return None
 
 
-def _quiet_libraries() -> None:
-    """The experiment's own progress bars only: not one per dataset split and model load."""
+@contextlib.contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """The experiment's own progress bars only: not one per dataset split and model load.
+    The libraries' bars are the process's: those the caller had on are on again after."""
     import datasets
-    import transformers
+    from transformers.utils import logging
 
+    bars = datasets.is_progress_bar_enabled(), logging.is_progress_bar_enabled()
     datasets.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars[0]:
+            datasets.enable_progress_bars()
+        if bars[1]:
+            logging.enable_progress_bar()
 
 
 def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quiet) -> dict:
@@ -82,12 +92,11 @@ def run(config: ExperimentConfig, out: str | Path, *, progress: Progress = _quie
     out = Path(out)
     check_out(out)
     # (it removes the folders it made, left empty: a config refused below leaves none)
-    with hold(out, command="hsa experiment run"):
+    with hold(out, command="hsa experiment run"), _quiet_libraries():
         return _run(config, out, progress)
 
 
 def _run(config: ExperimentConfig, out: Path, progress: Progress) -> dict:
-    _quiet_libraries()
     check_env(config)
     check_training(config)
     check_tiers(config)

@@ -109,3 +109,17 @@ def test_a_data_folder_of_another_dataset_is_refused_in_the_experiments_terms(tm
     assert caught.value.message.startswith("holds another dataset (config hash 40cad80540ca")
     assert f"; delete {target} and run the experiment again" in caught.value.message
     assert "choose another --out or delete it" not in caught.value.message
+
+
+def test_the_libraries_progress_bars_are_the_callers_again_after_a_run(tmp_path):
+    # QA: a run (one refused, even) left datasets' and transformers' bars off for the process
+    import datasets
+    from transformers.utils import logging
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("not an experiment's")
+    datasets.enable_progress_bars(), logging.enable_progress_bar()  # (as a caller has them)
+    with pytest.raises(ExperimentError, match="holds no experiment"):
+        run(load_config(EXAMPLE), out)
+    assert datasets.is_progress_bar_enabled() and logging.is_progress_bar_enabled()
