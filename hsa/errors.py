@@ -200,36 +200,43 @@ def quiet_stops(previous: Callable[[Any], object]) -> Callable[[Any], None]:
 @contextlib.contextmanager
 def stops_held() -> Iterator[None]:
     """Hold Ctrl-C and SIGTERM back for a short step that must not be cut in two (forking
-    worker processes, writing a finished run's files); a stop that came meanwhile is raised
-    once the step is done (recorded, if the step raised something else), and a second one at
-    once. A signal the process ignores stays ignored. (Python runs signal handlers in the
+    worker processes, writing a finished run's files). A stop that came meanwhile is sent
+    again once the step is done (also when the step raised something else), and a second one
+    at once, so the handler the process had meets it as it would have without the hold: the
+    CLI's stops the run, a caller's own handler runs, and where there is none SIGTERM ends the
+    process. A signal the process ignores stays ignored. (Python runs signal handlers in the
     main thread whichever thread the signal reached, so the handler is what holds it, not a
     signal mask; in another thread nothing is held.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
+    # a handler installed from outside Python reads as None and cannot be put back: not held
+    held = [
+        n
+        for n in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(n) not in (signal.SIG_IGN, None)
+    ]
+
+    def give_back() -> None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
     def hold(number: int, frame: object) -> None:
         caught.append(number)
         if len(caught) > 1:  # asked again: the step is not worth waiting for
-            request_stop(_stop_of(number))
+            give_back()
+            signal.raise_signal(number)
 
-    held = [n for n in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(n) != signal.SIG_IGN]
-    previous = {n: signal.signal(n, hold) for n in held}
+    previous: dict[int, Any] = {}
+    for number in held:
+        previous[number] = signal.signal(number, hold)
     try:
         yield
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        if caught:
-            record_stop(type(_stop_of(caught[0])))
-    if caught:
-        request_stop(_stop_of(caught[0]))
-
-
-def _stop_of(number: int) -> KeyboardInterrupt:
-    return Terminated() if number == signal.SIGTERM else KeyboardInterrupt()
+        give_back()
+        if len(caught) == 1:  # (a second was sent on as it came)
+            signal.raise_signal(caught[0])
 
 
 def first_few(names: list[str], shown: int = 3) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -78,12 +80,44 @@ def test_a_second_stop_is_raised_at_once():
     assert not done
 
 
-def test_a_stop_held_while_the_step_fails_is_still_recorded():
-    # the step's own error is what is raised; the CLI still exits as stopped (130, 143)
-    with pytest.raises(OSError), stops_held():
+def test_a_stop_held_while_the_step_fails_is_still_raised():
+    # the stop, with the step's own error as its context; the CLI exits as stopped (130, 143)
+    with pytest.raises(Terminated) as raised, stops_held():
         os.kill(os.getpid(), signal.SIGTERM)
         raise OSError("disk full")
+    assert isinstance(raised.value.__context__, OSError)
     assert stop_requested() is Terminated
+
+
+def test_a_callers_own_handler_meets_the_stop_once_the_step_is_done():
+    # hsa used as a library: the caller's handler runs, after the step, and hsa records no
+    # stop of its own (one a later job in this process would take for an interruption)
+    met = []
+    signal.signal(signal.SIGINT, lambda number, frame: met.append(number))
+    with stops_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        assert not met
+    assert met == [signal.SIGINT] and stop_requested() is None
+    met.clear()
+    with stops_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # the second: sent on at once
+        assert met == [signal.SIGINT]
+    assert met == [signal.SIGINT] and stop_requested() is None
+
+
+def test_sigterm_with_no_handler_ends_the_process_once_the_step_is_done(tmp_path):
+    script = (
+        "import os, pathlib, signal, sys\n"
+        "from hsa.errors import stops_held\n"
+        "with stops_held():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    pathlib.Path(sys.argv[1]).write_text('done')\n"
+        "pathlib.Path(sys.argv[1]).write_text('went on')\n"
+    )
+    done = tmp_path / "step"
+    ended = subprocess.run([sys.executable, "-c", script, str(done)], check=False)
+    assert ended.returncode == -signal.SIGTERM and done.read_text() == "done"
 
 
 def test_an_ignored_signal_stays_ignored():
