@@ -6,7 +6,10 @@ import ast
 import json
 import math
 import re
+import sys
+import threading
 import time
+import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -145,6 +148,26 @@ def test_python_literal_edge_values() -> None:
         for _ in range(150):
             nested = [nested]
         to_literal(nested)
+
+
+def test_literals_read_in_threads_leave_the_warning_filters_as_they_were() -> None:
+    # an unknown escape warns as the text is read; the filter that quiets it is the process's
+    before = list(warnings.filters)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often, as under load
+    try:
+        threads = [
+            threading.Thread(target=lambda: [from_literal("'a\\d'") for _ in range(4000)])
+            for _ in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert warnings.filters == before
+    assert from_literal("'a\\d'") == "a\\d"
 
 
 @pytest.mark.parametrize("name", sorted(CALL_FORMATS))

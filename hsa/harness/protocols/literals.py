@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import threading
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -88,11 +89,16 @@ def int_text(value: int, where: str) -> str:
         raise ProtocolError(f"{LONG_INTEGER}; write it as a string", where=where) from None
 
 
+_WARNINGS_HELD = threading.Lock()
+
+
 def parse_expression(source: str) -> ast.expr:
     """The expression ``source`` holds; ``NotLiteral`` when it does not parse."""
     try:
-        with warnings.catch_warnings():
-            # Unknown escapes ("\d") only warn; the text is still a valid literal.
+        # Unknown escapes ("\d") only warn; the text is still a valid literal. The process's
+        # warning filters are one list that ``catch_warnings`` saves and puts back: two threads
+        # interleaving here would leave a catch-all "ignore" behind, so one parses at a time.
+        with _WARNINGS_HELD, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return ast.parse(source, mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
