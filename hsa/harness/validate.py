@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -194,9 +197,41 @@ def _property_validator(key: str) -> Draft202012Validator:
     return Draft202012Validator({"$defs": schema["$defs"], **schema["properties"][key]})
 
 
-@lru_cache(maxsize=1 << 14)
 def _property_errors(key: str, text: str) -> tuple[jsonschema.ValidationError, ...]:
-    return tuple(_property_validator(key).iter_errors(json.loads(text)))
+    return _ERRORS.of(key, text, _property_validator)
+
+
+class _ErrorsByText:
+    """The schema errors of each distinct JSON text, for the most recent ``size`` texts,
+    keyed by a digest of the text: a harness's prompt can be 200 KB, and keyed by the texts
+    themselves 2,000 such harnesses held 379 MB."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.found: OrderedDict[bytes, tuple[jsonschema.ValidationError, ...]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def of(
+        self, key: str, text: str, validator: Callable[[str], Draft202012Validator]
+    ) -> tuple[jsonschema.ValidationError, ...]:
+        """The errors ``validator(key)`` finds in ``text``."""
+        digest = hashlib.blake2b(key.encode(), digest_size=20)
+        digest.update(b"\0" + text.encode("utf-8", "surrogatepass"))
+        name = digest.digest()
+        with self.lock:
+            errors = self.found.get(name)
+            if errors is not None:
+                self.found.move_to_end(name)
+                return errors
+        errors = tuple(validator(key).iter_errors(json.loads(text)))
+        with self.lock:
+            self.found[name] = errors
+            if len(self.found) > self.size:
+                self.found.popitem(last=False)
+        return errors
+
+
+_ERRORS = _ErrorsByText(1 << 14)
 
 
 #: the harness schema's ``tool`` definition that ``tool_plainly_valid`` checks by hand (a
@@ -244,9 +279,8 @@ def tool_plainly_valid(tool: Mapping[str, Any]) -> bool:
     return type(required) is list and all(type(r) is str for r in required)
 
 
-@lru_cache(maxsize=1 << 14)
 def _tool_errors(text: str) -> tuple[jsonschema.ValidationError, ...]:
-    return tuple(_tool_validator().iter_errors(json.loads(text)))
+    return _ERRORS.of("$defs/tool", text, lambda key: _tool_validator())
 
 
 def _tool_document_errors(tool: Mapping[str, Any]) -> tuple[jsonschema.ValidationError, ...]:
