@@ -103,6 +103,16 @@ class DatasetError(HsaError):
     """A dataset directory, shard or row is invalid."""
 
 
+class AnotherDataset(DatasetError):
+    """The folder a run would write holds another dataset; ``reason`` says how it differs
+    (a caller that owns the folder, as ``hsa experiment`` does, says what to do in its own
+    terms)."""
+
+    def __init__(self, reason: str, *, file: str):
+        super().__init__(f"{reason}; choose another --out or delete it", file=file)
+        self.reason = reason
+
+
 class TeacherError(HsaError):
     """A teacher backend or rollout failed."""
 

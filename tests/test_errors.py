@@ -18,6 +18,7 @@ from hsa.augment.mapping import ArgumentClash, Step
 from hsa.augment.planner import HooksAlike, PromptUnrendered
 from hsa.augment.registry import _NameTaken
 from hsa.errors import (
+    AnotherDataset,
     DatasetError,
     HarnessValidationError,
     HsaError,
@@ -165,6 +166,7 @@ _HARNESS = Harness("acme", hooks=(Hook("a", "stop", "add_context", "Note: {{ tex
 #: one of each error whose ``__init__`` takes other than the message (a report, a harness)
 BUILT_OTHERWISE = [
     HsaError("bad row", file="x.jsonl", where="row 3"),
+    AnotherDataset("holds another dataset (config hash 40cad80540ca)", file="out/a"),
     HarnessValidationError([HsaError("no id", file="h.yaml", where="$.id"), HsaError("dup")]),
     PlanError("rule failed", harness_id="acme", where="rule 'tools.rename'"),
     ArgumentClash("clash", where="rule 'args.move'", step=Step("add", ("a",)), at=("a",)),

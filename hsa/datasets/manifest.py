@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.datasets.shards import sha256_file, write_atomic
-from hsa.errors import DatasetError, HsaError, first_few, stop_requested, stops_held
+from hsa.errors import AnotherDataset, DatasetError, HsaError, first_few, stop_requested, stops_held
 from hsa.harness import files
 
 MANIFEST = "manifest.json"
@@ -91,11 +91,6 @@ def read_json(path: Path) -> Any:
         raise DatasetError(f"cannot read: {exc}", file=str(path)) from None
 
 
-#: what to do with a folder that holds another dataset, as a refusal ends (``hsa experiment``
-#: says it in its own terms: it matches this)
-ANOTHER_DATASET = "choose another --out or delete it"
-
-
 def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
     """Make ``out`` this run's directory; True when it already holds the finished dataset.
 
@@ -119,10 +114,10 @@ def claim(out: Path, digest: str, *, kind: str = KIND) -> bool:
                 "holds another kind of dataset; choose an empty --out", file=str(out)
             )
         if found.get("config_hash") != digest:
-            raise DatasetError(
+            raise AnotherDataset(
                 f"holds another dataset (config hash {str(found.get('config_hash'))[:12]}, "
                 f"this run's is {digest[:12]}: other input content, other settings, or another "
-                f"version of hsa or of a rule the recipe names); {ANOTHER_DATASET}",
+                "version of hsa or of a rule the recipe names)",
                 file=str(out),
             )
         # before a repair too: the run would finish over the stray, which readers then count

@@ -43,8 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from hsa.datasets.lock import hold, lock_path
-from hsa.datasets.manifest import ANOTHER_DATASET
-from hsa.errors import DatasetError, ExperimentError, HsaError
+from hsa.errors import AnotherDataset, ExperimentError, HsaError
 from hsa.experiment.config import ARMS, ExperimentConfig
 from hsa.experiment.report import share
 from hsa.experiment.results import write_results
@@ -257,11 +256,11 @@ def build_data(config: ExperimentConfig, out: Path, progress: Progress) -> dict[
         target = out / "data" / arm
         try:
             build(parse_config(spec, file=f"arms.{arm}"), out=target)
-        except DatasetError as exc:
-            if exc.file != str(target) or not exc.message.endswith(_BUILD_ADVICE):
+        except AnotherDataset as exc:
+            if exc.file != str(target):
                 raise
             raise ExperimentError(
-                f"{exc.message.removesuffix(_BUILD_ADVICE)}; delete {target} and run the "
+                f"{exc.reason}; delete {target} and run the "
                 "experiment again (it builds that arm's data again, and redoes the initial "
                 "weights, trainings and evaluations made from the old), or run it into a new "
                 "--out",
@@ -272,9 +271,6 @@ def build_data(config: ExperimentConfig, out: Path, progress: Progress) -> dict[
     return folders
 
 
-#: how ``hsa build`` says what to do with a folder of another dataset, which an experiment
-#: says in its own terms
-_BUILD_ADVICE = f"; {ANOTHER_DATASET}"
 #: what initial weights were made from (``initial_model``), in their folder
 INIT_RECORD = "hsa-init.json"
 
