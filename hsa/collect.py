@@ -13,13 +13,14 @@ import gc
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 
 class _Held:
     """A process-wide setting held by any number of jobs at once: ``take`` runs when the
     first comes in, ``give_back`` (with what ``take`` returned) when the last goes out."""
 
-    def __init__(self, take: Callable[[], object], give_back: Callable[[object], None]):
+    def __init__(self, take: Callable[[], object], give_back: Callable[[Any], object]):
         self._take, self._give_back = take, give_back
         self._lock = threading.Lock()
         self._holders = 0
@@ -42,16 +43,23 @@ class _Held:
 
 #: a threshold of young-generation passes no run reaches (a full pass is never automatic)
 _NEVER = 1 << 30
+#: allocations between passes over the youngest generation (``fewer_young_passes``)
+YOUNG_THRESHOLD = 20_000
 
 
-def _no_full_passes() -> object:
-    found = gc.get_threshold()
-    gc.set_threshold(found[0], found[1], _NEVER)
-    return found
+def _threshold(generation: int, value: int) -> tuple[Callable[[], int], Callable[[int], int]]:
+    """``take`` and ``give_back`` for the threshold of one generation alone, so that settings
+    of two generations held at once, taken and given back in any order, never undo each
+    other."""
 
+    def put(value: int) -> int:
+        thresholds = list(gc.get_threshold())
+        found = thresholds[generation]
+        thresholds[generation] = value
+        gc.set_threshold(*thresholds)
+        return found
 
-def _thresholds_back(found: object) -> None:
-    gc.set_threshold(*found)  # type: ignore[misc]
+    return (lambda: put(value)), put
 
 
 def _freeze() -> object:
@@ -72,7 +80,8 @@ def _unfreeze(froze: object) -> None:
         gc.unfreeze()
 
 
-_full_passes = _Held(_no_full_passes, _thresholds_back)
+_full_passes = _Held(*_threshold(2, _NEVER))
+_young_passes = _Held(*_threshold(0, YOUNG_THRESHOLD))
 _frozen = _Held(_freeze, _unfreeze)
 
 
@@ -80,6 +89,13 @@ def no_full_passes() -> AbstractContextManager[None]:
     """A block in which the collector's automatic passes are over the young generations only
     (a job that collects in full itself, at points of its own)."""
     return _full_passes.held()
+
+
+def fewer_young_passes() -> AbstractContextManager[None]:
+    """A block in which the youngest generation is collected every ``YOUNG_THRESHOLD``
+    allocations, not every 700 (a job of many small requests: at 700 it is collected several
+    times a request, promoting what the requests in flight hold)."""
+    return _young_passes.held()
 
 
 def frozen() -> AbstractContextManager[None]:

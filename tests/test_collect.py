@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 import weakref
 
+import pytest
+
 from hsa import collect
 
 
@@ -20,6 +22,30 @@ def test_jobs_ending_out_of_order_leave_the_threshold_the_process_had():
     first.__exit__(None, None, None)
     assert gc.get_threshold() == (*before[:2], collect._NEVER)  # (the second still runs)
     second.__exit__(None, None, None)
+    assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize("order", ["FfYy", "FYfy", "FYyf", "YFfy", "YFyf", "YyFf"])
+def test_settings_of_two_generations_given_back_in_any_order_leave_what_the_process_had(order):
+    # augment's full passes off (F in, f out) and --tune-gc's rarer young passes (Y, y), held
+    # by two jobs of one process: a job that put back all three thresholds as it found them
+    # undid the other's setting, or left its own in place for good
+    before = gc.get_threshold()
+    blocks = {"f": collect.no_full_passes(), "y": collect.fewer_young_passes()}
+    inside = set()
+    for step in order:
+        block = blocks[step.lower()]
+        if step.isupper():
+            block.__enter__()
+            inside.add(step.lower())
+        else:
+            block.__exit__(None, None, None)
+            inside.discard(step)
+        assert gc.get_threshold() == (
+            collect.YOUNG_THRESHOLD if "y" in inside else before[0],
+            before[1],
+            collect._NEVER if "f" in inside else before[2],
+        )
     assert gc.get_threshold() == before
 
 

@@ -6,13 +6,14 @@ import gc
 
 import pytest
 
-from hsa.cli.collector import GC_THRESHOLD, gc_tuned
+from hsa.cli.collector import gc_tuned
+from hsa.collect import YOUNG_THRESHOLD
 
 
 def test_the_collector_is_tuned_inside_and_restored_after_even_on_error():
     before = gc.get_threshold()
     with pytest.raises(RuntimeError), gc_tuned(True):
-        assert gc.get_threshold()[0] == GC_THRESHOLD
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD
         assert gc.get_freeze_count() > 0
         raise RuntimeError("stop")
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
