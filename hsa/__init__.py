@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from hsa._version import __version__
 from hsa.errors import (
+    AnotherDataset,
     ConfigError,
     DatasetError,
     EnvError,
@@ -117,6 +118,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers; tests keep the 
     )
 
 __all__ = [
+    "AnotherDataset",
     "AugmentConfig",
     "ConfigError",
     "DatasetError",
