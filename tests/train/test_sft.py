@@ -20,9 +20,16 @@ from tests.tinymodels import NO_TOOLS_TEMPLATE, qwen_template
 DOUBLE_ENCODED = re.compile(r'"arguments":\s*"')
 
 
-def config(dataset, model, **trl):
+def config(dataset, model, max_rows=24, **trl):
+    """A run's settings; ``max_rows`` of the dataset's 99 training rows (tokenizing them all
+    cost each run 2 s), None for every row."""
     return {
-        "hsa": {"data": str(dataset), "model": str(model), "eval_split": None},
+        "hsa": {
+            "data": str(dataset),
+            "model": str(model),
+            "eval_split": None,
+            "max_rows": max_rows,
+        },
         "max_length": None,
         "per_device_train_batch_size": 1,
         "logging_steps": 1,
@@ -146,7 +153,7 @@ def test_resume_continues_from_the_last_checkpoint(dataset, model, tmp_path):
     other["hsa"]["max_rows"] = 2
     with pytest.raises(TrainError, match="other settings") as refused:
         train_sft(other, out, resume=True)
-    assert "hsa.max_rows: None then, 2 now" in refused.value.message
+    assert "hsa.max_rows: 24 then, 2 now" in refused.value.message
     assert "trainer.per_device_train_batch_size: 1 then, 2 now" in refused.value.message
     # trained again from the start, the folder keeps no checkpoint of the run before
     train_sft(config(dataset, model, max_steps=2, save_strategy="steps", save_steps=1), out)
@@ -390,7 +397,7 @@ def test_rows_dropped_at_max_length_are_counted_out_by_kind(dataset, model, tmp_
     # the fixture's rows reach their first assistant token between about 2,600 and 3,900
     # tokens: max_length 3,400 leaves the longest of them (variants) nothing to learn, and TRL
     # drops those, which changes the canonical share
-    settings = config(dataset, model, max_steps=1, max_length=3400)
+    settings = config(dataset, model, None, max_steps=1, max_length=3400)
     trained = stopped(settings, tmp_path / "probe").train_dataset
     rows = to_hf(dataset, "train", cache_dir=tmp_path / "hf")
 
