@@ -18,6 +18,7 @@ episodes.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections import Counter
@@ -400,6 +401,18 @@ def _report_imports() -> None:
     episodes table does."""
     figures.load()
     pa.array([0])
+
+
+def recorded_hash(out: Path) -> str | None:
+    """The ``output_hash`` of the evaluation in ``out``, finished (its summary) or started
+    (``STARTED``); None where neither records one."""
+    for name in (SUMMARY, STARTED):
+        try:
+            found = json.loads((out / name).read_text("utf-8")).get("output_hash")
+        except (OSError, ValueError, AttributeError):
+            continue
+        return found if isinstance(found, str) else None
+    return None
 
 
 def _record_start(out: Path, config: EvalConfig) -> None:

@@ -549,7 +549,7 @@ def evaluate_all(
     import gc
 
     from hsa.envs.registry import get
-    from hsa.eval.runner import evaluate
+    from hsa.eval.runner import SUMMARY, evaluate, recorded_hash
 
     env = get(config.env, **dict(config.env_options))
     recipes = out / "recipes"
@@ -569,12 +569,18 @@ def evaluate_all(
             progress("eval", len(folders), total)
             folder = out / "eval" / f"{arm}-s{seed}" / name
             folders[(arm, seed, name)] = folder
-            if (folder / "summary.json").exists():
+            settings = eval_config(config, model, paths[name], seeds[name])
+            recorded, current = recorded_hash(folder), settings.output_hash()
+            if (folder / SUMMARY).exists() and recorded in (current, _moved(folder, settings)):
                 continue
+            if recorded is not None and recorded != current:
+                # begun or finished by an hsa that plans, renders or scores otherwise:
+                # evaluated again
+                shutil.rmtree(folder)
             backend = backend or model_backend(config, model)
             try:
                 evaluate(
-                    eval_config(config, model, paths[name], seeds[name]),
+                    settings,
                     folder,
                     env=env,
                     backend=backend,
@@ -590,6 +596,19 @@ def evaluate_all(
         gc.collect()
     progress("eval", total, total)
     return folders
+
+
+def _moved(folder: Path, settings: Any) -> str | None:
+    """The ``output_hash`` of ``settings`` with the model where the finished evaluation in
+    ``folder`` found it: the experiment's folder moved since (the model's path is one of the
+    evaluation's settings; the experiment tells its models apart by their records)."""
+    try:
+        model = json.loads((folder / "summary.json").read_text("utf-8"))["config"]["model"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(model, str):
+        return None
+    return str(dataclasses.replace(settings, model=model).output_hash())
 
 
 def describe(summary: dict[str, Any]) -> str:

@@ -149,9 +149,11 @@ def test_a_training_stopped_part_way_resumes_from_its_checkpoint(finished, tmp_p
 
 
 @pytest.mark.slow
-def test_a_training_on_a_dataset_not_there_now_is_redone_with_its_evaluations(finished, tmp_path):
+def test_what_was_made_from_an_old_dataset_or_by_an_older_hsa_is_made_again(finished, tmp_path):
     # data/fixed deleted and built again by a newer hsa (other splits): the training on the
-    # old dataset, and its evaluations, were kept and reported beside the new dataset's hash
+    # old dataset, and its evaluations, were kept and reported beside the new dataset's hash;
+    # and an evaluation of a model that stays, by an hsa that scored (rendered, planned)
+    # otherwise, was kept as it was
     root, config, _ = finished
     out = tmp_path / "out"
     shutil.copytree(root / "out", out)
@@ -162,7 +164,10 @@ def test_a_training_on_a_dataset_not_there_now_is_redone_with_its_evaluations(fi
     kept = out / "runs" / "augmented-s0" / "model.safetensors"
     evaluated = out / "eval" / "fixed-s0" / "canonical" / "summary.json"
     other = out / "eval" / "augmented-s0" / "canonical" / "summary.json"
-    stamps = {p: p.stat().st_mtime_ns for p in (kept, evaluated, other)}
+    older = out / "eval" / "augmented-s0" / "prompt" / "summary.json"
+    scored = json.loads(older.read_text("utf-8"))
+    older.write_text(json.dumps({**scored, "output_hash": "0ld" * 21}), "utf-8")
+    stamps = {p: p.stat().st_mtime_ns for p in (kept, evaluated, other, older)}
     (out / "summary.json").unlink()
 
     done = hsa("experiment", "run", str(config), "--out", str(out))
@@ -173,6 +178,9 @@ def test_a_training_on_a_dataset_not_there_now_is_redone_with_its_evaluations(fi
     assert json.loads(resolved.read_text("utf-8"))["data"]["manifest_hash"] == fixed
     assert evaluated.stat().st_mtime_ns != stamps[evaluated]  # the retrained model's
     assert all(p.stat().st_mtime_ns == stamps[p] for p in (kept, other))  # (its own data)
+    # (and the folder was copied: the others, made at its first place, are kept)
+    assert older.stat().st_mtime_ns != stamps[older]
+    assert json.loads(older.read_text("utf-8"))["output_hash"] != "0ld" * 21
 
 
 @pytest.mark.slow
