@@ -202,22 +202,27 @@ def _property_errors(key: str, text: str) -> tuple[jsonschema.ValidationError, .
 
 
 class _ErrorsByText:
-    """The schema errors of each distinct JSON text, for the most recent ``size`` texts,
-    keyed by a digest of the text: a harness's prompt can be 200 KB, and keyed by the texts
+    """The schema errors of each distinct JSON text, for the most recent ``size`` texts, a
+    long text by a digest of it: a harness's prompt can be 200 KB, and keyed by the texts
     themselves 2,000 such harnesses held 379 MB."""
+
+    #: texts longer than this are kept by their digest (at most ``size`` times this kept whole)
+    WHOLE = 512
 
     def __init__(self, size: int):
         self.size = size
-        self.found: OrderedDict[bytes, tuple[jsonschema.ValidationError, ...]] = OrderedDict()
+        self.found: OrderedDict[object, tuple[jsonschema.ValidationError, ...]] = OrderedDict()
         self.lock = threading.Lock()
 
     def of(
         self, key: str, text: str, validator: Callable[[str], Draft202012Validator]
     ) -> tuple[jsonschema.ValidationError, ...]:
         """The errors ``validator(key)`` finds in ``text``."""
-        digest = hashlib.blake2b(key.encode(), digest_size=20)
-        digest.update(b"\0" + text.encode("utf-8", "surrogatepass"))
-        name = digest.digest()
+        name: object = (key, text)
+        if len(text) > self.WHOLE:
+            digest = hashlib.blake2b(key.encode(), digest_size=20)
+            digest.update(b"\0" + text.encode("utf-8", "surrogatepass"))
+            name = digest.digest()
         with self.lock:
             errors = self.found.get(name)
             if errors is not None:
