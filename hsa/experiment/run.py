@@ -571,7 +571,9 @@ def evaluate_all(
             folders[(arm, seed, name)] = folder
             settings = eval_config(config, model, paths[name], seeds[name])
             recorded, current = recorded_hash(folder), settings.output_hash()
-            if (folder / SUMMARY).exists() and recorded in (current, _moved(folder, settings)):
+            if (folder / SUMMARY).exists() and (
+                recorded == current or recorded == _moved(folder, settings)
+            ):
                 continue
             if recorded is not None and recorded != current:
                 # begun or finished by an hsa that plans, renders or scores otherwise:
@@ -603,7 +605,8 @@ def _moved(folder: Path, settings: Any) -> str | None:
     ``folder`` found it: the experiment's folder moved since (the model's path is one of the
     evaluation's settings; the experiment tells its models apart by their records)."""
     try:
-        model = json.loads((folder / "summary.json").read_text("utf-8"))["config"]["model"]
+        found = json.loads((folder / "summary.json").read_text("utf-8"))
+        model = found["config"]["model"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if not isinstance(model, str):
