@@ -578,7 +578,7 @@ def evaluate_all(
             if recorded is not None and recorded != current:
                 # begun or finished by an hsa that plans, renders or scores otherwise:
                 # evaluated again
-                shutil.rmtree(folder)
+                _remove(folder)
             backend = backend or model_backend(config, model)
             try:
                 evaluate(
@@ -604,8 +604,10 @@ def _moved(folder: Path, settings: Any) -> str | None:
     """The ``output_hash`` of ``settings`` with the model where the finished evaluation in
     ``folder`` found it: the experiment's folder moved since (the model's path is one of the
     evaluation's settings; the experiment tells its models apart by their records)."""
+    from hsa.eval.runner import SUMMARY
+
     try:
-        found = json.loads((folder / "summary.json").read_text("utf-8"))
+        found = json.loads((folder / SUMMARY).read_text("utf-8"))
         model = found["config"]["model"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
