@@ -10,19 +10,17 @@ from typing import Any
 
 from hsa.config import bounded, from_mapping, refuse, same_as, setting, settings_hash, typed
 from hsa.envs.base import SPLITS
-from hsa.envs.registry import score_version, task_version
 from hsa.errors import EvalError
 from hsa.teachers.config import (
     BACKENDS,
     RAMP_MAX,
     TIMEOUT_MAX,
     TeachConfig,
-    added_hooks_version,
+    code_versions,
     corpus_identity,
     local_model,
     max_tokens_field_problems,
     public_url,
-    rule_versions,
     template_kwargs_problems,
 )
 
@@ -203,11 +201,9 @@ class EvalConfig:
 
     def output_hash(self) -> str:
         """A hash of the settings that decide the scores (with the content of the recipe file
-        and of the corpus ``env_options.path`` names: ``corpus_identity``) and of the versions of
-        variant planning, of rendering and of the environment's tasks and scoring."""
-        from hsa.augment.planner import PLAN_VERSION
+        and of the corpus ``env_options.path`` names: ``corpus_identity``) and of the versions
+        of hsa's code that decide them (``code_versions``: the held-out variants always drawn)."""
         from hsa.eval.suites import heldout_recipe
-        from hsa.harness.render import RENDER_VERSION
 
         public = self.public_dict()
         chosen = {name: public[name] for name in _OUTPUT_FIELDS}
@@ -216,14 +212,7 @@ class EvalConfig:
             chosen["task_seed"] = self.task_seed
         if self.chat_template_kwargs:  # (likewise)
             chosen["chat_template_kwargs"] = public["chat_template_kwargs"]
-        if (scoring := score_version(self.env)) != 1:  # (past 1 only: older hashes kept)
-            chosen["score_version"] = scoring
-        if (tasks := task_version(self.env)) != 1:  # (likewise)
-            chosen["task_version"] = tasks
-        chosen["planner"] = PLAN_VERSION
-        chosen["render"] = RENDER_VERSION
-        chosen["rule_versions"] = rule_versions(lambda: heldout_recipe(self.recipe))
-        chosen |= added_hooks_version(chosen["rule_versions"])
+        chosen |= code_versions(self.env, lambda: heldout_recipe(self.recipe), variants=True)
         return settings_hash(chosen, files=("recipe", "ifeval_data"))
 
     @classmethod

@@ -312,30 +312,19 @@ class TeachConfig:
     def output_hash(self) -> str:
         """A hash of ``output_dict`` (with the content of the recipe file and of the corpus
         ``env_options.path`` names, not their paths: ``corpus_identity``), of the versions of
-        variant planning (another plans other variants from the same recipe) and of rendering
-        (another shows the same events otherwise), of the environment's tasks and scoring
-        (another gives other tasks, or scores the same episode otherwise) and, for a local
-        backend, of how it decodes (another answers the same request otherwise)."""
-        from hsa.augment.planner import PLAN_VERSION
-        from hsa.augment.recipe import default_recipe, load_recipe
-        from hsa.harness.render import RENDER_VERSION
+        hsa's code that decide the episodes (``code_versions``) and, for a local backend, of
+        how it decodes (another answers the same request otherwise)."""
         from hsa.teachers.make import decode_version
+        from hsa.teachers.task_variants import recipe_from
 
         recipe = self.recipe
-        versions = rule_versions(lambda: load_recipe(recipe) if recipe else default_recipe())
         chosen = {
             **self.output_dict(),
             "env_options": corpus_identity(self.env, self.env_options),
-            "planner": PLAN_VERSION,
-            "render": RENDER_VERSION,
-            "rule_versions": versions,
+            **code_versions(
+                self.env, lambda: recipe_from(recipe or None), variants=bool(self.variants_per_task)
+            ),
         }
-        if self.variants_per_task:  # (the canonical harness adds no hook)
-            chosen |= added_hooks_version(versions)
-        if (scoring := score_version(self.env)) != 1:  # (past 1 only: older hashes kept)
-            chosen["score_version"] = scoring
-        if (tasks := task_version(self.env)) != 1:  # (likewise)
-            chosen["task_version"] = tasks
         if self.backend in LOCAL_BACKENDS:  # (only there: other jobs keep their hashes)
             chosen["decode_version"] = decode_version(self.backend)
         return settings_hash(chosen, files=("recipe",))
@@ -383,6 +372,29 @@ def rule_versions(recipe: Callable[[], Recipe]) -> dict[str, str] | None:
         return recipe().versions
     except HsaError:
         return None
+
+
+def code_versions(env: str, recipe: Callable[[], Recipe], *, variants: bool) -> dict[str, Any]:
+    """The versions of hsa's code that decide what a job makes of its settings, for its output
+    hash or a training run's record (``hsa.train.rl.run_identity``): of variant planning
+    (another plans other variants from the same recipe), of rendering (another shows the same
+    events otherwise), of the rules of the recipe ``recipe()`` loads, with ``added_hooks``
+    where the job draws ``variants`` (the canonical harness adds no hook), and of the
+    environment ``env``'s tasks and scoring (another gives other tasks, or scores the same
+    episode otherwise; past 1 only, so that older hashes are kept)."""
+    from hsa.augment.planner import PLAN_VERSION
+    from hsa.harness.render import RENDER_VERSION
+
+    rules = rule_versions(recipe)
+    found: dict[str, Any] = {"planner": PLAN_VERSION, "render": RENDER_VERSION}
+    found["rule_versions"] = rules
+    if variants:
+        found |= added_hooks_version(rules)
+    if (scoring := score_version(env)) != 1:
+        found["score_version"] = scoring
+    if (tasks := task_version(env)) != 1:
+        found["task_version"] = tasks
+    return found
 
 
 def max_tokens_field_problems(field: str) -> list[tuple[str, str]]:

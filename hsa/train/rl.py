@@ -19,6 +19,7 @@ variant's rule families (``OUT/rollouts.jsonl``), and the training card shows th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import time
@@ -29,7 +30,7 @@ from typing import Any
 
 from hsa.augment.planner import Variant
 from hsa.augment.recipe import Recipe
-from hsa.config import bounded, refuse, same_as, setting
+from hsa.config import bounded, content_hash, refuse, same_as, setting
 from hsa.envs.base import SPLITS, Environment, Task
 from hsa.errors import HsaError, TrainError, first_line
 from hsa.harness.files import write_atomic
@@ -38,7 +39,7 @@ from hsa.harness.render import render
 from hsa.teachers.backends.base import Backend, BackendStats, run_async
 from hsa.teachers.backends.output import parse_output
 from hsa.teachers.backends.transformers import template_messages
-from hsa.teachers.config import TeachConfig
+from hsa.teachers.config import TeachConfig, code_versions, corpus_identity
 from hsa.teachers.request import ChatRequest, ChatResponse, Usage, assistant_message
 from hsa.teachers.rollout import Rollout, RolloutConfig, RolloutSpec, rollout, surface_opening
 from hsa.teachers.task_variants import (
@@ -146,19 +147,26 @@ def prompts_of(env: Environment, settings: RlSettings) -> tuple[list[Prompt], in
     return prompts, short_tasks(chosen, settings.variants_per_task)
 
 
-def run_versions(settings: RlSettings) -> dict[str, int]:
+def run_versions(settings: RlSettings) -> dict[str, Any]:
     """The versions of hsa's code that decide a run's prompts and rewards, for a ``--resume``
-    to compare (``hsa.train.sft.run_identity``): the environment's tasks (which tasks its
-    splits hold) and scoring, and variant planning where the run draws variants."""
-    from hsa.augment.planner import PLAN_VERSION
-    from hsa.envs.registry import score_version, task_version
+    to compare (``hsa.train.sft.run_identity``): those a teacher job's output hash takes
+    (``code_versions``: variant planning, rendering, the recipe's rules, the environment's
+    tasks and scoring)."""
+    recipe = settings.recipe
+    return code_versions(
+        settings.env, lambda: recipe_from(recipe), variants=bool(settings.variants_per_task)
+    )
 
-    found = {
-        "task_version": task_version(settings.env),
-        "score_version": score_version(settings.env),
-    }
-    if settings.variants_per_task:
-        found["planner"] = PLAN_VERSION
+
+def run_inputs(settings: RlSettings) -> dict[str, Any]:
+    """What of a run's inputs its settings name by path, by content, for a ``--resume`` to
+    compare: the recipe file's (``content_hash``) and the environment's options with its
+    corpus (``corpus_identity``). An edited recipe or corpus draws other prompts or tasks."""
+    found: dict[str, Any] = {"env_options": corpus_identity(settings.env, settings.env_options)}
+    if settings.recipe is not None:
+        found["recipe"] = settings.recipe  # (unreadable: by its path, as it is refused later)
+        with contextlib.suppress(OSError):
+            found["recipe"] = content_hash(Path(settings.recipe))
     return found
 
 
@@ -715,7 +723,7 @@ def train_rl(
         recipe = recipe_from(settings.recipe)  # read now: its errors named at the config's key
     except HsaError as exc:
         raise TrainError(str(exc), file=file, where="$.hsa.recipe") from None
-    identity = run_identity("rl", settings, args, run_versions(settings))
+    identity = run_identity("rl", settings, args, run_versions(settings), run_inputs(settings))
     checkpoint = resume_point(out, resume, args.max_steps, can_finish=True, identity=identity)
     # stopped after its last checkpoint, before writing its model: that checkpoint is the model
     done = checkpoint if reached(checkpoint, args.max_steps) else None

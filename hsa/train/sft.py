@@ -135,14 +135,19 @@ _SAME_ON_RESUME = (
 
 
 def run_identity(
-    command: str, settings: Any, args: Any, versions: Mapping[str, int] | None = None
+    command: str,
+    settings: Any,
+    args: Any,
+    versions: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What a resumed run must share with the run it continues: the ``command`` that trains it
     (``sft``, ``distill``, ``rl``), the ``hsa:`` settings (which rows, the teacher), the
     dataset itself by its manifest's config hash (wherever it lies: a copied or moved dataset
     is the same one, a dataset rebuilt at the same path another) and the trainer settings that
     order and cut the rows; and the ``versions`` of hsa's code that decide what the run draws
-    where no dataset fixes it (``hsa train rl``'s tasks and variants: ``rl.run_versions``).
+    where no dataset fixes it (``hsa train rl``'s tasks and variants: ``rl.run_versions``),
+    and the ``inputs`` its settings name by path, by content (``rl.run_inputs``).
     Not the starting model's path: the checkpoint holds the model and tokenizer a resumed run
     goes on from (``starting_model``). A local teacher folder counts by its full path, however
     it was written."""
@@ -158,6 +163,8 @@ def run_identity(
     found: dict[str, Any] = {"command": command, "hsa": chosen, "trainer": trainer}
     if versions is not None:
         found["versions"] = dict(versions)
+    if inputs is not None:
+        found["inputs"] = dict(inputs)
     text = json.dumps(found, default=str)
     return json.loads(text)  # as the record reads back, to compare with it
 
@@ -273,6 +280,30 @@ def resolved_settings(settings: Any, out: Path, checkpoint: str | None) -> dict[
     return chosen
 
 
+def _differences(where: str, then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """How the record's ``then`` and this run's ``now`` differ, key by key (``where.key``),
+    into the objects both hold (a recipe's rule versions: the rule whose version changed)."""
+    found = []
+    for key in sorted({*then, *now}):
+        if key not in then:
+            found.append(f"{where}.{key}: not recorded then, {_said(now[key])} now")
+        elif key not in now:
+            found.append(f"{where}.{key}: {_said(then[key])} then, not set now")
+        elif isinstance(then[key], dict) and isinstance(now[key], dict):
+            found += _differences(f"{where}.{key}", then[key], now[key])
+        elif then[key] != now[key]:
+            found.append(f"{where}.{key}: {_said(then[key])} then, {_said(now[key])} now")
+    return found
+
+
+def _said(value: Any) -> str:
+    """A recorded value as a refusal names it: an object of more than a few keys (a recipe's
+    rule versions) by its size."""
+    if isinstance(value, dict) and len(value) > 3:
+        return f"an object of {len(value)} keys"
+    return repr(value)
+
+
 def _check_same_run(out: Path, identity: Mapping[str, Any]) -> None:
     """Refuse to resume a run that started with other settings (``run_identity``): another
     command, or a setting with another value or set on one side only. A run without a record
@@ -302,21 +333,15 @@ def _check_same_run(out: Path, identity: Mapping[str, Any]) -> None:
         if section == "command":
             continue
         then = started.get(section)
-        then = then if isinstance(then, dict) else {}
         before = len(changed)
-        for key in sorted({*then, *values}):
-            if key not in then:
-                changed.append(f"{section}.{key}: not recorded then, {values[key]!r} now")
-            elif key not in values:
-                changed.append(f"{section}.{key}: {then[key]!r} then, not set now")
-            elif then[key] != values[key]:
-                changed.append(f"{section}.{key}: {then[key]!r} then, {values[key]!r} now")
+        changed += _differences(section, then if isinstance(then, dict) else {}, values)
         redrawn = redrawn or (section == "versions" and len(changed) > before)
     if redrawn:  # the same settings would not give the same prompts: this hsa draws others
         # (a record of an older hsa says no versions: which tasks it drew is not known)
         raise TrainError(
-            f"--resume continues a run that started under other versions of the environment's "
-            f"tasks or scoring or of variant planning, or did not record them "
+            "--resume continues a run that started under other versions of the environment's "
+            "tasks or scoring, of variant planning, of rendering or of the recipe's rules, or "
+            f"did not record them "
             f"({'; '.join(changed)}): it could train on other tasks, variants or rewards after "
             "its checkpoint than before; finish it with the hsa that started it, or train "
             "afresh into another --out",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -17,8 +18,11 @@ from hsa.augment.planner import (
     canonical_variant,
     variant_id,
 )
+from hsa.augment.recipe import default_recipe
 from hsa.envs.registry import get
 from hsa.errors import TrainError
+from hsa.harness.render import RENDER_VERSION
+from hsa.teachers.config import added_hooks_version
 from hsa.teachers.oracle import FixedOracleResponder, OracleBackend, OracleResponder
 from hsa.teachers.rollout import RolloutConfig, RolloutSpec, rollout
 from hsa.train.rl import (
@@ -31,6 +35,8 @@ from hsa.train.rl import (
     prompt_key,
     prompts_of,
     rewards_of,
+    run_inputs,
+    run_versions,
     train_rl,
 )
 from tests.tinymodels import NO_TOOLS_TEMPLATE, qwen_model, qwen_tokenizer
@@ -584,15 +590,20 @@ def test_a_resume_under_other_task_or_planning_versions_is_refused(env, tmp_path
 
     from hsa.train.card import RUN_RECORD
     from hsa.train.config import prepare
-    from hsa.train.rl import run_versions
     from hsa.train.sft import resume_point, run_identity
 
     file = _rl_config(tmp_path, tasks=4)
     trl = {"max_steps": 8, "save_strategy": "steps", "save_steps": 1}
     out = tmp_path / "out"
     settings, args, _ = prepare(file, GRPOConfig, RlSettings, out, trl_overrides=trl)
-    identity = run_identity("rl", settings, args, run_versions(settings))
-    assert identity["versions"] == {"task_version": 2, "score_version": 1, "planner": PLAN_VERSION}
+    identity = run_identity("rl", settings, args, run_versions(settings), run_inputs(settings))
+    assert identity["versions"] == {
+        "task_version": 2,
+        "planner": PLAN_VERSION,
+        "render": RENDER_VERSION,
+        "rule_versions": default_recipe().versions,
+        **added_hooks_version(default_recipe().versions),
+    }
     (out / "checkpoint-1").mkdir(parents=True)
     (out / "checkpoint-1" / "trainer_state.json").write_text("{}")
     record = out / RUN_RECORD
@@ -601,9 +612,11 @@ def test_a_resume_under_other_task_or_planning_versions_is_refused(env, tmp_path
     assert resume_point(out, True, 8, identity=identity) == str(out / "checkpoint-1")
 
     older = {k: v for k, v in identity.items() if k != "versions"}  # an older hsa's record
+    rules = len(default_recipe().versions)
     old_splits = {**identity, "versions": {**identity["versions"], "task_version": 1}}
     for then, said in (
-        (older, "(versions.planner: not recorded then, 8 now; versions.score_version: "),
+        (older, "(versions.added_hooks: not recorded then, 2 now; versions.planner: not "),
+        (older, f"versions.rule_versions: not recorded then, an object of {rules} keys now; "),
         (old_splits, "(versions.task_version: 1 then, 2 now): it could train on other tasks"),
     ):
         record.write_text(json.dumps(then))
@@ -613,9 +626,61 @@ def test_a_resume_under_other_task_or_planning_versions_is_refused(env, tmp_path
         assert refused.value.message.endswith(
             "finish it with the hsa that started it, or train afresh into another --out"
         )
-    # a run that draws no variants does not depend on planning
+    # a rule of another version draws other variants: the rule is named
+    rules_now = identity["versions"]["rule_versions"]["tools.rename"]
+    rules = {**identity["versions"]["rule_versions"], "tools.rename": "0"}
+    versions = {**identity["versions"], "rule_versions": rules}
+    record.write_text(json.dumps({**identity, "versions": versions}))
+    with pytest.raises(TrainError) as refused:
+        train_rl(file, out, trl_overrides=trl, env=env, resume=True)
+    said = f"(versions.rule_versions.tools.rename: '0' then, '{rules_now}' now)"
+    assert said in refused.value.message
+    # a run that draws no variants adds no hooks
     canonical = RlSettings(variants_per_task=0)
-    assert run_versions(canonical) == {"task_version": 2, "score_version": 1}
+    assert "added_hooks" not in run_versions(canonical)
+
+
+def test_a_resume_with_an_edited_recipe_or_corpus_is_refused(external, tmp_path):
+    """A run's record keeps its recipe file and corpus by content: the same paths with other
+    content would draw other variants or tasks after the checkpoint than before."""
+    from trl import GRPOConfig
+
+    from hsa.train.card import RUN_RECORD
+    from hsa.train.config import prepare
+    from hsa.train.sft import resume_point, run_identity
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("variants_per_harness: 2\nrules:\n  - {rule: tools.rename}\n")
+    corpus = tmp_path / "bfcl"
+    shutil.copytree(external / "bfcl", corpus)
+    bfcl = {"env": "bfcl", "env_options": {"path": str(corpus)}, "split": "test"}
+    file = _rl_config(tmp_path, recipe=str(recipe), **bfcl)
+    trl = {"max_steps": 8, "save_strategy": "steps", "save_steps": 1}
+    out = tmp_path / "out"
+    settings, args, _ = prepare(file, GRPOConfig, RlSettings, out, trl_overrides=trl)
+
+    def identity():
+        return run_identity("rl", settings, args, run_versions(settings), run_inputs(settings))
+
+    (out / "checkpoint-1").mkdir(parents=True)
+    (out / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    (out / RUN_RECORD).parent.mkdir()
+    (out / RUN_RECORD).write_text(json.dumps(identity()))
+    assert resume_point(out, True, 8, identity=identity()) == str(out / "checkpoint-1")
+
+    recipe.write_text("variants_per_harness: 2\nrules:\n  - {rule: tools.namespace}\n")
+    with pytest.raises(TrainError) as refused:
+        resume_point(out, True, 8, identity=identity())
+    assert "; inputs.recipe: '" in refused.value.message
+    assert "versions.rule_versions.tools.namespace: not recorded then, " in refused.value.message
+    recipe.write_text("variants_per_harness: 2\nrules:\n  - {rule: tools.rename}\n")
+    assert resume_point(out, True, 8, identity=identity()) == str(out / "checkpoint-1")
+
+    edited = corpus / "BFCL_v4_multiple.json"  # one of those the environment reads
+    edited.write_bytes(edited.read_bytes() + b"\n")
+    with pytest.raises(TrainError) as refused:
+        resume_point(out, True, 8, identity=identity())
+    assert "(inputs.env_options.path: '" in refused.value.message
 
 
 def test_a_recipe_that_changes_no_harness_here_names_the_recipe(tmp_path, external):
