@@ -690,7 +690,7 @@ def augment(
     if isinstance(variants, Mapping):  # read_variants gives them by id
         variants = list(variants.values())
     check_not_empty(source, config)
-    check_splits(source)
+    check_splits(source, config.splits, config.resolved()[1])
     check_apart(source, Path(out))
     check_tokenizer(config)
     with hold(out, command="hsa augment"):

@@ -507,7 +507,7 @@ def build(
         on_read = None if progress is None else partial(progress, "read")
         recorded = open_source(source.trajectories, harness=harness, progress=on_read)
         check_not_empty(recorded, augment_config)
-        check_splits(recorded)
+        check_splits(recorded, augment_config.splits, augment_config.resolved()[1])
         check_apart(recorded, out)
         # the identity was taken before they were read: rows of other content than it was
         # taken of would go into a dataset (and a rerun's "already complete") by its hash
@@ -561,7 +561,7 @@ def _build(
         report.variants_per_task, report.short = taught.variants_per_task, taught.short
         src = open_source(out / SOURCE_DIR)
         check_not_empty(src, augment_config)
-        check_splits(src)
+        check_splits(src, augment_config.splits, augment_config.resolved()[1])
     else:
         src = recorded
 

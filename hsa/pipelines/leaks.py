@@ -4,13 +4,16 @@ Splits are by task: a dataset's test rows are of tasks none of its train rows ar
 kinds of input break that before a row is rendered, and are refused in one line each:
 teacher output of an environment whose tasks or splits have changed since (its manifest's
 ``task_version``, 1 where it records none, is not the environment's now), and rows of one
-task (``task_id``) in two splits, whatever made them (two teacher jobs' output side by side).
-The second check reads only the ``task_id`` and ``split`` columns and works on them as
-arrays; rows without a task id or a split are not compared (their split is drawn by task).
+task (``task_id``) in two splits, whatever made them (two teacher jobs' output side by side,
+or rows given a split beside rows of the same task without one, whose split the job draws by
+task id: ``assign_splits``). The second check reads only the ``task_id`` and ``split``
+columns and works on them as arrays; rows without a task id are not compared (each is its
+own task, drawn by its row id).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +22,14 @@ import pyarrow.compute as pc
 
 from hsa.datasets.source import Source, task_splits, teacher_jobs
 from hsa.errors import DatasetError
+from hsa.pipelines.assign import assign_splits
 
 
-def check_splits(source: Source) -> None:
-    """Refuse ``source`` when its splits would leak (see the module docstring)."""
+def check_splits(source: Source, fractions: Mapping[str, float], seed: int) -> None:
+    """Refuse ``source`` when its splits would leak (see the module docstring) in a job that
+    draws the split of a row without one from ``fractions`` and ``seed``."""
     check_task_versions(source)
-    check_one_split_per_task(source)
+    check_one_split_per_task(source, fractions, seed)
 
 
 def check_task_versions(source: Source) -> None:
@@ -52,18 +57,23 @@ def check_task_versions(source: Source) -> None:
             )
 
 
-def check_one_split_per_task(source: Source) -> None:
+def check_one_split_per_task(source: Source, fractions: Mapping[str, float], seed: int) -> None:
     """Refuse rows of one ``task_id`` in two splits, naming the task, both splits and the
     files and rows of one of each: a task in two splits is tested on what it was trained on.
-    Rows without a task id or a split are left out of the comparison."""
+    A row without a split is in the one its task id draws (``assign_splits`` with
+    ``fractions`` and ``seed``, as the job draws it); rows without a task id are left out."""
     tasks, splits, starts = task_splits(source)
-    given = np.flatnonzero(
-        pc.and_(pc.is_valid(tasks), pc.is_valid(splits)).to_numpy(zero_copy_only=False)
-    )
+    given = np.flatnonzero(pc.is_valid(tasks).to_numpy(zero_copy_only=False))
     if len(given) < 2:
         return
+    tasks, splits = tasks.take(pa.array(given)), splits.take(pa.array(given))
+    unsplit = pc.is_null(splits).to_numpy(zero_copy_only=False)
+    if unsplit.any():
+        mask = pa.array(unsplit)
+        drawn = pa.array(assign_splits(tasks.filter(mask), fractions, seed), pa.string())
+        splits = pc.replace_with_mask(splits, mask, drawn)
     task_codes, split_codes = (
-        pc.dictionary_encode(column.take(pa.array(given))).indices.to_numpy(zero_copy_only=False)
+        pc.dictionary_encode(column).indices.to_numpy(zero_copy_only=False)
         for column in (tasks, splits)
     )
     # each (task, split) pair once; a task counted more than once is in two splits
@@ -86,14 +96,18 @@ def check_one_split_per_task(source: Source) -> None:
         file = source.path if source.scratch is not None else source.files[index]
         return str(file), row - int(starts[index])
 
+    def split_of(position: int) -> str:
+        split = splits[position].as_py()
+        if unsplit[position]:
+            return f"{split!r} (no split given: the one its task id draws)"
+        return repr(split)
+
     (one_file, one_row), (file, row) = where(one), where(other)
-    task = tasks[int(given[other])].as_py()
-    one_split, split = splits[int(given[one])].as_py(), splits[int(given[other])].as_py()
     raise DatasetError(
-        f"task {task!r} has rows in split {split!r} here and in split {one_split!r} "
-        f"({_named(one_file, file)}row {one_row}): a task's rows must all be in one split, or "
-        "it is tested on what it was trained on; augment the output of one hsa teach job, or "
-        "give the task's rows one split",
+        f"task {tasks[other].as_py()!r} has rows in split {split_of(other)} here and in split "
+        f"{split_of(one)} ({_named(one_file, file)}row {one_row}): a task's rows must all be in "
+        "one split, or it is tested on what it was trained on; augment the output of one hsa "
+        "teach job, or give the task's rows one split",
         file=file,
         where=f"row {row}",
     )

@@ -556,12 +556,22 @@ def test_a_task_with_rows_in_two_splits_is_refused_naming_it(
     )
     assert f"({first}, row 3)" in str(refused.value)
     assert not (tmp_path / "out").exists()
-    # rows without a split (drawn by task) or without a task id are not compared
-    check_one_split_per_task(open_source(first))
-    _write(second, [{**row, "split": None} for row in moved])
-    check_one_split_per_task(open_source(folder))
-    _write(second, [{**row, "task_id": None} for row in moved])
-    check_one_split_per_task(open_source(folder))
+    check_one_split_per_task(open_source(first), {"train": 1.0}, 0)
+    # a row without a split is in the one its task id draws: beside rows of its task given
+    # another, it is refused (it was not compared: the task was trained and tested on)
+    _write(second, [{**moved[0], "split": None}])  # a row of rows[3]'s task
+    check_one_split_per_task(open_source(folder), {other: 1.0}, 0)  # drawn into its split
+    drawn = "dev" if other != "dev" else "train"
+    with pytest.raises(DatasetError) as refused:
+        augment(open_source(folder), tmp_path / "out", config(splits={drawn: 1.0}))
+    assert (refused.value.file, refused.value.where) == (str(second), "row 0")
+    assert (
+        f"task {task!r} has rows in split {drawn!r} (no split given: the one its task id draws) "
+        f"here and in split {other!r} ({first}, row 3)"
+    ) in str(refused.value)
+    # rows without a task id are not compared (each is its own task)
+    _write(second, [{**row, "task_id": None, "split": None} for row in moved])
+    check_one_split_per_task(open_source(folder), {drawn: 1.0}, 0)
 
 
 def test_teacher_output_of_older_tasks_than_its_environment_s_is_refused(
