@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -100,6 +100,11 @@ class Tool:
     def to_openai(self) -> dict[str, Any]:
         """The tool as one entry of an OpenAI request's ``tools`` list."""
         return {"type": "function", "function": self.to_function()}
+
+    def openai_json(self) -> str:
+        """``to_openai()`` as compact JSON (key order kept), made once per tool object, its
+        parameters' part taken from ``parameters_json``."""
+        return self.derived(_openai_json)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Tool:
@@ -375,7 +380,11 @@ class Harness:
         """Refuse a part of the wrong kind (``tools=["get"]``, a tool's name for the tool) where
         the harness is made: everything that reads a harness takes its parts for what they
         are, and would fail far from here, in an ``AttributeError``."""
-        for where, parts, kind in _parts(self):
+        self._check_parts(None)
+
+    def _check_parts(self, fields: Set[str] | None) -> None:
+        """``__post_init__``'s check of the parts in ``fields`` (None: all)."""
+        for where, parts, kind in _parts(self, fields):
             if not all(isinstance(part, kind) for part in parts):
                 index = next(i for i, part in enumerate(parts) if not isinstance(part, kind))
                 reader = f"hsa.harness.{kind.__name__}(...) makes one"
@@ -395,11 +404,21 @@ class Harness:
             return value
 
     def replace(self, **changes: Any) -> Harness:
-        """A copy with ``changes`` applied (lists are converted to tuples)."""
+        """A copy with ``changes`` applied (lists are converted to tuples). Only the parts
+        changed are checked as ``__post_init__`` checks them: the others were where this
+        harness was made (rules make a copy per step, tens of thousands a run)."""
         for key in ("tools", "skills", "hooks"):
             if isinstance(changes.get(key), Iterable):  # (what is not, the copy refuses)
                 changes[key] = tuple(changes[key])
-        return dataclasses.replace(self, **changes)
+        if type(self) is not Harness or not changes.keys() <= _FIELDS:
+            return dataclasses.replace(self, **changes)  # (an unknown field: refused there)
+        copy = object.__new__(Harness)
+        for name in _FIELDS:
+            value = changes[name] if name in changes else getattr(self, name)
+            object.__setattr__(copy, name, value)
+        object.__setattr__(copy, "_derived", {})
+        copy._check_parts(changes.keys())
+        return copy
 
     def tool(self, name: str) -> Tool | None:
         """The tool called ``name`` (the skill tool included), or None."""
@@ -499,23 +518,31 @@ class Harness:
         )
 
 
-def _parts(harness: Harness) -> Iterator[tuple[str, Sequence[object], type]]:
+def _parts(
+    harness: Harness, fields: Set[str] | None = None
+) -> Iterator[tuple[str, Sequence[object], type]]:
     """The parts of ``harness`` that are objects of this module, kind by kind: where they are
-    (``{}`` for a part's index), the parts and their kind. The parts inside a part are read
-    once the caller has found it of its kind (it raises at the first that is not)."""
-    yield "protocol", (harness.protocol,), Protocol
-    yield "prompt", (harness.prompt,), Prompt
-    yield (
-        "prompt.sections[{}]",
-        _listed(harness.prompt.sections, "prompt.sections", Section),
-        Section,
-    )
-    yield "tools[{}]", _listed(harness.tools, "tools", Tool), Tool
-    yield "skills[{}]", _listed(harness.skills, "skills", Skill), Skill
-    hooks = _listed(harness.hooks, "hooks", Hook)
-    yield "hooks[{}]", hooks, Hook
-    yield "hooks[{}].matcher", [hook.matcher for hook in hooks], Matcher
-    if harness.skill_tool is not None:
+    (``{}`` for a part's index), the parts and their kind; those of its ``fields`` alone,
+    where given. The parts inside a part are read once the caller has found it of its kind
+    (it raises at the first that is not)."""
+    if fields is None or "protocol" in fields:
+        yield "protocol", (harness.protocol,), Protocol
+    if fields is None or "prompt" in fields:
+        yield "prompt", (harness.prompt,), Prompt
+        yield (
+            "prompt.sections[{}]",
+            _listed(harness.prompt.sections, "prompt.sections", Section),
+            Section,
+        )
+    if fields is None or "tools" in fields:
+        yield "tools[{}]", _listed(harness.tools, "tools", Tool), Tool
+    if fields is None or "skills" in fields:
+        yield "skills[{}]", _listed(harness.skills, "skills", Skill), Skill
+    if fields is None or "hooks" in fields:
+        hooks = _listed(harness.hooks, "hooks", Hook)
+        yield "hooks[{}]", hooks, Hook
+        yield "hooks[{}].matcher", [hook.matcher for hook in hooks], Matcher
+    if harness.skill_tool is not None and (fields is None or "skill_tool" in fields):
         yield "skill_tool", (harness.skill_tool,), Tool
 
 
@@ -525,6 +552,10 @@ def _listed(parts: object, name: str, kind: type) -> tuple[Any, ...] | list[Any]
         got = type(parts).__name__
         raise HarnessError(f"{name} must be a tuple of {kind.__name__}s, got {got}")
     return parts
+
+
+#: the fields a harness is made with (``Harness.replace``)
+_FIELDS = frozenset(f.name for f in dataclasses.fields(Harness) if f.init)
 
 
 def _with_derived(values: tuple[Any, ...], texts: dict[Callable[..., Any], str]) -> Harness:
@@ -557,6 +588,12 @@ def _tool_json(tool: Tool) -> str:
     if tool.extra:
         text += f',"extra":{compact_json(dict(tool.extra))}'
     return text + "}"
+
+
+def _openai_json(tool: Tool) -> str:
+    """``compact_json(tool.to_openai())``, as ``_tool_json`` makes its text."""
+    head = compact_json({"name": tool.name, "description": tool.description})
+    return f'{{"type":"function","function":{head[:-1]},"parameters":{tool.parameters_json()}}}}}'
 
 
 def _parameters_json(tool: Tool) -> str:

@@ -18,7 +18,7 @@ from hsa.harness.events import (
     UserMessage,
 )
 from hsa.harness.jsonvalues import may_be_unwritable, unwritable
-from hsa.harness.model import Harness, Hook, Skill, compact_json
+from hsa.harness.model import Harness, Hook, Skill
 from hsa.harness.prompt import call_format, surface_tools, system_prompt
 from hsa.harness.protocols import join_prefix
 from hsa.harness.sandbox import render_message
@@ -261,8 +261,11 @@ def api_tools(harness: Harness) -> list[dict[str, Any]]:
 def tools_json(harness: Harness) -> str:
     """The tools a request under ``harness`` sends to the API, as compact JSON (``[]`` for a
     text protocol, which lists them in the prompt): ``Conversation.tools`` as JSON, the same
-    for every conversation under ``harness``, so worth keeping (``harness.derived``)."""
-    return compact_json(api_tools(harness) if harness.protocol.is_api else [])
+    for every conversation under ``harness``, so worth keeping (``harness.derived``). Made of
+    each tool's own text (``Tool.openai_json``): the variants of a harness share most tools."""
+    if not harness.protocol.is_api:
+        return "[]"
+    return "[" + ",".join([t.openai_json() for t in surface_tools(harness)]) + "]"
 
 
 def _fresh_id(candidate: str, taken: set[str]) -> str:

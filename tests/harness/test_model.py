@@ -147,6 +147,22 @@ def test_a_part_of_the_wrong_kind_is_refused_when_the_harness_is_made(parts, say
         full().replace(**parts)
 
 
+def test_replace_is_dataclasses_replace_checking_only_the_changed_parts():
+    harness = full()
+    for changes in (
+        {"id": "other"},
+        {"tools": (Tool("a"),), "metadata": {"k": 1}},
+        {"protocol": Protocol(name="text"), "prompt": Prompt(), "skill_tool": None},
+        {"skills": (), "hooks": ()},
+    ):
+        changed = harness.replace(**changes)
+        assert type(changed) is Harness and changed == dataclasses.replace(harness, **changes)
+        assert changed.to_json() == dataclasses.replace(harness, **changes).to_json()
+        assert not changed._derived or changed._derived is not harness._derived
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tool'"):
+        harness.replace(tool=Tool("a"))
+
+
 def test_tool_openai_form():
     tool = full().tools[0]
     assert tool.to_openai() == {"type": "function", "function": tool.to_dict()}
@@ -240,7 +256,20 @@ def test_a_tools_json_is_made_of_its_parameters_own_text(name, description, para
     # looks problems up by: the same text as dumping the whole tool at once
     tool = Tool(name, description, parameters, extra)
     assert tool.parameters_json() == compact_json(parameters)
-    assert tool.to_json() == json.dumps(tool.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    for text, value in ((tool.to_json(), tool.to_dict()), (tool.openai_json(), tool.to_openai())):
+        assert text == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(harness=harnesses(rich=True), api=st.booleans())
+def test_a_requests_tools_json_is_made_of_its_tools_own_texts(harness, api):
+    # render.tools_json joins each tool's kept text (Tool.openai_json): the same text as
+    # dumping the request's tools list at once
+    from hsa.harness.render import api_tools, tools_json
+
+    harness = harness.replace(protocol=Protocol() if api else Protocol(name="text"))
+    whole = api_tools(harness) if api else []
+    assert tools_json(harness) == json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
 
 
 def test_a_tool_keeps_what_is_derived_from_it_and_pickles_without_it():
