@@ -63,10 +63,10 @@ def check_one_split_per_task(source: Source, fractions: Mapping[str, float], see
     A row without a split is in the one its task id draws (``assign_splits`` with
     ``fractions`` and ``seed``, as the job draws it); rows without a task id are left out."""
     tasks, splits, starts = task_splits(source)
-    given = np.flatnonzero(pc.is_valid(tasks).to_numpy(zero_copy_only=False))
-    if len(given) < 2:
+    named = np.flatnonzero(pc.is_valid(tasks).to_numpy(zero_copy_only=False))
+    if len(named) < 2:
         return
-    tasks, splits = tasks.take(pa.array(given)), splits.take(pa.array(given))
+    tasks, splits = tasks.take(pa.array(named)), splits.take(pa.array(named))
     unsplit = pc.is_null(splits).to_numpy(zero_copy_only=False)
     if unsplit.any():
         mask = pa.array(unsplit)
@@ -91,7 +91,7 @@ def check_one_split_per_task(source: Source, fractions: Mapping[str, float], see
     one = int(first[task_codes[other]])
 
     def where(position: int) -> tuple[str, int]:
-        row = int(given[position])
+        row = int(named[position])
         index = int(np.searchsorted(starts, row, side="right")) - 1
         file = source.path if source.scratch is not None else source.files[index]
         return str(file), row - int(starts[index])

@@ -376,7 +376,7 @@ def rule_versions(recipe: Callable[[], Recipe]) -> dict[str, str] | None:
 
 def code_versions(env: str, recipe: Callable[[], Recipe], *, variants: bool) -> dict[str, Any]:
     """The versions of hsa's code that decide what a job makes of its settings, for its output
-    hash or a training run's record (``hsa.train.rl.run_identity``): of variant planning
+    hash or a training run's record (``hsa.train.rl.run_versions``): of variant planning
     (another plans other variants from the same recipe), of rendering (another shows the same
     events otherwise), of the rules of the recipe ``recipe()`` loads, with ``added_hooks``
     where the job draws ``variants`` (the canonical harness adds no hook), and of the

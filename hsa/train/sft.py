@@ -341,7 +341,7 @@ def _check_same_run(out: Path, identity: Mapping[str, Any]) -> None:
         raise TrainError(
             "--resume continues a run that started under other versions of the environment's "
             "tasks or scoring, of variant planning, of rendering or of the recipe's rules, or "
-            f"did not record them "
+            "did not record them "
             f"({'; '.join(changed)}): it could train on other tasks, variants or rewards after "
             "its checkpoint than before; finish it with the hsa that started it, or train "
             "afresh into another --out",
