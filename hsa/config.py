@@ -15,7 +15,6 @@ Like ``hsa.errors``, this module belongs to no layer: every layer may import it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import hashlib
@@ -315,10 +314,18 @@ def settings_hash(chosen: Mapping[str, Any], files: Iterable[str] = ()) -> str:
     chosen = dict(chosen)
     for name in files:
         if chosen.get(name) is not None:
-            with contextlib.suppress(OSError):
-                chosen[name] = content_hash(Path(chosen[name]))
+            chosen[name] = by_content(chosen[name])
     text = json.dumps(chosen, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def by_content(path: Any) -> Any:
+    """The file or folder ``path`` by its content (``content_hash``), or ``path`` as given
+    where it cannot be read (reported where it is loaded)."""
+    try:
+        return content_hash(Path(path))
+    except OSError:
+        return path
 
 
 def content_hash(path: Path, *, stand_ins: Mapping[str, bytes] | None = None) -> str:

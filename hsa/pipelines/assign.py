@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from hsa.augment.seeded import unit
 
@@ -30,3 +31,16 @@ def assign_splits(task_ids: pa.Array, fractions: Mapping[str, float], seed: int)
     u = unit(task_ids, "split", seed)
     index = np.minimum(np.searchsorted(edges, u, side="right"), len(names) - 1)
     return np.array(names, dtype=object)[index]
+
+
+def row_splits(
+    task_ids: pa.Array, given: pa.Array, fractions: Mapping[str, float], seed: int
+) -> pa.Array:
+    """Each row's split: its own (``given``: a teacher's task split), or where it has none,
+    the one its task id draws (``assign_splits``)."""
+    given = given.cast(pa.string())
+    missing = pc.is_null(given)
+    if not pc.any(missing).as_py():
+        return given
+    drawn = assign_splits(task_ids.filter(missing), fractions, seed)
+    return pc.replace_with_mask(given, missing, pa.array(drawn, pa.string()))

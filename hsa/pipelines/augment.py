@@ -93,7 +93,7 @@ from hsa.harness.events import ToolCall
 from hsa.harness.model import Harness
 from hsa.harness.parse import CALL_LIKE
 from hsa.harness.render import RENDER_VERSION
-from hsa.pipelines.assign import SPLIT_VERSION, assign_splits
+from hsa.pipelines.assign import SPLIT_VERSION, row_splits
 from hsa.pipelines.leaks import check_splits
 from hsa.pipelines.orphans import dead, end_with, ending
 from hsa.pipelines.rows import rows, sights_of, stats, undeclared_by, used_by
@@ -1199,12 +1199,7 @@ def _batch(
     # splits, by trajectory: the input's (a teacher's task split) or drawn by task id
     given = table.column("split").combine_chunks()
     task = pc.coalesce(table.column("task_id"), table.column("id")).combine_chunks()
-    drawn = assign_splits(task, config.splits, seed)
-    split_of = np.where(
-        pc.is_null(given).to_numpy(zero_copy_only=False),
-        drawn,
-        np.array(given.to_pylist(), dtype=object),
-    )
+    split_of = np.array(row_splits(task, given, config.splits, seed).to_pylist(), dtype=object)
     for split in sorted(set(split_of.tolist())):
         if (why := split_name_problem(str(split))) is not None:
             file, name = where(int(np.flatnonzero(split_of == split)[0]))

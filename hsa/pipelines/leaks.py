@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from hsa.datasets.source import Source, task_splits, teacher_jobs
 from hsa.errors import DatasetError
-from hsa.pipelines.assign import assign_splits
+from hsa.pipelines.assign import row_splits
 
 
 def check_splits(source: Source, fractions: Mapping[str, float], seed: int) -> None:
@@ -60,18 +60,15 @@ def check_task_versions(source: Source) -> None:
 def check_one_split_per_task(source: Source, fractions: Mapping[str, float], seed: int) -> None:
     """Refuse rows of one ``task_id`` in two splits, naming the task, both splits and the
     files and rows of one of each: a task in two splits is tested on what it was trained on.
-    A row without a split is in the one its task id draws (``assign_splits`` with
-    ``fractions`` and ``seed``, as the job draws it); rows without a task id are left out."""
+    A row without a split is in the one its task id draws (``row_splits`` with ``fractions``
+    and ``seed``, as the job gives it); rows without a task id are left out."""
     tasks, splits, starts = task_splits(source)
     named = np.flatnonzero(pc.is_valid(tasks).to_numpy(zero_copy_only=False))
     if len(named) < 2:
         return
     tasks, splits = tasks.take(pa.array(named)), splits.take(pa.array(named))
     unsplit = pc.is_null(splits).to_numpy(zero_copy_only=False)
-    if unsplit.any():
-        mask = pa.array(unsplit)
-        drawn = pa.array(assign_splits(tasks.filter(mask), fractions, seed), pa.string())
-        splits = pc.replace_with_mask(splits, mask, drawn)
+    splits = row_splits(tasks, splits, fractions, seed)  # as the job gives them
     task_codes, split_codes = (
         pc.dictionary_encode(column).indices.to_numpy(zero_copy_only=False)
         for column in (tasks, splits)

@@ -19,7 +19,6 @@ variant's rule families (``OUT/rollouts.jsonl``), and the training card shows th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import time
@@ -30,7 +29,7 @@ from typing import Any
 
 from hsa.augment.planner import Variant
 from hsa.augment.recipe import Recipe
-from hsa.config import bounded, content_hash, refuse, same_as, setting
+from hsa.config import bounded, by_content, refuse, same_as, setting
 from hsa.envs.base import SPLITS, Environment, Task
 from hsa.errors import HsaError, TrainError, first_line
 from hsa.harness.files import write_atomic
@@ -164,9 +163,7 @@ def run_inputs(settings: RlSettings) -> dict[str, Any]:
     corpus (``corpus_identity``). An edited recipe or corpus draws other prompts or tasks."""
     found: dict[str, Any] = {"env_options": corpus_identity(settings.env, settings.env_options)}
     if settings.recipe is not None:
-        found["recipe"] = settings.recipe  # (unreadable: by its path, as it is refused later)
-        with contextlib.suppress(OSError):
-            found["recipe"] = content_hash(Path(settings.recipe))
+        found["recipe"] = by_content(settings.recipe)
     return found
 
 
